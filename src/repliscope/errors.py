@@ -1,0 +1,74 @@
+"""Exception types. Every message says what was wrong, where, and what is allowed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class RepliscopeError(Exception):
+    """Base class of every error repliscope raises on purpose (the CLI prints these without a traceback)."""
+
+
+class ManifestError(RepliscopeError):
+    """A manifest is malformed: names the file, line, field path and the allowed values."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        allowed: Iterable[str] | None = None,
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.allowed = sorted(allowed) if allowed is not None else None
+        where = ":".join(str(p) for p in (file, line) if p is not None)
+        parts = [f"{where}: " if where else ""]
+        if field:
+            parts.append(f"field '{field}': ")
+        parts.append(message)
+        if self.allowed is not None:
+            parts.append(f" (allowed: {', '.join(self.allowed)})")
+        super().__init__("".join(parts))
+
+
+class UnknownNameError(RepliscopeError, KeyError):
+    """A registry lookup failed; lists the known names and the closest matches."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], suggestions: Iterable[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = sorted(known)
+        self.suggestions = list(suggestions)
+        hint = f" Did you mean {', '.join(repr(s) for s in self.suggestions)}?" if self.suggestions else ""
+        super().__init__(f"unknown {kind} '{name}'.{hint} (allowed: {', '.join(self.known)})")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class SourceError(RepliscopeError):
+    """A model, label or data source cannot be found or fetched."""
+
+
+class ChecksumError(SourceError):
+    """A file's sha256 differs from the one the manifest declares; repliscope refuses to run it."""
+
+
+class FrameworkError(RepliscopeError):
+    """A framework is missing or its installed version is outside the manifest's constraint."""
+
+
+class DatasetError(RepliscopeError):
+    """A dataset is empty, unreadable, or its label rule matches nothing."""
+
+
+class SampleError(RepliscopeError):
+    """One sample could not be processed (corrupt, truncated, unreadable). Recorded, never dropped."""
+
+
+class StoreError(RepliscopeError):
+    """A run id is unknown or the database cannot be used."""

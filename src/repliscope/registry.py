@@ -1,0 +1,79 @@
+"""A registry per plugin kind, keyed by the exact word used in manifests and on the command line.
+
+Lazy targets (``"module:attr"``) keep ``import repliscope`` free of ML frameworks; a duplicate name is an
+error and an unknown name suggests close matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from repliscope.errors import RepliscopeError, UnknownNameError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Maps names to plugin objects (usually classes), registered eagerly or as lazy ``module:attr``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T | str] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: ``@REG.register("resize")`` on a class or function."""
+
+        def deco(obj: T) -> T:
+            self.add(name, obj)
+            return obj
+
+        return deco
+
+    def add(self, name: str, obj: T | str) -> None:
+        """Add ``obj`` (or a lazy ``"module:attr"`` string) under ``name``; duplicates are an error."""
+        existing = self._items.get(name)
+        if existing is not None and existing is not obj:
+            if isinstance(existing, str) and not isinstance(obj, str):
+                # a lazy target being imported registers itself: accept when it is the same object
+                if self._load(name, existing) is obj:
+                    self._items[name] = obj
+                    return
+            raise RepliscopeError(f"{self.kind} '{name}' is already registered")
+        self._items[name] = obj
+
+    def get(self, name: str) -> T:
+        """Return the plugin for ``name``, importing a lazy target on first use."""
+        if name not in self._items:
+            raise UnknownNameError(
+                self.kind, name, self._items, difflib.get_close_matches(name, list(self._items), n=3)
+            )
+        item = self._items[name]
+        if isinstance(item, str):
+            loaded = self._load(name, item)
+            self._items[name] = loaded
+            return loaded
+        return item
+
+    def _load(self, name: str, target: str) -> T:
+        module, _, attr = target.partition(":")
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            raise RepliscopeError(
+                f"{self.kind} '{name}' needs a package that is not installed: {exc}. "
+                f"Install the matching extra, e.g. pip install 'repliscope[...]'"
+            ) from exc
+        obj: T = getattr(mod, attr)
+        return obj
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())

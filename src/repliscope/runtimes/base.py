@@ -1,0 +1,96 @@
+"""The runtime interface (one Runner per framework), after Polygraphy's runners.
+
+A runner is built from a :class:`ModelArtifact` (a verified local model file plus how to build it),
+``load()``-ed once, then ``infer()``-ed on batches. The base class owns timing; subclasses implement
+``_load`` and ``_infer``.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from repliscope.registry import Registry
+
+ModelFormat = Literal["pytorch_state_dict", "onnx"]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """How to build a torch module for a weight-only file: ``factory`` is ``"module:attr"`` (may be
+    ``"module:Class.method"``), called with ``kwargs``."""
+
+    factory: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelArtifact:
+    """A model file that exists locally and whose sha256 was verified against the manifest.
+
+    ``input_shape``: the model input, batch axis first, with -1 (or None) for the dynamic batch, e.g.
+    (-1, 3, 224, 224) in NCHW; ``input_name`` / ``input_dtype`` as in the manifest.
+    """
+
+    path: Path
+    sha256: str
+    format: ModelFormat
+    input_name: str
+    input_shape: tuple[int, ...]
+    input_dtype: str
+    architecture: Architecture | None = None
+    origin: str = ""
+
+
+class Runner(ABC):
+    """One framework backend. ``infer`` takes a float32/uint8 batch (N, ...) and returns (N, C) float32."""
+
+    name: ClassVar[str]
+
+    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
+        self.artifact = artifact
+        self.threads = threads
+        self.cache_dir = cache_dir
+        self.last_inference_seconds: float = 0.0
+        self.loaded = False
+        self.notes: dict[str, Any] = {}
+        """Provenance the runner adds to the record (e.g. "exported torch -> onnx, cached at ...")."""
+
+    def load(self) -> None:
+        if not self.loaded:
+            self._load()
+            self.loaded = True
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        self.load()
+        start = time.perf_counter()
+        out = self._infer(batch)
+        self.last_inference_seconds = time.perf_counter() - start
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """Framework name + version, threads, and any notes (export, providers)."""
+        framework, version = self.framework()
+        return {"runtime": self.name, "framework": framework, "framework_version": version,
+                "threads": self.threads, **self.notes}
+
+    @abstractmethod
+    def framework(self) -> tuple[str, str]:
+        """(framework distribution name, installed version)."""
+
+    @abstractmethod
+    def _load(self) -> None: ...
+
+    @abstractmethod
+    def _infer(self, batch: np.ndarray) -> np.ndarray: ...
+
+
+RUNTIMES: Registry[type[Runner]] = Registry("runtime")
+RUNTIMES.add("torch", "repliscope.runtimes.torch_runner:TorchRunner")
+RUNTIMES.add("onnxruntime", "repliscope.runtimes.onnxruntime_runner:OnnxRuntimeRunner")
+RUNTIMES.add("opencv_dnn", "repliscope.runtimes.opencv_dnn_runner:OpenCVDnnRunner")
