@@ -72,3 +72,18 @@ class SampleError(RepliscopeError):
 
 class StoreError(RepliscopeError):
     """A run id is unknown or the database cannot be used."""
+
+
+class OpSpecError(RepliscopeError):
+    """An op spec (one entry of ``preprocess``/``postprocess``) is invalid.
+
+    ``key`` is the offending key inside the op entry ("op" for an unknown op name, else the parameter
+    name, possibly dotted for nested values); the manifest loader adds the file, line and full field path.
+    """
+
+    def __init__(self, key: str, message: str, allowed: Iterable[str] | None = None) -> None:
+        self.key = key
+        self.message = message
+        self.allowed = sorted(allowed) if allowed is not None else None
+        extra = f" (allowed: {', '.join(self.allowed)})" if self.allowed is not None else ""
+        super().__init__(f"{key}: {message}{extra}")

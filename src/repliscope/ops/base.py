@@ -107,3 +107,10 @@ class PostOp(Op):
 
 
 OPS: Registry[type[Op]] = Registry("processing op")
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What ops may need from the manifest beyond their own parameters (e.g. class names for ``labels``)."""
+
+    class_names: tuple[str, ...] | None = None

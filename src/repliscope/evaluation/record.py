@@ -1,0 +1,109 @@
+"""The evaluation record: everything needed to trust, repeat and compare one run.
+
+Pure data (pydantic), serialisable to JSON; the store persists it and the report renders it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SamplePrediction(_Model):
+    """One sample's outcome. ``error`` is set (and the top-k lists are empty) when the sample failed."""
+
+    sample_id: str
+    label: int | None
+    topk_indices: list[int] = Field(default_factory=list)
+    topk_probs: list[float] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def top1(self) -> int | None:
+        return self.topk_indices[0] if self.topk_indices else None
+
+
+class MetricValue(_Model):
+    """A proportion metric with its 95 % Wilson score interval: ``successes`` of ``n``."""
+
+    name: str
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int
+    successes: int
+    confidence: float = 0.95
+
+
+class ClaimVerdict(_Model):
+    metric: str
+    claimed: float
+    measured: float | None
+    ci_low: float | None
+    ci_high: float | None
+    claim_dataset: str
+    evaluated_dataset: str
+    verdict: Literal["consistent", "inconsistent", "not comparable"]
+    reason: str
+    source: str
+
+
+class Timings(_Model):
+    total_seconds: float
+    inference_seconds: float
+    batch_latencies_seconds: list[float]
+    throughput_samples_per_second: float
+
+
+class ManifestInfo(_Model):
+    name: str
+    version: str
+    path: str
+    sha256: str
+    text: str
+
+
+class EvaluationRecord(_Model):
+    run_id: str
+    created_at: datetime
+    repliscope_version: str
+    kind: str = "evaluation"
+    manifest: ManifestInfo
+    pipeline: dict[str, list[dict[str, Any]]]
+    runtime: dict[str, Any]
+    software: dict[str, Any]
+    hardware: dict[str, Any]
+    dataset: dict[str, Any]
+    options: dict[str, Any]
+    metrics: list[MetricValue]
+    claims: list[ClaimVerdict]
+    counts: dict[str, int]
+    timings: Timings
+    samples: list[SamplePrediction]
+    result_hash: str
+    sweep_id: str | None = None
+    variant: str | None = None
+
+    def metric(self, name: str) -> MetricValue | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+
+def result_hash(samples: list[SamplePrediction], prob_decimals: int = 6) -> str:
+    """sha256 over every sample's id, top-k indices, top-k probabilities (rounded) and error.
+
+    Rounding to ``prob_decimals`` makes the hash robust to float printing, not to real numeric change.
+    """
+    h = hashlib.sha256()
+    for s in samples:
+        payload = [s.sample_id, s.topk_indices, [round(p, prob_decimals) for p in s.topk_probs], s.error]
+        h.update(json.dumps(payload, separators=(",", ":")).encode())
+        h.update(b"\n")
+    return h.hexdigest()
