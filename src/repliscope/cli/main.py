@@ -1,0 +1,214 @@
+"""The ``repliscope`` command line: a thin layer over the core (the core never imports this package)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from repliscope.cli.output import console, pct, print_record, print_table
+from repliscope.errors import RepliscopeError
+
+app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+runs_app = typer.Typer(help="Stored evaluation records.", no_args_is_help=True)
+manifest_app = typer.Typer(help="Model manifests.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+app.add_typer(manifest_app, name="manifest")
+
+DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
+                                                          "directory, or $REPLISCOPE_DB)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _fail(exc: Exception) -> None:
+    print(f"error: {exc}", file=sys.stderr)
+    raise typer.Exit(code=2)
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+@app.command()
+def evaluate(
+    manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
+    runtime: Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: the manifest's "
+                                                     "framework)")] = None,
+    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
+    label_rule: Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | csv | none "
+                                                        "(default: detected, and recorded as detected)")] = None,
+    labels_csv: Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")] = None,
+    evaluated_as: Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT (e.g. "
+                                                     "imagenet-1k/val) so claims on it become comparable.")] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Runtime threads (recorded).")] = 2,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    prep_workers: Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (default: --threads).")]
+    = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")] = None,
+    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed sample.")] = False,
+    download: Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts."""
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, evaluate as run_evaluation, prepare
+    from repliscope.manifest.loader import load_manifest
+    from repliscope.manifest.schema import DatasetRef
+    from repliscope.store.repository import RunStore
+
+    try:
+        loaded = load_manifest(manifest)
+        as_ref = None
+        if evaluated_as is not None:
+            name, sep, split = evaluated_as.partition("/")
+            if not sep or not name or not split:
+                raise RepliscopeError(f"--as expects NAME/SPLIT, e.g. imagenet-1k/val, got {evaluated_as!r}")
+            as_ref = DatasetRef(name=name, split=split)
+        settings = RunSettings(runtime=runtime or loaded.manifest.framework.name, threads=threads,
+                               batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
+                               evaluated_as=as_ref, allow_download=download)
+        data = resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
+        store = RunStore(db)
+        prepared = prepare(loaded, settings)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, transient=True, disable=as_json) as progress:
+            task = progress.add_task(f"{loaded.manifest.name} on {settings.runtime}", total=len(data))
+            record = run_evaluation(prepared, data, on_progress=lambda n: progress.advance(task, n))
+        store.save(record)
+    except RepliscopeError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _emit_json(record.model_dump(mode="json"))
+    else:
+        print_record(record)
+        console.print(f"stored as run [bold]{record.run_id}[/]")
+
+
+@runs_app.command("list")
+def runs_list(limit: int = 50, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List stored runs, newest first."""
+    from repliscope.store.repository import RunStore
+
+    try:
+        runs = RunStore(db).list(limit=limit)
+    except RepliscopeError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _emit_json([r.model_dump(mode="json") for r in runs])
+        return
+    print_table("runs", ["run", "created", "manifest", "runtime", "dataset", "samples", "failed", "top-1", "top-5"],
+                [[r.run_id[:12], f"{r.created_at:%Y-%m-%d %H:%M}", f"{r.manifest_name} {r.manifest_version}",
+                  r.runtime, r.dataset_name, r.num_samples, r.num_failed, pct(r.top1), pct(r.top5)] for r in runs])
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, samples: Annotated[bool, typer.Option(help="List every sample.")] = False,
+              db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Show one run's full record (a unique prefix of the id is enough)."""
+    from repliscope.store.repository import RunStore
+
+    try:
+        record = RunStore(db).get(run_id)
+    except RepliscopeError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _emit_json(record.model_dump(mode="json"))
+    else:
+        print_record(record, show_samples=samples)
+
+
+@runs_app.command("compare")
+def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Metric deltas (B - A) and the samples whose top-1 differs."""
+    from repliscope.store.compare import compare_runs
+    from repliscope.store.repository import RunStore
+
+    try:
+        store = RunStore(db)
+        comparison = compare_runs(store.get(run_a), store.get(run_b))
+    except RepliscopeError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _emit_json(comparison.model_dump(mode="json"))
+        return
+    from repliscope.cli.output import print_comparison
+
+    print_comparison(comparison)
+
+
+@manifest_app.command("validate")
+def manifest_validate(files: Annotated[list[Path], typer.Argument(help="Manifest files.")]) -> None:
+    """Check manifests against the schema and the op registry; exit 2 on the first invalid file."""
+    from repliscope.manifest.loader import load_manifest
+
+    for f in files:
+        try:
+            loaded = load_manifest(f)
+        except RepliscopeError as exc:
+            _fail(exc)
+            return
+        console.print(f"[green]ok[/] {f}: {loaded.manifest.name} {loaded.manifest.version}, "
+                      f"{len(loaded.manifest.preprocess)} pre-processing ops, {len(loaded.manifest.claims)} claims")
+
+
+@manifest_app.command("show")
+def manifest_show(
+    file: Path,
+    resolved: Annotated[bool, typer.Option(help="Resolve every op (library + version), the model source and "
+                                                "the framework check.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a manifest; with --resolved, exactly what a run would execute."""
+    from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
+    from repliscope.manifest.loader import build_ops, load_manifest
+    from repliscope.ops.base import BuildContext
+    from repliscope.ops.pipeline import Pipeline
+
+    try:
+        loaded = load_manifest(file)
+        out: dict[str, Any] = {"name": loaded.manifest.name, "version": loaded.manifest.version,
+                               "sha256": loaded.sha256}
+        if resolved:
+            cache = default_cache_dir()
+            artifact = resolve_artifact(loaded, cache)
+            names = load_class_names(loaded, cache)
+            pipeline = Pipeline(*build_ops(loaded, BuildContext(class_names=names)))
+            out["source"] = {"path": str(artifact.path), "sha256": artifact.sha256, "verified": True,
+                             "format": artifact.format}
+            out["framework"] = {"name": loaded.manifest.framework.name,
+                                "constraint": loaded.manifest.framework.version, "satisfied": True}
+            out["pipeline"] = pipeline.describe()
+        else:
+            out["manifest"] = loaded.manifest.model_dump(mode="json")
+    except RepliscopeError as exc:
+        _fail(exc)
+        return
+    if as_json or not resolved:
+        _emit_json(out)
+        return
+    console.print(f"[bold]{out['name']} {out['version']}[/] (manifest sha256 {out['sha256'][:12]})")
+    console.print(f"source    {out['source']['path']} (sha256 verified)")
+    console.print(f"framework {out['framework']['name']} {out['framework']['constraint']}: satisfied")
+    for stage in ("preprocess", "postprocess"):
+        rows = [[i, op["op"], op["library"], op["library_version"],
+                 ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("op", "library", "library_version"))]
+                for i, op in enumerate(out["pipeline"][stage])]
+        print_table(stage, ["#", "op", "library", "version", "parameters"], rows)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Human-readable rendering of records and comparisons (rich). JSON output bypasses this module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from repliscope.evaluation.record import EvaluationRecord
+
+console = Console()
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f} %"
+
+
+def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
+    console.print(f"[bold]run {rec.run_id}[/]  {rec.created_at:%Y-%m-%d %H:%M:%S} UTC  "
+                  f"repliscope {rec.repliscope_version}")
+    console.print(f"manifest  {rec.manifest.name} {rec.manifest.version}  ({rec.manifest.path}, "
+                  f"sha256 {rec.manifest.sha256[:12]})")
+    rt = rec.runtime
+    console.print(f"runtime   {rt['runtime']} ({rt['framework']} {rt['framework_version']}), threads {rt['threads']}"
+                  + (f", ONNX exported from torch ({'cached' if rt['export'].get('cached') else 'new'})"
+                     if rt.get("export") else ""))
+    d = rec.dataset
+    console.print(f"dataset   {d['name']}  {d['num_samples']} samples, identity {d['identity'][:12]}, "
+                  f"label rule {d['label_rule']}")
+    c = rec.counts
+    console.print(f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
+                  f", {c['labelled']} labelled")
+    table = Table(title="metrics (95 % Wilson interval)")
+    for col in ("metric", "value", "interval", "n"):
+        table.add_column(col)
+    for m in rec.metrics:
+        table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
+    console.print(table)
+    if rec.claims:
+        claims = Table(title="claims")
+        for col in ("metric", "claimed", "dataset", "measured", "verdict", "reason"):
+            claims.add_column(col, overflow="fold")
+        colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
+        for v in rec.claims:
+            claims.add_row(v.metric, pct(v.claimed), v.claim_dataset, pct(v.measured),
+                           f"[{colour[v.verdict]}]{v.verdict}[/]", v.reason)
+        console.print(claims)
+    t = rec.timings
+    console.print(f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
+                  f"{t.throughput_samples_per_second:.1f} samples/s")
+    console.print(f"result    {rec.result_hash}")
+    failed = [s for s in rec.samples if s.error]
+    for s in failed[:20]:
+        console.print(f"[red]failed[/] {s.sample_id}: {s.error}")
+    if len(failed) > 20:
+        console.print(f"... and {len(failed) - 20} more failed samples (see --json)")
+    if show_samples:
+        st = Table(title="samples")
+        for col in ("sample", "label", "top-1", "p(top-1)", "correct"):
+            st.add_column(col)
+        for s in rec.samples:
+            st.add_row(s.sample_id, str(s.label), str(s.top1), f"{s.topk_probs[0]:.4f}" if s.topk_probs else "",
+                       "" if s.label is None or s.error else ("yes" if s.top1 == s.label else "no"))
+        console.print(st)
+
+
+def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*[str(v) for v in row])
+    console.print(table)

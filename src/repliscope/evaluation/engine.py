@@ -1,0 +1,127 @@
+"""The evaluation loop: pre-process in a thread pool while the runtime infers, batch by batch.
+
+While the runtime runs batch n, worker threads decode and pre-process batches n+1 .. n+prefetch (decoders and
+numpy release the GIL). At most ``prefetch + 1`` batches of inputs exist at once, so memory stays bounded.
+A sample that fails (unreadable, corrupt, wrong shape after pre-processing) is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from repliscope.datasets.base import Sample
+from repliscope.errors import RepliscopeError, SampleError
+from repliscope.evaluation.record import SamplePrediction
+from repliscope.ops.base import Item
+from repliscope.ops.pipeline import Pipeline
+from repliscope.runtimes.base import Runner
+
+ProgressCallback = Callable[[int], None]
+"""Called with the number of samples finished since the last call."""
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    batch_size: int
+    prep_workers: int
+    prefetch_batches: int = 2
+    fail_fast: bool = False
+
+
+@dataclass
+class LoopResult:
+    """Per-sample predictions in dataset order, plus timings in seconds."""
+
+    predictions: list[SamplePrediction]
+    batch_latencies: list[float] = field(default_factory=list)
+    inference_seconds: float = 0.0
+    total_seconds: float = 0.0
+
+
+Prepared = tuple[np.ndarray | None, str | None]
+
+
+def prepare_sample(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None) -> Prepared:
+    """Read + pre-process one sample -> (model input without batch axis, None) or (None, failure reason)."""
+    try:
+        data = sample.read()
+    except OSError as exc:
+        return None, f"unreadable: {exc}"
+    try:
+        item = pipeline.preprocess(Item(np.frombuffer(data, dtype=np.uint8), "encoded"))
+    except SampleError as exc:
+        return None, str(exc)
+    except RepliscopeError:
+        raise
+    except Exception as exc:  # a library raised on this sample's content: record it, keep going
+        return None, f"{type(exc).__name__}: {exc}"
+    if expected_shape is not None and tuple(item.data.shape) != expected_shape:
+        return None, (f"pre-processed shape {tuple(item.data.shape)} does not match the model input "
+                      f"{expected_shape}")
+    return item.data, None
+
+
+def run_loop(
+    pipeline: Pipeline,
+    runner: Runner,
+    samples: Sequence[Sample],
+    options: LoopOptions,
+    expected_shape: tuple[int, ...] | None,
+    on_progress: ProgressCallback | None = None,
+) -> LoopResult:
+    """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included)."""
+    start = time.perf_counter()
+    result = LoopResult(predictions=[])
+    batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
+    runner.load()
+    with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
+        pending: deque[list[Future[Prepared]]] = deque()
+
+        def submit(batch: Sequence[Sample]) -> None:
+            pending.append([pool.submit(prepare_sample, pipeline, s, expected_shape) for s in batch])
+
+        for batch in batches[: options.prefetch_batches + 1]:
+            submit(batch)
+        for index, batch in enumerate(batches):
+            prepared = [f.result() for f in pending.popleft()]
+            nxt = index + options.prefetch_batches + 1
+            if nxt < len(batches):
+                submit(batches[nxt])
+            result.predictions.extend(_infer_batch(pipeline, runner, batch, prepared, options, result))
+            if on_progress is not None:
+                on_progress(len(batch))
+    result.total_seconds = time.perf_counter() - start
+    return result
+
+
+def _infer_batch(pipeline: Pipeline, runner: Runner, batch: Sequence[Sample], prepared: list[Prepared],
+                 options: LoopOptions, result: LoopResult) -> list[SamplePrediction]:
+    ok = [i for i, (x, _) in enumerate(prepared) if x is not None]
+    out: list[SamplePrediction] = [
+        SamplePrediction(sample_id=s.id, label=s.label, error=prepared[i][1]) for i, s in enumerate(batch)
+    ]
+    failed = [p for p in out if p.error is not None]
+    if failed and options.fail_fast:
+        raise SampleError(f"sample '{failed[0].sample_id}' failed: {failed[0].error} (--fail-fast)")
+    if not ok:
+        return out
+    inputs = np.stack([prepared[i][0] for i in ok])  # type: ignore[misc]
+    scores = runner.infer(inputs)
+    result.batch_latencies.append(runner.last_inference_seconds)
+    result.inference_seconds += runner.last_inference_seconds
+    preds = pipeline.postprocess(scores)
+    if preds.topk_indices is None or preds.topk_scores is None:
+        raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
+    for row, i in enumerate(ok):
+        out[i] = SamplePrediction(
+            sample_id=batch[i].id, label=batch[i].label,
+            topk_indices=[int(v) for v in preds.topk_indices[row]],
+            topk_probs=[float(v) for v in preds.topk_scores[row]],
+        )
+    return out

@@ -1,0 +1,125 @@
+"""Software and hardware provenance for the evaluation record: what ran, where, with how many threads.
+
+``software_stack`` sees only the BLAS/OpenMP libraries loaded so far, so call it after the runtime loaded
+its model (torch and onnxruntime bring their own OpenMP/MKL).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_MAX_CPU_ISA",
+    "ONEDNN_DEFAULT_FPMATH_MODE",
+)
+"""Environment variables that change thread counts or the numeric kernels chosen; unset ones are None."""
+
+_THREADPOOL_KEYS = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer",
+                    "architecture", "filepath")
+_CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
+              "asimd", "sve")
+"""ISA extensions that decide which kernels BLAS / oneDNN / onnxruntime dispatch to."""
+
+
+def distribution_version(name: str) -> str | None:
+    """Installed version of a distribution, or None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software_stack(extra_distributions: Iterable[str] = ()) -> dict[str, Any]:
+    """Python, platform, numpy, Pillow (and its JPEG/zlib libraries), the given distributions' versions,
+    loaded BLAS/OpenMP libraries (threadpoolctl) and the thread-related environment variables."""
+    import numpy
+    import PIL
+    from PIL import features
+    from threadpoolctl import threadpool_info
+
+    return {
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+        "pillow": PIL.__version__,
+        "pillow_libraries": {
+            "libjpeg": features.version("jpg"),
+            "libjpeg_turbo": features.version("libjpeg_turbo"),
+            "zlib": features.version("zlib"),
+        },
+        "distributions": {name: distribution_version(name) for name in extra_distributions},
+        "threadpools": [{k: lib.get(k) for k in _THREADPOOL_KEYS if k in lib} for lib in threadpool_info()],
+        "env": {var: os.environ.get(var) for var in THREAD_ENV_VARS},
+    }
+
+
+def _cpuinfo() -> dict[str, str]:
+    """First processor block of /proc/cpuinfo as a dict (empty when unavailable)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if info:
+                break
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def _usable_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _memory_gib() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 2)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _cgroup_cpu_limit() -> float | None:
+    """CPUs allowed by a cgroup v2 quota (containers), None when unlimited or unknown."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else round(int(quota) / int(period), 2)
+
+
+def hardware(threads_used: int) -> dict[str, Any]:
+    """CPU model and ISA flags, logical / usable cores, memory, architecture, threads used, host name."""
+    cpu = _cpuinfo()
+    flags = set(cpu.get("flags", cpu.get("Features", "")).split())
+    return {
+        "cpu_model": cpu.get("model name") or platform.processor() or "unknown",
+        "cpu_flags": [f for f in _CPU_FLAGS if f in flags],
+        "logical_cores": os.cpu_count(),
+        "usable_cores": _usable_cores(),
+        "cgroup_cpu_limit": _cgroup_cpu_limit(),
+        "memory_gib": _memory_gib(),
+        "machine": platform.machine(),
+        "byteorder": sys.byteorder,
+        "threads_used": threads_used,
+        "hostname": socket.gethostname(),
+    }

@@ -1,0 +1,107 @@
+"""Evaluate one manifest on one runtime and dataset, producing a complete EvaluationRecord."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import repliscope
+from repliscope.datasets.base import Dataset
+from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
+from repliscope.evaluation.claims import judge_claim
+from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
+from repliscope.evaluation.provenance import hardware, software_stack
+from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
+from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
+from repliscope.manifest.schema import DatasetRef
+from repliscope.metrics.classification import compute_metrics
+from repliscope.ops.base import BuildContext
+from repliscope.ops.pipeline import Pipeline
+from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
+
+_FRAMEWORK_DISTRIBUTIONS = ("torch", "onnx", "onnxruntime", "onnxscript", "opencv-python-headless",
+                            "opencv-python", "efficientnet-lite-pytorch", "scipy", "pydantic")
+
+
+@dataclass
+class RunSettings:
+    """Options of one evaluation, all recorded. ``prep_workers`` None means ``threads``."""
+
+    runtime: str
+    threads: int
+    batch_size: int
+    prep_workers: int | None = None
+    fail_fast: bool = False
+    evaluated_as: DatasetRef | None = None
+    cache_dir: Path | None = None
+    allow_download: bool = False
+
+
+@dataclass
+class PreparedRun:
+    """Everything resolved before the loop: reused by sweeps that run many pipelines on one model."""
+
+    loaded: LoadedManifest
+    artifact: ModelArtifact
+    pipeline: Pipeline
+    runner: Runner
+    settings: RunSettings
+
+
+def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> PreparedRun:
+    loaded = manifest if isinstance(manifest, LoadedManifest) else load_manifest(manifest)
+    cache_dir = settings.cache_dir or default_cache_dir()
+    artifact = resolve_artifact(loaded, cache_dir, settings.allow_download)
+    class_names = load_class_names(loaded, cache_dir, settings.allow_download)
+    pre, post = build_ops(loaded, BuildContext(class_names=class_names))
+    runner = RUNTIMES.get(settings.runtime)(artifact, threads=settings.threads, cache_dir=cache_dir)
+    return PreparedRun(loaded, artifact, Pipeline(pre, post), runner, settings)
+
+
+def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallback | None = None,
+             pipeline: Pipeline | None = None) -> EvaluationRecord:
+    """Run the loop and assemble the record (metrics, claim verdicts, provenance, result hash)."""
+    s = prepared.settings
+    pipe = pipeline or prepared.pipeline
+    options = LoopOptions(batch_size=s.batch_size, prep_workers=s.prep_workers or s.threads, fail_fast=s.fail_fast)
+    shape = tuple(prepared.artifact.input_shape[1:])
+    loop = run_loop(pipe, prepared.runner, dataset.samples, options, shape, on_progress)
+    return build_record(prepared, dataset, loop, pipe, options)
+
+
+def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipeline: Pipeline,
+                 options: LoopOptions) -> EvaluationRecord:
+    s = prepared.settings
+    loaded = prepared.loaded
+    metrics = compute_metrics(loop.predictions)
+    by_name = {m.name: m for m in metrics}
+    claims = [judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name) for c in loaded.manifest.claims]
+    failed = sum(1 for p in loop.predictions if p.error is not None)
+    evaluated = len(loop.predictions) - failed
+    return EvaluationRecord(
+        run_id=uuid.uuid4().hex,
+        created_at=datetime.now(UTC),
+        repliscope_version=repliscope.__version__,
+        manifest=ManifestInfo(name=loaded.manifest.name, version=loaded.manifest.version,
+                              path=str(loaded.path), sha256=loaded.sha256, text=loaded.text),
+        pipeline=pipeline.describe(),
+        runtime={**prepared.runner.info(), "model_sha256": prepared.artifact.sha256,
+                 "model_origin": prepared.artifact.origin},
+        software=software_stack(_FRAMEWORK_DISTRIBUTIONS),
+        hardware=hardware(s.threads),
+        dataset={**dataset.describe(),
+                 "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
+        options={"batch_size": options.batch_size, "threads": s.threads, "prep_workers": options.prep_workers,
+                 "prefetch_batches": options.prefetch_batches, "fail_fast": options.fail_fast},
+        metrics=metrics,
+        claims=claims,
+        counts={"total": len(loop.predictions), "evaluated": evaluated, "failed": failed,
+                "labelled": sum(1 for p in loop.predictions if p.label is not None)},
+        timings=Timings(total_seconds=loop.total_seconds, inference_seconds=loop.inference_seconds,
+                        batch_latencies_seconds=loop.batch_latencies,
+                        throughput_samples_per_second=evaluated / loop.total_seconds if loop.total_seconds else 0.0),
+        samples=loop.predictions,
+        result_hash=result_hash(loop.predictions),
+    )

@@ -1,0 +1,50 @@
+"""Check installed distributions against the manifest's version constraints."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from repliscope.errors import FrameworkError
+
+_DISTRIBUTION_OF_FRAMEWORK = {"torch": "torch", "onnx": "onnx"}
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return md.version(distribution)
+    except md.PackageNotFoundError:
+        return None
+
+
+def check_constraint(distribution: str, constraint: str, why: str) -> str:
+    """Return the installed version of ``distribution`` if it satisfies ``constraint``; else FrameworkError.
+
+    Local version labels (``2.13.0+cpu``) are compared by their public part.
+    """
+    version = installed_version(distribution)
+    if version is None:
+        raise FrameworkError(f"{why} needs '{distribution}{constraint}', which is not installed "
+                             f"(pip install '{distribution}{constraint}')")
+    public = Version(version).public
+    if not SpecifierSet(constraint).contains(public, prereleases=True):
+        raise FrameworkError(
+            f"{why} needs {distribution}{constraint}, but {distribution} {version} is installed"
+        )
+    return version
+
+
+def check_framework(name: str, constraint: str) -> str:
+    return check_constraint(_DISTRIBUTION_OF_FRAMEWORK[name], constraint, f"the model's framework '{name}'")
+
+
+def check_requirement(requirement: str, why: str) -> str:
+    """``requirement`` is a PEP 508 string such as ``efficientnet-lite-pytorch==0.1.0``."""
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement as exc:
+        raise FrameworkError(f"{why}: not a valid requirement {requirement!r}: {exc}") from exc
+    return check_constraint(req.name, str(req.specifier), why)

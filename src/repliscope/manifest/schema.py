@@ -1,0 +1,131 @@
+"""The model manifest schema (pydantic). Unknown keys are errors; nothing falls back to a hidden default.
+
+Op entries of ``preprocess``/``postprocess`` are kept as raw mappings here and validated against each op's
+own parameter model by :mod:`repliscope.ops.pipeline` (the op registry is the single source of op names).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FrameworkSpec(_Strict):
+    """The model's native framework and the versions it is known to work with (PEP 440 specifier)."""
+
+    name: Literal["torch", "onnx"]
+    version: str
+
+    @field_validator("version")
+    @classmethod
+    def _specifier(cls, v: str) -> str:
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier as exc:
+            raise ValueError(f"not a PEP 440 version constraint: {v!r} (e.g. '>=2.1,<3')") from exc
+        return v
+
+
+class SourceSpec(_Strict):
+    """Where the model file comes from: ``package://DIST/path/in/dist``, a path relative to the manifest,
+    or ``https://...`` (downloaded to the cache only when asked). ``sha256`` is always required."""
+
+    uri: str
+    sha256: Sha256
+    format: Literal["pytorch_state_dict", "onnx"]
+
+
+class ArchitectureSpec(_Strict):
+    """For weight-only formats: ``factory`` is ``module:attr`` (attr may be dotted, e.g.
+    ``EfficientNet.from_name``), called with ``kwargs``; ``package`` is a requirement checked as installed."""
+
+    factory: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")]
+    package: str
+    kwargs: dict[str, Any]
+
+
+class TensorSpec(_Strict):
+    """A model input/output. ``shape`` uses -1 for the dynamic batch axis."""
+
+    name: str
+    shape: list[int]
+    dtype: Literal["float32", "float16", "uint8", "int8", "int64"]
+    layout: Literal["NCHW", "NHWC", "NC"]
+
+
+class OutputSpec(TensorSpec):
+    kind: Literal["logits", "probabilities"]
+
+
+class LabelsSpec(_Strict):
+    """Class names: ``builtin:imagenet-1k`` or a source URI (as for ``source``) of a text file with one
+    class per line (``name`` or ``wnid<TAB>name``)."""
+
+    source: str
+    sha256: Sha256 | None = None
+    num_classes: int
+
+
+class DatasetRef(_Strict):
+    name: str
+    split: str
+
+
+class ClaimSpec(_Strict):
+    """A published claim, e.g. top-1 75.1 % on ImageNet-1k val. ``value`` is in percent."""
+
+    metric: Literal["top1", "top5"]
+    value: Annotated[float, Field(ge=0, le=100)]
+    dataset: DatasetRef
+    source: str
+
+
+class DatasetsSpec(_Strict):
+    trained_on: list[DatasetRef]
+    evaluated_on: list[DatasetRef]
+
+
+class Manifest(_Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+    version: str
+    task: Literal["image_classification"]
+    description: str
+    license: str
+    framework: FrameworkSpec
+    source: SourceSpec
+    architecture: ArchitectureSpec | None = None
+    inputs: Annotated[list[TensorSpec], Field(min_length=1, max_length=1)]
+    preprocess: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    outputs: Annotated[list[OutputSpec], Field(min_length=1, max_length=1)]
+    postprocess: list[dict[str, Any]]
+    labels: LabelsSpec
+    claims: list[ClaimSpec]
+    datasets: DatasetsSpec
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, v: str) -> str:
+        try:
+            parsed = Version(v)
+        except InvalidVersion as exc:
+            raise ValueError(f"not a semantic version: {v!r} (e.g. '1.0.0')") from exc
+        if len(parsed.release) != 3:
+            raise ValueError(f"semantic version needs MAJOR.MINOR.PATCH, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _architecture_matches_format(self) -> Manifest:
+        if self.source.format == "pytorch_state_dict" and self.architecture is None:
+            raise ValueError("source.format 'pytorch_state_dict' holds weights only: 'architecture' is required")
+        if self.source.format == "onnx" and self.architecture is not None:
+            raise ValueError("source.format 'onnx' carries its own graph: remove 'architecture'")
+        return self

@@ -1,0 +1,46 @@
+"""Classification metrics over per-sample predictions, registered under the names claims use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from repliscope.evaluation.record import MetricValue, SamplePrediction
+from repliscope.metrics.intervals import wilson_interval
+from repliscope.registry import Registry
+
+Metric = Callable[[Sequence[SamplePrediction]], MetricValue | None]
+METRICS: Registry[Metric] = Registry("metric")
+
+
+def topk_accuracy(samples: Sequence[SamplePrediction], k: int, name: str) -> MetricValue | None:
+    """Fraction of labelled, successfully evaluated samples whose label is among the first ``k`` predictions.
+
+    Failed samples (``error`` set) and unlabelled ones are not in ``n``; the record counts them apart.
+    Returns None when there is no labelled sample or fewer than ``k`` predictions were kept.
+    """
+    scored = [s for s in samples if s.label is not None and s.error is None]
+    if not scored or any(len(s.topk_indices) < k for s in scored):
+        return None
+    hits = sum(1 for s in scored if s.label in s.topk_indices[:k])
+    low, high = wilson_interval(hits, len(scored))
+    return MetricValue(name=name, value=hits / len(scored), ci_low=low, ci_high=high, n=len(scored), successes=hits)
+
+
+@METRICS.register("top1")
+def top1(samples: Sequence[SamplePrediction]) -> MetricValue | None:
+    return topk_accuracy(samples, 1, "top1")
+
+
+@METRICS.register("top5")
+def top5(samples: Sequence[SamplePrediction]) -> MetricValue | None:
+    return topk_accuracy(samples, 5, "top5")
+
+
+def compute_metrics(samples: Sequence[SamplePrediction]) -> list[MetricValue]:
+    """Every registered metric that applies to these samples."""
+    out = []
+    for name in METRICS.names():
+        value = METRICS.get(name)(samples)
+        if value is not None:
+            out.append(value)
+    return out
