@@ -15,7 +15,7 @@ def judge_claim(claim: ClaimSpec, metric: MetricValue | None, evaluated_as: Data
     """``consistent`` when the claim lies inside the metric's 95 % interval, ``inconsistent`` when outside,
     ``not comparable`` when the evaluated data is not declared to be the claim's dataset and split (the
     numbers are kept, never presented as a reproduction) or the metric could not be computed."""
-    claimed = claim.value / 100.0
+    claimed = round(claim.value / 100.0, 10)  # 75.1 -> 0.751 exactly as printed
     common = {"metric": claim.metric, "claimed": claimed, "claim_dataset": dataset_label(claim.dataset),
               "source": claim.source}
     measured = {"measured": metric.value if metric else None, "ci_low": metric.ci_low if metric else None,

@@ -9,11 +9,10 @@ import torch
 
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes._common import check_batch, distribution_version, to_scores
-from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
+from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.torch_model import build_torch_module
 
 
-@RUNTIMES.register("torch")
 class TorchRunner(Runner):
     """Eager PyTorch on CPU under ``torch.inference_mode()``.
 
@@ -49,6 +48,9 @@ class TorchRunner(Runner):
         check_batch(batch, self.artifact)
         if torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
+        x = np.ascontiguousarray(batch)
+        if not x.flags.writeable:  # torch.from_numpy warns on read-only memory
+            x = x.copy()
         with torch.inference_mode():
-            out = self._module(torch.from_numpy(np.ascontiguousarray(batch)))
+            out = self._module(torch.from_numpy(x))
         return to_scores(out.float().numpy(), batch.shape[0])

@@ -1,0 +1,175 @@
+"""``resize``: spatial resize following Pillow, OpenCV or PyTorch semantics."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import numpy as np
+from PIL import Image
+from pydantic import Field
+
+from repliscope.errors import OpSpecError
+from repliscope.ops._common import require_image, spatial_size
+from repliscope.ops.base import OPS, Item, OpParams, PreOp
+
+Method = Literal["nearest", "bilinear", "bicubic", "area", "lanczos"]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+_PILLOW_FILTERS: dict[str, Image.Resampling] = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "area": Image.Resampling.BOX,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+_OPENCV_FLAGS = {"nearest": "INTER_NEAREST", "bilinear": "INTER_LINEAR", "bicubic": "INTER_CUBIC",
+                 "area": "INTER_AREA", "lanczos": "INTER_LANCZOS4"}
+_TORCH_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", "area": "area"}
+
+
+class ResizeParams(OpParams):
+    size: PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+    """int: shorter side (keep_aspect_ratio) or square side; [height, width]: exact output size."""
+    keep_aspect_ratio: bool
+    method: Method
+    library: Literal["pillow", "opencv", "torch"]
+    antialias: bool
+
+
+@OPS.register("resize")
+class Resize(PreOp):
+    """Resize one image; output dtype and layout = input dtype and layout (HWC or CHW).
+
+    Output size (``output_size``):
+
+    - ``size: int`` + ``keep_aspect_ratio: true``: shorter side = size, longer side =
+      ``round(longer * size / shorter)`` with Python ``round`` of the exact ratio (half to even). Note that
+      torchvision/timm truncate instead (``int(size * long / short)``); the two differ when the fraction is >= .5.
+    - ``size: int`` + ``keep_aspect_ratio: false``: a size x size square.
+    - ``size: [height, width]`` + ``keep_aspect_ratio: false``: exactly that size.
+    - ``size: [height, width]`` + ``keep_aspect_ratio: true``: rejected (ambiguous).
+
+    Libraries (combinations are checked when the op is built):
+
+    - ``pillow``: ``Image.resize((w, h), filter, reducing_gap=None)``; area = ``BOX``. Always antialiased
+      (the filter support scales with the downscale factor), so ``antialias`` must be true. uint8 images
+      are resized as one RGB image, float32 per channel in mode ``F``; other dtypes are rejected.
+    - ``opencv``: ``cv2.resize`` with INTER_NEAREST (floor sampling, not NEAREST_EXACT) / LINEAR / CUBIC
+      (a=-0.75) / AREA / LANCZOS4. Only INTER_AREA averages when downscaling, so ``antialias`` must be true
+      for ``area`` and false otherwise. uint8 results are rounded and saturated by OpenCV.
+    - ``torch``: ``torch.nn.functional.interpolate`` (align_corners=False) with modes nearest (floor
+      sampling; antialias false), bilinear / bicubic (a=-0.75; antialias true or false) and area (adaptive
+      average pooling; antialias true); no lanczos. Computed in float32 (float64 for float64 input); integer
+      results are rounded half to even and clipped to the dtype's range.
+    """
+
+    name = "resize"
+    Params = ResizeParams
+    params: ResizeParams
+
+    def __init__(self, params: ResizeParams) -> None:
+        super().__init__(params)
+        p = params
+        if isinstance(p.size, list) and p.keep_aspect_ratio:
+            raise OpSpecError(
+                "keep_aspect_ratio",
+                "size [height, width] with keep_aspect_ratio: true is ambiguous; use an int size (the shorter "
+                "side) or keep_aspect_ratio: false",
+            )
+        combo = f"library {p.library} with method {p.method}"
+        if p.library == "pillow" and not p.antialias:
+            raise OpSpecError("antialias", f"{combo} always antialiases when downscaling; set antialias: true")
+        if p.library == "opencv" and p.antialias != (p.method == "area"):
+            need = "true" if p.method == "area" else "false (only method area averages when downscaling)"
+            raise OpSpecError("antialias", f"{combo} needs antialias: {need}")
+        if p.library == "torch":
+            if p.method not in _TORCH_MODES:
+                raise OpSpecError("method", f"library torch has no method {p.method}", allowed=list(_TORCH_MODES))
+            if p.method == "nearest" and p.antialias:
+                raise OpSpecError("antialias", f"{combo} cannot antialias; set antialias: false")
+            if p.method == "area" and not p.antialias:
+                raise OpSpecError("antialias", f"{combo} always averages; set antialias: true")
+
+    def library(self) -> tuple[str, str]:
+        if self.params.library == "pillow":
+            import PIL
+
+            return "pillow", PIL.__version__
+        if self.params.library == "opencv":
+            import cv2
+
+            return "opencv", cv2.__version__
+        import torch
+
+        return "torch", torch.__version__
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) of the output for an input of (height, width); see the class docstring."""
+        size = self.params.size
+        if isinstance(size, list):
+            return size[0], size[1]
+        if not self.params.keep_aspect_ratio:
+            return size, size
+        short, long = min(height, width), max(height, width)
+        new_long = round(long * size / short)
+        return (size, new_long) if height <= width else (new_long, size)
+
+    def __call__(self, item: Item) -> Item:
+        require_image(self, item)
+        th, tw = self.output_size(*spatial_size(item))
+        hwc = item.data if item.layout == "HWC" else item.data.transpose(1, 2, 0)
+        if self.params.library == "pillow":
+            out = _resize_pillow(hwc, th, tw, self.params.method)
+        elif self.params.library == "opencv":
+            out = _resize_opencv(hwc, th, tw, self.params.method)
+        else:
+            out = _resize_torch(hwc, th, tw, self.params.method, self.params.antialias)
+        if item.layout == "CHW":
+            out = out.transpose(2, 0, 1)
+        return item.with_data(np.ascontiguousarray(out))
+
+
+def _resize_pillow(hwc: np.ndarray, th: int, tw: int, method: str) -> np.ndarray:
+    resample = _PILLOW_FILTERS[method]
+    if hwc.dtype == np.uint8 and hwc.shape[2] == 3:
+        im = Image.fromarray(np.ascontiguousarray(hwc))
+        return np.asarray(im.resize((tw, th), resample, reducing_gap=None))
+    if hwc.dtype not in (np.uint8, np.float32):
+        raise OpSpecError(
+            "library", f"pillow resize supports uint8 and float32 images, got {hwc.dtype}; "
+            "put resize before to_float/cast or use library opencv or torch"
+        )
+    channels = [
+        np.asarray(Image.fromarray(np.ascontiguousarray(hwc[..., c])).resize((tw, th), resample, reducing_gap=None))
+        for c in range(hwc.shape[2])
+    ]
+    return np.stack(channels, axis=-1)
+
+
+def _resize_opencv(hwc: np.ndarray, th: int, tw: int, method: str) -> np.ndarray:
+    import cv2
+
+    flag = getattr(cv2, _OPENCV_FLAGS[method])
+    try:
+        out = cv2.resize(np.ascontiguousarray(hwc), (tw, th), interpolation=flag)
+    except cv2.error as exc:
+        raise OpSpecError("library", f"opencv resize cannot handle a {hwc.dtype} image: {exc}") from exc
+    return out[..., None] if out.ndim == 2 else out
+
+
+def _resize_torch(hwc: np.ndarray, th: int, tw: int, method: str, antialias: bool) -> np.ndarray:
+    import torch
+    from torch.nn import functional
+
+    work = torch.float64 if hwc.dtype == np.float64 else torch.float32
+    t = torch.from_numpy(np.ascontiguousarray(hwc)).permute(2, 0, 1)[None].to(work)
+    mode = _TORCH_MODES[method]
+    if mode in ("bilinear", "bicubic"):
+        t = functional.interpolate(t, size=(th, tw), mode=mode, align_corners=False, antialias=antialias)
+    else:
+        t = functional.interpolate(t, size=(th, tw), mode=mode)
+    out = t[0].permute(1, 2, 0).numpy()
+    if np.issubdtype(hwc.dtype, np.integer):
+        info = np.iinfo(hwc.dtype)
+        return np.clip(np.round(out), info.min, info.max).astype(hwc.dtype)
+    return out.astype(hwc.dtype)

@@ -1,0 +1,67 @@
+"""ONNX Runtime runner: an ONNX source as is, or a torch source exported once to ONNX (cached)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from repliscope.runtimes._common import check_batch, distribution_version, onnx_source, to_scores
+from repliscope.runtimes.base import ModelArtifact, Runner
+from repliscope.runtimes.errors import ModelLoadError
+
+_PROVIDERS = ["CPUExecutionProvider"]
+
+
+class OnnxRuntimeRunner(Runner):
+    """onnxruntime ``InferenceSession`` on ``CPUExecutionProvider``, graph optimisation ``ORT_ENABLE_ALL``,
+    ``intra_op_num_threads = threads``, ``inter_op_num_threads = 1`` (per session, not process-global).
+
+    ``infer``: batch of ``artifact.input_dtype`` (N, ...) e.g. float32 NCHW (N, 3, 224, 224) -> float32
+    (N, C), the session's first output.
+    """
+
+    name = "onnxruntime"
+
+    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
+        super().__init__(artifact, threads=threads, cache_dir=cache_dir)
+        self._session: ort.InferenceSession | None = None
+        self._input_name = ""
+        self._output_name = ""
+
+    def framework(self) -> tuple[str, str]:
+        return distribution_version(["onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino"])
+
+    def _load(self) -> None:
+        path = onnx_source(self.artifact, self.cache_dir, self.notes)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(str(path), sess_options=options, providers=_PROVIDERS)
+        except Exception as exc:
+            raise ModelLoadError(f"onnxruntime cannot load '{path}': {type(exc).__name__}: {exc}") from exc
+        names = [i.name for i in session.get_inputs()]
+        wanted = self.artifact.input_name
+        if wanted and wanted not in names:
+            raise ModelLoadError(f"'{path.name}' has no input named '{wanted}' (the manifest's inputs[0].name); "
+                                 f"its inputs are: {', '.join(names)}")
+        if not wanted and len(names) != 1:
+            raise ModelLoadError(f"'{path.name}' has {len(names)} inputs ({', '.join(names)}); "
+                                 "the manifest must name the one to feed")
+        self._session = session
+        self._input_name = wanted or names[0]
+        self._output_name = session.get_outputs()[0].name
+        self.notes["providers"] = session.get_providers()
+        self.notes["session"] = {"graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
+                                 "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL",
+                                 "input": self._input_name, "output": self._output_name}
+
+    def _infer(self, batch: np.ndarray) -> np.ndarray:
+        assert self._session is not None
+        check_batch(batch, self.artifact)
+        (out,) = self._session.run([self._output_name], {self._input_name: np.ascontiguousarray(batch)})
+        return to_scores(out, batch.shape[0])

@@ -1,0 +1,120 @@
+"""Compare two evaluation records: metric deltas, top-1 flips, failures, probability drift. No I/O.
+
+Samples are matched by sample id. When the dataset identities differ, only the ids both runs share are
+compared and the comparison carries a warning: the metric deltas are then over different data.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
+
+
+class MetricDelta(BaseModel):
+    """``delta = b - a`` for a metric both runs report, with both 95 % intervals."""
+
+    name: str
+    a: float
+    b: float
+    delta: float
+    ci_a: tuple[float, float]
+    ci_b: tuple[float, float]
+
+
+class Top1Flip(BaseModel):
+    """A sample both runs predicted, with different top-1 classes."""
+
+    sample_id: str
+    label: int | None
+    top1_a: int
+    top1_b: int
+
+
+class RunComparison(BaseModel):
+    """What differs between run ``a`` and run ``b`` (deltas are ``b - a``)."""
+
+    run_a: str
+    run_b: str
+    same_dataset: bool
+    common_samples: int
+    only_in_a: int
+    only_in_b: int
+    same_result_hash: bool
+    metric_deltas: list[MetricDelta]
+    top1_flips: list[Top1Flip]
+    failed_only_in_a: list[str]
+    failed_only_in_b: list[str]
+    max_abs_top1_prob_diff: float | None
+    """Largest |p_a - p_b| of the top-1 probability (each run's own top-1) over samples both predicted."""
+    max_abs_top1_prob_diff_sample: str | None
+    warnings: list[str]
+
+    @property
+    def failed_in_one(self) -> int:
+        """Samples that failed in exactly one of the two runs."""
+        return len(self.failed_only_in_a) + len(self.failed_only_in_b)
+
+
+def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord) -> list[MetricDelta]:
+    deltas = []
+    for ma in a.metrics:
+        mb = b.metric(ma.name)
+        if mb is not None:
+            deltas.append(MetricDelta(name=ma.name, a=ma.value, b=mb.value, delta=mb.value - ma.value,
+                                      ci_a=(ma.ci_low, ma.ci_high), ci_b=(mb.ci_low, mb.ci_high)))
+    return deltas
+
+
+def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
+    """Compare run ``b`` against run ``a`` sample by sample (matched by sample id, in ``a``'s order)."""
+    id_a, id_b = a.dataset.get("identity"), b.dataset.get("identity")
+    same_dataset = id_a is not None and id_a == id_b
+    by_id_b = {s.sample_id: s for s in b.samples}
+    common: list[tuple[SamplePrediction, SamplePrediction]] = [
+        (sa, by_id_b[sa.sample_id]) for sa in a.samples if sa.sample_id in by_id_b
+    ]
+    common_ids = {sa.sample_id for sa, _ in common}
+    warnings = []
+    if not same_dataset:
+        warnings.append(
+            f"dataset identities differ (a: {id_a}, b: {id_b}); comparing the {len(common)} sample ids both "
+            f"runs share - metric deltas are over different data"
+        )
+
+    flips: list[Top1Flip] = []
+    failed_a: list[str] = []
+    failed_b: list[str] = []
+    max_diff: float | None = None
+    max_sample: str | None = None
+    for sa, sb in common:
+        if (sa.error is None) != (sb.error is None):
+            (failed_a if sa.error is not None else failed_b).append(sa.sample_id)
+        if sa.top1 is None or sb.top1 is None:
+            continue
+        if sa.top1 != sb.top1:
+            label = sa.label if sa.label is not None else sb.label
+            flips.append(Top1Flip(sample_id=sa.sample_id, label=label, top1_a=sa.top1, top1_b=sb.top1))
+        if sa.topk_probs and sb.topk_probs:
+            diff = abs(sa.topk_probs[0] - sb.topk_probs[0])
+            if max_diff is None or diff > max_diff:
+                max_diff, max_sample = diff, sa.sample_id
+    if same_dataset and len(common) != len(a.samples):
+        warnings.append("same dataset identity but different sample ids; were the records truncated?")
+
+    return RunComparison(
+        run_a=a.run_id,
+        run_b=b.run_id,
+        same_dataset=same_dataset,
+        common_samples=len(common),
+        only_in_a=len(a.samples) - len(common),
+        only_in_b=sum(1 for s in b.samples if s.sample_id not in common_ids),
+        same_result_hash=a.result_hash == b.result_hash,
+        metric_deltas=_metric_deltas(a, b),
+        top1_flips=flips,
+        failed_only_in_a=failed_a,
+        failed_only_in_b=failed_b,
+        max_abs_top1_prob_diff=max_diff,
+        max_abs_top1_prob_diff_sample=max_sample,
+        warnings=warnings,
+    )

@@ -1,0 +1,227 @@
+"""``RunStore``: save, fetch, list and delete evaluation records in a SQL database (SQLite by default).
+
+A record is stored as one ``runs`` row (the record minus its samples, as JSON, plus summary columns) and
+one ``sample_predictions`` row per sample; :meth:`RunStore.get` rebuilds a record equal to the saved one.
+Records must hold JSON-native values (a tuple inside ``options`` comes back as a list).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Engine, create_engine, delete, event, insert, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from repliscope.errors import StoreError
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.store.models import Base, RunRow, SampleRow
+
+ENV_VAR = "REPLISCOPE_DB"
+MIN_PREFIX = 6
+_TOP1_NAMES = ("top1", "top1_accuracy")
+_TOP5_NAMES = ("top5", "top5_accuracy")
+
+
+class RunSummary(BaseModel):
+    """The summary columns of one stored run (what ``repliscope runs`` lists)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    created_at: datetime
+    kind: str
+    manifest_name: str
+    manifest_version: str
+    manifest_sha256: str
+    runtime: str
+    dataset_identity: str
+    dataset_name: str
+    num_samples: int
+    num_failed: int
+    top1: float | None
+    top5: float | None
+    result_hash: str
+    sweep_id: str | None
+    variant: str | None
+
+
+_SUMMARY_COLUMNS = [getattr(RunRow, name) for name in RunSummary.model_fields]
+
+
+def default_url() -> str:
+    """``$REPLISCOPE_DB`` (a URL, or a path to a SQLite file), else ``repliscope.db`` in the user data dir."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return env if "://" in env else sqlite_url(Path(env))
+    return sqlite_url(Path(platformdirs.user_data_dir("repliscope")) / "repliscope.db")
+
+
+def sqlite_url(path: Path) -> str:
+    """SQLAlchemy URL of a SQLite database file."""
+    return URL.create("sqlite", database=str(path.expanduser().resolve())).render_as_string()
+
+
+def _enable_sqlite_foreign_keys(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _open_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed)
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(engine, "connect", _enable_sqlite_foreign_keys)
+        Base.metadata.create_all(engine)
+    except ImportError as exc:
+        raise StoreError(
+            f"the database driver for {url!r} is not installed ({exc}); for PostgreSQL: "
+            f"pip install 'repliscope[postgres]'"
+        ) from exc
+    except (SQLAlchemyError, OSError) as exc:
+        shown = make_url(url).render_as_string(hide_password=True) if "://" in url else url
+        raise StoreError(f"cannot open the run database {shown}: {exc}") from exc
+    return engine
+
+
+def _utc_naive(dt: datetime) -> datetime:
+    return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo is not None else dt
+
+
+def _metric_value(record: EvaluationRecord, names: tuple[str, ...]) -> float | None:
+    for name in names:
+        metric = record.metric(name)
+        if metric is not None:
+            return metric.value
+    return None
+
+
+def _run_row(record: EvaluationRecord) -> RunRow:
+    return RunRow(
+        run_id=record.run_id,
+        created_at=_utc_naive(record.created_at),
+        kind=record.kind,
+        manifest_name=record.manifest.name,
+        manifest_version=record.manifest.version,
+        manifest_sha256=record.manifest.sha256,
+        runtime=str(record.runtime.get("runtime", "")),
+        dataset_identity=str(record.dataset.get("identity", "")),
+        dataset_name=str(record.dataset.get("name", "")),
+        num_samples=len(record.samples),
+        num_failed=sum(1 for s in record.samples if s.error is not None),
+        top1=_metric_value(record, _TOP1_NAMES),
+        top5=_metric_value(record, _TOP5_NAMES),
+        result_hash=record.result_hash,
+        sweep_id=record.sweep_id,
+        variant=record.variant,
+        record=record.model_dump(mode="json", exclude={"samples"}),
+    )
+
+
+class RunStore:
+    """Evaluation records in a database. ``url=None`` -> :func:`default_url`. Tables are created on open."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_url()
+        self.engine = _open_engine(self.url)
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def save(self, record: EvaluationRecord) -> None:
+        """Store ``record`` and its samples in one transaction; an already stored run id is a StoreError."""
+        row = _run_row(record)
+        samples = [
+            {"run_id": record.run_id, "position": i, **s.model_dump(mode="json")}
+            for i, s in enumerate(record.samples)
+        ]
+        try:
+            with Session(self.engine) as session, session.begin():
+                if session.get(RunRow, record.run_id) is not None:
+                    raise StoreError(f"run {record.run_id} is already stored; delete it first to replace it")
+                session.add(row)
+                session.flush()
+                if samples:
+                    session.execute(insert(SampleRow), samples)
+        except IntegrityError as exc:
+            raise StoreError(f"run {record.run_id} could not be stored: {exc.orig}") from exc
+
+    def get(self, run_id: str) -> EvaluationRecord:
+        """The record of ``run_id`` (or of a unique prefix of at least 6 characters)."""
+        with Session(self.engine) as session:
+            full_id = self._resolve(session, run_id)
+            row = session.get_one(RunRow, full_id)
+            samples = session.scalars(
+                select(SampleRow).where(SampleRow.run_id == full_id).order_by(SampleRow.position)
+            ).all()
+            data = dict(row.record)
+            data["samples"] = [
+                {"sample_id": s.sample_id, "label": s.label, "topk_indices": s.topk_indices,
+                 "topk_probs": s.topk_probs, "error": s.error}
+                for s in samples
+            ]
+        return EvaluationRecord.model_validate(data)
+
+    def list(
+        self, limit: int = 50, kind: str | None = None, sweep_id: str | None = None
+    ) -> builtins.list[RunSummary]:
+        """Summaries of stored runs, newest first, optionally filtered by kind and sweep."""
+        query = select(*_SUMMARY_COLUMNS).order_by(RunRow.created_at.desc(), RunRow.run_id.desc())
+        if kind is not None:
+            query = query.where(RunRow.kind == kind)
+        if sweep_id is not None:
+            query = query.where(RunRow.sweep_id == sweep_id)
+        with Session(self.engine) as session:
+            rows = session.execute(query.limit(limit)).all()
+        return [RunSummary.model_validate(dict(r._mapping)) for r in rows]
+
+    def delete(self, run_id: str) -> str:
+        """Delete a run and its samples (full id or unique prefix); returns the full id deleted."""
+        with Session(self.engine) as session, session.begin():
+            full_id = self._resolve(session, run_id)
+            session.execute(delete(SampleRow).where(SampleRow.run_id == full_id))
+            session.execute(delete(RunRow).where(RunRow.run_id == full_id))
+        return full_id
+
+    def _resolve(self, session: Session, run_id: str) -> str:
+        """Full run id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
+        if session.get(RunRow, run_id) is not None:
+            return run_id
+        if len(run_id) < MIN_PREFIX:
+            raise StoreError(f"unknown run id '{run_id}' (a prefix needs at least {MIN_PREFIX} characters)")
+        matches = session.scalars(
+            select(RunRow.run_id)
+            .where(RunRow.run_id.startswith(run_id, autoescape=True))
+            .order_by(RunRow.created_at.desc())
+            .limit(11)
+        ).all()
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            recent = session.scalars(select(RunRow.run_id).order_by(RunRow.created_at.desc()).limit(5)).all()
+            hint = f"; most recent: {', '.join(recent)}" if recent else "; the store is empty"
+            raise StoreError(f"unknown run id '{run_id}' in {self._shown_url()}{hint}")
+        more = " and more" if len(matches) > 10 else ""
+        raise StoreError(
+            f"run id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}"
+        )
+
+    def _shown_url(self) -> str:
+        return make_url(self.url).render_as_string(hide_password=True)
