@@ -61,7 +61,7 @@ def load_foolbox_imagenet(label_rule: str | None = None, *, limit: int | None = 
     if limit is not None and limit < 1:
         raise DatasetError(f"limit must be a positive integer, got {limit}")
     version, files = _bundled_files()
-    for fname, path, expected in files:
+    for _, path, expected in files:
         try:
             actual = record_sha256(path.read_bytes())
         except OSError as exc:
@@ -87,8 +87,8 @@ def load_foolbox_imagenet(label_rule: str | None = None, *, limit: int | None = 
         license=LICENSE,
         label_rule="filename_index",
         description=(
-            f"{kept}{len(files)} ImageNet images bundled with foolbox {version}{note}, sha256-verified against the "
-            "wheel's RECORD. Too few for an accuracy claim; a smoke test of the pipeline."
+            f"{kept}{len(files)} ImageNet images bundled with foolbox {version}{note}, sha256-verified "
+            "against the wheel's RECORD. Too few for an accuracy claim; a smoke test of the pipeline."
         ),
         origin=f"foolbox {version} wheel: {root}",
     )

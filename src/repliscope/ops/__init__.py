@@ -1,0 +1,31 @@
+"""Processing ops: importing this package registers every op in :data:`repliscope.ops.base.OPS`.
+
+Needs only numpy and Pillow; OpenCV and PyTorch are imported when an op using them runs.
+"""
+
+from repliscope.ops import classify, color, crop, decode, dtype, layout, normalize, resize
+from repliscope.ops.base import OPS, BuildContext, Item, Op, OpParams, PostOp, Predictions, PreOp
+from repliscope.ops.pipeline import Pipeline, build_op, decode_input, op_names
+
+__all__ = [
+    "OPS",
+    "BuildContext",
+    "Item",
+    "Op",
+    "OpParams",
+    "Pipeline",
+    "PostOp",
+    "PreOp",
+    "Predictions",
+    "build_op",
+    "classify",
+    "color",
+    "crop",
+    "decode",
+    "decode_input",
+    "dtype",
+    "layout",
+    "normalize",
+    "op_names",
+    "resize",
+]

@@ -1,0 +1,21 @@
+"""Runtimes: one :class:`Runner` per framework (torch, onnxruntime, opencv_dnn), looked up by manifest name.
+
+Importing this package imports no ML framework; a runner's module is imported on first lookup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repliscope.errors import RepliscopeError
+from repliscope.runtimes.base import RUNTIMES, Architecture, ModelArtifact, Runner
+from repliscope.runtimes.errors import BatchError, ModelLoadError
+
+__all__ = ["RUNTIMES", "Architecture", "BatchError", "ModelArtifact", "ModelLoadError", "Runner", "create_runner"]
+
+
+def create_runner(name: str, artifact: ModelArtifact, threads: int, cache_dir: Path) -> Runner:
+    """A not-yet-loaded runner for ``artifact``; ``threads`` >= 1 is the intra-op thread count."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise RepliscopeError(f"threads must be a positive integer, got {threads!r}")
+    return RUNTIMES.get(name)(artifact, threads=threads, cache_dir=Path(cache_dir))

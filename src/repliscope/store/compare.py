@@ -45,15 +45,12 @@ class RunComparison(BaseModel):
     top1_flips: list[Top1Flip]
     failed_only_in_a: list[str]
     failed_only_in_b: list[str]
+    failed_in_one: int
+    """Samples that failed in exactly one of the two runs."""
     max_abs_top1_prob_diff: float | None
     """Largest |p_a - p_b| of the top-1 probability (each run's own top-1) over samples both predicted."""
     max_abs_top1_prob_diff_sample: str | None
     warnings: list[str]
-
-    @property
-    def failed_in_one(self) -> int:
-        """Samples that failed in exactly one of the two runs."""
-        return len(self.failed_only_in_a) + len(self.failed_only_in_b)
 
 
 def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord) -> list[MetricDelta]:
@@ -99,7 +96,7 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
             diff = abs(sa.topk_probs[0] - sb.topk_probs[0])
             if max_diff is None or diff > max_diff:
                 max_diff, max_sample = diff, sa.sample_id
-    if same_dataset and len(common) != len(a.samples):
+    if same_dataset and not len(common) == len(a.samples) == len(b.samples):
         warnings.append("same dataset identity but different sample ids; were the records truncated?")
 
     return RunComparison(
@@ -114,6 +111,7 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
         top1_flips=flips,
         failed_only_in_a=failed_a,
         failed_only_in_b=failed_b,
+        failed_in_one=len(failed_a) + len(failed_b),
         max_abs_top1_prob_diff=max_diff,
         max_abs_top1_prob_diff_sample=max_sample,
         warnings=warnings,

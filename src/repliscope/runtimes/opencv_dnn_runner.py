@@ -1,0 +1,106 @@
+"""OpenCV DNN runner: ``cv2.dnn.readNetFromONNX`` on CPU, for an ONNX source or the cached torch export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from repliscope.runtimes._common import check_batch, distribution_version, onnx_source, to_scores
+from repliscope.runtimes.base import ModelArtifact, Runner
+from repliscope.runtimes.errors import ModelLoadError
+
+_DISTRIBUTIONS = ["opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
+                  "opencv-contrib-python"]
+
+
+class OpenCVDnnRunner(Runner):
+    """OpenCV DNN, backend ``DNN_BACKEND_OPENCV`` on CPU.
+
+    ``infer``: batch of ``artifact.input_dtype`` (N, ...) e.g. float32 NCHW (N, 3, 224, 224), fed as is
+    (no ``blobFromImage``: pre-processing is the pipeline's job) -> float32 (N, C). Any N works with the
+    dynamic-batch export.
+
+    Engine: OpenCV 5 has two ONNX engines and ``ENGINE_AUTO`` silently falls back from the new one to the
+    classic one. The runner asks for ``ENGINE_NEW`` explicitly (CPU-only, ignores targets) and falls back to
+    ``ENGINE_CLASSIC`` (backend OPENCV, target CPU) only when the new engine cannot read the model; the
+    engine used, and why, is in ``notes["engine"]``. OpenCV 4.x has only the classic engine.
+
+    Threads: ``cv2.setNumThreads`` is process-global; set on load and re-asserted before every batch.
+    """
+
+    name = "opencv_dnn"
+
+    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
+        super().__init__(artifact, threads=threads, cache_dir=cache_dir)
+        self._net: Any = None
+
+    def framework(self) -> tuple[str, str]:
+        try:
+            return distribution_version(_DISTRIBUTIONS)
+        except Exception:
+            return "opencv", cv2.__version__
+
+    def _load(self) -> None:
+        cv2.setNumThreads(self.threads)
+        path = onnx_source(self.artifact, self.cache_dir, self.notes)
+        net, engine = self._read(path)
+        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        if engine["name"] != "new":  # the new engine is CPU-only and warns on setPreferableTarget
+            net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        if self.artifact.input_name:
+            probe = np.zeros((1, *[max(int(d or 1), 1) for d in self.artifact.input_shape[1:]]),
+                             dtype=np.dtype(self.artifact.input_dtype))
+            try:
+                net.setInput(probe, self.artifact.input_name)
+            except cv2.error as exc:
+                raise ModelLoadError(f"'{path.name}' has no input named '{self.artifact.input_name}' (the "
+                                     f"manifest's inputs[0].name); its inputs are: {_onnx_inputs(path)}") from exc
+        self._net = net
+        self.notes["engine"] = engine
+        self.notes["backend"] = "DNN_BACKEND_OPENCV"
+        self.notes["target"] = "DNN_TARGET_CPU"
+
+    def _read(self, path: Path) -> tuple[Any, dict[str, str]]:
+        if not hasattr(cv2.dnn, "ENGINE_NEW"):  # OpenCV 4.x
+            return self._read_engine(path, None), {"name": "classic", "reason": "only engine in this OpenCV"}
+        try:
+            return self._read_engine(path, cv2.dnn.ENGINE_NEW), {"name": "new", "reason": "requested"}
+        except ModelLoadError as exc:
+            net = self._read_engine(path, cv2.dnn.ENGINE_CLASSIC)
+            return net, {"name": "classic", "reason": f"new engine failed: {exc}"}
+
+    @staticmethod
+    def _read_engine(path: Path, engine: int | None) -> Any:
+        try:
+            if engine is None:
+                return cv2.dnn.readNetFromONNX(str(path))
+            return cv2.dnn.readNetFromONNX(str(path), engine)
+        except cv2.error as exc:
+            raise ModelLoadError(f"OpenCV DNN cannot read '{path}': {str(exc).strip()}") from exc
+
+    def _infer(self, batch: np.ndarray) -> np.ndarray:
+        assert self._net is not None
+        check_batch(batch, self.artifact)
+        if cv2.getNumThreads() != self.threads:
+            cv2.setNumThreads(self.threads)
+        if self.artifact.input_name:
+            self._net.setInput(np.ascontiguousarray(batch), self.artifact.input_name)
+        else:
+            self._net.setInput(np.ascontiguousarray(batch))
+        out = self._net.forward()
+        return to_scores(np.array(out, copy=True), batch.shape[0])
+
+
+def _onnx_inputs(path: Path) -> str:
+    """The graph input names, when the ``onnx`` package is installed to read them."""
+    try:
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:
+        return "(install onnx to list them)"
+    initializers = {i.name for i in model.graph.initializer}
+    return ", ".join(i.name for i in model.graph.input if i.name not in initializers)
