@@ -133,8 +133,11 @@ def test_bad_sha256_format(tmp_path: Path) -> None:
 
 
 def test_non_semver_version(tmp_path: Path) -> None:
-    p = write_variant(tmp_path, "version: 1.0.0", "version: 1.0")
+    p = write_variant(tmp_path, "version: 1.0.0", 'version: "1.0"')
     with pytest.raises(ManifestError, match="MAJOR.MINOR.PATCH"):
+        load_manifest(p)
+    p = write_variant(tmp_path, "version: 1.0.0", "version: 1.0")
+    with pytest.raises(ManifestError, match=r"expected a string, got float 1\.0 \(quote it in YAML\)"):
         load_manifest(p)
 
 

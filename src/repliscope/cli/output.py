@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repliscope.evaluation.record import EvaluationRecord
+from repliscope.store.compare import RunComparison
 
 console = Console()
 
@@ -72,3 +73,25 @@ def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     for row in rows:
         table.add_row(*[str(v) for v in row])
     console.print(table)
+
+
+def print_comparison(c: RunComparison) -> None:
+    console.print(f"[bold]A[/] {c.run_a}\n[bold]B[/] {c.run_b}")
+    for w in c.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    console.print(f"common samples {c.common_samples} (only in A: {c.only_in_a}, only in B: {c.only_in_b}); "
+                  f"result hash {'[green]identical[/]' if c.same_result_hash else '[yellow]differs[/]'}")
+    print_table("metrics (B - A)", ["metric", "A", "B", "delta", "A interval", "B interval"],
+                [[d.name, pct(d.a), pct(d.b), f"{100 * d.delta:+.2f} pt",
+                  f"[{pct(d.ci_a[0])}, {pct(d.ci_a[1])}]", f"[{pct(d.ci_b[0])}, {pct(d.ci_b[1])}]"]
+                 for d in c.metric_deltas])
+    if c.max_abs_top1_prob_diff is not None:
+        console.print(f"max |p_A(top-1) - p_B(top-1)| = {c.max_abs_top1_prob_diff:.3g} "
+                      f"(sample {c.max_abs_top1_prob_diff_sample})")
+    if c.top1_flips:
+        print_table(f"{len(c.top1_flips)} samples whose top-1 differs", ["sample", "label", "top-1 A", "top-1 B"],
+                    [[f.sample_id, f.label, f.top1_a, f.top1_b] for f in c.top1_flips])
+    else:
+        console.print("no sample's top-1 differs")
+    if c.failed_in_one:
+        console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")

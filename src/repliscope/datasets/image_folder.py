@@ -54,6 +54,7 @@ def load_image_folder(
     root = root.resolve()
     if limit is not None and limit < 1:
         raise DatasetError(f"limit must be a positive integer, got {limit}")
+    extensions = tuple(extensions)
     ids, ignored = scan_folder(root, extensions)
     if not ids:
         found = f"; found only {len(ignored)} other files (e.g. {', '.join(ignored[:3])})" if ignored else ""

@@ -87,6 +87,8 @@ def _first_error(exc: ValidationError, file: str, lines: dict[Path_, int]) -> Ma
         expected = str(err.get("ctx", {}).get("expected", ""))
         allowed = [a.strip().strip("'") for a in expected.replace(" or ", ",").split(",") if a.strip()]
         message = f"{err['input']!r} is not allowed"
+    elif err["type"] == "string_type":
+        message = f"expected a string, got {type(err['input']).__name__} {err['input']!r} (quote it in YAML)"
     else:
         message = err["msg"].removeprefix("Value error, ")
     # for union errors pydantic appends the tried type to loc; drop non-field parts for the line lookup

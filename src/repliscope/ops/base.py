@@ -83,7 +83,8 @@ class Op(ABC):
     def describe(self) -> dict[str, Any]:
         """The resolved form of this op, as stored in records: op name, every parameter, library + version."""
         lib, version = self.library()
-        return {"op": self.name, **self.params.model_dump(mode="json"), "library": lib, "library_version": version}
+        return {"op": self.name, **self.params.model_dump(mode="json"),
+                "library": lib, "library_version": version}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items())

@@ -29,7 +29,7 @@ class ColorLayout(PreOp):
     def __call__(self, item: Item) -> Item:
         axis = require_image(self, item)
         if item.channels is None:
-            raise OpSpecError("op", "'color_layout' needs to know the current channel order: put 'decode' first")
+            raise OpSpecError("op", "'color_layout' needs the current channel order: put 'decode' first")
         if item.channels == self.params.order:
             return item
         flipped = np.flip(item.data, axis=axis)

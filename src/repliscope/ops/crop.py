@@ -43,7 +43,7 @@ class CenterCrop(PreOp):
     def __init__(self, params: CenterCropParams) -> None:
         super().__init__(params)
         if (params.size is None) == (params.fraction is None):
-            raise OpSpecError("size", "give exactly one of 'size' and 'fraction'", allowed=["fraction", "size"])
+            raise OpSpecError("size", "give exactly one of size and fraction", allowed=("fraction", "size"))
 
     def crop_size(self, height: int, width: int) -> tuple[int, int]:
         """(h, w) of the crop for an input of (height, width)."""
@@ -67,8 +67,8 @@ class CenterCrop(PreOp):
             pads = (pad_h, pad_w, (0, 0)) if item.layout == "HWC" else ((0, 0), pad_h, pad_w)
             data = np.pad(data, pads, mode="constant", constant_values=0)
             height, width = height + sum(pad_h), width + sum(pad_w)
-        top = int(round((height - ch) / 2.0))
-        left = int(round((width - cw) / 2.0))
+        top = round((height - ch) / 2.0)  # torchvision: int(round(...))
+        left = round((width - cw) / 2.0)
         if item.layout == "HWC":
             out = data[top : top + ch, left : left + cw, :]
         else:

@@ -33,7 +33,7 @@ class Decode(PreOp):
       ``IMREAD_COLOR``). CMYK JPEGs differ by about one level between the two libraries.
     - alpha (LA, PA, RGBA, palette transparency) is DROPPED, not composited over a background.
     - 16-bit samples become 8-bit by keeping the high byte (``x >> 8``), which is what OpenCV's
-      ``IMREAD_COLOR`` does; Pillow's own ``convert`` would clip instead, so the Pillow path shifts explicitly.
+      ``IMREAD_COLOR`` does; Pillow's ``convert`` would clip 16-bit gray, so that path shifts explicitly.
 
     EXIF orientation is NOT applied by either library (Pillow never applies it; OpenCV is called with
     ``IMREAD_IGNORE_ORIENTATION``, unlike ``cv2.imread``'s default), matching common evaluation code.
@@ -71,7 +71,9 @@ class Decode(PreOp):
 def _decode_pillow(data: bytes) -> np.ndarray:
     """RGB uint8 HxWx3 via Pillow; see :class:`Decode` for the mode conversions."""
     if ImageFile.LOAD_TRUNCATED_IMAGES:
-        raise RepliscopeError("cannot decode: PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True, which pads truncated files")
+        raise RepliscopeError(
+            "cannot decode: PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True, which pads truncated files"
+        )
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.load()

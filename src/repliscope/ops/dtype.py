@@ -46,7 +46,8 @@ class Cast(PreOp):
 
     - float -> integer: truncates toward zero (no rounding). With ``saturate: false`` the truncated value
       wraps modulo 2**bits (two's complement, i.e. a C cast through a 64-bit integer: 300.7 -> uint8 44,
-      -1.5 -> uint8 255); with ``saturate: true`` it is clipped first (300.7 -> 255, -1.5 -> 0). NaN is undefined.
+      -1.5 -> uint8 255); with ``saturate: true`` it is clipped first (300.7 -> 255, -1.5 -> 0).
+      NaN is undefined.
     - integer -> integer: wraps (numpy ``astype``) or, with ``saturate``, clips.
     - any -> float: numpy ``astype``; ``saturate`` clips to the finite range of the float type.
     """
@@ -61,7 +62,12 @@ class Cast(PreOp):
 
 
 def cast_array(x: np.ndarray, target: np.dtype, saturate: bool) -> np.ndarray:
-    """``Cast`` semantics on one array (see :class:`Cast`)."""
+    """``Cast`` semantics on one array (see :class:`Cast`); numpy's overflow warnings are muted."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _cast(x, target, saturate)
+
+
+def _cast(x: np.ndarray, target: np.dtype, saturate: bool) -> np.ndarray:
     if np.issubdtype(target, np.floating):
         if saturate:
             info = np.finfo(target)

@@ -3,8 +3,9 @@
 On float input they compute in the input's dtype (the value is first converted to it) and keep it. On
 INTEGER input they deliberately use the integer semantics of the input dtype, like C code that
 normalizes bytes before converting to float (the MLModelScope pitfall): the value is truncated toward
-zero to an integer, the result is computed exactly in int64, truncated toward zero when it is not an
-integer (``scale``), and wrapped modulo 2**bits back into the input dtype. Example: uint8 100 minus mean
+zero to an integer (``subtract_mean``, ``divide_std``) and the result computed exactly in int64, or the
+float64 product is truncated toward zero (``scale``); then it is wrapped modulo 2**bits back into the input
+dtype. Example: uint8 100 minus mean
 127 is 229, not -27.
 
 Per-channel values (a list of 3) are in the item's CURRENT channel order and broadcast along the channel
@@ -43,7 +44,8 @@ def _values(op_key: str, values: float | list[float], item: Item, axis: int) -> 
         raise OpSpecError(op_key, f"{len(values)} values for an image with {item.data.shape[axis]} channels")
     integer = bool(np.issubdtype(item.data.dtype, np.integer))
     if integer:
-        return per_channel(np.trunc(np.asarray(values, dtype=np.float64)).tolist(), axis, np.dtype(np.int64)), True
+        truncated = np.trunc(np.asarray(values, dtype=np.float64)).tolist()
+        return per_channel(truncated, axis, np.dtype(np.int64)), True
     return per_channel(values, axis, item.data.dtype), False
 
 
@@ -66,7 +68,7 @@ class SubtractMean(PreOp):
 @OPS.register("divide_std")
 class DivideStd(PreOp):
     """``x / value`` (true division, not multiplication by the reciprocal); on integer input floor
-    division by ``int(value)`` wrapped into the input dtype (uint8 200 // 58 = 3). A zero value is an error."""
+    division by ``int(value)`` wrapped into the input dtype (uint8 200 // 58 = 3). Zero is an error."""
 
     name = "divide_std"
     Params = DivideStdParams
@@ -82,7 +84,7 @@ class DivideStd(PreOp):
         v, integer = _values("value", self.params.value, item, axis)
         if integer:
             if np.any(v == 0):
-                raise OpSpecError("value", f"std {self.params.value} truncates to 0 on {item.data.dtype} input")
+                raise OpSpecError("value", f"std {self.params.value} truncates to 0 on {item.data.dtype}")
             return item.with_data((item.data.astype(np.int64) // v).astype(item.data.dtype))
         return item.with_data(item.data / v)
 

@@ -65,21 +65,27 @@ def _validate_params(model: type[OpParams], raw: Mapping[str, Any]) -> OpParams:
 
 
 def _to_spec_error(model: type[OpParams], raw: Mapping[str, Any], exc: ValidationError) -> OpSpecError:
-    """The first failing field's error. Union members' tags are dropped from the key; when every member
-    of a union fails on the value itself, the message states the expected type."""
+    """The first failing field's error. For a union (``float | list[float]``) the member whose type
+    matched the value wins (its tag is dropped from the key); when no member's type matches, the message
+    states the expected types."""
     errors = exc.errors()
     field = str(errors[0]["loc"][0]) if errors[0]["loc"] else "op"
     mine = [e for e in errors if e["loc"] and str(e["loc"][0]) == field] or errors[:1]
-    err = max(mine, key=lambda e: sum(isinstance(p, int) for p in e["loc"]))
+
+    def rank(e: Any) -> tuple[bool, int]:
+        return not str(e["type"]).endswith("_type"), sum(isinstance(p, int) for p in e["loc"])
+
+    err = max(mine, key=rank)
     key = ".".join([field, *(str(p) for p in err["loc"][1:] if isinstance(p, int))])
     info = model.model_fields.get(field)
     annotation = info.annotation if info is not None else None
     if err["type"] == "literal_error":
         return OpSpecError(key, f"invalid value {err['input']!r}", allowed=_literal_choices(annotation))
-    if len(mine) > 1 and key == field:
+    if len(mine) > 1 and rank(err) == (False, 0):
         value = raw.get(field)
         return OpSpecError(key, f"expected {_type_name(annotation)}, got {type(value).__name__} {value!r}")
-    return OpSpecError(key, f"{err['msg']}, got {type(err['input']).__name__} {err['input']!r}")
+    return OpSpecError(key, f"{err['msg'][0].lower()}{err['msg'][1:]}, got {type(err['input']).__name__} "
+                            f"{err['input']!r}")
 
 
 def _literal_choices(annotation: Any) -> list[str]:
@@ -152,7 +158,8 @@ class Pipeline:
         for it in items:
             if it.layout == "encoded":
                 raise RepliscopeError("cannot batch encoded samples: the pipeline has no 'decode'")
-            if it.data.shape != first.data.shape or it.data.dtype != first.data.dtype or it.layout != first.layout:
+            same = it.layout == first.layout and it.data.dtype == first.data.dtype
+            if not same or it.data.shape != first.data.shape:
                 raise RepliscopeError(
                     f"cannot batch samples of {first.layout} {first.data.dtype}{list(first.data.shape)} and "
                     f"{it.layout} {it.data.dtype}{list(it.data.shape)}: end pre-processing with a fixed size "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
+import PIL
 from PIL import Image
 from pydantic import Field
 
@@ -43,8 +44,9 @@ class Resize(PreOp):
     Output size (``output_size``):
 
     - ``size: int`` + ``keep_aspect_ratio: true``: shorter side = size, longer side =
-      ``round(longer * size / shorter)`` with Python ``round`` of the exact ratio (half to even). Note that
-      torchvision/timm truncate instead (``int(size * long / short)``); the two differ when the fraction is >= .5.
+      ``round(longer * size / shorter)`` with Python ``round`` of the exact ratio (half to even). Note
+      that torchvision/timm truncate instead (``int(size * long / short)``): they differ when the fraction
+      is >= .5 (e.g. 375x500 -> 224: 299 here, 298 in torchvision).
     - ``size: int`` + ``keep_aspect_ratio: false``: a size x size square.
     - ``size: [height, width]`` + ``keep_aspect_ratio: false``: exactly that size.
     - ``size: [height, width]`` + ``keep_aspect_ratio: true``: rejected (ambiguous).
@@ -58,9 +60,10 @@ class Resize(PreOp):
       (a=-0.75) / AREA / LANCZOS4. Only INTER_AREA averages when downscaling, so ``antialias`` must be true
       for ``area`` and false otherwise. uint8 results are rounded and saturated by OpenCV.
     - ``torch``: ``torch.nn.functional.interpolate`` (align_corners=False) with modes nearest (floor
-      sampling; antialias false), bilinear / bicubic (a=-0.75; antialias true or false) and area (adaptive
-      average pooling; antialias true); no lanczos. Computed in float32 (float64 for float64 input); integer
-      results are rounded half to even and clipped to the dtype's range.
+      sampling; antialias false), bilinear / bicubic (antialias true or false; bicubic uses a=-0.75 without
+      and Pillow's a=-0.5 with antialias) and area (adaptive average pooling; antialias true); no lanczos.
+      Computed in float32 (float64 for float64 input); integer results are rounded half to even and
+      clipped to the dtype's range.
     """
 
     name = "resize"
@@ -73,18 +76,18 @@ class Resize(PreOp):
         if isinstance(p.size, list) and p.keep_aspect_ratio:
             raise OpSpecError(
                 "keep_aspect_ratio",
-                "size [height, width] with keep_aspect_ratio: true is ambiguous; use an int size (the shorter "
-                "side) or keep_aspect_ratio: false",
+                "size [height, width] with keep_aspect_ratio: true is ambiguous; use an int size "
+                "(the shorter side) or keep_aspect_ratio: false",
             )
         combo = f"library {p.library} with method {p.method}"
         if p.library == "pillow" and not p.antialias:
-            raise OpSpecError("antialias", f"{combo} always antialiases when downscaling; set antialias: true")
+            raise OpSpecError("antialias", f"{combo} always antialiases downscaling; set antialias: true")
         if p.library == "opencv" and p.antialias != (p.method == "area"):
             need = "true" if p.method == "area" else "false (only method area averages when downscaling)"
             raise OpSpecError("antialias", f"{combo} needs antialias: {need}")
         if p.library == "torch":
             if p.method not in _TORCH_MODES:
-                raise OpSpecError("method", f"library torch has no method {p.method}", allowed=list(_TORCH_MODES))
+                raise OpSpecError("method", f"library torch has no method {p.method}", allowed=_TORCH_MODES)
             if p.method == "nearest" and p.antialias:
                 raise OpSpecError("antialias", f"{combo} cannot antialias; set antialias: false")
             if p.method == "area" and not p.antialias:
@@ -92,8 +95,6 @@ class Resize(PreOp):
 
     def library(self) -> tuple[str, str]:
         if self.params.library == "pillow":
-            import PIL
-
             return "pillow", PIL.__version__
         if self.params.library == "opencv":
             import cv2
@@ -139,10 +140,8 @@ def _resize_pillow(hwc: np.ndarray, th: int, tw: int, method: str) -> np.ndarray
             "library", f"pillow resize supports uint8 and float32 images, got {hwc.dtype}; "
             "put resize before to_float/cast or use library opencv or torch"
         )
-    channels = [
-        np.asarray(Image.fromarray(np.ascontiguousarray(hwc[..., c])).resize((tw, th), resample, reducing_gap=None))
-        for c in range(hwc.shape[2])
-    ]
+    planes = [Image.fromarray(np.ascontiguousarray(hwc[..., c])) for c in range(hwc.shape[2])]
+    channels = [np.asarray(p.resize((tw, th), resample, reducing_gap=None)) for p in planes]
     return np.stack(channels, axis=-1)
 
 
@@ -161,8 +160,8 @@ def _resize_torch(hwc: np.ndarray, th: int, tw: int, method: str, antialias: boo
     import torch
     from torch.nn import functional
 
-    work = torch.float64 if hwc.dtype == np.float64 else torch.float32
-    t = torch.from_numpy(np.ascontiguousarray(hwc)).permute(2, 0, 1)[None].to(work)
+    work = np.float64 if hwc.dtype == np.float64 else np.float32
+    t = torch.from_numpy(hwc.astype(work)).permute(2, 0, 1)[None]  # astype copies: torch needs writable
     mode = _TORCH_MODES[method]
     if mode in ("bilinear", "bicubic"):
         t = functional.interpolate(t, size=(th, tw), mode=mode, align_corners=False, antialias=antialias)

@@ -11,7 +11,9 @@ from repliscope.errors import RepliscopeError
 from repliscope.runtimes.base import RUNTIMES, Architecture, ModelArtifact, Runner
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
-__all__ = ["RUNTIMES", "Architecture", "BatchError", "ModelArtifact", "ModelLoadError", "Runner", "create_runner"]
+__all__ = [
+    "RUNTIMES", "Architecture", "BatchError", "ModelArtifact", "ModelLoadError", "Runner", "create_runner",
+]
 
 
 def create_runner(name: str, artifact: ModelArtifact, threads: int, cache_dir: Path) -> Runner:

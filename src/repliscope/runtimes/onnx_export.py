@@ -9,18 +9,22 @@ one (its Gemm gets (1, N*1280)).
 
 Cache: ``cache_dir / f"{sha256[:16]}-{key}.onnx"``, ``key`` hashing the source sha256, the architecture
 factory + kwargs, the input shape and dtype, the opset, the exporter and the torch version. A sidecar
-``.json`` keeps the export's provenance. Files are written under temporary names and renamed atomically,
-so concurrent runs never see a partial file (at worst both export and the last rename wins).
+``.json`` keeps the export's provenance and sha256; a cached file that no longer matches it is exported
+again. Files are written under temporary names and renamed atomically, so concurrent runs never see a
+partial file (at worst both export, and the last rename wins; the export is byte-for-byte deterministic).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,24 +72,32 @@ def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict
     ``"logits"`` (N, C) float32. Returns ``(path, info)``; ``info["cached"]`` is True when reused.
     """
     if artifact.format != "pytorch_state_dict":
-        raise ModelLoadError(f"only a 'pytorch_state_dict' source can be exported to ONNX, not '{artifact.format}'")
+        raise ModelLoadError(f"only a 'pytorch_state_dict' source can be exported to ONNX, "
+                             f"not '{artifact.format}'")
     path = export_cache_path(artifact, cache_dir)
     sidecar = path.with_suffix(".json")
+    stale = None
     if path.is_file() and sidecar.is_file():
         try:
             info = json.loads(sidecar.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             info = None
         if isinstance(info, dict):
-            return path, {**info, "onnx_path": str(path), "onnx_sha256": _sha256(path), "cached": True}
+            digest = _sha256(path)
+            if digest == info.get("onnx_sha256"):
+                return path, {**info, "onnx_path": str(path), "cached": True}
+            stale = f"cached file's sha256 {digest[:16]} differs from the recorded {info.get('onnx_sha256')}"
     info = _export(artifact, path)
-    return path, {**info, "onnx_sha256": _sha256(path), "cached": False}
+    if stale:
+        info["reexported_because"] = stale
+    return path, {**info, "cached": False}
 
 
 def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     dims = list(artifact.input_shape)
     if any(d is None or d < 0 for d in dims[1:]):
-        raise ModelLoadError(f"input shape {tuple(dims)}: only the batch axis may be dynamic for an ONNX export")
+        raise ModelLoadError(f"input shape {tuple(dims)}: only the batch axis may be dynamic "
+                             "for an ONNX export")
     dynamic = dims[0] is None or dims[0] < 0
     example_shape = (_EXAMPLE_BATCH if dynamic else dims[0], *dims[1:])
     describe: dict[str, Any] = {}
@@ -94,14 +106,13 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     input_name = artifact.input_name or "input"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.onnx")
+    dynamic_shapes = ({0: torch.export.Dim("batch")},) if dynamic else None
     start = time.perf_counter()
     try:
-        with warnings.catch_warnings():  # torch-internal deprecation chatter, not actionable by users
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
+        with _quiet_exporter():
             torch.onnx.export(
                 module, (example,), str(tmp), dynamo=True, opset_version=OPSET, input_names=[input_name],
-                output_names=["logits"], dynamic_shapes=({0: torch.export.Dim("batch")},) if dynamic else None,
+                output_names=["logits"], dynamic_shapes=dynamic_shapes,
                 external_data=False, optimize=True, verbose=False,
             )
         seconds = time.perf_counter() - start
@@ -118,6 +129,7 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
             "dynamic_batch": dynamic,
             "export_seconds": round(seconds, 3),
             "model": describe,
+            "onnx_sha256": _sha256(tmp),
         }
         _atomic_write_text(path.with_suffix(".json"), json.dumps(info, indent=2, sort_keys=True))
         os.replace(tmp, path)
@@ -130,6 +142,22 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     finally:
         tmp.unlink(missing_ok=True)
     return info
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """Silence torch-internal chatter that users cannot act on (deprecations inside torch.export, and
+    "torchvision is not installed. Skipping torchvision::nms" from the op registry). Errors still raise."""
+    registry_logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registry_logger.level
+    registry_logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        registry_logger.setLevel(level)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

@@ -47,8 +47,8 @@ class OnnxRuntimeRunner(Runner):
         names = [i.name for i in session.get_inputs()]
         wanted = self.artifact.input_name
         if wanted and wanted not in names:
-            raise ModelLoadError(f"'{path.name}' has no input named '{wanted}' (the manifest's inputs[0].name); "
-                                 f"its inputs are: {', '.join(names)}")
+            raise ModelLoadError(f"'{path.name}' has no input named '{wanted}' (the manifest's "
+                                 f"inputs[0].name); its inputs are: {', '.join(names)}")
         if not wanted and len(names) != 1:
             raise ModelLoadError(f"'{path.name}' has {len(names)} inputs ({', '.join(names)}); "
                                  "the manifest must name the one to feed")
@@ -56,9 +56,11 @@ class OnnxRuntimeRunner(Runner):
         self._input_name = wanted or names[0]
         self._output_name = session.get_outputs()[0].name
         self.notes["providers"] = session.get_providers()
-        self.notes["session"] = {"graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
-                                 "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL",
-                                 "input": self._input_name, "output": self._output_name}
+        self.notes["session"] = {
+            "graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
+            "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL",
+            "input": self._input_name, "output": self._output_name,
+        }
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         assert self._session is not None

@@ -56,8 +56,9 @@ class OpenCVDnnRunner(Runner):
             try:
                 net.setInput(probe, self.artifact.input_name)
             except cv2.error as exc:
-                raise ModelLoadError(f"'{path.name}' has no input named '{self.artifact.input_name}' (the "
-                                     f"manifest's inputs[0].name); its inputs are: {_onnx_inputs(path)}") from exc
+                raise ModelLoadError(
+                    f"'{path.name}' has no input named '{self.artifact.input_name}' (the manifest's "
+                    f"inputs[0].name); its inputs are: {_onnx_inputs(path)}") from exc
         self._net = net
         self.notes["engine"] = engine
         self.notes["backend"] = "DNN_BACKEND_OPENCV"

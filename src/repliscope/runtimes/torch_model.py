@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import pickle
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,7 +30,7 @@ _SWISH_NAMES = ("swish", "silu")
 
 
 def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None = None) -> torch.nn.Module:
-    """The architecture built by ``artifact.architecture`` with ``artifact.path`` loaded strictly, in eval mode.
+    """The module built by ``artifact.architecture``, ``artifact.path`` loaded strictly, in eval mode.
 
     ``describe``, if given, is filled with provenance for the evaluation record (see :func:`describe_module`
     plus ``checkpoint_key`` and ``weights_dtypes``).
@@ -54,7 +55,8 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
     if describe is not None:
         describe.update(info)
         describe["checkpoint_key"] = checkpoint_key
-        describe["weights_dtypes"] = sorted({str(t.dtype).removeprefix("torch.") for t in state_dict.values()})
+        dtypes = {str(t.dtype).removeprefix("torch.") for t in state_dict.values()}
+        describe["weights_dtypes"] = sorted(dtypes)
     return module
 
 
@@ -74,8 +76,9 @@ def resolve_factory(factory: str) -> Callable[..., Any]:
                 f"architecture factory '{factory}': module '{module_name}' is not installed. Install the "
                 f"package that provides it (likely: pip install {pip_name}); the manifest's "
                 "'architecture.package' names the exact requirement") from exc
-        raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed because its "
-                             f"dependency '{missing}' is not installed (likely: pip install {pip_name})") from exc
+        raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed because "
+                             f"its dependency '{missing}' is not installed "
+                             f"(likely: pip install {pip_name})") from exc
     except Exception as exc:
         raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -85,12 +88,13 @@ def resolve_factory(factory: str) -> Callable[..., Any]:
             names = [n for n in dir(obj) if not n.startswith("_")]
             close = difflib.get_close_matches(part, names, n=3)
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ModelLoadError(f"architecture factory '{factory}': '{walked}' has no attribute '{part}'.{hint}")
+            raise ModelLoadError(f"architecture factory '{factory}': '{walked}' has no attribute "
+                                 f"'{part}'.{hint}")
         obj = getattr(obj, part)
         walked = f"{walked}.{part}"
     if not callable(obj):
         raise ModelLoadError(f"architecture factory '{factory}' is a {type(obj).__name__}, not a callable")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str | None]:
@@ -108,15 +112,19 @@ def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str | Non
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "weights only load failed" in str(exc).lower():
-            detail = _unsupported_global(str(exc))
+        text = str(exc)
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if found:
             raise ModelLoadError(
-                f"refused to load '{path}': it pickles objects other than tensors and plain containers"
-                f"{detail}, and repliscope never unpickles arbitrary code (torch.load weights_only=True). "
-                "Re-save the weights with torch.save(model.state_dict(), ...) or use .safetensors") from None
-        raise ModelLoadError(f"'{path}' is not a torch weights file readable with weights_only=True: {first}") \
-            from None
+                f"refused to load '{path}': it pickles objects other than tensors and plain containers "
+                f"(found {found.group(1)}), and repliscope never unpickles arbitrary code "
+                "(torch.load weights_only=True). Re-save the weights with "
+                "torch.save(model.state_dict(), ...) or use .safetensors") from None
+        detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        reason = detail.group(1).strip() if detail else (text.strip().splitlines() or [type(exc).__name__])[0]
+        raise ModelLoadError(f"'{path}' is not a torch weights file readable with weights_only=True "
+                             f"({reason}); repliscope reads only tensors and plain containers, never "
+                             "arbitrary pickles") from None
     except Exception as exc:
         raise ModelLoadError(f"'{path}' is not a torch weights file readable with weights_only=True: "
                              f"{type(exc).__name__}: {exc}") from None
@@ -124,15 +132,17 @@ def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str | Non
     if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
         obj, key = obj["state_dict"], "state_dict"
     if not isinstance(obj, Mapping):
-        raise ModelLoadError(f"'{path}' holds a {type(obj).__name__}, not a state_dict (a mapping of parameter "
-                             "names to tensors, or a checkpoint dict with a 'state_dict' entry)")
+        raise ModelLoadError(f"'{path}' holds a {type(obj).__name__}, not a state_dict (a mapping of "
+                             "parameter names to tensors, or a checkpoint dict with a 'state_dict' entry)")
     bad = [str(k) for k, v in obj.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
     if bad:
-        raise ModelLoadError(f"'{path}': {len(bad)} state_dict entries are not name -> tensor: {_listing(bad)}")
+        raise ModelLoadError(f"'{path}': {len(bad)} state_dict entries are not name -> tensor: "
+                             f"{_listing(bad)}")
     return dict(obj), key
 
 
-def apply_state_dict(module: torch.nn.Module, state_dict: Mapping[str, torch.Tensor], source: Path | str) -> None:
+def apply_state_dict(module: torch.nn.Module, state_dict: Mapping[str, torch.Tensor],
+                     source: Path | str) -> None:
     """``module.load_state_dict(state_dict, strict=True)``; a mismatch lists every missing key, unexpected
     key and shape mismatch (nothing is renamed or dropped to make a file fit)."""
     expected = module.state_dict()
@@ -153,7 +163,7 @@ def apply_state_dict(module: torch.nn.Module, state_dict: Mapping[str, torch.Ten
                 parts.append(f"(all unexpected keys start with '{prefixes.pop()}.': a wrapper prefix?)")
         if mismatched:
             parts.append(f"{len(mismatched)} shape mismatch(es): {_listing(mismatched)}")
-        raise ModelLoadError(" ".join(parts))
+        raise ModelLoadError(parts[0] + " " + "; ".join(parts[1:]))
     try:
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as exc:
@@ -180,8 +190,8 @@ def describe_module(module: torch.nn.Module) -> dict[str, Any]:
         swish = sorted(n for n in counts if any(s in n.lower() for s in _SWISH_NAMES))
         if str(declared).lower() == "relu6" and swish:
             raise ModelLoadError(f"the module declares relu_fn='relu6' but contains {', '.join(swish)} "
-                                 "activations (was set_swish() called?); refusing to run a model that differs "
-                                 "from the declared architecture")
+                                 "activations (was set_swish() called?); refusing to run a model that "
+                                 "differs from the declared architecture")
     return info
 
 
@@ -189,14 +199,6 @@ def _is_activation(m: torch.nn.Module) -> bool:
     name = type(m).__name__.lower()
     return m.__class__.__module__ == "torch.nn.modules.activation" or any(
         s in name for s in (*_SWISH_NAMES, "relu", "gelu", "mish", "sigmoid"))
-
-
-def _unsupported_global(message: str) -> str:
-    for line in message.splitlines():
-        if "GLOBAL" in line:
-            word = line.split("GLOBAL", 1)[1].split()[0]
-            return f" (found {word})"
-    return ""
 
 
 def _listing(items: list[str]) -> str:

@@ -16,7 +16,8 @@ from repliscope.runtimes.torch_model import build_torch_module
 class TorchRunner(Runner):
     """Eager PyTorch on CPU under ``torch.inference_mode()``.
 
-    ``infer``: batch of ``artifact.input_dtype`` (N, ...) e.g. float32 NCHW (N, 3, 224, 224) -> float32 (N, C).
+    ``infer``: batch of ``artifact.input_dtype`` (N, ...) e.g. float32 NCHW (N, 3, 224, 224) -> float32
+    (N, C).
 
     Threads: ``torch.set_num_threads`` is process-global. The runner sets it on load and re-asserts it before
     every batch (another runner in the same process may have changed it); it does not restore the previous

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, create_engine, delete, event, insert, select
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
@@ -31,7 +32,7 @@ _TOP5_NAMES = ("top5", "top5_accuracy")
 
 
 class RunSummary(BaseModel):
-    """The summary columns of one stored run (what ``repliscope runs`` lists)."""
+    """The summary columns of one stored run (what ``repliscope runs list`` shows); ``created_at`` is UTC."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -75,6 +76,14 @@ def _enable_sqlite_foreign_keys(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
+def hide_password(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (also when it does not parse)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
 def _open_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
@@ -86,12 +95,11 @@ def _open_engine(url: str) -> Engine:
         Base.metadata.create_all(engine)
     except ImportError as exc:
         raise StoreError(
-            f"the database driver for {url!r} is not installed ({exc}); for PostgreSQL: "
+            f"the database driver for {hide_password(url)!r} is not installed ({exc}); for PostgreSQL: "
             f"pip install 'repliscope[postgres]'"
         ) from exc
     except (SQLAlchemyError, OSError) as exc:
-        shown = make_url(url).render_as_string(hide_password=True) if "://" in url else url
-        raise StoreError(f"cannot open the run database {shown}: {exc}") from exc
+        raise StoreError(f"cannot open the run database {hide_password(url)}: {exc}") from exc
     return engine
 
 
@@ -217,11 +225,8 @@ class RunStore:
         if not matches:
             recent = session.scalars(select(RunRow.run_id).order_by(RunRow.created_at.desc()).limit(5)).all()
             hint = f"; most recent: {', '.join(recent)}" if recent else "; the store is empty"
-            raise StoreError(f"unknown run id '{run_id}' in {self._shown_url()}{hint}")
+            raise StoreError(f"unknown run id '{run_id}' in {hide_password(self.url)}{hint}")
         more = " and more" if len(matches) > 10 else ""
         raise StoreError(
             f"run id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}"
         )
-
-    def _shown_url(self) -> str:
-        return make_url(self.url).render_as_string(hide_password=True)

@@ -1,0 +1,168 @@
+"""decode: every pixel format becomes HxWx3 uint8 with the expected values; bad data is a SampleError."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image, ImageFile
+
+from repliscope.errors import SampleError
+from repliscope.ops import decode_input
+from tests.ops._helpers import check_pre_op, encode, pre, smooth_rgb
+
+LIBS = ["pillow", "opencv"]
+
+
+def decode(data: bytes, library: str, channels: str = "RGB") -> np.ndarray:
+    out = check_pre_op(pre(op="decode", library=library, channels=channels), decode_input(data),
+                       keep_layout=False, keep_channels=False)
+    assert out.layout == "HWC"
+    assert out.channels == channels
+    assert out.data.dtype == np.uint8
+    assert out.data.ndim == 3 and out.data.shape[2] == 3
+    return out.data
+
+
+def palette_image() -> Image.Image:
+    im = Image.new("P", (4, 2))
+    im.putpalette([0, 0, 0, 10, 20, 30, 200, 100, 50] + [0] * 759)
+    im.putpixel((1, 0), 1)
+    im.putpixel((2, 0), 2)
+    return im
+
+
+@pytest.mark.parametrize("library", LIBS)
+class TestFormats:
+    def test_rgb_png_exact_and_channel_order(self, library: str) -> None:
+        img = smooth_rgb(5, 7)
+        data = encode(Image.fromarray(img), "PNG")
+        np.testing.assert_array_equal(decode(data, library, "RGB"), img)
+        np.testing.assert_array_equal(decode(data, library, "BGR"), img[..., ::-1])
+
+    def test_grayscale(self, library: str) -> None:
+        data = encode(Image.new("L", (4, 3), 99), "PNG")
+        out = decode(data, library)
+        assert out.shape == (3, 4, 3)
+        assert (out == 99).all()
+
+    def test_one_bit(self, library: str) -> None:
+        assert (decode(encode(Image.new("1", (4, 2), 1), "PNG"), library) == 255).all()
+
+    def test_palette(self, library: str) -> None:
+        out = decode(encode(palette_image(), "PNG"), library)
+        np.testing.assert_array_equal(out[0], [[0, 0, 0], [10, 20, 30], [200, 100, 50], [0, 0, 0]])
+
+    def test_palette_with_transparency_drops_alpha(self, library: str) -> None:
+        out = decode(encode(palette_image(), "PNG", transparency=1), library)
+        np.testing.assert_array_equal(out[0, 1], [10, 20, 30])
+
+    @pytest.mark.parametrize(("mode", "color", "expected"), [
+        ("RGBA", (1, 2, 3, 0), (1, 2, 3)),
+        ("RGBA", (250, 128, 7, 128), (250, 128, 7)),
+        ("LA", (77, 10), (77, 77, 77)),
+    ])
+    def test_alpha_is_dropped_not_composited(self, library: str, mode: str, color: tuple[int, ...],
+                                             expected: tuple[int, ...]) -> None:
+        out = decode(encode(Image.new(mode, (4, 2), color), "PNG"), library)
+        assert (out == np.array(expected, dtype=np.uint8)).all()
+
+    @pytest.mark.parametrize("fmt", ["JPEG", "TIFF"])
+    def test_cmyk(self, library: str, fmt: str) -> None:
+        out = decode(encode(Image.new("CMYK", (8, 8), (0, 255, 255, 0)), fmt), library)
+        # pure red; the two libraries' CMYK JPEG conversions differ by about one level
+        assert np.abs(out.astype(int) - [255, 0, 0]).max() <= 1
+
+    def test_gray16_png_keeps_high_byte(self, library: str) -> None:
+        values = np.array([[0, 255, 256, 32767, 32768, 65535, 65280, 383]], dtype=np.uint16)
+        data = encode(Image.fromarray(values), "PNG")
+        assert Image.open(io.BytesIO(data)).mode.startswith("I;16")
+        out = decode(data, library)
+        expected = (values >> 8).astype(np.uint8)
+        for c in range(3):
+            np.testing.assert_array_equal(out[..., c], expected)
+
+    def test_rgb16_png_keeps_high_byte(self, library: str) -> None:
+        import cv2
+
+        v = np.array([[0, 255, 256, 32767, 32768, 65535, 65280, 383]], dtype=np.uint16)
+        rgb = np.stack([v, v[:, ::-1], v // 3], axis=-1)
+        ok, png = cv2.imencode(".png", rgb[..., ::-1])  # cv2 writes BGR
+        assert ok
+        np.testing.assert_array_equal(decode(png.tobytes(), library), (rgb >> 8).astype(np.uint8))
+
+    def test_png_named_jpeg_decodes(self, library: str) -> None:
+        """Decoders sniff the content; a PNG in a ``.jpg`` file decodes (bytes carry no name)."""
+        img = smooth_rgb(6, 6)
+        np.testing.assert_array_equal(decode(encode(Image.fromarray(img), "PNG"), library), img)
+
+    def test_exif_orientation_is_not_applied(self, library: str) -> None:
+        img = smooth_rgb(4, 6)
+        exif = Image.Exif()
+        exif[0x0112] = 6  # "rotate 90 CW" - would swap height and width if applied
+        data = encode(Image.fromarray(img), "JPEG", quality=95, exif=exif.tobytes())
+        assert decode(data, library).shape == (4, 6, 3)
+
+
+@pytest.mark.parametrize("quality", [75, 95])
+def test_pillow_and_opencv_jpeg_agree_within_two_levels(quality: int) -> None:
+    """Measured: identical (max 0) with Pillow 13 / OpenCV 5 (both libjpeg-turbo); bound 2 levels."""
+    data = encode(Image.fromarray(smooth_rgb(97, 131)), "JPEG", quality=quality)
+    diff = np.abs(decode(data, "pillow").astype(int) - decode(data, "opencv").astype(int))
+    assert diff.max() <= 2
+
+
+@pytest.mark.parametrize("library", LIBS)
+class TestBadData:
+    def jpeg(self) -> bytes:
+        return encode(Image.fromarray(smooth_rgb(60, 80)), "JPEG", quality=90)
+
+    @pytest.mark.parametrize("keep", [0.5, 0.99])
+    def test_truncated_jpeg(self, library: str, keep: float) -> None:
+        data = self.jpeg()
+        with pytest.raises(SampleError, match="cannot decode"):
+            decode(data[: int(len(data) * keep)], library)
+
+    def test_truncated_jpeg_missing_only_end_marker(self, library: str) -> None:
+        data = self.jpeg()
+        with pytest.raises(SampleError, match="cannot decode"):
+            decode(data[:-2], library)
+
+    def test_truncated_png(self, library: str) -> None:
+        data = encode(Image.fromarray(smooth_rgb(60, 80)), "PNG")
+        with pytest.raises(SampleError, match="cannot decode"):
+            decode(data[: len(data) // 2], library)
+
+    def test_garbage(self, library: str) -> None:
+        with pytest.raises(SampleError, match="cannot decode"):
+            decode(b"this is not an image" * 10, library)
+
+    def test_empty(self, library: str) -> None:
+        with pytest.raises(SampleError, match="empty"):
+            decode(b"", library)
+
+
+def test_pillow_truncated_message_says_truncated() -> None:
+    data = encode(Image.fromarray(smooth_rgb(60, 80)), "JPEG")
+    with pytest.raises(SampleError, match="truncated"):
+        decode(data[: len(data) // 2], "pillow")
+
+
+def test_truncated_images_are_not_padded_globally() -> None:
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is False
+
+
+def test_decode_needs_encoded_input() -> None:
+    from repliscope.errors import OpSpecError
+    from tests.ops._helpers import hwc_item
+
+    with pytest.raises(OpSpecError, match="encoded"):
+        pre(op="decode", library="pillow", channels="RGB")(hwc_item(smooth_rgb(2, 2)))
+
+
+def test_library_version_is_recorded() -> None:
+    import cv2
+
+    d = pre(op="decode", library="opencv", channels="BGR").describe()
+    assert d == {"op": "decode", "library": "opencv", "channels": "BGR", "library_version": cv2.__version__}

@@ -1,0 +1,26 @@
+"""data_layout: HWC <-> CHW transposes, exact values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.ops._helpers import check_pre_op, hwc_item, pre, smooth_rgb
+
+
+class TestDataLayout:
+    @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+    def test_hwc_to_chw_and_back(self, dtype: type) -> None:
+        img: np.ndarray = smooth_rgb(4, 7).astype(dtype)
+        chw = check_pre_op(pre(op="data_layout", layout="NCHW"), hwc_item(img), keep_layout=False)
+        assert chw.layout == "CHW" and chw.data.shape == (3, 4, 7)
+        for c in range(3):
+            np.testing.assert_array_equal(chw.data[c], img[..., c])
+        back = check_pre_op(pre(op="data_layout", layout="NHWC"), chw, keep_layout=False)
+        assert back.layout == "HWC"
+        np.testing.assert_array_equal(back.data, img)
+
+    def test_already_in_layout(self) -> None:
+        img = smooth_rgb(4, 7)
+        out = check_pre_op(pre(op="data_layout", layout="NHWC"), hwc_item(img))
+        np.testing.assert_array_equal(out.data, img)

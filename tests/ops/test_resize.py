@@ -1,0 +1,201 @@
+"""resize: output sizes, library-combination checks, and exact agreement with each reference library."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from repliscope.errors import OpSpecError
+from repliscope.ops.resize import Resize
+from tests.ops._helpers import check_pre_op, chw_item, hwc_item, pre, smooth_rgb
+
+
+def resize(size: Any, method: str, library: str, antialias: bool, keep: bool = False) -> Resize:
+    op = pre(op="resize", size=size, keep_aspect_ratio=keep, method=method, library=library,
+             antialias=antialias)
+    assert isinstance(op, Resize)
+    return op
+
+
+class TestOutputSize:
+    @pytest.mark.parametrize(("hw", "expected"), [
+        ((300, 400), (256, 341)),  # 341.33
+        ((400, 300), (341, 256)),
+        ((375, 500), (256, 341)),  # 341.33
+        ((500, 375), (341, 256)),
+        ((256, 256), (256, 256)),
+        ((100, 150), (256, 384)),
+        ((10, 21), (256, 538)),  # 537.6 rounds up (torchvision would truncate to 537)
+    ])
+    def test_shorter_side(self, hw: tuple[int, int], expected: tuple[int, int]) -> None:
+        assert resize(256, "bilinear", "pillow", True, keep=True).output_size(*hw) == expected
+
+    def test_rounds_not_truncates(self) -> None:
+        # 500 * 224 / 375 = 298.67: round -> 299 (torchvision's int() gives 298)
+        assert resize(224, "bilinear", "pillow", True, keep=True).output_size(375, 500) == (224, 299)
+
+    @pytest.mark.parametrize(("hw", "expected"), [
+        ((2, 5), (1, 2)),  # 5 * 1 / 2 = 2.5 -> 2
+        ((2, 3), (1, 2)),  # 1.5 -> 2
+        ((2, 7), (1, 4)),  # 3.5 -> 4
+        ((9, 2), (4, 1)),  # 4.5 -> 4
+    ])
+    def test_exact_ties_round_half_to_even(self, hw: tuple[int, int], expected: tuple[int, int]) -> None:
+        assert resize(1, "bilinear", "pillow", True, keep=True).output_size(*hw) == expected
+
+    def test_square_and_exact(self) -> None:
+        assert resize(224, "bilinear", "pillow", True).output_size(300, 400) == (224, 224)
+        assert resize([100, 50], "bilinear", "pillow", True).output_size(300, 400) == (100, 50)
+
+    def test_list_with_keep_aspect_ratio_is_rejected(self) -> None:
+        with pytest.raises(OpSpecError, match="ambiguous") as exc:
+            resize([100, 50], "bilinear", "pillow", True, keep=True)
+        assert exc.value.key == "keep_aspect_ratio"
+
+
+class TestLibraryCombinations:
+    @pytest.mark.parametrize(("method", "library", "antialias", "key"), [
+        ("bicubic", "pillow", False, "antialias"),
+        ("bilinear", "opencv", True, "antialias"),
+        ("area", "opencv", False, "antialias"),
+        ("lanczos", "torch", False, "method"),
+        ("nearest", "torch", True, "antialias"),
+        ("area", "torch", False, "antialias"),
+    ])
+    def test_rejected(self, method: str, library: str, antialias: bool, key: str) -> None:
+        with pytest.raises(OpSpecError) as exc:
+            resize(10, method, library, antialias)
+        assert exc.value.key == key
+        assert library in exc.value.message
+
+    @pytest.mark.parametrize(("method", "library", "antialias"), [
+        *[(m, "pillow", True) for m in ("nearest", "bilinear", "bicubic", "area", "lanczos")],
+        *[(m, "opencv", False) for m in ("nearest", "bilinear", "bicubic", "lanczos")],
+        ("area", "opencv", True),
+        ("nearest", "torch", False), ("bilinear", "torch", False), ("bilinear", "torch", True),
+        ("bicubic", "torch", False), ("bicubic", "torch", True), ("area", "torch", True),
+    ])
+    def test_accepted_and_contract(self, method: str, library: str, antialias: bool) -> None:
+        img = smooth_rgb(31, 45)
+        op = resize([20, 26], method, library, antialias)
+        out = check_pre_op(op, hwc_item(img))
+        assert out.data.shape == (20, 26, 3)
+        out_chw = check_pre_op(op, chw_item(img))
+        np.testing.assert_array_equal(out_chw.data, out.data.transpose(2, 0, 1))
+        assert op.describe()["library"] == library
+
+
+PIL_FILTERS = {"nearest": Image.Resampling.NEAREST, "bilinear": Image.Resampling.BILINEAR,
+               "bicubic": Image.Resampling.BICUBIC, "area": Image.Resampling.BOX,
+               "lanczos": Image.Resampling.LANCZOS}
+SIZES = [[150, 200], [113, 97], [600, 800]]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("method", list(PIL_FILTERS))
+def test_pillow_equals_image_resize(method: str, size: list[int]) -> None:
+    img = smooth_rgb(301, 403)
+    expected = np.asarray(Image.fromarray(img).resize((size[1], size[0]), PIL_FILTERS[method]))
+    np.testing.assert_array_equal(resize(size, method, "pillow", True)(hwc_item(img)).data, expected)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "bicubic"])
+def test_pillow_float32_per_channel_mode_f(method: str) -> None:
+    img: np.ndarray = smooth_rgb(41, 53).astype(np.float32) / 7
+    out = check_pre_op(resize([20, 30], method, "pillow", True), hwc_item(img)).data
+    for c in range(3):
+        ref = np.asarray(Image.fromarray(img[..., c]).resize((30, 20), PIL_FILTERS[method]))
+        np.testing.assert_array_equal(out[..., c], ref)
+    # close to the uint8 path, which rounds to 8 bits between its horizontal and vertical passes and
+    # clips bicubic overshoot (measured max 0.83 bilinear, 1.28 bicubic)
+    u8 = resize([20, 30], method, "pillow", True)(hwc_item(smooth_rgb(41, 53))).data
+    assert np.abs(out * 7 - u8).max() <= 1.5
+
+
+def test_pillow_rejects_other_dtypes() -> None:
+    with pytest.raises(OpSpecError, match="pillow resize supports uint8 and float32"):
+        resize(10, "bilinear", "pillow", True)(hwc_item(smooth_rgb(20, 20).astype(np.float64)))
+
+
+CV_FLAGS = {"nearest": "INTER_NEAREST", "bilinear": "INTER_LINEAR", "bicubic": "INTER_CUBIC",
+            "area": "INTER_AREA", "lanczos": "INTER_LANCZOS4"}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("method", list(CV_FLAGS))
+def test_opencv_equals_cv2_resize(method: str, size: list[int], dtype: type) -> None:
+    import cv2
+
+    img: np.ndarray = smooth_rgb(301, 403).astype(dtype)
+    expected = cv2.resize(img, (size[1], size[0]), interpolation=getattr(cv2, CV_FLAGS[method]))
+    out = check_pre_op(resize(size, method, "opencv", method == "area"), hwc_item(img)).data
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize(("method", "antialias"), [
+    ("nearest", False), ("bilinear", False), ("bilinear", True), ("bicubic", False), ("bicubic", True),
+    ("area", True),
+])
+def test_torch_equals_interpolate(method: str, antialias: bool, size: list[int]) -> None:
+    import torch
+    from torch.nn import functional
+
+    img = smooth_rgb(301, 403)
+    t = torch.from_numpy(img).permute(2, 0, 1)[None].float()
+    smooth = method in ("bilinear", "bicubic")
+    kw: dict[str, Any] = {"align_corners": False, "antialias": antialias} if smooth else {}
+    ref = functional.interpolate(t, size=tuple(size), mode=method, **kw)[0].permute(1, 2, 0).numpy()
+    out_f = check_pre_op(resize(size, method, "torch", antialias), hwc_item(img.astype(np.float32))).data
+    np.testing.assert_array_equal(out_f, ref)
+    out_u8 = check_pre_op(resize(size, method, "torch", antialias), hwc_item(img)).data
+    np.testing.assert_array_equal(out_u8, np.clip(np.round(ref), 0, 255).astype(np.uint8))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("method", ["bilinear", "bicubic"])
+def test_torch_antialias_close_to_pillow(method: str, size: list[int]) -> None:
+    """Stated tolerance (uint8): bilinear max 1 level; bicubic max 2 when downscaling, 8 when upscaling
+    (measured: 1 / 2 / 6); mean absolute difference below 0.3 levels in every case."""
+    img = smooth_rgb(301, 403)
+    a = resize(size, method, "pillow", True)(hwc_item(img)).data.astype(int)
+    b = resize(size, method, "torch", True)(hwc_item(img)).data.astype(int)
+    bound = 1 if method == "bilinear" else (2 if size[0] < 301 else 8)
+    assert np.abs(a - b).max() <= bound
+    assert np.abs(a - b).mean() < 0.3
+
+
+def test_without_antialias_downscaling_aliases() -> None:
+    """A 1-pixel checkerboard downscaled 4x: antialiased methods give flat grey, unfiltered ones don't."""
+    board = ((np.indices((64, 64)).sum(axis=0) % 2) * 255).astype(np.uint8)
+    img = np.repeat(board[..., None], 3, axis=-1)
+    smooth = resize([16, 16], "bilinear", "pillow", True)(hwc_item(img)).data
+    assert np.abs(smooth.astype(int) - 128).max() <= 1
+    aliased = resize([16, 16], "nearest", "opencv", False)(hwc_item(img)).data
+    assert set(np.unique(aliased)) <= {0, 255}
+
+
+@pytest.mark.parametrize(("library", "bound"), [("opencv", 0.5), ("torch", 0.5), ("pillow", 1.0)])
+def test_integer_factor_area_is_the_block_mean(library: str, bound: float) -> None:
+    """2x downscale with area = the 2x2 block mean, rounded once (OpenCV, torch) or after each of
+    Pillow's two separable passes (horizontal result is stored as uint8), hence Pillow's bound of 1."""
+    img = smooth_rgb(40, 60)
+    block = img.astype(np.float64).reshape(20, 2, 30, 2, 3).mean(axis=(1, 3))
+    out = resize([20, 30], "area", library, True)(hwc_item(img)).data
+    assert np.abs(out - block).max() <= bound
+
+
+def test_torch_uint8_rounds_half_to_even_and_clips() -> None:
+    img = np.zeros((1, 2, 3), dtype=np.uint8)
+    img[0, 1] = 1  # bilinear 2 -> ... upscaled values include exact .5 averages
+    out = resize([1, 4], "bilinear", "torch", False)(hwc_item(img)).data
+    # samples at x = -0.25, 0.25, 0.75, 1.25 -> 0, 0.25, 0.75, 1 -> rounded 0, 0, 1, 1
+    np.testing.assert_array_equal(out[0, :, 0], [0, 0, 1, 1])
+    bright = np.full((4, 4, 3), 255, dtype=np.uint8)
+    bright[0, 0] = 0
+    out = resize([9, 9], "bicubic", "torch", False)(hwc_item(bright)).data  # bicubic overshoots above 255
+    assert out.dtype == np.uint8 and out.max() == 255
