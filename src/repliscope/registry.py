@@ -36,11 +36,10 @@ class Registry(Generic[T]):
         """Add ``obj`` (or a lazy ``"module:attr"`` string) under ``name``; duplicates are an error."""
         existing = self._items.get(name)
         if existing is not None and existing is not obj:
-            if isinstance(existing, str) and not isinstance(obj, str):
-                # a lazy target being imported registers itself: accept when it is the same object
-                if self._load(name, existing) is obj:
-                    self._items[name] = obj
-                    return
+            # a lazy target being imported registers itself: accept when it is the same object
+            if isinstance(existing, str) and not isinstance(obj, str) and self._load(name, existing) is obj:
+                self._items[name] = obj
+                return
             raise RepliscopeError(f"{self.kind} '{name}' is already registered")
         self._items[name] = obj
 

@@ -24,4 +24,4 @@ def test_lite0_on_imagenet_sample(imagenet_sample: Path) -> None:
     assert rec.claims[0].verdict == "not comparable"
 
 
-GOLDEN_TOP1_SUCCESSES = -1  # filled in from the first real run
+GOLDEN_TOP1_SUCCESSES = 889  # 88.9 %: likely training images, so above the 75.1 % val claim

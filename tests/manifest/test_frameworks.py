@@ -24,5 +24,5 @@ def test_missing_package() -> None:
 
 def test_architecture_package_pinned() -> None:
     assert check_requirement("efficientnet-lite-pytorch==0.1.0", "architecture") == "0.1.0"
-    with pytest.raises(FrameworkError, match="efficientnet-lite-pytorch 0.1.0 is installed"):
+    with pytest.raises(FrameworkError, match=r"efficientnet-lite-pytorch 0\.1\.0 is installed"):
         check_requirement("efficientnet-lite-pytorch>=0.2", "architecture")

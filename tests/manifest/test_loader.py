@@ -134,7 +134,7 @@ def test_bad_sha256_format(tmp_path: Path) -> None:
 
 def test_non_semver_version(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "version: 1.0.0", 'version: "1.0"')
-    with pytest.raises(ManifestError, match="MAJOR.MINOR.PATCH"):
+    with pytest.raises(ManifestError, match=r"MAJOR\.MINOR\.PATCH"):
         load_manifest(p)
     p = write_variant(tmp_path, "version: 1.0.0", "version: 1.0")
     with pytest.raises(ManifestError, match=r"expected a string, got float 1\.0 \(quote it in YAML\)"):

@@ -57,7 +57,8 @@ def evaluate(
 ) -> None:
     """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts."""
     from repliscope.datasets import resolve_dataset
-    from repliscope.evaluation.run import RunSettings, evaluate as run_evaluation, prepare
+    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.evaluation.run import evaluate as run_evaluation
     from repliscope.manifest.loader import load_manifest
     from repliscope.manifest.schema import DatasetRef
     from repliscope.store.repository import RunStore
