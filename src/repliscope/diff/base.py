@@ -1,0 +1,59 @@
+"""Layer-level differential testing: the interfaces shared by the reference side and every candidate.
+
+The reference is a torch module; its leaf layers are named by module path (``_blocks.3._depthwise_conv``).
+A candidate is a second implementation of the same model (the ONNX export in onnxruntime, a Keras port with
+converted weights, ...) that can run ONE mapped layer on given inputs (golden mode: every candidate layer gets
+the REFERENCE input of that layer, so an error is attributed to the layer that makes it) and run its whole
+forward pass while yielding mapped layer outputs in order (carried mode: shows how error grows).
+
+All tensors crossing this interface are numpy arrays in the REFERENCE layout (torch: NCHW for images,
+(N, F) for dense); a candidate converts to and from its own layout (e.g. NHWC) itself.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from repliscope.registry import Registry
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """A reference layer: module ``path``, class ``kind``, ``source`` (file:line of the class definition)
+    and ``reduction`` (the number of products summed per output element: conv ``in/groups*kh*kw``, linear
+    ``in_features``; 1 for element-wise layers), which sets the tolerance."""
+
+    path: str
+    kind: str
+    source: str
+    reduction: int
+
+
+class Candidate(ABC):
+    """A second implementation, compared layer by layer with the torch reference."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        """The reference paths this candidate has a counterpart for, in execution order."""
+
+    @abstractmethod
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """Golden mode: run the counterpart of reference layer ``path`` on the reference ``inputs``."""
+
+    @abstractmethod
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """Carried mode: run the whole model on ``x`` and yield (path, output) for each requested path, in
+        execution order, without holding more than the current activations."""
+
+    def describe(self) -> dict[str, str]:
+        return {"candidate": self.name}
+
+
+CANDIDATES: Registry[type[Candidate]] = Registry("diff candidate")
