@@ -92,6 +92,64 @@ def evaluate(
         console.print(f"stored as run [bold]{record.run_id}[/]")
 
 
+@app.command()
+def pitfalls(
+    manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
+    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
+    runtime: Annotated[str | None, typer.Option(help="Runtime (default: the manifest's framework).")] = None,
+    variant: Annotated[list[str] | None, typer.Option("--variant", help="Only these pitfalls (repeatable; "
+                                                      "default: every registered one).")] = None,
+    label_rule: Annotated[str | None, typer.Option(help="Label rule (default: detected).")] = None,
+    threads: Annotated[int, typer.Option(min=1)] = 2,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples.")] = None,
+    visual: Annotated[int, typer.Option(min=0, help="Images in the visual-testing panel.")] = 3,
+    list_variants: Annotated[bool, typer.Option("--list", help="List the registered pitfalls and exit.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.manifest.loader import load_manifest
+    from repliscope.pitfalls.base import PITFALLS
+    from repliscope.pitfalls.sweep import run_sweep
+    from repliscope.store.repository import RunStore
+
+    if list_variants:
+        import repliscope.pitfalls.variants  # noqa: F401
+
+        print_table("pitfalls", ["name", "description"],
+                    [[n, PITFALLS.get(n).description] for n in PITFALLS.names()])
+        return
+    try:
+        loaded = load_manifest(manifest)
+        settings = RunSettings(runtime=runtime or loaded.manifest.framework.name, threads=threads,
+                               batch_size=batch_size)
+        data = resolve_dataset(dataset, label_rule, limit=limit)
+        store = RunStore(db)
+        prepared = prepare(loaded, settings)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, transient=True, disable=as_json) as progress:
+            task = progress.add_task(f"pitfall sweep of {loaded.manifest.name}", total=len(data))
+            out = run_sweep(prepared, data, variant or None, visual_samples=visual,
+                            on_progress=lambda n: progress.advance(task, n))
+        for record in out.records:
+            store.save(record)
+        store.save_sweep(out.result)
+    except RepliscopeError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        _emit_json(out.result.model_dump(mode="json"))
+        return
+    from repliscope.cli.output import print_sweep
+
+    print_sweep(out.result)
+    console.print(f"stored as sweep [bold]{out.result.sweep_id}[/] ({len(out.records)} runs); "
+                  f"repliscope report {out.result.sweep_id[:12]} --format html")
+
+
 @runs_app.command("list")
 def runs_list(limit: int = 50, db: DbOption = None, as_json: JsonOption = False) -> None:
     """List stored runs, newest first."""

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repliscope.evaluation.record import EvaluationRecord
+from repliscope.pitfalls.result import SweepResult
 from repliscope.store.compare import RunComparison
 
 console = Console()
@@ -68,8 +69,8 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
 
 def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     table = Table(title=title)
-    for col in columns:
-        table.add_column(col)
+    for i, col in enumerate(columns):
+        table.add_column(col, no_wrap=i == 0)
     for row in rows:
         table.add_row(*[str(v) for v in row])
     console.print(table)
@@ -95,3 +96,27 @@ def print_comparison(c: RunComparison) -> None:
         console.print("no sample's top-1 differs")
     if c.failed_in_one:
         console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")
+
+
+def print_sweep(sweep: SweepResult) -> None:
+    ref = sweep.reference
+    console.print(f"[bold]pitfall sweep {sweep.sweep_id}[/]  {sweep.manifest.name} on {sweep.runtime['runtime']}, "
+                  f"dataset {sweep.dataset['name']} ({sweep.dataset['num_samples']} samples)")
+    rows = []
+    for v in [ref, *sweep.variants]:
+        t1 = v.metric("top1")
+        p = v.paired
+        rows.append([
+            v.name, f"{100 * t1.value:.1f}" if t1 else "",
+            f"{100 * t1.ci_low:.1f}-{100 * t1.ci_high:.1f}" if t1 else "",
+            f"{100 * p.delta_top1:+.1f}" if p and p.delta_top1 is not None else "",
+            f"{p.mcnemar_p:.2g}" if p and p.mcnemar_p is not None else "",
+            f"{100 * p.agreement:.1f}" if p else "", str(p.flipped) if p else "",
+            f"{p.mean_kl:.3g}" if p else "", "n/a" if v.status == "not applicable" else v.status])
+    print_table("pitfalls, paired against the reference (top-1 and deltas in %)",
+                ["variant", "top-1", "95 % CI", "Δ", "McNemar p", "agree", "flips", "KL", ""], rows)
+    for v in sweep.variants:
+        console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
+                      highlight=False)
+    console.print(f"time {sweep.timings['total_seconds']:.1f} s "
+                  f"({sweep.timings['inference_seconds']:.1f} s in the runtime)")

@@ -7,7 +7,20 @@ the REFERENCE input of that layer, so an error is attributed to the layer that m
 forward pass while yielding mapped layer outputs in order (carried mode: shows how error grows).
 
 All tensors crossing this interface are numpy arrays in the REFERENCE layout (torch: NCHW for images,
-(N, F) for dense); a candidate converts to and from its own layout (e.g. NHWC) itself.
+(N, F) for dense); a candidate converts to and from its own layout (e.g. NHWC) itself. A candidate that
+cannot may set ``output_layout = "NHWC"``: the driver then transposes its 4-D outputs to NCHW before comparing
+(and records that it did).
+
+Layer paths: the n-th call (n >= 2) of a module called several times in one forward pass (e.g. one ReLU6
+module applied twice per block) is named ``path#n`` (``_blocks.1._swish#2``); the first call is plain ``path``.
+
+CLI contract for a re-implementation in another framework (``repliscope diff MANIFEST --candidate PATH``):
+the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.diff.keras_candidate`` first if
+"keras" is not registered yet) and builds the candidate as ``cls.from_path(path, reference_module)``, where
+``path`` is the ``--candidate`` argument (a ``pathlib.Path``) and ``reference_module`` the torch module built
+from the manifest (eval mode, weights loaded). The candidate is then compared with
+:func:`repliscope.diff.layers.diff_layers`. A candidate registered under a runtime name (``onnxruntime``) is
+built as ``cls.from_artifact(artifact, cache_dir=..., threads=...)`` instead.
 """
 
 from __future__ import annotations
@@ -51,6 +64,17 @@ class Candidate(ABC):
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         """Carried mode: run the whole model on ``x`` and yield (path, output) for each requested path, in
         execution order, without holding more than the current activations."""
+
+    output_layout: ClassVar[str] = "reference"
+    """``"reference"`` (default: outputs already in the reference layout) or ``"NHWC"`` (4-D outputs are
+    transposed to NCHW by the driver before comparison)."""
+
+    def covers(self, path: str) -> list[str]:
+        """The reference layers (in the order they start) that the counterpart of ``path`` computes at once,
+        e.g. ``["_conv_stem", "_conv_stem.static_padding", "_bn0"]`` for an ONNX Conv with the padding and
+        batch norm folded in. ``run_layer(path, ...)`` receives the inputs of the FIRST of them, and the
+        tolerance uses the largest reduction among them. Default: ``[path]`` (one-to-one)."""
+        return [path]
 
     def describe(self) -> dict[str, str]:
         return {"candidate": self.name}

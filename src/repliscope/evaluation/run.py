@@ -72,8 +72,10 @@ def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallb
 
 
 def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipeline: Pipeline,
-                 options: LoopOptions) -> EvaluationRecord:
+                 options: LoopOptions, runner: Runner | None = None) -> EvaluationRecord:
+    """Assemble the record of one loop; ``runner`` (default: the prepared one) is what actually ran."""
     s = prepared.settings
+    runner = runner or prepared.runner
     loaded = prepared.loaded
     metrics = compute_metrics(loop.predictions)
     by_name = {m.name: m for m in metrics}
@@ -87,13 +89,13 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
         manifest=ManifestInfo(name=loaded.manifest.name, version=loaded.manifest.version,
                               path=str(loaded.path), sha256=loaded.sha256, text=loaded.text),
         pipeline=pipeline.describe(),
-        runtime={**prepared.runner.info(), "model_sha256": prepared.artifact.sha256,
+        runtime={**runner.info(), "model_sha256": prepared.artifact.sha256,
                  "model_origin": prepared.artifact.origin},
         software=software_stack(_FRAMEWORK_DISTRIBUTIONS),
-        hardware=hardware(s.threads),
+        hardware=hardware(runner.threads),
         dataset={**dataset.describe(),
                  "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
-        options={"batch_size": options.batch_size, "threads": s.threads, "prep_workers": options.prep_workers,
+        options={"batch_size": options.batch_size, "threads": runner.threads, "prep_workers": options.prep_workers,
                  "prefetch_batches": options.prefetch_batches, "fail_fast": options.fail_fast},
         metrics=metrics,
         claims=claims,

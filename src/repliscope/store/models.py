@@ -55,3 +55,17 @@ class SampleRow(Base):
     topk_indices: Mapped[list[int]] = mapped_column(JSON)
     topk_probs: Mapped[list[float]] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class SweepRow(Base):
+    """One pitfall sweep: the whole SweepResult as JSON; its variants' runs point here by ``sweep_id``."""
+
+    __tablename__ = "sweeps"
+
+    sweep_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    manifest_name: Mapped[str] = mapped_column(String)
+    runtime: Mapped[str] = mapped_column(String)
+    dataset_identity: Mapped[str] = mapped_column(String, index=True)
+    num_variants: Mapped[int] = mapped_column(Integer)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)

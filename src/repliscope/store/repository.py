@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
-from repliscope.store.models import Base, RunRow, SampleRow
+from repliscope.pitfalls.result import SweepResult
+from repliscope.store.models import Base, RunRow, SampleRow, SweepRow
 
 ENV_VAR = "REPLISCOPE_DB"
 MIN_PREFIX = 6
@@ -208,25 +209,51 @@ class RunStore:
             session.execute(delete(RunRow).where(RunRow.run_id == full_id))
         return full_id
 
-    def _resolve(self, session: Session, run_id: str) -> str:
-        """Full run id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
-        if session.get(RunRow, run_id) is not None:
+    def save_sweep(self, sweep: SweepResult) -> None:
+        """Store a sweep summary (its variants' records are stored with :meth:`save`)."""
+        row = SweepRow(sweep_id=sweep.sweep_id, created_at=_utc_naive(sweep.created_at),
+                       manifest_name=sweep.manifest.name, runtime=str(sweep.runtime.get("runtime")),
+                       dataset_identity=str(sweep.dataset.get("identity")), num_variants=len(sweep.variants),
+                       result=sweep.model_dump(mode="json"))
+        try:
+            with Session(self.engine) as session, session.begin():
+                if session.get(SweepRow, sweep.sweep_id) is not None:
+                    raise StoreError(f"sweep {sweep.sweep_id} is already stored")
+                session.add(row)
+        except IntegrityError as exc:
+            raise StoreError(f"sweep {sweep.sweep_id} could not be stored: {exc.orig}") from exc
+
+    def get_sweep(self, sweep_id: str) -> SweepResult:
+        """The sweep ``sweep_id`` (or a unique prefix of at least 6 characters)."""
+        with Session(self.engine) as session:
+            full_id = self._resolve(session, sweep_id, SweepRow, "sweep")
+            return SweepResult.model_validate(session.get_one(SweepRow, full_id).result)
+
+    def list_sweeps(self, limit: int = 50) -> builtins.list[SweepRow]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return list(session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()).limit(limit)))
+
+    def _resolve(self, session: Session, run_id: str, table: type[RunRow] | type[SweepRow] = RunRow,
+                 what: str = "run") -> str:
+        """Full id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
+        id_col = RunRow.run_id if table is RunRow else SweepRow.sweep_id
+        if session.get(table, run_id) is not None:
             return run_id
         if len(run_id) < MIN_PREFIX:
-            raise StoreError(f"unknown run id '{run_id}' (a prefix needs at least {MIN_PREFIX} characters)")
+            raise StoreError(f"unknown {what} id '{run_id}' (a prefix needs at least {MIN_PREFIX} characters)")
         matches = session.scalars(
-            select(RunRow.run_id)
-            .where(RunRow.run_id.startswith(run_id, autoescape=True))
-            .order_by(RunRow.created_at.desc())
+            select(id_col)
+            .where(id_col.startswith(run_id, autoescape=True))
+            .order_by(table.created_at.desc())
             .limit(11)
         ).all()
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            recent = session.scalars(select(RunRow.run_id).order_by(RunRow.created_at.desc()).limit(5)).all()
-            hint = f"; most recent: {', '.join(recent)}" if recent else "; the store is empty"
-            raise StoreError(f"unknown run id '{run_id}' in {hide_password(self.url)}{hint}")
+            recent = session.scalars(select(id_col).order_by(table.created_at.desc()).limit(5)).all()
+            hint = f"; most recent: {', '.join(recent)}" if recent else "; none stored"
+            raise StoreError(f"unknown {what} id '{run_id}' in {hide_password(self.url)}{hint}")
         more = " and more" if len(matches) > 10 else ""
         raise StoreError(
-            f"run id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}"
+            f"{what} id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}"
         )

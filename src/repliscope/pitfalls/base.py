@@ -1,0 +1,105 @@
+"""Pitfall variants: each is ONE named change to a resolved pipeline (or to the run settings).
+
+A variant that does not apply to a manifest raises :class:`NotApplicable` with the reason; the sweep reports
+it as "not applicable", never skips it silently. Users register their own variants in :data:`PITFALLS`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from repliscope.errors import RepliscopeError
+from repliscope.ops.base import BuildContext, Op, PreOp
+from repliscope.ops.pipeline import Pipeline, build_op
+from repliscope.registry import Registry
+
+
+class NotApplicable(RepliscopeError):
+    """This pitfall cannot be expressed for this manifest (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A variant: its pipeline, the one change in words, and run-setting overrides.
+
+    ``settings``: any of ``batch_size`` (int), ``threads`` (int), ``precision`` ("float16").
+    """
+
+    pipeline: Pipeline
+    change: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PitfallContext:
+    """What a pitfall may look at besides the pipeline: the model input and the run settings."""
+
+    input_shape: tuple[int, ...]
+    input_layout: str
+    runtime: str
+    batch_size: int
+    threads: int
+
+    @property
+    def input_hw(self) -> tuple[int, int]:
+        """(height, width) of the model input."""
+        shape = self.input_shape[1:]
+        return (shape[1], shape[2]) if self.input_layout == "NCHW" else (shape[0], shape[1])
+
+
+class Pitfall(ABC):
+    """One classic mistake. ``derive`` returns the changed pipeline or raises NotApplicable."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+
+    @abstractmethod
+    def derive(self, base: Pipeline, ctx: PitfallContext) -> Derived: ...
+
+
+PITFALLS: Registry[type[Pitfall]] = Registry("pitfall")
+
+
+def rebuild(op: Op, **changes: Any) -> PreOp:
+    """A copy of pre-processing ``op`` with some parameters changed, validated like a manifest entry."""
+    params = {**op.params.model_dump(), **changes}
+    new = build_op({"op": op.name, **params}, "pre", BuildContext())
+    assert isinstance(new, PreOp)
+    return new
+
+
+def make_op(name: str, **params: Any) -> PreOp:
+    new = build_op({"op": name, **params}, "pre", BuildContext())
+    assert isinstance(new, PreOp)
+    return new
+
+
+def find(base: Pipeline, *names: str, last: bool = False) -> int:
+    """Index of the first (or last) pre op whose name is in ``names``; NotApplicable when there is none."""
+    hits = [i for i, op in enumerate(base.pre_ops) if op.name in names]
+    if not hits:
+        raise NotApplicable(f"the pipeline has no {' or '.join(repr(n) for n in names)} op")
+    return hits[-1] if last else hits[0]
+
+
+def fmt_params(op: Op, *keys: str) -> str:
+    p = op.params.model_dump()
+    return ", ".join(f"{k}={p[k]}" for k in keys)
+
+
+def simple_pitfall(name: str, description: str) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]],
+                                                               type[Pitfall]]:
+    """Register a function ``(base, ctx) -> Derived`` as a Pitfall class named ``name``."""
+
+    def deco(fn: Callable[[Pipeline, PitfallContext], Derived]) -> type[Pitfall]:
+        cls = type(fn.__name__, (Pitfall,), {
+            "name": name, "description": description, "__doc__": description,
+            "derive": lambda self, base, ctx: fn(base, ctx),
+        })
+        PITFALLS.add(name, cls)
+        return cls
+
+    return deco

@@ -1,0 +1,85 @@
+"""Runners for variants that change run settings: another thread count, or float16 inference."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from repliscope.manifest.sources import sha256_file
+from repliscope.pitfalls.base import NotApplicable
+from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
+
+
+def runner_for(base: Runner, threads: int, precision: str) -> Runner:
+    """A runner like ``base`` (same runtime and model) with other threads and/or precision."""
+    if precision == "float32":
+        return RUNTIMES.get(base.name)(base.artifact, threads=threads, cache_dir=base.cache_dir)
+    if precision != "float16":
+        raise NotApplicable(f"precision {precision!r} is not implemented")
+    if base.name == "torch":
+        return Float16TorchRunner(base.artifact, threads=threads, cache_dir=base.cache_dir)
+    if base.name == "onnxruntime":
+        return float16_onnxruntime_runner(base, threads)
+    raise NotApplicable(f"float16 inference is not implemented for the {base.name} runtime")
+
+
+def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
+    """ONNX Runtime on a float16 copy of the model (onnxconverter-common; float32 inputs/outputs kept),
+    cached next to the float32 file under a name keyed by its sha256."""
+    from onnxconverter_common import float16
+
+    import onnx
+    from repliscope.runtimes._common import onnx_source
+
+    notes: dict[str, object] = {}
+    src = onnx_source(base.artifact, base.cache_dir, notes)
+    key = hashlib.sha256(f"{sha256_file(src)}:fp16:keep_io".encode()).hexdigest()[:16]
+    target = base.cache_dir / f"{src.stem}-fp16-{key}.onnx"
+    if not target.is_file():
+        model16 = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+        tmp = target.with_suffix(".onnx.part")
+        onnx.save(model16, str(tmp))
+        tmp.replace(target)
+    artifact = replace(base.artifact, path=target, sha256=sha256_file(target), format="onnx",
+                       architecture=None, origin=f"{base.artifact.origin} -> float16 ({target.name})")
+    runner = RUNTIMES.get("onnxruntime")(artifact, threads=threads, cache_dir=base.cache_dir)
+    runner.notes["float16_from"] = str(src)
+    return runner
+
+
+def _torch_runner_cls() -> type[Runner]:
+    return RUNTIMES.get("torch")
+
+
+class Float16TorchRunner(Runner):
+    """Eager torch with the module in float16 (``module.half()``); float32 in, float32 out."""
+
+    name = "torch"
+
+    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
+        super().__init__(artifact, threads=threads, cache_dir=cache_dir)
+        self._inner = _torch_runner_cls()(artifact, threads=threads, cache_dir=cache_dir)
+
+    def framework(self) -> tuple[str, str]:
+        return self._inner.framework()
+
+    def _load(self) -> None:
+        import torch
+
+        self._inner.load()
+        module: torch.nn.Module = self._inner._module  # type: ignore[attr-defined]
+        module.half()
+        self.notes.update(self._inner.notes)
+        self.notes["precision"] = "float16"
+
+    def _infer(self, batch: np.ndarray) -> np.ndarray:
+        import torch
+
+        module: torch.nn.Module = self._inner._module  # type: ignore[attr-defined]
+        torch.set_num_threads(self.threads)
+        with torch.inference_mode():
+            out = module(torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float16)))
+        return np.asarray(out.float().numpy(), dtype=np.float32)

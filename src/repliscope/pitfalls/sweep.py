@@ -1,0 +1,280 @@
+"""Run the reference pipeline and every pitfall variant over the same samples, sharing work.
+
+Per sample, the encoded bytes are read once and every op prefix that variants have in common is computed
+once (all variants share the decode; most share decode + resize + crop). Pre-processing of batch n+1 runs
+in worker threads while the runtime infers batch n for every variant. Memory holds at most two batches of
+every variant's model inputs. Each variant becomes a stored-ready EvaluationRecord linked by ``sweep_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+import repliscope
+from repliscope.datasets.base import Dataset, Sample
+from repliscope.errors import RepliscopeError, SampleError
+from repliscope.evaluation.engine import LoopOptions, LoopResult
+from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
+from repliscope.evaluation.run import PreparedRun, build_record
+from repliscope.ops.base import Item, PreOp
+from repliscope.ops.pipeline import Pipeline
+from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
+from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
+from repliscope.pitfalls.result import SweepResult, VariantOutcome, VisualPanel
+from repliscope.pitfalls.runners import runner_for
+from repliscope.pitfalls.stats import kl_divergence, paired_stats
+from repliscope.pitfalls.visual import visual_entry
+from repliscope.runtimes.base import Runner
+
+REFERENCE = "reference"
+
+
+@dataclass
+class _Plan:
+    """One pipeline to run: the reference or a variant, with its runner and batch size."""
+
+    name: str
+    description: str
+    change: str
+    pipeline: Pipeline
+    runner: Runner
+    batch_size: int
+    settings: dict[str, object]
+    op_keys: list[str] = field(default_factory=list)
+    loop: LoopResult = field(default_factory=lambda: LoopResult(predictions=[]))
+    kl: list[float] = field(default_factory=list)
+    abs_diff: list[float] = field(default_factory=list)
+    probs: np.ndarray | None = None  # current batch, (n_ok, C)
+    ok_rows: list[int] = field(default_factory=list)
+
+
+# per sample: plan name -> (model input or None, layout, failure reason or None)
+_Prepared = dict[str, tuple[np.ndarray | None, str, str | None]]
+
+
+@dataclass
+class SweepOutput:
+    result: SweepResult
+    records: list[EvaluationRecord]
+
+
+def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None) -> tuple[list[_Plan], list[VariantOutcome]]:
+    """Derive every requested variant (all registered ones by default) from the prepared pipeline."""
+    s = prepared.settings
+    spec = prepared.loaded.manifest.inputs[0]
+    ctx = PitfallContext(input_shape=tuple(spec.shape), input_layout=spec.layout, runtime=s.runtime,
+                         batch_size=s.batch_size, threads=s.threads)
+    ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, prepared.runner, s.batch_size, {})
+    plans, skipped = [ref], []
+    runners: dict[tuple[int, str], Runner] = {(s.threads, "float32"): prepared.runner}
+    for name in names if names is not None else PITFALLS.names():
+        pitfall = PITFALLS.get(name)()
+        try:
+            derived = pitfall.derive(prepared.pipeline, ctx)
+            threads = int(derived.settings.get("threads", s.threads))  # type: ignore[call-overload]
+            precision = str(derived.settings.get("precision", "float32"))
+            key = (threads, precision)
+            if key not in runners:
+                runners[key] = runner_for(prepared.runner, threads, precision)
+            plans.append(_Plan(name, pitfall.description, derived.change, derived.pipeline, runners[key],
+                               int(derived.settings.get("batch_size", s.batch_size)),  # type: ignore[call-overload]
+                               dict(derived.settings)))
+        except NotApplicable as exc:
+            skipped.append(VariantOutcome(name=name, description=pitfall.description, change="",
+                                          status="not applicable", reason=str(exc)))
+    for plan in plans:
+        plan.op_keys = [json.dumps(op.describe(), sort_keys=True, default=str) for op in plan.pipeline.pre_ops]
+    return plans, skipped
+
+
+def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[int, ...]) -> _Prepared:
+    """Pre-process one sample for every plan, computing each distinct op prefix once."""
+    try:
+        data = sample.read()
+    except OSError as exc:
+        return {p.name: (None, "", f"unreadable: {exc}") for p in plans}
+    root = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
+    memo: dict[tuple[str, ...], Item | str] = {}
+    out: _Prepared = {}
+    for plan in plans:
+        item: Item = root
+        error: str | None = None
+        for i, op in enumerate(plan.pipeline.pre_ops):
+            key = tuple(plan.op_keys[: i + 1])
+            hit = memo.get(key)
+            if hit is None:
+                hit = _apply(op, item)
+                memo[key] = hit
+            if isinstance(hit, str):
+                error = hit
+                break
+            item = hit
+        if error is None and tuple(item.data.shape) != expected_shape:
+            error = f"pre-processed shape {tuple(item.data.shape)} does not match the model input {expected_shape}"
+        out[plan.name] = (None, "", error) if error is not None else (item.data, item.layout, None)
+    return out
+
+
+def _apply(op: PreOp, item: Item) -> Item | str:
+    """The op's output, or the failure reason as a string (a sample failure, recorded)."""
+    try:
+        return op(item)
+    except SampleError as exc:
+        return str(exc)
+    except RepliscopeError:
+        raise
+    except Exception as exc:  # a library raised on this sample's content
+        return f"{type(exc).__name__}: {exc}"
+
+
+def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | None = None, *,
+              visual_samples: int = 3, on_progress: Callable[[int], None] | None = None) -> SweepOutput:
+    """Evaluate the reference and every variant on ``dataset``; returns the sweep and one record per plan."""
+    start = time.perf_counter()
+    plans, skipped = plan_sweep(prepared, names)
+    s = prepared.settings
+    expected = tuple(prepared.artifact.input_shape[1:])
+    samples = dataset.samples
+    batches = [samples[i:i + s.batch_size] for i in range(0, len(samples), s.batch_size)]
+    visual: list[tuple[Sample, _Prepared]] = []
+    for plan in {id(p.runner): p for p in plans}.values():
+        plan.runner.load()
+    workers = s.prep_workers or s.threads
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repliscope-sweep") as pool:
+        pending: deque[list[Future[_Prepared]]] = deque()
+
+        def submit(batch: Sequence[Sample]) -> None:
+            pending.append([pool.submit(prepare_all, smp, plans, expected) for smp in batch])
+
+        for batch in batches[:2]:
+            submit(batch)
+        for index, batch in enumerate(batches):
+            prepared_batch = [f.result() for f in pending.popleft()]
+            if index + 2 < len(batches):
+                submit(batches[index + 2])
+            for smp, prep in zip(batch, prepared_batch, strict=True):
+                if len(visual) < visual_samples:
+                    visual.append((smp, prep))
+            for plan in plans:
+                _infer_plan(plan, batch, prepared_batch, s.fail_fast)
+            _pair_batch(plans)
+            if on_progress is not None:
+                on_progress(len(batch))
+    total = time.perf_counter() - start
+    return _assemble(prepared, dataset, plans, skipped, visual, total)
+
+
+def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prepared], fail_fast: bool) -> None:
+    preds = [SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name][2])
+             for smp, p in zip(batch, prepared_batch, strict=True)]
+    if fail_fast and any(p.error for p in preds):
+        bad = next(p for p in preds if p.error)
+        raise SampleError(f"sample '{bad.sample_id}' failed in {plan.name}: {bad.error} (--fail-fast)")
+    plan.ok_rows = [i for i, p in enumerate(prepared_batch) if p[plan.name][0] is not None]
+    plan.probs = None
+    if plan.ok_rows:
+        inputs = np.stack([prepared_batch[i][plan.name][0] for i in plan.ok_rows])  # type: ignore[misc]
+        chunks = []
+        for j in range(0, len(inputs), plan.batch_size):
+            chunks.append(plan.runner.infer(inputs[j:j + plan.batch_size]))
+            plan.loop.batch_latencies.append(plan.runner.last_inference_seconds)
+            plan.loop.inference_seconds += plan.runner.last_inference_seconds
+        out = plan.pipeline.postprocess(np.concatenate(chunks))
+        if out.topk_indices is None or out.topk_scores is None:
+            raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
+        plan.probs = out.scores if out.is_probability else _softmax(out.scores)
+        for row, i in enumerate(plan.ok_rows):
+            preds[i] = SamplePrediction(sample_id=batch[i].id, label=batch[i].label,
+                                        topk_indices=[int(v) for v in out.topk_indices[row]],
+                                        topk_probs=[float(v) for v in out.topk_scores[row]])
+    plan.loop.predictions.extend(preds)
+
+
+def _pair_batch(plans: list[_Plan]) -> None:
+    """Per-sample KL(reference || variant) and max |p_ref - p_var| on the samples both evaluated."""
+    ref = plans[0]
+    if ref.probs is None:
+        return
+    ref_pos = {i: r for r, i in enumerate(ref.ok_rows)}
+    for plan in plans[1:]:
+        if plan.probs is None:
+            continue
+        rows = [(ref_pos[i], r) for r, i in enumerate(plan.ok_rows) if i in ref_pos]
+        if not rows:
+            continue
+        a = ref.probs[[x for x, _ in rows]]
+        b = plan.probs[[y for _, y in rows]]
+        plan.kl.extend(kl_divergence(a, b).tolist())
+        plan.abs_diff.extend(np.abs(a.astype(np.float64) - b).max(axis=1).tolist())
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = x.astype(np.float64) - x.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
+              visual: list[tuple[Sample, _Prepared]], total: float) -> SweepOutput:
+    sweep_id = uuid.uuid4().hex
+    s = prepared.settings
+    records: list[EvaluationRecord] = []
+    outcomes: dict[str, VariantOutcome] = {}
+    ref_preds = plans[0].loop.predictions
+    for plan in plans:
+        plan.loop.total_seconds = total
+        options = LoopOptions(batch_size=plan.batch_size, prep_workers=s.prep_workers or s.threads,
+                              fail_fast=s.fail_fast)
+        rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner)
+        rec = rec.model_copy(update={"kind": "pitfall_variant", "sweep_id": sweep_id, "variant": plan.name})
+        rec.timings.throughput_samples_per_second = 0.0  # one shared loop: per-variant throughput is undefined
+        records.append(rec)
+        paired = None if plan.name == REFERENCE else _paired(ref_preds, plan)
+        outcomes[plan.name] = VariantOutcome(
+            name=plan.name, description=plan.description, change=plan.change, status="ok", run_id=rec.run_id,
+            metrics=rec.metrics, paired=paired, failed_samples=rec.counts["failed"],
+            pipeline=rec.pipeline, settings=plan.settings, inference_seconds=plan.loop.inference_seconds)
+    ordered = [outcomes[p.name] for p in plans[1:]] + skipped
+    ordered.sort(key=lambda v: v.name)
+    ref_rec = records[0]
+    panels = [VisualPanel(sample_id=smp.id, label=smp.label, entries=[
+        visual_entry(p.name, _cell(prep, REFERENCE), _cell(prep, p.name), prep[p.name][2]) for p in plans])
+        for smp, prep in visual]
+    result = SweepResult(
+        sweep_id=sweep_id, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,
+        manifest=ref_rec.manifest, runtime=ref_rec.runtime, dataset=ref_rec.dataset, software=ref_rec.software,
+        hardware=ref_rec.hardware, options={"batch_size": s.batch_size, "threads": s.threads,
+                                            "variants_requested": [p.name for p in plans[1:]] +
+                                            [v.name for v in skipped]},
+        reference=outcomes[REFERENCE], variants=ordered, claims=[c.model_dump() for c in ref_rec.claims],
+        visual=panels,
+        timings={"total_seconds": total,
+                 "inference_seconds": sum(p.loop.inference_seconds for p in plans)})
+    return SweepOutput(result, records)
+
+
+def _cell(prep: _Prepared, name: str) -> tuple[np.ndarray, str] | None:
+    data, layout, _ = prep[name]
+    return None if data is None else (data, layout)
+
+
+def _paired(ref: list[SamplePrediction], plan: _Plan):  # type: ignore[no-untyped-def]
+    both = [(a, b) for a, b in zip(ref, plan.loop.predictions, strict=True) if a.error is None and b.error is None]
+    if not both:
+        return None
+    ref_top1 = np.array([a.topk_indices[0] for a, _ in both])
+    var_top1 = np.array([b.topk_indices[0] for _, b in both])
+    labels = np.array([a.label if a.label is not None else -1 for a, _ in both])
+    top5_a = np.array([a.label in a.topk_indices[:5] for a, _ in both])
+    top5_b = np.array([b.label in b.topk_indices[:5] for _, b in both])
+    return paired_stats(ref_top1, var_top1, labels if (labels >= 0).any() else None, np.array(plan.kl),
+                        float(max(plan.abs_diff)) if plan.abs_diff else 0.0, top5_a, top5_b)

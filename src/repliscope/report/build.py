@@ -1,0 +1,67 @@
+"""Assemble the whole :class:`ReportView` of a run or a sweep (the templates are only layout)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.pitfalls.result import SweepResult
+from repliscope.report import pitfall_sections as ps
+from repliscope.report import sections as sec
+from repliscope.report.view import ExtraFigure, ImageSink, ReportView, Section
+
+LAYER_DIFF = Section("layer-diff", "Layer differences")
+
+
+def _with_extra(sections: list[Section], extra: Sequence[ExtraFigure] | None) -> list[Section]:
+    return [*sections, LAYER_DIFF] if extra else sections
+
+
+def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None,
+                   sink: ImageSink = sec.embed_sink) -> ReportView:
+    """The report of one evaluation run."""
+    namer = sec.class_namer(record.manifest)
+    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer)
+    latency, latency_stats = sec.latency(record, sink)
+    sections = [Section("claim", "Claim"), Section("metrics", "Measured metrics"),
+                Section("failures", "Failed and misclassified samples"), Section("latency", "Latency"),
+                Section("provenance", "Provenance")]
+    where = f"{record.dataset.get('name', '?')}, {record.counts.get('evaluated', len(record.samples))} samples"
+    return ReportView(
+        kind="run", title=f"{record.manifest.name} {record.manifest.version}", object_id=record.run_id,
+        created_at=f"{record.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
+        repliscope_version=record.repliscope_version, description=sec.manifest_description(record.manifest),
+        sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(record.claims),
+        metrics=sec.metric_rows(record.metrics),
+        metrics_note=f"On {where}; 95 % Wilson score intervals.",
+        provenance=sec.record_provenance(record), failures=fail_rows, failures_more=fail_more,
+        failures_summary=fail_summary, latency=latency, latency_stats=latency_stats,
+        extra_figures=sec.extra_figure_views(extra_figures, sink))
+
+
+def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None = None,
+                     extra_figures: Sequence[ExtraFigure] | None = None,
+                     sink: ImageSink = sec.embed_sink) -> ReportView:
+    """The report of one pitfall sweep; ``records`` (keyed by run id or variant name) adds flipped samples."""
+    namer = sec.class_namer(sweep.manifest)
+    deltas, deltas_note = ps.delta_figure(sweep, sink)
+    ref_record = records.get(sweep.reference.run_id or "") if records else None
+    pipeline = sweep.reference.pipeline or (ref_record.pipeline if ref_record else None)
+    sections = [Section("claim", "Claim"), Section("metrics", "Measured metrics (reference)"),
+                Section("pitfalls", "Pitfalls"), Section("deltas", "Δ top-1 per variant"),
+                Section("visual", "Visual testing"), Section("provenance", "Provenance")]
+    n = sweep.dataset.get("num_samples")
+    return ReportView(
+        kind="sweep", title=f"{sweep.manifest.name} {sweep.manifest.version}: pitfall sweep",
+        object_id=sweep.sweep_id, created_at=f"{sweep.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
+        repliscope_version=sweep.repliscope_version, description=sec.manifest_description(sweep.manifest),
+        sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(sweep.claims),
+        metrics=sec.metric_rows(sweep.reference.metrics),
+        metrics_note=(f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
+                      f"{'' if n is None else f', {n} samples'}; 95 % Wilson score intervals."),
+        provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,
+                                  sweep.dataset, sweep.options, ps.sweep_timings(sweep.timings, sweep.variants)),
+        pitfalls=ps.pitfall_rows(sweep), pitfalls_caption=ps.pitfalls_caption(sweep),
+        flips=ps.flip_lists(sweep, records, namer), deltas=deltas, deltas_note=deltas_note,
+        visual=ps.visual_panels(sweep, namer, sink), extra_figures=sec.extra_figure_views(extra_figures, sink))
+

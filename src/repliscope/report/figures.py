@@ -1,0 +1,117 @@
+"""Report figures as PNG bytes (matplotlib, object-oriented API on the Agg canvas: no display needed).
+
+matplotlib is imported inside the functions, so importing repliscope (or this module) does not import it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SIGNIFICANCE_LEVEL = 0.05
+_SIGNIFICANT = "#c0392b"
+_NOT_SIGNIFICANT = "#7f8c8d"
+_LINE = "#2c6fbb"
+
+
+@dataclass(frozen=True)
+class DeltaBar:
+    """One bar of the deltas chart: ``value`` in percentage points; ``p`` the McNemar p-value (None: unknown)."""
+
+    name: str
+    value: float
+    p: float | None = None
+
+    @property
+    def significant(self) -> bool:
+        return self.p is not None and self.p < SIGNIFICANCE_LEVEL
+
+
+def png_data_uri(png: bytes) -> str:
+    """``data:image/png;base64,...`` for PNG bytes."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def decode_png_b64(text: str) -> bytes:
+    """PNG bytes from base64 text (a ``data:image/png;base64,`` prefix is accepted); ValueError if not a PNG."""
+    payload = text.split(",", 1)[1] if text.startswith("data:") else text
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"not valid base64 PNG data: {exc}") from exc
+    if not data.startswith(PNG_SIGNATURE):
+        raise ValueError("base64 data does not hold a PNG image")
+    return data
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def delta_chart(bars: Sequence[DeltaBar], xlabel: str) -> bytes:
+    """Horizontal bar chart, one bar per variant, coloured by significance (McNemar p < 0.05), p annotated."""
+    from matplotlib.patches import Patch
+
+    fig = _figure(7.5, 1.2 + 0.42 * max(len(bars), 1))
+    ax = fig.add_subplot()
+    names = [b.name for b in bars]
+    values = [b.value for b in bars]
+    positions = list(range(len(bars)))
+    ax.barh(positions, values, color=[_SIGNIFICANT if b.significant else _NOT_SIGNIFICANT for b in bars],
+            height=0.6)
+    ax.set_yticks(positions, names)
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    span = max((abs(v) for v in values), default=1.0) or 1.0
+    ax.set_xlim(min(min(values, default=0.0), 0.0) - 0.35 * span, max(max(values, default=0.0), 0.0) + 0.35 * span)
+    for pos, bar in zip(positions, bars, strict=True):
+        label = f"{bar.value:+.1f}" + ("" if bar.p is None else f"  p={bar.p:.2g}") + ("*" if bar.significant else "")
+        ax.annotate(label, (bar.value, pos), xytext=(4 if bar.value >= 0 else -4, 0), textcoords="offset points",
+                    ha="left" if bar.value >= 0 else "right", va="center", fontsize=8)
+    ax.legend(handles=[Patch(color=_SIGNIFICANT, label="McNemar p < 0.05"),
+                       Patch(color=_NOT_SIGNIFICANT, label="not significant / no labels")],
+              loc="lower right", fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def latency_chart(latencies_seconds: Sequence[float], batch_size: int | None) -> bytes | None:
+    """Per-batch latency (ms) in run order with its median; None when there is no batch."""
+    if not latencies_seconds:
+        return None
+    ms = [1000.0 * s for s in latencies_seconds]
+    fig = _figure(7.5, 2.6)
+    ax = fig.add_subplot()
+    batches = list(range(1, len(ms) + 1))
+    ax.plot(batches, ms, marker="o", markersize=3, color=_LINE, linewidth=1)
+    median = statistics.median(ms)
+    ax.axhline(median, color=_SIGNIFICANT, linestyle="--", linewidth=1, label=f"median {median:.1f} ms")
+    ax.set_xlabel("batch (run order)")
+    ax.set_ylabel("inference latency (ms)" + (f", batch size {batch_size}" if batch_size else ""))
+    ax.set_ylim(bottom=0)
+    if len(ms) == 1:
+        ax.set_xticks(batches)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    return _png(fig)

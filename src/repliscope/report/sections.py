@@ -1,0 +1,207 @@
+"""Builders shared by run and sweep reports: claim, metrics, provenance; plus a run's failures and latency.
+
+Every builder turns record data into :mod:`repliscope.report.view` objects with formatted text.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import PurePath
+from typing import Any
+
+from pydantic import BaseModel
+
+from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, MetricValue, SamplePrediction
+from repliscope.report import figures
+from repliscope.report import formatting as fmt
+from repliscope.report.view import (
+    ClaimRow,
+    ExtraFigure,
+    FailureRow,
+    FigureView,
+    Image,
+    ImageSink,
+    MetricRow,
+    PipelineRow,
+    Provenance,
+)
+
+MAX_FAILURES = 25
+_VERDICT_CSS = {"consistent": "ok", "inconsistent": "bad", "not comparable": "neutral"}
+_OP_META_KEYS = frozenset({"op", "library", "library_version"})
+_IMAGENET_LABELS = "builtin:imagenet-1k"
+
+ClassNamer = Callable[[int | None], str]
+
+
+def embed_sink(_name: str, png: bytes) -> str:
+    """The default :data:`ImageSink`: embed the PNG as a data URI."""
+    return figures.png_data_uri(png)
+
+
+def manifest_yaml(manifest: ManifestInfo) -> dict[str, Any]:
+    """The manifest text parsed as YAML (empty when it does not parse: the report still renders)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(manifest.text)
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def manifest_description(manifest: ManifestInfo) -> str | None:
+    description = manifest_yaml(manifest).get("description")
+    return str(description).strip() if description else None
+
+
+def class_namer(manifest: ManifestInfo) -> ClassNamer:
+    """``243 (bull mastiff)`` for manifests labelled with the built-in ImageNet classes, else the bare index."""
+    labels = manifest_yaml(manifest).get("labels")
+    names: list[str] = []
+    if isinstance(labels, dict) and labels.get("source") == _IMAGENET_LABELS:
+        from repliscope.datasets.classes import imagenet_classes
+
+        names = [name for _, name in imagenet_classes()]
+
+    def name(index: int | None) -> str:
+        if index is None:
+            return fmt.DASH
+        return f"{index} ({names[index]})" if 0 <= index < len(names) else str(index)
+
+    return name
+
+
+def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[ClaimRow]:
+    """One row per claim verdict (ClaimVerdict objects or their JSON dicts, as sweeps store them)."""
+    rows = []
+    for claim in claims:
+        c = claim.model_dump() if isinstance(claim, BaseModel) else dict(claim)
+        verdict = str(c.get("verdict", "not comparable"))
+        source = str(c.get("source") or "")
+        url = source.split()[0] if source.startswith(("https://", "http://")) else None
+        rows.append(ClaimRow(metric=str(c.get("metric", "")), claimed=fmt.pct(c.get("claimed"), 2),
+                             measured=fmt.pct(c.get("measured"), 2),
+                             interval=fmt.interval(c.get("ci_low"), c.get("ci_high"), 2),
+                             claim_dataset=str(c.get("claim_dataset", "")),
+                             evaluated_dataset=str(c.get("evaluated_dataset", "")), verdict=verdict,
+                             css=_VERDICT_CSS.get(verdict, "neutral"), reason=str(c.get("reason", "")),
+                             source=source, source_url=url))
+    return rows
+
+
+def metric_rows(metrics: Sequence[MetricValue]) -> list[MetricRow]:
+    return [MetricRow(name=m.name, value=fmt.pct(m.value, 2), interval=fmt.interval(m.ci_low, m.ci_high, 2),
+                      count=f"{m.successes}/{m.n}") for m in metrics]
+
+
+def pipeline_rows(pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> list[PipelineRow]:
+    rows = []
+    for stage, ops in (pipeline or {}).items():
+        for i, op in enumerate(ops):
+            params = ", ".join(f"{k}={fmt.scalar(v)}" for k, v in op.items() if k not in _OP_META_KEYS)
+            rows.append(PipelineRow(stage=stage, index=i, op=str(op.get("op", "?")), parameters=params,
+                                    library=fmt.scalar(op.get("library")),
+                                    version=fmt.scalar(op.get("library_version"))))
+    return rows
+
+
+def export_note(runtime: Mapping[str, Any]) -> str | None:
+    """One sentence on an ONNX export (the model ran as a converted graph), None when there was none."""
+    export = runtime.get("export")
+    if not isinstance(export, Mapping):
+        return None
+    origin = export.get("exported_from", "the source framework")
+    parts = [f"The model was exported from {origin} to ONNX with {export.get('exporter', 'an exporter')}"]
+    details = [f"{k} {export[k]}" for k in ("opset", "torch_version") if export.get(k) is not None]
+    if details:
+        parts.append(f" ({', '.join(details)})")
+    parts.append(f" and run by {runtime.get('runtime', 'the runtime')}")
+    if export.get("onnx_sha256"):
+        parts.append(f"; ONNX sha256 {fmt.short_hash(str(export['onnx_sha256']))}")
+    cached = export.get("cached")
+    if cached is not None:
+        parts.append("; reused from the export cache" if cached else "; exported for this run")
+    return "".join(parts) + ". Numerical differences between the exported graph and the source framework are " \
+                            "part of what this run measures."
+
+
+def _software_rows(software: Mapping[str, Any]) -> list[tuple[str, str]]:
+    rows = fmt.flatten(software, skip=frozenset({"distributions", "threadpools", "env"}))
+    for name, version in (software.get("distributions") or {}).items():
+        rows.append((name, version if version else "not installed"))
+    env = {k: v for k, v in (software.get("env") or {}).items() if v is not None}
+    rows.extend((f"env {k}", str(v)) for k, v in env.items())
+    if not env and "env" in software:
+        rows.append(("thread environment variables", "none set"))
+    return rows
+
+
+def _threadpool_rows(software: Mapping[str, Any]) -> list[list[str]]:
+    rows = []
+    for pool in software.get("threadpools") or []:
+        path = pool.get("filepath")
+        rows.append([fmt.scalar(pool.get(k)) for k in ("user_api", "internal_api", "version", "num_threads",
+                                                        "threading_layer", "architecture")]
+                    + [PurePath(str(path)).name if path else fmt.DASH])
+    return rows
+
+
+def provenance(manifest: ManifestInfo, pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None,
+               runtime: Mapping[str, Any], software: Mapping[str, Any], hardware: Mapping[str, Any],
+               dataset: Mapping[str, Any], options: Mapping[str, Any],
+               timings: Sequence[tuple[str, str]] = ()) -> Provenance:
+    return Provenance(manifest_name=manifest.name, manifest_version=manifest.version, manifest_path=manifest.path,
+                      manifest_sha256=manifest.sha256, manifest_text=manifest.text, pipeline=pipeline_rows(pipeline),
+                      runtime=fmt.flatten(runtime), export_note=export_note(runtime),
+                      software=_software_rows(software), threadpools=_threadpool_rows(software),
+                      hardware=fmt.flatten(hardware), dataset=fmt.flatten(dataset), options=fmt.flatten(options),
+                      timings=list(timings))
+
+
+def record_provenance(record: EvaluationRecord) -> Provenance:
+    return provenance(record.manifest, record.pipeline, record.runtime, record.software, record.hardware,
+                      record.dataset, record.options)
+
+
+def _is_failure(s: SamplePrediction) -> bool:
+    return s.error is not None or (s.label is not None and s.top1 != s.label)
+
+
+def failures(samples: Sequence[SamplePrediction], namer: ClassNamer) -> tuple[list[FailureRow], int, str]:
+    """Failed samples first, then top-1 misses, at most :data:`MAX_FAILURES`; also how many more and a summary."""
+    errors = [s for s in samples if s.error is not None]
+    misses = [s for s in samples if s.error is None and _is_failure(s)]
+    labelled = sum(1 for s in samples if s.label is not None and s.error is None)
+    rows = [FailureRow(sample_id=s.sample_id, label=namer(s.label), predicted=namer(s.top1),
+                       probability=fmt.pct(s.topk_probs[0]) if s.topk_probs else fmt.DASH, error=s.error)
+            for s in (errors + misses)[:MAX_FAILURES]]
+    summary = (f"{len(misses)} of {labelled} labelled samples have a wrong top-1 prediction; "
+               f"{len(errors)} of {len(samples)} samples failed.")
+    return rows, max(0, len(errors) + len(misses) - MAX_FAILURES), summary
+
+
+def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | None, list[tuple[str, str]]]:
+    t = record.timings
+    batch_size = record.options.get("batch_size")
+    lat = t.batch_latencies_seconds
+    stats = [("total", fmt.seconds(t.total_seconds)), ("inference", fmt.seconds(t.inference_seconds)),
+             ("throughput", f"{t.throughput_samples_per_second:.1f} samples/s"), ("batches", str(len(lat))),
+             ("batch size", fmt.scalar(batch_size))]
+    if lat:
+        stats.append(("median batch latency", f"{1000 * statistics.median(lat):.1f} ms"))
+    png = figures.latency_chart(lat, batch_size if isinstance(batch_size, int) else None)
+    if png is None:
+        return None, stats
+    caption = ("Inference time of each batch in run order (pre-processing overlaps with inference and is not "
+               "included). The first batch usually includes warm-up.")
+    return FigureView("Batch latency", Image(sink("latency", png), "batch latency chart"), caption), stats
+
+
+def extra_figure_views(extra: Sequence[ExtraFigure] | None, sink: ImageSink) -> list[FigureView]:
+    """The ``layer-diff`` hook: figures from other components, embedded as given."""
+    views = []
+    for i, (title, png) in enumerate(extra or ()):
+        views.append(FigureView(title, Image(sink(f"extra-{i + 1}", png), title)))
+    return views

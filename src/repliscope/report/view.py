@@ -1,0 +1,166 @@
+"""The report's view model: plain, pre-formatted values the HTML and Markdown templates only lay out.
+
+Builders in :mod:`repliscope.report.sections` fill these from an EvaluationRecord or a SweepResult; all text is
+raw (unescaped) - the templates escape it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ImageSink = Callable[[str, bytes], str]
+"""Receives a file-name stem and PNG bytes, returns what goes into ``src`` (a data URI, or a relative path)."""
+
+ExtraFigure = tuple[str, bytes]
+"""``(title, png_bytes)``: a figure contributed by another component (e.g. the layer-diff plot)."""
+
+
+@dataclass(frozen=True)
+class Image:
+    src: str
+    alt: str
+
+
+@dataclass(frozen=True)
+class FigureView:
+    title: str
+    image: Image
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    metric: str
+    claimed: str
+    measured: str
+    interval: str
+    claim_dataset: str
+    evaluated_dataset: str
+    verdict: str
+    css: str
+    reason: str
+    source: str
+    source_url: str | None
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    name: str
+    value: str
+    interval: str
+    count: str
+
+
+@dataclass(frozen=True)
+class PipelineRow:
+    stage: str
+    index: int
+    op: str
+    parameters: str
+    library: str
+    version: str
+
+
+@dataclass
+class Provenance:
+    manifest_name: str
+    manifest_version: str
+    manifest_path: str
+    manifest_sha256: str
+    manifest_text: str
+    pipeline: list[PipelineRow]
+    runtime: list[tuple[str, str]]
+    export_note: str | None
+    software: list[tuple[str, str]]
+    threadpools: list[list[str]]
+    hardware: list[tuple[str, str]]
+    dataset: list[tuple[str, str]]
+    options: list[tuple[str, str]]
+    timings: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    sample_id: str
+    label: str
+    predicted: str
+    probability: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class PitfallRow:
+    name: str
+    change: str
+    description: str
+    top1: str
+    top1_interval: str
+    top5: str
+    delta_top1: str
+    p: str
+    significant: bool
+    agreement: str
+    flips: str
+    mean_kl: str
+    status: str
+    reason: str
+    css: str
+    is_reference: bool = False
+
+
+@dataclass(frozen=True)
+class FlipList:
+    variant: str
+    lines: list[str]
+    more: int
+
+
+@dataclass(frozen=True)
+class VisualCard:
+    variant: str
+    image: Image | None
+    diff: Image | None
+    caption: str
+
+
+@dataclass(frozen=True)
+class VisualPanelView:
+    sample_id: str
+    label: str
+    cards: list[VisualCard]
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+
+
+@dataclass
+class ReportView:
+    """Everything a template needs. ``sections`` lists, in order, the sections the report contains."""
+
+    kind: str
+    title: str
+    object_id: str
+    created_at: str
+    repliscope_version: str
+    description: str | None
+    sections: list[Section]
+    claims: list[ClaimRow]
+    metrics: list[MetricRow]
+    metrics_note: str
+    provenance: Provenance
+    failures: list[FailureRow] = field(default_factory=list)
+    failures_more: int = 0
+    failures_summary: str = ""
+    latency: FigureView | None = None
+    latency_stats: list[tuple[str, str]] = field(default_factory=list)
+    pitfalls: list[PitfallRow] = field(default_factory=list)
+    pitfalls_caption: str = ""
+    flips: list[FlipList] = field(default_factory=list)
+    deltas: FigureView | None = None
+    deltas_note: str = ""
+    visual: list[VisualPanelView] = field(default_factory=list)
+    extra_figures: list[FigureView] = field(default_factory=list)
