@@ -39,15 +39,10 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
     for m in rec.metrics:
         table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
     console.print(table)
-    if rec.claims:
-        claims = Table(title="claims")
-        for col in ("metric", "claimed", "dataset", "measured", "verdict", "reason"):
-            claims.add_column(col, overflow="fold")
-        colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
-        for v in rec.claims:
-            claims.add_row(v.metric, pct(v.claimed), v.claim_dataset, pct(v.measured),
-                           f"[{colour[v.verdict]}]{v.verdict}[/]", v.reason)
-        console.print(claims)
+    colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
+    for v in rec.claims:
+        console.print(f"claim     {v.metric} {pct(v.claimed)} on {v.claim_dataset}, measured {pct(v.measured)}: "
+                      f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})", highlight=False)
     t = rec.timings
     console.print(f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
                   f"{t.throughput_samples_per_second:.1f} samples/s")

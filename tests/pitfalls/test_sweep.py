@@ -1,0 +1,128 @@
+"""The whole sweep on the 20 foolbox images: exact counts, shared decoding, records, store, no labels."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from repliscope.datasets import resolve_dataset
+from repliscope.evaluation.run import PreparedRun, RunSettings, prepare
+from repliscope.ops import decode as decode_module
+from repliscope.pitfalls.sweep import SweepOutput, run_sweep
+from repliscope.store.repository import RunStore
+from tests.conftest import LITE0
+
+# top-1 successes of 20 and flips against the reference, measured once (onnxruntime, Lite0)
+EXPECTED = {
+    "batch_size_1": (18, 0), "color_layout_swapped": (15, 5), "crop_fraction_1.0": (17, 3),
+    "data_layout_reshape": (0, 20), "decoder_swapped": (18, 0), "float16_inference": (18, 0),
+    "no_center_crop": (17, 3), "no_normalization": (1, 19), "normalize_before_cast": (13, 7),
+    "resize_antialias_toggled": (18, 0), "resize_bilinear": (17, 1), "resize_library_swapped": (18, 0),
+    "resize_nearest": (18, 1), "threads_changed": (18, 0), "torchvision_mean_std": (15, 3),
+}
+
+
+@pytest.fixture(scope="module")
+def prepared() -> PreparedRun:
+    return prepare(LITE0, RunSettings(runtime="onnxruntime", threads=2, batch_size=8))
+
+
+@pytest.fixture(scope="module")
+def sweep(prepared: PreparedRun) -> SweepOutput:
+    return run_sweep(prepared, resolve_dataset("foolbox_imagenet"))
+
+
+def test_exact_counts(sweep: SweepOutput) -> None:
+    r = sweep.result
+    ref = r.reference.metric("top1")
+    assert ref is not None and (ref.successes, ref.n) == (18, 20)
+    got = {}
+    for v in r.variants:
+        assert v.status == "ok", (v.name, v.reason)
+        t1 = v.metric("top1")
+        assert t1 is not None and v.paired is not None
+        got[v.name] = (t1.successes, v.paired.flipped)
+    assert got == EXPECTED
+
+
+def test_paired_statistics(sweep: SweepOutput) -> None:
+    r = sweep.result
+    swap = r.outcome("color_layout_swapped").paired
+    assert swap is not None and swap.n == 20 and swap.agreement == 0.75 and swap.delta_top1 == -0.15
+    assert swap.b is not None and swap.c is not None and swap.b - swap.c == 3
+    reshape = r.outcome("data_layout_reshape").paired
+    assert reshape is not None and reshape.b == 18 and reshape.c == 0
+    assert reshape.mcnemar_p == pytest.approx(2 * 0.5 ** 18)  # exact two-sided binomial
+    assert reshape.mean_kl > 1.0
+    same = r.outcome("threads_changed").paired
+    assert same is not None and same.mcnemar_p == 1.0 and same.mean_kl < 1e-6
+
+
+def test_records_linked_and_stored(sweep: SweepOutput, tmp_path: Path) -> None:
+    r = sweep.result
+    assert len(sweep.records) == 16
+    assert {rec.variant for rec in sweep.records} == {"reference", *EXPECTED}
+    assert all(rec.sweep_id == r.sweep_id and rec.kind == "pitfall_variant" for rec in sweep.records)
+    by_variant = {rec.variant: rec for rec in sweep.records}
+    assert by_variant["color_layout_swapped"].pipeline["preprocess"][0]["channels"] == "BGR"
+    assert by_variant["batch_size_1"].options["batch_size"] == 1
+    assert by_variant["threads_changed"].runtime["threads"] == 1
+    store = RunStore(f"sqlite:///{tmp_path / 'r.db'}")
+    for rec in sweep.records:
+        store.save(rec)
+    store.save_sweep(r)
+    assert store.get_sweep(r.sweep_id[:8]) == r
+    assert len(store.list(sweep_id=r.sweep_id)) == 16
+
+
+def test_visual_panels(sweep: SweepOutput) -> None:
+    panels = sweep.result.visual
+    assert len(panels) == 3 and all(len(p.entries) == 16 for p in panels)
+    for entry in panels[0].entries:
+        img = Image.open(io.BytesIO(base64.b64decode(entry.image_png)))
+        assert img.size == (224, 224)
+        if entry.variant in ("reference", "threads_changed", "batch_size_1", "float16_inference"):
+            assert not entry.max_abs_diff
+        else:
+            assert entry.diff_png is not None and entry.max_abs_diff is not None
+    swap = next(e for e in panels[0].entries if e.variant == "color_layout_swapped")
+    assert swap.max_abs_diff is not None and swap.max_abs_diff > 0.5
+
+
+def test_decode_is_shared(prepared: PreparedRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    original = decode_module.Decode.__call__
+
+    def counting(self, item):  # type: ignore[no-untyped-def]
+        calls.append(self.params.library)
+        return original(self, item)
+
+    monkeypatch.setattr(decode_module.Decode, "__call__", counting)
+    data = resolve_dataset("foolbox_imagenet", limit=5)
+    run_sweep(prepared, data, ["color_layout_swapped", "resize_bilinear", "no_normalization", "decoder_swapped"])
+    # reference, resize_bilinear and no_normalization share one pillow RGB decode; the swapped decode and the
+    # opencv decode are one each: 3 decodes per image instead of 5
+    assert len(calls) == 5 * 3 and calls.count("opencv") == 5
+
+
+def test_without_labels(prepared: PreparedRun, tmp_path: Path) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for smp in resolve_dataset("foolbox_imagenet", limit=4).samples:
+        (folder / smp.id).write_bytes(smp.read())
+    data = resolve_dataset(str(folder), "none")
+    out = run_sweep(prepared, data, ["color_layout_swapped", "data_layout_reshape"], visual_samples=1)
+    v = out.result.outcome("data_layout_reshape")
+    assert v.metrics == [] and v.paired is not None and v.paired.mcnemar_p is None
+    assert v.paired.n == 4 and v.paired.flipped == 4 and v.paired.mean_kl > 1.0
+
+
+def test_unknown_variant_is_an_error(prepared: PreparedRun) -> None:
+    from repliscope.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="color_layout_swapped"):
+        run_sweep(prepared, resolve_dataset("foolbox_imagenet", limit=2), ["colour_layout_swapped"])
