@@ -20,6 +20,15 @@ manifest_app = typer.Typer(help="Model manifests.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(manifest_app, name="manifest")
 
+
+def _register_plugins() -> None:
+    from repliscope.cli import report_cmd
+
+    report_cmd.register(app)
+
+
+_register_plugins()
+
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
                                                           "directory, or $REPLISCOPE_DB)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]

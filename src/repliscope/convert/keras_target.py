@@ -224,24 +224,31 @@ def load_port(source: str | Path, mapping: LayerMapping | None = None, **kwargs:
     return model
 
 
-def _import_attr(path: Path, attr: str) -> Callable[..., Any]:
+def import_port_file(path: Path) -> ModuleType:
+    """Import a port's Python file by path (once per process); its folder is importable while it loads, so it
+    may import its sibling modules."""
     name = f"repliscope_port_{abs(hash(str(path.resolve())))}"
     module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise RepliscopeError(f"cannot import the Keras port '{path}'")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        sys.path.insert(0, str(path.parent))  # the port may import its sibling modules
-        try:
-            spec.loader.exec_module(module)
-        except Exception:
-            sys.modules.pop(name, None)
-            raise
-        finally:
-            sys.path.remove(str(path.parent))
-    factory = getattr(module, attr, None)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RepliscopeError(f"cannot import the Keras port '{path}'")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        sys.modules.pop(name, None)
+        raise
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def _import_attr(path: Path, attr: str) -> Callable[..., Any]:
+    factory = getattr(import_port_file(path), attr, None)
     if not callable(factory):
         raise RepliscopeError(f"the Keras port '{path}' has no function '{attr}'")
     return factory  # type: ignore[no-any-return]

@@ -3,7 +3,7 @@
 A rule maps a torch MODULE path pattern to a Keras LAYER name (``{torch: "_blocks.{i}._bn1", keras:
 "block{i}_dw_bn", kind: batch_norm}``). The kind says which of the module's tensors become which Keras weights
 and how their axes are permuted (:data:`KINDS`). Rules are tried in order; the first match wins. The same rules
-serve the weight converter (state_dict keys) and the layer-level diff (module paths, ``#k`` = k-th call).
+serve the weight converter (state_dict keys) and the layer-level diff (module paths; ``path#k`` is the k-th call, k >= 2, of a module called several times).
 
 Pure Python + numpy: no framework is imported here.
 """
@@ -121,7 +121,8 @@ class LayerMapping:
         return self.path.parent if self.path is not None else Path.cwd()
 
     def match(self, module_path: str) -> tuple[Rule, str] | None:
-        """``(rule, keras layer name)`` of the first rule matching ``module_path``, else None."""
+        """``(rule, keras layer name)`` of the first rule matching ``module_path`` (``path`` or, for the k-th
+        call of a module called several times, ``path#k``), else None."""
         for rule in self.spec.layers:
             m = rule.regex.fullmatch(module_path)
             if m is not None:

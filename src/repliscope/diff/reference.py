@@ -163,9 +163,10 @@ def _is_noop(module: nn.Module, inputs: Sequence[torch.Tensor], output: torch.Te
     if isinstance(module, _DROPOUT_TYPES) and not module.training:
         return True
     padding = getattr(module, "padding", None)
-    if isinstance(module, nn.modules.padding._ConstantPadNd | nn.ZeroPad2d) and padding is not None:
-        if all(int(p) == 0 for p in (padding if isinstance(padding, tuple | list) else [padding])):
-            return True
+    pads = padding if isinstance(padding, tuple | list) else [padding]
+    zero_pad = padding is not None and all(int(p or 0) == 0 for p in pads)
+    if isinstance(module, nn.modules.padding._ConstantPadNd) and zero_pad:
+        return True
     if isinstance(module, nn.Flatten) and inputs and tuple(inputs[0].shape) == tuple(output.shape):
         return True
     return bool(inputs) and output is inputs[0]
@@ -198,7 +199,17 @@ def reduction_length(module: nn.Module, in_shape: tuple[int, ...], out_shape: tu
 
 
 def source_of(cls: type) -> str:
-    """``file:line`` of a class definition (``<unknown>`` for builtins / C extensions)."""
+    """``file:line`` of a class definition (``<unknown>`` for builtins / C extensions); cached per class."""
+    cached = _SOURCES.get(cls)
+    if cached is None:
+        cached = _SOURCES[cls] = _source_of(cls)
+    return cached
+
+
+_SOURCES: dict[type, str] = {}
+
+
+def _source_of(cls: type) -> str:
     try:
         file = inspect.getsourcefile(cls)
         _, line = inspect.getsourcelines(cls)

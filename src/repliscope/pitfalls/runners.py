@@ -29,9 +29,9 @@ def runner_for(base: Runner, threads: int, precision: str) -> Runner:
 def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
     """ONNX Runtime on a float16 copy of the model (onnxconverter-common; float32 inputs/outputs kept),
     cached next to the float32 file under a name keyed by its sha256."""
+    import onnx
     from onnxconverter_common import float16
 
-    import onnx
     from repliscope.runtimes._common import onnx_source
 
     notes: dict[str, object] = {}

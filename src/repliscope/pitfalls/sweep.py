@@ -29,7 +29,7 @@ from repliscope.ops.base import Item, PreOp
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
-from repliscope.pitfalls.result import SweepResult, VariantOutcome, VisualPanel
+from repliscope.pitfalls.result import PairedStats, SweepResult, VariantOutcome, VisualPanel
 from repliscope.pitfalls.runners import runner_for
 from repliscope.pitfalls.stats import kl_divergence, paired_stats
 from repliscope.pitfalls.visual import visual_entry
@@ -80,13 +80,13 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None) -> tuple[list
         pitfall = PITFALLS.get(name)()
         try:
             derived = pitfall.derive(prepared.pipeline, ctx)
-            threads = int(derived.settings.get("threads", s.threads))  # type: ignore[call-overload]
+            threads = int(derived.settings.get("threads", s.threads))
             precision = str(derived.settings.get("precision", "float32"))
             key = (threads, precision)
             if key not in runners:
                 runners[key] = runner_for(prepared.runner, threads, precision)
             plans.append(_Plan(name, pitfall.description, derived.change, derived.pipeline, runners[key],
-                               int(derived.settings.get("batch_size", s.batch_size)),  # type: ignore[call-overload]
+                               int(derived.settings.get("batch_size", s.batch_size)),
                                dict(derived.settings)))
         except NotApplicable as exc:
             skipped.append(VariantOutcome(name=name, description=pitfall.description, change="",
@@ -267,7 +267,7 @@ def _cell(prep: _Prepared, name: str) -> tuple[np.ndarray, str] | None:
     return None if data is None else (data, layout)
 
 
-def _paired(ref: list[SamplePrediction], plan: _Plan):  # type: ignore[no-untyped-def]
+def _paired(ref: list[SamplePrediction], plan: _Plan) -> PairedStats | None:
     both = [(a, b) for a, b in zip(ref, plan.loop.predictions, strict=True) if a.error is None and b.error is None]
     if not both:
         return None

@@ -27,8 +27,11 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
                 Section("failures", "Failed and misclassified samples"), Section("latency", "Latency"),
                 Section("provenance", "Provenance")]
     where = f"{record.dataset.get('name', '?')}, {record.counts.get('evaluated', len(record.samples))} samples"
+    title = f"{record.manifest.name} {record.manifest.version}"
+    if record.variant:
+        title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")
     return ReportView(
-        kind="run", title=f"{record.manifest.name} {record.manifest.version}", object_id=record.run_id,
+        kind="run", title=title, object_id=record.run_id,
         created_at=f"{record.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
         repliscope_version=record.repliscope_version, description=sec.manifest_description(record.manifest),
         sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(record.claims),

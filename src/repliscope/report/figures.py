@@ -90,28 +90,32 @@ def delta_chart(bars: Sequence[DeltaBar], xlabel: str) -> bytes:
         label = f"{bar.value:+.1f}" + ("" if bar.p is None else f"  p={bar.p:.2g}") + ("*" if bar.significant else "")
         ax.annotate(label, (bar.value, pos), xytext=(4 if bar.value >= 0 else -4, 0), textcoords="offset points",
                     ha="left" if bar.value >= 0 else "right", va="center", fontsize=8)
-    ax.legend(handles=[Patch(color=_SIGNIFICANT, label="McNemar p < 0.05"),
-                       Patch(color=_NOT_SIGNIFICANT, label="not significant / no labels")],
-              loc="lower right", fontsize=8, frameon=False)
+    ax.legend(handles=[Patch(color=_SIGNIFICANT, label="McNemar p < 0.05 (*)"),
+                       Patch(color=_NOT_SIGNIFICANT, label="not significant / no test")],
+              loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=8, frameon=False)
     return _png(fig)
 
 
 def latency_chart(latencies_seconds: Sequence[float], batch_size: int | None) -> bytes | None:
-    """Per-batch latency (ms) in run order with its median; None when there is no batch."""
+    """Per-batch inference latency (ms) in run order - bars, or a line beyond 60 batches - with the median;
+    None when there is no batch."""
+    from matplotlib.ticker import MaxNLocator
+
     if not latencies_seconds:
         return None
     ms = [1000.0 * s for s in latencies_seconds]
     fig = _figure(7.5, 2.6)
     ax = fig.add_subplot()
     batches = list(range(1, len(ms) + 1))
-    ax.plot(batches, ms, marker="o", markersize=3, color=_LINE, linewidth=1)
+    if len(ms) <= 60:
+        ax.bar(batches, ms, color=_LINE, width=0.7)
+    else:
+        ax.plot(batches, ms, color=_LINE, linewidth=1)
     median = statistics.median(ms)
     ax.axhline(median, color=_SIGNIFICANT, linestyle="--", linewidth=1, label=f"median {median:.1f} ms")
-    ax.set_xlabel("batch (run order)")
-    ax.set_ylabel("inference latency (ms)" + (f", batch size {batch_size}" if batch_size else ""))
-    ax.set_ylim(bottom=0)
-    if len(ms) == 1:
-        ax.set_xticks(batches)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
+    ax.set_xlabel("batch (run order)" + (f"; batch size {batch_size}" if batch_size else ""))
+    ax.set_ylabel("latency (ms)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False)
     return _png(fig)

@@ -16,6 +16,7 @@ from repliscope.report.view import FigureView, FlipList, Image, ImageSink, Pitfa
 MAX_FLIPS = 10
 _STATUS_CSS = {"ok": "ok", "not applicable": "na", "failed": "failed"}
 REFERENCE = "reference"
+IDENTICAL = "input identical to the reference (max |Δ| 0): images not repeated"
 
 
 def _top(outcome: VariantOutcome, name: str) -> tuple[str, str]:
@@ -110,7 +111,8 @@ def _visual_caption(entry: VisualEntry, is_reference: bool) -> str:
 
 
 def visual_panels(sweep: SweepResult, namer: ClassNamer, sink: ImageSink) -> list[VisualPanelView]:
-    """Per image: the reference input first, then each variant's input with its difference heatmap."""
+    """Per image: the reference input first, then each variant's input with its difference heatmap (a variant
+    whose input equals the reference's exactly gets a text card, not two more copies of known pictures)."""
     panels = []
     for p_index, panel in enumerate(sweep.visual):
         entries = sorted(panel.entries, key=lambda e: e.variant != REFERENCE)
@@ -118,6 +120,9 @@ def visual_panels(sweep: SweepResult, namer: ClassNamer, sink: ImageSink) -> lis
         for e_index, entry in enumerate(entries):
             stem = f"visual-{p_index + 1}-{e_index + 1}"
             is_ref = entry.variant == REFERENCE
+            if not is_ref and entry.max_abs_diff == 0.0:
+                cards.append(VisualCard(entry.variant, None, None, IDENTICAL, identical=True))
+                continue
             cards.append(VisualCard(
                 variant=entry.variant,
                 image=_image(sink, f"{stem}-input", entry.image_png, f"{entry.variant} input of {panel.sample_id}"),
@@ -154,7 +159,7 @@ def flip_lists(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | Non
             if r is None or r.top1 == s.top1:
                 continue
             lines.append(f"{s.sample_id}: {namer(r.top1)} → {namer(s.top1)}" +
-                         (f" (label {namer(s.label)})" if s.label is not None else ""))
+                         (f"; label {namer(s.label)}" if s.label is not None else ""))
         if lines:
             lists.append(FlipList(outcome.name, lines[:MAX_FLIPS], max(0, len(lines) - MAX_FLIPS)))
     return lists

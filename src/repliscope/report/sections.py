@@ -100,7 +100,8 @@ def pipeline_rows(pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None) ->
     rows = []
     for stage, ops in (pipeline or {}).items():
         for i, op in enumerate(ops):
-            params = ", ".join(f"{k}={fmt.scalar(v)}" for k, v in op.items() if k not in _OP_META_KEYS)
+            params = ", ".join(f"{k}={'none' if v is None else fmt.scalar(v)}"
+                               for k, v in op.items() if k not in _OP_META_KEYS)
             rows.append(PipelineRow(stage=stage, index=i, op=str(op.get("op", "?")), parameters=params,
                                     library=fmt.scalar(op.get("library")),
                                     version=fmt.scalar(op.get("library_version"))))
@@ -114,7 +115,8 @@ def export_note(runtime: Mapping[str, Any]) -> str | None:
         return None
     origin = export.get("exported_from", "the source framework")
     parts = [f"The model was exported from {origin} to ONNX with {export.get('exporter', 'an exporter')}"]
-    details = [f"{k} {export[k]}" for k in ("opset", "torch_version") if export.get(k) is not None]
+    details = [f"{label} {export[k]}" for k, label in (("opset", "opset"), ("torch_version", "torch"))
+               if export.get(k) is not None]
     if details:
         parts.append(f" ({', '.join(details)})")
     parts.append(f" and run by {runtime.get('runtime', 'the runtime')}")
@@ -194,8 +196,8 @@ def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | Non
     png = figures.latency_chart(lat, batch_size if isinstance(batch_size, int) else None)
     if png is None:
         return None, stats
-    caption = ("Inference time of each batch in run order (pre-processing overlaps with inference and is not "
-               "included). The first batch usually includes warm-up.")
+    caption = ("Runtime inference time of each batch, in run order (decoding and pre-processing run in parallel "
+               "threads and are not included). The first batch usually includes warm-up.")
     return FigureView("Batch latency", Image(sink("latency", png), "batch latency chart"), caption), stats
 
 

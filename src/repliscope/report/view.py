@@ -122,6 +122,7 @@ class VisualCard:
     image: Image | None
     diff: Image | None
     caption: str
+    identical: bool = False
 
 
 @dataclass(frozen=True)

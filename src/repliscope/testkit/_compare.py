@@ -74,11 +74,12 @@ def compare_named(
     if len(expected) != len(actual):
         problems.append(f"{len(expected)} output tensors ({_names(expected)}) in {expected_label}, "
                         f"{len(actual)} ({_names(actual)}) in {actual_label}")
-    for (name, exp_value), (_, act_value) in zip(expected, actual, strict=False):
+    for (name, exp_value), (act_name, act_value) in zip(expected, actual, strict=False):
         exp, act = to_numpy(exp_value), to_numpy(act_value)
         line = compare_arrays(exp, act, atol=atol, rtol=rtol, exact=exact)
         if line:
-            problems.append(f"{name}: {line}")
+            label = name if act_name == name else f"{name} / {actual_label} '{act_name}'"
+            problems.append(f"{label}: {line}")
     return problems
 
 
@@ -104,22 +105,29 @@ def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, atol: float, rto
     if bad == 0:
         return ""
     exp64, act64 = expected.astype(np.float64), actual.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         diff = np.abs(act64 - exp64)
         rel = diff / np.abs(exp64)
-    nan_mismatch = int(np.count_nonzero(np.isnan(diff) & ~ok))
-    diff = np.where(np.isnan(diff), -np.inf, diff)
-    where = np.unravel_index(int(np.argmax(diff)), diff.shape)
-    index = tuple(int(i) for i in where)
-    finite_rel = rel[np.isfinite(rel)]
+    mismatch = ~ok
+    finite_bad = mismatch & np.isfinite(diff)
+    nonfinite_bad = mismatch & ~np.isfinite(diff)
     parts = [f"{bad} of {ok.size} elements {what}"]
-    if np.isfinite(diff[where]):
-        parts.append(f"max abs diff {diff[where]:.3g} at {index} (expected {exp64[where]:.7g}, got {act64[where]:.7g})")
-    if finite_rel.size:
-        parts.append(f"max rel diff {float(finite_rel.max()):.3g}")
-    if nan_mismatch:
-        parts.append(f"{nan_mismatch} NaN/Inf where the other side is finite")
+    if finite_bad.any():
+        where = np.unravel_index(int(np.argmax(np.where(finite_bad, diff, -1.0))), diff.shape)
+        parts.append(f"max abs diff {diff[where]:.3g} at {_index(where)} "
+                     f"(expected {exp64[where]:.7g}, got {act64[where]:.7g})")
+        finite_rel = rel[np.isfinite(rel)]
+        if finite_rel.size and finite_rel.max() > 0:
+            parts.append(f"max rel diff {float(finite_rel.max()):.3g}")
+    if nonfinite_bad.any():
+        where = np.unravel_index(int(np.argmax(nonfinite_bad)), diff.shape)
+        parts.append(f"{int(nonfinite_bad.sum())} NaN/Inf mismatch(es), first at {_index(where)} "
+                     f"(expected {exp64[where]:.7g}, got {act64[where]:.7g})")
     return "; ".join(parts)
+
+
+def _index(where: tuple[Any, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in where)
 
 
 def _names(named: Named) -> str:

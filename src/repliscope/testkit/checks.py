@@ -119,16 +119,16 @@ def assert_gradients_flow(
 
     A parameter with no gradient (``None``) is not used in the forward pass or is cut off from the loss (a
     ``.detach()``, ``.data``, ``.numpy()`` or an integer cast on the way); an all-zero gradient usually means a
-    dead branch (e.g. multiplied by zero, a saturated activation, a bias cancelled by the batch norm after it).
+    dead branch (e.g. multiplied by zero, a saturated activation, a ReLU that is never positive).
     With ``check_inputs`` each floating-point tensor in ``example_inputs`` is cloned with
     ``requires_grad=True`` and checked the same way, so an input the model detaches is reported.
 
     ``loss_fn(output) -> scalar`` defaults to a fixed random projection ``sum(output * r)`` over every floating
-    output (``r`` seeded, not all ones: a plain sum is constant under softmax or normalization and would hide
-    every gradient). The forward runs under ``torch.manual_seed(seed)`` (dropout and stochastic depth are
-    reproducible) and, by default, in train mode. ``ignore`` holds names or glob patterns of parameters (and
-    ``"input 0"``-style inputs) allowed to get no gradient. Frozen parameters (``requires_grad=False``) are
-    not checked. Every offender is listed.
+    output (``r`` seeded, not all ones: a plain sum is constant under softmax or normalization and would
+    make every gradient numerically zero). The forward runs under ``torch.manual_seed(seed)`` (dropout and
+    stochastic depth are reproducible) and, by default, in train mode. ``ignore`` holds names or glob
+    patterns of parameters (and ``"input 0"``-style inputs) allowed to get no gradient. Frozen parameters
+    (``requires_grad=False``) are not checked. Every offender is listed.
     """
     __tracebackhide__ = True
     torch = _torch()
@@ -144,6 +144,7 @@ def assert_gradients_flow(
         for p in model.parameters():
             p.grad = None
         torch.manual_seed(seed)
+        sampling = model.training
         output = model(*args)
         loss = loss_fn(output) if loss_fn is not None else _projection_loss(output, seed)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -159,14 +160,19 @@ def assert_gradients_flow(
         ]
         for _, p in params:
             p.grad = None
-    summary = (f"{len(problems)} of {len(params)} trainable parameters and {len(checked_inputs)} floating "
-               "inputs got no usable gradient")
+    bad_inputs = sum(p.startswith("input ") for p in problems)
+    summary = (f"{len(problems) - bad_inputs} of {len(params)} trainable parameters and {bad_inputs} of "
+               f"{len(checked_inputs)} floating inputs got no usable gradient")
     if problems and not loss.requires_grad:
         problems.insert(0, "the loss does not require grad at all: every output is detached from the "
                            "parameters and inputs (a torch.no_grad()/inference_mode block or .detach() in forward?)")
-    _raise_if("assert_gradients_flow", problems, summary=summary,
-              hint="If a tensor is meant to get no gradient, freeze it (requires_grad_(False)) or pass "
-                   "ignore=['name or glob'].")
+    hint = ("If a tensor is meant to get no gradient, freeze it (requires_grad_(False)) or pass "
+            "ignore=['name or glob'].")
+    if sampling and any("exactly zero" in p for p in problems):
+        hint += (" In train mode, dropout or stochastic depth can zero a whole branch for every sample of a small "
+                 "batch (EfficientNet's drop_connect does at batch 2 for some seeds): if train=False or another "
+                 f"seed (now {seed}) passes, the branch is connected.")
+    _raise_if("assert_gradients_flow", problems, summary=summary, hint=hint)
 
 
 def _gradient_problem(torch: Any, grad: torch.Tensor | None) -> str:
@@ -292,7 +298,7 @@ def assert_onnx_roundtrip(
         with _preserved(model, train), torch.no_grad():
             expected = model(*args)
             try:
-                with _quiet_exporter():
+                with _quiet_torch():
                     if dynamo:
                         torch.onnx.export(model, args, str(target), dynamo=True, opset_version=opset,
                                           external_data=False, optimize=True, verbose=False)
@@ -310,8 +316,7 @@ def assert_onnx_roundtrip(
                                  "an input the graph dropped is unused by the model")
         outputs = session.run(None, {f.name: to_numpy(t) for f, t in zip(feeds, tensors, strict=True)})
     expected_named = [(n, v) for n, v in flatten_outputs(expected) if isinstance(v, torch.Tensor)]
-    actual_named = [(f"onnx output '{meta.name}'", value) for meta, value in zip(session.get_outputs(), outputs,
-                                                                                  strict=True)]
+    actual_named = [(meta.name, value) for meta, value in zip(session.get_outputs(), outputs, strict=True)]
     problems = compare_named(expected_named, actual_named, atol=atol, rtol=rtol,
                              expected_label="torch", actual_label="onnxruntime")
     _raise_if("assert_onnx_roundtrip", problems, hint="Find the first diverging layer with "
@@ -336,6 +341,14 @@ def assert_keras_roundtrip(
     """
     __tracebackhide__ = True
     keras = _keras()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # keras-internal NumPy 2 __array__ notices
+        problems = _keras_roundtrip_problems(keras, keras_model, example_inputs, atol, rtol, custom_objects)
+    _raise_if("assert_keras_roundtrip", problems)
+
+
+def _keras_roundtrip_problems(keras: Any, keras_model: Any, example_inputs: Any, atol: float, rtol: float,
+                              custom_objects: dict[str, Any] | None) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "model.keras"
         try:
@@ -358,7 +371,7 @@ def assert_keras_roundtrip(
     as_np = [(n, keras.ops.convert_to_numpy(v)) for n, v in flatten_outputs(expected)]
     problems += compare_named(as_np, [(n, keras.ops.convert_to_numpy(v)) for n, v in flatten_outputs(actual)],
                               atol=atol, rtol=rtol, expected_label="the original", actual_label="the reloaded model")
-    _raise_if("assert_keras_roundtrip", problems)
+    return problems
 
 
 # --------------------------------------------------------------------------- determinism and compilation
@@ -441,12 +454,14 @@ def assert_compiled_matches_eager(
     try:
         with _preserved(model, train), torch.no_grad():
             expected = model(*args)
-            actual = torch.compile(model, **options)(*args)
+            with _quiet_torch():
+                actual = torch.compile(model, **options)(*args)
     finally:
         torch.compiler.reset()
+    name = repr(backend) if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
     problems = compare_named(flatten_outputs(expected), flatten_outputs(actual), atol=atol, rtol=rtol,
-                             expected_label="eager", actual_label=f"torch.compile(backend={backend!r})")
-    _raise_if(f"assert_compiled_matches_eager(backend={backend!r})", problems)
+                             expected_label="eager", actual_label=f"torch.compile(backend={name})")
+    _raise_if(f"assert_compiled_matches_eager(backend={name})", problems)
 
 
 # --------------------------------------------------------------------------- internals
@@ -542,8 +557,9 @@ def _deterministic(torch: Any, enabled: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _quiet_exporter() -> Iterator[None]:
-    """Silence exporter chatter users cannot act on (deprecations, "torchvision is not installed")."""
+def _quiet_torch() -> Iterator[None]:
+    """Silence torch-internal chatter users cannot act on (deprecation warnings raised inside the exporter and
+    Inductor, "torchvision is not installed" from the exporter's op registry). Errors still raise."""
     import logging
 
     registry_logger = logging.getLogger("torch.onnx._internal.exporter._registration")

@@ -1,0 +1,134 @@
+"""``repliscope convert``: torch weights -> a Keras 3 re-implementation, by a declarative mapping, verified.
+
+    repliscope convert MANIFEST --to keras --mapping MAPPING.yaml --out weights.keras [--model PORT_DIR]
+
+The manifest's torch module is built exactly as ``evaluate`` builds it; its state_dict is mapped onto the Keras
+port (``--model``: a folder with ``model.py``, or ``file.py:function``; default: the mapping file's folder).
+The ``.keras`` file is written, reloaded, and checked against torch on real samples (softmax and top-1) and,
+when the layer-diff engine is installed, layer by layer (golden mode). The mapping is copied beside the output
+as ``<out>.mapping.yaml`` so ``repliscope diff --candidate <out>`` finds it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from repliscope.errors import RepliscopeError
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``convert`` command to ``app``."""
+    app.command("convert")(convert)
+
+
+def convert(
+    manifest: Annotated[Path, typer.Argument(help="Manifest of the torch original (YAML).")],
+    mapping: Annotated[Path, typer.Option("--mapping", help="Mapping file (YAML): name rules + layout kinds.")],
+    out: Annotated[Path, typer.Option("--out", help="The Keras file to write (.keras).")],
+    to: Annotated[str, typer.Option("--to", help="Target framework (keras).")] = "keras",
+    model: Annotated[str | None, typer.Option("--model", help="The Keras port: a folder with model.py, a .py "
+                                              "file or 'file.py:function' (default: the mapping's folder).")]
+    = None,
+    dataset: Annotated[str, typer.Option(help="Samples for the check: an image folder or a registered dataset.")]
+    = "foolbox_imagenet",
+    verify_samples: Annotated[int, typer.Option(min=1, help="How many samples the check runs.")] = 8,
+    tolerance: Annotated[float, typer.Option(help="Largest allowed |softmax difference|.")] = 1e-4,
+    layers: Annotated[bool, typer.Option(help="Also run the layer-level golden diff (if installed).")] = True,
+) -> None:
+    """Convert the manifest's torch weights into a Keras port and verify the result."""
+    try:
+        ok = _run(manifest, to, mapping, out, model, dataset, verify_samples, tolerance, layers)
+    except RepliscopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    if not ok:
+        raise typer.Exit(code=1)
+
+
+def _run(manifest: Path, to: str, mapping_path: Path, out: Path, model_spec: str | None, dataset: str,
+         n: int, tolerance: float, run_layers: bool) -> bool:
+    if to != "keras":
+        raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: keras)")
+    if out.suffix != ".keras":
+        raise RepliscopeError(f"--out {out}: Keras 3 saves whole models to files ending in .keras")
+    from repliscope.convert import convert_state_dict, load_mapping, load_port
+    from repliscope.convert.verify import compare_outputs, save_and_reload
+    from repliscope.runtimes.torch_model import build_torch_module
+
+    mapping = load_mapping(mapping_path)
+    loaded, artifact = _manifest(manifest)
+    module = build_torch_module(artifact)
+    keras_model = load_port(model_spec or mapping.base_dir, mapping)
+    report = convert_state_dict(module.state_dict(), keras_model, mapping, module)
+    typer.echo(f"{len(report.assigned)} weights converted, {len(report.ignored)} torch entries ignored "
+               f"({', '.join(mapping.spec.ignore) or 'none'})")
+    for line in report.epsilon_set + report.notes:
+        typer.echo(f"  note: {line}")
+    reloaded = save_and_reload(keras_model, out)
+    shutil.copyfile(mapping_path, out.with_suffix(".mapping.yaml"))
+    typer.echo(f"wrote {out} (mapping copied to {out.with_suffix('.mapping.yaml')})")
+
+    x, ids = _samples(loaded, artifact, dataset, n)
+    check = compare_outputs(module, reloaded, x)
+    ok = check.top1_identical and check.max_abs_prob_diff <= tolerance
+    top1 = "identical" if check.top1_identical else f"flipped on {[ids[i] for i in check.flipped]}"
+    typer.echo(f"outputs on {check.n} samples of {dataset}: max |softmax diff| {check.max_abs_prob_diff:.2e} "
+               f"(tolerance {tolerance:g}), top-1 {top1} on {check.top1_agreement}/{check.n}")
+    if run_layers:
+        ok = _layer_check(module, reloaded, mapping, x, ids) and ok
+    typer.echo("verified" if ok else "VERIFICATION FAILED")
+    return ok
+
+
+def _manifest(path: Path) -> tuple[Any, Any]:
+    from repliscope.evaluation.artifacts import default_cache_dir, resolve_artifact
+    from repliscope.manifest.loader import load_manifest
+
+    loaded = load_manifest(path)
+    if loaded.manifest.framework.name != "torch":
+        raise RepliscopeError(f"{path}: convert reads torch weights; this manifest's framework is "
+                              f"'{loaded.manifest.framework.name}'")
+    return loaded, resolve_artifact(loaded, default_cache_dir())
+
+
+def _samples(loaded: Any, artifact: Any, dataset: str, n: int) -> tuple[np.ndarray, list[str]]:
+    """The first ``n`` samples pre-processed by the manifest's own pipeline (reference layout)."""
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.artifacts import default_cache_dir, load_class_names
+    from repliscope.evaluation.engine import prepare_sample
+    from repliscope.manifest.loader import build_ops
+    from repliscope.ops.base import BuildContext
+    from repliscope.ops.pipeline import Pipeline
+
+    pre, post = build_ops(loaded, BuildContext(class_names=load_class_names(loaded, default_cache_dir())))
+    pipeline = Pipeline(pre, post)
+    data = resolve_dataset(dataset, limit=n)
+    arrays, ids = [], []
+    for sample in data.samples:
+        array, failure = prepare_sample(pipeline, sample, tuple(artifact.input_shape[1:]))
+        if array is None:
+            raise RepliscopeError(f"sample '{sample.id}' of {dataset} could not be pre-processed: {failure}")
+        arrays.append(array)
+        ids.append(sample.id)
+    return np.stack(arrays).astype(np.float32), ids
+
+
+def _layer_check(module: Any, keras_model: Any, mapping: Any, x: np.ndarray, ids: list[str]) -> bool:
+    from repliscope.convert.verify import layer_diff
+    from repliscope.diff.keras_candidate import KerasCandidate
+
+    result = layer_diff(module, KerasCandidate(keras_model, mapping), x, ids)
+    if result is None:
+        typer.echo("layer diff: skipped (repliscope.diff.layers is not installed)")
+        return True
+    summary = result.summary["golden"]
+    first = result.first_divergent["golden"]
+    typer.echo(f"layer diff (golden): {summary.passed}/{summary.compared} layers within tolerance"
+               + (f"; first divergent: {first.describe()}" if first is not None else ""))
+    return first is None

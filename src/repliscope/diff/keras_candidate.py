@@ -1,0 +1,199 @@
+"""A Keras 3 re-implementation (TensorFlow backend, NHWC) as a layer-level diff candidate.
+
+The mapping file (:mod:`repliscope.convert.mapping`) that converts the weights also says which Keras layer
+produces each torch module's output. A torch module and its Keras counterpart must take the SAME input, so the
+counterpart of a module (a "unit") is its mapped Keras layer plus the Keras layers directly before it that no
+rule claims: the explicit ``ZeroPadding2D`` of a "static same" conv (torch pads inside the conv module), a
+flatten, or a channel flip at the model input. The walk back stops at a layer some rule claims, at the model
+input, and at any layer with several inputs or consumers.
+
+Layouts: everything crossing the :class:`~repliscope.diff.base.Candidate` interface is in the reference (torch)
+layout; 4-D arrays are transposed NCHW -> NHWC on the way in and back on the way out, other ranks pass as is.
+A module forward() calls several times (a shared activation) is ``path`` on its first call and ``path#k`` on
+its k-th, as the reference names them. A reference layer nested in a mapped one (``_conv_stem.static_padding``)
+is computed by the mapped layer's unit and reported through :meth:`KerasCandidate.covers`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from repliscope.convert.keras_target import convert_state_dict, import_keras, load_port
+from repliscope.convert.mapping import LayerMapping, load_mapping
+from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
+from repliscope.errors import RepliscopeError
+
+
+def to_keras_layout(x: np.ndarray) -> np.ndarray:
+    """NCHW -> NHWC for 4-D arrays; anything else unchanged."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if x.ndim == 4 else x
+
+
+def to_reference_layout(x: np.ndarray) -> np.ndarray:
+    """NHWC -> NCHW for 4-D arrays; anything else unchanged."""
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if x.ndim == 4 else x
+
+
+class KerasCandidate(Candidate):
+    """A Keras functional model compared with the torch reference through a mapping file."""
+
+    name: ClassVar[str] = "keras"
+
+    def __init__(self, model: Any, mapping: LayerMapping, source: str = "") -> None:
+        self.keras = import_keras()
+        self.model = model
+        self.mapping = mapping
+        self.source = source
+        self._layers = {layer.name: layer for layer in model.layers}
+        self._claim_patterns = [_template_regex(rule.keras) for rule in mapping.spec.layers]
+        self._units: dict[str, list[Any]] = {}
+        self._covers: dict[str, list[str]] = {}
+
+    # -- construction -------------------------------------------------------------------------------------------
+    @classmethod
+    def from_path(cls, path: Path, reference_module: Any) -> KerasCandidate:
+        """``path`` is a port directory (``model.py`` + ``mapping.yaml``: the model is built and the reference
+        module's weights converted into it), its ``mapping.yaml``, or a converted ``.keras`` file (its mapping is
+        ``<name>.mapping.yaml`` or ``mapping.yaml`` beside it)."""
+        path = Path(path)
+        if path.suffix == ".keras":
+            mapping = load_mapping(_sidecar_mapping(path))
+            keras = import_keras()
+            try:
+                model = keras.saving.load_model(path, compile=False)
+            except Exception as exc:
+                raise RepliscopeError(f"cannot load the Keras model '{path}': {type(exc).__name__}: {exc}") from exc
+            return cls(model, mapping, source=str(path))
+        directory = path.parent if path.is_file() else path
+        mapping_file = path if path.is_file() else path / "mapping.yaml"
+        if not mapping_file.is_file():
+            raise RepliscopeError(f"Keras candidate '{path}': no mapping file '{mapping_file}' (a port directory "
+                                  "holds model.py and mapping.yaml)")
+        mapping = load_mapping(mapping_file)
+        model = load_port(directory, mapping)
+        convert_state_dict(reference_module.state_dict(), model, mapping, reference_module)
+        return cls(model, mapping, source=str(directory))
+
+    def describe(self) -> dict[str, str]:
+        return {"candidate": self.name, "model": str(self.model.name), "source": self.source,
+                "mapping": str(self.mapping.path or "<in memory>")}
+
+    # -- Candidate interface ------------------------------------------------------------------------------------
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        paths, missing = [], []
+        for info in reference_layers:
+            found = self.mapping.match(info.path)
+            if found is None:
+                continue
+            if found[1] not in self._layers:
+                missing.append(f"{info.path} -> {found[1]}")
+                continue
+            paths.append(info.path)
+        if missing:
+            raise RepliscopeError(f"the mapping names Keras layers the model '{self.model.name}' does not have: "
+                                  + ", ".join(missing))
+        mapped = set(paths)
+        self._covers = {
+            p: [p] + [i.path for i in reference_layers
+                      if "#" not in p and i.path.startswith(p + ".") and i.path not in mapped]
+            for p in paths}
+        return paths
+
+    def covers(self, path: str) -> list[str]:
+        """``path`` plus the unmapped reference layers nested in it (a "same" conv's ``static_padding``): the
+        Keras unit computes them too (e.g. ``block3_dw_pad`` + ``block3_dw_conv``)."""
+        return self._covers.get(path, [path])
+
+    def unit(self, path: str) -> list[Any]:
+        """The Keras layers (in call order) that together correspond to the torch module ``path``."""
+        if path not in self._units:
+            found = self.mapping.match(path)
+            if found is None:
+                raise RepliscopeError(f"no mapping rule matches the torch module '{path}'")
+            layer = self._layers.get(found[1])
+            if layer is None:
+                raise RepliscopeError(f"'{path}' maps to Keras layer '{found[1]}', which the model does not have")
+            chain = [layer]
+            while (prev := self._absorbable_parent(chain[0])) is not None:
+                chain.insert(0, prev)
+            self._units[path] = chain
+        return self._units[path]
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        chain = self.unit(path)
+        args = [to_keras_layout(np.asarray(x, dtype=np.float32)) for x in inputs]
+        x: Any = args[0] if len(args) == 1 else args
+        for layer in chain:
+            x = layer(x, training=False)
+        return to_reference_layout(self.keras.ops.convert_to_numpy(x))
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """Run the functional graph node by node, yielding the output of each requested path's unit as soon as
+        it is computed and dropping every intermediate tensor once its last consumer has run."""
+        wanted: dict[int, list[str]] = {}
+        for path in paths:
+            out_tensor = self.unit(path)[-1]._inbound_nodes[0].outputs[0]
+            wanted.setdefault(id(out_tensor), []).append(path)
+        nodes = [n for depth in sorted(self.model._nodes_by_depth, reverse=True)
+                 for n in self.model._nodes_by_depth[depth]]
+        consumers: Counter[int] = Counter()
+        for node in nodes:
+            for t in node.input_tensors:
+                consumers[id(t)] += 1
+        values: dict[int, Any] = {id(self.model.inputs[0]): to_keras_layout(np.asarray(x, dtype=np.float32))}
+        for node in nodes:
+            if not node.operation or node.is_input:
+                continue
+            args, kwargs = node.arguments.fill_in(values)
+            if isinstance(node.operation, self.keras.layers.Layer):
+                kwargs = {**kwargs, "training": False}
+            out = node.operation(*args, **kwargs)
+            for t in node.input_tensors:
+                consumers[id(t)] -= 1
+                if consumers[id(t)] <= 0:
+                    values.pop(id(t), None)
+            for t, value in zip(node.outputs, self.keras.tree.flatten(out), strict=True):
+                for path in wanted.get(id(t), ()):
+                    yield path, to_reference_layout(self.keras.ops.convert_to_numpy(value))
+                if consumers[id(t)] > 0:
+                    values[id(t)] = value
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+    def claimed(self, layer_name: str) -> bool:
+        """Whether some mapping rule names this Keras layer (then it is a unit of its own)."""
+        return any(p.fullmatch(layer_name) for p in self._claim_patterns)
+
+    def _absorbable_parent(self, layer: Any) -> Any | None:
+        nodes = layer._inbound_nodes
+        if len(nodes) != 1 or len(nodes[0].input_tensors) != 1:
+            return None
+        parent = nodes[0].input_tensors[0]._keras_history.operation
+        if isinstance(parent, self.keras.layers.InputLayer) or self.claimed(parent.name):
+            return None
+        if (len(parent._inbound_nodes) != 1 or len(parent._inbound_nodes[0].input_tensors) != 1
+                or len(parent._outbound_nodes) != 1):
+            return None
+        return parent
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    """A Keras name template (``block{i}_dw_bn``) -> a regex matching the names it can produce."""
+    parts = re.split(r"\{\w+\}", template)
+    return re.compile(".+?".join(re.escape(p) for p in parts))
+
+
+def _sidecar_mapping(keras_file: Path) -> Path:
+    for candidate in (keras_file.with_suffix(".mapping.yaml"), keras_file.parent / "mapping.yaml"):
+        if candidate.is_file():
+            return candidate
+    raise RepliscopeError(f"no mapping for '{keras_file}': expected '{keras_file.with_suffix('.mapping.yaml')}' "
+                          f"or '{keras_file.parent / 'mapping.yaml'}' (repliscope convert writes the former)")
+
+
+CANDIDATES.add("keras", KerasCandidate)

@@ -1,0 +1,177 @@
+"""The ONNX export of the reference model, run in onnxruntime unit by unit (registered as ``onnxruntime``).
+
+Which graph: the SAME cached export the ``onnxruntime`` runtime runs (``runtimes/onnx_export.py``: dynamo
+exporter, optimized, BatchNorm and "same" padding folded into Conv). We diff what users deploy rather than
+an un-optimized twin, so a bug introduced by folding is caught; the price is that one ONNX Conv stands for
+torch conv + padding + batch norm: that unit is keyed by the batch-norm path and ``covers()`` lists the
+three (see ``onnx_units.py`` for how nodes map to torch paths).
+
+Execution: every unit (consecutive nodes of one torch module call) becomes a small ONNX model with its
+own ``InferenceSession`` (built lazily, cached per unit; CPU, ``ORT_ENABLE_ALL``, memory arena and memory
+pattern OFF so a session frees its activations after each run and memory stays bounded; thread spinning
+OFF so the idle sessions' threads do not steal the CPU from torch and from each other).
+
+* golden (``run_layer``): the unit's session on the reference input of ``covers(path)[0]``;
+* carried (``forward_layers``): all units in graph order on the candidate's OWN tensors, each tensor freed
+  as soon as its last consumer ran. Same nodes and kernels as the full graph, but onnxruntime cannot fuse
+  across unit boundaries (e.g. Conv + Clip), which changes nothing numerically for these ops.
+
+Layout: ONNX exported from torch keeps NCHW, so outputs are in the reference layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, shape_inference
+
+from repliscope.diff.base import Candidate, LayerInfo
+from repliscope.diff.onnx_units import Unit, assign_covers, partition
+from repliscope.errors import RepliscopeError
+from repliscope.runtimes.base import ModelArtifact
+
+
+class OnnxCandidate(Candidate):
+    """An ONNX model (path or ``ModelProto``, single input) compared with its torch reference.
+
+    ``run_layer(path, [x])``: ``x`` is the reference input of ``covers(path)[0]`` in the model's dtype and
+    NCHW layout, e.g. float32 (N, 32, 112, 112); returns the unit's output, e.g. float32 (N, 16, 112, 112).
+    """
+
+    name = "onnxruntime"
+
+    def __init__(self, model: onnx.ModelProto | Path | str, threads: int = 2, source: str = "") -> None:
+        proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+        self.source = source or (str(model) if not isinstance(model, onnx.ModelProto) else "<in-memory model>")
+        self.threads = threads
+        self._model = shape_inference.infer_shapes(proto)
+        graph = self._model.graph
+        self._inits = {i.name: i for i in graph.initializer}
+        self._constants = {o: n for n in graph.node if n.op_type == "Constant" for o in n.output}
+        self._values = {v.name: v for v in [*graph.value_info, *graph.input, *graph.output]}
+        inputs = [i.name for i in graph.input if i.name not in self._inits]
+        if len(inputs) != 1:
+            raise RepliscopeError(f"the layer diff supports ONNX models with one input; this one has "
+                                  f"{len(inputs)}: {', '.join(inputs)}")
+        self.input_name = inputs[0]
+        self._units: list[Unit] = []
+        self._by_key: dict[str, Unit] = {}
+        self._covers: dict[str, list[str]] = {}
+        self._sessions: dict[int, ort.InferenceSession] = {}
+        self.notes: list[str] = []
+
+    @classmethod
+    def from_artifact(cls, artifact: ModelArtifact, *, cache_dir: Path, threads: int = 2) -> OnnxCandidate:
+        """The ONNX source itself, or the cached torch -> ONNX export the onnxruntime runtime uses."""
+        from repliscope.runtimes._common import onnx_source
+
+        path = onnx_source(artifact, Path(cache_dir), {})
+        return cls(path, threads=threads, source=str(path))
+
+    # -- mapping -------------------------------------------------------------------------------------
+
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        """Reference paths with a golden-runnable unit, in reference order; also fixes ``covers``."""
+        paths = [layer.path for layer in reference_layers]
+        known = set(paths)
+        bases = {p.split("#", 1)[0] for p in paths}
+        self._units = partition(self._model.graph, bases)
+        self._by_key = {}
+        self.notes = []
+        for unit in self._units:
+            if unit.key is None:
+                continue
+            if unit.key not in known:
+                self.notes.append(f"ONNX unit '{unit.key}' ({_ops(unit)}) has no reference layer of that name")
+            elif not unit.golden_ok:
+                self.notes.append(f"'{unit.key}' ({_ops(unit)}) has {len(unit.inputs)} inputs and "
+                                  f"{len(unit.outputs)} outputs; compared in carried mode only")
+            else:
+                self._by_key[unit.key] = unit
+        self._covers = assign_covers(reference_layers, list(self._by_key))
+        return list(self._covers)
+
+    def covers(self, path: str) -> list[str]:
+        return self._covers.get(path, [path])
+
+    def describe(self) -> dict[str, str]:
+        return {"candidate": self.name, "model": self.source, "onnxruntime": ort.__version__,
+                "units": str(len(self._units)), "mapped": str(len(self._by_key))}
+
+    # -- execution -----------------------------------------------------------------------------------
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        unit = self._by_key.get(path)
+        if unit is None:
+            raise RepliscopeError(f"'{path}' is not a mapped layer of this ONNX model "
+                                  "(call mapped_layers() first; see describe() and notes)")
+        if len(inputs) != 1:
+            raise RepliscopeError(f"'{path}': the ONNX unit takes 1 input, got {len(inputs)}")
+        (out,) = self._session(unit).run(unit.outputs, {unit.inputs[0]: np.ascontiguousarray(inputs[0])})
+        return np.asarray(out)
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        wanted = set(paths)
+        if not self._units:
+            raise RepliscopeError("call mapped_layers() before forward_layers()")
+        remaining: dict[str, int] = {}
+        for unit in self._units:
+            for name in unit.inputs:
+                remaining[name] = remaining.get(name, 0) + 1
+        values: dict[str, np.ndarray] = {self.input_name: np.ascontiguousarray(x)}
+        for unit in self._units:
+            feed = {name: values[name] for name in unit.inputs}
+            outs = self._session(unit).run(unit.outputs, feed)
+            for name in unit.inputs:
+                remaining[name] -= 1
+                if remaining[name] == 0:
+                    del values[name]
+            for name, value in zip(unit.outputs, outs, strict=True):
+                if remaining.get(name, 0) > 0:
+                    values[name] = np.asarray(value)
+            if unit.key in wanted and unit.key in self._by_key:
+                yield unit.key, np.asarray(outs[0])
+
+    def _session(self, unit: Unit) -> ort.InferenceSession:
+        session = self._sessions.get(unit.index)
+        if session is None:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.enable_cpu_mem_arena = False
+            options.enable_mem_pattern = False
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            blob = self._unit_model(unit).SerializeToString()
+            session = ort.InferenceSession(blob, sess_options=options, providers=["CPUExecutionProvider"])
+            self._sessions[unit.index] = session
+        return session
+
+    def _unit_model(self, unit: Unit) -> onnx.ModelProto:
+        used = {name for n in unit.nodes for name in n.input}
+        constants = [self._constants[n] for n in sorted(used & set(self._constants))]
+        graph = helper.make_graph(
+            [*constants, *unit.nodes], f"unit_{unit.index}",
+            inputs=[self._value_info(n) for n in unit.inputs],
+            outputs=[self._value_info(n) for n in unit.outputs],
+            initializer=[self._inits[n] for n in sorted(used & set(self._inits))],
+        )
+        model = helper.make_model(graph, opset_imports=list(self._model.opset_import),
+                                  ir_version=self._model.ir_version)
+        model.functions.extend(self._model.functions)
+        return model
+
+    def _value_info(self, name: str) -> onnx.ValueInfoProto:
+        info = self._values.get(name)
+        if info is not None:
+            return info
+        return helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+
+
+def _ops(unit: Unit) -> str:
+    return "+".join(n.op_type for n in unit.nodes)

@@ -1,0 +1,277 @@
+"""Task-level comparison of two implementations on the SAME real samples.
+
+Two entry points, one result (:class:`TaskDiffResult`):
+
+* :func:`diff_records` - two stored evaluation records, matched by sample id. Records keep only each run's
+  top-k probabilities, so the output errors are over the probabilities of the classes BOTH runs have in
+  their top-k (the result says so in ``outputs[].quantity``).
+* :func:`diff_runtimes` - one manifest on two runtimes: each sample is pre-processed ONCE by the manifest's
+  pipeline and the same array is fed to both runners, so the full output vectors (logits, and the
+  post-processed scores, e.g. softmax probabilities) are compared.
+
+Agreement is top-1 agreement over the samples both sides predicted. McNemar's exact test runs on the
+labelled samples: ``b`` = A right and B wrong, ``c`` = A wrong and B right, p = two-sided
+``scipy.stats.binomtest(b, b + c, 0.5)`` (1.0 when b + c = 0). Relative errors divide by ``max(|a|,
+1e-3 * max|a|)`` per sample vector (A is the reference side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from repliscope.datasets.base import Dataset, Sample
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.ops.pipeline import Pipeline
+
+REL_FLOOR = 1e-3
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FlippedSample(_Model):
+    sample_id: str
+    label: int | None
+    top1_a: int
+    top1_b: int
+
+
+class SampleDelta(_Model):
+    """One sample compared: top-1 of each side, correctness (None when unlabelled) and output errors."""
+
+    sample_id: str
+    label: int | None
+    top1_a: int
+    top1_b: int
+    correct_a: bool | None
+    correct_b: bool | None
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+
+
+class OutputError(_Model):
+    """Errors of B against A over all compared samples for one output ``quantity``."""
+
+    quantity: str
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    max_abs_sample: str | None
+    values: int
+    """Number of compared values (samples x classes)."""
+
+
+class McNemar(_Model):
+    """Paired exact McNemar test on correctness over ``n`` labelled samples both sides predicted."""
+
+    n: int
+    both_correct: int
+    both_wrong: int
+    only_a_correct: int
+    only_b_correct: int
+    p_value: float
+    test: str = "exact binomial on discordant pairs, two-sided (scipy.stats.binomtest)"
+
+
+class TaskDiffResult(_Model):
+    kind: str = "task_diff"
+    source: Literal["records", "runtimes"]
+    a: str
+    b: str
+    dataset: str
+    compared: int
+    failed_a: list[str] = Field(default_factory=list)
+    failed_b: list[str] = Field(default_factory=list)
+    only_in_a: int = 0
+    only_in_b: int = 0
+    agreement: float | None
+    agreements: int
+    flips: list[FlippedSample]
+    mcnemar: McNemar | None
+    outputs: list[OutputError]
+    per_sample: list[SampleDelta]
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class _Acc:
+    """Running error statistics of one output quantity."""
+
+    quantity: str
+    max_abs: float = 0.0
+    sum_abs: float = 0.0
+    max_rel: float = 0.0
+    count: int = 0
+    max_sample: str | None = None
+
+    def add(self, sample_id: str, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        diff = np.abs(b64 - a64)
+        if diff.size == 0:
+            return 0.0, 0.0, 0.0
+        floor = REL_FLOOR * float(np.max(np.abs(a64))) or np.finfo(np.float64).tiny
+        mx, mean = float(diff.max()), float(diff.mean())
+        rel = float((diff / np.maximum(np.abs(a64), floor)).max())
+        if self.max_sample is None or mx > self.max_abs:
+            self.max_abs, self.max_sample = mx, sample_id
+        self.sum_abs += float(diff.sum())
+        self.max_rel = max(self.max_rel, rel)
+        self.count += diff.size
+        return mx, mean, rel
+
+    def result(self) -> OutputError:
+        return OutputError(quantity=self.quantity, max_abs=self.max_abs,
+                           mean_abs=self.sum_abs / self.count if self.count else 0.0, max_rel=self.max_rel,
+                           max_abs_sample=self.max_sample, values=self.count)
+
+
+@dataclass
+class _Tally:
+    deltas: list[SampleDelta] = field(default_factory=list)
+
+    def add(self, sample_id: str, label: int | None, top1_a: int, top1_b: int, errs: tuple[float, float, float]
+            ) -> None:
+        ca = None if label is None else top1_a == label
+        cb = None if label is None else top1_b == label
+        self.deltas.append(SampleDelta(sample_id=sample_id, label=label, top1_a=top1_a, top1_b=top1_b,
+                                       correct_a=ca, correct_b=cb, max_abs=errs[0], mean_abs=errs[1],
+                                       max_rel=errs[2]))
+
+    def agreement(self) -> tuple[float | None, int, list[FlippedSample]]:
+        flips = [FlippedSample(sample_id=d.sample_id, label=d.label, top1_a=d.top1_a, top1_b=d.top1_b)
+                 for d in self.deltas if d.top1_a != d.top1_b]
+        n = len(self.deltas)
+        return ((n - len(flips)) / n if n else None), n - len(flips), flips
+
+    def mcnemar(self) -> McNemar | None:
+        return mcnemar_exact([(d.correct_a, d.correct_b) for d in self.deltas
+                              if d.correct_a is not None and d.correct_b is not None])
+
+
+def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
+    """Exact McNemar on paired correctness ``(a_correct, b_correct)``; None when there are no pairs."""
+    if not pairs:
+        return None
+    from scipy.stats import binomtest
+
+    b = sum(1 for a, c in pairs if a and not c)
+    c = sum(1 for a, cc in pairs if not a and cc)
+    p = 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
+    return McNemar(n=len(pairs), both_correct=sum(1 for a, cc in pairs if a and cc),
+                   both_wrong=sum(1 for a, cc in pairs if not a and not cc), only_a_correct=b, only_b_correct=c,
+                   p_value=min(1.0, p))
+
+
+def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
+    """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order)."""
+    by_id = {s.sample_id: s for s in b.samples}
+    acc = _Acc("top-k probabilities of the classes in both runs' top-k (records store only the top-k)")
+    tally = _Tally()
+    failed_a: list[str] = []
+    failed_b: list[str] = []
+    for sa in a.samples:
+        sb = by_id.get(sa.sample_id)
+        if sb is None:
+            continue
+        if sa.error is not None or sb.error is not None or sa.top1 is None or sb.top1 is None:
+            (failed_a if sa.error is not None else failed_b).append(sa.sample_id)
+            continue
+        pb = dict(zip(sb.topk_indices, sb.topk_probs, strict=True))
+        common = [(p, pb[i]) for i, p in zip(sa.topk_indices, sa.topk_probs, strict=True) if i in pb]
+        va = np.array([x for x, _ in common], dtype=np.float64)
+        vb = np.array([y for _, y in common], dtype=np.float64)
+        tally.add(sa.sample_id, sa.label, sa.top1, sb.top1, acc.add(sa.sample_id, va, vb))
+    ids_a, ids_b = {s.sample_id for s in a.samples}, set(by_id)
+    notes = []
+    if a.dataset.get("identity") != b.dataset.get("identity"):
+        notes.append(f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
+                     " only the sample ids both runs share are compared")
+    agreement, agreements, flips = tally.agreement()
+    return TaskDiffResult(
+        source="records", a=f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
+        b=f"run {b.run_id} ({b.runtime.get('runtime', '?')})", dataset=str(a.dataset.get("name", "")),
+        compared=len(tally.deltas), failed_a=failed_a, failed_b=failed_b, only_in_a=len(ids_a - ids_b),
+        only_in_b=len(ids_b - ids_a), agreement=agreement, agreements=agreements, flips=flips,
+        mcnemar=tally.mcnemar(), outputs=[acc.result()], per_sample=tally.deltas, notes=notes)
+
+
+def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset: Dataset, *, batch_size: int = 8,
+                  threads: int = 2, cache_dir: Path | None = None) -> TaskDiffResult:
+    """Run ``manifest`` on two runtimes over ``dataset``, feeding both the same pre-processed arrays."""
+    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.manifest.loader import load_manifest
+
+    loaded = load_manifest(manifest)
+    prep_a = prepare(loaded, RunSettings(runtime=runtime_a, threads=threads, batch_size=batch_size,
+                                         cache_dir=cache_dir))
+    prep_b = prepare(loaded, RunSettings(runtime=runtime_b, threads=threads, batch_size=batch_size,
+                                         cache_dir=cache_dir))
+    logits = _Acc("model outputs (full vectors)")
+    scores = _Acc("post-processed scores (full vectors, the manifest's postprocess)")
+    tally = _Tally()
+    failed: list[str] = []
+    shape = tuple(prep_a.artifact.input_shape[1:])
+    for batch, x in iter_batches(prep_a.pipeline, dataset.samples, batch_size, shape, failed):
+        out_a, out_b = prep_a.runner.infer(x), prep_b.runner.infer(x)
+        post_a, post_b = prep_a.pipeline.postprocess(out_a), prep_a.pipeline.postprocess(out_b)
+        if post_a.is_probability:
+            scores.quantity = "probabilities (full vectors, after the manifest's postprocess)"
+        for i, s in enumerate(batch):
+            logits.add(s.id, out_a[i], out_b[i])
+            errs = scores.add(s.id, post_a.scores[i], post_b.scores[i])
+            tally.add(s.id, s.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])), errs)
+    agreement, agreements, flips = tally.agreement()
+    return TaskDiffResult(
+        source="runtimes", a=runtime_a, b=runtime_b, dataset=dataset.name, compared=len(tally.deltas),
+        failed_a=failed, failed_b=list(failed), agreement=agreement, agreements=agreements, flips=flips,
+        mcnemar=tally.mcnemar(), outputs=[logits.result(), scores.result()], per_sample=tally.deltas,
+        notes=[f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; "
+               "top-1 = argmax of the post-processed scores"])
+
+
+def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None,
+                 failed: list[str]) -> Iterator[tuple[list[Sample], np.ndarray]]:
+    """Pre-process ``samples`` with ``pipeline`` and yield (samples, stacked batch (N, ...)) of up to
+    ``batch_size``; samples that fail are appended to ``failed`` and skipped."""
+    from repliscope.evaluation.engine import prepare_sample
+
+    for start in range(0, len(samples), batch_size):
+        ok: list[Sample] = []
+        arrays: list[np.ndarray] = []
+        for s in samples[start:start + batch_size]:
+            x, err = prepare_sample(pipeline, s, shape)
+            if x is None or err is not None:
+                failed.append(s.id)
+                continue
+            ok.append(s)
+            arrays.append(x)
+        if ok:
+            yield ok, np.stack(arrays)
+
+
+def first_batch(pipeline: Pipeline, dataset: Dataset, n: int, shape: tuple[int, ...] | None
+                ) -> tuple[list[str], np.ndarray]:
+    """The first ``n`` samples of ``dataset`` that pre-process successfully: (ids, batch (n, ...))."""
+    ids: list[str] = []
+    arrays: list[np.ndarray] = []
+    failed: list[str] = []
+    for batch, x in iter_batches(pipeline, dataset.samples, n, shape, failed):
+        for s, row in zip(batch, x, strict=True):
+            if len(ids) < n:
+                ids.append(s.id)
+                arrays.append(row)
+        if len(ids) >= n:
+            break
+    if not ids:
+        from repliscope.errors import DatasetError
+
+        raise DatasetError(f"no sample of '{dataset.name}' could be pre-processed ({len(failed)} failed)")
+    return ids, np.stack(arrays)

@@ -1,0 +1,155 @@
+"""Correctness bar of the sweep: on the 1000-image sample, every pre-processing variant's prediction equals,
+image for image, a straightforward independent implementation of that variant (PIL / OpenCV / numpy / torch
+written out by hand, run in a plain onnxruntime session on the same ONNX file)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from PIL import Image
+
+from repliscope.datasets import resolve_dataset
+from repliscope.evaluation.run import RunSettings, prepare
+from repliscope.pitfalls.sweep import run_sweep
+from tests.conftest import LITE0
+
+Prep = Callable[[bytes], np.ndarray]
+MEAN, STD = np.float32(127.0), np.float32(128.0)
+TV_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * np.float32(255)
+TV_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * np.float32(255)
+
+
+def pil_rgb(data: bytes) -> Image.Image:
+    import io
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def shorter_side(w: int, h: int, size: int) -> tuple[int, int]:
+    s = size / min(w, h)
+    return (size, round(h * s)) if w <= h else (round(w * s), size)
+
+
+def crop(a: np.ndarray, size: int = 224) -> np.ndarray:
+    h, w = a.shape[:2]
+    top, left = round((h - size) / 2.0), round((w - size) / 2.0)
+    return a[top:top + size, left:left + size]
+
+
+def pil_resized(data: bytes, size: int = 256, method: Image.Resampling = Image.Resampling.BICUBIC) -> np.ndarray:
+    im = pil_rgb(data)
+    return np.asarray(im.resize(shorter_side(*im.size, size), method))
+
+
+def finish(hwc: np.ndarray) -> np.ndarray:
+    return ((hwc.astype(np.float32) - MEAN) / STD).transpose(2, 0, 1)
+
+
+def reference(data: bytes) -> np.ndarray:
+    return finish(crop(pil_resized(data)))
+
+
+def color_swapped(data: bytes) -> np.ndarray:
+    return finish(crop(pil_resized(data))[:, :, ::-1])
+
+
+def layout_reshaped(data: bytes) -> np.ndarray:
+    hwc = (crop(pil_resized(data)).astype(np.float32) - MEAN) / STD
+    return np.ascontiguousarray(hwc).reshape(3, 224, 224)
+
+
+def no_crop(data: bytes) -> np.ndarray:
+    return finish(np.asarray(pil_rgb(data).resize((224, 224), Image.Resampling.BICUBIC)))
+
+
+def crop_full(data: bytes) -> np.ndarray:
+    return finish(crop(pil_resized(data, 224)))
+
+
+def bilinear(data: bytes) -> np.ndarray:
+    return finish(crop(pil_resized(data, method=Image.Resampling.BILINEAR)))
+
+
+def nearest(data: bytes) -> np.ndarray:
+    return finish(crop(pil_resized(data, method=Image.Resampling.NEAREST)))
+
+
+def opencv_resize(data: bytes) -> np.ndarray:
+    a = np.asarray(pil_rgb(data))
+    w, h = shorter_side(a.shape[1], a.shape[0], 256)
+    return finish(crop(cv2.resize(a, (w, h), interpolation=cv2.INTER_CUBIC)))
+
+
+def torch_no_antialias(data: bytes) -> np.ndarray:
+    a = np.asarray(pil_rgb(data))
+    w, h = shorter_side(a.shape[1], a.shape[0], 256)
+    t = torch.from_numpy(a.copy()).permute(2, 0, 1)[None].float()
+    r = torch.nn.functional.interpolate(t, size=(h, w), mode="bicubic", align_corners=False, antialias=False)
+    return finish(crop(r[0].round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).numpy()))
+
+
+def opencv_decode(data: bytes) -> np.ndarray:
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    im = Image.fromarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+    return finish(crop(np.asarray(im.resize(shorter_side(*im.size, 256), Image.Resampling.BICUBIC))))
+
+
+def bytes_normalized(data: bytes) -> np.ndarray:
+    u8 = crop(pil_resized(data))
+    wrapped = ((u8.astype(np.int64) - 127) % 256).astype(np.uint8)  # uint8 arithmetic, as C would do it
+    return (wrapped // np.uint8(128)).astype(np.float32).transpose(2, 0, 1)
+
+
+def torchvision_constants(data: bytes) -> np.ndarray:
+    return ((crop(pil_resized(data)).astype(np.float32) - TV_MEAN) / TV_STD).transpose(2, 0, 1)
+
+
+def unnormalized(data: bytes) -> np.ndarray:
+    return crop(pil_resized(data)).astype(np.float32).transpose(2, 0, 1)
+
+
+INDEPENDENT: dict[str, Prep] = {
+    "reference": reference, "color_layout_swapped": color_swapped, "data_layout_reshape": layout_reshaped,
+    "no_center_crop": no_crop, "crop_fraction_1.0": crop_full, "resize_bilinear": bilinear,
+    "resize_nearest": nearest, "resize_library_swapped": opencv_resize,
+    "resize_antialias_toggled": torch_no_antialias, "decoder_swapped": opencv_decode,
+    "normalize_before_cast": bytes_normalized, "torchvision_mean_std": torchvision_constants,
+    "no_normalization": unnormalized,
+}
+
+
+@pytest.mark.slow
+def test_every_variant_matches_an_independent_implementation(imagenet_sample: Path) -> None:
+    data = resolve_dataset(str(imagenet_sample))
+    prepared = prepare(LITE0, RunSettings(runtime="onnxruntime", threads=2, batch_size=50))
+    out = run_sweep(prepared, data, [n for n in INDEPENDENT if n != "reference"], visual_samples=0)
+    records = {rec.variant: rec for rec in out.records}
+    onnx_path = prepared.runner.info()["export"]["onnx_path"]
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    blobs = [s.read() for s in data.samples]
+    labels = np.array([s.label for s in data.samples])
+    top1: dict[str, np.ndarray] = {}
+    with ThreadPoolExecutor(2) as pool:
+        for variant, fn in INDEPENDENT.items():
+            inputs = list(pool.map(fn, blobs))
+            preds = [session.run(None, {name: np.stack(inputs[i:i + 50])})[0].argmax(1)
+                     for i in range(0, len(inputs), 50)]
+            top1[variant] = np.concatenate(preds)
+            ours = np.array([s.top1 for s in records[variant].samples])
+            mismatch = np.flatnonzero(ours != top1[variant])
+            assert mismatch.size == 0, f"{variant}: {mismatch.size} images differ, e.g. {mismatch[:5]}"
+    acc = {k: float((v == labels).mean()) for k, v in top1.items()}
+    assert acc["reference"] == 0.889
+    assert acc["reference"] - acc["color_layout_swapped"] >= 0.03  # several points
+    assert acc["data_layout_reshape"] < 0.02  # collapses
+    print({k: round(100 * v, 1) for k, v in acc.items()})
