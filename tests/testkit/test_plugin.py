@@ -135,3 +135,14 @@ def test_entry_point_registration(pytester: pytest.Pytester, tmp_path: Path, mon
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
     pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider").assert_outcomes(passed=1)
     pytester.runpytest_subprocess("-p", f"no:{PLUGIN}", "-p", "no:cacheprovider").assert_outcomes(errors=1)
+
+
+def test_the_readme_example_file_passes(pytester: pytest.Pytester) -> None:
+    """examples/test_my_model.py, with the compile backend switched from the command line (Inductor's C++
+    compilation takes ~10 s per new graph here; test_checks_torch covers it once) and the ONNX export skipped
+    (covered by test_checks_torch and test_lite0)."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "test_my_model.py"
+    pytester.makepyfile(test_my_model=example.read_text(encoding="utf-8"))
+    result = pytester.runpytest(*_plugin_args(), "--repliscope-compile-backend=aot_eager", "-k", "not onnx",
+                                "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=11, deselected=1)

@@ -47,6 +47,8 @@ DEFAULT_K = 8.0
 real images: the largest golden-mode error is 1/8 of the tolerance with k = 8 (about eps * sqrt(n) * max|ref|),
 leaving a factor 8 for other CPUs' summation orders (see tests/diff/test_layers_onnx.py)."""
 
+_CHUNK = 1 << 20
+
 FORMULA = ("tol = k * eps(dtype) * sqrt(reduction) * max|ref|; "
            "carried: sqrt(sum of tol**2 over the layers so far)")
 
@@ -133,24 +135,26 @@ def compare_arrays(ref: np.ndarray, cand: np.ndarray, tolerance: float, rel_floo
         raise ValueError(f"shape mismatch: reference {ref.shape} vs candidate {cand.shape}")
     scale = output_scale(ref) if scale is None else scale
     work = np.float64 if np.float64 in (ref.dtype, cand.dtype) else np.float32
-    r = np.asarray(ref, dtype=work)
-    diff = np.abs(np.subtract(np.asarray(cand, dtype=work), r))
+    floor = rel_floor * _scale(scale)
+    flat_r, flat_c = ref.reshape(-1), cand.reshape(-1)
+    max_abs = max_rel = sum_abs = 0.0
     bad = 0
-    if diff.size and not math.isfinite(float(diff.max())):
-        ok = np.isfinite(r)
-        bad = int(np.count_nonzero(ok & ~np.isfinite(diff)))
-        diff[~ok] = 0.0
+    for lo in range(0, flat_r.size, _CHUNK):  # bounded temporaries: at most _CHUNK values at a time
+        r = np.asarray(flat_r[lo:lo + _CHUNK], dtype=work)
+        diff = np.abs(np.subtract(np.asarray(flat_c[lo:lo + _CHUNK], dtype=work), r))
+        if not math.isfinite(float(diff.max())):
+            ok = np.isfinite(r)
+            bad += int(np.count_nonzero(ok & ~np.isfinite(diff)))
+            diff[~ok] = 0.0
+        max_abs = max(max_abs, float(diff.max()))
+        sum_abs += float(diff.sum(dtype=np.float64))
+        denom = np.abs(r)
+        np.maximum(denom, floor, out=denom)
+        np.divide(diff, denom, out=diff)
+        max_rel = max(max_rel, float(diff.max()))
+    mean_abs = sum_abs / flat_r.size if flat_r.size else 0.0
     if bad:
         max_abs = mean_abs = max_rel = math.inf
-    elif diff.size:
-        max_abs = float(diff.max())
-        mean_abs = float(diff.mean(dtype=np.float64))
-        denom = np.abs(r)
-        np.maximum(denom, rel_floor * _scale(scale), out=denom)
-        np.divide(diff, denom, out=diff)
-        max_rel = float(diff.max())
-    else:
-        max_abs = mean_abs = max_rel = 0.0
     eps = dtype_eps(ref.dtype)
     return ErrorStats(max_abs=max_abs, mean_abs=mean_abs, max_rel=max_rel, ulp=max_abs / (eps * _scale(scale)),
                       tolerance=tolerance, passed=bad == 0 and max_abs <= tolerance, nonfinite=bad)
