@@ -48,11 +48,11 @@ class OnnxCandidate(Candidate):
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
         self.source = source or (str(model) if not isinstance(model, onnx.ModelProto) else "<in-memory model>")
         self.threads = threads
-        self._model = shape_inference.infer_shapes(proto)
-        graph = self._model.graph
+        self._model = proto
+        graph = proto.graph
         self._inits = {i.name: i for i in graph.initializer}
         self._constants = {o: n for n in graph.node if n.op_type == "Constant" for o in n.output}
-        self._values = {v.name: v for v in [*graph.value_info, *graph.input, *graph.output]}
+        self._values = _value_infos(proto)
         inputs = [i.name for i in graph.input if i.name not in self._inits]
         if len(inputs) != 1:
             raise RepliscopeError(f"the layer diff supports ONNX models with one input; this one has "
@@ -171,6 +171,21 @@ class OnnxCandidate(Candidate):
         if info is not None:
             return info
         return helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+
+
+def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Types and shapes of every tensor, by shape inference on a weight-free copy of the model (initializers
+    declared as typed graph inputs), so the weights are never duplicated in memory."""
+    graph = model.graph
+    weightless = helper.make_graph(
+        list(graph.node), graph.name,
+        inputs=[*graph.input, *[helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+                                for i in graph.initializer]],
+        outputs=list(graph.output), value_info=list(graph.value_info))
+    light = helper.make_model(weightless, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    light.functions.extend(model.functions)
+    inferred = shape_inference.infer_shapes(light).graph
+    return {v.name: v for v in [*inferred.value_info, *inferred.input, *inferred.output]}
 
 
 def _ops(unit: Unit) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 from repliscope.datasets.base import Sample
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.evaluation.record import SamplePrediction
-from repliscope.ops.base import Item
+from repliscope.ops.base import Item, PreOp
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 
@@ -47,24 +47,41 @@ class LoopResult:
 Prepared = tuple[np.ndarray | None, str | None]
 
 
+def apply_op(op: PreOp, item: Item) -> Item | str:
+    """The op's output, or the failure reason (a sample failure: recorded, never dropped).
+
+    A RepliscopeError that is not a SampleError is a pipeline mistake (e.g. ops out of order) and stops the run.
+    """
+    try:
+        return op(item)
+    except SampleError as exc:
+        return str(exc)
+    except RepliscopeError:
+        raise
+    except Exception as exc:  # a library raised on this sample's content: record it, keep going
+        return f"{type(exc).__name__}: {exc}"
+
+
+def shape_error(data: np.ndarray, expected_shape: tuple[int, ...] | None) -> str | None:
+    if expected_shape is not None and tuple(data.shape) != expected_shape:
+        return f"pre-processed shape {tuple(data.shape)} does not match the model input {expected_shape}"
+    return None
+
+
 def prepare_sample(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None) -> Prepared:
     """Read + pre-process one sample -> (model input without batch axis, None) or (None, failure reason)."""
     try:
         data = sample.read()
     except OSError as exc:
         return None, f"unreadable: {exc}"
-    try:
-        item = pipeline.preprocess(Item(np.frombuffer(data, dtype=np.uint8), "encoded"))
-    except SampleError as exc:
-        return None, str(exc)
-    except RepliscopeError:
-        raise
-    except Exception as exc:  # a library raised on this sample's content: record it, keep going
-        return None, f"{type(exc).__name__}: {exc}"
-    if expected_shape is not None and tuple(item.data.shape) != expected_shape:
-        return None, (f"pre-processed shape {tuple(item.data.shape)} does not match the model input "
-                      f"{expected_shape}")
-    return item.data, None
+    item: Item | str = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
+    for op in pipeline.pre_ops:
+        item = apply_op(op, item)  # type: ignore[arg-type]
+        if isinstance(item, str):
+            return None, item
+    assert isinstance(item, Item)
+    error = shape_error(item.data, expected_shape)
+    return (None, error) if error else (item.data, None)
 
 
 def run_loop(

@@ -22,10 +22,10 @@ import numpy as np
 import repliscope
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import RepliscopeError, SampleError
-from repliscope.evaluation.engine import LoopOptions, LoopResult
+from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, shape_error
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import PreparedRun, build_record
-from repliscope.ops.base import Item, PreOp
+from repliscope.ops.base import Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
@@ -112,28 +112,16 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
             key = tuple(plan.op_keys[: i + 1])
             hit = memo.get(key)
             if hit is None:
-                hit = _apply(op, item)
+                hit = apply_op(op, item)
                 memo[key] = hit
             if isinstance(hit, str):
                 error = hit
                 break
             item = hit
-        if error is None and tuple(item.data.shape) != expected_shape:
-            error = f"pre-processed shape {tuple(item.data.shape)} does not match the model input {expected_shape}"
+        if error is None:
+            error = shape_error(item.data, expected_shape)
         out[plan.name] = (None, "", error) if error is not None else (item.data, item.layout, None)
     return out
-
-
-def _apply(op: PreOp, item: Item) -> Item | str:
-    """The op's output, or the failure reason as a string (a sample failure, recorded)."""
-    try:
-        return op(item)
-    except SampleError as exc:
-        return str(exc)
-    except RepliscopeError:
-        raise
-    except Exception as exc:  # a library raised on this sample's content
-        return f"{type(exc).__name__}: {exc}"
 
 
 def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | None = None, *,
