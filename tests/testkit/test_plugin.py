@@ -127,8 +127,10 @@ def test_help_lists_options_and_marker(pytester: pytest.Pytester) -> None:
 
 
 def test_loading_the_plugin_imports_no_framework() -> None:
+    """pytest loads the plugin in every project that has repliscope installed: not even NumPy is imported."""
     code = ("import sys, repliscope.testkit.plugin, repliscope.testkit; "
-            "print(sorted(m for m in ('torch', 'onnxruntime', 'onnx', 'keras', 'tensorflow') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'onnxruntime', 'onnx', 'keras', 'tensorflow', 'numpy', "
+            "'repliscope.testkit.checks') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -22,9 +22,10 @@ app.add_typer(manifest_app, name="manifest")
 
 
 def _register_plugins() -> None:
-    from repliscope.cli import report_cmd
+    from repliscope.cli import diff_cmd, report_cmd
 
     report_cmd.register(app)
+    diff_cmd.register(app)
 
 
 _register_plugins()
