@@ -94,3 +94,21 @@ def test_pitfalls_list_and_small_sweep() -> None:
     assert [v["name"] for v in sweep["variants"]] == ["color_layout_swapped", "data_layout_reshape"]
     code, out = invoke("runs", "list", "--json")
     assert len([r for r in json.loads(out) if r["sweep_id"] == sweep["sweep_id"]]) == 3
+
+
+def test_report_with_layer_diff_figure(tmp_path: Path) -> None:
+    import io
+
+    from PIL import Image
+
+    code, out = invoke("evaluate", str(LITE0), "--runtime", "onnxruntime", "--limit", "2", "--json")
+    run_id = json.loads(out)["run_id"]
+    png = tmp_path / "layers.png"
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 20), (200, 30, 30)).save(buf, format="PNG")
+    png.write_bytes(buf.getvalue())
+    html = tmp_path / "r.html"
+    code, out = invoke("report", run_id[:10], "--figure", str(png), "--out", str(html))
+    assert code == 0, out
+    text = html.read_text()
+    assert 'id="layer-diff"' in text and "layer-level diff (layers)" in text

@@ -52,6 +52,9 @@ def report(
                                         "PNGs in <stem>_files/ beside the .md.")] = "embed",
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
                                            "directory, or $REPLISCOPE_DB)")] = None,
+    figure: Annotated[list[Path] | None, typer.Option("--figure", help="Extra PNG to embed in the layer-diff "
+                                                      "section, e.g. from `repliscope diff ... --layers --plot` "
+                                                      "(repeatable).")] = None,
 ) -> None:
     """Write a self-contained report (claim, metrics, provenance; for sweeps the pitfall table, deltas chart and
     visual testing) of a stored run or sweep."""
@@ -70,7 +73,9 @@ def report(
         records = _variant_records(store, obj) if isinstance(obj, SweepResult) else None
         full_id = obj.sweep_id if isinstance(obj, SweepResult) else obj.run_id
         path = out or Path(f"repliscope-{'sweep' if is_sweep else 'run'}-{full_id[:12]}.{fmt}")
-        written = write_report(obj, fmt, path, records=records, images="files" if images == "files" else "embed")
+        extra = [(f"layer-level diff ({p.stem})", p.read_bytes()) for p in figure or []]
+        written = write_report(obj, fmt, path, records=records, images="files" if images == "files" else "embed",
+                               extra_figures=extra or None)
     except (RepliscopeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(code=2) from None
