@@ -34,11 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# Keras 3 picks its backend when first imported: choose TensorFlow before the import below.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402  (the backend must be chosen before keras is imported)
-from keras import layers  # noqa: E402
+import keras
+from keras import layers
 
 # WHY 1e-3: the torch port builds every BatchNorm2d with eps=global_params.batch_norm_epsilon = 1e-3 (the
 # TensorFlow value it was ported from), NOT torch's default 1e-5. Keras' default happens to be 1e-3 too, but we

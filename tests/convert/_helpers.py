@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -59,7 +59,7 @@ def preprocess(path: Path) -> np.ndarray:
     s = 256 / min(w, h)
     rgb = rgb.resize((round(w * s), round(h * s)), Image.Resampling.BICUBIC)
     w, h = rgb.size
-    left, top = int(round((w - 224) / 2.0)), int(round((h - 224) / 2.0))
+    left, top = round((w - 224) / 2.0), round((h - 224) / 2.0)  # Python rounds half to even
     rgb = rgb.crop((left, top, left + 224, top + 224))
     hwc = (np.asarray(rgb, dtype=np.float32) - 127.0) / 128.0
     return np.ascontiguousarray(hwc.transpose(2, 0, 1))
@@ -181,5 +181,3 @@ def golden_errors(candidate: Any, records: Sequence[Record]) -> dict[str, float]
 def failing(errors: dict[str, float], tolerance: float) -> list[str]:
     return [p for p, e in errors.items() if not e <= tolerance]
 
-
-Factory = Callable[[], tuple[Any, Any]]

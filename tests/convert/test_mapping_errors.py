@@ -55,7 +55,7 @@ def test_unknown_rule_key_and_unknown_kind_are_errors() -> None:
 def test_permute_of_a_tensor_the_kind_does_not_convert_is_an_error() -> None:
     data = _raw()
     data["layers"].insert(0, {"torch": "_fc", "keras": "fc", "kind": "dense", "permute": {"scale": [0]}})
-    with pytest.raises(MappingError, match="permute names tensor 'scale'.*converts: weight, bias"):
+    with pytest.raises(MappingError, match=r"permute names tensor 'scale'.*converts: weight, bias"):
         load_mapping(data)
 
 

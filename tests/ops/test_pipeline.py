@@ -102,7 +102,7 @@ class TestBuildOpErrors:
 
 def test_every_registered_op_has_a_strict_params_model_and_docstring() -> None:
     assert set(op_names("pre")) == {"decode", "color_layout", "resize", "center_crop", "to_float", "cast",
-                                    "subtract_mean", "divide_std", "scale", "data_layout"}
+                                    "subtract_mean", "divide_std", "scale", "data_layout", "reshape_layout"}
     assert set(op_names("post")) == {"softmax", "topk", "labels"}
     for name in OPS.names():
         cls = OPS.get(name)

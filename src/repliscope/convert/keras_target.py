@@ -251,7 +251,7 @@ def _import_attr(path: Path, attr: str) -> Callable[..., Any]:
     factory = getattr(import_port_file(path), attr, None)
     if not callable(factory):
         raise RepliscopeError(f"the Keras port '{path}' has no function '{attr}'")
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def _shape(tensor: Any) -> tuple[int, ...]:

@@ -3,7 +3,8 @@
 A rule maps a torch MODULE path pattern to a Keras LAYER name (``{torch: "_blocks.{i}._bn1", keras:
 "block{i}_dw_bn", kind: batch_norm}``). The kind says which of the module's tensors become which Keras weights
 and how their axes are permuted (:data:`KINDS`). Rules are tried in order; the first match wins. The same rules
-serve the weight converter (state_dict keys) and the layer-level diff (module paths; ``path#k`` is the k-th call, k >= 2, of a module called several times).
+serve the weight converter (state_dict keys) and the layer-level diff (module paths; ``path#k`` is the k-th
+call, k >= 2, of a module forward() calls several times).
 
 Pure Python + numpy: no framework is imported here.
 """
