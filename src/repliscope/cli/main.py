@@ -22,10 +22,11 @@ app.add_typer(manifest_app, name="manifest")
 
 
 def _register_plugins() -> None:
-    from repliscope.cli import diff_cmd, report_cmd
+    from repliscope.cli import convert_cmd, diff_cmd, report_cmd
 
     report_cmd.register(app)
     diff_cmd.register(app)
+    convert_cmd.register(app)
 
 
 _register_plugins()

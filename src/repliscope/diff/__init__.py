@@ -9,5 +9,6 @@ from __future__ import annotations
 from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
 
 CANDIDATES.add("onnxruntime", "repliscope.diff.onnx_candidate:OnnxCandidate")
+CANDIDATES.add("keras", "repliscope.diff.keras_candidate:KerasCandidate")
 
 __all__ = ["CANDIDATES", "Candidate", "LayerInfo"]
