@@ -109,7 +109,7 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     dynamic_shapes = ({0: torch.export.Dim("batch")},) if dynamic else None
     start = time.perf_counter()
     try:
-        with _quiet_exporter():
+        with quiet_torch_exporter():
             torch.onnx.export(
                 module, (example,), str(tmp), dynamo=True, opset_version=OPSET, input_names=[input_name],
                 output_names=["logits"], dynamic_shapes=dynamic_shapes,
@@ -145,9 +145,9 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _quiet_exporter() -> Iterator[None]:
-    """Silence torch-internal chatter that users cannot act on (deprecations inside torch.export, and
-    "torchvision is not installed. Skipping torchvision::nms" from the op registry). Errors still raise."""
+def quiet_torch_exporter() -> Iterator[None]:
+    """Silence torch-internal chatter that users cannot act on (deprecations inside torch.export and Inductor,
+    and "torchvision is not installed. Skipping torchvision::nms" from the op registry). Errors still raise."""
     registry_logger = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = registry_logger.level
     registry_logger.setLevel(logging.ERROR)

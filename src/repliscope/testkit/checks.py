@@ -554,19 +554,7 @@ def _deterministic(torch: Any, enabled: bool) -> Iterator[None]:
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
 
 
-@contextlib.contextmanager
-def _quiet_torch() -> Iterator[None]:
-    """Silence torch-internal chatter users cannot act on (deprecation warnings raised inside the exporter and
-    Inductor, "torchvision is not installed" from the exporter's op registry). Errors still raise."""
-    import logging
+def _quiet_torch() -> contextlib.AbstractContextManager[None]:
+    from repliscope.runtimes.onnx_export import quiet_torch_exporter
 
-    registry_logger = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = registry_logger.level
-    registry_logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            yield
-    finally:
-        registry_logger.setLevel(level)
+    return quiet_torch_exporter()
