@@ -157,3 +157,19 @@ def test_local_onnx_manifest(tmp_path: Path, prepared_runs: dict[str, PreparedRu
                                                                       batch_size=10)),
                    resolve_dataset("foolbox_imagenet"))
     assert [s.top1 for s in rec.samples] == LITE0_FOOLBOX_TOP1
+
+
+LITE12_TOP1 = [243, 559, 438, 990, 949, 853, 609, 511, 915, 455, 541, 630, 741, 471, 127, 99, 251, 22, 317, 305]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_lite1_and_lite2_examples_run(size: int) -> None:
+    from tests.conftest import EXAMPLES
+
+    rec = evaluate(prepare(EXAMPLES / f"efficientnet-lite{size}.yaml",
+                           RunSettings(runtime="torch", threads=1, batch_size=10)),
+                   resolve_dataset("foolbox_imagenet"))
+    top1, top5 = rec.metric("top1"), rec.metric("top5")
+    assert top1 is not None and top5 is not None and (top1.successes, top5.successes) == (18, 20)
+    assert [s.top1 for s in rec.samples] == LITE12_TOP1
+    assert rec.pipeline["preprocess"][1]["size"] == {1: 272, 2: 292}[size]
