@@ -126,3 +126,15 @@ def test_unknown_variant_is_an_error(prepared: PreparedRun) -> None:
 
     with pytest.raises(UnknownNameError, match="color_layout_swapped"):
         run_sweep(prepared, resolve_dataset("foolbox_imagenet", limit=2), ["colour_layout_swapped"])
+
+
+def test_identical_inputs_reuse_outputs(sweep: SweepOutput) -> None:
+    """Pillow and OpenCV decode these JPEGs bit-identically (both libjpeg-turbo): the decoder variant's model
+    inputs equal the reference's in every batch, so its outputs are reused, and its predictions are the same."""
+    r = sweep.result
+    assert r.outcome("decoder_swapped").inference_reused == {"reference": 3}
+    assert r.outcome("decoder_swapped").inference_seconds == 0.0
+    assert r.outcome("color_layout_swapped").inference_reused == {}
+    # a different runner (other thread count) never reuses, even with identical inputs
+    assert r.outcome("threads_changed").inference_reused == {}
+    assert r.outcome("batch_size_1").inference_reused == {}

@@ -51,6 +51,9 @@ class VariantOutcome(_Model):
     pipeline: dict[str, list[dict[str, Any]]] | None = None
     settings: dict[str, Any] = {}
     inference_seconds: float = 0.0
+    inference_reused: dict[str, int] = {}
+    """Batches whose model inputs were bit-identical to an earlier plan's (same runner, same batch size), so
+    that plan's outputs were reused instead of running the model again: {plan name: number of batches}."""
 
     def metric(self, name: str) -> MetricValue | None:
         return next((m for m in self.metrics if m.name == name), None)
