@@ -94,6 +94,11 @@ def test_pitfalls_list_and_small_sweep() -> None:
     assert [v["name"] for v in sweep["variants"]] == ["color_layout_swapped", "data_layout_reshape"]
     code, out = invoke("runs", "list", "--json")
     assert len([r for r in json.loads(out) if r["sweep_id"] == sweep["sweep_id"]]) == 3
+    code, out = invoke("runs", "list", "--sweep", sweep["sweep_id"][:8], "--json")
+    assert code == 0 and sorted(r["variant"] for r in json.loads(out)) == [
+        "color_layout_swapped", "data_layout_reshape", "reference"]
+    code, out = invoke("runs", "list", "--kind", "evaluation", "--json")
+    assert code == 0 and all(r["kind"] == "evaluation" for r in json.loads(out))
 
 
 def test_report_with_layer_diff_figure(tmp_path: Path) -> None:

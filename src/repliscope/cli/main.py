@@ -162,21 +162,31 @@ def pitfalls(
 
 
 @runs_app.command("list")
-def runs_list(limit: int = 50, db: DbOption = None, as_json: JsonOption = False) -> None:
+def runs_list(
+    limit: int = 50,
+    kind: Annotated[str | None, typer.Option(help="evaluation | pitfall_variant")] = None,
+    sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep (a unique id prefix).")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """List stored runs, newest first."""
     from repliscope.store.repository import RunStore
 
     try:
-        runs = RunStore(db).list(limit=limit)
+        store = RunStore(db)
+        sweep_id = store.get_sweep(sweep).sweep_id if sweep else None
+        runs = store.list(limit=limit, kind=kind, sweep_id=sweep_id)
     except RepliscopeError as exc:
         _fail(exc)
         return
     if as_json:
         _emit_json([r.model_dump(mode="json") for r in runs])
         return
-    print_table("runs", ["run", "created", "manifest", "runtime", "dataset", "samples", "failed", "top-1", "top-5"],
-                [[r.run_id[:12], f"{r.created_at:%Y-%m-%d %H:%M}", f"{r.manifest_name} {r.manifest_version}",
-                  r.runtime, r.dataset_name, r.num_samples, r.num_failed, pct(r.top1), pct(r.top5)] for r in runs])
+    print_table("runs (newest first; top-1 in %)", ["run", "created", "manifest", "runtime", "dataset", "n",
+                                                    "failed", "top-1", "sweep variant"],
+                [[r.run_id[:12], f"{r.created_at:%m-%d %H:%M}", r.manifest_name, r.runtime, r.dataset_name,
+                  r.num_samples, r.num_failed, "" if r.top1 is None else f"{100 * r.top1:.1f}",
+                  f"{r.sweep_id[:6]}:{r.variant}" if r.sweep_id else ""] for r in runs])
 
 
 @runs_app.command("show")
