@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from repliscope.cli.output import console, pct, print_record, print_table
+from repliscope.cli.output import console, print_record, print_table
 from repliscope.errors import RepliscopeError
 
 app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs.",
