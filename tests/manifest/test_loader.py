@@ -161,3 +161,43 @@ def test_empty_file(tmp_path: Path) -> None:
     p.write_text("")
     with pytest.raises(ManifestError, match="empty"):
         load_manifest(p)
+
+
+def test_logits_without_softmax_is_an_error(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "  - op: softmax\n    axis: -1\n", "")
+    with pytest.raises(ManifestError, match="needs a 'softmax'") as ei:
+        load_manifest(p)
+    assert ei.value.field == "postprocess"
+
+
+def test_postprocess_without_topk_is_an_error(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "  - op: topk\n    k: 5\n", "")
+    with pytest.raises(ManifestError, match="needs a 'topk'"):
+        load_manifest(p)
+
+
+def test_layout_op_must_agree_with_input_layout(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "    layout: NCHW\n\noutputs", "    layout: NHWC\n\noutputs")
+    with pytest.raises(ManifestError, match="produces NHWC, but inputs\\[0\\].layout is NCHW") as ei:
+        load_manifest(p)
+    assert ei.value.field == "preprocess[6].layout" and ei.value.allowed == ["NCHW"]
+
+
+def test_class_count_must_agree(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "shape: [-1, 1000]", "shape: [-1, 1001]")
+    with pytest.raises(ManifestError, match="1001 classes"):
+        load_manifest(p)
+
+
+def test_typo_in_nested_key_names_the_typo(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "dataset: {name: imagenet-1k, split: val}", "dataset: {name: imagenet-1k, splt: val}")
+    with pytest.raises(ManifestError, match="unknown key 'splt'") as ei:
+        load_manifest(p)
+    assert ei.value.allowed == ["name", "split"]
+
+
+def test_non_utf8_manifest(tmp_path: Path) -> None:
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(LITE0.read_text().replace("Lite0 (ReLU6", "Lite0 \u00e9 (ReLU6").encode("latin-1"))
+    with pytest.raises(ManifestError, match="not UTF-8"):
+        load_manifest(p)

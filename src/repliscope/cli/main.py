@@ -41,6 +41,11 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+def native_runtime(framework: str) -> str:
+    """The runtime that runs a manifest's own format when --runtime is not given."""
+    return {"torch": "torch", "onnx": "onnxruntime"}[framework]
+
+
 def _emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
@@ -48,8 +53,8 @@ def _emit_json(obj: Any) -> None:
 @app.command()
 def evaluate(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
-    runtime: Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: the manifest's "
-                                                     "framework)")] = None,
+    runtime: Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: torch for a torch "
+                                                     "source, onnxruntime for an ONNX one)")] = None,
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
     label_rule: Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | csv | none "
                                                         "(default: detected, and recorded as detected)")] = None,
@@ -82,7 +87,7 @@ def evaluate(
             if not sep or not name or not split:
                 raise RepliscopeError(f"--as expects NAME/SPLIT, e.g. imagenet-1k/val, got {evaluated_as!r}")
             as_ref = DatasetRef(name=name, split=split)
-        settings = RunSettings(runtime=runtime or loaded.manifest.framework.name, threads=threads,
+        settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
                                batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
                                evaluated_as=as_ref, allow_download=download)
         data = resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
@@ -107,7 +112,7 @@ def evaluate(
 def pitfalls(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
-    runtime: Annotated[str | None, typer.Option(help="Runtime (default: the manifest's framework).")] = None,
+    runtime: Annotated[str | None, typer.Option(help="Runtime (default: torch for a torch source, onnxruntime for an ONNX one).")] = None,
     variant: Annotated[list[str] | None, typer.Option("--variant", help="Only these pitfalls (repeatable; "
                                                       "default: every registered one).")] = None,
     label_rule: Annotated[str | None, typer.Option(help="Label rule (default: detected).")] = None,
@@ -135,7 +140,7 @@ def pitfalls(
         return
     try:
         loaded = load_manifest(manifest)
-        settings = RunSettings(runtime=runtime or loaded.manifest.framework.name, threads=threads,
+        settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
                                batch_size=batch_size)
         data = resolve_dataset(dataset, label_rule, limit=limit)
         store = RunStore(db)

@@ -42,7 +42,11 @@ def load_manifest(path: str | Path) -> LoadedManifest:
         raw = p.read_bytes()
     except OSError as exc:
         raise ManifestError(f"cannot read manifest: {exc.strerror}", file=str(p)) from exc
-    text = raw.decode("utf-8")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})",
+                            file=str(p)) from None
     data, lines = load_with_lines(text, str(p))
     if not isinstance(data, dict):
         raise ManifestError("the manifest must be a mapping of fields", file=str(p), line=1,
@@ -53,8 +57,35 @@ def load_manifest(path: str | Path) -> LoadedManifest:
         raise _first_error(exc, str(p), lines) from None
     loaded = LoadedManifest(manifest, p, text, hashlib.sha256(raw).hexdigest(), lines)
     # op entries are validated against the op registry right away: a typo never waits until run time
-    build_ops(loaded, BuildContext(class_names=tuple(f"class_{i}" for i in range(manifest.labels.num_classes))))
+    pre, post = build_ops(loaded, BuildContext(class_names=tuple(f"class_{i}" for i in range(
+        manifest.labels.num_classes))))
+    _check_consistency(loaded, [op.name for op in pre], [op.name for op in post])
     return loaded
+
+
+def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[str]) -> None:
+    """Fields that must agree with each other: the input layout and the last layout op, the output kind and
+    softmax, the class count, and a ``topk`` so predictions can be recorded."""
+    m = loaded.manifest
+    spec, out = m.inputs[0], m.outputs[0]
+    layouts = [i for i, name in enumerate(pre) if name in ("data_layout", "reshape_layout")]
+    if layouts:
+        last = m.preprocess[layouts[-1]]
+        if last.get("layout") != spec.layout:
+            raise loaded.error(f"the last layout op produces {last.get('layout')}, but inputs[0].layout is "
+                               f"{spec.layout}", ("preprocess", layouts[-1], "layout"), [spec.layout])
+    if "topk" not in post:
+        raise loaded.error("postprocess needs a 'topk' op so per-sample predictions can be recorded",
+                           ("postprocess",))
+    if out.kind == "logits" and "softmax" not in post:
+        raise loaded.error("outputs[0].kind is 'logits': postprocess needs a 'softmax' op before 'topk' so the "
+                           "recorded scores are probabilities", ("postprocess",))
+    if out.kind == "probabilities" and "softmax" in post:
+        raise loaded.error("outputs[0].kind is 'probabilities': a 'softmax' would be applied twice",
+                           ("postprocess", post.index("softmax")))
+    if out.shape and out.shape[-1] not in (-1, m.labels.num_classes):
+        raise loaded.error(f"outputs[0].shape ends in {out.shape[-1]} classes, labels.num_classes is "
+                           f"{m.labels.num_classes}", ("outputs", 0, "shape"))
 
 
 def build_ops(loaded: LoadedManifest, context: BuildContext) -> tuple[list[PreOp], list[PostOp]]:
@@ -75,7 +106,9 @@ def build_ops(loaded: LoadedManifest, context: BuildContext) -> tuple[list[PreOp
 
 
 def _first_error(exc: ValidationError, file: str, lines: dict[Path_, int]) -> ManifestError:
-    err = exc.errors()[0]
+    # an unknown key explains a "missing" one next to it (a typo): report the unknown key first
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
     loc: Path_ = tuple(err["loc"])
     allowed: list[str] | None = None
     if err["type"] == "extra_forbidden":
