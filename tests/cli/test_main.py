@@ -117,3 +117,34 @@ def test_report_with_layer_diff_figure(tmp_path: Path) -> None:
     assert code == 0, out
     text = html.read_text()
     assert 'id="layer-diff"' in text and "layer-level diff (layers)" in text
+
+
+def test_validate_checks_every_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    code, out = invoke("manifest", "validate", str(bad), str(LITE0))
+    assert code == 2 and "ok" in out and "efficientnet-lite0" in out and "required field is missing" in out
+
+
+def test_all_samples_failing_exits_nonzero(tmp_path: Path) -> None:
+    (tmp_path / "a_1.jpg").write_bytes(b"not a jpeg")
+    (tmp_path / "b_2.jpg").write_bytes(b"")
+    code, out = invoke("evaluate", str(LITE0), "--runtime", "onnxruntime", "--dataset", str(tmp_path))
+    assert code == 1 and "0 evaluated, 2 failed" in out and "every one of the 2 samples failed" in out
+
+
+def test_onnx_source_defaults_to_onnxruntime(tmp_path: Path) -> None:
+    import hashlib
+    import shutil
+
+    code, out = invoke("evaluate", str(LITE0), "--runtime", "onnxruntime", "--limit", "1", "--json")
+    onnx_path = Path(json.loads(out)["runtime"]["export"]["onnx_path"])
+    shutil.copy(onnx_path, tmp_path / "m.onnx")
+    sha = hashlib.sha256((tmp_path / "m.onnx").read_bytes()).hexdigest()
+    text = LITE0.read_text()
+    start, end = text.index("framework:"), text.index("inputs:")
+    (tmp_path / "m.yaml").write_text(text[:start] + "framework:\n  name: onnx\n  version: '>=1.14'\nsource:\n"
+                                     f"  uri: m.onnx\n  sha256: {sha}\n  format: onnx\n" + text[end:])
+    code, out = invoke("evaluate", str(tmp_path / "m.yaml"), "--limit", "2", "--json")
+    assert code == 0, out
+    assert json.loads(out)["runtime"]["runtime"] == "onnxruntime"

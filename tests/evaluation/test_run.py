@@ -120,6 +120,9 @@ def test_bad_samples_recorded_not_dropped(prepared_runs: dict[str, PreparedRun],
         assert by_id[ok].error is None and by_id[ok].top1 == 243, ok
     top1 = rec.metric("top1")
     assert top1 is not None and (top1.successes, top1.n) == (4, 4)
+    assert "0x" not in (by_id["garbage_1.jpg"].error or "")  # no object addresses in reasons
+    assert evaluate(prepared_runs["onnxruntime"], data).result_hash == rec.result_hash  # stable with failures
+    assert "3 samples failed and are not in n" in rec.claims[0].reason
 
 
 def test_fail_fast_stops(prepared_runs: dict[str, PreparedRun], tmp_path: Path) -> None:

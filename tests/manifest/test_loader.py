@@ -178,7 +178,7 @@ def test_postprocess_without_topk_is_an_error(tmp_path: Path) -> None:
 
 def test_layout_op_must_agree_with_input_layout(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "    layout: NCHW\n\noutputs", "    layout: NHWC\n\noutputs")
-    with pytest.raises(ManifestError, match="produces NHWC, but inputs\\[0\\].layout is NCHW") as ei:
+    with pytest.raises(ManifestError, match=r"produces NHWC, but inputs\[0\]\.layout is NCHW") as ei:
         load_manifest(p)
     assert ei.value.field == "preprocess[6].layout" and ei.value.allowed == ["NCHW"]
 

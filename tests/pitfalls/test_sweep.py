@@ -138,3 +138,32 @@ def test_identical_inputs_reuse_outputs(sweep: SweepOutput) -> None:
     # a different runner (other thread count) never reuses, even with identical inputs
     assert r.outcome("threads_changed").inference_reused == {}
     assert r.outcome("batch_size_1").inference_reused == {}
+
+
+def test_a_variant_that_cannot_run_is_failed_not_fatal(tmp_path: Path) -> None:
+    """torchvision-style constants (scale 1/255, std < 1): moving the cast after them cannot run on uint8
+    (std truncates to 0). That variant is reported 'failed' with the reason; the others still run."""
+    text = LITE0.read_text().replace(
+        "  - op: subtract_mean\n    value: 127.0\n  - op: divide_std\n    value: 128.0\n",
+        "  - op: scale\n    factor: 0.00392156862745098\n  - op: subtract_mean\n    value: [0.485, 0.456, 0.406]\n"
+        "  - op: divide_std\n    value: [0.229, 0.224, 0.225]\n")
+    path = tmp_path / "tv.yaml"
+    path.write_text(text)
+    p = prepare(path, RunSettings(runtime="onnxruntime", threads=2, batch_size=4))
+    out = run_sweep(p, resolve_dataset("foolbox_imagenet", limit=4), ["normalize_before_cast", "color_layout_swapped"],
+                    visual_samples=1)
+    failed = out.result.outcome("normalize_before_cast")
+    assert failed.status == "failed" and failed.reason is not None and "divide_std" in failed.reason
+    assert out.result.outcome("color_layout_swapped").status == "ok"
+    assert {rec.variant for rec in out.records} == {"reference", "color_layout_swapped"}
+
+
+def test_labels_outside_the_model_are_refused(prepared: PreparedRun, tmp_path: Path) -> None:
+    from repliscope.errors import DatasetError
+
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    smp = resolve_dataset("foolbox_imagenet", limit=1).samples[0]
+    (folder / "dog_5000.jpg").write_bytes(smp.read())
+    with pytest.raises(DatasetError, match=r"dog_5000.jpg \(label 5000\)"):
+        run_sweep(prepared, resolve_dataset(str(folder), "filename_index"), ["color_layout_swapped"])

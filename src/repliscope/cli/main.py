@@ -41,6 +41,18 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+def _dataset_ref(text: str | None) -> Any:
+    """``--as NAME/SPLIT`` -> DatasetRef (None when not given)."""
+    from repliscope.manifest.schema import DatasetRef
+
+    if text is None:
+        return None
+    name, sep, split = text.partition("/")
+    if not sep or not name or not split:
+        raise RepliscopeError(f"--as expects NAME/SPLIT, e.g. imagenet-1k/val, got {text!r}")
+    return DatasetRef(name=name, split=split)
+
+
 def native_runtime(framework: str) -> str:
     """The runtime that runs a manifest's own format when --runtime is not given."""
     return {"torch": "torch", "onnx": "onnxruntime"}[framework]
@@ -76,17 +88,11 @@ def evaluate(
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.evaluation.run import evaluate as run_evaluation
     from repliscope.manifest.loader import load_manifest
-    from repliscope.manifest.schema import DatasetRef
     from repliscope.store.repository import RunStore
 
     try:
         loaded = load_manifest(manifest)
-        as_ref = None
-        if evaluated_as is not None:
-            name, sep, split = evaluated_as.partition("/")
-            if not sep or not name or not split:
-                raise RepliscopeError(f"--as expects NAME/SPLIT, e.g. imagenet-1k/val, got {evaluated_as!r}")
-            as_ref = DatasetRef(name=name, split=split)
+        as_ref = _dataset_ref(evaluated_as)
         settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
                                batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
                                evaluated_as=as_ref, allow_download=download)
@@ -106,19 +112,29 @@ def evaluate(
     else:
         print_record(record)
         console.print(f"stored as run [bold]{record.run_id}[/]")
+    if record.counts["evaluated"] == 0:
+        print(f"error: every one of the {record.counts['total']} samples failed (see the record)", file=sys.stderr)
+        raise typer.Exit(code=1)
 
 
 @app.command()
 def pitfalls(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
-    runtime: Annotated[str | None, typer.Option(help="Runtime (default: torch for a torch source, onnxruntime for an ONNX one).")] = None,
+    runtime: Annotated[str | None, typer.Option(help="Runtime (default: torch for a torch source, onnxruntime "
+                                                     "for an ONNX one).")] = None,
     variant: Annotated[list[str] | None, typer.Option("--variant", help="Only these pitfalls (repeatable; "
                                                       "default: every registered one).")] = None,
     label_rule: Annotated[str | None, typer.Option(help="Label rule (default: detected).")] = None,
+    labels_csv: Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")] = None,
+    evaluated_as: Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT.")] = None,
     threads: Annotated[int, typer.Option(min=1)] = 2,
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    prep_workers: Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (default: --threads).")]
+    = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples.")] = None,
+    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed sample.")] = False,
+    download: Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")] = False,
     visual: Annotated[int, typer.Option(min=0, help="Images in the visual-testing panel.")] = 3,
     list_variants: Annotated[bool, typer.Option("--list", help="List the registered pitfalls and exit.")] = False,
     db: DbOption = None,
@@ -141,8 +157,9 @@ def pitfalls(
     try:
         loaded = load_manifest(manifest)
         settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
-                               batch_size=batch_size)
-        data = resolve_dataset(dataset, label_rule, limit=limit)
+                               batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
+                               evaluated_as=_dataset_ref(evaluated_as), allow_download=download)
+        data = resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -233,17 +250,21 @@ def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOptio
 
 @manifest_app.command("validate")
 def manifest_validate(files: Annotated[list[Path], typer.Argument(help="Manifest files.")]) -> None:
-    """Check manifests against the schema and the op registry; exit 2 on the first invalid file."""
+    """Check manifests against the schema and the op registry; every file is checked, exit 2 if any is invalid."""
     from repliscope.manifest.loader import load_manifest
 
+    invalid = 0
     for f in files:
         try:
             loaded = load_manifest(f)
         except RepliscopeError as exc:
-            _fail(exc)
-            return
+            print(f"error: {exc}", file=sys.stderr)
+            invalid += 1
+            continue
         console.print(f"[green]ok[/] {f}: {loaded.manifest.name} {loaded.manifest.version}, "
                       f"{len(loaded.manifest.preprocess)} pre-processing ops, {len(loaded.manifest.claims)} claims")
+    if invalid:
+        raise typer.Exit(code=2)
 
 
 @manifest_app.command("show")

@@ -7,6 +7,7 @@ A sample that fails (unreadable, corrupt, wrong shape after pre-processing) is r
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -55,11 +56,20 @@ def apply_op(op: PreOp, item: Item) -> Item | str:
     try:
         return op(item)
     except SampleError as exc:
-        return str(exc)
+        return stable_reason(str(exc))
     except RepliscopeError:
         raise
     except Exception as exc:  # a library raised on this sample's content: record it, keep going
-        return f"{type(exc).__name__}: {exc}"
+        return stable_reason(f"{type(exc).__name__}: {exc}")
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def stable_reason(reason: str) -> str:
+    """A failure reason without object addresses (``<_io.BytesIO object at 0x7f..>``), so that the result
+    hash of two identical runs is identical even when samples fail."""
+    return _ADDRESS.sub("", reason)
 
 
 def shape_error(data: np.ndarray, expected_shape: tuple[int, ...] | None) -> str | None:

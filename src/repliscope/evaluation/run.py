@@ -9,6 +9,7 @@ from pathlib import Path
 
 import repliscope
 from repliscope.datasets.base import Dataset
+from repliscope.errors import DatasetError
 from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
 from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
@@ -64,11 +65,21 @@ def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallb
              pipeline: Pipeline | None = None) -> EvaluationRecord:
     """Run the loop and assemble the record (metrics, claim verdicts, provenance, result hash)."""
     s = prepared.settings
+    check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
     pipe = pipeline or prepared.pipeline
     options = LoopOptions(batch_size=s.batch_size, prep_workers=s.prep_workers or s.threads, fail_fast=s.fail_fast)
     shape = tuple(prepared.artifact.input_shape[1:])
     loop = run_loop(pipe, prepared.runner, dataset.samples, options, shape, on_progress)
     return build_record(prepared, dataset, loop, pipe, options)
+
+
+def check_labels_in_range(dataset: Dataset, num_classes: int) -> None:
+    """A label the model cannot predict would silently count as a miss: refuse, naming the samples."""
+    bad = [s for s in dataset.samples if s.label is not None and not 0 <= s.label < num_classes]
+    if bad:
+        names = ", ".join(f"{s.id} (label {s.label})" for s in bad[:10])
+        raise DatasetError(f"{len(bad)} samples of '{dataset.name}' have labels outside the model's {num_classes} "
+                           f"classes: {names}{' ...' if len(bad) > 10 else ''}")
 
 
 def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipeline: Pipeline,
@@ -79,8 +90,9 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
     loaded = prepared.loaded
     metrics = compute_metrics(loop.predictions)
     by_name = {m.name: m for m in metrics}
-    claims = [judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name) for c in loaded.manifest.claims]
     failed = sum(1 for p in loop.predictions if p.error is not None)
+    claims = [judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed)
+              for c in loaded.manifest.claims]
     evaluated = len(loop.predictions) - failed
     return EvaluationRecord(
         run_id=uuid.uuid4().hex,

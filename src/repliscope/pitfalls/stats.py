@@ -11,10 +11,13 @@ _EPS = 1e-12
 
 
 def kl_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """KL(p || q) per row in nats; p, q: (N, C) probabilities. Clipped at 1e-12 so zeros stay finite."""
-    p64 = np.clip(p.astype(np.float64), _EPS, 1.0)
-    q64 = np.clip(q.astype(np.float64), _EPS, 1.0)
-    return np.sum(p64 * (np.log(p64) - np.log(q64)), axis=1)
+    """KL(p || q) per row in nats, >= 0; p, q: (N, C) probabilities. Rows are clipped at 1e-12 (zeros stay
+    finite) and renormalised in float64, so float32 rounding cannot make the divergence negative."""
+    p64 = np.clip(p.astype(np.float64), _EPS, None)
+    q64 = np.clip(q.astype(np.float64), _EPS, None)
+    p64 /= p64.sum(axis=1, keepdims=True)
+    q64 /= q64.sum(axis=1, keepdims=True)
+    return np.maximum(np.sum(p64 * (np.log(p64) - np.log(q64)), axis=1), 0.0)
 
 
 def mcnemar_exact(b: int, c: int) -> float:

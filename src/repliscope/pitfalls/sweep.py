@@ -24,7 +24,7 @@ from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, shape_error
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
-from repliscope.evaluation.run import PreparedRun, build_record
+from repliscope.evaluation.run import PreparedRun, build_record, check_labels_in_range
 from repliscope.ops.base import Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
@@ -36,6 +36,7 @@ from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
 
 REFERENCE = "reference"
+_PLAN_FAILED = "\0plan failed: "
 
 
 @dataclass
@@ -56,6 +57,7 @@ class _Plan:
     probs: np.ndarray | None = None  # current batch, (n_ok, C)
     ok_rows: list[int] = field(default_factory=list)
     shared_batches: dict[str, int] = field(default_factory=dict)  # plan name -> batches whose outputs were reused
+    failed: str | None = None  # a pipeline error (not a sample's fault): the variant stops, the sweep goes on
 
 
 # per sample: plan name -> (model input or None, layout, failure reason or None)
@@ -113,7 +115,10 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
             key = tuple(plan.op_keys[: i + 1])
             hit = memo.get(key)
             if hit is None:
-                hit = apply_op(op, item)
+                try:
+                    hit = apply_op(op, item)
+                except RepliscopeError as exc:  # this variant's pipeline cannot run at all
+                    hit = f"{_PLAN_FAILED}{op.name}: {exc}"
                 memo[key] = hit
             if isinstance(hit, str):
                 error = hit
@@ -129,6 +134,7 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
               visual_samples: int = 3, on_progress: Callable[[int], None] | None = None) -> SweepOutput:
     """Evaluate the reference and every variant on ``dataset``; returns the sweep and one record per plan."""
     start = time.perf_counter()
+    check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
     plans, skipped = plan_sweep(prepared, names)
     s = prepared.settings
     expected = tuple(prepared.artifact.input_shape[1:])
@@ -167,6 +173,14 @@ def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prep
                 done: list[tuple[_Plan, np.ndarray, np.ndarray]]) -> None:
     """Run ``plan`` on one batch. When an earlier plan of this batch fed the SAME runner, in the same batch
     size, bit-identical inputs, its outputs are reused: a deterministic runtime would compute them again."""
+    if plan.failed is None:
+        plan.failed = next((p[plan.name][2].removeprefix(_PLAN_FAILED) for p in prepared_batch
+                            if (p[plan.name][2] or "").startswith(_PLAN_FAILED)), None)
+    if plan.failed is not None:
+        if plan.name == REFERENCE:
+            raise RepliscopeError(f"the reference pipeline cannot run: {plan.failed}")
+        plan.probs = None
+        return
     preds = [SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name][2])
              for smp, p in zip(batch, prepared_batch, strict=True)]
     if fail_fast and any(p.error for p in preds):
@@ -233,6 +247,10 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
     outcomes: dict[str, VariantOutcome] = {}
     ref_preds = plans[0].loop.predictions
     for plan in plans:
+        if plan.failed is not None:
+            outcomes[plan.name] = VariantOutcome(name=plan.name, description=plan.description, change=plan.change,
+                                                 status="failed", reason=plan.failed, settings=plan.settings)
+            continue
         plan.loop.total_seconds = total
         options = LoopOptions(batch_size=plan.batch_size, prep_workers=s.prep_workers or s.threads,
                               fail_fast=s.fail_fast)
