@@ -174,8 +174,8 @@ def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prep
     """Run ``plan`` on one batch. When an earlier plan of this batch fed the SAME runner, in the same batch
     size, bit-identical inputs, its outputs are reused: a deterministic runtime would compute them again."""
     if plan.failed is None:
-        plan.failed = next((p[plan.name][2].removeprefix(_PLAN_FAILED) for p in prepared_batch
-                            if (p[plan.name][2] or "").startswith(_PLAN_FAILED)), None)
+        reasons = [p[plan.name][2] or "" for p in prepared_batch]
+        plan.failed = next((r.removeprefix(_PLAN_FAILED) for r in reasons if r.startswith(_PLAN_FAILED)), None)
     if plan.failed is not None:
         if plan.name == REFERENCE:
             raise RepliscopeError(f"the reference pipeline cannot run: {plan.failed}")
