@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,3 +122,14 @@ def test_plan_without_torch_module_notes_that_epsilons_were_not_checked() -> Non
     assert not any(problems.values())
     assert len(plan) == 247 and len(report.ignored) == 49
     assert report.notes == ["batch-norm epsilons not checked: no torch module given (a state_dict holds none)"]
+
+
+def test_mapping_file_errors_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    shipped = (Path(__file__).resolve().parents[2] / "examples" / "keras_efficientnet_lite" / "mapping.yaml")
+    lines = shipped.read_text().splitlines()
+    first_rule = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("- {torch: _conv_stem"))
+    lines[first_rule] = lines[first_rule].replace("kind: conv}", "kind: conv, transpose: true}")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MappingError, match=rf"field 'layers\.0\.transpose' \(line {first_rule + 1}\): unknown key"):
+        load_mapping(path)

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from repliscope.errors import RepliscopeError
+from repliscope.errors import ManifestError, RepliscopeError
+from repliscope.manifest.yaml_lines import line_of, load_with_lines
 
 Kind = Literal["conv", "depthwise", "dense", "batch_norm", "none"]
 
@@ -147,6 +147,7 @@ def load_mapping(source: str | Path | Mapping[str, Any]) -> LayerMapping:
     """Read and validate a mapping file (or an already-parsed dict). Unknown keys, unknown kinds and bad
     patterns are errors naming the file and the field."""
     path: Path | None = None
+    lines: dict[Any, int] = {}
     if isinstance(source, Mapping):
         data: Any = dict(source)
         where = "<mapping>"
@@ -154,11 +155,11 @@ def load_mapping(source: str | Path | Mapping[str, Any]) -> LayerMapping:
         path = Path(source)
         where = str(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data, lines = load_with_lines(path.read_text(encoding="utf-8"), where)
         except OSError as exc:
             raise MappingError(f"cannot read mapping file '{path}': {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise MappingError(f"{path}: not valid YAML: {exc}") from None
+        except ManifestError as exc:
+            raise MappingError(str(exc)) from None
     if not isinstance(data, dict):
         raise MappingError(f"{where}: a mapping file is a YAML mapping with the fields "
                            f"{', '.join(MappingFile.model_fields)}")
@@ -168,11 +169,13 @@ def load_mapping(source: str | Path | Mapping[str, Any]) -> LayerMapping:
         problems = []
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"])
+            line = line_of(tuple(err["loc"]), lines) if lines else None
+            field = f"{field}' (line {line})" if line else f"{field}'"
             if err["type"] == "extra_forbidden":
                 model = Rule if err["loc"][0] == "layers" else MappingFile
-                problems.append(f"field '{field}': unknown key (allowed: {', '.join(model.model_fields)})")
+                problems.append(f"field '{field}: unknown key (allowed: {', '.join(model.model_fields)})")
             else:
-                problems.append(f"field '{field}': {err['msg']}")
+                problems.append(f"field '{field}: {err['msg']}")
         raise MappingError(f"{where}: invalid mapping file: " + "; ".join(problems)) from None
     mapping = LayerMapping(spec, path)
     for rule in spec.layers:
