@@ -34,6 +34,21 @@ _register_plugins()
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
                                                           "directory, or $REPLISCOPE_DB)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+# options shared by the commands that run a manifest on data (evaluate, pitfalls)
+DatasetOption = Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")]
+RuntimeOption = Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: torch for a "
+                                                        "torch source, onnxruntime for an ONNX one)")]
+LabelRuleOption = Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | csv | none "
+                                                          "(default: detected, and recorded as detected)")]
+LabelsCsvOption = Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")]
+AsOption = Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT (e.g. imagenet-1k/val) "
+                                                           "so claims on it become comparable.")]
+ThreadsOption = Annotated[int, typer.Option(min=1, help="Runtime threads (recorded).")]
+BatchSizeOption = Annotated[int, typer.Option(min=1)]
+PrepWorkersOption = Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (default: --threads).")]
+LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")]
+FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed sample.")]
+DownloadOption = Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")]
 
 
 def _fail(exc: Exception) -> None:
@@ -53,6 +68,19 @@ def _dataset_ref(text: str | None) -> Any:
     return DatasetRef(name=name, split=split)
 
 
+def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rule: str | None,
+                       labels_csv: Path | None, evaluated_as: str | None, threads: int, batch_size: int,
+                       prep_workers: int | None, limit: int | None, fail_fast: bool, download: bool) -> Any:
+    """The RunSettings and the Dataset of a command that runs a manifest on data."""
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.run import RunSettings
+
+    settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
+                           batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
+                           evaluated_as=_dataset_ref(evaluated_as), allow_download=download)
+    return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
+
+
 def native_runtime(framework: str) -> str:
     """The runtime that runs a manifest's own format when --runtime is not given."""
     return {"torch": "torch", "onnx": "onnxruntime"}[framework]
@@ -65,38 +93,30 @@ def _emit_json(obj: Any) -> None:
 @app.command()
 def evaluate(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
-    runtime: Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: torch for a torch "
-                                                     "source, onnxruntime for an ONNX one)")] = None,
-    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
-    label_rule: Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | csv | none "
-                                                        "(default: detected, and recorded as detected)")] = None,
-    labels_csv: Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")] = None,
-    evaluated_as: Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT (e.g. "
-                                                     "imagenet-1k/val) so claims on it become comparable.")] = None,
-    threads: Annotated[int, typer.Option(min=1, help="Runtime threads (recorded).")] = 2,
-    batch_size: Annotated[int, typer.Option(min=1)] = 32,
-    prep_workers: Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (default: --threads).")]
-    = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")] = None,
-    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed sample.")] = False,
-    download: Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")] = False,
+    runtime: RuntimeOption = None,
+    dataset: DatasetOption = "foolbox_imagenet",
+    label_rule: LabelRuleOption = None,
+    labels_csv: LabelsCsvOption = None,
+    evaluated_as: AsOption = None,
+    threads: ThreadsOption = 2,
+    batch_size: BatchSizeOption = 32,
+    prep_workers: PrepWorkersOption = None,
+    limit: LimitOption = None,
+    fail_fast: FailFastOption = False,
+    download: DownloadOption = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts."""
-    from repliscope.datasets import resolve_dataset
-    from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.evaluation.run import evaluate as run_evaluation
+    from repliscope.evaluation.run import prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.store.repository import RunStore
 
     try:
         loaded = load_manifest(manifest)
-        as_ref = _dataset_ref(evaluated_as)
-        settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
-                               batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
-                               evaluated_as=as_ref, allow_download=download)
-        data = resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
+        settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
+                                            threads, batch_size, prep_workers, limit, fail_fast, download)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -120,29 +140,26 @@ def evaluate(
 @app.command()
 def pitfalls(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
-    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
-    runtime: Annotated[str | None, typer.Option(help="Runtime (default: torch for a torch source, onnxruntime "
-                                                     "for an ONNX one).")] = None,
+    dataset: DatasetOption = "foolbox_imagenet",
+    runtime: RuntimeOption = None,
     variant: Annotated[list[str] | None, typer.Option("--variant", help="Only these pitfalls (repeatable; "
                                                       "default: every registered one).")] = None,
-    label_rule: Annotated[str | None, typer.Option(help="Label rule (default: detected).")] = None,
-    labels_csv: Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")] = None,
-    evaluated_as: Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT.")] = None,
-    threads: Annotated[int, typer.Option(min=1)] = 2,
-    batch_size: Annotated[int, typer.Option(min=1)] = 32,
-    prep_workers: Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (default: --threads).")]
-    = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples.")] = None,
-    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed sample.")] = False,
-    download: Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")] = False,
+    label_rule: LabelRuleOption = None,
+    labels_csv: LabelsCsvOption = None,
+    evaluated_as: AsOption = None,
+    threads: ThreadsOption = 2,
+    batch_size: BatchSizeOption = 32,
+    prep_workers: PrepWorkersOption = None,
+    limit: LimitOption = None,
+    fail_fast: FailFastOption = False,
+    download: DownloadOption = False,
     visual: Annotated[int, typer.Option(min=0, help="Images in the visual-testing panel.")] = 3,
     list_variants: Annotated[bool, typer.Option("--list", help="List the registered pitfalls and exit.")] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
-    from repliscope.datasets import resolve_dataset
-    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.evaluation.run import prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.pitfalls.base import PITFALLS
     from repliscope.pitfalls.sweep import run_sweep
@@ -156,10 +173,8 @@ def pitfalls(
         return
     try:
         loaded = load_manifest(manifest)
-        settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
-                               batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
-                               evaluated_as=_dataset_ref(evaluated_as), allow_download=download)
-        data = resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
+        settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
+                                            threads, batch_size, prep_workers, limit, fail_fast, download)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
