@@ -192,7 +192,7 @@ def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prep
         inputs = np.stack([prepared_batch[i][plan.name][0] for i in plan.ok_rows])  # type: ignore[misc]
         twin = next((other for other, x, _ in done
                      if other.runner is plan.runner and other.batch_size == plan.batch_size
-                     and other.ok_rows == plan.ok_rows and np.array_equal(x, inputs)), None)
+                     and other.ok_rows == plan.ok_rows and _same_array(x, inputs)), None)
         if twin is not None:
             scores = next(y for other, _, y in done if other is twin)
             plan.shared_batches[twin.name] = plan.shared_batches.get(twin.name, 0) + 1
@@ -213,6 +213,15 @@ def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prep
                                         topk_indices=[int(v) for v in out.topk_indices[row]],
                                         topk_probs=[float(v) for v in out.topk_scores[row]])
     plan.loop.predictions.extend(preds)
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-identical? A strided probe first (about 0.02 % of the values): different variants almost always
+    differ everywhere, so the full comparison runs only for likely twins."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    return bool(np.array_equal(fa[::4099], fb[::4099])) and bool(np.array_equal(fa, fb))
 
 
 def _pair_batch(plans: list[_Plan]) -> None:
