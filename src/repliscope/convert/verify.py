@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax as scipy_softmax
 
 from repliscope.convert.keras_target import import_keras
 from repliscope.errors import RepliscopeError
@@ -33,9 +34,8 @@ class OutputCheck:
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+    """Class probabilities of (N, C) logits, in float64 (scipy)."""
+    return np.asarray(scipy_softmax(logits.astype(np.float64), axis=-1))
 
 
 def torch_logits(module: Any, x_nchw: np.ndarray, batch_size: int = 32) -> np.ndarray:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,7 +37,6 @@ from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
 
 REFERENCE = "reference"
-_PLAN_FAILED = "\0plan failed: "
 
 
 @dataclass
@@ -60,8 +60,22 @@ class _Plan:
     failed: str | None = None  # a pipeline error (not a sample's fault): the variant stops, the sweep goes on
 
 
-# per sample: plan name -> (model input or None, layout, failure reason or None)
-_Prepared = dict[str, tuple[np.ndarray | None, str, str | None]]
+class _Cell(NamedTuple):
+    """One plan's pre-processed sample: the model input and its layout, or why the sample failed (``error``,
+    recorded), or why the plan's pipeline cannot run at all (``fatal``: the variant stops, the sweep goes on)."""
+
+    data: np.ndarray | None
+    layout: str = ""
+    error: str | None = None
+    fatal: str | None = None
+
+
+@dataclass(frozen=True)
+class _Fatal:
+    message: str
+
+
+_Prepared = dict[str, _Cell]  # plan name -> cell, for one sample
 
 
 @dataclass
@@ -104,13 +118,13 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
     try:
         data = sample.read()
     except OSError as exc:
-        return {p.name: (None, "", f"unreadable: {exc}") for p in plans}
+        return {p.name: _Cell(None, error=f"unreadable: {exc}") for p in plans}
     root = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
-    memo: dict[tuple[str, ...], Item | str] = {}
+    memo: dict[tuple[str, ...], Item | str | _Fatal] = {}
     out: _Prepared = {}
     for plan in plans:
         item: Item = root
-        error: str | None = None
+        error: str | _Fatal | None = None
         for i, op in enumerate(plan.pipeline.pre_ops):
             key = tuple(plan.op_keys[: i + 1])
             hit = memo.get(key)
@@ -118,15 +132,18 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
                 try:
                     hit = apply_op(op, item)
                 except RepliscopeError as exc:  # this variant's pipeline cannot run at all
-                    hit = f"{_PLAN_FAILED}{op.name}: {exc}"
+                    hit = _Fatal(f"{op.name}: {exc}")
                 memo[key] = hit
-            if isinstance(hit, str):
+            if not isinstance(hit, Item):
                 error = hit
                 break
             item = hit
         if error is None:
             error = shape_error(item.data, expected_shape)
-        out[plan.name] = (None, "", error) if error is not None else (item.data, item.layout, None)
+        if isinstance(error, _Fatal):
+            out[plan.name] = _Cell(None, fatal=error.message)
+        else:
+            out[plan.name] = _Cell(None, error=error) if error is not None else _Cell(item.data, item.layout)
     return out
 
 
@@ -174,22 +191,21 @@ def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prep
     """Run ``plan`` on one batch. When an earlier plan of this batch fed the SAME runner, in the same batch
     size, bit-identical inputs, its outputs are reused: a deterministic runtime would compute them again."""
     if plan.failed is None:
-        reasons = [p[plan.name][2] or "" for p in prepared_batch]
-        plan.failed = next((r.removeprefix(_PLAN_FAILED) for r in reasons if r.startswith(_PLAN_FAILED)), None)
+        plan.failed = next((p[plan.name].fatal for p in prepared_batch if p[plan.name].fatal), None)
     if plan.failed is not None:
         if plan.name == REFERENCE:
             raise RepliscopeError(f"the reference pipeline cannot run: {plan.failed}")
         plan.probs = None
         return
-    preds = [SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name][2])
+    preds = [SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name].error)
              for smp, p in zip(batch, prepared_batch, strict=True)]
     if fail_fast and any(p.error for p in preds):
         bad = next(p for p in preds if p.error)
         raise SampleError(f"sample '{bad.sample_id}' failed in {plan.name}: {bad.error} (--fail-fast)")
-    plan.ok_rows = [i for i, p in enumerate(prepared_batch) if p[plan.name][0] is not None]
+    plan.ok_rows = [i for i, p in enumerate(prepared_batch) if p[plan.name].data is not None]
     plan.probs = None
     if plan.ok_rows:
-        inputs = np.stack([prepared_batch[i][plan.name][0] for i in plan.ok_rows])  # type: ignore[misc]
+        inputs = np.stack([prepared_batch[i][plan.name].data for i in plan.ok_rows])  # type: ignore[misc]
         twin = next((other for other, x, _ in done
                      if other.runner is plan.runner and other.batch_size == plan.batch_size
                      and other.ok_rows == plan.ok_rows and _same_array(x, inputs)), None)
@@ -207,7 +223,7 @@ def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prep
         out = plan.pipeline.postprocess(scores)
         if out.topk_indices is None or out.topk_scores is None:
             raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
-        plan.probs = out.scores if out.is_probability else _softmax(out.scores)
+        plan.probs = out.scores  # probabilities: the manifest loader requires a softmax for logits outputs
         for row, i in enumerate(plan.ok_rows):
             preds[i] = SamplePrediction(sample_id=batch[i].id, label=batch[i].label,
                                         topk_indices=[int(v) for v in out.topk_indices[row]],
@@ -242,12 +258,6 @@ def _pair_batch(plans: list[_Plan]) -> None:
         plan.abs_diff.extend(np.abs(a.astype(np.float64) - b).max(axis=1).tolist())
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    z = x.astype(np.float64) - x.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
 def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
               visual: list[tuple[Sample, _Prepared]], total: float) -> SweepOutput:
     sweep_id = uuid.uuid4().hex
@@ -277,7 +287,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
     ordered.sort(key=lambda v: v.name)
     ref_rec = records[0]
     panels = [VisualPanel(sample_id=smp.id, label=smp.label, entries=[
-        visual_entry(p.name, _cell(prep, REFERENCE), _cell(prep, p.name), prep[p.name][2]) for p in plans])
+        visual_entry(p.name, _cell(prep, REFERENCE), _cell(prep, p.name), prep[p.name].error) for p in plans])
         for smp, prep in visual]
     result = SweepResult(
         sweep_id=sweep_id, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,
@@ -293,7 +303,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
 
 
 def _cell(prep: _Prepared, name: str) -> tuple[np.ndarray, str] | None:
-    data, layout, _ = prep[name]
+    data, layout, _, _ = prep[name]
     return None if data is None else (data, layout)
 
 
