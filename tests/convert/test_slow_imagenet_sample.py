@@ -11,6 +11,7 @@ import pytest
 
 from repliscope.convert.verify import compare_logits, keras_logits, torch_logits
 from tests.convert import _helpers as H
+from tests.support import lite0_input
 
 
 @pytest.mark.slow
@@ -29,7 +30,7 @@ def test_keras_port_matches_torch_top1_on_every_sample_image() -> None:
     correct = [0, 0]
     with ThreadPoolExecutor(2) as pool:
         for i in range(0, len(files), 100):
-            x = np.stack(list(pool.map(H.preprocess, files[i:i + 100])))
+            x = np.stack(list(pool.map(lite0_input, files[i:i + 100])))
             ref, cand = torch_logits(module, x, 10), keras_logits(model, x, 50)  # fastest batch sizes here
             check = compare_logits(ref, cand)
             flipped += [files[i + j].name for j in check.flipped]

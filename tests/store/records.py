@@ -14,8 +14,9 @@ from repliscope.evaluation.record import (
     Timings,
     result_hash,
 )
+from tests.conftest import FOOLBOX_LABELS
 
-LABELS = [243, 559, 438, 990, 949, 853, 609, 609, 915, 455, 541, 630, 741, 471, 129, 99, 251, 22, 317, 305]
+LABELS = FOOLBOX_LABELS
 IDS = [f"imagenet_{i:02d}_{label}.jpg" for i, label in enumerate(LABELS)]
 FOOLBOX_IDENTITY = "99bb2a439b0b352c4bcc7b70e841ca21fb2af45d2dede8b9cd5648b90586ac7d"
 # top-1 probabilities as float32 softmax outputs widened to Python floats (many significant digits)

