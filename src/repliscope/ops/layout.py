@@ -32,17 +32,15 @@ class DataLayout(PreOp):
         target = "CHW" if self.params.layout == "NCHW" else "HWC"
         if item.layout == target:
             return item
+        return item.with_data(self._move(item.data, target), layout=target)
+
+    def _move(self, data: np.ndarray, target: str) -> np.ndarray:
         axes = (2, 0, 1) if target == "CHW" else (1, 2, 0)
-        return item.with_data(np.ascontiguousarray(item.data.transpose(axes)), layout=target)
-
-
-class ReshapeLayoutParams(OpParams):
-    layout: Literal["NCHW", "NHWC"]
-    """Batch layout the buggy code believes it produces."""
+        return np.ascontiguousarray(data.transpose(axes))
 
 
 @OPS.register("reshape_layout")
-class ReshapeLayout(PreOp):
+class ReshapeLayout(DataLayout):
     """THE CLASSIC BUG, as an op: reinterpret the buffer in the target layout's shape without moving data.
 
     In: HWC (or CHW), any dtype. Out: the same memory read as CHW (``NCHW``) or HWC (``NHWC``), i.e.
@@ -51,19 +49,8 @@ class ReshapeLayout(PreOp):
     """
 
     name = "reshape_layout"
-    Params = ReshapeLayoutParams
-    params: ReshapeLayoutParams
 
-    def __call__(self, item: Item) -> Item:
-        require_image(self, item)
-        target = "CHW" if self.params.layout == "NCHW" else "HWC"
-        if item.layout == target:
-            return item
-        data = np.ascontiguousarray(item.data)
-        if item.layout == "HWC":
-            h, w, c = data.shape
-            out = data.reshape(c, h, w)
-        else:
-            c, h, w = data.shape
-            out = data.reshape(h, w, c)
-        return item.with_data(out.copy(), layout=target)
+    def _move(self, data: np.ndarray, target: str) -> np.ndarray:
+        a, b, c = data.shape  # HWC -> read as (c, a, b); CHW -> read as (b, c, a)
+        shape = (c, a, b) if target == "CHW" else (b, c, a)
+        return np.ascontiguousarray(data).reshape(shape).copy()
