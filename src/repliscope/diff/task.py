@@ -160,14 +160,14 @@ def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
     """Exact McNemar on paired correctness ``(a_correct, b_correct)``; None when there are no pairs."""
     if not pairs:
         return None
-    from scipy.stats import binomtest
+    from repliscope.metrics.intervals import mcnemar_exact_p
 
     b = sum(1 for a, c in pairs if a and not c)
     c = sum(1 for a, cc in pairs if not a and cc)
-    p = 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
+    p = mcnemar_exact_p(b, c)
     return McNemar(n=len(pairs), both_correct=sum(1 for a, cc in pairs if a and cc),
                    both_wrong=sum(1 for a, cc in pairs if not a and not cc), only_a_correct=b, only_b_correct=c,
-                   p_value=min(1.0, p))
+                   p_value=p)
 
 
 def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:

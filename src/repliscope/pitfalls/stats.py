@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binomtest
 
+from repliscope.metrics.intervals import mcnemar_exact_p
 from repliscope.pitfalls.result import PairedStats
 
 _EPS = 1e-12
@@ -20,11 +20,6 @@ def kl_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.maximum(np.sum(p64 * (np.log(p64) - np.log(q64)), axis=1), 0.0)
 
 
-def mcnemar_exact(b: int, c: int) -> float:
-    """Exact two-sided McNemar p-value: binomial test of b successes in b + c trials at 0.5 (1.0 if b+c == 0)."""
-    if b + c == 0:
-        return 1.0
-    return float(binomtest(b, b + c, 0.5).pvalue)
 
 
 def paired_stats(ref_top1: np.ndarray, var_top1: np.ndarray, labels: np.ndarray | None, kl: np.ndarray,
@@ -44,7 +39,7 @@ def paired_stats(ref_top1: np.ndarray, var_top1: np.ndarray, labels: np.ndarray 
             b = int((ref_ok & ~var_ok).sum())
             c = int((~ref_ok & var_ok & known).sum())
             m = int(known.sum())
-            stats.b, stats.c, stats.mcnemar_p = b, c, mcnemar_exact(b, c)
+            stats.b, stats.c, stats.mcnemar_p = b, c, mcnemar_exact_p(b, c)
             stats.delta_top1 = (int(var_ok.sum()) - int(ref_ok.sum())) / m
             if ref_top5_hits is not None and var_top5_hits is not None:
                 stats.delta_top5 = (int((var_top5_hits & known).sum()) - int((ref_top5_hits & known).sum())) / m
