@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,20 +9,19 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.output import console, print_record, print_table
 from repliscope.errors import RepliscopeError
 
 app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
-runs_app = typer.Typer(help="Stored evaluation records.", no_args_is_help=True)
-manifest_app = typer.Typer(help="Model manifests.", no_args_is_help=True)
-app.add_typer(runs_app, name="runs")
-app.add_typer(manifest_app, name="manifest")
 
 
 def _register_plugins() -> None:
-    from repliscope.cli import convert_cmd, diff_cmd, report_cmd
+    from repliscope.cli import convert_cmd, diff_cmd, manifest_cmd, report_cmd, runs_cmd
 
+    runs_cmd.register(app)
+    manifest_cmd.register(app)
     report_cmd.register(app)
     diff_cmd.register(app)
     convert_cmd.register(app)
@@ -31,9 +29,6 @@ def _register_plugins() -> None:
 
 _register_plugins()
 
-DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
-                                                          "directory, or $REPLISCOPE_DB)")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 # options shared by the commands that run a manifest on data (evaluate, pitfalls)
 DatasetOption = Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")]
 RuntimeOption = Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: torch for a "
@@ -49,11 +44,6 @@ PrepWorkersOption = Annotated[int | None, typer.Option(min=1, help="Pre-processi
 LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")]
 FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed sample.")]
 DownloadOption = Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")]
-
-
-def _fail(exc: Exception) -> None:
-    print(f"error: {exc}", file=sys.stderr)
-    raise typer.Exit(code=2)
 
 
 def _dataset_ref(text: str | None) -> Any:
@@ -84,10 +74,6 @@ def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rul
 def native_runtime(framework: str) -> str:
     """The runtime that runs a manifest's own format when --runtime is not given."""
     return {"torch": "torch", "onnx": "onnxruntime"}[framework]
-
-
-def _emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 @app.command()
@@ -125,10 +111,10 @@ def evaluate(
             record = run_evaluation(prepared, data, on_progress=lambda n: progress.advance(task, n))
         store.save(record)
     except RepliscopeError as exc:
-        _fail(exc)
+        fail(exc)
         return
     if as_json:
-        _emit_json(record.model_dump(mode="json"))
+        emit_json(record.model_dump(mode="json"))
     else:
         print_record(record)
         console.print(f"stored as run [bold]{record.run_id}[/]")
@@ -186,145 +172,16 @@ def pitfalls(
             store.save(record)
         store.save_sweep(out.result)
     except RepliscopeError as exc:
-        _fail(exc)
+        fail(exc)
         return
     if as_json:
-        _emit_json(out.result.model_dump(mode="json"))
+        emit_json(out.result.model_dump(mode="json"))
         return
     from repliscope.cli.output import print_sweep
 
     print_sweep(out.result)
     console.print(f"stored as sweep [bold]{out.result.sweep_id}[/] ({len(out.records)} runs); "
                   f"repliscope report {out.result.sweep_id[:12]} --format html")
-
-
-@runs_app.command("list")
-def runs_list(
-    limit: int = 50,
-    kind: Annotated[str | None, typer.Option(help="evaluation | pitfall_variant")] = None,
-    sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep (a unique id prefix).")] = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List stored runs, newest first."""
-    from repliscope.store.repository import RunStore
-
-    try:
-        store = RunStore(db)
-        sweep_id = store.get_sweep(sweep).sweep_id if sweep else None
-        runs = store.list(limit=limit, kind=kind, sweep_id=sweep_id)
-    except RepliscopeError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        _emit_json([r.model_dump(mode="json") for r in runs])
-        return
-    print_table("runs (newest first; top-1 in %)", ["run", "created", "manifest", "runtime", "dataset", "n",
-                                                    "failed", "top-1", "sweep variant"],
-                [[r.run_id[:12], f"{r.created_at:%m-%d %H:%M}", r.manifest_name, r.runtime, r.dataset_name,
-                  r.num_samples, r.num_failed, "" if r.top1 is None else f"{100 * r.top1:.1f}",
-                  f"{r.sweep_id[:6]}:{r.variant}" if r.sweep_id else ""] for r in runs])
-
-
-@runs_app.command("show")
-def runs_show(run_id: str, samples: Annotated[bool, typer.Option(help="List every sample.")] = False,
-              db: DbOption = None, as_json: JsonOption = False) -> None:
-    """Show one run's full record (a unique prefix of the id is enough)."""
-    from repliscope.store.repository import RunStore
-
-    try:
-        record = RunStore(db).get(run_id)
-    except RepliscopeError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        _emit_json(record.model_dump(mode="json"))
-    else:
-        print_record(record, show_samples=samples)
-
-
-@runs_app.command("compare")
-def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """Metric deltas (B - A) and the samples whose top-1 differs."""
-    from repliscope.store.compare import compare_runs
-    from repliscope.store.repository import RunStore
-
-    try:
-        store = RunStore(db)
-        comparison = compare_runs(store.get(run_a), store.get(run_b))
-    except RepliscopeError as exc:
-        _fail(exc)
-        return
-    if as_json:
-        _emit_json(comparison.model_dump(mode="json"))
-        return
-    from repliscope.cli.output import print_comparison
-
-    print_comparison(comparison)
-
-
-@manifest_app.command("validate")
-def manifest_validate(files: Annotated[list[Path], typer.Argument(help="Manifest files.")]) -> None:
-    """Check manifests against the schema and the op registry; every file is checked, exit 2 if any is invalid."""
-    from repliscope.manifest.loader import load_manifest
-
-    invalid = 0
-    for f in files:
-        try:
-            loaded = load_manifest(f)
-        except RepliscopeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            invalid += 1
-            continue
-        console.print(f"[green]ok[/] {f}: {loaded.manifest.name} {loaded.manifest.version}, "
-                      f"{len(loaded.manifest.preprocess)} pre-processing ops, {len(loaded.manifest.claims)} claims")
-    if invalid:
-        raise typer.Exit(code=2)
-
-
-@manifest_app.command("show")
-def manifest_show(
-    file: Path,
-    resolved: Annotated[bool, typer.Option(help="Resolve every op (library + version), the model source and "
-                                                "the framework check.")] = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Print a manifest; with --resolved, exactly what a run would execute."""
-    from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
-    from repliscope.manifest.loader import build_ops, load_manifest
-    from repliscope.ops.base import BuildContext
-    from repliscope.ops.pipeline import Pipeline
-
-    try:
-        loaded = load_manifest(file)
-        out: dict[str, Any] = {"name": loaded.manifest.name, "version": loaded.manifest.version,
-                               "sha256": loaded.sha256}
-        if resolved:
-            cache = default_cache_dir()
-            artifact = resolve_artifact(loaded, cache)
-            names = load_class_names(loaded, cache)
-            pipeline = Pipeline(*build_ops(loaded, BuildContext(class_names=names)))
-            out["source"] = {"path": str(artifact.path), "sha256": artifact.sha256, "verified": True,
-                             "format": artifact.format}
-            out["framework"] = {"name": loaded.manifest.framework.name,
-                                "constraint": loaded.manifest.framework.version, "satisfied": True}
-            out["pipeline"] = pipeline.describe()
-        else:
-            out["manifest"] = loaded.manifest.model_dump(mode="json")
-    except RepliscopeError as exc:
-        _fail(exc)
-        return
-    if as_json or not resolved:
-        _emit_json(out)
-        return
-    console.print(f"[bold]{out['name']} {out['version']}[/] (manifest sha256 {out['sha256'][:12]})")
-    console.print(f"source    {out['source']['path']} (sha256 verified)")
-    console.print(f"framework {out['framework']['name']} {out['framework']['constraint']}: satisfied")
-    for stage in ("preprocess", "postprocess"):
-        rows = [[i, op["op"], op["library"], op["library_version"],
-                 ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("op", "library", "library_version"))]
-                for i, op in enumerate(out["pipeline"][stage])]
-        print_table(stage, ["#", "op", "library", "version", "parameters"], rows)
 
 
 def main() -> None:
