@@ -156,6 +156,8 @@ def record(top1: list[int] | None = None, run_id: str = "310bfb341ef1400185577e4
         samples=preds, result_hash=result_hash(preds), sweep_id=sweep_id, variant=variant)
 
 
+DIFF_SCALE = 63.75  # a quarter of the reference input's range (0..255), as the sweep uses
+
 # --- visual panels -------------------------------------------------------------------------------------------
 
 def png_b64(array: np.ndarray) -> str:
@@ -185,17 +187,21 @@ def visual_panel(index: int) -> VisualPanel:
     ref = reference_input(index)
     swapped = ref[..., ::-1].copy()
     scrambled = ref.reshape(3, ref.shape[0], ref.shape[1]).transpose(1, 2, 0).copy()
-    entries = [VisualEntry(variant="reference", image_png=png_b64(ref))]
+    label = LABELS[index]
+    entries = [VisualEntry(variant="reference", image_png=png_b64(ref), top1=LITE0_TOP1[index], top1_prob=0.70)]
     for name, arr in (("color_layout_swapped", swapped), ("data_layout_bug", scrambled)):
         diff_png, mx, mean = heatmap(ref, arr)
+        top1 = (COLOR_SWAPPED_TOP1 if name == "color_layout_swapped" else DATA_LAYOUT_TOP1)[index]
         entries.append(VisualEntry(variant=name, image_png=png_b64(arr), diff_png=diff_png, max_abs_diff=mx,
-                                   mean_abs_diff=mean))
+                                   mean_abs_diff=mean, diff_scale=DIFF_SCALE, top1=top1, top1_prob=0.42))
     entries.append(VisualEntry(variant="threads_changed", image_png=png_b64(ref), diff_png=heatmap(ref, ref)[0],
-                               max_abs_diff=0.0, mean_abs_diff=0.0))
+                               max_abs_diff=0.0, mean_abs_diff=0.0, diff_scale=DIFF_SCALE, top1=LITE0_TOP1[index],
+                               top1_prob=0.70))
     squashed = np.asarray(Image.fromarray(ref).resize((40, 40)))
     entries.append(VisualEntry(variant="no_center_crop", image_png=png_b64(squashed),
-                               note="different field of view: compared by eye only"))
-    return VisualPanel(sample_id=SAMPLE_IDS[index], label=LABELS[index], entries=entries)
+                               note="different field of view: compared by eye only", top1=NO_CROP_TOP1[index],
+                               top1_prob=0.55))
+    return VisualPanel(sample_id=SAMPLE_IDS[index], label=label, entries=entries)
 
 
 # --- the sweep -----------------------------------------------------------------------------------------------
@@ -237,6 +243,7 @@ def outcome(name: str, top1: list[int]) -> VariantOutcome:
     correct = sum(p == label for p, label in zip(top1, LABELS, strict=True))
     return VariantOutcome(name=name, description="", change="", status="ok", run_id=VARIANT_RUN_IDS[name],
                           metrics=[metric("top1", correct), metric("top5", min(20, correct + 1))],
+                          evaluated_samples=20,
                           pipeline=PIPELINE, inference_seconds=0.61)
 
 

@@ -65,15 +65,16 @@ def test_run_report_has_every_section_in_order(run_html: str) -> None:
 
 def test_every_image_is_an_embedded_png(sweep_html: str, run_html: str) -> None:
     sweep_page = parse(sweep_html)
-    # deltas chart + 2 panels x (reference input + 3 variant inputs + 2 heatmaps)
-    assert len(sweep_page.images) == 1 + 2 * (4 + 2)
-    assert sweep_page.images_by_section == {"deltas": 1, "visual": 12}
+    # claim plot + deltas chart + 2 panels x (colour scale + reference input + 3 variant inputs + 2 heatmaps)
+    assert len(sweep_page.images) == 1 + 1 + 2 * (1 + 4 + 2)
+    assert sweep_page.images_by_section == {"claim": 1, "deltas": 1, "visual": 14}
     for img in sweep_page.images:
         decode_data_uri(img["src"])
         assert img["alt"]
     run_page = parse(run_html)
-    assert run_page.images_by_section == {"latency": 1}
-    decode_data_uri(run_page.images[0]["src"])
+    assert run_page.images_by_section == {"claim": 1, "latency": 1}
+    for img in run_page.images:
+        decode_data_uri(img["src"])
 
 
 def test_visual_panel_images_are_the_sweeps_pngs(sweep_result: SweepResult, sweep_html: str) -> None:
@@ -91,19 +92,19 @@ def test_pitfall_table_has_one_row_per_variant_and_the_reference(sweep_result: S
     names = [a["data-variant"] for a in table.row_attrs]
     assert names == ["reference"] + [v.name for v in sweep_result.variants]
     assert len(table.rows) == 1 + len(sweep_result.variants) == 6
-    assert all(len(row) == 11 for row in table.rows)
+    assert all(len(row) == 13 for row in table.rows)
     by_name = dict(zip(names, table.rows, strict=True))
     ref = by_name["reference"]
-    assert ref[2:5] == ["90.0% (18/20)", "[69.9%, 97.2%]", "95.0% (19/20)"]
-    assert ref[5:10] == ["—"] * 5
+    assert ref[2:6] == ["20 / 0", "90.0% (18/20)", "[69.9%, 97.2%]", "95.0% (19/20)"]
+    assert ref[6:12] == ["—"] * 6
     swapped = by_name["color_layout_swapped"]
     assert swapped[1] == "decode channels RGB -> BGR"
-    assert swapped[2:10] == ["80.0% (16/20)", "[58.4%, 91.9%]", "85.0% (17/20)", "-10.0 pp", "0.625", "75.0%",
-                             "5/20", "0.1843"]
-    assert swapped[10] == "ok"
+    assert swapped[2:12] == ["20 / 0", "80.0% (16/20)", "[58.4%, 91.9%]", "85.0% (17/20)", "20", "-10.0 pp",
+                             "0.625", "75.0%", "5/20", "0.1843"]
+    assert swapped[12] == "ok"
     bug = by_name["data_layout_bug"]
-    assert bug[2] == "0.0% (0/20)" and bug[5] == "-90.0 pp" and bug[6] == "<0.0001 *" and bug[8] == "20/20"
-    assert by_name["no_center_crop"][5:7] == ["-5.0 pp", "1"]
+    assert bug[3] == "0.0% (0/20)" and bug[7] == "-90.0 pp" and bug[8] == "<0.0001 *" and bug[10] == "20/20"
+    assert by_name["no_center_crop"][7:9] == ["-5.0 pp", "1"]
 
 
 def test_not_applicable_and_failed_rows_show_their_reason(sweep_html: str) -> None:
@@ -111,11 +112,11 @@ def test_not_applicable_and_failed_rows_show_their_reason(sweep_html: str) -> No
     rows = {a["data-variant"]: (a["class"], row) for a, row in zip(table.row_attrs, table.rows, strict=True)}
     css, row = rows["resize_antialias_off"]
     assert css == "na"
-    assert row[10].startswith("not applicable")
-    assert "resize uses pillow, which always antialiases when downscaling" in row[10]
-    assert row[2:10] == ["—"] * 8
+    assert row[12].startswith("not applicable")
+    assert "resize uses pillow, which always antialiases when downscaling" in row[12]
+    assert row[2:12] == ["—"] * 10
     css, row = rows["float16_inference"]
-    assert css == "failed" and "no float16 kernel for Conv" in row[10]
+    assert css == "failed" and "no float16 kernel for Conv" in row[12]
     assert re.search(r"tr\.na td \{ color: #9aa3ab;", sweep_html)  # greyed by the stylesheet
 
 
@@ -180,7 +181,7 @@ def test_variant_strings_are_escaped(sweep_result: SweepResult) -> None:
     evil = sweep_result.variants[0].model_copy(update={"change": "<b onmouseover=x>", "reason": "</td><td>x"})
     html = render_sweep_html(sweep_result.model_copy(update={"variants": [evil, *sweep_result.variants[1:]]}))
     assert "<b onmouseover" not in html and "</td><td>x" not in html
-    assert len(parse(html).tables["pitfall-table"].rows[1]) == 11
+    assert len(parse(html).tables["pitfall-table"].rows[1]) == 13
 
 
 def test_reports_open_offline(sweep_html: str, run_html: str) -> None:

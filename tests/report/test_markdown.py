@@ -57,30 +57,31 @@ def test_pitfall_table_rows(sweep_result: SweepResult) -> None:
     rows = _table_rows(md, "| variant | the one change |")
     assert len(rows) == 1 + len(sweep_result.variants)
     assert rows[0][0] == "**reference**"
-    assert rows[1] == ["`color_layout_swapped`", "decode channels RGB -> BGR", "80.0% (16/20)", "[58.4%, 91.9%]",
-                       "85.0% (17/20)", "-10.0 pp", "0.625", "75.0%", "5/20", "0.1843", "ok"]
-    assert rows[2][6] == "<0.0001 \\*"
-    assert rows[4][10].startswith("*not applicable*: resize uses pillow")
-    assert rows[5][10].startswith("*failed*: onnxruntime")
+    assert rows[1] == ["`color_layout_swapped`", "decode channels RGB -> BGR", "20 / 0", "80.0% (16/20)",
+                       "[58.4%, 91.9%]", "85.0% (17/20)", "20", "-10.0 pp", "0.625", "75.0%", "5/20", "0.1843", "ok"]
+    assert rows[2][8] == "<0.0001 \\*"
+    assert rows[4][12].startswith("*not applicable*: resize uses pillow")
+    assert rows[5][12].startswith("*failed*: onnxruntime")
 
 
 def test_embedded_images_decode(sweep_result: SweepResult, run_record: EvaluationRecord) -> None:
     md = render_sweep_markdown(sweep_result)
     images = _IMAGE.findall(md)
-    assert len(images) == 1 + 2 * 6
-    assert md.count("| threads_changed | same as reference | — |") == 2
+    assert len(images) == 1 + 1 + 2 * (1 + 6)  # claim, deltas, per panel a colour scale and 6 pictures
+    assert md.count("| threads_changed | same as reference | — | top-1 243 (bull_mastiff), 70.0% |") == 1
     for alt, src in images:
         assert alt
         decode_data_uri(src)
     run_images = _IMAGE.findall(render_run_markdown(run_record))
-    assert len(run_images) == 1
-    decode_data_uri(run_images[0][1])
+    assert len(run_images) == 2  # claim plot and latency
+    for _, src in run_images:
+        decode_data_uri(src)
 
 
 def test_images_as_files_beside_the_markdown(sweep_result: SweepResult, tmp_path: Path) -> None:
     md = render_sweep_markdown(sweep_result, sink=files_sink(tmp_path / "r_files", "r_files"))
     srcs = [src for _, src in _IMAGE.findall(md)]
-    assert len(srcs) == 13 and not any(s.startswith("data:") for s in srcs)
+    assert len(srcs) == 16 and not any(s.startswith("data:") for s in srcs)
     for src in srcs:
         assert src.startswith("r_files/") and src.endswith(".png")
         with Image.open(tmp_path / src) as image:

@@ -52,7 +52,7 @@ def test_write_report_md_with_image_files(sweep_result: SweepResult, tmp_path: P
     out = write_report(sweep_result, "md", tmp_path / "sweep.md", images="files")
     text = out.read_text(encoding="utf-8")
     files = sorted((tmp_path / "sweep_files").glob("*.png"))
-    assert len(files) == 13
+    assert len(files) == 16
     assert "](sweep_files/deltas.png)" in text and "data:image" not in text
 
 

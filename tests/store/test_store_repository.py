@@ -4,6 +4,7 @@ The PostgreSQL database named there is emptied (tables dropped) after every test
 """
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -60,7 +61,7 @@ def test_round_trip_keeps_timezone(store: RunStore) -> None:
 
 
 def test_record_survives_reopening(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'deep' / 'dir' / 'runs.db'}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
     record = make_record("2" * 32, TOP1_A)
     with RunStore(url) as first:
         first.save(record)
@@ -139,6 +140,22 @@ def test_default_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with RunStore() as s:
         assert s.list() == []
     assert (tmp_path / "data" / "repliscope" / "repliscope.db").is_file()
+
+
+def test_sqlite_file_in_a_missing_folder_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typo in --db / $REPLISCOPE_DB must not create a new, empty database somewhere: nothing is created."""
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(StoreError) as err:
+        RunStore(f"sqlite:///{missing / 'runs.db'}")
+    assert str(err.value) == (f"the folder {missing} of the run database sqlite:///{missing / 'runs.db'} does not "
+                              "exist; create it first or choose another --db / $REPLISCOPE_DB")
+    monkeypatch.setenv("REPLISCOPE_DB", str(missing / "env.db"))
+    with pytest.raises(StoreError, match=rf"the folder {re.escape(str(missing))} of the run database .* does not"):
+        RunStore()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(StoreError, match=r"afile of the run database .* is not a folder"):
+        RunStore(f"sqlite:///{tmp_path / 'afile' / 'runs.db'}")
+    assert not (tmp_path / "no").exists()
 
 
 def test_unusable_database_is_a_store_error_without_password() -> None:

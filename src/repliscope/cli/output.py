@@ -75,10 +75,15 @@ def print_comparison(c: RunComparison) -> None:
     console.print(f"[bold]A[/] {c.run_a}\n[bold]B[/] {c.run_b}")
     for w in c.warnings:
         console.print(f"[yellow]warning:[/] {w}")
-    console.print(f"common samples {c.common_samples} (only in A: {c.only_in_a}, only in B: {c.only_in_b}); "
+    console.print(f"common samples {c.common_samples}, evaluated by both {c.common_evaluated} (only in A: "
+                  f"{c.only_in_a}, only in B: {c.only_in_b}); "
                   f"result hash {'[green]identical[/]' if c.same_result_hash else '[yellow]differs[/]'}")
-    print_table("metrics (B - A)", ["metric", "A", "B", "delta", "A interval", "B interval"],
+    if not c.comparable:
+        return
+    print_table("metrics (B - A); paired: on the samples both runs evaluated",
+                ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
                 [[d.name, pct(d.a), pct(d.b), f"{100 * d.delta:+.2f} pt",
+                  "n/a" if d.paired_delta is None else f"{100 * d.paired_delta:+.2f} pt (n = {d.paired_n})",
                   f"[{pct(d.ci_a[0])}, {pct(d.ci_a[1])}]", f"[{pct(d.ci_b[0])}, {pct(d.ci_b[1])}]"]
                  for d in c.metric_deltas])
     if c.max_abs_top1_prob_diff is not None:
@@ -101,17 +106,29 @@ def print_sweep(sweep: SweepResult) -> None:
     for v in [ref, *sweep.variants]:
         t1 = v.metric("top1")
         p = v.paired
+        ran = v.status == "ok"
         rows.append([
-            v.name, f"{100 * t1.value:.1f}" if t1 else "",
-            f"{100 * t1.ci_low:.1f}-{100 * t1.ci_high:.1f}" if t1 else "",
+            v.name, "" if not ran or v.evaluated_samples is None else str(v.evaluated_samples),
+            str(v.failed_samples) if ran else "", f"{100 * t1.value:.1f}" if t1 else "",
+            f"{100 * t1.ci_low:.1f}-{100 * t1.ci_high:.1f}" if t1 else "", str(p.n) if p else "",
             f"{100 * p.delta_top1:+.1f}" if p and p.delta_top1 is not None else "",
             f"{p.mcnemar_p:.2g}" if p and p.mcnemar_p is not None else "",
             f"{100 * p.agreement:.1f}" if p else "", str(p.flipped) if p else "",
             f"{p.mean_kl:.3g}" if p else "", "n/a" if v.status == "not applicable" else v.status])
-    print_table("pitfalls, paired against the reference (top-1 and deltas in %)",
-                ["variant", "top-1", "95 % CI", "Δ", "McNemar p", "agree", "flips", "KL", ""], rows)
+    print_table("pitfalls (top-1 over each variant's own evaluated samples; Δ, p, agree, flips and KL paired "
+                "against the reference on the samples both evaluated: 'pairs'; top-1 and Δ in %)",
+                ["variant", "n", "failed", "top-1", "95 % CI", "pairs", "Δ", "McNemar p", "agree", "flips", "KL",
+                 ""], rows)
     for v in sweep.variants:
         console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
                       highlight=False)
-    console.print(f"time {sweep.timings['total_seconds']:.1f} s "
-                  f"({sweep.timings['inference_seconds']:.1f} s in the runtime)")
+    for v in sweep.variants:
+        if v.paired is not None and not v.paired.same_samples:
+            console.print(f"[yellow]warning:[/] {v.name}: {v.paired.pairing_note()}; its top-1 and the "
+                          f"reference's are over different samples, Δ is not their difference", highlight=False)
+    t = sweep.timings
+    parts = [f"{t[k]:.1f} s {label}" for k, label in (("load_seconds", "loading the model(s)"),
+                                                      ("warmup_seconds", "warm-up"),
+                                                      ("loop_seconds", "measured loop"),
+                                                      ("inference_seconds", "in the runtime")) if k in t]
+    console.print(f"time {t['total_seconds']:.1f} s ({', '.join(parts)})")

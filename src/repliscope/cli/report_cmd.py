@@ -48,8 +48,9 @@ def report(
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: "
                                              "repliscope-<kind>-<id12>.<format> in the current directory).")] = None,
-    images: Annotated[str, typer.Option(help="Markdown only: 'embed' images as data URIs (one file), or 'files': "
-                                        "PNGs in <stem>_files/ beside the .md.")] = "embed",
+    images: Annotated[str, typer.Option(help="Markdown only: 'files': PNGs in <stem>_files/ beside the .md; "
+                                        "'embed': data URIs in the text (one file); 'auto': files for sweeps, "
+                                        "embed for runs.")] = "auto",
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
                                            "directory, or $REPLISCOPE_DB)")] = None,
     figure: Annotated[list[Path] | None, typer.Option("--figure", help="Extra PNG to embed in the layer-diff "
@@ -59,14 +60,14 @@ def report(
     """Write a self-contained report (claim, metrics, provenance; for sweeps the pitfall table, deltas chart and
     visual testing) of a stored run or sweep."""
     from repliscope.pitfalls.result import SweepResult
-    from repliscope.report.write import FORMATS, write_report
+    from repliscope.report.write import FORMATS, IMAGE_MODES, ImageMode, write_report
     from repliscope.store.repository import RunStore
 
     try:
         if fmt not in FORMATS:
             raise RepliscopeError(f"unknown report format '{fmt}' (allowed: {', '.join(FORMATS)})")
-        if images not in ("embed", "files"):
-            raise RepliscopeError(f"unknown --images '{images}' (allowed: embed, files)")
+        if images not in IMAGE_MODES:
+            raise RepliscopeError(f"unknown --images '{images}' (allowed: {', '.join(IMAGE_MODES)})")
         store = RunStore(db)
         obj = _resolve(store, object_id)
         is_sweep = isinstance(obj, SweepResult)
@@ -74,8 +75,8 @@ def report(
         full_id = obj.sweep_id if isinstance(obj, SweepResult) else obj.run_id
         path = out or Path(f"repliscope-{'sweep' if is_sweep else 'run'}-{full_id[:12]}.{fmt}")
         extra = [(f"layer-level diff ({p.stem})", p.read_bytes()) for p in figure or []]
-        written = write_report(obj, fmt, path, records=records, images="files" if images == "files" else "embed",
-                               extra_figures=extra or None)
+        mode: ImageMode = "files" if images == "files" else "embed" if images == "embed" else "auto"
+        written = write_report(obj, fmt, path, records=records, images=mode, extra_figures=extra or None)
     except (RepliscopeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(code=2) from None

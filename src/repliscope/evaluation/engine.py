@@ -33,16 +33,25 @@ class LoopOptions:
     prep_workers: int
     prefetch_batches: int = 2
     fail_fast: bool = False
+    warmup: bool = True
+    """One warm-up inference (zeros, the first batch's shape) after loading, outside the measured loop."""
 
 
 @dataclass
 class LoopResult:
-    """Per-sample predictions in dataset order, plus timings in seconds."""
+    """Per-sample predictions in dataset order, plus timings in seconds.
+
+    ``total_seconds`` = ``load_seconds`` (model build / ONNX export / session) + ``warmup_seconds`` +
+    ``loop_seconds`` (the measured loop: pre-processing and inference of every sample).
+    """
 
     predictions: list[SamplePrediction]
     batch_latencies: list[float] = field(default_factory=list)
     inference_seconds: float = 0.0
     total_seconds: float = 0.0
+    load_seconds: float = 0.0
+    warmup_seconds: float = 0.0
+    loop_seconds: float = 0.0
 
 
 Prepared = tuple[np.ndarray | None, str | None]
@@ -106,7 +115,9 @@ def run_loop(
     start = time.perf_counter()
     result = LoopResult(predictions=[])
     batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
-    runner.load()
+    result.load_seconds, result.warmup_seconds = load_and_warm_up(
+        runner, warmup_shape(len(batches[0]) if batches else 0, expected_shape) if options.warmup else None)
+    loop_start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
         pending: deque[list[Future[Prepared]]] = deque()
 
@@ -123,8 +134,24 @@ def run_loop(
             result.predictions.extend(_infer_batch(pipeline, runner, batch, prepared, options, result))
             if on_progress is not None:
                 on_progress(len(batch))
-    result.total_seconds = time.perf_counter() - start
+    end = time.perf_counter()
+    result.loop_seconds, result.total_seconds = end - loop_start, end - start
     return result
+
+
+def warmup_shape(batch_len: int, expected_shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """(batch_len, *expected_shape) for the warm-up, or None (no warm-up) without samples or with a
+    dynamic (< 1) input dimension."""
+    if batch_len < 1 or expected_shape is None or any(d is None or d < 1 for d in expected_shape):
+        return None
+    return (batch_len, *expected_shape)
+
+
+def load_and_warm_up(runner: Runner, shape: tuple[int, ...] | None) -> tuple[float, float]:
+    """Load ``runner`` and run one warm-up inference of ``shape`` (skipped when None) -> (load seconds of
+    this runner, warm-up seconds). A runner loaded earlier reports the time its load took then."""
+    runner.load()
+    return runner.load_seconds, runner.warm_up(shape) if shape is not None else 0.0
 
 
 def _infer_batch(pipeline: Pipeline, runner: Runner, batch: Sequence[Sample], prepared: list[Prepared],

@@ -57,10 +57,25 @@ class ClaimVerdict(_Model):
 
 
 class Timings(_Model):
+    """Wall-clock seconds of one run.
+
+    ``total_seconds`` = ``load_seconds`` (building the model, an ONNX export, creating the session) +
+    ``warmup_seconds`` (one inference on zeros of the first batch's shape) + ``loop_seconds`` (the measured
+    loop: reading, pre-processing and inferring every sample). ``inference_seconds`` and
+    ``batch_latencies_seconds`` are the runtime's share of the measured loop; ``throughput_samples_per_second``
+    is evaluated samples / ``loop_seconds`` (0 when undefined, e.g. for a sweep's variants sharing one loop).
+
+    Records stored before load and warm-up were separated have no ``loop_seconds`` (None): their
+    ``total_seconds`` and throughput include the model load, and ``load_seconds`` / ``warmup_seconds`` read as 0.
+    """
+
     total_seconds: float
     inference_seconds: float
     batch_latencies_seconds: list[float]
     throughput_samples_per_second: float
+    load_seconds: float = 0.0
+    warmup_seconds: float = 0.0
+    loop_seconds: float | None = None
 
 
 class ManifestInfo(_Model):

@@ -18,12 +18,18 @@ class _Model(BaseModel):
 
 
 class PairedStats(_Model):
-    """A variant against the reference on the same samples (both evaluated successfully).
+    """A variant against the reference on the samples BOTH evaluated successfully (``n``, the paired n).
 
+    Every number here is over those ``n`` samples only: a sample that failed in one of the two is in
+    ``failed_only_reference`` / ``failed_only_variant`` and in no statistic, so the paired delta can differ from
+    the difference of the two top-1 values (each over its own evaluated samples).
     ``b``: reference correct, variant wrong; ``c``: reference wrong, variant correct (McNemar's discordant
     pairs); ``mcnemar_p``: exact two-sided binomial test on b vs c (None without labels).
     ``agreement``: fraction of samples with the same top-1; ``flipped``: how many differ.
     ``mean_kl``: mean KL(reference || variant) of the output distributions, in nats.
+    ``n_labelled``: labelled paired samples, the denominator of ``ref_top1`` / ``var_top1`` (top-1 of each on
+    them) and of ``delta_top1 = var_top1 - ref_top1`` (likewise top-5).
+    Sweeps stored before these counts existed read them as 0 / None.
     """
 
     n: int
@@ -36,6 +42,21 @@ class PairedStats(_Model):
     mcnemar_p: float | None = None
     delta_top1: float | None = None
     delta_top5: float | None = None
+    n_labelled: int | None = None
+    ref_top1: float | None = None
+    var_top1: float | None = None
+    failed_only_reference: int = 0
+    failed_only_variant: int = 0
+
+    @property
+    def same_samples(self) -> bool:
+        """Did the reference and the variant evaluate exactly the same samples?"""
+        return self.failed_only_reference == 0 and self.failed_only_variant == 0
+
+    def pairing_note(self) -> str:
+        """Why the paired numbers can be over fewer samples than each side's own top-1."""
+        return (f"paired on the {self.n} samples both evaluated ({self.failed_only_variant} failed only in the "
+                f"variant, {self.failed_only_reference} only in the reference)")
 
 
 class VariantOutcome(_Model):
@@ -48,6 +69,9 @@ class VariantOutcome(_Model):
     metrics: list[MetricValue] = []
     paired: PairedStats | None = None
     failed_samples: int = 0
+    evaluated_samples: int | None = None
+    """Samples this variant evaluated successfully (its top-1 is over the labelled ones among them); None in
+    sweeps stored before it was recorded."""
     pipeline: dict[str, list[dict[str, Any]]] | None = None
     settings: dict[str, Any] = {}
     inference_seconds: float = 0.0
@@ -64,7 +88,10 @@ class VisualEntry(_Model):
 
     ``image_png``: the model input shown as an 8-bit RGB image (channel axis last, min-max scaled);
     ``diff_png``: heatmap of mean |variant - reference| over channels (None for the reference or when the
-    shapes differ); ``max_abs_diff`` / ``mean_abs_diff`` in model-input units.
+    shapes differ); ``max_abs_diff`` / ``mean_abs_diff`` in model-input units; ``diff_scale``: the difference
+    drawn at full colour (yellow) in ``diff_png`` (black is 0), for the colour scale.
+    ``top1`` / ``top1_prob``: this variant's prediction for the image (None when the sample failed).
+    Sweeps stored before ``diff_scale`` / ``top1`` existed read them as None.
     """
 
     variant: str
@@ -73,6 +100,9 @@ class VisualEntry(_Model):
     max_abs_diff: float | None = None
     mean_abs_diff: float | None = None
     note: str | None = None
+    diff_scale: float | None = None
+    top1: int | None = None
+    top1_prob: float | None = None
 
 
 class VisualPanel(_Model):

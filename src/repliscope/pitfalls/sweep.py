@@ -23,7 +23,7 @@ import numpy as np
 import repliscope
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import RepliscopeError, SampleError
-from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, shape_error
+from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, load_and_warm_up, shape_error, warmup_shape
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import PreparedRun, build_record, check_labels_in_range
 from repliscope.ops.base import Item
@@ -32,7 +32,7 @@ from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (re
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
 from repliscope.pitfalls.result import PairedStats, SweepResult, VariantOutcome, VisualPanel
 from repliscope.pitfalls.runners import runner_for
-from repliscope.pitfalls.stats import kl_divergence, paired_stats
+from repliscope.pitfalls.stats import kl_divergence, paired_predictions
 from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
 
@@ -158,8 +158,8 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     samples = dataset.samples
     batches = [samples[i:i + s.batch_size] for i in range(0, len(samples), s.batch_size)]
     visual: list[tuple[Sample, _Prepared]] = []
-    for plan in {id(p.runner): p for p in plans}.values():
-        plan.runner.load()
+    load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples), expected)
+    loop_start = time.perf_counter()
     workers = s.prep_workers or s.threads
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repliscope-sweep") as pool:
         pending: deque[list[Future[_Prepared]]] = deque()
@@ -182,8 +182,25 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
             _pair_batch(plans)
             if on_progress is not None:
                 on_progress(len(batch))
-    total = time.perf_counter() - start
-    return _assemble(prepared, dataset, plans, skipped, visual, total)
+    end = time.perf_counter()
+    timings = {"total_seconds": end - start, "load_seconds": load_seconds, "warmup_seconds": warmup_seconds,
+               "loop_seconds": end - loop_start}
+    return _assemble(prepared, dataset, plans, skipped, visual, timings)
+
+
+def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int, expected: tuple[int, ...]) -> tuple[float, float]:
+    """Load every distinct runner once and warm each up once per batch size it will see, before the measured
+    loop; fills each plan's ``loop.load_seconds`` / ``loop.warmup_seconds`` (shared runners report the same
+    load). Returns the sweep's (load seconds, warm-up seconds), each runner and warm-up counted once."""
+    loads: dict[int, float] = {}
+    warmups: dict[tuple[int, int], float] = {}
+    for plan in plans:
+        key = (id(plan.runner), plan.batch_size)
+        if key not in warmups:
+            shape = warmup_shape(min(plan.batch_size, n_samples), expected)
+            loads[id(plan.runner)], warmups[key] = load_and_warm_up(plan.runner, shape)
+        plan.loop.load_seconds, plan.loop.warmup_seconds = loads[id(plan.runner)], warmups[key]
+    return sum(loads.values()), sum(warmups.values())
 
 
 def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prepared], fail_fast: bool,
@@ -259,7 +276,7 @@ def _pair_batch(plans: list[_Plan]) -> None:
 
 
 def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
-              visual: list[tuple[Sample, _Prepared]], total: float) -> SweepOutput:
+              visual: list[tuple[Sample, _Prepared]], timings: dict[str, float]) -> SweepOutput:
     sweep_id = uuid.uuid4().hex
     s = prepared.settings
     records: list[EvaluationRecord] = []
@@ -270,7 +287,8 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
             outcomes[plan.name] = VariantOutcome(name=plan.name, description=plan.description, change=plan.change,
                                                  status="failed", reason=plan.failed, settings=plan.settings)
             continue
-        plan.loop.total_seconds = total
+        plan.loop.total_seconds = timings["total_seconds"]
+        plan.loop.loop_seconds = timings["loop_seconds"]
         options = LoopOptions(batch_size=plan.batch_size, prep_workers=s.prep_workers or s.threads,
                               fail_fast=s.fail_fast)
         rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner)
@@ -281,13 +299,17 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
         outcomes[plan.name] = VariantOutcome(
             name=plan.name, description=plan.description, change=plan.change, status="ok", run_id=rec.run_id,
             metrics=rec.metrics, paired=paired, failed_samples=rec.counts["failed"],
+            evaluated_samples=rec.counts["evaluated"],
             pipeline=rec.pipeline, settings=plan.settings, inference_seconds=plan.loop.inference_seconds,
             inference_reused=plan.shared_batches)
     ordered = [outcomes[p.name] for p in plans[1:]] + skipped
     ordered.sort(key=lambda v: v.name)
     ref_rec = records[0]
+    predicted = {p.name: {s.sample_id: (s.topk_indices[0], s.topk_probs[0]) for s in p.loop.predictions
+                          if s.topk_indices and s.topk_probs} for p in plans}
     panels = [VisualPanel(sample_id=smp.id, label=smp.label, entries=[
-        visual_entry(p.name, _cell(prep, REFERENCE), _cell(prep, p.name), prep[p.name].error) for p in plans])
+        visual_entry(p.name, _cell(prep, REFERENCE), _cell(prep, p.name), prep[p.name].error,
+                     predicted[p.name].get(smp.id)) for p in plans])
         for smp, prep in visual]
     result = SweepResult(
         sweep_id=sweep_id, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,
@@ -297,8 +319,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
                                             [v.name for v in skipped]},
         reference=outcomes[REFERENCE], variants=ordered, claims=[c.model_dump() for c in ref_rec.claims],
         visual=panels,
-        timings={"total_seconds": total,
-                 "inference_seconds": sum(p.loop.inference_seconds for p in plans)})
+        timings={**timings, "inference_seconds": sum(p.loop.inference_seconds for p in plans)})
     return SweepOutput(result, records)
 
 
@@ -308,13 +329,5 @@ def _cell(prep: _Prepared, name: str) -> tuple[np.ndarray, str] | None:
 
 
 def _paired(ref: list[SamplePrediction], plan: _Plan) -> PairedStats | None:
-    both = [(a, b) for a, b in zip(ref, plan.loop.predictions, strict=True) if a.error is None and b.error is None]
-    if not both:
-        return None
-    ref_top1 = np.array([a.topk_indices[0] for a, _ in both])
-    var_top1 = np.array([b.topk_indices[0] for _, b in both])
-    labels = np.array([a.label if a.label is not None else -1 for a, _ in both])
-    top5_a = np.array([a.label in a.topk_indices[:5] for a, _ in both])
-    top5_b = np.array([b.label in b.topk_indices[:5] for _, b in both])
-    return paired_stats(ref_top1, var_top1, labels if (labels >= 0).any() else None, np.array(plan.kl),
-                        float(max(plan.abs_diff)) if plan.abs_diff else 0.0, top5_a, top5_b)
+    return paired_predictions(ref, plan.loop.predictions, plan.kl,
+                              float(max(plan.abs_diff)) if plan.abs_diff else 0.0)

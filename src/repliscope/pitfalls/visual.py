@@ -36,26 +36,38 @@ def diff_heatmap_png(ref: np.ndarray, ref_layout: str, var: np.ndarray, var_layo
         return None, None, None
     diff = np.abs(a - b)
     per_pixel = diff.mean(axis=2)
-    t = np.clip(per_pixel / (scale if scale > 0 else 1.0), 0.0, 1.0)
-    # black -> red -> yellow ramp (readable, colour-blind tolerant enough for a difference map)
-    rgb = np.stack([np.clip(2 * t, 0, 1), np.clip(2 * t - 1, 0, 1), np.zeros_like(t)], axis=2)
-    return _png((rgb * 255).round().astype(np.uint8)), float(diff.max()), float(diff.mean())
+    t = np.clip(per_pixel / heat_scale(scale), 0.0, 1.0)
+    return _png((heat_rgb(t) * 255).round().astype(np.uint8)), float(diff.max()), float(diff.mean())
+
+
+def heat_scale(scale: float) -> float:
+    """The difference drawn at full colour: ``scale``, or 1.0 when it is not positive."""
+    return scale if scale > 0 else 1.0
+
+
+def heat_rgb(t: np.ndarray) -> np.ndarray:
+    """The heatmap's colour ramp: ``t`` in [0, 1], any shape -> float RGB in [0, 1] with a trailing axis of 3;
+    black (0) -> red (0.5) -> yellow (1), readable and colour-blind tolerant enough for a difference map."""
+    return np.stack([np.clip(2 * t, 0, 1), np.clip(2 * t - 1, 0, 1), np.zeros_like(t)], axis=-1)
 
 
 def visual_entry(name: str, ref: tuple[np.ndarray, str] | None, var: tuple[np.ndarray, str] | None,
-                 error: str | None = None) -> VisualEntry:
-    """One panel cell; ``ref`` / ``var``: (model input, layout) or None when that sample failed."""
+                 error: str | None = None, prediction: tuple[int, float] | None = None) -> VisualEntry:
+    """One panel cell; ``ref`` / ``var``: (model input, layout) or None when that sample failed;
+    ``prediction``: the variant's (top-1 class, probability) for this sample, when it has one."""
+    top1, prob = prediction if prediction is not None else (None, None)
     if var is None:
         blank = _png(np.zeros((8, 8), dtype=np.uint8))
-        return VisualEntry(variant=name, image_png=blank, note=f"sample failed: {error}")
+        return VisualEntry(variant=name, image_png=blank, note=f"sample failed: {error}", top1=top1, top1_prob=prob)
     image = input_png(*var)
     if ref is None or name == "reference":
-        return VisualEntry(variant=name, image_png=image)
+        return VisualEntry(variant=name, image_png=image, top1=top1, top1_prob=prob)
     ref_data = _to_hwc(*ref)
-    scale = float(ref_data.max() - ref_data.min()) / 4.0
+    scale = heat_scale(float(ref_data.max() - ref_data.min()) / 4.0)
     heat, mx, mean = diff_heatmap_png(ref[0], ref[1], var[0], var[1], scale)
     note = None if heat is not None else f"shape {var[0].shape} differs from the reference {ref[0].shape}"
-    return VisualEntry(variant=name, image_png=image, diff_png=heat, max_abs_diff=mx, mean_abs_diff=mean, note=note)
+    return VisualEntry(variant=name, image_png=image, diff_png=heat, max_abs_diff=mx, mean_abs_diff=mean, note=note,
+                       diff_scale=scale if heat is not None else None, top1=top1, top1_prob=prob)
 
 
 def _png(img: np.ndarray) -> str:

@@ -21,6 +21,7 @@ SIGNIFICANCE_LEVEL = 0.05
 _SIGNIFICANT = "#c0392b"
 _NOT_SIGNIFICANT = "#7f8c8d"
 _LINE = "#2c6fbb"
+_MAX_LABEL = 40  # longer variant names are shortened on the chart's axis (the table has them in full)
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,11 @@ def decode_png_b64(text: str) -> bytes:
     return data
 
 
-def _figure(width: float, height: float) -> Figure:
+def _figure(width: float, height: float, constrained: bool = True) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained" if constrained else None)
     FigureCanvasAgg(fig)
     return fig
 
@@ -74,7 +75,7 @@ def delta_chart(bars: Sequence[DeltaBar], xlabel: str) -> bytes:
 
     fig = _figure(7.5, 1.2 + 0.42 * max(len(bars), 1))
     ax = fig.add_subplot()
-    names = [b.name for b in bars]
+    names = [b.name if len(b.name) <= _MAX_LABEL else b.name[: _MAX_LABEL - 1] + "…" for b in bars]
     values = [b.value for b in bars]
     positions = list(range(len(bars)))
     ax.barh(positions, values, color=[_SIGNIFICANT if b.significant else _NOT_SIGNIFICANT for b in bars],
@@ -118,4 +119,67 @@ def latency_chart(latencies_seconds: Sequence[float], batch_size: int | None) ->
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def heat_colorbar(scale: float, label: str) -> bytes:
+    """A horizontal colour scale for the difference heatmaps: the heatmaps' own ramp (black -> red -> yellow,
+    :func:`repliscope.pitfalls.visual.heat_rgb`) from 0 to ``scale`` (model-input units; "≥" at the end, since
+    larger differences are drawn at full colour)."""
+    import numpy as np
+    from matplotlib.colorbar import Colorbar
+    from matplotlib.colors import ListedColormap, Normalize
+
+    from repliscope.pitfalls.visual import heat_rgb
+
+    fig = _figure(3.4, 0.8, constrained=False)
+    ax = fig.add_axes((0.05, 0.58, 0.84, 0.3))  # a thin bar, room below for the ticks and the label
+    cmap = ListedColormap(heat_rgb(np.linspace(0.0, 1.0, 256)), name="repliscope-diff")
+    bar = Colorbar(ax, cmap=cmap, norm=Normalize(0.0, scale), orientation="horizontal")
+    ticks = [0.0, scale / 2, scale]
+    bar.set_ticks(ticks, labels=["0", f"{scale / 2:.3g}", f"≥ {scale:.3g}"])
+    bar.ax.tick_params(labelsize=7)
+    bar.set_label(label, fontsize=7)
+    return _png(fig)
+
+
+@dataclass(frozen=True)
+class ClaimPoint:
+    """One claim against its measurement, all in percent: ``claimed``; ``measured`` with its 95 % interval
+    [``low``, ``high``]; ``wide``: the interval is too wide to judge the claim (drawn in the warning colour)."""
+
+    label: str
+    claimed: float
+    measured: float
+    low: float
+    high: float
+    wide: bool = False
+
+
+def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
+    """Per claim, one row: the claimed value as a diamond, the measured value as a dot with its 95 % interval
+    as an error bar (the claim is consistent with the data where the diamond falls inside the bar)."""
+    fig = _figure(7.5, 1.0 + 0.55 * max(len(points), 1))
+    ax = fig.add_subplot()
+    rows = list(range(len(points)))
+    for row, p in zip(rows, points, strict=True):
+        colour = _SIGNIFICANT if p.wide else _LINE
+        ax.errorbar([p.measured], [row], xerr=[[p.measured - p.low], [p.high - p.measured]], fmt="o",
+                    color=colour, capsize=5, linewidth=2, markersize=6,
+                    label="measured, 95 % interval" if row == 0 else None)
+        ax.plot([p.claimed], [row], marker="D", color="black", linestyle="none", markersize=7,
+                label="claimed" if row == 0 else None)
+        ax.annotate(f"claimed {p.claimed:.1f}", (p.claimed, row), xytext=(0, 9), textcoords="offset points",
+                    ha="center", fontsize=8)
+        ax.annotate(f"measured {p.measured:.1f} [{p.low:.1f}, {p.high:.1f}]", (p.measured, row), xytext=(0, -14),
+                    textcoords="offset points", ha="center", fontsize=8, color=colour)
+    ax.set_yticks(rows, [p.label for p in points])
+    ax.set_ylim(len(points) - 0.4, -0.6)
+    lo = min(min(p.low, p.claimed) for p in points) if points else 0.0
+    hi = max(max(p.high, p.claimed) for p in points) if points else 100.0
+    pad = max(2.0, 0.15 * (hi - lo))
+    ax.set_xlim(max(0.0, lo - pad), min(100.0, hi + pad))
+    ax.set_xlabel("%")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=8, frameon=False)
     return _png(fig)

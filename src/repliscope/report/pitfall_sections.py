@@ -32,17 +32,22 @@ def pitfall_row(outcome: VariantOutcome, is_reference: bool = False) -> PitfallR
     top5, _ = _top(outcome, "top5")
     p = outcome.paired
     significant = bool(p and p.mcnemar_p is not None and p.mcnemar_p < figures.SIGNIFICANCE_LEVEL)
-    reason = outcome.reason or ""
+    notes = [outcome.reason] if outcome.reason else []
     if outcome.status == "ok" and outcome.failed_samples:
-        reason = f"{outcome.failed_samples} samples failed" + (f"; {reason}" if reason else "")
+        notes.insert(0, f"{outcome.failed_samples} samples failed")
+    if p is not None and not p.same_samples:
+        notes.append(p.pairing_note())
+    ran = outcome.status == "ok"
+    evaluated = fmt.DASH if outcome.evaluated_samples is None else str(outcome.evaluated_samples)
     return PitfallRow(
         name=outcome.name, change=outcome.change or ("none (the manifest as written)" if is_reference else ""),
-        description=outcome.description, top1=top1, top1_interval=top1_ci, top5=top5,
+        description=outcome.description, evaluated=f"{evaluated} / {outcome.failed_samples}" if ran else fmt.DASH,
+        top1=top1, top1_interval=top1_ci, top5=top5, paired_n=str(p.n) if p else fmt.DASH,
         delta_top1=fmt.delta_pp(p.delta_top1) if p else fmt.DASH,
         p=fmt.p_value(p.mcnemar_p) if p else fmt.DASH, significant=significant,
         agreement=fmt.pct(p.agreement) if p else fmt.DASH,
         flips=f"{p.flipped}/{p.n}" if p else fmt.DASH, mean_kl=fmt.kl(p.mean_kl) if p else fmt.DASH,
-        status=REFERENCE if is_reference else outcome.status, reason=reason,
+        status=REFERENCE if is_reference else outcome.status, reason="; ".join(notes),
         css="reference" if is_reference else _STATUS_CSS.get(outcome.status, "failed"), is_reference=is_reference)
 
 
@@ -58,9 +63,12 @@ def pitfalls_caption(sweep: SweepResult) -> str:
     n = sweep.dataset.get("num_samples")
     on = f"{sweep.dataset.get('name', 'the dataset')}" + (f" ({n} samples)" if n is not None else "")
     text = (f"Each variant makes one change to the reference pipeline and runs on the same samples of {on}. "
-            "Δ top-1 is against the reference; p is the exact McNemar test on the discordant pairs "
-            "(* p < 0.05); agreement and flips compare top-1 predictions; KL is the mean KL(reference ‖ variant) "
-            "of the output distributions in nats.")
+            "Evaluated / failed counts each variant's samples; top-1 and top-5 are over its own evaluated "
+            "samples. Everything right of them is paired: over the samples both the reference and the variant "
+            "evaluated (paired n), so a sample that failed in only one of them is in no paired number. "
+            "Δ top-1 is the variant's top-1 minus the reference's on those samples; p is the exact McNemar test "
+            "on the discordant pairs (* p < 0.05); agreement and flips compare top-1 predictions; KL is the mean "
+            "KL(reference ‖ variant) of the output distributions in nats.")
     return f"{reported[0].upper()}{reported[1:]}. {text}" if reported else text
 
 
@@ -77,8 +85,10 @@ def delta_figure(sweep: SweepResult, sink: ImageSink) -> tuple[FigureView | None
     if labelled:
         bars = [figures.DeltaBar(v.name, 100.0 * (v.paired.delta_top1 or 0.0) if v.paired else 0.0,
                                  v.paired.mcnemar_p if v.paired else None) for v in ran]
-        xlabel, title = "Δ top-1 vs reference (percentage points)", "Change in top-1 accuracy per variant"
-        caption = "Bars coloured red when the exact McNemar test gives p < 0.05 (marked *)."
+        xlabel = "Δ top-1 vs reference on the samples both evaluated (percentage points)"
+        title = "Change in top-1 accuracy per variant (paired)"
+        caption = ("Paired: each bar is over the samples both the reference and that variant evaluated. "
+                   "Bars coloured red when the exact McNemar test gives p < 0.05 (marked *).")
     else:
         bars = [figures.DeltaBar(v.name, 100.0 * (1.0 - v.paired.agreement) if v.paired else 0.0) for v in ran]
         xlabel, title = "top-1 predictions changed vs reference (%)", "Predictions changed per variant (no labels)"
@@ -110,9 +120,26 @@ def _visual_caption(entry: VisualEntry, is_reference: bool) -> str:
     return "; ".join(parts)
 
 
+def _prediction(entry: VisualEntry, namer: ClassNamer) -> str:
+    if entry.top1 is not None:
+        return f"top-1 {namer(entry.top1)}" + (f", {fmt.pct(entry.top1_prob)}" if entry.top1_prob is not None else "")
+    if entry.note and entry.note.startswith("sample failed"):
+        return "no prediction (the sample failed)"
+    return ""  # a sweep stored before predictions were kept with its panels
+
+
+def _colorbar(sink: ImageSink, name: str, entries: Sequence[VisualEntry]) -> Image | None:
+    scale = next((e.diff_scale for e in entries if e.diff_scale is not None and e.diff_png), None)
+    if scale is None:
+        return None
+    png = figures.heat_colorbar(scale, "mean |Δ| to the reference over channels (model-input units)")
+    return Image(sink(name, png), f"colour scale of the difference heatmaps: black 0, yellow ≥ {scale:.3g}")
+
+
 def visual_panels(sweep: SweepResult, namer: ClassNamer, sink: ImageSink) -> list[VisualPanelView]:
     """Per image: the reference input first, then each variant's input with its difference heatmap (a variant
-    whose input equals the reference's exactly gets a text card, not two more copies of known pictures)."""
+    whose input equals the reference's exactly gets a text card, not two more copies of known pictures), each
+    card with the variant's top-1 prediction; one colour scale per image for its heatmaps."""
     panels = []
     for p_index, panel in enumerate(sweep.visual):
         entries = sorted(panel.entries, key=lambda e: e.variant != REFERENCE)
@@ -120,16 +147,18 @@ def visual_panels(sweep: SweepResult, namer: ClassNamer, sink: ImageSink) -> lis
         for e_index, entry in enumerate(entries):
             stem = f"visual-{p_index + 1}-{e_index + 1}"
             is_ref = entry.variant == REFERENCE
+            prediction = _prediction(entry, namer)
             if not is_ref and entry.max_abs_diff == 0.0:
-                cards.append(VisualCard(entry.variant, None, None, IDENTICAL, identical=True))
+                cards.append(VisualCard(entry.variant, None, None, IDENTICAL, identical=True, prediction=prediction))
                 continue
             cards.append(VisualCard(
                 variant=entry.variant,
                 image=_image(sink, f"{stem}-input", entry.image_png, f"{entry.variant} input of {panel.sample_id}"),
                 diff=None if is_ref else _image(sink, f"{stem}-diff", entry.diff_png,
                                                 f"difference {entry.variant} vs reference, {panel.sample_id}"),
-                caption=_visual_caption(entry, is_ref)))
-        panels.append(VisualPanelView(sample_id=panel.sample_id, label=namer(panel.label), cards=cards))
+                caption=_visual_caption(entry, is_ref), prediction=prediction))
+        panels.append(VisualPanelView(sample_id=panel.sample_id, label=namer(panel.label), cards=cards,
+                                      colorbar=_colorbar(sink, f"visual-{p_index + 1}-scale", entries)))
     return panels
 
 

@@ -28,6 +28,9 @@ from repliscope.report.view import (
 )
 
 MAX_FAILURES = 25
+WIDE_INTERVAL_PT = 2.0
+"""A measured 95 % interval wider than +-2 percentage points (half-width) is too wide to judge a claim: a
+claim is usually compared with other models' numbers a point or two apart."""
 _VERDICT_CSS = {"consistent": "ok", "inconsistent": "bad", "not comparable": "neutral"}
 _OP_META_KEYS = frozenset({"op", "library", "library_version"})
 _IMAGENET_LABELS = "builtin:imagenet-1k"
@@ -73,11 +76,29 @@ def class_namer(manifest: ManifestInfo) -> ClassNamer:
     return name
 
 
-def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[ClaimRow]:
-    """One row per claim verdict (ClaimVerdict objects or their JSON dicts, as sweeps store them)."""
+def interval_warning(low: float | None, high: float | None, n: int | None) -> str | None:
+    """``"n = 50 gives ±10 pt: too few samples to judge the claim"`` when the 95 % interval's half-width is
+    over :data:`WIDE_INTERVAL_PT` percentage points, else None."""
+    if low is None or high is None:
+        return None
+    half = 100.0 * (high - low) / 2.0
+    if round(half, 9) <= WIDE_INTERVAL_PT:  # 0.74 - 0.70 is 0.04000000000000004 in floats
+        return None
+    who = f"n = {n} gives" if n is not None else "the 95 % interval is"
+    return f"{who} ±{half:.0f} pt: too few samples to judge the claim"
+
+
+def _claim_dicts(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [claim.model_dump() if isinstance(claim, BaseModel) else dict(claim) for claim in claims]
+
+
+def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]],
+               metrics: Sequence[MetricValue] = ()) -> list[ClaimRow]:
+    """One row per claim verdict (ClaimVerdict objects or their JSON dicts, as sweeps store them); ``metrics``
+    gives the n behind each measured value, for the wide-interval warning."""
+    n_of = {m.name: m.n for m in metrics}
     rows = []
-    for claim in claims:
-        c = claim.model_dump() if isinstance(claim, BaseModel) else dict(claim)
+    for c in _claim_dicts(claims):
         verdict = str(c.get("verdict", "not comparable"))
         source = str(c.get("source") or "")
         url = source.split()[0] if source.startswith(("https://", "http://")) else None
@@ -87,8 +108,31 @@ def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[ClaimRow
                              claim_dataset=str(c.get("claim_dataset", "")),
                              evaluated_dataset=str(c.get("evaluated_dataset", "")), verdict=verdict,
                              css=_VERDICT_CSS.get(verdict, "neutral"), reason=str(c.get("reason", "")),
-                             source=source, source_url=url))
+                             source=source, source_url=url,
+                             warning=interval_warning(c.get("ci_low"), c.get("ci_high"),
+                                                      n_of.get(str(c.get("metric"))))))
     return rows
+
+
+def claim_figure(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue],
+                 sink: ImageSink) -> FigureView | None:
+    """The claimed values against the measured ones with their 95 % intervals (None without a measurement)."""
+    n_of = {m.name: m.n for m in metrics}
+    points = []
+    for c in _claim_dicts(claims):
+        measured, low, high = c.get("measured"), c.get("ci_low"), c.get("ci_high")
+        if measured is None or low is None or high is None or c.get("claimed") is None:
+            continue
+        points.append(figures.ClaimPoint(
+            label=f"{c.get('metric', '?')} on {c.get('claim_dataset', '?')}", claimed=100.0 * float(c["claimed"]),
+            measured=100.0 * float(measured), low=100.0 * float(low), high=100.0 * float(high),
+            wide=interval_warning(low, high, n_of.get(str(c.get("metric")))) is not None))
+    if not points:
+        return None
+    caption = ("Diamond: the claimed value; dot and bar: the measured value and its 95 % Wilson interval. An "
+               f"interval wider than ±{WIDE_INTERVAL_PT:g} pt (drawn in red) cannot confirm or refute a claim.")
+    title = "Claim against the measured interval"
+    return FigureView(title, Image(sink("claim", figures.claim_chart(points)), title), caption)
 
 
 def metric_rows(metrics: Sequence[MetricValue]) -> list[MetricRow]:
@@ -188,16 +232,26 @@ def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | Non
     t = record.timings
     batch_size = record.options.get("batch_size")
     lat = t.batch_latencies_seconds
-    stats = [("total", fmt.seconds(t.total_seconds)), ("inference", fmt.seconds(t.inference_seconds)),
-             ("throughput", f"{t.throughput_samples_per_second:.1f} samples/s"), ("batches", str(len(lat))),
-             ("batch size", fmt.scalar(batch_size))]
+    if t.loop_seconds is None:  # stored before load and warm-up were timed apart
+        stats = [("total (model load included)", fmt.seconds(t.total_seconds))]
+    else:
+        stats = [("total", fmt.seconds(t.total_seconds)), ("model load (build, ONNX export, session)",
+                                                           fmt.seconds(t.load_seconds)),
+                 ("warm-up (one batch, not measured)", fmt.seconds(t.warmup_seconds)),
+                 ("measured loop", fmt.seconds(t.loop_seconds))]
+    stats += [("inference (in the measured loop)", fmt.seconds(t.inference_seconds)),
+              ("throughput (measured loop)", f"{t.throughput_samples_per_second:.1f} samples/s"),
+              ("batches", str(len(lat))), ("batch size", fmt.scalar(batch_size))]
     if lat:
         stats.append(("median batch latency", f"{1000 * statistics.median(lat):.1f} ms"))
     png = figures.latency_chart(lat, batch_size if isinstance(batch_size, int) else None)
     if png is None:
         return None, stats
     caption = ("Runtime inference time of each batch, in run order (decoding and pre-processing run in parallel "
-               "threads and are not included). The first batch usually includes warm-up.")
+               "threads and are not included). "
+               + ("The model was warmed up with one untimed batch before the first one."
+                  if t.loop_seconds is not None and t.warmup_seconds > 0
+                  else "The first batch may include warm-up (this run had no separate warm-up)."))
     return FigureView("Batch latency", Image(sink("latency", png), "batch latency chart"), caption), stats
 
 

@@ -42,6 +42,8 @@ class ClaimRow:
     reason: str
     source: str
     source_url: str | None
+    warning: str | None = None
+    """Set when the measured 95 % interval is too wide to judge the claim."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,13 @@ class PitfallRow:
     name: str
     change: str
     description: str
+    evaluated: str
+    """``evaluated / failed`` samples of this variant (its top-1 is over its own evaluated samples)."""
     top1: str
     top1_interval: str
     top5: str
+    paired_n: str
+    """Samples both the reference and this variant evaluated: the n of Δ, p, agreement, flips and KL."""
     delta_top1: str
     p: str
     significant: bool
@@ -123,6 +129,8 @@ class VisualCard:
     diff: Image | None
     caption: str
     identical: bool = False
+    prediction: str = ""
+    """The variant's top-1 for this image: ``"243 (bull_mastiff), 70.0%"``, or why there is none."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,8 @@ class VisualPanelView:
     sample_id: str
     label: str
     cards: list[VisualCard]
+    colorbar: Image | None = None
+    """The colour scale of this panel's difference heatmaps (they share one scale)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +160,7 @@ class ReportView:
     description: str | None
     sections: list[Section]
     claims: list[ClaimRow]
+    claim_figure: FigureView | None
     metrics: list[MetricRow]
     metrics_note: str
     provenance: Provenance

@@ -57,14 +57,28 @@ class Runner(ABC):
         self.threads = threads
         self.cache_dir = cache_dir
         self.last_inference_seconds: float = 0.0
+        self.load_seconds: float = 0.0
+        """Wall-clock time of ``load()``: building the model, an ONNX export, creating the session."""
         self.loaded = False
         self.notes: dict[str, Any] = {}
         """Provenance the runner adds to the record (e.g. "exported torch -> onnx, cached at ...")."""
 
     def load(self) -> None:
+        """Load once (timed in ``load_seconds``); later calls do nothing."""
         if not self.loaded:
+            start = time.perf_counter()
             self._load()
+            self.load_seconds = time.perf_counter() - start
             self.loaded = True
+
+    def warm_up(self, batch_shape: tuple[int, ...]) -> float:
+        """One untimed-by-the-loop inference on zeros of ``batch_shape`` (batch axis first, e.g. (8, 3, 224,
+        224)) and the model's input dtype, so lazy allocation and kernel selection of the first real batch are
+        not in the measured loop. Returns the seconds it took."""
+        self.load()
+        start = time.perf_counter()
+        self._infer(np.zeros(batch_shape, dtype=np.dtype(self.artifact.input_dtype)))
+        return time.perf_counter() - start
 
     def infer(self, batch: np.ndarray) -> np.ndarray:
         self.load()

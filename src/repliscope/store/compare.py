@@ -2,17 +2,25 @@
 
 Samples are matched by sample id. When the dataset identities differ, only the ids both runs share are
 compared and the comparison carries a warning: the metric deltas are then over different data.
+
+Each metric is given twice: each run's own value (over the samples that run evaluated) and the paired
+values over the samples BOTH runs evaluated (``paired_*``): when a sample failed in one run only, only the
+paired delta compares like with like. With no sample evaluated by both, ``comparable`` is False and a
+warning says so.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
+from repliscope.metrics.classification import compute_metrics
 
 
 class MetricDelta(BaseModel):
-    """``delta = b - a`` for a metric both runs report, with both 95 % intervals."""
+    """``delta = b - a`` for a metric both runs report (each over its own samples), with both 95 % intervals;
+    ``paired_a`` / ``paired_b`` / ``paired_delta``: the same metric over the ``paired_n`` samples both runs
+    evaluated (None when the metric does not apply to them, e.g. none is labelled)."""
 
     name: str
     a: float
@@ -20,6 +28,10 @@ class MetricDelta(BaseModel):
     delta: float
     ci_a: tuple[float, float]
     ci_b: tuple[float, float]
+    paired_n: int = 0
+    paired_a: float | None = None
+    paired_b: float | None = None
+    paired_delta: float | None = None
 
 
 class Top1Flip(BaseModel):
@@ -38,6 +50,9 @@ class RunComparison(BaseModel):
     run_b: str
     same_dataset: bool
     common_samples: int
+    """Sample ids both runs contain (evaluated or failed)."""
+    common_evaluated: int
+    """Samples both runs evaluated successfully: the n of every paired number."""
     only_in_a: int
     only_in_b: int
     same_result_hash: bool
@@ -52,14 +67,27 @@ class RunComparison(BaseModel):
     max_abs_top1_prob_diff_sample: str | None
     warnings: list[str]
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def comparable(self) -> bool:
+        """False when no sample was evaluated by both runs: there is nothing to compare."""
+        return self.common_evaluated > 0
 
-def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord) -> list[MetricDelta]:
+
+def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord,
+                   both: list[tuple[SamplePrediction, SamplePrediction]]) -> list[MetricDelta]:
+    paired_a = {m.name: m for m in compute_metrics([sa for sa, _ in both])}
+    paired_b = {m.name: m for m in compute_metrics([sb for _, sb in both])}
     deltas = []
     for ma in a.metrics:
         mb = b.metric(ma.name)
         if mb is not None:
+            pa, pb = paired_a.get(ma.name), paired_b.get(ma.name)
             deltas.append(MetricDelta(name=ma.name, a=ma.value, b=mb.value, delta=mb.value - ma.value,
-                                      ci_a=(ma.ci_low, ma.ci_high), ci_b=(mb.ci_low, mb.ci_high)))
+                                      ci_a=(ma.ci_low, ma.ci_high), ci_b=(mb.ci_low, mb.ci_high),
+                                      paired_n=len(both), paired_a=pa.value if pa else None,
+                                      paired_b=pb.value if pb else None,
+                                      paired_delta=pb.value - pa.value if pa and pb else None))
     return deltas
 
 
@@ -98,16 +126,25 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
                 max_diff, max_sample = diff, sa.sample_id
     if same_dataset and not len(common) == len(a.samples) == len(b.samples):
         warnings.append("same dataset identity but different sample ids; were the records truncated?")
+    both = [(sa, sb) for sa, sb in common if sa.error is None and sb.error is None]
+    if not both:
+        warnings.append(f"no sample was evaluated by both runs ({len(common)} shared sample ids, "
+                        f"{len(failed_a)} failed only in A, {len(failed_b)} only in B): there is nothing to compare")
+    elif failed_a or failed_b:
+        warnings.append(f"the runs evaluated different samples ({len(failed_a)} failed only in A, {len(failed_b)} "
+                        f"only in B): each metric value is over its run's own samples, the paired delta over the "
+                        f"{len(both)} samples both evaluated")
 
     return RunComparison(
         run_a=a.run_id,
         run_b=b.run_id,
         same_dataset=same_dataset,
         common_samples=len(common),
+        common_evaluated=len(both),
         only_in_a=len(a.samples) - len(common),
         only_in_b=sum(1 for s in b.samples if s.sample_id not in common_ids),
         same_result_hash=a.result_hash == b.result_hash,
-        metric_deltas=_metric_deltas(a, b),
+        metric_deltas=_metric_deltas(a, b, both),
         top1_flips=flips,
         failed_only_in_a=failed_a,
         failed_only_in_b=failed_b,

@@ -63,6 +63,10 @@ def default_url() -> str:
     env = os.environ.get(ENV_VAR)
     if env:
         return env if "://" in env else sqlite_url(Path(env))
+    return _user_data_url()
+
+
+def _user_data_url() -> str:
     return sqlite_url(Path(platformdirs.user_data_dir("repliscope")) / "repliscope.db")
 
 
@@ -85,11 +89,29 @@ def hide_password(url: str) -> str:
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
+def _sqlite_folder(url: str, create: bool) -> None:
+    """The folder of a SQLite file must exist: created for the default location, else a StoreError (a typo in
+    ``--db`` or ``$REPLISCOPE_DB`` must not silently create a new, empty database somewhere)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # reported by _open_engine
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    folder = Path(parsed.database).expanduser().parent
+    if folder.is_dir():
+        return
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    what = "is not a folder" if folder.exists() else "does not exist"
+    raise StoreError(f"the folder {folder} of the run database {hide_password(url)} {what}; create it first "
+                     f"or choose another --db / ${ENV_VAR}")
+
+
 def _open_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed)
         if parsed.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _enable_sqlite_foreign_keys)
@@ -139,10 +161,15 @@ def _run_row(record: EvaluationRecord) -> RunRow:
 
 
 class RunStore:
-    """Evaluation records in a database. ``url=None`` -> :func:`default_url`. Tables are created on open."""
+    """Evaluation records in a database. ``url=None`` -> :func:`default_url`. Tables are created on open.
+
+    The folder of a SQLite file is created only for the default location (the user data dir); for any other
+    URL (``--db``, ``$REPLISCOPE_DB``) a missing folder is a StoreError.
+    """
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
+        _sqlite_folder(self.url, create=self.url == _user_data_url())
         self.engine = _open_engine(self.url)
 
     def __enter__(self) -> RunStore:
