@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class RepliscopeError(Exception):
@@ -34,6 +34,39 @@ class ManifestError(RepliscopeError):
             parts.append(f" (allowed: {', '.join(self.allowed)})")
         super().__init__("".join(parts))
 
+    @property
+    def errors(self) -> list[ManifestError]:
+        """Every problem this error stands for (just itself; :class:`ManifestErrors` holds several)."""
+        return [self]
+
+
+class ManifestErrors(ManifestError):
+    """Several problems of one manifest, reported at once, in line order. ``file``/``line``/``field``/
+    ``allowed`` are those of the first problem; the message lists them all, one per line."""
+
+    def __init__(self, errors: Sequence[ManifestError]) -> None:
+        flat = [e for err in errors for e in err.errors]
+        if not flat:
+            raise ValueError("ManifestErrors needs at least one error")
+        self._errors = sorted(flat, key=lambda e: e.line or 0)
+        first = self._errors[0]
+        self.file, self.line, self.field, self.allowed = first.file, first.line, first.field, first.allowed
+        body = "\n".join(f"  {e}" for e in self._errors)
+        RepliscopeError.__init__(self, f"{len(self._errors)} problems in the manifest:\n{body}"
+                                 if len(self._errors) > 1 else str(first))
+
+    @property
+    def errors(self) -> list[ManifestError]:
+        return list(self._errors)
+
+
+def raise_collected(errors: Sequence[ManifestError]) -> None:
+    """Raise nothing for no errors, the error itself for one, :class:`ManifestErrors` for several."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ManifestErrors(errors)
+
 
 class UnknownNameError(RepliscopeError, KeyError):
     """A registry lookup failed; lists the known names and the closest matches."""
@@ -52,6 +85,10 @@ class UnknownNameError(RepliscopeError, KeyError):
 
 class SourceError(RepliscopeError):
     """A model, label or data source cannot be found or fetched."""
+
+
+class NotCachedError(SourceError):
+    """An https source is not in the cache and downloading was not allowed (``--download``)."""
 
 
 class ChecksumError(SourceError):

@@ -44,6 +44,8 @@ PrepWorkersOption = Annotated[int | None, typer.Option(min=1, help="Pre-processi
 LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")]
 FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed sample.")]
 DownloadOption = Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")]
+OutsidePathsOption = Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's folder "
+                                                       "(local experiments).")]
 
 
 def _dataset_ref(text: str | None) -> Any:
@@ -60,14 +62,16 @@ def _dataset_ref(text: str | None) -> Any:
 
 def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rule: str | None,
                        labels_csv: Path | None, evaluated_as: str | None, threads: int, batch_size: int,
-                       prep_workers: int | None, limit: int | None, fail_fast: bool, download: bool) -> Any:
+                       prep_workers: int | None, limit: int | None, fail_fast: bool, download: bool,
+                       allow_outside_paths: bool = False) -> Any:
     """The RunSettings and the Dataset of a command that runs a manifest on data."""
     from repliscope.datasets import resolve_dataset
     from repliscope.evaluation.run import RunSettings
 
     settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
                            batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
-                           evaluated_as=_dataset_ref(evaluated_as), allow_download=download)
+                           evaluated_as=_dataset_ref(evaluated_as), allow_download=download,
+                           allow_outside_paths=allow_outside_paths)
     return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
 
 
@@ -90,6 +94,7 @@ def evaluate(
     limit: LimitOption = None,
     fail_fast: FailFastOption = False,
     download: DownloadOption = False,
+    allow_outside_paths: OutsidePathsOption = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -101,8 +106,11 @@ def evaluate(
 
     try:
         loaded = load_manifest(manifest)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
-                                            threads, batch_size, prep_workers, limit, fail_fast, download)
+                                            threads, batch_size, prep_workers, limit, fail_fast, download,
+                                            allow_outside_paths)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -139,6 +147,7 @@ def pitfalls(
     limit: LimitOption = None,
     fail_fast: FailFastOption = False,
     download: DownloadOption = False,
+    allow_outside_paths: OutsidePathsOption = False,
     visual: Annotated[int, typer.Option(min=0, help="Images in the visual-testing panel.")] = 3,
     list_variants: Annotated[bool, typer.Option("--list", help="List the registered pitfalls and exit.")] = False,
     db: DbOption = None,
@@ -160,7 +169,8 @@ def pitfalls(
     try:
         loaded = load_manifest(manifest)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
-                                            threads, batch_size, prep_workers, limit, fail_fast, download)
+                                            threads, batch_size, prep_workers, limit, fail_fast, download,
+                                            allow_outside_paths)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

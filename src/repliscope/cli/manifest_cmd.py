@@ -1,4 +1,4 @@
-"""``repliscope manifest validate|show``: model manifests."""
+"""``repliscope manifest validate|show|hash|new``: model manifests."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from repliscope.errors import RepliscopeError
 
 manifest_app = typer.Typer(help="Model manifests.", no_args_is_help=True)
 
+OutsidePathsOption = Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's folder "
+                                                       "(local experiments).")]
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``manifest`` command group to ``app``."""
@@ -21,20 +24,37 @@ def register(app: typer.Typer) -> None:
 
 
 @manifest_app.command("validate")
-def manifest_validate(files: Annotated[list[Path], typer.Argument(help="Manifest files.")]) -> None:
-    """Check manifests against the schema and the op registry; every file is checked, exit 2 if any is invalid."""
-    from repliscope.manifest.loader import load_manifest
+def manifest_validate(
+    files: Annotated[list[Path], typer.Argument(help="Manifest files.")],
+    offline: Annotated[bool, typer.Option(help="Skip the checks that need the source file, installed packages "
+                                               "or imports (hash, package lookup, versions, factory).")] = False,
+    download: Annotated[bool, typer.Option(help="You will evaluate with --download: an https source that is not "
+                                                "cached yet is fine (nothing is downloaded here).")] = False,
+    allow_outside_paths: OutsidePathsOption = False,
+) -> None:
+    """Check manifests for everything `evaluate` would refuse before its first sample: schema, ops, cross-field
+    and shape checks, the source (path policy, sha256), framework/package versions, the architecture factory and
+    the labels. Every problem of every file is printed (file:line: field: message); exit 2 if any is invalid."""
+    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.manifest.checks import check_manifest
 
     invalid = 0
     for f in files:
-        try:
-            loaded = load_manifest(f)
-        except RepliscopeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+        report = check_manifest(f, cache_dir=default_cache_dir(), offline=offline, allow_download=download,
+                                allow_outside_paths=allow_outside_paths)
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        if not report.ok:
+            for err in report.errors:
+                print(f"error: {err}", file=sys.stderr)
+            print(f"{f}: {len(report.errors)} problem{'s' if len(report.errors) > 1 else ''}", file=sys.stderr)
             invalid += 1
             continue
-        console.print(f"[green]ok[/] {f}: {loaded.manifest.name} {loaded.manifest.version}, "
-                      f"{len(loaded.manifest.preprocess)} pre-processing ops, {len(loaded.manifest.claims)} claims")
+        assert report.loaded is not None
+        m = report.loaded.manifest
+        scope = " (offline: source, packages and imports not checked)" if offline else ""
+        console.print(f"[green]ok[/] {f}: {m.name} {m.version}, {len(m.preprocess)} pre-processing ops, "
+                      f"{len(m.claims)} claims{scope}", soft_wrap=True)
     if invalid:
         raise typer.Exit(code=2)
 
@@ -44,9 +64,10 @@ def manifest_show(
     file: Path,
     resolved: Annotated[bool, typer.Option(help="Resolve every op (library + version), the model source and "
                                                 "the framework check.")] = False,
+    allow_outside_paths: OutsidePathsOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Print a manifest; with --resolved, exactly what a run would execute."""
+    """Print a manifest as loaded (YAML; --json for JSON); with --resolved, exactly what a run would execute."""
     from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
     from repliscope.manifest.loader import build_ops, load_manifest
     from repliscope.ops.base import BuildContext
@@ -58,8 +79,8 @@ def manifest_show(
                                "sha256": loaded.sha256}
         if resolved:
             cache = default_cache_dir()
-            artifact = resolve_artifact(loaded, cache)
-            names = load_class_names(loaded, cache)
+            artifact = resolve_artifact(loaded, cache, allow_outside_paths=allow_outside_paths)
+            names = load_class_names(loaded, cache, allow_outside_paths=allow_outside_paths)
             pipeline = Pipeline(*build_ops(loaded, BuildContext(class_names=names)))
             out["source"] = {"path": str(artifact.path), "sha256": artifact.sha256, "verified": True,
                              "format": artifact.format}
@@ -71,8 +92,16 @@ def manifest_show(
     except RepliscopeError as exc:
         fail(exc)
         return
-    if as_json or not resolved:
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if as_json:
         emit_json(out)
+        return
+    if not resolved:
+        import yaml
+
+        sys.stdout.write(f"# {file}: {out['name']} {out['version']}, manifest sha256 {out['sha256']}\n")
+        sys.stdout.write(yaml.safe_dump(out["manifest"], sort_keys=False, allow_unicode=True, width=110))
         return
     console.print(f"[bold]{out['name']} {out['version']}[/] (manifest sha256 {out['sha256'][:12]})")
     console.print(f"source    {out['source']['path']} (sha256 verified)")
@@ -82,3 +111,63 @@ def manifest_show(
                  ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("op", "library", "library_version"))]
                 for i, op in enumerate(out["pipeline"][stage])]
         print_table(stage, ["#", "op", "library", "version", "parameters"], rows)
+
+
+@manifest_app.command("hash")
+def manifest_hash(
+    target: Annotated[str, typer.Argument(help="A file path, or package://DIST/path/inside/the/distribution.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Print the sha256 of a file or of a package:// file (and the path it resolves to), for source.sha256."""
+    from repliscope.manifest.sources import locate_package_file, sha256_file
+
+    try:
+        if target.startswith("package://"):
+            path = locate_package_file(target)
+        elif "://" in target:
+            raise RepliscopeError(f"{target}: hash a local file or a package:// URI (download https files first)")
+        else:
+            path = Path(target)
+            if not path.is_file():
+                raise RepliscopeError(f"{target}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
+        digest = sha256_file(path)
+    except (RepliscopeError, OSError) as exc:
+        fail(exc)
+        return
+    if as_json:
+        emit_json({"target": target, "path": str(path), "sha256": digest})
+        return
+    sys.stdout.write(f"{digest}  {target}\n")
+    if target.startswith("package://"):
+        sys.stdout.write(f"resolved to {path}\n")
+
+
+@manifest_app.command("new")
+def manifest_new(
+    source: Annotated[str, typer.Option(help="The model file: package://DIST/path, or a path relative to the "
+                                             "manifest's folder (.onnx, .pth, .pt).")],
+    out: Annotated[Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: "
+                                                  "stdout.")] = None,
+    allow_outside_paths: OutsidePathsOption = False,
+) -> None:
+    """Scaffold a commented manifest from a model source: sha256, format, framework and (ONNX) input/output
+    are filled in; every value only you know is a CHANGE-ME placeholder that `manifest validate` flags."""
+    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.manifest.scaffold import scaffold
+
+    base = out.parent if out is not None else Path.cwd()
+    try:
+        if out is not None and out.exists():
+            raise RepliscopeError(f"{out} exists; choose another --out (nothing was overwritten)")
+        if not base.is_dir():
+            raise RepliscopeError(f"--out {out}: the folder {base} does not exist")
+        text = scaffold(source, base, default_cache_dir(), allow_outside_paths=allow_outside_paths)
+    except RepliscopeError as exc:
+        fail(exc)
+        return
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.write_text(text, encoding="utf-8")
+    console.print(f"wrote {out}: fill in every CHANGE-ME, check the pre-processing, then "
+                  f"repliscope manifest validate {out}", soft_wrap=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import platformdirs
 
-from repliscope.errors import SourceError
 from repliscope.manifest.frameworks import check_framework, check_requirement
+from repliscope.manifest.labels import read_class_names
 from repliscope.manifest.loader import LoadedManifest
 from repliscope.manifest.sources import resolve_source
 from repliscope.runtimes.base import Architecture, ModelArtifact
@@ -19,8 +19,10 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("REPLISCOPE_CACHE") or platformdirs.user_cache_dir("repliscope"))
 
 
-def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False) -> ModelArtifact:
-    """Check the framework and architecture package versions, then locate and sha256-verify the model file."""
+def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False,
+                     allow_outside_paths: bool = False) -> ModelArtifact:
+    """Check the framework and architecture package versions, then locate (under the source path policy of
+    :mod:`repliscope.manifest.sources`) and sha256-verify the model file."""
     m = loaded.manifest
     check_framework(m.framework.name, m.framework.version)
     architecture = None
@@ -28,33 +30,14 @@ def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bo
         check_requirement(m.architecture.package, f"architecture '{m.architecture.factory}'")
         architecture = Architecture(m.architecture.factory, dict(m.architecture.kwargs))
     path = resolve_source(m.source.uri, base_dir=loaded.base_dir, sha256=m.source.sha256, cache_dir=cache_dir,
-                          allow_download=allow_download, what="source")
+                          allow_download=allow_download, what="source", allow_outside_paths=allow_outside_paths)
     spec = m.inputs[0]
     return ModelArtifact(path=path, sha256=m.source.sha256, format=m.source.format, input_name=spec.name,
                          input_shape=tuple(spec.shape), input_dtype=spec.dtype, architecture=architecture,
                          origin=m.source.uri)
 
 
-def load_class_names(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False) -> tuple[str, ...]:
-    """Class names from ``labels.source``: ``builtin:imagenet-1k`` or a text file (``name`` or
-    ``wnid<TAB>name`` per line). The count must equal ``labels.num_classes``."""
-    spec = loaded.manifest.labels
-    if spec.source == "builtin:imagenet-1k":
-        from repliscope.datasets.classes import imagenet_classes
-
-        names = tuple(name for _, name in imagenet_classes())
-    elif spec.source.startswith("builtin:"):
-        raise loaded.error(f"unknown builtin label set '{spec.source}'", ("labels", "source"),
-                           ["builtin:imagenet-1k"])
-    else:
-        try:
-            path = resolve_source(spec.source, base_dir=loaded.base_dir, sha256=spec.sha256, cache_dir=cache_dir,
-                                  allow_download=allow_download, what="labels")
-        except SourceError as exc:
-            raise loaded.error(str(exc), ("labels", "source")) from None
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        names = tuple(ln.split("\t", 1)[-1].strip() for ln in lines)
-    if len(names) != spec.num_classes:
-        raise loaded.error(f"the label source has {len(names)} classes, num_classes says {spec.num_classes}",
-                           ("labels", "num_classes"))
-    return names
+def load_class_names(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False,
+                     allow_outside_paths: bool = False) -> tuple[str, ...]:
+    """Class names from ``labels.source`` (see :func:`repliscope.manifest.labels.read_class_names`)."""
+    return read_class_names(loaded, cache_dir, allow_download, allow_outside_paths)

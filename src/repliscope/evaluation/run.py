@@ -38,6 +38,7 @@ class RunSettings:
     evaluated_as: DatasetRef | None = None
     cache_dir: Path | None = None
     allow_download: bool = False
+    allow_outside_paths: bool = False
 
 
 @dataclass
@@ -54,8 +55,8 @@ class PreparedRun:
 def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> PreparedRun:
     loaded = manifest if isinstance(manifest, LoadedManifest) else load_manifest(manifest)
     cache_dir = settings.cache_dir or default_cache_dir()
-    artifact = resolve_artifact(loaded, cache_dir, settings.allow_download)
-    class_names = load_class_names(loaded, cache_dir, settings.allow_download)
+    artifact = resolve_artifact(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
+    class_names = load_class_names(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
     pre, post = build_ops(loaded, BuildContext(class_names=class_names))
     runner = RUNTIMES.get(settings.runtime)(artifact, threads=settings.threads, cache_dir=cache_dir)
     return PreparedRun(loaded, artifact, Pipeline(pre, post), runner, settings)

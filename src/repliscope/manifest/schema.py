@@ -6,13 +6,38 @@ own parameter model by :mod:`repliscope.ops.pipeline` (the op registry is the si
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+# the official SemVer 2.0.0 regular expression (semver.org): no leading zeros, optional -prerelease +build
+_SEMVER = re.compile(
+    r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
+def check_semver(v: str) -> None:
+    """Raise ValueError unless ``v`` is a SemVer 2.0.0 version (``1.0.0``, ``2.1.0-rc.1+build.5``)."""
+    if _SEMVER.fullmatch(v):
+        return
+    if v[:1] in ("v", "V") and _SEMVER.fullmatch(v[1:]):
+        raise ValueError(f"{v!r} is not a semantic version: drop the '{v[0]}', write {v[1:]}")
+    core = re.split(r"[-+]", v, maxsplit=1)[0].split(".")
+    if len(core) != 3 or not all(re.fullmatch("[0-9]+", p) for p in core):
+        raise ValueError(f"semantic version needs MAJOR.MINOR.PATCH (e.g. 1.0.0), got {v!r}")
+    zeros = [p for p in core if len(p) > 1 and p.startswith("0")]
+    if zeros:
+        fixed = ".".join(str(int(p)) for p in core)
+        raise ValueError(f"{v!r}: leading zeros are not allowed in a semantic version ({zeros[0]!r}); "
+                         f"write {fixed}")
+    raise ValueError(f"{v!r} is not a semantic version: pre-release/build parts are dot-separated "
+                     "[0-9A-Za-z-] identifiers, numeric ones without leading zeros (e.g. 1.0.0-rc.1+build.5)")
 
 
 class _Strict(BaseModel):
@@ -114,12 +139,7 @@ class Manifest(_Strict):
     @field_validator("version")
     @classmethod
     def _semver(cls, v: str) -> str:
-        try:
-            parsed = Version(v)
-        except InvalidVersion as exc:
-            raise ValueError(f"not a semantic version: {v!r} (e.g. '1.0.0')") from exc
-        if len(parsed.release) != 3:
-            raise ValueError(f"semantic version needs MAJOR.MINOR.PATCH, got {v!r}")
+        check_semver(v)
         return v
 
     @model_validator(mode="after")

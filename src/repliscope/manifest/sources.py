@@ -1,8 +1,10 @@
-"""Resolve a manifest source URI to a verified local file.
+"""Resolve a manifest source URI to a verified local file, under a path policy.
 
-Schemes: ``package://DIST/path/inside/dist`` (a file of an installed distribution, found through
-importlib.metadata without importing the package), a path relative to the manifest, or ``https://...``
-(fetched into the cache only when ``allow_download``; the sha256 is always checked). A mismatch refuses.
+Allowed forms (:data:`ALLOWED_FORMS`): ``package://DIST/path/inside/dist`` (a file listed by an installed
+distribution, found through importlib.metadata without importing the package; no ``..`` escaping it), a path
+inside the manifest's folder (after resolving symlinks and ``..``), or ``https://...`` (fetched into the cache
+only when ``allow_download``). Anything else (``/etc/passwd``, ``../../x``) is refused unless
+``allow_outside_paths``. The sha256 is always checked when given; a mismatch refuses.
 """
 
 from __future__ import annotations
@@ -10,14 +12,18 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as md
 import os
+import posixpath
 import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from repliscope.errors import ChecksumError, SourceError
+from repliscope.errors import ChecksumError, NotCachedError, SourceError
 
 _CHUNK = 1 << 20
+
+ALLOWED_FORMS = ("package://DIST/path/inside/the/distribution", "a path inside the manifest's folder",
+                 "https://... with --download")
 
 
 def sha256_file(path: Path) -> str:
@@ -43,11 +49,20 @@ def locate_package_file(uri: str) -> Path:
     dist_name, _, inner = rest.partition("/")
     if not dist_name or not inner:
         raise SourceError(f"{uri}: expected package://DISTRIBUTION/path/inside/distribution")
+    normal = posixpath.normpath(inner)
+    if inner.startswith("/") or normal == ".." or normal.startswith("../"):
+        raise SourceError(f"{uri}: '{inner}' leaves the distribution {dist_name}; a package:// path names a file "
+                          "inside it")
     try:
         dist = md.distribution(dist_name)
     except md.PackageNotFoundError as exc:
         raise SourceError(f"{uri}: distribution '{dist_name}' is not installed (pip install {dist_name})") from exc
-    path = Path(str(dist.locate_file(inner)))
+    path = Path(str(dist.locate_file(normal)))
+    if dist.files is not None and normal not in {posixpath.normpath(str(f)) for f in dist.files}:
+        listed = [str(f) for f in dist.files if not str(f).endswith((".pyc", ".py"))][:10]
+        raise SourceError(
+            f"{uri}: '{inner}' is not a file of {dist_name} {dist.version} (files include: {', '.join(listed)})"
+        )
     if not path.is_file():
         listed = [str(f) for f in (dist.files or []) if not str(f).endswith((".pyc", ".py"))][:10]
         raise SourceError(
@@ -62,7 +77,7 @@ def download_to_cache(uri: str, sha256: str, cache_dir: Path, allow_download: bo
     if target.is_file():
         return target
     if not allow_download:
-        raise SourceError(f"{uri} is not in the cache ({target}); pass --download to fetch it")
+        raise NotCachedError(f"{uri} is not in the cache ({target}); pass --download to fetch it")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
     try:
@@ -79,21 +94,49 @@ def download_to_cache(uri: str, sha256: str, cache_dir: Path, allow_download: bo
     return target
 
 
+def local_path(uri: str, base_dir: Path, allow_outside_paths: bool = False) -> Path:
+    """A local ``uri`` resolved against ``base_dir`` (symlinks and ``..`` resolved); outside ``base_dir`` is
+    refused unless ``allow_outside_paths``. Existence is not checked here."""
+    path = (base_dir / uri).resolve()
+    if not allow_outside_paths and not path.is_relative_to(base_dir.resolve()):
+        raise SourceError(f"{uri} resolves to {path}, outside the manifest's folder {base_dir.resolve()}; "
+                          f"allowed: {'; '.join(ALLOWED_FORMS)} (or pass --allow-outside-paths for a local "
+                          "experiment)")
+    return path
+
+
+def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) -> None:
+    """Refuse (SourceError) a URI outside the allowed forms, without touching the file."""
+    if uri.startswith("package://"):
+        dist_name, _, inner = uri.removeprefix("package://").partition("/")
+        normal = posixpath.normpath(inner) if inner else ""
+        if not dist_name or not inner or inner.startswith("/") or normal == ".." or normal.startswith("../"):
+            raise SourceError(f"{uri}: expected package://DISTRIBUTION/path/inside/distribution, without '..' "
+                              "leaving it")
+    elif uri.startswith("https://"):
+        return
+    elif "://" in uri:
+        raise SourceError(f"{uri}: unknown scheme (allowed: {'; '.join(ALLOWED_FORMS)})")
+    else:
+        local_path(uri, base_dir, allow_outside_paths)
+
+
 def resolve_source(
     uri: str, *, base_dir: Path, sha256: str | None, cache_dir: Path, allow_download: bool = False,
-    what: str = "source",
+    what: str = "source", allow_outside_paths: bool = False,
 ) -> Path:
-    """Resolve ``uri`` to a local file and verify its sha256 (when given)."""
+    """Resolve ``uri`` to a local file under the path policy and verify its sha256 (when given)."""
+    check_policy(uri, base_dir, allow_outside_paths)
     if uri.startswith("package://"):
         path = locate_package_file(uri)
-    elif uri.startswith(("https://", "http://")):
+    elif uri.startswith("https://"):
         if sha256 is None:
             raise SourceError(f"{what} {uri}: a downloaded file needs a sha256 in the manifest")
         path = download_to_cache(uri, sha256, cache_dir, allow_download)
-    elif "://" in uri:
-        raise SourceError(f"{what} {uri}: unknown scheme (allowed: package://, https://, a relative path)")
     else:
-        path = (base_dir / uri).resolve()
+        path = local_path(uri, base_dir, allow_outside_paths)
+        if path.is_dir():
+            raise SourceError(f"{what} {uri}: {path} is a folder, not a file")
         if not path.is_file():
             raise SourceError(f"{what} {uri}: no such file {path}")
     if sha256 is not None:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from repliscope.errors import OpSpecError
 from repliscope.registry import Registry
 
 Layout = Literal["encoded", "HWC", "CHW"]
@@ -62,6 +63,30 @@ class Predictions:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StaticShape:
+    """A sample's shape as far as it is known from the manifest alone, before any image is seen.
+
+    ``layout``: "encoded" (file bytes), "HWC" or "CHW". ``height``/``width``: fixed sizes, None when they
+    depend on the image. ``min_side``: the shorter side when only that is fixed (after an aspect-keeping
+    resize). ``channels``: the channel count once decoded.
+    """
+
+    layout: Layout
+    height: int | None = None
+    width: int | None = None
+    min_side: int | None = None
+    channels: int | None = None
+
+    def dims(self) -> tuple[int | None, ...]:
+        """The per-sample array shape in its layout, None for an image-dependent axis; () when encoded."""
+        if self.layout == "HWC":
+            return self.height, self.width, self.channels
+        if self.layout == "CHW":
+            return self.channels, self.height, self.width
+        return ()
+
+
 class Op(ABC):
     """Base class of all ops. Subclasses set ``name``, ``stage``, ``Params`` and implement ``__call__``.
 
@@ -97,6 +122,13 @@ class PreOp(Op):
     @abstractmethod
     def __call__(self, item: Item) -> Item:
         """Transform one sample. Must not modify ``item.data`` in place."""
+
+    def static_shape(self, shape: StaticShape) -> StaticShape:
+        """The output shape for an input of ``shape``, without data (static checks of a manifest); raises
+        OpSpecError for an input this op refuses. Default: an op that changes values only, on an image."""
+        if shape.layout == "encoded":
+            raise OpSpecError("op", f"'{self.name}' needs a decoded image: put 'decode' first")
+        return shape
 
 
 class PostOp(Op):

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
-from repliscope.ops.base import OPS, Item, OpParams, PreOp
+from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -55,6 +55,23 @@ class CenterCrop(PreOp):
         assert fraction is not None
         side = max(1, round(fraction * min(height, width)))
         return side, side
+
+    def static_shape(self, shape: StaticShape) -> StaticShape:
+        """Fixed output size (``size``, or ``fraction`` of a known shorter side). A crop larger than the image
+        it gets (known from a preceding resize) is refused: it would be zero-padded, never what a reference
+        evaluation does."""
+        shape = super().static_shape(shape)
+        if self.params.size is None and shape.min_side is None:
+            return StaticShape(shape.layout, channels=shape.channels)
+        ch, cw = self.crop_size(shape.height or shape.min_side or 0, shape.width or shape.min_side or 0)
+        limit_h = shape.height if shape.height is not None else shape.min_side
+        limit_w = shape.width if shape.width is not None else shape.min_side
+        if (limit_h is not None and ch > limit_h) or (limit_w is not None and cw > limit_w):
+            got = (f"{shape.height}x{shape.width}" if shape.height is not None and shape.width is not None
+                   else f"one with shorter side {shape.min_side}")
+            raise OpSpecError("size", f"crop {ch}x{cw} is larger than the image it gets ({got}, from the "
+                              "resize before it): it would be zero-padded. Resize to at least the crop size")
+        return StaticShape(shape.layout, ch, cw, min(ch, cw), shape.channels)
 
     def __call__(self, item: Item) -> Item:
         require_image(self, item)

@@ -10,7 +10,7 @@ import PIL
 from PIL import Image, ImageFile
 
 from repliscope.errors import OpSpecError, RepliscopeError, SampleError
-from repliscope.ops.base import OPS, Channels, Item, OpParams, PreOp
+from repliscope.ops.base import OPS, Channels, Item, OpParams, PreOp, StaticShape
 
 
 class DecodeParams(OpParams):
@@ -52,6 +52,11 @@ class Decode(PreOp):
         import cv2
 
         return "opencv", cv2.__version__
+
+    def static_shape(self, shape: StaticShape) -> StaticShape:
+        if shape.layout != "encoded":
+            raise OpSpecError("op", f"'decode' needs encoded bytes, got layout '{shape.layout}' (decode twice?)")
+        return StaticShape("HWC", channels=3)
 
     def __call__(self, item: Item) -> Item:
         if item.layout != "encoded":

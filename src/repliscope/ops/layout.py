@@ -7,7 +7,7 @@ from typing import Literal
 import numpy as np
 
 from repliscope.ops._common import require_image
-from repliscope.ops.base import OPS, Item, OpParams, PreOp
+from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
 
 
 class DataLayoutParams(OpParams):
@@ -26,6 +26,11 @@ class DataLayout(PreOp):
     name = "data_layout"
     Params = DataLayoutParams
     params: DataLayoutParams
+
+    def static_shape(self, shape: StaticShape) -> StaticShape:
+        shape = super().static_shape(shape)
+        return StaticShape("CHW" if self.params.layout == "NCHW" else "HWC", shape.height, shape.width,
+                           shape.min_side, shape.channels)
 
     def __call__(self, item: Item) -> Item:
         require_image(self, item)

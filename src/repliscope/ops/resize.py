@@ -11,7 +11,7 @@ from pydantic import Field
 
 from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
-from repliscope.ops.base import OPS, Item, OpParams, PreOp
+from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
 
 Method = Literal["nearest", "bilinear", "bicubic", "area", "lanczos"]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -114,6 +114,17 @@ class Resize(PreOp):
         short, long = min(height, width), max(height, width)
         new_long = round(long * size / short)
         return (size, new_long) if height <= width else (new_long, size)
+
+    def static_shape(self, shape: StaticShape) -> StaticShape:
+        shape = super().static_shape(shape)
+        size = self.params.size
+        if isinstance(size, int) and self.params.keep_aspect_ratio and (shape.height is None or shape.width is None):
+            return StaticShape(shape.layout, channels=shape.channels, min_side=size)
+        if shape.height is not None and shape.width is not None:
+            h, w = self.output_size(shape.height, shape.width)
+        else:
+            h, w = self.output_size(1, 1)  # a fixed output size does not depend on the input
+        return StaticShape(shape.layout, h, w, min(h, w), shape.channels)
 
     def __call__(self, item: Item) -> Item:
         require_image(self, item)

@@ -1,0 +1,137 @@
+"""Everything ``evaluate`` would refuse before its first sample, found up front with file:line.
+
+:func:`check_manifest` loads a manifest (every schema, op, cross-field and static shape error at once), then
+checks what needs the environment: the source path policy, the source file and its sha256, the framework and
+architecture package versions, the architecture factory import and the label source. ``offline`` skips the
+checks that need the source file, installed packages or imports; the path policy is always checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repliscope.errors import ChecksumError, FrameworkError, ManifestError, NotCachedError, SourceError
+from repliscope.manifest.frameworks import check_framework, check_requirement
+from repliscope.manifest.loader import Inspection, LoadedManifest, inspect_manifest
+from repliscope.manifest.schema import ArchitectureSpec, FrameworkSpec, LabelsSpec, SourceSpec
+from repliscope.manifest.sources import check_policy, resolve_source
+
+
+@dataclass
+class ManifestReport:
+    """The outcome of :func:`check_manifest`: ``errors`` in line order (empty = valid), ``warnings`` as
+    ``file:line: ...`` strings, and ``loaded`` when the file itself loaded."""
+
+    path: Path
+    loaded: LoadedManifest | None
+    errors: list[ManifestError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def check_manifest(path: str | Path, *, cache_dir: Path, offline: bool = False, allow_download: bool = False,
+                   allow_outside_paths: bool = False) -> ManifestReport:
+    """Check ``path`` as ``evaluate`` would before its first sample; never raises for a bad manifest.
+
+    The environment checks run on every section that is valid by itself, so a schema error elsewhere does not
+    hide a wrong sha256. ``allow_download``: an https source missing from the cache is fine (evaluate
+    --download would fetch it; nothing is downloaded here).
+    """
+    found = inspect_manifest(path)
+    report = ManifestReport(found.path, found.loaded, list(found.errors),
+                            list(found.loaded.warnings) if found.loaded else [])
+    if found.data is None:
+        return report
+    source, labels = found.section("source", SourceSpec), found.section("labels", LabelsSpec)
+    policy_ok = True
+    for uri, at in ((source.uri if source else None, ("source", "uri")),
+                    (labels.source if labels else None, ("labels", "source"))):
+        if uri is None or uri.startswith("builtin:"):
+            continue
+        try:
+            check_policy(uri, found.path.parent, allow_outside_paths)
+        except SourceError as exc:
+            report.errors.append(found.error(str(exc), at))
+            policy_ok = False
+    if not offline and policy_ok:
+        report.errors.extend(_environment_errors(found, cache_dir, allow_download, allow_outside_paths))
+    report.errors.sort(key=lambda e: e.line or 0)
+    return report
+
+
+def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool,
+                        allow_outside_paths: bool) -> list[ManifestError]:
+    from repliscope.manifest.labels import class_names_of
+
+    base_dir = found.path.parent
+    errors: list[ManifestError] = []
+    source = found.section("source", SourceSpec)
+    if source is not None:
+        try:
+            resolve_source(source.uri, base_dir=base_dir, sha256=source.sha256, cache_dir=cache_dir,
+                           allow_outside_paths=allow_outside_paths)
+        except ChecksumError as exc:
+            errors.append(found.error(str(exc), ("source", "sha256")))
+        except NotCachedError as exc:
+            if not allow_download:  # evaluate --download would fetch it; validate never downloads
+                errors.append(found.error(f"{exc}; evaluate needs --download (validate --download accepts this)",
+                                          ("source", "uri")))
+        except SourceError as exc:
+            errors.append(found.error(str(exc), ("source", "uri")))
+    framework = found.section("framework", FrameworkSpec)
+    if framework is not None:
+        try:
+            check_framework(framework.name, framework.version)
+        except FrameworkError as exc:
+            errors.append(found.error(str(exc), ("framework", "version")))
+    architecture = found.section("architecture", ArchitectureSpec)
+    if architecture is not None:
+        try:
+            check_requirement(architecture.package, f"architecture '{architecture.factory}'")
+        except FrameworkError as exc:
+            errors.append(found.error(str(exc), ("architecture", "package")))
+        try:
+            check_factory(architecture.factory)
+        except FrameworkError as exc:
+            errors.append(found.error(str(exc), ("architecture", "factory")))
+    labels = found.section("labels", LabelsSpec)
+    if labels is not None and not (allow_download and labels.source.startswith("https://")):
+        try:
+            class_names_of(labels, base_dir, cache_dir, found.error, allow_outside_paths=allow_outside_paths)
+        except ManifestError as exc:
+            errors.append(exc)
+    return errors
+
+
+def check_factory(factory: str) -> None:
+    """Import the module of ``module:attr.path`` and walk the attributes; FrameworkError says what is missing."""
+    module_name, _, attr_path = factory.partition(":")
+    try:
+        found = importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise FrameworkError(f"module '{module_name}' is not installed (install the package that provides it; "
+                             "architecture.package names the requirement)")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure of third-party code is reported
+        raise FrameworkError(f"importing '{module_name}' failed: {type(exc).__name__}: {exc}") from None
+    walked = module_name
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise FrameworkError(f"'{walked}' has no attribute '{part}'{hint}")
+        obj = getattr(obj, part)
+        walked = f"{walked}.{part}"
+    if not callable(obj):
+        raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
+

@@ -1,0 +1,54 @@
+"""The class names of a manifest's ``labels`` section, read once and checked against ``num_classes``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from repliscope.errors import ChecksumError, ManifestError, SourceError
+from repliscope.manifest.loader import LoadedManifest
+from repliscope.manifest.schema import LabelsSpec
+from repliscope.manifest.sources import resolve_source
+from repliscope.manifest.yaml_lines import Path_
+
+BUILTIN_LABELS = ("builtin:imagenet-1k",)
+
+ErrorAt = Callable[[str, Path_, "list[str] | None"], ManifestError]
+"""(message, field path, allowed values) -> a located ManifestError (e.g. ``LoadedManifest.error``)."""
+
+
+def read_class_names(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False,
+                     allow_outside_paths: bool = False) -> tuple[str, ...]:
+    """Class names of ``loaded`` (see :func:`class_names_of`)."""
+    return class_names_of(loaded.manifest.labels, loaded.base_dir, cache_dir, loaded.error, allow_download,
+                          allow_outside_paths)
+
+
+def class_names_of(spec: LabelsSpec, base_dir: Path, cache_dir: Path, error: ErrorAt, allow_download: bool = False,
+                   allow_outside_paths: bool = False) -> tuple[str, ...]:
+    """Class names from ``labels.source``: ``builtin:imagenet-1k`` or a UTF-8 text file (``name`` or
+    ``wnid<TAB>name`` per non-empty line). Raises ``error(...)`` at the labels field that is wrong."""
+    if spec.source == "builtin:imagenet-1k":
+        from repliscope.datasets.classes import imagenet_classes
+
+        names = tuple(name for _, name in imagenet_classes())
+    elif spec.source.startswith("builtin:"):
+        raise error(f"unknown builtin label set '{spec.source}'", ("labels", "source"), list(BUILTIN_LABELS))
+    else:
+        try:
+            path = resolve_source(spec.source, base_dir=base_dir, sha256=spec.sha256, cache_dir=cache_dir,
+                                  allow_download=allow_download, what="labels",
+                                  allow_outside_paths=allow_outside_paths)
+        except ChecksumError as exc:
+            raise error(str(exc), ("labels", "sha256"), None) from None
+        except SourceError as exc:
+            raise error(str(exc), ("labels", "source"), None) from None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise error(f"cannot read the label file {path}: {exc}", ("labels", "source"), None) from None
+        names = tuple(ln.split("\t", 1)[-1].strip() for ln in text.splitlines() if ln.strip())
+    if len(names) != spec.num_classes:
+        raise error(f"the label source has {len(names)} classes, num_classes says {spec.num_classes}",
+                    ("labels", "num_classes"), None)
+    return names
