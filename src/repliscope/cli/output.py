@@ -18,6 +18,20 @@ def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f} %"
 
 
+def print_skipped_files(dataset: dict[str, Any], shown: int = 5) -> None:
+    """The files of the dataset's folder that are not samples (other extensions) and the folders that could
+    not be listed: count and the first names (all of them are in the record, see --json)."""
+    ignored, count = dataset.get("ignored_files") or [], dataset.get("num_ignored_files", 0)
+    if count:
+        more = f" and {count - shown} more" if count > shown else ""
+        console.print(f"ignored   {count} non-image files: {', '.join(ignored[:shown])}{more}", highlight=False)
+    folders = dataset.get("unreadable_folders") or []
+    if folders:
+        more = f" and {len(folders) - shown} more" if len(folders) > shown else ""
+        console.print(f"[yellow]unlisted[/]  {len(folders)} folders could not be read, their files are not "
+                      f"samples: {', '.join(folders[:shown])}{more}", highlight=False)
+
+
 def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
     console.print(f"[bold]run {rec.run_id}[/]  {rec.created_at:%Y-%m-%d %H:%M:%S} UTC  "
                   f"repliscope {rec.repliscope_version}")
@@ -30,6 +44,7 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
     d = rec.dataset
     console.print(f"dataset   {d['name']}  {d['num_samples']} samples, identity {d['identity'][:12]}, "
                   f"label rule {d['label_rule']}")
+    print_skipped_files(d)
     c = rec.counts
     console.print(f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
                   f", {c['labelled']} labelled")
@@ -99,26 +114,34 @@ def print_comparison(c: RunComparison) -> None:
 
 
 def print_sweep(sweep: SweepResult) -> None:
+    """The pitfall table, compact enough for 80 columns: numbers never cut, long variant names wrap."""
+    from rich import box
+
     ref = sweep.reference
     console.print(f"[bold]pitfall sweep {sweep.sweep_id}[/]  {sweep.manifest.name} on {sweep.runtime['runtime']}, "
                   f"dataset {sweep.dataset['name']} ({sweep.dataset['num_samples']} samples)")
-    rows = []
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
+    table.add_column("variant", overflow="fold")
+    for col in ("n/fail", "top-1", "95% CI", "pairs", "Δ", "p", "agree", "flips", "KL"):
+        table.add_column(col, justify="right", no_wrap=True)
     for v in [ref, *sweep.variants]:
         t1 = v.metric("top1")
         p = v.paired
-        ran = v.status == "ok"
-        rows.append([
-            v.name, "" if not ran or v.evaluated_samples is None else str(v.evaluated_samples),
-            str(v.failed_samples) if ran else "", f"{100 * t1.value:.1f}" if t1 else "",
-            f"{100 * t1.ci_low:.1f}-{100 * t1.ci_high:.1f}" if t1 else "", str(p.n) if p else "",
+        counts: str
+        if v.status != "ok":
+            counts = "n/a" if v.status == "not applicable" else v.status
+        else:
+            counts = f"{'?' if v.evaluated_samples is None else v.evaluated_samples}/{v.failed_samples}"
+        table.add_row(
+            v.name, counts, f"{100 * t1.value:.1f}" if t1 else "",
+            f"{100 * t1.ci_low:.0f}-{100 * t1.ci_high:.0f}" if t1 else "", str(p.n) if p else "",
             f"{100 * p.delta_top1:+.1f}" if p and p.delta_top1 is not None else "",
-            f"{p.mcnemar_p:.2g}" if p and p.mcnemar_p is not None else "",
-            f"{100 * p.agreement:.1f}" if p else "", str(p.flipped) if p else "",
-            f"{p.mean_kl:.3g}" if p else "", "n/a" if v.status == "not applicable" else v.status])
-    print_table("pitfalls (top-1 over each variant's own evaluated samples; Δ, p, agree, flips and KL paired "
-                "against the reference on the samples both evaluated: 'pairs'; top-1 and Δ in %)",
-                ["variant", "n", "failed", "top-1", "95 % CI", "pairs", "Δ", "McNemar p", "agree", "flips", "KL",
-                 ""], rows)
+            ("<.001" if p.mcnemar_p < 1e-3 else f"{p.mcnemar_p:.2g}") if p and p.mcnemar_p is not None else "",
+            f"{100 * p.agreement:.1f}" if p else "", str(p.flipped) if p else "", f"{p.mean_kl:.2g}" if p else "")
+    console.print(table)
+    console.print("n/fail: samples evaluated / failed; top-1 (%) over each variant's own evaluated samples. "
+                  "Paired against the reference on the samples both evaluated (pairs): Δ top-1 (points), exact "
+                  "McNemar p, top-1 agreement (%), flipped predictions, mean KL (nats).", highlight=False)
     for v in sweep.variants:
         console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
                       highlight=False)
