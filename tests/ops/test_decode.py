@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import io
+import resource
+import struct
+import time
+import zlib
+from functools import cache
 
 import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
-from repliscope.errors import SampleError
+from repliscope.errors import OpSpecError, SampleError
 from repliscope.ops import decode_input
+from repliscope.ops.decode import DEFAULT_MAX_PIXELS
 from tests.ops._helpers import check_pre_op, encode, pre, smooth_rgb
 
 LIBS = ["pillow", "opencv"]
@@ -154,7 +160,6 @@ def test_truncated_images_are_not_padded_globally() -> None:
 
 
 def test_decode_needs_encoded_input() -> None:
-    from repliscope.errors import OpSpecError
     from tests.ops._helpers import hwc_item
 
     with pytest.raises(OpSpecError, match="encoded"):
@@ -165,4 +170,95 @@ def test_library_version_is_recorded() -> None:
     import cv2
 
     d = pre(op="decode", library="opencv", channels="BGR").describe()
-    assert d == {"op": "decode", "library": "opencv", "channels": "BGR", "library_version": cv2.__version__}
+    assert d == {"op": "decode", "library": "opencv", "channels": "BGR", "max_pixels": 89_478_485,
+                 "library_version": cv2.__version__}
+
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+@cache
+def bomb_png(side: int = 30_000) -> bytes:
+    """A valid side x side 1-bit grayscale PNG of zeros (~110 KB for 30000): written chunk by chunk, the
+    image itself is never allocated. Decoded to HxWx3 uint8 it would need side*side*3 bytes (2.7 GB)."""
+    row = bytes(1 + (side + 7) // 8)  # filter byte 0 + packed bits
+    z = zlib.compressobj(9)
+    parts = [z.compress(row) for _ in range(side)]
+    idat = b"".join(parts) + z.flush()
+    ihdr = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+
+
+def _max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def test_generated_png_is_a_valid_30000_square_image() -> None:
+    from PIL import PngImagePlugin
+
+    data = bomb_png()
+    assert len(data) < 1_000_000
+    with PngImagePlugin.PngImageFile(io.BytesIO(data)) as im:  # header only (Image.open would refuse it)
+        assert im.size == (30_000, 30_000) and im.mode == "1"
+    small = bomb_png(20)  # the same writer at a decodable size gives a real, all-black image
+    for library in LIBS:
+        np.testing.assert_array_equal(decode(small, library), np.zeros((20, 20, 3), np.uint8))
+
+
+@pytest.mark.parametrize("library", LIBS)
+class TestDecompressionBomb:
+    def test_refused_from_the_header_fast_and_without_memory(self, library: str) -> None:
+        data = bomb_png()
+        rss = _max_rss_bytes()
+        start = time.perf_counter()
+        with pytest.raises(SampleError) as info:
+            decode(data, library)
+        assert time.perf_counter() - start < 1.0
+        assert _max_rss_bytes() - rss < 100_000_000  # decoding would need 2.7 GB
+        assert str(info.value) == ("image is 30000x30000 = 900,000,000 pixels, over the limit of 89,478,485 "
+                                   "(decode.max_pixels)")
+
+    def test_limit_is_inclusive_and_configurable(self, library: str) -> None:
+        data = encode(Image.fromarray(smooth_rgb(30, 40)), "PNG")
+        op_ok = pre(op="decode", library=library, channels="RGB", max_pixels=1200)
+        assert op_ok(decode_input(data)).data.shape == (30, 40, 3)
+        op_small = pre(op="decode", library=library, channels="RGB", max_pixels=1199)
+        with pytest.raises(SampleError, match=r"^image is 40x30 = 1,200 pixels, over the limit of 1,199 "
+                                              r"\(decode.max_pixels\)$"):
+            op_small(decode_input(data))
+
+    def test_independent_of_pillows_global_limit(self, library: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        data = encode(Image.fromarray(smooth_rgb(30, 40)), "PNG")
+        monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10)  # Pillow's Image.open would refuse 1,200 pixels
+        np.testing.assert_array_equal(decode(data, library), smooth_rgb(30, 40))
+        monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # ... and would accept any size
+        with pytest.raises(SampleError, match="over the limit of 89,478,485"):
+            decode(bomb_png(), library)
+
+
+def test_default_is_pillows_default_limit() -> None:
+    assert DEFAULT_MAX_PIXELS == 1024**3 // 4 // 3  # Pillow: 1 GiB / 4 bytes per pixel / 3 channels
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "89478485"])
+def test_max_pixels_must_be_a_positive_int(value: object) -> None:
+    with pytest.raises(OpSpecError, match="max_pixels"):
+        pre(op="decode", library="pillow", channels="RGB", max_pixels=value)
+
+
+def test_opencv_refuses_a_format_whose_size_pillow_cannot_read() -> None:
+    import cv2
+
+    ok, hdr = cv2.imencode(".hdr", np.ones((4, 5, 3), np.float32))
+    assert ok and cv2.imdecode(hdr, cv2.IMREAD_COLOR) is not None  # OpenCV alone would decode it
+    with pytest.raises(SampleError, match=r"^cannot decode with opencv: unknown format or corrupt header \(the size "
+                                          r"must be read from the header with Pillow to check decode.max_pixels"):
+        decode(hdr.tobytes(), "opencv")
+
+
+def test_pillow_unknown_format_message() -> None:
+    with pytest.raises(SampleError, match=r"^cannot decode with pillow: cannot identify image file \(unknown "
+                                          r"format or corrupt\)$"):
+        decode(b"this is not an image" * 10, "pillow")

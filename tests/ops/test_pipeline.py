@@ -170,7 +170,8 @@ class TestPipeline:
         assert d["postprocess"][1] == {"op": "topk", "k": 5, "library": "numpy",
                                        "library_version": np.__version__}
         text = repr(p)
-        assert text.startswith("Pipeline(\n  preprocess=[\n    Decode(library='pillow', channels='RGB'),")
+        assert text.startswith("Pipeline(\n  preprocess=[\n    Decode(library='pillow', channels='RGB', "
+                               "max_pixels=89478485),")
         assert ("Resize(size=256, keep_aspect_ratio=True, method='bicubic', library='pillow', antialias=True)"
                 in text)
         assert "TopK(k=5)" in text

@@ -46,7 +46,7 @@ def test_registry_has_every_builtin() -> None:
 def test_each_pipeline_variant_changes_exactly_what_it_says(lite0: Pipeline) -> None:
     base = ops(lite0)
     d = derive("color_layout_swapped", lite0)
-    assert ops(d.pipeline)[0] == ("decode", {"library": "pillow", "channels": "BGR"})
+    assert ops(d.pipeline)[0] == ("decode", {"library": "pillow", "channels": "BGR", "max_pixels": 89_478_485})
     assert ops(d.pipeline)[1:] == base[1:]
     d = derive("data_layout_reshape", lite0)
     assert ops(d.pipeline)[:-1] == base[:-1] and ops(d.pipeline)[-1] == ("reshape_layout", {"layout": "NCHW"})

@@ -3,21 +3,38 @@
 A dataset's identity is the sha256 over every sample's id, file bytes and label, so two runs on the same
 identity saw exactly the same data. Reading a sample's bytes never decodes it: decoding is the pipeline's
 ``decode`` op, so a corrupt file is a recorded sample failure, not a dataset failure.
+
+Every file is read ONCE per run: the evaluation loop reads a sample with :func:`read_sample`, which also
+hashes the bytes, and the record's identity is :meth:`Dataset.identity_from` those per-sample fingerprints,
+so the identity covers exactly what was evaluated. A file that cannot be read is a failed sample whose
+fingerprint is its failure reason (``"unreadable: ..."``); it never stops the run.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from repliscope.errors import RepliscopeError, SampleError
 from repliscope.registry import Registry
+
+UNREADABLE = "unreadable: "
+"""Prefix of the failure reason (and fingerprint) of a sample whose bytes could not be read."""
+
+LISTED_NAMES = 1000
+"""At most this many ignored file / unreadable folder names are kept in a record (the counts are exact)."""
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One labelled (or unlabelled: ``label is None``) sample; ``read()`` returns the encoded bytes."""
+    """One labelled (or unlabelled: ``label is None``) sample; ``read()`` returns the encoded bytes and
+    raises OSError or SampleError when it cannot."""
 
     id: str
     label: int | None
@@ -25,9 +42,90 @@ class Sample:
     location: str = ""
 
 
+@dataclass(frozen=True)
+class SampleRead:
+    """What reading one sample gave: its bytes and their sha256 (hex), or why it could not be read."""
+
+    data: bytes | None
+    fingerprint: str
+    """sha256 hex of ``data``; for an unreadable sample the failure reason (starts with :data:`UNREADABLE`)."""
+
+    @property
+    def error(self) -> str | None:
+        return self.fingerprint if self.data is None else None
+
+
+def read_sample(sample: Sample) -> SampleRead:
+    """Read ``sample`` once and hash its bytes; a read failure becomes an ``unreadable: ...`` reason."""
+    try:
+        data = sample.read()
+    except SampleError as exc:
+        reason = str(exc)
+        return SampleRead(None, reason if reason.startswith(UNREADABLE) else UNREADABLE + reason)
+    except OSError as exc:
+        return SampleRead(None, UNREADABLE + os_reason(exc))
+    return SampleRead(data, hashlib.sha256(data).hexdigest())
+
+
+def os_reason(exc: OSError) -> str:
+    """A stable reason for an OSError: its text without the path (the sample id already names the file)."""
+    return exc.strerror or (errno.errorcode.get(exc.errno, "") if exc.errno else "") or type(exc).__name__
+
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of the regular file ``path``; anything else raises SampleError ``unreadable: <why>``.
+
+    Opened non-blocking and checked with ``fstat`` before reading, so a FIFO or device named like an image
+    cannot hang the run; a dangling symlink names its target.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError as exc:
+        if os.path.islink(path):
+            raise SampleError(f"{UNREADABLE}dangling symlink (target '{os.readlink(path)}' does not exist)") \
+                from exc
+        raise SampleError(f"{UNREADABLE}file not found (removed after the folder was listed?)") from exc
+    except OSError as exc:
+        raise SampleError(UNREADABLE + os_reason(exc)) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "an unknown kind")
+        raise SampleError(f"{UNREADABLE}not a regular file ({kind})")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read()
+        except OSError as exc:
+            raise SampleError(UNREADABLE + os_reason(exc)) from exc
+
+
+def identity_of(samples: Sequence[Sample], fingerprints: Sequence[str]) -> str:
+    """sha256 hex over (id, sha256(bytes), label) of every sample, in order; an unreadable sample
+    contributes its failure reason in place of the 32-byte digest."""
+    if len(fingerprints) != len(samples):
+        raise RepliscopeError(f"{len(fingerprints)} fingerprints for {len(samples)} samples")
+    h = hashlib.sha256()
+    for s, fp in zip(samples, fingerprints, strict=True):
+        h.update(s.id.encode())
+        h.update(b"\0")
+        h.update(fp.encode() if fp.startswith(UNREADABLE) else bytes.fromhex(fp))
+        h.update(str(s.label).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
 @dataclass
 class Dataset:
-    """An ordered, immutable collection of samples with provenance."""
+    """An ordered, immutable collection of samples with provenance.
+
+    ``ignored_files``: files under the dataset's folder that are not samples (other extensions), sorted.
+    ``unreadable_folders``: folders that could not be listed, as ``"<path>/ (<reason>)"``; their files are
+    not samples, so they are reported wherever the dataset is.
+    """
 
     name: str
     samples: Sequence[Sample]
@@ -35,6 +133,8 @@ class Dataset:
     label_rule: str
     description: str = ""
     origin: str = ""
+    ignored_files: Sequence[str] = ()
+    unreadable_folders: Sequence[str] = ()
     _identity: str | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
@@ -42,23 +142,26 @@ class Dataset:
 
     @property
     def identity(self) -> str:
-        """sha256 hex over (id, sha256(bytes), label) of every sample, in order. Reads every file once."""
+        """:func:`identity_of` every sample, reading every file once (cached). An evaluation does not use
+        this: it passes the fingerprints of what it read to :meth:`identity_from` / :meth:`describe`."""
         if self._identity is None:
-            h = hashlib.sha256()
-            for s in self.samples:
-                h.update(s.id.encode())
-                h.update(b"\0")
-                h.update(hashlib.sha256(s.read()).digest())
-                h.update(str(s.label).encode())
-                h.update(b"\n")
-            self._identity = h.hexdigest()
+            self._identity = identity_of(self.samples, [read_sample(s).fingerprint for s in self.samples])
         return self._identity
 
-    def describe(self) -> dict[str, Any]:
+    def identity_from(self, fingerprints: Sequence[str]) -> str:
+        """The identity of what was actually read: one :attr:`SampleRead.fingerprint` per sample, in order."""
+        return identity_of(self.samples, fingerprints)
+
+    def describe(self, fingerprints: Sequence[str] | None = None) -> dict[str, Any]:
+        """The record's ``dataset`` entry; its identity from ``fingerprints`` (what a run read) when given,
+        else from reading every file (:attr:`identity`)."""
         labelled = sum(1 for s in self.samples if s.label is not None)
-        return {"name": self.name, "identity": self.identity, "num_samples": len(self.samples),
+        identity = self.identity if fingerprints is None else self.identity_from(fingerprints)
+        return {"name": self.name, "identity": identity, "num_samples": len(self.samples),
                 "num_labelled": labelled, "license": self.license, "label_rule": self.label_rule,
-                "origin": self.origin, "description": self.description}
+                "origin": self.origin, "description": self.description,
+                "num_ignored_files": len(self.ignored_files), "ignored_files": list(self.ignored_files[:LISTED_NAMES]),
+                "unreadable_folders": list(self.unreadable_folders[:LISTED_NAMES])}
 
 
 DatasetLoader = Callable[..., Dataset]

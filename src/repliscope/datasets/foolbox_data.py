@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
@@ -54,16 +55,19 @@ def _bundled_files() -> tuple[str, list[tuple[str, Path, str]]]:
 def load_foolbox_imagenet(label_rule: str | None = None, *, limit: int | None = None) -> Dataset:
     """The bundled ImageNet images, sorted by file name, labelled by ``filename_index``.
 
-    Every file is read once here to verify its RECORD hash; a mismatch or missing file is a DatasetError.
+    Every file is read once here to verify its RECORD hash (a mismatch or missing file is a DatasetError)
+    and kept in memory (about 1 MB), so the samples are exactly the verified bytes and no file is read twice.
     """
     if label_rule not in (None, "filename_index"):
         raise DatasetError(f"dataset 'foolbox_imagenet' is labelled by 'filename_index', not '{label_rule}'")
     if limit is not None and limit < 1:
         raise DatasetError(f"limit must be a positive integer, got {limit}")
     version, files = _bundled_files()
+    contents: list[bytes] = []
     for _, path, expected in files:
         try:
-            actual = record_sha256(path.read_bytes())
+            data = path.read_bytes()
+            actual = record_sha256(data)
         except OSError as exc:
             raise DatasetError(f"cannot read {path}: {exc}; reinstall with {_INSTALL_HINT}") from exc
         if actual != expected:
@@ -71,13 +75,14 @@ def load_foolbox_imagenet(label_rule: str | None = None, *, limit: int | None = 
                 f"{path}: sha256 {actual} differs from the foolbox RECORD ({expected}); the file was "
                 f"modified - reinstall with {_INSTALL_HINT}"
             )
+        contents.append(data)
     ids = [fname for fname, _, _ in files]
     root = files[0][1].parent
     labels = filename_index(ids, root)
     check_labels("filename_index", ids, labels, root, allow_unlabelled=False)
     samples = [
-        Sample(id=fname, label=label, read=path.read_bytes, location=str(path))
-        for (fname, path, _), label in zip(files, labels, strict=True)
+        Sample(id=fname, label=label, read=partial(bytes, data), location=str(path))
+        for (fname, path, _), label, data in zip(files, labels, contents, strict=True)
     ]
     note = "" if version == PINNED_VERSION else f" (expected {PINNED_VERSION}: identity may differ)"
     kept = f"first {limit} of " if limit is not None and limit < len(samples) else ""

@@ -1,34 +1,77 @@
 """``image_folder``: every image file under a directory, labelled by a label rule.
 
-Sample ids are paths relative to the folder with forward slashes, in sorted order. Files are read lazily;
-files with other extensions are ignored but counted in the description. Hidden folders are not walked.
+Sample ids are paths relative to the folder with forward slashes, in sorted order. Files are read lazily
+(once, by the evaluation loop); a file that cannot be read is a failed sample, not a crash. Files with
+other extensions are ignored but listed in the dataset (``ignored_files``); folders that cannot be listed
+are listed too (``unreadable_folders``). Hidden folders are not walked; symlinked folders are followed
+(a symlink back to one of its own parent folders is refused).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path, PurePosixPath
 
-from repliscope.datasets.base import LABEL_RULES, Dataset, Sample
+from repliscope.datasets.base import LABEL_RULES, Dataset, Sample, os_reason, read_file
 from repliscope.datasets.labels import check_labels, detect_label_rule
 from repliscope.errors import DatasetError
 
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 
-def scan_folder(root: Path, extensions: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(image ids, ignored ids) under ``root``, both sorted; extensions compare case-insensitively."""
+@dataclass(frozen=True)
+class FolderScan:
+    """What :func:`scan_folder` found; every list holds paths relative to the root, sorted."""
+
+    images: list[str]
+    """Image files by extension (including ones that will fail to read, e.g. dangling symlinks)."""
+    ignored: list[str]
+    """Files with other extensions: not samples, but reported."""
+    unreadable_folders: list[str]
+    """``"<path>/ (<reason>)"`` for each folder that could not be listed or is a symlink loop."""
+
+
+def scan_folder(root: Path, extensions: Iterable[str]) -> FolderScan:
+    """Walk ``root`` (hidden folders skipped; symlinked folders followed, loops refused); extensions
+    compare case-insensitively. Never raises for an entry: what cannot be listed is recorded."""
     exts = {e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions}
-    images: list[str] = []
-    ignored: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        rel = Path(dirpath).relative_to(root)
-        for fname in filenames:
-            sample_id = (rel / fname).as_posix()
-            (images if Path(fname).suffix.lower() in exts else ignored).append(sample_id)
-    return sorted(images), sorted(ignored)
+    scan = FolderScan([], [], [])
+
+    def walk(folder: Path, rel: PurePosixPath, ancestors: frozenset[str]) -> None:
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as exc:
+            scan.unreadable_folders.append(f"{_folder_name(rel)} ({os_reason(exc)})")
+            return
+        for entry in entries:
+            sample_id = rel / entry.name
+            try:
+                is_dir = entry.is_dir()  # follows symlinks; False for a dangling one
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                (scan.images if Path(entry.name).suffix.lower() in exts else scan.ignored).append(
+                    sample_id.as_posix())
+            elif not entry.name.startswith("."):
+                real = os.path.realpath(entry.path)
+                if real in ancestors:
+                    scan.unreadable_folders.append(f"{_folder_name(sample_id)} (symlink loop: not followed)")
+                else:
+                    walk(Path(entry.path), sample_id, ancestors | {real})
+
+    walk(root, PurePosixPath(), frozenset({os.path.realpath(root)}))
+    scan.images.sort()
+    scan.ignored.sort()
+    scan.unreadable_folders.sort()
+    return scan
+
+
+def _folder_name(rel: PurePosixPath) -> str:
+    return "./" if rel == PurePosixPath() else f"{rel.as_posix()}/"
 
 
 def load_image_folder(
@@ -55,10 +98,13 @@ def load_image_folder(
     if limit is not None and limit < 1:
         raise DatasetError(f"limit must be a positive integer, got {limit}")
     extensions = tuple(extensions)
-    ids, ignored = scan_folder(root, extensions)
+    scan = scan_folder(root, extensions)
+    ids, ignored = scan.images, scan.ignored
     if not ids:
         found = f"; found only {len(ignored)} other files (e.g. {', '.join(ignored[:3])})" if ignored else ""
-        raise DatasetError(f"no image files ({', '.join(extensions)}) in {root}{found}")
+        unlisted = (f"; could not list {', '.join(scan.unreadable_folders[:3])}"
+                    if scan.unreadable_folders else "")
+        raise DatasetError(f"no image files ({', '.join(extensions)}) in {root}{found}{unlisted}")
 
     rule, shown_rule = _choose_rule(label_rule, ids, root, labels_csv)
     options: dict[str, object] = {}
@@ -74,7 +120,7 @@ def load_image_folder(
     check_labels(rule, ids, labels, root, allow_unlabelled)
 
     samples = [
-        Sample(id=i, label=label, read=(root / i).read_bytes, location=str(root / i))
+        Sample(id=i, label=label, read=partial(read_file, root / i), location=str(root / i))
         for i, label in zip(ids, labels, strict=True)
     ]
     if limit is not None:
@@ -86,6 +132,8 @@ def load_image_folder(
         label_rule=shown_rule,
         description=_describe(len(ids), samples, ignored, rule),
         origin=str(root),
+        ignored_files=tuple(ignored),
+        unreadable_folders=tuple(scan.unreadable_folders),
     )
 
 

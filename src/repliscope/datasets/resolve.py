@@ -15,7 +15,9 @@ def resolve_dataset(spec: str, label_rule: str | None = None, **kw: Any) -> Data
     """A registered dataset name (e.g. ``foolbox_imagenet``) or an existing directory (``image_folder``).
 
     Registered names win over a same-named directory in the working directory; write ``./name`` for that.
-    ``label_rule`` and ``kw`` go to the loader; options whose value is None count as not given.
+    ``label_rule`` and ``kw`` go to the loader; options whose value is None count as not given. A loader
+    that cannot be called with these options (one it does not take, or a required one missing, such as
+    ``image_folder``'s folder) is a DatasetError, never a TypeError.
     """
     options = {k: v for k, v in kw.items() if v is not None}
     if label_rule is not None:
@@ -26,23 +28,41 @@ def resolve_dataset(spec: str, label_rule: str | None = None, **kw: Any) -> Data
         return loader(**options)
     path = Path(spec).expanduser()
     if path.is_dir():
-        _check_options("image_folder", load_image_folder, options)
+        _check_options("image_folder", load_image_folder, options, given=("path",))
         return load_image_folder(path, **options)
     what = (
         "is a file, not a directory" if path.exists() else "is neither a registered dataset nor a directory"
     )
-    raise DatasetError(
-        f"dataset '{spec}' {what}. Give a folder of images or one of: {', '.join(DATASETS.names())}"
-    )
+    raise DatasetError(f"dataset '{spec}' {what}. Give a folder of images or one of: {', '.join(bare_names())}")
 
 
-def _check_options(name: str, loader: Any, options: dict[str, Any]) -> None:
+def bare_names() -> list[str]:
+    """The registered datasets that can be named alone (``--dataset NAME``): no required option."""
+    return [name for name in DATASETS.names() if not _required(DATASETS.get(name))]
+
+
+def _required(loader: Any) -> list[str]:
+    """Names of the loader's parameters that have no default."""
+    return [p.name for p in inspect.signature(loader).parameters.values()
+            if p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+
+
+def _check_options(name: str, loader: Any, options: dict[str, Any], given: tuple[str, ...] = ()) -> None:
+    """DatasetError unless ``loader(*given, **options)`` binds: no unknown option, no required one missing."""
     params = inspect.signature(loader).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    unknown = sorted(set(options) - set(params))
-    if unknown:
-        allowed = [p for p in params if p != "path"]
-        raise DatasetError(
-            f"dataset '{name}' does not take {', '.join(unknown)} (allowed: {', '.join(allowed)})"
-        )
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(options) - set(params))
+        if unknown:
+            allowed = [p for p in params if p not in given and p != "path"]
+            raise DatasetError(
+                f"dataset '{name}' does not take {', '.join(unknown)} (allowed: {', '.join(allowed)})"
+            )
+    missing = [p for p in _required(loader) if p not in options and p not in given]
+    if missing == ["path"]:
+        raise DatasetError(f"dataset '{name}' needs a folder: give --dataset PATH (a folder of images; "
+                           f"'{name}' is what a folder is loaded with). Datasets usable by name: "
+                           f"{', '.join(bare_names()) or 'none'}")
+    if missing:
+        raise DatasetError(f"dataset '{name}' needs {', '.join(missing)}, which --dataset NAME alone cannot "
+                           f"give. Datasets usable by name: {', '.join(bare_names()) or 'none'}")

@@ -3,6 +3,8 @@
 While the runtime runs batch n, worker threads decode and pre-process batches n+1 .. n+prefetch (decoders and
 numpy release the GIL). At most ``prefetch + 1`` batches of inputs exist at once, so memory stays bounded.
 A sample that fails (unreadable, corrupt, wrong shape after pre-processing) is recorded with its reason.
+Every sample's file is read exactly once, by the worker that pre-processes it; the sha256 of the bytes read
+(or the unreadable reason) is kept per sample (``LoopResult.fingerprints``) for the dataset identity.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from repliscope.datasets.base import Sample
+from repliscope.datasets.base import Sample, SampleRead, read_sample
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.evaluation.record import SamplePrediction
 from repliscope.ops.base import Item, PreOp
@@ -52,6 +54,9 @@ class LoopResult:
     load_seconds: float = 0.0
     warmup_seconds: float = 0.0
     loop_seconds: float = 0.0
+    fingerprints: list[str] | None = None
+    """Per sample, in order: sha256 hex of the bytes read, or the ``unreadable: ...`` reason (see
+    :meth:`Dataset.identity_from`). None when the loop that made this result did not record them."""
 
 
 Prepared = tuple[np.ndarray | None, str | None]
@@ -89,11 +94,21 @@ def shape_error(data: np.ndarray, expected_shape: tuple[int, ...] | None) -> str
 
 def prepare_sample(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None) -> Prepared:
     """Read + pre-process one sample -> (model input without batch axis, None) or (None, failure reason)."""
-    try:
-        data = sample.read()
-    except OSError as exc:
-        return None, f"unreadable: {exc}"
-    item: Item | str = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
+    return prepare_read(pipeline, read_sample(sample), expected_shape)
+
+
+def read_and_prepare(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None
+                     ) -> tuple[Prepared, str]:
+    """:func:`prepare_sample` plus the sample's fingerprint (sha256 hex of the bytes, or the read failure)."""
+    read = read_sample(sample)
+    return prepare_read(pipeline, read, expected_shape), read.fingerprint
+
+
+def prepare_read(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None) -> Prepared:
+    """Pre-process bytes already read -> (model input without batch axis, None) or (None, failure reason)."""
+    if read.data is None:
+        return None, read.error
+    item: Item | str = Item(np.frombuffer(read.data, dtype=np.uint8), "encoded")
     for op in pipeline.pre_ops:
         item = apply_op(op, item)  # type: ignore[arg-type]
         if isinstance(item, str):
@@ -119,15 +134,18 @@ def run_loop(
         runner, warmup_shape(len(batches[0]) if batches else 0, expected_shape) if options.warmup else None)
     loop_start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
-        pending: deque[list[Future[Prepared]]] = deque()
+        pending: deque[list[Future[tuple[Prepared, str]]]] = deque()
+        result.fingerprints = []
 
         def submit(batch: Sequence[Sample]) -> None:
-            pending.append([pool.submit(prepare_sample, pipeline, s, expected_shape) for s in batch])
+            pending.append([pool.submit(read_and_prepare, pipeline, s, expected_shape) for s in batch])
 
         for batch in batches[: options.prefetch_batches + 1]:
             submit(batch)
         for index, batch in enumerate(batches):
-            prepared = [f.result() for f in pending.popleft()]
+            done = [f.result() for f in pending.popleft()]
+            result.fingerprints.extend(fingerprint for _, fingerprint in done)
+            prepared = [p for p, _ in done]
             nxt = index + options.prefetch_batches + 1
             if nxt < len(batches):
                 submit(batches[nxt])

@@ -106,7 +106,7 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
                  "model_origin": prepared.artifact.origin},
         software=software_stack(_FRAMEWORK_DISTRIBUTIONS),
         hardware=hardware(runner.threads),
-        dataset={**dataset.describe(),
+        dataset={**dataset.describe(loop.fingerprints),  # identity of what the loop read
                  "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
         options={"batch_size": options.batch_size, "threads": runner.threads, "prep_workers": options.prep_workers,
                  "prefetch_batches": options.prefetch_batches, "fail_fast": options.fail_fast,

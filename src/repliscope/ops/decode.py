@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import io
-from typing import Literal
+import struct
+from typing import Annotated, Literal
 
 import numpy as np
 import PIL
 from PIL import Image, ImageFile
+from pydantic import Field
 
 from repliscope.errors import OpSpecError, RepliscopeError, SampleError
 from repliscope.ops.base import OPS, Channels, Item, OpParams, PreOp, StaticShape
+
+DEFAULT_MAX_PIXELS = 89_478_485
+"""Default ``max_pixels``: Pillow's own default ``Image.MAX_IMAGE_PIXELS`` (1 GiB / 4 bytes / 3 channels),
+written out so that it does not depend on Pillow's process-global setting."""
 
 
 class DecodeParams(OpParams):
     library: Literal["pillow", "opencv"]
     channels: Channels
     """Channel order of the output."""
+    max_pixels: Annotated[int, Field(gt=0)] = DEFAULT_MAX_PIXELS
+    """Largest width x height decoded; checked from the file header before any pixel is decoded."""
 
 
 @OPS.register("decode")
@@ -40,6 +48,12 @@ class Decode(PreOp):
 
     Empty, corrupt or truncated data raises :class:`SampleError`; truncated files are never padded
     (Pillow's ``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay False).
+
+    Decompression bombs: for BOTH libraries the width and height are read from the header (Pillow's format
+    plugins parse the header only) and an image over ``max_pixels`` (default :data:`DEFAULT_MAX_PIXELS`,
+    Pillow's default limit; recorded with the op) is a SampleError before anything is decoded. Pillow's own
+    process-global check (``Image.MAX_IMAGE_PIXELS``) is not used. Data whose header Pillow cannot read is
+    refused for OpenCV too, since its size cannot be checked (e.g. OpenEXR, Radiance HDR).
     """
 
     name = "decode"
@@ -64,29 +78,81 @@ class Decode(PreOp):
         buf = np.asarray(item.data, dtype=np.uint8).reshape(-1)
         if buf.size == 0:
             raise SampleError("cannot decode: empty data (0 bytes)")
+        data = buf.tobytes()
+        im = _open_header(data, self.params.library)
+        try:
+            check_pixels(im.size, self.params.max_pixels)
+        except SampleError:
+            im.close()
+            raise
         if self.params.library == "pillow":
-            rgb = _decode_pillow(buf.tobytes())
+            rgb = _decode_pillow(im)
             out = rgb if self.params.channels == "RGB" else rgb[..., ::-1]
         else:
+            im.close()
             bgr = _decode_opencv(buf)
             out = bgr if self.params.channels == "BGR" else bgr[..., ::-1]
         return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels)
 
 
-def _decode_pillow(data: bytes) -> np.ndarray:
-    """RGB uint8 HxWx3 via Pillow; see :class:`Decode` for the mode conversions."""
+def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
+    """SampleError when ``width x height`` (``size``) is over ``max_pixels``."""
+    width, height = size
+    if width * height > max_pixels:
+        raise SampleError(f"image is {width}x{height} = {width * height:,} pixels, over the limit of "
+                          f"{max_pixels:,} (decode.max_pixels)")
+
+
+_NOT_THIS_FORMAT = (SyntaxError, IndexError, TypeError, struct.error)
+"""What a Pillow format plugin raises for data that is not its format (as in ``Image.open``)."""
+
+
+def _open_header(data: bytes, library: str) -> ImageFile.ImageFile:
+    """The image with only its header parsed (size and mode known, no pixel decoded).
+
+    This is ``Image.open``'s format detection (same plugin order, same accept/reject rules) WITHOUT its
+    process-global decompression-bomb check, so that ``decode.max_pixels`` alone decides.
+    """
+    fp = io.BytesIO(data)
+    prefix = data[:16]
+    tried: set[str] = set()
+    for loader in (Image.preinit, Image.init):
+        loader()
+        for fmt in list(Image.ID):
+            if fmt in tried:
+                continue
+            tried.add(fmt)
+            if fmt not in Image.OPEN:
+                continue
+            factory, accept = Image.OPEN[fmt]
+            if accept is not None and (isinstance(ok := accept(prefix), str) or not ok):
+                continue
+            fp.seek(0)
+            try:
+                return factory(fp, "")
+            except _NOT_THIS_FORMAT:
+                continue
+            except (OSError, ValueError, EOFError) as exc:
+                raise SampleError(f"cannot decode with {library}: unreadable header "
+                                  f"({str(exc) or type(exc).__name__})") from exc
+    if library == "pillow":
+        raise SampleError("cannot decode with pillow: cannot identify image file (unknown format or corrupt)")
+    raise SampleError("cannot decode with opencv: unknown format or corrupt header (the size must be read from "
+                      "the header with Pillow to check decode.max_pixels, so formats only OpenCV reads are refused)")
+
+
+def _decode_pillow(im: ImageFile.ImageFile) -> np.ndarray:
+    """RGB uint8 HxWx3 from an opened (header-only) Pillow image; see :class:`Decode` for the conversions."""
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise RepliscopeError(
             "cannot decode: PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True, which pads truncated files"
         )
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with im:
             im.load()
             return _pillow_to_rgb(im)
     except SampleError:
         raise
-    except Image.DecompressionBombError as exc:
-        raise SampleError(f"cannot decode with pillow: {exc}") from exc
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         reason = str(exc) or type(exc).__name__
         if "truncated" in reason.lower():

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 import repliscope
-from repliscope.datasets.base import Dataset, Sample
+from repliscope.datasets.base import Dataset, Sample, read_sample
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, load_and_warm_up, shape_error, warmup_shape
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
@@ -113,13 +113,13 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None) -> tuple[list
     return plans, skipped
 
 
-def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[int, ...]) -> _Prepared:
-    """Pre-process one sample for every plan, computing each distinct op prefix once."""
-    try:
-        data = sample.read()
-    except OSError as exc:
-        return {p.name: _Cell(None, error=f"unreadable: {exc}") for p in plans}
-    root = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
+def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[int, ...]) -> tuple[_Prepared, str]:
+    """Read one sample once and pre-process it for every plan, computing each distinct op prefix once ->
+    (cells, fingerprint: sha256 hex of the bytes or the unreadable reason)."""
+    read = read_sample(sample)
+    if read.data is None:
+        return {p.name: _Cell(None, error=read.error) for p in plans}, read.fingerprint
+    root = Item(np.frombuffer(read.data, dtype=np.uint8), "encoded")
     memo: dict[tuple[str, ...], Item | str | _Fatal] = {}
     out: _Prepared = {}
     for plan in plans:
@@ -144,7 +144,7 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
             out[plan.name] = _Cell(None, fatal=error.message)
         else:
             out[plan.name] = _Cell(None, error=error) if error is not None else _Cell(item.data, item.layout)
-    return out
+    return out, read.fingerprint
 
 
 def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | None = None, *,
@@ -162,7 +162,8 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     loop_start = time.perf_counter()
     workers = s.prep_workers or s.threads
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repliscope-sweep") as pool:
-        pending: deque[list[Future[_Prepared]]] = deque()
+        pending: deque[list[Future[tuple[_Prepared, str]]]] = deque()
+        fingerprints: list[str] = []  # what was read, per sample: the identity of every plan's record
 
         def submit(batch: Sequence[Sample]) -> None:
             pending.append([pool.submit(prepare_all, smp, plans, expected) for smp in batch])
@@ -170,7 +171,9 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
         for batch in batches[:2]:
             submit(batch)
         for index, batch in enumerate(batches):
-            prepared_batch = [f.result() for f in pending.popleft()]
+            read_batch = [f.result() for f in pending.popleft()]
+            fingerprints.extend(fingerprint for _, fingerprint in read_batch)
+            prepared_batch = [cells for cells, _ in read_batch]
             if index + 2 < len(batches):
                 submit(batches[index + 2])
             for smp, prep in zip(batch, prepared_batch, strict=True):
@@ -183,6 +186,8 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
             if on_progress is not None:
                 on_progress(len(batch))
     end = time.perf_counter()
+    for plan in plans:
+        plan.loop.fingerprints = fingerprints
     timings = {"total_seconds": end - start, "load_seconds": load_seconds, "warmup_seconds": warmup_seconds,
                "loop_seconds": end - loop_start}
     return _assemble(prepared, dataset, plans, skipped, visual, timings)
