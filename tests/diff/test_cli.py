@@ -59,3 +59,60 @@ def test_layers_golden_with_plot(app: typer.Typer, tmp_path: Path) -> None:
 def test_errors_exit_2(app: typer.Typer, args: list[str], message: str) -> None:
     res = CliRunner().invoke(app, ["diff", *args])
     assert res.exit_code == 2 and message in res.stderr
+
+
+def _binary(path: Path) -> Path:
+    path.write_bytes(bytes(range(256)) * 8)  # not UTF-8 from byte 128 on
+    return path
+
+
+def test_binary_candidate_is_an_error_not_a_traceback(app: typer.Typer, tmp_path: Path) -> None:
+    onnx = _binary(tmp_path / "model.onnx")
+    for extra in ([], ["--layers"]):
+        res = CliRunner().invoke(app, ["diff", str(LITE0), "--candidate", str(onnx), *extra])
+        assert res.exit_code == 2 and res.stdout == ""
+        assert res.stderr == (f"error: Keras candidate '{onnx}': a '.onnx' file is not a Keras port (give a port "
+                              "folder (model.py + mapping.yaml), its mapping .yaml, or a converted .keras file); an "
+                              "ONNX model is compared with --runtimes torch onnxruntime\n")
+    mapping = _binary(tmp_path / "mapping.yaml")
+    res = CliRunner().invoke(app, ["diff", str(LITE0), "--candidate", str(tmp_path), "--layers"])
+    assert res.exit_code == 2
+    assert res.stderr == (f"error: Keras candidate '{tmp_path}': the mapping file '{mapping}' is not UTF-8 text "
+                          "(byte 128); a mapping is YAML\n")
+    res = CliRunner().invoke(app, ["diff", str(LITE0), "--candidate", str(tmp_path / "nope"), "--layers"])
+    assert res.exit_code == 2 and f"'{tmp_path / 'nope'}': no such file or folder" in res.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runtimes", "torch", "keras", "--layers"],
+     "a Keras candidate is a re-implementation, not a runtime: give --candidate PATH (a port folder with model.py "
+     "and mapping.yaml, its mapping .yaml, or a converted .keras file)"),
+    (["--runtimes", "torch", "keras"],
+     "unknown runtime 'keras' (allowed: onnxruntime, opencv_dnn, torch); a Keras port is compared layer by layer: "
+     "--candidate PATH --layers"),
+    (["--runtimes", "torch", "tflite"], "unknown runtime 'tflite'. (allowed: onnxruntime, opencv_dnn, torch)"),
+    (["--runtimes", "torch", "foo", "--layers"],
+     "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a Keras port: --candidate PATH)"),
+    (["--runtimes", "torch", "--db", "sqlite:///runs.db"],
+     "--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); it got 'torch --db': '--db' "
+     "is an option, so a runtime name is missing"),
+    (["--runtimes", "torch", "onnxruntime", "opencv_dnn"],
+     "RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need one MANIFEST (an extra "
+     "argument 'opencv_dnn' was given: --runtimes takes exactly two names)"),
+])
+def test_runtimes_take_exactly_two_known_names(app: typer.Typer, args: list[str], message: str) -> None:
+    res = CliRunner().invoke(app, ["diff", str(LITE0), *args])
+    assert res.exit_code == 2 and res.stderr == f"error: {message}\n"
+
+
+def test_runtimes_with_one_value_is_a_usage_error(app: typer.Typer) -> None:
+    res = CliRunner().invoke(app, ["diff", str(LITE0), "--runtimes", "torch"])
+    assert res.exit_code == 2 and "Option '--runtimes' requires 2 arguments." in res.output
+
+
+def test_candidate_with_another_runtime_is_refused(app: typer.Typer, tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--candidate",
+                                   str(tmp_path), "--layers"])
+    assert res.exit_code == 2
+    assert res.stderr == (f"error: --candidate {tmp_path} is a Keras port: give --runtimes torch keras or leave "
+                          "--runtimes out (not 'onnxruntime')\n")

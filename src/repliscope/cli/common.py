@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -21,3 +26,43 @@ def fail(exc: Exception) -> NoReturn:
 
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+_TF_INFO = re.compile(r"^(I\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before "
+                      r"absl::InitializeLog\(\) is called are written to STDERR)")
+"""TensorFlow's start-up noise: absl-format INFO lines (the oneDNN banner, CPU feature notes) and absl's
+warning that logging is not initialised. Warnings and errors of TensorFlow (W/E/F lines) are kept."""
+
+
+def quiet_keras() -> None:
+    """Import Keras/TensorFlow (``import_keras``: TF_CPP_MIN_LOG_LEVEL=2 before the import) with the C-level
+    stderr captured, and print back what is not start-up noise (:data:`_TF_INFO`): TensorFlow 2.21 logs its
+    oneDNN banner through absl before TF_CPP_MIN_LOG_LEVEL applies. Imports once; later imports are silent."""
+    from repliscope.convert.keras_target import import_keras
+
+    if "tensorflow" in sys.modules:
+        import_keras()
+        return
+    with _filtered_stderr(_TF_INFO):
+        import_keras()
+
+
+@contextmanager
+def _filtered_stderr(noise: re.Pattern[str]) -> Iterator[None]:
+    """Redirect file descriptor 2 (C libraries write there) to a temporary file; afterwards write its lines
+    that do not match ``noise`` to ``sys.stderr``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [ln for ln in captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not noise.match(ln)]
+            if kept:
+                sys.stderr.write("".join(kept))

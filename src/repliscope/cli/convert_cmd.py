@@ -2,6 +2,8 @@
 
     repliscope convert MANIFEST --to keras --mapping MAPPING.yaml --out weights.keras [--model PORT_DIR]
 
+``--mapping`` and ``--out`` are required (the README writes the shipped example's command in full).
+
 The manifest's torch module is built exactly as ``evaluate`` builds it; its state_dict is mapped onto the Keras
 port (``--model``: a folder with ``model.py``, or ``file.py:function``; default: the mapping file's folder).
 The ``.keras`` file is written, reloaded, and checked against torch on real samples (softmax and top-1) and,
@@ -57,12 +59,15 @@ def _run(manifest: Path, to: str, mapping_path: Path, out: Path, model_spec: str
         raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: keras)")
     if out.suffix != ".keras":
         raise RepliscopeError(f"--out {out}: Keras 3 saves whole models to files ending in .keras")
+    _check_mapping_file(mapping_path)
+    from repliscope.cli.common import quiet_keras
     from repliscope.convert import convert_state_dict, load_mapping, load_port
     from repliscope.convert.verify import compare_outputs, save_and_reload
     from repliscope.runtimes.torch_model import build_torch_module
 
     mapping = load_mapping(mapping_path)
     loaded, artifact = _manifest(manifest)
+    quiet_keras()  # TensorFlow's start-up log lines are noise here
     module = build_torch_module(artifact)
     keras_model = load_port(model_spec or mapping.base_dir, mapping)
     report = convert_state_dict(module.state_dict(), keras_model, mapping, module)
@@ -84,6 +89,19 @@ def _run(manifest: Path, to: str, mapping_path: Path, out: Path, model_spec: str
         ok = _layer_check(module, reloaded, mapping, x, ids) and ok
     typer.echo("verified" if ok else "VERIFICATION FAILED")
     return ok
+
+
+def _check_mapping_file(path: Path) -> None:
+    """``--mapping`` must be an existing UTF-8 ``.yaml``/``.yml`` file (a model file there is a mix-up)."""
+    if not path.is_file():
+        raise RepliscopeError(f"--mapping {path}: no such file (the mapping of the shipped Keras example is "
+                              "examples/keras_efficientnet_lite/mapping.yaml)")
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise RepliscopeError(f"--mapping {path}: a mapping is a YAML file (.yaml or .yml), not '{path.suffix}'")
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RepliscopeError(f"--mapping {path}: not UTF-8 text (byte {exc.start}); a mapping is YAML") from None
 
 
 def _manifest(path: Path) -> tuple[Any, Any]:

@@ -61,6 +61,7 @@ def diff(
 ) -> None:
     """Compare two runs, two runtimes, or a candidate implementation with the torch reference."""
     try:
+        check_arguments(run_b, runtimes, layers or candidate is not None, candidate)
         if run_b is not None:
             result: Any = _records(target, run_b, db)
             failed = False
@@ -99,6 +100,58 @@ def diff(
         raise typer.Exit(code=1)
 
 
+def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_level: bool,
+                    candidate: Path | None) -> None:
+    """Refuse, before any work, a command line whose parts do not go together: ``--runtimes`` takes exactly
+    two runtime names (an option in their place means one was missing), names it does not know, and a
+    second argument (RUN_B) beside the options that need a MANIFEST."""
+    if runtimes is not None:
+        flag = next((v for v in runtimes if v.startswith("-")), None)
+        if flag is not None:
+            raise RepliscopeError(f"--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); "
+                                  f"it got '{runtimes[0]} {runtimes[1]}': '{flag}' is an option, so a runtime name "
+                                  "is missing")
+        if layer_level:
+            _check_layer_runtimes(runtimes, candidate)
+        else:
+            from repliscope.runtimes import RUNTIMES
+
+            for name in runtimes:
+                if name == "keras" and name not in RUNTIMES:
+                    raise RepliscopeError(f"unknown runtime 'keras' (allowed: {', '.join(RUNTIMES.names())}); a "
+                                          "Keras port is compared layer by layer: --candidate PATH --layers")
+                RUNTIMES.get(name)  # unknown -> UnknownNameError listing the runtimes
+    if candidate is not None:
+        from repliscope.diff.keras_candidate import check_port_path
+
+        check_port_path(candidate)
+    if run_b is not None and (runtimes is not None or layer_level):
+        raise RepliscopeError(f"RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need "
+                              f"one MANIFEST (an extra argument '{run_b}' was given: --runtimes takes exactly two "
+                              "names)")
+
+
+def _check_layer_runtimes(runtimes: tuple[str, str], candidate: Path | None) -> None:
+    from repliscope.diff import CANDIDATES
+
+    ref, cand = runtimes
+    if ref != "torch":
+        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {cand}), not '{ref}'")
+    if candidate is not None:
+        if cand != "keras":
+            raise RepliscopeError(f"--candidate {candidate} is a Keras port: give --runtimes torch keras or leave "
+                                  f"--runtimes out (not '{cand}')")
+        return
+    if cand == "keras":
+        raise RepliscopeError("a Keras candidate is a re-implementation, not a runtime: give --candidate PATH (a "
+                              "port folder with model.py and mapping.yaml, its mapping .yaml, or a converted "
+                              ".keras file)")
+    if cand not in CANDIDATES:
+        allowed = [n for n in CANDIDATES.names() if n != "keras"]
+        raise RepliscopeError(f"unknown layer-diff candidate '{cand}' (allowed: {', '.join(allowed)}; a Keras "
+                              "port: --candidate PATH)")
+
+
 def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
     from repliscope.diff.task import diff_records
     from repliscope.store.repository import RunStore
@@ -127,10 +180,7 @@ def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: Pa
     from repliscope.diff.tolerance import TolerancePolicy
     from repliscope.evaluation.run import RunSettings, prepare
 
-    ref_name, cand_name = runtimes or ("torch", "onnxruntime")
-    if ref_name != "torch":
-        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {cand_name}), "
-                              f"not '{ref_name}'")
+    cand_name = runtimes[1] if runtimes else "onnxruntime"  # the reference is torch (check_arguments)
     prepared = prepare(manifest, RunSettings(runtime="torch", threads=threads, batch_size=batch))
     reference = TorchReference.from_artifact(prepared.artifact)
     cand = _candidate(prepared, reference, cand_name, candidate_path, threads)
@@ -145,6 +195,9 @@ def _candidate(prepared: PreparedRun, reference: Any, name: str, path: Path | No
     from repliscope.evaluation.artifacts import default_cache_dir
 
     if path is not None:
+        from repliscope.cli.common import quiet_keras
+
+        quiet_keras()
         if "keras" not in CANDIDATES:
             importlib.import_module("repliscope.diff.keras_candidate")
         cls: Any = CANDIDATES.get("keras")

@@ -10,11 +10,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.guard import GuardedGroup
 from repliscope.cli.output import console, print_record, print_table
 from repliscope.errors import RepliscopeError
 
-app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs. Exit codes: "
+                       "0 ok, 1 the result is a failure, 2 bad input, 3 internal error (traceback saved to a "
+                       "file), 130 interrupted.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=GuardedGroup)
 
 
 def _register_plugins() -> None:
@@ -133,7 +136,8 @@ def evaluate(
 
 @app.command()
 def pitfalls(
-    manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
+    manifest: Annotated[Path | None, typer.Argument(help="Model manifest (YAML); not needed with --list.")]
+    = None,
     dataset: DatasetOption = "foolbox_imagenet",
     runtime: RuntimeOption = None,
     variant: Annotated[list[str] | None, typer.Option("--variant", help="Only these pitfalls (repeatable; "
@@ -154,18 +158,21 @@ def pitfalls(
     as_json: JsonOption = False,
 ) -> None:
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
-    from repliscope.evaluation.run import prepare
-    from repliscope.manifest.loader import load_manifest
-    from repliscope.pitfalls.base import PITFALLS
-    from repliscope.pitfalls.sweep import run_sweep
-    from repliscope.store.repository import RunStore
-
-    if list_variants:
+    if list_variants:  # no manifest, no framework import: starts fast
         import repliscope.pitfalls.variants  # noqa: F401
+        from repliscope.pitfalls.base import PITFALLS
 
         print_table("pitfalls", ["name", "description"],
                     [[n, PITFALLS.get(n).description] for n in PITFALLS.names()])
         return
+    if manifest is None:
+        fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the "
+                             "pitfalls"))
+    from repliscope.evaluation.run import prepare
+    from repliscope.manifest.loader import load_manifest
+    from repliscope.pitfalls.sweep import run_sweep
+    from repliscope.store.repository import RunStore
+
     try:
         loaded = load_manifest(manifest)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
@@ -195,6 +202,7 @@ def pitfalls(
 
 
 def main() -> None:
+    """The ``repliscope`` script (the guard lives in the app's group class, so ``app()`` is guarded too)."""
     app()
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from repliscope.evaluation.record import EvaluationRecord
-from repliscope.pitfalls.result import SweepResult
-from repliscope.store.compare import RunComparison
+if TYPE_CHECKING:  # annotations only: importing the CLI stays fast (no scipy/SQLAlchemy at start-up)
+    from repliscope.evaluation.record import EvaluationRecord
+    from repliscope.pitfalls.result import SweepResult
+    from repliscope.store.compare import RunComparison
 
 console = Console()
 
@@ -32,7 +34,10 @@ def print_skipped_files(dataset: dict[str, Any], shown: int = 5) -> None:
                       f"samples: {', '.join(folders[:shown])}{more}", highlight=False)
 
 
-def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
+def print_record(rec: EvaluationRecord, show_samples: bool = False,
+                 class_names: Sequence[str] | None = None) -> None:
+    """A record for a person; ``show_samples`` adds the sample table, whose label and top-1 columns read
+    ``"243 bull mastiff"`` when ``class_names`` (index -> name) is given."""
     console.print(f"[bold]run {rec.run_id}[/]  {rec.created_at:%Y-%m-%d %H:%M:%S} UTC  "
                   f"repliscope {rec.repliscope_version}")
     console.print(f"manifest  {rec.manifest.name} {rec.manifest.version}  ({rec.manifest.path}, "
@@ -68,19 +73,33 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False) -> None:
     if len(failed) > 20:
         console.print(f"... and {len(failed) - 20} more failed samples (see --json)")
     if show_samples:
-        st = Table(title="samples")
+        from rich import box
+
+        st = Table(title="samples", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         for col in ("sample", "label", "top-1", "p(top-1)", "correct"):
-            st.add_column(col)
+            st.add_column(col, overflow="fold", no_wrap=col not in ("label", "top-1"))
         for s in rec.samples:
-            st.add_row(s.sample_id, str(s.label), str(s.top1), f"{s.topk_probs[0]:.4f}" if s.topk_probs else "",
+            st.add_row(s.sample_id, class_cell(s.label, class_names),
+                       "failed" if s.error else class_cell(s.top1, class_names),
+                       f"{s.topk_probs[0]:.4f}" if s.topk_probs else "",
                        "" if s.label is None or s.error else ("yes" if s.top1 == s.label else "no"))
         console.print(st)
 
 
+def class_cell(index: int | None, class_names: Sequence[str] | None) -> str:
+    """``"243 bull mastiff"`` (the index alone without names or out of their range; ``""`` for None)."""
+    if index is None:
+        return ""
+    if class_names is not None and 0 <= index < len(class_names):
+        return f"{index} {class_names[index]}"
+    return str(index)
+
+
 def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    """A titled table; the first column never wraps, the others fold long text onto more lines (never cut)."""
     table = Table(title=title)
     for i, col in enumerate(columns):
-        table.add_column(col, no_wrap=i == 0)
+        table.add_column(col, no_wrap=i == 0, overflow="fold")
     for row in rows:
         table.add_row(*[str(v) for v in row])
     console.print(table)

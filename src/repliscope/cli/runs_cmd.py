@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from collections.abc import Sequence
+from datetime import UTC
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
-from repliscope.cli.output import print_record, print_table
+from repliscope.cli.output import console, print_record
 from repliscope.errors import RepliscopeError
 
+if TYPE_CHECKING:
+    from repliscope.evaluation.record import EvaluationRecord
+    from repliscope.store.repository import RunSummary
+
 runs_app = typer.Typer(help="Stored evaluation records.", no_args_is_help=True)
+
+RUN_KINDS = ("evaluation", "pitfall_variant")
+"""The values of a record's ``kind``: a plain evaluation, or one variant run of a pitfall sweep."""
+ID_CHARS = 8
+"""Characters of a run id ``runs list`` shows (any unique prefix of 6+ characters selects a run)."""
+_SHARED_FIRST = ("date", "sweep", "runtime", "dataset", "model")
+"""Columns moved above the table, in this order, when their value is the same in every row and the table
+would not fit the terminal otherwise."""
+_FOLDABLE = ("model", "dataset", "variant")
+"""Columns whose long names fold onto a second line when the table still does not fit (never cut)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +38,7 @@ def register(app: typer.Typer) -> None:
 
 @runs_app.command("list")
 def runs_list(
-    limit: int = 50,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 50,
     kind: Annotated[str | None, typer.Option(help="evaluation | pitfall_variant")] = None,
     sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep (a unique id prefix).")] = None,
     db: DbOption = None,
@@ -29,6 +47,8 @@ def runs_list(
     """List stored runs, newest first."""
     from repliscope.store.repository import RunStore
 
+    if kind is not None and kind not in RUN_KINDS:
+        fail(RepliscopeError(f"--kind {kind!r}: unknown run kind (allowed: {', '.join(RUN_KINDS)})"))
     try:
         store = RunStore(db)
         sweep_id = store.get_sweep(sweep).sweep_id if sweep else None
@@ -39,11 +59,87 @@ def runs_list(
     if as_json:
         emit_json([r.model_dump(mode="json") for r in runs])
         return
-    print_table("runs (newest first; top-1 in %)", ["run", "created", "manifest", "runtime", "dataset", "n",
-                                                    "failed", "top-1", "sweep variant"],
-                [[r.run_id[:12], f"{r.created_at:%m-%d %H:%M}", r.manifest_name, r.runtime, r.dataset_name,
-                  r.num_samples, r.num_failed, "" if r.top1 is None else f"{100 * r.top1:.1f}",
-                  f"{r.sweep_id[:6]}:{r.variant}" if r.sweep_id else ""] for r in runs])
+    if not runs:
+        console.print("no stored runs" + (f" of kind {kind}" if kind else "") + (" in this sweep" if sweep else ""))
+        return
+    print_runs(runs)
+
+
+def run_cells(r: RunSummary) -> dict[str, str]:
+    """One run's cells in ``runs list``: 8-character id, local creation date and time, model name and
+    version in full, top-1 in % (empty when the run has none)."""
+    created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
+    return {"run": r.run_id[:ID_CHARS], "date": f"{created:%Y-%m-%d}", "time": f"{created:%H:%M}",
+            "model": f"{r.manifest_name} {r.manifest_version}", "runtime": r.runtime, "dataset": r.dataset_name,
+            "n": str(r.num_samples), "failed": str(r.num_failed),
+            "top-1": "" if r.top1 is None else f"{100 * r.top1:.1f}",
+            "sweep": r.sweep_id[:ID_CHARS] if r.sweep_id else "", "variant": r.variant or ""}
+
+
+def runs_layout(cells: Sequence[dict[str, str]], width: int) -> tuple[list[str], list[str], int]:
+    """(columns of the table, ``"name value"`` parts shown once above it, spaces between columns) for
+    ``cells`` at ``width`` terminal columns.
+
+    Columns empty in every row (no sweep, top-1 of none) and ``failed`` when no run failed are dropped. Then,
+    until the table fits ``width``: two spaces between columns, else one, else the next column with the same
+    value in every row moves above the table (the date first, then sweep, runtime, dataset, model)."""
+    columns = [c for c in cells[0] if any(row[c] for row in cells)]
+    if all(row["failed"] == "0" for row in cells):
+        columns.remove("failed")
+    shared: list[str] = []
+    movable = [c for c in _SHARED_FIRST if c in columns and len({row[c] for row in cells}) == 1]
+    while True:
+        for gap in (2, 1):
+            if _table_width(cells, columns, gap) <= width:
+                return columns, shared, gap
+        if not movable:
+            return columns, shared, 1
+        name = movable.pop(0)
+        columns.remove(name)
+        shared.append(f"{name} {cells[0][name]}")
+
+
+def _table_width(cells: Sequence[dict[str, str]], columns: list[str], gap: int) -> int:
+    """Width of the table :func:`print_runs` draws: the widest cell of each column, ``gap`` spaces between."""
+    return sum(max(len(c), *(len(row[c]) for row in cells)) for c in columns) + gap * (len(columns) - 1)
+
+
+def print_runs(runs: Sequence[RunSummary]) -> None:
+    """The ``runs list`` table: one line per run at 80 columns for typical names; a cell is never cut."""
+    from rich import box
+    from rich.table import Table
+
+    cells = [run_cells(r) for r in runs]
+    columns, shared, gap = runs_layout(cells, console.width)
+    console.print(f"[bold]{len(runs)} runs[/], newest first (local time; top-1 in %)", highlight=False)
+    for line in pack(shared, console.width, first="every run: ", next_="           "):
+        console.print(line, highlight=False, soft_wrap=True)
+    # SIMPLE_HEAD draws a space between columns: gap 2 = that space + one of padding
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0))
+    for c in columns:
+        table.add_column(c, justify="right" if c in ("n", "failed", "top-1") else "left",
+                         no_wrap=c not in _FOLDABLE, overflow="fold")
+    for row in cells:
+        table.add_row(*(row[c] for c in columns))
+    console.print(table)
+
+
+def pack(parts: Sequence[str], width: int, first: str, next_: str) -> list[str]:
+    """``parts`` joined by ``"; "`` into lines of at most ``width`` characters where possible (a part is never
+    split; the first line starts with ``first``, the others with ``next_``)."""
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        prefix = first if not lines else next_
+        candidate = f"{line}; {part}" if line else part
+        if line and len(prefix) + len(candidate) > width:
+            lines.append(prefix + line)
+            line = part
+        else:
+            line = candidate
+    if line:
+        lines.append((first if not lines else next_) + line)
+    return lines
 
 
 @runs_app.command("show")
@@ -59,13 +155,46 @@ def runs_show(run_id: str, samples: Annotated[bool, typer.Option(help="List ever
         return
     if as_json:
         emit_json(record.model_dump(mode="json"))
-    else:
-        print_record(record, show_samples=samples)
+        return
+    names, why = record_class_names(record) if samples else (None, None)
+    print_record(record, show_samples=samples, class_names=names)
+    if why:
+        console.print(f"[dim]class names not shown: {why}[/]", highlight=False)
+
+
+def record_class_names(rec: EvaluationRecord) -> tuple[tuple[str, ...] | None, str | None]:
+    """The class names of a stored run, from the ``labels`` section of the manifest text stored in its record
+    (a label file is found relative to the manifest's recorded path and sha256-checked as at run time).
+    Returns ``(names, None)``, or ``(None, reason)`` when they cannot be resolved (e.g. the file moved)."""
+    from pydantic import ValidationError
+
+    from repliscope.errors import ManifestError
+    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.manifest.labels import class_names_of
+    from repliscope.manifest.schema import LabelsSpec
+    from repliscope.manifest.yaml_lines import format_path, load_with_lines
+
+    where = rec.manifest.path
+    try:
+        data, _ = load_with_lines(rec.manifest.text, where)
+        if not isinstance(data, dict) or not isinstance(data.get("labels"), dict):
+            return None, f"the stored manifest {where} has no labels section"
+        spec = LabelsSpec.model_validate(data["labels"])
+        # the run already read this file under its path policy; showing its names reads it again, read-only
+        names = class_names_of(spec, Path(where).parent, default_cache_dir(),
+                               lambda msg, at, allowed: ManifestError(msg, file=where, field=format_path(at),
+                                                                      allowed=allowed),
+                               allow_outside_paths=True)
+    except ValidationError as exc:
+        return None, f"the stored manifest's labels section is invalid: {exc.errors()[0]['msg']}"
+    except RepliscopeError as exc:
+        return None, str(exc)
+    return names, None
 
 
 @runs_app.command("compare")
 def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """Metric deltas (B - A) and the samples whose top-1 differs."""
+    """Metric deltas (B - A) and the samples whose top-1 differs (exit 1 if no sample was evaluated by both)."""
     from repliscope.store.compare import compare_runs
     from repliscope.store.repository import RunStore
 
@@ -77,7 +206,12 @@ def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOptio
         return
     if as_json:
         emit_json(comparison.model_dump(mode="json"))
-        return
-    from repliscope.cli.output import print_comparison
+    else:
+        from repliscope.cli.output import print_comparison
 
-    print_comparison(comparison)
+        print_comparison(comparison)
+    if not comparison.comparable:
+        print(f"error: runs {comparison.run_a[:ID_CHARS]} and {comparison.run_b[:ID_CHARS]} have no sample that "
+              f"both evaluated ({comparison.common_samples} shared sample ids, {comparison.only_in_a} only in A, "
+              f"{comparison.only_in_b} only in B): nothing to compare", file=sys.stderr)
+        raise typer.Exit(code=1)

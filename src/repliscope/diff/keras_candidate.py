@@ -40,6 +40,30 @@ def to_reference_layout(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if x.ndim == 4 else x
 
 
+PORT_FORMS = "a port folder (model.py + mapping.yaml), its mapping .yaml, or a converted .keras file"
+
+
+def check_port_path(path: Path) -> Path:
+    """``path`` if it can name a Keras port (an existing folder, ``.keras`` file or ``.yaml``/``.yml`` mapping
+    file); else a RepliscopeError naming the accepted forms (an ONNX model or a binary file never reaches the
+    YAML reader)."""
+    path = Path(path)
+    if not path.exists():
+        raise RepliscopeError(f"Keras candidate '{path}': no such file or folder (give {PORT_FORMS})")
+    if path.is_file() and path.suffix.lower() not in (".keras", ".yaml", ".yml"):
+        hint = "; an ONNX model is compared with --runtimes torch onnxruntime" if path.suffix == ".onnx" else ""
+        raise RepliscopeError(f"Keras candidate '{path}': a '{path.suffix or 'suffix-less'}' file is not a Keras "
+                              f"port (give {PORT_FORMS}){hint}")
+    mapping = path / "mapping.yaml" if path.is_dir() else path
+    if mapping.suffix.lower() != ".keras" and mapping.is_file():
+        try:
+            mapping.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RepliscopeError(f"Keras candidate '{path}': the mapping file '{mapping}' is not UTF-8 text (byte "
+                                  f"{exc.start}); a mapping is YAML") from None
+    return path
+
+
 class KerasCandidate(Candidate):
     """A Keras functional model compared with the torch reference through a mapping file."""
 
@@ -61,7 +85,7 @@ class KerasCandidate(Candidate):
         """``path`` is a port directory (``model.py`` + ``mapping.yaml``: the model is built and the reference
         module's weights converted into it), its ``mapping.yaml``, or a converted ``.keras`` file (its mapping is
         ``<name>.mapping.yaml`` or ``mapping.yaml`` beside it)."""
-        path = Path(path)
+        path = check_port_path(Path(path))
         if path.suffix == ".keras":
             mapping = load_mapping(_sidecar_mapping(path))
             keras = import_keras()
