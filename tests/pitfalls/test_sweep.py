@@ -167,3 +167,21 @@ def test_labels_outside_the_model_are_refused(prepared: PreparedRun, tmp_path: P
     (folder / "dog_5000.jpg").write_bytes(smp.read())
     with pytest.raises(DatasetError, match=r"dog_5000.jpg \(label 5000\)"):
         run_sweep(prepared, resolve_dataset(str(folder), "filename_index"), ["color_layout_swapped"])
+
+
+def test_data_parallel_sweep_matches_the_pipelined_one(prepared: PreparedRun, sweep: SweepOutput) -> None:
+    """The same exact counts and the same per-sample predictions when every worker runs whole batches for every
+    variant with runner replicas of its own (the schedule the calibration usually picks on 2 cores)."""
+    from dataclasses import replace
+
+    dp = replace(prepared, settings=RunSettings(runtime="onnxruntime", threads=1, batch_size=3,
+                                                schedule="data_parallel"))
+    out = run_sweep(dp, resolve_dataset("foolbox_imagenet"), visual_samples=2)
+    assert out.result.options["schedule"] == "data_parallel" and out.result.options["batch_size"] == 3
+    got = {v.name: (v.metric("top1").successes, v.paired.flipped) for v in out.result.variants  # type: ignore[union-attr]
+           if v.status == "ok"}
+    assert got == EXPECTED
+    top1 = {r.variant: [s.top1 for s in r.samples] for r in sweep.records}
+    assert {r.variant: [s.top1 for s in r.samples] for r in out.records} == top1
+    assert out.records[0].dataset["identity"] == sweep.records[0].dataset["identity"]
+    assert len(out.result.visual) == 2

@@ -41,9 +41,13 @@ LabelRuleOption = Annotated[str | None, typer.Option(help="imagenet_wnid | filen
 LabelsCsvOption = Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")]
 AsOption = Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT (e.g. imagenet-1k/val) "
                                                            "so claims on it become comparable.")]
-ThreadsOption = Annotated[int, typer.Option(min=1, help="Runtime threads (recorded).")]
-BatchSizeOption = Annotated[int, typer.Option(min=1)]
-PrepWorkersOption = Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (default: --threads).")]
+ThreadsOption = Annotated[int | None, typer.Option(min=1, help="Intra-op threads of each runner (default: "
+                                                               "calibrated; recorded).")]
+BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Default: calibrated (recorded).")]
+PrepWorkersOption = Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (pipelined) or workers "
+                                                                  "(data_parallel) (default: the plan's).")]
+ScheduleOption = Annotated[str | None, typer.Option(help="pipelined | data_parallel (default: calibrated; with "
+                                                         "--threads and --batch-size: pipelined).")]
 LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")]
 FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed sample.")]
 DownloadOption = Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")]
@@ -64,9 +68,10 @@ def _dataset_ref(text: str | None) -> Any:
 
 
 def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rule: str | None,
-                       labels_csv: Path | None, evaluated_as: str | None, threads: int, batch_size: int,
+                       labels_csv: Path | None, evaluated_as: str | None, threads: int | None,
+                       batch_size: int | None,
                        prep_workers: int | None, limit: int | None, fail_fast: bool, download: bool,
-                       allow_outside_paths: bool = False) -> Any:
+                       allow_outside_paths: bool = False, schedule: str | None = None) -> Any:
     """The RunSettings and the Dataset of a command that runs a manifest on data."""
     from repliscope.datasets import resolve_dataset
     from repliscope.evaluation.run import RunSettings
@@ -74,7 +79,7 @@ def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rul
     settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
                            batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
                            evaluated_as=_dataset_ref(evaluated_as), allow_download=download,
-                           allow_outside_paths=allow_outside_paths)
+                           allow_outside_paths=allow_outside_paths, schedule=schedule)
     return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
 
 
@@ -91,8 +96,9 @@ def evaluate(
     label_rule: LabelRuleOption = None,
     labels_csv: LabelsCsvOption = None,
     evaluated_as: AsOption = None,
-    threads: ThreadsOption = 2,
-    batch_size: BatchSizeOption = 32,
+    threads: ThreadsOption = None,
+    batch_size: BatchSizeOption = None,
+    schedule: ScheduleOption = None,
     prep_workers: PrepWorkersOption = None,
     limit: LimitOption = None,
     fail_fast: FailFastOption = False,
@@ -113,7 +119,7 @@ def evaluate(
             print(f"warning: {warning}", file=sys.stderr)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
                                             threads, batch_size, prep_workers, limit, fail_fast, download,
-                                            allow_outside_paths)
+                                            allow_outside_paths, schedule)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -145,8 +151,9 @@ def pitfalls(
     label_rule: LabelRuleOption = None,
     labels_csv: LabelsCsvOption = None,
     evaluated_as: AsOption = None,
-    threads: ThreadsOption = 2,
-    batch_size: BatchSizeOption = 32,
+    threads: ThreadsOption = None,
+    batch_size: BatchSizeOption = None,
+    schedule: ScheduleOption = None,
     prep_workers: PrepWorkersOption = None,
     limit: LimitOption = None,
     fail_fast: FailFastOption = False,
@@ -177,7 +184,7 @@ def pitfalls(
         loaded = load_manifest(manifest)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
                                             threads, batch_size, prep_workers, limit, fail_fast, download,
-                                            allow_outside_paths)
+                                            allow_outside_paths, schedule)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

@@ -64,8 +64,21 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
         console.print(f"claim     {v.metric} {pct(v.claimed)} on {v.claim_dataset}, measured {pct(v.measured)}: "
                       f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})", highlight=False)
     t = rec.timings
-    console.print(f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
-                  f"{t.throughput_samples_per_second:.1f} samples/s")
+    if t.loop_seconds is None:  # a record stored before load and warm-up were timed apart
+        console.print(f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
+                      f"{t.throughput_samples_per_second:.1f} samples/s")
+    else:
+        console.print(f"timing    {t.total_seconds:.2f} s total: {t.load_seconds:.2f} s model load, "
+                      f"{t.warmup_seconds:.2f} s warm-up, {t.loop_seconds:.2f} s measured loop "
+                      f"({t.inference_seconds:.2f} s in the runtime): {t.throughput_samples_per_second:.1f} "
+                      "samples/s", highlight=False)
+    plan = rec.options.get("plan")
+    if plan:
+        calibrated = plan.get("calibration", {}).get("seconds")
+        console.print(f"plan      {plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} "
+                      f"{'workers' if plan['schedule'] == 'data_parallel' else 'pre-processing threads'} x "
+                      f"{plan['threads']} runtime threads; {plan['source']}"
+                      + (f" ({calibrated:.1f} s, not in the timing)" if calibrated else ""), highlight=False)
     console.print(f"result    {rec.result_hash}")
     failed = [s for s in rec.samples if s.error]
     for s in failed[:20]:

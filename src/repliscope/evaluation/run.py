@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import repliscope
 from repliscope.datasets.base import Dataset
 from repliscope.errors import DatasetError
 from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
+from repliscope.evaluation.calibration import Plan, plan_run
 from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
 from repliscope.evaluation.provenance import hardware, software_stack
@@ -28,12 +29,19 @@ _FRAMEWORK_DISTRIBUTIONS = ("torch", "onnx", "onnxruntime", "onnxscript", "openc
 
 @dataclass
 class RunSettings:
-    """Options of one evaluation, all recorded. ``prep_workers`` None means ``threads``."""
+    """Options of one evaluation, all recorded.
+
+    ``threads`` (each runner's intra-op threads), ``batch_size`` and ``schedule`` left None are chosen by the
+    measured calibration (:mod:`repliscope.evaluation.calibration`). With both ``threads`` and ``batch_size``
+    given and no ``schedule``, the run is ``pipelined`` as given, with no calibration. ``prep_workers`` None
+    means: ``threads`` (pipelined as given) or the plan's choice.
+    """
 
     runtime: str
-    threads: int
-    batch_size: int
+    threads: int | None = None
+    batch_size: int | None = None
     prep_workers: int | None = None
+    schedule: str | None = None
     fail_fast: bool = False
     evaluated_as: DatasetRef | None = None
     cache_dir: Path | None = None
@@ -58,7 +66,7 @@ def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> Pre
     artifact = resolve_artifact(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
     class_names = load_class_names(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
     pre, post = build_ops(loaded, BuildContext(class_names=class_names))
-    runner = RUNTIMES.get(settings.runtime)(artifact, threads=settings.threads, cache_dir=cache_dir)
+    runner = RUNTIMES.get(settings.runtime)(artifact, threads=settings.threads or 1, cache_dir=cache_dir)
     return PreparedRun(loaded, artifact, Pipeline(pre, post), runner, settings)
 
 
@@ -68,10 +76,33 @@ def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallb
     s = prepared.settings
     check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
     pipe = pipeline or prepared.pipeline
-    options = LoopOptions(batch_size=s.batch_size, prep_workers=s.prep_workers or s.threads, fail_fast=s.fail_fast)
-    shape = tuple(prepared.artifact.input_shape[1:])
-    loop = run_loop(pipe, prepared.runner, dataset.samples, options, shape, on_progress)
-    return build_record(prepared, dataset, loop, pipe, options)
+    plan = plan_for(prepared, dataset, pipe)
+    runner = runner_for_plan(prepared.runner, plan)
+    options = plan.loop_options(s.fail_fast)
+    loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress)
+    return build_record(prepared, dataset, loop, pipe, options, runner, plan)
+
+
+def input_shape(prepared: PreparedRun) -> tuple[int, ...]:
+    """The model input without the batch axis, e.g. (3, 224, 224)."""
+    return tuple(prepared.artifact.input_shape[1:])
+
+
+def plan_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None = None) -> Plan:
+    """How this run uses the cores: as given in the settings, or calibrated (cached) for the rest."""
+    s = prepared.settings
+    if s.threads is not None and s.batch_size is not None and s.schedule is None:
+        return Plan("pipelined", s.batch_size, s.prep_workers or s.threads, s.threads,
+                    "given (--threads and --batch-size without --schedule: pipelined, no calibration)")
+    plan = plan_run(prepared.runner, pipeline or prepared.pipeline, dataset.samples, input_shape(prepared),
+                    batch_size=s.batch_size, threads=s.threads, schedule=s.schedule,
+                    cache_dir=s.cache_dir or default_cache_dir())
+    return replace(plan, workers=s.prep_workers) if s.prep_workers else plan
+
+
+def runner_for_plan(runner: Runner, plan: Plan) -> Runner:
+    """``runner`` when its thread count is the plan's, else a replica with the plan's threads."""
+    return runner if runner.threads == plan.threads else runner.replica(threads=plan.threads)
 
 
 def check_labels_in_range(dataset: Dataset, num_classes: int) -> None:
@@ -84,7 +115,7 @@ def check_labels_in_range(dataset: Dataset, num_classes: int) -> None:
 
 
 def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipeline: Pipeline,
-                 options: LoopOptions, runner: Runner | None = None) -> EvaluationRecord:
+                 options: LoopOptions, runner: Runner | None = None, plan: Plan | None = None) -> EvaluationRecord:
     """Assemble the record of one loop; ``runner`` (default: the prepared one) is what actually ran."""
     s = prepared.settings
     runner = runner or prepared.runner
@@ -110,7 +141,8 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
                  "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
         options={"batch_size": options.batch_size, "threads": runner.threads, "prep_workers": options.prep_workers,
                  "prefetch_batches": options.prefetch_batches, "fail_fast": options.fail_fast,
-                 "warmup": options.warmup},
+                 "warmup": options.warmup, "schedule": options.schedule,
+                 "plan": plan.describe() if plan is not None else None},
         metrics=metrics,
         claims=claims,
         counts={"total": len(loop.predictions), "evaluated": evaluated, "failed": failed,

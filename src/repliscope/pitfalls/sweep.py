@@ -16,16 +16,25 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import NamedTuple
+from queue import SimpleQueue
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import repliscope
 from repliscope.datasets.base import Dataset, Sample, read_sample
 from repliscope.errors import RepliscopeError, SampleError
+from repliscope.evaluation.calibration import Plan
 from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, load_and_warm_up, shape_error, warmup_shape
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
-from repliscope.evaluation.run import PreparedRun, build_record, check_labels_in_range
+from repliscope.evaluation.run import (
+    PreparedRun,
+    build_record,
+    check_labels_in_range,
+    input_shape,
+    plan_for,
+    runner_for_plan,
+)
 from repliscope.ops.base import Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
@@ -84,26 +93,29 @@ class SweepOutput:
     records: list[EvaluationRecord]
 
 
-def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None) -> tuple[list[_Plan], list[VariantOutcome]]:
-    """Derive every requested variant (all registered ones by default) from the prepared pipeline."""
+def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Plan
+               ) -> tuple[list[_Plan], list[VariantOutcome]]:
+    """Derive every requested variant (all registered ones by default) from the prepared pipeline; the
+    reference runs as ``run_plan`` says (batch size, runner threads)."""
     s = prepared.settings
     spec = prepared.loaded.manifest.inputs[0]
     ctx = PitfallContext(input_shape=tuple(spec.shape), input_layout=spec.layout, runtime=s.runtime,
-                         batch_size=s.batch_size, threads=s.threads)
-    ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, prepared.runner, s.batch_size, {})
+                         batch_size=run_plan.batch_size, threads=run_plan.threads)
+    base = runner_for_plan(prepared.runner, run_plan)
+    ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
-    runners: dict[tuple[int, str], Runner] = {(s.threads, "float32"): prepared.runner}
+    runners: dict[tuple[int, str], Runner] = {(run_plan.threads, "float32"): base}
     for name in names if names is not None else PITFALLS.names():
         pitfall = PITFALLS.get(name)()
         try:
             derived = pitfall.derive(prepared.pipeline, ctx)
-            threads = int(derived.settings.get("threads", s.threads))
+            threads = int(derived.settings.get("threads", run_plan.threads))
             precision = str(derived.settings.get("precision", "float32"))
             key = (threads, precision)
             if key not in runners:
-                runners[key] = runner_for(prepared.runner, threads, precision)
+                runners[key] = runner_for(base, threads, precision)
             plans.append(_Plan(name, pitfall.description, derived.change, derived.pipeline, runners[key],
-                               int(derived.settings.get("batch_size", s.batch_size)),
+                               int(derived.settings.get("batch_size", run_plan.batch_size)),
                                dict(derived.settings)))
         except NotApplicable as exc:
             skipped.append(VariantOutcome(name=name, description=pitfall.description, change="",
@@ -149,48 +161,90 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
 
 def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | None = None, *,
               visual_samples: int = 3, on_progress: Callable[[int], None] | None = None) -> SweepOutput:
-    """Evaluate the reference and every variant on ``dataset``; returns the sweep and one record per plan."""
+    """Evaluate the reference and every variant on ``dataset``; returns the sweep and one record per plan.
+
+    The sweep runs as the run's plan says (:func:`repliscope.evaluation.run.plan_for`: given, or the same
+    cached calibration as ``evaluate``): ``pipelined`` (pre-processing threads beside the runtime) or
+    ``data_parallel`` (each worker reads, pre-processes and infers whole batches for every plan with runner
+    replicas of its own)."""
     start = time.perf_counter()
     check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
-    plans, skipped = plan_sweep(prepared, names)
+    run_plan = plan_for(prepared, dataset)
+    plans, skipped = plan_sweep(prepared, names, run_plan)
     s = prepared.settings
-    expected = tuple(prepared.artifact.input_shape[1:])
+    expected = input_shape(prepared)
     samples = dataset.samples
-    batches = [samples[i:i + s.batch_size] for i in range(0, len(samples), s.batch_size)]
+    size = run_plan.batch_size
+    batches = [samples[i:i + size] for i in range(0, len(samples), size)]
     visual: list[tuple[Sample, _Prepared]] = []
     load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples), expected)
+    workers = [{id(p.runner): p.runner for p in plans}]
+    if run_plan.schedule == "data_parallel":
+        for _ in range(run_plan.workers - 1):
+            replicas = {key: r.replica() for key, r in workers[0].items()}
+            for r in replicas.values():
+                load, warm = load_and_warm_up(r, warmup_shape(min(size, len(samples)), expected))
+                load_seconds, warmup_seconds = load_seconds + load, warmup_seconds + warm
+            workers.append(replicas)
+    free: SimpleQueue[dict[int, Runner]] = SimpleQueue()
+    for w in workers:
+        free.put(w)
+    fingerprints: list[str] = []  # what was read, per sample: the identity of every plan's record
+
+    def prepare_batch(batch: Sequence[Sample]) -> list[tuple[_Prepared, str]]:
+        return [prepare_all(smp, plans, expected) for smp in batch]
+
+    def work(batch: Sequence[Sample]) -> tuple[list[tuple[_Prepared, str]], list[_PlanBatch]]:
+        runners = free.get()
+        try:
+            read_batch = prepare_batch(batch)
+            return read_batch, _infer_batch(plans, runners, batch, [c for c, _ in read_batch], s.fail_fast)
+        finally:
+            free.put(runners)
+
     loop_start = time.perf_counter()
-    workers = s.prep_workers or s.threads
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repliscope-sweep") as pool:
-        pending: deque[list[Future[tuple[_Prepared, str]]]] = deque()
-        fingerprints: list[str] = []  # what was read, per sample: the identity of every plan's record
+    data_parallel = run_plan.schedule == "data_parallel"
+    ahead = len(workers) + 1 if data_parallel else 2
+    with ThreadPoolExecutor(max_workers=len(workers) if data_parallel else run_plan.workers,
+                            thread_name_prefix="repliscope-sweep") as pool:
+        pending: deque[Future[Any]] = deque()
+        preps: deque[list[Future[tuple[_Prepared, str]]]] = deque()
 
         def submit(batch: Sequence[Sample]) -> None:
-            pending.append([pool.submit(prepare_all, smp, plans, expected) for smp in batch])
+            if data_parallel:
+                pending.append(pool.submit(work, batch))
+            else:  # pipelined: per-sample pre-processing in the pool, inference here
+                preps.append([pool.submit(prepare_all, smp, plans, expected) for smp in batch])
 
-        for batch in batches[:2]:
+        for batch in batches[:ahead]:
             submit(batch)
-        for index, batch in enumerate(batches):
-            read_batch = [f.result() for f in pending.popleft()]
-            fingerprints.extend(fingerprint for _, fingerprint in read_batch)
-            prepared_batch = [cells for cells, _ in read_batch]
-            if index + 2 < len(batches):
-                submit(batches[index + 2])
-            for smp, prep in zip(batch, prepared_batch, strict=True):
-                if len(visual) < visual_samples:
-                    visual.append((smp, prep))
-            done: list[tuple[_Plan, np.ndarray, np.ndarray]] = []  # (plan, inputs, scores) of this batch
-            for plan in plans:
-                _infer_plan(plan, batch, prepared_batch, s.fail_fast, done)
-            _pair_batch(plans)
-            if on_progress is not None:
-                on_progress(len(batch))
+        try:
+            for index, batch in enumerate(batches):
+                if data_parallel:
+                    read_batch, outcomes = pending.popleft().result()
+                else:
+                    read_batch = [f.result() for f in preps.popleft()]
+                if index + ahead < len(batches):
+                    submit(batches[index + ahead])
+                if not data_parallel:
+                    outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast)
+                fingerprints.extend(fingerprint for _, fingerprint in read_batch)
+                for smp, (prep, _) in zip(batch, read_batch, strict=True):
+                    if len(visual) < visual_samples:
+                        visual.append((smp, prep))
+                _apply_batch(plans, outcomes)
+                _pair_batch(plans)
+                if on_progress is not None:
+                    on_progress(len(batch))
+        finally:
+            for f in pending:
+                f.cancel()
     end = time.perf_counter()
     for plan in plans:
         plan.loop.fingerprints = fingerprints
     timings = {"total_seconds": end - start, "load_seconds": load_seconds, "warmup_seconds": warmup_seconds,
                "loop_seconds": end - loop_start}
-    return _assemble(prepared, dataset, plans, skipped, visual, timings)
+    return _assemble(prepared, dataset, plans, skipped, visual, timings, run_plan)
 
 
 def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int, expected: tuple[int, ...]) -> tuple[float, float]:
@@ -208,49 +262,81 @@ def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int, expected: tuple[in
     return sum(loads.values()), sum(warmups.values())
 
 
-def _infer_plan(plan: _Plan, batch: Sequence[Sample], prepared_batch: list[_Prepared], fail_fast: bool,
-                done: list[tuple[_Plan, np.ndarray, np.ndarray]]) -> None:
-    """Run ``plan`` on one batch. When an earlier plan of this batch fed the SAME runner, in the same batch
-    size, bit-identical inputs, its outputs are reused: a deterministic runtime would compute them again."""
-    if plan.failed is None:
-        plan.failed = next((p[plan.name].fatal for p in prepared_batch if p[plan.name].fatal), None)
-    if plan.failed is not None:
-        if plan.name == REFERENCE:
-            raise RepliscopeError(f"the reference pipeline cannot run: {plan.failed}")
-        plan.probs = None
-        return
-    preds = [SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name].error)
-             for smp, p in zip(batch, prepared_batch, strict=True)]
-    if fail_fast and any(p.error for p in preds):
-        bad = next(p for p in preds if p.error)
-        raise SampleError(f"sample '{bad.sample_id}' failed in {plan.name}: {bad.error} (--fail-fast)")
-    plan.ok_rows = [i for i, p in enumerate(prepared_batch) if p[plan.name].data is not None]
-    plan.probs = None
-    if plan.ok_rows:
-        inputs = np.stack([prepared_batch[i][plan.name].data for i in plan.ok_rows])  # type: ignore[misc]
-        twin = next((other for other, x, _ in done
+@dataclass
+class _PlanBatch:
+    """One plan's outcome on one batch, computed by a worker; applied to the plan in batch order."""
+
+    preds: list[SamplePrediction]
+    fatal: str | None = None
+    probs: np.ndarray | None = None  # (n_ok, C)
+    ok_rows: list[int] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    twin: str | None = None
+
+
+def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequence[Sample],
+                 prepared_batch: list[_Prepared], fail_fast: bool) -> list[_PlanBatch]:
+    """Every plan on one batch, ``runners`` mapping id(plan.runner) to the runner this worker uses. When an
+    earlier plan of this batch fed the SAME runner, in the same batch size, bit-identical inputs, its outputs
+    are reused: a deterministic runtime would compute them again."""
+    done: list[tuple[_Plan, list[int], np.ndarray, np.ndarray]] = []  # (plan, ok rows, inputs, scores)
+    out = []
+    for plan in plans:
+        fatal = next((p[plan.name].fatal for p in prepared_batch if p[plan.name].fatal), None)
+        if plan.failed is not None or fatal is not None:
+            out.append(_PlanBatch([], fatal=plan.failed or fatal))
+            continue
+        result = _PlanBatch([SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name].error)
+                             for smp, p in zip(batch, prepared_batch, strict=True)])
+        preds = result.preds
+        if fail_fast and any(p.error for p in preds):
+            bad = next(p for p in preds if p.error)
+            raise SampleError(f"sample '{bad.sample_id}' failed in {plan.name}: {bad.error} (--fail-fast)")
+        result.ok_rows = [i for i, p in enumerate(prepared_batch) if p[plan.name].data is not None]
+        out.append(result)
+        if not result.ok_rows:
+            continue
+        inputs = np.stack([prepared_batch[i][plan.name].data for i in result.ok_rows])  # type: ignore[misc]
+        twin = next(((other, y) for other, rows, x, y in done
                      if other.runner is plan.runner and other.batch_size == plan.batch_size
-                     and other.ok_rows == plan.ok_rows and _same_array(x, inputs)), None)
+                     and rows == result.ok_rows and _same_array(x, inputs)), None)
         if twin is not None:
-            scores = next(y for other, _, y in done if other is twin)
-            plan.shared_batches[twin.name] = plan.shared_batches.get(twin.name, 0) + 1
+            result.twin, scores = twin[0].name, twin[1]
         else:
+            runner = runners[id(plan.runner)]
             chunks = []
             for j in range(0, len(inputs), plan.batch_size):
-                chunks.append(plan.runner.infer(inputs[j:j + plan.batch_size]))
-                plan.loop.batch_latencies.append(plan.runner.last_inference_seconds)
-                plan.loop.inference_seconds += plan.runner.last_inference_seconds
+                chunks.append(runner.infer(inputs[j:j + plan.batch_size]))
+                result.latencies.append(runner.last_inference_seconds)
             scores = np.concatenate(chunks)
-        done.append((plan, inputs, scores))
-        out = plan.pipeline.postprocess(scores)
-        if out.topk_indices is None or out.topk_scores is None:
+        done.append((plan, result.ok_rows, inputs, scores))
+        post = plan.pipeline.postprocess(scores)
+        if post.topk_indices is None or post.topk_scores is None:
             raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
-        plan.probs = out.scores  # probabilities: the manifest loader requires a softmax for logits outputs
-        for row, i in enumerate(plan.ok_rows):
+        result.probs = post.scores  # probabilities: the manifest loader requires a softmax for logits outputs
+        for row, i in enumerate(result.ok_rows):
             preds[i] = SamplePrediction(sample_id=batch[i].id, label=batch[i].label,
-                                        topk_indices=[int(v) for v in out.topk_indices[row]],
-                                        topk_probs=[float(v) for v in out.topk_scores[row]])
-    plan.loop.predictions.extend(preds)
+                                        topk_indices=[int(v) for v in post.topk_indices[row]],
+                                        topk_probs=[float(v) for v in post.topk_scores[row]])
+    return out
+
+
+def _apply_batch(plans: Sequence[_Plan], outcomes: list[_PlanBatch]) -> None:
+    """Add one batch's outcomes to the plans, in batch order (a pipeline error stops that variant)."""
+    for plan, res in zip(plans, outcomes, strict=True):
+        if plan.failed is None and res.fatal is not None:
+            if plan.name == REFERENCE:
+                raise RepliscopeError(f"the reference pipeline cannot run: {res.fatal}")
+            plan.failed = res.fatal
+        if plan.failed is not None:
+            plan.probs = None
+            continue
+        plan.loop.predictions.extend(res.preds)
+        plan.loop.batch_latencies.extend(res.latencies)
+        plan.loop.inference_seconds += sum(res.latencies)
+        plan.probs, plan.ok_rows = res.probs, res.ok_rows
+        if res.twin is not None:
+            plan.shared_batches[res.twin] = plan.shared_batches.get(res.twin, 0) + 1
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
@@ -281,7 +367,7 @@ def _pair_batch(plans: list[_Plan]) -> None:
 
 
 def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
-              visual: list[tuple[Sample, _Prepared]], timings: dict[str, float]) -> SweepOutput:
+              visual: list[tuple[Sample, _Prepared]], timings: dict[str, float], run_plan: Plan) -> SweepOutput:
     sweep_id = uuid.uuid4().hex
     s = prepared.settings
     records: list[EvaluationRecord] = []
@@ -294,9 +380,9 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
             continue
         plan.loop.total_seconds = timings["total_seconds"]
         plan.loop.loop_seconds = timings["loop_seconds"]
-        options = LoopOptions(batch_size=plan.batch_size, prep_workers=s.prep_workers or s.threads,
-                              fail_fast=s.fail_fast)
-        rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner)
+        options = LoopOptions(batch_size=plan.batch_size, prep_workers=run_plan.workers,
+                              schedule=run_plan.schedule, fail_fast=s.fail_fast)
+        rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner, plan=run_plan)
         rec = rec.model_copy(update={"kind": "pitfall_variant", "sweep_id": sweep_id, "variant": plan.name})
         rec.timings.throughput_samples_per_second = 0.0  # one shared loop: per-variant throughput is undefined
         records.append(rec)
@@ -319,7 +405,8 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
     result = SweepResult(
         sweep_id=sweep_id, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,
         manifest=ref_rec.manifest, runtime=ref_rec.runtime, dataset=ref_rec.dataset, software=ref_rec.software,
-        hardware=ref_rec.hardware, options={"batch_size": s.batch_size, "threads": s.threads,
+        hardware=ref_rec.hardware, options={"batch_size": run_plan.batch_size, "threads": run_plan.threads,
+                                            "schedule": run_plan.schedule, "plan": run_plan.describe(),
                                             "variants_requested": [p.name for p in plans[1:]] +
                                             [v.name for v in skipped]},
         reference=outcomes[REFERENCE], variants=ordered, claims=[c.model_dump() for c in ref_rec.claims],

@@ -87,6 +87,15 @@ class Runner(ABC):
         self.last_inference_seconds = time.perf_counter() - start
         return out
 
+    def replica(self, threads: int | None = None) -> Runner:
+        """A new, not yet loaded runner of the same kind on the same model (``threads`` default: this one's),
+        for a worker of its own: runners are not shared between threads (``last_inference_seconds``; some
+        backends, e.g. OpenCV DNN, are not thread-safe). Loading it reuses caches (e.g. the ONNX export)."""
+        clone = type(self)(self.artifact, threads=self.threads if threads is None else threads,
+                           cache_dir=self.cache_dir)
+        clone.notes.update({k: v for k, v in self.notes.items() if k not in clone.notes})
+        return clone
+
     def info(self) -> dict[str, Any]:
         """Framework name + version, threads, and any notes (export, providers)."""
         framework, version = self.framework()
