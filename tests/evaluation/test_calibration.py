@@ -185,7 +185,11 @@ def test_calibration_keeps_given_values(lite0: PreparedRun, foolbox: Dataset, tm
     assert list(plan.calibration["trials_samples_per_second"]) == ["data_parallel threads=1"]
 
 
-def test_calibration_without_usable_samples_falls_back(lite0: PreparedRun, tmp_path: Path) -> None:
-    broken = [Sample(id=f"{i}", label=None, read=lambda: b"not an image") for i in range(5)]
-    plan = calibrate(_counting(lite0, tmp_path), lite0.pipeline, broken, SHAPE, cores=2)
-    assert isinstance(plan, Plan) and plan.source.startswith("fallback: none of the first 16 samples")
+def test_calibration_without_usable_samples_falls_back_keeps_given_values_and_caches_nothing(
+        lite0: PreparedRun, tmp_path: Path) -> None:
+    broken = [Sample(id=f"{i}", label=None, read=lambda: b"not an image") for i in range(250)]
+    plan = plan_run(_counting(lite0, tmp_path), lite0.pipeline, broken, SHAPE, batch_size=4, threads=None,
+                    schedule="pipelined", cache_dir=tmp_path, cores=2)
+    assert isinstance(plan, Plan) and plan.source.startswith("fallback: none of the first 64 samples")
+    assert (plan.schedule, plan.batch_size, plan.threads, plan.workers) == ("pipelined", 4, 1, 2)
+    assert not (tmp_path / "calibration").exists()

@@ -180,3 +180,13 @@ def test_non_mapping_op_entry(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=re.escape("an op entry is a mapping like {op: NAME, ...}, got str")) as ei:
         load_manifest(p)
     assert ei.value.field == "postprocess[2]"
+
+
+def test_shape_checks_run_beside_schema_errors_elsewhere(tmp_path: Path) -> None:
+    """A bad version or license does not hide a crop problem until the next round (one round, every problem)."""
+    p = variant(tmp_path, ("version: 1.0.0", "version: 01.0.0"), ("license: Apache-2.0", "licence: MIT"),
+                ("  - op: center_crop\n    size: 224", "  - op: center_crop\n    size: 300"))
+    found = inspect_manifest(p)
+    assert found.loaded is None
+    assert [e.field for e in found.errors] == ["version", "licence", "preprocess[2].size"]
+    assert "crop 300x300 is larger than the image it gets" in str(found.errors[-1])

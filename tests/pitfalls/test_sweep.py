@@ -185,3 +185,17 @@ def test_data_parallel_sweep_matches_the_pipelined_one(prepared: PreparedRun, sw
     assert {r.variant: [s.top1 for s in r.samples] for r in out.records} == top1
     assert out.records[0].dataset["identity"] == sweep.records[0].dataset["identity"]
     assert len(out.result.visual) == 2
+
+
+def test_torch_sweep_with_other_thread_counts_runs_pipelined() -> None:
+    """torch's thread count is process-global: a thread-count variant cannot run beside the reference in
+    parallel workers, so such a sweep runs pipelined, and says why."""
+    torch_run = prepare(LITE0, RunSettings(runtime="torch", threads=1, batch_size=2, schedule="data_parallel"))
+    data = resolve_dataset("foolbox_imagenet", limit=4)
+    out = run_sweep(torch_run, data, ["threads_changed"], visual_samples=0)
+    plan = out.result.options["plan"]
+    assert out.result.options["schedule"] == "pipelined" and plan["schedule"] == "pipelined"
+    assert "torch's thread count is process-global" in plan["source"]
+    assert out.result.outcome("threads_changed").settings == {"threads": 2}
+    assert [s.top1 for s in out.records[0].samples] == [s.top1 for s in out.records[1].samples] == [243, 559, 438,
+                                                                                                      990]

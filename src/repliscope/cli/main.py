@@ -74,8 +74,11 @@ def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rul
                        allow_outside_paths: bool = False, schedule: str | None = None) -> Any:
     """The RunSettings and the Dataset of a command that runs a manifest on data."""
     from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.engine import SCHEDULES
     from repliscope.evaluation.run import RunSettings
 
+    if schedule is not None and schedule not in SCHEDULES:  # before the dataset is scanned
+        raise RepliscopeError(f"--schedule '{schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
     settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
                            batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
                            evaluated_as=_dataset_ref(evaluated_as), allow_download=download,

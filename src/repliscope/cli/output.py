@@ -78,7 +78,8 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
         console.print(f"plan      {plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} "
                       f"{'workers' if plan['schedule'] == 'data_parallel' else 'pre-processing threads'} x "
                       f"{plan['threads']} runtime threads; {plan['source']}"
-                      + (f" ({calibrated:.1f} s, not in the timing)" if calibrated else ""), highlight=False)
+                      + (f" ({calibrated:.1f} s, not in the timing)" if calibrated and plan["source"] == "calibrated"
+                         else ""), highlight=False)
     console.print(f"result    {rec.result_hash}")
     failed = [s for s in rec.samples if s.error]
     for s in failed[:20]:

@@ -82,9 +82,12 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def fallback_plan(cores: int, why: str) -> Plan:
-    """``data_parallel``, a one-thread runner per core, batch :data:`FALLBACK_BATCH`."""
-    return Plan("data_parallel", FALLBACK_BATCH, cores, 1, f"fallback: {why}")
+def fallback_plan(cores: int, why: str, batch_size: int | None = None, threads: int | None = None,
+                  schedule: str | None = None) -> Plan:
+    """``data_parallel``, a one-thread runner per core, batch :data:`FALLBACK_BATCH`; given values are kept."""
+    chosen: Schedule = "pipelined" if schedule == "pipelined" else "data_parallel"
+    t = threads or 1
+    return Plan(chosen, batch_size or FALLBACK_BATCH, _workers(chosen, cores, t), t, f"fallback: {why}")
 
 
 def plan_run(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...],
@@ -103,14 +106,13 @@ def plan_run(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], expe
     if cached is not None:
         return replace(cached, source="calibrated (cached)")
     if len(samples) < MIN_SAMPLES_TO_CALIBRATE:
-        base = fallback_plan(cores, f"{len(samples)} samples are fewer than {MIN_SAMPLES_TO_CALIBRATE}, too few "
-                                    "to pay for a calibration (none cached for this model, runtime and machine)")
-        chosen: Schedule = "pipelined" if schedule == "pipelined" else base.schedule
-        t = threads or base.threads
-        return replace(base, schedule=chosen, batch_size=batch_size or base.batch_size, threads=t,
-                       workers=_workers(chosen, cores, t))
+        return fallback_plan(cores, f"{len(samples)} samples are fewer than {MIN_SAMPLES_TO_CALIBRATE}, too few "
+                                    "to pay for a calibration (none cached for this model, runtime and machine)",
+                             batch_size, threads, schedule)
     plan = calibrate(runner, pipeline, samples, expected_shape, cores=cores, batch_size=batch_size,
                      threads=threads, schedule=schedule)
+    if plan.source != "calibrated":  # a fallback depends on this dataset: never cached
+        return plan
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.part")
     tmp.write_text(json.dumps(plan.describe(), indent=1))
@@ -154,7 +156,8 @@ def calibrate(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], exp
     start = time.perf_counter()
     probe, inputs, t_prep = _probe(pipeline, samples, expected_shape)
     if not probe:
-        return fallback_plan(cores, f"none of the first {PROBE_SAMPLES} samples could be pre-processed")
+        return fallback_plan(cores, f"none of the first {PROBE_SAMPLES * 4} samples could be pre-processed",
+                             batch_size, threads, schedule)
     one = runner.replica(threads=1)
     one.load()
     costs = {b: _infer_cost(one, inputs, b) for b in ((batch_size,) if batch_size else BATCH_SIZES)}

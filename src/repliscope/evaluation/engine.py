@@ -7,8 +7,8 @@ inputs exist at once, so memory stays bounded.
 ``data_parallel``: ``prep_workers`` workers, each with a runner of its own (a :meth:`Runner.replica`), take whole
 batches and read, pre-process and infer them, so every core alternates between pre-processing and inference and
 none waits for the other stage. Results are collected in dataset order; at most ``workers + prefetch`` batches are
-in flight. On a 2-core machine with a runtime that costs twice the pre-processing this reaches ~0.95 of the
-two-core bound where ``pipelined`` reaches ~0.75 (``benchmarks/bench_evaluate.py``).
+in flight. On a 2-core machine with a runtime that costs twice the pre-processing this reaches 0.91 of the
+tight two-core bound where ``pipelined`` reaches 0.80 (``benchmarks/bench_evaluate.py``, Lite0 on ONNX Runtime).
 A sample that fails (unreadable, corrupt, wrong shape after pre-processing) is recorded with its reason.
 Every sample's file is read exactly once, by the worker that pre-processes it; the sha256 of the bytes read
 (or the unreadable reason) is kept per sample (``LoopResult.fingerprints``) for the dataset identity.

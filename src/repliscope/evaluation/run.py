@@ -80,6 +80,9 @@ def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallb
     runner = runner_for_plan(prepared.runner, plan)
     options = plan.loop_options(s.fail_fast)
     loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress)
+    if runner is not prepared.runner and prepared.runner.loaded:  # e.g. the ONNX export, made by the calibration
+        loop.load_seconds += prepared.runner.load_seconds
+        loop.total_seconds += prepared.runner.load_seconds
     return build_record(prepared, dataset, loop, pipe, options, runner, plan)
 
 

@@ -131,14 +131,38 @@ def _inspect(p: Path, found: Inspection) -> None:
         errors.extend(e for e in _schema_errors(exc, str(p), lines)
                       if not any(format_path(at) == e.field for at in placeholders))
     # op entries are checked against the op registry even when other fields are wrong: all errors at once
+    before_ops = len(errors)
     pre, post = _build_raw_ops(data, str(p), lines, errors)
-    if manifest is None:
-        return
-    loaded = found.loaded = LoadedManifest(manifest, p, text, hashlib.sha256(raw).hexdigest(), lines)
-    loaded.warnings.extend(_claim_warnings(loaded))
-    if not errors:  # with an op missing, the cross-field and shape checks would report follow-up errors
+    ops_ok = len(errors) == before_ops
+    digest = hashlib.sha256(raw).hexdigest()
+    if manifest is not None:
+        loaded = found.loaded = LoadedManifest(manifest, p, text, digest, lines)
+        loaded.warnings.extend(_claim_warnings(loaded))
+    else:  # the cross-field checks need only these sections: run them when those validate on their own
+        partial = _partial_manifest(data)
+        if partial is None:
+            return
+        loaded = LoadedManifest(partial, p, text, digest, lines)
+    if ops_ok:  # with an op missing, the cross-field and shape checks would report follow-up errors
         errors.extend(_check_consistency(loaded, [op.name for op in pre], post))
         errors.extend(_check_shapes(loaded, pre))
+
+
+def _partial_manifest(data: Mapping[str, Any]) -> Manifest | None:
+    """A Manifest holding only the validated ``inputs``, ``outputs``, ``labels`` and ``preprocess`` (what the
+    cross-field and shape checks read), or None when one of them is itself invalid (the schema reports it)."""
+    from repliscope.manifest.schema import LabelsSpec, OutputSpec, TensorSpec
+
+    try:
+        inputs = [TensorSpec.model_validate(x) for x in data.get("inputs") or []]
+        outputs = [OutputSpec.model_validate(x) for x in data.get("outputs") or []]
+        labels = LabelsSpec.model_validate(data.get("labels"))
+    except ValidationError:
+        return None
+    preprocess = data.get("preprocess")
+    if len(inputs) != 1 or len(outputs) != 1 or not isinstance(preprocess, list):
+        return None
+    return Manifest.model_construct(inputs=inputs, outputs=outputs, labels=labels, preprocess=preprocess)
 
 
 def _placeholders(value: Any, at: Path_) -> typing.Iterator[tuple[Path_, str]]:

@@ -1,9 +1,11 @@
 """Run the reference pipeline and every pitfall variant over the same samples, sharing work.
 
 Per sample, the encoded bytes are read once and every op prefix that variants have in common is computed
-once (all variants share the decode; most share decode + resize + crop). Pre-processing of batch n+1 runs
-in worker threads while the runtime infers batch n for every variant. Memory holds at most two batches of
-every variant's model inputs. Each variant becomes a stored-ready EvaluationRecord linked by ``sweep_id``.
+once (all variants share the decode; most share decode + resize + crop). Pipelined: pre-processing of batches
+n+1, n+2 runs in worker threads while the runtime infers batch n for every variant (memory: at most three
+batches of every variant's model inputs). Data-parallel: each worker pre-processes and infers whole batches
+with runner replicas of its own (memory: one batch of every variant's inputs per worker; finished batches keep
+only their predictions). Each variant becomes a stored-ready EvaluationRecord linked by ``sweep_id``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from queue import SimpleQueue
 from typing import Any, NamedTuple
@@ -24,7 +26,7 @@ import numpy as np
 import repliscope
 from repliscope.datasets.base import Dataset, Sample, read_sample
 from repliscope.errors import RepliscopeError, SampleError
-from repliscope.evaluation.calibration import Plan
+from repliscope.evaluation.calibration import Plan, usable_cores
 from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, load_and_warm_up, shape_error, warmup_shape
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import (
@@ -46,6 +48,9 @@ from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
 
 REFERENCE = "reference"
+_GLOBAL_THREAD_RUNTIMES = ("torch", "opencv_dnn")
+"""Runtimes whose thread count is process-global: variants with other thread counts cannot run beside the
+reference in parallel workers without changing each other's setting."""
 
 
 @dataclass
@@ -171,6 +176,11 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
     run_plan = plan_for(prepared, dataset)
     plans, skipped = plan_sweep(prepared, names, run_plan)
+    if (run_plan.schedule == "data_parallel" and prepared.runner.name in _GLOBAL_THREAD_RUNTIMES
+            and len({p.runner.threads for p in plans}) > 1):
+        run_plan = replace(run_plan, schedule="pipelined", workers=usable_cores(),
+                           source=f"{run_plan.source}; the sweep runs pipelined: {prepared.runner.name}'s thread "
+                                  "count is process-global, and its variants use different thread counts")
     s = prepared.settings
     expected = input_shape(prepared)
     samples = dataset.samples
@@ -180,11 +190,15 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples), expected)
     workers = [{id(p.runner): p.runner for p in plans}]
     if run_plan.schedule == "data_parallel":
+        sizes = {id(p.runner): sorted({min(q.batch_size, len(samples)) for q in plans if q.runner is p.runner})
+                 for p in plans}
         for _ in range(run_plan.workers - 1):
             replicas = {key: r.replica() for key, r in workers[0].items()}
-            for r in replicas.values():
-                load, warm = load_and_warm_up(r, warmup_shape(min(size, len(samples)), expected))
-                load_seconds, warmup_seconds = load_seconds + load, warmup_seconds + warm
+            for key, r in replicas.items():
+                for n in sizes[key]:  # every batch size this runner will see, outside the measured loop
+                    _, warm = load_and_warm_up(r, warmup_shape(n, expected))
+                    warmup_seconds += warm
+                load_seconds += r.load_seconds
             workers.append(replicas)
     free: SimpleQueue[dict[int, Runner]] = SimpleQueue()
     for w in workers:
@@ -194,13 +208,16 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     def prepare_batch(batch: Sequence[Sample]) -> list[tuple[_Prepared, str]]:
         return [prepare_all(smp, plans, expected) for smp in batch]
 
-    def work(batch: Sequence[Sample]) -> tuple[list[tuple[_Prepared, str]], list[_PlanBatch]]:
+    def work(first: int, batch: Sequence[Sample]) -> tuple[list[tuple[_Prepared, str]], list[_PlanBatch]]:
         runners = free.get()
         try:
             read_batch = prepare_batch(batch)
-            return read_batch, _infer_batch(plans, runners, batch, [c for c, _ in read_batch], s.fail_fast)
+            outcomes = _infer_batch(plans, runners, batch, [c for c, _ in read_batch], s.fail_fast)
         finally:
             free.put(runners)
+        # only the visual panel needs model inputs after inference: drop the others before the batch waits
+        return [(cells if first + i < visual_samples else {}, fp)
+                for i, (cells, fp) in enumerate(read_batch)], outcomes
 
     loop_start = time.perf_counter()
     data_parallel = run_plan.schedule == "data_parallel"
@@ -210,14 +227,15 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
         pending: deque[Future[Any]] = deque()
         preps: deque[list[Future[tuple[_Prepared, str]]]] = deque()
 
-        def submit(batch: Sequence[Sample]) -> None:
+        def submit(index: int) -> None:
+            batch = batches[index]
             if data_parallel:
-                pending.append(pool.submit(work, batch))
+                pending.append(pool.submit(work, index * size, batch))
             else:  # pipelined: per-sample pre-processing in the pool, inference here
                 preps.append([pool.submit(prepare_all, smp, plans, expected) for smp in batch])
 
-        for batch in batches[:ahead]:
-            submit(batch)
+        for first in range(min(ahead, len(batches))):
+            submit(first)
         try:
             for index, batch in enumerate(batches):
                 if data_parallel:
@@ -225,7 +243,7 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
                 else:
                     read_batch = [f.result() for f in preps.popleft()]
                 if index + ahead < len(batches):
-                    submit(batches[index + ahead])
+                    submit(index + ahead)
                 if not data_parallel:
                     outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast)
                 fingerprints.extend(fingerprint for _, fingerprint in read_batch)
