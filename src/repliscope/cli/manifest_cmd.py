@@ -171,3 +171,49 @@ def manifest_new(
     out.write_text(text, encoding="utf-8")
     console.print(f"wrote {out}: fill in every CHANGE-ME, check the pre-processing, then "
                   f"repliscope manifest validate {out}", soft_wrap=True)
+
+
+@manifest_app.command("import")
+def manifest_import(
+    format_name: Annotated[str, typer.Argument(metavar="FORMAT", help="mlmodelscope | timm")],
+    path: Annotated[Path, typer.Argument(help="The foreign config file, or a folder of them (with --out-dir).")],
+    out: Annotated[Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: "
+                                                  "stdout.")] = None,
+    out_dir: Annotated[Path | None, typer.Option(help="For a folder: write one manifest per file here.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Translate a foreign model config (an MLModelScope manifest, a timm config.json) into a repliscope manifest
+    that reproduces what that tool ran; what cannot be translated exactly is a warning (stable code) and a YAML
+    comment. Every translation is checked with `manifest validate --offline`."""
+    from repliscope.importers.batch import import_folder, import_one
+
+    try:
+        if path.is_dir():
+            if out_dir is None:
+                raise RepliscopeError(f"{path} is a folder: give --out-dir DIR for the translated manifests")
+            rows = import_folder(format_name, path, out_dir)
+            if as_json:
+                emit_json([row.to_json() for row in rows])
+            else:
+                print_table(f"{format_name} import of {path}", ["file", "outcome", "warnings", "detail"],
+                            [[r.file, r.outcome, len(r.warnings), r.detail] for r in rows])
+                counts = {k: sum(r.outcome == k for r in rows) for k in ("translated", "with warnings", "refused")}
+                console.print(", ".join(f"{v} {k}" for k, v in counts.items()) + f"; written to {out_dir}")
+            return
+        if out is not None and out.exists():
+            raise RepliscopeError(f"{out} exists; choose another --out (nothing was overwritten)")
+        result = import_one(format_name, path)
+    except RepliscopeError as exc:
+        fail(exc)
+        return
+    if as_json:
+        emit_json(result.to_json())
+    elif out is None:
+        sys.stdout.write(result.to_yaml())
+    if out is not None:
+        out.write_text(result.to_yaml(), encoding="utf-8")
+        if not as_json:
+            console.print(f"wrote {out} ({len(result.warnings)} warnings)", soft_wrap=True)
+    for w in result.warnings:
+        if not as_json:
+            print(f"warning: {w.code} {w.field}: {w.message}", file=sys.stderr)

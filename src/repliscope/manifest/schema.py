@@ -119,6 +119,20 @@ class DatasetsSpec(_Strict):
     evaluated_on: list[DatasetRef]
 
 
+class ImportedFrom(_Strict):
+    """Where an imported manifest came from (``repliscope manifest import``): the original file, its sha256,
+    the importer (registry name) and the repliscope version that translated it."""
+
+    format: str
+    file: str
+    sha256: Sha256
+    importer_version: str
+
+
+class ProvenanceSpec(_Strict):
+    imported_from: ImportedFrom | None = None
+
+
 class Manifest(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     version: str
@@ -135,6 +149,8 @@ class Manifest(_Strict):
     labels: LabelsSpec
     claims: list[ClaimSpec]
     datasets: DatasetsSpec
+    provenance: ProvenanceSpec | None = None
+    """Optional: set by importers (``provenance.imported_from``)."""
 
     @field_validator("version")
     @classmethod

@@ -1,0 +1,79 @@
+"""The importer interface: a foreign model config -> a repliscope manifest (as a mapping) + warnings.
+
+An importer never runs code from the file it reads (no Python hooks, no downloads). Everything it cannot
+translate exactly becomes an :class:`ImportWarning` with a stable ``code``; it raises :class:`ConfigImportError` only
+when the pipeline would be undefined. The result carries ``provenance.imported_from`` (format, file, sha256,
+importer version) and renders as YAML with the warnings as comments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+import repliscope
+from repliscope.errors import RepliscopeError
+from repliscope.registry import Registry
+
+
+class ConfigImportError(RepliscopeError):
+    """The foreign config cannot be translated: the pipeline it describes is undefined. Names file and field."""
+
+
+@dataclass(frozen=True)
+class ImportWarning:
+    """Something translated inexactly or not at all. ``code`` is stable (documented per importer), ``field`` the
+    path in the SOURCE file (e.g. ``inputs[0].parameters.mean``)."""
+
+    code: str
+    field: str
+    message: str
+
+
+@dataclass
+class ImportResult:
+    """The translated manifest (a plain mapping, ready for YAML), the warnings, and the source file."""
+
+    manifest: dict[str, Any]
+    warnings: list[ImportWarning] = field(default_factory=list)
+    source: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"manifest": self.manifest, "warnings": [asdict(w) for w in self.warnings],
+                "source": str(self.source) if self.source else None}
+
+    def to_yaml(self) -> str:
+        """The manifest as YAML, headed by one comment line per warning (``# WARNING code field: message``)."""
+        head = [f"# imported by repliscope {repliscope.__version__} from {self.source}"]
+        head += [f"# WARNING {w.code} {w.field}: {w.message}".replace("\n", " ") for w in self.warnings]
+        body = yaml.safe_dump(self.manifest, sort_keys=False, allow_unicode=True, width=110)
+        return "\n".join(head) + "\n" + body
+
+
+def imported_from(format_name: str, path: Path) -> dict[str, Any]:
+    """The ``provenance`` block of an imported manifest."""
+    return {"imported_from": {"format": format_name, "file": str(path),
+                              "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                              "importer_version": repliscope.__version__}}
+
+
+class Importer(ABC):
+    """One foreign format. ``patterns``: the file names a directory import picks up (``fnmatch`` globs)."""
+
+    name: ClassVar[str]
+    patterns: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def translate(self, path: Path) -> ImportResult:
+        """Read ``path`` (never executing anything in it) -> the translation; ConfigImportError when the
+        pipeline would be undefined."""
+
+
+IMPORTERS: Registry[type[Importer]] = Registry("importer")
+IMPORTERS.add("mlmodelscope", "repliscope.importers.mlmodelscope:MLModelScopeImporter")
+IMPORTERS.add("timm", "repliscope.importers.timm:TimmImporter")

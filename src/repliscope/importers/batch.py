@@ -1,0 +1,73 @@
+"""Import one foreign config, or every matching file of a folder, and check each translation offline."""
+
+from __future__ import annotations
+
+import fnmatch
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repliscope.errors import RepliscopeError
+from repliscope.importers.base import IMPORTERS, ImportResult, ImportWarning
+
+
+def import_one(format_name: str, path: Path) -> ImportResult:
+    """Translate ``path`` with the registered importer ``format_name`` and validate the result offline (schema,
+    ops, shapes); a translation that does not validate is an error naming the problems."""
+    if not path.is_file():
+        raise RepliscopeError(f"{path}: no such file")
+    result = IMPORTERS.get(format_name)().translate(path)
+    problems = offline_problems(result)
+    if problems:
+        raise RepliscopeError(f"{path}: the translation does not validate (an importer bug, please report it):\n"
+                              + "\n".join(problems))
+    return result
+
+
+def offline_problems(result: ImportResult) -> list[str]:
+    """`manifest validate --offline` of the translated manifest: the problems (empty when valid)."""
+    from repliscope.manifest.loader import inspect_manifest
+
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "imported.yaml"
+        p.write_text(result.to_yaml(), encoding="utf-8")
+        found = inspect_manifest(p)
+        return [str(e).replace(str(p), "<translation>") for e in found.errors]
+
+
+@dataclass
+class FolderRow:
+    file: str
+    outcome: str
+    """``translated``, ``with warnings`` or ``refused``."""
+    detail: str = ""
+    warnings: list[ImportWarning] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "warnings": [asdict(w) for w in self.warnings]}
+
+
+def import_folder(format_name: str, folder: Path, out_dir: Path) -> list[FolderRow]:
+    """Every file under ``folder`` matching the importer's patterns -> ``out_dir/<relative path>.yaml``."""
+    importer = IMPORTERS.get(format_name)
+    if not out_dir.parent.is_dir():
+        raise RepliscopeError(f"--out-dir {out_dir}: the folder {out_dir.parent} does not exist")
+    files = sorted(p for p in folder.rglob("*") if p.is_file()
+                   and any(fnmatch.fnmatch(p.name, pat) for pat in importer.patterns))
+    if not files:
+        raise RepliscopeError(f"no {format_name} files ({', '.join(importer.patterns)}) under {folder}")
+    rows = []
+    for f in files:
+        rel = f.relative_to(folder)
+        try:
+            result = import_one(format_name, f)
+        except RepliscopeError as exc:
+            rows.append(FolderRow(str(rel), "refused", str(exc).splitlines()[0]))
+            continue
+        target = out_dir / rel.with_suffix(".yaml")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(result.to_yaml(), encoding="utf-8")
+        rows.append(FolderRow(str(rel), "with warnings" if result.warnings else "translated",
+                              ", ".join(sorted({w.code for w in result.warnings})), result.warnings))
+    return rows
