@@ -1,0 +1,312 @@
+"""The timm importer: a timm ``config.json`` (as published beside the weights of every timm model on the Hub)
+-> a repliscope manifest whose pre-processing is timm's EVALUATION transform, op by op.
+
+What timm does (read in huggingface/pytorch-image-models; no timm code is run or copied here):
+
+- ``timm/data/config.py`` ``resolve_data_config``: ``input_size`` (default ``(3, 224, 224)``),
+  ``interpolation`` (default ``bicubic``), ``mean``/``std`` (default ImageNet ``(0.485, 0.456, 0.406)`` /
+  ``(0.229, 0.224, 0.225)``), ``crop_pct`` (default ``DEFAULT_CROP_PCT`` = 0.875), ``crop_mode`` (default
+  ``center``). ``test_input_size``/``test_crop_pct`` are used only with ``use_test_size=True`` (timm's
+  ``validate.py`` default); ``resolve_model_data_config`` (the model-card recipe) uses the train size, and so
+  does this importer (warning ``timm.test_size_ignored``).
+- ``timm/data/transforms_factory.py`` ``transforms_imagenet_eval``: ``scale_size = math.floor(img_size /
+  crop_pct)`` (per side for a (h, w) size), then by ``crop_mode``:
+
+  * ``squash``: ``transforms.Resize((sh, sw))`` (both sides, aspect not kept) + ``CenterCrop(img_size)``:
+    translated exactly (resize ``[sh, sw]`` + center_crop).
+  * ``border``: ``ResizeKeepRatio(scale_size, longest=1.0)`` (fit INSIDE, sides ``round(side / ratio)``) +
+    ``CenterCropOrPad(img_size, fill=round(255 * mean))``. No repliscope op fits-inside or pads with a
+    colour: translated as ``squash`` (identical for square images), warning ``timm.border_approximated``.
+  * anything else (``center``, and any unknown value: timm's ``else`` branch): square scale ->
+    ``transforms.Resize(int)`` (shorter side = scale, longer side TRUNCATED: ``int(scale * long / short)``;
+    repliscope's resize rounds it, a 1-pixel difference for some aspect ratios: warning
+    ``timm.long_side_rounding``) + ``CenterCrop``. Non-square scale -> ``ResizeKeepRatio(scale_size)`` with
+    its DEFAULT ``bilinear`` (the config's interpolation is ignored by timm there) and both sides covering
+    the scale: approximated by a bilinear shorter-side resize to ``max(scale_size)`` (warning
+    ``timm.non_square_center``).
+- ``MaybeToTensor`` (``to_tensor``: float32, divided by 255, CHW) then ``Normalize`` (``(x - mean) / std``):
+  ``to_float`` + ``divide_std 255`` (true division, like torch's ``div``) + ``subtract_mean`` + ``divide_std``
+  + ``data_layout NCHW``.
+- Images are read by timm's datasets with PIL ``Image.open(f).convert('RGB')``; torchvision's PIL path resizes
+  with ``Image.resize(size, filter)`` (always antialiased): decode and resize use ``library: pillow``.
+  ``timm/data/transforms.py`` ``str_to_interp_mode``: nearest, bilinear, bicubic, box (-> ``area``), lanczos;
+  ``hamming`` has no repliscope method and ``random`` is not a valid eval mode: both become ``bilinear``
+  (timm's own fallback for ``random`` without augmentation) with warning ``timm.interpolation_substituted``.
+
+The model: ``architecture`` -> ``timm:create_model`` with ``model_name``, ``pretrained: false``,
+``num_classes`` and the config's ``model_args`` (timm's ``load_model_config_from_hf`` passes the same).
+Weights: ``model.safetensors`` or else ``pytorch_model.bin`` beside the config (sha256 computed; the
+``source.uri`` is relative, so keep the manifest beside the config), otherwise ``model.safetensors`` with the
+all-zero sha256 placeholder (warning ``timm.weights_missing``; ``validate`` without ``--offline`` then
+refuses it until the file is there and the sha256 filled in).
+
+Warning codes (stable): ``timm.default_applied``, ``timm.test_size_ignored``, ``timm.interpolation_substituted``,
+``timm.long_side_rounding``, ``timm.non_square_center``, ``timm.border_approximated``, ``timm.crop_mode_unknown``,
+``timm.mean_std_units``, ``timm.weights_missing``, ``timm.labels_not_embedded``, ``timm.labels_missing``,
+``timm.license_missing``, ``timm.unknown_key``.
+Hard errors (:class:`ConfigImportError`): unreadable JSON, no ``architecture``, no/zero ``num_classes``, not
+3 input channels, malformed sizes/mean/std, ``crop_pct`` outside (0, 1] (a crop larger than the resized image
+would be zero-padded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from repliscope.importers.base import ConfigImportError, Importer, ImportResult, ImportWarning, imported_from
+
+IMAGENET_DEFAULT_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_DEFAULT_STD = (0.229, 0.224, 0.225)
+DEFAULT_CROP_PCT = 0.875
+CROP_MODES = ("center", "squash", "border")
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+"""Looked up beside the config, in this order (the names timm's ``push_to_hf_hub`` writes)."""
+PLACEHOLDER_SHA256 = "0" * 64
+"""The sha256 of a translation whose weights were not beside the config: never the hash of a real file."""
+
+_INTERPOLATIONS = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", "box": "area",
+                   "lanczos": "lanczos"}
+_SUBSTITUTED = ("hamming", "random")
+_TOP_KEYS = {"architecture", "num_classes", "num_features", "global_pool", "pretrained_cfg", "model_args",
+             "label_names", "label_descriptions"}
+_CFG_KEYS = {"tag", "custom_load", "input_size", "test_input_size", "min_input_size", "fixed_input_size",
+             "interpolation", "crop_pct", "test_crop_pct", "crop_mode", "mean", "std", "num_classes", "pool_size",
+             "first_conv", "classifier", "license", "description", "origin_url", "paper_name", "paper_ids",
+             "notes", "hf_hub_id", "hf_hub_filename", "source", "url", "file", "state_dict", "architecture",
+             "label_names", "label_descriptions", "num_features", "global_pool"}
+
+
+def scale_size(img_size: tuple[int, int], crop_pct: float) -> tuple[int, int]:
+    """timm's resize target before the crop: ``math.floor(side / crop_pct)`` per side (height, width)."""
+    return math.floor(img_size[0] / crop_pct), math.floor(img_size[1] / crop_pct)
+
+
+def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, method: str
+                    ) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
+    """The resize + center_crop ops of timm's eval transform and the (code, field, message) warnings."""
+    sh, sw = scale_size(img_size, crop_pct)
+    crop: int | list[int] = img_size[0] if img_size[0] == img_size[1] else [img_size[0], img_size[1]]
+    notes: list[tuple[str, str, str]] = []
+    if crop_mode in ("squash", "border"):
+        if crop_mode == "border":
+            notes.append(("timm.border_approximated", "pretrained_cfg.crop_mode",
+                          "timm's 'border' mode fits the image INSIDE the scaled size keeping its aspect and pads "
+                          "with round(255 * mean); no repliscope op pads with a colour, so it is translated as "
+                          "'squash' (both sides resized): identical for square images, different otherwise"))
+        resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": False, "method": method,
+                  "library": "pillow", "antialias": True}
+    elif sh == sw:
+        notes.append(("timm.long_side_rounding", "pretrained_cfg.crop_mode",
+                      f"torchvision's Resize({sh}) truncates the longer side (int({sh} * long / short)); "
+                      "repliscope's resize rounds it: 1 pixel longer for some aspect ratios (e.g. 375x500 -> "
+                      "224: 298 in torchvision, 299 here), which can shift the center crop by one pixel"))
+        resize = {"op": "resize", "size": sh, "keep_aspect_ratio": True, "method": method, "library": "pillow",
+                  "antialias": True}
+    else:
+        side = max(sh, sw)
+        notes.append(("timm.non_square_center", "pretrained_cfg.input_size",
+                      f"for a non-square size timm resizes with ResizeKeepRatio({[sh, sw]}) (both sides at least "
+                      "the scaled size, interpolation always bilinear: the config's is ignored); approximated by "
+                      f"a bilinear resize of the shorter side to {side}"))
+        resize = {"op": "resize", "size": side, "keep_aspect_ratio": True, "method": "bilinear",
+                  "library": "pillow", "antialias": True}
+    return [resize, {"op": "center_crop", "size": crop}], notes
+
+
+class TimmImporter(Importer):
+    """``repliscope manifest import timm config.json``; see the module docstring for the semantics."""
+
+    name = "timm"
+    patterns = ("config.json",)
+
+    def translate(self, path: Path) -> ImportResult:
+        cfg = _read(path)
+        warnings: list[ImportWarning] = []
+
+        def warn(code: str, field: str, message: str) -> None:
+            warnings.append(ImportWarning(code, field, message))
+
+        for key in sorted(set(cfg) - _TOP_KEYS):
+            warn("timm.unknown_key", key, f"unknown top-level key (not read; known: {', '.join(sorted(_TOP_KEYS))})")
+        architecture = cfg.get("architecture")
+        if not isinstance(architecture, str) or not architecture:
+            raise ConfigImportError(f"{path}: field 'architecture': missing or not a string (the timm model "
+                                    "name, e.g. 'resnet50'); without it the model is undefined")
+        pcfg = cfg.get("pretrained_cfg", {})
+        if not isinstance(pcfg, dict):
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg': expected a mapping, got {type(pcfg).__name__}")
+        if "pretrained_cfg" not in cfg:
+            warn("timm.default_applied", "pretrained_cfg", "no pretrained_cfg: timm's defaults apply to every "
+                 "pre-processing field (listed below)")
+        for key in sorted(set(pcfg) - _CFG_KEYS):
+            warn("timm.unknown_key", f"pretrained_cfg.{key}", "unknown pretrained_cfg key (not read)")
+
+        def get(key: str, default: Any, shown: str) -> Any:
+            value = pcfg.get(key)
+            if value is None or value == "":
+                warn("timm.default_applied", f"pretrained_cfg.{key}", f"missing: timm's default {shown} is used")
+                return default
+            return value
+
+        num_classes = _num_classes(path, cfg, pcfg)
+        input_size = _input_size(path, get("input_size", [3, 224, 224], "[3, 224, 224]"))
+        interp = get("interpolation", "bicubic", "'bicubic'")
+        if interp in _SUBSTITUTED:
+            warn("timm.interpolation_substituted", "pretrained_cfg.interpolation",
+                 f"'{interp}' has no repliscope resize method ('random' is not an eval mode); bilinear is used "
+                 "(timm's own fallback for 'random' without augmentation)")
+            method = "bilinear"
+        elif interp in _INTERPOLATIONS:
+            method = _INTERPOLATIONS[interp]
+        else:
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg.interpolation': {interp!r} is not a timm "
+                                    f"interpolation (allowed: {', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})")
+        crop_pct = get("crop_pct", DEFAULT_CROP_PCT, str(DEFAULT_CROP_PCT))
+        if isinstance(crop_pct, bool) or not isinstance(crop_pct, (int, float)) or not 0 < crop_pct <= 1:
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg.crop_pct': {crop_pct!r} must be a number in "
+                                    "(0, 1] (above 1 the crop is larger than the resized image and timm pads it "
+                                    "with zeros, which repliscope's center_crop refuses)")
+        crop_mode = get("crop_mode", "center", "'center'")
+        if crop_mode not in CROP_MODES:
+            warn("timm.crop_mode_unknown", "pretrained_cfg.crop_mode",
+                 f"{crop_mode!r} is not one of {', '.join(CROP_MODES)}; timm's eval transform treats any other "
+                 "value as 'center', and so does this translation")
+            crop_mode = "center"
+        mean = _triple(path, "mean", get("mean", list(IMAGENET_DEFAULT_MEAN), str(list(IMAGENET_DEFAULT_MEAN))))
+        std = _triple(path, "std", get("std", list(IMAGENET_DEFAULT_STD), str(list(IMAGENET_DEFAULT_STD))))
+        if any(v > 1 for v in mean + std) or any(v <= 0 for v in std):
+            warn("timm.mean_std_units", "pretrained_cfg.mean",
+                 f"mean {mean} / std {std}: timm normalizes images already divided by 255, so values are "
+                 "expected in 0..1 (std > 0); these look like 0..255 units and are kept as given")
+        for key in ("test_input_size", "test_crop_pct"):
+            if pcfg.get(key) is not None:
+                warn("timm.test_size_ignored", f"pretrained_cfg.{key}",
+                     f"{pcfg[key]} is used by timm's validate.py (use_test_size); the translation uses the "
+                     "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default")
+
+        geometry, notes = resize_and_crop((input_size[1], input_size[2]), float(crop_pct), crop_mode, method)
+        for code, field, message in notes:
+            warn(code, field, message)
+        preprocess = [{"op": "decode", "library": "pillow", "channels": "RGB"}, *geometry,
+                      {"op": "to_float", "dtype": "float32"}, {"op": "divide_std", "value": 255.0},
+                      {"op": "subtract_mean", "value": mean}, {"op": "divide_std", "value": std},
+                      {"op": "data_layout", "layout": "NCHW"}]
+
+        source = _source(path, warn)
+        labels = _labels(cfg, pcfg, num_classes, warn)
+        license_ = pcfg.get("license")
+        if not isinstance(license_, str) or not license_:
+            warn("timm.license_missing", "pretrained_cfg.license",
+                 "no license in the config: set 'license' from the model card")
+            license_ = "unknown"
+        model_args = cfg.get("model_args") or {}
+        if not isinstance(model_args, dict):
+            raise ConfigImportError(f"{path}: field 'model_args': expected a mapping of create_model keyword "
+                                    f"arguments, got {type(model_args).__name__}")
+        tag = pcfg.get("tag")
+        full_name = f"{architecture}.{tag}" if isinstance(tag, str) and tag else architecture
+        manifest: dict[str, Any] = {
+            "name": _manifest_name(full_name),
+            "version": "1.0.0",
+            "task": "image_classification",
+            "description": (f"timm {full_name}, translated from its config.json by repliscope's timm importer "
+                            f"(timm's eval transform: crop_mode {crop_mode}, crop_pct {crop_pct}, {interp}). "
+                            "source.uri is relative to the config's folder: keep this manifest beside it."),
+            "license": license_,
+            "framework": {"name": "torch", "version": ">=1.7"},
+            "source": source,
+            "architecture": {"factory": "timm:create_model", "package": "timm",
+                             "kwargs": {"model_name": architecture, "pretrained": False,
+                                        "num_classes": num_classes, **model_args}},
+            "inputs": [{"name": "input", "shape": [-1, 3, input_size[1], input_size[2]], "dtype": "float32",
+                        "layout": "NCHW"}],
+            "preprocess": preprocess,
+            "outputs": [{"name": "logits", "shape": [-1, num_classes], "dtype": "float32", "layout": "NC",
+                         "kind": "logits"}],
+            "postprocess": [{"op": "softmax", "axis": -1}, {"op": "topk", "k": min(5, num_classes)},
+                            {"op": "labels"}],
+            "labels": labels,
+            "claims": [],
+            "datasets": {"trained_on": [], "evaluated_on": []},
+            "provenance": imported_from("timm", path),
+        }
+        return ImportResult(manifest, warnings, path)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigImportError(f"{path}: not a readable JSON file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigImportError(f"{path}: expected a JSON object (timm's config.json), got {type(data).__name__}")
+    return data
+
+
+def _num_classes(path: Path, cfg: dict[str, Any], pcfg: dict[str, Any]) -> int:
+    """Top-level ``num_classes`` wins (timm's ``load_model_config_from_hf`` copies it into pretrained_cfg)."""
+    value = cfg.get("num_classes", pcfg.get("num_classes"))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigImportError(f"{path}: field 'num_classes': {value!r}; a classifier needs a positive integer "
+                                "(0 is a feature extractor without logits, which repliscope does not evaluate)")
+    return value
+
+
+def _input_size(path: Path, value: Any) -> tuple[int, int, int]:
+    if (not isinstance(value, list) or len(value) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {value!r}; expected [channels, "
+                                "height, width] positive integers")
+    if value[0] != 3:
+        raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {value[0]} channels; repliscope "
+                                "decodes RGB images (allowed: 3)")
+    return value[0], value[1], value[2]
+
+
+def _triple(path: Path, key: str, value: Any) -> list[float]:
+    if (not isinstance(value, list) or len(value) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+        raise ConfigImportError(f"{path}: field 'pretrained_cfg.{key}': {value!r}; expected 3 numbers (R, G, B)")
+    return [float(v) for v in value]
+
+
+def _source(path: Path, warn: Any) -> dict[str, Any]:
+    for name in WEIGHT_FILES:
+        weights = path.parent / name
+        if weights.is_file():
+            digest = hashlib.sha256()
+            with weights.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            return {"uri": name, "sha256": digest.hexdigest(), "format": "pytorch_state_dict"}
+    warn("timm.weights_missing", "(file)",
+         f"no {' or '.join(WEIGHT_FILES)} beside the config: source.uri is {WEIGHT_FILES[0]} with the all-zero "
+         "sha256 placeholder; download the weights next to the manifest and set their sha256")
+    return {"uri": WEIGHT_FILES[0], "sha256": PLACEHOLDER_SHA256, "format": "pytorch_state_dict"}
+
+
+def _labels(cfg: dict[str, Any], pcfg: dict[str, Any], num_classes: int, warn: Any) -> dict[str, Any]:
+    names = cfg.get("label_names", pcfg.get("label_names"))
+    if names is not None:
+        count = len(names) if isinstance(names, (list, dict)) else "?"
+        warn("timm.labels_not_embedded", "label_names",
+             f"the config lists {count} label names; repliscope reads class names from a file: write them one "
+             "per line, in class order, to labels.txt beside the manifest (labels.source)")
+        return {"source": "labels.txt", "num_classes": num_classes}
+    if num_classes == 1000:
+        return {"source": "builtin:imagenet-1k", "num_classes": num_classes}
+    warn("timm.labels_missing", "num_classes",
+         f"{num_classes} classes and no label_names: provide labels.txt (one class per line) beside the manifest")
+    return {"source": "labels.txt", "num_classes": num_classes}
+
+
+def _manifest_name(full_name: str) -> str:
+    """A manifest name (``^[a-z0-9][a-z0-9._-]*$``) from ``architecture.tag``."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", full_name.lower()).strip("-._")
+    return name or "timm-model"
