@@ -1,0 +1,385 @@
+"""The timm importer (issue 13): timm's eval-transform math without timm installed, golden translations of
+timm configs op by op, every warning code from a config that triggers it, offline validation, the CLI's --json."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from repliscope.cli.main import app
+from repliscope.importers.base import ConfigImportError, ImportResult
+from repliscope.importers.batch import import_folder, import_one
+from repliscope.importers.timm import PLACEHOLDER_SHA256, TimmImporter, resize_and_crop, scale_size
+from repliscope.manifest.checks import check_manifest
+from repliscope.ops.pipeline import Pipeline, decode_input
+
+FIXTURES = Path(__file__).parent / "fixtures" / "timm"
+RESNET = FIXTURES / "resnet50.a1_in1k.json"
+NFNET = FIXTURES / "dm_nfnet_f0.dm_in1k.json"
+VIT = FIXTURES / "vit_base_patch16_224.augreg2_in21k_ft_in1k.json"
+runner = CliRunner(env={"COLUMNS": "200"})
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+
+def tail(mean: list[float], std: list[float]) -> list[dict[str, Any]]:
+    """ToTensor + Normalize + CHW as the importer writes them."""
+    return [{"op": "to_float", "dtype": "float32"}, {"op": "divide_std", "value": 255.0},
+            {"op": "subtract_mean", "value": mean}, {"op": "divide_std", "value": std},
+            {"op": "data_layout", "layout": "NCHW"}]
+
+
+DECODE = {"op": "decode", "library": "pillow", "channels": "RGB"}
+
+
+def codes(result: ImportResult) -> list[str]:
+    return [w.code for w in result.warnings]
+
+
+def write_config(tmp_path: Path, cfg: dict[str, Any], name: str = "config.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+def base_cfg(**pretrained: Any) -> dict[str, Any]:
+    """The resnet50.a1_in1k fixture with pretrained_cfg entries replaced (None deletes)."""
+    cfg = json.loads(RESNET.read_text(encoding="utf-8"))
+    for key, value in pretrained.items():
+        if value is None:
+            cfg["pretrained_cfg"].pop(key, None)
+        else:
+            cfg["pretrained_cfg"][key] = value
+    return cfg
+
+
+# --- the crop_pct math (timm: scale = math.floor(size / crop_pct), per side) ---------------------------------
+
+@pytest.mark.parametrize(("size", "crop_pct", "expected"), [
+    ((224, 224), 0.95, (235, 235)),    # resnet50.a1_in1k: 224 / 0.95 = 235.79
+    ((224, 224), 0.9, (248, 248)),     # vit *_224: 248.89
+    ((224, 224), 0.875, (256, 256)),   # convnext / the default crop_pct: exactly 256
+    ((288, 288), 1.0, (288, 288)),     # convnext test size, crop_pct 1.0: no resize margin
+    ((192, 192), 0.9, (213, 213)),     # dm_nfnet_f0: 213.33
+    ((384, 384), 1.0, (384, 384)),
+    ((256, 320), 0.875, (292, 365)),   # non-square (height, width): 292.57, 365.71
+])
+def test_scale_size_is_floor_of_size_over_crop_pct(size: tuple[int, int], crop_pct: float,
+                                                   expected: tuple[int, int]) -> None:
+    assert scale_size(size, crop_pct) == expected
+
+
+def test_center_mode_resizes_the_shorter_side_then_crops() -> None:
+    ops, notes = resize_and_crop((224, 224), 0.95, "center", "bicubic")
+    assert ops == [{"op": "resize", "size": 235, "keep_aspect_ratio": True, "method": "bicubic",
+                    "library": "pillow", "antialias": True},
+                   {"op": "center_crop", "size": 224}]
+    assert [n[0] for n in notes] == ["timm.long_side_rounding"]
+
+
+def test_squash_mode_resizes_both_sides_without_keeping_the_aspect() -> None:
+    ops, notes = resize_and_crop((224, 224), 0.875, "squash", "bilinear")
+    assert ops == [{"op": "resize", "size": [256, 256], "keep_aspect_ratio": False, "method": "bilinear",
+                    "library": "pillow", "antialias": True},
+                   {"op": "center_crop", "size": 224}]
+    assert notes == []
+
+
+def test_border_mode_is_translated_as_squash_with_a_warning() -> None:
+    ops, notes = resize_and_crop((224, 224), 1.0, "border", "bicubic")
+    assert ops[0] == {"op": "resize", "size": [224, 224], "keep_aspect_ratio": False, "method": "bicubic",
+                      "library": "pillow", "antialias": True}
+    assert ops[1] == {"op": "center_crop", "size": 224}
+    assert [n[0] for n in notes] == ["timm.border_approximated"]
+
+
+def test_non_square_center_uses_timms_bilinear_resize_keep_ratio_approximation() -> None:
+    ops, notes = resize_and_crop((256, 320), 0.875, "center", "bicubic")
+    # timm: ResizeKeepRatio((292, 365)) with its default bilinear; here the shorter side goes to max(292, 365)
+    assert ops == [{"op": "resize", "size": 365, "keep_aspect_ratio": True, "method": "bilinear",
+                    "library": "pillow", "antialias": True},
+                   {"op": "center_crop", "size": [256, 320]}]
+    assert [n[0] for n in notes] == ["timm.non_square_center"]
+
+
+def test_non_square_squash_is_exact() -> None:
+    ops, notes = resize_and_crop((256, 320), 0.875, "squash", "bicubic")
+    assert ops[0]["size"] == [292, 365] and ops[1] == {"op": "center_crop", "size": [256, 320]}
+    assert notes == []
+
+
+# --- golden translations of the fixtures, op by op ------------------------------------------------------------
+
+def test_resnet50_a1_in1k_golden() -> None:
+    r = import_one("timm", RESNET)
+    m = r.manifest
+    assert m["preprocess"] == [
+        DECODE,
+        {"op": "resize", "size": 235, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow",
+         "antialias": True},
+        {"op": "center_crop", "size": 224},
+        *tail(IMAGENET_MEAN, IMAGENET_STD),
+    ]
+    assert m["name"] == "resnet50.a1_in1k"
+    assert m["architecture"] == {"factory": "timm:create_model", "package": "timm",
+                                 "kwargs": {"model_name": "resnet50", "pretrained": False, "num_classes": 1000}}
+    assert m["inputs"] == [{"name": "input", "shape": [-1, 3, 224, 224], "dtype": "float32", "layout": "NCHW"}]
+    assert m["outputs"] == [{"name": "logits", "shape": [-1, 1000], "dtype": "float32", "layout": "NC",
+                             "kind": "logits"}]
+    assert m["postprocess"] == [{"op": "softmax", "axis": -1}, {"op": "topk", "k": 5}, {"op": "labels"}]
+    assert m["labels"] == {"source": "builtin:imagenet-1k", "num_classes": 1000}
+    assert m["source"] == {"uri": "model.safetensors", "sha256": PLACEHOLDER_SHA256, "format": "pytorch_state_dict"}
+    prov = m["provenance"]["imported_from"]
+    assert prov["format"] == "timm" and prov["file"] == str(RESNET)
+    assert prov["sha256"] == hashlib.sha256(RESNET.read_bytes()).hexdigest()
+    assert codes(r) == ["timm.test_size_ignored", "timm.test_size_ignored", "timm.long_side_rounding",
+                        "timm.weights_missing", "timm.license_missing"]
+    assert [w.field for w in r.warnings[:2]] == ["pretrained_cfg.test_input_size", "pretrained_cfg.test_crop_pct"]
+
+
+def test_dm_nfnet_f0_squash_golden() -> None:
+    r = import_one("timm", NFNET)
+    assert r.manifest["preprocess"] == [
+        DECODE,
+        {"op": "resize", "size": [213, 213], "keep_aspect_ratio": False, "method": "bicubic", "library": "pillow",
+         "antialias": True},
+        {"op": "center_crop", "size": 192},
+        *tail(IMAGENET_MEAN, IMAGENET_STD),
+    ]
+    assert r.manifest["inputs"][0]["shape"] == [-1, 3, 192, 192]
+    assert codes(r) == ["timm.test_size_ignored", "timm.weights_missing", "timm.license_missing"]
+
+
+def test_vit_golden() -> None:
+    r = import_one("timm", VIT)
+    assert r.manifest["preprocess"] == [
+        DECODE,
+        {"op": "resize", "size": 248, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow",
+         "antialias": True},
+        {"op": "center_crop", "size": 224},
+        *tail([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
+    ]
+    assert r.manifest["license"] == "apache-2.0"
+    assert r.manifest["name"] == "vit_base_patch16_224.augreg2_in21k_ft_in1k"
+    assert codes(r) == ["timm.long_side_rounding", "timm.weights_missing"]
+
+
+# --- the translated pipeline computes what timm's eval transform computes (PIL + numpy reference) ------------
+
+def _png(height: int, width: int) -> bytes:
+    rng = np.random.default_rng(13)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _timm_reference(png: bytes, resize_wh: tuple[int, int], crop: int, mean: list[float], std: list[float]
+                    ) -> np.ndarray:
+    """torchvision on a PIL image: Image.resize(filter) -> CenterCrop (int(round((H - h) / 2))) -> to_tensor
+    (/255, CHW) -> Normalize((x - mean) / std), all in float32."""
+    im = Image.open(io.BytesIO(png)).convert("RGB").resize(resize_wh, Image.Resampling.BICUBIC)
+    a = np.asarray(im)
+    top, left = round((a.shape[0] - crop) / 2.0), round((a.shape[1] - crop) / 2.0)
+    a = a[top:top + crop, left:left + crop].astype(np.float32) / np.float32(255)
+    a = (a - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return a.transpose(2, 0, 1)
+
+
+def _run(manifest: dict[str, Any], png: bytes) -> np.ndarray:
+    pipe = Pipeline.from_specs(manifest["preprocess"], [])
+    return pipe.preprocess(decode_input(png)).data
+
+
+def test_squash_pipeline_equals_timms_eval_transform() -> None:
+    png = _png(300, 400)
+    got = _run(import_one("timm", NFNET).manifest, png)
+    want = _timm_reference(png, (213, 213), 192, IMAGENET_MEAN, IMAGENET_STD)
+    assert got.shape == (3, 192, 192) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_center_pipeline_equals_timms_eval_transform_when_the_long_side_agrees() -> None:
+    # 300x400 -> shorter side 235: longer 235 * 400 / 300 = 313.33, torchvision int() and Python round() agree
+    png = _png(300, 400)
+    got = _run(import_one("timm", RESNET).manifest, png)
+    want = _timm_reference(png, (313, 235), 224, IMAGENET_MEAN, IMAGENET_STD)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_long_side_rounding_warning_describes_a_real_difference() -> None:
+    from repliscope.ops.resize import Resize, ResizeParams
+
+    op = Resize(ResizeParams(size=224, keep_aspect_ratio=True, method="bicubic", library="pillow",
+                             antialias=True))
+    assert op.output_size(375, 500) == (224, 299)
+    assert int(224 * 500 / 375) == 298  # torchvision's _compute_resized_output_size
+
+
+# --- every warning code, from a config that triggers it -------------------------------------------------------
+
+def test_defaults_are_warned_per_field(tmp_path: Path) -> None:
+    cfg = {"architecture": "resnet18", "num_classes": 1000}
+    r = import_one("timm", write_config(tmp_path, cfg))
+    fields = [w.field for w in r.warnings if w.code == "timm.default_applied"]
+    assert fields == ["pretrained_cfg", "pretrained_cfg.input_size", "pretrained_cfg.interpolation",
+                      "pretrained_cfg.crop_pct", "pretrained_cfg.crop_mode", "pretrained_cfg.mean",
+                      "pretrained_cfg.std"]
+    # resolve_data_config defaults: 224, bicubic, crop_pct 0.875 -> 256, ImageNet mean/std
+    assert r.manifest["preprocess"][1] == {"op": "resize", "size": 256, "keep_aspect_ratio": True,
+                                           "method": "bicubic", "library": "pillow", "antialias": True}
+    assert r.manifest["preprocess"][2:] == [{"op": "center_crop", "size": 224}, *tail(IMAGENET_MEAN, IMAGENET_STD)]
+
+
+@pytest.mark.parametrize(("interp", "method"), [("hamming", "bilinear"), ("random", "bilinear")])
+def test_interpolation_substituted(tmp_path: Path, interp: str, method: str) -> None:
+    r = import_one("timm", write_config(tmp_path, base_cfg(interpolation=interp)))
+    assert "timm.interpolation_substituted" in codes(r)
+    assert r.manifest["preprocess"][1]["method"] == method
+
+
+@pytest.mark.parametrize(("interp", "method"), [("box", "area"), ("lanczos", "lanczos"), ("nearest", "nearest"),
+                                                ("bilinear", "bilinear")])
+def test_interpolation_mapping(tmp_path: Path, interp: str, method: str) -> None:
+    r = import_one("timm", write_config(tmp_path, base_cfg(interpolation=interp)))
+    assert r.manifest["preprocess"][1]["method"] == method
+    assert "timm.interpolation_substituted" not in codes(r)
+
+
+def test_border_and_non_square_and_unknown_crop_mode(tmp_path: Path) -> None:
+    r = import_one("timm", write_config(tmp_path, base_cfg(crop_mode="border", crop_pct=1.0)))
+    assert "timm.border_approximated" in codes(r)
+    assert r.manifest["preprocess"][1]["size"] == [224, 224]
+    r = import_one("timm", write_config(tmp_path, base_cfg(input_size=[3, 256, 320], crop_pct=0.875)))
+    assert "timm.non_square_center" in codes(r)
+    assert r.manifest["inputs"][0]["shape"] == [-1, 3, 256, 320]
+    assert r.manifest["preprocess"][2] == {"op": "center_crop", "size": [256, 320]}
+    r = import_one("timm", write_config(tmp_path, base_cfg(crop_mode="centre")))
+    assert next(w for w in r.warnings if w.code == "timm.crop_mode_unknown").field == "pretrained_cfg.crop_mode"
+    assert r.manifest["preprocess"][1]["keep_aspect_ratio"] is True  # timm's else-branch: center
+
+
+def test_mean_std_in_255_units_is_warned(tmp_path: Path) -> None:
+    r = import_one("timm", write_config(tmp_path, base_cfg(mean=[123.675, 116.28, 103.53],
+                                                           std=[58.395, 57.12, 57.375])))
+    assert "timm.mean_std_units" in codes(r)
+    assert r.manifest["preprocess"][5] == {"op": "subtract_mean", "value": [123.675, 116.28, 103.53]}
+
+
+def test_labels_unknown_keys_and_license(tmp_path: Path) -> None:
+    cfg = base_cfg(license="mit", food="x")
+    cfg["num_classes"] = 10
+    cfg["pretrained_cfg"]["num_classes"] = 10
+    cfg["label_names"] = [f"c{i}" for i in range(10)]
+    cfg["model_args"] = {"drop_rate": 0.0}
+    cfg["extra_top"] = 1
+    r = import_one("timm", write_config(tmp_path, cfg))
+    assert "timm.labels_not_embedded" in codes(r) and "timm.license_missing" not in codes(r)
+    assert {w.field for w in r.warnings if w.code == "timm.unknown_key"} == {"extra_top", "pretrained_cfg.food"}
+    m = r.manifest
+    assert m["labels"] == {"source": "labels.txt", "num_classes": 10}
+    assert m["outputs"][0]["shape"] == [-1, 10] and m["license"] == "mit"
+    assert m["architecture"]["kwargs"] == {"model_name": "resnet50", "pretrained": False, "num_classes": 10,
+                                           "drop_rate": 0.0}
+    del cfg["label_names"]
+    r = import_one("timm", write_config(tmp_path, cfg))
+    assert "timm.labels_missing" in codes(r)
+
+
+def test_every_documented_code_is_triggered_by_these_tests() -> None:
+    import repliscope.importers.timm as mod
+
+    documented = {c for c in (mod.__doc__ or "").replace("``", " ").replace(",", " ").split()
+                  if c.startswith("timm.") and c.count(".") == 1 and c[5:].replace("_", "").isalpha()}
+    tested = {"timm.default_applied", "timm.test_size_ignored", "timm.interpolation_substituted",
+              "timm.long_side_rounding", "timm.non_square_center", "timm.border_approximated",
+              "timm.crop_mode_unknown", "timm.mean_std_units", "timm.weights_missing",
+              "timm.labels_not_embedded", "timm.labels_missing", "timm.license_missing", "timm.unknown_key"}
+    assert documented == tested
+
+
+# --- weights beside the config, offline validation ------------------------------------------------------------
+
+def test_weights_beside_the_config_are_hashed_and_the_manifest_validates_offline(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_bytes(VIT.read_bytes())
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not really weights")
+    (tmp_path / "model.safetensors").write_bytes(b"safetensors first")
+    r = import_one("timm", config)
+    assert r.manifest["source"] == {"uri": "model.safetensors",
+                                    "sha256": hashlib.sha256(b"safetensors first").hexdigest(),
+                                    "format": "pytorch_state_dict"}
+    assert "timm.weights_missing" not in codes(r)
+    out = tmp_path / "manifest.yaml"
+    out.write_text(r.to_yaml(), encoding="utf-8")
+    report = check_manifest(out, cache_dir=tmp_path / "cache", offline=True)
+    assert report.ok, report.errors
+    res = runner.invoke(app, ["manifest", "validate", str(out), "--offline"])
+    assert res.exit_code == 0, res.output
+
+
+# --- hard errors: only what leaves the pipeline undefined -----------------------------------------------------
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda c: c.pop("architecture"), "'architecture'"),
+    (lambda c: (c.__setitem__("num_classes", 0), c["pretrained_cfg"].__setitem__("num_classes", 0)),
+     "'num_classes'"),
+    (lambda c: c["pretrained_cfg"].__setitem__("input_size", [1, 224, 224]), "'pretrained_cfg.input_size'"),
+    (lambda c: c["pretrained_cfg"].__setitem__("input_size", [224, 224]), "'pretrained_cfg.input_size'"),
+    (lambda c: c["pretrained_cfg"].__setitem__("crop_pct", 1.15), "'pretrained_cfg.crop_pct'"),
+    (lambda c: c["pretrained_cfg"].__setitem__("mean", [0.5]), "'pretrained_cfg.mean'"),
+    (lambda c: c["pretrained_cfg"].__setitem__("interpolation", "cubic"), "'pretrained_cfg.interpolation'"),
+])
+def test_refused_configs_name_file_and_field(tmp_path: Path, mutate: Any, field: str) -> None:
+    cfg = copy.deepcopy(base_cfg())
+    mutate(cfg)
+    path = write_config(tmp_path, cfg)
+    with pytest.raises(ConfigImportError) as exc:
+        TimmImporter().translate(path)
+    assert str(path) in str(exc.value) and f"field {field}" in str(exc.value)
+
+
+def test_not_json_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigImportError, match="not a readable JSON file"):
+        TimmImporter().translate(path)
+
+
+# --- the CLI ----------------------------------------------------------------------------------------------------
+
+def test_cli_json_shape() -> None:
+    res = runner.invoke(app, ["manifest", "import", "timm", str(NFNET), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert set(data) >= {"manifest", "warnings"}
+    assert data["manifest"]["preprocess"][1]["size"] == [213, 213]
+    assert data["warnings"][0] == {
+        "code": "timm.test_size_ignored", "field": "pretrained_cfg.test_input_size",
+        "message": "[3, 256, 256] is used by timm's validate.py (use_test_size); the translation uses the "
+                   "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default"}
+
+
+def test_cli_yaml_has_warnings_as_comments_and_folder_mode(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["manifest", "import", "timm", str(VIT)])
+    assert res.exit_code == 0, res.output
+    assert "# WARNING timm.weights_missing (file):" in res.stdout
+    for name, src in (("a", RESNET), ("b", VIT)):
+        (tmp_path / "repo" / name).mkdir(parents=True)
+        (tmp_path / "repo" / name / "config.json").write_bytes(src.read_bytes())
+    (tmp_path / "repo" / "c").mkdir()
+    (tmp_path / "repo" / "c" / "config.json").write_text('{"architecture": "x"}', encoding="utf-8")
+    rows = import_folder("timm", tmp_path / "repo", tmp_path / "out")
+    assert [(r.file, r.outcome) for r in rows] == [("a/config.json", "with warnings"),
+                                                   ("b/config.json", "with warnings"),
+                                                   ("c/config.json", "refused")]
+    assert (tmp_path / "out" / "a" / "config.yaml").is_file()
