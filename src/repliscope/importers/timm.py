@@ -33,6 +33,8 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
   ``hamming`` has no repliscope method and ``random`` is not a valid eval mode: both become ``bilinear``
   (timm's own fallback for ``random`` without augmentation) with warning ``timm.interpolation_substituted``.
 
+The framework constraint is ``torch >=0`` and the package a plain ``timm``: neither the config nor timm's
+``pyproject.toml`` (``dependencies = ['torch', ...]``) constrains the version.
 The model: ``architecture`` -> ``timm:create_model`` with ``model_name``, ``pretrained: false``,
 ``num_classes`` and the config's ``model_args`` (timm's ``load_model_config_from_hf`` passes the same).
 Weights: ``model.safetensors`` or else ``pytorch_model.bin`` beside the config (sha256 computed; the
@@ -219,7 +221,7 @@ class TimmImporter(Importer):
                             f"(timm's eval transform: crop_mode {crop_mode}, crop_pct {crop_pct}, {interp}). "
                             "source.uri is relative to the config's folder: keep this manifest beside it."),
             "license": license_,
-            "framework": {"name": "torch", "version": ">=1.7"},
+            "framework": {"name": "torch", "version": ">=0"},
             "source": source,
             "architecture": {"factory": "timm:create_model", "package": "timm",
                              "kwargs": {"model_name": architecture, "pretrained": False,
