@@ -240,6 +240,13 @@ def test_defaults_are_warned_per_field(tmp_path: Path) -> None:
     assert r.manifest["preprocess"][2:] == [{"op": "center_crop", "size": 224}, *tail(IMAGENET_MEAN, IMAGENET_STD)]
 
 
+def test_falsy_values_mean_the_default_like_resolve_data_config(tmp_path: Path) -> None:
+    r = import_one("timm", write_config(tmp_path, base_cfg(crop_pct=0, crop_mode="")))
+    assert [w.field for w in r.warnings if w.code == "timm.default_applied"] == [
+        "pretrained_cfg.crop_pct", "pretrained_cfg.crop_mode"]
+    assert r.manifest["preprocess"][1]["size"] == 256  # 224 / 0.875
+
+
 @pytest.mark.parametrize(("interp", "method"), [("hamming", "bilinear"), ("random", "bilinear")])
 def test_interpolation_substituted(tmp_path: Path, interp: str, method: str) -> None:
     r = import_one("timm", write_config(tmp_path, base_cfg(interpolation=interp)))
@@ -280,7 +287,7 @@ def test_labels_unknown_keys_and_license(tmp_path: Path) -> None:
     cfg["num_classes"] = 10
     cfg["pretrained_cfg"]["num_classes"] = 10
     cfg["label_names"] = [f"c{i}" for i in range(10)]
-    cfg["model_args"] = {"drop_rate": 0.0}
+    cfg["model_args"] = {"drop_rate": 0.0, "pretrained": True}
     cfg["extra_top"] = 1
     r = import_one("timm", write_config(tmp_path, cfg))
     assert "timm.labels_not_embedded" in codes(r) and "timm.license_missing" not in codes(r)

@@ -84,6 +84,11 @@ _CFG_KEYS = {"tag", "custom_load", "input_size", "test_input_size", "min_input_s
              "label_names", "label_descriptions", "num_features", "global_pool"}
 
 
+_FIXED_KWARGS = ("model_name", "pretrained", "num_classes")
+"""create_model arguments the translation sets itself; timm's create_model also lets its explicit arguments win
+over ``model_args`` (``kwargs.setdefault``)."""
+
+
 def scale_size(img_size: tuple[int, int], crop_pct: float) -> tuple[int, int]:
     """timm's resize target before the crop: ``math.floor(side / crop_pct)`` per side (height, width)."""
     return math.floor(img_size[0] / crop_pct), math.floor(img_size[1] / crop_pct)
@@ -150,8 +155,10 @@ class TimmImporter(Importer):
             warn("timm.unknown_key", f"pretrained_cfg.{key}", "unknown pretrained_cfg key (not read)")
 
         def get(key: str, default: Any, shown: str) -> Any:
+            """resolve_data_config's rule: a falsy value (None, 0, '', []) means the default, except
+            input_size, which only None replaces."""
             value = pcfg.get(key)
-            if value is None or value == "":
+            if value is None or (key != "input_size" and not value):
                 warn("timm.default_applied", f"pretrained_cfg.{key}", f"missing: timm's default {shown} is used")
                 return default
             return value
@@ -225,7 +232,8 @@ class TimmImporter(Importer):
             "source": source,
             "architecture": {"factory": "timm:create_model", "package": "timm",
                              "kwargs": {"model_name": architecture, "pretrained": False,
-                                        "num_classes": num_classes, **model_args}},
+                                        "num_classes": num_classes,
+                                        **{k: v for k, v in model_args.items() if k not in _FIXED_KWARGS}}},
             "inputs": [{"name": "input", "shape": [-1, 3, input_size[1], input_size[2]], "dtype": "float32",
                         "layout": "NCHW"}],
             "preprocess": preprocess,
