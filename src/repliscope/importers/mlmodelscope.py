@@ -1,0 +1,460 @@
+"""MLModelScope model manifests (``builtin_models/*.yml`` of the rai-project / c3sr agents) -> repliscope.
+
+The translation reproduces what MLModelScope's image pipeline ran (dlframework ``steps/read_image.go`` then
+``steps/preprocess_image.go``; no crop step is ever wired in), not what the fields seem to say:
+
+- decode in ``color_mode`` (default RGB), resize straight to ``dimensions`` [C, H, W] (no aspect ratio kept)
+  with a bilinear, antialiased filter (disintegration/imaging ``Linear``), then ``(pixel - mean) / scale`` in
+  float32, where ``mean``/``scale`` are indexed R, G, B in BOTH colour modes (a BGR tensor gets
+  ``[mean[2], mean[1], mean[0]]``), and ``scale`` DIVIDES; defaults mean 0, scale 1, layout HWC.
+- ``framework.version`` is a Masterminds/semver constraint: a bare ``1.12`` means ``>=1.12.0,<1.13.0``.
+- Checksums are MD5: the translated sha256 is a placeholder of 64 zeros (which can never match, so nothing
+  unverified runs) unless the model file is local (relative path or ``package://``), when it is hashed here.
+
+Every inexact point is an :class:`ImportWarning` (codes in :data:`mlmodelscope_rules.WARNING_CODES`); Python
+hooks in the file are never executed. See docs/mlmodelscope-semantics.md for the source references.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from repliscope.errors import SourceError
+from repliscope.importers.base import ConfigImportError, Importer, ImportResult, ImportWarning, imported_from
+from repliscope.importers.mlmodelscope_rules import (
+    FRAMEWORK_KEYS,
+    HOOK_KEYS,
+    INPUT_PARAMS,
+    KNOWN_LABEL_FILES,
+    MODEL_KEYS,
+    OUTPUT_PARAMS,
+    TOP_KEYS,
+    TYPE_KEYS,
+    load_raw,
+    number,
+    pep440_constraint,
+    triple,
+)
+
+PLACEHOLDER_SHA256 = "0" * 64
+"""Written where only an MD5 (or nothing) is known: it never matches a file, so evaluate refuses until the real
+sha256 is filled in (``sha256sum FILE`` after checking the MD5 with ``md5sum FILE``)."""
+
+_RUNNABLE = {"onnxruntime": "onnx", "onnx": "onnx"}
+
+
+class _Ctx:
+    """The file being translated and the warnings collected so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.warnings: list[ImportWarning] = []
+
+    def warn(self, code: str, field: str, message: str) -> None:
+        self.warnings.append(ImportWarning(code, field, message))
+
+    def fail(self, field: str, message: str) -> ConfigImportError:
+        return ConfigImportError(f"{self.path}: {field}: {message}")
+
+
+class MLModelScopeImporter(Importer):
+    """``repliscope manifest import mlmodelscope FILE.yml``."""
+
+    name: ClassVar[str] = "mlmodelscope"
+    patterns: ClassVar[tuple[str, ...]] = ("*.yml", "*.yaml")
+
+    def translate(self, path: Path) -> ImportResult:
+        ctx = _Ctx(path)
+        data = load_raw(path.read_text(encoding="utf-8"), str(path))
+        _check_keys(ctx, data)
+        _hooks(ctx, data)
+        name = _name(ctx, data)
+        inp = _image_input(ctx, data)
+        out_type = str((data.get("output") or {}).get("type", "")).strip().lower()
+        if out_type != "classification":
+            raise ctx.fail("output.type", f"{out_type or '(missing)'!r} is not supported (unsupported_task): "
+                           "repliscope evaluates image classification only (allowed: classification); "
+                           "detection/segmentation outputs have no repliscope equivalent")
+        framework, source = _framework_and_source(ctx, data)
+        preprocess, shape, layout = _pipeline(ctx, inp)
+        labels, num_classes = _labels(ctx, data)
+        outputs, postprocess = _output(ctx, data, num_classes)
+        manifest: dict[str, Any] = {
+            "name": name,
+            "version": _semver(ctx, data.get("version")),
+            "task": "image_classification",
+            "description": _description(data),
+            "license": _license(ctx, data),
+            "framework": framework,
+            "source": source,
+            "inputs": [{"name": str(inp["params"].get("input_layer", "input")), "shape": shape,
+                        "dtype": "float32", "layout": layout}],
+            "preprocess": preprocess,
+            "outputs": outputs,
+            "postprocess": postprocess,
+            "labels": labels,
+            "claims": _claims(data, path),
+            "datasets": _datasets(data),
+            "provenance": imported_from("mlmodelscope", path),
+        }
+        return ImportResult(manifest, ctx.warnings, path)
+
+
+def _check_keys(ctx: _Ctx, data: dict[str, Any]) -> None:
+    def unknown(keys: Any, allowed: set[str], prefix: str) -> None:
+        for k in keys:
+            if str(k) not in allowed:
+                close = difflib.get_close_matches(str(k), sorted(allowed), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                ctx.warn("unknown_key", f"{prefix}{k}", f"'{k}' is read by no MLModelScope struct{hint}; ignored "
+                         f"as MLModelScope ignored it (known: {', '.join(sorted(allowed))})")
+
+    unknown(data, TOP_KEYS, "")
+    for key, allowed in (("framework", FRAMEWORK_KEYS), ("model", MODEL_KEYS), ("output", TYPE_KEYS)):
+        if isinstance(data.get(key), dict):
+            unknown(data[key], allowed, f"{key}.")
+    for i, inp in enumerate(data.get("inputs") or []):
+        if isinstance(inp, dict):
+            unknown(inp, TYPE_KEYS | {"name"}, f"inputs[{i}].")
+            unknown(inp.get("parameters") or {}, INPUT_PARAMS, f"inputs[{i}].parameters.")
+    out = data.get("output")
+    if isinstance(out, dict):
+        unknown(out.get("parameters") or {}, OUTPUT_PARAMS, "output.parameters.")
+    if data.get("container"):
+        images = sorted({str(v) for arch in (data["container"] or {}).values() if isinstance(arch, dict)
+                         for v in arch.values()})
+        ctx.warn("container_image", "container", f"container images {', '.join(images)} are not used: repliscope "
+                 "runs the model in the local Python environment (framework versions are checked instead)")
+
+
+def _hooks(ctx: _Ctx, data: dict[str, Any]) -> None:
+    for key in HOOK_KEYS:
+        if data.get(key):
+            lines = len(str(data[key]).splitlines())
+            ctx.warn("python_hook", key, f"an embedded Python hook ({lines} lines) that MLModelScope's "
+                     "predict_general step runs in-process; it was NOT executed and is NOT translated: check "
+                     "what it does by reading it and express it with repliscope ops")
+
+
+def _name(ctx: _Ctx, data: dict[str, Any]) -> str:
+    raw = str(data.get("name") or "").strip()
+    if not raw:
+        raise ctx.fail("name", "missing: MLModelScope keys every model by name")
+    return re.sub(r"[^a-z0-9._-]+", "-", raw.lower()).strip("-._") or "model"
+
+
+def _semver(ctx: _Ctx, raw: Any) -> str:
+    if raw is None:
+        ctx.warn("missing_field", "version", "no model version; '0.0.0' used (placeholder)")
+        return "0.0.0"
+    parts = str(raw).strip().split(".")
+    if not all(p.isdigit() for p in parts) or len(parts) > 3:
+        raise ctx.fail("version", f"{raw!r} is not a semantic version (e.g. 1.0)")
+    return ".".join(str(int(p)) for p in parts + ["0"] * (3 - len(parts)))
+
+
+def _description(data: dict[str, Any]) -> str:
+    text = " ".join(str(data.get("description") or "").split())
+    refs = [str(r) for r in data.get("references") or []]
+    tail = f" References: {'; '.join(refs)}." if refs else ""
+    return (text or "(no description in the MLModelScope manifest)") + tail
+
+
+def _license(ctx: _Ctx, data: dict[str, Any]) -> str:
+    lic = str(data.get("license") or "").strip()
+    if not lic:
+        ctx.warn("missing_field", "license", "no license; 'unknown' written")
+        return "unknown"
+    return lic
+
+
+def _image_input(ctx: _Ctx, data: dict[str, Any]) -> dict[str, Any]:
+    inputs = data.get("inputs")
+    if not isinstance(inputs, list) or not inputs:
+        raise ctx.fail("inputs", "missing or empty: the pipeline input is undefined")
+    first = inputs[0] if isinstance(inputs[0], dict) else {}
+    kind = str(first.get("type", "")).strip().lower()
+    if kind != "image":
+        raise ctx.fail("inputs[0].type", f"{kind or '(missing)'!r} is not supported (allowed: image); "
+                       "MLModelScope's image steps only run for image inputs")
+    if len(inputs) > 1:
+        raise ctx.fail("inputs", f"{len(inputs)} inputs; the image predictor reads inputs[0] only and repliscope "
+                       "models take one input")
+    return {"params": first.get("parameters") or {}}
+
+
+def _dims(ctx: _Ctx, params: dict[str, Any]) -> list[int] | None:
+    raw = params.get("dimensions")
+    if raw is None:
+        return None
+    vals = raw if isinstance(raw, list) else [raw]
+    dims = [int(number(v, "inputs[0].parameters.dimensions")) for v in vals]
+    if len(dims) == 1:
+        dims = [3, dims[0], dims[0]]
+    if len(dims) != 3:
+        raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: expected [C, H, W] or [S] "
+                       "(GetInputDimensions refuses other lengths; do not put the batch size in)")
+    if dims[0] != 3:
+        raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: {dims[0]} channels; the image steps "
+                       "always produce 3")
+    return dims
+
+
+def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int], str]:
+    p = inp["params"]
+    f = "inputs[0].parameters"
+    elem = str(p.get("element_type", "float32")).lower()
+    if elem != "float32":
+        raise ctx.fail(f"{f}.element_type", f"{elem!r} is not supported (allowed: float32); uint8 tensors are "
+                       "Go float->uint8 conversions of the normalised values")
+    mode = str(p.get("color_mode", "RGB")).upper()
+    if "color_mode" not in p:
+        ctx.warn("missing_field", f"{f}.color_mode", "absent: MLModelScope's default RGB is used")
+    if mode not in ("RGB", "BGR"):
+        raise ctx.fail(f"{f}.color_mode", f"{mode!r} (allowed: RGB, BGR)")
+    layout = str(p.get("layout", "HWC")).upper()
+    if "layout" not in p:
+        ctx.warn("missing_field", f"{f}.layout", "absent: MLModelScope's default HWC is used")
+    if layout not in ("CHW", "HWC"):
+        raise ctx.fail(f"{f}.layout", f"{layout!r} (allowed: CHW, HWC)")
+    for key in ("crop_method", "crop_ratio"):
+        if key in p:
+            ctx.warn("crop_ignored", f"{f}.{key}", f"{key} is parsed into PreprocessOptions but no pipeline wires "
+                     "steps.NewCropImage: MLModelScope never cropped, so neither does the translation")
+    if "min_dimension" in p:
+        ctx.warn("unsupported_parameter", f"{f}.min_dimension", "c3sr's min_dimension is not reproduced (ignored)")
+    dims = _dims(ctx, p)
+    if p.get("max_dimension") is not None:
+        raise ctx.fail(f"{f}.max_dimension", "the longest-side (or never-shrink) resize of rai-project/image "
+                       "computeScaledDimension has no repliscope resize equivalent; the pipeline cannot be "
+                       "reproduced")
+    if dims is None:
+        raise ctx.fail(f"{f}.dimensions", "absent (and no max_dimension): MLModelScope fed images at their own "
+                       "size, so the input shape is undefined")
+    _, h, w = dims
+    mean = triple(p.get("mean"), f"{f}.mean", 0.0)
+    scale = triple(p.get("scale"), f"{f}.scale", 1.0)
+    for key, default in (("mean", 0), ("scale", 1)):
+        if key not in p:
+            ctx.warn("missing_field", f"{f}.{key}", f"absent: MLModelScope's default {default} is used")
+    if any(s == 0 for s in scale):
+        raise ctx.fail(f"{f}.scale", f"{scale}: a zero divisor (preprocess_image.go divides by scale)")
+    _units(ctx, f, mean, scale)
+    if mode == "BGR" and len(set(mean)) > 1:
+        looks = "RGB-ordered (red first)" if mean[0] > mean[2] else "BGR-ordered (blue first)"
+        ctx.warn("bgr_mean_order", f"{f}.mean", f"color_mode BGR with mean {_fmt(mean)}, which looks {looks}; "
+                 "preprocess_image.go indexes mean/scale R,G,B in both modes, so MLModelScope subtracted "
+                 f"{_fmt(mean[2])} from blue, {_fmt(mean[1])} from green, {_fmt(mean[0])} from red; the "
+                 "translation does the same" + ("" if mean[0] > mean[2] else " (probably NOT what the author "
+                                                "meant: Caffe's BGR means are blue first)"))
+    ctx.warn("decode_resize_approximate", f"{f}.dimensions",
+             f"MLModelScope decoded JPEGs with libjpeg scaled in the DCT domain to the smallest M/8 size >= "
+             f"{w}x{h}, without fancy chroma upsampling, then resized with disintegration/imaging Linear; the "
+             "translation decodes fully with Pillow and resizes with Pillow bilinear (antialiased): pixels differ "
+             "by small amounts")
+    order = [2, 1, 0] if mode == "BGR" else [0, 1, 2]
+    ops: list[dict[str, Any]] = [
+        {"op": "decode", "library": "pillow", "channels": mode},
+        {"op": "resize", "size": [h, w], "keep_aspect_ratio": False, "method": "bilinear", "library": "pillow",
+         "antialias": True},
+        {"op": "to_float", "dtype": "float32"},
+    ]
+    if any(m != 0 for m in mean):
+        ops.append({"op": "subtract_mean", "value": _per_channel([mean[i] for i in order])})
+    if any(s != 1 for s in scale):
+        ops.append({"op": "divide_std", "value": _per_channel([scale[i] for i in order])})
+    nchw = layout == "CHW"
+    ops.append({"op": "data_layout", "layout": "NCHW" if nchw else "NHWC"})
+    shape = [-1, 3, h, w] if nchw else [-1, h, w, 3]
+    return ops, shape, "NCHW" if nchw else "NHWC"
+
+
+def _units(ctx: _Ctx, f: str, mean: list[float], scale: list[float]) -> None:
+    if 0 < max(mean) <= 1:
+        ctx.warn("suspicious_units", f"{f}.mean", f"mean {_fmt(mean)} looks like [0, 1] units, but MLModelScope "
+                 "subtracts it from 0-255 pixel values (translated as written)")
+    if min(scale) < 1:
+        ctx.warn("suspicious_units", f"{f}.scale", f"scale {_fmt(scale)} < 1 looks like a multiplier, but "
+                 "MLModelScope DIVIDES by scale (translated as a division, as it ran)")
+
+
+def _per_channel(vals: list[float]) -> float | list[float]:
+    return vals[0] if len(set(vals)) == 1 else vals
+
+
+def _fmt(v: float | list[float]) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return f"{v:g}"
+
+
+def _https(ctx: _Ctx, url: str, field: str) -> str:
+    if url.startswith("http://"):
+        new = "https://" + url.removeprefix("http://")
+        ctx.warn("http_url", field, f"{url} rewritten to {new}: repliscope downloads over https only "
+                 "(check that the host serves it)")
+        return new
+    return url
+
+
+def _join(base: str, rel: str) -> str:
+    """GetGraphUrl/GetWeightsUrl: base_url trimmed of '/', plus '/', plus the path (base may be empty)."""
+    base = base.strip().rstrip("/").strip()
+    return f"{base}/{rel}" if base else rel
+
+
+def _framework_and_source(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    fw = data.get("framework") or {}
+    fw_name = str(fw.get("name") or "").strip()
+    if not fw_name:
+        raise ctx.fail("framework.name", "missing: the agent that ran the model is unknown")
+    raw_version = str(fw.get("version") or "").strip()
+    constraint = ">=0"
+    if raw_version:
+        first = raw_version.split("||")[0]
+        if first != raw_version:
+            ctx.warn("framework_version", "framework.version", f"{raw_version!r} has OR alternatives ('||'); "
+                     f"PEP 440 cannot express them: only {first.strip()!r} is kept")
+        constraint = pep440_constraint(first, f"{ctx.path}: framework.version")
+    model = data.get("model") or {}
+    graph = str(model.get("graph_path") or "").strip()
+    weights = str(model.get("weights_path") or "").strip()
+    base = str(model.get("base_url") or "").strip()
+    archive = model.get("is_archive") is True
+    if not graph and not (archive and base):
+        raise ctx.fail("model.graph_path", "missing: no model file to run")
+    if archive:
+        uri, field, checksum = base, "model.base_url", ""
+        ctx.warn("archive_source", "model.is_archive", f"the model is {graph!r} inside the archive {base}; "
+                 "MLModelScope downloaded and unpacked the archive WITHOUT checking a checksum (graph_checksum "
+                 "is not passed to DownloadInto); extract the file and point source.uri at it")
+    else:
+        uri, field = _join(base, graph), "model.graph_path"
+        checksum = str(model.get("graph_checksum") or "").strip()
+    if weights:
+        ctx.warn("two_file_model", "model.weights_path", f"graph {graph!r} and weights {weights!r} are two files; "
+                 "repliscope runs one model file: source.uri names the graph only (convert both to one ONNX file)")
+    kind = _RUNNABLE.get(fw_name.lower())
+    runnable = kind is not None and graph.lower().endswith(".onnx") and not archive and not weights
+    uri = _https(ctx, uri, field) if "://" in uri else uri
+    sha256 = _source_sha256(ctx, uri, checksum, "model.graph_checksum")
+    if runnable:
+        framework = {"name": "onnx", "version": constraint}
+        if fw_name.lower() == "onnxruntime":
+            ctx.warn("framework_version", "framework.version", f"MLModelScope's constraint {raw_version!r} is on "
+                     f"ONNX Runtime; repliscope's framework 'onnx' checks the onnx package against {constraint!r}")
+    else:
+        framework = {"name": "onnx", "version": ">=0"}
+        ctx.warn("framework_not_runnable", "framework", f"MLModelScope ran {graph or base!r} with {fw_name} "
+                 f"{raw_version} (= {constraint} in PEP 440); repliscope runs ONNX files and torch state_dicts "
+                 "only: framework 'onnx' >=0 and source.format 'onnx' are placeholders; export the model to ONNX "
+                 "and replace source.uri and source.sha256 (the pre-processing stays valid)")
+    return framework, {"uri": uri, "sha256": sha256, "format": "onnx"}
+
+
+def _source_sha256(ctx: _Ctx, uri: str, md5: str, field: str) -> str:
+    """The sha256 of a local (relative or package://) file; the placeholder for remote ones, with a warning."""
+    local: Path | None = None
+    if uri.startswith("package://"):
+        from repliscope.manifest.sources import locate_package_file
+
+        try:
+            local = locate_package_file(uri)
+        except SourceError as exc:
+            raise ctx.fail(field, str(exc)) from exc
+    elif "://" not in uri:
+        local = (ctx.path.parent / uri).resolve()
+        if not local.is_file():
+            raise ctx.fail(field, f"the local model file {local} does not exist (relative paths are read "
+                           f"against {ctx.path.parent})")
+    if local is not None:
+        blob = local.read_bytes()
+        if md5 and hashlib.md5(blob).hexdigest() != md5.lower():
+            raise ctx.fail(field, f"MD5 of {local} is {hashlib.md5(blob).hexdigest()}, the manifest "
+                           f"declares {md5}: not the file MLModelScope ran")
+        if not md5:
+            ctx.warn("empty_checksum", field, f"empty: MLModelScope would have run {uri} unverified; its "
+                     "sha256 was computed from the local file")
+        return hashlib.sha256(blob).hexdigest()
+    if not md5:
+        ctx.warn("empty_checksum", field, f"empty: MLModelScope downloaded {uri} without any check; "
+                 f"source.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}... (never matches): download the "
+                 "file, check it by other means, then `sha256sum FILE` and write the result to source.sha256")
+    else:
+        ctx.warn("md5_checksum", field, f"MD5 {md5} (checked by rai-project/downloadmanager) cannot stand for a "
+                 f"sha256: source.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}... (never matches, so "
+                 f"nothing unverified runs); download {uri}, check `md5sum FILE` = {md5}, then `sha256sum FILE` "
+                 "and write the result to source.sha256")
+    return PLACEHOLDER_SHA256
+
+
+def _labels(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    params = (data.get("output") or {}).get("parameters") or {}
+    url = str(params.get("features_url") or "").strip()
+    md5 = str(params.get("features_checksum") or "").strip().lower()
+    f = "output.parameters.features_url"
+    if not url:
+        raise ctx.fail(f, "missing: without the class names file the class count is undefined")
+    known = KNOWN_LABEL_FILES.get(md5)
+    if known is None:
+        raise ctx.fail(f, f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows; the class count "
+                       "cannot be read without downloading it (known MD5s: "
+                       f"{', '.join(sorted(KNOWN_LABEL_FILES))})")
+    source, count = known
+    if source:
+        return {"source": source, "num_classes": count}, count
+    src = _https(ctx, url, f)
+    ctx.warn("label_offset", f, f"{url} lists {count} classes with 'background' at index 0 (TF-slim order): "
+             "class i of the model is ImageNet class i-1; scoring against 1000-class ImageNet labels needs that "
+             "offset")
+    ctx.warn("md5_checksum", "output.parameters.features_checksum", f"MD5 {md5} cannot stand for a sha256: "
+             f"labels.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}...; download {src}, check `md5sum FILE` "
+             "then `sha256sum FILE` and write it to labels.sha256")
+    return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
+
+
+def _output(ctx: _Ctx, data: dict[str, Any], num_classes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    params = (data.get("output") or {}).get("parameters") or {}
+    transform = str(params.get("probabilities_transform") or "").strip().lower()
+    if transform not in ("", "softmax"):
+        raise ctx.fail("output.parameters.probabilities_transform", f"{transform!r} (allowed: softmax, or absent)")
+    logits = transform == "softmax"
+    post: list[dict[str, Any]] = ([{"op": "softmax", "axis": -1}] if logits else []) + [
+        {"op": "topk", "k": min(5, num_classes)}, {"op": "labels"}]
+    out = {"name": str(params.get("probabilities_layer", "output")), "shape": [-1, num_classes],
+           "dtype": "float32", "layout": "NC", "kind": "logits" if logits else "probabilities"}
+    return [out], post
+
+
+def _attr(data: dict[str, Any], key: str) -> Any:
+    attrs = data.get("attributes") or {}
+    return next((v for k, v in attrs.items() if str(k).lower() == key), None)
+
+
+def _datasets(data: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
+    ds = str(_attr(data, "training_dataset") or "").strip()
+    if ds.lower() == "imagenet":
+        return {"trained_on": [{"name": "imagenet-1k", "split": "train"}],
+                "evaluated_on": [{"name": "imagenet-1k", "split": "val"}]}
+    if ds:
+        return {"trained_on": [{"name": ds, "split": "train"}], "evaluated_on": []}
+    return {"trained_on": [], "evaluated_on": []}
+
+
+def _claims(data: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    if str(_attr(data, "training_dataset") or "").strip().lower() != "imagenet":
+        return []
+    claims = []
+    for metric in ("top1", "top5"):
+        val = _attr(data, metric)
+        if val is None:
+            continue
+        claims.append({"metric": metric, "value": float(val),
+                       "dataset": {"name": "imagenet-1k", "split": "val"},
+                       "source": f"MLModelScope manifest {path.name} (attributes.{metric})"})
+    return claims
+

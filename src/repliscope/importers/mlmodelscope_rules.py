@@ -1,0 +1,183 @@
+"""MLModelScope facts the importer relies on, kept apart from the translation: the keys its Go structs read,
+its framework-version constraint syntax, its known label files, and the YAML reading that keeps scalars as
+the Go agents see them. Every fact has its source reference in docs/mlmodelscope-semantics.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from repliscope.importers.base import ConfigImportError
+
+WARNING_CODES = {
+    "python_hook": "an embedded Python hook (preprocess/postprocess/before_*/after_*) was NOT run or translated",
+    "suspicious_units": "mean/scale look like they were written for another pixel range or meant as a multiplier",
+    "bgr_mean_order": "a BGR manifest with a per-channel mean: which index MLModelScope applied to which channel",
+    "empty_checksum": "a checksum field is empty: MLModelScope downloaded that file unverified",
+    "md5_checksum": "an MD5 checksum cannot stand for a sha256: source/labels sha256 is a placeholder",
+    "unknown_key": "a key no MLModelScope struct reads (typo or dead field); ignored, as MLModelScope ignored it",
+    "container_image": "the container images are not used: repliscope runs in the local environment",
+    "framework_not_runnable": "the model's framework/format is not one repliscope runs (torch state_dict, ONNX)",
+    "framework_version": "the framework version constraint cannot be carried over exactly",
+    "http_url": "an http:// URL was rewritten to https:// (repliscope downloads over https only)",
+    "archive_source": "the model is inside an archive: repliscope reads one model file, not an archive member",
+    "two_file_model": "graph and weights are two files (e.g. prototxt + caffemodel); repliscope takes one",
+    "decode_resize_approximate": "libjpeg DCT scaling / plain chroma upsampling / imaging.Linear are approximated",
+    "crop_ignored": "crop_method/crop_ratio are parsed but no MLModelScope pipeline applies a crop",
+    "unsupported_parameter": "an input parameter the importer cannot reproduce (e.g. min_dimension)",
+    "label_offset": "the label file has a background class at index 0 (1001 classes)",
+    "missing_field": "a field is absent; the documented MLModelScope default (or a marked placeholder) is used",
+}
+"""Every warning code the importer emits, with its one-line meaning (stable: tests pin them)."""
+
+TOP_KEYS = {"name", "framework", "version", "container", "description", "references", "license", "inputs",
+            "output", "model", "attributes", "hidden", "preprocess", "postprocess", "before_preprocess",
+            "after_preprocess", "before_postprocess", "after_postprocess"}
+HOOK_KEYS = ("preprocess", "postprocess", "before_preprocess", "after_preprocess", "before_postprocess",
+             "after_postprocess")
+FRAMEWORK_KEYS = {"name", "version"}
+TYPE_KEYS = {"type", "description", "parameters"}
+MODEL_KEYS = {"base_url", "graph_path", "weights_path", "is_archive", "graph_checksum", "weights_checksum"}
+INPUT_PARAMS = {"element_type", "input_layer", "layout", "color_mode", "dimensions", "mean", "scale",
+                "max_dimension", "min_dimension", "keep_aspect_ratio", "crop_method", "crop_ratio"}
+OUTPUT_PARAMS = {"element_type", "probabilities_layer", "probabilities_transform", "features_url",
+                 "features_checksum", "boxes_layer", "classes_layer", "masks_layer", "probabilities_checksum"}
+
+KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
+    # md5 (features_checksum) -> (repliscope labels source, class count)
+    "4d234b5833aca44928065a180db3016a": ("builtin:imagenet-1k", 1000),  # store.carml.org/synsets/imagenet/synset.txt
+    "6c05083991207dea5c37f2d271014fad": ("", 1001),  # .../synset1.txt: TF-slim order, index 0 = background
+}
+"""Label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the source."""
+
+
+class _Num(str):
+    """A YAML number kept as the text the Go agents parse (``1.10`` stays ``1.10``, not ``1.1``)."""
+
+
+class _RawLoader(yaml.SafeLoader):
+    pass
+
+
+def _raw_number(loader: yaml.SafeLoader, node: yaml.Node) -> _Num:
+    return _Num(loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+_RawLoader.add_constructor("tag:yaml.org,2002:int", _raw_number)
+_RawLoader.add_constructor("tag:yaml.org,2002:float", _raw_number)
+
+
+def load_raw(text: str, where: str) -> dict[str, Any]:
+    """The manifest as a mapping, numbers kept as their source text (:class:`_Num`)."""
+    try:
+        data = yaml.load(text, Loader=_RawLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigImportError(f"{where}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigImportError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def number(value: Any, where: str) -> float:
+    """A numeric scalar (as Go's yaml.Unmarshal into float32 would accept it)."""
+    if isinstance(value, bool) or value is None:
+        raise ConfigImportError(f"{where}: expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigImportError(f"{where}: expected a number, got {value!r}") from exc
+
+
+def triple(value: Any, where: str, default: float) -> list[float]:
+    """``mean``/``scale``: a scalar (broadcast to 3) or a list (GetMeanImage/GetScale)."""
+    if value is None:
+        return [default] * 3
+    if isinstance(value, list):
+        vals = [number(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if len(vals) != 3:
+            raise ConfigImportError(f"{where}: {len(vals)} values; preprocess_image.go indexes exactly 3 "
+                                    "(one per colour channel)")
+        return vals
+    v = number(value, where)
+    return [v, v, v]
+
+
+_CV = re.compile(r"^v?(\d+|[xX*])(?:\.(\d+|[xX*]))?(?:\.(\d+|[xX*]))?(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_OPS = ("!=", ">=", "=>", "<=", "=<", "~>", ">", "<", "=", "~", "^")
+
+
+def _parts(ver: str, where: str) -> tuple[list[int], bool]:
+    """Masterminds/semver v1 constraint version: (numbers padded with 0, dirty = a part missing or x)."""
+    m = _CV.match(ver)
+    if not m:
+        raise ConfigImportError(f"{where}: {ver!r} is not a Masterminds/semver version")
+    nums, dirty = [], False
+    for g in m.group(1, 2, 3):
+        if g is None or g in "xX*":
+            dirty = True
+            nums.append(0)
+        else:
+            nums.append(int(g))
+    if m.group(1) in ("x", "X", "*"):
+        return [0, 0, 0], True
+    return nums, dirty
+
+
+def _dirty_level(ver: str) -> int:
+    """How many leading parts are given (1: major only, 2: major.minor, 3: full)."""
+    m = _CV.match(ver)
+    assert m is not None
+    return sum(1 for g in m.group(1, 2, 3) if g is not None and g not in "xX*")
+
+
+def _v(nums: list[int]) -> str:
+    return ".".join(str(n) for n in nums)
+
+
+def pep440_constraint(raw: str, where: str) -> str:
+    """A Masterminds/semver v1.4.2 constraint (what dlframework's register.go checks) -> PEP 440.
+
+    Bare and ``=`` versions with a missing part are tilde ranges (``1.12`` -> ``>=1.12.0,<1.13.0``);
+    ``~1.2.3`` -> ``>=1.2.3,<1.3.0``; ``^1.2`` -> ``>=1.2.0,<2.0.0``. ``||`` (OR) cannot be written in PEP 440:
+    refused here (the caller warns and keeps the first alternative).
+    """
+    text = raw.strip()
+    if not text:
+        raise ConfigImportError(f"{where}: empty version constraint")
+    out: list[str] = []
+    text = re.sub(r"(!=|>=|=>|<=|=<|~>|>|<|=|~|\^)\s+", r"\1", text)
+    for piece in re.split(r"\s*,\s*|\s+", text):
+        piece = piece.strip()
+        if not piece:
+            continue
+        op = next((o for o in _OPS if piece.startswith(o)), "")
+        ver = piece[len(op):].strip()
+        nums, dirty = _parts(ver, where)
+        level = _dirty_level(ver) if dirty else 3
+        if op in ("", "=") and not dirty:
+            out.append(f"=={_v(nums)}")
+        elif op in ("", "=", "~", "~>"):
+            if level == 0:
+                continue  # '*' / 'x': anything
+            upper = [nums[0] + 1, 0, 0] if level == 1 else [nums[0], nums[1] + 1, 0]
+            out += [f">={_v(nums)}", f"<{_v(upper)}"]
+        elif op == "^":
+            out += [f">={_v(nums)}", f"<{nums[0] + 1}.0.0"]
+        elif op == "!=":
+            out.append(f"!={_v(nums)}")
+        elif op in (">=", "=>"):
+            out.append(f">={_v(nums)}")
+        elif op in ("<=", "=<"):
+            out.append(f"<={_v(nums)}")
+        elif op == "<":
+            out.append(f"<{_v(nums)}")
+        elif op == ">":
+            if dirty and level >= 1:  # '>1.2' means above every 1.2.x
+                nxt = [nums[0] + 1, 0, 0] if level == 1 else [nums[0], nums[1] + 1, 0]
+                out.append(f">={_v(nxt)}")
+            else:
+                out.append(f">{_v(nums)}")
+    return ",".join(out) if out else ">=0"
