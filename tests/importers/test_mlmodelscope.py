@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from repliscope.cli.main import app
 from repliscope.errors import RepliscopeError
-from repliscope.importers.base import ConfigImportError
+from repliscope.importers.base import ConfigImportError, ImportWarning
 from repliscope.importers.batch import import_folder, import_one
 from repliscope.importers.mlmodelscope import PLACEHOLDER_SHA256, MLModelScopeImporter
 from repliscope.importers.mlmodelscope_rules import WARNING_CODES, pep440_constraint
@@ -25,8 +25,14 @@ FIX = Path(__file__).parent / "fixtures" / "mlmodelscope"
 ZEROS = "0" * 64
 
 
+def _named(warnings: list[ImportWarning]) -> list[tuple[str, str]]:
+    """(name, field) of each warning; every code is ``mlmodelscope.<name>``."""
+    assert all(w.code.startswith("mlmodelscope.") for w in warnings)
+    return [(w.code.removeprefix("mlmodelscope."), w.field) for w in warnings]
+
+
 def _codes(path: Path) -> list[tuple[str, str]]:
-    return [(w.code, w.field) for w in import_one("mlmodelscope", path).warnings]
+    return _named(import_one("mlmodelscope", path).warnings)
 
 
 def _resize(h: int, w: int) -> dict[str, object]:
@@ -92,7 +98,7 @@ def test_caffe_alexnet_bgr_mean_is_indexed_rgb() -> None:
         ("missing_field", "inputs[0].parameters.scale"), ("bgr_mean_order", "inputs[0].parameters.mean"),
         ("decode_resize_approximate", "inputs[0].parameters.dimensions"),
     ]
-    bgr = next(w for w in result.warnings if w.code == "bgr_mean_order")
+    bgr = next(w for w in result.warnings if w.code == "mlmodelscope.bgr_mean_order")
     assert "looks RGB-ordered" in bgr.message and "subtracted 104 from blue" in bgr.message
 
 
@@ -143,7 +149,7 @@ def test_mxnet_cifar_empty_checksum() -> None:
 
 def test_synthetic_hooks_units_typos_crop() -> None:
     result = import_one("mlmodelscope", FIX / "synthetic" / "hooks_units_typos.yml")
-    assert [(w.code, w.field) for w in result.warnings] == [
+    assert _named(result.warnings) == [
         ("unknown_key", "inputs[0].parameters.colour_mode"), ("python_hook", "preprocess"),
         ("empty_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
         ("crop_ignored", "inputs[0].parameters.crop_ratio"),
@@ -156,19 +162,19 @@ def test_synthetic_hooks_units_typos_crop() -> None:
     pre = result.manifest["preprocess"]
     assert [op["op"] for op in pre] == ["decode", "resize", "to_float", "subtract_mean", "divide_std", "data_layout"]
     assert pre[0]["channels"] == "RGB" and pre[4] == {"op": "divide_std", "value": [0.229, 0.224, 0.225]}
-    assert "# WARNING python_hook preprocess:" in result.to_yaml()
+    assert "# WARNING mlmodelscope.python_hook preprocess:" in result.to_yaml()
 
 
 def test_every_warning_code_is_documented_and_triggered() -> None:
     seen: set[str] = set()
     for p in sorted(FIX.rglob("*.yml")):
         with contextlib.suppress(RepliscopeError):
-            seen |= {w.code for w in import_one("mlmodelscope", p).warnings}
+            seen |= {w.code.removeprefix("mlmodelscope.") for w in import_one("mlmodelscope", p).warnings}
     # not triggered by any fixture: framework_version (needs onnxruntime or '||', see the round trip and
     # test_or_constraint), unsupported_parameter (c3sr min_dimension)
     assert set(WARNING_CODES) - seen == {"framework_version", "unsupported_parameter"}
     doc = (Path(__file__).parents[2] / "docs" / "mlmodelscope-semantics.md").read_text(encoding="utf-8")
-    assert all(f"`{code}`" in doc for code in WARNING_CODES)
+    assert all(f"`mlmodelscope.{code}`" in doc for code in WARNING_CODES)
 
 
 # --- refusals -----------------------------------------------------------------------------------------------
@@ -229,7 +235,7 @@ def test_single_dimension_and_defaults(tmp_path: Path) -> None:
     assert result.manifest["preprocess"] == [
         {"op": "decode", "library": "pillow", "channels": "RGB"}, _resize(192, 192),
         {"op": "to_float", "dtype": "float32"}, {"op": "data_layout", "layout": "NHWC"}]
-    assert [w.field for w in result.warnings if w.code == "missing_field"] == [
+    assert [w.field for w in result.warnings if w.code == "mlmodelscope.missing_field"] == [
         "inputs[0].parameters.color_mode", "inputs[0].parameters.layout", "inputs[0].parameters.mean",
         "inputs[0].parameters.scale"]
 
@@ -237,7 +243,7 @@ def test_single_dimension_and_defaults(tmp_path: Path) -> None:
 def test_version_kept_as_written(tmp_path: Path) -> None:
     p = _variant(tmp_path, "version: '>=1.1.0'", "version: 1.10")
     result = import_one("mlmodelscope", p)
-    msg = next(w.message for w in result.warnings if w.code == "framework_not_runnable")
+    msg = next(w.message for w in result.warnings if w.code == "mlmodelscope.framework_not_runnable")
     assert "MXNet 1.10 (= >=1.10.0,<1.11.0 in PEP 440)" in msg  # not 1.1 (YAML float)
 
 
@@ -255,7 +261,7 @@ def test_constraint_translation(raw: str, pep440: str) -> None:
 
 def test_or_constraint(tmp_path: Path) -> None:
     p = _variant(tmp_path, "version: '>=1.1.0'", "version: '1.2 || 1.4'")
-    w = [w for w in import_one("mlmodelscope", p).warnings if w.code == "framework_version"]
+    w = [w for w in import_one("mlmodelscope", p).warnings if w.code == "mlmodelscope.framework_version"]
     assert [x.field for x in w] == ["framework.version"] and "only '1.2' is kept" in w[0].message
 
 
@@ -286,7 +292,7 @@ def test_cli_json(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["manifest"]["preprocess"][3] == {"op": "subtract_mean", "value": [104.0, 117.0, 123.0]}
-    assert {"code": "bgr_mean_order", "field": "inputs[0].parameters.mean"} in [
+    assert {"code": "mlmodelscope.bgr_mean_order", "field": "inputs[0].parameters.mean"} in [
         {k: w[k] for k in ("code", "field")} for w in data["warnings"]]
     assert data["manifest"]["source"]["sha256"] == PLACEHOLDER_SHA256
     out = tmp_path / "alexnet.yaml"
@@ -372,7 +378,7 @@ def test_round_trip_lite0(lite0_onnx: Path) -> None:
         {"op": "decode", "library": "pillow", "channels": "RGB"}, _resize(224, 224),
         {"op": "to_float", "dtype": "float32"}, {"op": "subtract_mean", "value": 127.0},
         {"op": "divide_std", "value": 128.0}, {"op": "data_layout", "layout": "NCHW"}]
-    assert [w.code for w in result.warnings] == ["framework_version", "decode_resize_approximate"]
+    assert [n for n, _ in _named(result.warnings)] == ["framework_version", "decode_resize_approximate"]
     out = folder / "lite0.yaml"
     out.write_text(result.to_yaml(), encoding="utf-8")
     assert yaml.safe_load(out.read_text(encoding="utf-8"))["provenance"]["imported_from"]["file"] == str(src)

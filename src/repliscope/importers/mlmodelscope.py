@@ -11,7 +11,8 @@ The translation reproduces what MLModelScope's image pipeline ran (dlframework `
 - Checksums are MD5: the translated sha256 is a placeholder of 64 zeros (which can never match, so nothing
   unverified runs) unless the model file is local (relative path or ``package://``), when it is hashed here.
 
-Every inexact point is an :class:`ImportWarning` (codes in :data:`mlmodelscope_rules.WARNING_CODES`); Python
+Every inexact point is an :class:`ImportWarning` (code ``mlmodelscope.<name>``, names in
+:data:`mlmodelscope_rules.WARNING_CODES`); Python
 hooks in the file are never executed. See docs/mlmodelscope-semantics.md for the source references.
 """
 
@@ -55,7 +56,7 @@ class _Ctx:
         self.warnings: list[ImportWarning] = []
 
     def warn(self, code: str, field: str, message: str) -> None:
-        self.warnings.append(ImportWarning(code, field, message))
+        self.warnings.append(ImportWarning(f"mlmodelscope.{code}", field, message))
 
     def fail(self, field: str, message: str) -> ConfigImportError:
         return ConfigImportError(f"{self.path}: {field}: {message}")

@@ -31,7 +31,8 @@ WARNING_CODES = {
     "label_offset": "the label file has a background class at index 0 (1001 classes)",
     "missing_field": "a field is absent; the documented MLModelScope default (or a marked placeholder) is used",
 }
-"""Every warning code the importer emits, with its one-line meaning (stable: tests pin them)."""
+"""Every warning name the importer emits (the code is ``mlmodelscope.<name>``), with its one-line meaning
+(stable: tests pin them)."""
 
 TOP_KEYS = {"name", "framework", "version", "container", "description", "references", "license", "inputs",
             "output", "model", "attributes", "hidden", "preprocess", "postprocess", "before_preprocess",
