@@ -224,6 +224,15 @@ def test_undefined_pipelines_are_refused(tmp_path: Path, old: str, new: str, fie
         MLModelScopeImporter().translate(p)
 
 
+@pytest.mark.parametrize("text", ["inputs: {type: image}\nname: x\n", "name: x\ninputs:\n  - type: image\n"
+                                  "    parameters: [1, 2]\n", "- a list\n", "name: [unclosed\n"])
+def test_malformed_files_are_refused_not_crashed(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "bad.yml"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigImportError, match=f"^{re.escape(str(p))}: "):
+        MLModelScopeImporter().translate(p)
+
+
 def test_single_dimension_and_defaults(tmp_path: Path) -> None:
     text = (FIX / "mxnet" / "ResNet18_v1.yml").read_text(encoding="utf-8")
     for line in ("      layout: 'CHW'\n", "      color_mode: 'RGB'\n", "      mean: [123.675, 116.28, 103.53]\n",

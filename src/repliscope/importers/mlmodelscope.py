@@ -69,6 +69,13 @@ class MLModelScopeImporter(Importer):
     patterns: ClassVar[tuple[str, ...]] = ("*.yml", "*.yaml")
 
     def translate(self, path: Path) -> ImportResult:
+        try:
+            return self._translate(path)
+        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong YAML type
+            raise ConfigImportError(f"{path}: a field has an unexpected structure ({type(exc).__name__}: {exc}); "
+                                    "expected MLModelScope's ModelManifest layout (registry.proto)") from exc
+
+    def _translate(self, path: Path) -> ImportResult:
         ctx = _Ctx(path)
         data = load_raw(path.read_text(encoding="utf-8"), str(path))
         _check_keys(ctx, data)
