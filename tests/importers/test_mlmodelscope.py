@@ -170,9 +170,9 @@ def test_every_warning_code_is_documented_and_triggered() -> None:
     for p in sorted(FIX.rglob("*.yml")):
         with contextlib.suppress(RepliscopeError):
             seen |= {w.code.removeprefix("mlmodelscope.") for w in import_one("mlmodelscope", p).warnings}
-    # not triggered by any fixture: framework_version (needs onnxruntime or '||', see the round trip and
-    # test_or_constraint), unsupported_parameter (c3sr min_dimension)
-    assert set(WARNING_CODES) - seen == {"framework_version", "unsupported_parameter"}
+    # not triggered by any fixture: framework_version (needs onnxruntime or '||': see the round trip and
+    # test_or_constraint)
+    assert set(WARNING_CODES) - seen == {"framework_version"}
     doc = (Path(__file__).parents[2] / "docs" / "mlmodelscope-semantics.md").read_text(encoding="utf-8")
     assert all(f"`mlmodelscope.{code}`" in doc for code in WARNING_CODES)
 
@@ -212,6 +212,8 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
     ("      dimensions: [3, 224, 224]\n", "", "inputs[0].parameters.dimensions"),
     ("      dimensions: [3, 224, 224]\n", "      dimensions: [3, 224, 224]\n      max_dimension: 512\n",
      "inputs[0].parameters.max_dimension"),
+    ("      dimensions: [3, 224, 224]\n", "      dimensions: [3, 224, 224]\n      min_dimension: 256\n"
+     "      keep_aspect_ratio: true\n", "inputs[0].parameters.min_dimension"),
     ("element_type: float32\n      input_layer", "element_type: uint8\n      input_layer",
      "inputs[0].parameters.element_type"),
     ("color_mode: 'RGB'", "color_mode: 'GRAY'", "inputs[0].parameters.color_mode"),

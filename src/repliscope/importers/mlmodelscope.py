@@ -233,13 +233,15 @@ def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
         if key in p:
             ctx.warn("crop_ignored", f"{f}.{key}", f"{key} is parsed into PreprocessOptions but no pipeline wires "
                      "steps.NewCropImage: MLModelScope never cropped, so neither does the translation")
-    if "min_dimension" in p:
-        ctx.warn("unsupported_parameter", f"{f}.min_dimension", "c3sr's min_dimension is not reproduced (ignored)")
     dims = _dims(ctx, p)
     if p.get("max_dimension") is not None:
         raise ctx.fail(f"{f}.max_dimension", "the longest-side (or never-shrink) resize of rai-project/image "
                        "computeScaledDimension has no repliscope resize equivalent; the pipeline cannot be "
                        "reproduced")
+    if p.get("min_dimension") is not None:
+        raise ctx.fail(f"{f}.min_dimension", "c3sr/image resizes the shorter side to min_dimension and, as no "
+                       "crop follows, feeds an image whose size depends on the input: the fixed input shape of a "
+                       "classifier is undefined")
     if dims is None:
         raise ctx.fail(f"{f}.dimensions", "absent (and no max_dimension): MLModelScope fed images at their own "
                        "size, so the input shape is undefined")
