@@ -142,9 +142,14 @@ def test_unknown_key_in_a_real_file() -> None:
     assert ("unknown_key", "inputs[0].parameters.layer_name") in codes
 
 
-def test_mxnet_cifar_empty_checksum() -> None:
-    codes = _codes(FIX / "mxnet" / "CIFAR_ResNet110_v1.yml")
+def test_mxnet_cifar_empty_checksum_and_imagenet_labels() -> None:
+    path = FIX / "mxnet" / "CIFAR_ResNet110_v1.yml"
+    codes = _codes(path)
     assert ("empty_checksum", "model.graph_checksum") in codes
+    assert ("label_file_mismatch", "output.parameters.features_url") in codes
+    m = import_one("mlmodelscope", path).manifest
+    assert m["labels"] == {"source": "builtin:imagenet-1k", "num_classes": 1000}  # as MLModelScope ran it
+    assert m["datasets"] == {"trained_on": [{"name": "CIFAR10", "split": "train"}], "evaluated_on": []}
 
 
 def test_synthetic_hooks_units_typos_crop() -> None:

@@ -415,6 +415,11 @@ def _labels(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
                        "cannot be read without downloading it (known MD5s: "
                        f"{', '.join(sorted(KNOWN_LABEL_FILES))})")
     source, count = known
+    trained = str(_attr(data, "training_dataset") or "").strip()
+    if trained and trained.lower() != "imagenet":
+        ctx.warn("label_file_mismatch", f, f"attributes.training_dataset is {trained!r} but {url} is an ImageNet "
+                 f"label file ({count} classes): MLModelScope named the predictions with ImageNet classes; the "
+                 f"translation keeps {count} classes as it ran (check the model's real class count)")
     if source:
         return {"source": source, "num_classes": count}, count
     src = _https(ctx, url, f)

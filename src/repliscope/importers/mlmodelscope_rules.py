@@ -27,6 +27,7 @@ WARNING_CODES = {
     "two_file_model": "graph and weights are two files (e.g. prototxt + caffemodel); repliscope takes one",
     "decode_resize_approximate": "libjpeg DCT scaling / plain chroma upsampling / imaging.Linear are approximated",
     "crop_ignored": "crop_method/crop_ratio are parsed but no MLModelScope pipeline applies a crop",
+    "label_file_mismatch": "an ImageNet label file on a model whose training_dataset is something else",
     "label_offset": "the label file has a background class at index 0 (1001 classes)",
     "missing_field": "a field is absent; the documented MLModelScope default (or a marked placeholder) is used",
 }
