@@ -82,9 +82,9 @@ def test_scale_size_is_floor_of_size_over_crop_pct(size: tuple[int, int], crop_p
 def test_center_mode_resizes_the_shorter_side_then_crops() -> None:
     ops, notes = resize_and_crop((224, 224), 0.95, "center", "bicubic")
     assert ops == [{"op": "resize", "size": 235, "keep_aspect_ratio": True, "method": "bicubic",
-                    "library": "pillow", "antialias": True},
+                    "library": "pillow", "antialias": True, "long_side": "truncate"},
                    {"op": "center_crop", "size": 224}]
-    assert [n[0] for n in notes] == ["timm.long_side_rounding"]
+    assert notes == []
 
 
 def test_squash_mode_resizes_both_sides_without_keeping_the_aspect() -> None:
@@ -126,7 +126,7 @@ def test_resnet50_a1_in1k_golden() -> None:
     assert m["preprocess"] == [
         DECODE,
         {"op": "resize", "size": 235, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow",
-         "antialias": True},
+         "antialias": True, "long_side": "truncate"},
         {"op": "center_crop", "size": 224},
         *tail(IMAGENET_MEAN, IMAGENET_STD),
     ]
@@ -142,8 +142,8 @@ def test_resnet50_a1_in1k_golden() -> None:
     prov = m["provenance"]["imported_from"]
     assert prov["format"] == "timm" and prov["file"] == str(RESNET)
     assert prov["sha256"] == hashlib.sha256(RESNET.read_bytes()).hexdigest()
-    assert codes(r) == ["timm.test_size_ignored", "timm.test_size_ignored", "timm.long_side_rounding",
-                        "timm.weights_missing", "timm.license_missing"]
+    assert codes(r) == ["timm.test_size_ignored", "timm.test_size_ignored", "timm.weights_missing",
+                        "timm.license_missing"]
     assert [w.field for w in r.warnings[:2]] == ["pretrained_cfg.test_input_size", "pretrained_cfg.test_crop_pct"]
 
 
@@ -165,13 +165,13 @@ def test_vit_golden() -> None:
     assert r.manifest["preprocess"] == [
         DECODE,
         {"op": "resize", "size": 248, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow",
-         "antialias": True},
+         "antialias": True, "long_side": "truncate"},
         {"op": "center_crop", "size": 224},
         *tail([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
     ]
     assert r.manifest["license"] == "apache-2.0"
     assert r.manifest["name"] == "vit_base_patch16_224.augreg2_in21k_ft_in1k"
-    assert codes(r) == ["timm.long_side_rounding", "timm.weights_missing"]
+    assert codes(r) == ["timm.weights_missing"]
 
 
 # --- the translated pipeline computes what timm's eval transform computes (PIL + numpy reference) ------------
@@ -216,13 +216,18 @@ def test_center_pipeline_equals_timms_eval_transform_when_the_long_side_agrees()
     np.testing.assert_array_equal(got, want)
 
 
-def test_long_side_rounding_warning_describes_a_real_difference() -> None:
+def test_center_pipeline_truncates_the_long_side_like_torchvision() -> None:
+    # 375x500 -> shorter side 235: 235 * 500 / 375 = 313.33 -> 313 (truncated; rounding agrees here);
+    # a 224 resize of 375x500 gives 298.67: torchvision int() -> 298, round() would give 299
     from repliscope.ops.resize import Resize, ResizeParams
 
     op = Resize(ResizeParams(size=224, keep_aspect_ratio=True, method="bicubic", library="pillow",
-                             antialias=True))
-    assert op.output_size(375, 500) == (224, 299)
-    assert int(224 * 500 / 375) == 298  # torchvision's _compute_resized_output_size
+                             antialias=True, long_side="truncate"))
+    assert op.output_size(375, 500) == (224, 298) == (224, int(224 * 500 / 375))
+    png = _png(375, 500)
+    got = _run(import_one("timm", RESNET).manifest, png)
+    want = _timm_reference(png, (313, 235), 224, IMAGENET_MEAN, IMAGENET_STD)
+    np.testing.assert_array_equal(got, want)
 
 
 # --- every warning code, from a config that triggers it -------------------------------------------------------
@@ -236,7 +241,8 @@ def test_defaults_are_warned_per_field(tmp_path: Path) -> None:
                       "pretrained_cfg.std"]
     # resolve_data_config defaults: 224, bicubic, crop_pct 0.875 -> 256, ImageNet mean/std
     assert r.manifest["preprocess"][1] == {"op": "resize", "size": 256, "keep_aspect_ratio": True,
-                                           "method": "bicubic", "library": "pillow", "antialias": True}
+                                           "method": "bicubic", "library": "pillow", "antialias": True,
+                                           "long_side": "truncate"}
     assert r.manifest["preprocess"][2:] == [{"op": "center_crop", "size": 224}, *tail(IMAGENET_MEAN, IMAGENET_STD)]
 
 
@@ -308,7 +314,7 @@ def test_every_documented_code_is_triggered_by_these_tests() -> None:
     documented = {c for c in (mod.__doc__ or "").replace("``", " ").replace(",", " ").split()
                   if c.startswith("timm.") and c.count(".") == 1 and c[5:].replace("_", "").isalpha()}
     tested = {"timm.default_applied", "timm.test_size_ignored", "timm.interpolation_substituted",
-              "timm.long_side_rounding", "timm.non_square_center", "timm.border_approximated",
+              "timm.non_square_center", "timm.border_approximated",
               "timm.crop_mode_unknown", "timm.mean_std_units", "timm.weights_missing",
               "timm.labels_not_embedded", "timm.labels_missing", "timm.license_missing", "timm.unknown_key"}
     assert documented == tested

@@ -166,13 +166,15 @@ class TestPipeline:
         p = self.pipeline()
         d = p.describe()
         assert [o["op"] for o in d["preprocess"]] == [s["op"] for s in LITE0_PRE]
-        assert d["preprocess"][1] == {**RESIZE, "library": "pillow", "library_version": Image.__version__}
+        assert d["preprocess"][1] == {**RESIZE, "long_side": "round", "library": "pillow",
+                                      "library_version": Image.__version__}
         assert d["postprocess"][1] == {"op": "topk", "k": 5, "library": "numpy",
                                        "library_version": np.__version__}
         text = repr(p)
         assert text.startswith("Pipeline(\n  preprocess=[\n    Decode(library='pillow', channels='RGB', "
                                "max_pixels=89478485),")
-        assert ("Resize(size=256, keep_aspect_ratio=True, method='bicubic', library='pillow', antialias=True)"
+        assert ("Resize(size=256, keep_aspect_ratio=True, method='bicubic', library='pillow', antialias=True, "
+                "long_side='round')"
                 in text)
         assert "TopK(k=5)" in text
 

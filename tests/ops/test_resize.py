@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from repliscope.errors import OpSpecError
+from repliscope.ops.base import Item
 from repliscope.ops.resize import Resize
 from tests.ops._helpers import check_pre_op, chw_item, hwc_item, pre, smooth_rgb
 
@@ -199,3 +200,20 @@ def test_torch_uint8_rounds_half_to_even_and_clips() -> None:
     bright[0, 0] = 0
     out = resize([9, 9], "bicubic", "torch", False)(hwc_item(bright)).data  # bicubic overshoots above 255
     assert out.dtype == np.uint8 and out.max() == 255
+
+
+def test_long_side_truncate_is_torchvisions_int_and_round_is_the_default() -> None:
+    from repliscope.errors import OpSpecError
+    from repliscope.ops.resize import Resize, ResizeParams
+
+    base = {"size": 224, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow", "antialias": True}
+    rounded = Resize(ResizeParams(**base))  # type: ignore[arg-type]
+    truncated = Resize(ResizeParams(**base, long_side="truncate"))  # type: ignore[arg-type]
+    # torchvision: int(224 * 500 / 375) = int(298.67) = 298; round gives 299
+    assert rounded.output_size(375, 500) == (224, 299) and truncated.output_size(375, 500) == (224, 298)
+    assert truncated.output_size(500, 375) == (298, 224)
+    assert rounded.describe()["long_side"] == "round" and truncated.describe()["long_side"] == "truncate"
+    rgb = np.zeros((375, 500, 3), np.uint8)
+    assert truncated(Item(rgb, "HWC", "RGB")).data.shape == (224, 298, 3)
+    with pytest.raises(OpSpecError, match="only applies to an int size with keep_aspect_ratio"):
+        Resize(ResizeParams(**{**base, "keep_aspect_ratio": False}, long_side="truncate"))  # type: ignore[arg-type]

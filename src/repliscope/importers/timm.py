@@ -18,9 +18,9 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
     ``CenterCropOrPad(img_size, fill=round(255 * mean))``. No repliscope op fits-inside or pads with a
     colour: translated as ``squash`` (identical for square images), warning ``timm.border_approximated``.
   * anything else (``center``, and any unknown value: timm's ``else`` branch): square scale ->
-    ``transforms.Resize(int)`` (shorter side = scale, longer side TRUNCATED: ``int(scale * long / short)``;
-    repliscope's resize rounds it, a 1-pixel difference for some aspect ratios: warning
-    ``timm.long_side_rounding``) + ``CenterCrop``. Non-square scale -> ``ResizeKeepRatio(scale_size)`` with
+    ``transforms.Resize(int)`` (shorter side = scale, longer side TRUNCATED: ``int(scale * long / short)``,
+    translated exactly with the resize's ``long_side: truncate``) + ``CenterCrop``. Non-square scale ->
+    ``ResizeKeepRatio(scale_size)`` with
     its DEFAULT ``bilinear`` (the config's interpolation is ignored by timm there) and both sides covering
     the scale: approximated by a bilinear shorter-side resize to ``max(scale_size)`` (warning
     ``timm.non_square_center``).
@@ -43,7 +43,7 @@ all-zero sha256 placeholder (warning ``timm.weights_missing``; ``validate`` with
 refuses it until the file is there and the sha256 filled in).
 
 Warning codes (stable): ``timm.default_applied``, ``timm.test_size_ignored``, ``timm.interpolation_substituted``,
-``timm.long_side_rounding``, ``timm.non_square_center``, ``timm.border_approximated``, ``timm.crop_mode_unknown``,
+``timm.non_square_center``, ``timm.border_approximated``, ``timm.crop_mode_unknown``,
 ``timm.mean_std_units``, ``timm.weights_missing``, ``timm.labels_not_embedded``, ``timm.labels_missing``,
 ``timm.license_missing``, ``timm.unknown_key``.
 Hard errors (:class:`ConfigImportError`): unreadable JSON, no ``architecture``, no/zero ``num_classes``, not
@@ -109,12 +109,9 @@ def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, 
         resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": False, "method": method,
                   "library": "pillow", "antialias": True}
     elif sh == sw:
-        notes.append(("timm.long_side_rounding", "pretrained_cfg.crop_mode",
-                      f"torchvision's Resize({sh}) truncates the longer side (int({sh} * long / short)); "
-                      "repliscope's resize rounds it: 1 pixel longer for some aspect ratios (e.g. 375x500 -> "
-                      "224: 298 in torchvision, 299 here), which can shift the center crop by one pixel"))
+        # torchvision's Resize(int) truncates the longer side: int(size * long / short)
         resize = {"op": "resize", "size": sh, "keep_aspect_ratio": True, "method": method, "library": "pillow",
-                  "antialias": True}
+                  "antialias": True, "long_side": "truncate"}
     else:
         side = max(sh, sw)
         notes.append(("timm.non_square_center", "pretrained_cfg.input_size",

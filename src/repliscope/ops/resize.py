@@ -35,6 +35,8 @@ class ResizeParams(OpParams):
     method: Method
     library: Literal["pillow", "opencv", "torch"]
     antialias: bool
+    long_side: Literal["round", "truncate"] = "round"
+    """With ``keep_aspect_ratio``: how the longer side is rounded (optional; recorded either way)."""
 
 
 @OPS.register("resize")
@@ -44,9 +46,9 @@ class Resize(PreOp):
     Output size (``output_size``):
 
     - ``size: int`` + ``keep_aspect_ratio: true``: shorter side = size, longer side =
-      ``round(longer * size / shorter)`` with Python ``round`` of the exact ratio (half to even). Note
-      that torchvision/timm truncate instead (``int(size * long / short)``): they differ when the fraction
-      is >= .5 (e.g. 375x500 -> 224: 299 here, 298 in torchvision).
+      ``round(longer * size / shorter)`` with Python ``round`` of the exact ratio (half to even), or with
+      ``long_side: truncate`` ``int(size * longer / shorter)`` as torchvision / timm compute it; they differ
+      when the fraction is >= .5 (e.g. 375x500 -> 224: 299 rounded, 298 truncated).
     - ``size: int`` + ``keep_aspect_ratio: false``: a size x size square.
     - ``size: [height, width]`` + ``keep_aspect_ratio: false``: exactly that size.
     - ``size: [height, width]`` + ``keep_aspect_ratio: true``: rejected (ambiguous).
@@ -73,6 +75,9 @@ class Resize(PreOp):
     def __init__(self, params: ResizeParams) -> None:
         super().__init__(params)
         p = params
+        if p.long_side != "round" and not (p.keep_aspect_ratio and isinstance(p.size, int)):
+            raise OpSpecError("long_side", "only applies to an int size with keep_aspect_ratio: true (the "
+                              "longer side is computed); remove it", ["round", "truncate"])
         if isinstance(p.size, list) and p.keep_aspect_ratio:
             raise OpSpecError(
                 "keep_aspect_ratio",
@@ -112,7 +117,7 @@ class Resize(PreOp):
         if not self.params.keep_aspect_ratio:
             return size, size
         short, long = min(height, width), max(height, width)
-        new_long = round(long * size / short)
+        new_long = int(size * long / short) if self.params.long_side == "truncate" else round(long * size / short)
         return (size, new_long) if height <= width else (new_long, size)
 
     def static_shape(self, shape: StaticShape) -> StaticShape:
