@@ -10,6 +10,7 @@ import zlib
 from functools import cache
 
 import numpy as np
+import PIL
 import pytest
 from PIL import Image, ImageFile
 
@@ -262,3 +263,193 @@ def test_pillow_unknown_format_message() -> None:
     with pytest.raises(SampleError, match=r"^cannot decode with pillow: cannot identify image file \(unknown "
                                           r"format or corrupt\)$"):
         decode(b"this is not an image" * 10, "pillow")
+
+
+# --- library libjpeg_turbo: MLModelScope's libjpeg decode (rai-project/image + go-libjpeg) ---
+
+LJ_SETTINGS = {"dct_scale_to": [224, 224], "fancy_upsampling": False, "dct_method": "islow"}
+
+
+def ljpeg(data: bytes, channels: str = "RGB", **settings: object) -> np.ndarray:
+    spec = {"op": "decode", "library": "libjpeg_turbo", "channels": channels, **LJ_SETTINGS, **settings}
+    out = check_pre_op(pre(**spec), decode_input(data), keep_layout=False, keep_channels=False)
+    assert out.layout == "HWC" and out.channels == channels and out.data.dtype == np.uint8
+    return out.data
+
+
+@cache
+def photo_jpeg(width: int = 500, height: int = 375) -> bytes:
+    """A noisy gradient saved as JPEG quality 90 with 4:2:0 chroma subsampling (as most photos)."""
+    return encode(Image.fromarray(smooth_rgb(height, width)), "JPEG", quality=90, subsampling=2)
+
+
+def pillow_rgb(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+@pytest.mark.parametrize(("size", "target", "expected"), [
+    ((500, 375), (224, 224), (313, 235)),  # M = 5: ceil(5*500/8) = 313, ceil(5*375/8) = 235
+    ((500, 375), (250, 188), (250, 188)),  # M = 4 exactly reaches the target
+    ((500, 375), (250, 189), (313, 235)),  # one row more needs M = 5
+    ((500, 375), (63, 47), (63, 47)),  # M = 1
+    ((500, 375), (1, 1), (63, 47)),  # never below 1/8
+    ((500, 375), (438, 329), (438, 329)),  # M = 7
+    ((500, 375), (439, 329), (500, 375)),  # no M < 8 fits: full size
+    ((500, 375), (10, 330), (500, 375)),  # one side decides
+    ((100, 80), (224, 224), (100, 80)),  # smaller than the target: full size, never upscaled
+    ((7, 7), (6, 6), (6, 6)),  # M = 6 (ceil(5*7/8) = 5 < 6)
+])
+def test_dct_scaled_size_follows_go_libjpeg_rule(size: tuple[int, int], target: tuple[int, int],
+                                                 expected: tuple[int, int]) -> None:
+    (w, h), (tw, th), (ew, eh) = size, target, expected
+    assert ljpeg(photo_jpeg(w, h), dct_scale_to=[th, tw]).shape == (eh, ew, 3)
+
+
+def test_dct_scale_numerator_over_many_sizes() -> None:
+    """The rule against a brute-force reading of setupDecoderOptions, and the decoder's size against it."""
+    from repliscope.ops.decode import dct_scale_numerator
+
+    assert dct_scale_numerator((500, 375), (224, 224)) == 5
+    rng = np.random.default_rng(0)
+    for w, h, tw, th in rng.integers(1, 120, size=(40, 4)):
+        m = dct_scale_numerator((int(w), int(h)), (int(tw), int(th)))
+        fits = [k for k in range(1, 8) if -(-k * w // 8) >= tw and -(-k * h // 8) >= th]
+        assert m == (fits[0] if fits else 8)
+        eh, ew = (-(-m * h // 8), -(-m * w // 8)) if m < 8 else (h, w)
+        assert ljpeg(photo_jpeg(int(w), int(h)), dct_scale_to=[int(th), int(tw)]).shape == (eh, ew, 3)
+
+
+def test_no_dct_scaling_with_null_target() -> None:
+    assert ljpeg(photo_jpeg(), dct_scale_to=None).shape == (375, 500, 3)
+
+
+def test_fancy_upsampling_without_scaling_equals_pillow_bit_for_bit() -> None:
+    """Pillow decodes with libjpeg-turbo, ISLOW, fancy upsampling: the same decoder settings."""
+    data = photo_jpeg()
+    np.testing.assert_array_equal(ljpeg(data, dct_scale_to=None, fancy_upsampling=True), pillow_rgb(data))
+
+
+def test_non_fancy_upsampling_differs_from_pillow() -> None:
+    data = photo_jpeg()
+    diff = np.abs(ljpeg(data, dct_scale_to=None).astype(int) - pillow_rgb(data).astype(int))
+    assert 0.3 < (diff > 0).mean() < 0.7  # measured 0.50 of the values on this noisy 4:2:0 image
+    assert diff.max() > 20  # chroma replicated instead of interpolated
+
+
+def test_ifast_differs_from_islow() -> None:
+    data = photo_jpeg()
+    a = ljpeg(data, dct_scale_to=None).astype(int)
+    b = ljpeg(data, dct_scale_to=None, dct_method="ifast").astype(int)
+    assert 0 < np.abs(a - b).max() <= 8  # measured 5
+
+
+def test_bgr_is_rgb_flipped() -> None:
+    data = photo_jpeg()
+    np.testing.assert_array_equal(ljpeg(data, "BGR"), ljpeg(data, "RGB")[..., ::-1])
+
+
+def test_grayscale_jpeg_is_replicated() -> None:
+    data = encode(Image.new("L", (16, 8), 99), "JPEG", quality=95)
+    out = ljpeg(data, dct_scale_to=None)
+    assert out.shape == (8, 16, 3) and (out == 99).all()
+
+
+def test_cmyk_jpeg_is_refused_like_libjpeg() -> None:
+    data = encode(Image.new("CMYK", (8, 8), (0, 255, 255, 0)), "JPEG")
+    with pytest.raises(SampleError, match=r"^cannot decode with libjpeg_turbo: a CMYK JPEG \(libjpeg cannot "
+                                          r"convert it to RGB\)$"):
+        ljpeg(data)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "GIF", "BMP"])
+def test_go_standard_formats_are_decoded_with_pillow(fmt: str) -> None:
+    img = smooth_rgb(30, 40)
+    im = Image.fromarray(img)
+    if fmt == "GIF":
+        im = im.quantize(64)
+    data = encode(im, fmt)
+    expected = pillow_rgb(data)
+    if fmt != "GIF":
+        np.testing.assert_array_equal(expected, img)
+    out = ljpeg(data)  # dct_scale_to does not apply: not a JPEG
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(out, decode(data, "pillow"))
+
+
+def test_other_formats_are_refused_as_mlmodelscope_did() -> None:
+    data = encode(Image.fromarray(smooth_rgb(8, 8)), "TIFF")
+    with pytest.raises(SampleError, match=r"^cannot decode with libjpeg_turbo: format TIFF is not supported "
+                                          r"\(MLModelScope decoded only JPEG, PNG, GIF, BMP\)$"):
+        ljpeg(data)
+
+
+def test_libjpeg_max_pixels_refusal() -> None:
+    data = photo_jpeg(40, 30)
+    assert ljpeg(data, max_pixels=1200, dct_scale_to=None).shape == (30, 40, 3)
+    with pytest.raises(SampleError, match=r"^image is 40x30 = 1,200 pixels, over the limit of 1,199 "
+                                          r"\(decode.max_pixels\)$"):
+        ljpeg(data, max_pixels=1199)  # the full size counts, not the DCT-scaled one
+    with pytest.raises(SampleError, match="over the limit of 89,478,485"):
+        ljpeg(bomb_png())
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.99])
+def test_libjpeg_truncated_is_a_sample_error(keep: float) -> None:
+    data = photo_jpeg(80, 60)
+    with pytest.raises(SampleError, match=r"^cannot decode"):
+        ljpeg(data[: int(len(data) * keep)])
+
+
+def test_libjpeg_garbage_and_empty() -> None:
+    with pytest.raises(SampleError, match="cannot decode"):
+        ljpeg(b"\xff\xd8\xff" + b"not a jpeg" * 10)
+    with pytest.raises(SampleError, match="empty"):
+        ljpeg(b"")
+
+
+def test_libjpeg_parameters_may_be_null_for_other_libraries() -> None:
+    """A parameter dump of a pillow decode (pitfall variants rebuild ops from it) carries them as null."""
+    d = pre(op="decode", library="pillow", channels="RGB", dct_scale_to=None, fancy_upsampling=None,
+            dct_method=None).describe()
+    assert d == {"op": "decode", "library": "pillow", "channels": "RGB", "max_pixels": 89_478_485,
+                 "library_version": PIL.__version__}
+
+
+def test_libjpeg_describe_records_every_setting() -> None:
+    import simplejpeg
+
+    d = pre(op="decode", library="libjpeg_turbo", channels="BGR", **LJ_SETTINGS).describe()
+    assert d == {"op": "decode", "library": "libjpeg_turbo", "channels": "BGR", "max_pixels": 89_478_485,
+                 "dct_scale_to": [224, 224], "fancy_upsampling": False, "dct_method": "islow",
+                 "library_version": f"simplejpeg {simplejpeg.__version__}"}
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"library": "pillow", "dct_method": "islow"},
+     "dct_method: only applies to library libjpeg_turbo, not pillow; remove it"),
+    ({"library": "opencv", "dct_scale_to": [224, 224]},
+     "dct_scale_to: only applies to library libjpeg_turbo, not opencv; remove it"),
+    ({"library": "pillow", "fancy_upsampling": True},
+     "fancy_upsampling: only applies to library libjpeg_turbo, not pillow; remove it"),
+    ({"library": "libjpeg_turbo", "fancy_upsampling": False, "dct_method": "islow"},
+     "dct_scale_to: library libjpeg_turbo needs dct_scale_to: [height, width] or null (no DCT scaling)"),
+    ({"library": "libjpeg_turbo", "dct_scale_to": None, "dct_method": "islow"},
+     "fancy_upsampling: library libjpeg_turbo needs fancy_upsampling: true or false (allowed: false, true)"),
+    ({"library": "libjpeg_turbo", "dct_scale_to": None, "fancy_upsampling": False},
+     "dct_method: library libjpeg_turbo needs dct_method: islow or ifast (allowed: ifast, islow)"),
+    ({"library": "libjpeg_turbo", "dct_scale_to": None, "fancy_upsampling": None, "dct_method": "islow"},
+     "fancy_upsampling: library libjpeg_turbo needs fancy_upsampling: true or false, not null "
+     "(allowed: false, true)"),
+])
+def test_libjpeg_parameter_combinations(spec: dict[str, object], message: str) -> None:
+    with pytest.raises(OpSpecError) as info:
+        pre(op="decode", channels="RGB", **spec)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(("key", "value"), [("dct_scale_to", [224]), ("dct_scale_to", [0, 224]),
+                                            ("dct_method", "float"), ("fancy_upsampling", "no")])
+def test_libjpeg_parameter_values(key: str, value: object) -> None:
+    with pytest.raises(OpSpecError, match=key):
+        pre(op="decode", library="libjpeg_turbo", channels="RGB", **{**LJ_SETTINGS, key: value})

@@ -120,3 +120,16 @@ def test_user_registered_pitfall(lite0: Pipeline) -> None:
         assert ops(derive("test_crop_200", lite0).pipeline)[2][1]["size"] == 200
     finally:
         PITFALLS._items.pop("test_crop_200")
+
+
+def test_decode_variants_of_a_libjpeg_turbo_decode(lite0: Pipeline) -> None:
+    """MLModelScope translations decode with libjpeg_turbo: swapping gives Pillow's default decode."""
+    from repliscope.pitfalls.base import make_op
+
+    lj = {"library": "libjpeg_turbo", "channels": "RGB", "max_pixels": 89_478_485, "dct_scale_to": [224, 224],
+          "fancy_upsampling": False, "dct_method": "islow"}
+    base = lite0.replace_pre(0, make_op("decode", **lj))
+    d = derive("decoder_swapped", base)
+    assert ops(d.pipeline)[0] == ("decode", {"library": "pillow", "channels": "RGB", "max_pixels": 89_478_485})
+    assert d.change == "decode.library libjpeg_turbo -> pillow"
+    assert ops(derive("color_layout_swapped", base).pipeline)[0] == ("decode", {**lj, "channels": "BGR"})

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import math
 import struct
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import PIL
 from PIL import Image, ImageFile
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from repliscope.errors import OpSpecError, RepliscopeError, SampleError
 from repliscope.ops.base import OPS, Channels, Item, OpParams, PreOp, StaticShape
@@ -19,17 +20,40 @@ DEFAULT_MAX_PIXELS = 89_478_485
 written out so that it does not depend on Pillow's process-global setting."""
 
 
+LIBJPEG_ONLY = ("dct_scale_to", "fancy_upsampling", "dct_method")
+"""Parameters that library ``libjpeg_turbo`` requires and the other libraries refuse."""
+
+LIBJPEG_FORMATS = ("JPEG", "PNG", "GIF", "BMP")
+"""Formats library ``libjpeg_turbo`` accepts: MLModelScope's decoders (rai-project/image ``getDecoder``)."""
+
+
 class DecodeParams(OpParams):
-    library: Literal["pillow", "opencv"]
+    library: Literal["pillow", "opencv", "libjpeg_turbo"]
     channels: Channels
     """Channel order of the output."""
     max_pixels: Annotated[int, Field(gt=0)] = DEFAULT_MAX_PIXELS
     """Largest width x height decoded; checked from the file header before any pixel is decoded."""
+    dct_scale_to: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=2, max_length=2)] | None = None
+    """libjpeg_turbo only (required): [height, width] target of the DCT-domain downscale, or null for none.
+    The three libjpeg_turbo parameters must be absent or null for the other libraries."""
+    fancy_upsampling: bool | None = None
+    """libjpeg_turbo only (required): libjpeg's ``do_fancy_upsampling`` (false: chroma is replicated)."""
+    dct_method: Literal["islow", "ifast"] | None = None
+    """libjpeg_turbo only (required): libjpeg's inverse DCT, ``JDCT_ISLOW`` or ``JDCT_IFAST``."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The libjpeg_turbo parameters appear (in describe(), repr, dumps) only for that library."""
+        data: dict[str, Any] = handler(self)
+        if self.library != "libjpeg_turbo":
+            for key in LIBJPEG_ONLY:
+                data.pop(key, None)
+        return data
 
 
 @OPS.register("decode")
 class Decode(PreOp):
-    """Decode encoded image bytes with Pillow or OpenCV.
+    """Decode encoded image bytes with Pillow, OpenCV or libjpeg-turbo.
 
     In: 1-D uint8 array of file bytes, layout ``encoded``. Out: HxWx3 uint8, layout ``HWC``, ``channels``
     as requested. The file format is sniffed from the content (a PNG named ``.jpg`` decodes fine); only the
@@ -54,7 +78,42 @@ class Decode(PreOp):
     Pillow's default limit; recorded with the op) is a SampleError before anything is decoded. Pillow's own
     process-global check (``Image.MAX_IMAGE_PIXELS``) is not used. Data whose header Pillow cannot read is
     refused for OpenCV too, since its size cannot be checked (e.g. OpenEXR, Radiance HDR).
+
+    ``library: libjpeg_turbo`` reproduces a libjpeg decode with explicit decoder settings (as MLModelScope's
+    rai-project/image + go-libjpeg ran it), through ``simplejpeg`` (bundles libjpeg-turbo; extra ``jpeg``).
+    It requires, and only it accepts:
+
+    - ``dct_scale_to``: ``[H, W]`` or null. With a target, the smallest M in 1..7 with
+      ``ceil(M * width / 8) >= W`` and ``ceil(M * height / 8) >= H`` decodes at ``scale_num/scale_denom =
+      M/8`` (DCT-domain downscaling, output ``ceil(M * size / 8)``); when no M < 8 fits, or with null, the
+      image is decoded at full size. The output is NOT resized to ``[H, W]``: a ``resize`` op follows.
+    - ``fancy_upsampling``: libjpeg's ``do_fancy_upsampling`` (false = chroma replicated, "merged" upsampling).
+    - ``dct_method``: ``islow`` (``JDCT_ISLOW``, libjpeg's default) or ``ifast``.
+
+    Colour: libjpeg's RGB output (grayscale replicated); BGR is that flipped. CMYK/YCCK JPEGs are refused
+    (libjpeg cannot convert them to RGB: MLModelScope's decode failed on them). Formats other than JPEG are
+    what MLModelScope decoded with Go's standard decoders: PNG, GIF and BMP are decoded with Pillow (the
+    faithful choice: both are exact lossless decoders; conversions as for ``pillow`` above), any other
+    format is a SampleError as it was there ("format ... is not supported"). ``max_pixels`` is checked on
+    the full (unscaled) header size.
     """
+
+    def __init__(self, params: DecodeParams) -> None:
+        super().__init__(params)
+        given = params.model_fields_set
+        if params.library == "libjpeg_turbo":
+            needs = {"dct_scale_to": ("[height, width] or null (no DCT scaling)", None),
+                     "fancy_upsampling": ("true or false", ["false", "true"]),
+                     "dct_method": ("islow or ifast", ["ifast", "islow"])}
+            for key, (what, allowed) in needs.items():
+                if key not in given:
+                    raise OpSpecError(key, f"library libjpeg_turbo needs {key}: {what}", allowed)
+                if key != "dct_scale_to" and getattr(params, key) is None:
+                    raise OpSpecError(key, f"library libjpeg_turbo needs {key}: {what}, not null", allowed)
+        else:  # null is accepted (a parameter dump of a pillow/opencv decode carries them as null)
+            for key in LIBJPEG_ONLY:
+                if getattr(params, key) is not None:
+                    raise OpSpecError(key, f"only applies to library libjpeg_turbo, not {params.library}; remove it")
 
     name = "decode"
     Params = DecodeParams
@@ -63,6 +122,10 @@ class Decode(PreOp):
     def library(self) -> tuple[str, str]:
         if self.params.library == "pillow":
             return "pillow", PIL.__version__
+        if self.params.library == "libjpeg_turbo":
+            import simplejpeg
+
+            return "libjpeg_turbo", f"simplejpeg {simplejpeg.__version__}"
         import cv2
 
         return "opencv", cv2.__version__
@@ -88,11 +151,58 @@ class Decode(PreOp):
         if self.params.library == "pillow":
             rgb = _decode_pillow(im)
             out = rgb if self.params.channels == "RGB" else rgb[..., ::-1]
+        elif self.params.library == "libjpeg_turbo":
+            rgb = self._decode_libjpeg(im, data)
+            out = rgb if self.params.channels == "RGB" else rgb[..., ::-1]
         else:
             im.close()
             bgr = _decode_opencv(buf)
             out = bgr if self.params.channels == "BGR" else bgr[..., ::-1]
         return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels)
+
+
+    def _decode_libjpeg(self, im: ImageFile.ImageFile, data: bytes) -> np.ndarray:
+        """RGB uint8 HxWx3 for ``library: libjpeg_turbo``; see :class:`Decode`."""
+        fmt = im.format
+        if fmt != "JPEG":
+            if fmt not in LIBJPEG_FORMATS:
+                im.close()
+                raise SampleError(f"cannot decode with libjpeg_turbo: format {fmt} is not supported "
+                                  f"(MLModelScope decoded only {', '.join(LIBJPEG_FORMATS)})")
+            return _decode_pillow(im)
+        im.close()
+        import simplejpeg
+
+        p = self.params
+        try:
+            height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+            check_pixels((width, height), p.max_pixels)
+            if colorspace in ("CMYK", "YCCK"):
+                raise SampleError(f"cannot decode with libjpeg_turbo: a {colorspace} JPEG (libjpeg cannot "
+                                  "convert it to RGB)")
+            scale = {}
+            if p.dct_scale_to is not None:
+                m = dct_scale_numerator((width, height), (p.dct_scale_to[1], p.dct_scale_to[0]))
+                # ask for the exact M/8 size (simplejpeg takes the smallest factor reaching it); passing the
+                # target itself differs when one target side exceeds the image (simplejpeg still scales)
+                if m < 8:
+                    scale = {"min_width": math.ceil(m * width / 8), "min_height": math.ceil(m * height / 8)}
+            rgb = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=p.dct_method == "ifast",
+                                         fastupsample=not p.fancy_upsampling, strict=True, **scale)
+        except ValueError as exc:
+            raise SampleError(f"cannot decode with libjpeg_turbo: {exc}") from exc
+        return np.asarray(rgb, dtype=np.uint8)
+
+
+def dct_scale_numerator(size: tuple[int, int], target: tuple[int, int]) -> int:
+    """M of libjpeg's ``scale_num = M, scale_denom = 8`` for an image of ``size`` (width, height) bound for
+    ``target`` (width, height): the smallest M in 1..7 with ``ceil(M * side / 8) >= target side`` for both
+    sides, else 8 (no scaling). This is rai-project/go-libjpeg's ``setupDecoderOptions``."""
+    (width, height), (tw, th) = size, target
+    for m in range(1, 8):
+        if (m * width + 7) // 8 >= tw and (m * height + 7) // 8 >= th:
+            return m
+    return 8
 
 
 def check_pixels(size: tuple[int, int], max_pixels: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from repliscope.ops.decode import LIBJPEG_ONLY
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls.base import (
     Derived,
@@ -125,13 +126,15 @@ def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
                    f"(library {p.library} -> torch, which has the switch)")  # type: ignore[attr-defined]
 
 
-@simple_pitfall("decoder_swapped", "JPEG decoded by the other library (pillow <-> opencv)")
+@simple_pitfall("decoder_swapped", "JPEG decoded by the other library (pillow <-> opencv; libjpeg_turbo -> pillow)")
 def decoder_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     d = find(base, "decode")
     op = base.pre_ops[d]
     old = op.params.library  # type: ignore[attr-defined]
     new = "opencv" if old == "pillow" else "pillow"
-    return Derived(base.replace_pre(d, rebuild(op, library=new)), f"decode.library {old} -> {new}")
+    # libjpeg_turbo -> pillow: Pillow's default decode (full size, fancy upsampling, ISLOW)
+    unset = dict.fromkeys(LIBJPEG_ONLY) if old == "libjpeg_turbo" else {}
+    return Derived(base.replace_pre(d, rebuild(op, library=new, **unset)), f"decode.library {old} -> {new}")
 
 
 @simple_pitfall("normalize_before_cast",
