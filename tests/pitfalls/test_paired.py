@@ -147,7 +147,7 @@ def test_json_carries_the_counts() -> None:
 
 @pytest.mark.parametrize("width", [80, 160])
 def test_cli_sweep_table_shows_counts_and_warns(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
-    monkeypatch.setattr(output.console, "width", width)
+    monkeypatch.setattr(output.console, "_width", width)  # restored to None: the console follows COLUMNS again
     with output.console.capture() as cap:
         output.print_sweep(_issue_sweep())
     text = cap.get()
