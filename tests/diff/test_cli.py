@@ -116,3 +116,15 @@ def test_candidate_with_another_runtime_is_refused(app: typer.Typer, tmp_path: P
     assert res.exit_code == 2
     assert res.stderr == (f"error: --candidate {tmp_path} is a Keras port: give --runtimes torch keras or leave "
                           "--runtimes out (not 'onnxruntime')\n")
+
+
+def test_runtimes_diff_with_no_sample_evaluated_by_both_exits_1(tmp_path: Path) -> None:
+    (tmp_path / "a_1.jpg").write_bytes(b"not an image")
+    (tmp_path / "b_2.jpg").write_bytes(b"nor this")
+    from repliscope.cli.main import app
+
+    res = CliRunner().invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--dataset",
+                                   str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    assert ("error: no sample was evaluated by both torch and onnxruntime (failed in A: 2, in B: 2): nothing to "
+            "compare") in res.output

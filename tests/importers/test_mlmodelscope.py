@@ -411,3 +411,18 @@ def test_round_trip_lite0(lite0_onnx: Path) -> None:
     top1 = [s.top1 for s in rec.samples]
     assert top1 == MLMS_LITE0_FOOLBOX_TOP1
     assert sum(a == b for a, b in zip(top1, LITE0_FOOLBOX_TOP1, strict=True)) == 18
+
+
+def test_cli_folder_prints_one_line_per_file_and_a_summary(tmp_path: Path) -> None:
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(
+        app, ["manifest", "import", "mlmodelscope", str(FIX), "--out-dir", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert any(ln.startswith("refused pytorch/MLPerf_BERT.yml: ") for ln in lines)
+    assert any(ln.startswith("with warnings caffe/BVLC_AlexNet.yml (") for ln in lines)
+    assert lines[-1].startswith("0 translated, 8 with warnings, 3 refused; written to ")
+
+
+def test_cli_unknown_format_is_named_before_the_file() -> None:
+    res = CliRunner().invoke(app, ["manifest", "import", "bogus", "missing.json"])
+    assert res.exit_code == 2 and "unknown importer 'bogus'" in res.output and "no such file" not in res.output

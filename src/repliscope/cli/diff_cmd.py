@@ -96,6 +96,10 @@ def diff(
         print_task_diff(result)
     if plot is not None and not as_json and result.kind == "layer_diff":
         console.print(f"plot written to {plot}")
+    if result.kind == "task_diff" and result.compared == 0:  # zero errors over zero samples say nothing
+        print(f"error: no sample was evaluated by both {result.a} and {result.b} (failed in A: "
+              f"{len(result.failed_a)}, in B: {len(result.failed_b)}): nothing to compare", file=sys.stderr)
+        raise typer.Exit(code=1)
     if failed:
         raise typer.Exit(code=1)
 

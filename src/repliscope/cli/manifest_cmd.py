@@ -195,10 +195,14 @@ def manifest_import(
             if as_json:
                 emit_json([row.to_json() for row in rows])
             else:
-                print_table(f"{format_name} import of {path}", ["file", "outcome", "warnings", "detail"],
-                            [[r.file, r.outcome, len(r.warnings), r.detail] for r in rows])
+                for r in rows:  # one line per file: long paths and code lists wrap as text, not in cells
+                    colour = {"translated": "green", "with warnings": "yellow"}.get(r.outcome, "red")
+                    console.print(f"[{colour}]{r.outcome}[/] {r.file}"
+                                  + (f" ({len(r.warnings)} warnings: {r.detail})" if r.warnings else
+                                     f": {r.detail}" if r.detail else ""), highlight=False, soft_wrap=True)
                 counts = {k: sum(r.outcome == k for r in rows) for k in ("translated", "with warnings", "refused")}
-                console.print(", ".join(f"{v} {k}" for k, v in counts.items()) + f"; written to {out_dir}")
+                console.print(", ".join(f"{v} {k}" for k, v in counts.items()) + f"; written to {out_dir}",
+                              highlight=False, soft_wrap=True)
             return
         if out is not None and out.exists():
             raise RepliscopeError(f"{out} exists; choose another --out (nothing was overwritten)")

@@ -15,9 +15,10 @@ from repliscope.importers.base import IMPORTERS, ImportResult, ImportWarning
 def import_one(format_name: str, path: Path) -> ImportResult:
     """Translate ``path`` with the registered importer ``format_name`` and validate the result offline (schema,
     ops, shapes); a translation that does not validate is an error naming the problems."""
+    importer = IMPORTERS.get(format_name)  # an unknown format is named before the file is looked at
     if not path.is_file():
         raise RepliscopeError(f"{path}: no such file")
-    result = IMPORTERS.get(format_name)().translate(path)
+    result = importer().translate(path)
     problems = offline_problems(result)
     if problems:
         raise RepliscopeError(f"{path}: the translation does not validate (an importer bug, please report it):\n"
