@@ -37,7 +37,7 @@ import repliscope
 from repliscope.datasets.base import Sample, read_sample
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.engine import SCHEDULES, LoopOptions, Schedule, prepare_read, run_loop
-from repliscope.evaluation.provenance import hardware
+from repliscope.evaluation.provenance import hardware, usable_cores
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 
@@ -72,14 +72,6 @@ class Plan:
 
 
 FALLBACK_BATCH = 8
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def fallback_plan(cores: int, why: str, batch_size: int | None = None, threads: int | None = None,

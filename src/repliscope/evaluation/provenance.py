@@ -85,10 +85,11 @@ def _cpuinfo() -> dict[str, str]:
     return info
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """Cores this process may run on (affinity), at least 1."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def _memory_gib() -> float | None:
@@ -115,7 +116,7 @@ def hardware(threads_used: int) -> dict[str, Any]:
         "cpu_model": cpu.get("model name") or platform.processor() or "unknown",
         "cpu_flags": [f for f in _CPU_FLAGS if f in flags],
         "logical_cores": os.cpu_count(),
-        "usable_cores": _usable_cores(),
+        "usable_cores": usable_cores(),
         "cgroup_cpu_limit": _cgroup_cpu_limit(),
         "memory_gib": _memory_gib(),
         "machine": platform.machine(),

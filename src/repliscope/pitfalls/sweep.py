@@ -26,8 +26,9 @@ import numpy as np
 import repliscope
 from repliscope.datasets.base import Dataset, Sample, read_sample
 from repliscope.errors import RepliscopeError, SampleError
-from repliscope.evaluation.calibration import Plan, usable_cores
+from repliscope.evaluation.calibration import Plan
 from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, load_and_warm_up, shape_error, warmup_shape
+from repliscope.evaluation.provenance import usable_cores
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import (
     PreparedRun,
