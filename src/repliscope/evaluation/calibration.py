@@ -37,7 +37,7 @@ import repliscope
 from repliscope.datasets.base import Sample, read_sample
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.engine import SCHEDULES, LoopOptions, Schedule, prepare_read, run_loop
-from repliscope.evaluation.provenance import hardware, usable_cores
+from repliscope.evaluation.provenance import cpu_model, usable_cores
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 
@@ -126,7 +126,7 @@ def calibration_key(runner: Runner, pipeline: Pipeline, expected_shape: tuple[in
         "runtime": runner.name, "framework": framework, "framework_version": version,
         "model_sha256": runner.artifact.sha256, "notes_precision": runner.notes.get("precision"),
         "input_shape": list(expected_shape), "input_dtype": runner.artifact.input_dtype,
-        "preprocess": pipeline.describe()["preprocess"], "cpu": hardware(0)["cpu_model"], "cores": cores,
+        "preprocess": pipeline.describe()["preprocess"], "cpu": cpu_model(), "cores": cores,
         "repliscope": repliscope.__version__, "fixed": [batch_size, threads, schedule],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -6,6 +6,7 @@ its model (torch and onnxruntime bring their own OpenMP/MKL).
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -67,6 +68,7 @@ def software_stack(extra_distributions: Iterable[str] = ()) -> dict[str, Any]:
     }
 
 
+@functools.cache
 def _cpuinfo() -> dict[str, str]:
     """First processor block of /proc/cpuinfo as a dict (empty when unavailable)."""
     try:
@@ -108,12 +110,17 @@ def _cgroup_cpu_limit() -> float | None:
     return None if quota == "max" else round(int(quota) / int(period), 2)
 
 
+def cpu_model() -> str:
+    """The CPU model name (``/proc/cpuinfo``, else :func:`platform.processor`), ``unknown`` when neither says."""
+    return _cpuinfo().get("model name") or platform.processor() or "unknown"
+
+
 def hardware(threads_used: int) -> dict[str, Any]:
     """CPU model and ISA flags, logical / usable cores, memory, architecture, threads used, host name."""
     cpu = _cpuinfo()
     flags = set(cpu.get("flags", cpu.get("Features", "")).split())
     return {
-        "cpu_model": cpu.get("model name") or platform.processor() or "unknown",
+        "cpu_model": cpu_model(),
         "cpu_flags": [f for f in _CPU_FLAGS if f in flags],
         "logical_cores": os.cpu_count(),
         "usable_cores": usable_cores(),
