@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from repliscope.errors import ChecksumError, FrameworkError, ManifestError, NotCachedError, SourceError
 from repliscope.manifest.frameworks import check_framework, check_requirement
@@ -124,14 +125,29 @@ def check_factory(factory: str) -> None:
         obj = importlib.import_module(module_name)
     except Exception as exc:  # any import-time failure of third-party code is reported
         raise FrameworkError(f"importing '{module_name}' failed: {type(exc).__name__}: {exc}") from None
-    walked = module_name
-    for part in attr_path.split("."):
-        if not hasattr(obj, part):
-            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=3)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise FrameworkError(f"'{walked}' has no attribute '{part}'{hint}")
-        obj = getattr(obj, part)
-        walked = f"{walked}.{part}"
+    obj, walked = walk_factory(obj, module_name, attr_path)
     if not callable(obj):
         raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
 
+
+class FactoryAttributeError(FrameworkError):
+    """``walked`` (``module.Attr``) has no attribute ``part``; ``close`` are the nearest public names."""
+
+    def __init__(self, walked: str, part: str, close: list[str]) -> None:
+        self.walked, self.part, self.close = walked, part, close
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(f"'{walked}' has no attribute '{part}'{hint}")
+
+
+def walk_factory(module: Any, module_name: str, attr_path: str) -> tuple[Any, str]:
+    """Walk the dotted ``attr_path`` from the imported ``module``: ``(object, "module.attr.path")``, or
+    :class:`FactoryAttributeError` at the first missing attribute (shared by :func:`check_factory` and the
+    torch runtime's ``resolve_factory``)."""
+    obj, walked = module, module_name
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=3)
+            raise FactoryAttributeError(walked, part, close)
+        obj = getattr(obj, part)
+        walked = f"{walked}.{part}"
+    return obj, walked

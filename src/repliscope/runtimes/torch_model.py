@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import pickle
 import re
@@ -23,6 +22,7 @@ from typing import Any
 import torch
 
 from repliscope.errors import FrameworkError
+from repliscope.manifest.checks import FactoryAttributeError, walk_factory
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
 
@@ -82,16 +82,12 @@ def resolve_factory(factory: str) -> Callable[..., Any]:
     except Exception as exc:
         raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed: "
                              f"{type(exc).__name__}: {exc}") from exc
-    walked = module_name
-    for part in attr_path.split("."):
-        if not hasattr(obj, part):
-            names = [n for n in dir(obj) if not n.startswith("_")]
-            close = difflib.get_close_matches(part, names, n=3)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ModelLoadError(f"architecture factory '{factory}': '{walked}' has no attribute "
-                                 f"'{part}'.{hint}")
-        obj = getattr(obj, part)
-        walked = f"{walked}.{part}"
+    try:
+        obj, _ = walk_factory(obj, module_name, attr_path)
+    except FactoryAttributeError as exc:
+        hint = f" Did you mean {', '.join(repr(c) for c in exc.close)}?" if exc.close else ""
+        raise ModelLoadError(f"architecture factory '{factory}': '{exc.walked}' has no attribute "
+                             f"'{exc.part}'.{hint}") from None
     if not callable(obj):
         raise ModelLoadError(f"architecture factory '{factory}' is a {type(obj).__name__}, not a callable")
     return obj
