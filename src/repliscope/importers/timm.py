@@ -53,7 +53,6 @@ would be zero-padded).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -61,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from repliscope.importers.base import ConfigImportError, Importer, ImportResult, ImportWarning, imported_from
+from repliscope.manifest.sources import sha256_file
 
 IMAGENET_DEFAULT_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_DEFAULT_STD = (0.229, 0.224, 0.225)
@@ -287,11 +287,7 @@ def _source(path: Path, warn: Any) -> dict[str, Any]:
     for name in WEIGHT_FILES:
         weights = path.parent / name
         if weights.is_file():
-            digest = hashlib.sha256()
-            with weights.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-            return {"uri": name, "sha256": digest.hexdigest(), "format": "pytorch_state_dict"}
+            return {"uri": name, "sha256": sha256_file(weights), "format": "pytorch_state_dict"}
     warn("timm.weights_missing", "(file)",
          f"no {' or '.join(WEIGHT_FILES)} beside the config: source.uri is {WEIGHT_FILES[0]} with the all-zero "
          "sha256 placeholder; download the weights next to the manifest and set their sha256")

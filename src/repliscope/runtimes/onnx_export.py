@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from repliscope.errors import RepliscopeError
+from repliscope.manifest.sources import sha256_file
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
 from repliscope.runtimes.torch_model import build_torch_module
@@ -83,7 +84,7 @@ def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict
         except (OSError, ValueError):
             info = None
         if isinstance(info, dict):
-            digest = _sha256(path)
+            digest = sha256_file(path)
             if digest == info.get("onnx_sha256"):
                 return path, {**info, "onnx_path": str(path), "cached": True}
             stale = f"cached file's sha256 {digest[:16]} differs from the recorded {info.get('onnx_sha256')}"
@@ -129,7 +130,7 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
             "dynamic_batch": dynamic,
             "export_seconds": round(seconds, 3),
             "model": describe,
-            "onnx_sha256": _sha256(tmp),
+            "onnx_sha256": sha256_file(tmp),
         }
         _atomic_write_text(path.with_suffix(".json"), json.dumps(info, indent=2, sort_keys=True))
         os.replace(tmp, path)
@@ -167,11 +168,3 @@ def _atomic_write_text(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
