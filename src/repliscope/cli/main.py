@@ -21,13 +21,15 @@ app = typer.Typer(help="Check a shared ML model's claims and find why a re-imple
 
 
 def _register_plugins() -> None:
-    from repliscope.cli import convert_cmd, diff_cmd, manifest_cmd, report_cmd, runs_cmd
+    from repliscope.cli import bench_cmd, convert_cmd, diff_cmd, manifest_cmd, report_cmd, runs_cmd, trace_cmd
 
     runs_cmd.register(app)
     manifest_cmd.register(app)
     report_cmd.register(app)
     diff_cmd.register(app)
     convert_cmd.register(app)
+    bench_cmd.register(app)
+    trace_cmd.register(app)
 
 
 _register_plugins()
