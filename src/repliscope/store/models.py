@@ -1,4 +1,5 @@
-"""ORM tables: one ``runs`` row per evaluation record, one ``sample_predictions`` row per sample.
+"""ORM tables: one ``runs`` row per evaluation record, one ``sample_predictions`` row per sample, one
+``benchmarks`` row per benchmark record, one ``traces`` row per stored trace.
 
 ``runs.record`` holds the whole record as JSON (minus ``samples``); the other columns are copies of it for
 listing and filtering. ``sqlalchemy.JSON`` keeps the schema portable between SQLite and PostgreSQL.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -69,3 +70,37 @@ class SweepRow(Base):
     dataset_identity: Mapped[str] = mapped_column(String, index=True)
     num_variants: Mapped[int] = mapped_column(Integer)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class BenchmarkRow(Base):
+    """One benchmark record (``repliscope bench``): the record minus its latencies as JSON; ``latencies`` holds
+    the per-query latencies as little-endian float32 microseconds, zlib-compressed (4 bytes a query before
+    compression)."""
+
+    __tablename__ = "benchmarks"
+
+    benchmark_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    manifest_name: Mapped[str] = mapped_column(String)
+    runtime: Mapped[str] = mapped_column(String)
+    scenario: Mapped[str] = mapped_column(String, index=True)
+    threads: Mapped[int | None] = mapped_column(Integer)
+    queries: Mapped[int] = mapped_column(Integer)
+    p90_ms: Mapped[float | None] = mapped_column(Float)
+    throughput: Mapped[float] = mapped_column(Float)
+    matrix_id: Mapped[str | None] = mapped_column(String, index=True)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    latencies: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class TraceRow(Base):
+    """One Chrome-trace JSON (``{"traceEvents": [...], ...}``), zlib-compressed UTF-8, of a run or benchmark
+    (``run_id`` is any run / benchmark id; it is not a foreign key); ``level`` is the tracing level it was
+    recorded at."""
+
+    __tablename__ = "traces"
+
+    run_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    level: Mapped[str] = mapped_column(String)
+    trace: Mapped[bytes] = mapped_column(LargeBinary)

@@ -8,8 +8,10 @@ Records must hold JSON-native values (a tuple inside ``options`` comes back as a
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import re
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from sqlalchemy.orm import Session
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
-from repliscope.store.models import Base, RunRow, SampleRow, SweepRow
+from repliscope.store.models import Base, RunRow, SampleRow, SweepRow, TraceRow
 
 ENV_VAR = "REPLISCOPE_DB"
 MIN_PREFIX = 6
@@ -259,6 +261,31 @@ class RunStore:
     def list_sweeps(self, limit: int = 50) -> builtins.list[SweepRow]:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()).limit(limit)))
+
+    def save_trace(self, run_id: str, level: str, chrome: dict[str, Any]) -> None:
+        """Store the Chrome-trace JSON ``chrome`` of run / benchmark ``run_id`` (zlib-compressed); a trace
+        already stored under ``run_id`` is replaced (one trace per id, the latest)."""
+        blob = zlib.compress(json.dumps(chrome, separators=(",", ":")).encode(), 6)
+        row = TraceRow(run_id=run_id, created_at=_utc_naive(datetime.now(UTC)), level=level, trace=blob)
+        with Session(self.engine) as session, session.begin():
+            session.merge(row)
+
+    def load_trace(self, run_id: str) -> dict[str, Any] | None:
+        """The Chrome-trace JSON stored for ``run_id`` (exact id, or a unique prefix of at least 6 characters);
+        None when no trace matches; an ambiguous prefix is a StoreError."""
+        with Session(self.engine) as session:
+            row = session.get(TraceRow, run_id)
+            if row is None and len(run_id) >= MIN_PREFIX:
+                matches = session.scalars(select(TraceRow).where(
+                    TraceRow.run_id.startswith(run_id, autoescape=True)).limit(11)).all()
+                if len(matches) > 1:
+                    names = ", ".join(m.run_id for m in matches[:10])
+                    raise StoreError(f"trace id prefix '{run_id}' is ambiguous; candidates: {names}")
+                row = matches[0] if matches else None
+            if row is None:
+                return None
+            data: dict[str, Any] = json.loads(zlib.decompress(row.trace))
+        return data
 
     def _resolve(self, session: Session, run_id: str, table: type[RunRow] | type[SweepRow] = RunRow,
                  what: str = "run") -> str:
