@@ -32,22 +32,17 @@ class OnnxRuntimeRunner(Runner):
         self._session: ort.InferenceSession | None = None
         self._input_name = ""
         self._output_name = ""
+        self.onnx_path: Path | None = None
+        """The ONNX file the session runs (set by ``load``)."""
+        self._profile_prefix: Path | None = None
 
     def framework(self) -> tuple[str, str]:
         return distribution_version(["onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino"])
 
     def _load(self) -> None:
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(str(path), sess_options=options, providers=_PROVIDERS)
-        except Exception as exc:
-            raise ModelLoadError(f"onnxruntime cannot load '{path}': {type(exc).__name__}: {exc}") from exc
+        self.onnx_path = path
+        session = self._create_session(path)
         names = [i.name for i in session.get_inputs()]
         wanted = self.artifact.input_name
         if wanted and wanted not in names:
@@ -65,6 +60,39 @@ class OnnxRuntimeRunner(Runner):
             "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL", "intra_op_allow_spinning": False,
             "input": self._input_name, "output": self._output_name,
         }
+
+    def _create_session(self, path: Path) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self._profile_prefix is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(self._profile_prefix)
+        try:
+            return ort.InferenceSession(str(path), sess_options=options, providers=_PROVIDERS)
+        except Exception as exc:
+            raise ModelLoadError(f"onnxruntime cannot load '{path}': {type(exc).__name__}: {exc}") from exc
+
+    def start_profiling(self, prefix: Path) -> None:
+        """Turn ORT's profiler on (tracing, framework level): load, or re-create the session with
+        ``enable_profiling``; the profile is written to ``<prefix>_<date>.json`` by :meth:`end_profiling`."""
+        self._profile_prefix = prefix
+        if self.loaded:
+            assert self.onnx_path is not None
+            self._session = self._create_session(self.onnx_path)
+        else:
+            self.load()
+
+    def end_profiling(self) -> tuple[Path, int]:
+        """Stop profiling -> (the profile JSON, the profiling start in epoch ns). Later runs are not profiled."""
+        assert self._session is not None and self._profile_prefix is not None
+        start_ns = int(self._session.get_profiling_start_time_ns())
+        path = Path(self._session.end_profiling())
+        self._profile_prefix = None
+        return path, start_ns
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         assert self._session is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,10 @@ class OpenCVDnnRunner(Runner):
     def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self._net: Any = None
+        self.onnx_path: Path | None = None
+        """The ONNX file the net was read from (set by ``load``)."""
+        self.layer_timer: Callable[[Any, int, int], None] | None = None
+        """Tracing hook: called after every forward with (net, start_ns, end_ns) on perf_counter_ns."""
 
     def framework(self) -> tuple[str, str]:
         try:
@@ -46,6 +52,7 @@ class OpenCVDnnRunner(Runner):
     def _load(self) -> None:
         cv2.setNumThreads(self.threads)
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
+        self.onnx_path = path
         net, engine = self._read(path)
         net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
         if engine["name"] != "new":  # the new engine is CPU-only and warns on setPreferableTarget
@@ -91,7 +98,12 @@ class OpenCVDnnRunner(Runner):
             self._net.setInput(np.ascontiguousarray(batch), self.artifact.input_name)
         else:
             self._net.setInput(np.ascontiguousarray(batch))
-        out = self._net.forward()
+        if self.layer_timer is None:
+            out = self._net.forward()
+        else:
+            start = time.perf_counter_ns()
+            out = self._net.forward()
+            self.layer_timer(self._net, start, time.perf_counter_ns())
         return to_scores(np.array(out, copy=True), batch.shape[0])
 
 

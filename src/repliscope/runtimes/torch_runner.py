@@ -37,6 +37,13 @@ class TorchRunner(Runner):
     def framework(self) -> tuple[str, str]:
         return distribution_version(["torch"])
 
+    @property
+    def module(self) -> torch.nn.Module:
+        """The loaded module (loads on first use), e.g. for tracing hooks."""
+        self.load()
+        assert self._module is not None
+        return self._module
+
     def _load(self) -> None:
         torch.set_num_threads(self.threads)
         describe: dict[str, object] = {}

@@ -1,0 +1,53 @@
+"""Framework / library level instrumentation, one entry per runtime (keyed by the runtime's registry name)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from repliscope.errors import RepliscopeError
+from repliscope.registry import Registry
+from repliscope.tracing.levels import RANK
+
+Instrument = Callable[[Any, Any], AbstractContextManager[None]]
+INSTRUMENTS: Registry[Instrument] = Registry("tracing instrument")
+
+
+@INSTRUMENTS.register("torch")
+@contextlib.contextmanager
+def _torch(tracer: Any, runner: Any) -> Iterator[None]:
+    """Module hooks (framework); torch.profiler ops too at ``library``."""
+    from repliscope.tracing.torch_hooks import torch_module_hooks, torch_profiler_ops
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch_module_hooks(tracer, runner.module))
+        if tracer.rank >= RANK["library"]:
+            stack.enter_context(torch_profiler_ops(tracer))
+        yield
+
+
+@INSTRUMENTS.register("onnxruntime")
+def _onnxruntime(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+    """ORT's profiler: layers (framework), node kernels (library)."""
+    from repliscope.tracing.ort_profile import profile_onnxruntime
+
+    return profile_onnxruntime(tracer, runner)
+
+
+@INSTRUMENTS.register("opencv_dnn")
+def _opencv(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+    """``getPerfProfile`` after every forward: layers (framework), OpenCV layers (library)."""
+    from repliscope.tracing.opencv_layers import opencv_layer_timings
+
+    return opencv_layer_timings(tracer, runner)
+
+
+def instrument_runner(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+    """The instrumentation of ``runner.name``; a runtime without one is an error naming those that have one."""
+    name = getattr(runner, "name", type(runner).__name__)
+    if name not in INSTRUMENTS:
+        raise RepliscopeError(f"no framework-level tracing for runtime {name!r} (allowed: "
+                              f"{', '.join(INSTRUMENTS.names())}); use --trace-level model or lower")
+    return INSTRUMENTS.get(name)(tracer, runner)

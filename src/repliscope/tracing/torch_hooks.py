@@ -1,0 +1,103 @@
+"""torch: one ``framework`` span per module call (forward pre/post hooks) and, at ``library`` level, the
+aten / oneDNN ops torch.profiler records, converted onto the tracer's clock.
+
+Module spans are named by the module path (``_blocks.3._depthwise_conv``; the model itself is ``""`` and its
+span is named ``<model>``), with ``layer`` (the path, ``#n`` for the n-th call in one forward), ``op_type`` (the
+module class) and ``leaf`` (no child modules). Kineto's events carry epoch nanoseconds; they are moved onto the
+perf_counter_ns clock with the tracer's epoch offset and put on the thread of the innermost span containing them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from repliscope.tracing.spans import SpanRecord
+
+
+class _ModuleHooks:
+    """Pre/post forward hooks on every submodule; a per-thread stack of start times and call counters."""
+
+    def __init__(self, tracer: Any) -> None:
+        self.tracer = tracer
+        self.local = threading.local()
+
+    def state(self) -> tuple[list[int], dict[str, int]]:
+        local = self.local
+        if not hasattr(local, "stack"):
+            local.stack, local.calls = [], {}
+        return local.stack, local.calls
+
+    def pre(self, path: str) -> Any:
+        def hook(module: Any, args: Any) -> None:
+            stack, calls = self.state()
+            if not stack:
+                calls.clear()  # a new forward of the model: call counters restart
+            stack.append(time.perf_counter_ns())
+
+        return hook
+
+    def post(self, path: str, op_type: str, leaf: bool) -> Any:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            end = time.perf_counter_ns()
+            stack, calls = self.state()
+            start = stack.pop()
+            n = calls[path] = calls.get(path, 0) + 1
+            layer = path if n == 1 else f"{path}#{n}"
+            self.tracer.record(path or "<model>", "framework", start, end, threading.get_native_id(),
+                               {"layer": layer, "op_type": op_type, "leaf": leaf, "source": "torch"})
+
+        return hook
+
+
+@contextlib.contextmanager
+def torch_module_hooks(tracer: Any, module: Any) -> Iterator[None]:
+    """Hooks on ``module`` and all its submodules for the duration (removed on exit)."""
+    hooks = _ModuleHooks(tracer)
+    handles = []
+    for path, sub in module.named_modules():
+        leaf = next(iter(sub.children()), None) is None
+        handles.append(sub.register_forward_pre_hook(hooks.pre(path)))
+        handles.append(sub.register_forward_hook(hooks.post(path, type(sub).__name__, leaf)))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def torch_profiler_ops(tracer: Any) -> Iterator[None]:
+    """torch.profiler (CPU activities) for the duration; its ops become ``library`` spans on exit."""
+    from torch.profiler import ProfilerActivity, profile
+
+    first = len(tracer.spans)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        yield
+    live = sorted((s for s in tracer.spans[first:] if s.level == "model"), key=lambda s: s.start_ns)
+    starts = [s.start_ns for s in live]
+    caller = threading.get_native_id()
+    added = 0
+    for event in prof.profiler.kineto_results.events():
+        start = int(event.start_ns()) - tracer.epoch_offset_ns
+        end = int(event.end_ns()) - tracer.epoch_offset_ns
+        if end <= start:
+            continue
+        tracer.record(str(event.name()), "library", start, end, _thread_of(live, starts, start, end, caller),
+                      {"source": "torch.profiler"})
+        added += 1
+    tracer.notes.setdefault("torch_profiler", []).append(
+        {"ops": added, "clock": "kineto epoch ns minus the tracer's epoch offset"})
+
+
+def _thread_of(spans: list[SpanRecord], starts: list[int], start: int, end: int, default: int) -> int:
+    """The thread of the latest-starting ``model`` span (sorted by start) containing [start, end], else
+    ``default`` (the thread that entered the profiler)."""
+    for i in range(bisect.bisect_right(starts, start) - 1, max(-1, bisect.bisect_right(starts, start) - 17), -1):
+        if end <= spans[i].end_ns:
+            return spans[i].tid
+    return default
