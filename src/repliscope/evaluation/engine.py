@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from queue import SimpleQueue
 from typing import Literal
@@ -33,6 +34,10 @@ from repliscope.evaluation.record import SamplePrediction
 from repliscope.ops.base import Item, PreOp
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
+from repliscope.tracing.levels import RANK
+from repliscope.tracing.tracer import NO_TRACER, Tracer, current_tracer
+
+MODEL_RANK = RANK["model"]
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of samples finished since the last call."""
@@ -79,11 +84,20 @@ class LoopResult:
 Prepared = tuple[np.ndarray | None, str | None]
 
 
-def apply_op(op: PreOp, item: Item) -> Item | str:
-    """The op's output, or the failure reason (a sample failure: recorded, never dropped).
+def apply_op(op: PreOp, item: Item, tracer: Tracer | None = None) -> Item | str:
+    """The op's output, or the failure reason (a sample failure: recorded, never dropped); a
+    ``preprocess/<op name>`` span of ``tracer`` (default: the current tracer) at trace level ``model`` or deeper.
 
     A RepliscopeError that is not a SampleError is a pipeline mistake (e.g. ops out of order) and stops the run.
     """
+    t = current_tracer() if tracer is None else tracer
+    if t.rank >= MODEL_RANK:
+        with t.span(f"preprocess/{op.name}", "model"):
+            return _apply(op, item)
+    return _apply(op, item)
+
+
+def _apply(op: PreOp, item: Item) -> Item | str:
     try:
         return op(item)
     except SampleError as exc:
@@ -114,20 +128,25 @@ def prepare_sample(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int
     return prepare_read(pipeline, read_sample(sample), expected_shape)
 
 
-def read_and_prepare(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None
-                     ) -> tuple[Prepared, str]:
-    """:func:`prepare_sample` plus the sample's fingerprint (sha256 hex of the bytes, or the read failure)."""
-    read = read_sample(sample)
-    return prepare_read(pipeline, read, expected_shape), read.fingerprint
+def read_and_prepare(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None,
+                     tracer: Tracer | None = None) -> tuple[Prepared, str]:
+    """:func:`prepare_sample` plus the sample's fingerprint (sha256 hex of the bytes, or the read failure);
+    a ``read`` span and one span per op at trace level ``model`` or deeper."""
+    t = current_tracer() if tracer is None else tracer
+    with t.span("read", "model"):
+        read = read_sample(sample)
+    return prepare_read(pipeline, read, expected_shape, t), read.fingerprint
 
 
-def prepare_read(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None) -> Prepared:
+def prepare_read(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None,
+                 tracer: Tracer | None = None) -> Prepared:
     """Pre-process bytes already read -> (model input without batch axis, None) or (None, failure reason)."""
     if read.data is None:
         return None, read.error
+    t = current_tracer() if tracer is None else tracer
     item: Item | str = Item(np.frombuffer(read.data, dtype=np.uint8), "encoded")
     for op in pipeline.pre_ops:
-        item = apply_op(op, item)  # type: ignore[arg-type]
+        item = apply_op(op, item, t)  # type: ignore[arg-type]
         if isinstance(item, str):
             return None, item
     assert isinstance(item, Item)
@@ -143,26 +162,36 @@ def run_loop(
     expected_shape: tuple[int, ...] | None,
     on_progress: ProgressCallback | None = None,
 ) -> LoopResult:
-    """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included)."""
+    """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included).
+
+    Tracing (the current tracer, :func:`repliscope.tracing.current_tracer`): at level ``model`` one ``batch``
+    span per batch (``data_parallel``: around reading, pre-processing, inference and post-processing of the
+    batch on its worker; ``pipelined``: around inference and post-processing, the pre-processing spans being
+    on the prep threads, ahead), ``inference`` and per-op spans; at ``framework`` / ``library`` every runner is
+    instrumented (:meth:`Tracer.instrument`) from before its warm-up to the end of the loop."""
     if options.schedule not in SCHEDULES:
         raise RepliscopeError(f"unknown schedule '{options.schedule}' (allowed: {', '.join(SCHEDULES)})")
+    tracer = current_tracer()
     start = time.perf_counter()
     result = LoopResult(predictions=[], fingerprints=[])
     batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
     shape = warmup_shape(len(batches[0]) if batches else 0, expected_shape) if options.warmup else None
-    result.load_seconds, result.warmup_seconds = load_and_warm_up(runner, shape)
-    loop_start = time.perf_counter()
-    if options.schedule == "pipelined":
-        _pipelined(pipeline, runner, batches, options, expected_shape, result, on_progress)
-    else:
-        runners = [runner, *(runner.replica() for _ in range(options.prep_workers - 1))]
-        for replica in runners[1:]:
-            load, warm = load_and_warm_up(replica, shape)
-            result.load_seconds += load
-            result.warmup_seconds += warm
+    with ExitStack() as instrumented:
+        instrumented.enter_context(tracer.instrument(runner))
+        result.load_seconds, result.warmup_seconds = load_and_warm_up(runner, shape)
         loop_start = time.perf_counter()
-        _data_parallel(pipeline, runners, batches, options, expected_shape, result, on_progress)
-    end = time.perf_counter()
+        if options.schedule == "pipelined":
+            _pipelined(pipeline, runner, batches, options, expected_shape, result, on_progress, tracer)
+        else:
+            runners = [runner, *(runner.replica() for _ in range(options.prep_workers - 1))]
+            for replica in runners[1:]:
+                instrumented.enter_context(tracer.instrument(replica))
+                load, warm = load_and_warm_up(replica, shape)
+                result.load_seconds += load
+                result.warmup_seconds += warm
+            loop_start = time.perf_counter()
+            _data_parallel(pipeline, runners, batches, options, expected_shape, result, on_progress, tracer)
+        end = time.perf_counter()
     result.loop_seconds, result.total_seconds = end - loop_start, end - start
     return result
 
@@ -172,12 +201,12 @@ Batch = Sequence[Sample]
 
 def _pipelined(pipeline: Pipeline, runner: Runner, batches: list[Batch], options: LoopOptions,
                expected_shape: tuple[int, ...] | None, result: LoopResult,
-               on_progress: ProgressCallback | None) -> None:
+               on_progress: ProgressCallback | None, tracer: Tracer = NO_TRACER) -> None:
     with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
         pending: deque[list[Future[tuple[Prepared, str]]]] = deque()
 
         def submit(batch: Batch) -> None:
-            pending.append([pool.submit(read_and_prepare, pipeline, s, expected_shape) for s in batch])
+            pending.append([pool.submit(read_and_prepare, pipeline, s, expected_shape, tracer) for s in batch])
 
         for batch in batches[: options.prefetch_batches + 1]:
             submit(batch)
@@ -186,7 +215,8 @@ def _pipelined(pipeline: Pipeline, runner: Runner, batches: list[Batch], options
             nxt = index + options.prefetch_batches + 1
             if nxt < len(batches):
                 submit(batches[nxt])
-            predictions, latency = _infer_batch(pipeline, runner, batch, [p for p, _ in done], options)
+            with tracer.span("batch", "model", index=index, size=len(batch)):
+                predictions, latency = _infer_batch(pipeline, runner, batch, [p for p, _ in done], options, tracer)
             _collect(result, [fp for _, fp in done], predictions, latency)
             if on_progress is not None:
                 on_progress(len(batch))
@@ -194,16 +224,18 @@ def _pipelined(pipeline: Pipeline, runner: Runner, batches: list[Batch], options
 
 def _data_parallel(pipeline: Pipeline, runners: list[Runner], batches: list[Batch], options: LoopOptions,
                    expected_shape: tuple[int, ...] | None, result: LoopResult,
-                   on_progress: ProgressCallback | None) -> None:
+                   on_progress: ProgressCallback | None, tracer: Tracer = NO_TRACER) -> None:
     free: SimpleQueue[Runner] = SimpleQueue()
     for r in runners:
         free.put(r)
 
-    def work(batch: Batch) -> tuple[list[str], list[SamplePrediction], float | None]:
+    def work(batch: Batch, index: int) -> tuple[list[str], list[SamplePrediction], float | None]:
         runner = free.get()
         try:
-            done = [read_and_prepare(pipeline, s, expected_shape) for s in batch]
-            predictions, latency = _infer_batch(pipeline, runner, batch, [p for p, _ in done], options)
+            with tracer.span("batch", "model", index=index, size=len(batch)):
+                done = [read_and_prepare(pipeline, s, expected_shape, tracer) for s in batch]
+                predictions, latency = _infer_batch(pipeline, runner, batch, [p for p, _ in done], options,
+                                                    tracer)
         finally:
             free.put(runner)
         return [fp for _, fp in done], predictions, latency
@@ -211,12 +243,12 @@ def _data_parallel(pipeline: Pipeline, runners: list[Runner], batches: list[Batc
     in_flight = len(runners) + options.prefetch_batches
     with ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="repliscope-worker") as pool:
         pending: deque[Future[tuple[list[str], list[SamplePrediction], float | None]]] = deque(
-            pool.submit(work, b) for b in batches[:in_flight])
+            pool.submit(work, b, i) for i, b in enumerate(batches[:in_flight]))
         try:
             for index, batch in enumerate(batches):
                 fingerprints, predictions, latency = pending.popleft().result()
                 if index + in_flight < len(batches):
-                    pending.append(pool.submit(work, batches[index + in_flight]))
+                    pending.append(pool.submit(work, batches[index + in_flight], index + in_flight))
                 _collect(result, fingerprints, predictions, latency)
                 if on_progress is not None:
                     on_progress(len(batch))
@@ -251,7 +283,7 @@ def load_and_warm_up(runner: Runner, shape: tuple[int, ...] | None) -> tuple[flo
 
 
 def _infer_batch(pipeline: Pipeline, runner: Runner, batch: Sequence[Sample], prepared: list[Prepared],
-                 options: LoopOptions) -> tuple[list[SamplePrediction], float | None]:
+                 options: LoopOptions, tracer: Tracer = NO_TRACER) -> tuple[list[SamplePrediction], float | None]:
     """Infer the prepared samples of one batch -> (one prediction per sample, the runtime's seconds or None
     when every sample of the batch failed)."""
     ok = [i for i, (x, _) in enumerate(prepared) if x is not None]
@@ -264,8 +296,9 @@ def _infer_batch(pipeline: Pipeline, runner: Runner, batch: Sequence[Sample], pr
     if not ok:
         return out, None
     inputs = np.stack([prepared[i][0] for i in ok])  # type: ignore[misc]
-    scores = runner.infer(inputs)
-    preds = pipeline.postprocess(scores)
+    with tracer.span("inference", "model", batch_size=len(ok)):
+        scores = runner.infer(inputs)
+    preds = pipeline.postprocess(scores, tracer)
     if preds.topk_indices is None or preds.topk_scores is None:
         raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
     for row, i in enumerate(ok):

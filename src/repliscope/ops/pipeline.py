@@ -19,6 +19,10 @@ from pydantic import ValidationError
 
 from repliscope.errors import OpSpecError, RepliscopeError
 from repliscope.ops.base import OPS, BuildContext, Item, Op, OpParams, PostOp, Predictions, PreOp, Stage
+from repliscope.tracing.levels import RANK
+from repliscope.tracing.tracer import Tracer, current_tracer
+
+MODEL_RANK = RANK["model"]
 
 
 def op_names(stage: Stage) -> list[str]:
@@ -144,10 +148,17 @@ class Pipeline:
                 out.append(op)  # type: ignore[arg-type]
         return cls(pre, post)
 
-    def preprocess(self, item: Item) -> Item:
-        """Apply the pre-processing ops in order to one sample."""
+    def preprocess(self, item: Item, tracer: Tracer | None = None) -> Item:
+        """Apply the pre-processing ops in order to one sample; at trace level ``model`` or deeper each op is a
+        ``preprocess/<op name>`` span of ``tracer`` (default: the current tracer)."""
+        t = current_tracer() if tracer is None else tracer
+        if t.rank < MODEL_RANK:
+            for op in self.pre_ops:
+                item = op(item)
+            return item
         for op in self.pre_ops:
-            item = op(item)
+            with t.span(f"preprocess/{op.name}", "model"):
+                item = op(item)
         return item
 
     def batch(self, items: Sequence[Item]) -> np.ndarray:
@@ -167,11 +178,18 @@ class Pipeline:
                 )
         return np.ascontiguousarray(np.stack([it.data for it in items], axis=0))
 
-    def postprocess(self, scores: np.ndarray) -> Predictions:
-        """Apply the post-processing ops in order to a (N, C) batch of scores (converted to float32)."""
+    def postprocess(self, scores: np.ndarray, tracer: Tracer | None = None) -> Predictions:
+        """Apply the post-processing ops in order to a (N, C) batch of scores (converted to float32); at trace
+        level ``model`` or deeper each op is a ``postprocess/<op name>`` span of ``tracer`` (default: current)."""
         preds = Predictions(scores=np.asarray(scores, dtype=np.float32))
+        t = current_tracer() if tracer is None else tracer
+        if t.rank < MODEL_RANK:
+            for op in self.post_ops:
+                preds = op(preds)
+            return preds
         for op in self.post_ops:
-            preds = op(preds)
+            with t.span(f"postprocess/{op.name}", "model"):
+                preds = op(preds)
         return preds
 
     def describe(self) -> dict[str, list[dict[str, Any]]]:

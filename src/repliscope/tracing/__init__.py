@@ -4,6 +4,6 @@ Importable without OpenTelemetry, torch or ONNX Runtime: they are imported only 
 """
 
 from repliscope.tracing.levels import LEVELS
-from repliscope.tracing.tracer import NO_TRACER, Tracer, make_tracer
+from repliscope.tracing.tracer import NO_TRACER, Tracer, current_tracer, make_tracer, use_tracer
 
-__all__ = ["LEVELS", "NO_TRACER", "Tracer", "make_tracer"]
+__all__ = ["LEVELS", "NO_TRACER", "Tracer", "current_tracer", "make_tracer", "use_tracer"]

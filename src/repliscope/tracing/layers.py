@@ -1,11 +1,10 @@
 """Group per-node timings of an ONNX-based runtime into layers named by the torch module that produced them.
 
-A node's layer is the deepest ``pkg.torch.onnx.name_scopes`` scope of the ONNX node it came from (read with
-:func:`repliscope.diff.onnx_units.node_scopes`, the layer diff's torch module ↔ ONNX node mapping); consecutive
-nodes with the same scope form one layer and the n-th run of a scope in one inference is ``scope#n``, the
-module's n-th call (as in :func:`repliscope.diff.onnx_units.partition`). Runtimes rename and fuse nodes: ONNX
-Runtime names a fused Conv+Clip after the Clip's output and appends ``_nchwc`` for its blocked layout; a name
-that is neither a node nor a node output of the graph is unmapped (key ``None``).
+A node's layer is the unit of the ONNX node it came from in the layer diff's torch module ↔ ONNX node mapping
+(:func:`repliscope.diff.onnx_units.partition`: the deepest ``pkg.torch.onnx.name_scopes`` scope, ``scope#n`` for
+the module's n-th call); consecutive executed nodes with the same key form one layer. Runtimes rename and fuse
+nodes: ONNX Runtime names a fused Conv+Clip after the Clip's output and appends ``_nchwc`` for its blocked
+layout; a name that is neither a node nor a node output of the graph is unmapped (key ``None``).
 """
 
 from __future__ import annotations
@@ -49,26 +48,31 @@ class LayerTiming:
 
 
 class ScopeIndex:
-    """Runtime node name -> torch module scope, from the ONNX graph the runtime loaded."""
+    """Runtime node name -> layer key (``scope`` or ``scope#n``), from the ONNX graph the runtime loaded.
+
+    Keys come from :func:`repliscope.diff.onnx_units.partition` of that graph with every scope as a layer base,
+    so the two calls of a shared module (a block's ReLU6 after the expand and after the depthwise conv) are
+    ``_blocks.1._swish`` and ``_blocks.1._swish#2`` even after the runtime fused away the nodes between them."""
 
     def __init__(self, onnx_path: Path) -> None:
         import onnx
 
-        from repliscope.diff.onnx_units import node_scopes
+        from repliscope.diff.onnx_units import node_scopes, partition
 
         graph = onnx.load(str(onnx_path), load_external_data=False).graph
+        bases = {scope for node in graph.node for scope in node_scopes(node)}
         self._by_name: dict[str, str] = {}
         self._by_output: dict[str, str] = {}
-        for node in graph.node:
-            scopes = node_scopes(node)
-            if not scopes:
+        for unit in partition(graph, bases):
+            if unit.key is None:
                 continue
-            self._by_name[node.name] = scopes[-1]
-            for out in node.output:
-                self._by_output[out] = scopes[-1]
+            for node in unit.nodes:
+                self._by_name[node.name] = unit.key
+                for out in node.output:
+                    self._by_output[out] = unit.key
 
-    def scope(self, runtime_name: str) -> str | None:
-        """The deepest module scope of a runtime node name (``''`` is the model itself), None when unknown."""
+    def key(self, runtime_name: str) -> str | None:
+        """The layer key of a runtime node name (``''`` is the model itself), None when unknown."""
         for name in (runtime_name, *(runtime_name[: -len(s)] for s in _SUFFIXES if runtime_name.endswith(s))):
             if name in self._by_name:
                 return self._by_name[name]
@@ -78,29 +82,21 @@ class ScopeIndex:
 
 
 def group_layers(nodes: Sequence[NodeTiming], index: ScopeIndex) -> list[LayerTiming]:
-    """Nodes of ONE inference, in execution order -> layers (consecutive same scope; ``#n`` for the n-th run)."""
+    """Nodes of ONE inference, in execution order -> layers (consecutive nodes with the same key)."""
     layers: list[LayerTiming] = []
-    runs: dict[str, int] = {}
     current: list[NodeTiming] = []
-    scope: str | None = None
+    key: str | None = None
     for node in nodes:
-        s = index.scope(node.name)
-        if current and s == scope and s is not None:
+        k = index.key(node.name)
+        if current and k == key and k is not None:
             current.append(node)
             continue
         if current:
-            layers.append(_layer(scope, current, runs))
-        current, scope = [node], s
+            layers.append(LayerTiming(key, tuple(current)))
+        current, key = [node], k
     if current:
-        layers.append(_layer(scope, current, runs))
+        layers.append(LayerTiming(key, tuple(current)))
     return layers
-
-
-def _layer(scope: str | None, nodes: list[NodeTiming], runs: dict[str, int]) -> LayerTiming:
-    if scope is None:
-        return LayerTiming(None, tuple(nodes))
-    runs[scope] = runs.get(scope, 0) + 1
-    return LayerTiming(scope if runs[scope] == 1 else f"{scope}#{runs[scope]}", tuple(nodes))
 
 
 def record_layers(tracer: Any, layers: Sequence[LayerTiming], tid: int, source: str, *,

@@ -144,4 +144,25 @@ def make_tracer(level: str, *, service: str = "repliscope", otel: bool | None = 
 NO_TRACER = Tracer("none")
 """The tracer of level ``none``: every span is the shared no-op."""
 
-__all__ = ["LEVELS", "NO_TRACER", "Tracer", "make_tracer"]
+_CURRENT: list[Tracer] = [NO_TRACER]
+
+
+def current_tracer() -> Tracer:
+    """The tracer of the command running in this process (:data:`NO_TRACER` unless :func:`use_tracer` set one).
+
+    Process-wide, not per thread or context: the evaluation loop's and the pitfall sweep's worker threads see it
+    too. One command (one tracer) per process at a time."""
+    return _CURRENT[-1]
+
+
+@contextlib.contextmanager
+def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
+    """Make ``tracer`` the current one for the duration (the evaluation loop and the pipeline read it)."""
+    _CURRENT.append(tracer)
+    try:
+        yield tracer
+    finally:
+        _CURRENT.remove(tracer)
+
+
+__all__ = ["LEVELS", "NO_TRACER", "Tracer", "current_tracer", "make_tracer", "use_tracer"]
