@@ -2,8 +2,199 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from typer.core import TyperCommand
+
+from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.errors import RepliscopeError
+
+_VARIADIC = {"--runtimes": "--runtime", "--threads": "--threads"}
+
+
+def expand_variadic(args: list[str], runtime_names: set[str]) -> list[str]:
+    """``--runtimes a b c`` -> ``--runtime a --runtime b --runtime c`` and ``--threads 1 2`` -> ``--threads 1
+    --threads 2``: following words are taken while they are runtime names / integers (so the MANIFEST argument
+    may still come after)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        target = _VARIADIC.get(word)
+        if target is None or i + 1 >= len(args):
+            out.append(word)
+            i += 1
+            continue
+        takes = (lambda w: w in runtime_names) if word == "--runtimes" else (lambda w: w.isdigit())
+        values = [args[i + 1]]  # the first value is taken as given (click reports a bad one)
+        j = i + 2
+        while j < len(args) and takes(args[j]):
+            values.append(args[j])
+            j += 1
+        for v in values:
+            out += [target, v]
+        i = j
+    return out
+
+
+class _BenchCommand(TyperCommand):
+    """Expands the variadic ``--runtimes`` / ``--threads`` before click parses the arguments."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from repliscope.runtimes.base import RUNTIMES
+
+        return super().parse_args(ctx, expand_variadic(args, set(RUNTIMES.names())))
+
+
+def _trace_path(base: Path, runtime: str, threads: int, many: bool) -> Path:
+    return base.with_name(f"{base.stem}-{runtime}-t{threads}{base.suffix}") if many else base
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def print_benchmark(rec: Any) -> None:
+    """One benchmark record as text: percentiles with intervals, throughput, early stopping, overhead, claims."""
+    from repliscope.cli.output import console, print_table
+
+    s = rec.settings
+    extra = f", {s['target_qps']:.4g} QPS, bound {s['latency_bound_ms']} ms" if rec.scenario == "server" else ""
+    console.print(f"[bold]{rec.manifest.name}[/] {rec.scenario} on {rec.runtime['runtime']} "
+                  f"({rec.runtime.get('framework')} {rec.runtime.get('framework_version')}), {rec.threads} threads, "
+                  f"batch {s['batch_size']}{extra}; {rec.hardware.get('cpu_model')}")
+    rows = [[k, _ms(q.value), f"[{_ms(q.low)}, {_ms(q.high)}]", f"{q.coverage:.3f}"]
+            for k, q in rec.latency.percentiles.items()]
+    rows.append(["mean", _ms(rec.latency.mean), "", ""])
+    print_table("latency (ms), 95 % distribution-free intervals", ["percentile", "ms", "interval", "coverage"], rows)
+    ci = rec.throughput_ci
+    console.print(f"throughput {rec.throughput_samples_per_second:.2f} samples/s"
+                  + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+                  + f"; {rec.queries} queries, {rec.samples} samples in {rec.duration_seconds:.2f} s")
+    es = rec.early_stopping
+    if es is not None and es.passed is not None:
+        console.print(f"early stopping: {es.overlatency} over-latency queries, {es.needed} needed, ran {es.queries}:"
+                      f" {'passed' if es.passed else 'not passed'}")
+    elif es is not None:
+        console.print(f"early stopping p{es.percentile * 100:g} estimate: "
+                      + (f"{es.estimate_ms:.3f} ms ({es.discarded} highest discarded)" if es.estimate_ms is not None
+                         else f"needs {es.min_queries} queries"))
+    if rec.peak is not None:
+        console.print("peak search: " + ", ".join(f"{p.qps:.3g} QPS p99 {p.p99_ms:.3g} ms "
+                                                 f"{'ok' if p.meets_bound else 'over'}" for p in rec.peak.tried))
+    o = rec.overhead
+    console.print(f"harness overhead (no-op runtime, {o.queries} queries): {o.latency_p50_us:.1f} µs p50 inside the "
+                  f"latency, {o.cycle_mean_us:.1f} µs per query cycle")
+    console.print("[green]valid[/]" if rec.valid else "[yellow]not valid:[/] " + "; ".join(rec.invalid_reasons))
+    for c in rec.claims:
+        console.print(f"claim {c.metric} {c.claimed:g} ({c.claim_dataset}): [bold]{c.verdict}[/] - {c.reason}")
+
+
+def bench(
+    manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
+    runtime: Annotated[list[str] | None, typer.Option("--runtime", help="torch | onnxruntime | opencv_dnn "
+                       "(repeatable; --runtimes A B C takes several; default: the manifest's native one).")] = None,
+    threads: Annotated[list[int] | None, typer.Option("--threads", min=1, help="Intra-op threads (repeatable; "
+                       "--threads 1 2 takes several; default 1, recorded).")] = None,
+    scenario: Annotated[str, typer.Option(help="single-stream | multi-stream | server | offline")] = "single-stream",
+    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples in the library.")] = None,
+    timed_preprocess: Annotated[bool, typer.Option(help="Time decode + pre-processing in each query (default: "
+                                                        "pre-processed before timing, as LoadGen).")] = False,
+    target_qps: Annotated[float | None, typer.Option(help="server: Poisson arrival rate.")] = None,
+    latency_bound_ms: Annotated[float | None, typer.Option(help="server: the p99 latency bound.")] = None,
+    find_peak_qps: Annotated[bool, typer.Option(help="server: binary search of the highest QPS whose p99 "
+                                                     "meets --latency-bound-ms.")] = False,
+    min_duration: Annotated[float, typer.Option(min=0, help="Seconds the measured load lasts at least.")] = 10.0,
+    min_queries: Annotated[int, typer.Option(min=1, help="Queries issued at least (early stopping needs 64 for "
+                                                         "p90, 662 for p99).")] = 1024,
+    samples_per_query: Annotated[int | None, typer.Option(min=1, help="multi-stream: samples per query (default "
+                                 "8); offline: samples of the one query (default --min-queries).")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="offline: inference batch.")] = 8,
+    warmup_queries: Annotated[int, typer.Option(min=0, help="Untimed queries first.")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the sample order and the server arrivals.")] = 0,
+    trace_level: Annotated[str, typer.Option(help="none | application | model | framework | library")] = "none",
+    trace_out: Annotated[Path | None, typer.Option(help="Write the Chrome trace / Perfetto JSON here (a matrix: "
+                                                        "one file per configuration, -RUNTIME-tN added).")] = None,
+    allow_outside_paths: Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's "
+                                                           "folder.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Benchmark a manifest in a LoadGen scenario: latency percentiles with intervals, throughput, early stopping,
+    the harness's own overhead; a matrix of runtimes x threads prints ratios against the fastest."""
+    from repliscope.bench.matrix import ratio_rows, run_matrix
+    from repliscope.bench.run import BenchOptions, make_tracer
+    from repliscope.bench.scenarios import ScenarioSettings
+    from repliscope.cli.main import native_runtime
+    from repliscope.cli.output import console, print_table
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.run import RunSettings
+    from repliscope.manifest.loader import load_manifest
+    from repliscope.store.repository import RunStore
+
+    try:
+        if find_peak_qps and scenario != "server":
+            raise RepliscopeError("--find-peak-qps belongs to --scenario server")
+        if scenario == "server" and latency_bound_ms is None:
+            raise RepliscopeError("--scenario server needs --latency-bound-ms (LoadGen judges p99 against it)")
+        loaded = load_manifest(manifest)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        runtimes = list(dict.fromkeys(runtime or [native_runtime(loaded.manifest.framework.name)]))
+        thread_counts = list(dict.fromkeys(threads or [1]))
+        spq = samples_per_query or (8 if scenario == "multi-stream" else min_queries)
+        settings = ScenarioSettings(
+            scenario=scenario, min_duration_s=min_duration, min_queries=min_queries, warmup_queries=warmup_queries,
+            samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
+            batch_size=batch_size if scenario == "offline" else 1,
+            target_qps=target_qps if not find_peak_qps else (target_qps or 1.0),
+            latency_bound_ms=latency_bound_ms, seed=seed)
+        make_tracer(trace_level)  # an unknown level fails before anything runs
+        options = BenchOptions(scenario=settings, timed_preprocess=timed_preprocess, trace_level=trace_level,
+                               find_peak_qps=find_peak_qps)
+        data = resolve_dataset(dataset, None, limit=limit)
+        store = RunStore(db)
+        with console.status("benchmarking", spinner="dots") if not as_json else _nothing():
+            result = run_matrix(loaded, data, runtimes, thread_counts, options,
+                                settings=RunSettings(runtime=runtimes[0], allow_outside_paths=allow_outside_paths))
+        many = len(result.records) > 1
+        for rec, tracer in zip(result.records, result.tracers, strict=True):
+            store.save_benchmark(rec)
+            if trace_level != "none":
+                store.save_trace(rec.benchmark_id, trace_level, tracer.chrome_trace())
+                if trace_out is not None:
+                    tracer.write_chrome_trace(_trace_path(trace_out, rec.runtime["runtime"], rec.threads, many))
+    except RepliscopeError as exc:
+        fail(exc)
+        return
+    rows = ratio_rows(result.records)
+    if as_json:
+        if many:
+            emit_json({"matrix_id": result.matrix_id, "results": [r.summary() for r in result.records],
+                       "ratios": rows})
+        else:
+            emit_json(result.records[0].summary())
+        return
+    for rec in result.records:
+        print_benchmark(rec)
+        console.print(f"stored as benchmark [bold]{rec.benchmark_id}[/]\n")
+    if many:
+        print_table(f"matrix {result.matrix_id}: ratio to the fastest ({rows[0]['metric']})",
+                    ["runtime", "threads", rows[0]["metric"], "ratio", "p50 ms", "samples/s"],
+                    [[r["runtime"], r["threads"], f"{r['value']:.3f}", f"{r['ratio_to_fastest']:.2f}x",
+                      f"{r['p50_ms']:.3f}", f"{r['throughput_samples_per_second']:.1f}"] for r in rows])
+
+
+def _nothing() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` command to ``app``."""
+    app.command("bench", cls=_BenchCommand)(bench)

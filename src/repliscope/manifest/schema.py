@@ -105,13 +105,57 @@ class DatasetRef(_Strict):
     split: str
 
 
-class ClaimSpec(_Strict):
-    """A published claim, e.g. top-1 75.1 % on ImageNet-1k val. ``value`` is in percent."""
+ACCURACY_METRICS = ("top1", "top5")
+PERFORMANCE_METRICS = ("latency_p90_ms", "latency_p99_ms", "throughput")
+"""Performance claims: latency percentiles in milliseconds, throughput in samples per second."""
+SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
+"""LoadGen's scenarios (``repliscope bench --scenario``)."""
 
-    metric: Literal["top1", "top5"]
-    value: Annotated[float, Field(ge=0, le=100)]
+
+class ClaimHardware(_Strict):
+    """What a performance claim was measured on: the CPU model as ``/proc/cpuinfo``'s ``model name`` prints it
+    and the runtime's intra-op threads."""
+
+    cpu_model: str
+    threads: Annotated[int, Field(ge=1)]
+
+
+class ClaimSpec(_Strict):
+    """A published claim. Accuracy (``top1``/``top5``): ``value`` in percent on ``dataset``, e.g. top-1 75.1 % on
+    ImageNet-1k val. Performance (``latency_p90_ms``/``latency_p99_ms`` in ms, ``throughput`` in samples/s):
+    ``scenario``, ``batch_size`` and ``hardware`` are required (a latency means nothing without them) and
+    ``dataset`` is the data it was measured on; accuracy claims must not set them."""
+
+    metric: Literal["top1", "top5", "latency_p90_ms", "latency_p99_ms", "throughput"]
+    value: Annotated[float, Field(ge=0)]
     dataset: DatasetRef
     source: str
+    scenario: Literal["single-stream", "multi-stream", "server", "offline"] | None = None
+    batch_size: Annotated[int, Field(ge=1)] | None = None
+    hardware: ClaimHardware | None = None
+
+    @property
+    def is_performance(self) -> bool:
+        return self.metric in PERFORMANCE_METRICS
+
+    @model_validator(mode="after")
+    def _fields_of_the_metric(self) -> ClaimSpec:
+        extra = {"scenario": self.scenario, "batch_size": self.batch_size, "hardware": self.hardware}
+        if not self.is_performance:
+            if self.value > 100:
+                raise ValueError(f"{self.metric} is in percent: {self.value} is above 100")
+            given = [k for k, v in extra.items() if v is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} only belong to performance claims "
+                                 f"({', '.join(PERFORMANCE_METRICS)}), not to {self.metric}")
+            return self
+        missing = [k for k, v in extra.items() if v is None]
+        if missing:
+            raise ValueError(f"a {self.metric} claim needs {', '.join(missing)} (scenario: "
+                             f"{' | '.join(SCENARIOS)}; batch_size; hardware: {{cpu_model, threads}})")
+        if self.value <= 0:
+            raise ValueError(f"{self.metric} must be above 0, got {self.value}")
+        return self
 
 
 class DatasetsSpec(_Strict):

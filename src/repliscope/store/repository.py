@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import platformdirs
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, create_engine, delete, event, insert, select
@@ -23,10 +24,11 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from repliscope.bench.record import BenchmarkRecord
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
-from repliscope.store.models import Base, RunRow, SampleRow, SweepRow, TraceRow
+from repliscope.store.models import Base, BenchmarkRow, RunRow, SampleRow, SweepRow, TraceRow
 
 ENV_VAR = "REPLISCOPE_DB"
 MIN_PREFIX = 6
@@ -262,6 +264,43 @@ class RunStore:
         with Session(self.engine, expire_on_commit=False) as session:
             return list(session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()).limit(limit)))
 
+    def save_benchmark(self, record: BenchmarkRecord) -> None:
+        """Store a benchmark record; its latencies as zlib-compressed little-endian float32 microseconds."""
+        blob = zlib.compress(np.asarray(record.latencies_us, dtype="<f4").tobytes(), 6)
+        p90 = record.latency.percentiles.get("p90")
+        row = BenchmarkRow(benchmark_id=record.benchmark_id, created_at=_utc_naive(record.created_at),
+                           manifest_name=record.manifest.name, runtime=str(record.runtime.get("runtime", "")),
+                           scenario=record.scenario, threads=record.threads, queries=record.queries,
+                           p90_ms=p90.value if p90 else None, throughput=record.throughput_samples_per_second,
+                           matrix_id=record.matrix_id,
+                           record=record.model_dump(mode="json", exclude={"latencies_us"}), latencies=blob)
+        try:
+            with Session(self.engine) as session, session.begin():
+                if session.get(BenchmarkRow, record.benchmark_id) is not None:
+                    raise StoreError(f"benchmark {record.benchmark_id} is already stored")
+                session.add(row)
+        except IntegrityError as exc:
+            raise StoreError(f"benchmark {record.benchmark_id} could not be stored: {exc.orig}") from exc
+
+    def get_benchmark(self, benchmark_id: str) -> BenchmarkRecord:
+        """The benchmark record ``benchmark_id`` (or a unique prefix of at least 6 characters)."""
+        with Session(self.engine) as session:
+            full_id = self._resolve(session, benchmark_id, BenchmarkRow, "benchmark")
+            row = session.get_one(BenchmarkRow, full_id)
+            data = dict(row.record)
+            latencies = np.frombuffer(zlib.decompress(row.latencies), dtype="<f4")
+        data["latencies_us"] = latencies.astype(np.float64).tolist()
+        return BenchmarkRecord.model_validate(data)
+
+    def list_benchmarks(self, limit: int = 50, matrix_id: str | None = None) -> builtins.list[BenchmarkRecord]:
+        """Benchmark records, newest first (all of one matrix run with ``matrix_id``)."""
+        query = select(BenchmarkRow.benchmark_id).order_by(BenchmarkRow.created_at.desc())
+        if matrix_id is not None:
+            query = query.where(BenchmarkRow.matrix_id == matrix_id)
+        with Session(self.engine) as session:
+            ids = session.scalars(query.limit(limit)).all()
+        return [self.get_benchmark(i) for i in ids]
+
     def save_trace(self, run_id: str, level: str, chrome: dict[str, Any]) -> None:
         """Store the Chrome-trace JSON ``chrome`` of run / benchmark ``run_id`` (zlib-compressed); a trace
         already stored under ``run_id`` is replaced (one trace per id, the latest)."""
@@ -287,10 +326,10 @@ class RunStore:
             data: dict[str, Any] = json.loads(zlib.decompress(row.trace))
         return data
 
-    def _resolve(self, session: Session, run_id: str, table: type[RunRow] | type[SweepRow] = RunRow,
-                 what: str = "run") -> str:
+    def _resolve(self, session: Session, run_id: str,
+                 table: type[RunRow] | type[SweepRow] | type[BenchmarkRow] = RunRow, what: str = "run") -> str:
         """Full id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
-        id_col = RunRow.run_id if table is RunRow else SweepRow.sweep_id
+        id_col = {RunRow: RunRow.run_id, SweepRow: SweepRow.sweep_id, BenchmarkRow: BenchmarkRow.benchmark_id}[table]
         if session.get(table, run_id) is not None:
             return run_id
         if len(run_id) < MIN_PREFIX:

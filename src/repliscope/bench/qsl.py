@@ -1,0 +1,92 @@
+"""The query sample library (LoadGen's QSL): the samples a benchmark issues, held in memory before timing.
+
+Default: every sample is read and pre-processed BEFORE timing (untimed), so a query costs only batching and
+inference, as in LoadGen. ``timed_preprocess``: only the encoded bytes are held; decoding and pre-processing run
+inside each query (end to end, as a user experiences it), one ``preprocess/<op>`` span per op.
+Samples that fail to read or pre-process are left out of the library and listed in ``failures``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from repliscope.datasets.base import Sample, read_sample
+from repliscope.errors import RepliscopeError
+from repliscope.evaluation.engine import apply_op, prepare_read, shape_error
+from repliscope.ops.base import Item
+from repliscope.ops.pipeline import Pipeline
+
+
+@dataclass
+class QuerySampleLibrary:
+    """``inputs[i]``: sample i pre-processed (model input without the batch axis, e.g. float32 (3, 224, 224)),
+    or ``encoded[i]``: its file bytes when ``timed_preprocess``. ``ids[i]`` names it."""
+
+    pipeline: Pipeline
+    ids: list[str]
+    expected_shape: tuple[int, ...] | None
+    timed_preprocess: bool
+    inputs: list[np.ndarray] = field(default_factory=list)
+    encoded: list[bytes] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    fingerprints: list[str] = field(default_factory=list)
+    """Per sample of the dataset, in order: sha256 of the bytes read, or why it could not be read (the
+    dataset identity of what the benchmark read)."""
+
+    @classmethod
+    def load(cls, pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...] | None,
+             timed_preprocess: bool) -> QuerySampleLibrary:
+        """Read every sample (and pre-process it unless ``timed_preprocess``); a failing sample is listed in
+        ``failures``, and a library with no usable sample is a RepliscopeError."""
+        qsl = cls(pipeline, [], expected_shape, timed_preprocess)
+        for sample in samples:
+            read = read_sample(sample)
+            qsl.fingerprints.append(read.fingerprint)
+            x, error = prepare_read(pipeline, read, expected_shape)  # also checks the bytes decode in timed mode
+            if error is not None or x is None or read.data is None:
+                qsl.failures[sample.id] = error or "no data"
+                continue
+            qsl.ids.append(sample.id)
+            if timed_preprocess:
+                qsl.encoded.append(read.data)
+            else:
+                qsl.inputs.append(np.ascontiguousarray(x))
+        if not qsl.ids:
+            raise RepliscopeError(f"no sample of the {len(samples)} given could be pre-processed "
+                                  f"(first failure: {next(iter(qsl.failures.items()), ('', ''))})")
+        return qsl
+
+    @classmethod
+    def zeros(cls, pipeline: Pipeline, shape: tuple[int, ...], dtype: str, count: int = 8) -> QuerySampleLibrary:
+        """``count`` zero inputs of ``shape`` / ``dtype``: the library of the no-op overhead measurement."""
+        arrays = [np.zeros(shape, dtype=np.dtype(dtype)) for _ in range(count)]
+        return cls(pipeline, [f"zeros-{i}" for i in range(count)], shape, False, inputs=arrays)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batch(self, indices: Sequence[int], tracer: Any) -> np.ndarray:
+        """The model input of one query, (len(indices), ...) contiguous. Timed mode decodes and pre-processes
+        here, one ``preprocess/<op>`` span (level ``model``) per op and sample."""
+        if not self.timed_preprocess:
+            if len(indices) == 1:
+                return self.inputs[indices[0]][np.newaxis]
+            return np.stack([self.inputs[i] for i in indices])
+        return np.stack([self._preprocess(self.encoded[i], tracer) for i in indices])
+
+    def _preprocess(self, data: bytes, tracer: Any) -> np.ndarray:
+        item: Item | str = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
+        for op in self.pipeline.pre_ops:
+            with tracer.span(f"preprocess/{op.name}", "model"):
+                item = apply_op(op, item)  # type: ignore[arg-type]
+            if isinstance(item, str):  # the same bytes pre-processed when loaded: not expected to fail
+                raise RepliscopeError(f"pre-processing failed inside a timed query: {item}")
+        assert isinstance(item, Item)
+        error = shape_error(item.data, self.expected_shape)
+        if error:
+            raise RepliscopeError(error)
+        return item.data
