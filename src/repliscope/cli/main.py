@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.guard import GuardedGroup
 from repliscope.cli.output import console, print_record, print_table
+from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
 from repliscope.errors import RepliscopeError
 
 app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs. Exit codes: "
@@ -109,6 +110,8 @@ def evaluate(
     fail_fast: FailFastOption = False,
     download: DownloadOption = False,
     allow_outside_paths: OutsidePathsOption = False,
+    trace_level: TraceLevelOption = "none",
+    trace_out: TraceOutOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -117,8 +120,10 @@ def evaluate(
     from repliscope.evaluation.run import prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.store.repository import RunStore
+    from repliscope.tracing import use_tracer
 
     try:
+        tracer = start_tracing(trace_level, trace_out)
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -130,16 +135,23 @@ def evaluate(
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task(f"{loaded.manifest.name} on {settings.runtime}", total=len(data))
-            record = run_evaluation(prepared, data, on_progress=lambda n: progress.advance(task, n))
+            with use_tracer(tracer), tracer.span("run", "application", command="evaluate",
+                                                 manifest=loaded.manifest.name, runtime=settings.runtime):
+                record = run_evaluation(prepared, data, on_progress=lambda n: progress.advance(task, n))
         store.save(record)
+        traced = finish_tracing(tracer, trace_out, store, record.run_id)
     except RepliscopeError as exc:
         fail(exc)
         return
     if as_json:
         emit_json(record.model_dump(mode="json"))
+        for line in traced:
+            print(line, file=sys.stderr)
     else:
         print_record(record)
         console.print(f"stored as run [bold]{record.run_id}[/]")
+        for line in traced:
+            console.print(line, markup=False)
     if record.counts["evaluated"] == 0:
         print(f"error: every one of the {record.counts['total']} samples failed (see the record)", file=sys.stderr)
         raise typer.Exit(code=1)
@@ -166,6 +178,8 @@ def pitfalls(
     allow_outside_paths: OutsidePathsOption = False,
     visual: Annotated[int, typer.Option(min=0, help="Images in the visual-testing panel.")] = 3,
     list_variants: Annotated[bool, typer.Option("--list", help="List the registered pitfalls and exit.")] = False,
+    trace_level: TraceLevelOption = "none",
+    trace_out: TraceOutOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -184,8 +198,10 @@ def pitfalls(
     from repliscope.manifest.loader import load_manifest
     from repliscope.pitfalls.sweep import run_sweep
     from repliscope.store.repository import RunStore
+    from repliscope.tracing import use_tracer
 
     try:
+        tracer = start_tracing(trace_level, trace_out)
         loaded = load_manifest(manifest)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
                                             threads, batch_size, prep_workers, limit, fail_fast, download,
@@ -195,14 +211,19 @@ def pitfalls(
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task(f"pitfall sweep of {loaded.manifest.name}", total=len(data))
-            out = run_sweep(prepared, data, variant or None, visual_samples=visual,
-                            on_progress=lambda n: progress.advance(task, n))
+            with use_tracer(tracer), tracer.span("run", "application", command="pitfalls",
+                                                 manifest=loaded.manifest.name, runtime=settings.runtime):
+                out = run_sweep(prepared, data, variant or None, visual_samples=visual,
+                                on_progress=lambda n: progress.advance(task, n))
         for record in out.records:
             store.save(record)
         store.save_sweep(out.result)
+        traced = finish_tracing(tracer, trace_out, store, out.result.sweep_id)
     except RepliscopeError as exc:
         fail(exc)
         return
+    for line in traced:
+        print(line, file=sys.stderr)
     if as_json:
         emit_json(out.result.model_dump(mode="json"))
         return

@@ -172,6 +172,8 @@ def run_loop(
     if options.schedule not in SCHEDULES:
         raise RepliscopeError(f"unknown schedule '{options.schedule}' (allowed: {', '.join(SCHEDULES)})")
     tracer = current_tracer()
+    if tracer.rank:  # the record says its latencies were measured under tracing
+        runner.notes["trace_level"] = tracer.level
     start = time.perf_counter()
     result = LoopResult(predictions=[], fingerprints=[])
     batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]

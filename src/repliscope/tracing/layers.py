@@ -106,7 +106,7 @@ def record_layers(tracer: Any, layers: Sequence[LayerTiming], tid: int, source: 
     library = tracer.rank >= 4
     for layer in layers:
         name = layer.key if layer.key is not None else f"({layer.op_types})"
-        attrs: dict[str, Any] = {"layer": layer.key or "", "op_type": layer.op_types, "source": source,
+        attrs: dict[str, Any] = {"layer": name, "op_type": layer.op_types, "source": source,
                                  "nodes": len(layer.nodes)}
         if estimated_start:
             attrs["estimated_start"] = True
@@ -114,4 +114,4 @@ def record_layers(tracer: Any, layers: Sequence[LayerTiming], tid: int, source: 
         if library:
             for node in layer.nodes:
                 tracer.record(node.name, "library", node.start_ns, node.end_ns, tid,
-                              {"op_type": node.op_type, "layer": layer.key or "", "source": source})
+                              {"op_type": node.op_type, "layer": name, "source": source})

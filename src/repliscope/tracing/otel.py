@@ -20,15 +20,6 @@ from repliscope.tracing.spans import SpanRecord, nest
 OTLP_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
-def otel_available() -> bool:
-    """Whether the OpenTelemetry SDK is installed (``pip install 'repliscope[tracing]'``)."""
-    try:
-        import opentelemetry.sdk.trace  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 class OtelSink:
     """A private TracerProvider (service name ``service``) with ``exporter`` (e.g. the SDK's
     InMemorySpanExporter, synchronous) and, when the OTLP variables are set, an OTLP/HTTP batch exporter."""

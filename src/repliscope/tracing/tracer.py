@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -126,16 +127,17 @@ def make_tracer(level: str, *, service: str = "repliscope", otel: bool | None = 
                 otel_exporter: Any = None) -> Tracer:
     """A tracer at ``level`` (one of :data:`LEVELS`; anything else is an error naming them).
 
-    ``otel``: None exports OpenTelemetry spans when the SDK is installed (``repliscope[tracing]``), True requires
-    it, False never exports; ``otel_exporter`` (e.g. the SDK's ``InMemorySpanExporter``) receives every span.
-    Level ``none`` returns a tracer that records nothing and imports no OpenTelemetry.
+    ``otel``: None exports OpenTelemetry spans when there is somewhere to send them (``otel_exporter``, e.g. the
+    SDK's ``InMemorySpanExporter``, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` variable: OTLP/HTTP), True always builds the SDK provider, False
+    never; both need ``pip install 'repliscope[tracing]'``. Level ``none`` records nothing and imports nothing.
     """
     check_level(level)
     if level == "none":
         return Tracer("none", service=service)
-    from repliscope.tracing.otel import OtelSink, otel_available
+    from repliscope.tracing.otel import OTLP_ENV, OtelSink
 
-    use = otel if otel is not None else (otel_exporter is not None or otel_available())
+    use = otel if otel is not None else (otel_exporter is not None or any(os.environ.get(v) for v in OTLP_ENV))
     if not use and otel_exporter is not None:
         raise RepliscopeError("otel_exporter given with otel=False")
     return Tracer(level, service=service, otel=OtelSink(service, otel_exporter) if use else None)
