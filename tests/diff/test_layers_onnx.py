@@ -11,9 +11,12 @@ from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.plot import plot_layer_errors
 from repliscope.diff.reference import TorchReference
 
-# 49 Conv (BatchNorm + padding folded in) + 33 Clip (ReLU6) + ReduceMean + Gemm; the 9 residual Adds and the
-# Reshape are functional in torch (no module), so they only run in carried mode.
-COMPARED = 84
+# 49 Conv (BatchNorm + padding folded in) + 33 Clip (ReLU6) + ReduceMean + Gemm = 84 module units, plus the
+# 10 functional ops of forward (9 residual adds, the root's view), compared op by op since issue 12.
+MODULE_UNITS = 84
+OPS = ["_blocks.2/add", "_blocks.4/add", "_blocks.6/add", "_blocks.7/add", "_blocks.9/add", "_blocks.10/add",
+       "_blocks.12/add", "_blocks.13/add", "_blocks.14/add", "/view"]
+COMPARED = MODULE_UNITS + len(OPS)
 REFERENCE_LAYERS = 150  # 49 convs + 49 batch norms + 33 ReLU6 calls + 17 ZeroPad2d + pool + fc
 
 
@@ -23,6 +26,11 @@ def test_healthy_golden_passes_every_layer(healthy: LayerDiffResult) -> None:
     assert healthy.first_divergent["golden"] is None
     assert healthy.reference_layers == REFERENCE_LAYERS
     assert healthy.not_compared == []
+    assert healthy.reference_ops == len(OPS) and healthy.uncompared == []
+    assert healthy.summary["golden"].ops == len(OPS)
+    assert healthy.summary["golden"].reference_units == REFERENCE_LAYERS + len(OPS)  # every unit covered once
+    assert healthy.output is not None and healthy.output.passed and healthy.output.max_abs < 1e-4
+    assert healthy.passed
     assert healthy.input_shape == [8, 3, 224, 224] and healthy.input_dtype == "float32"
     assert healthy.samples[0] == "imagenet_00_243.jpg" and len(healthy.samples) == 8
     # real headroom: the worst layer is well inside its tolerance
@@ -51,6 +59,18 @@ def test_onnx_nodes_map_to_torch_paths(healthy: LayerDiffResult) -> None:
     assert [r.path for r in healthy.layers][:4] == ["_bn0", "_swish", "_blocks.0._bn1", "_blocks.0._swish"]
     relu = rows["_swish"].golden
     assert relu is not None and relu.max_abs == 0.0 and relu.ulp == 0.0  # clip is exact given the same input
+
+
+def test_functional_ops_are_compared_with_their_call_site(healthy: LayerDiffResult) -> None:
+    rows = {r.path: r for r in healthy.layers}
+    assert [r.path for r in healthy.layers if r.op] == OPS
+    add = rows["_blocks.2/add"]
+    assert add.kind == "add" and add.covers == ["_blocks.2/add"] and add.ref_shape == [8, 24, 56, 56]
+    assert add.source.endswith("efficientnet_lite_pytorch/model.py:123")
+    assert add.golden is not None and add.golden.max_abs == 0.0  # an add fed the reference inputs is exact
+    assert rows["/view"].ref_shape == [8, 1280] and rows["/view"].source.endswith("model.py:311")
+    order = [r.path for r in healthy.layers]
+    assert order.index("_blocks.2._bn2") < order.index("_blocks.2/add") < order.index("_blocks.3._bn0")
 
 
 def test_broken_candidate_golden_names_exactly_the_layer(broken: LayerDiffResult) -> None:

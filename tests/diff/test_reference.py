@@ -44,7 +44,7 @@ def test_layers_in_end_order_without_containers_or_noops() -> None:
     ref = TorchReference(Net())
     layers = ref.layers(_x())
     assert [layer.path for layer in layers] == [
-        "stem", "blocks.0.conv", "blocks.0.act", "blocks.0.act#2", "pool", "flat", "fc"]
+        "stem", "blocks.0.conv", "blocks.0.act", "blocks.0/sub", "blocks.0.act#2", "pool", "flat", "fc"]
     by = {layer.path: layer for layer in layers}
     assert by["blocks.0.conv"].reduction == 4 // 2 * 9
     assert by["fc"].reduction == 8 and by["pool"].reduction == 36 and by["blocks.0.act"].reduction == 1
@@ -61,7 +61,66 @@ def test_run_streams_inputs_and_outputs() -> None:
     started: list[str] = []
     ended: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
     out = ref.run(x, lambda p, ins: started.append(p), lambda p, ins, o: ended.__setitem__(p, (ins[0].shape, o.shape)))
-    assert started == ["stem", "blocks.0.conv", "blocks.0.act", "blocks.0.act#2", "pool", "flat", "fc"]
+    assert started == ["stem", "blocks.0.conv", "blocks.0.act", "blocks.0/sub", "blocks.0.act#2", "pool", "flat", "fc"]
     assert ended["fc"] == ((3, 8), (3, 5)) and ended["blocks.0.act#2"] == ((3, 8, 6, 6), (3, 8, 6, 6))
+    with torch.no_grad():
+        np.testing.assert_array_equal(out, model(torch.from_numpy(x)).numpy())
+
+
+class Attention(nn.Module):
+    """Functional ops in a container: matmul, scale, softmax, residual; a root-level position parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qk = nn.Linear(4, 8)
+        self.scale = 0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self.qk(x).chunk(2, dim=-1)
+        attn = torch.matmul(q, k.transpose(-2, -1)) * self.scale  # line A
+        return x + attn.softmax(dim=-1) @ x
+
+
+class Root(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = nn.Parameter(torch.ones(1, 3, 4))
+        self.attn = nn.Sequential(Attention())
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.attn(x + self.pos).contiguous()
+        return torch.nn.functional.gelu(self.norm(x)).flatten(1)
+
+
+LINE_A = Attention.forward.__code__.co_firstlineno + 2
+
+
+def test_functional_ops_are_units_named_by_container_and_call_site() -> None:
+    torch.manual_seed(0)
+    ref = TorchReference(Root())
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    layers = ref.layers(x)
+    assert [layer.path for layer in layers] == [
+        "/add", "attn.0.qk", "attn.0/transpose", "attn.0/matmul", "attn.0/mul", "attn.0/softmax",
+        "attn.0/matmul#2", "attn.0/add", "norm", "/gelu", "/flatten"]  # contiguous() returned x: not a unit
+    by = {layer.path: layer for layer in layers}
+    assert by["attn.0/matmul"].source.endswith(f"tests/diff/test_reference.py:{LINE_A}")
+    assert by["attn.0/mul"].source == by["attn.0/matmul"].source and by["attn.0/mul"].kind == "mul"
+    assert (by["attn.0/matmul"].arity, by["attn.0/mul"].arity, by["/add"].arity) == (2, 1, 1)  # pos is a constant
+    assert by["attn.0/matmul"].reduction == 4 and by["attn.0/softmax"].reduction == 3
+    assert by["attn.0/matmul#2"].reduction == 3 and by["/gelu"].reduction == 1
+    assert all(layer.is_op for layer in layers if "/" in layer.path) and not by["norm"].is_op
+    assert [m.path for m in ref.multi_output_ops(x)] == ["attn.0/chunk"]  # two outputs: listed, not a unit
+    assert [layer.path for layer in TorchReference(Root(), ops=False).layers(x)] == ["attn.0.qk", "norm"]
+
+
+def test_ops_stream_their_activation_inputs() -> None:
+    torch.manual_seed(0)
+    model = Root()
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    seen: dict[str, list[tuple[int, ...]]] = {}
+    out = TorchReference(model).run(x, None, lambda p, ins, o: seen.__setitem__(p, [a.shape for a in ins]))
+    assert seen["attn.0/matmul"] == [(2, 3, 4), (2, 4, 3)] and seen["/add"] == [(2, 3, 4)]
     with torch.no_grad():
         np.testing.assert_array_equal(out, model(torch.from_numpy(x)).numpy())

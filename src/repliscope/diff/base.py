@@ -14,6 +14,13 @@ cannot may set ``output_layout = "NHWC"``: the driver then transposes its 4-D ou
 Layer paths: the n-th call (n >= 2) of a module called several times in one forward pass (e.g. one ReLU6
 module applied twice per block) is named ``path#n`` (``_blocks.1._swish#2``); the first call is plain ``path``.
 
+Functional ops: a torch function called directly in the ``forward`` of a container module (a residual
+``x + y``, ``F.relu``, ``torch.matmul``, ``softmax``, ``flatten``) is a reference unit too, named
+``<container path>/<op>`` (``layer1.0/add``, ``blocks.0.attn/softmax``; ``/flatten`` in the root module;
+``layer1.0/relu#2`` for the second ``relu`` of that container call), with ``LayerInfo.op`` set. A candidate that
+can run ops sets ``supports_ops = True``; for any other candidate the ops are listed as not compared (never as
+passed).
+
 CLI contract for a re-implementation in another framework (``repliscope diff MANIFEST --candidate PATH``):
 the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.diff.keras_candidate`` first if
 "keras" is not registered yet) and builds the candidate as ``cls.from_path(path, reference_module)``, where
@@ -39,12 +46,37 @@ from repliscope.registry import Registry
 class LayerInfo:
     """A reference layer: module ``path``, class ``kind``, ``source`` (file:line of the class definition)
     and ``reduction`` (the number of products summed per output element: conv ``in/groups*kh*kw``, linear
-    ``in_features``; 1 for element-wise layers), which sets the tolerance."""
+    ``in_features``; 1 for element-wise layers), which sets the tolerance.
+
+    For a functional op unit: ``op`` is the op name (``add``, ``matmul``, ``softmax``; ``kind`` is the same),
+    ``source`` the file:line of the call in ``forward`` and ``arity`` the number of activation tensors it reads
+    (parameters, buffers and Python numbers excluded: ``x + y`` 2, ``attn * self.scale`` 1). Module layers
+    have ``op == ""``."""
 
     path: str
     kind: str
     source: str
     reduction: int
+    op: str = ""
+    arity: int = 1
+
+    @property
+    def is_op(self) -> bool:
+        return bool(self.op)
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A reference unit (module layer or functional op) a candidate found no runnable counterpart for.
+
+    ``missing``: the candidate has NO computation for it (a dropped residual add, a forgotten scale): a
+    structural difference, reported as a divergence by the driver unless the reference op is an identity on
+    the compared batch. Otherwise the unit could not be compared (e.g. fused in a way the driver cannot feed)
+    and is only listed, with ``reason``."""
+
+    path: str
+    reason: str
+    missing: bool = False
 
 
 class Candidate(ABC):
@@ -65,6 +97,10 @@ class Candidate(ABC):
         """Carried mode: run the whole model on ``x`` and yield (path, output) for each requested path, in
         execution order, without holding more than the current activations."""
 
+    supports_ops: ClassVar[bool] = False
+    """True when ``mapped_layers`` may return functional-op paths (``layer1.0/add``) and ``unmatched`` reports
+    the ops it has no counterpart for."""
+
     output_layout: ClassVar[str] = "reference"
     """``"reference"`` (default: outputs already in the reference layout) or ``"NHWC"`` (4-D outputs are
     transposed to NCHW by the driver before comparison)."""
@@ -78,6 +114,17 @@ class Candidate(ABC):
 
     def describe(self) -> dict[str, str]:
         return {"candidate": self.name}
+
+    def unmatched(self) -> list[Unmatched]:
+        """Reference units (from the last ``mapped_layers`` call) with no runnable counterpart, with the reason.
+        Default: none reported (the driver lists every unmapped, uncovered unit as "not mapped")."""
+        return []
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        """The candidate's whole-model output on ``x`` (reference layout), compared with the reference output;
+        None when the candidate cannot produce it (the result then says the output was not compared).
+        Default: None."""
+        return None
 
 
 CANDIDATES: Registry[type[Candidate]] = Registry("diff candidate")

@@ -17,10 +17,14 @@ class _Model(BaseModel):
 
 
 class LayerRow(_Model):
-    """One compared layer. ``path`` is the reference path the candidate maps; ``covers`` the reference layers
-    its counterpart computes (several for a fused ONNX Conv + BatchNorm). ``kind`` joins their classes;
-    ``source`` is the file:line of the class doing the main computation (the covered layer with the largest
-    reduction). ``ref_shape`` is the reference output shape (reference layout, batch first)."""
+    """One compared unit. ``path`` is the reference path the candidate maps (a module layer, or a functional
+    op ``layer1.0/add``); ``covers`` the reference units its counterpart computes (several for a fused ONNX
+    Conv + BatchNorm). ``kind`` joins their classes / op names; ``source`` is the file:line of the class doing
+    the main computation (the covered unit with the largest reduction), or of the op's call in ``forward``.
+    ``ref_shape`` is the reference output shape (reference layout, batch first). ``op``: the op name for a
+    functional op unit, "" for a module layer. ``missing``: set (to the reason) when the candidate has no
+    counterpart at all for this reference op: the row has no errors and counts as a divergence in every
+    mode."""
 
     index: int
     path: str
@@ -35,6 +39,8 @@ class LayerRow(_Model):
     golden: ErrorStats | None = None
     carried: ErrorStats | None = None
     notes: list[str] = Field(default_factory=list)
+    op: str = ""
+    missing: str = ""
 
 
 class Divergence(_Model):
@@ -49,9 +55,13 @@ class Divergence(_Model):
     max_abs: float
     tolerance: float
     ratio: float
+    missing: str = ""
+    """Set (the reason) when the divergence is a reference op the candidate has no counterpart for."""
 
     def describe(self) -> str:
         fused = f" (fused: {' + '.join(self.covers)})" if self.covers != [self.path] else ""
+        if self.missing:
+            return f"{self.path}: {self.kind} at {self.source} is missing in the candidate: {self.missing}"
         return (f"{self.path}{fused}: {self.kind} at {self.source}, max |err| {self.max_abs:.3g} > "
                 f"tolerance {self.tolerance:.3g} ({self.ratio:.1f}x)")
 
@@ -62,6 +72,21 @@ class ModeSummary(_Model):
     failed: int
     max_ratio: float
     """Largest ``max_abs / tolerance`` over the compared layers."""
+    ops: int = 0
+    """Compared units that are functional ops (``compared - ops`` are module layers)."""
+    reference_units: int = 0
+    """Reference units (module layers + functional ops) covered by the compared units."""
+    missing: int = 0
+    """Reference ops the candidate has no counterpart for (each a divergence, not in ``failed``)."""
+
+
+class NotCompared(_Model):
+    """A reference unit (module layer or functional op) that no compared unit covers, and why."""
+
+    path: str
+    kind: str
+    source: str
+    reason: str
 
 
 class LayerDiffResult(_Model):
@@ -83,13 +108,23 @@ class LayerDiffResult(_Model):
     layers: list[LayerRow]
     reference_layers: int
     not_compared: list[str]
-    """Reference layers neither mapped nor covered by a mapped layer."""
+    """Reference MODULE layers neither mapped nor covered by a mapped layer (ops: see ``uncompared``)."""
     first_divergent: dict[str, Divergence | None]
     summary: dict[str, ModeSummary]
     seconds: float
     notes: list[str] = Field(default_factory=list)
+    reference_ops: int = 0
+    """Functional ops in the reference ``forward`` (units besides the ``reference_layers`` module layers)."""
+    uncompared: list[NotCompared] = Field(default_factory=list)
+    """Every reference unit (module layer or functional op) not compared, with the reason."""
+    output: ErrorStats | None = None
+    """The candidate's whole-model output against the reference output (tolerance: the carried one,
+    accumulated over every compared unit); None when not compared (see ``output_note``)."""
+    output_note: str = ""
 
     @property
     def passed(self) -> bool:
-        """True when no mode has a divergent layer."""
-        return all(d is None for d in self.first_divergent.values())
+        """True when no mode has a divergent unit (a missing op counts) and the final output, when
+        compared, is within tolerance."""
+        diverged = any(d is not None for d in self.first_divergent.values())
+        return not diverged and (self.output is None or self.output.passed)

@@ -10,6 +10,7 @@ deleted right after. At no point are all activations in memory.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -18,8 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from repliscope.diff.base import Candidate, LayerInfo
-from repliscope.diff.layer_result import MODES, Divergence, LayerDiffResult, LayerRow, Mode, ModeSummary
+from repliscope.diff.base import Candidate, LayerInfo, Unmatched
+from repliscope.diff.layer_result import (
+    MODES,
+    Divergence,
+    LayerDiffResult,
+    LayerRow,
+    Mode,
+    ModeSummary,
+    NotCompared,
+)
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accumulate, compare_arrays, output_scale
 from repliscope.errors import RepliscopeError
@@ -42,17 +51,25 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
     start = time.perf_counter()
     layers = reference.layers(x)
     info = {layer.path: layer for layer in layers}
+    position = {layer.path: i for i, layer in enumerate(layers)}
     mapped = candidate.mapped_layers(layers)
     missing = [p for p in mapped if p not in info]
     if missing:
         raise RepliscopeError(f"the candidate maps {len(missing)} path(s) the reference does not have: "
                               f"{', '.join(missing[:20])}")
     covers = {p: candidate.covers(p) for p in mapped}
-    rows = {p: _row(i, p, covers[p], info) for i, p in enumerate(mapped)}
+    unmatched = {u.path: u for u in candidate.unmatched() if u.path in info}
+    covered = {p for group in covers.values() for p in group}
+    absent = [p for p, u in unmatched.items() if u.missing and p not in covered]
+    order = sorted([*mapped, *absent], key=position.__getitem__)
+    rows = {p: _row(i, p, covers.get(p, [p]), info) for i, p in enumerate(order)}
+    for p in absent:
+        rows[p].missing = unmatched[p].reason
     opener = {group[0]: p for p, group in covers.items()}
     tmp = Path(tempfile.mkdtemp(prefix="repliscope-diff-", dir=workdir)) if "carried" in modes else None
     local_tol: dict[str, float] = {}
     stash: dict[str, list[np.ndarray]] = {}
+    identity: list[str] = []
 
     def on_start(path: str, inputs: list[np.ndarray]) -> None:
         if "golden" in modes and path in opener:
@@ -64,6 +81,10 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
             return
         scale = output_scale(output)
         row.ref_shape, row.ref_max_abs, row.dtype = list(output.shape), scale, str(output.dtype)
+        if row.missing:
+            if len(inputs) == 1 and inputs[0].shape == output.shape and np.array_equal(inputs[0], output):
+                identity.append(path)
+            return
         local_tol[path] = policy.tolerance(path, row.kind.split("+"), output.dtype, row.reduction, scale)
         if "golden" in modes:
             cand = candidate.run_layer(path, stash.pop(path))
@@ -72,7 +93,7 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
             np.save(tmp / f"{row.index}.npy", output)
 
     try:
-        reference.run(x, on_start, on_end)
+        ref_out = reference.run(x, on_start, on_end)
         if tmp is not None:
             carried_tol = dict(zip(mapped, accumulate([local_tol.get(p, 0.0) for p in mapped]), strict=True))
             if policy.carried == "local":
@@ -84,22 +105,64 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
                 row.carried = _compare(row, np.asarray(ref), cand, candidate, carried_tol[path], policy.rel_floor)
                 del ref
                 file.unlink()
+        cand_out = candidate.output(x)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    uncompared = [NotCompared(path=p, kind=rows[p].kind, source=rows[p].source,
+                              reason="identity on this batch (output equals input); the candidate has no node "
+                                     "for it") for p in identity]
+    for p in identity:
+        del rows[p]
     ordered = sorted(rows.values(), key=lambda r: r.index)
-    covered = {p for group in covers.values() for p in group}
+    uncompared += [NotCompared(path=layer.path, kind=layer.kind, source=layer.source,
+                               reason=_why_not(layer, unmatched, candidate))
+                   for layer in layers if layer.path not in covered and layer.path not in rows
+                   and layer.path not in identity]
+    multi = reference.multi_output_ops(x)
+    uncompared += [NotCompared(path=m.path, kind=m.kind, source=m.source,
+                               reason="returns several tensors; not a unit (each consumer is compared, fed the "
+                                      "reference tensors)") for m in multi]
+    uncompared.sort(key=lambda n: position.get(n.path, -1))
     notes = list(getattr(candidate, "notes", []))
     if "carried" in modes:
-        notes += [f"'{r.path}': no carried output from the candidate" for r in ordered if r.carried is None]
+        notes += [f"'{r.path}': no carried output from the candidate" for r in ordered
+                  if r.carried is None and not r.missing]
+    output, output_note = _compare_output(ref_out, cand_out, [local_tol[p] for p in mapped if p in local_tol],
+                                          policy)
     return LayerDiffResult(
         reference={"framework": reference.name, "module": type(reference.module).__qualname__},
         candidate=candidate.describe(), modes=list(modes), input_shape=list(x.shape), input_dtype=str(x.dtype),
-        samples=list(samples), tolerance=policy, formula=FORMULA, layers=ordered, reference_layers=len(layers),
-        not_compared=[layer.path for layer in layers if layer.path not in covered],
+        samples=list(samples), tolerance=policy, formula=FORMULA, layers=ordered,
+        reference_layers=sum(1 for layer in layers if not layer.is_op),
+        reference_ops=sum(1 for layer in layers if layer.is_op),
+        not_compared=[layer.path for layer in layers if not layer.is_op and layer.path not in covered],
+        uncompared=uncompared, output=output, output_note=output_note,
         first_divergent={m: _first_divergent(ordered, m) for m in modes},
         summary={m: _summary(ordered, m) for m in modes}, seconds=time.perf_counter() - start, notes=notes,
     )
+
+
+def _why_not(layer: LayerInfo, unmatched: dict[str, Unmatched], candidate: Candidate) -> str:
+    if layer.path in unmatched:
+        return unmatched[layer.path].reason
+    if layer.is_op and not candidate.supports_ops:
+        return f"the {candidate.name} candidate compares module layers only, not functional ops"
+    return "the candidate maps no unit to it"
+
+
+def _compare_output(ref: np.ndarray, cand: np.ndarray | None, local: list[float],
+                    policy: TolerancePolicy) -> tuple[ErrorStats | None, str]:
+    """The final output, judged like a carried unit: the local tolerances of every compared unit accumulated
+    (or, with no compared unit, the element-wise formula at the output's magnitude)."""
+    if cand is None:
+        return None, "the candidate does not give its whole-model output"
+    cand = np.asarray(cand)
+    if cand.shape != ref.shape:
+        return None, f"output shape mismatch: reference {ref.shape} vs candidate {cand.shape}"
+    scale = output_scale(ref)
+    tol = accumulate(local)[-1] if local else policy.tolerance("<output>", [], ref.dtype, 1, scale)
+    return compare_arrays(ref, cand, tol, policy.rel_floor, scale), ""
 
 
 def _row(index: int, path: str, group: list[str], info: dict[str, LayerInfo]) -> LayerRow:
@@ -110,7 +173,7 @@ def _row(index: int, path: str, group: list[str], info: dict[str, LayerInfo]) ->
     main = max(members, key=lambda m: (m.reduction, m.path == path))
     return LayerRow(index=index, path=path, covers=list(group), kind="+".join(m.kind for m in members),
                     source=main.source, reduction=max(m.reduction for m in members), dtype="", ref_shape=[],
-                    ref_max_abs=0.0)
+                    ref_max_abs=0.0, op=info[path].op)
 
 
 def _compare(row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candidate, tol: float,
@@ -130,6 +193,10 @@ def _compare(row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candid
 
 def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:
     for row in rows:
+        if row.missing:
+            return Divergence(mode=mode, index=row.index, path=row.path, covers=row.covers, kind=row.kind,
+                              source=row.source, max_abs=math.inf, tolerance=0.0, ratio=math.inf,
+                              missing=row.missing)
         stats = row.golden if mode == "golden" else row.carried
         if stats is not None and not stats.passed:
             return Divergence(mode=mode, index=row.index, path=row.path, covers=row.covers, kind=row.kind,
@@ -139,7 +206,9 @@ def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:
 
 
 def _summary(rows: list[LayerRow], mode: Mode) -> ModeSummary:
-    stats = [s for s in (r.golden if mode == "golden" else r.carried for r in rows) if s is not None]
+    done = [r for r in rows if (r.golden if mode == "golden" else r.carried) is not None]
+    stats = [s for s in (r.golden if mode == "golden" else r.carried for r in done) if s is not None]
     passed = sum(1 for s in stats if s.passed)
     return ModeSummary(compared=len(stats), passed=passed, failed=len(stats) - passed,
-                       max_ratio=max((s.ratio for s in stats), default=0.0))
+                       max_ratio=max((s.ratio for s in stats), default=0.0), ops=sum(1 for r in done if r.op),
+                       reference_units=sum(len(r.covers) for r in done), missing=sum(1 for r in rows if r.missing))

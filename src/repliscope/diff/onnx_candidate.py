@@ -29,7 +29,8 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
 
-from repliscope.diff.base import Candidate, LayerInfo
+from repliscope.diff.base import Candidate, LayerInfo, Unmatched
+from repliscope.diff.onnx_ops import match_ops
 from repliscope.diff.onnx_units import Unit, assign_covers, partition
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes.base import ModelArtifact
@@ -43,6 +44,7 @@ class OnnxCandidate(Candidate):
     """
 
     name = "onnxruntime"
+    supports_ops = True
 
     def __init__(self, model: onnx.ModelProto | Path | str, threads: int = 2, source: str = "") -> None:
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
@@ -62,6 +64,9 @@ class OnnxCandidate(Candidate):
         self._by_key: dict[str, Unit] = {}
         self._covers: dict[str, list[str]] = {}
         self._sessions: dict[int, ort.InferenceSession] = {}
+        self._unmatched: list[Unmatched] = []
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self.output_name = graph.output[0].name
         self.notes: list[str] = []
 
     @classmethod
@@ -75,12 +80,15 @@ class OnnxCandidate(Candidate):
     # -- mapping -------------------------------------------------------------------------------------
 
     def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
-        """Reference paths with a golden-runnable unit, in reference order; also fixes ``covers``."""
-        paths = [layer.path for layer in reference_layers]
-        known = set(paths)
-        bases = {p.split("#", 1)[0] for p in paths}
+        """Reference paths with a golden-runnable unit (module layers and functional ops, see
+        ``onnx_ops.match_ops``), in reference order; also fixes ``covers`` and ``unmatched``."""
+        layers = [layer for layer in reference_layers if not layer.is_op]
+        ops = [layer for layer in reference_layers if layer.is_op]
+        known = {layer.path for layer in layers}
+        bases = {p.split("#", 1)[0] for p in known}
         self._units = partition(self._model.graph, bases)
         self._by_key = {}
+        self._unmatched = []
         self.notes = []
         for unit in self._units:
             if unit.key is None:
@@ -92,8 +100,24 @@ class OnnxCandidate(Candidate):
                                   f"{len(unit.outputs)} outputs; compared in carried mode only")
             else:
                 self._by_key[unit.key] = unit
+        pairs, missing, notes = match_ops(ops, self._units)
+        self.notes += notes
+        self._unmatched = list(missing)
+        arity = {op.path: op.arity for op in ops}
+        for path, unit in pairs.items():
+            if len(unit.outputs) != 1 or len(unit.inputs) != arity[path]:
+                self._unmatched.append(Unmatched(path, f"its ONNX unit {unit.fx} ({_ops(unit)}) reads "
+                                                 f"{len(unit.inputs)} activation tensor(s) and writes "
+                                                 f"{len(unit.outputs)}, the reference op reads {arity[path]}; "
+                                                 "it cannot be fed the reference inputs"))
+                continue
+            unit.key = path
+            self._by_key[path] = unit
         self._covers = assign_covers(reference_layers, list(self._by_key))
         return list(self._covers)
+
+    def unmatched(self) -> list[Unmatched]:
+        return list(self._unmatched)
 
     def covers(self, path: str) -> list[str]:
         return self._covers.get(path, [path])
@@ -109,9 +133,10 @@ class OnnxCandidate(Candidate):
         if unit is None:
             raise RepliscopeError(f"'{path}' is not a mapped layer of this ONNX model "
                                   "(call mapped_layers() first; see describe() and notes)")
-        if len(inputs) != 1:
-            raise RepliscopeError(f"'{path}': the ONNX unit takes 1 input, got {len(inputs)}")
-        (out,) = self._session(unit).run(unit.outputs, {unit.inputs[0]: np.ascontiguousarray(inputs[0])})
+        if len(inputs) != len(unit.inputs):
+            raise RepliscopeError(f"'{path}': the ONNX unit takes {len(unit.inputs)} input(s), got {len(inputs)}")
+        feed = {name: np.ascontiguousarray(a) for name, a in zip(unit.inputs, inputs, strict=True)}
+        (out,) = self._session(unit).run(unit.outputs, feed)
         return np.asarray(out)
 
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
@@ -133,8 +158,18 @@ class OnnxCandidate(Candidate):
             for name, value in zip(unit.outputs, outs, strict=True):
                 if remaining.get(name, 0) > 0:
                     values[name] = np.asarray(value)
+                if name == self.output_name:
+                    self._last = (x, np.asarray(value))
             if unit.key in wanted and unit.key in self._by_key:
                 yield unit.key, np.asarray(outs[0])
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        """The graph's output on ``x``: the one of the last ``forward_layers(x, ...)`` run when it was run on
+        this very array, else a unit-by-unit forward (same kernels as carried mode)."""
+        if self._last is None or self._last[0] is not x:
+            for _ in self.forward_layers(x, ()):
+                pass
+        return None if self._last is None else self._last[1]
 
     def _session(self, unit: Unit) -> ort.InferenceSession:
         session = self._sessions.get(unit.index)

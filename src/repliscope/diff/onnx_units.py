@@ -6,7 +6,10 @@ the aten op name, e.g. ``['', '_blocks.0', '_blocks.0._bn1', '_native_batch_norm
 A node's unit key is the DEEPEST scope that is a reference layer path (``_blocks.0._bn1``); consecutive
 nodes (in graph order) with the same key form one unit, and the n-th run of a key is that module's n-th
 call (``path#n``). Nodes whose scopes name no reference layer (a residual ``Add`` traced inside a block
-container, the root's ``view``) form unmapped units, run only in carried mode.
+container, the root's ``view``) are functional ops: one unit per FX node (the trailing name scope, e.g.
+``add_40``), with its aten op (``pkg.torch.onnx.fx_node``: ``target=torch.ops.aten.add.Tensor`` -> ``add``) and
+the file:line of the call (last frame of ``pkg.torch.onnx.stack_trace``); ``onnx_ops.match_ops`` pairs them with
+the reference's functional ops.
 
 The optimizer folds BatchNorm into the preceding Conv (and the ZeroPad2d into the Conv's pads); the fused
 node keeps the BatchNorm's scope, so the unit is keyed by the batch-norm path and covers the conv (and its
@@ -16,6 +19,7 @@ padding) too - see :func:`assign_covers`.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +28,10 @@ import onnx
 from repliscope.diff.base import LayerInfo
 
 SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+FX_NODE_KEY = "pkg.torch.onnx.fx_node"
+STACK_KEY = "pkg.torch.onnx.stack_trace"
+_TARGET = re.compile(r"target=torch\.ops\.\w+\.(\w+)(?:\.\w+)?\]")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 @dataclass
@@ -37,6 +45,12 @@ class Unit:
     nodes: list[onnx.NodeProto]
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    fx: str = ""
+    """Functional units: the FX node name (``add_40``); empty for module units."""
+    op: str = ""
+    """Functional units: the aten op (``add``, ``softmax``), else the FX name without its ``_n`` suffix."""
+    source: str = ""
+    """Functional units: ``file:line`` of the call in the exported model's ``forward`` ("" when unknown)."""
 
     @property
     def golden_ok(self) -> bool:
@@ -46,14 +60,36 @@ class Unit:
 
 def node_scopes(node: onnx.NodeProto) -> list[str]:
     """The module scopes of a node (outermost first, the trailing op name dropped); [] when absent."""
+    return _raw_scopes(node)[:-1]
+
+
+def _raw_scopes(node: onnx.NodeProto) -> list[str]:
+    value = _meta(node, SCOPES_KEY)
+    if value is None:
+        return []
+    try:
+        scopes = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return []
+    return [str(s) for s in scopes] if isinstance(scopes, list) else []
+
+
+def _meta(node: onnx.NodeProto, key: str) -> str | None:
     for prop in node.metadata_props:
-        if prop.key == SCOPES_KEY:
-            try:
-                scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
-                return []
-            return [str(s) for s in scopes[:-1]] if isinstance(scopes, list) else []
-    return []
+        if prop.key == key:
+            return str(prop.value)
+    return None
+
+
+def node_op(node: onnx.NodeProto) -> tuple[str, str, str]:
+    """(FX node name, aten op name, ``file:line`` of the call) of a node; empty strings when unknown."""
+    raw = _raw_scopes(node)
+    fx = raw[-1] if raw else ""
+    match = _TARGET.search(_meta(node, FX_NODE_KEY) or "")
+    op = match.group(1) if match else re.sub(r"_\d+$", "", fx)
+    frames = _FRAME.findall(_meta(node, STACK_KEY) or "")
+    source = f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+    return fx, op, source
 
 
 def partition(graph: onnx.GraphProto, layer_bases: set[str]) -> list[Unit]:
@@ -64,16 +100,18 @@ def partition(graph: onnx.GraphProto, layer_bases: set[str]) -> list[Unit]:
         scopes = node_scopes(node)
         base = next((s for s in reversed(scopes) if s in layer_bases), None)
         scope = scopes[-1] if scopes else ""
+        fx, op, source = node_op(node) if base is None else ("", "", "")
         last = units[-1] if units else None
         if last is not None and last.scope == (base if base is not None else scope) and (
-                (base is None) == (last.key is None)):
+                (base is None) == (last.key is None)) and last.fx == fx:
             last.nodes.append(node)
             continue
         key = None
         if base is not None:
             runs[base] = runs.get(base, 0) + 1
             key = base if runs[base] == 1 else f"{base}#{runs[base]}"
-        units.append(Unit(index=len(units), key=key, scope=base if base is not None else scope, nodes=[node]))
+        units.append(Unit(index=len(units), key=key, scope=base if base is not None else scope, nodes=[node],
+                          fx=fx, op=op, source=source))
     _wire(graph, units)
     return units
 
@@ -114,6 +152,8 @@ def assign_covers(layers: Sequence[LayerInfo], keys: Sequence[str]) -> dict[str,
     covers: dict[str, list[str]] = {}
     pending: list[str] = []
     for layer in layers:
+        if layer.is_op and layer.path not in key_set:
+            continue  # an unmatched functional op is never folded into a neighbour (see onnx_ops.match_ops)
         pending.append(layer.path)
         if layer.path in key_set:
             covers[layer.path] = _start_order(pending)

@@ -2,14 +2,18 @@
 
 Which modules are layers:
 
-* a module with parameters or buffers of its own (``recurse=False``), or with no child modules;
-  containers (``Sequential``, ``ModuleList``, a block that only calls its children) are not layers, but a
-  module with its own weights AND children (``Conv2dStaticSamePadding`` holding its ``static_padding``) is,
-  and so is each child;
+* a module with no child modules, or with parameters or buffers of its own (``recurse=False``) whose children
+  are all leaves (``Conv2dStaticSamePadding`` holding its ``static_padding``: it and its child are layers);
+  containers (``Sequential``, ``ModuleList``, a block that only calls its children, the root module, a
+  module whose own weights sit beside container children such as a ViT's position embedding) are not;
 * functional no-ops are skipped: ``Identity``, ``Dropout*`` in eval mode, zero-size padding, ``Flatten`` of
   an already flat tensor, and any module whose traced output IS its input tensor;
 * only modules actually called by ``forward`` (found by a trace), in the order their forward ENDS (a nested
   child before its parent). The n-th call (n >= 2) of a module is the layer ``path#n``.
+
+Functional ops called in a container's ``forward`` are units too (see ``ref_ops.py``), in call order among
+the layers: ``layer1.0/add``, ``blocks.0.attn/softmax``, ``/flatten`` (root), ``layer1.0/relu#2`` (the second
+``relu`` of that container call; a container's n-th call is ``path#n/op``). ``ops=False`` turns them off.
 
 Tensors handed to callbacks are numpy views of the torch tensors (reference layout, e.g. float32 NCHW
 (N, C, H, W) for convolutions, (N, F) for linear layers); copy what you keep.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from repliscope.diff.base import LayerInfo
+from repliscope.diff.ref_ops import activation_inputs, call_site, in_place, op_name, op_reduction
 from repliscope.runtimes.base import ModelArtifact
 
 StartCallback = Callable[[str, list[np.ndarray]], None]
@@ -53,16 +60,20 @@ class TracedLayer:
 class TorchReference:
     """A torch module (eval mode, CPU) observed layer by layer.
 
-    ``layers(example)`` traces one forward pass on ``example[:1]`` and returns the layers in the order their
-    forward ends; ``run(x, on_start, on_end)`` runs the forward on ``x`` calling the callbacks for every
-    traced layer. Only the CURRENT layer's tensors are handed out; nothing is kept.
+    ``layers(example)`` traces one forward pass on ``example[:1]`` and returns the layers (and, with ``ops``,
+    the functional ops) in the order their forward ends; ``run(x, on_start, on_end)`` runs the forward on
+    ``x`` calling the callbacks for every traced unit. Only the CURRENT unit's tensors are handed out;
+    nothing is kept. An op's callbacks get its activation inputs (parameters and buffers excluded).
     """
 
-    def __init__(self, module: nn.Module, name: str = "torch") -> None:
+    def __init__(self, module: nn.Module, name: str = "torch", ops: bool = True) -> None:
         self.module = module.eval()
         self.name = name
+        self.ops = ops
         self._paths = {m: p for p, m in module.named_modules()}
+        self._constants = {id(t) for t in (*module.parameters(), *module.buffers())}
         self._traced: list[TracedLayer] | None = None
+        self._multi: list[LayerInfo] = []
 
     @classmethod
     def from_artifact(cls, artifact: ModelArtifact) -> TorchReference:
@@ -105,6 +116,10 @@ class TorchReference:
             shapes_in[path] = tuple(inputs[0].shape) if inputs else ()
 
         def end(path: str, inputs: list[torch.Tensor], output: Any) -> None:
+            if "/" in path:  # a functional op (already filtered by _OpMode)
+                info = ops_seen[path]
+                traced.append(TracedLayer(info, shapes_in.get(path, ()), tuple(output.shape)))
+                return
             module = self._module_of(path)
             if not isinstance(output, torch.Tensor) or _is_noop(module, inputs, output):
                 return
@@ -113,48 +128,122 @@ class TorchReference:
                              reduction=reduction_length(module, in_shape, out_shape))
             traced.append(TracedLayer(info, in_shape, out_shape))
 
-        self._forward(example, start, end)
+        ops_seen: dict[str, LayerInfo] = {}
+        self._forward(example, start, end, ops_seen)
         return traced
+
+    def multi_output_ops(self, example: np.ndarray) -> list[LayerInfo]:
+        """Functional ops returning several tensors (``q, k = t.chunk(2)``): not units (a golden comparison
+        needs one output), but their consumers are, each fed the reference tensors; listed as not compared."""
+        self.trace(example)
+        return list(self._multi)
 
     def _module_of(self, path: str) -> nn.Module:
         return self.module.get_submodule(path.split("#", 1)[0]) if path.split("#", 1)[0] else self.module
 
     def _forward(self, x: np.ndarray, start: Callable[[str, list[torch.Tensor]], None],
-                 end: Callable[[str, list[torch.Tensor], Any], None]) -> Any:
+                 end: Callable[[str, list[torch.Tensor], Any], None],
+                 describe_ops: dict[str, LayerInfo] | None = None) -> Any:
+        """Run the module once with hooks on every module (layers: ``start``/``end``; containers: the scope
+        of the ops called in their ``forward``) and, with ``ops``, the op mode. ``describe_ops``: filled with
+        each op's :class:`LayerInfo` (trace only)."""
         calls: dict[nn.Module, int] = {}
-        stack: list[str] = []
+        stack: list[tuple[str, bool]] = []
         handles = []
+        layer_ids = {id(m) for m in self.module.modules()
+                     if is_layer_module(m) and (m is not self.module or not any(True for _ in m.children()))}
 
         def pre_hook(module: nn.Module, args: tuple[Any, ...]) -> None:
             calls[module] = calls.get(module, 0) + 1
             base = self._paths[module]
             path = base if calls[module] == 1 else f"{base}#{calls[module]}"
-            stack.append(path)
-            start(path, [a for a in args if isinstance(a, torch.Tensor)])
+            is_layer = id(module) in layer_ids
+            stack.append((path, is_layer))
+            if is_layer:
+                stack.append(("", True))  # callbacks may call torch: never seen as ops
+                start(path, [a for a in args if isinstance(a, torch.Tensor)])
+                stack.pop()
 
         def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            path = stack.pop()
-            end(path, [a for a in args if isinstance(a, torch.Tensor)], output)
+            path, is_layer = stack[-1]
+            if is_layer:
+                stack.append(("", True))
+                end(path, [a for a in args if isinstance(a, torch.Tensor)], output)
+                stack.pop()
+            stack.pop()
 
         for module in self.module.modules():
-            if is_layer_module(module):
-                handles.append(module.register_forward_pre_hook(pre_hook))
-                handles.append(module.register_forward_hook(hook))
+            handles.append(module.register_forward_pre_hook(pre_hook))
+            handles.append(module.register_forward_hook(hook))
         arr = np.ascontiguousarray(x)
         if not arr.flags.writeable:
             arr = arr.copy()
+        mode = _OpMode(stack, self._constants, start, end, describe_ops) if self.ops else None
         try:
             with torch.inference_mode():
-                return self.module(torch.from_numpy(arr))
+                if mode is None:
+                    return self.module(torch.from_numpy(arr))
+                with mode:
+                    return self.module(torch.from_numpy(arr))
         finally:
             for h in handles:
                 h.remove()
+            if mode is not None and describe_ops is not None:
+                self._multi = list(mode.multi.values())
+
+
+class _OpMode(TorchFunctionMode):
+    """Reports each functional op called while the innermost running module is a container (see ref_ops)."""
+
+    def __init__(self, stack: list[tuple[str, bool]], constants: set[int],
+                 start: Callable[[str, list[torch.Tensor]], None], end: Callable[[str, list[torch.Tensor], Any], None],
+                 describe: dict[str, LayerInfo] | None) -> None:
+        super().__init__()
+        self.stack, self.constants, self.start, self.end, self.describe = stack, constants, start, end, describe
+        self.counts: dict[str, Counter[str]] = {}
+        self.multi: dict[str, LayerInfo] = {}
+        """Ops returning several tensors (``chunk``, ``split``): named, not units (their consumers are)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        if not self.stack or self.stack[-1][1]:
+            return func(*args, **kwargs)
+        inputs = activation_inputs(args, kwargs, self.constants)
+        if not inputs:
+            return func(*args, **kwargs)
+        before = [t.clone() for t in inputs] if in_place(func) else inputs
+        out = func(*args, **kwargs)
+        several = isinstance(out, tuple | list) and len(out) > 1 and all(isinstance(t, torch.Tensor) for t in out)
+        same = isinstance(out, torch.Tensor) and not in_place(func) and any(out is t for t in inputs)
+        if not several and (not isinstance(out, torch.Tensor) or same):
+            return out
+        scope = self.stack[-1][0]
+        name = op_name(func)
+        counter = self.counts.setdefault(scope, Counter())
+        counter[name] += 1
+        path = f"{scope}/{name}" + (f"#{counter[name]}" if counter[name] > 1 else "")
+        if self.describe is not None:
+            info = LayerInfo(path=path, kind=name, source=call_site(), op=name, arity=len(inputs),
+                             reduction=1 if several else op_reduction(name, args, kwargs, out))
+            if several:
+                self.multi[path] = info
+            else:
+                self.describe[path] = info
+        if not several:
+            self.start(path, before)
+            self.end(path, before, out)
+        return out
 
 
 def is_layer_module(module: nn.Module) -> bool:
-    """A module with parameters/buffers of its own, or without children (see the module docstring)."""
+    """A module without children, or with parameters/buffers of its own and only leaf children (see the module
+    docstring; the root module is a layer only when it has no children)."""
+    children = list(module.children())
+    if not children:
+        return True
     own = any(True for _ in module.parameters(recurse=False)) or any(True for _ in module.buffers(recurse=False))
-    return own or not any(True for _ in module.children())
+    return own and not any(any(True for _ in c.children()) for c in children)
 
 
 def _is_noop(module: nn.Module, inputs: Sequence[torch.Tensor], output: torch.Tensor) -> bool:
