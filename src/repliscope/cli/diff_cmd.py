@@ -6,16 +6,17 @@ Register with ``register(app)``. Forms::
     repliscope diff MANIFEST --runtimes torch onnxruntime [--dataset foolbox_imagenet] [--json]
     repliscope diff MANIFEST [--runtimes torch onnxruntime] --layers [--mode golden|carried|both] [--batch 8]
                     [--plot out.png] [--json]
-    repliscope diff MANIFEST --candidate PATH --layers ...
+    repliscope diff MANIFEST --candidate X [--candidate-format onnx|tflite|savedmodel|keras|torch]
+                    [--mapping FILE] [--save-mapping FILE] ...
 
-Exit code 1 when a layer diff finds a layer over tolerance (golden mode if run, else carried), 2 on errors.
+Exit code 1 when a layer diff finds a layer over tolerance in ANY mode run, 2 on errors.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,6 +28,7 @@ from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
     from repliscope.diff.base import Candidate
+    from repliscope.diff.candidate_format import BuiltCandidate
     from repliscope.diff.layer_result import LayerDiffResult
     from repliscope.diff.task import TaskDiffResult
     from repliscope.evaluation.run import PreparedRun
@@ -50,8 +52,17 @@ def diff(
     mode: Annotated[str, typer.Option(help="Layer diff mode: golden | carried | both.")] = "both",
     batch: Annotated[int, typer.Option(min=1, help="Samples in the layer-diff batch / task-level batch size.")]
     = 8,
-    candidate: Annotated[Path | None, typer.Option(help="A re-implementation to compare layer by layer "
-                                                        "(e.g. a Keras port).")] = None,
+    candidate: Annotated[str | None, typer.Option(
+        help="A re-implementation to compare layer by layer: a .onnx, .tflite or .keras file, a TensorFlow "
+             "SavedModel folder, a Keras port folder, or a torch factory module:function.")] = None,
+    candidate_format: Annotated[str | None, typer.Option(
+        help="Force the candidate format: onnx | tflite | savedmodel | keras | torch (default: detected).")]
+    = None,
+    mapping: Annotated[Path | None, typer.Option(
+        help="YAML 'reference_path: candidate_unit' pairing layers (default: by name, else proposed).")] = None,
+    save_mapping: Annotated[Path | None, typer.Option(
+        help="Write the mapping used (e.g. the proposed one) here, to check, edit and pass to --mapping.")]
+    = None,
     tolerance_k: Annotated[float | None, typer.Option(help="Tolerance factor k (see repliscope.diff.tolerance)."
                                                       )] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the per-layer error plot (PNG) here.")] = None,
@@ -61,7 +72,8 @@ def diff(
 ) -> None:
     """Compare two runs, two runtimes, or a candidate implementation with the torch reference."""
     try:
-        check_arguments(run_b, runtimes, layers or candidate is not None, candidate)
+        check_arguments(run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping,
+                        save_mapping)
         if run_b is not None:
             result: Any = _records(target, run_b, db)
             failed = False
@@ -73,9 +85,8 @@ def diff(
                 raise RepliscopeError(f"--mode must be golden, carried or both, not '{mode}'")
             if layers or candidate is not None:
                 result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k,
-                                 threads)
-                decisive = result.first_divergent.get("golden", result.first_divergent.get("carried"))
-                failed = decisive is not None
+                                 threads, LayerOptions(candidate_format, mapping, save_mapping, as_json))
+                failed = not result.passed
                 if plot is not None:
                     from repliscope.diff.plot import plot_layer_errors
 
@@ -105,7 +116,8 @@ def diff(
 
 
 def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_level: bool,
-                    candidate: Path | None) -> None:
+                    candidate: str | None, candidate_format: str | None = None, mapping: Path | None = None,
+                    save_mapping: Path | None = None) -> None:
     """Refuse, before any work, a command line whose parts do not go together: ``--runtimes`` takes exactly
     two runtime names (an option in their place means one was missing), names it does not know, and a
     second argument (RUN_B) beside the options that need a MANIFEST."""
@@ -116,7 +128,7 @@ def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_l
                                   f"it got '{runtimes[0]} {runtimes[1]}': '{flag}' is an option, so a runtime name "
                                   "is missing")
         if layer_level:
-            _check_layer_runtimes(runtimes, candidate)
+            _check_layer_runtimes(runtimes, candidate, candidate_format)
         else:
             from repliscope.runtimes import RUNTIMES
 
@@ -125,35 +137,55 @@ def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_l
                     raise RepliscopeError(f"unknown runtime 'keras' (allowed: {', '.join(RUNTIMES.names())}); a "
                                           "Keras port is compared layer by layer: --candidate PATH --layers")
                 RUNTIMES.get(name)  # unknown -> UnknownNameError listing the runtimes
+    if candidate is None and (candidate_format or mapping or save_mapping):
+        raise RepliscopeError("--candidate-format, --mapping and --save-mapping go with --candidate X")
     if candidate is not None:
-        from repliscope.diff.keras_candidate import check_port_path
+        from repliscope.diff.candidate_format import check_format, detect_format
 
-        check_port_path(candidate)
+        fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
+        if fmt == "keras" and Path(candidate).exists() and mapping is None:
+            from repliscope.diff.keras_candidate import check_port_path
+
+            check_port_path(Path(candidate))
+        if mapping is not None and not mapping.is_file():
+            raise RepliscopeError(f"--mapping {mapping}: no such file")
     if run_b is not None and (runtimes is not None or layer_level):
         raise RepliscopeError(f"RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need "
                               f"one MANIFEST (an extra argument '{run_b}' was given: --runtimes takes exactly two "
                               "names)")
 
 
-def _check_layer_runtimes(runtimes: tuple[str, str], candidate: Path | None) -> None:
+def runtime_candidates() -> list[str]:
+    """Runtimes that are also layer-diff candidates built from the manifest's model (``from_artifact``)."""
     from repliscope.diff import CANDIDATES
+    from repliscope.runtimes import RUNTIMES
+
+    return [n for n in CANDIDATES.names() if n in RUNTIMES and hasattr(CANDIDATES.get(n), "from_artifact")]
+
+
+def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, candidate_format: str | None) -> None:
+    from repliscope.diff.candidate_format import FORMATS
+    from repliscope.runtimes import RUNTIMES
 
     ref, cand = runtimes
     if ref != "torch":
         raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {cand}), not '{ref}'")
     if candidate is not None:
-        if cand != "keras":
-            raise RepliscopeError(f"--candidate {candidate} is a Keras port: give --runtimes torch keras or leave "
-                                  f"--runtimes out (not '{cand}')")
+        from repliscope.diff.candidate_format import check_format, detect_format
+
+        fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
+        if cand != fmt:
+            raise RepliscopeError(f"--candidate {candidate} is a {fmt} candidate: give --runtimes torch {fmt} or "
+                                  f"leave --runtimes out (not '{cand}')")
         return
-    if cand == "keras":
-        raise RepliscopeError("a Keras candidate is a re-implementation, not a runtime: give --candidate PATH (a "
-                              "port folder with model.py and mapping.yaml, its mapping .yaml, or a converted "
-                              ".keras file)")
-    if cand not in CANDIDATES:
-        allowed = [n for n in CANDIDATES.names() if n != "keras"]
-        raise RepliscopeError(f"unknown layer-diff candidate '{cand}' (allowed: {', '.join(allowed)}; a Keras "
-                              "port: --candidate PATH)")
+    if cand in FORMATS and cand not in runtime_candidates():
+        raise RepliscopeError(f"a {cand} candidate is a re-implementation, not a runtime: give --candidate X "
+                              f"({FORMATS[cand]})")
+    if cand not in runtime_candidates():
+        allowed = ", ".join(runtime_candidates())
+        known = f"'{cand}' is a runtime without layer-by-layer execution" if cand in RUNTIMES else \
+            f"unknown layer-diff candidate '{cand}'"
+        raise RepliscopeError(f"{known} (allowed: {allowed}; a re-implementation: --candidate X)")
 
 
 def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
@@ -175,8 +207,17 @@ def _runtimes(manifest: Path, runtimes: tuple[str, str], dataset: str, batch: in
                          threads=threads)
 
 
-def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: Path | None, dataset: str,
-            batch: int, modes: list[str], tolerance_k: float | None, threads: int) -> LayerDiffResult:
+@dataclass(frozen=True)
+class LayerOptions:
+    candidate_format: str | None = None
+    mapping: Path | None = None
+    save_mapping: Path | None = None
+    as_json: bool = False
+
+
+def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: str | None, dataset: str,
+            batch: int, modes: list[str], tolerance_k: float | None, threads: int,
+            options: LayerOptions | None = None) -> LayerDiffResult:
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.layers import diff_layers
     from repliscope.diff.reference import TorchReference
@@ -184,31 +225,81 @@ def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: Pa
     from repliscope.diff.tolerance import TolerancePolicy
     from repliscope.evaluation.run import RunSettings, prepare
 
+    opts = options or LayerOptions()
     cand_name = runtimes[1] if runtimes else "onnxruntime"  # the reference is torch (check_arguments)
     prepared = prepare(manifest, RunSettings(runtime="torch", threads=threads, batch_size=batch))
     reference = TorchReference.from_artifact(prepared.artifact)
-    cand = _candidate(prepared, reference, cand_name, candidate_path, threads)
     ids, x = first_batch(prepared.pipeline, resolve_dataset(dataset), batch,
                          tuple(prepared.artifact.input_shape[1:]))
+    built = _candidate(prepared, reference, cand_name, candidate_path, threads, x, opts)
+    cand = built.candidate if built is not None else _runtime_candidate(prepared, cand_name, threads)
+    limits: dict[str, str] = dict(getattr(cand, "mode_limits", {}))
+    run_modes = [m for m in modes if m not in limits]
+    if not run_modes:
+        raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))
     policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
-    return diff_layers(reference, cand, x, modes=modes, tolerance=policy, samples=ids)  # type: ignore[arg-type]
+    result = diff_layers(reference, cand, x, modes=run_modes, tolerance=policy, samples=ids)  # type: ignore[arg-type]
+    extra = [f"{m} mode not run: {limits[m]}" for m in modes if m in limits]
+    if built is not None:
+        result.candidate = {**result.candidate, "format": built.format, "mapping_origin": built.mapping_origin}
+        if built.mapping_origin == "proposed":
+            result.candidate["unpaired_candidate_units"] = built.unpaired_candidate
+            extra.append(f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "
+                         f"{len(built.unpaired_candidate)} candidate units unpaired): check it "
+                         "(--save-mapping FILE), edit it and pass it back with --mapping FILE")
+    result.notes = extra + list(result.notes)
+    return result
 
 
-def _candidate(prepared: PreparedRun, reference: Any, name: str, path: Path | None, threads: int) -> Candidate:
+def _candidate(prepared: PreparedRun, reference: Any, name: str, path: str | None, threads: int,
+               x: Any, opts: LayerOptions) -> BuiltCandidate | None:
+    """The ``--candidate`` re-implementation with its mapping (proposal printed / saved), or None for a
+    runtime candidate."""
+    if path is None:
+        return None
+    from repliscope.cli.common import quiet_keras
+    from repliscope.diff.candidate_format import build_candidate, detect_format
+
+    fmt = opts.candidate_format or detect_format(path)
+    if fmt in ("keras", "tflite", "savedmodel"):
+        quiet_keras()
+    built = build_candidate(fmt, path, reference, x, mapping_file=opts.mapping, threads=threads)
+    if built.mapping_origin == "proposed" and not opts.as_json:
+        print_proposal(built)
+    if opts.save_mapping is not None:
+        from repliscope.diff.mapping import save_mapping
+
+        if not built.mapping:
+            raise RepliscopeError(f"--save-mapping: the {fmt} candidate is paired by its {built.mapping_origin}, "
+                                  "not by a name mapping")
+        save_mapping(built.mapping, opts.save_mapping,
+                     header=f"layer mapping ({built.mapping_origin}) for --candidate {path}\n"
+                            "reference_path: candidate_unit; edit, then pass with --mapping FILE")
+        target = sys.stderr if opts.as_json else sys.stdout
+        print(f"mapping ({len(built.mapping)} pairs) written to {opts.save_mapping}", file=target)
+    return built
+
+
+def _runtime_candidate(prepared: PreparedRun, name: str, threads: int) -> Candidate:
     from repliscope.diff import CANDIDATES
     from repliscope.evaluation.artifacts import default_cache_dir
 
-    if path is not None:
-        from repliscope.cli.common import quiet_keras
-
-        quiet_keras()
-        if "keras" not in CANDIDATES:
-            importlib.import_module("repliscope.diff.keras_candidate")
-        cls: Any = CANDIDATES.get("keras")
-        return cls.from_path(path, reference.module)
-    cls = CANDIDATES.get(name)
+    cls: Any = CANDIDATES.get(name)
     return cls.from_artifact(prepared.artifact, cache_dir=prepared.settings.cache_dir or default_cache_dir(),
                              threads=threads)
+
+
+def print_proposal(built: BuiltCandidate) -> None:
+    """The proposed mapping: reference path -> candidate unit (op), then the unpaired units."""
+    table = Table(title=f"proposed layer mapping ({built.format}): check it, save it with --save-mapping FILE")
+    for col in ("reference", "candidate unit", "op"):
+        table.add_column(col, overflow="fold")
+    for ref, unit in built.mapping.items():
+        table.add_row(ref, unit, built.ops.get(unit, ""))
+    console.print(table)
+    if built.unpaired_candidate:
+        console.print(f"[dim]candidate units left unpaired ({len(built.unpaired_candidate)}): "
+                      f"{', '.join(built.unpaired_candidate[:10])}[/]")
 
 
 def print_task_diff(r: TaskDiffResult) -> None:
@@ -253,8 +344,16 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         first = r.first_divergent[mode]
         colour = "green" if first is None else "red"
         verdict = "all layers within tolerance" if first is None else f"first divergent: {first.describe()}"
-        console.print(f"{mode:8s}  [{colour}]{s.passed}/{s.compared} passed[/], max err/tol {s.max_ratio:.3g}; "
-                      f"{verdict}")
+        covered = getattr(s, "reference_units", 0) or len(
+            {p for row in r.layers if (row.golden if mode == "golden" else row.carried) is not None
+             for p in row.covers})
+        console.print(f"{mode:8s}  [{colour}]{s.passed}/{s.compared} passed[/] (covering {covered} reference "
+                      f"units), max err/tol {s.max_ratio:.3g}; {verdict}")
+    for mode in ("golden", "carried"):
+        if mode not in r.modes:
+            reason = next((n for n in r.notes if n.startswith(f"{mode} mode not run")), f"{mode} mode not run "
+                          "(--mode)")
+            console.print(f"{mode:8s}  [yellow]{reason}[/]")
     table = Table(title="worst 15 layers (max |err| / tolerance)")
     for col in ("#", "path", "output shape", *r.modes):
         table.add_column(col, overflow="fold")
@@ -268,7 +367,22 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         table.add_row(str(row.index), row.path, "x".join(map(str, row.ref_shape)),
                       *[f"{s.ratio:.3g}" if s else "-" for s in stats])
     console.print(table)
-    if r.not_compared:
-        console.print(f"[dim]not compared ({len(r.not_compared)}): {', '.join(r.not_compared[:10])}[/]")
-    for note in r.notes[:10]:
+    output = getattr(r, "output", None)
+    if output is not None:
+        colour = "green" if output.passed else "red"
+        console.print(f"output    [{colour}]max |err| {output.max_abs:.3g}, tolerance {output.tolerance:.3g}[/]")
+    elif getattr(r, "output_note", ""):
+        console.print(f"output    [yellow]not compared: {r.output_note}[/]")
+    uncompared = getattr(r, "uncompared", None)
+    if uncompared:
+        console.print(f"[yellow]not compared ({len(uncompared)}):[/] "
+                      + "; ".join(f"{u.path} ({u.reason})" for u in uncompared))
+    elif r.not_compared:
+        console.print(f"[yellow]not compared ({len(r.not_compared)}):[/] {', '.join(r.not_compared)}")
+    else:
+        console.print("every reference unit was compared")
+    notes = [n for n in r.notes if not n.startswith(("golden mode not run", "carried mode not run"))]
+    for note in notes[:20]:
         console.print(f"[dim]note: {note}[/]")
+    if len(notes) > 20:
+        console.print(f"[dim]... {len(notes) - 20} more notes (--json shows all)[/]")

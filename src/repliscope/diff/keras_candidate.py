@@ -27,6 +27,7 @@ import numpy as np
 from repliscope.convert.keras_target import convert_state_dict, import_keras, load_port
 from repliscope.convert.mapping import LayerMapping, load_mapping
 from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
+from repliscope.diff.mapping import NamedCandidate, UnitInfo
 from repliscope.errors import RepliscopeError
 
 
@@ -164,29 +165,7 @@ class KerasCandidate(Candidate):
         for path in paths:
             out_tensor = self.unit(path)[-1]._inbound_nodes[0].outputs[0]
             wanted.setdefault(id(out_tensor), []).append(path)
-        nodes = [n for depth in sorted(self.model._nodes_by_depth, reverse=True)
-                 for n in self.model._nodes_by_depth[depth]]
-        consumers: Counter[int] = Counter()
-        for node in nodes:
-            for t in node.input_tensors:
-                consumers[id(t)] += 1
-        values: dict[int, Any] = {id(self.model.inputs[0]): to_keras_layout(np.asarray(x, dtype=np.float32))}
-        for node in nodes:
-            if not node.operation or node.is_input:
-                continue
-            args, kwargs = node.arguments.fill_in(values)
-            if isinstance(node.operation, self.keras.layers.Layer):
-                kwargs = {**kwargs, "training": False}
-            out = node.operation(*args, **kwargs)
-            for t in node.input_tensors:
-                consumers[id(t)] -= 1
-                if consumers[id(t)] <= 0:
-                    values.pop(id(t), None)
-            for t, value in zip(node.outputs, self.keras.tree.flatten(out), strict=True):
-                for path in wanted.get(id(t), ()):
-                    yield path, to_reference_layout(self.keras.ops.convert_to_numpy(value))
-                if consumers[id(t)] > 0:
-                    values[id(t)] = value
+        yield from stream_outputs(self.keras, self.model, x, wanted)
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def claimed(self, layer_name: str) -> bool:
@@ -204,6 +183,97 @@ class KerasCandidate(Candidate):
                 or len(parent._outbound_nodes) != 1):
             return None
         return parent
+
+
+def stream_outputs(keras: Any, model: Any, x: np.ndarray, wanted: dict[int, list[str]]
+                   ) -> Iterator[tuple[str, np.ndarray]]:
+    """Run the functional ``model`` node by node on ``x`` (reference layout), yielding (name, output in the
+    reference layout) for every name in ``wanted`` (``id`` of a Keras output tensor -> names) as soon as it is
+    computed, and dropping every intermediate tensor once its last consumer has run."""
+    nodes = [n for depth in sorted(model._nodes_by_depth, reverse=True) for n in model._nodes_by_depth[depth]]
+    consumers: Counter[int] = Counter()
+    for node in nodes:
+        for t in node.input_tensors:
+            consumers[id(t)] += 1
+    values: dict[int, Any] = {id(model.inputs[0]): to_keras_layout(np.asarray(x, dtype=np.float32))}
+    for node in nodes:
+        if not node.operation or node.is_input:
+            continue
+        args, kwargs = node.arguments.fill_in(values)
+        if isinstance(node.operation, keras.layers.Layer):
+            kwargs = {**kwargs, "training": False}
+        out = node.operation(*args, **kwargs)
+        for t in node.input_tensors:
+            consumers[id(t)] -= 1
+            if consumers[id(t)] <= 0:
+                values.pop(id(t), None)
+        for t, value in zip(node.outputs, keras.tree.flatten(out), strict=True):
+            for name in wanted.get(id(t), ()):
+                yield name, to_reference_layout(keras.ops.convert_to_numpy(value))
+            if consumers[id(t)] > 0:
+                values[id(t)] = value
+
+
+class KerasLayersCandidate(NamedCandidate):
+    """Any functional Keras model (e.g. a ``.keras`` file without a conversion mapping) under its own layer
+    names, paired with the reference by ``--mapping`` or the proposed mapping. Units: every layer but the
+    input, in graph order; golden: the layer called on the reference inputs (layout converted);
+    carried: :func:`stream_outputs`. NHWC for 4-D tensors, like every Keras image model."""
+
+    name: ClassVar[str] = "keras"
+    layout: ClassVar[str] = "NHWC"
+    output_layout: ClassVar[str] = "reference"
+
+    def __init__(self, model: Any, source: str = "") -> None:
+        super().__init__()
+        self.keras = import_keras()
+        self.model = model
+        self.source = source
+        self._layers = {layer.name: layer for layer in model.layers
+                        if not isinstance(layer, self.keras.layers.InputLayer)}
+
+    @classmethod
+    def from_file(cls, path: Path) -> KerasLayersCandidate:
+        keras = import_keras()
+        try:
+            model = keras.saving.load_model(path, compile=False)
+        except Exception as exc:
+            raise RepliscopeError(f"cannot load the Keras model '{path}': {type(exc).__name__}: {exc}") from exc
+        return cls(model, source=str(path))
+
+    def units(self, x: np.ndarray) -> list[UnitInfo]:
+        batch = int(x.shape[0])
+        return [UnitInfo(name, type(layer).__name__,
+                         (batch, *[int(d) if d is not None else -1 for d in tuple(layer.output.shape)[1:]]))
+                for name, layer in self._layers.items()]
+
+    def _names(self) -> list[str]:
+        return list(self._layers)
+
+    def describe(self) -> dict[str, str]:
+        return {"candidate": self.name, "model": str(self.model.name), "source": self.source}
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        layer = self._layers.get(path)
+        if layer is None:
+            raise RepliscopeError(f"the Keras model '{self.model.name}' has no layer '{path}'")
+        args = [to_keras_layout(np.asarray(a, dtype=np.float32)) for a in inputs]
+        out = layer(args[0] if len(args) == 1 else args, training=False)
+        return to_reference_layout(self.keras.ops.convert_to_numpy(out))
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        """The model's output on ``x`` (reference layout in and out)."""
+        out = self.model(to_keras_layout(np.asarray(x, dtype=np.float32)), training=False)
+        return to_reference_layout(self.keras.ops.convert_to_numpy(out))
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        wanted: dict[int, list[str]] = {}
+        for name in paths:
+            layer = self._layers.get(name)
+            if layer is None:
+                raise RepliscopeError(f"the Keras model '{self.model.name}' has no layer '{name}'")
+            wanted.setdefault(id(layer._inbound_nodes[0].outputs[0]), []).append(name)
+        yield from stream_outputs(self.keras, self.model, x, wanted)
 
 
 def _template_regex(template: str) -> re.Pattern[str]:

@@ -1,15 +1,22 @@
-"""Any pair of implementations, given a user mapping of layer names (YAML ``{reference_path: candidate_name}``).
+"""Any pair of implementations, given a mapping of layer names (YAML ``{reference_path: candidate_name}``).
 
-:class:`MappedCandidate` wraps a candidate that speaks its OWN layer names (``run_layer(name, ...)``,
-``forward_layers(x, names)``) and presents it under the reference paths, so the layer diff can compare it.
+:class:`NamedCandidate` is a candidate that speaks its OWN unit names (a TFLite tensor, a TensorFlow op, a
+torch port's module path, a Keras layer): it lists its units (:class:`UnitInfo`, execution order), runs one
+(``run_layer(name, ...)``, golden) or the whole model (``forward_layers(x, names)``, carried), and says which
+modes it supports and why not the others. :class:`MappedCandidate` presents it under the reference paths
+through a mapping (from ``--mapping FILE`` or proposed by :mod:`repliscope.diff.auto_mapping`), so the layer
+diff can compare it.
 """
 
 from __future__ import annotations
 
 import difflib
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import yaml
@@ -68,29 +75,107 @@ def _with_hints(names: list[str], known: list[str]) -> str:
     return ", ".join(parts)
 
 
+def save_mapping(mapping: Mapping[str, str], path: str | Path, header: str = "") -> None:
+    """Write ``mapping`` as YAML ``reference_path: candidate_name`` in its order (``header``: comment lines)."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{yaml.safe_dump(k, width=10**6).strip().removesuffix('...').strip()}: "
+              f"{yaml.safe_dump(v, width=10**6).strip().removesuffix('...').strip()}" for k, v in mapping.items()]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+MODE_NAMES = ("golden", "carried")
+
+
+@dataclass(frozen=True)
+class UnitInfo:
+    """One candidate unit: its ``name`` (what a mapping file names), ``op`` (op type or layer class) and
+    ``shape`` (output shape in the CANDIDATE's layout, batch of the probe first, e.g. (1, 112, 112, 32))."""
+
+    name: str
+    op: str
+    shape: tuple[int, ...]
+
+
+class NamedCandidate(Candidate):
+    """A candidate under its own unit names. ``layout``: ``"NCHW"`` (the reference's) or ``"NHWC"``; an NHWC
+    candidate transposes 4-D inputs itself and sets ``output_layout = "NHWC"`` for the driver.
+
+    ``mode_limits``: mode -> why this candidate cannot run it (absent = supported); the CLI runs the other
+    modes and prints the reason, never skipping a mode silently."""
+
+    layout: ClassVar[str] = "NCHW"
+
+    def __init__(self) -> None:
+        self.mode_limits: dict[str, str] = {}
+        self.notes: list[str] = []
+
+    @abstractmethod
+    def units(self, x: np.ndarray) -> list[UnitInfo]:
+        """Every unit in execution order, with output shapes for the probe batch ``x`` (reference layout)."""
+
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        """Without a mapping: the reference paths that are also unit names (a torch port with the same
+        module tree)."""
+        names = set(self._names())
+        return [layer.path for layer in reference_layers if layer.path in names]
+
+    def _names(self) -> list[str]:
+        raise RepliscopeError(f"{self.name}: call units(x) first")
+
+    def set_mapped(self, names: Iterable[str]) -> None:
+        """The unit names a mapping pairs with reference layers (a candidate may use them to cut golden
+        units); default: ignored."""
+
+    def to_candidate_layout(self, x: np.ndarray) -> np.ndarray:
+        """Reference layout -> this candidate's (NCHW -> NHWC for 4-D when ``layout`` is NHWC)."""
+        if self.layout == "NHWC" and x.ndim == 4:
+            return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        return np.ascontiguousarray(x)
+
+
 class MappedCandidate(Candidate):
     """``inner`` under reference paths via ``mapping`` (reference path -> inner layer name).
 
     ``candidate_names``: the inner candidate's layer names, to validate the mapping against (optional).
+    ``covers``: reference path -> the reference layers its counterpart computes (a fused TFLite CONV_2D
+    stands for conv + batch norm + activation), in the order they start; default one-to-one.
     Tensors are passed through unchanged (the inner candidate handles its layout, or declares
     ``output_layout``, which is forwarded).
     """
 
     name = "mapped"
+    supports_ops: ClassVar[bool] = True
+    """A mapping may name functional-op reference units (``layer1.0/add``) too."""
 
     def __init__(self, inner: Candidate, mapping: Mapping[str, str],
-                 candidate_names: Sequence[str] | None = None) -> None:
+                 candidate_names: Sequence[str] | None = None, covers: Mapping[str, list[str]] | None = None,
+                 origin: str = "") -> None:
         self.inner = inner
         self.mapping = dict(mapping)
         self.reverse = {v: k for k, v in self.mapping.items()}
         self.candidate_names = list(candidate_names) if candidate_names is not None else None
         self.output_layout = inner.output_layout  # type: ignore[misc]
+        self.mode_limits = dict(getattr(inner, "mode_limits", {}))
+        self.notes = list(getattr(inner, "notes", []))
+        self.origin = origin
+        self._covers = {k: list(v) for k, v in (covers or {}).items()}
         if self.candidate_names is not None:
             validate_mapping(self.mapping, self.mapping, self.candidate_names)
 
     def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
         validate_mapping(self.mapping, [layer.path for layer in reference_layers], self.candidate_names)
+        if isinstance(self.inner, NamedCandidate):
+            self.inner.set_mapped(self.mapping.values())
         return [layer.path for layer in reference_layers if layer.path in self.mapping]
+
+    def covers(self, path: str) -> list[str]:
+        return self._covers.get(path, [path])
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        out = self.inner.output(x) if hasattr(self.inner, "output") else None
+        if out is not None and self.output_layout == "NHWC" and out.ndim == 4:
+            out = out.transpose(0, 3, 1, 2)
+        return out
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         return self.inner.run_layer(self.mapping[path], inputs)
@@ -101,4 +186,5 @@ class MappedCandidate(Candidate):
             yield self.reverse[name], out
 
     def describe(self) -> dict[str, str]:
-        return {**self.inner.describe(), "mapping": f"{len(self.mapping)} layers renamed"}
+        origin = f" ({self.origin})" if self.origin else ""
+        return {**self.inner.describe(), "mapping": f"{len(self.mapping)} layers mapped{origin}"}

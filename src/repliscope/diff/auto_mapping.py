@@ -1,0 +1,166 @@
+"""Propose a reference -> candidate mapping by aligning the two execution orders (no names needed).
+
+Inputs: the reference layers in the order they end, with output shapes (traced on a batch of one), and the
+candidate's units in execution order (:class:`~repliscope.diff.mapping.UnitInfo`, shapes in the candidate's
+layout). A reference layer and a candidate unit may be paired when
+
+* their output shapes agree, batch axis ignored (an NHWC candidate's 4-D ``(H, W, C)`` against the
+  reference's ``(C, H, W)``), and
+* the candidate unit could compute the reference layer: a layer with weights (conv, linear, norm) is only
+  paired with a unit with weights or a bias add, never with an activation, pooling, padding or reshape;
+* the reference layers one unit stands for (the paired one and the unpaired ones since the previous pair)
+  hold at most ONE heavy layer (conv, linear, matmul), and then the unit has weights: a fused unit computes
+  one convolution, never two.
+
+The alignment keeps the order on both sides and pairs as many layers as possible (dynamic programming,
+O(reference x candidate x 2)). Several reference layers with the same output shape before one candidate unit
+(conv + batch norm + ReLU6 fused into one TFLite ``CONV_2D``) go to the LAST of them, and the unit
+``covers`` the earlier ones: its output is the output of the last. Candidate units without a partner (a
+``PAD``, a ``RESHAPE``) are listed, never compared. It is a proposal: print it, save it (``--save-mapping``),
+edit it, and pass it back with ``--mapping``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from repliscope.diff.mapping import UnitInfo
+
+_WEIGHTED = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|batch_?norm|layer_?norm|group_?norm|"
+                       r"instance_?norm|einsum|bilinear|embedding|multihead", re.IGNORECASE)
+_HEAVY = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|einsum|bilinear|multihead|^bmm$|^mm$",
+                    re.IGNORECASE)
+_BIAS = re.compile(r"bias_?add|^add$|^addv2$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ReferenceUnit:
+    """A reference layer: ``path``, ``kind`` (class or op) and output ``shape`` (batch first)."""
+
+    path: str
+    kind: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Proposal:
+    """The proposed ``mapping`` (reference path -> candidate unit name, reference order), what each pair
+    ``covers`` (reference paths, in order), candidate units left without a partner and reference layers no
+    pair covers."""
+
+    mapping: dict[str, str]
+    covers: dict[str, list[str]]
+    unmatched_candidate: list[str] = field(default_factory=list)
+    uncovered_reference: list[str] = field(default_factory=list)
+    ops: dict[str, str] = field(default_factory=dict)
+    """Candidate unit name -> op type, for printing."""
+
+    def header(self, candidate: str) -> str:
+        return (f"layer mapping proposed by repliscope (sequence alignment by order, output shape and op type) for "
+                f"{candidate}: {len(self.mapping)} pairs, {len(self.unmatched_candidate)} candidate units "
+                f"unpaired, {len(self.uncovered_reference)} reference layers uncovered.\n"
+                "Check and edit it, then pass it back with --mapping FILE (reference_path: candidate_unit).")
+
+
+def reference_units(reference: Any, x: np.ndarray) -> list[ReferenceUnit]:
+    """The reference layers of a :class:`~repliscope.diff.reference.TorchReference` with output shapes."""
+    return [ReferenceUnit(t.info.path, t.info.kind, tuple(t.output_shape)) for t in reference.trace(x)]
+
+
+def shapes_agree(ref: Sequence[int], cand: Sequence[int], layout: str) -> bool:
+    """Output shapes equal without the batch axis; an NHWC candidate's (H, W, C) matches (C, H, W)."""
+    r, c = tuple(ref[1:]), tuple(cand[1:])
+    if r == c:
+        return True
+    return layout == "NHWC" and len(r) == 3 and len(c) == 3 and (r[1], r[2], r[0]) == c
+
+
+def could_compute(ref_kind: str, cand_op: str) -> bool:
+    """A reference layer with weights needs a candidate unit with weights (or a bias add after a matmul)."""
+    if not _WEIGHTED.search(ref_kind):
+        return True
+    return bool(_WEIGHTED.search(cand_op) or _BIAS.search(cand_op))
+
+
+def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW") -> Proposal:
+    """Align ``reference`` and ``candidate`` (both in execution order); see the module docstring."""
+    n, m = len(reference), len(candidate)
+    heavy = [bool(_HEAVY.search(r.kind)) for r in reference]
+    cand_weighted = [bool(_WEIGHTED.search(c.op) or _BIAS.search(c.op)) for c in candidate]
+    agree = [[shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op) for c in candidate]
+             for r in reference]
+
+    def can_match(i: int, j: int, h: int) -> bool:
+        """Pair reference i with unit j when the pending group already holds ``h`` heavy layers."""
+        group_heavy = h + heavy[i]
+        return agree[i][j] and group_heavy <= 1 and (group_heavy == 0 or cand_weighted[j])
+
+    neg = -(10 ** 9)
+    # score[i, j, h]: most pairs aligning reference[:i] with candidate[:j], h = the unpaired reference layers
+    # since the last pair include a heavy one (a candidate unit computes at most one conv / matmul)
+    score = np.full((n + 1, m + 1, 2), neg, dtype=np.int64)
+    score[0, :, 0] = 0
+    for i in range(n + 1):
+        for j in range(m + 1):
+            for h in (0, 1):
+                here = score[i, j, h]
+                if here == neg:
+                    continue
+                if j < m and score[i, j + 1, h] < here:
+                    score[i, j + 1, h] = here  # candidate unit j left unpaired
+                if i < n:
+                    nh = h + heavy[i]
+                    if nh <= 1 and score[i + 1, j, nh] < here:
+                        score[i + 1, j, nh] = here  # reference layer i covered by the next pair
+                    if j < m and can_match(i, j, h) and score[i + 1, j + 1, 0] < here + 1:
+                        score[i + 1, j + 1, 0] = here + 1
+    pairs: list[tuple[int, int]] = []
+    i, j = n, m
+    h = 0 if score[n, m, 0] >= score[n, m, 1] else 1
+    while i > 0 or j > 0:
+        value = score[i, j, h]
+        if h == 0 and i > 0 and j > 0:
+            prev = next((ph for ph in (0, 1) if can_match(i - 1, j - 1, ph)
+                         and score[i - 1, j - 1, ph] + 1 == value), None)
+            if prev is not None:  # prefer pairing the latest reference layer (fusion)
+                pairs.append((i - 1, j - 1))
+                i, j, h = i - 1, j - 1, prev
+                continue
+        if i > 0:
+            ph = h - heavy[i - 1]
+            if ph in (0, 1) and score[i - 1, j, ph] == value:
+                i, h = i - 1, ph
+                continue
+        j -= 1
+    pairs.reverse()
+    mapping: dict[str, str] = {}
+    covers: dict[str, list[str]] = {}
+    start = 0
+    for ri, ci in pairs:
+        path = reference[ri].path
+        mapping[path] = candidate[ci].name
+        covers[path] = [r.path for r in reference[start:ri + 1]]
+        start = ri + 1
+    paired = {ci for _, ci in pairs}
+    return Proposal(mapping=mapping, covers=covers,
+                    unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
+                    uncovered_reference=[r.path for r in reference[start:]],
+                    ops={c.name: c.op for c in candidate})
+
+
+def covers_for(reference: Sequence[str], mapped: Sequence[str]) -> dict[str, list[str]]:
+    """For a user mapping: each mapped reference path covers the unmapped layers since the previous mapped
+    one (reference order), as a fused candidate unit would."""
+    wanted = set(mapped)
+    covers: dict[str, list[str]] = {}
+    pending: list[str] = []
+    for path in reference:
+        pending.append(path)
+        if path in wanted:
+            covers[path], pending = pending, []
+    return covers

@@ -1,0 +1,149 @@
+"""Which kind of candidate ``--candidate X`` names, and building it with its layer mapping.
+
+Formats (the keys of :data:`repliscope.diff.CANDIDATES`, forced with ``--candidate-format``): see
+:data:`FORMATS`. Detection from ``X``: a ``.onnx`` / ``.tflite`` / ``.keras`` file; a folder holding
+``saved_model.pb`` (TensorFlow SavedModel) or ``mapping.yaml`` (a Keras port), a ``.yaml`` mapping of a Keras
+port; ``module:function`` or ``file.py:function`` (a torch re-implementation). Anything else is an error that
+lists the formats.
+
+Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE``; for a Keras port with its
+conversion mapping, that mapping; for an ONNX file exported by ``torch.onnx.export(dynamo=True)``, its
+``name_scopes`` metadata; for a candidate whose unit names ARE reference paths (a torch port with the same
+module tree), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`, printed (and written with
+``--save-mapping``) so it can be checked and edited.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from repliscope.diff.base import Candidate
+from repliscope.errors import RepliscopeError
+
+FORMATS: dict[str, str] = {
+    "onnx": "an ONNX model file (.onnx), run in onnxruntime",
+    "tflite": "a TensorFlow Lite flatbuffer (.tflite)",
+    "savedmodel": "a TensorFlow SavedModel folder (holding saved_model.pb)",
+    "keras": "a Keras port folder (model.py + mapping.yaml), its mapping .yaml, or a .keras file",
+    "torch": "a Python factory module:function (or path/to/file.py:function) returning a torch.nn.Module",
+}
+_FACTORY = re.compile(r"^(?:[A-Za-z_][\w.]*|.+\.py):[A-Za-z_][\w.]*$")
+
+
+def formats_text() -> str:
+    return "; ".join(f"{k}: {v}" for k, v in FORMATS.items())
+
+
+def detect_format(candidate: str) -> str:
+    """The format word for ``candidate`` (see the module docstring); RepliscopeError listing the formats."""
+    path = Path(candidate)
+    if path.is_dir():
+        if (path / "saved_model.pb").is_file():
+            return "savedmodel"
+        if (path / "mapping.yaml").is_file() or (path / "model.py").is_file():
+            return "keras"
+        raise RepliscopeError(f"candidate '{candidate}': a folder without saved_model.pb (SavedModel) or "
+                              f"mapping.yaml (Keras port); give --candidate-format or one of: {formats_text()}")
+    if path.is_file():
+        by_suffix = {".onnx": "onnx", ".tflite": "tflite", ".keras": "keras", ".yaml": "keras", ".yml": "keras"}
+        found = by_suffix.get(path.suffix.lower())
+        if found is None:
+            raise RepliscopeError(f"candidate '{candidate}': cannot tell the format of a "
+                                  f"'{path.suffix or 'suffix-less'}' file; give --candidate-format "
+                                  f"{'|'.join(FORMATS)} ({formats_text()})")
+        return found
+    if _FACTORY.match(candidate) and not candidate.endswith((".onnx", ".tflite", ".keras")):
+        return "torch"
+    raise RepliscopeError(f"candidate '{candidate}': no such file or folder, and not a module:function factory "
+                          f"(give one of: {formats_text()})")
+
+
+def check_format(name: str) -> str:
+    if name not in FORMATS:
+        raise RepliscopeError(f"unknown --candidate-format '{name}' (allowed: {', '.join(FORMATS)})")
+    return name
+
+
+@dataclass
+class BuiltCandidate:
+    """The candidate to diff, the format, how its mapping was obtained (``by file``, ``by name``,
+    ``proposed``, ``port mapping``, ``onnx metadata``), the mapping itself when it is a name mapping, and the
+    proposal details (unpaired candidate units, uncovered reference layers)."""
+
+    candidate: Candidate
+    format: str
+    mapping_origin: str
+    mapping: dict[str, str] = field(default_factory=dict)
+    unpaired_candidate: list[str] = field(default_factory=list)
+    uncovered_reference: list[str] = field(default_factory=list)
+    ops: dict[str, str] = field(default_factory=dict)
+
+
+def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, mapping_file: Path | None = None,
+                    threads: int = 2) -> BuiltCandidate:
+    """Build the ``fmt`` candidate from ``candidate`` and pair it with ``reference`` (a TorchReference) on the
+    probe batch ``x`` (reference layout, e.g. float32 NCHW (N, 3, 224, 224))."""
+    from repliscope.diff import CANDIDATES
+    from repliscope.diff.auto_mapping import covers_for, propose, reference_units
+    from repliscope.diff.mapping import MappedCandidate, NamedCandidate, load_mapping
+
+    check_format(fmt)
+    cls: Any = CANDIDATES.get(fmt)
+    if fmt == "onnx":
+        try:
+            inner: Any = cls(Path(candidate), threads=threads, source=str(candidate))
+        except RepliscopeError:
+            raise
+        except Exception as exc:  # protobuf / onnx decode errors of a file that is not an ONNX model
+            raise RepliscopeError(f"ONNX candidate '{candidate}' cannot be read: {type(exc).__name__}: {exc}"
+                                  ) from None
+    elif fmt == "tflite":
+        inner = cls(Path(candidate), threads=threads)
+    elif fmt == "keras" and mapping_file is None and _has_port_mapping(Path(candidate)):
+        return BuiltCandidate(cls.from_path(Path(candidate), reference.module), fmt, "port mapping")
+    elif fmt == "keras":
+        from repliscope.diff.keras_candidate import KerasLayersCandidate
+
+        inner = KerasLayersCandidate.from_file(Path(candidate))
+    else:
+        inner = cls.from_path(candidate if fmt == "torch" else Path(candidate), reference.module)
+    if not isinstance(inner, NamedCandidate):  # an ONNX file: the exporter's scopes name the reference layers
+        if mapping_file is not None:
+            raise RepliscopeError("--mapping is not used for an ONNX candidate: its units are named by the torch "
+                                  "exporter's name_scopes metadata")
+        if not inner.mapped_layers(reference.layers(x)):
+            raise RepliscopeError(f"ONNX candidate '{candidate}': no node carries torch name_scopes metadata that "
+                                  "names a reference layer (export it with torch.onnx.export(..., dynamo=True) "
+                                  "from the manifest's module)")
+        return BuiltCandidate(inner, fmt, "onnx metadata")
+    units = inner.units(x)
+    names = [u.name for u in units]
+    ref_paths = [layer.path for layer in reference.layers(x)]
+    golden = "golden" not in inner.mode_limits
+    if mapping_file is not None:
+        mapping = load_mapping(mapping_file)
+        covers = {} if golden else covers_for(ref_paths, [p for p in ref_paths if p in mapping])
+        mapped = MappedCandidate(inner, mapping, names, covers=covers, origin=f"from {mapping_file}")
+        return BuiltCandidate(mapped, fmt, "by file", mapping, ops={u.name: u.op for u in units})
+    same = {p: p for p in ref_paths if p in set(names)}
+    if same:
+        mapped = MappedCandidate(inner, same, names, origin="by name")
+        return BuiltCandidate(mapped, fmt, "by name", same, ops={u.name: u.op for u in units})
+    proposal = propose(reference_units(reference, x), units, inner.layout)
+    if not proposal.mapping:
+        raise RepliscopeError(f"candidate '{candidate}': no unit could be paired with a reference layer (output "
+                              "shapes differ everywhere); write a mapping and pass --mapping FILE")
+    mapped = MappedCandidate(inner, proposal.mapping, names, covers=proposal.covers, origin="proposed")
+    return BuiltCandidate(mapped, fmt, "proposed", proposal.mapping, proposal.unmatched_candidate,
+                          proposal.uncovered_reference, proposal.ops)
+
+
+def _has_port_mapping(path: Path) -> bool:
+    if path.is_dir() or path.suffix.lower() in (".yaml", ".yml"):
+        return True
+    return path.with_suffix(".mapping.yaml").is_file() or (path.parent / "mapping.yaml").is_file()

@@ -1,0 +1,170 @@
+"""A torch re-implementation (``--candidate module:function``) compared with the torch reference.
+
+The factory ``module:function`` (``module`` importable, or a ``path/to/file.py:function``) is called with no
+arguments and must return a ``torch.nn.Module``; if it takes one argument it receives the reference module
+(so a port can copy the reference weights: ``def build(reference): ...``). Its units are its own layers,
+found exactly as the reference's are (:class:`~repliscope.diff.reference.TorchReference`: leaf modules or
+modules with their own weights, ``path#n`` for the n-th call), so a port with the same module tree maps by
+name and any other needs ``--mapping`` or the proposed mapping.
+
+* golden (``run_layer``): the candidate's module ``name`` called on the reference inputs (as torch tensors);
+* carried (``forward_layers``): the candidate's own forward, its mapped outputs streamed from a worker
+  thread through a one-slot queue, so at most one copied activation waits at a time.
+
+Layout: NCHW in and out (torch on both sides).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import queue
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from repliscope.diff.base import CANDIDATES
+from repliscope.diff.mapping import NamedCandidate, UnitInfo
+from repliscope.diff.reference import TorchReference
+from repliscope.errors import RepliscopeError
+
+_DONE = object()
+
+
+def load_factory(spec: str) -> Any:
+    """``module:function`` or ``file.py:function`` -> the callable (imported, never called here)."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise RepliscopeError(f"torch candidate '{spec}': expected module:function or path/to/file.py:function")
+    if target.endswith(".py"):
+        file = Path(target).resolve()
+        if not file.is_file():
+            raise RepliscopeError(f"torch candidate '{spec}': no such file {file}")
+        name = f"repliscope_candidate_{file.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, file)
+        if module_spec is None or module_spec.loader is None:
+            raise RepliscopeError(f"torch candidate '{spec}': cannot import {file}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            raise RepliscopeError(f"torch candidate '{spec}': importing {file} failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as exc:
+            raise RepliscopeError(f"torch candidate '{spec}': importing '{target}' failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise RepliscopeError(f"torch candidate '{spec}': '{target}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise RepliscopeError(f"torch candidate '{spec}': '{attr}' is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+class TorchCandidate(NamedCandidate):
+    """A torch module (eval mode) under its own layer paths."""
+
+    name = "torch"
+
+    def __init__(self, module: torch.nn.Module, source: str = "") -> None:
+        super().__init__()
+        if not isinstance(module, torch.nn.Module):
+            raise RepliscopeError(f"torch candidate {source}: the factory returned {type(module).__name__}, "
+                                  "not a torch.nn.Module")
+        self.observed = TorchReference(module, name="torch candidate")
+        self.module = self.observed.module
+        self.source = source
+        self._units: list[UnitInfo] | None = None
+
+    @classmethod
+    def from_path(cls, path: str | Path, reference_module: Any) -> TorchCandidate:
+        """Build from ``module:function``; the function gets the reference module if it takes one argument."""
+        factory = load_factory(str(path))
+        try:
+            takes_reference = len(inspect.signature(factory).parameters) >= 1
+        except (TypeError, ValueError):
+            takes_reference = False
+        try:
+            module = factory(reference_module) if takes_reference else factory()
+        except Exception as exc:
+            raise RepliscopeError(f"torch candidate '{path}': the factory failed: {type(exc).__name__}: {exc}"
+                                  ) from exc
+        return cls(module, source=str(path))
+
+    def units(self, x: np.ndarray) -> list[UnitInfo]:
+        if self._units is None:
+            self._units = [UnitInfo(t.info.path, t.info.kind, tuple(t.output_shape))
+                           for t in self.observed.trace(x)]
+        return self._units
+
+    def _names(self) -> list[str]:
+        if self._units is None:
+            return [p for p, _ in self.module.named_modules() if p]
+        return [u.name for u in self._units]
+
+    def describe(self) -> dict[str, str]:
+        return {"candidate": self.name, "model": type(self.module).__qualname__, "source": self.source,
+                "torch": torch.__version__}
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        base = path.split("#", 1)[0]
+        try:
+            sub = self.module.get_submodule(base) if base else self.module
+        except AttributeError as exc:
+            raise RepliscopeError(f"torch candidate: no module '{base}'") from exc
+        args = [torch.from_numpy(np.array(a, copy=True)) for a in inputs]
+        with torch.inference_mode():
+            out = sub(*args)
+        if not isinstance(out, torch.Tensor):
+            raise RepliscopeError(f"torch candidate: module '{path}' returned {type(out).__name__}, not a tensor")
+        return out.detach().cpu().numpy()
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        """The module's output on ``x`` (NCHW), e.g. float32 logits (N, C)."""
+        return self.observed.run(x)
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        wanted = set(paths)
+        slot: queue.Queue[Any] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+
+        def on_end(path: str, inputs: list[np.ndarray], output: np.ndarray) -> None:
+            if path in wanted and not stop.is_set():
+                slot.put((path, np.array(output, copy=True)))
+
+        def work() -> None:
+            try:
+                self.observed.run(x, None, on_end)
+                slot.put(_DONE)
+            except BaseException as exc:  # handed to the consumer, raised there
+                slot.put(exc)
+
+        worker = threading.Thread(target=work, name="repliscope-torch-candidate", daemon=True)
+        worker.start()
+        try:
+            while (item := slot.get()) is not _DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while worker.is_alive():
+                with contextlib.suppress(queue.Empty):
+                    slot.get(timeout=0.05)
+            worker.join()
+
+
+CANDIDATES.add("torch", TorchCandidate)
