@@ -1,0 +1,66 @@
+"""``repliscope bench`` end to end on the embedded default (Lite0 on the foolbox images), kept short."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from repliscope.cli.bench_cmd import expand_variadic
+from repliscope.cli.main import app
+from repliscope.store.repository import RunStore
+from tests.conftest import LITE0
+
+runner = CliRunner(env={"COLUMNS": "200"})
+SHORT = ["--min-queries", "64", "--min-duration", "0", "--warmup-queries", "2"]
+
+
+def test_expand_variadic() -> None:
+    names = {"torch", "onnxruntime", "opencv_dnn"}
+    assert expand_variadic(["m.yaml", "--runtimes", "torch", "onnxruntime", "--threads", "1", "2", "--json"],
+                           names) == ["m.yaml", "--runtime", "torch", "--runtime", "onnxruntime", "--threads", "1",
+                                      "--threads", "2", "--json"]
+    assert expand_variadic(["--threads", "2", "m.yaml"], names) == ["--threads", "2", "m.yaml"]
+
+
+def test_single_stream_json(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    result = runner.invoke(app, ["bench", str(LITE0), "--runtime", "onnxruntime", *SHORT, "--json",
+                                 "--trace-level", "model", "--trace-out", str(trace)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["scenario"], out["runtime"], out["threads"], out["queries"]) == ("single-stream", "onnxruntime", 1,
+                                                                                  64)
+    assert set(out["latency_ms"]) == {"p50", "p90", "p95", "p99", "p999"}
+    lat = out["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"]
+    assert out["throughput_samples_per_second"] > 0 and out["valid"] is True
+    assert 0 < out["harness_overhead_us"]["latency_p50_us"] < 1000
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e.get("name") == "query" for e in events) == 66  # 2 warm-up + 64 measured
+    with RunStore() as store:
+        rec = store.get_benchmark(out["benchmark_id"])
+        assert rec.queries == 64 and len(rec.latencies_us) == 64
+        stored = store.load_trace(out["benchmark_id"])
+        assert stored is not None and sum(e.get("name") == "query" for e in stored["traceEvents"]) == 66
+
+
+def test_matrix_prints_ratios() -> None:
+    result = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "onnxruntime", "opencv_dnn", "--threads", "1",
+                                 *SHORT, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [r["runtime"] for r in out["results"]] == ["onnxruntime", "opencv_dnn"]
+    assert {r["matrix_id"] for r in out["results"]} == {out["matrix_id"]}
+    ratios = sorted(r["ratio_to_fastest"] for r in out["ratios"])
+    assert ratios[0] == 1.0 and ratios[1] >= 1.0
+
+
+def test_bad_input_exits_2() -> None:
+    result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "server", "--target-qps", "10"])
+    assert result.exit_code == 2 and "--latency-bound-ms" in result.output
+    result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "sever"])
+    assert result.exit_code == 2 and "allowed: single-stream, multi-stream, server, offline" in result.output
+    result = runner.invoke(app, ["bench", str(LITE0), "--trace-level", "kernel"])
+    assert result.exit_code == 2 and "library" in result.output
