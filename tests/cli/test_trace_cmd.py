@@ -1,0 +1,97 @@
+"""`--trace-level` / `--trace-out` on evaluate, `repliscope trace summary` and `trace compare`: Lite0 on torch
+and ONNX Runtime (2 foolbox images, batch 1), compared layer by layer."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repliscope.cli.main import app
+from repliscope.tracing import make_tracer
+from repliscope.tracing.chrome import nesting_errors
+from tests.conftest import LITE0, _session_cache
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """run ids of Lite0 evaluated with --trace-level framework on torch and onnxruntime, and the ORT trace file."""
+    tmp = tmp_path_factory.mktemp("traced")
+    db = f"sqlite:///{tmp / 'runs.db'}"
+    out: dict[str, object] = {"db": db, "file": tmp / "ort.json"}
+    for rt in ("torch", "onnxruntime"):
+        args = ["evaluate", str(LITE0), "--runtime", rt, "--limit", "2", "--batch-size", "1", "--threads", "1",
+                "--trace-level", "framework", "--db", db]
+        if rt == "onnxruntime":
+            args += ["--trace-out", str(out["file"])]
+        res = runner.invoke(app, args, env={"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))})
+        assert res.exit_code == 0, res.output
+        out[rt] = re.search(r"stored as run (\w+)", res.output).group(1)  # type: ignore[union-attr]
+        assert "trace (framework, " in res.output
+    return out
+
+
+def test_evaluate_writes_a_nested_chrome_trace_with_model_and_layer_spans(traced: dict[str, object]) -> None:
+    doc = json.loads(Path(str(traced["file"])).read_text())
+    assert nesting_errors(doc) == []
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    names = [e["name"] for e in spans]
+    assert names.count("run") == 1 and names.count("batch") == 2 and names.count("inference") == 2
+    assert names.count("onnxruntime.run") == 3  # the warm-up and the two batches
+    for op in ("read", "preprocess/decode", "preprocess/resize", "preprocess/center_crop", "postprocess/topk"):
+        assert op in names
+    assert names.count("_blocks.3._swish#2") == 3 and "library" not in {e["cat"] for e in spans}
+
+
+def test_summary_of_a_stored_run_and_of_a_file(traced: dict[str, object]) -> None:
+    res = runner.invoke(app, ["trace", "summary", str(traced["onnxruntime"])[:12], "--db", str(traced["db"]),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert s["source"] == "onnxruntime" and s["inferences"] == 3
+    assert len(s["layers"]) == 53 and s["spans_per_level"]["application"] == 1
+    assert {x["layer"] for x in s["layers"]} >= {"_blocks.3._swish", "_blocks.3._swish#2", "_blocks.3._bn2", "_fc"}
+    assert sum(x["share"] for x in s["layers"]) <= 1.0 and s["op_types"][0]["op_type"] == "Conv"
+    text = runner.invoke(app, ["trace", "summary", str(traced["file"]), "--top", "3"])
+    assert text.exit_code == 0 and "top 3 layers" in text.output and "per op type" in text.output
+
+
+def test_compare_torch_with_onnxruntime_names_real_layers(traced: dict[str, object]) -> None:
+    res = runner.invoke(app, ["trace", "compare", str(traced["torch"]), str(traced["onnxruntime"]),
+                              "--db", str(traced["db"]), "--json"])
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.stdout)
+    assert (c["a"]["source"], c["b"]["source"]) == ("torch", "onnxruntime")
+    assert c["mapping"] == "torch layers grouped into onnxruntime layers (assign_covers)"
+    rows = {x["label"]: x for x in c["layers"]}
+    depthwise = rows["_blocks.3._depthwise_conv … _blocks.3._swish#2"]
+    assert depthwise["covers"] == ["_blocks.3._depthwise_conv", "_blocks.3._depthwise_conv.static_padding",
+                                   "_blocks.3._bn1", "_blocks.3._swish#2"]
+    assert depthwise["a_ms"] > 0 and depthwise["b_ms"] > 0
+    assert re.fullmatch(r"layer _blocks\.3\._depthwise_conv … _blocks\.3\._swish#2 is \d+\.\d× (slower|faster) on "
+                        r"B \(onnxruntime\) \(\d+\.\d{3} ms vs \d+\.\d{3} ms\)", depthwise["sentence"])
+    assert len(c["layers"]) == 52 and c["only_a"] == [] and c["only_b"] == ["(ReorderOutput)"]
+    text = runner.invoke(app, ["trace", "compare", str(traced["torch"]), str(traced["onnxruntime"]),
+                               "--db", str(traced["db"]), "--top", "5"])
+    assert text.exit_code == 0 and "× " in text.output and "layers aligned" in text.output
+
+
+def test_trace_option_errors(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["evaluate", str(LITE0), "--trace-level", "layers"])
+    assert res.exit_code == 2
+    assert "unknown trace level 'layers' (allowed: none, application, model, framework, library)" in res.output
+    res = runner.invoke(app, ["evaluate", str(LITE0), "--trace-out", str(tmp_path / "t.json")])
+    assert res.exit_code == 2 and "--trace-out needs --trace-level above none" in res.output
+    res = runner.invoke(app, ["trace", "summary", "nosuchrun"])
+    assert res.exit_code == 2 and "neither a trace file nor the id of a stored trace" in res.output
+    tracer = make_tracer("model", otel=False)
+    with tracer.span("run", "application"), tracer.span("inference", "model"):
+        pass
+    path = tracer.write_chrome_trace(tmp_path / "model.json")
+    res = runner.invoke(app, ["trace", "summary", str(path)])
+    assert res.exit_code == 2 and "record it with --trace-level framework or library" in res.output
