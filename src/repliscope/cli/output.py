@@ -58,7 +58,12 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
         table.add_column(col)
     for m in rec.metrics:
         table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
-    console.print(table)
+    if rec.metrics:
+        console.print(table)
+    else:
+        console.print("metrics   none: no labelled sample was evaluated (outputs are stored per sample)")
+    if not rec.claims:
+        console.print("claims    none: the manifest makes no claim (claims: [])")
     colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
     for v in rec.claims:
         console.print(f"claim     {v.metric} {pct(v.claimed)} on {v.claim_dataset}, measured {pct(v.measured)}: "

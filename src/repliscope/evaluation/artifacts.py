@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
 from repliscope.manifest.frameworks import check_framework, check_requirement
 from repliscope.manifest.labels import read_class_names
 from repliscope.manifest.loader import LoadedManifest
-from repliscope.manifest.sources import resolve_source
+from repliscope.manifest.sources import resolve_module_file, resolve_source
 from repliscope.runtimes.base import Architecture, ModelArtifact
 
 
@@ -27,8 +28,15 @@ def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bo
     check_framework(m.framework.name, m.framework.version)
     architecture = None
     if m.architecture is not None:
-        check_requirement(m.architecture.package, f"architecture '{m.architecture.factory}'")
-        architecture = Architecture(m.architecture.factory, dict(m.architecture.kwargs))
+        arch = m.architecture
+        if arch.package is not None:
+            check_requirement(arch.package, f"architecture '{arch.factory}'")
+        local: dict[str, Any] = {}
+        if arch.path is not None:
+            folder, _, digest = resolve_module_file(arch.factory, arch.path, loaded.base_dir, allow_outside_paths,
+                                                    arch.sha256)
+            local = {"module_dir": folder, "module_sha256": digest}
+        architecture = Architecture(arch.factory, dict(arch.kwargs), **local)
     path = resolve_source(m.source.uri, base_dir=loaded.base_dir, sha256=m.source.sha256, cache_dir=cache_dir,
                           allow_download=allow_download, what="source", allow_outside_paths=allow_outside_paths)
     spec = m.inputs[0]

@@ -8,18 +8,21 @@ checks that need the source file, installed packages or imports; the path policy
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.util
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from repliscope.errors import ChecksumError, FrameworkError, ManifestError, NotCachedError, SourceError
 from repliscope.manifest.frameworks import check_framework, check_requirement
 from repliscope.manifest.loader import Inspection, LoadedManifest, inspect_manifest
 from repliscope.manifest.schema import ArchitectureSpec, FrameworkSpec, LabelsSpec, SourceSpec
-from repliscope.manifest.sources import check_policy, resolve_source
+from repliscope.manifest.sources import check_policy, local_path, resolve_module_file, resolve_source
 
 
 @dataclass
@@ -61,6 +64,13 @@ def check_manifest(path: str | Path, *, cache_dir: Path, offline: bool = False, 
         except SourceError as exc:
             report.errors.append(found.error(str(exc), at))
             policy_ok = False
+    architecture = found.section("architecture", ArchitectureSpec)
+    if architecture is not None and architecture.path is not None:
+        try:
+            local_path(architecture.path, found.path.parent, allow_outside_paths)
+        except SourceError as exc:
+            report.errors.append(found.error(str(exc), ("architecture", "path")))
+            policy_ok = False
     if not offline and policy_ok:
         report.errors.extend(_environment_errors(found, cache_dir, allow_download, allow_outside_paths))
     report.errors.sort(key=lambda e: e.line or 0)
@@ -94,14 +104,25 @@ def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool
             errors.append(found.error(str(exc), ("framework", "version")))
     architecture = found.section("architecture", ArchitectureSpec)
     if architecture is not None:
-        try:
-            check_requirement(architecture.package, f"architecture '{architecture.factory}'")
-        except FrameworkError as exc:
-            errors.append(found.error(str(exc), ("architecture", "package")))
-        try:
-            check_factory(architecture.factory)
-        except FrameworkError as exc:
-            errors.append(found.error(str(exc), ("architecture", "factory")))
+        if architecture.package is not None:
+            try:
+                check_requirement(architecture.package, f"architecture '{architecture.factory}'")
+            except FrameworkError as exc:
+                errors.append(found.error(str(exc), ("architecture", "package")))
+        module_dir = None
+        if architecture.path is not None:
+            try:
+                module_dir, _, _ = resolve_module_file(architecture.factory, architecture.path, base_dir,
+                                                       allow_outside_paths, architecture.sha256)
+            except ChecksumError as exc:
+                errors.append(found.error(str(exc), ("architecture", "sha256")))
+            except SourceError as exc:
+                errors.append(found.error(str(exc), ("architecture", "path")))
+        if architecture.path is None or module_dir is not None:
+            try:
+                check_factory(architecture.factory, module_dir)
+            except FrameworkError as exc:
+                errors.append(found.error(str(exc), ("architecture", "factory")))
     labels = found.section("labels", LabelsSpec)
     if labels is not None and not (allow_download and labels.source.startswith("https://")):
         try:
@@ -111,9 +132,22 @@ def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool
     return errors
 
 
-def check_factory(factory: str) -> None:
-    """Import the module of ``module:attr.path`` and walk the attributes; FrameworkError says what is missing."""
+def check_factory(factory: str, module_dir: Path | None = None) -> None:
+    """Import the module of ``module:attr.path`` (from the local folder ``module_dir`` when given) and walk the
+    attributes; FrameworkError says what is missing."""
     module_name, _, attr_path = factory.partition(":")
+    if module_dir is not None:
+        try:
+            local = import_local_module(module_name, module_dir)
+        except FrameworkError:
+            raise
+        except Exception as exc:  # any import-time failure of the user's module is reported
+            raise FrameworkError(f"importing '{module_name}' from {module_dir} failed: {type(exc).__name__}: {exc}"
+                                 ) from None
+        obj, walked = walk_factory(local, module_name, attr_path)
+        if not callable(obj):
+            raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
+        return
     try:
         found = importlib.util.find_spec(module_name) is not None
     except (ImportError, ValueError):
@@ -128,6 +162,38 @@ def check_factory(factory: str) -> None:
     obj, walked = walk_factory(obj, module_name, attr_path)
     if not callable(obj):
         raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
+
+
+def import_local_module(module_name: str, folder: Path) -> ModuleType:
+    """Import ``module_name`` from ``folder`` (a manifest's ``architecture.path``): the folder is on
+    ``sys.path`` only during the import, and a module of that name already imported from elsewhere (or found
+    elsewhere first) is an error, never silently used instead."""
+    root = Path(folder).resolve()
+    for name in _parents(module_name):
+        existing = sys.modules.get(name)
+        if existing is not None and not _inside(existing, root):
+            raise FrameworkError(f"architecture module '{module_name}': a module '{name}' is already imported from "
+                                 f"{getattr(existing, '__file__', '?')}, not from {root}; rename the local module")
+    sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module(module_name)
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(root))
+    if not _inside(module, root):
+        raise FrameworkError(f"architecture module '{module_name}' was imported from "
+                             f"{getattr(module, '__file__', '?')}, not from architecture.path {root}; rename it")
+    return module
+
+
+def _parents(module_name: str) -> list[str]:
+    parts = module_name.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+def _inside(module: ModuleType, root: Path) -> bool:
+    file = getattr(module, "__file__", None)
+    return file is not None and Path(file).resolve().is_relative_to(root)
 
 
 class FactoryAttributeError(FrameworkError):

@@ -71,11 +71,29 @@ class SourceSpec(_Strict):
 
 class ArchitectureSpec(_Strict):
     """For weight-only formats: ``factory`` is ``module:attr`` (attr may be dotted, e.g.
-    ``EfficientNet.from_name``), called with ``kwargs``; ``package`` is a requirement checked as installed."""
+    ``EfficientNet.from_name``), called with ``kwargs``.
+
+    Where the module comes from (at least one): ``package``, a requirement checked as installed (the module is
+    imported from it), and/or ``path``, a folder relative to the manifest's folder (same path policy as
+    ``source``) holding the module as ``<path>/<module as folders>.py`` (or a package ``__init__.py``), e.g.
+    ``path: models`` + ``factory: tiny_resnet:build`` -> ``models/tiny_resnet.py``. With ``path`` the module
+    is imported from that folder only (``package`` then names what the module itself needs, e.g. ``torch``), and
+    its file's sha256 is recorded in the run's provenance (and pinned when ``sha256`` is given)."""
 
     factory: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")]
-    package: str
+    package: str | None = None
+    path: str | None = None
+    sha256: Sha256 | None = None
     kwargs: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _module_origin(self) -> ArchitectureSpec:
+        if self.package is None and self.path is None:
+            raise ValueError("give 'package' (an installed distribution providing the factory's module) or "
+                             "'path' (a folder beside the manifest holding it)")
+        if self.sha256 is not None and self.path is None:
+            raise ValueError("'sha256' pins a local module file: it needs 'path'")
+        return self
 
 
 class TensorSpec(_Strict):

@@ -105,6 +105,27 @@ def local_path(uri: str, base_dir: Path, allow_outside_paths: bool = False) -> P
     return path
 
 
+def resolve_module_file(factory: str, folder: str, base_dir: Path, allow_outside_paths: bool = False,
+                        sha256: str | None = None) -> tuple[Path, Path, str]:
+    """The local module of ``architecture.factory`` (``module.sub:attr``) inside ``architecture.path``:
+    ``(folder, module file, its sha256)``. ``folder`` is resolved against ``base_dir`` under the same policy
+    as a local source; the module is ``folder/module/sub.py`` or ``folder/module/sub/__init__.py``. A pinned
+    ``sha256`` that differs is a ChecksumError."""
+    root = local_path(folder, base_dir, allow_outside_paths)
+    if not root.is_dir():
+        raise SourceError(f"architecture.path {folder}: {root} is not a folder")
+    module = factory.partition(":")[0]
+    stem = root.joinpath(*module.split("."))
+    candidates = [stem.with_suffix(".py"), stem / "__init__.py"]
+    file = next((c for c in candidates if c.is_file()), None)
+    if file is None:
+        raise SourceError(f"architecture factory '{factory}': no module file {candidates[0]} or {candidates[1]} "
+                          f"in architecture.path {folder}")
+    if sha256 is not None:
+        verify_sha256(file, sha256, "architecture module")
+    return root, file, sha256_file(file)
+
+
 def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) -> None:
     """Refuse (SourceError) a URI outside the allowed forms, without touching the file."""
     if uri.startswith("package://"):

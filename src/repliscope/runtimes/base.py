@@ -27,6 +27,10 @@ class Architecture:
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    module_dir: Path | None = None
+    """A local folder the factory's module is imported from (manifest ``architecture.path``), else None."""
+    module_sha256: str | None = None
+    """sha256 of that local module file (part of the ONNX export key and of the record's provenance)."""
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ def export_key(artifact: ModelArtifact) -> str:
         "exporter": EXPORTER,
         "torch_version": torch.__version__,
     }
+    if arch is not None and arch.module_sha256 is not None:  # a local module: its code shapes the graph
+        payload["module_sha256"] = arch.module_sha256
     blob = json.dumps(payload, sort_keys=True, default=repr).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from repliscope.errors import FrameworkError
-from repliscope.manifest.checks import FactoryAttributeError, walk_factory
+from repliscope.manifest.checks import FactoryAttributeError, import_local_module, walk_factory
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
 
@@ -39,7 +39,7 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
     if arch is None:
         raise ModelLoadError(f"'{artifact.path.name}' is a weight-only file (format {artifact.format}); "
                              "the manifest must give 'architecture' (factory + kwargs) to build the module")
-    factory = resolve_factory(arch.factory)
+    factory = resolve_factory(arch.factory, arch.module_dir)
     try:
         module = factory(**arch.kwargs)
     except Exception as exc:
@@ -57,17 +57,24 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
         describe["checkpoint_key"] = checkpoint_key
         dtypes = {str(t.dtype).removeprefix("torch.") for t in state_dict.values()}
         describe["weights_dtypes"] = sorted(dtypes)
+        if arch.module_dir is not None:
+            describe["architecture_module"] = {"module": arch.factory.partition(":")[0],
+                                               "folder": str(arch.module_dir), "sha256": arch.module_sha256}
     return module
 
 
-def resolve_factory(factory: str) -> Callable[..., Any]:
-    """Import ``"package.module:Attr.path"`` and return the callable it names."""
+def resolve_factory(factory: str, module_dir: Path | None = None) -> Callable[..., Any]:
+    """Import ``"package.module:Attr.path"`` (from the local folder ``module_dir`` when given: see
+    :func:`import_local_module`) and return the callable it names."""
     module_name, sep, attr_path = factory.partition(":")
     if not sep or not module_name or not attr_path:
         raise ModelLoadError(f"architecture factory '{factory}' must look like 'module:attr' "
                              "(e.g. 'efficientnet_lite_pytorch:EfficientNet.from_name')")
     try:
-        obj: Any = importlib.import_module(module_name)
+        if module_dir is not None:
+            obj: Any = import_local_module(module_name, module_dir)
+        else:
+            obj = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         pip_name = missing.split(".")[0].replace("_", "-")
@@ -79,6 +86,8 @@ def resolve_factory(factory: str) -> Callable[..., Any]:
         raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed because "
                              f"its dependency '{missing}' is not installed "
                              f"(likely: pip install {pip_name})") from exc
+    except FrameworkError:
+        raise
     except Exception as exc:
         raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed: "
                              f"{type(exc).__name__}: {exc}") from exc
