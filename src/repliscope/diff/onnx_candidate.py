@@ -95,14 +95,18 @@ class OnnxCandidate(Candidate):
                 continue
             if unit.key not in known:
                 self.notes.append(f"ONNX unit '{unit.key}' ({_ops(unit)}) has no reference layer of that name")
+            elif not unit.outputs:
+                self._unmatched.append(Unmatched(unit.key, f"its ONNX unit ({_ops(unit)}) is dead code: no node "
+                                                           "reads its output"))
             elif not unit.golden_ok:
-                self.notes.append(f"'{unit.key}' ({_ops(unit)}) has {len(unit.inputs)} inputs and "
-                                  f"{len(unit.outputs)} outputs; compared in carried mode only")
+                self._unmatched.append(Unmatched(unit.key, f"its ONNX unit ({_ops(unit)}) reads {len(unit.inputs)} "
+                                                           f"activation tensors and writes {len(unit.outputs)}; "
+                                                           "it cannot be fed the reference input"))
             else:
                 self._by_key[unit.key] = unit
         pairs, missing, notes = match_ops(ops, self._units)
         self.notes += notes
-        self._unmatched = list(missing)
+        self._unmatched += missing
         arity = {op.path: op.arity for op in ops}
         for path, unit in pairs.items():
             if len(unit.outputs) != 1 or len(unit.inputs) != arity[path]:
@@ -145,10 +149,12 @@ class OnnxCandidate(Candidate):
             raise RepliscopeError("call mapped_layers() before forward_layers()")
         remaining: dict[str, int] = {}
         for unit in self._units:
-            for name in unit.inputs:
+            for name in unit.inputs if unit.outputs else ():
                 remaining[name] = remaining.get(name, 0) + 1
         values: dict[str, np.ndarray] = {self.input_name: np.ascontiguousarray(x)}
         for unit in self._units:
+            if not unit.outputs:  # dead code: nothing reads it
+                continue
             feed = {name: values[name] for name in unit.inputs}
             outs = self._session(unit).run(unit.outputs, feed)
             for name in unit.inputs:
