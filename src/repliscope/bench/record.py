@@ -55,14 +55,17 @@ class EarlyStoppingResult(_Model):
 
 
 class HarnessOverhead(_Model):
-    """The same issue loop on the no-op runtime (zeros, no work): what the harness adds to each query, in µs.
-    ``latency_*``: inside the measured latency (batching, spans, timing wrapper, post-processing);
-    ``cycle_mean_us``: the loop's whole cost per query (duration / queries)."""
+    """The same issue loop on the no-op runtime (zeros, no work), in µs per query. ``latency_*``: inside the
+    measured latency (batching, spans, the runner's timing wrapper, and the manifest's post-processing ops, which
+    are real work on the zero scores); ``cycle_mean_us``: the loop's whole cost per query (duration / queries);
+    ``loop_*``: the same without the post-processing ops, i.e. the harness alone."""
 
     queries: int
     latency_p50_us: float
     latency_mean_us: float
     cycle_mean_us: float
+    loop_p50_us: float
+    loop_cycle_mean_us: float
 
 
 class PeakPoint(_Model):

@@ -89,10 +89,16 @@ def measure_overhead(prepared: PreparedRun, settings: ScenarioSettings, trace_le
     s = replace(settings, scenario=scenario, min_queries=queries, min_duration_s=0.0, warmup_queries=50,
                 samples_per_query=queries * settings.batch_size if scenario == "offline"
                 else settings.samples_per_query)
-    run = run_scenario(QueryIssuer(qsl, noop, prepared.pipeline, make_tracer(trace_level)), len(qsl), s, clock)
-    lat_us = run.latencies_s * 1e6 if scenario != "offline" else np.diff(np.append(run.starts_s, run.duration_s)) * 1e6
-    return HarnessOverhead(queries=run.queries, latency_p50_us=float(np.median(lat_us)),
-                           latency_mean_us=float(lat_us.mean()), cycle_mean_us=run.duration_s / run.queries * 1e6)
+    runs = [run_scenario(QueryIssuer(qsl, noop, prepared.pipeline, make_tracer(trace_level), postprocess=post),
+                         len(qsl), s, clock) for post in (True, False)]
+    per_query = []
+    for run in runs:
+        lat = run.latencies_s if scenario != "offline" else np.diff(np.append(run.starts_s, run.duration_s))
+        per_query.append((lat * 1e6, run.duration_s / run.queries * 1e6))
+    (full, full_cycle), (loop, loop_cycle) = per_query
+    return HarnessOverhead(queries=runs[0].queries, latency_p50_us=float(np.median(full)),
+                           latency_mean_us=float(full.mean()), cycle_mean_us=full_cycle,
+                           loop_p50_us=float(np.median(loop)), loop_cycle_mean_us=loop_cycle)
 
 
 def find_peak_qps(issue: QueryIssuer, n: int, settings: ScenarioSettings, clock: Clock,

@@ -44,12 +44,14 @@ class NoopRunner(Runner):
 
 class QueryIssuer:
     """``issue(indices)``: one query, traced as a ``query`` span (level ``model``) with children
-    ``preprocess/<op>`` (timed-preprocess libraries only), ``inference`` and ``postprocess/<op>``."""
+    ``preprocess/<op>`` (timed-preprocess libraries only), ``inference`` and ``postprocess/<op>``
+    (``postprocess=False``: none, for measuring the loop without the manifest's post-processing)."""
 
-    def __init__(self, qsl: QuerySampleLibrary, runner: Runner, pipeline: Pipeline, tracer: Any) -> None:
+    def __init__(self, qsl: QuerySampleLibrary, runner: Runner, pipeline: Pipeline, tracer: Any,
+                 postprocess: bool = True) -> None:
         self.qsl = qsl
         self.runner = runner
-        self.post_ops = [(f"postprocess/{op.name}", op) for op in pipeline.post_ops]
+        self.post_ops = [(f"postprocess/{op.name}", op) for op in pipeline.post_ops] if postprocess else []
         self.tracer = tracer
 
     def __call__(self, indices: Sequence[int]) -> None:
