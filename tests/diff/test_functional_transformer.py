@@ -161,3 +161,19 @@ def test_ops_a_candidate_cannot_compare_are_listed_not_passed(tiny_transformer: 
         "the onnxruntime candidate compares module layers only, not functional ops"}
     assert result.summary["golden"].ops == 0 and result.first_divergent["golden"] is None
     assert result.output is not None and not result.output.passed and not result.passed  # the output still fails
+
+
+def test_onnx_without_torch_metadata_lists_the_ops(tiny_transformer: tuple[Any, onnx.ModelProto],
+                                                   tiny_x: np.ndarray) -> None:
+    """An ONNX file from another exporter (no pkg.torch.onnx metadata): nothing can be matched, nothing passes
+    silently; the ops are listed with the reason, and the final output is still compared."""
+    model, proto = tiny_transformer
+    bare = edited(proto)
+    for node in bare.graph.node:
+        node.ClearField("metadata_props")
+    result = _diff(model, OnnxCandidate(bare), tiny_x)
+    assert result.layers == [] and len(result.uncompared) == 9 + len(OPS)
+    reasons = {u.path: u.reason for u in result.uncompared}
+    assert "no pkg.torch.onnx.name_scopes metadata" in reasons["blocks.0/add"]
+    assert reasons["blocks.0.norm1"] == "the candidate maps no unit to it"
+    assert result.output is not None and result.output.passed and result.passed

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.onnx_candidate import OnnxCandidate
@@ -117,3 +118,21 @@ def test_run_layer_matches_full_session(reference: TorchReference, onnx_path: Pa
     (full,) = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).run(["logits"], {"input": x[:2]})
     np.testing.assert_allclose(outputs["_fc"], full, rtol=0, atol=1e-4)
     assert set(outputs) == set(paths)
+
+
+def test_dropped_residual_add_is_localized_and_fails(reference: TorchReference, onnx_path: Path,
+                                                     batch: tuple[list[str], np.ndarray]) -> None:
+    """Issue 12's blind spot: a residual add dropped from one block. Golden mode names the add itself (it has no
+    counterpart in the candidate), every other unit fed the reference inputs passes, and the result fails."""
+    from repliscope.diff.layers import diff_layers
+    from tests.diff.conftest import drop_node, find_node
+
+    model = onnx.load(str(onnx_path))
+    drop_node(model, find_node(model, "Add", "_blocks.6"), keep=0)
+    ids, x = batch
+    result = diff_layers(reference, OnnxCandidate(model, source="dropped add"), x[:2], modes=["golden"], samples=ids)
+    first = result.first_divergent["golden"]
+    assert first is not None and first.path == "_blocks.6/add" and first.missing
+    assert first.source.endswith("efficientnet_lite_pytorch/model.py:123")
+    assert [r.path for r in result.layers if r.missing or (r.golden and not r.golden.passed)] == ["_blocks.6/add"]
+    assert result.output is not None and not result.output.passed and not result.passed

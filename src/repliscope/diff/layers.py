@@ -6,6 +6,16 @@ Carried mode needs the reference outputs after the reference forward: each mappe
 temporary directory (``np.save``, one file per layer) during the SAME reference forward, then the
 candidate's own forward streams its outputs and each is compared with the memory-mapped file, which is
 deleted right after. At no point are all activations in memory.
+
+Units are the reference's module layers AND the functional ops of its ``forward`` (``layer1.0/add``, see
+``reference.py``); an op with several activation inputs (``x + y``, ``q @ k``) is fed all of them. A reference op
+the candidate reports as missing (``Candidate.unmatched``: no counterpart at all, e.g. a dropped residual add)
+becomes a row with ``missing`` set and is a divergence in every mode, unless its output equals its input on the
+batch (an identity the candidate may legitimately drop: then it is only listed). Every reference unit that no
+compared unit covers is listed in ``uncompared`` with the reason. The candidate's whole-model output
+(``Candidate.output``) is compared with the reference output (``LayerDiffResult.output``), judged against the
+carried tolerance accumulated over all compared units; ``LayerDiffResult.passed`` needs every mode clean AND the
+output within tolerance.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Which graph: the SAME cached export the ``onnxruntime`` runtime runs (``runtimes
 exporter, optimized, BatchNorm and "same" padding folded into Conv). We diff what users deploy rather than
 an un-optimized twin, so a bug introduced by folding is caught; the price is that one ONNX Conv stands for
 torch conv + padding + batch norm: that unit is keyed by the batch-norm path and ``covers()`` lists the
-three (see ``onnx_units.py`` for how nodes map to torch paths).
+three (see ``onnx_units.py`` for how nodes map to torch paths). Functional ops of the reference's ``forward``
+(``layer1.0/add``) are units too: one per FX node, paired with the reference ops by ``onnx_ops.match_ops``; a
+reference op with no ONNX node is reported by ``unmatched()`` as missing (a divergence).
 
 Execution: every unit (consecutive nodes of one torch module call) becomes a small ONNX model with its
 own ``InferenceSession`` (built lazily, cached per unit; CPU, ``ORT_ENABLE_ALL``, memory arena and memory
@@ -31,7 +33,7 @@ from onnx import helper, shape_inference
 
 from repliscope.diff.base import Candidate, LayerInfo, Unmatched
 from repliscope.diff.onnx_ops import match_ops
-from repliscope.diff.onnx_units import Unit, assign_covers, partition
+from repliscope.diff.onnx_units import Unit, assign_covers, node_scopes, partition
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes.base import ModelArtifact
 
@@ -104,6 +106,11 @@ class OnnxCandidate(Candidate):
                                                            "it cannot be fed the reference input"))
             else:
                 self._by_key[unit.key] = unit
+        if not any(node_scopes(n) for n in self._model.graph.node):
+            self._unmatched += [Unmatched(op.path, "the ONNX graph has no pkg.torch.onnx.name_scopes metadata (not "
+                                                   "exported by torch.onnx.export(dynamo=True)): its nodes cannot "
+                                                   "be matched to torch ops") for op in ops]
+            ops = []
         pairs, missing, notes = match_ops(ops, self._units)
         self.notes += notes
         self._unmatched += missing
