@@ -76,9 +76,11 @@ def test_compare_torch_with_onnxruntime_names_real_layers(traced: dict[str, obje
     assert re.fullmatch(r"layer _blocks\.3\._depthwise_conv … _blocks\.3\._swish#2 is \d+\.\d× (slower|faster) on "
                         r"B \(onnxruntime\) \(\d+\.\d{3} ms vs \d+\.\d{3} ms\)", depthwise["sentence"])
     assert len(c["layers"]) == 52 and c["only_a"] == [] and c["only_b"] == ["(ReorderOutput)"]
+    plot = Path(str(traced["file"])).with_name("compare.png")
     text = runner.invoke(app, ["trace", "compare", str(traced["torch"]), str(traced["onnxruntime"]),
-                               "--db", str(traced["db"]), "--top", "5"])
+                               "--db", str(traced["db"]), "--top", "5", "--plot", str(plot)])
     assert text.exit_code == 0 and "× " in text.output and "layers aligned" in text.output
+    assert plot.read_bytes().startswith(b"\x89PNG")
 
 
 def test_trace_option_errors(tmp_path: Path) -> None:

@@ -22,6 +22,9 @@ TraceLevelOption = Annotated[str, typer.Option(
 TraceOutOption = Annotated[Path | None, typer.Option(
     "--trace-out", help="Also write the Chrome trace / Perfetto JSON to this file (needs --trace-level).")]
 
+PlotOption = Annotated[Path | None, typer.Option(
+    "--plot", help="Also write the per-layer bar chart (PNG) here; `repliscope report RUN --figure PNG` embeds it.")]
+
 trace_app = typer.Typer(help="Summarise and compare leveled traces (recorded with --trace-level).",
                         no_args_is_help=True)
 
@@ -77,11 +80,21 @@ def load_trace_doc(ref: str, db: str | None) -> dict[str, Any]:
     return found
 
 
+def _write_png(path: Path, png: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+    except OSError as exc:
+        raise RepliscopeError(f"cannot write the plot '{path}': {exc}") from exc
+    print(f"wrote {path}", file=sys.stderr)
+
+
 @trace_app.command("summary")
 def summary(
     ref: Annotated[str, typer.Argument(metavar="RUN|FILE", help="A run id (prefix) with a stored trace, or a "
                                                                 "Chrome trace file.")],
     top: Annotated[int, typer.Option(min=1, help="Show the N slowest layers.")] = 15,
+    plot: PlotOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -91,6 +104,10 @@ def summary(
 
     try:
         s = summarize(from_chrome(load_trace_doc(ref, db)))
+        if plot is not None:
+            from repliscope.report.trace_sections import layer_time_chart
+
+            _write_png(plot, layer_time_chart(s, top))
     except RepliscopeError as exc:
         fail(exc)
         return
@@ -115,6 +132,7 @@ def compare(
     ref_a: Annotated[str, typer.Argument(metavar="RUN_A", help="Run id (prefix) or trace file.")],
     ref_b: Annotated[str, typer.Argument(metavar="RUN_B", help="Run id (prefix) or trace file.")],
     top: Annotated[int, typer.Option(min=1, help="Show the N layers with the largest time difference.")] = 15,
+    plot: PlotOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -127,6 +145,10 @@ def compare(
         a = layer_times(from_chrome(load_trace_doc(ref_a, db)))
         b = layer_times(from_chrome(load_trace_doc(ref_b, db)))
         c = compare_layers(a, b)
+        if plot is not None:
+            from repliscope.report.trace_sections import layer_compare_chart
+
+            _write_png(plot, layer_compare_chart(c, top))
     except RepliscopeError as exc:
         fail(exc)
         return
