@@ -1,69 +1,25 @@
-"""run_benchmark on the real Lite0 manifest and foolbox images with a fake runtime on a virtual clock:
-exact record values, early stopping, validity, claim verdicts, spans, store round trip."""
+"""run_benchmark (via ``run_fake``) on the real Lite0 manifest and foolbox images with a fake runtime on a
+virtual clock: exact record values, early stopping, validity, claim verdicts, spans, store round trip."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from repliscope.bench.clock import VirtualClock
 from repliscope.bench.matrix import ratio_rows
-from repliscope.bench.qsl import QuerySampleLibrary
-from repliscope.bench.record import BenchmarkRecord
-from repliscope.bench.run import BenchOptions, make_tracer, run_benchmark
+from repliscope.bench.run import make_tracer
 from repliscope.bench.scenarios import ScenarioSettings
 from repliscope.bench.stats import early_stopping_estimate
-from repliscope.datasets import resolve_dataset
-from repliscope.datasets.base import Dataset
 from repliscope.evaluation.provenance import cpu_model
-from repliscope.evaluation.run import PreparedRun, RunSettings, input_shape, prepare
-from repliscope.manifest.loader import load_manifest
-from repliscope.manifest.schema import ClaimHardware, ClaimSpec, DatasetRef
 from repliscope.store.repository import RunStore, sqlite_url
-from tests.bench._fakes import UNIT, FakeRunner
-from tests.conftest import LITE0
-
-CYCLE = [k * UNIT for k in range(1, 11)]
+from tests.bench._fakes import UNIT, Base, run_fake
 
 
-def perf_claim(metric: str, value: float, **kw: object) -> ClaimSpec:
-    fields: dict[str, object] = {"scenario": "single-stream", "batch_size": 1,
-                                 "hardware": ClaimHardware(cpu_model=cpu_model(), threads=1)}
-    return ClaimSpec.model_validate({"metric": metric, "value": value, "source": "test",
-                                     "dataset": DatasetRef(name="imagenet-1k", split="val"), **fields, **kw})
-
-
-@pytest.fixture(scope="module")
-def base() -> tuple[PreparedRun, Dataset, QuerySampleLibrary]:
-    loaded = load_manifest(LITE0)
-    claims = [*loaded.manifest.claims,
-              perf_claim("latency_p90_ms", 10 * UNIT * 1e3),  # the exact p90: inside its interval
-              perf_claim("latency_p90_ms", 1.0),  # far below: inconsistent
-              perf_claim("throughput", 50.0, hardware=ClaimHardware(cpu_model="Some Other CPU", threads=2)),
-              perf_claim("latency_p99_ms", 9.0, scenario="server")]
-    loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"claims": claims}))
-    prepared = prepare(loaded, RunSettings(runtime="onnxruntime", threads=1))
-    data = resolve_dataset("foolbox_imagenet")
-    return prepared, data, QuerySampleLibrary.load(prepared.pipeline, data.samples, input_shape(prepared), False)
-
-
-def bench(base: tuple[PreparedRun, Dataset, QuerySampleLibrary], scenario: ScenarioSettings,
-          tracer: object = None, latencies: list[float] = CYCLE) -> tuple[BenchmarkRecord, FakeRunner]:
-    prepared, data, qsl = base
-    clock = VirtualClock()
-    fake = FakeRunner(prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir, clock=clock,
-                      latencies_s=latencies)
-    rec = run_benchmark(replace(prepared, runner=fake), data, qsl, 1, BenchOptions(scenario=scenario,
-                        overhead_queries=100), tracer=tracer, clock=clock)
-    return rec, fake
-
-
-def test_single_stream_record_is_exact(base: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+def test_single_stream_record_is_exact(base: Base) -> None:
     s = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=100, warmup_queries=3)
-    rec, fake = bench(base, s)
+    rec, fake = run_fake(base, s)
     assert len(fake.batch_sizes) == 103 and set(fake.batch_sizes) == {1}
     assert rec.queries == 100 and rec.samples == 100
     ms = UNIT * 1e3
@@ -83,9 +39,9 @@ def test_single_stream_record_is_exact(base: tuple[PreparedRun, Dataset, QuerySa
     assert rec.summary()["latency_ms"]["p90"] == rec.latency.percentiles["p90"].value
 
 
-def test_claim_verdicts(base: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+def test_claim_verdicts(base: Base) -> None:
     s = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=200, warmup_queries=0)
-    rec, _ = bench(base, s)
+    rec, _ = run_fake(base, s)
     verdicts = [(c.metric, c.verdict) for c in rec.claims]
     assert verdicts == [("latency_p90_ms", "consistent"), ("latency_p90_ms", "inconsistent"),
                         ("throughput", "not comparable"), ("latency_p99_ms", "not comparable")]
@@ -94,17 +50,17 @@ def test_claim_verdicts(base: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -
     assert rec.claims[1].ci_low is not None and rec.claims[1].ci_low > 1.0
 
 
-def test_too_few_queries_is_not_valid(base: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+def test_too_few_queries_is_not_valid(base: Base) -> None:
     s = ScenarioSettings("multi-stream", min_duration_s=0.0, min_queries=50, warmup_queries=0, samples_per_query=4)
-    rec, fake = bench(base, s)
+    rec, fake = run_fake(base, s)
     assert set(fake.batch_sizes) == {4} and rec.samples == 200
     assert not rec.valid and rec.invalid_reasons == ["early stopping needs at least 662 queries for the p99 estimate"]
 
 
-def test_model_level_spans_nest(base: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+def test_model_level_spans_nest(base: Base) -> None:
     tracer = make_tracer("model")
     s = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=20, warmup_queries=2)
-    bench(base, s, tracer=tracer)
+    run_fake(base, s, tracer=tracer)
     events = [e for e in tracer.chrome_trace()["traceEvents"] if e.get("ph") == "X"]
     names = [e["name"] for e in events]
     assert names.count("run") == 1 and names.count("query") == 22 and names.count("inference") == 22
@@ -115,10 +71,10 @@ def test_model_level_spans_nest(base: tuple[PreparedRun, Dataset, QuerySampleLib
             assert any(q["ts"] <= e["ts"] and e["ts"] + e["dur"] <= q["ts"] + q["dur"] + 1e-3 for q in queries)
 
 
-def test_store_round_trip_and_ratios(base: tuple[PreparedRun, Dataset, QuerySampleLibrary], tmp_path: Path) -> None:
+def test_store_round_trip_and_ratios(base: Base, tmp_path: Path) -> None:
     s = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=64, warmup_queries=0)
-    fast, _ = bench(base, s, latencies=[UNIT])
-    slow, _ = bench(base, s, latencies=[3 * UNIT])
+    fast, _ = run_fake(base, s, latencies=[UNIT])
+    slow, _ = run_fake(base, s, latencies=[3 * UNIT])
     fast.matrix_id = slow.matrix_id = "m1"
     with RunStore(sqlite_url(tmp_path / "b.db")) as store:
         store.save_benchmark(fast)

@@ -120,6 +120,8 @@ def bench(
     trace_level: Annotated[str, typer.Option(help="none | application | model | framework | library")] = "none",
     trace_out: Annotated[Path | None, typer.Option(help="Write the Chrome trace / Perfetto JSON here (a matrix: "
                                                         "one file per configuration, -RUNTIME-tN added).")] = None,
+    report: Annotated[Path | None, typer.Option(help="Also write a report of the run(s) (latency ECDF per "
+                                                     "configuration, claims, provenance): .html or .md.")] = None,
     allow_outside_paths: Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's "
                                                            "folder.")] = False,
     db: DbOption = None,
@@ -138,6 +140,8 @@ def bench(
     from repliscope.store.repository import RunStore
 
     try:
+        if report is not None and report.suffix not in (".html", ".md"):
+            raise RepliscopeError(f"--report {report}: the file name must end in .html or .md")
         if find_peak_qps and scenario != "server":
             raise RepliscopeError("--find-peak-qps belongs to --scenario server")
         if scenario == "server" and latency_bound_ms is None:
@@ -169,6 +173,8 @@ def bench(
                 store.save_trace(rec.benchmark_id, trace_level, tracer.chrome_trace())
                 if trace_out is not None:
                     tracer.write_chrome_trace(_trace_path(trace_out, rec.runtime["runtime"], rec.threads, many))
+        if report is not None:
+            write_bench_report(result.records, report)
     except RepliscopeError as exc:
         fail(exc)
         return
@@ -183,11 +189,30 @@ def bench(
     for rec in result.records:
         print_benchmark(rec)
         console.print(f"stored as benchmark [bold]{rec.benchmark_id}[/]\n")
+    if report is not None:
+        console.print(f"wrote benchmark report {report}")
     if many:
         print_table(f"matrix {result.matrix_id}: ratio to the fastest ({rows[0]['metric']})",
                     ["runtime", "threads", rows[0]["metric"], "ratio", "p50 ms", "samples/s"],
                     [[r["runtime"], r["threads"], f"{r['value']:.3f}", f"{r['ratio_to_fastest']:.2f}x",
                       f"{r['p50_ms']:.3f}", f"{r['throughput_samples_per_second']:.1f}"] for r in rows])
+
+
+def write_bench_report(records: list[Any], path: Path) -> None:
+    """HTML (self-contained) or Markdown (images embedded) report of benchmark records."""
+    from repliscope.report.build import build_benchmark_view
+
+    view = build_benchmark_view(records)
+    if path.suffix == ".html":
+        from repliscope.report.html import render_view_html
+
+        text = render_view_html(view)
+    else:
+        from repliscope.report.markdown import render_view_markdown
+
+        text = render_view_markdown(view)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def _nothing() -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
@@ -69,3 +70,10 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
         flips=ps.flip_lists(sweep, records, namer), deltas=deltas, deltas_note=deltas_note,
         visual=ps.visual_panels(sweep, namer, sink), extra_figures=sec.extra_figure_views(extra_figures, sink))
 
+
+
+def build_benchmark_view(records: Sequence[Any], sink: ImageSink = sec.embed_sink) -> ReportView:
+    """The report of benchmark records (one, or one matrix run): see :mod:`repliscope.report.bench_sections`."""
+    from repliscope.report.bench_sections import build_benchmark_view as build
+
+    return build(records, sink)
