@@ -5,7 +5,8 @@ Everything is measured in this one run (machines are noisy; compare ratios, not 
   same pre-processed inputs, timed with perf_counter around each call;
 - harness   : the single-stream scenario through the query issuer (batching from the query sample library, the
   Runner's timing wrapper, softmax + top-k + labels post-processing, spans at the given trace level);
-- the two are interleaved in ROUNDS blocks (alternating which goes first) so drift of a shared machine hits both alike; p50 over all blocks;
+- the two are interleaved in ROUNDS blocks (alternating which goes first) so drift of a shared machine hits both
+  alike; p50 over all blocks;
 - no-op     : the issue loop on the no-op runtime (zeros, no work): per-query latency and whole cycle, in µs.
 Usage: python benchmarks/bench_harness.py [--queries-per-block N] [--rounds R] [--threads T] [--trace-level L]
 """
