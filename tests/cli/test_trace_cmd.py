@@ -97,3 +97,18 @@ def test_trace_option_errors(tmp_path: Path) -> None:
     path = tracer.write_chrome_trace(tmp_path / "model.json")
     res = runner.invoke(app, ["trace", "summary", str(path)])
     assert res.exit_code == 2 and "record it with --trace-level framework or library" in res.output
+
+
+def test_pitfalls_traces_the_run_and_the_ops(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["pitfalls", str(LITE0), "--trace-level", "framework"])
+    assert res.exit_code == 2 and "allowed: none, application, model" in res.output
+    out = tmp_path / "sweep.json"
+    res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "onnxruntime", "--limit", "2", "--variant",
+                              "no_center_crop", "--threads", "1", "--batch-size", "1", "--trace-level", "model",
+                              "--trace-out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    names = [e["name"] for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert names.count("run") == 1 and names.count("preprocess/center_crop") == 2  # the reference only
+    assert names.count("preprocess/resize") == 4 and names.count("postprocess/topk") == 4  # 2 batches x 2 plans
+    assert nesting_errors(doc) == []
