@@ -3,18 +3,24 @@ virtual clock: exact record values, early stopping, validity, claim verdicts, sp
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from repliscope.bench.clock import RealClock, VirtualClock
 from repliscope.bench.matrix import ratio_rows
-from repliscope.bench.run import make_tracer
-from repliscope.bench.scenarios import ScenarioSettings
+from repliscope.bench.qsl import QuerySampleLibrary
+from repliscope.bench.run import BenchOptions, make_tracer, run_benchmark
+from repliscope.bench.scenarios import ScenarioSettings, poisson_schedule, run_scenario
 from repliscope.bench.stats import early_stopping_estimate
 from repliscope.evaluation.provenance import cpu_model
+from repliscope.evaluation.run import input_shape
 from repliscope.store.repository import RunStore, sqlite_url
-from tests.bench._fakes import UNIT, Base, run_fake
+from tests.bench._fakes import UNIT, Base, FakeRunner, run_fake
 
 
 def test_single_stream_record_is_exact(base: Base) -> None:
@@ -86,3 +92,51 @@ def test_store_round_trip_and_ratios(base: Base, tmp_path: Path) -> None:
     rows = ratio_rows([slow, fast])
     assert [r["ratio_to_fastest"] for r in rows] == pytest.approx([3.0, 1.0])
     assert np.asarray(fast.latencies_us, dtype=np.float32).astype(float).tolist() == fast.latencies_us
+
+
+def test_timed_preprocess_runs_the_pipeline_inside_each_query(base: Base) -> None:
+    prepared, full, _ = base
+    data = replace(full, samples=full.samples[:4])
+    timed = QuerySampleLibrary.load(prepared.pipeline, data.samples, input_shape(prepared), True)
+    assert len(timed.encoded) == 4 and timed.inputs == []
+    x = timed.batch([0, 3], make_tracer("none"))
+    assert x.shape == (2, 3, 224, 224) and x.dtype == np.float32
+    tracer = make_tracer("model")
+    s = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=5, warmup_queries=0)
+    rec, _ = run_fake((prepared, data, timed), s, tracer=tracer)
+    names = [e["name"] for e in tracer.chrome_trace()["traceEvents"] if e.get("ph") == "X"]
+    for op in prepared.pipeline.pre_ops:
+        assert names.count(f"preprocess/{op.name}") == 5
+    assert rec.queries == 5 and rec.dataset["query_samples"] == 4
+
+
+def test_find_peak_qps_on_the_virtual_clock(base: Base) -> None:
+    """Service 8 units (~7.8 ms): one worker saturates at 128 QPS; with a 40 ms p99 bound the peak lies below."""
+    s = ScenarioSettings("server", min_duration_s=0.0, min_queries=700, warmup_queries=0, target_qps=1.0,
+                         latency_bound_ms=40.0)
+    prepared, data, qsl = base
+    clock = VirtualClock()
+    fake = FakeRunner(prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir, clock=clock,
+                      latencies_s=[8 * UNIT])
+    rec = run_benchmark(replace(prepared, runner=fake), data, qsl, 1,
+                        BenchOptions(scenario=s, find_peak_qps=True, overhead_queries=10), clock=clock)
+    assert rec.peak is not None and rec.peak.peak_qps is not None
+    tried = {p.qps: p for p in rec.peak.tried}
+    assert tried[rec.peak.peak_qps].meets_bound and tried[rec.peak.peak_qps].p99_ms <= 40.0
+    assert min(tried) == pytest.approx(128 / 16) and max(tried) == pytest.approx(128.0)
+    assert not any(p.meets_bound for q, p in tried.items() if q > rec.peak.peak_qps)
+    assert rec.settings["target_qps"] == rec.peak.peak_qps and rec.latency.percentiles["p99"].value <= 40.0
+    assert 64 < rec.peak.peak_qps < 128 and len(rec.peak.tried) == 2 + 6
+
+
+def test_server_on_the_real_clock() -> None:
+    """The dispatcher thread in real time: every scheduled query is served, none before its arrival."""
+    clock = RealClock()
+
+    def issue(indices: Sequence[int]) -> None:
+        time.sleep(0.001)
+
+    s = ScenarioSettings("server", min_duration_s=0.3, min_queries=10, warmup_queries=0, target_qps=200.0)
+    run = run_scenario(issue, 20, s, clock)
+    assert run.queries == len(poisson_schedule(200.0, 10, 0.3, 0))
+    assert run.latencies_s.min() >= 0.001 and np.median(run.latencies_s) < 0.05
