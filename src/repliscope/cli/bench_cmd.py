@@ -49,6 +49,22 @@ class _BenchCommand(TyperCommand):
         return super().parse_args(ctx, expand_variadic(args, set(RUNTIMES.names())))
 
 
+_SCENARIO_OPTIONS = {"--target-qps": ("server",), "--latency-bound-ms": ("server",), "--find-peak-qps": ("server",),
+                     "--samples-per-query": ("multi-stream", "offline"), "--batch-size": ("offline",)}
+
+
+def check_scenario_options(scenario: str, given: dict[str, Any]) -> None:
+    """An unknown scenario, or an option of another scenario, is an error (never silently ignored)."""
+    from repliscope.manifest.schema import SCENARIOS
+
+    if scenario not in SCENARIOS:
+        raise RepliscopeError(f"unknown scenario '{scenario}' (allowed: {', '.join(SCENARIOS)})")
+    for option, value in given.items():
+        allowed = _SCENARIO_OPTIONS[option]
+        if value is not None and scenario not in allowed:
+            raise RepliscopeError(f"{option} belongs to --scenario {' / '.join(allowed)}, not {scenario}")
+
+
 def _trace_path(base: Path, runtime: str, threads: int, many: bool) -> Path:
     return base.with_name(f"{base.stem}-{runtime}-t{threads}{base.suffix}") if many else base
 
@@ -105,8 +121,8 @@ def bench(
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples in the library.")] = None,
     timed_preprocess: Annotated[bool, typer.Option(help="Time decode + pre-processing in each query (default: "
                                                         "pre-processed before timing, as LoadGen).")] = False,
-    target_qps: Annotated[float | None, typer.Option(help="server: Poisson arrival rate.")] = None,
-    latency_bound_ms: Annotated[float | None, typer.Option(help="server: the p99 latency bound.")] = None,
+    target_qps: Annotated[float | None, typer.Option(min=0.000001, help="server: Poisson arrival rate.")] = None,
+    latency_bound_ms: Annotated[float | None, typer.Option(min=0.000001, help="server: the p99 latency bound.")] = None,
     find_peak_qps: Annotated[bool, typer.Option(help="server: binary search of the highest QPS whose p99 "
                                                      "meets --latency-bound-ms.")] = False,
     min_duration: Annotated[float, typer.Option(min=0, help="Seconds the measured load lasts at least.")] = 10.0,
@@ -114,7 +130,7 @@ def bench(
                                                          "p90, 662 for p99).")] = 1024,
     samples_per_query: Annotated[int | None, typer.Option(min=1, help="multi-stream: samples per query (default "
                                  "8); offline: samples of the one query (default --min-queries).")] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="offline: inference batch.")] = 8,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="offline: inference batch (default 8).")] = None,
     warmup_queries: Annotated[int, typer.Option(min=0, help="Untimed queries first.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the sample order and the server arrivals.")] = 0,
     trace_level: Annotated[str, typer.Option(help="none | application | model | framework | library")] = "none",
@@ -142,8 +158,9 @@ def bench(
     try:
         if report is not None and report.suffix not in (".html", ".md"):
             raise RepliscopeError(f"--report {report}: the file name must end in .html or .md")
-        if find_peak_qps and scenario != "server":
-            raise RepliscopeError("--find-peak-qps belongs to --scenario server")
+        check_scenario_options(scenario, {"--target-qps": target_qps, "--latency-bound-ms": latency_bound_ms,
+                                          "--find-peak-qps": find_peak_qps or None,
+                                          "--samples-per-query": samples_per_query, "--batch-size": batch_size})
         if scenario == "server" and latency_bound_ms is None:
             raise RepliscopeError("--scenario server needs --latency-bound-ms (LoadGen judges p99 against it)")
         loaded = load_manifest(manifest)
@@ -155,7 +172,7 @@ def bench(
         settings = ScenarioSettings(
             scenario=scenario, min_duration_s=min_duration, min_queries=min_queries, warmup_queries=warmup_queries,
             samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
-            batch_size=batch_size if scenario == "offline" else 1,
+            batch_size=(batch_size or 8) if scenario == "offline" else 1,
             target_qps=target_qps if not find_peak_qps else (target_qps or 1.0),
             latency_bound_ms=latency_bound_ms, seed=seed)
         make_tracer(trace_level)  # an unknown level fails before anything runs
