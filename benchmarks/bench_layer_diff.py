@@ -9,7 +9,10 @@ counter (``/proc/self/clear_refs`` <- 5) and records ``VmRSS``; the figure repor
 ``VmHWM`` (peak resident set) above that baseline, which sees torch's and onnxruntime's native allocations
 (tracemalloc would not). Each subprocess's work includes loading its model: the torch forward builds the
 module and runs it; the onnxruntime forward creates the session and runs it; the diff builds the reference
-and the ONNX candidate (one small session per layer) and runs golden mode. The ONNX export is created
+and the ONNX candidate (one small session per unit) and runs golden mode at op granularity (module layers AND
+the functional ops of ``forward``: residual adds, the flatten), then compares the final output (one more
+unit-by-unit forward of the candidate). ``--ops off`` measures the module-only diff for comparison. The ONNX
+export is created
 beforehand (it is cached, as in real use). Targets (issue 4): wall <= 10 s, peak <= 2 x the forward pass.
 """
 
@@ -36,7 +39,7 @@ def _status(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _measure(what: str, threads: int, batch: int) -> dict[str, Any]:
+def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str, Any]:
     import numpy as np
     import onnx  # noqa: F401  (same imports in every measurement)
     import onnxruntime as ort
@@ -83,11 +86,16 @@ def _measure(what: str, threads: int, batch: int) -> dict[str, Any]:
         session.run(None, {"input": x})
         out["warm_forward_seconds"] = time.perf_counter() - t
     else:
-        reference = TorchReference.from_artifact(prepared.artifact)
+        reference = TorchReference(TorchReference.from_artifact(prepared.artifact).module, ops=ops)
         candidate = OnnxCandidate(onnx_path, threads=threads)
         result = diff_layers(reference, candidate, x, modes=["golden"])
-        assert result.first_divergent["golden"] is None, result.first_divergent
-        out["compared_layers"] = result.summary["golden"].compared
+        assert result.passed, (result.first_divergent, result.output)
+        golden = result.summary["golden"]
+        out["compared_layers"] = golden.compared
+        out["compared_ops"] = golden.ops
+        out["reference_units"] = golden.reference_units
+        out["uncompared"] = len(result.uncompared)
+        out["output_max_abs"] = result.output.max_abs if result.output is not None else None
         out["diff_seconds"] = result.seconds
     out["wall_seconds"] = time.perf_counter() - start
     out["peak_bytes"] = _status("VmHWM") - base
@@ -96,9 +104,10 @@ def _measure(what: str, threads: int, batch: int) -> dict[str, Any]:
     return out
 
 
-def _run(what: str, threads: int, batch: int) -> dict[str, Any]:
+def _run(what: str, threads: int, batch: int, ops: bool = True) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, __file__, "--measure", what, "--threads", str(threads), "--batch",
-                           str(batch)], capture_output=True, text=True, check=False, cwd=REPO)
+                           str(batch), "--ops", "on" if ops else "off"], capture_output=True, text=True,
+                          check=False, cwd=REPO)
     if proc.returncode != 0:
         raise SystemExit(f"measurement '{what}' failed:\n{proc.stderr}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -110,19 +119,27 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--measure", choices=["torch", "onnxruntime", "diff"])
+    parser.add_argument("--ops", choices=["on", "off"], default="on",
+                        help="op-level granularity (functional ops are units) or module layers only")
     args = parser.parse_args()
+    ops = args.ops == "on"
     if args.measure:
-        print(json.dumps(_measure(args.measure, args.threads, args.batch)))
+        print(json.dumps(_measure(args.measure, args.threads, args.batch, ops)))
         return
     _run("torch", args.threads, args.batch)  # warm the export cache and the file cache, not reported
-    res = {w: _run(w, args.threads, args.batch) for w in ("torch", "onnxruntime", "diff")}
+    res = {w: _run(w, args.threads, args.batch, ops) for w in ("torch", "onnxruntime", "diff")}
     mib = 1024 * 1024
     t, o, d = res["torch"], res["onnxruntime"], res["diff"]
     print(f"layer-level golden diff, EfficientNet-Lite0, torch vs onnxruntime, batch {args.batch} real images, "
           f"{args.threads} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"  compared layers          {d['compared_layers']}")
+    print(f"  granularity              {'op level (module layers + functional ops)' if ops else 'module layers only'}")
+    print(f"  compared units           {d['compared_layers']} ({d['compared_ops']} functional ops), covering "
+          f"{d['reference_units']} reference units; {d['uncompared']} not compared; final output max |err| "
+          f"{d['output_max_abs']:.3g}")
     print(f"  diff wall time           {d['wall_seconds']:.2f} s  (of which the diff itself {d['diff_seconds']:.2f} s;"
           f" the rest builds the torch module and loads the ONNX model)")
+    print(f"  time per compared unit   {1000 * d['diff_seconds'] / d['compared_layers']:.1f} ms (diff itself), "
+          f"{1000 * d['wall_seconds'] / d['compared_layers']:.1f} ms (wall)")
     print(f"  torch forward            {t['forward_seconds']:.3f} s cold, {t['warm_forward_seconds']:.3f} s warm; "
           f"with model build {t['wall_seconds']:.2f} s")
     print(f"  onnxruntime forward      {o['forward_seconds']:.3f} s cold, {o['warm_forward_seconds']:.3f} s warm; "

@@ -103,6 +103,8 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
             np.save(tmp / f"{row.index}.npy", output)
 
     try:
+        # golden only: the candidate's own forward runs first, while memory is low (carried mode reuses its run)
+        cand_out = candidate.output(x) if tmp is None else None
         ref_out = reference.run(x, on_start, on_end)
         if tmp is not None:
             carried_tol = dict(zip(mapped, accumulate([local_tol.get(p, 0.0) for p in mapped]), strict=True))
@@ -115,7 +117,8 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
                 row.carried = _compare(row, np.asarray(ref), cand, candidate, carried_tol[path], policy.rel_floor)
                 del ref
                 file.unlink()
-        cand_out = candidate.output(x)
+        if tmp is not None:
+            cand_out = candidate.output(x)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

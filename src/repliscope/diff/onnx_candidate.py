@@ -47,6 +47,7 @@ class OnnxCandidate(Candidate):
 
     name = "onnxruntime"
     supports_ops = True
+    OUTPUT_CHUNK = 2
 
     def __init__(self, model: onnx.ModelProto | Path | str, threads: int = 2, source: str = "") -> None:
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
@@ -178,11 +179,21 @@ class OnnxCandidate(Candidate):
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
         """The graph's output on ``x``: the one of the last ``forward_layers(x, ...)`` run when it was run on
-        this very array, else a unit-by-unit forward (same kernels as carried mode)."""
-        if self._last is None or self._last[0] is not x:
-            for _ in self.forward_layers(x, ()):
+        this very array, else a unit-by-unit forward (same kernels as carried mode) over chunks of
+        :attr:`OUTPUT_CHUNK` samples, which bounds the activations held at once (inference graphs treat the
+        samples of a batch independently)."""
+        if self._last is not None and self._last[0] is x:
+            return self._last[1]
+        parts = []
+        for lo in range(0, len(x), self.OUTPUT_CHUNK):
+            chunk = x[lo:lo + self.OUTPUT_CHUNK]
+            for _ in self.forward_layers(chunk, ()):
                 pass
-        return None if self._last is None else self._last[1]
+            if self._last is None:
+                return None
+            parts.append(self._last[1])
+        self._last = None
+        return np.concatenate(parts) if parts else None
 
     def _session(self, unit: Unit) -> ort.InferenceSession:
         session = self._sessions.get(unit.index)
