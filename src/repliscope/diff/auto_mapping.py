@@ -7,12 +7,15 @@ layout). A reference layer and a candidate unit may be paired when
 * their output shapes agree, batch axis ignored (an NHWC candidate's 4-D ``(H, W, C)`` against the
   reference's ``(C, H, W)``), and
 * the candidate unit could compute the reference layer: a layer with weights (conv, linear, norm) is only
-  paired with a unit with weights or a bias add, never with an activation, pooling, padding or reshape;
+  paired with a unit with weights or a bias add, never with an activation, pooling, padding or reshape; a
+  binary element-wise op (a residual ``add``, a ``mul``) only with a unit of the same family;
 * the reference layers one unit stands for (the paired one and the unpaired ones since the previous pair)
   hold at most ONE heavy layer (conv, linear, matmul), and then the unit has weights: a fused unit computes
   one convolution, never two.
 
-The alignment keeps the order on both sides and pairs as many layers as possible (dynamic programming,
+Units named after the reference paths are paired by name first (``layer2_0_proj_0`` is ``layer2.0.proj.0``:
+parallel branches may run in another order in the candidate). The alignment of the rest keeps the order on both
+sides and pairs as many layers as possible (dynamic programming,
 O(reference x candidate x 2)). Several reference layers with the same output shape before one candidate unit
 (conv + batch norm + ReLU6 fused into one TFLite ``CONV_2D``) go to the LAST of them, and the unit
 ``covers`` the earlier ones: its output is the output of the last. Candidate units without a partner (a
@@ -35,6 +38,8 @@ _WEIGHTED = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|batch_?n
                        r"instance_?norm|einsum|bilinear|embedding|multihead", re.IGNORECASE)
 _HEAVY = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|einsum|bilinear|multihead|^bmm$|^mm$",
                     re.IGNORECASE)
+_BINARY = [re.compile(p, re.IGNORECASE) for p in (r"_*i?add(v2)?_*|add_n", r"_*i?mul_*|multiply", r"_*i?sub_*|subtract",
+                                                   r"_*i?(true)?div_*|divide|realdiv")]
 _BIAS = re.compile(r"bias_?add|^add$|^addv2$", re.IGNORECASE)
 
 
@@ -81,24 +86,71 @@ def shapes_agree(ref: Sequence[int], cand: Sequence[int], layout: str) -> bool:
 
 
 def could_compute(ref_kind: str, cand_op: str) -> bool:
-    """A reference layer with weights needs a candidate unit with weights (or a bias add after a matmul)."""
+    """A reference layer with weights needs a candidate unit with weights (or a bias add after a matmul); a
+    binary element-wise op (add, mul, sub, div) needs a unit of the same family (possibly with a fused
+    activation, e.g. TFLite ``ADD``)."""
+    for family in _BINARY:
+        if family.fullmatch(ref_kind):
+            return bool(family.fullmatch(cand_op))
     if not _WEIGHTED.search(ref_kind):
         return True
     return bool(_WEIGHTED.search(cand_op) or _BIAS.search(cand_op))
 
 
+def normalized(name: str) -> str:
+    """Lower case, every run of non-alphanumerics one ``_``: ``layer1.0/add`` and ``layer1_0_add`` agree."""
+    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
+
+
 def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW") -> Proposal:
-    """Align ``reference`` and ``candidate`` (both in execution order); see the module docstring."""
+    """Pair ``reference`` and ``candidate`` (both in execution order): first by name (a unit whose normalized
+    name equals exactly one reference path's, with agreeing shapes: a port named after the torch modules), then
+    the rest by :func:`align`; a pair covers the unpaired reference layers since the previous pair."""
+    by_name: dict[str, list[int]] = {}
+    for k, c in enumerate(candidate):
+        by_name.setdefault(normalized(c.name), []).append(k)
+    ref_names = [normalized(r.path) for r in reference]
+    anchors: dict[int, int] = {}
+    for i, r in enumerate(reference):
+        found = by_name.get(ref_names[i], [])
+        if len(found) == 1 and ref_names.count(ref_names[i]) == 1 and shapes_agree(r.shape, candidate[found[0]].shape,
+                                                                                   layout):
+            anchors[i] = found[0]
+    rest_ref = [i for i in range(len(reference)) if i not in anchors]
+    used = set(anchors.values())
+    rest_cand = [k for k in range(len(candidate)) if k not in used]
+    aligned = align([reference[i] for i in rest_ref], [candidate[k] for k in rest_cand], layout)
+    pairs = dict(anchors)
+    pairs.update({rest_ref[i]: rest_cand[k] for i, k in aligned})
+    mapping: dict[str, str] = {}
+    covers: dict[str, list[str]] = {}
+    start = 0
+    for ri in sorted(pairs):
+        path = reference[ri].path
+        mapping[path] = candidate[pairs[ri]].name
+        covers[path] = [r.path for r in reference[start:ri + 1]]
+        start = ri + 1
+    paired = set(pairs.values())
+    return Proposal(mapping=mapping, covers=covers,
+                    unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
+                    uncovered_reference=[r.path for r in reference[start:]],
+                    ops={c.name: c.op for c in candidate})
+
+
+def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW"
+          ) -> list[tuple[int, int]]:
+    """Order-preserving pairs (reference index, candidate index) maximizing their number; see the module
+    docstring."""
     n, m = len(reference), len(candidate)
     heavy = [bool(_HEAVY.search(r.kind)) for r in reference]
-    cand_weighted = [bool(_WEIGHTED.search(c.op) or _BIAS.search(c.op)) for c in candidate]
+    cand_heavy = [bool(_HEAVY.search(c.op) or _BIAS.search(c.op)) for c in candidate]
     agree = [[shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op) for c in candidate]
              for r in reference]
 
     def can_match(i: int, j: int, h: int) -> bool:
         """Pair reference i with unit j when the pending group already holds ``h`` heavy layers."""
         group_heavy = h + heavy[i]
-        return agree[i][j] and group_heavy <= 1 and (group_heavy == 0 or cand_weighted[j])
+        return agree[i][j] and group_heavy <= 1 and (group_heavy == 0 or cand_heavy[j])
 
     neg = -(10 ** 9)
     # score[i, j, h]: most pairs aligning reference[:i] with candidate[:j], h = the unpaired reference layers
@@ -131,26 +183,12 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
                 pairs.append((i - 1, j - 1))
                 i, j, h = i - 1, j - 1, prev
                 continue
-        if i > 0:
-            ph = h - heavy[i - 1]
-            if ph in (0, 1) and score[i - 1, j, ph] == value:
-                i, h = i - 1, ph
-                continue
-        j -= 1
+        if j > 0 and score[i, j - 1, h] == value:  # an unpaired candidate unit, so later layers pair later
+            j -= 1
+            continue
+        i, h = i - 1, h - heavy[i - 1]
     pairs.reverse()
-    mapping: dict[str, str] = {}
-    covers: dict[str, list[str]] = {}
-    start = 0
-    for ri, ci in pairs:
-        path = reference[ri].path
-        mapping[path] = candidate[ci].name
-        covers[path] = [r.path for r in reference[start:ri + 1]]
-        start = ri + 1
-    paired = {ci for _, ci in pairs}
-    return Proposal(mapping=mapping, covers=covers,
-                    unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
-                    uncovered_reference=[r.path for r in reference[start:]],
-                    ops={c.name: c.op for c in candidate})
+    return pairs
 
 
 def covers_for(reference: Sequence[str], mapped: Sequence[str]) -> dict[str, list[str]]:

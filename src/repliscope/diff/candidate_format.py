@@ -8,8 +8,8 @@ lists the formats.
 
 Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE``; for a Keras port with its
 conversion mapping, that mapping; for an ONNX file exported by ``torch.onnx.export(dynamo=True)``, its
-``name_scopes`` metadata; for a candidate whose unit names ARE reference paths (a torch port with the same
-module tree), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`, printed (and written with
+``name_scopes`` metadata; for a candidate whose unit names include EVERY reference path (a torch port with the
+same module tree and functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`, printed (and written with
 ``--save-mapping``) so it can be checked and edited.
 """
 
@@ -131,7 +131,7 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
         mapped = MappedCandidate(inner, mapping, names, covers=covers, origin=f"from {mapping_file}")
         return BuiltCandidate(mapped, fmt, "by file", mapping, ops={u.name: u.op for u in units})
     same = {p: p for p in ref_paths if p in set(names)}
-    if same:
+    if len(same) == len(ref_paths):  # every reference unit has a namesake (a port with the same tree and ops)
         mapped = MappedCandidate(inner, same, names, origin="by name")
         return BuiltCandidate(mapped, fmt, "by name", same, ops={u.name: u.op for u in units})
     proposal = propose(reference_units(reference, x), units, inner.layout)

@@ -231,6 +231,29 @@ class KerasLayersCandidate(NamedCandidate):
         self.source = source
         self._layers = {layer.name: layer for layer in model.layers
                         if not isinstance(layer, self.keras.layers.InputLayer)}
+        self._mapped: set[str] = set()
+
+    def set_mapped(self, names: Iterable[str]) -> None:
+        """Golden units stop at mapped layers (see :meth:`chain`)."""
+        self._mapped = set(names)
+
+    def chain(self, name: str) -> list[Any]:
+        """The layers golden mode runs for ``name``: it and the unmapped single-input, single-consumer layers
+        directly before it (an explicit ``ZeroPadding2D`` the torch conv does inside)."""
+        layer = self._layers.get(name)
+        if layer is None:
+            raise RepliscopeError(f"the Keras model '{self.model.name}' has no layer '{name}'")
+        chain = [layer]
+        while True:
+            nodes = chain[0]._inbound_nodes
+            if len(nodes) != 1 or len(nodes[0].input_tensors) != 1:
+                break
+            parent = nodes[0].input_tensors[0]._keras_history.operation
+            if (isinstance(parent, self.keras.layers.InputLayer) or parent.name in self._mapped
+                    or len(parent._outbound_nodes) != 1 or len(parent._inbound_nodes[0].input_tensors) != 1):
+                break
+            chain.insert(0, parent)
+        return chain
 
     @classmethod
     def from_file(cls, path: Path) -> KerasLayersCandidate:
@@ -254,11 +277,10 @@ class KerasLayersCandidate(NamedCandidate):
         return {"candidate": self.name, "model": str(self.model.name), "source": self.source}
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        layer = self._layers.get(path)
-        if layer is None:
-            raise RepliscopeError(f"the Keras model '{self.model.name}' has no layer '{path}'")
         args = [to_keras_layout(np.asarray(a, dtype=np.float32)) for a in inputs]
-        out = layer(args[0] if len(args) == 1 else args, training=False)
+        out: Any = args[0] if len(args) == 1 else args
+        for layer in self.chain(path):
+            out = layer(out, training=False)
         return to_reference_layout(self.keras.ops.convert_to_numpy(out))
 
     def output(self, x: np.ndarray) -> np.ndarray | None:

@@ -178,7 +178,8 @@ class TensorflowCandidate(NamedCandidate):
         return op
 
     def _data_inputs(self, op: Any) -> list[Any]:
-        return [t for t in op.inputs if t.op.name in self._reached]
+        """Floating-point inputs computed from the model input (a Reshape's shape tensor is not data)."""
+        return [t for t in op.inputs if t.op.name in self._reached and t.dtype.is_floating]
 
 
 CANDIDATES.add("savedmodel", TensorflowCandidate)

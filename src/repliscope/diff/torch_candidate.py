@@ -8,6 +8,9 @@ modules with their own weights, ``path#n`` for the n-th call), so a port with th
 name and any other needs ``--mapping`` or the proposed mapping.
 
 * golden (``run_layer``): the candidate's module ``name`` called on the reference inputs (as torch tensors);
+  a functional op unit (``layer1.0/add``) is REPLAYED: its torch function, recorded with its arguments on a
+  one-sample probe forward, is called again with the reference inputs in place of its activation tensors
+  (parameters, buffers and Python arguments kept);
 * carried (``forward_layers``): the candidate's own forward, its mapped outputs streamed from a worker
   thread through a one-slot queue, so at most one copied activation waits at a time.
 
@@ -23,12 +26,14 @@ import inspect
 import queue
 import sys
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from repliscope.diff.base import CANDIDATES
 from repliscope.diff.mapping import NamedCandidate, UnitInfo
@@ -36,6 +41,23 @@ from repliscope.diff.reference import TorchReference
 from repliscope.errors import RepliscopeError
 
 _DONE = object()
+_VIEWS = {"detach", "cpu", "numpy", "clone", "contiguous", "__get__"}
+
+
+class _Recorder(TorchFunctionMode):
+    """Keeps the last torch function calls that returned a tensor: (func, args, kwargs, output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: deque[tuple[Any, tuple[Any, ...], dict[str, Any], torch.Tensor]] = deque(maxlen=16)
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and getattr(func, "__name__", "") not in _VIEWS:
+            self.calls.append((func, args, kwargs, out))
+        return out
 
 
 def load_factory(spec: str) -> Any:
@@ -88,6 +110,8 @@ class TorchCandidate(NamedCandidate):
         self.module = self.observed.module
         self.source = source
         self._units: list[UnitInfo] | None = None
+        self._ops: set[str] = set()
+        self._replay: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any], list[int]]] = {}
 
     @classmethod
     def from_path(cls, path: str | Path, reference_module: Any) -> TorchCandidate:
@@ -106,9 +130,32 @@ class TorchCandidate(NamedCandidate):
 
     def units(self, x: np.ndarray) -> list[UnitInfo]:
         if self._units is None:
-            self._units = [UnitInfo(t.info.path, t.info.kind, tuple(t.output_shape))
-                           for t in self.observed.trace(x)]
+            traced = self.observed.trace(x)
+            self._units = [UnitInfo(t.info.path, t.info.kind, tuple(t.output_shape)) for t in traced]
+            self._ops = {t.info.path for t in traced if getattr(t.info, "op", "")}
+            if self._ops:
+                self._record_ops(x[:1])
         return self._units
+
+    def _record_ops(self, probe: np.ndarray) -> None:
+        """Bind every functional op unit to its torch call (function, arguments) on a probe forward."""
+        from repliscope.diff.ref_ops import activation_inputs
+
+        constants = {id(t) for t in (*self.module.parameters(), *self.module.buffers())}
+        recorder = _Recorder()
+
+        def on_end(path: str, inputs: list[np.ndarray], output: np.ndarray) -> None:
+            if path not in self._ops:
+                return
+            address = output.__array_interface__["data"][0]
+            for func, args, kwargs, out in recorder.calls:
+                if out.data_ptr() == address and tuple(out.shape) == output.shape:
+                    ids = [id(t) for t in activation_inputs(args, kwargs, constants)]
+                    self._replay[path] = (func, args, kwargs, ids)
+                    break
+
+        with recorder:
+            self.observed.run(probe, None, on_end)
 
     def _names(self) -> list[str]:
         if self._units is None:
@@ -120,6 +167,8 @@ class TorchCandidate(NamedCandidate):
                 "torch": torch.__version__}
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        if path in self._ops:
+            return self._replay_op(path, inputs)
         base = path.split("#", 1)[0]
         try:
             sub = self.module.get_submodule(base) if base else self.module
@@ -130,6 +179,25 @@ class TorchCandidate(NamedCandidate):
             out = sub(*args)
         if not isinstance(out, torch.Tensor):
             raise RepliscopeError(f"torch candidate: module '{path}' returned {type(out).__name__}, not a tensor")
+        return out.detach().cpu().numpy()
+
+    def _replay_op(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        if path not in self._replay:
+            raise RepliscopeError(f"torch candidate: the call of op '{path}' was not recorded on the probe forward")
+        func, args, kwargs, ids = self._replay[path]
+        if len(ids) != len(inputs):
+            raise RepliscopeError(f"torch candidate: op '{path}' reads {len(ids)} activation(s), got {len(inputs)}")
+        new = {i: torch.from_numpy(np.array(a, copy=True)) for i, a in zip(ids, inputs, strict=True)}
+
+        def swap(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return new.get(id(value), value)
+            if isinstance(value, list | tuple):
+                return type(value)(swap(v) for v in value)
+            return value
+
+        with torch.inference_mode():
+            out = func(*[swap(a) for a in args], **{k: swap(v) for k, v in kwargs.items()})
         return out.detach().cpu().numpy()
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
