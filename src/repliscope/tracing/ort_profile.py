@@ -54,11 +54,12 @@ def profile_onnxruntime(tracer: Any, runner: Any) -> Iterator[None]:
         runner.start_profiling(Path(tmp) / "ort")
         try:
             yield
-        finally:
-            path, start_ns = runner.end_profiling()
-            events = json.loads(Path(path).read_text(encoding="utf-8"))
-            index = ScopeIndex(runner.onnx_path)
-            count = convert(tracer, events, start_ns, index)
-            tracer.notes.setdefault("onnxruntime_profiler", []).append(
-                {"runs": count, "profiling_start_epoch_ns": start_ns,
-                 "clock": "epoch ns from get_profiling_start_time_ns(), minus the tracer's epoch offset"})
+        except BaseException:
+            runner.end_profiling()  # stop the profiler; the run failed, its events are not converted
+            raise
+        path, start_ns = runner.end_profiling()
+        events = json.loads(Path(path).read_text(encoding="utf-8"))
+        count = convert(tracer, events, start_ns, ScopeIndex(runner.onnx_path))
+        tracer.notes.setdefault("onnxruntime_profiler", []).append(
+            {"runs": count, "profiling_start_epoch_ns": start_ns,
+             "clock": "epoch ns from get_profiling_start_time_ns(), minus the tracer's epoch offset"})
