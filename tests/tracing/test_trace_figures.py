@@ -19,3 +19,8 @@ def test_trace_figures_of_a_chrome_document() -> None:
     doc = to_chrome(_ort(), 0, thread_names={}, metadata={"repliscope_trace_level": "framework"}, pid=1)
     ((title, png),) = trace_figures(doc)
     assert title == "per-layer time (onnxruntime, trace level framework)" and png.startswith(PNG_SIGNATURE)
+
+
+def test_a_trace_without_layers_has_no_figure() -> None:
+    doc = to_chrome(_ort()[:1], 0, thread_names={}, metadata={}, pid=1)
+    assert trace_figures(doc) == []

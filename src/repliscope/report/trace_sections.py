@@ -67,10 +67,14 @@ def layer_compare_chart(c: TraceComparison, top: int = 20) -> bytes:
 
 
 def trace_figures(doc: Mapping[str, Any], top: int = 20) -> list[ExtraFigure]:
-    """The per-layer bar chart of a stored / written Chrome trace, as an extra figure for a report."""
+    """The per-layer bar chart of a stored / written Chrome trace, as an extra figure for a report; [] for a
+    trace without layer spans (recorded below the ``framework`` level)."""
     from repliscope.tracing.chrome import from_chrome
     from repliscope.tracing.summary import summarize
 
-    s = summarize(from_chrome(doc))
+    spans = from_chrome(doc)
+    if not any(s.level == "framework" and "layer" in s.attributes for s in spans):
+        return []
+    s = summarize(spans)
     return [(f"per-layer time ({s.source}, trace level {doc.get('otherData', {}).get('repliscope_trace_level')})",
              layer_time_chart(s, top))]
