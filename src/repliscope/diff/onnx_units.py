@@ -143,7 +143,9 @@ def assign_covers(layers: Sequence[LayerInfo], keys: Sequence[str]) -> dict[str,
     """For each unit key (a reference path), the reference layers it computes, in the order they start.
 
     Every reference layer belongs to the first key at or after it in the reference order (the order layers
-    END); so a fused ONNX Conv keyed ``_bn0`` covers ``[_conv_stem, _conv_stem.static_padding, _bn0]``. The
+    END); so a fused ONNX Conv keyed ``_bn0`` covers ``[_conv_stem, _conv_stem.static_padding, _bn0]``. A
+    functional op (``layer1.0/add``) covers only itself and stops the grouping: module layers before it without
+    a unit stay uncovered (reported, never fed to a later unit). The
     first entry is the layer whose INPUT the unit takes: the group's first-ending layer, replaced by its
     outermost ancestor in the group (a parent starts before its children).
     """
@@ -152,8 +154,11 @@ def assign_covers(layers: Sequence[LayerInfo], keys: Sequence[str]) -> dict[str,
     covers: dict[str, list[str]] = {}
     pending: list[str] = []
     for layer in layers:
-        if layer.is_op and layer.path not in key_set:
-            continue  # an unmatched functional op is never folded into a neighbour (see onnx_ops.match_ops)
+        if layer.is_op:  # an op unit covers itself; unmatched ops and modules before it are never folded in
+            if layer.path in key_set:
+                covers[layer.path] = [layer.path]
+                pending = []
+            continue
         pending.append(layer.path)
         if layer.path in key_set:
             covers[layer.path] = _start_order(pending)
