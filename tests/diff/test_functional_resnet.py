@@ -129,3 +129,14 @@ def test_true_negatives_pass(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: n
     result = _diff(model, permuted, tiny_x)
     fc = {r.path: r for r in result.layers}["fc"]
     assert result.passed and fc.golden is not None and fc.golden.max_abs > 0  # another summation order, in tolerance
+
+
+def test_plot_marks_the_missing_op(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray,
+                                   tmp_path: Any) -> None:
+    from repliscope.diff.plot import plot_layer_errors
+
+    model, proto = tiny_resnet
+    broken = edited(proto)
+    drop_node(broken, find_node(broken, "Add", "layer1.0"), keep=0)
+    out = plot_layer_errors(_diff(model, broken, tiny_x), tmp_path / "ops.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

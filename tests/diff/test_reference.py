@@ -124,3 +124,30 @@ def test_ops_stream_their_activation_inputs() -> None:
     assert seen["attn.0/matmul"] == [(2, 3, 4), (2, 4, 3)] and seen["/add"] == [(2, 3, 4)]
     with torch.no_grad():
         np.testing.assert_array_equal(out, model(torch.from_numpy(x)).numpy())
+
+
+class Twice(nn.Module):
+    """One residual container called twice: its ops are named per call (``block#2/add``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = Residual()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(self.block(x))
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(self.fc(x))
+
+
+def test_ops_of_a_container_called_twice_are_named_per_call() -> None:
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    assert [layer.path for layer in TorchReference(Twice()).layers(x)] == [
+        "block.fc", "block/tanh", "block/add", "block.fc#2", "block#2/tanh", "block#2/add"]

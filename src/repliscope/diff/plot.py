@@ -14,8 +14,9 @@ def plot_layer_errors(result: LayerDiffResult, path_png: str | Path) -> Path:
     x: compared layer in execution order; y (log scale): ``max |candidate - reference| / tolerance`` of each
     layer, one curve per mode (golden: each layer fed the reference input; carried: the candidate's own
     forward), so the tolerance is the horizontal line y = 1 for every layer. Exact matches (error 0) are
-    drawn as hollow markers on the bottom edge. Each mode's first divergent layer is marked with a vertical
-    line and its module path.
+    drawn as hollow markers on the bottom edge; reference ops the candidate has no counterpart for (a dropped
+    residual add) as red crosses on the top edge. Each mode's first divergent unit is marked with a vertical
+    line and its path (``_blocks.5._bn0``, ``layer1.0/add``).
     """
     import matplotlib
 
@@ -44,6 +45,10 @@ def plot_layer_errors(result: LayerDiffResult, path_png: str | Path) -> Path:
             ax.axvline(first.index, color=colour, linestyle=":", linewidth=1.2)
             ax.annotate(f"first divergent ({mode}):\n{first.path}", xy=(first.index, min(first.ratio, top)),
                         xytext=(6, -24), textcoords="offset points", fontsize=8, color=colour)
+    missing = [i for i, r in enumerate(rows) if r.missing]
+    if missing:
+        ax.scatter(missing, [top] * len(missing), color="tab:red", marker="X", s=40, clip_on=False, zorder=4,
+                   label="missing in the candidate")
     ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=1.0, label="tolerance")
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
