@@ -37,6 +37,6 @@ def test_evaluate_records_exactly_the_spans_of_its_level(level: str) -> None:
     assert {n: counts[n] for n in ["batch", "inference", *OPS, *POST]} == {
         "batch": 2, "inference": 2, **{n: 2 for n in OPS}, **{n: 2 for n in POST}}
     assert nesting_errors(tracer.chrome_trace()) == []
-    if level == "library":  # ORT: warm-up + 2 batches: a run span and 53 layers each, every executed node kernel below them
+    if level == "library":  # ORT: warm-up + 2 batches, each a run span, 53 layers and 53 node kernels
         assert counts["onnxruntime.run"] == 3 and counts["_blocks.3._swish#2"] == 3
         assert per_level["framework"] == 3 * (1 + 53) and per_level["library"] == 3 * 53

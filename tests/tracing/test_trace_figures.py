@@ -24,3 +24,13 @@ def test_trace_figures_of_a_chrome_document() -> None:
 def test_a_trace_without_layers_has_no_figure() -> None:
     doc = to_chrome(_ort()[:1], 0, thread_names={}, metadata={}, pid=1)
     assert trace_figures(doc) == []
+
+
+def test_a_run_report_with_only_trace_figures_titles_the_section_per_layer_time() -> None:
+    from repliscope.report.build import _with_extra
+
+    doc = to_chrome(_ort(), 0, thread_names={}, metadata={"repliscope_trace_level": "framework"}, pid=1)
+    assert [s.title for s in _with_extra([], trace_figures(doc))] == ["Per-layer time"]
+    assert [s.title for s in _with_extra([], [*trace_figures(doc), ("layer-level diff (x)", b"")])] == [
+        "Layer differences"]
+    assert _with_extra([], None) == []

@@ -12,10 +12,16 @@ from repliscope.report import sections as sec
 from repliscope.report.view import ExtraFigure, ImageSink, ReportView, Section
 
 LAYER_DIFF = Section("layer-diff", "Layer differences")
+LAYER_TIME = Section("layer-diff", "Per-layer time")
+"""The same section when every extra figure is a trace's per-layer chart (:mod:`repliscope.report.trace_sections`)."""
 
 
 def _with_extra(sections: list[Section], extra: Sequence[ExtraFigure] | None) -> list[Section]:
-    return [*sections, LAYER_DIFF] if extra else sections
+    if not extra:
+        return sections
+    from repliscope.report.trace_sections import FIGURE_PREFIX
+
+    return [*sections, LAYER_TIME if all(t.startswith(FIGURE_PREFIX) for t, _ in extra) else LAYER_DIFF]
 
 
 def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None,

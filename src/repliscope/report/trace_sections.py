@@ -1,8 +1,9 @@
 """Report figures of a leveled trace: per-layer time of one run, and per-layer time of two runs side by side.
 
 Each figure is an :data:`~repliscope.report.view.ExtraFigure` ``(title, png)``, so it goes into a report through
-the existing extra-figures hook (``repliscope report RUN --figure layers.png`` after ``repliscope trace summary
-RUN --plot layers.png``). matplotlib is imported inside the functions.
+the extra-figures hook: :func:`trace_figures` of a stored trace passed as ``extra_figures`` (the section is then
+titled "Per-layer time"), or ``repliscope report RUN --figure layers.png`` after ``repliscope trace summary RUN
+--plot layers.png``. matplotlib is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from repliscope.report.view import ExtraFigure
 from repliscope.tracing.compare import TraceComparison
 from repliscope.tracing.summary import TraceSummary
 
+FIGURE_PREFIX = "per-layer time"
+"""Title prefix of every trace figure (a report whose extra figures all have it titles the section so)."""
 _BAR = "#2c6fbb"
 _OTHER = "#e67e22"
 _MAX_LABEL = 48
@@ -76,5 +79,5 @@ def trace_figures(doc: Mapping[str, Any], top: int = 20) -> list[ExtraFigure]:
     if not any(s.level == "framework" and "layer" in s.attributes for s in spans):
         return []
     s = summarize(spans)
-    return [(f"per-layer time ({s.source}, trace level {doc.get('otherData', {}).get('repliscope_trace_level')})",
+    return [(f"{FIGURE_PREFIX} ({s.source}, trace level {doc.get('otherData', {}).get('repliscope_trace_level')})",
              layer_time_chart(s, top))]
