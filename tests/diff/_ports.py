@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 
 BUGS = ("elu_after_add", "dropped_residual", "bn_epsilon")
 """Keras porting bugs -> the reference unit the diff must name (see BUG_UNITS)."""

@@ -3,6 +3,7 @@ examples/tiny-resnet.yaml (built from the Keras port in tests/diff/_ports.py), c
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from repliscope.diff.layers import diff_layers
 from repliscope.diff.mapping import UnitInfo
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.task import first_batch
+from repliscope.diff.tflite_candidate import GOLDEN_LIMIT
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.run import RunSettings, prepare
 from tests.conftest import EXAMPLES
@@ -204,3 +206,24 @@ def test_forced_format_for_an_unusual_suffix(tiny: Any, port_files: dict[str, Pa
     with pytest.raises(RepliscopeError, match="--candidate-format"):
         detect_format(str(odd))
     assert _diff(tiny, "tflite", odd).passed
+
+
+def test_cli_tflite_says_golden_was_not_run_and_why(port_files: dict[str, Path]) -> None:
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+
+    base = ["diff", str(TINY), "--candidate", str(port_files["correct.tflite"]), "--batch", "2"]
+    res = CliRunner().invoke(app, [*base, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["modes"] == ["carried"] and data["candidate"]["format"] == "tflite"
+    assert data["notes"][0] == "golden mode not run: " + GOLDEN_LIMIT
+    human = " ".join(CliRunner().invoke(app, base).stdout.split())
+    assert f"golden golden mode not run: {GOLDEN_LIMIT}" in human and "proposed layer mapping (tflite)" in human
+    only_golden = CliRunner().invoke(app, [*base, "--mode", "golden"])
+    assert only_golden.exit_code == 2
+    assert only_golden.stderr == f"error: golden mode is not possible for this candidate: {GOLDEN_LIMIT}\n"
+    bug = CliRunner().invoke(app, ["diff", str(TINY), "--candidate", str(port_files["dropped_residual.tflite"]),
+                                   "--batch", "2", "--json"])
+    assert bug.exit_code == 1 and json.loads(bug.stdout)["first_divergent"]["carried"] is not None

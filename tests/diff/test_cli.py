@@ -129,3 +129,86 @@ def test_runtimes_diff_with_no_sample_evaluated_by_both_exits_1(tmp_path: Path) 
     assert res.exit_code == 1, res.output
     assert ("error: no sample was evaluated by both torch and onnxruntime (failed in A: 2, in B: 2): nothing to "
             "compare") in res.output
+
+
+# -- any candidate, any runtime pair (issue 12) -----------------------------------------------------------------
+
+TINY = LITE0.parent / "tiny-resnet.yaml"
+PORTS = Path(__file__).parent / "_ports.py"
+
+
+@pytest.fixture(scope="module")
+def two_images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.support import foolbox_imagenet_files
+
+    folder = tmp_path_factory.mktemp("two")
+    for path, _ in foolbox_imagenet_files()[:2]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize("a, b", [("torch", "onnxruntime"), ("torch", "opencv_dnn"), ("onnxruntime", "opencv_dnn")])
+def test_every_runtime_pair_task_level(app: typer.Typer, two_images: Path, a: str, b: str) -> None:
+    from repliscope.runtimes import RUNTIMES
+
+    assert sorted(RUNTIMES.names()) == ["onnxruntime", "opencv_dnn", "torch"]  # the pairs above are all of them
+    res = CliRunner().invoke(app, ["diff", str(TINY), "--runtimes", a, b, "--dataset", str(two_images), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["compared"] == 2 and data["agreements"] == 2 and data["outputs"][0]["max_abs"] < 1e-4
+
+
+_LAYER_NAMES = ["torch", "onnxruntime", "opencv_dnn", "keras", "tflite"]
+
+
+@pytest.mark.parametrize("a", _LAYER_NAMES)
+@pytest.mark.parametrize("b", _LAYER_NAMES)
+def test_every_layer_level_runtime_pair_works_or_is_a_clear_error(app: typer.Typer, two_images: Path, a: str,
+                                                                  b: str) -> None:
+    res = CliRunner().invoke(app, ["diff", str(TINY), "--runtimes", a, b, "--layers", "--dataset", str(two_images)])
+    if (a, b) == ("torch", "onnxruntime"):
+        assert res.exit_code == 0, res.output
+        return
+    assert res.exit_code == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.output
+    if a != "torch":
+        assert res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {b}), not '{a}'\n"
+    elif b == "opencv_dnn":
+        assert "'opencv_dnn' is a runtime without layer-by-layer execution (allowed: onnxruntime" in res.stderr
+    else:
+        assert f"a {b} candidate is a re-implementation, not a runtime: give --candidate X" in res.stderr
+
+
+def test_torch_port_bug_exits_1_and_the_proposed_mapping_round_trips(app: typer.Typer, two_images: Path,
+                                                                     tmp_path: Path) -> None:
+    saved = tmp_path / "mapping.yaml"
+    args = ["diff", str(TINY), "--candidate", f"{PORTS}:elu", "--dataset", str(two_images)]
+    res = CliRunner().invoke(app, [*args, "--save-mapping", str(saved)])
+    assert res.exit_code == 1, res.output
+    out = " ".join(res.stdout.split())
+    assert "proposed layer mapping (torch)" in out and f"mapping (22 pairs) written to {saved}" in out
+    assert "golden 21/22 passed" in out and "first divergent: layer1.0/relu#2: relu at" in out
+    lines = saved.read_text().splitlines()
+    assert lines[0] == f"# layer mapping (proposed) for --candidate {PORTS}:elu" and len(lines) == 2 + 22
+    assert "layer1.0/relu#2: layer1.0/elu" in lines
+    again = CliRunner().invoke(app, [*args, "--mapping", str(saved), "--json"])
+    assert again.exit_code == 1
+    data = json.loads(again.stdout)
+    assert data["candidate"]["mapping_origin"] == "by file" and data["first_divergent"]["golden"]["path"] == (
+        "layer1.0/relu#2")
+    good = CliRunner().invoke(app, ["diff", str(TINY), "--candidate", f"{PORTS}:same", "--dataset",
+                                    str(two_images), "--runtimes", "torch", "torch"])
+    assert good.exit_code == 0 and "golden 22/22 passed" in " ".join(good.stdout.split())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--candidate", "x.tflite", "--candidate-format", "tf"],
+     "unknown --candidate-format 'tf' (allowed: onnx, tflite, savedmodel, keras, torch)"),
+    (["--mapping", "m.yaml"], "--candidate-format, --mapping and --save-mapping go with --candidate X"),
+    (["--candidate", f"{PORTS}:same", "--mapping", "absent.yaml"], "--mapping absent.yaml: no such file"),
+    (["--candidate", f"{PORTS}:same", "--runtimes", "torch", "onnxruntime"],
+     f"--candidate {PORTS}:same is a torch candidate: give --runtimes torch torch or leave --runtimes out (not "
+     "'onnxruntime')"),
+])
+def test_candidate_option_errors(app: typer.Typer, args: list[str], message: str) -> None:
+    res = CliRunner().invoke(app, ["diff", str(TINY), *args])
+    assert res.exit_code == 2 and res.stderr == f"error: {message}\n"

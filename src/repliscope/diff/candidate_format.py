@@ -9,8 +9,8 @@ lists the formats.
 Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE``; for a Keras port with its
 conversion mapping, that mapping; for an ONNX file exported by ``torch.onnx.export(dynamo=True)``, its
 ``name_scopes`` metadata; for a candidate whose unit names include EVERY reference path (a torch port with the
-same module tree and functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`, printed (and written with
-``--save-mapping``) so it can be checked and edited.
+same module tree and functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`,
+printed (and written with ``--save-mapping``) so it can be checked and edited.
 """
 
 from __future__ import annotations
