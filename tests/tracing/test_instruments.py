@@ -119,3 +119,31 @@ def test_a_runtime_without_instrumentation_is_an_error() -> None:
                                               r"onnxruntime, opencv_dnn, torch\)"):
         make_tracer("framework", otel=False).instrument(Other()).__enter__()
 
+
+
+def test_torch_library_level_records_one_thread_and_says_so() -> None:
+    torch = pytest.importorskip("torch")
+    import threading
+
+    class FakeRunner:
+        name = "torch"
+        module = torch.nn.Sequential(torch.nn.ReLU()).eval()
+
+    tracer = make_tracer("library", otel=False)
+    with tracer.instrument(FakeRunner()):
+        with pytest.raises(RepliscopeError, match="records the ops of one thread"):
+            tracer.instrument(FakeRunner()).__enter__()
+
+        def infer() -> None:
+            with tracer.span("inference", "model"), torch.inference_mode():
+                FakeRunner.module(torch.zeros(2))
+
+        worker = threading.Thread(target=infer)
+        worker.start()
+        worker.join()
+        infer()
+    (note,) = tracer.notes["torch_profiler"]
+    assert note["thread"] == threading.get_native_id() and note["threads_without_ops"] == [worker.native_id]
+    ops = [s for s in tracer.spans if s.level == "library"]
+    assert ops and {s.tid for s in ops} == {threading.get_native_id()}
+    assert "torch.profiler" not in tracer.active

@@ -13,9 +13,11 @@ import bisect
 import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from repliscope.errors import RepliscopeError
 from repliscope.tracing.spans import SpanRecord
 
 
@@ -72,26 +74,45 @@ def torch_module_hooks(tracer: Any, module: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def torch_profiler_ops(tracer: Any) -> Iterator[None]:
-    """torch.profiler (CPU activities) for the duration; its ops become ``library`` spans on exit."""
+    """torch.profiler (CPU activities) for the duration; its ops become ``library`` spans on exit.
+
+    torch.profiler records the ops of the thread that starts it only, and one profiler runs at a time: a second
+    torch runner instrumented meanwhile (a ``data_parallel`` replica, inferring on its own thread) is an error,
+    and ``model`` spans of other threads in the profiled period are listed in the trace's notes (their ops are
+    missing). Each Kineto thread's ops go to the OS thread whose ``model`` spans contain most of them."""
+    if "torch.profiler" in tracer.active:
+        raise RepliscopeError("library-level tracing of torch records the ops of one thread (torch.profiler "
+                              "sees only the thread that starts it): run one torch runner, e.g. --schedule "
+                              "pipelined, or use --trace-level framework")
     from torch.profiler import ProfilerActivity, profile
 
     first = len(tracer.spans)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        yield
+    tracer.active.add("torch.profiler")
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            yield
+    finally:
+        tracer.active.discard("torch.profiler")
     live = sorted((s for s in tracer.spans[first:] if s.level == "model"), key=lambda s: s.start_ns)
     starts = [s.start_ns for s in live]
     caller = threading.get_native_id()
-    added = 0
+    ops: list[tuple[str, int, int, int]] = []
+    votes: dict[int, Counter[int]] = {}
     for event in prof.profiler.kineto_results.events():
         start = int(event.start_ns()) - tracer.epoch_offset_ns
         end = int(event.end_ns()) - tracer.epoch_offset_ns
         if end <= start:
             continue
-        tracer.record(str(event.name()), "library", start, end, _thread_of(live, starts, start, end, caller),
-                      {"source": "torch.profiler"})
-        added += 1
+        thread = int(event.start_thread_id())
+        ops.append((str(event.name()), start, end, thread))
+        votes.setdefault(thread, Counter())[_thread_of(live, starts, start, end, caller)] += 1
+    tid_of = {thread: counter.most_common(1)[0][0] for thread, counter in votes.items()}
+    for name, start, end, thread in ops:
+        tracer.record(name, "library", start, end, tid_of[thread], {"source": "torch.profiler"})
+    unseen = sorted({s.tid for s in live if s.name == "inference"} - {caller})
     tracer.notes.setdefault("torch_profiler", []).append(
-        {"ops": added, "clock": "kineto epoch ns minus the tracer's epoch offset"})
+        {"ops": len(ops), "thread": caller, "clock": "kineto epoch ns minus the tracer's epoch offset",
+         **({"threads_without_ops": unseen} if unseen else {})})
 
 
 def _thread_of(spans: list[SpanRecord], starts: list[int], start: int, end: int, default: int) -> int:

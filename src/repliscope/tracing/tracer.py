@@ -60,6 +60,8 @@ class Tracer:
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         """epoch ns = perf_counter ns + this (OpenTelemetry wants epoch times; ORT's profiler reports them too)."""
         self.otel = otel
+        self.active: set[str] = set()
+        """Process-wide instrumentations running now (e.g. ``torch.profiler``: one at a time)."""
         self._exported = 0
 
     def enabled(self, level: str) -> bool:
