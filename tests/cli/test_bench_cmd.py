@@ -70,3 +70,19 @@ def test_bad_input_exits_2() -> None:
     assert result.exit_code == 2 and "must end in .html or .md" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--trace-level", "kernel"])
     assert result.exit_code == 2 and "library" in result.output
+
+
+def test_offline_on_an_unlabelled_folder(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)).save(tmp_path / f"img{i}.jpg")
+    result = runner.invoke(app, ["bench", str(LITE0), "--runtime", "onnxruntime", "--dataset", str(tmp_path),
+                                 "--label-rule", "none", "--scenario", "offline", "--samples-per-query", "16",
+                                 "--batch-size", "4", "--min-duration", "0", "--warmup-queries", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["scenario"], out["queries"], out["samples"], out["batch_size"]) == ("offline", 1, 16, 4)
+    assert out["valid"] and out["early_stopping"] is None and out["throughput_samples_per_second"] > 0

@@ -118,6 +118,9 @@ def bench(
                        "--threads 1 2 takes several; default 1, recorded).")] = None,
     scenario: Annotated[str, typer.Option(help="single-stream | multi-stream | server | offline")] = "single-stream",
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
+    label_rule: Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | csv | none "
+                                                        "(default: detected; labels do not change timings, use "
+                                                        "'none' for an unlabelled folder).")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples in the library.")] = None,
     timed_preprocess: Annotated[bool, typer.Option(help="Time decode + pre-processing in each query (default: "
                                                         "pre-processed before timing, as LoadGen).")] = False,
@@ -178,7 +181,7 @@ def bench(
         make_tracer(trace_level)  # an unknown level fails before anything runs
         options = BenchOptions(scenario=settings, timed_preprocess=timed_preprocess, trace_level=trace_level,
                                find_peak_qps=find_peak_qps)
-        data = resolve_dataset(dataset, None, limit=limit)
+        data = resolve_dataset(dataset, label_rule, limit=limit)
         store = RunStore(db)
         with console.status("benchmarking", spinner="dots") if not as_json else _nothing():
             result = run_matrix(loaded, data, runtimes, thread_counts, options,
