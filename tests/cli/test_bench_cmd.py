@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from repliscope.cli.bench_cmd import expand_variadic
@@ -86,3 +87,19 @@ def test_offline_on_an_unlabelled_folder(tmp_path: Path) -> None:
     out = json.loads(result.stdout)
     assert (out["scenario"], out["queries"], out["samples"], out["batch_size"]) == ("offline", 1, 16, 4)
     assert out["valid"] and out["early_stopping"] is None and out["throughput_samples_per_second"] > 0
+
+
+@pytest.mark.slow
+def test_matrix_three_runtimes_two_thread_counts(tmp_path: Path) -> None:
+    report = tmp_path / "bench.md"
+    result = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "torch", "onnxruntime", "opencv_dnn",
+                                 "--threads", "1", "2", "--min-queries", "20", "--min-duration", "0",
+                                 "--warmup-queries", "2", "--report", str(report), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [(r["runtime"], r["threads"]) for r in out["results"]] == [
+        (rt, n) for rt in ("torch", "onnxruntime", "opencv_dnn") for n in (1, 2)]
+    assert min(r["ratio_to_fastest"] for r in out["ratios"]) == 1.0
+    assert all(r["queries"] == 20 and not r["valid"] for r in out["results"])  # 20 < 64 for early stopping
+    text = report.read_text()
+    assert text.count("| torch · ") == 2 and "## Latency distribution" in text
