@@ -55,13 +55,14 @@ class Tracer:
         self.spans: list[SpanRecord] = []
         self.thread_names: dict[int, str] = {}
         self.notes: dict[str, Any] = {}
-        """What instrumentation did (e.g. ONNX Runtime clock offset, events clamped), kept in the trace."""
+        """What instrumentation did (ONNX Runtime profiler runs and start time, torch.profiler ops and thread),
+        kept in the Chrome trace's ``otherData``."""
         self.origin_ns = time.perf_counter_ns()
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         """epoch ns = perf_counter ns + this (OpenTelemetry wants epoch times; ORT's profiler reports them too)."""
         self.otel = otel
         self.active: set[str] = set()
-        """Process-wide instrumentations running now (e.g. ``torch.profiler``: one at a time)."""
+        """Instrumentations of this tracer running now (``torch.profiler``: one at a time)."""
         self._exported = 0
 
     def enabled(self, level: str) -> bool:
