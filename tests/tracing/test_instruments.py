@@ -147,3 +147,18 @@ def test_torch_library_level_records_one_thread_and_says_so() -> None:
     ops = [s for s in tracer.spans if s.level == "library"]
     assert ops and {s.tid for s in ops} == {threading.get_native_id()}
     assert "torch.profiler" not in tracer.active
+
+
+def test_onnxruntime_and_opencv_traces_of_one_model_align_by_key(tmp_path: Path) -> None:
+    pytest.importorskip("cv2")
+    from repliscope.tracing.compare import compare_layers
+    from repliscope.tracing.summary import layer_times
+
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+    ort = layer_times(_run("framework", "onnxruntime", tmp_path / "a").spans)
+    cv = layer_times(_run("framework", "opencv_dnn", tmp_path / "b").spans)
+    c = compare_layers(ort, cv)
+    assert (c.a_source, c.b_source, c.mapping) == ("onnxruntime", "opencv_dnn", "by key")
+    assert [x.key for x in c.layers] == KEYS and c.only_a == c.only_b == []
+    assert all(x.a_ms > 0 and x.b_ms > 0 for x in c.layers)

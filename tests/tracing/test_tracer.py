@@ -14,9 +14,6 @@ from repliscope.tracing import LEVELS, NO_TRACER, current_tracer, make_tracer, u
 from repliscope.tracing.chrome import from_chrome, nesting_errors
 from repliscope.tracing.spans import SpanRecord, nest
 
-pytest.importorskip("opentelemetry.sdk.trace")
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
 
 def _one_of_each(tracer) -> None:
     with tracer.span("run", "application"), tracer.span("batch", "model", index=0):
@@ -114,7 +111,8 @@ def test_nest_gives_the_innermost_container_and_breaks_exact_ties_by_recording_o
 
 
 def test_opentelemetry_spans_with_parents_and_epoch_times() -> None:
-    exporter = InMemorySpanExporter()
+    memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    exporter = memory.InMemorySpanExporter()
     tracer = make_tracer("model", service="svc", otel_exporter=exporter)
     _one_of_each(tracer)  # the application span's end exports
     finished = {s.name: s for s in exporter.get_finished_spans()}
@@ -133,6 +131,7 @@ def test_opentelemetry_spans_with_parents_and_epoch_times() -> None:
 
 
 def test_otel_is_only_built_with_somewhere_to_send_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     assert make_tracer("model").otel is None
