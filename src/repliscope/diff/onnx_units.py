@@ -32,6 +32,7 @@ FX_NODE_KEY = "pkg.torch.onnx.fx_node"
 STACK_KEY = "pkg.torch.onnx.stack_trace"
 _TARGET = re.compile(r"target=torch\.ops\.\w+\.(\w+)(?:\.\w+)?\]")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_ARGS = re.compile(r"\]\(args = \((.*?)\), kwargs = ")
 
 
 @dataclass
@@ -133,10 +134,22 @@ def _wire(graph: onnx.GraphProto, units: list[Unit]) -> None:
             for name in n.input:
                 if name and name not in produced and name not in constants and name not in seen:
                     seen.append(name)
-        u.inputs = seen
+        u.inputs = _in_call_order(u, seen)
         u.outputs = [o for n in u.nodes for o in n.output
                      if o and (o in graph_outputs or consumers.get(o, set()) - {u.index})
                      and producer.get(o) == u.index]
+
+
+def _in_call_order(unit: Unit, names: list[str]) -> list[str]:
+    """A functional unit's activation inputs in the order of its FX node's arguments (``args = (%q, %k, %v)`` in
+    ``pkg.torch.onnx.fx_node``; the exporter names ONNX values after FX nodes), so the reference op's inputs can be
+    fed positionally; names not among the arguments keep their graph order, after them."""
+    if not unit.fx or len(names) < 2:
+        return names
+    match = _ARGS.search(_meta(unit.nodes[0], FX_NODE_KEY) or "")
+    args = re.findall(r"%(\w+)", match.group(1)) if match else []
+    rank = {name: i for i, name in reversed(list(enumerate(args)))}
+    return sorted(names, key=lambda n: (rank.get(n, len(args)), names.index(n)))
 
 
 def assign_covers(layers: Sequence[LayerInfo], keys: Sequence[str]) -> dict[str, list[str]]:

@@ -83,7 +83,8 @@ def call_site() -> str:
 def op_reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: torch.Tensor) -> int:
     """Terms summed per output element (see tolerance.py): matmul / linear the inner dimension, softmax the
     size of its axis, layer_norm the normalized size, means / sums / pools the input elements per output
-    element, a functional conv ``in/groups*kh*kw``; 1 for element-wise ops."""
+    element, a functional conv ``in/groups*kh*kw``, scaled_dot_product_attention head dim + keys (two chained
+    sums); 1 for element-wise ops."""
     first = args[0] if args and isinstance(args[0], torch.Tensor) else None
     if first is None:
         return 1
@@ -93,6 +94,8 @@ def op_reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: 
         return int(args[1].shape[-1])
     if name.startswith("conv") and len(args) > 1 and isinstance(args[1], torch.Tensor):
         return int(math.prod(args[1].shape[1:]))
+    if name == "scaled_dot_product_attention" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+        return int(first.shape[-1] + args[1].shape[-2])  # scores sum over the head dim, then over the keys
     if name in ("softmax", "log_softmax", "softmin", "cumsum") and first.dim() >= 1:
         dim = kwargs.get("dim", args[1] if len(args) > 1 else -1)
         return int(first.shape[int(dim) if isinstance(dim, int) else -1])
