@@ -4,7 +4,8 @@ Everything is measured in this one run (machines are noisy; compare ratios, not 
 - bare loop : `session.run` on the ONNX Runtime session the benchmark uses (same options, same threads), on the
   same pre-processed inputs, timed with perf_counter around each call;
 - harness   : the single-stream scenario through the query issuer (batching from the query sample library, the
-  Runner's timing wrapper, softmax + top-k + labels post-processing, spans at the given trace level);
+  Runner's timing wrapper, spans at the given trace level), once with the manifest's post-processing ops (softmax
+  + top-k + labels: what `repliscope bench` measures) and once without (the same work as the bare loop);
 - the two are interleaved in ROUNDS blocks (alternating which goes first) so drift of a shared machine hits both
   alike; p50 over all blocks;
 - no-op     : the issue loop on the no-op runtime (zeros, no work): per-query latency and whole cycle, in µs.
@@ -60,24 +61,29 @@ def main() -> None:
     session = runner._session  # type: ignore[attr-defined]
     names = runner.notes["session"]
     inputs = [x[np.newaxis] for x in qsl.inputs]
-    issue = QueryIssuer(qsl, runner, prepared.pipeline, make_tracer(args.trace_level))
+    tracer = make_tracer(args.trace_level)
+    issuers = {"with post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer),
+               "without post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer, postprocess=False)}
     clock = RealClock()
     settings = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=args.queries_per_block,
                                 warmup_queries=10)
     bare_loop(session, names["input"], names["output"], inputs, 20)  # warm-up
-    bare: list[float] = []
-    harness: list[float] = []
-    for r in range(args.rounds):  # alternate which goes first
-        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
-            if which == 0:
-                bare += bare_loop(session, names["input"], names["output"], inputs, args.queries_per_block)
+    times: dict[str, list[float]] = {"bare": [], **{k: [] for k in issuers}}
+    order = list(times)
+    for r in range(args.rounds):  # rotate which goes first
+        for name in order[r % 3:] + order[:r % 3]:
+            if name == "bare":
+                times[name] += bare_loop(session, names["input"], names["output"], inputs, args.queries_per_block)
             else:
-                harness += run_scenario(issue, len(qsl), replace(settings, seed=r), clock).latencies_s.tolist()
-    b50, h50 = float(np.median(bare)) * 1e3, float(np.median(harness)) * 1e3
-    print(f"ONNX Runtime {args.threads} thread(s), Lite0, {len(bare)} queries each, trace level {args.trace_level}")
+                run = run_scenario(issuers[name], len(qsl), replace(settings, seed=r), clock)
+                times[name] += run.latencies_s.tolist()
+    b50 = float(np.median(times["bare"])) * 1e3
+    print(f"ONNX Runtime {args.threads} thread(s), Lite0, {len(times['bare'])} queries each, trace level "
+          f"{args.trace_level}")
     print(f"bare session.run loop p50: {b50:.3f} ms")
-    print(f"repliscope single-stream p50: {h50:.3f} ms")
-    print(f"ratio harness / bare: {h50 / b50:.4f} (target <= 1.05)")
+    for name in issuers:
+        h50 = float(np.median(times[name])) * 1e3
+        print(f"repliscope single-stream p50 {name}: {h50:.3f} ms, ratio to bare {h50 / b50:.4f} (target <= 1.05)")
     over = measure_overhead(prepared, settings, args.trace_level, 5000, clock)
     print(f"no-op runtime, {over.queries} queries: {over.latency_p50_us:.1f} µs p50 inside the measured latency, "
           f"{over.latency_mean_us:.1f} µs mean, {over.cycle_mean_us:.1f} µs per whole issue cycle (target <= 50 µs)")

@@ -96,11 +96,15 @@ class _Picker:
         self._rng = np.random.default_rng([seed, stream])
         self._n = n
         self._chunk: list[int] = []
+        self._next = 0
 
     def take(self, k: int) -> list[int]:
-        while len(self._chunk) < k:
-            self._chunk.extend(self._rng.integers(0, self._n, size=4096).tolist())
-        out, self._chunk = self._chunk[:k], self._chunk[k:]
+        if self._next + k > len(self._chunk):
+            rest = self._chunk[self._next:]
+            self._chunk = rest + self._rng.integers(0, self._n, size=max(4096, k)).tolist()
+            self._next = 0
+        out = self._chunk[self._next:self._next + k]
+        self._next += k
         return out
 
 
