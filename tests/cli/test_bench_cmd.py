@@ -63,6 +63,11 @@ def test_bad_input_exits_2() -> None:
     assert result.exit_code == 2 and "--latency-bound-ms" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "sever"])
     assert result.exit_code == 2 and "allowed: single-stream, multi-stream, server, offline" in result.output
+    result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "server", "--latency-bound-ms", "10"])
+    assert result.exit_code == 2 and "needs --target-qps (or --find-peak-qps)" in result.output
+    result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "server", "--latency-bound-ms", "10",
+                                 "--find-peak-qps", "--target-qps", "5"])
+    assert result.exit_code == 2 and "drop --target-qps" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--batch-size", "4"])
     assert result.exit_code == 2 and "--batch-size belongs to --scenario offline, not single-stream" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "multi-stream", "--find-peak-qps"])

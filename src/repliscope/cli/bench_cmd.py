@@ -105,6 +105,10 @@ def print_benchmark(rec: Any) -> None:
     console.print(f"harness overhead (no-op runtime, {o.queries} queries): {o.latency_p50_us:.1f} µs p50 inside the "
                   f"latency, {o.cycle_mean_us:.1f} µs per query cycle; without the post-processing ops "
                   f"{o.loop_p50_us:.1f} µs / {o.loop_cycle_mean_us:.1f} µs")
+    failed = rec.dataset.get("failed_samples") or {}
+    if failed:
+        console.print(f"[yellow]warning:[/] {len(failed)} samples could not be pre-processed and are not in the "
+                      f"library (first: {next(iter(failed.items()))})")
     console.print("[green]valid[/]" if rec.valid else "[yellow]not valid:[/] " + "; ".join(rec.invalid_reasons))
     for c in rec.claims:
         console.print(f"claim {c.metric} {c.claimed:g} ({c.claim_dataset}): [bold]{c.verdict}[/] - {c.reason}")
@@ -164,6 +168,10 @@ def bench(
         check_scenario_options(scenario, {"--target-qps": target_qps, "--latency-bound-ms": latency_bound_ms,
                                           "--find-peak-qps": find_peak_qps or None,
                                           "--samples-per-query": samples_per_query, "--batch-size": batch_size})
+        if find_peak_qps and target_qps is not None:
+            raise RepliscopeError("--find-peak-qps searches the rate itself: drop --target-qps")
+        if scenario == "server" and not find_peak_qps and target_qps is None:
+            raise RepliscopeError("--scenario server needs --target-qps (or --find-peak-qps)")
         if scenario == "server" and latency_bound_ms is None:
             raise RepliscopeError("--scenario server needs --latency-bound-ms (LoadGen judges p99 against it)")
         loaded = load_manifest(manifest)
@@ -176,7 +184,7 @@ def bench(
             scenario=scenario, min_duration_s=min_duration, min_queries=min_queries, warmup_queries=warmup_queries,
             samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
             batch_size=(batch_size or 8) if scenario == "offline" else 1,
-            target_qps=target_qps if not find_peak_qps else (target_qps or 1.0),
+            target_qps=1.0 if find_peak_qps else target_qps,  # the search replaces it by the peak it finds
             latency_bound_ms=latency_bound_ms, seed=seed)
         make_tracer(trace_level)  # an unknown level fails before anything runs
         options = BenchOptions(scenario=settings, timed_preprocess=timed_preprocess, trace_level=trace_level,
