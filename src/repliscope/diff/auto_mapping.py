@@ -14,7 +14,9 @@ layout). A reference layer and a candidate unit may be paired when
   one convolution, never two.
 
 Units named after the reference paths are paired by name first (``layer2_0_proj_0`` is ``layer2.0.proj.0``:
-parallel branches may run in another order in the candidate). The alignment of the rest keeps the order on both
+parallel branches may run in another order in the candidate). A reference layer nested in a paired one (the
+``static_padding`` of a "same" conv) is not paired itself: the outer layer's unit covers it, so golden mode
+feeds the outer layer's input. The alignment of the rest keeps the order on both
 sides and pairs as many layers as possible (dynamic programming,
 O(reference x candidate x 2)). Several reference layers with the same output shape before one candidate unit
 (conv + batch norm + ReLU6 fused into one TFLite ``CONV_2D``) go to the LAST of them, and the unit
@@ -122,13 +124,18 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
     aligned = align([reference[i] for i in rest_ref], [candidate[k] for k in rest_cand], layout)
     pairs = dict(anchors)
     pairs.update({rest_ref[i]: rest_cand[k] for i, k in aligned})
+    bases = {reference[ri].path.split("#", 1)[0] for ri in pairs}
+    for ri in list(pairs):  # a layer nested in a paired layer (a conv's own padding) is covered by it
+        base = reference[ri].path.split("#", 1)[0]
+        if any(base.startswith(b + ".") for b in bases):
+            del pairs[ri]
     mapping: dict[str, str] = {}
     covers: dict[str, list[str]] = {}
     start = 0
     for ri in sorted(pairs):
         path = reference[ri].path
         mapping[path] = candidate[pairs[ri]].name
-        covers[path] = [r.path for r in reference[start:ri + 1]]
+        covers[path] = start_order([r.path for r in reference[start:ri + 1]])
         start = ri + 1
     paired = set(pairs.values())
     return Proposal(mapping=mapping, covers=covers,
@@ -191,6 +198,18 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
     return pairs
 
 
+def start_order(group: list[str]) -> list[str]:
+    """``group`` (reference paths in the order they END) in the order they START: the outermost ancestor of
+    the first one comes first (a parent starts before its children), e.g. ``[_conv_stem, _conv_stem.static_
+    padding, _bn0]``. Golden mode feeds a unit the input of the first."""
+    first = group[0].split("#", 1)[0]
+    ancestors = [p for p in group if first.startswith(p.split("#", 1)[0] + ".")]
+    if not ancestors:
+        return group
+    head = min(ancestors, key=lambda p: p.count("."))
+    return [head, *[p for p in group if p != head]]
+
+
 def covers_for(reference: Sequence[str], mapped: Sequence[str]) -> dict[str, list[str]]:
     """For a user mapping: each mapped reference path covers the unmapped layers since the previous mapped
     one (reference order), as a fused candidate unit would."""
@@ -200,5 +219,5 @@ def covers_for(reference: Sequence[str], mapped: Sequence[str]) -> dict[str, lis
     for path in reference:
         pending.append(path)
         if path in wanted:
-            covers[path], pending = pending, []
+            covers[path], pending = start_order(pending), []
     return covers

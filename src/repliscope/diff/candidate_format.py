@@ -102,7 +102,7 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
         except Exception as exc:  # protobuf / onnx decode errors of a file that is not an ONNX model
             raise RepliscopeError(f"ONNX candidate '{candidate}' cannot be read: {type(exc).__name__}: {exc}"
                                   ) from None
-    elif fmt == "tflite":
+    elif fmt in ("tflite", "savedmodel"):
         inner = cls(Path(candidate), threads=threads)
     elif fmt == "keras" and mapping_file is None and _has_port_mapping(Path(candidate)):
         return BuiltCandidate(cls.from_path(Path(candidate), reference.module), fmt, "port mapping")

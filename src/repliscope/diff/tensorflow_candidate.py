@@ -1,19 +1,21 @@
 """A TensorFlow SavedModel folder as a layer-diff candidate: its frozen graph, run whole or in pruned pieces.
 
 Loading: ``tf.saved_model.load``, the ``serving_default`` signature (or the only one), variables folded into
-constants (``convert_variables_to_constants_v2``) and the GraphDef re-imported in a
-``tf.compat.v1.wrap_function`` so that any tensor can be fed or fetched (``.prune(feeds, fetches)``).
+constants (``convert_variables_to_constants_v2``) and the GraphDef imported in a ``tf.Graph`` run by a
+``tf.compat.v1.Session``, which feeds and fetches ANY tensor (the session prunes the graph to what a fetch
+needs from the feeds; no per-unit compilation). Grappler is off (no op fusion), so every operation stays
+fetchable and runs its own kernel.
 
 Units: the graph operations computed from the model input (weight-only arithmetic such as a batch norm's
 ``rsqrt(var + eps)`` is not a unit), in graph order, named by operation name (e.g.
 ``StatefulPartitionedCall/efficientnet_lite0_1/stem_bn_1/batchnorm/add_1``); ``Identity`` and ``NoOp`` are
 skipped.
 
-* carried (``forward_layers``): ONE pruned call fetching every mapped tensor; they are yielded in graph order
-  (all mapped activations of the batch are in memory at once).
+* carried (``forward_layers``): ONE ``session.run`` fetching every mapped tensor; they are yielded in graph
+  order (all mapped activations of the batch are in memory at once).
 * golden (``run_layer``): the mapped operation plus the unmapped operations feeding it through a chain of
   single data inputs (a Dense's ``MatMul`` before its mapped ``BiasAdd``, a batch norm's ``mul_1`` before
-  ``add_1``), pruned with the chain's data inputs as feeds; the reference inputs are fed in the order the
+  ``add_1``), run with the chain's data inputs as feeds; the reference inputs are fed in the order the
   chain reads them. A unit whose chain reads a different number of data inputs than the reference layer has
   inputs is refused with that reason.
 
@@ -41,7 +43,7 @@ class TensorflowCandidate(NamedCandidate):
 
     name = "savedmodel"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, threads: int = 2) -> None:
         super().__init__()
         import tensorflow as tf
         from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
@@ -66,9 +68,12 @@ class TensorflowCandidate(NamedCandidate):
             raise RepliscopeError(f"SavedModel candidate '{path}': the layer diff needs one input, signature "
                                   f"'{key}' has {len(inputs)}")
         graph_def = frozen.graph.as_graph_def()
-        self._wrapped = tf.compat.v1.wrap_function(
-            lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
-        graph = self._wrapped.graph
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.compat.v1.import_graph_def(graph_def, name="")
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1)
+        config.graph_options.rewrite_options.disable_meta_optimizer = True  # no fusion: every op stays fetchable
+        self._session = tf.compat.v1.Session(graph=graph, config=config)
         self._output = graph.get_tensor_by_name(frozen.outputs[0].name)
         self._input = graph.get_tensor_by_name(inputs[0].name)
         self.input_dtype = self._input.dtype.as_numpy_dtype
@@ -87,7 +92,6 @@ class TensorflowCandidate(NamedCandidate):
             dims = op.outputs[0].shape.as_list() if op.outputs[0].shape.rank is not None else []
             self._units.append(UnitInfo(op.name, op.type, tuple(-1 if d is None else int(d) for d in dims)))
         self._mapped: set[str] = set()
-        self._pruned: dict[tuple[str, ...], Any] = {}
 
     @classmethod
     def from_path(cls, path: str | Path, reference_module: Any) -> TensorflowCandidate:
@@ -110,20 +114,23 @@ class TensorflowCandidate(NamedCandidate):
                 "tensorflow": tf.__version__, "units": str(len(self._units))}
 
     def chain(self, name: str) -> tuple[list[Any], list[Any]]:
-        """(operations in order, external data input tensors in the order the chain reads them) of the golden
-        unit ending at operation ``name``."""
+        """(operations in graph order, external data input tensors in the order the unit reads them) of the
+        golden unit ending at operation ``name``: it and every unmapped operation it depends on back to mapped
+        operations or the model input (``x * sigmoid(x)`` is Sigmoid + Mul, fed one tensor)."""
         op = self._op(name)
-        ops = [op]
-        while True:
-            data = self._data_inputs(ops[0])
-            if len(data) != 1:
-                break
-            prev = data[0].op
-            if (prev.name == self._input.op.name or prev.name in self._mapped or prev.name not in self._ops
-                    or len(prev.outputs[0].consumers()) != 1):
-                break
-            ops.insert(0, prev)
-        inside = {o.name for o in ops}
+        inside_ops = {op.name: op}
+        todo = [op]
+        while todo:
+            for t in self._data_inputs(todo.pop()):
+                prev = t.op
+                if (prev.name in inside_ops or prev.name == self._input.op.name or prev.name in self._mapped
+                        or prev.name not in self._ops):
+                    continue
+                inside_ops[prev.name] = prev
+                todo.append(prev)
+        order = {u.name: k for k, u in enumerate(self._units)}
+        ops = sorted(inside_ops.values(), key=lambda o: order[o.name])
+        inside = set(inside_ops)
         external: list[Any] = []
         for o in ops:
             for t in self._data_inputs(o):
@@ -132,42 +139,28 @@ class TensorflowCandidate(NamedCandidate):
         return ops, external
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        import tensorflow as tf
-
         ops, external = self.chain(path)
         if len(external) != len(inputs):
             raise RepliscopeError(
                 f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)}) reads {len(external)} data input(s), "
                 f"the reference layer {len(inputs)}: map it to another operation or compare in carried mode only "
                 "(--mode carried)")
-        key = ("golden", path)
-        if key not in self._pruned:
-            self._pruned[key] = self._wrapped.prune(feeds=external, fetches=ops[-1].outputs[0])
-        feeds = [tf.constant(self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype)))
-                 for a, t in zip(inputs, external, strict=True)]
-        return np.asarray(self._pruned[key](*feeds))
+        feeds = {t: self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype))
+                 for a, t in zip(inputs, external, strict=True)}
+        return np.asarray(self._session.run(ops[-1].outputs[0], feeds))
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
         """The signature's (first) output on ``x``, in its own layout (e.g. float32 logits (N, C))."""
-        import tensorflow as tf
-
-        if ("output",) not in self._pruned:
-            self._pruned[("output",)] = self._wrapped.prune(feeds=[self._input], fetches=self._output)
-        feed = tf.constant(self.to_candidate_layout(np.asarray(x, dtype=self.input_dtype)))
-        return np.asarray(self._pruned[("output",)](feed))
+        feed = self.to_candidate_layout(np.asarray(x, dtype=self.input_dtype))
+        return np.asarray(self._session.run(self._output, {self._input: feed}))
 
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
-        import tensorflow as tf
-
         order = {u.name: k for k, u in enumerate(self._units)}
         wanted = sorted(set(paths), key=lambda p: order.get(p, -1))
         for p in wanted:
             self._op(p)
-        key = ("carried", *wanted)
-        if key not in self._pruned:
-            self._pruned[key] = self._wrapped.prune(feeds=[self._input],
-                                                    fetches=[self._ops[p].outputs[0] for p in wanted])
-        outs = self._pruned[key](tf.constant(self.to_candidate_layout(np.asarray(x, dtype=self.input_dtype))))
+        feed = self.to_candidate_layout(np.asarray(x, dtype=self.input_dtype))
+        outs = self._session.run([self._ops[p].outputs[0] for p in wanted], {self._input: feed})
         for name, value in zip(wanted, outs, strict=True):
             yield name, np.asarray(value)
 

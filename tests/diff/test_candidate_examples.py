@@ -1,0 +1,45 @@
+"""The example models with a local architecture module (examples/tiny-resnet.yaml, tiny-transformer.yaml): torch
+vs onnxruntime layer diff, and a user's ONNX file (the export) as ``--candidate``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repliscope.cli.main import app
+from repliscope.evaluation.run import RunSettings, prepare
+from tests.conftest import EXAMPLES
+
+
+@pytest.mark.parametrize("name, units", [("tiny-resnet", 22), ("tiny-transformer", None)])
+def test_torch_vs_onnxruntime_layer_diff_passes(name: str, units: int | None) -> None:
+    res = CliRunner().invoke(app, ["diff", str(EXAMPLES / f"{name}.yaml"), "--runtimes", "torch", "onnxruntime",
+                                   "--layers", "--batch", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["reference"]["module"] == {"tiny-resnet": "TinyResNet", "tiny-transformer": "TinyTransformer"}[name]
+    assert data["first_divergent"] == {"golden": None, "carried": None}
+    assert data["output"] is not None and data["output"]["passed"]
+    for mode in ("golden", "carried"):
+        assert data["summary"][mode]["failed"] == 0 and data["summary"][mode]["compared"] >= 10
+    if units is not None:
+        assert data["summary"]["golden"]["reference_units"] == units
+
+
+def test_a_users_onnx_file_is_paired_by_its_exporter_metadata(cache_dir: Path, tmp_path: Path) -> None:
+    from repliscope.runtimes.onnx_export import export_to_onnx
+
+    prepared = prepare(EXAMPLES / "tiny-resnet.yaml", RunSettings(runtime="torch", cache_dir=cache_dir))
+    exported, _ = export_to_onnx(prepared.artifact, cache_dir)
+    mine = tmp_path / "my_model.onnx"
+    mine.write_bytes(exported.read_bytes())
+    res = CliRunner().invoke(app, ["diff", str(EXAMPLES / "tiny-resnet.yaml"), "--candidate", str(mine), "--batch",
+                                   "2", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["candidate"]["format"] == "onnx" and data["candidate"]["mapping_origin"] == "onnx metadata"
+    assert data["candidate"]["model"] == str(mine)
+    assert data["summary"]["golden"]["failed"] == 0 and data["summary"]["carried"]["failed"] == 0
