@@ -80,7 +80,8 @@ def print_benchmark(rec: Any) -> None:
     s = rec.settings
     extra = f", {s['target_qps']:.4g} QPS, bound {s['latency_bound_ms']} ms" if rec.scenario == "server" else ""
     console.print(f"[bold]{rec.manifest.name}[/] {rec.scenario} on {rec.runtime['runtime']} "
-                  f"({rec.runtime.get('framework')} {rec.runtime.get('framework_version')}), {rec.threads} threads, "
+                  f"({rec.runtime.get('framework')} {rec.runtime.get('framework_version')}), {rec.threads} "
+                  f"thread{'s' if rec.threads != 1 else ''}, "
                   f"batch {s['batch_size']}{extra}; {rec.hardware.get('cpu_model')}")
     rows = [[k, _ms(q.value), f"[{_ms(q.low)}, {_ms(q.high)}]", f"{q.coverage:.3f}"]
             for k, q in rec.latency.percentiles.items()]
@@ -191,9 +192,10 @@ def bench(
                                find_peak_qps=find_peak_qps)
         data = resolve_dataset(dataset, label_rule, limit=limit)
         store = RunStore(db)
-        with console.status("benchmarking", spinner="dots") if not as_json else _nothing():
-            result = run_matrix(loaded, data, runtimes, thread_counts, options,
-                                settings=RunSettings(runtime=runtimes[0], allow_outside_paths=allow_outside_paths))
+        # progress as plain lines: an animated spinner would take CPU from the measured runtime
+        result = run_matrix(loaded, data, runtimes, thread_counts, options,
+                            settings=RunSettings(runtime=runtimes[0], allow_outside_paths=allow_outside_paths),
+                            on_config=None if as_json else _announce)
         many = len(result.records) > 1
         for rec, tracer in zip(result.records, result.tracers, strict=True):
             store.save_benchmark(rec)
@@ -203,7 +205,7 @@ def bench(
                     tracer.write_chrome_trace(_trace_path(trace_out, rec.runtime["runtime"], rec.threads, many))
         if report is not None:
             write_bench_report(result.records, report)
-    except RepliscopeError as exc:
+    except (RepliscopeError, OSError) as exc:
         fail(exc)
         return
     rows = ratio_rows(result.records)
@@ -243,10 +245,8 @@ def write_bench_report(records: list[Any], path: Path) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _nothing() -> Any:
-    import contextlib
-
-    return contextlib.nullcontext()
+def _announce(runtime: str, threads: int) -> None:
+    print(f"benchmarking {runtime} with {threads} thread{'s' if threads != 1 else ''} ...", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:
