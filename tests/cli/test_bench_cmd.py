@@ -72,6 +72,8 @@ def test_bad_input_exits_2() -> None:
     assert result.exit_code == 2 and "--batch-size belongs to --scenario offline, not single-stream" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "multi-stream", "--find-peak-qps"])
     assert result.exit_code == 2 and "--find-peak-qps belongs to --scenario server" in result.output
+    result = runner.invoke(app, ["bench", str(LITE0), "--trace-out", "t.json"])
+    assert result.exit_code == 2 and "--trace-out needs a --trace-level" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--report", "out.pdf"])
     assert result.exit_code == 2 and "must end in .html or .md" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--trace-level", "kernel"])

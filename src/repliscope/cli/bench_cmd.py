@@ -169,6 +169,8 @@ def bench(
         check_scenario_options(scenario, {"--target-qps": target_qps, "--latency-bound-ms": latency_bound_ms,
                                           "--find-peak-qps": find_peak_qps or None,
                                           "--samples-per-query": samples_per_query, "--batch-size": batch_size})
+        if trace_out is not None and trace_level == "none":
+            raise RepliscopeError("--trace-out needs a --trace-level other than none")
         if find_peak_qps and target_qps is not None:
             raise RepliscopeError("--find-peak-qps searches the rate itself: drop --target-qps")
         if scenario == "server" and not find_peak_qps and target_qps is None:
