@@ -177,3 +177,23 @@ def test_onnx_without_torch_metadata_lists_the_ops(tiny_transformer: tuple[Any, 
     assert "no pkg.torch.onnx.name_scopes metadata" in reasons["blocks.0/add"]
     assert reasons["blocks.0.norm1"] == "the candidate maps no unit to it"
     assert result.output is not None and result.output.passed and result.passed
+
+
+def test_dropped_residual_in_a_torch_port_is_told_apart_by_data_flow(tiny_transformer: tuple[Any, onnx.ModelProto],
+                                                                     tiny_x: np.ndarray) -> None:
+    """The port's block drops the FIRST of its two residual adds. Its call sites (this file) match no reference
+    line, so the block's two reference adds and the port's one add are aligned by the data flow: the port's add
+    reads the MLP and feeds the final norm, like the reference's second add, so the first one is missing."""
+    model, _ = tiny_transformer
+    port = copy.deepcopy(model)
+    block = port.blocks[0]
+
+    def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        x = self.attn(self.norm1(x))  # the port forgot "x +"
+        return x + self.mlp(self.norm2(x))
+
+    block.forward = types.MethodType(forward, block)
+    result = _diff(model, OnnxCandidate(export_onnx(port)), tiny_x)
+    first = result.first_divergent["golden"]
+    assert first is not None and first.path == "blocks.0/add" and first.missing
+    assert _failing(result) == ["blocks.0/add"]

@@ -59,6 +59,9 @@ class LayerInfo:
     reduction: int
     op: str = ""
     arity: int = 1
+    producers: tuple[str, ...] = ()
+    """The reference units whose outputs this unit reads, one per tensor input ("" for the model input or a
+    tensor no unit produced), from the trace; empty when unknown."""
 
     @property
     def is_op(self) -> bool:

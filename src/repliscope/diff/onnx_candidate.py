@@ -112,7 +112,7 @@ class OnnxCandidate(Candidate):
                                                    "exported by torch.onnx.export(dynamo=True)): its nodes cannot "
                                                    "be matched to torch ops") for op in ops]
             ops = []
-        pairs, missing, notes = match_ops(ops, self._units)
+        pairs, missing, notes = match_ops(ops, self._units, reference_layers)
         self.notes += notes
         self._unmatched += missing
         arity = {op.path: op.arity for op in ops}

@@ -25,7 +25,7 @@ import inspect
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,22 +111,31 @@ class TorchReference:
     def _trace(self, example: np.ndarray) -> list[TracedLayer]:
         traced: list[TracedLayer] = []
         shapes_in: dict[str, tuple[int, ...]] = {}
+        producers: dict[str, tuple[str, ...]] = {}
+        made_by: dict[int, str] = {}  # id(output tensor) -> unit path; outputs kept alive so ids stay unique
+        alive: list[torch.Tensor] = []
 
         def start(path: str, inputs: list[torch.Tensor]) -> None:
             shapes_in[path] = tuple(inputs[0].shape) if inputs else ()
+            producers[path] = tuple(made_by.get(id(t), "") for t in inputs)
 
         def end(path: str, inputs: list[torch.Tensor], output: Any) -> None:
             if "/" in path:  # a functional op (already filtered by _OpMode)
-                info = ops_seen[path]
+                info = replace(ops_seen[path], producers=producers.get(path, ()))
                 traced.append(TracedLayer(info, shapes_in.get(path, ()), tuple(output.shape)))
+                made_by[id(output)] = path
+                alive.append(output)
                 return
             module = self._module_of(path)
             if not isinstance(output, torch.Tensor) or _is_noop(module, inputs, output):
                 return
             in_shape, out_shape = shapes_in.get(path, ()), tuple(output.shape)
             info = LayerInfo(path=path, kind=type(module).__name__, source=source_of(type(module)),
-                             reduction=reduction_length(module, in_shape, out_shape))
+                             reduction=reduction_length(module, in_shape, out_shape),
+                             producers=producers.get(path, ()))
             traced.append(TracedLayer(info, in_shape, out_shape))
+            made_by[id(output)] = path
+            alive.append(output)
 
         ops_seen: dict[str, LayerInfo] = {}
         self._forward(example, start, end, ops_seen)
