@@ -43,3 +43,36 @@ def test_a_users_onnx_file_is_paired_by_its_exporter_metadata(cache_dir: Path, t
     assert data["candidate"]["format"] == "onnx" and data["candidate"]["mapping_origin"] == "onnx metadata"
     assert data["candidate"]["model"] == str(mine)
     assert data["summary"]["golden"]["failed"] == 0 and data["summary"]["carried"]["failed"] == 0
+
+
+def _stripped(exported: Path, target: Path, bug: bool = False) -> Path:
+    """The export without the torch exporter's metadata (as another tool would write it); ``bug``: the first
+    Relu after an Add becomes an Elu."""
+    import onnx
+
+    model = onnx.load(str(exported))
+    adds = {o for n in model.graph.node if n.op_type == "Add" for o in n.output}
+    for node in model.graph.node:
+        del node.metadata_props[:]
+    if bug:
+        first = next(n for n in model.graph.node if n.op_type == "Relu" and n.input[0] in adds)
+        first.op_type = "Elu"
+    onnx.save(model, str(target))
+    return target
+
+
+def test_an_onnx_file_without_metadata_is_run_node_by_node(cache_dir: Path, tmp_path: Path) -> None:
+    from repliscope.runtimes.onnx_export import export_to_onnx
+
+    prepared = prepare(EXAMPLES / "tiny-resnet.yaml", RunSettings(runtime="torch", cache_dir=cache_dir))
+    exported, _ = export_to_onnx(prepared.artifact, cache_dir)
+    base = ["diff", str(EXAMPLES / "tiny-resnet.yaml"), "--batch", "2", "--json", "--candidate"]
+    res = CliRunner().invoke(app, [*base, str(_stripped(exported, tmp_path / "plain.onnx"))])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["candidate"]["mapping_origin"] == "proposed" and data["candidate"]["format"] == "onnx"
+    assert data["summary"]["golden"]["failed"] == 0 and data["summary"]["golden"]["compared"] >= 10
+    bad = CliRunner().invoke(app, [*base, str(_stripped(exported, tmp_path / "elu.onnx", bug=True))])
+    assert bad.exit_code == 1
+    first = json.loads(bad.stdout)["first_divergent"]["golden"]
+    assert first["path"] == "layer1.0/relu#2" and first["source"].endswith("tiny_resnet.py:31")

@@ -8,9 +8,10 @@ lists the formats.
 
 Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE``; for a Keras port with its
 conversion mapping, that mapping; for an ONNX file exported by ``torch.onnx.export(dynamo=True)``, its
-``name_scopes`` metadata; for a candidate whose unit names include EVERY reference path (a torch port with the
-same module tree and functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`,
-printed (and written with ``--save-mapping``) so it can be checked and edited.
+``name_scopes`` metadata (any other ONNX file is run node by node: :mod:`repliscope.diff.onnx_graph_candidate`);
+for a candidate whose unit names include EVERY reference path (a torch port with the same module tree and
+functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`, printed (and written with
+``--save-mapping``) so it can be checked and edited.
 """
 
 from __future__ import annotations
@@ -113,14 +114,11 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
     else:
         inner = cls.from_path(candidate if fmt == "torch" else Path(candidate), reference.module)
     if not isinstance(inner, NamedCandidate):  # an ONNX file: the exporter's scopes name the reference layers
-        if mapping_file is not None:
-            raise RepliscopeError("--mapping is not used for an ONNX candidate: its units are named by the torch "
-                                  "exporter's name_scopes metadata")
-        if not inner.mapped_layers(reference.layers(x)):
-            raise RepliscopeError(f"ONNX candidate '{candidate}': no node carries torch name_scopes metadata that "
-                                  "names a reference layer (export it with torch.onnx.export(..., dynamo=True) "
-                                  "from the manifest's module)")
-        return BuiltCandidate(inner, fmt, "onnx metadata")
+        if mapping_file is None and inner.mapped_layers(reference.layers(x)):
+            return BuiltCandidate(inner, fmt, "onnx metadata")
+        from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
+
+        inner = OnnxGraphCandidate(Path(candidate), threads=threads)  # paired by --mapping or a proposal
     units = inner.units(x)
     names = [u.name for u in units]
     ref_paths = [layer.path for layer in reference.layers(x)]
