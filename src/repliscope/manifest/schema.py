@@ -123,7 +123,6 @@ class DatasetRef(_Strict):
     split: str
 
 
-ACCURACY_METRICS = ("top1", "top5")
 PERFORMANCE_METRICS = ("latency_p90_ms", "latency_p99_ms", "throughput")
 """Performance claims: latency percentiles in milliseconds, throughput in samples per second."""
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
