@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -112,8 +113,11 @@ class TorchReference:
         traced: list[TracedLayer] = []
         shapes_in: dict[str, tuple[int, ...]] = {}
         producers: dict[str, tuple[str, ...]] = {}
-        made_by: dict[int, str] = {}  # id(output tensor) -> unit path; outputs kept alive so ids stay unique
-        alive: list[torch.Tensor] = []
+        made_by: dict[int, str] = {}  # id(live output tensor) -> unit path (entry dropped when the tensor dies)
+
+        def made(output: torch.Tensor, path: str) -> None:
+            made_by[id(output)] = path
+            weakref.finalize(output, made_by.pop, id(output), None)
 
         def start(path: str, inputs: list[torch.Tensor]) -> None:
             shapes_in[path] = tuple(inputs[0].shape) if inputs else ()
@@ -123,8 +127,7 @@ class TorchReference:
             if "/" in path:  # a functional op (already filtered by _OpMode)
                 info = replace(ops_seen[path], producers=producers.get(path, ()))
                 traced.append(TracedLayer(info, shapes_in.get(path, ()), tuple(output.shape)))
-                made_by[id(output)] = path
-                alive.append(output)
+                made(output, path)
                 return
             module = self._module_of(path)
             if not isinstance(output, torch.Tensor) or _is_noop(module, inputs, output):
@@ -134,8 +137,7 @@ class TorchReference:
                              reduction=reduction_length(module, in_shape, out_shape),
                              producers=producers.get(path, ()))
             traced.append(TracedLayer(info, in_shape, out_shape))
-            made_by[id(output)] = path
-            alive.append(output)
+            made(output, path)
 
         ops_seen: dict[str, LayerInfo] = {}
         self._forward(example, start, end, ops_seen)
