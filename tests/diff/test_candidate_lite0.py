@@ -71,3 +71,14 @@ def test_lite0_swish_bug_is_localized(ref_batch: Any, exported: dict[str, Path])
     assert golden is not None and golden.path == BUG_LAYER
     carried = _diff(ref_batch, "tflite", exported[f"{BUG}.tflite"]).first_divergent["carried"]
     assert carried is not None and BUG_LAYER in carried.covers
+
+
+def test_keras_port_folder_under_a_sparse_user_mapping(ref_batch: Any, tmp_path: Path) -> None:
+    reference, (ids, x) = ref_batch
+    mapping = tmp_path / "sparse.yaml"
+    mapping.write_text("_bn0: stem_bn\n_blocks.0._bn2: block0_project_bn\n_fc: fc\n")
+    built = build_candidate("keras", str(H.PORT_DIR), reference, x, mapping_file=mapping)
+    assert built.mapping_origin == "by file"
+    r = diff_layers(reference, built.candidate, x, samples=ids)
+    assert [row.path for row in r.layers] == ["_bn0", "_blocks.0._bn2", "_fc"] and r.passed
+    assert r.layers[1].covers[0] == "_swish"  # the golden unit starts after the previous mapped layer

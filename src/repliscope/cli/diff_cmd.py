@@ -242,6 +242,8 @@ def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: st
     extra = [f"{m} mode not run: {limits[m]}" for m in modes if m in limits]
     if built is not None:
         result.candidate = {**result.candidate, "format": built.format, "mapping_origin": built.mapping_origin}
+        if built.mapping:
+            result.candidate["pairs"] = dict(built.mapping)
         if built.mapping_origin == "proposed":
             result.candidate["unpaired_candidate_units"] = built.unpaired_candidate
             extra.append(f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "

@@ -110,7 +110,12 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
     elif fmt == "keras":
         from repliscope.diff.keras_candidate import KerasLayersCandidate
 
-        inner = KerasLayersCandidate.from_file(Path(candidate))
+        path = Path(candidate)
+        if path.suffix.lower() == ".keras":
+            inner = KerasLayersCandidate.from_file(path)
+        else:  # a port (folder or its mapping .yaml) under --mapping: built and converted, then paired by names
+            port = cls.from_path(path, reference.module)
+            inner = KerasLayersCandidate(port.model, source=port.source)
     else:
         inner = cls.from_path(candidate if fmt == "torch" else Path(candidate), reference.module)
     if not isinstance(inner, NamedCandidate):  # an ONNX file: the exporter's scopes name the reference layers
@@ -122,10 +127,10 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
     units = inner.units(x)
     names = [u.name for u in units]
     ref_paths = [layer.path for layer in reference.layers(x)]
-    golden = "golden" not in inner.mode_limits
     if mapping_file is not None:
         mapping = load_mapping(mapping_file)
-        covers = {} if golden else covers_for(ref_paths, [p for p in ref_paths if p in mapping])
+        spans = inner.spans_gaps or "golden" in inner.mode_limits
+        covers = covers_for(ref_paths, [p for p in ref_paths if p in mapping]) if spans else {}
         mapped = MappedCandidate(inner, mapping, names, covers=covers, origin=f"from {mapping_file}")
         return BuiltCandidate(mapped, fmt, "by file", mapping, ops={u.name: u.op for u in units})
     same = {p: p for p in ref_paths if p in set(names)}

@@ -237,23 +237,32 @@ class KerasLayersCandidate(NamedCandidate):
         """Golden units stop at mapped layers (see :meth:`chain`)."""
         self._mapped = set(names)
 
-    def chain(self, name: str) -> list[Any]:
-        """The layers golden mode runs for ``name``: it and the unmapped single-input, single-consumer layers
-        directly before it (an explicit ``ZeroPadding2D`` the torch conv does inside)."""
+    def chain(self, name: str) -> tuple[list[Any], list[Any]]:
+        """(graph nodes in execution order, external input tensors in the order they are read) of the golden unit
+        ending at layer ``name``: it and every unmapped layer it depends on back to mapped layers or the model
+        input (an explicit ``ZeroPadding2D`` the torch conv does inside; a whole block under a sparse mapping)."""
         layer = self._layers.get(name)
         if layer is None:
             raise RepliscopeError(f"the Keras model '{self.model.name}' has no layer '{name}'")
-        chain = [layer]
-        while True:
-            nodes = chain[0]._inbound_nodes
-            if len(nodes) != 1 or len(nodes[0].input_tensors) != 1:
-                break
-            parent = nodes[0].input_tensors[0]._keras_history.operation
-            if (isinstance(parent, self.keras.layers.InputLayer) or parent.name in self._mapped
-                    or len(parent._outbound_nodes) != 1 or len(parent._inbound_nodes[0].input_tensors) != 1):
-                break
-            chain.insert(0, parent)
-        return chain
+        inside = {id(layer)}
+        todo = [layer]
+        while todo:
+            for t in todo.pop()._inbound_nodes[0].input_tensors:
+                parent = t._keras_history.operation
+                if (isinstance(parent, self.keras.layers.InputLayer) or parent.name in self._mapped
+                        or id(parent) in inside):
+                    continue
+                inside.add(id(parent))
+                todo.append(parent)
+        nodes = [n for depth in sorted(self.model._nodes_by_depth, reverse=True)
+                 for n in self.model._nodes_by_depth[depth] if n.operation is not None and id(n.operation) in inside]
+        produced = {id(t) for n in nodes for t in n.outputs}
+        external: list[Any] = []
+        for node in nodes:
+            for t in node.input_tensors:
+                if id(t) not in produced and all(t is not e for e in external):
+                    external.append(t)
+        return nodes, external
 
     @classmethod
     def from_file(cls, path: Path) -> KerasLayersCandidate:
@@ -277,10 +286,21 @@ class KerasLayersCandidate(NamedCandidate):
         return {"candidate": self.name, "model": str(self.model.name), "source": self.source}
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        args = [to_keras_layout(np.asarray(a, dtype=np.float32)) for a in inputs]
-        out: Any = args[0] if len(args) == 1 else args
-        for layer in self.chain(path):
-            out = layer(out, training=False)
+        nodes, external = self.chain(path)
+        if len(external) != len(inputs):
+            raise RepliscopeError(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)}) reads "
+                                  f"{len(external)} input(s), the reference layer {len(inputs)}: map it to another "
+                                  "layer or compare in carried mode only (--mode carried)")
+        values: dict[int, Any] = {id(t): to_keras_layout(np.asarray(a, dtype=np.float32))
+                                  for t, a in zip(external, inputs, strict=True)}
+        out: Any = None
+        for node in nodes:
+            args, kwargs = node.arguments.fill_in(values)
+            if isinstance(node.operation, self.keras.layers.Layer):
+                kwargs = {**kwargs, "training": False}
+            out = node.operation(*args, **kwargs)
+            for t, value in zip(node.outputs, self.keras.tree.flatten(out), strict=True):
+                values[id(t)] = value
         return to_reference_layout(self.keras.ops.convert_to_numpy(out))
 
     def output(self, x: np.ndarray) -> np.ndarray | None:

@@ -104,6 +104,10 @@ class NamedCandidate(Candidate):
     modes and prints the reason, never skipping a mode silently."""
 
     layout: ClassVar[str] = "NCHW"
+    spans_gaps: ClassVar[bool] = True
+    """True when golden mode runs a mapped unit together with the unmapped units since the previous mapped one
+    (so under a sparse mapping a unit covers the unmapped reference layers before it); False when it runs exactly
+    the named unit (a torch port's module)."""
 
     def __init__(self) -> None:
         self.mode_limits: dict[str, str] = {}

@@ -100,6 +100,7 @@ class TorchCandidate(NamedCandidate):
     """A torch module (eval mode) under its own layer paths."""
 
     name = "torch"
+    spans_gaps = False
 
     def __init__(self, module: torch.nn.Module, source: str = "") -> None:
         super().__init__()
