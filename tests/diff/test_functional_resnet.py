@@ -140,3 +140,27 @@ def test_plot_marks_the_missing_op(tiny_resnet: tuple[Any, onnx.ModelProto], tin
     drop_node(broken, find_node(broken, "Add", "layer1.0"), keep=0)
     out = plot_layer_errors(_diff(model, broken, tiny_x), tmp_path / "ops.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_identity_op_the_candidate_dropped_is_listed_not_failed(tiny_x: np.ndarray) -> None:
+    """``x * 1.0`` in the reference, no node for it in the candidate (the ONNX optimizer removes it): the op is
+    listed as not compared because its output equals its input on the batch, and the diff passes."""
+    from torch import nn
+
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head((self.body(x) * 1.0).mean((2, 3)))
+
+    torch.manual_seed(0)
+    model = Scaled().eval()
+    proto = export_onnx(model)
+    assert not [n for n in proto.graph.node if n.op_type == "Mul"]
+    result = _diff(model, proto, tiny_x)
+    assert result.passed and [r.path for r in result.layers if r.op] == ["/mean"]
+    assert [(u.path, u.reason.split(" (")[0]) for u in result.uncompared] == [("/mul", "identity on this batch")]
+    assert [r.index for r in result.layers] == list(range(len(result.layers)))

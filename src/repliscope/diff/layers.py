@@ -128,6 +128,8 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
     for p in identity:
         del rows[p]
     ordered = sorted(rows.values(), key=lambda r: r.index)
+    for i, row in enumerate(ordered):  # no gaps where identity ops were dropped (the plot's x axis)
+        row.index = i
     uncompared += [NotCompared(path=layer.path, kind=layer.kind, source=layer.source,
                                reason=_why_not(layer, unmatched, candidate))
                    for layer in layers if layer.path not in covered and layer.path not in rows
