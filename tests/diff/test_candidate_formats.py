@@ -232,10 +232,10 @@ def test_cli_tflite_says_golden_was_not_run_and_why(port_files: dict[str, Path])
 def test_a_keras_file_under_a_sparse_user_mapping(tiny: Any, port_files: dict[str, Path], tmp_path: Path) -> None:
     """Under --mapping, a mapped Keras layer's golden unit spans the unmapped layers since the previous mapped
     one (here a whole residual block up to its add)."""
-    reference, x, ids = tiny
     mapping = tmp_path / "m.yaml"
     mapping.write_text("conv1: conv1\nbn1: bn1\nlayer1.0/add: layer1_0_add\nfc: fc\n")
     keras_file = port_files["correct.keras"]
     r = _diff(tiny, "keras", keras_file, mapping=mapping)
     assert [row.path for row in r.layers] == ["conv1", "bn1", "layer1.0/add", "fc"] and r.passed
+    assert r.layers[2].covers[0] == "/relu" and r.summary["golden"].failed == 0
     assert r.candidate["mapping"] == f"4 layers mapped (from {mapping})"
