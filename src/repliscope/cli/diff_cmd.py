@@ -349,8 +349,10 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         covered = getattr(s, "reference_units", 0) or len(
             {p for row in r.layers if (row.golden if mode == "golden" else row.carried) is not None
              for p in row.covers})
+        missing = getattr(s, "missing", 0)
+        gone = f", {missing} reference op(s) missing in the candidate" if missing else ""
         console.print(f"{mode:8s}  [{colour}]{s.passed}/{s.compared} passed[/] (covering {covered} reference "
-                      f"units), max err/tol {s.max_ratio:.3g}; {verdict}")
+                      f"units{gone}), max err/tol {s.max_ratio:.3g}; {verdict}")
     for mode in ("golden", "carried"):
         if mode not in r.modes:
             reason = next((n for n in r.notes if n.startswith(f"{mode} mode not run")), f"{mode} mode not run "
