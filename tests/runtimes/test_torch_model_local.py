@@ -14,7 +14,8 @@ from repliscope.runtimes.torch_model import resolve_factory
 def test_factory_from_a_local_folder(tmp_path: Path) -> None:
     (tmp_path / "a2_pkg").mkdir()
     (tmp_path / "a2_pkg" / "__init__.py").write_text("")
-    (tmp_path / "a2_pkg" / "nets.py").write_text("class Net:\n    @staticmethod\n    def build(k=2):\n        return k * 3\n")
+    source = "class Net:\n    @staticmethod\n    def build(k=2):\n        return k * 3\n"
+    (tmp_path / "a2_pkg" / "nets.py").write_text(source)
     assert resolve_factory("a2_pkg.nets:Net.build", tmp_path)(k=5) == 15
 
 
