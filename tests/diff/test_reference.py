@@ -151,3 +151,20 @@ def test_ops_of_a_container_called_twice_are_named_per_call() -> None:
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     assert [layer.path for layer in TorchReference(Twice()).layers(x)] == [
         "block.fc", "block/tanh", "block/add", "block.fc#2", "block#2/tanh", "block#2/add"]
+
+
+def test_op_names_and_reductions() -> None:
+    import inspect
+
+    from repliscope.diff.ref_ops import op_name, op_reduction
+
+    transpose_property = inspect.getattr_static(torch.Tensor, "T").__get__
+    assert [op_name(f) for f in (torch.Tensor.__radd__, torch.Tensor.__iadd__, torch.Tensor.__truediv__,
+                                 torch.Tensor.__matmul__, torch.nn.functional.relu, transpose_property)] == [
+        "add", "add", "div", "matmul", "relu", "T"]
+    a, b = torch.zeros(2, 3, 5), torch.zeros(2, 5, 7)
+    out = torch.einsum("bij,bjk->bik", a, b)
+    assert op_reduction("einsum", ("bij,bjk->bik", a, b), {}, out) == 5
+    assert op_reduction("layer_norm", (a, (3, 5)), {}, a) == 15
+    assert op_reduction("mean", (a,), {"dim": (1, 2)}, a.mean((1, 2))) == 15
+    assert op_reduction("softmax", (a,), {"dim": 1}, a) == 3 and op_reduction("add", (a, a), {}, a) == 1

@@ -84,11 +84,13 @@ def op_reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: 
     """Terms summed per output element (see tolerance.py): matmul / linear the inner dimension, softmax the
     size of its axis, layer_norm the normalized size, means / sums / pools the input elements per output
     element, a functional conv ``in/groups*kh*kw``, scaled_dot_product_attention head dim + keys (two chained
-    sums); 1 for element-wise ops."""
+    sums), einsum the product of the summed-away index sizes; 1 for element-wise ops."""
+    if name == "einsum" and args and isinstance(args[0], str):
+        return _einsum_reduction(args[0], args[1:])
     first = args[0] if args and isinstance(args[0], torch.Tensor) else None
     if first is None:
         return 1
-    if name in ("matmul", "mm", "bmm", "einsum_like") and first.dim() >= 1:
+    if name in ("matmul", "mm", "bmm") and first.dim() >= 1:
         return int(first.shape[-1])
     if name == "linear" and len(args) > 1 and isinstance(args[1], torch.Tensor):
         return int(args[1].shape[-1])
@@ -109,3 +111,17 @@ def op_reduction(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: 
     if name in _MEAN_LIKE and out.numel() > 0:
         return max(1, first.numel() // out.numel())
     return 1
+
+
+def _einsum_reduction(equation: str, operands: tuple[Any, ...]) -> int:
+    """Product of the sizes of the indices summed away (in an input, not in the output): ``bij,bjk->bik`` -> j."""
+    tensors = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], list | tuple) else list(operands)
+    spec = equation.replace(" ", "")
+    if "->" not in spec or "." in spec:
+        return 1
+    inputs, output = spec.split("->")
+    sizes: dict[str, int] = {}
+    for letters, t in zip(inputs.split(","), tensors, strict=False):
+        if isinstance(t, torch.Tensor) and len(letters) == t.dim():
+            sizes.update({c: int(d) for c, d in zip(letters, t.shape, strict=True)})
+    return max(1, math.prod(sizes[c] for c in sizes if c not in output))
