@@ -76,3 +76,16 @@ def test_an_onnx_file_without_metadata_is_run_node_by_node(cache_dir: Path, tmp_
     assert bad.exit_code == 1
     first = json.loads(bad.stdout)["first_divergent"]["golden"]
     assert first["path"] == "layer1.0/relu#2" and first["source"].endswith("tiny_resnet.py:31")
+
+
+@pytest.mark.parametrize("name, units", [("tiny-resnet", 22), ("tiny-transformer", 28)])
+def test_torch_port_of_each_example_replays_every_op_exactly(name: str, units: int) -> None:
+    """The transformer's reshape(n, t, 3, heads, d) replays with the golden batch's n (recorded on that batch)."""
+    ports = Path(__file__).parent / "_ports.py"
+    res = CliRunner().invoke(app, ["diff", str(EXAMPLES / f"{name}.yaml"), "--candidate", f"{ports}:same",
+                                   "--batch", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["candidate"]["mapping_origin"] == "by name" and len(data["candidate"]["pairs"]) == units
+    for mode in ("golden", "carried"):
+        assert data["summary"][mode]["compared"] == units and data["summary"][mode]["max_ratio"] == 0.0

@@ -336,10 +336,17 @@ def print_task_diff(r: TaskDiffResult) -> None:
 
 def print_layer_diff(r: LayerDiffResult) -> None:
     """Human-readable layer-level result: summary per mode, first divergent layers, the worst layers."""
-    console.print(f"[bold]layer-level diff[/]: {r.reference.get('framework')} vs {r.candidate.get('candidate')}, "
+    ops = getattr(r, "reference_ops", 0)
+    total = r.reference_layers + ops
+    uncompared = getattr(r, "uncompared", None)
+    missed = len(uncompared) if uncompared is not None else len(r.not_compared)
+    kinds = f" ({r.reference_layers} module layers + {ops} functional ops)" if ops else ""
+    fmt = f" ({r.candidate['format']}, mapping {r.candidate.get('mapping_origin', '')})" if "format" in r.candidate \
+        else ""
+    console.print(f"[bold]layer-level diff[/]: {r.reference.get('framework')} vs {r.candidate.get('candidate')}{fmt}, "
                   f"input {r.input_dtype} {tuple(r.input_shape)} ({len(r.samples)} real samples), "
-                  f"{len(r.layers)} layers compared covering {r.reference_layers - len(r.not_compared)} of "
-                  f"{r.reference_layers} reference layers, {r.seconds:.1f} s")
+                  f"{len(r.layers)} units compared covering {total - missed} of {total} reference units{kinds}, "
+                  f"{r.seconds:.1f} s")
     console.print(f"tolerance {r.formula} (k = {r.tolerance.k:g})")
     for mode in r.modes:
         s = r.summary[mode]

@@ -9,7 +9,7 @@ name and any other needs ``--mapping`` or the proposed mapping.
 
 * golden (``run_layer``): the candidate's module ``name`` called on the reference inputs (as torch tensors);
   a functional op unit (``layer1.0/add``) is REPLAYED: its torch function, recorded with its arguments on a
-  one-sample probe forward, is called again with the reference inputs in place of its activation tensors
+  forward of the same batch (so shape arguments such as a ``reshape``'s sizes fit), is called again with the reference inputs in place of its activation tensors
   (parameters, buffers and Python arguments kept);
 * carried (``forward_layers``): the candidate's own forward, its mapped outputs streamed from a worker
   thread through a one-slot queue, so at most one copied activation waits at a time.
@@ -135,11 +135,12 @@ class TorchCandidate(NamedCandidate):
             self._units = [UnitInfo(t.info.path, t.info.kind, tuple(t.output_shape)) for t in traced]
             self._ops = {t.info.path for t in traced if getattr(t.info, "op", "")}
             if self._ops:
-                self._record_ops(x[:1])
+                self._record_ops(x)
         return self._units
 
     def _record_ops(self, probe: np.ndarray) -> None:
-        """Bind every functional op unit to its torch call (function, arguments) on a probe forward."""
+        """Bind every functional op unit to its torch call (function, arguments) on a forward of ``probe`` (the
+        batch golden mode will run: Python shape arguments are replayed as recorded)."""
         from repliscope.diff.ref_ops import activation_inputs
 
         constants = {id(t) for t in (*self.module.parameters(), *self.module.buffers())}
@@ -176,8 +177,12 @@ class TorchCandidate(NamedCandidate):
         except AttributeError as exc:
             raise RepliscopeError(f"torch candidate: no module '{base}'") from exc
         args = [torch.from_numpy(np.array(a, copy=True)) for a in inputs]
-        with torch.inference_mode():
-            out = sub(*args)
+        try:
+            with torch.inference_mode():
+                out = sub(*args)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise RepliscopeError(f"torch candidate: module '{path}' failed on the reference inputs: "
+                                  f"{type(exc).__name__}: {exc}") from exc
         if not isinstance(out, torch.Tensor):
             raise RepliscopeError(f"torch candidate: module '{path}' returned {type(out).__name__}, not a tensor")
         return out.detach().cpu().numpy()
@@ -197,8 +202,12 @@ class TorchCandidate(NamedCandidate):
                 return type(value)(swap(v) for v in value)
             return value
 
-        with torch.inference_mode():
-            out = func(*[swap(a) for a in args], **{k: swap(v) for k, v in kwargs.items()})
+        try:
+            with torch.inference_mode():
+                out = func(*[swap(a) for a in args], **{k: swap(v) for k, v in kwargs.items()})
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise RepliscopeError(f"torch candidate: replaying op '{path}' on the reference inputs failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
         return out.detach().cpu().numpy()
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
