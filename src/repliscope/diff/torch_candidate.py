@@ -9,8 +9,8 @@ name and any other needs ``--mapping`` or the proposed mapping.
 
 * golden (``run_layer``): the candidate's module ``name`` called on the reference inputs (as torch tensors);
   a functional op unit (``layer1.0/add``) is REPLAYED: its torch function, recorded with its arguments on a
-  forward of the same batch (so shape arguments such as a ``reshape``'s sizes fit), is called again with the reference inputs in place of its activation tensors
-  (parameters, buffers and Python arguments kept);
+  forward of the same batch (so shape arguments such as a ``reshape``'s sizes fit), is called again with the
+  reference inputs in place of its activation tensors (parameters, buffers and Python arguments kept);
 * carried (``forward_layers``): the candidate's own forward, its mapped outputs streamed from a worker
   thread through a one-slot queue, so at most one copied activation waits at a time.
 
