@@ -150,7 +150,7 @@ class TorchCandidate(NamedCandidate):
             if path not in self._ops:
                 return
             address = output.__array_interface__["data"][0]
-            for func, args, kwargs, out in recorder.calls:
+            for func, args, kwargs, out in reversed(recorder.calls):  # the op just run is the newest
                 if out.data_ptr() == address and tuple(out.shape) == output.shape:
                     ids = [id(t) for t in activation_inputs(args, kwargs, constants)]
                     self._replay[path] = (func, args, kwargs, ids)
