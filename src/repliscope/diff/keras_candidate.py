@@ -158,6 +158,11 @@ class KerasCandidate(Candidate):
             x = layer(x, training=False)
         return to_reference_layout(self.keras.ops.convert_to_numpy(x))
 
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        """The port's whole-model output on ``x`` (reference layout in and out, e.g. logits (N, 1000))."""
+        out = self.model(to_keras_layout(np.asarray(x, dtype=np.float32)), training=False)
+        return to_reference_layout(self.keras.ops.convert_to_numpy(out))
+
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         """Run the functional graph node by node, yielding the output of each requested path's unit as soon as
         it is computed and dropping every intermediate tensor once its last consumer has run."""
