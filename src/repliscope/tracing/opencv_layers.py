@@ -17,42 +17,51 @@ from repliscope.tracing.layers import NodeTiming, ScopeIndex, group_layers, reco
 
 
 class _LayerTimer:
-    def __init__(self, tracer: Any, index: ScopeIndex) -> None:
-        self.tracer = tracer
-        self.index = index
-        self.names: list[str] | None = None
+    """Called after every forward: keeps the raw per-layer ticks (one ``getPerfProfile`` call); the spans are made
+    after the traced block, outside the measured work."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
         self.types: list[str] = []
+        self.forwards: list[tuple[Any, int, int, int]] = []
+        """(per-layer ticks, start_ns, end_ns, tid) of every forward."""
 
     def __call__(self, net: Any, start_ns: int, end_ns: int) -> None:
-        import cv2
-
-        if self.names is None:
+        if not self.names:
             self.names = list(net.getLayerNames())
             self.types = [str(net.getLayer(name).type) for name in self.names]
         _, ticks = net.getPerfProfile()
+        self.forwards.append((ticks, start_ns, end_ns, threading.get_native_id()))
+
+    def convert(self, tracer: Any, index: ScopeIndex) -> None:
+        """One ``opencv_dnn.forward`` span per forward with its layers (framework) and OpenCV layers (library)."""
+        import cv2
+
         per_tick = 1e9 / cv2.getTickFrequency()
-        durations = [int(t * per_tick) for t in ticks.ravel()]
-        total = sum(durations)
-        scale = (end_ns - start_ns) / total if total > end_ns - start_ns else 1.0
-        nodes: list[NodeTiming] = []
-        t = start_ns
-        for name, kind, d in zip(self.names, self.types, durations, strict=False):
-            if d <= 0:
-                continue
-            d = int(d * scale)
-            nodes.append(NodeTiming(name, kind, t, t + d))
-            t += d
-        tid = threading.get_native_id()
-        self.tracer.record("opencv_dnn.forward", "framework", start_ns, end_ns, tid, {"source": "opencv_dnn"})
-        record_layers(self.tracer, group_layers(nodes, self.index), tid, "opencv_dnn", estimated_start=True)
+        for ticks, start_ns, end_ns, tid in self.forwards:
+            durations = [int(t * per_tick) for t in ticks.ravel()]
+            total = sum(durations)
+            scale = (end_ns - start_ns) / total if total > end_ns - start_ns else 1.0
+            nodes: list[NodeTiming] = []
+            t = start_ns
+            for name, kind, d in zip(self.names, self.types, durations, strict=False):
+                if d <= 0:
+                    continue
+                d = int(d * scale)
+                nodes.append(NodeTiming(name, kind, t, t + d))
+                t += d
+            tracer.record("opencv_dnn.forward", "framework", start_ns, end_ns, tid, {"source": "opencv_dnn"})
+            record_layers(tracer, group_layers(nodes, index), tid, "opencv_dnn", estimated_start=True)
 
 
 @contextlib.contextmanager
 def opencv_layer_timings(tracer: Any, runner: Any) -> Iterator[None]:
     """Per-layer spans for every forward of ``runner`` (an OpenCVDnnRunner) for the duration."""
     runner.load()
-    runner.layer_timer = _LayerTimer(tracer, ScopeIndex(runner.onnx_path))
+    timer = _LayerTimer()
+    runner.layer_timer = timer
     try:
         yield
     finally:
         runner.layer_timer = None
+    timer.convert(tracer, ScopeIndex(runner.onnx_path))
