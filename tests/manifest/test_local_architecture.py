@@ -123,3 +123,31 @@ def test_a_local_module_never_shadows_an_imported_one(tmp_path: Path) -> None:
     (tmp_path / "a2_fresh.py").write_text("def build():\n    return 2\n")
     assert import_local_module("a2_fresh", tmp_path).build() == 2
     assert str(tmp_path.resolve()) not in sys.path  # the folder was on sys.path only during the import
+
+
+def test_evaluate_a_local_module_model_without_claims(tmp_path: Path) -> None:
+    """End to end: evaluate examples/tiny-resnet.yaml on unlabelled images; the record names the module file's
+    sha256, and the summary says there is no claim and no metric instead of printing empty tables."""
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+    from repliscope.store.repository import RunStore
+    from tests.support import foolbox_imagenet_files
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for k, (path, _) in enumerate(foolbox_imagenet_files()[:3]):
+        (images / f"photo{k}.jpg").write_bytes(path.read_bytes())
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    res = CliRunner().invoke(app, ["evaluate", str(EXAMPLES / "tiny-resnet.yaml"), "--dataset", str(images),
+                                   "--label-rule", "none", "--db", db])
+    assert res.exit_code == 0, res.output
+    assert "claims    none: the manifest makes no claim (claims: [])" in res.stdout
+    assert "metrics   none: no labelled sample was evaluated" in res.stdout
+    with RunStore(db) as store:
+        (summary,) = store.list()
+        record = store.get(summary.run_id)
+    assert record.claims == [] and record.counts["evaluated"] == 3
+    assert record.runtime["model"]["architecture_module"] == {
+        "module": "tiny_resnet", "folder": str((EXAMPLES / "models").resolve()),
+        "sha256": _sha(EXAMPLES / "models" / "tiny_resnet.py")}
