@@ -13,9 +13,8 @@ import pytest
 
 from repliscope.datasets import resolve_dataset
 from repliscope.diff.auto_mapping import ReferenceUnit, propose
-from repliscope.diff.candidate_format import FORMATS, build_candidate, detect_format
+from repliscope.diff.candidate_format import FORMATS, build_candidate, detect_format, diff_candidate
 from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.layers import diff_layers
 from repliscope.diff.mapping import UnitInfo
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.task import first_batch
@@ -126,8 +125,7 @@ def _diff(tiny: Any, fmt: str, path: Path | str, modes: tuple[str, ...] = ("gold
           mapping: Path | None = None) -> LayerDiffResult:
     reference, x, ids = tiny
     built = build_candidate(fmt, str(path), reference, x, mapping_file=mapping)
-    run = [m for m in modes if m not in getattr(built.candidate, "mode_limits", {})]
-    return diff_layers(reference, built.candidate, x, modes=run, samples=ids)  # type: ignore[arg-type]
+    return diff_candidate(reference, built.candidate, x, modes, samples=ids, built=built)
 
 
 def test_keras_port_matches_the_reference_before_any_export(tiny: Any) -> None:

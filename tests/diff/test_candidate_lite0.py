@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from repliscope.diff.candidate_format import build_candidate
+from repliscope.diff.candidate_format import build_candidate, diff_candidate
 from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.layers import diff_layers
 from repliscope.diff.reference import TorchReference
@@ -49,8 +49,7 @@ def _diff(ref_batch: Any, fmt: str, path: Path) -> LayerDiffResult:
     reference, (ids, x) = ref_batch
     built = build_candidate(fmt, str(path), reference, x)
     assert built.mapping_origin == "proposed"
-    modes = [m for m in ("golden", "carried") if m not in built.candidate.mode_limits]  # type: ignore[attr-defined]
-    return diff_layers(reference, built.candidate, x, modes=modes, samples=ids)  # type: ignore[arg-type]
+    return diff_candidate(reference, built.candidate, x, ("golden", "carried"), samples=ids, built=built)
 
 
 def test_tflite_lite0_every_fused_operator_passes_carried(ref_batch: Any, exported: dict[str, Path]) -> None:

@@ -219,7 +219,7 @@ def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: st
             batch: int, modes: list[str], tolerance_k: float | None, threads: int,
             options: LayerOptions | None = None) -> LayerDiffResult:
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.layers import diff_layers
+    from repliscope.diff.candidate_format import diff_candidate
     from repliscope.diff.reference import TorchReference
     from repliscope.diff.task import first_batch
     from repliscope.diff.tolerance import TolerancePolicy
@@ -233,24 +233,8 @@ def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: st
                          tuple(prepared.artifact.input_shape[1:]))
     built = _candidate(prepared, reference, cand_name, candidate_path, threads, x, opts)
     cand = built.candidate if built is not None else _runtime_candidate(prepared, cand_name, threads)
-    limits: dict[str, str] = dict(getattr(cand, "mode_limits", {}))
-    run_modes = [m for m in modes if m not in limits]
-    if not run_modes:
-        raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))
     policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
-    result = diff_layers(reference, cand, x, modes=run_modes, tolerance=policy, samples=ids)  # type: ignore[arg-type]
-    extra = [f"{m} mode not run: {limits[m]}" for m in modes if m in limits]
-    if built is not None:
-        result.candidate = {**result.candidate, "format": built.format, "mapping_origin": built.mapping_origin}
-        if built.mapping:
-            result.candidate["pairs"] = dict(built.mapping)
-        if built.mapping_origin == "proposed":
-            result.candidate["unpaired_candidate_units"] = built.unpaired_candidate
-            extra.append(f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "
-                         f"{len(built.unpaired_candidate)} candidate units unpaired): check it "
-                         "(--save-mapping FILE), edit it and pass it back with --mapping FILE")
-    result.notes = extra + list(result.notes)
-    return result
+    return diff_candidate(reference, cand, x, modes, policy, ids, built)
 
 
 def _candidate(prepared: PreparedRun, reference: Any, name: str, path: str | None, threads: int,

@@ -17,14 +17,18 @@ functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_map
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from repliscope.diff.base import Candidate
 from repliscope.errors import RepliscopeError
+
+if TYPE_CHECKING:
+    from repliscope.diff.layer_result import LayerDiffResult
 
 FORMATS: dict[str, str] = {
     "onnx": "an ONNX model file (.onnx), run in onnxruntime",
@@ -144,6 +148,34 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
     mapped = MappedCandidate(inner, proposal.mapping, names, covers=proposal.covers, origin="proposed")
     return BuiltCandidate(mapped, fmt, "proposed", proposal.mapping, proposal.unmatched_candidate,
                           proposal.uncovered_reference, proposal.ops)
+
+
+def diff_candidate(reference: Any, candidate: Candidate, x: np.ndarray, modes: Sequence[str],
+                   tolerance: Any = None, samples: Sequence[str] = (), built: BuiltCandidate | None = None
+                   ) -> LayerDiffResult:
+    """:func:`~repliscope.diff.layers.diff_layers` over the requested ``modes`` the candidate can run; a mode it
+    cannot (``mode_limits``) is listed first in ``notes`` with the reason (RepliscopeError when none is left).
+    ``built`` adds the format, how the mapping was obtained and the pairs to ``result.candidate``."""
+    from repliscope.diff.layers import diff_layers
+
+    limits: dict[str, str] = dict(getattr(candidate, "mode_limits", {}))
+    run_modes = [m for m in modes if m not in limits]
+    if not run_modes:
+        raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))
+    result = diff_layers(reference, candidate, x, modes=run_modes, tolerance=tolerance,  # type: ignore[arg-type]
+                         samples=samples)
+    extra = [f"{m} mode not run: {limits[m]}" for m in modes if m in limits]
+    if built is not None:
+        result.candidate = {**result.candidate, "format": built.format, "mapping_origin": built.mapping_origin}
+        if built.mapping:
+            result.candidate["pairs"] = dict(built.mapping)
+        if built.mapping_origin == "proposed":
+            result.candidate["unpaired_candidate_units"] = built.unpaired_candidate
+            extra.append(f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "
+                         f"{len(built.unpaired_candidate)} candidate units unpaired): check it "
+                         "(--save-mapping FILE), edit it and pass it back with --mapping FILE")
+    result.notes = extra + list(result.notes)
+    return result
 
 
 def _has_port_mapping(path: Path) -> bool:
