@@ -17,6 +17,7 @@ transposed NCHW -> NHWC and ``output_layout`` is ``"NHWC"``). The batch axis is 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,9 +68,14 @@ class TfliteCandidate(NamedCandidate):
         import tensorflow as tf
 
         try:
-            interp = tf.lite.Interpreter(
-                model_path=str(self.path), num_threads=self.threads, experimental_preserve_all_tensors=True,
-                experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+            with warnings.catch_warnings():  # the deprecation notice (tensorflow 2.21 still ships the interpreter)
+                warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated",
+                                        category=UserWarning)
+                warnings.filterwarnings("ignore", message=r"(?s).*experimental_preserve_all_tensors",
+                                        category=UserWarning)
+                interp = tf.lite.Interpreter(
+                    model_path=str(self.path), num_threads=self.threads, experimental_preserve_all_tensors=True,
+                    experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         except (ValueError, RuntimeError) as exc:
             raise RepliscopeError(f"TFLite candidate '{self.path}' cannot be loaded: {exc}") from exc
         inputs = interp.get_input_details()
