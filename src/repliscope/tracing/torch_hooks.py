@@ -22,54 +22,61 @@ from repliscope.tracing.spans import SpanRecord
 
 
 class _ModuleHooks:
-    """Pre/post forward hooks on every submodule; a per-thread stack of start times and call counters."""
+    """Pre/post forward hooks on every submodule: a per-thread stack of start times and call counters; each call
+    is kept raw (module index, n-th call, start, end, thread) and becomes a span after the traced block."""
 
-    def __init__(self, tracer: Any) -> None:
-        self.tracer = tracer
+    def __init__(self) -> None:
         self.local = threading.local()
+        self.calls: list[tuple[int, int, int, int, int]] = []
 
-    def state(self) -> tuple[list[int], dict[str, int]]:
+    def pre(self) -> Any:
         local = self.local
-        if not hasattr(local, "stack"):
-            local.stack, local.calls = [], {}
-        return local.stack, local.calls
 
-    def pre(self, path: str) -> Any:
         def hook(module: Any, args: Any) -> None:
-            stack, calls = self.state()
+            try:
+                stack = local.stack
+            except AttributeError:
+                stack = local.stack = []
+                local.counts, local.tid = {}, threading.get_native_id()
             if not stack:
-                calls.clear()  # a new forward of the model: call counters restart
+                local.counts.clear()  # a new forward of the model: call counters restart
             stack.append(time.perf_counter_ns())
 
         return hook
 
-    def post(self, path: str, op_type: str, leaf: bool) -> Any:
+    def post(self, index: int) -> Any:
+        local, calls = self.local, self.calls
+
         def hook(module: Any, args: Any, output: Any) -> None:
             end = time.perf_counter_ns()
-            stack, calls = self.state()
-            start = stack.pop()
-            n = calls[path] = calls.get(path, 0) + 1
-            layer = path if n == 1 else f"{path}#{n}"
-            self.tracer.record(path or "<model>", "framework", start, end, threading.get_native_id(),
-                               {"layer": layer, "op_type": op_type, "leaf": leaf, "source": "torch"})
+            counts = local.counts
+            n = counts[index] = counts.get(index, 0) + 1
+            calls.append((index, n, local.stack.pop(), end, local.tid))
 
         return hook
 
 
 @contextlib.contextmanager
 def torch_module_hooks(tracer: Any, module: Any) -> Iterator[None]:
-    """Hooks on ``module`` and all its submodules for the duration (removed on exit)."""
-    hooks = _ModuleHooks(tracer)
+    """Hooks on ``module`` and all its submodules for the duration (removed on exit), then one ``framework``
+    span per module call."""
+    hooks = _ModuleHooks()
     handles = []
+    modules: list[tuple[str, str, bool]] = []
     for path, sub in module.named_modules():
-        leaf = next(iter(sub.children()), None) is None
-        handles.append(sub.register_forward_pre_hook(hooks.pre(path)))
-        handles.append(sub.register_forward_hook(hooks.post(path, type(sub).__name__, leaf)))
+        handles.append(sub.register_forward_pre_hook(hooks.pre()))
+        handles.append(sub.register_forward_hook(hooks.post(len(modules))))
+        modules.append((path, type(sub).__name__, next(iter(sub.children()), None) is None))
     try:
         yield
     finally:
         for h in handles:
             h.remove()
+    for index, n, start, end, tid in hooks.calls:
+        path, op_type, leaf = modules[index]
+        tracer.record(path or "<model>", "framework", start, end, tid,
+                      {"layer": path if n == 1 else f"{path}#{n}", "op_type": op_type, "leaf": leaf,
+                       "source": "torch"})
 
 
 @contextlib.contextmanager
