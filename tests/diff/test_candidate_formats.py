@@ -54,6 +54,15 @@ def test_detect_format_errors_list_every_format(tmp_path: Path) -> None:
     assert sorted(FORMATS) == ["keras", "onnx", "savedmodel", "tflite", "torch"]
 
 
+def test_one_registry_keyed_by_the_format_words() -> None:
+    from repliscope.diff import CANDIDATES
+
+    classes = {name: CANDIDATES.get(name).__name__ for name in FORMATS}
+    assert classes == {"onnx": "OnnxCandidate", "tflite": "TfliteCandidate", "savedmodel": "TensorflowCandidate",
+                       "keras": "KerasCandidate", "torch": "TorchCandidate"}
+    assert sorted(CANDIDATES.names()) == ["keras", "onnx", "onnxruntime", "savedmodel", "tflite", "torch"]
+
+
 def _touch(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"x")
