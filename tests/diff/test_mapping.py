@@ -49,3 +49,15 @@ def test_doubly_mapped_candidate_layer() -> None:
 
 def test_valid_mapping_passes() -> None:
     validate_mapping({"a": "x"}, ["a", "b"], ["x", "y"])
+
+
+def test_save_mapping_round_trips_awkward_names(tmp_path: Path) -> None:
+    from repliscope.diff.mapping import save_mapping
+
+    mapping = {"/relu": "model/relu_1/Relu;model/bn_1/add", "_blocks.1._swish#2": "StatefulPartitionedCall_1:0",
+               "layer1.0/add": "a: b # c", "yes": "'quoted' \"both\"", "1.5": "- dash"}
+    file = tmp_path / "m.yaml"
+    save_mapping(mapping, file, header="two\nlines")
+    text = file.read_text()
+    assert text.splitlines()[:2] == ["# two", "# lines"] and len(text.splitlines()) == 2 + len(mapping)
+    assert list(load_mapping(file).items()) == list(mapping.items())
