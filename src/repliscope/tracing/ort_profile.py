@@ -5,6 +5,7 @@ which ``InferenceSession.get_profiling_start_time_ns()`` reports in epoch nanose
 time on the tracer's ``perf_counter_ns`` clock is ``start_epoch_ns + ts * 1000 - tracer.epoch_offset_ns``.
 Events used: ``Session``/``model_run`` (one per ``run``) and ``Node``/``<node>_kernel_time`` (one per executed
 node, on the calling thread for the sequential executor); ``fence_before``/``fence_after`` are dropped.
+ORT keeps every event until profiling ends (about 35 kB of JSON per Lite0 inference): trace short runs.
 """
 
 from __future__ import annotations
