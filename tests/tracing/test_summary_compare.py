@@ -47,7 +47,8 @@ def test_summary_p50_over_inferences() -> None:
     spans = _torch(0, 1) + _torch(10**6, 3) + _torch(2 * 10**6, 2)
     s = summarize(spans)
     assert s.inferences == 3 and s.model_p50_ms == 0.2
-    assert {x.layer: (x.count, x.p50_ms) for x in s.layers}["conv"] == (3, 0.06)
+    assert {x.layer: (x.count, x.p50_ms, x.share) for x in s.layers}["conv"] == (3, 0.06, pytest.approx(0.3))
+    assert sum(x.share for x in s.layers) == pytest.approx(1.0)  # totals over totals: shares always add up
 
 
 def test_summary_needs_layer_spans() -> None:

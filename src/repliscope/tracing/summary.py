@@ -1,5 +1,5 @@
 """Per-layer time of a trace: p50 self time of every layer over the inferences traced, its share of the model
-time, the top layers and per-op-type totals.
+time (total self time / total model time), the top layers and per-op-type totals.
 
 A layer is a ``framework`` span with a ``layer`` attribute (torch module calls, ONNX Runtime / OpenCV DNN layers
 grouped by torch module scope); its *self* time is its duration minus its direct ``framework`` children, so
@@ -21,7 +21,9 @@ from repliscope.tracing.spans import SpanRecord, nest
 
 @dataclass(frozen=True)
 class LayerStat:
-    """One layer key (``path`` or ``path#n``): p50 self time (ms) over ``count`` calls, share of the model p50."""
+    """One layer key (``path`` or ``path#n``): p50 self time (ms) over ``count`` calls; ``share``: its total self
+    time over the total model time of the traced inferences (so the shares of all layers add up to at most 1,
+    the rest being the runtime's own work between layers)."""
 
     layer: str
     op_type: str
@@ -59,7 +61,7 @@ class TraceSummary:
     spans_per_level: dict[str, int]
     layers: list[LayerStat]
     op_types: list[tuple[str, float, float]]
-    """(op type, summed p50 self time in ms, share of the model p50), largest first."""
+    """(op type, summed p50 self time in ms, summed share of the model time), largest first."""
 
     def top(self, n: int) -> list[LayerStat]:
         return sorted(self.layers, key=lambda s: -s.p50_ms)[:n]
@@ -101,12 +103,14 @@ def summarize(spans: Sequence[SpanRecord]) -> TraceSummary:
     """The summary of a trace (see the module doc); levels without layer spans give an error."""
     times = layer_times(spans)
     model = float(np.median(times.model_ns)) / 1e6 if times.model_ns else 0.0
+    whole = float(sum(times.model_ns))
     layers = [LayerStat(k, times.op_type[k], len(times.self_ns[k]), times.p50_ms(k),
-                        times.p50_ms(k) / model if model else 0.0, float(np.median(times.end_rank[k])))
+                        sum(times.self_ns[k]) / whole if whole else 0.0, float(np.median(times.end_rank[k])))
               for k in times.order()]
-    totals: dict[str, float] = {}
+    totals: dict[str, tuple[float, float]] = {}
     for s in layers:
-        totals[s.op_type] = totals.get(s.op_type, 0.0) + s.p50_ms
-    op_types = sorted(((t, ms, ms / model if model else 0.0) for t, ms in totals.items()), key=lambda x: -x[1])
+        ms, share = totals.get(s.op_type, (0.0, 0.0))
+        totals[s.op_type] = (ms + s.p50_ms, share + s.share)
+    op_types = sorted(((t, ms, share) for t, (ms, share) in totals.items()), key=lambda x: -x[1])
     counts = {level: sum(1 for s in spans if s.level == level) for level in LEVELS[1:]}
     return TraceSummary(times.source, times.inferences, model, counts, layers, op_types)
