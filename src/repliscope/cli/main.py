@@ -117,7 +117,7 @@ def evaluate(
 ) -> None:
     """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts."""
     from repliscope.evaluation.run import evaluate as run_evaluation
-    from repliscope.evaluation.run import prepare
+    from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.store.repository import RunStore
     from repliscope.tracing import use_tracer
@@ -132,6 +132,8 @@ def evaluate(
                                             allow_outside_paths, schedule)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
+        if tracer.rank:  # calibrate (when not cached) untraced: its trial loops must not measure the tracing
+            plan_for(prepared, data)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task(f"{loaded.manifest.name} on {settings.runtime}", total=len(data))
@@ -194,7 +196,7 @@ def pitfalls(
     if manifest is None:
         fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the "
                              "pitfalls"))
-    from repliscope.evaluation.run import prepare
+    from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.pitfalls.sweep import run_sweep
     from repliscope.store.repository import RunStore
@@ -211,6 +213,8 @@ def pitfalls(
                                             allow_outside_paths, schedule)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
+        if tracer.rank:  # calibrate (when not cached) untraced, as in evaluate
+            plan_for(prepared, data)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task(f"pitfall sweep of {loaded.manifest.name}", total=len(data))
