@@ -167,3 +167,10 @@ def test_write_chrome_trace(tmp_path) -> None:
     path = tracer.write_chrome_trace(tmp_path / "sub" / "trace.json")
     events = json.loads(path.read_text())["traceEvents"]
     assert [(e["name"], e["args"]) for e in events if e["ph"] == "X"] == [("run", {"command": "evaluate"})]
+
+
+def test_enabled_levels() -> None:
+    tracer = make_tracer("model", otel=False)
+    assert [tracer.enabled(level) for level in LEVELS] == [False, True, True, False, False]
+    with pytest.raises(RepliscopeError, match="unknown trace level 'kernel'"):
+        tracer.enabled("kernel")

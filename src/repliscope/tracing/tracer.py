@@ -119,12 +119,6 @@ class Tracer:
         self.flush()
         return out
 
-    @contextlib.contextmanager
-    def run(self, name: str = "run", **attributes: Any) -> Iterator[None]:
-        """The ``application`` span of one command (a no-op at level ``none``)."""
-        with self.span(name, "application", **attributes):
-            yield
-
 
 def make_tracer(level: str, *, service: str = "repliscope", otel: bool | None = None,
                 otel_exporter: Any = None) -> Tracer:
