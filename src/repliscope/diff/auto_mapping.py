@@ -8,12 +8,15 @@ layout). A reference layer and a candidate unit may be paired when
   reference's ``(C, H, W)``), and
 * the candidate unit could compute the reference layer: a layer with weights (conv, linear, norm) is only
   paired with a unit with weights or a bias add, never with an activation, pooling, padding or reshape; a
-  binary element-wise op (a residual ``add``, a ``mul``) only with a unit of the same family;
+  binary element-wise op (a residual ``add``, a ``mul``) only with a unit of the same family; a data movement
+  (``transpose``, ``flatten``, ``reshape``) only with a data-movement unit;
 * the reference layers one unit stands for (the paired one and the unpaired ones since the previous pair)
   hold at most ONE heavy layer (conv, linear, matmul), and then the unit has weights: a fused unit computes
   one convolution, never two.
 
-Units named after the reference paths are paired by name first (``layer2_0_proj_0`` is ``layer2.0.proj.0``:
+Among the alignments with the most pairs, the one whose unit names hold the module paths of the reference layers
+they compute wins (``q`` -> ``/q/Add_output_0``, not ``/k/MatMul_output_0``). Units named after the reference
+paths are paired by name first (``layer2_0_proj_0`` is ``layer2.0.proj.0``:
 parallel branches may run in another order in the candidate). A reference layer nested in a paired one (the
 ``static_padding`` of a "same" conv) is not paired itself: the outer layer's unit covers it, so golden mode
 feeds the outer layer's input. The alignment of the rest keeps the order on both
@@ -42,6 +45,7 @@ _HEAVY = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|einsum|bili
                     re.IGNORECASE)
 _BINARY = [re.compile(p, re.IGNORECASE) for p in (r"_*i?add(v2)?_*|add_n", r"_*i?mul_*|multiply", r"_*i?sub_*|subtract",
                                                    r"_*i?(true)?div_*|divide|realdiv")]
+_MOVE = re.compile(r"transpose|permute|flatten|reshape|^view$|squeeze|expand_?dims", re.IGNORECASE)
 _BIAS = re.compile(r"bias_?add|^add$|^addv2$", re.IGNORECASE)
 
 
@@ -90,10 +94,13 @@ def shapes_agree(ref: Sequence[int], cand: Sequence[int], layout: str) -> bool:
 def could_compute(ref_kind: str, cand_op: str) -> bool:
     """A reference layer with weights needs a candidate unit with weights (or a bias add after a matmul); a
     binary element-wise op (add, mul, sub, div) needs a unit of the same family (possibly with a fused
-    activation, e.g. TFLite ``ADD``)."""
+    activation, e.g. TFLite ``ADD``); a data movement (transpose, permute, flatten, reshape, view, (un)squeeze)
+    needs a data-movement unit."""
     for family in _BINARY:
         if family.fullmatch(ref_kind):
             return bool(family.fullmatch(cand_op))
+    if _MOVE.search(ref_kind):
+        return bool(_MOVE.search(cand_op))
     if not _WEIGHTED.search(ref_kind):
         return True
     return bool(_WEIGHTED.search(cand_op) or _BIAS.search(cand_op))
@@ -159,6 +166,25 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
         group_heavy = h + heavy[i]
         return agree[i][j] and group_heavy <= 1 and (group_heavy == 0 or cand_heavy[j])
 
+    # a pair scores ``unit`` plus a tie-break bonus of 1 (less than ``unit`` over the whole alignment) when the
+    # candidate name holds the module path of the reference layer or of one it may fuse (the same-shape layers
+    # before it, back to the first heavy one: ``/stem/Conv_output_0`` for ``bn`` after ``stem``); so among the
+    # alignments with the most pairs, the one that agrees with the names wins (``q`` -> ``/q/Add_output_0``,
+    # not ``/k/MatMul_output_0``), and a fused unit still goes to the LAST layer it computes
+    unit = min(n, m) + 1
+    fusable: list[list[str]] = []
+    for i, r in enumerate(reference):
+        group = [r.path]
+        k = i
+        while k > 0 and not heavy[k] and tuple(reference[k - 1].shape[1:]) == tuple(r.shape[1:]):
+            k -= 1
+            group.append(reference[k].path)
+        fusable.append(group)
+    bonus = [[int(any(_named_after(p, c.name) for p in fusable[i])) for c in candidate] for i in range(n)]
+
+    def gain(i: int, j: int) -> int:
+        return unit + bonus[i][j]
+
     neg = -(10 ** 9)
     # score[i, j, h]: most pairs aligning reference[:i] with candidate[:j], h = the unpaired reference layers
     # since the last pair include a heavy one (a candidate unit computes at most one conv / matmul)
@@ -176,16 +202,21 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
                     nh = h + heavy[i]
                     if nh <= 1 and score[i + 1, j, nh] < here:
                         score[i + 1, j, nh] = here  # reference layer i covered by the next pair
-                    if j < m and can_match(i, j, h) and score[i + 1, j + 1, 0] < here + 1:
-                        score[i + 1, j + 1, 0] = here + 1
+                    if j < m and can_match(i, j, h) and score[i + 1, j + 1, 0] < here + gain(i, j):
+                        score[i + 1, j + 1, 0] = here + gain(i, j)
     pairs: list[tuple[int, int]] = []
-    i, j = n, m
-    h = 0 if score[n, m, 0] >= score[n, m, 1] else 1
+    # end where the most pairs were made; reference layers after the last pair that cannot all be covered
+    # (two heavy layers with no possible pair between them) stay uncovered instead of ending the alignment
+    best = int(score[:, m, :].max())
+    if best <= 0:
+        return pairs
+    i, h = max(((i, h) for i in range(n + 1) for h in (0, 1) if score[i, m, h] == best), key=lambda t: (t[0], -t[1]))
+    j = m
     while i > 0 or j > 0:
         value = score[i, j, h]
         if h == 0 and i > 0 and j > 0:
             prev = next((ph for ph in (0, 1) if can_match(i - 1, j - 1, ph)
-                         and score[i - 1, j - 1, ph] + 1 == value), None)
+                         and score[i - 1, j - 1, ph] + gain(i - 1, j - 1) == value), None)
             if prev is not None:  # prefer pairing the latest reference layer (fusion)
                 pairs.append((i - 1, j - 1))
                 i, j, h = i - 1, j - 1, prev
@@ -196,6 +227,16 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
         i, h = i - 1, h - heavy[i - 1]
     pairs.reverse()
     return pairs
+
+
+def _named_after(path: str, name: str) -> bool:
+    """The candidate unit ``name`` holds the reference module path of ``path`` as whole tokens (``/q/Add_output_0``
+    for ``q``, ``layer1_0_conv1`` for ``layer1.0.conv1``); a functional op's container path counts only when
+    it is not the root."""
+    module = path.split("/", 1)[0].split("#", 1)[0]
+    if not module:
+        return False
+    return f"_{normalized(module)}_" in f"_{normalized(name)}_"
 
 
 def start_order(group: list[str]) -> list[str]:

@@ -94,8 +94,7 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
     """Build the ``fmt`` candidate from ``candidate`` and pair it with ``reference`` (a TorchReference) on the
     probe batch ``x`` (reference layout, e.g. float32 NCHW (N, 3, 224, 224))."""
     from repliscope.diff import CANDIDATES
-    from repliscope.diff.auto_mapping import covers_for, propose, reference_units
-    from repliscope.diff.mapping import MappedCandidate, NamedCandidate, load_mapping
+    from repliscope.diff.mapping import FixedBatch, NamedCandidate
 
     check_format(fmt)
     cls: Any = CANDIDATES.get(fmt)
@@ -123,11 +122,39 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
     else:
         inner = cls.from_path(candidate if fmt == "torch" else Path(candidate), reference.module)
     if not isinstance(inner, NamedCandidate):  # an ONNX file: the exporter's scopes name the reference layers
+        fixed = _onnx_fixed_batch(Path(candidate), int(x.shape[0]))
         if mapping_file is None and inner.mapped_layers(reference.layers(x)):
-            return BuiltCandidate(inner, fmt, "onnx metadata")
+            return BuiltCandidate(FixedBatch(inner, fixed) if fixed else inner, fmt, "onnx metadata")
         from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
 
         inner = OnnxGraphCandidate(Path(candidate), threads=threads)  # paired by --mapping or a proposal
+        if fixed:
+            built = _pair(inner, candidate, fmt, reference, x, mapping_file)
+            built.candidate = FixedBatch(built.candidate, fixed)
+            return built
+    return _pair(inner, candidate, fmt, reference, x, mapping_file)
+
+
+def _onnx_fixed_batch(path: Path, n: int) -> int:
+    """The fixed batch size of the ONNX model's input when it differs from ``n`` (0 when the batch axis is
+    dynamic or already ``n``)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    consts = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in consts]
+    dims = inputs[0].type.tensor_type.shape.dim if inputs else []
+    fixed = int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else 0
+    return fixed if fixed > 0 and fixed != n else 0
+
+
+def _pair(inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, mapping_file: Path | None
+          ) -> BuiltCandidate:
+    """Pair a :class:`~repliscope.diff.mapping.NamedCandidate` with the reference: ``mapping_file``, else by
+    name, else a proposal (see the module docstring)."""
+    from repliscope.diff.auto_mapping import covers_for, propose, reference_units
+    from repliscope.diff.mapping import MappedCandidate, load_mapping
+
     units = inner.units(x)
     names = [u.name for u in units]
     ref_paths = [layer.path for layer in reference.layers(x)]

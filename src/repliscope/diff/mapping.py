@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 import yaml
 
-from repliscope.diff.base import Candidate, LayerInfo
+from repliscope.diff.base import Candidate, LayerInfo, Unmatched
 from repliscope.errors import RepliscopeError
 
 
@@ -192,3 +192,62 @@ class MappedCandidate(Candidate):
     def describe(self) -> dict[str, str]:
         origin = f" ({self.origin})" if self.origin else ""
         return {**self.inner.describe(), "mapping": f"{len(self.mapping)} layers mapped{origin}"}
+
+
+class FixedBatch(Candidate):
+    """``inner`` whose model input has a FIXED batch size ``batch`` (an ONNX file exported from a batch-1 example
+    without dynamic axes, as ``torch.onnx.export`` does by default) run on a larger batch: every call is split
+    into chunks of ``batch`` samples along axis 0 and the outputs concatenated (inference graphs treat the samples
+    of a batch independently). Carried mode runs the chunks' forward passes in lockstep, so the activations held
+    at once are those of the whole batch, as without chunking."""
+
+    def __init__(self, inner: Candidate, batch: int) -> None:
+        self.inner = inner
+        self.batch = batch
+        self.name = inner.name  # type: ignore[misc]
+        self.supports_ops = inner.supports_ops  # type: ignore[misc]
+        self.output_layout = inner.output_layout  # type: ignore[misc]
+        self.mode_limits = dict(getattr(inner, "mode_limits", {}))
+
+    @property
+    def notes(self) -> list[str]:
+        return list(getattr(self.inner, "notes", []))
+
+    def _chunks(self, n: int) -> list[slice]:
+        if n % self.batch:
+            raise RepliscopeError(f"the candidate's input has a fixed batch size of {self.batch} (exported without "
+                                  f"a dynamic batch axis): give --batch a multiple of {self.batch}, not {n}")
+        return [slice(lo, lo + self.batch) for lo in range(0, n, self.batch)]
+
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        return self.inner.mapped_layers(reference_layers)
+
+    def covers(self, path: str) -> list[str]:
+        return self.inner.covers(path)
+
+    def unmatched(self) -> list[Unmatched]:
+        return self.inner.unmatched()
+
+    def describe(self) -> dict[str, str]:
+        return {**self.inner.describe(), "fixed_batch": f"{self.batch} (run in chunks)"}
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        if not inputs or inputs[0].ndim == 0 or inputs[0].shape[0] == self.batch:
+            return self.inner.run_layer(path, inputs)
+        parts = [self.inner.run_layer(path, [a[s] for a in inputs]) for s in self._chunks(int(inputs[0].shape[0]))]
+        return np.concatenate(parts)
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        wanted = list(paths)
+        if x.shape[0] == self.batch:
+            yield from self.inner.forward_layers(x, wanted)
+            return
+        runs = [self.inner.forward_layers(x[s], wanted) for s in self._chunks(int(x.shape[0]))]
+        for step in zip(*runs, strict=True):
+            yield step[0][0], np.concatenate([out for _, out in step])
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        if x.shape[0] == self.batch:
+            return self.inner.output(x)
+        parts = [self.inner.output(x[s]) for s in self._chunks(int(x.shape[0]))]
+        return None if any(p is None for p in parts) else np.concatenate(parts)  # type: ignore[arg-type]

@@ -79,6 +79,16 @@ class OnnxGraphCandidate(NamedCandidate):
         return cls(path)
 
     def units(self, x: np.ndarray) -> list[UnitInfo]:
+        """The units with output shapes for the batch of ``x``. Shapes that shape inference leaves unknown (a
+        ``Reshape`` to a computed shape, as the TorchScript exporter writes ``flatten``) are measured by one
+        run of the model on the first sample(s) of ``x`` (as many as a fixed input batch needs)."""
+        if any(-1 in u.shape[1:] for u in self._units):
+            dims = [d.dim_value for d in self._infos[self.input_name].type.tensor_type.shape.dim]
+            probe = x[:dims[0]] if dims and dims[0] > 0 else x[:1]
+            names = self._names()
+            measured = {name: tuple(out.shape) for name, out in self.forward_layers(probe, names)}
+            del self._sessions[("carried", *names)]
+            self._units = [UnitInfo(u.name, u.op, measured.get(u.name, u.shape)) for u in self._units]
         return [UnitInfo(u.name, u.op, (int(x.shape[0]), *u.shape[1:])) if u.shape else u for u in self._units]
 
     def _names(self) -> list[str]:
@@ -127,7 +137,14 @@ class OnnxGraphCandidate(NamedCandidate):
             self._sessions[key] = self._session(self._sub_model(nodes, external, path))
         feed = {t: self.to_candidate_layout(np.asarray(a, dtype=np.float32)) for t, a in zip(external, inputs,
                                                                                               strict=True)}
-        return np.asarray(self._sessions[key].run([path], feed)[0])
+        try:
+            return np.asarray(self._sessions[key].run([path], feed)[0])
+        except Exception as exc:  # onnxruntime Fail / InvalidArgument: the unit cannot take these inputs
+            shapes = ", ".join("x".join(map(str, a.shape)) for a in feed.values())
+            raise RepliscopeError(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) fails on the reference "
+                                  f"input(s) of its layer ({shapes}): the mapping probably pairs it with the wrong "
+                                  "reference layer; check it (--save-mapping FILE), fix it and pass --mapping FILE "
+                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})") from None
 
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         order = {u.name: k for k, u in enumerate(self._units)}
