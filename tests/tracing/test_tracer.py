@@ -11,7 +11,7 @@ import pytest
 
 from repliscope.errors import RepliscopeError
 from repliscope.tracing import LEVELS, NO_TRACER, current_tracer, make_tracer, use_tracer
-from repliscope.tracing.chrome import from_chrome, nesting_errors
+from repliscope.tracing.chrome import from_chrome, nesting_errors, to_chrome
 from repliscope.tracing.spans import SpanRecord, nest
 
 
@@ -108,6 +108,16 @@ def test_nest_gives_the_innermost_container_and_breaks_exact_ties_by_recording_o
     spans = [SpanRecord("child", "model", 10, 20, 1), SpanRecord("parent", "model", 10, 20, 1),
              SpanRecord("run", "application", 0, 100, 1), SpanRecord("late", "model", 50, 60, 2)]
     assert nest(spans) == [1, 2, -1, 2]
+
+
+def test_an_exact_tie_puts_the_outer_level_first_whatever_the_recording_order() -> None:
+    # converted profiler events record a layer, then its single node with the very same times (ORT, OpenCV DNN):
+    # the framework layer must be the parent, in nest() and in the Chrome file's order (viewers nest ties by it)
+    spans = [SpanRecord("run", "application", 0, 100, 1), SpanRecord("_swish", "framework", 10, 20, 1),
+             SpanRecord("hardtanh_nchwc", "library", 10, 20, 1), SpanRecord("x", "custom", 10, 20, 1)]
+    assert nest(spans) == [-1, 0, 1, 2]
+    doc = to_chrome(spans, 0, thread_names={}, metadata={}, pid=7)
+    assert [e["name"] for e in doc["traceEvents"] if e["ph"] == "X"] == ["run", "_swish", "hardtanh_nchwc", "x"]
 
 
 def test_opentelemetry_spans_with_parents_and_epoch_times() -> None:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from repliscope.tracing.levels import RANK
+
 
 @dataclass(slots=True)
 class SpanRecord:
@@ -29,9 +31,13 @@ class SpanRecord:
 
 
 def start_order(spans: Sequence[SpanRecord]) -> list[int]:
-    """Indices of ``spans`` sorted by (thread, start, longest first); a parent recorded live ends after its
-    children, so on an exact tie of start and end the later-recorded span (the parent) comes first."""
-    return sorted(range(len(spans)), key=lambda i: (spans[i].tid, spans[i].start_ns, -spans[i].end_ns, -i))
+    """Indices of ``spans`` sorted by (thread, start, longest first); on an exact tie of start and end the outer
+    level comes first (a framework layer before its one library node: converted profiler events are recorded
+    layer first), then, within one level, the later-recorded span (a parent recorded live ends after its
+    children). Unknown levels (a foreign trace's categories) count as innermost."""
+    inner = len(RANK)
+    return sorted(range(len(spans)), key=lambda i: (spans[i].tid, spans[i].start_ns, -spans[i].end_ns,
+                                                    RANK.get(spans[i].level, inner), -i))
 
 
 def nest(spans: Sequence[SpanRecord]) -> list[int]:
