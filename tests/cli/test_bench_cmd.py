@@ -23,6 +23,17 @@ def test_expand_variadic() -> None:
                            names) == ["m.yaml", "--runtime", "torch", "--runtime", "onnxruntime", "--threads", "1",
                                       "--threads", "2", "--json"]
     assert expand_variadic(["--threads", "2", "m.yaml"], names) == ["--threads", "2", "m.yaml"]
+    # a misspelt runtime is taken as a runtime (then reported as unknown), never as an extra argument
+    assert expand_variadic(["--runtimes", "torch", "onnxrutime", "m.yml"], names) == [
+        "--runtime", "torch", "--runtime", "onnxrutime", "m.yml"]
+    assert expand_variadic(["--runtimes", "torch", str(LITE0)], names) == ["--runtime", "torch", str(LITE0)]
+
+
+def test_a_misspelt_runtime_in_runtimes_is_named_as_unknown() -> None:
+    result = runner.invoke(app, ["bench", "--runtimes", "torch", "onnxrutime", str(LITE0)])
+    assert result.exit_code == 2
+    assert "unknown runtime 'onnxrutime'" in result.output
+    assert "benchmarking" not in result.output  # checked before torch ran
 
 
 def test_single_stream_json(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ _VARIADIC = {"--runtimes": "--runtime", "--threads": "--threads"}
 
 def expand_variadic(args: list[str], runtime_names: set[str]) -> list[str]:
     """``--runtimes a b c`` -> ``--runtime a --runtime b --runtime c`` and ``--threads 1 2`` -> ``--threads 1
-    --threads 2``: following words are taken while they are runtime names / integers (so the MANIFEST argument
-    may still come after)."""
+    --threads 2``: following words are taken while they are runtime names (or unknown words that are not a
+    manifest, so a misspelt runtime is reported as an unknown runtime) / integers, so the MANIFEST argument may
+    still come after."""
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -28,7 +29,7 @@ def expand_variadic(args: list[str], runtime_names: set[str]) -> list[str]:
             out.append(word)
             i += 1
             continue
-        takes = (lambda w: w in runtime_names) if word == "--runtimes" else (lambda w: w.isdigit())
+        takes = (lambda w: w in runtime_names or _runtime_like(w)) if word == "--runtimes" else str.isdigit
         values = [args[i + 1]]  # the first value is taken as given (click reports a bad one)
         j = i + 2
         while j < len(args) and takes(args[j]):
@@ -38,6 +39,11 @@ def expand_variadic(args: list[str], runtime_names: set[str]) -> list[str]:
             out += [target, v]
         i = j
     return out
+
+
+def _runtime_like(word: str) -> bool:
+    """Not an option and not the manifest (a YAML name or an existing path): a word meant as a runtime."""
+    return not word.startswith("-") and Path(word).suffix.lower() not in (".yaml", ".yml") and not Path(word).exists()
 
 
 class _BenchCommand(TyperCommand):
@@ -161,6 +167,7 @@ def bench(
     from repliscope.datasets import resolve_dataset
     from repliscope.evaluation.run import RunSettings
     from repliscope.manifest.loader import load_manifest
+    from repliscope.runtimes.base import RUNTIMES
     from repliscope.store.repository import RunStore
 
     try:
@@ -181,6 +188,9 @@ def bench(
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         runtimes = list(dict.fromkeys(runtime or [native_runtime(loaded.manifest.framework.name)]))
+        for name in runtimes:  # every runtime of a matrix is checked before the first one runs
+            if name not in RUNTIMES:
+                RUNTIMES.get(name)  # raises, naming the allowed ones
         thread_counts = list(dict.fromkeys(threads or [1]))
         spq = samples_per_query or (8 if scenario == "multi-stream" else min_queries)
         settings = ScenarioSettings(
