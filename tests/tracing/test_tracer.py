@@ -140,6 +140,23 @@ def test_opentelemetry_spans_with_parents_and_epoch_times() -> None:
     assert tracer.flush() == 0  # nothing new
 
 
+def test_opentelemetry_parent_of_a_tied_node_is_its_layer_and_a_worker_batch_is_in_the_run() -> None:
+    memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    exporter = memory.InMemorySpanExporter()
+    tracer = make_tracer("library", otel_exporter=exporter)
+    # recorded as the ORT converter does (layer, then its node with the same times), then the run; a worker
+    # thread (tid 1 sorts before the main thread's 2) has a batch inside the run
+    tracer.record("_swish", "framework", 10, 20, 2, {})
+    tracer.record("hardtanh_nchwc", "library", 10, 20, 2, {})
+    tracer.record("batch", "model", 30, 40, 1, {})
+    tracer.record("run", "application", 0, 100, 2, {})
+    assert tracer.flush() == 4
+    made = {s.name: s for s in exporter.get_finished_spans()}
+    assert made["hardtanh_nchwc"].parent.span_id == made["_swish"].context.span_id
+    assert made["_swish"].parent.span_id == made["run"].context.span_id
+    assert made["batch"].parent.span_id == made["run"].context.span_id
+
+
 def test_otel_is_only_built_with_somewhere_to_send_spans(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)

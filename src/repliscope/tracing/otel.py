@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from repliscope.errors import RepliscopeError
-from repliscope.tracing.spans import SpanRecord, nest
+from repliscope.tracing.spans import SpanRecord, nest, time_order
 
 OTLP_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -52,9 +52,8 @@ class OtelSink:
         from opentelemetry import trace
 
         parents = nest(spans)
-        order = sorted(range(len(spans)), key=lambda i: (spans[i].start_ns, -spans[i].end_ns, -i))
         made: dict[int, Any] = {}
-        for i in order:
+        for i in time_order(spans):  # parents first
             s = spans[i]
             parent = made.get(parents[i])
             context = trace.set_span_in_context(parent) if parent is not None else None

@@ -30,14 +30,22 @@ class SpanRecord:
         return self.end_ns - self.start_ns
 
 
+def _tie_key(s: SpanRecord, i: int) -> tuple[int, int, int, int]:
+    return s.start_ns, -s.end_ns, RANK.get(s.level, len(RANK)), -i
+
+
 def start_order(spans: Sequence[SpanRecord]) -> list[int]:
     """Indices of ``spans`` sorted by (thread, start, longest first); on an exact tie of start and end the outer
     level comes first (a framework layer before its one library node: converted profiler events are recorded
     layer first), then, within one level, the later-recorded span (a parent recorded live ends after its
     children). Unknown levels (a foreign trace's categories) count as innermost."""
-    inner = len(RANK)
-    return sorted(range(len(spans)), key=lambda i: (spans[i].tid, spans[i].start_ns, -spans[i].end_ns,
-                                                    RANK.get(spans[i].level, inner), -i))
+    return sorted(range(len(spans)), key=lambda i: (spans[i].tid, *_tie_key(spans[i], i)))
+
+
+def time_order(spans: Sequence[SpanRecord]) -> list[int]:
+    """Indices of ``spans`` by (start, longest first, outer level first, later recorded first) over all threads:
+    every span comes after its :func:`nest` parent, also a parent on another thread."""
+    return sorted(range(len(spans)), key=lambda i: _tie_key(spans[i], i))
 
 
 def nest(spans: Sequence[SpanRecord]) -> list[int]:
