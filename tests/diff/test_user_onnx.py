@@ -124,3 +124,24 @@ def test_a_unit_that_fails_on_the_reference_inputs_names_the_mapping(tiny: dict[
     cand.set_mapped([u.name for u in cand.units(tiny["x"][:1]) if u.op == "Flatten"])
     with pytest.raises(RepliscopeError, match=r"fails on the reference input.*wrong reference layer.*--mapping"):
         cand.run_layer(gemm.name, [np.zeros((1, 7), np.float32)])
+
+
+def test_a_dropped_residual_under_a_proposed_mapping_is_a_golden_divergence(tiny: dict[str, Any],
+                                                                               tmp_path: Path) -> None:
+    """The user's export with the first residual Add replaced by an Identity of its first input: the proposal
+    leaves the Identity unpaired, the next Relu covers the add, and golden mode feeds it two reference tensors
+    where the candidate reads one. That used to abort the whole diff with an error; it is now that unit's golden
+    divergence (with the reason in the notes), and carried mode localizes it to the same unit."""
+    model = onnx.load(str(tiny["ts"]))
+    add = next(n for n in model.graph.node if n.op_type == "Add")
+    add.op_type = "Identity"
+    del add.input[1]
+    onnx.save(model, str(tmp_path / "noresid.onnx"))
+    built = build_candidate("onnx", str(tmp_path / "noresid.onnx"), tiny["reference"], tiny["x"])
+    result = diff_candidate(tiny["reference"], built.candidate, tiny["x"], ("golden", "carried"), built=built)
+    golden, carried = result.first_divergent["golden"], result.first_divergent["carried"]
+    assert golden is not None and carried is not None
+    assert golden.path == carried.path == "layer1.0/relu#2" and golden.covers == ["layer1.0/add", "layer1.0/relu#2"]
+    assert result.summary["golden"].failed == 1
+    assert any("reads 1 activation(s), the reference layer 2" in n and "dropped or extra input" in n
+               for n in result.notes)

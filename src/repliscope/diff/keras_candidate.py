@@ -27,7 +27,7 @@ import numpy as np
 from repliscope.convert.keras_target import convert_state_dict, import_keras, load_port
 from repliscope.convert.mapping import LayerMapping, load_mapping
 from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
-from repliscope.diff.mapping import NamedCandidate, UnitInfo
+from repliscope.diff.mapping import NamedCandidate, UnitInfo, UnitInputsMismatch
 from repliscope.errors import RepliscopeError
 
 
@@ -293,7 +293,7 @@ class KerasLayersCandidate(NamedCandidate):
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         nodes, external = self.chain(path)
         if len(external) != len(inputs):
-            raise RepliscopeError(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)}) reads "
+            raise UnitInputsMismatch(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)}) reads "
                                   f"{len(external)} input(s), the reference layer {len(inputs)}: map it to another "
                                   "layer or compare in carried mode only (--mode carried)")
         values: dict[int, Any] = {id(t): to_keras_layout(np.asarray(a, dtype=np.float32))

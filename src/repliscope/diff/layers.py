@@ -39,6 +39,7 @@ from repliscope.diff.layer_result import (
     ModeSummary,
     NotCompared,
 )
+from repliscope.diff.mapping import UnitInputsMismatch
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accumulate, compare_arrays, output_scale
 from repliscope.errors import RepliscopeError
@@ -97,8 +98,14 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
             return
         local_tol[path] = policy.tolerance(path, row.kind.split("+"), output.dtype, row.reduction, scale)
         if "golden" in modes:
-            cand = candidate.run_layer(path, stash.pop(path))
-            row.golden = _compare(row, output, cand, candidate, local_tol[path], policy.rel_floor)
+            try:
+                cand = candidate.run_layer(path, stash.pop(path))
+            except UnitInputsMismatch as exc:  # structural: e.g. a dropped residual add reads one tensor, not two
+                row.notes.append(f"{exc}. The candidate computes this unit from other inputs than the reference "
+                                 "(a dropped or extra input such as a residual, or a wrong mapping)")
+                row.golden = _diverged(local_tol[path])
+            else:
+                row.golden = _compare(row, output, cand, candidate, local_tol[path], policy.rel_floor)
         if tmp is not None:
             np.save(tmp / f"{row.index}.npy", output)
 
@@ -140,6 +147,7 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
                                       "reference tensors)") for m in multi]
     uncompared.sort(key=lambda n: position.get(n.path, -1))
     notes = list(getattr(candidate, "notes", []))
+    notes += [f"'{r.path}': {note}" for r in ordered for note in r.notes]  # why a unit diverged structurally
     if "carried" in modes:
         notes += [f"'{r.path}': no carried output from the candidate" for r in ordered
                   if r.carried is None and not r.missing]
@@ -201,9 +209,14 @@ def _compare(row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candid
         note = f"shape mismatch: reference {tuple(ref.shape)} vs candidate {tuple(cand.shape)}"
         if note not in row.notes:
             row.notes.append(note)
-        return ErrorStats(max_abs=float("inf"), mean_abs=float("inf"), max_rel=float("inf"), ulp=float("inf"),
-                          tolerance=tol, passed=False)
+        return _diverged(tol)
     return compare_arrays(ref, cand, tol, rel_floor, row.ref_max_abs)
+
+
+def _diverged(tol: float) -> ErrorStats:
+    """A unit whose candidate output cannot be compared element-wise (shape or inputs differ): failed, inf error."""
+    return ErrorStats(max_abs=float("inf"), mean_abs=float("inf"), max_rel=float("inf"), ulp=float("inf"),
+                      tolerance=tol, passed=False)
 
 
 def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:

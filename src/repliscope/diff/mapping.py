@@ -25,6 +25,12 @@ from repliscope.diff.base import Candidate, LayerInfo, Unmatched
 from repliscope.errors import RepliscopeError
 
 
+class UnitInputsMismatch(RepliscopeError):
+    """Golden mode: the candidate unit of a reference layer reads another number of activation tensors than the
+    reference layer (a dropped residual ``add`` reads one, the reference two; or the mapping pairs the wrong
+    layers). The layer diff reports the unit as DIVERGENT (a structural difference), not as an error."""
+
+
 class MappingError(RepliscopeError):
     """A layer-name mapping is malformed or names layers that do not exist; the message lists every one."""
 

@@ -25,7 +25,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
 
-from repliscope.diff.mapping import NamedCandidate, UnitInfo
+from repliscope.diff.mapping import NamedCandidate, UnitInfo, UnitInputsMismatch
 from repliscope.diff.tflite_candidate import input_layout
 from repliscope.errors import RepliscopeError
 
@@ -129,7 +129,7 @@ class OnnxGraphCandidate(NamedCandidate):
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         nodes, external = self.chain(path)
         if len(external) != len(inputs):
-            raise RepliscopeError(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) reads {len(external)} "
+            raise UnitInputsMismatch(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) reads {len(external)} "
                                   f"activation(s), the reference layer {len(inputs)}: map it to another node or "
                                   "compare in carried mode only (--mode carried)")
         key = ("golden", path)
