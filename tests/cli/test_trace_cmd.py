@@ -99,16 +99,19 @@ def test_trace_option_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "record it with --trace-level framework or library" in res.output
 
 
-def test_pitfalls_traces_the_run_and_the_ops(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["pitfalls", str(LITE0), "--trace-level", "framework"])
-    assert res.exit_code == 2 and "allowed: none, application, model" in res.output
+def test_pitfalls_traces_the_run_the_ops_and_the_layers(tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
     res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "onnxruntime", "--limit", "2", "--variant",
-                              "no_center_crop", "--threads", "1", "--batch-size", "1", "--trace-level", "model",
+                              "no_center_crop", "--threads", "1", "--batch-size", "1", "--trace-level", "framework",
                               "--trace-out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
-    names = [e["name"] for e in doc["traceEvents"] if e["ph"] == "X"]
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    names = [e["name"] for e in spans]
     assert names.count("run") == 1 and names.count("preprocess/center_crop") == 2  # the reference only
     assert names.count("preprocess/resize") == 4 and names.count("postprocess/topk") == 4  # 2 batches x 2 plans
+    inference = [e for e in spans if e["name"] == "inference"]
+    assert sorted(e["args"]["variant"] for e in inference) == ["no_center_crop"] * 2 + ["reference"] * 2
+    layers = {n for n in names if n.startswith("_blocks.3.")}  # ORT profiler: layer spans inside the inferences
+    assert layers == {"_blocks.3._swish", "_blocks.3._swish#2", "_blocks.3._bn2"}  # the fused units, by last layer
     assert nesting_errors(doc) == []

@@ -204,9 +204,6 @@ def pitfalls(
 
     try:
         tracer = start_tracing(trace_level, trace_out)
-        if tracer.rank > 2:  # the sweep runs its runners itself; they are not instrumented
-            raise RepliscopeError(f"pitfalls --trace-level {trace_level}: the sweep records the run and the "
-                                  "pre-/post-processing ops, not layers (allowed: none, application, model)")
         loaded = load_manifest(manifest)
         settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
                                             threads, batch_size, prep_workers, limit, fail_fast, download,

@@ -16,6 +16,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from queue import SimpleQueue
@@ -47,6 +48,7 @@ from repliscope.pitfalls.runners import runner_for
 from repliscope.pitfalls.stats import kl_divergence, paired_predictions
 from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
+from repliscope.tracing.tracer import current_tracer
 
 REFERENCE = "reference"
 _GLOBAL_THREAD_RUNTIMES = ("torch", "opencv_dnn")
@@ -182,6 +184,20 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
         run_plan = replace(run_plan, schedule="pipelined", workers=usable_cores(),
                            source=f"{run_plan.source}; the sweep runs pipelined: {prepared.runner.name}'s thread "
                                   "count is process-global, and its variants use different thread counts")
+    with ExitStack() as instrumented:
+        return _sweep_loop(prepared, dataset, plans, skipped, run_plan, start, visual_samples, on_progress,
+                           instrumented)
+
+
+def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
+                run_plan: Plan, start: float, visual_samples: int, on_progress: Callable[[int], None] | None,
+                instrumented: ExitStack) -> SweepOutput:
+    """The sweep's measured part. Tracing (the current tracer): every distinct runner (and each data-parallel
+    replica) is instrumented (:meth:`Tracer.instrument`: layer spans at ``framework``) from before its warm-up
+    until ``instrumented`` closes; each inference is an ``inference`` span (``model``) naming its variant."""
+    tracer = current_tracer()
+    for runner in {id(p.runner): p.runner for p in plans}.values():
+        instrumented.enter_context(tracer.instrument(runner))
     s = prepared.settings
     expected = input_shape(prepared)
     samples = dataset.samples
@@ -196,6 +212,7 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
         for _ in range(run_plan.workers - 1):
             replicas = {key: r.replica() for key, r in workers[0].items()}
             for key, r in replicas.items():
+                instrumented.enter_context(tracer.instrument(r))
                 for n in sizes[key]:  # every batch size this runner will see, outside the measured loop
                     _, warm = load_and_warm_up(r, warmup_shape(n, expected))
                     warmup_seconds += warm
@@ -298,6 +315,7 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
     """Every plan on one batch, ``runners`` mapping id(plan.runner) to the runner this worker uses. When an
     earlier plan of this batch fed the SAME runner, in the same batch size, bit-identical inputs, its outputs
     are reused: a deterministic runtime would compute them again."""
+    tracer = current_tracer()
     done: list[tuple[_Plan, list[int], np.ndarray, np.ndarray]] = []  # (plan, ok rows, inputs, scores)
     out = []
     for plan in plans:
@@ -325,7 +343,9 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
             runner = runners[id(plan.runner)]
             chunks = []
             for j in range(0, len(inputs), plan.batch_size):
-                chunks.append(runner.infer(inputs[j:j + plan.batch_size]))
+                chunk = inputs[j:j + plan.batch_size]
+                with tracer.span("inference", "model", variant=plan.name, batch_size=len(chunk)):
+                    chunks.append(runner.infer(chunk))
                 result.latencies.append(runner.last_inference_seconds)
             scores = np.concatenate(chunks)
         done.append((plan, result.ok_rows, inputs, scores))
