@@ -127,6 +127,17 @@ def summary(
                 [[t, f"{ms:.3f}", f"{sh:.1%}"] for t, ms, sh in s.op_types[:top]])
 
 
+def _layer_times(side: str, ref: str, db: str | None) -> Any:
+    """The per-layer times of one side of ``trace compare``; an error names the side and its reference."""
+    from repliscope.tracing.chrome import from_chrome
+    from repliscope.tracing.summary import layer_times
+
+    try:
+        return layer_times(from_chrome(load_trace_doc(ref, db)))
+    except RepliscopeError as exc:
+        raise RepliscopeError(f"{side} ({ref}): {exc}") from exc
+
+
 @trace_app.command("compare")
 def compare(
     ref_a: Annotated[str, typer.Argument(metavar="RUN_A", help="Run id (prefix) or trace file.")],
@@ -137,13 +148,10 @@ def compare(
     as_json: JsonOption = False,
 ) -> None:
     """Per-layer time of two runs aligned by layer (torch modules ↔ ONNX nodes): "layer X is 3.1× slower on B"."""
-    from repliscope.tracing.chrome import from_chrome
     from repliscope.tracing.compare import compare_layers
-    from repliscope.tracing.summary import layer_times
 
     try:
-        a = layer_times(from_chrome(load_trace_doc(ref_a, db)))
-        b = layer_times(from_chrome(load_trace_doc(ref_b, db)))
+        a, b = (_layer_times(side, ref, db) for side, ref in (("A", ref_a), ("B", ref_b)))
         c = compare_layers(a, b)
         if plot is not None:
             from repliscope.report.trace_sections import layer_compare_chart
