@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,7 +25,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
 from repliscope.errors import RepliscopeError
+from repliscope.tracing.tracer import use_tracer
 
 if TYPE_CHECKING:
     from repliscope.diff.base import Candidate
@@ -67,38 +70,63 @@ def diff(
                                                       )] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the per-layer error plot (PNG) here.")] = None,
     threads: Annotated[int, typer.Option(min=1)] = 2,
+    trace_level: TraceLevelOption = "none",
+    trace_out: TraceOutOption = None,
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the run store.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Compare two runs, two runtimes, or a candidate implementation with the torch reference."""
+    traced: list[str] = []
     try:
         check_arguments(run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping,
                         save_mapping)
+        tracer = start_tracing(trace_level, trace_out)
         if run_b is not None:
+            if tracer.rank:
+                raise RepliscopeError("--trace-level traces work that runs: comparing two stored runs runs "
+                                      "nothing (trace a MANIFEST diff, or trace the runs with evaluate)")
             result: Any = _records(target, run_b, db)
             failed = False
         else:
-            if not Path(target).is_file():
-                raise RepliscopeError(f"'{target}' is not a manifest file; to compare two stored runs give "
-                                      "RUN_A RUN_B")
-            if mode not in _MODES:
-                raise RepliscopeError(f"--mode must be golden, carried or both, not '{mode}'")
-            if layers or candidate is not None:
-                result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k,
-                                 threads, LayerOptions(candidate_format, mapping, save_mapping, as_json))
-                failed = not result.passed
-                if plot is not None:
-                    from repliscope.diff.plot import plot_layer_errors
+            with use_tracer(tracer), tracer.span("run", "application", command="diff", manifest=target):
+                result, failed = _diff_manifest(target, runtimes, candidate, dataset, layers, mode, batch,
+                                                tolerance_k, threads, plot,
+                                                LayerOptions(candidate_format, mapping, save_mapping, as_json))
+            if tracer.rank:
+                from repliscope.store.repository import RunStore
 
-                    plot_layer_errors(result, plot)
-            else:
-                if runtimes is None:
-                    raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
-                result = _runtimes(Path(target), runtimes, dataset, batch, threads)
-                failed = False
+                traced = finish_tracing(tracer, trace_out, RunStore(db), f"diff-{uuid.uuid4().hex[:12]}")
     except RepliscopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(code=2) from None
+    for line in traced:
+        print(line, file=sys.stderr)
+    _emit(result, failed, plot, as_json)
+
+
+def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str | None, dataset: str,
+                   layers: bool, mode: str, batch: int, tolerance_k: float | None, threads: int,
+                   plot: Path | None, options: LayerOptions) -> tuple[Any, bool]:
+    """A task-level or layer-level diff of the manifest ``target`` -> (result, failed)."""
+    if not Path(target).is_file():
+        raise RepliscopeError(f"'{target}' is not a manifest file; to compare two stored runs give RUN_A RUN_B")
+    if mode not in _MODES:
+        raise RepliscopeError(f"--mode must be golden, carried or both, not '{mode}'")
+    if layers or candidate is not None:
+        result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k, threads,
+                         options)
+        if plot is not None:
+            from repliscope.diff.plot import plot_layer_errors
+
+            plot_layer_errors(result, plot)
+        return result, not result.passed
+    if runtimes is None:
+        raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
+    return _runtimes(Path(target), runtimes, dataset, batch, threads), False
+
+
+def _emit(result: Any, failed: bool, plot: Path | None, as_json: bool) -> None:
+    """Print ``result`` (table or JSON) and exit 1 when it is a failure."""
     if as_json:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2, default=str) + "\n")
     elif result.kind == "layer_diff":

@@ -18,9 +18,10 @@ labelled samples: ``b`` = A right and B wrong, ``c`` = A wrong and B right, p = 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.ops.pipeline import Pipeline
+from repliscope.tracing.tracer import Tracer, current_tracer
+
+if TYPE_CHECKING:
+    from repliscope.evaluation.run import PreparedRun
 
 REL_FLOOR = 1e-3
 
@@ -219,15 +224,14 @@ def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset:
     tally = _Tally()
     failed: list[str] = []
     shape = tuple(prep_a.artifact.input_shape[1:])
-    for batch, x in iter_batches(prep_a.pipeline, dataset.samples, batch_size, shape, failed):
-        out_a, out_b = prep_a.runner.infer(x), prep_b.runner.infer(x)
-        post_a, post_b = prep_a.pipeline.postprocess(out_a), prep_a.pipeline.postprocess(out_b)
-        if post_a.is_probability:
-            scores.quantity = "probabilities (full vectors, after the manifest's postprocess)"
-        for i, s in enumerate(batch):
-            logits.add(s.id, out_a[i], out_b[i])
-            errs = scores.add(s.id, post_a.scores[i], post_b.scores[i])
-            tally.add(s.id, s.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])), errs)
+    tracer = current_tracer()
+    with ExitStack() as instrumented:
+        for prep in (prep_a, prep_b):
+            instrumented.enter_context(tracer.instrument(prep.runner))
+        for index, (batch, x) in enumerate(iter_batches(prep_a.pipeline, dataset.samples, batch_size, shape,
+                                                        failed)):
+            with tracer.span("batch", "model", index=index, size=len(batch)):
+                _compare_batch(prep_a, prep_b, batch, x, logits, scores, tally, tracer)
     agreement, agreements, flips = tally.agreement()
     return TaskDiffResult(
         source="runtimes", a=runtime_a, b=runtime_b, dataset=dataset.name, compared=len(tally.deltas),
@@ -235,6 +239,23 @@ def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset:
         mcnemar=tally.mcnemar(), outputs=[logits.result(), scores.result()], per_sample=tally.deltas,
         notes=[f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; "
                "top-1 = argmax of the post-processed scores"])
+
+
+def _compare_batch(prep_a: PreparedRun, prep_b: PreparedRun, batch: list[Sample], x: np.ndarray, logits: _Acc,
+                   scores: _Acc, tally: _Tally, tracer: Tracer) -> None:
+    """Both runtimes on one pre-processed batch ``x`` (N, ...); errors and top-1 pairs accumulated. Each
+    inference is an ``inference`` span (trace level ``model``) naming its runtime."""
+    with tracer.span("inference", "model", runtime=prep_a.runner.name, batch_size=len(x)):
+        out_a = prep_a.runner.infer(x)
+    with tracer.span("inference", "model", runtime=prep_b.runner.name, batch_size=len(x)):
+        out_b = prep_b.runner.infer(x)
+    post_a, post_b = prep_a.pipeline.postprocess(out_a, tracer), prep_a.pipeline.postprocess(out_b, tracer)
+    if post_a.is_probability:
+        scores.quantity = "probabilities (full vectors, after the manifest's postprocess)"
+    for i, s in enumerate(batch):
+        logits.add(s.id, out_a[i], out_b[i])
+        errs = scores.add(s.id, post_a.scores[i], post_b.scores[i])
+        tally.add(s.id, s.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])), errs)
 
 
 def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None,
