@@ -41,3 +41,22 @@ def test_html_and_markdown_render(records: list[BenchmarkRecord]) -> None:
     assert len(pngs) == 1 and decode_png_b64(pngs[0]).startswith(PNG_SIGNATURE)
     md = render_view_markdown(build_benchmark_view(records))
     assert "| fake · 1 thread | p90 latency (ms): " in md and "## Latency distribution" in md
+
+
+def _layer_trace() -> dict:
+    events = [{"name": "onnxruntime.run", "cat": "framework", "ph": "X", "ts": 0, "dur": 10, "tid": 1,
+               "args": {"source": "onnxruntime"}},
+              {"name": "_fc", "cat": "framework", "ph": "X", "ts": 2, "dur": 6, "tid": 1,
+               "args": {"layer": "_fc", "op_type": "Gemm", "source": "onnxruntime"}}]
+    return {"traceEvents": events, "otherData": {"repliscope_trace_level": "framework"}}
+
+
+def test_a_traced_configuration_adds_its_per_layer_chart(records: list[BenchmarkRecord]) -> None:
+    view = build_benchmark_view(records, traces=[_layer_trace(), None])
+    assert [s.id for s in view.sections] == ["claim", "bench", "latency", "layer-diff", "provenance"]
+    assert [f.title for f in view.extra_figures] == [
+        "per-layer time (onnxruntime, trace level framework) · fake · 1 thread"]
+    html = render_view_html(view)
+    assert len(re.findall(r'src="data:image/png;base64,', html)) == 2 and "Per-layer time" in html
+    untraced = build_benchmark_view(records, traces=[None, None])
+    assert "layer-diff" not in [s.id for s in untraced.sections] and untraced.extra_figures == []

@@ -209,14 +209,16 @@ def bench(
                             settings=RunSettings(runtime=runtimes[0], allow_outside_paths=allow_outside_paths),
                             on_config=None if as_json else _announce)
         many = len(result.records) > 1
+        traces = []
         for rec, tracer in zip(result.records, result.tracers, strict=True):
             store.save_benchmark(rec)
             if trace_level != "none":
-                store.save_trace(rec.benchmark_id, trace_level, tracer.chrome_trace())
+                traces.append(tracer.chrome_trace())
+                store.save_trace(rec.benchmark_id, trace_level, traces[-1])
                 if trace_out is not None:
                     tracer.write_chrome_trace(_trace_path(trace_out, rec.runtime["runtime"], rec.threads, many))
         if report is not None:
-            write_bench_report(result.records, report)
+            write_bench_report(result.records, report, traces or None)
     except (RepliscopeError, OSError) as exc:
         fail(exc)
         return
@@ -240,11 +242,12 @@ def bench(
                       f"{r['p50_ms']:.3f}", f"{r['throughput_samples_per_second']:.1f}"] for r in rows])
 
 
-def write_bench_report(records: list[Any], path: Path) -> None:
-    """HTML (self-contained) or Markdown (images embedded) report of benchmark records."""
-    from repliscope.report.build import build_benchmark_view
+def write_bench_report(records: list[Any], path: Path, traces: list[dict[str, Any]] | None = None) -> None:
+    """HTML (self-contained) or Markdown (images embedded) report of benchmark records; ``traces`` (the Chrome
+    trace of each record) adds their per-layer charts."""
+    from repliscope.report.bench_sections import build_benchmark_view
 
-    view = build_benchmark_view(records)
+    view = build_benchmark_view(records, traces=traces)
     if path.suffix == ".html":
         from repliscope.report.html import render_view_html
 

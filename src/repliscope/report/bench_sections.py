@@ -7,7 +7,7 @@ matplotlib is imported inside :func:`ecdf_chart` only.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,16 @@ import numpy as np
 from repliscope.bench.matrix import ratio_rows
 from repliscope.bench.record import BenchmarkRecord
 from repliscope.report import sections as sec
-from repliscope.report.view import ClaimRow, FigureView, Image, ImageSink, MetricRow, ReportView, Section
+from repliscope.report.view import (
+    ClaimRow,
+    ExtraFigure,
+    FigureView,
+    Image,
+    ImageSink,
+    MetricRow,
+    ReportView,
+    Section,
+)
 
 _VERDICT_CSS = {"consistent": "ok", "inconsistent": "bad", "not comparable": "neutral"}
 
@@ -95,14 +104,29 @@ def latency_stats(records: Sequence[BenchmarkRecord]) -> list[tuple[str, str]]:
     return stats
 
 
-def build_benchmark_view(records: Sequence[BenchmarkRecord], sink: ImageSink = sec.embed_sink) -> ReportView:
-    """The report of one benchmark or of the records of one matrix run (same manifest and scenario)."""
+def layer_figures(records: Sequence[BenchmarkRecord], traces: Sequence[Mapping[str, Any] | None]
+                  ) -> list[ExtraFigure]:
+    """The per-layer bar chart of every configuration traced at the ``framework`` or ``library`` level
+    (``traces[i]``: the Chrome trace of ``records[i]``, None when not traced); titled by configuration."""
+    from repliscope.report.trace_sections import trace_figures
+
+    return [(f"{title} · {config_label(rec)}", png) for rec, doc in zip(records, traces, strict=True)
+            if doc is not None for title, png in trace_figures(doc)]
+
+
+def build_benchmark_view(records: Sequence[BenchmarkRecord], sink: ImageSink = sec.embed_sink,
+                         traces: Sequence[Mapping[str, Any] | None] | None = None) -> ReportView:
+    """The report of one benchmark or of the records of one matrix run (same manifest and scenario);
+    ``traces`` (one Chrome trace or None per record) adds a "Per-layer time" section for the traced ones."""
     if not records:
         raise ValueError("no benchmark record to report")
     first = records[0]
     s = first.settings
+    extra = layer_figures(records, traces) if traces is not None else []
     sections = [Section("claim", "Claims"), Section("bench", "Configurations"),
                 Section("latency", "Latency distribution"), Section("provenance", "Provenance")]
+    if extra:
+        sections.insert(3, Section("layer-diff", "Per-layer time"))  # the template of extra figures
     caption = (f"Empirical CDF of every measured query's latency, {first.scenario}, batch {s['batch_size']}"
                + (", decode + pre-processing timed" if s.get("timed_preprocess") else
                   ", inputs pre-processed before timing") + ". Dotted lines: p50, p90, p99.")
@@ -118,4 +142,4 @@ def build_benchmark_view(records: Sequence[BenchmarkRecord], sink: ImageSink = s
                       "(order statistics); ratio against the fastest configuration."),
         provenance=sec.provenance(first.manifest, first.pipeline, first.runtime, first.software, first.hardware,
                                   first.dataset, options),
-        latency=figure, latency_stats=latency_stats(records))
+        latency=figure, latency_stats=latency_stats(records), extra_figures=sec.extra_figure_views(extra, sink))
