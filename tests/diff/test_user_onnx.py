@@ -145,3 +145,19 @@ def test_a_dropped_residual_under_a_proposed_mapping_is_a_golden_divergence(tiny
     assert result.summary["golden"].failed == 1
     assert any("reads 1 activation(s), the reference layer 2" in n and "dropped or extra input" in n
                for n in result.notes)
+
+
+def test_a_port_with_a_changed_op_is_aligned_not_paired_by_shifted_op_names() -> None:
+    """A torch port calling F.gelu where the reference calls F.relu: the port's '/relu' is the reference's
+    '/relu#2' (op names count per container). Pairing '/relu' by name used to send golden mode to the wrong op;
+    the root ops are aligned instead (gelu <-> the first relu), module layers still pair by name."""
+    shape = (1, 4, 2, 2)
+    ref = [ReferenceUnit("conv_a", "Conv2d", shape), ReferenceUnit("/relu", "relu", shape),
+           ReferenceUnit("conv_b", "Conv2d", shape), ReferenceUnit("/add", "add", shape),
+           ReferenceUnit("/relu#2", "relu", shape)]
+    port = [UnitInfo("conv_a", "Conv2d", shape), UnitInfo("/gelu", "gelu", shape), UnitInfo("conv_b", "Conv2d", shape),
+            UnitInfo("/add", "add", shape), UnitInfo("/relu", "relu", shape)]
+    p = propose(ref, port)
+    assert p.mapping == {"conv_a": "conv_a", "/relu": "/gelu", "conv_b": "conv_b", "/add": "/add", "/relu#2": "/relu"}
+    same = [UnitInfo(r.path, r.kind, r.shape) for r in ref]
+    assert propose(ref, same).mapping == {r.path: r.path for r in ref}

@@ -31,7 +31,7 @@ edit it, and pass it back with ``--mapping``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,8 +119,11 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
     for k, c in enumerate(candidate):
         by_name.setdefault(normalized(c.name), []).append(k)
     ref_names = [normalized(r.path) for r in reference]
+    shifted = _shifted_containers(reference, candidate)
     anchors: dict[int, int] = {}
     for i, r in enumerate(reference):
+        if "/" in r.path and r.path.split("/", 1)[0] in shifted:
+            continue
         found = by_name.get(ref_names[i], [])
         if len(found) == 1 and ref_names.count(ref_names[i]) == 1 and shapes_agree(r.shape, candidate[found[0]].shape,
                                                                                    layout):
@@ -149,6 +152,23 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
                     unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
                     uncovered_reference=[r.path for r in reference[start:]],
                     ops={c.name: c.op for c in candidate})
+
+
+def _shifted_containers(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo]) -> set[str]:
+    """Containers whose functional ops are named differently on the two sides (a torch port calling ``F.gelu``
+    where the reference calls ``F.relu``): an op name is its position among the ops of its container call
+    (``/relu#2`` is the second relu), so after a changed op the same name means another op. Their ops are
+    paired by the alignment, never by name. Only candidates naming ops ``container/op`` (a torch port) count."""
+    def ops(names: Iterable[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for name in names:
+            if "/" in name:
+                container, op = name.split("/", 1)
+                found.setdefault(container, []).append(op)
+        return found
+
+    ref, cand = ops(r.path for r in reference), ops(c.name for c in candidate)
+    return {c for c in ref if c in cand and ref[c] != cand[c]}
 
 
 def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW"
