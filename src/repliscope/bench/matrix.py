@@ -72,7 +72,7 @@ def run_matrix(loaded: LoadedManifest, dataset: Dataset, runtimes: Sequence[str]
             prepared = prepared_override(prepared)
         if qsl is None:
             qsl = QuerySampleLibrary.load(prepared.pipeline, dataset.samples, input_shape(prepared),
-                                          options.timed_preprocess)
+                                          options.timed_preprocess, prepared.artifact.input_dtype)
         for n in threads:
             if on_config is not None:
                 on_config(runtime, n)

@@ -21,6 +21,32 @@ from repliscope.ops.base import Item
 from repliscope.ops.pipeline import Pipeline
 
 
+def available_memory_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (None when unreadable, e.g. not Linux)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_library_fits(count: int, shape: tuple[int, ...], dtype: str, available: int | None) -> None:
+    """A RepliscopeError when ``count`` pre-processed inputs of ``shape`` / ``dtype`` would take more than half of
+    the ``available`` memory (bytes; None or a dynamic axis: not checked): the library is held in memory."""
+    if available is None or any(d < 0 for d in shape):
+        return
+    need = count * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if need > available / 2:
+        raise RepliscopeError(
+            f"the query sample library would hold {count} pre-processed samples of {tuple(shape)} {dtype} = "
+            f"{need / 2**30:.1f} GiB in memory, more than half of the {available / 2**30:.1f} GiB available: "
+            "benchmark a subset with --limit N (LoadGen's performance sample count), or --timed-preprocess "
+            "(holds the encoded files only)")
+
+
 @dataclass
 class QuerySampleLibrary:
     """``inputs[i]``: sample i pre-processed (model input without the batch axis, e.g. float32 (3, 224, 224)),
@@ -39,9 +65,12 @@ class QuerySampleLibrary:
 
     @classmethod
     def load(cls, pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...] | None,
-             timed_preprocess: bool) -> QuerySampleLibrary:
+             timed_preprocess: bool, dtype: str = "float32") -> QuerySampleLibrary:
         """Read every sample (and pre-process it unless ``timed_preprocess``); a failing sample is listed in
-        ``failures``, and a library with no usable sample is a RepliscopeError."""
+        ``failures``, and a library with no usable sample is a RepliscopeError, as is one of pre-processed
+        ``dtype`` inputs too large for the memory (:func:`check_library_fits`, checked before reading)."""
+        if not timed_preprocess and expected_shape is not None:
+            check_library_fits(len(samples), expected_shape, dtype, available_memory_bytes())
         qsl = cls(pipeline, [], expected_shape, timed_preprocess)
         for sample in samples:
             read = read_sample(sample)
