@@ -1,17 +1,18 @@
-"""``repliscope report RUN_OR_SWEEP_ID``: write a self-contained HTML or Markdown report."""
+"""``repliscope report ID`` (a run, sweep or benchmark): write a self-contained HTML or Markdown report."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
+    from repliscope.bench.record import BenchmarkRecord
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.pitfalls.result import SweepResult
     from repliscope.store.repository import RunStore
@@ -19,15 +20,39 @@ if TYPE_CHECKING:
 _MAX_VARIANT_RECORDS = 1000
 
 
-def _resolve(store: RunStore, object_id: str) -> EvaluationRecord | SweepResult:
-    """The run with this id (or unique prefix), else the sweep; a RepliscopeError naming both otherwise."""
-    try:
-        return store.get(object_id)
-    except RepliscopeError as run_error:
+def _resolve(store: RunStore, object_id: str) -> EvaluationRecord | SweepResult | BenchmarkRecord:
+    """The run with this id (or unique prefix), else the sweep, else the benchmark; a RepliscopeError naming
+    all three otherwise."""
+    errors = []
+    for get in (store.get, store.get_sweep, store.get_benchmark):
         try:
-            return store.get_sweep(object_id)
-        except RepliscopeError as sweep_error:
-            raise RepliscopeError(f"no run or sweep matches '{object_id}': {run_error}; {sweep_error}") from None
+            return get(object_id)
+        except RepliscopeError as exc:
+            errors.append(str(exc))
+    raise RepliscopeError(f"no run, sweep or benchmark matches '{object_id}': {'; '.join(errors)}")
+
+
+def _benchmark_report(store: RunStore, bench: BenchmarkRecord, path: Path) -> Path:
+    """The report of a benchmark: every configuration of its matrix run (one when it ran alone), with the
+    per-layer time of each stored trace."""
+    from repliscope.cli.bench_cmd import write_bench_report
+
+    records = (sorted(store.list_benchmarks(limit=10_000, matrix_id=bench.matrix_id), key=lambda r: r.created_at)
+               if bench.matrix_id else [bench])
+    traces: list[Any] = [store.load_trace(r.benchmark_id) for r in records]  # None: not traced
+    write_bench_report(records, path, traces)
+    return path
+
+
+def _trace_figures(store: RunStore, object_id: str) -> list[tuple[str, bytes]]:
+    """The per-layer time chart of the trace stored with a run or sweep (recorded with --trace-level framework
+    or library); [] when there is none."""
+    doc = store.load_trace(object_id)
+    if doc is None:
+        return []
+    from repliscope.report.trace_sections import trace_figures
+
+    return trace_figures(doc)
 
 
 def _variant_records(store: RunStore, sweep: SweepResult) -> dict[str, EvaluationRecord]:
@@ -43,8 +68,9 @@ def _variant_records(store: RunStore, sweep: SweepResult) -> dict[str, Evaluatio
 
 
 def report(
-    object_id: Annotated[str, typer.Argument(metavar="RUN_OR_SWEEP_ID",
-                                             help="A run or sweep id (a unique prefix of 6+ characters is enough).")],
+    object_id: Annotated[str, typer.Argument(metavar="ID",
+                                             help="A run, sweep or benchmark id (a unique prefix of 6+ "
+                                                  "characters is enough).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: "
                                              "repliscope-<kind>-<id12>.<format> in the current directory).")] = None,
@@ -59,6 +85,7 @@ def report(
 ) -> None:
     """Write a self-contained report (claim, metrics, provenance; for sweeps the pitfall table, deltas chart and
     visual testing) of a stored run or sweep."""
+    from repliscope.bench.record import BenchmarkRecord
     from repliscope.pitfalls.result import SweepResult
     from repliscope.report.write import FORMATS, IMAGE_MODES, ImageMode, write_report
     from repliscope.store.repository import RunStore
@@ -70,11 +97,18 @@ def report(
             raise RepliscopeError(f"unknown --images '{images}' (allowed: {', '.join(IMAGE_MODES)})")
         store = RunStore(db)
         obj = _resolve(store, object_id)
+        if isinstance(obj, BenchmarkRecord):
+            if fmt == "md" and images == "files":
+                raise RepliscopeError("a benchmark report embeds its images: use --images embed or auto")
+            written = _benchmark_report(store, obj, out or Path(f"repliscope-benchmark-{obj.benchmark_id[:12]}.{fmt}"))
+            print(f"wrote benchmark report {written}")
+            return
         is_sweep = isinstance(obj, SweepResult)
         records = _variant_records(store, obj) if isinstance(obj, SweepResult) else None
         full_id = obj.sweep_id if isinstance(obj, SweepResult) else obj.run_id
         path = out or Path(f"repliscope-{'sweep' if is_sweep else 'run'}-{full_id[:12]}.{fmt}")
         extra = [(f"layer-level diff ({p.stem})", p.read_bytes()) for p in figure or []]
+        extra += _trace_figures(store, full_id)
         mode: ImageMode = "files" if images == "files" else "embed" if images == "embed" else "auto"
         written = write_report(obj, fmt, path, records=records, images=mode, extra_figures=extra or None)
     except (RepliscopeError, OSError) as exc:
