@@ -14,11 +14,13 @@ import pytest
 from repliscope.bench.clock import RealClock, VirtualClock
 from repliscope.bench.matrix import ratio_rows
 from repliscope.bench.qsl import QuerySampleLibrary
-from repliscope.bench.run import BenchOptions, make_tracer, run_benchmark
+from repliscope.bench.run import BenchOptions, make_tracer, measured_performance, run_benchmark
 from repliscope.bench.scenarios import ScenarioSettings, poisson_schedule, run_scenario
 from repliscope.bench.stats import early_stopping_estimate
+from repliscope.evaluation.claims import judge_performance_claim
 from repliscope.evaluation.provenance import cpu_model
 from repliscope.evaluation.run import input_shape
+from repliscope.manifest.schema import ClaimSpec
 from repliscope.store.repository import RunStore, sqlite_url
 from tests.bench._fakes import UNIT, Base, FakeRunner, run_fake
 
@@ -140,3 +142,17 @@ def test_server_on_the_real_clock() -> None:
     run = run_scenario(issue, 20, s, clock)
     assert run.queries == len(poisson_schedule(200.0, 10, 0.3, 0))
     assert run.latencies_s.min() >= 0.001 and np.median(run.latencies_s) < 0.05
+
+
+def test_a_server_throughput_claim_is_not_comparable_rather_than_run_longer(base: Base) -> None:
+    s = ScenarioSettings("server", min_duration_s=0.0, min_queries=200, warmup_queries=0, target_qps=1.0,
+                         latency_bound_ms=1e6)
+    rec, _ = run_fake(base, s)
+    measured = measured_performance(rec)
+    assert sorted(measured.values) == ["latency_p90_ms", "latency_p99_ms"]
+    claim = ClaimSpec.model_validate({"metric": "throughput", "value": 1.0, "source": "test", "scenario": "server",
+                                      "dataset": {"name": "imagenet-1k", "split": "val"}, "batch_size": 1,
+                                      "hardware": {"cpu_model": measured.cpu_model, "threads": 1}})
+    verdict = judge_performance_claim(claim, measured)
+    assert verdict.verdict == "not comparable"
+    assert verdict.reason == "the server benchmark does not measure throughput"

@@ -200,14 +200,16 @@ def validity(run: ScenarioRun, lat_ms: np.ndarray, s: ScenarioSettings,
 
 def measured_performance(rec: BenchmarkRecord) -> MeasuredPerformance:
     """The benchmark's values for performance claims: p90 / p99 latency with their intervals (not offline, whose
-    latencies are per sample of one query), throughput with its interval."""
+    latencies are per sample of one query), throughput with its interval (not server, whose rate is the
+    ``--target-qps`` given or found, not a measurement: a claim of it is "not comparable", not "run longer")."""
     values: dict[str, tuple[float, float | None, float | None]] = {}
     if rec.scenario != "offline":
         for metric, key in (("latency_p90_ms", "p90"), ("latency_p99_ms", "p99")):
             q = rec.latency.percentiles[key]
             values[metric] = (q.value, q.low, q.high)
     ci = rec.throughput_ci
-    values["throughput"] = (rec.throughput_samples_per_second, ci[0] if ci else None, ci[1] if ci else None)
+    if rec.scenario != "server":
+        values["throughput"] = (rec.throughput_samples_per_second, ci[0] if ci else None, ci[1] if ci else None)
     cpu = str(rec.hardware.get("cpu_model", "unknown"))
     return MeasuredPerformance(
         scenario=rec.scenario, batch_size=int(rec.settings["batch_size"]), cpu_model=cpu, threads=rec.threads,
