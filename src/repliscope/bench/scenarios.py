@@ -58,6 +58,10 @@ class ScenarioSettings:
             raise RepliscopeError(f"unknown scenario '{self.scenario}' (allowed: {', '.join(SCENARIOS)})")
         if self.scenario == "server" and (self.target_qps is None or self.target_qps <= 0):
             raise RepliscopeError("the server scenario needs --target-qps above 0 (or --find-peak-qps)")
+        if self.scenario == "offline" and self.batch_size > self.samples_per_query:
+            raise RepliscopeError(f"offline: the batch ({self.batch_size}) is larger than the one query "
+                                  f"({self.samples_per_query} samples): lower --batch-size or raise "
+                                  "--samples-per-query (the record would name a batch never run)")
         if self.min_queries < 1 or self.min_duration_s < 0 or self.warmup_queries < 0:
             raise RepliscopeError("--min-queries must be >= 1, --min-duration and warm-up queries >= 0")
 
