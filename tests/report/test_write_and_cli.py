@@ -87,7 +87,7 @@ def test_cli_run_report_md_default_path(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cli_unknown_id_names_runs_and_sweeps(tmp_path: Path) -> None:
     result = runner.invoke(_app(), ["report", "deadbeef00", "--db", _db(tmp_path)])
     assert result.exit_code == 2
-    assert "no run or sweep matches 'deadbeef00'" in result.output
+    assert "no run, sweep or benchmark matches 'deadbeef00'" in result.output
     assert "unknown run id" in result.output and "unknown sweep id" in result.output
 
 
