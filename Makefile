@@ -35,6 +35,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_evaluate.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_layer_diff.py
+	$(BIN)/python benchmarks/bench_harness.py
+	$(BIN)/python benchmarks/bench_tracing.py --runtime onnxruntime --runtime torch --runtime opencv_dnn
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
