@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,19 @@ def test_matrix_prints_ratios() -> None:
     assert {r["matrix_id"] for r in out["results"]} == {out["matrix_id"]}
     ratios = sorted(r["ratio_to_fastest"] for r in out["ratios"])
     assert ratios[0] == 1.0 and ratios[1] >= 1.0
+
+
+def test_text_output_names_the_stored_and_written_traces(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "onnxruntime", "opencv_dnn", *SHORT,
+                                 "--trace-level", "model", "--trace-out", str(tmp_path / "t.json")])
+    assert result.exit_code == 0, result.output
+    ids = re.findall(r"stored as benchmark ([0-9a-f]{32})", result.stdout)
+    assert len(ids) == 2
+    for bid, rt in zip(ids, ("onnxruntime", "opencv_dnn"), strict=True):
+        # 1 run + (2 warm-up + 64) queries x (query, inference, softmax, topk, labels)
+        assert f"trace (model, 331 spans) stored; repliscope trace summary {bid[:12]}" in result.stdout
+        assert f"wrote {tmp_path / f't-{rt}-t1.json'} (open in https://ui.perfetto.dev" in result.stdout
+        assert (tmp_path / f"t-{rt}-t1.json").is_file()
 
 
 def test_bad_input_exits_2() -> None:

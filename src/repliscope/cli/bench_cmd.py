@@ -210,13 +210,19 @@ def bench(
                             on_config=None if as_json else _announce)
         many = len(result.records) > 1
         traces = []
+        trace_notes: dict[str, list[str]] = {}
         for rec, tracer in zip(result.records, result.tracers, strict=True):
             store.save_benchmark(rec)
             if trace_level != "none":
                 traces.append(tracer.chrome_trace())
                 store.save_trace(rec.benchmark_id, trace_level, traces[-1])
+                spans = sum(1 for e in traces[-1]["traceEvents"] if e["ph"] == "X")
+                notes = trace_notes[rec.benchmark_id] = [
+                    f"trace ({trace_level}, {spans} spans) stored; repliscope trace summary {rec.benchmark_id[:12]}"]
                 if trace_out is not None:
-                    tracer.write_chrome_trace(_trace_path(trace_out, rec.runtime["runtime"], rec.threads, many))
+                    written = tracer.write_chrome_trace(_trace_path(trace_out, rec.runtime["runtime"], rec.threads,
+                                                                    many))
+                    notes.append(f"wrote {written} (open in https://ui.perfetto.dev or chrome://tracing)")
         if report is not None:
             write_bench_report(result.records, report, traces or None)
     except (RepliscopeError, OSError) as exc:
@@ -232,7 +238,10 @@ def bench(
         return
     for rec in result.records:
         print_benchmark(rec)
-        console.print(f"stored as benchmark [bold]{rec.benchmark_id}[/]\n")
+        console.print(f"stored as benchmark [bold]{rec.benchmark_id}[/]")
+        for note in trace_notes.get(rec.benchmark_id, []):
+            console.print(note, markup=False)
+        console.print()
     if report is not None:
         console.print(f"wrote benchmark report {report}")
     if many:
