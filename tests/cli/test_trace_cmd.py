@@ -115,3 +115,18 @@ def test_pitfalls_traces_the_run_the_ops_and_the_layers(tmp_path: Path) -> None:
     layers = {n for n in names if n.startswith("_blocks.3.")}  # ORT profiler: layer spans inside the inferences
     assert layers == {"_blocks.3._swish", "_blocks.3._swish#2", "_blocks.3._bn2"}  # the fused units, by last layer
     assert nesting_errors(doc) == []
+
+
+def test_pitfalls_on_torch_traces_the_float16_variant_layer_by_layer(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "torch", "--limit", "1", "--variant",
+                              "float16_inference", "--threads", "1", "--batch-size", "1", "--trace-level", "framework",
+                              "--trace-out", str(out)])
+    assert res.exit_code == 0, res.output
+    spans = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
+    inference = {e["args"]["variant"]: e for e in spans if e["name"] == "inference"}
+    assert set(inference) == {"reference", "float16_inference"}
+    for variant, parent in inference.items():  # the module hooks of each runner, inside its own inference
+        inside = [e for e in spans if e["name"] == "_blocks.3._depthwise_conv" and e["tid"] == parent["tid"]
+                  and parent["ts"] <= e["ts"] and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"]]
+        assert len(inside) == 1, variant

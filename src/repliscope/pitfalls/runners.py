@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,12 @@ class Float16TorchRunner(Runner):
 
     def framework(self) -> tuple[str, str]:
         return self._inner.framework()
+
+    @property
+    def module(self) -> Any:
+        """The loaded float16 torch module (loads on first use), e.g. for tracing hooks."""
+        self.load()
+        return self._inner._module  # type: ignore[attr-defined]
 
     def _load(self) -> None:
         import torch
