@@ -72,6 +72,12 @@ def test_model_level_spans_nest(base: Base) -> None:
     events = [e for e in tracer.chrome_trace()["traceEvents"] if e.get("ph") == "X"]
     names = [e["name"] for e in events]
     assert names.count("run") == 1 and names.count("query") == 22 and names.count("inference") == 22
+    warmup = [e for e in events if e["name"] == "warmup"]
+    assert len(warmup) == 1 and warmup[0]["args"] == {"queries": 2}
+    inside = [e for e in events if e["name"] == "query"
+              and warmup[0]["ts"] <= e["ts"] and e["ts"] + e["dur"] <= warmup[0]["ts"] + warmup[0]["dur"]]
+    first_two = sorted((e for e in events if e["name"] == "query"), key=lambda e: e["ts"])[:2]
+    assert inside == first_two
     assert names.count("postprocess/softmax") == 22 and names.count("postprocess/topk") == 22
     queries = [e for e in events if e["name"] == "query"]
     for e in events:

@@ -77,8 +77,8 @@ def test_text_output_names_the_stored_and_written_traces(tmp_path: Path) -> None
     ids = re.findall(r"stored as benchmark ([0-9a-f]{32})", result.stdout)
     assert len(ids) == 2
     for bid, rt in zip(ids, ("onnxruntime", "opencv_dnn"), strict=True):
-        # 1 run + (2 warm-up + 64) queries x (query, inference, softmax, topk, labels)
-        assert f"trace (model, 331 spans) stored; repliscope trace summary {bid[:12]}" in result.stdout
+        # 1 run + 1 warmup + (2 warm-up + 64) queries x (query, inference, softmax, topk, labels)
+        assert f"trace (model, 332 spans) stored; repliscope trace summary {bid[:12]}" in result.stdout
         assert f"wrote {tmp_path / f't-{rt}-t1.json'} (open in https://ui.perfetto.dev" in result.stdout
         assert (tmp_path / f"t-{rt}-t1.json").is_file()
 

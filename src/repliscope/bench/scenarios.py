@@ -18,6 +18,7 @@ indices with a seeded RNG (``numpy.random.default_rng(seed)``), so two runs issu
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -113,9 +114,15 @@ class _Picker:
 
 
 def _warm_up(issue: IssueFn, n: int, s: ScenarioSettings) -> None:
+    """The untimed queries; inside ``issue.warmup(count)`` when the issuer has it (a ``warmup`` span, so a trace
+    tells the warm-up queries from the measured ones)."""
+    if s.warmup_queries == 0:
+        return
     picker = _Picker(n, s.seed, 1)
-    for _ in range(s.warmup_queries):
-        issue(picker.take(s.batch_of_query))
+    marker = getattr(issue, "warmup", None)
+    with marker(s.warmup_queries) if marker is not None else contextlib.nullcontext():
+        for _ in range(s.warmup_queries):
+            issue(picker.take(s.batch_of_query))
 
 
 def _back_to_back(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock, per_query: int) -> ScenarioRun:

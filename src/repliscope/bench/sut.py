@@ -8,6 +8,7 @@ post-processing, the issue loop).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ class NoopRunner(Runner):
 
 
 class QueryIssuer:
-    """``issue(indices)``: one query, traced as a ``query`` span (level ``model``) with children
+    """``issue(indices)``: one query, traced as a ``query`` span (level ``model``; warm-up queries inside one
+    ``warmup`` span) with children
     ``preprocess/<op>`` (timed-preprocess libraries only), ``inference`` and ``postprocess/<op>``
     (``postprocess=False``: none, for measuring the loop without the manifest's post-processing)."""
 
@@ -53,6 +55,10 @@ class QueryIssuer:
         self.runner = runner
         self.post_ops = [(f"postprocess/{op.name}", op) for op in pipeline.post_ops] if postprocess else []
         self.tracer = tracer
+
+    def warmup(self, queries: int) -> AbstractContextManager[None]:
+        """The ``warmup`` span (level ``model``) around a scenario's ``queries`` untimed queries."""
+        return self.tracer.span("warmup", "model", queries=queries)
 
     def __call__(self, indices: Sequence[int]) -> None:
         span = self.tracer.span
