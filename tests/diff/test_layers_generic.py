@@ -97,7 +97,8 @@ def test_nhwc_without_declaring_it_is_a_shape_mismatch() -> None:
     result = diff_layers(TorchReference(model), MappedCandidate(inner, MAPPING), X, modes=["golden"])
     first = result.first_divergent["golden"]
     assert first is not None and first.path == "0"
-    assert result.layers[0].notes == ["shape mismatch: reference (2, 4, 5, 5) vs candidate (2, 5, 5, 4)"]
+    assert result.layers[0].notes == ["shape mismatch: reference (2, 4, 5, 5) vs candidate (2, 5, 5, 4) (carried "
+                                      "mode, --mode both, tells a bug from an input read in another layout)"]
     assert "carried" not in result.first_divergent
 
 

@@ -119,7 +119,7 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
     for k, c in enumerate(candidate):
         by_name.setdefault(normalized(c.name), []).append(k)
     ref_names = [normalized(r.path) for r in reference]
-    shifted = _shifted_containers(reference, candidate)
+    shifted = shifted_containers([r.path for r in reference], [c.name for c in candidate])
     anchors: dict[int, int] = {}
     for i, r in enumerate(reference):
         if "/" in r.path and r.path.split("/", 1)[0] in shifted:
@@ -154,7 +154,7 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
                     ops={c.name: c.op for c in candidate})
 
 
-def _shifted_containers(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo]) -> set[str]:
+def shifted_containers(reference: Iterable[str], candidate: Iterable[str]) -> set[str]:
     """Containers whose functional ops are named differently on the two sides (a torch port calling ``F.gelu``
     where the reference calls ``F.relu``): an op name is its position among the ops of its container call
     (``/relu#2`` is the second relu), so after a changed op the same name means another op. Their ops are
@@ -167,7 +167,7 @@ def _shifted_containers(reference: Sequence[ReferenceUnit], candidate: Sequence[
                 found.setdefault(container, []).append(op)
         return found
 
-    ref, cand = ops(r.path for r in reference), ops(c.name for c in candidate)
+    ref, cand = ops(reference), ops(candidate)
     return {c for c in ref if c in cand and ref[c] != cand[c]}
 
 

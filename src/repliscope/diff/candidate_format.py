@@ -10,8 +10,9 @@ Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE
 conversion mapping, that mapping; for an ONNX file exported by ``torch.onnx.export(dynamo=True)``, its
 ``name_scopes`` metadata (any other ONNX file is run node by node: :mod:`repliscope.diff.onnx_graph_candidate`);
 for a candidate whose unit names include EVERY reference path (a torch port with the same module tree and
-functional ops), by name; otherwise a proposal by :mod:`repliscope.diff.auto_mapping`, printed (and written with
-``--save-mapping``) so it can be checked and edited.
+functional ops: each container calls the same ops in the same order), by name; otherwise a proposal by
+:mod:`repliscope.diff.auto_mapping`, printed (and written with ``--save-mapping``) so it can be checked and
+edited.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def _pair(inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, m
           ) -> BuiltCandidate:
     """Pair a :class:`~repliscope.diff.mapping.NamedCandidate` with the reference: ``mapping_file``, else by
     name, else a proposal (see the module docstring)."""
-    from repliscope.diff.auto_mapping import covers_for, propose, reference_units
+    from repliscope.diff.auto_mapping import covers_for, propose, reference_units, shifted_containers
     from repliscope.diff.mapping import MappedCandidate, load_mapping
 
     units = inner.units(x)
@@ -165,7 +166,8 @@ def _pair(inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, m
         mapped = MappedCandidate(inner, mapping, names, covers=covers, origin=f"from {mapping_file}")
         return BuiltCandidate(mapped, fmt, "by file", mapping, ops={u.name: u.op for u in units})
     same = {p: p for p in ref_paths if p in set(names)}
-    if len(same) == len(ref_paths):  # every reference unit has a namesake (a port with the same tree and ops)
+    if len(same) == len(ref_paths) and not shifted_containers(ref_paths, names):
+        # every reference unit has a namesake and every container calls the same ops (a port with the same tree)
         mapped = MappedCandidate(inner, same, names, origin="by name")
         return BuiltCandidate(mapped, fmt, "by name", same, ops={u.name: u.op for u in units})
     proposal = propose(reference_units(reference, x), units, inner.layout)

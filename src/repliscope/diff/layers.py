@@ -81,6 +81,7 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
     local_tol: dict[str, float] = {}
     stash: dict[str, list[np.ndarray]] = {}
     identity: list[str] = []
+    golden_shape: dict[str, str] = {}
 
     def on_start(path: str, inputs: list[np.ndarray]) -> None:
         if "golden" in modes and path in opener:
@@ -105,7 +106,10 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
                                  "(a dropped or extra input such as a residual, or a wrong mapping)")
                 row.golden = _diverged(local_tol[path])
             else:
+                before = len(row.notes)
                 row.golden = _compare(row, output, cand, candidate, local_tol[path], policy.rel_floor)
+                if len(row.notes) > before:  # a shape mismatch: judged with carried mode below
+                    golden_shape[path] = row.notes.pop()
         if tmp is not None:
             np.save(tmp / f"{row.index}.npy", output)
 
@@ -129,6 +133,19 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    for path, note in golden_shape.items():
+        # the candidate's op, fed the reference input, gives another shape: a divergence, unless its own forward
+        # gives the reference's shape and value (carried passed), i.e. it reads its input in another layout
+        # (a port reducing a permuted tensor over the permuted axis): then golden cannot compare it
+        row = rows[path]
+        if row.carried is not None and row.carried.passed:
+            row.golden = None
+            row.notes.append(f"golden mode cannot compare it: fed the reference input, the candidate's unit gives "
+                             f"another shape ({note}), so it reads its input in another layout; compared in "
+                             "carried mode only, where it passes")
+        elif note not in row.notes:
+            row.notes.append(note if row.carried is not None else
+                             f"{note} (carried mode, --mode both, tells a bug from an input read in another layout)")
     uncompared = [NotCompared(path=p, kind=rows[p].kind, source=rows[p].source,
                               reason="identity on this batch (output equals input); the candidate has no node "
                                      "for it") for p in identity]
