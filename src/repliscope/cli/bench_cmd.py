@@ -209,14 +209,15 @@ def bench(
                             settings=RunSettings(runtime=runtimes[0], allow_outside_paths=allow_outside_paths),
                             on_config=None if as_json else _announce)
         many = len(result.records) > 1
-        traces = []
+        traces: list[dict[str, Any] | None] = []
         trace_notes: dict[str, list[str]] = {}
         for rec, tracer in zip(result.records, result.tracers, strict=True):
             store.save_benchmark(rec)
             if trace_level != "none":
-                traces.append(tracer.chrome_trace())
-                store.save_trace(rec.benchmark_id, trace_level, traces[-1])
-                spans = sum(1 for e in traces[-1]["traceEvents"] if e["ph"] == "X")
+                doc = tracer.chrome_trace()
+                traces.append(doc)
+                store.save_trace(rec.benchmark_id, trace_level, doc)
+                spans = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
                 notes = trace_notes[rec.benchmark_id] = [
                     f"trace ({trace_level}, {spans} spans) stored; repliscope trace summary {rec.benchmark_id[:12]}"]
                 if trace_out is not None:
@@ -251,9 +252,9 @@ def bench(
                       f"{r['p50_ms']:.3f}", f"{r['throughput_samples_per_second']:.1f}"] for r in rows])
 
 
-def write_bench_report(records: list[Any], path: Path, traces: list[dict[str, Any]] | None = None) -> None:
+def write_bench_report(records: list[Any], path: Path, traces: list[dict[str, Any] | None] | None = None) -> None:
     """HTML (self-contained) or Markdown (images embedded) report of benchmark records; ``traces`` (the Chrome
-    trace of each record) adds their per-layer charts."""
+    trace of each record, None for one not traced) adds their per-layer charts."""
     from repliscope.report.bench_sections import build_benchmark_view
 
     view = build_benchmark_view(records, traces=traces)
