@@ -125,6 +125,19 @@ def test_a_local_module_never_shadows_an_imported_one(tmp_path: Path) -> None:
     assert str(tmp_path.resolve()) not in sys.path  # the folder was on sys.path only during the import
 
 
+def test_two_manifests_each_with_their_own_model_py(tmp_path: Path) -> None:
+    """Two projects, each with a local ``a2_model.py`` (a common name), checked in one process (``manifest
+    validate a.yaml b.yaml``): the second used to be refused ("already imported from the first folder");
+    each now gets its own module, and a third-party module of that name is still never replaced."""
+    for k in (1, 2):
+        (tmp_path / f"p{k}").mkdir()
+        (tmp_path / f"p{k}" / "a2_model.py").write_text(f"def build():\n    return {k}\n")
+    assert import_local_module("a2_model", tmp_path / "p1").build() == 1
+    assert import_local_module("a2_model", tmp_path / "p2").build() == 2
+    assert import_local_module("a2_model", tmp_path / "p1").build() == 1
+    assert sys.modules["a2_model"].__file__ == str((tmp_path / "p1" / "a2_model.py").resolve())
+
+
 def test_evaluate_a_local_module_model_without_claims(tmp_path: Path) -> None:
     """End to end: evaluate examples/tiny-resnet.yaml on unlabelled images; the record names the module file's
     sha256, and the summary says there is no claim and no metric instead of printing empty tables."""

@@ -167,10 +167,18 @@ def check_factory(factory: str, module_dir: Path | None = None) -> None:
 def import_local_module(module_name: str, folder: Path) -> ModuleType:
     """Import ``module_name`` from ``folder`` (a manifest's ``architecture.path``): the folder is on
     ``sys.path`` only during the import, and a module of that name already imported from elsewhere (or found
-    elsewhere first) is an error, never silently used instead."""
+    elsewhere first) is an error, never silently used instead. A module of that name imported earlier in this
+    process from ANOTHER manifest's ``architecture.path`` (two manifests each with their own ``model.py``,
+    validated together) is unloaded first: each manifest gets its own."""
     root = Path(folder).resolve()
     for name in _parents(module_name):
         existing = sys.modules.get(name)
+        if existing is not None and not _inside(existing, root) and _LOCAL.get(name) is existing:
+            for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+                _LOCAL.pop(loaded, None)
+                del sys.modules[loaded]
+            importlib.invalidate_caches()
+            existing = None
         if existing is not None and not _inside(existing, root):
             raise FrameworkError(f"architecture module '{module_name}': a module '{name}' is already imported from "
                                  f"{getattr(existing, '__file__', '?')}, not from {root}; rename the local module")
@@ -183,7 +191,14 @@ def import_local_module(module_name: str, folder: Path) -> ModuleType:
     if not _inside(module, root):
         raise FrameworkError(f"architecture module '{module_name}' was imported from "
                              f"{getattr(module, '__file__', '?')}, not from architecture.path {root}; rename it")
+    for name in _parents(module_name):
+        if name in sys.modules and _inside(sys.modules[name], root):
+            _LOCAL[name] = sys.modules[name]
     return module
+
+
+_LOCAL: dict[str, ModuleType] = {}
+"""Modules imported by :func:`import_local_module` (from some manifest's architecture.path), by name."""
 
 
 def _parents(module_name: str) -> list[str]:
