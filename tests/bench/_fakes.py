@@ -77,7 +77,7 @@ query sample library (``tests/bench/conftest.py: base``)."""
 def perf_claim(metric: str, value: float, **kw: object) -> ClaimSpec:
     """A performance claim measured here (this CPU, 1 thread, single-stream, batch 1) unless ``kw`` says else."""
     fields: dict[str, object] = {"scenario": "single-stream", "batch_size": 1,
-                                 "hardware": ClaimHardware(cpu_model=cpu_model(), threads=1)}
+                                 "hardware": ClaimHardware(cpu_model=cpu_model(), threads=1), "runtime": "fake"}
     return ClaimSpec.model_validate({"metric": metric, "value": value, "source": "test",
                                      "dataset": DatasetRef(name="imagenet-1k", split="val"), **fields, **kw})
 

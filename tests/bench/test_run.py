@@ -53,7 +53,7 @@ def test_claim_verdicts(base: Base) -> None:
     verdicts = [(c.metric, c.verdict) for c in rec.claims]
     assert verdicts == [("latency_p90_ms", "consistent"), ("latency_p90_ms", "inconsistent"),
                         ("throughput", "not comparable"), ("latency_p99_ms", "not comparable")]
-    assert "CPU 'Some Other CPU'" in rec.claims[2].reason and "2 vs 1 threads" in rec.claims[2].reason
+    assert "CPU 'Some Other CPU'" in rec.claims[2].reason and "2 threads vs 1" in rec.claims[2].reason
     assert "scenario server vs single-stream" in rec.claims[3].reason
     assert rec.claims[1].ci_low is not None and rec.claims[1].ci_low > 1.0
 
@@ -158,7 +158,8 @@ def test_a_server_throughput_claim_is_not_comparable_rather_than_run_longer(base
     assert sorted(measured.values) == ["latency_p90_ms", "latency_p99_ms"]
     claim = ClaimSpec.model_validate({"metric": "throughput", "value": 1.0, "source": "test", "scenario": "server",
                                       "dataset": {"name": "imagenet-1k", "split": "val"}, "batch_size": 1,
-                                      "hardware": {"cpu_model": measured.cpu_model, "threads": 1}})
+                                      "hardware": {"cpu_model": measured.cpu_model, "threads": 1},
+                                      "runtime": measured.runtime})
     verdict = judge_performance_claim(claim, measured)
     assert verdict.verdict == "not comparable"
     assert verdict.reason == "the server benchmark does not measure throughput"

@@ -35,6 +35,7 @@ def test_report_of_a_benchmark_shows_its_matrix_and_layer_times(tmp_path: Path,
     assert "## Latency distribution" in text and "![latency ECDF per configuration](" in text
     assert text.count("![per-layer time (") == 2  # one chart per traced configuration
     assert text.count("data:image/png;base64,") == 3  # ECDF + two per-layer charts, embedded
+    assert "The manifest makes no performance claim" in text  # Lite0 claims top-1 only: judged by evaluate
 
 
 def test_report_of_a_traced_run_adds_the_per_layer_chart(tmp_path: Path,

@@ -213,8 +213,9 @@ def measured_performance(rec: BenchmarkRecord) -> MeasuredPerformance:
     cpu = str(rec.hardware.get("cpu_model", "unknown"))
     return MeasuredPerformance(
         scenario=rec.scenario, batch_size=int(rec.settings["batch_size"]), cpu_model=cpu, threads=rec.threads,
-        values=values, description=f"{rec.scenario}, batch {rec.settings['batch_size']}, {rec.threads} threads "
-                                   f"on {cpu}, {rec.runtime['runtime']}")
+        runtime=str(rec.runtime["runtime"]),
+        values=values, description=f"{rec.scenario}, batch {rec.settings['batch_size']}, {rec.threads} "
+                                   f"thread{'' if rec.threads == 1 else 's'} on {cpu}, {rec.runtime['runtime']}")
 
 
 def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibrary, threads: int,

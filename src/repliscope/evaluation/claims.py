@@ -62,9 +62,14 @@ class MeasuredPerformance:
     batch_size: int
     cpu_model: str
     threads: int
+    runtime: str
     values: dict[str, tuple[float, float | None, float | None]]
     description: str
     """How the benchmark ran, e.g. ``single-stream, batch 1, 2 threads on <cpu>, onnxruntime``."""
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread{'' if n == 1 else 's'}"
 
 
 def _same_cpu(a: str, b: str) -> bool:
@@ -77,8 +82,8 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
     measured 95 % interval (latency: distribution-free order-statistic interval of the percentile; throughput:
     Student-t interval of the per-query rate), else ``inconsistent``."""
     assert claim.hardware is not None and claim.scenario is not None and claim.batch_size is not None
-    setting = (f"{claim.scenario}, batch {claim.batch_size}, {claim.hardware.threads} threads on "
-               f"{claim.hardware.cpu_model}")
+    setting = (f"{claim.scenario}, batch {claim.batch_size}, {_threads(claim.hardware.threads)} on "
+               f"{claim.hardware.cpu_model}, {claim.runtime}")
     value = measured.values.get(claim.metric)
 
     def verdict(v: Verdict, reason: str) -> ClaimVerdict:
@@ -95,7 +100,9 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
     if not _same_cpu(claim.hardware.cpu_model, measured.cpu_model):
         differences.append(f"CPU '{claim.hardware.cpu_model}' vs '{measured.cpu_model}'")
     if claim.hardware.threads != measured.threads:
-        differences.append(f"{claim.hardware.threads} vs {measured.threads} threads")
+        differences.append(f"{_threads(claim.hardware.threads)} vs {measured.threads}")
+    if claim.runtime != measured.runtime:
+        differences.append(f"runtime {claim.runtime} vs {measured.runtime}")
     if differences:
         return verdict("not comparable", "the claim was measured in other conditions: " + "; ".join(differences))
     if value is None:

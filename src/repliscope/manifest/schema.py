@@ -140,7 +140,8 @@ class ClaimHardware(_Strict):
 class ClaimSpec(_Strict):
     """A published claim. Accuracy (``top1``/``top5``): ``value`` in percent on ``dataset``, e.g. top-1 75.1 % on
     ImageNet-1k val. Performance (``latency_p90_ms``/``latency_p99_ms`` in ms, ``throughput`` in samples/s):
-    ``scenario``, ``batch_size`` and ``hardware`` are required (a latency means nothing without them) and
+    ``scenario``, ``batch_size``, ``hardware`` and ``runtime`` (the runtime registry name it was measured with:
+    ``torch``, ``onnxruntime``, ``opencv_dnn``) are required (a latency means nothing without them) and
     ``dataset`` is the data it was measured on; accuracy claims must not set them."""
 
     metric: Literal["top1", "top5", "latency_p90_ms", "latency_p99_ms", "throughput"]
@@ -150,6 +151,7 @@ class ClaimSpec(_Strict):
     scenario: Literal["single-stream", "multi-stream", "server", "offline"] | None = None
     batch_size: Annotated[int, Field(ge=1)] | None = None
     hardware: ClaimHardware | None = None
+    runtime: str | None = None
 
     @property
     def is_performance(self) -> bool:
@@ -157,7 +159,8 @@ class ClaimSpec(_Strict):
 
     @model_validator(mode="after")
     def _fields_of_the_metric(self) -> ClaimSpec:
-        extra = {"scenario": self.scenario, "batch_size": self.batch_size, "hardware": self.hardware}
+        extra = {"scenario": self.scenario, "batch_size": self.batch_size, "hardware": self.hardware,
+                 "runtime": self.runtime}
         if not self.is_performance:
             if self.value > 100:
                 raise ValueError(f"{self.metric} is in percent: {self.value} is above 100")
@@ -169,7 +172,8 @@ class ClaimSpec(_Strict):
         missing = [k for k, v in extra.items() if v is None]
         if missing:
             raise ValueError(f"a {self.metric} claim needs {', '.join(missing)} (scenario: "
-                             f"{' | '.join(SCENARIOS)}; batch_size; hardware: {{cpu_model, threads}})")
+                             f"{' | '.join(SCENARIOS)}; batch_size; hardware: {{cpu_model, threads}}; runtime: the "
+                             "runtime it was measured with, e.g. onnxruntime)")
         if self.value <= 0:
             raise ValueError(f"{self.metric} must be above 0, got {self.value}")
         return self

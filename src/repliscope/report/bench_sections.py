@@ -138,6 +138,8 @@ def build_benchmark_view(records: Sequence[BenchmarkRecord], sink: ImageSink = s
         object_id=first.matrix_id or first.benchmark_id, created_at=f"{first.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
         repliscope_version=first.repliscope_version, description=sec.manifest_description(first.manifest),
         sections=sections, claims=claim_rows(records), claim_figure=None, metrics=config_rows(records),
+        no_claims="The manifest makes no performance claim (latency_p90_ms, latency_p99_ms or throughput); its "
+                  "accuracy claims, if any, are judged by repliscope evaluate.",
         metrics_note=("Percentiles are LoadGen's order statistic; intervals are distribution-free 95 % "
                       "(order statistics); ratio against the fastest configuration."),
         provenance=sec.provenance(first.manifest, first.pipeline, first.runtime, first.software, first.hardware,

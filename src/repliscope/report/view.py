@@ -176,3 +176,5 @@ class ReportView:
     deltas_note: str = ""
     visual: list[VisualPanelView] = field(default_factory=list)
     extra_figures: list[FigureView] = field(default_factory=list)
+    no_claims: str = "The manifest makes no claim."
+    """What the claim section says when ``claims`` is empty."""
