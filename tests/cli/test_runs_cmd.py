@@ -106,7 +106,7 @@ def test_runs_layout_drops_empty_columns_and_moves_shared_ones_only_when_needed(
 def test_runs_list_unknown_kind_lists_the_kinds() -> None:
     code, out, err = invoke("runs", "list", "--kind", "foo")
     assert code == 2 and out == ""
-    assert err == "error: --kind 'foo': unknown run kind (allowed: evaluation, pitfall_variant)\n"
+    assert err == "error: --kind 'foo': unknown run kind (allowed: evaluation, pitfall_variant, benchmark)\n"
 
 
 def test_runs_list_empty_store() -> None:

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 @runs_app.command("list")
 def runs_list(
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 50,
-    kind: Annotated[str | None, typer.Option(help="evaluation | pitfall_variant")] = None,
+    kind: Annotated[str | None, typer.Option(help="evaluation | pitfall_variant | benchmark")] = None,
     sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep (a unique id prefix).")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -47,12 +47,18 @@ def runs_list(
     """List stored runs, newest first."""
     from repliscope.store.repository import RunStore
 
-    if kind is not None and kind not in RUN_KINDS:
-        fail(RepliscopeError(f"--kind {kind!r}: unknown run kind (allowed: {', '.join(RUN_KINDS)})"))
+    if kind is not None and kind not in (*RUN_KINDS, "benchmark"):
+        fail(RepliscopeError(f"--kind {kind!r}: unknown run kind (allowed: {', '.join(RUN_KINDS)}, benchmark)"))
     try:
         store = RunStore(db)
+        if kind == "benchmark":
+            if sweep:
+                raise RepliscopeError("--sweep lists the runs of a pitfall sweep; benchmarks belong to no sweep")
+            _list_benchmarks(store.list_benchmarks(limit=limit), as_json)
+            return
         sweep_id = store.get_sweep(sweep).sweep_id if sweep else None
         runs = store.list(limit=limit, kind=kind, sweep_id=sweep_id)
+        benchmarks = store.count_benchmarks() if kind is None and sweep is None else 0
     except RepliscopeError as exc:
         fail(exc)
         return
@@ -61,8 +67,51 @@ def runs_list(
         return
     if not runs:
         console.print("no stored runs" + (f" of kind {kind}" if kind else "") + (" in this sweep" if sweep else ""))
+    else:
+        print_runs(runs)
+    if benchmarks:
+        console.print(f"and {benchmarks} stored benchmark{'s' if benchmarks != 1 else ''}: repliscope runs list "
+                      "--kind benchmark", highlight=False)
+
+
+def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
+    """``runs list --kind benchmark``: one line per benchmark record, newest first."""
+    if as_json:
+        emit_json([r.summary() for r in records])
         return
-    print_runs(runs)
+    if not records:
+        console.print("no stored benchmarks")
+        return
+    from rich import box
+    from rich.table import Table
+
+    console.print(f"[bold]{len(records)} benchmarks[/], newest first (local time; the scenario's metric: p90 "
+                  "single-stream, p99 multi-stream and server, throughput offline)", highlight=False)
+    cells = []
+    for r in records:
+        created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
+        if r.scenario == "offline":
+            metric = f"{r.throughput_samples_per_second:.1f}/s"
+        else:
+            key = "p99" if r.scenario in ("multi-stream", "server") else "p90"
+            metric = f"{key} {r.latency.percentiles[key].value:.2f} ms"
+        cells.append({"benchmark": r.benchmark_id[:ID_CHARS], "created": f"{created:%m-%d %H:%M}",
+                      "model": f"{r.manifest.name} {r.manifest.version}", "runtime": str(r.runtime["runtime"]),
+                      "thr": str(r.threads), "scenario": r.scenario, "queries": str(r.queries), "metric": metric,
+                      "valid": "yes" if r.valid else "no"})
+    # a model / scenario shared by every row is said once above the table (it would fold at 80 columns)
+    shared = [c for c in ("model", "scenario") if len({row[c] for row in cells}) == 1]
+    for line in pack([f"{c} {cells[0][c]}" for c in shared], console.width, first="every benchmark: ",
+                     next_="                 "):
+        console.print(line, highlight=False, soft_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    columns = [c for c in cells[0] if c not in shared]
+    for name in columns:
+        table.add_column(name, no_wrap=name not in ("model", "scenario"), overflow="fold",
+                         justify="right" if name in ("thr", "queries", "metric") else "left")
+    for row in cells:
+        table.add_row(*(row[c] for c in columns))
+    console.print(table)
 
 
 def run_cells(r: RunSummary) -> dict[str, str]:
@@ -149,7 +198,16 @@ def runs_show(run_id: str, samples: Annotated[bool, typer.Option(help="List ever
     from repliscope.store.repository import RunStore
 
     try:
-        record = RunStore(db).get(run_id)
+        store = RunStore(db)
+        try:
+            record = store.get(run_id)
+        except RepliscopeError as run_error:
+            try:
+                bench = store.get_benchmark(run_id)
+            except RepliscopeError:
+                raise run_error from None
+            _show_benchmark(bench, as_json)
+            return
     except RepliscopeError as exc:
         fail(exc)
         return
@@ -160,6 +218,17 @@ def runs_show(run_id: str, samples: Annotated[bool, typer.Option(help="List ever
     print_record(record, show_samples=samples, class_names=names)
     if why:
         console.print(f"[dim]class names not shown: {why}[/]", highlight=False)
+
+
+def _show_benchmark(bench: Any, as_json: bool) -> None:
+    """``runs show`` of a benchmark id: the record as ``repliscope bench`` printed it (``--json``: the whole
+    record, every per-query latency included)."""
+    if as_json:
+        emit_json(bench.model_dump(mode="json"))
+        return
+    from repliscope.cli.bench_cmd import print_benchmark
+
+    print_benchmark(bench)
 
 
 def record_class_names(rec: EvaluationRecord) -> tuple[tuple[str, ...] | None, str | None]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, create_engine, delete, event, insert, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -291,6 +291,11 @@ class RunStore:
             latencies = np.frombuffer(zlib.decompress(row.latencies), dtype="<f4")
         data["latencies_us"] = latencies.astype(np.float64).tolist()
         return BenchmarkRecord.model_validate(data)
+
+    def count_benchmarks(self) -> int:
+        """How many benchmark records are stored."""
+        with Session(self.engine) as session:
+            return int(session.scalar(select(func.count()).select_from(BenchmarkRow)) or 0)
 
     def list_benchmarks(self, limit: int = 50, matrix_id: str | None = None) -> builtins.list[BenchmarkRecord]:
         """Benchmark records, newest first (all of one matrix run with ``matrix_id``)."""
