@@ -14,7 +14,7 @@ import pytest
 from repliscope.datasets import resolve_dataset
 from repliscope.diff.auto_mapping import ReferenceUnit, propose
 from repliscope.diff.candidate_format import build_candidate, diff_candidate
-from repliscope.diff.mapping import FixedBatch, UnitInfo
+from repliscope.diff.mapping import FixedBatch, UnitInfo, save_mapping
 from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.task import first_batch
@@ -161,3 +161,37 @@ def test_a_port_with_a_changed_op_is_aligned_not_paired_by_shifted_op_names() ->
     assert p.mapping == {"conv_a": "conv_a", "/relu": "/gelu", "conv_b": "conv_b", "/add": "/add", "/relu#2": "/relu"}
     same = [UnitInfo(r.path, r.kind, r.shape) for r in ref]
     assert propose(ref, same).mapping == {r.path: r.path for r in ref}
+
+
+def test_a_fused_unit_whose_inputs_enter_at_two_layers_is_compared_in_carried_mode_only(tmp_path: Path) -> None:
+    """A correct export under a sparse user mapping: the Softmax unit also computes the transpose and the
+    q @ k^T, whose two inputs enter at two reference layers; golden mode can only feed it the transpose's one
+    input. That used to abort the diff (and, briefly, to count as a divergence); it is now compared in carried
+    mode only, with the reason, and the diff passes."""
+    import torch
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(self.q(x) @ self.k(x).transpose(1, 2), dim=-1)
+
+    torch.manual_seed(0)
+    module = Attention().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.zeros(1, 5, 4),), str(tmp_path / "att.onnx"), dynamo=False,
+                          dynamic_axes={"x": {0: "n"}}, input_names=["x"])
+    units = OnnxGraphCandidate(tmp_path / "att.onnx").units(np.zeros((1, 5, 4), np.float32))
+    adds = [u.name for u in units if u.op == "Add"]
+    softmax = next(u.name for u in units if u.op == "Softmax")
+    save_mapping({"q": adds[0], "k": adds[1], "/softmax": softmax}, tmp_path / "map.yaml")
+    reference = TorchReference(module)
+    x = np.random.default_rng(0).standard_normal((3, 5, 4)).astype(np.float32)
+    built = build_candidate("onnx", str(tmp_path / "att.onnx"), reference, x, mapping_file=tmp_path / "map.yaml")
+    result = diff_candidate(reference, built.candidate, x, ("golden", "carried"), built=built)
+    assert result.first_divergent == {"golden": None, "carried": None}
+    assert result.summary["golden"].compared == 2 and result.summary["carried"].compared == 3
+    assert any(n.startswith("'/softmax': golden mode cannot feed it") for n in result.notes)

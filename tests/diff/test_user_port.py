@@ -105,3 +105,21 @@ def test_an_op_bug_that_shifts_op_names_is_localized(setup: tuple[TorchReference
         assert golden is not None and carried is not None and golden.path == carried.path == "/relu"
     else:  # relu(relu(y)) == relu(y): a true negative, the extra op is an unpaired candidate unit
         assert golden is None and carried is None and r.summary["golden"].compared == 8
+
+
+def test_external_inputs_of_a_covered_group() -> None:
+    """What decides 'dropped input' (divergence) vs 'golden cannot feed this fused unit' (carried only): the
+    distinct tensors a covered group of reference layers reads from outside it."""
+    from repliscope.diff.base import LayerInfo
+    from repliscope.diff.layers import _external_inputs
+
+    def op(path: str, *producers: str) -> LayerInfo:
+        return LayerInfo(path, path.strip("/"), "f.py:1", 1, op=path.strip("/"), producers=producers)
+
+    info = {i.path: i for i in (op("/silu", ""), op("/add", "/silu", "conv_b"), op("/relu", "/add"),
+                                op("/t", "k"), op("/matmul", "q", "/t"), op("/softmax", "/matmul"),
+                                op("/getitem", "", ""))}
+    assert _external_inputs(["/add", "/relu"], info) == 2  # a candidate reading 1 tensor dropped the residual
+    assert _external_inputs(["/t", "/matmul", "/softmax"], info) == 2  # q and k enter at two layers
+    assert _external_inputs(["/silu"], info) == 1  # the model input
+    assert _external_inputs(["/getitem"], info) is None  # tensors no unit made: unknown

@@ -295,7 +295,7 @@ class KerasLayersCandidate(NamedCandidate):
         if len(external) != len(inputs):
             raise UnitInputsMismatch(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)}) reads "
                                   f"{len(external)} input(s), the reference layer {len(inputs)}: map it to another "
-                                  "layer or compare in carried mode only (--mode carried)")
+                                  "layer or compare in carried mode only (--mode carried)", len(external), len(inputs))
         values: dict[int, Any] = {id(t): to_keras_layout(np.asarray(a, dtype=np.float32))
                                   for t, a in zip(external, inputs, strict=True)}
         out: Any = None

@@ -101,10 +101,15 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
         if "golden" in modes:
             try:
                 cand = candidate.run_layer(path, stash.pop(path))
-            except UnitInputsMismatch as exc:  # structural: e.g. a dropped residual add reads one tensor, not two
-                row.notes.append(f"{exc}. The candidate computes this unit from other inputs than the reference "
-                                 "(a dropped or extra input such as a residual, or a wrong mapping)")
-                row.golden = _diverged(local_tol[path])
+            except UnitInputsMismatch as exc:
+                reads = _external_inputs(row.covers, info)
+                if reads is not None and reads != exc.candidate_inputs:  # e.g. a dropped residual add
+                    row.notes.append(f"{exc}. The reference computes it from {reads} tensor(s): the candidate reads "
+                                     "other inputs (a dropped or extra input such as a residual, or a wrong "
+                                     "mapping)")
+                    row.golden = _diverged(local_tol[path])
+                else:  # the inputs of a fused group enter at several reference layers: cannot be fed
+                    row.notes.append(f"golden mode cannot feed it ({exc}); compared in carried mode only")
             else:
                 before = len(row.notes)
                 row.golden = _compare(row, output, cand, candidate, local_tol[path], policy.rel_floor)
@@ -228,6 +233,23 @@ def _compare(row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candid
             row.notes.append(note)
         return _diverged(tol)
     return compare_arrays(ref, cand, tol, rel_floor, row.ref_max_abs)
+
+
+def _external_inputs(group: list[str], info: dict[str, LayerInfo]) -> int | None:
+    """How many distinct tensors the reference layers of ``group`` read from outside it (their traced
+    producers), or None when a producer is unknown (a tensor no unit made, other than the model input)."""
+    inside = set(group)
+    found: set[str] = set()
+    for k, path in enumerate(group):
+        producers = info[path].producers
+        if not producers:
+            return None
+        for producer in producers:
+            if producer == "" and (k or len(producers) > 1):
+                return None
+            if producer not in inside:
+                found.add(producer)
+    return len(found)
 
 
 def _diverged(tol: float) -> ErrorStats:

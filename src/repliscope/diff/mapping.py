@@ -26,9 +26,15 @@ from repliscope.errors import RepliscopeError
 
 
 class UnitInputsMismatch(RepliscopeError):
-    """Golden mode: the candidate unit of a reference layer reads another number of activation tensors than the
-    reference layer (a dropped residual ``add`` reads one, the reference two; or the mapping pairs the wrong
-    layers). The layer diff reports the unit as DIVERGENT (a structural difference), not as an error."""
+    """Golden mode: the candidate unit of a reference layer reads ``candidate_inputs`` activation tensors, not the
+    ``fed`` ones it was given (the inputs of the first reference layer it covers). The layer diff compares that
+    number with the tensors the covered reference layers read from outside the group: when they differ the
+    unit is DIVERGENT (a dropped residual ``add`` reads one tensor, the reference two), otherwise golden mode
+    cannot feed it (a fused unit whose inputs enter at several layers) and compares it in carried mode only."""
+
+    def __init__(self, message: str, candidate_inputs: int, fed: int) -> None:
+        super().__init__(message)
+        self.candidate_inputs, self.fed = candidate_inputs, fed
 
 
 class MappingError(RepliscopeError):

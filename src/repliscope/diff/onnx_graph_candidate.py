@@ -131,7 +131,7 @@ class OnnxGraphCandidate(NamedCandidate):
         if len(external) != len(inputs):
             raise UnitInputsMismatch(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) reads {len(external)} "
                                   f"activation(s), the reference layer {len(inputs)}: map it to another node or "
-                                  "compare in carried mode only (--mode carried)")
+                                  "compare in carried mode only (--mode carried)", len(external), len(inputs))
         key = ("golden", path)
         if key not in self._sessions:
             self._sessions[key] = self._session(self._sub_model(nodes, external, path))

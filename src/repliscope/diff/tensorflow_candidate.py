@@ -144,7 +144,7 @@ class TensorflowCandidate(NamedCandidate):
             raise UnitInputsMismatch(
                 f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)}) reads {len(external)} data input(s), "
                 f"the reference layer {len(inputs)}: map it to another operation or compare in carried mode only "
-                "(--mode carried)")
+                "(--mode carried)", len(external), len(inputs))
         feeds = {t: self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype))
                  for a, t in zip(inputs, external, strict=True)}
         return np.asarray(self._session.run(ops[-1].outputs[0], feeds))

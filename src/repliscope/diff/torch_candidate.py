@@ -193,7 +193,7 @@ class TorchCandidate(NamedCandidate):
         func, args, kwargs, ids = self._replay[path]
         if len(ids) != len(inputs):
             raise UnitInputsMismatch(f"torch candidate: op '{path}' reads {len(ids)} activation(s), the reference "
-                                     f"op {len(inputs)}")
+                                     f"op {len(inputs)}", len(ids), len(inputs))
         new = {i: torch.from_numpy(np.array(a, copy=True)) for i, a in zip(ids, inputs, strict=True)}
 
         def swap(value: Any) -> Any:
