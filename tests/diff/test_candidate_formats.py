@@ -187,6 +187,21 @@ def test_savedmodel_golden_and_carried_pass_and_localize_a_bug(tiny: Any, port_f
     assert bad.summary["golden"].failed == 1  # golden: only the unit with the bug
 
 
+def test_savedmodel_unit_that_fails_on_the_reference_input_names_the_mapping(tiny: Any,
+                                                                           port_files: dict[str, Path]) -> None:
+    """A unit fed a tensor of another shape (a wrong pairing) used to escape as a TensorFlow ValueError
+    (an internal error); it is a clear error pointing at the mapping."""
+    from repliscope.diff.tensorflow_candidate import TensorflowCandidate
+
+    x = tiny[1]
+    cand = TensorflowCandidate(port_files["correct.savedmodel"])
+    units = cand.units(x)
+    name = next(u.name for u in units if u.op == "Relu")
+    cand.set_mapped([units[0].name])
+    with pytest.raises(RepliscopeError, match=r"fails on the reference input.*wrong reference layer.*--mapping"):
+        cand.run_layer(name, [np.zeros((4, 3, 7, 5), np.float32)])
+
+
 def test_keras_file_without_port_mapping_uses_layer_names(tiny: Any, port_files: dict[str, Path]) -> None:
     r = _diff(tiny, "keras", port_files["correct.keras"])
     assert r.passed and r.summary["golden"].failed == 0 and r.summary["golden"].compared >= 15

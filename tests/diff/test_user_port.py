@@ -123,3 +123,25 @@ def test_external_inputs_of_a_covered_group() -> None:
     assert _external_inputs(["/t", "/matmul", "/softmax"], info) == 2  # q and k enter at two layers
     assert _external_inputs(["/silu"], info) == 1  # the model input
     assert _external_inputs(["/getitem"], info) is None  # tensors no unit made: unknown
+
+
+def test_proposal_for_a_keras_savedmodel_pairs_layers_with_their_namesakes() -> None:
+    """A SavedModel of a Keras model: each conv is Conv2D + BiasAdd, the batch norm Mul + AddV2, the silu
+    Mul + Sigmoid + Mul + IdentityN. Every alignment below pairs 5 layers; the one agreeing with the names (the
+    Keras layers are named after the torch modules and ops) wins. Without the op-name token the proposal paired
+    'stem' with the bias-less convolution and '/silu' with the batch norm's add (a false divergence)."""
+    from repliscope.diff.auto_mapping import ReferenceUnit as Ref
+    from repliscope.diff.auto_mapping import propose
+    from repliscope.diff.mapping import UnitInfo
+
+    s, c = (1, 12, 16, 16), (1, 16, 16, 12)
+    ref = [Ref("stem", "Conv2d", s), Ref("bn", "BatchNorm2d", s), Ref("/silu", "silu", s), Ref("conv_a", "Conv2d", s),
+           Ref("/relu", "relu", s)]
+    ops = [("stem_pad/Pad", "Pad"), ("stem/convolution", "Conv2D"), ("stem/BiasAdd", "BiasAdd"),
+           ("bn/batchnorm/mul_1", "Mul"), ("bn/batchnorm/add_1", "AddV2"), ("silu/mul", "Mul"),
+           ("silu/Sigmoid", "Sigmoid"), ("silu/mul_1", "Mul"), ("silu/IdentityN", "IdentityN"),
+           ("conv_a/convolution", "Conv2D"), ("conv_a/BiasAdd", "BiasAdd"), ("relu/Relu", "Relu")]
+    cand = [UnitInfo(f"model/{n}", op, (1, 34, 34, 3) if op == "Pad" else c) for n, op in ops]
+    assert propose(ref, cand, "NHWC").mapping == {
+        "stem": "model/stem/BiasAdd", "bn": "model/bn/batchnorm/add_1", "/silu": "model/silu/IdentityN",
+        "conv_a": "model/conv_a/BiasAdd", "/relu": "model/relu/Relu"}

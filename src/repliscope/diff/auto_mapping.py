@@ -251,12 +251,12 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
 
 def _named_after(path: str, name: str) -> bool:
     """The candidate unit ``name`` holds the reference module path of ``path`` as whole tokens (``/q/Add_output_0``
-    for ``q``, ``layer1_0_conv1`` for ``layer1.0.conv1``); a functional op's container path counts only when
-    it is not the root."""
-    module = path.split("/", 1)[0].split("#", 1)[0]
-    if not module:
-        return False
-    return f"_{normalized(module)}_" in f"_{normalized(name)}_"
+    for ``q``, ``layer1_0_conv1`` for ``layer1.0.conv1``); for a functional op of the root module, its op name
+    (``relu_1/Relu`` for ``/relu#2``, ``silu_1/IdentityN`` for ``/silu``: a Keras model's layers named after
+    the ops)."""
+    module, _, op = path.partition("/")
+    token = (module or op).split("#", 1)[0]
+    return bool(token) and f"_{normalized(token)}_" in f"_{normalized(name)}_"
 
 
 def start_order(group: list[str]) -> list[str]:

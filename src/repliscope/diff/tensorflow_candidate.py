@@ -147,7 +147,14 @@ class TensorflowCandidate(NamedCandidate):
                 "(--mode carried)", len(external), len(inputs))
         feeds = {t: self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype))
                  for a, t in zip(inputs, external, strict=True)}
-        return np.asarray(self._session.run(ops[-1].outputs[0], feeds))
+        try:
+            return np.asarray(self._session.run(ops[-1].outputs[0], feeds))
+        except Exception as exc:  # ValueError (feed shape) or tf.errors.*: the unit cannot take these inputs
+            shapes = ", ".join("x".join(map(str, a.shape)) for a in feeds.values())
+            raise RepliscopeError(f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)}) fails on the reference "
+                                  f"input(s) of its layer ({shapes}): the mapping probably pairs it with the wrong "
+                                  "reference layer; check it (--save-mapping FILE), fix it and pass --mapping FILE "
+                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})") from None
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
         """The signature's (first) output on ``x``, in its own layout (e.g. float32 logits (N, C))."""
