@@ -90,9 +90,14 @@ def test_binary_candidate_is_an_error_not_a_traceback(app: typer.Typer, tmp_path
     (["--runtimes", "torch", "keras"],
      "unknown runtime 'keras' (allowed: onnxruntime, opencv_dnn, torch); a Keras port is compared layer by layer: "
      "--candidate PATH --layers"),
-    (["--runtimes", "torch", "tflite"], "unknown runtime 'tflite'. (allowed: onnxruntime, opencv_dnn, torch)"),
+    (["--runtimes", "torch", "tflite"],
+     "unknown runtime 'tflite' (allowed: onnxruntime, opencv_dnn, torch); a TensorFlow Lite model is compared layer "
+     "by layer: --candidate PATH --layers"),
+    (["--runtimes", "onnxruntime", "torch", "--layers"],
+     "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime'"),
     (["--runtimes", "torch", "foo", "--layers"],
-     "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a re-implementation: --candidate X)"),
+     "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a re-implementation as a onnx, tflite, savedmodel, "
+     "keras, torch candidate: --candidate X [--candidate-format F])"),
     (["--runtimes", "torch", "--db", "sqlite:///runs.db"],
      "--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); it got 'torch --db': '--db' "
      "is an option, so a runtime name is missing"),
@@ -171,7 +176,8 @@ def test_every_layer_level_runtime_pair_works_or_is_a_clear_error(app: typer.Typ
         return
     assert res.exit_code == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.output
     if a != "torch":
-        assert res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {b}), not '{a}'\n"
+        other = a if b == "torch" else b  # swapped: the suggestion puts torch first and keeps the other one
+        assert res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {other}), not '{a}'\n"
     elif b == "opencv_dnn":
         assert "'opencv_dnn' is a runtime without layer-by-layer execution (allowed: onnxruntime" in res.stderr
     else:

@@ -161,9 +161,11 @@ def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_l
             from repliscope.runtimes import RUNTIMES
 
             for name in runtimes:
-                if name == "keras" and name not in RUNTIMES:
-                    raise RepliscopeError(f"unknown runtime 'keras' (allowed: {', '.join(RUNTIMES.names())}); a "
-                                          "Keras port is compared layer by layer: --candidate PATH --layers")
+                if name in ("keras", "tflite", "savedmodel", "tensorflow") and name not in RUNTIMES:
+                    what = "Keras port" if name == "keras" else "TensorFlow Lite model" if name == "tflite" else \
+                        "TensorFlow SavedModel"
+                    raise RepliscopeError(f"unknown runtime '{name}' (allowed: {', '.join(RUNTIMES.names())}); a "
+                                          f"{what} is compared layer by layer: --candidate PATH --layers")
                 RUNTIMES.get(name)  # unknown -> UnknownNameError listing the runtimes
     if candidate is None and (candidate_format or mapping or save_mapping):
         raise RepliscopeError("--candidate-format, --mapping and --save-mapping go with --candidate X")
@@ -197,7 +199,8 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
 
     ref, cand = runtimes
     if ref != "torch":
-        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {cand}), not '{ref}'")
+        other = ref if cand == "torch" else cand
+        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {other}), not '{ref}'")
     if candidate is not None:
         from repliscope.diff.candidate_format import check_format, detect_format
 
@@ -213,7 +216,8 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
         allowed = ", ".join(runtime_candidates())
         known = f"'{cand}' is a runtime without layer-by-layer execution" if cand in RUNTIMES else \
             f"unknown layer-diff candidate '{cand}'"
-        raise RepliscopeError(f"{known} (allowed: {allowed}; a re-implementation: --candidate X)")
+        raise RepliscopeError(f"{known} (allowed: {allowed}; a re-implementation as a {', '.join(FORMATS)} "
+                              "candidate: --candidate X [--candidate-format F])")
 
 
 def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
