@@ -67,6 +67,22 @@ def test_dropped_residual_add_in_the_onnx_is_the_first_divergence(tiny_resnet: t
     assert result.output is not None and not result.output.passed and not result.passed
 
 
+def test_add_edited_into_an_identity_is_a_divergence_not_an_uncompared_op(
+        tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray) -> None:
+    model, proto = tiny_resnet
+    broken = edited(proto)
+    node = find_node(broken, "Add", "layer1.0")  # keeps its export metadata (scope, FX node, call site)
+    node.op_type = "Identity"
+    del node.input[1]
+    result = _diff(model, broken, tiny_x)
+    for mode in ("golden", "carried"):
+        first = result.first_divergent[mode]
+        assert first is not None and first.path == "layer1.0/add"
+        assert "reads 1 activation tensor(s), the reference op reads 2" in first.missing
+    assert _failing(result, "golden") == ["layer1.0/add"] and result.uncompared == []
+    assert not result.passed
+
+
 def test_dropped_add_fails_in_carried_mode_alone(tiny_resnet: tuple[Any, onnx.ModelProto],
                                                  tiny_x: np.ndarray) -> None:
     model, proto = tiny_resnet

@@ -117,11 +117,16 @@ class OnnxCandidate(Candidate):
         self._unmatched += missing
         arity = {op.path: op.arity for op in ops}
         for path, unit in pairs.items():
-            if len(unit.outputs) != 1 or len(unit.inputs) != arity[path]:
+            if len(unit.outputs) == 1 and len(unit.inputs) != arity[path]:  # e.g. an Add edited into an Identity
+                self._unmatched.append(Unmatched(
+                    path, f"its ONNX unit {unit.fx} ({_ops(unit)}) reads {len(unit.inputs)} activation tensor(s), "
+                          f"the reference op reads {arity[path]}: a dropped or extra input (such as a residual)",
+                    missing=True))
+                continue
+            if len(unit.outputs) != 1:
                 self._unmatched.append(Unmatched(path, f"its ONNX unit {unit.fx} ({_ops(unit)}) reads "
                                                  f"{len(unit.inputs)} activation tensor(s) and writes "
-                                                 f"{len(unit.outputs)}, the reference op reads {arity[path]}; "
-                                                 "it cannot be fed the reference inputs"))
+                                                 f"{len(unit.outputs)}; it cannot be fed the reference inputs"))
                 continue
             unit.key = path
             self._by_key[path] = unit
