@@ -236,11 +236,6 @@ class KerasLayersCandidate(NamedCandidate):
         self.source = source
         self._layers = {layer.name: layer for layer in model.layers
                         if not isinstance(layer, self.keras.layers.InputLayer)}
-        self._mapped: set[str] = set()
-
-    def set_mapped(self, names: Iterable[str]) -> None:
-        """Golden units stop at mapped layers (see :meth:`chain`)."""
-        self._mapped = set(names)
 
     def chain(self, name: str) -> tuple[list[Any], list[Any]]:
         """(graph nodes in execution order, external input tensors in the order they are read) of the golden unit

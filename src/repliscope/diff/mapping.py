@@ -124,6 +124,7 @@ class NamedCandidate(Candidate):
     def __init__(self) -> None:
         self.mode_limits: dict[str, str] = {}
         self.notes: list[str] = []
+        self._mapped: set[str] = set()
 
     @abstractmethod
     def units(self, x: np.ndarray) -> list[UnitInfo]:
@@ -139,8 +140,9 @@ class NamedCandidate(Candidate):
         raise RepliscopeError(f"{self.name}: call units(x) first")
 
     def set_mapped(self, names: Iterable[str]) -> None:
-        """The unit names a mapping pairs with reference layers (a candidate may use them to cut golden
-        units); default: ignored."""
+        """The unit names a mapping pairs with reference layers, kept in ``_mapped``: a candidate whose golden
+        units span gaps stops a unit's chain of unmapped units at them."""
+        self._mapped = set(names)
 
     def to_candidate_layout(self, x: np.ndarray) -> np.ndarray:
         """Reference layout -> this candidate's (NCHW -> NHWC for 4-D when ``layout`` is NHWC)."""

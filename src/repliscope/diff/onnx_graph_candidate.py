@@ -71,7 +71,6 @@ class OnnxGraphCandidate(NamedCandidate):
                           for d in info.type.tensor_type.shape.dim)
             self._nodes[node.output[0]] = node
             self._units.append(UnitInfo(node.output[0], node.op_type, shape))
-        self._mapped: set[str] = set()
         self._sessions: dict[tuple[str, ...], ort.InferenceSession] = {}
 
     @classmethod
@@ -93,9 +92,6 @@ class OnnxGraphCandidate(NamedCandidate):
 
     def _names(self) -> list[str]:
         return [u.name for u in self._units]
-
-    def set_mapped(self, names: Iterable[str]) -> None:
-        self._mapped = set(names)
 
     def describe(self) -> dict[str, str]:
         return {"candidate": self.name, "model": str(self.path), "onnxruntime": ort.__version__,

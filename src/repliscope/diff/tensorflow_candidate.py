@@ -91,7 +91,6 @@ class TensorflowCandidate(NamedCandidate):
             self._ops[op.name] = op
             dims = op.outputs[0].shape.as_list() if op.outputs[0].shape.rank is not None else []
             self._units.append(UnitInfo(op.name, op.type, tuple(-1 if d is None else int(d) for d in dims)))
-        self._mapped: set[str] = set()
 
     @classmethod
     def from_path(cls, path: str | Path, reference_module: Any) -> TensorflowCandidate:
@@ -102,10 +101,6 @@ class TensorflowCandidate(NamedCandidate):
 
     def _names(self) -> list[str]:
         return [u.name for u in self._units]
-
-    def set_mapped(self, names: Iterable[str]) -> None:
-        """The unit names a mapping uses: golden chains stop at them."""
-        self._mapped = set(names)
 
     def describe(self) -> dict[str, str]:
         import tensorflow as tf
