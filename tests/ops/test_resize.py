@@ -65,6 +65,8 @@ class TestLibraryCombinations:
         ("lanczos", "torch", False, "method"),
         ("nearest", "torch", True, "antialias"),
         ("area", "torch", False, "antialias"),
+        ("bicubic", "go_imaging", True, "method"),
+        ("bilinear", "go_imaging", False, "antialias"),
     ])
     def test_rejected(self, method: str, library: str, antialias: bool, key: str) -> None:
         with pytest.raises(OpSpecError) as exc:
@@ -78,6 +80,7 @@ class TestLibraryCombinations:
         ("area", "opencv", True),
         ("nearest", "torch", False), ("bilinear", "torch", False), ("bilinear", "torch", True),
         ("bicubic", "torch", False), ("bicubic", "torch", True), ("area", "torch", True),
+        ("bilinear", "go_imaging", True),
     ])
     def test_accepted_and_contract(self, method: str, library: str, antialias: bool) -> None:
         img = smooth_rgb(31, 45)
@@ -217,3 +220,68 @@ def test_long_side_truncate_is_torchvisions_int_and_round_is_the_default() -> No
     assert truncated(Item(rgb, "HWC", "RGB")).data.shape == (224, 298, 3)
     with pytest.raises(OpSpecError, match="only applies to an int size with keep_aspect_ratio"):
         Resize(ResizeParams(**{**base, "keep_aspect_ratio": False}, long_side="truncate"))  # type: ignore[arg-type]
+
+
+def go(size: list[int]) -> Resize:
+    return resize(size, "bilinear", "go_imaging", True)
+
+
+class TestGoImagingLinear:
+    """Hand-computed ``imaging.Resize(img, w, h, imaging.Linear)`` (disintegration/imaging resize.go).
+
+    ``precomputeWeights``: ``du = src/dst``, ``scale = max(du, 1)``, ``ru = ceil(scale)``; output ``v`` is
+    centred at ``fu = (v + 0.5) * du - 0.5``, taps ``u`` in ``[max(ceil(fu - ru), 0), min(floor(fu + ru),
+    src - 1)]`` weigh ``1 - |u - fu| / scale`` (dropped when 0), normalised to sum 1. Each pass (width first)
+    rounds half up and clamps to uint8.
+    """
+
+    def test_downscale_4_to_2(self) -> None:
+        # du = 2: v=0, fu=0.5, u=0,1,2 weigh .75,.75,.25 -> 3/7,3/7,1/7; v=1, fu=2.5, u=1,2,3 -> 1/7,3/7,3/7.
+        # [10,20,30,40]: (30+60+30)/7 = 17.14 -> 17, (20+90+120)/7 = 32.86 -> 33
+        out = go([1, 2])(hwc_item(np.array([[[10], [20], [30], [40]]], np.uint8), "L")).data
+        np.testing.assert_array_equal(out[..., 0], [[17, 33]])
+
+    def test_upscale_3_to_5(self) -> None:
+        # du = 0.6, scale 1: fu = -0.2, 0.4, 1.0, 1.6, 2.2 -> taps {0:1}, {0:.6,1:.4}, {1:1}, {1:.4,2:.6},
+        # {2:1} (edge taps renormalised): [0,100,200] -> [0, 40, 100, 160, 200]
+        out = go([1, 5])(hwc_item(np.array([[[0], [100], [200]]], np.uint8), "L")).data
+        np.testing.assert_array_equal(out[..., 0], [[0, 40, 100, 160, 200]])
+
+    def test_4x4_to_2x2_rounds_between_passes(self) -> None:
+        # rows -> [17.14, 32.86], [0, 3], [57.14, 72.86], [1.71, 3.29] rounded to [17,33], [0,3], [57,73], [2,3];
+        # columns (same weights): (3*17+3*0+57)/7 = 15.43 -> 15 (without the intermediate rounding 15.51
+        # -> 16), (3*33+3*3+73)/7 = 25.86 -> 26, (0+3*57+3*2)/7 = 25.29 -> 25, (3+3*73+3*3)/7 = 33
+        img = np.array([[10, 20, 30, 40], [0, 0, 0, 7], [50, 60, 70, 80], [1, 2, 3, 4]], np.uint8)[..., None]
+        out = go([2, 2])(hwc_item(img, "L")).data
+        np.testing.assert_array_equal(out[..., 0], [[15, 26], [25, 33]])
+
+    def test_half_rounds_up(self) -> None:
+        # 2 -> 1: du = 2, fu = 0.5, taps u=0,1 weigh .75 each -> 1/2 each: (0+1)/2 = 0.5 -> 1 (half up),
+        # (2+3)/2 = 2.5 -> 3 (half to even would give 2)
+        out = go([1, 1])(hwc_item(np.array([[[0, 2, 7], [1, 3, 7]]], np.uint8))).data
+        np.testing.assert_array_equal(out, [[[1, 3, 7]]])
+
+    @pytest.mark.parametrize("size", [[7, 5], [40, 50], [17, 3]])
+    def test_constant_image_stays_constant(self, size: list[int]) -> None:
+        img = np.full((13, 11, 3), (0, 128, 255), np.uint8)
+        out = check_pre_op(go(size), hwc_item(img)).data
+        assert out.shape == (size[0], size[1], 3)
+        np.testing.assert_array_equal(out, np.broadcast_to(np.array([0, 128, 255], np.uint8), out.shape))
+
+    def test_same_size_is_a_copy_and_one_axis_is_one_pass(self) -> None:
+        img = smooth_rgb(9, 12)
+        np.testing.assert_array_equal(check_pre_op(go([9, 12]), hwc_item(img)).data, img)
+        # only the width changes: every row is resized on its own (no vertical mixing)
+        out = go([9, 5])(hwc_item(img)).data
+        np.testing.assert_array_equal(out[3], go([1, 5])(hwc_item(img[3:4])).data[0])
+
+    def test_close_to_pillow_bilinear(self) -> None:
+        # the same triangle filter; Pillow's fixed-point coefficients and rounding differ by at most 1
+        img = smooth_rgb(301, 403)
+        ours = go([224, 224])(hwc_item(img)).data.astype(int)
+        ref = np.asarray(Image.fromarray(img).resize((224, 224), Image.Resampling.BILINEAR)).astype(int)
+        assert np.abs(ours - ref).max() <= 1
+
+    def test_rejects_float(self) -> None:
+        with pytest.raises(OpSpecError, match="go_imaging resize works on 8-bit images"):
+            go([4, 4])(hwc_item(smooth_rgb(8, 8).astype(np.float32)))
