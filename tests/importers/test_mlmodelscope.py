@@ -43,7 +43,7 @@ def _decode(mode: str, h: int, w: int) -> dict[str, object]:
 
 def _resize(h: int, w: int) -> dict[str, object]:
     return {"op": "resize", "size": [h, w], "keep_aspect_ratio": False, "method": "bilinear",
-            "library": "pillow", "antialias": True}
+            "library": "go_imaging", "antialias": True}
 
 
 # --- golden translations, op by op -------------------------------------------------------------------------
@@ -77,7 +77,6 @@ def test_tensorflow_mobilenet_hwc_rgb_scalar_scale_archive() -> None:
     assert _codes(path) == [
         ("container_image", "container"), ("archive_source", "model.is_archive"),
         ("empty_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
-        ("resize_filter_approximate", "inputs[0].parameters.dimensions"),
         ("label_offset", "output.parameters.features_url"),
         ("md5_checksum", "output.parameters.features_checksum"),
     ]
@@ -102,7 +101,6 @@ def test_caffe_alexnet_bgr_mean_is_indexed_rgb() -> None:
         ("container_image", "container"), ("two_file_model", "model.weights_path"),
         ("md5_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
         ("missing_field", "inputs[0].parameters.scale"), ("bgr_mean_order", "inputs[0].parameters.mean"),
-        ("resize_filter_approximate", "inputs[0].parameters.dimensions"),
     ]
     bgr = next(w for w in result.warnings if w.code == "mlmodelscope.bgr_mean_order")
     assert "looks RGB-ordered" in bgr.message and "subtracted 104 from blue" in bgr.message
@@ -122,8 +120,7 @@ def test_mxnet_resnet18_softmax_and_per_channel_scale() -> None:
     assert m["source"]["uri"] == ("https://s3.amazonaws.com/store.carml.org/models/mxnet/gluoncv/resnet18_v1/"
                                   "model-symbol.json")
     assert [c for c, _ in _codes(path)] == [
-        "container_image", "two_file_model", "http_url", "md5_checksum", "framework_not_runnable",
-        "resize_filter_approximate"]
+        "container_image", "two_file_model", "http_url", "md5_checksum", "framework_not_runnable"]
 
 
 def test_pytorch_dpn68_scalar_scale() -> None:
@@ -165,7 +162,6 @@ def test_synthetic_hooks_units_typos_crop() -> None:
         ("empty_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
         ("crop_ignored", "inputs[0].parameters.crop_ratio"),
         ("suspicious_units", "inputs[0].parameters.mean"), ("suspicious_units", "inputs[0].parameters.scale"),
-        ("resize_filter_approximate", "inputs[0].parameters.dimensions"),
     ]
     typo = result.warnings[0]
     assert "did you mean 'color_mode'?" in typo.message
@@ -402,7 +398,7 @@ def test_round_trip_lite0(lite0_onnx: Path) -> None:
         _decode("RGB", 224, 224), _resize(224, 224),
         {"op": "to_float", "dtype": "float32"}, {"op": "subtract_mean", "value": 127.0},
         {"op": "divide_std", "value": 128.0}, {"op": "data_layout", "layout": "NCHW"}]
-    assert [n for n, _ in _named(result.warnings)] == ["framework_version", "resize_filter_approximate"]
+    assert [n for n, _ in _named(result.warnings)] == ["framework_version"]
     out = folder / "lite0.yaml"
     out.write_text(result.to_yaml(), encoding="utf-8")
     assert yaml.safe_load(out.read_text(encoding="utf-8"))["provenance"]["imported_from"]["file"] == str(src)

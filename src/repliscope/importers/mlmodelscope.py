@@ -5,8 +5,8 @@ The translation reproduces what MLModelScope's image pipeline ran (dlframework `
 
 - decode in ``color_mode`` (default RGB) with libjpeg as go-libjpeg ran it (ISLOW, no fancy upsampling,
   DCT-domain downscaling to the smallest M/8 size covering ``dimensions``; PNG/GIF/BMP with Pillow), resize
-  straight to ``dimensions`` [C, H, W] (no aspect ratio kept) with a bilinear, antialiased filter
-  (disintegration/imaging ``Linear``, approximated by Pillow's), then ``(pixel - mean) / scale`` in
+  straight to ``dimensions`` [C, H, W] (no aspect ratio kept) with disintegration/imaging ``Linear``
+  (``resize`` ``library: go_imaging``, bit-exact), then ``(pixel - mean) / scale`` in
   float32, where ``mean``/``scale`` are indexed R, G, B in BOTH colour modes (a BGR tensor gets
   ``[mean[2], mean[1], mean[0]]``), and ``scale`` DIVIDES; defaults mean 0, scale 1, layout HWC.
 - ``framework.version`` is a Masterminds/semver constraint: a bare ``1.12`` means ``>=1.12.0,<1.13.0``.
@@ -263,17 +263,12 @@ def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                  f"{_fmt(mean[2])} from blue, {_fmt(mean[1])} from green, {_fmt(mean[0])} from red; the "
                  "translation does the same" + ("" if mean[0] > mean[2] else " (probably NOT what the author "
                                                 "meant: Caffe's BGR means are blue first)"))
-    ctx.warn("resize_filter_approximate", f"{f}.dimensions",
-             f"MLModelScope resized to {w}x{h} with disintegration/imaging Linear (8-bit RGBA); the translation "
-             "resizes with Pillow bilinear (antialiased), the same triangle filter: pixels differ by small amounts "
-             "(rounding, edges). The JPEG decode (libjpeg, ISLOW, DCT scaling to M/8, no fancy upsampling) is "
-             "reproduced exactly")
     order = [2, 1, 0] if mode == "BGR" else [0, 1, 2]
     ops: list[dict[str, Any]] = [
         {"op": "decode", "library": "libjpeg_turbo", "channels": mode, "dct_scale_to": [h, w],
          "fancy_upsampling": False, "dct_method": "islow"},
-        {"op": "resize", "size": [h, w], "keep_aspect_ratio": False, "method": "bilinear", "library": "pillow",
-         "antialias": True},
+        {"op": "resize", "size": [h, w], "keep_aspect_ratio": False, "method": "bilinear",
+         "library": "go_imaging", "antialias": True},
         {"op": "to_float", "dtype": "float32"},
     ]
     if any(m != 0 for m in mean):

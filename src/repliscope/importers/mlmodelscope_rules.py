@@ -25,7 +25,6 @@ WARNING_CODES = {
     "http_url": "an http:// URL was rewritten to https:// (repliscope downloads over https only)",
     "archive_source": "the model is inside an archive: repliscope reads one model file, not an archive member",
     "two_file_model": "graph and weights are two files (e.g. prototxt + caffemodel); repliscope takes one",
-    "resize_filter_approximate": "Go imaging.Linear resize approximated by Pillow bilinear (the decode is exact)",
     "crop_ignored": "crop_method/crop_ratio are parsed but no MLModelScope pipeline applies a crop",
     "label_file_mismatch": "an ImageNet label file on a model whose training_dataset is something else",
     "label_offset": "the label file has a background class at index 0 (1001 classes)",
