@@ -100,3 +100,41 @@ def test_fraction_range(fraction: float) -> None:
     with pytest.raises(OpSpecError) as exc:
         crop(fraction=fraction)
     assert exc.value.key == "fraction"
+
+
+class TestFill:
+    """timm's CenterCropOrPad(size, fill): pad (w - W) // 2 before, (w - W + 1) // 2 after with the fill colour."""
+
+    def test_per_channel_fill_hwc_and_chw(self) -> None:
+        img = np.full((3, 5, 3), 9, np.uint8)  # 3x5 into 6x4: rows padded 1 before, 2 after; columns cropped
+        op = crop(size=[6, 4], fill=[124, 116, 104])
+        out = check_pre_op(op, hwc_item(img)).data
+        assert out.shape == (6, 4, 3)
+        np.testing.assert_array_equal(out[1:4], 9)
+        for rows in (out[:1], out[4:]):
+            np.testing.assert_array_equal(rows, np.broadcast_to(np.array([124, 116, 104], np.uint8), rows.shape))
+        out_chw = check_pre_op(op, chw_item(img)).data
+        np.testing.assert_array_equal(out_chw, out.transpose(2, 0, 1))
+
+    def test_scalar_fill_and_crop_offset_after_padding(self) -> None:
+        img = coords(2, 7)  # 2x7 into 5x4: rows 1 before, 2 after; columns cropped at round(3 / 2) = 2
+        out = crop(size=[5, 4], fill=-1)(hwc_item(img)).data
+        np.testing.assert_array_equal(out[[0, 3, 4]], -1)
+        np.testing.assert_array_equal(out[1:3, :, 1], [[2, 3, 4, 5], [2, 3, 4, 5]])
+
+    def test_static_shape_accepts_padding_when_fill_is_given(self) -> None:
+        from repliscope.ops.base import StaticShape
+
+        small = StaticShape("HWC", 100, 120, 100, 3)
+        assert crop(size=224, fill=0).static_shape(small) == StaticShape("HWC", 224, 224, 224, 3)
+        with pytest.raises(OpSpecError, match="larger than the image"):
+            crop(size=224).static_shape(small)
+        with pytest.raises(OpSpecError, match="2 values for 3 channels") as exc:
+            crop(size=224, fill=[1, 2]).static_shape(small)
+        assert exc.value.key == "fill"
+
+    @pytest.mark.parametrize("fill", [0.5, 256, -1, [1, 2]])
+    def test_fill_must_fit_the_image(self, fill: Any) -> None:
+        with pytest.raises(OpSpecError) as exc:
+            crop(size=8, fill=fill)(hwc_item(smooth_rgb(4, 4)))
+        assert exc.value.key == "fill"

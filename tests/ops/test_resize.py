@@ -285,3 +285,57 @@ class TestGoImagingLinear:
     def test_rejects_float(self) -> None:
         with pytest.raises(OpSpecError, match="go_imaging resize works on 8-bit images"):
             go([4, 4])(hwc_item(smooth_rgb(8, 8).astype(np.float32)))
+
+
+class TestFit:
+    """size [height, width] + keep_aspect_ratio + fit, as timm ResizeKeepRatio: ratio = max (inside, longest=1)
+    or min (cover, longest=0) of H / height and W / width; sides round(side / ratio)."""
+
+    @staticmethod
+    def fit(size: list[int], fit: str) -> Resize:
+        op = pre(op="resize", size=size, keep_aspect_ratio=True, fit=fit, method="bilinear", library="pillow",
+                 antialias=True)
+        assert isinstance(op, Resize)
+        return op
+
+    @pytest.mark.parametrize(("hw", "box", "inside", "cover"), [
+        ((375, 500), [256, 256], (192, 256), (256, 341)),  # ratio 500/256 = 1.953: 375/1.953 = 192.0
+        ((500, 375), [256, 256], (256, 192), (341, 256)),  # cover ratio 1.465: 500/1.465 = 341.33
+        ((375, 500), [256, 300], (225, 300), (256, 341)),  # inside ratio 500/300: 375*300/500 = 225
+        ((100, 100), [256, 300], (256, 256), (300, 300)),  # upscaling
+        ((3, 1000), [256, 256], (1, 256), (256, 85333)),  # 0.768 -> 1
+    ])
+    def test_output_size(self, hw: tuple[int, int], box: list[int], inside: tuple[int, int],
+                         cover: tuple[int, int]) -> None:
+        assert self.fit(box, "inside").output_size(*hw) == inside
+        assert self.fit(box, "cover").output_size(*hw) == cover
+
+    def test_half_to_even(self) -> None:
+        # 10x3 into [4, 4]: ratio 10/4 = 2.5, width 3/2.5 = 1.2 -> 1; 8xW: ratio 2, W/2 rounded half to even
+        assert self.fit([4, 4], "inside").output_size(10, 3) == (4, 1)
+        assert self.fit([4, 4], "inside").output_size(8, 5) == (4, 2)  # 5 / 2 = 2.5 -> 2 (half to even)
+        assert self.fit([4, 4], "inside").output_size(8, 7) == (4, 4)  # 3.5 -> 4
+
+    def test_resizes_with_pillow_to_that_size(self) -> None:
+        img = smooth_rgb(75, 100)
+        out = check_pre_op(self.fit([64, 64], "inside"), hwc_item(img)).data
+        expected = np.asarray(Image.fromarray(img).resize((64, 48), Image.Resampling.BILINEAR, reducing_gap=None))
+        np.testing.assert_array_equal(out, expected)
+
+    def test_fit_needs_a_box_and_keep_aspect_ratio(self) -> None:
+        with pytest.raises(OpSpecError, match="only applies") as exc:
+            pre(op="resize", size=256, keep_aspect_ratio=True, fit="inside", method="bilinear", library="pillow",
+                antialias=True)
+        assert exc.value.key == "fit"
+        with pytest.raises(OpSpecError, match="without fit") as exc:
+            pre(op="resize", size=[2, 3], keep_aspect_ratio=True, method="bilinear", library="pillow",
+                antialias=True)
+        assert exc.value.allowed == ["cover", "inside"]
+
+    def test_static_shape_depends_on_the_image(self) -> None:
+        from repliscope.ops.base import StaticShape
+
+        got = self.fit([256, 256], "inside").static_shape(StaticShape("HWC", channels=3))
+        assert got == StaticShape("HWC", channels=3)
+        assert self.fit([256, 256], "inside").static_shape(StaticShape("HWC", 375, 500, 375, 3)) == \
+            StaticShape("HWC", 192, 256, 192, 3)

@@ -1,4 +1,4 @@
-"""``center_crop``: the central window of an image, zero-padded when the image is smaller."""
+"""``center_crop``: the central window of an image, padded (zeros or ``fill``) when the image is smaller."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class CenterCropParams(OpParams):
     """int: a square side; [height, width]. Give exactly one of ``size`` and ``fraction``."""
     fraction: Annotated[float, Field(gt=0, le=1)] | None = None
     """Square crop whose side is this fraction of the shorter image side, e.g. 0.875."""
+    fill: float | Annotated[list[float], Field(min_length=1)] | None = None
+    """Pad value for an image smaller than the crop: one number, or one per channel in the image's channel
+    order (timm ``CenterCropOrPad(fill=...)``). Giving it declares the padding intended (see static_shape)."""
 
 
 @OPS.register("center_crop")
@@ -32,8 +35,10 @@ class CenterCrop(PreOp):
     - offsets: ``top = int(round((H - h) / 2.0))``, ``left = int(round((W - w) / 2.0))`` (torchvision's rule;
       Python round is half to even, so an odd difference of 1 gives 0, 3 gives 2, 5 gives 2, 117 gives 58).
       This equals ``(H - h) // 2`` except when ``H - h`` is 3 mod 4, where it is one more.
-    - an image smaller than the crop is first zero-padded like torchvision: ``(h - H) // 2`` rows before
-      and ``(h - H + 1) // 2`` after (same for columns); the crop is then the whole padded image.
+    - an image smaller than the crop is first padded like torchvision / timm ``center_crop_or_pad``:
+      ``(h - H) // 2`` rows before and ``(h - H + 1) // 2`` after (same for columns) with ``fill`` (per channel
+      when a list; for an integer dtype each value must be a whole number in the dtype's range), zeros
+      without it; the crop is then the whole padded axis.
     """
 
     name = "center_crop"
@@ -57,10 +62,17 @@ class CenterCrop(PreOp):
         return side, side
 
     def static_shape(self, shape: StaticShape) -> StaticShape:
-        """Fixed output size (``size``, or ``fraction`` of a known shorter side). A crop larger than the image
-        it gets (known from a preceding resize) is refused: it would be zero-padded, never what a reference
-        evaluation does."""
+        """Fixed output size (``size``, or ``fraction`` of a known shorter side). Without ``fill``, a crop larger
+        than the image it gets (known from a preceding resize) is refused: it would be zero-padded, never what
+        a reference evaluation does by accident; with ``fill`` padding is intended (timm's 'border' mode)."""
         shape = super().static_shape(shape)
+        if self.params.fill is not None:
+            if isinstance(self.params.fill, list) and shape.channels is not None \
+                    and len(self.params.fill) != shape.channels:
+                raise OpSpecError("fill", f"{len(self.params.fill)} values for {shape.channels} channels")
+            if self.params.size is not None:  # padding is intended: the size is fixed whatever the image
+                ch, cw = self.crop_size(0, 0)
+                return StaticShape(shape.layout, ch, cw, min(ch, cw), shape.channels)
         if self.params.size is None and shape.min_side is None:
             return StaticShape(shape.layout, channels=shape.channels)
         ch, cw = self.crop_size(shape.height or shape.min_side or 0, shape.width or shape.min_side or 0)
@@ -82,7 +94,7 @@ class CenterCrop(PreOp):
             pad_h = ((ch - height) // 2, (ch - height + 1) // 2) if ch > height else (0, 0)
             pad_w = ((cw - width) // 2, (cw - width + 1) // 2) if cw > width else (0, 0)
             pads = (pad_h, pad_w, (0, 0)) if item.layout == "HWC" else ((0, 0), pad_h, pad_w)
-            data = np.pad(data, pads, mode="constant", constant_values=0)
+            data = _pad(data, pads, item.layout, self.params.fill)
             height, width = height + sum(pad_h), width + sum(pad_w)
         top = round((height - ch) / 2.0)  # torchvision: int(round(...))
         left = round((width - cw) / 2.0)
@@ -91,3 +103,23 @@ class CenterCrop(PreOp):
         else:
             out = data[:, top : top + ch, left : left + cw]
         return item.with_data(np.ascontiguousarray(out))
+
+
+def _pad(data: np.ndarray, pads: tuple[tuple[int, int], ...], layout: str, fill: float | list[float] | None
+         ) -> np.ndarray:
+    """``data`` padded by ``pads`` (per axis) with ``fill`` (None: zeros; a list: one value per channel)."""
+    values = np.atleast_1d(np.asarray(0 if fill is None else fill, dtype=np.float64))
+    caxis = 2 if layout == "HWC" else 0
+    if values.size not in (1, data.shape[caxis]):
+        raise OpSpecError("fill", f"{values.size} values for an image with {data.shape[caxis]} channels")
+    if np.issubdtype(data.dtype, np.integer):
+        info = np.iinfo(data.dtype)
+        if np.any(values != np.round(values)) or values.min() < info.min or values.max() > info.max:
+            raise OpSpecError("fill", f"{fill} cannot be stored in a {data.dtype} image (whole numbers in "
+                              f"[{info.min}, {info.max}])")
+    shape = [n + a + b for n, (a, b) in zip(data.shape, pads, strict=True)]
+    out = np.empty(shape, data.dtype)
+    out[...] = values.astype(data.dtype).reshape([-1 if i == caxis else 1 for i in range(3)])
+    inner = tuple(slice(a, a + n) for n, (a, _) in zip(data.shape, pads, strict=True))
+    out[inner] = data
+    return out

@@ -39,6 +39,9 @@ class ResizeParams(OpParams):
     antialias: bool
     long_side: Literal["round", "truncate"] = "round"
     """With ``keep_aspect_ratio``: how the longer side is rounded (optional; recorded either way)."""
+    fit: Literal["inside", "cover"] | None = None
+    """Only with ``size: [height, width]`` + ``keep_aspect_ratio: true`` (then required): scale the image by one
+    factor so that it fits INSIDE the box (both sides <= box) or COVERS it (both sides >= box)."""
 
 
 @OPS.register("resize")
@@ -53,7 +56,10 @@ class Resize(PreOp):
       when the fraction is >= .5 (e.g. 375x500 -> 224: 299 rounded, 298 truncated).
     - ``size: int`` + ``keep_aspect_ratio: false``: a size x size square.
     - ``size: [height, width]`` + ``keep_aspect_ratio: false``: exactly that size.
-    - ``size: [height, width]`` + ``keep_aspect_ratio: true``: rejected (ambiguous).
+    - ``size: [height, width]`` + ``keep_aspect_ratio: true`` needs ``fit``, as timm's ``ResizeKeepRatio``
+      computes it: ``ratio = max(H / height, W / width)`` (``fit: inside``, timm ``longest=1``) or ``min(...)``
+      (``fit: cover``, timm ``longest=0``), output ``(round(H / ratio), round(W / ratio))`` with Python
+      ``round`` (half to even), at least 1. E.g. 375x500 into [256, 256]: inside (192, 256), cover (256, 341).
 
     Libraries (combinations are checked when the op is built):
 
@@ -86,12 +92,16 @@ class Resize(PreOp):
         if p.long_side != "round" and not (p.keep_aspect_ratio and isinstance(p.size, int)):
             raise OpSpecError("long_side", "only applies to an int size with keep_aspect_ratio: true (the "
                               "longer side is computed); remove it", ["round", "truncate"])
-        if isinstance(p.size, list) and p.keep_aspect_ratio:
+        if isinstance(p.size, list) and p.keep_aspect_ratio and p.fit is None:
             raise OpSpecError(
                 "keep_aspect_ratio",
-                "size [height, width] with keep_aspect_ratio: true is ambiguous; use an int size "
-                "(the shorter side) or keep_aspect_ratio: false",
+                "size [height, width] with keep_aspect_ratio: true is ambiguous without fit; give fit (inside: "
+                "the image fits in the box, cover: it covers the box), an int size (the shorter side) or "
+                "keep_aspect_ratio: false", ["inside", "cover"],
             )
+        if p.fit is not None and not (isinstance(p.size, list) and p.keep_aspect_ratio):
+            raise OpSpecError("fit", "only applies to size [height, width] with keep_aspect_ratio: true; remove it",
+                              ["inside", "cover"])
         combo = f"library {p.library} with method {p.method}"
         if p.library == "pillow" and not p.antialias:
             raise OpSpecError("antialias", f"{combo} always antialiases downscaling; set antialias: true")
@@ -128,6 +138,10 @@ class Resize(PreOp):
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """(height, width) of the output for an input of (height, width); see the class docstring."""
         size = self.params.size
+        if isinstance(size, list) and self.params.fit is not None:
+            ratio_h, ratio_w = height / size[0], width / size[1]
+            ratio = max(ratio_h, ratio_w) if self.params.fit == "inside" else min(ratio_h, ratio_w)
+            return max(1, round(height / ratio)), max(1, round(width / ratio))
         if isinstance(size, list):
             return size[0], size[1]
         if not self.params.keep_aspect_ratio:
@@ -139,8 +153,11 @@ class Resize(PreOp):
     def static_shape(self, shape: StaticShape) -> StaticShape:
         shape = super().static_shape(shape)
         size = self.params.size
-        if isinstance(size, int) and self.params.keep_aspect_ratio and (shape.height is None or shape.width is None):
+        known = shape.height is not None and shape.width is not None
+        if isinstance(size, int) and self.params.keep_aspect_ratio and not known:
             return StaticShape(shape.layout, channels=shape.channels, min_side=size)
+        if isinstance(size, list) and self.params.fit is not None and not known:
+            return StaticShape(shape.layout, channels=shape.channels)  # the sides depend on the aspect ratio
         if shape.height is not None and shape.width is not None:
             h, w = self.output_size(shape.height, shape.width)
         else:
