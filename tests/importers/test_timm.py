@@ -80,42 +80,44 @@ def test_scale_size_is_floor_of_size_over_crop_pct(size: tuple[int, int], crop_p
 
 
 def test_center_mode_resizes_the_shorter_side_then_crops() -> None:
-    ops, notes = resize_and_crop((224, 224), 0.95, "center", "bicubic")
+    ops = resize_and_crop((224, 224), 0.95, "center", "bicubic", IMAGENET_MEAN)
     assert ops == [{"op": "resize", "size": 235, "keep_aspect_ratio": True, "method": "bicubic",
                     "library": "pillow", "antialias": True, "long_side": "truncate"},
                    {"op": "center_crop", "size": 224}]
-    assert notes == []
 
 
 def test_squash_mode_resizes_both_sides_without_keeping_the_aspect() -> None:
-    ops, notes = resize_and_crop((224, 224), 0.875, "squash", "bilinear")
+    ops = resize_and_crop((224, 224), 0.875, "squash", "bilinear", IMAGENET_MEAN)
     assert ops == [{"op": "resize", "size": [256, 256], "keep_aspect_ratio": False, "method": "bilinear",
                     "library": "pillow", "antialias": True},
                    {"op": "center_crop", "size": 224}]
-    assert notes == []
 
 
-def test_border_mode_is_translated_as_squash_with_a_warning() -> None:
-    ops, notes = resize_and_crop((224, 224), 1.0, "border", "bicubic")
-    assert ops[0] == {"op": "resize", "size": [224, 224], "keep_aspect_ratio": False, "method": "bicubic",
-                      "library": "pillow", "antialias": True}
-    assert ops[1] == {"op": "center_crop", "size": 224}
-    assert [n[0] for n in notes] == ["timm.border_approximated"]
+def test_border_mode_fits_inside_then_pads_with_the_mean_colour() -> None:
+    # ResizeKeepRatio(256, longest=1.0) + CenterCropOrPad(224, fill=[round(255 * m) for m in mean]):
+    # 255 * (0.485, 0.456, 0.406) = (123.675, 116.28, 103.53) -> (124, 116, 104)
+    ops = resize_and_crop((224, 224), 0.875, "border", "bicubic", IMAGENET_MEAN)
+    assert ops == [{"op": "resize", "size": [256, 256], "keep_aspect_ratio": True, "fit": "inside",
+                    "method": "bicubic", "library": "pillow", "antialias": True},
+                   {"op": "center_crop", "size": 224, "fill": [124, 116, 104]}]
 
 
-def test_non_square_center_uses_timms_bilinear_resize_keep_ratio_approximation() -> None:
-    ops, notes = resize_and_crop((256, 320), 0.875, "center", "bicubic")
-    # timm: ResizeKeepRatio((292, 365)) with its default bilinear; here the shorter side goes to max(292, 365)
-    assert ops == [{"op": "resize", "size": 365, "keep_aspect_ratio": True, "method": "bilinear",
-                    "library": "pillow", "antialias": True},
+def test_border_mode_refuses_a_mean_that_is_no_colour() -> None:
+    with pytest.raises(ValueError, match=r"must be in 0\.\.1 units"):
+        resize_and_crop((224, 224), 0.875, "border", "bicubic", [123.675, 116.28, 103.53])
+
+
+def test_non_square_center_is_timms_bilinear_resize_keep_ratio_cover() -> None:
+    ops = resize_and_crop((256, 320), 0.875, "center", "bicubic", IMAGENET_MEAN)
+    # timm: ResizeKeepRatio((292, 365)) with its defaults longest=0 (cover) and bilinear
+    assert ops == [{"op": "resize", "size": [292, 365], "keep_aspect_ratio": True, "fit": "cover",
+                    "method": "bilinear", "library": "pillow", "antialias": True},
                    {"op": "center_crop", "size": [256, 320]}]
-    assert [n[0] for n in notes] == ["timm.non_square_center"]
 
 
 def test_non_square_squash_is_exact() -> None:
-    ops, notes = resize_and_crop((256, 320), 0.875, "squash", "bicubic")
+    ops = resize_and_crop((256, 320), 0.875, "squash", "bicubic", IMAGENET_MEAN)
     assert ops[0]["size"] == [292, 365] and ops[1] == {"op": "center_crop", "size": [256, 320]}
-    assert notes == []
 
 
 # --- golden translations of the fixtures, op by op ------------------------------------------------------------
@@ -230,6 +232,39 @@ def test_center_pipeline_truncates_the_long_side_like_torchvision() -> None:
     np.testing.assert_array_equal(got, want)
 
 
+def _normalize(a: np.ndarray, mean: list[float], std: list[float]) -> np.ndarray:
+    out = (a.astype(np.float32) / np.float32(255) - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return out.transpose(2, 0, 1)
+
+
+def test_border_pipeline_on_a_landscape_image(tmp_path: Path) -> None:
+    # input 224, crop_pct 0.875 -> scale 256; a 500x375 (W x H) image: ratio = max(375 / 256, 500 / 256)
+    # = 1.953125 -> (round(375 / 1.953125), round(500 / 1.953125)) = (192, 256); CenterCropOrPad(224):
+    # 32 rows of fill (124, 116, 104), 16 above and 16 below, columns cropped at round(32 / 2) = 16
+    r = import_one("timm", write_config(tmp_path, base_cfg(crop_mode="border", crop_pct=0.875)))
+    png = _png(375, 500)
+    got = _run(r.manifest, png)
+    assert 224 / 0.875 == 256 and round(375 / max(375 / 256, 500 / 256)) == 192
+    resized = np.asarray(Image.open(io.BytesIO(png)).convert("RGB").resize((256, 192), Image.Resampling.BICUBIC))
+    want = np.empty((224, 224, 3), np.uint8)
+    want[...] = np.array([124, 116, 104], np.uint8)
+    want[16:208] = resized[:, 16:240]
+    assert got.shape == (3, 224, 224)
+    np.testing.assert_array_equal(got, _normalize(want, IMAGENET_MEAN, IMAGENET_STD))
+
+
+def test_non_square_center_pipeline(tmp_path: Path) -> None:
+    # input [256, 320], crop_pct 0.875 -> scale (292, 365); a 400x300 (W x H) image: ratio = min(300 / 292,
+    # 400 / 365) = 1.0274 -> (292, round(400 / 1.0274) = round(389.33) = 389), bilinear (timm's default there);
+    # CenterCrop([256, 320]): top round(36 / 2) = 18, left round(69 / 2) = round(34.5) = 34 (half to even)
+    r = import_one("timm", write_config(tmp_path, base_cfg(input_size=[3, 256, 320], crop_pct=0.875)))
+    png = _png(300, 400)
+    got = _run(r.manifest, png)
+    assert round(400 / min(300 / 292, 400 / 365)) == 389
+    resized = np.asarray(Image.open(io.BytesIO(png)).convert("RGB").resize((389, 292), Image.Resampling.BILINEAR))
+    np.testing.assert_array_equal(got, _normalize(resized[18:274, 34:354], IMAGENET_MEAN, IMAGENET_STD))
+
+
 # --- every warning code, from a config that triggers it -------------------------------------------------------
 
 def test_defaults_are_warned_per_field(tmp_path: Path) -> None:
@@ -270,15 +305,17 @@ def test_interpolation_mapping(tmp_path: Path, interp: str, method: str) -> None
 
 def test_border_and_non_square_and_unknown_crop_mode(tmp_path: Path) -> None:
     r = import_one("timm", write_config(tmp_path, base_cfg(crop_mode="border", crop_pct=1.0)))
-    assert "timm.border_approximated" in codes(r)
-    assert r.manifest["preprocess"][1]["size"] == [224, 224]
+    assert r.manifest["preprocess"][1]["size"] == [224, 224] and r.manifest["preprocess"][1]["fit"] == "inside"
+    assert r.manifest["preprocess"][2] == {"op": "center_crop", "size": 224, "fill": [124, 116, 104]}
     r = import_one("timm", write_config(tmp_path, base_cfg(input_size=[3, 256, 320], crop_pct=0.875)))
-    assert "timm.non_square_center" in codes(r)
     assert r.manifest["inputs"][0]["shape"] == [-1, 3, 256, 320]
+    assert r.manifest["preprocess"][1]["fit"] == "cover"
     assert r.manifest["preprocess"][2] == {"op": "center_crop", "size": [256, 320]}
     r = import_one("timm", write_config(tmp_path, base_cfg(crop_mode="centre")))
     assert next(w for w in r.warnings if w.code == "timm.crop_mode_unknown").field == "pretrained_cfg.crop_mode"
     assert r.manifest["preprocess"][1]["keep_aspect_ratio"] is True  # timm's else-branch: center
+    with pytest.raises(ConfigImportError, match=r"pretrained_cfg\.mean.*0\.\.1 units"):
+        import_one("timm", write_config(tmp_path, base_cfg(crop_mode="border", mean=[123.675, 116.28, 103.53])))
 
 
 def test_mean_std_in_255_units_is_warned(tmp_path: Path) -> None:
@@ -314,7 +351,6 @@ def test_every_documented_code_is_triggered_by_these_tests() -> None:
     documented = {c for c in (mod.__doc__ or "").replace("``", " ").replace(",", " ").split()
                   if c.startswith("timm.") and c.count(".") == 1 and c[5:].replace("_", "").isalpha()}
     tested = {"timm.default_applied", "timm.test_size_ignored", "timm.interpolation_substituted",
-              "timm.non_square_center", "timm.border_approximated",
               "timm.crop_mode_unknown", "timm.mean_std_units", "timm.weights_missing",
               "timm.labels_not_embedded", "timm.labels_missing", "timm.license_missing", "timm.unknown_key"}
     assert documented == tested

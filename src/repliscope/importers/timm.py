@@ -14,16 +14,16 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
 
   * ``squash``: ``transforms.Resize((sh, sw))`` (both sides, aspect not kept) + ``CenterCrop(img_size)``:
     translated exactly (resize ``[sh, sw]`` + center_crop).
-  * ``border``: ``ResizeKeepRatio(scale_size, longest=1.0)`` (fit INSIDE, sides ``round(side / ratio)``) +
-    ``CenterCropOrPad(img_size, fill=round(255 * mean))``. No repliscope op fits-inside or pads with a
-    colour: translated as ``squash`` (identical for square images), warning ``timm.border_approximated``.
+  * ``border``: ``ResizeKeepRatio(scale_size, longest=1.0)`` (fit INSIDE: ``ratio = max(H / sh, W / sw)``,
+    sides ``round(side / ratio)``) + ``CenterCropOrPad(img_size, fill=[round(255 * m) for m in mean])``:
+    translated exactly (resize ``[sh, sw]`` ``keep_aspect_ratio: true, fit: inside`` + center_crop with
+    ``fill``; a mean outside 0..1 is refused there, its fill would not be a colour).
   * anything else (``center``, and any unknown value: timm's ``else`` branch): square scale ->
     ``transforms.Resize(int)`` (shorter side = scale, longer side TRUNCATED: ``int(scale * long / short)``,
     translated exactly with the resize's ``long_side: truncate``) + ``CenterCrop``. Non-square scale ->
-    ``ResizeKeepRatio(scale_size)`` with
-    its DEFAULT ``bilinear`` (the config's interpolation is ignored by timm there) and both sides covering
-    the scale: approximated by a bilinear shorter-side resize to ``max(scale_size)`` (warning
-    ``timm.non_square_center``).
+    ``ResizeKeepRatio(scale_size)`` with its defaults ``longest=0`` (COVER: ``ratio = min(...)``) and
+    ``bilinear`` (the config's interpolation is ignored by timm there): translated exactly (resize
+    ``fit: cover``, method bilinear) + ``CenterCrop``.
 - ``MaybeToTensor`` (``to_tensor``: float32, divided by 255, CHW) then ``Normalize`` (``(x - mean) / std``):
   ``to_float`` + ``divide_std 255`` (true division, like torch's ``div``) + ``subtract_mean`` + ``divide_std``
   + ``data_layout NCHW``.
@@ -43,12 +43,12 @@ all-zero sha256 placeholder (warning ``timm.weights_missing``; ``validate`` with
 refuses it until the file is there and the sha256 filled in).
 
 Warning codes (stable): ``timm.default_applied``, ``timm.test_size_ignored``, ``timm.interpolation_substituted``,
-``timm.non_square_center``, ``timm.border_approximated``, ``timm.crop_mode_unknown``,
+``timm.crop_mode_unknown``,
 ``timm.mean_std_units``, ``timm.weights_missing``, ``timm.labels_not_embedded``, ``timm.labels_missing``,
 ``timm.license_missing``, ``timm.unknown_key``.
 Hard errors (:class:`ConfigImportError`): unreadable JSON, no ``architecture``, no/zero ``num_classes``, not
 3 input channels, malformed sizes/mean/std, ``crop_pct`` outside (0, 1] (a crop larger than the resized image
-would be zero-padded).
+would be zero-padded), ``crop_mode`` border with a mean outside 0..1.
 """
 
 from __future__ import annotations
@@ -94,33 +94,35 @@ def scale_size(img_size: tuple[int, int], crop_pct: float) -> tuple[int, int]:
     return math.floor(img_size[0] / crop_pct), math.floor(img_size[1] / crop_pct)
 
 
-def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, method: str
-                    ) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
-    """The resize + center_crop ops of timm's eval transform and the (code, field, message) warnings."""
+def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, method: str,
+                    mean: list[float]) -> list[dict[str, Any]]:
+    """The resize + center_crop ops of timm's eval transform (every crop mode is translated exactly).
+
+    ``mean`` (0..1 units, RGB) gives the 'border' pad colour ``round(255 * m)``; it must lie in [0, 1] then.
+    """
     sh, sw = scale_size(img_size, crop_pct)
     crop: int | list[int] = img_size[0] if img_size[0] == img_size[1] else [img_size[0], img_size[1]]
-    notes: list[tuple[str, str, str]] = []
-    if crop_mode in ("squash", "border"):
-        if crop_mode == "border":
-            notes.append(("timm.border_approximated", "pretrained_cfg.crop_mode",
-                          "timm's 'border' mode fits the image INSIDE the scaled size keeping its aspect and pads "
-                          "with round(255 * mean); no repliscope op pads with a colour, so it is translated as "
-                          "'squash' (both sides resized): identical for square images, different otherwise"))
+    center_crop: dict[str, Any] = {"op": "center_crop", "size": crop}
+    if crop_mode == "squash":
         resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": False, "method": method,
                   "library": "pillow", "antialias": True}
+    elif crop_mode == "border":
+        # ResizeKeepRatio(scale_size, interpolation, longest=1.0) + CenterCropOrPad(img_size, fill)
+        if any(not 0 <= m <= 1 for m in mean):
+            raise ValueError(f"crop_mode 'border' pads with round(255 * mean) = {[round(255 * m) for m in mean]}, "
+                             f"not a colour: mean {mean} must be in 0..1 units")
+        resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": True, "fit": "inside", "method": method,
+                  "library": "pillow", "antialias": True}
+        center_crop["fill"] = [round(255 * m) for m in mean]
     elif sh == sw:
         # torchvision's Resize(int) truncates the longer side: int(size * long / short)
         resize = {"op": "resize", "size": sh, "keep_aspect_ratio": True, "method": method, "library": "pillow",
                   "antialias": True, "long_side": "truncate"}
     else:
-        side = max(sh, sw)
-        notes.append(("timm.non_square_center", "pretrained_cfg.input_size",
-                      f"for a non-square size timm resizes with ResizeKeepRatio({[sh, sw]}) (both sides at least "
-                      "the scaled size, interpolation always bilinear: the config's is ignored); approximated by "
-                      f"a bilinear resize of the shorter side to {side}"))
-        resize = {"op": "resize", "size": side, "keep_aspect_ratio": True, "method": "bilinear",
-                  "library": "pillow", "antialias": True}
-    return [resize, {"op": "center_crop", "size": crop}], notes
+        # ResizeKeepRatio(scale_size) with its defaults: longest=0 (cover the box), interpolation bilinear
+        resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": True, "fit": "cover",
+                  "method": "bilinear", "library": "pillow", "antialias": True}
+    return [resize, center_crop]
 
 
 class TimmImporter(Importer):
@@ -196,9 +198,10 @@ class TimmImporter(Importer):
                      f"{pcfg[key]} is used by timm's validate.py (use_test_size); the translation uses the "
                      "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default")
 
-        geometry, notes = resize_and_crop((input_size[1], input_size[2]), float(crop_pct), crop_mode, method)
-        for code, field, message in notes:
-            warn(code, field, message)
+        try:
+            geometry = resize_and_crop((input_size[1], input_size[2]), float(crop_pct), crop_mode, method, mean)
+        except ValueError as exc:
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg.mean': {exc}") from exc
         preprocess = [{"op": "decode", "library": "pillow", "channels": "RGB"}, *geometry,
                       {"op": "to_float", "dtype": "float32"}, {"op": "divide_std", "value": 255.0},
                       {"op": "subtract_mean", "value": mean}, {"op": "divide_std", "value": std},
