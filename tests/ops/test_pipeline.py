@@ -56,7 +56,7 @@ class TestBuildOpErrors:
 
     def test_unknown_parameter(self) -> None:
         err = spec_error({"op": "center_crop", "siz": 224})
-        assert (err.key, err.allowed) == ("siz", ["fraction", "size"])
+        assert (err.key, err.allowed) == ("siz", ["fill", "fraction", "size"])
         assert "unknown parameter" in err.message and "'size'" in err.message
 
     def test_missing_parameter(self) -> None:
@@ -166,7 +166,7 @@ class TestPipeline:
         p = self.pipeline()
         d = p.describe()
         assert [o["op"] for o in d["preprocess"]] == [s["op"] for s in LITE0_PRE]
-        assert d["preprocess"][1] == {**RESIZE, "long_side": "round", "library": "pillow",
+        assert d["preprocess"][1] == {**RESIZE, "long_side": "round", "fit": None, "library": "pillow",
                                       "library_version": Image.__version__}
         assert d["postprocess"][1] == {"op": "topk", "k": 5, "library": "numpy",
                                        "library_version": np.__version__}
@@ -174,7 +174,7 @@ class TestPipeline:
         assert text.startswith("Pipeline(\n  preprocess=[\n    Decode(library='pillow', channels='RGB', "
                                "max_pixels=89478485),")
         assert ("Resize(size=256, keep_aspect_ratio=True, method='bicubic', library='pillow', antialias=True, "
-                "long_side='round')"
+                "long_side='round', fit=None)"
                 in text)
         assert "TopK(k=5)" in text
 

@@ -66,6 +66,7 @@ class TestLibraryCombinations:
         ("nearest", "torch", True, "antialias"),
         ("area", "torch", False, "antialias"),
         ("bicubic", "go_imaging", True, "method"),
+        ("nearest", "go_imaging", False, "antialias"),
         ("bilinear", "go_imaging", False, "antialias"),
     ])
     def test_rejected(self, method: str, library: str, antialias: bool, key: str) -> None:
@@ -80,7 +81,7 @@ class TestLibraryCombinations:
         ("area", "opencv", True),
         ("nearest", "torch", False), ("bilinear", "torch", False), ("bilinear", "torch", True),
         ("bicubic", "torch", False), ("bicubic", "torch", True), ("area", "torch", True),
-        ("bilinear", "go_imaging", True),
+        ("bilinear", "go_imaging", True), ("nearest", "go_imaging", True),
     ])
     def test_accepted_and_contract(self, method: str, library: str, antialias: bool) -> None:
         img = smooth_rgb(31, 45)
@@ -281,6 +282,14 @@ class TestGoImagingLinear:
         ours = go([224, 224])(hwc_item(img)).data.astype(int)
         ref = np.asarray(Image.fromarray(img).resize((224, 224), Image.Resampling.BILINEAR)).astype(int)
         assert np.abs(ours - ref).max() <= 1
+
+    def test_nearest_neighbor(self) -> None:
+        # resizeNearest: source index int((i + 0.5) * src / dst): 5 -> 3 columns: 0.83, 2.5, 4.17 -> 0, 2, 4;
+        # 2 -> 5 rows: 0.2, 0.6, 1.0, 1.4, 1.8 -> 0, 0, 1, 1, 1
+        img = np.arange(10, dtype=np.uint8).reshape(2, 5)[..., None]
+        op = resize([5, 3], "nearest", "go_imaging", True)
+        out = op(hwc_item(img, "L")).data[..., 0]
+        np.testing.assert_array_equal(out, [[0, 2, 4], [0, 2, 4], [5, 7, 9], [5, 7, 9], [5, 7, 9]])
 
     def test_rejects_float(self) -> None:
         with pytest.raises(OpSpecError, match="go_imaging resize works on 8-bit images"):

@@ -75,11 +75,12 @@ class Resize(PreOp):
       Computed in float32 (float64 for float64 input); integer results are rounded half to even and
       clipped to the dtype's range.
     - ``go_imaging``: Go ``disintegration/imaging.Resize(img, w, h, imaging.Linear)`` reproduced bit for bit
-      (method bilinear only, the triangle filter; antialias true: its support scales with the downscale
-      factor). uint8 only (imaging works on 8-bit NRGBA; opaque alpha, any channel count): horizontal pass
-      then vertical pass, each with float64 weights normalised per output pixel and rounded half up /
-      clamped to uint8 after EACH pass; a pass whose size is unchanged is skipped. Reproduces Go on amd64
-      (no fused multiply-add).
+      (method bilinear, the triangle filter; antialias true: its support scales with the downscale factor),
+      or ``imaging.NearestNeighbor`` (method nearest: source index ``int((i + 0.5) * src / dst)`` per axis;
+      antialias true as with pillow, it only samples). uint8 only (imaging works on 8-bit NRGBA; opaque
+      alpha, any channel count). Linear: horizontal pass then vertical pass, each with float64 weights
+      normalised per output pixel and rounded half up / clamped to uint8 after EACH pass; a pass whose size
+      is unchanged is skipped. Reproduces Go on amd64 (no fused multiply-add).
     """
 
     name = "resize"
@@ -109,11 +110,12 @@ class Resize(PreOp):
             need = "true" if p.method == "area" else "false (only method area averages when downscaling)"
             raise OpSpecError("antialias", f"{combo} needs antialias: {need}")
         if p.library == "go_imaging":
-            if p.method != "bilinear":
-                raise OpSpecError("method", f"library go_imaging has no method {p.method} (imaging.Linear is "
-                                  "the one reproduced)", allowed=["bilinear"])
+            if p.method not in ("bilinear", "nearest"):
+                raise OpSpecError("method", f"library go_imaging has no method {p.method} (imaging.Linear and "
+                                  "imaging.NearestNeighbor are the ones reproduced)", allowed=["bilinear", "nearest"])
             if not p.antialias:
-                raise OpSpecError("antialias", f"{combo} always antialiases downscaling; set antialias: true")
+                raise OpSpecError("antialias", f"{combo}: imaging's filters always antialias downscaling (as "
+                                  "with pillow, nearest samples whatever the flag); set antialias: true")
         if p.library == "torch":
             if p.method not in _TORCH_MODES:
                 raise OpSpecError("method", f"library torch has no method {p.method}", allowed=_TORCH_MODES)
@@ -173,7 +175,7 @@ class Resize(PreOp):
         elif self.params.library == "opencv":
             out = _resize_opencv(hwc, th, tw, self.params.method)
         elif self.params.library == "go_imaging":
-            out = _resize_go_imaging(hwc, th, tw)
+            out = _resize_go_imaging(hwc, th, tw, self.params.method)
         else:
             out = _resize_torch(hwc, th, tw, self.params.method, self.params.antialias)
         if item.layout == "CHW":
@@ -274,11 +276,16 @@ def _go_pass(src: np.ndarray, dst: int) -> np.ndarray:
     return np.where((a != 0)[:, None, None], out, 0).astype(np.uint8)
 
 
-def _resize_go_imaging(hwc: np.ndarray, th: int, tw: int) -> np.ndarray:
-    """``imaging.Resize(img, tw, th, imaging.Linear)`` on a uint8 HWC image (horizontal pass first)."""
+def _resize_go_imaging(hwc: np.ndarray, th: int, tw: int, method: str) -> np.ndarray:
+    """``imaging.Resize(img, tw, th, imaging.Linear)`` (horizontal pass first) or ``imaging.NearestNeighbor``
+    (``resizeNearest``) on a uint8 HWC image; the same size is a copy (imaging's ``Clone``)."""
     if hwc.dtype != np.uint8:
         raise OpSpecError("library", f"go_imaging resize works on 8-bit images, got {hwc.dtype}; put resize "
                           "before to_float/cast")
+    if method == "nearest" and (hwc.shape[0], hwc.shape[1]) != (th, tw):
+        rows = ((np.arange(th) + 0.5) * (hwc.shape[0] / th)).astype(np.intp)  # Go int(): truncation
+        cols = ((np.arange(tw) + 0.5) * (hwc.shape[1] / tw)).astype(np.intp)
+        return hwc[rows[:, None], cols[None, :]]
     out = hwc
     if out.shape[1] != tw:
         out = _go_pass(out.transpose(1, 0, 2), tw).transpose(1, 0, 2)
