@@ -130,3 +130,12 @@ def test_pitfalls_on_torch_traces_the_float16_variant_layer_by_layer(tmp_path: P
         inside = [e for e in spans if e["name"] == "_blocks.3._depthwise_conv" and e["tid"] == parent["tid"]
                   and parent["ts"] <= e["ts"] and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"]]
         assert len(inside) == 1, variant
+
+
+def test_pitfalls_library_level_on_torch_names_the_variants_that_add_runners() -> None:
+    res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "torch", "--limit", "1", "--variant",
+                              "threads_changed", "--threads", "1", "--batch-size", "1", "--schedule", "pipelined",
+                              "--trace-level", "library"])
+    assert res.exit_code == 2
+    assert "pitfalls: --schedule pipelined and only variants that keep the runner, i.e. not threads_changed" in (
+        " ".join(res.output.split()))

@@ -89,8 +89,9 @@ def torch_profiler_ops(tracer: Any) -> Iterator[None]:
     missing). Each Kineto thread's ops go to the OS thread whose ``model`` spans contain most of them."""
     if "torch.profiler" in tracer.active:
         raise RepliscopeError("library-level tracing of torch records the ops of one thread (torch.profiler "
-                              "sees only the thread that starts it): run one torch runner, e.g. --schedule "
-                              "pipelined, or use --trace-level framework")
+                              "sees only the thread that starts it): run one torch runner (evaluate: --schedule "
+                              "pipelined; pitfalls: --schedule pipelined and only variants that keep the runner, "
+                              "i.e. not threads_changed or float16_inference), or use --trace-level framework")
     from torch.profiler import ProfilerActivity, profile
 
     first = len(tracer.spans)
