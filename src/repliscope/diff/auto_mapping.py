@@ -24,7 +24,12 @@ sides and pairs as many layers as possible (dynamic programming,
 O(reference x candidate x 2)). Several reference layers with the same output shape before one candidate unit
 (conv + batch norm + ReLU6 fused into one TFLite ``CONV_2D``) go to the LAST of them, and the unit
 ``covers`` the earlier ones: its output is the output of the last. Candidate units without a partner (a
-``PAD``, a ``RESHAPE``) are listed, never compared. It is a proposal: print it, save it (``--save-mapping``),
+``PAD``, a ``RESHAPE``) are listed, never compared. A reference layer that cannot be placed in order (TensorFlow
+lists attention's ``v`` projection after the softmax, and one unit never covers ``v`` and the score matmul
+together) is left out of the alignment at the cost of one pair, so the rest still aligns; it is then paired
+out of order with the one unused unit named after it whose shape and op agree (``v`` -> ``v_1/BiasAdd``), else
+left UNCOVERED (``uncovered_reference``, with the reason in ``reasons``). A ``-1`` (unknown) dimension of a
+candidate shape agrees with any size. It is a proposal: print it, save it (``--save-mapping``),
 edit it, and pass it back with ``--mapping``.
 """
 
@@ -70,6 +75,8 @@ class Proposal:
     uncovered_reference: list[str] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
     """Candidate unit name -> op type, for printing."""
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Uncovered reference path -> why it was left out (layers the alignment could not place in order)."""
 
     def header(self, candidate: str) -> str:
         return (f"layer mapping proposed by repliscope (sequence alignment by order, output shape and op type) for "
@@ -84,11 +91,14 @@ def reference_units(reference: Any, x: np.ndarray) -> list[ReferenceUnit]:
 
 
 def shapes_agree(ref: Sequence[int], cand: Sequence[int], layout: str) -> bool:
-    """Output shapes equal without the batch axis; an NHWC candidate's (H, W, C) matches (C, H, W)."""
+    """Output shapes equal without the batch axis; an NHWC candidate's (H, W, C) matches (C, H, W); a negative
+    (unknown, e.g. a TensorFlow graph's ``-1``) candidate dimension agrees with any size."""
     r, c = tuple(ref[1:]), tuple(cand[1:])
-    if r == c:
-        return True
-    return layout == "NHWC" and len(r) == 3 and len(c) == 3 and (r[1], r[2], r[0]) == c
+
+    def same(a: tuple[int, ...]) -> bool:
+        return len(a) == len(c) and all(d < 0 or d == e for d, e in zip(c, a, strict=True))
+
+    return same(r) or (layout == "NHWC" and len(r) == 3 and same((r[1], r[2], r[0])))
 
 
 def could_compute(ref_kind: str, cand_op: str) -> bool:
@@ -131,9 +141,13 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
     rest_ref = [i for i in range(len(reference)) if i not in anchors]
     used = set(anchors.values())
     rest_cand = [k for k in range(len(candidate)) if k not in used]
-    aligned = align([reference[i] for i in rest_ref], [candidate[k] for k in rest_cand], layout)
+    sub_ref, sub_cand = [reference[i] for i in rest_ref], [candidate[k] for k in rest_cand]
+    aligned, left_out = align(sub_ref, sub_cand, layout, _heavy_namesakes(sub_ref, sub_cand, layout))
     pairs = dict(anchors)
     pairs.update({rest_ref[i]: rest_cand[k] for i, k in aligned})
+    out_of_order = _pair_out_of_order([rest_ref[i] for i in left_out], reference, candidate, pairs, layout)
+    pairs.update(out_of_order)
+    skipped = {rest_ref[i] for i in left_out} - set(out_of_order)
     bases = {reference[ri].path.split("#", 1)[0] for ri in pairs}
     for ri in list(pairs):  # a layer nested in a paired layer (a conv's own padding) is covered by it
         base = reference[ri].path.split("#", 1)[0]
@@ -145,13 +159,62 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
     for ri in sorted(pairs):
         path = reference[ri].path
         mapping[path] = candidate[pairs[ri]].name
-        covers[path] = start_order([r.path for r in reference[start:ri + 1]])
+        if ri in out_of_order:  # computes itself only; the layers before it belong to the next in-order pair
+            covers[path] = [path]
+            continue
+        covers[path] = start_order([r.path for k, r in enumerate(reference[start:ri + 1], start)
+                                    if k not in skipped and k not in out_of_order])
         start = ri + 1
     paired = set(pairs.values())
+    uncovered = sorted(skipped | {k for k in range(start, len(reference)) if k not in out_of_order})
+    reason = "no candidate unit in execution order; give --mapping to pair it"
     return Proposal(mapping=mapping, covers=covers,
                     unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
-                    uncovered_reference=[r.path for r in reference[start:]],
-                    ops={c.name: c.op for c in candidate})
+                    uncovered_reference=[reference[k].path for k in uncovered],
+                    ops={c.name: c.op for c in candidate},
+                    reasons={reference[k].path: reason for k in sorted(skipped)})
+
+
+def _heavy_namesakes(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str
+                     ) -> dict[int, int]:
+    """Heavy module layers (conv, linear) -> the ONE candidate unit with weights or a bias add named after them
+    and after no other reference layer, with agreeing shape (``v`` -> ``functional_1/v_1/BiasAdd``, which
+    TensorFlow may list after the softmax it does not feed). A layer the next one may be fused into (a conv
+    before its batch norm: same shape, not heavy) is none: the fused unit goes to the last layer it computes."""
+    used: set[int] = set()
+    named = [[i for i, r in enumerate(reference) if _named_after(r.path, c.name)] for c in candidate]
+    found: dict[int, int] = {}
+    for i, r in enumerate(reference):
+        if "/" in r.path or not _HEAVY.search(r.kind):
+            continue
+        after = reference[i + 1] if i + 1 < len(reference) else None
+        if after is not None and not _HEAVY.search(after.kind) and after.shape[1:] == r.shape[1:]:
+            continue
+        fits = [k for k, c in enumerate(candidate) if k not in used and named[k] == [i]
+                and bool(_HEAVY.search(c.op) or _BIAS.search(c.op)) and could_compute(r.kind, c.op)
+                and shapes_agree(r.shape, c.shape, layout)]
+        if len(fits) == 1:
+            found[i] = fits[0]
+    return found
+
+
+def _pair_out_of_order(left_out: Sequence[int], reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo],
+                       pairs: dict[int, int], layout: str) -> dict[int, int]:
+    """Reference layers the alignment left out (indices into ``reference``) paired with the ONE unused candidate
+    unit named after them (:func:`_named_after`) whose shape agrees and that could compute them (a heavy layer:
+    a unit with weights or a bias add); none when there are several or none."""
+    used = set(pairs.values())
+    found: dict[int, int] = {}
+    for ri in left_out:
+        r = reference[ri]
+        heavy = bool(_HEAVY.search(r.kind))
+        fits = [k for k, c in enumerate(candidate) if k not in used and _named_after(r.path, c.name)
+                and shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op)
+                and (not heavy or bool(_HEAVY.search(c.op) or _BIAS.search(c.op)))]
+        if len(fits) == 1:
+            found[ri] = fits[0]
+            used.add(fits[0])
+    return found
 
 
 def shifted_containers(reference: Iterable[str], candidate: Iterable[str]) -> set[str]:
@@ -171,27 +234,33 @@ def shifted_containers(reference: Iterable[str], candidate: Iterable[str]) -> se
     return {c for c in ref if c in cand and ref[c] != cand[c]}
 
 
-def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW"
-          ) -> list[tuple[int, int]]:
-    """Order-preserving pairs (reference index, candidate index) maximizing their number; see the module
-    docstring."""
+def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW",
+          namesakes: dict[int, int] | None = None) -> tuple[list[tuple[int, int]], list[int]]:
+    """Order-preserving pairs (reference index, candidate index) maximizing their number, and the reference
+    indices left out (neither paired nor covered: placing them would cost more pairs than it gives); see the
+    module docstring. ``namesakes`` (reference index -> candidate index, :func:`_heavy_namesakes`): those two
+    pair only with each other, and leaving such a layer out (to pair it out of order) costs little."""
     n, m = len(reference), len(candidate)
     heavy = [bool(_HEAVY.search(r.kind)) for r in reference]
     cand_heavy = [bool(_HEAVY.search(c.op) or _BIAS.search(c.op)) for c in candidate]
-    agree = [[shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op) for c in candidate]
-             for r in reference]
+    namesakes = namesakes or {}
+    owner = {j: i for i, j in namesakes.items()}
+    agree = [[shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op)
+              and namesakes.get(i, j) == j and owner.get(j, i) == i for j, c in enumerate(candidate)]
+             for i, r in enumerate(reference)]
 
     def can_match(i: int, j: int, h: int) -> bool:
         """Pair reference i with unit j when the pending group already holds ``h`` heavy layers."""
         group_heavy = h + heavy[i]
         return agree[i][j] and group_heavy <= 1 and (group_heavy == 0 or cand_heavy[j])
 
-    # a pair scores ``unit`` plus a tie-break bonus of 1 (less than ``unit`` over the whole alignment) when the
+    # a pair scores ``unit`` plus a tie-break bonus (less than ``unit`` over the whole alignment): 2 when the
     # candidate name holds the module path of the reference layer or of one it may fuse (the same-shape layers
-    # before it, back to the first heavy one: ``/stem/Conv_output_0`` for ``bn`` after ``stem``); so among the
-    # alignments with the most pairs, the one that agrees with the names wins (``q`` -> ``/q/Add_output_0``,
-    # not ``/k/MatMul_output_0``), and a fused unit still goes to the LAST layer it computes
-    unit = min(n, m) + 1
+    # before it, back to the first heavy one: ``/stem/Conv_output_0`` for ``bn`` after ``stem``), 1 when it holds
+    # no module path, 0 when it holds another module's; so among the alignments with the most pairs, the one that
+    # agrees with the names wins (``q`` -> ``/q/Add_output_0``, not ``/k/MatMul_output_0``), and a fused unit
+    # still goes to the LAST layer it computes
+    unit = 2 * min(n, m) + 1
     fusable: list[list[str]] = []
     for i, r in enumerate(reference):
         group = [r.path]
@@ -200,10 +269,24 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
             k -= 1
             group.append(reference[k].path)
         fusable.append(group)
-    bonus = [[int(any(_named_after(p, c.name) for p in fusable[i])) for c in candidate] for i in range(n)]
+    modules = [r.path for r in reference if "/" not in r.path]
+
+    def named(i: int, name: str) -> int:
+        """2 when ``name`` holds a path of ``fusable[i]``, 1 when it holds no reference module path, 0 when it
+        holds another module's (``ln_1/add_1`` is the norm's, not the residual ``/add#2``'s)."""
+        if any(_named_after(p, name) for p in modules if p not in fusable[i]):
+            return 0
+        return 2 if any(_named_after(p, name) for p in fusable[i]) else 1
+
+    bonus = [[named(i, c.name) for c in candidate] for i in range(n)]
 
     def gain(i: int, j: int) -> int:
         return unit + bonus[i][j]
+
+    # leaving a reference layer out costs more than one pair (done only when it lets at least two more pairs be
+    # made, never to pair a lone ReLU unit after a conv); a layer with a namesake unit is paired with it out of
+    # order instead, so that costs less than an in-order pair
+    leave = [-(unit - 1) if i in namesakes else unit + 2 for i in range(n)]
 
     neg = -(10 ** 9)
     # score[i, j, h]: most pairs aligning reference[:i] with candidate[:j], h = the unpaired reference layers
@@ -222,14 +305,17 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
                     nh = h + heavy[i]
                     if nh <= 1 and score[i + 1, j, nh] < here:
                         score[i + 1, j, nh] = here  # reference layer i covered by the next pair
+                    if score[i + 1, j, h] < here - leave[i]:
+                        score[i + 1, j, h] = here - leave[i]  # reference layer i left out (not placeable in order)
                     if j < m and can_match(i, j, h) and score[i + 1, j + 1, 0] < here + gain(i, j):
                         score[i + 1, j + 1, 0] = here + gain(i, j)
     pairs: list[tuple[int, int]] = []
+    left_out: list[int] = []
     # end where the most pairs were made; reference layers after the last pair that cannot all be covered
     # (two heavy layers with no possible pair between them) stay uncovered instead of ending the alignment
     best = int(score[:, m, :].max())
     if best <= 0:
-        return pairs
+        return pairs, left_out
     i, h = max(((i, h) for i in range(n + 1) for h in (0, 1) if score[i, m, h] == best), key=lambda t: (t[0], -t[1]))
     j = m
     while i > 0 or j > 0:
@@ -244,9 +330,14 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
         if j > 0 and score[i, j - 1, h] == value:  # an unpaired candidate unit, so later layers pair later
             j -= 1
             continue
-        i, h = i - 1, h - heavy[i - 1]
+        ph = h - heavy[i - 1]
+        if ph < 0 or score[i - 1, j, ph] != value:  # not covered by the next pair: left out
+            left_out.append(i - 1)
+            ph = h
+        i, h = i - 1, ph
     pairs.reverse()
-    return pairs
+    left_out.reverse()
+    return pairs, left_out
 
 
 def _named_after(path: str, name: str) -> bool:
