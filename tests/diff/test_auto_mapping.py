@@ -4,6 +4,11 @@ order is paired out of order with its namesake or left uncovered, never derailin
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
 from repliscope.diff.auto_mapping import ReferenceUnit as R
 from repliscope.diff.auto_mapping import propose
 from repliscope.diff.mapping import UnitInfo as U
@@ -65,3 +70,21 @@ def test_a_layer_that_cannot_be_placed_in_order_is_left_uncovered_with_the_reaso
     assert p.mapping == {"q": "u0", "k": "u1", "/matmul": "u2", "/softmax": "u3", "/matmul#2": "u5", "fc": "u6"}
     assert p.uncovered_reference == ["v"] and p.reasons == {"v": REASON}
     assert p.covers["/matmul"] == ["/matmul"] and p.unmatched_candidate == ["u4"]
+
+
+def test_the_reason_of_an_uncovered_layer_reaches_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """diff_candidate replaces the generic 'maps no unit to it' of a layer the proposal left out with its reason."""
+    import repliscope.diff.layers as layers
+    from repliscope.diff.candidate_format import BuiltCandidate, diff_candidate
+    from repliscope.diff.layer_result import NotCompared
+
+    generic = "the candidate maps no unit to it"
+    fake = SimpleNamespace(candidate={"candidate": "savedmodel"}, notes=[],
+                           uncompared=[NotCompared(path="v", kind="Linear", source="m.py:3", reason=generic),
+                                       NotCompared(path="k", kind="Linear", source="m.py:2", reason=generic)])
+    monkeypatch.setattr(layers, "diff_layers", lambda *a, **k: fake)
+    built = BuiltCandidate(candidate=SimpleNamespace(), format="savedmodel", mapping_origin="proposed",  # type: ignore[arg-type]
+                           mapping={"q": "q_1/BiasAdd"}, uncovered_reasons={"v": REASON})
+    result = diff_candidate(None, built.candidate, np.zeros((1, 3)), ["golden"], built=built)
+    assert [u.reason for u in result.uncompared] == [f"the proposed mapping left it uncovered: {REASON}", generic]
+    assert result.candidate["mapping_origin"] == "proposed" and result.notes[0].startswith("the layer mapping was")

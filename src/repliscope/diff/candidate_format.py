@@ -88,6 +88,8 @@ class BuiltCandidate:
     unpaired_candidate: list[str] = field(default_factory=list)
     uncovered_reference: list[str] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
+    uncovered_reasons: dict[str, str] = field(default_factory=dict)
+    """Reference layers the proposal left out on purpose (no candidate unit in execution order) -> why."""
 
 
 def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, mapping_file: Path | None = None,
@@ -176,7 +178,7 @@ def _pair(inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, m
                               "shapes differ everywhere); write a mapping and pass --mapping FILE")
     mapped = MappedCandidate(inner, proposal.mapping, names, covers=proposal.covers, origin="proposed")
     return BuiltCandidate(mapped, fmt, "proposed", proposal.mapping, proposal.unmatched_candidate,
-                          proposal.uncovered_reference, proposal.ops)
+                          proposal.uncovered_reference, proposal.ops, dict(proposal.reasons))
 
 
 def diff_candidate(reference: Any, candidate: Candidate, x: np.ndarray, modes: Sequence[str],
@@ -200,6 +202,9 @@ def diff_candidate(reference: Any, candidate: Candidate, x: np.ndarray, modes: S
             result.candidate["pairs"] = dict(built.mapping)
         if built.mapping_origin == "proposed":
             result.candidate["unpaired_candidate_units"] = built.unpaired_candidate
+            for item in result.uncompared:  # left out by the proposal: say why instead of "maps no unit to it"
+                if item.path in built.uncovered_reasons:
+                    item.reason = f"the proposed mapping left it uncovered: {built.uncovered_reasons[item.path]}"
             extra.append(f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "
                          f"{len(built.unpaired_candidate)} candidate units unpaired): check it "
                          "(--save-mapping FILE), edit it and pass it back with --mapping FILE")
