@@ -246,13 +246,17 @@ class RunStore:
                        manifest_name=sweep.manifest.name, runtime=str(sweep.runtime.get("runtime")),
                        dataset_identity=str(sweep.dataset.get("identity")), num_variants=len(sweep.variants),
                        result=sweep.model_dump(mode="json"))
+        self._add_once(row, "sweep", sweep.sweep_id)
+
+    def _add_once(self, row: SweepRow | BenchmarkRow, what: str, object_id: str) -> None:
+        """Insert ``row`` (a sweep or a benchmark); stored objects are immutable, so an existing id is an error."""
         try:
             with Session(self.engine) as session, session.begin():
-                if session.get(SweepRow, sweep.sweep_id) is not None:
-                    raise StoreError(f"sweep {sweep.sweep_id} is already stored")
+                if session.get(type(row), object_id) is not None:
+                    raise StoreError(f"{what} {object_id} is already stored")
                 session.add(row)
         except IntegrityError as exc:
-            raise StoreError(f"sweep {sweep.sweep_id} could not be stored: {exc.orig}") from exc
+            raise StoreError(f"{what} {object_id} could not be stored: {exc.orig}") from exc
 
     def get_sweep(self, sweep_id: str) -> SweepResult:
         """The sweep ``sweep_id`` (or a unique prefix of at least 6 characters)."""
@@ -274,13 +278,7 @@ class RunStore:
                            p90_ms=p90.value if p90 else None, throughput=record.throughput_samples_per_second,
                            matrix_id=record.matrix_id,
                            record=record.model_dump(mode="json", exclude={"latencies_us"}), latencies=blob)
-        try:
-            with Session(self.engine) as session, session.begin():
-                if session.get(BenchmarkRow, record.benchmark_id) is not None:
-                    raise StoreError(f"benchmark {record.benchmark_id} is already stored")
-                session.add(row)
-        except IntegrityError as exc:
-            raise StoreError(f"benchmark {record.benchmark_id} could not be stored: {exc.orig}") from exc
+        self._add_once(row, "benchmark", record.benchmark_id)
 
     def get_benchmark(self, benchmark_id: str) -> BenchmarkRecord:
         """The benchmark record ``benchmark_id`` (or a unique prefix of at least 6 characters)."""
