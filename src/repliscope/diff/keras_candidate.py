@@ -27,7 +27,7 @@ import numpy as np
 from repliscope.convert.keras_target import convert_state_dict, import_keras, load_port
 from repliscope.convert.mapping import LayerMapping, load_mapping
 from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, UnitInputsMismatch
+from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.errors import RepliscopeError
 
 
@@ -287,10 +287,8 @@ class KerasLayersCandidate(NamedCandidate):
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         nodes, external = self.chain(path)
-        if len(external) != len(inputs):
-            raise UnitInputsMismatch(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)}) reads "
-                                  f"{len(external)} input(s), the reference layer {len(inputs)}: map it to another "
-                                  "layer or compare in carried mode only (--mode carried)", len(external), len(inputs))
+        check_unit_inputs(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)})", len(external),
+                          len(inputs))
         values: dict[int, Any] = {id(t): to_keras_layout(np.asarray(a, dtype=np.float32))
                                   for t, a in zip(external, inputs, strict=True)}
         out: Any = None

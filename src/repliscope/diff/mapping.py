@@ -37,6 +37,14 @@ class UnitInputsMismatch(RepliscopeError):
         self.candidate_inputs, self.fed = candidate_inputs, fed
 
 
+def check_unit_inputs(unit: str, reads: int, fed: int) -> None:
+    """Golden mode: raise :class:`UnitInputsMismatch` when the candidate ``unit`` (e.g. ``ONNX unit '/add'
+    (Add)``) reads ``reads`` activation tensors but the reference layer was fed ``fed``."""
+    if reads != fed:
+        raise UnitInputsMismatch(f"{unit} reads {reads} activation(s), the reference layer {fed}: map it to another "
+                                 "unit or compare in carried mode only (--mode carried)", reads, fed)
+
+
 class MappingError(RepliscopeError):
     """A layer-name mapping is malformed or names layers that do not exist; the message lists every one."""
 

@@ -25,7 +25,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
 
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, UnitInputsMismatch
+from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.diff.tflite_candidate import input_layout
 from repliscope.errors import RepliscopeError
 
@@ -124,10 +124,7 @@ class OnnxGraphCandidate(NamedCandidate):
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         nodes, external = self.chain(path)
-        if len(external) != len(inputs):
-            raise UnitInputsMismatch(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) reads {len(external)} "
-                                  f"activation(s), the reference layer {len(inputs)}: map it to another node or "
-                                  "compare in carried mode only (--mode carried)", len(external), len(inputs))
+        check_unit_inputs(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)})", len(external), len(inputs))
         key = ("golden", path)
         if key not in self._sessions:
             self._sessions[key] = self._session(self._sub_model(nodes, external, path))

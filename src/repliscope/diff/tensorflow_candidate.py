@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from repliscope.diff.base import CANDIDATES
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, UnitInputsMismatch
+from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.diff.tflite_candidate import input_layout
 from repliscope.errors import RepliscopeError
 
@@ -135,11 +135,7 @@ class TensorflowCandidate(NamedCandidate):
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         ops, external = self.chain(path)
-        if len(external) != len(inputs):
-            raise UnitInputsMismatch(
-                f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)}) reads {len(external)} data input(s), "
-                f"the reference layer {len(inputs)}: map it to another operation or compare in carried mode only "
-                "(--mode carried)", len(external), len(inputs))
+        check_unit_inputs(f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)})", len(external), len(inputs))
         feeds = {t: self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype))
                  for a, t in zip(inputs, external, strict=True)}
         try:

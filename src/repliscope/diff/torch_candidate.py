@@ -36,7 +36,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from repliscope.diff.base import CANDIDATES
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, UnitInputsMismatch
+from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.diff.reference import TorchReference
 from repliscope.errors import RepliscopeError
 
@@ -191,9 +191,7 @@ class TorchCandidate(NamedCandidate):
         if path not in self._replay:
             raise RepliscopeError(f"torch candidate: the call of op '{path}' was not recorded on the probe forward")
         func, args, kwargs, ids = self._replay[path]
-        if len(ids) != len(inputs):
-            raise UnitInputsMismatch(f"torch candidate: op '{path}' reads {len(ids)} activation(s), the reference "
-                                     f"op {len(inputs)}", len(ids), len(inputs))
+        check_unit_inputs(f"torch candidate: op '{path}'", len(ids), len(inputs))
         new = {i: torch.from_numpy(np.array(a, copy=True)) for i, a in zip(ids, inputs, strict=True)}
 
         def swap(value: Any) -> Any:
