@@ -32,14 +32,37 @@ LISTED_NAMES = 1000
 
 
 @dataclass(frozen=True)
+class BoxAnnotation:
+    """One ground-truth object (detection): ``box`` (x1, y1, x2, y2) in pixels of the decoded image, 0-based
+    pixel edges (COCO ``[x, y, w, h]`` -> (x, y, x + w, y + h)); ``class_id`` in the dataset's category ids;
+    ``area`` as the annotation states it (COCO: the segmentation's area, used for the small/medium/large
+    ranges) or None (then the box area); ``iscrowd`` regions are matched but never count as misses;
+    ``ignore``: a box the annotator marked as not to be scored (dlib's ``ignore='1'``)."""
+
+    box: tuple[float, float, float, float]
+    class_id: int
+    area: float | None = None
+    iscrowd: bool = False
+    ignore: bool = False
+    annotation_id: int | None = None
+
+
+@dataclass(frozen=True)
 class Sample:
     """One labelled (or unlabelled: ``label is None``) sample; ``read()`` returns the encoded bytes and
-    raises OSError or SampleError when it cannot."""
+    raises OSError or SampleError when it cannot.
+
+    Detection datasets set ``objects`` (the ground truth; an empty tuple = annotated, no object) and
+    ``image_id`` (COCO's id; the evaluator's key), and leave ``label`` None."""
 
     id: str
     label: int | None
     read: Callable[[], bytes] = field(repr=False, compare=False)
     location: str = ""
+    objects: tuple[BoxAnnotation, ...] | None = None
+    image_id: int | None = None
+    size_hw: tuple[int, int] | None = None
+    """(height, width) as the annotation file states it (checked against the decoded image), or None."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +137,8 @@ def identity_of(samples: Sequence[Sample], fingerprints: Sequence[str]) -> str:
         h.update(b"\0")
         h.update(fp.encode() if fp.startswith(UNREADABLE) else bytes.fromhex(fp))
         h.update(str(s.label).encode())
+        if s.objects is not None:  # detection ground truth is part of what was evaluated against
+            h.update(repr([(o.box, o.class_id, o.area, o.iscrowd, o.ignore) for o in s.objects]).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -135,6 +160,8 @@ class Dataset:
     origin: str = ""
     ignored_files: Sequence[str] = ()
     unreadable_folders: Sequence[str] = ()
+    categories: dict[int, str] | None = None
+    """Detection: category id -> name (COCO: 1..90 with gaps); None for classification datasets."""
     _identity: str | None = field(default=None, repr=False)
 
     def __len__(self) -> int:

@@ -17,14 +17,28 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Detection(_Model):
+    """One detected object: ``box`` [x1, y1, x2, y2] in pixels of the decoded source image (0-based pixel edges:
+    the image spans [0, W] x [0, H]), ``score`` in the model's own scale, ``class_id`` in the dataset's
+    category id space (COCO: 1..90, after the manifest's ``class_map``)."""
+
+    box: list[float] = Field(min_length=4, max_length=4)
+    score: float
+    class_id: int
+
+
 class SamplePrediction(_Model):
-    """One sample's outcome. ``error`` is set (and the top-k lists are empty) when the sample failed."""
+    """One sample's outcome. ``error`` is set (and the prediction lists are empty) when the sample failed.
+
+    Classification fills ``topk_indices``/``topk_probs``; object detection fills ``detections`` (best score
+    first; an empty list = nothing detected) and leaves ``detections`` None only for a failed sample."""
 
     sample_id: str
     label: int | None
     topk_indices: list[int] = Field(default_factory=list)
     topk_probs: list[float] = Field(default_factory=list)
     error: str | None = None
+    detections: list[Detection] | None = None
 
     @property
     def top1(self) -> int | None:
@@ -39,7 +53,9 @@ class MetricValue(_Model):
     ci_low: float
     ci_high: float
     n: int
-    successes: int
+    successes: int | None = None
+    """Proportions (top-1, recall): the count of successes; None for metrics that are not a proportion (COCO
+    AP: ``n`` is then the number of images and the interval a percentile bootstrap over images)."""
     confidence: float = 0.95
 
 
@@ -112,13 +128,17 @@ class EvaluationRecord(_Model):
 
 
 def result_hash(samples: list[SamplePrediction], prob_decimals: int = 6) -> str:
-    """sha256 over every sample's id, top-k indices, top-k probabilities (rounded) and error.
+    """sha256 over every sample's id, top-k indices, top-k probabilities (rounded), error and detections.
 
     Rounding to ``prob_decimals`` makes the hash robust to float printing, not to real numeric change.
     """
     h = hashlib.sha256()
     for s in samples:
-        payload = [s.sample_id, s.topk_indices, [round(p, prob_decimals) for p in s.topk_probs], s.error]
+        payload: list[Any] = [s.sample_id, s.topk_indices, [round(p, prob_decimals) for p in s.topk_probs], s.error]
+        if s.detections is not None:  # detection: boxes to 1e-3 px, scores as the probabilities (unchanged
+            # for classification records, so their stored hashes stay valid)
+            payload.append([[[round(v, 3) for v in d.box], round(d.score, prob_decimals), d.class_id]
+                            for d in s.detections])
         h.update(json.dumps(payload, separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()

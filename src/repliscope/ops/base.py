@@ -30,6 +30,34 @@ class OpParams(BaseModel):
 
 
 @dataclass(frozen=True)
+class Geometry:
+    """Where the current image's pixels came from in the decoded source image (for boxes: detection).
+
+    Continuous pixel coordinates, pixel EDGES (the image spans [0, W] x [0, H]; COCO's convention):
+    ``current = source * scale + offset``, per axis ``(y, x)``. ``decode`` starts it as the identity with
+    ``source_hw`` = the decoded (height, width); every op that moves pixels (resize, crop, letterbox) composes
+    its own mapping with :meth:`then`; value-only ops (colour, dtype, normalisation, layout) keep it.
+    """
+
+    source_hw: tuple[int, int]
+    scale: tuple[float, float] = (1.0, 1.0)
+    offset: tuple[float, float] = (0.0, 0.0)
+
+    def then(self, scale: tuple[float, float], offset: tuple[float, float] = (0.0, 0.0)) -> Geometry:
+        """This mapping followed by ``next = current * scale + offset`` (per axis y, x)."""
+        return Geometry(self.source_hw, (self.scale[0] * scale[0], self.scale[1] * scale[1]),
+                        (self.offset[0] * scale[0] + offset[0], self.offset[1] * scale[1] + offset[1]))
+
+    def to_source_xyxy(self, boxes: np.ndarray) -> np.ndarray:
+        """(K, 4) xyxy boxes in current-image pixels -> (K, 4) xyxy in source-image pixels (float32)."""
+        b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+        sy, sx = self.scale
+        oy, ox = self.offset
+        out = np.stack([(b[:, 0] - ox) / sx, (b[:, 1] - oy) / sy, (b[:, 2] - ox) / sx, (b[:, 3] - oy) / sy], axis=1)
+        return out.astype(np.float32)
+
+
+@dataclass(frozen=True)
 class Item:
     """One sample between pre-processing ops.
 
@@ -41,16 +69,60 @@ class Item:
     data: np.ndarray
     layout: Layout
     channels: Channels | None = None
+    geometry: Geometry | None = None
+    """Set by ``decode``; updated by every op that moves pixels (see :class:`Geometry`)."""
 
     def with_data(self, data: np.ndarray, **changes: Any) -> Item:
         return replace(self, data=data, **changes)
+
+
+BoxKind = Literal["xyxy", "xywh", "cxcywh", "yxyx"]
+BoxSpace = Literal["input", "source"]
+
+
+@dataclass(frozen=True)
+class BoxFormat:
+    """How a box array is to be read: ``kind`` (xyxy, xywh, cxcywh, yxyx), ``normalized`` (fractions of the
+    image side) or pixels, ``one_based`` pixel indices (MATLAB/VOC style) or 0-based, and ``space``: the model
+    input image (``input``) or the decoded source image (``source``)."""
+
+    kind: BoxKind
+    normalized: bool
+    one_based: bool = False
+    space: BoxSpace = "input"
+
+    def describe(self) -> str:
+        unit = "normalised" if self.normalized else ("1-based pixels" if self.one_based else "pixels")
+        return f"{self.kind} {unit} ({self.space} image)"
+
+
+FINAL_BOX_FORMAT = BoxFormat("xyxy", normalized=False, one_based=False, space="source")
+"""What a detection postprocess must end with: xyxy, 0-based pixel edges of the decoded source image."""
+
+
+@dataclass
+class Boxes:
+    """One sample's detections between post-processing ops.
+
+    ``boxes``: float32 (K, 4) read as ``format``; ``scores``: float32 (K,); ``classes``: int64 (K,) in the
+    model's class space until ``class_map`` (then the dataset's category ids); best-first order is not implied.
+    """
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    classes: np.ndarray
+    format: BoxFormat
 
 
 @dataclass
 class Predictions:
     """A batch of model outputs on its way through post-processing.
 
-    ``scores``: float32 (N, C), logits or probabilities; ``is_probability`` says which.
+    ``scores``: float32 (N, C), logits or probabilities; ``is_probability`` says which (classification: the
+    model's single output; detection: the first output, kept for compatibility).
+    ``outputs``: every model output by its manifest name, batch axis first (N, ...).
+    ``geometry``: per row, the sample's :class:`Geometry` (None when unknown).
+    ``detections``: per row, the sample's :class:`Boxes` once a detection op made them (None before).
     ``topk_indices`` / ``topk_scores``: (N, k) after ``topk``, best first.
     ``topk_labels``: class names (N lists of k strings) after ``labels``.
     """
@@ -61,6 +133,9 @@ class Predictions:
     topk_scores: np.ndarray | None = None
     topk_labels: list[list[str]] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    geometry: list[Geometry | None] = field(default_factory=list)
+    detections: list[Boxes] | None = None
 
 
 @dataclass(frozen=True)

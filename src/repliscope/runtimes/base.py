@@ -49,6 +49,8 @@ class ModelArtifact:
     input_dtype: str
     architecture: Architecture | None = None
     origin: str = ""
+    output_names: tuple[str, ...] = ()
+    """The manifest's output names, in order (detection models have several)."""
 
 
 class Runner(ABC):
@@ -90,6 +92,20 @@ class Runner(ABC):
         out = self._infer(batch)
         self.last_inference_seconds = time.perf_counter() - start
         return out
+
+    def infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        """Every model output by name (batch axis first), timed like :meth:`infer`; for models with several
+        outputs (detection). Runners of multi-output models override :meth:`_infer_outputs`."""
+        self.load()
+        start = time.perf_counter()
+        out = self._infer_outputs(batch)
+        self.last_inference_seconds = time.perf_counter() - start
+        return out
+
+    def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        """Default: the single output of :meth:`_infer` under the manifest's (first) output name."""
+        name = self.artifact.output_names[0] if self.artifact.output_names else "output"
+        return {name: self._infer(batch)}
 
     def replica(self, threads: int | None = None) -> Runner:
         """A new, not yet loaded runner of the same kind on the same model (``threads`` default: this one's),

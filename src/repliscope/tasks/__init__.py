@@ -1,0 +1,5 @@
+"""Tasks (``image_classification``, ``object_detection``): see :mod:`repliscope.tasks.base`."""
+
+from repliscope.tasks.base import TASKS, Task, get_task
+
+__all__ = ["TASKS", "Task", "get_task"]
