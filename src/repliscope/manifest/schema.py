@@ -47,7 +47,7 @@ class _Strict(BaseModel):
 class FrameworkSpec(_Strict):
     """The model's native framework and the versions it is known to work with (PEP 440 specifier)."""
 
-    name: Literal["torch", "onnx"]
+    name: Literal["torch", "onnx", "tflite", "tensorflow", "keras"]
     version: str
 
     @field_validator("version")
@@ -66,7 +66,7 @@ class SourceSpec(_Strict):
 
     uri: str
     sha256: Sha256
-    format: Literal["pytorch_state_dict", "onnx"]
+    format: Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras"]
 
 
 class ArchitectureSpec(_Strict):
@@ -102,11 +102,20 @@ class TensorSpec(_Strict):
     name: str
     shape: list[int]
     dtype: Literal["float32", "float16", "uint8", "int8", "int64"]
-    layout: Literal["NCHW", "NHWC", "NC"]
+    layout: Literal["NCHW", "NHWC", "NC", "N", "NK", "NKC"]
+    """Inputs: NCHW | NHWC. Outputs: NC (classification scores), N (one value per sample, e.g. a detection
+    count), NK (one value per box/anchor), NKC (a vector per box/anchor, e.g. 4 coordinates)."""
+
+
+CLASSIFICATION_OUTPUT_KINDS = ("logits", "probabilities")
+DETECTION_OUTPUT_KINDS = ("boxes", "scores", "classes", "count", "anchor_regression", "anchor_scores")
+"""``boxes``/``scores``/``classes``/``count``: decoded detections (e.g. a graph with NMS inside);
+``anchor_regression``/``anchor_scores``: raw per-anchor outputs that ``anchor_decode`` turns into boxes."""
 
 
 class OutputSpec(TensorSpec):
-    kind: Literal["logits", "probabilities"]
+    kind: Literal["logits", "probabilities", "boxes", "scores", "classes", "count", "anchor_regression",
+                  "anchor_scores"]
 
 
 class LabelsSpec(_Strict):
@@ -124,6 +133,10 @@ class DatasetRef(_Strict):
 
 
 PERFORMANCE_METRICS = ("latency_p90_ms", "latency_p99_ms", "throughput")
+PERCENT_METRICS = ("top1", "top5")
+"""Classification accuracy claims, in percent (75.1)."""
+COCO_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
+"""Detection claims: COCOeval's 12 numbers, as fractions (0.222) the way COCOeval prints them."""
 """Performance claims: latency percentiles in milliseconds, throughput in samples per second."""
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
 """LoadGen's scenarios (``repliscope bench --scenario``)."""
@@ -144,7 +157,8 @@ class ClaimSpec(_Strict):
     ``torch``, ``onnxruntime``, ``opencv_dnn``) are required (a latency means nothing without them) and
     ``dataset`` is the data it was measured on; accuracy claims must not set them."""
 
-    metric: Literal["top1", "top5", "latency_p90_ms", "latency_p99_ms", "throughput"]
+    metric: Literal["top1", "top5", "latency_p90_ms", "latency_p99_ms", "throughput", "AP", "AP50", "AP75", "APs",
+                    "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"]
     value: Annotated[float, Field(ge=0)]
     dataset: DatasetRef
     source: str
@@ -162,8 +176,11 @@ class ClaimSpec(_Strict):
         extra = {"scenario": self.scenario, "batch_size": self.batch_size, "hardware": self.hardware,
                  "runtime": self.runtime}
         if not self.is_performance:
-            if self.value > 100:
+            if self.metric in PERCENT_METRICS and self.value > 100:
                 raise ValueError(f"{self.metric} is in percent: {self.value} is above 100")
+            if self.metric in COCO_METRICS and self.value > 1:
+                raise ValueError(f"{self.metric} is a fraction, as COCOeval prints it (0.222 for 22.2 %): "
+                                 f"{self.value} is above 1")
             given = [k for k, v in extra.items() if v is not None]
             if given:
                 raise ValueError(f"{', '.join(given)} only belong to performance claims "
@@ -201,7 +218,9 @@ class ProvenanceSpec(_Strict):
 class Manifest(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     version: str
-    task: Literal["image_classification"]
+    task: Literal["image_classification", "object_detection"]
+    """The task registry's name (:mod:`repliscope.tasks`): it decides the allowed post-processing, the records,
+    metrics and claims."""
     description: str
     license: str
     framework: FrameworkSpec
@@ -209,7 +228,8 @@ class Manifest(_Strict):
     architecture: ArchitectureSpec | None = None
     inputs: Annotated[list[TensorSpec], Field(min_length=1, max_length=1)]
     preprocess: Annotated[list[dict[str, Any]], Field(min_length=1)]
-    outputs: Annotated[list[OutputSpec], Field(min_length=1, max_length=1)]
+    outputs: Annotated[list[OutputSpec], Field(min_length=1, max_length=16)]
+    """Classification: exactly one (logits or probabilities). Detection: every output the postprocess reads."""
     postprocess: list[dict[str, Any]]
     labels: LabelsSpec
     claims: list[ClaimSpec]
@@ -224,9 +244,29 @@ class Manifest(_Strict):
         return v
 
     @model_validator(mode="after")
+    def _outputs_of_the_task(self) -> Manifest:
+        kinds = CLASSIFICATION_OUTPUT_KINDS if self.task == "image_classification" else DETECTION_OUTPUT_KINDS
+        if self.task == "image_classification" and len(self.outputs) != 1:
+            raise ValueError(f"image_classification takes exactly one output (logits or probabilities), "
+                             f"got {len(self.outputs)}")
+        wrong = [f"outputs[{i}].kind '{o.kind}'" for i, o in enumerate(self.outputs) if o.kind not in kinds]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} is not an output of {self.task} (allowed: {', '.join(kinds)})")
+        names = [o.name for o in self.outputs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"output names must be unique, got {names}")
+        accuracy = [c.metric for c in self.claims if not c.is_performance]
+        allowed = PERCENT_METRICS if self.task == "image_classification" else COCO_METRICS
+        bad = [m for m in accuracy if m not in allowed]
+        if bad:
+            raise ValueError(f"claims on {', '.join(bad)} do not belong to {self.task} (allowed: "
+                             f"{', '.join(allowed + PERFORMANCE_METRICS)})")
+        return self
+
+    @model_validator(mode="after")
     def _architecture_matches_format(self) -> Manifest:
         if self.source.format == "pytorch_state_dict" and self.architecture is None:
             raise ValueError("source.format 'pytorch_state_dict' holds weights only: 'architecture' is required")
-        if self.source.format == "onnx" and self.architecture is not None:
-            raise ValueError("source.format 'onnx' carries its own graph: remove 'architecture'")
+        if self.source.format != "pytorch_state_dict" and self.architecture is not None:
+            raise ValueError(f"source.format '{self.source.format}' carries its own graph: remove 'architecture'")
         return self
