@@ -17,7 +17,7 @@ import numpy as np
 
 from repliscope.registry import Registry
 
-ModelFormat = Literal["pytorch_state_dict", "onnx"]
+ModelFormat = Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras"]
 
 
 @dataclass(frozen=True)
