@@ -94,6 +94,31 @@ class Timings(_Model):
     loop_seconds: float | None = None
 
 
+class SampleTruth(_Model):
+    """One detection sample's ground truth, columnar (row ``i`` of every list is object ``i``): ``boxes``
+    [x1, y1, x2, y2] pixels of the decoded image (0-based edges), ``classes`` dataset category ids, ``areas``
+    as annotated (None: the box area), ``iscrowd`` / ``ignore`` flags (see :class:`BoxAnnotation`)."""
+
+    sample_id: str
+    image_id: int | None = None
+    size_hw: tuple[int, int] | None = None
+    boxes: list[list[float]] = Field(default_factory=list)
+    classes: list[int] = Field(default_factory=list)
+    areas: list[float | None] = Field(default_factory=list)
+    iscrowd: list[bool] = Field(default_factory=list)
+    ignore: list[bool] = Field(default_factory=list)
+
+
+class GroundTruth(_Model):
+    """Detection runs: the ground truth the run was scored against (every sample of the dataset, in the
+    record's sample order), so metrics and unit evaluation (``repliscope units RUN``) work without the dataset.
+    ``categories``: dataset category id -> name. Rebuild a :class:`Dataset` with
+    :func:`repliscope.evaluation.ground_truth.dataset_of`."""
+
+    categories: dict[int, str]
+    samples: list[SampleTruth]
+
+
 class ManifestInfo(_Model):
     name: str
     version: str
@@ -122,6 +147,13 @@ class EvaluationRecord(_Model):
     result_hash: str
     sweep_id: str | None = None
     variant: str | None = None
+    task: str = "image_classification"
+    """The manifest's task (records stored before tasks existed are classification)."""
+    ground_truth: GroundTruth | None = None
+    """Object detection: the evaluated samples' ground truth (None for classification)."""
+    per_class: list[dict[str, Any]] | None = None
+    """Object detection: per category ``{"class_id", "name", "AP", "AR", "n_gt"}`` (AP/AR None when the category
+    has no ground truth); None for classification."""
 
     def metric(self, name: str) -> MetricValue | None:
         return next((m for m in self.metrics if m.name == name), None)
