@@ -9,6 +9,7 @@ evaluated (``repliscope units RUN``) without the dataset's files: :func:`dataset
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from repliscope.datasets.base import BoxAnnotation, Dataset, Sample
 from repliscope.errors import RepliscopeError, SampleError
@@ -46,7 +47,7 @@ def dataset_of(record: EvaluationRecord) -> Dataset:
     gt = record.ground_truth
     if gt is None:
         raise RepliscopeError(f"run {record.run_id[:12]} ({record.task}) carries no detection ground truth")
-    samples = [Sample(id=t.sample_id, label=None, read=lambda sid=t.sample_id: _no_pixels(sid),
+    samples = [Sample(id=t.sample_id, label=None, read=partial(_no_pixels, t.sample_id),
                       location="stored record", objects=_objects(t), image_id=t.image_id,
                       size_hw=t.size_hw) for t in gt.samples]
     return Dataset(name=str(record.dataset.get("name", "")), samples=samples,
