@@ -12,7 +12,9 @@ from repliscope.errors import DatasetError
 
 
 def resolve_dataset(spec: str, label_rule: str | None = None, **kw: Any) -> Dataset:
-    """A registered dataset name (e.g. ``foolbox_imagenet``) or an existing directory (``image_folder``).
+    """A registered dataset name (e.g. ``foolbox_imagenet``), ``NAME:PATH`` (a registered loader given a path,
+    e.g. ``coco:../shared/data/coco-val-mini``, ``dlib_xml:faces/testing.xml``) or an existing directory
+    (``image_folder``).
 
     Registered names win over a same-named directory in the working directory; write ``./name`` for that.
     ``label_rule`` and ``kw`` go to the loader; options whose value is None count as not given. A loader
@@ -26,6 +28,15 @@ def resolve_dataset(spec: str, label_rule: str | None = None, **kw: Any) -> Data
         loader = DATASETS.get(spec)
         _check_options(spec, loader, options)
         return loader(**options)
+    named = _named_path(spec)
+    if named is not None:
+        name, where = named
+        loader = DATASETS.get(name)
+        if "path" not in inspect.signature(loader).parameters:
+            raise DatasetError(f"dataset '{name}' takes no path: write --dataset {name} (datasets that take "
+                               f"NAME:PATH: {', '.join(path_names())})")
+        _check_options(name, loader, options, given=("path",))
+        return loader(path=where, **options)
     path = Path(spec).expanduser()
     if path.is_dir():
         _check_options("image_folder", load_image_folder, options, given=("path",))
@@ -33,7 +44,25 @@ def resolve_dataset(spec: str, label_rule: str | None = None, **kw: Any) -> Data
     what = (
         "is a file, not a directory" if path.exists() else "is neither a registered dataset nor a directory"
     )
-    raise DatasetError(f"dataset '{spec}' {what}. Give a folder of images or one of: {', '.join(bare_names())}")
+    raise DatasetError(f"dataset '{spec}' {what}. Give a folder of images, one of: {', '.join(bare_names())}, "
+                       f"or NAME:PATH with NAME one of: {', '.join(path_names())}")
+
+
+def _named_path(spec: str) -> tuple[str, str] | None:
+    """``NAME:PATH`` -> (NAME, PATH) when NAME is a registered dataset and PATH is not empty; a NAME that is not
+    registered is a DatasetError listing the registered names, unless ``spec`` is an existing path."""
+    name, sep, where = spec.partition(":")
+    if not sep or not name or not where or Path(spec).expanduser().exists():
+        return None
+    if name not in DATASETS:
+        raise DatasetError(f"dataset '{spec}': '{name}' is not a registered dataset (registered: "
+                           f"{', '.join(DATASETS.names())})")
+    return name, where
+
+
+def path_names() -> list[str]:
+    """The registered datasets that take a path (usable as ``NAME:PATH``)."""
+    return [name for name in DATASETS.names() if "path" in inspect.signature(DATASETS.get(name)).parameters]
 
 
 def bare_names() -> list[str]:
