@@ -59,6 +59,8 @@ class TopK(PostOp):
     params: TopKParams
 
     def __call__(self, preds: Predictions) -> Predictions:
+        if preds.detections is not None:
+            raise RepliscopeError("'topk' is a classification op but these are detection predictions (boxes)")
         scores = _scores_2d(self.name, preds)
         k = self.params.k
         if k > scores.shape[1]:

@@ -39,6 +39,7 @@ class CenterCrop(PreOp):
       ``(h - H) // 2`` rows before and ``(h - H + 1) // 2`` after (same for columns) with ``fill`` (per channel
       when a list; for an integer dtype each value must be a whole number in the dtype's range), zeros
       without it; the crop is then the whole padded axis.
+    - geometry (boxes): shifted by ``(pad_top - top, pad_left - left)`` pixels, scale unchanged.
     """
 
     name = "center_crop"
@@ -90,19 +91,22 @@ class CenterCrop(PreOp):
         height, width = spatial_size(item)
         ch, cw = self.crop_size(height, width)
         data = item.data
+        pad_top = pad_left = 0
         if ch > height or cw > width:
             pad_h = ((ch - height) // 2, (ch - height + 1) // 2) if ch > height else (0, 0)
             pad_w = ((cw - width) // 2, (cw - width + 1) // 2) if cw > width else (0, 0)
             pads = (pad_h, pad_w, (0, 0)) if item.layout == "HWC" else ((0, 0), pad_h, pad_w)
             data = _pad(data, pads, item.layout, self.params.fill)
             height, width = height + sum(pad_h), width + sum(pad_w)
+            pad_top, pad_left = pad_h[0], pad_w[0]
         top = round((height - ch) / 2.0)  # torchvision: int(round(...))
         left = round((width - cw) / 2.0)
         if item.layout == "HWC":
             out = data[top : top + ch, left : left + cw, :]
         else:
             out = data[:, top : top + ch, left : left + cw]
-        return item.with_data(np.ascontiguousarray(out))
+        geometry = None if item.geometry is None else item.geometry.then((1.0, 1.0), (pad_top - top, pad_left - left))
+        return item.with_data(np.ascontiguousarray(out), geometry=geometry)
 
 
 def _pad(data: np.ndarray, pads: tuple[tuple[int, int], ...], layout: str, fill: float | list[float] | None

@@ -13,7 +13,7 @@ from PIL import Image, ImageFile
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from repliscope.errors import OpSpecError, RepliscopeError, SampleError
-from repliscope.ops.base import OPS, Channels, Item, OpParams, PreOp, StaticShape
+from repliscope.ops.base import OPS, Channels, Geometry, Item, OpParams, PreOp, StaticShape
 
 DEFAULT_MAX_PIXELS = 89_478_485
 """Default ``max_pixels``: Pillow's own default ``Image.MAX_IMAGE_PIXELS`` (1 GiB / 4 bytes / 3 channels),
@@ -56,8 +56,9 @@ class Decode(PreOp):
     """Decode encoded image bytes with Pillow, OpenCV or libjpeg-turbo.
 
     In: 1-D uint8 array of file bytes, layout ``encoded``. Out: HxWx3 uint8, layout ``HWC``, ``channels``
-    as requested. The file format is sniffed from the content (a PNG named ``.jpg`` decodes fine); only the
-    first frame of a multi-frame file is used.
+    as requested, ``geometry`` the identity on the decoded (H, W) (boxes map back to this image). The file
+    format is sniffed from the content (a PNG named ``.jpg`` decodes fine); only the first frame of a
+    multi-frame file is used.
 
     Conversions to 3 channels, all explicit:
 
@@ -158,7 +159,8 @@ class Decode(PreOp):
             im.close()
             bgr = _decode_opencv(buf)
             out = bgr if self.params.channels == "BGR" else bgr[..., ::-1]
-        return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels)
+        return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels,
+                    geometry=Geometry(source_hw=(out.shape[0], out.shape[1])))
 
 
     def _decode_libjpeg(self, im: ImageFile.ImageFile, data: bytes) -> np.ndarray:

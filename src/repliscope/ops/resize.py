@@ -12,7 +12,7 @@ from pydantic import Field
 
 from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
-from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
+from repliscope.ops.base import OPS, Geometry, Item, OpParams, PreOp, StaticShape
 
 Method = Literal["nearest", "bilinear", "bicubic", "area", "lanczos"]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -47,6 +47,9 @@ class ResizeParams(OpParams):
 @OPS.register("resize")
 class Resize(PreOp):
     """Resize one image; output dtype and layout = input dtype and layout (HWC or CHW).
+
+    Geometry (boxes): pixel edges scale by ``s = new / old`` per axis (``item.geometry.then((th/H, tw/W))``),
+    whatever the library; an aspect-keeping resize scales the two axes by its two rounded sides' ratios.
 
     Output size (``output_size``):
 
@@ -180,7 +183,15 @@ class Resize(PreOp):
             out = _resize_torch(hwc, th, tw, self.params.method, self.params.antialias)
         if item.layout == "CHW":
             out = out.transpose(2, 0, 1)
-        return item.with_data(np.ascontiguousarray(out))
+        return item.with_data(np.ascontiguousarray(out), geometry=resized_geometry(item, th, tw))
+
+
+def resized_geometry(item: Item, th: int, tw: int) -> Geometry | None:
+    """``item.geometry`` followed by a resize to (th, tw): pixel edges scale by ``new / old`` per axis (y, x)."""
+    if item.geometry is None:
+        return None
+    height, width = spatial_size(item)
+    return item.geometry.then((th / height, tw / width))
 
 
 def _resize_pillow(hwc: np.ndarray, th: int, tw: int, method: str) -> np.ndarray:
