@@ -42,7 +42,7 @@ def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bo
     spec = m.inputs[0]
     return ModelArtifact(path=path, sha256=m.source.sha256, format=m.source.format, input_name=spec.name,
                          input_shape=tuple(spec.shape), input_dtype=spec.dtype, architecture=architecture,
-                         origin=m.source.uri)
+                         origin=m.source.uri, output_names=tuple(o.name for o in m.outputs))
 
 
 def load_class_names(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False,

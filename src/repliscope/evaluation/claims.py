@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from repliscope.evaluation.record import ClaimVerdict, MetricValue
-from repliscope.manifest.schema import ClaimSpec, DatasetRef
+from repliscope.manifest.schema import PERCENT_METRICS, ClaimSpec, DatasetRef
 
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
 
@@ -23,8 +23,12 @@ def judge_claim(claim: ClaimSpec, metric: MetricValue | None, evaluated_as: Data
                 evaluated_name: str, failed: int = 0) -> ClaimVerdict:
     """``consistent`` when the claim lies inside the metric's 95 % interval, ``inconsistent`` when outside,
     ``not comparable`` when the evaluated data is not declared to be the claim's dataset and split (the
-    numbers are kept, never presented as a reproduction) or the metric could not be computed."""
-    claimed = round(claim.value / 100.0, 10)  # 75.1 -> 0.751 exactly as printed
+    numbers are kept, never presented as a reproduction) or the metric could not be computed.
+
+    Classification claims are in percent (75.1 -> 0.751); detection claims (COCO's AP, AR...) are fractions
+    as COCOeval prints them and are compared as written. Detection intervals are bootstraps over images."""
+    # 75.1 -> 0.751 exactly as printed
+    claimed = round(claim.value / 100.0, 10) if claim.metric in PERCENT_METRICS else claim.value
     evaluated = f"{evaluated_name} (as {dataset_label(evaluated_as)})" if evaluated_as else evaluated_name
 
     def verdict(v: Verdict, reason: str) -> ClaimVerdict:

@@ -24,18 +24,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from queue import SimpleQueue
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 
 from repliscope.datasets.base import Sample, SampleRead, read_sample
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.evaluation.record import SamplePrediction
-from repliscope.ops.base import Item, PreOp
+from repliscope.ops.base import Geometry, Item, PreOp
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 from repliscope.tracing.levels import RANK
 from repliscope.tracing.tracer import NO_TRACER, Tracer, current_tracer
+
+if TYPE_CHECKING:
+    from repliscope.tasks.base import Task
 
 MODEL_RANK = RANK["model"]
 
@@ -82,6 +85,16 @@ class LoopResult:
 
 
 Prepared = tuple[np.ndarray | None, str | None]
+"""(model input without batch axis, None) or (None, failure reason)."""
+
+
+class PreparedItem(NamedTuple):
+    """One pre-processed sample: the model input without batch axis (None when the sample failed), the
+    failure reason, and the sample's :class:`Geometry` (where the input's pixels came from; detection)."""
+
+    data: np.ndarray | None
+    error: str | None
+    geometry: Geometry | None = None
 
 
 def apply_op(op: PreOp, item: Item, tracer: Tracer | None = None) -> Item | str:
@@ -129,29 +142,36 @@ def prepare_sample(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int
 
 
 def read_and_prepare(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None,
-                     tracer: Tracer | None = None) -> tuple[Prepared, str]:
-    """:func:`prepare_sample` plus the sample's fingerprint (sha256 hex of the bytes, or the read failure);
-    a ``read`` span and one span per op at trace level ``model`` or deeper."""
+                     tracer: Tracer | None = None) -> tuple[PreparedItem, str]:
+    """:func:`prepare_item` of the sample's bytes plus its fingerprint (sha256 hex of the bytes, or the read
+    failure); a ``read`` span and one span per op at trace level ``model`` or deeper."""
     t = current_tracer() if tracer is None else tracer
     with t.span("read", "model"):
         read = read_sample(sample)
-    return prepare_read(pipeline, read, expected_shape, t), read.fingerprint
+    return prepare_item(pipeline, read, expected_shape, t), read.fingerprint
 
 
 def prepare_read(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None,
                  tracer: Tracer | None = None) -> Prepared:
     """Pre-process bytes already read -> (model input without batch axis, None) or (None, failure reason)."""
+    data, error, _ = prepare_item(pipeline, read, expected_shape, tracer)
+    return data, error
+
+
+def prepare_item(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None,
+                 tracer: Tracer | None = None) -> PreparedItem:
+    """Pre-process bytes already read -> the model input and the sample's geometry, or the failure reason."""
     if read.data is None:
-        return None, read.error
+        return PreparedItem(None, read.error)
     t = current_tracer() if tracer is None else tracer
     item: Item | str = Item(np.frombuffer(read.data, dtype=np.uint8), "encoded")
     for op in pipeline.pre_ops:
         item = apply_op(op, item, t)  # type: ignore[arg-type]
         if isinstance(item, str):
-            return None, item
+            return PreparedItem(None, item)
     assert isinstance(item, Item)
     error = shape_error(item.data, expected_shape)
-    return (None, error) if error else (item.data, None)
+    return PreparedItem(None, error) if error else PreparedItem(item.data, None, item.geometry)
 
 
 def run_loop(
@@ -161,8 +181,10 @@ def run_loop(
     options: LoopOptions,
     expected_shape: tuple[int, ...] | None,
     on_progress: ProgressCallback | None = None,
+    task: Task | None = None,
 ) -> LoopResult:
-    """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included).
+    """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included), recorded
+    by ``task`` (default: :func:`task_of` the pipeline).
 
     Tracing (the current tracer, :func:`repliscope.tracing.current_tracer`): at level ``model`` one ``batch``
     span per batch (``data_parallel``: around reading, pre-processing, inference and post-processing of the
@@ -174,6 +196,7 @@ def run_loop(
     tracer = current_tracer()
     if tracer.rank:  # the record says its latencies were measured under tracing
         runner.notes["trace_level"] = tracer.level
+    infer = BatchInference(pipeline, task or task_of(pipeline), runner)
     start = time.perf_counter()
     result = LoopResult(predictions=[], fingerprints=[])
     batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
@@ -183,7 +206,7 @@ def run_loop(
         result.load_seconds, result.warmup_seconds = load_and_warm_up(runner, shape)
         loop_start = time.perf_counter()
         if options.schedule == "pipelined":
-            _pipelined(pipeline, runner, batches, options, expected_shape, result, on_progress, tracer)
+            _pipelined(infer, runner, batches, options, expected_shape, result, on_progress, tracer)
         else:
             runners = [runner, *(runner.replica() for _ in range(options.prep_workers - 1))]
             for replica in runners[1:]:
@@ -192,7 +215,7 @@ def run_loop(
                 result.load_seconds += load
                 result.warmup_seconds += warm
             loop_start = time.perf_counter()
-            _data_parallel(pipeline, runners, batches, options, expected_shape, result, on_progress, tracer)
+            _data_parallel(infer, runners, batches, options, expected_shape, result, on_progress, tracer)
         end = time.perf_counter()
     result.loop_seconds, result.total_seconds = end - loop_start, end - start
     return result
@@ -201,11 +224,12 @@ def run_loop(
 Batch = Sequence[Sample]
 
 
-def _pipelined(pipeline: Pipeline, runner: Runner, batches: list[Batch], options: LoopOptions,
+def _pipelined(infer: BatchInference, runner: Runner, batches: list[Batch], options: LoopOptions,
                expected_shape: tuple[int, ...] | None, result: LoopResult,
                on_progress: ProgressCallback | None, tracer: Tracer = NO_TRACER) -> None:
+    pipeline = infer.pipeline
     with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
-        pending: deque[list[Future[tuple[Prepared, str]]]] = deque()
+        pending: deque[list[Future[tuple[PreparedItem, str]]]] = deque()
 
         def submit(batch: Batch) -> None:
             pending.append([pool.submit(read_and_prepare, pipeline, s, expected_shape, tracer) for s in batch])
@@ -218,15 +242,16 @@ def _pipelined(pipeline: Pipeline, runner: Runner, batches: list[Batch], options
             if nxt < len(batches):
                 submit(batches[nxt])
             with tracer.span("batch", "model", index=index, size=len(batch)):
-                predictions, latency = _infer_batch(pipeline, runner, batch, [p for p, _ in done], options, tracer)
+                predictions, latency = _infer_batch(infer, runner, batch, [p for p, _ in done], options, tracer)
             _collect(result, [fp for _, fp in done], predictions, latency)
             if on_progress is not None:
                 on_progress(len(batch))
 
 
-def _data_parallel(pipeline: Pipeline, runners: list[Runner], batches: list[Batch], options: LoopOptions,
+def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[Batch], options: LoopOptions,
                    expected_shape: tuple[int, ...] | None, result: LoopResult,
                    on_progress: ProgressCallback | None, tracer: Tracer = NO_TRACER) -> None:
+    pipeline = infer.pipeline
     free: SimpleQueue[Runner] = SimpleQueue()
     for r in runners:
         free.put(r)
@@ -236,7 +261,7 @@ def _data_parallel(pipeline: Pipeline, runners: list[Runner], batches: list[Batc
         try:
             with tracer.span("batch", "model", index=index, size=len(batch)):
                 done = [read_and_prepare(pipeline, s, expected_shape, tracer) for s in batch]
-                predictions, latency = _infer_batch(pipeline, runner, batch, [p for p, _ in done], options,
+                predictions, latency = _infer_batch(infer, runner, batch, [p for p, _ in done], options,
                                                     tracer)
         finally:
             free.put(runner)
@@ -284,29 +309,60 @@ def load_and_warm_up(runner: Runner, shape: tuple[int, ...] | None) -> tuple[flo
     return runner.load_seconds, runner.warm_up(shape) if shape is not None else 0.0
 
 
-def _infer_batch(pipeline: Pipeline, runner: Runner, batch: Sequence[Sample], prepared: list[Prepared],
+def task_of(pipeline: Pipeline) -> Task:
+    """The task whose post ops ``pipeline`` uses (the registries keep the tasks' op names apart): for callers
+    that run a manifest's pipeline without its manifest (calibration)."""
+    from repliscope.tasks.base import get_task
+    from repliscope.tasks.detection import DETECTION_POST_OPS
+
+    detection = any(op.name in DETECTION_POST_OPS for op in pipeline.post_ops)
+    return get_task("object_detection" if detection else "image_classification")
+
+
+@dataclass(frozen=True)
+class BatchInference:
+    """How one batch of model inputs becomes records: the runner's outputs (every named output when the task
+    is not classification or the model has several, else the single score array), the pipeline's postprocess
+    (with each row's geometry) and the task's per-sample records."""
+
+    pipeline: Pipeline
+    task: Task
+    runner: Runner
+
+    @property
+    def named_outputs(self) -> bool:
+        return self.task.name != "image_classification" or len(self.runner.artifact.output_names) > 1
+
+    def run(self, runner: Runner, inputs: np.ndarray,
+            tracer: Tracer = NO_TRACER) -> tuple[np.ndarray | dict[str, np.ndarray], float]:
+        """``runner``'s (this one or a replica) raw outputs of one batch (N, ...) and its inference seconds."""
+        with tracer.span("inference", "model", batch_size=len(inputs)):
+            outputs = runner.infer_outputs(inputs) if self.named_outputs else runner.infer(inputs)
+        return outputs, runner.last_inference_seconds
+
+    def records(self, outputs: np.ndarray | dict[str, np.ndarray], geometry: list[Geometry | None],
+                batch: Sequence[Sample], rows: Sequence[int], tracer: Tracer = NO_TRACER) -> list[SamplePrediction]:
+        """Post-process the outputs of ``batch[rows]`` and record them with the task."""
+        preds = self.pipeline.postprocess(outputs, tracer, geometry=geometry)
+        return self.task.to_samples(preds, batch, rows)
+
+
+def _infer_batch(infer: BatchInference, runner: Runner, batch: Sequence[Sample], prepared: list[PreparedItem],
                  options: LoopOptions, tracer: Tracer = NO_TRACER) -> tuple[list[SamplePrediction], float | None]:
     """Infer the prepared samples of one batch -> (one prediction per sample, the runtime's seconds or None
     when every sample of the batch failed)."""
-    ok = [i for i, (x, _) in enumerate(prepared) if x is not None]
+    ok = [i for i, p in enumerate(prepared) if p.data is not None]
     out: list[SamplePrediction] = [
-        SamplePrediction(sample_id=s.id, label=s.label, error=prepared[i][1]) for i, s in enumerate(batch)
+        SamplePrediction(sample_id=s.id, label=s.label, error=prepared[i].error) for i, s in enumerate(batch)
     ]
     failed = [p for p in out if p.error is not None]
     if failed and options.fail_fast:
         raise SampleError(f"sample '{failed[0].sample_id}' failed: {failed[0].error} (--fail-fast)")
     if not ok:
         return out, None
-    inputs = np.stack([prepared[i][0] for i in ok])  # type: ignore[misc]
-    with tracer.span("inference", "model", batch_size=len(ok)):
-        scores = runner.infer(inputs)
-    preds = pipeline.postprocess(scores, tracer)
-    if preds.topk_indices is None or preds.topk_scores is None:
-        raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
-    for row, i in enumerate(ok):
-        out[i] = SamplePrediction(
-            sample_id=batch[i].id, label=batch[i].label,
-            topk_indices=[int(v) for v in preds.topk_indices[row]],
-            topk_probs=[float(v) for v in preds.topk_scores[row]],
-        )
-    return out, runner.last_inference_seconds
+    inputs = np.stack([prepared[i].data for i in ok])  # type: ignore[misc]
+    geometry = [prepared[i].geometry for i in ok]
+    outputs, seconds = infer.run(runner, inputs, tracer)
+    for i, record in zip(ok, infer.records(outputs, geometry, batch, ok, tracer), strict=True):
+        out[i] = record
+    return out, seconds

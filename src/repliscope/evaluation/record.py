@@ -152,8 +152,8 @@ class EvaluationRecord(_Model):
     ground_truth: GroundTruth | None = None
     """Object detection: the evaluated samples' ground truth (None for classification)."""
     per_class: list[dict[str, Any]] | None = None
-    """Object detection: per category ``{"class_id", "name", "AP", "AR", "n_gt"}`` (AP/AR None when the category
-    has no ground truth); None for classification."""
+    """Object detection: per category ``{"class_id", "name", "ap", "ar", "n_objects", "n_detections"}`` (``ap`` /
+    ``ar`` None when COCOeval cannot define them); None for classification."""
 
     def metric(self, name: str) -> MetricValue | None:
         return next((m for m in self.metrics if m.name == name), None)

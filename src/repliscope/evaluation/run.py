@@ -9,19 +9,19 @@ from pathlib import Path
 
 import repliscope
 from repliscope.datasets.base import Dataset
-from repliscope.errors import DatasetError
 from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
 from repliscope.evaluation.calibration import Plan, plan_run
 from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
+from repliscope.evaluation.ground_truth import ground_truth_of
 from repliscope.evaluation.provenance import hardware, software_stack
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
 from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
 from repliscope.manifest.schema import DatasetRef
-from repliscope.metrics.classification import compute_metrics
 from repliscope.ops.base import BuildContext
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
+from repliscope.tasks.base import Task, get_task
 
 _FRAMEWORK_DISTRIBUTIONS = ("torch", "onnx", "onnxruntime", "onnxscript", "opencv-python-headless",
                             "opencv-python", "efficientnet-lite-pytorch", "scipy", "pydantic")
@@ -58,6 +58,12 @@ class PreparedRun:
     pipeline: Pipeline
     runner: Runner
     settings: RunSettings
+    class_names: tuple[str, ...] | None = None
+
+    @property
+    def task(self) -> Task:
+        """The manifest's task (:mod:`repliscope.tasks`)."""
+        return get_task(self.loaded.manifest.task)
 
 
 def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> PreparedRun:
@@ -67,19 +73,19 @@ def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> Pre
     class_names = load_class_names(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
     pre, post = build_ops(loaded, BuildContext(class_names=class_names))
     runner = RUNTIMES.get(settings.runtime)(artifact, threads=settings.threads or 1, cache_dir=cache_dir)
-    return PreparedRun(loaded, artifact, Pipeline(pre, post), runner, settings)
+    return PreparedRun(loaded, artifact, Pipeline(pre, post), runner, settings, class_names)
 
 
 def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallback | None = None,
              pipeline: Pipeline | None = None) -> EvaluationRecord:
     """Run the loop and assemble the record (metrics, claim verdicts, provenance, result hash)."""
     s = prepared.settings
-    check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
+    check_dataset(prepared, dataset)
     pipe = pipeline or prepared.pipeline
     plan = plan_for(prepared, dataset, pipe)
     runner = runner_for_plan(prepared.runner, plan)
     options = plan.loop_options(s.fail_fast)
-    loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress)
+    loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress, prepared.task)
     if runner is not prepared.runner and prepared.runner.loaded:  # e.g. the ONNX export, made by the calibration
         loop.load_seconds += prepared.runner.load_seconds
         loop.total_seconds += prepared.runner.load_seconds
@@ -109,12 +115,14 @@ def runner_for_plan(runner: Runner, plan: Plan) -> Runner:
 
 
 def check_labels_in_range(dataset: Dataset, num_classes: int) -> None:
-    """A label the model cannot predict would silently count as a miss: refuse, naming the samples."""
-    bad = [s for s in dataset.samples if s.label is not None and not 0 <= s.label < num_classes]
-    if bad:
-        names = ", ".join(f"{s.id} (label {s.label})" for s in bad[:10])
-        raise DatasetError(f"{len(bad)} samples of '{dataset.name}' have labels outside the model's {num_classes} "
-                           f"classes: {names}{' ...' if len(bad) > 10 else ''}")
+    """A label the model cannot predict would silently count as a miss: refuse, naming the samples
+    (classification; :func:`check_dataset` asks the manifest's task)."""
+    get_task("image_classification").check_dataset(dataset, num_classes)
+
+
+def check_dataset(prepared: PreparedRun, dataset: Dataset) -> None:
+    """Can the manifest's task evaluate ``dataset``? (DatasetError naming the problem.)"""
+    prepared.task.check_dataset(dataset, prepared.loaded.manifest.labels.num_classes, prepared.class_names)
 
 
 def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipeline: Pipeline,
@@ -123,7 +131,8 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
     s = prepared.settings
     runner = runner or prepared.runner
     loaded = prepared.loaded
-    metrics = compute_metrics(loop.predictions)
+    task = prepared.task
+    metrics, per_class = task.evaluate(loop.predictions, dataset)
     by_name = {m.name: m for m in metrics}
     failed = sum(1 for p in loop.predictions if p.error is not None)
     claims = [judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed)
@@ -156,4 +165,7 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
                         throughput_samples_per_second=evaluated / loop.loop_seconds if loop.loop_seconds else 0.0),
         samples=loop.predictions,
         result_hash=result_hash(loop.predictions),
+        task=task.name,
+        ground_truth=ground_truth_of(dataset) if task.name == "object_detection" else None,
+        per_class=per_class,
     )

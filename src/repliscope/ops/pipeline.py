@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from repliscope.errors import OpSpecError, RepliscopeError
-from repliscope.ops.base import OPS, BuildContext, Item, Op, OpParams, PostOp, Predictions, PreOp, Stage
+from repliscope.ops.base import OPS, BuildContext, Geometry, Item, Op, OpParams, PostOp, Predictions, PreOp, Stage
 from repliscope.tracing.levels import RANK
 from repliscope.tracing.tracer import Tracer, current_tracer
 
@@ -178,10 +178,22 @@ class Pipeline:
                 )
         return np.ascontiguousarray(np.stack([it.data for it in items], axis=0))
 
-    def postprocess(self, scores: np.ndarray, tracer: Tracer | None = None) -> Predictions:
-        """Apply the post-processing ops in order to a (N, C) batch of scores (converted to float32); at trace
+    def postprocess(self, outputs: np.ndarray | Mapping[str, np.ndarray], tracer: Tracer | None = None, *,
+                    geometry: Sequence[Geometry | None] | None = None) -> Predictions:
+        """Apply the post-processing ops in order to a batch of model outputs: a (N, C) score array
+        (classification; converted to float32), or every output by manifest name (``Predictions.outputs``, batch
+        axis first, dtypes kept; ``scores`` is then the first output as float32). ``geometry``: per row, the
+        sample's :class:`Geometry` (``Predictions.geometry``; detection ops map boxes back with it). At trace
         level ``model`` or deeper each op is a ``postprocess/<op name>`` span of ``tracer`` (default: current)."""
-        preds = Predictions(scores=np.asarray(scores, dtype=np.float32))
+        rows = list(geometry) if geometry is not None else []
+        if isinstance(outputs, Mapping):
+            if not outputs:
+                raise RepliscopeError("the model returned no outputs")
+            named = {name: np.asarray(value) for name, value in outputs.items()}
+            first = next(iter(named.values()))
+            preds = Predictions(scores=np.asarray(first, dtype=np.float32), outputs=named, geometry=rows)
+        else:
+            preds = Predictions(scores=np.asarray(outputs, dtype=np.float32), geometry=rows)
         t = current_tracer() if tracer is None else tracer
         if t.rank < MODEL_RANK:
             for op in self.post_ops:

@@ -30,9 +30,10 @@ class Task(ABC):
     """Allowed ``outputs[].kind`` values."""
 
     @abstractmethod
-    def check_dataset(self, dataset: Dataset, num_classes: int) -> None:
+    def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:
         """Raise DatasetError when ``dataset`` cannot be evaluated by this task (e.g. classification labels
-        outside the model's classes; detection samples without ground truth boxes)."""
+        outside the model's classes; detection samples without ground truth boxes, or categories the manifest's
+        ``labels`` do not name). ``class_names``: the manifest's labels, when known."""
 
     @abstractmethod
     def to_samples(self, preds: Predictions, batch: Sequence[Sample], rows: Sequence[int]) -> list[SamplePrediction]:
@@ -42,6 +43,11 @@ class Task(ABC):
     @abstractmethod
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset) -> list[MetricValue]:
         """The run's metrics (each with its 95 % interval) over the successfully evaluated samples."""
+
+    def evaluate(self, samples: Sequence[SamplePrediction], dataset: Dataset
+                 ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
+        """(:meth:`metrics`, per-class rows or None): what a record stores. Default: no per-class rows."""
+        return self.metrics(samples, dataset), None
 
     @abstractmethod
     def paired(self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
