@@ -5,7 +5,7 @@ import pytest
 
 from repliscope.datasets import resolve_dataset
 from repliscope.datasets.base import read_sample
-from repliscope.datasets.coco import coco_json, load_coco
+from repliscope.datasets.coco import load_coco
 from repliscope.errors import DatasetError
 
 COCO_MINI = Path(__file__).resolve().parents[3] / "shared" / "data" / "coco-val-mini"
@@ -53,14 +53,6 @@ def test_resolve_name_path_syntax(tmp_path: Path) -> None:
     assert [s.id for s in ds.samples] == ["a.jpg"]
     with pytest.raises(DatasetError, match=r"'cocoo' is not a registered dataset \(registered: coco, dlib_xml, "):
         resolve_dataset(f"cocoo:{tmp_path}")
-
-
-def test_coco_json_roundtrip(tmp_path: Path) -> None:
-    gt = coco_json(load_coco(_write(tmp_path, _tiny())))
-    assert gt["images"] == [{"id": 3, "file_name": "a.jpg", "height": 10, "width": 20},
-                            {"id": 7, "file_name": "b.jpg", "height": 30, "width": 40}]
-    assert [(a["bbox"], a["area"], a["iscrowd"], a["category_id"]) for a in gt["annotations"]] == [
-        ([0.5, 0, 4.0, 4], 16, 0, 1), ([1, 2, 10, 5], 33.5, 1, 90)]
 
 
 @pytest.mark.parametrize(("edit", "message"), [

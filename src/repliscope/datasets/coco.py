@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -192,26 +191,3 @@ def load_coco(path: str | os.PathLike[str], *, annotations: str | os.PathLike[st
                    label_rule="coco instances", description="; ".join(described),
                    origin=f"{root} (annotations {ann_path})",
                    categories={c.id: c.name for c in sorted(data.categories, key=lambda c: c.id)})
-
-
-def coco_json(dataset: Dataset, samples: list[Sample] | None = None) -> dict[str, Any]:
-    """A COCO ground-truth dict (images, annotations, categories) of ``dataset`` (or of ``samples`` of it):
-    boxes back to ``[x, y, w, h]``; an ``ignore`` box is written as ``iscrowd=1`` (COCOeval's only way not to
-    score a box: a detection on it is neither a hit nor a false positive); a missing area is the box area."""
-    chosen = list(dataset.samples) if samples is None else samples
-    images, anns = [], []
-    next_id = 1
-    for index, s in enumerate(chosen):
-        image_id = s.image_id if s.image_id is not None else index + 1
-        h, w = s.size_hw or (0, 0)
-        images.append({"id": image_id, "file_name": s.id, "height": h, "width": w})
-        for o in s.objects or ():
-            x1, y1, x2, y2 = o.box
-            area = o.area if o.area is not None else (x2 - x1) * (y2 - y1)
-            anns.append({"id": next_id, "image_id": image_id, "category_id": o.class_id,
-                         "bbox": [x1, y1, x2 - x1, y2 - y1], "area": area,
-                         "iscrowd": int(o.iscrowd or o.ignore)})
-            next_id += 1
-    cats = dataset.categories or {}
-    return {"images": images, "annotations": anns,
-            "categories": [{"id": k, "name": v} for k, v in sorted(cats.items())]}
