@@ -88,11 +88,10 @@ def test_binary_candidate_is_an_error_not_a_traceback(app: typer.Typer, tmp_path
      "a keras candidate is a re-implementation, not a runtime: give --candidate X (a Keras port folder (model.py + "
      "mapping.yaml), its mapping .yaml, or a .keras file)"),
     (["--runtimes", "torch", "keras"],
-     "unknown runtime 'keras' (allowed: onnxruntime, opencv_dnn, torch); a Keras port is compared layer by layer: "
-     "--candidate PATH --layers"),
+     "the keras runtime runs 'keras' sources (.keras files), not 'pytorch_state_dict'"),
     (["--runtimes", "torch", "tflite"],
-     "unknown runtime 'tflite' (allowed: onnxruntime, opencv_dnn, torch); a TensorFlow Lite model is compared layer "
-     "by layer: --candidate PATH --layers"),
+     "the tflite runtime runs 'tflite' sources (.tflite files), not 'pytorch_state_dict' (an ONNX runtime runs a "
+     ".tflite through tf2onnx, not the other way)"),
     (["--runtimes", "onnxruntime", "torch", "--layers"],
      "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime'"),
     (["--runtimes", "torch", "foo", "--layers"],
@@ -156,7 +155,9 @@ def two_images(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_runtime_pair_task_level(app: typer.Typer, two_images: Path, a: str, b: str) -> None:
     from repliscope.runtimes import RUNTIMES
 
-    assert sorted(RUNTIMES.names()) == ["onnxruntime", "opencv_dnn", "torch"]  # the pairs above are all of them
+    # the pairs above are all the runtimes that run a torch source (tflite/tensorflow/keras run their own formats)
+    assert sorted(RUNTIMES.names()) == ["keras", "keras_jax", "keras_tensorflow", "onnxruntime", "opencv_dnn",
+                                        "tensorflow", "tflite", "torch"]
     res = CliRunner().invoke(app, ["diff", str(TINY), "--runtimes", a, b, "--dataset", str(two_images), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

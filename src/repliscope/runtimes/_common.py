@@ -6,7 +6,7 @@ Nothing here imports an ML framework at module level.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,31 @@ def to_scores(out: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
+def select_outputs(available: list[str], wanted: tuple[str, ...], model: str) -> list[str]:
+    """The model's output names to fetch, in the manifest's order: each of ``wanted`` (the manifest's output
+    names) must be one of ``available`` (the model's outputs); a single-output model with a single manifest
+    output is that output whatever its name (classification manifests name it by role, e.g. ``logits``);
+    every available output when the manifest names none."""
+    if not wanted:
+        return list(available)
+    if len(wanted) == 1 and len(available) == 1:
+        return list(available)
+    missing = [n for n in wanted if n not in available]
+    if missing:
+        raise ModelLoadError(f"'{model}' has no output named {', '.join(repr(n) for n in missing)} (the "
+                             f"manifest's outputs[*].name); its outputs are: {', '.join(available)}")
+    return list(wanted)
+
+
+def output_keys(artifact: ModelArtifact, model_names: list[str]) -> list[str]:
+    """The keys of ``infer_outputs``: the manifest's output names, or the model's when the manifest names none."""
+    return list(artifact.output_names) or list(model_names)
+
+
 def onnx_source(artifact: ModelArtifact, cache_dir: Path, notes: dict[str, Any]) -> Path:
-    """The ONNX file to run: the source itself, or the cached torch -> ONNX export (noted in ``notes``)."""
+    """The ONNX file to run: the source itself, or a cached conversion recorded in ``notes``: the torch -> ONNX
+    export (``notes["export"]``) or the TFLite / frozen-graph -> ONNX conversion by tf2onnx
+    (``notes["conversion"]``)."""
     if artifact.format == "onnx":
         return artifact.path
     if artifact.format == "pytorch_state_dict":
@@ -72,7 +95,32 @@ def onnx_source(artifact: ModelArtifact, cache_dir: Path, notes: dict[str, Any])
         path, info = export_to_onnx(artifact, cache_dir)
         notes["export"] = info
         return path
-    raise ModelLoadError(f"unsupported source format '{artifact.format}' (allowed: onnx, pytorch_state_dict)")
+    if artifact.format in ("tflite", "tf_frozen_graph"):
+        from repliscope.runtimes.tf2onnx_convert import convert_to_onnx
+
+        path, info = convert_to_onnx(artifact, cache_dir)
+        notes["conversion"] = info
+        return path
+    raise ModelLoadError(f"unsupported source format '{artifact.format}' for an ONNX runtime (allowed: onnx, "
+                         "pytorch_state_dict, tflite and tf_frozen_graph via tf2onnx)")
+
+
+def onnx_batch_fixed_at_one(path: Path) -> bool:
+    """True when the ONNX graph's first input has a literal batch dimension of 1 (e.g. a TFLite conversion, whose
+    reshapes fix the batch): such a model runs one image at a time."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    initializers = {i.name for i in model.graph.initializer}
+    first = next(i for i in model.graph.input if i.name not in initializers)
+    dims = first.type.tensor_type.shape.dim
+    return bool(dims) and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+
+
+def run_per_image(run: Callable[[np.ndarray], list[np.ndarray]], batch: np.ndarray) -> list[np.ndarray]:
+    """``run`` on each image (1, ...) of ``batch`` and its outputs concatenated on the batch axis."""
+    rows = [run(batch[i:i + 1]) for i in range(batch.shape[0])]
+    return [np.concatenate([r[k] for r in rows], axis=0) for k in range(len(rows[0]))]
 
 
 def _fmt_shape(shape: tuple[int, ...]) -> str:

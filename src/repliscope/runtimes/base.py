@@ -83,7 +83,7 @@ class Runner(ABC):
         not in the measured loop. Returns the seconds it took."""
         self.load()
         start = time.perf_counter()
-        self._infer(np.zeros(batch_shape, dtype=np.dtype(self.artifact.input_dtype)))
+        self._infer_outputs(np.zeros(batch_shape, dtype=np.dtype(self.artifact.input_dtype)))
         return time.perf_counter() - start
 
     def infer(self, batch: np.ndarray) -> np.ndarray:
@@ -137,3 +137,8 @@ RUNTIMES: Registry[type[Runner]] = Registry("runtime")
 RUNTIMES.add("torch", "repliscope.runtimes.torch_runner:TorchRunner")
 RUNTIMES.add("onnxruntime", "repliscope.runtimes.onnxruntime_runner:OnnxRuntimeRunner")
 RUNTIMES.add("opencv_dnn", "repliscope.runtimes.opencv_dnn_runner:OpenCVDnnRunner")
+RUNTIMES.add("tflite", "repliscope.runtimes.tflite_runner:TfliteRunner")
+RUNTIMES.add("tensorflow", "repliscope.runtimes.tensorflow_runner:TensorflowRunner")
+RUNTIMES.add("keras", "repliscope.runtimes.keras_runner:KerasRunner")
+RUNTIMES.add("keras_tensorflow", "repliscope.runtimes.keras_runner:KerasTensorflowRunner")
+RUNTIMES.add("keras_jax", "repliscope.runtimes.keras_runner:KerasJaxRunner")

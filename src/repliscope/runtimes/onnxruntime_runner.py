@@ -7,7 +7,16 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from repliscope.runtimes._common import check_batch, distribution_version, onnx_source, to_scores
+from repliscope.runtimes._common import (
+    check_batch,
+    distribution_version,
+    onnx_batch_fixed_at_one,
+    onnx_source,
+    output_keys,
+    run_per_image,
+    select_outputs,
+    to_scores,
+)
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
 
@@ -22,7 +31,11 @@ class OnnxRuntimeRunner(Runner):
     sessions on 2 cores 1.4x slower).
 
     ``infer``: batch of ``artifact.input_dtype`` (N, ...) e.g. float32 NCHW (N, 3, 224, 224) -> float32
-    (N, C), the session's first output.
+    (N, C), the session's first output. ``infer_outputs``: the manifest's outputs by name (every session output
+    when the manifest names none), batch first, dtype as the session gives them.
+
+    A graph whose input batch is the literal 1 (a TFLite conversion) runs image by image, outputs stacked
+    (``notes["batching"]``).
     """
 
     name = "onnxruntime"
@@ -32,6 +45,8 @@ class OnnxRuntimeRunner(Runner):
         self._session: ort.InferenceSession | None = None
         self._input_name = ""
         self._output_name = ""
+        self._output_names: list[str] = []
+        self._per_image = False
         self.onnx_path: Path | None = None
         """The ONNX file the session runs (set by ``load``)."""
         self._profile_prefix: Path | None = None
@@ -53,13 +68,20 @@ class OnnxRuntimeRunner(Runner):
                                  "the manifest must name the one to feed")
         self._session = session
         self._input_name = wanted or names[0]
-        self._output_name = session.get_outputs()[0].name
+        self._output_names = select_outputs([o.name for o in session.get_outputs()], self.artifact.output_names,
+                                            path.name)
+        self._output_name = self._output_names[0]
+        self._per_image = onnx_batch_fixed_at_one(path)
+        if self._per_image:
+            self.notes["batching"] = "loop: the ONNX input's batch is fixed at 1, images run one by one and stacked"
         self.notes["providers"] = session.get_providers()
         self.notes["session"] = {
             "graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
             "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL", "intra_op_allow_spinning": False,
             "input": self._input_name, "output": self._output_name,
         }
+        if len(self._output_names) > 1:
+            self.notes["session"]["outputs"] = self._output_names
 
     def _create_session(self, path: Path) -> ort.InferenceSession:
         options = ort.SessionOptions()
@@ -94,8 +116,18 @@ class OnnxRuntimeRunner(Runner):
         self._profile_prefix = None
         return path, start_ns
 
-    def _infer(self, batch: np.ndarray) -> np.ndarray:
+    def _run(self, names: list[str], batch: np.ndarray) -> list[np.ndarray]:
         assert self._session is not None
+        if self._per_image and batch.shape[0] > 1:
+            return run_per_image(lambda x: self._run(names, x), batch)
+        return list(self._session.run(names, {self._input_name: np.ascontiguousarray(batch)}))
+
+    def _infer(self, batch: np.ndarray) -> np.ndarray:
         check_batch(batch, self.artifact)
-        (out,) = self._session.run([self._output_name], {self._input_name: np.ascontiguousarray(batch)})
+        (out,) = self._run([self._output_name], batch)
         return to_scores(out, batch.shape[0])
+
+    def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        check_batch(batch, self.artifact)
+        return dict(zip(output_keys(self.artifact, self._output_names), self._run(self._output_names, batch),
+                        strict=True))

@@ -10,7 +10,16 @@ from typing import Any
 import cv2
 import numpy as np
 
-from repliscope.runtimes._common import check_batch, distribution_version, onnx_source, to_scores
+from repliscope.runtimes._common import (
+    check_batch,
+    distribution_version,
+    onnx_batch_fixed_at_one,
+    onnx_source,
+    output_keys,
+    run_per_image,
+    select_outputs,
+    to_scores,
+)
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
 
@@ -31,6 +40,10 @@ class OpenCVDnnRunner(Runner):
     engine used, and why, is in ``notes["engine"]``. OpenCV 4.x has only the classic engine.
 
     Threads: ``cv2.setNumThreads`` is process-global; set on load and re-asserted before every batch.
+
+    ``infer_outputs``: the manifest's outputs by name (``net.forward(names)``; every unconnected output when the
+    manifest names none). A graph whose input batch is the literal 1 (a TFLite conversion) runs image by image,
+    outputs stacked (``notes["batching"]``).
     """
 
     name = "opencv_dnn"
@@ -40,6 +53,8 @@ class OpenCVDnnRunner(Runner):
         self._net: Any = None
         self.onnx_path: Path | None = None
         """The ONNX file the net was read from (set by ``load``)."""
+        self._output_names: list[str] = []
+        self._per_image = False
         self.layer_timer: Callable[[Any, int, int], None] | None = None
         """Tracing hook: called after every forward with (net, start_ns, end_ns) on perf_counter_ns."""
 
@@ -67,6 +82,11 @@ class OpenCVDnnRunner(Runner):
                     f"'{path.name}' has no input named '{self.artifact.input_name}' (the manifest's "
                     f"inputs[0].name); its inputs are: {_onnx_inputs(path)}") from exc
         self._net = net
+        self._output_names = select_outputs(list(net.getUnconnectedOutLayersNames()), self.artifact.output_names,
+                                            path.name)
+        self._per_image = onnx_batch_fixed_at_one(path)
+        if self._per_image:
+            self.notes["batching"] = "loop: the ONNX input's batch is fixed at 1, images run one by one and stacked"
         self.notes["engine"] = engine
         self.notes["backend"] = "DNN_BACKEND_OPENCV"
         self.notes["target"] = "DNN_TARGET_CPU"
@@ -90,21 +110,38 @@ class OpenCVDnnRunner(Runner):
             raise ModelLoadError(f"OpenCV DNN cannot read '{path}': {str(exc).strip()}") from exc
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
-        assert self._net is not None
         check_batch(batch, self.artifact)
+        if self._per_image and batch.shape[0] > 1:
+            (out,) = run_per_image(lambda x: [self._forward(x, None)[0]], batch)
+        else:
+            out = self._forward(batch, None)[0]
+        return to_scores(out, batch.shape[0])
+
+    def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        check_batch(batch, self.artifact)
+        names = self._output_names
+        if self._per_image and batch.shape[0] > 1:
+            outs = run_per_image(lambda x: self._forward(x, names), batch)
+        else:
+            outs = self._forward(batch, names)
+        return dict(zip(output_keys(self.artifact, names), outs, strict=True))
+
+    def _forward(self, batch: np.ndarray, names: list[str] | None) -> list[np.ndarray]:
+        """One ``net.forward`` on ``batch``: the default output (``names`` None, the classification path) or the
+        named outputs, copied out of OpenCV's buffers."""
+        assert self._net is not None
         if cv2.getNumThreads() != self.threads:
             cv2.setNumThreads(self.threads)
         if self.artifact.input_name:
             self._net.setInput(np.ascontiguousarray(batch), self.artifact.input_name)
         else:
             self._net.setInput(np.ascontiguousarray(batch))
-        if self.layer_timer is None:
-            out = self._net.forward()
-        else:
-            start = time.perf_counter_ns()
-            out = self._net.forward()
+        start = time.perf_counter_ns()
+        out = self._net.forward() if names is None else self._net.forward(names)
+        if self.layer_timer is not None:
             self.layer_timer(self._net, start, time.perf_counter_ns())
-        return to_scores(np.array(out, copy=True), batch.shape[0])
+        outs = [out] if names is None else list(out)
+        return [np.array(o, copy=True) for o in outs]
 
 
 def _onnx_inputs(path: Path) -> str:
