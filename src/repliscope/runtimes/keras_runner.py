@@ -7,7 +7,8 @@ the runtime's registry name and never changes the calling process:
   imported here with that backend, or not imported yet and ``KERAS_BACKEND`` (unset = Keras' own default,
   tensorflow) names it; otherwise in a worker process (``python -m repliscope.runtimes.keras_runner`` with
   ``KERAS_BACKEND`` set), which loads the model once and answers one request per batch through pipes (the batch
-  and outputs are pickled; the measured inference time includes that transfer). ``notes["execution"]`` says which, and why.
+  and outputs are pickled; the measured inference time includes that transfer). ``notes["execution"]`` says
+  which, and why.
 * ``keras``: the backend this process' Keras uses (imported now if needed), recorded, never switched.
 
 Recorded in ``notes``: ``backend`` (what ``keras.backend.backend()`` returned where the model runs), the type of
@@ -22,6 +23,7 @@ Inference: ``model(x, training=False)`` converted to numpy; outputs matched by n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -173,10 +175,8 @@ class _Worker:
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.stdin is not None:
-        try:
+        with contextlib.suppress(OSError):
             process.stdin.close()
-        except OSError:
-            pass
     try:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:
