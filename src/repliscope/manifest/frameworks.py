@@ -10,7 +10,15 @@ from packaging.version import Version
 
 from repliscope.errors import FrameworkError
 
-_DISTRIBUTION_OF_FRAMEWORK = {"torch": "torch", "onnx": "onnx"}
+DISTRIBUTIONS_OF_FRAMEWORK: dict[str, tuple[str, ...]] = {
+    "torch": ("torch",),
+    "onnx": ("onnx",),
+    "tflite": ("ai-edge-litert",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu"),
+    "keras": ("keras",),
+}
+"""The distribution(s) whose version a manifest's ``framework`` constrains; with several (TensorFlow's CPU-only
+and full builds) the installed one is checked, the first listed when both are."""
 
 
 def installed_version(distribution: str) -> str | None:
@@ -37,8 +45,14 @@ def check_constraint(distribution: str, constraint: str, why: str) -> str:
     return version
 
 
+def framework_distribution(name: str) -> str:
+    """The installed distribution of framework ``name`` (the first of its candidates when none is installed)."""
+    candidates = DISTRIBUTIONS_OF_FRAMEWORK[name]
+    return next((d for d in candidates if installed_version(d) is not None), candidates[0])
+
+
 def check_framework(name: str, constraint: str) -> str:
-    return check_constraint(_DISTRIBUTION_OF_FRAMEWORK[name], constraint, f"the model's framework '{name}'")
+    return check_constraint(framework_distribution(name), constraint, f"the model's framework '{name}'")
 
 
 def check_requirement(requirement: str, why: str) -> str:
