@@ -131,7 +131,12 @@ def stable_reason(reason: str) -> str:
 
 
 def shape_error(data: np.ndarray, expected_shape: tuple[int, ...] | None) -> str | None:
-    if expected_shape is not None and tuple(data.shape) != expected_shape:
+    """Why ``data`` (one sample, no batch axis) cannot be the model input of ``expected_shape`` (a dynamic axis,
+    -1, takes any size); None when it can."""
+    if expected_shape is None:
+        return None
+    if data.ndim != len(expected_shape) or any(w >= 0 and g != w for g, w in zip(data.shape, expected_shape,
+                                                                                strict=True)):
         return f"pre-processed shape {tuple(data.shape)} does not match the model input {expected_shape}"
     return None
 

@@ -11,7 +11,7 @@ from repliscope.manifest.schema import LabelsSpec
 from repliscope.manifest.sources import resolve_source
 from repliscope.manifest.yaml_lines import Path_
 
-BUILTIN_LABELS = ("builtin:imagenet-1k",)
+BUILTIN_LABELS = ("builtin:imagenet-1k", "builtin:coco-80", "builtin:coco-91")
 
 ErrorAt = Callable[[str, Path_, "list[str] | None"], ManifestError]
 """(message, field path, allowed values) -> a located ManifestError (e.g. ``LoadedManifest.error``)."""
@@ -26,12 +26,17 @@ def read_class_names(loaded: LoadedManifest, cache_dir: Path, allow_download: bo
 
 def class_names_of(spec: LabelsSpec, base_dir: Path, cache_dir: Path, error: ErrorAt, allow_download: bool = False,
                    allow_outside_paths: bool = False) -> tuple[str, ...]:
-    """Class names from ``labels.source``: ``builtin:imagenet-1k`` or a UTF-8 text file (``name`` or
-    ``wnid<TAB>name`` per non-empty line). Raises ``error(...)`` at the labels field that is wrong."""
+    """Class names from ``labels.source``: ``builtin:imagenet-1k``, ``builtin:coco-80`` / ``builtin:coco-91``
+    (:mod:`repliscope.tasks.coco_names`) or a UTF-8 text file (``name`` or ``wnid<TAB>name`` per non-empty
+    line). Raises ``error(...)`` at the labels field that is wrong."""
     if spec.source == "builtin:imagenet-1k":
         from repliscope.datasets.classes import imagenet_classes
 
         names = tuple(name for _, name in imagenet_classes())
+    elif spec.source in ("builtin:coco-80", "builtin:coco-91"):
+        from repliscope.tasks.coco_names import COCO_80, COCO_91
+
+        names = COCO_80 if spec.source == "builtin:coco-80" else COCO_91
     elif spec.source.startswith("builtin:"):
         raise error(f"unknown builtin label set '{spec.source}'", ("labels", "source"), list(BUILTIN_LABELS))
     else:

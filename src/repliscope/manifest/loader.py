@@ -25,6 +25,7 @@ MAX_MANIFEST_BYTES = 1 << 20
 """1 MiB: a manifest is stored with every run; a real one is a few KiB."""
 
 _PERCENT_METRICS = ("top1", "top5")
+_TASKS = ("image_classification", "object_detection")
 _M = TypeVar("_M", bound=BaseModel)
 
 PLACEHOLDER = "CHANGE-ME"
@@ -149,8 +150,9 @@ def _inspect(p: Path, found: Inspection) -> None:
 
 
 def _partial_manifest(data: Mapping[str, Any]) -> Manifest | None:
-    """A Manifest holding only the validated ``inputs``, ``outputs``, ``labels`` and ``preprocess`` (what the
-    cross-field and shape checks read), or None when one of them is itself invalid (the schema reports it)."""
+    """A Manifest holding only the validated ``task``, ``inputs``, ``outputs``, ``labels`` and ``preprocess``
+    (what the cross-field and shape checks read), or None when one of them is itself invalid (the schema
+    reports it)."""
     from repliscope.manifest.schema import LabelsSpec, OutputSpec, TensorSpec
 
     try:
@@ -160,9 +162,12 @@ def _partial_manifest(data: Mapping[str, Any]) -> Manifest | None:
     except ValidationError:
         return None
     preprocess = data.get("preprocess")
-    if len(inputs) != 1 or len(outputs) != 1 or not isinstance(preprocess, list):
+    task = data.get("task")
+    if len(inputs) != 1 or not outputs or not isinstance(preprocess, list) or task not in _TASKS:
         return None
-    return Manifest.model_construct(inputs=inputs, outputs=outputs, labels=labels, preprocess=preprocess)
+    if task == "image_classification" and len(outputs) != 1:
+        return None
+    return Manifest.model_construct(inputs=inputs, outputs=outputs, labels=labels, preprocess=preprocess, task=task)
 
 
 def _placeholders(value: Any, at: Path_) -> typing.Iterator[tuple[Path_, str]]:
@@ -214,11 +219,12 @@ def _op_error(exc: OpSpecError, at: Path_, file: str, lines: dict[Path_, int]) -
 
 
 def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp]) -> list[ManifestError]:
-    """Fields that must agree with each other: the input layout and the last layout op, the output kind and
-    softmax, the class count, and a ``topk`` (k at most the class count) so predictions can be recorded."""
+    """Fields that must agree with each other: the input layout and the last layout op, post ops of the
+    manifest's task only, then the task's own checks (:func:`_check_classification`, :func:`_check_detection`)."""
+    from repliscope.tasks.base import get_task
+
     m = loaded.manifest
-    spec, out = m.inputs[0], m.outputs[0]
-    post_names = [op.name for op in post]
+    spec = m.inputs[0]
     errors: list[ManifestError] = []
     layouts = [i for i, name in enumerate(pre) if name in ("data_layout", "reshape_layout")]
     if layouts:
@@ -226,6 +232,24 @@ def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp
         if last.get("layout") != spec.layout:
             errors.append(loaded.error(f"the last layout op produces {last.get('layout')}, but inputs[0].layout is "
                                        f"{spec.layout}", ("preprocess", layouts[-1], "layout"), [spec.layout]))
+    allowed = get_task(m.task).post_ops
+    foreign = [(i, op.name) for i, op in enumerate(post) if op.name not in allowed]
+    errors.extend(loaded.error(f"'{name}' is not a post-processing op of {m.task}", ("postprocess", i, "op"),
+                               list(allowed)) for i, name in foreign)
+    if foreign:
+        return errors
+    if m.task == "object_detection":
+        return errors + _check_detection(loaded, post)
+    return errors + _check_classification(loaded, post)
+
+
+def _check_classification(loaded: LoadedManifest, post: list[PostOp]) -> list[ManifestError]:
+    """The output kind and softmax, the class count, and a ``topk`` (k at most the class count) so predictions
+    can be recorded."""
+    m = loaded.manifest
+    out = m.outputs[0]
+    post_names = [op.name for op in post]
+    errors: list[ManifestError] = []
     if "topk" not in post_names:
         errors.append(loaded.error("postprocess needs a 'topk' op so per-sample predictions can be recorded",
                                    ("postprocess",)))
@@ -243,6 +267,51 @@ def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp
         if op.name == "topk" and isinstance(k, int) and k > m.labels.num_classes:
             errors.append(loaded.error(f"k={k} is larger than the {m.labels.num_classes} classes "
                                        "(labels.num_classes)", ("postprocess", i, "k")))
+    return errors
+
+
+_OUTPUT_PARAMS = ("boxes", "scores", "classes", "count", "output")
+"""Parameters of detection post ops that name a model output."""
+
+
+def _check_detection(loaded: LoadedManifest, post: list[PostOp]) -> list[ManifestError]:
+    """Every output a post op reads is a manifest output; an op creating the detections comes first; and when
+    every op's box format is known from the manifest, the chain ends in ``FINAL_BOX_FORMAT`` (else
+    :meth:`ObjectDetection.to_samples` checks it at run time)."""
+    from repliscope.ops.base import FINAL_BOX_FORMAT, BoxFormat
+    from repliscope.ops.detection.anchors import ANCHOR_OUTPUT_FORMAT
+    from repliscope.tasks.detection import CREATING_OPS, missing_conversion
+
+    names = [o.name for o in loaded.manifest.outputs]
+    errors: list[ManifestError] = []
+    for i, op in enumerate(post):
+        for key in _OUTPUT_PARAMS:
+            value = getattr(op.params, key, None)
+            if isinstance(value, str) and value not in names:
+                errors.append(loaded.error(f"'{op.name}' reads model output '{value}', which is not in outputs",
+                                           ("postprocess", i, key), names))
+    creating = [i for i, op in enumerate(post) if op.name in CREATING_OPS]
+    if not creating:
+        return [*errors, loaded.error(f"postprocess needs one of {', '.join(CREATING_OPS)} to make boxes from the "
+                                      "model outputs", ("postprocess",), list(CREATING_OPS))]
+    for i, op in enumerate(post[:creating[0]]):
+        if not (op.name == "score_activation" and getattr(op.params, "output", None) is not None):
+            errors.append(loaded.error(f"'{op.name}' works on detections, which '{post[creating[0]].name}' "
+                                       f"(postprocess[{creating[0]}]) makes: put it after that op",
+                                       ("postprocess", i, "op")))
+    fmt: BoxFormat | None = None
+    for op in post[creating[0]:]:
+        if op.name == "detections_from_outputs":
+            fmt = getattr(op, "box_format", None)
+        elif op.name == "anchor_decode":
+            fmt = ANCHOR_OUTPUT_FORMAT
+        elif op.name == "box_format":
+            fmt = getattr(op, "dst", None)
+        elif op.name == "to_source":
+            fmt = FINAL_BOX_FORMAT
+    problem = missing_conversion(fmt) if fmt is not None else None
+    if problem is not None:
+        errors.append(loaded.error(problem, ("postprocess",)))
     return errors
 
 

@@ -43,7 +43,9 @@ class RunRow(Base):
 
 
 class SampleRow(Base):
-    """One sample's prediction; ``position`` keeps the record's sample order."""
+    """One sample's prediction; ``position`` keeps the record's sample order. ``detections``: object detection's
+    ``[{"box", "score", "class_id"}, ...]`` (NULL for classification and failed samples; added to stores created
+    before it by :func:`repliscope.store.repository.upgrade_schema`)."""
 
     __tablename__ = "sample_predictions"
 
@@ -56,6 +58,7 @@ class SampleRow(Base):
     topk_indices: Mapped[list[int]] = mapped_column(JSON)
     topk_probs: Mapped[list[float]] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+    detections: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class SweepRow(Base):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -120,6 +120,7 @@ def _open_engine(url: str) -> Engine:
         if parsed.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _enable_sqlite_foreign_keys)
         Base.metadata.create_all(engine)
+        upgrade_schema(engine)
     except ImportError as exc:
         raise StoreError(
             f"the database driver for {hide_password(url)!r} is not installed ({exc}); for PostgreSQL: "
@@ -128,6 +129,23 @@ def _open_engine(url: str) -> Engine:
     except (SQLAlchemyError, OSError) as exc:
         raise StoreError(f"cannot open the run database {hide_password(url)}: {exc}") from exc
     return engine
+
+
+_ADDED_COLUMNS = (("sample_predictions", "detections", "JSON"),)
+"""Columns added after a store schema was released: (table, column, SQL type), added on open when missing."""
+
+
+def upgrade_schema(engine: Engine) -> list[str]:
+    """Add the :data:`_ADDED_COLUMNS` a store created by an earlier release lacks (``ALTER TABLE ... ADD
+    COLUMN``, NULL in existing rows) -> the ``table.column`` names added."""
+    added = []
+    tables = inspect(engine)
+    for table, column, sql_type in _ADDED_COLUMNS:
+        if column not in {c["name"] for c in tables.get_columns(table)}:
+            with engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}"))
+            added.append(f"{table}.{column}")
+    return added
 
 
 def _utc_naive(dt: datetime) -> datetime:
@@ -214,7 +232,7 @@ class RunStore:
             data = dict(row.record)
             data["samples"] = [
                 {"sample_id": s.sample_id, "label": s.label, "topk_indices": s.topk_indices,
-                 "topk_probs": s.topk_probs, "error": s.error}
+                 "topk_probs": s.topk_probs, "error": s.error, "detections": s.detections}
                 for s in samples
             ]
         return EvaluationRecord.model_validate(data)

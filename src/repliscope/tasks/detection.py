@@ -18,7 +18,7 @@ from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError
 from repliscope.evaluation.record import Detection, MetricValue, SamplePrediction
 from repliscope.manifest.schema import COCO_METRICS, DETECTION_OUTPUT_KINDS
-from repliscope.ops.base import FINAL_BOX_FORMAT, Boxes, Predictions
+from repliscope.ops.base import FINAL_BOX_FORMAT, BoxFormat, Predictions
 from repliscope.tasks.base import Task
 
 DETECTION_POST_OPS = ("detections_from_outputs", "anchor_decode", "score_activation", "box_format", "to_source",
@@ -29,9 +29,8 @@ CREATING_OPS = ("detections_from_outputs", "anchor_decode")
 DATASET_HINT = "evaluate a detection manifest on coco:PATH / dlib_xml:PATH/FILE.xml / synthetic_detection"
 
 
-def missing_conversion(boxes: Boxes) -> str | None:
-    """What keeps ``boxes`` from :data:`FINAL_BOX_FORMAT`, naming the op to add; None when they are in it."""
-    fmt = boxes.format
+def missing_conversion(fmt: BoxFormat) -> str | None:
+    """What keeps boxes in ``fmt`` from :data:`FINAL_BOX_FORMAT`, naming the op to add; None when they are."""
     if fmt == FINAL_BOX_FORMAT:
         return None
     if fmt.kind != "xyxy" or fmt.normalized or fmt.one_based:
@@ -84,7 +83,7 @@ class ObjectDetection(Task):
         out = []
         for row, i in enumerate(rows):
             boxes = preds.detections[row]
-            problem = missing_conversion(boxes)
+            problem = missing_conversion(boxes.format)
             if problem is not None:
                 raise RepliscopeError(problem)
             scores = np.asarray(boxes.scores, dtype=np.float32).reshape(-1)
