@@ -165,6 +165,11 @@ class CocoResampler:
             out[6 + j] = _mean(self._accumulate(self._areas[0], w, m, precision=False)[1])
         return out
 
+    def ap(self, weights: np.ndarray | None = None) -> float:
+        """AP (IoU .50:.95, all areas, 100 detections) alone: a quarter of :meth:`stats`' work."""
+        w = np.ones(self.n_images) if weights is None else np.asarray(weights, float)
+        return _mean(self._accumulate(self._areas[0], w, MAX_DETS[-1])[0])
+
     def per_class(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(AP per category, AR@100 per category), all areas; NaN for a category without ground truth."""
         w = np.ones(self.n_images) if weights is None else np.asarray(weights, float)
