@@ -26,11 +26,12 @@ def _old_store(path: Path) -> str:
     engine = create_engine(url)
     Base.metadata.create_all(engine, tables=[t for t in Base.metadata.sorted_tables if t.name != "sample_predictions"])
     record = make_record("a" * 32, TOP1_A)
-    with engine.begin() as conn:
-        conn.execute(text(OLD_SAMPLE_TABLE))
     with Session(engine) as session, session.begin():
         session.add(_run_row(record))
-        session.flush()
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE runs DROP COLUMN ap"))  # the runs table of that release
+        conn.execute(text(OLD_SAMPLE_TABLE))
+    with Session(engine) as session, session.begin():
         session.execute(text("INSERT INTO sample_predictions (run_id, position, sample_id, label, topk_indices, "
                              "topk_probs, error) VALUES (:r, :p, :s, :l, :ti, :tp, :e)"),
                         [{"r": record.run_id, "p": i, "s": s.sample_id, "l": s.label, "ti": str(s.topk_indices),
@@ -41,9 +42,12 @@ def _old_store(path: Path) -> str:
 
 def test_old_store_opens_gains_the_column_and_keeps_its_runs(tmp_path: Path) -> None:
     url = _old_store(tmp_path / "old.db")
-    assert "detections" not in {c["name"] for c in inspect(create_engine(url)).get_columns("sample_predictions")}
+    old = inspect(create_engine(url))
+    assert "detections" not in {c["name"] for c in old.get_columns("sample_predictions")}
+    assert "ap" not in {c["name"] for c in old.get_columns("runs")}
     with RunStore(url) as store:
         assert "detections" in {c["name"] for c in inspect(store.engine).get_columns("sample_predictions")}
+        assert store.list()[0].ap is None
         old = store.get("a" * 32)
         assert old == make_record("a" * 32, TOP1_A)
         assert all(s.detections is None for s in old.samples)
@@ -72,7 +76,7 @@ def test_detection_round_trip_and_summary_columns(tmp_path: Path) -> None:
         assert back.samples[2].detections == [Detection(box=[1.5, 2.0, 30.25, 40.0], score=0.875, class_id=3)] * 2
         assert back.samples[0].detections == [] and back.samples[4].detections is None
         summary = store.list()[0]
-        assert summary.top1 is None and summary.top5 is None and summary.num_failed == 1
+        assert summary.top1 is None and summary.top5 is None and summary.num_failed == 1 and summary.ap is None
         with store.engine.connect() as conn:
             rows = conn.execute(text("SELECT detections FROM sample_predictions ORDER BY position")).all()
         assert rows[4][0] is None and rows[0][0] == "[]"

@@ -51,22 +51,35 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
                   f"label rule {d['label_rule']}")
     print_skipped_files(d)
     c = rec.counts
+    truth = rec.ground_truth
+    annotated = (f"{sum(len(t.boxes) for t in truth.samples)} ground-truth boxes in {len(truth.categories)} "
+                 f"categories" if truth is not None else f"{c['labelled']} labelled")
     console.print(f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
-                  f", {c['labelled']} labelled")
-    table = Table(title="metrics (95 % Wilson interval)")
+                  f", {annotated}")
+    detection = rec.task == "object_detection"
+    title = "metrics (95 % bootstrap interval over images)" if detection else "metrics (95 % Wilson interval)"
+    table = Table(title=title)
     for col in ("metric", "value", "interval", "n"):
         table.add_column(col)
     for m in rec.metrics:
-        table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
+        if m.successes is None:  # AP-like: a fraction as COCOeval prints it, n images
+            table.add_row(m.name, f"{m.value:.4f}", f"[{m.ci_low:.4f}, {m.ci_high:.4f}]", f"{m.n} images")
+        else:
+            table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
     if rec.metrics:
         console.print(table)
+    elif detection:
+        console.print("metrics   none: no sample was evaluated (detections are stored per sample)")
     else:
         console.print("metrics   none: no labelled sample was evaluated (outputs are stored per sample)")
+    if rec.per_class:
+        print_per_class(rec.per_class)
     if not rec.claims:
         console.print("claims    none: the manifest makes no claim (claims: [])")
     colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
     for v in rec.claims:
-        console.print(f"claim     {v.metric} {pct(v.claimed)} on {v.claim_dataset}, measured {pct(v.measured)}: "
+        value = pct if v.metric in ("top1", "top5") else _fraction
+        console.print(f"claim     {v.metric} {value(v.claimed)} on {v.claim_dataset}, measured {value(v.measured)}: "
                       f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})", highlight=False)
     t = rec.timings
     if t.loop_seconds is None:  # a record stored before load and warm-up were timed apart
@@ -91,7 +104,9 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
         console.print(f"[red]failed[/] {s.sample_id}: {s.error}")
     if len(failed) > 20:
         console.print(f"... and {len(failed) - 20} more failed samples (see --json)")
-    if show_samples:
+    if show_samples and detection:
+        print_detection_samples(rec)
+    elif show_samples:
         from rich import box
 
         st = Table(title="samples", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
@@ -103,6 +118,31 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
                        f"{s.topk_probs[0]:.4f}" if s.topk_probs else "",
                        "" if s.label is None or s.error else ("yes" if s.top1 == s.label else "no"))
         console.print(st)
+
+
+def _fraction(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def print_per_class(rows: Sequence[dict[str, Any]]) -> None:
+    """Detection: AP and AR@100 per category, with its ground-truth objects and detections."""
+    print_table("per class (COCO AP .50:.95, AR@100)", ["class", "AP", "AR", "objects", "detections"],
+                [[f"{r['class_id']} {r['name']}", _fraction(r.get("ap")), _fraction(r.get("ar")),
+                  r.get("n_objects", ""), r.get("n_detections", "")] for r in rows])
+
+
+def print_detection_samples(rec: EvaluationRecord, shown: int = 3) -> None:
+    """Detection: per sample the number of detections and the best ones (class, score, box in source px)."""
+    from rich import box
+
+    st = Table(title="samples", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for col in ("sample", "detections", f"best {shown} (class score [x1 y1 x2 y2])"):
+        st.add_column(col, overflow="fold")
+    for s in rec.samples:
+        dets = s.detections or []
+        best = "; ".join(f"{d.class_id} {d.score:.3f} [{' '.join(f'{v:.1f}' for v in d.box)}]" for d in dets[:shown])
+        st.add_row(s.sample_id, "failed" if s.error else str(len(dets)), best)
+    console.print(st)
 
 
 def class_cell(index: int | None, class_names: Sequence[str] | None) -> str:
@@ -133,6 +173,17 @@ def print_comparison(c: RunComparison) -> None:
                   f"result hash {'[green]identical[/]' if c.same_result_hash else '[yellow]differs[/]'}")
     if not c.comparable:
         return
+    if c.task == "object_detection":
+        print_table("metrics (B - A); paired: on the samples both runs evaluated",
+                    ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
+                    [[d.name, _fraction(d.a), _fraction(d.b), f"{d.delta:+.4f}",
+                      "n/a" if d.paired_delta is None else f"{d.paired_delta:+.4f} (n = {d.paired_n})",
+                      f"[{_fraction(d.ci_a[0])}, {_fraction(d.ci_a[1])}]",
+                      f"[{_fraction(d.ci_b[0])}, {_fraction(d.ci_b[1])}]"] for d in c.metric_deltas])
+        print_detection_paired(c.paired)
+        if c.failed_in_one:
+            console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")
+        return
     print_table("metrics (B - A); paired: on the samples both runs evaluated",
                 ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
                 [[d.name, pct(d.a), pct(d.b), f"{100 * d.delta:+.2f} pt",
@@ -149,6 +200,29 @@ def print_comparison(c: RunComparison) -> None:
         console.print("no sample's top-1 differs")
     if c.failed_in_one:
         console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")
+
+
+def detection_paired_line(p: dict[str, Any]) -> str:
+    """One line of detection paired statistics (:func:`repliscope.units.detection_paired`'s keys)."""
+    parts = [f"{p.get('n_samples', '?')} images", f"matched {_pct_or(p.get('matched_fraction'))} of the "
+             f"{p.get('n_reference_detections', '?')} A detections (IoU >= 0.5, same class)",
+             f"mean IoU {_fraction(p.get('mean_iou'))}", f"{p.get('flipped_images', '?')} images differ"]
+    if p.get("delta_ap") is not None:
+        parts.append(f"AP {_fraction(p.get('ap_reference'))} -> {_fraction(p.get('ap_variant'))} "
+                     f"(delta {p['delta_ap']:+.4f}, 95 % [{_fraction(p.get('delta_ap_ci_low'))}, "
+                     f"{_fraction(p.get('delta_ap_ci_high'))}])")
+    return ", ".join(parts)
+
+
+def _pct_or(x: Any) -> str:
+    return pct(x) if isinstance(x, int | float) else "n/a"
+
+
+def print_detection_paired(p: dict[str, Any] | None) -> None:
+    if p is None:
+        console.print("paired    none: no image was evaluated by both runs")
+        return
+    console.print(f"paired    B against A's detections: {detection_paired_line(p)}", highlight=False)
 
 
 def print_sweep(sweep: SweepResult) -> None:

@@ -116,12 +116,13 @@ def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
 
 def run_cells(r: RunSummary) -> dict[str, str]:
     """One run's cells in ``runs list``: 8-character id, local creation date and time, model name and
-    version in full, top-1 in % (empty when the run has none)."""
+    version in full, top-1 in % and detection's AP as a fraction (each empty when the run has none)."""
     created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
     return {"run": r.run_id[:ID_CHARS], "date": f"{created:%Y-%m-%d}", "time": f"{created:%H:%M}",
             "model": f"{r.manifest_name} {r.manifest_version}", "runtime": r.runtime, "dataset": r.dataset_name,
             "n": str(r.num_samples), "failed": str(r.num_failed),
             "top-1": "" if r.top1 is None else f"{100 * r.top1:.1f}",
+            "AP": "" if r.ap is None else f"{r.ap:.3f}",
             "sweep": r.sweep_id[:ID_CHARS] if r.sweep_id else "", "variant": r.variant or ""}
 
 

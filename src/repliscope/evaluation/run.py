@@ -9,6 +9,7 @@ from pathlib import Path
 
 import repliscope
 from repliscope.datasets.base import Dataset
+from repliscope.errors import RepliscopeError
 from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
 from repliscope.evaluation.calibration import Plan, plan_run
 from repliscope.evaluation.claims import judge_claim
@@ -97,9 +98,24 @@ def input_shape(prepared: PreparedRun) -> tuple[int, ...]:
     return tuple(prepared.artifact.input_shape[1:])
 
 
+def batch_limit(prepared: PreparedRun) -> int | None:
+    """1 when the model takes one image at a time: a batch axis fixed at 1 in ``inputs[0].shape``, or an
+    image axis of any size (-1: samples of different sizes cannot be stacked); else None."""
+    shape = prepared.artifact.input_shape
+    return 1 if shape and (shape[0] == 1 or any(d < 0 for d in shape[1:])) else None
+
+
 def plan_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None = None) -> Plan:
-    """How this run uses the cores: as given in the settings, or calibrated (cached) for the rest."""
+    """How this run uses the cores: as given in the settings, or calibrated (cached) for the rest (batch 1 for
+    a model that takes one image at a time, :func:`batch_limit`)."""
     s = prepared.settings
+    limit = batch_limit(prepared)
+    if limit is not None and s.batch_size is not None and s.batch_size > limit:
+        raise RepliscopeError(f"the model takes one image at a time (inputs[0].shape "
+                              f"{list(prepared.artifact.input_shape)}): --batch-size {s.batch_size} is not possible, "
+                              "use --batch-size 1")
+    if limit is not None and s.batch_size is None:
+        s = replace(s, batch_size=limit)
     if s.threads is not None and s.batch_size is not None and s.schedule is None:
         return Plan("pipelined", s.batch_size, s.prep_workers or s.threads, s.threads,
                     "given (--threads and --batch-size without --schedule: pipelined, no calibration)")

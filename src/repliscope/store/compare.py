@@ -1,4 +1,5 @@
-"""Compare two evaluation records: metric deltas, top-1 flips, failures, probability drift. No I/O.
+"""Compare two evaluation records: metric deltas, top-1 flips (classification), failures, probability drift,
+and the task's paired statistics (detection: matched detections, IoU, AP delta). No I/O.
 
 Samples are matched by sample id. When the dataset identities differ, only the ids both runs share are
 compared and the comparison carries a warning: the metric deltas are then over different data.
@@ -11,10 +12,12 @@ warning says so.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, computed_field
 
+from repliscope.datasets.base import Dataset
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
-from repliscope.metrics.classification import compute_metrics
 
 
 class MetricDelta(BaseModel):
@@ -66,6 +69,11 @@ class RunComparison(BaseModel):
     """Largest |p_a - p_b| of the top-1 probability (each run's own top-1) over samples both predicted."""
     max_abs_top1_prob_diff_sample: str | None
     warnings: list[str]
+    task: str = "image_classification"
+    paired: dict[str, Any] | None = None
+    """The task's paired statistics of B against A on the samples both evaluated (:meth:`Task.paired`):
+    classification agreement / McNemar / top-1 deltas; detection matched fraction, IoU, AP delta with its
+    paired bootstrap interval. None when no sample was evaluated by both (or runs of different tasks)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -74,10 +82,23 @@ class RunComparison(BaseModel):
         return self.common_evaluated > 0
 
 
+def _truth(a: EvaluationRecord) -> Dataset | None:
+    """Run ``a``'s stored ground truth (detection) as a Dataset, or None (classification)."""
+    from repliscope.evaluation.ground_truth import dataset_of
+
+    return dataset_of(a) if a.ground_truth is not None else None
+
+
 def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord,
                    both: list[tuple[SamplePrediction, SamplePrediction]]) -> list[MetricDelta]:
-    paired_a = {m.name: m for m in compute_metrics([sa for sa, _ in both])}
-    paired_b = {m.name: m for m in compute_metrics([sb for _, sb in both])}
+    from repliscope.tasks.base import get_task
+
+    task = get_task(a.task)
+    truth = _truth(a)
+    if task.name == "object_detection" and truth is None:
+        return []
+    paired_a = {m.name: m for m in task.metrics([sa for sa, _ in both], truth)} if both else {}  # type: ignore[arg-type]
+    paired_b = {m.name: m for m in task.metrics([sb for _, sb in both], truth)} if both else {}  # type: ignore[arg-type]
     deltas = []
     for ma in a.metrics:
         mb = b.metric(ma.name)
@@ -92,7 +113,9 @@ def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord,
 
 
 def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
-    """Compare run ``b`` against run ``a`` sample by sample (matched by sample id, in ``a``'s order)."""
+    """Compare run ``b`` against run ``a`` sample by sample (matched by sample id, in ``a``'s order), with the
+    paired statistics of the runs' task (both must be of the same task; detection: against ``a``'s ground
+    truth)."""
     id_a, id_b = a.dataset.get("identity"), b.dataset.get("identity")
     same_dataset = id_a is not None and id_a == id_b
     by_id_b = {s.sample_id: s for s in b.samples}
@@ -135,6 +158,13 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
                         f"only in B): each metric value is over its run's own samples, the paired delta over the "
                         f"{len(both)} samples both evaluated")
 
+    paired = None
+    if a.task != b.task:
+        warnings.append(f"run A is {a.task}, run B is {b.task}: no paired statistics")
+    elif both:
+        from repliscope.tasks.base import get_task
+
+        paired = get_task(a.task).paired([sa for sa, _ in both], [sb for _, sb in both], _truth(a))
     return RunComparison(
         run_a=a.run_id,
         run_b=b.run_id,
@@ -152,4 +182,6 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
         max_abs_top1_prob_diff=max_diff,
         max_abs_top1_prob_diff_sample=max_sample,
         warnings=warnings,
+        task=a.task,
+        paired=paired,
     )

@@ -36,6 +36,8 @@ class RunRow(Base):
     num_failed: Mapped[int] = mapped_column(Integer)
     top1: Mapped[float | None] = mapped_column(Float)
     top5: Mapped[float | None] = mapped_column(Float)
+    ap: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Object detection's COCO AP (.50:.95); NULL for classification (added to older stores on open)."""
     result_hash: Mapped[str] = mapped_column(String)
     sweep_id: Mapped[str | None] = mapped_column(String, index=True)
     variant: Mapped[str | None] = mapped_column(String)

@@ -57,6 +57,8 @@ class RunSummary(BaseModel):
     result_hash: str
     sweep_id: str | None
     variant: str | None
+    ap: float | None = None
+    """Object detection's COCO AP (None for classification)."""
 
 
 _SUMMARY_COLUMNS = [getattr(RunRow, name) for name in RunSummary.model_fields]
@@ -131,7 +133,7 @@ def _open_engine(url: str) -> Engine:
     return engine
 
 
-_ADDED_COLUMNS = (("sample_predictions", "detections", "JSON"),)
+_ADDED_COLUMNS = (("sample_predictions", "detections", "JSON"), ("runs", "ap", "FLOAT"))
 """Columns added after a store schema was released: (table, column, SQL type), added on open when missing."""
 
 
@@ -175,6 +177,7 @@ def _run_row(record: EvaluationRecord) -> RunRow:
         num_failed=sum(1 for s in record.samples if s.error is not None),
         top1=_metric_value(record, _TOP1_NAMES),
         top5=_metric_value(record, _TOP5_NAMES),
+        ap=_metric_value(record, ("AP",)),
         result_hash=record.result_hash,
         sweep_id=record.sweep_id,
         variant=record.variant,

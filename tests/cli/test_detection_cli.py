@@ -1,0 +1,39 @@
+"""``repliscope evaluate`` / ``runs show`` / ``runs compare`` on the exact rectangle detector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from repliscope.cli.main import app
+from repliscope.store import RunStore
+
+MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+
+
+def test_evaluate_show_and_compare_a_detection_run(tmp_path: Path) -> None:
+    runner = CliRunner(env={"COLUMNS": "200", "REPLISCOPE_CACHE": str(tmp_path / "cache")})
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    args = ["evaluate", str(MANIFEST), "--dataset", "synthetic_detection", "--db", db]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "metrics (95 % bootstrap interval over images)" in first.output
+    assert "│ AP     │ 1.0000 │ [1.0000, 1.0000] │ 16 images │" in first.output
+    assert "│ 2 green │ 1.0000 │ 1.0000 │ 12      │ 12         │" in first.output
+    assert "16 evaluated, 0 failed, 33 ground-truth boxes in 3 categories" in first.output
+    assert "batch 1," in first.output  # the model takes one image at a time: never batched
+    assert runner.invoke(app, args).exit_code == 0
+    with RunStore(db) as store:
+        a, b = [r.run_id for r in store.list()]
+        assert store.list()[0].ap == 1.0
+    listed = runner.invoke(app, ["runs", "list", "--db", db])
+    assert listed.exit_code == 0 and listed.output.count(" 1.000") == 2, listed.output
+    shown = runner.invoke(app, ["runs", "show", a[:8], "--samples", "--db", db])
+    assert "synthetic_000.png  2           1 1.000 [3.0 7.0 26.0 33.0]; 2 1.000 [56.0 62.0 75.0 113.0]" in shown.output
+    compared = runner.invoke(app, ["runs", "compare", a[:8], b[:8], "--db", db])
+    assert compared.exit_code == 0, compared.output
+    assert ("paired    B against A's detections: 16 images, matched 100.00 % of the 33 A detections (IoU >= 0.5, "
+            "same class), mean IoU 1.0000, 0 images differ") in compared.output
+    refused = runner.invoke(app, [*args, "--batch-size", "4"])
+    assert refused.exit_code != 0 and "--batch-size 4 is not possible, use --batch-size 1" in refused.output
