@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from repliscope.errors import RepliscopeError
-from repliscope.ops.base import BuildContext, Op, PreOp
+from repliscope.ops.base import BuildContext, Op, PostOp, PreOp
 from repliscope.ops.pipeline import Pipeline, build_op
 from repliscope.registry import Registry
 
@@ -55,6 +55,8 @@ class Pitfall(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    tasks: ClassVar[tuple[str, ...] | None] = None
+    """The manifest tasks this pitfall is about (e.g. ``("object_detection",)``); None: every task."""
 
     @abstractmethod
     def derive(self, base: Pipeline, ctx: PitfallContext) -> Derived: ...
@@ -90,16 +92,32 @@ def fmt_params(op: Op, *keys: str) -> str:
     return ", ".join(f"{k}={p[k]}" for k in keys)
 
 
-def simple_pitfall(name: str, description: str) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]],
-                                                               type[Pitfall]]:
-    """Register a function ``(base, ctx) -> Derived`` as a Pitfall class named ``name``."""
+def simple_pitfall(name: str, description: str, tasks: tuple[str, ...] | None = None
+                   ) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
+    """Register a function ``(base, ctx) -> Derived`` as a Pitfall class named ``name`` (for ``tasks``)."""
 
     def deco(fn: Callable[[Pipeline, PitfallContext], Derived]) -> type[Pitfall]:
         cls = type(fn.__name__, (Pitfall,), {
-            "name": name, "description": description, "__doc__": description,
+            "name": name, "description": description, "__doc__": description, "tasks": tasks,
             "derive": lambda self, base, ctx: fn(base, ctx),
         })
         PITFALLS.add(name, cls)
         return cls
 
     return deco
+
+
+def rebuild_post(op: Op, **changes: Any) -> PostOp:
+    """A copy of post-processing ``op`` with some parameters changed, validated like a manifest entry."""
+    params = {**op.params.model_dump(), **changes}
+    new = build_op({"op": op.name, **params}, "post", BuildContext())
+    assert isinstance(new, PostOp)
+    return new
+
+
+def find_post(base: Pipeline, *names: str) -> int:
+    """Index of the first post op whose name is in ``names``; NotApplicable when there is none."""
+    for i, op in enumerate(base.post_ops):
+        if op.name in names:
+            return i
+    raise NotApplicable(f"the pipeline has no {' or '.join(repr(n) for n in names)} post-processing op")
