@@ -22,7 +22,16 @@ app = typer.Typer(help="Check a shared ML model's claims and find why a re-imple
 
 
 def _register_plugins() -> None:
-    from repliscope.cli import bench_cmd, convert_cmd, diff_cmd, manifest_cmd, report_cmd, runs_cmd, trace_cmd
+    from repliscope.cli import (
+        bench_cmd,
+        convert_cmd,
+        diff_cmd,
+        manifest_cmd,
+        report_cmd,
+        runs_cmd,
+        trace_cmd,
+        units_cmd,
+    )
 
     runs_cmd.register(app)
     manifest_cmd.register(app)
@@ -31,6 +40,7 @@ def _register_plugins() -> None:
     convert_cmd.register(app)
     bench_cmd.register(app)
     trace_cmd.register(app)
+    units_cmd.register(app)
 
 
 _register_plugins()

@@ -1,0 +1,89 @@
+"""``repliscope units``: the exact rectangle detector on synthetic_detection, and the same run with every box moved
+5 % of its width to the right."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repliscope.cli.main import app
+from repliscope.datasets import resolve_dataset
+from repliscope.evaluation.record import Detection, EvaluationRecord
+from repliscope.evaluation.run import RunSettings, evaluate, prepare
+from repliscope.store.repository import RunStore
+
+MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+
+
+def _shifted(record: EvaluationRecord) -> EvaluationRecord:
+    samples = []
+    for s in record.samples:
+        dets = [Detection(box=[d.box[0] + 0.05 * (d.box[2] - d.box[0]), d.box[1],
+                               d.box[2] + 0.05 * (d.box[2] - d.box[0]), d.box[3]], score=d.score, class_id=d.class_id)
+                for d in s.detections or []]
+        samples.append(s.model_copy(update={"detections": dets}))
+    return record.model_copy(update={"run_id": uuid.uuid4().hex, "samples": samples})
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    tmp = tmp_path_factory.mktemp("units")
+    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp / "cache"))
+    record = evaluate(prepared, resolve_dataset("synthetic_detection"))
+    shifted = _shifted(record)
+    url = f"sqlite:///{tmp / 'runs.db'}"
+    with RunStore(url) as store:
+        store.save(record)
+        store.save(shifted)
+    return url, record.run_id, shifted.run_id
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    res = CliRunner(env={"COLUMNS": "120"}).invoke(app, ["units", *args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_exact_run_has_no_bias(db: tuple[str, str, str]) -> None:
+    url, exact, _ = db
+    code, out, _ = invoke(exact[:12], "--db", url, "--replicates", "100")
+    assert code == 0
+    assert "units against the ground truth: 33 of 33 reference boxes matched (100.0%), 33 predictions, 16 images" \
+        in out
+    assert "no significant bias (every interval contains 0)" in out
+    assert "AP class-aware 1.0000, class-agnostic 1.0000" in out
+    assert "boxes: no simple transform explains the differences (residual 0.0000" in out
+
+
+def test_shifted_run_is_flagged_and_diagnosed(db: tuple[str, str, str]) -> None:
+    url, _, shifted = db
+    code, out, _ = invoke(shifted, "--db", url, "--replicates", "100")
+    assert code == 1
+    assert "significant bias: dx/w median +0.0500 (95 % interval +0.0500 .. +0.0500, 33 matches)" in out
+    assert "boxes: shift_relative (tx=0.05, ty=0) explains 100% of the box error" in out
+    assert "AP class-aware 0.9000, class-agnostic 0.9000" in out  # IoU 0.95/1.05 = 0.905: all thresholds but .95
+
+
+def test_against_reference_json(db: tuple[str, str, str]) -> None:
+    url, exact, shifted = db
+    code, out, _ = invoke(shifted, "--against", exact, "--db", url, "--replicates", "100", "--json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["flagged"] is True and data["reference_id"] == exact
+    ref = data["against_reference"]
+    assert ref["against"] == "reference" and ref["diagnosis"]["pairing"] == "rank"
+    assert ref["diagnosis"]["box"]["name"] == "shift_relative"
+    dx = next(s for s in ref["stats"] if s["name"] == "dx_w")
+    assert dx["median"] == pytest.approx(0.05, abs=1e-12) and dx["significant"] is True
+    paired = data["paired"]
+    assert paired["matched_fraction"] == 1.0 and paired["delta_ap"] == pytest.approx(-0.1, abs=1e-12)
+    assert paired["flipped_images"] == 0
+
+
+def test_errors_exit_2(db: tuple[str, str, str]) -> None:
+    url = db[0]
+    code, _, err = invoke("nosuchrun", "--db", url)
+    assert code == 2 and "error:" in err
