@@ -150,3 +150,18 @@ def test_loader_checks_of_a_detection_manifest(tmp_path: Path) -> None:
     end = MANIFEST.read_text().index("  - op: score_threshold")
     (err,) = _manifest_errors(tmp_path, MANIFEST.read_text()[start:end], "")
     assert "postprocess needs one of detections_from_outputs, anchor_decode to make boxes" in err
+
+
+def test_report_shows_coco_metrics_per_class_and_claims(record: EvaluationRecord) -> None:
+    from repliscope.report.html import render_run_html
+    from repliscope.report.markdown import render_run_markdown
+
+    md = render_run_markdown(record)
+    assert "| metric | value | 95 % interval | n |" in md and "| AP | 1.0000 | [1.0000, 1.0000] | 16 images |" in md
+    assert "| AR1 | 0.8783 | [0.7963, 0.9722] | 16 images |" in md and "None/" not in md
+    assert "## Per-class AP" in md and "| 2 green | 1.0000 | 1.0000 | 12 | 12 |" in md
+    assert "## Failed samples\n\n0 of 16 samples failed." in md
+    html = render_run_html(record)
+    assert '<table id="per-class-table">' in html and "<td>3 blue</td>" in html
+    assert '<td>AP</td><td class="num">1.0000</td><td class="num">[1.0000, 1.0000]</td><td class="num">16 images' \
+        in html

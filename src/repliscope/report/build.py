@@ -28,12 +28,18 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
                    sink: ImageSink = sec.embed_sink) -> ReportView:
     """The report of one evaluation run."""
     namer = sec.class_namer(record.manifest)
-    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer)
+    detection = record.task == "object_detection"
+    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, detection)
     latency, latency_stats = sec.latency(record, sink)
     sections = [Section("claim", "Claim"), Section("metrics", "Measured metrics"),
                 Section("failures", "Failed and misclassified samples"), Section("latency", "Latency"),
                 Section("provenance", "Provenance")]
+    if detection:
+        sections[1:3] = [Section("metrics", "Measured metrics (COCO)"), Section("per-class", "Per-class AP"),
+                         Section("failures", "Failed samples")]
     where = f"{record.dataset.get('name', '?')}, {record.counts.get('evaluated', len(record.samples))} samples"
+    note = (f"On {where}; COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+            if detection else f"On {where}; 95 % Wilson score intervals.")
     title = f"{record.manifest.name} {record.manifest.version}"
     if record.variant:
         title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")
@@ -43,7 +49,8 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
         repliscope_version=record.repliscope_version, description=sec.manifest_description(record.manifest),
         sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(record.claims, record.metrics),
         claim_figure=sec.claim_figure(record.claims, record.metrics, sink), metrics=sec.metric_rows(record.metrics),
-        metrics_note=f"On {where}; 95 % Wilson score intervals.",
+        metrics_note=note, metrics_count_header="n" if detection else "correct / n",
+        per_class=sec.per_class_rows(record.per_class),
         provenance=sec.record_provenance(record), failures=fail_rows, failures_more=fail_more,
         failures_summary=fail_summary, latency=latency, latency_stats=latency_stats,
         extra_figures=sec.extra_figure_views(extra_figures, sink))

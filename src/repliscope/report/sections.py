@@ -23,6 +23,7 @@ from repliscope.report.view import (
     Image,
     ImageSink,
     MetricRow,
+    PerClassRow,
     PipelineRow,
     Provenance,
 )
@@ -136,8 +137,23 @@ def claim_figure(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Seque
 
 
 def metric_rows(metrics: Sequence[MetricValue]) -> list[MetricRow]:
+    """Proportions in percent with ``successes/n``; metrics that are not proportions (COCO AP, AR:
+    ``successes`` None) as fractions with ``n images``, never ``None/n``."""
     return [MetricRow(name=m.name, value=fmt.pct(m.value, 2), interval=fmt.interval(m.ci_low, m.ci_high, 2),
-                      count=f"{m.successes}/{m.n}") for m in metrics]
+                      count=f"{m.successes}/{m.n}") if m.successes is not None else
+            MetricRow(name=m.name, value=f"{m.value:.4f}", interval=f"[{m.ci_low:.4f}, {m.ci_high:.4f}]",
+                      count=f"{m.n} images") for m in metrics]
+
+
+def per_class_rows(rows: Sequence[Mapping[str, Any]] | None) -> list[PerClassRow]:
+    """Detection: one row per category of the record's ``per_class`` (AP / AR as fractions)."""
+
+    def frac(x: Any) -> str:
+        return fmt.DASH if x is None else f"{float(x):.4f}"
+
+    return [PerClassRow(category=f"{r.get('class_id')} {r.get('name', '')}".strip(), ap=frac(r.get("ap")),
+                        ar=frac(r.get("ar")), objects=fmt.scalar(r.get("n_objects")),
+                        detections=fmt.scalar(r.get("n_detections"))) for r in rows or ()]
 
 
 def pipeline_rows(pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> list[PipelineRow]:
@@ -215,9 +231,15 @@ def _is_failure(s: SamplePrediction) -> bool:
     return s.error is not None or (s.label is not None and s.top1 != s.label)
 
 
-def failures(samples: Sequence[SamplePrediction], namer: ClassNamer) -> tuple[list[FailureRow], int, str]:
-    """Failed samples first, then top-1 misses, at most :data:`MAX_FAILURES`; also how many more and a summary."""
+def failures(samples: Sequence[SamplePrediction], namer: ClassNamer,
+             detection: bool = False) -> tuple[list[FailureRow], int, str]:
+    """Failed samples first, then top-1 misses, at most :data:`MAX_FAILURES`; also how many more and a summary.
+    ``detection``: failed samples only (a detection run has no top-1)."""
     errors = [s for s in samples if s.error is not None]
+    if detection:
+        rows = [FailureRow(sample_id=s.sample_id, label=fmt.DASH, predicted=fmt.DASH, probability=fmt.DASH,
+                           error=s.error) for s in errors[:MAX_FAILURES]]
+        return rows, max(0, len(errors) - MAX_FAILURES), f"{len(errors)} of {len(samples)} samples failed."
     misses = [s for s in samples if s.error is None and _is_failure(s)]
     labelled = sum(1 for s in samples if s.label is not None and s.error is None)
     rows = [FailureRow(sample_id=s.sample_id, label=namer(s.label), predicted=namer(s.top1),

@@ -83,6 +83,17 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class PerClassRow:
+    """Object detection: one category's COCO AP (.50:.95) and AR@100, formatted."""
+
+    category: str
+    ap: str
+    ar: str
+    objects: str
+    detections: str
+
+
+@dataclass(frozen=True)
 class FailureRow:
     sample_id: str
     label: str
@@ -178,3 +189,7 @@ class ReportView:
     extra_figures: list[FigureView] = field(default_factory=list)
     no_claims: str = "The manifest makes no claim."
     """What the claim section says when ``claims`` is empty."""
+    metrics_count_header: str = "correct / n"
+    """The metric table's count column: ``correct / n`` (proportions) or ``n`` (detection: n images)."""
+    per_class: list[PerClassRow] = field(default_factory=list)
+    """Object detection runs: AP / AR per category (the ``per-class`` section)."""
