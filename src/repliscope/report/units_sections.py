@@ -1,0 +1,206 @@
+"""The ``units`` section of a detection run's report: unit evaluation against the stored ground truth.
+
+Statistics table (medians with bootstrap intervals, significance), the diagnosis, bias scatter plots (dx/w vs
+dy/h and log w'/w vs log h'/h per match, with the IoU histogram) and overlays of the predicted (red) and
+ground-truth (green) boxes on the images with the largest bias. The overlays draw on the real images when the
+run's dataset can be re-loaded from the record's ``dataset.origin`` with the record's identity, else on a grey
+canvas of the image's size (the record stores no pixels).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from repliscope.datasets.base import Dataset
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.report.view import FigureView, Image, ImageSink, ReportView, Section
+from repliscope.units.matching import ImageBoxes, collect_pairs, from_prediction, from_truth
+from repliscope.units.offsets import offsets
+from repliscope.units.runs import run_units
+
+SECTION = Section("units", "Unit evaluation")
+OVERLAYS = 3
+REPLICATES = 500
+NAMES = {"iou": "IoU", "dx_w": "dx/w", "dy_h": "dy/h", "log_w": "log w'/w", "log_h": "log h'/h"}
+
+ImageReader = Callable[[str], bytes | None]
+
+
+@dataclass(frozen=True)
+class UnitRow:
+    name: str
+    median: str
+    interval: str
+    n: str
+    significant: bool
+
+
+@dataclass
+class UnitsView:
+    summary: list[str]
+    rows: list[UnitRow]
+    figures: list[FigureView]
+    note: str
+
+
+@dataclass
+class DetectionRunView(ReportView):
+    """A run's :class:`ReportView` with the ``units`` section's data."""
+
+    units: UnitsView | None = field(default=None)
+
+
+def source_dataset(record: EvaluationRecord) -> Dataset | None:
+    """Re-load the run's dataset from ``record.dataset['origin']`` (synthetic_detection, coco, dlib_xml) when its
+    identity is the record's; None otherwise."""
+    from repliscope.datasets.coco import load_coco
+    from repliscope.datasets.dlib_xml import load_dlib_xml
+    from repliscope.datasets.synthetic_detection import load_synthetic_detection
+
+    origin = str(record.dataset.get("origin", ""))
+    n = record.dataset.get("num_samples")
+    limit = int(n) if isinstance(n, int) and n > 0 else None
+    try:
+        if m := re.fullmatch(r"repliscope synthetic_detection seed=(-?\d+)", origin):
+            data = load_synthetic_detection(seed=int(m.group(1)), num_images=limit or 16)
+        elif m := re.fullmatch(r"(.+) \(annotations (.+)\)", origin):
+            data = load_coco(m.group(1), annotations=m.group(2), limit=limit)
+        elif origin.endswith(".xml"):
+            data = load_dlib_xml(origin, limit=limit)
+        else:
+            return None
+    except Exception:  # any failure to re-load means: no pixels, the canvas is drawn instead
+        return None
+    return data if data.identity == record.dataset.get("identity") else None
+
+
+def _canvas(size_hw: tuple[int, int] | None) -> Any:
+    from PIL import Image as PILImage
+
+    h, w = size_hw or (256, 256)
+    return PILImage.new("RGB", (max(w, 1), max(h, 1)), (200, 200, 200))
+
+
+def overlay_png(data: bytes | None, size_hw: tuple[int, int] | None, layers: list[tuple[ImageBoxes, str]]) -> bytes:
+    """PNG of the image (or a grey canvas of ``size_hw``) with each layer's boxes outlined in its colour."""
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
+
+    img = _canvas(size_hw)
+    if data is not None:
+        try:
+            img = PILImage.open(io.BytesIO(data)).convert("RGB")
+        except Exception:  # an unreadable image: draw on the canvas
+            img = _canvas(size_hw)
+    draw = ImageDraw.Draw(img)
+    width = max(1, round(max(img.size) / 250))
+    for boxes, colour in layers:
+        for x1, y1, x2, y2 in boxes.boxes.tolist():
+            draw.rectangle([min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)], outline=colour, width=width)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def bias_figure(off: dict[str, np.ndarray], iou_bins: list[float], iou_hist: list[int]) -> bytes:
+    """Three panels: dx/w vs dy/h, log w'/w vs log h'/h (one dot per match), IoU histogram."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10.5, 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 3)
+    for ax, (x, y) in zip(axes[:2], (("dx_w", "dy_h"), ("log_w", "log_h")), strict=True):
+        ax.axhline(0, color="#999999", lw=0.8)
+        ax.axvline(0, color="#999999", lw=0.8)
+        ax.scatter(off[x], off[y], s=8, alpha=0.6, color="#2c6fbb")
+        if len(off[x]):
+            ax.plot([np.nanmedian(off[x])], [np.nanmedian(off[y])], "x", color="#c0392b", ms=10, mew=2,
+                    label="median")
+            ax.legend(loc="best", fontsize=8)
+        ax.set_xlabel(NAMES[x])
+        ax.set_ylabel(NAMES[y])
+    axes[2].bar(iou_bins[:-1], iou_hist, width=np.diff(iou_bins), align="edge", color="#7f8c8d", edgecolor="white")
+    axes[2].set_xlabel("IoU of the matches")
+    axes[2].set_ylabel("matches")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None) -> UnitsView | None:
+    """The section's data, or None when the record carries no ground truth (nothing to compare with)."""
+    if record.task != "object_detection" or record.ground_truth is None:
+        return None
+    result = run_units(record, replicates=REPLICATES)
+    report, truth = result.truth, result.dataset
+    by_id = {s.id: s for s in truth.samples}
+    ok = [s for s in record.samples if s.error is None and s.detections is not None and s.sample_id in by_id]
+    preds = [from_prediction(s, by_id[s.sample_id].size_hw) for s in ok]
+    refs = [from_truth(by_id[s.sample_id]) for s in ok]
+    off = offsets(collect_pairs(preds, refs))
+    figures = [FigureView("Bias scatter", Image(sink("units-bias", bias_figure(off, report.iou_bins,
+                                                                                report.iou_histogram)),
+                                                "bias scatter plots and IoU histogram"),
+                          "one dot per matched detection (class-aware, IoU >= 0.5); red cross: the medians")]
+    if images is None:
+        source = source_dataset(record)
+        pixels = {s.id: s for s in source.samples} if source is not None else {}
+
+        def images(sample_id: str) -> bytes | None:
+            sample = pixels.get(sample_id)
+            if sample is None:
+                return None
+            try:
+                return sample.read()
+            except Exception:
+                return None
+    index = {p.sample_id: j for j, p in enumerate(preds)}
+    drawn_real = 0
+    for k, row in enumerate(report.per_image[:OVERLAYS]):
+        j = index[row["sample_id"]]
+        data = images(row["sample_id"])
+        drawn_real += data is not None
+        png = overlay_png(data, preds[j].size_hw, [(refs[j], "#27ae60"), (preds[j], "#c0392b")])
+        figures.append(FigureView(f"Largest bias {k + 1}: {row['sample_id']}",
+                                  Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {row['sample_id']}"),
+                                  f"green: ground truth, red: predicted; median dx/w {row['dx_w']:+.3f}, dy/h "
+                                  f"{row['dy_h']:+.3f}, log w'/w {row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} "
+                                  f"over {row['n']} matches"))
+    rows = [UnitRow(NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
+                    "-" if s.ci_low is None or s.ci_high is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]",
+                    str(s.n), s.significant) for s in report.stats]
+    summary = [f"{report.n_matched} of {report.n_reference} ground-truth boxes matched "
+               f"({report.matched_fraction:.1%}) by {report.n_predictions} predictions on {report.n_images} images."]
+    summary += [f"Significant bias: {NAMES[s.name]} median {s.median:+.4f}." for s in report.significant
+                if s.median is not None]
+    if report.ap_class_aware is not None and report.ap_class_agnostic is not None:
+        summary.append(f"AP class-aware {report.ap_class_aware:.4f}, class-agnostic {report.ap_class_agnostic:.4f};"
+                       f" {report.off_diagonal:.1%} of class-agnostic matches have another class.")
+    summary += [f"Diagnosis: {line}" for line in report.diagnosis.summary]
+    shown = min(OVERLAYS, len(report.per_image))
+    note = (f"Medians over matches with 95 % percentile bootstrap intervals over images ({REPLICATES} replicates, "
+            f"seed 0); a bias is significant when its interval excludes 0. Overlays: {drawn_real} of {shown} on the "
+            "real image" + ("" if drawn_real == shown else " (the others on a grey canvas: the dataset could not "
+                            "be re-loaded with the record's identity)") + ".")
+    return UnitsView(summary, rows, figures, note)
+
+
+def with_units(view: ReportView, record: EvaluationRecord, sink: ImageSink,
+               images: ImageReader | None = None) -> ReportView:
+    """``view`` with the units section appended before the provenance (unchanged when there is no ground truth)."""
+    units = units_view(record, sink, images)
+    if units is None:
+        return view
+    sections = list(view.sections)
+    at = next((i for i, s in enumerate(sections) if s.id == "provenance"), len(sections))
+    sections.insert(at, SECTION)
+    values = {f.name: getattr(view, f.name) for f in fields(view)}
+    values["sections"] = sections
+    return DetectionRunView(**values, units=units)
