@@ -37,7 +37,7 @@ def shifted(tmp_path_factory: pytest.TempPathFactory) -> EvaluationRecord:
 
 def test_section_and_overlays_on_the_real_images(shifted: EvaluationRecord) -> None:
     assert source_dataset(shifted) is not None  # synthetic_detection seed 0 re-generated, same identity
-    view = with_units(build_run_view(shifted), shifted, embed_sink)
+    view = build_run_view(shifted)  # detection runs get the section
     assert isinstance(view, DetectionRunView) and view.units is not None
     ids = [s.id for s in view.sections]
     assert ids.index("units") == ids.index("provenance") - 1
@@ -66,4 +66,5 @@ def test_section_and_overlays_on_the_real_images(shifted: EvaluationRecord) -> N
 def test_classification_or_no_ground_truth_leaves_the_view(shifted: EvaluationRecord) -> None:
     bare = shifted.model_copy(update={"ground_truth": None})
     view = build_run_view(bare)
+    assert not isinstance(view, DetectionRunView) and "units" not in [s.id for s in view.sections]
     assert with_units(view, bare, embed_sink) is view

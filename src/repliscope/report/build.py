@@ -43,7 +43,7 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
     title = f"{record.manifest.name} {record.manifest.version}"
     if record.variant:
         title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")
-    return ReportView(
+    view = ReportView(
         kind="run", title=title, object_id=record.run_id,
         created_at=f"{record.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
         repliscope_version=record.repliscope_version, description=sec.manifest_description(record.manifest),
@@ -54,6 +54,11 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
         provenance=sec.record_provenance(record), failures=fail_rows, failures_more=fail_more,
         failures_summary=fail_summary, latency=latency, latency_stats=latency_stats,
         extra_figures=sec.extra_figure_views(extra_figures, sink))
+    if not detection:
+        return view
+    from repliscope.report.units_sections import with_units
+
+    return with_units(view, record, sink)
 
 
 def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None = None,
