@@ -88,7 +88,7 @@ def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("savedmodel") / "m"
     spec = [tf.TensorSpec([None, 3], tf.float32, name="x")]
 
-    class M(tf.Module):
+    class M(tf.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.w = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
