@@ -139,3 +139,12 @@ def test_frozen_graph_tensor_names_are_op_colon_index(tmp_path: Path) -> None:
     missing = ModelArtifact(**{**art.__dict__, "input_name": "images:0"})
     with pytest.raises(ModelLoadError, match="placeholders: image_tensor"):
         create_runner("tensorflow", missing, threads=1, cache_dir=tmp_path).load()
+
+
+def test_every_runtime_names_the_distributions_its_records_carry() -> None:
+    from repliscope.evaluation.provenance import runtime_distributions
+    from repliscope.runtimes import RUNTIMES
+
+    assert all(runtime_distributions(name) for name in RUNTIMES.names())
+    assert runtime_distributions("tflite") == ("ai-edge-litert",)
+    assert "tf2onnx" in runtime_distributions("onnxruntime") and runtime_distributions("nope") == ()

@@ -28,6 +28,25 @@ THREAD_ENV_VARS = (
 )
 """Environment variables that change thread counts or the numeric kernels chosen; unset ones are None."""
 
+DISTRIBUTIONS_OF_RUNTIME: dict[str, tuple[str, ...]] = {
+    "torch": ("torch",),
+    "onnxruntime": ("onnxruntime", "onnx", "tf2onnx"),
+    "opencv_dnn": ("opencv-python-headless", "opencv-python", "onnx", "tf2onnx"),
+    "tflite": ("ai-edge-litert",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu"),
+    "keras": ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib"),
+    "keras_tensorflow": ("keras", "tensorflow", "tensorflow-cpu"),
+    "keras_jax": ("keras", "jax", "jaxlib"),
+}
+"""Per runtime registry name, the distributions whose versions a record of it should carry (the framework, and
+the converters a runtime may run a foreign format through: tf2onnx for .tflite / frozen graphs on ONNX runtimes)."""
+
+
+def runtime_distributions(runtime: str) -> tuple[str, ...]:
+    """The distributions to record for ``runtime`` (see :data:`DISTRIBUTIONS_OF_RUNTIME`; () for another name)."""
+    return DISTRIBUTIONS_OF_RUNTIME.get(runtime, ())
+
+
 _THREADPOOL_KEYS = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer",
                     "architecture", "filepath")
 _CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
