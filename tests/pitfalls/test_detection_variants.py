@@ -40,7 +40,7 @@ SSD = Pipeline.from_specs([DECODE, STRETCH], [
 # YOLO-like: letterbox 256x320, [0, 1] input, xywh pixel boxes, 0-based classes, NMS outside the graph
 YOLO = Pipeline.from_specs([
     DECODE, {"op": "letterbox", "size": [256, 320], "color": [114, 114, 114], "position": "center",
-             "method": "bilinear", "library": "opencv", "antialias": False},
+             "order": "resize_then_pad", "method": "bilinear", "library": "opencv", "antialias": False},
     {"op": "to_float", "dtype": "float32"}, {"op": "scale", "factor": 1 / 255},
 ], [
     {"op": "detections_from_outputs", "boxes": "boxes", "scores": "scores", "classes": "classes", "count": None,
@@ -54,7 +54,7 @@ YOLO = Pipeline.from_specs([
 # BlazeFace-like: letterbox 128x128, [-1, 1] input, anchors, weighted NMS, one class (id 1)
 FACE = Pipeline.from_specs([
     DECODE, {"op": "letterbox", "size": [128, 128], "color": [0, 0, 0], "position": "center",
-             "method": "bilinear", "library": "pillow", "antialias": True},
+             "order": "resize_then_pad", "method": "bilinear", "library": "pillow", "antialias": True},
     {"op": "to_float", "dtype": "float32"}, {"op": "scale", "factor": 1 / 127.5},
     {"op": "subtract_mean", "value": 1.0},
 ], [

@@ -64,10 +64,11 @@ def letterbox_stretch_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
         if op.name == "resize" and not _param(op, "keep_aspect_ratio"):
             size = _param(op, "size")
             size = size if isinstance(size, list) else [size, size]
-            new = make_op("letterbox", size=size, color=STRETCH_PAD_COLOR, position="center",
+            new = make_op("letterbox", size=size, color=STRETCH_PAD_COLOR, position="center", order="resize_then_pad",
                           **{k: _param(op, k) for k in common})
             return Derived(base.replace_pre(i, new),
-                           f"resize (stretch) to {size} -> letterbox {size}, pad {STRETCH_PAD_COLOR}, centred")
+                           f"resize (stretch) to {size} -> letterbox {size} (resize then pad), pad "
+                           f"{STRETCH_PAD_COLOR}, centred")
     raise NotApplicable("the pipeline has neither a letterbox nor a stretching resize (keep_aspect_ratio: false)")
 
 

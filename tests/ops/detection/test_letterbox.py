@@ -13,7 +13,7 @@ from repliscope.ops.detection.letterbox import Letterbox
 from tests.ops._helpers import check_pre_op, chw_item, hwc_item, pre, smooth_rgb
 
 LB: dict[str, Any] = {"op": "letterbox", "size": [64, 64], "color": [114, 0, 255], "position": "center",
-                      "method": "bilinear", "library": "pillow", "antialias": True}
+                      "order": "resize_then_pad", "method": "bilinear", "library": "pillow", "antialias": True}
 
 
 def letterbox(**changes: Any) -> Letterbox:
@@ -83,3 +83,21 @@ def test_colour_that_a_uint8_image_cannot_hold() -> None:
     with pytest.raises(OpSpecError) as exc:
         letterbox(color=[300, 0, 0])(hwc_item(smooth_rgb(20, 40)))
     assert exc.value.key == "color" and "[0, 255]" in exc.value.message
+
+
+def test_pad_then_resize_pads_at_source_resolution_with_fdlites_truncation() -> None:
+    op = letterbox(size=[192, 192], order="pad_then_resize")
+    # 500x400 (portrait) into a square: left = int((1 - 1 / 1.25) / 2 * 500) = int(49.999...) = 49, not 50
+    assert op.padding(500, 400) == ((500, 400), (0, 0), (49, 51))
+    assert op.padding(375, 500) == ((375, 500), (62, 63), (0, 0))  # int(62.5)
+    assert letterbox(size=[192, 192], order="pad_then_resize", position="top_left").padding(375, 500) == \
+        ((375, 500), (0, 125), (0, 0))
+    img = smooth_rgb(50, 40)
+    out = op(Item(img, "HWC", "RGB", Geometry((50, 40))))  # left = int(4.999...) = 4, right 6
+    assert out.geometry == Geometry((50, 40), (192 / 50, 192 / 50), (0.0, 4 * 192 / 50))
+    canvas = np.zeros((50, 50, 3), np.uint8)
+    canvas[:, 4:44] = img
+    canvas[:, :4] = canvas[:, 44:] = [114, 0, 255]
+    direct = pre(op="resize", size=[192, 192], keep_aspect_ratio=False, method="bilinear", library="pillow",
+                 antialias=True)(hwc_item(canvas)).data
+    np.testing.assert_array_equal(out.data, direct)

@@ -19,9 +19,9 @@ SOURCE_BOXES = np.array([[12.5, 30.25, 200.0, 140.75], [0.0, 0.0, 37.0, 11.0], [
 
 @pytest.mark.parametrize(("hw", "pre_specs"), [
     ((200, 300), [{"op": "letterbox", "size": [320, 320], "color": [114, 114, 114], "position": "center",
-                   "method": "bilinear", "library": "pillow", "antialias": True}]),
+                   "order": "resize_then_pad", "method": "bilinear", "library": "pillow", "antialias": True}]),
     ((200, 300), [{"op": "letterbox", "size": [192, 256], "color": [0, 0, 0], "position": "top_left",
-                   "method": "bilinear", "library": "opencv", "antialias": False}]),
+                   "order": "resize_then_pad", "method": "bilinear", "library": "opencv", "antialias": False}]),
     ((200, 300), [{"op": "resize", "size": 160, "keep_aspect_ratio": True, "method": "bilinear",
                    "library": "pillow", "antialias": True}, {"op": "center_crop", "size": 150}]),
     ((200, 300), [{"op": "resize", "size": [300, 300], "keep_aspect_ratio": False, "method": "bilinear",
