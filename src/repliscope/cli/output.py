@@ -232,6 +232,9 @@ def print_sweep(sweep: SweepResult) -> None:
     ref = sweep.reference
     console.print(f"[bold]pitfall sweep {sweep.sweep_id}[/]  {sweep.manifest.name} on {sweep.runtime['runtime']}, "
                   f"dataset {sweep.dataset['name']} ({sweep.dataset['num_samples']} samples)")
+    if ref.metric("AP") is not None or any(v.paired_task for v in sweep.variants):
+        _print_detection_sweep(sweep)
+        return
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
     table.add_column("variant", overflow="fold")
     for col in ("n/fail", "top-1", "95% CI", "pairs", "Δ", "p", "agree", "flips", "KL"):
@@ -261,6 +264,47 @@ def print_sweep(sweep: SweepResult) -> None:
         if v.paired is not None and not v.paired.same_samples:
             console.print(f"[yellow]warning:[/] {v.name}: {v.paired.pairing_note()}; its top-1 and the "
                           f"reference's are over different samples, Δ is not their difference", highlight=False)
+    _print_sweep_tail(sweep)
+
+
+def _counts(v: Any) -> str:
+    if v.status != "ok":
+        return "n/a" if v.status == "not applicable" else v.status
+    return f"{'?' if v.evaluated_samples is None else v.evaluated_samples}/{v.failed_samples}"
+
+
+def _print_detection_sweep(sweep: SweepResult) -> None:
+    """Detection variants: AP with its bootstrap interval, and against the reference's detections the paired
+    delta AP (interval), the matched fraction, mean IoU of the matches and the images whose detections differ."""
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
+    table.add_column("variant", overflow="fold")
+    for col in ("n/fail", "AP", "95% CI", "ΔAP", "ΔAP 95% CI", "match", "IoU", "diff"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for v in [sweep.reference, *sweep.variants]:
+        ap = v.metric("AP")
+        p = v.paired_task or {}
+        low, high = p.get("delta_ap_ci_low"), p.get("delta_ap_ci_high")
+        table.add_row(
+            v.name, _counts(v), f"{ap.value:.3f}" if ap else "", f"{ap.ci_low:.2f}-{ap.ci_high:.2f}" if ap else "",
+            f"{p['delta_ap']:+.3f}" if p.get("delta_ap") is not None else "",
+            f"{low:+.3f}..{high:+.3f}" if low is not None and high is not None else "",
+            f"{100 * p['matched_fraction']:.0f}%" if p.get("matched_fraction") is not None else "",
+            f"{p['mean_iou']:.3f}" if p.get("mean_iou") is not None else "",
+            str(p.get("flipped_images", "")))
+    console.print(table)
+    console.print("n/fail: images evaluated / failed; AP (COCO .50:.95) over each variant's own images with its "
+                  "bootstrap interval. Against the reference's detections on the images both evaluated: ΔAP and its "
+                  "paired bootstrap interval, reference detections matched (same class, IoU >= 0.5), mean IoU of "
+                  "the matches, images whose detections differ.", highlight=False)
+    for v in sweep.variants:
+        console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
+                      highlight=False)
+    _print_sweep_tail(sweep)
+
+
+def _print_sweep_tail(sweep: SweepResult) -> None:
     t = sweep.timings
     parts = [f"{t[k]:.1f} s {label}" for k, label in (("load_seconds", "loading the model(s)"),
                                                       ("warmup_seconds", "warm-up"),

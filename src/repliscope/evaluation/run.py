@@ -70,6 +70,7 @@ class PreparedRun:
 def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> PreparedRun:
     loaded = manifest if isinstance(manifest, LoadedManifest) else load_manifest(manifest)
     cache_dir = settings.cache_dir or default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)  # exports, conversions and calibrations are written there
     artifact = resolve_artifact(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
     class_names = load_class_names(loaded, cache_dir, settings.allow_download, settings.allow_outside_paths)
     pre, post = build_ops(loaded, BuildContext(class_names=class_names))

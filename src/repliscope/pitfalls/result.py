@@ -68,6 +68,10 @@ class VariantOutcome(_Model):
     run_id: str | None = None
     metrics: list[MetricValue] = []
     paired: PairedStats | None = None
+    """Classification: paired statistics against the reference (with the output distributions' KL)."""
+    paired_task: dict[str, Any] | None = None
+    """Other tasks: the task's paired statistics against the reference (:meth:`Task.paired`; object detection:
+    :func:`repliscope.units.detection_paired`: matched fraction, IoU, delta AP with its paired interval)."""
     failed_samples: int = 0
     evaluated_samples: int | None = None
     """Samples this variant evaluated successfully (its top-1 is over the labelled ones among them); None in

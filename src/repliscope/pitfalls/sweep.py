@@ -34,12 +34,12 @@ from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import (
     PreparedRun,
     build_record,
-    check_labels_in_range,
+    check_dataset,
     input_shape,
     plan_for,
     runner_for_plan,
 )
-from repliscope.ops.base import Item
+from repliscope.ops.base import Geometry, Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
@@ -48,6 +48,7 @@ from repliscope.pitfalls.runners import runner_for
 from repliscope.pitfalls.stats import kl_divergence, paired_predictions
 from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
+from repliscope.tasks.base import Task
 from repliscope.tracing.tracer import current_tracer
 
 REFERENCE = "reference"
@@ -85,6 +86,7 @@ class _Cell(NamedTuple):
     layout: str = ""
     error: str | None = None
     fatal: str | None = None
+    geometry: Geometry | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
     ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
     runners: dict[tuple[int, str], Runner] = {(run_plan.threads, "float32"): base}
-    for name in names if names is not None else PITFALLS.names():
+    for name in names if names is not None else task_pitfalls(prepared.loaded.manifest.task):
         pitfall = PITFALLS.get(name)()
         try:
             derived = pitfall.derive(prepared.pipeline, ctx)
@@ -131,6 +133,15 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
     for plan in plans:
         plan.op_keys = [json.dumps(op.describe(), sort_keys=True, default=str) for op in plan.pipeline.pre_ops]
     return plans, skipped
+
+
+def task_pitfalls(task: str) -> list[str]:
+    """The registered pitfalls about ``task`` (or about every task), sorted; a detection task first registers
+    the detection variants (:mod:`repliscope.pitfalls.detection_variants`)."""
+    if task == "object_detection":
+        from repliscope.pitfalls import detection_variants  # noqa: F401  (registers them)
+    return [name for name in PITFALLS.names() if PITFALLS.get(name).tasks in (None, ()) or
+            task in (PITFALLS.get(name).tasks or ())]
 
 
 def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[int, ...]) -> tuple[_Prepared, str]:
@@ -163,7 +174,8 @@ def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[in
         if isinstance(error, _Fatal):
             out[plan.name] = _Cell(None, fatal=error.message)
         else:
-            out[plan.name] = _Cell(None, error=error) if error is not None else _Cell(item.data, item.layout)
+            out[plan.name] = (_Cell(None, error=error) if error is not None
+                              else _Cell(item.data, item.layout, geometry=item.geometry))
     return out, read.fingerprint
 
 
@@ -176,7 +188,7 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     ``data_parallel`` (each worker reads, pre-processes and infers whole batches for every plan with runner
     replicas of its own)."""
     start = time.perf_counter()
-    check_labels_in_range(dataset, prepared.loaded.manifest.labels.num_classes)
+    check_dataset(prepared, dataset)
     run_plan = plan_for(prepared, dataset)
     plans, skipped = plan_sweep(prepared, names, run_plan)
     if (run_plan.schedule == "data_parallel" and prepared.runner.name in _GLOBAL_THREAD_RUNTIMES
@@ -199,16 +211,17 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
     for runner in {id(p.runner): p.runner for p in plans}.values():
         instrumented.enter_context(tracer.instrument(runner))
     s = prepared.settings
+    task = prepared.task
     expected = input_shape(prepared)
     samples = dataset.samples
     size = run_plan.batch_size
     batches = [samples[i:i + size] for i in range(0, len(samples), size)]
     visual: list[tuple[Sample, _Prepared]] = []
     load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples), expected)
-    workers = [{id(p.runner): p.runner for p in plans}]
+    workers = [{id(p.runner): p.runner for p in plans if p.failed is None}]
     if run_plan.schedule == "data_parallel":
         sizes = {id(p.runner): sorted({min(q.batch_size, len(samples)) for q in plans if q.runner is p.runner})
-                 for p in plans}
+                 for p in plans if p.failed is None}
         for _ in range(run_plan.workers - 1):
             replicas = {key: r.replica() for key, r in workers[0].items()}
             for key, r in replicas.items():
@@ -230,7 +243,7 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
         runners = free.get()
         try:
             read_batch = prepare_batch(batch)
-            outcomes = _infer_batch(plans, runners, batch, [c for c, _ in read_batch], s.fail_fast)
+            outcomes = _infer_batch(plans, runners, batch, [c for c, _ in read_batch], s.fail_fast, task)
         finally:
             free.put(runners)
         # only the visual panel needs model inputs after inference: drop the others before the batch waits
@@ -263,7 +276,8 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
                 if index + ahead < len(batches):
                     submit(index + ahead)
                 if not data_parallel:
-                    outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast)
+                    outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast,
+                                            task)
                 fingerprints.extend(fingerprint for _, fingerprint in read_batch)
                 for smp, (prep, _) in zip(batch, read_batch, strict=True):
                     if len(visual) < visual_samples:
@@ -286,14 +300,25 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
 def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int, expected: tuple[int, ...]) -> tuple[float, float]:
     """Load every distinct runner once and warm each up once per batch size it will see, before the measured
     loop; fills each plan's ``loop.load_seconds`` / ``loop.warmup_seconds`` (shared runners report the same
-    load). Returns the sweep's (load seconds, warm-up seconds), each runner and warm-up counted once."""
+    load). Returns the sweep's (load seconds, warm-up seconds), each runner and warm-up counted once. A variant
+    whose runner cannot load fails (``plan.failed``, the sweep goes on); the reference's error stops the sweep."""
     loads: dict[int, float] = {}
     warmups: dict[tuple[int, int], float] = {}
+    broken: dict[int, str] = {}  # a variant's runner that cannot load (e.g. a float16 conversion the runtime refuses)
     for plan in plans:
         key = (id(plan.runner), plan.batch_size)
+        if id(plan.runner) in broken:
+            plan.failed = broken[id(plan.runner)]
+            continue
         if key not in warmups:
             shape = warmup_shape(min(plan.batch_size, n_samples), expected)
-            loads[id(plan.runner)], warmups[key] = load_and_warm_up(plan.runner, shape)
+            try:
+                loads[id(plan.runner)], warmups[key] = load_and_warm_up(plan.runner, shape)
+            except RepliscopeError as exc:
+                if plan.name == REFERENCE:
+                    raise
+                plan.failed = broken[id(plan.runner)] = f"the variant's runner cannot run: {exc}"
+                continue
         plan.loop.load_seconds, plan.loop.warmup_seconds = loads[id(plan.runner)], warmups[key]
     return sum(loads.values()), sum(warmups.values())
 
@@ -310,13 +335,20 @@ class _PlanBatch:
     twin: str | None = None
 
 
+Outputs = np.ndarray | dict[str, np.ndarray]
+"""A runner's outputs of one batch: the score array, or every named output."""
+
+
 def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequence[Sample],
-                 prepared_batch: list[_Prepared], fail_fast: bool) -> list[_PlanBatch]:
+                 prepared_batch: list[_Prepared], fail_fast: bool, task: Task) -> list[_PlanBatch]:
     """Every plan on one batch, ``runners`` mapping id(plan.runner) to the runner this worker uses. When an
     earlier plan of this batch fed the SAME runner, in the same batch size, bit-identical inputs, its outputs
-    are reused: a deterministic runtime would compute them again."""
+    are reused: a deterministic runtime would compute them again. Classification keeps each plan's
+    probabilities (the paired KL); other tasks record through ``task`` (every named model output, each row's
+    geometry)."""
     tracer = current_tracer()
-    done: list[tuple[_Plan, list[int], np.ndarray, np.ndarray]] = []  # (plan, ok rows, inputs, scores)
+    classification = task.name == "image_classification"
+    done: list[tuple[_Plan, list[int], np.ndarray, Outputs]] = []  # (plan, ok rows, inputs, outputs)
     out = []
     for plan in plans:
         fatal = next((p[plan.name].fatal for p in prepared_batch if p[plan.name].fatal), None)
@@ -337,27 +369,38 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
         twin = next(((other, y) for other, rows, x, y in done
                      if other.runner is plan.runner and other.batch_size == plan.batch_size
                      and rows == result.ok_rows and _same_array(x, inputs)), None)
+        outputs: Outputs
         if twin is not None:
-            result.twin, scores = twin[0].name, twin[1]
+            result.twin, outputs = twin[0].name, twin[1]
         else:
             runner = runners[id(plan.runner)]
-            chunks = []
+            named = not classification or len(runner.artifact.output_names) > 1
+            chunks: list[Outputs] = []
             for j in range(0, len(inputs), plan.batch_size):
                 chunk = inputs[j:j + plan.batch_size]
                 with tracer.span("inference", "model", variant=plan.name, batch_size=len(chunk)):
-                    chunks.append(runner.infer(chunk))
+                    chunks.append(runner.infer_outputs(chunk) if named else runner.infer(chunk))
                 result.latencies.append(runner.last_inference_seconds)
-            scores = np.concatenate(chunks)
-        done.append((plan, result.ok_rows, inputs, scores))
-        post = plan.pipeline.postprocess(scores)
-        if post.topk_indices is None or post.topk_scores is None:
-            raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
-        result.probs = post.scores  # probabilities: the manifest loader requires a softmax for logits outputs
-        for row, i in enumerate(result.ok_rows):
-            preds[i] = SamplePrediction(sample_id=batch[i].id, label=batch[i].label,
-                                        topk_indices=[int(v) for v in post.topk_indices[row]],
-                                        topk_probs=[float(v) for v in post.topk_scores[row]])
+            outputs = _concatenate(chunks)
+        done.append((plan, result.ok_rows, inputs, outputs))
+        geometry = [prepared_batch[i][plan.name].geometry for i in result.ok_rows]
+        post = plan.pipeline.postprocess(outputs, geometry=geometry)
+        if classification:
+            # probabilities: the manifest loader requires a softmax for logits outputs
+            result.probs = post.scores
+        for i, record in zip(result.ok_rows, task.to_samples(post, batch, result.ok_rows), strict=True):
+            preds[i] = record
     return out
+
+
+def _concatenate(chunks: list[Outputs]) -> Outputs:
+    """Chunks of one batch's outputs joined along the batch axis (per name for named outputs)."""
+    first = chunks[0]
+    if isinstance(first, dict):
+        if len(chunks) == 1:
+            return first
+        return {name: np.concatenate([c[name] for c in chunks]) for name in first}
+    return np.concatenate(chunks)  # type: ignore[arg-type]
 
 
 def _apply_batch(plans: Sequence[_Plan], outcomes: list[_PlanBatch]) -> None:
@@ -409,6 +452,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
               visual: list[tuple[Sample, _Prepared]], timings: dict[str, float], run_plan: Plan) -> SweepOutput:
     sweep_id = uuid.uuid4().hex
     s = prepared.settings
+    task = prepared.task
     records: list[EvaluationRecord] = []
     outcomes: dict[str, VariantOutcome] = {}
     ref_preds = plans[0].loop.predictions
@@ -425,10 +469,12 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
         rec = rec.model_copy(update={"kind": "pitfall_variant", "sweep_id": sweep_id, "variant": plan.name})
         rec.timings.throughput_samples_per_second = 0.0  # one shared loop: per-variant throughput is undefined
         records.append(rec)
-        paired = None if plan.name == REFERENCE else _paired(ref_preds, plan)
+        paired = None if plan.name == REFERENCE or task.name != "image_classification" else _paired(ref_preds, plan)
+        paired_task = (task.paired(ref_preds, plan.loop.predictions, dataset)
+                       if plan.name != REFERENCE and task.name != "image_classification" else None)
         outcomes[plan.name] = VariantOutcome(
             name=plan.name, description=plan.description, change=plan.change, status="ok", run_id=rec.run_id,
-            metrics=rec.metrics, paired=paired, failed_samples=rec.counts["failed"],
+            metrics=rec.metrics, paired=paired, paired_task=paired_task, failed_samples=rec.counts["failed"],
             evaluated_samples=rec.counts["evaluated"],
             pipeline=rec.pipeline, settings=plan.settings, inference_seconds=plan.loop.inference_seconds,
             inference_reused=plan.shared_batches)
@@ -455,7 +501,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
 
 
 def _cell(prep: _Prepared, name: str) -> tuple[np.ndarray, str] | None:
-    data, layout, _, _ = prep[name]
+    data, layout = prep[name].data, prep[name].layout
     return None if data is None else (data, layout)
 
 

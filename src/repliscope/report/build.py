@@ -80,6 +80,7 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
         sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(sweep.claims, sweep.reference.metrics),
         claim_figure=sec.claim_figure(sweep.claims, sweep.reference.metrics, sink),
         metrics=sec.metric_rows(sweep.reference.metrics),
+        metrics_count_header="n" if sweep.reference.metric("AP") is not None else "correct / n",
         metrics_note=(f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
                       f"{'' if n is None else f', {n} samples'}; 95 % Wilson score intervals."),
         provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,

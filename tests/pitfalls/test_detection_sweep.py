@@ -1,0 +1,69 @@
+"""A pitfall sweep of a detection manifest (the exact rectangle detector on synthetic_detection): variants are
+post-processed and recorded by the detection task and paired with its statistics; exact expected values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repliscope.datasets import resolve_dataset
+from repliscope.datasets.base import Dataset
+from repliscope.evaluation.run import RunSettings, prepare
+from repliscope.pitfalls.sweep import SweepOutput, run_sweep, task_pitfalls
+
+MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+NAMES = ["box_off_by_one", "class_id_plus_1", "color_layout_swapped", "decoder_swapped", "float16_inference",
+         "letterbox_not_undone"]
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> Dataset:
+    return resolve_dataset("synthetic_detection")
+
+
+@pytest.fixture(scope="module")
+def sweep(synthetic: Dataset, tmp_path_factory: pytest.TempPathFactory) -> SweepOutput:
+    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
+                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    return run_sweep(prepared, synthetic, NAMES, visual_samples=1)
+
+
+def test_default_variants_follow_the_task() -> None:
+    detection, classification = task_pitfalls("object_detection"), task_pitfalls("image_classification")
+    assert {"box_off_by_one", "class_id_plus_1", "letterbox_not_undone", "color_layout_swapped"} <= set(detection)
+    assert "color_layout_swapped" in classification and "box_off_by_one" not in classification
+
+
+def test_variants_scored_and_paired_exactly(sweep: SweepOutput, synthetic: Dataset) -> None:
+    result = sweep.result
+    assert result.reference.metric("AP").value == 1.0  # type: ignore[union-attr]
+    v = {o.name: o for o in result.variants}
+    assert v["letterbox_not_undone"].status == "not applicable"
+    assert v["float16_inference"].status == "failed" and "cannot run" in (v["float16_inference"].reason or "")
+    objects = [o for s in synthetic.samples for o in s.objects or ()]
+    # RGB <-> BGR swaps red and blue: only green (12 of the 33 rectangles) is right
+    swapped = v["color_layout_swapped"]
+    assert swapped.metric("AP").value == pytest.approx(1 / 3, abs=1e-12)  # type: ignore[union-attr]
+    p = swapped.paired_task or {}
+    assert (p["n_samples"], p["matched_fraction"], p["mean_iou"]) == (16, 12 / 33, 1.0)
+    assert p["flipped_images"] == sum(1 for s in synthetic.samples if any(o.class_id != 2 for o in s.objects or ()))
+    assert v["class_id_plus_1"].metric("AP").value == 0.0  # type: ignore[union-attr]
+    assert v["class_id_plus_1"].paired_task["matched_fraction"] == 0.0  # type: ignore[index]
+    assert v["decoder_swapped"].paired_task == {**v["decoder_swapped"].paired_task,  # type: ignore[dict-item]
+                                                "matched_fraction": 1.0, "mean_iou": 1.0, "flipped_images": 0}
+    # reading the pixel boxes as 1-based moves every box 1 px up and left: IoU (w-1)(h-1) / (2wh - (w-1)(h-1))
+    ious = [(w - 1) * (h - 1) / (2 * w * h - (w - 1) * (h - 1))
+            for w, h in ((o.box[2] - o.box[0], o.box[3] - o.box[1]) for o in objects)]
+    off = v["box_off_by_one"].paired_task or {}
+    assert off["matched_fraction"] == 1.0 and off["mean_iou"] == pytest.approx(float(np.mean(ious)), abs=1e-6)
+    assert all(o.paired is None for o in result.variants)  # the classification statistics stay empty
+
+
+def test_variant_records_carry_detections_and_ground_truth(sweep: SweepOutput) -> None:
+    by_variant = {r.variant: r for r in sweep.records}
+    swapped = by_variant["color_layout_swapped"]
+    assert swapped.task == "object_detection" and swapped.ground_truth is not None
+    assert {d.class_id for s in swapped.samples for d in s.detections or []} == {1, 2, 3}
+    assert by_variant["reference"].result_hash == by_variant["decoder_swapped"].result_hash
