@@ -9,10 +9,13 @@ Two entry points, one result (:class:`TaskDiffResult`):
   pipeline and the same array is fed to both runners, so the full output vectors (logits, and the
   post-processed scores, e.g. softmax probabilities) are compared.
 
-Agreement is top-1 agreement over the samples both sides predicted. McNemar's exact test runs on the
-labelled samples: ``b`` = A right and B wrong, ``c`` = A wrong and B right, p = two-sided
-``scipy.stats.binomtest(b, b + c, 0.5)`` (1.0 when b + c = 0). Relative errors divide by ``max(|a|,
-1e-3 * max|a|)`` per sample vector (A is the reference side).
+Agreement is top-1 agreement over the samples both sides predicted. Object detection records / manifests are
+compared by the task's paired statistics instead (:meth:`ObjectDetection.paired`: B's detections matched to A's,
+same class at IoU >= 0.5, mean IoU, images whose detections differ, AP delta with its paired interval when
+the ground truth is known); agreement is then the fraction of images whose detections match one to one.
+McNemar's exact test (classification) runs on the labelled samples: ``b`` = A right and B wrong, ``c`` = A
+wrong and B right, p = two-sided ``scipy.stats.binomtest(b, b + c, 0.5)`` (1.0 when b + c = 0). Relative
+errors divide by ``max(|a|, 1e-3 * max|a|)`` per sample vector (A is the reference side).
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.datasets.base import Dataset, Sample
-from repliscope.evaluation.record import EvaluationRecord
+from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.ops.pipeline import Pipeline
 from repliscope.tracing.tracer import Tracer, current_tracer
 
@@ -104,6 +107,9 @@ class TaskDiffResult(_Model):
     outputs: list[OutputError]
     per_sample: list[SampleDelta]
     notes: list[str] = Field(default_factory=list)
+    task: str = "image_classification"
+    paired: dict[str, Any] | None = None
+    """Object detection: the task's paired statistics of B against A (see the module docstring)."""
 
 
 @dataclass
@@ -175,9 +181,44 @@ def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
                    p_value=p)
 
 
+def paired_text(p: dict[str, Any]) -> str:
+    """One sentence of detection paired statistics (:func:`repliscope.units.detection_paired`'s keys)."""
+    text = (f"B against A's detections on {p.get('n_samples')} images: {p.get('matched_fraction', 0):.2%} of A's "
+            f"{p.get('n_reference_detections')} detections matched (B has {p.get('n_variant_detections')}), "
+            f"mean IoU {p['mean_iou']:.4f}" if p.get("mean_iou") is not None else
+            f"B against A's detections on {p.get('n_samples')} images: none matched")
+    text += f", {p.get('flipped_images')} images differ"
+    if p.get("delta_ap") is not None:
+        text += (f"; AP {p['ap_reference']:.4f} -> {p['ap_variant']:.4f} (delta {p['delta_ap']:+.4f}, paired 95 % "
+                 f"interval [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}])")
+    return text
+
+
+def _detection_result(source: Literal["records", "runtimes"], a: str, b: str, dataset: str,
+                      pairs: list[tuple[SamplePrediction, SamplePrediction]], truth: Dataset | None,
+                      outputs: list[OutputError], failed_a: list[str], failed_b: list[str],
+                      notes: list[str], only_in_a: int = 0, only_in_b: int = 0) -> TaskDiffResult:
+    """A detection diff of the evaluated ``pairs`` (A, B) with the task's paired statistics."""
+    from repliscope.tasks.base import get_task
+
+    paired = get_task("object_detection").paired([x for x, _ in pairs], [y for _, y in pairs], truth) \
+        if pairs else None
+    n = int(paired["n_samples"]) if paired else 0
+    same = n - int(paired.get("flipped_images", 0)) if paired else 0
+    if paired:
+        notes = [*notes, paired_text(paired),
+                 "agreement: images whose detections match one to one (same class, IoU >= 0.5); no top-1 here"]
+    return TaskDiffResult(source=source, a=a, b=b, dataset=dataset, compared=n, failed_a=failed_a,
+                          failed_b=failed_b, only_in_a=only_in_a, only_in_b=only_in_b,
+                          agreement=same / n if n else None, agreements=same, flips=[], mcnemar=None,
+                          outputs=outputs, per_sample=[], notes=notes, task="object_detection", paired=paired)
+
+
 def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
     """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order)."""
     by_id = {s.sample_id: s for s in b.samples}
+    if a.task == "object_detection" or b.task == "object_detection":
+        return _diff_detection_records(a, b)
     acc = _Acc("top-k probabilities of the classes in both runs' top-k (records store only the top-k)")
     tally = _Tally()
     failed_a: list[str] = []
@@ -208,6 +249,35 @@ def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
         mcnemar=tally.mcnemar(), outputs=[acc.result()], per_sample=tally.deltas, notes=notes)
 
 
+def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
+    """Detection records: the samples both evaluated, paired against A's stored ground truth."""
+    from repliscope.evaluation.ground_truth import dataset_of
+
+    if a.task != b.task:
+        raise ValueError(f"run {a.run_id[:12]} is {a.task}, run {b.run_id[:12]} is {b.task}: nothing to compare")
+    by_id = {s.sample_id: s for s in b.samples}
+    pairs: list[tuple[SamplePrediction, SamplePrediction]] = []
+    failed_a: list[str] = []
+    failed_b: list[str] = []
+    for sa in a.samples:
+        sb = by_id.get(sa.sample_id)
+        if sb is None:
+            continue
+        if sa.error is not None or sb.error is not None:
+            (failed_a if sa.error is not None else failed_b).append(sa.sample_id)
+            continue
+        pairs.append((sa, sb))
+    ids_a = {s.sample_id for s in a.samples}
+    notes = []
+    if a.dataset.get("identity") != b.dataset.get("identity"):
+        notes.append(f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
+                     " only the sample ids both runs share are compared")
+    return _detection_result("records", f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
+                             f"run {b.run_id} ({b.runtime.get('runtime', '?')})", str(a.dataset.get("name", "")),
+                             pairs, dataset_of(a) if a.ground_truth is not None else None, [], failed_a, failed_b,
+                             notes, len(ids_a - set(by_id)), len(set(by_id) - ids_a))
+
+
 def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset: Dataset, *, batch_size: int = 8,
                   threads: int = 2, cache_dir: Path | None = None) -> TaskDiffResult:
     """Run ``manifest`` on two runtimes over ``dataset``, feeding both the same pre-processed arrays."""
@@ -215,6 +285,8 @@ def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset:
     from repliscope.manifest.loader import load_manifest
 
     loaded = load_manifest(manifest)
+    if loaded.manifest.task == "object_detection":
+        return _diff_detection_runtimes(loaded, runtime_a, runtime_b, dataset, batch_size, threads, cache_dir)
     prep_a = prepare(loaded, RunSettings(runtime=runtime_a, threads=threads, batch_size=batch_size,
                                          cache_dir=cache_dir))
     prep_b = prepare(loaded, RunSettings(runtime=runtime_b, threads=threads, batch_size=batch_size,
@@ -256,6 +328,55 @@ def _compare_batch(prep_a: PreparedRun, prep_b: PreparedRun, batch: list[Sample]
         logits.add(s.id, out_a[i], out_b[i])
         errs = scores.add(s.id, post_a.scores[i], post_b.scores[i])
         tally.add(s.id, s.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])), errs)
+
+
+def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, dataset: Dataset, batch_size: int,
+                             threads: int, cache_dir: Path | None) -> TaskDiffResult:
+    """Detection: both runtimes on the same pre-processed inputs; every named model output compared value by
+    value, then both post-processed (with each sample's geometry) and paired by the task."""
+    from repliscope.datasets.base import read_sample
+    from repliscope.evaluation.engine import prepare_item
+    from repliscope.evaluation.run import RunSettings, batch_limit, prepare
+
+    prep_a = prepare(loaded, RunSettings(runtime=runtime_a, threads=threads, cache_dir=cache_dir))
+    prep_b = prepare(loaded, RunSettings(runtime=runtime_b, threads=threads, cache_dir=cache_dir))
+    size = batch_limit(prep_a) or batch_size
+    shape = tuple(prep_a.artifact.input_shape[1:])
+    task, tracer = prep_a.task, current_tracer()
+    accs: dict[str, _Acc] = {}
+    pairs: list[tuple[SamplePrediction, SamplePrediction]] = []
+    failed: list[str] = []
+    samples = list(dataset.samples)
+    for start in range(0, len(samples), size):
+        batch, items = [], []
+        for smp in samples[start:start + size]:
+            item = prepare_item(prep_a.pipeline, read_sample(smp), shape)
+            if item.data is None:
+                failed.append(smp.id)
+                continue
+            batch.append(smp)
+            items.append(item)
+        if not batch:
+            continue
+        x = np.stack([it.data for it in items])  # type: ignore[misc]
+        geometry = [it.geometry for it in items]
+        outputs = []
+        for prep in (prep_a, prep_b):
+            with tracer.span("inference", "model", runtime=prep.runner.name, batch_size=len(x)):
+                outputs.append(prep.runner.infer_outputs(x))
+        for name in outputs[0]:
+            acc = accs.setdefault(name, _Acc(f"model output '{name}'"))
+            for i, smp in enumerate(batch):
+                acc.add(smp.id, outputs[0][name][i], outputs[1][name][i])
+        rows = list(range(len(batch)))
+        recs = [task.to_samples(prep_a.pipeline.postprocess(out, tracer, geometry=geometry), batch, rows)
+                for out in outputs]
+        pairs.extend(zip(recs[0], recs[1], strict=True))
+    truth = dataset if all(s.objects is not None for s in samples) and dataset.categories else None
+    return _detection_result("runtimes", runtime_a, runtime_b, dataset.name, pairs, truth,
+                             [acc.result() for acc in accs.values()], failed, list(failed),
+                             [f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and "
+                              f"{runtime_b}; both post-processed by the manifest, paired by the detection task"])
 
 
 def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None,

@@ -1,0 +1,53 @@
+"""Task-level diff of detection: two runtimes on the same inputs, and two stored records (paired by the task)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repliscope.datasets import resolve_dataset
+from repliscope.diff.task import diff_records, diff_runtimes
+from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction
+from repliscope.evaluation.run import RunSettings, evaluate, prepare
+
+MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory: pytest.TempPathFactory) -> EvaluationRecord:
+    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
+                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    return evaluate(prepared, resolve_dataset("synthetic_detection"))
+
+
+def test_runtimes_compare_every_output_and_the_detections(tmp_path: Path) -> None:
+    r = diff_runtimes(MANIFEST, "onnxruntime", "opencv_dnn", resolve_dataset("synthetic_detection"),
+                      cache_dir=tmp_path)
+    assert (r.task, r.compared, r.agreement, r.agreements, r.failed_a) == ("object_detection", 16, 1.0, 16, [])
+    assert [(o.quantity, o.max_abs, o.values) for o in r.outputs] == [
+        ("model output 'boxes'", 0.0, 16 * 12), ("model output 'scores'", 0.0, 16 * 3),
+        ("model output 'classes'", 0.0, 16 * 3)]
+    assert r.paired is not None and (r.paired["matched_fraction"], r.paired["mean_iou"], r.paired["delta_ap"]) == (
+        1.0, 1.0, 0.0)
+
+
+def test_records_are_paired_against_the_stored_ground_truth(record: EvaluationRecord) -> None:
+    # B loses every detection of the first image and moves the others 2 px to the right
+    def moved(s: SamplePrediction, i: int) -> SamplePrediction:
+        dets = [] if i == 0 else [Detection(box=[d.box[0] + 2, d.box[1], d.box[2] + 2, d.box[3]], score=d.score,
+                                            class_id=d.class_id) for d in s.detections or []]
+        return s.model_copy(update={"detections": dets})
+
+    b = record.model_copy(update={"run_id": "b" * 32, "samples": [moved(s, i) for i, s in enumerate(record.samples)]})
+    r = diff_records(record, b)
+    first = len(record.samples[0].detections or [])
+    rest = [d for s in record.samples[1:] for d in s.detections or []]
+    ious = [((d.box[2] - d.box[0] - 2) * (d.box[3] - d.box[1])) / ((d.box[2] - d.box[0] + 2) * (d.box[3] - d.box[1]))
+            for d in rest]
+    assert r.source == "records" and r.compared == 16 and r.paired is not None
+    assert r.paired["matched_fraction"] == pytest.approx(len(rest) / (len(rest) + first), abs=1e-12)
+    assert r.paired["mean_iou"] == pytest.approx(sum(ious) / len(ious), abs=1e-6)
+    assert r.paired["flipped_images"] == 1 and r.agreement == 15 / 16
+    assert r.paired["ap_reference"] == 1.0 and r.paired["delta_ap"] < 0
+    assert any("images differ" in n for n in r.notes)
