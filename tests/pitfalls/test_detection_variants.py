@@ -4,7 +4,6 @@ applicable with a reason; the derived pipelines still run."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -79,16 +78,9 @@ DETECTION_PITFALLS = ("letterbox_stretch_swapped", "input_range_swapped", "lette
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _registered() -> Iterator[None]:
-    """Register the detection variants for this module only (importing the module registers them; a sweep of a
-    classification manifest elsewhere in the session must not see them)."""
-    before = dict(PITFALLS._items)
-    module = importlib.import_module("repliscope.pitfalls.detection_variants")
-    if not all(name in PITFALLS for name in DETECTION_PITFALLS):
-        importlib.reload(module)
-    yield
-    PITFALLS._items.clear()
-    PITFALLS._items.update(before)
+def _registered() -> None:
+    """Importing the module registers the variants (with their task: classification sweeps do not see them)."""
+    importlib.import_module("repliscope.pitfalls.detection_variants")
 
 
 def derive(name: str, base: Pipeline) -> Derived:
