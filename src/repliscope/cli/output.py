@@ -125,10 +125,18 @@ def _fraction(x: float | None) -> str:
 
 
 def print_per_class(rows: Sequence[dict[str, Any]]) -> None:
-    """Detection: AP and AR@100 per category, with its ground-truth objects and detections."""
+    """Detection: AP and AR@100 per category the model detected at least once, with its ground-truth objects
+    and detections; the categories it never detected are counted below (all of them are in --json / report)."""
+    shown = [r for r in rows if r.get("n_detections")]
     print_table("per class (COCO AP .50:.95, AR@100)", ["class", "AP", "AR", "objects", "detections"],
                 [[f"{r['class_id']} {r['name']}", _fraction(r.get("ap")), _fraction(r.get("ar")),
-                  r.get("n_objects", ""), r.get("n_detections", "")] for r in rows])
+                  r.get("n_objects", ""), r.get("n_detections", "")] for r in shown])
+    never = [r for r in rows if not r.get("n_detections")]
+    if never:
+        objects = sum(int(r.get("n_objects") or 0) for r in never)
+        console.print(f"per class {len(never)} categories were never detected ({objects} ground-truth objects, AP 0 "
+                      f"where they have objects): {', '.join(str(r['name']) for r in never[:8])}"
+                      f"{' ...' if len(never) > 8 else ''}", highlight=False)
 
 
 def print_detection_samples(rec: EvaluationRecord, shown: int = 3) -> None:
