@@ -66,7 +66,8 @@ class SourceSpec(_Strict):
 
     uri: str
     sha256: Sha256
-    format: Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras"]
+    format: Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
+                    "mtcnn_cascade"]
 
 
 class ArchitectureSpec(_Strict):

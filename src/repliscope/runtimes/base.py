@@ -17,7 +17,8 @@ import numpy as np
 
 from repliscope.registry import Registry
 
-ModelFormat = Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras"]
+ModelFormat = Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
+                      "mtcnn_cascade"]
 
 
 @dataclass(frozen=True)

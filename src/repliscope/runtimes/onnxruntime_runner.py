@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
@@ -19,6 +21,9 @@ from repliscope.runtimes._common import (
 )
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from repliscope.runtimes.mtcnn import MtcnnCascade
 
 _PROVIDERS = ["CPUExecutionProvider"]
 
@@ -47,6 +52,7 @@ class OnnxRuntimeRunner(Runner):
         self._output_name = ""
         self._output_names: list[str] = []
         self._per_image = False
+        self._cascade: MtcnnCascade | None = None
         self.onnx_path: Path | None = None
         """The ONNX file the session runs (set by ``load``)."""
         self._profile_prefix: Path | None = None
@@ -55,6 +61,9 @@ class OnnxRuntimeRunner(Runner):
         return distribution_version(["onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino"])
 
     def _load(self) -> None:
+        if self.artifact.format == "mtcnn_cascade":
+            self._load_cascade()
+            return
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
         self.onnx_path = path
         session = self._create_session(path)
@@ -82,6 +91,21 @@ class OnnxRuntimeRunner(Runner):
         }
         if len(self._output_names) > 1:
             self.notes["session"]["outputs"] = self._output_names
+
+    def _load_cascade(self) -> None:
+        """MTCNN: three sessions (same options) driven by :class:`repliscope.runtimes.mtcnn.MtcnnCascade`."""
+        from repliscope.runtimes.mtcnn import MtcnnCascade
+
+        def make_net(path: Path, names: list[str]) -> Callable[[np.ndarray], list[np.ndarray]]:
+            session = self._create_session(path)
+            feed = session.get_inputs()[0].name
+            return lambda x: list(session.run(names, {feed: x}))
+
+        self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)
+        self.notes["providers"] = list(_PROVIDERS)
+        self.notes["session"] = {"graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
+                                 "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL",
+                                 "intra_op_allow_spinning": False}
 
     def _create_session(self, path: Path) -> ort.InferenceSession:
         options = ort.SessionOptions()
@@ -124,10 +148,14 @@ class OnnxRuntimeRunner(Runner):
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         check_batch(batch, self.artifact)
+        if self._cascade is not None:
+            raise ModelLoadError("an MTCNN cascade gives detections, not one score output: use infer_outputs")
         (out,) = self._run([self._output_name], batch)
         return to_scores(out, batch.shape[0])
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         check_batch(batch, self.artifact)
+        if self._cascade is not None:
+            return self._cascade.infer_outputs(batch, self.artifact.output_names)
         return dict(zip(output_keys(self.artifact, self._output_names), self._run(self._output_names, batch),
                         strict=True))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -22,6 +22,9 @@ from repliscope.runtimes._common import (
 )
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from repliscope.runtimes.mtcnn import MtcnnCascade
 
 _DISTRIBUTIONS = ["opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
                   "opencv-contrib-python"]
@@ -55,6 +58,7 @@ class OpenCVDnnRunner(Runner):
         """The ONNX file the net was read from (set by ``load``)."""
         self._output_names: list[str] = []
         self._per_image = False
+        self._cascade: MtcnnCascade | None = None
         self.layer_timer: Callable[[Any, int, int], None] | None = None
         """Tracing hook: called after every forward with (net, start_ns, end_ns) on perf_counter_ns."""
 
@@ -66,6 +70,9 @@ class OpenCVDnnRunner(Runner):
 
     def _load(self) -> None:
         cv2.setNumThreads(self.threads)
+        if self.artifact.format == "mtcnn_cascade":
+            self._load_cascade()
+            return
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
         self.onnx_path = path
         net, engine = self._read(path)
@@ -91,6 +98,28 @@ class OpenCVDnnRunner(Runner):
         self.notes["backend"] = "DNN_BACKEND_OPENCV"
         self.notes["target"] = "DNN_TARGET_CPU"
 
+    def _load_cascade(self) -> None:
+        """MTCNN: three nets (same engine choice and backend) driven by
+        :class:`repliscope.runtimes.mtcnn.MtcnnCascade`."""
+        from repliscope.runtimes.mtcnn import MtcnnCascade
+
+        engines: dict[str, dict[str, str]] = {}
+
+        def make_net(path: Path, names: list[str]) -> Callable[[np.ndarray], list[np.ndarray]]:
+            net, engines[path.stem] = self._read(path)
+            net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+
+            def run(x: np.ndarray) -> list[np.ndarray]:
+                if cv2.getNumThreads() != self.threads:
+                    cv2.setNumThreads(self.threads)
+                net.setInput(x)
+                return [np.array(o, copy=True) for o in net.forward(names)]
+            return run
+
+        self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)
+        self.notes["engine"] = engines
+        self.notes["backend"] = "DNN_BACKEND_OPENCV"
+
     def _read(self, path: Path) -> tuple[Any, dict[str, str]]:
         if not hasattr(cv2.dnn, "ENGINE_NEW"):  # OpenCV 4.x
             return self._read_engine(path, None), {"name": "classic", "reason": "only engine in this OpenCV"}
@@ -111,6 +140,8 @@ class OpenCVDnnRunner(Runner):
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         check_batch(batch, self.artifact)
+        if self._cascade is not None:
+            raise ModelLoadError("an MTCNN cascade gives detections, not one score output: use infer_outputs")
         if self._per_image and batch.shape[0] > 1:
             (out,) = run_per_image(lambda x: [self._forward(x, None)[0]], batch)
         else:
@@ -119,6 +150,8 @@ class OpenCVDnnRunner(Runner):
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         check_batch(batch, self.artifact)
+        if self._cascade is not None:
+            return self._cascade.infer_outputs(batch, self.artifact.output_names)
         names = self._output_names
         if self._per_image and batch.shape[0] > 1:
             outs = run_per_image(lambda x: self._forward(x, names), batch)
