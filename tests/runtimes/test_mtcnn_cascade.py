@@ -77,7 +77,7 @@ def test_cascade_input_and_names_are_checked(pnet: Path, tmp_path: Path) -> None
         create_runner("opencv_dnn", _artifact(pnet, ("boxes", "keypoints")), threads=1,
                       cache_dir=tmp_path).infer_outputs(np.zeros((1, 40, 40, 3), np.uint8))
     onet = pnet.with_name("onet.onnx")
-    with pytest.raises(ModelLoadError, match="names the P-Net file 'pnet.onnx'"):
+    with pytest.raises(ModelLoadError, match=r"names the P-Net file 'pnet\.onnx'"):
         create_runner("onnxruntime", _artifact(onet), threads=1, cache_dir=tmp_path).load()
 
 
