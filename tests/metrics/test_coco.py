@@ -146,3 +146,14 @@ def test_faster_coco_eval_agrees_with_pycocotools_on_coco_val_mini() -> None:
     assert got["AP"].value == pytest.approx(ref.stats[0], abs=1e-12)
     assert got["AP"].value == pytest.approx(0.2948, abs=5e-5)
     assert got["AP"].ci_low < got["AP"].value < got["AP"].ci_high
+
+
+def test_large_runs_get_fewer_replicates_fixed_by_their_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from repliscope.metrics import bootstrap
+
+    ds = resolve_dataset("synthetic_detection", seed=1, num_images=24)
+    preds = jittered(ds, 0)
+    assert evaluate_coco(preds, ds, bootstrap=150).replicates == 150
+    monkeypatch.setattr(bootstrap, "WORK_BUDGET", 1000)
+    small = evaluate_coco(preds, ds, bootstrap=150)
+    assert small.replicates == bootstrap.MIN_REPLICATES == 100

@@ -23,6 +23,8 @@ IOU_THRS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoi
 REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
 AREA_RANGES = ((0.0, 1e5 ** 2), (0.0, 32.0 ** 2), (32.0 ** 2, 96.0 ** 2), (96.0 ** 2, 1e5 ** 2))
 MAX_DETS = (1, 10, 100)
+WORK_BUDGET = 50_000_000
+MIN_REPLICATES = 100
 STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
 
 
@@ -95,6 +97,19 @@ class _Area:
     tps: np.ndarray  # (T, N) bool
     fps: np.ndarray  # (T, N) bool
     npig: np.ndarray  # (images, K) count of non-ignored ground truth
+    _flat: np.ndarray | None = None
+
+    def flat_segment(self, n_k: int) -> np.ndarray:
+        """(T * N,) id ``t * K + category`` of every (threshold, detection), computed once."""
+        if self._flat is None:
+            n_t = self.tps.shape[0]
+            self._flat = (np.arange(n_t)[:, None] * n_k + self.segment[None, :]).ravel()
+        return self._flat
+
+    @property
+    def work(self) -> int:
+        """Entries one accumulation goes through (thresholds x detections)."""
+        return int(self.tps.size)
 
 
 class CocoResampler:
@@ -146,24 +161,46 @@ class CocoResampler:
         ignored = np.concatenate([r[4] for r in rows], axis=1)
         rank = np.concatenate([r[5] for r in rows])
         order = np.lexsort((rank, image, -scores, segment))
-        matched, ignored = matched[:, order], ignored[:, order]
-        return _Area(image[order], segment[order], rank[order], matched & ~ignored, ~matched & ~ignored, npig)
+        matched, ignored, segment = matched[:, order], ignored[:, order], segment[order]
+        tps, fps = matched & ~ignored, ~matched & ~ignored
+        # Detections that can never move a number, whatever the weights: ignored at every threshold (a point that
+        # repeats the previous one), or false positives after the last true positive of their category (they
+        # neither raise recall nor come before any recall threshold is reached). Dropping them is exact.
+        position = np.arange(len(segment))
+        any_tp = tps.any(axis=0)
+        last_tp = np.full(int(segment.max()) + 1, -1)
+        np.maximum.at(last_tp, segment[any_tp], position[any_tp])
+        keep = (tps | fps).any(axis=0) & (position <= last_tp[segment])
+        return _Area(image[order][keep], segment[keep], rank[order][keep], tps[:, keep], fps[:, keep], npig)
 
     def stats(self, weights: np.ndarray | None = None) -> np.ndarray:
         """The 12 COCO numbers (NaN where COCOeval prints -1: no ground truth in that range) with image ``i``
         counted ``weights[i]`` times (default: once)."""
+        return _category_mean(self.per_category(weights))
+
+    def per_category(self, weights: np.ndarray | None = None) -> np.ndarray:
+        """(12, K): each COCO number per category (its mean over IoU thresholds and recall points); NaN for a
+        category without ground truth in that area range. A number is the mean over its defined categories."""
         w = np.ones(self.n_images) if weights is None else np.asarray(weights, float)
-        out = np.full(12, np.nan)
-        for a in range(len(AREA_RANGES)):
-            precision, recall = self._accumulate(self._areas[a], w, MAX_DETS[-1])
-            if a == 0:
-                out[0], out[1], out[2] = _mean(precision), _mean(precision[0]), _mean(precision[5])
-                out[8] = _mean(recall)
-            else:
-                out[2 + a], out[8 + a] = _mean(precision), _mean(recall)
-        for j, m in enumerate(MAX_DETS[:2]):
-            out[6 + j] = _mean(self._accumulate(self._areas[0], w, m, precision=False)[1])
+        out = np.full((12, len(self.cat_ids)), np.nan)
+        with np.errstate(invalid="ignore"):
+            for a in range(len(AREA_RANGES)):
+                precision, recall = self._accumulate(self._areas[a], w, MAX_DETS[-1])
+                if a == 0:
+                    out[0], out[1], out[2] = precision.mean(axis=(0, 2)), precision[0].mean(1), precision[5].mean(1)
+                    out[8] = recall.mean(axis=0)
+                else:
+                    out[2 + a], out[8 + a] = precision.mean(axis=(0, 2)), recall.mean(axis=0)
+            for j, m in enumerate(MAX_DETS[:2]):
+                out[6 + j] = self._accumulate(self._areas[0], w, m, precision=False)[1].mean(axis=0)
         return out
+
+    def bounded(self, replicates: int) -> int:
+        """``replicates`` capped for large runs, deterministically from the data (never by a clock): at most
+        :data:`WORK_BUDGET` / (thresholds x detections over the four area ranges) replicates, and never fewer
+        than :data:`MIN_REPLICATES` (about 6 s per evaluation on one 2024 CPU core at the cap)."""
+        work = sum(a.work for a in self._areas)
+        return min(replicates, max(MIN_REPLICATES, WORK_BUDGET // max(work, 1)))
 
     def ap(self, weights: np.ndarray | None = None) -> float:
         """AP (IoU .50:.95, all areas, 100 detections) alone: a quarter of :meth:`stats`' work."""
@@ -187,7 +224,6 @@ class CocoResampler:
         seg = ar.segment
         tp = np.cumsum(ar.tps * wd, axis=1)
         fp = np.cumsum(ar.fps * wd, axis=1)
-        n = len(seg)
         starts = np.searchsorted(seg, np.arange(n_k), side="left")
         ends = np.searchsorted(seg, np.arange(n_k), side="right")
         before = np.concatenate([np.zeros((n_t, 1)), tp], axis=1)[:, starts]  # (T, K) cumsum before each segment
@@ -204,13 +240,12 @@ class CocoResampler:
             rc = tp / npig[seg]
         pr = tp / (fp + tp + np.spacing(1))
         # envelope: max of precision to the right within each (threshold, category) segment
-        t_idx = np.repeat(np.arange(n_t), n)
-        flat_seg = t_idx * n_k + np.tile(seg, n_t)
+        flat_seg = ar.flat_segment(n_k)
         keyed = (-flat_seg + 1j * pr.ravel())[::-1]
         env = np.maximum.accumulate(keyed)[::-1].imag
         # q[r] = envelope at the first point with recall >= REC_THRS[r] = max of the envelope over the points
         # whose recall reaches threshold r (the envelope does not increase along a segment); exact comparisons
-        reach = np.searchsorted(REC_THRS, np.nan_to_num(rc, nan=0.0).ravel(), side="right")  # thresholds <= rc
+        reach = _thresholds_reached(np.nan_to_num(rc, nan=0.0).ravel())
         slot = flat_seg * n_r + reach - 1
         first = np.ones(len(slot), bool)
         first[1:] = slot[1:] != slot[:-1]
@@ -221,18 +256,48 @@ class CocoResampler:
         return q, recall
 
 
+def _thresholds_reached(rc: np.ndarray) -> np.ndarray:
+    """How many of :data:`REC_THRS` are <= each recall, with the exact float comparisons of
+    ``np.searchsorted(REC_THRS, rc, side="right")`` (a guess from ``rc * 100`` corrected by one step)."""
+    n_r = len(REC_THRS)
+    guess = np.clip(np.floor(rc * (n_r - 1)).astype(np.int64), 0, n_r - 1)  # REC_THRS[guess] <= rc, give or take
+    guess -= REC_THRS[guess] > rc
+    up = np.minimum(guess + 1, n_r - 1)
+    guess += (REC_THRS[up] <= rc) & (up > guess)
+    return guess + 1
+
+
 def _mean(values: np.ndarray) -> float:
     """Mean over defined entries (COCOeval averages entries > -1); NaN when none is defined."""
     finite = values[~np.isnan(values)]
     return float(finite.mean()) if finite.size else float("nan")
 
 
-def bootstrap_stats(resampler: CocoResampler, replicates: int, seed: int) -> np.ndarray:
-    """(replicates, 12) stats of images drawn with replacement (numpy ``default_rng(seed)`` multinomial counts)."""
+def _category_mean(per_category: np.ndarray) -> np.ndarray:
+    """Mean over the defined (non-NaN) categories of each row; NaN for a row with none."""
+    defined = ~np.isnan(per_category)
+    counts = defined.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, np.where(defined, per_category, 0.0).sum(axis=-1) / np.maximum(counts, 1),
+                        np.nan)
+
+
+def bootstrap_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np.ndarray:
+    """(replicates, 12): each replicate's numbers minus the full set's numbers ON THE CATEGORIES THE REPLICATE
+    DEFINES (NaN where the replicate defines none). Images are drawn with replacement (numpy
+    ``default_rng(seed)`` multinomial counts).
+
+    COCO's numbers are means over the categories that have ground truth, and a replicate that misses every image
+    of a rare category drops that category from its mean; comparing each replicate with the full set on the same
+    categories keeps that change of composition out of the interval (``value + percentiles of the deltas``,
+    which is the plain percentile interval when every replicate holds every category)."""
     rng = np.random.default_rng(seed)
     n = resampler.n_images
+    full = resampler.per_category()
+    replicates = resampler.bounded(replicates)
     out = np.empty((replicates, 12))
     for b in range(replicates):
         counts = rng.multinomial(n, np.full(n, 1.0 / n)) if n else np.zeros(0)
-        out[b] = resampler.stats(counts)
+        rep = resampler.per_category(counts)
+        out[b] = _category_mean(rep) - _category_mean(np.where(np.isnan(rep), np.nan, full))
     return out

@@ -10,7 +10,11 @@ that area range) is left out. ``n`` is the number of images evaluated; ``success
 
 Intervals: ``bootstrap`` replicates (default 500, numpy ``default_rng(seed)``) draw the evaluated images with
 replacement; each replicate is re-accumulated from the per-image matching (:mod:`repliscope.metrics.bootstrap`),
-never re-matched, and the interval is the 2.5 / 97.5 percentiles of the defined replicate values.
+never re-matched. The interval is the value plus the 2.5 / 97.5 percentiles of the replicates' deltas, each
+replicate compared with the full set on the categories it holds (:func:`bootstrap_deltas`: a replicate missing
+a rare category would otherwise shift the category mean; with every category in every replicate this is the
+plain percentile interval). Large runs get fewer replicates, fixed by their size and never fewer than 100
+(:meth:`CocoResampler.bounded`); :attr:`CocoEvaluation.replicates` says how many were drawn.
 
 Samples that failed (``error`` set or ``detections`` None) are excluded from both ground truth and detections
 and counted (:attr:`CocoEvaluation.n_failed`). Ground truth ``ignore`` boxes are scored as COCO crowd regions.
@@ -30,7 +34,7 @@ import numpy as np
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import MetricValue, SamplePrediction
-from repliscope.metrics.bootstrap import STAT_NAMES, CocoResampler, ImageDetections, ImageTruth, bootstrap_stats
+from repliscope.metrics.bootstrap import STAT_NAMES, CocoResampler, ImageDetections, ImageTruth, bootstrap_deltas
 
 DEFAULT_REPLICATES = 500
 AGNOSTIC_CLASS = 1
@@ -184,17 +188,18 @@ def evaluate_coco(samples: Sequence[SamplePrediction], dataset: Dataset, *, boot
                               time.perf_counter() - start)
     stats, ev = faster_coco_eval(gt, dets)
     resampler = CocoResampler(inputs.truths, inputs.detections, sorted(inputs.categories))
-    reps = bootstrap_stats(resampler, bootstrap, seed)
+    deltas = bootstrap_deltas(resampler, bootstrap, seed)
     metrics = []
     for j, name in enumerate(STAT_NAMES):
         if stats[j] < 0:
             continue
-        defined = reps[:, j][~np.isnan(reps[:, j])]
-        low, high = (np.percentile(defined, [2.5, 97.5]) if defined.size else (stats[j], stats[j]))
+        defined = deltas[:, j][~np.isnan(deltas[:, j])]
+        low, high = stats[j] + (np.percentile(defined, [2.5, 97.5]) if defined.size else np.zeros(2))
         metrics.append(MetricValue(name=name, value=float(stats[j]), ci_low=float(low), ci_high=float(high),
                                    n=len(inputs.samples)))
     return CocoEvaluation(metrics=metrics, per_class=_per_class(inputs, ev), n_images=len(inputs.samples),
-                          n_failed=inputs.n_failed, n_unknown_class=inputs.n_unknown_class, replicates=bootstrap,
+                          n_failed=inputs.n_failed, n_unknown_class=inputs.n_unknown_class,
+                          replicates=int(deltas.shape[0]),
                           seed=seed, class_aware=class_aware, seconds=time.perf_counter() - start,
                           stats={n: float(v) for n, v in zip(STAT_NAMES, stats, strict=True)})
 

@@ -33,7 +33,8 @@ def detection_paired(reference: Sequence[SamplePrediction], variant: Sequence[Sa
     detection left unmatched) with the first 20 ids in ``flipped_ids``; with ``dataset`` (its ground truth):
     ``ap_reference``, ``ap_variant``, ``delta_ap`` = variant - reference and its paired percentile-bootstrap
     95 % interval ``delta_ap_ci_low`` / ``delta_ap_ci_high`` (``replicates`` draws of images, the same draw
-    for both runs, numpy ``default_rng(seed)``).
+    for both runs, numpy ``default_rng(seed)``; capped for large runs, see ``CocoResampler.bounded``, and the
+    number drawn is returned as ``replicates``).
     """
     if len(reference) != len(variant):
         raise ValueError(f"{len(reference)} reference samples for {len(variant)} variant samples")
@@ -68,6 +69,7 @@ def _delta_ap(reference: list[SamplePrediction], variant: list[SamplePrediction]
     ref_rs = CocoResampler(ref_in.truths, ref_in.detections, cats)
     var_rs = CocoResampler(var_in.truths, var_in.detections, cats)
     ap_ref, ap_var = ref_rs.ap(), var_rs.ap()
+    replicates = min(ref_rs.bounded(replicates), var_rs.bounded(replicates))
     rng = np.random.default_rng(seed)
     n = ref_rs.n_images
     deltas = []
