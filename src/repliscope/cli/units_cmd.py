@@ -66,7 +66,7 @@ def units(
                                                           if result.reference_id else ""))
         print_units(result.truth, "against the ground truth")
         if result.against_reference is not None:
-            print_units(result.against_reference, f"against reference run {result.reference_id or ''}"[:40])
+            print_units(result.against_reference, f"against reference run {(result.reference_id or '')[:12]}")
         if result.paired:
             console.print(_paired_line(result.paired), markup=False, soft_wrap=True)
     if flagged:
