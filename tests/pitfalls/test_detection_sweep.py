@@ -67,3 +67,14 @@ def test_variant_records_carry_detections_and_ground_truth(sweep: SweepOutput) -
     assert swapped.task == "object_detection" and swapped.ground_truth is not None
     assert {d.class_id for s in swapped.samples for d in s.detections or []} == {1, 2, 3}
     assert by_variant["reference"].result_hash == by_variant["decoder_swapped"].result_hash
+
+
+def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepOutput) -> None:
+    from repliscope.report.markdown import render_sweep_markdown
+
+    md = render_sweep_markdown(sweep.result)
+    assert ("| variant | the one change | evaluated / failed | AP | 95 % interval | AP50 | paired n | Δ AP (paired) | "
+            "Δ AP 95 % interval | matched | images differ | mean IoU | status |") in md
+    assert ("| `color_layout_swapped` | decode.channels: RGB -> BGR | 16 / 0 | 0.333 | [0.333, 0.333] | 0.333 | 16 | "
+            "-0.667 | [-0.667, -0.667] \\* | 36.4% | 15/16 | 1.000 | ok |") in md
+    assert "Δ top-1 per variant" not in md and "top-1 changed" not in md

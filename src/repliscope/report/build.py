@@ -7,6 +7,7 @@ from typing import Any
 
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
+from repliscope.report import detection_sections as ds
 from repliscope.report import pitfall_sections as ps
 from repliscope.report import sections as sec
 from repliscope.report.view import ExtraFigure, ImageSink, ReportView, Section
@@ -73,6 +74,10 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
                 Section("pitfalls", "Pitfalls"), Section("deltas", "Δ top-1 per variant"),
                 Section("visual", "Visual testing"), Section("provenance", "Provenance")]
     n = sweep.dataset.get("num_samples")
+    detection = ds.is_detection(sweep)
+    if detection:  # no top-1: the Δ top-1 chart and flip lists do not apply
+        sections = [s for s in sections if s.id != "deltas"]
+        deltas, deltas_note = None, ""
     return ReportView(
         kind="sweep", title=f"{sweep.manifest.name} {sweep.manifest.version}: pitfall sweep",
         object_id=sweep.sweep_id, created_at=f"{sweep.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
@@ -85,8 +90,10 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
                       f"{'' if n is None else f', {n} samples'}; 95 % Wilson score intervals."),
         provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,
                                   sweep.dataset, sweep.options, ps.sweep_timings(sweep.timings, sweep.variants)),
-        pitfalls=ps.pitfall_rows(sweep), pitfalls_caption=ps.pitfalls_caption(sweep),
-        flips=ps.flip_lists(sweep, records, namer), deltas=deltas, deltas_note=deltas_note,
+        pitfalls=ds.detection_rows(sweep) if detection else ps.pitfall_rows(sweep),
+        pitfalls_caption=ds.detection_caption(sweep) if detection else ps.pitfalls_caption(sweep),
+        pitfall_headers=list(ds.HEADERS) if detection else [],
+        flips=[] if detection else ps.flip_lists(sweep, records, namer), deltas=deltas, deltas_note=deltas_note,
         visual=ps.visual_panels(sweep, namer, sink), extra_figures=sec.extra_figure_views(extra_figures, sink))
 
 

@@ -191,5 +191,8 @@ class ReportView:
     """What the claim section says when ``claims`` is empty."""
     metrics_count_header: str = "correct / n"
     """The metric table's count column: ``correct / n`` (proportions) or ``n`` (detection: n images)."""
+    pitfall_headers: list[str] = field(default_factory=list)
+    """The pitfall table's nine metric column headers when they are not classification's (detection sweeps:
+    :data:`repliscope.report.detection_sections.HEADERS`); empty = top-1 ... mean KL."""
     per_class: list[PerClassRow] = field(default_factory=list)
     """Object detection runs: AP / AR per category (the ``per-class`` section)."""
