@@ -48,7 +48,7 @@ class RunUnits:
 def ground_truth_for(record: EvaluationRecord, dataset: Dataset | None = None) -> Dataset:
     """The record's stored ground truth, else ``dataset`` checked against the record's dataset identity."""
     if record.task != DETECTION:
-        raise RepliscopeError(f"run {record.run_id[:12]} is a {record.task} run: unit evaluation needs an "
+        raise RepliscopeError(f"run {record.run_id[:12]} has task {record.task}: unit evaluation needs an "
                               f"{DETECTION} run")
     if record.ground_truth is not None:
         from repliscope.evaluation.ground_truth import dataset_of
@@ -88,7 +88,7 @@ def run_units(record: EvaluationRecord, reference: EvaluationRecord | None = Non
     samples = list(record.samples)
     if reference is not None:
         if reference.task != DETECTION:
-            raise RepliscopeError(f"reference run {reference.run_id[:12]} is a {reference.task} run")
+            raise RepliscopeError(f"reference run {reference.run_id[:12]} has task {reference.task}, not {DETECTION}")
         ids, ref_ids = [s.sample_id for s in samples], [s.sample_id for s in reference.samples]
         if ids != ref_ids:
             raise RepliscopeError(f"runs {record.run_id[:12]} and {reference.run_id[:12]} did not evaluate the same "
