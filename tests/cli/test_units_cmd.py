@@ -83,7 +83,21 @@ def test_against_reference_json(db: tuple[str, str, str]) -> None:
     assert paired["flipped_images"] == 0
 
 
-def test_errors_exit_2(db: tuple[str, str, str]) -> None:
+def test_errors_exit_2(db: tuple[str, str, str], tmp_path: Path) -> None:
     url = db[0]
     code, _, err = invoke("nosuchrun", "--db", url)
     assert code == 2 and "error:" in err
+    code, _, err = invoke(db[1], "--db", url, "--report", str(tmp_path / "r.pdf"))
+    assert code == 2 and "the file name must end in .html or .md" in err
+
+
+def test_report_against_the_reference(db: tuple[str, str, str], tmp_path: Path) -> None:
+    url, exact, shifted = db
+    out = tmp_path / "units.md"
+    code, text, _ = invoke(shifted, "--against", exact, "--db", url, "--replicates", "50", "--report", str(out))
+    assert code == 1 and f"report written to {out}" in text
+    md = out.read_text()
+    assert "Medians against the reference run:" in md and "Medians against the ground truth:" in md
+    assert "| dx/w | +0.0500 | [+0.0500, +0.0500] | 33 | significant |" in md
+    assert "green: ground truth, blue: reference, red: predicted" in md
+    assert "AP 0.9000 vs the reference's 1.0000: ΔAP -0.1000" in md

@@ -42,14 +42,16 @@ def test_section_and_overlays_on_the_real_images(shifted: EvaluationRecord) -> N
     ids = [s.id for s in view.sections]
     assert ids.index("units") == ids.index("provenance") - 1
     units = view.units
-    assert units.summary[0] == "33 of 33 ground-truth boxes matched (100.0%) by 33 predictions on 16 images."
-    assert "Significant bias: dx/w median +0.0500." in units.summary
-    assert any(line.startswith("Diagnosis: boxes: shift_relative (tx=0.05, ty=0) explains 100%")
-               for line in units.summary)
-    dx = next(r for r in units.rows if r.name == "dx/w")
+    assert units.summary[0] == ("Against the ground truth: 33 of 33 boxes matched (100.0%) by 33 predictions on "
+                                "16 images.")
+    assert "Significant bias against the ground truth: dx/w median +0.0500." in units.summary
+    assert any(line.startswith("Diagnosis against the ground truth: boxes: shift_relative (tx=0.05, ty=0) "
+                               "explains 100%") for line in units.summary)
+    assert [what for what, _ in units.tables] == ["against the ground truth"]
+    dx = next(r for r in units.tables[0][1] if r.name == "dx/w")
     assert (dx.median, dx.interval, dx.n, dx.significant) == ("+0.0500", "[+0.0500, +0.0500]", "33", True)
-    assert [f.title.split(":")[0] for f in units.figures] == ["Bias scatter", "Largest bias 1", "Largest bias 2",
-                                                             "Largest bias 3"]
+    assert [f.title.split(":")[0] for f in units.figures] == [
+        "Bias scatter against the ground truth", "Largest bias 1", "Largest bias 2", "Largest bias 3"]
     assert "Overlays: 3 of 3 on the real image." in units.note
     overlay = Image.open(io.BytesIO(decode_png_b64(units.figures[1].image.src))).convert("RGB")
     first = units.figures[1].title.split(": ")[1]
@@ -61,6 +63,8 @@ def test_section_and_overlays_on_the_real_images(shifted: EvaluationRecord) -> N
     assert '<section id="units">' in html and "significant" in html
     md = render_view_markdown(view)
     assert "| dx/w | +0.0500 | [+0.0500, +0.0500] | 33 | significant |" in md
+    again = with_units(view, shifted, embed_sink)  # replaces the units, no second section
+    assert [s.id for s in again.sections] == ids
 
 
 def test_classification_or_no_ground_truth_leaves_the_view(shifted: EvaluationRecord) -> None:

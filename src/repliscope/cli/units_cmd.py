@@ -2,13 +2,15 @@
 :mod:`repliscope.units`).
 
 Prints the per-detection statistics (medians of IoU, dx/w, dy/h, log w'/w, log h'/h with bootstrap intervals),
-the significant biases and the diagnosis. Exit code 1 when a bias is significant or the diagnosis names a
-transform (of the comparison against RUN_REF when given, else against the ground truth), 0 otherwise, 2 on
-errors.
+the significant biases and the diagnosis; ``--report FILE.html|.md`` also writes the run's report with the
+unit-evaluation section (overlays of the predicted, reference and ground-truth boxes). Exit code 1 when a bias
+is significant or the diagnosis names a transform (of the comparison against RUN_REF when given, else against
+the ground truth), 0 otherwise, 2 on errors.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +38,8 @@ def units(
                                                                     "diagnosis (default: fitted).")] = None,
     replicates: Annotated[int, typer.Option(min=10, help="Bootstrap replicates (over images).")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    report: Annotated[Path | None, typer.Option(help="Also write the run's report with the units section (against "
+                                                     "RUN_REF when given): FILE.html, or FILE.md.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -54,6 +58,14 @@ def units(
             data = resolve_dataset(dataset)
         result = run_units(record, reference, dataset=data, replicates=replicates, seed=seed,
                            input_size=input_size)
+        if report is not None:
+            if report.suffix.lower() not in (".html", ".md"):
+                raise RepliscopeError(f"--report {report}: the file name must end in .html or .md")
+            if record.ground_truth is None:
+                raise RepliscopeError("--report needs a record that stores its ground truth")
+            from repliscope.report.units_sections import write_units_report
+
+            write_units_report(record, reference, report)
     except RepliscopeError as exc:
         fail(exc)
         return
@@ -69,6 +81,8 @@ def units(
             print_units(result.against_reference, f"against reference run {(result.reference_id or '')[:12]}")
         if result.paired:
             console.print(_paired_line(result.paired), markup=False, soft_wrap=True)
+        if report is not None:
+            console.print(f"report written to {report}", markup=False, soft_wrap=True)
     if flagged:
         raise typer.Exit(code=1)
 

@@ -2,9 +2,10 @@
 
 Statistics table (medians with bootstrap intervals, significance), the diagnosis, bias scatter plots (dx/w vs
 dy/h and log w'/w vs log h'/h per match, with the IoU histogram) and overlays of the predicted (red) and
-ground-truth (green) boxes on the images with the largest bias. The overlays draw on the real images when the
-run's dataset can be re-loaded from the record's ``dataset.origin`` with the record's identity, else on a grey
-canvas of the image's size (the record stores no pixels).
+ground-truth (green) boxes, plus a reference run's (blue) when one is given, on the images with the largest
+bias. The overlays draw on the real images when the run's dataset can be re-loaded from the record's
+``dataset.origin`` with the record's identity, else on a grey canvas of the image's size (the record stores no
+pixels). ``repliscope units RUN --against REF --report FILE`` writes the report against a reference run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,7 @@ from repliscope.report.view import FigureView, Image, ImageSink, ReportView, Sec
 from repliscope.units.matching import ImageBoxes, collect_pairs, from_prediction, from_truth
 from repliscope.units.offsets import offsets
 from repliscope.units.runs import run_units
+from repliscope.units.stats import UnitReport
 
 SECTION = Section("units", "Unit evaluation")
 OVERLAYS = 3
@@ -44,7 +47,8 @@ class UnitRow:
 @dataclass
 class UnitsView:
     summary: list[str]
-    rows: list[UnitRow]
+    tables: list[tuple[str, list[UnitRow]]]
+    """(what the statistics are against, rows)."""
     figures: list[FigureView]
     note: str
 
@@ -134,73 +138,122 @@ def bias_figure(off: dict[str, np.ndarray], iou_bins: list[float], iou_hist: lis
     return buf.getvalue()
 
 
-def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None) -> UnitsView | None:
-    """The section's data, or None when the record carries no ground truth (nothing to compare with)."""
-    if record.task != "object_detection" or record.ground_truth is None:
-        return None
-    result = run_units(record, replicates=REPLICATES)
-    report, truth = result.truth, result.dataset
-    by_id = {s.id: s for s in truth.samples}
-    ok = [s for s in record.samples if s.error is None and s.detections is not None and s.sample_id in by_id]
-    preds = [from_prediction(s, by_id[s.sample_id].size_hw) for s in ok]
-    refs = [from_truth(by_id[s.sample_id]) for s in ok]
-    off = offsets(collect_pairs(preds, refs))
-    figures = [FigureView("Bias scatter", Image(sink("units-bias", bias_figure(off, report.iou_bins,
-                                                                                report.iou_histogram)),
-                                                "bias scatter plots and IoU histogram"),
-                          "one dot per matched detection (class-aware, IoU >= 0.5); red cross: the medians")]
-    if images is None:
-        source = source_dataset(record)
-        pixels = {s.id: s for s in source.samples} if source is not None else {}
-
-        def images(sample_id: str) -> bytes | None:
-            sample = pixels.get(sample_id)
-            if sample is None:
-                return None
-            try:
-                return sample.read()
-            except Exception:
-                return None
-    index = {p.sample_id: j for j, p in enumerate(preds)}
-    drawn_real = 0
-    for k, row in enumerate(report.per_image[:OVERLAYS]):
-        j = index[row["sample_id"]]
-        data = images(row["sample_id"])
-        drawn_real += data is not None
-        png = overlay_png(data, preds[j].size_hw, [(refs[j], "#27ae60"), (preds[j], "#c0392b")])
-        figures.append(FigureView(f"Largest bias {k + 1}: {row['sample_id']}",
-                                  Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {row['sample_id']}"),
-                                  f"green: ground truth, red: predicted; median dx/w {row['dx_w']:+.3f}, dy/h "
-                                  f"{row['dy_h']:+.3f}, log w'/w {row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} "
-                                  f"over {row['n']} matches"))
-    rows = [UnitRow(NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
+def _rows(report: UnitReport) -> list[UnitRow]:
+    return [UnitRow(NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
                     "-" if s.ci_low is None or s.ci_high is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]",
                     str(s.n), s.significant) for s in report.stats]
-    summary = [f"{report.n_matched} of {report.n_reference} ground-truth boxes matched "
-               f"({report.matched_fraction:.1%}) by {report.n_predictions} predictions on {report.n_images} images."]
-    summary += [f"Significant bias: {NAMES[s.name]} median {s.median:+.4f}." for s in report.significant
-                if s.median is not None]
+
+
+def _summary(report: UnitReport, what: str) -> list[str]:
+    lines = [f"Against {what}: {report.n_matched} of {report.n_reference} boxes matched "
+             f"({report.matched_fraction:.1%}) by {report.n_predictions} predictions on {report.n_images} images."]
+    lines += [f"Significant bias against {what}: {NAMES[s.name]} median {s.median:+.4f}." for s in report.significant
+              if s.median is not None]
     if report.ap_class_aware is not None and report.ap_class_agnostic is not None:
-        summary.append(f"AP class-aware {report.ap_class_aware:.4f}, class-agnostic {report.ap_class_agnostic:.4f};"
-                       f" {report.off_diagonal:.1%} of class-agnostic matches have another class.")
-    summary += [f"Diagnosis: {line}" for line in report.diagnosis.summary]
-    shown = min(OVERLAYS, len(report.per_image))
+        lines.append(f"AP class-aware {report.ap_class_aware:.4f}, class-agnostic {report.ap_class_agnostic:.4f};"
+                     f" {report.off_diagonal:.1%} of class-agnostic matches have another class.")
+    lines += [f"Diagnosis against {what}: {line}" for line in report.diagnosis.summary]
+    return lines
+
+
+def _reader(record: EvaluationRecord) -> ImageReader:
+    source = source_dataset(record)
+    pixels = {s.id: s for s in source.samples} if source is not None else {}
+
+    def read(sample_id: str) -> bytes | None:
+        sample = pixels.get(sample_id)
+        if sample is None:
+            return None
+        try:
+            return sample.read()
+        except Exception:  # a file gone since the run: draw on the canvas
+            return None
+
+    return read
+
+
+def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None,
+               reference: EvaluationRecord | None = None) -> UnitsView | None:
+    """The section's data, or None when the record carries no ground truth (nothing to compare with). With
+    ``reference`` (a run on the same samples) the scatter plots, the overlays' choice of images and the first
+    table are against the reference's detections (drawn in blue)."""
+    if record.task != "object_detection" or record.ground_truth is None:
+        return None
+    result = run_units(record, reference, replicates=REPLICATES)
+    primary, truth = result.primary, result.dataset
+    by_id = {s.id: s for s in truth.samples}
+    keep = [i for i, s in enumerate(record.samples) if s.error is None and s.detections is not None
+            and s.sample_id in by_id and (reference is None or (reference.samples[i].error is None
+                                                                and reference.samples[i].detections is not None))]
+    preds = [from_prediction(record.samples[i], by_id[record.samples[i].sample_id].size_hw) for i in keep]
+    gts = [from_truth(by_id[record.samples[i].sample_id]) for i in keep]
+    refs = ([from_prediction(reference.samples[i], p.size_hw) for i, p in zip(keep, preds, strict=True)]
+            if reference is not None else None)
+    off = offsets(collect_pairs(preds, refs if refs is not None else gts))
+    against = "the reference run" if reference is not None else "the ground truth"
+    figures = [FigureView(f"Bias scatter against {against}",
+                          Image(sink("units-bias", bias_figure(off, primary.iou_bins, primary.iou_histogram)),
+                                "bias scatter plots and IoU histogram"),
+                          "one dot per matched detection (class-aware, IoU >= 0.5); red cross: the medians")]
+    read = images or _reader(record)
+    index = {p.sample_id: j for j, p in enumerate(preds)}
+    drawn_real = 0
+    for k, row in enumerate(primary.per_image[:OVERLAYS]):
+        j = index[row["sample_id"]]
+        data = read(row["sample_id"])
+        drawn_real += data is not None
+        layers = [(gts[j], "#27ae60"), *([(refs[j], "#2c6fbb")] if refs is not None else []), (preds[j], "#c0392b")]
+        png = overlay_png(data, preds[j].size_hw, layers)
+        figures.append(FigureView(f"Largest bias {k + 1}: {row['sample_id']}",
+                                  Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {row['sample_id']}"),
+                                  "green: ground truth, " + ("blue: reference, " if refs is not None else "")
+                                  + f"red: predicted; against {against} median dx/w {row['dx_w']:+.3f}, dy/h "
+                                  f"{row['dy_h']:+.3f}, log w'/w {row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} "
+                                  f"over {row['n']} matches"))
+    tables = [(f"against {against}", _rows(primary))]
+    summary = _summary(primary, against)
+    if result.against_reference is not None:
+        tables.append(("against the ground truth", _rows(result.truth)))
+        summary += _summary(result.truth, "the ground truth")
+        if result.paired and "delta_ap" in result.paired:
+            p = result.paired
+            summary.append(f"AP {p['ap_variant']:.4f} vs the reference's {p['ap_reference']:.4f}: ΔAP "
+                           f"{p['delta_ap']:+.4f} [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}]; "
+                           f"{p['flipped_images']} of {p['n_samples']} images with another matched set.")
+    shown = min(OVERLAYS, len(primary.per_image))
     note = (f"Medians over matches with 95 % percentile bootstrap intervals over images ({REPLICATES} replicates, "
             f"seed 0); a bias is significant when its interval excludes 0. Overlays: {drawn_real} of {shown} on the "
             "real image" + ("" if drawn_real == shown else " (the others on a grey canvas: the dataset could not "
                             "be re-loaded with the record's identity)") + ".")
-    return UnitsView(summary, rows, figures, note)
+    return UnitsView(summary, tables, figures, note)
 
 
-def with_units(view: ReportView, record: EvaluationRecord, sink: ImageSink,
-               images: ImageReader | None = None) -> ReportView:
-    """``view`` with the units section appended before the provenance (unchanged when there is no ground truth)."""
-    units = units_view(record, sink, images)
+def with_units(view: ReportView, record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None,
+               reference: EvaluationRecord | None = None) -> ReportView:
+    """``view`` with the units section before the provenance (its units replaced when it already has them;
+    unchanged when there is no ground truth)."""
+    units = units_view(record, sink, images, reference)
     if units is None:
         return view
     sections = list(view.sections)
-    at = next((i for i, s in enumerate(sections) if s.id == "provenance"), len(sections))
-    sections.insert(at, SECTION)
-    values = {f.name: getattr(view, f.name) for f in fields(view)}
+    if SECTION not in sections:
+        at = next((i for i, s in enumerate(sections) if s.id == "provenance"), len(sections))
+        sections.insert(at, SECTION)
+    values = {f.name: getattr(view, f.name) for f in fields(view) if f.name != "units"}
     values["sections"] = sections
     return DetectionRunView(**values, units=units)
+
+
+def write_units_report(record: EvaluationRecord, reference: EvaluationRecord | None, out_path: Path) -> Path:
+    """The run's report (HTML, or Markdown for a ``.md`` path; images embedded) with the units section against
+    ``reference``."""
+    from repliscope.report.build import build_run_view
+    from repliscope.report.html import render_view_html
+    from repliscope.report.markdown import render_view_markdown
+    from repliscope.report.sections import embed_sink
+
+    view = with_units(build_run_view(record), record, embed_sink, reference=reference)
+    text = render_view_markdown(view) if out_path.suffix.lower() == ".md" else render_view_html(view)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text, encoding="utf-8")
+    return out_path
