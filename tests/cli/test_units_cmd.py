@@ -30,16 +30,18 @@ def _shifted(record: EvaluationRecord) -> EvaluationRecord:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+def db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, str]:
     tmp = tmp_path_factory.mktemp("units")
     prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp / "cache"))
     record = evaluate(prepared, resolve_dataset("synthetic_detection"))
     shifted = _shifted(record)
+    bare = record.model_copy(update={"run_id": uuid.uuid4().hex, "ground_truth": None})
     url = f"sqlite:///{tmp / 'runs.db'}"
     with RunStore(url) as store:
         store.save(record)
         store.save(shifted)
-    return url, record.run_id, shifted.run_id
+        store.save(bare)
+    return url, record.run_id, shifted.run_id, bare.run_id
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -47,8 +49,8 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return res.exit_code, res.stdout, res.stderr
 
 
-def test_exact_run_has_no_bias(db: tuple[str, str, str]) -> None:
-    url, exact, _ = db
+def test_exact_run_has_no_bias(db: tuple[str, str, str, str]) -> None:
+    url, exact, _, _ = db
     code, out, _ = invoke(exact[:12], "--db", url, "--replicates", "100")
     assert code == 0
     assert "units against the ground truth: 33 of 33 reference boxes matched (100.0%), 33 predictions, 16 images" \
@@ -58,8 +60,8 @@ def test_exact_run_has_no_bias(db: tuple[str, str, str]) -> None:
     assert "boxes: no simple transform explains the differences (residual 0.0000" in out
 
 
-def test_shifted_run_is_flagged_and_diagnosed(db: tuple[str, str, str]) -> None:
-    url, _, shifted = db
+def test_shifted_run_is_flagged_and_diagnosed(db: tuple[str, str, str, str]) -> None:
+    url, _, shifted, _ = db
     code, out, _ = invoke(shifted, "--db", url, "--replicates", "100")
     assert code == 1
     assert "significant bias: dx/w median +0.0500 (95 % interval +0.0500 .. +0.0500, 33 matches)" in out
@@ -67,8 +69,8 @@ def test_shifted_run_is_flagged_and_diagnosed(db: tuple[str, str, str]) -> None:
     assert "AP class-aware 0.9000, class-agnostic 0.9000" in out  # IoU 0.95/1.05 = 0.905: all thresholds but .95
 
 
-def test_against_reference_json(db: tuple[str, str, str]) -> None:
-    url, exact, shifted = db
+def test_against_reference_json(db: tuple[str, str, str, str]) -> None:
+    url, exact, shifted, _ = db
     code, out, _ = invoke(shifted, "--against", exact, "--db", url, "--replicates", "100", "--json")
     assert code == 1
     data = json.loads(out)
@@ -83,7 +85,7 @@ def test_against_reference_json(db: tuple[str, str, str]) -> None:
     assert paired["flipped_images"] == 0
 
 
-def test_errors_exit_2(db: tuple[str, str, str], tmp_path: Path) -> None:
+def test_errors_exit_2(db: tuple[str, str, str, str], tmp_path: Path) -> None:
     url = db[0]
     code, _, err = invoke("nosuchrun", "--db", url)
     assert code == 2 and "error:" in err
@@ -91,8 +93,8 @@ def test_errors_exit_2(db: tuple[str, str, str], tmp_path: Path) -> None:
     assert code == 2 and "the file name must end in .html or .md" in err
 
 
-def test_report_against_the_reference(db: tuple[str, str, str], tmp_path: Path) -> None:
-    url, exact, shifted = db
+def test_report_against_the_reference(db: tuple[str, str, str, str], tmp_path: Path) -> None:
+    url, exact, shifted, _ = db
     out = tmp_path / "units.md"
     code, text, _ = invoke(shifted, "--against", exact, "--db", url, "--replicates", "50", "--report", str(out))
     assert code == 1 and f"report written to {out}" in text
@@ -101,3 +103,13 @@ def test_report_against_the_reference(db: tuple[str, str, str], tmp_path: Path) 
     assert "| dx/w | +0.0500 | [+0.0500, +0.0500] | 33 | significant |" in md
     assert "green: ground truth, blue: reference, red: predicted" in md
     assert "AP 0.9000 vs the reference's 1.0000: ΔAP -0.1000" in md
+
+
+def test_record_without_ground_truth_takes_a_dataset(db: tuple[str, str, str, str]) -> None:
+    url, bare = db[0], db[3]
+    code, _, err = invoke(bare, "--db", url)
+    assert code == 2 and "stores no ground truth: give --dataset" in err
+    code, out, _ = invoke(bare, "--db", url, "--dataset", "synthetic_detection", "--replicates", "20")
+    assert code == 0 and "33 of 33 reference boxes matched" in out
+    code, _, err = invoke(bare, "--db", url, "--dataset", "synthetic_detection:x")
+    assert code == 2 and "takes no path" in err

@@ -55,7 +55,8 @@ def units(
         if dataset is not None:
             from repliscope.datasets import resolve_dataset
 
-            data = resolve_dataset(dataset)
+            n = record.dataset.get("num_samples")  # a run on the first N samples (--limit) has their identity
+            data = resolve_dataset(dataset, limit=n if isinstance(n, int) and n > 0 else None)
         result = run_units(record, reference, dataset=data, replicates=replicates, seed=seed,
                            input_size=input_size)
         if report is not None:
