@@ -161,13 +161,14 @@ def print_runs(runs: Sequence[RunSummary]) -> None:
 
     cells = [run_cells(r) for r in runs]
     columns, shared, gap = runs_layout(cells, console.width)
-    console.print(f"[bold]{len(runs)} runs[/], newest first (local time; top-1 in %)", highlight=False)
+    units = "top-1 in %" + ("; AP: COCO .50:.95 as a fraction" if "AP" in columns else "")
+    console.print(f"[bold]{len(runs)} runs[/], newest first (local time; {units})", highlight=False)
     for line in pack(shared, console.width, first="every run: ", next_="           "):
         console.print(line, highlight=False, soft_wrap=True)
     # SIMPLE_HEAD draws a space between columns: gap 2 = that space + one of padding
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0))
     for c in columns:
-        table.add_column(c, justify="right" if c in ("n", "failed", "top-1") else "left",
+        table.add_column(c, justify="right" if c in ("n", "failed", "top-1", "AP") else "left",
                          no_wrap=c not in _FOLDABLE, overflow="fold")
     for row in cells:
         table.add_row(*(row[c] for c in columns))
