@@ -90,10 +90,15 @@ def test_claim_judged_on_the_bootstrap_interval(prepared: PreparedRun, synthetic
     run = prepare(tmp_path / "claimed.yaml", RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
                                                          evaluated_as=DatasetRef(name="synthetic", split="seed0"),
                                                          cache_dir=prepared.settings.cache_dir))
-    ap, ap50 = evaluate(run, synthetic).claims
+    claimed = evaluate(run, synthetic)
+    ap, ap50 = claimed.claims
     assert (ap.verdict, ap.claimed, ap.ci_low, ap.ci_high) == ("inconsistent", 0.9, 1.0, 1.0)
     assert (ap50.verdict, ap50.claimed) == ("consistent", 1.0)
     assert "0.9" not in ap.reason and "90.00%" in ap.reason  # a fraction claim is not divided by 100
+    from repliscope.report.markdown import render_run_markdown
+
+    md = render_run_markdown(claimed)
+    assert "its 95 % percentile bootstrap interval over images" in md and "inconsistent" in md
 
 
 def test_classification_data_is_refused(prepared: PreparedRun) -> None:

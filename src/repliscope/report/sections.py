@@ -130,7 +130,9 @@ def claim_figure(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Seque
             wide=interval_warning(low, high, n_of.get(str(c.get("metric")))) is not None))
     if not points:
         return None
-    caption = ("Diamond: the claimed value; dot and bar: the measured value and its 95 % Wilson interval. An "
+    bootstrap = any(m.successes is None for m in metrics)  # AP-like metrics: a bootstrap over images
+    kind = "percentile bootstrap interval over images" if bootstrap else "Wilson interval"
+    caption = (f"Diamond: the claimed value; dot and bar: the measured value and its 95 % {kind}. An "
                f"interval wider than ±{WIDE_INTERVAL_PT:g} pt (drawn in red) cannot confirm or refute a claim.")
     title = "Claim against the measured interval"
     return FigureView(title, Image(sink("claim", figures.claim_chart(points)), title), caption)
