@@ -36,3 +36,23 @@ def test_blazeface_boxes_are_larger_than_dlibs_and_shifted_up_left(tmp_path: Pat
     assert [s.name for s in truth.significant] == ["dx_w", "dy_h", "log_w", "log_h"]
     assert truth.ap_class_aware == pytest.approx(0.5630, abs=5e-5) == truth.ap_class_agnostic
     assert truth.diagnosis.box is None  # a convention difference, not a simple pipeline transform
+
+
+def test_diagnosis_names_the_pitfall_against_the_reference_run(tmp_path: Path) -> None:
+    """The detection pitfall variants of a sweep, unit-evaluated against the sweep's reference run."""
+    import repliscope.pitfalls.detection_variants  # noqa: F401  (registers the detection pitfalls)
+    from repliscope.pitfalls.sweep import run_sweep
+
+    prepared = prepare(MANIFEST, RunSettings(runtime="tflite", threads=1, batch_size=1, cache_dir=tmp_path))
+    names = ["input_pixels_as_source", "letterbox_not_undone", "class_id_plus_1"]
+    out = run_sweep(prepared, resolve_dataset(f"dlib_xml:{FACES}"), names, visual_samples=0)
+    reference = out.records[0]
+    by_variant = {r.variant: r for r in out.records[1:]}
+    diagnoses = {name: run_units(by_variant[name], reference, replicates=50).primary.diagnosis for name in names}
+    pixels = diagnoses["input_pixels_as_source"].box
+    assert pixels is not None and pixels.name == "letterbox_not_undone" and pixels.params["position"] == "centre"
+    assert pixels.params["input_h"] == pytest.approx(192, abs=0.5) and pixels.exact >= 0.9
+    padding = diagnoses["letterbox_not_undone"].box
+    assert padding is not None and padding.name == "letterbox_padding_kept"
+    classes = diagnoses["class_id_plus_1"]
+    assert classes.box is None and classes.classes is not None and classes.classes.params["k"] == 1

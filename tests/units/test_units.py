@@ -95,6 +95,10 @@ def test_letterbox_not_undone_and_swapped_sides() -> None:
     d = _report(ds, _run(ds, letterbox), against_reference=reference).diagnosis
     assert d.box is not None and d.box.name == "letterbox_not_undone"
     assert d.box.params["position"] == "centre" and d.box.params["input_h"] == pytest.approx(96)
+    kept = _report(ds, _run(ds, lambda b, hw: [b[0] + (max(hw) - hw[1]) / 2, b[1] + (max(hw) - hw[0]) / 2,
+                                               b[2] + (max(hw) - hw[1]) / 2, b[3] + (max(hw) - hw[0]) / 2]),
+                   against_reference=reference).diagnosis
+    assert kept.box is not None and kept.box.name == "letterbox_padding_kept" and kept.box.exact == 1
     sides = _report(ds, _run(ds, lambda b, hw: [b[0] * hw[0] / hw[1], b[1] * hw[1] / hw[0],
                                                  b[2] * hw[0] / hw[1], b[3] * hw[1] / hw[0]]),
                     against_reference=reference).diagnosis

@@ -9,11 +9,14 @@ coordinate errors divided by the reference box's (w, h, w, h), then the median o
 ``xyxy_as_xywh``, ``yxyx_as_xyxy``, ``cxcywh_as_xyxy`` (the model's format read as another one; no parameter);
 ``swapped_sides`` (normalised x denormalised by H and y by W; needs the image sizes); ``letterbox_not_undone``
 (boxes left in the letterboxed input space: ``r * s + pad`` with ``s = min(S/H, S/W)``, position centre or
-top_left; S is given or fitted by least squares; needs the image sizes). Class candidate: ``class_offset``
+top_left; S is given or fitted by least squares; needs the image sizes); ``letterbox_padding_kept`` (the scale
+undone but not a centred letterbox's padding: ``r + ((max(H, W) - W) / 2, (max(H, W) - H) / 2)`` in source
+pixels, for a square input of any size; the padding exact or floored, the better one). Class candidate: ``class_offset``
 (the most frequent predicted - reference class difference k != 0, by exact counting).
 
 The winner is the box candidate with the smallest residual when it removes at least
-:data:`MIN_IMPROVEMENT` of the ``none`` residual; ``explains`` = 1 - residual / none's residual, and
+:data:`MIN_IMPROVEMENT` of the ``none`` residual; among candidates that leave at most :data:`NEAR` of it, the
+one that reproduces the most pairs; ``explains`` = 1 - residual / none's residual, and
 ``exact`` = the share of pairs it maps to within 1 % of the box size.
 """
 
@@ -28,7 +31,8 @@ from pydantic import BaseModel, ConfigDict
 
 from repliscope.units.matching import Pair
 
-MIN_IMPROVEMENT = 0.2
+MIN_IMPROVEMENT = 0.5
+NEAR = 0.05
 EXACT = 0.01
 
 
@@ -97,6 +101,11 @@ def _box_candidates(ref: np.ndarray, obs: np.ndarray, sizes: np.ndarray | None,
         hh, ww = sizes[:, 0], sizes[:, 1]
         out.append(("swapped_sides", {}, ref * np.stack([hh / ww, ww / hh, hh / ww, ww / hh], axis=1)))
         out += [_letterbox(ref, obs, hh, ww, position, input_size) for position in ("centre", "top_left")]
+        side = np.maximum(hh, ww)  # a centred letterbox's padding in source pixels, whatever the input size
+        for rounding, fn in (("exact", lambda v: v), ("floor", np.floor)):  # implementations truncate it too
+            px, py = fn((side - ww) / 2), fn((side - hh) / 2)
+            out.append(("letterbox_padding_kept", {"padding": rounding},
+                        ref + np.stack([px, py, px, py], axis=1)))
     return out
 
 
@@ -134,14 +143,17 @@ def diagnose(pairs: Sequence[Pair], *, input_size: tuple[int, int] | None = None
         cands.append(Candidate(name=name, kind="box", params=params, residual=float(np.median(res)),
                                exact=float(np.mean(res <= EXACT))))
     best_by_name: dict[str, Candidate] = {}
-    for c in cands:  # one letterbox position: the better one
+    for c in cands:  # one letterbox position / padding rounding: the better one
         if c.name not in best_by_name or c.residual < best_by_name[c.name].residual:
             best_by_name[c.name] = c
     cands = sorted(best_by_name.values(), key=lambda c: (c.residual, -c.exact))
     none = best_by_name["none"]
-    top = cands[0]
-    improves = top.name != "none" and top.residual <= (1 - MIN_IMPROVEMENT) * none.residual
-    explains = 1 - top.residual / none.residual if none.residual > 0 and improves else 0.0
+    # near-complete explanations (residual within NEAR of none's) are told apart by how many pairs they reproduce:
+    # a fitted shift can match a per-image padding's median while the padding reproduces more pairs
+    near = [c for c in cands if c.name != "none" and c.residual <= NEAR * none.residual]
+    top = max(near, key=lambda c: (c.exact, -c.residual)) if near and none.residual > 0 else cands[0]
+    improves = none.residual > 0 and top.name != "none" and top.residual <= (1 - MIN_IMPROVEMENT) * none.residual
+    explains = 1 - top.residual / none.residual if improves else 0.0
     diffs = Counter(p.class_id - p.ref_class for p in pairs)
     same = diffs.get(0, 0)
     k, count = max(((d, c) for d, c in diffs.items() if d != 0), key=lambda t: (t[1], -abs(t[0])),
@@ -154,6 +166,8 @@ def diagnose(pairs: Sequence[Pair], *, input_size: tuple[int, int] | None = None
         summary.append(f"boxes: {top.name}{f' ({shown})' if shown else ''} explains {explains:.0%} of the "
                        f"box error (residual {top.residual:.4f} vs {none.residual:.4f} unexplained; "
                        f"{top.exact:.0%} of {len(pairs)} pairs reproduced within 1 %)")
+    elif none.exact == 1:
+        summary.append(f"boxes: nothing to explain (all {len(pairs)} pairs agree within 1 % of the box size)")
     else:
         summary.append(f"boxes: no simple transform explains the differences (residual {none.residual:.4f}; "
                        f"best {top.name} {top.residual:.4f})")
