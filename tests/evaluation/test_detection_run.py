@@ -98,7 +98,11 @@ def test_claim_judged_on_the_bootstrap_interval(prepared: PreparedRun, synthetic
     from repliscope.report.markdown import render_run_markdown
 
     md = render_run_markdown(claimed)
-    assert "its 95 % percentile bootstrap interval over images" in md and "inconsistent" in md
+    assert "- **INCONSISTENT** — AP 90.00% claimed on synthetic/seed0; measured 100.00% [100.00%, 100.00%]" in md
+    from repliscope.report.sections import claim_figure, embed_sink
+
+    figure = claim_figure(claimed.claims, claimed.metrics, embed_sink)
+    assert figure is not None and "its 95 % percentile bootstrap interval over images" in figure.caption
 
 
 def test_classification_data_is_refused(prepared: PreparedRun) -> None:
