@@ -96,3 +96,30 @@ def test_square_and_pad() -> None:
     assert (tmpw[0], tmph[0]) == (15, 28)
     assert (x[0], ex[0], dx[0], edx[0]) == (1, 10, 4, 13)  # 3 columns left of the image, 2 right of it
     assert (y[0], ey[0], dy[0], edy[0]) == (3, 20, 1, 18)
+
+
+def test_opencv5_new_engine_pads_same_upper_max_pool_like_same_lower(tmp_path: Path) -> None:
+    """Why MTCNN's boxes move by about a pixel on opencv_dnn: R-Net / O-Net pool with kernel 3, stride 2,
+    ``auto_pad: SAME_UPPER``; OpenCV 5.0's new engine (the one the runner asks for) puts the extra padding row and
+    column BEFORE the data (SAME_LOWER). A 6x6 ramp through that one pool, on both runtimes."""
+    if not cv2.__version__.startswith("5.0."):
+        pytest.skip(f"pins OpenCV 5.0's new-engine behaviour, this is OpenCV {cv2.__version__}")
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    path = tmp_path / "pool.onnx"
+    onnx.save(model, str(path))
+    art = ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="onnx",
+                        input_name="x", input_shape=(1, 1, 6, 6), input_dtype="float32", output_names=("y",))
+    x = np.arange(36, dtype=np.float32).reshape(1, 1, 6, 6)
+    ort_y = create_runner("onnxruntime", art, threads=1, cache_dir=tmp_path).infer_outputs(x)["y"]
+    cv = create_runner("opencv_dnn", art, threads=1, cache_dir=tmp_path)
+    cv_y = cv.infer_outputs(x)["y"]
+    assert cv.notes["engine"]["name"] == "new"
+    assert ort_y[0, 0].tolist() == [[14, 16, 17], [26, 28, 29], [32, 34, 35]]  # pad after (SAME_UPPER)
+    assert cv_y[0, 0].tolist() == [[7, 9, 11], [19, 21, 23], [31, 33, 35]]  # pad before
