@@ -72,3 +72,13 @@ def test_classification_or_no_ground_truth_leaves_the_view(shifted: EvaluationRe
     view = build_run_view(bare)
     assert not isinstance(view, DetectionRunView) and "units" not in [s.id for s in view.sections]
     assert with_units(view, bare, embed_sink) is view
+
+
+def test_no_match_still_shows_images(shifted: EvaluationRecord) -> None:
+    wrong = shifted.model_copy(update={"samples": [s.model_copy(update={"detections": [
+        d.model_copy(update={"class_id": d.class_id % 3 + 1}) for d in s.detections or []]}) for s in shifted.samples]})
+    view = build_run_view(wrong)
+    assert isinstance(view, DetectionRunView) and view.units is not None
+    assert [f.title.split(":")[0] for f in view.units.figures[1:]] == ["Image 1", "Image 2", "Image 3"]
+    assert view.units.figures[1].caption.endswith("red: predicted; no detection matched the ground truth")
+    assert "Diagnosis against the ground truth: classes: predicted = reference +1" in " ".join(view.units.summary)

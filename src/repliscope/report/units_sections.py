@@ -198,18 +198,23 @@ def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | 
     read = images or _reader(record)
     index = {p.sample_id: j for j, p in enumerate(preds)}
     drawn_real = 0
-    for k, row in enumerate(primary.per_image[:OVERLAYS]):
-        j = index[row["sample_id"]]
-        data = read(row["sample_id"])
+    chosen: list[tuple[str, str]] = [
+        (row["sample_id"], f"against {against} median dx/w {row['dx_w']:+.3f}, dy/h {row['dy_h']:+.3f}, log w'/w "
+                           f"{row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} over {row['n']} matches")
+        for row in primary.per_image[:OVERLAYS]]
+    if not chosen:  # no detection matched (e.g. every class shifted): show the first images with detections
+        chosen = [(p.sample_id, f"no detection matched {against}") for p in preds if len(p)][:OVERLAYS]
+    for k, (sample_id, caption) in enumerate(chosen):
+        j = index[sample_id]
+        data = read(sample_id)
         drawn_real += data is not None
         layers = [(gts[j], "#27ae60"), *([(refs[j], "#2c6fbb")] if refs is not None else []), (preds[j], "#c0392b")]
         png = overlay_png(data, preds[j].size_hw, layers)
-        figures.append(FigureView(f"Largest bias {k + 1}: {row['sample_id']}",
-                                  Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {row['sample_id']}"),
+        title = f"Largest bias {k + 1}" if primary.per_image else f"Image {k + 1}"
+        figures.append(FigureView(f"{title}: {sample_id}",
+                                  Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {sample_id}"),
                                   "green: ground truth, " + ("blue: reference, " if refs is not None else "")
-                                  + f"red: predicted; against {against} median dx/w {row['dx_w']:+.3f}, dy/h "
-                                  f"{row['dy_h']:+.3f}, log w'/w {row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} "
-                                  f"over {row['n']} matches"))
+                                  + f"red: predicted; {caption}"))
     tables = [(f"against {against}", _rows(primary))]
     summary = _summary(primary, against)
     if result.against_reference is not None:
@@ -220,7 +225,7 @@ def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | 
             summary.append(f"AP {p['ap_variant']:.4f} vs the reference's {p['ap_reference']:.4f}: ΔAP "
                            f"{p['delta_ap']:+.4f} [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}]; "
                            f"{p['flipped_images']} of {p['n_samples']} images with another matched set.")
-    shown = min(OVERLAYS, len(primary.per_image))
+    shown = len(chosen)
     note = (f"Medians over matches with 95 % percentile bootstrap intervals over images ({REPLICATES} replicates, "
             f"seed 0); a bias is significant when its interval excludes 0. Overlays: {drawn_real} of {shown} on the "
             "real image" + ("" if drawn_real == shown else " (the others on a grey canvas: the dataset could not "
