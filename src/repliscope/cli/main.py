@@ -197,11 +197,13 @@ def pitfalls(
 ) -> None:
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
     if list_variants:  # no manifest, no framework import: starts fast
+        import repliscope.pitfalls.detection_variants
         import repliscope.pitfalls.variants  # noqa: F401
         from repliscope.pitfalls.base import PITFALLS
 
-        print_table("pitfalls", ["name", "description"],
-                    [[n, PITFALLS.get(n).description] for n in PITFALLS.names()])
+        print_table("pitfalls", ["name", "tasks", "description"],
+                    [[n, ", ".join(PITFALLS.get(n).tasks or ()) or "every task", PITFALLS.get(n).description]
+                     for n in PITFALLS.names()])
         return
     if manifest is None:
         fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the "

@@ -115,7 +115,8 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
     ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
     runners: dict[tuple[int, str], Runner] = {(run_plan.threads, "float32"): base}
-    for name in names if names is not None else task_pitfalls(prepared.loaded.manifest.task):
+    available = task_pitfalls(prepared.loaded.manifest.task)  # also registers the task's own variants
+    for name in names if names is not None else available:
         pitfall = PITFALLS.get(name)()
         try:
             derived = pitfall.derive(prepared.pipeline, ctx)
