@@ -93,3 +93,18 @@ def test_coco_val_mini() -> None:
     assert first.objects is not None and first.objects[0].box == (236.98, 142.51, 261.68, 212.01)
     assert ds.license.startswith("Annotations: COCO Consortium, Creative Commons Attribution 4.0 (CC BY 4.0).")
     assert max(ds.categories or {}) == 90
+
+
+def test_cocos_own_layout_and_the_json_as_path(tmp_path: Path) -> None:
+    (tmp_path / "annotations").mkdir()
+    (tmp_path / "val2017").mkdir()
+    (tmp_path / "val2017" / "b.jpg").write_bytes(b"x")
+    ann = tmp_path / "annotations" / "instances_val2017.json"
+    ann.write_text(json.dumps(_tiny()))
+    ds = resolve_dataset(f"coco:{tmp_path}")
+    assert ds.samples[1].location == str(tmp_path / "val2017" / "b.jpg")
+    same = resolve_dataset(f"coco:{ann}")
+    assert same.identity == ds.identity and same.origin == ds.origin
+    (tmp_path / "val2017").rename(tmp_path / "pictures")
+    with pytest.raises(DatasetError, match=r"no image folder \(looked for images/ and val2017/\)"):
+        load_coco(tmp_path)

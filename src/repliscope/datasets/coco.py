@@ -125,6 +125,16 @@ def find_annotations(root: Path) -> Path:
     return found[0]
 
 
+def _image_folder(root: Path, ann_path: Path) -> Path:
+    """``root/images``, else ``root/<split>`` for ``instances_<split>.json`` (COCO's own layout)."""
+    split = ann_path.stem.removeprefix("instances_")
+    for candidate in (root / "images", root / split):
+        if candidate.is_dir():
+            return candidate
+    raise DatasetError(f"coco dataset {root}: no image folder (looked for images/ and {split}/); give "
+                       "images=FOLDER")
+
+
 def readme_license(root: Path) -> str | None:
     """The text of a ``## License`` section of ``root/README.md`` (one line), or None."""
     readme = root / "README.md"
@@ -154,16 +164,22 @@ def _json_license(data: CocoInstances) -> str:
 def load_coco(path: str | os.PathLike[str], *, annotations: str | os.PathLike[str] | None = None,
               images: str | os.PathLike[str] | None = None, name: str | None = None,
               limit: int | None = None) -> Dataset:
-    """Load a COCO detection folder: ``path/images/`` + ``path/annotations/instances_*.json`` (or the explicit
-    ``annotations`` file and ``images`` folder). ``limit`` keeps the first N images in image-id order."""
+    """Load a COCO detection folder: ``path/annotations/instances_*.json`` and the images in ``path/images/`` or
+    in the folder named like the annotations' split (``instances_val2017.json`` -> ``path/val2017/``), or the
+    explicit ``annotations`` file and ``images`` folder. ``path`` may also be the instances JSON itself (its
+    folder, or the folder above ``annotations/``, is then the root). ``limit`` keeps the first N images in
+    image-id order."""
     root = Path(path).expanduser()
+    if root.is_file() and root.suffix.lower() == ".json" and annotations is None:
+        annotations = root
+        root = root.parent.parent if root.parent.name == "annotations" else root.parent
     if not root.is_dir():
         raise DatasetError(f"coco dataset folder not found or not a directory: {root}")
     root = root.resolve()
     if limit is not None and limit < 1:
         raise DatasetError(f"limit must be a positive integer, got {limit}")
-    ann_path = Path(annotations).expanduser() if annotations is not None else find_annotations(root)
-    image_dir = Path(images).expanduser() if images is not None else root / "images"
+    ann_path = Path(annotations).expanduser().resolve() if annotations is not None else find_annotations(root)
+    image_dir = Path(images).expanduser() if images is not None else _image_folder(root, ann_path)
     if not image_dir.is_dir():
         raise DatasetError(f"coco dataset {root}: image folder {image_dir} not found (give images=FOLDER)")
     data = parse_instances(ann_path)
