@@ -80,3 +80,16 @@ def test_detection_round_trip_and_summary_columns(tmp_path: Path) -> None:
         with store.engine.connect() as conn:
             rows = conn.execute(text("SELECT detections FROM sample_predictions ORDER BY position")).all()
         assert rows[4][0] is None and rows[0][0] == "[]"
+
+
+def test_compare_carries_the_tasks_paired_statistics() -> None:
+    from repliscope.store.compare import compare_runs
+    from tests.store.records import TOP1_B
+
+    a, b = make_record("a" * 32, TOP1_A), make_record("b" * 32, TOP1_B)
+    c = compare_runs(a, b)
+    assert c.task == "image_classification" and c.paired is not None
+    assert c.paired["n"] == c.common_evaluated and c.paired["flipped"] == len(c.top1_flips)
+    mixed = compare_runs(a, _detection_record("d" * 32))
+    assert mixed.paired is None and any("run A is image_classification, run B is object_detection" in w
+                                        for w in mixed.warnings)
