@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from repliscope.cli.main import app
 from repliscope.store import RunStore
 
 MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_evaluate_show_and_compare_a_detection_run(tmp_path: Path) -> None:
@@ -37,3 +39,34 @@ def test_evaluate_show_and_compare_a_detection_run(tmp_path: Path) -> None:
             "same class), mean IoU 1.0000, 0 images differ") in compared.output
     refused = runner.invoke(app, [*args, "--batch-size", "4"])
     assert refused.exit_code != 0 and "--batch-size 4 is not possible, use --batch-size 1" in refused.output
+
+
+def test_every_manifest_framework_has_a_registered_default_runtime() -> None:
+    from typing import get_args
+
+    from repliscope.cli.main import NATIVE_RUNTIMES, native_runtime
+    from repliscope.errors import RepliscopeError
+    from repliscope.manifest.schema import FrameworkSpec
+    from repliscope.runtimes.base import RUNTIMES
+
+    frameworks = get_args(FrameworkSpec.model_fields["name"].annotation)
+    assert set(frameworks) == set(NATIVE_RUNTIMES)
+    assert {f: native_runtime(f) for f in frameworks} == {
+        "torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow", "keras": "keras"}
+    assert all(r in RUNTIMES for r in NATIVE_RUNTIMES.values())
+    with pytest.raises(RepliscopeError, match="no default runtime for framework 'jax': pass --runtime"):
+        native_runtime("jax")
+
+
+def test_blazeface_evaluates_on_its_own_runtime_without_runtime_option(tmp_path: Path) -> None:
+    """The tflite manifest runs on tflite when --runtime is not given (was KeyError 'tflite')."""
+    from tests.runtimes.detection_references import FACES, need
+
+    pytest.importorskip("ai_edge_litert")
+    xml = need(FACES) / "testing.xml"
+    runner = CliRunner(env={"COLUMNS": "200", "REPLISCOPE_CACHE": str(tmp_path / "cache")})
+    got = runner.invoke(app, ["evaluate", str(EXAMPLES / "blazeface-full-range.yaml"), "--dataset",
+                              f"dlib_xml:{xml}", "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
+    assert got.exit_code == 0, got.output
+    assert "runtime   tflite (ai-edge-litert " in got.output
+    assert "│ AP     │ 0.5697 │" in got.output

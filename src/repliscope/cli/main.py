@@ -99,9 +99,18 @@ def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rul
     return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
 
 
+NATIVE_RUNTIMES = {"torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow",
+                   "keras": "keras"}
+"""Manifest ``framework.name`` -> the runtime that runs its own format when --runtime is not given (an ONNX
+source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."""
+
+
 def native_runtime(framework: str) -> str:
     """The runtime that runs a manifest's own format when --runtime is not given."""
-    return {"torch": "torch", "onnx": "onnxruntime"}[framework]
+    if framework not in NATIVE_RUNTIMES:
+        raise RepliscopeError(f"no default runtime for framework {framework!r}: pass --runtime "
+                              f"(frameworks with a default: {', '.join(sorted(NATIVE_RUNTIMES))})")
+    return NATIVE_RUNTIMES[framework]
 
 
 @app.command()
