@@ -70,3 +70,9 @@ def test_blazeface_evaluates_on_its_own_runtime_without_runtime_option(tmp_path:
     assert got.exit_code == 0, got.output
     assert "runtime   tflite (ai-edge-litert " in got.output
     assert "│ AP     │ 0.5697 │" in got.output
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        record = store.get(store.list()[0].run_id)
+    from importlib.metadata import version
+
+    # the record carries the runtime's own distributions (was: only torch / onnx ones)
+    assert record.software["distributions"]["ai-edge-litert"] == version("ai-edge-litert")

@@ -15,7 +15,7 @@ from repliscope.evaluation.calibration import Plan, plan_run
 from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
 from repliscope.evaluation.ground_truth import ground_truth_of
-from repliscope.evaluation.provenance import hardware, software_stack
+from repliscope.evaluation.provenance import hardware, runtime_distributions, software_stack
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
 from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
 from repliscope.manifest.schema import DatasetRef
@@ -164,7 +164,7 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
         pipeline=pipeline.describe(),
         runtime={**runner.info(), "model_sha256": prepared.artifact.sha256,
                  "model_origin": prepared.artifact.origin},
-        software=software_stack(_FRAMEWORK_DISTRIBUTIONS),
+        software=software_stack(_FRAMEWORK_DISTRIBUTIONS + runtime_distributions(runner.name)),
         hardware=hardware(runner.threads),
         dataset={**dataset.describe(loop.fingerprints),  # identity of what the loop read
                  "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
