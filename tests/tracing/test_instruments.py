@@ -113,10 +113,10 @@ def test_torch_module_hooks_and_profiler_ops(tmp_path: Path) -> None:
 
 def test_a_runtime_without_instrumentation_is_an_error() -> None:
     class Other:
-        name = "tflite"
+        name = "keras_jax"
 
-    with pytest.raises(RepliscopeError, match=r"no framework-level tracing for runtime 'tflite' \(allowed: "
-                                              r"onnxruntime, opencv_dnn, torch\)"):
+    with pytest.raises(RepliscopeError, match=r"no framework-level tracing for runtime 'keras_jax' \(allowed: "
+                                              r"onnxruntime, opencv_dnn, tensorflow, tflite, torch\)"):
         make_tracer("framework", otel=False).instrument(Other()).__enter__()
 
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from repliscope.datasets.base import Sample, read_sample
 from repliscope.errors import RepliscopeError
-from repliscope.evaluation.engine import apply_op, prepare_read, shape_error
-from repliscope.ops.base import Item
+from repliscope.evaluation.engine import apply_op, prepare_item, shape_error
+from repliscope.ops.base import Geometry, Item
 from repliscope.ops.pipeline import Pipeline
 
 
@@ -50,7 +50,8 @@ def check_library_fits(count: int, shape: tuple[int, ...], dtype: str, available
 @dataclass
 class QuerySampleLibrary:
     """``inputs[i]``: sample i pre-processed (model input without the batch axis, e.g. float32 (3, 224, 224)),
-    or ``encoded[i]``: its file bytes when ``timed_preprocess``. ``ids[i]`` names it."""
+    or ``encoded[i]``: its file bytes when ``timed_preprocess``. ``ids[i]`` names it; ``geometry[i]``: where its
+    input pixels came from (:class:`Geometry`, set by the pre-processing; detection ops map boxes back with it)."""
 
     pipeline: Pipeline
     ids: list[str]
@@ -59,6 +60,7 @@ class QuerySampleLibrary:
     inputs: list[np.ndarray] = field(default_factory=list)
     encoded: list[bytes] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
+    geometry: list[Geometry | None] = field(default_factory=list)
     fingerprints: list[str] = field(default_factory=list)
     """Per sample of the dataset, in order: sha256 of the bytes read, or why it could not be read (the
     dataset identity of what the benchmark read)."""
@@ -75,11 +77,12 @@ class QuerySampleLibrary:
         for sample in samples:
             read = read_sample(sample)
             qsl.fingerprints.append(read.fingerprint)
-            x, error = prepare_read(pipeline, read, expected_shape)  # also checks the bytes decode in timed mode
+            x, error, geometry = prepare_item(pipeline, read, expected_shape)  # also checks timed mode's bytes
             if error is not None or x is None or read.data is None:
                 qsl.failures[sample.id] = error or "no data"
                 continue
             qsl.ids.append(sample.id)
+            qsl.geometry.append(geometry)
             if timed_preprocess:
                 qsl.encoded.append(read.data)
             else:
@@ -93,7 +96,16 @@ class QuerySampleLibrary:
     def zeros(cls, pipeline: Pipeline, shape: tuple[int, ...], dtype: str, count: int = 8) -> QuerySampleLibrary:
         """``count`` zero inputs of ``shape`` / ``dtype``: the library of the no-op overhead measurement."""
         arrays = [np.zeros(shape, dtype=np.dtype(dtype)) for _ in range(count)]
-        return cls(pipeline, [f"zeros-{i}" for i in range(count)], shape, False, inputs=arrays)
+        return cls(pipeline, [f"zeros-{i}" for i in range(count)], shape, False, inputs=arrays,
+                   geometry=[None] * count)
+
+    def repeat(self, index: int, count: int = 8) -> QuerySampleLibrary:
+        """``count`` copies of sample ``index`` (pre-processed, with its geometry): the library of the no-op
+        overhead measurement of a detection model, whose post-processing needs real outputs and geometry."""
+        x = self.inputs[index] if not self.timed_preprocess else self._preprocess(self.encoded[index], None)[0]
+        return QuerySampleLibrary(self.pipeline, [f"{self.ids[index]}-copy{i}" for i in range(count)],
+                                  self.expected_shape, False, inputs=[x] * count,
+                                  geometry=[self.geometry[index]] * count)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -101,21 +113,30 @@ class QuerySampleLibrary:
     def batch(self, indices: Sequence[int], tracer: Any) -> np.ndarray:
         """The model input of one query, (len(indices), ...) contiguous. Timed mode decodes and pre-processes
         here, one ``preprocess/<op>`` span (level ``model``) per op and sample."""
-        if not self.timed_preprocess:
-            if len(indices) == 1:
-                return self.inputs[indices[0]][np.newaxis]
-            return np.stack([self.inputs[i] for i in indices])
-        return np.stack([self._preprocess(self.encoded[i], tracer) for i in indices])
+        return self.batch_with_geometry(indices, tracer)[0]
 
-    def _preprocess(self, data: bytes, tracer: Any) -> np.ndarray:
+    def batch_with_geometry(self, indices: Sequence[int], tracer: Any) -> tuple[np.ndarray, list[Geometry | None]]:
+        """:meth:`batch` and each row's :class:`Geometry` (timed mode: the geometry of this pre-processing)."""
+        if not self.timed_preprocess:
+            rows = [self.geometry[i] for i in indices]
+            if len(indices) == 1:
+                return self.inputs[indices[0]][np.newaxis], rows
+            return np.stack([self.inputs[i] for i in indices]), rows
+        done = [self._preprocess(self.encoded[i], tracer) for i in indices]
+        return np.stack([x for x, _ in done]), [g for _, g in done]
+
+    def _preprocess(self, data: bytes, tracer: Any) -> tuple[np.ndarray, Geometry | None]:
         item: Item | str = Item(np.frombuffer(data, dtype=np.uint8), "encoded")
         for op in self.pipeline.pre_ops:
-            with tracer.span(f"preprocess/{op.name}", "model"):
+            if tracer is None:
                 item = apply_op(op, item)  # type: ignore[arg-type]
+            else:
+                with tracer.span(f"preprocess/{op.name}", "model"):
+                    item = apply_op(op, item)  # type: ignore[arg-type]
             if isinstance(item, str):  # the same bytes pre-processed when loaded: not expected to fail
                 raise RepliscopeError(f"pre-processing failed inside a timed query: {item}")
         assert isinstance(item, Item)
         error = shape_error(item.data, self.expected_shape)
         if error:
             raise RepliscopeError(error)
-        return item.data
+        return item.data, item.geometry

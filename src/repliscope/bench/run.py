@@ -8,6 +8,7 @@ before timing) -> scenario issue loop (:mod:`repliscope.bench.scenarios`) -> sta
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -41,9 +42,9 @@ from repliscope.bench.sut import NoopRunner, QueryIssuer
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.claims import MeasuredPerformance, judge_performance_claim
-from repliscope.evaluation.provenance import hardware, software_stack
+from repliscope.evaluation.provenance import hardware, runtime_distributions, software_stack
 from repliscope.evaluation.record import ManifestInfo
-from repliscope.evaluation.run import PreparedRun, input_shape
+from repliscope.evaluation.run import PreparedRun, batch_limit, input_shape
 from repliscope.runtimes.base import Runner
 
 BENCH_DISTRIBUTIONS = ("torch", "onnx", "onnxruntime", "onnxscript", "opencv-python-headless", "opencv-python",
@@ -77,20 +78,59 @@ def runner_with_threads(runner: Runner, threads: int) -> Runner:
     return runner if runner.threads == threads else runner.replica(threads=threads)
 
 
+def named_outputs(prepared: PreparedRun) -> bool:
+    """True when queries run ``Runner.infer_outputs`` (the task is not classification or the model has several
+    outputs), as :class:`repliscope.evaluation.engine.BatchInference` decides for the evaluation loop."""
+    return prepared.task.name != "image_classification" or len(prepared.artifact.output_names) > 1
+
+
+def max_batch(prepared: PreparedRun, settings: ScenarioSettings) -> int | None:
+    """1 for a model that takes one image at a time (:func:`repliscope.evaluation.run.batch_limit`), else None;
+    an offline ``--batch-size`` above it is an error (the record would name a batch never run)."""
+    limit = batch_limit(prepared)
+    if limit is not None and settings.scenario == "offline" and settings.batch_size > limit:
+        raise RepliscopeError(f"the model takes one image at a time (inputs[0].shape "
+                              f"{list(prepared.artifact.input_shape)}): offline --batch-size {settings.batch_size} "
+                              f"is not possible, use --batch-size {limit}")
+    return limit
+
+
+def default_offline_batch(input_shape: Sequence[int]) -> int:
+    """Offline's inference batch when ``--batch-size`` is not given: 1 for a model that takes one image at a time
+    (``inputs[0].shape`` with the batch fixed at 1 or an image axis of any size, the rule of
+    :func:`repliscope.evaluation.run.batch_limit`), else 8."""
+    shape = list(input_shape)
+    return 1 if shape and (shape[0] == 1 or any(d < 0 for d in shape[1:])) else 8
+
+
 def measure_overhead(prepared: PreparedRun, settings: ScenarioSettings, trace_level: str, queries: int,
-                     clock: Clock) -> HarnessOverhead:
-    """Issue ``queries`` queries of the scenario's shape through :class:`NoopRunner` on zero inputs (server:
-    back to back, as single-stream, since waiting for arrivals is not overhead)."""
+                     clock: Clock, *, runner: Runner | None = None,
+                     qsl: QuerySampleLibrary | None = None) -> HarnessOverhead:
+    """Issue ``queries`` queries of the scenario's shape through :class:`NoopRunner` (server: back to back, as
+    single-stream, since waiting for arrivals is not overhead). Classification: zero inputs, zero scores. A model
+    with named outputs (detection): copies of the library's first sample, and the no-op runtime answers each with
+    the outputs ``runner`` gave for that sample, so the post-processing (decoding, NMS, geometry) does its real
+    work on every query."""
     art = prepared.artifact
-    num_classes = int(prepared.loaded.manifest.outputs[0].shape[-1])
-    noop = NoopRunner(art, threads=1, cache_dir=prepared.runner.cache_dir, num_classes=num_classes)
-    qsl = QuerySampleLibrary.zeros(prepared.pipeline, input_shape(prepared), art.input_dtype)
+    named = named_outputs(prepared)
+    if named:
+        if runner is None or qsl is None:
+            raise RepliscopeError("the overhead of a model with named outputs needs its runner and library")
+        lib = qsl.repeat(0)
+        canned = runner.infer_outputs(lib.batch([0], None))
+        noop = NoopRunner(art, threads=1, cache_dir=prepared.runner.cache_dir, num_classes=1, canned=canned)
+    else:
+        num_classes = int(prepared.loaded.manifest.outputs[0].shape[-1])
+        noop = NoopRunner(art, threads=1, cache_dir=prepared.runner.cache_dir, num_classes=num_classes)
+        lib = QuerySampleLibrary.zeros(prepared.pipeline, input_shape(prepared), art.input_dtype)
+    limit = max_batch(prepared, settings)
     scenario = "single-stream" if settings.scenario == "server" else settings.scenario
     s = replace(settings, scenario=scenario, min_queries=queries, min_duration_s=0.0, warmup_queries=50,
                 samples_per_query=queries * settings.batch_size if scenario == "offline"
                 else settings.samples_per_query)
-    runs = [run_scenario(QueryIssuer(qsl, noop, prepared.pipeline, make_tracer(trace_level), postprocess=post),
-                         len(qsl), s, clock) for post in (True, False)]
+    runs = [run_scenario(QueryIssuer(lib, noop, prepared.pipeline, make_tracer(trace_level), postprocess=post,
+                                     named_outputs=named, max_batch=limit),
+                         len(lib), s, clock) for post in (True, False)]
     per_query = []
     for run in runs:
         lat = run.latencies_s if scenario != "offline" else np.diff(np.append(run.starts_s, run.duration_s))
@@ -228,7 +268,9 @@ def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibra
     s = options.scenario
     runner = runner_with_threads(prepared.runner, threads)
     runner.load()
-    issue = QueryIssuer(qsl, runner, prepared.pipeline, tracer)
+    limit = max_batch(prepared, s)
+    issue = QueryIssuer(qsl, runner, prepared.pipeline, tracer, named_outputs=named_outputs(prepared),
+                        max_batch=limit)
     peak = None
     with tracer.span("run", "application", command="bench", scenario=s.scenario, runtime=runner.name,
                      threads=threads), tracer.instrument(runner):
@@ -241,7 +283,8 @@ def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibra
             run = found
         else:
             run = run_scenario(issue, len(qsl), s, clock)
-    overhead = measure_overhead(prepared, s, options.trace_level, options.overhead_queries, clock)
+    overhead = measure_overhead(prepared, s, options.trace_level, options.overhead_queries, clock, runner=runner,
+                                qsl=qsl)
     lat_us = quantize_us(run.latencies_s)
     lat_ms = lat_us / 1000.0
     stop = early_stopping(lat_ms, s)
@@ -253,11 +296,13 @@ def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibra
                               sha256=loaded.sha256, text=loaded.text),
         pipeline=prepared.pipeline.describe(),
         runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
-        software=software_stack(BENCH_DISTRIBUTIONS),
+        software=software_stack(BENCH_DISTRIBUTIONS + runtime_distributions(runner.name)),
         hardware={**hardware(runner.threads), "cpu_governor": cpu_governor()},
         dataset={**dataset.describe(qsl.fingerprints), "query_samples": len(qsl),
                  "failed_samples": dict(list(qsl.failures.items())[:100])},
         settings={**asdict(s), "threads": threads, "batch_size": s.batch_of_query,
+                  "inference_batch": min(s.batch_of_query, limit or s.batch_of_query),
+                  "outputs": "infer_outputs (named)" if issue.named_outputs else "infer (scores)",
                   "timed_preprocess": options.timed_preprocess, "trace_level": options.trace_level,
                   "find_peak_qps": options.find_peak_qps, "clock": type(clock).__name__},
         latency=latency_summary(lat_ms),

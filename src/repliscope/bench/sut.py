@@ -1,8 +1,12 @@
 """The system under test: one query = batch from the library, infer with a :class:`Runner`, post-process.
 
-:class:`NoopRunner` returns zeros of the output shape without any work: issuing the same load through it
-measures what the harness itself adds to every query (batching, spans, the runner's timing wrapper,
-post-processing, the issue loop).
+A model with named outputs (a detection model, or several outputs) is run through ``Runner.infer_outputs`` and
+its post-processing gets every output by name and each row's geometry, as in the evaluation loop; a model that
+takes one image at a time (``max_batch`` 1) is run once per sample of a query.
+
+:class:`NoopRunner` returns zeros of the output shape (or one fixed set of named outputs) without any work:
+issuing the same load through it measures what the harness itself adds to every query (batching, spans, the
+runner's timing wrapper, post-processing, the issue loop).
 """
 
 from __future__ import annotations
@@ -21,14 +25,19 @@ from repliscope.runtimes.base import ModelArtifact, Runner
 
 
 class NoopRunner(Runner):
-    """``infer``: any (N, ...) batch -> float32 zeros (N, ``num_classes``); loads nothing, computes nothing."""
+    """``infer``: any (N, ...) batch -> float32 zeros (N, ``num_classes``); ``infer_outputs``: ``canned`` (every
+    named output of ONE sample, batch axis 1) repeated N times on the batch axis; loads nothing, computes
+    nothing."""
 
     name = "noop"
 
-    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path, num_classes: int = 1000) -> None:
+    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path, num_classes: int = 1000,
+                 canned: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self.num_classes = num_classes
         self._zeros = np.zeros((1, num_classes), dtype=np.float32)
+        self.canned = canned
+        self._repeated: dict[int, dict[str, np.ndarray]] = {}
 
     def framework(self) -> tuple[str, str]:
         return "repliscope-noop", "0"
@@ -42,31 +51,61 @@ class NoopRunner(Runner):
             self._zeros = np.zeros((n, self.num_classes), dtype=np.float32)
         return self._zeros
 
+    def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        if self.canned is None:
+            return super()._infer_outputs(batch)
+        n = batch.shape[0]
+        if n not in self._repeated:
+            self._repeated[n] = {k: np.repeat(v, n, axis=0) for k, v in self.canned.items()}
+        return dict(self._repeated[n])  # a new dict: post-processing ops may replace entries
+
 
 class QueryIssuer:
     """``issue(indices)``: one query, traced as a ``query`` span (level ``model``; warm-up queries inside one
     ``warmup`` span) with children
     ``preprocess/<op>`` (timed-preprocess libraries only), ``inference`` and ``postprocess/<op>``
-    (``postprocess=False``: none, for measuring the loop without the manifest's post-processing)."""
+    (``postprocess=False``: none, for measuring the loop without the manifest's post-processing).
+
+    ``named_outputs``: run ``Runner.infer_outputs`` (every output by name, e.g. a detector's boxes and scores)
+    and post-process them with each row's geometry; else ``Runner.infer`` (one (N, C) score array).
+    ``max_batch``: the most samples one inference takes (1: a model that takes one image at a time; the query's
+    samples are then inferred and post-processed one by one, an ``inference`` span each); None: the whole
+    query. ``last``: the post-processed predictions of the last inference (for checks)."""
 
     def __init__(self, qsl: QuerySampleLibrary, runner: Runner, pipeline: Pipeline, tracer: Any,
-                 postprocess: bool = True) -> None:
+                 postprocess: bool = True, *, named_outputs: bool = False, max_batch: int | None = None) -> None:
         self.qsl = qsl
         self.runner = runner
         self.post_ops = [(f"postprocess/{op.name}", op) for op in pipeline.post_ops] if postprocess else []
         self.tracer = tracer
+        self.named_outputs = named_outputs
+        self.max_batch = max_batch
+        self.last: Predictions | None = None
 
     def warmup(self, queries: int) -> AbstractContextManager[None]:
         """The ``warmup`` span (level ``model``) around a scenario's ``queries`` untimed queries."""
         return self.tracer.span("warmup", "model", queries=queries)
 
     def __call__(self, indices: Sequence[int]) -> None:
+        step = self.max_batch or len(indices)
+        with self.tracer.span("query", "model"):
+            for lo in range(0, len(indices), step):
+                self._infer(indices[lo:lo + step])
+
+    def _infer(self, indices: Sequence[int]) -> None:
         span = self.tracer.span
-        with span("query", "model"):
-            batch = self.qsl.batch(indices, self.tracer)
-            with span("inference", "model"):
+        batch, geometry = self.qsl.batch_with_geometry(indices, self.tracer)
+        with span("inference", "model"):
+            if self.named_outputs:
+                outputs = self.runner.infer_outputs(batch)
+            else:
                 scores = self.runner.infer(batch)
+        if self.named_outputs:
+            first = next(iter(outputs.values()))
+            preds = Predictions(scores=np.asarray(first, dtype=np.float32), outputs=outputs, geometry=geometry)
+        else:
             preds = Predictions(scores=np.asarray(scores, dtype=np.float32))
-            for name, op in self.post_ops:
-                with span(name, "model"):
-                    preds = op(preds)
+        for name, op in self.post_ops:
+            with span(name, "model"):
+                preds = op(preds)
+        self.last = preds

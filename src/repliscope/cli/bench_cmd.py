@@ -123,8 +123,9 @@ def print_benchmark(rec: Any) -> None:
 
 def bench(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
-    runtime: Annotated[list[str] | None, typer.Option("--runtime", help="torch | onnxruntime | opencv_dnn "
-                       "(repeatable; --runtimes A B C takes several; default: the manifest's native one).")] = None,
+    runtime: Annotated[list[str] | None, typer.Option("--runtime", help="torch | onnxruntime | opencv_dnn | tflite "
+                       "| tensorflow | keras | keras_tensorflow | keras_jax (repeatable; --runtimes A B C takes "
+                       "several; default: the manifest's native one).")] = None,
     threads: Annotated[list[int] | None, typer.Option("--threads", min=1, help="Intra-op threads (repeatable; "
                        "--threads 1 2 takes several; default 1, recorded).")] = None,
     scenario: Annotated[str, typer.Option(help="single-stream | multi-stream | server | offline")] = "single-stream",
@@ -144,7 +145,8 @@ def bench(
                                                          "p90, 662 for p99).")] = 1024,
     samples_per_query: Annotated[int | None, typer.Option(min=1, help="multi-stream: samples per query (default "
                                  "8); offline: samples of the one query (default --min-queries).")] = None,
-    batch_size: Annotated[int | None, typer.Option(min=1, help="offline: inference batch (default 8).")] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="offline: inference batch (default 8; 1 for a model "
+                                                    "that takes one image at a time).")] = None,
     warmup_queries: Annotated[int, typer.Option(min=0, help="Untimed queries first.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the sample order and the server arrivals.")] = 0,
     trace_level: Annotated[str, typer.Option(help="none | application | model | framework | library")] = "none",
@@ -160,7 +162,7 @@ def bench(
     """Benchmark a manifest in a LoadGen scenario: latency percentiles with intervals, throughput, early stopping,
     the harness's own overhead; a matrix of runtimes x threads prints ratios against the fastest."""
     from repliscope.bench.matrix import ratio_rows, run_matrix
-    from repliscope.bench.run import BenchOptions, make_tracer
+    from repliscope.bench.run import BenchOptions, default_offline_batch, make_tracer
     from repliscope.bench.scenarios import ScenarioSettings
     from repliscope.cli.main import native_runtime
     from repliscope.cli.output import console, print_table
@@ -196,7 +198,8 @@ def bench(
         settings = ScenarioSettings(
             scenario=scenario, min_duration_s=min_duration, min_queries=min_queries, warmup_queries=warmup_queries,
             samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
-            batch_size=(batch_size or 8) if scenario == "offline" else 1,
+            batch_size=(batch_size or default_offline_batch(loaded.manifest.inputs[0].shape))
+            if scenario == "offline" else 1,
             target_qps=1.0 if find_peak_qps else target_qps,  # the search replaces it by the peak it finds
             latency_bound_ms=latency_bound_ms, seed=seed)
         make_tracer(trace_level)  # an unknown level fails before anything runs

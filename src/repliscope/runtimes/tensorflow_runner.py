@@ -13,6 +13,11 @@ Threads: TensorFlow's intra/inter-op thread pools are PROCESS-GLOBAL and fixed a
 (``tf.config.threading``). The first runner sets intra-op = ``threads``, inter-op = 1; a later runner asking for
 another count cannot change them. ``notes["thread_pools"]`` holds the effective intra/inter-op counts (0 = TF's
 own choice, one thread per core), whether this runner set them, and ``matches_requested``.
+
+Tracing (``--trace-level framework``): one ``tensorflow.call`` span (framework) per batch with two stages as
+``layer`` spans: ``call`` (the concrete function: feed, graph, outputs as tensors) and ``to_numpy`` (outputs
+copied to numpy). TensorFlow's own profiler (XPlane) is not used: its per-op events need aligning to this
+process' clock, which a per-run offset cannot do exactly.
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ class TensorflowRunner(Runner):
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self._fn: Any = None
         self._call: Any = None
+        self.tracer: Any = None
+        """Set by :mod:`repliscope.tracing.instruments` while tracing at the framework level."""
 
     def framework(self) -> tuple[str, str]:
         return distribution_version(["tensorflow-cpu", "tensorflow"])
@@ -155,14 +162,27 @@ class TensorflowRunner(Runner):
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         assert self._call is not None
         check_batch(batch, self.artifact)
-        outs = self._call(np.ascontiguousarray(batch))
+        if self.tracer is not None:
+            return self._traced(batch)
+        return self._to_numpy(self._call(np.ascontiguousarray(batch)), batch.shape[0])
+
+    def _traced(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        span = self.tracer.span
+        stage = {"op_type": "stage", "source": "tensorflow"}
+        with span("tensorflow.call", "framework", batch_size=int(batch.shape[0])):
+            with span("call", "framework", layer="call", **stage):
+                outs = self._call(np.ascontiguousarray(batch))
+            with span("to_numpy", "framework", layer="to_numpy", **stage):
+                return self._to_numpy(outs, batch.shape[0])
+
+    def _to_numpy(self, outs: Any, n: int) -> dict[str, np.ndarray]:
         names = self.notes["graph"]["outputs"]
         result: dict[str, np.ndarray] = {}
         for manifest_name, out in zip(self.artifact.output_names or names, outs, strict=True):
             arr = np.asarray(out)
-            if arr.ndim == 0 or arr.shape[0] != batch.shape[0]:
+            if arr.ndim == 0 or arr.shape[0] != n:
                 raise BatchError(f"output '{manifest_name}' has shape {arr.shape}: its first axis is not the "
-                                 f"batch ({batch.shape[0]})")
+                                 f"batch ({n})")
             result[manifest_name] = arr
         return result
 

@@ -11,6 +11,10 @@ the batch size (``resize_tensor_input`` + ``allocate_tensors``) and run once per
 with a fixed batch of 1 (most exported detectors: their reshapes fix the batch) is run once per image and the
 outputs are stacked (``"loop"``).
 
+Tracing (``--trace-level framework``): LiteRT's Python interpreter exposes no per-operator profiler, so the
+level records, per ``invoke``, a ``tflite.run`` span (framework) with three stages as ``layer`` spans:
+``set_input`` (quantise + copy in), ``invoke`` (the whole graph) and ``get_outputs`` (copy out + dequantise).
+
 Outputs are matched by NAME: the manifest's ``outputs[*].name`` against the interpreter's output details'
 ``name``; the runner's output dict follows the manifest order. Without manifest output names (a single-output
 classification model), the interpreter's outputs in ``get_output_details()`` order.
@@ -78,6 +82,8 @@ class TfliteRunner(Runner):
         self._out_q: list[dict[str, Any] | None] = []
         self._dynamic_batch = False
         self._batch = -1
+        self.tracer: Any = None
+        """Set by :mod:`repliscope.tracing.instruments` while tracing at the framework level."""
 
     def framework(self) -> tuple[str, str]:
         return distribution_version(["ai-edge-litert", "tflite-runtime"])
@@ -154,13 +160,29 @@ class TfliteRunner(Runner):
             interp.resize_tensor_input(self._input["index"], list(x.shape))
             interp.allocate_tensors()
             self._batch = x.shape[0]
+        if self.tracer is not None:
+            return self._traced_run(x)
         interp.set_tensor(self._input["index"], x)
         interp.invoke()
+        return self._fetch()
+
+    def _fetch(self) -> list[np.ndarray]:
         outs = []
         for d, q in zip(self._outputs, self._out_q, strict=True):
-            out = interp.get_tensor(d["index"])
+            out = self._interp.get_tensor(d["index"])
             outs.append(dequantize(out, q) if q is not None else np.array(out, copy=True))
         return outs
+
+    def _traced_run(self, x: np.ndarray) -> list[np.ndarray]:
+        span = self.tracer.span
+        stage = {"op_type": "stage", "source": "tflite"}
+        with span("tflite.run", "framework", batch_size=int(x.shape[0])):
+            with span("set_input", "framework", layer="set_input", **stage):
+                self._interp.set_tensor(self._input["index"], x)
+            with span("invoke", "framework", layer="invoke", **stage):
+                self._interp.invoke()
+            with span("get_outputs", "framework", layer="get_outputs", **stage):
+                return self._fetch()
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         assert self._interp is not None

@@ -44,6 +44,21 @@ def _opencv(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     return opencv_layer_timings(tracer, runner)
 
 
+@contextlib.contextmanager
+def _staged(tracer: Any, runner: Any) -> Iterator[None]:
+    """The runner's own stage spans (the tflite / tensorflow runners' ``tracer`` hook): ``tflite.run`` with
+    ``set_input`` / ``invoke`` / ``get_outputs``, ``tensorflow.call`` with ``call`` / ``to_numpy``."""
+    runner.tracer = tracer
+    try:
+        yield
+    finally:
+        runner.tracer = None
+
+
+INSTRUMENTS.add("tflite", _staged)
+INSTRUMENTS.add("tensorflow", _staged)
+
+
 def instrument_runner(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """The instrumentation of ``runner.name``; a runtime without one is an error naming those that have one."""
     name = getattr(runner, "name", type(runner).__name__)
