@@ -8,6 +8,8 @@ Register with ``register(app)``. Forms::
                     [--plot out.png] [--json]
     repliscope diff MANIFEST --candidate X [--candidate-format onnx|tflite|savedmodel|keras|torch]
                     [--mapping FILE] [--save-mapping FILE] ...
+    repliscope diff MANIFEST --runtimes onnxruntime opencv_dnn --layers [--opencv-engine new|classic]
+                    (node by node on the ONNX graph(s) the runtimes run: repliscope.diff.runtime_layers)
 
 Exit code 1 when a layer diff finds a layer over tolerance in ANY mode run, 2 on errors.
 """
@@ -70,6 +72,9 @@ def diff(
                                                       )] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the per-layer error plot (PNG) here.")] = None,
     threads: Annotated[int, typer.Option(min=1)] = 2,
+    opencv_engine: Annotated[str, typer.Option(
+        help="OpenCV DNN engine of the node-by-node diff --runtimes onnxruntime opencv_dnn --layers: new | "
+             "classic (OpenCV 5).")] = "new",
     trace_level: TraceLevelOption = "none",
     trace_out: TraceOutOption = None,
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the run store.")] = None,
@@ -80,6 +85,9 @@ def diff(
     try:
         check_arguments(run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping,
                         save_mapping)
+        if opencv_engine != "new" and not (layers and runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS):
+            raise RepliscopeError("--opencv-engine goes with the node-by-node diff --runtimes onnxruntime "
+                                  "opencv_dnn --layers (the opencv_dnn runtime itself asks for the new engine)")
         tracer = start_tracing(trace_level, trace_out)
         if run_b is not None:
             if tracer.rank:
@@ -91,7 +99,8 @@ def diff(
             with use_tracer(tracer), tracer.span("run", "application", command="diff", manifest=target):
                 result, failed = _diff_manifest(target, runtimes, candidate, dataset, layers, mode, batch,
                                                 tolerance_k, threads, plot,
-                                                LayerOptions(candidate_format, mapping, save_mapping, as_json))
+                                                LayerOptions(candidate_format, mapping, save_mapping, as_json,
+                                                             opencv_engine))
             if tracer.rank:
                 from repliscope.store.repository import RunStore
 
@@ -113,8 +122,12 @@ def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str
     if mode not in _MODES:
         raise RepliscopeError(f"--mode must be golden, carried or both, not '{mode}'")
     if layers or candidate is not None:
-        result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k, threads,
-                         options)
+        if runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
+            result: Any = _runtime_layers(Path(target), dataset, batch, _MODES[mode], tolerance_k, threads,
+                                          options.opencv_engine)
+        else:
+            result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k,
+                             threads, options)
         if plot is not None:
             from repliscope.diff.plot import plot_layer_errors
 
@@ -198,9 +211,17 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
     from repliscope.runtimes import RUNTIMES
 
     ref, cand = runtimes
+    if ref in RUNTIME_LAYER_PAIRS:
+        if candidate is not None or cand != RUNTIME_LAYER_PAIRS[ref]:
+            raise RepliscopeError(f"a layer diff with an {ref} reference compares the ONNX graph node by node on "
+                                  f"--runtimes {ref} {RUNTIME_LAYER_PAIRS[ref]} (no --candidate); other runtimes "
+                                  f"take the torch reference (--runtimes torch {cand})")
+        return
     if ref != "torch":
         other = ref if cand == "torch" else cand
-        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {other}), not '{ref}'")
+        pairs = ", ".join(f"{a} {b}" for a, b in RUNTIME_LAYER_PAIRS.items())
+        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {other}), not '{ref}' "
+                              f"(runtime pairs on one ONNX graph: --runtimes {pairs})")
     if candidate is not None:
         from repliscope.diff.candidate_format import check_format, detect_format
 
@@ -245,6 +266,23 @@ class LayerOptions:
     mapping: Path | None = None
     save_mapping: Path | None = None
     as_json: bool = False
+    opencv_engine: str = "new"
+
+
+RUNTIME_LAYER_PAIRS = {"onnxruntime": "opencv_dnn"}
+"""Reference runtime -> candidate runtime of the node-by-node diff on one ONNX graph."""
+
+
+def _runtime_layers(manifest: Path, dataset: str, batch: int, modes: list[str], tolerance_k: float | None,
+                    threads: int, engine: str) -> LayerDiffResult:
+    from repliscope.datasets import resolve_dataset
+    from repliscope.diff.runtime_layers import diff_runtime_graphs, manifest_graphs
+    from repliscope.diff.tolerance import TolerancePolicy
+
+    graphs, ids = manifest_graphs(manifest, resolve_dataset(dataset), batch, threads=threads)
+    policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
+    return diff_runtime_graphs(graphs, engine=engine, modes=modes, tolerance=policy,  # type: ignore[arg-type]
+                               threads=threads, samples=ids)
 
 
 def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: str | None, dataset: str,

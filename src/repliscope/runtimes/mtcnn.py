@@ -299,3 +299,32 @@ def _regress(bbox: np.ndarray, reg: np.ndarray) -> np.ndarray:
     bbox[:, 0:4] = np.transpose(np.vstack([bbox[:, 0] + reg[:, 0] * w, bbox[:, 1] + reg[:, 1] * h,
                                            bbox[:, 2] + reg[:, 2] * w, bbox[:, 3] + reg[:, 3] * h]))
     return bbox
+
+
+def cascade_net_inputs(files: dict[str, Path], images: list[np.ndarray], threads: int = 1) -> dict[str, np.ndarray]:
+    """What the cascade feeds each net when it runs on onnxruntime over ``images`` (HxWx3 RGB uint8 each):
+    ``pnet`` the first call's input (the first image's largest pyramid level, float32 (1, W', H', 3)), ``rnet`` /
+    ``onet`` every call's crops concatenated (float32 (K, 24, 24, 3) / (M, 48, 48, 3)). A net the cascade never
+    reached (no candidate box) is absent. Used as real inputs by the runtime layer diff."""
+    import onnxruntime as ort
+
+    seen: dict[str, list[np.ndarray]] = {}
+
+    def make(name: str, path: Path) -> Net:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        feed = session.get_inputs()[0].name
+
+        def run(x: np.ndarray) -> list[np.ndarray]:
+            seen.setdefault(name, []).append(np.array(x, dtype=np.float32, copy=True))
+            return [np.asarray(o) for o in session.run(None, {feed: x})]
+        return run
+
+    cascade = MtcnnCascade({name: make(name, path) for name, path in files.items()})
+    for img in images:
+        cascade.detect(img)
+    out = {name: np.concatenate(xs) for name, xs in seen.items() if name != "pnet"}
+    if "pnet" in seen:
+        out["pnet"] = seen["pnet"][0]
+    return out
