@@ -111,11 +111,55 @@ def test_classification_data_is_refused(prepared: PreparedRun) -> None:
         evaluate(prepared, images)
 
 
-def test_categories_must_be_the_manifests_labels(prepared: PreparedRun, synthetic: Dataset) -> None:
+def test_only_the_categories_the_model_detects_are_scored(prepared: PreparedRun, synthetic: Dataset) -> None:
+    """COCOeval's params.catIds: a dataset category the manifest's labels do not name ('lime') is left out of the
+    scores with its ground truth, and said so in the record, the CLI line and the report (was: refused)."""
     renamed = Dataset("renamed", synthetic.samples, license="x", label_rule="x",
                       categories={1: "red", 2: "lime", 3: "blue"})
-    with pytest.raises(DatasetError, match="categories the manifest's labels do not name: 2 'lime'"):
-        evaluate(prepared, renamed)
+    got = evaluate(prepared, renamed)
+    assert got.dataset["categories_evaluated"] == [[1, "red"], [3, "blue"]]
+    assert (got.dataset["categories_left_out"], got.dataset["objects_left_out"]) == ([[2, "lime"]], 12)
+    assert [c["class_id"] for c in got.per_class or []] == [1, 3]
+    assert got.ground_truth is not None and got.ground_truth.categories == {1: "red", 3: "blue"}
+    assert sum(len(t.boxes) for t in got.ground_truth.samples) == 33 - 12
+    # the detector finds every red and blue box; its green (class 2) detections are not scored
+    assert {m.name: m.value for m in got.metrics}["AP"] == 1.0
+    assert got.dataset["identity"] == renamed.identity  # the identity is the whole dataset's
+    from repliscope.tasks.detection import categories_left_out_line
+
+    assert categories_left_out_line(got.dataset) == ("scored on 2 of 3 dataset categories, the ones the model's "
+                                                      "labels name (1 red, 3 blue); 1 left out with their 12 "
+                                                      "ground-truth boxes: lime")
+    from repliscope.report.markdown import render_run_markdown
+
+    assert "Scored on 2 of 3 dataset categories" in render_run_markdown(got)
+    stored = dataset_of(got)  # re-scoring the stored record sees the scored categories only
+    assert stored.categories == {1: "red", 3: "blue"}
+
+
+def test_a_dataset_the_model_detects_nothing_of_is_refused(prepared: PreparedRun, synthetic: Dataset) -> None:
+    other = Dataset("other", synthetic.samples, license="x", label_rule="x",
+                    categories={1: "cat", 2: "dog", 3: "lime"})
+    with pytest.raises(DatasetError, match=r"the model detects none of dataset 'other''s categories \(1 'cat', "
+                                           r"2 'dog', 3 'lime'; the manifest's labels: red, green, blue\)"):
+        evaluate(prepared, other)
+
+
+def test_full_coverage_notes_every_category_and_leaves_nothing_out(record: EvaluationRecord) -> None:
+    assert record.dataset["categories_evaluated"] == [[1, "red"], [2, "green"], [3, "blue"]]
+    assert record.dataset["categories_left_out"] == [] and "objects_left_out" not in record.dataset
+
+
+def test_coverage_by_name_and_by_coco_91_id() -> None:
+    from repliscope.tasks.coco_names import COCO_80, COCO_91
+    from repliscope.tasks.detection import coverage
+
+    cats = {1: "person", 2: "bicycle", 90: "toothbrush"}
+    assert coverage(cats, ["person"]) == coverage(cats, ["face", "person"])
+    assert (coverage(cats, ["person"]).evaluated, coverage(cats, ["person"]).left_out) == (
+        {1: "person"}, {2: "bicycle", 90: "toothbrush"})
+    assert coverage(cats, COCO_91).evaluated == cats == coverage(cats, COCO_80).evaluated
+    assert coverage({2: "person"}, COCO_91).evaluated == {}  # coco-91 is indexed by id: 2 is bicycle
 
 
 def test_boxes_not_in_the_final_format_name_the_missing_op() -> None:

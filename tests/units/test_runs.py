@@ -44,3 +44,14 @@ def test_refusals(record: EvaluationRecord) -> None:
     identical = run_units(record, record, replicates=20)
     assert identical.paired is not None and identical.paired["delta_ap"] == 0
     assert identical.against_reference is not None and identical.against_reference.diagnosis.box is None
+
+
+def test_a_given_dataset_is_scored_on_the_records_categories_only(record: EvaluationRecord) -> None:
+    """A record scored on a subset of the dataset's categories (the model detects only those): --dataset gets
+    the same subset, as the stored ground truth has it."""
+    partial = record.model_copy(update={"ground_truth": None, "dataset": {
+        **record.dataset, "categories_evaluated": [[1, "red"], [3, "blue"]], "categories_left_out": [[2, "green"]]}})
+    truth = ground_truth_for(partial, resolve_dataset("synthetic_detection"))
+    assert truth.categories == {1: "red", 3: "blue"}
+    assert sum(len(s.objects or ()) for s in truth.samples) == 33 - 12
+    assert {o.class_id for s in truth.samples for o in s.objects or ()} == {1, 3}

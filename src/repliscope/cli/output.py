@@ -53,9 +53,11 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
     c = rec.counts
     truth = rec.ground_truth
     annotated = (f"{sum(len(t.boxes) for t in truth.samples)} ground-truth boxes in {len(truth.categories)} "
-                 f"categories" if truth is not None else f"{c['labelled']} labelled")
+                 f"categor{'y' if len(truth.categories) == 1 else 'ies'}" if truth is not None
+                 else f"{c['labelled']} labelled")
     console.print(f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
                   f", {annotated}")
+    print_categories_left_out(d)
     detection = rec.task == "object_detection"
     title = "metrics (95 % bootstrap interval over images)" if detection else "metrics (95 % Wilson interval)"
     table = Table(title=title)
@@ -122,6 +124,14 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
 
 def _fraction(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
+
+
+def print_categories_left_out(dataset: dict[str, Any]) -> None:
+    from repliscope.tasks.detection import categories_left_out_line
+
+    line = categories_left_out_line(dataset)
+    if line is not None:
+        console.print(f"categories {line}", highlight=False)
 
 
 def print_per_class(rows: Sequence[dict[str, Any]]) -> None:

@@ -149,7 +149,8 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
     runner = runner or prepared.runner
     loaded = prepared.loaded
     task = prepared.task
-    metrics, per_class = task.evaluate(loop.predictions, dataset)
+    scored, coverage = task.restrict(dataset, prepared.class_names)  # detection: the categories the model detects
+    metrics, per_class = task.evaluate(loop.predictions, scored)
     by_name = {m.name: m for m in metrics}
     failed = sum(1 for p in loop.predictions if p.error is not None)
     claims = [judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed)
@@ -166,7 +167,7 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
                  "model_origin": prepared.artifact.origin},
         software=software_stack(_FRAMEWORK_DISTRIBUTIONS + runtime_distributions(runner.name)),
         hardware=hardware(runner.threads),
-        dataset={**dataset.describe(loop.fingerprints),  # identity of what the loop read
+        dataset={**dataset.describe(loop.fingerprints), **coverage,  # identity of what the loop read
                  "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
         options={"batch_size": options.batch_size, "threads": runner.threads, "prep_workers": options.prep_workers,
                  "prefetch_batches": options.prefetch_batches, "fail_fast": options.fail_fast,
@@ -183,6 +184,6 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
         samples=loop.predictions,
         result_hash=result_hash(loop.predictions),
         task=task.name,
-        ground_truth=ground_truth_of(dataset) if task.name == "object_detection" else None,
+        ground_truth=ground_truth_of(scored) if task.name == "object_detection" else None,
         per_class=per_class,
     )

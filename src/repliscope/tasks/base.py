@@ -49,6 +49,11 @@ class Task(ABC):
         """(:meth:`metrics`, per-class rows or None): what a record stores. Default: no per-class rows."""
         return self.metrics(samples, dataset), None
 
+    def restrict(self, dataset: Dataset, class_names: Sequence[str] | None) -> tuple[Dataset, dict[str, Any]]:
+        """(the dataset the run is scored on, entries for the record's ``dataset`` section). Default: ``dataset``
+        itself, nothing to note. Detection scores only the categories the model detects and notes which."""
+        return dataset, {}
+
     @abstractmethod
     def paired(self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
                dataset: Dataset | None) -> dict[str, Any] | None:

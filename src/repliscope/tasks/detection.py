@@ -40,6 +40,49 @@ def missing_conversion(fmt: BoxFormat) -> str | None:
             "resize / crop / letterbox)")
 
 
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    """The dataset's categories split by whether the model detects them (id -> name, in id order)."""
+
+    evaluated: dict[int, str]
+    left_out: dict[int, str]
+
+
+def coverage(categories: dict[int, str], class_names: Sequence[str]) -> Coverage:
+    """Which dataset ``categories`` the model's ``class_names`` (the manifest's labels) cover: by name, except
+    ``builtin:coco-91`` (91 names from ``background``), indexed by COCO category id, where the name at the id
+    must be the category's."""
+    by_id = len(class_names) == 91 and class_names[0] == "background"
+    names = set(class_names)
+    evaluated: dict[int, str] = {}
+    left_out: dict[int, str] = {}
+    for c, name in sorted(categories.items()):
+        covered = (0 <= c < 91 and class_names[c] == name) if by_id else name in names
+        (evaluated if covered else left_out)[c] = name
+    return Coverage(evaluated, left_out)
+
+
+def keep_categories(dataset: Dataset, categories: dict[int, str]) -> Dataset:
+    """``dataset`` with only ``categories`` and the ground-truth objects of those (samples, order kept)."""
+    samples = [s if s.objects is None else dataclasses.replace(
+        s, objects=tuple(o for o in s.objects if o.class_id in categories)) for s in dataset.samples]
+    return dataclasses.replace(dataset, samples=samples, categories=dict(categories), _identity=None)
+
+
+def categories_left_out_line(dataset: dict[str, Any]) -> str | None:
+    """Detection: which dataset categories the run was scored on when the model detects only some of them
+    (the record's ``categories_evaluated`` / ``categories_left_out``); None when none was left out."""
+    left = dataset.get("categories_left_out") or []
+    if not left:
+        return None
+    kept = dataset.get("categories_evaluated") or []
+    names = ", ".join(str(n) for _, n in left[:8]) + (" ..." if len(left) > 8 else "")
+    return (f"scored on {len(kept)} of {len(kept) + len(left)} dataset categories, the ones the model's labels name "
+            f"({', '.join(f'{c} {n}' for c, n in kept)}); {len(left)} left out with their "
+            f"{dataset.get('objects_left_out', 0)} ground-truth boxes: {names}")
+
+
+
 class ObjectDetection(Task):
     """Boxes per image, recorded best score first as :class:`Detection` (source-image pixels, category ids)."""
 
@@ -49,9 +92,9 @@ class ObjectDetection(Task):
     output_kinds: ClassVar[tuple[str, ...]] = DETECTION_OUTPUT_KINDS
 
     def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:
-        """Every sample needs ground truth boxes (``objects``); when both the dataset's categories and the
-        manifest's class names are known, every annotated category's name must be one of the class names
-        (``builtin:coco-91`` is indexed by category id: there the name at that id must match)."""
+        """Every sample needs ground truth boxes (``objects``) in categories the dataset lists; when both the
+        dataset's categories and the manifest's class names are known, at least one dataset category must be one
+        the model detects (:func:`coverage`: the others are left out of the evaluation, and said so)."""
         missing = [s.id for s in dataset.samples if s.objects is None]
         if missing:
             raise DatasetError(f"dataset '{dataset.name}' has no box annotations ({len(missing)} of "
@@ -63,14 +106,28 @@ class ObjectDetection(Task):
         if unknown:
             raise DatasetError(f"dataset '{dataset.name}' annotates category ids {unknown} it does not list in its "
                                f"categories")
-        names = set(class_names)
-        by_id = len(class_names) == 91 and class_names[0] == "background"  # builtin:coco-91 (index = COCO id)
-        bad = [f"{c} '{dataset.categories[c]}'" for c in used
-               if (class_names[c] != dataset.categories[c] if by_id and c < 91 else dataset.categories[c] not in names)]
-        if bad:
-            raise DatasetError(f"dataset '{dataset.name}' has categories the manifest's labels do not name: "
-                               f"{', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''} (labels: "
-                               f"{', '.join(class_names[:5])}, ...); the labels must be the dataset's classes")
+        if not coverage(dataset.categories, class_names).evaluated:
+            shown = [f"{c} '{n}'" for c, n in sorted(dataset.categories.items())]
+            raise DatasetError(f"the model detects none of dataset '{dataset.name}''s categories "
+                               f"({', '.join(shown[:10])}{' ...' if len(shown) > 10 else ''}; the manifest's labels: "
+                               f"{', '.join(class_names[:5])}{', ...' if len(class_names) > 5 else ''}): the labels "
+                               "must name the dataset categories the model detects")
+
+    def restrict(self, dataset: Dataset, class_names: Sequence[str] | None) -> tuple[Dataset, dict[str, Any]]:
+        """``dataset`` scored on the categories the model detects (COCOeval's ``params.catIds``): categories
+        and ground truth objects of the others removed, and the record's note ``{"categories_evaluated":
+        [[id, name], ...], "categories_left_out": [[id, name], ...], "objects_left_out": N}`` (N only when some
+        are left out; the dataset unchanged when none is). No note when either side is unknown."""
+        if not dataset.categories or class_names is None:
+            return dataset, {}
+        cov = coverage(dataset.categories, class_names)
+        note: dict[str, Any] = {"categories_evaluated": [[c, n] for c, n in cov.evaluated.items()],
+                                "categories_left_out": [[c, n] for c, n in cov.left_out.items()]}
+        if not cov.left_out:
+            return dataset, note
+        note["objects_left_out"] = sum(1 for s in dataset.samples for o in s.objects or ()
+                                       if o.class_id not in cov.evaluated)
+        return keep_categories(dataset, cov.evaluated), note
 
     def to_samples(self, preds: Predictions, batch: Sequence[Sample], rows: Sequence[int]) -> list[SamplePrediction]:
         """Row ``j``'s boxes for ``batch[rows[j]]``, best score first (stable: ties keep the model's order)."""

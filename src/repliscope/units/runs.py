@@ -61,6 +61,10 @@ def ground_truth_for(record: EvaluationRecord, dataset: Dataset | None = None) -
     if expected and dataset.identity != expected:
         raise RepliscopeError(f"dataset '{dataset.name}' (identity {dataset.identity[:12]}) is not the data run "
                               f"{record.run_id[:12]} was evaluated on (identity {str(expected)[:12]})")
+    if record.dataset.get("categories_left_out"):  # scored on the categories the model detects only
+        from repliscope.tasks.detection import keep_categories
+
+        return keep_categories(dataset, {int(c): str(n) for c, n in record.dataset["categories_evaluated"]})
     return dataset
 
 
