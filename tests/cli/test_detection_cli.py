@@ -76,3 +76,12 @@ def test_blazeface_evaluates_on_its_own_runtime_without_runtime_option(tmp_path:
 
     # the record carries the runtime's own distributions (was: only torch / onnx ones)
     assert record.software["distributions"]["ai-edge-litert"] == version("ai-edge-litert")
+
+
+def test_runtime_line_names_a_conversion() -> None:
+    """A tflite model run on onnxruntime says it ran tf2onnx's conversion (the record's runtime.conversion)."""
+    from repliscope.cli.output import _conversion
+
+    conv = {"converter": "tf2onnx", "converter_version": "1.17.0", "from": "tflite", "cached": True}
+    assert _conversion(conv) == ", converted from tflite by tf2onnx 1.17.0 (cached)"
+    assert _conversion(None) == "" == _conversion({"opset": 17})

@@ -140,7 +140,7 @@ def test_only_the_categories_the_model_detects_are_scored(prepared: PreparedRun,
 def test_a_dataset_the_model_detects_nothing_of_is_refused(prepared: PreparedRun, synthetic: Dataset) -> None:
     other = Dataset("other", synthetic.samples, license="x", label_rule="x",
                     categories={1: "cat", 2: "dog", 3: "lime"})
-    with pytest.raises(DatasetError, match=r"the model detects none of dataset 'other''s categories \(1 'cat', "
+    with pytest.raises(DatasetError, match=r"the model detects none of the categories of dataset 'other' \(1 'cat', "
                                            r"2 'dog', 3 'lime'; the manifest's labels: red, green, blue\)"):
         evaluate(prepared, other)
 

@@ -45,7 +45,7 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
     rt = rec.runtime
     console.print(f"runtime   {rt['runtime']} ({rt['framework']} {rt['framework_version']}), threads {rt['threads']}"
                   + (f", ONNX exported from torch ({'cached' if rt['export'].get('cached') else 'new'})"
-                     if rt.get("export") else ""))
+                     if rt.get("export") else "") + _conversion(rt.get("conversion")))
     d = rec.dataset
     console.print(f"dataset   {d['name']}  {d['num_samples']} samples, identity {d['identity'][:12]}, "
                   f"label rule {d['label_rule']}")
@@ -124,6 +124,15 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
 
 def _fraction(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
+
+
+def _conversion(conv: Any) -> str:
+    """``", converted from tflite by tf2onnx 1.17.0 (cached)"`` for a runtime that ran a converted model."""
+    if not isinstance(conv, dict) or "converter" not in conv:
+        return ""
+    cached = " (cached)" if conv.get("cached") else ""
+    version = conv.get("converter_version", "")
+    return f", converted from {conv.get('from', '?')} by {conv['converter']} {version}{cached}"
 
 
 def print_categories_left_out(dataset: dict[str, Any]) -> None:

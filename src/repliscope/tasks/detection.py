@@ -108,7 +108,7 @@ class ObjectDetection(Task):
                                f"categories")
         if not coverage(dataset.categories, class_names).evaluated:
             shown = [f"{c} '{n}'" for c, n in sorted(dataset.categories.items())]
-            raise DatasetError(f"the model detects none of dataset '{dataset.name}''s categories "
+            raise DatasetError(f"the model detects none of the categories of dataset '{dataset.name}' "
                                f"({', '.join(shown[:10])}{' ...' if len(shown) > 10 else ''}; the manifest's labels: "
                                f"{', '.join(class_names[:5])}{', ...' if len(class_names) > 5 else ''}): the labels "
                                "must name the dataset categories the model detects")
