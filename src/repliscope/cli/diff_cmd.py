@@ -464,8 +464,9 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         console.print(f"output    [yellow]not compared: {r.output_note}[/]")
     uncompared = getattr(r, "uncompared", None)
     if uncompared:
+        more = f"; ... {len(uncompared) - 10} more (--json lists all)" if len(uncompared) > 10 else ""
         console.print(f"[yellow]not compared ({len(uncompared)}):[/] "
-                      + "; ".join(f"{u.path} ({u.reason})" for u in uncompared))
+                      + "; ".join(f"{u.path} ({u.reason})" for u in uncompared[:10]) + more)
     elif r.not_compared:
         console.print(f"[yellow]not compared ({len(r.not_compared)}):[/] {', '.join(r.not_compared)}")
     else:

@@ -53,6 +53,10 @@ class OnnxGraphCandidate(NamedCandidate):
             raise RepliscopeError(f"ONNX candidate '{path}': the layer diff needs one input, the model has "
                                   f"{len(inputs)}")
         self.input_name = inputs[0].name
+        elem = inputs[0].type.tensor_type.elem_type
+        self.input_dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
+        """The graph input's dtype: the batch is cast to it (float32 for a float model, uint8 kept for a uint8
+        image input)."""
         dims = [d.dim_value or 1 for d in inputs[0].type.tensor_type.shape.dim]
         self.layout = input_layout(dims)  # type: ignore[misc]
         self.output_layout = "NHWC" if self.layout == "NHWC" else "reference"  # type: ignore[misc]
@@ -122,6 +126,34 @@ class OnnxGraphCandidate(NamedCandidate):
                     external.append(tensor)
         return nodes, external
 
+    def node(self, name: str) -> onnx.NodeProto:
+        """The node whose first output is ``name`` (a unit)."""
+        return self._nodes[name]
+
+    def unit_model(self, name: str) -> tuple[onnx.ModelProto, list[str]]:
+        """The golden unit ending at tensor ``name`` (:meth:`chain`) as a model of its own: (model, its inputs in
+        the order they are read); its one output is ``name``."""
+        nodes, external = self.chain(name)
+        return self._sub_model(nodes, external, name), external
+
+    def exposed_model(self, names: Iterable[str]) -> onnx.ModelProto:
+        """A copy of the model whose graph outputs are its own followed by the tensors ``names``."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        existing = {o.name for o in model.graph.output}
+        model.graph.output.extend(self._value_info(t) for t in names if t not in existing)
+        return model
+
+    def tensor_values(self, x: np.ndarray, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Any tensors of the graph (node outputs, not only units' first outputs) on the input ``x`` (the
+        candidate's layout), by one onnxruntime session with those tensors exposed."""
+        wanted = list(dict.fromkeys(names))
+        key = ("tensors", *wanted)
+        if key not in self._sessions:
+            self._sessions[key] = self._session(self.exposed_model(wanted))
+        outs = self._sessions[key].run(wanted, {self.input_name: np.asarray(x, self.input_dtype)})
+        return {name: np.asarray(v) for name, v in zip(wanted, outs, strict=True)}
+
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         nodes, external = self.chain(path)
         check_unit_inputs(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)})", len(external), len(inputs))
@@ -147,12 +179,9 @@ class OnnxGraphCandidate(NamedCandidate):
             raise RepliscopeError(f"ONNX candidate: no node output named {', '.join(unknown[:5])}")
         key = ("carried", *wanted)
         if key not in self._sessions:
-            model = onnx.ModelProto()
-            model.CopyFrom(self.model)
-            existing = {o.name for o in model.graph.output}
-            model.graph.output.extend(self._value_info(t) for t in wanted if t not in existing)
-            self._sessions[key] = self._session(model)
-        outs = self._sessions[key].run(wanted, {self.input_name: self.to_candidate_layout(np.asarray(x, np.float32))})
+            self._sessions[key] = self._session(self.exposed_model(wanted))
+        feed = {self.input_name: self.to_candidate_layout(np.asarray(x, self.input_dtype))}
+        outs = self._sessions[key].run(wanted, feed)
         for name, value in zip(wanted, outs, strict=True):
             yield name, np.asarray(value)
 
@@ -161,7 +190,7 @@ class OnnxGraphCandidate(NamedCandidate):
         if key not in self._sessions:
             self._sessions[key] = self._session(self.model)
         first = self.model.graph.output[0].name
-        feed = {self.input_name: self.to_candidate_layout(np.asarray(x, np.float32))}
+        feed = {self.input_name: self.to_candidate_layout(np.asarray(x, self.input_dtype))}
         return np.asarray(self._sessions[key].run([first], feed)[0])
 
     def _sub_model(self, nodes: list[onnx.NodeProto], external: list[str], output: str) -> onnx.ModelProto:

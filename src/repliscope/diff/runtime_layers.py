@@ -161,8 +161,9 @@ class OpenCVGraph:
             present = [n for n in names if not layer or n in known]
             outs = dict(zip(present, net.forward(present), strict=True))
         except cv2.error as exc:
-            lines = [s.strip() for s in str(exc).splitlines() if s.strip()]
-            raise RepliscopeError(f"OpenCV DNN ({self.engine} engine): {' '.join(lines)[-300:]}") from None
+            text = " ".join(str(exc).split())
+            text = text[text.find("error: (") + 7:] if "error: (" in text else text
+            raise RepliscopeError(f"OpenCV DNN ({self.engine} engine): {text[:300]}") from None
         finally:
             path.unlink(missing_ok=True)
         return [np.array(outs[n], copy=True) if n in outs else None for n in names]
@@ -229,20 +230,20 @@ def _diff_graph(graph: GraphInput, cand: OpenCVGraph, modes: Sequence[Mode], pol
     """Append ``graph``'s rows (and uncompared units) in graph order; return its plain outputs' comparisons."""
     ref = OnnxGraphCandidate(graph.path, threads=threads)
     ref.layout = "NCHW"  # type: ignore[misc]  # fed in the graph's own layout: no transposition
-    x = graph.x
-    if x.dtype != np.float32:
-        raise RepliscopeError(f"{graph.name}: the runtime layer diff feeds float32 inputs, got {x.dtype}")
+    x = np.asarray(graph.x, dtype=ref.input_dtype)
     infos = ref.units(x)
     names = [u.name for u in infos]
     ref.set_mapped(names)
-    values = dict(ref.forward_layers(x, names))
+    cuts = {name: ref.unit_model(name) for name in names} if "golden" in modes else {}
+    extra = [t for _, external in cuts.values() for t in external if t != ref.input_name]
+    values = ref.tensor_values(x, [*names, *extra])  # a unit may read a node's 2nd output (Split, unstack)
     values[ref.input_name] = x
     model = ref.model
     inits = {i.name: tuple(int(d) for d in i.dims) for i in model.graph.initializer}
     shapes = {**inits, **{k: tuple(v.shape) for k, v in values.items()}}
-    units = [_Unit(graph.name, u.name, ref._nodes[u.name], values[u.name],
-                   reduction_length(ref._nodes[u.name], shapes, tuple(values[u.name].shape))) for u in infos]
-    golden = _golden(ref, cand, units, values, policy) if "golden" in modes else {}
+    units = [_Unit(graph.name, u.name, ref.node(u.name), values[u.name],
+                   reduction_length(ref.node(u.name), shapes, tuple(values[u.name].shape))) for u in infos]
+    golden = _golden(cand, units, cuts, values, policy) if "golden" in modes else {}
     carried = _carried(ref, cand, units, x, policy) if "carried" in modes else {}
     for unit in units:
         g, c = golden.get(unit.tensor), carried.get(unit.tensor)
@@ -274,16 +275,15 @@ def _compare(unit: _Unit, got: np.ndarray, tol: float, policy: TolerancePolicy) 
     return compare_arrays(unit.ref, got.astype(unit.ref.dtype, copy=False), tol, policy.rel_floor)
 
 
-def _golden(ref: OnnxGraphCandidate, cand: OpenCVGraph, units: list[_Unit], values: dict[str, np.ndarray],
-            policy: TolerancePolicy) -> dict[str, ErrorStats | str]:
+def _golden(cand: OpenCVGraph, units: list[_Unit], cuts: dict[str, tuple[onnx.ModelProto, list[str]]],
+            values: dict[str, np.ndarray], policy: TolerancePolicy) -> dict[str, ErrorStats | str]:
     out: dict[str, ErrorStats | str] = {}
     for unit in units:
-        nodes, external = ref.chain(unit.tensor)
+        sub, external = cuts[unit.tensor]
         missing = [t for t in external if t not in values]
         if missing:
             out[unit.tensor] = f"inputs {', '.join(missing)} have no reference value"
             continue
-        sub = ref._sub_model(nodes, external, unit.tensor)
         try:
             (got,) = cand.run(sub, {t: values[t] for t in external}, [unit.tensor])
         except RepliscopeError as exc:
@@ -300,14 +300,12 @@ def _carried(ref: OnnxGraphCandidate, cand: OpenCVGraph, units: list[_Unit], x: 
     plain graph, each unit fetched by its layer name ``onnx_node!<node name>``."""
     model = ref.model
     layer: dict[str, str] | None = None
+    names = [u.tensor for u in units]
     if cand.engine == "new":
-        model = onnx.ModelProto()
-        model.CopyFrom(ref.model)
-        existing = [o.name for o in model.graph.output]
-        model.graph.output.extend(ref._value_info(u.tensor) for u in units if u.tensor not in existing)
+        model = ref.exposed_model(u.tensor for u in units)
+        names = [o.name for o in model.graph.output]  # forward(names) must name every graph output
     else:
         layer = {u.tensor: f"onnx_node!{u.node.name}" for u in units}
-    names = [u.tensor for u in units]
     how = "with every node output exposed" if layer is None else "fetching every node by its layer name"
     try:
         got = dict(zip(names, cand.run(model, {ref.input_name: x}, names, layer), strict=True))
@@ -327,7 +325,8 @@ def _plain_outputs(ref: OnnxGraphCandidate, cand: OpenCVGraph, graph: GraphInput
     """The unmodified graph's outputs on both runtimes, judged against the carried tolerance over all its
     units."""
     names = [o.name for o in ref.model.graph.output]
-    reference = dict(ref.forward_layers(x, [n for n in names if n in ref._nodes]))
+    produced = {u.tensor for u in units}
+    reference = dict(ref.forward_layers(x, [n for n in names if n in produced]))
     try:
         got = dict(zip(names, cand.run(ref.model, {ref.input_name: x}, names), strict=True))
     except RepliscopeError:
