@@ -153,7 +153,7 @@ def test_run_report_separates_load_and_warmup() -> None:
                       loop_seconds=1.93)
     stats = _latency_stats(render_run_html(record.model_copy(update={"timings": timings})))
     assert stats["total"] == "17 s"
-    assert stats["model load (build, ONNX export, session)"] == "14.9 s"
+    assert stats["model load (build, conversion, session)"] == "14.9 s"
     assert stats["warm-up (one batch, not measured)"] == "0.17 s"
     assert stats["measured loop"] == "1.93 s"
     assert stats["throughput (measured loop)"] == "10.4 samples/s"

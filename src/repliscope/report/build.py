@@ -45,7 +45,7 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
         from repliscope.tasks.detection import categories_left_out_line
 
         left_out = categories_left_out_line(record.dataset)
-        note += f" {left_out[0].upper()}{left_out[1:]}." if left_out else ""
+        note += f" {left_out[0].upper()}{left_out[1:]}{'' if left_out.endswith('...') else '.'}" if left_out else ""
     title = f"{record.manifest.name} {record.manifest.version}"
     if record.variant:
         title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")

@@ -259,7 +259,7 @@ def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | Non
     if t.loop_seconds is None:  # stored before load and warm-up were timed apart
         stats = [("total (model load included)", fmt.seconds(t.total_seconds))]
     else:
-        stats = [("total", fmt.seconds(t.total_seconds)), ("model load (build, ONNX export, session)",
+        stats = [("total", fmt.seconds(t.total_seconds)), ("model load (build, conversion, session)",
                                                            fmt.seconds(t.load_seconds)),
                  ("warm-up (one batch, not measured)", fmt.seconds(t.warmup_seconds)),
                  ("measured loop", fmt.seconds(t.loop_seconds))]
