@@ -53,7 +53,7 @@ def test_exact_run_has_no_bias(db: tuple[str, str, str, str]) -> None:
     url, exact, _, _ = db
     code, out, _ = invoke(exact[:12], "--db", url, "--replicates", "100")
     assert code == 0
-    assert "units against the ground truth: 33 of 33 reference boxes matched (100.0%), 33 predictions, 16 images" \
+    assert "units against the ground truth: 33 of 33 ground-truth boxes matched (100.0%), 33 predictions, 16 images" \
         in out
     assert "no significant bias (every interval contains 0)" in out
     assert "AP class-aware 1.0000, class-agnostic 1.0000" in out
@@ -110,6 +110,6 @@ def test_record_without_ground_truth_takes_a_dataset(db: tuple[str, str, str, st
     code, _, err = invoke(bare, "--db", url)
     assert code == 2 and "stores no ground truth: give --dataset" in err
     code, out, _ = invoke(bare, "--db", url, "--dataset", "synthetic_detection", "--replicates", "20")
-    assert code == 0 and "33 of 33 reference boxes matched" in out
+    assert code == 0 and "33 of 33 ground-truth boxes matched" in out
     code, _, err = invoke(bare, "--db", url, "--dataset", "synthetic_detection:x")
     assert code == 2 and "takes no path" in err

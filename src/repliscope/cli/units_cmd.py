@@ -94,7 +94,8 @@ def _num(x: float | None, digits: int = 4) -> str:
 
 def print_units(report: Any, what: str) -> None:
     """Statistics table, significant biases, AP and confusion, diagnosis."""
-    console.print(f"units {what}: {report.n_matched} of {report.n_reference} reference boxes matched "
+    boxes = "ground-truth" if what == "against the ground truth" else "reference"
+    console.print(f"units {what}: {report.n_matched} of {report.n_reference} {boxes} boxes matched "
                   f"({report.matched_fraction:.1%}), {report.n_predictions} predictions, {report.n_images} images",
                   markup=False, soft_wrap=True)
     print_table(f"medians {what}, bootstrap over images ({report.replicates} replicates)",
