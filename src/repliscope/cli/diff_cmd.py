@@ -85,6 +85,8 @@ def diff(
     try:
         check_arguments(run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping,
                         save_mapping)
+        if opencv_engine not in ("new", "classic"):
+            raise RepliscopeError(f"unknown OpenCV engine '{opencv_engine}' (allowed: new, classic)")
         if opencv_engine != "new" and not (layers and runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS):
             raise RepliscopeError("--opencv-engine goes with the node-by-node diff --runtimes onnxruntime "
                                   "opencv_dnn --layers (the opencv_dnn runtime itself asks for the new engine)")
@@ -122,6 +124,8 @@ def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str
     if mode not in _MODES:
         raise RepliscopeError(f"--mode must be golden, carried or both, not '{mode}'")
     if layers or candidate is not None:
+        if runtimes is None and candidate is None:
+            _check_torch_source(Path(target))
         if runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
             result: Any = _runtime_layers(Path(target), dataset, batch, _MODES[mode], tolerance_k, threads,
                                           options.opencv_engine)
@@ -136,6 +140,18 @@ def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str
     if runtimes is None:
         raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
     return _runtimes(Path(target), runtimes, dataset, batch, threads), False
+
+
+def _check_torch_source(manifest: Path) -> None:
+    """``--layers`` alone compares with the torch reference: refuse a manifest whose model is no torch source."""
+    from repliscope.manifest.loader import load_manifest
+
+    fmt = load_manifest(manifest).manifest.source.format
+    if fmt != "pytorch_state_dict":
+        pairs = " or ".join(f"--runtimes {a} {b}" for a, b in RUNTIME_LAYER_PAIRS.items())
+        raise RepliscopeError(f"--layers compares with the torch reference by default, and this manifest's model "
+                              f"is a '{fmt}' source, not torch: compare two runtimes node by node on its ONNX "
+                              f"graph with {pairs} --layers")
 
 
 def _emit(result: Any, failed: bool, plot: Path | None, as_json: bool) -> None:
