@@ -211,3 +211,22 @@ def test_derived_pipelines_run_and_end_in_the_final_format() -> None:
         misread = op(misread)
     assert misread.detections is not None and misread.detections[0].format == FINAL_BOX_FORMAT
     np.testing.assert_allclose(misread.detections[0].boxes, [[60, 30, 300, 90]], rtol=1e-6)  # x and y swapped
+
+
+def test_resize_variants_change_a_letterboxs_resampling() -> None:
+    """A letterbox resamples with resize's parameters, so the resize pitfalls apply to it (BlazeFace's
+    pillow letterbox done by OpenCV is the classic PIL vs cv2 gap; were 'not applicable: no resize op')."""
+    lib = derive("resize_library_swapped", FACE)
+    [(index, old, new)] = changed(FACE, lib.pipeline)["preprocess"]
+    assert index == 1 and {k for k in new if old.get(k) != new[k]} == {"library", "library_version", "antialias"}
+    assert (new["op"], new["library"], new["antialias"], new["order"]) == ("letterbox", "opencv", False,
+                                                                           "resize_then_pad")
+    assert lib.change == "letterbox.library pillow -> opencv (antialias True -> False)"
+    nearest = derive("resize_nearest", FACE)
+    only_change(FACE, nearest.pipeline, "preprocess", 1, method="nearest")
+    assert nearest.change == "letterbox.method bilinear -> nearest"
+    toggled = derive("resize_antialias_toggled", FACE)
+    [(_, old, new)] = changed(FACE, toggled.pipeline)["preprocess"]
+    assert (new["library"], new["antialias"]) == ("torch", False)
+    with pytest.raises(NotApplicable, match="already resizes with bilinear"):
+        derive("resize_bilinear", FACE)

@@ -73,7 +73,7 @@ def crop_fraction_full(base: Pipeline, ctx: PitfallContext) -> Derived:
 
 
 def _resize_method(base: Pipeline, method: str) -> Derived:
-    r = find(base, "resize")
+    r = find(base, "resize", "letterbox")  # a letterbox resamples with resize's parameters
     op = base.pre_ops[r]
     old = op.params.method  # type: ignore[attr-defined]
     if old == method:
@@ -83,7 +83,7 @@ def _resize_method(base: Pipeline, method: str) -> Derived:
         changes["antialias"] = False
     if op.params.library == "opencv":  # type: ignore[attr-defined]
         changes["antialias"] = method == "area"
-    return Derived(base.replace_pre(r, rebuild(op, **changes)), f"resize.method {old} -> {method}")
+    return Derived(base.replace_pre(r, rebuild(op, **changes)), f"{op.name}.method {old} -> {method}")
 
 
 @simple_pitfall("resize_bilinear", "bilinear instead of the manifest's resize interpolation")
@@ -98,7 +98,7 @@ def resize_nearest(base: Pipeline, ctx: PitfallContext) -> Derived:
 
 @simple_pitfall("resize_library_swapped", "the resize done by the other library (pillow <-> opencv)")
 def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
-    r = find(base, "resize")
+    r = find(base, "resize", "letterbox")
     op = base.pre_ops[r]
     p = op.params
     old = p.library  # type: ignore[attr-defined]
@@ -106,12 +106,12 @@ def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     # each library's own antialias rule: pillow always filters; opencv only with INTER_AREA
     antialias = True if new == "pillow" else p.method == "area"  # type: ignore[attr-defined]
     return Derived(base.replace_pre(r, rebuild(op, library=new, antialias=antialias)),
-                   f"resize.library {old} -> {new} (antialias {p.antialias} -> {antialias})")  # type: ignore[attr-defined]
+                   f"{op.name}.library {old} -> {new} (antialias {p.antialias} -> {antialias})")  # type: ignore[attr-defined]
 
 
 @simple_pitfall("resize_antialias_toggled", "resize antialiasing switched (on <-> off), same interpolation")
 def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
-    r = find(base, "resize")
+    r = find(base, "resize", "letterbox")
     op = base.pre_ops[r]
     p = op.params
     if p.method in ("nearest", "area", "lanczos"):  # type: ignore[attr-defined]
@@ -122,7 +122,7 @@ def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
     else:
         new_op = rebuild(op, library="torch", antialias=True)
     return Derived(base.replace_pre(r, new_op),
-                   f"resize.antialias {p.antialias} -> {not p.antialias} "  # type: ignore[attr-defined]
+                   f"{op.name}.antialias {p.antialias} -> {not p.antialias} "  # type: ignore[attr-defined]
                    f"(library {p.library} -> torch, which has the switch)")  # type: ignore[attr-defined]
 
 
