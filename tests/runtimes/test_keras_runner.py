@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from repliscope.errors import FrameworkError
 from repliscope.runtimes import ModelArtifact, ModelLoadError, create_runner
 
 pytest.importorskip("jax")
@@ -73,8 +74,31 @@ def test_keras_errors(model_file: tuple[Path, Any], tmp_path: Path) -> None:
     path, _ = model_file
     with pytest.raises(ModelLoadError, match=r"no output named 'scores'.*its outputs are: "):
         create_runner("keras", _artifact(path, ("scores", "logits")), threads=1, cache_dir=tmp_path).load()
-    with pytest.raises(ModelLoadError, match=r"the Keras jax worker could not load .*no output named 'scores'"):
+    with pytest.raises(ModelLoadError, match=r"^'tiny\.keras' has no output named 'scores' .*its outputs are: .* "
+                                             r"\(in the Keras jax worker process\)$"):
         create_runner("keras_jax", _artifact(path, ("scores", "logits")), threads=1, cache_dir=tmp_path).load()
     onnx = ModelArtifact(**{**_artifact(path, ()).__dict__, "format": "onnx"})
     with pytest.raises(ModelLoadError, match="the keras_tensorflow runtime runs 'keras' sources"):
         create_runner("keras_tensorflow", onnx, threads=1, cache_dir=tmp_path).load()
+
+
+def test_a_file_that_is_not_a_keras_zip_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "cut.keras"
+    bad.write_bytes(b"PK\x03\x04 truncated")
+    for runtime in ("keras", "keras_jax"):  # refused before any worker starts
+        with pytest.raises(ModelLoadError, match=r"'.*cut\.keras' is not a \.keras file \(a \.keras model is a zip "
+                                                 r"archive; this file is not one, or is truncated\)"):
+            create_runner(runtime, _artifact(bad, ()), threads=1, cache_dir=tmp_path).load()
+
+
+def test_a_missing_backend_in_the_worker_is_one_line(model_file: tuple[Path, Any], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    shadow = tmp_path / "shadow" / "jax"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'jax'\", name='jax')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))  # the worker process cannot import jax
+    path, _ = model_file
+    with pytest.raises(FrameworkError) as info:
+        create_runner("keras_jax", _artifact(path, ()), threads=1, cache_dir=tmp_path).load()
+    assert str(info.value) == ("the keras_jax runtime needs the Python module 'jax', which is not installed (pip "
+                               "install 'repliscope[jax]') (in the Keras jax worker process)")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from repliscope.errors import FrameworkError
 from repliscope.evaluation.run import RunSettings, prepare
 from repliscope.ops.base import Item
 from repliscope.runtimes import ModelArtifact, ModelLoadError, create_runner
@@ -148,3 +149,24 @@ def test_every_runtime_names_the_distributions_its_records_carry() -> None:
     assert all(runtime_distributions(name) for name in RUNTIMES.names())
     assert runtime_distributions("tflite") == ("ai-edge-litert",)
     assert "tf2onnx" in runtime_distributions("onnxruntime") and runtime_distributions("nope") == ()
+
+
+def test_a_missing_tensorflow_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # import halts: as if not installed
+    with pytest.raises(FrameworkError) as info:
+        create_runner("tensorflow", ssdlite_artifact(), threads=1, cache_dir=tmp_path).load()
+    assert str(info.value) == ("the tensorflow runtime needs the Python module 'tensorflow', which is not installed "
+                               "(pip install 'repliscope[keras]', i.e. tensorflow-cpu)")
+
+
+def test_corrupt_frozen_graph_and_saved_model_are_named(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.pb"
+    cut.write_bytes(ssdlite_artifact().path.read_bytes()[:500])
+    frozen = ModelArtifact(**{**ssdlite_artifact().__dict__, "path": cut})
+    with pytest.raises(ModelLoadError, match=r"^'.*cut\.pb' is not a serialised GraphDef: DecodeError: "):
+        create_runner("tensorflow", frozen, threads=1, cache_dir=tmp_path).load()
+    folder = tmp_path / "sm"
+    folder.mkdir()
+    (folder / "saved_model.pb").write_bytes(b"garbage")
+    with pytest.raises(ModelLoadError, match=r"^TensorFlow cannot load the SavedModel '.*sm': OSError: Cannot parse"):
+        create_runner("tensorflow", _saved(folder / "saved_model.pb", ("y",)), threads=1, cache_dir=tmp_path).load()

@@ -4,6 +4,7 @@ the tf2onnx conversion that runs a .tflite on onnxruntime and OpenCV DNN."""
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from repliscope.errors import FrameworkError
 from repliscope.runtimes import ModelArtifact, ModelLoadError, create_runner
 from repliscope.runtimes.tflite_runner import dequantize, quantize
 from tests.runtimes.detection_references import (
@@ -191,3 +193,19 @@ def test_wrong_source_format_is_refused(tmp_path: Path) -> None:
     onnx = ModelArtifact(**{**bf.__dict__, "format": "onnx"})
     with pytest.raises(ModelLoadError, match="the tflite runtime runs 'tflite' sources"):
         create_runner("tflite", onnx, threads=1, cache_dir=tmp_path).load()
+
+
+def test_a_missing_litert_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)  # import halts: as if not installed
+    with pytest.raises(FrameworkError) as info:
+        create_runner("tflite", blazeface_artifact(), threads=1, cache_dir=tmp_path).load()
+    assert str(info.value) == ("the tflite runtime needs the Python module 'ai_edge_litert.interpreter', which is "
+                               "not installed (pip install 'repliscope[tflite]', i.e. ai-edge-litert)")
+
+
+def test_a_file_that_is_not_a_flatbuffer_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "cut.tflite"
+    bad.write_bytes(blazeface_artifact().path.read_bytes()[:3000])
+    with pytest.raises(ModelLoadError, match=r"^LiteRT cannot load '.*cut\.tflite': ValueError: The model is not a "
+                                             r"valid Flatbuffer buffer$"):
+        create_runner("tflite", _artifact(bad), threads=1, cache_dir=tmp_path).load()

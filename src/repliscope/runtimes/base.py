@@ -7,6 +7,7 @@ A runner is built from a :class:`ModelArtifact` (a verified local model file plu
 
 from __future__ import annotations
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from repliscope.errors import FrameworkError
 from repliscope.registry import Registry
 
 ModelFormat = Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
@@ -132,6 +134,17 @@ class Runner(ABC):
 
     @abstractmethod
     def _infer(self, batch: np.ndarray) -> np.ndarray: ...
+
+
+def import_framework(module: str, runtime: str, install: str) -> Any:
+    """``import module`` for a runner; when it (or a module it needs) is not installed, a one-line FrameworkError
+    naming the runtime, the missing module and ``install`` (e.g. ``pip install 'repliscope[tflite]'``)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module
+        raise FrameworkError(f"the {runtime} runtime needs the Python module '{missing}', which is not installed "
+                             f"({install})") from exc
 
 
 RUNTIMES: Registry[type[Runner]] = Registry("runtime")

@@ -29,16 +29,20 @@ import os
 import subprocess
 import sys
 import weakref
+import zipfile
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from repliscope.errors import FrameworkError, RepliscopeError
 from repliscope.runtimes._common import check_batch, distribution_version, output_keys, select_outputs, to_scores
-from repliscope.runtimes.base import ModelArtifact, Runner
+from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
+from repliscope.runtimes.tensorflow_runner import TF_INSTALL
 
 BACKENDS = ("tensorflow", "jax")
+JAX_INSTALL = "pip install 'repliscope[jax]'"
 
 
 def current_backend() -> tuple[str | None, str]:
@@ -56,8 +60,9 @@ class _Model:
     """A loaded ``.keras`` model in the process where Keras has ``backend``: call -> outputs by model name."""
 
     def __init__(self, path: str, backend: str, threads: int, wanted: tuple[str, ...]) -> None:
-        import keras
-
+        runtime = f"keras_{backend}"
+        import_framework(backend, runtime, JAX_INSTALL if backend == "jax" else TF_INSTALL)
+        keras = import_framework("keras", runtime, "pip install 'repliscope[keras]'")
         if keras.backend.backend() != backend:
             raise ModelLoadError(f"Keras here runs on '{keras.backend.backend()}', not '{backend}'")
         self.info: dict[str, Any] = {"backend": keras.backend.backend(), "keras": keras.__version__}
@@ -66,8 +71,7 @@ class _Model:
 
             self.info["thread_pools"] = set_threads(threads)
         else:
-            import jax
-
+            jax = import_framework("jax", runtime, JAX_INSTALL)
             self.info["jax"] = {"version": jax.__version__, "platform": jax.default_backend(),
                                 "devices": [str(d) for d in jax.devices()],
                                 "XLA_FLAGS": os.environ.get("XLA_FLAGS")}
@@ -117,8 +121,11 @@ def _serve(backend: str, threads: int, path: str, wanted: tuple[str, ...]) -> No
 
     try:
         model = _Model(path, backend, threads, wanted)
+    except RepliscopeError as exc:  # already says what and where
+        reply("error", str(exc), type(exc).__name__)
+        return
     except Exception as exc:
-        reply("error", f"{type(exc).__name__}: {exc}")
+        reply("error", f"{type(exc).__name__}: {exc}", None)
         return
     reply("ready", {**model.info, "names": model.names, "pid": os.getpid()})
     while True:
@@ -146,6 +153,9 @@ class _Worker:
         weakref.finalize(self, _stop, self.process)
         status, *payload = self._recv(f"the Keras {backend} worker could not load '{path}'")
         if status != "ready":
+            if payload[1] is not None:  # a missing framework stays a FrameworkError, anything else cannot load
+                kind = FrameworkError if payload[1] == "FrameworkError" else ModelLoadError
+                raise kind(f"{payload[0]} (in the Keras {backend} worker process)")
             raise ModelLoadError(f"the Keras {backend} worker could not load '{path}': {payload[0]}")
         self.info: dict[str, Any] = payload[0]
         self.names: list[str] = self.info.pop("names")
@@ -212,6 +222,9 @@ class KerasRunner(Runner):
             raise ModelLoadError(f"Keras backend '{wanted}' ({why}) is not one repliscope runs (allowed: "
                                  f"{', '.join(BACKENDS)}): use the runtime keras_tensorflow or keras_jax")
         path, names = str(self.artifact.path), tuple(self.artifact.output_names)
+        if not zipfile.is_zipfile(path):  # Keras itself says "File not found" for a file that is there
+            raise ModelLoadError(f"'{path}' is not a .keras file (a .keras model is a zip archive; this file is "
+                                 "not one, or is truncated)")
         if wanted == here:
             self._model = _Model(path, wanted, self.threads, names)
             self.notes["execution"] = {"where": "this process", "why": why}

@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 
 from repliscope.runtimes._common import check_batch, distribution_version, to_scores
-from repliscope.runtimes.base import ModelArtifact, Runner
+from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
+
+TF_INSTALL = "pip install 'repliscope[keras]', i.e. tensorflow-cpu"
 
 
 def tensor_name(name: str) -> str:
@@ -91,6 +93,7 @@ class TensorflowRunner(Runner):
         return distribution_version(["tensorflow-cpu", "tensorflow"])
 
     def _load(self) -> None:
+        import_framework("tensorflow", "tensorflow", TF_INSTALL)
         pools = set_threads(self.threads)
         self.notes["thread_pools"] = {**pools, "matches_requested": pools["intra_op"] == self.threads,
                                       "scope": "process-global, fixed at TensorFlow's first use"}

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from repliscope.runtimes._common import check_batch, distribution_version, output_keys, select_outputs, to_scores
-from repliscope.runtimes.base import ModelArtifact, Runner
+from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
 
@@ -89,15 +89,15 @@ class TfliteRunner(Runner):
         return distribution_version(["ai-edge-litert", "tflite-runtime"])
 
     def _load(self) -> None:
-        from ai_edge_litert.interpreter import Interpreter
-
+        interpreter = import_framework("ai_edge_litert.interpreter", "tflite",
+                                       "pip install 'repliscope[tflite]', i.e. ai-edge-litert")
         path = self.artifact.path
         if self.artifact.format != "tflite":
             raise ModelLoadError(f"the tflite runtime runs 'tflite' sources (.tflite files), not "
                                  f"'{self.artifact.format}' (an ONNX runtime runs a .tflite through tf2onnx, not the "
                                  "other way)")
         try:
-            interp = Interpreter(model_path=str(path), num_threads=self.threads)
+            interp = interpreter.Interpreter(model_path=str(path), num_threads=self.threads)
         except Exception as exc:
             raise ModelLoadError(f"LiteRT cannot load '{path}': {type(exc).__name__}: {exc}") from exc
         inputs = interp.get_input_details()
