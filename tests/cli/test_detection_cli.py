@@ -85,3 +85,26 @@ def test_runtime_line_names_a_conversion() -> None:
     conv = {"converter": "tf2onnx", "converter_version": "1.17.0", "from": "tflite", "cached": True}
     assert _conversion(conv) == ", converted from tflite by tf2onnx 1.17.0 (cached)"
     assert _conversion(None) == "" == _conversion({"opset": 17})
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("    iou_threshold: 0.3\n", "    iou_treshold: 0.3\n",
+     ":99: field 'postprocess[3].iou_treshold': unknown parameter; did you mean 'iou_threshold'? (allowed: "
+     "class_aware, iou_threshold, max_output, method, min_score, sigma, soft_function)"),
+    ("  - op: to_source\n    undo: geometry\n    clip: false\n", "",
+     ":68: field 'postprocess': the postprocess leaves boxes as xyxy pixels (input image): add a 'to_source' op"),
+    ("    boxes: reshaped_regressor_face_4\n", "    boxes: regressor\n",
+     ":74: field 'postprocess[1].boxes': 'anchor_decode' reads model output 'regressor', which is not in outputs "
+     "(allowed: reshaped_classifier_face_4, reshaped_regressor_face_4)"),
+    ("    order: pad_then_resize\n", "",
+     ":35: field 'preprocess[1].order': required parameter missing (allowed: pad_then_resize, resize_then_pad)"),
+])
+def test_broken_detection_manifests_name_line_field_and_allowed_values(tmp_path: Path, old: str, new: str,
+                                                                       expected: str) -> None:
+    text = (EXAMPLES / "blazeface-full-range.yaml").read_text()
+    assert text.count(old) == 1
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(text.replace(old, new))
+    (tmp_path / "face-labels.txt").write_text("face\n")
+    got = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["manifest", "validate", str(broken)])
+    assert got.exit_code == 2 and f"{broken}{expected}" in " ".join(got.output.split()), got.output
