@@ -78,3 +78,6 @@ def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepO
     assert ("| `color_layout_swapped` | decode.channels: RGB -> BGR | 16 / 0 | 0.333 | [0.333, 0.333] | 0.333 | 16 | "
             "-0.667 | [-0.667, -0.667] \\* | 36.4% | 15/16 | 1.000 | ok |") in md
     assert "Δ top-1 per variant" not in md and "top-1 changed" not in md
+    # the reference's AP intervals are bootstrap intervals over images, not Wilson's (was: Wilson)
+    assert "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images." in md
+    assert "Wilson" not in md

@@ -92,7 +92,9 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
         metrics=sec.metric_rows(sweep.reference.metrics),
         metrics_count_header="n" if sweep.reference.metric("AP") is not None else "correct / n",
         metrics_note=(f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
-                      f"{'' if n is None else f', {n} samples'}; 95 % Wilson score intervals."),
+                      f"{'' if n is None else f', {n} samples'}; "
+                      + ("COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+                         if detection else "95 % Wilson score intervals.")),
         provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,
                                   sweep.dataset, sweep.options, ps.sweep_timings(sweep.timings, sweep.variants)),
         pitfalls=ds.detection_rows(sweep) if detection else ps.pitfall_rows(sweep),
