@@ -86,17 +86,18 @@ def _resize_method(base: Pipeline, method: str) -> Derived:
     return Derived(base.replace_pre(r, rebuild(op, **changes)), f"{op.name}.method {old} -> {method}")
 
 
-@simple_pitfall("resize_bilinear", "bilinear instead of the manifest's resize interpolation")
+@simple_pitfall("resize_bilinear", "bilinear instead of the manifest's resize (or letterbox) interpolation")
 def resize_bilinear(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _resize_method(base, "bilinear")
 
 
-@simple_pitfall("resize_nearest", "nearest-neighbour instead of the manifest's resize interpolation")
+@simple_pitfall("resize_nearest", "nearest-neighbour instead of the manifest's resize (or letterbox) interpolation")
 def resize_nearest(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _resize_method(base, "nearest")
 
 
-@simple_pitfall("resize_library_swapped", "the resize done by the other library (pillow <-> opencv)")
+@simple_pitfall("resize_library_swapped",
+                "the resize (or letterbox resampling) done by the other library (pillow <-> opencv)")
 def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     r = find(base, "resize", "letterbox")
     op = base.pre_ops[r]
@@ -109,7 +110,8 @@ def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
                    f"{op.name}.library {old} -> {new} (antialias {p.antialias} -> {antialias})")  # type: ignore[attr-defined]
 
 
-@simple_pitfall("resize_antialias_toggled", "resize antialiasing switched (on <-> off), same interpolation")
+@simple_pitfall("resize_antialias_toggled",
+                "resize (or letterbox) antialiasing switched (on <-> off), same interpolation")
 def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
     r = find(base, "resize", "letterbox")
     op = base.pre_ops[r]
