@@ -162,3 +162,16 @@ def test_onnxruntime_and_opencv_traces_of_one_model_align_by_key(tmp_path: Path)
     assert (c.a_source, c.b_source, c.mapping) == ("onnxruntime", "opencv_dnn", "by key")
     assert [x.key for x in c.layers] == KEYS and c.only_a == c.only_b == []
     assert all(x.a_ms > 0 and x.b_ms > 0 for x in c.layers)
+
+
+def test_an_mtcnn_cascade_is_refused_at_the_framework_level() -> None:
+    class Artifact:
+        format = "mtcnn_cascade"
+
+    class Cascade:
+        name = "onnxruntime"
+        artifact = Artifact()
+
+    with pytest.raises(RepliscopeError, match=r"^no framework-level tracing of an mtcnn_cascade source on "
+                                              r"'onnxruntime': .* use --trace-level model"):
+        make_tracer("framework", otel=False).instrument(Cascade()).__enter__()
