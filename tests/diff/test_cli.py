@@ -93,7 +93,8 @@ def test_binary_candidate_is_an_error_not_a_traceback(app: typer.Typer, tmp_path
      "the tflite runtime runs 'tflite' sources (.tflite files), not 'pytorch_state_dict' (an ONNX runtime runs a "
      ".tflite through tf2onnx, not the other way)"),
     (["--runtimes", "onnxruntime", "torch", "--layers"],
-     "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime'"),
+     "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime' (runtime pairs on "
+     "one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
     (["--runtimes", "torch", "foo", "--layers"],
      "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a re-implementation as a onnx, tflite, savedmodel, "
      "keras, torch candidate: --candidate X [--candidate-format F])"),
@@ -175,10 +176,14 @@ def test_every_layer_level_runtime_pair_works_or_is_a_clear_error(app: typer.Typ
     if (a, b) == ("torch", "onnxruntime"):
         assert res.exit_code == 0, res.output
         return
+    if (a, b) == ("onnxruntime", "opencv_dnn"):  # node by node on the torch export's ONNX graph
+        assert res.exit_code in (0, 1) and "layer-level diff: onnxruntime vs opencv_dnn" in res.stdout, res.output
+        return
     assert res.exit_code == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.output
     if a != "torch":
         other = a if b == "torch" else b  # swapped: the suggestion puts torch first and keeps the other one
-        assert res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {other}), not '{a}'\n"
+        assert res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {other}), not '{a}' " \
+                             "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)\n"
     elif b == "opencv_dnn":
         assert "'opencv_dnn' is a runtime without layer-by-layer execution (allowed: onnxruntime" in res.stderr
     else:
@@ -268,8 +273,11 @@ def test_runtime_layer_diff_of_mtcnn_names_the_same_upper_maxpool(app: typer.Typ
     (["--runtimes", "onnxruntime", "opencv_dnn", "--opencv-engine", "classic"],
      "--opencv-engine goes with the node-by-node diff --runtimes onnxruntime opencv_dnn --layers"),
     (["--runtimes", "onnxruntime", "torch", "--layers"],
-     "a layer diff with an onnxruntime reference compares the ONNX graph node by node on --runtimes onnxruntime "
-     "opencv_dnn"),
+     "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime' (runtime pairs on "
+     "one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
+    (["--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--candidate", "x.onnx"],
+     "--runtimes onnxruntime opencv_dnn --layers compares the two runtimes node by node on the manifest's ONNX "
+     "graph: no --candidate"),
     (["--runtimes", "opencv_dnn", "onnxruntime", "--layers"],
      "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
     (["--layers"], "this manifest's model is a 'mtcnn_cascade' source, not torch: compare two runtimes node by "

@@ -227,11 +227,11 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
     from repliscope.runtimes import RUNTIMES
 
     ref, cand = runtimes
-    if ref in RUNTIME_LAYER_PAIRS:
-        if candidate is not None or cand != RUNTIME_LAYER_PAIRS[ref]:
-            raise RepliscopeError(f"a layer diff with an {ref} reference compares the ONNX graph node by node on "
-                                  f"--runtimes {ref} {RUNTIME_LAYER_PAIRS[ref]} (no --candidate); other runtimes "
-                                  f"take the torch reference (--runtimes torch {cand})")
+    if RUNTIME_LAYER_PAIRS.get(ref) == cand:
+        if candidate is not None:
+            raise RepliscopeError(f"--runtimes {ref} {cand} --layers compares the two runtimes node by node on the "
+                                  "manifest's ONNX graph: no --candidate (a re-implementation is compared with the "
+                                  "torch reference)")
         return
     if ref != "torch":
         other = ref if cand == "torch" else cand
