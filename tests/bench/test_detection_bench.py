@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 
 from repliscope.bench.clock import RealClock
 from repliscope.bench.qsl import QuerySampleLibrary
-from repliscope.bench.run import BenchOptions, default_offline_batch, measure_overhead, run_benchmark
+from repliscope.bench.run import (
+    BenchOptions,
+    default_offline_batch,
+    measure_overhead,
+    run_benchmark,
+    thread_mismatch,
+)
 from repliscope.bench.scenarios import ScenarioSettings
 from repliscope.bench.sut import NoopRunner, QueryIssuer
 from repliscope.cli.main import app
@@ -138,3 +144,14 @@ def test_cli_bench_offline_on_a_detection_model(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["samples"] == 16 and summary["batch_size"] == 1
+
+
+def test_a_runner_whose_thread_pools_were_fixed_earlier_makes_the_run_invalid(
+        rect: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+    prepared, _, _ = rect
+    noop = NoopRunner(prepared.artifact, threads=2, cache_dir=Path("."))
+    assert thread_mismatch(noop, 2) is None
+    noop.notes["thread_pools"] = {"intra_op": 1, "inter_op": 1, "set_now": False, "matches_requested": False}
+    assert thread_mismatch(noop, 2) == (
+        "noop runs 1 intra-op threads, not the 2 asked: its thread pools are process-global and were fixed earlier "
+        "in this process (benchmark each thread count in a process of its own)")

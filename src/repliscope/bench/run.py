@@ -215,6 +215,17 @@ def throughput_interval(run: ScenarioRun, s: ScenarioSettings) -> tuple[float, f
     return (per / high, per / low) if low > 0 else None
 
 
+def thread_mismatch(runner: Runner, threads: int) -> str | None:
+    """Why ``runner`` does not run ``threads`` intra-op threads, when its notes say so (TensorFlow / Keras on
+    TensorFlow: process-global pools fixed at their first use, ``thread_pools.matches_requested``); else None."""
+    pools = runner.notes.get("thread_pools")
+    if isinstance(pools, dict) and pools.get("matches_requested") is False:
+        return (f"{runner.name} runs {pools.get('intra_op')} intra-op threads, not the {threads} asked: its thread "
+                "pools are process-global and were fixed earlier in this process (benchmark each thread count "
+                "in a process of its own)")
+    return None
+
+
 def validity(run: ScenarioRun, lat_ms: np.ndarray, s: ScenarioSettings,
              stop: EarlyStoppingResult | None) -> list[str]:
     """Why the run is not a valid LoadGen result (empty list: valid)."""
@@ -289,6 +300,9 @@ def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibra
     lat_ms = lat_us / 1000.0
     stop = early_stopping(lat_ms, s)
     reasons = validity(run, lat_ms, s, stop)
+    mismatch = thread_mismatch(runner, threads)
+    if mismatch is not None:
+        reasons.append(mismatch)
     loaded = prepared.loaded
     rec = BenchmarkRecord(
         benchmark_id=uuid.uuid4().hex, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,

@@ -69,7 +69,8 @@ class _Model:
         if backend == "tensorflow":
             from repliscope.runtimes.tensorflow_runner import set_threads
 
-            self.info["thread_pools"] = set_threads(threads)
+            pools = set_threads(threads)
+            self.info["thread_pools"] = {**pools, "matches_requested": pools["intra_op"] == threads}
         else:
             jax = import_framework("jax", runtime, JAX_INSTALL)
             self.info["jax"] = {"version": jax.__version__, "platform": jax.default_backend(),
