@@ -81,3 +81,19 @@ def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepO
     # the reference's AP intervals are bootstrap intervals over images, not Wilson's (was: Wilson)
     assert "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images." in md
     assert "Wilson" not in md
+
+
+def test_paired_delta_ap_is_on_the_categories_the_model_detects(synthetic: Dataset,
+                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A dataset category the labels do not name ('lime') is left out of the paired ΔAP as of the AP itself
+    (was: the paired ΔAP over every dataset category: -2/3 here with green counted, -0.005 for SSDLite's
+    class_id_plus_1 whose AP fell 0.179 -> 0)."""
+    renamed = Dataset("renamed", synthetic.samples, license="x", label_rule="x",
+                      categories={1: "red", 2: "lime", 3: "blue"})
+    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
+                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    result = run_sweep(prepared, renamed, ["color_layout_swapped"], visual_samples=0).result
+    variant = result.variants[0]  # red and blue swapped: only green (left out here) would be right
+    assert (result.reference.metric("AP").value, variant.metric("AP").value) == (1.0, 0.0)  # type: ignore[union-attr]
+    paired = variant.paired_task or {}
+    assert (paired["ap_reference"], paired["ap_variant"], paired["delta_ap"]) == (1.0, 0.0, -1.0)  # not -2/3

@@ -457,6 +457,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
     records: list[EvaluationRecord] = []
     outcomes: dict[str, VariantOutcome] = {}
     ref_preds = plans[0].loop.predictions
+    scored, _ = task.restrict(dataset, prepared.class_names)  # detection: the categories the model detects
     for plan in plans:
         if plan.failed is not None:
             outcomes[plan.name] = VariantOutcome(name=plan.name, description=plan.description, change=plan.change,
@@ -471,7 +472,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
         rec.timings.throughput_samples_per_second = 0.0  # one shared loop: per-variant throughput is undefined
         records.append(rec)
         paired = None if plan.name == REFERENCE or task.name != "image_classification" else _paired(ref_preds, plan)
-        paired_task = (task.paired(ref_preds, plan.loop.predictions, dataset)
+        paired_task = (task.paired(ref_preds, plan.loop.predictions, scored)
                        if plan.name != REFERENCE and task.name != "image_classification" else None)
         outcomes[plan.name] = VariantOutcome(
             name=plan.name, description=plan.description, change=plan.change, status="ok", run_id=rec.run_id,
