@@ -46,8 +46,8 @@ def _opencv(tracer: Any, runner: Any) -> AbstractContextManager[None]:
 
 @contextlib.contextmanager
 def _staged(tracer: Any, runner: Any) -> Iterator[None]:
-    """The runner's own stage spans (the tflite / tensorflow runners' ``tracer`` hook): ``tflite.run`` with
-    ``set_input`` / ``invoke`` / ``get_outputs``, ``tensorflow.call`` with ``call`` / ``to_numpy``."""
+    """The runner's own stage spans (the tflite runner's ``tracer`` hook): ``tflite.run`` with ``set_input`` /
+    ``invoke`` / ``get_outputs`` (LiteRT's Python interpreter has no per-operator profiler)."""
     runner.tracer = tracer
     try:
         yield
@@ -56,7 +56,14 @@ def _staged(tracer: Any, runner: Any) -> Iterator[None]:
 
 
 INSTRUMENTS.add("tflite", _staged)
-INSTRUMENTS.add("tensorflow", _staged)
+
+
+@INSTRUMENTS.register("tensorflow")
+def _tensorflow(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+    """The runner's stage spans and TensorFlow's profiler: one layer span per executed kernel."""
+    from repliscope.tracing.tf_profile import profile_tensorflow
+
+    return profile_tensorflow(tracer, runner)
 
 
 def instrument_runner(tracer: Any, runner: Any) -> AbstractContextManager[None]:
