@@ -105,9 +105,11 @@ def mtcnn_graphs() -> tuple[list[GraphInput], list[str]]:
 def test_mtcnn_cascade_inputs(mtcnn_graphs: tuple[list[GraphInput], list[str]]) -> None:
     graphs, ids = mtcnn_graphs
     assert ids == ["2008_002470.jpg"]
-    assert [(g.name, g.path.name, g.x.dtype.name, g.x.shape[1:]) for g in graphs] == [
-        ("pnet", "pnet.onnx", "float32", (300, 200, 3)), ("rnet", "rnet.onnx", "float32", (24, 24, 3)),
-        ("onet", "onet.onnx", "float32", (48, 48, 3))]
+    # P-Net: the 500 x 332 photo at scale 12 / 20 = 0.6 (200 x 300), transposed as the cascade feeds it; R-Net: the
+    # 150 boxes P-Net proposed; O-Net: the 42 R-Net kept
+    assert [(g.name, g.path.name, g.x.dtype.name, g.x.shape) for g in graphs] == [
+        ("pnet", "pnet.onnx", "float32", (1, 300, 200, 3)), ("rnet", "rnet.onnx", "float32", (150, 24, 24, 3)),
+        ("onet", "onet.onnx", "float32", (42, 48, 48, 3))]
     assert all(float(g.x.min()) >= -1.0 and float(g.x.max()) <= 1.0 for g in graphs)  # (x - 127.5) / 128
 
 

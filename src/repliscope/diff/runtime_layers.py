@@ -43,6 +43,7 @@ from repliscope.diff.layer_result import Divergence, LayerDiffResult, LayerRow, 
 from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
 from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accumulate, compare_arrays, output_scale
 from repliscope.errors import RepliscopeError
+from repliscope.runtimes.errors import ModelLoadError
 
 ENGINES = ("new", "classic")
 _ATTRS = ("auto_pad", "kernel_shape", "strides", "pads", "dilations", "group", "axis", "mode", "ceil_mode")
@@ -124,12 +125,15 @@ class OpenCVGraph:
     def __init__(self, engine: str, threads: int, workdir: Path) -> None:
         import cv2
 
+        from repliscope.runtimes.opencv_dnn_runner import read_onnx
+
         if engine not in ENGINES:
             raise RepliscopeError(f"unknown OpenCV engine '{engine}' (allowed: {', '.join(ENGINES)})")
         if engine == "new" and not hasattr(cv2.dnn, "ENGINE_NEW"):
             raise RepliscopeError(f"OpenCV {cv2.__version__} has only the classic engine: give --opencv-engine "
                                   "classic")
         self.cv2, self.engine, self.threads, self.workdir = cv2, engine, threads, workdir
+        self.read = read_onnx
         self._count = 0
 
     def describe(self) -> dict[str, str]:
@@ -148,11 +152,8 @@ class OpenCVGraph:
         if cv2.getNumThreads() != self.threads:
             cv2.setNumThreads(self.threads)
         try:
-            if hasattr(cv2.dnn, "ENGINE_NEW"):
-                net = cv2.dnn.readNetFromONNX(str(path), cv2.dnn.ENGINE_NEW if self.engine == "new"
-                                              else cv2.dnn.ENGINE_CLASSIC)
-            else:
-                net = cv2.dnn.readNetFromONNX(str(path))
+            net = self.read(path, None if not hasattr(cv2.dnn, "ENGINE_NEW") else
+                            cv2.dnn.ENGINE_NEW if self.engine == "new" else cv2.dnn.ENGINE_CLASSIC)
             net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
             for name, value in feeds.items():
                 net.setInput(np.ascontiguousarray(value), name)
@@ -160,7 +161,7 @@ class OpenCVGraph:
             names = [layer[o] if layer else o for o in outputs]
             present = [n for n in names if not layer or n in known]
             outs = dict(zip(present, net.forward(present), strict=True))
-        except cv2.error as exc:
+        except (cv2.error, ModelLoadError) as exc:
             text = " ".join(str(exc).split())
             text = text[text.find("error: (") + 7:] if "error: (" in text else text
             raise RepliscopeError(f"OpenCV DNN ({self.engine} engine): {text[:300]}") from None

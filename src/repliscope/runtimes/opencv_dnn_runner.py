@@ -131,12 +131,7 @@ class OpenCVDnnRunner(Runner):
 
     @staticmethod
     def _read_engine(path: Path, engine: int | None) -> Any:
-        try:
-            if engine is None:
-                return cv2.dnn.readNetFromONNX(str(path))
-            return cv2.dnn.readNetFromONNX(str(path), engine)
-        except cv2.error as exc:
-            raise ModelLoadError(f"OpenCV DNN cannot read '{path}': {str(exc).strip()}") from exc
+        return read_onnx(path, engine)
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         check_batch(batch, self.artifact)
@@ -175,6 +170,18 @@ class OpenCVDnnRunner(Runner):
             self.layer_timer(self._net, start, time.perf_counter_ns())
         outs = [out] if names is None else list(out)
         return [np.array(o, copy=True) for o in outs]
+
+
+def read_onnx(path: Path, engine: int | None) -> Any:
+    """``cv2.dnn.readNetFromONNX`` of the FILE ``path`` with ``engine`` (``cv2.dnn.ENGINE_NEW`` /
+    ``ENGINE_CLASSIC``; None on OpenCV 4.x). A file, never a buffer: in OpenCV 5.0 the buffer overload ignores
+    ``ENGINE_CLASSIC`` and builds the new engine."""
+    try:
+        if engine is None:
+            return cv2.dnn.readNetFromONNX(str(path))
+        return cv2.dnn.readNetFromONNX(str(path), engine)
+    except cv2.error as exc:
+        raise ModelLoadError(f"OpenCV DNN cannot read '{path}': {str(exc).strip()}") from exc
 
 
 def _onnx_inputs(path: Path) -> str:
