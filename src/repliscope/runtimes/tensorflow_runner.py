@@ -16,8 +16,8 @@ own choice, one thread per core), whether this runner set them, and ``matches_re
 
 Tracing (``--trace-level framework``): one ``tensorflow.call`` span (framework) per batch with two stages as
 ``layer`` spans: ``call`` (the concrete function: feed, graph, outputs as tensors) and ``to_numpy`` (outputs
-copied to numpy). TensorFlow's own profiler (XPlane) is not used: its per-op events need aligning to this
-process' clock, which a per-run offset cannot do exactly.
+copied to numpy); :mod:`repliscope.tracing.tf_profile` adds TensorFlow's own profiler's kernels inside each
+``call`` as layer spans.
 """
 
 from __future__ import annotations
