@@ -422,8 +422,11 @@ def print_detection_figures(r: TaskDiffResult, agree: str) -> None:
                   f"(B has {p.get('n_variant_detections')}), mean IoU {iou}, {p.get('flipped_images')} image(s) "
                   "differ")
     if p.get("delta_ap") is not None:
-        console.print(f"AP        A {p['ap_reference']:.4f}, B {p['ap_variant']:.4f}, delta AP {p['delta_ap']:+.4f} "
-                      f"(paired 95 % interval [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}])")
+        def signed(v: float) -> str:  # no "-0.0000" for a difference that rounds to zero
+            return f"{round(v, 4) + 0.0:+.4f}"
+
+        console.print(f"AP        A {p['ap_reference']:.4f}, B {p['ap_variant']:.4f}, delta AP {signed(p['delta_ap'])} "
+                      f"(paired 95 % interval [{signed(p['delta_ap_ci_low'])}, {signed(p['delta_ap_ci_high'])}])")
     else:
         console.print("AP        not compared (the dataset has no ground truth)")
 
