@@ -159,6 +159,12 @@ def test_run_report_separates_load_and_warmup() -> None:
     assert stats["throughput (measured loop)"] == "10.4 samples/s"
     old = _latency_stats(render_run_html(record))  # stored before the split: loop_seconds is None
     assert old["total (model load included)"] == "1.93 s" and "measured loop" not in old
+    assert stats["inference (in the measured loop)"] == "0.64 s"
+    # data_parallel workers each time their runtime: the sum can exceed the loop's wall time, and says so
+    parallel = record.model_copy(update={"timings": timings, "options": {
+        **record.options, "schedule": "data_parallel", "plan": {"schedule": "data_parallel", "workers": 2}}})
+    assert _latency_stats(render_run_html(parallel))["inference (in the measured loop summed over 2 workers)"] == \
+        "0.64 s"
 
 
 @pytest.mark.parametrize("key", ["load_seconds", "warmup_seconds", "loop_seconds"])

@@ -88,10 +88,12 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
         console.print(f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
                       f"{t.throughput_samples_per_second:.1f} samples/s")
     else:
+        from repliscope.report.formatting import runtime_seconds_note
+
         console.print(f"timing    {t.total_seconds:.2f} s total: {t.load_seconds:.2f} s model load, "
                       f"{t.warmup_seconds:.2f} s warm-up, {t.loop_seconds:.2f} s measured loop "
-                      f"({t.inference_seconds:.2f} s in the runtime): {t.throughput_samples_per_second:.1f} "
-                      "samples/s", highlight=False)
+                      f"({t.inference_seconds:.2f} s in the runtime{runtime_seconds_note(rec.options)}): "
+                      f"{t.throughput_samples_per_second:.1f} samples/s", highlight=False)
     plan = rec.options.get("plan")
     if plan:
         calibrated = plan.get("calibration", {}).get("seconds")

@@ -77,3 +77,13 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "", skip: frozenset[str] =
         else:
             rows.append((name, scalar(value)))
     return rows
+
+
+def runtime_seconds_note(options: Mapping[str, Any]) -> str:
+    """``" summed over 2 workers"`` when a run's runtime time adds up parallel workers (``data_parallel`` with more
+    than one worker: it can exceed the measured loop's wall time), else ``""``."""
+    plan = options.get("plan") or {}
+    workers = plan.get("workers") if isinstance(plan, Mapping) else None
+    if options.get("schedule") == "data_parallel" and isinstance(workers, int) and workers > 1:
+        return f" summed over {workers} workers"
+    return ""

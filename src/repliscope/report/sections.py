@@ -263,7 +263,8 @@ def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | Non
                                                            fmt.seconds(t.load_seconds)),
                  ("warm-up (one batch, not measured)", fmt.seconds(t.warmup_seconds)),
                  ("measured loop", fmt.seconds(t.loop_seconds))]
-    stats += [("inference (in the measured loop)", fmt.seconds(t.inference_seconds)),
+    stats += [(f"inference (in the measured loop{fmt.runtime_seconds_note(record.options)})",
+               fmt.seconds(t.inference_seconds)),
               ("throughput (measured loop)", f"{t.throughput_samples_per_second:.1f} samples/s"),
               ("batches", str(len(lat))), ("batch size", fmt.scalar(batch_size))]
     if lat:
