@@ -70,3 +70,19 @@ def test_classification_paired_on_records() -> None:
     assert "mean_kl" not in p and "max_abs_prob_diff" not in p and p["max_abs_top1_prob_diff"] is not None
     failed = [s for s in a.samples if s.error is not None]
     assert failed and get_task("image_classification").paired(failed, failed) is None
+
+
+def test_builtin_coco_labels_cover_every_coco_val_category() -> None:
+    """An 80-class COCO model (builtin:coco-80 by name, builtin:coco-91 by id) is scored on all 80 categories of
+    the real instances JSON: nothing left out."""
+    import json
+
+    from repliscope.tasks.coco_names import COCO_80, COCO_91
+    from repliscope.tasks.detection import coverage
+    from tests.runtimes.detection_references import COCO_MINI, need
+
+    data = json.loads(next((need(COCO_MINI) / "annotations").glob("instances_*.json")).read_text())
+    categories = {c["id"]: c["name"] for c in data["categories"]}
+    for names in (COCO_80, COCO_91):
+        got = coverage(categories, names)
+        assert (len(got.evaluated), got.left_out) == (80, {})
