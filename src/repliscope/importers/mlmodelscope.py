@@ -6,9 +6,16 @@ The translation reproduces what MLModelScope's image pipeline ran (dlframework `
 - decode in ``color_mode`` (default RGB) with libjpeg as go-libjpeg ran it (ISLOW, no fancy upsampling,
   DCT-domain downscaling to the smallest M/8 size covering ``dimensions``; PNG/GIF/BMP with Pillow), resize
   straight to ``dimensions`` [C, H, W] (no aspect ratio kept) with disintegration/imaging ``Linear``
-  (``resize`` ``library: go_imaging``, bit-exact), then ``(pixel - mean) / scale`` in
-  float32, where ``mean``/``scale`` are indexed R, G, B in BOTH colour modes (a BGR tensor gets
-  ``[mean[2], mean[1], mean[0]]``), and ``scale`` DIVIDES; defaults mean 0, scale 1, layout HWC.
+  (``resize`` ``library: go_imaging``, bit-exact); ``max_dimension`` / ``min_dimension`` and images fed at their
+  own size: :mod:`mlmodelscope_resize` (detection only: a classifier needs one input size). Then
+  ``(pixel - mean) / scale`` in float32, where ``mean``/``scale`` are indexed R, G, B in BOTH colour modes (a BGR
+  tensor gets ``[mean[2], mean[1], mean[0]]``), and ``scale`` DIVIDES; defaults mean 0, scale 1, layout HWC.
+  ``element_type: uint8`` is Go's ``uint8(float)`` of those values: exact (the pixels) only with mean 0 and
+  scale 1, refused otherwise.
+- ``output.type: classification`` -> ``image_classification``; ``boundingbox`` -> ``object_detection``
+  (:mod:`mlmodelscope_detection`: the outputs MLModelScope fetched, its box order, every row, no threshold).
+- TensorFlow frozen graphs (``.pb``, not in an archive) run as ``tensorflow`` / ``tf_frozen_graph`` with
+  tensor names ``name:0``; ONNX files as ``onnx``; anything else gets explicit placeholders.
 - ``framework.version`` is a Masterminds/semver constraint: a bare ``1.12`` means ``>=1.12.0,<1.13.0``.
 - Checksums are MD5: the translated sha256 is a placeholder of 64 zeros (which can never match, so nothing
   unverified runs) unless the model file is local (relative path or ``package://``), when it is hashed here.
@@ -27,7 +34,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from repliscope.errors import SourceError
-from repliscope.importers.base import ConfigImportError, Importer, ImportResult, ImportWarning, imported_from
+from repliscope.importers.base import ConfigImportError, Importer, ImportResult, imported_from
+from repliscope.importers.mlmodelscope_detection import (
+    detection_claims,
+    detection_labels,
+    detection_output,
+    tensor_name,
+    with_tensor_names,
+)
+from repliscope.importers.mlmodelscope_resize import read_ops
 from repliscope.importers.mlmodelscope_rules import (
     FRAMEWORK_KEYS,
     HOOK_KEYS,
@@ -37,6 +52,7 @@ from repliscope.importers.mlmodelscope_rules import (
     OUTPUT_PARAMS,
     TOP_KEYS,
     TYPE_KEYS,
+    Ctx,
     load_raw,
     number,
     pep440_constraint,
@@ -47,21 +63,11 @@ PLACEHOLDER_SHA256 = "0" * 64
 """Written where only an MD5 (or nothing) is known: it never matches a file, so evaluate refuses until the real
 sha256 is filled in (``sha256sum FILE`` after checking the MD5 with ``md5sum FILE``)."""
 
-_RUNNABLE = {"onnxruntime": "onnx", "onnx": "onnx"}
-
-
-class _Ctx:
-    """The file being translated and the warnings collected so far."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.warnings: list[ImportWarning] = []
-
-    def warn(self, code: str, field: str, message: str) -> None:
-        self.warnings.append(ImportWarning(f"mlmodelscope.{code}", field, message))
-
-    def fail(self, field: str, message: str) -> ConfigImportError:
-        return ConfigImportError(f"{self.path}: {field}: {message}")
+_RUNNABLE = {"onnxruntime": ("onnx", ".onnx", "onnx"), "onnx": ("onnx", ".onnx", "onnx"),
+             "tensorflow": ("tensorflow", ".pb", "tf_frozen_graph")}
+"""MLModelScope framework -> (repliscope framework, graph file suffix, source format) for the files repliscope runs."""
+_TASKS = {"classification": "image_classification", "boundingbox": "object_detection"}
+"""MLModelScope output.type -> repliscope task."""
 
 
 class MLModelScopeImporter(Importer):
@@ -78,43 +84,55 @@ class MLModelScopeImporter(Importer):
                                     "expected MLModelScope's ModelManifest layout (registry.proto)") from exc
 
     def _translate(self, path: Path) -> ImportResult:
-        ctx = _Ctx(path)
+        ctx = Ctx(path)
         data = load_raw(path.read_text(encoding="utf-8"), str(path))
         _check_keys(ctx, data)
         _hooks(ctx, data)
         name = _name(ctx, data)
         inp = _image_input(ctx, data)
         out_type = str((data.get("output") or {}).get("type", "")).strip().lower()
-        if out_type != "classification":
+        task = _TASKS.get(out_type)
+        if task is None:
             raise ctx.fail("output.type", f"{out_type or '(missing)'!r} is not supported (unsupported_task): "
-                           "repliscope evaluates image classification only (allowed: classification); "
-                           "detection/segmentation outputs have no repliscope equivalent")
+                           "repliscope evaluates image classification and object detection (allowed: "
+                           f"{', '.join(_TASKS)}); segmentation and other outputs have no repliscope equivalent")
+        detection = task == "object_detection"
+        fw_name = str((data.get("framework") or {}).get("name") or "").strip()
         framework, source = _framework_and_source(ctx, data)
-        preprocess, shape, layout = _pipeline(ctx, inp)
-        labels, num_classes = _labels(ctx, data)
-        outputs, postprocess = _output(ctx, data, num_classes)
+        preprocess, shape, layout, dtype, fixed_hw = _pipeline(ctx, inp, detection)
+        input_name = str(inp["params"].get("input_layer", "input"))
+        if detection:
+            outputs, postprocess = detection_output(ctx, data, fw_name, fixed_hw)
+            labels = detection_labels(ctx, data)
+            claims = detection_claims(data, _attr, path.name)
+        else:
+            labels, num_classes = _labels(ctx, data)
+            outputs, postprocess = _output(ctx, data, num_classes)
+            claims = _claims(data, path)
+        if framework["name"] == "tensorflow":  # runnable frozen graph: the tensors the agent fed and fetched
+            input_name = tensor_name(input_name)
+            outputs, postprocess = with_tensor_names(outputs, postprocess)
         manifest: dict[str, Any] = {
             "name": name,
             "version": _semver(ctx, data.get("version")),
-            "task": "image_classification",
+            "task": task,
             "description": _description(data),
             "license": _license(ctx, data),
             "framework": framework,
             "source": source,
-            "inputs": [{"name": str(inp["params"].get("input_layer", "input")), "shape": shape,
-                        "dtype": "float32", "layout": layout}],
+            "inputs": [{"name": input_name, "shape": shape, "dtype": dtype, "layout": layout}],
             "preprocess": preprocess,
             "outputs": outputs,
             "postprocess": postprocess,
             "labels": labels,
-            "claims": _claims(data, path),
-            "datasets": _datasets(data),
+            "claims": claims,
+            "datasets": _datasets(data, bool(claims) and detection),
             "provenance": imported_from("mlmodelscope", path),
         }
         return ImportResult(manifest, ctx.warnings, path)
 
 
-def _check_keys(ctx: _Ctx, data: dict[str, Any]) -> None:
+def _check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
     def unknown(keys: Any, allowed: set[str], prefix: str) -> None:
         for k in keys:
             if str(k) not in allowed:
@@ -141,7 +159,7 @@ def _check_keys(ctx: _Ctx, data: dict[str, Any]) -> None:
                  "runs the model in the local Python environment (framework versions are checked instead)")
 
 
-def _hooks(ctx: _Ctx, data: dict[str, Any]) -> None:
+def _hooks(ctx: Ctx, data: dict[str, Any]) -> None:
     for key in HOOK_KEYS:
         if data.get(key):
             lines = len(str(data[key]).splitlines())
@@ -150,14 +168,14 @@ def _hooks(ctx: _Ctx, data: dict[str, Any]) -> None:
                      "what it does by reading it and express it with repliscope ops")
 
 
-def _name(ctx: _Ctx, data: dict[str, Any]) -> str:
+def _name(ctx: Ctx, data: dict[str, Any]) -> str:
     raw = str(data.get("name") or "").strip()
     if not raw:
         raise ctx.fail("name", "missing: MLModelScope keys every model by name")
     return re.sub(r"[^a-z0-9._-]+", "-", raw.lower()).strip("-._") or "model"
 
 
-def _semver(ctx: _Ctx, raw: Any) -> str:
+def _semver(ctx: Ctx, raw: Any) -> str:
     if raw is None:
         ctx.warn("missing_field", "version", "no model version; '0.0.0' used (placeholder)")
         return "0.0.0"
@@ -174,7 +192,7 @@ def _description(data: dict[str, Any]) -> str:
     return (text or "(no description in the MLModelScope manifest)") + tail
 
 
-def _license(ctx: _Ctx, data: dict[str, Any]) -> str:
+def _license(ctx: Ctx, data: dict[str, Any]) -> str:
     lic = str(data.get("license") or "").strip()
     if not lic:
         ctx.warn("missing_field", "license", "no license; 'unknown' written")
@@ -182,7 +200,7 @@ def _license(ctx: _Ctx, data: dict[str, Any]) -> str:
     return lic
 
 
-def _image_input(ctx: _Ctx, data: dict[str, Any]) -> dict[str, Any]:
+def _image_input(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
     inputs = data.get("inputs")
     if not isinstance(inputs, list) or not inputs:
         raise ctx.fail("inputs", "missing or empty: the pipeline input is undefined")
@@ -197,7 +215,7 @@ def _image_input(ctx: _Ctx, data: dict[str, Any]) -> dict[str, Any]:
     return {"params": first.get("parameters") or {}}
 
 
-def _dims(ctx: _Ctx, params: dict[str, Any]) -> list[int] | None:
+def _dims(ctx: Ctx, params: dict[str, Any]) -> list[int] | None:
     raw = params.get("dimensions")
     if raw is None:
         return None
@@ -214,13 +232,14 @@ def _dims(ctx: _Ctx, params: dict[str, Any]) -> list[int] | None:
     return dims
 
 
-def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int], str]:
+def _pipeline(ctx: Ctx, inp: dict[str, Any], detection: bool
+              ) -> tuple[list[dict[str, Any]], list[int], str, str, tuple[int, int] | None]:
+    """(pre ops, input shape, layout, input dtype, fixed (H, W) or None when the size depends on the image)."""
     p = inp["params"]
     f = "inputs[0].parameters"
     elem = str(p.get("element_type", "float32")).lower()
-    if elem != "float32":
-        raise ctx.fail(f"{f}.element_type", f"{elem!r} is not supported (allowed: float32); uint8 tensors are "
-                       "Go float->uint8 conversions of the normalised values")
+    if elem not in ("float32", "uint8"):
+        raise ctx.fail(f"{f}.element_type", f"{elem!r} is not supported (allowed: float32, uint8)")
     mode = str(p.get("color_mode", "RGB")).upper()
     if "color_mode" not in p:
         ctx.warn("missing_field", f"{f}.color_mode", "absent: MLModelScope's default RGB is used")
@@ -236,18 +255,7 @@ def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
             ctx.warn("crop_ignored", f"{f}.{key}", f"{key} is parsed into PreprocessOptions but no pipeline wires "
                      "steps.NewCropImage: MLModelScope never cropped, so neither does the translation")
     dims = _dims(ctx, p)
-    if p.get("max_dimension") is not None:
-        raise ctx.fail(f"{f}.max_dimension", "the longest-side (or never-shrink) resize of rai-project/image "
-                       "computeScaledDimension has no repliscope resize equivalent; the pipeline cannot be "
-                       "reproduced")
-    if p.get("min_dimension") is not None:
-        raise ctx.fail(f"{f}.min_dimension", "c3sr/image resizes the shorter side to min_dimension and, as no "
-                       "crop follows, feeds an image whose size depends on the input: the fixed input shape of a "
-                       "classifier is undefined")
-    if dims is None:
-        raise ctx.fail(f"{f}.dimensions", "absent (and no max_dimension): MLModelScope fed images at their own "
-                       "size, so the input shape is undefined")
-    _, h, w = dims
+    ops, fixed_hw = read_ops(ctx, p, f, mode, dims, fixed_size=not detection)
     mean = triple(p.get("mean"), f"{f}.mean", 0.0)
     scale = triple(p.get("scale"), f"{f}.scale", 1.0)
     for key, default in (("mean", 0), ("scale", 1)):
@@ -255,6 +263,11 @@ def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
             ctx.warn("missing_field", f"{f}.{key}", f"absent: MLModelScope's default {default} is used")
     if any(s == 0 for s in scale):
         raise ctx.fail(f"{f}.scale", f"{scale}: a zero divisor (preprocess_image.go divides by scale)")
+    if elem == "uint8" and (any(m != 0 for m in mean) or any(s != 1 for s in scale)):
+        raise ctx.fail(f"{f}.element_type", "'uint8' with a mean or scale: preprocess_image.go casts the "
+                       "normalised float32 values with Go's uint8(f) (truncating, undefined out of range); only "
+                       "mean 0 and scale 1 (the pixels themselves) are reproducible (allowed: float32, or uint8 "
+                       "without mean/scale)")
     _units(ctx, f, mean, scale)
     if mode == "BGR" and len(set(mean)) > 1:
         looks = "RGB-ordered (red first)" if mean[0] > mean[2] else "BGR-ordered (blue first)"
@@ -264,24 +277,20 @@ def _pipeline(ctx: _Ctx, inp: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                  "translation does the same" + ("" if mean[0] > mean[2] else " (probably NOT what the author "
                                                 "meant: Caffe's BGR means are blue first)"))
     order = [2, 1, 0] if mode == "BGR" else [0, 1, 2]
-    ops: list[dict[str, Any]] = [
-        {"op": "decode", "library": "libjpeg_turbo", "channels": mode, "dct_scale_to": [h, w],
-         "fancy_upsampling": False, "dct_method": "islow"},
-        {"op": "resize", "size": [h, w], "keep_aspect_ratio": False, "method": "bilinear",
-         "library": "go_imaging", "antialias": True},
-        {"op": "to_float", "dtype": "float32"},
-    ]
+    if elem == "float32":
+        ops.append({"op": "to_float", "dtype": "float32"})
     if any(m != 0 for m in mean):
         ops.append({"op": "subtract_mean", "value": _per_channel([mean[i] for i in order])})
     if any(s != 1 for s in scale):
         ops.append({"op": "divide_std", "value": _per_channel([scale[i] for i in order])})
     nchw = layout == "CHW"
     ops.append({"op": "data_layout", "layout": "NCHW" if nchw else "NHWC"})
+    h, w = fixed_hw if fixed_hw is not None else (-1, -1)
     shape = [-1, 3, h, w] if nchw else [-1, h, w, 3]
-    return ops, shape, "NCHW" if nchw else "NHWC"
+    return ops, shape, "NCHW" if nchw else "NHWC", elem, fixed_hw
 
 
-def _units(ctx: _Ctx, f: str, mean: list[float], scale: list[float]) -> None:
+def _units(ctx: Ctx, f: str, mean: list[float], scale: list[float]) -> None:
     if 0 < max(mean) <= 1:
         ctx.warn("suspicious_units", f"{f}.mean", f"mean {_fmt(mean)} looks like [0, 1] units, but MLModelScope "
                  "subtracts it from 0-255 pixel values (translated as written)")
@@ -300,7 +309,7 @@ def _fmt(v: float | list[float]) -> str:
     return f"{v:g}"
 
 
-def _https(ctx: _Ctx, url: str, field: str) -> str:
+def _https(ctx: Ctx, url: str, field: str) -> str:
     if url.startswith("http://"):
         new = "https://" + url.removeprefix("http://")
         ctx.warn("http_url", field, f"{url} rewritten to {new}: repliscope downloads over https only "
@@ -315,7 +324,7 @@ def _join(base: str, rel: str) -> str:
     return f"{base}/{rel}" if base else rel
 
 
-def _framework_and_source(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+def _framework_and_source(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     fw = data.get("framework") or {}
     fw_name = str(fw.get("name") or "").strip()
     if not fw_name:
@@ -347,24 +356,34 @@ def _framework_and_source(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, st
         ctx.warn("two_file_model", "model.weights_path", f"graph {graph!r} and weights {weights!r} are two files; "
                  "repliscope runs one model file: source.uri names the graph only (convert both to one ONNX file)")
     kind = _RUNNABLE.get(fw_name.lower())
-    runnable = kind is not None and graph.lower().endswith(".onnx") and not archive and not weights
+    runnable = kind is not None and graph.lower().endswith(kind[1]) and not archive and not weights
     uri = _https(ctx, uri, field) if "://" in uri else uri
     sha256 = _source_sha256(ctx, uri, checksum, "model.graph_checksum")
-    if runnable:
-        framework = {"name": "onnx", "version": constraint}
+    if runnable and kind is not None:
+        framework = {"name": kind[0], "version": constraint}
         if fw_name.lower() == "onnxruntime":
             ctx.warn("framework_version", "framework.version", f"MLModelScope's constraint {raw_version!r} is on "
                      f"ONNX Runtime; repliscope's framework 'onnx' checks the onnx package against {constraint!r}")
-    else:
-        framework = {"name": "onnx", "version": ">=0"}
-        ctx.warn("framework_not_runnable", "framework", f"MLModelScope ran {graph or base!r} with {fw_name} "
-                 f"{raw_version} (= {constraint} in PEP 440); repliscope runs ONNX files and torch state_dicts "
-                 "only: framework 'onnx' >=0 and source.format 'onnx' are placeholders; export the model to ONNX "
-                 "and replace source.uri and source.sha256 (the pre-processing stays valid)")
+        if kind[0] == "tensorflow" and not _allows_tf2(constraint):
+            ctx.warn("framework_version", "framework.version", f"MLModelScope ran the graph with TensorFlow "
+                     f"{raw_version} (= {constraint}); kept, so evaluate refuses under TensorFlow 2 until you relax "
+                     "it (repliscope's tensorflow runtime loads TF1 frozen graphs through tf.compat.v1)")
+        return framework, {"uri": uri, "sha256": sha256, "format": kind[2]}
+    framework = {"name": "onnx", "version": ">=0"}
+    ctx.warn("framework_not_runnable", "framework", f"MLModelScope ran {graph or base!r} with {fw_name} "
+             f"{raw_version} (= {constraint} in PEP 440); repliscope runs ONNX files, TensorFlow frozen graphs "
+             "(.pb) and torch state_dicts only: framework 'onnx' >=0 and source.format 'onnx' are placeholders; "
+             "export the model to ONNX and replace source.uri and source.sha256 (the pre-processing stays valid)")
     return framework, {"uri": uri, "sha256": sha256, "format": "onnx"}
 
 
-def _source_sha256(ctx: _Ctx, uri: str, md5: str, field: str) -> str:
+def _allows_tf2(constraint: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(constraint).contains("2.99", prereleases=True)
+
+
+def _source_sha256(ctx: Ctx, uri: str, md5: str, field: str) -> str:
     """The sha256 of a local (relative or package://) file; the placeholder for remote ones, with a warning."""
     local: Path | None = None
     if uri.startswith("package://"):
@@ -400,7 +419,7 @@ def _source_sha256(ctx: _Ctx, uri: str, md5: str, field: str) -> str:
     return PLACEHOLDER_SHA256
 
 
-def _labels(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
     params = (data.get("output") or {}).get("parameters") or {}
     url = str(params.get("features_url") or "").strip()
     md5 = str(params.get("features_checksum") or "").strip().lower()
@@ -430,7 +449,7 @@ def _labels(ctx: _Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
 
 
-def _output(ctx: _Ctx, data: dict[str, Any], num_classes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _output(ctx: Ctx, data: dict[str, Any], num_classes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     params = (data.get("output") or {}).get("parameters") or {}
     transform = str(params.get("probabilities_transform") or "").strip().lower()
     if transform not in ("", "softmax"):
@@ -448,13 +467,17 @@ def _attr(data: dict[str, Any], key: str) -> Any:
     return next((v for k, v in attrs.items() if str(k).lower() == key), None)
 
 
-def _datasets(data: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
+def _datasets(data: dict[str, Any], coco_claim: bool = False) -> dict[str, list[dict[str, str]]]:
     ds = str(_attr(data, "training_dataset") or "").strip()
+    if coco_claim:
+        return {"trained_on": [{"name": "coco", "split": "train"}],
+                "evaluated_on": [{"name": "coco", "split": "val2017"}]}
     if ds.lower() == "imagenet":
         return {"trained_on": [{"name": "imagenet-1k", "split": "train"}],
                 "evaluated_on": [{"name": "imagenet-1k", "split": "val"}]}
     if ds:
-        return {"trained_on": [{"name": ds, "split": "train"}], "evaluated_on": []}
+        return {"trained_on": [{"name": "coco" if ds.lower() == "coco" else ds, "split": "train"}],
+                "evaluated_on": []}
     return {"trained_on": [], "evaluated_on": []}
 
 

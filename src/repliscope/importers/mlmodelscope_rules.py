@@ -6,11 +6,12 @@ the Go agents see them. Every fact has its source reference in docs/mlmodelscope
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from repliscope.importers.base import ConfigImportError
+from repliscope.importers.base import ConfigImportError, ImportWarning
 
 WARNING_CODES = {
     "python_hook": "an embedded Python hook (preprocess/postprocess/before_*/after_*) was NOT run or translated",
@@ -29,6 +30,11 @@ WARNING_CODES = {
     "label_file_mismatch": "an ImageNet label file on a model whose training_dataset is something else",
     "label_offset": "the label file has a background class at index 0 (1001 classes)",
     "missing_field": "a field is absent; the documented MLModelScope default (or a marked placeholder) is used",
+    "resize_rounding": "max_dimension / min_dimension: the aspect-keeping resize rounds a side differently (1 px)",
+    "keep_aspect_ratio_ignored": "keep_aspect_ratio without max_dimension / min_dimension: MLModelScope ignored it",
+    "detection_all_rows": "detections: MLModelScope read every row of the box outputs (no count), padding included",
+    "detection_label_names": "detections: class index = COCO id as MLModelScope recorded it; the label file is unread",
+    "detection_box_order": "detections: a non-TF-OD-API model's boxes read as [ymin, xmin, ymax, xmax] normalised",
 }
 """Every warning name the importer emits (the code is ``mlmodelscope.<name>``), with its one-line meaning
 (stable: tests pin them)."""
@@ -44,7 +50,11 @@ MODEL_KEYS = {"base_url", "graph_path", "weights_path", "is_archive", "graph_che
 INPUT_PARAMS = {"element_type", "input_layer", "layout", "color_mode", "dimensions", "mean", "scale",
                 "max_dimension", "min_dimension", "keep_aspect_ratio", "crop_method", "crop_ratio"}
 OUTPUT_PARAMS = {"element_type", "probabilities_layer", "probabilities_transform", "features_url",
-                 "features_checksum", "boxes_layer", "classes_layer", "masks_layer", "probabilities_checksum"}
+                 "features_checksum", "boxes_layer", "classes_layer", "masks_layer", "probabilities_checksum",
+                 # c3sr/dlframework framework/predictor/image_predictor.go GetBackgroundIndex, GetBoxIndex,
+                 # GetBoxScaling (detection outputs; rai-project/dlframework reads none of them)
+                 "background_index", "ymin_index", "xmin_index", "ymax_index", "xmax_index", "scale_width",
+                 "scale_height"}
 
 KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
     # md5 (features_checksum) -> (repliscope labels source, class count)
@@ -52,6 +62,29 @@ KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
     "6c05083991207dea5c37f2d271014fad": ("", 1001),  # .../synset1.txt: TF-slim order, index 0 = background
 }
 """Label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the source."""
+
+DETECTION_LABEL_FILES: dict[str, tuple[str, int]] = {
+    # store.carml.org/synsets/coco/coco_labels_paper.txt, the features file of 21 of the 22 rai-project/tensorflow
+    # (and c3sr/tensorflow) boundingbox manifests: indexed by the TF OD API class id (labels[int32(class)])
+    "a830abf70aabcb873475cbf57e3ce380": ("builtin:coco-91", 91),
+}
+"""Detection label files by MD5 -> (labels source, count): the class index MLModelScope recorded is the TF Object
+Detection API's COCO category id, so ``builtin:coco-91`` (index = id, 0 = background)."""
+
+
+class Ctx:
+    """The MLModelScope file being translated and the warnings collected so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.warnings: list[ImportWarning] = []
+
+    def warn(self, code: str, field: str, message: str) -> None:
+        assert code in WARNING_CODES, code
+        self.warnings.append(ImportWarning(f"mlmodelscope.{code}", field, message))
+
+    def fail(self, field: str, message: str) -> ConfigImportError:
+        return ConfigImportError(f"{self.path}: {field}: {message}")
 
 
 class _Num(str):
