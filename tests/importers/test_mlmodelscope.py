@@ -295,6 +295,7 @@ def test_folder_summary(tmp_path: Path) -> None:
     outcome = {r.file: r.outcome for r in rows}
     assert outcome == {
         "c3sr-tensorflow/BVLC_GoogLeNet_Caffe.yml": "with warnings",
+        "c3sr-tensorflow/SSD_MobileNet_v2_COCO.yml": "with warnings",
         "caffe/BVLC_AlexNet.yml": "with warnings",
         "mxnet/CIFAR_ResNet110_v1.yml": "with warnings",
         "mxnet/ResNet18_v1.yml": "with warnings",
@@ -430,7 +431,7 @@ def test_cli_folder_prints_one_line_per_file_and_a_summary(tmp_path: Path) -> No
     lines = res.output.splitlines()
     assert any(ln.startswith("refused pytorch/MLPerf_BERT.yml: ") for ln in lines)
     assert any(ln.startswith("with warnings caffe/BVLC_AlexNet.yml (") for ln in lines)
-    assert lines[-1].startswith("0 translated, 14 with warnings, 5 refused; written to ")
+    assert lines[-1].startswith("0 translated, 15 with warnings, 5 refused; written to ")
 
 
 def test_cli_unknown_format_is_named_before_the_file() -> None:

@@ -96,6 +96,18 @@ def test_faster_rcnn_is_translated_like_ssdlite() -> None:
         assert frcnn[key] == ssd[key], key
 
 
+def test_the_two_coco_label_files_give_the_same_ids() -> None:
+    """rai-project's coco_labels_paper.txt and c3sr's coco_labels_paper_background.txt (which replaced it in c3sr
+    commit 889f2ca): the index MLModelScope recorded is the COCO id either way; the first file's names were
+    one id off."""
+    old = import_one("mlmodelscope", FIX / "tensorflow" / "SSDLite_MobileNet_v2_COCO.yml")
+    new = import_one("mlmodelscope", FIX / "c3sr-tensorflow" / "SSD_MobileNet_v2_COCO.yml")
+    assert old.manifest["labels"] == new.manifest["labels"] == {"source": "builtin:coco-91", "num_classes": 91}
+    assert old.manifest["postprocess"] == new.manifest["postprocess"]
+    notes = [next(w.message for w in r.warnings if w.code == "mlmodelscope.detection_label_names") for r in (old, new)]
+    assert "label NAMES were then one id off" in notes[0] and "names and ids agree" in notes[1]
+
+
 def test_mlperf_ssd_mobilenet_fixed_dimensions_and_map_claim() -> None:
     """dimensions [3, 300, 300]: DCT-scaled decode + go_imaging stretch; boxes x 300 then to_source; mAP 0.22."""
     m = import_one("mlmodelscope", FIX / "tensorflow" / "MLPerf_SSD_MobileNet_v1_300x300.yml").manifest

@@ -15,8 +15,12 @@ What the agents ran (read 2026-11-23):
   Xmax = box[3]`` as given (normalised, never scaled by the image size), ``Index = int32(class)`` and ``Label =
   labels[int32(class)]`` (no offset: with TF OD API ids 1..90 the label file must start with a placeholder line;
   a negative probability gives the label ``none``), then sorted by probability. No score threshold, no NMS.
-  The label file's content cannot be read offline: ``coco_labels_paper.txt`` (MD5 ``a830abf7...``) is taken as
-  naming TF OD API ids (``mlmodelscope.detection_label_names``); other detection label files are refused.
+  The label file's content cannot be read offline: ``coco_labels_paper.txt`` (MD5 ``a830abf7...``) and
+  ``coco_labels_paper_background.txt`` (``17249a41...``) are taken as naming TF OD API ids
+  (``mlmodelscope.detection_label_names``); other detection label files are refused. c3sr/tensorflow commit
+  889f2ca (2021-02-01, "check all object detection models") moved 20 TF OD API manifests from the first to the
+  second: the first has no background line, so rai-project's MLModelScope named class c after id c + 1 (the
+  index it recorded, which the translation keeps, is right).
   Models whose agent is not TensorFlow, or whose box columns were reordered, get
   ``mlmodelscope.detection_box_order`` (MLModelScope's yxyx-normalised reading is kept, so check the model).
   c3sr/dlframework @ 11c2c11 (same file, ``createBoundingBoxFeaturesBatchFlattened``) adds output parameters:
@@ -160,11 +164,11 @@ def detection_labels(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
         raise ctx.fail(f, f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a detection label file the importer "
                        "knows; the class ids cannot be named without downloading it (allowed: the files with MD5 "
                        f"{', '.join(sorted(DETECTION_LABEL_FILES))})")
-    source, count = known
+    source, count, note = known
     ctx.warn("detection_label_names", f, f"MLModelScope recorded each detection's class as Index = int32(class) "
              f"and named it labels[int32(class)] from {url}, whose content was not read here (no network): the "
              f"translation keeps the index as the class id and names it with {source} (index = COCO category id, "
-             "0 = background), which is what TF Object Detection API graphs emit; check the file if the names matter")
+             f"0 = background), which is what TF Object Detection API graphs emit; {note}")
     return {"source": source, "num_classes": count}
 
 

@@ -63,13 +63,23 @@ KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
 }
 """Label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the source."""
 
-DETECTION_LABEL_FILES: dict[str, tuple[str, int]] = {
-    # store.carml.org/synsets/coco/coco_labels_paper.txt, the features file of 21 of the 22 rai-project/tensorflow
-    # (and c3sr/tensorflow) boundingbox manifests: indexed by the TF OD API class id (labels[int32(class)])
-    "a830abf70aabcb873475cbf57e3ce380": ("builtin:coco-91", 91),
+DETECTION_LABEL_FILES: dict[str, tuple[str, int, str]] = {
+    # store.carml.org/synsets/coco/coco_labels_paper.txt: the features file of 21 of the 22 rai-project/tensorflow
+    # boundingbox manifests. c3sr/tensorflow commit 889f2ca ("check all object detection models", 2021-02-01)
+    # replaced it in 20 TF OD API manifests by coco_labels_paper_background.txt: a sign that it has no background
+    # line, so labels[int32(class)] named class c after COCO id c + 1 (person -> the second name).
+    "a830abf70aabcb873475cbf57e3ce380": (
+        "builtin:coco-91", 91, "c3sr/tensorflow commit 889f2ca replaced this file by coco_labels_paper_background.txt "
+        "in 20 TF OD API manifests, a sign that it has no background line: MLModelScope's label NAMES were then one "
+        "id off (class 1, person, named after the next line); the index, kept here, is not affected"),
+    # store.carml.org/synsets/coco/coco_labels_paper_background.txt (c3sr/tensorflow since 889f2ca)
+    "17249a4106513972e03c00728e7cd380": (
+        "builtin:coco-91", 91, "by its name this is the same list with a background line first, so names and ids "
+        "agree"),
 }
-"""Detection label files by MD5 -> (labels source, count): the class index MLModelScope recorded is the TF Object
-Detection API's COCO category id, so ``builtin:coco-91`` (index = id, 0 = background)."""
+"""Detection label files by MD5 -> (labels source, count, what is known of the file): the class index
+MLModelScope recorded is the TF Object Detection API's COCO category id, so ``builtin:coco-91`` (index = id,
+0 = background). The files themselves were not read (no network)."""
 
 
 class Ctx:
