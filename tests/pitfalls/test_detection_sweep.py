@@ -92,8 +92,14 @@ def test_paired_delta_ap_is_on_the_categories_the_model_detects(synthetic: Datas
                       categories={1: "red", 2: "lime", 3: "blue"})
     prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
                                              cache_dir=tmp_path_factory.mktemp("cache")))
-    result = run_sweep(prepared, renamed, ["color_layout_swapped"], visual_samples=0).result
+    out = run_sweep(prepared, renamed, ["color_layout_swapped"], visual_samples=0)
+    result = out.result
     variant = result.variants[0]  # red and blue swapped: only green (left out here) would be right
     assert (result.reference.metric("AP").value, variant.metric("AP").value) == (1.0, 0.0)  # type: ignore[union-attr]
     paired = variant.paired_task or {}
     assert (paired["ap_reference"], paired["ap_variant"], paired["delta_ap"]) == (1.0, 0.0, -1.0)  # not -2/3
+    from repliscope.report.markdown import render_sweep_markdown
+
+    md = render_sweep_markdown(result, {r.run_id: r for r in out.records})
+    assert ("Scored on 2 of 3 dataset categories, the ones the model's labels name (1 red, 3 blue); 1 left out "
+            "with their 12 ground-truth boxes: lime.") in md

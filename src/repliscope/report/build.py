@@ -42,10 +42,7 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
     note = (f"On {where}; COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
             if detection else f"On {where}; 95 % Wilson score intervals.")
     if detection:
-        from repliscope.tasks.detection import categories_left_out_line
-
-        left_out = categories_left_out_line(record.dataset)
-        note += f" {left_out[0].upper()}{left_out[1:]}{'' if left_out.endswith('...') else '.'}" if left_out else ""
+        note += _left_out_note(record.dataset)
     title = f"{record.manifest.name} {record.manifest.version}"
     if record.variant:
         title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")
@@ -65,6 +62,14 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
     from repliscope.report.units_sections import with_units
 
     return with_units(view, record, sink)
+
+
+def _left_out_note(dataset: Mapping[str, Any]) -> str:
+    """`` Scored on 1 of 80 dataset categories ...`` (a sentence) when a detection run left categories out."""
+    from repliscope.tasks.detection import categories_left_out_line
+
+    line = categories_left_out_line(dict(dataset))
+    return f" {line[0].upper()}{line[1:]}{'' if line.endswith('...') else '.'}" if line else ""
 
 
 def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None = None,
@@ -94,6 +99,7 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
         metrics_note=(f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
                       f"{'' if n is None else f', {n} samples'}; "
                       + ("COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+                         + _left_out_note(ref_record.dataset if ref_record else {})
                          if detection else "95 % Wilson score intervals.")),
         provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,
                                   sweep.dataset, sweep.options, ps.sweep_timings(sweep.timings, sweep.variants)),
