@@ -376,6 +376,13 @@ def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, datase
     truth = dataset if all(s.objects is not None for s in samples) and dataset.categories else None
     notes = [f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; both "
              "post-processed by the manifest, paired by the detection task"]
+    if truth is not None:  # AP on the categories the model detects, as evaluate scores a run
+        truth, scored = task.restrict(truth, prep_a.class_names)
+        if scored.get("categories_left_out"):
+            n = len(scored["categories_evaluated"])
+            notes.append(f"AP on the {n} {'category' if n == 1 else 'categories'} the model detects; "
+                         f"{len(scored['categories_left_out'])} dataset categories left out "
+                         f"({scored.get('objects_left_out', 0)} ground-truth objects)")
     notes += [f"model output '{name}': {len(acc.shape_differences)} image(s) with outputs of another shape "
               f"(compared value by value on the other {len(pairs) - len(acc.shape_differences)}; the detections "
               f"are paired below): {'; '.join(acc.shape_differences[:5])}"
