@@ -149,29 +149,36 @@ class Decode(PreOp):
         except SampleError:
             im.close()
             raise
+        file_hw = (im.size[1], im.size[0])
+        dct_scale = 1.0
         if self.params.library == "pillow":
             rgb = _decode_pillow(im)
             out = rgb if self.params.channels == "RGB" else rgb[..., ::-1]
         elif self.params.library == "libjpeg_turbo":
-            rgb = self._decode_libjpeg(im, data)
+            rgb, dct_scale = self._decode_libjpeg(im, data)
             out = rgb if self.params.channels == "RGB" else rgb[..., ::-1]
         else:
             im.close()
             bgr = _decode_opencv(buf)
             out = bgr if self.params.channels == "BGR" else bgr[..., ::-1]
-        return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels,
-                    geometry=Geometry(source_hw=(out.shape[0], out.shape[1])))
+        # the source of the geometry is the FILE's pixel grid (where annotations live): a DCT-domain downscale
+        # by M/8 maps every 8-pixel block to M pixels, so it is a scale of M/8 on both axes
+        geometry = Geometry(source_hw=file_hw)
+        if dct_scale != 1.0:
+            geometry = geometry.then((dct_scale, dct_scale))
+        return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels, geometry=geometry)
 
 
-    def _decode_libjpeg(self, im: ImageFile.ImageFile, data: bytes) -> np.ndarray:
-        """RGB uint8 HxWx3 for ``library: libjpeg_turbo``; see :class:`Decode`."""
+    def _decode_libjpeg(self, im: ImageFile.ImageFile, data: bytes) -> tuple[np.ndarray, float]:
+        """(RGB uint8 HxWx3, the DCT scale M/8 applied: 1.0 for none) for ``library: libjpeg_turbo``; see
+        :class:`Decode`."""
         fmt = im.format
         if fmt != "JPEG":
             if fmt not in LIBJPEG_FORMATS:
                 im.close()
                 raise SampleError(f"cannot decode with libjpeg_turbo: format {fmt} is not supported "
                                   f"(MLModelScope decoded only {', '.join(LIBJPEG_FORMATS)})")
-            return _decode_pillow(im)
+            return _decode_pillow(im), 1.0
         im.close()
         import simplejpeg
 
@@ -183,6 +190,7 @@ class Decode(PreOp):
                 raise SampleError(f"cannot decode with libjpeg_turbo: a {colorspace} JPEG (libjpeg cannot "
                                   "convert it to RGB)")
             scale = {}
+            m = 8
             if p.dct_scale_to is not None:
                 m = dct_scale_numerator((width, height), (p.dct_scale_to[1], p.dct_scale_to[0]))
                 # ask for the exact M/8 size (simplejpeg takes the smallest factor reaching it); passing the
@@ -193,7 +201,7 @@ class Decode(PreOp):
                                          fastupsample=not p.fancy_upsampling, strict=True, **scale)
         except ValueError as exc:
             raise SampleError(f"cannot decode with libjpeg_turbo: {exc}") from exc
-        return np.asarray(rgb, dtype=np.uint8)
+        return np.asarray(rgb, dtype=np.uint8), (m / 8 if scale else 1.0)
 
 
 def dct_scale_numerator(size: tuple[int, int], target: tuple[int, int]) -> int:

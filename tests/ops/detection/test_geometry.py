@@ -109,3 +109,28 @@ def test_ops_without_geometry_keep_none() -> None:
     item = hwc_item(smooth_rgb(20, 30))
     assert pre(**{**RESIZE, "size": 10, "keep_aspect_ratio": True})(item).geometry is None
     assert pre(op="center_crop", size=8)(item).geometry is None
+
+
+def test_libjpeg_dct_downscale_keeps_the_file_as_source() -> None:
+    """A DCT-domain downscale by M/8 is a scale of the FILE's pixel grid: boxes map back to the file (where
+    the annotations live), not to the downscaled image (regression: the geometry's source was the scaled image)."""
+    pytest.importorskip("simplejpeg")
+    import io
+
+    from repliscope.ops.decode import Decode, DecodeParams
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), (10, 200, 30)).save(buf, format="JPEG", quality=95)
+    data = np.frombuffer(buf.getvalue(), dtype=np.uint8)
+    op = Decode(DecodeParams(library="libjpeg_turbo", channels="RGB", dct_scale_to=[24, 32], fancy_upsampling=True,
+                             dct_method="islow"))
+    out = op(Item(data, layout="encoded"))
+    assert out.data.shape == (24, 32, 3)
+    assert out.geometry is not None
+    assert out.geometry.source_hw == (48, 64)
+    assert out.geometry.scale == (0.5, 0.5) and out.geometry.offset == (0.0, 0.0)
+    np.testing.assert_allclose(out.geometry.to_source_xyxy(np.array([[4.0, 2.0, 16.0, 12.0]])),
+                               [[8.0, 4.0, 32.0, 24.0]])
+    plain = Decode(DecodeParams(library="libjpeg_turbo", channels="RGB", dct_scale_to=None, fancy_upsampling=True,
+                                dct_method="islow"))(Item(data, layout="encoded"))
+    assert plain.geometry is not None and plain.geometry.source_hw == (48, 64) and plain.geometry.scale == (1.0, 1.0)
