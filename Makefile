@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_layer_diff.py
 	$(BIN)/python benchmarks/bench_harness.py
 	$(BIN)/python benchmarks/bench_tracing.py --runtime onnxruntime --runtime torch --runtime opencv_dnn
+	$(BIN)/python benchmarks/bench_detection.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
