@@ -20,7 +20,7 @@ errors divide by ``max(|a|, 1e-3 * max|a|)`` per sample vector (A is the referen
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,28 +215,40 @@ def _detection_result(source: Literal["records", "runtimes"], a: str, b: str, da
                           agreement_of="images whose detections match one to one (same class, IoU >= 0.5)")
 
 
-def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
-    """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order)."""
+def _pair_samples(a: EvaluationRecord, b: EvaluationRecord, usable: Callable[[SamplePrediction], bool]
+                  ) -> tuple[list[tuple[SamplePrediction, SamplePrediction]], list[str], list[str]]:
+    """The samples of ``a`` (in its order) that ``b`` has too, as (a's, b's) pairs when both evaluated them
+    (and ``usable`` accepts both), plus the ids that failed in A and those that failed only in B."""
     by_id = {s.sample_id: s for s in b.samples}
-    if a.task == "object_detection" or b.task == "object_detection":
-        return _diff_detection_records(a, b)
-    acc = _Acc("top-k probabilities of the classes in both runs' top-k (records store only the top-k)")
-    tally = _Tally()
+    pairs: list[tuple[SamplePrediction, SamplePrediction]] = []
     failed_a: list[str] = []
     failed_b: list[str] = []
     for sa in a.samples:
         sb = by_id.get(sa.sample_id)
         if sb is None:
             continue
-        if sa.error is not None or sb.error is not None or sa.top1 is None or sb.top1 is None:
+        if sa.error is not None or sb.error is not None or not usable(sa) or not usable(sb):
             (failed_a if sa.error is not None else failed_b).append(sa.sample_id)
             continue
+        pairs.append((sa, sb))
+    return pairs, failed_a, failed_b
+
+
+def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
+    """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order)."""
+    if a.task == "object_detection" or b.task == "object_detection":
+        return _diff_detection_records(a, b)
+    acc = _Acc("top-k probabilities of the classes in both runs' top-k (records store only the top-k)")
+    tally = _Tally()
+    pairs, failed_a, failed_b = _pair_samples(a, b, lambda s: s.top1 is not None)
+    for sa, sb in pairs:
+        assert sa.top1 is not None and sb.top1 is not None
         pb = dict(zip(sb.topk_indices, sb.topk_probs, strict=True))
         common = [(p, pb[i]) for i, p in zip(sa.topk_indices, sa.topk_probs, strict=True) if i in pb]
         va = np.array([x for x, _ in common], dtype=np.float64)
         vb = np.array([y for _, y in common], dtype=np.float64)
         tally.add(sa.sample_id, sa.label, sa.top1, sb.top1, acc.add(sa.sample_id, va, vb))
-    ids_a, ids_b = {s.sample_id for s in a.samples}, set(by_id)
+    ids_a, ids_b = {s.sample_id for s in a.samples}, {s.sample_id for s in b.samples}
     notes = []
     if a.dataset.get("identity") != b.dataset.get("identity"):
         notes.append(f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
@@ -256,19 +268,8 @@ def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDif
 
     if a.task != b.task:
         raise ValueError(f"run {a.run_id[:12]} is {a.task}, run {b.run_id[:12]} is {b.task}: nothing to compare")
-    by_id = {s.sample_id: s for s in b.samples}
-    pairs: list[tuple[SamplePrediction, SamplePrediction]] = []
-    failed_a: list[str] = []
-    failed_b: list[str] = []
-    for sa in a.samples:
-        sb = by_id.get(sa.sample_id)
-        if sb is None:
-            continue
-        if sa.error is not None or sb.error is not None:
-            (failed_a if sa.error is not None else failed_b).append(sa.sample_id)
-            continue
-        pairs.append((sa, sb))
-    ids_a = {s.sample_id for s in a.samples}
+    pairs, failed_a, failed_b = _pair_samples(a, b, lambda s: True)
+    ids_a, ids_b = {s.sample_id for s in a.samples}, {s.sample_id for s in b.samples}
     notes = []
     if a.dataset.get("identity") != b.dataset.get("identity"):
         notes.append(f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
@@ -276,7 +277,7 @@ def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDif
     return _detection_result("records", f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
                              f"run {b.run_id} ({b.runtime.get('runtime', '?')})", str(a.dataset.get("name", "")),
                              pairs, dataset_of(a) if a.ground_truth is not None else None, [], failed_a, failed_b,
-                             notes, len(ids_a - set(by_id)), len(set(by_id) - ids_a))
+                             notes, len(ids_a - ids_b), len(ids_b - ids_a))
 
 
 def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset: Dataset, *, batch_size: int = 8,

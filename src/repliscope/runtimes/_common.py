@@ -62,6 +62,15 @@ def to_scores(out: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
+def single_output_scores(outputs: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """The (N, C) float32 scores of a single-output model (:meth:`Runner.infer`); a model with several outputs
+    (detection) is refused: its runner's ``infer_outputs`` returns them all."""
+    if len(outputs) != 1:
+        raise ModelLoadError(f"the model has {len(outputs)} outputs ({', '.join(outputs)}): a single score "
+                             "output needs infer_outputs (detection)")
+    return to_scores(next(iter(outputs.values())), n)
+
+
 def select_outputs(available: list[str], wanted: tuple[str, ...], model: str) -> list[str]:
     """The model's output names to fetch, in the manifest's order: each of ``wanted`` (the manifest's output
     names) must be one of ``available`` (the model's outputs); a single-output model with a single manifest

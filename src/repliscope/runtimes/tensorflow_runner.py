@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.runtimes._common import check_batch, distribution_version, to_scores
+from repliscope.runtimes._common import check_batch, distribution_version, single_output_scores
 from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
@@ -190,11 +190,7 @@ class TensorflowRunner(Runner):
         return result
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
-        outputs = self._infer_outputs(batch)
-        if len(outputs) != 1:
-            raise ModelLoadError(f"the model has {len(outputs)} outputs ({', '.join(outputs)}): a single score "
-                                 "output needs infer_outputs (detection)")
-        return to_scores(next(iter(outputs.values())), batch.shape[0])
+        return single_output_scores(self._infer_outputs(batch), batch.shape[0])
 
 
 def _folder_sha256(folder: Path) -> str | None:

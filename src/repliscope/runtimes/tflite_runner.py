@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.runtimes._common import check_batch, distribution_version, output_keys, select_outputs, to_scores
+from repliscope.runtimes._common import (
+    check_batch,
+    distribution_version,
+    output_keys,
+    select_outputs,
+    single_output_scores,
+)
 from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
@@ -201,8 +207,4 @@ class TfliteRunner(Runner):
         return dict(zip(keys, outs, strict=True))
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
-        outputs = self._infer_outputs(batch)
-        if len(outputs) != 1:
-            raise ModelLoadError(f"the model has {len(outputs)} outputs ({', '.join(outputs)}): a single score "
-                                 "output needs infer_outputs (detection)")
-        return to_scores(next(iter(outputs.values())), batch.shape[0])
+        return single_output_scores(self._infer_outputs(batch), batch.shape[0])
