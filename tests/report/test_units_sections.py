@@ -82,3 +82,17 @@ def test_no_match_still_shows_images(shifted: EvaluationRecord) -> None:
     assert [f.title.split(":")[0] for f in view.units.figures[1:]] == ["Image 1", "Image 2", "Image 3"]
     assert view.units.figures[1].caption.endswith("red: predicted; no detection matched the ground truth")
     assert "Diagnosis against the ground truth: classes: predicted = reference +1" in " ".join(view.units.summary)
+
+
+def test_a_voc_run_reloads_its_images(tmp_path: Path, shifted: EvaluationRecord) -> None:
+    """A run on a VOC folder re-loads it from the record's origin (real pixels in the overlays, not a canvas)."""
+    from repliscope.datasets.voc_xml import load_voc_xml
+    from tests.datasets.test_voc_xml import write_synthetic_voc
+
+    write_synthetic_voc(tmp_path / "VOC")
+    voc = load_voc_xml(tmp_path / "VOC")
+    record = shifted.model_copy(update={"dataset": {**shifted.dataset, **voc.describe()}})
+    again = source_dataset(record)
+    assert again is not None and again.identity == voc.identity and len(again.samples) == 16
+    edited = record.model_copy(update={"dataset": {**record.dataset, "identity": "0" * 64}})
+    assert source_dataset(edited) is None  # another identity: never drawn on other images

@@ -61,17 +61,20 @@ class DetectionRunView(ReportView):
 
 
 def source_dataset(record: EvaluationRecord) -> Dataset | None:
-    """Re-load the run's dataset from ``record.dataset['origin']`` (synthetic_detection, coco, dlib_xml) when its
-    identity is the record's; None otherwise."""
+    """Re-load the run's dataset from ``record.dataset['origin']`` (synthetic_detection, coco, dlib_xml, voc_xml)
+    when its identity is the record's; None otherwise."""
     from repliscope.datasets.coco import load_coco
     from repliscope.datasets.dlib_xml import load_dlib_xml
     from repliscope.datasets.synthetic_detection import load_synthetic_detection
+    from repliscope.datasets.voc_xml import load_voc_xml
 
     origin = str(record.dataset.get("origin", ""))
     n = record.dataset.get("num_samples")
     limit = int(n) if isinstance(n, int) and n > 0 else None
     try:
-        if m := re.fullmatch(r"repliscope synthetic_detection seed=(-?\d+)", origin):
+        if record.dataset.get("label_rule") == "pascal voc xml":  # a VOC folder or its split list file
+            data = load_voc_xml(origin, limit=limit)
+        elif m := re.fullmatch(r"repliscope synthetic_detection seed=(-?\d+)", origin):
             data = load_synthetic_detection(seed=int(m.group(1)), num_images=limit or 16)
         elif m := re.fullmatch(r"(.+) \(annotations (.+)\)", origin):
             data = load_coco(m.group(1), annotations=m.group(2), limit=limit)
