@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo serve test test-fast lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/repliscope evaluate examples/efficientnet-lite0.yaml --runtime onnxruntime
+
+# the service: SQLite store, in-process executor, foolbox_imagenet registered; prints the URL (and, on the first
+# start, a one-time admin token)
+serve: $(STAMP)
+	$(BIN)/repliscope serve
 
 test: $(STAMP)
 	$(BIN)/pytest -q
