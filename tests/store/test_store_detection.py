@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction
 from repliscope.store import RunStore
-from repliscope.store.models import Base
+from repliscope.store.migrations.versions.r0001_baseline import BASELINE
 from repliscope.store.repository import _run_row
 from tests.store.records import TOP1_A, make_record
 
@@ -24,10 +24,12 @@ def _old_store(path: Path) -> str:
     """A SQLite store with the previous schema holding one classification run (written without RunStore)."""
     url = f"sqlite:///{path}"
     engine = create_engine(url)
-    Base.metadata.create_all(engine, tables=[t for t in Base.metadata.sorted_tables if t.name != "sample_predictions"])
+    BASELINE.create_all(engine, tables=[t for t in BASELINE.sorted_tables if t.name != "sample_predictions"])
     record = make_record("a" * 32, TOP1_A)
+    runs = BASELINE.tables["runs"]
+    row = _run_row(record)
     with Session(engine) as session, session.begin():
-        session.add(_run_row(record))
+        session.execute(runs.insert().values({c.name: getattr(row, c.name) for c in runs.columns}))
     with engine.begin() as conn:
         conn.execute(text("ALTER TABLE runs DROP COLUMN ap"))  # the runs table of that release
         conn.execute(text(OLD_SAMPLE_TABLE))

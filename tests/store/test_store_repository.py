@@ -3,7 +3,6 @@
 The PostgreSQL database named there is emptied (tables dropped) after every test.
 """
 
-import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -15,14 +14,11 @@ from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
 from repliscope.store import RunStore, default_url
-from repliscope.store.models import Base, SampleRow
+from repliscope.store.models import SampleRow
+from tests.store.backends import BACKENDS, POSTGRES, wipe
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
 T0 = datetime(2026, 11, 21, 23, 30, 5, 123456, tzinfo=UTC)
-
-
-POSTGRES = os.environ.get("REPLISCOPE_TEST_POSTGRES")
-BACKENDS = ["sqlite", "postgresql"] if POSTGRES else ["sqlite"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -32,7 +28,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
         try:
             yield s
         finally:
-            Base.metadata.drop_all(s.engine)
+            wipe(s.engine)
 
 
 def sample_rows(store: RunStore) -> int:

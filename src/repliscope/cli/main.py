@@ -25,10 +25,12 @@ def _register_plugins() -> None:
     from repliscope.cli import (
         bench_cmd,
         convert_cmd,
+        db_cmd,
         diff_cmd,
         manifest_cmd,
         report_cmd,
         runs_cmd,
+        serve_cmd,
         trace_cmd,
         units_cmd,
     )
@@ -41,6 +43,8 @@ def _register_plugins() -> None:
     bench_cmd.register(app)
     trace_cmd.register(app)
     units_cmd.register(app)
+    serve_cmd.register(app)
+    db_cmd.register(app)
 
 
 _register_plugins()

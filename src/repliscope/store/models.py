@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -42,12 +42,29 @@ class RunRow(Base):
     sweep_id: Mapped[str | None] = mapped_column(String, index=True)
     variant: Mapped[str | None] = mapped_column(String)
     record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    framework_version: Mapped[str | None] = mapped_column(String, nullable=True)
+    """``record.runtime["framework_version"]`` (migration 0002; filled from the record for older rows)."""
+    cpu_model: Mapped[str | None] = mapped_column(String, nullable=True)
+    """``record.hardware["cpu_model"]``."""
+    verdict: Mapped[str | None] = mapped_column(String, nullable=True)
+    """The run's claim verdict: inconsistent if any claim is, else consistent if any is, else not comparable;
+    NULL without claims."""
+
+    __table_args__ = (
+        Index("ix_runs_manifest", "manifest_name", "manifest_version", "created_at"),
+        Index("ix_runs_runtime_created", "runtime", "created_at"),
+        Index("ix_runs_dataset_created", "dataset_name", "created_at"),
+        Index("ix_runs_kind_created", "kind", "created_at"),
+        Index("ix_runs_verdict_created", "verdict", "created_at"),
+        Index("ix_runs_framework_version", "framework_version"),
+        Index("ix_runs_cpu_model", "cpu_model"),
+    )
 
 
 class SampleRow(Base):
     """One sample's prediction; ``position`` keeps the record's sample order. ``detections``: object detection's
     ``[{"box", "score", "class_id"}, ...]`` (NULL for classification and failed samples; added to stores created
-    before it by :func:`repliscope.store.repository.upgrade_schema`)."""
+    before it by the baseline migration, :mod:`repliscope.store.migrate`)."""
 
     __tablename__ = "sample_predictions"
 
@@ -109,3 +126,67 @@ class TraceRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
     level: Mapped[str] = mapped_column(String)
     trace: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class TokenRow(Base):
+    """One API token: only its sha256 is stored; ``role`` is viewer | runner | admin."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String)
+    role: Mapped[str] = mapped_column(String)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class DatasetRegistryRow(Base):
+    """A dataset registered server-side: ``spec`` is what ``--dataset`` takes (a folder, a built-in name or
+    NAME:PATH); clients refer to it by ``name`` only."""
+
+    __tablename__ = "datasets_registry"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    spec: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ManifestRow(Base):
+    """An uploaded manifest, immutable once stored under name@version."""
+
+    __tablename__ = "manifests"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_manifests_name_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String, index=True)
+    version: Mapped[str] = mapped_column(String)
+    text: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    uploaded_at: Mapped[datetime] = mapped_column(DateTime)
+    uploaded_by: Mapped[str] = mapped_column(String)
+
+
+class JobRow(Base):
+    """A background job (evaluate | pitfalls | bench | diff) and its progress."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    kind: Mapped[str] = mapped_column(String)
+    manifest: Mapped[str] = mapped_column(String)
+    runtime: Mapped[str | None] = mapped_column(String, nullable=True)
+    dataset: Mapped[str | None] = mapped_column(String, nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String, index=True)
+    progress_done: Mapped[int] = mapped_column(Integer)
+    progress_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    log: Mapped[str] = mapped_column(Text)
+    result_ids: Mapped[list[str]] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    created_by: Mapped[str] = mapped_column(String)

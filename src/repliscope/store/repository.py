@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, select, text
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -28,7 +28,7 @@ from repliscope.bench.record import BenchmarkRecord
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
-from repliscope.store.models import Base, BenchmarkRow, RunRow, SampleRow, SweepRow, TraceRow
+from repliscope.store.models import BenchmarkRow, RunRow, SampleRow, SweepRow, TraceRow
 
 ENV_VAR = "REPLISCOPE_DB"
 MIN_PREFIX = 6
@@ -59,6 +59,10 @@ class RunSummary(BaseModel):
     variant: str | None
     ap: float | None = None
     """Object detection's COCO AP (None for classification)."""
+    framework_version: str | None = None
+    cpu_model: str | None = None
+    verdict: str | None = None
+    """The run's claim verdict (see :func:`run_verdict`); None without claims."""
 
 
 _SUMMARY_COLUMNS = [getattr(RunRow, name) for name in RunSummary.model_fields]
@@ -117,12 +121,15 @@ def _sqlite_folder(url: str, create: bool) -> None:
 
 def _open_engine(url: str) -> Engine:
     try:
+        from repliscope.store.migrate import upgrade_engine
+    except ImportError as exc:  # alembic is a dependency; a broken install says so
+        raise StoreError(f"cannot migrate the run database: {exc}; pip install alembic") from exc
+    try:
         parsed = make_url(url)
         engine = create_engine(parsed)
         if parsed.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _enable_sqlite_foreign_keys)
-        Base.metadata.create_all(engine)
-        upgrade_schema(engine)
+        upgrade_engine(engine)
     except ImportError as exc:
         raise StoreError(
             f"the database driver for {hide_password(url)!r} is not installed ({exc}); for PostgreSQL: "
@@ -131,23 +138,6 @@ def _open_engine(url: str) -> Engine:
     except (SQLAlchemyError, OSError) as exc:
         raise StoreError(f"cannot open the run database {hide_password(url)}: {exc}") from exc
     return engine
-
-
-_ADDED_COLUMNS = (("sample_predictions", "detections", "JSON"), ("runs", "ap", "FLOAT"))
-"""Columns added after a store schema was released: (table, column, SQL type), added on open when missing."""
-
-
-def upgrade_schema(engine: Engine) -> list[str]:
-    """Add the :data:`_ADDED_COLUMNS` a store created by an earlier release lacks (``ALTER TABLE ... ADD
-    COLUMN``, NULL in existing rows) -> the ``table.column`` names added."""
-    added = []
-    tables = inspect(engine)
-    for table, column, sql_type in _ADDED_COLUMNS:
-        if column not in {c["name"] for c in tables.get_columns(table)}:
-            with engine.begin() as conn:
-                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}"))
-            added.append(f"{table}.{column}")
-    return added
 
 
 def _utc_naive(dt: datetime) -> datetime:
@@ -159,6 +149,19 @@ def _metric_value(record: EvaluationRecord, names: tuple[str, ...]) -> float | N
         metric = record.metric(name)
         if metric is not None:
             return metric.value
+    return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def run_verdict(verdicts: builtins.list[str]) -> str | None:
+    """A run's verdict from its claims' verdicts: inconsistent if any is, else consistent if any is, else not
+    comparable; None without claims (migration 0002 fills older rows the same way)."""
+    for verdict in ("inconsistent", "consistent", "not comparable"):
+        if verdict in verdicts:
+            return verdict
     return None
 
 
@@ -178,6 +181,9 @@ def _run_row(record: EvaluationRecord) -> RunRow:
         top1=_metric_value(record, _TOP1_NAMES),
         top5=_metric_value(record, _TOP5_NAMES),
         ap=_metric_value(record, ("AP",)),
+        framework_version=_str_or_none(record.runtime.get("framework_version")),
+        cpu_model=_str_or_none(record.hardware.get("cpu_model")),
+        verdict=run_verdict([c.verdict for c in record.claims]),
         result_hash=record.result_hash,
         sweep_id=record.sweep_id,
         variant=record.variant,
@@ -186,7 +192,8 @@ def _run_row(record: EvaluationRecord) -> RunRow:
 
 
 class RunStore:
-    """Evaluation records in a database. ``url=None`` -> :func:`default_url`. Tables are created on open.
+    """Evaluation records in a database. ``url=None`` -> :func:`default_url`. On open the schema is migrated to
+    the newest revision (:func:`repliscope.store.migrate.upgrade_engine`).
 
     The folder of a SQLite file is created only for the default location (the user data dir); for any other
     URL (``--db``, ``$REPLISCOPE_DB``) a missing folder is a StoreError.

@@ -1,0 +1,107 @@
+"""Schema migrations of the run store (Alembic, run programmatically; no alembic.ini).
+
+:func:`upgrade` brings any store to the newest revision: a fresh database gets every table; a database created
+by a release before migrations (tables present, no ``alembic_version``) first gains the baseline tables and
+columns it may lack (as that release's ``upgrade_schema`` did), is stamped at :data:`BASELINE`, then upgraded.
+``RunStore`` calls it on open, so the CLI store and the service share one schema history.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, inspect, text
+from sqlalchemy.engine import make_url
+
+BASELINE = "0001"
+"""The revision of the schema the last release before migrations created."""
+SCRIPT_LOCATION = Path(__file__).parent / "migrations"
+
+
+@dataclass(frozen=True)
+class UpgradeResult:
+    """``from_revision``: None for an empty database or one created before migrations (``legacy``);
+    ``added``: ``table.column`` / table names a legacy store lacked and gained before it was stamped."""
+
+    from_revision: str | None
+    to_revision: str
+    legacy: bool = False
+    added: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.from_revision != self.to_revision
+
+
+def _config(connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPT_LOCATION))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+@functools.cache
+def head() -> str:
+    """The newest revision."""
+    heads = ScriptDirectory.from_config(_config()).get_heads()
+    if len(heads) != 1:
+        raise RuntimeError(f"the store migrations must have exactly one head, found {heads}")
+    return str(heads[0])
+
+
+def current(engine: Engine) -> str | None:
+    """The revision stored in ``alembic_version`` (None when the table is absent)."""
+    with engine.connect() as conn:
+        rev = MigrationContext.configure(conn).get_current_revision()
+    return None if rev is None else str(rev)
+
+
+def _prepare_legacy(conn: Connection) -> list[str]:
+    """Give a pre-migration store the baseline tables and columns it lacks (NULL in existing rows)."""
+    from repliscope.store.migrations.versions.r0001_baseline import ADDED_COLUMNS
+    from repliscope.store.migrations.versions.r0001_baseline import BASELINE as TABLES
+
+    added = []
+    tables = set(inspect(conn).get_table_names())
+    for table in TABLES.sorted_tables:
+        if table.name not in tables:
+            table.create(conn)
+            added.append(table.name)
+    for table_name, column, sql_type in ADDED_COLUMNS:
+        if column not in {c["name"] for c in inspect(conn).get_columns(table_name)}:
+            conn.execute(text(f"ALTER TABLE {table_name} ADD COLUMN {column} {sql_type}"))
+            added.append(f"{table_name}.{column}")
+    return added
+
+
+def upgrade_engine(engine: Engine) -> UpgradeResult:
+    """Upgrade the database of ``engine`` to :func:`head` (nothing to do when it is there already)."""
+    target = head()
+    before = current(engine)
+    if before == target:
+        return UpgradeResult(before, target)
+    legacy = False
+    added: list[str] = []
+    with engine.begin() as conn:
+        if before is None and "runs" in inspect(conn).get_table_names():
+            legacy = True
+            added = _prepare_legacy(conn)
+            command.stamp(_config(conn), BASELINE)
+        command.upgrade(_config(conn), "head")
+    return UpgradeResult(before, current(engine) or "", legacy, added)
+
+
+def upgrade(url: str) -> UpgradeResult:
+    """Upgrade the database at ``url`` to the newest revision (``repliscope db upgrade``)."""
+    engine = create_engine(make_url(url))
+    try:
+        return upgrade_engine(engine)
+    finally:
+        engine.dispose()

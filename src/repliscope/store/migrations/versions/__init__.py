@@ -1,0 +1,2 @@
+"""Alembic revisions of the run store, oldest first: ``r0001_baseline`` (the schema of the release before
+migrations), ``r0002_service`` (the service's tables and the run-query columns and indexes)."""
