@@ -1,0 +1,74 @@
+"""``repliscope serve``: the REST API and web UI (FastAPI + uvicorn, imported only when the command runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from repliscope.cli.common import DbOption, fail
+from repliscope.errors import RepliscopeError
+
+DEFAULT_DATASET = "foolbox_imagenet"
+
+
+def first_start(store: object) -> tuple[str | None, bool]:
+    """On a fresh store: create a one-time admin token (returned, else None) and register the embedded default
+    dataset (True when it was registered now)."""
+    from repliscope.store.accounts import create_token, has_admin
+    from repliscope.store.registry import NotFoundError, get_dataset, register_dataset
+
+    token = None if has_admin(store) else create_token(store, "admin", "admin")
+    try:
+        get_dataset(store, DEFAULT_DATASET)
+        registered = False
+    except NotFoundError:
+        register_dataset(store, DEFAULT_DATASET, DEFAULT_DATASET,
+                         "the embedded default: foolbox's ImageNet samples (shipped with repliscope)",
+                         created_by="repliscope serve")
+        registered = True
+    return token, registered
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    db: DbOption = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Model exports, conversions and calibrations (default: "
+                                                        "the CLI's cache).")] = None,
+    max_upload_bytes: Annotated[int, typer.Option(min=1, help="Largest accepted request body.")] = 1 << 20,
+    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Allow this browser origin "
+                                                          "(repeatable; default: CORS off).")] = None,
+) -> None:
+    """Serve the REST API (/api/v1, OpenAPI at /docs) and the web UI. The first start prints a one-time admin token
+    and registers the embedded default dataset foolbox_imagenet."""
+    try:
+        import uvicorn
+
+        from repliscope.service.app import create_app
+        from repliscope.service.config import ServiceConfig
+    except ImportError as exc:
+        print(f"error: repliscope serve needs the 'service' extra: pip install 'repliscope[service]' ({exc})")
+        raise typer.Exit(code=2) from None
+    try:
+        app = create_app(ServiceConfig(db_url=db, cache_dir=cache_dir, max_upload_bytes=max_upload_bytes,
+                                       cors_origins=list(cor for cor in cors_origin or [])))
+        token, registered = first_start(app.state.store)
+    except RepliscopeError as exc:
+        fail(exc)
+    from repliscope.store.repository import hide_password
+
+    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    print(f"repliscope serve: http://{shown}:{port}/  (API docs: http://{shown}:{port}/docs)")
+    print(f"database: {hide_password(app.state.store.url)}")
+    if registered:
+        print(f"registered the dataset '{DEFAULT_DATASET}'")
+    if token is not None:
+        print(f"admin token (shown once, keep it): {token}")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``serve`` command to ``app``."""
+    app.command("serve")(serve)
