@@ -31,6 +31,7 @@ def _register_plugins() -> None:
         report_cmd,
         runs_cmd,
         serve_cmd,
+        token_cmd,
         trace_cmd,
         units_cmd,
     )
@@ -45,6 +46,7 @@ def _register_plugins() -> None:
     units_cmd.register(app)
     serve_cmd.register(app)
     db_cmd.register(app)
+    token_cmd.register(app)
 
 
 _register_plugins()

@@ -67,6 +67,37 @@ class RunSummary(BaseModel):
 
 _SUMMARY_COLUMNS = [getattr(RunRow, name) for name in RunSummary.model_fields]
 
+VERDICTS = ("consistent", "inconsistent", "not comparable")
+
+
+class RunQuery(BaseModel):
+    """Filters of :meth:`RunStore.query_runs`; None = any. ``model`` is the manifest name, ``version`` its
+    version, ``dataset`` the dataset name, ``hardware`` a case-insensitive substring of the CPU model;
+    ``created_from`` (inclusive) / ``created_to`` (exclusive) compare UTC times."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    version: str | None = None
+    runtime: str | None = None
+    framework_version: str | None = None
+    dataset: str | None = None
+    hardware: str | None = None
+    kind: str | None = None
+    verdict: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    sweep_id: str | None = None
+
+
+SORT_FIELDS: dict[str, Any] = {
+    "created_at": RunRow.created_at, "top1": RunRow.top1, "top5": RunRow.top5, "ap": RunRow.ap,
+    "model": RunRow.manifest_name, "runtime": RunRow.runtime, "dataset": RunRow.dataset_name,
+    "kind": RunRow.kind, "verdict": RunRow.verdict}
+"""What :meth:`RunStore.query_runs` sorts by: a name ascending, ``-name`` descending."""
+SORTS = tuple(x for name in SORT_FIELDS for x in (name, f"-{name}"))
+MAX_PAGE_SIZE = 500
+
 
 def default_url() -> str:
     """``$REPLISCOPE_DB`` (a URL, or a path to a SQLite file), else ``repliscope.db`` in the user data dir."""
@@ -259,6 +290,44 @@ class RunStore:
         with Session(self.engine) as session:
             rows = session.execute(query.limit(limit)).all()
         return [RunSummary.model_validate(dict(r._mapping)) for r in rows]
+
+    def query_runs(self, filters: RunQuery | None = None, sort: str = "-created_at", page: int = 1,
+                   page_size: int = 50) -> tuple[builtins.list[RunSummary], int]:
+        """One page of the runs matching ``filters`` -> (summaries, total matching). ``sort``: one of
+        :data:`SORTS` (ties broken by run id); ``page`` from 1; ``page_size`` 1..500."""
+        from repliscope.store.registry import InvalidInputError
+
+        filters = filters or RunQuery()
+        if sort not in SORTS:
+            raise InvalidInputError(f"sort {sort!r} is not allowed (allowed: {', '.join(SORTS)})", "sort")
+        if page < 1:
+            raise InvalidInputError(f"page {page} must be at least 1", "page")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidInputError(f"page_size {page_size} must be 1..{MAX_PAGE_SIZE}", "page_size")
+        if filters.verdict is not None and filters.verdict not in VERDICTS:
+            raise InvalidInputError(f"verdict {filters.verdict!r} is not a verdict (allowed: "
+                                    f"{', '.join(VERDICTS)})", "verdict")
+        conditions: builtins.list[Any] = []
+        for value, column in ((filters.model, RunRow.manifest_name), (filters.version, RunRow.manifest_version),
+                              (filters.runtime, RunRow.runtime), (filters.dataset, RunRow.dataset_name),
+                              (filters.framework_version, RunRow.framework_version), (filters.kind, RunRow.kind),
+                              (filters.verdict, RunRow.verdict), (filters.sweep_id, RunRow.sweep_id)):
+            if value is not None:
+                conditions.append(column == value)
+        if filters.hardware:
+            conditions.append(RunRow.cpu_model.icontains(filters.hardware, autoescape=True))
+        if filters.created_from is not None:
+            conditions.append(RunRow.created_at >= _utc_naive(filters.created_from))
+        if filters.created_to is not None:
+            conditions.append(RunRow.created_at < _utc_naive(filters.created_to))
+        sort_column = SORT_FIELDS[sort.lstrip("-")]
+        order = ([sort_column.desc(), RunRow.run_id.desc()] if sort.startswith("-")
+                 else [sort_column.asc(), RunRow.run_id.asc()])
+        query = select(*_SUMMARY_COLUMNS).where(*conditions).order_by(*order)
+        with Session(self.engine) as session:
+            total = int(session.scalar(select(func.count()).select_from(RunRow).where(*conditions)) or 0)
+            rows = session.execute(query.offset((page - 1) * page_size).limit(page_size)).all()
+        return [RunSummary.model_validate(dict(r._mapping)) for r in rows], total
 
     def delete(self, run_id: str) -> str:
         """Delete a run and its samples (full id or unique prefix); returns the full id deleted."""

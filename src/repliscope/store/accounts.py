@@ -1,0 +1,117 @@
+"""API tokens: created on the command line (``repliscope token create``), shown once, stored as sha256 only.
+Roles are ordered viewer < runner < admin (viewer reads, runner submits jobs, admin registers datasets and
+manages tokens)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from repliscope.store.models import TokenRow
+from repliscope.store.registry import InvalidInputError, NotFoundError
+
+if TYPE_CHECKING:
+    from repliscope.store.repository import RunStore
+
+Role = Literal["viewer", "runner", "admin"]
+ROLES: tuple[str, ...] = get_args(Role)
+PREFIX = "rs_"
+
+
+def check_role(role: str, field: str = "role") -> str:
+    if role not in ROLES:
+        raise InvalidInputError(f"role {role!r} is not a role (allowed: {', '.join(ROLES)})", field)
+    return role
+
+
+def role_allows(have: str, need: str) -> bool:
+    """True when role ``have`` may do what ``need`` may (viewer < runner < admin)."""
+    return ROLES.index(check_role(have)) >= ROLES.index(check_role(need))
+
+
+class Principal(BaseModel):
+    """Who a valid token belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token_id: int
+    name: str
+    role: Role
+
+    def allows(self, need: str) -> bool:
+        return role_allows(self.role, need)
+
+
+class TokenInfo(BaseModel):
+    """A token as listed (never the token itself)."""
+
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+    id: int
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(store: RunStore, name: str, role: str) -> str:
+    """A new token for ``name`` with ``role``: returned once in plain text (``rs_`` + 43 URL-safe
+    characters); only its sha256 is stored."""
+    check_role(role)
+    if not name or not name.strip():
+        raise InvalidInputError("a token needs a name (who or what uses it)", "name")
+    token = PREFIX + secrets.token_urlsafe(32)
+    with Session(store.engine) as session, session.begin():
+        session.add(TokenRow(name=name.strip(), role=role, token_sha256=_digest(token),
+                             created_at=datetime.now(UTC).replace(tzinfo=None), revoked_at=None))
+    return token
+
+
+def authenticate(store: RunStore, token: str | None) -> Principal | None:
+    """The principal of an unrevoked ``token``; None for a missing, malformed, unknown or revoked one."""
+    if not token or not token.startswith(PREFIX) or len(token) > 200:
+        return None
+    digest = _digest(token)
+    with Session(store.engine) as session:
+        row = session.scalars(select(TokenRow).where(TokenRow.token_sha256 == digest)).first()
+        if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_sha256, digest):
+            return None
+        return Principal(token_id=row.id, name=row.name, role=check_role(row.role))  # type: ignore[arg-type]
+
+
+def revoke_token(store: RunStore, token_id: int) -> TokenInfo:
+    """Revoke token ``token_id`` (revoking a revoked token keeps its first revocation time)."""
+    with Session(store.engine, expire_on_commit=False) as session, session.begin():
+        row = session.get(TokenRow, token_id)
+        if row is None:
+            raise NotFoundError(f"token {token_id} does not exist", "token")
+        if row.revoked_at is None:
+            row.revoked_at = datetime.now(UTC).replace(tzinfo=None)
+    return TokenInfo.model_validate(row)
+
+
+revoke = revoke_token
+
+
+def list_tokens(store: RunStore) -> list[TokenInfo]:
+    """Every token (revoked ones too), oldest first."""
+    with Session(store.engine) as session:
+        return [TokenInfo.model_validate(r) for r in session.scalars(select(TokenRow).order_by(TokenRow.id))]
+
+
+def has_admin(store: RunStore) -> bool:
+    """Whether an unrevoked admin token exists (``repliscope serve`` prints a new one when not)."""
+    with Session(store.engine) as session:
+        query = select(TokenRow.id).where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None)).limit(1)
+        return session.scalar(query) is not None
