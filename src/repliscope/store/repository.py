@@ -95,6 +95,7 @@ SORT_FIELDS: dict[str, Any] = {
     "model": RunRow.manifest_name, "runtime": RunRow.runtime, "dataset": RunRow.dataset_name,
     "kind": RunRow.kind, "verdict": RunRow.verdict}
 """What :meth:`RunStore.query_runs` sorts by: a name ascending, ``-name`` descending."""
+_NULLABLE_SORTS = ("top1", "top5", "ap", "verdict")
 SORTS = tuple(x for name in SORT_FIELDS for x in (name, f"-{name}"))
 MAX_PAGE_SIZE = 500
 
@@ -323,6 +324,8 @@ class RunStore:
         sort_column = SORT_FIELDS[sort.lstrip("-")]
         order = ([sort_column.desc(), RunRow.run_id.desc()] if sort.startswith("-")
                  else [sort_column.asc(), RunRow.run_id.asc()])
+        if sort.lstrip("-") in _NULLABLE_SORTS:  # NULL last on SQLite and PostgreSQL alike
+            order[0] = order[0].nulls_last()
         query = select(*_SUMMARY_COLUMNS).where(*conditions).order_by(*order)
         with Session(self.engine) as session:
             total = int(session.scalar(select(func.count()).select_from(RunRow).where(*conditions)) or 0)
