@@ -1,0 +1,10 @@
+"""The server-rendered web UI (Jinja2 templates, CSS and the job page's polling script written here: no CDN).
+
+``router`` holds every page; :func:`repliscope.service.app.create_app` includes it. Pages: ``/login``, ``/``
+(models), ``/models/{name}``, ``/runs``, ``/runs/{id}``, ``/compare?a=&b=``, ``/new`` (run wizard),
+``/jobs/{id}``; assets under ``/static/``.
+"""
+
+from repliscope.service.web.routes import router
+
+__all__ = ["router"]

@@ -1,0 +1,288 @@
+"""The web UI's pages (server-rendered Jinja2, no JavaScript needed except the job page's polling).
+
+Every page but ``/login`` needs a token: the HttpOnly cookie ``repliscope_token`` set by the login form (or a
+Bearer header), checked by :func:`repliscope.service.auth.principal_of`; without one the page redirects to
+``/login?next=...``. The store is ``request.app.state.store`` (the app's :class:`RunStore`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from importlib.resources import files
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from repliscope.errors import StoreError
+from repliscope.service.auth import COOKIE, ROLES
+from repliscope.service.web import views
+
+router = APIRouter(include_in_schema=False)
+
+STATIC = {"style.css": "text/css; charset=utf-8", "job.js": "text/javascript; charset=utf-8"}
+PAGE_SIZES = (25, 50, 100)
+COOKIE_MAX_AGE = 8 * 3600
+DATE_FILTERS = ("created_from", "created_to")
+"""The runs page's date range (UTC days, both inclusive)."""
+
+
+@cache
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    return Environment(loader=PackageLoader("repliscope.service.web", "templates"), autoescape=True,
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def render(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    html = _environment().get_template(template).render(**context)
+    return HTMLResponse(html, status_code=status_code)
+
+
+class _LoginRedirect(Exception):
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+
+def _principal(request: Request) -> Any | None:
+    """The caller (cookie or Bearer token), or None; a malformed Authorization header counts as none."""
+    from repliscope.service.auth import principal_of
+    from repliscope.service.errors import ApiError
+
+    try:
+        return principal_of(request)
+    except ApiError:
+        return None
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a local path is a redirect target (never ``//host`` or a URL: no open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def _login_redirect(request: Request) -> RedirectResponse:
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?next={quote(here, safe='')}", status_code=303)
+
+
+def _page(principal: Any, template: str, status_code: int = 200, **context: Any) -> Response:
+    return render(template, status_code=status_code, principal=principal, **context)
+
+
+def _error(principal: Any, status_code: int, message: str) -> Response:
+    return _page(principal, "error.html", status_code=status_code, title="Error", message=message)
+
+
+def _store(request: Request) -> Any:
+    return request.app.state.store
+
+
+# --- static assets ------------------------------------------------------------------------------------------
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    if name not in STATIC:
+        return Response("not found", status_code=404, media_type="text/plain")
+    data = files("repliscope.service.web").joinpath("static", name).read_bytes()
+    return Response(data, media_type=STATIC[name], headers={"Cache-Control": "max-age=3600"})
+
+
+# --- login --------------------------------------------------------------------------------------------------
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/") -> Response:
+    return render("login.html", principal=None, title="Log in", next=_safe_next(next), message=None)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    from repliscope.store.accounts import authenticate
+
+    form = await request.form()
+    token = str(form.get("token") or "").strip()
+    target = _safe_next(str(form.get("next") or "/"))
+    if not token:
+        return render("login.html", status_code=400, principal=None, title="Log in", next=target,
+                      message="Enter a token (create one with `repliscope token create --role viewer`).")
+    principal = authenticate(_store(request), token)
+    if principal is None:
+        return render("login.html", status_code=401, principal=None, title="Log in", next=target,
+                      message="Unknown or revoked token.")
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, token, max_age=COOKIE_MAX_AGE, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/")
+    return response
+
+
+@router.post("/logout")
+def logout() -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+# --- models -------------------------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def models_page(request: Request) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    return _page(principal, "models.html", title="Models", models=views.model_rows(_store(request)))
+
+
+@router.get("/models/{name}", response_class=HTMLResponse)
+def model_page(request: Request, name: str) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    rows = views.model_rows(_store(request), name)
+    if not rows:
+        return _error(principal, 404, f"no evaluation of a model named '{name}' is stored")
+    from repliscope.store.repository import RunQuery
+
+    runs, total = views.run_lines(_store(request), RunQuery(model=name), "-created_at", 1, 50)
+    return _page(principal, "model.html", title=name, model=rows[0], runs=runs, total=total)
+
+
+# --- runs ---------------------------------------------------------------------------------------------------
+
+
+def _date(value: str, field: str, problems: list[str]) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        problems.append(f"{field} must be a date YYYY-MM-DD, not '{value}'")
+        return None
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def runs_page(request: Request, sort: str = "-created_at", page: str = "1", page_size: str = "50") -> Response:
+    from repliscope.store.registry import InvalidInputError
+    from repliscope.store.repository import SORTS, RunQuery
+
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    params = request.query_params
+    filters = {k: v for k in (*views.RUN_FILTERS, *DATE_FILTERS) if (v := params.get(k, "").strip())}
+    problems: list[str] = []
+    if sort not in SORTS:
+        problems.append(f"sort must be one of {', '.join(SORTS)}, not '{sort}'")
+    if not page.isdigit() or int(page) < 1:
+        problems.append(f"page must be a whole number from 1, not '{page}'")
+    if page_size not in {str(n) for n in PAGE_SIZES}:
+        problems.append(f"page_size must be one of {', '.join(map(str, PAGE_SIZES))}, not '{page_size}'")
+    created_from = _date(filters.get("created_from", ""), "created_from", problems)
+    created_to = _date(filters.get("created_to", ""), "created_to", problems)
+    if problems:
+        return _error(principal, 400, "; ".join(problems))
+    query = RunQuery(**{k: v for k, v in filters.items() if k in views.RUN_FILTERS}, created_from=created_from,
+                     created_to=created_to + timedelta(days=1) if created_to else None)
+    number, size = int(page), int(page_size)
+    store = _store(request)
+    try:
+        lines, total = views.run_lines(store, query, sort, number, size)
+    except InvalidInputError as exc:
+        return _error(principal, 400, f"{exc.field}: {exc}" if exc.field else str(exc))
+    pages = max(1, -(-total // size))
+    base = {**filters, "sort": sort, "page_size": str(size)}
+    link = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items())
+    return _page(principal, "runs.html", title="Runs", runs=lines, total=total, filters=filters,
+                 choices=views.filter_choices(store), sort=sort, sorts=SORTS, page=number, pages=pages,
+                 page_size=size, page_sizes=PAGE_SIZES, query=link)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, run_id: str) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    store = _store(request)
+    try:
+        page = views.run_page(store, run_id)
+    except StoreError as run_error:
+        try:
+            bench = views.bench_page(store, run_id)
+        except StoreError:
+            return _error(principal, 404, str(run_error))
+        return _page(principal, "bench.html", title=bench.view.title, page=bench, view=bench.view)
+    return _page(principal, "run.html", title=page.view.title, page=page, view=page.view)
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, a: str = "", b: str = "") -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    if not a or not b:
+        missing = " and ".join(n for n, v in (("a", a), ("b", b)) if not v)
+        return _error(principal, 400, f"compare needs two run ids: the query parameter {missing} is missing "
+                                    f"(/compare?a=RUN_A&b=RUN_B)")
+    try:
+        page = views.compare_page(_store(request), a, b)
+    except StoreError as exc:
+        return _error(principal, 404, str(exc))
+    return _page(principal, "compare.html", title="Compare", page=page, c=page.comparison)
+
+
+# --- wizard and jobs ----------------------------------------------------------------------------------------
+
+
+def _role_at_least(principal: Any, role: str) -> bool:
+    return ROLES.index(principal.role) >= ROLES.index(role)
+
+
+@router.get("/new", response_class=HTMLResponse)
+def wizard_page(request: Request) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    from repliscope.service.web import jobs
+
+    return _page(principal, "new.html", title="New run", choices=jobs.wizard_choices(_store(request)),
+                 can_run=_role_at_least(principal, "runner"), message=None, values={})
+
+
+@router.post("/new")
+async def wizard_submit(request: Request) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    from repliscope.service.web import jobs
+
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    choices = jobs.wizard_choices(_store(request))
+    if not _role_at_least(principal, "runner"):
+        return _page(principal, "new.html", status_code=403, title="New run", choices=choices, can_run=False,
+                     message=f"submitting a job needs the role 'runner'; the token '{principal.name}' has "
+                             f"'{principal.role}'", values=form)
+    try:
+        job_id = jobs.submit(request, principal, form)
+    except jobs.WizardError as exc:
+        return _page(principal, "new.html", status_code=exc.status, title="New run", choices=choices, can_run=True,
+                     message=f"{exc.field}: {exc.message}", values=form)
+    return RedirectResponse(f"/jobs/{quote(job_id, safe='')}", status_code=303)
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(request: Request, job_id: str) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    from repliscope.service.web import jobs
+
+    job = jobs.job_view(_store(request), job_id)
+    if job is None:
+        return _error(principal, 404, f"unknown job id '{job_id}'")
+    return _page(principal, "job.html", title=f"Job {job_id}", job=job)

@@ -1,0 +1,398 @@
+"""What the web pages show, assembled from the core (store, compare, report view builders); no HTTP here.
+
+The run page reuses :func:`repliscope.report.build.build_run_view` (the HTML report's own view model, charts
+embedded as PNG data URIs); the compare page :func:`repliscope.store.compare.compare_runs` plus the pipeline and
+stack differences of the two records, and thumbnails of the flipped samples when the run's dataset re-loads
+with the record's identity.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from repliscope.errors import StoreError
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.report.view import FigureView, ReportView
+from repliscope.store.compare import RunComparison, compare_runs
+from repliscope.store.models import RunRow
+from repliscope.store.repository import RunQuery, RunStore
+
+THUMBNAIL_PX = 96
+MAX_FLIPS_SHOWN = 24
+
+
+@dataclass(frozen=True)
+class Trust:
+    """The provenance that makes a result trustworthy, on every page that shows a result."""
+
+    manifest: str
+    manifest_sha256: str
+    runtime: str
+    dataset_identity: str
+    result_hash: str
+
+
+def trust_of(record: EvaluationRecord) -> Trust:
+    rt = record.runtime
+    version = rt.get("framework_version") or rt.get("version") or "version not recorded"
+    return Trust(manifest=f"{record.manifest.name}@{record.manifest.version}",
+                 manifest_sha256=record.manifest.sha256,
+                 runtime=f"{rt.get('runtime', '?')} {version}",
+                 dataset_identity=f"{record.dataset.get('name', '?')} · {record.dataset.get('identity', '?')}",
+                 result_hash=record.result_hash)
+
+
+def verdict_text(claims: Sequence[Any]) -> str:
+    """The claim verdicts of a record as one text: the common verdict, or each ``metric: verdict``."""
+    if not claims:
+        return "no claim"
+    verdicts = [c["verdict"] if isinstance(c, Mapping) else c.verdict for c in claims]
+    if len(set(verdicts)) == 1:
+        return str(verdicts[0])
+    metrics = [c["metric"] if isinstance(c, Mapping) else c.metric for c in claims]
+    return "; ".join(f"{m}: {v}" for m, v in zip(metrics, verdicts, strict=True))
+
+
+# --- models -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelCell:
+    """The latest run of one model version on one runtime / hardware."""
+
+    version: str
+    runtime: str
+    hardware: str
+    verdict: str
+    run_id: str
+    created_at: str
+
+
+@dataclass
+class ModelRow:
+    name: str
+    versions: list[str] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
+    cells: list[ModelCell] = field(default_factory=list)
+
+
+def _claim_label(claim: Mapping[str, Any]) -> str:
+    claimed = claim.get("claimed")
+    value = f"{claimed:.4g}" if isinstance(claimed, float) else str(claimed)
+    return f"{claim.get('metric')} {value} on {claim.get('claim_dataset')}"
+
+
+def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
+    """One row per model (manifest name): its versions, its claims, and the latest run per (version, runtime,
+    hardware) with its claim verdict (sweep variants left out: a variant is not the model as claimed)."""
+    key = (RunRow.manifest_name, RunRow.manifest_version, RunRow.runtime, RunRow.cpu_model)
+    latest = select(*key, func.max(RunRow.created_at).label("at")).where(RunRow.variant.is_(None)).group_by(*key)
+    if name is not None:
+        latest = latest.where(RunRow.manifest_name == name)
+    rows: dict[str, ModelRow] = {}
+    with Session(store.engine) as session:
+        for model, version, runtime, cpu, at in session.execute(latest.order_by(RunRow.manifest_name)).all():
+            run = session.scalars(select(RunRow).where(
+                RunRow.manifest_name == model, RunRow.manifest_version == version, RunRow.runtime == runtime,
+                RunRow.cpu_model.is_(None) if cpu is None else RunRow.cpu_model == cpu, RunRow.created_at == at,
+                RunRow.variant.is_(None)).order_by(RunRow.run_id.desc()).limit(1)).first()
+            if run is None:
+                continue
+            row = rows.setdefault(model, ModelRow(model))
+            if version not in row.versions:
+                row.versions.append(version)
+            for claim in run.record.get("claims") or []:
+                label = _claim_label(claim)
+                if label not in row.claims:
+                    row.claims.append(label)
+            row.cells.append(ModelCell(version=version, runtime=runtime, hardware=cpu or "—",
+                                       verdict=run.verdict or "no claim", run_id=run.run_id,
+                                       created_at=f"{run.created_at:%Y-%m-%d %H:%M}"))
+    return list(rows.values())
+
+
+# --- runs table ---------------------------------------------------------------------------------------------
+
+RUN_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
+"""The runs page's text filters: the fields of :class:`RunQuery` (``hardware``: a CPU-model substring)."""
+_CHOICE_COLUMNS = {"model": RunRow.manifest_name, "version": RunRow.manifest_version, "runtime": RunRow.runtime,
+                   "framework_version": RunRow.framework_version, "dataset": RunRow.dataset_name,
+                   "hardware": RunRow.cpu_model, "kind": RunRow.kind, "verdict": RunRow.verdict}
+
+
+@dataclass(frozen=True)
+class RunLine:
+    run_id: str
+    created_at: str
+    kind: str
+    model: str
+    runtime: str
+    hardware: str
+    dataset: str
+    top1: str
+    verdict: str
+    manifest_sha256: str
+    result_hash: str
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size: int) -> tuple[list[RunLine], int]:
+    """One page of :meth:`RunStore.query_runs` as table lines, and the total matching."""
+    summaries, total = store.query_runs(query, sort, page, page_size)
+    lines = [RunLine(run_id=r.run_id, created_at=f"{r.created_at:%Y-%m-%d %H:%M}", kind=r.kind,
+                     model=f"{r.manifest_name} {r.manifest_version}",
+                     runtime=f"{r.runtime} {r.framework_version or ''}".strip(), hardware=r.cpu_model or "—",
+                     dataset=r.dataset_name, top1=_pct(r.top1) if r.ap is None else f"AP {r.ap:.3f}",
+                     verdict=r.verdict or "no claim", manifest_sha256=r.manifest_sha256, result_hash=r.result_hash)
+             for r in summaries]
+    return lines, total
+
+
+def filter_choices(store: RunStore) -> dict[str, list[str]]:
+    """The distinct values of each run filter (for the filter form's suggestion lists)."""
+    with Session(store.engine) as session:
+        return {key: [v for v in session.scalars(select(col).distinct().order_by(col).limit(200)) if v]
+                for key, col in _CHOICE_COLUMNS.items()}
+
+
+# --- one run ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunPage:
+    record: EvaluationRecord
+    view: ReportView
+    trust: Trust
+    verdict: str
+    pitfalls: list[Any] = field(default_factory=list)
+    pitfalls_caption: str = ""
+    deltas: FigureView | None = None
+
+
+def run_page(store: RunStore, run_id: str) -> RunPage:
+    """The run page of ``run_id`` (full id or unique prefix): the report view, its trace's per-layer chart, and
+    when the run is a sweep variant the sweep's pitfall table and Δ top-1 chart."""
+    from repliscope.report.build import build_run_view
+
+    record = store.get(run_id)
+    extra = None
+    trace = store.load_trace(record.run_id)
+    if trace is not None:
+        from repliscope.report.trace_sections import trace_figures
+
+        extra = trace_figures(trace)
+    view = build_run_view(record, extra_figures=extra)
+    page = RunPage(record=record, view=view, trust=trust_of(record), verdict=verdict_text(record.claims))
+    if record.sweep_id:
+        from repliscope.report import pitfall_sections as ps
+        from repliscope.report.sections import embed_sink
+
+        try:
+            sweep = store.get_sweep(record.sweep_id)
+        except StoreError:
+            return page
+        page.pitfalls = ps.pitfall_rows(sweep)
+        page.pitfalls_caption = ps.pitfalls_caption(sweep)
+        page.deltas, _ = ps.delta_figure(sweep, embed_sink)
+    return page
+
+
+@dataclass
+class BenchPage:
+    view: ReportView
+    verdict: str
+    trust: Trust
+
+
+def bench_page(store: RunStore, benchmark_id: str) -> BenchPage:
+    """A benchmark record's page: the benchmark report view (latency ECDF, performance claims)."""
+    from repliscope.report.build import build_benchmark_view
+
+    rec = store.get_benchmark(benchmark_id)
+    view = build_benchmark_view([rec])
+    rt = rec.runtime
+    trust = Trust(manifest=f"{rec.manifest.name}@{rec.manifest.version}", manifest_sha256=rec.manifest.sha256,
+                  runtime=f"{rt.get('runtime', '?')} {rt.get('framework_version', 'version not recorded')}",
+                  dataset_identity="benchmark (synthetic inputs)", result_hash=rec.benchmark_id)
+    return BenchPage(view=view, verdict=verdict_text(view.claims), trust=trust)
+
+
+# --- compare ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One compared item: ``same`` False is highlighted."""
+
+    what: str
+    a: str
+    b: str
+    same: bool
+
+
+@dataclass(frozen=True)
+class FlipView:
+    sample_id: str
+    label: str
+    top1_a: str
+    top1_b: str
+    thumbnail: str | None
+
+
+@dataclass
+class ComparePage:
+    a: EvaluationRecord
+    b: EvaluationRecord
+    comparison: RunComparison
+    trust_a: Trust
+    trust_b: Trust
+    verdict_a: str
+    verdict_b: str
+    mcnemar: str
+    pipeline: list[DiffLine]
+    stack: list[DiffLine]
+    flips: list[FlipView]
+    flips_more: int
+    thumbnails_note: str
+    why: list[str]
+
+
+def _op_text(op: Mapping[str, Any]) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in op.items() if k != "op")
+    return f"{op.get('op', '?')}({params})"
+
+
+def pipeline_diff(a: Mapping[str, Sequence[Mapping[str, Any]]] | None,
+                  b: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> list[DiffLine]:
+    """The two pipelines op by op, stage by stage (a missing op is ``—``)."""
+    a, b = a or {}, b or {}
+    lines = []
+    for stage in [*a, *(s for s in b if s not in a)]:
+        ops_a, ops_b = list(a.get(stage, [])), list(b.get(stage, []))
+        for i in range(max(len(ops_a), len(ops_b))):
+            ta = _op_text(ops_a[i]) if i < len(ops_a) else "—"
+            tb = _op_text(ops_b[i]) if i < len(ops_b) else "—"
+            lines.append(DiffLine(f"{stage} {i + 1}", ta, tb, ta == tb))
+    return lines
+
+
+def _flat(prefix: str, value: Any) -> dict[str, str]:
+    if isinstance(value, Mapping):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_flat(f"{prefix}.{k}" if prefix else str(k), v))
+        return out
+    return {prefix: "—" if value is None else str(value)}
+
+
+def stack_diff(a: EvaluationRecord, b: EvaluationRecord) -> list[DiffLine]:
+    """Runtime, software and hardware of the two runs key by key; differing keys first."""
+    fa = {**_flat("runtime", a.runtime), **_flat("software", a.software), **_flat("hardware", a.hardware)}
+    fb = {**_flat("runtime", b.runtime), **_flat("software", b.software), **_flat("hardware", b.hardware)}
+    keys = [*fa, *(k for k in fb if k not in fa)]
+    lines = [DiffLine(k, fa.get(k, "—"), fb.get(k, "—"), fa.get(k) == fb.get(k)) for k in keys]
+    return sorted(lines, key=lambda d: d.same)
+
+
+def _thumbnail_reader(record: EvaluationRecord) -> Any:
+    """sample id -> PNG data URI of a thumbnail, from the run's dataset when it re-loads with the record's
+    identity (a registered dataset name, or the origin the units report re-loads); None when it does not."""
+    from repliscope.datasets.base import DATASETS
+
+    data = None
+    name = str(record.dataset.get("name", ""))
+    try:
+        if name in DATASETS:
+            from repliscope.datasets.resolve import resolve_dataset
+
+            data = resolve_dataset(name)
+        else:
+            from repliscope.report.units_sections import source_dataset
+
+            data = source_dataset(record)
+    except Exception:  # a dataset that no longer loads: sample ids only
+        data = None
+    if data is None or data.identity != record.dataset.get("identity"):
+        return None
+    samples = {s.id: s for s in data.samples}
+
+    def read(sample_id: str) -> str | None:
+        from PIL import Image
+
+        sample = samples.get(sample_id)
+        if sample is None:
+            return None
+        try:
+            with Image.open(io.BytesIO(sample.read())) as opened:
+                im = opened.convert("RGB")
+            im.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+            buf = io.BytesIO()
+            im.save(buf, format="PNG")
+        except Exception:  # an unreadable file: the sample id stands alone
+            return None
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+    return read
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
+    """Why run B differs from run A: metric deltas with McNemar, pipeline and stack differences, flips."""
+    from repliscope.report.sections import class_namer
+
+    a, b = store.get(run_a), store.get(run_b)
+    comparison = compare_runs(a, b)
+    paired = comparison.paired or {}
+    p = paired.get("mcnemar_p")
+    mcnemar = ("no paired test (no sample evaluated by both runs, or different tasks)" if p is None else
+               f"McNemar exact test on the {paired.get('n', comparison.common_evaluated)} samples both evaluated: "
+               f"b={paired.get('b')}, c={paired.get('c')}, p={p:.3g}"
+               + (" (significant at 0.05)" if p < 0.05 else " (not significant at 0.05)"))
+    pipeline = pipeline_diff(a.pipeline, b.pipeline)
+    stack = stack_diff(a, b)
+    namer = class_namer(a.manifest)
+    reader = _thumbnail_reader(a) if comparison.top1_flips else None
+    flips = [FlipView(sample_id=f.sample_id, label=namer(f.label), top1_a=namer(f.top1_a), top1_b=namer(f.top1_b),
+                      thumbnail=reader(f.sample_id) if reader else None)
+             for f in comparison.top1_flips[:MAX_FLIPS_SHOWN]]
+    note = ("Thumbnails from the run's dataset (re-loaded with the same identity)." if reader else
+            "The run's dataset does not re-load with the record's identity here: sample ids only.")
+    why = []
+    if comparison.same_result_hash:
+        why.append("The result hashes are equal: both runs predicted the same top-k on every sample.")
+    if not comparison.same_dataset:
+        why.append("The dataset identities differ: the runs did not see the same data.")
+    changed_ops = [d.what for d in pipeline if not d.same]
+    if changed_ops:
+        why.append(f"The pipelines differ at {', '.join(changed_ops)}.")
+    changed_stack = [d.what for d in stack if not d.same]
+    if changed_stack:
+        shown = ", ".join(changed_stack[:6]) + (f" and {len(changed_stack) - 6} more" if len(changed_stack) > 6
+                                                else "")
+        why.append(f"The stacks differ in {shown}.")
+    if comparison.top1_flips:
+        why.append(f"{_n(len(comparison.top1_flips), 'sample')} changed top-1 class.")
+    if comparison.failed_in_one:
+        why.append(f"{_n(comparison.failed_in_one, 'sample')} failed in one run only.")
+    if not changed_ops and not changed_stack:
+        why.append("The pipelines and the stacks (runtime, software, hardware) are identical.")
+    if not why:
+        why.append("Same data, same pipeline, same stack and no flipped sample.")
+    return ComparePage(a=a, b=b, comparison=comparison, trust_a=trust_of(a), trust_b=trust_of(b),
+                       verdict_a=verdict_text(a.claims), verdict_b=verdict_text(b.claims), mcnemar=mcnemar,
+                       pipeline=pipeline, stack=stack, flips=flips,
+                       flips_more=max(0, len(comparison.top1_flips) - MAX_FLIPS_SHOWN), thumbnails_note=note,
+                       why=why)
