@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from repliscope.cli.common import DbOption, fail
 from repliscope.errors import RepliscopeError
 
+if TYPE_CHECKING:
+    from repliscope.store.repository import RunStore
+
 DEFAULT_DATASET = "foolbox_imagenet"
 
 
-def first_start(store: object) -> tuple[str | None, bool]:
+def first_start(store: RunStore) -> tuple[str | None, bool]:
     """On a fresh store: create a one-time admin token (returned, else None) and register the embedded default
     dataset (True when it was registered now)."""
     from repliscope.store.accounts import create_token, has_admin

@@ -1,0 +1,121 @@
+"""``create_app(config)``: the FastAPI application (``/api/v1`` + the web UI), OpenAPI at ``/docs`` and
+``/openapi.json``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from repliscope.service.auth import require
+from repliscope.service.config import ServiceConfig
+from repliscope.service.errors import ERROR_RESPONSES, error_json, install
+
+API_PREFIX = "/api/v1"
+
+
+class UploadLimit:
+    """Refuse (413, JSON error) any request whose declared Content-Length exceeds ``max_bytes``; bodies without
+    one (chunked) are counted where they are read (the manifest upload)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for key, value in scope["headers"]:
+                if key == b"content-length":
+                    try:
+                        size = int(value)
+                    except ValueError:
+                        size = -1
+                    if size < 0 or size > self.max_bytes:
+                        message = (f"the request body is larger than {self.max_bytes} bytes" if size > 0 else
+                                   "invalid Content-Length header")
+                        response = error_json(413 if size > 0 else 400, message, "body")
+                        await response(scope, receive, send)
+                        return
+        await self.app(scope, receive, send)
+
+
+class Whoami(BaseModel):
+    name: str
+    role: str
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+def _api_router() -> APIRouter:
+    from repliscope.service.routers import datasets, jobs, manifests, models, runs, tokens
+
+    api = APIRouter(prefix=API_PREFIX)
+    for module in (manifests, models, jobs, runs, datasets, tokens):
+        api.include_router(module.router)
+
+    @api.get("/whoami", response_model=Whoami, tags=["accounts"], responses=ERROR_RESPONSES)
+    def whoami(principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
+        """The caller's token name and role."""
+        return {"name": principal.name, "role": principal.role}
+
+    @api.get("/health", response_model=Health, tags=["accounts"])
+    def health() -> Any:
+        """Liveness (no token needed)."""
+        from repliscope import __version__
+
+        return {"status": "ok", "version": __version__}
+
+    return api
+
+
+def create_app(config: ServiceConfig | None = None) -> FastAPI:
+    """The app on ``config``'s store (opened, and migrated, now) with its job executor."""
+    from repliscope import __version__
+    from repliscope.service.executor import ThreadJobExecutor
+    from repliscope.store.repository import RunStore
+
+    config = config or ServiceConfig()
+    store = RunStore(config.db_url)
+    executor = config.executor or ThreadJobExecutor(store, config.cache_dir)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        executor.shutdown(wait=False)
+
+    app = FastAPI(title="repliscope", version=__version__, lifespan=lifespan,
+                  description="Check a shared ML model's claims and find why a re-implementation differs: manifests, "
+                              "jobs (evaluate, pitfalls, bench, diff), stored runs, comparisons and reports. "
+                              "Authenticate with 'Authorization: Bearer <token>' (`repliscope token create`).")
+    app.state.config = config
+    app.state.store = store
+    app.state.executor = executor
+    install(app)
+    app.include_router(_api_router())
+    if config.mount_web:
+        _mount_web(app)
+    if config.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(UploadLimit, max_bytes=config.max_upload_bytes)
+    return app
+
+
+def _mount_web(app: FastAPI) -> None:
+    """Include the web UI's router (``repliscope.service.web``) when it is there."""
+    try:
+        from repliscope.service.web import router as web_router
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("repliscope.service.web"):
+            raise
+        return
+    app.include_router(web_router)

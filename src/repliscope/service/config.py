@@ -1,0 +1,27 @@
+"""``ServiceConfig``: what one service instance runs on (database, cache, limits, CORS, executor)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from repliscope.service.executor import JobExecutor
+
+DEFAULT_MAX_UPLOAD_BYTES = 1 << 20
+"""1 MiB, the manifest loader's own limit (:data:`repliscope.manifest.loader.MAX_MANIFEST_BYTES`)."""
+
+
+@dataclass
+class ServiceConfig:
+    """``db_url``: SQLAlchemy URL (None: the CLI's default store). ``cache_dir``: model exports, conversions and
+    calibrations (None: the CLI's default cache). ``cors_origins``: empty = CORS off (no header is ever sent).
+    ``executor``: None builds a :class:`~repliscope.service.executor.ThreadJobExecutor` on the app's store."""
+
+    db_url: str | None = None
+    cache_dir: Path | None = None
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    cors_origins: list[str] = field(default_factory=list)
+    executor: JobExecutor | None = None
+    mount_web: bool = True

@@ -1,0 +1,1 @@
+"""The ``/api/v1`` routers (one module per resource)."""

@@ -1,0 +1,38 @@
+"""Helpers shared by the routers: the store of the app, the store errors mapped to the API's errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fastapi import Request
+
+from repliscope.errors import StoreError
+from repliscope.service.errors import ApiError
+
+
+def store_of(request: Request) -> Any:
+    return request.app.state.store
+
+
+@contextmanager
+def store_errors(not_found_field: str | None = None, body_refs: bool = False) -> Iterator[None]:
+    """Map the store's errors: NotFoundError -> 404 (422 with ``body_refs``: a reference inside a request body),
+    ConflictError -> 409, InvalidInputError -> 422, any other StoreError (e.g. an unknown or ambiguous run id)
+    -> 404 naming ``not_found_field``."""
+    from repliscope.store.registry import ConflictError, InvalidInputError, NotFoundError
+
+    try:
+        yield
+    except NotFoundError as exc:
+        field = f"body.{exc.field}" if body_refs and exc.field else exc.field
+        raise ApiError(422 if body_refs else 404, str(exc), field=field,
+                       code="unknown_reference" if body_refs else "not_found") from None
+    except ConflictError as exc:
+        raise ApiError(409, str(exc), field=exc.field, code="conflict") from None
+    except InvalidInputError as exc:
+        field = f"body.{exc.field}" if body_refs and exc.field else exc.field
+        raise ApiError(422, str(exc), field=field, code="invalid") from None
+    except StoreError as exc:
+        raise ApiError(404, str(exc), field=not_found_field, code="not_found") from None

@@ -1,0 +1,153 @@
+"""``/api/v1/jobs``: submit ``evaluate | pitfalls | bench | diff`` (a stored manifest, a runtime, a registered
+dataset, options), status with progress, cancel, log. Jobs run in the app's executor."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from repliscope.service.auth import require
+from repliscope.service.errors import ERROR_RESPONSES, ApiError
+from repliscope.service.routers.common import store_errors, store_of
+
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+Kind = Literal["evaluate", "pitfalls", "bench", "diff"]
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class JobOptions(BaseModel):
+    """Options of a job (all optional; what is not given is chosen as the CLI chooses it and recorded)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    """Only the first N samples of the dataset (sorted order)."""
+    threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    batch_size: Annotated[int, Field(ge=1, le=4096)] | None = None
+    download: bool = False
+    """Allow downloading the manifest's https:// sources (sha256-checked) into the server's cache."""
+    variants: list[Annotated[str, Field(max_length=100)]] | None = Field(default=None, max_length=100)
+    """pitfalls: only these pitfalls (default: every registered one)."""
+    visual: Annotated[int, Field(ge=0, le=20)] = 3
+    """pitfalls: images in the visual-testing panel."""
+    scenario: Literal["single-stream", "multi-stream", "offline"] = "single-stream"
+    """bench: the LoadGen scenario (server needs a target rate: use the CLI)."""
+    min_duration_s: Annotated[float, Field(ge=0, le=600)] = 1.0
+    min_queries: Annotated[int, Field(ge=1, le=100_000)] = 20
+    runtime_b: str | None = None
+    """diff: the second runtime (``runtime`` is the first)."""
+
+
+class JobSubmit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Kind
+    manifest: Annotated[str, Field(min_length=3, max_length=300, description="name@version of a stored manifest")]
+    runtime: Annotated[str, Field(min_length=1, max_length=100)]
+    dataset: Annotated[str, Field(min_length=1, max_length=200, description="a registered dataset name")]
+    options: JobOptions = Field(default_factory=JobOptions)
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    manifest: str
+    runtime: str | None
+    dataset: str | None
+    options: dict[str, Any]
+    status: Status
+    progress_done: int
+    progress_total: int | None
+    result_ids: list[str]
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    created_by: str
+
+
+def _out(job: Any) -> dict[str, Any]:
+    return job.model_dump(exclude={"log"})
+
+
+def _check_runtime(name: str, field: str) -> None:
+    from repliscope.runtimes.base import RUNTIMES
+
+    if name not in RUNTIMES:
+        raise ApiError(422, f"unknown runtime '{name}' (allowed: {', '.join(sorted(RUNTIMES))})", field=field,
+                       code="unknown_reference")
+
+
+@router.post("", status_code=202, response_model=JobOut)
+def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
+    """Queue a job; 202 with its status (poll ``GET /api/v1/jobs/{id}``)."""
+    from repliscope.service.executor import JobSpec
+    from repliscope.store.registry import create_job, get_dataset, get_manifest
+
+    store = store_of(request)
+    _check_runtime(body.runtime, "body.runtime")
+    options = body.options.model_dump(exclude_none=True, exclude_defaults=True)
+    if body.kind == "diff":
+        if body.options.runtime_b is None:
+            raise ApiError(422, "a diff needs options.runtime_b (the second runtime)", field="body.options.runtime_b")
+        _check_runtime(body.options.runtime_b, "body.options.runtime_b")
+    elif body.options.runtime_b is not None:
+        raise ApiError(422, f"options.runtime_b is for a diff, not a {body.kind} job", field="body.options.runtime_b")
+    with store_errors(body_refs=True):
+        manifest = get_manifest(store, body.manifest)
+        dataset = get_dataset(store, body.dataset)
+        job = create_job(store, body.kind, manifest.ref, body.runtime, dataset.name, options,
+                         created_by=principal.name)
+    request.app.state.executor.submit(JobSpec(job.id, body.kind, manifest.ref, manifest.text, body.runtime,
+                                              dataset.name, dataset.spec, body.options.model_dump()))
+    return _out(job)
+
+
+@router.get("", response_model=list[JobOut])
+def list_jobs(request: Request, _: Annotated[Any, Depends(require("viewer"))],
+              status: Status | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+    """Jobs, newest first."""
+    from repliscope.store.registry import list_jobs as list_stored
+
+    with store_errors():
+        return [_out(j) for j in list_stored(store_of(request), status=status, limit=limit)]
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """A job's status, progress (done/total samples) and result ids."""
+    from repliscope.store.registry import get_job as get_stored
+
+    with store_errors("job"):
+        return _out(get_stored(store_of(request), job_id))
+
+
+@router.get("/{job_id}/log", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """The job's log lines (plain text)."""
+    from repliscope.store.registry import get_job as get_stored
+
+    with store_errors("job"):
+        return PlainTextResponse(get_stored(store_of(request), job_id).log)
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("runner"))]) -> Any:
+    """Cancel a queued or running job (a running one stops at its next progress step); 409 once finished."""
+    from repliscope.store.registry import get_job as get_stored
+    from repliscope.store.registry import update_job
+
+    store = store_of(request)
+    with store_errors("job"):
+        job = get_stored(store, job_id)
+        if job.status in ("succeeded", "failed", "cancelled"):
+            raise ApiError(409, f"job {job_id} already {job.status}", field="job_id", code="conflict")
+        if not request.app.state.executor.cancel(job_id):  # not this process's job (e.g. left by a restart)
+            update_job(store, job_id, status="cancelled", append_log="cancelled (no executor was running it)")
+        return _out(get_stored(store, job_id))

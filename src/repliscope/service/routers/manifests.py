@@ -1,0 +1,184 @@
+"""``/api/v1/manifests``: upload (validated with the CLI's loader, stored immutable as name@version), list/search,
+get (raw + resolved). Uploaded manifests may take their files only from ``package://`` and ``https://`` (with
+sha256): the server never reads a path a client names."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel
+
+from repliscope.errors import ManifestError
+from repliscope.service.auth import require
+from repliscope.service.errors import ERROR_RESPONSES, ApiError
+from repliscope.service.routers.common import store_errors, store_of
+
+router = APIRouter(prefix="/manifests", tags=["manifests"], responses=ERROR_RESPONSES)
+
+YAML_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "text/plain")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class ManifestSummary(BaseModel):
+    ref: str
+    name: str
+    version: str
+    sha256: str
+    uploaded_at: datetime
+    uploaded_by: str
+
+
+class ManifestUploaded(ManifestSummary):
+    created: bool
+    """False: the same text was already stored under this name@version."""
+    warnings: list[str]
+
+
+class ManifestDetail(ManifestSummary):
+    text: str
+    resolved: dict[str, Any]
+    """The validated manifest (every default filled in), as the CLI's loader reads it."""
+    warnings: list[str]
+
+
+def _summary(m: Any) -> dict[str, Any]:
+    return {"ref": f"{m.name}@{m.version}", "name": m.name, "version": m.version, "sha256": m.sha256,
+            "uploaded_at": m.uploaded_at, "uploaded_by": m.uploaded_by}
+
+
+def load_text(text: str, filename: str = "manifest.yaml") -> Any:
+    """Validate ``text`` with the CLI's loader (the same messages, with ``filename`` for the file); a
+    ManifestError (-> 422 naming the field) when it is not valid."""
+    from repliscope.manifest.loader import load_manifest
+
+    name = _SAFE_NAME.sub("_", Path(filename).name) or "manifest.yaml"
+    with tempfile.TemporaryDirectory(prefix="repliscope-upload-") as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        try:
+            loaded = load_manifest(path)
+        except ManifestError as exc:
+            raise ApiError(422, str(exc).replace(f"{tmp}/", ""), field=exc.field or "body",
+                           code="invalid_manifest") from None
+        loaded.warnings = [w.replace(f"{tmp}/", "") for w in loaded.warnings]
+        return loaded
+
+
+def check_sources(loaded: Any) -> None:
+    """Refuse (422) a manifest reading anything but ``package://`` or ``https://`` (with sha256) files."""
+    m = loaded.manifest
+
+    def remote(uri: str, sha256: str | None, field: str) -> None:
+        if uri.startswith("package://"):
+            return
+        if uri.startswith("https://"):
+            if not sha256:
+                raise ApiError(422, f"{uri}: an https:// file needs a sha256", field=field.rsplit(".", 1)[0]
+                               + ".sha256", code="source_policy")
+            return
+        raise ApiError(422, f"'{uri}': an uploaded manifest may only use package:// or https:// (with sha256) "
+                            "sources; local paths are refused on the server", field=field, code="source_policy")
+
+    remote(m.source.uri, m.source.sha256, "source.uri")
+    if m.labels is not None and not m.labels.source.startswith("builtin:"):
+        remote(m.labels.source, m.labels.sha256, "labels.source")
+    if m.architecture is not None and m.architecture.path is not None:
+        raise ApiError(422, f"'{m.architecture.path}': a local module folder is refused on the server (use "
+                            "'package')", field="architecture.path", code="source_policy")
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the upload is larger than {limit} bytes", field="body", code="too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _upload_text(request: Request) -> tuple[str, str]:
+    limit = request.app.state.config.max_upload_bytes
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "multipart/form-data":
+        form = await request.form(max_files=1, max_fields=2)
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ApiError(422, "multipart upload: expected a file field 'file'", field="body.file")
+        data = await upload.read(limit + 1)
+        if len(data) > limit:
+            raise ApiError(413, f"the upload is larger than {limit} bytes", field="body.file", code="too_large")
+        filename = upload.filename or "manifest.yaml"
+    elif ctype in YAML_TYPES:
+        data, filename = await _read_limited(request, limit), "manifest.yaml"
+    else:
+        raise ApiError(415, f"content type '{ctype or 'none'}' (allowed: {', '.join(YAML_TYPES)}, "
+                            "multipart/form-data with a 'file')", field="header.content-type",
+                       code="unsupported_media_type")
+    try:
+        return data.decode("utf-8"), filename
+    except UnicodeDecodeError:
+        raise ApiError(422, "the manifest is not UTF-8 text", field="body") from None
+
+
+_UPLOAD_BODY = {"requestBody": {"required": True, "content": {
+    "text/yaml": {"schema": {"type": "string"}},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["file"],
+                                       "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
+
+
+@router.post("", status_code=201, response_model=ManifestUploaded, openapi_extra=_UPLOAD_BODY,
+             responses={200: {"model": ManifestUploaded, "description": "the same text was already stored"}})
+async def upload_manifest(request: Request, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
+    """Upload a manifest (YAML as ``text/yaml``, or multipart ``file``): validated with the CLI's loader (the same
+    error messages), stored as name@version. Immutable: the same text again is 200, another text 409."""
+    from repliscope.store.registry import put_manifest
+
+    text, filename = await _upload_text(request)
+    loaded = load_text(text, filename)
+    check_sources(loaded)
+    m = loaded.manifest
+    with store_errors():
+        stored, created = put_manifest(store_of(request), m.name, m.version, text, uploaded_by=principal.name)
+    body = ManifestUploaded(**_summary(stored), created=created, warnings=loaded.warnings)
+    return JSONResponse(body.model_dump(mode="json"), status_code=201 if created else 200)
+
+
+@router.get("", response_model=list[ManifestSummary])
+def list_manifests(request: Request, _: Annotated[Any, Depends(require("viewer"))],
+                   search: Annotated[str | None, Query(max_length=200, description="name substring")] = None
+                   ) -> Any:
+    """Stored manifests (name substring search, case-insensitive), by name and version."""
+    from repliscope.store.registry import list_manifests as list_stored
+
+    with store_errors():
+        return [_summary(m) for m in list_stored(store_of(request), search)]
+
+
+@router.get("/{ref}", response_model=ManifestDetail)
+def get_manifest(request: Request, ref: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """One manifest ``name@version``: the stored text and the resolved (validated) manifest."""
+    from repliscope.store.registry import get_manifest as get_stored
+
+    with store_errors("manifest"):
+        stored = get_stored(store_of(request), ref)
+    loaded = load_text(stored.text)
+    return {**_summary(stored), "text": stored.text, "resolved": loaded.manifest.model_dump(mode="json"),
+            "warnings": loaded.warnings}
+
+
+@router.get("/{ref}/raw", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/yaml": {"schema": {"type": "string"}}}}})
+def get_manifest_raw(request: Request, ref: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """The stored YAML text, byte for byte."""
+    from repliscope.store.registry import get_manifest as get_stored
+
+    with store_errors("manifest"):
+        stored = get_stored(store_of(request), ref)
+    return PlainTextResponse(stored.text, media_type="text/yaml")

@@ -1,0 +1,94 @@
+"""``/api/v1/models``: each stored manifest name with its versions, claims and the latest claim verdict per
+runtime and hardware (from the stored runs)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel
+
+from repliscope.service.auth import require
+from repliscope.service.errors import ERROR_RESPONSES, ApiError
+from repliscope.service.routers.common import store_errors, store_of
+
+router = APIRouter(prefix="/models", tags=["models"], responses=ERROR_RESPONSES)
+_RUNS_SCANNED = 500
+
+
+class LatestVerdict(BaseModel):
+    runtime: str
+    hardware: str | None
+    verdict: str | None
+    run_id: str
+    manifest_version: str
+    top1: float | None
+    ap: float | None
+
+
+class ModelOut(BaseModel):
+    name: str
+    versions: list[str]
+    task: str | None
+    claims: list[dict[str, Any]]
+    """The claims of the newest stored version."""
+    latest: list[LatestVerdict]
+    """Per (runtime, hardware): the newest run's verdict."""
+
+
+def _model(store: Any, name: str, manifests: list[Any]) -> dict[str, Any]:
+    from repliscope.service.routers.manifests import load_text
+    from repliscope.store.repository import RunQuery
+
+    claims: list[dict[str, Any]] = []
+    task = None
+    if manifests:
+        try:
+            loaded = load_text(manifests[-1].text)
+            claims = [c.model_dump(mode="json") for c in loaded.manifest.claims]
+            task = loaded.manifest.task
+        except ApiError:  # stored before a stricter loader: shown without claims
+            pass
+    rows, _total = store.query_runs(RunQuery(model=name), sort="-created_at", page=1, page_size=_RUNS_SCANNED)
+    latest: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in rows:
+        if r.variant is not None:  # a sweep's variant is not the model as claimed
+            continue
+        key = (r.runtime, r.cpu_model)
+        if key not in latest:
+            latest[key] = {"runtime": r.runtime, "hardware": r.cpu_model, "verdict": r.verdict, "run_id": r.run_id,
+                           "manifest_version": r.manifest_version, "top1": r.top1, "ap": r.ap}
+    return {"name": name, "versions": [m.version for m in manifests], "task": task, "claims": claims,
+            "latest": list(latest.values())}
+
+
+def _by_name(store: Any) -> dict[str, list[Any]]:
+    from repliscope.store.registry import list_manifests
+
+    out: dict[str, list[Any]] = {}
+    for m in list_manifests(store):
+        out.setdefault(m.name, []).append(m)
+    return out
+
+
+@router.get("", response_model=list[ModelOut])
+def list_models(request: Request, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """Every model with a stored manifest or a stored run."""
+    store = store_of(request)
+    with store_errors():
+        names = _by_name(store)
+        for s in store.list(limit=_RUNS_SCANNED):
+            names.setdefault(s.manifest_name, [])
+        return [_model(store, name, names[name]) for name in sorted(names)]
+
+
+@router.get("/{name}", response_model=ModelOut)
+def get_model(request: Request, name: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    from repliscope.store.repository import RunQuery
+
+    store = store_of(request)
+    with store_errors():
+        manifests = _by_name(store).get(name, [])
+        if not manifests and store.query_runs(RunQuery(model=name), page=1, page_size=1)[1] == 0:
+            raise ApiError(404, f"no stored manifest or run of a model '{name}'", field="name", code="not_found")
+        return _model(store, name, manifests)

@@ -1,0 +1,70 @@
+"""Shared fixtures of the service tests (S3/S4 may use them; names and meanings are stable):
+
+- ``service_app``: a FastAPI app (``create_app``) on a fresh tmp SQLite store with the default in-process
+  ``ThreadJobExecutor``; ``repliscope serve``'s first start has run on it (admin token created, ``foolbox_imagenet``
+  registered). The session's shared model cache (``$REPLISCOPE_CACHE``) is used.
+- ``tokens``: ``{"viewer": ..., "runner": ..., "admin": ...}`` plaintext tokens of each role on that store.
+- ``client``: an ``httpx``-based ``TestClient`` of ``service_app`` (no token set).
+- ``headers(role)``: ``{"Authorization": "Bearer <token of role>"}`` (``headers_for`` fixture).
+
+Everything is skipped with the reason when the ``service`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
+pytest.importorskip("httpx", reason="the 'service' extra is not installed")
+pytest.importorskip("repliscope.store.accounts", reason="the store's accounts (issue 9, S1) are not there yet")
+pytest.importorskip("repliscope.store.registry", reason="the store's registry (issue 9, S1) are not there yet")
+
+from fastapi.testclient import TestClient
+
+ROLES = ("viewer", "runner", "admin")
+
+
+@pytest.fixture
+def service_db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'service.db'}"
+
+
+@pytest.fixture
+def service_app(service_db_url: str) -> Iterator[Any]:
+    from repliscope.cli.serve_cmd import first_start
+    from repliscope.service.app import create_app
+    from repliscope.service.config import ServiceConfig
+
+    app = create_app(ServiceConfig(db_url=service_db_url))
+    admin, _ = first_start(app.state.store)
+    app.state.test_admin_token = admin
+    yield app
+    app.state.executor.shutdown(wait=True)
+
+
+@pytest.fixture
+def tokens(service_app: Any) -> dict[str, str]:
+    from repliscope.store.accounts import create_token
+
+    store = service_app.state.store
+    return {"viewer": create_token(store, "test-viewer", "viewer"),
+            "runner": create_token(store, "test-runner", "runner"),
+            "admin": service_app.state.test_admin_token}
+
+
+@pytest.fixture
+def client(service_app: Any) -> Iterator[TestClient]:
+    with TestClient(service_app) as c:
+        yield c
+
+
+@pytest.fixture
+def headers_for(tokens: dict[str, str]) -> Callable[[str], dict[str, str]]:
+    def headers(role: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tokens[role]}"}
+
+    return headers
