@@ -409,3 +409,58 @@ def test_a_stored_trace_adds_the_per_layer_chart(web: dict[str, Any]) -> None:
     assert len(charts) == 3 and any(img["alt"].startswith("per-layer time") for img in charts)
     for img in charts:
         decode_png_b64(img["src"])
+
+
+def test_a_benchmark_page_shows_the_latency_ecdf_and_performance_verdicts(web: dict[str, Any]) -> None:
+    from dataclasses import replace
+
+    from repliscope.bench.qsl import QuerySampleLibrary
+    from repliscope.bench.scenarios import ScenarioSettings
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, input_shape, prepare
+    from repliscope.manifest.loader import load_manifest
+    from tests.bench._fakes import UNIT, perf_claim, run_fake
+
+    loaded = load_manifest(LITE0)
+    claims = [perf_claim("latency_p90_ms", 10 * UNIT * 1e3), perf_claim("latency_p90_ms", 1.0)]
+    loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"claims": claims}))
+    prepared = prepare(loaded, RunSettings(runtime="onnxruntime", threads=1))
+    data = resolve_dataset("foolbox_imagenet")
+    qsl = QuerySampleLibrary.load(prepared.pipeline, data.samples, input_shape(prepared), False)
+    rec, _ = run_fake((prepared, data, qsl), ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=64,
+                                                              warmup_queries=0))
+    web["store"].save_benchmark(rec)
+    client = logged_in(web["app"], web["tokens"]["viewer"])
+    r = client.get(f"/runs/{rec.benchmark_id}")
+    assert r.status_code == 200
+    assert a11y(r.text).text_of("verdict") == "latency_p90_ms: consistent; latency_p90_ms: inconsistent"
+    charts = [img for img in parse(r.text).images if "chart" in img.get("class", "").split()]
+    assert charts and all(decode_png_b64(img["src"]) for img in charts)
+    assert "Empirical CDF of every measured query&#39;s latency" in r.text
+    assert rec.manifest.sha256 in r.text and str(rec.dataset["identity"]) in r.text
+    assert "none: a benchmark records latencies, not predictions" in r.text
+    assert_accessible(r.text)
+
+
+def test_a_finished_job_links_its_run_and_a_sweep_id_leads_to_its_reference(web: dict[str, Any]) -> None:
+    from repliscope.store.registry import create_job, update_job
+    from tests.report.factories import SWEEP_ID, VARIANT_RUN_IDS, sweep, sweep_records
+
+    store = web["store"]
+    job = create_job(store, "evaluate", "efficientnet-lite0@1.0.0", "onnxruntime", "foolbox_imagenet", {},
+                     created_by="test-runner")
+    update_job(store, job.id, status="running", progress_total=20, progress_done=8, append_log="started")
+    client = logged_in(web["app"], web["tokens"]["viewer"])
+    running = client.get(f"/jobs/{job.id}").text
+    assert a11y(running).text_of("job-status") == "running"
+    assert a11y(running).text_of("job-progress-text") == "8 / 20" and "job-run-link" not in running
+    update_job(store, job.id, status="succeeded", progress_done=20, result_ids=[RUN_A], append_log="done")
+    done = client.get(f"/jobs/{job.id}").text
+    assert a11y(done).text_of("job-status") == "succeeded"
+    assert f'id="job-run-link" href="/runs/{RUN_A}"' in done
+    assert "started" in a11y(done).text_of("job-log") and "done" in a11y(done).text_of("job-log")
+    store.save_sweep(sweep())
+    r = client.get(f"/runs/{SWEEP_ID}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/runs/{sweep().reference.run_id}"
+    store.save(sweep_records()[VARIANT_RUN_IDS["reference"]])
+    assert client.get(f"/runs/{SWEEP_ID}").status_code == 200

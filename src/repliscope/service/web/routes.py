@@ -215,9 +215,20 @@ def run_page(request: Request, run_id: str) -> Response:
         try:
             bench = views.bench_page(store, run_id)
         except StoreError:
-            return _error(principal, 404, str(run_error))
+            reference = _sweep_reference(store, run_id)
+            if reference is None:
+                return _error(principal, 404, str(run_error))
+            return RedirectResponse(f"/runs/{quote(reference, safe='')}", status_code=303)
         return _page(principal, "bench.html", title=bench.view.title, page=bench, view=bench.view)
     return _page(principal, "run.html", title=page.view.title, page=page, view=page.view)
+
+
+def _sweep_reference(store: Any, sweep_id: str) -> str | None:
+    """A pitfall sweep's id (a job's result) -> its reference run's id (whose page shows the sweep)."""
+    try:
+        return store.get_sweep(sweep_id).reference.run_id
+    except StoreError:
+        return None
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -223,7 +223,8 @@ def bench_page(store: RunStore, benchmark_id: str) -> BenchPage:
     rt = rec.runtime
     trust = Trust(manifest=f"{rec.manifest.name}@{rec.manifest.version}", manifest_sha256=rec.manifest.sha256,
                   runtime=f"{rt.get('runtime', '?')} {rt.get('framework_version', 'version not recorded')}",
-                  dataset_identity="benchmark (synthetic inputs)", result_hash=rec.benchmark_id)
+                  dataset_identity=f"{rec.dataset.get('name', '?')} · {rec.dataset.get('identity', '?')}",
+                  result_hash="none: a benchmark records latencies, not predictions")
     return BenchPage(view=view, verdict=verdict_text(view.claims), trust=trust)
 
 
