@@ -1,0 +1,144 @@
+"""Real-browser test support: Debian's chromium + chromedriver located (or the reason they are not), the service
+app served by uvicorn in a thread on a free port, and a headless selenium driver.
+
+``.ci/chromium.sh`` installs the browser in CI and exports ``REPLISCOPE_CHROMIUM`` / ``REPLISCOPE_CHROMEDRIVER``
+(or ``REPLISCOPE_BROWSER_SKIP`` with the reason it could not); outside CI they are looked up on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pytest
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+
+T = TypeVar("T")
+
+
+def browser_paths() -> tuple[str, str]:
+    """(chromium, chromedriver) executables; skips the test with the reason when either is absent."""
+    reason = os.environ.get("REPLISCOPE_BROWSER_SKIP")
+    if reason:
+        pytest.skip(f"browser tests: {reason}")
+    pytest.importorskip("selenium", reason="selenium is not installed (the 'service' extra)")
+    chromium = os.environ.get("REPLISCOPE_CHROMIUM") or next(
+        (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None)
+    driver = os.environ.get("REPLISCOPE_CHROMEDRIVER") or shutil.which("chromedriver") or (
+        "/usr/lib/chromium/chromedriver" if Path("/usr/lib/chromium/chromedriver").is_file() else None)
+    if not chromium:
+        pytest.skip("browser tests: chromium is not installed (apt-get install chromium chromium-driver; "
+                    ".ci/chromium.sh does it in CI)")
+    if not driver:
+        pytest.skip("browser tests: chromedriver is not installed (apt-get install chromium-driver; "
+                    ".ci/chromium.sh does it in CI)")
+    return chromium, driver
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def live_server(app: Any, *, timeout: float = 30.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a daemon thread on a free localhost port; yields the base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name="uvicorn-browser-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn stopped before it started serving (see the log above)")
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"uvicorn did not start within {timeout:.0f} s")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@contextmanager
+def chromium_driver(chromium: str, chromedriver: str, *, width: int = 1280, height: int = 900
+                    ) -> Iterator[WebDriver]:
+    """A headless chromium driven by selenium through the given chromedriver (no Selenium Manager download)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                f"--window-size={width},{height}", "--force-device-scale-factor=1", "--lang=en-US"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def set_width(driver: WebDriver, width: int, height: int = 900) -> None:
+    """Resize the viewport (not the window) to ``width`` CSS px via the DevTools device metrics override."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+
+
+def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 390)) -> list[Path]:
+    """Full-page PNG screenshots of the current page at each width under ``test-artifacts/``."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    paths = []
+    for width in widths:
+        set_width(driver, width)
+        height = int(driver.execute_script(
+            "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"))
+        set_width(driver, width, min(max(height, 600), 8000))
+        path = ARTIFACTS / f"{name}-{width}.png"
+        driver.save_screenshot(str(path))
+        assert path.stat().st_size > 1000, f"{path} is a blank screenshot"
+        paths.append(path)
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})  # type: ignore[attr-defined]
+    return paths
+
+
+def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.5) -> T:
+    """Call ``check`` until it returns something other than None/False; fails naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def chart_images(driver: WebDriver) -> list[dict[str, Any]]:
+    """Every ``img.chart`` on the page once loaded: src (truncated), complete, naturalWidth/Height."""
+    return list(driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const imgs = [...document.querySelectorAll('img.chart')];
+        Promise.all(imgs.map(i => i.complete ? Promise.resolve() : i.decode().catch(() => null))).then(() =>
+          done(imgs.map(i => ({src: (i.currentSrc || i.src).slice(0, 80), complete: i.complete,
+                               width: i.naturalWidth, height: i.naturalHeight, alt: i.alt}))));
+        """))

@@ -1,0 +1,265 @@
+"""The web UI in a real browser: Debian's chromium (headless) driven by selenium against the service served by
+uvicorn on a free localhost port (tmp SQLite store, tmp cache).
+
+Log in with a token (mouse-free too), submit an evaluation of the embedded default (EfficientNet-Lite0 on
+foolbox_imagenet, onnxruntime) through the wizard, watch the job page until it succeeds, read the run page's claim
+verdict, compare with a second run (torch, submitted through the API), check every chart image decodes.
+Screenshots of each page at 1280 px and 390 px go to ``test-artifacts/``. Skipped with the reason when chromium or
+chromedriver are absent (``.ci/chromium.sh`` installs them in CI).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.conftest import LITE0
+from tests.service.browser_support import (
+    browser_paths,
+    chart_images,
+    chromium_driver,
+    live_server,
+    poll,
+    screenshot,
+)
+
+pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
+pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
+pytest.importorskip("selenium", reason="the 'service' extra is not installed")
+
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+
+JOB_TIMEOUT_S = 420.0
+"""An evaluation of Lite0 on the 20 foolbox images takes ~15 s here (ONNX export included); the bound leaves room
+for a loaded 2-core CI machine."""
+
+MANIFEST_REF = "efficientnet-lite0@1.0.0"
+DATASET = "foolbox_imagenet"
+
+
+@dataclass
+class Service:
+    url: str
+    admin: str
+    runner: str
+    viewer: str
+    chromium: str
+    chromedriver: str
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """The app as ``repliscope serve`` starts it (first start: a one-time admin token, foolbox_imagenet
+    registered) on a tmp SQLite store and cache, with a runner and a viewer token and Lite0's manifest uploaded."""
+    chromium, chromedriver = browser_paths()
+    from repliscope.cli.serve_cmd import first_start
+    from repliscope.service.app import create_app
+    from repliscope.service.config import ServiceConfig
+    from repliscope.store.accounts import create_token
+
+    root = tmp_path_factory.mktemp("browser")
+    (root / "cache").mkdir()
+    app = create_app(ServiceConfig(db_url=f"sqlite:///{root / 'runs.db'}", cache_dir=root / "cache"))
+    admin, registered = first_start(app.state.store)
+    assert admin is not None and registered, "a fresh store gets an admin token and foolbox_imagenet"
+    runner = create_token(app.state.store, "browser-runner", "runner")
+    viewer = create_token(app.state.store, "browser-viewer", "viewer")
+    with live_server(app) as url:
+        svc = Service(url, admin, runner, viewer, chromium, chromedriver)
+        datasets = _api(svc, "GET", "/datasets", svc.viewer)
+        assert [d["name"] for d in datasets] == [DATASET]
+        stored = _api(svc, "POST", "/manifests", svc.runner, content=LITE0.read_bytes(),
+                      headers={"Content-Type": "text/yaml"})
+        assert stored["ref"] == MANIFEST_REF and stored["created"] is True
+        yield svc
+    app.state.executor.shutdown(wait=True)
+
+
+def _api(svc: Service, method: str, path: str, token: str, *, headers: dict[str, str] | None = None,
+         **kwargs: Any) -> Any:
+    """A call to the live server's API with ``token``; fails the test on an error status."""
+    import httpx
+
+    response = httpx.request(method, f"{svc.url}/api/v1{path}",
+                             headers={"Authorization": f"Bearer {token}", **(headers or {})}, timeout=60, **kwargs)
+    assert response.status_code < 400, f"{method} {path} -> {response.status_code}: {response.text[:500]}"
+    return response.json()
+
+
+@pytest.fixture
+def driver(service: Service) -> Iterator[WebDriver]:
+    with chromium_driver(service.chromium, service.chromedriver) as d:
+        yield d
+
+
+def _login(driver: WebDriver, svc: Service, token: str) -> None:
+    driver.get(f"{svc.url}/login")
+    field = driver.find_element(By.ID, "token")
+    field.clear()
+    field.send_keys(token)
+    driver.find_element(By.ID, "login").click()
+    poll(lambda: "/login" not in driver.current_url, timeout=20, what="the redirect away from /login")
+
+
+def _choose(driver: WebDriver, element_id: str, want: str) -> None:
+    """Pick ``want`` in the wizard field ``element_id``: a <select> option whose value is ``want`` (or whose text
+    contains it), or typed into an input."""
+    element = driver.find_element(By.ID, element_id)
+    if element.tag_name == "select":
+        select = Select(element)
+        values = [(o.get_attribute("value") or "", o.text) for o in select.options]
+        match = next((v for v, _ in values if v == want), None) or next(
+            (v for v, t in values if want in t or want in v), None)
+        assert match is not None, f"#{element_id} has no option {want!r}: {values}"
+        select.select_by_value(match)
+    else:
+        element.clear()
+        element.send_keys(want)
+
+
+def _job_id(driver: WebDriver) -> str:
+    m = re.search(r"/jobs/([^/?#]+)", driver.current_url)
+    assert m, f"the wizard did not lead to a job page: {driver.current_url}"
+    return m.group(1)
+
+
+def _wait_job_page(driver: WebDriver) -> str:
+    seen: list[str] = []
+
+    def status() -> str | None:
+        text = driver.find_element(By.ID, "job-status").text.strip().lower()
+        if not seen or seen[-1] != text:
+            seen.append(text)
+        if text in ("failed", "cancelled"):
+            pytest.fail(f"the job {text}: {driver.find_element(By.TAG_NAME, 'body').text[:2000]}")
+        return text if text == "succeeded" else None
+
+    poll(status, timeout=JOB_TIMEOUT_S, what="#job-status == succeeded", interval=1.0)
+    assert set(seen) <= {"queued", "running", "succeeded"}, f"#job-status showed {seen}"
+    return seen[-1]
+
+
+def _api_job(svc: Service, runtime: str) -> str:
+    """Submit an evaluation through the API and wait for it; the stored run id."""
+    job = _api(svc, "POST", "/jobs", svc.runner, json={"kind": "evaluate", "manifest": MANIFEST_REF,
+                                                        "runtime": runtime, "dataset": DATASET, "options": {}})
+    job_id = job["id"]
+
+    def done() -> dict[str, Any] | None:
+        state = _api(svc, "GET", f"/jobs/{job_id}", svc.viewer)
+        if state["status"] in ("failed", "cancelled"):
+            pytest.fail(f"API job {job_id} ({runtime}) {state['status']}: {state.get('error')}")
+        return state if state["status"] == "succeeded" else None
+
+    state = poll(done, timeout=JOB_TIMEOUT_S, what=f"API job {job_id} ({runtime}) to succeed", interval=1.0)
+    ids = state.get("result_ids") or []
+    assert ids, f"job {job_id} succeeded without a result id: {state}"
+    return str(ids[0])
+
+
+def _assert_charts_decode(driver: WebDriver, page: str, minimum: int) -> list[dict[str, Any]]:
+    charts = chart_images(driver)
+    assert len(charts) >= minimum, f"{page}: {len(charts)} img.chart, expected at least {minimum}"
+    broken = [c for c in charts if not c["complete"] or c["width"] <= 0 or c["height"] <= 0]
+    assert not broken, f"{page}: chart images that do not decode: {broken}"
+    return charts
+
+
+def _keys(driver: WebDriver, *keys: str) -> None:
+    """Type ``keys`` into whatever has the focus (no element targeted, no click)."""
+    ActionChains(driver).send_keys(*keys).perform()
+
+
+def _tab_to(driver: WebDriver, element_id: str, limit: int = 15) -> None:
+    for _ in range(limit):
+        _keys(driver, Keys.TAB)
+        if driver.switch_to.active_element.get_attribute("id") == element_id:
+            return
+    pytest.fail(f"{limit} Tab presses never reached #{element_id} on {driver.current_url}")
+
+
+def test_login_with_the_keyboard_only(service: Service, driver: WebDriver) -> None:
+    """Tab to the token field, type, Tab to the button (a visible focus), Enter: logged in with an HttpOnly,
+    SameSite=Strict cookie. A wrong token stays on /login with an error and no cookie."""
+    driver.get(f"{service.url}/login")
+    screenshot(driver, "login")
+    _tab_to(driver, "token")
+    _keys(driver, "rs_not-a-token", Keys.ENTER)
+    alert = poll(lambda: driver.find_elements(By.CSS_SELECTOR, "[role=alert]"), timeout=20,
+                 what="the error of a wrong token on /login")
+    assert alert[0].text.strip(), "the wrong-token alert is empty"
+    assert "/login" in driver.current_url
+    assert driver.get_cookie("repliscope_token") is None
+
+    driver.get(f"{service.url}/login")
+    _tab_to(driver, "token")
+    _keys(driver, service.viewer, Keys.TAB)
+    button = driver.switch_to.active_element
+    assert button.get_attribute("id") == "login", "Tab from #token does not land on #login"
+    focus = driver.execute_script(
+        "const s = getComputedStyle(arguments[0]); return [s.outlineStyle, s.outlineWidth, s.boxShadow]", button)
+    assert focus[0] != "none" or focus[2] != "none", f"#login has no visible focus style: {focus}"
+    _keys(driver, Keys.ENTER)
+    poll(lambda: "/login" not in driver.current_url, timeout=20, what="the redirect away from /login")
+    cookie = driver.get_cookie("repliscope_token")
+    assert cookie is not None and cookie["value"] == service.viewer
+    assert cookie["httpOnly"] is True
+    assert cookie.get("sameSite") == "Strict"
+    screenshot(driver, "models")
+
+
+def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDriver) -> None:
+    _login(driver, service, service.runner)
+
+    driver.get(f"{service.url}/new")
+    _choose(driver, "wizard-manifest", MANIFEST_REF)
+    _choose(driver, "wizard-runtime", "onnxruntime")
+    _choose(driver, "wizard-dataset", DATASET)
+    _choose(driver, "wizard-kind", "evaluate")
+    screenshot(driver, "wizard")
+    driver.find_element(By.ID, "wizard-submit").click()
+    poll(lambda: "/jobs/" in driver.current_url, timeout=30, what="the job page after submitting the wizard")
+    _job_id(driver)
+    _wait_job_page(driver)
+    screenshot(driver, "job")
+
+    link = poll(lambda: driver.find_element(By.ID, "job-run-link").get_attribute("href"), timeout=30,
+                what="#job-run-link on the finished job page")
+    m = re.search(r"/runs/([0-9a-f]+)", link)
+    assert m, f"#job-run-link does not point at a run: {link}"
+    run_a = m.group(1)
+    driver.get(link)
+    verdict = driver.find_element(By.ID, "verdict").text.strip().lower()
+    assert "not comparable" in verdict, f"#verdict reads {verdict!r}"
+    page_text = driver.find_element(By.TAG_NAME, "body").text
+    assert "onnxruntime" in page_text and DATASET in page_text
+    assert "90.0" in page_text, "the run page does not show Lite0's top-1 of 90.0 % (18/20) on foolbox_imagenet"
+    _assert_charts_decode(driver, f"/runs/{run_a}", minimum=2)  # claim plot, batch latency
+    screenshot(driver, "run")
+
+    run_b = _api_job(service, "torch")
+    assert run_b != run_a
+    driver.get(f"{service.url}/compare?a={run_a}&b={run_b}")
+    table = driver.find_element(By.ID, "compare-table")
+    rows = table.find_elements(By.CSS_SELECTOR, "tr")
+    assert len(rows) >= 2, f"#compare-table has {len(rows)} rows"
+    text = table.text
+    assert "top1" in text.lower() or "top-1" in text.lower(), f"#compare-table shows no top-1 row: {text[:500]}"
+    body = driver.find_element(By.TAG_NAME, "body").text
+    assert "McNemar" in body
+    _assert_charts_decode(driver, "/compare", minimum=0)
+    screenshot(driver, "compare")
+
+    driver.get(f"{service.url}/runs")
+    runs_text = driver.find_element(By.TAG_NAME, "body").text
+    assert run_a[:8] in runs_text and run_b[:8] in runs_text, "the runs table does not list both runs"
+    _assert_charts_decode(driver, "/runs", minimum=0)
+    screenshot(driver, "runs")
