@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 from fastapi import Request
+from pydantic import AfterValidator
 
 from repliscope.errors import StoreError
 from repliscope.service.errors import ApiError
@@ -36,3 +38,11 @@ def store_errors(not_found_field: str | None = None, body_refs: bool = False) ->
         raise ApiError(422, str(exc), field=field, code="invalid") from None
     except StoreError as exc:
         raise ApiError(404, str(exc), field=not_found_field, code="not_found") from None
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+"""A datetime served with its offset (RFC 3339): the store keeps UTC without one (SQLite has no time zones)."""

@@ -3,7 +3,6 @@ registers one; jobs name a registered dataset, never a path."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -11,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES
-from repliscope.service.routers.common import store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/datasets", tags=["datasets"], responses=ERROR_RESPONSES)
 
@@ -30,7 +29,7 @@ class DatasetOut(BaseModel):
     spec: str
     description: str
     created_by: str
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 @router.post("", status_code=201, response_model=DatasetOut)

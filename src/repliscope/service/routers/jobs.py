@@ -3,7 +3,6 @@ dataset, options), status with progress, cancel, log. Jobs run in the app's exec
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -12,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
@@ -65,9 +64,9 @@ class JobOut(BaseModel):
     progress_total: int | None
     result_ids: list[str]
     error: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    created_at: UtcDatetime
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
     created_by: str
 
 
@@ -127,7 +126,7 @@ def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("vi
         return _out(get_stored(store_of(request), job_id))
 
 
-@router.get("/{job_id}/log", response_class=PlainTextResponse,
+@router.get("/{job_id}/log",
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
 def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The job's log lines (plain text)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel
 from repliscope.errors import ManifestError
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/manifests", tags=["manifests"], responses=ERROR_RESPONSES)
 
@@ -30,7 +29,7 @@ class ManifestSummary(BaseModel):
     name: str
     version: str
     sha256: str
-    uploaded_at: datetime
+    uploaded_at: UtcDatetime
     uploaded_by: str
 
 
@@ -173,7 +172,7 @@ def get_manifest(request: Request, ref: str, _: Annotated[Any, Depends(require("
             "warnings": loaded.warnings}
 
 
-@router.get("/{ref}/raw", response_class=PlainTextResponse,
+@router.get("/{ref}/raw",
             responses={200: {"content": {"text/yaml": {"schema": {"type": "string"}}}}})
 def get_manifest_raw(request: Request, ref: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The stored YAML text, byte for byte."""

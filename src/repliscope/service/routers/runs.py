@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -23,7 +23,7 @@ MAX_PAGE_SIZE = 500
 
 class RunRow(BaseModel):
     run_id: str
-    created_at: datetime
+    created_at: UtcDatetime
     kind: str
     manifest_name: str
     manifest_version: str
@@ -125,7 +125,7 @@ def get_samples(request: Request, run_id: str, _: Annotated[Any, Depends(require
             "page_size": page_size}
 
 
-@router.get("/{run_id}/report", response_class=HTMLResponse,
+@router.get("/{run_id}/report",
             responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}})
 def get_report(request: Request, run_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The run's self-contained HTML report (as ``repliscope report ID``), with its stored trace's per-layer

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -10,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES
-from repliscope.service.routers.common import store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/tokens", tags=["tokens"], responses=ERROR_RESPONSES)
 Role = Literal["viewer", "runner", "admin"]
@@ -27,8 +26,8 @@ class TokenInfoOut(BaseModel):
     id: int
     name: str
     role: Role
-    created_at: datetime
-    revoked_at: datetime | None
+    created_at: UtcDatetime
+    revoked_at: UtcDatetime | None
 
 
 class TokenCreated(BaseModel):
