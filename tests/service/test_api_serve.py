@@ -1,0 +1,73 @@
+"""``repliscope serve``: the first start prints the URL and a one-time admin token (which works) and registers
+foolbox_imagenet; a second start on the same store prints no token."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _serve(db: str, port: int) -> tuple[subprocess.Popen[str], list[str]]:
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "repliscope.cli.main", "serve", "--port", str(port),
+                             "--db", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited: {proc.stdout.read()}") from None
+            time.sleep(0.3)
+    proc.terminate()
+    out, _ = proc.communicate(timeout=30)
+    lines = out.splitlines()
+    return proc, lines
+
+
+def test_serve_first_start_prints_url_and_a_one_time_admin_token(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'serve.db'}"
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "repliscope.cli.main", "serve", "--port", str(port),
+                             "--db", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().rstrip() for _ in range(4)]
+        assert lines[0] == f"repliscope serve: http://localhost:{port}/  (API docs: http://localhost:{port}/docs)"
+        assert lines[2] == "registered the dataset 'foolbox_imagenet'"
+        match = re.fullmatch(r"admin token \(shown once, keep it\): (rs_[A-Za-z0-9_-]{43})", lines[3])
+        assert match, lines
+        token = match.group(1)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/api/v1/whoami",
+                              headers={"Authorization": f"Bearer {token}"}, timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline
+                time.sleep(0.3)
+        assert r.json() == {"name": "admin", "role": "admin"}
+        datasets = httpx.get(f"http://127.0.0.1:{port}/api/v1/datasets", headers={"Authorization": f"Bearer {token}"})
+        assert [d["name"] for d in datasets.json()] == ["foolbox_imagenet"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    _, again = _serve(db, _free_port())
+    assert not any("token" in line for line in again) and not any("registered" in line for line in again)
+    assert again[0].startswith("repliscope serve: http://localhost:")
