@@ -49,7 +49,7 @@ QUERIES: dict[str, RunQuery] = {
     "runtime": RunQuery(runtime="torch"),
     "runtime+framework_version": RunQuery(runtime="onnxruntime", framework_version="1.30.0"),
     "dataset+runtime": RunQuery(dataset="coco-val-mini", runtime="opencv_dnn"),
-    "hardware (substring)": RunQuery(hardware="xeon"),
+    "hardware": RunQuery(hardware="Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz"),
     "kind": RunQuery(kind="pitfall_variant"),
     "verdict": RunQuery(verdict="inconsistent"),
     "date range (1 week)": RunQuery(created_from=T0 + timedelta(days=100), created_to=T0 + timedelta(days=107)),

@@ -55,7 +55,8 @@ def test_filters(store: RunStore) -> None:
     assert total == 10 and _ids(rows) == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
     assert _ids(store.query_runs(RunQuery(runtime="torch"))[0]) == [9, 7, 5, 3, 1]
     assert _ids(store.query_runs(RunQuery(verdict="inconsistent"))[0]) == [9, 5, 1]
-    assert _ids(store.query_runs(RunQuery(hardware="xeon"))[0]) == [9, 6, 3, 0]
+    assert _ids(store.query_runs(RunQuery(hardware="Intel(R) Xeon(R) Gold 6130"))[0]) == [9, 6, 3, 0]
+    assert store.query_runs(RunQuery(hardware="xeon"))[1] == 0  # the CPU model is exact
     assert _ids(store.query_runs(RunQuery(framework_version="2.13.0", runtime="onnxruntime"))[0]) == [6, 0]
     assert _ids(store.query_runs(RunQuery(model="efficientnet-lite0", version="1.1.0"))[0]) == [9, 8, 7, 6]
     assert store.query_runs(RunQuery(model="efficientnet"))[1] == 0  # the model name is exact

@@ -89,12 +89,22 @@ def upgrade_engine(engine: Engine) -> UpgradeResult:
         return UpgradeResult(before, target)
     legacy = False
     added: list[str] = []
-    with engine.begin() as conn:
-        if before is None and "runs" in inspect(conn).get_table_names():
-            legacy = True
-            added = _prepare_legacy(conn)
-            command.stamp(_config(conn), BASELINE)
-        command.upgrade(_config(conn), "head")
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as conn:
+        if sqlite:  # a table rebuild must not cascade to sample rows (a no-op inside a transaction: set before)
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()
+        try:
+            with conn.begin():
+                if before is None and "runs" in inspect(conn).get_table_names():
+                    legacy = True
+                    added = _prepare_legacy(conn)
+                    command.stamp(_config(conn), BASELINE)
+                command.upgrade(_config(conn), "head")
+        finally:
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                conn.commit()
     return UpgradeResult(before, current(engine) or "", legacy, added)
 
 

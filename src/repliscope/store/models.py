@@ -51,13 +51,16 @@ class RunRow(Base):
     NULL without claims."""
 
     __table_args__ = (
+        Index("ix_runs_model_created", "manifest_name", "created_at"),
         Index("ix_runs_manifest", "manifest_name", "manifest_version", "created_at"),
         Index("ix_runs_runtime_created", "runtime", "created_at"),
+        Index("ix_runs_runtime_framework", "runtime", "framework_version", "created_at"),
         Index("ix_runs_dataset_created", "dataset_name", "created_at"),
+        Index("ix_runs_dataset_runtime", "dataset_name", "runtime", "created_at"),
         Index("ix_runs_kind_created", "kind", "created_at"),
         Index("ix_runs_verdict_created", "verdict", "created_at"),
-        Index("ix_runs_framework_version", "framework_version"),
-        Index("ix_runs_cpu_model", "cpu_model"),
+        Index("ix_runs_framework_version", "framework_version", "created_at"),
+        Index("ix_runs_cpu_model", "cpu_model", "created_at"),
     )
 
 

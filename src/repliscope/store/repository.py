@@ -72,7 +72,7 @@ VERDICTS = ("consistent", "inconsistent", "not comparable")
 
 class RunQuery(BaseModel):
     """Filters of :meth:`RunStore.query_runs`; None = any. ``model`` is the manifest name, ``version`` its
-    version, ``dataset`` the dataset name, ``hardware`` a case-insensitive substring of the CPU model;
+    version, ``dataset`` the dataset name, ``hardware`` the CPU model (as recorded: ``hardware.cpu_model``);
     ``created_from`` (inclusive) / ``created_to`` (exclusive) compare UTC times."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -316,7 +316,7 @@ class RunStore:
             if value is not None:
                 conditions.append(column == value)
         if filters.hardware:
-            conditions.append(RunRow.cpu_model.icontains(filters.hardware, autoescape=True))
+            conditions.append(RunRow.cpu_model == filters.hardware)
         if filters.created_from is not None:
             conditions.append(RunRow.created_at >= _utc_naive(filters.created_from))
         if filters.created_to is not None:
