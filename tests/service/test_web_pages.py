@@ -187,7 +187,7 @@ def test_runs_page_filters_sorts_and_pages(web: dict[str, Any]) -> None:
     assert rows[0][9] == "3f1c00000000"
     assert "2 runs; page 1 of 1." in html
     assert_accessible(html)
-    only_b = parse(client.get("/runs?framework_version=1.32.0&hardware=epyc").text).tables["runs-table"].rows
+    only_b = parse(client.get("/runs?framework_version=1.32.0&hardware=AMD+EPYC").text).tables["runs-table"].rows
     assert [r[0] for r in only_b] == [RUN_B[:12]]
     dated = parse(client.get("/runs?created_from=2026-11-21&created_to=2026-11-21").text).tables["runs-table"]
     assert len(dated.rows) == 2

@@ -122,7 +122,7 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
 # --- runs table ---------------------------------------------------------------------------------------------
 
 RUN_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
-"""The runs page's text filters: the fields of :class:`RunQuery` (``hardware``: a CPU-model substring)."""
+"""The runs page's filters: the fields of :class:`RunQuery` (``hardware``: the CPU model)."""
 _CHOICE_COLUMNS = {"model": RunRow.manifest_name, "version": RunRow.manifest_version, "runtime": RunRow.runtime,
                    "framework_version": RunRow.framework_version, "dataset": RunRow.dataset_name,
                    "hardware": RunRow.cpu_model, "kind": RunRow.kind, "verdict": RunRow.verdict}
