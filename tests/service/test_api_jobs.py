@@ -135,3 +135,37 @@ def test_cancel_a_queued_job(service_db_url: str, headers_for: Callable[[str], d
         assert client.get(f"/api/v1/jobs/{second['id']}", headers=runner).json()["status"] == "cancelled"
         statuses = [j["status"] for j in client.get("/api/v1/jobs", headers=runner).json()]
         assert statuses == ["cancelled", "succeeded"]
+
+
+def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    runner = headers_for("runner")
+    ref = _upload_lite0(client, runner)
+    base = {"manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"}
+    r = client.post("/api/v1/jobs", json={**base, "kind": "pitfalls",
+                                          "options": {"variants": ["no_center_crop"], "limit": 3, "visual": 0}},
+                    headers=runner)
+    assert r.status_code == 202, r.text
+    pitfalls = wait_for(client, r.json()["id"], runner)
+    assert pitfalls["status"] == "succeeded", client.get(f"/api/v1/jobs/{pitfalls['id']}/log", headers=runner).text
+    assert len(pitfalls["result_ids"]) == 3  # the reference run, the variant's run, the sweep
+    runs = client.get("/api/v1/runs", params={"sweep_id": pitfalls["result_ids"][-1]}, headers=runner).json()
+    assert runs["total"] == 2 and "no_center_crop" in {r["variant"] for r in runs["items"]}
+    assert {r["num_samples"] for r in runs["items"]} == {3}
+
+    r = client.post("/api/v1/jobs", json={**base, "kind": "bench", "options": {"limit": 2, "min_duration_s": 0,
+                                                                                "min_queries": 3}}, headers=runner)
+    bench = wait_for(client, r.json()["id"], runner)
+    assert bench["status"] == "succeeded", client.get(f"/api/v1/jobs/{bench['id']}/log", headers=runner).text
+    assert len(bench["result_ids"]) == 1
+
+    r = client.post("/api/v1/jobs", json={**base, "kind": "diff", "options": {"limit": 2, "runtime_b": "torch"}},
+                    headers=runner)
+    diff = wait_for(client, r.json()["id"], runner)
+    log = client.get(f"/api/v1/jobs/{diff['id']}/log", headers=runner).text
+    assert diff["status"] == "succeeded", log
+    assert diff["result_ids"] == [] and diff["progress_done"] == 2
+    assert '"a": "onnxruntime", "b": "torch"' in log and '"compared": 2' in log
+
+    r = client.post("/api/v1/jobs", json={**base, "kind": "pitfalls", "options": {"variants": ["nope"]}},
+                    headers=runner)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "body.options.variants"

@@ -97,6 +97,17 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         _check_runtime(body.options.runtime_b, "body.options.runtime_b")
     elif body.options.runtime_b is not None:
         raise ApiError(422, f"options.runtime_b is for a diff, not a {body.kind} job", field="body.options.runtime_b")
+    if body.options.variants:
+        if body.kind != "pitfalls":
+            raise ApiError(422, f"options.variants is for a pitfalls job, not a {body.kind} job",
+                           field="body.options.variants")
+        import repliscope.pitfalls.sweep  # noqa: F401  (registers the built-in pitfalls)
+        from repliscope.pitfalls.base import PITFALLS
+
+        unknown = [v for v in body.options.variants if v not in PITFALLS.names()]
+        if unknown:
+            raise ApiError(422, f"unknown pitfall(s) {', '.join(unknown)} (allowed: {', '.join(PITFALLS.names())})",
+                           field="body.options.variants", code="unknown_reference")
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
