@@ -169,3 +169,40 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     r = client.post("/api/v1/jobs", json={**base, "kind": "pitfalls", "options": {"variants": ["nope"]}},
                     headers=runner)
     assert r.status_code == 422 and r.json()["error"]["field"] == "body.options.variants"
+
+
+def test_cancel_a_running_job(service_app: Any, headers_for: Callable[[str], dict[str, str]]) -> None:
+    """A running job stops at its next progress step once cancelled; nothing is stored."""
+    import threading
+
+    executor = service_app.state.executor
+    gate = threading.Event()
+    real_callback = executor._progress_callback
+
+    def gated(job_id: str) -> Any:
+        callback, state = real_callback(job_id)
+
+        def on_progress(n: int) -> None:
+            gate.wait(60)
+            callback(n)
+
+        return on_progress, state
+
+    executor._progress_callback = gated
+    with TestClient(service_app) as client:
+        runner = headers_for("runner")
+        ref = _upload_lite0(client, runner)
+        job = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime",
+                                                "dataset": "foolbox_imagenet", "options": {"limit": 4}},
+                          headers=runner).json()
+        deadline = time.monotonic() + 60
+        while client.get(f"/api/v1/jobs/{job['id']}", headers=runner).json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        r = client.post(f"/api/v1/jobs/{job['id']}/cancel", headers=runner)
+        assert r.status_code == 200 and r.json()["status"] == "running"  # stops at the next progress step
+        gate.set()
+        done = wait_for(client, job["id"], runner)
+        assert done["status"] == "cancelled" and done["result_ids"] == [] and done["finished_at"] is not None
+        assert client.get(f"/api/v1/jobs/{job['id']}/log", headers=runner).text.endswith("cancelled\n")
+        assert client.get("/api/v1/runs", headers=runner).json()["total"] == 0
