@@ -132,13 +132,14 @@ def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: 
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
-def chart_images(driver: WebDriver) -> list[dict[str, Any]]:
-    """Every ``img.chart`` on the page once loaded: src (truncated), complete, naturalWidth/Height."""
+def page_images(driver: WebDriver) -> list[dict[str, Any]]:
+    """Every <img> of the page once loaded or failed: classes, src (truncated), complete, naturalWidth/Height."""
     return list(driver.execute_async_script(
         """
         const done = arguments[arguments.length - 1];
-        const imgs = [...document.querySelectorAll('img.chart')];
+        const imgs = [...document.querySelectorAll('img')];
         Promise.all(imgs.map(i => i.complete ? Promise.resolve() : i.decode().catch(() => null))).then(() =>
-          done(imgs.map(i => ({src: (i.currentSrc || i.src).slice(0, 80), complete: i.complete,
-                               width: i.naturalWidth, height: i.naturalHeight, alt: i.alt}))));
+          done(imgs.map(i => ({classes: [...i.classList], src: (i.currentSrc || i.src).slice(0, 80),
+                               complete: i.complete, width: i.naturalWidth, height: i.naturalHeight,
+                               alt: i.alt}))));
         """))

@@ -20,9 +20,9 @@ import pytest
 from tests.conftest import LITE0
 from tests.service.browser_support import (
     browser_paths,
-    chart_images,
     chromium_driver,
     live_server,
+    page_images,
     poll,
     screenshot,
 )
@@ -165,12 +165,19 @@ def _api_job(svc: Service, runtime: str) -> str:
     return str(ids[0])
 
 
-def _assert_charts_decode(driver: WebDriver, page: str, minimum: int) -> list[dict[str, Any]]:
-    charts = chart_images(driver)
-    assert len(charts) >= minimum, f"{page}: {len(charts)} img.chart, expected at least {minimum}"
-    broken = [c for c in charts if not c["complete"] or c["width"] <= 0 or c["height"] <= 0]
-    assert not broken, f"{page}: chart images that do not decode: {broken}"
-    return charts
+def _assert_images_decode(driver: WebDriver, page: str, charts: int) -> None:
+    """Every <img> of the page decodes (``naturalWidth > 0``), ``img.chart`` among them at least ``charts``."""
+    images = page_images(driver)
+    found = sum(1 for i in images if "chart" in i["classes"])
+    assert found >= charts, f"{page}: {found} img.chart, expected at least {charts}"
+    broken = [i for i in images if not i["complete"] or i["width"] <= 0 or i["height"] <= 0]
+    assert not broken, f"{page}: images that do not decode: {broken}"
+
+
+def _table(driver: WebDriver, table_id: str) -> list[list[str]]:
+    """The body rows of the table ``table_id`` as cell texts (header cells of a row included)."""
+    rows = driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
+    return [[c.text.strip() for c in r.find_elements(By.CSS_SELECTOR, "th, td")] for r in rows]
 
 
 def _keys(driver: WebDriver, *keys: str) -> None:
@@ -213,7 +220,7 @@ def test_login_with_the_keyboard_only(service: Service, driver: WebDriver) -> No
     assert cookie is not None and cookie["value"] == service.viewer
     assert cookie["httpOnly"] is True
     assert cookie.get("sameSite") == "Strict"
-    screenshot(driver, "models")
+    screenshot(driver, "after-login")
 
 
 def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDriver) -> None:
@@ -242,24 +249,36 @@ def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDri
     page_text = driver.find_element(By.TAG_NAME, "body").text
     assert "onnxruntime" in page_text and DATASET in page_text
     assert "90.0" in page_text, "the run page does not show Lite0's top-1 of 90.0 % (18/20) on foolbox_imagenet"
-    _assert_charts_decode(driver, f"/runs/{run_a}", minimum=2)  # claim plot, batch latency
+    _assert_images_decode(driver, f"/runs/{run_a}", charts=2)  # claim plot, batch latency
     screenshot(driver, "run")
 
     run_b = _api_job(service, "torch")
     assert run_b != run_a
     driver.get(f"{service.url}/compare?a={run_a}&b={run_b}")
-    table = driver.find_element(By.ID, "compare-table")
-    rows = table.find_elements(By.CSS_SELECTOR, "tr")
-    assert len(rows) >= 2, f"#compare-table has {len(rows)} rows"
-    text = table.text
-    assert "top1" in text.lower() or "top-1" in text.lower(), f"#compare-table shows no top-1 row: {text[:500]}"
-    body = driver.find_element(By.TAG_NAME, "body").text
-    assert "McNemar" in body
-    _assert_charts_decode(driver, "/compare", minimum=0)
+    cells = {row[0]: row[1:] for row in _table(driver, "compare-table")}
+    assert "top1" in cells, f"#compare-table has no top1 row: {list(cells)}"
+    top1 = cells["top1"]
+    # A and B over their own 20 samples: Lite0 gets 18/20 on foolbox_imagenet with onnxruntime and with torch
+    assert (top1[0], top1[2]) == ("0.9000", "0.9000"), f"#compare-table top1 row: {top1}"
+    assert top1[4] in ("+0.0000", "-0.0000"), f"#compare-table top1 delta: {top1}"
+    stack = {row[0]: row[1:] for row in _table(driver, "stack-diff")}
+    assert stack["runtime.runtime"] == ["onnxruntime", "torch", "differs"], stack.get("runtime.runtime")
+    pipeline = _table(driver, "pipeline-diff")
+    assert pipeline and all(row[-1] == "same" for row in pipeline), "the two runs ran the same pipeline"
+    why = driver.find_element(By.ID, "compare-why").text
+    assert "stacks differ" in why and "runtime.runtime" in why, f"#compare-why: {why}"
+    assert "McNemar" in driver.find_element(By.ID, "mcnemar").text
+    _assert_images_decode(driver, "/compare", charts=0)
     screenshot(driver, "compare")
 
     driver.get(f"{service.url}/runs")
-    runs_text = driver.find_element(By.TAG_NAME, "body").text
+    runs_text = driver.find_element(By.ID, "runs-table").text
     assert run_a[:8] in runs_text and run_b[:8] in runs_text, "the runs table does not list both runs"
-    _assert_charts_decode(driver, "/runs", minimum=0)
+    _assert_images_decode(driver, "/runs", charts=0)
     screenshot(driver, "runs")
+
+    driver.get(f"{service.url}/")
+    models = driver.find_element(By.ID, "models-table").text
+    assert "efficientnet-lite0" in models and models.count("not comparable") == 2, \
+        f"the models page does not show Lite0's verdict on onnxruntime and torch: {models}"
+    screenshot(driver, "models")
