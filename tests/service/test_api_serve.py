@@ -71,3 +71,10 @@ def test_serve_first_start_prints_url_and_a_one_time_admin_token(tmp_path: Path)
     _, again = _serve(db, _free_port())
     assert not any("token" in line for line in again) and not any("registered" in line for line in again)
     assert again[0].startswith("repliscope serve: http://localhost:")
+
+
+def test_the_cli_imports_no_web_framework() -> None:
+    code = ("import sys, repliscope, repliscope.cli.main; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'starlette', 'uvicorn', 'alembic'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
