@@ -78,3 +78,23 @@ def test_the_cli_imports_no_web_framework() -> None:
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'starlette', 'uvicorn', 'alembic'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_jobs_left_by_a_previous_server_are_failed(tmp_path: Path) -> None:
+    from repliscope.cli.serve_cmd import fail_interrupted_jobs
+    from repliscope.store.registry import create_job, get_job, update_job
+    from repliscope.store.repository import RunStore
+
+    store = RunStore(f"sqlite:///{tmp_path / 'jobs.db'}")
+    queued = create_job(store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {})
+    running = create_job(store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {})
+    update_job(store, running.id, status="running")
+    done = create_job(store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {})
+    update_job(store, done.id, status="running")
+    update_job(store, done.id, status="succeeded")
+    assert fail_interrupted_jobs(store) == 2
+    for job_id in (queued.id, running.id):
+        job = get_job(store, job_id)
+        assert job.status == "failed" and job.error == "interrupted: the server stopped before the job finished"
+    assert get_job(store, done.id).status == "succeeded"
+    assert fail_interrupted_jobs(store) == 0

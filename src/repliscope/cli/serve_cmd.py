@@ -34,6 +34,18 @@ def first_start(store: RunStore) -> tuple[str | None, bool]:
     return token, registered
 
 
+def fail_interrupted_jobs(store: RunStore) -> int:
+    """Jobs left queued or running by a previous server process (the in-process executor lost them): marked
+    failed, saying so. Returns how many."""
+    from repliscope.store.registry import list_jobs, update_job
+
+    left = [j for status in ("queued", "running") for j in list_jobs(store, status=status, limit=10_000)]
+    for job in left:
+        update_job(store, job.id, status="failed", error="interrupted: the server stopped before the job finished",
+                   append_log="interrupted: the server stopped before the job finished")
+    return len(left)
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
@@ -58,6 +70,7 @@ def serve(
         app = create_app(ServiceConfig(db_url=db, cache_dir=cache_dir, max_upload_bytes=max_upload_bytes,
                                        cors_origins=list(cor for cor in cors_origin or [])))
         token, registered = first_start(app.state.store)
+        interrupted = fail_interrupted_jobs(app.state.store)
     except RepliscopeError as exc:
         fail(exc)
     from repliscope.store.repository import hide_password
@@ -67,6 +80,8 @@ def serve(
     print(f"database: {hide_password(app.state.store.url)}")
     if registered:
         print(f"registered the dataset '{DEFAULT_DATASET}'")
+    if interrupted:
+        print(f"marked {interrupted} job(s) left unfinished by a previous server as failed")
     if token is not None:
         print(f"admin token (shown once, keep it): {token}")
     uvicorn.run(app, host=host, port=port, log_level="warning")
