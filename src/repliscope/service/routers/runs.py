@@ -69,7 +69,7 @@ def query_runs(
     runtime: Annotated[str | None, Query(max_length=100)] = None,
     framework_version: Annotated[str | None, Query(max_length=100)] = None,
     dataset: Annotated[str | None, Query(max_length=300)] = None,
-    hardware: Annotated[str | None, Query(max_length=300, description="CPU model substring")] = None,
+    hardware: Annotated[str | None, Query(max_length=300, description="the recorded CPU model (exact)")] = None,
     kind: Annotated[str | None, Query(max_length=50)] = None,
     verdict: Verdict | None = None,
     created_from: datetime | None = None,
