@@ -128,3 +128,25 @@ def test_db_upgrade_refuses_a_missing_folder(tmp_path: Path) -> None:
     out = CliRunner().invoke(app, ["db", "upgrade", "--db", f"sqlite:///{tmp_path / 'nope' / 'x.db'}"])
     assert out.exit_code == 2
     assert "does not exist" in out.output
+
+
+def test_concurrent_opens_of_a_fresh_store_all_succeed(tmp_path: Path) -> None:
+    """The service opens stores from several threads; Alembic's context is process-global (upgrades serialised)."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        try:
+            RunStore(url).close()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert current(create_engine(url)) == head()

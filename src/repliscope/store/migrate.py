@@ -9,6 +9,8 @@ columns it may lack (as that release's ``upgrade_schema`` did), is stamped at :d
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,10 +20,15 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 BASELINE = "0001"
 """The revision of the schema the last release before migrations created."""
 SCRIPT_LOCATION = Path(__file__).parent / "migrations"
+_LOCK = threading.Lock()
+"""Alembic's ``context`` is process-global: one upgrade at a time per process (service threads open stores)."""
+WAIT_SECONDS = 10.0
+"""How long an upgrade that failed waits for another process's concurrent upgrade to reach head."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,22 @@ def upgrade_engine(engine: Engine) -> UpgradeResult:
     before = current(engine)
     if before == target:
         return UpgradeResult(before, target)
+    with _LOCK:
+        before = current(engine)
+        if before == target:  # another thread upgraded it meanwhile
+            return UpgradeResult(before, target)
+        try:
+            return _upgrade_locked(engine, before)
+        except SQLAlchemyError:
+            deadline = time.monotonic() + WAIT_SECONDS
+            while time.monotonic() < deadline:  # another process may be creating the same tables
+                if current(engine) == target:
+                    return UpgradeResult(before, target)
+                time.sleep(0.2)
+            raise
+
+
+def _upgrade_locked(engine: Engine, before: str | None) -> UpgradeResult:
     legacy = False
     added: list[str] = []
     sqlite = engine.dialect.name == "sqlite"
