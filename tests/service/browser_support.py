@@ -103,8 +103,20 @@ def set_width(driver: WebDriver, width: int, height: int = 900) -> None:
                            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
 
 
+WIDER_THAN_VIEWPORT = """
+const width = arguments[0];
+return [...document.querySelectorAll('body *')]
+  .filter(e => !e.closest('.scroll, pre') && (e.getBoundingClientRect().right > width + 0.5 ||
+               (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX === 'visible')))
+  .slice(0, 5).map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : ''));
+"""
+"""Up to five elements reaching past the viewport's right edge or whose content overflows them (outside the
+boxes that scroll by themselves)."""
+
+
 def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 390)) -> list[Path]:
-    """Full-page PNG screenshots of the current page at each width under ``test-artifacts/``."""
+    """Full-page PNG screenshots of the current page at each width under ``test-artifacts/``; the page must not
+    scroll sideways at any of them (wide tables and logs scroll inside their own boxes)."""
     ARTIFACTS.mkdir(exist_ok=True)
     paths = []
     for width in widths:
@@ -112,6 +124,10 @@ def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 39
         height = int(driver.execute_script(
             "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"))
         set_width(driver, width, min(max(height, 600), 8000))
+        scroll_width = int(driver.execute_script("return document.documentElement.scrollWidth"))
+        assert scroll_width <= width, (
+            f"{driver.current_url} at {width} px scrolls sideways (the page is {scroll_width} px wide): "
+            + ", ".join(driver.execute_script(WIDER_THAN_VIEWPORT, width)))
         path = ARTIFACTS / f"{name}-{width}.png"
         driver.save_screenshot(str(path))
         assert path.stat().st_size > 1000, f"{path} is a blank screenshot"

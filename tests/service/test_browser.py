@@ -144,6 +144,8 @@ def _wait_job_page(driver: WebDriver) -> str:
 
     poll(status, timeout=JOB_TIMEOUT_S, what="#job-status == succeeded", interval=1.0)
     assert set(seen) <= {"queued", "running", "succeeded"}, f"#job-status showed {seen}"
+    # the page was never reloaded: the status went from queued/running to succeeded by the page's own polling
+    assert len(seen) >= 2 and seen[0] in ("queued", "running"), f"#job-status did not update live: {seen}"
     return seen[-1]
 
 
