@@ -279,6 +279,9 @@ class ComparePage:
     flips_more: int
     thumbnails_note: str
     why: list[str]
+    detection: bool = False
+    differing_images: list[str] = field(default_factory=list)
+    """Detection: ids of the images whose detections differ (the task's paired ``flipped_ids``)."""
 
 
 def _op_text(op: Mapping[str, Any]) -> str:
@@ -363,6 +366,25 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def _frac(x: Any) -> str:
+    return f"{x:.4f}" if isinstance(x, int | float) else "n/a"
+
+
+def detection_paired_text(p: Mapping[str, Any] | None) -> str:
+    """The detection paired figures of B against A (:func:`repliscope.units.detection_paired`'s keys)."""
+    if p is None:
+        return "no paired statistics (no image evaluated by both runs, or different tasks)"
+    matched = p.get("matched_fraction")
+    text = (f"Paired over the {p.get('n_samples', '?')} images both evaluated: B matched "
+            f"{'n/a' if not isinstance(matched, int | float) else f'{100 * matched:.1f} %'} of A's "
+            f"{p.get('n_reference_detections', '?')} detections (IoU >= 0.5, same class), mean IoU "
+            f"{_frac(p.get('mean_iou'))}, images with differing detections: {p.get('flipped_images', '?')}")
+    if p.get("delta_ap") is not None:
+        text += (f"; AP {_frac(p.get('ap_reference'))} -> {_frac(p.get('ap_variant'))}, ΔAP {p['delta_ap']:+.4f} "
+                 f"(95 % paired bootstrap [{_frac(p.get('delta_ap_ci_low'))}, {_frac(p.get('delta_ap_ci_high'))}])")
+    return text + "."
+
+
 def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     """Why run B differs from run A: metric deltas with McNemar, pipeline and stack differences, flips."""
     from repliscope.report.sections import class_namer
@@ -384,9 +406,15 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
              for f in comparison.top1_flips[:MAX_FLIPS_SHOWN]]
     note = ("Thumbnails from the run's dataset (re-loaded with the same identity)." if reader else
             "The run's dataset does not re-load with the record's identity here: sample ids only.")
+    detection = comparison.task == "object_detection" and a.task == b.task
+    differing: list[str] = []
+    if detection:
+        mcnemar = detection_paired_text(comparison.paired)
+        differing = [str(i) for i in (comparison.paired or {}).get("flipped_ids") or []]
     why = []
     if comparison.same_result_hash:
-        why.append("The result hashes are equal: both runs predicted the same top-k on every sample.")
+        why.append("The result hashes are equal: both runs predicted the same " +
+                   ("detections on every image." if detection else "top-k on every sample."))
     if not comparison.same_dataset:
         why.append("The dataset identities differ: the runs did not see the same data.")
     changed_ops = [d.what for d in pipeline if not d.same]
@@ -397,8 +425,10 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
         shown = ", ".join(changed_stack[:6]) + (f" and {len(changed_stack) - 6} more" if len(changed_stack) > 6
                                                 else "")
         why.append(f"The stacks differ in {shown}.")
-    if comparison.top1_flips:
+    if comparison.top1_flips and not detection:
         why.append(f"{_n(len(comparison.top1_flips), 'sample')} changed top-1 class.")
+    if differing:
+        why.append(f"{_n(len(differing), 'image')} {'has' if len(differing) == 1 else 'have'} differing detections.")
     if comparison.failed_in_one:
         why.append(f"{_n(comparison.failed_in_one, 'sample')} failed in one run only.")
     if not changed_ops and not changed_stack:
@@ -409,4 +439,4 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
                        verdict_a=verdict_text(a.claims), verdict_b=verdict_text(b.claims), mcnemar=mcnemar,
                        pipeline=pipeline, stack=stack, flips=flips,
                        flips_more=max(0, len(comparison.top1_flips) - MAX_FLIPS_SHOWN), thumbnails_note=note,
-                       why=why)
+                       why=why, detection=detection, differing_images=differing)
