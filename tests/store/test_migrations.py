@@ -64,14 +64,14 @@ def _schema_diff(url: str) -> list[object]:
 
 def test_fresh_store_is_created_at_head_and_matches_the_models(url: str) -> None:
     with RunStore(url) as store:
-        assert current(store.engine) == head() == "0002"
+        assert current(store.engine) == head() == "0003"
         assert {"runs", "sample_predictions", "sweeps", "benchmarks", "traces", "tokens", "datasets_registry",
                 "manifests", "jobs", "alembic_version"} <= set(inspect(store.engine).get_table_names())
     assert _schema_diff(url) == []
     if url.startswith("sqlite"):  # the large record JSON is the last column (filter columns stay in-row)
         assert [c["name"] for c in inspect(create_engine(url)).get_columns("runs")][-1] == "record"
     result = upgrade(url)  # already at head: nothing to do
-    assert (result.from_revision, result.to_revision, result.changed) == ("0002", "0002", False)
+    assert (result.from_revision, result.to_revision, result.changed) == ("0003", "0003", False)
 
 
 @pytest.mark.parametrize("detection_columns", [True, False])
@@ -150,3 +150,11 @@ def test_concurrent_opens_of_a_fresh_store_all_succeed(tmp_path: Path) -> None:
         t.join()
     assert errors == []
     assert current(create_engine(url)) == head()
+
+
+def test_model_and_runtime_filter_uses_its_index(tmp_path: Path) -> None:
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store, store.engine.connect() as conn:
+        plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE manifest_name = 'm' AND runtime = 'onnxruntime' "
+            "ORDER BY created_at DESC LIMIT 50"))
+    assert "ix_runs_model_runtime" in plan, plan

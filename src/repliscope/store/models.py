@@ -53,6 +53,7 @@ class RunRow(Base):
     __table_args__ = (
         Index("ix_runs_model_created", "manifest_name", "created_at"),
         Index("ix_runs_manifest", "manifest_name", "manifest_version", "created_at"),
+        Index("ix_runs_model_runtime", "manifest_name", "runtime", "created_at"),
         Index("ix_runs_runtime_created", "runtime", "created_at"),
         Index("ix_runs_runtime_framework", "runtime", "framework_version", "created_at"),
         Index("ix_runs_dataset_created", "dataset_name", "created_at"),

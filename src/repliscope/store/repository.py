@@ -118,8 +118,12 @@ def sqlite_url(path: Path) -> str:
 
 
 def _enable_sqlite_foreign_keys(dbapi_conn: Any, _record: Any) -> None:
+    """Foreign keys on; a writer waits up to 30 s for a lock (the service's job thread and its API write at
+    once) and WAL lets readers go on while one writes."""
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
 
 
