@@ -75,3 +75,28 @@ def test_detection_compare_lists_the_images_whose_detections_differ(
     assert "images with differing detections: 1" in a11y(r.text).text_of("mcnemar")
     assert a11y(r.text).text_of("differing-images").strip() == str(first.sample_id)
     assert "1 image has differing detections." in a11y(r.text).text_of("compare-why")
+
+
+def test_a_detection_sweep_variant_shows_ap_and_the_paired_delta_ap_not_top1(
+        service_app: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.pitfalls.sweep import run_sweep
+
+    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path))
+    out = run_sweep(prepared, resolve_dataset("synthetic_detection"), ["class_id_plus_1"], visual_samples=0)
+    store = service_app.state.store
+    store.save_sweep(out.result)
+    for rec in out.records:
+        store.save(rec)
+    variant = next(rec for rec in out.records if rec.run_id == out.result.variants[0].run_id)
+    r = logged_in(service_app, tokens["viewer"]).get(f"/runs/{variant.run_id}")
+    assert r.status_code == 200
+    table = parse(r.text).tables["pitfalls-table"]
+    assert [row[0] for row in table.rows] == ["reference", "class_id_plus_1"]
+    assert "AP" in r.text and "Δ AP (paired)" in r.text and "McNemar" not in r.text and "Δ top-1" not in r.text
+    ref, var = table.rows
+    assert ref[3].startswith("1.000") and var[3].startswith("0.000")  # every class shifted: AP 1 -> 0
+    assert var[4] == "-1.000" and var[5] == "[-1.000, -1.000]"
+    charts = [img for img in parse(r.text).images if "chart" in img.get("class", "").split()]
+    assert all("top-1" not in (img.get("alt") or "") for img in charts)

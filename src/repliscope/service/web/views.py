@@ -190,6 +190,8 @@ class RunPage:
     pitfalls: list[Any] = field(default_factory=list)
     pitfalls_caption: str = ""
     deltas: FigureView | None = None
+    pitfall_headers: tuple[str, str, str, str] = ("Top-1", "Δ top-1", "McNemar p", "Flips")
+    """The pitfall table's metric columns: classification, or (detection sweep) AP / Δ AP / its interval."""
 
 
 def run_page(store: RunStore, run_id: str) -> RunPage:
@@ -213,6 +215,13 @@ def run_page(store: RunStore, run_id: str) -> RunPage:
         try:
             sweep = store.get_sweep(record.sweep_id)
         except StoreError:
+            return page
+        from repliscope.report import detection_sections as ds
+
+        if ds.is_detection(sweep):  # no top-1, no McNemar: AP and the paired ΔAP interval; no Δ top-1 chart
+            page.pitfalls = ds.detection_rows(sweep)
+            page.pitfalls_caption = ds.detection_caption(sweep)
+            page.pitfall_headers = ("AP", "Δ AP (paired)", "Δ AP 95 % interval", "Images differ")
             return page
         page.pitfalls = ps.pitfall_rows(sweep)
         page.pitfalls_caption = ps.pitfalls_caption(sweep)
