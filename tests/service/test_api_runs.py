@@ -70,6 +70,15 @@ def test_out_of_range_query_parameters_are_422(client: TestClient, headers_for: 
     assert r.json()["error"]["field"] == field and r.json()["error"]["code"] == "invalid"
 
 
+def test_misspelt_query_parameter_is_422_not_every_run(client: TestClient,
+                                                       headers_for: Callable[[str], dict[str, str]]) -> None:
+    r = client.get("/api/v1/runs", params={"since": "2026-01-01", "model": "m"}, headers=headers_for("viewer"))
+    assert r.status_code == 422
+    error = r.json()["error"]
+    assert error["field"] == "query.since" and error["code"] == "invalid"
+    assert error["message"].startswith("unknown query parameter 'since' (allowed: created_from, created_to, ")
+
+
 def test_one_run_unknown_ids_and_compare(client: TestClient, headers_for: Callable[[str], dict[str, str]],
                                          stored: list[str]) -> None:
     viewer = headers_for("viewer")

@@ -61,6 +61,10 @@ def get_record(store: Any, run_id: str, field: str = "run_id") -> Any:
         return store.get(run_id)
 
 
+_QUERY_PARAMS = frozenset({"model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict",
+                           "created_from", "created_to", "sweep_id", "sort", "page", "page_size"})
+
+
 @router.get("", response_model=RunPage)
 def query_runs(
     request: Request, _: Annotated[Any, Depends(require("viewer"))],
@@ -81,6 +85,11 @@ def query_runs(
 ) -> Any:
     """Stored runs matching every given filter, one page, sorted (``-`` = descending)."""
     from repliscope.store.repository import RunQuery
+
+    unknown = sorted(set(request.query_params) - _QUERY_PARAMS)
+    if unknown:  # a misspelt filter must not silently return every run
+        raise ApiError(422, f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
+                       field=f"query.{unknown[0]}")
 
     filters = RunQuery(model=model, version=version, runtime=runtime, framework_version=framework_version,
                        dataset=dataset, hardware=hardware, kind=kind, verdict=verdict, created_from=created_from,
