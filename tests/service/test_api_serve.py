@@ -98,3 +98,22 @@ def test_jobs_left_by_a_previous_server_are_failed(tmp_path: Path) -> None:
         assert job.status == "failed" and job.error == "interrupted: the server stopped before the job finished"
     assert get_job(store, done.id).status == "succeeded"
     assert fail_interrupted_jobs(store) == 0
+
+
+def test_a_port_in_use_is_an_input_error_before_any_token_is_made(tmp_path: Path) -> None:
+    """Regression: uvicorn's bind failure came after the one-time admin token was created and shown, exit 3."""
+    from repliscope.store.accounts import has_admin
+    from repliscope.store.repository import RunStore
+
+    db = f"sqlite:///{tmp_path / 'busy.db'}"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db", db],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot serve on 127.0.0.1:{port}" in done.stdout + done.stderr
+    assert "admin token" not in done.stdout
+    with RunStore(db) as store:
+        assert not has_admin(store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,6 +15,22 @@ if TYPE_CHECKING:
     from repliscope.store.repository import RunStore
 
 DEFAULT_DATASET = "foolbox_imagenet"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` for uvicorn; RepliscopeError when it cannot be bound (in use,
+    not an address of this machine, no permission)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise RepliscopeError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (choose another --port or "
+                              "stop the other server)") from exc
+    return sock
 
 
 def first_start(store: RunStore) -> tuple[str | None, bool]:
@@ -66,7 +83,8 @@ def serve(
     except ImportError as exc:
         print(f"error: repliscope serve needs the 'service' extra: pip install 'repliscope[service]' ({exc})")
         raise typer.Exit(code=2) from None
-    try:
+    try:  # bind first: a port in use is an input error, found before a one-time token is created and shown
+        sock = bind_socket(host, port)
         app = create_app(ServiceConfig(db_url=db, cache_dir=cache_dir, max_upload_bytes=max_upload_bytes,
                                        cors_origins=list(cor for cor in cors_origin or [])))
         token, registered = first_start(app.state.store)
@@ -84,7 +102,7 @@ def serve(
         print(f"marked {interrupted} job(s) left unfinished by a previous server as failed")
     if token is not None:
         print(f"admin token (shown once, keep it): {token}")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def register(app: typer.Typer) -> None:
