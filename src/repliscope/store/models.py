@@ -194,3 +194,29 @@ class JobRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_by: Mapped[str] = mapped_column(String)
+
+
+class JobResultRow(Base):
+    """The results of one job, stored once per ``idempotency_key``: ``result_ids`` is ``{"run_ids": [...],
+    "sweep_ids": [...], "benchmark_ids": [...]}`` (a re-run or re-submitted job with the same key stores nothing)."""
+
+    __tablename__ = "job_results"
+
+    idempotency_key: Mapped[str] = mapped_column(String, primary_key=True)
+    kind: Mapped[str] = mapped_column(String)
+    result_ids: Mapped[dict[str, list[str]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class StackMatrixRow(Base):
+    """One ``repliscope stacks`` matrix (the whole StackMatrix as JSON); its runs are ordinary ``runs`` rows."""
+
+    __tablename__ = "stack_matrices"
+    __table_args__ = (Index("ix_stack_matrices_model_created", "manifest_name", "created_at"),)
+
+    matrix_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    manifest_name: Mapped[str] = mapped_column(String)
+    runtime: Mapped[str] = mapped_column(String)
+    dataset_identity: Mapped[str] = mapped_column(String)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)

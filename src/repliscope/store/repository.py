@@ -14,7 +14,7 @@ import re
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import platformdirs
@@ -28,7 +28,18 @@ from repliscope.bench.record import BenchmarkRecord
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
-from repliscope.store.models import BenchmarkRow, RunRow, SampleRow, SweepRow, TraceRow
+from repliscope.store.models import (
+    BenchmarkRow,
+    JobResultRow,
+    RunRow,
+    SampleRow,
+    StackMatrixRow,
+    SweepRow,
+    TraceRow,
+)
+
+if TYPE_CHECKING:
+    from repliscope.stacks.matrix import StackMatrix
 
 ENV_VAR = "REPLISCOPE_DB"
 MIN_PREFIX = 6
@@ -251,21 +262,80 @@ class RunStore:
 
     def save(self, record: EvaluationRecord) -> None:
         """Store ``record`` and its samples in one transaction; an already stored run id is a StoreError."""
-        row = _run_row(record)
-        samples = [
-            {"run_id": record.run_id, "position": i, **s.model_dump(mode="json")}
-            for i, s in enumerate(record.samples)
-        ]
         try:
             with Session(self.engine) as session, session.begin():
-                if session.get(RunRow, record.run_id) is not None:
-                    raise StoreError(f"run {record.run_id} is already stored; delete it first to replace it")
-                session.add(row)
-                session.flush()
-                if samples:
-                    session.execute(insert(SampleRow), samples)
+                _add_record(session, record)
         except IntegrityError as exc:
             raise StoreError(f"run {record.run_id} could not be stored: {exc.orig}") from exc
+
+    def save_outcome(self, outcome: JobResults, idempotency_key: str, kind: str = "evaluate") -> StoredOutcome:
+        """Store a job's results exactly once per ``idempotency_key``: every record, sweep and benchmark of
+        ``outcome`` (JSON dumps, as they travel back from an agent) and the key, in one transaction. A key already
+        stored stores nothing and returns the earlier ids with ``duplicate=True`` (also when another process
+        stores the same key at the same moment: the key is the primary key)."""
+        earlier = self.get_job_result(idempotency_key)
+        if earlier is not None:
+            return earlier
+        records = [EvaluationRecord.model_validate(r) for r in outcome.records]
+        sweeps = [SweepResult.model_validate(r) for r in outcome.sweeps]
+        benchmarks = [BenchmarkRecord.model_validate(r) for r in outcome.benchmarks]
+        ids = {"run_ids": [r.run_id for r in records], "sweep_ids": [s.sweep_id for s in sweeps],
+               "benchmark_ids": [b.benchmark_id for b in benchmarks]}
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add(JobResultRow(idempotency_key=idempotency_key, kind=kind, result_ids=ids,
+                                         created_at=_utc_naive(datetime.now(UTC))))
+                session.flush()  # the key first: a concurrent duplicate fails here, before any record
+                for record in records:
+                    _add_record(session, record)
+                for sweep in sweeps:
+                    session.add(_sweep_row(sweep))
+                for bench in benchmarks:
+                    session.add(_benchmark_row(bench))
+        except IntegrityError as exc:
+            again = self.get_job_result(idempotency_key)
+            if again is not None:
+                return again
+            raise StoreError(f"the results of job {idempotency_key} could not be stored: {exc.orig}") from exc
+        return StoredOutcome(duplicate=False, **ids)
+
+    def get_job_result(self, idempotency_key: str) -> StoredOutcome | None:
+        """The ids stored under ``idempotency_key`` (``duplicate=True``), None when the key is not stored."""
+        with Session(self.engine) as session:
+            row = session.get(JobResultRow, idempotency_key)
+            if row is None:
+                return None
+            return StoredOutcome(duplicate=True, **row.result_ids)
+
+    def count_job_results(self) -> int:
+        """How many idempotency keys (jobs with stored results) there are."""
+        with Session(self.engine) as session:
+            return int(session.scalar(select(func.count()).select_from(JobResultRow)) or 0)
+
+    def save_stack_matrix(self, matrix: StackMatrix) -> None:
+        """Store a ``repliscope stacks`` matrix (its runs are stored with :meth:`save` / :meth:`save_outcome`)."""
+        row = StackMatrixRow(matrix_id=matrix.matrix_id, created_at=_utc_naive(matrix.created_at),
+                             manifest_name=matrix.manifest.name, runtime=matrix.runtime,
+                             dataset_identity=str(matrix.dataset.identity), result=matrix.model_dump(mode="json"))
+        self._add_once(row, "stack matrix", matrix.matrix_id)
+
+    def get_stack_matrix(self, matrix_id: str) -> StackMatrix:
+        """The stack matrix ``matrix_id`` (or a unique prefix of at least 6 characters)."""
+        from repliscope.stacks.matrix import StackMatrix
+
+        with Session(self.engine) as session:
+            full_id = self._resolve(session, matrix_id, StackMatrixRow, "stack matrix")
+            return StackMatrix.model_validate(session.get_one(StackMatrixRow, full_id).result)
+
+    def list_stack_matrices(self, limit: int = 50, manifest_name: str | None = None) -> builtins.list[StackMatrix]:
+        """Stack matrices, newest first (of one model with ``manifest_name``)."""
+        from repliscope.stacks.matrix import StackMatrix
+
+        query = select(StackMatrixRow.result).order_by(StackMatrixRow.created_at.desc())
+        if manifest_name is not None:
+            query = query.where(StackMatrixRow.manifest_name == manifest_name)
+        with Session(self.engine) as session:
+            return [StackMatrix.model_validate(r) for r in session.scalars(query.limit(limit))]
 
     def get(self, run_id: str) -> EvaluationRecord:
         """The record of ``run_id`` (or of a unique prefix of at least 6 characters)."""
@@ -346,13 +416,9 @@ class RunStore:
 
     def save_sweep(self, sweep: SweepResult) -> None:
         """Store a sweep summary (its variants' records are stored with :meth:`save`)."""
-        row = SweepRow(sweep_id=sweep.sweep_id, created_at=_utc_naive(sweep.created_at),
-                       manifest_name=sweep.manifest.name, runtime=str(sweep.runtime.get("runtime")),
-                       dataset_identity=str(sweep.dataset.get("identity")), num_variants=len(sweep.variants),
-                       result=sweep.model_dump(mode="json"))
-        self._add_once(row, "sweep", sweep.sweep_id)
+        self._add_once(_sweep_row(sweep), "sweep", sweep.sweep_id)
 
-    def _add_once(self, row: SweepRow | BenchmarkRow, what: str, object_id: str) -> None:
+    def _add_once(self, row: SweepRow | BenchmarkRow | StackMatrixRow, what: str, object_id: str) -> None:
         """Insert ``row`` (a sweep or a benchmark); stored objects are immutable, so an existing id is an error."""
         try:
             with Session(self.engine) as session, session.begin():
@@ -374,15 +440,7 @@ class RunStore:
 
     def save_benchmark(self, record: BenchmarkRecord) -> None:
         """Store a benchmark record; its latencies as zlib-compressed little-endian float32 microseconds."""
-        blob = zlib.compress(np.asarray(record.latencies_us, dtype="<f4").tobytes(), 6)
-        p90 = record.latency.percentiles.get("p90")
-        row = BenchmarkRow(benchmark_id=record.benchmark_id, created_at=_utc_naive(record.created_at),
-                           manifest_name=record.manifest.name, runtime=str(record.runtime.get("runtime", "")),
-                           scenario=record.scenario, threads=record.threads, queries=record.queries,
-                           p90_ms=p90.value if p90 else None, throughput=record.throughput_samples_per_second,
-                           matrix_id=record.matrix_id,
-                           record=record.model_dump(mode="json", exclude={"latencies_us"}), latencies=blob)
-        self._add_once(row, "benchmark", record.benchmark_id)
+        self._add_once(_benchmark_row(record), "benchmark", record.benchmark_id)
 
     def get_benchmark(self, benchmark_id: str) -> BenchmarkRecord:
         """The benchmark record ``benchmark_id`` (or a unique prefix of at least 6 characters)."""
@@ -434,9 +492,11 @@ class RunStore:
         return data
 
     def _resolve(self, session: Session, run_id: str,
-                 table: type[RunRow] | type[SweepRow] | type[BenchmarkRow] = RunRow, what: str = "run") -> str:
+                 table: type[RunRow] | type[SweepRow] | type[BenchmarkRow] | type[StackMatrixRow] = RunRow,
+                 what: str = "run") -> str:
         """Full id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
-        id_col = {RunRow: RunRow.run_id, SweepRow: SweepRow.sweep_id, BenchmarkRow: BenchmarkRow.benchmark_id}[table]
+        id_col = {RunRow: RunRow.run_id, SweepRow: SweepRow.sweep_id, BenchmarkRow: BenchmarkRow.benchmark_id,
+                  StackMatrixRow: StackMatrixRow.matrix_id}[table]
         if session.get(table, run_id) is not None:
             return run_id
         if len(run_id) < MIN_PREFIX:
@@ -457,3 +517,57 @@ class RunStore:
         raise StoreError(
             f"{what} id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}"
         )
+
+
+class JobResults(Protocol):
+    """What :meth:`RunStore.save_outcome` stores: JSON dumps of records, sweeps and benchmark records
+    (``repliscope.jobs.JobOutcome``)."""
+
+    records: builtins.list[dict[str, Any]]
+    sweeps: builtins.list[dict[str, Any]]
+    benchmarks: builtins.list[dict[str, Any]]
+
+
+class StoredOutcome(BaseModel):
+    """The ids a job's results are stored under; ``duplicate``: stored earlier under the same key (nothing new)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_ids: builtins.list[str]
+    sweep_ids: builtins.list[str]
+    benchmark_ids: builtins.list[str]
+    duplicate: bool
+
+    @property
+    def all_ids(self) -> builtins.list[str]:
+        return [*self.run_ids, *self.sweep_ids, *self.benchmark_ids]
+
+
+def _add_record(session: Session, record: EvaluationRecord) -> None:
+    """Add ``record``'s run row and sample rows to ``session`` (an already stored run id is a StoreError)."""
+    if session.get(RunRow, record.run_id) is not None:
+        raise StoreError(f"run {record.run_id} is already stored; delete it first to replace it")
+    session.add(_run_row(record))
+    session.flush()
+    samples = [{"run_id": record.run_id, "position": i, **s.model_dump(mode="json")}
+               for i, s in enumerate(record.samples)]
+    if samples:
+        session.execute(insert(SampleRow), samples)
+
+
+def _sweep_row(sweep: SweepResult) -> SweepRow:
+    return SweepRow(sweep_id=sweep.sweep_id, created_at=_utc_naive(sweep.created_at),
+                    manifest_name=sweep.manifest.name, runtime=str(sweep.runtime.get("runtime")),
+                    dataset_identity=str(sweep.dataset.get("identity")), num_variants=len(sweep.variants),
+                    result=sweep.model_dump(mode="json"))
+
+
+def _benchmark_row(record: BenchmarkRecord) -> BenchmarkRow:
+    blob = zlib.compress(np.asarray(record.latencies_us, dtype="<f4").tobytes(), 6)
+    p90 = record.latency.percentiles.get("p90")
+    return BenchmarkRow(benchmark_id=record.benchmark_id, created_at=_utc_naive(record.created_at),
+                        manifest_name=record.manifest.name, runtime=str(record.runtime.get("runtime", "")),
+                        scenario=record.scenario, threads=record.threads, queries=record.queries,
+                        p90_ms=p90.value if p90 else None, throughput=record.throughput_samples_per_second,
+                        matrix_id=record.matrix_id,
+                        record=record.model_dump(mode="json", exclude={"latencies_us"}), latencies=blob)
