@@ -1,45 +1,28 @@
 """Background jobs: the ``JobExecutor`` interface and ``ThreadJobExecutor``, an in-process executor with one worker
-thread (the next issue moves jobs onto agents behind the same interface).
+thread.
 
-A job runs the same core functions as the CLI (``evaluation.run.prepare/evaluate``, ``pitfalls.sweep.run_sweep``,
-``bench.matrix.run_matrix``, ``diff.task.diff_runtimes``) and stores its results in the same ``RunStore``; its row in
+A job runs the same core functions as the CLI (:func:`repliscope.jobs.execute_job`: ``evaluation.run.prepare/
+evaluate``, ``pitfalls.sweep.run_sweep``, ``bench.matrix.run_matrix``, ``diff.task.diff_runtimes``) and stores its
+results in the same ``RunStore`` exactly once per idempotency key (``RunStore.save_outcome``); its row in
 the jobs table follows it: status, progress (done/total, from the core's ``on_progress`` callbacks), log lines,
 result ids, error. A cancel request is honoured at the next progress callback (and before a queued job starts)."""
 
 from __future__ import annotations
 
 import queue
-import tempfile
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from repliscope.errors import RepliscopeError
+from repliscope.jobs import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job
 
-KINDS = ("evaluate", "pitfalls", "bench", "diff")
+__all__ = ["FINAL", "KINDS", "JobCancelled", "JobExecutor", "JobOutcome", "JobSpec", "ThreadJobExecutor",
+           "execute_job", "run_job"]
+
 FINAL = ("succeeded", "failed", "cancelled")
-
-
-class JobCancelled(Exception):
-    """Raised inside a running job's progress callback once a cancel was requested."""
-
-
-@dataclass
-class JobSpec:
-    """What a job runs: ``manifest_text`` (the stored manifest), ``dataset_spec`` (the registry's spec for the
-    dataset name; a client never passes a path), validated ``options``."""
-
-    job_id: str
-    kind: str
-    manifest_ref: str
-    manifest_text: str
-    runtime: str
-    dataset_name: str
-    dataset_spec: str
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 class JobExecutor(Protocol):
@@ -162,81 +145,16 @@ class ThreadJobExecutor:
         return on_progress, state
 
 
-# -- the job kinds: the CLI's core calls ---------------------------------------------------------------------
-def _loaded(job: JobSpec, folder: Path) -> Any:
-    from repliscope.manifest.loader import load_manifest
-
-    name = job.manifest_ref.replace("@", "-").replace("/", "_")
-    path = folder / f"{name}.yaml"
-    path.write_text(job.manifest_text, encoding="utf-8")
-    return load_manifest(path)
-
-
-def _settings(job: JobSpec, cache_dir: Path | None, runtime: str | None = None) -> Any:
-    from repliscope.evaluation.run import RunSettings
-
-    o = job.options
-    return RunSettings(runtime=runtime or job.runtime, threads=o.get("threads"), batch_size=o.get("batch_size"),
-                       cache_dir=cache_dir, allow_download=bool(o.get("download", False)))
-
-
-def _data(job: JobSpec) -> Any:
-    from repliscope.datasets import resolve_dataset
-
-    return resolve_dataset(job.dataset_spec, None, limit=job.options.get("limit"))
-
-
 def run_job(job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Callable[[int], None],
             log: Callable[[str], None]) -> dict[str, Any]:
-    """Run ``job`` with the CLI's core functions; returns the ids of what it stored (``run_ids``, ``sweep_ids``,
-    ``benchmark_ids``) or, for a diff (not stored), ``summary``: the diff result as JSON (appended to the log)."""
-    with tempfile.TemporaryDirectory(prefix="repliscope-job-") as tmp:
-        loaded = _loaded(job, Path(tmp))
-        for warning in loaded.warnings:
-            log(f"warning: {warning}")
-        data = _data(job)
-        _update(store, job.job_id, progress_total=len(data))
-        if job.kind == "evaluate":
-            from repliscope.evaluation.run import evaluate, prepare
-
-            record = evaluate(prepare(loaded, _settings(job, cache_dir)), data, on_progress=on_progress)
-            store.save(record)
-            return {"run_ids": [record.run_id]}
-        if job.kind == "pitfalls":
-            from repliscope.evaluation.run import prepare
-            from repliscope.pitfalls.sweep import run_sweep
-
-            out = run_sweep(prepare(loaded, _settings(job, cache_dir)), data, job.options.get("variants") or None,
-                            visual_samples=int(job.options.get("visual", 3)), on_progress=on_progress)
-            for rec in out.records:
-                store.save(rec)
-            store.save_sweep(out.result)
-            return {"sweep_ids": [out.result.sweep_id], "run_ids": [r.run_id for r in out.records]}
-        if job.kind == "bench":
-            from repliscope.bench.matrix import run_matrix
-            from repliscope.bench.run import BenchOptions
-            from repliscope.bench.scenarios import ScenarioSettings
-
-            o = job.options
-            scenario = o.get("scenario", "single-stream")
-            spq = int(o.get("samples_per_query", 8 if scenario == "multi-stream" else 1))
-            settings = ScenarioSettings(scenario=scenario, min_duration_s=float(o.get("min_duration_s", 1.0)),
-                                        min_queries=int(o.get("min_queries", 20)),
-                                        samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
-                                        batch_size=int(o.get("batch_size") or 1) if scenario == "offline" else 1)
-            result = run_matrix(loaded, data, [job.runtime], [int(o.get("threads") or 1)],
-                                BenchOptions(scenario=settings), settings=_settings(job, cache_dir))
-            for bench in result.records:
-                store.save_benchmark(bench)
-            return {"benchmark_ids": [b.benchmark_id for b in result.records]}
-        if job.kind == "diff":
-            from repliscope.diff.task import diff_runtimes
-
-            other = job.options["runtime_b"]
-            diff = diff_runtimes(loaded.path, job.runtime, other, data, cache_dir=cache_dir,
-                                 threads=int(job.options.get("threads") or 2))
-            on_progress(len(data))
-            import json
-
-            return {"summary": json.dumps(diff.model_dump(mode="json"))}
-        raise RepliscopeError(f"unknown job kind '{job.kind}' (allowed: {', '.join(KINDS)})")
+    """Run ``job`` in this process (:func:`repliscope.jobs.execute_job`) and store its results exactly once under
+    its idempotency key (``store.save_outcome``); returns the stored ids (``run_ids``, ``sweep_ids``,
+    ``benchmark_ids``) and, for a diff (not stored), ``summary``: the diff result as JSON (appended to the log)."""
+    outcome = execute_job(job, cache_dir, on_progress, log,
+                          on_total=lambda n: _update(store, job.job_id, progress_total=n))
+    stored = store.save_outcome(outcome, job.key, kind=job.kind)
+    result: dict[str, Any] = {"run_ids": stored.run_ids, "sweep_ids": stored.sweep_ids,
+                              "benchmark_ids": stored.benchmark_ids}
+    if outcome.summary is not None:
+        result["summary"] = outcome.summary
+    return result
