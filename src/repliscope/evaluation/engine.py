@@ -62,6 +62,8 @@ class LoopOptions:
     fail_fast: bool = False
     warmup: bool = True
     """One warm-up inference (zeros, the first batch's shape) after loading, outside the measured loop."""
+    keep_outputs: bool = False
+    """Keep every sample's raw model output (:attr:`LoopResult.outputs`), e.g. to compare software stacks."""
 
 
 @dataclass
@@ -82,6 +84,14 @@ class LoopResult:
     fingerprints: list[str] | None = None
     """Per sample, in order: sha256 hex of the bytes read, or the ``unreadable: ...`` reason (see
     :meth:`Dataset.identity_from`). None when the loop that made this result did not record them."""
+    outputs: dict[str, np.ndarray] | None = None
+    """With :attr:`LoopOptions.keep_outputs`: sample id -> its raw model output as a float32 1-D array (the score
+    row; with named outputs, each output's row flattened and concatenated in output-name order). Failed samples
+    have none. None otherwise."""
+
+
+RawOutputs = dict[str, np.ndarray] | None
+"""Sample id -> raw output row (float32, 1-D) of one batch's samples, with :attr:`LoopOptions.keep_outputs`."""
 
 
 Prepared = tuple[np.ndarray | None, str | None]
@@ -203,7 +213,7 @@ def run_loop(
         runner.notes["trace_level"] = tracer.level
     infer = BatchInference(pipeline, task or task_of(pipeline), runner)
     start = time.perf_counter()
-    result = LoopResult(predictions=[], fingerprints=[])
+    result = LoopResult(predictions=[], fingerprints=[], outputs={} if options.keep_outputs else None)
     batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
     shape = warmup_shape(len(batches[0]) if batches else 0, expected_shape) if options.warmup else None
     with ExitStack() as instrumented:
@@ -247,8 +257,9 @@ def _pipelined(infer: BatchInference, runner: Runner, batches: list[Batch], opti
             if nxt < len(batches):
                 submit(batches[nxt])
             with tracer.span("batch", "model", index=index, size=len(batch)):
-                predictions, latency = _infer_batch(infer, runner, batch, [p for p, _ in done], options, tracer)
-            _collect(result, [fp for _, fp in done], predictions, latency)
+                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options,
+                                                         tracer)
+            _collect(result, [fp for _, fp in done], predictions, latency, raw)
             if on_progress is not None:
                 on_progress(len(batch))
 
@@ -261,27 +272,27 @@ def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[B
     for r in runners:
         free.put(r)
 
-    def work(batch: Batch, index: int) -> tuple[list[str], list[SamplePrediction], float | None]:
+    def work(batch: Batch, index: int) -> tuple[list[str], list[SamplePrediction], float | None, RawOutputs]:
         runner = free.get()
         try:
             with tracer.span("batch", "model", index=index, size=len(batch)):
                 done = [read_and_prepare(pipeline, s, expected_shape, tracer) for s in batch]
-                predictions, latency = _infer_batch(infer, runner, batch, [p for p, _ in done], options,
-                                                    tracer)
+                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options,
+                                                         tracer)
         finally:
             free.put(runner)
-        return [fp for _, fp in done], predictions, latency
+        return [fp for _, fp in done], predictions, latency, raw
 
     in_flight = len(runners) + options.prefetch_batches
     with ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="repliscope-worker") as pool:
-        pending: deque[Future[tuple[list[str], list[SamplePrediction], float | None]]] = deque(
+        pending: deque[Future[tuple[list[str], list[SamplePrediction], float | None, RawOutputs]]] = deque(
             pool.submit(work, b, i) for i, b in enumerate(batches[:in_flight]))
         try:
             for index, batch in enumerate(batches):
-                fingerprints, predictions, latency = pending.popleft().result()
+                fingerprints, predictions, latency, raw = pending.popleft().result()
                 if index + in_flight < len(batches):
                     pending.append(pool.submit(work, batches[index + in_flight], index + in_flight))
-                _collect(result, fingerprints, predictions, latency)
+                _collect(result, fingerprints, predictions, latency, raw)
                 if on_progress is not None:
                     on_progress(len(batch))
         finally:
@@ -290,10 +301,12 @@ def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[B
 
 
 def _collect(result: LoopResult, fingerprints: list[str], predictions: list[SamplePrediction],
-             latency: float | None) -> None:
+             latency: float | None, raw: RawOutputs = None) -> None:
     assert result.fingerprints is not None
     result.fingerprints.extend(fingerprints)
     result.predictions.extend(predictions)
+    if raw is not None and result.outputs is not None:
+        result.outputs.update(raw)
     if latency is not None:
         result.batch_latencies.append(latency)
         result.inference_seconds += latency
@@ -352,10 +365,21 @@ class BatchInference:
         return self.task.to_samples(preds, batch, rows)
 
 
+def raw_rows(outputs: np.ndarray | dict[str, np.ndarray], n: int) -> list[np.ndarray]:
+    """Per row of a batch of ``n`` inputs, its raw output as a float32 1-D array: the row of a single output
+    array, or the rows of every named output (those whose first axis is the batch) flattened and concatenated
+    in output-name order."""
+    arrays = [outputs] if isinstance(outputs, np.ndarray) else [np.asarray(outputs[k]) for k in sorted(outputs)]
+    batched = [a for a in arrays if a.ndim >= 1 and a.shape[0] == n]
+    return [np.concatenate([a[i].astype(np.float32, copy=False).ravel() for a in batched]) if batched
+            else np.zeros(0, np.float32) for i in range(n)]
+
+
 def _infer_batch(infer: BatchInference, runner: Runner, batch: Sequence[Sample], prepared: list[PreparedItem],
-                 options: LoopOptions, tracer: Tracer = NO_TRACER) -> tuple[list[SamplePrediction], float | None]:
+                 options: LoopOptions, tracer: Tracer = NO_TRACER
+                 ) -> tuple[list[SamplePrediction], float | None, RawOutputs]:
     """Infer the prepared samples of one batch -> (one prediction per sample, the runtime's seconds or None
-    when every sample of the batch failed)."""
+    when every sample of the batch failed, the raw outputs by sample id with ``options.keep_outputs``)."""
     ok = [i for i, p in enumerate(prepared) if p.data is not None]
     out: list[SamplePrediction] = [
         SamplePrediction(sample_id=s.id, label=s.label, error=prepared[i].error) for i, s in enumerate(batch)
@@ -364,10 +388,12 @@ def _infer_batch(infer: BatchInference, runner: Runner, batch: Sequence[Sample],
     if failed and options.fail_fast:
         raise SampleError(f"sample '{failed[0].sample_id}' failed: {failed[0].error} (--fail-fast)")
     if not ok:
-        return out, None
+        return out, None, {} if options.keep_outputs else None
     inputs = np.stack([prepared[i].data for i in ok])  # type: ignore[misc]
     geometry = [prepared[i].geometry for i in ok]
     outputs, seconds = infer.run(runner, inputs, tracer)
+    raw = ({batch[i].id: row for i, row in zip(ok, raw_rows(outputs, len(ok)), strict=True)}
+           if options.keep_outputs else None)
     for i, record in zip(ok, infer.records(outputs, geometry, batch, ok, tracer), strict=True):
         out[i] = record
-    return out, seconds
+    return out, seconds, raw

@@ -64,11 +64,14 @@ def distribution_version(name: str) -> str | None:
 
 def software_stack(extra_distributions: Iterable[str] = ()) -> dict[str, Any]:
     """Python, platform, numpy, Pillow (and its JPEG/zlib libraries), the given distributions' versions,
-    loaded BLAS/OpenMP libraries (threadpoolctl) and the thread-related environment variables."""
+    loaded BLAS/OpenMP libraries (threadpoolctl), the thread-related environment variables and the software
+    stack this process runs in (:func:`repliscope.stacks.current.current_stack`: key, spec, lock sha256)."""
     import numpy
     import PIL
     from PIL import features
     from threadpoolctl import threadpool_info
+
+    from repliscope.stacks.current import current_stack
 
     return {
         "python": platform.python_version(),
@@ -84,6 +87,7 @@ def software_stack(extra_distributions: Iterable[str] = ()) -> dict[str, Any]:
         "distributions": {name: distribution_version(name) for name in extra_distributions},
         "threadpools": [{k: lib.get(k) for k in _THREADPOOL_KEYS if k in lib} for lib in threadpool_info()],
         "env": {var: os.environ.get(var) for var in THREAD_ENV_VARS},
+        "stack": dict(current_stack()),
     }
 
 

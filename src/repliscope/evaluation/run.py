@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+
 import repliscope
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
@@ -79,15 +81,21 @@ def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> Pre
 
 
 def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallback | None = None,
-             pipeline: Pipeline | None = None) -> EvaluationRecord:
-    """Run the loop and assemble the record (metrics, claim verdicts, provenance, result hash)."""
+             pipeline: Pipeline | None = None, *, outputs: dict[str, np.ndarray] | None = None) -> EvaluationRecord:
+    """Run the loop and assemble the record (metrics, claim verdicts, provenance, result hash). Given a dict as
+    ``outputs``, it receives every sample's raw model output (sample id -> float32 1-D array, see
+    :attr:`LoopResult.outputs`); the record is the same either way."""
     s = prepared.settings
     check_dataset(prepared, dataset)
     pipe = pipeline or prepared.pipeline
     plan = plan_for(prepared, dataset, pipe)
     runner = runner_for_plan(prepared.runner, plan)
     options = plan.loop_options(s.fail_fast)
+    if outputs is not None:
+        options = replace(options, keep_outputs=True)
     loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress, prepared.task)
+    if outputs is not None and loop.outputs is not None:
+        outputs.update(loop.outputs)
     if runner is not prepared.runner and prepared.runner.loaded:  # e.g. the ONNX export, made by the calibration
         loop.load_seconds += prepared.runner.load_seconds
         loop.total_seconds += prepared.runner.load_seconds
