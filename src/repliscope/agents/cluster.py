@@ -1,0 +1,214 @@
+"""Agents on Dask distributed: an agent is a Dask worker named by its agent id whose :class:`AgentPlugin` puts its
+capabilities into the scheduler's metadata (key ``["repliscope-agents", agent_id]``) and refreshes its
+``last_seen`` there every :data:`HEARTBEAT_S` seconds. :class:`Cluster` connects to a scheduler (or starts an
+in-process one with one agent) and lists the agents with their liveness: alive = among the scheduler's live
+workers, gone = in the metadata only (with when it was last seen). Dask is imported inside functions only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel
+
+from repliscope.agents.capabilities import AgentCapabilities, probe_capabilities
+from repliscope.errors import RepliscopeError
+
+METADATA_KEY = "repliscope-agents"
+PLUGIN_NAME = "repliscope-agent"
+HEARTBEAT_S = 5.0
+"""How often (seconds) a live agent writes its ``last_seen`` into the scheduler metadata."""
+
+
+class AgentInfo(BaseModel):
+    """An agent as the scheduler sees it: ``alive`` (a live worker now), ``last_seen`` (UTC; its last heartbeat,
+    or now when alive), ``executing`` (tasks processing on it now; 0 when gone)."""
+
+    capabilities: AgentCapabilities
+    address: str
+    alive: bool
+    last_seen: datetime | None
+    executing: int
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class AgentPlugin:
+    """Dask ``WorkerPlugin``: on setup, probes the capabilities (agent id = the worker's name) and advertises them
+    in the scheduler metadata; a heartbeat keeps ``last_seen`` fresh; a clean stop writes a last one."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self) -> None:
+        self.capabilities: AgentCapabilities | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def setup(self, worker: Any) -> None:
+        self.capabilities = probe_capabilities(str(worker.name))
+        entry = {"capabilities": self.capabilities.model_dump(mode="json"), "address": worker.address,
+                 "last_seen": _now()}
+        await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name)], value=entry)
+        self._task = asyncio.create_task(self._heartbeat(worker))
+
+    async def _heartbeat(self, worker: Any) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            with contextlib.suppress(Exception):  # a scheduler gone for a moment: the next beat tries again
+                await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name), "last_seen"],
+                                                    value=_now())
+
+    async def teardown(self, worker: Any) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        with contextlib.suppress(Exception):
+            await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name), "last_seen"], value=_now())
+
+
+def agent_plugin() -> Any:
+    """A new :class:`AgentPlugin` (a ``distributed.WorkerPlugin``)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class RepliscopeAgentPlugin(AgentPlugin, WorkerPlugin):
+        pass
+
+    return RepliscopeAgentPlugin()
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+class Cluster:
+    """A connection to a Dask scheduler whose workers are agents. Use :meth:`connect`; a context manager."""
+
+    def __init__(self, client: Any, local: Any | None = None, worker: Any | None = None) -> None:
+        self.client = client
+        self.local = local
+        self.worker = worker
+        self.address: str = client.scheduler.address
+
+    @classmethod
+    def connect(cls, scheduler: str | None, timeout: float = 30.0) -> Cluster:
+        """``None`` or ``"local"``: an in-process scheduler (TCP on 127.0.0.1, a free port, so agent processes can
+        join it) with one in-process agent (1 thread, agent id ``<hostname>-<pid>``); ``tcp://HOST:PORT``: that
+        scheduler. A scheduler that does not answer within ``timeout`` seconds is a RepliscopeError."""
+        from distributed import Client, LocalCluster, Worker
+
+        from repliscope.agents.capabilities import default_agent_id
+
+        if scheduler is None or scheduler == "local":
+            local = LocalCluster(processes=False, n_workers=0, threads_per_worker=1, dashboard_address=None,
+                                 protocol="tcp://", host="127.0.0.1", scheduler_port=0)
+
+            async def start_agent() -> Any:
+                return await Worker(local.scheduler_address, name=default_agent_id(), nthreads=1,
+                                    plugins=(agent_plugin(),), memory_limit=0)
+
+            worker = local.sync(start_agent)
+            cluster = cls(Client(local, set_as_default=False), local, worker)
+            cluster.wait_for_agents(1, timeout)
+            return cluster
+        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
+            raise RepliscopeError(f"--scheduler {scheduler!r}: give tcp://HOST:PORT (or 'local' for an in-process "
+                                  "scheduler)")
+        try:
+            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+        except OSError as exc:
+            raise RepliscopeError(f"cannot connect to the scheduler {scheduler}: {exc}") from exc
+        return cls(client)
+
+    def wait_for_agents(self, n: int, timeout: float = 30.0) -> list[AgentInfo]:
+        """Block until at least ``n`` agents are alive (polls every 0.1 s); a RepliscopeError after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = [a for a in self.agents() if a.alive]
+            if len(alive) >= n:
+                return alive
+            if time.monotonic() > deadline:
+                raise RepliscopeError(f"{len(alive)} live agent(s) on {self.address} after {timeout:.0f} s, "
+                                      f"waited for {n}")
+            time.sleep(0.1)
+
+    def agents(self) -> list[AgentInfo]:
+        """Every agent the scheduler has seen, sorted by agent id: alive ones (live workers now) and gone ones."""
+        meta = self.client.get_metadata([METADATA_KEY], default={}) or {}
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        live = {str(w.get("name")): addr for addr, w in workers.items()}
+        processing = self.client.processing()
+        out = []
+        for agent_id, entry in sorted(meta.items()):
+            if not isinstance(entry, dict) or "capabilities" not in entry:
+                continue
+            address = str(entry.get("address", ""))
+            alive = live.get(agent_id) == address
+            out.append(AgentInfo(capabilities=AgentCapabilities.model_validate(entry["capabilities"]),
+                                 address=address, alive=alive,
+                                 last_seen=datetime.now(UTC) if alive else _parse_time(entry.get("last_seen")),
+                                 executing=len(processing.get(address, ())) if alive else 0))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.local is not None:
+            if self.worker is not None:
+                with contextlib.suppress(Exception):
+                    self.local.sync(self.worker.close)
+            with contextlib.suppress(Exception):
+                self.local.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
+              on_ready: Callable[[AgentCapabilities, str], None] | None = None) -> None:
+    """Run an agent (a Dask worker named ``agent_id``, default ``<hostname>-<pid>``, with ``nthreads`` task threads)
+    on ``scheduler`` until SIGTERM/SIGINT or the scheduler closes it; ``on_ready(capabilities, address)`` once it
+    is registered and advertised."""
+    import signal
+
+    from distributed import Worker
+
+    from repliscope.agents.capabilities import default_agent_id
+
+    name = agent_id or default_agent_id()
+    if nthreads < 1:
+        raise RepliscopeError(f"--nthreads must be a positive integer, got {nthreads}")
+
+    async def main() -> None:
+        plugin = agent_plugin()
+        try:
+            worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0)
+        except (OSError, TimeoutError) as exc:
+            raise RepliscopeError(f"agent {name} could not join the scheduler {scheduler}: {exc}") from exc
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if on_ready is not None and plugin.capabilities is not None:
+            on_ready(plugin.capabilities, worker.address)
+        finished = asyncio.ensure_future(worker.finished())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({finished, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not finished.done():
+            await worker.close(reason="repliscope agent stopped")
+        stopped.cancel()
+
+    asyncio.run(main())

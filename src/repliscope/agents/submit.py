@@ -1,0 +1,216 @@
+"""Submitting a job to the agents: placement (refused at once when no live agent qualifies), a Dask task
+restricted to the qualifying agents, Dask's own rescheduling when an agent dies mid-job, another qualifying agent
+when the job raised on one, progress and log lines through Dask events, cancel through a Dask ``Event``.
+
+The submitter stores nothing: the caller stores the returned outcome with ``RunStore.save_outcome(outcome, key)``
+(exactly once per idempotency key, however many agents started the job)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from repliscope.agents.cluster import PLUGIN_NAME, AgentInfo, Cluster
+from repliscope.agents.placement import Constraints, place
+from repliscope.errors import RepliscopeError
+from repliscope.jobs import JobCancelled, JobOutcome, JobSpec
+
+CANCEL_CHECK_S = 0.5
+"""An agent checks the job's cancel Event at most this often (seconds), in its progress callback."""
+PROGRESS_EVERY_S = 0.2
+"""An agent sends a progress event at most this often (seconds); the last one always."""
+POLL_S = 0.25
+"""How often the submitter checks its cancel flag and that an agent the job may run on is still alive."""
+
+
+class JobFailedEverywhere(RepliscopeError):
+    """The job failed on every qualifying agent; ``reasons``: agent id -> its error (or that it died)."""
+
+    def __init__(self, job_id: str, reasons: dict[str, str]) -> None:
+        self.job_id = job_id
+        self.reasons = dict(reasons)
+        listed = "; ".join(f"{agent}: {why}" for agent, why in sorted(self.reasons.items()))
+        super().__init__(f"job {job_id} failed on every agent it could run on ({len(self.reasons)}): {listed}")
+
+
+class AgentJobError(Exception):
+    """A job raised on an agent: ``agent_id``, the exception's type name and message (picklable, plain data)."""
+
+    def __init__(self, agent_id: str, error_type: str, message: str) -> None:
+        super().__init__(agent_id, error_type, message)
+        self.agent_id = agent_id
+        self.error_type = error_type
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.error_type}: {self.message}" if self.error_type != "RepliscopeError" else self.message
+
+
+def topic_of(job_id: str) -> str:
+    return f"repliscope-job-{job_id}"
+
+
+def cancel_event_name(job_id: str) -> str:
+    return f"repliscope-cancel-{job_id}"
+
+
+# -- agent side ------------------------------------------------------------------------------------------------
+def run_on_agent(job_json: str, cache_dir: str | None) -> str:
+    """The Dask task: run the job (:class:`JobSpec` as JSON) on this agent with ``execute_job``; returns the
+    :class:`JobOutcome` as JSON (its ``agent`` = this agent's capabilities). Events on topic
+    ``repliscope-job-<job_id>``: ``start``, ``total``, ``progress`` (cumulative ``done``), ``log``, ``error``."""
+    from distributed import Event, get_worker
+
+    from repliscope.agents.capabilities import probe_capabilities
+    from repliscope.jobs import execute_job
+
+    worker = get_worker()
+    agent_id = str(worker.name)
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    caps = getattr(plugin, "capabilities", None) or probe_capabilities(agent_id)
+    job = JobSpec.from_json(job_json)
+    topic = topic_of(job.job_id)
+
+    def send(kind: str, **fields: Any) -> None:
+        worker.log_event(topic, {"type": kind, "agent": agent_id, **fields})
+
+    cancel = Event(cancel_event_name(job.job_id))
+    state = {"done": 0, "sent": 0.0, "checked": 0.0}
+
+    def on_progress(n: int) -> None:
+        state["done"] += n
+        now = time.monotonic()
+        if now - state["checked"] >= CANCEL_CHECK_S:
+            state["checked"] = now
+            if cancel.is_set():
+                raise JobCancelled(job.job_id)
+        if now - state["sent"] >= PROGRESS_EVERY_S:
+            state["sent"] = now
+            send("progress", done=int(state["done"]))
+
+    send("start", pid=caps.pid)
+    try:
+        outcome = execute_job(job, Path(cache_dir) if cache_dir else None, on_progress,
+                              lambda line: send("log", line=line), lambda n: send("total", n=n))
+    except JobCancelled:
+        send("cancelled")
+        raise
+    except Exception as exc:
+        send("error", error_type=type(exc).__name__, message=str(exc))
+        base = "RepliscopeError" if isinstance(exc, RepliscopeError) else type(exc).__name__
+        raise AgentJobError(agent_id, base, str(exc)) from None
+    send("progress", done=int(state["done"]))
+    outcome.agent = caps.model_dump(mode="json")
+    return outcome.model_dump_json()
+
+
+# -- submitter side --------------------------------------------------------------------------------------------
+def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
+               on_progress: Callable[[int], None] | None = None, log: Callable[[str], None] | None = None,
+               on_total: Callable[[int], None] | None = None, cancel: threading.Event | None = None,
+               cache_dir: Path | None = None) -> JobOutcome:
+    """Run ``job`` on an agent meeting ``constraints`` and return its outcome (stores nothing).
+
+    Refused at once (:class:`NoAgentMatches`) when no live agent qualifies. The Dask task (key
+    ``repliscope-job-<job_id>``) may run on any qualifying agent only; one that dies mid-job -> Dask reschedules
+    it on another; one where it raised -> logged, resubmitted to the qualifying agents not tried yet; none left
+    -> :class:`JobFailedEverywhere`. ``on_progress(n)``: n more samples done (never more than the total, also when
+    an agent restarts the job); ``log(line)``; ``on_total(n)``; ``cancel`` set -> the agent stops at its next
+    progress callback and :class:`JobCancelled` is raised here. ``cache_dir``: the agents' cache (None: theirs)."""
+    from distributed import Event
+
+    client = cluster.client
+    topic = topic_of(job.job_id)
+    progress = {"reported": 0}
+    attempt_done: dict[str, int] = {}
+    say = log or (lambda line: None)
+
+    def handle(event: tuple[float, dict[str, Any]]) -> None:
+        msg = event[1]
+        kind, agent = msg.get("type"), str(msg.get("agent"))
+        if kind == "start":
+            attempt_done[agent] = 0
+            say(f"running on agent {agent}")
+        elif kind == "total" and on_total is not None:
+            on_total(int(msg["n"]))
+        elif kind == "log":
+            say(str(msg.get("line")))
+        elif kind == "progress":
+            attempt_done[agent] = int(msg["done"])
+            best = max(attempt_done.values())
+            if best > progress["reported"]:
+                delta, progress["reported"] = best - progress["reported"], best
+                if on_progress is not None:
+                    on_progress(delta)
+        elif kind == "error":
+            say(f"agent {agent}: {msg.get('error_type')}: {msg.get('message')}")
+
+    failures: dict[str, str] = {}
+    client.subscribe_topic(topic, handle)
+    cancel_event = Event(cancel_event_name(job.job_id), client=client)
+    try:
+        attempt = 0
+        while True:
+            agents = [a for a in place(cluster, constraints) if a.capabilities.agent_id not in failures]
+            if not agents:
+                raise JobFailedEverywhere(job.job_id, failures)
+            attempt += 1
+            key = topic if attempt == 1 else f"{topic}-{attempt}"
+            names = ", ".join(a.capabilities.agent_id for a in agents)
+            say(f"submitted to {len(agents)} qualifying agent(s): {names}" if attempt == 1 else
+                f"resubmitted (attempt {attempt}) to {names}")
+            future = client.submit(run_on_agent, job.to_json(), str(cache_dir) if cache_dir else None, key=key,
+                                   workers=[a.address for a in agents], allow_other_workers=False, pure=False)
+            try:
+                text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id)
+            except AgentJobError as exc:
+                failures[exc.agent_id] = str(exc)
+                continue
+            except _AllGone as exc:
+                failures.update(exc.reasons)
+                continue
+            outcome = JobOutcome.model_validate_json(text)
+            say(f"done on agent {outcome.agent.get('agent_id')} in {outcome.seconds:.2f} s")
+            return outcome
+    finally:
+        client.unsubscribe_topic(topic)
+
+
+class _AllGone(Exception):
+    def __init__(self, reasons: dict[str, str]) -> None:
+        super().__init__(reasons)
+        self.reasons = reasons
+
+
+def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: threading.Event | None,
+          cancel_event: Any, job_id: str) -> str:
+    """The task's result text; raises what the agent raised (AgentJobError / JobCancelled), :class:`_AllGone`
+    when every agent it may run on is gone (Dask would wait for them forever), JobCancelled on ``cancel``."""
+    from distributed.client import FutureCancelledError
+
+    addresses = {a.address: a.capabilities.agent_id for a in agents}
+    cancelled_at: float | None = None
+    while True:
+        try:
+            return str(future.result(timeout=POLL_S))
+        except TimeoutError:
+            pass
+        except FutureCancelledError:
+            raise JobCancelled(job_id) from None
+        except (AgentJobError, JobCancelled):
+            raise
+        except Exception as exc:  # KilledWorker (died too often) and the like
+            raise _AllGone({agent: f"{type(exc).__name__}: {exc}" for agent in addresses.values()}) from exc
+        if cancel is not None and cancel.is_set() and cancelled_at is None:
+            cancelled_at = time.monotonic()
+            cancel_event.set()
+        if cancelled_at is not None and time.monotonic() - cancelled_at > 30:
+            future.cancel()  # the agent did not reach a progress callback in 30 s
+            raise JobCancelled(job_id)
+        live = set(cluster.client.scheduler_info(n_workers=-1)["workers"])
+        if not live & set(addresses):
+            future.cancel()
+            raise _AllGone({agent: "the agent died or left while it ran the job" for agent in addresses.values()})
