@@ -100,7 +100,23 @@ def _settings(job: JobSpec, cache_dir: Path | None, runtime: str | None = None) 
 
     o = job.options
     return RunSettings(runtime=runtime or job.runtime, threads=o.get("threads"), batch_size=o.get("batch_size"),
-                       cache_dir=cache_dir, allow_download=bool(o.get("download", False)))
+                       cache_dir=cache_dir, allow_download=bool(o.get("download", False)),
+                       prep_workers=o.get("prep_workers"), schedule=o.get("schedule"),
+                       fail_fast=bool(o.get("fail_fast", False)),
+                       allow_outside_paths=bool(o.get("allow_outside_paths", False)),
+                       evaluated_as=_evaluated_as(o.get("evaluated_as")))
+
+
+def _evaluated_as(text: str | None) -> Any:
+    """Option ``evaluated_as`` ``NAME/SPLIT`` -> DatasetRef (None when not given)."""
+    from repliscope.manifest.schema import DatasetRef
+
+    if text is None:
+        return None
+    name, sep, split = str(text).partition("/")
+    if not sep or not name or not split:
+        raise RepliscopeError(f"option evaluated_as expects NAME/SPLIT, e.g. imagenet-1k/val, got {text!r}")
+    return DatasetRef(name=name, split=split)
 
 
 def _data(job: JobSpec) -> Any:

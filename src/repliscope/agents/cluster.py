@@ -182,6 +182,7 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
     """Run an agent (a Dask worker named ``agent_id``, default ``<hostname>-<pid>``, with ``nthreads`` task threads)
     on ``scheduler`` until SIGTERM/SIGINT or the scheduler closes it; ``on_ready(capabilities, address)`` once it
     is registered and advertised."""
+    import logging
     import signal
 
     from distributed import Worker
@@ -189,6 +190,7 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
     from repliscope.agents.capabilities import default_agent_id
 
     name = agent_id or default_agent_id()
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO start-up lines drown what we print
     if nthreads < 1:
         raise RepliscopeError(f"--nthreads must be a positive integer, got {nthreads}")
 

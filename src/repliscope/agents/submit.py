@@ -104,6 +104,9 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
         raise AgentJobError(agent_id, base, str(exc)) from None
     send("progress", done=int(state["done"]))
     outcome.agent = caps.model_dump(mode="json")
+    for made in (*outcome.records, *outcome.benchmarks):  # the stored record names the agent that made it
+        if isinstance(made.get("hardware"), dict):
+            made["hardware"]["agent_id"] = agent_id
     return outcome.model_dump_json()
 
 

@@ -23,6 +23,7 @@ app = typer.Typer(help="Check a shared ML model's claims and find why a re-imple
 
 def _register_plugins() -> None:
     from repliscope.cli import (
+        agent_cmd,
         bench_cmd,
         convert_cmd,
         db_cmd,
@@ -31,6 +32,7 @@ def _register_plugins() -> None:
         report_cmd,
         runs_cmd,
         serve_cmd,
+        stack_cmd,
         token_cmd,
         trace_cmd,
         units_cmd,
@@ -47,6 +49,8 @@ def _register_plugins() -> None:
     serve_cmd.register(app)
     db_cmd.register(app)
     token_cmd.register(app)
+    stack_cmd.register(app)
+    agent_cmd.register(app)
 
 
 _register_plugins()
@@ -72,6 +76,18 @@ FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed sam
 DownloadOption = Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")]
 OutsidePathsOption = Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's folder "
                                                        "(local experiments).")]
+
+SchedulerOption = Annotated[str | None, typer.Option(help="Run on an agent of this Dask scheduler (tcp://HOST:PORT, "
+                                                          "or 'local': an in-process one).")]
+RequiresOption = Annotated[list[str] | None, typer.Option("--requires", help="With --scheduler: the agent must "
+                                                          "have this PEP 508 requirement installed (repeatable).")]
+HardwareOption = Annotated[list[str] | None, typer.Option("--hardware", help="With --scheduler: KEY=VALUE, KEY>=N, "
+                                                          "KEY<=N or KEY~=SUBSTRING on agent_id, cores, cpu_flags, "
+                                                          "cpu_model, gpus, hostname, memory_gib (repeatable).")]
+StackOption = Annotated[str | None, typer.Option("--stack", help="Run in this provisioned stack (key or spec), on "
+                                                                 "a local agent started for it if none is live.")]
+IdempotencyOption = Annotated[str | None, typer.Option(help="With --scheduler: store the result exactly once under "
+                                                            "this key (a stored key runs nothing).")]
 
 
 def _dataset_ref(text: str | None) -> Any:
@@ -139,8 +155,31 @@ def evaluate(
     trace_out: TraceOutOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    scheduler: SchedulerOption = None,
+    requires: RequiresOption = None,
+    hardware: HardwareOption = None,
+    stack: StackOption = None,
+    idempotency_key: IdempotencyOption = None,
 ) -> None:
-    """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts."""
+    """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts. With
+    --scheduler or --stack it runs on an agent placed by the manifest's framework constraint, the runtime,
+    --requires and --hardware (refused at once when no live agent qualifies)."""
+    if scheduler is not None or stack is not None:
+        from repliscope.cli.agent_cmd import evaluate_on_agents
+
+        if trace_level != "none" or labels_csv is not None:
+            fail(RepliscopeError("--trace-level and --labels-csv run in this process only: drop them or "
+                                 "--scheduler/--stack"))
+        evaluate_on_agents(manifest, runtime, dataset,
+                           {"label_rule": label_rule, "evaluated_as": evaluated_as, "threads": threads,
+                            "batch_size": batch_size, "schedule": schedule, "prep_workers": prep_workers,
+                            "limit": limit, "fail_fast": fail_fast or None, "download": download or None,
+                            "allow_outside_paths": allow_outside_paths or None},
+                           scheduler, requires or [], hardware or [], stack, idempotency_key, db, as_json)
+        return
+    if requires or hardware or idempotency_key is not None:
+        fail(RepliscopeError("--requires, --hardware and --idempotency-key place a job on agents: add "
+                             "--scheduler tcp://HOST:PORT (or --scheduler local)"))
     from repliscope.evaluation.run import evaluate as run_evaluation
     from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest

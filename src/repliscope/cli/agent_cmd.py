@@ -1,0 +1,227 @@
+"""``repliscope agent`` (run an agent: a Dask worker advertising its capabilities), ``repliscope agents`` (list
+them with liveness) and the agents path of ``repliscope evaluate --scheduler/--stack`` (:func:`evaluate_on_agents`).
+Dask is imported only when one of these runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from repliscope.cli.common import JsonOption, emit_json, fail
+from repliscope.cli.output import console, print_table
+from repliscope.errors import RepliscopeError
+
+SchedulerOption = Annotated[str | None, typer.Option(
+    "--scheduler", help="Dask scheduler address tcp://HOST:PORT, or 'local' (an in-process scheduler with one "
+                        "agent).")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``agent`` and ``agents`` to ``app``."""
+    app.command("agent")(agent)
+    app.command("agents")(agents)
+
+
+def _runtime_versions(caps: Any) -> str:
+    """``onnxruntime 1.32.0, torch 2.13.0+cpu``: each available runtime with its first installed distribution."""
+    parts = []
+    for name, dists in sorted(caps.runtimes.items()):
+        version = next((v for v in dists.values() if v), None)
+        parts.append(f"{name} {version}" if version else name)
+    return ", ".join(parts) or "none"
+
+
+def describe_agent(caps: Any, address: str) -> str:
+    """One line: id, address, stack, runtimes and versions, CPU, cores, memory, GPUs."""
+    memory = f"{caps.memory_gib:g} GiB" if caps.memory_gib is not None else "memory unknown"
+    return (f"agent {caps.agent_id} at {address} (stack {caps.stack.get('key')}, repliscope "
+            f"{caps.repliscope_version}, python {caps.python}): runtimes {_runtime_versions(caps)}; "
+            f"{caps.cpu_model}, {caps.cores} cores, {memory}, GPUs: {', '.join(caps.gpus) or 'none'}")
+
+
+def agent(
+    scheduler: Annotated[str, typer.Option("--scheduler", help="Dask scheduler address tcp://HOST:PORT (start "
+                                                                "one with `dask scheduler`).")],
+    name: Annotated[str | None, typer.Option("--name", help="Agent id (unique on the scheduler; default: "
+                                                            "HOSTNAME-PID).")] = None,
+    nthreads: Annotated[int, typer.Option(min=1, help="Jobs this agent runs at once.")] = 1,
+    stack: Annotated[str | None, typer.Option("--stack", help="Run the agent inside this provisioned stack's "
+                                                              "environment (key or spec; `repliscope stack "
+                                                              "create SPEC` first).")] = None,
+) -> None:
+    """Run an agent in the foreground: a Dask worker that advertises its runtimes (exact versions), CPU, memory,
+    GPUs and stack, and runs the jobs placed on it. Ctrl-C / SIGTERM stop it cleanly."""
+    from repliscope.agents.cluster import run_agent
+
+    if stack is not None:
+        try:
+            from repliscope.stacks.spec import CURRENT
+            from repliscope.stacks.store import agent_command, get_stack
+
+            found = get_stack(stack)
+        except RepliscopeError as exc:
+            fail(exc)
+        if found.key != CURRENT:
+            cmd = agent_command(found, scheduler, name)
+            cmd += ["--nthreads", str(nthreads)]
+            print(f"starting the agent in stack {found.key} ({found.spec}): {' '.join(cmd)}", file=sys.stderr,
+                  flush=True)
+            os.execv(cmd[0], cmd)
+
+    def ready(caps: Any, address: str) -> None:
+        print(describe_agent(caps, address), flush=True)
+        print(f"joined {scheduler}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+
+    try:
+        run_agent(scheduler, name, nthreads, on_ready=ready)
+    except RepliscopeError as exc:
+        fail(exc)
+    print("agent stopped", file=sys.stderr, flush=True)
+
+
+def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> None:
+    """List the agents the scheduler knows: alive (a live worker now) or gone (last seen when), with what each
+    advertises. Without --scheduler: the in-process agent this machine would start."""
+    from repliscope.agents.cluster import Cluster
+
+    try:
+        with Cluster.connect(scheduler) as cluster:
+            found = cluster.agents()
+    except RepliscopeError as exc:
+        fail(exc)
+    if as_json:
+        emit_json([a.model_dump(mode="json") for a in found])
+        return
+    rows = []
+    for a in found:
+        c = a.capabilities
+        rows.append([c.agent_id, "alive" if a.alive else "gone", c.hostname, c.stack.get("key", "?"),
+                     _runtime_versions(c), c.cpu_model, c.cores,
+                     "?" if c.memory_gib is None else f"{c.memory_gib:g} GiB", a.executing,
+                     "now" if a.alive else (a.last_seen.strftime("%Y-%m-%d %H:%M:%S UTC") if a.last_seen else "?")])
+    print_table(f"agents on {scheduler or 'an in-process scheduler'}",
+                ["agent", "alive", "host", "stack", "runtimes", "cpu", "cores", "memory", "executing", "last seen"],
+                rows)
+
+
+# -- evaluate --scheduler / --stack ---------------------------------------------------------------------------
+def _stack_key(stack: str | None) -> tuple[str | None, Any]:
+    """(stack key, Stack) of ``--stack`` (None, None without one)."""
+    if stack is None:
+        return None, None
+    from repliscope.stacks.store import get_stack
+
+    found = get_stack(stack)
+    return found.key, found
+
+
+def _start_stack_agent(found: Any, address: str) -> subprocess.Popen[bytes]:
+    """A local agent process in ``found``'s venv joined to ``address``."""
+    from repliscope.stacks.store import agent_command
+
+    name = f"stack-{found.key}-{os.getpid()}"
+    return subprocess.Popen(agent_command(found, address, name), stdout=subprocess.DEVNULL)
+
+
+def _wait_for_stack(cluster: Any, key: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(a.alive and a.capabilities.stack.get("key") == key for a in cluster.agents()):
+            return
+        if proc.poll() is not None:
+            raise RepliscopeError(f"the agent of stack {key} exited with code {proc.returncode} before it joined")
+        time.sleep(0.2)
+    raise RepliscopeError(f"the agent of stack {key} did not join within {timeout:.0f} s")
+
+
+def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, options: dict[str, Any],
+                       scheduler: str | None, requires: list[str], hardware: list[str], stack: str | None,
+                       idempotency_key: str | None, db: str | None, as_json: bool) -> None:
+    """``evaluate`` on an agent: build a JobSpec (kind evaluate), place it (refused at once when no live agent
+    qualifies), run it with ``submit_job``, store it with ``save_outcome`` under the idempotency key (a key already
+    stored runs nothing and shows the stored run), print the record like the in-process evaluate and the agent.
+    ``--stack`` without a live agent of that stack starts one (in the stack's venv) and stops it afterwards."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from repliscope.agents.cluster import Cluster
+    from repliscope.agents.placement import constraints_for
+    from repliscope.agents.submit import submit_job
+    from repliscope.cli.main import native_runtime
+    from repliscope.cli.output import print_record
+    from repliscope.evaluation.record import EvaluationRecord
+    from repliscope.jobs import JobSpec
+    from repliscope.manifest.loader import load_manifest
+    from repliscope.store.repository import RunStore
+
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        loaded = load_manifest(manifest)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        runtime = runtime or native_runtime(loaded.manifest.framework.name)
+        key_of_stack, found = _stack_key(stack)
+        constraints = constraints_for(loaded, runtime, requires, hardware, key_of_stack)
+        store = RunStore(db)
+        job_id = uuid.uuid4().hex
+        key = idempotency_key or job_id
+        earlier = store.get_job_result(key)
+        if earlier is not None:
+            record = store.get(earlier.run_ids[0]) if earlier.run_ids else None
+            if as_json:
+                emit_json(record.model_dump(mode="json") if record else earlier.model_dump(mode="json"))
+            else:
+                if record is not None:
+                    print_record(record)
+                console.print(f"idempotency key {key} is already stored (run(s) {', '.join(earlier.run_ids)}): "
+                              "nothing was run or stored", highlight=False)
+            return
+        local_path = Path(dataset).expanduser()
+        dataset_spec = str(local_path.resolve()) if local_path.is_dir() else dataset
+        job = JobSpec(job_id, "evaluate", f"{loaded.manifest.name}@{loaded.manifest.version}", loaded.text,
+                      runtime, dataset, dataset_spec,
+                      {**{k: v for k, v in options.items() if v is not None},
+                       "manifest_path": str(loaded.path.resolve())}, idempotency_key=key)
+        with Cluster.connect(scheduler) as cluster:
+            if found is not None and not any(a.alive and a.capabilities.stack.get("key") == found.key
+                                             for a in cluster.agents()):
+                print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)
+                proc = _start_stack_agent(found, cluster.address)
+                _wait_for_stack(cluster, found.key, proc)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeRemainingColumn(), console=console, transient=True, disable=as_json) as progress:
+                task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
+                outcome = submit_job(cluster, job, constraints,
+                                     on_progress=lambda n: progress.advance(task, n),
+                                     log=lambda line: print(line, file=sys.stderr),
+                                     on_total=lambda n: progress.update(task, total=n))
+        stored = store.save_outcome(outcome, key, kind="evaluate")
+    except RepliscopeError as exc:
+        fail(exc)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    record = EvaluationRecord.model_validate(outcome.records[0])
+    agent_id = outcome.agent.get("agent_id")
+    if as_json:
+        emit_json(record.model_dump(mode="json"))
+    else:
+        print_record(record)
+        note = " (duplicate: stored earlier under this key, nothing new stored)" if stored.duplicate else ""
+        console.print(f"ran on agent [bold]{agent_id}[/] in {outcome.seconds:.2f} s; stored as run "
+                      f"[bold]{', '.join(stored.run_ids)}[/] (idempotency key {key}){note}", highlight=False)
+    if record.counts["evaluated"] == 0:
+        print(f"error: every one of the {record.counts['total']} samples failed (see the record)", file=sys.stderr)
+        raise typer.Exit(code=1)
