@@ -12,7 +12,7 @@ from tests.cli._records import failed, pred, record
 
 
 def in_stack(rec: EvaluationRecord, key: str, ort: str) -> EvaluationRecord:
-    software = {"numpy": "2.4.6", "distributions": {"onnxruntime": ort, "onnx": "1.19.0", "torch": None},
+    software = {"numpy": "2.4.6", "distributions": {"onnxruntime": ort, "onnx": "1.19.0", "torch": "2.13.0"},
                 "stack": {"key": key, "spec": f"onnxruntime=={ort}" if key != "current" else "current"}}
     return rec.model_copy(update={"software": software})
 

@@ -44,6 +44,7 @@ def test_key_is_the_resolved_set_and_python() -> None:
     assert key == stack_key({"NumPy": "2.4.6", **{k: v for k, v in RESOLVED.items() if k != "numpy"}}, "3.11.7")
     assert key != stack_key(RESOLVED, "3.12.1")
     assert key != stack_key({**RESOLVED, "onnxruntime": "1.20.0"}, "3.11.7")
+    assert key != stack_key(RESOLVED, "3.11.7", ["foolbox==3.3.4"])
 
 
 def test_source_root_is_this_checkout() -> None:
@@ -66,11 +67,13 @@ def fake_pip(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path: Path) -> None:
     lines: list[str] = []
     stack = create_stack("onnxruntime == 1.20.1", on_line=lines.append, cache_dir=tmp_path)
-    key = stack_key(RESOLVED)
-    assert stack.key == key and stack.spec == "onnxruntime==1.20.1" and not stack.cached
+    key = stack_key(RESOLVED, data=["foolbox==3.3.4"])
+    assert stack.key == key and stack.data == ["foolbox==3.3.4"]
+    assert stack.spec == "onnxruntime==1.20.1" and not stack.cached
     assert stack.path == tmp_path / "stacks" / key and stack.python_executable.exists()
-    assert [c[2:5] for c in fake_pip] == [["install", "--no-deps", "--progress-bar"]] * 2
-    assert fake_pip[0][-2:] == ["-r", str(stack.path / "resolved.txt")] and fake_pip[1][-2:] == ["-e", str(REPO)]
+    assert [c[2:5] for c in fake_pip] == [["install", "--no-deps", "--progress-bar"]] * 3
+    assert fake_pip[0][-2:] == ["-r", str(stack.path / "resolved.txt")] and fake_pip[2][-2:] == ["-e", str(REPO)]
+    assert fake_pip[1][-1] == "foolbox==3.3.4"  # the foolbox_imagenet images, without foolbox's dependencies
     assert (stack.path / "resolved.txt").read_text() == "numpy==2.4.6\nonnx==1.19.0\nonnxruntime==1.20.1\n" \
                                                         "dask==2026.8.0\n"
     assert (stack.path / "lock.txt").read_text() == ""  # pip freeze of the (mock-installed, empty) venv
@@ -80,7 +83,7 @@ def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path:
     assert lines[0].startswith("resolving onnxruntime==1.20.1") and lines[-1].startswith(f"created stack {key}")
 
     again = create_stack("ONNXRuntime==1.20.1", on_line=lines.append, cache_dir=tmp_path)
-    assert again.cached and again.key == key and len(fake_pip) == 2 and lines[-1].startswith("cached: stack")
+    assert again.cached and again.key == key and len(fake_pip) == 3 and lines[-1].startswith("cached: stack")
     assert again.created_at == stack.created_at and again.create_seconds == stack.create_seconds
 
     assert [s.key for s in list_stacks(tmp_path)] == [key]
@@ -106,7 +109,8 @@ def test_a_failed_install_leaves_nothing(fake_pip: list[list[str]], monkeypatch:
     monkeypatch.setattr(store, "_run_pip", failing)
     with pytest.raises(StackError, match="No matching distribution"):
         create_stack("onnxruntime==1.20.1", cache_dir=tmp_path)
-    assert list((tmp_path / "stacks").iterdir()) == [tmp_path / "stacks" / f".{stack_key(RESOLVED)}.lock"]
+    key = stack_key(RESOLVED, data=["foolbox==3.3.4"])
+    assert list((tmp_path / "stacks").iterdir()) == [tmp_path / "stacks" / f".{key}.lock"]
     assert list_stacks(tmp_path) == []
 
 

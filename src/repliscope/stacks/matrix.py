@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from repliscope.evaluation.provenance import runtime_distributions
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.stacks.spec import StackError
 
 VERSION_KEYS = ("onnxruntime", "onnx", "torch", "opencv-python-headless", "opencv-python", "tensorflow",
                 "tensorflow-cpu", "keras", "ai-edge-litert", "numpy")
-"""Distributions whose versions a stack entry shows (those the record names)."""
+"""Distributions whose versions a stack entry shows for a runtime without a list of its own (else the runtime's
+distributions, :func:`runtime_distributions`, and numpy)."""
 
 
 class MatrixManifest(BaseModel):
@@ -104,7 +106,8 @@ def _metric(record: EvaluationRecord, name: str) -> float | None:
 def _entry(record: EvaluationRecord, agent_id: str | None) -> StackEntry:
     stack = record.software.get("stack") or {}
     dists: dict[str, Any] = record.software.get("distributions") or {}
-    versions = {k: str(dists[k]) for k in VERSION_KEYS if dists.get(k)}
+    shown = runtime_distributions(str(record.runtime.get("runtime"))) or VERSION_KEYS
+    versions = {k: str(dists[k]) for k in shown if dists.get(k)}
     versions.setdefault("numpy", str(record.software.get("numpy")))
     return StackEntry(key=stack.get("key", "unknown"), spec=stack.get("spec", "unknown"), versions=versions,
                       agent_id=agent_id, run_id=record.run_id, top1=_metric(record, "top1"),
@@ -179,3 +182,36 @@ def build_matrix(records: Sequence[EvaluationRecord],
                        runtime=str(first.runtime.get("runtime")),
                        dataset=MatrixDataset(identity=str(first.dataset.get("identity")), n=first.counts["total"]),
                        stacks=entries, pairs=pairs)
+
+
+def _fmt_fraction(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.2f} %"
+
+
+def _fmt_diff(value: float | None) -> str:
+    return "–" if value is None else "0" if value == 0 else f"{value:.3g}"
+
+
+def summary_rows(m: StackMatrix) -> list[dict[str, str]]:
+    """One row per stack, against the first stack: the table ``repliscope stacks``, the report and the web page
+    show. Keys: stack, spec, versions, agent, top1 (or AP), delta, agreement, flips (``a→b / b→a``: correct on
+    the first and wrong here / the reverse), max_diff, mean_diff, hash_equal, seconds, throughput, run_id."""
+    rows = []
+    first = m.stacks[0] if m.stacks else None
+    for i, s in enumerate(m.stacks):
+        metric = s.top1 if s.top1 is not None else s.ap
+        base = (first.top1 if first.top1 is not None else first.ap) if first is not None else None
+        row = {"stack": s.key, "spec": s.spec, "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
+               "agent": s.agent_id or "–", "top1": _fmt_fraction(metric),
+               "seconds": f"{s.seconds:.2f}", "throughput": f"{s.throughput:.1f}", "run_id": s.run_id}
+        if i == 0 or first is None:
+            row.update(delta="(reference)", agreement="–", flips="–", max_diff="–", mean_diff="–", hash_equal="–")
+        else:
+            p = m.pair(first.key, s.key)
+            delta = None if metric is None or base is None else metric - base
+            agreement = "–" if p.agreement is None else f"{_fmt_fraction(p.agreement)} ({p.agree}/{p.compared})"
+            row.update(delta="–" if delta is None else f"{100 * delta:+.2f} pp", agreement=agreement,
+                       flips=f"{len(p.flips_ab)} / {len(p.flips_ba)}", max_diff=_fmt_diff(p.max_abs_output_diff),
+                       mean_diff=_fmt_diff(p.mean_abs_output_diff), hash_equal="yes" if p.result_hash_equal else "no")
+        rows.append(row)
+    return rows

@@ -49,6 +49,11 @@ specifiers from repliscope's extras; onnxruntime checks and reads models with ``
 AGENT_DISTRIBUTIONS = ("dask", "distributed")
 """Installed in every stack at this interpreter's versions, so its agents speak this scheduler's protocol."""
 
+DATA_DISTRIBUTIONS = ("foolbox",)
+"""Distributions that only carry data of registered datasets (``foolbox_imagenet``: the images in the foolbox
+wheel): installed ``--no-deps`` at this environment's version, when installed here, so a stack reads the same
+samples."""
+
 MAIN_DISTRIBUTIONS = ("torch", "onnxruntime", "onnx", "opencv-python-headless", "tensorflow-cpu", "keras",
                       "ai-edge-litert", "numpy")
 """Distributions ``stack list`` shows the versions of (when a stack has them)."""
@@ -63,6 +68,8 @@ class Stack(BaseModel):
     spec: str
     requirements: list[str] = Field(default_factory=list)
     resolved: dict[str, str] = Field(default_factory=dict)
+    data: list[str] = Field(default_factory=list)
+    """Data distributions installed without their dependencies (:data:`DATA_DISTRIBUTIONS`), ``name==version``."""
     lock_sha256: str
     python: str
     created_at: datetime
@@ -185,9 +192,20 @@ def resolve(spec: StackSpec, root: Path, on_line: LineCallback | None = None) ->
             for item in sorted(data["install"], key=lambda i: canonicalize_name(i["metadata"]["name"]))}
 
 
-def stack_key(resolved: dict[str, str], python: str | None = None) -> str:
-    """sha256 (first 12 hex) of the resolved ``name==version`` lines (sorted) and the Python version."""
+def data_pins() -> list[str]:
+    """``name==version`` of the :data:`DATA_DISTRIBUTIONS` installed in this environment."""
+    pins = []
+    for name in DATA_DISTRIBUTIONS:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            pins.append(f"{name}=={metadata.version(name)}")
+    return pins
+
+
+def stack_key(resolved: dict[str, str], python: str | None = None, data: list[str] | None = None) -> str:
+    """sha256 (first 12 hex) of the resolved ``name==version`` lines (sorted), the data distributions (``data
+    NAME==VERSION`` lines) and the Python version."""
     lines = sorted(f"{canonicalize_name(n)}=={v}" for n, v in resolved.items())
+    lines += [f"data {pin}" for pin in sorted(data or [])]
     text = "\n".join(lines) + f"\npython {python or platform.python_version()}\n"
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -232,7 +250,8 @@ def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None,
     say(f"resolving {spec.text} (+ repliscope's dependencies) with {sys.executable} -m pip")
     resolved = resolve(spec, root, on_line)
     python = platform.python_version()
-    key = stack_key(resolved, python)
+    data = data_pins()
+    key = stack_key(resolved, python, data)
     folder = stacks_root(cache_dir) / key
     with _locked(stacks_root(cache_dir) / f".{key}.lock"):
         existing = _load(folder)
@@ -243,7 +262,7 @@ def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None,
             shutil.rmtree(folder)
         start = time.perf_counter()
         try:
-            stack = _build(spec, resolved, key, python, folder, root, say, on_line)
+            stack = _build(spec, resolved, data, key, python, folder, root, say, on_line)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -254,8 +273,8 @@ def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None,
     return stack
 
 
-def _build(spec: StackSpec, resolved: dict[str, str], key: str, python: str, folder: Path, root: Path,
-           say: LineCallback, on_line: LineCallback | None) -> Stack:
+def _build(spec: StackSpec, resolved: dict[str, str], data: list[str], key: str, python: str, folder: Path,
+           root: Path, say: LineCallback, on_line: LineCallback | None) -> Stack:
     venv = folder / "venv"
     folder.mkdir(parents=True)
     say(f"creating venv {venv}")
@@ -265,13 +284,16 @@ def _build(spec: StackSpec, resolved: dict[str, str], key: str, python: str, fol
     pins.write_text("".join(f"{n}=={v}\n" for n, v in resolved.items()), encoding="utf-8")
     _run_pip([*target, "install", "--no-deps", "--progress-bar", "off", "-r", str(pins)], on_line,
              f"installing stack {key}")
+    if data:
+        _run_pip([*target, "install", "--no-deps", "--progress-bar", "off", *data], on_line,
+                 f"installing the data distributions {', '.join(data)} into stack {key}")
     _run_pip([*target, "install", "--no-deps", "--progress-bar", "off", "-e", str(root)], on_line,
              f"installing repliscope from {root} into stack {key}")
     lock = subprocess.run([sys.executable, "-m", "pip", *target, "freeze"], check=True, capture_output=True,
                           text=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
     (folder / "lock.txt").write_text(lock, encoding="utf-8")
     lock_sha256 = hashlib.sha256(lock.encode()).hexdigest()
-    stack = Stack(key=key, spec=spec.text, requirements=list(spec.requirements), resolved=resolved,
+    stack = Stack(key=key, spec=spec.text, requirements=list(spec.requirements), resolved=resolved, data=data,
                   lock_sha256=lock_sha256, python=python, created_at=datetime.now(UTC), path=folder)
     (venv / MARKER).write_text(json.dumps({"key": key, "spec": spec.text, "lock_sha256": lock_sha256}),
                                encoding="utf-8")
