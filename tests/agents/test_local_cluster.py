@@ -1,0 +1,84 @@
+"""Jobs on the in-process cluster (``Cluster.connect(None)``: a TCP scheduler on 127.0.0.1 with one in-process
+agent): the same result as the in-process evaluate, stored once per key, refused at once, cancelled."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed) is not installed")
+
+from repliscope.agents.capabilities import default_agent_id
+from repliscope.agents.cluster import Cluster
+from repliscope.agents.placement import Constraints, NoAgentMatches, constraints_for
+from repliscope.agents.submit import submit_job
+from repliscope.jobs import JobCancelled, JobSpec
+from repliscope.manifest.loader import load_manifest
+from tests.conftest import LITE0
+from tests.test_jobs import TINY, foolbox_folder, tiny_job
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster.connect(None) as c:
+        yield c
+
+
+def test_the_in_process_agent_is_listed_alive(cluster: Cluster) -> None:
+    [agent] = cluster.agents()
+    assert agent.alive and agent.capabilities.agent_id == default_agent_id()
+    assert agent.address.startswith("tcp://127.0.0.1:") and cluster.address.startswith("tcp://127.0.0.1:")
+    assert agent.executing == 0 and agent.last_seen is not None
+
+
+def test_evaluate_on_the_agent_equals_the_in_process_evaluate_and_is_stored_once(cluster: Cluster) -> None:
+    from repliscope.datasets import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, evaluate, prepare
+    from repliscope.store.repository import RunStore
+
+    progress: list[int] = []
+    totals: list[int] = []
+    lines: list[str] = []
+    job = tiny_job("local-1", limit=20)
+    outcome = submit_job(cluster, job, constraints_for(load_manifest(TINY), "torch"), on_progress=progress.append,
+                         log=lines.append, on_total=totals.append)
+    direct = evaluate(prepare(load_manifest(TINY), RunSettings(runtime="torch", threads=1, batch_size=4)),
+                      resolve_dataset(foolbox_folder(), "none", limit=20))
+    record = outcome.records[0]
+    assert record["result_hash"] == direct.result_hash
+    assert [s["topk_indices"] for s in record["samples"]] == [s.topk_indices for s in direct.samples]
+    assert outcome.agent["agent_id"] == default_agent_id() and record["hardware"]["agent_id"] == default_agent_id()
+    assert totals == [20] and sum(progress) == 20
+    assert f"running on agent {default_agent_id()}" in lines
+    store = RunStore()
+    first = store.save_outcome(outcome, job.key)
+    again = store.save_outcome(outcome, job.key)
+    assert not first.duplicate and again.duplicate and again.run_ids == first.run_ids == [record["run_id"]]
+    assert store.count_job_results() == 1 and len(store.list()) == 1
+
+
+def test_no_matching_agent_is_refused_at_once(cluster: Cluster) -> None:
+    c = Constraints(framework="torch", framework_version=">=2.1,<3", runtime="torch", hardware=("gpus>=1",))
+    with pytest.raises(NoAgentMatches) as err:
+        submit_job(cluster, tiny_job("local-2"), c)
+    assert err.value.reasons == {default_agent_id(): ["hardware gpus>=1 not met (gpus is 0)"]}
+
+
+def test_cancel_stops_the_job_on_the_agent(cluster: Cluster) -> None:
+    cancel = threading.Event()
+    job = JobSpec("local-3", "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
+                  "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1,
+                                                "batch_size": 1, "limit": 100})
+    done: list[int] = []
+
+    def on_progress(n: int) -> None:
+        done.append(n)
+        cancel.set()
+
+    with pytest.raises(JobCancelled):
+        submit_job(cluster, job, constraints_for(load_manifest(LITE0), "torch"), on_progress=on_progress,
+                   cancel=cancel)
+    assert 0 < sum(done) < 100
+    assert cluster.agents()[0].executing == 0
