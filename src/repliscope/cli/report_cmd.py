@@ -1,4 +1,4 @@
-"""``repliscope report ID`` (a run, sweep or benchmark): write a self-contained HTML or Markdown report."""
+"""``repliscope report ID`` (a run, sweep, benchmark or stack matrix): a self-contained HTML or Markdown report."""
 
 from __future__ import annotations
 
@@ -15,21 +15,23 @@ if TYPE_CHECKING:
     from repliscope.bench.record import BenchmarkRecord
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.pitfalls.result import SweepResult
+    from repliscope.stacks.matrix import StackMatrix
     from repliscope.store.repository import RunStore
 
 _MAX_VARIANT_RECORDS = 1000
 
 
-def _resolve(store: RunStore, object_id: str) -> EvaluationRecord | SweepResult | BenchmarkRecord:
-    """The run with this id (or unique prefix), else the sweep, else the benchmark; a RepliscopeError naming
-    all three otherwise."""
+def _resolve(store: RunStore, object_id: str) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix:
+    """The run with this id (or unique prefix), else the sweep, else the benchmark, else the stack matrix; a
+    RepliscopeError naming all four otherwise."""
     errors = []
-    for get in (store.get, store.get_sweep, store.get_benchmark):
+    getters: tuple[Any, ...] = (store.get, store.get_sweep, store.get_benchmark, store.get_stack_matrix)
+    for get in getters:
         try:
             return get(object_id)
         except RepliscopeError as exc:
             errors.append(str(exc))
-    raise RepliscopeError(f"no run, sweep or benchmark matches '{object_id}': {'; '.join(errors)}")
+    raise RepliscopeError(f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix: {'; '.join(errors)}")
 
 
 def _benchmark_report(store: RunStore, bench: BenchmarkRecord, path: Path) -> Path:
@@ -69,7 +71,7 @@ def _variant_records(store: RunStore, sweep: SweepResult) -> dict[str, Evaluatio
 
 def report(
     object_id: Annotated[str, typer.Argument(metavar="ID",
-                                             help="A run, sweep or benchmark id (a unique prefix of 6+ "
+                                             help="A run, sweep, benchmark or stack matrix id (a unique prefix of 6+ "
                                                   "characters is enough).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: "
@@ -88,6 +90,7 @@ def report(
     from repliscope.bench.record import BenchmarkRecord
     from repliscope.pitfalls.result import SweepResult
     from repliscope.report.write import FORMATS, IMAGE_MODES, ImageMode, write_report
+    from repliscope.stacks.matrix import StackMatrix
     from repliscope.store.repository import RunStore
 
     try:
@@ -97,6 +100,12 @@ def report(
             raise RepliscopeError(f"unknown --images '{images}' (allowed: {', '.join(IMAGE_MODES)})")
         store = RunStore(db)
         obj = _resolve(store, object_id)
+        if isinstance(obj, StackMatrix):
+            from repliscope.report.stack_matrix import write_stack_matrix_report
+
+            written = write_stack_matrix_report(obj, out or Path(f"repliscope-stacks-{obj.matrix_id[:12]}.{fmt}"), fmt)
+            print(f"wrote stack matrix report {written}")
+            return
         if isinstance(obj, BenchmarkRecord):
             if fmt == "md" and images == "files":
                 raise RepliscopeError("a benchmark report embeds its images: use --images embed or auto")
