@@ -181,10 +181,11 @@ class Cluster:
 
 
 def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
-              on_ready: Callable[[AgentCapabilities, str], None] | None = None) -> None:
+              on_ready: Callable[[AgentCapabilities, str], None] | None = None, death_timeout: float = 60.0) -> None:
     """Run an agent (a Dask worker named ``agent_id``, default ``<hostname>-<pid>``, with ``nthreads`` task threads)
     on ``scheduler`` until SIGTERM/SIGINT or the scheduler closes it; ``on_ready(capabilities, address)`` once it
-    is registered and advertised."""
+    is registered and advertised. A scheduler unreachable for ``death_timeout`` seconds (at start, or later) stops
+    the agent (a RepliscopeError at start)."""
     import logging
     import signal
 
@@ -200,7 +201,8 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
     async def main() -> None:
         plugin = agent_plugin()
         try:
-            worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0)
+            worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0,
+                                  death_timeout=death_timeout)
         except (OSError, TimeoutError) as exc:
             raise RepliscopeError(f"agent {name} could not join the scheduler {scheduler}: {exc}") from exc
         loop = asyncio.get_running_loop()

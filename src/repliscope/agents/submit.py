@@ -114,7 +114,7 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
 def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
                on_progress: Callable[[int], None] | None = None, log: Callable[[str], None] | None = None,
                on_total: Callable[[int], None] | None = None, cancel: threading.Event | None = None,
-               cache_dir: Path | None = None) -> JobOutcome:
+               cache_dir: Path | None = None, timeout: float | None = None) -> JobOutcome:
     """Run ``job`` on an agent meeting ``constraints`` and return its outcome (stores nothing).
 
     Refused at once (:class:`NoAgentMatches`) when no live agent qualifies. The Dask task (key
@@ -122,7 +122,8 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
     it on another; one where it raised -> logged, resubmitted to the qualifying agents not tried yet; none left
     -> :class:`JobFailedEverywhere`. ``on_progress(n)``: n more samples done (never more than the total, also when
     an agent restarts the job); ``log(line)``; ``on_total(n)``; ``cancel`` set -> the agent stops at its next
-    progress callback and :class:`JobCancelled` is raised here. ``cache_dir``: the agents' cache (None: theirs)."""
+    progress callback and :class:`JobCancelled` is raised here. ``cache_dir``: the agents' cache (None: theirs).
+    ``timeout`` (seconds, None: none): the job is cancelled and a RepliscopeError raised when it takes longer."""
     from distributed import Event
 
     client = cluster.client
@@ -154,6 +155,7 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
     failures: dict[str, str] = {}
     client.subscribe_topic(topic, handle)
     cancel_event = Event(cancel_event_name(job.job_id), client=client)
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         attempt = 0
         while True:
@@ -168,7 +170,7 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
             future = client.submit(run_on_agent, job.to_json(), str(cache_dir) if cache_dir else None, key=key,
                                    workers=[a.address for a in agents], allow_other_workers=False, pure=False)
             try:
-                text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id)
+                text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id, deadline)
             except AgentJobError as exc:
                 failures[exc.agent_id] = str(exc)
                 continue
@@ -182,6 +184,18 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
         client.unsubscribe_topic(topic)
 
 
+def dispatch_overheads(cluster: Cluster, jobs: list[JobSpec], constraints: Constraints) -> list[float]:
+    """Per job, run one after the other: the submitter's wall seconds of :func:`submit_job` minus the seconds
+    ``execute_job`` took on the agent (``JobOutcome.seconds``) = placement + the Dask round trip + events + the
+    JSON of the outcome. Use no-op-ish jobs (e.g. one sample) to measure the dispatch overhead of a cluster."""
+    out = []
+    for job in jobs:
+        start = time.perf_counter()
+        outcome = submit_job(cluster, job, constraints)
+        out.append(time.perf_counter() - start - outcome.seconds)
+    return out
+
+
 class _AllGone(Exception):
     def __init__(self, reasons: dict[str, str]) -> None:
         super().__init__(reasons)
@@ -189,7 +203,7 @@ class _AllGone(Exception):
 
 
 def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: threading.Event | None,
-          cancel_event: Any, job_id: str) -> str:
+          cancel_event: Any, job_id: str, deadline: float | None) -> str:
     """The task's result text; raises what the agent raised (AgentJobError / JobCancelled), :class:`_AllGone`
     when every agent it may run on is gone (Dask would wait for them forever), JobCancelled on ``cancel``."""
     from distributed.client import FutureCancelledError
@@ -210,6 +224,10 @@ def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: thread
         if cancel is not None and cancel.is_set() and cancelled_at is None:
             cancelled_at = time.monotonic()
             cancel_event.set()
+        if deadline is not None and time.monotonic() > deadline:
+            cancel_event.set()
+            future.cancel()
+            raise RepliscopeError(f"job {job_id} did not finish within its timeout; cancelled")
         if cancelled_at is not None and time.monotonic() - cancelled_at > 30:
             future.cancel()  # the agent did not reach a progress callback in 30 s
             raise JobCancelled(job_id)

@@ -1,0 +1,157 @@
+"""A real ``dask scheduler`` and two ``repliscope agent`` processes on localhost: listing with liveness, placement
+by a selector only one agent meets, refusal, a job failing on every agent, and the kill test (an agent SIGKILLed
+mid-job: the job completes on the other, exactly one record is stored for its idempotency key).
+
+The tests share one scheduler and two agents (module scope) and run in file order; the kill test comes last."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed) is not installed")
+
+from repliscope.agents.cluster import Cluster
+from repliscope.agents.placement import constraints_for
+from repliscope.agents.submit import JobFailedEverywhere, dispatch_overheads, submit_job
+from repliscope.cli.main import app
+from repliscope.jobs import JobSpec
+from repliscope.manifest.loader import load_manifest
+from tests.agents.procs import Processes
+from tests.conftest import LITE0
+from tests.test_jobs import TINY, foolbox_folder, tiny_job
+
+
+@dataclass
+class Agents:
+    address: str
+    procs: Processes
+    cluster: Cluster
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agents]:
+    procs = Processes(tmp_path_factory.mktemp("procs"))
+    try:
+        address = procs.scheduler()
+        procs.agent("agent-a", address)
+        procs.agent("agent-b", address)
+        with Cluster.connect(address) as cluster:
+            try:
+                cluster.wait_for_agents(2, timeout=90)
+            except Exception as exc:
+                raise RuntimeError(f"{exc}\n{procs.log('agent-a')}\n{procs.log('agent-b')}") from exc
+            yield Agents(address, procs, cluster)
+    finally:
+        procs.stop_all()
+
+
+def test_both_agents_are_listed_alive_with_their_ids(agents: Agents) -> None:
+    found = {a.capabilities.agent_id: a for a in agents.cluster.agents()}
+    assert sorted(found) == ["agent-a", "agent-b"]
+    for name, agent in found.items():
+        assert agent.alive and agent.capabilities.pid == agents.procs.procs[name].pid
+        assert agent.capabilities.stack["key"] == "current"
+    first_line = agents.procs.log("agent-a").splitlines()[0]
+    assert first_line.startswith(f"agent agent-a at {found['agent-a'].address} (stack current")
+    res = CliRunner().invoke(app, ["agents", "--scheduler", agents.address, "--json"])
+    assert res.exit_code == 0, res.output
+    listed = json.loads(res.stdout)
+    assert [(a["capabilities"]["agent_id"], a["alive"]) for a in listed] == [("agent-a", True), ("agent-b", True)]
+
+
+def test_placement_goes_only_to_the_agent_meeting_the_selector(agents: Agents) -> None:
+    from repliscope.store.repository import RunStore
+
+    c = constraints_for(load_manifest(TINY), "torch", hardware=["agent_id=agent-b"])
+    ran = [submit_job(agents.cluster, tiny_job(f"sel-{i}", limit=4), c, timeout=120).agent["agent_id"]
+           for i in range(3)]
+    assert ran == ["agent-b", "agent-b", "agent-b"]
+    res = CliRunner().invoke(app, ["evaluate", str(TINY), "--dataset", foolbox_folder(), "--label-rule", "none",
+                                   "--limit", "4", "--threads", "1", "--batch-size", "4", "--scheduler",
+                                   agents.address, "--hardware", "agent_id=agent-b", "--json"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["hardware"]["agent_id"] == "agent-b" and record["counts"]["evaluated"] == 4
+    assert RunStore().get(record["run_id"]).hardware["agent_id"] == "agent-b"
+
+
+def test_refused_at_once_when_no_agent_matches(agents: Agents) -> None:
+    res = CliRunner().invoke(app, ["evaluate", str(TINY), "--dataset", foolbox_folder(), "--label-rule", "none",
+                                   "--scheduler", agents.address, "--hardware", "agent_id=agent-c",
+                                   "--requires", "torch<2"])
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: no live agent meets the job's constraints (")
+    for name in ("agent-a", "agent-b"):
+        assert (f"{name}: requires torch<2: torch " in res.stderr
+                and f"hardware agent_id=agent-c not met (agent_id is {name})" in res.stderr)
+
+
+def test_a_job_failing_on_every_agent_names_both(agents: Agents) -> None:
+    job = tiny_job("fails")
+    job.dataset_spec = "/nonexistent/repliscope-images"
+    lines: list[str] = []
+    with pytest.raises(JobFailedEverywhere) as err:
+        submit_job(agents.cluster, job, constraints_for(load_manifest(TINY), "torch"), log=lines.append,
+                   timeout=120)
+    assert sorted(err.value.reasons) == ["agent-a", "agent-b"]
+    for why in err.value.reasons.values():
+        assert why.startswith("dataset '/nonexistent/repliscope-images' is neither a registered dataset nor a "
+                              "directory")
+    assert any(line.startswith("resubmitted (attempt 2) to agent-") for line in lines)
+
+
+def test_dispatch_overhead_on_the_tcp_scheduler(agents: Agents) -> None:
+    c = constraints_for(load_manifest(TINY), "torch", hardware=["agent_id=agent-b"])
+    overheads = dispatch_overheads(agents.cluster, [tiny_job(f"noop-{i}", limit=1) for i in range(5)], c)
+    assert len(overheads) == 5 and 0 < sorted(overheads)[2] < 1.0
+
+
+@pytest.mark.slow
+def test_kill_an_agent_mid_job_completes_elsewhere_and_stores_once(agents: Agents) -> None:
+    """SIGKILL the agent the job started on once its progress shows it running: Dask reschedules the task on the
+    other agent, the job completes there, one record is stored for the key; the same key again stores nothing."""
+    from repliscope.store.repository import RunStore
+
+    job = JobSpec("kill-1", "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
+                  "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1,
+                                                "batch_size": 1, "limit": 100}, idempotency_key="kill-key")
+    started: list[str] = []
+    killed: list[str] = []
+    progress: list[int] = []
+    lock = threading.Lock()
+
+    def log(line: str) -> None:
+        if line.startswith("running on agent "):
+            started.append(line.removeprefix("running on agent "))
+
+    def on_progress(n: int) -> None:
+        progress.append(n)
+        with lock:
+            if not killed and started:
+                killed.append(started[0])
+                agents.procs.kill(started[0])
+
+    outcome = submit_job(agents.cluster, job, constraints_for(load_manifest(LITE0), "torch"), log=log,
+                         on_progress=on_progress, timeout=180)
+    assert len(killed) == 1
+    survivor = {"agent-a", "agent-b"} - set(killed)
+    assert outcome.agent["agent_id"] in survivor and started[-1] in survivor and len(started) == 2
+    assert outcome.records[0]["counts"]["evaluated"] == 100 and sum(progress) == 100
+    store = RunStore()
+    stored = store.save_outcome(outcome, job.key)
+    assert not stored.duplicate and store.count_job_results() == 1 and len(store.list()) == 1
+    res = CliRunner().invoke(app, ["evaluate", str(LITE0), "--dataset", foolbox_folder(), "--label-rule", "none",
+                                   "--limit", "100", "--scheduler", agents.address, "--idempotency-key", "kill-key"])
+    assert res.exit_code == 0, res.output
+    assert f"idempotency key kill-key is already stored (run(s) {stored.run_ids[0]}): nothing was run or stored" \
+        in " ".join(res.stdout.split())
+    assert store.save_outcome(outcome, job.key).duplicate
+    assert store.count_job_results() == 1 and len(store.list()) == 1
+    gone = {a.capabilities.agent_id: a for a in agents.cluster.agents()}[killed[0]]
+    assert not gone.alive and gone.last_seen is not None and gone.executing == 0
