@@ -1,8 +1,9 @@
 """Shared fixtures of the service tests (S3/S4 may use them; names and meanings are stable):
 
-- ``service_app``: a FastAPI app (``create_app``) on a fresh tmp SQLite store with the default in-process
-  ``ThreadJobExecutor``; ``repliscope serve``'s first start has run on it (admin token created, ``foolbox_imagenet``
-  registered). The session's shared model cache (``$REPLISCOPE_CACHE``) is used.
+- ``service_app``: a FastAPI app (``create_app``) on a fresh tmp SQLite store with the default ``DaskJobExecutor``
+  (its in-process LocalCluster starts on first use and is closed at teardown); ``repliscope serve``'s first start
+  has run on it (admin token created, ``foolbox_imagenet`` registered). The session's shared model cache
+  (``$REPLISCOPE_CACHE``) is used.
 - ``tokens``: ``{"viewer": ..., "runner": ..., "admin": ...}`` plaintext tokens of each role on that store.
 - ``client``: an ``httpx``-based ``TestClient`` of ``service_app`` (no token set).
 - ``headers(role)``: ``{"Authorization": "Bearer <token of role>"}`` (``headers_for`` fixture).
@@ -44,6 +45,7 @@ def service_app(service_db_url: str) -> Iterator[Any]:
     app.state.test_admin_token = admin
     yield app
     app.state.executor.shutdown(wait=True)
+    app.state.cluster.close()
 
 
 @pytest.fixture

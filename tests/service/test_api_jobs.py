@@ -110,15 +110,13 @@ def test_bad_submissions_are_4xx_naming_the_field(client: TestClient,
 
 def test_cancel_a_queued_job(service_db_url: str, headers_for: Callable[[str], dict[str, str]],
                              service_app: Any) -> None:
-    """A job queued behind a blocked worker is cancelled before it starts."""
+    """A job whose thread has not handed it to an agent yet is cancelled at once and never runs."""
     import threading
-
-    from repliscope.service.executor import JobSpec
 
     executor = service_app.state.executor
     gate = threading.Event()
-    real_run = executor._run
-    executor._run = lambda job: (gate.wait(30), real_run(job))
+    real_follow = executor._follow
+    executor._follow = lambda job, cancel: (gate.wait(30), real_follow(job, cancel))
     with TestClient(service_app) as client:
         runner = headers_for("runner")
         ref = _upload_lite0(client, runner)
@@ -128,13 +126,15 @@ def test_cancel_a_queued_job(service_db_url: str, headers_for: Callable[[str], d
         second = client.post("/api/v1/jobs", json=body, headers=runner).json()
         cancelled = client.post(f"/api/v1/jobs/{second['id']}/cancel", headers=runner)
         assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
-        assert isinstance(JobSpec, type)
         gate.set()
         done = wait_for(client, first["id"], runner)
         assert done["status"] == "succeeded" and done["progress_done"] == 2
+        second_log = client.get(f"/api/v1/jobs/{second['id']}/log", headers=runner).text
         assert client.get(f"/api/v1/jobs/{second['id']}", headers=runner).json()["status"] == "cancelled"
+        assert second_log == "cancelled before an agent started it\n"
         statuses = [j["status"] for j in client.get("/api/v1/jobs", headers=runner).json()]
         assert statuses == ["cancelled", "succeeded"]
+        assert service_app.state.store.count_job_results() == 1
 
 
 def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
@@ -172,23 +172,24 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
 
 
 def test_cancel_a_running_job(service_app: Any, headers_for: Callable[[str], dict[str, str]]) -> None:
-    """A running job stops at its next progress step once cancelled; nothing is stored."""
+    """A running job cancelled stops at its agent's next progress step; nothing is stored (also when the agent
+    finished before the cancel reached it)."""
     import threading
 
     executor = service_app.state.executor
     gate = threading.Event()
-    real_callback = executor._progress_callback
+    real_callbacks = executor._progress_callbacks
 
     def gated(job_id: str) -> Any:
-        callback, state = real_callback(job_id)
+        on_total, callback, state = real_callbacks(job_id)
 
         def on_progress(n: int) -> None:
+            callback(n)  # running now
             gate.wait(60)
-            callback(n)
 
-        return on_progress, state
+        return on_total, on_progress, state
 
-    executor._progress_callback = gated
+    executor._progress_callbacks = gated
     with TestClient(service_app) as client:
         runner = headers_for("runner")
         ref = _upload_lite0(client, runner)

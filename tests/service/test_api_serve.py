@@ -47,10 +47,11 @@ def test_serve_first_start_prints_url_and_a_one_time_admin_token(tmp_path: Path)
                              "--db", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline().rstrip() for _ in range(4)]
+        lines = [proc.stdout.readline().rstrip() for _ in range(5)]
         assert lines[0] == f"repliscope serve: http://localhost:{port}/  (API docs: http://localhost:{port}/docs)"
         assert lines[2] == "registered the dataset 'foolbox_imagenet'"
-        match = re.fullmatch(r"admin token \(shown once, keep it\): (rs_[A-Za-z0-9_-]{43})", lines[3])
+        assert lines[3] == f"agents: 1 live on an in-process LocalCluster ({socket.gethostname()}-{proc.pid})"
+        match = re.fullmatch(r"admin token \(shown once, keep it\): (rs_[A-Za-z0-9_-]{43})", lines[4])
         assert match, lines
         token = match.group(1)
         deadline = time.monotonic() + 60
@@ -117,3 +118,26 @@ def test_a_port_in_use_is_an_input_error_before_any_token_is_made(tmp_path: Path
     assert "admin token" not in done.stdout
     with RunStore(db) as store:
         assert not has_admin(store)
+
+
+def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
+    """``serve --scheduler`` connects before it listens: a scheduler nobody runs is an input error naming it (exit 2
+    before the URL is printed); an address without its scheme says what to give."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from repliscope.cli.serve_cmd import connect_agents
+    from repliscope.errors import RepliscopeError
+    from repliscope.service.cluster import ClusterHandle
+
+    pytest.importorskip("distributed", reason="the 'agents' extra (dask distributed) is not installed")
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    app = SimpleNamespace(state=SimpleNamespace(cluster=ClusterHandle(address, timeout=1.0)))
+    with pytest.raises(RepliscopeError, match=f"cannot connect to the scheduler {address}"):
+        connect_agents(app, address)
+    bad = subprocess.run([sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(_free_port()),
+                          "--db", f"sqlite:///{tmp_path / 'nosched.db'}", "--scheduler", "127.0.0.1:8786"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "give tcp://HOST:PORT" in bad.stderr and "repliscope serve: http://" not in bad.stdout

@@ -53,6 +53,7 @@ class Service:
     viewer: str
     chromium: str
     chromedriver: str
+    store: Any = None
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     runner = create_token(app.state.store, "browser-runner", "runner")
     viewer = create_token(app.state.store, "browser-viewer", "viewer")
     with live_server(app) as url:
-        svc = Service(url, admin, runner, viewer, chromium, chromedriver)
+        svc = Service(url, admin, runner, viewer, chromium, chromedriver, app.state.store)
         datasets = _api(svc, "GET", "/datasets", svc.viewer)
         assert [d["name"] for d in datasets] == [DATASET]
         stored = _api(svc, "POST", "/manifests", svc.runner, content=LITE0.read_bytes(),
@@ -81,6 +82,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         assert stored["ref"] == MANIFEST_REF and stored["created"] is True
         yield svc
     app.state.executor.shutdown(wait=True)
+    app.state.cluster.close()
 
 
 def _api(svc: Service, method: str, path: str, token: str, *, headers: dict[str, str] | None = None,
@@ -284,3 +286,56 @@ def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDri
     assert "efficientnet-lite0" in models and models.count("not comparable") == 2, \
         f"the models page does not show Lite0's verdict on onnxruntime and torch: {models}"
     screenshot(driver, "models")
+
+
+def _tab_to_link(driver: WebDriver, href: str, limit: int = 30) -> None:
+    """Tab until the focus is on the link whose path is ``href``."""
+    for _ in range(limit):
+        _keys(driver, Keys.TAB)
+        active = driver.switch_to.active_element
+        if active.tag_name == "a" and (active.get_attribute("href") or "").endswith(href):
+            return
+    pytest.fail(f"{limit} Tab presses never reached the link {href} on {driver.current_url}")
+
+
+def test_agents_and_a_stack_matrix_page_with_the_keyboard_only(service: Service, driver: WebDriver) -> None:
+    """From the models page, Tab to the nav's Agents link, Enter: the embedded agent is listed alive with this
+    venv's onnxruntime; Tab to a stored stack matrix's link, Enter: its stacks and pairs tables. Neither page
+    scrolls sideways at 390 px."""
+    from importlib.metadata import version
+
+    from tests.service.matrices import FLIPPED, MATRIX_ID, make_matrix
+
+    service.store.save_stack_matrix(make_matrix())
+    _login(driver, service, service.viewer)
+    driver.get(f"{service.url}/")
+    _tab_to_link(driver, "/agents")
+    _keys(driver, Keys.ENTER)
+    poll(lambda: driver.current_url.endswith("/agents"), timeout=20, what="the agents page after Enter")
+    [agent] = _table(driver, "agents-table")
+    assert agent[1] == "alive", agent
+    assert f"onnxruntime: onnxruntime {version('onnxruntime')}" in agent[2], agent
+    screenshot(driver, "agents")
+
+    _tab_to_link(driver, f"/stack-matrices/{MATRIX_ID}", limit=60)
+    _keys(driver, Keys.ENTER)
+    poll(lambda: MATRIX_ID in driver.current_url, timeout=20, what="the stack matrix page after Enter")
+    stacks = _table(driver, "stacks-table")
+    assert [(row[0].splitlines()[0], row[2]) for row in stacks] == [("current", "0.9000"),
+                                                                    ("onnxruntime==1.20.1", "0.8500")]
+    [pair] = _table(driver, "pairs-table")
+    assert pair[:6] == ["current", "onnxruntime==1.20.1", "0.9500", "1", "0", "0.0123"], pair
+    details = driver.find_element(By.CSS_SELECTOR, "details summary")
+    _tab_to_element(driver, details)
+    _keys(driver, Keys.ENTER)
+    assert FLIPPED in driver.find_element(By.CSS_SELECTOR, "details").text
+    screenshot(driver, "stack-matrix")
+
+
+def _tab_to_element(driver: WebDriver, element: Any, limit: int = 40) -> None:
+    """Tab until ``element`` has the focus."""
+    for _ in range(limit):
+        _keys(driver, Keys.TAB)
+        if driver.switch_to.active_element == element:
+            return
+    pytest.fail(f"{limit} Tab presses never reached {element.tag_name} on {driver.current_url}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -63,6 +63,20 @@ def fail_interrupted_jobs(store: RunStore) -> int:
     return len(left)
 
 
+def connect_agents(app: Any, scheduler: str | None) -> str:
+    """Connect the app's cluster now (a bad ``--scheduler`` is found before the server listens) -> the line
+    ``repliscope serve`` prints about its agents."""
+    try:
+        agents = app.state.cluster.get().agents()
+    except OSError as exc:
+        app.state.cluster.close()
+        raise RepliscopeError(f"cannot connect to the scheduler {scheduler!r}: {exc} (start one with "
+                              "`dask scheduler`, or leave --scheduler out for an in-process cluster)") from exc
+    alive = sorted(a.capabilities.agent_id for a in agents if a.alive)
+    where = f"scheduler {scheduler}" if scheduler not in (None, "local") else "an in-process LocalCluster"
+    return f"agents: {len(alive)} live on {where}" + (f" ({', '.join(alive)})" if alive else "")
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
@@ -72,6 +86,9 @@ def serve(
     max_upload_bytes: Annotated[int, typer.Option(min=1, help="Largest accepted request body.")] = 1 << 20,
     cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Allow this browser origin "
                                                           "(repeatable; default: CORS off).")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="The Dask scheduler of the agents that run the jobs "
+                                                       "(tcp://HOST:PORT; default: an in-process LocalCluster "
+                                                       "with one agent).")] = None,
 ) -> None:
     """Serve the REST API (/api/v1, OpenAPI at /docs) and the web UI. The first start prints a one-time admin token
     and registers the embedded default dataset foolbox_imagenet."""
@@ -83,13 +100,17 @@ def serve(
     except ImportError as exc:
         print(f"error: repliscope serve needs the 'service' extra: pip install 'repliscope[service]' ({exc})")
         raise typer.Exit(code=2) from None
+    sock: socket.socket | None = None
     try:  # bind first: a port in use is an input error, found before a one-time token is created and shown
         sock = bind_socket(host, port)
         app = create_app(ServiceConfig(db_url=db, cache_dir=cache_dir, max_upload_bytes=max_upload_bytes,
-                                       cors_origins=list(cor for cor in cors_origin or [])))
+                                       cors_origins=list(cor for cor in cors_origin or []), scheduler=scheduler))
+        agents = connect_agents(app, scheduler)  # before the one-time token too: a bad --scheduler exits first
         token, registered = first_start(app.state.store)
         interrupted = fail_interrupted_jobs(app.state.store)
     except RepliscopeError as exc:
+        if sock is not None:
+            sock.close()
         fail(exc)
     from repliscope.store.repository import hide_password
 
@@ -100,6 +121,7 @@ def serve(
         print(f"registered the dataset '{DEFAULT_DATASET}'")
     if interrupted:
         print(f"marked {interrupted} job(s) left unfinished by a previous server as failed")
+    print(agents)
     if token is not None:
         print(f"admin token (shown once, keep it): {token}")
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

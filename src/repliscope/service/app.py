@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -54,10 +55,10 @@ class Health(BaseModel):
 
 
 def _api_router() -> APIRouter:
-    from repliscope.service.routers import datasets, jobs, manifests, models, runs, tokens
+    from repliscope.service.routers import agents, datasets, jobs, manifests, models, runs, stack_matrices, tokens
 
     api = APIRouter(prefix=API_PREFIX)
-    for module in (manifests, models, jobs, runs, datasets, tokens):
+    for module in (manifests, models, jobs, runs, datasets, tokens, agents, stack_matrices):
         api.include_router(module.router)
 
     @api.get("/whoami", response_model=Whoami, tags=["accounts"], responses=ERROR_RESPONSES)
@@ -76,19 +77,28 @@ def _api_router() -> APIRouter:
 
 
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
-    """The app on ``config``'s store (opened, and migrated, now) with its job executor."""
+    """The app on ``config``'s store (opened, and migrated, now) with its job executor: by default a
+    :class:`~repliscope.service.executor.DaskJobExecutor` on ``config.scheduler``'s cluster (None: an in-process
+    LocalCluster, started on first use and closed on shutdown)."""
     from repliscope import __version__
-    from repliscope.service.executor import ThreadJobExecutor
+    from repliscope.service.cluster import ClusterHandle
+    from repliscope.service.executor import DaskJobExecutor
     from repliscope.store.repository import RunStore
 
     config = config or ServiceConfig()
     store = RunStore(config.db_url)
-    executor = config.executor or ThreadJobExecutor(store, config.cache_dir)
+    cluster = ClusterHandle(config.scheduler, config.cluster)
+    executor = config.executor or DaskJobExecutor(store, cluster, config.cache_dir)
+
+    def stop() -> None:
+        executor.shutdown(wait=True)
+        cluster.close()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
-        executor.shutdown(wait=False)
+        # blocking (Dask's client closes on its own loop): not on this event loop
+        await asyncio.to_thread(stop)
 
     app = FastAPI(title="repliscope", version=__version__, lifespan=lifespan,
                   description="Check a shared ML model's claims and find why a re-implementation differs: manifests, "
@@ -97,6 +107,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     app.state.config = config
     app.state.store = store
     app.state.executor = executor
+    app.state.cluster = cluster
     install(app)
     app.include_router(_api_router())
     if config.mount_web:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from repliscope.agents.cluster import Cluster
     from repliscope.service.executor import JobExecutor
 
 DEFAULT_MAX_UPLOAD_BYTES = 1 << 20
@@ -17,11 +18,16 @@ DEFAULT_MAX_UPLOAD_BYTES = 1 << 20
 class ServiceConfig:
     """``db_url``: SQLAlchemy URL (None: the CLI's default store). ``cache_dir``: model exports, conversions and
     calibrations (None: the CLI's default cache). ``cors_origins``: empty = CORS off (no header is ever sent).
-    ``executor``: None builds a :class:`~repliscope.service.executor.ThreadJobExecutor` on the app's store."""
+    ``scheduler``: the Dask scheduler of the agents (``tcp://HOST:PORT``; None or ``local``: an in-process
+    LocalCluster whose one worker is an agent). ``cluster``: an already connected cluster to use instead (the
+    caller closes it). ``executor``: None builds a :class:`~repliscope.service.executor.DaskJobExecutor` on the
+    app's store and cluster."""
 
     db_url: str | None = None
     cache_dir: Path | None = None
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     cors_origins: list[str] = field(default_factory=list)
+    scheduler: str | None = None
+    cluster: Cluster | None = None
     executor: JobExecutor | None = None
     mount_web: bool = True

@@ -19,6 +19,8 @@ class ErrorBody(BaseModel):
     message: str
     field: str | None = None
     code: str
+    reasons: dict[str, list[str]] | None = None
+    """``no_agent_matches``: why each agent does not qualify for the job (agent id -> reasons)."""
 
 
 class ErrorResponse(BaseModel):
@@ -31,12 +33,14 @@ class ApiError(Exception):
     """A client mistake: HTTP ``status``, a ``code`` (``not_found``, ``conflict``, ``invalid``, ...) and the
     ``field`` it is about (a JSON path such as ``body.runtime`` or ``query.page``)."""
 
-    def __init__(self, status: int, message: str, *, field: str | None = None, code: str = "invalid") -> None:
+    def __init__(self, status: int, message: str, *, field: str | None = None, code: str = "invalid",
+                 reasons: dict[str, list[str]] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         self.code = code
+        self.reasons = reasons
 
 
 _CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
@@ -49,9 +53,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def error_json(status: int, message: str, field: str | None = None, code: str | None = None,
-               headers: dict[str, str] | None = None) -> JSONResponse:
-    body = {"error": {"message": message, "field": field, "code": code or _CODES.get(status, "error")}}
-    return JSONResponse(body, status_code=status, headers=headers)
+               headers: dict[str, str] | None = None, reasons: dict[str, list[str]] | None = None) -> JSONResponse:
+    error: dict[str, Any] = {"message": message, "field": field, "code": code or _CODES.get(status, "error")}
+    if reasons is not None:
+        error["reasons"] = reasons
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -64,7 +70,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return error_json(exc.status, exc.message, exc.field, exc.code, headers)
+        return error_json(exc.status, exc.message, exc.field, exc.code, headers, exc.reasons)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:

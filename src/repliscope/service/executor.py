@@ -1,5 +1,6 @@
-"""Background jobs: the ``JobExecutor`` interface and ``ThreadJobExecutor``, an in-process executor with one worker
-thread.
+"""Background jobs: the ``JobExecutor`` interface, ``DaskJobExecutor`` (the service's default: jobs are Dask tasks
+on the agents of a cluster, :mod:`repliscope.agents`) and ``ThreadJobExecutor``, an in-process executor with one
+worker thread (no Dask).
 
 A job runs the same core functions as the CLI (:func:`repliscope.jobs.execute_job`: ``evaluation.run.prepare/
 evaluate``, ``pitfalls.sweep.run_sweep``, ``bench.matrix.run_matrix``, ``diff.task.diff_runtimes``) and stores its
@@ -10,6 +11,7 @@ result ids, error. A cancel request is honoured at the next progress callback (a
 from __future__ import annotations
 
 import queue
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable
@@ -19,8 +21,8 @@ from typing import Any, Protocol
 from repliscope.errors import RepliscopeError
 from repliscope.jobs import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job
 
-__all__ = ["FINAL", "KINDS", "JobCancelled", "JobExecutor", "JobOutcome", "JobSpec", "ThreadJobExecutor",
-           "execute_job", "run_job"]
+__all__ = ["FINAL", "KINDS", "DaskJobExecutor", "JobCancelled", "JobExecutor", "JobOutcome", "JobSpec",
+           "ThreadJobExecutor", "execute_job", "run_job"]
 
 FINAL = ("succeeded", "failed", "cancelled")
 
@@ -158,3 +160,188 @@ def run_job(job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Calla
     if outcome.summary is not None:
         result["summary"] = outcome.summary
     return result
+
+
+class DaskJobExecutor:
+    """Jobs as Dask tasks on the cluster's agents (:func:`repliscope.agents.submit.submit_job`): one waiting thread
+    per job in this process follows its task (placement by the job's constraints, progress and log lines from the
+    agent, a rerun elsewhere when an agent dies) and stores the outcome with ``store.save_outcome(outcome, key)``
+    (exactly once per idempotency key). :meth:`check` refuses at once a job no live agent qualifies for
+    (``NoAgentMatches``, every agent's reasons). ``cluster``: a connected ``Cluster`` or the service's
+    :class:`~repliscope.service.cluster.ClusterHandle` (connected on first use)."""
+
+    def __init__(self, store: Any, cluster: Any, cache_dir: Path | None = None,
+                 progress_every: float = 0.5, join_timeout: float = 30.0) -> None:
+        self.store = store
+        self.cache_dir = cache_dir
+        self.progress_every = progress_every
+        self.join_timeout = join_timeout
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._status: dict[str, str] = {}
+        self._cancel: dict[str, threading.Event] = {}
+        self._threads: dict[str, threading.Thread] = {}
+
+    @property
+    def cluster(self) -> Any:
+        from repliscope.service.cluster import ClusterHandle
+
+        return self._cluster.get() if isinstance(self._cluster, ClusterHandle) else self._cluster
+
+    # -- placement -------------------------------------------------------------------------------------------
+    def constraints(self, job: JobSpec) -> Any:
+        """The job's placement constraints: its manifest's framework (and version constraint), its runtime and
+        its options ``requires`` (PEP 508), ``hardware`` (selectors), ``stack`` (a stack key)."""
+        from repliscope.agents.placement import constraints_for
+        from repliscope.manifest.loader import load_manifest
+
+        with tempfile.TemporaryDirectory(prefix="repliscope-place-") as tmp:
+            path = Path(tmp) / "manifest.yaml"
+            path.write_text(job.manifest_text, encoding="utf-8")
+            loaded = load_manifest(path)
+        o = job.options
+        return constraints_for(loaded, job.runtime, requires=tuple(o.get("requires") or ()),
+                               hardware=tuple(o.get("hardware") or ()), stack=o.get("stack"))
+
+    def check(self, job: JobSpec) -> None:
+        """Raise ``NoAgentMatches`` (every live agent's reasons, or "no live agent") when no agent qualifies."""
+        from repliscope.agents.placement import place
+
+        place(self.cluster, self.constraints(job))
+
+    # -- interface -------------------------------------------------------------------------------------------
+    def submit(self, job: JobSpec) -> str:
+        event = threading.Event()
+        thread = threading.Thread(target=self._run, args=(job, event), name=f"repliscope-job-{job.job_id[:8]}",
+                                  daemon=True)
+        with self._lock:
+            self._status[job.job_id] = "queued"
+            self._cancel[job.job_id] = event
+            self._threads[job.job_id] = thread
+        thread.start()
+        return job.job_id
+
+    def cancel(self, job_id: str) -> bool:
+        """Request a cancel; False when the job already finished (or is unknown to this executor). A job no agent
+        has started yet is cancelled now; a running one at its agent's next progress step."""
+        with self._lock:
+            status = self._status.get(job_id)
+            if status not in ("queued", "running"):
+                return False
+            self._cancel[job_id].set()
+            if status == "queued":
+                self._status[job_id] = "cancelled"
+        if status == "queued":
+            _update(self.store, job_id, status="cancelled", append_log="cancelled before an agent started it")
+        return True
+
+    def status(self, job_id: str) -> str | None:
+        with self._lock:
+            return self._status.get(job_id)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Cancel every unfinished job; with ``wait``, wait (up to ``join_timeout`` s) for their threads."""
+        with self._lock:
+            events = [e for j, e in self._cancel.items() if self._status.get(j) in ("queued", "running")]
+            threads = list(self._threads.values())
+        for event in events:
+            event.set()
+        if wait:
+            for thread in threads:
+                thread.join(timeout=self.join_timeout)
+
+    # -- one job's thread ------------------------------------------------------------------------------------
+    def _started(self, job_id: str) -> None:
+        """The agent reported the job (first progress, total or log line): running, unless cancelled."""
+        with self._lock:
+            if self._status.get(job_id) != "queued":
+                return
+            self._status[job_id] = "running"
+        _update(self.store, job_id, status="running")
+
+    def _finish(self, job_id: str, status: str, **fields: Any) -> None:
+        """Final ``status`` unless the job is final already (a queued job's cancel)."""
+        with self._lock:
+            if self._status.get(job_id) in FINAL:
+                if fields.get("append_log"):
+                    _update(self.store, job_id, append_log=fields["append_log"])
+                return
+            self._status[job_id] = status
+        _update(self.store, job_id, status=status, **fields)
+
+    def _run(self, job: JobSpec, cancel: threading.Event) -> None:
+        job_id = job.job_id
+        try:
+            self._follow(job, cancel)
+        except Exception as exc:  # a job's thread never dies silently: the traceback goes to its log
+            self._finish(job_id, "failed", error=f"internal error: {type(exc).__name__}: {exc}",
+                         append_log=traceback.format_exc())
+        finally:
+            with self._lock:
+                self._threads.pop(job_id, None)
+
+    def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None],
+                                                         dict[str, Any]]:
+        """``on_total(n)``, ``on_progress(n)`` (n more samples done) for the job's row; ``state["done"]``."""
+        import time
+
+        state: dict[str, Any] = {"done": 0, "last": 0.0}
+
+        def on_total(n: int) -> None:
+            self._started(job_id)
+            _update(self.store, job_id, progress_total=n)
+
+        def on_progress(n: int) -> None:
+            self._started(job_id)
+            state["done"] += n
+            now = time.monotonic()
+            if now - state["last"] >= self.progress_every:
+                state["last"] = now
+                _update(self.store, job_id, progress_done=state["done"])
+
+        return on_total, on_progress, state
+
+    def _follow(self, job: JobSpec, cancel: threading.Event) -> None:
+        from repliscope.agents.placement import NoAgentMatches
+        from repliscope.agents.submit import JobFailedEverywhere, submit_job
+
+        job_id, key = job.job_id, job.key
+        if cancel.is_set():  # cancelled before this thread got going (final already)
+            return
+        _update(self.store, job_id,
+                append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}")
+        earlier = self.store.get_job_result(key)
+        if earlier is not None:
+            self._finish(job_id, "succeeded", result_ids=earlier.all_ids,
+                         append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
+                                    f"({', '.join(earlier.all_ids) or 'no stored result'}); not run again")
+            return
+        on_total, on_progress, state = self._progress_callbacks(job_id)
+
+        def log(line: str) -> None:
+            _update(self.store, job_id, append_log=line)
+
+        try:
+            cluster = self.cluster
+            # the in-process agent uses the service's cache; agents elsewhere their own
+            cache_dir = self.cache_dir if getattr(cluster, "local", None) is not None else None
+            outcome = submit_job(cluster, job, self.constraints(job), on_progress=on_progress, log=log,
+                                 on_total=on_total, cancel=cancel, cache_dir=cache_dir)
+        except JobCancelled:
+            self._finish(job_id, "cancelled", append_log="cancelled")
+            return
+        except (NoAgentMatches, JobFailedEverywhere) as exc:
+            self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
+            return
+        except (RepliscopeError, OSError) as exc:
+            self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
+            return
+        if cancel.is_set():  # finished while the cancel was on its way: nothing is stored
+            self._finish(job_id, "cancelled", append_log="the agent had finished; nothing is stored\ncancelled")
+            return
+        stored = self.store.save_outcome(outcome, key, kind=job.kind)
+        agent = outcome.agent.get("agent_id") or "this process"
+        note = (f"; the results of idempotency key {key!r} were stored already: nothing new stored"
+                if stored.duplicate else "")
+        self._finish(job_id, "succeeded", progress_done=state["done"], result_ids=stored.all_ids,
+                     append_log=f"ran on agent {agent}{note}\nsucceeded: {outcome.summary or stored.all_ids}")

@@ -40,6 +40,17 @@ class JobOptions(BaseModel):
     min_queries: Annotated[int, Field(ge=1, le=100_000)] = 20
     runtime_b: str | None = None
     """diff: the second runtime (``runtime`` is the first)."""
+    requires: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=20)
+    """Placement: PEP 508 requirements the executing agent's installed distributions must meet
+    (e.g. ``onnxruntime>=1.20``)."""
+    hardware: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=20)
+    """Placement: hardware selectors ``KEY=VALUE``, ``KEY>=N``, ``KEY<=N``, ``KEY~=SUBSTRING`` (keys: cpu_model,
+    cpu_flags, cores, memory_gib, hostname, agent_id, gpus)."""
+    stack: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    """Placement: only an agent running in this provisioned stack (its key, ``repliscope stack list``)."""
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@/+-]+$")] | None = None
+    """Store the job's results at most once under this key: a resubmission with the same key stores nothing new
+    (default: the job id)."""
 
 
 class JobSubmit(BaseModel):
@@ -111,11 +122,37 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
+    executor = request.app.state.executor
+    spec = JobSpec("", body.kind, manifest.ref, manifest.text, body.runtime, dataset.name, dataset.spec,
+                   body.options.model_dump(), idempotency_key=body.options.idempotency_key)
+    check = getattr(executor, "check", None)
+    if check is not None:
+        _placeable(check, spec)  # before the job row: a refused job leaves none
+    with store_errors(body_refs=True):
         job = create_job(store, body.kind, manifest.ref, body.runtime, dataset.name, options,
                          created_by=principal.name)
-    request.app.state.executor.submit(JobSpec(job.id, body.kind, manifest.ref, manifest.text, body.runtime,
-                                              dataset.name, dataset.spec, body.options.model_dump()))
+    spec.job_id = job.id
+    executor.submit(spec)
     return _out(job)
+
+
+def _placeable(check: Any, spec: Any) -> None:
+    """The placement options parse (a bad ``requires``/``hardware`` entry -> 422 naming it), then ``check(spec)``
+    (the executor's placement on the live agents): NoAgentMatches -> 422 with every agent's reasons."""
+    from repliscope.agents.placement import NoAgentMatches, parse_requirement, parse_selector
+    from repliscope.errors import RepliscopeError
+
+    for name, parse in (("requires", parse_requirement), ("hardware", parse_selector)):
+        for text in spec.options.get(name) or ():
+            try:
+                parse(text)
+            except RepliscopeError as exc:
+                raise ApiError(422, str(exc), field=f"body.options.{name}", code="invalid") from None
+    try:
+        check(spec)
+    except NoAgentMatches as exc:
+        raise ApiError(422, str(exc), field="body.options", code="no_agent_matches",
+                       reasons={agent: list(r) for agent, r in exc.reasons.items()}) from None
 
 
 @router.get("", response_model=list[JobOut])

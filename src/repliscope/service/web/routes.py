@@ -16,8 +16,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from repliscope.errors import StoreError
+from repliscope.errors import RepliscopeError, StoreError
 from repliscope.service.auth import COOKIE, ROLES
+from repliscope.service.errors import ApiError
 from repliscope.service.web import views
 
 router = APIRouter(include_in_schema=False)
@@ -147,10 +148,12 @@ def model_page(request: Request, name: str) -> Response:
     rows = views.model_rows(_store(request), name)
     if not rows:
         return _error(principal, 404, f"no evaluation of a model named '{name}' is stored")
+    from repliscope.service.web.agents import matrix_links
     from repliscope.store.repository import RunQuery
 
     runs, total = views.run_lines(_store(request), RunQuery(model=name), "-created_at", 1, 50)
-    return _page(principal, "model.html", title=name, model=rows[0], runs=runs, total=total)
+    matrices = matrix_links(_store(request).list_stack_matrices(limit=50, manifest_name=name))
+    return _page(principal, "model.html", title=name, model=rows[0], runs=runs, total=total, matrices=matrices)
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
@@ -297,3 +300,38 @@ def job_page(request: Request, job_id: str) -> Response:
     if job is None:
         return _error(principal, 404, f"unknown job id '{job_id}'")
     return _page(principal, "job.html", title=f"Job {job_id}", job=job)
+
+
+# --- agents and stack matrices ------------------------------------------------------------------------------
+
+
+@router.get("/agents", response_class=HTMLResponse)
+def agents_page(request: Request) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    from repliscope.service.routers.agents import list_agents
+    from repliscope.service.web import agents
+
+    error = None
+    try:
+        rows = agents.agent_rows(list_agents(request))
+    except (ApiError, RepliscopeError, OSError) as exc:  # the page still lists the stored matrices
+        rows, error = [], f"cannot list the agents: {exc}"
+    matrices = agents.matrix_links(_store(request).list_stack_matrices(limit=50))
+    return _page(principal, "agents.html", title="Agents", agents=rows, matrices=matrices, error=error)
+
+
+@router.get("/stack-matrices/{matrix_id}", response_class=HTMLResponse)
+def stack_matrix_page(request: Request, matrix_id: str) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _login_redirect(request)
+    from repliscope.service.web import agents
+
+    try:
+        matrix = _store(request).get_stack_matrix(matrix_id)
+    except StoreError as exc:
+        return _error(principal, 404, str(exc))
+    page = agents.matrix_page(matrix)
+    return _page(principal, "stack_matrix.html", title=f"Stack matrix {page.matrix_id[:12]}", m=page)

@@ -1,0 +1,50 @@
+"""The service's Dask cluster, connected on first use: a service that never runs a job nor lists its agents
+starts no LocalCluster (the tests' many apps stay fast); ``repliscope serve`` connects at start (a bad
+``--scheduler`` is found before the server listens)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from repliscope.agents.cluster import Cluster
+
+
+class ClusterHandle:
+    """``scheduler``: None or ``"local"`` = an in-process LocalCluster whose one worker is an agent;
+    ``"tcp://HOST:PORT"`` = a running scheduler (``timeout``: seconds to wait for it to answer). ``cluster``: an
+    already connected one (the caller closes it; :meth:`close` leaves it open)."""
+
+    def __init__(self, scheduler: str | None = None, cluster: Cluster | None = None, timeout: float = 10.0) -> None:
+        self.scheduler = scheduler
+        self.timeout = timeout
+        self._cluster = cluster
+        self._owned = cluster is None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self._cluster is not None
+
+    def get(self) -> Cluster:
+        """The cluster, connecting now when this is the first use (RepliscopeError/OSError when it cannot)."""
+        with self._lock:
+            if self._cluster is None:
+                if self._closed:
+                    from repliscope.errors import RepliscopeError
+
+                    raise RepliscopeError("the service is shutting down: its cluster is closed")
+                from repliscope.agents.cluster import Cluster
+
+                self._cluster = Cluster.connect(self.scheduler, timeout=self.timeout)
+            return self._cluster
+
+    def close(self) -> None:
+        """Close the cluster this handle connected (idempotent)."""
+        with self._lock:
+            self._closed = True
+            cluster, self._cluster = self._cluster, None
+        if cluster is not None and self._owned:
+            cluster.close()

@@ -1,0 +1,40 @@
+"""``/api/v1/agents``: the agents (Dask workers advertising their capabilities) of the service's cluster, with
+liveness: alive = a live worker of the scheduler now; gone = advertised earlier, no longer connected (last seen)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from repliscope.agents.cluster import AgentInfo
+from repliscope.service.auth import require
+from repliscope.service.errors import ERROR_RESPONSES, ApiError
+
+if TYPE_CHECKING:
+    from repliscope.agents.cluster import Cluster
+
+router = APIRouter(prefix="/agents", tags=["agents"], responses=ERROR_RESPONSES)
+
+
+def cluster_of(request: Request) -> Cluster:
+    """The app's cluster (connected on first use: the in-process LocalCluster or ``--scheduler``'s)."""
+    handle = request.app.state.cluster
+    try:
+        cluster: Cluster = handle.get()
+    except OSError as exc:  # the scheduler went away
+        raise ApiError(503, f"the scheduler is not reachable: {exc}", code="unavailable") from None
+    return cluster
+
+
+def list_agents(request: Request) -> list[AgentInfo]:
+    """Every agent known to the scheduler (alive first, then by id)."""
+    agents = cluster_of(request).agents()
+    return sorted(agents, key=lambda a: (not a.alive, a.capabilities.agent_id))
+
+
+@router.get("", response_model=list[AgentInfo])
+def get_agents(request: Request, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """The agents with their capabilities (runtimes and exact versions, stack, CPU, cores, memory), liveness,
+    executing tasks and when each was last seen."""
+    return list_agents(request)

@@ -1,0 +1,155 @@
+"""The service on agents: ``/api/v1/agents`` lists the embedded LocalCluster's agent with this venv's exact
+versions; jobs run as Dask tasks through ``DaskJobExecutor`` and store their results exactly once per idempotency
+key; a job no agent qualifies for is refused (422, every agent's reasons) and leaves no job row; stored stack
+matrices are served (API, their page, the agents page's list)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.service.matrices import MATRIX_ID
+from tests.service.test_api_jobs import _upload_lite0, wait_for
+
+pytest.importorskip("distributed", reason="the 'agents' extra (dask distributed) is not installed")
+
+AGENT_ID = f"{socket.gethostname()}-{os.getpid()}"
+
+
+def test_the_new_endpoints_need_a_token_and_submitting_needs_a_runner(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    for path in ("/api/v1/agents", "/api/v1/stack-matrices", f"/api/v1/stack-matrices/{MATRIX_ID}"):
+        r = client.get(path)
+        assert r.status_code == 401, path
+        assert r.json()["error"]["code"] == "unauthenticated"
+        r = client.get(path, headers={"Authorization": "Bearer rs_not-a-token"})
+        assert r.status_code == 401, path
+    for path in ("/agents", f"/stack-matrices/{MATRIX_ID}"):
+        r = client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login?next=%2F"), path
+    r = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": "efficientnet-lite0@1.0.0",
+                                          "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
+                                          "options": {"hardware": ["agent_id=nope"]}}, headers=headers_for("viewer"))
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    assert client.get("/api/v1/stack-matrices", headers=headers_for("viewer")).json() == []
+    missing = client.get(f"/api/v1/stack-matrices/{MATRIX_ID}", headers=headers_for("viewer"))
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert MATRIX_ID in missing.json()["error"]["message"]
+
+
+def test_the_embedded_agent_is_listed_with_this_venvs_versions(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    r = client.get("/api/v1/agents", headers=headers_for("viewer"))
+    assert r.status_code == 200, r.text
+    [agent] = r.json()
+    caps = agent["capabilities"]
+    assert agent["alive"] is True and agent["executing"] == 0
+    assert agent["address"].startswith("tcp://127.0.0.1:")
+    assert caps["agent_id"] == AGENT_ID and caps["hostname"] == socket.gethostname() and caps["pid"] == os.getpid()
+    assert caps["runtimes"]["onnxruntime"]["onnxruntime"] == version("onnxruntime")
+    assert caps["runtimes"]["torch"]["torch"] == version("torch")
+    assert caps["distributions"]["onnxruntime"] == version("onnxruntime")
+    assert caps["repliscope_version"] == version("repliscope")
+    assert caps["cores"] == len(os.sched_getaffinity(0))
+    assert caps["stack"]["key"] == "current"
+
+    page = client.get("/agents", headers=headers_for("viewer"))
+    assert page.status_code == 200
+    assert f"<code>{AGENT_ID}</code>" in page.text
+    assert '<span class="badge alive">alive</span>' in page.text
+    assert f"onnxruntime: onnxruntime {version('onnxruntime')}" in page.text
+    assert '<a href="/agents">Agents</a>' in page.text
+
+
+def test_a_job_no_agent_qualifies_for_is_refused_with_the_reasons(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    runner = headers_for("runner")
+    ref = _upload_lite0(client, runner)
+    body = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"}
+    r = client.post("/api/v1/jobs", json={**body, "options": {"hardware": ["agent_id=nope"]}}, headers=runner)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["code"] == "no_agent_matches" and error["field"] == "body.options"
+    assert list(error["reasons"]) == [AGENT_ID]
+    assert any("agent_id" in reason and "nope" in reason for reason in error["reasons"][AGENT_ID])
+    assert AGENT_ID in error["message"]
+
+    r = client.post("/api/v1/jobs", json={**body, "options": {"requires": ["onnxruntime<1.0"]}}, headers=runner)
+    assert r.status_code == 422 and r.json()["error"]["code"] == "no_agent_matches"
+    assert version("onnxruntime") in str(r.json()["error"]["reasons"][AGENT_ID])
+
+    r = client.post("/api/v1/jobs", json={**body, "options": {"hardware": ["gpu_count>=1"]}}, headers=runner)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "body.options.hardware"
+    assert "cpu_model" in r.json()["error"]["message"] and "memory_gib" in r.json()["error"]["message"]
+    assert client.get("/api/v1/jobs", headers=runner).json() == []  # a refused job leaves no row
+
+
+def test_a_job_runs_on_the_agent_and_stores_once_per_idempotency_key(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    runner = headers_for("runner")
+    store = service_app.state.store
+    ref = _upload_lite0(client, runner)
+    body = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
+            "options": {"limit": 4, "idempotency_key": "lite0-four", "hardware": [f"agent_id={AGENT_ID}"]}}
+    first = client.post("/api/v1/jobs", json=body, headers=runner)
+    assert first.status_code == 202, first.text
+    job = wait_for(client, first.json()["id"], runner)
+    log = client.get(f"/api/v1/jobs/{job['id']}/log", headers=runner).text
+    assert job["status"] == "succeeded", log
+    assert (job["progress_done"], job["progress_total"]) == (4, 4)
+    assert f"ran on agent {AGENT_ID}" in log
+    [run_id] = job["result_ids"]
+    assert store.count_job_results() == 1 and store.get_job_result("lite0-four").run_ids == [run_id]
+    assert [s.run_id for s in store.list(limit=10)] == [run_id]
+    assert store.get(run_id).software["stack"]["key"] == "current"
+
+    again = wait_for(client, client.post("/api/v1/jobs", json=body, headers=runner).json()["id"], runner)
+    assert again["status"] == "succeeded" and again["result_ids"] == [run_id]
+    assert "stored already" in client.get(f"/api/v1/jobs/{again['id']}/log", headers=runner).text
+    assert store.count_job_results() == 1 and [s.run_id for s in store.list(limit=10)] == [run_id]
+
+
+def test_a_stored_stack_matrix_is_served_and_rendered(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    from tests.service.matrices import FLIPPED, OLD_KEY, make_matrix
+    from tests.store.records import TOP1_A, make_record
+
+    store = service_app.state.store
+    store.save_stack_matrix(make_matrix())
+    store.save(make_record("a1" * 16, TOP1_A))  # the model page lists the matrices of a model with a run
+    viewer = headers_for("viewer")
+    [listed] = client.get("/api/v1/stack-matrices", headers=viewer).json()
+    assert listed == {"matrix_id": MATRIX_ID, "created_at": "2026-11-23T18:00:05Z",
+                      "manifest": "efficientnet-lite0@1.0.0", "runtime": "onnxruntime",
+                      "dataset_identity": "foolbox-identity-0001", "samples": 20,
+                      "stacks": ["current", "onnxruntime==1.20.1"], "min_agreement": 0.95, "all_hashes_equal": False}
+    assert client.get("/api/v1/stack-matrices", params={"model": "other"}, headers=viewer).json() == []
+    got = client.get(f"/api/v1/stack-matrices/{MATRIX_ID[:8]}", headers=viewer).json()
+    assert got["matrix_id"] == MATRIX_ID and [s["key"] for s in got["stacks"]] == ["current", OLD_KEY]
+    assert got["pairs"][0]["flips_ab"] == [FLIPPED] and got["pairs"][0]["max_abs_output_diff"] == 0.0123
+
+    page = client.get(f"/stack-matrices/{MATRIX_ID}", headers=viewer)
+    assert page.status_code == 200
+    text = page.text
+    assert "<h1>Stack matrix 5ac0abababab</h1>" in text
+    assert '<td class="num">0.9000</td>' in text and '<td class="num">0.8500</td>' in text  # top-1 per stack
+    assert "onnxruntime 1.20.1" in text and "onnxruntime 1.23.2" in text
+    assert f'<a href="/runs/{"b2" * 16}">' in text
+    row = text[text.index('<tr class="differs"><th scope="row">current</th><td>onnxruntime==1.20.1</td>'):]
+    row = row[:row.index("</tr>")]
+    assert ('<td class="num">0.9500</td><td class="num">1</td>\n<td class="num">0</td><td class="num">0.0123</td>'
+            '<td class="num">0.000456</td>') in row and "<td>differs</td>" in row
+    assert f"<code>{FLIPPED}</code>" in text
+    assert client.get("/stack-matrices/ffffffffffff", headers=viewer).status_code == 404
+
+    agents = client.get("/agents", headers=viewer).text
+    assert f'<a href="/stack-matrices/{MATRIX_ID}"><code>5ac0abababab</code></a>' in agents
+    assert "current · onnxruntime==1.20.1" in agents
+    model = client.get("/models/efficientnet-lite0", headers=viewer).text
+    assert f'<a href="/stack-matrices/{MATRIX_ID}">' in model
