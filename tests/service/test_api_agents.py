@@ -153,3 +153,26 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert "current · onnxruntime==1.20.1" in agents
     model = client.get("/models/efficientnet-lite0", headers=viewer).text
     assert f'<a href="/stack-matrices/{MATRIX_ID}">' in model
+
+
+def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    """The dataset is gone where the job runs (here: a spec that no longer resolves): the agent's error, then
+    JobFailedEverywhere naming the agent; nothing stored."""
+    from repliscope.service.executor import JobSpec
+    from repliscope.store.registry import create_job
+
+    runner = headers_for("runner")
+    ref = _upload_lite0(client, runner)
+    store = service_app.state.store
+    manifest = client.get(f"/api/v1/manifests/{ref}", headers=runner).json()
+    job = create_job(store, "evaluate", ref, "onnxruntime", "gone", {}, created_by="test")
+    service_app.state.executor.submit(JobSpec(job.id, "evaluate", ref, manifest["text"], "onnxruntime", "gone",
+                                              "/nonexistent/repliscope-dataset"))
+    done = wait_for(client, job.id, runner)
+    assert done["status"] == "failed" and done["result_ids"] == []
+    assert done["error"].startswith(f"job {job.id} failed on every agent it could run on (1): {AGENT_ID}: ")
+    assert "/nonexistent/repliscope-dataset" in done["error"]
+    log = client.get(f"/api/v1/jobs/{job.id}/log", headers=runner).text
+    assert f"agent {AGENT_ID}: " in log and log.rstrip().splitlines()[-1].startswith("error: job ")
+    assert store.count_job_results() == 0
