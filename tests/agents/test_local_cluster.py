@@ -82,3 +82,46 @@ def test_cancel_stops_the_job_on_the_agent(cluster: Cluster) -> None:
                    cancel=cancel)
     assert 0 < sum(done) < 100
     assert cluster.agents()[0].executing == 0
+
+
+def test_cancel_while_waiting_for_the_busy_agent_is_at_once(cluster: Cluster) -> None:
+    import time
+
+    def lite0_job(job_id: str) -> JobSpec:
+        return JobSpec(job_id, "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
+                       "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none",
+                                                     "threads": 1, "batch_size": 1, "limit": 100})
+
+    c = constraints_for(load_manifest(LITE0), "torch")
+    busy_cancel, busy_started = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def run_busy() -> None:
+        try:
+            submit_job(cluster, lite0_job("busy"), c, on_progress=lambda n: busy_started.set(), cancel=busy_cancel,
+                       timeout=120)
+        except BaseException as exc:  # the cancel is asserted below
+            errors.append(exc)
+
+    busy = threading.Thread(target=run_busy)
+    busy.start()
+    try:
+        assert busy_started.wait(60)
+        waiting = threading.Event()
+        waiting.set()
+        start = time.monotonic()
+        with pytest.raises(JobCancelled):
+            submit_job(cluster, lite0_job("waiting"), c, cancel=_set_after(waiting, 0.3), timeout=60)
+        assert time.monotonic() - start < 5
+    finally:
+        busy_cancel.set()
+        busy.join(60)
+    assert len(errors) == 1 and isinstance(errors[0], JobCancelled)
+
+
+def _set_after(flag: threading.Event, seconds: float) -> threading.Event:
+    """A new Event that is set ``seconds`` from now (after the job was submitted)."""
+    event = threading.Event()
+    threading.Timer(seconds, event.set).start()
+    del flag
+    return event

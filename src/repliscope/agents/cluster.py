@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
@@ -110,10 +109,9 @@ class Cluster:
         from repliscope.agents.capabilities import default_agent_id
 
         if scheduler is None or scheduler == "local":
-            with warnings.catch_warnings():  # its HTTP server falls back from port 8787 to a free one: fine
-                warnings.filterwarnings("ignore", message="Port .* is already in use")
-                local = LocalCluster(processes=False, n_workers=0, threads_per_worker=1, dashboard_address=None,
-                                     protocol="tcp://", host="127.0.0.1", scheduler_port=0)
+            # the scheduler's HTTP server always binds (default port 8787, a warning when taken): a free port
+            local = LocalCluster(processes=False, n_workers=0, threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                                 protocol="tcp://", host="127.0.0.1", scheduler_port=0)
 
             async def start_agent() -> Any:
                 return await Worker(local.scheduler_address, name=default_agent_id(), nthreads=1,

@@ -7,6 +7,7 @@ The submitter stores nothing: the caller stores the returned outcome with ``RunS
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -136,6 +137,7 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
         msg = event[1]
         kind, agent = msg.get("type"), str(msg.get("agent"))
         if kind == "start":
+            starts.append(agent)
             attempt_done[agent] = 0
             say(f"running on agent {agent}")
         elif kind == "total" and on_total is not None:
@@ -153,6 +155,9 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
             say(f"agent {agent}: {msg.get('error_type')}: {msg.get('message')}")
 
     failures: dict[str, str] = {}
+    starts: list[str] = []
+    if cancel is not None and cancel.is_set():
+        raise JobCancelled(job.job_id)
     client.subscribe_topic(topic, handle)
     cancel_event = Event(cancel_event_name(job.job_id), client=client)
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -167,10 +172,12 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
             names = ", ".join(a.capabilities.agent_id for a in agents)
             say(f"submitted to {len(agents)} qualifying agent(s): {names}" if attempt == 1 else
                 f"resubmitted (attempt {attempt}) to {names}")
+            started_before = len(starts)
             future = client.submit(run_on_agent, job.to_json(), str(cache_dir) if cache_dir else None, key=key,
                                    workers=[a.address for a in agents], allow_other_workers=False, pure=False)
             try:
-                text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id, deadline)
+                text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id, deadline,
+                             functools.partial(_more, starts, started_before))
             except AgentJobError as exc:
                 failures[exc.agent_id] = str(exc)
                 continue
@@ -196,6 +203,10 @@ def dispatch_overheads(cluster: Cluster, jobs: list[JobSpec], constraints: Const
     return out
 
 
+def _more(items: list[str], before: int) -> bool:
+    return len(items) > before
+
+
 class _AllGone(Exception):
     def __init__(self, reasons: dict[str, str]) -> None:
         super().__init__(reasons)
@@ -203,9 +214,10 @@ class _AllGone(Exception):
 
 
 def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: threading.Event | None,
-          cancel_event: Any, job_id: str, deadline: float | None) -> str:
+          cancel_event: Any, job_id: str, deadline: float | None, running: Callable[[], bool]) -> str:
     """The task's result text; raises what the agent raised (AgentJobError / JobCancelled), :class:`_AllGone`
-    when every agent it may run on is gone (Dask would wait for them forever), JobCancelled on ``cancel``."""
+    when every agent it may run on is gone (Dask would wait for them forever), JobCancelled on ``cancel`` (at once
+    while the task waits for an agent; else the agent stops at its next progress callback)."""
     from distributed.client import FutureCancelledError
 
     addresses = {a.address: a.capabilities.agent_id for a in agents}
@@ -224,6 +236,9 @@ def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: thread
         if cancel is not None and cancel.is_set() and cancelled_at is None:
             cancelled_at = time.monotonic()
             cancel_event.set()
+            if not running():  # still waiting for an agent: nothing to stop there
+                future.cancel()
+                raise JobCancelled(job_id)
         if deadline is not None and time.monotonic() > deadline:
             cancel_event.set()
             future.cancel()
