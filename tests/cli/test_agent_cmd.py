@@ -71,3 +71,13 @@ def test_bad_agent_options_exit_2(extra: list[str], message: str) -> None:
     res = CliRunner().invoke(app, [*TINY_ARGS, *extra])
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith(message), res.stderr
+
+
+def test_evaluate_with_stack_current_runs_on_the_in_process_agent_of_this_environment() -> None:
+    from repliscope.store.repository import RunStore
+
+    res = CliRunner().invoke(app, [*TINY_ARGS, "--stack", "current", "--json"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.stdout)
+    assert record["software"]["stack"]["key"] == "current"
+    assert RunStore().get(record["run_id"]).run_id == record["run_id"]
