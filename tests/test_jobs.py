@@ -102,3 +102,18 @@ def test_service_run_job_stores_once_per_idempotency_key() -> None:
         assert first["run_ids"] == ids
     assert store.count_job_results() == 1 and len(store.list()) == 1
     assert json.loads(json.dumps(first)) == first
+
+
+def test_keep_outputs_returns_every_sample_raw_output_and_the_same_record() -> None:
+    from repliscope.stacks.outputs import decode_outputs
+
+    plain = execute_job(tiny_job(limit=3), None, lambda n: None, lambda line: None).records[0]
+    kept = execute_job(tiny_job(limit=3, keep_outputs=True), None, lambda n: None, lambda line: None)
+    outputs = decode_outputs(kept.outputs)
+    record = kept.records[0]
+    assert record["result_hash"] == plain["result_hash"]
+    assert sorted(outputs) == sorted(s["sample_id"] for s in record["samples"])
+    for sample in record["samples"]:
+        raw = outputs[sample["sample_id"]]
+        assert raw.dtype.name == "float32" and raw.shape == (10,)
+        assert int(raw.argmax()) == sample["topk_indices"][0]
