@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,43 @@ def _for_stack(callback: Callable[[str, int], None] | None, key: str) -> Callabl
     return call
 
 
+def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, dataset_spec: str, matrix_id: str,
+             batch: int, outcomes: list[JobOutcome], started: list[_Started], say: Callable[[str], None],
+             on_progress: Callable[[str, int], None] | None, on_total: Callable[[str, int], None] | None,
+             limit: int | None, label_rule: str | None, threads: int, manifest: Path, agent_timeout: float) -> None:
+    """Start the missing agents, run one job per stack in order (appending to ``outcomes``), stop the agents."""
+    from repliscope.agents.placement import constraints_for
+    from repliscope.agents.submit import submit_job
+    from repliscope.jobs import JobSpec
+
+    with tempfile.TemporaryDirectory(prefix="repliscope-stack-agents-") as tmp:
+        for stack in resolved:
+            agent = _live_agent_of(active, stack.key)
+            if agent is not None:
+                say(f"stack {stack.key}: reusing live agent {agent}")
+            else:
+                started.append(_start_agent(active, stack, Path(tmp)))
+                say(f"stack {stack.key}: starting agent {started[-1].name} ({stack.python_executable})")
+        try:
+            _wait_for(active, started, agent_timeout)
+            for stack in resolved:
+                job = JobSpec(job_id=uuid.uuid4().hex, kind="evaluate",
+                              manifest_ref=f"{loaded.manifest.name}@{loaded.manifest.version}",
+                              manifest_text=loaded.text, runtime=runtime, dataset_name=dataset_spec,
+                              dataset_spec=dataset_spec,
+                              options={"keep_outputs": True, "limit": limit, "label_rule": label_rule,
+                                       "threads": threads, "batch_size": batch,
+                                       "manifest_path": str(Path(manifest).resolve())},
+                              idempotency_key=f"stack-matrix-{matrix_id}-{stack.key}")
+                say(f"stack {stack.key} ({stack.spec}): evaluating {loaded.manifest.name} on {runtime}")
+                outcomes.append(submit_job(
+                    active, job, constraints_for(loaded, runtime, stack=stack.key),
+                    on_progress=_for_stack(on_progress, stack.key), on_total=_for_stack(on_total, stack.key),
+                    log=say))
+        finally:
+            _stop(started)
+
+
 def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec: str,
                cluster: Cluster | None = None, on_progress: Callable[[str, int], None] | None = None, *,
                on_total: Callable[[str, int], None] | None = None, log: Callable[[str], None] | None = None,
@@ -150,10 +188,7 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
     stacks differ only in their software. ``on_progress(stack_key, n)``, ``on_total(stack_key, n)`` and
     ``log(line)`` report as the jobs run. Nothing is stored (the caller stores the outcomes and the matrix)."""
     from repliscope.agents.cluster import Cluster
-    from repliscope.agents.placement import constraints_for
-    from repliscope.agents.submit import submit_job
     from repliscope.evaluation.record import EvaluationRecord
-    from repliscope.jobs import JobSpec
     from repliscope.manifest.loader import load_manifest
     from repliscope.stacks.outputs import decode_outputs
 
@@ -163,39 +198,17 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
     matrix_id = uuid.uuid4().hex
     batch = batch_size or default_batch_size(loaded)
     own = cluster is None
-    active = Cluster.connect(None) if cluster is None else cluster
     started: list[_Started] = []
     outcomes: list[JobOutcome] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="repliscope-stack-agents-") as tmp:
-            for stack in resolved:
-                agent = _live_agent_of(active, stack.key)
-                if agent is not None:
-                    say(f"stack {stack.key}: reusing live agent {agent}")
-                else:
-                    started.append(_start_agent(active, stack, Path(tmp)))
-                    say(f"stack {stack.key}: starting agent {started[-1].name} ({stack.python_executable})")
-            try:
-                _wait_for(active, started, agent_timeout)
-                for stack in resolved:
-                    job = JobSpec(job_id=uuid.uuid4().hex, kind="evaluate",
-                                  manifest_ref=f"{loaded.manifest.name}@{loaded.manifest.version}",
-                                  manifest_text=loaded.text, runtime=runtime, dataset_name=dataset_spec,
-                                  dataset_spec=dataset_spec,
-                                  options={"keep_outputs": True, "limit": limit, "label_rule": label_rule,
-                                           "threads": threads, "batch_size": batch,
-                                           "manifest_path": str(Path(manifest).resolve())},
-                                  idempotency_key=f"stack-matrix-{matrix_id}-{stack.key}")
-                    say(f"stack {stack.key} ({stack.spec}): evaluating {loaded.manifest.name} on {runtime}")
-                    outcomes.append(submit_job(
-                        active, job, constraints_for(loaded, runtime, stack=stack.key),
-                        on_progress=_for_stack(on_progress, stack.key), on_total=_for_stack(on_total, stack.key),
-                        log=say))
-            finally:
-                _stop(started)
-    finally:
-        if own:
-            active.close()
+    with warnings.catch_warnings():  # stacks differ on purpose (numpy 1 vs 2): Dask's version check is noise here
+        warnings.filterwarnings("ignore", message="Mismatched versions found")
+        active = Cluster.connect(None) if cluster is None else cluster
+        try:
+            _run_all(active, resolved, loaded, runtime, dataset_spec, matrix_id, batch, outcomes, started, say,
+                     on_progress, on_total, limit, label_rule, threads, manifest, agent_timeout)
+        finally:
+            if own:
+                active.close()
     records = [EvaluationRecord.model_validate(o.records[0]) for o in outcomes]
     keys = [s.key for s in resolved]
     for stack, record in zip(resolved, records, strict=True):
