@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 from repliscope.stacks.matrix import StackMatrix, build_matrix
 from repliscope.stacks.spec import StackError
@@ -86,3 +89,27 @@ def test_refusals() -> None:
         build_matrix([A, B], {"current": OUT_A, "aaaaaaaaaaaa": {**OUT_B, "s0": np.zeros(3, np.float32)}})
     with pytest.raises(StackError, match="no pair"):
         build_matrix([A, B]).pair("current", "zzz")
+
+
+def test_summary_rows_and_report(tmp_path: Path) -> None:
+    from repliscope.report.stack_matrix import diff_chart, write_stack_matrix_report
+    from repliscope.stacks.matrix import summary_rows
+
+    m = build_matrix([A, B, C], {"current": OUT_A, "aaaaaaaaaaaa": OUT_B, "bbbbbbbbbbbb": OUT_A})
+    rows = summary_rows(m)
+    assert [(r["stack"], r["top1"], r["delta"], r["agreement"], r["flips"], r["max_diff"], r["hash_equal"])
+            for r in rows] == [
+        ("current", "75.00 %", "(reference)", "–", "–", "–", "–"),
+        ("aaaaaaaaaaaa", "75.00 %", "+0.00 pp", "60.00 % (3/5)", "1 / 1", "1", "no"),
+        ("bbbbbbbbbbbb", "75.00 %", "+0.00 pp", "100.00 % (5/5)", "0 / 0", "0", "yes")]
+    assert rows[1]["versions"] == "onnxruntime 1.20.1, onnx 1.19.0, numpy 2.4.6"
+    png = diff_chart(m)
+    assert png is not None and png.startswith(b"\x89PNG")
+    assert diff_chart(build_matrix([A, B])) is None  # no raw outputs: no chart
+    html = write_stack_matrix_report(m, tmp_path / "m.html").read_text()
+    assert "efficientnet-lite0 1.0.0 across 3 software stacks" in html and "data:image/png;base64," in html
+    assert "<td>s1</td><td>s3</td>" in html  # the current/aaaaaaaaaaaa pair's flips both ways
+    md = write_stack_matrix_report(m, tmp_path / "m.md", "md").read_text().splitlines()
+    assert md[4].startswith("| stack | versions |") and md[7].startswith("| aaaaaaaaaaaa |") and len(md) == 11
+    with pytest.raises(RepliscopeError, match="unknown report format 'pdf'"):
+        write_stack_matrix_report(m, tmp_path / "m.pdf", "pdf")
