@@ -176,3 +176,37 @@ def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(
     log = client.get(f"/api/v1/jobs/{job.id}/log", headers=runner).text
     assert f"agent {AGENT_ID}: " in log and log.rstrip().splitlines()[-1].startswith("error: job ")
     assert store.count_job_results() == 0
+
+
+def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor's shutdown stops the job on its agent (the cancel Event) and marks it failed, interrupted —
+    as ``repliscope serve`` marks the jobs a previous server left — not cancelled by a user; nothing stored."""
+    import threading
+
+    import repliscope.jobs
+    from repliscope.service.executor import INTERRUPTED
+
+    started, gate = threading.Event(), threading.Event()
+    real = repliscope.jobs.execute_job
+
+    def held(job: Any, cache_dir: Any, on_progress: Any, log: Any, on_total: Any = None) -> Any:
+        def progress(n: int) -> None:  # on the agent's worker thread: hold the job until the stop is on its way
+            started.set()
+            gate.wait(30)
+            on_progress(n)
+
+        return real(job, cache_dir, progress, log, on_total)
+
+    monkeypatch.setattr(repliscope.jobs, "execute_job", held)
+    runner = headers_for("runner")
+    ref = _upload_lite0(client, runner)
+    r = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime",
+                                          "dataset": "foolbox_imagenet", "options": {"limit": 2}}, headers=runner)
+    assert started.wait(120), "the job never reached its first progress step"
+    threading.Timer(1.0, gate.set).start()
+    service_app.state.executor.shutdown(wait=True)
+    job = client.get(f"/api/v1/jobs/{r.json()['id']}", headers=runner).json()
+    assert (job["status"], job["error"], job["result_ids"]) == ("failed", INTERRUPTED, [])
+    assert service_app.state.store.count_job_results() == 0

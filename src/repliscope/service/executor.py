@@ -25,6 +25,7 @@ __all__ = ["FINAL", "KINDS", "DaskJobExecutor", "JobCancelled", "JobExecutor", "
            "ThreadJobExecutor", "execute_job", "run_job"]
 
 FINAL = ("succeeded", "failed", "cancelled")
+INTERRUPTED = "interrupted: the server stopped before the job finished"
 
 
 class JobExecutor(Protocol):
@@ -181,6 +182,7 @@ class DaskJobExecutor:
         self._status: dict[str, str] = {}
         self._cancel: dict[str, threading.Event] = {}
         self._threads: dict[str, threading.Thread] = {}
+        self._stopping = False
 
     @property
     def cluster(self) -> Any:
@@ -240,8 +242,11 @@ class DaskJobExecutor:
             return self._status.get(job_id)
 
     def shutdown(self, wait: bool = True) -> None:
-        """Cancel every unfinished job; with ``wait``, wait (up to ``join_timeout`` s) for their threads."""
+        """Stop every unfinished job (failed: "interrupted: the server stopped before the job finished", as
+        ``repliscope serve`` marks the jobs a previous server left); with ``wait``, wait (up to ``join_timeout`` s)
+        for their threads."""
         with self._lock:
+            self._stopping = True
             events = [e for j, e in self._cancel.items() if self._status.get(j) in ("queued", "running")]
             threads = list(self._threads.values())
         for event in events:
@@ -328,13 +333,19 @@ class DaskJobExecutor:
             outcome = submit_job(cluster, job, self.constraints(job), on_progress=on_progress, log=log,
                                  on_total=on_total, cancel=cancel, cache_dir=cache_dir)
         except JobCancelled:
-            self._finish(job_id, "cancelled", append_log="cancelled")
+            if self._stopping:
+                self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
+            else:
+                self._finish(job_id, "cancelled", append_log="cancelled")
             return
         except (NoAgentMatches, JobFailedEverywhere) as exc:
             self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
             return
         except (RepliscopeError, OSError) as exc:
             self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
+            return
+        if cancel.is_set() and self._stopping:
+            self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
             return
         if cancel.is_set():  # finished while the cancel was on its way: nothing is stored
             self._finish(job_id, "cancelled", append_log="the agent had finished; nothing is stored\ncancelled")
