@@ -55,9 +55,10 @@ class Processes:
                 time.sleep(0.2)
         raise RuntimeError(f"dask scheduler did not start: {self.log('scheduler')}")
 
-    def agent(self, name: str, scheduler: str) -> subprocess.Popen[bytes]:
-        return self._start(name, [sys.executable, "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler,
-                                  "--name", name])
+    def agent(self, key: str, scheduler: str, name: str | None = None) -> subprocess.Popen[bytes]:
+        """Start ``repliscope agent`` (agent id ``name``, default ``key``) as process ``key``."""
+        return self._start(key, [sys.executable, "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler,
+                                 "--name", name or key])
 
     def log(self, name: str) -> str:
         return "".join((self.folder / f"{name}.{ext}").read_text(errors="replace") for ext in ("out", "err"))

@@ -65,6 +65,13 @@ def test_both_agents_are_listed_alive_with_their_ids(agents: Agents) -> None:
     assert [(a["capabilities"]["agent_id"], a["alive"]) for a in listed] == [("agent-a", True), ("agent-b", True)]
 
 
+def test_a_second_agent_with_a_taken_name_exits_2(agents: Agents) -> None:
+    proc = agents.procs.agent("agent-a-again", agents.address, name="agent-a")
+    assert proc.wait(timeout=60) == 2
+    assert (f"error: agent agent-a could not join the scheduler {agents.address}: an agent named 'agent-a' is "
+            "already on that scheduler: give another --name") in agents.procs.log("agent-a-again")
+
+
 def test_placement_goes_only_to_the_agent_meeting_the_selector(agents: Agents) -> None:
     from repliscope.store.repository import RunStore
 

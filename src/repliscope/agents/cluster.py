@@ -48,16 +48,28 @@ class AgentPlugin:
 
     def __init__(self) -> None:
         self.capabilities: AgentCapabilities | None = None
+        self.advertised: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def setup(self, worker: Any) -> None:
         self.capabilities = probe_capabilities(str(worker.name))
+        self.advertised = asyncio.Event()
+        self._task = asyncio.create_task(self._advertise(worker))
+
+    async def _advertise(self, worker: Any) -> None:
+        """Once the worker is registered (plugins are set up before: a worker refused for a taken name must not
+        overwrite the live agent's entry), put the capabilities in the metadata, then beat every HEARTBEAT_S."""
+        from distributed.core import Status
+
+        while worker.status not in (Status.running, Status.paused):
+            if worker.status in (Status.closing, Status.closed, Status.failed, Status.closing_gracefully):
+                return
+            await asyncio.sleep(0.05)
+        assert self.capabilities is not None and self.advertised is not None
         entry = {"capabilities": self.capabilities.model_dump(mode="json"), "address": worker.address,
                  "last_seen": _now()}
         await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name)], value=entry)
-        self._task = asyncio.create_task(self._heartbeat(worker))
-
-    async def _heartbeat(self, worker: Any) -> None:
+        self.advertised.set()
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             with contextlib.suppress(Exception):  # a scheduler gone for a moment: the next beat tries again
@@ -201,12 +213,17 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
         try:
             worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0,
                                   death_timeout=death_timeout)
-        except (OSError, TimeoutError) as exc:
-            raise RepliscopeError(f"agent {name} could not join the scheduler {scheduler}: {exc}") from exc
+        except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
+            why = f"{exc}" + (f" ({exc.__cause__})" if exc.__cause__ else "")
+            if "name taken" in why:
+                why = f"an agent named '{name}' is already on that scheduler: give another --name"
+            raise RepliscopeError(f"agent {name} could not join the scheduler {scheduler}: {why}") from exc
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if plugin.advertised is not None:
+            await asyncio.wait_for(plugin.advertised.wait(), timeout=30)
         if on_ready is not None and plugin.capabilities is not None:
             on_ready(plugin.capabilities, worker.address)
         finished = asyncio.ensure_future(worker.finished())
