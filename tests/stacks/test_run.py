@@ -78,6 +78,8 @@ def test_matrix_of_current_and_a_twin_stack(twin: Stack) -> None:
 def test_run_stacks_refuses_a_stack_twice_and_reports_an_agent_that_cannot_start(twin: Stack) -> None:
     with pytest.raises(StackError, match=f"names stack {twin.key} more than once"):
         run_stacks(RECT, [twin.key, "onnxruntime"], "onnxruntime", "synthetic_detection")
+    with pytest.raises(StackError, match=r"no stack 'abcdef123456' \(stacks: " + twin.key):
+        run_stacks(RECT, ["current", "abcdef123456"], "onnxruntime", "synthetic_detection")
     (twin.path / "venv" / "lib" / "python3.11" / "site-packages" / "twin.pth").unlink()  # type: ignore[operator]
     with pytest.raises(StackError, match=rf"the agent of stack {twin.key} \(onnxruntime\) exited with code 1 "
                                          r"before joining tcp://127\.0\.0\.1:\d+:\n.*No module named"):

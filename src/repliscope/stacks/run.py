@@ -9,6 +9,7 @@ restricted to its stack's agents (``Constraints(stack=KEY)``) with raw outputs k
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import tempfile
 import time
@@ -50,7 +51,8 @@ class _Started:
 def resolve_stacks(specs: Sequence[str], on_line: Callable[[str], None] | None = None,
                    cache_dir: Path | None = None) -> list[Stack]:
     """The stacks named by key, key prefix or spec (``current`` included); a spec with no stack yet is created
-    (:func:`create_stack`). StackError when two names are the same stack or none is given."""
+    (:func:`create_stack`), an unknown key (6-12 hex) is an error. StackError when two names are the same stack
+    or none is given."""
     if not specs:
         raise StackError("give at least one --stack (a key, a spec such as 'onnxruntime==1.20.1', or current)")
     stacks = []
@@ -58,8 +60,8 @@ def resolve_stacks(specs: Sequence[str], on_line: Callable[[str], None] | None =
         try:
             stacks.append(get_stack(text, cache_dir))
         except StackError as exc:
-            if not str(exc).startswith("no stack"):
-                raise
+            if not str(exc).startswith("no stack") or re.fullmatch(r"[0-9a-f]{6,12}", text.strip()):
+                raise  # a key that matches no stack is not a spec to create
             stacks.append(create_stack(text, on_line, cache_dir))
     keys = [s.key for s in stacks]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
