@@ -210,3 +210,28 @@ def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
     job = client.get(f"/api/v1/jobs/{r.json()['id']}", headers=runner).json()
     assert (job["status"], job["error"], job["result_ids"]) == ("failed", INTERRUPTED, [])
     assert service_app.state.store.count_job_results() == 0
+
+
+def test_the_wizard_offers_the_live_agents_and_places_the_job_on_the_chosen_one(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any,
+        tokens: dict[str, str]) -> None:
+    from tests.service.test_web_pages import assert_accessible, logged_in
+
+    runner = headers_for("runner")
+    ref = _upload_lite0(client, runner)
+    web = logged_in(service_app, tokens["runner"])
+    page = web.get("/new")
+    assert page.status_code == 200
+    assert f'<option value="{AGENT_ID}">{AGENT_ID} — {socket.gethostname()}, ' in page.text
+    assert_accessible(page.text)
+    form = {"manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet", "kind": "evaluate",
+            "limit": "2"}
+    refused = web.post("/new", data={**form, "agent": "nope"})
+    assert refused.status_code == 422
+    assert "options: no live agent meets the job&#39;s constraints" in refused.text and AGENT_ID in refused.text
+    assert client.get("/api/v1/jobs", headers=runner).json() == []
+    r = web.post("/new", data={**form, "agent": AGENT_ID}, follow_redirects=False)
+    assert r.status_code == 303
+    job = wait_for(client, r.headers["location"].removeprefix("/jobs/"), runner)
+    assert job["status"] == "succeeded" and job["options"]["hardware"] == [f"agent_id={AGENT_ID}"]
+    assert f"ran on agent {AGENT_ID}" in client.get(f"/api/v1/jobs/{job['id']}/log", headers=runner).text

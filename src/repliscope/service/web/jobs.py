@@ -35,6 +35,14 @@ class DatasetChoice:
     description: str
 
 
+@dataclass(frozen=True)
+class AgentChoice:
+    """A live agent the wizard offers (the job is then placed on it only: hardware ``agent_id=ID``)."""
+
+    agent_id: str
+    label: str
+
+
 def _task_of(text: str) -> str:
     import yaml
 
@@ -46,8 +54,18 @@ def _task_of(text: str) -> str:
     return str(task) if task else "unknown task"
 
 
-def wizard_choices(store: Any) -> dict[str, Any]:
-    """What each wizard step offers."""
+def agent_choices(agents: list[Any]) -> list[AgentChoice]:
+    """The live ones of ``agents`` (``AgentInfo``) as wizard choices: id, host, CPU, cores, stack."""
+    from repliscope.service.web.agents import stack_label
+
+    return [AgentChoice(a.capabilities.agent_id,
+                        f"{a.capabilities.agent_id} — {a.capabilities.hostname}, {a.capabilities.cpu_model}, "
+                        f"{a.capabilities.cores} cores, stack {stack_label(a.capabilities.stack)}")
+            for a in agents if a.alive]
+
+
+def wizard_choices(store: Any, agents: list[AgentChoice] | None = None) -> dict[str, Any]:
+    """What each wizard step offers (``agents``: the live agents a job may be placed on)."""
     from repliscope.bench.scenarios import SCENARIOS
     from repliscope.evaluation.provenance import cpu_model, usable_cores
     from repliscope.runtimes.base import RUNTIMES
@@ -59,6 +77,7 @@ def wizard_choices(store: Any) -> dict[str, Any]:
         "manifests": manifests,
         "runtimes": sorted(RUNTIMES.names()),
         "hardware": f"{cpu_model()}, {usable_cores()} usable cores",
+        "agents": agents or [],
         "max_threads": max(1, usable_cores()),
         "datasets": [DatasetChoice(d.name, d.description) for d in list_datasets(store)],
         "kinds": list(KINDS),
@@ -86,6 +105,8 @@ def submit(request: Any, principal: Any, form: dict[str, str]) -> str:
     kind = form.get("kind", "")
     if kind == "bench" and form.get("scenario"):
         options["scenario"] = form["scenario"]
+    if form.get("agent", "").strip():
+        options["hardware"] = [f"agent_id={form['agent'].strip()}"]
     if kind == "diff":
         if not form.get("runtime_b"):
             raise WizardError(422, "runtime_b", "a diff needs a second runtime")

@@ -264,8 +264,20 @@ def wizard_page(request: Request) -> Response:
         return _login_redirect(request)
     from repliscope.service.web import jobs
 
-    return _page(principal, "new.html", title="New run", choices=jobs.wizard_choices(_store(request)),
+    return _page(principal, "new.html", title="New run", choices=jobs.wizard_choices(_store(request),
+                                                                                      _agent_choices(request)),
                  can_run=_role_at_least(principal, "runner"), message=None, values={})
+
+
+def _agent_choices(request: Request) -> list[Any]:
+    """The live agents for the wizard ([] when the cluster cannot be reached: the job then names the reason)."""
+    from repliscope.service.routers.agents import list_agents
+    from repliscope.service.web import jobs
+
+    try:
+        return jobs.agent_choices(list_agents(request))
+    except (ApiError, RepliscopeError, OSError):
+        return []
 
 
 @router.post("/new")
@@ -273,16 +285,19 @@ async def wizard_submit(request: Request) -> Response:
     principal = _principal(request)
     if principal is None:
         return _login_redirect(request)
+    from starlette.concurrency import run_in_threadpool
+
     from repliscope.service.web import jobs
 
     form = {k: str(v) for k, v in (await request.form()).items()}
-    choices = jobs.wizard_choices(_store(request))
+    # the store, the cluster and the placement block: off the event loop
+    choices = await run_in_threadpool(lambda: jobs.wizard_choices(_store(request), _agent_choices(request)))
     if not _role_at_least(principal, "runner"):
         return _page(principal, "new.html", status_code=403, title="New run", choices=choices, can_run=False,
                      message=f"submitting a job needs the role 'runner'; the token '{principal.name}' has "
                              f"'{principal.role}'", values=form)
     try:
-        job_id = jobs.submit(request, principal, form)
+        job_id = await run_in_threadpool(jobs.submit, request, principal, form)
     except jobs.WizardError as exc:
         return _page(principal, "new.html", status_code=exc.status, title="New run", choices=choices, can_run=True,
                      message=f"{exc.field}: {exc.message}", values=form)
