@@ -102,3 +102,29 @@ def test_stack_commands(twin: Stack) -> None:
     assert list_stacks() == []
     none = runner.invoke(app, ["stacks", str(RECT), "--stack", "current", "--report", "x.pdf"])
     assert none.exit_code == 2 and "give a .html or .md file" in none.output
+
+
+def test_on_a_tcp_scheduler_a_live_agent_is_reused_and_kept(twin: Stack, tmp_path: Path) -> None:
+    """A real ``dask scheduler`` with a live ``current`` agent: run_stacks reuses it (and leaves it running) and
+    starts, then stops, an agent for the twin stack."""
+    from repliscope.agents.cluster import Cluster
+    from tests.agents.procs import Processes
+
+    procs = Processes(tmp_path)
+    try:
+        address = procs.scheduler()
+        procs.agent("keep-me", address)
+        with Cluster.connect(address) as cluster:
+            cluster.wait_for_agents(1, timeout=60)
+            lines: list[str] = []
+            m, outcomes = run_stacks(RECT, ["current", twin.key], "onnxruntime", "synthetic_detection", cluster,
+                                     log=lines.append, limit=3)
+            assert m.stacks[0].agent_id == "keep-me" and "stack current: reusing live agent keep-me" in lines
+            assert str(m.stacks[1].agent_id).startswith(f"stack-{twin.key}-")
+            assert [o.agent["stack"]["key"] for o in outcomes] == ["current", twin.key]
+            assert m.pairs[0].max_abs_output_diff == 0.0 and m.pairs[0].result_hash_equal
+            alive = {a.capabilities.agent_id for a in cluster.agents() if a.alive}
+            assert alive == {"keep-me"}  # the started agent was stopped, the live one kept
+        assert procs.procs["keep-me"].poll() is None
+    finally:
+        procs.stop_all()
