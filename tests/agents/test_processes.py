@@ -162,3 +162,24 @@ def test_kill_an_agent_mid_job_completes_elsewhere_and_stores_once(agents: Agent
     assert store.count_job_results() == 1 and len(store.list()) == 1
     gone = {a.capabilities.agent_id: a for a in agents.cluster.agents()}[killed[0]]
     assert not gone.alive and gone.last_seen is not None and gone.executing == 0
+
+
+@pytest.mark.slow
+def test_the_last_agent_killed_mid_job_fails_it_naming_the_agent(agents: Agents) -> None:
+    """After the kill test one agent is left: SIGKILL it mid-job -> JobFailedEverywhere naming it (not a job that
+    waits forever for an agent)."""
+    [survivor] = [a.capabilities.agent_id for a in agents.cluster.agents() if a.alive]
+    job = JobSpec("kill-2", "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
+                  "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1,
+                                                "batch_size": 1, "limit": 100})
+    killed: list[str] = []
+
+    def on_progress(n: int) -> None:
+        if not killed:
+            killed.append(survivor)
+            agents.procs.kill(survivor)
+
+    with pytest.raises(JobFailedEverywhere) as err:
+        submit_job(agents.cluster, job, constraints_for(load_manifest(LITE0), "torch"), on_progress=on_progress,
+                   timeout=120)
+    assert err.value.reasons == {survivor: "the agent died or left while it ran the job"}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repliscope.agents.cluster import PLUGIN_NAME, AgentInfo, Cluster
-from repliscope.agents.placement import Constraints, place
+from repliscope.agents.placement import Constraints, NoAgentMatches, place
 from repliscope.errors import RepliscopeError
 from repliscope.jobs import JobCancelled, JobOutcome, JobSpec
 
@@ -164,7 +164,12 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
     try:
         attempt = 0
         while True:
-            agents = [a for a in place(cluster, constraints) if a.capabilities.agent_id not in failures]
+            try:
+                agents = [a for a in place(cluster, constraints) if a.capabilities.agent_id not in failures]
+            except NoAgentMatches:
+                if not failures:
+                    raise  # refused at once
+                agents = []  # the agents it failed on are gone now too
             if not agents:
                 raise JobFailedEverywhere(job.job_id, failures)
             attempt += 1
@@ -181,6 +186,10 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
             except AgentJobError as exc:
                 failures[exc.agent_id] = str(exc)
                 continue
+            except KeyboardInterrupt:  # Ctrl-C in the submitter: stop the job on its agent too
+                cancel_event.set()
+                future.cancel()
+                raise
             except _AllGone as exc:
                 failures.update(exc.reasons)
                 continue
