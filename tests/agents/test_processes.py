@@ -10,6 +10,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,7 +19,7 @@ pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed
 
 from repliscope.agents.cluster import Cluster
 from repliscope.agents.placement import constraints_for
-from repliscope.agents.submit import JobFailedEverywhere, dispatch_overheads, submit_job
+from repliscope.agents.submit import JobFailedEverywhere, dispatch_overheads, submit_job, submit_sharded
 from repliscope.cli.main import app
 from repliscope.jobs import JobSpec
 from repliscope.manifest.loader import load_manifest
@@ -111,6 +112,15 @@ def test_a_job_failing_on_every_agent_names_both(agents: Agents) -> None:
         assert why.startswith("dataset '/nonexistent/repliscope-images' is neither a registered dataset nor a "
                               "directory")
     assert any(line.startswith("resubmitted (attempt 2) to agent-") for line in lines)
+
+
+def test_shards_run_on_both_agents_at_once_and_cover_the_dataset(agents: Agents) -> None:
+    c = constraints_for(load_manifest(TINY), "torch")
+    outcomes = submit_sharded(agents.cluster, tiny_job("shards", limit=10), c, shards=2, timeout=120)
+    assert sorted(o.agent["agent_id"] for o in outcomes) == ["agent-a", "agent-b"]
+    ids = [[s["sample_id"] for s in o.records[0]["samples"]] for o in outcomes]
+    whole = sorted(p.name for p in Path(foolbox_folder()).iterdir() if p.suffix in (".jpg", ".png"))[:10]
+    assert ids == [whole[0::2], whole[1::2]]
 
 
 def test_dispatch_overhead_on_the_tcp_scheduler(agents: Agents) -> None:

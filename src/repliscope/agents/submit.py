@@ -200,6 +200,23 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
         client.unsubscribe_topic(topic)
 
 
+def submit_sharded(cluster: Cluster, job: JobSpec, constraints: Constraints, shards: int,
+                   timeout: float | None = None) -> list[JobOutcome]:
+    """Split ``job`` into ``shards`` jobs (option ``shard`` ``I/N``: samples I::N; job ids ``<job_id>-sI``) and run
+    them at once (one submitting thread each; Dask spreads them over the qualifying agents' threads); the outcomes
+    in shard order. The first failure is raised after every shard ended."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    if shards < 1:
+        raise RepliscopeError(f"shards must be a positive integer, got {shards}")
+    parts = [dataclasses.replace(job, job_id=f"{job.job_id}-s{i}", options={**job.options, "shard": f"{i}/{shards}"},
+                                 idempotency_key=None) for i in range(shards)]
+    with ThreadPoolExecutor(max_workers=shards, thread_name_prefix="repliscope-shard") as pool:
+        futures = [pool.submit(submit_job, cluster, part, constraints, timeout=timeout) for part in parts]
+        return [f.result() for f in futures]
+
+
 def dispatch_overheads(cluster: Cluster, jobs: list[JobSpec], constraints: Constraints) -> list[float]:
     """Per job, run one after the other: the submitter's wall seconds of :func:`submit_job` minus the seconds
     ``execute_job`` took on the agent (``JobOutcome.seconds``) = placement + the Dask round trip + events + the
