@@ -125,3 +125,14 @@ def _set_after(flag: threading.Event, seconds: float) -> threading.Event:
     threading.Timer(seconds, event.set).start()
     del flag
     return event
+
+
+def test_an_unreachable_scheduler_is_a_clear_error() -> None:
+    from repliscope.errors import RepliscopeError
+    from tests.agents.procs import free_port
+
+    port = free_port()
+    with pytest.raises(RepliscopeError, match=rf"^cannot connect to the scheduler tcp://127.0.0.1:{port}: "):
+        Cluster.connect(f"tcp://127.0.0.1:{port}", timeout=1)
+    with pytest.raises(RepliscopeError, match=r"^--scheduler '127.0.0.1:8786': give tcp://HOST:PORT"):
+        Cluster.connect("127.0.0.1:8786")
