@@ -19,7 +19,8 @@ TINY_ARGS = ["evaluate", str(TINY), "--dataset", foolbox_folder(), "--label-rule
 
 
 def test_cli_start_up_imports_no_dask() -> None:
-    code = ("import repliscope, repliscope.cli.main, repliscope.agents.placement, repliscope.jobs, sys; "
+    code = ("import repliscope, repliscope.cli.main, repliscope.cli.agent_cmd, repliscope.agents.placement, "
+            "repliscope.agents.cluster, repliscope.agents.submit, repliscope.jobs, sys; "
             "assert 'distributed' not in sys.modules and 'dask' not in sys.modules, 'dask imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
