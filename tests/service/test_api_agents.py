@@ -235,3 +235,31 @@ def test_the_wizard_offers_the_live_agents_and_places_the_job_on_the_chosen_one(
     job = wait_for(client, r.headers["location"].removeprefix("/jobs/"), runner)
     assert job["status"] == "succeeded" and job["options"]["hardware"] == [f"agent_id={AGENT_ID}"]
     assert f"ran on agent {AGENT_ID}" in client.get(f"/api/v1/jobs/{job['id']}/log", headers=runner).text
+
+
+def test_without_the_agents_extra_jobs_run_in_process_and_the_agents_are_a_503(
+        service_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``distributed``: the app takes the in-process ThreadJobExecutor, ``serve`` says so (and refuses
+    ``--scheduler`` naming the extra), ``/api/v1/agents`` is a 503 naming the extra."""
+    import repliscope.service.cluster
+    from repliscope.cli.serve_cmd import connect_agents, first_start
+    from repliscope.errors import RepliscopeError
+    from repliscope.service.app import create_app
+    from repliscope.service.config import ServiceConfig
+    from repliscope.service.executor import ThreadJobExecutor
+
+    monkeypatch.setattr(repliscope.service.cluster, "dask_available", lambda: False)
+    app = create_app(ServiceConfig(db_url=service_db_url))
+    try:
+        assert isinstance(app.state.executor, ThreadJobExecutor)
+        assert connect_agents(app, None) == ("agents: none — the 'agents' extra is not installed, jobs run in "
+                                             "this process")
+        with pytest.raises(RepliscopeError, match=r"--scheduler: agents need the 'agents' extra"):
+            connect_agents(app, "tcp://127.0.0.1:8786")
+        admin, _ = first_start(app.state.store)
+        r = TestClient(app).get("/api/v1/agents", headers={"Authorization": f"Bearer {admin}"})
+        assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable"
+        assert "pip install 'repliscope[agents]'" in r.json()["error"]["message"]
+    finally:
+        app.state.executor.shutdown(wait=True)
+        app.state.cluster.close()

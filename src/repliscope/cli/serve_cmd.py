@@ -52,8 +52,8 @@ def first_start(store: RunStore) -> tuple[str | None, bool]:
 
 
 def fail_interrupted_jobs(store: RunStore) -> int:
-    """Jobs left queued or running by a previous server process (the in-process executor lost them): marked
-    failed, saying so. Returns how many."""
+    """Jobs left queued or running by a previous server process (their waiting threads were in it; nothing stores
+    their results now): marked failed, saying so. Returns how many."""
     from repliscope.store.registry import list_jobs, update_job
 
     left = [j for status in ("queued", "running") for j in list_jobs(store, status=status, limit=10_000)]
@@ -66,6 +66,12 @@ def fail_interrupted_jobs(store: RunStore) -> int:
 def connect_agents(app: Any, scheduler: str | None) -> str:
     """Connect the app's cluster now (a bad ``--scheduler`` is found before the server listens) -> the line
     ``repliscope serve`` prints about its agents."""
+    from repliscope.service.cluster import NO_AGENTS_EXTRA, dask_available
+
+    if not dask_available():
+        if scheduler not in (None, "local"):
+            raise RepliscopeError(f"--scheduler: {NO_AGENTS_EXTRA}")
+        return "agents: none — the 'agents' extra is not installed, jobs run in this process"
     try:
         agents = app.state.cluster.get().agents()
     except OSError as exc:

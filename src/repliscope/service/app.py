@@ -79,16 +79,19 @@ def _api_router() -> APIRouter:
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The app on ``config``'s store (opened, and migrated, now) with its job executor: by default a
     :class:`~repliscope.service.executor.DaskJobExecutor` on ``config.scheduler``'s cluster (None: an in-process
-    LocalCluster, started on first use and closed on shutdown)."""
+    LocalCluster, started on first use and closed on shutdown); without the 'agents' extra a
+    :class:`~repliscope.service.executor.ThreadJobExecutor` (``repliscope serve`` says so; ``/api/v1/agents`` is a
+    503 naming the extra)."""
     from repliscope import __version__
-    from repliscope.service.cluster import ClusterHandle
-    from repliscope.service.executor import DaskJobExecutor
+    from repliscope.service.cluster import ClusterHandle, dask_available
+    from repliscope.service.executor import DaskJobExecutor, ThreadJobExecutor
     from repliscope.store.repository import RunStore
 
     config = config or ServiceConfig()
     store = RunStore(config.db_url)
     cluster = ClusterHandle(config.scheduler, config.cluster)
-    executor = config.executor or DaskJobExecutor(store, cluster, config.cache_dir)
+    executor = config.executor or (DaskJobExecutor(store, cluster, config.cache_dir) if dask_available() else
+                                   ThreadJobExecutor(store, config.cache_dir))
 
     def stop() -> None:
         executor.shutdown(wait=True)

@@ -10,6 +10,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from repliscope.agents.cluster import Cluster
 
+NO_AGENTS_EXTRA = ("agents need the 'agents' extra (Dask distributed), which is not installed: "
+                   "pip install 'repliscope[agents]'")
+
+
+def dask_available() -> bool:
+    """Whether the 'agents' extra (``distributed``) is installed (checked without importing it)."""
+    from importlib.util import find_spec
+
+    return find_spec("distributed") is not None
+
 
 class ClusterHandle:
     """``scheduler``: None or ``"local"`` = an in-process LocalCluster whose one worker is an agent;
@@ -32,10 +42,12 @@ class ClusterHandle:
         """The cluster, connecting now when this is the first use (RepliscopeError/OSError when it cannot)."""
         with self._lock:
             if self._cluster is None:
-                if self._closed:
-                    from repliscope.errors import RepliscopeError
+                from repliscope.errors import RepliscopeError
 
+                if self._closed:
                     raise RepliscopeError("the service is shutting down: its cluster is closed")
+                if not dask_available():
+                    raise RepliscopeError(NO_AGENTS_EXTRA)
                 from repliscope.agents.cluster import Cluster
 
                 self._cluster = Cluster.connect(self.scheduler, timeout=self.timeout)

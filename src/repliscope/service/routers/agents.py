@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Depends, Request
 
 from repliscope.agents.cluster import AgentInfo
+from repliscope.errors import RepliscopeError
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
 
@@ -22,8 +23,8 @@ def cluster_of(request: Request) -> Cluster:
     handle = request.app.state.cluster
     try:
         cluster: Cluster = handle.get()
-    except OSError as exc:  # the scheduler went away
-        raise ApiError(503, f"the scheduler is not reachable: {exc}", code="unavailable") from None
+    except (OSError, RepliscopeError) as exc:  # the scheduler went away; no 'agents' extra
+        raise ApiError(503, f"the agents cannot be listed: {exc}", code="unavailable") from None
     return cluster
 
 
