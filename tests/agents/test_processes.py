@@ -66,6 +66,19 @@ def test_both_agents_are_listed_alive_with_their_ids(agents: Agents) -> None:
     assert [(a["capabilities"]["agent_id"], a["alive"]) for a in listed] == [("agent-a", True), ("agent-b", True)]
 
 
+def test_sigterm_stops_an_agent_cleanly_and_it_is_listed_gone(agents: Agents) -> None:
+    import signal
+
+    proc = agents.procs.agent("agent-c", agents.address)
+    agents.cluster.wait_for_agents(3, timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert agents.procs.log("agent-c").rstrip().endswith("agent stopped")
+    gone = {a.capabilities.agent_id: a for a in agents.cluster.agents()}["agent-c"]
+    assert not gone.alive and gone.last_seen is not None and gone.executing == 0
+    assert sorted(a.capabilities.agent_id for a in agents.cluster.agents() if a.alive) == ["agent-a", "agent-b"]
+
+
 def test_a_second_agent_with_a_taken_name_exits_2(agents: Agents) -> None:
     proc = agents.procs.agent("agent-a-again", agents.address, name="agent-a")
     assert proc.wait(timeout=60) == 2
