@@ -4,10 +4,13 @@ Dask is imported only when one of these runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import uuid
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -91,7 +94,7 @@ def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> No
     from repliscope.agents.cluster import Cluster
 
     try:
-        with Cluster.connect(scheduler) as cluster:
+        with _stacks_differ(), Cluster.connect(scheduler) as cluster:
             found = cluster.agents()
     except RepliscopeError as exc:
         fail(exc)
@@ -108,6 +111,14 @@ def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> No
     print_table(f"agents on {scheduler or 'an in-process scheduler'}",
                 ["agent", "alive", "host", "stack", "runtimes", "cpu", "cores", "memory", "executing", "last seen"],
                 rows)
+
+
+@contextlib.contextmanager
+def _stacks_differ() -> Iterator[None]:
+    """Agents in other stacks differ in package versions on purpose: Dask's client/worker version check is noise."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Mismatched versions found")
+        yield
 
 
 # -- evaluate --scheduler / --stack ---------------------------------------------------------------------------
@@ -189,7 +200,7 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
                       runtime, dataset, dataset_spec,
                       {**{k: v for k, v in options.items() if v is not None},
                        "manifest_path": str(loaded.path.resolve())}, idempotency_key=key)
-        with Cluster.connect(scheduler) as cluster:
+        with _stacks_differ(), Cluster.connect(scheduler) as cluster:
             if found is not None and not any(a.alive and a.capabilities.stack.get("key") == found.key
                                              for a in cluster.agents()):
                 print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)
