@@ -42,7 +42,8 @@ def _now() -> str:
 
 class AgentPlugin:
     """Dask ``WorkerPlugin``: on setup, probes the capabilities (agent id = the worker's name) and advertises them
-    in the scheduler metadata; a heartbeat keeps ``last_seen`` fresh; a clean stop writes a last one."""
+    in the scheduler metadata once the worker is registered; a heartbeat rewrites the entry (fresh ``last_seen``)
+    every :data:`HEARTBEAT_S` seconds; a clean stop writes a last ``last_seen``."""
 
     name = PLUGIN_NAME
 
@@ -66,15 +67,18 @@ class AgentPlugin:
                 return
             await asyncio.sleep(0.05)
         assert self.capabilities is not None and self.advertised is not None
-        entry = {"capabilities": self.capabilities.model_dump(mode="json"), "address": worker.address,
-                 "last_seen": _now()}
-        await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name)], value=entry)
+        caps = self.capabilities.model_dump(mode="json")
+
+        async def beat() -> None:  # the whole entry: a restarted scheduler learns it again
+            entry = {"capabilities": caps, "address": worker.address, "last_seen": _now()}
+            await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name)], value=entry)
+
+        await beat()
         self.advertised.set()
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             with contextlib.suppress(Exception):  # a scheduler gone for a moment: the next beat tries again
-                await worker.scheduler.set_metadata(keys=[METADATA_KEY, str(worker.name), "last_seen"],
-                                                    value=_now())
+                await beat()
 
     async def teardown(self, worker: Any) -> None:
         if self._task is not None:
