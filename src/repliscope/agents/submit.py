@@ -100,7 +100,11 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
         send("cancelled")
         raise
     except Exception as exc:
-        send("error", error_type=type(exc).__name__, message=str(exc))
+        import traceback
+
+        internal = not isinstance(exc, (RepliscopeError, OSError))
+        send("error", error_type=type(exc).__name__, message=str(exc),
+             traceback=traceback.format_exc() if internal else "")
         base = "RepliscopeError" if isinstance(exc, RepliscopeError) else type(exc).__name__
         raise AgentJobError(agent_id, base, str(exc)) from None
     send("progress", done=int(state["done"]))
@@ -153,6 +157,8 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
                     on_progress(delta)
         elif kind == "error":
             say(f"agent {agent}: {msg.get('error_type')}: {msg.get('message')}")
+            if msg.get("traceback"):  # an internal error: its traceback goes to the log
+                say(str(msg["traceback"]).rstrip())
 
     failures: dict[str, str] = {}
     starts: list[str] = []
