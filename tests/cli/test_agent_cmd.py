@@ -65,6 +65,7 @@ def test_evaluate_on_the_local_scheduler_equals_the_in_process_evaluate_and_stor
                                                       "hostname, memory_gib)"),
     (["--scheduler", "127.0.0.1:8786"], "error: --scheduler '127.0.0.1:8786': give tcp://HOST:PORT"),
     (["--scheduler", "local", "--hardware", "gpus>=1"], "error: no live agent meets the job's constraints ("),
+    (["--scheduler", "local", "--schedule", "fastest"], "error: --schedule 'fastest' is not allowed (allowed: "),
     (["--scheduler", "local", "--trace-level", "layer"], "error: --trace-level and --labels-csv run in this "
                                                          "process only"),
 ])

@@ -178,6 +178,11 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         runtime = runtime or native_runtime(loaded.manifest.framework.name)
+        from repliscope.evaluation.engine import SCHEDULES
+
+        if options.get("schedule") is not None and options["schedule"] not in SCHEDULES:  # before any agent
+            raise RepliscopeError(f"--schedule '{options['schedule']}' is not allowed (allowed: "
+                                  f"{', '.join(SCHEDULES)})")
         key_of_stack, found = _stack_key(stack)
         constraints = constraints_for(loaded, runtime, requires, hardware, key_of_stack)
         store = RunStore(db)
