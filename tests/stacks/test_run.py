@@ -128,3 +128,40 @@ def test_on_a_tcp_scheduler_a_live_agent_is_reused_and_kept(twin: Stack, tmp_pat
         assert procs.procs["keep-me"].poll() is None
     finally:
         procs.stop_all()
+
+
+def test_a_stack_whose_runtime_refuses_the_model_is_a_failed_entry_and_the_others_are_compared(
+        twin: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As onnxruntime 1.16 does with an IR-10 model exported by today's torch: the twin's onnxruntime refuses to
+    load any model; the matrix keeps that stack as a failed entry (the reason, no run, no pair), exit 0."""
+    site_packages = twin.path / "venv" / "lib" / "python3.11" / "site-packages"  # type: ignore[operator]
+    (site_packages / "twin_refuse.py").write_text(
+        "import onnxruntime\n"
+        "class _Refusing(onnxruntime.InferenceSession):\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        raise RuntimeError('Unsupported model IR version: 10, max supported IR version: 9')\n"
+        "onnxruntime.InferenceSession = _Refusing\n")
+    (site_packages / "twin_refuse.pth").write_text("import twin_refuse\n")
+    runs = CliRunner().invoke(app, ["stacks", str(RECT), "--stack", "current", "--stack", twin.key, "--dataset",
+                                    "synthetic_detection", "--limit", "3", "--json"])
+    assert runs.exit_code == 0, runs.output
+    m = json.loads(runs.stdout[runs.stdout.index("{"):])
+    current, failed = m["stacks"]
+    assert (current["key"], current["ap"], current["error"]) == ("current", 1.0, None)
+    assert (failed["key"], failed["run_id"], failed["ap"]) == (twin.key, None, None)
+    assert "Unsupported model IR version: 10" in failed["error"] and m["pairs"] == []
+    assert [r.run_id for r in RunStore().list()] == [current["run_id"]]
+    from repliscope.cli.output import console
+
+    monkeypatch.setattr(console, "_width", 200)  # one table row a line
+    table = CliRunner().invoke(app, ["stacks", str(RECT), "--stack", twin.key, "--stack", "current", "--dataset",
+                                     "synthetic_detection", "--limit", "3"])
+    assert table.exit_code == 0, table.output
+    assert f"stack {twin.key} (onnxruntime) could not run the job: " in table.output
+    failed_row = next(line for line in table.output.splitlines() if line.startswith(f"│ {twin.key}"))
+    reference_row = next(line for line in table.output.splitlines() if line.startswith("│ current"))
+    assert "│ failed " in failed_row and "(reference)" in reference_row and "100.00 %" in reference_row
+    matrix_id = RunStore().list_stack_matrices(limit=1)[0].matrix_id
+    out = twin.path.parent / "failed.md"  # type: ignore[union-attr]
+    assert CliRunner().invoke(app, ["report", matrix_id, "-f", "md", "--out", str(out)]).exit_code == 0
+    assert f"stack {twin.key} (onnxruntime) could not run the job: onnxruntime cannot load" in out.read_text()

@@ -146,7 +146,7 @@ def stacks(
         finally:
             if cluster is not None:
                 cluster.close()
-        for outcome, entry in zip(outcomes, matrix.stacks, strict=True):
+        for outcome, entry in zip(outcomes, [e for e in matrix.stacks if e.error is None], strict=True):
             store.save_outcome(outcome, f"stack-matrix-{matrix.matrix_id}-{entry.key}")
         store.save_stack_matrix(matrix)
         written = None
@@ -165,6 +165,10 @@ def stacks(
                  "hash equal", "seconds"],
                 [[r["stack"], r["versions"], r["top1"], r["delta"], r["agreement"], r["flips"], r["max_diff"],
                   r["hash_equal"], r["seconds"]] for r in rows])
+    for entry in matrix.stacks:
+        if entry.error is not None:
+            console.print(f"stack {entry.key} ({entry.spec}) could not run the job: {entry.error}", markup=False,
+                          style="yellow")
     console.print(f"stored as stack matrix [bold]{matrix.matrix_id}[/] ({len(outcomes)} runs); "
                   f"repliscope report {matrix.matrix_id[:12]}")
     if written is not None:

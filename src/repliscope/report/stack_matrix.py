@@ -76,7 +76,8 @@ first stack and wrong here → / the reverse ←), output differences and hash e
 <figcaption class="caption">Largest absolute difference of any raw model output element over every sample, per pair
 of stacks (log scale; identical outputs are marked 0).</figcaption></figure>{% endif %}
 <h2 id="specs">Stacks</h2>
-<table class="kv">{% for s in m.stacks %}<tr><th>{{ s.key }}</th><td>{{ s.spec }}</td></tr>{% endfor %}</table>
+<table class="kv">{% for s in m.stacks %}<tr><th>{{ s.key }}</th><td>{{ s.spec }}{% if s.error %}<br>
+<strong>could not run the job:</strong> {{ s.error }}{% endif %}</td></tr>{% endfor %}</table>
 </body></html>
 """
 
@@ -101,6 +102,7 @@ def render_stack_matrix_markdown(m: StackMatrix) -> str:
              f"stack matrix `{m.matrix_id}` · runtime {m.runtime} · {m.dataset.n} samples", "",
              "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(md_cell(row[k]) for k, _ in COLUMNS) + " |" for row in summary_rows(m)]
+    lines += [f"\nstack {s.key} ({s.spec}) could not run the job: {md_cell(s.error)}" for s in m.stacks if s.error]
     chart = diff_chart(m)
     if chart:
         lines += ["", f"![max |Δ raw output| per pair]({png_data_uri(chart)})"]

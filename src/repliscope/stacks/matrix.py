@@ -41,21 +41,24 @@ class MatrixDataset(BaseModel):
 
 class StackEntry(BaseModel):
     """One stack's run: ``versions`` (distribution -> version, from the record), metrics as fractions (None when
-    the task has no such metric), ``seconds`` (the run's total, s) and ``throughput`` (samples/s of the loop)."""
+    the task has no such metric), ``seconds`` (the run's total, s) and ``throughput`` (samples/s of the loop).
+    ``error``: why the stack could not run the job (e.g. its onnxruntime refuses the model's IR version); then
+    there is no run, no metric and no pair with it."""
 
     key: str
     spec: str
     versions: dict[str, str] = Field(default_factory=dict)
     agent_id: str | None = None
-    run_id: str
+    run_id: str | None = None
     top1: float | None = None
     top5: float | None = None
     ap: float | None = None
-    result_hash: str
-    seconds: float
-    throughput: float
-    evaluated: int
-    failed: int
+    result_hash: str | None = None
+    seconds: float = 0.0
+    throughput: float = 0.0
+    evaluated: int = 0
+    failed: int = 0
+    error: str | None = None
 
 
 class StackPair(BaseModel):
@@ -153,11 +156,13 @@ def _pair(a: EvaluationRecord, b: EvaluationRecord, key_a: str, key_b: str,
 
 def build_matrix(records: Sequence[EvaluationRecord],
                  outputs_by_stack: Mapping[str, Mapping[str, np.ndarray]] | None = None,
-                 agents: Mapping[str, str] | None = None, matrix_id: str | None = None) -> StackMatrix:
+                 agents: Mapping[str, str] | None = None, matrix_id: str | None = None,
+                 failures: Sequence[tuple[int, StackEntry]] = ()) -> StackMatrix:
     """The matrix of ``records`` (one per stack, in the order to show; each names its stack in
     ``software["stack"]``), with the raw outputs of each stack (stack key -> sample id -> float32 array) and the
-    agent that ran each (stack key -> agent id). StackError when the records are not the same manifest on the
-    same dataset, or two records name one stack."""
+    agent that ran each (stack key -> agent id); ``failures``: (position in the order, entry with ``error``) of
+    the stacks that could not run (no pairs with them). StackError when the records are not the same manifest on
+    the same dataset, or two records name one stack."""
     if len(records) < 1:
         raise StackError("a stack matrix needs at least one run")
     first = records[0]
@@ -174,6 +179,8 @@ def build_matrix(records: Sequence[EvaluationRecord],
                              "a matrix compares the same samples")
     outputs = outputs_by_stack or {}
     entries = [_entry(r, (agents or {}).get(k)) for r, k in zip(records, keys, strict=True)]
+    for position, failed in sorted(failures, key=lambda f: f[0]):
+        entries.insert(position, failed)
     pairs = [_pair(records[i], records[j], keys[i], keys[j], outputs.get(keys[i]), outputs.get(keys[j]))
              for i, j in itertools.combinations(range(len(records)), 2)]
     return StackMatrix(matrix_id=matrix_id or uuid.uuid4().hex, created_at=datetime.now(UTC),
@@ -195,16 +202,25 @@ def _fmt_diff(value: float | None) -> str:
 def summary_rows(m: StackMatrix) -> list[dict[str, str]]:
     """One row per stack, against the first stack: the table ``repliscope stacks``, the report and the web page
     show. Keys: stack, spec, versions, agent, top1 (or AP), delta, agreement, flips (``a→b / b→a``: correct on
-    the first and wrong here / the reverse), max_diff, mean_diff, hash_equal, seconds, throughput, run_id."""
+    the first and wrong here / the reverse), max_diff, mean_diff, hash_equal, seconds, throughput, run_id; a stack
+    that could not run has delta ``failed`` and ``error`` (the reason)."""
     rows = []
-    first = m.stacks[0] if m.stacks else None
-    for i, s in enumerate(m.stacks):
+    ran = [s for s in m.stacks if s.error is None]
+    first = ran[0] if ran else None
+    for s in m.stacks:
+        if s.error is not None:
+            rows.append({"stack": s.key, "spec": s.spec,
+                         "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
+                         "agent": s.agent_id or "–", "top1": "–", "delta": "failed", "agreement": "–",
+                         "flips": "–", "max_diff": "–", "mean_diff": "–", "hash_equal": "–", "seconds": "–",
+                         "throughput": "–", "run_id": "–", "error": s.error})
+            continue
         metric = s.top1 if s.top1 is not None else s.ap
         base = (first.top1 if first.top1 is not None else first.ap) if first is not None else None
         row = {"stack": s.key, "spec": s.spec, "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
                "agent": s.agent_id or "–", "top1": _fmt_fraction(metric),
-               "seconds": f"{s.seconds:.2f}", "throughput": f"{s.throughput:.1f}", "run_id": s.run_id}
-        if i == 0 or first is None:
+               "seconds": f"{s.seconds:.2f}", "throughput": f"{s.throughput:.1f}", "run_id": s.run_id or "–"}
+        if s is first or first is None:
             row.update(delta="(reference)", agreement="–", flips="–", max_diff="–", mean_diff="–", hash_equal="–")
         else:
             p = m.pair(first.key, s.key)

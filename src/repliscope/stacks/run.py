@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from repliscope.stacks.matrix import StackMatrix, build_matrix
+from repliscope.stacks.matrix import StackEntry, StackMatrix, build_matrix
 from repliscope.stacks.spec import StackError
 from repliscope.stacks.store import Stack, agent_command, create_stack, get_stack
 
@@ -140,12 +140,13 @@ def _for_stack(callback: Callable[[str, int], None] | None, key: str) -> Callabl
 
 
 def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, dataset_spec: str, matrix_id: str,
-             batch: int, outcomes: list[JobOutcome], started: list[_Started], say: Callable[[str], None],
+             batch: int, outcomes: list[JobOutcome | str], started: list[_Started], say: Callable[[str], None],
              on_progress: Callable[[str, int], None] | None, on_total: Callable[[str, int], None] | None,
              limit: int | None, label_rule: str | None, threads: int, manifest: Path, agent_timeout: float) -> None:
-    """Start the missing agents, run one job per stack in order (appending to ``outcomes``), stop the agents."""
-    from repliscope.agents.placement import constraints_for
-    from repliscope.agents.submit import submit_job
+    """Start the missing agents, run one job per stack in order (appending its outcome to ``outcomes``, or why it
+    failed on the stack's agent: the other stacks still run), stop the agents."""
+    from repliscope.agents.placement import NoAgentMatches, constraints_for
+    from repliscope.agents.submit import JobFailedEverywhere, submit_job
     from repliscope.jobs import JobSpec
 
     with tempfile.TemporaryDirectory(prefix="repliscope-stack-agents-") as tmp:
@@ -168,10 +169,17 @@ def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, 
                                        "manifest_path": str(Path(manifest).resolve())},
                               idempotency_key=f"stack-matrix-{matrix_id}-{stack.key}")
                 say(f"stack {stack.key} ({stack.spec}): evaluating {loaded.manifest.name} on {runtime}")
-                outcomes.append(submit_job(
-                    active, job, constraints_for(loaded, runtime, stack=stack.key),
-                    on_progress=_for_stack(on_progress, stack.key), on_total=_for_stack(on_total, stack.key),
-                    log=say))
+                try:
+                    outcomes.append(submit_job(
+                        active, job, constraints_for(loaded, runtime, stack=stack.key),
+                        on_progress=_for_stack(on_progress, stack.key), on_total=_for_stack(on_total, stack.key),
+                        log=say))
+                except (JobFailedEverywhere, NoAgentMatches) as exc:
+                    reasons = getattr(exc, "reasons", None)
+                    why = "; ".join(str(r) if isinstance(r, str) else ", ".join(r) for r in reasons.values()) \
+                        if reasons else str(exc)
+                    say(f"stack {stack.key} ({stack.spec}): failed: {why}")
+                    outcomes.append(why)
         finally:
             _stop(started)
 
@@ -183,7 +191,9 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
                batch_size: int | None = None, cache_dir: Path | None = None,
                agent_timeout: float = AGENT_START_TIMEOUT) -> tuple[StackMatrix, list[JobOutcome]]:
     """Evaluate ``manifest`` on ``dataset_spec`` (first ``limit`` samples) in each of ``stacks`` (keys or specs,
-    ``current`` included; missing ones are created) -> (the matrix, one JobOutcome per stack in the given order).
+    ``current`` included; missing ones are created) -> (the matrix, one JobOutcome per stack that ran, in the
+    given order). A stack whose job failed (e.g. its runtime refuses the model) is a matrix entry with ``error``
+    and no pairs; StackError when every stack failed.
 
     ``cluster`` None: an in-process scheduler (its in-process agent is the ``current`` stack), closed at the end.
     Every job uses ``threads`` runtime threads and ``batch_size`` (default :func:`default_batch_size`), so the
@@ -201,7 +211,7 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
     batch = batch_size or default_batch_size(loaded)
     own = cluster is None
     started: list[_Started] = []
-    outcomes: list[JobOutcome] = []
+    outcomes: list[JobOutcome | str] = []
     with warnings.catch_warnings():  # stacks differ on purpose (numpy 1 vs 2): Dask's version check is noise here
         warnings.filterwarnings("ignore", message="Mismatched versions found")
         active = Cluster.connect(None) if cluster is None else cluster
@@ -211,13 +221,17 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
         finally:
             if own:
                 active.close()
-    records = [EvaluationRecord.model_validate(o.records[0]) for o in outcomes]
-    keys = [s.key for s in resolved]
-    for stack, record in zip(resolved, records, strict=True):
-        ran = (record.software.get("stack") or {}).get("key")
-        if ran != stack.key:
-            raise StackError(f"the run for stack {stack.key} ran in stack {ran}: placement failed")
-    matrix = build_matrix(records, {k: decode_outputs(o.outputs) for k, o in zip(keys, outcomes, strict=True)},
-                          agents={k: str(o.agent.get("agent_id")) for k, o in zip(keys, outcomes, strict=True)},
-                          matrix_id=matrix_id)
-    return matrix, outcomes
+    ran = [(stack, o) for stack, o in zip(resolved, outcomes, strict=True) if not isinstance(o, str)]
+    failures = [(i, StackEntry(key=stack.key, spec=stack.spec, versions=stack.main_versions, error=o))
+                for i, (stack, o) in enumerate(zip(resolved, outcomes, strict=True)) if isinstance(o, str)]
+    if not ran:
+        raise StackError("the job failed on every stack: " + "; ".join(f"{f.key}: {f.error}" for _, f in failures))
+    records = [EvaluationRecord.model_validate(o.records[0]) for _, o in ran]
+    for (stack, _), record in zip(ran, records, strict=True):
+        ran_in = (record.software.get("stack") or {}).get("key")
+        if ran_in != stack.key:
+            raise StackError(f"the run for stack {stack.key} ran in stack {ran_in}: placement failed")
+    matrix = build_matrix(records, {s.key: decode_outputs(o.outputs) for s, o in ran},
+                          agents={s.key: str(o.agent.get("agent_id")) for s, o in ran},
+                          matrix_id=matrix_id, failures=failures)
+    return matrix, [o for _, o in ran]
