@@ -46,6 +46,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_harness.py
 	$(BIN)/python benchmarks/bench_tracing.py --runtime onnxruntime --runtime torch --runtime opencv_dnn
 	$(BIN)/python benchmarks/bench_detection.py
+	$(BIN)/python benchmarks/bench_agents.py
+	$(BIN)/python benchmarks/bench_stacks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

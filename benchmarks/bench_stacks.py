@@ -3,8 +3,9 @@
 The Lite0 torch source is exported to ONNX once in this environment (repliscope's cached export) and written, with
 its sha256, into a temporary ``framework: onnx`` manifest beside the file (pre-processing and claims unchanged), so
 the stacks need no torch. Stacks (created under the repliscope cache, or reused when they exist):
-``current`` (this venv's onnxruntime), ``onnxruntime==1.20.1`` and ``onnxruntime==1.18.1 numpy<2`` (1.18 is built
-against NumPy 1). ``run_stacks`` starts one agent process in each stack on an in-process scheduler and evaluates the
+``current`` (this venv's onnxruntime), ``onnxruntime==1.20.1``, ``onnxruntime==1.18.1 numpy<2`` (1.18 is built
+against NumPy 1) and ``onnxruntime==1.16.3 numpy<2`` (which cannot load the IR-10 graph today's torch exports:
+a failed entry, with the reason). ``run_stacks`` starts one agent process in each stack on an in-process scheduler and evaluates the
 samples there one stack after the other (1 thread, the same batch size) -> the matrix: top-1 per stack, agreement
 and flipped samples per pair, max / mean |delta output| over the raw logits, result-hash equality, seconds.
 
@@ -25,7 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT.parent / "shared" / "data" / "imagenet-sample"
-DEFAULT_STACKS = ("current", "onnxruntime==1.20.1", "onnxruntime==1.18.1 numpy<2")
+DEFAULT_STACKS = ("current", "onnxruntime==1.20.1", "onnxruntime==1.18.1 numpy<2", "onnxruntime==1.16.3 numpy<2")
 
 
 def onnx_manifest(folder: Path) -> Path:
@@ -77,6 +78,9 @@ def main() -> None:
         print(f"  {pair.a} vs {pair.b}: agreement {pair.agreement}, flips {len(pair.flips_ab)}/{len(pair.flips_ba)}"
               f", max |d output| {pair.max_abs_output_diff}, mean {pair.mean_abs_output_diff}, "
               f"hash equal {pair.result_hash_equal}")
+    for entry in matrix.stacks:
+        if entry.error:
+            print(f"  {entry.key} ({entry.spec}) could not run the job: {entry.error}")
     assert all(len(o.records) == 1 for o in outcomes)
 
 

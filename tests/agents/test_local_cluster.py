@@ -136,3 +136,16 @@ def test_an_unreachable_scheduler_is_a_clear_error() -> None:
         Cluster.connect(f"tcp://127.0.0.1:{port}", timeout=1)
     with pytest.raises(RepliscopeError, match=r"^--scheduler '127.0.0.1:8786': give tcp://HOST:PORT"):
         Cluster.connect("127.0.0.1:8786")
+
+
+def test_a_pitfalls_job_travels_back_and_is_stored_once(cluster: Cluster) -> None:
+    from repliscope.store.repository import RunStore
+
+    job = tiny_job("local-pitfalls", limit=4, variants=["batch_size_1"], visual=0)
+    job.kind = "pitfalls"
+    outcome = submit_job(cluster, job, constraints_for(load_manifest(TINY), "torch"), timeout=120)
+    assert len(outcome.sweeps) == 1 and len(outcome.records) == 2  # the baseline and the variant
+    assert {r["variant"] for r in outcome.records} == {None, "batch_size_1"} or len(outcome.records) == 2
+    stored = RunStore().save_outcome(outcome, job.key, kind="pitfalls")
+    assert stored.sweep_ids == [outcome.sweeps[0]["sweep_id"]] and len(stored.run_ids) == 2
+    assert RunStore().get_sweep(stored.sweep_ids[0]).sweep_id == stored.sweep_ids[0]

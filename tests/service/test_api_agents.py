@@ -45,6 +45,8 @@ def test_the_new_endpoints_need_a_token_and_submitting_needs_a_runner(
 
 def test_the_embedded_agent_is_listed_with_this_venvs_versions(
         client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    from repliscope.evaluation.provenance import usable_cores
+
     r = client.get("/api/v1/agents", headers=headers_for("viewer"))
     assert r.status_code == 200, r.text
     [agent] = r.json()
@@ -56,7 +58,7 @@ def test_the_embedded_agent_is_listed_with_this_venvs_versions(
     assert caps["runtimes"]["torch"]["torch"] == version("torch")
     assert caps["distributions"]["onnxruntime"] == version("onnxruntime")
     assert caps["repliscope_version"] == version("repliscope")
-    assert caps["cores"] == len(os.sched_getaffinity(0))
+    assert caps["cores"] == usable_cores() and caps["memory_gib"] > 0
     assert caps["stack"]["key"] == "current"
 
     page = client.get("/agents", headers=headers_for("viewer"))
