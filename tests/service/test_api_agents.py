@@ -130,7 +130,8 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert listed == {"matrix_id": MATRIX_ID, "created_at": "2026-11-23T18:00:05Z",
                       "manifest": "efficientnet-lite0@1.0.0", "runtime": "onnxruntime",
                       "dataset_identity": "foolbox-identity-0001", "samples": 20,
-                      "stacks": ["current", "onnxruntime==1.20.1"], "min_agreement": 0.95, "all_hashes_equal": False}
+                      "stacks": ["current", "onnxruntime==1.20.1"], "failed_stacks": [], "min_agreement": 0.95,
+                      "all_hashes_equal": False}
     assert client.get("/api/v1/stack-matrices", params={"model": "other"}, headers=viewer).json() == []
     got = client.get(f"/api/v1/stack-matrices/{MATRIX_ID[:8]}", headers=viewer).json()
     assert got["matrix_id"] == MATRIX_ID and [s["key"] for s in got["stacks"]] == ["current", OLD_KEY]
@@ -155,6 +156,25 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert "current · onnxruntime==1.20.1" in agents
     model = client.get("/models/efficientnet-lite0", headers=viewer).text
     assert f'<a href="/stack-matrices/{MATRIX_ID}">' in model
+
+
+def test_a_stack_that_could_not_run_shows_its_error(
+        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    from repliscope.stacks.matrix import StackEntry
+    from tests.service.matrices import make_matrix
+
+    matrix = make_matrix("5ac1" + "cd" * 14)
+    why = "onnxruntime 1.16.3 cannot load the model: Unsupported model IR version: 10, max supported IR version: 9"
+    matrix.stacks.append(StackEntry(key="fedcba987654", spec="onnxruntime==1.16.3", agent_id="host-3",
+                                    versions={"onnxruntime": "1.16.3"}, error=why))
+    service_app.state.store.save_stack_matrix(matrix)
+    viewer = headers_for("viewer")
+    [listed] = client.get("/api/v1/stack-matrices", headers=viewer).json()
+    assert listed["failed_stacks"] == ["onnxruntime==1.16.3"] and listed["min_agreement"] == 0.95
+    page = client.get(f"/stack-matrices/{matrix.matrix_id}", headers=viewer).text
+    assert f'<td colspan="6" class="prose error">could not run: {why}</td>' in page
+    assert page.count('<tr class="significant">') == 1
+    assert "current · onnxruntime==1.20.1 · onnxruntime==1.16.3 (failed)" in client.get("/agents", headers=viewer).text
 
 
 def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(

@@ -28,6 +28,8 @@ class StackMatrixSummary(BaseModel):
     samples: int
     stacks: list[str]
     """each stack's spec (``current`` = the service's own environment)"""
+    failed_stacks: list[str]
+    """the specs of the stacks that could not run the job (no run, no pair)"""
     min_agreement: float | None
     """the lowest top-1 agreement over the pairs (fraction 0..1); None with one stack"""
     all_hashes_equal: bool
@@ -39,7 +41,8 @@ def summary(m: StackMatrix) -> dict[str, Any]:
     return {"matrix_id": m.matrix_id, "created_at": m.created_at,
             "manifest": f"{m.manifest.name}@{m.manifest.version}", "runtime": m.runtime,
             "dataset_identity": str(m.dataset.identity), "samples": int(m.dataset.n),
-            "stacks": [s.spec for s in m.stacks], "min_agreement": min(agreements) if agreements else None,
+            "stacks": [s.spec for s in m.stacks], "failed_stacks": [s.spec for s in m.stacks if s.error],
+            "min_agreement": min(agreements) if agreements else None,
             "all_hashes_equal": all(p.result_hash_equal for p in m.pairs)}
 
 

@@ -82,6 +82,8 @@ class StackLine:
     result_hash: str
     seconds: str
     throughput: str
+    error: str | None
+    """why the stack could not run the job (then no run, metrics or pairs)"""
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def matrix_page(m: Any) -> MatrixPage:
                         versions=", ".join(f"{k} {v}" for k, v in sorted(s.versions.items())) or "—",
                         agent_id=s.agent_id or "—", run_id=s.run_id, top1=_num(s.top1), top5=_num(s.top5),
                         ap=_num(s.ap), result_hash=s.result_hash or "—", seconds=_num(s.seconds, 2),
-                        throughput=_num(s.throughput, 1)) for s in m.stacks]
+                        throughput=_num(s.throughput, 1), error=s.error) for s in m.stacks]
     pairs = [PairLine(a=label.get(p.a, p.a), b=label.get(p.b, p.b), agreement=_num(p.agreement),
                       flips_ab=list(p.flips_ab), flips_ba=list(p.flips_ba), max_abs=_sci(p.max_abs_output_diff),
                       mean_abs=_sci(p.mean_abs_output_diff), hash_equal=bool(p.result_hash_equal)) for p in m.pairs]
@@ -143,7 +145,8 @@ def matrix_links(matrices: list[Any]) -> list[MatrixLink]:
         agreements = [p.agreement for p in m.pairs if p.agreement is not None]
         out.append(MatrixLink(matrix_id=m.matrix_id, created_at=_when(m.created_at),
                               manifest=f"{m.manifest.name}@{m.manifest.version}",
-                              stacks=" · ".join(s.spec or s.key for s in m.stacks),
+                              stacks=" · ".join((s.spec or s.key) + (" (failed)" if s.error else "")
+                                                for s in m.stacks),
                               min_agreement=_num(min(agreements)) if agreements else "—",
                               hashes_equal=all(p.result_hash_equal for p in m.pairs)))
     return out
