@@ -2,12 +2,12 @@
 
 The Lite0 torch source is exported to ONNX once in this environment (repliscope's cached export) and written, with
 its sha256, into a temporary ``framework: onnx`` manifest beside the file (pre-processing and claims unchanged), so
-the stacks need no torch. Stacks (created under the repliscope cache, or reused when they exist):
-``current`` (this venv's onnxruntime), ``onnxruntime==1.20.1``, ``onnxruntime==1.18.1 numpy<2`` (1.18 is built
-against NumPy 1) and ``onnxruntime==1.16.3 numpy<2`` (which cannot load the IR-10 graph today's torch exports:
-a failed entry, with the reason). ``run_stacks`` starts one agent process in each stack on an in-process scheduler and evaluates the
-samples there one stack after the other (1 thread, the same batch size) -> the matrix: top-1 per stack, agreement
-and flipped samples per pair, max / mean |delta output| over the raw logits, result-hash equality, seconds.
+the stacks need no torch. Stacks (created under the repliscope cache, or reused when they exist): ``current`` (this
+venv's onnxruntime), ``onnxruntime==1.20.1``, ``onnxruntime==1.18.1 numpy<2`` (1.18 is built against NumPy 1) and
+``onnxruntime==1.16.3 numpy<2`` (which cannot load the IR-10 graph today's torch exports: a failed entry, with the
+reason). ``run_stacks`` starts one agent process in each stack on an in-process scheduler and evaluates the samples
+there one stack after the other (1 thread, the same batch size) -> the matrix: top-1 per stack, agreement and
+flipped samples per pair, max / mean |delta output| over the raw logits, result-hash equality, seconds.
 
 Usage: python benchmarks/bench_stacks.py [--limit N] [--stack SPEC ...]   (default: the three above, 1000 images)
 """

@@ -165,3 +165,16 @@ def test_a_stack_whose_runtime_refuses_the_model_is_a_failed_entry_and_the_other
     out = twin.path.parent / "failed.md"  # type: ignore[union-attr]
     assert CliRunner().invoke(app, ["report", matrix_id, "-f", "md", "--out", str(out)]).exit_code == 0
     assert f"stack {twin.key} (onnxruntime) could not run the job: onnxruntime cannot load" in out.read_text()
+
+
+def test_evaluate_with_stack_starts_an_agent_in_it_runs_there_and_stops_it(twin: Stack) -> None:
+    runs = CliRunner().invoke(app, ["evaluate", str(RECT), "--dataset", "synthetic_detection", "--limit", "2",
+                                    "--stack", twin.key, "--json"])
+    assert runs.exit_code == 0, runs.output
+    assert f"starting a local agent in stack {twin.key} (onnxruntime)" in runs.output
+    record = json.loads(runs.stdout[runs.stdout.index("{"):])
+    assert record["software"]["stack"]["key"] == twin.key
+    assert record["hardware"]["agent_id"].startswith(f"stack-{twin.key}-")
+    assert [r.run_id for r in RunStore().list()] == [record["run_id"]]
+    bad = CliRunner().invoke(app, ["evaluate", str(RECT), "--dataset", "synthetic_detection", "--stack", "abcdef99"])
+    assert bad.exit_code == 2 and "no stack 'abcdef99'" in bad.output

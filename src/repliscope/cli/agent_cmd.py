@@ -4,13 +4,10 @@ Dask is imported only when one of these runs."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 import sys
+import tempfile
 import uuid
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -94,7 +91,9 @@ def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> No
     from repliscope.agents.cluster import Cluster
 
     try:
-        with _stacks_differ(), Cluster.connect(scheduler) as cluster:
+        from repliscope.stacks.run import versions_differ
+
+        with versions_differ(), Cluster.connect(scheduler) as cluster:
             found = cluster.agents()
     except RepliscopeError as exc:
         fail(exc)
@@ -113,14 +112,6 @@ def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> No
                 rows)
 
 
-@contextlib.contextmanager
-def _stacks_differ() -> Iterator[None]:
-    """Agents in other stacks differ in package versions on purpose: Dask's client/worker version check is noise."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Mismatched versions found")
-        yield
-
-
 # -- evaluate --scheduler / --stack ---------------------------------------------------------------------------
 def _stack_key(stack: str | None) -> tuple[str | None, Any]:
     """(stack key, Stack) of ``--stack`` (None, None without one)."""
@@ -130,27 +121,6 @@ def _stack_key(stack: str | None) -> tuple[str | None, Any]:
 
     found = get_stack(stack)
     return found.key, found
-
-
-def _start_stack_agent(found: Any, address: str) -> subprocess.Popen[bytes]:
-    """A local agent process in ``found``'s venv joined to ``address``."""
-    from repliscope.stacks.store import agent_command
-
-    name = f"stack-{found.key}-{os.getpid()}"
-    return subprocess.Popen(agent_command(found, address, name), stdout=subprocess.DEVNULL)
-
-
-def _wait_for_stack(cluster: Any, key: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(a.alive and a.capabilities.stack.get("key") == key for a in cluster.agents()):
-            return
-        if proc.poll() is not None:
-            raise RepliscopeError(f"the agent of stack {key} exited with code {proc.returncode} before it joined")
-        time.sleep(0.2)
-    raise RepliscopeError(f"the agent of stack {key} did not join within {timeout:.0f} s")
 
 
 def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, options: dict[str, Any],
@@ -170,9 +140,17 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.jobs import JobSpec
     from repliscope.manifest.loader import load_manifest
+    from repliscope.stacks.run import (
+        AGENT_START_TIMEOUT,
+        live_agent_of,
+        start_stack_agent,
+        stop_started,
+        versions_differ,
+        wait_for_started,
+    )
     from repliscope.store.repository import RunStore
 
-    proc: subprocess.Popen[bytes] | None = None
+    started: list[Any] = []
     try:
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
@@ -205,30 +183,30 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
                       runtime, dataset, dataset_spec,
                       {**{k: v for k, v in options.items() if v is not None},
                        "manifest_path": str(loaded.path.resolve())}, idempotency_key=key)
-        with _stacks_differ(), Cluster.connect(scheduler) as cluster:
-            if found is not None and not any(a.alive and a.capabilities.stack.get("key") == found.key
-                                             for a in cluster.agents()):
+        with versions_differ(), Cluster.connect(scheduler) as cluster, \
+                tempfile.TemporaryDirectory(prefix="repliscope-stack-agent-") as agent_logs:
+            if found is not None and live_agent_of(cluster, found.key) is None:
                 print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)
-                proc = _start_stack_agent(found, cluster.address)
-                _wait_for_stack(cluster, found.key, proc)
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeRemainingColumn(), console=console, transient=True, disable=as_json) as progress:
-                task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
-                outcome = submit_job(cluster, job, constraints,
-                                     on_progress=lambda n: progress.advance(task, n),
-                                     log=lambda line: print(line, file=sys.stderr),
-                                     on_total=lambda n: progress.update(task, total=n))
+                started.append(start_stack_agent(cluster, found, Path(agent_logs)))
+                try:
+                    wait_for_started(cluster, started, AGENT_START_TIMEOUT)
+                except RepliscopeError:
+                    stop_started(started)
+                    started.clear()
+                    raise
+            try:
+                with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TimeRemainingColumn(), console=console, transient=True, disable=as_json) as progress:
+                    task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
+                    outcome = submit_job(cluster, job, constraints,
+                                         on_progress=lambda n: progress.advance(task, n),
+                                         log=lambda line: print(line, file=sys.stderr),
+                                         on_total=lambda n: progress.update(task, total=n))
+            finally:
+                stop_started(started)
         stored = store.save_outcome(outcome, key, kind="evaluate")
     except RepliscopeError as exc:
         fail(exc)
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
     record = EvaluationRecord.model_validate(outcome.records[0])
     agent_id = outcome.agent.get("agent_id")
     if as_json:

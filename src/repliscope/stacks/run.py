@@ -15,7 +15,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ AGENT_START_TIMEOUT = 180.0
 
 
 @dataclass
-class _Started:
+class StartedAgent:
     """A local agent process this run started (stopped at the end)."""
 
     stack: Stack
@@ -77,23 +77,33 @@ def default_batch_size(loaded: Any, batch: int = 8) -> int:
     return 1 if shape and (shape[0] == 1 or any(d < 0 for d in shape[1:])) else batch
 
 
-def _live_agent_of(cluster: Cluster, key: str) -> str | None:
+@contextlib.contextmanager
+def versions_differ() -> Iterator[None]:
+    """Agents in other stacks differ in package versions on purpose (numpy 1 vs 2): Dask's client/worker version
+    check is noise while they run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Mismatched versions found")
+        yield
+
+
+def live_agent_of(cluster: Cluster, key: str) -> str | None:
     for agent in cluster.agents():
         if agent.alive and (agent.capabilities.stack or {}).get("key") == key:
             return agent.capabilities.agent_id
     return None
 
 
-def _start_agent(cluster: Cluster, stack: Stack, folder: Path) -> _Started:
+def start_stack_agent(cluster: Cluster, stack: Stack, folder: Path) -> StartedAgent:
+    """A local agent process in ``stack``'s interpreter joining ``cluster`` (its output in ``folder``)."""
     name = f"stack-{stack.key}-{uuid.uuid4().hex[:6]}"
     log_path = folder / f"{name}.log"
     log = log_path.open("wb")
     process = subprocess.Popen(agent_command(stack, cluster.address, name), stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL)
-    return _Started(stack, name, process, log_path, log)
+    return StartedAgent(stack, name, process, log_path, log)
 
 
-def _wait_for(cluster: Cluster, started: Sequence[_Started], timeout: float) -> None:
+def wait_for_started(cluster: Cluster, started: Sequence[StartedAgent], timeout: float) -> None:
     """Block until every started agent is alive on the cluster; StackError with its output when one exits or
     does not join within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -113,7 +123,7 @@ def _wait_for(cluster: Cluster, started: Sequence[_Started], timeout: float) -> 
             time.sleep(0.2)
 
 
-def _stop(started: Sequence[_Started]) -> None:
+def stop_started(started: Sequence[StartedAgent]) -> None:
     """SIGTERM each started agent, SIGKILL it after 10 s."""
     for s in started:
         with contextlib.suppress(ProcessLookupError):
@@ -140,7 +150,7 @@ def _for_stack(callback: Callable[[str, int], None] | None, key: str) -> Callabl
 
 
 def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, dataset_spec: str, matrix_id: str,
-             batch: int, outcomes: list[JobOutcome | str], started: list[_Started], say: Callable[[str], None],
+             batch: int, outcomes: list[JobOutcome | str], started: list[StartedAgent], say: Callable[[str], None],
              on_progress: Callable[[str, int], None] | None, on_total: Callable[[str, int], None] | None,
              limit: int | None, label_rule: str | None, threads: int, manifest: Path, agent_timeout: float) -> None:
     """Start the missing agents, run one job per stack in order (appending its outcome to ``outcomes``, or why it
@@ -151,14 +161,14 @@ def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, 
 
     with tempfile.TemporaryDirectory(prefix="repliscope-stack-agents-") as tmp:
         for stack in resolved:
-            agent = _live_agent_of(active, stack.key)
+            agent = live_agent_of(active, stack.key)
             if agent is not None:
                 say(f"stack {stack.key}: reusing live agent {agent}")
             else:
-                started.append(_start_agent(active, stack, Path(tmp)))
+                started.append(start_stack_agent(active, stack, Path(tmp)))
                 say(f"stack {stack.key}: starting agent {started[-1].name} ({stack.python_executable})")
         try:
-            _wait_for(active, started, agent_timeout)
+            wait_for_started(active, started, agent_timeout)
             for stack in resolved:
                 job = JobSpec(job_id=uuid.uuid4().hex, kind="evaluate",
                               manifest_ref=f"{loaded.manifest.name}@{loaded.manifest.version}",
@@ -181,7 +191,7 @@ def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, 
                     say(f"stack {stack.key} ({stack.spec}): failed: {why}")
                     outcomes.append(why)
         finally:
-            _stop(started)
+            stop_started(started)
 
 
 def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec: str,
@@ -210,10 +220,9 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
     matrix_id = uuid.uuid4().hex
     batch = batch_size or default_batch_size(loaded)
     own = cluster is None
-    started: list[_Started] = []
+    started: list[StartedAgent] = []
     outcomes: list[JobOutcome | str] = []
-    with warnings.catch_warnings():  # stacks differ on purpose (numpy 1 vs 2): Dask's version check is noise here
-        warnings.filterwarnings("ignore", message="Mismatched versions found")
+    with versions_differ():
         active = Cluster.connect(None) if cluster is None else cluster
         try:
             _run_all(active, resolved, loaded, runtime, dataset_spec, matrix_id, batch, outcomes, started, say,
