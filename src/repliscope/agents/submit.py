@@ -7,6 +7,7 @@ The submitter stores nothing: the caller stores the returned outcome with ``RunS
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -199,6 +200,8 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
             except _AllGone as exc:
                 failures.update(exc.reasons)
                 continue
+            with contextlib.suppress(Exception):  # forget the task on the scheduler now: the outcome is here, and an
+                client.cancel(future)  # agent leaving later must not make Dask "recompute" a finished job
             outcome = JobOutcome.model_validate_json(text)
             say(f"done on agent {outcome.agent.get('agent_id')} in {outcome.seconds:.2f} s")
             return outcome
