@@ -28,7 +28,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -87,16 +86,14 @@ def evaluate_job(manifest: Path, dataset: str, label_rule: str | None, **options
 
 
 def run_phase(cluster: object, manifest: Path, shards: int, limit: int | None) -> tuple[float, dict[str, int]]:
-    """All shard jobs at once; returns (wall seconds, sample id -> top-1)."""
+    """The shard jobs at once (``submit_sharded``); returns (wall seconds, sample id -> top-1)."""
     from repliscope.agents.placement import Constraints
-    from repliscope.agents.submit import submit_job
+    from repliscope.agents.submit import submit_sharded
 
     constraints = Constraints(framework="torch", framework_version=">=2.1,<3", runtime="onnxruntime")
-    jobs = [evaluate_job(manifest, str(SAMPLE), "imagenet_wnid", shard=f"{i}/{shards}",
-                         **({"limit": limit} if limit else {})) for i in range(shards)]
+    job = evaluate_job(manifest, str(SAMPLE), "imagenet_wnid", **({"limit": limit} if limit else {}))
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(shards) as pool:
-        outcomes = list(pool.map(lambda j: submit_job(cluster, j, constraints), jobs))  # type: ignore[arg-type]
+    outcomes = submit_sharded(cluster, job, constraints, shards)  # type: ignore[arg-type]
     wall = time.perf_counter() - t0
     top1: dict[str, int] = {}
     for outcome in outcomes:
@@ -105,7 +102,7 @@ def run_phase(cluster: object, manifest: Path, shards: int, limit: int | None) -
                 assert s["sample_id"] not in top1, f"{s['sample_id']} evaluated twice"
                 top1[s["sample_id"]] = s["topk_indices"][0] if s["topk_indices"] else -1
     agents = sorted({o.agent.get("agent_id", "?") for o in outcomes})
-    print(f"  {len(jobs)} jobs on {', '.join(agents)}: {len(top1)} images in {wall:.1f} s = {len(top1) / wall:.1f}/s")
+    print(f"  {shards} jobs on {', '.join(agents)}: {len(top1)} images in {wall:.1f} s = {len(top1) / wall:.1f}/s")
     return wall, top1
 
 
@@ -148,19 +145,12 @@ def scale_out(shards: int, limit: int | None) -> float:
 
 def overhead(cluster: object, repeats: int, label: str) -> float:
     from repliscope.agents.placement import Constraints
-    from repliscope.agents.submit import submit_job
+    from repliscope.agents.submit import dispatch_overheads
 
     manifest = ROOT / "examples" / "efficientnet-lite0.yaml"
-    constraints = Constraints(runtime="onnxruntime")
-    samples = []
-    for i in range(repeats + 2):
-        job = evaluate_job(manifest, "foolbox_imagenet", None, limit=1)
-        t0 = time.perf_counter()
-        outcome = submit_job(cluster, job, constraints)  # type: ignore[arg-type]
-        wall = time.perf_counter() - t0
-        if i >= 2:  # the first two load the model / export it
-            samples.append(wall - outcome.seconds)
-    med = statistics.median(samples)
+    jobs = [evaluate_job(manifest, "foolbox_imagenet", None, limit=1) for _ in range(repeats + 2)]
+    samples = dispatch_overheads(cluster, jobs, Constraints(runtime="onnxruntime"))[2:]  # type: ignore[arg-type]
+    med = statistics.median(samples)  # (the first two load the model / export it)
     print(f" {label}: dispatch overhead median {med * 1000:.1f} ms, p90 "
           f"{sorted(samples)[int(0.9 * (len(samples) - 1))] * 1000:.1f} ms over {len(samples)} one-image jobs")
     return med
