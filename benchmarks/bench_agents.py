@@ -13,7 +13,7 @@ overhead = the submitter's wall time - the seconds execute_job took on the agent
 embedded default (an in-process scheduler and agent, ``Cluster.connect(None)``) and on the TCP scheduler with an
 agent process.
 
-Usage: python benchmarks/bench_agents.py [--shards 10] [--repeats 20] [--limit N] [--only dispatch|scale-out]
+Usage: python benchmarks/bench_agents.py [--shards 4] [--repeats 20] [--limit N] [--only dispatch|scale-out]
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def dispatch(repeats: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shards", type=int, default=10)
+    parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--limit", type=int, default=None, help="only the first N images of the sample")
     parser.add_argument("--only", choices=("dispatch", "scale-out"), default=None)
