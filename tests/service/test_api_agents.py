@@ -86,6 +86,10 @@ def test_a_job_no_agent_qualifies_for_is_refused_with_the_reasons(
     assert r.status_code == 422 and r.json()["error"]["code"] == "no_agent_matches"
     assert version("onnxruntime") in str(r.json()["error"]["reasons"][AGENT_ID])
 
+    r = client.post("/api/v1/jobs", json={**body, "options": {"stack": "0123456789ab"}}, headers=runner)
+    assert r.status_code == 422 and r.json()["error"]["reasons"] == {
+        AGENT_ID: ["runs stack 'current', not '0123456789ab'"]}
+
     r = client.post("/api/v1/jobs", json={**body, "options": {"hardware": ["gpu_count>=1"]}}, headers=runner)
     assert r.status_code == 422 and r.json()["error"]["field"] == "body.options.hardware"
     assert "cpu_model" in r.json()["error"]["message"] and "memory_gib" in r.json()["error"]["message"]
