@@ -153,6 +153,8 @@ def _placeable(check: Any, spec: Any) -> None:
     except NoAgentMatches as exc:
         raise ApiError(422, str(exc), field="body.options", code="no_agent_matches",
                        reasons={agent: list(r) for agent, r in exc.reasons.items()}) from None
+    except OSError as exc:  # the scheduler went away
+        raise ApiError(503, f"the agents' scheduler is not reachable: {exc}", code="unavailable") from None
 
 
 @router.get("", response_model=list[JobOut])
