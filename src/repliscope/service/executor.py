@@ -307,8 +307,7 @@ class DaskJobExecutor:
         return on_total, on_progress, state
 
     def _follow(self, job: JobSpec, cancel: threading.Event) -> None:
-        from repliscope.agents.placement import NoAgentMatches
-        from repliscope.agents.submit import JobFailedEverywhere, submit_job
+        from repliscope.agents.submit import submit_job
 
         job_id, key = job.job_id, job.key
         if cancel.is_set():  # cancelled before this thread got going (final already)
@@ -338,10 +337,7 @@ class DaskJobExecutor:
             else:
                 self._finish(job_id, "cancelled", append_log="cancelled")
             return
-        except (NoAgentMatches, JobFailedEverywhere) as exc:
-            self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
-            return
-        except (RepliscopeError, OSError) as exc:
+        except (RepliscopeError, OSError) as exc:  # NoAgentMatches, JobFailedEverywhere (each agent's reason), ...
             self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
             return
         if cancel.is_set() and self._stopping:
