@@ -124,6 +124,7 @@ def test_a_job_runs_on_the_agent_and_stores_once_per_idempotency_key(
 def test_a_stored_stack_matrix_is_served_and_rendered(
         client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
     from tests.service.matrices import FLIPPED, OLD_KEY, make_matrix
+    from tests.service.test_web_pages import assert_accessible
     from tests.store.records import TOP1_A, make_record
 
     store = service_app.state.store
@@ -153,9 +154,11 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert ('<td class="num">0.9500</td><td class="num">1</td>\n<td class="num">0</td><td class="num">0.0123</td>'
             '<td class="num">0.000456</td>') in row and "<td>differs</td>" in row
     assert f"<code>{FLIPPED}</code>" in text
+    assert_accessible(text)
     assert client.get("/stack-matrices/ffffffffffff", headers=viewer).status_code == 404
 
     agents = client.get("/agents", headers=viewer).text
+    assert_accessible(agents)
     assert f'<a href="/stack-matrices/{MATRIX_ID}"><code>5ac0abababab</code></a>' in agents
     assert "current · onnxruntime==1.20.1" in agents
     model = client.get("/models/efficientnet-lite0", headers=viewer).text
