@@ -67,6 +67,9 @@ def test_the_embedded_agent_is_listed_with_this_venvs_versions(
     assert '<span class="badge alive">alive</span>' in page.text
     assert f"onnxruntime: onnxruntime {version('onnxruntime')}" in page.text
     assert '<a href="/agents">Agents</a>' in page.text
+    # at 390 px the runtimes list keeps a readable width (the table scrolls in its box, not one word a line)
+    assert '<td class="list"><ul class="cells"><li>' in page.text
+    assert "td.list { min-width: 15rem; }" in client.get("/static/style.css").text
 
 
 def test_a_job_no_agent_qualifies_for_is_refused_with_the_reasons(
