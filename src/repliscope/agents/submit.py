@@ -238,6 +238,11 @@ def dispatch_overheads(cluster: Cluster, jobs: list[JobSpec], constraints: Const
     return out
 
 
+GONE_AFTER_S = 2.0
+"""Seconds every agent a job may run on must stay absent from the scheduler's workers before the job gives up on
+them (Dask itself reschedules on a live one; this only ends the wait when none is left)."""
+
+
 def _more(items: list[str], before: int) -> bool:
     return len(items) > before
 
@@ -257,6 +262,7 @@ def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: thread
 
     addresses = {a.address: a.capabilities.agent_id for a in agents}
     cancelled_at: float | None = None
+    gone_since: float | None = None
     while True:
         try:
             return str(future.result(timeout=POLL_S))
@@ -282,6 +288,11 @@ def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: thread
             future.cancel()  # the agent did not reach a progress callback in 30 s
             raise JobCancelled(job_id)
         live = set(cluster.client.scheduler_info(n_workers=-1)["workers"])
-        if not live & set(addresses):
+        if live & set(addresses):
+            gone_since = None
+            continue
+        if gone_since is None:  # one reading is not enough (a busy scheduler may answer between heartbeats)
+            gone_since = time.monotonic()
+        if time.monotonic() - gone_since >= GONE_AFTER_S:
             future.cancel()
             raise _AllGone({agent: "the agent died or left while it ran the job" for agent in addresses.values()})
