@@ -4,7 +4,6 @@ bit-exact through the JSON encoding, and the record (result hash) unchanged by k
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,25 +11,14 @@ import pytest
 from repliscope.datasets import resolve_dataset
 from repliscope.evaluation.engine import LoopOptions, raw_rows, run_loop
 from repliscope.evaluation.run import PreparedRun, RunSettings, evaluate, prepare
-from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.stacks.current import current_stack
 from repliscope.stacks.outputs import decode_outputs, encode_outputs
 from tests.conftest import FOOLBOX_LABELS, LITE0
+from tests.evaluation.test_engine_reading import FakeRunner
 
 
-class ScoreRunner(Runner):
+class ScoreRunner(FakeRunner):
     """Scores derived from the input: class (mean pixel * 1000) mod 1000 wins, deterministic per image."""
-
-    name = "fake"
-
-    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
-        super().__init__(artifact, threads=threads, cache_dir=cache_dir)
-
-    def framework(self) -> tuple[str, str]:
-        return "fake", "1.0"
-
-    def _load(self) -> None:
-        pass
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         scores = np.tile(np.linspace(0, 1, 1000, dtype=np.float32), (batch.shape[0], 1))
