@@ -83,3 +83,16 @@ def test_evaluate_with_stack_current_runs_on_the_in_process_agent_of_this_enviro
     record = json.loads(res.stdout)
     assert record["software"]["stack"]["key"] == "current"
     assert RunStore().get(record["run_id"]).run_id == record["run_id"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["agent", "--scheduler", "foo"], "error: --scheduler 'foo': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786\n"),
+    (["agent", "--scheduler", "tcp://127.0.0.1"], "error: --scheduler 'tcp://127.0.0.1': give tcp://HOST:PORT"),
+    (["agents", "--scheduler", "tcp://127.0.0.1:99999"], "error: --scheduler 'tcp://127.0.0.1:99999': give "
+                                                         "tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786 (or 'local'"),
+])
+def test_a_malformed_scheduler_address_is_one_line_before_dask_sees_it(args: list[str], message: str) -> None:
+    """Dask's own error for it comes with a logged traceback; ours is one line."""
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(message) and "Traceback" not in res.output, res.output

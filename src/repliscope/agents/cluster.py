@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -137,9 +138,7 @@ class Cluster:
             cluster = cls(Client(local, set_as_default=False), local, worker)
             cluster.wait_for_agents(1, timeout)
             return cluster
-        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
-            raise RepliscopeError(f"--scheduler {scheduler!r}: give tcp://HOST:PORT (or 'local' for an in-process "
-                                  "scheduler)")
+        check_scheduler_address(scheduler, local_allowed=True)
         try:
             client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
         except OSError as exc:
@@ -194,6 +193,20 @@ class Cluster:
         self.close()
 
 
+_ADDRESS = re.compile(r"^(tcp|tls|ws|wss)://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
+
+
+def check_scheduler_address(address: str, local_allowed: bool) -> None:
+    """A RepliscopeError unless ``address`` is ``PROTOCOL://HOST:PORT`` (tcp, tls, ws, wss; an ``inproc://`` one
+    too, and ``local`` when ``local_allowed``), before Dask sees it (its own error comes with a traceback)."""
+    if address.startswith("inproc://"):
+        return
+    match = _ADDRESS.match(address)
+    if match is None or not 0 < int(match.group(3)) < 65536:
+        local = " (or 'local' for an in-process scheduler)" if local_allowed else ""
+        raise RepliscopeError(f"--scheduler {address!r}: give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786{local}")
+
+
 def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
               on_ready: Callable[[AgentCapabilities, str], None] | None = None, death_timeout: float = 60.0) -> None:
     """Run an agent (a Dask worker named ``agent_id``, default ``<hostname>-<pid>``, with ``nthreads`` task threads)
@@ -207,6 +220,7 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
 
     from repliscope.agents.capabilities import default_agent_id
 
+    check_scheduler_address(scheduler, local_allowed=False)
     name = agent_id or default_agent_id()
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO start-up lines drown what we print
     if nthreads < 1:
