@@ -115,3 +115,42 @@ def test_matrix_current_vs_onnxruntime_1_20_1(ort_stack: tuple[Stack, float], tm
     assert current_run.software["distributions"]["onnxruntime"] == onnxruntime.__version__
     assert db.get_stack_matrix(m["matrix_id"]).pairs[0].agreement == 1.0
     assert stack.key in out.read_text()
+
+
+def test_an_agent_without_the_framework_never_gets_the_job(ort_stack: tuple[Stack, float], tmp_path: Path) -> None:
+    """A real agent in the onnxruntime 1.20.1 stack (no torch) beside this environment's in-process agent: the
+    torch-source Lite0 on onnxruntime (the export needs torch) always goes to the in-process agent, and restricted
+    to the stack it is refused at once, the stack's agent named with the missing framework."""
+    import uuid
+
+    from repliscope.agents.cluster import Cluster
+    from repliscope.agents.placement import NoAgentMatches, constraints_for
+    from repliscope.agents.submit import submit_job
+    from repliscope.jobs import JobSpec
+    from repliscope.manifest.loader import load_manifest
+    from repliscope.stacks.run import start_stack_agent, stop_started, versions_differ, wait_for_started
+
+    stack, _ = ort_stack
+    loaded = load_manifest(LITE0)
+    with versions_differ(), Cluster.connect(None) as cluster:
+        started = [start_stack_agent(cluster, stack, tmp_path)]
+        try:
+            wait_for_started(cluster, started, 180)
+            assert len([a for a in cluster.agents() if a.alive]) == 2
+            ran_on = []
+            for _ in range(3):
+                job = JobSpec(uuid.uuid4().hex, "evaluate", "lite0", loaded.text, "onnxruntime", "foolbox_imagenet",
+                              "foolbox_imagenet", {"limit": 2, "threads": 1, "batch_size": 1,
+                                                   "manifest_path": str(LITE0)})
+                ran_on.append(submit_job(cluster, job, constraints_for(loaded, "onnxruntime")).agent["stack"]["key"])
+            assert ran_on == ["current"] * 3
+            with pytest.raises(NoAgentMatches) as refused:
+                constraints = constraints_for(loaded, "onnxruntime", stack=stack.key)
+                submit_job(cluster, JobSpec(uuid.uuid4().hex, "evaluate", "lite0", loaded.text, "onnxruntime",
+                                            "foolbox_imagenet", "foolbox_imagenet", {"limit": 2}), constraints)
+            reasons = refused.value.reasons
+            assert set(reasons) == {started[0].name, *(a.capabilities.agent_id for a in cluster.agents()
+                                                       if a.capabilities.stack.get("key") == "current")}
+            assert any("framework 'torch'" in why and "not installed" in why for why in reasons[started[0].name])
+        finally:
+            stop_started(started)
