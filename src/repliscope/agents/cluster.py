@@ -228,6 +228,9 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
 
     async def main() -> None:
         plugin = agent_plugin()
+        worker_log = logging.getLogger("distributed.worker")
+        level = worker_log.level
+        worker_log.setLevel(logging.CRITICAL)  # a failed start is said once, below (Dask logs it as an ERROR too)
         try:
             worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0,
                                   death_timeout=death_timeout)
@@ -236,6 +239,8 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
             if "name taken" in why:
                 why = f"an agent named '{name}' is already on that scheduler: give another --name"
             raise RepliscopeError(f"agent {name} could not join the scheduler {scheduler}: {why}") from exc
+        finally:
+            worker_log.setLevel(level)
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

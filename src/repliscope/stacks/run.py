@@ -185,7 +185,10 @@ def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, 
                         on_progress=_for_stack(on_progress, stack.key), on_total=_for_stack(on_total, stack.key),
                         log=say))
                 except (JobFailedEverywhere, NoAgentMatches) as exc:
-                    reasons = getattr(exc, "reasons", None)
+                    reasons = dict(getattr(exc, "reasons", None) or {})
+                    if isinstance(exc, NoAgentMatches):  # only the stack's own agents say why it cannot run
+                        reasons = {a: r for a, r in reasons.items()
+                                   if not any(str(x).startswith("runs stack ") for x in r)}
                     why = "; ".join(str(r) if isinstance(r, str) else ", ".join(r) for r in reasons.values()) \
                         if reasons else str(exc)
                     say(f"stack {stack.key} ({stack.spec}): failed: {why}")
