@@ -127,9 +127,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 def _mount_web(app: FastAPI) -> None:
     """Include the web UI's router (``repliscope.service.web``) when it is there."""
     try:
+        from repliscope.service.web import LoginRequired, login_redirect
         from repliscope.service.web import router as web_router
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("repliscope.service.web"):
             raise
         return
     app.include_router(web_router)
+    app.add_exception_handler(LoginRequired, login_redirect)

@@ -5,6 +5,6 @@
 ``/jobs/{id}``; assets under ``/static/``.
 """
 
-from repliscope.service.web.routes import router
+from repliscope.service.web.routes import LoginRequired, login_redirect, router
 
-__all__ = ["router"]
+__all__ = ["LoginRequired", "login_redirect", "router"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from repliscope.errors import RepliscopeError, StoreError
@@ -66,8 +66,29 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-def _login_redirect(request: Request) -> RedirectResponse:
-    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+class LoginRequired(Exception):
+    """A page needs a signed-in caller: :func:`login_redirect` answers it with a redirect to ``/login?next=``."""
+
+    def __init__(self, here: str) -> None:
+        super().__init__(here)
+        self.here = here
+
+
+def _signed_in(request: Request) -> Any:
+    """The caller of a page (a dependency: :data:`SignedIn`); no caller -> :class:`LoginRequired`."""
+    principal = _principal(request)
+    if principal is None:
+        raise LoginRequired(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+    return principal
+
+
+SignedIn = Annotated[Any, Depends(_signed_in)]
+"""A page route's signed-in caller (a principal); a request without one is redirected to the login page."""
+
+
+async def login_redirect(_request: Request, exc: Exception) -> Response:
+    """The app's handler of :class:`LoginRequired` (registered with the web router)."""
+    here = exc.here if isinstance(exc, LoginRequired) else "/"
     return RedirectResponse(f"/login?next={quote(here, safe='')}", status_code=303)
 
 
@@ -133,18 +154,12 @@ def logout() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def models_page(request: Request) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def models_page(request: Request, principal: SignedIn) -> Response:
     return _page(principal, "models.html", title="Models", models=views.model_rows(_store(request)))
 
 
 @router.get("/models/{name}", response_class=HTMLResponse)
-def model_page(request: Request, name: str) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def model_page(request: Request, name: str, principal: SignedIn) -> Response:
     rows = views.model_rows(_store(request), name)
     if not rows:
         return _error(principal, 404, f"no evaluation of a model named '{name}' is stored")
@@ -170,13 +185,11 @@ def _date(value: str, field: str, problems: list[str]) -> datetime | None:
 
 
 @router.get("/runs", response_class=HTMLResponse)
-def runs_page(request: Request, sort: str = "-created_at", page: str = "1", page_size: str = "50") -> Response:
+def runs_page(request: Request, principal: SignedIn, sort: str = "-created_at", page: str = "1",
+              page_size: str = "50") -> Response:
     from repliscope.store.registry import InvalidInputError
     from repliscope.store.repository import SORTS, RunQuery
 
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
     params = request.query_params
     filters = {k: v for k in (*views.RUN_FILTERS, *DATE_FILTERS) if (v := params.get(k, "").strip())}
     problems: list[str] = []
@@ -207,10 +220,7 @@ def runs_page(request: Request, sort: str = "-created_at", page: str = "1", page
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: str) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def run_page(request: Request, run_id: str, principal: SignedIn) -> Response:
     store = _store(request)
     try:
         page = views.run_page(store, run_id)
@@ -235,10 +245,7 @@ def _sweep_reference(store: Any, sweep_id: str) -> str | None:
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, a: str = "", b: str = "") -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = "") -> Response:
     if not a or not b:
         missing = " and ".join(n for n, v in (("a", a), ("b", b)) if not v)
         return _error(principal, 400, f"compare needs two run ids: the query parameter {missing} is missing "
@@ -258,10 +265,7 @@ def _role_at_least(principal: Any, role: str) -> bool:
 
 
 @router.get("/new", response_class=HTMLResponse)
-def wizard_page(request: Request) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def wizard_page(request: Request, principal: SignedIn) -> Response:
     from repliscope.service.web import jobs
 
     return _page(principal, "new.html", title="New run", choices=jobs.wizard_choices(_store(request),
@@ -281,10 +285,7 @@ def _agent_choices(request: Request) -> list[Any]:
 
 
 @router.post("/new")
-async def wizard_submit(request: Request) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+async def wizard_submit(request: Request, principal: SignedIn) -> Response:
     from starlette.concurrency import run_in_threadpool
 
     from repliscope.service.web import jobs
@@ -305,10 +306,7 @@ async def wizard_submit(request: Request) -> Response:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: str) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def job_page(request: Request, job_id: str, principal: SignedIn) -> Response:
     from repliscope.service.web import jobs
 
     job = jobs.job_view(_store(request), job_id)
@@ -321,10 +319,7 @@ def job_page(request: Request, job_id: str) -> Response:
 
 
 @router.get("/agents", response_class=HTMLResponse)
-def agents_page(request: Request) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def agents_page(request: Request, principal: SignedIn) -> Response:
     from repliscope.service.routers.agents import list_agents
     from repliscope.service.web import agents
 
@@ -338,10 +333,7 @@ def agents_page(request: Request) -> Response:
 
 
 @router.get("/stack-matrices/{matrix_id}", response_class=HTMLResponse)
-def stack_matrix_page(request: Request, matrix_id: str) -> Response:
-    principal = _principal(request)
-    if principal is None:
-        return _login_redirect(request)
+def stack_matrix_page(request: Request, matrix_id: str, principal: SignedIn) -> Response:
     from repliscope.service.web import agents
 
     try:
