@@ -130,22 +130,38 @@ class ThreadJobExecutor:
                 result_ids=result.get("run_ids", []) + result.get("sweep_ids", []) + result.get("benchmark_ids", []),
                 append_log=f"succeeded: {result.get('summary') or result}")
 
-    def _progress_callback(self, job_id: str) -> tuple[Callable[[int], None], dict[str, int]]:
-        import time
-
-        state = {"done": 0}
-        last = [0.0]
-
-        def on_progress(n: int) -> None:
+    def _progress_callback(self, job_id: str) -> tuple[Callable[[int], None], dict[str, Any]]:
+        def check_cancel() -> None:
             if job_id in self._cancelled:
                 raise JobCancelled(job_id)
-            state["done"] += n
-            now = time.monotonic()
-            if now - last[0] >= self.progress_every:
-                last[0] = now
-                _update(self.store, job_id, progress_done=state["done"])
 
+        _, on_progress, state = progress_writer(self.store, job_id, self.progress_every, check_cancel)
         return on_progress, state
+
+
+def progress_writer(store: Any, job_id: str, every: float, on_each: Callable[[], None] | None = None
+                    ) -> tuple[Callable[[int], None], Callable[[int], None], dict[str, Any]]:
+    """``on_total(n)`` and ``on_progress(n)`` (n more samples done) writing the job's row, progress at most every
+    ``every`` seconds; ``on_each()`` runs first on each call (a cancel check, a status change); ``state["done"]``."""
+    import time
+
+    state: dict[str, Any] = {"done": 0, "last": 0.0}
+
+    def on_total(n: int) -> None:
+        if on_each is not None:
+            on_each()
+        _update(store, job_id, progress_total=n)
+
+    def on_progress(n: int) -> None:
+        if on_each is not None:
+            on_each()
+        state["done"] += n
+        now = time.monotonic()
+        if now - state["last"] >= every:
+            state["last"] = now
+            _update(store, job_id, progress_done=state["done"])
+
+    return on_total, on_progress, state
 
 
 def run_job(job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Callable[[int], None],
@@ -285,27 +301,6 @@ class DaskJobExecutor:
             with self._lock:
                 self._threads.pop(job_id, None)
 
-    def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None],
-                                                         dict[str, Any]]:
-        """``on_total(n)``, ``on_progress(n)`` (n more samples done) for the job's row; ``state["done"]``."""
-        import time
-
-        state: dict[str, Any] = {"done": 0, "last": 0.0}
-
-        def on_total(n: int) -> None:
-            self._started(job_id)
-            _update(self.store, job_id, progress_total=n)
-
-        def on_progress(n: int) -> None:
-            self._started(job_id)
-            state["done"] += n
-            now = time.monotonic()
-            if now - state["last"] >= self.progress_every:
-                state["last"] = now
-                _update(self.store, job_id, progress_done=state["done"])
-
-        return on_total, on_progress, state
-
     def _follow(self, job: JobSpec, cancel: threading.Event) -> None:
         from repliscope.agents.submit import submit_job
 
@@ -320,7 +315,8 @@ class DaskJobExecutor:
                          append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
                                     f"({', '.join(earlier.all_ids) or 'no stored result'}); not run again")
             return
-        on_total, on_progress, state = self._progress_callbacks(job_id)
+        on_total, on_progress, state = progress_writer(self.store, job_id, self.progress_every,
+                                                       lambda: self._started(job_id))
 
         def log(line: str) -> None:
             _update(self.store, job_id, append_log=line)
