@@ -301,6 +301,11 @@ class DaskJobExecutor:
             with self._lock:
                 self._threads.pop(job_id, None)
 
+    def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None],
+                                                         dict[str, Any]]:
+        """The job row's ``on_total``, ``on_progress`` (the first of either marks it running) and state."""
+        return progress_writer(self.store, job_id, self.progress_every, lambda: self._started(job_id))
+
     def _follow(self, job: JobSpec, cancel: threading.Event) -> None:
         from repliscope.agents.submit import submit_job
 
@@ -315,8 +320,7 @@ class DaskJobExecutor:
                          append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
                                     f"({', '.join(earlier.all_ids) or 'no stored result'}); not run again")
             return
-        on_total, on_progress, state = progress_writer(self.store, job_id, self.progress_every,
-                                                       lambda: self._started(job_id))
+        on_total, on_progress, state = self._progress_callbacks(job_id)
 
         def log(line: str) -> None:
             _update(self.store, job_id, append_log=line)
