@@ -17,15 +17,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from repliscope.errors import ManifestError, OpSpecError, RepliscopeError, raise_collected
+from repliscope.limits import MANIFEST_BYTES
+from repliscope.manifest.limits import check_numbers
 from repliscope.manifest.schema import Manifest
 from repliscope.manifest.yaml_lines import Path_, format_path, line_of, load_with_lines
 from repliscope.ops.base import BuildContext, Op, PostOp, PreOp, StaticShape
 
-MAX_MANIFEST_BYTES = 1 << 20
+MAX_MANIFEST_BYTES = MANIFEST_BYTES.default
 """1 MiB: a manifest is stored with every run; a real one is a few KiB."""
 
 _PERCENT_METRICS = ("top1", "top5")
-_TASKS = ("image_classification", "object_detection")
+_TASKS = ("image_classification", "object_detection", "semantic_segmentation")
 _M = TypeVar("_M", bound=BaseModel)
 
 PLACEHOLDER = "CHANGE-ME"
@@ -125,16 +127,19 @@ def _inspect(p: Path, found: Inspection) -> None:
     errors.extend(ManifestError(f"still the placeholder of `repliscope manifest new`: {text!r}; write the real "
                                 "value", file=str(p), line=line_of(at, lines), field=format_path(at))
                   for at, text in placeholders.items())
+    numbers = check_numbers(data, str(p), lines)  # NaN, inf, 1e400, 10**400: in any field
+    errors.extend(numbers)
+    taken = {format_path(at) for at in placeholders} | {e.field for e in numbers}
     manifest: Manifest | None = None
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        errors.extend(e for e in _schema_errors(exc, str(p), lines)
-                      if not any(format_path(at) == e.field for at in placeholders))
+        errors.extend(e for e in _schema_errors(exc, str(p), lines) if e.field not in taken)
     # op entries are checked against the op registry even when other fields are wrong: all errors at once
-    before_ops = len(errors)
-    pre, post = _build_raw_ops(data, str(p), lines, errors)
-    ops_ok = len(errors) == before_ops
+    op_errors: list[ManifestError] = []
+    pre, post = _build_raw_ops(data, str(p), lines, op_errors)
+    errors.extend(e for e in op_errors if e.field not in taken)
+    ops_ok = not op_errors
     digest = hashlib.sha256(raw).hexdigest()
     if manifest is not None:
         loaded = found.loaded = LoadedManifest(manifest, p, text, digest, lines)
@@ -240,6 +245,10 @@ def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp
         return errors
     if m.task == "object_detection":
         return errors + _check_detection(loaded, post)
+    if m.task == "semantic_segmentation":
+        from repliscope.tasks.segmentation import check_postprocess
+
+        return errors + [loaded.error(msg, at) for msg, at in check_postprocess(m, post)]
     return errors + _check_classification(loaded, post)
 
 

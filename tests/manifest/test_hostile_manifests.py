@@ -1,0 +1,90 @@
+"""Issue 20 (items 5, 11, 14 loader part): hostile manifests are refused fast, naming file, line, field, limit."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from repliscope.errors import ManifestError, ManifestErrors
+from repliscope.manifest.limits import check_data, check_numbers, read_limited
+from repliscope.manifest.loader import load_manifest
+from repliscope.manifest.yaml_lines import MAX_NODES
+from tests.conftest import LITE0
+from tests.manifest.test_loader import line_of, write_variant
+
+
+@pytest.mark.parametrize(("old", "new", "field", "shown"), [
+    ("value: 127.0", "value: .nan", "preprocess[4].value", "nan"),
+    ("value: 128.0", "value: .inf", "preprocess[5].value", "inf"),
+    ("value: 128.0", "value: -.Inf", "preprocess[5].value", "-inf"),
+    ("value: 127.0", "value: 1.0e+400", "preprocess[4].value", "inf"),
+    ("value: 75.1", "value: .nan", "claims[0].value", "nan"),
+])
+def test_non_finite_numbers_are_refused(tmp_path: Path, old: str, new: str, field: str, shown: str) -> None:
+    p = write_variant(tmp_path, old, new)
+    with pytest.raises(ManifestError) as ei:
+        load_manifest(p)
+    assert ei.value.errors == [ei.value] or isinstance(ei.value, ManifestErrors)
+    (err,) = ei.value.errors  # one error per field: the schema/op errors of that field are not repeated
+    assert (err.file, err.line, err.field) == (str(p), line_of(p, new), field)
+    assert str(err).endswith(f"{shown} is not a finite number; every number of a manifest must be finite (NaN "
+                             "and infinity, or a value like 1e400 that overflows to it, are refused)")
+
+
+def test_huge_integer_is_refused_with_the_limit(tmp_path: Path) -> None:
+    p = write_variant(tmp_path, "    size: 256\n", "    size: " + "9" * 300 + "\n")
+    with pytest.raises(ManifestError) as ei:
+        load_manifest(p)
+    (err,) = ei.value.errors
+    assert err.field == "preprocess[1].size" and err.line == line_of(p, "9" * 300)
+    assert "an integer of 300 digits is out of range (at most 9,223,372,036,854,775,807" in str(err)
+
+
+def test_600_kb_manifest_is_refused_fast_naming_the_value_count(tmp_path: Path) -> None:
+    """A 600 KB upload took 19.7 s and was blamed on aliases it did not have (a flow list of 150 000 items)."""
+    text = LITE0.read_text().replace("shape: [-1, 3, 224, 224]", "shape: [" + ", ".join(["1"] * 200_000) + "]")
+    p = tmp_path / "big.yaml"
+    p.write_text(text)
+    assert 550_000 < p.stat().st_size < 1 << 20
+    start = time.perf_counter()
+    with pytest.raises(ManifestError) as ei:
+        load_manifest(p)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, elapsed
+    assert "alias" not in str(ei.value)
+    assert f"the document has more than {MAX_NODES} values" in str(ei.value)
+    assert ei.value.line == line_of(p, "shape: [")
+
+
+def test_long_scalar_manifest_loads_fast(tmp_path: Path) -> None:
+    """A 600 KB description (few values) is allowed and parsed by libyaml in well under a second."""
+    p = write_variant(tmp_path, "license: Apache-2.0", "license: '" + "a " * 300_000 + "'")
+    start = time.perf_counter()
+    assert load_manifest(p).manifest.license.startswith("a a ")
+    assert time.perf_counter() - start < 1.5
+
+
+def test_check_data_for_importers(tmp_path: Path) -> None:
+    """The public limits work on data from any parser (a JSON config of an importer)."""
+    deep: list = []
+    inner = deep
+    for _ in range(10_000):
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(ManifestError, match=r"nested more than 32 levels deep \(yaml_depth\)"):
+        check_data(deep, "cfg.json")
+    with pytest.raises(ManifestError, match=r"more than 10,000 values \(yaml_nodes\)"):
+        check_data({"x": list(range(20_000))}, "cfg.json")
+    with pytest.raises(ManifestError) as ei:
+        check_data(json.loads('{"input_size": [3, 1' + "0" * 400 + ', 224], "std": [NaN, 1, 1]}'), "cfg.json")
+    assert sorted(str(e.field) for e in ei.value.errors) == ["input_size[1]", "std[0]"]
+    assert check_numbers({"a": [1.5, True, 2 ** 62]}, "f") == []
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(40 << 20)  # sparse: nothing is read
+    with pytest.raises(ManifestError, match=r"41,943,040 bytes, more than the 1,048,576-byte limit"):
+        read_limited(big)
+    assert read_limited(LITE0) == LITE0.read_bytes()
