@@ -118,8 +118,9 @@ def manifest_hash(
     target: Annotated[str, typer.Argument(help="A file path, or package://DIST/path/inside/the/distribution.")],
     as_json: JsonOption = False,
 ) -> None:
-    """Print the sha256 of a file or of a package:// file (and the path it resolves to), for source.sha256."""
-    from repliscope.manifest.sources import locate_package_file, sha256_file
+    """Print the sha256 of a file or of a package:// file (and the path it resolves to), for source.sha256.
+    For an ``.onnx`` model with external data it is the hash over the model and its external data files."""
+    from repliscope.manifest.sources import locate_package_file, source_file_sha256
 
     try:
         if target.startswith("package://"):
@@ -130,7 +131,7 @@ def manifest_hash(
             path = Path(target)
             if not path.is_file():
                 raise RepliscopeError(f"{target}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
-        digest = sha256_file(path)
+        digest = source_file_sha256(path)  # an .onnx: over the model and its external data
     except (RepliscopeError, OSError) as exc:
         fail(exc)
         return

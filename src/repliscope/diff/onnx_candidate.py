@@ -50,6 +50,10 @@ class OnnxCandidate(Candidate):
     OUTPUT_CHUNK = 2
 
     def __init__(self, model: onnx.ModelProto | Path | str, threads: int = 2, source: str = "") -> None:
+        if not isinstance(model, onnx.ModelProto):
+            from repliscope.runtimes.onnx_external import check_external_data
+
+            check_external_data(model)  # before onnx.load reads the external data files
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
         self.source = source or (str(model) if not isinstance(model, onnx.ModelProto) else "<in-memory model>")
         self.threads = threads

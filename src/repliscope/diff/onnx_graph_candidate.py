@@ -41,6 +41,9 @@ class OnnxGraphCandidate(NamedCandidate):
         super().__init__()
         self.path = Path(path)
         self.threads = threads
+        from repliscope.runtimes.onnx_external import check_external_data
+
+        check_external_data(self.path)  # before onnx.load reads the external data files
         try:
             self.model = onnx.load(str(self.path))
         except Exception as exc:  # protobuf decode errors of a file that is not an ONNX model

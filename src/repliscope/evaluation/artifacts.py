@@ -38,7 +38,8 @@ def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bo
             local = {"module_dir": folder, "module_sha256": digest}
         architecture = Architecture(arch.factory, dict(arch.kwargs), **local)
     path = resolve_source(m.source.uri, base_dir=loaded.base_dir, sha256=m.source.sha256, cache_dir=cache_dir,
-                          allow_download=allow_download, what="source", allow_outside_paths=allow_outside_paths)
+                          allow_download=allow_download, what="source", allow_outside_paths=allow_outside_paths,
+                          format=m.source.format)
     spec = m.inputs[0]
     return ModelArtifact(path=path, sha256=m.source.sha256, format=m.source.format, input_name=spec.name,
                          input_shape=tuple(spec.shape), input_dtype=spec.dtype, architecture=architecture,

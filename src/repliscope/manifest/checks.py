@@ -87,7 +87,7 @@ def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool
     if source is not None:
         try:
             resolve_source(source.uri, base_dir=base_dir, sha256=source.sha256, cache_dir=cache_dir,
-                           allow_outside_paths=allow_outside_paths)
+                           allow_outside_paths=allow_outside_paths, format=source.format)
         except ChecksumError as exc:
             errors.append(found.error(str(exc), ("source", "sha256")))
         except NotCachedError as exc:

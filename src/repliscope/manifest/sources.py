@@ -149,9 +149,10 @@ def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) ->
 
 def resolve_source(
     uri: str, *, base_dir: Path, sha256: str | None, cache_dir: Path, allow_download: bool = False,
-    what: str = "source", allow_outside_paths: bool = False,
+    what: str = "source", allow_outside_paths: bool = False, format: str | None = None,
 ) -> Path:
-    """Resolve ``uri`` to a local file under the path policy and verify its sha256 (when given)."""
+    """Resolve ``uri`` to a local file under the path policy and verify its sha256 (when given). For
+    ``format`` ``onnx`` the sha256 covers the external data files too (:func:`verify_source_sha256`)."""
     check_policy(uri, base_dir, allow_outside_paths)
     if uri.startswith("package://"):
         path = locate_package_file(uri)
@@ -170,5 +171,34 @@ def resolve_source(
         if not path.is_file():
             raise SourceError(f"{what} {uri}: no such file {path}")
     if sha256 is not None:
-        verify_sha256(path, sha256, what)
+        verify_source_sha256(path, sha256, what, format)
     return path
+
+
+def source_file_sha256(path: Path) -> str:
+    """What ``source.sha256`` must be for the file ``path``: for an ``.onnx`` model the hash over the model and
+    its checked external data files (:func:`repliscope.runtimes.onnx_external.source_sha256`), else the file's
+    sha256."""
+    if path.suffix.lower() != ".onnx":
+        return sha256_file(path)
+    from repliscope.runtimes.onnx_external import source_sha256
+
+    return source_sha256(path)[0]
+
+
+def verify_source_sha256(path: Path, expected: str, what: str, format: str | None) -> None:
+    """:func:`verify_sha256`, except for an ONNX model (``format`` ``onnx``): its external data locations are
+    checked and the hash is over the model file AND its external data files
+    (:func:`repliscope.runtimes.onnx_external.source_sha256`; the plain file sha256 when it has none)."""
+    if format != "onnx":
+        verify_sha256(path, expected, what)
+        return
+    from repliscope.runtimes.onnx_external import source_sha256
+
+    actual, files = source_sha256(path)
+    if actual != expected:
+        covered = f" and its external data ({', '.join(loc for loc, _ in files)})" if files else ""
+        raise ChecksumError(
+            f"{what}: sha256 of {path}{covered} is {actual} (repliscope manifest hash {path.name}), the manifest "
+            f"declares {expected}; refusing to run a model that is not the one the manifest describes"
+        )

@@ -40,6 +40,9 @@ def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
     key = hashlib.sha256(f"{sha256_file(src)}:fp16:keep_io".encode()).hexdigest()[:16]
     target = base.cache_dir / f"{src.stem}-fp16-{key}.onnx"
     if not target.is_file():
+        from repliscope.runtimes.onnx_external import check_external_data
+
+        check_external_data(src)  # before onnx.load reads the external data files
         model16 = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
         tmp = target.with_suffix(".onnx.part")
         onnx.save(model16, str(tmp))

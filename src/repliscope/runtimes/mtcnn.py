@@ -308,11 +308,14 @@ def cascade_net_inputs(files: dict[str, Path], images: list[np.ndarray], threads
     reached (no candidate box) is absent. Used as real inputs by the runtime layer diff."""
     import onnxruntime as ort
 
+    from repliscope.runtimes.onnx_external import check_external_data
+
     seen: dict[str, list[np.ndarray]] = {}
 
     def make(name: str, path: Path) -> Net:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
+        check_external_data(path)
         session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         feed = session.get_inputs()[0].name
 

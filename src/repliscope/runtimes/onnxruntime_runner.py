@@ -21,6 +21,7 @@ from repliscope.runtimes._common import (
 )
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
+from repliscope.runtimes.onnx_external import check_external_data
 
 if TYPE_CHECKING:
     from repliscope.runtimes.mtcnn import MtcnnCascade
@@ -117,6 +118,7 @@ class OnnxRuntimeRunner(Runner):
         if self._profile_prefix is not None:
             options.enable_profiling = True
             options.profile_file_prefix = str(self._profile_prefix)
+        check_external_data(path)  # before onnxruntime opens it: external data stays inside the model's folder
         try:
             return ort.InferenceSession(str(path), sess_options=options, providers=_PROVIDERS)
         except Exception as exc:

@@ -175,7 +175,12 @@ class OpenCVDnnRunner(Runner):
 def read_onnx(path: Path, engine: int | None) -> Any:
     """``cv2.dnn.readNetFromONNX`` of the FILE ``path`` with ``engine`` (``cv2.dnn.ENGINE_NEW`` /
     ``ENGINE_CLASSIC``; None on OpenCV 4.x). A file, never a buffer: in OpenCV 5.0 the buffer overload ignores
-    ``ENGINE_CLASSIC`` and builds the new engine."""
+    ``ENGINE_CLASSIC`` and builds the new engine. Its external data is checked first
+    (:func:`repliscope.runtimes.onnx_external.check_external_data`): OpenCV's importer follows ``../`` and
+    absolute locations."""
+    from repliscope.runtimes.onnx_external import check_external_data
+
+    check_external_data(path)
     try:
         if engine is None:
             return cv2.dnn.readNetFromONNX(str(path))
