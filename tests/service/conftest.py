@@ -13,6 +13,7 @@ Everything is skipped with the reason when the ``service`` extra is not installe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,28 @@ def headers_for(tokens: dict[str, str]) -> Callable[[str], dict[str, str]]:
         return {"Authorization": f"Bearer {tokens[role]}"}
 
     return headers
+
+
+CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+class WebClient(TestClient):
+    """A TestClient that posts like the web UI's own forms: its ``Origin`` is the server's, and a form without a
+    ``csrf_token`` gets the one a page of the site holds (the login page's before login, else an error page's:
+    every signed-in page carries it in its log-out form)."""
+
+    def __init__(self, app: Any, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.headers["Origin"] = str(self.base_url).rstrip("/")
+
+    def page_csrf(self, url: str) -> str:
+        page = self.get("/login" if url == "/login" else "/runs/no-such-run-for-its-csrf-token")
+        found = CSRF_INPUT.search(page.text)
+        assert found is not None, f"no csrf_token in the page: {page.status_code} {page.text[:300]}"
+        return found.group(1)
+
+    def post(self, url: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        data = kwargs.get("data")
+        if str(url) in ("/login", "/logout", "/new") and (data is None or "csrf_token" not in data):
+            kwargs["data"] = {**(data or {}), "csrf_token": self.page_csrf(str(url))}
+        return super().post(url, *args, **kwargs)

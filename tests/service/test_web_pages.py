@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from repliscope.report.figures import decode_png_b64
 from tests.report.htmlparse import ReportParser
+from tests.service.conftest import WebClient
 from tests.store.records import FOOLBOX_IDENTITY, TOP1_A, TOP1_B, make_record
 
 RUN_A = "f0" * 16
@@ -103,7 +104,7 @@ def web(service_app: Any, tokens: dict[str, str]) -> dict[str, Any]:
 
 
 def logged_in(app: Any, token: str) -> TestClient:
-    client = TestClient(app)
+    client = WebClient(app)
     r = client.post("/login", data={"token": token, "next": "/runs"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/runs"
     return client
@@ -126,7 +127,7 @@ def test_pages_redirect_to_login_without_a_token(web: dict[str, Any]) -> None:
 
 
 def test_login_sets_an_httponly_strict_cookie_and_logout_clears_it(web: dict[str, Any]) -> None:
-    client = TestClient(web["app"])
+    client = WebClient(web["app"])
     r = client.post("/login", data={"token": web["tokens"]["viewer"], "next": "/"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"]
@@ -141,7 +142,7 @@ def test_login_sets_an_httponly_strict_cookie_and_logout_clears_it(web: dict[str
 
 
 def test_login_refuses_bad_tokens_and_open_redirects(web: dict[str, Any]) -> None:
-    client = TestClient(web["app"])
+    client = WebClient(web["app"])
     bad = client.post("/login", data={"token": "rs_not-a-token", "next": "/"}, follow_redirects=False)
     assert bad.status_code == 401 and "Unknown or revoked token." in bad.text
     assert "set-cookie" not in bad.headers

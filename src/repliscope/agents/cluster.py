@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from repliscope.agents.capabilities import AgentCapabilities, probe_capabilities
+from repliscope.agents.security import LOOPBACK_HOST, ClusterSecurity, agent_listen_host, check_cluster_address
 from repliscope.errors import RepliscopeError
 
 METADATA_KEY = "repliscope-agents"
@@ -115,12 +116,17 @@ class Cluster:
         self.local = local
         self.worker = worker
         self.address: str = client.scheduler.address
+        self.security: ClusterSecurity | None = None
+        """The TLS of this connection (None: plaintext); agents this process starts use it too."""
 
     @classmethod
-    def connect(cls, scheduler: str | None, timeout: float = 30.0) -> Cluster:
-        """``None`` or ``"local"``: an in-process scheduler (TCP on 127.0.0.1, a free port, so agent processes can
-        join it) with one in-process agent (1 thread, agent id ``<hostname>-<pid>``); ``tcp://HOST:PORT``: that
-        scheduler. A scheduler that does not answer within ``timeout`` seconds is a RepliscopeError."""
+    def connect(cls, scheduler: str | None, timeout: float = 30.0,
+                security: ClusterSecurity | None = None) -> Cluster:
+        """``None`` or ``"local"``: an in-process scheduler (TCP on 127.0.0.1, a free port, so agent processes of
+        this machine can join it) with one in-process agent (1 thread, agent id ``<hostname>-<pid>``, listening on
+        127.0.0.1 too); ``PROTOCOL://HOST:PORT``: that scheduler, checked by :func:`check_cluster_address`
+        (``tls://`` with ``security``'s certificates; plaintext only on loopback unless ``security.insecure``). A
+        scheduler that does not answer within ``timeout`` seconds is a RepliscopeError."""
         from distributed import Client, LocalCluster, Worker
 
         from repliscope.agents.capabilities import default_agent_id
@@ -128,22 +134,28 @@ class Cluster:
         if scheduler is None or scheduler == "local":
             # the scheduler's HTTP server always binds (default port 8787, a warning when taken): a free port
             local = LocalCluster(processes=False, n_workers=0, threads_per_worker=1, dashboard_address="127.0.0.1:0",
-                                 protocol="tcp://", host="127.0.0.1", scheduler_port=0)
+                                 protocol="tcp://", host=LOOPBACK_HOST, scheduler_port=0)
 
-            async def start_agent() -> Any:
+            async def start_agent() -> Any:  # host=: Dask's default listens on every interface (0.0.0.0)
                 return await Worker(local.scheduler_address, name=default_agent_id(), nthreads=1,
-                                    plugins=(agent_plugin(),), memory_limit=0)
+                                    plugins=(agent_plugin(),), memory_limit=0, host=LOOPBACK_HOST,
+                                    dashboard_address=f"{LOOPBACK_HOST}:0")
 
             worker = local.sync(start_agent)
             cluster = cls(Client(local, set_as_default=False), local, worker)
             cluster.wait_for_agents(1, timeout)
             return cluster
         check_scheduler_address(scheduler, local_allowed=True)
+        if not scheduler.startswith("inproc://"):
+            check_cluster_address(scheduler, security)
         try:
-            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
-        except OSError as exc:
+            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False,
+                            security=security.dask() if security else None)
+        except (OSError, TimeoutError) as exc:
             raise RepliscopeError(f"cannot connect to the scheduler {scheduler}: {exc}") from exc
-        return cls(client)
+        cluster = cls(client)
+        cluster.security = security
+        return cluster
 
     def wait_for_agents(self, n: int, timeout: float = 30.0) -> list[AgentInfo]:
         """Block until at least ``n`` agents are alive (polls every 0.1 s); a RepliscopeError after ``timeout``."""
@@ -160,7 +172,7 @@ class Cluster:
     def agents(self) -> list[AgentInfo]:
         """Every agent the scheduler has seen, sorted by agent id: alive ones (live workers now) and gone ones."""
         meta = self.client.get_metadata([METADATA_KEY], default={}) or {}
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        workers = self.live_workers()
         live = {str(w.get("name")): addr for addr, w in workers.items()}
         processing = self.client.processing()
         out = []
@@ -174,6 +186,15 @@ class Cluster:
                                  last_seen=datetime.now(UTC) if alive else _parse_time(entry.get("last_seen")),
                                  executing=len(processing.get(address, ())) if alive else 0))
         return out
+
+    def live_workers(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's live workers now: address -> info (with ``name``), fetched for this call.
+
+        Not ``client.scheduler_info()``: that refreshes a cache shared by every thread and returns the cache, which
+        the client's periodic refresh (without workers) or another thread may replace in between, so that a busy
+        submitter saw no worker at all ("no live agent" while every agent was alive)."""
+        identity = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        return dict(identity.get("workers") or {})
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -208,11 +229,14 @@ def check_scheduler_address(address: str, local_allowed: bool) -> None:
 
 
 def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
-              on_ready: Callable[[AgentCapabilities, str], None] | None = None, death_timeout: float = 60.0) -> None:
+              on_ready: Callable[[AgentCapabilities, str], None] | None = None, death_timeout: float = 60.0,
+              host: str | None = None, security: ClusterSecurity | None = None) -> None:
     """Run an agent (a Dask worker named ``agent_id``, default ``<hostname>-<pid>``, with ``nthreads`` task threads)
     on ``scheduler`` until SIGTERM/SIGINT or the scheduler closes it; ``on_ready(capabilities, address)`` once it
     is registered and advertised. A scheduler unreachable for ``death_timeout`` seconds (at start, or later) stops
-    the agent (a RepliscopeError at start)."""
+    the agent (a RepliscopeError at start). It listens on ``host`` (default: loopback, which a scheduler on another
+    machine cannot reach: then ``host`` is required) and its HTTP server on loopback; ``security``: mutual TLS
+    (required for a non-loopback plaintext address unless ``security.insecure``)."""
     import logging
     import signal
 
@@ -221,6 +245,9 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
     from repliscope.agents.capabilities import default_agent_id
 
     check_scheduler_address(scheduler, local_allowed=False)
+    if not scheduler.startswith("inproc://"):
+        check_cluster_address(scheduler, security)
+        host = agent_listen_host(scheduler, host)
     name = agent_id or default_agent_id()
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO start-up lines drown what we print
     if nthreads < 1:
@@ -233,7 +260,8 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
         worker_log.setLevel(logging.CRITICAL)  # a failed start is said once, below (Dask logs it as an ERROR too)
         try:
             worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0,
-                                  death_timeout=death_timeout)
+                                  death_timeout=death_timeout, host=host, dashboard_address=f"{LOOPBACK_HOST}:0",
+                                  security=security.dask() if security else None)
         except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
             why = f"{exc}" + (f" ({exc.__cause__})" if exc.__cause__ else "")
             if "name taken" in why:

@@ -39,13 +39,16 @@ class JobFailedEverywhere(RepliscopeError):
 
 
 class AgentJobError(Exception):
-    """A job raised on an agent: ``agent_id``, the exception's type name and message (picklable, plain data)."""
+    """A job raised on an agent: ``agent_id``, the exception's type name and message, and for an internal error
+    (not a RepliscopeError/OSError) the agent's ``traceback`` (picklable, plain data: it travels with the
+    result, so the job log has it even when the agent's events arrive after the failure)."""
 
-    def __init__(self, agent_id: str, error_type: str, message: str) -> None:
-        super().__init__(agent_id, error_type, message)
+    def __init__(self, agent_id: str, error_type: str, message: str, traceback: str = "") -> None:
+        super().__init__(agent_id, error_type, message, traceback)
         self.agent_id = agent_id
         self.error_type = error_type
         self.message = message
+        self.traceback = traceback
 
     def __str__(self) -> str:
         return f"{self.error_type}: {self.message}" if self.error_type != "RepliscopeError" else self.message
@@ -104,10 +107,10 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
         import traceback
 
         internal = not isinstance(exc, (RepliscopeError, OSError))
-        send("error", error_type=type(exc).__name__, message=str(exc),
-             traceback=traceback.format_exc() if internal else "")
+        trace = traceback.format_exc() if internal else ""
+        send("error", error_type=type(exc).__name__, message=str(exc), traceback=trace)
         base = "RepliscopeError" if isinstance(exc, RepliscopeError) else type(exc).__name__
-        raise AgentJobError(agent_id, base, str(exc)) from None
+        raise AgentJobError(agent_id, base, str(exc), trace) from None
     send("progress", done=int(state["done"]))
     outcome.agent = caps.model_dump(mode="json")
     for made in (*outcome.records, *outcome.benchmarks):  # the stored record names the agent that made it
@@ -156,10 +159,7 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
                 delta, progress["reported"] = best - progress["reported"], best
                 if on_progress is not None:
                     on_progress(delta)
-        elif kind == "error":
-            say(f"agent {agent}: {msg.get('error_type')}: {msg.get('message')}")
-            if msg.get("traceback"):  # an internal error: its traceback goes to the log
-                say(str(msg["traceback"]).rstrip())
+        # "error": said from the AgentJobError itself (the event may arrive after the failure, or never)
 
     failures: dict[str, str] = {}
     starts: list[str] = []
@@ -191,6 +191,9 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
                 text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id, deadline,
                              functools.partial(_more, starts, started_before))
             except AgentJobError as exc:
+                say(f"agent {exc.agent_id}: {exc.error_type}: {exc.message}")
+                if exc.traceback:  # an internal error: the agent's traceback goes to the log
+                    say(exc.traceback.rstrip())
                 failures[exc.agent_id] = str(exc)
                 continue
             except KeyboardInterrupt:  # Ctrl-C in the submitter: stop the job on its agent too
@@ -263,11 +266,15 @@ def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: thread
     addresses = {a.address: a.capabilities.agent_id for a in agents}
     cancelled_at: float | None = None
     gone_since: float | None = None
+    finished = threading.Event()
+    future.add_done_callback(lambda _f: finished.set())
     while True:
+        # wait for this future only, then result() without a timeout: a timeout on result() cancels the gather
+        # the client shares between every job's future, and each later job then failed (UnboundLocalError)
+        finished.wait(POLL_S)
         try:
-            return str(future.result(timeout=POLL_S))
-        except TimeoutError:
-            pass
+            if future.done():
+                return str(future.result())
         except FutureCancelledError:
             raise JobCancelled(job_id) from None
         except (AgentJobError, JobCancelled):
@@ -287,7 +294,7 @@ def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: thread
         if cancelled_at is not None and time.monotonic() - cancelled_at > 30:
             future.cancel()  # the agent did not reach a progress callback in 30 s
             raise JobCancelled(job_id)
-        live = set(cluster.client.scheduler_info(n_workers=-1)["workers"])
+        live = set(cluster.live_workers())
         if live & set(addresses):
             gone_since = None
             continue

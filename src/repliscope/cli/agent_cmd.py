@@ -13,6 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
+from repliscope.cli.cluster_cmd import (
+    InsecureClusterOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    cluster_security,
+)
 from repliscope.cli.common import JsonOption, emit_json, fail
 from repliscope.cli.output import console, print_table
 from repliscope.errors import RepliscopeError
@@ -23,9 +30,12 @@ SchedulerOption = Annotated[str | None, typer.Option(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``agent`` and ``agents`` to ``app``."""
+    """Add ``agent``, ``agents`` and ``cluster`` (certificates) to ``app``."""
+    from repliscope.cli import cluster_cmd
+
     app.command("agent")(agent)
     app.command("agents")(agents)
+    cluster_cmd.register(app)
 
 
 def _runtime_versions(caps: Any) -> str:
@@ -54,11 +64,23 @@ def agent(
     stack: Annotated[str | None, typer.Option("--stack", help="Run the agent inside this provisioned stack's "
                                                               "environment (key or spec; `repliscope stack "
                                                               "create SPEC` first).")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on (default: 127.0.0.1, "
+                                                            "required when the scheduler is on another host).")]
+    = None,
+    tls_ca_file: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure_cluster: InsecureClusterOption = False,
 ) -> None:
     """Run an agent in the foreground: a Dask worker that advertises its runtimes (exact versions), CPU, memory,
-    GPUs and stack, and runs the jobs placed on it. Ctrl-C / SIGTERM stop it cleanly."""
+    GPUs and stack, and runs the jobs placed on it. Ctrl-C / SIGTERM stop it cleanly. It listens on loopback
+    unless --host names an interface; across machines use tls:// with the --tls-* files."""
     from repliscope.agents.cluster import run_agent
 
+    try:
+        security = cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
+    except RepliscopeError as exc:
+        fail(exc)
     if stack is not None:
         try:
             from repliscope.stacks.spec import CURRENT
@@ -68,8 +90,8 @@ def agent(
         except RepliscopeError as exc:
             fail(exc)
         if found.key != CURRENT:
-            cmd = agent_command(found, scheduler, name)
-            cmd += ["--nthreads", str(nthreads)]
+            cmd = agent_command(found, scheduler, name, security)
+            cmd += ["--nthreads", str(nthreads)] + (["--host", host] if host else [])
             print(f"starting the agent in stack {found.key} ({found.spec}): {' '.join(cmd)}", file=sys.stderr,
                   flush=True)
             os.execv(cmd[0], cmd)
@@ -79,13 +101,15 @@ def agent(
         print(f"joined {scheduler}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
 
     try:
-        run_agent(scheduler, name, nthreads, on_ready=ready)
+        run_agent(scheduler, name, nthreads, on_ready=ready, host=host, security=security)
     except RepliscopeError as exc:
         fail(exc)
     print("agent stopped", file=sys.stderr, flush=True)
 
 
-def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> None:
+def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False, tls_ca_file: TlsCaOption = None,
+           tls_cert: TlsCertOption = None, tls_key: TlsKeyOption = None,
+           insecure_cluster: InsecureClusterOption = False) -> None:
     """List the agents the scheduler knows: alive (a live worker now) or gone (last seen when), with what each
     advertises. Without --scheduler: the in-process agent this machine would start."""
     from repliscope.agents.cluster import Cluster
@@ -93,7 +117,8 @@ def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False) -> No
     try:
         from repliscope.stacks.run import versions_differ
 
-        with versions_differ(), Cluster.connect(scheduler) as cluster:
+        security = cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
+        with versions_differ(), Cluster.connect(scheduler, security=security) as cluster:
             found = cluster.agents()
     except RepliscopeError as exc:
         fail(exc)
@@ -125,7 +150,7 @@ def _stack_key(stack: str | None) -> tuple[str | None, Any]:
 
 def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, options: dict[str, Any],
                        scheduler: str | None, requires: list[str], hardware: list[str], stack: str | None,
-                       idempotency_key: str | None, db: str | None, as_json: bool) -> None:
+                       idempotency_key: str | None, db: str | None, as_json: bool, security: Any = None) -> None:
     """``evaluate`` on an agent: build a JobSpec (kind evaluate), place it (refused at once when no live agent
     qualifies), run it with ``submit_job``, store it with ``save_outcome`` under the idempotency key (a key already
     stored runs nothing and shows the stored run), print the record like the in-process evaluate and the agent.
@@ -183,7 +208,7 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
                       runtime, dataset, dataset_spec,
                       {**{k: v for k, v in options.items() if v is not None},
                        "manifest_path": str(loaded.path.resolve())}, idempotency_key=key)
-        with versions_differ(), Cluster.connect(scheduler) as cluster, \
+        with versions_differ(), Cluster.connect(scheduler, security=security) as cluster, \
                 tempfile.TemporaryDirectory(prefix="repliscope-stack-agent-") as agent_logs:
             if found is not None and live_agent_of(cluster, found.key) is None:
                 print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)

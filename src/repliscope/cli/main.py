@@ -86,6 +86,13 @@ HardwareOption = Annotated[list[str] | None, typer.Option("--hardware", help="Wi
                                                           "cpu_model, gpus, hostname, memory_gib (repeatable).")]
 StackOption = Annotated[str | None, typer.Option("--stack", help="Run in this provisioned stack (key or spec), on "
                                                                  "a local agent started for it if none is live.")]
+from repliscope.cli.cluster_cmd import (  # noqa: E402  (the shared --tls-* options of the agents' commands)
+    InsecureClusterOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+)
+
 IdempotencyOption = Annotated[str | None, typer.Option(help="With --scheduler: store the result exactly once under "
                                                             "this key (a stored key runs nothing).")]
 
@@ -160,12 +167,22 @@ def evaluate(
     hardware: HardwareOption = None,
     stack: StackOption = None,
     idempotency_key: IdempotencyOption = None,
+    tls_ca_file: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure_cluster: InsecureClusterOption = False,
 ) -> None:
     """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts. With
     --scheduler or --stack it runs on an agent placed by the manifest's framework constraint, the runtime,
     --requires and --hardware (refused at once when no live agent qualifies)."""
     if scheduler is not None or stack is not None:
         from repliscope.cli.agent_cmd import evaluate_on_agents
+        from repliscope.cli.cluster_cmd import cluster_security
+
+        try:
+            security = cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
+        except RepliscopeError as exc:
+            fail(exc)
 
         if trace_level != "none" or labels_csv is not None:
             fail(RepliscopeError("--trace-level and --labels-csv run in this process only: drop them or "
@@ -175,7 +192,8 @@ def evaluate(
                             "batch_size": batch_size, "schedule": schedule, "prep_workers": prep_workers,
                             "limit": limit, "fail_fast": fail_fast or None, "download": download or None,
                             "allow_outside_paths": allow_outside_paths or None},
-                           scheduler, requires or [], hardware or [], stack, idempotency_key, db, as_json)
+                           scheduler, requires or [], hardware or [], stack, idempotency_key, db, as_json,
+                           security)
         return
     if requires or hardware or idempotency_key is not None:
         fail(RepliscopeError("--requires, --hardware and --idempotency-key place a job on agents: add "

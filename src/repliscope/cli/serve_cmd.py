@@ -8,6 +8,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from repliscope.cli.cluster_cmd import (
+    InsecureClusterOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    cluster_security,
+)
 from repliscope.cli.common import DbOption, fail
 from repliscope.errors import RepliscopeError
 
@@ -95,6 +102,10 @@ def serve(
     scheduler: Annotated[str | None, typer.Option(help="The Dask scheduler of the agents that run the jobs "
                                                        "(tcp://HOST:PORT; default: an in-process LocalCluster "
                                                        "with one agent).")] = None,
+    tls_ca_file: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure_cluster: InsecureClusterOption = False,
 ) -> None:
     """Serve the REST API (/api/v1, OpenAPI at /docs) and the web UI. The first start prints a one-time admin token
     and registers the embedded default dataset foolbox_imagenet."""
@@ -108,9 +119,11 @@ def serve(
         raise typer.Exit(code=2) from None
     sock: socket.socket | None = None
     try:  # bind first: a port in use is an input error, found before a one-time token is created and shown
+        security = cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
         sock = bind_socket(host, port)
         app = create_app(ServiceConfig(db_url=db, cache_dir=cache_dir, max_upload_bytes=max_upload_bytes,
-                                       cors_origins=list(cor for cor in cors_origin or []), scheduler=scheduler))
+                                       cors_origins=list(cor for cor in cors_origin or []), scheduler=scheduler,
+                                       cluster_security=security))
         agents = connect_agents(app, scheduler)  # before the one-time token too: a bad --scheduler exits first
         token, registered = first_start(app.state.store)
         interrupted = fail_interrupted_jobs(app.state.store)

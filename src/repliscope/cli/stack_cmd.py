@@ -9,6 +9,13 @@ from typing import Annotated
 
 import typer
 
+from repliscope.cli.cluster_cmd import (
+    InsecureClusterOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    cluster_security,
+)
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.errors import RepliscopeError
 
@@ -101,6 +108,10 @@ def stacks(
     = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    tls_ca_file: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure_cluster: InsecureClusterOption = False,
 ) -> None:
     """Run MANIFEST on the same samples in each --stack (an agent per stack) -> top-1, agreement, flipped
     samples, max |Δ output|, result-hash equality and timing per stack; stores the runs and the matrix."""
@@ -123,7 +134,8 @@ def stacks(
         if scheduler is not None:
             from repliscope.agents.cluster import Cluster
 
-            cluster = Cluster.connect(scheduler)
+            cluster = Cluster.connect(scheduler, security=cluster_security(tls_ca_file, tls_cert, tls_key,
+                                                                           insecure_cluster))
         try:
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console,
                           transient=True, disable=as_json) as progress:

@@ -10,38 +10,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from repliscope.service.auth import require
 from repliscope.service.config import ServiceConfig
-from repliscope.service.errors import ERROR_RESPONSES, error_json, install
+from repliscope.service.errors import ERROR_RESPONSES, install
+from repliscope.service.guard import RequestGuard
 
 API_PREFIX = "/api/v1"
-
-
-class UploadLimit:
-    """Refuse (413, JSON error) any request whose declared Content-Length exceeds ``max_bytes``; bodies without
-    one (chunked) are counted where they are read (the manifest upload)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for key, value in scope["headers"]:
-                if key == b"content-length":
-                    try:
-                        size = int(value)
-                    except ValueError:
-                        size = -1
-                    if size < 0 or size > self.max_bytes:
-                        message = (f"the request body is larger than {self.max_bytes} bytes" if size > 0 else
-                                   "invalid Content-Length header")
-                        response = error_json(413 if size > 0 else 400, message, "body")
-                        await response(scope, receive, send)
-                        return
-        await self.app(scope, receive, send)
 
 
 class Whoami(BaseModel):
@@ -89,7 +64,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     config = config or ServiceConfig()
     store = RunStore(config.db_url)
-    cluster = ClusterHandle(config.scheduler, config.cluster)
+    cluster = ClusterHandle(config.scheduler, config.cluster, security=config.cluster_security)
     executor = config.executor or (DaskJobExecutor(store, cluster, config.cache_dir) if dask_available() else
                                    ThreadJobExecutor(store, config.cache_dir))
 
@@ -120,7 +95,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
-    app.add_middleware(UploadLimit, max_bytes=config.max_upload_bytes)
+    app.add_middleware(RequestGuard, max_bytes=config.max_upload_bytes)  # added last: the outermost
     return app
 
 

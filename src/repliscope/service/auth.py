@@ -1,6 +1,7 @@
 """Bearer-token authentication: ``require(role)`` reads ``Authorization: Bearer <token>`` or the cookie
 ``repliscope_token`` and returns the caller (``Principal``); 401 without a valid token, 403 with too small a role.
-Tokens are checked by :func:`repliscope.store.accounts.authenticate` (stored hashed)."""
+Tokens are checked by :func:`repliscope.store.accounts.authenticate` (stored hashed). A cookie-authenticated unsafe
+request also needs the CSRF token (:mod:`repliscope.service.csrf`) in ``X-CSRF-Token``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from repliscope.service.errors import ApiError
 ROLES = ("viewer", "runner", "admin")
 """In increasing order: viewer reads, runner also submits jobs, admin also registers datasets and manages tokens."""
 COOKIE = "repliscope_token"
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def token_of(request: Request) -> str | None:
@@ -53,6 +55,13 @@ def require(role: str) -> Callable[[Request], Any]:
         principal = principal_of(request)
         if principal is None:
             raise ApiError(401, "unknown or revoked token", field="header.authorization", code="unauthenticated")
+        if request.method in UNSAFE_METHODS and "authorization" not in request.headers:
+            from repliscope.service import csrf
+
+            if not csrf.valid(request.headers.get(csrf.HEADER), csrf.token_for(principal)):
+                raise ApiError(403, "a cookie-authenticated request that changes something needs the page's CSRF "
+                                    "token in the X-CSRF-Token header (or use 'Authorization: Bearer <token>')",
+                               field="header.x-csrf-token", code="csrf")
         if ROLES.index(principal.role) < needed:
             raise ApiError(403, f"this needs the role '{role}' or above; the token '{principal.name}' has "
                                 f"'{principal.role}'", field="header.authorization", code="forbidden")

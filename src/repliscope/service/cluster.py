@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from repliscope.agents.cluster import Cluster
+    from repliscope.agents.security import ClusterSecurity
 
 NO_AGENTS_EXTRA = ("agents need the 'agents' extra (Dask distributed), which is not installed: "
                    "pip install 'repliscope[agents]'")
@@ -23,11 +24,14 @@ def dask_available() -> bool:
 
 class ClusterHandle:
     """``scheduler``: None or ``"local"`` = an in-process LocalCluster whose one worker is an agent;
-    ``"tcp://HOST:PORT"`` = a running scheduler (``timeout``: seconds to wait for it to answer). ``cluster``: an
+    ``"tcp://HOST:PORT"`` (or ``tls://`` with ``security``)
+    = a running scheduler (``timeout``: seconds to wait for it to answer). ``cluster``: an
     already connected one (the caller closes it; :meth:`close` leaves it open)."""
 
-    def __init__(self, scheduler: str | None = None, cluster: Cluster | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, scheduler: str | None = None, cluster: Cluster | None = None, timeout: float = 10.0,
+                 security: ClusterSecurity | None = None) -> None:
         self.scheduler = scheduler
+        self.security = security
         self.timeout = timeout
         self._cluster = cluster
         self._owned = cluster is None
@@ -50,7 +54,7 @@ class ClusterHandle:
                     raise RepliscopeError(NO_AGENTS_EXTRA)
                 from repliscope.agents.cluster import Cluster
 
-                self._cluster = Cluster.connect(self.scheduler, timeout=self.timeout)
+                self._cluster = Cluster.connect(self.scheduler, timeout=self.timeout, security=self.security)
             return self._cluster
 
     def close(self) -> None:

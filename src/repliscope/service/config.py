@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from repliscope.agents.cluster import Cluster
+    from repliscope.agents.security import ClusterSecurity
     from repliscope.service.executor import JobExecutor
 
 DEFAULT_MAX_UPLOAD_BYTES = 1 << 20
@@ -20,7 +21,8 @@ class ServiceConfig:
     calibrations (None: the CLI's default cache). ``cors_origins``: empty = CORS off (no header is ever sent).
     ``scheduler``: the Dask scheduler of the agents (``tcp://HOST:PORT``; None or ``local``: an in-process
     LocalCluster whose one worker is an agent). ``cluster``: an already connected cluster to use instead (the
-    caller closes it). ``executor``: None builds a :class:`~repliscope.service.executor.DaskJobExecutor` on the
+    caller closes it). ``cluster_security``: mutual TLS to ``scheduler`` (``tls://``).
+    ``executor``: None builds a :class:`~repliscope.service.executor.DaskJobExecutor` on the
     app's store and cluster."""
 
     db_url: str | None = None
@@ -29,5 +31,6 @@ class ServiceConfig:
     cors_origins: list[str] = field(default_factory=list)
     scheduler: str | None = None
     cluster: Cluster | None = None
+    cluster_security: ClusterSecurity | None = None
     executor: JobExecutor | None = None
     mount_web: bool = True

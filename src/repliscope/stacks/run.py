@@ -98,8 +98,8 @@ def start_stack_agent(cluster: Cluster, stack: Stack, folder: Path) -> StartedAg
     name = f"stack-{stack.key}-{uuid.uuid4().hex[:6]}"
     log_path = folder / f"{name}.log"
     log = log_path.open("wb")
-    process = subprocess.Popen(agent_command(stack, cluster.address, name), stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(agent_command(stack, cluster.address, name, cluster.security), stdout=log,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return StartedAgent(stack, name, process, log_path, log)
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from packaging.requirements import Requirement
@@ -39,6 +40,9 @@ from pydantic import BaseModel, Field
 
 from repliscope.stacks.current import MARKER, current_stack
 from repliscope.stacks.spec import CURRENT, StackError, StackSpec, parse_spec
+
+if TYPE_CHECKING:
+    from repliscope.agents.security import ClusterSecurity
 
 LineCallback = Callable[[str], None]
 
@@ -338,7 +342,10 @@ def remove_stack(key_or_spec: str, cache_dir: Path | None = None) -> Stack:
     return stack
 
 
-def agent_command(stack: Stack, scheduler: str, name: str | None = None) -> list[str]:
-    """The command that starts a repliscope agent in ``stack``'s interpreter, joined to ``scheduler``."""
+def agent_command(stack: Stack, scheduler: str, name: str | None = None,
+                  security: ClusterSecurity | None = None) -> list[str]:
+    """The command that starts a repliscope agent in ``stack``'s interpreter, joined to ``scheduler`` (with
+    ``security``'s TLS files / ``--insecure-cluster``)."""
     cmd = [str(stack.python_executable), "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler]
+    cmd += security.flags() if security is not None else []
     return [*cmd, "--name", name] if name else cmd

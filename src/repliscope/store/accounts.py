@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from repliscope.store.models import TokenRow
-from repliscope.store.registry import InvalidInputError, NotFoundError
+from repliscope.store.registry import ConflictError, InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:
     from repliscope.store.repository import RunStore
@@ -90,12 +90,19 @@ def authenticate(store: RunStore, token: str | None) -> Principal | None:
         return Principal(token_id=row.id, name=row.name, role=check_role(row.role))  # type: ignore[arg-type]
 
 
-def revoke_token(store: RunStore, token_id: int) -> TokenInfo:
-    """Revoke token ``token_id`` (revoking a revoked token keeps its first revocation time)."""
+def revoke_token(store: RunStore, token_id: int, keep_an_admin: bool = False) -> TokenInfo:
+    """Revoke token ``token_id`` (revoking a revoked token keeps its first revocation time). ``keep_an_admin``
+    (the service): the last unrevoked admin token is refused (ConflictError), so the server keeps an admin."""
     with Session(store.engine, expire_on_commit=False) as session, session.begin():
         row = session.get(TokenRow, token_id)
         if row is None:
             raise NotFoundError(f"token {token_id} does not exist", "token")
+        if keep_an_admin and row.revoked_at is None and row.role == "admin":
+            others = select(TokenRow.id).where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None),
+                                               TokenRow.id != token_id).limit(1)
+            if session.scalar(others) is None:
+                raise ConflictError(f"token {token_id} is the last admin token: create another admin token "
+                                    "before revoking it", "token_id")
         if row.revoked_at is None:
             row.revoked_at = datetime.now(UTC).replace(tzinfo=None)
     return TokenInfo.model_validate(row)

@@ -46,3 +46,15 @@ def _as_utc(value: datetime) -> datetime:
 
 UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
 """A datetime served with its offset (RFC 3339): the store keeps UTC without one (SQLite has no time zones)."""
+
+
+def utc_bound(value: datetime | None, field: str) -> datetime | None:
+    """A date filter in UTC (one without an offset is UTC); a 422 naming ``field`` when it has no UTC equivalent
+    (e.g. ``0001-01-01T00:00:00+00:01`` or ``9999-12-31T23:59:59-14:00``: outside the years 1..9999)."""
+    if value is None:
+        return None
+    try:
+        return _as_utc(value).astimezone(UTC)
+    except OverflowError:
+        raise ApiError(422, f"{value.isoformat()} is outside the representable dates (years 1 to 9999 in UTC)",
+                       field=field, code="invalid") from None

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.service.auth import require
-from repliscope.service.errors import ERROR_RESPONSES
+from repliscope.service.errors import ERROR_RESPONSES, ApiError
 from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/datasets", tags=["datasets"], responses=ERROR_RESPONSES)
@@ -32,11 +32,57 @@ class DatasetOut(BaseModel):
     created_at: UtcDatetime
 
 
+PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev", "/run")
+"""Folders that are never datasets (kernel and device views: endless, or reading them has effects)."""
+MAX_WALK_FILES = 200_000
+MAX_WALK_DEPTH = 12
+MAX_WALK_SECONDS = 10.0
+
+
+def check_folder(spec: str) -> None:
+    """A spec that names a folder (it has a ``/``, or starts with ``.`` or ``~``) must be absolute, not inside a
+    pseudo-filesystem (after resolving symlinks), and small enough to walk: at most :data:`MAX_WALK_FILES` entries,
+    :data:`MAX_WALK_DEPTH` levels, :data:`MAX_WALK_SECONDS` seconds; else a 422 naming the limit."""
+    import os
+    import time
+    from pathlib import Path
+
+    if "/" not in spec and not spec.startswith((".", "~")):
+        return  # a built-in dataset spec (e.g. foolbox_imagenet)
+    if not spec.startswith("/"):
+        raise ApiError(422, f"'{spec}': give an absolute folder on the server (a relative path would depend on the "
+                            "server's working directory)", field="body.spec", code="invalid")
+    folder = Path(spec).resolve()
+    for pseudo in PSEUDO_FILESYSTEMS:
+        if folder == Path(pseudo) or Path(pseudo) in folder.parents:
+            raise ApiError(422, f"'{spec}' is in {pseudo}, a pseudo-filesystem: not a dataset folder",
+                           field="body.spec", code="invalid")
+    if not folder.is_dir():
+        return  # the registry says what is wrong with it
+    deadline = time.monotonic() + MAX_WALK_SECONDS
+    entries = 0
+    root_depth = len(folder.parts)
+    for here, dirs, files in os.walk(folder, followlinks=False):
+        entries += len(dirs) + len(files)
+        if len(Path(here).parts) - root_depth >= MAX_WALK_DEPTH and dirs:
+            raise ApiError(422, f"'{spec}' is deeper than {MAX_WALK_DEPTH} levels: not a dataset folder",
+                           field="body.spec", code="too_large")
+        if entries > MAX_WALK_FILES:
+            raise ApiError(422, f"'{spec}' holds more than {MAX_WALK_FILES} files and folders", field="body.spec",
+                           code="too_large")
+        if time.monotonic() > deadline:
+            raise ApiError(422, f"listing '{spec}' took longer than {MAX_WALK_SECONDS:g} s", field="body.spec",
+                           code="too_large")
+
+
 @router.post("", status_code=201, response_model=DatasetOut)
 def register(request: Request, body: DatasetIn, principal: Annotated[Any, Depends(require("admin"))]) -> Any:
-    """Register a dataset (admin); the spec is resolved now (a folder that does not load is refused)."""
+    """Register a dataset (admin); the spec is resolved now (a folder that does not load is refused). A folder
+    must be absolute, outside /proc, /sys, /dev and /run, and bounded (:func:`check_folder`). Runs in a worker
+    thread (a sync route), never on the event loop."""
     from repliscope.store.registry import register_dataset
 
+    check_folder(body.spec)
     with store_errors():
         return register_dataset(store_of(request), body.name, body.spec, body.description,
                                 created_by=principal.name).model_dump()

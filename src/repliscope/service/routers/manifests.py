@@ -4,6 +4,7 @@ sha256): the server never reads a path a client names."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from repliscope.errors import ManifestError
 from repliscope.service.auth import require
@@ -67,6 +69,29 @@ def load_text(text: str, filename: str = "manifest.yaml") -> Any:
                            code="invalid_manifest") from None
         loaded.warnings = [w.replace(f"{tmp}/", "") for w in loaded.warnings]
         return loaded
+
+
+VALIDATE_TIMEOUT_S = 30.0
+"""Longest a manifest's validation may take before the upload is refused (503)."""
+VALIDATIONS_AT_ONCE = 2
+"""Validations running at once (the others wait): uploads cannot take every thread of the server."""
+_validations: dict[int, asyncio.Semaphore] = {}
+
+
+async def validate_off_loop(text: str, filename: str = "manifest.yaml",
+                            timeout: float = VALIDATE_TIMEOUT_S) -> Any:
+    """:func:`load_text` in a worker thread (the event loop keeps answering, e.g. ``/health``), at most
+    :data:`VALIDATIONS_AT_ONCE` at a time, refused (503, ``validation_timeout``) after ``timeout`` seconds (the
+    loader's own limits bound the work; the thread finishes on its own)."""
+    loop_id = id(asyncio.get_running_loop())
+    gate = _validations.setdefault(loop_id, asyncio.Semaphore(VALIDATIONS_AT_ONCE))
+    try:
+        async with asyncio.timeout(timeout):
+            async with gate:
+                return await run_in_threadpool(load_text, text, filename)
+    except TimeoutError:
+        raise ApiError(503, f"validating the manifest took longer than {timeout:g} s; try again later or make it "
+                            "smaller", field="body", code="validation_timeout") from None
 
 
 def check_sources(loaded: Any) -> None:
@@ -140,11 +165,12 @@ async def upload_manifest(request: Request, principal: Annotated[Any, Depends(re
     from repliscope.store.registry import put_manifest
 
     text, filename = await _upload_text(request)
-    loaded = load_text(text, filename)
+    loaded = await validate_off_loop(text, filename)
     check_sources(loaded)
     m = loaded.manifest
     with store_errors():
-        stored, created = put_manifest(store_of(request), m.name, m.version, text, uploaded_by=principal.name)
+        stored, created = await run_in_threadpool(put_manifest, store_of(request), m.name, m.version, text,
+                                                  uploaded_by=principal.name)
     body = ManifestUploaded(**_summary(stored), created=created, warnings=loaded.warnings)
     return JSONResponse(body.model_dump(mode="json"), status_code=201 if created else 200)
 

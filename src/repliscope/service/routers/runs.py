@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, store_errors, store_of, utc_bound
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -91,6 +91,8 @@ def query_runs(
         raise ApiError(422, f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
                        field=f"query.{unknown[0]}")
 
+    created_from = utc_bound(created_from, "query.created_from")
+    created_to = utc_bound(created_to, "query.created_to")
     filters = RunQuery(model=model, version=version, runtime=runtime, framework_version=framework_version,
                        dataset=dataset, hardware=hardware, kind=kind, verdict=verdict, created_from=created_from,
                        created_to=created_to, sweep_id=sweep_id)

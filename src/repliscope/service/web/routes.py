@@ -7,7 +7,7 @@ Bearer header), checked by :func:`repliscope.service.auth.principal_of`; without
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from importlib.resources import files
 from typing import Annotated, Any
@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from repliscope.errors import RepliscopeError, StoreError
+from repliscope.service import csrf
 from repliscope.service.auth import COOKIE, ROLES
 from repliscope.service.errors import ApiError
 from repliscope.service.web import views
@@ -93,7 +94,17 @@ async def login_redirect(_request: Request, exc: Exception) -> Response:
 
 
 def _page(principal: Any, template: str, status_code: int = 200, **context: Any) -> Response:
-    return render(template, status_code=status_code, principal=principal, **context)
+    return render(template, status_code=status_code, principal=principal, csrf_token=csrf.token_for(principal),
+                  **context)
+
+
+def _form_csrf_ok(form: Any, principal: Any) -> bool:
+    """The form's ``csrf_token`` is the signed-in caller's (see :mod:`repliscope.service.csrf`)."""
+    return csrf.valid(str(form.get(csrf.FIELD) or ""), csrf.token_for(principal))
+
+
+CSRF_REFUSED = "This form is out of date or did not come from this site (CSRF token missing or wrong): reload the " \
+               "page and submit again."
 
 
 def _error(principal: Any, status_code: int, message: str) -> Response:
@@ -118,25 +129,40 @@ def static(name: str) -> Response:
 # --- login --------------------------------------------------------------------------------------------------
 
 
+def _login_page(request: Request, target: str, status_code: int = 200, message: str | None = None) -> Response:
+    """The login form, bound to the browser's ``repliscope_csrf`` cookie (set now when it has none)."""
+    nonce = request.cookies.get(csrf.NONCE_COOKIE) or csrf.new_nonce()
+    response = render("login.html", status_code=status_code, principal=None, title="Log in", next=target,
+                      message=message, csrf_token=csrf.login_token(nonce))
+    if request.cookies.get(csrf.NONCE_COOKIE) != nonce:
+        response.set_cookie(csrf.NONCE_COOKIE, nonce, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/")
+    return response
+
+
 @router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/") -> Response:
-    return render("login.html", principal=None, title="Log in", next=_safe_next(next), message=None)
+    return _login_page(request, _safe_next(next))
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
+    from starlette.concurrency import run_in_threadpool
+
     from repliscope.store.accounts import authenticate
 
-    form = await request.form()
+    form = await request.form(max_files=0, max_fields=10)
     token = str(form.get("token") or "").strip()
     target = _safe_next(str(form.get("next") or "/"))
+    nonce = request.cookies.get(csrf.NONCE_COOKIE) or ""
+    if not nonce or not csrf.valid(str(form.get(csrf.FIELD) or ""), csrf.login_token(nonce)):
+        return _login_page(request, target, 403, CSRF_REFUSED)
     if not token:
-        return render("login.html", status_code=400, principal=None, title="Log in", next=target,
-                      message="Enter a token (create one with `repliscope token create --role viewer`).")
-    principal = authenticate(_store(request), token)
+        return _login_page(request, target, 400,
+                           "Enter a token (create one with `repliscope token create --role viewer`).")
+    principal = await run_in_threadpool(authenticate, _store(request), token)
     if principal is None:
-        return render("login.html", status_code=401, principal=None, title="Log in", next=target,
-                      message="Unknown or revoked token.")
+        return _login_page(request, target, 401, "Unknown or revoked token.")
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(COOKIE, token, max_age=COOKIE_MAX_AGE, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https", path="/")
@@ -144,7 +170,10 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout() -> Response:
+async def logout(request: Request, principal: SignedIn) -> Response:
+    form = await request.form(max_files=0, max_fields=10)
+    if not _form_csrf_ok(form, principal):
+        return _error(principal, 403, CSRF_REFUSED)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -203,8 +232,12 @@ def runs_page(request: Request, principal: SignedIn, sort: str = "-created_at", 
     created_to = _date(filters.get("created_to", ""), "created_to", problems)
     if problems:
         return _error(principal, 400, "; ".join(problems))
+    if created_to is not None and created_to.date() == date.max:
+        created_to_end = None  # through the last day there is: no upper bound (the day after does not exist)
+    else:
+        created_to_end = created_to + timedelta(days=1) if created_to else None
     query = RunQuery(**{k: v for k, v in filters.items() if k in views.RUN_FILTERS}, created_from=created_from,
-                     created_to=created_to + timedelta(days=1) if created_to else None)
+                     created_to=created_to_end)
     number, size = int(page), int(page_size)
     store = _store(request)
     try:
@@ -290,7 +323,10 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
 
     from repliscope.service.web import jobs
 
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    raw = await request.form(max_files=0, max_fields=50)
+    if not _form_csrf_ok(raw, principal):
+        return _error(principal, 403, CSRF_REFUSED)
+    form = {k: str(v) for k, v in raw.items() if k != csrf.FIELD}
     # the store, the cluster and the placement block: off the event loop
     choices = await run_in_threadpool(lambda: jobs.wizard_choices(_store(request), _agent_choices(request)))
     if not _role_at_least(principal, "runner"):
