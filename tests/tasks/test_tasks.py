@@ -17,7 +17,7 @@ from tests.store.records import TOP1_A, TOP1_B, make_record
 
 
 def test_registry_names_and_op_lists() -> None:
-    assert TASKS.names() == ["image_classification", "object_detection"]
+    assert TASKS.names() == ["image_classification", "object_detection", "semantic_segmentation"]
     cls, det = get_task("image_classification"), get_task("object_detection")
     assert cls.post_ops == ("softmax", "topk", "labels") and cls.claim_metrics == ("top1", "top5")
     assert det.post_ops[:2] == ("detections_from_outputs", "anchor_decode") and "nms" in det.post_ops

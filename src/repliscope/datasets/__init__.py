@@ -11,6 +11,7 @@ DATASETS.add("foolbox_imagenet", "repliscope.datasets.foolbox_data:load_foolbox_
 DATASETS.add("coco", "repliscope.datasets.coco:load_coco")
 DATASETS.add("dlib_xml", "repliscope.datasets.dlib_xml:load_dlib_xml")
 DATASETS.add("voc_xml", "repliscope.datasets.voc_xml:load_voc_xml")
+DATASETS.add("voc_seg", "repliscope.datasets.voc_seg:load_voc_seg")
 DATASETS.add("synthetic_detection", "repliscope.datasets.synthetic_detection:load_synthetic_detection")
 
 LABEL_RULES.add("imagenet_wnid", "repliscope.datasets.labels:imagenet_wnid")

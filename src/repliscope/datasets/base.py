@@ -19,10 +19,13 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
 
 UNREADABLE = "unreadable: "
 """Prefix of the failure reason (and fingerprint) of a sample whose bytes could not be read."""
@@ -47,6 +50,24 @@ class BoxAnnotation:
     annotation_id: int | None = None
 
 
+class MaskTruth(Protocol):
+    """A sample's ground-truth semantic mask, read on demand (:mod:`repliscope.datasets.segmentation_masks`).
+
+    ``read(keep)`` -> int32 (H, W) dataset category ids: 0 = background (no category), :data:`VOID` = not scored;
+    categories outside ``keep`` (None: all) read as background, the overlap rule applying among the kept ones.
+    Raises SampleError when the mask cannot be read."""
+
+    @property
+    def categories(self) -> dict[int, str]:
+        """The dataset's category ids -> names (the class map)."""
+
+    def read(self, keep: frozenset[int] | None) -> np.ndarray: ...
+
+
+VOID = 255
+"""The label of pixels that are not scored (VOC's boundary and "difficult" regions)."""
+
+
 @dataclass(frozen=True)
 class Sample:
     """One labelled (or unlabelled: ``label is None``) sample; ``read()`` returns the encoded bytes and
@@ -63,6 +84,8 @@ class Sample:
     image_id: int | None = None
     size_hw: tuple[int, int] | None = None
     """(height, width) as the annotation file states it (checked against the decoded image), or None."""
+    mask: MaskTruth | None = field(default=None, repr=False, compare=False)
+    """Semantic segmentation: the sample's ground-truth label map (see :class:`MaskTruth`), or None."""
 
 
 @dataclass(frozen=True)

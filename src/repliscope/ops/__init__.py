@@ -3,7 +3,7 @@
 Needs only numpy and Pillow; OpenCV and PyTorch are imported when an op using them runs.
 """
 
-from repliscope.ops import classify, color, crop, decode, detection, dtype, layout, normalize, resize
+from repliscope.ops import classify, color, crop, decode, detection, dtype, layout, normalize, resize, segmentation
 from repliscope.ops.base import OPS, BuildContext, Item, Op, OpParams, PostOp, Predictions, PreOp
 from repliscope.ops.pipeline import Pipeline, build_op, decode_input, op_names
 
@@ -29,4 +29,5 @@ __all__ = [
     "normalize",
     "op_names",
     "resize",
+    "segmentation",
 ]

@@ -234,8 +234,17 @@ def _run_row(record: EvaluationRecord) -> RunRow:
         result_hash=record.result_hash,
         sweep_id=record.sweep_id,
         variant=record.variant,
-        record=record.model_dump(mode="json", exclude={"samples"}),
+        record={**record.model_dump(mode="json", exclude={"samples"}), **_segmentation_of(record)},
     )
+
+
+def _segmentation_of(record: EvaluationRecord) -> dict[str, Any]:
+    """Semantic segmentation: the samples' :class:`SegmentationSample` (by position) for the run row's JSON, so
+    the ``sample_predictions`` table needs no column for them; {} for other tasks."""
+    if all(s.segmentation is None for s in record.samples):
+        return {}
+    return {"sample_segmentation": [None if s.segmentation is None else s.segmentation.model_dump(mode="json")
+                                    for s in record.samples]}
 
 
 class RunStore:
@@ -346,10 +355,11 @@ class RunStore:
                 select(SampleRow).where(SampleRow.run_id == full_id).order_by(SampleRow.position)
             ).all()
             data = dict(row.record)
+            segmentation = data.pop("sample_segmentation", None) or [None] * len(samples)
             data["samples"] = [
                 {"sample_id": s.sample_id, "label": s.label, "topk_indices": s.topk_indices,
-                 "topk_probs": s.topk_probs, "error": s.error, "detections": s.detections}
-                for s in samples
+                 "topk_probs": s.topk_probs, "error": s.error, "detections": s.detections, "segmentation": seg}
+                for s, seg in zip(samples, segmentation, strict=True)
             ]
         return EvaluationRecord.model_validate(data)
 
@@ -549,7 +559,7 @@ def _add_record(session: Session, record: EvaluationRecord) -> None:
         raise StoreError(f"run {record.run_id} is already stored; delete it first to replace it")
     session.add(_run_row(record))
     session.flush()
-    samples = [{"run_id": record.run_id, "position": i, **s.model_dump(mode="json")}
+    samples = [{"run_id": record.run_id, "position": i, **s.model_dump(mode="json", exclude={"segmentation"})}
                for i, s in enumerate(record.samples)]
     if samples:
         session.execute(insert(SampleRow), samples)

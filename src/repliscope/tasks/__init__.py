@@ -1,4 +1,5 @@
-"""Tasks (``image_classification``, ``object_detection``): see :mod:`repliscope.tasks.base`."""
+"""Tasks (``image_classification``, ``object_detection``, ``semantic_segmentation``): see
+:mod:`repliscope.tasks.base`."""
 
 from repliscope.tasks.base import TASKS, Task, get_task
 

@@ -64,6 +64,7 @@ class Task(ABC):
 TASKS: Registry[type[Task]] = Registry("task")
 TASKS.add("image_classification", "repliscope.tasks.classification:ImageClassification")
 TASKS.add("object_detection", "repliscope.tasks.detection:ObjectDetection")
+TASKS.add("semantic_segmentation", "repliscope.tasks.segmentation:SemanticSegmentation")
 
 
 def get_task(name: str) -> Task:
