@@ -126,14 +126,14 @@ def test_bug_zoo_wrong_epsilon_everywhere_fails_every_batch_norm_first_the_stem(
     assert set(failing) <= bn_paths and len(failing) > len(bn_paths) // 2
 
 
-# -- the same through the layer-diff engine (repliscope.diff.layers), when it is there --------------------------
+# -- the same through the layer-diff engine (repliscope.diff.layers) ---------------------------------------------
 
 def _engine() -> tuple[Any, Any]:
-    layers = pytest.importorskip("repliscope.diff.layers")
-    reference = pytest.importorskip("repliscope.diff.reference")
-    if not hasattr(layers, "diff_layers") or not hasattr(reference, "TorchReference"):
-        pytest.skip("the layer-diff engine has no diff_layers / TorchReference")
-    return layers.diff_layers, reference.TorchReference
+    # the project's own modules: an import error must fail the test, never skip it
+    from repliscope.diff.layers import diff_layers
+    from repliscope.diff.reference import TorchReference
+
+    return diff_layers, TorchReference
 
 
 @cache

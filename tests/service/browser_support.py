@@ -33,7 +33,7 @@ def browser_paths() -> tuple[str, str]:
     reason = os.environ.get("REPLISCOPE_BROWSER_SKIP")
     if reason:
         pytest.skip(f"browser tests: {reason}")
-    pytest.importorskip("selenium", reason="selenium is not installed (the 'service' extra)")
+    pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
     chromium = os.environ.get("REPLISCOPE_CHROMIUM") or next(
         (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None)
     driver = os.environ.get("REPLISCOPE_CHROMEDRIVER") or shutil.which("chromedriver") or (

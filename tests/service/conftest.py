@@ -22,8 +22,6 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("httpx", reason="the 'service' extra is not installed")
-pytest.importorskip("repliscope.store.accounts", reason="the store's accounts (issue 9, S1) are not there yet")
-pytest.importorskip("repliscope.store.registry", reason="the store's registry (issue 9, S1) are not there yet")
 
 from fastapi.testclient import TestClient
 

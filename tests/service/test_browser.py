@@ -29,13 +29,15 @@ from tests.service.browser_support import (
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
-pytest.importorskip("selenium", reason="the 'service' extra is not installed")
+pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
 
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
+
+pytestmark = pytest.mark.browser
 
 JOB_TIMEOUT_S = 420.0
 """An evaluation of Lite0 on the 20 foolbox images takes ~15 s here (ONNX export included); the bound leaves room

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("schemathesis", reason="the 'service' extra is not installed")
+pytest.importorskip("schemathesis", reason="schemathesis is not installed (the 'dev' extra)")
 
 import schemathesis
 from hypothesis import HealthCheck, given, settings

@@ -23,7 +23,7 @@ from repliscope.store.repository import RunStore
 from tests.conftest import LITE0, LITE0_FOOLBOX_TOP1, _session_cache
 
 pytest.importorskip("distributed")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.stack, pytest.mark.network]
 
 SPEC = "onnxruntime==1.20.1"
 _UNREACHABLE = ("No matching distribution found", "Could not find a version", "NewConnectionError",

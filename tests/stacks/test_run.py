@@ -22,6 +22,7 @@ from repliscope.store.repository import RunStore
 from tests.conftest import REPO
 
 pytest.importorskip("distributed")
+pytestmark = pytest.mark.stack  # creates (cheap) stack venvs
 
 RECT = REPO / "tests" / "fixtures" / "detection" / "rect-detector.yaml"
 RESOLVED = {"onnxruntime": "0.0.0-this-environment"}

@@ -64,6 +64,7 @@ def fake_pip(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return calls
 
 
+@pytest.mark.stack
 def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path: Path) -> None:
     lines: list[str] = []
     stack = create_stack("onnxruntime == 1.20.1", on_line=lines.append, cache_dir=tmp_path)
@@ -101,6 +102,7 @@ def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path:
         remove_stack("current", tmp_path)
 
 
+@pytest.mark.stack
 def test_a_failed_install_leaves_nothing(fake_pip: list[list[str]], monkeypatch: pytest.MonkeyPatch,
                                         tmp_path: Path) -> None:
     def failing(args: list[str], on_line: object, what: str) -> None:
@@ -114,6 +116,7 @@ def test_a_failed_install_leaves_nothing(fake_pip: list[list[str]], monkeypatch:
     assert list_stacks(tmp_path) == []
 
 
+@pytest.mark.network  # a real resolution against the package index
 def test_pip_errors_are_reported(tmp_path: Path) -> None:
     """A real resolution that cannot succeed: pip's own error comes back in the StackError."""
     with pytest.raises(StackError) as exc:
