@@ -88,3 +88,39 @@ def test_check_data_for_importers(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"41,943,040 bytes, more than the 1,048,576-byte limit"):
         read_limited(big)
     assert read_limited(LITE0) == LITE0.read_bytes()
+
+
+@pytest.mark.parametrize(("old", "new", "field", "message"), [
+    ("    size: 256\n", "    size: 40000\n", "preprocess[1].size",
+     "'resize' makes an image with a shorter side of 40000 (at least 1,600,000,000 pixels), more than the "
+     "89,478,485-pixel limit (max_pixels, $REPLISCOPE_MAX_PIXELS)"),
+    ("    size: 224\n", "    size: [224, 1000000]\n    fill: 0\n", "preprocess[2].size",
+     "'center_crop' makes a 1000000x224 image (at least 224,000,000 pixels), more than the 89,478,485-pixel "
+     "limit (max_pixels, $REPLISCOPE_MAX_PIXELS)"),
+    ("    channels: RGB\n", "    channels: RGB\n    max_pixels: 1000000000000\n", "preprocess[0].max_pixels",
+     "1,000,000,000,000 is above the 89,478,485-pixel limit (max_pixels, $REPLISCOPE_MAX_PIXELS)"),
+    ("shape: [-1, 1000]", "shape: [-1, 1000000000, 1000000000]", "outputs[0].shape",
+     "one sample of logits (float32 [-1, 1000000000, 1000000000]) is 4,000,000,000,000,000,000 bytes, more than "
+     "the 2,147,483,648-byte tensor budget (tensor_bytes, $REPLISCOPE_TENSOR_BYTES)"),
+    ("shape: [-1, 1000]", "shape: [-1, 0]", "outputs[0].shape", "axis size 0: an axis is a positive size or -1"),
+])
+def test_unbounded_sizes_are_refused_naming_the_limit(tmp_path: Path, old: str, new: str, field: str,
+                                                      message: str) -> None:
+    """``resize size: 40000`` validated (and one sample went past 9 GB); MLModelScope's 1e9 x 1e9 outputs too."""
+    p = write_variant(tmp_path, old, new)
+    with pytest.raises(ManifestError) as ei:
+        load_manifest(p)
+    key = field.rsplit(".", 1)[-1]
+    line = line_of(p, next(ln.strip() for ln in new.splitlines() if ln.strip().startswith(key + ":")))
+    assert [str(e) for e in ei.value.errors if e.field == field and message in str(e) and e.line == line]
+
+
+def test_the_pixel_limit_follows_its_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = write_variant(tmp_path, "    size: 256\n", "    size: 4000\n")
+    assert load_manifest(p).manifest.name == "efficientnet-lite0"
+    monkeypatch.setenv("REPLISCOPE_MAX_PIXELS", "10_000_000")
+    with pytest.raises(ManifestError, match="more than the 10,000,000-pixel limit"):
+        load_manifest(p)
+    monkeypatch.setenv("REPLISCOPE_MAX_PIXELS", "lots")
+    with pytest.raises(Exception, match=r"REPLISCOPE_MAX_PIXELS='lots': max_pixels must be a positive integer"):
+        load_manifest(p)

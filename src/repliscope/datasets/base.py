@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from repliscope.errors import RepliscopeError, SampleError
+from repliscope.limits import SAMPLE_FILE_BYTES
 from repliscope.registry import Registry
 
 if TYPE_CHECKING:
@@ -137,16 +138,26 @@ def read_file(path: Path) -> bytes:
         raise SampleError(f"{UNREADABLE}file not found (removed after the folder was listed?)") from exc
     except OSError as exc:
         raise SampleError(UNREADABLE + os_reason(exc)) from exc
-    mode = os.fstat(fd).st_mode
+    info = os.fstat(fd)
+    mode = info.st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         kind = next((name for test, name in _FILE_KINDS if test(mode)), "an unknown kind")
         raise SampleError(f"{UNREADABLE}not a regular file ({kind})")
+    limit = SAMPLE_FILE_BYTES.value
+    too_big = (f"{UNREADABLE}the file is over the {limit:,}-byte limit ({SAMPLE_FILE_BYTES.name}, "
+               f"${SAMPLE_FILE_BYTES.env})")
+    if info.st_size > limit:  # before reading: a sparse 3 GiB file is refused at once
+        os.close(fd)
+        raise SampleError(too_big)
     with os.fdopen(fd, "rb") as fh:
         try:
-            return fh.read()
+            data = fh.read(limit + 1)
         except OSError as exc:
             raise SampleError(UNREADABLE + os_reason(exc)) from exc
+    if len(data) > limit:  # grew after the fstat
+        raise SampleError(too_big)
+    return data
 
 
 def identity_of(samples: Sequence[Sample], fingerprints: Sequence[str]) -> str:

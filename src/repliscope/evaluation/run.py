@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallba
 from repliscope.evaluation.ground_truth import ground_truth_of
 from repliscope.evaluation.provenance import hardware, runtime_distributions, software_stack
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
+from repliscope.limits import TENSOR_BYTES
 from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
 from repliscope.manifest.schema import DatasetRef
 from repliscope.ops.base import BuildContext
@@ -89,6 +91,7 @@ def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallb
     check_dataset(prepared, dataset)
     pipe = pipeline or prepared.pipeline
     plan = plan_for(prepared, dataset, pipe)
+    check_batch_budget(prepared, plan.batch_size)
     runner = runner_for_plan(prepared.runner, plan)
     options = plan.loop_options(s.fail_fast)
     if outputs is not None:
@@ -105,6 +108,18 @@ def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallb
 def input_shape(prepared: PreparedRun) -> tuple[int, ...]:
     """The model input without the batch axis, e.g. (3, 224, 224)."""
     return tuple(prepared.artifact.input_shape[1:])
+
+
+def check_batch_budget(prepared: PreparedRun, batch_size: int) -> None:
+    """Refuse a batch of model inputs over the :data:`repliscope.limits.TENSOR_BYTES` budget (the input's
+    elements per sample, -1 axes counted as 1, x ``batch_size`` x dtype size) before anything is allocated."""
+    itemsize = np.dtype(prepared.artifact.input_dtype).itemsize
+    per_sample = math.prod(d for d in input_shape(prepared) if d is not None and d > 0) * itemsize
+    budget = TENSOR_BYTES.value
+    if per_sample * batch_size > budget:
+        raise RepliscopeError(f"a batch of {batch_size} inputs of {per_sample:,} bytes each is "
+                              f"{per_sample * batch_size:,} bytes, more than the {budget:,}-byte tensor budget "
+                              f"({TENSOR_BYTES.name}, ${TENSOR_BYTES.env}); use a smaller --batch-size")
 
 
 def batch_limit(prepared: PreparedRun) -> int | None:

@@ -8,6 +8,7 @@ of :mod:`repliscope.manifest.yaml_lines` (safe tags only, bounded alias expansio
 from __future__ import annotations
 
 import hashlib
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from repliscope.errors import ManifestError, OpSpecError, RepliscopeError, raise_collected
-from repliscope.limits import MANIFEST_BYTES
+from repliscope.limits import MANIFEST_BYTES, MAX_PIXELS, TENSOR_BYTES
 from repliscope.manifest.limits import check_numbers
 from repliscope.manifest.schema import Manifest
 from repliscope.manifest.yaml_lines import Path_, format_path, line_of, load_with_lines
@@ -139,7 +140,7 @@ def _inspect(p: Path, found: Inspection) -> None:
     op_errors: list[ManifestError] = []
     pre, post = _build_raw_ops(data, str(p), lines, op_errors)
     errors.extend(e for e in op_errors if e.field not in taken)
-    ops_ok = not op_errors
+    ops_ok = not op_errors and not any((e.field or "").startswith(("preprocess", "postprocess")) for e in numbers)
     digest = hashlib.sha256(raw).hexdigest()
     if manifest is not None:
         loaded = found.loaded = LoadedManifest(manifest, p, text, digest, lines)
@@ -149,8 +150,10 @@ def _inspect(p: Path, found: Inspection) -> None:
         if partial is None:
             return
         loaded = LoadedManifest(partial, p, text, digest, lines)
+    errors.extend(_check_tensor_sizes(loaded))
     if ops_ok:  # with an op missing, the cross-field and shape checks would report follow-up errors
         errors.extend(_check_consistency(loaded, [op.name for op in pre], post))
+        errors.extend(_check_pixels(loaded, pre))
         errors.extend(_check_shapes(loaded, pre))
 
 
@@ -322,6 +325,59 @@ def _check_detection(loaded: LoadedManifest, post: list[PostOp]) -> list[Manifes
     if problem is not None:
         errors.append(loaded.error(problem, ("postprocess",)))
     return errors
+
+
+_ITEMSIZE = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1, "int64": 8}
+
+
+def _check_tensor_sizes(loaded: LoadedManifest) -> list[ManifestError]:
+    """Every input/output ``shape``: axes are positive or -1, and one sample (-1 axes counted as 1) fits the
+    :data:`repliscope.limits.TENSOR_BYTES` budget (the run checks it again times the batch size)."""
+    budget = TENSOR_BYTES.value
+    errors: list[ManifestError] = []
+    m = loaded.manifest
+    for section, specs in (("inputs", m.inputs), ("outputs", m.outputs)):
+        for i, spec in enumerate(specs):
+            at = (section, i, "shape")
+            bad = [d for d in spec.shape if d == 0 or d < -1]
+            if bad:
+                errors.append(loaded.error(f"axis size {bad[0]}: an axis is a positive size or -1 (any)", at))
+                continue
+            elements = math.prod(d for d in spec.shape if d > 0)
+            size = elements * _ITEMSIZE.get(spec.dtype, 8)
+            if size > budget:
+                errors.append(loaded.error(f"one sample of {spec.name} ({spec.dtype} {spec.shape}) is {size:,} "
+                                           f"bytes, more than the {budget:,}-byte tensor budget "
+                                           f"({TENSOR_BYTES.name}, ${TENSOR_BYTES.env})", at))
+    return errors
+
+
+def _check_pixels(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestError]:
+    """The image every pre-processing op makes stays within :data:`repliscope.limits.MAX_PIXELS`, as far as the
+    manifest fixes it (a fixed output size, or a fixed shorter side: at least side x side); ``decode.max_pixels``
+    may lower the limit, not raise it."""
+    limit = MAX_PIXELS.value
+    shape = StaticShape("encoded")
+    for i, op in enumerate(pre):
+        asked = getattr(op.params, "max_pixels", None) if "max_pixels" in op.params.model_fields_set else None
+        if isinstance(asked, int) and asked > limit:
+            return [loaded.error(f"{asked:,} is above the {limit:,}-pixel limit ({MAX_PIXELS.name}, "
+                                 f"${MAX_PIXELS.env})", ("preprocess", i, "max_pixels"))]
+        try:
+            shape = op.static_shape(shape)
+        except OpSpecError:
+            return []  # _check_shapes reports it
+        if shape.height is not None and shape.width is not None:
+            pixels, what = shape.height * shape.width, f"a {shape.width}x{shape.height} image"
+        elif shape.min_side is not None:
+            pixels, what = shape.min_side ** 2, f"an image with a shorter side of {shape.min_side}"
+        else:
+            continue
+        if pixels > limit:
+            at = ("preprocess", i, "size") if hasattr(op.params, "size") else ("preprocess", i)
+            return [loaded.error(f"'{op.name}' makes {what} (at least {pixels:,} pixels), more than the {limit:,}"
+                                 f"-pixel limit ({MAX_PIXELS.name}, ${MAX_PIXELS.env})", at)]
+    return []
 
 
 def _check_shapes(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestError]:

@@ -10,6 +10,7 @@ from pydantic import Field
 from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
 from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
+from repliscope.ops.limits import check_output_pixels
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -90,6 +91,7 @@ class CenterCrop(PreOp):
         require_image(self, item)
         height, width = spatial_size(item)
         ch, cw = self.crop_size(height, width)
+        check_output_pixels(ch, cw, self.name)  # a padded crop allocates ch x cw
         data = item.data
         pad_top = pad_left = 0
         if ch > height or cw > width:

@@ -13,6 +13,7 @@ from PIL import Image, ImageFile
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from repliscope.errors import OpSpecError, RepliscopeError, SampleError
+from repliscope.limits import MAX_PIXELS
 from repliscope.ops.base import OPS, Channels, Geometry, Item, OpParams, PreOp, StaticShape
 
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -145,7 +146,7 @@ class Decode(PreOp):
         data = buf.tobytes()
         im = _open_header(data, self.params.library)
         try:
-            check_pixels(im.size, self.params.max_pixels)
+            check_pixels(im.size, min(self.params.max_pixels, MAX_PIXELS.value))
         except SampleError:
             im.close()
             raise
@@ -185,7 +186,7 @@ class Decode(PreOp):
         p = self.params
         try:
             height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
-            check_pixels((width, height), p.max_pixels)
+            check_pixels((width, height), min(p.max_pixels, MAX_PIXELS.value))
             if colorspace in ("CMYK", "YCCK"):
                 raise SampleError(f"cannot decode with libjpeg_turbo: a {colorspace} JPEG (libjpeg cannot "
                                   "convert it to RGB)")

@@ -13,6 +13,7 @@ from pydantic import Field
 from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
 from repliscope.ops.base import OPS, Geometry, Item, OpParams, PreOp, StaticShape
+from repliscope.ops.limits import check_output_pixels
 
 Method = Literal["nearest", "bilinear", "bicubic", "area", "lanczos"]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -172,6 +173,7 @@ class Resize(PreOp):
     def __call__(self, item: Item) -> Item:
         require_image(self, item)
         th, tw = self.output_size(*spatial_size(item))
+        check_output_pixels(th, tw, self.name)  # before any library allocates the output
         hwc = item.data if item.layout == "HWC" else item.data.transpose(1, 2, 0)
         if self.params.library == "pillow":
             out = _resize_pillow(hwc, th, tw, self.params.method)

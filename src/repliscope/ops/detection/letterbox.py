@@ -11,6 +11,7 @@ from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
 from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
 from repliscope.ops.crop import _pad
+from repliscope.ops.limits import check_output_pixels
 from repliscope.ops.resize import Method, Resize, ResizeParams
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -103,6 +104,8 @@ class Letterbox(PreOp):
             raise OpSpecError("op", "'letterbox' needs the channel order (RGB or BGR) to place the pad colour")
         height, width = spatial_size(item)
         (nh, nw), pad_h, pad_w = self.padding(height, width)
+        check_output_pixels(height + sum(pad_h), width + sum(pad_w), self.name)  # the padded canvas
+        check_output_pixels(self.params.size[0], self.params.size[1], self.name)
         color = self.params.color if item.channels == "RGB" else self.params.color[::-1]
         if np.issubdtype(item.data.dtype, np.integer):
             info = np.iinfo(item.data.dtype)
