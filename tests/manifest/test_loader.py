@@ -57,7 +57,7 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as ei:
         load_manifest(p)
     assert ei.value.field == "source.sha" and ei.value.line == line_of(p, "  sha: abc")
-    assert ei.value.allowed == ["format", "sha256", "uri"]
+    assert ei.value.allowed == ["config", "format", "sha256", "uri"]
 
 
 def test_unknown_op_suggests_and_lists(tmp_path: Path) -> None:

@@ -40,10 +40,15 @@ def resolve_artifact(loaded: LoadedManifest, cache_dir: Path, allow_download: bo
     path = resolve_source(m.source.uri, base_dir=loaded.base_dir, sha256=m.source.sha256, cache_dir=cache_dir,
                           allow_download=allow_download, what="source", allow_outside_paths=allow_outside_paths,
                           format=m.source.format)
+    config: dict[str, Any] = {}
+    if m.source.config is not None:
+        config = {"config_sha256": m.source.config.sha256, "config_path": resolve_source(
+            m.source.config.uri, base_dir=loaded.base_dir, sha256=m.source.config.sha256, cache_dir=cache_dir,
+            allow_download=allow_download, what="source.config", allow_outside_paths=allow_outside_paths)}
     spec = m.inputs[0]
     return ModelArtifact(path=path, sha256=m.source.sha256, format=m.source.format, input_name=spec.name,
                          input_shape=tuple(spec.shape), input_dtype=spec.dtype, architecture=architecture,
-                         origin=m.source.uri, output_names=tuple(o.name for o in m.outputs))
+                         origin=m.source.uri, output_names=tuple(o.name for o in m.outputs), **config)
 
 
 def load_class_names(loaded: LoadedManifest, cache_dir: Path, allow_download: bool = False,

@@ -51,7 +51,37 @@ def framework_distribution(name: str) -> str:
     return next((d for d in candidates if installed_version(d) is not None), candidates[0])
 
 
+def debian_darknet_version() -> str | None:
+    """The upstream version of Debian's installed ``darknet`` package (``0.0.0+git20180914.61c9d02e``), else None."""
+    import shutil
+    import subprocess
+
+    if shutil.which("dpkg-query") is None:
+        return None
+    proc = subprocess.run(["dpkg-query", "-W", "-f=${Status} ${Version}", "darknet"], capture_output=True,
+                          text=True, timeout=30, check=False)
+    if proc.returncode != 0 or not proc.stdout.startswith("install ok installed "):
+        return None
+    version = proc.stdout.rsplit(" ", 1)[1]
+    return version.split(":")[-1].rsplit("-", 1)[0]
+
+
+def check_darknet(constraint: str) -> str:
+    """Darknet is a system package, not a Python distribution: its constraint is checked against Debian's
+    ``darknet`` when installed; without it only repliscope's own .cfg/.weights reader runs (onnxruntime via
+    the conversion), and the ``darknet`` runtime itself says how to install it."""
+    version = debian_darknet_version()
+    if version is None:
+        return "not installed"
+    if not SpecifierSet(constraint).contains(Version(version).public, prereleases=True):
+        raise FrameworkError(f"the model's framework 'darknet' needs darknet{constraint}, but Debian's darknet "
+                             f"{version} is installed")
+    return version
+
+
 def check_framework(name: str, constraint: str) -> str:
+    if name == "darknet":
+        return check_darknet(constraint)
     return check_constraint(framework_distribution(name), constraint, f"the model's framework '{name}'")
 
 

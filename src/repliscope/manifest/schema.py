@@ -47,7 +47,7 @@ class _Strict(BaseModel):
 class FrameworkSpec(_Strict):
     """The model's native framework and the versions it is known to work with (PEP 440 specifier)."""
 
-    name: Literal["torch", "onnx", "tflite", "tensorflow", "keras"]
+    name: Literal["torch", "onnx", "tflite", "tensorflow", "keras", "darknet"]
     version: str
 
     @field_validator("version")
@@ -60,6 +60,13 @@ class FrameworkSpec(_Strict):
         return v
 
 
+class ConfigFileSpec(_Strict):
+    """A file the model needs beside its source (a Darknet ``.cfg``): ``uri`` in the source's forms + ``sha256``."""
+
+    uri: str
+    sha256: Sha256
+
+
 class SourceSpec(_Strict):
     """Where the model file comes from: ``package://DIST/path/in/dist``, a path relative to the manifest,
     or ``https://...`` (downloaded to the cache only when asked). ``sha256`` is always required."""
@@ -67,7 +74,18 @@ class SourceSpec(_Strict):
     uri: str
     sha256: Sha256
     format: Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
-                    "mtcnn_cascade"]
+                    "mtcnn_cascade", "darknet"]
+    config: ConfigFileSpec | None = None
+    """``darknet`` only, and required there: the network's ``.cfg`` (the ``uri`` is the ``.weights``), same forms
+    and sha256 rule as the source."""
+
+    @model_validator(mode="after")
+    def _config_for_darknet(self) -> SourceSpec:
+        if self.format == "darknet" and self.config is None:
+            raise ValueError("source.format 'darknet' is a .weights file: give 'config: {uri, sha256}' (the .cfg)")
+        if self.format != "darknet" and self.config is not None:
+            raise ValueError(f"'config' is the .cfg of a darknet source; source.format '{self.format}' has none")
+        return self
 
 
 class ArchitectureSpec(_Strict):

@@ -3,7 +3,19 @@
 Needs only numpy and Pillow; OpenCV and PyTorch are imported when an op using them runs.
 """
 
-from repliscope.ops import classify, color, crop, decode, detection, dtype, layout, normalize, resize, segmentation
+from repliscope.ops import (
+    classify,
+    color,
+    crop,
+    darknet,
+    decode,
+    detection,
+    dtype,
+    layout,
+    normalize,
+    resize,
+    segmentation,
+)
 from repliscope.ops.base import OPS, BuildContext, Item, Op, OpParams, PostOp, Predictions, PreOp
 from repliscope.ops.pipeline import Pipeline, build_op, decode_input, op_names
 
@@ -21,6 +33,7 @@ __all__ = [
     "classify",
     "color",
     "crop",
+    "darknet",
     "decode",
     "decode_input",
     "detection",

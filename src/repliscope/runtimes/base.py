@@ -20,7 +20,7 @@ from repliscope.errors import FrameworkError
 from repliscope.registry import Registry
 
 ModelFormat = Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
-                      "mtcnn_cascade"]
+                      "mtcnn_cascade", "darknet"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class ModelArtifact:
     origin: str = ""
     output_names: tuple[str, ...] = ()
     """The manifest's output names, in order (detection models have several)."""
+    config_path: Path | None = None
+    """``darknet``: the verified ``.cfg`` beside the ``.weights`` (``path``); None for other formats."""
+    config_sha256: str | None = None
 
 
 class Runner(ABC):
@@ -156,3 +159,4 @@ RUNTIMES.add("tensorflow", "repliscope.runtimes.tensorflow_runner:TensorflowRunn
 RUNTIMES.add("keras", "repliscope.runtimes.keras_runner:KerasRunner")
 RUNTIMES.add("keras_tensorflow", "repliscope.runtimes.keras_runner:KerasTensorflowRunner")
 RUNTIMES.add("keras_jax", "repliscope.runtimes.keras_runner:KerasJaxRunner")
+RUNTIMES.add("darknet", "repliscope.runtimes.darknet.runner:DarknetRunner")

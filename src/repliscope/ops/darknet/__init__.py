@@ -1,0 +1,7 @@
+"""Darknet's (pjreddie, 2018) pre- and post-processing as ops, pinned to libdarknet's own output:
+``darknet_letterbox`` (pre), then ``yolo_decode`` -> ``darknet_correct_boxes`` -> ``darknet_nms`` ->
+``darknet_boxes`` (post), followed by the shared ``class_map`` (``coco80_to_91`` = Darknet's ``coco_ids``)."""
+
+from repliscope.ops.darknet import boxes, letterbox, nms, yolo_head
+
+__all__ = ["boxes", "letterbox", "nms", "yolo_head"]

@@ -1,0 +1,106 @@
+"""``darknet_letterbox``: Darknet's ``letterbox_image`` with its own ``resize_image``, ported to numpy float32."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from pydantic import Field
+
+from repliscope.errors import OpSpecError
+from repliscope.ops._common import require_image, spatial_size
+from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+def resize_image(chw: np.ndarray, w: int, h: int) -> np.ndarray:
+    """Darknet ``resize_image(im, w, h)`` on float32 (C, H, W), bit for bit (float32 arithmetic, same order).
+
+    Separable: each row is first resized horizontally (``sx = c * (W-1)/(w-1)``, ``ix = (int) sx``,
+    ``(1-dx)*p[ix] + dx*p[ix+1]``; the last column copies the last source column), then each output row
+    ``r`` is ``(1-dy)*part[iy]`` plus ``dy*part[iy+1]`` added separately (not on the last row). Corners map to
+    corners: this is not OpenCV's or Pillow's bilinear.
+    """
+    im = np.asarray(chw, dtype=np.float32)
+    c, ih, iw = im.shape
+    f32 = np.float32
+    w_scale = f32(iw - 1) / f32(w - 1) if w > 1 else f32(0)
+    h_scale = f32(ih - 1) / f32(h - 1) if h > 1 else f32(0)
+    part = np.empty((c, ih, w), np.float32)
+    cols = np.arange(w)
+    sx = cols.astype(np.float32) * w_scale
+    ix = sx.astype(np.int64)
+    dx = (sx - ix.astype(np.float32)).astype(np.float32)
+    inner = cols < w - 1 if iw > 1 else np.zeros(w, bool)
+    ixc = np.where(inner, ix, 0)
+    ix1 = np.minimum(ixc + 1, iw - 1)
+    left = (f32(1) - dx)[None, None, :] * im[:, :, ixc]
+    right = dx[None, None, :] * im[:, :, ix1]
+    part[:] = np.where(inner[None, None, :], left + right, im[:, :, iw - 1:iw])
+    rows = np.arange(h)
+    sy = rows.astype(np.float32) * h_scale
+    iy = sy.astype(np.int64)
+    dy = (sy - iy.astype(np.float32)).astype(np.float32)
+    out = (f32(1) - dy)[None, :, None] * part[:, iy, :]
+    add = (rows < h - 1) & (ih > 1)
+    iy1 = np.minimum(iy + 1, ih - 1)
+    out = np.where(add[None, :, None], out + dy[None, :, None] * part[:, iy1, :], out)
+    return out.astype(np.float32)
+
+
+def letterbox_size(width: int, height: int, net_w: int, net_h: int) -> tuple[int, int]:
+    """(new_w, new_h) of ``letterbox_image`` / ``correct_yolo_boxes``: the float comparison and integer division
+    Darknet uses (``new_h = (im.h * w) / im.w`` truncates)."""
+    if np.float32(net_w) / np.float32(width) < np.float32(net_h) / np.float32(height):
+        return net_w, (height * net_w) // width
+    return (width * net_h) // height, net_h
+
+
+class DarknetLetterboxParams(OpParams):
+    size: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+    """[height, width] of the network input (the cfg's ``[net]`` height, width)."""
+    fill: float
+    """The border value (Darknet: 0.5, in the [0, 1] range its images have)."""
+
+
+@OPS.register("darknet_letterbox")
+class DarknetLetterbox(PreOp):
+    """Darknet ``letterbox_image(im, w, h)``: keep the aspect ratio (:func:`letterbox_size`), resize with
+    Darknet's ``resize_image`` (:func:`resize_image`), centre with ``embed_image`` at ``((w - new_w) / 2,
+    (h - new_h) / 2)`` (integer division) on a canvas filled with ``fill``.
+
+    In: float32 HWC or CHW (Darknet: RGB in [0, 1], ``load_image_color``'s ``x / 255.``). Out: same layout,
+    float32, exactly ``size``. Geometry: scale (new_h / H, new_w / W), offset (top, left); the ops that undo it
+    for Darknet's boxes are ``darknet_correct_boxes`` (``correct_yolo_boxes``).
+    """
+
+    name = "darknet_letterbox"
+    Params = DarknetLetterboxParams
+    params: DarknetLetterboxParams
+
+    def library(self) -> tuple[str, str]:
+        return "darknet (numpy port of image.c letterbox_image/resize_image)", np.__version__
+
+    def static_shape(self, shape: StaticShape) -> StaticShape:
+        shape = super().static_shape(shape)
+        h, w = self.params.size
+        return StaticShape(shape.layout, h, w, min(h, w), shape.channels)
+
+    def __call__(self, item: Item) -> Item:
+        require_image(self, item)
+        if item.data.dtype != np.float32:
+            raise OpSpecError("op", f"'darknet_letterbox' works on float32 images as Darknet does (got "
+                              f"{item.data.dtype}): put 'to_float' and 'divide_std 255' before it")
+        height, width = spatial_size(item)
+        net_h, net_w = self.params.size
+        new_w, new_h = letterbox_size(width, height, net_w, net_h)
+        chw = item.data if item.layout == "CHW" else np.transpose(item.data, (2, 0, 1))
+        resized = resize_image(chw, new_w, new_h)
+        canvas = np.full((chw.shape[0], net_h, net_w), np.float32(self.params.fill), np.float32)
+        top, left = (net_h - new_h) // 2, (net_w - new_w) // 2
+        canvas[:, top:top + new_h, left:left + new_w] = resized
+        out = canvas if item.layout == "CHW" else np.ascontiguousarray(np.transpose(canvas, (1, 2, 0)))
+        geometry = None if item.geometry is None else item.geometry.then((new_h / height, new_w / width),
+                                                                            (float(top), float(left)))
+        return item.with_data(out, geometry=geometry)
