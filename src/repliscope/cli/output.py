@@ -59,7 +59,8 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
                   f", {annotated}")
     print_categories_left_out(d)
     detection = rec.task == "object_detection"
-    title = "metrics (95 % bootstrap interval over images)" if detection else "metrics (95 % Wilson interval)"
+    bootstrap = detection or rec.task == "semantic_segmentation"
+    title = "metrics (95 % bootstrap interval over images)" if bootstrap else "metrics (95 % Wilson interval)"
     table = Table(title=title)
     for col in ("metric", "value", "interval", "n"):
         table.add_column(col)
@@ -70,11 +71,17 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
             table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
     if rec.metrics:
         console.print(table)
-    elif detection:
-        console.print("metrics   none: no sample was evaluated (detections are stored per sample)")
+    elif bootstrap:
+        console.print("metrics   none: no sample was evaluated (predictions are stored per sample)")
     else:
         console.print("metrics   none: no labelled sample was evaluated (outputs are stored per sample)")
-    if rec.per_class:
+    if rec.per_class and rec.task == "semantic_segmentation":
+        print_table("per class (IoU, 95 % bootstrap interval over images)",
+                    ["class", "IoU", "interval", "gt pixels", "predicted pixels", "images"],
+                    [[f"{r['class_id']} {r['name']}", _fraction(r.get("iou")),
+                      "" if r.get("iou_ci_low") is None else f"[{r['iou_ci_low']:.4f}, {r['iou_ci_high']:.4f}]",
+                      r["gt_pixels"], r["predicted_pixels"], r["images"]] for r in rec.per_class])
+    elif rec.per_class:
         print_per_class(rec.per_class)
     if not rec.claims:
         console.print("claims    none: the manifest makes no claim (claims: [])")
