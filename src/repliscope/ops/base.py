@@ -114,6 +114,27 @@ class Boxes:
     format: BoxFormat
 
 
+MaskSpace = Literal["output", "source"]
+
+
+@dataclass
+class MaskMap:
+    """One sample's segmentation between post-processing ops.
+
+    ``values``: float32 (H, W, C) scores, one channel per class or a single map (C = 1); ``activated``: they are
+    probabilities (after ``mask_activation`` or an output of kind ``mask_probabilities``). ``labels``: int32 (H, W)
+    class indices of the manifest's labels once ``mask_argmax`` / ``mask_threshold`` made them (None before).
+    ``space``: ``output`` (the model output's grid, covering the model input image) or ``source`` (the decoded
+    image's pixels, after ``mask_resize``). ``class_names``: the manifest's labels (the model's class indices).
+    """
+
+    values: np.ndarray | None
+    activated: bool
+    space: MaskSpace
+    labels: np.ndarray | None = None
+    class_names: tuple[str, ...] | None = None
+
+
 @dataclass
 class Predictions:
     """A batch of model outputs on its way through post-processing.
@@ -136,6 +157,8 @@ class Predictions:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     geometry: list[Geometry | None] = field(default_factory=list)
     detections: list[Boxes] | None = None
+    segmentation: list[MaskMap] | None = None
+    """Semantic segmentation: per row, the sample's :class:`MaskMap` once ``mask_from_outputs`` made it."""
 
 
 @dataclass(frozen=True)
