@@ -62,7 +62,7 @@ SAMPLE_FILE_BYTES = Limit("sample_file_bytes", 256 << 20, "bytes",
 LABELS_FILE_BYTES = Limit("labels_file_bytes", 16 << 20, "bytes", "a labels text file",
                           "REPLISCOPE_LABELS_FILE_BYTES")
 DOWNLOAD_BYTES = Limit("download_bytes", 2 << 30, "bytes",
-                       "one `download: true` fetch (a manifest's `source.max_bytes` may lower it)",
+                       "one `download: true` / `--download` fetch, checked while streaming",
                        "REPLISCOPE_DOWNLOAD_BYTES")
 
 ALL = (MANIFEST_BYTES, YAML_NODES, YAML_EXPANDED_NODES, YAML_DEPTH, MAX_INT, MAX_PIXELS, TENSOR_BYTES,

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata as md
-import os
 import posixpath
-import tempfile
-import urllib.error
-import urllib.request
+import urllib.parse
 from pathlib import Path
 
 from repliscope.errors import ChecksumError, NotCachedError, SourceError
@@ -72,26 +69,17 @@ def locate_package_file(uri: str) -> Path:
 
 
 def download_to_cache(uri: str, sha256: str, cache_dir: Path, allow_download: bool) -> Path:
-    """Return the cached copy of ``uri`` (keyed by sha256), downloading it first if allowed."""
-    target = cache_dir / "downloads" / sha256 / Path(uri.split("?")[0]).name
+    """Return the cached copy of ``uri`` (keyed by sha256), downloading it first if allowed, under the rules of
+    :mod:`repliscope.manifest.download` (https at every hop, no private addresses, size limit, streamed sha256)."""
+    from repliscope.manifest.download import fetch
+
+    name = Path(urllib.parse.urlsplit(uri).path).name or "download"
+    target = cache_dir / "downloads" / sha256 / name
     if target.is_file():
         return target
     if not allow_download:
-        raise NotCachedError(f"{uri} is not in the cache ({target}); pass --download to fetch it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(uri, timeout=60) as resp:
-            while chunk := resp.read(_CHUNK):
-                out.write(chunk)
-        verify_sha256(Path(tmp), sha256, uri)
-        os.replace(tmp, target)
-    except (urllib.error.URLError, OSError) as exc:
-        raise SourceError(f"cannot download {uri}: {exc} (offline? place the file at {target})") from exc
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+        raise NotCachedError(f"{uri} is not in the cache; pass --download to fetch it")
+    return fetch(uri, sha256, target)
 
 
 def local_path(uri: str, base_dir: Path, allow_outside_paths: bool = False) -> Path:
