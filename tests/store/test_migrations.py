@@ -64,14 +64,14 @@ def _schema_diff(url: str) -> list[object]:
 
 def test_fresh_store_is_created_at_head_and_matches_the_models(url: str) -> None:
     with RunStore(url) as store:
-        assert current(store.engine) == head() == "0004"
+        assert current(store.engine) == head() == "0005"
         assert {"runs", "sample_predictions", "sweeps", "benchmarks", "traces", "tokens", "datasets_registry",
                 "manifests", "jobs", "alembic_version"} <= set(inspect(store.engine).get_table_names())
     assert _schema_diff(url) == []
     if url.startswith("sqlite"):  # the large record JSON is the last column (filter columns stay in-row)
         assert [c["name"] for c in inspect(create_engine(url)).get_columns("runs")][-1] == "record"
     result = upgrade(url)  # already at head: nothing to do
-    assert (result.from_revision, result.to_revision, result.changed) == ("0004", "0004", False)
+    assert (result.from_revision, result.to_revision, result.changed) == ("0005", "0005", False)
 
 
 @pytest.mark.parametrize("detection_columns", [True, False])

@@ -79,8 +79,38 @@ def diff(
     trace_out: TraceOutOption = None,
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the run store.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    pipeline: Annotated[str | None, typer.Option(
+        "--pipeline", help="Your own pre-processing to compare with the manifest's: FILE.py:NAME or module:NAME (a "
+                           "function path -> model input, a list of (name, callable) stages, or a Compose).")]
+    = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline).")] = None,
+    model_effect: Annotated[bool, typer.Option(
+        "--model-effect", help="Also feed both inputs through the model: top-1 agreement, flips, McNemar "
+                               "(--pipeline).")] = False,
+    model_runtime: Annotated[str | None, typer.Option(
+        help="Runtime of --model-effect (default: the manifest framework's own).")] = None,
+    heatmaps: Annotated[Path | None, typer.Option(
+        help="Write the worst samples' heatmap panels (PNG) here (--pipeline).")] = None,
+    store_result: Annotated[bool, typer.Option(
+        "--store/--no-store", help="Keep the diff in the run store (--db), as evaluate keeps runs.")] = True,
 ) -> None:
-    """Compare two runs, two runtimes, or a candidate implementation with the torch reference."""
+    """Compare two runs, two runtimes, a candidate implementation with the torch reference, or your own
+    pre-processing with the manifest's (--pipeline)."""
+    if pipeline is not None:
+        from repliscope.cli.pipeline_diff_cmd import PipelineOptions, run_pipeline_diff
+
+        if run_b is not None or runtimes is not None or layers or candidate is not None:
+            print("error: --pipeline compares your pre-processing with one MANIFEST's: no RUN_B, --runtimes, "
+                  "--layers or --candidate", file=sys.stderr)
+            raise typer.Exit(code=2)
+        run_pipeline_diff(target, PipelineOptions(pipeline, dataset, limit, tolerance_k, model_effect, model_runtime,
+                                                   heatmaps, threads, batch, db,
+                                                   store_result, as_json))
+        return
+    if limit is not None or model_effect or model_runtime is not None or heatmaps is not None:
+        print("error: --limit, --model-effect, --model-runtime and --heatmaps go with --pipeline FILE.py:NAME",
+              file=sys.stderr)
+        raise typer.Exit(code=2)
     traced: list[str] = []
     try:
         check_arguments(run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping,
@@ -112,7 +142,27 @@ def diff(
         raise typer.Exit(code=2) from None
     for line in traced:
         print(line, file=sys.stderr)
+    if store_result:
+        _store(result, target if run_b is None else "", db, quiet=as_json)
     _emit(result, failed, plot, as_json)
+
+
+def _store(result: Any, manifest: str, db: str | None, quiet: bool) -> None:
+    """Keep the diff in the store (``repliscope diffs list``); a store that cannot take it is a warning."""
+    from repliscope.store.diffs import save_diff
+
+    try:
+        name = ""
+        if manifest and Path(manifest).is_file():
+            from repliscope.manifest.loader import load_manifest
+
+            name = load_manifest(manifest).manifest.name
+        diff_id = save_diff(db, result.model_dump(mode="json"), manifest_name=name)
+    except RepliscopeError as exc:
+        print(f"warning: the diff was not stored: {exc}", file=sys.stderr)
+        return
+    if not quiet:  # --json: stdout is the result alone, and scripts read it mixed with stderr
+        print(f"stored as diff {diff_id[:12]} (repliscope diffs show {diff_id[:12]})", file=sys.stderr)
 
 
 def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str | None, dataset: str,

@@ -28,6 +28,7 @@ def _register_plugins() -> None:
         convert_cmd,
         db_cmd,
         diff_cmd,
+        diffs_cmd,
         manifest_cmd,
         report_cmd,
         runs_cmd,
@@ -42,6 +43,7 @@ def _register_plugins() -> None:
     manifest_cmd.register(app)
     report_cmd.register(app)
     diff_cmd.register(app)
+    diffs_cmd.register(app)
     convert_cmd.register(app)
     bench_cmd.register(app)
     trace_cmd.register(app)

@@ -94,7 +94,7 @@ class McNemar(_Model):
 
 class TaskDiffResult(_Model):
     kind: str = "task_diff"
-    source: Literal["records", "runtimes"]
+    source: Literal["records", "runtimes", "pipelines"]
     a: str
     b: str
     dataset: str

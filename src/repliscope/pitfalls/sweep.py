@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from queue import SimpleQueue
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
             skipped.append(VariantOutcome(name=name, description=pitfall.description, change="",
                                           status="not applicable", reason=str(exc)))
     for plan in plans:
-        plan.op_keys = [json.dumps(op.describe(), sort_keys=True, default=str) for op in plan.pipeline.pre_ops]
+        plan.op_keys = op_keys(plan.pipeline)
     return plans, skipped
 
 
@@ -145,7 +145,21 @@ def task_pitfalls(task: str) -> list[str]:
             task in (PITFALLS.get(name).tasks or ())]
 
 
-def prepare_all(sample: Sample, plans: Sequence[_Plan], expected_shape: tuple[int, ...]) -> tuple[_Prepared, str]:
+def op_keys(pipeline: Pipeline) -> list[str]:
+    """One key per pre op (its resolved configuration as JSON): equal key prefixes = the same computation."""
+    return [json.dumps(op.describe(), sort_keys=True, default=str) for op in pipeline.pre_ops]
+
+
+class PrefixPlan(Protocol):
+    """What :func:`prepare_all` reads of a plan (the sweep's plans; the pipeline diff's variant search)."""
+
+    name: str
+    pipeline: Pipeline
+    op_keys: list[str]
+
+
+def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tuple[int, ...]
+                ) -> tuple[_Prepared, str]:
     """Read one sample once and pre-process it for every plan, computing each distinct op prefix once ->
     (cells, fingerprint: sha256 hex of the bytes or the unreadable reason)."""
     read = read_sample(sample)

@@ -220,3 +220,29 @@ class StackMatrixRow(Base):
     runtime: Mapped[str] = mapped_column(String)
     dataset_identity: Mapped[str] = mapped_column(String)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class DiffRow(Base):
+    """One stored diff (migration 0005): a task-level, layer-level or pipeline diff as ``repliscope diff --json``
+    prints it (``result``), with copies of its identifying fields for listing; ``figure`` holds a PNG the diff
+    page shows (a pipeline diff's heatmap panels; NULL otherwise)."""
+
+    __tablename__ = "diffs"
+    __table_args__ = (Index("ix_diffs_kind_created", "kind", "created_at"),
+                      Index("ix_diffs_model_created", "manifest_name", "created_at"))
+
+    diff_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    kind: Mapped[str] = mapped_column(String)
+    """``task_diff`` | ``layer_diff`` | ``pipeline_diff``."""
+    manifest_name: Mapped[str] = mapped_column(String)
+    a: Mapped[str] = mapped_column(String)
+    b: Mapped[str] = mapped_column(String)
+    dataset: Mapped[str] = mapped_column(String)
+    samples: Mapped[int] = mapped_column(Integer)
+    verdict: Mapped[str] = mapped_column(String)
+    """pipeline: match / explained / unexplained; layer: passed / failed; task: agree / differ."""
+    summary: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String, nullable=True)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    figure: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)

@@ -1,0 +1,151 @@
+"""Stored diffs (the ``diffs`` table, migration 0005): task-level, layer-level and pipeline diffs exactly as
+``repliscope diff --json`` prints them, with a listing summary and an optional PNG (a pipeline diff's heatmaps).
+
+Functions take an open :class:`~repliscope.store.repository.RunStore` (its engine); :func:`save_diff` also takes a
+URL (None: the default store), as the CLI calls it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from repliscope.errors import StoreError
+from repliscope.store.models import DiffRow
+from repliscope.store.repository import MIN_PREFIX, RunStore
+
+DIFF_KINDS = ("task_diff", "layer_diff", "pipeline_diff")
+MAX_FIGURE_BYTES = 8 << 20
+"""A stored figure is at most 8 MiB (three heatmap rows are about 200 KB)."""
+
+
+class DiffSummary(BaseModel):
+    """One listed diff (the stored ``result`` is fetched by :func:`get_diff`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    diff_id: str
+    created_at: datetime
+    kind: str
+    manifest_name: str
+    a: str
+    b: str
+    dataset: str
+    samples: int
+    verdict: str
+    summary: str
+    created_by: str | None = None
+    has_figure: bool = False
+
+
+class StoredDiff(DiffSummary):
+    result: dict[str, Any]
+
+
+def describe(result: dict[str, Any], manifest_name: str = "") -> dict[str, Any]:
+    """The listing columns of one diff result (its ``kind`` decides where they come from)."""
+    kind = result.get("kind")
+    if kind == "pipeline_diff":
+        diag = result.get("diagnosis") or {}
+        return {"manifest_name": result.get("manifest_name", manifest_name),
+                "a": f"{result.get('manifest_name', manifest_name)} pre-processing",
+                "b": str(result.get("candidate", "")), "dataset": str(result.get("dataset", "")),
+                "samples": int(result.get("samples", 0)), "verdict": str(result.get("verdict", "")),
+                "summary": str(diag.get("message", ""))}
+    if kind == "layer_diff":
+        first = {m: d for m, d in (result.get("first_divergent") or {}).items() if d}
+        verdict = "failed" if first or not (result.get("output") or {}).get("passed", True) else "passed"
+        where = "; ".join(f"{m}: first divergent {d.get('path', '?')}" for m, d in first.items())
+        return {"manifest_name": manifest_name, "a": str((result.get("reference") or {}).get("framework", "")),
+                "b": str((result.get("candidate") or {}).get("candidate", "")), "dataset": "",
+                "samples": len(result.get("samples") or []), "verdict": verdict,
+                "summary": where or f"{len(result.get('layers') or [])} layers within tolerance"}
+    if kind == "task_diff":
+        agreement = result.get("agreement")
+        flips = len(result.get("flips") or [])
+        mc = result.get("mcnemar")
+        text = "no sample compared" if agreement is None else f"agreement {agreement:.2%}, {flips} flipped"
+        if mc:
+            text += f", McNemar p = {mc.get('p_value', 1.0):.3g}"
+        return {"manifest_name": manifest_name, "a": str(result.get("a", "")), "b": str(result.get("b", "")),
+                "dataset": str(result.get("dataset", "")), "samples": int(result.get("compared", 0)),
+                "verdict": "agree" if agreement == 1.0 else "differ", "summary": text}
+    raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
+
+
+def store_diff(store: RunStore, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None,
+               created_by: str | None = None) -> str:
+    """Store one diff result; returns its new id (32 hex characters)."""
+    if figure is not None and len(figure) > MAX_FIGURE_BYTES:
+        raise StoreError(f"the diff figure is {len(figure)} bytes (at most {MAX_FIGURE_BYTES})")
+    diff_id = uuid.uuid4().hex
+    row = DiffRow(diff_id=diff_id, created_at=datetime.now(UTC).replace(tzinfo=None), kind=str(result.get("kind")),
+                  created_by=created_by, result=result, figure=figure, **describe(result, manifest_name))
+    with Session(store.engine) as session, session.begin():
+        session.add(row)
+    return diff_id
+
+
+def save_diff(url: str | None, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None
+              ) -> str:
+    """:func:`store_diff` into the store at ``url`` (None: the default store)."""
+    with RunStore(url) as store:
+        return store_diff(store, result, manifest_name=manifest_name, figure=figure)
+
+
+def _summary(row: DiffRow) -> DiffSummary:
+    return DiffSummary(diff_id=row.diff_id, created_at=row.created_at, kind=row.kind, manifest_name=row.manifest_name,
+                       a=row.a, b=row.b, dataset=row.dataset, samples=row.samples, verdict=row.verdict,
+                       summary=row.summary, created_by=row.created_by, has_figure=row.figure is not None)
+
+
+def list_diffs(store: RunStore, *, kind: str | None = None, manifest_name: str | None = None, limit: int = 50,
+               offset: int = 0) -> tuple[list[DiffSummary], int]:
+    """Newest first -> (page, total matching)."""
+    if kind is not None and kind not in DIFF_KINDS:
+        raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
+    cols = [c for c in DiffRow.__table__.columns if c.name not in ("result", "figure")]
+    query = select(*cols, DiffRow.figure.is_not(None).label("has_figure"))
+    count = select(func.count()).select_from(DiffRow)
+    if kind is not None:
+        query, count = query.where(DiffRow.kind == kind), count.where(DiffRow.kind == kind)
+    if manifest_name is not None:
+        query = query.where(DiffRow.manifest_name == manifest_name)
+        count = count.where(DiffRow.manifest_name == manifest_name)
+    with Session(store.engine) as session:
+        rows = session.execute(query.order_by(DiffRow.created_at.desc()).offset(offset).limit(limit)).mappings().all()
+        total = int(session.scalar(count) or 0)
+    return [DiffSummary(**{k: v for k, v in r.items()}) for r in rows], total
+
+
+def resolve_diff_id(session: Session, diff_id: str) -> str:
+    """Full id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
+    if session.get(DiffRow, diff_id) is not None:
+        return diff_id
+    if len(diff_id) < MIN_PREFIX:
+        raise StoreError(f"unknown diff id '{diff_id}' (a prefix needs at least {MIN_PREFIX} characters)")
+    matches = session.scalars(select(DiffRow.diff_id).where(DiffRow.diff_id.startswith(diff_id, autoescape=True))
+                              .limit(11)).all()
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise StoreError(f"unknown diff id '{diff_id}'")
+    raise StoreError(f"diff id prefix '{diff_id}' is ambiguous; candidates: {', '.join(matches[:10])}")
+
+
+def get_diff(store: RunStore, diff_id: str) -> StoredDiff:
+    """One stored diff by id or unique prefix (StoreError when unknown or ambiguous)."""
+    with Session(store.engine) as session:
+        row = session.get(DiffRow, resolve_diff_id(session, diff_id))
+        assert row is not None
+        return StoredDiff(**_summary(row).model_dump(), result=row.result)
+
+
+def get_figure(store: RunStore, diff_id: str) -> bytes | None:
+    with Session(store.engine) as session:
+        row = session.get(DiffRow, resolve_diff_id(session, diff_id))
+        return None if row is None else row.figure
