@@ -189,7 +189,6 @@ def test_every_warning_code_is_documented_and_triggered() -> None:
     ("tensorflow/DeepLabv3_MobileNet_v2_PASCAL_VOC_Train_Aug.yml", "output.type"),
     ("tensorflow/SSD_VGG16.yml", "output.parameters.probabilities_layer"),  # merged outputs: no detections
     ("pytorch/MobileNet_SSD_Lite_v2.0.yml", "framework.name"),  # argmax over classes, no NMS
-    ("mxnet/SSD_512_MobileNet_1.0_COCO.yml", "output.parameters.features_url"),  # label file unknown offline
     ("pytorch/MLPerf_BERT.yml", "inputs[0].type"),
 ])
 def test_refused_with_file_and_field(file: str, field: str) -> None:
@@ -293,9 +292,11 @@ def test_folder_summary(tmp_path: Path) -> None:
         "c3sr-tensorflow/BVLC_GoogLeNet_Caffe.yml": "with warnings",
         "c3sr-tensorflow/SSD_MobileNet_v2_COCO.yml": "with warnings",
         "caffe/BVLC_AlexNet.yml": "with warnings",
+        "caffe2/BVLC_AlexNet_Caffe2.yml": "with warnings",
+        "cntk/BVLC-Reference-RCNN-ILSVRC13.yml": "with warnings",
         "mxnet/CIFAR_ResNet110_v1.yml": "with warnings",
         "mxnet/ResNet18_v1.yml": "with warnings",
-        "mxnet/SSD_512_MobileNet_1.0_COCO.yml": "refused",
+        "mxnet/SSD_512_MobileNet_1.0_COCO.yml": "with warnings",
         "pytorch/DPN_68_v1.0.yml": "with warnings",
         "pytorch/MLPerf_BERT.yml": "refused",
         "pytorch/MobileNet_SSD_Lite_v2.0.yml": "refused",
@@ -427,7 +428,7 @@ def test_cli_folder_prints_one_line_per_file_and_a_summary(tmp_path: Path) -> No
     lines = res.output.splitlines()
     assert any(ln.startswith("refused pytorch/MLPerf_BERT.yml: ") for ln in lines)
     assert any(ln.startswith("with warnings caffe/BVLC_AlexNet.yml (") for ln in lines)
-    assert lines[-1].startswith("0 translated, 15 with warnings, 5 refused; written to ")
+    assert lines[-1].startswith("0 translated, 18 with warnings, 4 refused; written to ")
 
 
 def test_cli_unknown_format_is_named_before_the_file() -> None:

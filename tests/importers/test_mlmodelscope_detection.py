@@ -105,7 +105,7 @@ def test_the_two_coco_label_files_give_the_same_ids() -> None:
     assert old.manifest["labels"] == new.manifest["labels"] == {"source": "builtin:coco-91", "num_classes": 91}
     assert old.manifest["postprocess"] == new.manifest["postprocess"]
     notes = [next(w.message for w in r.warnings if w.code == "mlmodelscope.detection_label_names") for r in (old, new)]
-    assert "label NAMES were then one id off" in notes[0] and "names and ids agree" in notes[1]
+    assert "WITHOUT a background line (checked by content)" in notes[0] and "index is the COCO id" in notes[1]
 
 
 def test_mlperf_ssd_mobilenet_fixed_dimensions_and_map_claim() -> None:

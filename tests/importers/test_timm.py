@@ -400,7 +400,7 @@ def test_refused_configs_name_file_and_field(tmp_path: Path, mutate: Any, field:
 def test_not_json_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigImportError, match="not a readable JSON file"):
+    with pytest.raises(ConfigImportError, match="not valid JSON"):
         TimmImporter().translate(path)
 
 

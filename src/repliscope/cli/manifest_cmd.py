@@ -186,7 +186,7 @@ def manifest_import(
     """Translate a foreign model config (an MLModelScope manifest, a timm config.json) into a repliscope manifest
     that reproduces what that tool ran; what cannot be translated exactly is a warning (stable code) and a YAML
     comment. Every translation is checked with `manifest validate --offline`."""
-    from repliscope.importers.batch import import_folder, import_one
+    from repliscope.importers.batch import coverage, import_folder, import_one
 
     try:
         if path.is_dir():
@@ -201,6 +201,7 @@ def manifest_import(
                     console.print(f"[{colour}]{r.outcome}[/] {r.file}"
                                   + (f" ({len(r.warnings)} warnings: {r.detail})" if r.warnings else
                                      f": {r.detail}" if r.detail else ""), highlight=False, soft_wrap=True)
+                _print_coverage(format_name, rows, coverage(rows))
                 counts = {k: sum(r.outcome == k for r in rows) for k in ("translated", "with warnings", "refused")}
                 console.print(", ".join(f"{v} {k}" for k, v in counts.items()) + f"; written to {out_dir}",
                               highlight=False, soft_wrap=True)
@@ -222,3 +223,16 @@ def manifest_import(
     for w in result.warnings:
         if not as_json:
             print(f"warning: {w.code} {w.field}: {w.message}", file=sys.stderr)
+
+
+def _print_coverage(format_name: str, rows: list[Any], counts: list[tuple[str, int]]) -> None:
+    """The coverage table of a folder import: files per outcome and per refusal reason, with its meaning."""
+    from repliscope.importers.base import IMPORTERS
+
+    meanings: dict[str, str] = {"translated": "translated exactly, no warning",
+                                "with warnings": "translated; each inexact point is a warning (see the file)"}
+    rules = IMPORTERS.get(format_name).refusal_reasons
+    total = len(rows)
+    table = [[k, n, f"{100 * n / total:.1f} %", meanings.get(k) or rules.get(k.removeprefix("refused: "), "")]
+             for k, n in counts]
+    print_table(f"coverage: {total} files", ["outcome", "files", "share", "meaning"], table)

@@ -22,7 +22,15 @@ from repliscope.registry import Registry
 
 
 class ConfigImportError(RepliscopeError):
-    """The foreign config cannot be translated: the pipeline it describes is undefined. Names file and field."""
+    """The foreign config cannot be translated: the pipeline it describes is undefined. Names file and field.
+
+    ``reason`` is a stable word per kind of refusal (an importer's ``REFUSAL_REASONS``; ``invalid`` when the
+    file breaks the format itself, ``limits`` when it exceeds the reading limits), so a folder import can count
+    refusals by reason."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,11 @@ class Importer(ABC):
 
     name: ClassVar[str]
     patterns: ClassVar[tuple[str, ...]]
+    refusal_reasons: ClassVar[dict[str, str]] = {
+        "invalid": "the file breaks the format (syntax, types, required fields, values)",
+        "limits": "the file exceeds the reading limits (size, nesting, node count, number size, image size)",
+    }
+    """Every :attr:`ConfigImportError.reason` the importer raises, with its one-line meaning."""
 
     @abstractmethod
     def translate(self, path: Path) -> ImportResult:

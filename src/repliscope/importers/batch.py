@@ -44,6 +44,8 @@ class FolderRow:
     """``translated``, ``with warnings`` or ``refused``."""
     detail: str = ""
     warnings: list[ImportWarning] = field(default_factory=list)
+    reason: str = ""
+    """For a refusal, :attr:`ConfigImportError.reason` (``invalid`` for a translation that does not validate)."""
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "warnings": [asdict(w) for w in self.warnings]}
@@ -64,7 +66,8 @@ def import_folder(format_name: str, folder: Path, out_dir: Path) -> list[FolderR
         try:
             result = import_one(format_name, f)
         except RepliscopeError as exc:
-            rows.append(FolderRow(str(rel), "refused", str(exc).splitlines()[0]))
+            rows.append(FolderRow(str(rel), "refused", str(exc).splitlines()[0],
+                                  reason=getattr(exc, "reason", "invalid")))
             continue
         target = out_dir / rel.with_suffix(".yaml")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -72,3 +75,14 @@ def import_folder(format_name: str, folder: Path, out_dir: Path) -> list[FolderR
         rows.append(FolderRow(str(rel), "with warnings" if result.warnings else "translated",
                               ", ".join(sorted({w.code for w in result.warnings})), result.warnings))
     return rows
+
+
+def coverage(rows: list[FolderRow]) -> list[tuple[str, int]]:
+    """(outcome or ``refused: <reason>``, file count), translations first, then refusals by count."""
+    translated = [(k, sum(r.outcome == k for r in rows)) for k in ("translated", "with warnings")]
+    refused: dict[str, int] = {}
+    for r in rows:
+        if r.outcome == "refused":
+            refused[r.reason] = refused.get(r.reason, 0) + 1
+    return [(k, n) for k, n in translated if n] + [
+        (f"refused: {k}", n) for k, n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))]

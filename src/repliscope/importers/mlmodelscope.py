@@ -50,6 +50,7 @@ from repliscope.importers.mlmodelscope_rules import (
     KNOWN_LABEL_FILES,
     MODEL_KEYS,
     OUTPUT_PARAMS,
+    REFUSAL_REASONS,
     TOP_KEYS,
     TYPE_KEYS,
     Ctx,
@@ -57,7 +58,9 @@ from repliscope.importers.mlmodelscope_rules import (
     number,
     pep440_constraint,
     triple,
+    unidentified,
 )
+from repliscope.importers.reading import check_image_size, read_text
 
 PLACEHOLDER_SHA256 = "0" * 64
 """Written where only an MD5 (or nothing) is known: it never matches a file, so evaluate refuses until the real
@@ -66,8 +69,32 @@ sha256 is filled in (``sha256sum FILE`` after checking the MD5 with ``md5sum FIL
 _RUNNABLE = {"onnxruntime": ("onnx", ".onnx", "onnx"), "onnx": ("onnx", ".onnx", "onnx"),
              "tensorflow": ("tensorflow", ".pb", "tf_frozen_graph")}
 """MLModelScope framework -> (repliscope framework, graph file suffix, source format) for the files repliscope runs."""
-_TASKS = {"classification": "image_classification", "boundingbox": "object_detection"}
-"""MLModelScope output.type -> repliscope task."""
+_TASKS = {"classification": "image_classification", "feature": "image_classification",
+          "boundingbox": "object_detection"}
+"""MLModelScope output.type -> repliscope task. ``feature`` is the word of the Caffe2, CNTK and TensorRT agents
+(and of some Caffe / TensorFlow manifests) for the same thing: the classifier's probability vector, named by the
+``features_url`` synset file (rai-project/caffe2 and cntk ``predict/predict.go`` ``ReadPredictedFeatures`` ->
+``CreatePredictedFeatures(output, labels)``; rai-project/tensorrt ``image_classification_predictor.go``)."""
+_REFUSED_OUTPUTS = {
+    "semanticsegment": ("semantic_segmentation", "a per-pixel class map (DeepLab, FCN); repliscope's semantic "
+                        "segmentation task is not translated from MLModelScope manifests yet"),
+    "instancesegment": ("instance_segmentation", "boxes with per-instance masks (Mask R-CNN); repliscope has no "
+                        "instance segmentation task"),
+    "image": ("image_output", "an image (super-resolution, enhancement); repliscope has no image-to-image task"),
+    "coordinates": ("coordinates_output", "keypoint coordinates (pose estimation); repliscope has no keypoint task"),
+}
+"""Output types with a known meaning and no repliscope translation: (refusal reason, what the output is)."""
+_AGENT_PREPROCESS: dict[str, dict[str, Any]] = {
+    # rai-project/caffe2 @ affcf57 predict/predict.go GetPreprocessOptions: ColorMode: types.BGRMode,
+    # Layout: image.CHWLayout, whatever the manifest says
+    "caffe2": {"forced": {"color_mode": "BGR", "layout": "CHW"}, "defaults": {},
+               "pins": "dlframework @ b2c3d91, image @ 2817c3d (Gopkg.lock)"},
+    # rai-project/cntk @ ced8368 predict/predict.go: ColorMode: p.GetColorMode(types.BGRMode),
+    # Layout: p.GetLayout(image.HWCLayout): the manifest's value, else BGR / HWC
+    "cntk": {"forced": {}, "defaults": {"color_mode": "BGR"},
+             "pins": "dlframework @ 0bf83e3, image @ 1711f35 (Gopkg.lock)"},
+}
+"""Agents whose predictor builds its own PreprocessOptions (read from their sources) instead of dlframework's."""
 
 
 class MLModelScopeImporter(Importer):
@@ -75,17 +102,22 @@ class MLModelScopeImporter(Importer):
 
     name: ClassVar[str] = "mlmodelscope"
     patterns: ClassVar[tuple[str, ...]] = ("*.yml", "*.yaml")
+    refusal_reasons: ClassVar[dict[str, str]] = REFUSAL_REASONS
 
     def translate(self, path: Path) -> ImportResult:
         try:
             return self._translate(path)
-        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong YAML type
+        except ConfigImportError as exc:  # number()/triple() name the field only: add the file
+            if str(exc).startswith(str(path)):
+                raise
+            raise ConfigImportError(f"{path}: {exc}", exc.reason) from None
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:  # a field of the wrong type
             raise ConfigImportError(f"{path}: a field has an unexpected structure ({type(exc).__name__}: {exc}); "
                                     "expected MLModelScope's ModelManifest layout (registry.proto)") from exc
 
     def _translate(self, path: Path) -> ImportResult:
         ctx = Ctx(path)
-        data = load_raw(path.read_text(encoding="utf-8"), str(path))
+        data = load_raw(read_text(path), str(path))
         _check_keys(ctx, data)
         _hooks(ctx, data)
         name = _name(ctx, data)
@@ -93,12 +125,16 @@ class MLModelScopeImporter(Importer):
         out_type = str((data.get("output") or {}).get("type", "")).strip().lower()
         task = _TASKS.get(out_type)
         if task is None:
-            raise ctx.fail("output.type", f"{out_type or '(missing)'!r} is not supported (unsupported_task): "
-                           "repliscope evaluates image classification and object detection (allowed: "
-                           f"{', '.join(_TASKS)}); segmentation and other outputs have no repliscope equivalent")
+            reason, what = _REFUSED_OUTPUTS.get(out_type, ("other_output", "an output with no repliscope task"))
+            raise ctx.fail("output.type", f"{out_type or '(missing)'!r} is {what} (allowed: "
+                           f"{', '.join(_TASKS)})", reason)
+        if out_type == "feature":
+            ctx.warn("feature_output", "output.type", "'feature': the agent's classifier output (probabilities "
+                     "named by features_url, sorted top-k); translated as image_classification")
         detection = task == "object_detection"
         fw_name = str((data.get("framework") or {}).get("name") or "").strip()
         framework, source = _framework_and_source(ctx, data)
+        _agent_preprocess(ctx, inp, fw_name)
         preprocess, shape, layout, dtype, fixed_hw = _pipeline(ctx, inp, detection)
         input_name = str(inp["params"].get("input_layer", "input"))
         if detection:
@@ -107,7 +143,7 @@ class MLModelScopeImporter(Importer):
             claims = detection_claims(data, _attr, path.name)
         else:
             labels, num_classes = _labels(ctx, data)
-            outputs, postprocess = _output(ctx, data, num_classes)
+            outputs, postprocess = _output(ctx, data, num_classes, fw_name)
             claims = _claims(data, path)
         if framework["name"] == "tensorflow":  # runnable frozen graph: the tensors the agent fed and fetched
             input_name = tensor_name(input_name)
@@ -208,11 +244,35 @@ def _image_input(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
     kind = str(first.get("type", "")).strip().lower()
     if kind != "image":
         raise ctx.fail("inputs[0].type", f"{kind or '(missing)'!r} is not supported (allowed: image); "
-                       "MLModelScope's image steps only run for image inputs")
+                       "MLModelScope's image steps only run for image inputs", "non_image_input")
     if len(inputs) > 1:
         raise ctx.fail("inputs", f"{len(inputs)} inputs; the image predictor reads inputs[0] only and repliscope "
-                       "models take one input")
+                       "models take one input", "non_image_input")
     return {"params": first.get("parameters") or {}}
+
+
+def _agent_preprocess(ctx: Ctx, inp: dict[str, Any], fw_name: str) -> None:
+    """Apply the agent's own PreprocessOptions (:data:`_AGENT_PREPROCESS`) to the input parameters, in place."""
+    rules = _AGENT_PREPROCESS.get(fw_name.lower())
+    if rules is None:
+        return
+    params = dict(inp["params"])
+    f = "inputs[0].parameters"
+    for key, value in rules["forced"].items():
+        given = f"{params[key]!r} is ignored" if key in params else "absent"
+        if key not in params or str(params[key]).upper() != value:
+            ctx.warn("agent_overrides", f"{f}.{key}", f"{given}: the {fw_name} agent always uses {value} (its "
+                     f"predict.go GetPreprocessOptions), whatever the manifest says; translated as {value}")
+        params[key] = value
+    for key, value in rules["defaults"].items():
+        if key not in params:
+            ctx.warn("agent_overrides", f"{f}.{key}", f"absent: the {fw_name} agent's own default {value} is used "
+                     "(its predict.go GetPreprocessOptions), not dlframework's")
+            params[key] = value
+    ctx.warn("agent_steps_unverified", "framework.name", f"the {fw_name} agent pins {rules['pins']}, older than "
+             "the dlframework/image the translation reproduces (4aaa12c / 407d61a); their preprocess_image.go and "
+             "read_image.go were not compared line by line: check a few tensors before trusting a comparison")
+    inp["params"] = params
 
 
 def _dims(ctx: Ctx, params: dict[str, Any]) -> list[int] | None:
@@ -229,6 +289,9 @@ def _dims(ctx: Ctx, params: dict[str, Any]) -> list[int] | None:
     if dims[0] != 3:
         raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: {dims[0]} channels; the image steps "
                        "always produce 3")
+    if dims[1] < 1 or dims[2] < 1:
+        raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: height and width must be positive")
+    check_image_size(dims[1], dims[2], f"{ctx.path}: inputs[0].parameters.dimensions")
     return dims
 
 
@@ -392,17 +455,17 @@ def _source_sha256(ctx: Ctx, uri: str, md5: str, field: str) -> str:
         try:
             local = locate_package_file(uri)
         except SourceError as exc:
-            raise ctx.fail(field, str(exc)) from exc
+            raise ctx.fail(field, str(exc), "model_file") from exc
     elif "://" not in uri:
         local = (ctx.path.parent / uri).resolve()
         if not local.is_file():
             raise ctx.fail(field, f"the local model file {local} does not exist (relative paths are read "
-                           f"against {ctx.path.parent})")
+                           f"against {ctx.path.parent})", "model_file")
     if local is not None:
         blob = local.read_bytes()
         if md5 and hashlib.md5(blob).hexdigest() != md5.lower():
             raise ctx.fail(field, f"MD5 of {local} is {hashlib.md5(blob).hexdigest()}, the manifest "
-                           f"declares {md5}: not the file MLModelScope ran")
+                           f"declares {md5}: not the file MLModelScope ran", "model_file")
         if not md5:
             ctx.warn("empty_checksum", field, f"empty: MLModelScope would have run {uri} unverified; its "
                      "sha256 was computed from the local file")
@@ -428,12 +491,13 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         raise ctx.fail(f, "missing: without the class names file the class count is undefined")
     known = KNOWN_LABEL_FILES.get(md5)
     if known is None:
-        raise ctx.fail(f, f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows; the class count "
-                       "cannot be read without downloading it (known MD5s: "
-                       f"{', '.join(sorted(KNOWN_LABEL_FILES))})")
+        raise ctx.fail(f, f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
+                       f"{unidentified(md5)}; the class count and names cannot be read without downloading it "
+                       "(known MD5s: " + ", ".join(sorted(KNOWN_LABEL_FILES)) + "); write the translation by "
+                       "hand with the file as labels.source", "unknown_label_file")
     source, count = known
     trained = str(_attr(data, "training_dataset") or "").strip()
-    if trained and trained.lower() != "imagenet":
+    if trained and not trained.lower().startswith(("imagenet", "ilsvrc")):
         ctx.warn("label_file_mismatch", f, f"attributes.training_dataset is {trained!r} but {url} is an ImageNet "
                  f"label file ({count} classes): MLModelScope named the predictions with ImageNet classes; the "
                  f"translation keeps {count} classes as it ran (check the model's real class count)")
@@ -449,8 +513,20 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
 
 
-def _output(ctx: Ctx, data: dict[str, Any], num_classes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+_DEFAULT_OUTPUT = {"cntk": "z", "tensorrt": "prob"}
+"""The agents' DefaultOutputLayerName (rai-project/cntk predict/default.go, rai-project/tensorrt predictor/
+default.go), used when probabilities_layer is absent; other agents: ``output`` (a placeholder)."""
+
+
+def _output(ctx: Ctx, data: dict[str, Any], num_classes: int,
+            fw_name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     params = (data.get("output") or {}).get("parameters") or {}
+    if "probabilities_layer" not in params:
+        default = _DEFAULT_OUTPUT.get(fw_name.lower())
+        ctx.warn("missing_field", "output.parameters.probabilities_layer", f"absent: the {fw_name} agent's "
+                 f"default output {default!r} is used" if default else "absent: 'output' is written (a "
+                 "placeholder: set the model's real output name)")
+        params = {**params, "probabilities_layer": default or "output"}
     transform = str(params.get("probabilities_transform") or "").strip().lower()
     if transform not in ("", "softmax"):
         raise ctx.fail("output.parameters.probabilities_transform", f"{transform!r} (allowed: softmax, or absent)")

@@ -92,7 +92,8 @@ def detection_output(ctx: Ctx, data: dict[str, Any], framework: str,
                "detection op" if framework.lower() == "pytorch" else
                "its detection predictor was not read, so how it read the outputs is unknown")
         raise ctx.fail("framework.name", f"{framework!r} boundingbox manifests are not translated: {why} "
-                       "(allowed: TensorFlow, MXNet, Caffe)")
+                       "(allowed: TensorFlow, MXNet, Caffe)",
+                       "detection_argmax" if framework.lower() == "pytorch" else "detection_agent_unread")
     names = {k: str(params.get(k) or "").strip() for k in ("boxes_layer", "probabilities_layer", "classes_layer")}
     if not names["boxes_layer"]:
         raise ctx.fail(f"{f}.boxes_layer", "empty: the agent refuses to load the model ('boxes_layer in the "
@@ -101,7 +102,8 @@ def detection_output(ctx: Ctx, data: dict[str, Any], framework: str,
         if not names[key]:
             raise ctx.fail(f"{f}.{key}", "empty: the agent then treats the boxes as 'merged outputs' and "
                            "ReadPredictedFeatures returns NO detections (rai-project/tensorflow predictor/"
-                           "image_object_detection_predictor.go): nothing to reproduce (allowed: an output name)")
+                           "image_object_detection_predictor.go): nothing to reproduce (allowed: an output name)",
+                           "merged_outputs")
     given = [_c3sr_int(params, k) for k in ("ymin_index", "xmin_index", "ymax_index", "xmax_index")]
     order = tuple(d if g is None else g for d, g in enumerate(given))
     kind = _BOX_KINDS.get(order)
@@ -163,12 +165,13 @@ def detection_labels(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
     if known is None:
         raise ctx.fail(f, f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a detection label file the importer "
                        "knows; the class ids cannot be named without downloading it (allowed: the files with MD5 "
-                       f"{', '.join(sorted(DETECTION_LABEL_FILES))})")
+                       f"{', '.join(sorted(DETECTION_LABEL_FILES))})", "unknown_label_file")
     source, count, note = known
-    ctx.warn("detection_label_names", f, f"MLModelScope recorded each detection's class as Index = int32(class) "
-             f"and named it labels[int32(class)] from {url}, whose content was not read here (no network): the "
-             f"translation keeps the index as the class id and names it with {source} (index = COCO category id, "
-             f"0 = background), which is what TF Object Detection API graphs emit; {note}")
+    if source == "builtin:coco-91":
+        ctx.warn("detection_label_names", f, f"MLModelScope recorded each detection's class as Index = "
+                 f"int32(class) and named it labels[int32(class)] from {url}: the translation keeps the index as "
+                 f"the class id and names it with {source} (index = COCO category id, 0 = background), which is "
+                 f"what TF Object Detection API graphs emit; {note}")
     return {"source": source, "num_classes": count}
 
 

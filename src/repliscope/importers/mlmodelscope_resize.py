@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from repliscope.importers.mlmodelscope_rules import Ctx, number
+from repliscope.importers.reading import check_image_size
 
 _RESIZE = {"method": "bilinear", "library": "go_imaging", "antialias": True}
 """disintegration/imaging ``Linear``, reproduced bit for bit by ``resize`` ``library: go_imaging``."""
@@ -39,6 +40,7 @@ def _int_param(ctx: Ctx, p: dict[str, Any], key: str, field: str) -> int | None:
     val = number(p[key], f"{field}.{key}")
     if val != int(val) or val <= 0:
         raise ctx.fail(f"{field}.{key}", f"{p[key]!r}: expected a positive whole number of pixels")
+    check_image_size(int(val), int(val), f"{ctx.path}: {field}.{key}")
     return int(val)
 
 
@@ -55,20 +57,20 @@ def read_ops(ctx: Ctx, p: dict[str, Any], field: str, mode: str, dims: list[int]
     if fixed_size and max_dim is not None:
         raise ctx.fail(f"{field}.max_dimension", "rai-project/image computeScaledDimension sizes the image from "
                        "its own aspect ratio (no crop follows), so the fixed input shape of a classifier is "
-                       "undefined")
+                       "undefined", "image_dependent_size")
     if fixed_size and min_dim is not None:
         raise ctx.fail(f"{field}.min_dimension", "c3sr/image resizes the shorter side to min_dimension and, as no "
                        "crop follows, feeds an image whose size depends on the input: the fixed input shape of a "
-                       "classifier is undefined")
+                       "classifier is undefined", "image_dependent_size")
     if fixed_size and dims is None:
         raise ctx.fail(f"{field}.dimensions", "absent (and no max_dimension): MLModelScope fed images at their own "
-                       "size, so the input shape is undefined")
+                       "size, so the input shape is undefined", "image_dependent_size")
     decode = {"op": "decode", "library": "libjpeg_turbo", "channels": mode,
               "dct_scale_to": [dims[1], dims[2]] if dims else None, "fancy_upsampling": False, "dct_method": "islow"}
     if max_dim is not None and min_dim is not None:
         raise ctx.fail(f"{field}.min_dimension", f"max_dimension {max_dim} and min_dimension {min_dim} together: "
                        "c3sr/image computeScaledDimension returns (0, 0) and resizes to a 0 x 0 image "
-                       "(rai-project/image ignores min_dimension): the pipeline is undefined")
+                       "(rai-project/image ignores min_dimension): the pipeline is undefined", "image_dependent_size")
     if max_dim is not None or min_dim is not None:
         key, size = ("max_dimension", max_dim) if max_dim is not None else ("min_dimension", int(min_dim or 0))
         if keep is not True:
@@ -76,7 +78,7 @@ def read_ops(ctx: Ctx, p: dict[str, Any], field: str, mode: str, dims: list[int]
                 "min(side, min_dimension): only the sides longer than it shrink"
             raise ctx.fail(f"{field}.{key}", f"{key} {size} without keep_aspect_ratio: true makes each side "
                            f"{rule}, each axis on its own (computeScaledDimension); no repliscope resize does "
-                           "that (allowed: keep_aspect_ratio: true, or dimensions alone)")
+                           "that (allowed: keep_aspect_ratio: true, or dimensions alone)", "image_dependent_size")
         return [decode, _scaled(ctx, field, key, size)], None
     if keep is not None:
         ctx.warn("keep_aspect_ratio_ignored", f"{field}.keep_aspect_ratio", f"keep_aspect_ratio: {str(keep).lower()} "

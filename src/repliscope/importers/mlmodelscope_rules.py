@@ -35,9 +35,31 @@ WARNING_CODES = {
     "detection_all_rows": "detections: MLModelScope read every row of the box outputs (no count), padding included",
     "detection_label_names": "detections: class index = COCO id as MLModelScope recorded it; the label file is unread",
     "detection_box_order": "detections: a non-TF-OD-API model's boxes read as [ymin, xmin, ymax, xmax] normalised",
+    "feature_output": "output.type feature: the agent's classifier probability vector, translated as classification",
+    "agent_overrides": "the agent (Caffe2, CNTK) overrode the manifest's color_mode / layout in its own code",
+    "agent_steps_unverified": "the agent pins an older dlframework/image whose steps were not compared line by line",
 }
 """Every warning name the importer emits (the code is ``mlmodelscope.<name>``), with its one-line meaning
 (stable: tests pin them)."""
+
+REFUSAL_REASONS = {
+    "invalid": "the file breaks MLModelScope's manifest format (YAML, types, required fields, values)",
+    "limits": "the file exceeds the reading limits (size, nesting, node count, number size)",
+    "non_image_input": "an input other than one image (text, several inputs): no image pipeline to reproduce",
+    "semantic_segmentation": "output.type semanticsegment: the segmentation task is not translated (yet)",
+    "instance_segmentation": "output.type instancesegment: repliscope has no instance segmentation task",
+    "image_output": "output.type image (super-resolution, enhancement): repliscope has no image-to-image task",
+    "coordinates_output": "output.type coordinates (pose keypoints): repliscope has no keypoint task",
+    "other_output": "another output.type (raw tensors, text): no repliscope task",
+    "unknown_label_file": "a features file the importer cannot identify by its MD5, so classes cannot be named",
+    "detection_argmax": "PyTorch boundingbox: per-row argmax over classes, no repliscope op",
+    "detection_agent_unread": "boundingbox with an agent whose detection predictor was not read",
+    "merged_outputs": "boundingbox with an empty probabilities/classes layer: the agent returned no detections",
+    "image_dependent_size": "a classifier fed at the image's own size, or a resize no repliscope op reproduces",
+    "model_file": "a local model file that is missing or fails its MD5",
+}
+"""Every refusal reason (``ConfigImportError.reason``), with its one-line meaning: the rows of the coverage table
+``manifest import mlmodelscope DIR --out-dir OUT`` prints (stable: the corpus test pins the counts)."""
 
 TOP_KEYS = {"name", "framework", "version", "container", "description", "references", "license", "inputs",
             "output", "model", "attributes", "hidden", "preprocess", "postprocess", "before_preprocess",
@@ -60,8 +82,23 @@ KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
     # md5 (features_checksum) -> (repliscope labels source, class count)
     "4d234b5833aca44928065a180db3016a": ("builtin:imagenet-1k", 1000),  # store.carml.org/synsets/imagenet/synset.txt
     "6c05083991207dea5c37f2d271014fad": ("", 1001),  # .../synset1.txt: TF-slim order, index 0 = background
+    # github.com/rai-project/carml-models data/ilsvrc12/det_synset_words.txt: the 200 ILSVRC detection synsets
+    "fe0fe33bc8cb071f8ca73073d97973c6": ("builtin:ilsvrc-det-200", 200),
 }
-"""Label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the source."""
+"""Classification label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the
+source. ``4d234b58...`` is byte for byte rai-project/carml-models ``data/ilsvrc12/synset_words.txt`` (same MD5),
+whose 1000 wnids are the order of ``builtin:imagenet-1k``; ``fe0fe33b...`` is that repository's
+``det_synset_words.txt``, shipped as ``builtin:ilsvrc-det-200``."""
+
+UNIDENTIFIED_LABEL_FILES = {
+    "7315c2c8bffdb680cf8c5d2a7c45c363": "synset1000.txt",
+    "1aac07127a5d6b9b634d7e43626eef05": "synset1001.txt",
+    "2bb228d6cf55ae4e6409f55fc81fcfe7": "synset1008.txt",
+    "851bbe06499cf53fa6f8fb72ad61e906": "synset-21k.txt",
+}
+"""CarML label files referenced by real manifests whose content is in no repository read (only on
+store.carml.org), so their class count and order cannot be checked offline: refused (``unknown_label_file``)
+with this name in the message."""
 
 DETECTION_LABEL_FILES: dict[str, tuple[str, int, str]] = {
     # store.carml.org/synsets/coco/coco_labels_paper.txt: the features file of 21 of the 22 rai-project/tensorflow
@@ -69,17 +106,40 @@ DETECTION_LABEL_FILES: dict[str, tuple[str, int, str]] = {
     # replaced it in 20 TF OD API manifests by coco_labels_paper_background.txt: a sign that it has no background
     # line, so labels[int32(class)] named class c after COCO id c + 1 (person -> the second name).
     "a830abf70aabcb873475cbf57e3ce380": (
-        "builtin:coco-91", 91, "c3sr/tensorflow commit 889f2ca replaced this file by coco_labels_paper_background.txt "
-        "in 20 TF OD API manifests, a sign that it has no background line: MLModelScope's label NAMES were then one "
-        "id off (class 1, person, named after the next line); the index, kept here, is not affected"),
+        "builtin:coco-91", 91, "this file is the 91 COCO paper names WITHOUT a background line (checked by content), "
+        "so MLModelScope named class c after COCO id c + 1 (class 1, person, was named 'bicycle'); c3sr/tensorflow "
+        "commit 889f2ca replaced it by coco_labels_paper_background.txt in 20 TF OD API manifests; the index, kept "
+        "here, is not affected"),
     # store.carml.org/synsets/coco/coco_labels_paper_background.txt (c3sr/tensorflow since 889f2ca)
     "17249a4106513972e03c00728e7cd380": (
-        "builtin:coco-91", 91, "by its name this is the same list with a background line first, so names and ids "
-        "agree"),
+        "builtin:coco-91", 91, "it is the same list with a 'background' line first, so its index is the COCO id"),
+    # store.carml.org/synsets/pascal_voc/pascal_voc_lables_no_background.txt (MXNet/GluonCV VOC detectors)
+    "5ae5d62183cfb6f6d3ac109359d06a1b": (
+        "builtin:voc-20", 20, "the 20 PASCAL VOC class names, aeroplane .. tvmonitor, index 0 = aeroplane"),
+    # .../pascal_voc/pascal_voc_labels.txt and .../deeplabv3_mnv2_pascal_train_aug_2018_01_29/pascal-voc-classes.txt
+    "9ce439bcfb44c304e49a0fe1ae398f69": (
+        "builtin:voc-21", 21, "'background' then the 20 PASCAL VOC class names, index 0 = background"),
+    # store.carml.org/synsets/coco/coco_labels_2014_2017.txt (80 names: MXNet/GluonCV COCO detectors)
+    "571d630ea11ec39c0b6e6e9ff216b151": (
+        "builtin:coco-80", 80, "the 80 COCO detection class names in id order, index 0 = person"),
+    # store.carml.org/synsets/coco/coco_labels_2014_2017_background.txt
+    "e7103a997c945e0f87c49a03c9c56a1b": (
+        "builtin:coco-80-background", 81, "'background' then the 80 COCO class names, index 0 = background"),
 }
-"""Detection label files by MD5 -> (labels source, count, what is known of the file): the class index
-MLModelScope recorded is the TF Object Detection API's COCO category id, so ``builtin:coco-91`` (index = id,
-0 = background). The files themselves were not read (no network)."""
+"""Detection label files by MD5 -> (labels source, count, what is known of the file). The class index
+MLModelScope recorded is kept; it names the class through the file. Every MD5 here was checked by CONTENT: the
+list written out (``tests/importers/test_mlmodelscope_corpus.py`` rebuilds each one) has exactly that MD5. The two
+``coco_labels_paper`` files are the 91 names of the COCO paper (ids 1..91, incl. the 11 never annotated), without
+and with a ``background`` first line: for TF Object Detection API graphs (class = COCO id) they translate to
+``builtin:coco-91`` (index = id; the unannotated ids are ``N/A`` there, named e.g. ``street sign`` in the paper
+list)."""
+
+
+def unidentified(md5: str) -> str:
+    """`` (it is CarML's synset1000.txt, ...)`` for a referenced file whose content is not public offline."""
+    name = UNIDENTIFIED_LABEL_FILES.get(md5)
+    return (f" (it is CarML's {name}, whose content is in no public repository: only on store.carml.org, so "
+            "it could not be embedded)") if name else ""
 
 
 class Ctx:
@@ -93,8 +153,9 @@ class Ctx:
         assert code in WARNING_CODES, code
         self.warnings.append(ImportWarning(f"mlmodelscope.{code}", field, message))
 
-    def fail(self, field: str, message: str) -> ConfigImportError:
-        return ConfigImportError(f"{self.path}: {field}: {message}")
+    def fail(self, field: str, message: str, reason: str = "invalid") -> ConfigImportError:
+        assert reason in REFUSAL_REASONS, reason
+        return ConfigImportError(f"{self.path}: {field}: {message}", reason)
 
 
 class _Num(str):
@@ -114,7 +175,11 @@ _RawLoader.add_constructor("tag:yaml.org,2002:float", _raw_number)
 
 
 def load_raw(text: str, where: str) -> dict[str, Any]:
-    """The manifest as a mapping, numbers kept as their source text (:class:`_Num`)."""
+    """The manifest as a mapping, numbers kept as their source text (:class:`_Num`). The loader's limits
+    (:func:`repliscope.importers.reading.check_yaml_limits`) are checked first: past them nothing is built."""
+    from repliscope.importers.reading import check_yaml_limits
+
+    check_yaml_limits(text, Path(where))
     try:
         data = yaml.load(text, Loader=_RawLoader)
     except yaml.YAMLError as exc:
@@ -129,9 +194,12 @@ def number(value: Any, where: str) -> float:
     if isinstance(value, bool) or value is None:
         raise ConfigImportError(f"{where}: expected a number, got {value!r}")
     try:
-        return float(value)
+        out = float(value)
     except (TypeError, ValueError) as exc:
         raise ConfigImportError(f"{where}: expected a number, got {value!r}") from exc
+    from repliscope.importers.reading import finite
+
+    return finite(out, where)
 
 
 def triple(value: Any, where: str, default: float) -> list[float]:

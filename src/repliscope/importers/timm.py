@@ -53,13 +53,13 @@ would be zero-padded), ``crop_mode`` border with a mean outside 0..1.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from repliscope.importers.base import ConfigImportError, Importer, ImportResult, ImportWarning, imported_from
+from repliscope.importers.reading import check_image_size, load_json, read_text
 from repliscope.manifest.sources import sha256_file
 
 IMAGENET_DEFAULT_MEAN = (0.485, 0.456, 0.406)
@@ -165,6 +165,10 @@ class TimmImporter(Importer):
         num_classes = _num_classes(path, cfg, pcfg)
         input_size = _input_size(path, get("input_size", [3, 224, 224], "[3, 224, 224]"))
         interp = get("interpolation", "bicubic", "'bicubic'")
+        if not isinstance(interp, str):
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg.interpolation': {type(interp).__name__} "
+                                    f"{_short(interp)}; expected a string (allowed: "
+                                    f"{', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})")
         if interp in _SUBSTITUTED:
             warn("timm.interpolation_substituted", "pretrained_cfg.interpolation",
                  f"'{interp}' has no repliscope resize method ('random' is not an eval mode); bilinear is used "
@@ -177,9 +181,12 @@ class TimmImporter(Importer):
                                     f"interpolation (allowed: {', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})")
         crop_pct = get("crop_pct", DEFAULT_CROP_PCT, str(DEFAULT_CROP_PCT))
         if isinstance(crop_pct, bool) or not isinstance(crop_pct, (int, float)) or not 0 < crop_pct <= 1:
-            raise ConfigImportError(f"{path}: field 'pretrained_cfg.crop_pct': {crop_pct!r} must be a number in "
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg.crop_pct': {_short(crop_pct)} must be a number in "
                                     "(0, 1] (above 1 the crop is larger than the resized image and timm pads it "
                                     "with zeros, which repliscope's center_crop refuses)")
+        check_image_size(*scale_size((input_size[1], input_size[2]), float(crop_pct)),
+                         f"{path}: field 'pretrained_cfg.crop_pct': the resize before the crop, input_size / "
+                         f"crop_pct = {input_size[1]} / {crop_pct}:")
         crop_mode = get("crop_mode", "center", "'center'")
         if crop_mode not in CROP_MODES:
             warn("timm.crop_mode_unknown", "pretrained_cfg.crop_mode",
@@ -188,14 +195,17 @@ class TimmImporter(Importer):
             crop_mode = "center"
         mean = _triple(path, "mean", get("mean", list(IMAGENET_DEFAULT_MEAN), str(list(IMAGENET_DEFAULT_MEAN))))
         std = _triple(path, "std", get("std", list(IMAGENET_DEFAULT_STD), str(list(IMAGENET_DEFAULT_STD))))
-        if any(v > 1 for v in mean + std) or any(v <= 0 for v in std):
+        if any(v <= 0 for v in std):
+            raise ConfigImportError(f"{path}: field 'pretrained_cfg.std': {std}; Normalize divides by std, so every "
+                                    "value must be positive (a zero std divides by zero)")
+        if any(v > 1 for v in mean + std):
             warn("timm.mean_std_units", "pretrained_cfg.mean",
                  f"mean {mean} / std {std}: timm normalizes images already divided by 255, so values are "
                  "expected in 0..1 (std > 0); these look like 0..255 units and are kept as given")
         for key in ("test_input_size", "test_crop_pct"):
             if pcfg.get(key) is not None:
                 warn("timm.test_size_ignored", f"pretrained_cfg.{key}",
-                     f"{pcfg[key]} is used by timm's validate.py (use_test_size); the translation uses the "
+                     f"{_short(pcfg[key])} is used by timm's validate.py (use_test_size); the translation uses the "
                      "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default")
 
         try:
@@ -250,10 +260,8 @@ class TimmImporter(Importer):
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigImportError(f"{path}: not a readable JSON file: {exc}") from exc
+    """The config as JSON, under the manifest loader's limits (:mod:`repliscope.importers.reading`)."""
+    data = load_json(read_text(path), path)
     if not isinstance(data, dict):
         raise ConfigImportError(f"{path}: expected a JSON object (timm's config.json), got {type(data).__name__}")
     return data
@@ -263,7 +271,7 @@ def _num_classes(path: Path, cfg: dict[str, Any], pcfg: dict[str, Any]) -> int:
     """Top-level ``num_classes`` wins (timm's ``load_model_config_from_hf`` copies it into pretrained_cfg)."""
     value = cfg.get("num_classes", pcfg.get("num_classes"))
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigImportError(f"{path}: field 'num_classes': {value!r}; a classifier needs a positive integer "
+        raise ConfigImportError(f"{path}: field 'num_classes': {_short(value)}; a classifier needs a positive integer "
                                 "(0 is a feature extractor without logits, which repliscope does not evaluate)")
     return value
 
@@ -271,18 +279,19 @@ def _num_classes(path: Path, cfg: dict[str, Any], pcfg: dict[str, Any]) -> int:
 def _input_size(path: Path, value: Any) -> tuple[int, int, int]:
     if (not isinstance(value, list) or len(value) != 3
             or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
-        raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {value!r}; expected [channels, "
+        raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {_short(value)}; expected [channels, "
                                 "height, width] positive integers")
     if value[0] != 3:
         raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {value[0]} channels; repliscope "
                                 "decodes RGB images (allowed: 3)")
+    check_image_size(value[1], value[2], f"{path}: field 'pretrained_cfg.input_size'")
     return value[0], value[1], value[2]
 
 
 def _triple(path: Path, key: str, value: Any) -> list[float]:
     if (not isinstance(value, list) or len(value) != 3
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
-        raise ConfigImportError(f"{path}: field 'pretrained_cfg.{key}': {value!r}; expected 3 numbers (R, G, B)")
+        raise ConfigImportError(f"{path}: field 'pretrained_cfg.{key}': {_short(value)}; expected 3 numbers (R, G, B)")
     return [float(v) for v in value]
 
 
@@ -310,6 +319,12 @@ def _labels(cfg: dict[str, Any], pcfg: dict[str, Any], num_classes: int, warn: A
     warn("timm.labels_missing", "num_classes",
          f"{num_classes} classes and no label_names: provide labels.txt (one class per line) beside the manifest")
     return {"source": "labels.txt", "num_classes": num_classes}
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a value, cut to 60 characters (a hostile config may hold a huge structure there)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _manifest_name(full_name: str) -> str:

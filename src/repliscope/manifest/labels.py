@@ -11,7 +11,9 @@ from repliscope.manifest.schema import LabelsSpec
 from repliscope.manifest.sources import resolve_source
 from repliscope.manifest.yaml_lines import Path_
 
-BUILTIN_LABELS = ("builtin:imagenet-1k", "builtin:coco-80", "builtin:coco-91")
+BUILTIN_LABELS = ("builtin:imagenet-1k", "builtin:coco-80", "builtin:coco-91", "builtin:voc-20", "builtin:voc-21",
+                  "builtin:coco-80-background", "builtin:ilsvrc-det-200")
+"""The last four are the files of :data:`repliscope.datasets.label_sets.LABEL_SETS` (imported lazily)."""
 
 ErrorAt = Callable[[str, Path_, "list[str] | None"], ManifestError]
 """(message, field path, allowed values) -> a located ManifestError (e.g. ``LoadedManifest.error``)."""
@@ -37,6 +39,10 @@ def class_names_of(spec: LabelsSpec, base_dir: Path, cache_dir: Path, error: Err
         from repliscope.tasks.coco_names import COCO_80, COCO_91
 
         names = COCO_80 if spec.source == "builtin:coco-80" else COCO_91
+    elif spec.source in BUILTIN_LABELS:  # VOC, COCO with background, ILSVRC detection
+        from repliscope.datasets.label_sets import label_set
+
+        names = label_set(spec.source)
     elif spec.source.startswith("builtin:"):
         raise error(f"unknown builtin label set '{spec.source}'", ("labels", "source"), list(BUILTIN_LABELS))
     else:

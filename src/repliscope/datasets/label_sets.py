@@ -1,0 +1,46 @@
+"""Builtin label sets shipped as package data, beyond ``imagenet-1k`` and the COCO sets.
+
+Each file in ``data/`` holds the exact bytes of a public label list that model manifests point to (MLModelScope's
+``features_url`` files, identified by their MD5 in :mod:`repliscope.importers.mlmodelscope_rules`); the class
+index is the line number (0-based), the name is the line (``wnid name`` lines give the name after the wnid).
+
+==============================  =====  ==================================================================
+source                          count  content
+==============================  =====  ==================================================================
+``builtin:voc-20``              20     PASCAL VOC classes, ``aeroplane`` .. ``tvmonitor`` (no background)
+``builtin:voc-21``              21     ``background`` then the 20 VOC classes
+``builtin:coco-80-background``  81     ``background`` then the 80 COCO detection classes (id order)
+``builtin:ilsvrc-det-200``      200    the ILSVRC 2013-2017 detection synsets (``wnid name``, wnid order)
+==============================  =====  ==================================================================
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+LABEL_SETS: dict[str, tuple[str, int]] = {
+    "builtin:voc-20": ("pascal_voc_20.txt", 20),
+    "builtin:voc-21": ("pascal_voc_21.txt", 21),
+    "builtin:coco-80-background": ("coco_80_background.txt", 81),
+    "builtin:ilsvrc-det-200": ("ilsvrc_det_200.txt", 200),
+}
+"""``labels.source`` word -> (file in ``repliscope/datasets/data``, class count)."""
+
+
+def label_set_bytes(source: str) -> bytes:
+    """The shipped file of ``source`` (one of :data:`LABEL_SETS`), byte for byte."""
+    file_name, _ = LABEL_SETS[source]
+    return resources.files("repliscope.datasets").joinpath("data", file_name).read_bytes()
+
+
+@cache
+def label_set(source: str) -> tuple[str, ...]:
+    """The class names of ``source``: one per non-empty line; a ``wnid name`` line gives ``name``."""
+    names = []
+    for line in label_set_bytes(source).decode("utf-8").splitlines():
+        if not line.strip():
+            continue
+        head, sep, rest = line.partition(" ")
+        names.append(rest.strip() if sep and head.startswith("n") and head[1:].isdigit() else line.strip())
+    return tuple(names)
