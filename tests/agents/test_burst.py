@@ -92,3 +92,22 @@ def test_a_burst_on_a_tcp_scheduler_with_two_agent_processes(tmp_path: Path) -> 
         _store_each_once(outcomes, "tcp-burst", tmp_path)
     finally:
         procs.stop_all()
+
+
+def test_a_job_error_names_no_server_path_and_no_nested_repr(cluster: Cluster) -> None:
+    """Item 16: the job error showed ``AgentJobError('agent', 'RepliscopeError', '/tmp/repliscope-job-…/x.yaml…')``."""
+    import dataclasses
+
+    from repliscope.agents.submit import AgentJobError, public_message
+
+    lines: list[str] = []
+    job = dataclasses.replace(tiny_job("bad-yaml"), manifest_text="name: [\n", options={"label_rule": "none"})
+    with pytest.raises(JobFailedEverywhere) as failed:
+        submit_job(cluster, job, constraints_for(load_manifest(TINY), "torch"), log=lines.append)
+    message = str(failed.value)
+    assert message.endswith(": tiny-resnet-1.0.0.yaml:2: malformed YAML: while parsing a flow node, did not find "
+                            "expected node content"), message
+    assert "/tmp/" not in message + "\n".join(lines) and "AgentJobError(" not in message
+    assert repr(AgentJobError("a", "ValueError", "bad")) == "ValueError on agent a: bad"
+    assert public_message("/var/tmp/repliscope-job-ab_12/m.yaml:3: x; /srv/cache/onnx/m.onnx", "/srv/cache/") == \
+        "m.yaml:3: x; <cache>/onnx/m.onnx"

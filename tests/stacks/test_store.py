@@ -4,6 +4,7 @@ what is installed, the key, the cache, list/get/remove, and the clean-up of a fa
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -73,7 +74,9 @@ def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path:
     assert stack.spec == "onnxruntime==1.20.1" and not stack.cached
     assert stack.path == tmp_path / "stacks" / key and stack.python_executable.exists()
     assert [c[2:5] for c in fake_pip] == [["install", "--no-deps", "--progress-bar"]] * 3
-    assert fake_pip[0][-2:] == ["-r", str(stack.path / "resolved.txt")] and fake_pip[2][-2:] == ["-e", str(REPO)]
+    building = tmp_path / "stacks" / f".building-{key}-{os.getpid()}"  # built aside, then renamed to its key
+    assert fake_pip[0][-2:] == ["-r", str(building / "resolved.txt")] and fake_pip[2][-2:] == ["-e", str(REPO)]
+    assert not building.exists() and (stack.path / "resolved.txt").is_file()
     assert fake_pip[1][-1] == "foolbox==3.3.4"  # the foolbox_imagenet images, without foolbox's dependencies
     assert (stack.path / "resolved.txt").read_text() == "numpy==2.4.6\nonnx==1.19.0\nonnxruntime==1.20.1\n" \
                                                         "dask==2026.8.0\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,22 @@ class AgentJobError(Exception):
 
     def __str__(self) -> str:
         return f"{self.error_type}: {self.message}" if self.error_type != "RepliscopeError" else self.message
+
+    def __repr__(self) -> str:  # Dask logs a failed task with its repr: the message, not a nested constructor
+        return f"{self.error_type} on agent {self.agent_id}: {self.message}"
+
+
+_JOB_FOLDER = re.compile(r"(?:/[^\s:'\"/]+)*/repliscope-job-[A-Za-z0-9_]+/")
+
+
+def public_message(text: str, cache_dir: str | None = None) -> str:
+    """An agent's error as a job may show it: without the agent's paths (the job's temporary folder, its cache
+    folder -> ``<cache>``, its home -> ``~``); what the user gave (file names, fields) stays."""
+    text = _JOB_FOLDER.sub("", text)
+    if cache_dir:
+        text = text.replace(cache_dir.rstrip("/"), "<cache>")
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if len(home) > 1 else text
 
 
 def topic_of(job_id: str) -> str:
@@ -108,9 +125,13 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
 
         internal = not isinstance(exc, (RepliscopeError, OSError))
         trace = traceback.format_exc() if internal else ""
-        send("error", error_type=type(exc).__name__, message=str(exc), traceback=trace)
+        send("error", error_type=type(exc).__name__, message=public_message(str(exc), cache_dir),
+             traceback=trace)
         base = "RepliscopeError" if isinstance(exc, RepliscopeError) else type(exc).__name__
-        raise AgentJobError(agent_id, base, str(exc), trace) from None
+        from repliscope.evaluation.artifacts import default_cache_dir
+
+        message = public_message(str(exc), cache_dir or str(default_cache_dir()))
+        raise AgentJobError(agent_id, base, message, trace) from None
     send("progress", done=int(state["done"]))
     outcome.agent = caps.model_dump(mode="json")
     for made in (*outcome.records, *outcome.benchmarks):  # the stored record names the agent that made it

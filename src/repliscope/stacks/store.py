@@ -262,19 +262,44 @@ def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None,
         if existing is not None and existing.python_executable.exists():
             say(f"cached: stack {key} ({folder})")
             return existing.model_copy(update={"cached": True})
-        if folder.exists():  # a half-made folder of an interrupted build
+        if folder.exists():  # a half-made folder of an interrupted build (before builds were made aside)
             shutil.rmtree(folder)
+        for stale in folder.parent.glob(f"{BUILDING_PREFIX}{key}-*"):  # a killed build's (we hold the key's lock)
+            shutil.rmtree(stale, ignore_errors=True)
+        building = folder.parent / f"{BUILDING_PREFIX}{key}-{os.getpid()}"
         start = time.perf_counter()
         try:
-            stack = _build(spec, resolved, data, key, python, folder, root, say, on_line)
+            stack = _build(spec, resolved, data, key, python, building, root, say, on_line)
+            stack.create_seconds = round(time.perf_counter() - start, 1)
+            (building / "stack.json").write_text(stack.model_dump_json(indent=2, exclude={"path", "cached"}),
+                                                 encoding="utf-8")
+            _move_venv(building, folder)
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(building, ignore_errors=True)
             raise
-        stack.create_seconds = round(time.perf_counter() - start, 1)
-        (folder / "stack.json").write_text(stack.model_dump_json(indent=2, exclude={"path", "cached"}),
-                                           encoding="utf-8")
+        stack = stack.model_copy(update={"path": folder})
     say(f"created stack {key} in {stack.create_seconds} s ({stack.size_mb()} MB)")
     return stack
+
+
+BUILDING_PREFIX = ".building-"
+"""A stack is built in ``<stacks root>/.building-<key>-<pid>`` and renamed to ``<key>`` once complete (one atomic
+rename): a killed ``stack create`` never leaves a half-made ``<key>`` folder; its ``.building-`` folder is removed
+by the next create of that key."""
+
+
+def _move_venv(building: Path, folder: Path) -> None:
+    """Rename the finished ``building`` folder to ``folder`` (atomic, same file system), first rewriting the
+    venv's absolute paths to ``building`` (console scripts' ``#!`` lines, activate scripts, pyvenv.cfg)."""
+    old, new = str(building).encode(), str(folder).encode()
+    venv = building / "venv"
+    for path in [*(venv / "bin").iterdir(), venv / "pyvenv.cfg"]:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+            continue
+        data = path.read_bytes()
+        if old in data:
+            path.write_bytes(data.replace(old, new))
+    os.rename(building, folder)
 
 
 def _build(spec: StackSpec, resolved: dict[str, str], data: list[str], key: str, python: str, folder: Path,
