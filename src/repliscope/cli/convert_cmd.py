@@ -31,9 +31,11 @@ def register(app: typer.Typer) -> None:
 
 def convert(
     manifest: Annotated[Path, typer.Argument(help="Manifest of the torch original (YAML).")],
-    mapping: Annotated[Path, typer.Option("--mapping", help="Mapping file (YAML): name rules + layout kinds.")],
-    out: Annotated[Path, typer.Option("--out", help="The Keras file to write (.keras).")],
-    to: Annotated[str, typer.Option("--to", help="Target framework (keras).")] = "keras",
+    out: Annotated[Path, typer.Option("--out", help="The file to write (.keras; .onnx with --to onnx).")],
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file (YAML): name rules + layout kinds "
+                                                 "(--to keras).")] = None,
+    to: Annotated[str, typer.Option("--to", help="Target framework: keras (a torch source, --mapping) or onnx "
+                                    "(a darknet source, verified layer by layer against libdarknet).")] = "keras",
     model: Annotated[str | None, typer.Option("--model", help="The Keras port: a folder with model.py, a .py "
                                               "file or 'file.py:function' (default: the mapping's folder).")]
     = None,
@@ -53,10 +55,14 @@ def convert(
         raise typer.Exit(code=1)
 
 
-def _run(manifest: Path, to: str, mapping_path: Path, out: Path, model_spec: str | None, dataset: str,
+def _run(manifest: Path, to: str, mapping_path: Path | None, out: Path, model_spec: str | None, dataset: str,
          n: int, tolerance: float, run_layers: bool) -> bool:
+    if to == "onnx":
+        return _darknet_to_onnx(manifest, out, dataset, n)
     if to != "keras":
-        raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: keras)")
+        raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: keras, onnx)")
+    if mapping_path is None:
+        raise RepliscopeError("--to keras needs --mapping MAPPING.yaml (torch module paths -> Keras layers)")
     if out.suffix != ".keras":
         raise RepliscopeError(f"--out {out}: Keras 3 saves whole models to files ending in .keras")
     _check_mapping_file(mapping_path)
@@ -89,6 +95,24 @@ def _run(manifest: Path, to: str, mapping_path: Path, out: Path, model_spec: str
         ok = _layer_check(module, reloaded, mapping, x, ids) and ok
     typer.echo("verified" if ok else "VERIFICATION FAILED")
     return ok
+
+
+def _darknet_to_onnx(manifest: Path, out: Path, dataset: str, n: int) -> bool:
+    """A darknet source -> ONNX, then every layer against libdarknet (repliscope.convert.darknet_verify)."""
+    from repliscope.convert.darknet_verify import convert_manifest
+    from repliscope.datasets import resolve_dataset
+
+    info, result = convert_manifest(manifest, out, resolve_dataset(dataset), n)
+    typer.echo(f"wrote {out}: {info['layers']} Darknet layers, {info['parameters']:,} parameters (BN folded), "
+               f"opset {info['opset']}, {info['seconds']:.2f} s")
+    if result is None:
+        typer.echo("not verified: darknet is not installed; install it with: apt-get install darknet")
+        return True
+    for mode, s in result.summary.items():
+        first = result.first_divergent.get(mode)
+        typer.echo(f"{mode}: {s.passed}/{s.compared} layers within tolerance (max ratio {s.max_ratio:.3g})"
+                   + (f"; first divergent {first.path} ({first.max_abs:.3g} > {first.tolerance:.3g})" if first else ""))
+    return result.passed
 
 
 def _check_mapping_file(path: Path) -> None:

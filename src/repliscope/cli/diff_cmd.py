@@ -176,8 +176,16 @@ def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str
     if layers or candidate is not None:
         if runtimes is None and candidate is None:
             _check_torch_source(Path(target))
-        if runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
-            result: Any = _runtime_layers(Path(target), dataset, batch, _MODES[mode], tolerance_k, threads,
+        if runtimes == ("darknet", "onnxruntime"):
+            from repliscope.convert.darknet_verify import manifest_layer_diff
+            from repliscope.datasets import resolve_dataset
+            from repliscope.diff.tolerance import TolerancePolicy
+
+            result: Any = manifest_layer_diff(Path(target), resolve_dataset(dataset), batch,
+                                              modes=tuple(_MODES[mode]), threads=threads,
+                                              tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k))
+        elif runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
+            result = _runtime_layers(Path(target), dataset, batch, _MODES[mode], tolerance_k, threads,
                                           options.opencv_engine)
         else:
             result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k,
@@ -277,6 +285,11 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
     from repliscope.runtimes import RUNTIMES
 
     ref, cand = runtimes
+    if (ref, cand) == ("darknet", "onnxruntime"):
+        if candidate is not None:
+            raise RepliscopeError("--runtimes darknet onnxruntime --layers compares libdarknet with repliscope's ONNX "
+                                  "conversion layer by layer: no --candidate")
+        return
     if RUNTIME_LAYER_PAIRS.get(ref) == cand:
         if candidate is not None:
             raise RepliscopeError(f"--runtimes {ref} {cand} --layers compares the two runtimes node by node on the "

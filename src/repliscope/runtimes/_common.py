@@ -110,8 +110,15 @@ def onnx_source(artifact: ModelArtifact, cache_dir: Path, notes: dict[str, Any])
         path, info = convert_to_onnx(artifact, cache_dir)
         notes["conversion"] = info
         return path
+    if artifact.format == "darknet":
+        from repliscope.convert.darknet_onnx import convert_cached
+
+        path, info = convert_cached(artifact, cache_dir)
+        notes["conversion"] = info
+        return path
     raise ModelLoadError(f"unsupported source format '{artifact.format}' for an ONNX runtime (allowed: onnx, "
-                         "pytorch_state_dict, tflite and tf_frozen_graph via tf2onnx)")
+                         "pytorch_state_dict, tflite and tf_frozen_graph via tf2onnx, darknet via repliscope's "
+                         "converter)")
 
 
 def onnx_batch_fixed_at_one(path: Path) -> bool:

@@ -1,0 +1,179 @@
+"""Layer-by-layer verification of the Darknet -> ONNX conversion against libdarknet (the original C code).
+
+The reference is Debian's libdarknet (``darknet`` runtime): every layer's output ``net->layers[i].output`` on real
+pre-processed samples. The candidate is the ONNX conversion on onnxruntime, its tensors named after the Darknet
+layers (:mod:`repliscope.convert.darknet_onnx`), so units pair by name with no mapping:
+
+- **golden**: each layer's ONNX nodes cut out (``onnx.utils.Extractor``) and fed libdarknet's outputs of the
+  layers it reads, so an error is attributed to the layer that makes it;
+- **carried**: the whole converted graph with every layer tensor fetched, to show how error grows.
+
+Tolerance per layer: ``k * eps(float32) * sqrt(n) * max|ref|`` with ``n`` the reduction length (a conv's
+``channels x size x size``, 1 otherwise); carried tolerances accumulate in quadrature
+(:mod:`repliscope.diff.tolerance`). Exit status of ``repliscope diff MANIFEST --runtimes darknet onnxruntime
+--layers``: 1 when any layer diverges.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from repliscope.convert.darknet_cfg import LayerPlan, Network, load_network_cfg, read_weights
+from repliscope.convert.darknet_onnx import DARKNET_BN_EPSILON, LEAKY_SLOPE, build_model
+from repliscope.diff.layer_result import MODES, Divergence, LayerDiffResult, LayerRow, ModeSummary
+from repliscope.diff.tolerance import ErrorStats, TolerancePolicy, accumulate, compare_arrays
+
+KINDS = {"convolutional": "Conv", "maxpool": "MaxPool", "route": "Concat", "upsample": "Resize", "shortcut": "Add",
+         "yolo": "Sigmoid"}
+
+
+def _sources(lay: LayerPlan) -> list[int]:
+    if lay.type == "route":
+        return list(lay.params["layers"])  # type: ignore[call-overload]
+    if lay.type == "shortcut":
+        return [lay.index - 1, int(lay.params["from"])]  # type: ignore[call-overload]
+    return [lay.index - 1]
+
+
+def _reduction(lay: LayerPlan) -> int:
+    if lay.type == "convolutional":
+        size = int(lay.params["size"])  # type: ignore[call-overload]
+        return lay.in_shape[0] * size * size
+    if lay.type == "maxpool":
+        size = int(lay.params["size"])  # type: ignore[call-overload]
+        return size * size
+    return 1
+
+
+def verify_layers(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[str, ...] = ("golden", "carried"),
+                  tolerance: TolerancePolicy | None = None, threads: int = 1, samples: list[str] | None = None,
+                  epsilon: float = DARKNET_BN_EPSILON, leaky_slope: float = LEAKY_SLOPE,
+                  reference_outputs: list[dict[str, np.ndarray]] | None = None) -> LayerDiffResult:
+    """Compare every layer of the conversion with libdarknet on ``images`` float32 (N, 3, H, W).
+
+    ``epsilon`` / ``leaky_slope`` build the candidate with those values (a test injects a converter bug this way);
+    ``reference_outputs``: libdarknet's per-image layer outputs when already computed (else run here).
+    """
+    import onnx.utils
+    import onnxruntime as ort
+
+    start = time.perf_counter()
+    policy = tolerance or TolerancePolicy()
+    net: Network = load_network_cfg(cfg)
+    model = build_model(net, read_weights(weights, net), epsilon=epsilon, leaky_slope=leaky_slope,
+                        outputs=[lay.name for lay in net.layers])
+    if reference_outputs is None:
+        reference_outputs = darknet_layer_outputs(cfg, weights, images, threads)
+    ref = {lay.name: np.stack([r[lay.name] for r in reference_outputs]) for lay in net.layers}
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    providers = ["CPUExecutionProvider"]
+    carried: dict[str, np.ndarray] = {}
+    if "carried" in modes:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+        carried = dict(zip([lay.name for lay in net.layers], session.run(None, {"data": images}), strict=True))
+    extractor = onnx.utils.Extractor(model) if "golden" in modes else None
+    local = [policy.tolerance(lay.name, [KINDS[lay.type]], "float32", _reduction(lay),
+                              float(np.abs(ref[lay.name]).max())) for lay in net.layers]
+    acc = accumulate(local) if policy.carried == "accumulated" else local
+    rows: list[LayerRow] = []
+    first: dict[str, Divergence | None] = {m: None for m in modes}
+    for i, lay in enumerate(net.layers):
+        r = ref[lay.name]
+        row = LayerRow(index=i, path=lay.name, covers=[lay.name], kind=KINDS[lay.type], op=lay.type,
+                       source=f"{cfg.name}:{lay.line}", reduction=_reduction(lay), dtype="float32",
+                       ref_shape=list(r.shape), ref_max_abs=float(np.abs(r).max()))
+        if extractor is not None:
+            names = [net.layers[s].name if s >= 0 else "data" for s in _sources(lay)]
+            sub = extractor.extract_model(sorted(set(names)), [lay.name])
+            sess = ort.InferenceSession(sub.SerializeToString(), options, providers=providers)
+            feed = {n: (images if n == "data" else ref[n]) for n in {i.name for i in sess.get_inputs()}}
+            row.golden = compare_arrays(r, sess.run([lay.name], feed)[0], local[i])
+        if carried:
+            row.carried = compare_arrays(r, carried[lay.name], acc[i])
+        for mode, stats in (("golden", row.golden), ("carried", row.carried)):
+            if stats is not None and not stats.passed and mode in first and first[mode] is None:
+                first[mode] = Divergence(mode=mode, index=i, path=lay.name, covers=[lay.name], kind=row.kind,  # type: ignore[arg-type]
+                                         source=row.source, max_abs=stats.max_abs, tolerance=stats.tolerance,
+                                         ratio=stats.ratio)
+        rows.append(row)
+    summary = {}
+    for mode in modes:
+        compared: list[ErrorStats] = [e for e in (getattr(row, mode) for row in rows) if e is not None]
+        summary[mode] = ModeSummary(compared=len(compared), passed=sum(e.passed for e in compared),
+                                    failed=sum(not e.passed for e in compared),
+                                    max_ratio=max((e.ratio for e in compared), default=0.0),
+                                    reference_units=len(net.layers))
+    notes = [f"reference: libdarknet layer outputs (net->layers[i].output) of {cfg.name}, "
+             "each image run alone",
+             f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
+             f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off"]
+    return LayerDiffResult(
+        reference={"framework": "darknet (libdarknet)", "runtime": "darknet", "cfg": str(cfg), "weights": str(weights)},
+        candidate={"candidate": "onnxruntime", "runtime": "onnxruntime", "format": "onnx",
+                   "mapping_origin": "by Darknet layer name", "converter": "repliscope.convert.darknet_onnx"},
+        modes=[m for m in MODES if m in modes], input_shape=list(images.shape), input_dtype=str(images.dtype),
+        samples=samples or [],
+        tolerance=policy, formula="k * eps(float32) * sqrt(reduction) * max|ref|", layers=rows,
+        reference_layers=len(net.layers), not_compared=[], first_divergent=first, summary=summary,
+        seconds=time.perf_counter() - start, notes=notes)
+
+
+def darknet_layer_outputs(cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
+                          ) -> list[dict[str, np.ndarray]]:
+    """libdarknet's every-layer outputs for each image of ``images`` (N, 3, H, W)."""
+    from repliscope.runtimes.base import ModelArtifact
+    from repliscope.runtimes.darknet.runner import DarknetRunner
+
+    artifact = ModelArtifact(path=weights, sha256="", format="darknet", input_name="data",
+                             input_shape=(-1, *images.shape[1:]), input_dtype="float32", config_path=cfg)
+    runner = DarknetRunner(artifact, threads=threads, cache_dir=Path("."))
+    return [runner.layer_outputs(x) for x in images]
+
+
+def manifest_layer_diff(manifest: Path, dataset: Any, batch: int, *, modes: tuple[str, ...] = ("golden", "carried"),
+                        tolerance: TolerancePolicy | None = None, threads: int = 1) -> LayerDiffResult:
+    """``repliscope diff MANIFEST --runtimes darknet onnxruntime --layers``: the manifest's pre-processed first
+    ``batch`` samples of ``dataset``, libdarknet vs the conversion, layer by layer."""
+    from repliscope.diff.task import first_batch
+    from repliscope.errors import RepliscopeError
+    from repliscope.evaluation.run import RunSettings, prepare
+
+    prepared = prepare(manifest, RunSettings(runtime="darknet", threads=threads, batch_size=1))
+    artifact = prepared.artifact
+    if artifact.format != "darknet" or artifact.config_path is None:
+        raise RepliscopeError(f"--runtimes darknet onnxruntime --layers compares a darknet source with its ONNX "
+                              f"conversion; {manifest} has source.format '{artifact.format}'")
+    ids, x = first_batch(prepared.pipeline, dataset, batch, tuple(artifact.input_shape[1:]))
+    return verify_layers(artifact.config_path, artifact.path, np.ascontiguousarray(x, np.float32), modes=modes,
+                         tolerance=tolerance, threads=threads, samples=list(ids))
+
+
+def convert_manifest(manifest: Path, out: Path, dataset: Any, samples: int, threads: int = 1
+                     ) -> tuple[dict[str, Any], LayerDiffResult | None]:
+    """``repliscope convert MANIFEST --to onnx --out FILE.onnx``: the darknet source converted, then verified layer
+    by layer against libdarknet on the first ``samples`` pre-processed samples (None when libdarknet is absent)."""
+    from repliscope.convert.darknet_onnx import convert
+    from repliscope.diff.task import first_batch
+    from repliscope.errors import RepliscopeError
+    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.runtimes.darknet.lib import LIBDARKNET
+
+    if out.suffix != ".onnx":
+        raise RepliscopeError(f"--out {out}: an ONNX file ends in .onnx")
+    prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=threads, batch_size=1))
+    artifact = prepared.artifact
+    if artifact.format != "darknet" or artifact.config_path is None:
+        raise RepliscopeError(f"--to onnx converts a darknet source (.cfg + .weights); {manifest} has source.format "
+                              f"'{artifact.format}' (torch sources are exported by the onnxruntime runtime itself)")
+    info = convert(artifact.config_path, artifact.path, out)
+    if not LIBDARKNET.is_file():
+        return info, None
+    ids, x = first_batch(prepared.pipeline, dataset, samples, tuple(artifact.input_shape[1:]))
+    return info, verify_layers(artifact.config_path, artifact.path, np.ascontiguousarray(x, np.float32),
+                               threads=threads, samples=list(ids))
