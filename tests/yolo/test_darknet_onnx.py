@@ -73,7 +73,8 @@ def test_cli_convert_to_onnx_verifies_every_layer(tmp_path: Path) -> None:
     need_darknet()
     seed_cache()
     out = tmp_path / "y.onnx"
-    res = CliRunner().invoke(app, ["convert", str(MANIFEST), "--to", "onnx", "--out", str(out), "--verify-samples", "1"])
+    args = ["convert", str(MANIFEST), "--to", "onnx", "--out", str(out), "--verify-samples", "1"]
+    res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "24 Darknet layers, 8,849,210 parameters" in res.output
     assert "golden: 24/24 layers within tolerance" in res.output and "carried: 24/24" in res.output
