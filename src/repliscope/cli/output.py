@@ -268,6 +268,10 @@ def print_sweep(sweep: SweepResult) -> None:
     ref = sweep.reference
     console.print(f"[bold]pitfall sweep {sweep.sweep_id}[/]  {sweep.manifest.name} on {sweep.runtime['runtime']}, "
                   f"dataset {sweep.dataset['name']} ({sweep.dataset['num_samples']} samples)")
+    if ref.metric("mIoU") is not None or any((v.paired_task or {}).get("delta_miou") is not None
+                                             for v in sweep.variants):
+        _print_segmentation_sweep(sweep)
+        return
     if ref.metric("AP") is not None or any(v.paired_task for v in sweep.variants):
         _print_detection_sweep(sweep)
         return
@@ -307,6 +311,36 @@ def _counts(v: Any) -> str:
     if v.status != "ok":
         return "n/a" if v.status == "not applicable" else v.status
     return f"{'?' if v.evaluated_samples is None else v.evaluated_samples}/{v.failed_samples}"
+
+
+def _print_segmentation_sweep(sweep: SweepResult) -> None:
+    """Segmentation variants: mIoU with its bootstrap interval and, against the reference on the images both
+    evaluated, ΔmIoU with its paired bootstrap interval, pixel agreement of the masks and images that differ."""
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
+    table.add_column("variant", overflow="fold")
+    for col in ("n/fail", "mIoU", "95% CI", "ΔmIoU", "ΔmIoU 95% CI", "agree", "diff"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for v in [sweep.reference, *sweep.variants]:
+        miou = v.metric("mIoU")
+        p = v.paired_task or {}
+        low, high = p.get("delta_miou_ci_low"), p.get("delta_miou_ci_high")
+        table.add_row(
+            v.name, _counts(v), f"{miou.value:.4f}" if miou else "",
+            f"{miou.ci_low:.3f}-{miou.ci_high:.3f}" if miou else "",
+            f"{p['delta_miou']:+.4f}" if p.get("delta_miou") is not None else "",
+            f"{low:+.4f}..{high:+.4f}" if low is not None and high is not None else "",
+            f"{100 * p['pixel_agreement']:.2f}%" if p.get("pixel_agreement") is not None else "",
+            str(p.get("flipped_images", "")))
+    console.print(table)
+    console.print("n/fail: images evaluated / failed; mIoU over each variant's own images with its bootstrap "
+                  "interval. Against the reference on the images both evaluated: ΔmIoU and its paired bootstrap "
+                  "interval, pixels with the same label (%), images whose masks differ.", highlight=False)
+    for v in sweep.variants:
+        console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
+                      highlight=False)
+    _print_sweep_tail(sweep)
 
 
 def _print_detection_sweep(sweep: SweepResult) -> None:

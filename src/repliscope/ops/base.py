@@ -126,6 +126,8 @@ class MaskMap:
     class indices of the manifest's labels once ``mask_argmax`` / ``mask_threshold`` made them (None before).
     ``space``: ``output`` (the model output's grid, covering the model input image) or ``source`` (the decoded
     image's pixels, after ``mask_resize``). ``class_names``: the manifest's labels (the model's class indices).
+    ``void_as_background``: score the ground truth's void pixels as background (``mask_void``) instead of
+    leaving them out.
     """
 
     values: np.ndarray | None
@@ -133,6 +135,7 @@ class MaskMap:
     space: MaskSpace
     labels: np.ndarray | None = None
     class_names: tuple[str, ...] | None = None
+    void_as_background: bool = False
 
 
 @dataclass

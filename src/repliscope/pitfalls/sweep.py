@@ -141,6 +141,8 @@ def task_pitfalls(task: str) -> list[str]:
     the detection variants (:mod:`repliscope.pitfalls.detection_variants`)."""
     if task == "object_detection":
         from repliscope.pitfalls import detection_variants  # noqa: F401  (registers them)
+    if task == "semantic_segmentation":
+        from repliscope.pitfalls import segmentation_variants  # noqa: F401  (registers them)
     return [name for name in PITFALLS.names() if PITFALLS.get(name).tasks in (None, ()) or
             task in (PITFALLS.get(name).tasks or ())]
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from repliscope.ops.base import PostOp
 
 SEGMENTATION_POST_OPS = ("mask_from_outputs", "mask_activation", "mask_resize", "mask_argmax", "mask_threshold",
-                         "mask_label_offset")
+                         "mask_label_offset", "mask_void")
 """The post-processing ops a segmentation manifest may use (registered by :mod:`repliscope.ops.segmentation`)."""
 BACKGROUND = "background"
 MAX_RLE_CHARS = 60_000
@@ -200,6 +200,8 @@ class SemanticSegmentation(Task):
                 raise SampleError(f"the ground-truth mask is {raw.shape[1]}x{raw.shape[0]} (width x height), the "
                                   f"image {m.labels.shape[1]}x{m.labels.shape[0]}")
             truth, unknown = mapping.to_model(raw)
+            if m.void_as_background:
+                truth = np.where(truth < 0, mapping.background, truth).astype(np.int32)
             if unknown:
                 raise SampleError(f"the ground-truth mask holds class ids {unknown} that the dataset's class map "
                                   f"does not list (listed: {sorted(sample.mask.categories)[:30]}, {VOID} = void)")

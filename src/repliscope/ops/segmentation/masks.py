@@ -1,6 +1,6 @@
 """Segmentation post ops: ``mask_from_outputs``, ``mask_activation``, ``mask_resize``, ``mask_argmax``,
-``mask_threshold``, ``mask_label_offset``. Each returns a new :class:`Predictions` whose ``segmentation`` holds
-one :class:`MaskMap` per row; none modifies its input arrays."""
+``mask_threshold``, ``mask_label_offset``, ``mask_void``. Each returns a new :class:`Predictions` whose
+``segmentation`` holds one :class:`MaskMap` per row; none modifies its input arrays."""
 
 from __future__ import annotations
 
@@ -269,3 +269,23 @@ class MaskLabelOffset(PostOp):
                 raise RepliscopeError(f"'{self.name}' needs labels: put it after mask_argmax / mask_threshold")
             out.append(dataclasses.replace(m, labels=(m.labels + np.int32(self.params.offset)).astype(np.int32)))
         return _replace(preds, out)
+
+
+class MaskVoidParams(OpParams):
+    policy: Literal["ignore", "as_background"]
+    """ignore: void pixels are not scored (the VOC devkit's rule, and the default without this op);
+    as_background: they count as background (a common mistake: it rewards predicting background on object
+    boundaries)."""
+
+
+@OPS.register("mask_void")
+class MaskVoid(PostOp):
+    """How the task scores the ground truth's void pixels (255) against these masks; the masks are unchanged."""
+
+    name = "mask_void"
+    Params = MaskVoidParams
+    params: MaskVoidParams
+
+    def __call__(self, preds: Predictions) -> Predictions:
+        flag = self.params.policy == "as_background"
+        return _replace(preds, [dataclasses.replace(m, void_as_background=flag) for m in _maps(self.name, preds)])
