@@ -30,7 +30,8 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
     """The report of one evaluation run."""
     namer = sec.class_namer(record.manifest)
     detection = record.task == "object_detection"
-    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, detection)
+    segmentation = record.task == "semantic_segmentation"
+    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, detection or segmentation)
     latency, latency_stats = sec.latency(record, sink)
     sections = [Section("claim", "Claim"), Section("metrics", "Measured metrics"),
                 Section("failures", "Failed and misclassified samples"), Section("latency", "Latency"),
@@ -38,9 +39,13 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
     if detection:
         sections[1:3] = [Section("metrics", "Measured metrics (COCO)"), Section("per-class", "Per-class AP"),
                          Section("failures", "Failed samples")]
+    if segmentation:
+        sections[2] = Section("failures", "Failed samples")
     where = f"{record.dataset.get('name', '?')}, {record.counts.get('evaluated', len(record.samples))} samples"
     note = (f"On {where}; COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
             if detection else f"On {where}; 95 % Wilson score intervals.")
+    if segmentation:
+        note = f"On {where}; fractions, 95 % percentile bootstrap intervals over images."
     if detection:
         note += _left_out_note(record.dataset)
     title = f"{record.manifest.name} {record.manifest.version}"
@@ -52,11 +57,15 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
         repliscope_version=record.repliscope_version, description=sec.manifest_description(record.manifest),
         sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(record.claims, record.metrics),
         claim_figure=sec.claim_figure(record.claims, record.metrics, sink), metrics=sec.metric_rows(record.metrics),
-        metrics_note=note, metrics_count_header="n" if detection else "correct / n",
+        metrics_note=note, metrics_count_header="n" if detection or segmentation else "correct / n",
         per_class=sec.per_class_rows(record.per_class),
         provenance=sec.record_provenance(record), failures=fail_rows, failures_more=fail_more,
         failures_summary=fail_summary, latency=latency, latency_stats=latency_stats,
         extra_figures=sec.extra_figure_views(extra_figures, sink))
+    if segmentation:
+        from repliscope.report.segmentation_sections import with_segmentation
+
+        return with_segmentation(view, record, sink)
     if not detection:
         return view
     from repliscope.report.units_sections import with_units
