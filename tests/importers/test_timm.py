@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from repliscope.cli.main import app
 from repliscope.importers.base import ConfigImportError, ImportResult
 from repliscope.importers.batch import import_folder, import_one
-from repliscope.importers.timm import PLACEHOLDER_SHA256, TimmImporter, resize_and_crop, scale_size
+from repliscope.importers.timm import PLACEHOLDER_SHA256, TIMM_VERSIONS, TimmImporter, resize_and_crop, scale_size
 from repliscope.manifest.checks import check_manifest
 from repliscope.ops.pipeline import Pipeline, decode_input
 
@@ -107,11 +107,14 @@ def test_border_mode_refuses_a_mean_that_is_no_colour() -> None:
         resize_and_crop((224, 224), 0.875, "border", "bicubic", [123.675, 116.28, 103.53])
 
 
-def test_non_square_center_is_timms_bilinear_resize_keep_ratio_cover() -> None:
-    ops = resize_and_crop((256, 320), 0.875, "center", "bicubic", IMAGENET_MEAN)
-    # timm: ResizeKeepRatio((292, 365)) with its defaults longest=0 (cover) and bilinear
+@pytest.mark.parametrize(("version", "method"), [("1.0.29", "bilinear"), ("1.0.30", "bilinear"),
+                                                ("1.0.31", "bicubic")])
+def test_non_square_center_is_resize_keep_ratio_cover_per_timm_version(version: str, method: str) -> None:
+    ops = resize_and_crop((256, 320), 0.875, "center", "bicubic", IMAGENET_MEAN, version)
+    # timm: ResizeKeepRatio((292, 365)) longest=0 (cover); 1.0.31 passes the config's interpolation, earlier
+    # releases leave ResizeKeepRatio's default bilinear
     assert ops == [{"op": "resize", "size": [292, 365], "keep_aspect_ratio": True, "fit": "cover",
-                    "method": "bilinear", "library": "pillow", "antialias": True},
+                    "method": method, "library": "pillow", "antialias": True},
                    {"op": "center_crop", "size": [256, 320]}]
 
 
@@ -133,7 +136,7 @@ def test_resnet50_a1_in1k_golden() -> None:
         *tail(IMAGENET_MEAN, IMAGENET_STD),
     ]
     assert m["name"] == "resnet50.a1_in1k"
-    assert m["architecture"] == {"factory": "timm:create_model", "package": "timm",
+    assert m["architecture"] == {"factory": "timm:create_model", "package": "timm==1.0.31",
                                  "kwargs": {"model_name": "resnet50", "pretrained": False, "num_classes": 1000}}
     assert m["inputs"] == [{"name": "input", "shape": [-1, 3, 224, 224], "dtype": "float32", "layout": "NCHW"}]
     assert m["outputs"] == [{"name": "logits", "shape": [-1, 1000], "dtype": "float32", "layout": "NC",
@@ -257,7 +260,10 @@ def test_non_square_center_pipeline(tmp_path: Path) -> None:
     # input [256, 320], crop_pct 0.875 -> scale (292, 365); a 400x300 (W x H) image: ratio = min(300 / 292,
     # 400 / 365) = 1.0274 -> (292, round(400 / 1.0274) = round(389.33) = 389), bilinear (timm's default there);
     # CenterCrop([256, 320]): top round(36 / 2) = 18, left round(69 / 2) = round(34.5) = 34 (half to even)
-    r = import_one("timm", write_config(tmp_path, base_cfg(input_size=[3, 256, 320], crop_pct=0.875)))
+    r = import_one("timm", write_config(tmp_path, base_cfg(input_size=[3, 256, 320], crop_pct=0.875)),
+                   {"timm_version": "1.0.30"})
+    assert r.manifest["architecture"]["package"] == "timm==1.0.30"
+    assert r.manifest["provenance"]["imported_from"]["reproduces"] == "timm==1.0.30"
     png = _png(300, 400)
     got = _run(r.manifest, png)
     assert round(400 / min(300 / 292, 400 / 365)) == 389
@@ -271,9 +277,8 @@ def test_defaults_are_warned_per_field(tmp_path: Path) -> None:
     cfg = {"architecture": "resnet18", "num_classes": 1000}
     r = import_one("timm", write_config(tmp_path, cfg))
     fields = [w.field for w in r.warnings if w.code == "timm.default_applied"]
-    assert fields == ["pretrained_cfg", "pretrained_cfg.input_size", "pretrained_cfg.interpolation",
-                      "pretrained_cfg.crop_pct", "pretrained_cfg.crop_mode", "pretrained_cfg.mean",
-                      "pretrained_cfg.std"]
+    # no pretrained_cfg: timm's "old form", the top level is the pretrained config (read there, defaults named)
+    assert fields == ["input_size", "interpolation", "crop_pct", "crop_mode", "mean", "std"]
     # resolve_data_config defaults: 224, bicubic, crop_pct 0.875 -> 256, ImageNet mean/std
     assert r.manifest["preprocess"][1] == {"op": "resize", "size": 256, "keep_aspect_ratio": True,
                                            "method": "bicubic", "library": "pillow", "antialias": True,
@@ -415,7 +420,8 @@ def test_cli_json_shape() -> None:
     assert data["warnings"][0] == {
         "code": "timm.test_size_ignored", "field": "pretrained_cfg.test_input_size",
         "message": "[3, 256, 256] is used by timm's validate.py (use_test_size); the translation uses the "
-                   "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default"}
+                   "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default "
+                   "(--test-size uses it)"}
 
 
 def test_cli_yaml_has_warnings_as_comments_and_folder_mode(tmp_path: Path) -> None:
@@ -432,3 +438,69 @@ def test_cli_yaml_has_warnings_as_comments_and_folder_mode(tmp_path: Path) -> No
                                                    ("b/config.json", "with warnings"),
                                                    ("c/config.json", "refused")]
     assert (tmp_path / "out" / "a" / "config.yaml").is_file()
+
+
+# --- timm versions, legacy configs, test size, fixed-size models ----------------------------------------------
+
+def test_legacy_config_without_pretrained_cfg_is_read_as_timm_reads_it(tmp_path: Path) -> None:
+    """timm's load_model_config_from_hf: no pretrained_cfg -> the top level (minus architecture, num_features)
+    is the pretrained config, 'labels' the old name of 'label_names'."""
+    cfg = {"architecture": "vit_small_patch16_384", "num_features": 384, "num_classes": 10,
+           "input_size": [3, 384, 384], "interpolation": "bilinear", "mean": [0.5, 0.5, 0.5],
+           "std": [0.5, 0.5, 0.5], "crop_pct": 1.0, "labels": [str(i) for i in range(10)],
+           "model_args": {"drop_rate": 0.0}}
+    r = import_one("timm", write_config(tmp_path, cfg))
+    m = r.manifest
+    assert [w.field for w in r.warnings if w.code == "timm.default_applied"] == ["crop_mode"]
+    assert "timm.unknown_key" not in codes(r)
+    assert m["inputs"][0]["shape"] == [-1, 3, 384, 384]
+    assert m["preprocess"][1] == {"op": "resize", "size": 384, "keep_aspect_ratio": True, "method": "bilinear",
+                                  "library": "pillow", "antialias": True, "long_side": "truncate"}
+    assert m["preprocess"][2:] == [{"op": "center_crop", "size": 384}, *tail([0.5] * 3, [0.5] * 3)]
+    assert m["architecture"]["kwargs"] == {"model_name": "vit_small_patch16_384", "pretrained": False,
+                                           "num_classes": 10, "drop_rate": 0.0}
+    assert "timm.labels_not_embedded" in codes(r)  # 'labels' read as label_names
+
+
+def test_test_size_uses_test_input_size_and_test_crop_pct(tmp_path: Path) -> None:
+    path = write_config(tmp_path, base_cfg())  # resnet50.a1_in1k: 224 / 0.95, test 288 / 1.0
+    train = import_one("timm", path)
+    test = import_one("timm", path, {"test_size": True})
+    assert "timm.test_size_ignored" in codes(train) and "timm.test_size_ignored" not in codes(test)
+    assert train.manifest["inputs"][0]["shape"] == [-1, 3, 224, 224]
+    assert test.manifest["inputs"][0]["shape"] == [-1, 3, 288, 288]
+    assert test.manifest["preprocess"][1:3] == [
+        {"op": "resize", "size": 288, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow",
+         "antialias": True, "long_side": "truncate"}, {"op": "center_crop", "size": 288}]
+    assert "at the test size" in test.manifest["description"]
+
+
+def test_fixed_size_model_gets_img_size_and_refuses_another_test_size(tmp_path: Path) -> None:
+    cfg = json.loads((FIXTURES / "vit_base_patch16_224.augreg2_in21k_ft_in1k.json").read_text(encoding="utf-8"))
+    r = import_one("timm", write_config(tmp_path, cfg))
+    # timm _update_default_model_kwargs: fixed_input_size -> kwargs.setdefault('img_size', input_size[-2:])
+    assert r.manifest["architecture"]["kwargs"]["img_size"] == [224, 224]
+    cfg["model_args"] = {"img_size": 224}
+    assert import_one("timm", write_config(tmp_path, cfg)).manifest["architecture"]["kwargs"]["img_size"] == 224
+    cfg["pretrained_cfg"]["test_input_size"] = [3, 384, 384]
+    with pytest.raises(ConfigImportError, match="fixed_input_size"):
+        import_one("timm", write_config(tmp_path, cfg), {"test_size": True})
+
+
+def test_timm_version_default_and_unknown(tmp_path: Path) -> None:
+    path = write_config(tmp_path, base_cfg())
+    r = import_one("timm", path)
+    assert r.manifest["architecture"]["package"] == f"timm=={TIMM_VERSIONS[-1]}" == "timm==1.0.31"
+    assert r.manifest["provenance"]["imported_from"]["reproduces"] == "timm==1.0.31"
+    with pytest.raises(ConfigImportError, match=r"--timm-version '0.9.16'.*allowed: 1.0.29, 1.0.30, 1.0.31"):
+        import_one("timm", path, {"timm_version": "0.9.16"})
+
+
+def test_cli_timm_options(tmp_path: Path) -> None:
+    path = write_config(tmp_path, base_cfg(input_size=[3, 256, 320]))
+    res = CliRunner().invoke(app, ["manifest", "import", "timm", str(path), "--timm-version", "1.0.29", "--json"])
+    assert res.exit_code == 0, res.output
+    m = json.loads(res.stdout)["manifest"]
+    assert m["architecture"]["package"] == "timm==1.0.29" and m["preprocess"][1]["method"] == "bilinear"
+    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope", str(path), "--test-size"])
+    assert res.exit_code == 2 and "the mlmodelscope importer takes no --test-size" in res.output

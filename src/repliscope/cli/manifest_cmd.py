@@ -181,6 +181,10 @@ def manifest_import(
     out: Annotated[Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: "
                                                   "stdout.")] = None,
     out_dir: Annotated[Path | None, typer.Option(help="For a folder: write one manifest per file here.")] = None,
+    timm_version: Annotated[str | None, typer.Option(help="timm: the release whose eval transform to reproduce "
+                                                          "(1.0.29, 1.0.30, 1.0.31; default the newest).")] = None,
+    test_size: Annotated[bool, typer.Option(help="timm: use test_input_size / test_crop_pct, as timm's "
+                                                 "validate.py does.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Translate a foreign model config (an MLModelScope manifest, a timm config.json) into a repliscope manifest
@@ -188,11 +192,12 @@ def manifest_import(
     comment. Every translation is checked with `manifest validate --offline`."""
     from repliscope.importers.batch import coverage, import_folder, import_one
 
+    options = {"timm_version": timm_version, "test_size": test_size}
     try:
         if path.is_dir():
             if out_dir is None:
                 raise RepliscopeError(f"{path} is a folder: give --out-dir DIR for the translated manifests")
-            rows = import_folder(format_name, path, out_dir)
+            rows = import_folder(format_name, path, out_dir, options)
             if as_json:
                 emit_json([row.to_json() for row in rows])
             else:
@@ -208,7 +213,7 @@ def manifest_import(
             return
         if out is not None and out.exists():
             raise RepliscopeError(f"{out} exists; choose another --out (nothing was overwritten)")
-        result = import_one(format_name, path)
+        result = import_one(format_name, path, options)
     except RepliscopeError as exc:
         fail(exc)
         return

@@ -63,11 +63,11 @@ class ImportResult:
         return "\n".join(head) + "\n" + body
 
 
-def imported_from(format_name: str, path: Path) -> dict[str, Any]:
-    """The ``provenance`` block of an imported manifest."""
-    return {"imported_from": {"format": format_name, "file": str(path),
-                              "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                              "importer_version": repliscope.__version__}}
+def imported_from(format_name: str, path: Path, reproduces: str | None = None) -> dict[str, Any]:
+    """The ``provenance`` block of an imported manifest (``reproduces``: e.g. ``timm==1.0.31``)."""
+    block = {"format": format_name, "file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+             "importer_version": repliscope.__version__}
+    return {"imported_from": {**block, "reproduces": reproduces} if reproduces else block}
 
 
 class Importer(ABC):
@@ -80,6 +80,10 @@ class Importer(ABC):
         "limits": "the file exceeds the reading limits (size, nesting, node count, number size, image size)",
     }
     """Every :attr:`ConfigImportError.reason` the importer raises, with its one-line meaning."""
+
+    options: ClassVar[tuple[str, ...]] = ()
+    """Keyword arguments the importer's constructor takes (CLI options such as ``timm_version``); an option
+    given to an importer that does not take it is an error."""
 
     @abstractmethod
     def translate(self, path: Path) -> ImportResult:

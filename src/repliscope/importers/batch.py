@@ -9,16 +9,28 @@ from pathlib import Path
 from typing import Any
 
 from repliscope.errors import RepliscopeError
-from repliscope.importers.base import IMPORTERS, ImportResult, ImportWarning
+from repliscope.importers.base import IMPORTERS, Importer, ImportResult, ImportWarning
 
 
-def import_one(format_name: str, path: Path) -> ImportResult:
+def make_importer(format_name: str, options: dict[str, Any] | None = None) -> Importer:
+    """The registered importer ``format_name`` built with ``options`` (only those it declares; unset = None)."""
+    cls = IMPORTERS.get(format_name)  # an unknown format is named before the file is looked at
+    given = {k: v for k, v in (options or {}).items() if v is not None and v is not False}
+    unknown = sorted(set(given) - set(cls.options))
+    if unknown:
+        flags = ", ".join("--" + k.replace("_", "-") for k in unknown)
+        known = ", ".join("--" + o.replace("_", "-") for o in cls.options) or "none"
+        raise RepliscopeError(f"the {format_name} importer takes no {flags} (its options: {known})")
+    return cls(**given)
+
+
+def import_one(format_name: str, path: Path, options: dict[str, Any] | None = None) -> ImportResult:
     """Translate ``path`` with the registered importer ``format_name`` and validate the result offline (schema,
     ops, shapes); a translation that does not validate is an error naming the problems."""
-    importer = IMPORTERS.get(format_name)  # an unknown format is named before the file is looked at
+    importer = make_importer(format_name, options)
     if not path.is_file():
         raise RepliscopeError(f"{path}: no such file")
-    result = importer().translate(path)
+    result = importer.translate(path)
     problems = offline_problems(result)
     if problems:
         raise RepliscopeError(f"{path}: the translation does not validate (an importer bug, please report it):\n"
@@ -51,9 +63,10 @@ class FolderRow:
         return {**asdict(self), "warnings": [asdict(w) for w in self.warnings]}
 
 
-def import_folder(format_name: str, folder: Path, out_dir: Path) -> list[FolderRow]:
+def import_folder(format_name: str, folder: Path, out_dir: Path,
+                  options: dict[str, Any] | None = None) -> list[FolderRow]:
     """Every file under ``folder`` matching the importer's patterns -> ``out_dir/<relative path>.yaml``."""
-    importer = IMPORTERS.get(format_name)
+    importer = make_importer(format_name, options)
     if not out_dir.parent.is_dir():
         raise RepliscopeError(f"--out-dir {out_dir}: the folder {out_dir.parent} does not exist")
     files = sorted(p for p in folder.rglob("*") if p.is_file()
@@ -64,7 +77,7 @@ def import_folder(format_name: str, folder: Path, out_dir: Path) -> list[FolderR
     for f in files:
         rel = f.relative_to(folder)
         try:
-            result = import_one(format_name, f)
+            result = import_one(format_name, f, options)
         except RepliscopeError as exc:
             rows.append(FolderRow(str(rel), "refused", str(exc).splitlines()[0],
                                   reason=getattr(exc, "reason", "invalid")))

@@ -8,7 +8,13 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
   ``(0.229, 0.224, 0.225)``), ``crop_pct`` (default ``DEFAULT_CROP_PCT`` = 0.875), ``crop_mode`` (default
   ``center``). ``test_input_size``/``test_crop_pct`` are used only with ``use_test_size=True`` (timm's
   ``validate.py`` default); ``resolve_model_data_config`` (the model-card recipe) uses the train size, and so
-  does this importer (warning ``timm.test_size_ignored``).
+  does this importer (warning ``timm.test_size_ignored``) unless ``--test-size`` is given.
+- ``timm/models/_hub.py`` ``load_model_config_from_hf``: a config without ``pretrained_cfg`` (the "old form") is
+  itself the pretrained config, minus ``architecture`` and ``num_features``; ``labels`` is the old name of
+  ``label_names``. Read the same way here.
+- ``timm/models/_builder.py`` ``_update_default_model_kwargs``: with ``fixed_input_size`` the model is built
+  with ``img_size = input_size[-2:]`` unless ``model_args`` set it (so ``--test-size`` with another size is
+  refused for such a model).
 - ``timm/data/transforms_factory.py`` ``transforms_imagenet_eval``: ``scale_size = math.floor(img_size /
   crop_pct)`` (per side for a (h, w) size), then by ``crop_mode``:
 
@@ -21,9 +27,9 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
   * anything else (``center``, and any unknown value: timm's ``else`` branch): square scale ->
     ``transforms.Resize(int)`` (shorter side = scale, longer side TRUNCATED: ``int(scale * long / short)``,
     translated exactly with the resize's ``long_side: truncate``) + ``CenterCrop``. Non-square scale ->
-    ``ResizeKeepRatio(scale_size)`` with its defaults ``longest=0`` (COVER: ``ratio = min(...)``) and
-    ``bilinear`` (the config's interpolation is ignored by timm there): translated exactly (resize
-    ``fit: cover``, method bilinear) + ``CenterCrop``.
+    ``ResizeKeepRatio(scale_size)`` with ``longest=0`` (COVER: ``ratio = min(...)``) and, from timm 1.0.31, the
+    config's interpolation (1.0.29 and 1.0.30 leave ResizeKeepRatio's default ``bilinear``): translated exactly
+    for the ``--timm-version`` chosen (resize ``fit: cover``) + ``CenterCrop``.
 - ``MaybeToTensor`` (``to_tensor``: float32, divided by 255, CHW) then ``Normalize`` (``(x - mean) / std``):
   ``to_float`` + ``divide_std 255`` (true division, like torch's ``div``) + ``subtract_mean`` + ``divide_std``
   + ``data_layout NCHW``.
@@ -33,8 +39,9 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
   ``hamming`` has no repliscope method and ``random`` is not a valid eval mode: both become ``bilinear``
   (timm's own fallback for ``random`` without augmentation) with warning ``timm.interpolation_substituted``.
 
-The framework constraint is ``torch >=0`` and the package a plain ``timm``: neither the config nor timm's
-``pyproject.toml`` (``dependencies = ['torch', ...]``) constrains the version.
+The framework constraint is ``torch >=0`` (timm's ``pyproject.toml`` says ``dependencies = ['torch', ...]``);
+the package is ``timm==<--timm-version>`` (default the newest of :data:`TIMM_VERSIONS`), also recorded as
+``provenance.imported_from.reproduces``.
 The model: ``architecture`` -> ``timm:create_model`` with ``model_name``, ``pretrained: false``,
 ``num_classes`` and the config's ``model_args`` (timm's ``load_model_config_from_hf`` passes the same).
 Weights: ``model.safetensors`` or else ``pytorch_model.bin`` beside the config (sha256 computed; the
@@ -67,6 +74,14 @@ IMAGENET_DEFAULT_STD = (0.229, 0.224, 0.225)
 DEFAULT_CROP_PCT = 0.875
 CROP_MODES = ("center", "squash", "border")
 
+TIMM_VERSIONS = ("1.0.29", "1.0.30", "1.0.31")
+"""The timm releases whose eval transform the importer reproduces (``--timm-version``; default the last). They
+differ in one place: a non-square ``center`` scale goes through ``ResizeKeepRatio`` with the config's
+interpolation in 1.0.31 (``transforms_factory.py`` ``transforms_imagenet_eval``), with bilinear (its default)
+in 1.0.29 and 1.0.30."""
+KEEP_RATIO_FOLLOWS_CONFIG = "1.0.31"
+"""The first release where the non-square ``center`` resize uses the config's interpolation."""
+
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 """Looked up beside the config, in this order (the names timm's ``push_to_hf_hub`` writes)."""
 PLACEHOLDER_SHA256 = "0" * 64
@@ -95,10 +110,11 @@ def scale_size(img_size: tuple[int, int], crop_pct: float) -> tuple[int, int]:
 
 
 def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, method: str,
-                    mean: list[float]) -> list[dict[str, Any]]:
+                    mean: list[float], timm_version: str = TIMM_VERSIONS[-1]) -> list[dict[str, Any]]:
     """The resize + center_crop ops of timm's eval transform (every crop mode is translated exactly).
 
     ``mean`` (0..1 units, RGB) gives the 'border' pad colour ``round(255 * m)``; it must lie in [0, 1] then.
+    ``timm_version`` decides the interpolation of a non-square ``center`` resize (see :data:`TIMM_VERSIONS`).
     """
     sh, sw = scale_size(img_size, crop_pct)
     crop: int | list[int] = img_size[0] if img_size[0] == img_size[1] else [img_size[0], img_size[1]]
@@ -119,17 +135,33 @@ def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, 
         resize = {"op": "resize", "size": sh, "keep_aspect_ratio": True, "method": method, "library": "pillow",
                   "antialias": True, "long_side": "truncate"}
     else:
-        # ResizeKeepRatio(scale_size) with its defaults: longest=0 (cover the box), interpolation bilinear
+        # ResizeKeepRatio(scale_size[, interpolation]): longest=0 (cover the box); the config's interpolation
+        # from timm 1.0.31, ResizeKeepRatio's default bilinear before
+        follows = _version_key(timm_version) >= _version_key(KEEP_RATIO_FOLLOWS_CONFIG)
         resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": True, "fit": "cover",
-                  "method": "bilinear", "library": "pillow", "antialias": True}
+                  "method": method if follows else "bilinear", "library": "pillow", "antialias": True}
     return [resize, center_crop]
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
 class TimmImporter(Importer):
-    """``repliscope manifest import timm config.json``; see the module docstring for the semantics."""
+    """``repliscope manifest import timm config.json [--timm-version V] [--test-size]``; see the module
+    docstring for the semantics."""
 
     name = "timm"
     patterns = ("config.json",)
+    options = ("timm_version", "test_size")
+
+    def __init__(self, timm_version: str | None = None, test_size: bool = False) -> None:
+        version = timm_version or TIMM_VERSIONS[-1]
+        if version not in TIMM_VERSIONS:
+            raise ConfigImportError(f"--timm-version {version!r}: the importer reproduces timm "
+                                    f"{', '.join(TIMM_VERSIONS)} (allowed: {', '.join(TIMM_VERSIONS)})")
+        self.timm_version = version
+        self.test_size = test_size
 
     def translate(self, path: Path) -> ImportResult:
         cfg = _read(path)
@@ -138,32 +170,49 @@ class TimmImporter(Importer):
         def warn(code: str, field: str, message: str) -> None:
             warnings.append(ImportWarning(code, field, message))
 
+        legacy = "pretrained_cfg" not in cfg
+        if legacy:
+            # timm's load_model_config_from_hf ("old form"): everything but architecture and num_features is the
+            # pretrained config; 'labels' is the deprecated name of 'label_names'
+            pcfg = {k: v for k, v in cfg.items() if k not in ("architecture", "num_features")}
+            if "labels" in pcfg:
+                pcfg["label_names"] = pcfg.pop("labels")
+            cfg = {k: v for k, v in cfg.items() if k in ("architecture", "num_features")}
+        else:
+            pcfg = cfg["pretrained_cfg"]
         for key in sorted(set(cfg) - _TOP_KEYS):
             warn("timm.unknown_key", key, f"unknown top-level key (not read; known: {', '.join(sorted(_TOP_KEYS))})")
         architecture = cfg.get("architecture")
         if not isinstance(architecture, str) or not architecture:
             raise ConfigImportError(f"{path}: field 'architecture': missing or not a string (the timm model "
                                     "name, e.g. 'resnet50'); without it the model is undefined")
-        pcfg = cfg.get("pretrained_cfg", {})
         if not isinstance(pcfg, dict):
             raise ConfigImportError(f"{path}: field 'pretrained_cfg': expected a mapping, got {type(pcfg).__name__}")
-        if "pretrained_cfg" not in cfg:
-            warn("timm.default_applied", "pretrained_cfg", "no pretrained_cfg: timm's defaults apply to every "
-                 "pre-processing field (listed below)")
-        for key in sorted(set(pcfg) - _CFG_KEYS):
-            warn("timm.unknown_key", f"pretrained_cfg.{key}", "unknown pretrained_cfg key (not read)")
+        where = "" if legacy else "pretrained_cfg."
+        for key in sorted(set(pcfg) - _CFG_KEYS - ({"model_args"} if legacy else set())):
+            warn("timm.unknown_key", f"{where}{key}", "unknown pretrained_cfg key (not read)")
 
         def get(key: str, default: Any, shown: str) -> Any:
             """resolve_data_config's rule: a falsy value (None, 0, '', []) means the default, except
-            input_size, which only None replaces."""
+            input_size, which only None replaces; with --test-size, test_input_size / test_crop_pct first."""
+            test_key = {"input_size": "test_input_size", "crop_pct": "test_crop_pct"}.get(key)
+            if self.test_size and test_key and pcfg.get(test_key):
+                return pcfg[test_key]
             value = pcfg.get(key)
             if value is None or (key != "input_size" and not value):
-                warn("timm.default_applied", f"pretrained_cfg.{key}", f"missing: timm's default {shown} is used")
+                warn("timm.default_applied", f"{where}{key}", f"missing: timm's default {shown} is used")
                 return default
             return value
 
         num_classes = _num_classes(path, cfg, pcfg)
         input_size = _input_size(path, get("input_size", [3, 224, 224], "[3, 224, 224]"))
+        fixed = bool(pcfg.get("fixed_input_size"))
+        model_size = _input_size(path, pcfg.get("input_size") or [3, 224, 224])
+        if fixed and input_size != model_size:
+            raise ConfigImportError(f"{path}: field '{where}test_input_size': {list(input_size)} with --test-size, "
+                                    f"but the model has fixed_input_size: timm builds it for img_size "
+                                    f"{list(model_size[1:])} (input_size) and it takes no other size (allowed: "
+                                    "no --test-size)")
         interp = get("interpolation", "bicubic", "'bicubic'")
         if not isinstance(interp, str):
             raise ConfigImportError(f"{path}: field 'pretrained_cfg.interpolation': {type(interp).__name__} "
@@ -203,13 +252,15 @@ class TimmImporter(Importer):
                  f"mean {mean} / std {std}: timm normalizes images already divided by 255, so values are "
                  "expected in 0..1 (std > 0); these look like 0..255 units and are kept as given")
         for key in ("test_input_size", "test_crop_pct"):
-            if pcfg.get(key) is not None:
+            if pcfg.get(key) is not None and not self.test_size:
                 warn("timm.test_size_ignored", f"pretrained_cfg.{key}",
                      f"{_short(pcfg[key])} is used by timm's validate.py (use_test_size); the translation uses the "
-                     "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default")
+                     "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default "
+                     "(--test-size uses it)")
 
         try:
-            geometry = resize_and_crop((input_size[1], input_size[2]), float(crop_pct), crop_mode, method, mean)
+            geometry = resize_and_crop((input_size[1], input_size[2]), float(crop_pct), crop_mode, method, mean,
+                                       self.timm_version)
         except ValueError as exc:
             raise ConfigImportError(f"{path}: field 'pretrained_cfg.mean': {exc}") from exc
         preprocess = [{"op": "decode", "library": "pillow", "channels": "RGB"}, *geometry,
@@ -224,25 +275,30 @@ class TimmImporter(Importer):
             warn("timm.license_missing", "pretrained_cfg.license",
                  "no license in the config: set 'license' from the model card")
             license_ = "unknown"
-        model_args = cfg.get("model_args") or {}
+        model_args = (pcfg if legacy else cfg).get("model_args") or {}
         if not isinstance(model_args, dict):
             raise ConfigImportError(f"{path}: field 'model_args': expected a mapping of create_model keyword "
                                     f"arguments, got {type(model_args).__name__}")
         tag = pcfg.get("tag")
         full_name = f"{architecture}.{tag}" if isinstance(tag, str) and tag else architecture
+        test_note = " at the test size (validate.py)" if self.test_size else ""
         manifest: dict[str, Any] = {
             "name": _manifest_name(full_name),
             "version": "1.0.0",
             "task": "image_classification",
             "description": (f"timm {full_name}, translated from its config.json by repliscope's timm importer "
-                            f"(timm's eval transform: crop_mode {crop_mode}, crop_pct {crop_pct}, {interp}). "
+                            f"(timm {self.timm_version} eval transform{test_note}: crop_mode {crop_mode}, "
+                            f"crop_pct {crop_pct}, {interp}). "
                             "source.uri is relative to the config's folder: keep this manifest beside it."),
             "license": license_,
             "framework": {"name": "torch", "version": ">=0"},
             "source": source,
-            "architecture": {"factory": "timm:create_model", "package": "timm",
+            "architecture": {"factory": "timm:create_model", "package": f"timm=={self.timm_version}",
                              "kwargs": {"model_name": architecture, "pretrained": False,
                                         "num_classes": num_classes,
+                                        # _update_default_model_kwargs: a fixed-size model gets img_size =
+                                        # input_size[-2:] unless model_args set it
+                                        **({"img_size": list(model_size[1:])} if fixed else {}),
                                         **{k: v for k, v in model_args.items() if k not in _FIXED_KWARGS}}},
             "inputs": [{"name": "input", "shape": [-1, 3, input_size[1], input_size[2]], "dtype": "float32",
                         "layout": "NCHW"}],
@@ -254,7 +310,7 @@ class TimmImporter(Importer):
             "labels": labels,
             "claims": [],
             "datasets": {"trained_on": [], "evaluated_on": []},
-            "provenance": imported_from("timm", path),
+            "provenance": imported_from("timm", path, f"timm=={self.timm_version}"),
         }
         return ImportResult(manifest, warnings, path)
 

@@ -235,6 +235,9 @@ class ImportedFrom(_Strict):
     file: str
     sha256: Sha256
     importer_version: str
+    reproduces: str | None = None
+    """The foreign tool release whose behaviour the translation reproduces (e.g. ``timm==1.0.31``), when the
+    importer is version-specific."""
 
 
 class ProvenanceSpec(_Strict):
