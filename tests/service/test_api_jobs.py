@@ -163,7 +163,10 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     diff = wait_for(client, r.json()["id"], runner)
     log = client.get(f"/api/v1/jobs/{diff['id']}/log", headers=runner).text
     assert diff["status"] == "succeeded", log
-    assert diff["result_ids"] == [] and diff["progress_done"] == 2
+    [diff_id] = diff["result_ids"]  # the stored diff (issue 21 item 2)
+    assert diff["progress_done"] == 2
+    stored = client.get(f"/api/v1/diffs/{diff_id}", headers=runner).json()
+    assert (stored["kind"], stored["a"], stored["b"], stored["samples"]) == ("task_diff", "onnxruntime", "torch", 2)
     assert '"a": "onnxruntime", "b": "torch"' in log and '"compared": 2' in log
 
     r = client.post("/api/v1/jobs", json={**base, "kind": "pitfalls", "options": {"variants": ["nope"]}},

@@ -30,10 +30,20 @@ class Health(BaseModel):
 
 
 def _api_router() -> APIRouter:
-    from repliscope.service.routers import agents, datasets, jobs, manifests, models, runs, stack_matrices, tokens
+    from repliscope.service.routers import (
+        agents,
+        datasets,
+        diffs,
+        jobs,
+        manifests,
+        models,
+        runs,
+        stack_matrices,
+        tokens,
+    )
 
     api = APIRouter(prefix=API_PREFIX)
-    for module in (manifests, models, jobs, runs, datasets, tokens, agents, stack_matrices):
+    for module in (manifests, models, jobs, runs, datasets, tokens, agents, stack_matrices, diffs):
         api.include_router(module.router)
 
     @api.get("/whoami", response_model=Whoami, tags=["accounts"], responses=ERROR_RESPONSES)
@@ -109,4 +119,7 @@ def _mount_web(app: FastAPI) -> None:
             raise
         return
     app.include_router(web_router)
+    from repliscope.service.web.diff_pages import router as diff_pages
+
+    app.include_router(diff_pages)
     app.add_exception_handler(LoginRequired, login_redirect)

@@ -127,7 +127,8 @@ class ThreadJobExecutor:
             return
         self._set(job_id, "succeeded")
         _update(self.store, job_id, status="succeeded", progress_done=done["done"],
-                result_ids=result.get("run_ids", []) + result.get("sweep_ids", []) + result.get("benchmark_ids", []),
+                result_ids=result.get("run_ids", []) + result.get("sweep_ids", []) + result.get("benchmark_ids", [])
+                + result.get("diff_ids", []),
                 append_log=f"succeeded: {result.get('summary') or result}")
 
     def _progress_callback(self, job_id: str) -> tuple[Callable[[int], None], dict[str, Any]]:
@@ -173,7 +174,7 @@ def run_job(job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Calla
                           on_total=lambda n: _update(store, job.job_id, progress_total=n))
     stored = store.save_outcome(outcome, job.key, kind=job.kind)
     result: dict[str, Any] = {"run_ids": stored.run_ids, "sweep_ids": stored.sweep_ids,
-                              "benchmark_ids": stored.benchmark_ids}
+                              "benchmark_ids": stored.benchmark_ids, "diff_ids": stored.diff_ids}
     if outcome.summary is not None:
         result["summary"] = outcome.summary
     return result

@@ -80,14 +80,21 @@ def describe(result: dict[str, Any], manifest_name: str = "") -> dict[str, Any]:
 def store_diff(store: RunStore, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None,
                created_by: str | None = None) -> str:
     """Store one diff result; returns its new id (32 hex characters)."""
-    if figure is not None and len(figure) > MAX_FIGURE_BYTES:
-        raise StoreError(f"the diff figure is {len(figure)} bytes (at most {MAX_FIGURE_BYTES})")
-    diff_id = uuid.uuid4().hex
-    row = DiffRow(diff_id=diff_id, created_at=datetime.now(UTC).replace(tzinfo=None), kind=str(result.get("kind")),
-                  created_by=created_by, result=result, figure=figure, **describe(result, manifest_name))
+    row = diff_row(result, manifest_name=manifest_name, figure=figure, created_by=created_by)
+    diff_id = row.diff_id
     with Session(store.engine) as session, session.begin():
         session.add(row)
     return diff_id
+
+
+def diff_row(result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None,
+             created_by: str | None = None) -> DiffRow:
+    """The ``diffs`` row of one diff result, with a new id (also used by ``RunStore.save_outcome`` for diff jobs)."""
+    if figure is not None and len(figure) > MAX_FIGURE_BYTES:
+        raise StoreError(f"the diff figure is {len(figure)} bytes (at most {MAX_FIGURE_BYTES})")
+    return DiffRow(diff_id=uuid.uuid4().hex, created_at=datetime.now(UTC).replace(tzinfo=None),
+                   kind=str(result.get("kind")), created_by=created_by, result=result, figure=figure,
+                   **describe(result, manifest_name))
 
 
 def save_diff(url: str | None, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None

@@ -290,6 +290,9 @@ class RunStore:
         benchmarks = [BenchmarkRecord.model_validate(r) for r in outcome.benchmarks]
         ids = {"run_ids": [r.run_id for r in records], "sweep_ids": [s.sweep_id for s in sweeps],
                "benchmark_ids": [b.benchmark_id for b in benchmarks]}
+        diffs = _diff_rows(outcome, kind)
+        if diffs:
+            ids["diff_ids"] = [d.diff_id for d in diffs]
         try:
             with Session(self.engine) as session, session.begin():
                 session.add(JobResultRow(idempotency_key=idempotency_key, kind=kind, result_ids=ids,
@@ -301,6 +304,7 @@ class RunStore:
                     session.add(_sweep_row(sweep))
                 for bench in benchmarks:
                     session.add(_benchmark_row(bench))
+                session.add_all(diffs)
         except IntegrityError as exc:
             again = self.get_job_result(idempotency_key)
             if again is not None:
@@ -547,10 +551,22 @@ class StoredOutcome(BaseModel):
     sweep_ids: builtins.list[str]
     benchmark_ids: builtins.list[str]
     duplicate: bool
+    diff_ids: builtins.list[str] = []
+    """A diff job's stored diff (``repliscope.store.diffs``)."""
 
     @property
     def all_ids(self) -> builtins.list[str]:
-        return [*self.run_ids, *self.sweep_ids, *self.benchmark_ids]
+        return [*self.run_ids, *self.sweep_ids, *self.benchmark_ids, *self.diff_ids]
+
+
+def _diff_rows(outcome: JobResults, kind: str) -> builtins.list[Any]:
+    """A diff job's result (``outcome.summary``, the diff's JSON) as a ``diffs`` row to store with the job."""
+    summary = getattr(outcome, "summary", None)
+    if kind != "diff" or not summary:
+        return []
+    from repliscope.store.diffs import diff_row
+
+    return [diff_row(json.loads(summary))]
 
 
 def _add_record(session: Session, record: EvaluationRecord) -> None:
