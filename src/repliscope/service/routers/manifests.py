@@ -151,6 +151,12 @@ async def _upload_text(request: Request) -> tuple[str, str]:
         raise ApiError(422, "the manifest is not UTF-8 text", field="body") from None
 
 
+_MANIFEST_LINKS = {  # OpenAPI links: what a client (and the stateful fuzz test) can do with an upload's ref
+    "GetManifest": {"operationRef": "#/paths/~1api~1v1~1manifests~1{ref}/get",
+                    "parameters": {"ref": "$response.body#/ref"}},
+    "GetManifestRaw": {"operationRef": "#/paths/~1api~1v1~1manifests~1{ref}~1raw/get",
+                       "parameters": {"ref": "$response.body#/ref"}},
+}
 _UPLOAD_BODY = {"requestBody": {"required": True, "content": {
     "text/yaml": {"schema": {"type": "string"}},
     "multipart/form-data": {"schema": {"type": "object", "required": ["file"],
@@ -158,7 +164,8 @@ _UPLOAD_BODY = {"requestBody": {"required": True, "content": {
 
 
 @router.post("", status_code=201, response_model=ManifestUploaded, openapi_extra=_UPLOAD_BODY,
-             responses={200: {"model": ManifestUploaded, "description": "the same text was already stored"}})
+             responses={200: {"model": ManifestUploaded, "description": "the same text was already stored"},
+                        201: {"links": _MANIFEST_LINKS}})
 async def upload_manifest(request: Request, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Upload a manifest (YAML as ``text/yaml``, or multipart ``file``): validated with the CLI's loader (the same
     error messages), stored as name@version. Immutable: the same text again is 200, another text 409."""
