@@ -58,7 +58,7 @@ def test_network_input_is_libdarknets_bit_for_bit(name: str) -> None:
     path = DARKNET_DATA / name
     mine = _decode_like_darknet(path)
     assert np.array_equal(mine, reference.load_image(path))  # OpenCV decode + x / 255. as load_image_color
-    op = DarknetLetterbox(DarknetLetterboxParams(size=[416, 416], fill=0.5))
+    op = DarknetLetterbox(DarknetLetterboxParams(size=[416, 416], fill=0.5, keep_aspect_ratio=True))
     got = op(Item(mine, "CHW", "RGB", Geometry(mine.shape[1:]))).data
     want = reference.letterbox(path, 416, 416)
     assert got.dtype == np.float32 and got.shape == (3, 416, 416)
@@ -72,7 +72,7 @@ def test_resize_on_random_values_is_bit_exact() -> None:
     rng = np.random.default_rng(0)
     for h, w in [(7, 5), (33, 61), (200, 123)]:
         im = rng.random((3, h, w), dtype=np.float32)
-        op = DarknetLetterbox(DarknetLetterboxParams(size=[64, 96], fill=0.5))
+        op = DarknetLetterbox(DarknetLetterboxParams(size=[64, 96], fill=0.5, keep_aspect_ratio=True))
         assert np.array_equal(op(Item(im, "CHW", "RGB", Geometry((h, w)))).data, reference.letterbox_array(im, 96, 64))
 
 

@@ -272,7 +272,8 @@ def pitfalls(
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
     if list_variants:  # no manifest, no framework import: starts fast
         import repliscope.pitfalls.detection_variants
-        import repliscope.pitfalls.variants  # noqa: F401
+        import repliscope.pitfalls.variants
+        import repliscope.pitfalls.yolo_variants  # noqa: F401
         from repliscope.pitfalls.base import PITFALLS
 
         print_table("pitfalls", ["name", "tasks", "description"],

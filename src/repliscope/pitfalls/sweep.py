@@ -140,7 +140,7 @@ def task_pitfalls(task: str) -> list[str]:
     """The registered pitfalls about ``task`` (or about every task), sorted; a detection task first registers
     the detection variants (:mod:`repliscope.pitfalls.detection_variants`)."""
     if task == "object_detection":
-        from repliscope.pitfalls import detection_variants  # noqa: F401  (registers them)
+        from repliscope.pitfalls import detection_variants, yolo_variants  # noqa: F401  (registers them)
     if task == "semantic_segmentation":
         from repliscope.pitfalls import segmentation_variants  # noqa: F401  (registers them)
     return [name for name in PITFALLS.names() if PITFALLS.get(name).tasks in (None, ()) or

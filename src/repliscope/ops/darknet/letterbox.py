@@ -62,6 +62,10 @@ class DarknetLetterboxParams(OpParams):
     """[height, width] of the network input (the cfg's ``[net]`` height, width)."""
     fill: float
     """The border value (Darknet: 0.5, in the [0, 1] range its images have)."""
+    keep_aspect_ratio: bool
+    """True: ``letterbox_image`` (pjreddie's ``detector test/valid``); false: ``resize_image`` straight to
+    ``size`` (a stretch, no border: what AlexeyAB's fork and many ports do; pair it with
+    ``darknet_correct_boxes letterbox: false``)."""
 
 
 @OPS.register("darknet_letterbox")
@@ -94,7 +98,8 @@ class DarknetLetterbox(PreOp):
                               f"{item.data.dtype}): put 'to_float' and 'divide_std 255' before it")
         height, width = spatial_size(item)
         net_h, net_w = self.params.size
-        new_w, new_h = letterbox_size(width, height, net_w, net_h)
+        keep = self.params.keep_aspect_ratio
+        new_w, new_h = letterbox_size(width, height, net_w, net_h) if keep else (net_w, net_h)
         chw = item.data if item.layout == "CHW" else np.transpose(item.data, (2, 0, 1))
         resized = resize_image(chw, new_w, new_h)
         canvas = np.full((chw.shape[0], net_h, net_w), np.float32(self.params.fill), np.float32)

@@ -68,10 +68,12 @@ class DarknetCorrectBoxes(PostOp):
 
 
 class DarknetNmsParams(OpParams):
-    method: Literal["sort", "obj"]
+    method: Literal["sort", "obj", "agnostic"]
     """``sort``: ``do_nms_sort`` (``detector test`` / ``valid``): per class, sorted by that class's probability,
     suppresses that class only. ``obj``: ``do_nms_obj`` (the Python example ``darknet.py``): sorted by
-    objectness, class-agnostic, a suppressed box loses every class."""
+    objectness, class-agnostic, a suppressed box loses every class. ``agnostic`` (not Darknet's): class-agnostic
+    NMS on each box's best class probability, a suppressed box loses every class (the pitfall of a port that
+    runs one NMS over all classes)."""
     iou_threshold: Annotated[float, Field(ge=0, le=1)]
     """Darknet's ``nms`` (0.45): a box is suppressed when ``box_iou > iou_threshold``."""
 
@@ -119,8 +121,9 @@ class DarknetNms(PostOp):
                         hit = rest[box_iou(boxes[a], boxes[rest]) > thresh]
                         probs[hit, c] = 0
         else:
+            key = obj if self.params.method == "obj" else probs.max(axis=1, initial=0)
             head = order[:total]
-            head = head[np.argsort(-obj[head], kind="stable")]
+            head = head[np.argsort(-key[head], kind="stable")]
             order[:total] = head
             for pos, a in enumerate(head):
                 if obj[a] == 0:

@@ -1,0 +1,104 @@
+"""YOLO / Darknet pitfall variants: one registered name each, one stated change to a Darknet-style pipeline
+(``darknet_letterbox`` -> ``yolo_decode`` -> ``darknet_correct_boxes`` -> ``darknet_nms`` -> ``darknet_boxes``).
+
+Registered for ``object_detection`` when imported (the sweep imports it with the detection variants); each is
+"not applicable" with the reason on a pipeline without the op it changes. RGB <-> BGR is the built-in
+``color_layout_swapped`` (it flips ``decode``'s channels), which applies to these pipelines as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from repliscope.ops.pipeline import Pipeline
+from repliscope.pitfalls.base import (
+    Derived,
+    NotApplicable,
+    Pitfall,
+    PitfallContext,
+    find,
+    find_post,
+    rebuild,
+    rebuild_post,
+    simple_pitfall,
+)
+
+_TASKS = ("object_detection",)
+DEMO_THRESHOLD = 0.25
+"""``detector test``'s default ``-thresh`` (a display threshold), against ``detector valid``'s .005 for mAP."""
+
+
+def yolo_pitfall(name: str, description: str) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]],
+                                                             type[Pitfall]]:
+    return simple_pitfall(name, description, tasks=_TASKS)
+
+
+@yolo_pitfall("darknet_letterbox_stretch",
+              "Darknet letterbox <-> stretch: resize_image straight to the input size (no border), boxes undone as "
+              "a stretch")
+def darknet_letterbox_stretch(base: Pipeline, ctx: PitfallContext) -> Derived:
+    i = find(base, "darknet_letterbox")
+    c = find_post(base, "darknet_correct_boxes")
+    keep = bool(base.pre_ops[i].params.model_dump()["keep_aspect_ratio"])
+    pipeline = base.replace_pre(i, rebuild(base.pre_ops[i], keep_aspect_ratio=not keep))
+    pipeline = pipeline.replace_post(c, rebuild_post(base.post_ops[c], letterbox=not keep))
+    what = "letterbox -> stretch" if keep else "stretch -> letterbox"
+    return Derived(pipeline, f"{what} (darknet_letterbox keep_aspect_ratio {keep} -> {not keep}, "
+                             f"darknet_correct_boxes letterbox {keep} -> {not keep})")
+
+
+@yolo_pitfall("darknet_nms_sort_obj_swapped",
+              "do_nms_sort (detector test/valid) <-> do_nms_obj (the Python example darknet.py)")
+def darknet_nms_sort_obj_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
+    n = find_post(base, "darknet_nms")
+    method = base.post_ops[n].params.model_dump()["method"]
+    if method not in ("sort", "obj"):
+        raise NotApplicable(f"darknet_nms method is {method!r}, neither sort nor obj")
+    other = "obj" if method == "sort" else "sort"
+    return Derived(base.replace_post(n, rebuild_post(base.post_ops[n], method=other)),
+                   f"darknet_nms method {method} -> {other}")
+
+
+@yolo_pitfall("darknet_nms_class_agnostic",
+              "per-class NMS -> one class-agnostic NMS on each box's best class probability")
+def darknet_nms_class_agnostic(base: Pipeline, ctx: PitfallContext) -> Derived:
+    n = find_post(base, "darknet_nms")
+    method = base.post_ops[n].params.model_dump()["method"]
+    if method == "agnostic":
+        raise NotApplicable("darknet_nms is already class-agnostic")
+    return Derived(base.replace_post(n, rebuild_post(base.post_ops[n], method="agnostic")),
+                   f"darknet_nms method {method} -> agnostic")
+
+
+@yolo_pitfall("yolo_objectness_not_multiplied",
+              "class probabilities scored alone: objectness x class -> class")
+def yolo_objectness_not_multiplied(base: Pipeline, ctx: PitfallContext) -> Derived:
+    d = find_post(base, "yolo_decode")
+    if not base.post_ops[d].params.model_dump()["multiply_objectness"]:
+        raise NotApplicable("yolo_decode already scores classes alone")
+    return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], multiply_objectness=False)),
+                   "yolo_decode multiply_objectness true -> false")
+
+
+@yolo_pitfall("yolo_demo_threshold",
+              f"the demo threshold: yolo_decode threshold -> {DEMO_THRESHOLD} (detector test) instead of the mAP "
+              "protocol's .005 (detector valid)")
+def yolo_demo_threshold(base: Pipeline, ctx: PitfallContext) -> Derived:
+    d = find_post(base, "yolo_decode")
+    old = base.post_ops[d].params.model_dump()["threshold"]
+    if old == DEMO_THRESHOLD:
+        raise NotApplicable(f"yolo_decode threshold is already {DEMO_THRESHOLD}")
+    return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], threshold=DEMO_THRESHOLD)),
+                   f"yolo_decode threshold {old} -> {DEMO_THRESHOLD}")
+
+
+@yolo_pitfall("yolo_anchors_other_head",
+              "each yolo output decoded with the other head's anchor mask (masks reversed)")
+def yolo_anchors_other_head(base: Pipeline, ctx: PitfallContext) -> Derived:
+    d = find_post(base, "yolo_decode")
+    masks = base.post_ops[d].params.model_dump()["masks"]
+    if len(masks) < 2:
+        raise NotApplicable("yolo_decode has a single head")
+    swapped = list(reversed(masks))
+    return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], masks=swapped)),
+                   f"yolo_decode masks {masks} -> {swapped}")
