@@ -241,3 +241,34 @@ def test_a_bad_manifest_shows_the_loaders_own_message(client: TestClient,
     finally:
         path.unlink(missing_ok=True)
     assert r.json()["error"]["message"] == str(loader.value).replace("/tmp/", "")
+
+
+def test_health_latency_while_a_real_600_kb_manifest_validates(service_app: Any, tokens: dict[str, str]) -> None:
+    """The figure of item 5 (no mock): a 600 KB manifest (the Lite0 manifest padded with a comment; ~3 s to
+    validate on the test machine) uploaded while /health is polled; the slowest /health answer is printed."""
+    import httpx
+
+    text = LITE0.read_text(encoding="utf-8").replace("name: efficientnet-lite0", "name: padded-lite0", 1)
+    text += "\n# " + "y" * (600 * 1024 - len(text)) + "\n"
+    assert len(text.encode()) > 600 * 1024 - 10
+    auth = {"Authorization": f"Bearer {tokens['runner']}", "Content-Type": "text/yaml"}
+
+    async def scenario() -> tuple[int, float, list[float]]:
+        transport = httpx.ASGITransport(app=service_app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=120) as http:
+            start = time.perf_counter()
+            upload = asyncio.create_task(http.post("/api/v1/manifests", content=text.encode(), headers=auth))
+            latencies = []
+            while not upload.done():
+                t = time.perf_counter()
+                assert (await http.get("/api/v1/health")).status_code == 200
+                latencies.append(time.perf_counter() - t)
+                await asyncio.sleep(0.05)
+            response = await upload
+            return response.status_code, time.perf_counter() - start, latencies
+
+    status, took, latencies = asyncio.run(scenario())
+    print(f"600 KB manifest validated and stored in {took:.2f} s; /health answered {len(latencies)} times, "
+          f"slowest {max(latencies) * 1000:.0f} ms")
+    assert status == 201
+    assert max(latencies) < 1.0
