@@ -65,8 +65,14 @@ class TfliteCandidate(NamedCandidate):
         return cls(path)
 
     def _open(self, batch: int) -> None:
+        """The interpreter on the file's BYTES (``model_content``): TensorFlow verifies a buffer before building
+        it, while ``model_path`` skips the verifier and a truncated file segfaults (:mod:`repliscope.runtimes.
+        tflite_file`)."""
         import tensorflow as tf
 
+        from repliscope.runtimes.tflite_file import read_tflite
+
+        content = read_tflite(self.path)
         try:
             with warnings.catch_warnings():  # the deprecation notice (tensorflow 2.21 still ships the interpreter)
                 warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated",
@@ -74,7 +80,7 @@ class TfliteCandidate(NamedCandidate):
                 warnings.filterwarnings("ignore", message=r"(?s).*experimental_preserve_all_tensors",
                                         category=UserWarning)
                 interp = tf.lite.Interpreter(
-                    model_path=str(self.path), num_threads=self.threads, experimental_preserve_all_tensors=True,
+                    model_content=content, num_threads=self.threads, experimental_preserve_all_tensors=True,
                     experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         except (ValueError, RuntimeError) as exc:
             raise RepliscopeError(f"TFLite candidate '{self.path}' cannot be loaded: {exc}") from exc
