@@ -8,11 +8,15 @@ columns it may lack (as that release's ``upgrade_schema`` did), is stamped at :d
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from alembic import command
 from alembic.config import Config
@@ -27,6 +31,8 @@ BASELINE = "0001"
 SCRIPT_LOCATION = Path(__file__).parent / "migrations"
 _LOCK = threading.Lock()
 """Alembic's ``context`` is process-global: one upgrade at a time per process (service threads open stores)."""
+ADVISORY_KEY = 0x7265706C6973636F  # "replisco"
+"""The PostgreSQL advisory lock key held while a store is migrated."""
 WAIT_SECONDS = 10.0
 """How long an upgrade that failed waits for another process's concurrent upgrade to reach head."""
 
@@ -94,9 +100,9 @@ def upgrade_engine(engine: Engine) -> UpgradeResult:
     before = current(engine)
     if before == target:
         return UpgradeResult(before, target)
-    with _LOCK:
+    with _LOCK, _process_lock(engine):
         before = current(engine)
-        if before == target:  # another thread upgraded it meanwhile
+        if before == target:  # another thread or process upgraded it meanwhile
             return UpgradeResult(before, target)
         try:
             return _upgrade_locked(engine, before)
@@ -107,6 +113,59 @@ def upgrade_engine(engine: Engine) -> UpgradeResult:
                     return UpgradeResult(before, target)
                 time.sleep(0.2)
             raise
+
+
+def lock_path(engine: Engine) -> Path | None:
+    """The lock file that serialises migrations of a SQLite store across processes: ``<database>.migrate.lock``
+    beside the database file; None for an in-memory database or another dialect."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).with_name(Path(database).name + ".migrate.lock")
+
+
+@contextlib.contextmanager
+def _process_lock(engine: Engine) -> Iterator[None]:
+    """Hold the migration lock of ``engine``'s database across processes: an exclusive ``flock`` on
+    :func:`lock_path` for SQLite (two processes creating a new store raced to 'revision 0004 overlaps 0001'),
+    ``pg_advisory_lock`` (:data:`ADVISORY_KEY`) for PostgreSQL; nothing for other dialects. A lock file that
+    cannot be created (a read-only folder) is skipped: such a store cannot be migrated anyway."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": ADVISORY_KEY})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": ADVISORY_KEY})
+                conn.commit()
+        return
+    path = lock_path(engine)
+    if path is None:
+        yield
+        return
+    try:
+        handle = path.open("a+b")
+    except OSError:
+        yield
+        return
+    with handle:
+        _flock(handle, True)
+        try:
+            yield
+        finally:
+            _flock(handle, False)
+
+
+def _flock(handle: IO[bytes], lock: bool) -> None:
+    if sys.platform == "win32":  # pragma: no cover - POSIX CI
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK if lock else msvcrt.LK_UNLCK, 1)
+        return
+    import fcntl
+
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX if lock else fcntl.LOCK_UN)
 
 
 def _upgrade_locked(engine: Engine, before: str | None) -> UpgradeResult:

@@ -1,0 +1,54 @@
+"""Issue 20 item 12: four processes opening a NEW SQLite store at once all succeed (before: one in two trials
+exited with Alembic's 'revision 0004 overlaps 0001'); the migrations run once, under the lock beside the file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repliscope.store.migrate import head, lock_path
+from repliscope.store.repository import RunStore
+
+OPENER = """
+import sys, time
+from pathlib import Path
+go = Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.005)
+from repliscope.store.repository import RunStore
+with RunStore(sys.argv[1]) as store:
+    print(len(store.list()))
+"""
+
+
+@pytest.mark.slow  # 3 trials x 4 processes importing repliscope's store (about 15 s)
+def test_four_processes_open_a_new_store_at_once(tmp_path: Path) -> None:
+    for trial in range(3):
+        db = tmp_path / f"trial{trial}" / "runs.db"
+        db.parent.mkdir()
+        url = f"sqlite:///{db}"
+        go = tmp_path / f"go{trial}"
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, url, str(go)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        time.sleep(2.0)  # every process imported and waits on the flag
+        go.touch()
+        results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+        assert [(rc, out.strip()) for rc, out, _ in results] == [(0, "0")] * 4, [err[-800:] for *_, err in results]
+        with RunStore(url) as store:
+            from repliscope.store.migrate import current
+
+            assert current(store.engine) == head()
+        assert lock_path(store.engine) == db.with_name("runs.db.migrate.lock")
+        assert lock_path(store.engine).exists()  # type: ignore[union-attr]
+
+
+def test_lock_path_only_for_a_sqlite_file(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    assert lock_path(create_engine(f"sqlite:///{tmp_path}/x.db")) == tmp_path / "x.db.migrate.lock"
+    assert lock_path(create_engine("sqlite://")) is None
+    assert lock_path(create_engine("sqlite:///:memory:")) is None
