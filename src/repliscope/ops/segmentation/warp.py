@@ -62,22 +62,22 @@ def warp_perspective_opencv4(image: np.ndarray, matrix: np.ndarray, size_hw: tup
     scale = 1 << COEF_BITS
     weights = [(INTER_TAB_SIZE - ay) * (INTER_TAB_SIZE - ax), (INTER_TAB_SIZE - ay) * ax,  # x 32: exact /32768
                ay * (INTER_TAB_SIZE - ax), ay * ax]
-    img = image.astype(np.int64)
-    if img.ndim == 2:
-        img = img[:, :, None]
-    acc = np.zeros((h_out, w_out, img.shape[2]), np.int64)
-    for (dy, dx), wt in zip(((0, 0), (0, 1), (1, 0), (1, 1)), weights, strict=True):
-        yy, xx = sy + dy, sx + dx
-        if border == "replicate":
-            v = img[np.clip(yy, 0, h_in - 1), np.clip(xx, 0, w_in - 1)]
-        else:
-            inside = (yy >= 0) & (yy < h_in) & (xx >= 0) & (xx < w_in)
-            v = np.where(inside[:, :, None], img[np.clip(yy, 0, h_in - 1), np.clip(xx, 0, w_in - 1)], border_value)
-        acc += v * (wt * (scale // (INTER_TAB_SIZE * INTER_TAB_SIZE)))[:, :, None]
-    out = (acc + (1 << (COEF_BITS - 1))) >> COEF_BITS
-    if border != "replicate":  # every neighbour outside: the border value itself (remapBilinear's shortcut)
-        far = (sx >= w_in) | (sx + 1 < 0) | (sy >= h_in) | (sy + 1 < 0)
-        out[far] = border_value
+    img = image if image.ndim == 3 else image[:, :, None]
+    # one pixel of border around the image: a neighbour outside reads it (the constant, or the replicated edge);
+    # indices beyond it are clamped onto it, which reads the same value
+    mode = {"mode": "edge"} if border == "replicate" else {"mode": "constant", "constant_values": border_value}
+    padded = np.pad(img, ((1, 1), (1, 1), (0, 0)), **mode)  # type: ignore[call-overload]
+    flat = padded.reshape(-1, img.shape[2])
+    wp = w_in + 2
+    yy0 = np.clip(sy + 1, 0, h_in + 1)
+    yy1 = np.clip(sy + 2, 0, h_in + 1)
+    xx0 = np.clip(sx + 1, 0, w_in + 1)
+    xx1 = np.clip(sx + 2, 0, w_in + 1)
+    acc = np.zeros((h_out * w_out, img.shape[2]), np.int32)
+    for (ry, rx), wt in zip(((yy0, xx0), (yy0, xx1), (yy1, xx0), (yy1, xx1)), weights, strict=True):
+        pixels = flat[(ry * wp + rx).ravel()].astype(np.int32)
+        acc += pixels * (wt.astype(np.int32).ravel() * (scale // (INTER_TAB_SIZE ** 2)))[:, None]
+    out = ((acc + (1 << (COEF_BITS - 1))) >> COEF_BITS).reshape(h_out, w_out, img.shape[2])
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
