@@ -66,8 +66,10 @@ class Decode(PreOp):
     - grayscale, palette, 1-bit, CMYK and YCbCr become RGB (Pillow ``convert("RGB")``; OpenCV
       ``IMREAD_COLOR``). CMYK JPEGs differ by about one level between the two libraries.
     - alpha (LA, PA, RGBA, palette transparency) is DROPPED, not composited over a background.
-    - 16-bit samples become 8-bit by keeping the high byte (``x >> 8``), which is what OpenCV's
-      ``IMREAD_COLOR`` does; Pillow's ``convert`` would clip 16-bit gray, so that path shifts explicitly.
+    - 16-bit samples become 8-bit as the declared library does it: OpenCV's ``IMREAD_COLOR`` keeps the high
+      byte (``x >> 8``); Pillow opens 16-bit RGB as 8-bit (high byte) and its ``convert("RGB")`` CLIPS 16-bit
+      (and 32-bit integer) gray at 255, which the pillow path reproduces (the path of timm and torchvision
+      datasets, ``Image.open(f).convert("RGB")``).
 
     EXIF orientation is NOT applied by either library (Pillow never applies it; OpenCV is called with
     ``IMREAD_IGNORE_ORIENTATION``, unlike ``cv2.imread``'s default), matching common evaluation code.
@@ -288,7 +290,7 @@ def _pillow_to_rgb(im: Image.Image) -> np.ndarray:
         raw = np.asarray(im)
         if raw.size and (raw.min() < 0 or raw.max() > 0xFFFF):
             raise SampleError(f"cannot decode: pixel mode {im.mode} with values outside 16 bits")
-        gray = (raw.astype(np.uint32) >> 8).astype(np.uint8)
+        gray = np.clip(raw, 0, 255).astype(np.uint8)  # Pillow's convert("RGB") of I;16 / I: clipped at 255
         return np.repeat(gray[..., None], 3, axis=-1)
     if im.mode in ("F",) or im.mode.startswith("I;"):
         raise SampleError(f"cannot decode: unsupported pixel mode {im.mode}")
