@@ -38,3 +38,15 @@ def _session_cache(factory: pytest.TempPathFactory) -> Path:
     if not _CACHE:
         _CACHE.append(factory.mktemp("cache"))
     return _CACHE[0]
+
+
+SLOW_TEST_TIMEOUT_S = 1800
+"""pytest-timeout for tests marked ``slow`` (the 1000-image runs, real processes and stacks), which a loaded 2-core CI
+machine slows ~3x; every other test has the ini default (``timeout = 600`` in pyproject.toml). A test with its own
+``@pytest.mark.timeout(N)`` keeps it."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
