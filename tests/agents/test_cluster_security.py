@@ -157,6 +157,13 @@ def test_a_mutual_tls_cluster_runs_a_job_and_refuses_clients_without_a_certifica
             outcome = submit_job(cluster, tiny_job("tls-1", limit=1), constraints_for(load_manifest(TINY), "torch"))
             assert outcome.agent["agent_id"] == "tls-agent"
             assert outcome.records[0]["counts"]["evaluated"] == 1
+        from repliscope.service.cluster import ClusterHandle  # what `serve --scheduler tls://... --tls-*` uses
+
+        handle = ClusterHandle(address, security=_security(certs, "client"))
+        try:
+            assert [a.capabilities.agent_id for a in handle.get().agents() if a.alive] == ["tls-agent"]
+        finally:
+            handle.close()
         agent_pid = procs.procs["agent"].pid
         assert all(ipaddress.ip_address(ip).is_loopback for ip, _ in _listening(agent_pid))
         with pytest.raises(RepliscopeError, match="needs --tls-ca-file"):  # no certificate: refused by repliscope
