@@ -1,5 +1,5 @@
 """Selfie segmentation on coco-val-mini (158 images, person vs background; slow): the measured figures of
-docs/guides/segmentation.md, exact on this tflite build."""
+docs/guides/segmentation.md on tflite and on onnxruntime through the tf2onnx conversion (equal to 1e-4)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ EXPECTED = {"general": {"mIoU": 0.5844, "person": 0.3176, "background": 0.8511, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["general", "landscape"])
-def test_coco_person_iou(which: str) -> None:
+@pytest.mark.parametrize(("which", "runtime"), [("general", "tflite"), ("landscape", "tflite"),
+                                                ("general", "onnxruntime")])
+def test_coco_person_iou(which: str, runtime: str) -> None:
     coco = need_coco()
     seed_cache()
-    prepared = prepare(MANIFESTS[which], RunSettings(runtime="tflite", threads=1, batch_size=1))
+    prepared = prepare(MANIFESTS[which], RunSettings(runtime=runtime, threads=1, batch_size=1))
     record = evaluate(prepared, resolve_dataset(f"coco:{coco}"))
     assert record.counts["evaluated"] == 158 and record.counts["failed"] == 0
     want = EXPECTED[which]

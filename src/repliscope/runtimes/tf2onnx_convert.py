@@ -47,6 +47,10 @@ def conversion_key(artifact: ModelArtifact) -> str:
     payload = {"source_sha256": artifact.sha256, "format": artifact.format, "input_name": artifact.input_name,
                "output_names": list(artifact.output_names), "opset": OPSET,
                "converter": f"{CONVERTER}=={converter_version()}"}
+    if artifact.format == "tflite":  # the custom-op handlers (repliscope.runtimes.tf2onnx_custom_ops) it runs with
+        from repliscope.runtimes.tf2onnx_custom_ops import HANDLERS_VERSION
+
+        payload["custom_op_handlers"] = HANDLERS_VERSION
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -90,9 +94,12 @@ def _convert(artifact: ModelArtifact, target: Path) -> None:
     outputs = list(artifact.output_names) or None
     try:
         if artifact.format == "tflite":
+            from repliscope.runtimes.tf2onnx_custom_ops import custom_op_handlers
+
             tf2onnx.convert.from_tflite(str(artifact.path), opset=OPSET, output_path=str(target),
                                         input_names=[artifact.input_name] if artifact.input_name else None,
-                                        output_names=outputs)
+                                        output_names=outputs,
+                                        custom_op_handlers=custom_op_handlers(artifact.path) or None)
             return
         from repliscope.runtimes.tensorflow_runner import read_graph_def, tensor_name
 
