@@ -1,4 +1,4 @@
-"""``repliscope runs list|show|compare``: the stored evaluation records."""
+"""``repliscope runs list|show|compare|import``: the stored evaluation records."""
 
 from __future__ import annotations
 
@@ -191,6 +191,52 @@ def pack(parts: Sequence[str], width: int, first: str, next_: str) -> list[str]:
     if line:
         lines.append((first if not lines else next_) + line)
     return lines
+
+
+@runs_app.command("import")
+def runs_import(
+    files: Annotated[list[Path], typer.Argument(help="Record JSON files (the unsaved-runs/<run_id>.json a failed "
+                                                     "store write kept, or `runs show --json` output).")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Store evaluation records kept as JSON files; each one is validated first, a run already stored is an
+    error naming it."""
+    from pydantic import ValidationError
+
+    from repliscope.evaluation.record import EvaluationRecord
+    from repliscope.limits import MANIFEST_BYTES
+    from repliscope.store.repository import RunStore
+
+    stored = []
+    try:
+        records = []
+        for file in files:
+            try:
+                size = file.stat().st_size
+                if size > 64 * MANIFEST_BYTES.value:
+                    raise RepliscopeError(f"{file}: {size:,} bytes is more than a record file may have "
+                                          f"({64 * MANIFEST_BYTES.value:,})")
+                records.append(EvaluationRecord.model_validate_json(file.read_bytes()))
+            except OSError as exc:
+                raise RepliscopeError(f"{file}: cannot read: {exc.strerror or exc}") from None
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise RepliscopeError(f"{file}: not an evaluation record ({where}: {first['msg']}; "
+                                      f"{exc.error_count()} problem(s))") from None
+        store = RunStore(db)
+        for file, record in zip(files, records, strict=True):
+            store.save(record)
+            stored.append({"file": str(file), "run_id": record.run_id})
+    except RepliscopeError as exc:
+        fail(exc)
+        return
+    if as_json:
+        emit_json(stored)
+        return
+    for item in stored:
+        console.print(f"stored {item['file']} as run [bold]{item['run_id']}[/]", highlight=False)
 
 
 @runs_app.command("show")

@@ -8,6 +8,7 @@ Records must hold JSON-native values (a tuple inside ``options`` comes back as a
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import re
@@ -166,6 +167,49 @@ def _sqlite_folder(url: str, create: bool) -> None:
                      f"or choose another --db / ${ENV_VAR}")
 
 
+UNSAVED_FOLDER = "unsaved-runs"
+"""Where a record whose store write failed is kept as ``<run_id>.json``, first beside the SQLite file, else in
+the cache (``$REPLISCOPE_CACHE``), else in the temporary folder."""
+
+
+def unsaved_folders(url: str) -> list[Path]:
+    """The folders :func:`keep_unsaved` tries, in order."""
+    from repliscope.evaluation.artifacts import default_cache_dir
+
+    folders = []
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            folders.append(Path(str(parsed.database).removeprefix("file:").split("?")[0]).expanduser().parent
+                           / UNSAVED_FOLDER)
+    except ArgumentError:
+        pass
+    import tempfile
+
+    temporary = Path(tempfile.gettempdir()) / f"repliscope-{UNSAVED_FOLDER}"
+    return [*folders, default_cache_dir() / UNSAVED_FOLDER, temporary]
+
+
+def keep_unsaved(record: EvaluationRecord, url: str) -> tuple[Path | None, list[str]]:
+    """Write ``record`` as JSON into the first of :func:`unsaved_folders` that takes it (written whole, then
+    renamed: never a partial file): (that file, []) or (None, the error of every folder)."""
+    text = record.model_dump_json()
+    problems = []
+    for folder in unsaved_folders(url):
+        target = folder / f"{record.run_id}.json"
+        part = target.with_suffix(".json.part")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            part.write_text(text, encoding="utf-8")
+            os.replace(part, target)
+            return target, []
+        except OSError as exc:
+            problems.append(f"{folder}: {exc.strerror or exc}")
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
+    return None, problems
+
+
 def _open_engine(url: str) -> Engine:
     try:
         from repliscope.store.migrate import upgrade_engine
@@ -270,12 +314,23 @@ class RunStore:
         self.engine.dispose()
 
     def save(self, record: EvaluationRecord) -> None:
-        """Store ``record`` and its samples in one transaction; an already stored run id is a StoreError."""
+        """Store ``record`` and its samples in one transaction; an already stored run id is a StoreError.
+
+        A write that fails (a full disk, a read-only database, a lost server) keeps the record as JSON
+        (:func:`keep_unsaved`) and raises a StoreError naming the database, the error and that file, which
+        ``repliscope runs import FILE`` stores later."""
         try:
             with Session(self.engine) as session, session.begin():
                 _add_record(session, record)
         except IntegrityError as exc:
             raise StoreError(f"run {record.run_id} could not be stored: {exc.orig}") from exc
+        except (SQLAlchemyError, OSError) as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            kept, problems = keep_unsaved(record, self.url)
+            where = (f"the record is kept in {kept}: store it later with `repliscope runs import {kept}`"
+                     if kept is not None else f"the record could not be kept either ({'; '.join(problems)})")
+            raise StoreError(f"run {record.run_id} could not be written to the run database "
+                             f"{hide_password(self.url)}: {reason}; {where}") from exc
 
     def save_outcome(self, outcome: JobResults, idempotency_key: str, kind: str = "evaluate") -> StoredOutcome:
         """Store a job's results exactly once per ``idempotency_key``: every record, sweep and benchmark of
