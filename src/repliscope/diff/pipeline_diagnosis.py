@@ -3,7 +3,8 @@
 The registered pitfall variants of the manifest's task (:func:`repliscope.pitfalls.sweep.task_pitfalls`) are
 derived from the manifest pipeline; those that change no pre-processing (run settings, post-processing) cannot
 show in a model input and are listed apart. Every variant, then every ordered pair of two different variants
-(the second derived from the first's pipeline), is run on a few of the samples where the candidate differs most,
+(the second derived from the first's pipeline), is run on a few of the samples where the candidate differs most
+(pairs: all on the worst sample, the closest :data:`PAIR_FINALISTS` also on the others),
 with the sweep's shared-prefix machinery (:func:`repliscope.pitfalls.sweep.prepare_all`: every op prefix the
 variants have in common is computed once per sample). A variant *explains* the candidate when its output is within
 ``max(tolerance, EXPLAIN_FRACTION * the candidate's max error)`` of the candidate's on the searched samples and on
@@ -25,13 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from repliscope.datasets.base import Sample
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
-from repliscope.pitfalls.sweep import op_keys, prepare_all, task_pitfalls
+from repliscope.pitfalls.sweep import PrefixMemo, op_keys, prepare_all, task_pitfalls
 
 EXPLAIN_FRACTION = 0.01
 """A variant explains the candidate when what is left is at most 1 % of the candidate's own max error (or within
 the comparison tolerance)."""
 SEARCH_SAMPLES = 3
-"""Differing samples every variant is run on (the worst ones); the winner is then checked on all kept ones."""
+"""Differing samples every single variant is run on (the worst ones); the winner is then checked on all kept ones."""
+PAIR_FINALISTS = 5
+"""Pairs are run on the worst differing sample; the closest this many also on the other searched samples."""
 
 
 class VariantFit(BaseModel):
@@ -121,12 +124,14 @@ def derive_pairs(singles: Sequence[_VariantPlan], ctx: PitfallContext) -> list[_
     return out
 
 
-def _residuals(plans: Sequence[_VariantPlan], samples: Sequence[Differing], expected: tuple[int, ...]
-               ) -> dict[str, float | None]:
-    """max |variant - candidate| over ``samples`` per plan (None: a sample's output missing or of another shape)."""
+def _residuals(plans: Sequence[_VariantPlan], samples: Sequence[Differing], expected: tuple[int, ...],
+               memos: dict[str, PrefixMemo] | None = None) -> dict[str, float | None]:
+    """max |variant - candidate| over ``samples`` per plan (None: a sample's output missing or of another shape);
+    ``memos`` (sample id -> prefix memo) keeps computed op prefixes for the next call."""
     worst: dict[str, float | None] = {p.name: 0.0 for p in plans}
     for d in samples:
-        cells, _ = prepare_all(d.sample, plans, expected)
+        memo = None if memos is None else memos.setdefault(d.sample.id, {})
+        cells, _ = prepare_all(d.sample, plans, expected, memo)
         for p in plans:
             data, prev = cells[p.name].data, worst[p.name]
             if prev is None:
@@ -147,14 +152,38 @@ def search(base: Pipeline, ctx: PitfallContext, task: str, differing: Sequence[D
     threshold = max(tolerance, EXPLAIN_FRACTION * error_max)
     singles, settings_only, not_applicable = derive_variants(base, ctx, task)
     probe = list(differing[:SEARCH_SAMPLES])
-    fits = _fits(singles, _residuals(singles, probe, expected))
+    memos: dict[str, PrefixMemo] = {}  # the worst sample's prefixes, kept for the pairs that extend them
+    fits = _fits(singles, _residuals(singles, probe[:1], expected, memos))
+    if len(probe) > 1:
+        more = _residuals(singles, probe[1:], expected)
+        for f in fits:
+            m = more[f.variant]
+            f.max_abs_error = None if m is None or f.max_abs_error is None else max(f.max_abs_error, m)
+        fits.sort(key=_fit_key)
     searched = len(singles)
     plans = {p.name: p for p in singles}
     if not fits or fits[0].max_abs_error is None or fits[0].max_abs_error > threshold:
         pairs = derive_pairs(singles, ctx)
         searched += len(pairs)
         plans.update({p.name: p for p in pairs})
-        fits = sorted(fits + _fits(pairs, _residuals(pairs, probe, expected)), key=_fit_key)
+        # every pair on the worst sample; the PAIR_FINALISTS closest also on the other searched samples
+        first = _fits(pairs, _residuals(pairs, probe[:1], expected, memos))
+        finalists = [plans[f.variant] for f in first[:PAIR_FINALISTS] if f.max_abs_error is not None]
+        others = _residuals(finalists, probe[1:], expected) if len(probe) > 1 else {}
+        full = {f.variant for f in first if f.variant in others or len(probe) == 1}
+
+        def widen(fit: VariantFit, more: float | None) -> None:
+            fit.max_abs_error = None if more is None or fit.max_abs_error is None else max(fit.max_abs_error, more)
+
+        for f in first:
+            if f.variant in others:
+                widen(f, others[f.variant])
+        fits = sorted(fits + first, key=_fit_key)
+        while fits and fits[0].max_abs_error is not None and fits[0].variant in plans and " + " in fits[0].variant \
+                and fits[0].variant not in full:  # a pair seen on one sample only leads: see it on the others too
+            widen(fits[0], _residuals([plans[fits[0].variant]], probe[1:], expected)[fits[0].variant])
+            full.add(fits[0].variant)
+            fits.sort(key=_fit_key)
     best = fits[0] if fits and fits[0].max_abs_error is not None else None
     diag = Diagnosis(verdict="unexplained", candidates=fits[:10], searched=searched, checked_samples=len(probe),
                      not_preprocessing=settings_only, not_applicable=not_applicable)

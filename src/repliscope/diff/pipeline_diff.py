@@ -151,15 +151,21 @@ class _Acc:
     samples: int = 0
 
     def add(self, ref: np.ndarray, cand: np.ndarray, tol: float) -> tuple[float, float, float]:
-        diff = np.abs(cand.astype(np.float64) - ref.astype(np.float64))
-        if diff.size == 0:
+        if ref.size == 0:
             return 0.0, 0.0, 0.0
-        finite = np.isfinite(diff)
-        mx = float(diff.max()) if finite.all() else math.inf
-        n_diff = int(np.count_nonzero(~(diff <= tol)))
-        mean = float(diff[finite].mean()) if finite.any() else math.inf
+        diff = np.subtract(cand, ref, dtype=np.float64)
+        np.abs(diff, out=diff)
+        mx = float(diff.max())
+        n_diff = int(diff.size - np.count_nonzero(diff <= tol))  # NaN counts as differing
+        if math.isfinite(mx):
+            total = float(diff.sum())
+        else:  # inf / NaN somewhere: the max says so, the mean is over the finite values
+            mx = math.inf
+            finite = diff[np.isfinite(diff)]
+            total = float(finite.sum())
+        mean = total / diff.size
         self.max_abs = max(self.max_abs, mx)
-        self.sum_abs += float(diff[finite].sum())
+        self.sum_abs += total
         self.differing += n_diff
         self.values += diff.size
         self.samples += 1

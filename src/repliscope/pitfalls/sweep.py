@@ -160,15 +160,20 @@ class PrefixPlan(Protocol):
     op_keys: list[str]
 
 
-def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tuple[int, ...]
-                ) -> tuple[_Prepared, str]:
+PrefixMemo = dict[tuple[str, ...], Any]
+"""Op-key prefix -> its output Item (or failure) for one sample."""
+
+
+def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tuple[int, ...],
+                memo: PrefixMemo | None = None) -> tuple[_Prepared, str]:
     """Read one sample once and pre-process it for every plan, computing each distinct op prefix once ->
-    (cells, fingerprint: sha256 hex of the bytes or the unreadable reason)."""
+    (cells, fingerprint: sha256 hex of the bytes or the unreadable reason). Pass the same ``memo`` for the same
+    sample to reuse prefixes across calls (the pipeline diff's singles, then pairs)."""
     read = read_sample(sample)
     if read.data is None:
         return {p.name: _Cell(None, error=read.error) for p in plans}, read.fingerprint
     root = Item(np.frombuffer(read.data, dtype=np.uint8), "encoded")
-    memo: dict[tuple[str, ...], Item | str | _Fatal] = {}
+    memo = {} if memo is None else memo
     out: _Prepared = {}
     for plan in plans:
         item: Item = root
