@@ -72,3 +72,14 @@ ALL = (MANIFEST_BYTES, YAML_NODES, YAML_EXPANDED_NODES, YAML_DEPTH, MAX_INT, MAX
 DOWNLOAD_ALLOW_HOSTS_ENV = "REPLISCOPE_DOWNLOAD_ALLOW_HOSTS"
 """Comma-separated host names or CIDR networks a download may reach although they are private/loopback/link-local
 (an admin's allow-list, e.g. an internal mirror ``10.0.0.0/8`` or ``models.internal``)."""
+
+
+def markdown_table() -> str:
+    """The limits as the Markdown table of docs/guides/safe-inputs.md (defaults, not the environment's values;
+    a test keeps the page equal to this)."""
+    rows = ["| limit | default | what it bounds | setting |", "| --- | --- | --- | --- |"]
+    for limit in ALL:
+        default = f"{limit.default:,} {limit.unit}".strip()
+        setting = f"`${limit.env}`" if limit.env else "fixed"
+        rows.append(f"| `{limit.name}` | {default} | {limit.what} | {setting} |")
+    return "\n".join(rows) + "\n"

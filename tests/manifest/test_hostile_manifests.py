@@ -124,3 +124,30 @@ def test_the_pixel_limit_follows_its_setting(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("REPLISCOPE_MAX_PIXELS", "lots")
     with pytest.raises(Exception, match=r"REPLISCOPE_MAX_PIXELS='lots': max_pixels must be a positive integer"):
         load_manifest(p)
+
+
+def test_labels_file_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from repliscope.manifest.labels import class_names_of
+    from repliscope.manifest.schema import LabelsSpec
+
+    (tmp_path / "labels.txt").write_text("".join(f"class {i}\n" for i in range(20)))  # 190 bytes
+    spec = LabelsSpec(source="labels.txt", num_classes=20)
+
+    def error(message: str, at: tuple[str | int, ...], allowed: list[str] | None) -> ManifestError:
+        return ManifestError(message, file="m.yaml", field=".".join(map(str, at)))
+
+    assert len(class_names_of(spec, tmp_path, tmp_path, error)) == 20
+    monkeypatch.setenv("REPLISCOPE_LABELS_FILE_BYTES", "100")
+    with pytest.raises(ManifestError) as ei:
+        class_names_of(spec, tmp_path, tmp_path, error)
+    assert str(ei.value) == ("m.yaml: field 'labels.source': the label file is over the 100-byte limit "
+                             "(labels_file_bytes, $REPLISCOPE_LABELS_FILE_BYTES)")
+
+
+def test_the_safe_inputs_guide_lists_every_limit() -> None:
+    """docs/guides/safe-inputs.md carries repliscope.limits.markdown_table() verbatim (regenerate it on a change)."""
+    from repliscope.limits import markdown_table
+
+    page = (Path(__file__).parents[2] / "docs" / "guides" / "safe-inputs.md").read_text()
+    block = page.split("<!-- limits-table:start -->\n", 1)[1].split("<!-- limits-table:end -->", 1)[0]
+    assert block == markdown_table()

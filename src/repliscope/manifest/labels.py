@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from repliscope.errors import ChecksumError, ManifestError, SourceError
+from repliscope.limits import LABELS_FILE_BYTES
 from repliscope.manifest.loader import LoadedManifest
 from repliscope.manifest.schema import LabelsSpec
 from repliscope.manifest.sources import resolve_source
@@ -54,7 +55,11 @@ def class_names_of(spec: LabelsSpec, base_dir: Path, cache_dir: Path, error: Err
             raise error(str(exc), ("labels", "sha256"), None) from None
         except SourceError as exc:
             raise error(str(exc), ("labels", "source"), None) from None
+        limit = LABELS_FILE_BYTES.value
         try:
+            if path.stat().st_size > limit:
+                raise error(f"the label file is over the {limit:,}-byte limit ({LABELS_FILE_BYTES.name}, "
+                            f"${LABELS_FILE_BYTES.env})", ("labels", "source"), None)
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise error(f"cannot read the label file {path}: {exc}", ("labels", "source"), None) from None
