@@ -209,14 +209,17 @@ def print_comparison(c: RunComparison) -> None:
                   f"result hash {'[green]identical[/]' if c.same_result_hash else '[yellow]differs[/]'}")
     if not c.comparable:
         return
-    if c.task == "object_detection":
+    if c.task in ("object_detection", "semantic_segmentation"):
         print_table("metrics (B - A); paired: on the samples both runs evaluated",
                     ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
                     [[d.name, _fraction(d.a), _fraction(d.b), f"{d.delta:+.4f}",
                       "n/a" if d.paired_delta is None else f"{d.paired_delta:+.4f} (n = {d.paired_n})",
                       f"[{_fraction(d.ci_a[0])}, {_fraction(d.ci_a[1])}]",
                       f"[{_fraction(d.ci_b[0])}, {_fraction(d.ci_b[1])}]"] for d in c.metric_deltas])
-        print_detection_paired(c.paired)
+        if c.task == "semantic_segmentation":
+            print_segmentation_paired(c.paired)
+        else:
+            print_detection_paired(c.paired)
         if c.failed_in_one:
             console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")
         return
@@ -252,6 +255,20 @@ def detection_paired_line(p: dict[str, Any]) -> str:
 
 def _pct_or(x: Any) -> str:
     return pct(x) if isinstance(x, int | float) else "n/a"
+
+
+def print_segmentation_paired(p: dict[str, Any] | None) -> None:
+    """Segmentation paired statistics (:meth:`SemanticSegmentation.paired`'s keys)."""
+    if p is None:
+        console.print("paired    none: no image was evaluated by both runs")
+        return
+    agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else f"{100 * p['pixel_agreement']:.2f} %"
+    listed = ": " + ", ".join(p["flipped_ids"]) if p["flipped_ids"] else ""
+    console.print(f"paired    B against A on {p['n_samples']} images: mIoU {p['miou_reference']:.4f} -> "
+                  f"{p['miou_variant']:.4f} (delta {p['delta_miou']:+.4f}, 95 % [{p['delta_miou_ci_low']:+.4f}, "
+                  f"{p['delta_miou_ci_high']:+.4f}]), pixels with the same label {agreement}, "
+                  f"{p['flipped_images']} images differ{listed}",
+                  highlight=False)
 
 
 def print_detection_paired(p: dict[str, Any] | None) -> None:

@@ -51,6 +51,11 @@ def units(
         store = RunStore(db)
         record = store.get(run)
         reference = store.get(against) if against else None
+        if record.task == "semantic_segmentation":
+            from repliscope.cli.segmentation_units import segmentation_units
+
+            segmentation_units(record, reference, replicates, seed, report, as_json)
+            return
         data = None
         if dataset is not None:
             from repliscope.datasets import resolve_dataset

@@ -131,8 +131,9 @@ def segmentation_units_view(record: EvaluationRecord, sink: ImageSink, images: I
         figures.append(FigureView(f"Lowest IoU {k + 1}: {u.sample_id}",
                                   Image(sink(f"mask-overlay-{k + 1}", png), f"masks on {u.sample_id}"),
                                   f"left: predicted (red); middle: {units.against} (green, void grey); right: "
-                                  f"disagreement (red: predicted only, blue: missed). Foreground IoU {u.iou:.4f}, "
-                                  f"displacement dy {u.displacement[0]:+d}, dx {u.displacement[1]:+d} px"))
+                                  f"disagreement (red: predicted only, blue: missed). Foreground IoU {u.iou:.4f}"
+                                  + ("" if u.displacement is None else
+                                     f", displacement dy {u.displacement[0]:+d}, dx {u.displacement[1]:+d} px")))
     note = ("Medians over images with 95 % percentile bootstrap intervals (500 replicates, seed 0); a displacement "
             f"is diagnosed when its interval excludes 0. Overlays: {drawn} of {len(figures)} on the real image.")
     return UnitsView(summary, [(f"against {units.against}", rows)], figures, note)

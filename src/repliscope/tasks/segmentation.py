@@ -234,7 +234,8 @@ class SemanticSegmentation(Task):
         if not ok:
             return [], None
         k = ok[0].num_classes  # type: ignore[union-attr]
-        names = [dataset.categories.get(i, f"class_{i}") if dataset.categories else f"class_{i}" for i in range(k)]
+        known = dataset.categories if dataset is not None and dataset.categories else {}  # None: a stored run
+        names = [known.get(i, f"class_{i}") for i in range(k)]
         ev = evaluate_confusions(np.stack([dense(s) for s in ok if s is not None]), names)
         return ev.metrics, ev.per_class
 

@@ -30,8 +30,9 @@ class ImageUnits:
     """Foreground IoU; None when neither side has foreground."""
     band_error: float | None
     interior_error: float | None
-    displacement: tuple[int, int]
-    """(dy, dx) px: the prediction sits this far down / right of the truth."""
+    displacement: tuple[int, int] | None
+    """(dy, dx) px: the prediction sits this far down / right of the truth; None when both maps are uniform
+    (nothing to align)."""
     shift_gain: float
     """Agreement with the displacement undone minus agreement as predicted (fraction of scored pixels)."""
 
@@ -110,6 +111,8 @@ def image_units(sample_id: str, pred: np.ndarray, truth: np.ndarray, background:
     wrong = (pred != truth) & scored
     band_err = float(wrong[near].mean()) if near.any() else None
     inner_err = float(wrong[inner].mean()) if inner.any() else None
+    if len(np.unique(truth[scored])) <= 1 and len(np.unique(pred)) <= 1:
+        return ImageUnits(sample_id, iou, band_err, inner_err, None, 0.0)
     (dy, dx), gain = best_shift(pred, truth, max_shift)
     return ImageUnits(sample_id, iou, band_err, inner_err, (-dy, -dx), gain)
 
@@ -149,8 +152,8 @@ def mask_units(run: Sequence[SamplePrediction], reference: Sequence[SamplePredic
     stats = []
     for name, values in (("iou", [u.iou for u in images]), ("band_error", [u.band_error for u in images]),
                          ("interior_error", [u.interior_error for u in images]),
-                         ("displacement_dy", [float(u.displacement[0]) for u in images]),
-                         ("displacement_dx", [float(u.displacement[1]) for u in images])):
+                         ("displacement_dy", [float(u.displacement[0]) for u in images if u.displacement]),
+                         ("displacement_dx", [float(u.displacement[1]) for u in images if u.displacement])):
         st = _bootstrap_median(values, replicates, seed)  # type: ignore[arg-type]
         stats.append(Stat(name, st.median, st.ci_low, st.ci_high, st.n))
     out = MaskUnits(images, stats, band, "the reference run" if reference is not None else "the ground truth",
