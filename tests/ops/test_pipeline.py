@@ -107,7 +107,7 @@ def test_every_registered_op_has_a_strict_params_model_and_docstring() -> None:
     assert set(op_names("post")) == {"softmax", "topk", "labels", "detections_from_outputs", "anchor_decode",
                                      "score_activation", "box_format", "to_source", "class_map", "score_threshold",
                                      "max_detections", "nms", "yolo_decode", "darknet_correct_boxes", "darknet_nms",
-                                     "darknet_boxes"}
+                                     "darknet_boxes", "yolo_anchor_free_decode"}
     for name in OPS.names():
         cls = OPS.get(name)
         assert cls.name == name

@@ -64,6 +64,7 @@ def test_convert_writes_a_runnable_onnx(tmp_path: Path) -> None:
     assert out[0].shape == (2, 255, 13, 13) and out[1].shape == (2, 255, 26, 26)
 
 
+@pytest.mark.slow
 def test_cli_convert_to_onnx_verifies_every_layer(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

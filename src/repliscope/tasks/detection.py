@@ -23,9 +23,9 @@ from repliscope.tasks.base import Task
 
 DETECTION_POST_OPS = ("detections_from_outputs", "anchor_decode", "score_activation", "box_format", "to_source",
                       "class_map", "score_threshold", "max_detections", "nms", "yolo_decode", "darknet_correct_boxes",
-                      "darknet_nms", "darknet_boxes")
+                      "darknet_nms", "darknet_boxes", "yolo_anchor_free_decode")
 """The post-processing ops a detection manifest may use (registered by :mod:`repliscope.ops.detection`)."""
-CREATING_OPS = ("detections_from_outputs", "anchor_decode", "yolo_decode")
+CREATING_OPS = ("detections_from_outputs", "anchor_decode", "yolo_decode", "yolo_anchor_free_decode")
 """The ops that create ``Predictions.detections`` from the model outputs."""
 DATASET_HINT = "evaluate a detection manifest on coco:PATH / dlib_xml:PATH/FILE.xml / synthetic_detection"
 
