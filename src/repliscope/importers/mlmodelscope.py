@@ -457,7 +457,12 @@ def _source_sha256(ctx: Ctx, uri: str, md5: str, field: str) -> str:
         except SourceError as exc:
             raise ctx.fail(field, str(exc), "model_file") from exc
     elif "://" not in uri:
-        local = (ctx.path.parent / uri).resolve()
+        from repliscope.manifest.sources import local_path
+
+        try:  # the manifest's path policy: inside the config's folder (no '..', absolute path or symlink out)
+            local = local_path(uri, ctx.path.parent)
+        except SourceError as exc:  # the path is the problem, not the checksum
+            raise ctx.fail("model.graph_path", str(exc), "model_file") from exc
         if not local.is_file():
             raise ctx.fail(field, f"the local model file {local} does not exist (relative paths are read "
                            f"against {ctx.path.parent})", "model_file")
