@@ -262,3 +262,13 @@ def blazeface_letterbox(path: str) -> np.ndarray:
 def blazeface_stretch(path: str) -> np.ndarray:
     """The usual shortcut: the whole image stretched to 192x192."""
     return _blazeface_finish(np.asarray(pil_rgb(path).resize((192, 192), Image.Resampling.BILINEAR)))
+
+
+def rgb_uint8(path: str) -> np.ndarray:
+    """The rect-detector's input (decode only): uint8 RGB, HWC."""
+    return np.asarray(pil_rgb(path))
+
+
+def bgr_uint8(path: str) -> np.ndarray:
+    """The same with OpenCV's channel order."""
+    return np.ascontiguousarray(np.asarray(pil_rgb(path))[:, :, ::-1])

@@ -232,3 +232,27 @@ def test_detection_letterbox_stretch_is_named(images: Dataset) -> None:
     stretch = diff_pipeline(loaded, load_candidate(f"{CANDIDATES}:blazeface_stretch"), images.samples, images.name)
     assert (stretch.verdict, stretch.diagnosis.variant, stretch.diagnosis.residual_max_abs_error) == (
         "explained", "letterbox_stretch_swapped", 0.0)
+
+
+def test_detection_model_effect_of_swapped_channels(tmp_path: Path) -> None:
+    """The rect-detector (decode only, uint8 input of any size) on synthetic_detection: RGB matches bit for bit;
+    BGR is named ``color_layout_swapped`` and, through the model, swaps red and blue rectangles: 1/3 of the
+    detections still match (the green ones), AP 1.0 -> 1/3."""
+    manifest = str(Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml")
+    common = ["--dataset", "synthetic_detection", "--limit", "8", "--json", "--db", f"sqlite:///{tmp_path / 'd.db'}"]
+    runner = CliRunner()
+    ok = runner.invoke(app, ["diff", manifest, "--pipeline", f"{CANDIDATES}:rgb_uint8", *common])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["pipeline_diff"]["tolerance"] == 0.0  # uint8 input: bit-exact
+    bad = runner.invoke(app, ["diff", manifest, "--pipeline", f"{CANDIDATES}:bgr_uint8", "--model-effect",
+                              "--model-runtime", "onnxruntime", *common])
+    assert bad.exit_code == 1, bad.output
+    body = json.loads(bad.stdout)["pipeline_diff"]
+    assert (body["diagnosis"]["variant"], body["diagnosis"]["residual_max_abs_error"]) == ("color_layout_swapped", 0)
+    effect = body["model_effect"]
+    assert (effect["task"], effect["source"], effect["compared"], effect["agreements"]) == (
+        "object_detection", "pipelines", 8, 0)
+    paired = effect["paired"]
+    assert (paired["n_reference_detections"], paired["n_variant_detections"], paired["mean_iou"]) == (19, 19, 1.0)
+    assert (round(paired["matched_fraction"], 4), paired["ap_reference"], round(paired["ap_variant"], 4)) == (
+        0.3158, 1.0, 0.3333)

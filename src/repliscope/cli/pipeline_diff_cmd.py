@@ -78,7 +78,7 @@ def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, byte
         from repliscope.diff.pipeline_effect import ModelEffect
 
         runtime = opts.model_runtime or native_runtime(loaded.manifest.framework.name)
-        effect = ModelEffect(loaded, runtime, opts.pipeline, data.name, threads=opts.threads,
+        effect = ModelEffect(loaded, runtime, opts.pipeline, data, samples, threads=opts.threads,
                              batch_size=opts.batch)
     worst: list = []
     result = diff_pipeline(loaded, candidate, samples, data.name, k=opts.tolerance_k or DEFAULT_K,

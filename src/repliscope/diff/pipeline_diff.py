@@ -248,11 +248,12 @@ class _Run:
 
 def diff_pipeline(loaded: LoadedManifest, candidate: PipelineCandidate, samples: Sequence[Sample], dataset: str, *,
                   k: float = DEFAULT_K, diagnose: bool = True,
-                  on_pair: Callable[[Sample, np.ndarray, np.ndarray | None], None] | None = None,
+                  on_pair: Callable[[Sample, np.ndarray, np.ndarray | None, Any], None] | None = None,
                   worst: list[tuple[str, np.ndarray, np.ndarray]] | None = None) -> PipelineDiffResult:
     """Compare ``candidate`` with the manifest's pre-processing on ``samples``.
 
-    ``on_pair(sample, reference input, candidate input or None)`` sees every sample the reference pre-processed
+    ``on_pair(sample, reference input, candidate input or None, geometry)`` sees every sample the reference
+    pre-processed (``geometry``: the manifest pipeline's, for post-processing detections)
     (the model-effect comparison uses it); ``worst`` receives (sample id, reference, candidate) of the (up to 3)
     samples that differ most (the heatmap panels)."""
     m = loaded.manifest
@@ -335,7 +336,7 @@ def _path_of(smp: Sample, data: bytes, tmp: Path, index: int) -> str:
 
 def _one_sample(index: int, smp: Sample, pipeline: Pipeline, candidate: PipelineCandidate,
                 expected: tuple[int, ...], layout: str, k: float, run: _Run, tmp: Path,
-                on_pair: Callable[[Sample, np.ndarray, np.ndarray | None], None] | None) -> None:
+                on_pair: Callable[[Sample, np.ndarray, np.ndarray | None, Any], None] | None) -> None:
     t0 = time.perf_counter()
     read = read_sample(smp)
     if read.data is None:
@@ -390,7 +391,7 @@ def _one_sample(index: int, smp: Sample, pipeline: Pipeline, candidate: Pipeline
                 run.alignment.update(aligned.notes)
                 aligned_data = aligned.data
     if on_pair is not None:
-        on_pair(smp, ref, aligned_data)
+        on_pair(smp, ref, aligned_data, item.geometry)
     if aligned_data is None:
         run.per_sample.append(SampleResult(sample_id=smp.id, error=cand_error))
         return

@@ -197,7 +197,7 @@ def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
                    p_value=p)
 
 
-def _detection_result(source: Literal["records", "runtimes"], a: str, b: str, dataset: str,
+def _detection_result(source: Literal["records", "runtimes", "pipelines"], a: str, b: str, dataset: str,
                       pairs: list[tuple[SamplePrediction, SamplePrediction]], truth: Dataset | None,
                       outputs: list[OutputError], failed_a: list[str], failed_b: list[str],
                       notes: list[str], only_in_a: int = 0, only_in_b: int = 0) -> TaskDiffResult:
