@@ -137,3 +137,12 @@ def test_manifest_hash_prints_the_set_hash(tmp_path: Path) -> None:
     hostile = classifier_with_external_weights(folder, name="bad.onnx", location=PASSWD)
     result = CliRunner().invoke(app, ["manifest", "hash", str(hostile)])
     assert result.exit_code == 2 and "tensor 'W' keeps its data in" in result.output
+
+
+def test_manifest_new_writes_the_set_hash(tmp_path: Path) -> None:
+    from repliscope.manifest.scaffold import scaffold
+
+    folder = _folder(tmp_path)
+    model = classifier_with_external_weights(folder)
+    text = scaffold("model.onnx", folder, tmp_path / "cache")
+    assert f"  sha256: {source_sha256(model)[0]}   # computed from the file" in text

@@ -17,7 +17,7 @@ from typing import Any
 from repliscope.errors import SourceError
 from repliscope.manifest.frameworks import installed_version
 from repliscope.manifest.loader import PLACEHOLDER
-from repliscope.manifest.sources import resolve_source, sha256_file
+from repliscope.manifest.sources import resolve_source, source_file_sha256
 
 _FORMATS = {".onnx": "onnx", ".pth": "pytorch_state_dict", ".pt": "pytorch_state_dict"}
 
@@ -35,7 +35,7 @@ def scaffold(uri: str, base_dir: Path, cache_dir: Path, allow_outside_paths: boo
                           "downloads while scaffolding); then set source.uri back to the https address")
     path = resolve_source(uri, base_dir=base_dir, sha256=None, cache_dir=cache_dir,
                           allow_outside_paths=allow_outside_paths)
-    sha = sha256_file(path)
+    sha = source_file_sha256(path)  # an .onnx with external data: over the model and its data files
     stem = re.sub(r"[^a-z0-9._-]+", "-", Path(path).stem.lower()).strip("-._") or "model"
     io = _onnx_io(path) if fmt == "onnx" else None
     framework = "onnx" if fmt == "onnx" else "torch"
