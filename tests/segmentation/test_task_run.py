@@ -103,3 +103,11 @@ def test_palette_masks_without_a_class_map(tmp_path: Path) -> None:
 def test_detection_datasets_are_refused(prepared: PreparedRun) -> None:
     with pytest.raises(DatasetError, match="has no segmentation masks"):
         evaluate(prepared, resolve_dataset("synthetic_detection"))
+
+
+def test_identity_covers_the_masks(tmp_path: Path) -> None:
+    root = write_voc(tmp_path / "v")
+    before = resolve_dataset(f"voc_seg:{root}").identity
+    assert resolve_dataset(f"voc_seg:{root}").identity == before
+    Image.fromarray(label_map("d"), mode="L").save(root / "SegmentationClass" / "d.png")  # same ids, no void row
+    assert resolve_dataset(f"voc_seg:{root}").identity != before

@@ -64,6 +64,10 @@ class MaskTruth(Protocol):
 
     def read(self, keep: frozenset[int] | None) -> np.ndarray: ...
 
+    def fingerprint(self) -> str | None:
+        """What the dataset identity hashes of this mask (e.g. the PNG's sha256); None when the identity already
+        covers it (COCO: the annotation boxes, from the same instances file)."""
+
 
 VOID = 255
 """The label of pixels that are not scored (VOC's boundary and "difficult" regions)."""
@@ -173,6 +177,9 @@ def identity_of(samples: Sequence[Sample], fingerprints: Sequence[str]) -> str:
         h.update(str(s.label).encode())
         if s.objects is not None:  # detection ground truth is part of what was evaluated against
             h.update(repr([(o.box, o.class_id, o.area, o.iscrowd, o.ignore) for o in s.objects]).encode())
+        mask = s.mask.fingerprint() if s.mask is not None else None
+        if mask is not None:  # a segmentation mask file is part of what was evaluated against
+            h.update(b"mask:" + mask.encode())
         h.update(b"\n")
     return h.hexdigest()
 

@@ -101,3 +101,7 @@ class CocoMask:
 
     def read(self, keep: frozenset[int] | None) -> np.ndarray:
         return self.index.semantic(self.image_id, self.height, self.width, keep)
+
+    def fingerprint(self) -> str | None:
+        """None: the dataset identity hashes the image's annotations (boxes, classes, crowd flags) already."""
+        return None

@@ -7,7 +7,8 @@ class map.
 is which class: ``class_map=FILE`` or ``builtin:voc`` (the 21 VOC classes, 0 = background), else the folder's
 ``class_map.txt``; one ``ID NAME`` per line (``0 background``, ``15 person``). A mask needs a class map: a palette
 PNG's colours are not classes. A mask PNG of another size than its image, an RGB mask, or ids the class map does
-not list make that sample failed (named in its error), never the run.
+not list make that sample failed (named in its error), never the run. The dataset identity covers the masks
+(each PNG's sha256).
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ class VocMask:
 
     path: Path
     categories: dict[int, str]
+
+    def fingerprint(self) -> str | None:
+        """The mask PNG's sha256 (the dataset identity covers the masks), or why it cannot be read."""
+        import hashlib
+
+        try:
+            return hashlib.sha256(read_file(self.path)).hexdigest()
+        except SampleError as exc:
+            return str(exc)
 
     def read(self, keep: frozenset[int] | None) -> np.ndarray:
         ids = read_mask_png(self.path)
