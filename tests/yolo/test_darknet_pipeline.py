@@ -130,3 +130,27 @@ def test_runtime_without_darknet_says_how_to_install(monkeypatch: pytest.MonkeyP
             lib.load_library()
     finally:
         lib.load_library.cache_clear()
+
+
+def test_framework_tracing_spans(runner) -> None:  # type: ignore[no-untyped-def]
+    import contextlib
+
+    from repliscope.tracing.instruments import instrument_runner
+
+    class Recorder:
+        rank = 99
+
+        def __init__(self) -> None:
+            self.spans: list[tuple[str, str]] = []
+
+        @contextlib.contextmanager
+        def span(self, name: str, level: str, **attrs: object):  # type: ignore[no-untyped-def]
+            self.spans.append((name, level))
+            yield
+
+    rec = Recorder()
+    with instrument_runner(rec, runner):
+        runner.infer_outputs(np.zeros((2, 3, 416, 416), np.float32))
+    assert runner.tracer is None
+    assert rec.spans == [("darknet.run", "framework"), ("network_predict", "framework"),
+                         ("read_outputs", "framework")] * 2

@@ -56,6 +56,7 @@ def _staged(tracer: Any, runner: Any) -> Iterator[None]:
 
 
 INSTRUMENTS.add("tflite", _staged)
+INSTRUMENTS.add("darknet", _staged)  # network_predict / read_outputs per image (libdarknet runs all layers in one call)
 
 
 @INSTRUMENTS.register("tensorflow")

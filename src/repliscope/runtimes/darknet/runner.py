@@ -49,6 +49,9 @@ class DarknetRunner(Runner):
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self._net: int | None = None
         self.network: Network | None = None
+        self.tracer: Any = None
+        """Set by tracing at ``framework`` level: each image is a ``darknet.run`` span with ``network_predict``
+        (libdarknet's forward over every layer: one C call, no per-layer timing) and ``read_outputs``."""
 
     def framework(self) -> tuple[str, str]:
         return "darknet (Debian libdarknet)", dn.debian_version()
@@ -104,9 +107,19 @@ class DarknetRunner(Runner):
         index = {n: self.network.layer(n).index for n in names}
         rows: dict[str, list[np.ndarray]] = {n: [] for n in names}
         for image in batch:
-            self._predict(image)
-            for n in names:
-                rows[n].append(self._layer(index[n]))
+            if self.tracer is None:
+                self._predict(image)
+                for n in names:
+                    rows[n].append(self._layer(index[n]))
+                continue
+            span = self.tracer.span
+            stage = {"op_type": "stage", "source": "darknet"}
+            with span("darknet.run", "framework", batch_size=1):
+                with span("network_predict", "framework", layer="network_predict", **stage):
+                    self._predict(image)
+                with span("read_outputs", "framework", layer="read_outputs", **stage):
+                    for n in names:
+                        rows[n].append(self._layer(index[n]))
         return {n: np.stack(v) for n, v in rows.items()}
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
