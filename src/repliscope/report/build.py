@@ -58,7 +58,7 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
         sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(record.claims, record.metrics),
         claim_figure=sec.claim_figure(record.claims, record.metrics, sink), metrics=sec.metric_rows(record.metrics),
         metrics_note=note, metrics_count_header="n" if detection or segmentation else "correct / n",
-        per_class=sec.per_class_rows(record.per_class),
+        per_class=[] if segmentation else sec.per_class_rows(record.per_class),  # segmentation: in its section
         provenance=sec.record_provenance(record), failures=fail_rows, failures_more=fail_more,
         failures_summary=fail_summary, latency=latency, latency_stats=latency_stats,
         extra_figures=sec.extra_figure_views(extra_figures, sink))
