@@ -6,6 +6,7 @@ non-loopback plaintext address is refused unless ``--insecure-cluster`` (then wa
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import stat
 import subprocess
@@ -164,6 +165,11 @@ def test_a_mutual_tls_cluster_runs_a_job_and_refuses_clients_without_a_certifica
             assert [a.capabilities.agent_id for a in handle.get().agents() if a.alive] == ["tls-agent"]
         finally:
             handle.close()
+        listed = _cli("agents", "--scheduler", address, "--json", "--tls-ca-file", str(certs / "ca.pem"),
+                      "--tls-cert", str(certs / "client.pem"), "--tls-key", str(certs / "client.key"))
+        assert listed.returncode == 0, listed.stderr
+        assert [(a["capabilities"]["agent_id"], a["alive"]) for a in json.loads(listed.stdout)] == [
+            ("tls-agent", True)]
         agent_pid = procs.procs["agent"].pid
         assert all(ipaddress.ip_address(ip).is_loopback for ip, _ in _listening(agent_pid))
         with pytest.raises(RepliscopeError, match="needs --tls-ca-file"):  # no certificate: refused by repliscope
