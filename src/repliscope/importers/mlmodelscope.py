@@ -76,8 +76,10 @@ _TASKS = {"classification": "image_classification", "feature": "image_classifica
 ``features_url`` synset file (rai-project/caffe2 and cntk ``predict/predict.go`` ``ReadPredictedFeatures`` ->
 ``CreatePredictedFeatures(output, labels)``; rai-project/tensorrt ``image_classification_predictor.go``)."""
 _REFUSED_OUTPUTS = {
-    "semanticsegment": ("semantic_segmentation", "a per-pixel class map (DeepLab, FCN); repliscope's semantic "
-                        "segmentation task is not translated from MLModelScope manifests yet"),
+    "semanticsegment": ("semantic_segmentation", "a per-pixel class map (DeepLab, FCN); not translated: the "
+                        "agents' semantic segmentation predictors were not read, and the TensorFlow DeepLab graphs "
+                        "emit a class-id map (masks_layer SemanticPredictions), which repliscope's "
+                        "semantic_segmentation outputs (mask_logits, mask_probabilities) do not take"),
     "instancesegment": ("instance_segmentation", "boxes with per-instance masks (Mask R-CNN); repliscope has no "
                         "instance segmentation task"),
     "image": ("image_output", "an image (super-resolution, enhancement); repliscope has no image-to-image task"),
