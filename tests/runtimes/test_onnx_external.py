@@ -146,3 +146,16 @@ def test_manifest_new_writes_the_set_hash(tmp_path: Path) -> None:
     model = classifier_with_external_weights(folder)
     text = scaffold("model.onnx", folder, tmp_path / "cache")
     assert f"  sha256: {source_sha256(model)[0]}   # computed from the file" in text
+
+
+def test_a_file_that_is_not_onnx_keeps_the_runtime_error_and_the_plain_hash(tmp_path: Path) -> None:
+    from repliscope.manifest.sources import source_file_sha256
+    from repliscope.runtimes.errors import ModelLoadError
+
+    junk = _folder(tmp_path) / "junk.onnx"
+    junk.write_bytes(b"\xff\xfe not a protobuf")
+    assert check_external_data(junk) == []
+    assert source_file_sha256(junk) == hashlib.sha256(junk.read_bytes()).hexdigest()
+    runner = create_runner("onnxruntime", _artifact(junk), threads=1, cache_dir=tmp_path / "cache")
+    with pytest.raises(ModelLoadError, match="onnxruntime cannot load"):
+        runner.infer_outputs(np.zeros((1, 64), np.float32))

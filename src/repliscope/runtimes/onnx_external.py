@@ -32,6 +32,10 @@ from repliscope.errors import SourceError
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
+class NotOnnxError(SourceError):
+    """The file does not parse as an ONNX model (it has no external data to check; a runtime refuses it)."""
+
+
 @dataclass(frozen=True)
 class ExternalData:
     """One external data file of an ONNX model: the first tensor naming it, its ``location`` as written,
@@ -134,7 +138,7 @@ def external_data_files(model_path: str | Path) -> list[ExternalData]:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, OSError) as exc:
-        raise SourceError(f"{path} is not a readable ONNX model: {type(exc).__name__}: {exc}") from exc
+        raise NotOnnxError(f"{path} is not a readable ONNX model: {type(exc).__name__}: {exc}") from exc
     found: dict[str, ExternalData] = {}
     for tensor, location in _locations(model):
         if location not in found:
@@ -143,9 +147,13 @@ def external_data_files(model_path: str | Path) -> list[ExternalData]:
 
 
 def check_external_data(model_path: str | Path) -> list[ExternalData]:
-    """The guard every ONNX load path calls before handing ``model_path`` to a runtime (same as
-    :func:`external_data_files`)."""
-    return external_data_files(model_path)
+    """The guard every ONNX load path calls before handing ``model_path`` to a runtime (as
+    :func:`external_data_files`; a file that does not parse as ONNX is left to the runtime, which refuses it with
+    its own message: there is no external data to follow)."""
+    try:
+        return external_data_files(model_path)
+    except NotOnnxError:
+        return []
 
 
 def _file_sha256(path: Path) -> str:
