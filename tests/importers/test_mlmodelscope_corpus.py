@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,16 @@ def test_cli_prints_coverage_table(tmp_path: Path) -> None:
     assert ["refused: unknown_label_file", "5", "14.3 %"] in cells
     assert ["refused: semantic_segmentation", "1", "2.9 %"] in cells
     assert res.output.splitlines()[-1].startswith("0 translated, 29 with warnings, 6 refused; written to ")
+
+
+def test_cli_json_rows_carry_the_reason(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope", str(CORPUS / "rai-project-cntk"),
+                                   "--out-dir", str(tmp_path / "out"), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["file"]: (r["outcome"], r["reason"]) for r in json.loads(res.stdout)}
+    assert len(rows) == 22
+    assert rows["InceptionBN-21K.yml"] == ("refused", "unknown_label_file")
+    assert rows["Inception-ResNet-v2.yml"] == ("refused", "invalid")
+    assert rows["BVLC-AlexNet.yml"] == ("with warnings", "")
+    assert collections.Counter(reason or outcome for outcome, reason in rows.values()) == {
+        "with warnings": 17, "unknown_label_file": 4, "invalid": 1}
