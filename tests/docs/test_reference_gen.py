@@ -1,0 +1,88 @@
+"""docs/_gen.py: the reference pages generated from the code name every command, endpoint, op and exit code."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("repliscope_docs_gen", REPO / "docs" / "_gen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_page_has_every_command_and_option(gen: ModuleType) -> None:
+    import typer.main
+
+    from repliscope.cli.main import app
+
+    page = gen.cli_reference()
+    root = typer.main.get_command(app)
+    for name, cmd in root.commands.items():
+        assert f"(cli-repliscope-{gen.slug(name)})=" in page
+        for sub in getattr(cmd, "commands", {}):
+            assert f"`repliscope {name} {sub}`" in page
+    evaluate = page[page.index("`repliscope evaluate`"):page.index("`repliscope manifest`")]
+    assert "```text\nrepliscope evaluate [OPTIONS] MANIFEST\n```" in evaluate
+    assert "- `--dataset <str>`: An image folder, or a registered dataset name. [default: foolbox_imagenet]" in evaluate
+    assert "- `MANIFEST` (argument, required): Model manifest (YAML)." in evaluate
+
+
+def test_rest_page_has_every_endpoint(gen: ModuleType) -> None:
+    doc = gen.openapi_document()
+    page = gen.rest_reference()
+    for path, item in doc["paths"].items():
+        for method in item:
+            assert f"### {method.upper()} `{path}`" in page
+            assert f"({gen._op_anchor(method, path)})=" in page
+    # every schema a type links to has its section
+    for anchor in set(re.findall(r"\]\(#(rest-schema-[a-z0-9-]+)\)", page)):
+        assert f"({anchor})=" in page
+
+
+def test_ops_page_has_every_op_with_its_parameters(gen: ModuleType) -> None:
+    import repliscope.ops  # noqa: F401
+    from repliscope.ops.base import OPS
+
+    page = gen.ops_reference()
+    for name in OPS.names():
+        assert f"(op-{gen.slug(name)})=\n## `{name}` ({OPS.get(name).stage})" in page
+    resize = page[page.index("## `resize`"):page.index("## `scale`")]
+    assert "| `method` | \"nearest\" \\| \"bilinear\" \\| \"bicubic\" \\| \"area\" \\| \"lanczos\" | yes |" in resize
+
+
+def test_manifest_schema_page_links_only_to_its_sections(gen: ModuleType) -> None:
+    page = gen.manifest_schema_reference()
+    assert "| `claims` | array of [ClaimSpec](#manifest-schema-claimspec) | yes |" in page
+    for anchor in set(re.findall(r"\]\(#(manifest-schema-[a-z0-9-]+)\)", page)):
+        assert f"({anchor})=" in page
+
+
+def test_exit_codes(gen: ModuleType) -> None:
+    rows = [line for line in gen.exit_codes_reference().splitlines() if line.startswith("| `")]
+    assert [row.split("|")[1].strip() for row in rows] == ["`0`", "`1`", "`2`", "`3`", "`130`"]
+
+
+def test_helpers(gen: ModuleType) -> None:
+    assert gen.cell("a | b\n c") == "a \\| b c"
+    assert gen.code("x `y`") == "`` x `y` ``"
+    assert gen.text(":class:`~repliscope.ops.base.Op` and :func:`repliscope.x.f`") == "`Op` and `repliscope.x.f`"
+    assert gen._schema_type({"anyOf": [{"type": "string"}, {"type": "null"}]}) == "string | null"
+    assert gen._schema_type({"type": "array", "items": {"type": "integer"}}) == "array of integer"
+    assert gen._constraints({"minimum": 1, "default": 8}) == ">= `1`, default `8`"
+
+
+def test_generate_writes_every_page(gen: ModuleType, tmp_path: Path) -> None:
+    written = gen.generate(tmp_path)
+    assert sorted(p.name for p in written) == sorted(gen.PAGES)
+    assert all(p.read_text(encoding="utf-8").strip() for p in written)
