@@ -220,6 +220,11 @@ def test_cli_json_exit_codes_and_store(images: Dataset, tmp_path: Path) -> None:
         ("pipeline_diff", "explained", True), ("pipeline_diff", "match", False)]
     shown = runner.invoke(app, ["diffs", "show", rows[0]["diff_id"][:8], "--json", "--db", db])
     assert json.loads(shown.stdout)["pipeline_diff"]["diagnosis"]["variant"] == "color_layout_swapped"
+    html = tmp_path / "diff.html"
+    report = runner.invoke(app, ["report", rows[0]["diff_id"][:8], "-o", str(html), "--db", db])
+    assert report.exit_code == 0, report.output
+    text = html.read_text()
+    assert "your pipeline = the manifest with `color_layout_swapped`" in text and "data:image/png;base64," in text
 
 
 def test_detection_letterbox_stretch_is_named(images: Dataset) -> None:

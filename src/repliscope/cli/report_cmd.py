@@ -16,22 +16,28 @@ if TYPE_CHECKING:
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.pitfalls.result import SweepResult
     from repliscope.stacks.matrix import StackMatrix
+    from repliscope.store.diffs import StoredDiff
     from repliscope.store.repository import RunStore
 
 _MAX_VARIANT_RECORDS = 1000
 
 
-def _resolve(store: RunStore, object_id: str) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix:
-    """The run with this id (or unique prefix), else the sweep, else the benchmark, else the stack matrix; a
-    RepliscopeError naming all four otherwise."""
+def _resolve(store: RunStore, object_id: str
+             ) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix | StoredDiff:
+    """The run with this id (or unique prefix), else the sweep, else the benchmark, else the stack matrix, else the
+    stored diff; a RepliscopeError naming all five otherwise."""
+    from repliscope.store.diffs import get_diff
+
     errors = []
-    getters: tuple[Any, ...] = (store.get, store.get_sweep, store.get_benchmark, store.get_stack_matrix)
+    getters: tuple[Any, ...] = (store.get, store.get_sweep, store.get_benchmark, store.get_stack_matrix,
+                                lambda i: get_diff(store, i))
     for get in getters:
         try:
             return get(object_id)
         except RepliscopeError as exc:
             errors.append(str(exc))
-    raise RepliscopeError(f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix: {'; '.join(errors)}")
+    raise RepliscopeError(f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix or a diff: "
+                          f"{'; '.join(errors)}")
 
 
 def _benchmark_report(store: RunStore, bench: BenchmarkRecord, path: Path) -> Path:
@@ -91,6 +97,7 @@ def report(
     from repliscope.pitfalls.result import SweepResult
     from repliscope.report.write import FORMATS, IMAGE_MODES, ImageMode, write_report
     from repliscope.stacks.matrix import StackMatrix
+    from repliscope.store.diffs import StoredDiff, get_figure
     from repliscope.store.repository import RunStore
 
     try:
@@ -100,6 +107,13 @@ def report(
             raise RepliscopeError(f"unknown --images '{images}' (allowed: {', '.join(IMAGE_MODES)})")
         store = RunStore(db)
         obj = _resolve(store, object_id)
+        if isinstance(obj, StoredDiff):
+            from repliscope.report.diff_report import write_diff_report
+
+            written = write_diff_report(obj, get_figure(store, obj.diff_id),
+                                        out or Path(f"repliscope-diff-{obj.diff_id[:12]}.{fmt}"), fmt)
+            print(f"wrote diff report {written}")
+            return
         if isinstance(obj, StackMatrix):
             from repliscope.report.stack_matrix import write_stack_matrix_report
 

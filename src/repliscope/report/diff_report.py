@@ -1,0 +1,84 @@
+"""The report of a stored diff (``repliscope report DIFF_ID``): a pipeline diff's verdict, diagnosis (closest
+variants, hints), stages, timing, heatmaps and model effect; a task diff's agreement, McNemar and flipped samples;
+a layer diff's first divergence per mode and its per-layer error chart. HTML (self-contained) or Markdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from repliscope.errors import RepliscopeError
+from repliscope.report.figures import png_data_uri
+from repliscope.store.diffs import StoredDiff
+
+
+def _f(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _p(value: Any) -> str:
+    return "–" if value is None else f"{100 * float(value):.2f} %"
+
+
+def _effect(d: StoredDiff) -> dict[str, Any] | None:
+    if d.kind == "pipeline_diff":
+        effect: dict[str, Any] | None = d.result.get("model_effect")
+        return effect
+    return d.result if d.kind == "task_diff" else None
+
+
+def _figure(d: StoredDiff, png: bytes | None) -> str | None:
+    if png is not None:
+        return png_data_uri(png)
+    if d.kind == "layer_diff":
+        from repliscope.service.web.diff_pages import layer_chart
+
+        return layer_chart(d.result)
+    return None
+
+
+def render_diff_html(d: StoredDiff, png: bytes | None = None) -> str:
+    from repliscope.report.templating import html_environment
+
+    return html_environment().get_template("html/diff-report.html.j2").render(
+        d=d, r=d.result, title=f"{d.kind.replace('_', ' ')} {d.manifest_name}".strip(), f=_f, p=_p,
+        effect=_effect(d), figure=_figure(d, png))
+
+
+def render_diff_markdown(d: StoredDiff, png: bytes | None = None) -> str:
+    r = d.result
+    lines = [f"# {d.kind.replace('_', ' ')} {d.manifest_name}".rstrip(), "", f"diff `{d.diff_id}` · "
+             f"{d.created_at:%Y-%m-%d %H:%M:%S} UTC", "", f"- A: {d.a}", f"- B: {d.b}",
+             f"- verdict: **{d.verdict}**: {d.summary}"]
+    if d.kind == "pipeline_diff":
+        lines += ["", r.get("output_message", ""), "", f"max |error| {_f(r.get('max_abs_error'))}, values differing "
+                  f"{_p(r.get('fraction_differing'))}, tolerance {_f(r.get('tolerance'))}", ""]
+        lines += [f"- hint: {h}" for h in r["diagnosis"].get("hints", [])]
+        if r["diagnosis"].get("candidates"):
+            lines += ["", "| variant | residual max abs error |", "|---|---|"]
+            lines += [f"| {c['variant']} | {_f(c['max_abs_error'])} |" for c in r["diagnosis"]["candidates"]]
+        if r.get("first_divergent_stage"):
+            lines += ["", f"First divergent stage: **{r['first_divergent_stage']}**"]
+        t = r.get("timing") or {}
+        if t.get("samples_timed"):
+            lines += ["", f"Timing: manifest {t['reference_ms_per_image']:.2f} ms/image, candidate "
+                      f"{t['candidate_ms_per_image']:.2f} ms/image, ratio {t['ratio']:.2f}"]
+    effect = _effect(d)
+    if effect:
+        lines += ["", f"Agreement {_p(effect.get('agreement'))} over {effect.get('compared')} samples, "
+                  f"{len(effect.get('flips') or [])} flipped"]
+    figure = _figure(d, png)
+    if figure:
+        lines += ["", f"![figure]({figure})"]
+    return "\n".join(lines) + "\n"
+
+
+def write_diff_report(d: StoredDiff, png: bytes | None, path: Path, fmt: str = "html") -> Path:
+    """Write the report of a stored diff as ``html`` or ``md`` to ``path``."""
+    if fmt not in ("html", "md"):
+        raise RepliscopeError(f"unknown report format '{fmt}' (allowed: html, md)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_diff_html(d, png) if fmt == "html" else render_diff_markdown(d, png), encoding="utf-8")
+    return path
