@@ -131,7 +131,7 @@ def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rul
 
 
 NATIVE_RUNTIMES = {"torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow",
-                   "keras": "keras"}
+                   "keras": "keras", "darknet": "darknet"}
 """Manifest ``framework.name`` -> the runtime that runs its own format when --runtime is not given (an ONNX
 source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."""
 
