@@ -18,7 +18,8 @@ from tests.conftest import EXAMPLES
 SOURCES = [p.read_text() for p in sorted(EXAMPLES.glob("*.yaml"))]
 SNIPPETS = ["!!python/object/apply:os.system [ls]", "!foo", "!!binary aGk=", "&a", "*a", "*missing", "<<: *a",
             "&b [*b]", "{", "]", ": :", "- ", "\t", "'", '"', "!!int x", "? [1]", "0.751", "-1", "null", "~",
-            "yes", "1e999", ".nan", "CHANGE-ME", "../../etc/passwd", "/etc/passwd", "v1.0.0", "01.0.0"]
+            "yes", "1e999", ".nan", ".inf", "-.inf", "1.0e+400", "9" * 40, "[" * 40, "CHANGE-ME",
+            "../../etc/passwd", "/etc/passwd", "v1.0.0", "01.0.0"]
 
 Mutation = tuple[str, int, int, str]
 mutation = st.tuples(

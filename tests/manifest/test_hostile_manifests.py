@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from repliscope.errors import ManifestError, ManifestErrors
 from repliscope.manifest.limits import check_data, check_numbers, read_limited
@@ -151,3 +153,42 @@ def test_the_safe_inputs_guide_lists_every_limit() -> None:
     page = (Path(__file__).parents[2] / "docs" / "guides" / "safe-inputs.md").read_text()
     block = page.split("<!-- limits-table:start -->\n", 1)[1].split("<!-- limits-table:end -->", 1)[0]
     assert block == markdown_table()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10 ** 30), max_value=10 ** 30)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4),
+    max_leaves=60)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(json_values)
+def test_check_data_property(data: object) -> None:
+    """Any JSON-like value: check_data returns or raises ManifestError; a non-finite float or an integer beyond
+    64 bits anywhere is always refused, naming that field."""
+    bad = _bad_numbers(data, ())
+    try:
+        check_data(data, "cfg.json")
+    except ManifestError as exc:
+        fields = [e.field or "" for e in exc.errors]
+        assert bad or "nested" in str(exc) or "values" in str(exc), str(exc)
+        assert not bad or set(fields) <= set(bad) | {""}
+        return
+    assert not bad
+
+
+def _bad_numbers(value: object, at: tuple[str | int, ...]) -> list[str]:
+    from repliscope.manifest.yaml_lines import format_path
+
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return [format_path(at)]
+    if isinstance(value, int) and abs(value) > 2 ** 63 - 1:
+        return [format_path(at)]
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in _bad_numbers(v, (*at, str(k)))]
+    if isinstance(value, list):
+        return [f for i, v in enumerate(value) for f in _bad_numbers(v, (*at, i))]
+    return []
