@@ -29,12 +29,31 @@ def _effect(d: StoredDiff) -> dict[str, Any] | None:
     return d.result if d.kind == "task_diff" else None
 
 
+def layer_chart(result: dict[str, Any]) -> str | None:
+    """A layer diff's per-layer error chart (:func:`repliscope.diff.plot.plot_layer_errors`) as a ``data:`` URI;
+    None when the result does not validate as a layer diff."""
+    import tempfile
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from repliscope.diff.layer_result import LayerDiffResult
+    from repliscope.diff.plot import plot_layer_errors
+
+    try:
+        parsed = LayerDiffResult.model_validate(result)
+    except ValidationError:
+        return None
+    with tempfile.TemporaryDirectory(prefix="repliscope-chart-") as tmp:
+        path = plot_layer_errors(parsed, Path(tmp) / "layers.png")
+        data = path.read_bytes()
+    return png_data_uri(data)
+
+
 def _figure(d: StoredDiff, png: bytes | None) -> str | None:
     if png is not None:
         return png_data_uri(png)
     if d.kind == "layer_diff":
-        from repliscope.service.web.diff_pages import layer_chart
-
         return layer_chart(d.result)
     return None
 

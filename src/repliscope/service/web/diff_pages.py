@@ -5,7 +5,6 @@ viewers only (the pages' :data:`~repliscope.service.web.routes.SignedIn` depende
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -80,32 +79,14 @@ def _layer_chart(diff_id: str, result: dict[str, Any]) -> str | None:
         if diff_id in _CHARTS:
             _CHARTS.move_to_end(diff_id)
             return _CHARTS[diff_id]
+    from repliscope.report.diff_report import layer_chart
+
     chart = layer_chart(result)
     with _CHARTS_LOCK:
         _CHARTS[diff_id] = chart
         while len(_CHARTS) > _CHARTS_KEPT:
             _CHARTS.popitem(last=False)
     return chart
-
-
-def layer_chart(result: dict[str, Any]) -> str | None:
-    """A layer diff's chart PNG as a ``data:`` URI (None when the result does not validate)."""
-    import tempfile
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from repliscope.diff.layer_result import LayerDiffResult
-    from repliscope.diff.plot import plot_layer_errors
-
-    try:
-        parsed = LayerDiffResult.model_validate(result)
-    except ValidationError:
-        return None
-    with tempfile.TemporaryDirectory(prefix="repliscope-chart-") as tmp:
-        path = plot_layer_errors(parsed, Path(tmp) / "layers.png")
-        data = path.read_bytes()
-    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def _fmt(value: Any) -> str:
