@@ -214,6 +214,10 @@ def test_cli_json_exit_codes_and_store(images: Dataset, tmp_path: Path) -> None:
     shape = runner.invoke(app, ["diff", str(LITE0), "--pipeline", f"{CANDIDATES}:not_cropped", "--dataset", folder,
                                 "--limit", "2", "--db", db])
     assert shape.exit_code == 2 and "the crop (or the resize to the input size) is missing" in shape.stderr
+    stray = runner.invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--limit", "2"])
+    assert stray.exit_code == 2 and "go with --pipeline FILE.py:NAME" in stray.stderr
+    mixed = runner.invoke(app, ["diff", str(LITE0), "--pipeline", f"{CANDIDATES}:lite0", "--layers"])
+    assert mixed.exit_code == 2 and "--pipeline compares your pre-processing" in mixed.stderr
     listed = runner.invoke(app, ["diffs", "list", "--json", "--db", db])
     rows = json.loads(listed.stdout)["diffs"]
     assert [(r["kind"], r["verdict"], r["has_figure"]) for r in rows] == [
