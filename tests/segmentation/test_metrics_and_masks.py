@@ -91,3 +91,16 @@ def test_coco_semantic_masks_and_overlap_rules(tmp_path: Path) -> None:
     assert (void[4:6, 4:6] == VOID).all() and (void[0:4, 0:4] == 1).all() and (void[6:8, 4:8] == 2).all()
     with pytest.raises(DatasetError, match="allowed: annotation_order, smaller_on_top, void"):
         load_coco(root, mask_overlap="first")
+
+
+def test_coco_instances_and_size_buckets(tmp_path: Path) -> None:
+    from repliscope.units.segmentation import size_buckets
+
+    sample = load_coco(_coco(tmp_path)).samples[0]
+    assert sample.mask is not None
+    found = sample.mask.instances(None)
+    assert found is not None and [(c, int(m.sum())) for c, m in found] == [(1, 36), (2, 16)]  # the crowd left out
+    assert [c for c, _ in sample.mask.instances(frozenset({2})) or []] == [2]
+    buckets = size_buckets([[[1, 100, 50], [1, 2000, 2000]], [[1, 10000, 0]]], replicates=50, seed=0)
+    assert [(b.name, b.n_objects, b.recall) for b in buckets] == [("small", 1, 0.5), ("medium", 1, 1.0),
+                                                                   ("large", 1, 0.0)]

@@ -34,3 +34,9 @@ def test_coco_person_iou(which: str, runtime: str) -> None:
     assert iou["background"] == pytest.approx(want["background"], abs=1e-4)
     assert [row["gt_pixels"] for row in record.per_class] == [38941549, 3792889]  # the COCO person masks, exact
     assert record.dataset["categories_evaluated"] == [[1, "person"]]
+    from repliscope.units.segmentation import mask_units
+
+    sizes = mask_units(record.samples, replicates=100).sizes
+    assert [(b.name, b.n_objects) for b in sizes] == [("small", 116), ("medium", 112), ("large", 95)]
+    if (which, runtime) == ("general", "tflite"):
+        assert [round(b.recall or 0, 4) for b in sizes] == [0.077, 0.3354, 0.7271]

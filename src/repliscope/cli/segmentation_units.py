@@ -49,6 +49,7 @@ def segmentation_units(record: EvaluationRecord, reference: EvaluationRecord | N
         emit_json({"run_id": record.run_id, "reference_id": reference.run_id if reference else None,
                    "against": units.against, "band": units.band, "skipped": units.skipped,
                    "stats": [dataclasses.asdict(s) for s in units.stats], "diagnosis": units.diagnosis,
+                   "sizes": [dataclasses.asdict(b) for b in units.sizes],
                    "images": [dataclasses.asdict(u) for u in units.images], "flagged": flagged})
     else:
         console.print(f"[bold]run[/] {record.run_id}" + (f"  [bold]reference[/] {reference.run_id}" if reference
@@ -59,6 +60,11 @@ def segmentation_units(record: EvaluationRecord, reference: EvaluationRecord | N
                     [[NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
                       "-" if s.ci_low is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]", s.n]
                      for s in units.stats])
+        if units.sizes:
+            print_table("object recall by size (COCO area ranges; mean over objects, 95 % bootstrap over images)",
+                        ["size", "objects", "recall", "interval"],
+                        [[b.name, b.n_objects, "-" if b.recall is None else f"{b.recall:.4f}",
+                          "-" if b.ci_low is None else f"[{b.ci_low:.4f}, {b.ci_high:.4f}]"] for b in units.sizes])
         for line in units.diagnosis or ["no systematic displacement of the masks"]:
             console.print(f"diagnosis {line}", highlight=False)
         if report is not None:

@@ -64,6 +64,10 @@ class MaskTruth(Protocol):
 
     def read(self, keep: frozenset[int] | None) -> np.ndarray: ...
 
+    def instances(self, keep: frozenset[int] | None) -> list[tuple[int, np.ndarray]] | None:
+        """The image's object instances of the kept categories as (category id, bool (H, W) mask), in
+        annotation order; None when the dataset has no instances (a VOC class PNG)."""
+
     def fingerprint(self) -> str | None:
         """What the dataset identity hashes of this mask (e.g. the PNG's sha256); None when the identity already
         covers it (COCO: the annotation boxes, from the same instances file)."""

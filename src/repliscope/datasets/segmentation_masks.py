@@ -57,6 +57,18 @@ class CocoMaskIndex:
                     self._coco = COCO(str(self.annotations))
             return self._coco
 
+    def instances(self, image_id: int, keep: frozenset[int] | None) -> list[tuple[int, np.ndarray]]:
+        """(category id, bool mask) of each non-crowd annotation of a kept category, in annotation-id order."""
+        coco = self.coco()
+        anns = sorted((a for a in coco.imgToAnns.get(image_id, []) if not a.get("iscrowd")
+                       and (keep is None or a["category_id"] in keep)), key=lambda a: a["id"])
+        out = []
+        for ann in anns:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                out.append((int(ann["category_id"]), coco.annToMask(ann).astype(bool)))
+        return out
+
     def semantic(self, image_id: int, height: int, width: int, keep: frozenset[int] | None) -> np.ndarray:
         """int32 (height, width): category ids of the kept categories, 0 elsewhere (see the module docstring)."""
         coco = self.coco()
@@ -105,3 +117,7 @@ class CocoMask:
     def fingerprint(self) -> str | None:
         """None: the dataset identity hashes the image's annotations (boxes, classes, crowd flags) already."""
         return None
+
+    def instances(self, keep: frozenset[int] | None) -> list[tuple[int, np.ndarray]] | None:
+        """The non-crowd instances of the kept categories, rasterised (crowd regions are not objects)."""
+        return self.index.instances(self.image_id, keep)

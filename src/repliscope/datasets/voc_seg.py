@@ -72,6 +72,10 @@ class VocMask:
     path: Path
     categories: dict[int, str]
 
+    def instances(self, keep: frozenset[int] | None) -> list[tuple[int, np.ndarray]] | None:
+        """None: class PNGs carry no instances (SegmentationObject/ is not read)."""
+        return None
+
     def fingerprint(self) -> str | None:
         """The mask PNG's sha256 (the dataset identity covers the masks), or why it cannot be read."""
         import hashlib

@@ -42,6 +42,9 @@ class SegmentationSample(_Model):
     void_pixels: int = 0
     predicted: dict[str, str] | None = None
     truth: dict[str, str] | None = None
+    instances: list[list[int]] | None = None
+    """Datasets with object instances (COCO): per non-crowd instance of a scored category ``[class index,
+    pixels, pixels predicted as its class]`` (per-object-size recall in unit evaluation); None otherwise."""
 
 
 class SamplePrediction(_Model):

@@ -107,6 +107,10 @@ def segmentation_units_view(record: EvaluationRecord, sink: ImageSink, images: I
                    + (f" ({units.skipped} without kept masks left out)" if units.skipped else "")
                    + f"; boundary band: pixels within {units.band} px of a class boundary of the truth.")
     summary += [f"Diagnosis: {line}." for line in units.diagnosis]
+    if units.sizes:
+        summary.append("Object recall by size (COCO area ranges, mean over objects): " + "; ".join(
+            f"{b.name} {b.recall:.4f} [{b.ci_low:.4f}, {b.ci_high:.4f}] over {b.n_objects} objects"
+            if b.recall is not None else f"{b.name}: no object" for b in units.sizes) + ".")
     rows = [UnitRow(NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
                     "-" if s.ci_low is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]", str(s.n),
                     s.significant and s.name.startswith("displacement"))

@@ -199,6 +199,7 @@ class SemanticSegmentation(Task):
             if raw.shape != m.labels.shape:
                 raise SampleError(f"the ground-truth mask is {raw.shape[1]}x{raw.shape[0]} (width x height), the "
                                   f"image {m.labels.shape[1]}x{m.labels.shape[0]}")
+            objects = sample.mask.instances(mapping.keep)
             truth, unknown = mapping.to_model(raw)
             if m.void_as_background:
                 truth = np.where(truth < 0, mapping.background, truth).astype(np.int32)
@@ -215,10 +216,13 @@ class SemanticSegmentation(Task):
                            else None)
         truth_rle = rle_of(truth, range(k), {"void": void} if void.any() else None)
         small = sum(len(v) for v in predicted.values()) + sum(len(v) for v in truth_rle.values()) <= MAX_RLE_CHARS
+        instances = None if objects is None else [
+            [mapping.lookup[c], int(obj.sum()), int((m.labels[obj] == mapping.lookup[c]).sum())]
+            for c, obj in objects if obj.shape == m.labels.shape]
         seg = SegmentationSample(size_hw=(int(m.labels.shape[0]), int(m.labels.shape[1])), num_classes=k,
                                  confusion=[[int(t), int(p), int(counts[t, p])] for t, p in nz],
                                  void_pixels=int(void.sum()), predicted=predicted if small else None,
-                                 truth=truth_rle if small else None)
+                                 truth=truth_rle if small else None, instances=instances)
         return SamplePrediction(sample_id=sample.id, label=sample.label, segmentation=seg)
 
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset) -> list[MetricValue]:

@@ -8,6 +8,10 @@ back by it agrees best with the truth (ties: the smallest). Over images: medians
 intervals (seeded); a shift is **diagnosed** when the median dy or dx is not 0 and its interval excludes 0 (a
 systematic k-px displacement of the masks, e.g. a half-pixel vs corner-aligned mix-up upsampled by a large
 factor).
+
+Per object size (datasets with instances: COCO): each non-crowd object's recall (its pixels predicted as its
+class), averaged over the objects of each COCO area range (small < 32², medium < 96², large; pixel counts of the
+rasterised mask), with a bootstrap interval over images.
 """
 
 from __future__ import annotations
@@ -50,6 +54,18 @@ class Stat:
         return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 0 or self.ci_high < 0)
 
 
+SIZE_RANGES = (("small", 0, 32 ** 2), ("medium", 32 ** 2, 96 ** 2), ("large", 96 ** 2, float("inf")))
+
+
+@dataclass(frozen=True)
+class SizeBucket:
+    name: str
+    n_objects: int
+    recall: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
 @dataclass
 class MaskUnits:
     images: list[ImageUnits]
@@ -59,6 +75,28 @@ class MaskUnits:
     diagnosis: list[str] = field(default_factory=list)
     skipped: int = 0
     """Samples without kept masks (failed, or masks too large to keep) left out."""
+    sizes: list[SizeBucket] = field(default_factory=list)
+    """Per-object-size recall against the ground truth (empty without instances, or against a reference)."""
+
+
+def size_buckets(per_image: Sequence[Sequence[Sequence[int]]], replicates: int, seed: int) -> list[SizeBucket]:
+    """Mean object recall per COCO area range; ``per_image``: each image's ``[class, pixels, hit]`` rows."""
+    rng = np.random.default_rng(seed)
+    n = len(per_image)
+    draws = rng.integers(0, n, (replicates, n)) if n else np.zeros((replicates, 0), int)
+    out = []
+    for name, lo, hi in SIZE_RANGES:
+        sums = np.array([sum(h / p for _, p, h in rows if lo <= p < hi and p) for rows in per_image], float)
+        counts = np.array([sum(1 for _, p, _ in rows if lo <= p < hi and p) for rows in per_image], float)
+        total = int(counts.sum())
+        if not total:
+            out.append(SizeBucket(name, 0, None, None, None))
+            continue
+        rep_n = counts[draws].sum(axis=1)
+        reps = sums[draws].sum(axis=1)[rep_n > 0] / rep_n[rep_n > 0]
+        low, high = np.percentile(reps, [2.5, 97.5])
+        out.append(SizeBucket(name, total, float(sums.sum() / total), float(low), float(high)))
+    return out
 
 
 def boundary_band(truth: np.ndarray, band: int) -> np.ndarray:
@@ -156,8 +194,11 @@ def mask_units(run: Sequence[SamplePrediction], reference: Sequence[SamplePredic
                          ("displacement_dx", [float(u.displacement[1]) for u in images if u.displacement])):
         st = _bootstrap_median(values, replicates, seed)  # type: ignore[arg-type]
         stats.append(Stat(name, st.median, st.ci_low, st.ci_high, st.n))
+    objects = [s.segmentation.instances for s in run if s.error is None and s.segmentation is not None
+               and s.segmentation.instances is not None]
+    sizes = size_buckets(objects, replicates, seed) if reference is None and objects else []
     out = MaskUnits(images, stats, band, "the reference run" if reference is not None else "the ground truth",
-                    skipped=skipped)
+                    skipped=skipped, sizes=sizes)
     dy, dx = stats[3], stats[4]
     if (dy.significant and dy.median) or (dx.significant and dx.median):
         out.diagnosis.append(f"masks displaced by dy {dy.median:+.0f} px, dx {dx.median:+.0f} px (median over "
