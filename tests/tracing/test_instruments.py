@@ -116,7 +116,7 @@ def test_a_runtime_without_instrumentation_is_an_error() -> None:
         name = "keras_jax"
 
     with pytest.raises(RepliscopeError, match=r"no framework-level tracing for runtime 'keras_jax' \(allowed: "
-                                              r"onnxruntime, opencv_dnn, tensorflow, tflite, torch\)"):
+                                              r"darknet, onnxruntime, opencv_dnn, tensorflow, tflite, torch\)"):
         make_tracer("framework", otel=False).instrument(Other()).__enter__()
 
 
