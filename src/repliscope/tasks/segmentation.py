@@ -302,7 +302,7 @@ def check_postprocess(m: Manifest, post: Sequence[PostOp]) -> list[tuple[str, tu
         errors.append((f"output '{first.output}' is not one of the manifest's outputs "  # type: ignore[attr-defined]
                        f"({', '.join(outputs)})", ("postprocess", 0, "output")))
     elif first.activated != (out.kind == "mask_probabilities"):  # type: ignore[attr-defined]
-        errors.append((f"outputs '{out.name}' is of kind {out.kind}: activated must be "
+        errors.append((f"output '{out.name}' is of kind {out.kind}: activated must be "
                        f"{str(out.kind == 'mask_probabilities').lower()}", ("postprocess", 0, "activated")))
     labelers = [i for i, n in enumerate(names) if n in ("mask_argmax", "mask_threshold")]
     resizes = [i for i, n in enumerate(names) if n == "mask_resize"]
@@ -336,6 +336,6 @@ def check_postprocess(m: Manifest, post: Sequence[PostOp]) -> list[tuple[str, tu
     if out is not None and "mask_argmax" in names and out.shape and out.layout in ("NHWC", "NCHW"):
         c = out.shape[-1] if out.layout == "NHWC" else out.shape[1]
         if c not in (-1, k):
-            errors.append((f"outputs '{out.name}' has {c} class channels, labels.num_classes is {k}",
+            errors.append((f"output '{out.name}' has {c} class channels, labels.num_classes is {k}",
                            ("outputs", list(outputs).index(out.name), "shape")))
     return errors
