@@ -189,6 +189,7 @@ def test_output_conversion_and_shape_causes() -> None:
         "the crop (or the resize to the input size) is missing")
     assert "alpha channel kept" in str(align(np.zeros((224, 224, 4)), (3, 224, 224), "NCHW").error)
     assert "a batch of 2 samples" in str(align(np.zeros((2, 3, 224, 224)), (3, 224, 224), "NCHW").error)
+    assert str(align(np.array(["a"] * 3), (3,), "NC").error).startswith("dtype <U1 is not a number type")
 
 
 def test_cli_json_exit_codes_and_store(images: Dataset, tmp_path: Path) -> None:

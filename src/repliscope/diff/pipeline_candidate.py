@@ -167,6 +167,9 @@ def align(arr: np.ndarray, expected: tuple[int, ...], layout: str) -> Aligned:
     """``arr`` as an array of shape ``expected`` (one sample, -1 = any size): a leading batch axis of 1 dropped,
     HWC <-> CHW transposed when only that makes the shapes agree; else the mismatch with its likely cause."""
     notes: list[str] = []
+    if arr.dtype.kind not in "biuf":
+        return Aligned(None, (), f"dtype {arr.dtype} is not a number type (the model takes numbers: uint8 or float; "
+                                 "a list of arrays or strings was returned?)")
     if arr.ndim == len(expected) + 1 and arr.shape[0] == 1:
         arr = arr[0]
         notes.append("a batch axis of 1 was dropped")
