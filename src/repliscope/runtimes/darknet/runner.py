@@ -67,6 +67,11 @@ class DarknetRunner(Runner):
             read_weights(weights, network)  # Darknet would read past a short file silently: refuse it first
         except DarknetFormatError as exc:
             raise ModelLoadError(str(exc)) from exc
+        want = (network.channels, network.height, network.width)
+        if tuple(self.artifact.input_shape[1:]) != want:
+            raise ModelLoadError(f"the manifest's input shape {list(self.artifact.input_shape)} differs from the cfg's "
+                                 f"[net] channels x height x width {list(want)} ({cfg}); libdarknet allocates its "
+                                 "layers for the cfg's size")
         for name in self.artifact.output_names:
             try:
                 network.layer(name)
