@@ -71,3 +71,10 @@ def test_sweep_scores_delta_miou(prepared: PreparedRun, tmp_path: Path) -> None:
     assert void is not None and void["pixel_agreement"] == 1.0 and void["delta_miou"] < 0
     accuracy = by["mask_void_as_background"].metric("pixel_accuracy")
     assert accuracy is not None and accuracy.value == pytest.approx(1 - 16 / (4 * 64 * 64))
+    from repliscope.report.build import build_sweep_view
+
+    view = build_sweep_view(out.result, {r.run_id: r for r in out.records})
+    assert view.pitfall_headers[:5] == ["mIoU", "95 % interval", "person/fg IoU", "paired n", "Δ mIoU (paired)"]
+    rows = {r.name: r for r in view.pitfalls}
+    assert rows["reference"].top1 == "1.0000" and rows["mask_upsample_nearest"].delta_top1 == "+0.0000"
+    assert rows["mask_class_id_plus_1"].significant and rows["mask_class_id_plus_1"].flips == "4/4"

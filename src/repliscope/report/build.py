@@ -10,6 +10,7 @@ from repliscope.pitfalls.result import SweepResult
 from repliscope.report import detection_sections as ds
 from repliscope.report import pitfall_sections as ps
 from repliscope.report import sections as sec
+from repliscope.report import segmentation_sections as sg
 from repliscope.report.view import ExtraFigure, ImageSink, ReportView, Section
 
 LAYER_DIFF = Section("layer-diff", "Layer differences")
@@ -93,7 +94,8 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
                 Section("pitfalls", "Pitfalls"), Section("deltas", "Δ top-1 per variant"),
                 Section("visual", "Visual testing"), Section("provenance", "Provenance")]
     n = sweep.dataset.get("num_samples")
-    detection = ds.is_detection(sweep)
+    detection = ds.is_detection(sweep)  # also true for segmentation (paired by its task), whose columns differ
+    segmentation = sg.is_segmentation(sweep)
     if detection:  # no top-1: the Δ top-1 chart and flip lists do not apply
         sections = [s for s in sections if s.id != "deltas"]
         deltas, deltas_note = None, ""
@@ -104,17 +106,20 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
         sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(sweep.claims, sweep.reference.metrics),
         claim_figure=sec.claim_figure(sweep.claims, sweep.reference.metrics, sink),
         metrics=sec.metric_rows(sweep.reference.metrics),
-        metrics_count_header="n" if sweep.reference.metric("AP") is not None else "correct / n",
+        metrics_count_header="n" if sweep.reference.metric("AP") or segmentation else "correct / n",
         metrics_note=(f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
                       f"{'' if n is None else f', {n} samples'}; "
-                      + ("COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+                      + ("fractions, 95 % percentile bootstrap intervals over images." if segmentation
+                         else "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
                          + _left_out_note(ref_record.dataset if ref_record else {})
                          if detection else "95 % Wilson score intervals.")),
         provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,
                                   sweep.dataset, sweep.options, ps.sweep_timings(sweep.timings, sweep.variants)),
-        pitfalls=ds.detection_rows(sweep) if detection else ps.pitfall_rows(sweep),
-        pitfalls_caption=ds.detection_caption(sweep) if detection else ps.pitfalls_caption(sweep),
-        pitfall_headers=list(ds.HEADERS) if detection else [],
+        pitfalls=(sg.segmentation_rows(sweep, records) if segmentation else ds.detection_rows(sweep) if detection
+                  else ps.pitfall_rows(sweep)),
+        pitfalls_caption=(sg.segmentation_caption(sweep) if segmentation else ds.detection_caption(sweep)
+                          if detection else ps.pitfalls_caption(sweep)),
+        pitfall_headers=list(sg.SWEEP_HEADERS if segmentation else ds.HEADERS) if detection else [],
         flips=[] if detection else ps.flip_lists(sweep, records, namer), deltas=deltas, deltas_note=deltas_note,
         visual=ps.visual_panels(sweep, namer, sink), extra_figures=sec.extra_figure_views(extra_figures, sink))
 

@@ -4,14 +4,17 @@ with the lowest foreground IoU. It fills the units section (:class:`UnitsView`) 
 
 from __future__ import annotations
 
+import dataclasses
 import io
+from collections.abc import Mapping
 from dataclasses import fields
 
 import numpy as np
 
 from repliscope.evaluation.record import EvaluationRecord
+from repliscope.pitfalls.result import SweepResult, VariantOutcome
 from repliscope.report.units_sections import SECTION, DetectionRunView, ImageReader, UnitRow, UnitsView
-from repliscope.report.view import FigureView, Image, ImageSink, ReportView
+from repliscope.report.view import FigureView, Image, ImageSink, PitfallRow, ReportView
 from repliscope.tasks.segmentation import labels_of_rle
 
 OVERLAYS = 3
@@ -156,3 +159,61 @@ def with_segmentation(view: ReportView, record: EvaluationRecord, sink: ImageSin
     values = {f.name: getattr(view, f.name) for f in fields(view) if f.name != "units"}
     values["sections"] = sections
     return DetectionRunView(**values, units=units)
+
+
+SWEEP_HEADERS = ("mIoU", "95 % interval", "person/fg IoU", "paired n", "Δ mIoU (paired)", "Δ mIoU 95 % interval",
+                 "pixels agreeing", "images differ", "pixel accuracy")
+"""The pitfall table's metric columns for a segmentation sweep, in the classification columns' places."""
+
+
+def is_segmentation(sweep: SweepResult) -> bool:
+    return sweep.reference.metric("mIoU") is not None or any(
+        (v.paired_task or {}).get("delta_miou") is not None for v in sweep.variants)
+
+
+def _frac(x: float | None, digits: int = 4) -> str:
+    from repliscope.report import formatting as fmt
+
+    return fmt.DASH if x is None else f"{float(x):.{digits}f}"
+
+
+def segmentation_row(outcome: VariantOutcome, records: Mapping[str, EvaluationRecord] | None,
+                     is_reference: bool = False) -> PitfallRow:
+    """:func:`repliscope.report.pitfall_sections.pitfall_row` with mIoU, the foreground class's IoU (from the
+    variant's record when given), ΔmIoU with its paired interval, pixel agreement and images that differ."""
+    from repliscope.report import formatting as fmt
+    from repliscope.report import pitfall_sections as ps
+
+    row = ps.pitfall_row(outcome, is_reference)
+    miou, acc = outcome.metric("mIoU"), outcome.metric("pixel_accuracy")
+    record = (records or {}).get(outcome.run_id or "") or (records or {}).get(outcome.name)
+    fg = None
+    if record is not None and record.per_class and len(record.per_class) == 2:
+        fg = record.per_class[1].get("iou")
+    p = outcome.paired_task or {}
+    low, high = p.get("delta_miou_ci_low"), p.get("delta_miou_ci_high")
+    n = p.get("n_samples")
+    return dataclasses.replace(
+        row, top1=_frac(miou.value if miou else None),
+        top1_interval=f"[{miou.ci_low:.4f}, {miou.ci_high:.4f}]" if miou else fmt.DASH, top5=_frac(fg),
+        paired_n=fmt.DASH if n is None else str(n),
+        delta_top1=fmt.DASH if p.get("delta_miou") is None else f"{p['delta_miou']:+.4f}",
+        p=fmt.DASH if low is None or high is None else f"[{low:+.4f}, {high:+.4f}]",
+        significant=low is not None and high is not None and (low > 0 or high < 0),
+        agreement=fmt.DASH if p.get("pixel_agreement") is None else fmt.pct(p["pixel_agreement"]),
+        flips=fmt.DASH if n is None else f"{p.get('flipped_images')}/{n}", mean_kl=_frac(acc.value if acc else None))
+
+
+def segmentation_rows(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None) -> list[PitfallRow]:
+    return [segmentation_row(sweep.reference, records, True)] + [segmentation_row(v, records)
+                                                                 for v in sweep.variants]
+
+
+def segmentation_caption(sweep: SweepResult) -> str:
+    n = sweep.dataset.get("num_samples")
+    on = f"{sweep.dataset.get('name', 'the dataset')}" + (f" ({n} images)" if n is not None else "")
+    return (f"Each variant makes one change to the reference pipeline and runs on the same images of {on}. mIoU "
+            "(with its 95 % bootstrap interval over images), the foreground class's IoU (two-class models, when "
+            "the variant's record is at hand) and pixel accuracy are over each variant's own images. Against the "
+            "reference's masks on the images both evaluated: Δ mIoU and its paired bootstrap interval (* when it "
+            "excludes 0), the pixels with the same label and the images whose masks differ.")
