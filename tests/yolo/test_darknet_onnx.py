@@ -97,3 +97,21 @@ def test_onnxruntime_runs_the_darknet_source_through_the_cached_conversion(tmp_p
     again = create_runner("onnxruntime", prepared.artifact, 1, tmp_path)
     again.load()
     assert again.notes["conversion"]["cached"] is True
+
+
+@pytest.mark.slow
+def test_cli_layer_diff_darknet_onnxruntime() -> None:
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+    from tests.yolo._assets import MANIFEST, need_coco, seed_cache
+
+    need_darknet()
+    seed_cache()
+    args = ["diff", str(MANIFEST), "--runtimes", "darknet", "onnxruntime", "--layers", "--batch", "1", "--dataset",
+            f"coco:{need_coco()}"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "golden    24/24 passed" in res.output and "carried   24/24 passed" in res.output
+    bad = CliRunner().invoke(app, [*args[:5], "--layers", "--candidate", "x.onnx"])
+    assert bad.exit_code == 2 and "no --candidate" in bad.output

@@ -109,7 +109,7 @@ def verify_layers(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[
                                     failed=sum(not e.passed for e in compared),
                                     max_ratio=max((e.ratio for e in compared), default=0.0),
                                     reference_units=len(net.layers))
-    notes = [f"reference: libdarknet layer outputs (net->layers[i].output) of {cfg.name}, "
+    notes = [f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
              "each image run alone",
              f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
              f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off"]
