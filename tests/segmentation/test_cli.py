@@ -64,3 +64,22 @@ def test_units_and_compare(stored: tuple[str, str]) -> None:
     assert compared.exit_code == 0, compared.output
     assert "paired    B against A on 4 images: mIoU 1.0000 -> " in compared.output
     assert "3 images differ" in compared.output  # image d has no foreground: moving it changes nothing
+
+
+def test_diff_runtimes_and_records(stored: tuple[str, str], tmp_path: Path) -> None:
+    db, run_id = stored
+    voc = write_voc(tmp_path / "voc")
+    res = CliRunner().invoke(app, ["diff", str(MANIFEST), "--runtimes", "onnxruntime", "opencv_dnn", "--dataset",
+                                   f"voc_seg:{voc}", "--db", db])
+    assert res.exit_code == 0, res.output
+    assert "masks identical on 100.00 % (4/4)" in res.output
+    assert "pixels    with the same label: 100.0000 %" in res.output
+    with RunStore(db) as store:
+        shifted = _shifted(store.get(run_id))
+        store.save(shifted)
+    from repliscope.diff.task import diff_records
+
+    with RunStore(db) as store:
+        r = diff_records(store.get(run_id), store.get(shifted.run_id))
+    assert r.task == "semantic_segmentation" and r.compared == 4 and r.agreements == 1
+    assert r.paired is not None and r.paired["flipped_images"] == 3 and r.paired["pixel_agreement"] < 1

@@ -443,6 +443,8 @@ def print_task_diff(r: TaskDiffResult) -> None:
     agree = "n/a" if r.agreement is None else f"{100 * r.agreement:.2f} %"
     if r.task == "object_detection":
         print_detection_figures(r, agree)
+    elif r.task == "semantic_segmentation":
+        print_segmentation_figures(r, agree)
     else:
         console.print(f"samples   {r.compared} compared, top-1 agreement {agree} ({r.agreements}/{r.compared}), "
                       f"{len(r.flips)} flipped")
@@ -469,6 +471,19 @@ def print_task_diff(r: TaskDiffResult) -> None:
         console.print(flips)
     for note in r.notes:
         console.print(f"[dim]note: {note}[/]")
+
+
+def print_segmentation_figures(r: TaskDiffResult, agree: str) -> None:
+    """A segmentation diff's paired figures (B's masks against A's): identical masks, pixel agreement, mIoU
+    delta with its paired interval (:meth:`repliscope.tasks.segmentation.SemanticSegmentation.paired`)."""
+    console.print(f"images    {r.compared} compared, masks identical on {agree} ({r.agreements}/{r.compared})")
+    p = r.paired
+    if not p:
+        return
+    agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else f"{100 * p['pixel_agreement']:.4f} %"
+    console.print(f"pixels    with the same label: {agreement}; {p.get('flipped_images')} image(s) differ")
+    console.print(f"mIoU      A {p['miou_reference']:.4f}, B {p['miou_variant']:.4f}, delta {p['delta_miou']:+.4f} "
+                  f"(paired 95 % interval [{p['delta_miou_ci_low']:+.4f}, {p['delta_miou_ci_high']:+.4f}])")
 
 
 def print_detection_figures(r: TaskDiffResult, agree: str) -> None:

@@ -200,19 +200,20 @@ def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
 def _detection_result(source: Literal["records", "runtimes", "pipelines"], a: str, b: str, dataset: str,
                       pairs: list[tuple[SamplePrediction, SamplePrediction]], truth: Dataset | None,
                       outputs: list[OutputError], failed_a: list[str], failed_b: list[str],
-                      notes: list[str], only_in_a: int = 0, only_in_b: int = 0) -> TaskDiffResult:
-    """A detection diff of the evaluated ``pairs`` (A, B) with the task's paired statistics."""
+                      notes: list[str], only_in_a: int = 0, only_in_b: int = 0,
+                      task: str = "object_detection") -> TaskDiffResult:
+    """A detection (or segmentation) diff of the evaluated ``pairs`` (A, B) with the task's paired statistics."""
     from repliscope.tasks.base import get_task
 
-    paired = get_task("object_detection").paired([x for x, _ in pairs], [y for _, y in pairs], truth) \
-        if pairs else None
+    paired = get_task(task).paired([x for x, _ in pairs], [y for _, y in pairs], truth) if pairs else None
     n = int(paired["n_samples"]) if paired else 0
     same = n - int(paired.get("flipped_images", 0)) if paired else 0
     return TaskDiffResult(source=source, a=a, b=b, dataset=dataset, compared=n, failed_a=failed_a,
                           failed_b=failed_b, only_in_a=only_in_a, only_in_b=only_in_b,
                           agreement=same / n if n else None, agreements=same, flips=[], mcnemar=None,
-                          outputs=outputs, per_sample=[], notes=notes, task="object_detection", paired=paired,
-                          agreement_of="images whose detections match one to one (same class, IoU >= 0.5)")
+                          outputs=outputs, per_sample=[], notes=notes, task=task, paired=paired,
+                          agreement_of="images whose masks are identical" if task == "semantic_segmentation"
+                          else "images whose detections match one to one (same class, IoU >= 0.5)")
 
 
 def _pair_samples(a: EvaluationRecord, b: EvaluationRecord, usable: Callable[[SamplePrediction], bool]
@@ -236,7 +237,7 @@ def _pair_samples(a: EvaluationRecord, b: EvaluationRecord, usable: Callable[[Sa
 
 def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
     """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order)."""
-    if a.task == "object_detection" or b.task == "object_detection":
+    if {a.task, b.task} & {"object_detection", "semantic_segmentation"}:
         return _diff_detection_records(a, b)
     acc = _Acc("top-k probabilities of the classes in both runs' top-k (records store only the top-k)")
     tally = _Tally()
@@ -277,7 +278,7 @@ def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDif
     return _detection_result("records", f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
                              f"run {b.run_id} ({b.runtime.get('runtime', '?')})", str(a.dataset.get("name", "")),
                              pairs, dataset_of(a) if a.ground_truth is not None else None, [], failed_a, failed_b,
-                             notes, len(ids_a - ids_b), len(ids_b - ids_a))
+                             notes, len(ids_a - ids_b), len(ids_b - ids_a), task=a.task)
 
 
 def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset: Dataset, *, batch_size: int = 8,
@@ -287,7 +288,7 @@ def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset:
     from repliscope.manifest.loader import load_manifest
 
     loaded = load_manifest(manifest)
-    if loaded.manifest.task == "object_detection":
+    if loaded.manifest.task in ("object_detection", "semantic_segmentation"):  # paired by the task
         return _diff_detection_runtimes(loaded, runtime_a, runtime_b, dataset, batch_size, threads, cache_dir)
     prep_a = prepare(loaded, RunSettings(runtime=runtime_a, threads=threads, batch_size=batch_size,
                                          cache_dir=cache_dir))
@@ -376,7 +377,7 @@ def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, datase
         pairs.extend(zip(recs[0], recs[1], strict=True))
     truth = dataset if all(s.objects is not None for s in samples) and dataset.categories else None
     notes = [f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; both "
-             "post-processed by the manifest, paired by the detection task"]
+             f"post-processed by the manifest, paired by the {task.name} task"]
     if truth is not None:  # AP on the categories the model detects, as evaluate scores a run
         truth, scored = task.restrict(truth, prep_a.class_names)
         if scored.get("categories_left_out"):
@@ -389,7 +390,7 @@ def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, datase
               f"are paired below): {'; '.join(acc.shape_differences[:5])}"
               for name, acc in accs.items() if acc.shape_differences]
     return _detection_result("runtimes", runtime_a, runtime_b, dataset.name, pairs, truth,
-                             [acc.result() for acc in accs.values()], failed, list(failed), notes)
+                             [acc.result() for acc in accs.values()], failed, list(failed), notes, task=task.name)
 
 
 def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None,
