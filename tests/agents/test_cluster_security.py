@@ -50,10 +50,16 @@ def test_the_embedded_cluster_listens_on_loopback_only() -> None:
     with Cluster.connect(None) as cluster:
         opened = sorted(set(_listening(os.getpid())) - before)
         worker = cluster.worker
-        assert worker is not None and worker.address.startswith("tcp://127.0.0.1:")
+        assert worker is not None and worker.address.startswith("tls://127.0.0.1:")  # its own certificates
+        assert cluster.address.startswith("tls://127.0.0.1:") and cluster.certs_dir is not None
+        certs = cluster.certs_dir
+        assert stat.S_IMODE(certs.stat().st_mode) == 0o700
+        with pytest.raises(RepliscopeError, match="cannot connect"):  # a local user without its certificates
+            Cluster.connect(cluster.address.replace("tls://", "tcp://"), timeout=3)
     # the scheduler, its HTTP server, the agent and the agent's HTTP server: four listeners, none on 0.0.0.0
     assert len(opened) == 4, opened
     assert all(ipaddress.ip_address(ip).is_loopback for ip, _ in opened), opened
+    assert not certs.exists()  # its certificates go with it
 
 
 def test_an_agent_for_a_remote_scheduler_needs_an_interface_named() -> None:

@@ -29,7 +29,7 @@ def cluster() -> Iterator[Cluster]:
 def test_the_in_process_agent_is_listed_alive(cluster: Cluster) -> None:
     [agent] = cluster.agents()
     assert agent.alive and agent.capabilities.agent_id == default_agent_id()
-    assert agent.address.startswith("tcp://127.0.0.1:") and cluster.address.startswith("tcp://127.0.0.1:")
+    assert agent.address.startswith("tls://127.0.0.1:") and cluster.address.startswith("tls://127.0.0.1:")
     assert agent.executing == 0 and agent.last_seen is not None
 
 

@@ -32,7 +32,7 @@ def test_agents_lists_the_in_process_agent() -> None:
     assert res.exit_code == 0, res.output
     [agent] = json.loads(res.stdout)
     assert agent["alive"] and agent["capabilities"]["agent_id"] == default_agent_id()
-    assert agent["executing"] == 0 and agent["address"].startswith("tcp://127.0.0.1:")
+    assert agent["executing"] == 0 and agent["address"].startswith("tls://127.0.0.1:")
 
 
 def test_evaluate_on_the_local_scheduler_equals_the_in_process_evaluate_and_stores_once_per_key() -> None:

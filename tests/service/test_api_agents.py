@@ -52,7 +52,7 @@ def test_the_embedded_agent_is_listed_with_this_venvs_versions(
     [agent] = r.json()
     caps = agent["capabilities"]
     assert agent["alive"] is True and agent["executing"] == 0
-    assert agent["address"].startswith("tcp://127.0.0.1:")
+    assert agent["address"].startswith("tls://127.0.0.1:")
     assert caps["agent_id"] == AGENT_ID and caps["hostname"] == socket.gethostname() and caps["pid"] == os.getpid()
     assert caps["runtimes"]["onnxruntime"]["onnxruntime"] == version("onnxruntime")
     assert caps["runtimes"]["torch"]["torch"] == version("torch")

@@ -83,7 +83,7 @@ def test_run_stacks_refuses_a_stack_twice_and_reports_an_agent_that_cannot_start
         run_stacks(RECT, ["current", "abcdef123456"], "onnxruntime", "synthetic_detection")
     (twin.path / "venv" / "lib" / "python3.11" / "site-packages" / "twin.pth").unlink()  # type: ignore[operator]
     with pytest.raises(StackError, match=rf"the agent of stack {twin.key} \(onnxruntime\) exited with code 1 "
-                                         r"before joining tcp://127\.0\.0\.1:\d+:\n.*No module named"):
+                                         r"before joining tls://127\.0\.0\.1:\d+:\n.*No module named"):
         run_stacks(RECT, ["current", twin.key], "onnxruntime", "synthetic_detection", limit=2)
 
 

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -118,12 +119,15 @@ class Cluster:
         self.address: str = client.scheduler.address
         self.security: ClusterSecurity | None = None
         """The TLS of this connection (None: plaintext); agents this process starts use it too."""
+        self.certs_dir: Path | None = None
+        """The in-process cluster's own certificates (removed on :meth:`close`)."""
 
     @classmethod
     def connect(cls, scheduler: str | None, timeout: float = 30.0,
                 security: ClusterSecurity | None = None) -> Cluster:
-        """``None`` or ``"local"``: an in-process scheduler (TCP on 127.0.0.1, a free port, so agent processes of
-        this machine can join it) with one in-process agent (1 thread, agent id ``<hostname>-<pid>``, listening on
+        """``None`` or ``"local"``: an in-process scheduler (TLS on 127.0.0.1 with certificates made for it, a free
+        port, so agent processes this process starts can join it: :func:`local_cluster_security`) with one in-process
+        agent (1 thread, agent id ``<hostname>-<pid>``, listening on
         127.0.0.1 too); ``PROTOCOL://HOST:PORT``: that scheduler, checked by :func:`check_cluster_address`
         (``tls://`` with ``security``'s certificates; plaintext only on loopback unless ``security.insecure``). A
         scheduler that does not answer within ``timeout`` seconds is a RepliscopeError."""
@@ -132,17 +136,30 @@ class Cluster:
         from repliscope.agents.capabilities import default_agent_id
 
         if scheduler is None or scheduler == "local":
+            import shutil
+
+            own = local_cluster_security()
+            dask_security = None if own is None else own[1].dask()
             # the scheduler's HTTP server always binds (default port 8787, a warning when taken): a free port
             local = LocalCluster(processes=False, n_workers=0, threads_per_worker=1, dashboard_address="127.0.0.1:0",
-                                 protocol="tcp://", host=LOOPBACK_HOST, scheduler_port=0)
+                                 protocol="tcp://" if own is None else "tls://", host=LOOPBACK_HOST,
+                                 scheduler_port=0, security=dask_security)
 
             async def start_agent() -> Any:  # host=: Dask's default listens on every interface (0.0.0.0)
                 return await Worker(local.scheduler_address, name=default_agent_id(), nthreads=1,
                                     plugins=(agent_plugin(),), memory_limit=0, host=LOOPBACK_HOST,
-                                    dashboard_address=f"{LOOPBACK_HOST}:0")
+                                    dashboard_address=f"{LOOPBACK_HOST}:0", security=dask_security)
 
-            worker = local.sync(start_agent)
-            cluster = cls(Client(local, set_as_default=False), local, worker)
+            try:
+                worker = local.sync(start_agent)
+                cluster = cls(Client(local, set_as_default=False, security=dask_security), local, worker)
+            except BaseException:
+                local.close()
+                if own is not None:
+                    shutil.rmtree(own[0], ignore_errors=True)
+                raise
+            if own is not None:
+                cluster.security, cluster.certs_dir = own[1], own[0]
             cluster.wait_for_agents(1, timeout)
             return cluster
         check_scheduler_address(scheduler, local_allowed=True)
@@ -205,6 +222,10 @@ class Cluster:
                     self.local.sync(self.worker.close)
             with contextlib.suppress(Exception):
                 self.local.close()
+        if self.certs_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.certs_dir, ignore_errors=True)
 
     def __enter__(self) -> Cluster:
         return self
@@ -212,6 +233,27 @@ class Cluster:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def local_cluster_security() -> tuple[Path, ClusterSecurity] | None:
+    """Certificates made now for an in-process cluster (a private 0700 temporary folder, one CA): its scheduler and
+    agent speak TLS on loopback, so that other users of this machine cannot run code in this process through them,
+    and agent processes this process starts (stacks) get the files. None when ``cryptography`` is missing (then
+    plaintext on loopback, said once as a warning)."""
+    import tempfile
+    import warnings
+
+    from repliscope.agents.security import make_certs
+
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        warnings.warn("the in-process cluster runs without TLS: install 'cryptography' (the 'agents' extra) so "
+                      "that other users of this machine cannot connect to it", stacklevel=3)
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="repliscope-cluster-"))
+    made = make_certs(folder, days=30)
+    return folder, ClusterSecurity(made["ca.pem"], made["agent.pem"], made["agent.key"])
 
 
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss)://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
