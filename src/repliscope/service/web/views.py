@@ -420,6 +420,13 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     if detection:
         mcnemar = detection_paired_text(comparison.paired)
         differing = [str(i) for i in (comparison.paired or {}).get("flipped_ids") or []]
+    if comparison.task == "semantic_segmentation" and a.task == b.task and comparison.paired:
+        sp = comparison.paired  # SemanticSegmentation.paired's keys
+        agree = "n/a" if sp.get("pixel_agreement") is None else f"{100 * sp['pixel_agreement']:.2f} %"
+        mcnemar = (f"Paired on the {sp['n_samples']} images both evaluated: mIoU {sp['miou_reference']:.4f} -> "
+                   f"{sp['miou_variant']:.4f}, delta {sp['delta_miou']:+.4f} (95 % paired bootstrap "
+                   f"[{sp['delta_miou_ci_low']:+.4f}, {sp['delta_miou_ci_high']:+.4f}]); pixels with the same "
+                   f"label {agree}; {sp['flipped_images']} images whose masks differ.")
     why = []
     if comparison.same_result_hash:
         why.append("The result hashes are equal: both runs predicted the same " +
