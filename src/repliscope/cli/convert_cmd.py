@@ -57,8 +57,8 @@ def convert(
 
 def _run(manifest: Path, to: str, mapping_path: Path | None, out: Path, model_spec: str | None, dataset: str,
          n: int, tolerance: float, run_layers: bool) -> bool:
-    if to == "onnx":
-        return _darknet_to_onnx(manifest, out, dataset, n)
+    if to == "onnx" or (to == "keras" and mapping_path is None and _is_darknet(manifest)):
+        return _darknet_to_onnx(manifest, out, dataset, n, to)
     if to != "keras":
         raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: keras, onnx)")
     if mapping_path is None:
@@ -97,14 +97,22 @@ def _run(manifest: Path, to: str, mapping_path: Path | None, out: Path, model_sp
     return ok
 
 
-def _darknet_to_onnx(manifest: Path, out: Path, dataset: str, n: int) -> bool:
-    """A darknet source -> ONNX, then every layer against libdarknet (repliscope.convert.darknet_verify)."""
+def _is_darknet(manifest: Path) -> bool:
+    from repliscope.manifest.loader import load_manifest
+
+    return load_manifest(manifest).manifest.source.format == "darknet"
+
+
+def _darknet_to_onnx(manifest: Path, out: Path, dataset: str, n: int, to: str = "onnx") -> bool:
+    """A darknet source -> ONNX (or the Keras port), then every layer against libdarknet
+    (repliscope.convert.darknet_verify)."""
     from repliscope.convert.darknet_verify import convert_manifest
     from repliscope.datasets import resolve_dataset
 
-    info, result = convert_manifest(manifest, out, resolve_dataset(dataset), n)
+    info, result = convert_manifest(manifest, out, resolve_dataset(dataset), n, target=to)
+    opset = f"opset {info['opset']}, " if "opset" in info else ""
     typer.echo(f"wrote {out}: {info['layers']} Darknet layers, {info['parameters']:,} parameters (BN folded), "
-               f"opset {info['opset']}, {info['seconds']:.2f} s")
+               f"{opset}{info['seconds']:.2f} s")
     if result is None:
         typer.echo("not verified: darknet is not installed; install it with: apt-get install darknet")
         return True
