@@ -59,3 +59,20 @@ def test_cli_convert_darknet_to_keras(tmp_path: Path) -> None:
     assert "24 Darknet layers, 8,849,182 parameters" in res.output
     assert "golden: 24/24 layers within tolerance" in res.output
     assert out.is_file()
+
+
+@pytest.mark.slow
+def test_cli_layer_diff_darknet_keras() -> None:
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+    from tests.yolo._assets import MANIFEST, need_coco, seed_cache
+
+    need_darknet()
+    pytest.importorskip("keras")
+    seed_cache()
+    args = ["diff", str(MANIFEST), "--runtimes", "darknet", "keras", "--layers", "--batch", "1", "--dataset",
+            f"coco:{need_coco()}"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "golden    24/24 passed" in res.output and "carried   24/24 passed" in res.output

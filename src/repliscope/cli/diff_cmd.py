@@ -176,14 +176,15 @@ def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str
     if layers or candidate is not None:
         if runtimes is None and candidate is None:
             _check_torch_source(Path(target))
-        if runtimes == ("darknet", "onnxruntime"):
+        if runtimes in (("darknet", "onnxruntime"), ("darknet", "keras")):
             from repliscope.convert.darknet_verify import manifest_layer_diff
             from repliscope.datasets import resolve_dataset
             from repliscope.diff.tolerance import TolerancePolicy
 
             result: Any = manifest_layer_diff(Path(target), resolve_dataset(dataset), batch,
                                               modes=tuple(_MODES[mode]), threads=threads,
-                                              tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k))
+                                              tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k),
+                                              candidate="onnx" if runtimes[1] == "onnxruntime" else "keras")
         elif runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
             result = _runtime_layers(Path(target), dataset, batch, _MODES[mode], tolerance_k, threads,
                                           options.opencv_engine)
@@ -285,10 +286,11 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
     from repliscope.runtimes import RUNTIMES
 
     ref, cand = runtimes
-    if (ref, cand) == ("darknet", "onnxruntime"):
+    if ref == "darknet" and cand in ("onnxruntime", "keras"):
         if candidate is not None:
-            raise RepliscopeError("--runtimes darknet onnxruntime --layers compares libdarknet with repliscope's ONNX "
-                                  "conversion layer by layer: no --candidate")
+            raise RepliscopeError(f"--runtimes darknet {cand} --layers compares libdarknet with repliscope's "
+                                  f"{'ONNX conversion' if cand == 'onnxruntime' else 'Keras port'} layer by layer: "
+                                  "no --candidate")
         return
     if RUNTIME_LAYER_PAIRS.get(ref) == cand:
         if candidate is not None:

@@ -145,9 +145,10 @@ def darknet_layer_outputs(cfg: Path, weights: Path, images: np.ndarray, threads:
 
 
 def manifest_layer_diff(manifest: Path, dataset: Any, batch: int, *, modes: tuple[str, ...] = ("golden", "carried"),
-                        tolerance: TolerancePolicy | None = None, threads: int = 1) -> LayerDiffResult:
-    """``repliscope diff MANIFEST --runtimes darknet onnxruntime --layers``: the manifest's pre-processed first
-    ``batch`` samples of ``dataset``, libdarknet vs the conversion, layer by layer."""
+                        tolerance: TolerancePolicy | None = None, threads: int = 1,
+                        candidate: str = "onnx") -> LayerDiffResult:
+    """``repliscope diff MANIFEST --runtimes darknet onnxruntime|keras --layers``: the manifest's pre-processed first
+    ``batch`` samples of ``dataset``, libdarknet vs the ONNX conversion (or the Keras port), layer by layer."""
     from repliscope.diff.task import first_batch
     from repliscope.errors import RepliscopeError
     from repliscope.evaluation.run import RunSettings, prepare
@@ -159,7 +160,7 @@ def manifest_layer_diff(manifest: Path, dataset: Any, batch: int, *, modes: tupl
                               f"conversion; {manifest} has source.format '{artifact.format}'")
     ids, x = first_batch(prepared.pipeline, dataset, batch, tuple(artifact.input_shape[1:]))
     return verify_layers(artifact.config_path, artifact.path, np.ascontiguousarray(x, np.float32), modes=modes,
-                         tolerance=tolerance, threads=threads, samples=list(ids))
+                         tolerance=tolerance, threads=threads, samples=list(ids), candidate=candidate)
 
 
 def convert_manifest(manifest: Path, out: Path, dataset: Any, samples: int, threads: int = 1, target: str = "onnx"
