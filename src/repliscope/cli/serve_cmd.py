@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -135,6 +136,12 @@ def serve(
 
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(f"repliscope serve: http://{shown}:{port}/  (API docs: http://{shown}:{port}/docs)")
+    from repliscope.agents.security import is_loopback
+
+    if not is_loopback(host):
+        print(f"warning: serving on {host}, reachable from other hosts, over plain HTTP: tokens and the login cookie "
+              "travel in clear; put an HTTPS reverse proxy in front (it must pass the Host header, and "
+              "X-Forwarded-Proto from 127.0.0.1)", file=sys.stderr)
     print(f"database: {hide_password(app.state.store.url)}")
     if registered:
         print(f"registered the dataset '{DEFAULT_DATASET}'")
