@@ -146,6 +146,7 @@ def _security(certs: Path, role: str) -> ClusterSecurity:
     return ClusterSecurity.from_options(certs / "ca.pem", certs / f"{role}.pem", certs / f"{role}.key")
 
 
+@pytest.mark.slow  # a dask scheduler and an agent process (~50 s on 2 loaded cores)
 def test_a_mutual_tls_cluster_runs_a_job_and_refuses_clients_without_a_certificate(tmp_path: Path) -> None:
     from repliscope.agents.security import make_certs
 
