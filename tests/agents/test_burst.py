@@ -111,3 +111,18 @@ def test_a_job_error_names_no_server_path_and_no_nested_repr(cluster: Cluster) -
     assert repr(AgentJobError("a", "ValueError", "bad")) == "ValueError on agent a: bad"
     assert public_message("/var/tmp/repliscope-job-ab_12/m.yaml:3: x; /srv/cache/onnx/m.onnx", "/srv/cache/") == \
         "m.yaml:3: x; <cache>/onnx/m.onnx"
+
+
+def test_live_agents_do_not_depend_on_the_clients_shared_cache(cluster: Cluster,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 16, "no live agent" while the agents were alive: ``client.scheduler_info()`` refreshes a cache shared by
+    every thread and returns it; when the client's periodic refresh (which asks for no workers) or another thread
+    wins the race, the caller sees no worker. Simulated deterministically: the cache holds no worker."""
+    from distributed.client import SchedulerInfo
+
+    async def refresh_without_workers(n_workers: int = 0) -> None:
+        cluster.client._scheduler_identity = SchedulerInfo({"workers": {}, "type": "Scheduler", "id": "x"})
+
+    monkeypatch.setattr(cluster.client, "_update_scheduler_info", refresh_without_workers)
+    assert [a.alive for a in cluster.agents()] == [True]
+    assert len(cluster.live_workers()) == 1
