@@ -66,7 +66,7 @@ def warp_perspective_opencv4(image: np.ndarray, matrix: np.ndarray, size_hw: tup
     # one pixel of border around the image: a neighbour outside reads it (the constant, or the replicated edge);
     # indices beyond it are clamped onto it, which reads the same value
     mode = {"mode": "edge"} if border == "replicate" else {"mode": "constant", "constant_values": border_value}
-    padded = np.pad(img, ((1, 1), (1, 1), (0, 0)), **mode)  # type: ignore[call-overload]
+    padded = np.pad(img, ((1, 1), (1, 1), (0, 0)), **mode)  # type: ignore[call-overload,unused-ignore]
     flat = padded.reshape(-1, img.shape[2])
     wp = w_in + 2
     yy0 = np.clip(sy + 1, 0, h_in + 1)
