@@ -52,7 +52,8 @@ def test_every_manifest_framework_has_a_registered_default_runtime() -> None:
     frameworks = get_args(FrameworkSpec.model_fields["name"].annotation)
     assert set(frameworks) == set(NATIVE_RUNTIMES)
     assert {f: native_runtime(f) for f in frameworks} == {
-        "torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow", "keras": "keras"}
+        "torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow", "keras": "keras",
+        "darknet": "darknet"}
     assert all(r in RUNTIMES for r in NATIVE_RUNTIMES.values())
     with pytest.raises(RepliscopeError, match="no default runtime for framework 'jax': pass --runtime"):
         native_runtime("jax")

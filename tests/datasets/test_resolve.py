@@ -24,7 +24,7 @@ def test_unknown_spec_lists_only_names_usable_alone(tmp_path: Path) -> None:
         resolve_dataset(str(tmp_path / "nope"))
     assert str(info.value) == (f"dataset '{tmp_path / 'nope'}' is neither a registered dataset nor a directory. "
                                "Give a folder of images, one of: foolbox_imagenet, synthetic_detection, or "
-                               "NAME:PATH with NAME one of: coco, dlib_xml, image_folder, voc_xml")
+                               "NAME:PATH with NAME one of: coco, dlib_xml, image_folder, voc_seg, voc_xml")
     (tmp_path / "file.jpg").write_bytes(b"x")
     with pytest.raises(DatasetError, match="is a file"):
         resolve_dataset(str(tmp_path / "file.jpg"))

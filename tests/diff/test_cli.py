@@ -156,9 +156,10 @@ def two_images(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_runtime_pair_task_level(app: typer.Typer, two_images: Path, a: str, b: str) -> None:
     from repliscope.runtimes import RUNTIMES
 
-    # the pairs above are all the runtimes that run a torch source (tflite/tensorflow/keras run their own formats)
-    assert sorted(RUNTIMES.names()) == ["keras", "keras_jax", "keras_tensorflow", "onnxruntime", "opencv_dnn",
-                                        "tensorflow", "tflite", "torch"]
+    # the pairs above are all the runtimes that run a torch source (tflite/tensorflow/keras/darknet run their own
+    # formats)
+    assert sorted(RUNTIMES.names()) == ["darknet", "keras", "keras_jax", "keras_tensorflow", "onnxruntime",
+                                        "opencv_dnn", "tensorflow", "tflite", "torch"]
     res = CliRunner().invoke(app, ["diff", str(TINY), "--runtimes", a, b, "--dataset", str(two_images), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

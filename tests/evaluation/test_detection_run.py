@@ -202,7 +202,8 @@ def test_loader_checks_of_a_detection_manifest(tmp_path: Path) -> None:
     start = MANIFEST.read_text().index("  - op: detections_from_outputs")
     end = MANIFEST.read_text().index("  - op: score_threshold")
     (err,) = _manifest_errors(tmp_path, MANIFEST.read_text()[start:end], "")
-    assert "postprocess needs one of detections_from_outputs, anchor_decode to make boxes" in err
+    assert ("postprocess needs one of detections_from_outputs, anchor_decode, yolo_decode, yolo_anchor_free_decode "
+            "to make boxes") in err
 
 
 def test_report_shows_coco_metrics_per_class_and_claims(record: EvaluationRecord) -> None:

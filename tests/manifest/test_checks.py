@@ -96,7 +96,9 @@ def test_labels_file_problems(tmp_path: Path) -> None:
     p.write_text(p.read_text().replace("source: nope.txt", "source: builtin:imagenet-21k"))
     (err,) = check_manifest(p, cache_dir=tmp_path).errors
     assert err.field == "labels.source"
-    assert sorted(err.allowed or []) == ["builtin:coco-80", "builtin:coco-91", "builtin:imagenet-1k"]
+    assert sorted(err.allowed or []) == ["builtin:coco-80", "builtin:coco-80-background", "builtin:coco-91",
+                                         "builtin:ilsvrc-det-200", "builtin:imagenet-1k", "builtin:voc-20",
+                                         "builtin:voc-21"]
 
 
 def test_https_source_needs_download(tmp_path: Path) -> None:

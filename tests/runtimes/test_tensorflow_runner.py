@@ -143,10 +143,11 @@ def test_frozen_graph_tensor_names_are_op_colon_index(tmp_path: Path) -> None:
 
 
 def test_every_runtime_names_the_distributions_its_records_carry() -> None:
-    from repliscope.evaluation.provenance import runtime_distributions
+    from repliscope.evaluation.provenance import SYSTEM_LIBRARY_RUNTIMES, runtime_distributions
     from repliscope.runtimes import RUNTIMES
 
-    assert all(runtime_distributions(name) for name in RUNTIMES.names())
+    assert all(runtime_distributions(name) for name in RUNTIMES.names() if name not in SYSTEM_LIBRARY_RUNTIMES)
+    assert set(SYSTEM_LIBRARY_RUNTIMES) == {"darknet"} and runtime_distributions("darknet") == ()
     assert runtime_distributions("tflite") == ("ai-edge-litert",)
     assert "tf2onnx" in runtime_distributions("onnxruntime") and runtime_distributions("nope") == ()
 

@@ -41,6 +41,13 @@ DISTRIBUTIONS_OF_RUNTIME: dict[str, tuple[str, ...]] = {
 """Per runtime registry name, the distributions whose versions a record of it should carry (the framework, and
 the converters a runtime may run a foreign format through: tf2onnx for .tflite / frozen graphs on ONNX runtimes)."""
 
+SYSTEM_LIBRARY_RUNTIMES: dict[str, str] = {
+    "darknet": "Debian package 'darknet' (libdarknet.so through ctypes)",
+}
+"""Runtimes whose framework is a system library, not a Python distribution: the record carries its version as the
+runner's framework version (e.g. the Debian package version), so they have no entry in
+:data:`DISTRIBUTIONS_OF_RUNTIME`."""
+
 
 def runtime_distributions(runtime: str) -> tuple[str, ...]:
     """The distributions to record for ``runtime`` (see :data:`DISTRIBUTIONS_OF_RUNTIME`; () for another name)."""
