@@ -12,6 +12,7 @@ import pytest
 
 from repliscope.store.migrate import head, lock_path
 from repliscope.store.repository import RunStore
+from tests.store.backends import POSTGRES
 
 OPENER = """
 import sys, time
@@ -52,3 +53,37 @@ def test_lock_path_only_for_a_sqlite_file(tmp_path: Path) -> None:
     assert lock_path(create_engine(f"sqlite:///{tmp_path}/x.db")) == tmp_path / "x.db.migrate.lock"
     assert lock_path(create_engine("sqlite://")) is None
     assert lock_path(create_engine("sqlite:///:memory:")) is None
+
+
+@pytest.mark.slow  # 3 trials x 4 processes on a fresh PostgreSQL database each (about 15 s)
+@pytest.mark.skipif(not POSTGRES, reason="needs $REPLISCOPE_TEST_POSTGRES (.ci/postgres.sh starts one)")
+def test_four_processes_open_a_new_postgres_store_at_once(tmp_path: Path) -> None:
+    """The same race on PostgreSQL: the advisory lock serialises the first migration of a new database."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from repliscope.store.migrate import current
+
+    assert POSTGRES is not None
+    admin = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    for trial in range(3):
+        name = f"repliscope_first_open_{trial}"
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        url = make_url(POSTGRES).set(database=name).render_as_string(hide_password=False)
+        go = tmp_path / f"go{trial}"
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, url, str(go)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        time.sleep(2.0)
+        go.touch()
+        results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+        try:
+            assert [(rc, out.strip()) for rc, out, _ in results] == [(0, "0")] * 4, [e[-800:] for *_, e in results]
+            with RunStore(url) as store:
+                assert current(store.engine) == head()
+                store.engine.dispose()
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
