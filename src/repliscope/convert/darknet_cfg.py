@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -141,11 +142,20 @@ def _ints(sec: Section, key: str, path: Path) -> list[int]:
                                  f"by commas, got {raw!r}") from exc
 
 
-def plan_layers(sections: list[Section], path: Path | str = "<cfg>") -> Network:
-    """Shapes and parameters of every layer, as Darknet's ``parse_network_cfg`` computes them."""
+def plan_layers(sections: list[Section], path: Path | str = "<cfg>", input_hw: tuple[int, int] | None = None
+                ) -> Network:
+    """Shapes and parameters of every layer, as Darknet's ``parse_network_cfg`` computes them.
+
+    ``input_hw``: (height, width) instead of the ``[net]`` section's, as ``resize_network`` runs a cfg at another
+    input size (YOLO cfgs are size-agnostic: 416 and 608 are the same weights)."""
     path = Path(path)
     net = sections[0]
     h, w, c = _int(net, "height", None, path), _int(net, "width", None, path), _int(net, "channels", 3, path)
+    if input_hw is not None:
+        if len(input_hw) != 2 or min(input_hw) < 1:
+            raise DarknetFormatError(f"{path}: input size {list(input_hw)} must be two positive integers "
+                                     "[height, width]")
+        h, w = int(input_hw[0]), int(input_hw[1])
     shape = (c, h, w)
     layers: list[LayerPlan] = []
     for index, sec in enumerate(sections[1:]):
@@ -216,8 +226,17 @@ def plan_layers(sections: list[Section], path: Path | str = "<cfg>") -> Network:
     return Network(w, h, c, layers, path)
 
 
-def load_network_cfg(path: Path | str) -> Network:
-    return plan_layers(read_cfg(path), path)
+def artifact_size(artifact: Any) -> tuple[int, int] | None:
+    """(height, width) of a darknet artifact's NCHW input when fixed, else None (the cfg's own size)."""
+    shape = tuple(artifact.input_shape)
+    if len(shape) == 4 and all(d is not None and d > 0 for d in shape[2:]):
+        return int(shape[2]), int(shape[3])
+    return None
+
+
+def load_network_cfg(path: Path | str, size: tuple[int, int] | None = None) -> Network:
+    """The cfg's layers at its ``[net]`` size, or at ``size`` (height, width)."""
+    return plan_layers(read_cfg(path), path, size)
 
 
 @dataclass

@@ -28,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.convert.darknet_cfg import LayerPlan, Network, Weights, load_network_cfg, read_weights
+from repliscope.convert.darknet_cfg import (
+    LayerPlan,
+    Network,
+    Weights,
+    artifact_size,
+    load_network_cfg,
+    read_weights,
+)
 
 OPSET = 17
 CONVERTER_VERSION = "1"
@@ -141,12 +148,14 @@ def _yolo_nodes(lay: LayerPlan, src: str, out: str, const: Any) -> list[Any]:
     ]
 
 
-def convert(cfg: Path, weights: Path, out: Path, **kwargs: Any) -> dict[str, Any]:
-    """Write the ONNX file; returns what was done (layers, parameters, seconds)."""
+def convert(cfg: Path, weights: Path, out: Path, *, size: tuple[int, int] | None = None, **kwargs: Any
+            ) -> dict[str, Any]:
+    """Write the ONNX file (at the cfg's input size, or ``size`` = (height, width)); returns what was done
+    (layers, parameters, input size, seconds)."""
     import onnx
 
     start = time.perf_counter()
-    net = load_network_cfg(cfg)
+    net = load_network_cfg(cfg, size)
     w = read_weights(weights, net)
     model = build_model(net, w, **kwargs)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -160,22 +169,33 @@ def convert(cfg: Path, weights: Path, out: Path, **kwargs: Any) -> dict[str, Any
             os.unlink(tmp)
     params = sum(int(np.prod(i.dims)) for i in model.graph.initializer)
     return {"converter": "repliscope.convert.darknet_onnx", "converter_version": CONVERTER_VERSION, "opset": OPSET,
-            "layers": len(net.layers), "parameters": params, "weights_version": ".".join(map(str, w.version)),
+            "layers": len(net.layers), "parameters": params, "input_size": [net.height, net.width],
+            "weights_version": ".".join(map(str, w.version)),
             "seconds": round(time.perf_counter() - start, 3), "path": str(out)}
 
 
 def convert_cached(artifact: Any, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """The ONNX conversion of a ``darknet`` artifact, cached by the sha256 of weights + cfg + converter version."""
+    """The ONNX conversion of a ``darknet`` artifact at its input size (the manifest's, or a pitfall's other
+    size), cached by the sha256 of weights + cfg + converter version + that size."""
     if artifact.config_path is None:
         raise ValueError("a darknet artifact needs its .cfg (source.config)")
-    key = hashlib.sha256(json.dumps([artifact.sha256, artifact.config_sha256, CONVERTER_VERSION, OPSET]).encode())
+    size = artifact_size(artifact)
+    parts: list[Any] = [artifact.sha256, artifact.config_sha256, CONVERTER_VERSION, OPSET]
+    if size is not None and size != _cfg_size(artifact.config_path):
+        parts.append(list(size))  # the cfg's own size keeps the key conversions made before had
+    key = hashlib.sha256(json.dumps(parts).encode())
     path = Path(cache_dir) / "darknet-onnx" / key.hexdigest()[:32] / "model.onnx"
     info_path = path.with_suffix(".json")
     if path.is_file() and info_path.is_file():
         info = json.loads(info_path.read_text())
         info["cached"] = True
         return path, info
-    info = convert(artifact.config_path, artifact.path, path)
+    info = convert(artifact.config_path, artifact.path, path, size=size)
     info_path.write_text(json.dumps(info))
     info["cached"] = False
     return path, info
+
+
+def _cfg_size(cfg: Path) -> tuple[int, int]:
+    net = load_network_cfg(cfg)
+    return net.height, net.width

@@ -25,7 +25,8 @@ class NotApplicable(RepliscopeError):
 class Derived:
     """A variant: its pipeline, the one change in words, and run-setting overrides.
 
-    ``settings``: any of ``batch_size`` (int), ``threads`` (int), ``precision`` ("float16").
+    ``settings``: any of ``batch_size`` (int), ``threads`` (int), ``precision`` ("float16"), ``input_shape``
+    (the model input without the batch axis, e.g. [3, 608, 608]: the same model run at another input size).
     """
 
     pipeline: Pipeline

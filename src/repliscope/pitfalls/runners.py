@@ -14,10 +14,22 @@ from repliscope.pitfalls.base import NotApplicable
 from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
 
 
-def runner_for(base: Runner, threads: int, precision: str) -> Runner:
-    """A runner like ``base`` (same runtime and model) with other threads and/or precision."""
+def runner_for(base: Runner, threads: int, precision: str, input_shape: tuple[int, ...] | None = None) -> Runner:
+    """A runner like ``base`` (same runtime and model) with other threads, precision and/or model input shape
+    (``input_shape`` without the batch axis, e.g. (3, 608, 608)). Another shape is the same model file at another
+    input size: a darknet source is converted (or resized by libdarknet) at it; a fixed-shape model file refuses
+    it when the runner loads, and the sweep reports that variant as failed."""
+    if input_shape is not None and tuple(input_shape) != tuple(base.artifact.input_shape[1:]):
+        batch_axis = base.artifact.input_shape[0] if base.artifact.input_shape else -1
+        shape = (batch_axis, *(int(d) for d in input_shape))
+        artifact = replace(base.artifact, input_shape=shape,
+                           origin=f"{base.artifact.origin} at input shape {list(shape)}")
+        base = RUNTIMES.get(base.name)(artifact, threads=base.threads, cache_dir=base.cache_dir)
+        base.notes["input_shape"] = list(shape)
     if precision == "float32":
-        return RUNTIMES.get(base.name)(base.artifact, threads=threads, cache_dir=base.cache_dir)
+        runner = RUNTIMES.get(base.name)(base.artifact, threads=threads, cache_dir=base.cache_dir)
+        runner.notes.update(base.notes)
+        return runner
     if precision != "float16":
         raise NotApplicable(f"precision {precision!r} is not implemented")
     if base.name == "torch":

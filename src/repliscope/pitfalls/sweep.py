@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -75,6 +75,7 @@ class _Plan:
     probs: np.ndarray | None = None  # current batch, (n_ok, C)
     ok_rows: list[int] = field(default_factory=list)
     shared_batches: dict[str, int] = field(default_factory=dict)  # plan name -> batches whose outputs were reused
+    reused_seconds: float = 0.0  # of loop.inference_seconds: the twins' measured latencies of reused batches
     failed: str | None = None  # a pipeline error (not a sample's fault): the variant stops, the sweep goes on
 
 
@@ -114,7 +115,8 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
     base = runner_for_plan(prepared.runner, run_plan)
     ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
-    runners: dict[tuple[int, str], Runner] = {(run_plan.threads, "float32"): base}
+    shape0 = tuple(int(d) for d in base.artifact.input_shape[1:])
+    runners: dict[tuple[int, str, tuple[int, ...]], Runner] = {(run_plan.threads, "float32", shape0): base}
     available = task_pitfalls(prepared.loaded.manifest.task)  # also registers the task's own variants
     for name in names if names is not None else available:
         pitfall = PITFALLS.get(name)()
@@ -122,9 +124,10 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
             derived = pitfall.derive(prepared.pipeline, ctx)
             threads = int(derived.settings.get("threads", run_plan.threads))
             precision = str(derived.settings.get("precision", "float32"))
-            key = (threads, precision)
+            shape = tuple(int(d) for d in derived.settings.get("input_shape", shape0))
+            key = (threads, precision, shape)
             if key not in runners:
-                runners[key] = runner_for(base, threads, precision)
+                runners[key] = runner_for(base, threads, precision, shape)
             plans.append(_Plan(name, pitfall.description, derived.change, derived.pipeline, runners[key],
                                int(derived.settings.get("batch_size", run_plan.batch_size)),
                                dict(derived.settings)))
@@ -165,10 +168,12 @@ PrefixMemo = dict[tuple[str, ...], Any]
 
 
 def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tuple[int, ...],
-                memo: PrefixMemo | None = None) -> tuple[_Prepared, str]:
+                memo: PrefixMemo | None = None, shapes: Mapping[str, tuple[int, ...]] | None = None
+                ) -> tuple[_Prepared, str]:
     """Read one sample once and pre-process it for every plan, computing each distinct op prefix once ->
     (cells, fingerprint: sha256 hex of the bytes or the unreadable reason). Pass the same ``memo`` for the same
-    sample to reuse prefixes across calls (the pipeline diff's singles, then pairs)."""
+    sample to reuse prefixes across calls (the pipeline diff's singles, then pairs). ``shapes``: a plan's own
+    expected input shape by plan name (a variant at another input size), else ``expected_shape``."""
     read = read_sample(sample)
     if read.data is None:
         return {p.name: _Cell(None, error=read.error) for p in plans}, read.fingerprint
@@ -192,7 +197,7 @@ def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tup
                 break
             item = hit
         if error is None:
-            error = shape_error(item.data, expected_shape)
+            error = shape_error(item.data, (shapes or {}).get(plan.name, expected_shape))
         if isinstance(error, _Fatal):
             out[plan.name] = _Cell(None, fatal=error.message)
         else:
@@ -239,7 +244,8 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
     size = run_plan.batch_size
     batches = [samples[i:i + size] for i in range(0, len(samples), size)]
     visual: list[tuple[Sample, _Prepared]] = []
-    load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples), expected)
+    shapes = {p.name: plan_shape(p.runner) for p in plans}
+    load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples))
     workers = [{id(p.runner): p.runner for p in plans if p.failed is None}]
     if run_plan.schedule == "data_parallel":
         sizes = {id(p.runner): sorted({min(q.batch_size, len(samples)) for q in plans if q.runner is p.runner})
@@ -249,7 +255,7 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
             for key, r in replicas.items():
                 instrumented.enter_context(tracer.instrument(r))
                 for n in sizes[key]:  # every batch size this runner will see, outside the measured loop
-                    _, warm = load_and_warm_up(r, warmup_shape(n, expected))
+                    _, warm = load_and_warm_up(r, warmup_shape(n, plan_shape(r)))
                     warmup_seconds += warm
                 load_seconds += r.load_seconds
             workers.append(replicas)
@@ -259,7 +265,7 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
     fingerprints: list[str] = []  # what was read, per sample: the identity of every plan's record
 
     def prepare_batch(batch: Sequence[Sample]) -> list[tuple[_Prepared, str]]:
-        return [prepare_all(smp, plans, expected) for smp in batch]
+        return [prepare_all(smp, plans, expected, shapes=shapes) for smp in batch]
 
     def work(first: int, batch: Sequence[Sample]) -> tuple[list[tuple[_Prepared, str]], list[_PlanBatch]]:
         runners = free.get()
@@ -285,7 +291,7 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
             if data_parallel:
                 pending.append(pool.submit(work, index * size, batch))
             else:  # pipelined: per-sample pre-processing in the pool, inference here
-                preps.append([pool.submit(prepare_all, smp, plans, expected) for smp in batch])
+                preps.append([pool.submit(prepare_all, smp, plans, expected, None, shapes) for smp in batch])
 
         for first in range(min(ahead, len(batches))):
             submit(first)
@@ -319,7 +325,12 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
     return _assemble(prepared, dataset, plans, skipped, visual, timings, run_plan)
 
 
-def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int, expected: tuple[int, ...]) -> tuple[float, float]:
+def plan_shape(runner: Runner) -> tuple[int, ...]:
+    """The model input a plan's runner takes, without the batch axis (a variant may run another size)."""
+    return tuple(runner.artifact.input_shape[1:])
+
+
+def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int) -> tuple[float, float]:
     """Load every distinct runner once and warm each up once per batch size it will see, before the measured
     loop; fills each plan's ``loop.load_seconds`` / ``loop.warmup_seconds`` (shared runners report the same
     load). Returns the sweep's (load seconds, warm-up seconds), each runner and warm-up counted once. A variant
@@ -333,7 +344,7 @@ def _load_and_warm_up(plans: Sequence[_Plan], n_samples: int, expected: tuple[in
             plan.failed = broken[id(plan.runner)]
             continue
         if key not in warmups:
-            shape = warmup_shape(min(plan.batch_size, n_samples), expected)
+            shape = warmup_shape(min(plan.batch_size, n_samples), plan_shape(plan.runner))
             try:
                 loads[id(plan.runner)], warmups[key] = load_and_warm_up(plan.runner, shape)
             except RepliscopeError as exc:
@@ -370,7 +381,7 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
     geometry)."""
     tracer = current_tracer()
     classification = task.name == "image_classification"
-    done: list[tuple[_Plan, list[int], np.ndarray, Outputs]] = []  # (plan, ok rows, inputs, outputs)
+    done: list[tuple[_Plan, list[int], np.ndarray, Outputs, list[float]]] = []  # (plan, rows, x, y, latencies)
     out = []
     for plan in plans:
         fatal = next((p[plan.name].fatal for p in prepared_batch if p[plan.name].fatal), None)
@@ -388,12 +399,12 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
         if not result.ok_rows:
             continue
         inputs = np.stack([prepared_batch[i][plan.name].data for i in result.ok_rows])  # type: ignore[misc]
-        twin = next(((other, y) for other, rows, x, y in done
+        twin = next(((other, y, seconds) for other, rows, x, y, seconds in done
                      if other.runner is plan.runner and other.batch_size == plan.batch_size
                      and rows == result.ok_rows and _same_array(x, inputs)), None)
         outputs: Outputs
-        if twin is not None:
-            result.twin, outputs = twin[0].name, twin[1]
+        if twin is not None:  # the same runner on the same inputs: its measured latencies are this plan's too
+            result.twin, outputs, result.latencies = twin[0].name, twin[1], list(twin[2])
         else:
             runner = runners[id(plan.runner)]
             named = not classification or len(runner.artifact.output_names) > 1
@@ -404,7 +415,7 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
                     chunks.append(runner.infer_outputs(chunk) if named else runner.infer(chunk))
                 result.latencies.append(runner.last_inference_seconds)
             outputs = _concatenate(chunks)
-        done.append((plan, result.ok_rows, inputs, outputs))
+        done.append((plan, result.ok_rows, inputs, outputs, result.latencies))
         geometry = [prepared_batch[i][plan.name].geometry for i in result.ok_rows]
         post = plan.pipeline.postprocess(outputs, geometry=geometry)
         if classification:
@@ -441,6 +452,7 @@ def _apply_batch(plans: Sequence[_Plan], outcomes: list[_PlanBatch]) -> None:
         plan.probs, plan.ok_rows = res.probs, res.ok_rows
         if res.twin is not None:
             plan.shared_batches[res.twin] = plan.shared_batches.get(res.twin, 0) + 1
+            plan.reused_seconds += sum(res.latencies)
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
@@ -484,13 +496,15 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
             outcomes[plan.name] = VariantOutcome(name=plan.name, description=plan.description, change=plan.change,
                                                  status="failed", reason=plan.failed, settings=plan.settings)
             continue
-        plan.loop.total_seconds = timings["total_seconds"]
-        plan.loop.loop_seconds = timings["loop_seconds"]
+        # each variant's own timings: the variants share one loop (reading and common pre-processing prefixes),
+        # so a variant's loop time is its own model time (its batch latencies; a batch whose outputs were reused
+        # from a twin counts the twin's measured latency) and its throughput is evaluated samples / that time
+        plan.loop.loop_seconds = plan.loop.inference_seconds
+        plan.loop.total_seconds = plan.loop.load_seconds + plan.loop.warmup_seconds + plan.loop.loop_seconds
         options = LoopOptions(batch_size=plan.batch_size, prep_workers=run_plan.workers,
                               schedule=run_plan.schedule, fail_fast=s.fail_fast)
         rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner, plan=run_plan)
         rec = rec.model_copy(update={"kind": "pitfall_variant", "sweep_id": sweep_id, "variant": plan.name})
-        rec.timings.throughput_samples_per_second = 0.0  # one shared loop: per-variant throughput is undefined
         records.append(rec)
         paired = None if plan.name == REFERENCE or task.name != "image_classification" else _paired(ref_preds, plan)
         paired_task = (task.paired(ref_preds, plan.loop.predictions, scored)
@@ -519,7 +533,7 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
                                             [v.name for v in skipped]},
         reference=outcomes[REFERENCE], variants=ordered, claims=[c.model_dump() for c in ref_rec.claims],
         visual=panels,
-        timings={**timings, "inference_seconds": sum(p.loop.inference_seconds for p in plans)})
+        timings={**timings, "inference_seconds": sum(p.loop.inference_seconds - p.reused_seconds for p in plans)})
     return SweepOutput(result, records)
 
 

@@ -102,3 +102,31 @@ def yolo_anchors_other_head(base: Pipeline, ctx: PitfallContext) -> Derived:
     swapped = list(reversed(masks))
     return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], masks=swapped)),
                    f"yolo_decode masks {masks} -> {swapped}")
+
+
+OTHER_INPUT_SIZE = 608
+"""YOLOv3's other published input size (the Darknet site's 608 row): the same cfg and weights at 608 x 608."""
+
+
+@yolo_pitfall("yolo_input_608",
+              f"the network run at {OTHER_INPUT_SIZE} x {OTHER_INPUT_SIZE} instead of the manifest's size (a "
+              "size-agnostic Darknet cfg: darknet_letterbox, yolo_decode, darknet_correct_boxes and the model input "
+              "all at the other size)")
+def yolo_input_608(base: Pipeline, ctx: PitfallContext) -> Derived:
+    if ctx.input_layout != "NCHW" or len(ctx.input_shape) != 4:
+        raise NotApplicable(f"the model input is {ctx.input_layout} {list(ctx.input_shape)}, not a Darknet NCHW "
+                            "image")
+    i = find(base, "darknet_letterbox")
+    d = find_post(base, "yolo_decode")
+    c = find_post(base, "darknet_correct_boxes")
+    old = ctx.input_hw
+    new = [OTHER_INPUT_SIZE, OTHER_INPUT_SIZE]
+    if list(old) == new:
+        raise NotApplicable(f"the model input is already {OTHER_INPUT_SIZE} x {OTHER_INPUT_SIZE}")
+    pipeline = base.replace_pre(i, rebuild(base.pre_ops[i], size=new))
+    pipeline = pipeline.replace_post(d, rebuild_post(base.post_ops[d], input_size=new))
+    pipeline = pipeline.replace_post(c, rebuild_post(pipeline.post_ops[c], input_size=new))
+    shape = [ctx.input_shape[1], *new]
+    return Derived(pipeline, f"input {old[0]}x{old[1]} -> {new[0]}x{new[1]} (darknet_letterbox size, yolo_decode "
+                             f"and darknet_correct_boxes input_size, model input {shape})",
+                   settings={"input_shape": shape})

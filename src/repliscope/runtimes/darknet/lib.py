@@ -50,6 +50,7 @@ def load_library() -> ctypes.CDLL:
     _sig(lib, "load_network", [c_char_p, c_char_p, c_int], c_void_p)
     _sig(lib, "free_network", [c_void_p])
     _sig(lib, "set_batch_network", [c_void_p, c_int])
+    _sig(lib, "resize_network", [c_void_p, c_int, c_int], c_int)
     _sig(lib, "network_predict", [c_void_p, POINTER(c_float)], POINTER(c_float))
     _sig(lib, "network_width", [c_void_p], c_int)
     _sig(lib, "network_height", [c_void_p], c_int)

@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.convert.darknet_cfg import DarknetFormatError, Network, load_network_cfg, read_weights
+from repliscope.convert.darknet_cfg import (
+    DarknetFormatError,
+    Network,
+    artifact_size,
+    load_network_cfg,
+    read_weights,
+)
 from repliscope.runtimes._common import check_batch
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.darknet import lib as dn
@@ -49,6 +55,8 @@ class DarknetRunner(Runner):
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self._net: int | None = None
         self.network: Network | None = None
+        self._stale: dict[int, tuple[int, int, int]] = {}
+        """After resize_network: yolo layer index -> the stale (c, h, w) libdarknet still reports for it."""
         self.tracer: Any = None
         """Set by tracing at ``framework`` level: each image is a ``darknet.run`` span with ``network_predict``
         (libdarknet's forward over every layer: one C call, no per-layer timing) and ``read_outputs``."""
@@ -65,13 +73,23 @@ class DarknetRunner(Runner):
         try:
             network = load_network_cfg(cfg)
             read_weights(weights, network)  # Darknet would read past a short file silently: refuse it first
+            cfg_size = (network.height, network.width)
+            size = artifact_size(self.artifact) or cfg_size
+            stale: dict[int, tuple[int, int, int]] = {}
+            if size != cfg_size:  # another input size: the cfg's layers at it, as resize_network computes them
+                resized = load_network_cfg(cfg, size)
+                # Darknet's resize_yolo_layer sets w, h, outputs and reallocates the output, but leaves out_w /
+                # out_h at the cfg's size: get_network_image_layer then reports the old shape for yolo layers
+                stale = {lay.index: old.out_shape for lay, old in zip(resized.layers, network.layers, strict=True)
+                         if lay.type == "yolo"}
+                network = resized
         except DarknetFormatError as exc:
             raise ModelLoadError(str(exc)) from exc
         want = (network.channels, network.height, network.width)
         if tuple(self.artifact.input_shape[1:]) != want:
             raise ModelLoadError(f"the manifest's input shape {list(self.artifact.input_shape)} differs from the cfg's "
-                                 f"[net] channels x height x width {list(want)} ({cfg}); libdarknet allocates its "
-                                 "layers for the cfg's size")
+                                 f"[net] channels {network.channels} ({cfg}); libdarknet's input has the cfg's "
+                                 "channels")
         for name in self.artifact.output_names:
             try:
                 network.layer(name)
@@ -83,13 +101,22 @@ class DarknetRunner(Runner):
         if not net:
             raise ModelLoadError(f"libdarknet could not load {cfg} + {weights}")
         lib.set_batch_network(net, 1)
+        if size != cfg_size:
+            with quiet_stderr():
+                lib.resize_network(net, size[1], size[0])
+            if (lib.network_height(net), lib.network_width(net)) != size:
+                raise ModelLoadError(f"libdarknet could not resize {cfg} to {size[0]}x{size[1]}")
         if dn.network_layer_count(net) != len(network.layers):
             raise ModelLoadError(f"libdarknet built {dn.network_layer_count(net)} layers from {cfg}, repliscope's "
                                  f"reader {len(network.layers)}")
-        self._net, self.network = net, network
+        self._net, self.network, self._stale = net, network, stale
         self.notes["darknet"] = {"library": str(dn.LIBDARKNET), "cfg": str(cfg),
                                  "cfg_sha256": self.artifact.config_sha256, "batch": "one image per network_predict",
                                  "nms": "none in the runtime: the manifest's darknet_nms op"}
+        if size != cfg_size:
+            self.notes["darknet"]["resize_network"] = {
+                "from": list(cfg_size), "to": list(size),
+                "yolo_layers_read_at": "the resized size (resize_yolo_layer leaves out_w/out_h stale)"}
 
     def _predict(self, image: np.ndarray) -> None:
         assert self._net is not None
@@ -101,7 +128,7 @@ class DarknetRunner(Runner):
         assert self._net is not None and self.network is not None
         img = dn.load_library().get_network_image_layer(self._net, index)
         c, h, w = self.network.layers[index].out_shape
-        if (img.c, img.h, img.w) != (c, h, w):
+        if (img.c, img.h, img.w) != (c, h, w) and (img.c, img.h, img.w) != self._stale.get(index):
             raise ModelLoadError(f"layer {index}: libdarknet's output is {img.c}x{img.h}x{img.w}, expected {c}x{h}x{w}")
         return np.ctypeslib.as_array(img.data, shape=(c, h, w)).copy()
 
