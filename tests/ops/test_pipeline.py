@@ -103,12 +103,13 @@ class TestBuildOpErrors:
 def test_every_registered_op_has_a_strict_params_model_and_docstring() -> None:
     assert set(op_names("pre")) == {"decode", "color_layout", "resize", "center_crop", "to_float", "cast",
                                     "subtract_mean", "divide_std", "scale", "data_layout", "reshape_layout",
-                                    "letterbox", "darknet_letterbox", "warp_resize"}
+                                    "letterbox", "darknet_letterbox", "warp_resize", "divide_by_max"}
     assert set(op_names("post")) == {"softmax", "topk", "labels", "detections_from_outputs", "anchor_decode",
                                      "score_activation", "box_format", "to_source", "class_map", "score_threshold",
                                      "max_detections", "nms", "yolo_decode", "darknet_correct_boxes", "darknet_nms",
                                      "darknet_boxes", "yolo_anchor_free_decode", "mask_from_outputs", "mask_activation",
-                                     "mask_resize", "mask_argmax", "mask_threshold", "mask_label_offset", "mask_void"}
+                                     "mask_minmax", "mask_resize", "mask_argmax", "mask_threshold", "mask_label_offset",
+                                     "mask_void"}
     for name in OPS.names():
         cls = OPS.get(name)
         assert cls.name == name

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from repliscope.manifest.schema import Manifest
     from repliscope.ops.base import PostOp
 
-SEGMENTATION_POST_OPS = ("mask_from_outputs", "mask_activation", "mask_resize", "mask_argmax", "mask_threshold",
-                         "mask_label_offset", "mask_void")
+SEGMENTATION_POST_OPS = ("mask_from_outputs", "mask_activation", "mask_minmax", "mask_resize", "mask_argmax",
+                         "mask_threshold", "mask_label_offset", "mask_void")
 """The post-processing ops a segmentation manifest may use (registered by :mod:`repliscope.ops.segmentation`)."""
 BACKGROUND = "background"
 MAX_RLE_CHARS = 60_000

@@ -1,5 +1,5 @@
-"""Segmentation post ops: ``mask_from_outputs``, ``mask_activation``, ``mask_resize``, ``mask_argmax``,
-``mask_threshold``, ``mask_label_offset``, ``mask_void``. Each returns a new :class:`Predictions` whose
+"""Segmentation post ops: ``mask_from_outputs``, ``mask_activation``, ``mask_minmax``, ``mask_resize``,
+``mask_argmax``, ``mask_threshold``, ``mask_label_offset``, ``mask_void``. Each returns a new :class:`Predictions` whose
 ``segmentation`` holds one :class:`MaskMap` per row; none modifies its input arrays."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from repliscope.errors import OpSpecError, RepliscopeError
+from repliscope.errors import OpSpecError, RepliscopeError, SampleError
 from repliscope.ops.base import OPS, BuildContext, MaskMap, OpParams, PostOp, Predictions
 from repliscope.ops.segmentation.resample import resample, stretch_positions, to_source_positions
 
@@ -102,8 +102,41 @@ class MaskActivation(PostOp):
         return _replace(preds, out)
 
 
+class MaskMinmaxParams(OpParams):
+    quantize: Literal["none", "uint8"]
+    """uint8: then ``(y * 255).astype(uint8)`` (truncation, float32 product) stored as ``k / 255`` in float32, as
+    rembg turns the normalised map into an 8-bit PIL image."""
+
+
+@OPS.register("mask_minmax")
+class MaskMinmax(PostOp):
+    """Per image ``(x - min) / (max - min)`` over the whole map (every class channel), float32, as rembg's
+    ``SimpleSession.predict`` rescales U²-Net's saliency map; a constant map (max = min) is a failed sample
+    (rembg divides by zero). The result counts as probabilities (``activated``)."""
+
+    name = "mask_minmax"
+    Params = MaskMinmaxParams
+    params: MaskMinmaxParams
+
+    def __call__(self, preds: Predictions) -> Predictions:
+        out = []
+        for m in _maps(self.name, preds):
+            if m.values is None or m.labels is not None:
+                raise RepliscopeError(f"'{self.name}' needs scores: put it before mask_argmax / mask_threshold")
+            x = m.values.astype(np.float32)
+            lo, hi = x.min(), x.max()
+            if not hi > lo:
+                raise SampleError(f"'{self.name}': the map is constant ({lo}), min-max normalisation divides by 0")
+            y = (x - lo) / (hi - lo)
+            if self.params.quantize == "uint8":
+                y = (y * np.float32(255)).astype(np.uint8).astype(np.float32) / np.float32(255)
+            out.append(dataclasses.replace(m, values=y.astype(np.float32), activated=True))
+        return _replace(preds, out)
+
+
 class MaskResizeParams(OpParams):
-    method: Literal["bilinear", "nearest"]
+    method: Literal["bilinear", "nearest", "lanczos"]
+    """lanczos: library pillow only."""
     mapping: Literal["geometry", "stretch"]
     """geometry: the exact inverse of the pre-processing (resize, crop, letterbox, warp) via each sample's
     geometry; stretch: the whole map onto the whole image, ignoring crops and letterbox padding (MediaPipe's
@@ -112,9 +145,12 @@ class MaskResizeParams(OpParams):
     """How the map's pixel grid sits on the image it covers (see :mod:`repliscope.ops.segmentation.resample`)."""
     input_size: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)] | None = None
     """mapping geometry: the model input's [height, width] (the image the map covers); required there."""
-    library: Literal["numpy", "opencv"]
+    library: Literal["numpy", "opencv", "pillow"]
     """numpy: float64 separable sampling (any mapping); opencv: ``cv2.resize`` (stretch + half_pixel only;
-    INTER_LINEAR with OpenCV's float arithmetic, INTER_NEAREST = floor sampling)."""
+    INTER_LINEAR with OpenCV's float arithmetic, INTER_NEAREST = floor sampling); pillow: ``Image.resize`` of
+    each channel as an 8-bit ``L`` image (stretch + half_pixel only; the scores must be 8-bit levels ``k / 255``,
+    e.g. after ``mask_minmax`` with ``quantize: uint8``; the result is again ``k / 255``), as rembg resizes its
+    mask back to the image."""
 
 
 @OPS.register("mask_resize")
@@ -133,20 +169,45 @@ class MaskResize(PostOp):
             raise OpSpecError("input_size", "mapping: geometry needs the model input's [height, width]")
         if p.mapping == "stretch" and p.input_size is not None:
             raise OpSpecError("input_size", "only used with mapping: geometry; remove it")
-        if p.library == "opencv" and (p.mapping, p.sampling) != ("stretch", "half_pixel"):
-            raise OpSpecError("library", "opencv (cv2.resize) does mapping: stretch with sampling: half_pixel only; "
+        if p.library in ("opencv", "pillow") and (p.mapping, p.sampling) != ("stretch", "half_pixel"):
+            raise OpSpecError("library", f"{p.library} does mapping: stretch with sampling: half_pixel only; "
                               "use library: numpy", ["numpy"])
+        if p.method == "lanczos" and p.library != "pillow":
+            raise OpSpecError("method", "lanczos is resampled by library: pillow only", ["bilinear", "nearest"])
 
     def library(self) -> tuple[str, str]:
         if self.params.library == "opencv":
             import cv2
 
             return "opencv", cv2.__version__
+        if self.params.library == "pillow":
+            import PIL
+
+            return "pillow", PIL.__version__
         return super().library()
+
+    def _pillow(self, data: np.ndarray, source_hw: tuple[int, int], method: str) -> np.ndarray:
+        from PIL import Image
+
+        flag = {"bilinear": Image.Resampling.BILINEAR, "nearest": Image.Resampling.NEAREST,
+                "lanczos": Image.Resampling.LANCZOS}[method]
+        sh, sw = source_hw
+        if data.dtype.kind in "iu":  # labels: nearest, in mode I
+            return np.asarray(Image.fromarray(data.astype(np.int32)).resize((sw, sh), flag))
+        levels = np.rint(data * 255.0)
+        if np.any(np.abs(levels - data * 255.0) > 1e-3) or levels.min() < 0 or levels.max() > 255:
+            raise RepliscopeError(f"'{self.name}' with library pillow resizes 8-bit maps: the scores are not "
+                                  "levels k / 255 in [0, 1] (put mask_minmax with quantize: uint8 first)")
+        planes = data[..., None] if data.ndim == 2 else data
+        out = [np.asarray(Image.fromarray(levels_c.astype(np.uint8)).resize((sw, sh), flag))
+               for levels_c in np.moveaxis(np.rint(planes * 255.0), -1, 0)]
+        return np.stack(out, axis=-1).astype(np.float32) / np.float32(255)
 
     def _one(self, data: np.ndarray, source_hw: tuple[int, int], geometry: object, method: str) -> np.ndarray:
         p = self.params
         sh, sw = source_hw
+        if p.library == "pillow":
+            return self._pillow(data, source_hw, method)
         if p.library == "opencv":
             import cv2
 
