@@ -131,13 +131,14 @@ CLASSIFICATION_OUTPUT_KINDS = ("logits", "probabilities")
 DETECTION_OUTPUT_KINDS = ("boxes", "scores", "classes", "count", "anchor_regression", "anchor_scores")
 """``boxes``/``scores``/``classes``/``count``: decoded detections (e.g. a graph with NMS inside);
 ``anchor_regression``/``anchor_scores``: raw per-anchor outputs that ``anchor_decode`` turns into boxes."""
-SEGMENTATION_OUTPUT_KINDS = ("mask_logits", "mask_probabilities")
-"""Semantic segmentation: per-pixel scores (one per class, or one sigmoid map), before or after activation."""
+SEGMENTATION_OUTPUT_KINDS = ("mask_logits", "mask_probabilities", "mask_labels")
+"""Semantic segmentation: per-pixel scores (one per class, or one sigmoid map), before or after activation, or a
+label map (one integer class index per pixel, e.g. TensorFlow DeepLab's ``SemanticPredictions``)."""
 
 
 class OutputSpec(TensorSpec):
     kind: Literal["logits", "probabilities", "boxes", "scores", "classes", "count", "anchor_regression",
-                  "anchor_scores", "mask_logits", "mask_probabilities"]
+                  "anchor_scores", "mask_logits", "mask_probabilities", "mask_labels"]
 
 
 class LabelsSpec(_Strict):

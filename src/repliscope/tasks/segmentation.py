@@ -304,8 +304,16 @@ def check_postprocess(m: Manifest, post: Sequence[PostOp]) -> list[tuple[str, tu
     elif first.activated != (out.kind == "mask_probabilities"):  # type: ignore[attr-defined]
         errors.append((f"output '{out.name}' is of kind {out.kind}: activated must be "
                        f"{str(out.kind == 'mask_probabilities').lower()}", ("postprocess", 0, "activated")))
+    elif first.labels != (out.kind == "mask_labels"):  # type: ignore[attr-defined]
+        errors.append((f"output '{out.name}' is of kind {out.kind}: labels must be "
+                       f"{str(out.kind == 'mask_labels').lower()}", ("postprocess", 0, "labels")))
     labelers = [i for i, n in enumerate(names) if n in ("mask_argmax", "mask_threshold")]
     resizes = [i for i, n in enumerate(names) if n == "mask_resize"]
+    if first.labels:  # type: ignore[attr-defined]
+        errors.extend((f"the output is a label map already (labels: true): {names[i]} takes scores",
+                       ("postprocess", i)) for i, n in enumerate(names)
+                      if n in ("mask_argmax", "mask_threshold", "mask_activation", "mask_minmax"))
+        labelers = [0]
     if len(labelers) != 1:
         errors.append(("the postprocess needs exactly one mask_argmax or mask_threshold (labels per pixel), has "
                        f"{len(labelers)}", ("postprocess",)))

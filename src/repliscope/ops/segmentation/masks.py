@@ -34,7 +34,11 @@ class MaskFromOutputsParams(OpParams):
     layout: Literal["NHWC", "NCHW", "NHW"]
     """Where the class axis is; NHW: one map per image (read as C = 1)."""
     activated: bool
-    """The values are probabilities already (output kind ``mask_probabilities``) or logits (``mask_logits``)."""
+    """The values are probabilities already (output kind ``mask_probabilities``) or logits (``mask_logits``);
+    false for a label map."""
+    labels: bool = False
+    """The output is a label map (kind ``mask_labels``): integer class indices, layout NHW (or NHWC with one
+    channel); the maps start as labels, so no mask_argmax / mask_threshold follows. Optional: false = scores."""
 
 
 @OPS.register("mask_from_outputs")
@@ -58,6 +62,8 @@ class MaskFromOutputs(PostOp):
         if p.output not in preds.outputs:
             raise RepliscopeError(f"'{self.name}': the model has no output '{p.output}' (outputs: "
                                   f"{', '.join(sorted(preds.outputs)) or 'none'})")
+        if p.labels:
+            return _replace(preds, self._labels(np.asarray(preds.outputs[p.output])))
         x = np.asarray(preds.outputs[p.output], dtype=np.float32)
         want = 3 if p.layout == "NHW" else 4
         if x.ndim == 4 and p.layout == "NHW" and x.shape[-1] == 1:
@@ -71,6 +77,27 @@ class MaskFromOutputs(PostOp):
         maps = [MaskMap(values=np.ascontiguousarray(row), activated=p.activated, space="output",
                         class_names=self.class_names) for row in x]
         return _replace(preds, maps)
+
+    def _labels(self, x: np.ndarray) -> list[MaskMap]:
+        """Label maps: int32 (H, W) per row from an integer (or integral float) NHW / NHWC-with-one-channel
+        output; indices outside the labels stay (scored as "no class")."""
+        p = self.params
+        if x.ndim == 4 and p.layout in ("NHWC", "NHW") and x.shape[-1] == 1:
+            x = x[..., 0]
+        elif x.ndim == 4 and p.layout == "NCHW" and x.shape[1] == 1:
+            x = x[:, 0]
+        if x.ndim != 3:
+            raise RepliscopeError(f"'{self.name}': label output '{p.output}' has shape {list(x.shape)}, not "
+                                  "(N, H, W)")
+        integral = np.issubdtype(x.dtype, np.integer) or (np.issubdtype(x.dtype, np.floating)
+                                                          and bool(np.array_equal(x, np.rint(x))))
+        if not integral:
+            raise RepliscopeError(f"'{self.name}': label output '{p.output}' holds {x.dtype} values that are not "
+                                  "class indices")
+        if x.size and (x.min() < np.iinfo(np.int32).min or x.max() > np.iinfo(np.int32).max):
+            raise RepliscopeError(f"'{self.name}': label output '{p.output}' holds values outside int32")
+        return [MaskMap(values=None, activated=False, space="output", labels=np.ascontiguousarray(row, np.int32),
+                        class_names=self.class_names) for row in x]
 
 
 class MaskActivationParams(OpParams):
