@@ -3,6 +3,7 @@ client mistake to a 4xx with that body (never a 500 for bad input)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,9 +53,21 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 """The documented error responses (OpenAPI) of every API route."""
 
 
+_DB_URL = re.compile(r"\b(?:sqlite|postgres(?:ql)?|mysql|mariadb|oracle|mssql)(?:\+\w+)?://[^\s'\"<>;,)]*",
+                     re.IGNORECASE)
+RUN_STORE = "the run store"
+
+
+def redact(message: str) -> str:
+    """``message`` without database URLs (a store error names its database for the CLI user; a client of the
+    service must not learn the server's file paths, hosts or user names): each becomes "the run store"."""
+    return _DB_URL.sub(RUN_STORE, message)
+
+
 def error_json(status: int, message: str, field: str | None = None, code: str | None = None,
                headers: dict[str, str] | None = None, reasons: dict[str, list[str]] | None = None) -> JSONResponse:
-    error: dict[str, Any] = {"message": message, "field": field, "code": code or _CODES.get(status, "error")}
+    """The JSON error response (its message :func:`redact`-ed)."""
+    error: dict[str, Any] = {"message": redact(message), "field": field, "code": code or _CODES.get(status, "error")}
     if reasons is not None:
         error["reasons"] = reasons
     return JSONResponse({"error": error}, status_code=status, headers=headers)

@@ -2,7 +2,9 @@
 its body.
 
 1. Every response gets ``X-Frame-Options: DENY``, ``Content-Security-Policy: frame-ancestors 'none'``,
-   ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: same-origin`` (no framing: no click-jacking).
+   ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: same-origin`` (no framing: no click-jacking), and
+   ``Cache-Control: no-store`` unless the route set its own (static assets): no signed-in page or API answer stays
+   in a browser's cache, so Back after logging out shows nothing of it.
 2. An unsafe request (POST, PUT, PATCH, DELETE) that a browser may send on its own, i.e. one without an
    ``Authorization`` header (it rides on the login cookie, or it is the login itself), must come from this origin:
    its ``Origin`` (else ``Referer``) is this server's scheme://host, else 403 before anything runs. The CSRF token
@@ -29,7 +31,8 @@ UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOKENLESS = frozenset({"/login"})
 """Unsafe paths that need no token before their body (the login form carries the token in its body)."""
 SECURITY_HEADERS = [(b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"),
-                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
+                    (b"cache-control", b"no-store")]
 
 
 def own_origin(scope: Scope, headers: Any) -> str:

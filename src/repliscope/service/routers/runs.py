@@ -78,7 +78,8 @@ def query_runs(
     verdict: Verdict | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
-    sweep_id: Annotated[str | None, Query(max_length=100)] = None,
+    sweep_id: Annotated[str | None, Query(max_length=100, description="a sweep id or a unique prefix of it (the "
+                                                                      "pages show 12 characters)")] = None,
     sort: Sort = "-created_at",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
@@ -93,12 +94,39 @@ def query_runs(
 
     created_from = utc_bound(created_from, "query.created_from")
     created_to = utc_bound(created_to, "query.created_to")
+    if sweep_id is not None:
+        sweep_id = _full_sweep_id(store_of(request), sweep_id)
     filters = RunQuery(model=model, version=version, runtime=runtime, framework_version=framework_version,
                        dataset=dataset, hardware=hardware, kind=kind, verdict=verdict, created_from=created_from,
                        created_to=created_to, sweep_id=sweep_id)
     with store_errors():
         rows, total = store_of(request).query_runs(filters, sort=sort, page=page, page_size=page_size)
     return {"items": [r.model_dump() for r in rows], "total": total, "page": page, "page_size": page_size}
+
+
+def _full_sweep_id(store: Any, sweep_id: str) -> str:
+    """The stored sweep id that ``sweep_id`` is, or starts (the pages show 12 characters; at least
+    ``MIN_PREFIX``): a 422 listing the candidates when several sweeps start with it; no match -> as given."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from repliscope.store.models import RunRow
+    from repliscope.store.repository import MIN_PREFIX
+
+    if len(sweep_id) < MIN_PREFIX:
+        return sweep_id
+    with Session(store.engine) as session:
+        matches = session.scalars(select(RunRow.sweep_id).distinct()
+                                  .where(RunRow.sweep_id.startswith(sweep_id, autoescape=True))
+                                  .order_by(RunRow.sweep_id).limit(11)).all()
+    if sweep_id in matches or not matches:
+        return sweep_id
+    if len(matches) > 1:
+        more = " and more" if len(matches) > 10 else ""
+        raise ApiError(422, f"sweep id prefix {sweep_id!r} is ambiguous; candidates: "
+                            f"{', '.join(str(m) for m in matches[:10])}{more}", field="query.sweep_id",
+                       code="ambiguous")
+    return str(matches[0])
 
 
 @router.get("/compare")
