@@ -279,13 +279,15 @@ def get_job(store: RunStore, job_id: str) -> Job:
         return Job.model_validate(row)
 
 
-def list_jobs(store: RunStore, status: str | None = None, limit: int = 100) -> list[Job]:
-    """Jobs, newest first; optionally of one status."""
+def list_jobs(store: RunStore, status: str | None = None, limit: int = 100, *, kind: str | None = None,
+              created_by: str | None = None) -> list[Job]:
+    """Jobs, newest first; optionally of one status, one kind, one submitter (token name), all exact."""
     if status is not None and status not in JOB_STATUSES:
         raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})",
                                 "status")
     query = select(JobRow).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
-    if status is not None:
-        query = query.where(JobRow.status == status)
+    for value, column in ((status, JobRow.status), (kind, JobRow.kind), (created_by, JobRow.created_by)):
+        if value is not None:
+            query = query.where(column == value)
     with Session(store.engine) as session:
         return [Job.model_validate(r) for r in session.scalars(query).all()]

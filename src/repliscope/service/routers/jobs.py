@@ -157,14 +157,25 @@ def _placeable(check: Any, spec: Any) -> None:
         raise ApiError(503, f"the agents' scheduler is not reachable: {exc}", code="unavailable") from None
 
 
+LIST_QUERY_PARAMS = frozenset({"status", "kind", "user", "limit"})
+
+
 @router.get("", response_model=list[JobOut])
 def list_jobs(request: Request, _: Annotated[Any, Depends(require("viewer"))],
-              status: Status | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
-    """Jobs, newest first."""
+              status: Status | None = None, kind: Kind | None = None,
+              user: Annotated[str | None, Query(min_length=1, max_length=200,
+                                                description="the submitter's token name (exact)")] = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+    """Jobs, newest first, filtered by status, kind and submitter."""
     from repliscope.store.registry import list_jobs as list_stored
 
+    unknown = sorted(set(request.query_params) - LIST_QUERY_PARAMS)
+    if unknown:  # a misspelt filter must not silently return every job
+        raise ApiError(422, f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(LIST_QUERY_PARAMS))})",
+                       field=f"query.{unknown[0]}")
     with store_errors():
-        return [_out(j) for j in list_stored(store_of(request), status=status, limit=limit)]
+        return [_out(j) for j in list_stored(store_of(request), status=status, limit=limit, kind=kind,
+                                             created_by=user)]
 
 
 @router.get("/{job_id}", response_model=JobOut)

@@ -151,6 +151,55 @@ def job_view(store: Any, job_id: str) -> JobView | None:
         job = get_job(store, job_id)
     except NotFoundError:
         return None
+    return _view(job)
+
+
+FINAL_STATUSES = ("succeeded", "failed", "cancelled")
+JOBS_PAGE_LIMIT = 200
+"""The jobs page lists this many of the newest matching jobs."""
+
+
+@dataclass(frozen=True)
+class JobsFilter:
+    """The jobs page's filters (empty string: any)."""
+
+    status: str = ""
+    kind: str = ""
+    user: str = ""
+
+    def problem(self) -> str | None:
+        """Why a filter value is not allowed (None: all are)."""
+        from repliscope.store.registry import JOB_STATUSES
+
+        if self.status and self.status not in JOB_STATUSES:
+            return f"status {self.status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})"
+        if self.kind and self.kind not in KINDS:
+            return f"kind {self.kind!r} is not a job kind (allowed: {', '.join(KINDS)})"
+        if len(self.user) > 200:
+            return "user: a token name has at most 200 characters"
+        return None
+
+
+def job_list(store: Any, filters: JobsFilter) -> list[JobView]:
+    """The newest :data:`JOBS_PAGE_LIMIT` jobs matching ``filters`` (all exact)."""
+    from repliscope.store.registry import list_jobs
+
+    return [_view(j) for j in list_jobs(store, status=filters.status or None, limit=JOBS_PAGE_LIMIT,
+                                        kind=filters.kind or None, created_by=filters.user or None)]
+
+
+def job_users(store: Any) -> list[str]:
+    """The token names that submitted a job (the user filter's choices)."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from repliscope.store.models import JobRow
+
+    with Session(store.engine) as session:
+        return sorted(session.scalars(select(JobRow.created_by).distinct()).all())
+
+
+def _view(job: Any) -> JobView:
     return JobView(id=job.id, kind=job.kind, manifest=job.manifest, runtime=job.runtime, dataset=job.dataset,
                    status=job.status, done=job.progress_done, total=job.progress_total,
                    results=list(job.result_ids), error=job.error, log=job.log,

@@ -108,7 +108,9 @@ CSRF_REFUSED = "This form is out of date or did not come from this site (CSRF to
 
 
 def _error(principal: Any, status_code: int, message: str) -> Response:
-    return _page(principal, "error.html", status_code=status_code, title="Error", message=message)
+    from repliscope.service.errors import redact
+
+    return _page(principal, "error.html", status_code=status_code, title="Error", message=redact(message))
 
 
 def _store(request: Request) -> Any:
@@ -265,8 +267,20 @@ def run_page(request: Request, run_id: str, principal: SignedIn) -> Response:
             if reference is None:
                 return _error(principal, 404, str(run_error))
             return RedirectResponse(f"/runs/{quote(reference, safe='')}", status_code=303)
-        return _page(principal, "bench.html", title=bench.view.title, page=bench, view=bench.view)
-    return _page(principal, "run.html", title=page.view.title, page=page, view=page.view)
+        view = _viewer_view(request, principal, bench.view)
+        return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
+    return _page(principal, "run.html", title=page.view.title, page=page,
+                 view=_viewer_view(request, principal, page.view))
+
+
+def _viewer_view(request: Request, principal: Any, view: Any) -> Any:
+    """``view`` as ``principal`` may see it: an admin sees server paths as stored, anyone else relative to named
+    roots (:mod:`repliscope.service.web.redact`)."""
+    if principal.role == "admin":
+        return view
+    from repliscope.service.web.redact import named_roots, redact_view
+
+    return redact_view(view, named_roots(request.app.state.config.cache_dir))
 
 
 def _sweep_reference(store: Any, sweep_id: str) -> str | None:
@@ -339,6 +353,47 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
         return _page(principal, "new.html", status_code=exc.status, title="New run", choices=choices, can_run=True,
                      message=f"{exc.field}: {exc.message}", values=form)
     return RedirectResponse(f"/jobs/{quote(job_id, safe='')}", status_code=303)
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str = "", user: str = "") -> Response:
+    """Every job, newest first, filtered by status, kind and submitter; a runner can cancel unfinished ones."""
+    from repliscope.service.web import jobs
+
+    unknown = sorted(set(request.query_params) - {"status", "kind", "user"})
+    if unknown:
+        return _error(principal, 422, f"unknown query parameter {unknown[0]!r} (allowed: kind, status, user)")
+    filters = jobs.JobsFilter(status=status, kind=kind, user=user)
+    problem = filters.problem()
+    if problem is not None:
+        return _error(principal, 422, problem)
+    store = _store(request)
+    from repliscope.store.registry import JOB_STATUSES
+
+    return _page(principal, "jobs.html", title="Jobs", jobs=jobs.job_list(store, filters), filters=filters,
+                 statuses=JOB_STATUSES, kinds=jobs.KINDS, users=jobs.job_users(store),
+                 final=jobs.FINAL_STATUSES, limit=jobs.JOBS_PAGE_LIMIT,
+                 can_cancel=_role_at_least(principal, "runner"))
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Response:
+    """The jobs page's cancel button (CSRF token and role 'runner'): the API's cancel, then back to the list."""
+    from starlette.concurrency import run_in_threadpool
+
+    from repliscope.service.routers.jobs import cancel_job
+
+    form = await request.form(max_files=0, max_fields=5)
+    if not _form_csrf_ok(form, principal):
+        return _error(principal, 403, CSRF_REFUSED)
+    if not _role_at_least(principal, "runner"):
+        return _error(principal, 403, f"cancelling a job needs the role 'runner'; the token '{principal.name}' has "
+                                      f"'{principal.role}'")
+    try:
+        await run_in_threadpool(cancel_job, request, job_id, principal)
+    except ApiError as exc:
+        return _error(principal, exc.status, exc.message)
+    return RedirectResponse(_safe_next(str(form.get("next") or "/jobs")), status_code=303)
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
