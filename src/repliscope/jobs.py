@@ -212,7 +212,9 @@ def _execute(job: JobSpec, cache_dir: Path | None, on_progress: Callable[[int], 
                                         samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
                                         batch_size=int(o.get("batch_size") or 1) if scenario == "offline" else 1)
             result = run_matrix(loaded, data, [job.runtime], [int(o.get("threads") or 1)],
-                                BenchOptions(scenario=settings), settings=_settings(job, cache_dir))
+                                BenchOptions(scenario=settings), settings=_settings(job, cache_dir),
+                                on_config=lambda rt, n: log(f"bench: {rt} with {n} thread(s), {scenario}"))
+            on_progress(len(data))  # the whole library was pre-processed and queried: the job page shows n/n
             return JobOutcome(benchmarks=[b.model_dump(mode="json") for b in result.records])
         # diff
         from repliscope.diff.task import diff_runtimes

@@ -133,11 +133,37 @@ def test_identical_inputs_reuse_outputs(sweep: SweepOutput) -> None:
     inputs equal the reference's in every batch, so its outputs are reused, and its predictions are the same."""
     r = sweep.result
     assert r.outcome("decoder_swapped").inference_reused == {"reference": 3}
-    assert r.outcome("decoder_swapped").inference_seconds == 0.0
+    # the reused batches cost what the reference measured on the same runner and inputs
+    assert r.outcome("decoder_swapped").inference_seconds == r.reference.inference_seconds > 0.0
     assert r.outcome("color_layout_swapped").inference_reused == {}
     # a different runner (other thread count) never reuses, even with identical inputs
     assert r.outcome("threads_changed").inference_reused == {}
     assert r.outcome("batch_size_1").inference_reused == {}
+
+
+def test_every_variant_has_its_own_timings(sweep: SweepOutput) -> None:
+    """Issue 21 item 2: not one shared loop time and throughput 0.0 for every variant; each record's loop time is
+    its own model time (batch latencies; a reused batch counts the twin's), its throughput evaluated / that."""
+    records = {rec.variant: rec for rec in sweep.records}
+    assert len(records) == len(sweep.records) == 1 + sum(v.status == "ok" for v in sweep.result.variants)
+    for name, rec in records.items():
+        t = rec.timings
+        assert t.batch_latencies_seconds, name
+        assert t.loop_seconds == t.inference_seconds == sum(t.batch_latencies_seconds) > 0.0, name
+        assert t.throughput_samples_per_second == rec.counts["evaluated"] / t.loop_seconds > 0.0, name
+        assert t.total_seconds == t.load_seconds + t.warmup_seconds + t.loop_seconds, name
+    assert len(records["batch_size_1"].timings.batch_latencies_seconds) == 20  # 20 samples, one per batch
+    assert len(records["reference"].timings.batch_latencies_seconds) == 3
+    assert records["decoder_swapped"].timings.batch_latencies_seconds == \
+        records["reference"].timings.batch_latencies_seconds
+    assert len({rec.timings.loop_seconds for name, rec in records.items() if name != "decoder_swapped"}) == \
+        len(records) - 1  # measured separately
+    shared = sweep.result.timings
+    own = sum(rec.timings.inference_seconds for name, rec in records.items()
+              if name == "reference" or not sweep.result.outcome(name).inference_reused)
+    # the sweep's model time counts a reused batch once
+    assert own <= shared["inference_seconds"] < sum(rec.timings.inference_seconds for rec in records.values())
+    assert shared["loop_seconds"] >= shared["inference_seconds"]
 
 
 def test_a_variant_that_cannot_run_is_failed_not_fatal(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import LITE0, LITE0_FOOLBOX_TOP1
@@ -151,12 +152,21 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     runs = client.get("/api/v1/runs", params={"sweep_id": pitfalls["result_ids"][-1]}, headers=runner).json()
     assert runs["total"] == 2 and "no_center_crop" in {r["variant"] for r in runs["items"]}
     assert {r["num_samples"] for r in runs["items"]} == {3}
+    timings = {r["variant"]: client.get(f"/api/v1/runs/{r['run_id']}", headers=runner).json()["timings"]
+               for r in runs["items"]}  # issue 21 item 2: each variant's own timings, not one shared loop
+    for t in timings.values():
+        assert t["loop_seconds"] == t["inference_seconds"] == pytest.approx(sum(t["batch_latencies_seconds"]))
+        assert t["throughput_samples_per_second"] == pytest.approx(3 / t["loop_seconds"])
+    assert timings["reference"]["loop_seconds"] != timings["no_center_crop"]["loop_seconds"]
 
     r = client.post("/api/v1/jobs", json={**base, "kind": "bench", "options": {"limit": 2, "min_duration_s": 0,
                                                                                 "min_queries": 3}}, headers=runner)
     bench = wait_for(client, r.json()["id"], runner)
     assert bench["status"] == "succeeded", client.get(f"/api/v1/jobs/{bench['id']}/log", headers=runner).text
     assert len(bench["result_ids"]) == 1
+    assert (bench["progress_done"], bench["progress_total"]) == (2, 2)  # not 0/2 after success (issue 21 item 2)
+    bench_log = client.get(f"/api/v1/jobs/{bench['id']}/log", headers=runner).text
+    assert "bench: onnxruntime with 1 thread(s), single-stream\n" in bench_log
 
     r = client.post("/api/v1/jobs", json={**base, "kind": "diff", "options": {"limit": 2, "runtime_b": "torch"}},
                     headers=runner)

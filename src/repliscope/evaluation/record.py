@@ -101,7 +101,9 @@ class Timings(_Model):
     ``warmup_seconds`` (one inference on zeros of the first batch's shape) + ``loop_seconds`` (the measured
     loop: reading, pre-processing and inferring every sample). ``inference_seconds`` and
     ``batch_latencies_seconds`` are the runtime's share of the measured loop; ``throughput_samples_per_second``
-    is evaluated samples / ``loop_seconds`` (0 when undefined, e.g. for a sweep's variants sharing one loop).
+    is evaluated samples / ``loop_seconds`` (0 when undefined). A pitfall sweep's variants share one loop: each
+    variant's ``loop_seconds`` is its own model time (= ``inference_seconds``; a batch whose outputs it reused from
+    a twin counts the twin's measured latency), its ``total_seconds`` its load + warm-up + that.
 
     Records stored before load and warm-up were separated have no ``loop_seconds`` (None): their
     ``total_seconds`` and throughput include the model load, and ``load_seconds`` / ``warmup_seconds`` read as 0.
