@@ -59,6 +59,9 @@ class OpenCVDnnRunner(Runner):
         self._output_names: list[str] = []
         self._per_image = False
         self._cascade: MtcnnCascade | None = None
+        self._darknet_sources: dict[str, str] | None = None
+        """A darknet source read by OpenCV itself: manifest output -> the OpenCV layer it is computed from."""
+        self._darknet_anchors: dict[str, int] = {}
         self.layer_timer: Callable[[Any, int, int], None] | None = None
         """Tracing hook: called after every forward with (net, start_ns, end_ns) on perf_counter_ns."""
 
@@ -73,6 +76,15 @@ class OpenCVDnnRunner(Runner):
         if self.artifact.format == "mtcnn_cascade":
             self._load_cascade()
             return
+        if self.artifact.format == "darknet":
+            from repliscope.runtimes import opencv_darknet
+
+            if opencv_darknet.has_darknet_reader(cv2):
+                self._load_darknet()
+                return
+            self.notes["darknet_reader"] = {"reader": "the ONNX conversion (notes.conversion)",
+                                            "reason": f"OpenCV {cv2.__version__} has no cv2.dnn.readNetFromDarknet "
+                                                      "(OpenCV 5 removed it)"}
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
         self.onnx_path = path
         net, engine = self._read(path)
@@ -97,6 +109,38 @@ class OpenCVDnnRunner(Runner):
         self.notes["engine"] = engine
         self.notes["backend"] = "DNN_BACKEND_OPENCV"
         self.notes["target"] = "DNN_TARGET_CPU"
+
+    def _load_darknet(self) -> None:
+        """A darknet source on OpenCV < 5: OpenCV's own Darknet reader
+        (:mod:`repliscope.runtimes.opencv_darknet`), backend OPENCV, target CPU."""
+        from repliscope.runtimes import opencv_darknet
+
+        net, sources = opencv_darknet.read_darknet(cv2, self.artifact)
+        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        self._net = net
+        self._darknet_sources = sources
+        self._darknet_anchors = opencv_darknet.anchors_per_output(self.artifact)
+        assert self.artifact.config_path is not None
+        self.notes["darknet_reader"] = opencv_darknet.describe(self.artifact.config_path, sources, cv2.__version__)
+        self.notes["engine"] = {"name": "classic", "reason": "readNetFromDarknet"}
+        self.notes["backend"] = "DNN_BACKEND_OPENCV"
+        self.notes["target"] = "DNN_TARGET_CPU"
+
+    def _darknet_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        """The manifest's yolo outputs from OpenCV's Darknet net: the feeding conv layers + the yolo logistic."""
+        from repliscope.runtimes.opencv_darknet import yolo_activate
+
+        assert self._net is not None and self._darknet_sources is not None
+        if cv2.getNumThreads() != self.threads:
+            cv2.setNumThreads(self.threads)
+        self._net.setInput(np.ascontiguousarray(batch))
+        names = list(self._darknet_sources)
+        start = time.perf_counter_ns()
+        raw = self._net.forward([self._darknet_sources[n] for n in names])
+        if self.layer_timer is not None:
+            self.layer_timer(self._net, start, time.perf_counter_ns())
+        return {n: yolo_activate(np.asarray(r), self._darknet_anchors[n]) for n, r in zip(names, raw, strict=True)}
 
     def _load_cascade(self) -> None:
         """MTCNN: three nets (same engine choice and backend) driven by
@@ -137,6 +181,8 @@ class OpenCVDnnRunner(Runner):
         check_batch(batch, self.artifact)
         if self._cascade is not None:
             raise ModelLoadError("an MTCNN cascade gives detections, not one score output: use infer_outputs")
+        if self._darknet_sources is not None:
+            raise ModelLoadError("a Darknet YOLO net gives its yolo outputs, not one score output: use infer_outputs")
         if self._per_image and batch.shape[0] > 1:
             (out,) = run_per_image(lambda x: [self._forward(x, None)[0]], batch)
         else:
@@ -147,6 +193,8 @@ class OpenCVDnnRunner(Runner):
         check_batch(batch, self.artifact)
         if self._cascade is not None:
             return self._cascade.infer_outputs(batch, self.artifact.output_names)
+        if self._darknet_sources is not None:
+            return self._darknet_outputs(batch)
         names = self._output_names
         if self._per_image and batch.shape[0] > 1:
             outs = run_per_image(lambda x: self._forward(x, names), batch)
