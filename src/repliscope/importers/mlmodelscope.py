@@ -77,9 +77,10 @@ _TASKS = {"classification": "image_classification", "feature": "image_classifica
 ``CreatePredictedFeatures(output, labels)``; rai-project/tensorrt ``image_classification_predictor.go``)."""
 _REFUSED_OUTPUTS = {
     "semanticsegment": ("semantic_segmentation", "a per-pixel class map (DeepLab, FCN); not translated: the "
-                        "agents' semantic segmentation predictors were not read, and the TensorFlow DeepLab graphs "
-                        "emit a class-id map (masks_layer SemanticPredictions), which repliscope's "
-                        "semantic_segmentation outputs (mask_logits, mask_probabilities) do not take"),
+                        "agents' semantic segmentation predictors (how the class-id map of masks_layer "
+                        "SemanticPredictions is mapped back onto the image) were not read; repliscope's "
+                        "semantic_segmentation task takes such a map (output kind mask_labels), write the "
+                        "manifest by hand"),
     "instancesegment": ("instance_segmentation", "boxes with per-instance masks (Mask R-CNN); repliscope has no "
                         "instance segmentation task"),
     "image": ("image_output", "an image (super-resolution, enhancement); repliscope has no image-to-image task"),

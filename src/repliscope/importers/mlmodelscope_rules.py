@@ -46,7 +46,7 @@ REFUSAL_REASONS = {
     "invalid": "the file breaks MLModelScope's manifest format (YAML, types, required fields, values)",
     "limits": "the file exceeds the reading limits (size, nesting, node count, number size)",
     "non_image_input": "an input other than one image (text, several inputs): no image pipeline to reproduce",
-    "semantic_segmentation": "output.type semanticsegment: not translated (class-id map outputs, predictors unread)",
+    "semantic_segmentation": "output.type semanticsegment: not translated (the agents' segmentation predictors unread)",
     "instance_segmentation": "output.type instancesegment: repliscope has no instance segmentation task",
     "image_output": "output.type image (super-resolution, enhancement): repliscope has no image-to-image task",
     "coordinates_output": "output.type coordinates (pose keypoints): repliscope has no keypoint task",
