@@ -341,3 +341,33 @@ def _tab_to_element(driver: WebDriver, element: Any, limit: int = 40) -> None:
         if driver.switch_to.active_element == element:
             return
     pytest.fail(f"{limit} Tab presses never reached {element.tag_name} on {driver.current_url}")
+
+
+def test_jobs_page_filters_and_cancels_and_back_after_logout_shows_nothing(service: Service,
+                                                                           driver: WebDriver) -> None:
+    """Issue 21 items 3 and 6: the /jobs page's status filter and Cancel button (its form's CSRF token) in a real
+    browser; after logging out, Back must not show the signed-in page again (Cache-Control: no-store)."""
+    from repliscope.store.registry import create_job, get_job
+
+    job = create_job(service.store, "bench", MANIFEST_REF, "onnxruntime", DATASET, {}, created_by="browser-runner")
+    _login(driver, service, service.runner)
+    driver.get(f"{service.url}/jobs")
+    _choose(driver, "jobs-filter-status", "queued")
+    driver.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+    poll(lambda: "status=queued" in driver.current_url, timeout=20, what="the filtered jobs page")
+    rows = _table(driver, "jobs-table")
+    assert [r[0] for r in rows] == [job.id[:12]], f"#jobs-table after status=queued: {rows}"
+    assert rows[0][1] == "bench" and rows[0][5] == "queued"
+    screenshot(driver, "jobs")
+    driver.find_element(By.CSS_SELECTOR, f"form[action='/jobs/{job.id}/cancel'] button").click()
+    poll(lambda: get_job(service.store, job.id).status == "cancelled", timeout=20, what="the job cancelled")
+    poll(lambda: driver.current_url.rstrip("/").endswith("/jobs"), timeout=20, what="back on /jobs")
+    assert "cancelled" in driver.find_element(By.ID, "jobs-table").text
+
+    driver.get(f"{service.url}/jobs")
+    driver.find_element(By.CSS_SELECTOR, "form.logout button").click()
+    poll(lambda: "/jobs" not in driver.current_url, timeout=20, what="the page after logging out")
+    driver.back()
+    poll(lambda: "/login" in driver.current_url, timeout=20,
+         what="Back after logging out: the login page, not the cached jobs page")
+    assert not driver.find_elements(By.ID, "jobs-table")
