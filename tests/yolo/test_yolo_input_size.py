@@ -15,7 +15,7 @@ import pytest
 from repliscope.convert.darknet_cfg import load_network_cfg
 from repliscope.ops.pipeline import Pipeline, decode_input
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
-from repliscope.pitfalls.runners import runner_for
+from repliscope.pitfalls.runners import check_resizable, runner_for
 from repliscope.pitfalls.sweep import task_pitfalls
 from tests.yolo._assets import COCO_MINI, DARKNET_DATA, MANIFEST, cfg_path, need_coco, need_darknet, seed_cache
 
@@ -132,3 +132,22 @@ def test_sweep_delta_ap_at_608() -> None:
     assert (paired["delta_ap_ci_low"], paired["delta_ap_ci_high"]) == (pytest.approx(-0.021645, abs=2e-6),
                                                                       pytest.approx(0.062712, abs=2e-6))
     assert paired["matched_fraction"] == pytest.approx(0.25235, abs=1e-4)
+
+
+def test_other_shape_refused_where_the_model_cannot_run_it(prepared, tmp_path: Path) -> None:
+    """The general mechanism on models that cannot change size: NotApplicable with the reason (the sweep reports
+    the variant "not applicable"), never a runner that fails inside the runtime."""
+    from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.runtimes import create_runner
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "segmentation" / "colour-segmenter.yaml"
+    seg = prepare(fixture, RunSettings(runtime="onnxruntime", threads=1, batch_size=1))
+    assert seg.artifact.input_shape == (1, 32, 32, 3)
+    with pytest.raises(NotApplicable, match=r"declares input 'image' as \['N', 32, 32, 3\]; it cannot run at "
+                                            r"\[48, 48, 3\]"):
+        runner_for(seg.runner, 1, "float32", (48, 48, 3))
+    assert runner_for(seg.runner, 1, "float32", (32, 32, 3)).artifact.input_shape == (1, 32, 32, 3)
+    with pytest.raises(NotApplicable, match="keras runtime builds a darknet source at the cfg's size only"):
+        check_resizable("keras", prepared.artifact, (3, 608, 608))  # the Keras port is built at the cfg's size
+    check_resizable("darknet", prepared.artifact, (3, 608, 608))
+    assert create_runner("onnxruntime", prepared.artifact, 1, tmp_path).artifact.input_shape == (-1, 3, 416, 416)

@@ -17,9 +17,10 @@ from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
 def runner_for(base: Runner, threads: int, precision: str, input_shape: tuple[int, ...] | None = None) -> Runner:
     """A runner like ``base`` (same runtime and model) with other threads, precision and/or model input shape
     (``input_shape`` without the batch axis, e.g. (3, 608, 608)). Another shape is the same model file at another
-    input size: a darknet source is converted (or resized by libdarknet) at it; a fixed-shape model file refuses
-    it when the runner loads, and the sweep reports that variant as failed."""
+    input size: a darknet source is converted (or resized by libdarknet) at it; a model that cannot run at it
+    (a fixed-shape file, a runtime that builds the cfg's size) is NotApplicable (:func:`check_resizable`)."""
     if input_shape is not None and tuple(input_shape) != tuple(base.artifact.input_shape[1:]):
+        check_resizable(base.name, base.artifact, tuple(int(d) for d in input_shape))
         batch_axis = base.artifact.input_shape[0] if base.artifact.input_shape else -1
         shape = (batch_axis, *(int(d) for d in input_shape))
         artifact = replace(base.artifact, input_shape=shape,
@@ -37,6 +38,35 @@ def runner_for(base: Runner, threads: int, precision: str, input_shape: tuple[in
     if base.name == "onnxruntime":
         return float16_onnxruntime_runner(base, threads)
     raise NotApplicable(f"float16 inference is not implemented for the {base.name} runtime")
+
+
+DARKNET_AT_ANY_SIZE = ("darknet", "onnxruntime", "opencv_dnn")
+"""Runtimes that build a darknet source at the artifact's input size (libdarknet's resize_network, the ONNX
+conversion; OpenCV < 5's own reader refuses another size when it loads)."""
+
+
+def check_resizable(runtime: str, artifact: ModelArtifact, input_shape: tuple[int, ...]) -> None:
+    """NotApplicable unless ``runtime`` can run the model at ``input_shape`` (no batch axis): a darknet source on
+    :data:`DARKNET_AT_ANY_SIZE`, or an ONNX file whose input declares those dims or leaves them dynamic."""
+    if artifact.format == "darknet":
+        if runtime not in DARKNET_AT_ANY_SIZE:
+            raise NotApplicable(f"the {runtime} runtime builds a darknet source at the cfg's size only (runtimes "
+                                f"that run it at {list(input_shape)}: {', '.join(DARKNET_AT_ANY_SIZE)})")
+        return
+    if artifact.format != "onnx":
+        raise NotApplicable(f"a {artifact.format} model file has the input it was exported with; another input "
+                            f"shape {list(input_shape)} needs a source built at it (darknet sources are)")
+    import onnx
+
+    model = onnx.load(str(artifact.path), load_external_data=False)
+    initializers = {i.name for i in model.graph.initializer}
+    first = next(i for i in model.graph.input if i.name not in initializers)
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in first.type.tensor_type.shape.dim][1:]
+    fixed = [(axis, want, got) for axis, (want, got) in enumerate(zip(dims, input_shape, strict=False), start=1)
+             if want is not None and want != got]
+    if len(dims) != len(input_shape) or fixed:
+        raise NotApplicable(f"{artifact.path.name} declares input {first.name!r} as {['N', *dims]}; it cannot run "
+                            f"at {list(input_shape)}")
 
 
 def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
