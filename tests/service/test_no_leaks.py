@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from repliscope.service.web.redact import hide_paths, named_roots
-from tests.service.test_web_pages import RUN_A, logged_in
+from tests.service.test_web_pages import RUN_A, RUN_B, logged_in
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
 SWEEP_1 = "5eed" + "a" * 8 + "1" * 20
@@ -68,6 +68,16 @@ def test_a_viewer_sees_paths_relative_to_named_roots_and_an_admin_sees_them(leak
     for server_path in (f"{cache}/onnx/efficientnet-lite0-1.0.0.onnx", "/srv/shared/data/imagenet-sample",
                         f"{sys.prefix}/bin/python3"):
         assert server_path in admin
+    other = make_record(RUN_B, TOP1_B)
+    other.runtime["model_path"] = "/opt/models/lite0/model.onnx"
+    app.state.store.save(other)
+    compare = logged_in(app, leaky["tokens"]["viewer"]).get(f"/compare?a={RUN_A}&b={RUN_B}")
+    assert compare.status_code == 200
+    assert cache not in compare.text and "/opt/models" not in compare.text
+    assert "&lt;model cache&gt;/onnx/efficientnet-lite0-1.0.0.onnx" in compare.text
+    assert "…/lite0/model.onnx" in compare.text
+    admin_compare = logged_in(app, leaky["tokens"]["admin"]).get(f"/compare?a={RUN_A}&b={RUN_B}").text
+    assert "/opt/models/lite0/model.onnx" in admin_compare
 
 
 def test_hide_paths_keeps_urls_and_relative_paths() -> None:

@@ -62,3 +62,14 @@ def redact_view(view: Any, roots: Sequence[tuple[str, str]]) -> Any:
         changes["failures"] = [dataclasses.replace(f, error=hide_paths(f.error, roots) if f.error else f.error)
                                for f in failures]
     return dataclasses.replace(view, **changes)
+
+
+def redact_compare(page: Any, roots: Sequence[tuple[str, str]]) -> Any:
+    """A copy of a compare page (:class:`repliscope.service.web.views.ComparePage`) whose pipeline and stack rows
+    and reasons show no absolute server path."""
+
+    def lines(rows: list[Any]) -> list[Any]:
+        return [dataclasses.replace(d, a=hide_paths(d.a, roots), b=hide_paths(d.b, roots)) for d in rows]
+
+    return dataclasses.replace(page, pipeline=lines(page.pipeline), stack=lines(page.stack),
+                               why=[hide_paths(w, roots) for w in page.why])

@@ -301,6 +301,10 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
         page = views.compare_page(_store(request), a, b)
     except StoreError as exc:
         return _error(principal, 404, str(exc))
+    if principal.role != "admin":
+        from repliscope.service.web.redact import named_roots, redact_compare
+
+        page = redact_compare(page, named_roots(request.app.state.config.cache_dir))
     return _page(principal, "compare.html", title="Compare", page=page, c=page.comparison)
 
 
