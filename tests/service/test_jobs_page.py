@@ -32,7 +32,9 @@ def jobs(service_app: Any, tokens: dict[str, str]) -> dict[str, str]:
                        ("diff", "test-runner")):
         ids[kind] = create_job(store, kind, ref, "onnxruntime", "foolbox_imagenet", {}, created_by=user).id
     update_job(store, ids["bench"], status="succeeded", progress_total=20, progress_done=20, result_ids=[BENCH_ID])
-    update_job(store, ids["pitfalls"], status="failed", error="the reference pipeline cannot run: boom")
+    url = service_app.state.config.db_url
+    update_job(store, ids["pitfalls"], status="failed", error=f"the run database {url} is read-only",
+               append_log=f"error: the run database {url} is read-only")
     update_job(store, ids["diff"], status="running", progress_total=4, progress_done=1)
     return ids
 
@@ -53,6 +55,10 @@ def test_the_jobs_api_filters_and_rejects_unknown_parameters(client: TestClient,
     assert kinds(status="running") == ["diff"]
     assert kinds(status="queued", user="test-runner") == ["evaluate"]
     assert kinds(user="nobody") == []
+    failed = client.get(f"/api/v1/jobs/{jobs['pitfalls']}", headers=viewer).json()
+    assert failed["error"] == "the run database the run store is read-only"
+    log = client.get(f"/api/v1/jobs/{jobs['pitfalls']}/log", headers=viewer).text
+    assert log == "error: the run database the run store is read-only\n" and "sqlite" not in log
     r = client.get("/api/v1/jobs", params={"kidn": "bench"}, headers=viewer)
     assert r.status_code == 422
     assert r.json()["error"] == {"message": "unknown query parameter 'kidn' (allowed: kind, limit, status, user)",
@@ -72,7 +78,7 @@ def test_the_jobs_page_lists_filters_and_links(service_app: Any, tokens: dict[st
     assert [row[1] for row in rows] == ["diff", "pitfalls", "bench", "evaluate"]  # newest first
     assert [row[5] for row in rows] == ["running", "failed", "succeeded", "queued"]
     assert [row[6] for row in rows] == ["1 / 4", "0 / ?", "20 / 20", "0 / ?"]
-    assert rows[1][9] == "the reference pipeline cannot run: boom"
+    assert rows[1][9] == "the run database the run store is read-only"  # no database URL (issue 21 item 6)
     for job_id in jobs.values():
         assert f'href="/jobs/{job_id}"' in r.text
     assert f'href="/runs/{BENCH_ID}"' in r.text

@@ -82,7 +82,13 @@ class JobOut(BaseModel):
 
 
 def _out(job: Any) -> dict[str, Any]:
-    return job.model_dump(exclude={"log"})
+    """A job as the API serves it: no log, its error without database URLs."""
+    from repliscope.service.errors import redact
+
+    out: dict[str, Any] = job.model_dump(exclude={"log"})
+    if out.get("error"):
+        out["error"] = redact(out["error"])
+    return out
 
 
 def _check_runtime(name: str, field: str) -> None:
@@ -190,11 +196,12 @@ def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("vi
 @router.get("/{job_id}/log",
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
 def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
-    """The job's log lines (plain text)."""
+    """The job's log lines (plain text; database URLs read "the run store")."""
+    from repliscope.service.errors import redact
     from repliscope.store.registry import get_job as get_stored
 
     with store_errors("job"):
-        return PlainTextResponse(get_stored(store_of(request), job_id).log)
+        return PlainTextResponse(redact(get_stored(store_of(request), job_id).log))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)

@@ -200,7 +200,9 @@ def job_users(store: Any) -> list[str]:
 
 
 def _view(job: Any) -> JobView:
+    from repliscope.service.errors import redact
+
     return JobView(id=job.id, kind=job.kind, manifest=job.manifest, runtime=job.runtime, dataset=job.dataset,
                    status=job.status, done=job.progress_done, total=job.progress_total,
-                   results=list(job.result_ids), error=job.error, log=job.log,
+                   results=list(job.result_ids), error=redact(job.error) if job.error else None, log=redact(job.log),
                    created_at=f"{job.created_at:%Y-%m-%d %H:%M:%S} UTC", created_by=job.created_by)
