@@ -170,7 +170,7 @@ def test_dataset_registration_bounds_the_walk(client: TestClient, headers_for: C
 def test_health_answers_while_a_big_manifest_validates(service_app: Any, tokens: dict[str, str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Item 5: validation ran on the event loop (a 600 KB YAML: /health waited 18.4 s). A validation that takes
-    2 s (the loader slowed down on purpose) must leave /health answering within 0.5 s."""
+    2 s (the loader slowed down on purpose) must leave /health answering within 1 s."""
     import httpx
 
     from repliscope.service.routers import manifests
@@ -200,7 +200,9 @@ def test_health_answers_while_a_big_manifest_validates(service_app: Any, tokens:
 
     status, latencies = asyncio.run(scenario())
     assert status == 201
-    assert len(latencies) >= 5 and max(latencies) < 0.5, latencies
+    # a validation on the event loop would hold every /health for the whole 2 s (at most one answer, >= 1.7 s);
+    # 1 s leaves room for a loaded CI machine's scheduling without letting a blocked loop pass
+    assert len(latencies) >= 5 and max(latencies) < 1.0, latencies
 
 
 def test_a_validation_past_its_time_limit_is_refused(client: TestClient, headers_for: Callable[[str], dict[str, str]],
