@@ -86,50 +86,23 @@ def verify_layers(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[
         session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
         carried = dict(zip([lay.name for lay in net.layers], session.run(None, {"data": images}), strict=True))
     extractor = onnx.utils.Extractor(model) if "golden" in modes else None
-    local = [policy.tolerance(lay.name, [KINDS[lay.type]], "float32", _reduction(lay),
-                              float(np.abs(ref[lay.name]).max())) for lay in net.layers]
-    acc = accumulate(local) if policy.carried == "accumulated" else local
-    rows: list[LayerRow] = []
-    first: dict[str, Divergence | None] = {m: None for m in modes}
-    for i, lay in enumerate(net.layers):
-        r = ref[lay.name]
-        row = LayerRow(index=i, path=lay.name, covers=[lay.name], kind=KINDS[lay.type], op=lay.type,
-                       source=f"{cfg.name}:{lay.line}", reduction=_reduction(lay), dtype="float32",
-                       ref_shape=list(r.shape), ref_max_abs=float(np.abs(r).max()))
-        if extractor is not None:
-            names = [net.layers[s].name if s >= 0 else "data" for s in _sources(lay)]
-            sub = extractor.extract_model(sorted(set(names)), [lay.name])
-            sess = ort.InferenceSession(sub.SerializeToString(), options, providers=providers)
-            feed = {n: (images if n == "data" else ref[n]) for n in {i.name for i in sess.get_inputs()}}
-            row.golden = compare_arrays(r, sess.run([lay.name], feed)[0], local[i])
-        if carried:
-            row.carried = compare_arrays(r, carried[lay.name], acc[i])
-        for mode, stats in (("golden", row.golden), ("carried", row.carried)):
-            if stats is not None and not stats.passed and mode in first and first[mode] is None:
-                first[mode] = Divergence(mode=mode, index=i, path=lay.name, covers=[lay.name], kind=row.kind,  # type: ignore[arg-type]
-                                         source=row.source, max_abs=stats.max_abs, tolerance=stats.tolerance,
-                                         ratio=stats.ratio)
-        rows.append(row)
-    summary = {}
-    for mode in modes:
-        compared: list[ErrorStats] = [e for e in (getattr(row, mode) for row in rows) if e is not None]
-        summary[mode] = ModeSummary(compared=len(compared), passed=sum(e.passed for e in compared),
-                                    failed=sum(not e.passed for e in compared),
-                                    max_ratio=max((e.ratio for e in compared), default=0.0),
-                                    reference_units=len(net.layers))
+
+    def golden(lay: LayerPlan) -> np.ndarray:
+        assert extractor is not None
+        names = [net.layers[s].name if s >= 0 else "data" for s in _sources(lay)]
+        sub = extractor.extract_model(sorted(set(names)), [lay.name])
+        sess = ort.InferenceSession(sub.SerializeToString(), options, providers=providers)
+        feed = {n: (images if n == "data" else ref[n]) for n in {i.name for i in sess.get_inputs()}}
+        return np.asarray(sess.run([lay.name], feed)[0])
+
     notes = [f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
              "each image run alone",
              f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
              f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off"]
-    return LayerDiffResult(
-        reference={"framework": "darknet (libdarknet)", "runtime": "darknet", "cfg": str(cfg), "weights": str(weights)},
-        candidate={"candidate": "onnxruntime", "runtime": "onnxruntime", "format": "onnx",
-                   "mapping_origin": "by Darknet layer name", "converter": "repliscope.convert.darknet_onnx"},
-        modes=[m for m in MODES if m in modes], input_shape=list(images.shape), input_dtype=str(images.dtype),
-        samples=samples or [],
-        tolerance=policy, formula="k * eps(float32) * sqrt(reduction) * max|ref|", layers=rows,
-        reference_layers=len(net.layers), not_compared=[], first_divergent=first, summary=summary,
-        seconds=time.perf_counter() - start, notes=notes)
+    return _assemble(net, cfg, weights, images, ref, golden if extractor is not None else None, carried, modes,
+                     policy, samples, {"candidate": "onnxruntime", "runtime": "onnxruntime", "format": "onnx",
+                                       "mapping_origin": "by Darknet layer name",
+                                       "converter": "repliscope.convert.darknet_onnx"}, notes, start)
 
 
 def darknet_layer_outputs(cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
