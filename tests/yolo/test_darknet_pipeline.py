@@ -156,13 +156,16 @@ def test_framework_tracing_spans(runner) -> None:  # type: ignore[no-untyped-def
                          ("read_outputs", "framework")] * 2
 
 
-def test_runtime_refuses_an_input_size_the_cfg_does_not_have(tmp_path: Path) -> None:
+def test_runtime_refuses_channels_the_cfg_does_not_have(tmp_path: Path) -> None:
+    """Another height/width runs through libdarknet's resize_network (tests/yolo/test_yolo_input_size.py); another
+    channel count cannot: libdarknet's input always has the cfg's channels."""
     need_darknet()
     from repliscope.runtimes.darknet.runner import DarknetRunner
     from repliscope.runtimes.errors import ModelLoadError
 
     artifact = ModelArtifact(path=weights_path(), sha256="", format="darknet", input_name="data",
-                             input_shape=(-1, 3, 608, 608), input_dtype="float32", output_names=("yolo_16",),
+                             input_shape=(-1, 1, 416, 416), input_dtype="float32", output_names=("yolo_16",),
                              config_path=cfg_path())
-    with pytest.raises(ModelLoadError, match=r"input shape \[-1, 3, 608, 608\] differs from the cfg's"):
+    with pytest.raises(ModelLoadError, match=r"input shape \[-1, 1, 416, 416\] differs from the cfg's \[net\] "
+                                             r"channels 3"):
         DarknetRunner(artifact, threads=1, cache_dir=tmp_path).load()
