@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import time
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -135,7 +136,17 @@ def _enable_sqlite_foreign_keys(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # switching a new file to WAL can answer "database is locked" at once while another connection migrates it
+    # (the busy handler is not always consulted for the journal-mode change): retry for up to 30 s
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            break
+        except Exception as exc:  # sqlite3.OperationalError; the DBAPI module is the driver's
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     cursor.close()
 
 
