@@ -90,9 +90,9 @@ def _input_range(ops: list[Op]) -> tuple[float, float]:
     return lo, hi
 
 
-@detection_pitfall("input_range_swapped", "input range [0, 1] <-> [-1, 1]: the scale / normalisation ops swapped")
-def input_range_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
-    _require_detection(base)
+def swap_input_range(base: Pipeline) -> tuple[Pipeline, str, str, list[Any]]:
+    """``base`` with its consecutive scale / subtract_mean / divide_std ops replaced by the other input range
+    ([0, 1] <-> [-1, 1]): (pipeline, "[a] -> [b]", the old op names, the new ops). NotApplicable otherwise."""
     idx = [i for i, op in enumerate(base.pre_ops) if op.name in _NORMALIZE]
     if not idx:
         raise NotApplicable("no scale / subtract_mean / divide_std op: the model takes the values as they are")
@@ -107,7 +107,14 @@ def input_range_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
         raise NotApplicable(f"the input range is [{lo:g}, {hi:g}], neither [0, 1] nor [-1, 1]")
     ops = [*base.pre_ops[: idx[0]], *new, *base.pre_ops[idx[-1] + 1 :]]
     old = ", ".join(base.pre_ops[i].name for i in idx)
-    return Derived(Pipeline(ops, base.post_ops),
+    return Pipeline(ops, base.post_ops), text, old, new
+
+
+@detection_pitfall("input_range_swapped", "input range [0, 1] <-> [-1, 1]: the scale / normalisation ops swapped")
+def input_range_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
+    _require_detection(base)
+    pipeline, text, old, new = swap_input_range(base)
+    return Derived(pipeline,
                    f"input range {text}: {old} -> {', '.join(f'{op.name} {op.params.model_dump()}' for op in new)}")
 
 

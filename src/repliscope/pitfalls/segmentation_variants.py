@@ -168,21 +168,9 @@ def segmentation_half_pixel_corner_aligned_swapped(base: Pipeline, ctx: PitfallC
 @segmentation_pitfall("segmentation_input_range_swapped",
                       "input range [0, 1] <-> [-1, 1]: the scale / normalisation ops swapped")
 def segmentation_input_range_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
-    from repliscope.pitfalls.detection_variants import _input_range
+    from repliscope.pitfalls.detection_variants import swap_input_range
 
     _require_segmentation(base)
-    idx = [i for i, op in enumerate(base.pre_ops) if op.name in _NORMALIZE]
-    if not idx:
-        raise NotApplicable("no scale / subtract_mean / divide_std op: the model takes the values as they are")
-    if idx != list(range(idx[0], idx[-1] + 1)):
-        raise NotApplicable("the normalisation ops are not consecutive")
-    lo, hi = _input_range([base.pre_ops[i] for i in idx])
-    if abs(lo) < 1e-4 and abs(hi - 1) < 1e-4:
-        new, text = [make_op("scale", factor=1 / 127.5), make_op("subtract_mean", value=1.0)], "[0, 1] -> [-1, 1]"
-    elif abs(lo + 1) < 1e-4 and abs(hi - 1) < 1e-4:
-        new, text = [make_op("scale", factor=1 / 255)], "[-1, 1] -> [0, 1]"
-    else:
-        raise NotApplicable(f"the input range is [{lo:g}, {hi:g}], neither [0, 1] nor [-1, 1]")
-    ops = [*base.pre_ops[: idx[0]], *new, *base.pre_ops[idx[-1] + 1:]]
-    return Derived(Pipeline(ops, base.post_ops), f"input range {text}")
+    pipeline, text, _, _ = swap_input_range(base)
+    return Derived(pipeline, f"input range {text}")
 
