@@ -69,6 +69,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff format --check src tests benchmarks docs
 	$(BIN)/mypy
 
 # the docs site (Sphinx + MyST + furo); the reference pages are generated from the code by docs/_gen.py (run from

@@ -61,28 +61,62 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 def start_scheduler(started: list[subprocess.Popen[bytes]], log_dir: Path) -> str:
     port = free_port()
     log = (log_dir / "scheduler.log").open("wb")
-    started.append(subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                     "--no-dashboard"], stdout=log, stderr=subprocess.STDOUT))
+    started.append(
+        subprocess.Popen(
+            [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    )
     return f"tcp://127.0.0.1:{port}"
 
 
 def start_agent(started: list[subprocess.Popen[bytes]], scheduler: str, name: str, log_dir: Path) -> None:
     log = (log_dir / f"{name}.log").open("wb")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    started.append(subprocess.Popen([sys.executable, "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler,
-                                     "--name", name, "--nthreads", "1"], stdout=log, stderr=subprocess.STDOUT,
-                                    env=env))
+    started.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "repliscope.cli.main",
+                "agent",
+                "--scheduler",
+                scheduler,
+                "--name",
+                name,
+                "--nthreads",
+                "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    )
 
 
 def evaluate_job(manifest: Path, dataset: str, label_rule: str | None, **options: object) -> object:
     from repliscope.jobs import JobSpec
 
     job_id = uuid.uuid4().hex
-    return JobSpec(job_id=job_id, kind="evaluate", manifest_ref=manifest.stem, manifest_text=manifest.read_text(),
-                   runtime="onnxruntime", dataset_name=dataset, dataset_spec=dataset,
-                   options={"manifest_path": str(manifest), "threads": 1, "batch_size": 1, "prep_workers": 1,
-                            "schedule": "data_parallel", **({"label_rule": label_rule} if label_rule else {}),
-                            **options})
+    return JobSpec(
+        job_id=job_id,
+        kind="evaluate",
+        manifest_ref=manifest.stem,
+        manifest_text=manifest.read_text(),
+        runtime="onnxruntime",
+        dataset_name=dataset,
+        dataset_spec=dataset,
+        options={
+            "manifest_path": str(manifest),
+            "threads": 1,
+            "batch_size": 1,
+            "prep_workers": 1,
+            "schedule": "data_parallel",
+            **({"label_rule": label_rule} if label_rule else {}),
+            **options,
+        },
+    )
 
 
 def run_phase(cluster: object, manifest: Path, shards: int, limit: int | None) -> tuple[float, dict[str, int]]:
@@ -138,8 +172,9 @@ def scale_out(shards: int, limit: int | None) -> float:
             cluster.close()
     assert top1_one == top1_two, "the two phases disagree on some top-1"
     ratio = (len(top1_two) / two) / (len(top1_one) / one)
-    print(f" throughput ratio 2 agents / 1 agent: {ratio:.2f}x (target >= 1.8); top-1 identical on "
-          f"{len(top1_one)} images")
+    print(
+        f" throughput ratio 2 agents / 1 agent: {ratio:.2f}x (target >= 1.8); top-1 identical on {len(top1_one)} images"
+    )
     return ratio
 
 
@@ -151,8 +186,10 @@ def overhead(cluster: object, repeats: int, label: str) -> float:
     jobs = [evaluate_job(manifest, "foolbox_imagenet", None, limit=1) for _ in range(repeats + 2)]
     samples = dispatch_overheads(cluster, jobs, Constraints(runtime="onnxruntime"))[2:]  # type: ignore[arg-type]
     med = statistics.median(samples)  # (the first two load the model / export it)
-    print(f" {label}: dispatch overhead median {med * 1000:.1f} ms, p90 "
-          f"{sorted(samples)[int(0.9 * (len(samples) - 1))] * 1000:.1f} ms over {len(samples)} one-image jobs")
+    print(
+        f" {label}: dispatch overhead median {med * 1000:.1f} ms, p90 "
+        f"{sorted(samples)[int(0.9 * (len(samples) - 1))] * 1000:.1f} ms over {len(samples)} one-image jobs"
+    )
     return med
 
 

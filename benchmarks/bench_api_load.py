@@ -47,8 +47,14 @@ def fill(url: str, n: int) -> tuple[str, list[str]]:
     ids = []
     for i in range(n):
         run_id = f"{i:032x}"
-        store.save(make_record(run_id, list(TOP1_A if i % 2 else TOP1_B), created_at=t0 + timedelta(minutes=i),
-                               runtime=("onnxruntime", "torch", "opencv_dnn")[i % 3]))
+        store.save(
+            make_record(
+                run_id,
+                list(TOP1_A if i % 2 else TOP1_B),
+                created_at=t0 + timedelta(minutes=i),
+                runtime=("onnxruntime", "torch", "opencv_dnn")[i % 3],
+            )
+        )
         ids.append(run_id)
     token = create_token(store, "bench", "viewer")
     store.close()
@@ -57,9 +63,23 @@ def fill(url: str, n: int) -> tuple[str, list[str]]:
 
 def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "REPLISCOPE_DB": url}
-    cmd = [sys.executable, "-m", "uvicorn", "repliscope.service.app:create_app", "--factory", "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning", "--workers", str(workers),
-           "--timeout-keep-alive", "75"]  # longer than the client keeps an idle connection (5 s): no close race
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "repliscope.service.app:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--workers",
+        str(workers),
+        "--timeout-keep-alive",
+        "75",
+    ]  # longer than the client keeps an idle connection (5 s): no close race
     proc = subprocess.Popen(cmd, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -81,8 +101,10 @@ async def load(base: str, token: str, ids: list[str], readers: int, seconds: flo
     stop = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=readers, max_keepalive_connections=readers)
 
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits,
-                                 timeout=httpx.Timeout(30.0)) as client:
+    async with httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=httpx.Timeout(30.0)
+    ) as client:
+
         async def reader(k: int) -> None:
             i = k
             while time.monotonic() < stop:
@@ -122,8 +144,10 @@ def main() -> None:
             server.wait(timeout=30)
     ms = np.array(latencies) * 1000
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])
-    print(f"{args.readers} concurrent readers, {elapsed:.1f} s, {args.runs} stored runs, uvicorn workers "
-          f"{args.workers}: {len(ms)} requests ({len(ms) / elapsed:.0f}/s), {len(errors)} errors")
+    print(
+        f"{args.readers} concurrent readers, {elapsed:.1f} s, {args.runs} stored runs, uvicorn workers "
+        f"{args.workers}: {len(ms)} requests ({len(ms) / elapsed:.0f}/s), {len(errors)} errors"
+    )
     print(f"latency ms: p50 {p50:.1f}  p90 {p90:.1f}  p99 {p99:.1f}  max {ms.max():.1f}")
     for line in errors[:10]:
         print(f"  error: {line}")

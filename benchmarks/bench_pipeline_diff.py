@@ -35,7 +35,7 @@ def _resized(path: str, method: Image.Resampling) -> np.ndarray:
     size = (256, round(h * s)) if w <= h else (round(w * s), 256)
     a = np.asarray(rgb.resize(size, method))
     top, left = round((a.shape[0] - 224) / 2.0), round((a.shape[1] - 224) / 2.0)
-    return a[top:top + 224, left:left + 224]
+    return a[top : top + 224, left : left + 224]
 
 
 def correct(path: str) -> np.ndarray:
@@ -83,8 +83,10 @@ def main() -> None:
             r = diff_pipeline(loaded, cand, samples, "imagenet-sample")
             totals.append(time.perf_counter() - t0)
         both, total = min(boths), min(totals)
-        print(f"{fn.__name__:10s} {both:12.2f} {total:8.2f} {total / both:6.2f}  {r.verdict} "
-              f"({r.diagnosis.searched} variants/pairs, {r.diagnosis.variant or '-'})")
+        print(
+            f"{fn.__name__:10s} {both:12.2f} {total:8.2f} {total / both:6.2f}  {r.verdict} "
+            f"({r.diagnosis.searched} variants/pairs, {r.diagnosis.variant or '-'})"
+        )
 
 
 if __name__ == "__main__":

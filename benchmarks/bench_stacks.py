@@ -43,8 +43,7 @@ def onnx_manifest(folder: Path) -> Path:
     data = yaml.safe_load(source.read_text())
     data["name"] = "efficientnet-lite0-onnx"
     data["framework"] = {"name": "onnx", "version": ">=1.14"}
-    data["source"] = {"uri": target.name, "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
-                      "format": "onnx"}
+    data["source"] = {"uri": target.name, "sha256": hashlib.sha256(target.read_bytes()).hexdigest(), "format": "onnx"}
     data.pop("architecture", None)
     out = folder / "efficientnet-lite0-onnx.yaml"
     out.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -66,18 +65,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         manifest = onnx_manifest(Path(tmp))
         t0 = time.perf_counter()
-        matrix, outcomes = run_stacks(manifest, stacks, "onnxruntime", str(SAMPLE), limit=args.limit,
-                                      label_rule="imagenet_wnid", threads=1,
-                                      log=lambda line: print(f"  {line}", file=sys.stderr))
+        matrix, outcomes = run_stacks(
+            manifest,
+            stacks,
+            "onnxruntime",
+            str(SAMPLE),
+            limit=args.limit,
+            label_rule="imagenet_wnid",
+            threads=1,
+            log=lambda line: print(f"  {line}", file=sys.stderr),
+        )
         wall = time.perf_counter() - t0
-    print(f"stack matrix {matrix.matrix_id[:12]}: {matrix.manifest.name} on {matrix.dataset.n} images, "
-          f"{len(matrix.stacks)} stacks, {wall:.0f} s in all")
+    print(
+        f"stack matrix {matrix.matrix_id[:12]}: {matrix.manifest.name} on {matrix.dataset.n} images, "
+        f"{len(matrix.stacks)} stacks, {wall:.0f} s in all"
+    )
     for row in summary_rows(matrix):
         print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
     for pair in matrix.pairs:
-        print(f"  {pair.a} vs {pair.b}: agreement {pair.agreement}, flips {len(pair.flips_ab)}/{len(pair.flips_ba)}"
-              f", max |d output| {pair.max_abs_output_diff}, mean {pair.mean_abs_output_diff}, "
-              f"hash equal {pair.result_hash_equal}")
+        print(
+            f"  {pair.a} vs {pair.b}: agreement {pair.agreement}, flips {len(pair.flips_ab)}/{len(pair.flips_ba)}"
+            f", max |d output| {pair.max_abs_output_diff}, mean {pair.mean_abs_output_diff}, "
+            f"hash equal {pair.result_hash_equal}"
+        )
     for entry in matrix.stacks:
         if entry.error:
             print(f"  {entry.key} ({entry.spec}) could not run the job: {entry.error}")

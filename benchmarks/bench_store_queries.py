@@ -33,8 +33,11 @@ from repliscope.store.repository import _run_row
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the realistic record of the store tests
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
-MODELS = [f"{family}-{size}" for family in ("efficientnet-lite", "mobilenet-v3", "resnet", "blazeface")
-          for size in ("s", "m", "l")]
+MODELS = [
+    f"{family}-{size}"
+    for family in ("efficientnet-lite", "mobilenet-v3", "resnet", "blazeface")
+    for size in ("s", "m", "l")
+]
 VERSIONS = ["1.0.0", "1.1.0", "2.0.0"]
 RUNTIMES = {"onnxruntime": ["1.31.1", "1.30.0"], "torch": ["2.13.0", "2.12.1"], "opencv_dnn": ["4.12.0", "4.11.0"]}
 CPUS = ["AMD EPYC 7B13", "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", "Apple M3 Pro", "AMD Ryzen 9 7950X"]
@@ -53,8 +56,13 @@ QUERIES: dict[str, RunQuery] = {
     "kind": RunQuery(kind="pitfall_variant"),
     "verdict": RunQuery(verdict="inconsistent"),
     "date range (1 week)": RunQuery(created_from=T0 + timedelta(days=100), created_to=T0 + timedelta(days=107)),
-    "model+runtime+verdict+month": RunQuery(model="efficientnet-lite-s", runtime="torch", verdict="consistent",
-                                            created_from=T0 + timedelta(days=30), created_to=T0 + timedelta(days=60)),
+    "model+runtime+verdict+month": RunQuery(
+        model="efficientnet-lite-s",
+        runtime="torch",
+        verdict="consistent",
+        created_from=T0 + timedelta(days=30),
+        created_to=T0 + timedelta(days=60),
+    ),
 }
 
 
@@ -66,16 +74,25 @@ def _bases(rng: random.Random) -> list[EvaluationRecord]:
         base = a if i % 2 else b
         runtime = rng.choice(list(RUNTIMES))
         claim = ClaimVerdict(**{**base.claims[0].model_dump(), "verdict": VERDICTS[i % 3]})
-        pool.append(base.model_copy(update={
-            "manifest": base.manifest.model_copy(update={"name": MODELS[i % len(MODELS)],
-                                                         "version": VERSIONS[(i // 12) % 3]}),
-            "runtime": {**base.runtime, "runtime": runtime, "framework": runtime,
-                        "framework_version": RUNTIMES[runtime][(i // 7) % 2]},
-            "hardware": {**base.hardware, "cpu_model": CPUS[(i // 5) % 4]},
-            "dataset": {**base.dataset, "name": DATASETS[(i // 3) % 5]},
-            "kind": "pitfall_variant" if i % 10 == 0 else "evaluation",
-            "claims": [claim],
-        }))
+        pool.append(
+            base.model_copy(
+                update={
+                    "manifest": base.manifest.model_copy(
+                        update={"name": MODELS[i % len(MODELS)], "version": VERSIONS[(i // 12) % 3]}
+                    ),
+                    "runtime": {
+                        **base.runtime,
+                        "runtime": runtime,
+                        "framework": runtime,
+                        "framework_version": RUNTIMES[runtime][(i // 7) % 2],
+                    },
+                    "hardware": {**base.hardware, "cpu_model": CPUS[(i // 5) % 4]},
+                    "dataset": {**base.dataset, "name": DATASETS[(i // 3) % 5]},
+                    "kind": "pitfall_variant" if i % 10 == 0 else "evaluation",
+                    "claims": [claim],
+                }
+            )
+        )
     return pool
 
 
@@ -98,8 +115,14 @@ def fill(store: RunStore, n: int, samples_per_run: int, seed: int = 0) -> float:
                 columns, sample_rows = templates[rng.randrange(len(templates))]
                 run_id = f"{rng.getrandbits(128):032x}"
                 created = (T0 + timedelta(seconds=rng.randrange(span))).replace(tzinfo=None)
-                runs.append({**columns, "run_id": run_id, "created_at": created,
-                             "record": {**columns["record"], "run_id": run_id, "created_at": created.isoformat()}})
+                runs.append(
+                    {
+                        **columns,
+                        "run_id": run_id,
+                        "created_at": created,
+                        "record": {**columns["record"], "run_id": run_id, "created_at": created.isoformat()},
+                    }
+                )
                 samples.extend({"run_id": run_id, "position": p, **s} for p, s in enumerate(sample_rows))
             conn.execute(insert(RunRow), runs)
             if samples:
@@ -117,8 +140,13 @@ def measure(store: RunStore) -> dict[str, dict[str, Any]]:
             rows, total = store.query_runs(query, sort="-created_at", page=1, page_size=50)
             times.append((time.perf_counter() - t0) * 1000)
         times.sort()
-        out[name] = {"total": total, "rows": len(rows), "p50": statistics.median(times),
-                     "p95": times[min(len(times) - 1, round(0.95 * len(times)) - 1)], "max": times[-1]}
+        out[name] = {
+            "total": total,
+            "rows": len(rows),
+            "p50": statistics.median(times),
+            "p95": times[min(len(times) - 1, round(0.95 * len(times)) - 1)],
+            "max": times[-1],
+        }
     return out
 
 
@@ -137,8 +165,10 @@ def run(url: str, n: int, samples_per_run: int, label: str) -> float:
     for name, r in results.items():
         print(f"{name:32s} {r['total']:9d} {r['p50']:8.2f} {r['p95']:8.2f} {r['max']:8.2f}")
     all_p95 = max(r["p95"] for r in results.values())
-    print(f"{label}: worst p95 over the {len(results)} filtered queries: {all_p95:.2f} ms "
-          f"(page of 50 + total count, {REPEAT} runs each)")
+    print(
+        f"{label}: worst p95 over the {len(results)} filtered queries: {all_p95:.2f} ms "
+        f"(page of 50 + total count, {REPEAT} runs each)"
+    )
     return all_p95
 
 

@@ -37,8 +37,10 @@ def main() -> None:
     if not args.dataset.is_dir():
         raise SystemExit(f"{args.dataset} is absent: this benchmark needs the 1000-image ImageNet sample")
     data = resolve_dataset(str(args.dataset), limit=args.limit)
-    prepared = prepare(LITE0, RunSettings(runtime="onnxruntime", threads=args.threads, batch_size=args.batch_size,
-                                          schedule=args.schedule))
+    prepared = prepare(
+        LITE0,
+        RunSettings(runtime="onnxruntime", threads=args.threads, batch_size=args.batch_size, schedule=args.schedule),
+    )
     run_plan = plan_for(prepared, data)  # calibrates (or reads the cached calibration) before either side
     plans, skipped = plan_sweep(prepared, None, run_plan)
 
@@ -52,9 +54,13 @@ def main() -> None:
     t_separate = 0.0
     for plan in plans:  # each as `evaluate` runs it; its load / replica load / warm-up are outside its loop
         t0 = time.perf_counter()
-        loop = run_loop(plan.pipeline, plan.runner, data.samples,
-                        LoopOptions(batch_size=plan.batch_size, prep_workers=run_plan.workers,
-                                    schedule=run_plan.schedule), shape)
+        loop = run_loop(
+            plan.pipeline,
+            plan.runner,
+            data.samples,
+            LoopOptions(batch_size=plan.batch_size, prep_workers=run_plan.workers, schedule=run_plan.schedule),
+            shape,
+        )
         t_separate += time.perf_counter() - t0
         per_variant[plan.name] = loop.loop_seconds
     loop_separate = sum(per_variant.values())
@@ -77,18 +83,23 @@ def main() -> None:
     infer = sum(out.result.outcome(p.name).inference_seconds for p in plans) / len(data)
     floor = (shared_prep + infer) / (own_prep + infer)
 
-    print(f"images {len(data)}, plans {len(plans)} (reference + {len(plans) - 1} variants), "
-          f"not applicable {len(skipped)}; plan {run_plan.schedule}, batch {run_plan.batch_size}, "
-          f"{run_plan.workers} workers x {run_plan.threads} threads ({run_plan.source.split(':')[0]})")
+    print(
+        f"images {len(data)}, plans {len(plans)} (reference + {len(plans) - 1} variants), "
+        f"not applicable {len(skipped)}; plan {run_plan.schedule}, batch {run_plan.batch_size}, "
+        f"{run_plan.workers} workers x {run_plan.threads} threads ({run_plan.source.split(':')[0]})"
+    )
     for name, t in per_variant.items():
         v = out.result.outcome(name)
         t1 = v.metric("top1")
         print(f"  {name:26s} separate loop {t:6.1f} s   top-1 {100 * t1.value:5.1f} %" if t1 else f"  {name}")
     print(f"sweep                      {loop_sweep:7.1f} s measured loop ({t_sweep:.1f} s with loads and warm-up)")
-    print(f"separate evaluations       {loop_separate:7.1f} s measured loops ({t_separate:.1f} s with loads and "
-          "warm-up)")
-    print(f"per image (1 thread): shared pre-processing of all plans {1000 * shared_prep:.1f} ms, each plan's own "
-          f"pre-processing summed {1000 * own_prep:.1f} ms, inference summed {1000 * infer:.1f} ms")
+    print(
+        f"separate evaluations       {loop_separate:7.1f} s measured loops ({t_separate:.1f} s with loads and warm-up)"
+    )
+    print(
+        f"per image (1 thread): shared pre-processing of all plans {1000 * shared_prep:.1f} ms, each plan's own "
+        f"pre-processing summed {1000 * own_prep:.1f} ms, inference summed {1000 * infer:.1f} ms"
+    )
     print(f"floor (shared prep + inference) / (own prep + inference) {floor:7.2f}")
     print(f"ratio sweep / separate     {loop_sweep / loop_separate:7.2f}   (measured loops; target: the floor)")
 

@@ -61,24 +61,37 @@ def measure(runtime: str, threads: int, queries: int, rounds: int) -> dict[str, 
     from repliscope.evaluation.run import RunSettings, prepare
 
     prepared = prepare(MANIFEST, RunSettings(runtime=runtime, threads=threads, batch_size=1))
-    _, x = first_batch(prepared.pipeline, resolve_dataset("foolbox_imagenet"), 1,
-                       tuple(prepared.artifact.input_shape[1:]))
+    _, x = first_batch(
+        prepared.pipeline, resolve_dataset("foolbox_imagenet"), 1, tuple(prepared.artifact.input_shape[1:])
+    )
     runner = prepared.runner
     runner.load()
     samples: dict[str, list[int]] = {c: [] for c in CONFIGS}
     ratios: dict[str, list[float]] = {c: [] for c in CONFIGS}
     for r in range(rounds):
-        order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+        order = CONFIGS[r % len(CONFIGS) :] + CONFIGS[: r % len(CONFIGS)]
         block = {c: _block(c, runner, prepared.pipeline, x, queries, warmup=5) for c in order}
         base = statistics.median(block["untraced"])
         for c, v in block.items():
             samples[c] += v
             ratios[c].append(statistics.median(v) / base)
-    rows = {c: {"p50_ms": statistics.median(v) / 1e6, "ratio": statistics.median(ratios[c]),
-                "ratio_range": [min(ratios[c]), max(ratios[c])], "queries": len(v)} for c, v in samples.items()}
+    rows = {
+        c: {
+            "p50_ms": statistics.median(v) / 1e6,
+            "ratio": statistics.median(ratios[c]),
+            "ratio_range": [min(ratios[c]), max(ratios[c])],
+            "queries": len(v),
+        }
+        for c, v in samples.items()
+    }
     aa = sorted(abs(a - 1) for a in ratios["untraced (A/A)"])
-    return {"runtime": runtime, "threads": threads, "framework": runner.info()["framework_version"],
-            "configs": rows, "aa_noise": aa[len(aa) // 2]}
+    return {
+        "runtime": runtime,
+        "threads": threads,
+        "framework": runner.info()["framework_version"],
+        "configs": rows,
+        "aa_noise": aa[len(aa) // 2],
+    }
 
 
 def span_costs(n: int = 200_000) -> dict[str, float]:
@@ -103,17 +116,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = [measure(rt, args.threads, args.queries, args.rounds) for rt in args.runtime or ["onnxruntime",
-                                                                                               "torch"]]
+    results = [measure(rt, args.threads, args.queries, args.rounds) for rt in args.runtime or ["onnxruntime", "torch"]]
     costs = span_costs()
     if args.json:
         print(json.dumps({"runtimes": results, "span_us": costs}, indent=2))
         return
-    print(f"one span (enter + exit): {costs['none']:.3f} µs on the none tracer (no-op), {costs['model']:.3f} µs "
-          "recorded (model level)")
+    print(
+        f"one span (enter + exit): {costs['none']:.3f} µs on the none tracer (no-op), {costs['model']:.3f} µs "
+        "recorded (model level)"
+    )
     for res in results:
-        print(f"\n{res['runtime']} {res['framework']}, {res['threads']} thread(s), Lite0 batch 1, "
-              f"{res['configs']['untraced']['queries']} queries per configuration")
+        print(
+            f"\n{res['runtime']} {res['framework']}, {res['threads']} thread(s), Lite0 batch 1, "
+            f"{res['configs']['untraced']['queries']} queries per configuration"
+        )
         print(f"{'configuration':<16} {'p50 ms':>8} {'ratio':>7} {'rounds min-max':>15}  target")
         for config, row in res["configs"].items():
             target = TARGETS.get(config)
@@ -121,7 +137,8 @@ def main() -> None:
             if config == "none":
                 ok = abs(row["ratio"] - 1) <= res["aa_noise"]
                 verdict = f"within the A/A noise (median per-round |A/A - 1| {res['aa_noise']:.3f}): " + (
-                    "ok" if ok else "no")
+                    "ok" if ok else "no"
+                )
             low, high = row["ratio_range"]
             print(f"{config:<16} {row['p50_ms']:>8.3f} {row['ratio']:>7.3f} {low:>7.3f}-{high:<7.3f}  {verdict}")
 

@@ -145,9 +145,17 @@ def _schema_type(schema: dict[str, Any]) -> str:
 
 def _constraints(schema: dict[str, Any]) -> str:
     parts = []
-    for key, label in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<"),
-                       ("minLength", "min length"), ("maxLength", "max length"), ("minItems", "min items"),
-                       ("maxItems", "max items"), ("pattern", "pattern")):
+    for key, label in (
+        ("minimum", ">="),
+        ("maximum", "<="),
+        ("exclusiveMinimum", ">"),
+        ("exclusiveMaximum", "<"),
+        ("minLength", "min length"),
+        ("maxLength", "max length"),
+        ("minItems", "min items"),
+        ("maxItems", "max items"),
+        ("pattern", "pattern"),
+    ):
         if key in schema:
             parts.append(f"{label} {code(schema[key])}")
     if "default" in schema:
@@ -166,9 +174,15 @@ def schema_tables(defs: dict[str, dict[str, Any]], anchor_prefix: str) -> list[s
         props = schema.get("properties")
         if props:
             required = set(schema.get("required", ()))
-            rows = [[code(field), _schema_type(p), "yes" if field in required else "",
-                     " ".join(x for x in (p.get("description", ""), _constraints(p)) if x)]
-                    for field, p in props.items()]
+            rows = [
+                [
+                    code(field),
+                    _schema_type(p),
+                    "yes" if field in required else "",
+                    " ".join(x for x in (p.get("description", ""), _constraints(p)) if x),
+                ]
+                for field, p in props.items()
+            ]
             out.append(table(["field", "type", "required", "description"], rows))
         elif "enum" in schema:
             out.append("One of: " + ", ".join(code(json.dumps(v)) for v in schema["enum"]) + "\n")
@@ -200,17 +214,29 @@ def rest_reference() -> str:
 
 
 def _rest_reference(doc: dict[str, Any]) -> str:
-    out = ["# REST API\n",
-           f"Generated from the service's OpenAPI document ({doc['info']['title']} {doc['info']['version']}); a "
-           "running server serves the same document at `/openapi.json` and an interactive page at `/docs`. "
-           "Send `Authorization: Bearer <token>`; every error is JSON `{\"error\": {\"message\", \"field\", "
-           "\"code\"}}` (see {doc}`/guides/service`).\n",
-           "## Endpoints\n"]
-    ops = [(path, method, op) for path, item in doc["paths"].items() for method, op in item.items()
-           if method in {"get", "post", "put", "patch", "delete"}]
-    out.append(table(["method", "path", "summary"],
-                     [[method.upper(), f"[{code(path)}](#{_op_anchor(method, path)})", op.get("summary", "")]
-                      for path, method, op in ops]))
+    out = [
+        "# REST API\n",
+        f"Generated from the service's OpenAPI document ({doc['info']['title']} {doc['info']['version']}); a "
+        "running server serves the same document at `/openapi.json` and an interactive page at `/docs`. "
+        'Send `Authorization: Bearer <token>`; every error is JSON `{"error": {"message", "field", '
+        '"code"}}` (see {doc}`/guides/service`).\n',
+        "## Endpoints\n",
+    ]
+    ops = [
+        (path, method, op)
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if method in {"get", "post", "put", "patch", "delete"}
+    ]
+    out.append(
+        table(
+            ["method", "path", "summary"],
+            [
+                [method.upper(), f"[{code(path)}](#{_op_anchor(method, path)})", op.get("summary", "")]
+                for path, method, op in ops
+            ],
+        )
+    )
     for path, method, op in ops:
         out.append(f"({_op_anchor(method, path)})=\n### {method.upper()} `{path}`\n")
         description = op.get("description") or op.get("summary", "")
@@ -218,11 +244,21 @@ def _rest_reference(doc: dict[str, Any]) -> str:
             out.append(text(description) + "\n")
         params = op.get("parameters", [])
         if params:
-            out.append(table(["parameter", "in", "type", "required", "description"],
-                             [[code(p["name"]), p["in"], _schema_type(p.get("schema", {})),
-                               "yes" if p.get("required") else "",
-                               " ".join(x for x in (p.get("description", ""), _constraints(p.get("schema", {}))) if x)]
-                              for p in params]))
+            out.append(
+                table(
+                    ["parameter", "in", "type", "required", "description"],
+                    [
+                        [
+                            code(p["name"]),
+                            p["in"],
+                            _schema_type(p.get("schema", {})),
+                            "yes" if p.get("required") else "",
+                            " ".join(x for x in (p.get("description", ""), _constraints(p.get("schema", {}))) if x),
+                        ]
+                        for p in params
+                    ],
+                )
+            )
         body = op.get("requestBody")
         if body:
             kinds = [f"{code(ct)}: {_schema_type(c.get('schema', {}))}" for ct, c in body.get("content", {}).items()]
@@ -232,8 +268,9 @@ def _rest_reference(doc: dict[str, Any]) -> str:
             rows = []
             for status, response in responses.items():
                 content = response.get("content", {})
-                types = "; ".join(f"{code(ct)} {_schema_type(c.get('schema', {}))}".strip()
-                                  for ct, c in content.items())
+                types = "; ".join(
+                    f"{code(ct)} {_schema_type(c.get('schema', {}))}".strip() for ct, c in content.items()
+                )
                 rows.append([status, response.get("description", ""), types])
             out.append(table(["status", "description", "body"], rows))
     out.append("## Schemas\n")
@@ -261,16 +298,28 @@ def _manifest_schema_reference() -> str:
 
     schema = Manifest.model_json_schema()
     defs = schema.pop("$defs", {})
-    out = ["# Manifest schema\n",
-           "Generated from the pydantic model `repliscope.manifest.schema.Manifest` (its JSON Schema). Unknown "
-           "keys are errors everywhere. The processing ops' own parameters are on {doc}`ops`; the walkthrough "
-           "is {doc}`/guides/manifest`.\n",
-           "## Manifest (top level)\n"]
+    out = [
+        "# Manifest schema\n",
+        "Generated from the pydantic model `repliscope.manifest.schema.Manifest` (its JSON Schema). Unknown "
+        "keys are errors everywhere. The processing ops' own parameters are on {doc}`ops`; the walkthrough "
+        "is {doc}`/guides/manifest`.\n",
+        "## Manifest (top level)\n",
+    ]
     required = set(schema.get("required", ()))
-    out.append(table(["field", "type", "required", "description"],
-                     [[code(f), _schema_type(p), "yes" if f in required else "",
-                       " ".join(x for x in (p.get("description", ""), _constraints(p)) if x)]
-                      for f, p in schema.get("properties", {}).items()]))
+    out.append(
+        table(
+            ["field", "type", "required", "description"],
+            [
+                [
+                    code(f),
+                    _schema_type(p),
+                    "yes" if f in required else "",
+                    " ".join(x for x in (p.get("description", ""), _constraints(p)) if x),
+                ]
+                for f, p in schema.get("properties", {}).items()
+            ],
+        )
+    )
     out.append("## Models\n")
     out += schema_tables(defs, "manifest-schema")
     out.append("## The JSON Schema\n")
@@ -285,13 +334,18 @@ def ops_reference() -> str:
     import repliscope.ops  # noqa: F401  (registers every op)
     from repliscope.ops.base import OPS
 
-    out = ["# Processing ops\n",
-           "Generated from the op registry (`repliscope.ops.base.OPS`): the word a manifest's `preprocess:` / "
-           "`postprocess:` entry names in `op:`, the stage, what the op does (its docstring) and its "
-           "parameters (its `Params` model). Every parameter not marked optional must be written out.\n"]
-    out.append(table(["op", "stage", "summary"],
-                     [[f"[{code(n)}](#op-{slug(n)})", OPS.get(n).stage, first_line(OPS.get(n).__doc__)]
-                      for n in OPS.names()]))
+    out = [
+        "# Processing ops\n",
+        "Generated from the op registry (`repliscope.ops.base.OPS`): the word a manifest's `preprocess:` / "
+        "`postprocess:` entry names in `op:`, the stage, what the op does (its docstring) and its "
+        "parameters (its `Params` model). Every parameter not marked optional must be written out.\n",
+    ]
+    out.append(
+        table(
+            ["op", "stage", "summary"],
+            [[f"[{code(n)}](#op-{slug(n)})", OPS.get(n).stage, first_line(OPS.get(n).__doc__)] for n in OPS.names()],
+        )
+    )
     for name in OPS.names():
         cls = OPS.get(name)
         out.append(f"(op-{slug(name)})=\n## `{name}` ({cls.stage})\n")
@@ -301,9 +355,15 @@ def ops_reference() -> str:
         props = schema.get("properties", {})
         if props:
             required = set(schema.get("required", ()))
-            rows = [[code(field), _schema_type(p), "yes" if field in required else "no",
-                     " ".join(x for x in (p.get("description", ""), _constraints(p)) if x)]
-                    for field, p in props.items()]
+            rows = [
+                [
+                    code(field),
+                    _schema_type(p),
+                    "yes" if field in required else "no",
+                    " ".join(x for x in (p.get("description", ""), _constraints(p)) if x),
+                ]
+                for field, p in props.items()
+            ]
             out.append(table(["parameter", "type", "required", "notes"], rows))
             nested = schema.get("$defs", {})
             if nested:
@@ -338,21 +398,31 @@ def registries_reference() -> str:
     from repliscope.runtimes.base import RUNTIMES
     from repliscope.tasks.base import TASKS
 
-    out = ["# Registries\n",
-           "Generated from the plugin registries (`repliscope.registry.Registry`): one per plugin kind, keyed by "
-           "the word a manifest or the command line uses. An unknown name is an error that lists these and "
-           "suggests the closest.\n"]
+    out = [
+        "# Registries\n",
+        "Generated from the plugin registries (`repliscope.registry.Registry`): one per plugin kind, keyed by "
+        "the word a manifest or the command line uses. An unknown name is an error that lists these and "
+        "suggests the closest.\n",
+    ]
     out += _registry_section("Tasks", TASKS.names(), TASKS.get, "The manifest's `task`.")
     out += _registry_section("Runtimes", RUNTIMES.names(), RUNTIMES.get, "`--runtime NAME`.")
-    out += _registry_section("Datasets", DATASETS.names(), DATASETS.get,
-                             "`--dataset NAME` or `--dataset NAME:PATH`; a plain folder goes through `image_folder`.")
+    out += _registry_section(
+        "Datasets",
+        DATASETS.names(),
+        DATASETS.get,
+        "`--dataset NAME` or `--dataset NAME:PATH`; a plain folder goes through `image_folder`.",
+    )
     out += _registry_section("Label rules", LABEL_RULES.names(), LABEL_RULES.get, "`--label-rule NAME`.")
     out += _registry_section("Metrics", METRICS.names(), METRICS.get, "Classification metrics a claim may name.")
-    rows = [[code(n), ", ".join(PITFALLS.get(n).tasks or ()) or "every task", PITFALLS.get(n).description]
-            for n in PITFALLS.names()]
-    out += ["(registries-pitfalls)=\n## Pitfalls\n",
-            "`repliscope pitfalls --variant NAME` (see {doc}`/guides/pitfalls`).\n",
-            table(["name", "tasks", "the one change"], rows)]
+    rows = [
+        [code(n), ", ".join(PITFALLS.get(n).tasks or ()) or "every task", PITFALLS.get(n).description]
+        for n in PITFALLS.names()
+    ]
+    out += [
+        "(registries-pitfalls)=\n## Pitfalls\n",
+        "`repliscope pitfalls --variant NAME` (see {doc}`/guides/pitfalls`).\n",
+        table(["name", "tasks", "the one change"], rows),
+    ]
     out += _registry_section("Importers", IMPORTERS.names(), IMPORTERS.get, "`repliscope manifest import NAME FILE`.")
     return "\n".join(out)
 

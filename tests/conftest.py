@@ -13,8 +13,7 @@ LITE0 = EXAMPLES / "efficientnet-lite0.yaml"
 
 # The 20 foolbox images in file-name order, their labels, and Lite0's golden top-1 (two misses: 609 -> 436, 511).
 FOOLBOX_LABELS = [243, 559, 438, 990, 949, 853, 609, 609, 915, 455, 541, 630, 741, 471, 129, 99, 251, 22, 317, 305]
-LITE0_FOOLBOX_TOP1 = [243, 559, 438, 990, 949, 853, 436, 511, 915, 455, 541, 630, 741, 471, 129, 99, 251, 22, 317,
-                      305]
+LITE0_FOOLBOX_TOP1 = [243, 559, 438, 990, 949, 853, 436, 511, 915, 455, 541, 630, 741, 471, 129, 99, 251, 22, 317, 305]
 
 
 @pytest.fixture

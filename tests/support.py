@@ -29,8 +29,11 @@ def dist_file(dist: str, rel: str) -> Path:
 def foolbox_imagenet_files() -> list[tuple[Path, int]]:
     """The 20 ImageNet images of the foolbox wheel, (path, label from ``imagenet_XX_LABEL.jpg``), in XX order."""
     data_dir = dist_file("foolbox", "foolbox/data")
-    found = sorted((int(m.group(1)), int(m.group(2)), p) for p in data_dir.glob("imagenet_*.jpg")
-                   if (m := re.fullmatch(r"imagenet_(\d+)_(\d+)\.jpg", p.name)))
+    found = sorted(
+        (int(m.group(1)), int(m.group(2)), p)
+        for p in data_dir.glob("imagenet_*.jpg")
+        if (m := re.fullmatch(r"imagenet_(\d+)_(\d+)\.jpg", p.name))
+    )
     if len(found) != 20:
         pytest.skip(f"expected 20 ImageNet images in foolbox/data, found {len(found)}")
     return [(p, label) for _, label, p in found]

@@ -25,9 +25,16 @@ def foolbox_folder() -> str:
 
 
 def tiny_job(job_id: str = "job-1", **options: object) -> JobSpec:
-    return JobSpec(job_id, "evaluate", "tiny-resnet@1.0.0", TINY.read_text(encoding="utf-8"), "torch",
-                   "foolbox", foolbox_folder(),
-                   {"manifest_path": str(TINY), "label_rule": "none", "threads": 1, "batch_size": 4, **options})
+    return JobSpec(
+        job_id,
+        "evaluate",
+        "tiny-resnet@1.0.0",
+        TINY.read_text(encoding="utf-8"),
+        "torch",
+        "foolbox",
+        foolbox_folder(),
+        {"manifest_path": str(TINY), "label_rule": "none", "threads": 1, "batch_size": 4, **options},
+    )
 
 
 def test_execute_job_matches_the_in_process_evaluate_and_stores_nothing() -> None:
@@ -44,8 +51,10 @@ def test_execute_job_matches_the_in_process_evaluate_and_stores_nothing() -> Non
     assert outcome.agent == {} and outcome.outputs == {} and outcome.seconds > 0
     record = outcome.records[0]
     assert record["counts"]["total"] == 6
-    direct = evaluate(prepare(load_manifest(TINY), RunSettings(runtime="torch", threads=1, batch_size=4)),
-                      resolve_dataset(foolbox_folder(), "none", limit=6))
+    direct = evaluate(
+        prepare(load_manifest(TINY), RunSettings(runtime="torch", threads=1, batch_size=4)),
+        resolve_dataset(foolbox_folder(), "none", limit=6),
+    )
     assert record["result_hash"] == direct.result_hash
     assert RunStore().count_job_results() == 0 and RunStore().list() == []
     # JSON-safe: the outcome travels as JSON text
@@ -93,8 +102,7 @@ def test_service_run_job_stores_once_per_idempotency_key() -> None:
     from repliscope.store.registry import create_job
 
     for job_id in ("job-a", "job-b"):
-        created = create_job(store, "evaluate", "tiny-resnet@1.0.0", "torch", "foolbox_imagenet", {},
-                             created_by="test")
+        created = create_job(store, "evaluate", "tiny-resnet@1.0.0", "torch", "foolbox_imagenet", {}, created_by="test")
         job.job_id = created.id
         first = run_job(job, store, None, lambda n: None, lambda line: None)
         if job_id == "job-a":

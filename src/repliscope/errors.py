@@ -52,8 +52,9 @@ class ManifestErrors(ManifestError):
         first = self._errors[0]
         self.file, self.line, self.field, self.allowed = first.file, first.line, first.field, first.allowed
         body = "\n".join(f"  {e}" for e in self._errors)
-        RepliscopeError.__init__(self, f"{len(self._errors)} problems in the manifest:\n{body}"
-                                 if len(self._errors) > 1 else str(first))
+        RepliscopeError.__init__(
+            self, f"{len(self._errors)} problems in the manifest:\n{body}" if len(self._errors) > 1 else str(first)
+        )
 
     @property
     def errors(self) -> list[ManifestError]:

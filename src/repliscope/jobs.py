@@ -83,11 +83,13 @@ def _loaded(job: JobSpec, folder: Path) -> Any:
         try:
             text = Path(where).read_text(encoding="utf-8")
         except OSError as exc:
-            raise RepliscopeError(f"option manifest_path {where!r} cannot be read where the job runs: "
-                                  f"{exc.strerror or exc}") from exc
+            raise RepliscopeError(
+                f"option manifest_path {where!r} cannot be read where the job runs: {exc.strerror or exc}"
+            ) from exc
         if text != job.manifest_text:
-            raise RepliscopeError(f"option manifest_path {where!r} differs, where the job runs, from the manifest "
-                                  "submitted with the job")
+            raise RepliscopeError(
+                f"option manifest_path {where!r} differs, where the job runs, from the manifest submitted with the job"
+            )
         return load_manifest(where)
     name = job.manifest_ref.replace("@", "-").replace("/", "_").replace("\\", "_")
     path = folder / f"{name}.yaml"
@@ -99,12 +101,18 @@ def _settings(job: JobSpec, cache_dir: Path | None, runtime: str | None = None) 
     from repliscope.evaluation.run import RunSettings
 
     o = job.options
-    return RunSettings(runtime=runtime or job.runtime, threads=o.get("threads"), batch_size=o.get("batch_size"),
-                       cache_dir=cache_dir, allow_download=bool(o.get("download", False)),
-                       prep_workers=o.get("prep_workers"), schedule=o.get("schedule"),
-                       fail_fast=bool(o.get("fail_fast", False)),
-                       allow_outside_paths=bool(o.get("allow_outside_paths", False)),
-                       evaluated_as=_evaluated_as(o.get("evaluated_as")))
+    return RunSettings(
+        runtime=runtime or job.runtime,
+        threads=o.get("threads"),
+        batch_size=o.get("batch_size"),
+        cache_dir=cache_dir,
+        allow_download=bool(o.get("download", False)),
+        prep_workers=o.get("prep_workers"),
+        schedule=o.get("schedule"),
+        fail_fast=bool(o.get("fail_fast", False)),
+        allow_outside_paths=bool(o.get("allow_outside_paths", False)),
+        evaluated_as=_evaluated_as(o.get("evaluated_as")),
+    )
 
 
 def _evaluated_as(text: str | None) -> Any:
@@ -127,8 +135,9 @@ def _data(job: JobSpec) -> Any:
     return data if shard is None else _shard(data, shard)
 
 
-def _evaluate(job: JobSpec, loaded: Any, data: Any, cache_dir: Path | None,
-              on_progress: Callable[[int], None]) -> JobOutcome:
+def _evaluate(
+    job: JobSpec, loaded: Any, data: Any, cache_dir: Path | None, on_progress: Callable[[int], None]
+) -> JobOutcome:
     from repliscope.evaluation.run import evaluate, prepare
 
     prepared = prepare(loaded, _settings(job, cache_dir))
@@ -159,12 +168,21 @@ def _shard(data: Any, text: str) -> Any:
     import dataclasses
 
     i, n = parse_shard(text)
-    return dataclasses.replace(data, samples=list(data.samples)[i::n], _identity=None,
-                               description=f"{data.description} (shard {i}/{n})".strip())
+    return dataclasses.replace(
+        data,
+        samples=list(data.samples)[i::n],
+        _identity=None,
+        description=f"{data.description} (shard {i}/{n})".strip(),
+    )
 
 
-def execute_job(job: JobSpec, cache_dir: Path | None, on_progress: Callable[[int], None],
-                log: Callable[[str], None], on_total: Callable[[int], None] | None = None) -> JobOutcome:
+def execute_job(
+    job: JobSpec,
+    cache_dir: Path | None,
+    on_progress: Callable[[int], None],
+    log: Callable[[str], None],
+    on_total: Callable[[int], None] | None = None,
+) -> JobOutcome:
     """Run ``job`` with the CLI's core functions and return what it produced; stores nothing.
 
     ``on_progress(n)``: n more samples done (it may raise :class:`JobCancelled`); ``log(line)``: a log line
@@ -180,8 +198,13 @@ def execute_job(job: JobSpec, cache_dir: Path | None, on_progress: Callable[[int
     return outcome
 
 
-def _execute(job: JobSpec, cache_dir: Path | None, on_progress: Callable[[int], None],
-             log: Callable[[str], None], on_total: Callable[[int], None] | None) -> JobOutcome:
+def _execute(
+    job: JobSpec,
+    cache_dir: Path | None,
+    on_progress: Callable[[int], None],
+    log: Callable[[str], None],
+    on_total: Callable[[int], None] | None,
+) -> JobOutcome:
     with tempfile.TemporaryDirectory(prefix="repliscope-job-") as tmp:
         loaded = _loaded(job, Path(tmp))
         for warning in loaded.warnings:
@@ -195,10 +218,16 @@ def _execute(job: JobSpec, cache_dir: Path | None, on_progress: Callable[[int], 
             from repliscope.evaluation.run import prepare
             from repliscope.pitfalls.sweep import run_sweep
 
-            out = run_sweep(prepare(loaded, _settings(job, cache_dir)), data, job.options.get("variants") or None,
-                            visual_samples=int(job.options.get("visual", 3)), on_progress=on_progress)
-            return JobOutcome(records=[r.model_dump(mode="json") for r in out.records],
-                              sweeps=[out.result.model_dump(mode="json")])
+            out = run_sweep(
+                prepare(loaded, _settings(job, cache_dir)),
+                data,
+                job.options.get("variants") or None,
+                visual_samples=int(job.options.get("visual", 3)),
+                on_progress=on_progress,
+            )
+            return JobOutcome(
+                records=[r.model_dump(mode="json") for r in out.records], sweeps=[out.result.model_dump(mode="json")]
+            )
         if job.kind == "bench":
             from repliscope.bench.matrix import run_matrix
             from repliscope.bench.run import BenchOptions
@@ -207,20 +236,30 @@ def _execute(job: JobSpec, cache_dir: Path | None, on_progress: Callable[[int], 
             o = job.options
             scenario = o.get("scenario", "single-stream")
             spq = int(o.get("samples_per_query", 8 if scenario == "multi-stream" else 1))
-            settings = ScenarioSettings(scenario=scenario, min_duration_s=float(o.get("min_duration_s", 1.0)),
-                                        min_queries=int(o.get("min_queries", 20)),
-                                        samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
-                                        batch_size=int(o.get("batch_size") or 1) if scenario == "offline" else 1)
-            result = run_matrix(loaded, data, [job.runtime], [int(o.get("threads") or 1)],
-                                BenchOptions(scenario=settings), settings=_settings(job, cache_dir),
-                                on_config=lambda rt, n: log(f"bench: {rt} with {n} thread(s), {scenario}"))
+            settings = ScenarioSettings(
+                scenario=scenario,
+                min_duration_s=float(o.get("min_duration_s", 1.0)),
+                min_queries=int(o.get("min_queries", 20)),
+                samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
+                batch_size=int(o.get("batch_size") or 1) if scenario == "offline" else 1,
+            )
+            result = run_matrix(
+                loaded,
+                data,
+                [job.runtime],
+                [int(o.get("threads") or 1)],
+                BenchOptions(scenario=settings),
+                settings=_settings(job, cache_dir),
+                on_config=lambda rt, n: log(f"bench: {rt} with {n} thread(s), {scenario}"),
+            )
             on_progress(len(data))  # the whole library was pre-processed and queried: the job page shows n/n
             return JobOutcome(benchmarks=[b.model_dump(mode="json") for b in result.records])
         # diff
         from repliscope.diff.task import diff_runtimes
 
         other = job.options["runtime_b"]
-        diff = diff_runtimes(loaded.path, job.runtime, other, data, cache_dir=cache_dir,
-                             threads=int(job.options.get("threads") or 2))
+        diff = diff_runtimes(
+            loaded.path, job.runtime, other, data, cache_dir=cache_dir, threads=int(job.options.get("threads") or 2)
+        )
         on_progress(len(data))
         return JobOutcome(summary=json.dumps(diff.model_dump(mode="json")))

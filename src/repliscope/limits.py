@@ -45,28 +45,53 @@ class Limit:
 
 MANIFEST_BYTES = Limit("manifest_bytes", 1 << 20, "bytes", "size of a manifest or imported config file")
 YAML_NODES = Limit("yaml_nodes", 10_000, "values", "scalars, lists and mappings written in one document")
-YAML_EXPANDED_NODES = Limit("yaml_expanded_nodes", 10_000, "nodes",
-                            "nodes of a document with every alias expanded")
+YAML_EXPANDED_NODES = Limit("yaml_expanded_nodes", 10_000, "nodes", "nodes of a document with every alias expanded")
 YAML_DEPTH = Limit("yaml_depth", 32, "levels", "nesting of lists and mappings")
 MAX_INT = Limit("max_int", (1 << 63) - 1, "", "largest absolute integer in a manifest (64-bit)")
 
-MAX_PIXELS = Limit("max_pixels", 89_478_485, "pixels",
-                   "width x height an op may produce (decode: of the file, per op `max_pixels`; resize, crop, "
-                   "letterbox: of their output)", "REPLISCOPE_MAX_PIXELS")
-TENSOR_BYTES = Limit("tensor_bytes", 1 << 31, "bytes",
-                     "one model input or output tensor: elements per sample x batch x dtype size",
-                     "REPLISCOPE_TENSOR_BYTES")
-SAMPLE_FILE_BYTES = Limit("sample_file_bytes", 256 << 20, "bytes",
-                          "one dataset file (image) read, checked with fstat before reading",
-                          "REPLISCOPE_SAMPLE_FILE_BYTES")
-LABELS_FILE_BYTES = Limit("labels_file_bytes", 16 << 20, "bytes", "a labels text file",
-                          "REPLISCOPE_LABELS_FILE_BYTES")
-DOWNLOAD_BYTES = Limit("download_bytes", 2 << 30, "bytes",
-                       "one `download: true` / `--download` fetch, checked while streaming",
-                       "REPLISCOPE_DOWNLOAD_BYTES")
+MAX_PIXELS = Limit(
+    "max_pixels",
+    89_478_485,
+    "pixels",
+    "width x height an op may produce (decode: of the file, per op `max_pixels`; resize, crop, "
+    "letterbox: of their output)",
+    "REPLISCOPE_MAX_PIXELS",
+)
+TENSOR_BYTES = Limit(
+    "tensor_bytes",
+    1 << 31,
+    "bytes",
+    "one model input or output tensor: elements per sample x batch x dtype size",
+    "REPLISCOPE_TENSOR_BYTES",
+)
+SAMPLE_FILE_BYTES = Limit(
+    "sample_file_bytes",
+    256 << 20,
+    "bytes",
+    "one dataset file (image) read, checked with fstat before reading",
+    "REPLISCOPE_SAMPLE_FILE_BYTES",
+)
+LABELS_FILE_BYTES = Limit("labels_file_bytes", 16 << 20, "bytes", "a labels text file", "REPLISCOPE_LABELS_FILE_BYTES")
+DOWNLOAD_BYTES = Limit(
+    "download_bytes",
+    2 << 30,
+    "bytes",
+    "one `download: true` / `--download` fetch, checked while streaming",
+    "REPLISCOPE_DOWNLOAD_BYTES",
+)
 
-ALL = (MANIFEST_BYTES, YAML_NODES, YAML_EXPANDED_NODES, YAML_DEPTH, MAX_INT, MAX_PIXELS, TENSOR_BYTES,
-       SAMPLE_FILE_BYTES, LABELS_FILE_BYTES, DOWNLOAD_BYTES)
+ALL = (
+    MANIFEST_BYTES,
+    YAML_NODES,
+    YAML_EXPANDED_NODES,
+    YAML_DEPTH,
+    MAX_INT,
+    MAX_PIXELS,
+    TENSOR_BYTES,
+    SAMPLE_FILE_BYTES,
+    LABELS_FILE_BYTES,
+    DOWNLOAD_BYTES,
+)
 """Every limit, in the order the safe-inputs guide lists them."""
 
 DOWNLOAD_ALLOW_HOSTS_ENV = "REPLISCOPE_DOWNLOAD_ALLOW_HOSTS"

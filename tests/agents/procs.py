@@ -42,8 +42,7 @@ class Processes:
         if not DASK.is_file():
             pytest.skip(f"{DASK} is absent (the 'agents' extra is not installed)")
         port = free_port()
-        self._start("scheduler", [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--no-dashboard"])
+        self._start("scheduler", [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -57,8 +56,9 @@ class Processes:
 
     def agent(self, key: str, scheduler: str, name: str | None = None) -> subprocess.Popen[bytes]:
         """Start ``repliscope agent`` (agent id ``name``, default ``key``) as process ``key``."""
-        return self._start(key, [sys.executable, "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler,
-                                 "--name", name or key])
+        return self._start(
+            key, [sys.executable, "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler, "--name", name or key]
+        )
 
     def log(self, name: str) -> str:
         return "".join((self.folder / f"{name}.{ext}").read_text(errors="replace") for ext in ("out", "err"))

@@ -57,8 +57,9 @@ def _store_each_once(outcomes: list[JobOutcome], prefix: str, tmp_path: Path) ->
     assert len({rid for s in stored for rid in s.run_ids}) == len(outcomes) == len(store.list(limit=1000))
 
 
-def test_a_burst_of_100_jobs_on_the_embedded_cluster_all_succeed_and_later_jobs_too(cluster: Cluster,
-                                                                                      tmp_path: Path) -> None:
+def test_a_burst_of_100_jobs_on_the_embedded_cluster_all_succeed_and_later_jobs_too(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     start = time.monotonic()
     outcomes = _burst(cluster, "burst")
     print(f"{JOBS} concurrent jobs on the embedded cluster: {time.monotonic() - start:.1f} s")
@@ -105,16 +106,20 @@ def test_a_job_error_names_no_server_path_and_no_nested_repr(cluster: Cluster) -
     with pytest.raises(JobFailedEverywhere) as failed:
         submit_job(cluster, job, constraints_for(load_manifest(TINY), "torch"), log=lines.append)
     message = str(failed.value)
-    assert message.endswith(": tiny-resnet-1.0.0.yaml:2: malformed YAML: while parsing a flow node, did not find "
-                            "expected node content"), message
+    assert message.endswith(
+        ": tiny-resnet-1.0.0.yaml:2: malformed YAML: while parsing a flow node, did not find expected node content"
+    ), message
     assert "/tmp/" not in message + "\n".join(lines) and "AgentJobError(" not in message
     assert repr(AgentJobError("a", "ValueError", "bad")) == "ValueError on agent a: bad"
-    assert public_message("/var/tmp/repliscope-job-ab_12/m.yaml:3: x; /srv/cache/onnx/m.onnx", "/srv/cache/") == \
-        "m.yaml:3: x; <cache>/onnx/m.onnx"
+    assert (
+        public_message("/var/tmp/repliscope-job-ab_12/m.yaml:3: x; /srv/cache/onnx/m.onnx", "/srv/cache/")
+        == "m.yaml:3: x; <cache>/onnx/m.onnx"
+    )
 
 
-def test_live_agents_do_not_depend_on_the_clients_shared_cache(cluster: Cluster,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_live_agents_do_not_depend_on_the_clients_shared_cache(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Item 16, "no live agent" while the agents were alive: ``client.scheduler_info()`` refreshes a cache shared by
     every thread and returns it; when the client's periodic refresh (which asks for no workers) or another thread
     wins the race, the caller sees no worker. Simulated deterministically: the cache holds no worker."""

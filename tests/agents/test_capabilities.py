@@ -35,8 +35,9 @@ def test_a_runtime_is_listed_only_with_its_main_distribution(monkeypatch) -> Non
     from repliscope.evaluation import provenance
 
     real = provenance.distribution_version
-    monkeypatch.setattr(provenance, "distribution_version",
-                        lambda name: None if name in ("torch", "jax") else real(name))
+    monkeypatch.setattr(
+        provenance, "distribution_version", lambda name: None if name in ("torch", "jax") else real(name)
+    )
     caps = probe_capabilities("agent-x")
     assert caps.agent_id == "agent-x"
     assert "torch" not in caps.runtimes and "keras_jax" not in caps.runtimes

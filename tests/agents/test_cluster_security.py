@@ -39,8 +39,11 @@ def _listening(pid: int) -> list[tuple[str, int]]:
     """The (ip, port) every TCP socket of process ``pid`` listens on."""
     import psutil
 
-    return sorted((c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections(kind="inet")
-                  if c.status == psutil.CONN_LISTEN)
+    return sorted(
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    )
 
 
 def test_the_embedded_cluster_listens_on_loopback_only() -> None:
@@ -70,8 +73,9 @@ def test_an_agent_for_a_remote_scheduler_needs_an_interface_named() -> None:
         agent_listen_host("tls://10.0.0.2:8786", None)
 
 
-@pytest.mark.parametrize("address", ["tcp://0.0.0.0:8786", "tcp://192.0.2.1:8786", "ws://scheduler.example:8786",
-                                     "tcp://[2001:db8::1]:8786"])
+@pytest.mark.parametrize(
+    "address", ["tcp://0.0.0.0:8786", "tcp://192.0.2.1:8786", "ws://scheduler.example:8786", "tcp://[2001:db8::1]:8786"]
+)
 def test_a_plaintext_scheduler_on_another_host_is_refused(address: str) -> None:
     with pytest.raises(RepliscopeError, match="--insecure-cluster"):
         check_cluster_address(address, None)
@@ -94,8 +98,9 @@ def test_tls_addresses_and_tls_files_go_together(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "repliscope.cli.main", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "repliscope.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_refuses_plaintext_remote_schedulers() -> None:
@@ -111,8 +116,16 @@ def test_cluster_certs_writes_a_ca_and_one_key_pair_per_role(tmp_path: Path) -> 
     done = _cli("cluster", "certs", str(tmp_path / "certs"), "--host", "scheduler.internal")
     assert done.returncode == 0, done.stderr
     names = sorted(p.name for p in (tmp_path / "certs").iterdir())
-    assert names == ["agent.key", "agent.pem", "ca.key", "ca.pem", "client.key", "client.pem", "scheduler.key",
-                     "scheduler.pem"]
+    assert names == [
+        "agent.key",
+        "agent.pem",
+        "ca.key",
+        "ca.pem",
+        "client.key",
+        "client.pem",
+        "scheduler.key",
+        "scheduler.pem",
+    ]
     for key in (tmp_path / "certs").glob("*.key"):
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
     ca = x509.load_pem_x509_certificate((tmp_path / "certs" / "ca.pem").read_bytes())
@@ -128,9 +141,26 @@ def _tls_scheduler(procs: Processes, certs: Path) -> str:
     if not DASK.is_file():
         pytest.skip(f"{DASK} is absent")
     port = free_port()
-    procs._start("scheduler", [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--protocol",
-                               "tls", "--no-dashboard", "--tls-ca-file", str(certs / "ca.pem"), "--tls-cert",
-                               str(certs / "scheduler.pem"), "--tls-key", str(certs / "scheduler.key")])
+    procs._start(
+        "scheduler",
+        [
+            str(DASK),
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--protocol",
+            "tls",
+            "--no-dashboard",
+            "--tls-ca-file",
+            str(certs / "ca.pem"),
+            "--tls-cert",
+            str(certs / "scheduler.pem"),
+            "--tls-key",
+            str(certs / "scheduler.key"),
+        ],
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -156,9 +186,25 @@ def test_a_mutual_tls_cluster_runs_a_job_and_refuses_clients_without_a_certifica
     procs = Processes(tmp_path)
     try:
         address = _tls_scheduler(procs, certs)
-        procs._start("agent", [sys.executable, "-m", "repliscope.cli.main", "agent", "--scheduler", address,
-                               "--name", "tls-agent", "--tls-ca-file", str(certs / "ca.pem"), "--tls-cert",
-                               str(certs / "agent.pem"), "--tls-key", str(certs / "agent.key")])
+        procs._start(
+            "agent",
+            [
+                sys.executable,
+                "-m",
+                "repliscope.cli.main",
+                "agent",
+                "--scheduler",
+                address,
+                "--name",
+                "tls-agent",
+                "--tls-ca-file",
+                str(certs / "ca.pem"),
+                "--tls-cert",
+                str(certs / "agent.pem"),
+                "--tls-key",
+                str(certs / "agent.key"),
+            ],
+        )
         with Cluster.connect(address, security=_security(certs, "client")) as cluster:
             [agent] = cluster.wait_for_agents(1, timeout=60)
             assert agent.capabilities.agent_id == "tls-agent" and agent.address.startswith("tls://127.0.0.1:")
@@ -172,11 +218,20 @@ def test_a_mutual_tls_cluster_runs_a_job_and_refuses_clients_without_a_certifica
             assert [a.capabilities.agent_id for a in handle.get().agents() if a.alive] == ["tls-agent"]
         finally:
             handle.close()
-        listed = _cli("agents", "--scheduler", address, "--json", "--tls-ca-file", str(certs / "ca.pem"),
-                      "--tls-cert", str(certs / "client.pem"), "--tls-key", str(certs / "client.key"))
+        listed = _cli(
+            "agents",
+            "--scheduler",
+            address,
+            "--json",
+            "--tls-ca-file",
+            str(certs / "ca.pem"),
+            "--tls-cert",
+            str(certs / "client.pem"),
+            "--tls-key",
+            str(certs / "client.key"),
+        )
         assert listed.returncode == 0, listed.stderr
-        assert [(a["capabilities"]["agent_id"], a["alive"]) for a in json.loads(listed.stdout)] == [
-            ("tls-agent", True)]
+        assert [(a["capabilities"]["agent_id"], a["alive"]) for a in json.loads(listed.stdout)] == [("tls-agent", True)]
         agent_pid = procs.procs["agent"].pid
         assert all(ipaddress.ip_address(ip).is_loopback for ip, _ in _listening(agent_pid))
         with pytest.raises(RepliscopeError, match="needs --tls-ca-file"):  # no certificate: refused by repliscope

@@ -42,10 +42,18 @@ def test_evaluate_on_the_agent_equals_the_in_process_evaluate_and_is_stored_once
     totals: list[int] = []
     lines: list[str] = []
     job = tiny_job("local-1", limit=20)
-    outcome = submit_job(cluster, job, constraints_for(load_manifest(TINY), "torch"), on_progress=progress.append,
-                         log=lines.append, on_total=totals.append)
-    direct = evaluate(prepare(load_manifest(TINY), RunSettings(runtime="torch", threads=1, batch_size=4)),
-                      resolve_dataset(foolbox_folder(), "none", limit=20))
+    outcome = submit_job(
+        cluster,
+        job,
+        constraints_for(load_manifest(TINY), "torch"),
+        on_progress=progress.append,
+        log=lines.append,
+        on_total=totals.append,
+    )
+    direct = evaluate(
+        prepare(load_manifest(TINY), RunSettings(runtime="torch", threads=1, batch_size=4)),
+        resolve_dataset(foolbox_folder(), "none", limit=20),
+    )
     record = outcome.records[0]
     assert record["result_hash"] == direct.result_hash
     assert [s["topk_indices"] for s in record["samples"]] == [s.topk_indices for s in direct.samples]
@@ -68,9 +76,16 @@ def test_no_matching_agent_is_refused_at_once(cluster: Cluster) -> None:
 
 def test_cancel_stops_the_job_on_the_agent(cluster: Cluster) -> None:
     cancel = threading.Event()
-    job = JobSpec("local-3", "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
-                  "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1,
-                                                "batch_size": 1, "limit": 100})
+    job = JobSpec(
+        "local-3",
+        "evaluate",
+        "efficientnet-lite0@1",
+        LITE0.read_text(encoding="utf-8"),
+        "torch",
+        "foolbox",
+        foolbox_folder(),
+        {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1, "batch_size": 1, "limit": 100},
+    )
     done: list[int] = []
 
     def on_progress(n: int) -> None:
@@ -78,8 +93,7 @@ def test_cancel_stops_the_job_on_the_agent(cluster: Cluster) -> None:
         cancel.set()
 
     with pytest.raises(JobCancelled):
-        submit_job(cluster, job, constraints_for(load_manifest(LITE0), "torch"), on_progress=on_progress,
-                   cancel=cancel)
+        submit_job(cluster, job, constraints_for(load_manifest(LITE0), "torch"), on_progress=on_progress, cancel=cancel)
     assert 0 < sum(done) < 100
     assert cluster.agents()[0].executing == 0
 
@@ -88,9 +102,16 @@ def test_cancel_while_waiting_for_the_busy_agent_is_at_once(cluster: Cluster) ->
     import time
 
     def lite0_job(job_id: str) -> JobSpec:
-        return JobSpec(job_id, "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
-                       "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none",
-                                                     "threads": 1, "batch_size": 1, "limit": 100})
+        return JobSpec(
+            job_id,
+            "evaluate",
+            "efficientnet-lite0@1",
+            LITE0.read_text(encoding="utf-8"),
+            "torch",
+            "foolbox",
+            foolbox_folder(),
+            {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1, "batch_size": 1, "limit": 100},
+        )
 
     c = constraints_for(load_manifest(LITE0), "torch")
     busy_cancel, busy_started = threading.Event(), threading.Event()
@@ -98,8 +119,9 @@ def test_cancel_while_waiting_for_the_busy_agent_is_at_once(cluster: Cluster) ->
 
     def run_busy() -> None:
         try:
-            submit_job(cluster, lite0_job("busy"), c, on_progress=lambda n: busy_started.set(), cancel=busy_cancel,
-                       timeout=120)
+            submit_job(
+                cluster, lite0_job("busy"), c, on_progress=lambda n: busy_started.set(), cancel=busy_cancel, timeout=120
+            )
         except BaseException as exc:  # the cancel is asserted below
             errors.append(exc)
 

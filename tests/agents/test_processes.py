@@ -82,8 +82,10 @@ def test_sigterm_stops_an_agent_cleanly_and_it_is_listed_gone(agents: Agents) ->
 def test_a_second_agent_with_a_taken_name_exits_2(agents: Agents) -> None:
     proc = agents.procs.agent("agent-a-again", agents.address, name="agent-a")
     assert proc.wait(timeout=60) == 2
-    assert (f"error: agent agent-a could not join the scheduler {agents.address}: an agent named 'agent-a' is "
-            "already on that scheduler: give another --name") in agents.procs.log("agent-a-again")
+    assert (
+        f"error: agent agent-a could not join the scheduler {agents.address}: an agent named 'agent-a' is "
+        "already on that scheduler: give another --name"
+    ) in agents.procs.log("agent-a-again")
     assert "Unable to connect to scheduler" not in agents.procs.log("agent-a-again")  # said once, by us
 
 
@@ -91,12 +93,32 @@ def test_placement_goes_only_to_the_agent_meeting_the_selector(agents: Agents) -
     from repliscope.store.repository import RunStore
 
     c = constraints_for(load_manifest(TINY), "torch", hardware=["agent_id=agent-b"])
-    ran = [submit_job(agents.cluster, tiny_job(f"sel-{i}", limit=4), c, timeout=120).agent["agent_id"]
-           for i in range(3)]
+    ran = [
+        submit_job(agents.cluster, tiny_job(f"sel-{i}", limit=4), c, timeout=120).agent["agent_id"] for i in range(3)
+    ]
     assert ran == ["agent-b", "agent-b", "agent-b"]
-    res = CliRunner().invoke(app, ["evaluate", str(TINY), "--dataset", foolbox_folder(), "--label-rule", "none",
-                                   "--limit", "4", "--threads", "1", "--batch-size", "4", "--scheduler",
-                                   agents.address, "--hardware", "agent_id=agent-b", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(TINY),
+            "--dataset",
+            foolbox_folder(),
+            "--label-rule",
+            "none",
+            "--limit",
+            "4",
+            "--threads",
+            "1",
+            "--batch-size",
+            "4",
+            "--scheduler",
+            agents.address,
+            "--hardware",
+            "agent_id=agent-b",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     record = json.loads(res.stdout)
     assert record["hardware"]["agent_id"] == "agent-b" and record["counts"]["evaluated"] == 4
@@ -104,14 +126,30 @@ def test_placement_goes_only_to_the_agent_meeting_the_selector(agents: Agents) -
 
 
 def test_refused_at_once_when_no_agent_matches(agents: Agents) -> None:
-    res = CliRunner().invoke(app, ["evaluate", str(TINY), "--dataset", foolbox_folder(), "--label-rule", "none",
-                                   "--scheduler", agents.address, "--hardware", "agent_id=agent-c",
-                                   "--requires", "torch<2"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(TINY),
+            "--dataset",
+            foolbox_folder(),
+            "--label-rule",
+            "none",
+            "--scheduler",
+            agents.address,
+            "--hardware",
+            "agent_id=agent-c",
+            "--requires",
+            "torch<2",
+        ],
+    )
     assert res.exit_code == 2
     assert res.stderr.startswith("error: no live agent meets the job's constraints (")
     for name in ("agent-a", "agent-b"):
-        assert (f"{name}: requires torch<2: torch " in res.stderr
-                and f"hardware agent_id=agent-c not met (agent_id is {name})" in res.stderr)
+        assert (
+            f"{name}: requires torch<2: torch " in res.stderr
+            and f"hardware agent_id=agent-c not met (agent_id is {name})" in res.stderr
+        )
 
 
 def test_a_job_failing_on_every_agent_names_both(agents: Agents) -> None:
@@ -119,12 +157,12 @@ def test_a_job_failing_on_every_agent_names_both(agents: Agents) -> None:
     job.dataset_spec = "/nonexistent/repliscope-images"
     lines: list[str] = []
     with pytest.raises(JobFailedEverywhere) as err:
-        submit_job(agents.cluster, job, constraints_for(load_manifest(TINY), "torch"), log=lines.append,
-                   timeout=120)
+        submit_job(agents.cluster, job, constraints_for(load_manifest(TINY), "torch"), log=lines.append, timeout=120)
     assert sorted(err.value.reasons) == ["agent-a", "agent-b"]
     for why in err.value.reasons.values():
-        assert why.startswith("dataset '/nonexistent/repliscope-images' is neither a registered dataset nor a "
-                              "directory")
+        assert why.startswith(
+            "dataset '/nonexistent/repliscope-images' is neither a registered dataset nor a directory"
+        )
     assert any(line.startswith("resubmitted (attempt 2) to agent-") for line in lines)
 
 
@@ -149,9 +187,17 @@ def test_kill_an_agent_mid_job_completes_elsewhere_and_stores_once(agents: Agent
     other agent, the job completes there, one record is stored for the key; the same key again stores nothing."""
     from repliscope.store.repository import RunStore
 
-    job = JobSpec("kill-1", "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
-                  "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1,
-                                                "batch_size": 1, "limit": 100}, idempotency_key="kill-key")
+    job = JobSpec(
+        "kill-1",
+        "evaluate",
+        "efficientnet-lite0@1",
+        LITE0.read_text(encoding="utf-8"),
+        "torch",
+        "foolbox",
+        foolbox_folder(),
+        {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1, "batch_size": 1, "limit": 100},
+        idempotency_key="kill-key",
+    )
     started: list[str] = []
     killed: list[str] = []
     progress: list[int] = []
@@ -168,8 +214,14 @@ def test_kill_an_agent_mid_job_completes_elsewhere_and_stores_once(agents: Agent
                 killed.append(started[0])
                 agents.procs.kill(started[0])
 
-    outcome = submit_job(agents.cluster, job, constraints_for(load_manifest(LITE0), "torch"), log=log,
-                         on_progress=on_progress, timeout=180)
+    outcome = submit_job(
+        agents.cluster,
+        job,
+        constraints_for(load_manifest(LITE0), "torch"),
+        log=log,
+        on_progress=on_progress,
+        timeout=180,
+    )
     assert len(killed) == 1
     survivor = {"agent-a", "agent-b"} - set(killed)
     assert outcome.agent["agent_id"] in survivor and started[-1] in survivor and len(started) == 2
@@ -177,11 +229,28 @@ def test_kill_an_agent_mid_job_completes_elsewhere_and_stores_once(agents: Agent
     store = RunStore()
     stored = store.save_outcome(outcome, job.key)
     assert not stored.duplicate and store.count_job_results() == 1 and len(store.list()) == 1
-    res = CliRunner().invoke(app, ["evaluate", str(LITE0), "--dataset", foolbox_folder(), "--label-rule", "none",
-                                   "--limit", "100", "--scheduler", agents.address, "--idempotency-key", "kill-key"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(LITE0),
+            "--dataset",
+            foolbox_folder(),
+            "--label-rule",
+            "none",
+            "--limit",
+            "100",
+            "--scheduler",
+            agents.address,
+            "--idempotency-key",
+            "kill-key",
+        ],
+    )
     assert res.exit_code == 0, res.output
-    assert f"idempotency key kill-key is already stored (run(s) {stored.run_ids[0]}): nothing was run or stored" \
+    assert (
+        f"idempotency key kill-key is already stored (run(s) {stored.run_ids[0]}): nothing was run or stored"
         in " ".join(res.stdout.split())
+    )
     assert store.save_outcome(outcome, job.key).duplicate
     assert store.count_job_results() == 1 and len(store.list()) == 1
     gone = {a.capabilities.agent_id: a for a in agents.cluster.agents()}[killed[0]]
@@ -193,9 +262,16 @@ def test_the_last_agent_killed_mid_job_fails_it_naming_the_agent(agents: Agents)
     """After the kill test one agent is left: SIGKILL it mid-job -> JobFailedEverywhere naming it (not a job that
     waits forever for an agent)."""
     [survivor] = [a.capabilities.agent_id for a in agents.cluster.agents() if a.alive]
-    job = JobSpec("kill-2", "evaluate", "efficientnet-lite0@1", LITE0.read_text(encoding="utf-8"), "torch",
-                  "foolbox", foolbox_folder(), {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1,
-                                                "batch_size": 1, "limit": 100})
+    job = JobSpec(
+        "kill-2",
+        "evaluate",
+        "efficientnet-lite0@1",
+        LITE0.read_text(encoding="utf-8"),
+        "torch",
+        "foolbox",
+        foolbox_folder(),
+        {"manifest_path": str(LITE0), "label_rule": "none", "threads": 1, "batch_size": 1, "limit": 100},
+    )
     killed: list[str] = []
 
     def on_progress(n: int) -> None:
@@ -204,6 +280,7 @@ def test_the_last_agent_killed_mid_job_fails_it_naming_the_agent(agents: Agents)
             agents.procs.kill(survivor)
 
     with pytest.raises(JobFailedEverywhere) as err:
-        submit_job(agents.cluster, job, constraints_for(load_manifest(LITE0), "torch"), on_progress=on_progress,
-                   timeout=120)
+        submit_job(
+            agents.cluster, job, constraints_for(load_manifest(LITE0), "torch"), on_progress=on_progress, timeout=120
+        )
     assert err.value.reasons == {survivor: "the agent died or left while it ran the job"}

@@ -29,8 +29,16 @@ class FakeRunner(Runner):
 
     name = "fake"
 
-    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path, clock: VirtualClock,
-                 latencies_s: Sequence[float], per_sample: bool = False) -> None:
+    def __init__(
+        self,
+        artifact: ModelArtifact,
+        *,
+        threads: int,
+        cache_dir: Path,
+        clock: VirtualClock,
+        latencies_s: Sequence[float],
+        per_sample: bool = False,
+    ) -> None:
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self.clock = clock
         self.latencies_s = list(latencies_s)
@@ -76,19 +84,40 @@ query sample library (``tests/bench/conftest.py: base``)."""
 
 def perf_claim(metric: str, value: float, **kw: object) -> ClaimSpec:
     """A performance claim measured here (this CPU, 1 thread, single-stream, batch 1) unless ``kw`` says else."""
-    fields: dict[str, object] = {"scenario": "single-stream", "batch_size": 1,
-                                 "hardware": ClaimHardware(cpu_model=cpu_model(), threads=1), "runtime": "fake"}
-    return ClaimSpec.model_validate({"metric": metric, "value": value, "source": "test",
-                                     "dataset": DatasetRef(name="imagenet-1k", split="val"), **fields, **kw})
+    fields: dict[str, object] = {
+        "scenario": "single-stream",
+        "batch_size": 1,
+        "hardware": ClaimHardware(cpu_model=cpu_model(), threads=1),
+        "runtime": "fake",
+    }
+    return ClaimSpec.model_validate(
+        {
+            "metric": metric,
+            "value": value,
+            "source": "test",
+            "dataset": DatasetRef(name="imagenet-1k", split="val"),
+            **fields,
+            **kw,
+        }
+    )
 
 
-def run_fake(base: Base, scenario: ScenarioSettings, tracer: object = None,
-             latencies: Sequence[float] = CYCLE) -> tuple[BenchmarkRecord, FakeRunner]:
+def run_fake(
+    base: Base, scenario: ScenarioSettings, tracer: object = None, latencies: Sequence[float] = CYCLE
+) -> tuple[BenchmarkRecord, FakeRunner]:
     """:func:`run_benchmark` with a :class:`FakeRunner` of ``latencies`` on a fresh virtual clock."""
     prepared, data, qsl = base
     clock = VirtualClock()
-    fake = FakeRunner(prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir, clock=clock,
-                      latencies_s=latencies)
-    rec = run_benchmark(replace(prepared, runner=fake), data, qsl, 1,
-                        BenchOptions(scenario=scenario, overhead_queries=100), tracer=tracer, clock=clock)
+    fake = FakeRunner(
+        prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir, clock=clock, latencies_s=latencies
+    )
+    rec = run_benchmark(
+        replace(prepared, runner=fake),
+        data,
+        qsl,
+        1,
+        BenchOptions(scenario=scenario, overhead_queries=100),
+        tracer=tracer,
+        clock=clock,
+    )
     return rec, fake

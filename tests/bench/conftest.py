@@ -18,11 +18,13 @@ from tests.conftest import LITE0
 @pytest.fixture(scope="session")
 def base() -> Base:
     loaded = load_manifest(LITE0)
-    claims = [*loaded.manifest.claims,
-              perf_claim("latency_p90_ms", 10 * UNIT * 1e3),  # the exact p90 of CYCLE: inside its interval
-              perf_claim("latency_p90_ms", 1.0),  # far below: inconsistent
-              perf_claim("throughput", 50.0, hardware=ClaimHardware(cpu_model="Some Other CPU", threads=2)),
-              perf_claim("latency_p99_ms", 9.0, scenario="server")]
+    claims = [
+        *loaded.manifest.claims,
+        perf_claim("latency_p90_ms", 10 * UNIT * 1e3),  # the exact p90 of CYCLE: inside its interval
+        perf_claim("latency_p90_ms", 1.0),  # far below: inconsistent
+        perf_claim("throughput", 50.0, hardware=ClaimHardware(cpu_model="Some Other CPU", threads=2)),
+        perf_claim("latency_p99_ms", 9.0, scenario="server"),
+    ]
     loaded = replace(loaded, manifest=loaded.manifest.model_copy(update={"claims": claims}))
     prepared = prepare(loaded, RunSettings(runtime="onnxruntime", threads=1))
     data = resolve_dataset("foolbox_imagenet")

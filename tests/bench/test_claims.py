@@ -12,22 +12,36 @@ from repliscope.evaluation.record import MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef
 
 CPU = "AMD EPYC 7B13"
-BASE: dict[str, Any] = {"metric": "latency_p90_ms", "value": 9.5, "dataset": {"name": "imagenet-1k", "split": "val"},
-                        "source": "paper", "scenario": "single-stream", "batch_size": 1,
-                        "hardware": {"cpu_model": CPU, "threads": 1}, "runtime": "onnxruntime"}
+BASE: dict[str, Any] = {
+    "metric": "latency_p90_ms",
+    "value": 9.5,
+    "dataset": {"name": "imagenet-1k", "split": "val"},
+    "source": "paper",
+    "scenario": "single-stream",
+    "batch_size": 1,
+    "hardware": {"cpu_model": CPU, "threads": 1},
+    "runtime": "onnxruntime",
+}
 
 
 def measured(**kw: Any) -> MeasuredPerformance:
-    fields: dict[str, Any] = {"scenario": "single-stream", "batch_size": 1, "cpu_model": "amd  EPYC 7b13",
-                              "threads": 1, "runtime": "onnxruntime", "description": "ours",
-                              "values": {"latency_p90_ms": (9.6, 9.4, 9.8), "throughput": (104.0, None, None)}}
+    fields: dict[str, Any] = {
+        "scenario": "single-stream",
+        "batch_size": 1,
+        "cpu_model": "amd  EPYC 7b13",
+        "threads": 1,
+        "runtime": "onnxruntime",
+        "description": "ours",
+        "values": {"latency_p90_ms": (9.6, 9.4, 9.8), "throughput": (104.0, None, None)},
+    }
     return MeasuredPerformance(**{**fields, **kw})
 
 
 def test_performance_claim_needs_its_setting() -> None:
     with pytest.raises(ValidationError, match="needs scenario, batch_size, hardware, runtime"):
-        ClaimSpec.model_validate({k: v for k, v in BASE.items()
-                                  if k not in ("scenario", "batch_size", "hardware", "runtime")})
+        ClaimSpec.model_validate(
+            {k: v for k, v in BASE.items() if k not in ("scenario", "batch_size", "hardware", "runtime")}
+        )
     with pytest.raises(ValidationError, match="needs runtime"):
         ClaimSpec.model_validate({k: v for k, v in BASE.items() if k != "runtime"})
     with pytest.raises(ValidationError, match="must be above 0"):
@@ -51,15 +65,17 @@ def test_verdicts() -> None:
     ok = judge_performance_claim(claim, measured())
     assert (ok.verdict, ok.measured, ok.ci_low, ok.ci_high) == ("consistent", 9.6, 9.4, 9.8)
     assert ok.claim_dataset == f"single-stream, batch 1, 1 thread on {CPU}, onnxruntime"
-    assert judge_performance_claim(ClaimSpec.model_validate({**BASE, "value": 9.9}), measured()).verdict == \
-        "inconsistent"
-    other = judge_performance_claim(claim, measured(scenario="server", batch_size=8, cpu_model="Intel", threads=4,
-                                                    runtime="torch"))
+    assert (
+        judge_performance_claim(ClaimSpec.model_validate({**BASE, "value": 9.9}), measured()).verdict == "inconsistent"
+    )
+    other = judge_performance_claim(
+        claim, measured(scenario="server", batch_size=8, cpu_model="Intel", threads=4, runtime="torch")
+    )
     assert other.verdict == "not comparable" and other.reason == (
         "the claim was measured in other conditions: scenario single-stream vs server; batch size 1 vs 8; "
-        f"CPU '{CPU}' vs 'Intel'; 1 thread vs 4; runtime onnxruntime vs torch")
-    tp = judge_performance_claim(ClaimSpec.model_validate({**BASE, "metric": "throughput", "value": 100}),
-                                 measured())
+        f"CPU '{CPU}' vs 'Intel'; 1 thread vs 4; runtime onnxruntime vs torch"
+    )
+    tp = judge_performance_claim(ClaimSpec.model_validate({**BASE, "metric": "throughput", "value": 100}), measured())
     assert tp.verdict == "not comparable" and "too few queries" in tp.reason
 
 

@@ -30,8 +30,12 @@ from repliscope.evaluation.run import PreparedRun, RunSettings, evaluate, input_
 from repliscope.tracing import make_tracer
 
 MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
-POST = ["postprocess/detections_from_outputs", "postprocess/score_threshold", "postprocess/class_map",
-        "postprocess/to_source"]
+POST = [
+    "postprocess/detections_from_outputs",
+    "postprocess/score_threshold",
+    "postprocess/class_map",
+    "postprocess/to_source",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +48,14 @@ def rect(tmp_path_factory: pytest.TempPathFactory) -> tuple[PreparedRun, Dataset
 
 
 def _issuer(prepared: PreparedRun, qsl: QuerySampleLibrary, level: str = "model") -> QueryIssuer:
-    return QueryIssuer(qsl, prepared.runner, prepared.pipeline, make_tracer(level, otel=False), named_outputs=True,
-                       max_batch=1)
+    return QueryIssuer(
+        qsl, prepared.runner, prepared.pipeline, make_tracer(level, otel=False), named_outputs=True, max_batch=1
+    )
 
 
-def test_each_query_gives_the_evaluation_loops_detections(rect: tuple[PreparedRun, Dataset,
-                                                                      QuerySampleLibrary]) -> None:
+def test_each_query_gives_the_evaluation_loops_detections(
+    rect: tuple[PreparedRun, Dataset, QuerySampleLibrary],
+) -> None:
     prepared, data, qsl = rect
     record = evaluate(prepared, data)
     issue = _issuer(prepared, qsl)
@@ -70,8 +76,9 @@ def test_each_query_gives_the_evaluation_loops_detections(rect: tuple[PreparedRu
     assert spans[-6:] == ["inference", *POST, "query"]
 
 
-def test_a_multi_sample_query_runs_one_inference_per_image(rect: tuple[PreparedRun, Dataset,
-                                                                       QuerySampleLibrary]) -> None:
+def test_a_multi_sample_query_runs_one_inference_per_image(
+    rect: tuple[PreparedRun, Dataset, QuerySampleLibrary],
+) -> None:
     prepared, _, qsl = rect
     issue = _issuer(prepared, qsl)
     issue([0, 1, 2, 3])
@@ -93,10 +100,12 @@ def test_timed_preprocess_keeps_each_samples_geometry(rect: tuple[PreparedRun, D
 
 
 def test_offline_runs_batch_one_and_times_the_detection_post_processing(
-        rect: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+    rect: tuple[PreparedRun, Dataset, QuerySampleLibrary],
+) -> None:
     prepared, data, qsl = rect
-    s = ScenarioSettings(scenario="offline", min_duration_s=0.0, min_queries=1, warmup_queries=2,
-                         samples_per_query=32, batch_size=1)
+    s = ScenarioSettings(
+        scenario="offline", min_duration_s=0.0, min_queries=1, warmup_queries=2, samples_per_query=32, batch_size=1
+    )
     rec = run_benchmark(prepared, data, qsl, 1, BenchOptions(scenario=s, overhead_queries=200))
     assert rec.samples == 32 and rec.queries == 1
     assert rec.settings["batch_size"] == 1 and rec.settings["inference_batch"] == 1
@@ -105,14 +114,27 @@ def test_offline_runs_batch_one_and_times_the_detection_post_processing(
     # the no-op runtime replays sample 0's real outputs: its queries run the four detection ops, which cost more
     # than the loop without them
     assert rec.overhead.latency_p50_us > rec.overhead.loop_p50_us
-    with pytest.raises(RepliscopeError, match=r"the model takes one image at a time \(inputs\[0\]\.shape \[1, -1, "
-                                              r"-1, 3\]\): offline --batch-size 4 is not possible, use --batch-size 1"):
-        run_benchmark(prepared, data, qsl, 1, BenchOptions(scenario=ScenarioSettings(
-            scenario="offline", min_duration_s=0.0, min_queries=1, samples_per_query=8, batch_size=4)))
+    with pytest.raises(
+        RepliscopeError,
+        match=r"the model takes one image at a time \(inputs\[0\]\.shape \[1, -1, "
+        r"-1, 3\]\): offline --batch-size 4 is not possible, use --batch-size 1",
+    ):
+        run_benchmark(
+            prepared,
+            data,
+            qsl,
+            1,
+            BenchOptions(
+                scenario=ScenarioSettings(
+                    scenario="offline", min_duration_s=0.0, min_queries=1, samples_per_query=8, batch_size=4
+                )
+            ),
+        )
 
 
-def test_the_overhead_of_a_detection_model_needs_its_runner(rect: tuple[PreparedRun, Dataset,
-                                                                        QuerySampleLibrary]) -> None:
+def test_the_overhead_of_a_detection_model_needs_its_runner(
+    rect: tuple[PreparedRun, Dataset, QuerySampleLibrary],
+) -> None:
     prepared, _, _ = rect
     with pytest.raises(RepliscopeError, match="needs its runner and library"):
         measure_overhead(prepared, ScenarioSettings("single-stream", 0.0, 1), "none", 10, RealClock())
@@ -137,21 +159,41 @@ def test_default_offline_batch() -> None:
 
 def test_cli_bench_offline_on_a_detection_model(tmp_path: Path) -> None:
     runner = CliRunner(env={"COLUMNS": "200", "REPLISCOPE_CACHE": str(tmp_path / "cache")})
-    result = runner.invoke(app, ["bench", str(MANIFEST), "--runtime", "onnxruntime", "--dataset",
-                                 "synthetic_detection", "--scenario", "offline", "--samples-per-query", "16",
-                                 "--min-duration", "0", "--warmup-queries", "1", "--db",
-                                 f"sqlite:///{tmp_path / 'runs.db'}", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(MANIFEST),
+            "--runtime",
+            "onnxruntime",
+            "--dataset",
+            "synthetic_detection",
+            "--scenario",
+            "offline",
+            "--samples-per-query",
+            "16",
+            "--min-duration",
+            "0",
+            "--warmup-queries",
+            "1",
+            "--db",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["samples"] == 16 and summary["batch_size"] == 1
 
 
 def test_a_runner_whose_thread_pools_were_fixed_earlier_makes_the_run_invalid(
-        rect: tuple[PreparedRun, Dataset, QuerySampleLibrary]) -> None:
+    rect: tuple[PreparedRun, Dataset, QuerySampleLibrary],
+) -> None:
     prepared, _, _ = rect
     noop = NoopRunner(prepared.artifact, threads=2, cache_dir=Path("."))
     assert thread_mismatch(noop, 2) is None
     noop.notes["thread_pools"] = {"intra_op": 1, "inter_op": 1, "set_now": False, "matches_requested": False}
     assert thread_mismatch(noop, 2) == (
         "noop runs 1 intra-op threads, not the 2 asked: its thread pools are process-global and were fixed earlier "
-        "in this process (benchmark each thread count in a process of its own)")
+        "in this process (benchmark each thread count in a process of its own)"
+    )

@@ -16,8 +16,11 @@ GIB = 2**30
 
 def test_library_of_half_the_memory_is_refused_naming_the_sizes_and_limit() -> None:
     # 1000 x (3, 224, 224) float32 = 602,112,000 bytes = 0.56 GiB > half of 1 GiB
-    with pytest.raises(RepliscopeError, match=r"1000 pre-processed samples of \(3, 224, 224\) float32 = 0\.6 GiB "
-                                              r"in memory, more than half of the 1\.0 GiB available: .*--limit N"):
+    with pytest.raises(
+        RepliscopeError,
+        match=r"1000 pre-processed samples of \(3, 224, 224\) float32 = 0\.6 GiB "
+        r"in memory, more than half of the 1\.0 GiB available: .*--limit N",
+    ):
         check_library_fits(1000, (3, 224, 224), "float32", GIB)
     check_library_fits(1000, (3, 224, 224), "float32", 2 * GIB)  # 0.56 <= 1.0 GiB
     check_library_fits(1000, (3, 224, 224), "uint8", GIB)  # a quarter of the bytes: 0.14 GiB

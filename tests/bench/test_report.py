@@ -36,7 +36,7 @@ def test_view_rows_and_claims(records: list[BenchmarkRecord]) -> None:
 
 def test_html_and_markdown_render(records: list[BenchmarkRecord]) -> None:
     html = render_view_html(build_benchmark_view(records))
-    assert "alt=\"latency ECDF per configuration\"" in html and "fake · 1 thread" in html and "4.00×" in html
+    assert 'alt="latency ECDF per configuration"' in html and "fake · 1 thread" in html and "4.00×" in html
     pngs = re.findall(r'src="(data:image/png;base64,[^"]+)"', html)
     assert len(pngs) == 1 and decode_png_b64(pngs[0]).startswith(PNG_SIGNATURE)
     md = render_view_markdown(build_benchmark_view(records))
@@ -44,10 +44,26 @@ def test_html_and_markdown_render(records: list[BenchmarkRecord]) -> None:
 
 
 def _layer_trace() -> dict:
-    events = [{"name": "onnxruntime.run", "cat": "framework", "ph": "X", "ts": 0, "dur": 10, "tid": 1,
-               "args": {"source": "onnxruntime"}},
-              {"name": "_fc", "cat": "framework", "ph": "X", "ts": 2, "dur": 6, "tid": 1,
-               "args": {"layer": "_fc", "op_type": "Gemm", "source": "onnxruntime"}}]
+    events = [
+        {
+            "name": "onnxruntime.run",
+            "cat": "framework",
+            "ph": "X",
+            "ts": 0,
+            "dur": 10,
+            "tid": 1,
+            "args": {"source": "onnxruntime"},
+        },
+        {
+            "name": "_fc",
+            "cat": "framework",
+            "ph": "X",
+            "ts": 2,
+            "dur": 6,
+            "tid": 1,
+            "args": {"layer": "_fc", "op_type": "Gemm", "source": "onnxruntime"},
+        },
+    ]
     return {"traceEvents": events, "otherData": {"repliscope_trace_level": "framework"}}
 
 
@@ -55,7 +71,8 @@ def test_a_traced_configuration_adds_its_per_layer_chart(records: list[Benchmark
     view = build_benchmark_view(records, traces=[_layer_trace(), None])
     assert [s.id for s in view.sections] == ["claim", "bench", "latency", "layer-diff", "provenance"]
     assert [f.title for f in view.extra_figures] == [
-        "per-layer time (onnxruntime, trace level framework) · fake · 1 thread"]
+        "per-layer time (onnxruntime, trace level framework) · fake · 1 thread"
+    ]
     html = render_view_html(view)
     assert len(re.findall(r'src="data:image/png;base64,', html)) == 2 and "Per-layer time" in html
     untraced = build_benchmark_view(records, traces=[None, None])

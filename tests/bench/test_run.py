@@ -51,8 +51,12 @@ def test_claim_verdicts(base: Base) -> None:
     s = ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=200, warmup_queries=0)
     rec, _ = run_fake(base, s)
     verdicts = [(c.metric, c.verdict) for c in rec.claims]
-    assert verdicts == [("latency_p90_ms", "consistent"), ("latency_p90_ms", "inconsistent"),
-                        ("throughput", "not comparable"), ("latency_p99_ms", "not comparable")]
+    assert verdicts == [
+        ("latency_p90_ms", "consistent"),
+        ("latency_p90_ms", "inconsistent"),
+        ("throughput", "not comparable"),
+        ("latency_p99_ms", "not comparable"),
+    ]
     assert "CPU 'Some Other CPU'" in rec.claims[2].reason and "2 threads vs 1" in rec.claims[2].reason
     assert "scenario server vs single-stream" in rec.claims[3].reason
     assert rec.claims[1].ci_low is not None and rec.claims[1].ci_low > 1.0
@@ -74,8 +78,13 @@ def test_model_level_spans_nest(base: Base) -> None:
     assert names.count("run") == 1 and names.count("query") == 22 and names.count("inference") == 22
     warmup = [e for e in events if e["name"] == "warmup"]
     assert len(warmup) == 1 and warmup[0]["args"] == {"queries": 2}
-    inside = [e for e in events if e["name"] == "query"
-              and warmup[0]["ts"] <= e["ts"] and e["ts"] + e["dur"] <= warmup[0]["ts"] + warmup[0]["dur"]]
+    inside = [
+        e
+        for e in events
+        if e["name"] == "query"
+        and warmup[0]["ts"] <= e["ts"]
+        and e["ts"] + e["dur"] <= warmup[0]["ts"] + warmup[0]["dur"]
+    ]
     first_two = sorted((e for e in events if e["name"] == "query"), key=lambda e: e["ts"])[:2]
     assert inside == first_two
     assert names.count("postprocess/softmax") == 22 and names.count("postprocess/topk") == 22
@@ -95,8 +104,7 @@ def test_store_round_trip_and_ratios(base: Base, tmp_path: Path) -> None:
         store.save_benchmark(slow)
         again = store.get_benchmark(fast.benchmark_id[:8])
         assert again == fast
-        assert {r.benchmark_id for r in store.list_benchmarks(matrix_id="m1")} == {fast.benchmark_id,
-                                                                                   slow.benchmark_id}
+        assert {r.benchmark_id for r in store.list_benchmarks(matrix_id="m1")} == {fast.benchmark_id, slow.benchmark_id}
     rows = ratio_rows([slow, fast])
     assert [r["ratio_to_fastest"] for r in rows] == pytest.approx([3.0, 1.0])
     assert np.asarray(fast.latencies_us, dtype=np.float32).astype(float).tolist() == fast.latencies_us
@@ -120,14 +128,22 @@ def test_timed_preprocess_runs_the_pipeline_inside_each_query(base: Base) -> Non
 
 def test_find_peak_qps_on_the_virtual_clock(base: Base) -> None:
     """Service 8 units (~7.8 ms): one worker saturates at 128 QPS; with a 40 ms p99 bound the peak lies below."""
-    s = ScenarioSettings("server", min_duration_s=0.0, min_queries=700, warmup_queries=0, target_qps=1.0,
-                         latency_bound_ms=40.0)
+    s = ScenarioSettings(
+        "server", min_duration_s=0.0, min_queries=700, warmup_queries=0, target_qps=1.0, latency_bound_ms=40.0
+    )
     prepared, data, qsl = base
     clock = VirtualClock()
-    fake = FakeRunner(prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir, clock=clock,
-                      latencies_s=[8 * UNIT])
-    rec = run_benchmark(replace(prepared, runner=fake), data, qsl, 1,
-                        BenchOptions(scenario=s, find_peak_qps=True, overhead_queries=10), clock=clock)
+    fake = FakeRunner(
+        prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir, clock=clock, latencies_s=[8 * UNIT]
+    )
+    rec = run_benchmark(
+        replace(prepared, runner=fake),
+        data,
+        qsl,
+        1,
+        BenchOptions(scenario=s, find_peak_qps=True, overhead_queries=10),
+        clock=clock,
+    )
     assert rec.peak is not None and rec.peak.peak_qps is not None
     tried = {p.qps: p for p in rec.peak.tried}
     assert tried[rec.peak.peak_qps].meets_bound and tried[rec.peak.peak_qps].p99_ms <= 40.0
@@ -151,15 +167,24 @@ def test_server_on_the_real_clock() -> None:
 
 
 def test_a_server_throughput_claim_is_not_comparable_rather_than_run_longer(base: Base) -> None:
-    s = ScenarioSettings("server", min_duration_s=0.0, min_queries=200, warmup_queries=0, target_qps=1.0,
-                         latency_bound_ms=1e6)
+    s = ScenarioSettings(
+        "server", min_duration_s=0.0, min_queries=200, warmup_queries=0, target_qps=1.0, latency_bound_ms=1e6
+    )
     rec, _ = run_fake(base, s)
     measured = measured_performance(rec)
     assert sorted(measured.values) == ["latency_p90_ms", "latency_p99_ms"]
-    claim = ClaimSpec.model_validate({"metric": "throughput", "value": 1.0, "source": "test", "scenario": "server",
-                                      "dataset": {"name": "imagenet-1k", "split": "val"}, "batch_size": 1,
-                                      "hardware": {"cpu_model": measured.cpu_model, "threads": 1},
-                                      "runtime": measured.runtime})
+    claim = ClaimSpec.model_validate(
+        {
+            "metric": "throughput",
+            "value": 1.0,
+            "source": "test",
+            "scenario": "server",
+            "dataset": {"name": "imagenet-1k", "split": "val"},
+            "batch_size": 1,
+            "hardware": {"cpu_model": measured.cpu_model, "threads": 1},
+            "runtime": measured.runtime,
+        }
+    )
     verdict = judge_performance_claim(claim, measured)
     assert verdict.verdict == "not comparable"
     assert verdict.reason == "the server benchmark does not measure throughput"

@@ -16,10 +16,10 @@ runner = CliRunner(env={"COLUMNS": "80"})
 
 
 def test_runs_list_and_show_benchmarks(base: Base) -> None:
-    single, _ = run_fake(base, ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=64,
-                                                warmup_queries=0))
-    offline, _ = run_fake(base, ScenarioSettings("offline", min_duration_s=0.0, min_queries=16, warmup_queries=0,
-                                                 samples_per_query=16))
+    single, _ = run_fake(base, ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=64, warmup_queries=0))
+    offline, _ = run_fake(
+        base, ScenarioSettings("offline", min_duration_s=0.0, min_queries=16, warmup_queries=0, samples_per_query=16)
+    )
     with RunStore(None) as store:
         store.save_benchmark(single)
         store.save_benchmark(offline)
@@ -30,8 +30,7 @@ def test_runs_list_and_show_benchmarks(base: Base) -> None:
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[2].startswith("every benchmark: model efficientnet-lite0 1.0.0")  # the scenarios differ
-    rows = {line.split()[0]: line for line in lines if line[:8] in (single.benchmark_id[:8],
-                                                                    offline.benchmark_id[:8])}
+    rows = {line.split()[0]: line for line in lines if line[:8] in (single.benchmark_id[:8], offline.benchmark_id[:8])}
     assert len(rows) == 2 and all(len(line) <= 80 for line in lines)
     p90 = single.latency.percentiles["p90"].value
     assert f"p90 {p90:.2f} ms" in rows[single.benchmark_id[:8]] and "single-stream" in rows[single.benchmark_id[:8]]

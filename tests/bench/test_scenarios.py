@@ -115,6 +115,9 @@ def test_settings_are_checked() -> None:
         settings("server")
     assert settings("multi-stream", samples_per_query=8).batch_of_query == 8
     assert settings("offline", samples_per_query=16, batch_size=16).batch_of_query == 16
-    with pytest.raises(RepliscopeError, match=r"offline: the batch \(16\) is larger than the one query \(15 "
-                                              r"samples\): lower --batch-size or raise --samples-per-query"):
+    with pytest.raises(
+        RepliscopeError,
+        match=r"offline: the batch \(16\) is larger than the one query \(15 "
+        r"samples\): lower --batch-size or raise --samples-per-query",
+    ):
         settings("offline", samples_per_query=15, batch_size=16)

@@ -14,14 +14,28 @@ from tests.test_jobs import TINY, foolbox_folder
 
 pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed) is not installed")
 
-TINY_ARGS = ["evaluate", str(TINY), "--dataset", foolbox_folder(), "--label-rule", "none", "--limit", "6",
-             "--threads", "1", "--batch-size", "4"]
+TINY_ARGS = [
+    "evaluate",
+    str(TINY),
+    "--dataset",
+    foolbox_folder(),
+    "--label-rule",
+    "none",
+    "--limit",
+    "6",
+    "--threads",
+    "1",
+    "--batch-size",
+    "4",
+]
 
 
 def test_cli_start_up_imports_no_dask() -> None:
-    code = ("import repliscope, repliscope.cli.main, repliscope.cli.agent_cmd, repliscope.agents.placement, "
-            "repliscope.agents.cluster, repliscope.agents.submit, repliscope.jobs, sys; "
-            "assert 'distributed' not in sys.modules and 'dask' not in sys.modules, 'dask imported'")
+    code = (
+        "import repliscope, repliscope.cli.main, repliscope.cli.agent_cmd, repliscope.agents.placement, "
+        "repliscope.agents.cluster, repliscope.agents.submit, repliscope.jobs, sys; "
+        "assert 'distributed' not in sys.modules and 'dask' not in sys.modules, 'dask imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -57,18 +71,28 @@ def test_evaluate_on_the_local_scheduler_equals_the_in_process_evaluate_and_stor
     assert store.count_job_results() == 1 and len(store.list()) == 2  # the in-process run + the agent's
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--requires", "torch<2"], "error: --requires, --hardware and --idempotency-key place a job on agents: add "
-                                "--scheduler"),
-    (["--scheduler", "local", "--hardware", "gpu=1"], "error: hardware selector 'gpu=1': unknown key 'gpu' "
-                                                      "(allowed: agent_id, cores, cpu_flags, cpu_model, gpus, "
-                                                      "hostname, memory_gib)"),
-    (["--scheduler", "127.0.0.1:8786"], "error: --scheduler '127.0.0.1:8786': give tcp://HOST:PORT"),
-    (["--scheduler", "local", "--hardware", "gpus>=1"], "error: no live agent meets the job's constraints ("),
-    (["--scheduler", "local", "--schedule", "fastest"], "error: --schedule 'fastest' is not allowed (allowed: "),
-    (["--scheduler", "local", "--trace-level", "layer"], "error: --trace-level and --labels-csv run in this "
-                                                         "process only"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--requires", "torch<2"],
+            "error: --requires, --hardware and --idempotency-key place a job on agents: add --scheduler",
+        ),
+        (
+            ["--scheduler", "local", "--hardware", "gpu=1"],
+            "error: hardware selector 'gpu=1': unknown key 'gpu' "
+            "(allowed: agent_id, cores, cpu_flags, cpu_model, gpus, "
+            "hostname, memory_gib)",
+        ),
+        (["--scheduler", "127.0.0.1:8786"], "error: --scheduler '127.0.0.1:8786': give tcp://HOST:PORT"),
+        (["--scheduler", "local", "--hardware", "gpus>=1"], "error: no live agent meets the job's constraints ("),
+        (["--scheduler", "local", "--schedule", "fastest"], "error: --schedule 'fastest' is not allowed (allowed: "),
+        (
+            ["--scheduler", "local", "--trace-level", "layer"],
+            "error: --trace-level and --labels-csv run in this process only",
+        ),
+    ],
+)
 def test_bad_agent_options_exit_2(extra: list[str], message: str) -> None:
     res = CliRunner().invoke(app, [*TINY_ARGS, *extra])
     assert res.exit_code == 2, res.output
@@ -85,12 +109,20 @@ def test_evaluate_with_stack_current_runs_on_the_in_process_agent_of_this_enviro
     assert RunStore().get(record["run_id"]).run_id == record["run_id"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["agent", "--scheduler", "foo"], "error: --scheduler 'foo': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786\n"),
-    (["agent", "--scheduler", "tcp://127.0.0.1"], "error: --scheduler 'tcp://127.0.0.1': give tcp://HOST:PORT"),
-    (["agents", "--scheduler", "tcp://127.0.0.1:99999"], "error: --scheduler 'tcp://127.0.0.1:99999': give "
-                                                         "tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786 (or 'local'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["agent", "--scheduler", "foo"],
+            "error: --scheduler 'foo': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786\n",
+        ),
+        (["agent", "--scheduler", "tcp://127.0.0.1"], "error: --scheduler 'tcp://127.0.0.1': give tcp://HOST:PORT"),
+        (
+            ["agents", "--scheduler", "tcp://127.0.0.1:99999"],
+            "error: --scheduler 'tcp://127.0.0.1:99999': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786 (or 'local'",
+        ),
+    ],
+)
 def test_a_malformed_scheduler_address_is_one_line_before_dask_sees_it(args: list[str], message: str) -> None:
     """Dask's own error for it comes with a logged traceback; ours is one line."""
     res = CliRunner().invoke(app, args)

@@ -20,13 +20,18 @@ SHORT = ["--min-queries", "64", "--min-duration", "0", "--warmup-queries", "2"]
 
 def test_expand_variadic() -> None:
     names = {"torch", "onnxruntime", "opencv_dnn"}
-    assert expand_variadic(["m.yaml", "--runtimes", "torch", "onnxruntime", "--threads", "1", "2", "--json"],
-                           names) == ["m.yaml", "--runtime", "torch", "--runtime", "onnxruntime", "--threads", "1",
-                                      "--threads", "2", "--json"]
+    assert expand_variadic(
+        ["m.yaml", "--runtimes", "torch", "onnxruntime", "--threads", "1", "2", "--json"], names
+    ) == ["m.yaml", "--runtime", "torch", "--runtime", "onnxruntime", "--threads", "1", "--threads", "2", "--json"]
     assert expand_variadic(["--threads", "2", "m.yaml"], names) == ["--threads", "2", "m.yaml"]
     # a misspelt runtime is taken as a runtime (then reported as unknown), never as an extra argument
     assert expand_variadic(["--runtimes", "torch", "onnxrutime", "m.yml"], names) == [
-        "--runtime", "torch", "--runtime", "onnxrutime", "m.yml"]
+        "--runtime",
+        "torch",
+        "--runtime",
+        "onnxrutime",
+        "m.yml",
+    ]
     assert expand_variadic(["--runtimes", "torch", str(LITE0)], names) == ["--runtime", "torch", str(LITE0)]
 
 
@@ -39,12 +44,24 @@ def test_a_misspelt_runtime_in_runtimes_is_named_as_unknown() -> None:
 
 def test_single_stream_json(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    result = runner.invoke(app, ["bench", str(LITE0), "--runtime", "onnxruntime", *SHORT, "--json",
-                                 "--trace-level", "model", "--trace-out", str(trace)])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(LITE0),
+            "--runtime",
+            "onnxruntime",
+            *SHORT,
+            "--json",
+            "--trace-level",
+            "model",
+            "--trace-out",
+            str(trace),
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert (out["scenario"], out["runtime"], out["threads"], out["queries"]) == ("single-stream", "onnxruntime", 1,
-                                                                                  64)
+    assert (out["scenario"], out["runtime"], out["threads"], out["queries"]) == ("single-stream", "onnxruntime", 1, 64)
     assert set(out["latency_ms"]) == {"p50", "p90", "p95", "p99", "p999"}
     lat = out["latency_ms"]
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"]
@@ -60,8 +77,9 @@ def test_single_stream_json(tmp_path: Path) -> None:
 
 
 def test_matrix_prints_ratios() -> None:
-    result = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "onnxruntime", "opencv_dnn", "--threads", "1",
-                                 *SHORT, "--json"])
+    result = runner.invoke(
+        app, ["bench", str(LITE0), "--runtimes", "onnxruntime", "opencv_dnn", "--threads", "1", *SHORT, "--json"]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert [r["runtime"] for r in out["results"]] == ["onnxruntime", "opencv_dnn"]
@@ -71,8 +89,21 @@ def test_matrix_prints_ratios() -> None:
 
 
 def test_text_output_names_the_stored_and_written_traces(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "onnxruntime", "opencv_dnn", *SHORT,
-                                 "--trace-level", "model", "--trace-out", str(tmp_path / "t.json")])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(LITE0),
+            "--runtimes",
+            "onnxruntime",
+            "opencv_dnn",
+            *SHORT,
+            "--trace-level",
+            "model",
+            "--trace-out",
+            str(tmp_path / "t.json"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     ids = re.findall(r"stored as benchmark ([0-9a-f]{32})", result.stdout)
     assert len(ids) == 2
@@ -90,8 +121,20 @@ def test_bad_input_exits_2() -> None:
     assert result.exit_code == 2 and "allowed: single-stream, multi-stream, server, offline" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "server", "--latency-bound-ms", "10"])
     assert result.exit_code == 2 and "needs --target-qps (or --find-peak-qps)" in result.output
-    result = runner.invoke(app, ["bench", str(LITE0), "--scenario", "server", "--latency-bound-ms", "10",
-                                 "--find-peak-qps", "--target-qps", "5"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(LITE0),
+            "--scenario",
+            "server",
+            "--latency-bound-ms",
+            "10",
+            "--find-peak-qps",
+            "--target-qps",
+            "5",
+        ],
+    )
     assert result.exit_code == 2 and "drop --target-qps" in result.output
     result = runner.invoke(app, ["bench", str(LITE0), "--batch-size", "4"])
     assert result.exit_code == 2 and "--batch-size belongs to --scenario offline, not single-stream" in result.output
@@ -112,9 +155,30 @@ def test_offline_on_an_unlabelled_folder(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     for i in range(3):
         Image.fromarray(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)).save(tmp_path / f"img{i}.jpg")
-    result = runner.invoke(app, ["bench", str(LITE0), "--runtime", "onnxruntime", "--dataset", str(tmp_path),
-                                 "--label-rule", "none", "--scenario", "offline", "--samples-per-query", "16",
-                                 "--batch-size", "4", "--min-duration", "0", "--warmup-queries", "1", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(LITE0),
+            "--runtime",
+            "onnxruntime",
+            "--dataset",
+            str(tmp_path),
+            "--label-rule",
+            "none",
+            "--scenario",
+            "offline",
+            "--samples-per-query",
+            "16",
+            "--batch-size",
+            "4",
+            "--min-duration",
+            "0",
+            "--warmup-queries",
+            "1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["scenario"], out["queries"], out["samples"], out["batch_size"]) == ("offline", 1, 16, 4)
@@ -124,13 +188,34 @@ def test_offline_on_an_unlabelled_folder(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_matrix_three_runtimes_two_thread_counts(tmp_path: Path) -> None:
     report = tmp_path / "bench.md"
-    result = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "torch", "onnxruntime", "opencv_dnn",
-                                 "--threads", "1", "2", "--min-queries", "20", "--min-duration", "0",
-                                 "--warmup-queries", "2", "--report", str(report), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            str(LITE0),
+            "--runtimes",
+            "torch",
+            "onnxruntime",
+            "opencv_dnn",
+            "--threads",
+            "1",
+            "2",
+            "--min-queries",
+            "20",
+            "--min-duration",
+            "0",
+            "--warmup-queries",
+            "2",
+            "--report",
+            str(report),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert [(r["runtime"], r["threads"]) for r in out["results"]] == [
-        (rt, n) for rt in ("torch", "onnxruntime", "opencv_dnn") for n in (1, 2)]
+        (rt, n) for rt in ("torch", "onnxruntime", "opencv_dnn") for n in (1, 2)
+    ]
     assert min(r["ratio_to_fastest"] for r in out["ratios"]) == 1.0
     assert all(r["queries"] == 20 and not r["valid"] for r in out["results"])  # 20 < 64 for early stopping
     text = report.read_text()

@@ -27,13 +27,16 @@ HEAVY = ("torch", "onnx", "onnxruntime", "tensorflow", "keras", "cv2", "scipy", 
 
 
 def test_pitfalls_list_needs_no_manifest_and_imports_no_framework() -> None:
-    code = ("import json, sys\n"
-            "sys.argv = ['repliscope', 'pitfalls', '--list']\n"
-            "from repliscope.cli.main import app\n"
-            "try:\n    app()\nexcept SystemExit as exc:\n    rc = exc.code\n"
-            f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]), file=sys.stderr)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "200"})
+    code = (
+        "import json, sys\n"
+        "sys.argv = ['repliscope', 'pitfalls', '--list']\n"
+        "from repliscope.cli.main import app\n"
+        "try:\n    app()\nexcept SystemExit as exc:\n    rc = exc.code\n"
+        f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}
+    )
     rc, loaded = json.loads(proc.stderr.strip().splitlines()[-1])
     assert rc == 0 and loaded == []
     assert "data_layout_reshape" in proc.stdout and "color_layout_swapped" in proc.stdout
@@ -42,8 +45,9 @@ def test_pitfalls_list_needs_no_manifest_and_imports_no_framework() -> None:
 def test_pitfalls_without_manifest_or_list() -> None:
     res = runner.invoke(app, ["pitfalls"])
     assert res.exit_code == 2
-    assert res.stderr == "error: missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the " \
-                         "pitfalls\n"
+    assert (
+        res.stderr == "error: missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the pitfalls\n"
+    )
 
 
 def _doc_pages() -> list[Path]:
@@ -70,8 +74,12 @@ def test_convert_as_the_docs_write_it(monkeypatch: pytest.MonkeyPatch) -> None:
         res = runner.invoke(app, argv)
         assert res.exit_code == 0, (argv, res.output)
     manifest, to, mapping, out = calls[0][:4]
-    assert (manifest, to, mapping, out) == (Path("examples/efficientnet-lite0.yaml"), "keras",
-                                            Path("examples/keras_efficientnet_lite/mapping.yaml"), Path("lite0.keras"))
+    assert (manifest, to, mapping, out) == (
+        Path("examples/efficientnet-lite0.yaml"),
+        "keras",
+        Path("examples/keras_efficientnet_lite/mapping.yaml"),
+        Path("lite0.keras"),
+    )
     # every mapping the docs name exists (a darknet source needs none: its cfg is the mapping)
     assert all(Path(REPO, str(c[2])).is_file() for c in calls if c[2] is not None)
     assert any(c[2] is None and str(c[0]).endswith("yolov3-tiny.yaml") for c in calls)
@@ -90,28 +98,42 @@ def test_convert_bad_mapping_is_refused_before_any_work(tmp_path: Path) -> None:
     res = runner.invoke(app, ["convert", str(LITE0), "--mapping", str(bad), "--out", str(tmp_path / "x.keras")])
     assert res.exit_code == 2 and res.stderr == f"error: --mapping {bad}: not UTF-8 text (byte 8); a mapping is YAML\n"
     res = runner.invoke(app, ["convert", str(LITE0), "--mapping", str(tmp_path / "no.yaml"), "--out", "x.keras"])
-    assert res.exit_code == 2 and res.stderr == (f"error: --mapping {tmp_path / 'no.yaml'}: no such file (the mapping "
-                                                 "of the shipped Keras example is "
-                                                 "examples/keras_efficientnet_lite/mapping.yaml)\n")
+    assert res.exit_code == 2 and res.stderr == (
+        f"error: --mapping {tmp_path / 'no.yaml'}: no such file (the mapping "
+        "of the shipped Keras example is "
+        "examples/keras_efficientnet_lite/mapping.yaml)\n"
+    )
 
 
 def test_tensorflow_info_lines_are_filtered(capfd: pytest.CaptureFixture[str]) -> None:
     from repliscope.cli.common import _TF_INFO, _filtered_stderr
 
     with _filtered_stderr(_TF_INFO):
-        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
-                    b"I0000 00:00:1795429474.435186   13928 port.cc:153] oneDNN custom operations are on.\n"
-                    b"W0000 00:00:1795429474.5   13928 op.cc:1] a real warning\n"
-                    b"plain text from a library\n")
-    assert capfd.readouterr().err == ("W0000 00:00:1795429474.5   13928 op.cc:1] a real warning\n"
-                                      "plain text from a library\n")
+        os.write(
+            2,
+            b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+            b"I0000 00:00:1795429474.435186   13928 port.cc:153] oneDNN custom operations are on.\n"
+            b"W0000 00:00:1795429474.5   13928 op.cc:1] a real warning\n"
+            b"plain text from a library\n",
+        )
+    assert capfd.readouterr().err == (
+        "W0000 00:00:1795429474.5   13928 op.cc:1] a real warning\nplain text from a library\n"
+    )
 
 
 def test_quiet_keras_prints_nothing_at_import() -> None:
     pytest.importorskip("keras")
-    proc = subprocess.run([sys.executable, "-c", "from repliscope.cli.common import quiet_keras; quiet_keras(); "
-                           "import sys; print('tensorflow' in sys.modules)"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from repliscope.cli.common import quiet_keras; quiet_keras(); "
+            "import sys; print('tensorflow' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and proc.stdout == "True\n" and proc.stderr == ""
 
 
@@ -126,8 +148,8 @@ def test_every_command_of_the_cli_reference_exists() -> None:
 
 def test_docs_list_the_exit_codes() -> None:
     text = ERRORS_GUIDE.read_text(encoding="utf-8")
-    section = text[text.index("# Errors and exit codes"):]
-    section = section[:section.index("\n## ", 3)]
+    section = text[text.index("# Errors and exit codes") :]
+    section = section[: section.index("\n## ", 3)]
     for code in ("0", "1", "2", "3", "130"):
         assert re.search(rf"^\| `{code}` \|", section, flags=re.M), code
     assert "REPLISCOPE_LOG_DIR" in section

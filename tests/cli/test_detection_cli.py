@@ -35,8 +35,10 @@ def test_evaluate_show_and_compare_a_detection_run(tmp_path: Path) -> None:
     assert "synthetic_000.png  2           1 1.000 [3.0 7.0 26.0 33.0]; 2 1.000 [56.0 62.0 75.0 113.0]" in shown.output
     compared = runner.invoke(app, ["runs", "compare", a[:8], b[:8], "--db", db])
     assert compared.exit_code == 0, compared.output
-    assert ("paired    B against A's detections: 16 images, matched 100.00 % of the 33 A detections (IoU >= 0.5, "
-            "same class), mean IoU 1.0000, 0 images differ") in compared.output
+    assert (
+        "paired    B against A's detections: 16 images, matched 100.00 % of the 33 A detections (IoU >= 0.5, "
+        "same class), mean IoU 1.0000, 0 images differ"
+    ) in compared.output
     refused = runner.invoke(app, [*args, "--batch-size", "4"])
     assert refused.exit_code != 0 and "--batch-size 4 is not possible, use --batch-size 1" in refused.output
 
@@ -52,8 +54,13 @@ def test_every_manifest_framework_has_a_registered_default_runtime() -> None:
     frameworks = get_args(FrameworkSpec.model_fields["name"].annotation)
     assert set(frameworks) == set(NATIVE_RUNTIMES)
     assert {f: native_runtime(f) for f in frameworks} == {
-        "torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow", "keras": "keras",
-        "darknet": "darknet"}
+        "torch": "torch",
+        "onnx": "onnxruntime",
+        "tflite": "tflite",
+        "tensorflow": "tensorflow",
+        "keras": "keras",
+        "darknet": "darknet",
+    }
     assert all(r in RUNTIMES for r in NATIVE_RUNTIMES.values())
     with pytest.raises(RepliscopeError, match="no default runtime for framework 'jax': pass --runtime"):
         native_runtime("jax")
@@ -66,8 +73,17 @@ def test_blazeface_evaluates_on_its_own_runtime_without_runtime_option(tmp_path:
     pytest.importorskip("ai_edge_litert")
     xml = need(FACES) / "testing.xml"
     runner = CliRunner(env={"COLUMNS": "200", "REPLISCOPE_CACHE": str(tmp_path / "cache")})
-    got = runner.invoke(app, ["evaluate", str(EXAMPLES / "blazeface-full-range.yaml"), "--dataset",
-                              f"dlib_xml:{xml}", "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
+    got = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(EXAMPLES / "blazeface-full-range.yaml"),
+            "--dataset",
+            f"dlib_xml:{xml}",
+            "--db",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+        ],
+    )
     assert got.exit_code == 0, got.output
     assert "runtime   tflite (ai-edge-litert " in got.output
     assert "│ AP     │ 0.5697 │" in got.output
@@ -88,20 +104,37 @@ def test_runtime_line_names_a_conversion() -> None:
     assert _conversion(None) == "" == _conversion({"opset": 17})
 
 
-@pytest.mark.parametrize(("old", "new", "expected"), [
-    ("    iou_threshold: 0.3\n", "    iou_treshold: 0.3\n",
-     ":99: field 'postprocess[3].iou_treshold': unknown parameter; did you mean 'iou_threshold'? (allowed: "
-     "class_aware, iou_threshold, max_output, method, min_score, sigma, soft_function)"),
-    ("  - op: to_source\n    undo: geometry\n    clip: false\n", "",
-     ":68: field 'postprocess': the postprocess leaves boxes as xyxy pixels (input image): add a 'to_source' op"),
-    ("    boxes: reshaped_regressor_face_4\n", "    boxes: regressor\n",
-     ":74: field 'postprocess[1].boxes': 'anchor_decode' reads model output 'regressor', which is not in outputs "
-     "(allowed: reshaped_classifier_face_4, reshaped_regressor_face_4)"),
-    ("    order: pad_then_resize\n", "",
-     ":35: field 'preprocess[1].order': required parameter missing (allowed: pad_then_resize, resize_then_pad)"),
-])
-def test_broken_detection_manifests_name_line_field_and_allowed_values(tmp_path: Path, old: str, new: str,
-                                                                       expected: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "    iou_threshold: 0.3\n",
+            "    iou_treshold: 0.3\n",
+            ":99: field 'postprocess[3].iou_treshold': unknown parameter; did you mean 'iou_threshold'? (allowed: "
+            "class_aware, iou_threshold, max_output, method, min_score, sigma, soft_function)",
+        ),
+        (
+            "  - op: to_source\n    undo: geometry\n    clip: false\n",
+            "",
+            ":68: field 'postprocess': the postprocess leaves boxes as xyxy pixels (input image): add a 'to_source' op",
+        ),
+        (
+            "    boxes: reshaped_regressor_face_4\n",
+            "    boxes: regressor\n",
+            ":74: field 'postprocess[1].boxes': 'anchor_decode' reads model output 'regressor', which "
+            "is not in outputs "
+            "(allowed: reshaped_classifier_face_4, reshaped_regressor_face_4)",
+        ),
+        (
+            "    order: pad_then_resize\n",
+            "",
+            ":35: field 'preprocess[1].order': required parameter missing (allowed: pad_then_resize, resize_then_pad)",
+        ),
+    ],
+)
+def test_broken_detection_manifests_name_line_field_and_allowed_values(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
     text = (EXAMPLES / "blazeface-full-range.yaml").read_text()
     assert text.count(old) == 1
     broken = tmp_path / "broken.yaml"

@@ -18,12 +18,31 @@ from tests.conftest import LITE0, _session_cache
 runner = CliRunner(env={"COLUMNS": "200"})
 
 
-def test_runtimes_diff_traces_both_runtimes_layer_by_layer(tmp_path: Path,
-                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_runtimes_diff_traces_both_runtimes_layer_by_layer(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     out, db = tmp_path / "diff.json", f"sqlite:///{tmp_path / 'runs.db'}"
-    res = runner.invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--batch", "10",
-                              "--threads", "1", "--trace-level", "framework", "--trace-out", str(out), "--db", db],
-                        env={"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))})
+    res = runner.invoke(
+        app,
+        [
+            "diff",
+            str(LITE0),
+            "--runtimes",
+            "torch",
+            "onnxruntime",
+            "--batch",
+            "10",
+            "--threads",
+            "1",
+            "--trace-level",
+            "framework",
+            "--trace-out",
+            str(out),
+            "--db",
+            db,
+        ],
+        env={"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))},
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
@@ -41,10 +60,25 @@ def test_runtimes_diff_traces_both_runtimes_layer_by_layer(tmp_path: Path,
 
 def test_layer_diff_records_the_run_span(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     out = tmp_path / "layers.json"
-    res = runner.invoke(app, ["diff", str(LITE0), "--layers", "--batch", "2", "--mode", "golden",
-                              "--trace-level", "application", "--trace-out", str(out),
-                              "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
-                        env={"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))})
+    res = runner.invoke(
+        app,
+        [
+            "diff",
+            str(LITE0),
+            "--layers",
+            "--batch",
+            "2",
+            "--mode",
+            "golden",
+            "--trace-level",
+            "application",
+            "--trace-out",
+            str(out),
+            "--db",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+        ],
+        env={"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))},
+    )
     assert res.exit_code == 0, res.output
     spans = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
     assert [(e["name"], e["args"]["command"]) for e in spans] == [("run", "diff")]

@@ -20,8 +20,10 @@ from repliscope.store.repository import RunStore
 from tests.conftest import REPO
 
 runner = CliRunner(env={"COLUMNS": "200"})
-SAVED = re.compile(r"^repliscope hit an internal error: RuntimeError: boom, deliberately broken\. The traceback is "
-                   r"saved in (?P<path>\S+\.txt); please report it\.$")
+SAVED = re.compile(
+    r"^repliscope hit an internal error: RuntimeError: boom, deliberately broken\. The traceback is "
+    r"saved in (?P<path>\S+\.txt); please report it\.$"
+)
 
 
 def _broken(*args: object, **kwargs: object) -> None:
@@ -54,11 +56,15 @@ def test_internal_error_in_a_real_subprocess(tmp_path: Path) -> None:
     (hook / "sitecustomize.py").write_text(
         "from repliscope.store.repository import RunStore\n\n"
         "def _broken(*args, **kwargs):\n    raise RuntimeError('boom, deliberately broken')\n\n"
-        "RunStore.list = _broken\n")
-    env = {**os.environ, "PYTHONPATH": str(hook), LOG_DIR_ENV: str(tmp_path / "logs"),
-           "REPLISCOPE_DB": f"sqlite:///{tmp_path / 'runs.db'}"}
-    proc = subprocess.run([str(script), "runs", "list"], env=env, capture_output=True, text=True, timeout=120,
-                          cwd=REPO)
+        "RunStore.list = _broken\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(hook),
+        LOG_DIR_ENV: str(tmp_path / "logs"),
+        "REPLISCOPE_DB": f"sqlite:///{tmp_path / 'runs.db'}",
+    }
+    proc = subprocess.run([str(script), "runs", "list"], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     match = SAVED.match(proc.stderr.strip())

@@ -87,8 +87,19 @@ def test_empty_dataset_folder(tmp_path: Path) -> None:
 def test_pitfalls_list_and_small_sweep() -> None:
     code, out = invoke("pitfalls", str(LITE0), "--list")
     assert code == 0 and "data_layout_reshape" in out
-    code, out = invoke("pitfalls", str(LITE0), "--runtime", "onnxruntime", "--limit", "4", "--variant",
-                       "color_layout_swapped", "--variant", "data_layout_reshape", "--json")
+    code, out = invoke(
+        "pitfalls",
+        str(LITE0),
+        "--runtime",
+        "onnxruntime",
+        "--limit",
+        "4",
+        "--variant",
+        "color_layout_swapped",
+        "--variant",
+        "data_layout_reshape",
+        "--json",
+    )
     assert code == 0, out
     sweep = json.loads(out)
     assert [v["name"] for v in sweep["variants"]] == ["color_layout_swapped", "data_layout_reshape"]
@@ -96,7 +107,10 @@ def test_pitfalls_list_and_small_sweep() -> None:
     assert len([r for r in json.loads(out) if r["sweep_id"] == sweep["sweep_id"]]) == 3
     code, out = invoke("runs", "list", "--sweep", sweep["sweep_id"][:8], "--json")
     assert code == 0 and sorted(r["variant"] for r in json.loads(out)) == [
-        "color_layout_swapped", "data_layout_reshape", "reference"]
+        "color_layout_swapped",
+        "data_layout_reshape",
+        "reference",
+    ]
     code, out = invoke("runs", "list", "--kind", "evaluation", "--json")
     assert code == 0 and all(r["kind"] == "evaluation" for r in json.loads(out))
 
@@ -143,8 +157,10 @@ def test_onnx_source_defaults_to_onnxruntime(tmp_path: Path) -> None:
     sha = hashlib.sha256((tmp_path / "m.onnx").read_bytes()).hexdigest()
     text = LITE0.read_text()
     start, end = text.index("framework:"), text.index("inputs:")
-    (tmp_path / "m.yaml").write_text(text[:start] + "framework:\n  name: onnx\n  version: '>=1.14'\nsource:\n"
-                                     f"  uri: m.onnx\n  sha256: {sha}\n  format: onnx\n" + text[end:])
+    (tmp_path / "m.yaml").write_text(
+        text[:start] + "framework:\n  name: onnx\n  version: '>=1.14'\nsource:\n"
+        f"  uri: m.onnx\n  sha256: {sha}\n  format: onnx\n" + text[end:]
+    )
     code, out = invoke("evaluate", str(tmp_path / "m.yaml"), "--limit", "2", "--json")
     assert code == 0, out
     assert json.loads(out)["runtime"]["runtime"] == "onnxruntime"

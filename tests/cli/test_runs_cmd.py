@@ -37,9 +37,14 @@ def _typical(failure: bool = False) -> list[str]:
     return _store(
         record(samples, created=t0, runtime="torch", dataset="foolbox_imagenet"),
         record(samples, created=t0 + timedelta(minutes=5), runtime="onnxruntime", dataset="imagenet-sample"),
-        record([*samples, failed("c.jpg", 3)] if failure else samples, created=t0 + timedelta(minutes=9),
-               runtime="opencv_dnn", model="efficientnet-lite2"),
-        record(samples, created=t0 + timedelta(minutes=12), model="resnet50-tv", version="2.1.0"))
+        record(
+            [*samples, failed("c.jpg", 3)] if failure else samples,
+            created=t0 + timedelta(minutes=9),
+            runtime="opencv_dnn",
+            model="efficientnet-lite2",
+        ),
+        record(samples, created=t0 + timedelta(minutes=12), model="resnet50-tv", version="2.1.0"),
+    )
 
 
 def test_runs_list_at_80_columns_cuts_nothing_and_keeps_one_line_per_run() -> None:
@@ -67,10 +72,23 @@ def test_runs_list_failed_column_and_wide_terminal() -> None:
     _typical(failure=True)
     code, out, _ = invoke("runs", "list", columns=200)
     header, *rows = out.splitlines()[1:]
-    assert code == 0 and header.split() == ["run", "date", "time", "model", "runtime", "dataset", "n", "failed",
-                                            "top-1"]
-    assert [r.split()[-3:] for r in rows[1:]] == [["2", "0", "50.0"], ["3", "1", "50.0"], ["2", "0", "50.0"],
-                                                  ["2", "0", "50.0"]]
+    assert code == 0 and header.split() == [
+        "run",
+        "date",
+        "time",
+        "model",
+        "runtime",
+        "dataset",
+        "n",
+        "failed",
+        "top-1",
+    ]
+    assert [r.split()[-3:] for r in rows[1:]] == [
+        ["2", "0", "50.0"],
+        ["3", "1", "50.0"],
+        ["2", "0", "50.0"],
+        ["2", "0", "50.0"],
+    ]
     code, out, _ = invoke("runs", "list")  # 81 characters would be needed: the model names fold, never cut
     assert code == 0 and "…" not in out and max(len(ln) for ln in out.splitlines()) <= 80
 
@@ -78,8 +96,10 @@ def test_runs_list_failed_column_and_wide_terminal() -> None:
 def test_runs_list_sweep_runs_show_sweep_and_variant() -> None:
     sweep = "c7de8b39" + "0" * 24
     samples = [pred("a.jpg", 1, [1, 2])]
-    _store(record(samples, kind="pitfall_variant", sweep_id=sweep, variant="reference"),
-           record(samples, kind="pitfall_variant", sweep_id=sweep, variant="color_layout_swapped"))
+    _store(
+        record(samples, kind="pitfall_variant", sweep_id=sweep, variant="reference"),
+        record(samples, kind="pitfall_variant", sweep_id=sweep, variant="color_layout_swapped"),
+    )
     code, out, _ = invoke("runs", "list", "--kind", "pitfall_variant")
     lines = out.splitlines()
     assert code == 0 and "…" not in out
@@ -91,16 +111,32 @@ def test_runs_list_sweep_runs_show_sweep_and_variant() -> None:
 
 
 def test_runs_layout_drops_empty_columns_and_moves_shared_ones_only_when_needed() -> None:
-    cells = [{"run": "abcdef12", "date": "2025-01-02", "time": "10:00", "model": "m 1.0.0", "runtime": "torch",
-              "dataset": "d", "n": "3", "failed": "0", "top-1": "", "sweep": "", "variant": ""}]
+    cells = [
+        {
+            "run": "abcdef12",
+            "date": "2025-01-02",
+            "time": "10:00",
+            "model": "m 1.0.0",
+            "runtime": "torch",
+            "dataset": "d",
+            "n": "3",
+            "failed": "0",
+            "top-1": "",
+            "sweep": "",
+            "variant": "",
+        }
+    ]
     assert runs_layout(cells, 80) == (["run", "date", "time", "model", "runtime", "dataset", "n"], [], 2)
     # widest of header and cells: 8+10+5+7+7+7+1 = 45 characters; gaps of 2 need 12 more, gaps of 1 need 6
     assert runs_layout(cells, 57)[2] == 2
     assert runs_layout(cells, 56) == (["run", "date", "time", "model", "runtime", "dataset", "n"], [], 1)
     assert runs_layout(cells, 50) == (["run", "time", "model", "runtime", "dataset", "n"], ["date 2025-01-02"], 2)
     # then runtime, dataset and model (the sweep column is empty, so dropped, not moved)
-    assert runs_layout(cells, 17) == (["run", "time", "n"], ["date 2025-01-02", "runtime torch", "dataset d",
-                                                            "model m 1.0.0"], 1)
+    assert runs_layout(cells, 17) == (
+        ["run", "time", "n"],
+        ["date 2025-01-02", "runtime torch", "dataset d", "model m 1.0.0"],
+        1,
+    )
 
 
 def test_runs_list_unknown_kind_lists_the_kinds() -> None:
@@ -115,8 +151,9 @@ def test_runs_list_empty_store() -> None:
 
 
 def test_runs_show_samples_names_the_classes() -> None:
-    (run_id,) = _store(record([pred("imagenet_00_243.jpg", 243, [243, 1]), pred("x.jpg", 559, [436, 559]),
-                               failed("bad.jpg", 1)]))
+    (run_id,) = _store(
+        record([pred("imagenet_00_243.jpg", 243, [243, 1]), pred("x.jpg", 559, [436, 559]), failed("bad.jpg", 1)])
+    )
     code, out, _ = invoke("runs", "show", run_id[:8], "--samples")
     assert code == 0 and "…" not in out
     rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines() if ln.split() and ln.split()[0].endswith(".jpg")}
@@ -127,8 +164,9 @@ def test_runs_show_samples_names_the_classes() -> None:
 
 
 def test_runs_show_samples_label_file_beside_the_manifest(tmp_path: Path) -> None:
-    text = LITE0.read_text().replace("source: builtin:imagenet-1k\n  num_classes: 1000",
-                                     "source: classes.txt\n  num_classes: 3")
+    text = LITE0.read_text().replace(
+        "source: builtin:imagenet-1k\n  num_classes: 1000", "source: classes.txt\n  num_classes: 3"
+    )
     (tmp_path / "classes.txt").write_text("cat\ndog\nn01\tbird\n")
     manifest = tmp_path / "m.yaml"
     (run_id,) = _store(record([pred("s1.png", 2, [2, 0])], manifest_path=str(manifest), manifest_text=text))
@@ -145,8 +183,10 @@ def test_runs_compare_without_shared_samples_exits_1() -> None:
     a, b = _store(record([pred("a.jpg", 1, [1])]), record([pred("z.jpg", 1, [1])], dataset="other"))
     code, out, err = invoke("runs", "compare", a, b)
     assert code == 1
-    assert err == (f"error: runs {a[:8]} and {b[:8]} have no sample that both evaluated (0 shared sample ids, 1 only "
-                   "in A, 1 only in B): nothing to compare\n")
+    assert err == (
+        f"error: runs {a[:8]} and {b[:8]} have no sample that both evaluated (0 shared sample ids, 1 only "
+        "in A, 1 only in B): nothing to compare\n"
+    )
     assert "common samples 0, evaluated by both 0" in out
     code, out, _ = invoke("runs", "compare", a, b, "--json")
     assert code == 1 and json.loads(out)["comparable"] is False
@@ -155,8 +195,9 @@ def test_runs_compare_without_shared_samples_exits_1() -> None:
 @pytest.mark.parametrize("shared_failed", [True, False])
 def test_runs_compare_all_shared_samples_failed_in_one(shared_failed: bool) -> None:
     a_samples = [pred("a.jpg", 1, [1]), pred("b.jpg", 2, [2])]
-    b_samples = [failed("a.jpg", 1), failed("b.jpg", 2)] if shared_failed else [failed("a.jpg", 1),
-                                                                                  pred("b.jpg", 2, [2])]
+    b_samples = (
+        [failed("a.jpg", 1), failed("b.jpg", 2)] if shared_failed else [failed("a.jpg", 1), pred("b.jpg", 2, [2])]
+    )
     a, b = _store(record(a_samples), record(b_samples, runtime="torch"))
     code, _, err = invoke("runs", "compare", a, b)
     if shared_failed:

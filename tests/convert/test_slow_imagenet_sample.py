@@ -30,15 +30,17 @@ def test_keras_port_matches_torch_top1_on_every_sample_image() -> None:
     correct = [0, 0]
     with ThreadPoolExecutor(2) as pool:
         for i in range(0, len(files), 100):
-            x = np.stack(list(pool.map(lite0_input, files[i:i + 100])))
+            x = np.stack(list(pool.map(lite0_input, files[i : i + 100])))
             ref, cand = torch_logits(module, x, 10), keras_logits(model, x, 50)  # fastest batch sizes here
             check = compare_logits(ref, cand)
             flipped += [files[i + j].name for j in check.flipped]
             max_prob_diff = max(max_prob_diff, check.max_abs_prob_diff)
-            correct[0] += int((ref.argmax(-1) == labels[i:i + 100]).sum())
-            correct[1] += int((cand.argmax(-1) == labels[i:i + 100]).sum())
-    print(f"1000 images in {time.perf_counter() - start:.1f} s; max |prob diff| {max_prob_diff:.2e}; "
-          f"top-1 correct torch {correct[0]}, keras {correct[1]}")
+            correct[0] += int((ref.argmax(-1) == labels[i : i + 100]).sum())
+            correct[1] += int((cand.argmax(-1) == labels[i : i + 100]).sum())
+    print(
+        f"1000 images in {time.perf_counter() - start:.1f} s; max |prob diff| {max_prob_diff:.2e}; "
+        f"top-1 correct torch {correct[0]}, keras {correct[1]}"
+    )
     assert flipped == []
     assert correct[0] == correct[1]
     assert max_prob_diff < 1e-4

@@ -21,13 +21,18 @@ def _write(root: Path, data: dict, images: tuple[str, ...] = ("b.jpg",)) -> Path
 
 
 def _tiny() -> dict:
-    return {"licenses": [{"id": 4, "name": "CC BY 2.0"}],
-            "images": [{"id": 7, "file_name": "b.jpg", "width": 40, "height": 30, "license": 4},
-                       {"id": 3, "file_name": "a.jpg", "width": 20, "height": 10}],
-            "annotations": [{"id": 2, "image_id": 7, "category_id": 90, "bbox": [1, 2, 10, 5], "area": 33.5,
-                             "iscrowd": 1},
-                            {"id": 1, "image_id": 7, "category_id": 1, "bbox": [0.5, 0, 4, 4], "area": 16}],
-            "categories": [{"id": 90, "name": "toothbrush"}, {"id": 1, "name": "person"}]}
+    return {
+        "licenses": [{"id": 4, "name": "CC BY 2.0"}],
+        "images": [
+            {"id": 7, "file_name": "b.jpg", "width": 40, "height": 30, "license": 4},
+            {"id": 3, "file_name": "a.jpg", "width": 20, "height": 10},
+        ],
+        "annotations": [
+            {"id": 2, "image_id": 7, "category_id": 90, "bbox": [1, 2, 10, 5], "area": 33.5, "iscrowd": 1},
+            {"id": 1, "image_id": 7, "category_id": 1, "bbox": [0.5, 0, 4, 4], "area": 16},
+        ],
+        "categories": [{"id": 90, "name": "toothbrush"}, {"id": 1, "name": "person"}],
+    }
 
 
 def test_tiny_folder(tmp_path: Path) -> None:
@@ -40,8 +45,9 @@ def test_tiny_folder(tmp_path: Path) -> None:
     assert (a.box, a.class_id, a.area, a.iscrowd, a.annotation_id) == ((0.5, 0, 4.5, 4), 1, 16, False, 1)
     assert (b.box, b.class_id, b.area, b.iscrowd) == ((1, 2, 11, 7), 90, 33.5, True)
     assert ds.samples[0].objects == ()
-    assert ds.description == ("2 images; 2 boxes (1 crowd); 2 categories; 1 listed image files missing "
-                              "(failed samples)")
+    assert ds.description == (
+        "2 images; 2 boxes (1 crowd); 2 categories; 1 listed image files missing (failed samples)"
+    )
     assert ds.license == "images: 1 x CC BY 2.0; 1 x no license field"
     missing = read_sample(ds.samples[0])
     assert missing.data is None and missing.fingerprint.startswith("unreadable: file not found")
@@ -55,15 +61,18 @@ def test_resolve_name_path_syntax(tmp_path: Path) -> None:
         resolve_dataset(f"cocoo:{tmp_path}")
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d["annotations"][0].update(bbox=[1, 2, 3]), r"field annotations\[0\]\.bbox: List should have"),
-    (lambda d: d["images"][1].pop("width"), r"field images\[1\]\.width: Field required"),
-    (lambda d: d["annotations"][1].update(image_id=99), r"annotations\[1\]\.image_id: 99 is not an image id"),
-    (lambda d: d["annotations"][1].update(category_id=5), r"annotations\[1\]\.category_id: 5 is not a category"),
-    (lambda d: d.pop("categories"), r"field categories: Field required"),
-    (lambda d: d["annotations"][0].update(bbox=[1, 2, -3, 4]), r"annotations\[0\]\.bbox: width and height"),
-    (lambda d: d["images"].append(dict(d["images"][0])), r"images\[2\]\.id: duplicate id 7"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["annotations"][0].update(bbox=[1, 2, 3]), r"field annotations\[0\]\.bbox: List should have"),
+        (lambda d: d["images"][1].pop("width"), r"field images\[1\]\.width: Field required"),
+        (lambda d: d["annotations"][1].update(image_id=99), r"annotations\[1\]\.image_id: 99 is not an image id"),
+        (lambda d: d["annotations"][1].update(category_id=5), r"annotations\[1\]\.category_id: 5 is not a category"),
+        (lambda d: d.pop("categories"), r"field categories: Field required"),
+        (lambda d: d["annotations"][0].update(bbox=[1, 2, -3, 4]), r"annotations\[0\]\.bbox: width and height"),
+        (lambda d: d["images"].append(dict(d["images"][0])), r"images\[2\]\.id: duplicate id 7"),
+    ],
+)
 def test_malformed_json_names_the_field(tmp_path: Path, edit, message: str) -> None:
     data = _tiny()
     edit(data)

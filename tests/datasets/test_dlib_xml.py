@@ -34,17 +34,27 @@ def test_boxes_follow_dlibs_inclusive_rectangle(tmp_path: Path) -> None:
     assert ds.license == "unknown (not stated next to the XML)"
 
 
-@pytest.mark.parametrize(("xml", "message"), [
-    ("<dataset><images><image file='a'><box top='x' left='1' width='1' height='1'/></image></images></dataset>",
-     "box 0 attribute top='x' is not an integer"),
-    ("<dataset><images><image file='a'><box left='1' width='1' height='1'/></image></images></dataset>",
-     "has no 'top' attribute"),
-    ("<dataset><images><image><box/></image></images></dataset>", r"images/image\[0\] has no 'file'"),
-    ("<dataset><images></images></dataset>", "lists no <image>"),
-    ("<dataset>", "not well-formed XML"),
-    ("<dataset><images><image file='a'><box top='1' left='1' width='1' height='1'><label>x</label></box>"
-     "</image></images></dataset>", "multi-class"),
-])
+@pytest.mark.parametrize(
+    ("xml", "message"),
+    [
+        (
+            "<dataset><images><image file='a'><box top='x' left='1' width='1' height='1'/></image></images></dataset>",
+            "box 0 attribute top='x' is not an integer",
+        ),
+        (
+            "<dataset><images><image file='a'><box left='1' width='1' height='1'/></image></images></dataset>",
+            "has no 'top' attribute",
+        ),
+        ("<dataset><images><image><box/></image></images></dataset>", r"images/image\[0\] has no 'file'"),
+        ("<dataset><images></images></dataset>", "lists no <image>"),
+        ("<dataset>", "not well-formed XML"),
+        (
+            "<dataset><images><image file='a'><box top='1' left='1' width='1' height='1'><label>x</label></box>"
+            "</image></images></dataset>",
+            "multi-class",
+        ),
+    ],
+)
 def test_malformed(tmp_path: Path, xml: str, message: str) -> None:
     (tmp_path / "t.xml").write_text(xml)
     with pytest.raises(DatasetError, match=message):
@@ -60,5 +70,7 @@ def test_faces_dlib_testing_xml() -> None:
     assert (first.id, first.size_hw) == ("2008_002470.jpg", (332, 500))
     assert first.objects is not None and first.objects[0].box == (274.0, 181.0, 326.0, 234.0)
     assert ds.license.startswith("dlib code and example files: Boost Software License 1.0")
-    assert all(read.data is not None for read in map(__import__("repliscope.datasets.base", fromlist=["x"])
-                                                     .read_sample, ds.samples))
+    assert all(
+        read.data is not None
+        for read in map(__import__("repliscope.datasets.base", fromlist=["x"]).read_sample, ds.samples)
+    )

@@ -109,8 +109,9 @@ class TestIdentity:
         assert ds.identity == h.hexdigest()
         (tmp_path / "missing.jpg").write_bytes(b"two")  # the link now resolves: the plain formula again
         again = load_image_folder(tmp_path, "filename_index", allow_unlabelled=True)
-        assert again.identity == old_identity(["a_1.jpg", "b_2.jpg", "missing.jpg"], [b"one", b"two", b"two"],
-                                              [1, 2, None])
+        assert again.identity == old_identity(
+            ["a_1.jpg", "b_2.jpg", "missing.jpg"], [b"one", b"two", b"two"], [1, 2, None]
+        )
 
     def test_fingerprints_must_match_the_samples(self) -> None:
         samples = [Sample("a", 0, read=lambda: b"")]
@@ -174,8 +175,11 @@ class TestScanFolder:
 
         monkeypatch.setattr(os, "scandir", scandir)
         assert scan_folder(tmp_path, (".jpg",)).unreadable_folders == ["./ (Permission denied)"]
-        with pytest.raises(DatasetError, match=r"no image files \(\.jpg\) in .*; could not list \./ "
-                                               r"\(Permission denied\)$"):
+        with pytest.raises(
+            DatasetError,
+            match=r"no image files \(\.jpg\) in .*; could not list \./ "
+            r"\(Permission denied\)$",
+        ):
             load_image_folder(tmp_path, extensions=(".jpg",))
 
 

@@ -27,6 +27,8 @@ def test_deterministic_and_boxes_are_exact() -> None:
 def test_pinned_first_image() -> None:
     first = load_synthetic_detection(seed=0).samples[0]
     assert (first.id, first.image_id, first.size_hw) == ("synthetic_000.png", 1, (119, 105))
-    assert [(o.box, o.class_id) for o in first.objects or ()] == [((3.0, 7.0, 26.0, 33.0), 1),
-                                                                  ((56.0, 62.0, 75.0, 113.0), 2)]
+    assert [(o.box, o.class_id) for o in first.objects or ()] == [
+        ((3.0, 7.0, 26.0, 33.0), 1),
+        ((56.0, 62.0, 75.0, 113.0), 2),
+    ]
     assert sum(len(s.objects or ()) for s in load_synthetic_detection(seed=0).samples) == 33

@@ -55,8 +55,9 @@ def keras_tiny_resnet(reference: torch.nn.Module, bug: str | None = None) -> Any
             padding = "valid"
         else:
             padding = "same" if kernel == 3 else "valid"
-        layer = layers.Conv2D(filters, kernel, strides=stride, padding=padding, use_bias=False,
-                              name=path.replace(".", "_"))
+        layer = layers.Conv2D(
+            filters, kernel, strides=stride, padding=padding, use_bias=False, name=path.replace(".", "_")
+        )
         convs[path] = layer
         return layer(x)
 
@@ -68,7 +69,8 @@ def keras_tiny_resnet(reference: torch.nn.Module, bug: str | None = None) -> Any
 
     def block(x: Any, prefix: str, filters: int, stride: int, first: bool) -> Any:
         out = layers.ReLU(name=f"{prefix.replace('.', '_')}_relu")(
-            norm(conv(x, f"{prefix}.conv1", filters, 3, stride), f"{prefix}.bn1"))
+            norm(conv(x, f"{prefix}.conv1", filters, 3, stride), f"{prefix}.bn1")
+        )
         out = norm(conv(out, f"{prefix}.conv2", filters, 3), f"{prefix}.bn2")
         skip = x if stride == 1 else norm(conv(x, f"{prefix}.proj.0", filters, 1, stride), f"{prefix}.proj.1")
         if first and bug == "dropped_residual":

@@ -95,9 +95,17 @@ def export_onnx(model: Any) -> onnx.ModelProto:
     from repliscope.runtimes.onnx_export import OPSET, quiet_torch_exporter
 
     with quiet_torch_exporter():
-        program = torch.onnx.export(model, (torch.zeros(2, 3, 32, 32),), dynamo=True, opset_version=OPSET,
-                                    input_names=["input"], output_names=["logits"], optimize=True, verbose=False,
-                                    dynamic_shapes=({0: torch.export.Dim("batch")},))
+        program = torch.onnx.export(
+            model,
+            (torch.zeros(2, 3, 32, 32),),
+            dynamo=True,
+            opset_version=OPSET,
+            input_names=["input"],
+            output_names=["logits"],
+            optimize=True,
+            verbose=False,
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+        )
     assert program is not None
     return program.model_proto
 

@@ -26,7 +26,7 @@ def shorter_side(w: int, h: int, size: int) -> tuple[int, int]:
 def crop(a: np.ndarray, size: int = 224) -> np.ndarray:
     h, w = a.shape[:2]
     top, left = round((h - size) / 2.0), round((w - size) / 2.0)
-    return a[top:top + size, left:left + size]
+    return a[top : top + size, left : left + size]
 
 
 def resized(path: str, size: int = 256, method: Image.Resampling = Image.Resampling.BICUBIC) -> np.ndarray:
@@ -130,7 +130,7 @@ def shifted_crop(path: str) -> np.ndarray:
     a = resized(path)
     h, w = a.shape[:2]
     top, left = (h - 224) // 2 + 2, round((w - 224) / 2.0)
-    return finish(a[top:top + 224, left:left + 224])
+    return finish(a[top : top + 224, left : left + 224])
 
 
 def raises_on_goldfish(path: str) -> np.ndarray:
@@ -144,11 +144,17 @@ def not_cropped(path: str) -> np.ndarray:
 
 
 INDEPENDENT = {
-    "color_layout_swapped": color_layout_swapped, "data_layout_reshape": data_layout_reshape,
-    "no_center_crop": no_center_crop, "crop_fraction_1.0": crop_fraction_full, "resize_bilinear": resize_bilinear,
-    "resize_nearest": resize_nearest, "resize_library_swapped": resize_opencv,
-    "resize_antialias_toggled": resize_torch_no_antialias, "decoder_swapped": decode_opencv,
-    "normalize_before_cast": normalize_before_cast, "torchvision_mean_std": torchvision_mean_std,
+    "color_layout_swapped": color_layout_swapped,
+    "data_layout_reshape": data_layout_reshape,
+    "no_center_crop": no_center_crop,
+    "crop_fraction_1.0": crop_fraction_full,
+    "resize_bilinear": resize_bilinear,
+    "resize_nearest": resize_nearest,
+    "resize_library_swapped": resize_opencv,
+    "resize_antialias_toggled": resize_torch_no_antialias,
+    "decoder_swapped": decode_opencv,
+    "normalize_before_cast": normalize_before_cast,
+    "torchvision_mean_std": torchvision_mean_std,
     "no_normalization": no_normalization,
 }
 """Registered pitfall variant -> an independent candidate with exactly that mistake."""
@@ -170,6 +176,7 @@ STAGES = [
     ("to CHW", lambda a: a.transpose(2, 0, 1)),
 ]
 """Lite0 as named stages (correct)."""
+
 
 def _bilinear_stage(im: Image.Image) -> Image.Image:
     return im.resize(shorter_side(*im.size, 256), Image.Resampling.BILINEAR)
@@ -233,8 +240,9 @@ class Compose:
 
 TIMM_STYLE = Compose([Resize(256), CenterCrop(224), ToTensor(), Normalize([127 / 255] * 3, [128 / 255] * 3)])
 """Lite0 the timm way: ToTensor to [0, 1], then mean/std in [0, 1] units (equal within float32 rounding)."""
-TIMM_TORCHVISION_CONSTANTS = Compose([Resize(256), CenterCrop(224), ToTensor(),
-                                      Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+TIMM_TORCHVISION_CONSTANTS = Compose(
+    [Resize(256), CenterCrop(224), ToTensor(), Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
+)
 """The usual copy-paste: torchvision's ImageNet constants."""
 
 

@@ -16,8 +16,20 @@ from tests.conftest import EXAMPLES
 
 @pytest.mark.parametrize("name, units", [("tiny-resnet", 22), ("tiny-transformer", None)])
 def test_torch_vs_onnxruntime_layer_diff_passes(name: str, units: int | None) -> None:
-    res = CliRunner().invoke(app, ["diff", str(EXAMPLES / f"{name}.yaml"), "--runtimes", "torch", "onnxruntime",
-                                   "--layers", "--batch", "2", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "diff",
+            str(EXAMPLES / f"{name}.yaml"),
+            "--runtimes",
+            "torch",
+            "onnxruntime",
+            "--layers",
+            "--batch",
+            "2",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["reference"]["module"] == {"tiny-resnet": "TinyResNet", "tiny-transformer": "TinyTransformer"}[name]
@@ -36,8 +48,9 @@ def test_a_users_onnx_file_is_paired_by_its_exporter_metadata(cache_dir: Path, t
     exported, _ = export_to_onnx(prepared.artifact, cache_dir)
     mine = tmp_path / "my_model.onnx"
     mine.write_bytes(exported.read_bytes())
-    res = CliRunner().invoke(app, ["diff", str(EXAMPLES / "tiny-resnet.yaml"), "--candidate", str(mine), "--batch",
-                                   "2", "--json"])
+    res = CliRunner().invoke(
+        app, ["diff", str(EXAMPLES / "tiny-resnet.yaml"), "--candidate", str(mine), "--batch", "2", "--json"]
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["candidate"]["format"] == "onnx" and data["candidate"]["mapping_origin"] == "onnx metadata"
@@ -82,8 +95,9 @@ def test_an_onnx_file_without_metadata_is_run_node_by_node(cache_dir: Path, tmp_
 def test_torch_port_of_each_example_replays_every_op_exactly(name: str, units: int) -> None:
     """The transformer's reshape(n, t, 3, heads, d) replays with the golden batch's n (recorded on that batch)."""
     ports = Path(__file__).parent / "_ports.py"
-    res = CliRunner().invoke(app, ["diff", str(EXAMPLES / f"{name}.yaml"), "--candidate", f"{ports}:same",
-                                   "--batch", "2", "--json"])
+    res = CliRunner().invoke(
+        app, ["diff", str(EXAMPLES / f"{name}.yaml"), "--candidate", f"{ports}:same", "--batch", "2", "--json"]
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["candidate"]["mapping_origin"] == "by name" and len(data["candidate"]["pairs"]) == units

@@ -32,16 +32,20 @@ REFERENCE_UNITS = 22
 
 # -- detection ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda d: _touch(d / "m.onnx"), "onnx"),
-    (lambda d: _touch(d / "m.tflite"), "tflite"),
-    (lambda d: _touch(d / "m.keras"), "keras"),
-    (lambda d: _touch(d / "mapping.yaml"), "keras"),
-    (lambda d: _touch(d / "sm" / "saved_model.pb").parent, "savedmodel"),
-    (lambda d: _touch(d / "port" / "mapping.yaml").parent, "keras"),
-    (lambda d: "tests.diff._ports:same", "torch"),
-    (lambda d: f"{PORTS}:elu", "torch"),
-])
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda d: _touch(d / "m.onnx"), "onnx"),
+        (lambda d: _touch(d / "m.tflite"), "tflite"),
+        (lambda d: _touch(d / "m.keras"), "keras"),
+        (lambda d: _touch(d / "mapping.yaml"), "keras"),
+        (lambda d: _touch(d / "sm" / "saved_model.pb").parent, "savedmodel"),
+        (lambda d: _touch(d / "port" / "mapping.yaml").parent, "keras"),
+        (lambda d: "tests.diff._ports:same", "torch"),
+        (lambda d: f"{PORTS}:elu", "torch"),
+    ],
+)
 def test_detect_format(tmp_path: Path, make: Any, expected: str) -> None:
     assert detect_format(str(make(tmp_path))) == expected
 
@@ -58,8 +62,13 @@ def test_one_registry_keyed_by_the_format_words() -> None:
     from repliscope.diff import CANDIDATES
 
     classes = {name: CANDIDATES.get(name).__name__ for name in FORMATS}
-    assert classes == {"onnx": "OnnxCandidate", "tflite": "TfliteCandidate", "savedmodel": "TensorflowCandidate",
-                       "keras": "KerasCandidate", "torch": "TorchCandidate"}
+    assert classes == {
+        "onnx": "OnnxCandidate",
+        "tflite": "TfliteCandidate",
+        "savedmodel": "TensorflowCandidate",
+        "keras": "KerasCandidate",
+        "torch": "TorchCandidate",
+    }
     assert sorted(CANDIDATES.names()) == ["keras", "onnx", "onnxruntime", "savedmodel", "tflite", "torch"]
 
 
@@ -71,14 +80,24 @@ def _touch(path: Path) -> Path:
 
 # -- the proposed mapping ----------------------------------------------------------------------------------------
 
+
 def test_proposal_pairs_a_fused_unit_with_the_last_layer_it_covers() -> None:
-    ref = [ReferenceUnit("stem.pad", "ZeroPad2d", (1, 3, 9, 9)), ReferenceUnit("stem", "Conv2d", (1, 8, 4, 4)),
-           ReferenceUnit("bn", "BatchNorm2d", (1, 8, 4, 4)), ReferenceUnit("act", "ReLU6", (1, 8, 4, 4)),
-           ReferenceUnit("dw", "Conv2d", (1, 8, 4, 4)), ReferenceUnit("dw_bn", "BatchNorm2d", (1, 8, 4, 4)),
-           ReferenceUnit("fc", "Linear", (1, 10))]
-    cand = [UnitInfo("pad", "PAD", (1, 9, 9, 3)), UnitInfo("conv_fused", "CONV_2D", (1, 4, 4, 8)),
-            UnitInfo("dw_fused", "DEPTHWISE_CONV_2D", (1, 4, 4, 8)), UnitInfo("reshape", "RESHAPE", (1, 8)),
-            UnitInfo("logits", "FULLY_CONNECTED", (1, 10))]
+    ref = [
+        ReferenceUnit("stem.pad", "ZeroPad2d", (1, 3, 9, 9)),
+        ReferenceUnit("stem", "Conv2d", (1, 8, 4, 4)),
+        ReferenceUnit("bn", "BatchNorm2d", (1, 8, 4, 4)),
+        ReferenceUnit("act", "ReLU6", (1, 8, 4, 4)),
+        ReferenceUnit("dw", "Conv2d", (1, 8, 4, 4)),
+        ReferenceUnit("dw_bn", "BatchNorm2d", (1, 8, 4, 4)),
+        ReferenceUnit("fc", "Linear", (1, 10)),
+    ]
+    cand = [
+        UnitInfo("pad", "PAD", (1, 9, 9, 3)),
+        UnitInfo("conv_fused", "CONV_2D", (1, 4, 4, 8)),
+        UnitInfo("dw_fused", "DEPTHWISE_CONV_2D", (1, 4, 4, 8)),
+        UnitInfo("reshape", "RESHAPE", (1, 8)),
+        UnitInfo("logits", "FULLY_CONNECTED", (1, 10)),
+    ]
     p = propose(ref, cand, "NHWC")
     assert p.mapping == {"stem.pad": "pad", "act": "conv_fused", "dw_bn": "dw_fused", "fc": "logits"}
     assert p.covers["act"] == ["stem", "bn", "act"] and p.covers["dw_bn"] == ["dw", "dw_bn"]
@@ -98,11 +117,13 @@ def test_proposal_never_pairs_a_weighted_layer_with_an_activation() -> None:
 
 # -- candidates of tiny-resnet -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny(cache_dir: Path) -> tuple[TorchReference, np.ndarray, list[str]]:
     prepared = prepare(TINY, RunSettings(runtime="torch", threads=2, batch_size=4, cache_dir=cache_dir))
-    ids, x = first_batch(prepared.pipeline, resolve_dataset("foolbox_imagenet"), 4,
-                         tuple(prepared.artifact.input_shape[1:]))
+    ids, x = first_batch(
+        prepared.pipeline, resolve_dataset("foolbox_imagenet"), 4, tuple(prepared.artifact.input_shape[1:])
+    )
     return TorchReference.from_artifact(prepared.artifact), x, ids
 
 
@@ -130,8 +151,9 @@ def port_files(tiny: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return files
 
 
-def _diff(tiny: Any, fmt: str, path: Path | str, modes: tuple[str, ...] = ("golden", "carried"),
-          mapping: Path | None = None) -> LayerDiffResult:
+def _diff(
+    tiny: Any, fmt: str, path: Path | str, modes: tuple[str, ...] = ("golden", "carried"), mapping: Path | None = None
+) -> LayerDiffResult:
     reference, x, ids = tiny
     built = build_candidate(fmt, str(path), reference, x, mapping_file=mapping)
     return diff_candidate(reference, built.candidate, x, modes, samples=ids, built=built)
@@ -187,8 +209,9 @@ def test_savedmodel_golden_and_carried_pass_and_localize_a_bug(tiny: Any, port_f
     assert bad.summary["golden"].failed == 1  # golden: only the unit with the bug
 
 
-def test_savedmodel_unit_that_fails_on_the_reference_input_names_the_mapping(tiny: Any,
-                                                                           port_files: dict[str, Path]) -> None:
+def test_savedmodel_unit_that_fails_on_the_reference_input_names_the_mapping(
+    tiny: Any, port_files: dict[str, Path]
+) -> None:
     """A unit fed a tensor of another shape (a wrong pairing) used to escape as a TensorFlow ValueError
     (an internal error); it is a clear error pointing at the mapping."""
     from repliscope.diff.tensorflow_candidate import TensorflowCandidate
@@ -246,8 +269,9 @@ def test_cli_tflite_says_golden_was_not_run_and_why(port_files: dict[str, Path])
     only_golden = CliRunner().invoke(app, [*base, "--mode", "golden"])
     assert only_golden.exit_code == 2
     assert only_golden.stderr == f"error: golden mode is not possible for this candidate: {GOLDEN_LIMIT}\n"
-    bug = CliRunner().invoke(app, ["diff", str(TINY), "--candidate", str(port_files["dropped_residual.tflite"]),
-                                   "--batch", "2", "--json"])
+    bug = CliRunner().invoke(
+        app, ["diff", str(TINY), "--candidate", str(port_files["dropped_residual.tflite"]), "--batch", "2", "--json"]
+    )
     assert bug.exit_code == 1 and json.loads(bug.stdout)["first_divergent"]["carried"] is not None
 
 

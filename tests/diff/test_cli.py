@@ -44,8 +44,23 @@ def test_two_records(app: typer.Typer, tmp_path: Path) -> None:
 
 def test_layers_golden_with_plot(app: typer.Typer, tmp_path: Path) -> None:
     png = tmp_path / "layers.png"
-    res = CliRunner().invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--layers",
-                                   "--mode", "golden", "--batch", "2", "--plot", str(png)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "diff",
+            str(LITE0),
+            "--runtimes",
+            "torch",
+            "onnxruntime",
+            "--layers",
+            "--mode",
+            "golden",
+            "--batch",
+            "2",
+            "--plot",
+            str(png),
+        ],
+    )
     assert res.exit_code == 0, res.output
     passed = re.search(r"golden\s+(\d+)/(\d+) passed", res.stdout)
     assert passed is not None and passed[1] == passed[2] and int(passed[1]) >= 84, res.stdout
@@ -53,12 +68,15 @@ def test_layers_golden_with_plot(app: typer.Typer, tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["not-a-file.yaml"], "is not a manifest file"),
-    ([str(LITE0), "--layers", "--mode", "fast"], "--mode must be"),
-    ([str(LITE0), "--runtimes", "onnxruntime", "torch", "--layers"], "reference must be torch"),
-    ([str(LITE0)], "give --runtimes A B"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["not-a-file.yaml"], "is not a manifest file"),
+        ([str(LITE0), "--layers", "--mode", "fast"], "--mode must be"),
+        ([str(LITE0), "--runtimes", "onnxruntime", "torch", "--layers"], "reference must be torch"),
+        ([str(LITE0)], "give --runtimes A B"),
+    ],
+)
 def test_errors_exit_2(app: typer.Typer, args: list[str], message: str) -> None:
     res = CliRunner().invoke(app, ["diff", *args])
     assert res.exit_code == 2 and message in res.stderr
@@ -77,34 +95,58 @@ def test_binary_candidate_is_an_error_not_a_traceback(app: typer.Typer, tmp_path
     mapping = _binary(tmp_path / "mapping.yaml")
     res = CliRunner().invoke(app, ["diff", str(LITE0), "--candidate", str(tmp_path), "--layers"])
     assert res.exit_code == 2
-    assert res.stderr == (f"error: Keras candidate '{tmp_path}': the mapping file '{mapping}' is not UTF-8 text "
-                          "(byte 128); a mapping is YAML\n")
+    assert res.stderr == (
+        f"error: Keras candidate '{tmp_path}': the mapping file '{mapping}' is not UTF-8 text "
+        "(byte 128); a mapping is YAML\n"
+    )
     res = CliRunner().invoke(app, ["diff", str(LITE0), "--candidate", str(tmp_path / "nope"), "--layers"])
     assert res.exit_code == 2 and f"candidate '{tmp_path / 'nope'}': no such file or folder" in res.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--runtimes", "torch", "keras", "--layers"],
-     "a keras candidate is a re-implementation, not a runtime: give --candidate X (a Keras port folder (model.py + "
-     "mapping.yaml), its mapping .yaml, or a .keras file)"),
-    (["--runtimes", "torch", "keras"],
-     "the keras runtime runs 'keras' sources (.keras files), not 'pytorch_state_dict'"),
-    (["--runtimes", "torch", "tflite"],
-     "the tflite runtime runs 'tflite' sources (.tflite files), not 'pytorch_state_dict' (an ONNX runtime runs a "
-     ".tflite through tf2onnx, not the other way)"),
-    (["--runtimes", "onnxruntime", "torch", "--layers"],
-     "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime' (runtime pairs on "
-     "one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
-    (["--runtimes", "torch", "foo", "--layers"],
-     "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a re-implementation as a onnx, tflite, savedmodel, "
-     "keras, torch candidate: --candidate X [--candidate-format F])"),
-    (["--runtimes", "torch", "--db", "sqlite:///runs.db"],
-     "--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); it got 'torch --db': '--db' "
-     "is an option, so a runtime name is missing"),
-    (["--runtimes", "torch", "onnxruntime", "opencv_dnn"],
-     "RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need one MANIFEST (an extra "
-     "argument 'opencv_dnn' was given: --runtimes takes exactly two names)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--runtimes", "torch", "keras", "--layers"],
+            "a keras candidate is a re-implementation, not a runtime: give --candidate X (a Keras port "
+            "folder (model.py + "
+            "mapping.yaml), its mapping .yaml, or a .keras file)",
+        ),
+        (
+            ["--runtimes", "torch", "keras"],
+            "the keras runtime runs 'keras' sources (.keras files), not 'pytorch_state_dict'",
+        ),
+        (
+            ["--runtimes", "torch", "tflite"],
+            "the tflite runtime runs 'tflite' sources (.tflite files), not 'pytorch_state_dict' (an "
+            "ONNX runtime runs a "
+            ".tflite through tf2onnx, not the other way)",
+        ),
+        (
+            ["--runtimes", "onnxruntime", "torch", "--layers"],
+            "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime' "
+            "(runtime pairs on "
+            "one ONNX graph: --runtimes onnxruntime opencv_dnn)",
+        ),
+        (
+            ["--runtimes", "torch", "foo", "--layers"],
+            "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a re-implementation as a onnx, "
+            "tflite, savedmodel, "
+            "keras, torch candidate: --candidate X [--candidate-format F])",
+        ),
+        (
+            ["--runtimes", "torch", "--db", "sqlite:///runs.db"],
+            "--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); it got "
+            "'torch --db': '--db' "
+            "is an option, so a runtime name is missing",
+        ),
+        (
+            ["--runtimes", "torch", "onnxruntime", "opencv_dnn"],
+            "RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need one MANIFEST (an extra "
+            "argument 'opencv_dnn' was given: --runtimes takes exactly two names)",
+        ),
+    ],
+)
 def test_runtimes_take_exactly_two_known_names(app: typer.Typer, args: list[str], message: str) -> None:
     res = CliRunner().invoke(app, ["diff", str(LITE0), *args])
     assert res.exit_code == 2 and res.stderr == f"error: {message}\n"
@@ -117,11 +159,14 @@ def test_runtimes_with_one_value_is_a_usage_error(app: typer.Typer) -> None:
 
 def test_candidate_with_another_runtime_is_refused(app: typer.Typer, tmp_path: Path) -> None:
     (tmp_path / "mapping.yaml").write_text("a: b\n")
-    res = CliRunner().invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--candidate",
-                                   str(tmp_path), "--layers"])
+    res = CliRunner().invoke(
+        app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--candidate", str(tmp_path), "--layers"]
+    )
     assert res.exit_code == 2
-    assert res.stderr == (f"error: --candidate {tmp_path} is a keras candidate: give --runtimes torch keras or "
-                          "leave --runtimes out (not 'onnxruntime')\n")
+    assert res.stderr == (
+        f"error: --candidate {tmp_path} is a keras candidate: give --runtimes torch keras or "
+        "leave --runtimes out (not 'onnxruntime')\n"
+    )
 
 
 def test_runtimes_diff_with_no_sample_evaluated_by_both_exits_1(tmp_path: Path) -> None:
@@ -129,11 +174,13 @@ def test_runtimes_diff_with_no_sample_evaluated_by_both_exits_1(tmp_path: Path) 
     (tmp_path / "b_2.jpg").write_bytes(b"nor this")
     from repliscope.cli.main import app
 
-    res = CliRunner().invoke(app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--dataset",
-                                   str(tmp_path)])
+    res = CliRunner().invoke(
+        app, ["diff", str(LITE0), "--runtimes", "torch", "onnxruntime", "--dataset", str(tmp_path)]
+    )
     assert res.exit_code == 1, res.output
-    assert ("error: no sample was evaluated by both torch and onnxruntime (failed in A: 2, in B: 2): nothing to "
-            "compare") in res.output
+    assert (
+        "error: no sample was evaluated by both torch and onnxruntime (failed in A: 2, in B: 2): nothing to compare"
+    ) in res.output
 
 
 # -- any candidate, any runtime pair (issue 12) -----------------------------------------------------------------
@@ -158,8 +205,17 @@ def test_every_runtime_pair_task_level(app: typer.Typer, two_images: Path, a: st
 
     # the pairs above are all the runtimes that run a torch source (tflite/tensorflow/keras/darknet run their own
     # formats)
-    assert sorted(RUNTIMES.names()) == ["darknet", "keras", "keras_jax", "keras_tensorflow", "onnxruntime",
-                                        "opencv_dnn", "tensorflow", "tflite", "torch"]
+    assert sorted(RUNTIMES.names()) == [
+        "darknet",
+        "keras",
+        "keras_jax",
+        "keras_tensorflow",
+        "onnxruntime",
+        "opencv_dnn",
+        "tensorflow",
+        "tflite",
+        "torch",
+    ]
     res = CliRunner().invoke(app, ["diff", str(TINY), "--runtimes", a, b, "--dataset", str(two_images), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
@@ -171,8 +227,9 @@ _LAYER_NAMES = ["torch", "onnxruntime", "opencv_dnn", "keras", "tflite"]
 
 @pytest.mark.parametrize("a", _LAYER_NAMES)
 @pytest.mark.parametrize("b", _LAYER_NAMES)
-def test_every_layer_level_runtime_pair_works_or_is_a_clear_error(app: typer.Typer, two_images: Path, a: str,
-                                                                  b: str) -> None:
+def test_every_layer_level_runtime_pair_works_or_is_a_clear_error(
+    app: typer.Typer, two_images: Path, a: str, b: str
+) -> None:
     res = CliRunner().invoke(app, ["diff", str(TINY), "--runtimes", a, b, "--layers", "--dataset", str(two_images)])
     if (a, b) == ("torch", "onnxruntime"):
         assert res.exit_code == 0, res.output
@@ -183,16 +240,19 @@ def test_every_layer_level_runtime_pair_works_or_is_a_clear_error(app: typer.Typ
     assert res.exit_code == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.output
     if a != "torch":
         other = a if b == "torch" else b  # swapped: the suggestion puts torch first and keeps the other one
-        assert res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {other}), not '{a}' " \
-                             "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)\n"
+        assert (
+            res.stderr == f"error: the layer-level reference must be torch (--runtimes torch {other}), not '{a}' "
+            "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)\n"
+        )
     elif b == "opencv_dnn":
         assert "'opencv_dnn' is a runtime without layer-by-layer execution (allowed: onnxruntime" in res.stderr
     else:
         assert f"a {b} candidate is a re-implementation, not a runtime: give --candidate X" in res.stderr
 
 
-def test_torch_port_bug_exits_1_and_the_proposed_mapping_round_trips(app: typer.Typer, two_images: Path,
-                                                                     tmp_path: Path) -> None:
+def test_torch_port_bug_exits_1_and_the_proposed_mapping_round_trips(
+    app: typer.Typer, two_images: Path, tmp_path: Path
+) -> None:
     saved = tmp_path / "mapping.yaml"
     args = ["diff", str(TINY), "--candidate", f"{PORTS}:elu", "--dataset", str(two_images)]
     res = CliRunner().invoke(app, [*args, "--save-mapping", str(saved)])
@@ -207,21 +267,41 @@ def test_torch_port_bug_exits_1_and_the_proposed_mapping_round_trips(app: typer.
     assert again.exit_code == 1
     data = json.loads(again.stdout)
     assert data["candidate"]["mapping_origin"] == "by file" and data["first_divergent"]["golden"]["path"] == (
-        "layer1.0/relu#2")
-    good = CliRunner().invoke(app, ["diff", str(TINY), "--candidate", f"{PORTS}:same", "--dataset",
-                                    str(two_images), "--runtimes", "torch", "torch"])
+        "layer1.0/relu#2"
+    )
+    good = CliRunner().invoke(
+        app,
+        [
+            "diff",
+            str(TINY),
+            "--candidate",
+            f"{PORTS}:same",
+            "--dataset",
+            str(two_images),
+            "--runtimes",
+            "torch",
+            "torch",
+        ],
+    )
     assert good.exit_code == 0 and "golden 22/22 passed" in " ".join(good.stdout.split())
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--candidate", "x.tflite", "--candidate-format", "tf"],
-     "unknown --candidate-format 'tf' (allowed: onnx, tflite, savedmodel, keras, torch)"),
-    (["--mapping", "m.yaml"], "--candidate-format, --mapping and --save-mapping go with --candidate X"),
-    (["--candidate", f"{PORTS}:same", "--mapping", "absent.yaml"], "--mapping absent.yaml: no such file"),
-    (["--candidate", f"{PORTS}:same", "--runtimes", "torch", "onnxruntime"],
-     f"--candidate {PORTS}:same is a torch candidate: give --runtimes torch torch or leave --runtimes out (not "
-     "'onnxruntime')"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--candidate", "x.tflite", "--candidate-format", "tf"],
+            "unknown --candidate-format 'tf' (allowed: onnx, tflite, savedmodel, keras, torch)",
+        ),
+        (["--mapping", "m.yaml"], "--candidate-format, --mapping and --save-mapping go with --candidate X"),
+        (["--candidate", f"{PORTS}:same", "--mapping", "absent.yaml"], "--mapping absent.yaml: no such file"),
+        (
+            ["--candidate", f"{PORTS}:same", "--runtimes", "torch", "onnxruntime"],
+            f"--candidate {PORTS}:same is a torch candidate: give --runtimes torch torch or leave --runtimes out (not "
+            "'onnxruntime')",
+        ),
+    ],
+)
 def test_candidate_option_errors(app: typer.Typer, args: list[str], message: str) -> None:
     res = CliRunner().invoke(app, ["diff", str(TINY), *args])
     assert res.exit_code == 2 and res.stderr == f"error: {message}\n"
@@ -234,8 +314,7 @@ def test_detection_runtimes_print_detection_figures(app: typer.Typer) -> None:
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())  # rich wraps at the console width
     assert "top-1" not in text
-    assert "images 16 compared, detections identical (one to one, same class, IoU >= 0.5) on 100.00 % (16/16)" \
-        in text
+    assert "images 16 compared, detections identical (one to one, same class, IoU >= 0.5) on 100.00 % (16/16)" in text
     assert "matched 100.00% of A's 33 detections (B has 33), mean IoU 1.0000, 0 image(s) differ" in text
     assert "delta AP +0.0000 (paired 95 % interval [+0.0000, +0.0000])" in text
     data = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
@@ -254,14 +333,28 @@ def test_runtime_layer_diff_of_mtcnn_names_the_same_upper_maxpool(app: typer.Typ
     cv2 = pytest.importorskip("cv2")
     if not hasattr(cv2.dnn, "ENGINE_NEW"):
         pytest.skip("OpenCV < 5")
-    args = ["diff", str(MTCNN), "--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--batch", "1",
-            "--dataset", f"dlib_xml:{need(FACES) / 'testing.xml'}", "--threads", "1"]
+    args = [
+        "diff",
+        str(MTCNN),
+        "--runtimes",
+        "onnxruntime",
+        "opencv_dnn",
+        "--layers",
+        "--batch",
+        "1",
+        "--dataset",
+        f"dlib_xml:{need(FACES) / 'testing.xml'}",
+        "--threads",
+        "1",
+    ]
     res = CliRunner().invoke(app, args)
     text = " ".join(res.output.split())
     assert res.exit_code == 1, res.output
-    assert ("golden 54/56 passed (covering 56 reference units), max err/tol 9.22e+05; first divergent: "
-            "rnet/p_re_lu_3/add:0_pooling0: MaxPool at node 'p_re_lu_3/add:0_pooling' (auto_pad=SAME_UPPER, "
-            "ceil_mode=0, kernel_shape=[3, 3], strides=[2, 2]), max |err| 2.98 > tolerance 3.72e-06") in text
+    assert (
+        "golden 54/56 passed (covering 56 reference units), max err/tol 9.22e+05; first divergent: "
+        "rnet/p_re_lu_3/add:0_pooling0: MaxPool at node 'p_re_lu_3/add:0_pooling' (auto_pad=SAME_UPPER, "
+        "ceil_mode=0, kernel_shape=[3, 3], strides=[2, 2]), max |err| 2.98 > tolerance 3.72e-06"
+    ) in text
     assert "carried 19/49 passed (covering 49 reference units)" in text
     assert "tol = k * eps(dtype) * sqrt(reduction) * max|ref|" in text
     classic = CliRunner().invoke(app, [*args, "--opencv-engine", "classic", "--json"])
@@ -270,22 +363,39 @@ def test_runtime_layer_diff_of_mtcnn_names_the_same_upper_maxpool(app: typer.Typ
     assert data["candidate"]["engine"] == "classic" and data["first_divergent"] == {"golden": None, "carried": None}
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--runtimes", "onnxruntime", "opencv_dnn", "--opencv-engine", "classic"],
-     "--opencv-engine goes with the node-by-node diff --runtimes onnxruntime opencv_dnn --layers"),
-    (["--runtimes", "onnxruntime", "torch", "--layers"],
-     "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime' (runtime pairs on "
-     "one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
-    (["--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--candidate", "x.onnx"],
-     "--runtimes onnxruntime opencv_dnn --layers compares the two runtimes node by node on the manifest's ONNX "
-     "graph: no --candidate"),
-    (["--runtimes", "opencv_dnn", "onnxruntime", "--layers"],
-     "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)"),
-    (["--layers"], "this manifest's model is a 'mtcnn_cascade' source, not torch: compare two runtimes node by "
-                   "node on its ONNX graph with --runtimes onnxruntime opencv_dnn --layers"),
-    (["--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--opencv-engine", "old"],
-     "unknown OpenCV engine 'old' (allowed: new, classic)"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--runtimes", "onnxruntime", "opencv_dnn", "--opencv-engine", "classic"],
+            "--opencv-engine goes with the node-by-node diff --runtimes onnxruntime opencv_dnn --layers",
+        ),
+        (
+            ["--runtimes", "onnxruntime", "torch", "--layers"],
+            "the layer-level reference must be torch (--runtimes torch onnxruntime), not 'onnxruntime' "
+            "(runtime pairs on "
+            "one ONNX graph: --runtimes onnxruntime opencv_dnn)",
+        ),
+        (
+            ["--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--candidate", "x.onnx"],
+            "--runtimes onnxruntime opencv_dnn --layers compares the two runtimes node by node on the manifest's ONNX "
+            "graph: no --candidate",
+        ),
+        (
+            ["--runtimes", "opencv_dnn", "onnxruntime", "--layers"],
+            "(runtime pairs on one ONNX graph: --runtimes onnxruntime opencv_dnn)",
+        ),
+        (
+            ["--layers"],
+            "this manifest's model is a 'mtcnn_cascade' source, not torch: compare two runtimes node by "
+            "node on its ONNX graph with --runtimes onnxruntime opencv_dnn --layers",
+        ),
+        (
+            ["--runtimes", "onnxruntime", "opencv_dnn", "--layers", "--opencv-engine", "old"],
+            "unknown OpenCV engine 'old' (allowed: new, classic)",
+        ),
+    ],
+)
 def test_runtime_layer_diff_refusals(app: typer.Typer, args: list[str], message: str) -> None:
     res = CliRunner().invoke(app, ["diff", str(MTCNN), *args, "--dataset", "synthetic_detection"])
     assert res.exit_code == 2, res.output

@@ -50,7 +50,11 @@ def test_pipeline_diff_page_in_the_browser(tmp_path: Path) -> None:
             assert driver.find_element(By.ID, "first-divergent").text == "First divergent stage: resize"
             stages = driver.find_elements(By.CSS_SELECTOR, "#stages-table tbody tr.differs")
             assert [r.find_element(By.CSS_SELECTOR, "th").text for r in stages] == [
-                "resize", "center crop", "normalize", "to CHW"]
+                "resize",
+                "center crop",
+                "normalize",
+                "to CHW",
+            ]
             [image] = [i for i in page_images(driver) if i["alt"] == "heatmap panels of the worst samples"]
             assert image["complete"] and image["width"] == 720 and image["height"] > 0, image
             screenshot(driver, "diff")

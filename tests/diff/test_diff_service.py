@@ -47,33 +47,72 @@ def _pipeline_diff(tmp: Path) -> tuple[dict[str, Any], bytes]:
         Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(tmp / f"img_{i}.jpg")
     data = resolve_dataset(str(tmp))
     worst: list[tuple[str, np.ndarray, np.ndarray]] = []
-    r = diff_pipeline(load_manifest(LITE0), load_candidate(f"{pc.__file__}:BROKEN_STAGES"), data.samples, data.name,
-                      worst=worst)
+    r = diff_pipeline(
+        load_manifest(LITE0), load_candidate(f"{pc.__file__}:BROKEN_STAGES"), data.samples, data.name, worst=worst
+    )
     return r.model_dump(mode="json"), heatmap_png(worst, "NCHW")
 
 
 def _layer_diff() -> dict[str, Any]:
     ok = ErrorStats(max_abs=1e-7, mean_abs=1e-8, max_rel=1e-6, ulp=1.0, tolerance=1e-6, passed=True)
     bad = ErrorStats(max_abs=1e-2, mean_abs=1e-3, max_rel=1e-1, ulp=9e4, tolerance=1e-6, passed=False)
-    rows = [LayerRow(index=i, path=p, covers=[p], kind="Conv2d", source="model.py:1", reduction=27, dtype="float32",
-                     ref_shape=[1, 8, 4, 4], ref_max_abs=1.0, golden=s)
-            for i, (p, s) in enumerate((("stem", ok), ("blocks.0", bad)))]
-    first = Divergence(mode="golden", index=1, path="blocks.0", covers=["blocks.0"], kind="Conv2d",
-                       source="model.py:1", max_abs=1e-2, tolerance=1e-6, ratio=1e4)
-    return LayerDiffResult(reference={"framework": "torch"}, candidate={"candidate": "onnxruntime"}, modes=["golden"],
-                           input_shape=[1, 3, 8, 8], input_dtype="float32", tolerance=TolerancePolicy(),
-                           formula="tol", layers=rows, reference_layers=2, not_compared=[],
-                           first_divergent={"golden": first},
-                           summary={"golden": ModeSummary(compared=2, passed=1, failed=1, max_ratio=1e4)},
-                           seconds=0.1).model_dump(mode="json")
+    rows = [
+        LayerRow(
+            index=i,
+            path=p,
+            covers=[p],
+            kind="Conv2d",
+            source="model.py:1",
+            reduction=27,
+            dtype="float32",
+            ref_shape=[1, 8, 4, 4],
+            ref_max_abs=1.0,
+            golden=s,
+        )
+        for i, (p, s) in enumerate((("stem", ok), ("blocks.0", bad)))
+    ]
+    first = Divergence(
+        mode="golden",
+        index=1,
+        path="blocks.0",
+        covers=["blocks.0"],
+        kind="Conv2d",
+        source="model.py:1",
+        max_abs=1e-2,
+        tolerance=1e-6,
+        ratio=1e4,
+    )
+    return LayerDiffResult(
+        reference={"framework": "torch"},
+        candidate={"candidate": "onnxruntime"},
+        modes=["golden"],
+        input_shape=[1, 3, 8, 8],
+        input_dtype="float32",
+        tolerance=TolerancePolicy(),
+        formula="tol",
+        layers=rows,
+        reference_layers=2,
+        not_compared=[],
+        first_divergent={"golden": first},
+        summary={"golden": ModeSummary(compared=2, passed=1, failed=1, max_ratio=1e4)},
+        seconds=0.1,
+    ).model_dump(mode="json")
 
 
 def _task_diff() -> dict[str, Any]:
-    return TaskDiffResult(source="runtimes", a="torch", b="onnxruntime", dataset="tiny", compared=4, agreement=0.75,
-                          agreements=3, flips=[FlippedSample(sample_id="cat_1.jpg", label=1, top1_a=1, top1_b=7)],
-                          mcnemar=McNemar(n=4, both_correct=2, both_wrong=1, only_a_correct=1, only_b_correct=0,
-                                          p_value=1.0),
-                          outputs=[], per_sample=[]).model_dump(mode="json")
+    return TaskDiffResult(
+        source="runtimes",
+        a="torch",
+        b="onnxruntime",
+        dataset="tiny",
+        compared=4,
+        agreement=0.75,
+        agreements=3,
+        flips=[FlippedSample(sample_id="cat_1.jpg", label=1, top1_a=1, top1_b=7)],
+        mcnemar=McNemar(n=4, both_correct=2, both_wrong=1, only_a_correct=1, only_b_correct=0, p_value=1.0),
+        outputs=[],
+        per_sample=[],
+    ).model_dump(mode="json")
 
 
 def test_api_and_pages(service_app: Any, client: TestClient, headers_for: Headers, tmp_path: Path) -> None:
@@ -87,7 +126,10 @@ def test_api_and_pages(service_app: Any, client: TestClient, headers_for: Header
     page = client.get("/api/v1/diffs", headers=headers_for("viewer")).json()
     assert page["total"] == 3 and [i["diff_id"] for i in page["items"]] == [tid, lid, pid]
     assert [(i["kind"], i["verdict"]) for i in page["items"]] == [
-        ("task_diff", "differ"), ("layer_diff", "failed"), ("pipeline_diff", "explained")]
+        ("task_diff", "differ"),
+        ("layer_diff", "failed"),
+        ("pipeline_diff", "explained"),
+    ]
     only = client.get("/api/v1/diffs?kind=pipeline_diff", headers=headers_for("viewer")).json()
     assert [i["diff_id"] for i in only["items"]] == [pid] and only["items"][0]["has_figure"] is True
     bad = client.get("/api/v1/diffs?knd=x", headers=headers_for("viewer"))
@@ -112,7 +154,7 @@ def test_api_and_pages(service_app: Any, client: TestClient, headers_for: Header
     layer = client.get(f"/diffs/{lid}").text
     assert "first divergent <strong>blocks.0</strong>" in layer and 'src="data:image/png;base64,' in layer
     task = client.get(f"/diffs/{tid}").text
-    assert "75.00 %" in task and "<th scope=\"row\">cat_1.jpg</th>" in task and "p = 1" in task
+    assert "75.00 %" in task and '<th scope="row">cat_1.jpg</th>' in task and "p = 1" in task
     assert client.get("/diffs/nope00000000").status_code == 404
 
 

@@ -48,9 +48,25 @@ class Mixed(nn.Module):
         return self.head((t + F.gelu(o, approximate="tanh")).mean(1))
 
 
-OPS = ["/hardswish", "se/mean", "se/silu", "se/sigmoid", "se/mul", "/cat", "/interpolate", "/flatten", "/transpose",
-       "/unsqueeze", "/unsqueeze#2", "/unsqueeze#3", "/scaled_dot_product_attention", "/squeeze", "/gelu", "/add",
-       "/mean"]
+OPS = [
+    "/hardswish",
+    "se/mean",
+    "se/silu",
+    "se/sigmoid",
+    "se/mul",
+    "/cat",
+    "/interpolate",
+    "/flatten",
+    "/transpose",
+    "/unsqueeze",
+    "/unsqueeze#2",
+    "/unsqueeze#3",
+    "/scaled_dot_product_attention",
+    "/squeeze",
+    "/gelu",
+    "/add",
+    "/mean",
+]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +82,10 @@ def test_every_functional_op_is_paired_and_passes(mixed: tuple[nn.Module, onnx.M
     assert result.passed and [r.path for r in result.layers if r.op] == OPS
     assert result.summary["golden"].max_ratio < 0.5
     assert [(u.path, u.reason.split(";")[0]) for u in result.uncompared] == [("/chunk", "returns several tensors")]
-    assert result.notes == ["'/interpolate': the reference calls interpolate, the ONNX graph has upsample_bilinear2d "
-                            "(Resize) at the same place"]
+    assert result.notes == [
+        "'/interpolate': the reference calls interpolate, the ONNX graph has upsample_bilinear2d "
+        "(Resize) at the same place"
+    ]
     sdpa = {r.path: r for r in result.layers}["/scaled_dot_product_attention"]
     assert sdpa.reduction == 16 + 256  # head dim + 256 keys
     assert sdpa.golden is not None and sdpa.golden.passed  # q, k, v fed in argument order

@@ -18,22 +18,35 @@ from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.reference import TorchReference
 from tests.diff.conftest import drop_node, edited, export_onnx, find_node, jitter_weights
 
-OPS = ["/relu", "layer1.0/relu", "layer1.0/add", "layer1.0/relu#2", "layer2.0/relu", "layer2.0/add",
-       "layer2.0/relu#2", "/flatten"]
+OPS = [
+    "/relu",
+    "layer1.0/relu",
+    "layer1.0/add",
+    "layer1.0/relu#2",
+    "layer2.0/relu",
+    "layer2.0/add",
+    "layer2.0/relu#2",
+    "/flatten",
+]
 
 
-def _diff(model: Any, onnx_model: onnx.ModelProto, x: np.ndarray, modes: tuple[Mode, ...] = ("golden", "carried")
-          ) -> LayerDiffResult:
+def _diff(
+    model: Any, onnx_model: onnx.ModelProto, x: np.ndarray, modes: tuple[Mode, ...] = ("golden", "carried")
+) -> LayerDiffResult:
     return diff_layers(TorchReference(model), OnnxCandidate(onnx_model, source="edited"), x, modes=modes)
 
 
 def _failing(result: LayerDiffResult, mode: str) -> list[str]:
-    return [r.path for r in result.layers
-            if r.missing or ((s := (r.golden if mode == "golden" else r.carried)) is not None and not s.passed)]
+    return [
+        r.path
+        for r in result.layers
+        if r.missing or ((s := (r.golden if mode == "golden" else r.carried)) is not None and not s.passed)
+    ]
 
 
-def test_healthy_every_op_compared_and_within_tolerance(tiny_resnet: tuple[Any, onnx.ModelProto],
-                                                        tiny_x: np.ndarray) -> None:
+def test_healthy_every_op_compared_and_within_tolerance(
+    tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     model, proto = tiny_resnet
     result = _diff(model, proto, tiny_x)
     assert result.passed and result.uncompared == [] and result.not_compared == []
@@ -51,8 +64,9 @@ def test_healthy_every_op_compared_and_within_tolerance(tiny_resnet: tuple[Any, 
     assert result.output is not None and result.output.passed and result.output.max_abs < 1e-5
 
 
-def test_dropped_residual_add_in_the_onnx_is_the_first_divergence(tiny_resnet: tuple[Any, onnx.ModelProto],
-                                                                   tiny_x: np.ndarray) -> None:
+def test_dropped_residual_add_in_the_onnx_is_the_first_divergence(
+    tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     model, proto = tiny_resnet
     broken = edited(proto)
     drop_node(broken, find_node(broken, "Add", "layer1.0"), keep=0)
@@ -68,7 +82,8 @@ def test_dropped_residual_add_in_the_onnx_is_the_first_divergence(tiny_resnet: t
 
 
 def test_add_edited_into_an_identity_is_a_divergence_not_an_uncompared_op(
-        tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray) -> None:
+    tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     model, proto = tiny_resnet
     broken = edited(proto)
     node = find_node(broken, "Add", "layer1.0")  # keeps its export metadata (scope, FX node, call site)
@@ -83,8 +98,7 @@ def test_add_edited_into_an_identity_is_a_divergence_not_an_uncompared_op(
     assert not result.passed
 
 
-def test_dropped_add_fails_in_carried_mode_alone(tiny_resnet: tuple[Any, onnx.ModelProto],
-                                                 tiny_x: np.ndarray) -> None:
+def test_dropped_add_fails_in_carried_mode_alone(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray) -> None:
     model, proto = tiny_resnet
     broken = edited(proto)
     drop_node(broken, find_node(broken, "Add", "layer2.0"), keep=0)
@@ -147,8 +161,7 @@ def test_true_negatives_pass(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: n
     assert result.passed and fc.golden is not None and fc.golden.max_abs > 0  # another summation order, in tolerance
 
 
-def test_plot_marks_the_missing_op(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray,
-                                   tmp_path: Any) -> None:
+def test_plot_marks_the_missing_op(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray, tmp_path: Any) -> None:
     from repliscope.diff.plot import plot_layer_errors
 
     model, proto = tiny_resnet

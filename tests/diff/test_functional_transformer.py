@@ -21,10 +21,30 @@ from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.reference import TorchReference
 from tests.diff.conftest import drop_node, edited, export_onnx, find_node, jitter_weights, set_attribute
 
-ATTN_OPS = ["reshape", "permute", "getitem", "getitem#2", "getitem#3", "transpose", "matmul", "mul", "softmax",
-            "matmul#2", "transpose#2", "reshape#2"]
-OPS = ["/flatten", "/transpose", "/add", *[f"blocks.0.attn/{o}" for o in ATTN_OPS], "blocks.0/add",
-       "blocks.0.mlp/gelu", "blocks.0/add#2", "/mean"]
+ATTN_OPS = [
+    "reshape",
+    "permute",
+    "getitem",
+    "getitem#2",
+    "getitem#3",
+    "transpose",
+    "matmul",
+    "mul",
+    "softmax",
+    "matmul#2",
+    "transpose#2",
+    "reshape#2",
+]
+OPS = [
+    "/flatten",
+    "/transpose",
+    "/add",
+    *[f"blocks.0.attn/{o}" for o in ATTN_OPS],
+    "blocks.0/add",
+    "blocks.0.mlp/gelu",
+    "blocks.0/add#2",
+    "/mean",
+]
 
 
 def _diff(model: Any, candidate: OnnxCandidate, x: np.ndarray) -> LayerDiffResult:
@@ -61,8 +81,7 @@ def test_softmax_over_the_wrong_axis(tiny_transformer: tuple[Any, onnx.ModelProt
     assert _failing(result) == ["blocks.0.attn/softmax"] and not result.passed
 
 
-def test_missing_attention_scale_in_the_onnx(tiny_transformer: tuple[Any, onnx.ModelProto],
-                                             tiny_x: np.ndarray) -> None:
+def test_missing_attention_scale_in_the_onnx(tiny_transformer: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray) -> None:
     model, proto = tiny_transformer
     broken = edited(proto)
     drop_node(broken, find_node(broken, "Mul", "blocks.0.attn"), keep=0)
@@ -74,8 +93,9 @@ def test_missing_attention_scale_in_the_onnx(tiny_transformer: tuple[Any, onnx.M
     assert result.first_divergent["carried"] is not None and result.first_divergent["carried"].path == first.path
 
 
-def test_missing_attention_scale_in_a_torch_port(tiny_transformer: tuple[Any, onnx.ModelProto],
-                                                 tiny_x: np.ndarray) -> None:
+def test_missing_attention_scale_in_a_torch_port(
+    tiny_transformer: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     model, _ = tiny_transformer
     port = copy.deepcopy(model)
     attn = port.blocks[0].attn
@@ -123,8 +143,12 @@ def test_true_negatives_pass(tiny_transformer: tuple[Any, onnx.ModelProto], tiny
     permuted = edited(proto)
     softmax = find_node(permuted, "Softmax", "blocks.0.attn")
     order = np.random.default_rng(0).permutation(16)
-    permuted.graph.initializer.extend([onnx.numpy_helper.from_array(order.astype(np.int64), "perm"),
-                                       onnx.numpy_helper.from_array(np.argsort(order).astype(np.int64), "unperm")])
+    permuted.graph.initializer.extend(
+        [
+            onnx.numpy_helper.from_array(order.astype(np.int64), "perm"),
+            onnx.numpy_helper.from_array(np.argsort(order).astype(np.int64), "unperm"),
+        ]
+    )
     before = onnx.helper.make_node("Gather", [softmax.input[0], "perm"], ["scores_p"], axis=-1)
     after = onnx.helper.make_node("Gather", ["probs_p", "unperm"], [softmax.output[0]], axis=-1)
     for node in (before, after):
@@ -133,7 +157,7 @@ def test_true_negatives_pass(tiny_transformer: tuple[Any, onnx.ModelProto], tiny
     at = next(i for i, n in enumerate(nodes) if n.op_type == "Softmax")
     nodes[at].input[0], nodes[at].output[0] = "scores_p", "probs_p"
     permuted.graph.ClearField("node")
-    permuted.graph.node.extend([*nodes[:at], before, nodes[at], after, *nodes[at + 1:]])
+    permuted.graph.node.extend([*nodes[:at], before, nodes[at], after, *nodes[at + 1 :]])
     result = _diff(model, OnnxCandidate(permuted), tiny_x)
     assert result.passed and {r.path: r for r in result.layers}["blocks.0.attn/softmax"].golden is not None
 
@@ -150,21 +174,24 @@ class ModulesOnly(OnnxCandidate):
         return []
 
 
-def test_ops_a_candidate_cannot_compare_are_listed_not_passed(tiny_transformer: tuple[Any, onnx.ModelProto],
-                                                              tiny_x: np.ndarray) -> None:
+def test_ops_a_candidate_cannot_compare_are_listed_not_passed(
+    tiny_transformer: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     model, proto = tiny_transformer
     broken = edited(proto)
     set_attribute(find_node(broken, "Softmax", "blocks.0.attn"), "axis", -2)
     result = _diff(model, ModulesOnly(broken), tiny_x)
     assert [u.path for u in result.uncompared] == OPS
     assert {u.reason for u in result.uncompared} == {
-        "the onnxruntime candidate compares module layers only, not functional ops"}
+        "the onnxruntime candidate compares module layers only, not functional ops"
+    }
     assert result.summary["golden"].ops == 0 and result.first_divergent["golden"] is None
     assert result.output is not None and not result.output.passed and not result.passed  # the output still fails
 
 
-def test_onnx_without_torch_metadata_lists_the_ops(tiny_transformer: tuple[Any, onnx.ModelProto],
-                                                   tiny_x: np.ndarray) -> None:
+def test_onnx_without_torch_metadata_lists_the_ops(
+    tiny_transformer: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     """An ONNX file from another exporter (no pkg.torch.onnx metadata): nothing can be matched, nothing passes
     silently; the ops are listed with the reason, and the final output is still compared."""
     model, proto = tiny_transformer
@@ -179,8 +206,9 @@ def test_onnx_without_torch_metadata_lists_the_ops(tiny_transformer: tuple[Any, 
     assert result.output is not None and result.output.passed and result.passed
 
 
-def test_dropped_residual_in_a_torch_port_is_told_apart_by_data_flow(tiny_transformer: tuple[Any, onnx.ModelProto],
-                                                                     tiny_x: np.ndarray) -> None:
+def test_dropped_residual_in_a_torch_port_is_told_apart_by_data_flow(
+    tiny_transformer: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray
+) -> None:
     """The port's block drops the FIRST of its two residual adds. Its call sites (this file) match no reference
     line, so the block's two reference adds and the port's one add are aligned by the data flow: the port's add
     reads the MLP and feeds the final norm, like the reference's second add, so the first one is missing."""

@@ -54,14 +54,17 @@ def test_every_reference_layer_is_mapped() -> None:
     assert {"_swish", "_swish#2", "_blocks.0._swish", "_blocks.1._swish#2"} <= set(errors)
 
 
-@pytest.mark.parametrize(("path", "layers"), [
-    ("_conv_stem", ["stem_pad", "stem_conv"]),                       # torch pads inside the conv module
-    ("_blocks.3._depthwise_conv", ["block3_dw_pad", "block3_dw_conv"]),
-    ("_blocks.4._expand_conv", ["block4_expand_conv"]),              # the residual Add before it is not absorbed
-    ("_blocks.6._swish#2", ["block6_dw_relu"]),
-    ("_dropout", ["flatten", "dropout"]),                            # x.view(bs, -1) precedes torch's dropout
-    ("_fc", ["fc"]),
-])
+@pytest.mark.parametrize(
+    ("path", "layers"),
+    [
+        ("_conv_stem", ["stem_pad", "stem_conv"]),  # torch pads inside the conv module
+        ("_blocks.3._depthwise_conv", ["block3_dw_pad", "block3_dw_conv"]),
+        ("_blocks.4._expand_conv", ["block4_expand_conv"]),  # the residual Add before it is not absorbed
+        ("_blocks.6._swish#2", ["block6_dw_relu"]),
+        ("_dropout", ["flatten", "dropout"]),  # x.view(bs, -1) precedes torch's dropout
+        ("_fc", ["fc"]),
+    ],
+)
 def test_units(path: str, layers: list[str]) -> None:
     assert [layer.name for layer in candidate().unit(path)] == layers
 
@@ -127,6 +130,7 @@ def test_bug_zoo_wrong_epsilon_everywhere_fails_every_batch_norm_first_the_stem(
 
 
 # -- the same through the layer-diff engine (repliscope.diff.layers) ---------------------------------------------
+
 
 def _engine() -> tuple[Any, Any]:
     # the project's own modules: an import error must fail the test, never skip it

@@ -97,8 +97,10 @@ def test_nhwc_without_declaring_it_is_a_shape_mismatch() -> None:
     result = diff_layers(TorchReference(model), MappedCandidate(inner, MAPPING), X, modes=["golden"])
     first = result.first_divergent["golden"]
     assert first is not None and first.path == "0"
-    assert result.layers[0].notes == ["shape mismatch: reference (2, 4, 5, 5) vs candidate (2, 5, 5, 4) (carried "
-                                      "mode, --mode both, tells a bug from an input read in another layout)"]
+    assert result.layers[0].notes == [
+        "shape mismatch: reference (2, 4, 5, 5) vs candidate (2, 5, 5, 4) (carried "
+        "mode, --mode both, tells a bug from an input read in another layout)"
+    ]
     assert "carried" not in result.first_divergent
 
 
@@ -122,5 +124,10 @@ def test_assign_covers_groups_fused_layers_parent_first() -> None:
 
     layers = [info(p) for p in ["c.pad", "c", "bn", "act", "c2", "bn2", "act#2", "pool", "fc"]]
     covers = assign_covers(layers, ["bn", "act", "bn2", "act#2", "fc"])
-    assert covers == {"bn": ["c", "c.pad", "bn"], "act": ["act"], "bn2": ["c2", "bn2"], "act#2": ["act#2"],
-                      "fc": ["pool", "fc"]}
+    assert covers == {
+        "bn": ["c", "c.pad", "bn"],
+        "act": ["act"],
+        "bn2": ["c2", "bn2"],
+        "act#2": ["act#2"],
+        "fc": ["pool", "fc"],
+    }

@@ -15,8 +15,18 @@ from repliscope.diff.reference import TorchReference
 # 49 Conv (BatchNorm + padding folded in) + 33 Clip (ReLU6) + ReduceMean + Gemm = 84 module units, plus the
 # 10 functional ops of forward (9 residual adds, the root's view), compared op by op since issue 12.
 MODULE_UNITS = 84
-OPS = ["_blocks.2/add", "_blocks.4/add", "_blocks.6/add", "_blocks.7/add", "_blocks.9/add", "_blocks.10/add",
-       "_blocks.12/add", "_blocks.13/add", "_blocks.14/add", "/view"]
+OPS = [
+    "_blocks.2/add",
+    "_blocks.4/add",
+    "_blocks.6/add",
+    "_blocks.7/add",
+    "_blocks.9/add",
+    "_blocks.10/add",
+    "_blocks.12/add",
+    "_blocks.13/add",
+    "_blocks.14/add",
+    "/view",
+]
 COMPARED = MODULE_UNITS + len(OPS)
 REFERENCE_LAYERS = 150  # 49 convs + 49 batch norms + 33 ReLU6 calls + 17 ZeroPad2d + pool + fc
 
@@ -106,8 +116,9 @@ def test_plot_written(broken: LayerDiffResult, tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_run_layer_matches_full_session(reference: TorchReference, onnx_path: Path,
-                                        batch: tuple[list[str], np.ndarray]) -> None:
+def test_run_layer_matches_full_session(
+    reference: TorchReference, onnx_path: Path, batch: tuple[list[str], np.ndarray]
+) -> None:
     """Carried mode unit by unit gives the same logits as the full onnxruntime graph."""
     import onnxruntime as ort
 
@@ -120,8 +131,9 @@ def test_run_layer_matches_full_session(reference: TorchReference, onnx_path: Pa
     assert set(outputs) == set(paths)
 
 
-def test_dropped_residual_add_is_localized_and_fails(reference: TorchReference, onnx_path: Path,
-                                                     batch: tuple[list[str], np.ndarray]) -> None:
+def test_dropped_residual_add_is_localized_and_fails(
+    reference: TorchReference, onnx_path: Path, batch: tuple[list[str], np.ndarray]
+) -> None:
     """Issue 12's blind spot: a residual add dropped from one block. Golden mode names the add itself (it has no
     counterpart in the candidate), every other unit fed the reference inputs passes, and the result fails."""
     from repliscope.diff.layers import diff_layers

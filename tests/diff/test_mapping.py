@@ -15,12 +15,15 @@ def test_load_in_file_order(tmp_path: Path) -> None:
     assert list(load_mapping(f).items()) == [("_conv_stem", "stem_conv"), ("_bn0", "stem_bn")]
 
 
-@pytest.mark.parametrize("text, match", [
-    ("- a\n- b\n", "non-empty YAML mapping"),
-    ("", "non-empty YAML mapping"),
-    ("a: 1\nb: [x]\nc: ok\n", "2 entr"),
-    ("a: [unclosed\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("- a\n- b\n", "non-empty YAML mapping"),
+        ("", "non-empty YAML mapping"),
+        ("a: 1\nb: [x]\nc: ok\n", "2 entr"),
+        ("a: [unclosed\n", "not valid YAML"),
+    ],
+)
 def test_load_errors(tmp_path: Path, text: str, match: str) -> None:
     f = tmp_path / "m.yaml"
     f.write_text(text)
@@ -54,8 +57,13 @@ def test_valid_mapping_passes() -> None:
 def test_save_mapping_round_trips_awkward_names(tmp_path: Path) -> None:
     from repliscope.diff.mapping import save_mapping
 
-    mapping = {"/relu": "model/relu_1/Relu;model/bn_1/add", "_blocks.1._swish#2": "StatefulPartitionedCall_1:0",
-               "layer1.0/add": "a: b # c", "yes": "'quoted' \"both\"", "1.5": "- dash"}
+    mapping = {
+        "/relu": "model/relu_1/Relu;model/bn_1/add",
+        "_blocks.1._swish#2": "StatefulPartitionedCall_1:0",
+        "layer1.0/add": "a: b # c",
+        "yes": "'quoted' \"both\"",
+        "1.5": "- dash",
+    }
     file = tmp_path / "m.yaml"
     save_mapping(mapping, file, header="two\nlines")
     text = file.read_text()

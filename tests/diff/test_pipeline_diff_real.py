@@ -30,10 +30,25 @@ def test_independent_lite0_matches_on_real_images(imagenet_sample: Path) -> None
 
 @pytest.mark.slow
 def test_model_effect_of_swapped_channels(imagenet_sample: Path, tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["diff", str(LITE0), "--pipeline", f"{CANDIDATES}:color_layout_swapped",
-                                   "--dataset", str(imagenet_sample), "--limit", "24", "--model-effect",
-                                   "--model-runtime", "onnxruntime", "--json", "--db",
-                                   f"sqlite:///{tmp_path / 'd.db'}"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "diff",
+            str(LITE0),
+            "--pipeline",
+            f"{CANDIDATES}:color_layout_swapped",
+            "--dataset",
+            str(imagenet_sample),
+            "--limit",
+            "24",
+            "--model-effect",
+            "--model-runtime",
+            "onnxruntime",
+            "--json",
+            "--db",
+            f"sqlite:///{tmp_path / 'd.db'}",
+        ],
+    )
     assert res.exit_code == 1, res.output
     body = json.loads(res.stdout)["pipeline_diff"]
     assert body["diagnosis"]["variant"] == "color_layout_swapped"

@@ -44,8 +44,9 @@ def test_half_pixel_resize_is_named_on_a_segmentation_manifest(tmp_path: Path) -
         Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(root / name, quality=90)
     (tmp_path / "cand.py").write_text(CANDIDATE)
     data = resolve_dataset(str(root))
-    result = diff_pipeline(load_manifest(SELFIE), load_candidate(f"{tmp_path / 'cand.py'}:half_pixel"),
-                           data.samples, data.name)
+    result = diff_pipeline(
+        load_manifest(SELFIE), load_candidate(f"{tmp_path / 'cand.py'}:half_pixel"), data.samples, data.name
+    )
     assert (result.samples, result.failed) == (3, 0)
     assert result.verdict == "explained" and result.max_abs_error > 0.05
     assert result.diagnosis.variant == "segmentation_half_pixel_corner_aligned_swapped"

@@ -44,7 +44,15 @@ def test_layers_in_end_order_without_containers_or_noops() -> None:
     ref = TorchReference(Net())
     layers = ref.layers(_x())
     assert [layer.path for layer in layers] == [
-        "stem", "blocks.0.conv", "blocks.0.act", "blocks.0/sub", "blocks.0.act#2", "pool", "flat", "fc"]
+        "stem",
+        "blocks.0.conv",
+        "blocks.0.act",
+        "blocks.0/sub",
+        "blocks.0.act#2",
+        "pool",
+        "flat",
+        "fc",
+    ]
     by = {layer.path: layer for layer in layers}
     assert by["blocks.0.conv"].reduction == 4 // 2 * 9
     assert by["fc"].reduction == 8 and by["pool"].reduction == 36 and by["blocks.0.act"].reduction == 1
@@ -102,8 +110,18 @@ def test_functional_ops_are_units_named_by_container_and_call_site() -> None:
     x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     layers = ref.layers(x)
     assert [layer.path for layer in layers] == [
-        "/add", "attn.0.qk", "attn.0/transpose", "attn.0/matmul", "attn.0/mul", "attn.0/softmax",
-        "attn.0/matmul#2", "attn.0/add", "norm", "/gelu", "/flatten"]  # contiguous() returned x: not a unit
+        "/add",
+        "attn.0.qk",
+        "attn.0/transpose",
+        "attn.0/matmul",
+        "attn.0/mul",
+        "attn.0/softmax",
+        "attn.0/matmul#2",
+        "attn.0/add",
+        "norm",
+        "/gelu",
+        "/flatten",
+    ]  # contiguous() returned x: not a unit
     by = {layer.path: layer for layer in layers}
     assert by["attn.0/matmul"].source.endswith(f"tests/diff/test_reference.py:{LINE_A}")
     assert by["attn.0/mul"].source == by["attn.0/matmul"].source and by["attn.0/mul"].kind == "mul"
@@ -150,7 +168,13 @@ def test_ops_of_a_container_called_twice_are_named_per_call() -> None:
     torch.manual_seed(0)
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     assert [layer.path for layer in TorchReference(Twice()).layers(x)] == [
-        "block.fc", "block/tanh", "block/add", "block.fc#2", "block#2/tanh", "block#2/add"]
+        "block.fc",
+        "block/tanh",
+        "block/add",
+        "block.fc#2",
+        "block#2/tanh",
+        "block#2/add",
+    ]
 
 
 def test_op_names_and_reductions() -> None:
@@ -159,9 +183,17 @@ def test_op_names_and_reductions() -> None:
     from repliscope.diff.ref_ops import op_name, op_reduction
 
     transpose_property = inspect.getattr_static(torch.Tensor, "T").__get__
-    assert [op_name(f) for f in (torch.Tensor.__radd__, torch.Tensor.__iadd__, torch.Tensor.__truediv__,
-                                 torch.Tensor.__matmul__, torch.nn.functional.relu, transpose_property)] == [
-        "add", "add", "div", "matmul", "relu", "T"]
+    assert [
+        op_name(f)
+        for f in (
+            torch.Tensor.__radd__,
+            torch.Tensor.__iadd__,
+            torch.Tensor.__truediv__,
+            torch.Tensor.__matmul__,
+            torch.nn.functional.relu,
+            transpose_property,
+        )
+    ] == ["add", "add", "div", "matmul", "relu", "T"]
     a, b = torch.zeros(2, 3, 5), torch.zeros(2, 5, 7)
     out = torch.einsum("bij,bjk->bik", a, b)
     assert op_reduction("einsum", ("bij,bjk->bik", a, b), {}, out) == 5

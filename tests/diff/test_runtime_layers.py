@@ -27,13 +27,20 @@ def _pool_graph(path: Path, auto_pad: str) -> Path:
     from onnx import TensorProto, helper, numpy_helper
 
     weight = numpy_helper.from_array(np.eye(2, dtype=np.float32).reshape(2, 2, 1, 1), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["conv"], name="conv", kernel_shape=[1, 1]),
-             helper.make_node("MaxPool", ["conv"], ["pooled"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
-                              auto_pad=auto_pad),
-             helper.make_node("Relu", ["pooled"], ["y"], name="relu")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
-                              initializer=[weight])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["conv"], name="conv", kernel_shape=[1, 1]),
+        helper.make_node(
+            "MaxPool", ["conv"], ["pooled"], name="pool", kernel_shape=[3, 3], strides=[2, 2], auto_pad=auto_pad
+        ),
+        helper.make_node("Relu", ["pooled"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+        initializer=[weight],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -49,7 +56,10 @@ def test_new_engine_same_upper_maxpool_is_the_first_divergent_node(tmp_path: Pat
     graph = GraphInput("g", _pool_graph(tmp_path / "g.onnx", "SAME_UPPER"), _ramp())
     r = diff_runtime_graphs([graph], engine="new", threads=1)
     assert [(row.path, row.kind, row.reduction) for row in r.layers] == [
-        ("g/conv", "Conv", 2), ("g/pooled", "MaxPool", 1), ("g/y", "Relu", 1)]
+        ("g/conv", "Conv", 2),
+        ("g/pooled", "MaxPool", 1),
+        ("g/y", "Relu", 1),
+    ]
     golden = r.first_divergent["golden"]
     assert golden is not None and (golden.path, golden.kind, golden.max_abs) == ("g/pooled", "MaxPool", 7.0)
     assert golden.source == "node 'pool' (auto_pad=SAME_UPPER, kernel_shape=[3, 3], strides=[2, 2])"
@@ -61,13 +71,16 @@ def test_new_engine_same_upper_maxpool_is_the_first_divergent_node(tmp_path: Pat
     assert r.output is not None and r.output.max_abs == 7.0 and not r.output.passed
 
 
-@pytest.mark.parametrize(("auto_pad", "engine", "diverges"), [
-    ("SAME_UPPER", "classic", False), ("SAME_LOWER", "classic", True), ("SAME_LOWER", "new", False)])
+@pytest.mark.parametrize(
+    ("auto_pad", "engine", "diverges"),
+    [("SAME_UPPER", "classic", False), ("SAME_LOWER", "classic", True), ("SAME_LOWER", "new", False)],
+)
 def test_each_engine_pads_one_way(tmp_path: Path, auto_pad: str, engine: str, diverges: bool) -> None:
     if engine == "new" and not hasattr(cv2.dnn, "ENGINE_NEW"):
         pytest.skip("OpenCV < 5")
-    r = diff_runtime_graphs([GraphInput("g", _pool_graph(tmp_path / "g.onnx", auto_pad), _ramp())], engine=engine,
-                            threads=1)
+    r = diff_runtime_graphs(
+        [GraphInput("g", _pool_graph(tmp_path / "g.onnx", auto_pad), _ramp())], engine=engine, threads=1
+    )
     first = r.first_divergent["golden"]
     assert (first.path if first else None) == ("g/pooled" if diverges else None)
     assert r.summary["golden"].compared == 3 and r.summary["carried"].compared == 3
@@ -84,14 +97,17 @@ def test_depthwise_conv_on_a_1x1_map(tmp_path: Path, engine: str, diverges: bool
     rs = np.random.RandomState(0)
     w, b, x = rs.randn(8, 1, 3, 3).astype(np.float32), rs.randn(8).astype(np.float32), rs.randn(1, 8, 1, 1)
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="dw", kernel_shape=[3, 3], group=8, pads=[1] * 4)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 1, 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])],
-                              initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "dw.onnx"))
-    r = diff_runtime_graphs([GraphInput("g", tmp_path / "dw.onnx", x.astype(np.float32))], engine=engine,
-                            threads=1)
+    r = diff_runtime_graphs([GraphInput("g", tmp_path / "dw.onnx", x.astype(np.float32))], engine=engine, threads=1)
     import onnxruntime
 
     ref = onnxruntime.InferenceSession(str(tmp_path / "dw.onnx")).run(None, {"x": x.astype(np.float32)})[0]
@@ -134,21 +150,26 @@ def test_mtcnn_cascade_inputs(mtcnn_graphs: tuple[list[GraphInput], list[str]]) 
     # P-Net: the 500 x 332 photo at scale 12 / 20 = 0.6 (200 x 300), transposed as the cascade feeds it; R-Net: the
     # 150 boxes P-Net proposed; O-Net: the 42 R-Net kept
     assert [(g.name, g.path.name, g.x.dtype.name, g.x.shape) for g in graphs] == [
-        ("pnet", "pnet.onnx", "float32", (1, 300, 200, 3)), ("rnet", "rnet.onnx", "float32", (150, 24, 24, 3)),
-        ("onet", "onet.onnx", "float32", (42, 48, 48, 3))]
+        ("pnet", "pnet.onnx", "float32", (1, 300, 200, 3)),
+        ("rnet", "rnet.onnx", "float32", (150, 24, 24, 3)),
+        ("onet", "onet.onnx", "float32", (42, 48, 48, 3)),
+    ]
     assert all(float(g.x.min()) >= -1.0 and float(g.x.max()) <= 1.0 for g in graphs)  # (x - 127.5) / 128
 
 
 @needs_new_engine
 def test_mtcnn_new_engine_first_divergence_is_rnet_same_upper_maxpool(
-        mtcnn_graphs: tuple[list[GraphInput], list[str]]) -> None:
+    mtcnn_graphs: tuple[list[GraphInput], list[str]],
+) -> None:
     graphs, ids = mtcnn_graphs
     r = diff_runtime_graphs(graphs, engine="new", threads=1, samples=ids)
     first = r.first_divergent["golden"]
     assert first is not None and (first.path, first.kind) == ("rnet/p_re_lu_3/add:0_pooling0", "MaxPool")
     assert "auto_pad=SAME_UPPER" in first.source and first.ratio > 1e4
     assert [row.path for row in r.layers if row.golden and not row.golden.passed] == [
-        "rnet/p_re_lu_3/add:0_pooling0", "onet/p_re_lu_7/add:0_pooling0"]
+        "rnet/p_re_lu_3/add:0_pooling0",
+        "onet/p_re_lu_7/add:0_pooling0",
+    ]
     assert all(row.golden and row.golden.passed for row in r.layers if row.path.startswith("pnet/"))
     carried = r.first_divergent["carried"]
     assert carried is not None and carried.path == "rnet/p_re_lu_3/add:0_pooling0"
@@ -169,25 +190,36 @@ def test_a_node_reading_a_second_output_is_fed_onnxruntimes_value(tmp_path: Path
     still feeds it onnxruntime's value."""
     from onnx import TensorProto, helper
 
-    nodes = [helper.make_node("Split", ["x"], ["a", "b"], name="split", axis=1, num_outputs=2),
-             helper.make_node("Mul", ["a", "b"], ["y"], name="mul")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])])
+    nodes = [
+        helper.make_node("Split", ["x"], ["a", "b"], name="split", axis=1, num_outputs=2),
+        helper.make_node("Mul", ["a", "b"], ["y"], name="mul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "split.onnx"))
     x = np.linspace(-1, 1, 36, dtype=np.float32).reshape(1, 4, 3, 3)
     r = diff_runtime_graphs([GraphInput("g", tmp_path / "split.onnx", x)], engine="classic", threads=1)
     assert [(row.path, row.golden is not None, row.carried is not None) for row in r.layers] == [
-        ("g/a", True, True), ("g/y", True, True)]
+        ("g/a", True, True),
+        ("g/y", True, True),
+    ]
     assert r.passed and r.layers[1].golden is not None and r.layers[1].golden.max_abs == 0.0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("manifest", "dataset", "units", "golden"), [
-    ("blazeface-full-range.yaml", "faces", 178, 178), ("ssdlite-mobilenet-v2-coco.yaml", "coco", 263, 259)])
-def test_converted_models_are_clean_on_both_engines(tmp_path: Path, manifest: str, dataset: str, units: int,
-                                                    golden: int) -> None:
+@pytest.mark.parametrize(
+    ("manifest", "dataset", "units", "golden"),
+    [("blazeface-full-range.yaml", "faces", 178, 178), ("ssdlite-mobilenet-v2-coco.yaml", "coco", 263, 259)],
+)
+def test_converted_models_are_clean_on_both_engines(
+    tmp_path: Path, manifest: str, dataset: str, units: int, golden: int
+) -> None:
     """tf2onnx conversions (BlazeFace's .tflite, SSDLite's frozen graph with its uint8 input and NMS loop): no node
     diverges on the new engine (SSDLite's 4 nodes reading a Loop's output are compared in carried mode only);
     BlazeFace is clean on the classic engine too."""
@@ -210,7 +242,8 @@ def test_converted_models_are_clean_on_both_engines(tmp_path: Path, manifest: st
             assert r.summary["carried"].compared == 0 and r.notes[0].startswith("carried mode compared no node")
             assert [row.path for row in r.layers if row.golden and not row.golden.passed] == [
                 "model/BoxPredictor_5/ClassPredictor_depthwise/depthwise:0",
-                "model/BoxPredictor_5/BoxEncodingPredictor_depthwise/depthwise:0"]
+                "model/BoxPredictor_5/BoxEncodingPredictor_depthwise/depthwise:0",
+            ]
             continue
         assert r.passed and len(r.layers) == units and not r.uncompared, engine
         assert (r.summary["golden"].compared, r.summary["carried"].compared) == (golden, units), engine

@@ -42,8 +42,9 @@ def test_mcnemar_exact_values() -> None:
 
 
 def test_torch_vs_onnxruntime_on_foolbox_images(cache_dir: Path) -> None:
-    r = diff_runtimes(LITE0, "torch", "onnxruntime", resolve_dataset("foolbox_imagenet"), batch_size=10,
-                      cache_dir=cache_dir)
+    r = diff_runtimes(
+        LITE0, "torch", "onnxruntime", resolve_dataset("foolbox_imagenet"), batch_size=10, cache_dir=cache_dir
+    )
     assert r.source == "runtimes" and r.compared == 20 and r.failed_a == []
     assert r.agreement == 1.0 and r.flips == []
     assert r.mcnemar is not None and r.mcnemar.n == 20 and r.mcnemar.p_value == 1.0

@@ -49,7 +49,8 @@ def test_truncated_tflite_candidate_is_a_clean_error(small_tflite: Path, tmp_pat
     res = _cli("diff", str(TINY), "--candidate", str(truncated), "--batch", "2")
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert res.stderr.strip().splitlines()[-1] == (
-        f"error: TFLite candidate '{truncated}' cannot be loaded: The model is not a valid Flatbuffer buffer")
+        f"error: TFLite candidate '{truncated}' cannot be loaded: The model is not a valid Flatbuffer buffer"
+    )
     assert "Traceback" not in res.stderr
 
 

@@ -72,7 +72,18 @@ def test_dtype_eps() -> None:
 def test_a_structural_divergence_reads_as_one() -> None:
     from repliscope.diff.layer_result import Divergence
 
-    d = Divergence(mode="golden", index=3, path="/relu#2", kind="relu", source="port.py:9",
-                   covers=["/add", "/relu#2"], max_abs=math.inf, tolerance=1e-6, ratio=math.inf)
-    assert d.describe() == ("/relu#2 (fused: /add + /relu#2): relu at port.py:9: the candidate's unit cannot be "
-                            "compared with the reference's (see the notes for why)")
+    d = Divergence(
+        mode="golden",
+        index=3,
+        path="/relu#2",
+        kind="relu",
+        source="port.py:9",
+        covers=["/add", "/relu#2"],
+        max_abs=math.inf,
+        tolerance=1e-6,
+        ratio=math.inf,
+    )
+    assert d.describe() == (
+        "/relu#2 (fused: /add + /relu#2): relu at port.py:9: the candidate's unit cannot be "
+        "compared with the reference's (see the notes for why)"
+    )

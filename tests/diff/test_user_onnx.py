@@ -29,8 +29,11 @@ REFERENCE_UNITS = 22
 def test_alignment_leaves_an_uncoverable_tail_uncovered() -> None:
     """Two convolutions after the last possible pair cannot both be covered by one unit: they stay uncovered
     (this used to crash the backtracking with an IndexError)."""
-    ref = [ReferenceUnit("act", "relu", (1, 4)), ReferenceUnit("c0", "Conv2d", (1, 4, 2, 2)),
-           ReferenceUnit("c1", "Conv2d", (1, 4, 2, 2))]
+    ref = [
+        ReferenceUnit("act", "relu", (1, 4)),
+        ReferenceUnit("c0", "Conv2d", (1, 4, 2, 2)),
+        ReferenceUnit("c1", "Conv2d", (1, 4, 2, 2)),
+    ]
     p = propose(ref, [UnitInfo("r", "Relu", (1, 4))])
     assert p.mapping == {"act": "r"} and p.uncovered_reference == ["c0", "c1"]
 
@@ -38,19 +41,25 @@ def test_alignment_leaves_an_uncoverable_tail_uncovered() -> None:
 def test_alignment_prefers_units_named_after_the_layer() -> None:
     """q, k, v Linear exported as MatMul + Add each: every pairing with 4 pairs has the same count; the names
     decide (q -> /q/Add, not the transpose -> /q/MatMul shift), and a transpose pairs only with a data movement."""
-    ref = [ReferenceUnit("/transpose", "transpose", (1, 6, 4)),
-           *[ReferenceUnit(n, "Linear", (1, 6, 4)) for n in "qkv"]]
+    ref = [ReferenceUnit("/transpose", "transpose", (1, 6, 4)), *[ReferenceUnit(n, "Linear", (1, 6, 4)) for n in "qkv"]]
     cand = [UnitInfo("/Transpose_output_0", "Transpose", (1, 6, 4))]
     cand += [UnitInfo(f"/{n}/{op}_output_0", op, (1, 6, 4)) for n in "qkv" for op in ("MatMul", "Add")]
     p = propose(ref, cand)
-    assert p.mapping == {"/transpose": "/Transpose_output_0", "q": "/q/Add_output_0", "k": "/k/Add_output_0",
-                         "v": "/v/Add_output_0"}
+    assert p.mapping == {
+        "/transpose": "/Transpose_output_0",
+        "q": "/q/Add_output_0",
+        "k": "/k/Add_output_0",
+        "v": "/v/Add_output_0",
+    }
     assert p.unmatched_candidate == ["/q/MatMul_output_0", "/k/MatMul_output_0", "/v/MatMul_output_0"]
 
 
 def test_a_fused_conv_named_after_its_conv_still_goes_to_the_batch_norm() -> None:
-    ref = [ReferenceUnit("stem", "Conv2d", (1, 4, 2, 2)), ReferenceUnit("bn", "BatchNorm2d", (1, 4, 2, 2)),
-           ReferenceUnit("fc", "Linear", (1, 3))]
+    ref = [
+        ReferenceUnit("stem", "Conv2d", (1, 4, 2, 2)),
+        ReferenceUnit("bn", "BatchNorm2d", (1, 4, 2, 2)),
+        ReferenceUnit("fc", "Linear", (1, 3)),
+    ]
     p = propose(ref, [UnitInfo("/stem/Conv_output_0", "Conv", (1, 4, 2, 2)), UnitInfo("logits", "Gemm", (1, 3))])
     assert p.mapping == {"bn": "/stem/Conv_output_0", "fc": "logits"} and p.covers["bn"] == ["stem", "bn"]
 
@@ -61,8 +70,9 @@ def tiny(cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     import torch
 
     prepared = prepare(TINY, RunSettings(runtime="torch", threads=2, batch_size=4, cache_dir=cache_dir))
-    ids, x = first_batch(prepared.pipeline, resolve_dataset("foolbox_imagenet"), 4,
-                         tuple(prepared.artifact.input_shape[1:]))
+    ids, x = first_batch(
+        prepared.pipeline, resolve_dataset("foolbox_imagenet"), 4, tuple(prepared.artifact.input_shape[1:])
+    )
     reference = TorchReference.from_artifact(prepared.artifact)
     out = tmp_path_factory.mktemp("user_onnx")
     example = (torch.from_numpy(x[:1]),)
@@ -81,8 +91,9 @@ def test_a_batch_one_export_runs_on_a_batch_of_four(tiny: dict[str, Any], export
     assert dims[0].dim_value == 1
     built = build_candidate("onnx", str(tiny[export]), tiny["reference"], tiny["x"])
     assert isinstance(built.candidate, FixedBatch) and built.mapping_origin == origin
-    result = diff_candidate(tiny["reference"], built.candidate, tiny["x"], ("golden", "carried"), samples=tiny["ids"],
-                            built=built)
+    result = diff_candidate(
+        tiny["reference"], built.candidate, tiny["x"], ("golden", "carried"), samples=tiny["ids"], built=built
+    )
     assert result.summary["golden"].failed == 0 and result.summary["carried"].failed == 0
     assert result.summary["golden"].compared == result.summary["carried"].compared > 0
     assert result.output is not None and result.output.passed
@@ -126,8 +137,9 @@ def test_a_unit_that_fails_on_the_reference_inputs_names_the_mapping(tiny: dict[
         cand.run_layer(gemm.name, [np.zeros((1, 7), np.float32)])
 
 
-def test_a_dropped_residual_under_a_proposed_mapping_is_a_golden_divergence(tiny: dict[str, Any],
-                                                                               tmp_path: Path) -> None:
+def test_a_dropped_residual_under_a_proposed_mapping_is_a_golden_divergence(
+    tiny: dict[str, Any], tmp_path: Path
+) -> None:
     """The user's export with the first residual Add replaced by an Identity of its first input: the proposal
     leaves the Identity unpaired, the next Relu covers the add, and golden mode feeds it two reference tensors
     where the candidate reads one. That used to abort the whole diff with an error; it is now that unit's golden
@@ -143,8 +155,9 @@ def test_a_dropped_residual_under_a_proposed_mapping_is_a_golden_divergence(tiny
     assert golden is not None and carried is not None
     assert golden.path == carried.path == "layer1.0/relu#2" and golden.covers == ["layer1.0/add", "layer1.0/relu#2"]
     assert result.summary["golden"].failed == 1
-    assert any("reads 1 activation(s), the reference layer 2" in n and "dropped or extra input" in n
-               for n in result.notes)
+    assert any(
+        "reads 1 activation(s), the reference layer 2" in n and "dropped or extra input" in n for n in result.notes
+    )
 
 
 def test_a_port_with_a_changed_op_is_aligned_not_paired_by_shifted_op_names() -> None:
@@ -152,11 +165,20 @@ def test_a_port_with_a_changed_op_is_aligned_not_paired_by_shifted_op_names() ->
     '/relu#2' (op names count per container). Pairing '/relu' by name used to send golden mode to the wrong op;
     the root ops are aligned instead (gelu <-> the first relu), module layers still pair by name."""
     shape = (1, 4, 2, 2)
-    ref = [ReferenceUnit("conv_a", "Conv2d", shape), ReferenceUnit("/relu", "relu", shape),
-           ReferenceUnit("conv_b", "Conv2d", shape), ReferenceUnit("/add", "add", shape),
-           ReferenceUnit("/relu#2", "relu", shape)]
-    port = [UnitInfo("conv_a", "Conv2d", shape), UnitInfo("/gelu", "gelu", shape), UnitInfo("conv_b", "Conv2d", shape),
-            UnitInfo("/add", "add", shape), UnitInfo("/relu", "relu", shape)]
+    ref = [
+        ReferenceUnit("conv_a", "Conv2d", shape),
+        ReferenceUnit("/relu", "relu", shape),
+        ReferenceUnit("conv_b", "Conv2d", shape),
+        ReferenceUnit("/add", "add", shape),
+        ReferenceUnit("/relu#2", "relu", shape),
+    ]
+    port = [
+        UnitInfo("conv_a", "Conv2d", shape),
+        UnitInfo("/gelu", "gelu", shape),
+        UnitInfo("conv_b", "Conv2d", shape),
+        UnitInfo("/add", "add", shape),
+        UnitInfo("/relu", "relu", shape),
+    ]
     p = propose(ref, port)
     assert p.mapping == {"conv_a": "conv_a", "/relu": "/gelu", "conv_b": "conv_b", "/add": "/add", "/relu#2": "/relu"}
     same = [UnitInfo(r.path, r.kind, r.shape) for r in ref]
@@ -182,8 +204,14 @@ def test_a_fused_unit_whose_inputs_enter_at_two_layers_is_compared_in_carried_mo
     module = Attention().eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, (torch.zeros(1, 5, 4),), str(tmp_path / "att.onnx"), dynamo=False,
-                          dynamic_axes={"x": {0: "n"}}, input_names=["x"])
+        torch.onnx.export(
+            module,
+            (torch.zeros(1, 5, 4),),
+            str(tmp_path / "att.onnx"),
+            dynamo=False,
+            dynamic_axes={"x": {0: "n"}},
+            input_names=["x"],
+        )
     units = OnnxGraphCandidate(tmp_path / "att.onnx").units(np.zeros((1, 5, 4), np.float32))
     adds = [u.name for u in units if u.op == "Add"]
     softmax = next(u.name for u in units if u.op == "Softmax")

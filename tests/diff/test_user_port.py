@@ -27,7 +27,7 @@ class Net(nn.Module):
         return self.fc(F.relu(torch.tanh(t)).mean(dim=1))
 
 
-PORT = '''
+PORT = """
 import copy, torch, torch.nn.functional as F
 from torch import nn
 
@@ -49,7 +49,7 @@ def same(ref): return Port(ref, None).eval()
 def perm(ref): return Port(ref, "perm").eval()
 def gelu(ref): return Port(ref, "gelu").eval()
 def extra_relu(ref): return Port(ref, "extra_relu").eval()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[TorchReference, np.
     return reference, x, port
 
 
-def _diff(setup: tuple[TorchReference, np.ndarray, Path], factory: str,
-          modes: tuple[str, ...] = ("golden", "carried")) -> tuple[str, LayerDiffResult]:
+def _diff(
+    setup: tuple[TorchReference, np.ndarray, Path], factory: str, modes: tuple[str, ...] = ("golden", "carried")
+) -> tuple[str, LayerDiffResult]:
     reference, x, port = setup
     built = build_candidate("torch", f"{port}:{factory}", reference, x)
     return built.mapping_origin, diff_candidate(reference, built.candidate, x, modes, built=built)
@@ -91,8 +92,9 @@ def test_a_mean_over_a_permuted_axis_is_a_true_negative(setup: tuple[TorchRefere
 
 
 @pytest.mark.parametrize("factory", ["gelu", "extra_relu"])
-def test_an_op_bug_that_shifts_op_names_is_localized(setup: tuple[TorchReference, np.ndarray, Path],
-                                                     factory: str) -> None:
+def test_an_op_bug_that_shifts_op_names_is_localized(
+    setup: tuple[TorchReference, np.ndarray, Path], factory: str
+) -> None:
     """gelu for the first relu: the port's '/relu' is the reference's '/relu#2' (names count calls per
     container; where the two relus have the same shape it used to be paired with the reference's '/relu', so
     golden mode blamed the wrong op: the MyNet case of the review).
@@ -116,9 +118,18 @@ def test_external_inputs_of_a_covered_group() -> None:
     def op(path: str, *producers: str) -> LayerInfo:
         return LayerInfo(path, path.strip("/"), "f.py:1", 1, op=path.strip("/"), producers=producers)
 
-    info = {i.path: i for i in (op("/silu", ""), op("/add", "/silu", "conv_b"), op("/relu", "/add"),
-                                op("/t", "k"), op("/matmul", "q", "/t"), op("/softmax", "/matmul"),
-                                op("/getitem", "", ""))}
+    info = {
+        i.path: i
+        for i in (
+            op("/silu", ""),
+            op("/add", "/silu", "conv_b"),
+            op("/relu", "/add"),
+            op("/t", "k"),
+            op("/matmul", "q", "/t"),
+            op("/softmax", "/matmul"),
+            op("/getitem", "", ""),
+        )
+    }
     assert _external_inputs(["/add", "/relu"], info) == 2  # a candidate reading 1 tensor dropped the residual
     assert _external_inputs(["/t", "/matmul", "/softmax"], info) == 2  # q and k enter at two layers
     assert _external_inputs(["/silu"], info) == 1  # the model input
@@ -135,13 +146,32 @@ def test_proposal_for_a_keras_savedmodel_pairs_layers_with_their_namesakes() -> 
     from repliscope.diff.mapping import UnitInfo
 
     s, c = (1, 12, 16, 16), (1, 16, 16, 12)
-    ref = [Ref("stem", "Conv2d", s), Ref("bn", "BatchNorm2d", s), Ref("/silu", "silu", s), Ref("conv_a", "Conv2d", s),
-           Ref("/relu", "relu", s)]
-    ops = [("stem_pad/Pad", "Pad"), ("stem/convolution", "Conv2D"), ("stem/BiasAdd", "BiasAdd"),
-           ("bn/batchnorm/mul_1", "Mul"), ("bn/batchnorm/add_1", "AddV2"), ("silu/mul", "Mul"),
-           ("silu/Sigmoid", "Sigmoid"), ("silu/mul_1", "Mul"), ("silu/IdentityN", "IdentityN"),
-           ("conv_a/convolution", "Conv2D"), ("conv_a/BiasAdd", "BiasAdd"), ("relu/Relu", "Relu")]
+    ref = [
+        Ref("stem", "Conv2d", s),
+        Ref("bn", "BatchNorm2d", s),
+        Ref("/silu", "silu", s),
+        Ref("conv_a", "Conv2d", s),
+        Ref("/relu", "relu", s),
+    ]
+    ops = [
+        ("stem_pad/Pad", "Pad"),
+        ("stem/convolution", "Conv2D"),
+        ("stem/BiasAdd", "BiasAdd"),
+        ("bn/batchnorm/mul_1", "Mul"),
+        ("bn/batchnorm/add_1", "AddV2"),
+        ("silu/mul", "Mul"),
+        ("silu/Sigmoid", "Sigmoid"),
+        ("silu/mul_1", "Mul"),
+        ("silu/IdentityN", "IdentityN"),
+        ("conv_a/convolution", "Conv2D"),
+        ("conv_a/BiasAdd", "BiasAdd"),
+        ("relu/Relu", "Relu"),
+    ]
     cand = [UnitInfo(f"model/{n}", op, (1, 34, 34, 3) if op == "Pad" else c) for n, op in ops]
     assert propose(ref, cand, "NHWC").mapping == {
-        "stem": "model/stem/BiasAdd", "bn": "model/bn/batchnorm/add_1", "/silu": "model/silu/IdentityN",
-        "conv_a": "model/conv_a/BiasAdd", "/relu": "model/relu/Relu"}
+        "stem": "model/stem/BiasAdd",
+        "bn": "model/bn/batchnorm/add_1",
+        "/silu": "model/silu/IdentityN",
+        "conv_a": "model/conv_a/BiasAdd",
+        "/relu": "model/relu/Relu",
+    }

@@ -32,7 +32,7 @@ def test_cli_page_has_every_command_and_option(gen: ModuleType) -> None:
         assert f"(cli-repliscope-{gen.slug(name)})=" in page
         for sub in getattr(cmd, "commands", {}):
             assert f"`repliscope {name} {sub}`" in page
-    evaluate = page[page.index("`repliscope evaluate`"):page.index("`repliscope manifest`")]
+    evaluate = page[page.index("`repliscope evaluate`") : page.index("`repliscope manifest`")]
     assert "```text\nrepliscope evaluate [OPTIONS] MANIFEST\n```" in evaluate
     assert "- `--dataset <str>`: An image folder, or a registered dataset name. [default: foolbox_imagenet]" in evaluate
     assert "- `MANIFEST` (argument, required): Model manifest (YAML)." in evaluate
@@ -57,8 +57,8 @@ def test_ops_page_has_every_op_with_its_parameters(gen: ModuleType) -> None:
     page = gen.ops_reference()
     for name in OPS.names():
         assert f"(op-{gen.slug(name)})=\n## `{name}` ({OPS.get(name).stage})" in page
-    resize = page[page.index("## `resize`"):page.index("## `scale`")]
-    assert "| `method` | \"nearest\" \\| \"bilinear\" \\| \"bicubic\" \\| \"area\" \\| \"lanczos\" | yes |" in resize
+    resize = page[page.index("## `resize`") : page.index("## `scale`")]
+    assert '| `method` | "nearest" \\| "bilinear" \\| "bicubic" \\| "area" \\| "lanczos" | yes |' in resize
 
 
 def test_manifest_schema_page_links_only_to_its_sections(gen: ModuleType) -> None:

@@ -71,13 +71,15 @@ def _counting(lite0: PreparedRun, tmp_path: Path) -> CountingRunner:
     return CountingRunner(lite0.artifact, threads=1, cache_dir=tmp_path)
 
 
-def test_both_schedules_give_the_same_predictions_in_order(lite0: PreparedRun, foolbox: Dataset,
-                                                            tmp_path: Path) -> None:
+def test_both_schedules_give_the_same_predictions_in_order(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path
+) -> None:
     results = {}
     for schedule in ("pipelined", "data_parallel"):
         runner = _counting(lite0, tmp_path)
-        loop = run_loop(lite0.pipeline, runner, foolbox.samples,
-                        LoopOptions(batch_size=3, prep_workers=2, schedule=schedule), SHAPE)
+        loop = run_loop(
+            lite0.pipeline, runner, foolbox.samples, LoopOptions(batch_size=3, prep_workers=2, schedule=schedule), SHAPE
+        )
         results[schedule] = loop
         assert [p.sample_id for p in loop.predictions] == [s.id for s in foolbox.samples]
         assert len(loop.batch_latencies) == 7  # 20 samples in batches of 3
@@ -86,8 +88,9 @@ def test_both_schedules_give_the_same_predictions_in_order(lite0: PreparedRun, f
     assert a.fingerprints == b.fingerprints and len(set(a.fingerprints or [])) == 20
 
 
-def test_data_parallel_gives_each_worker_its_own_runner(lite0: PreparedRun, foolbox: Dataset, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_data_parallel_gives_each_worker_its_own_runner(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     made: list[Runner] = []
     original = Runner.replica
 
@@ -98,8 +101,13 @@ def test_data_parallel_gives_each_worker_its_own_runner(lite0: PreparedRun, fool
 
     monkeypatch.setattr(Runner, "replica", spy)
     runner = _counting(lite0, tmp_path)
-    loop = run_loop(lite0.pipeline, runner, foolbox.samples,
-                    LoopOptions(batch_size=2, prep_workers=2, schedule="data_parallel"), SHAPE)
+    loop = run_loop(
+        lite0.pipeline,
+        runner,
+        foolbox.samples,
+        LoopOptions(batch_size=2, prep_workers=2, schedule="data_parallel"),
+        SHAPE,
+    )
     assert len(made) == 1 and isinstance(made[0], CountingRunner) and made[0].loaded
     assert len(loop.predictions) == 20 and not any(p.error for p in loop.predictions)
     # the CountingRunner would have raised had two workers shared one instance
@@ -109,13 +117,15 @@ def test_unknown_schedule_is_refused(lite0: PreparedRun, tmp_path: Path) -> None
     with pytest.raises(RepliscopeError, match=r"unknown schedule 'fast' \(allowed: pipelined, data_parallel\)"):
         run_loop(lite0.pipeline, _counting(lite0, tmp_path), [], LoopOptions(1, 1, schedule="fast"), SHAPE)  # type: ignore[arg-type]
     with pytest.raises(RepliscopeError, match="unknown schedule 'fast'"):
-        plan_run(lite0.runner, lite0.pipeline, [], SHAPE, batch_size=None, threads=None, schedule="fast",
-                 cache_dir=tmp_path)
+        plan_run(
+            lite0.runner, lite0.pipeline, [], SHAPE, batch_size=None, threads=None, schedule="fast", cache_dir=tmp_path
+        )
 
 
 def test_data_parallel_evaluation_is_golden_on_onnxruntime(lite0: PreparedRun, foolbox: Dataset) -> None:
-    prepared = replace(lite0, settings=RunSettings(runtime="onnxruntime", threads=1, batch_size=3,
-                                                   schedule="data_parallel"))
+    prepared = replace(
+        lite0, settings=RunSettings(runtime="onnxruntime", threads=1, batch_size=3, schedule="data_parallel")
+    )
     rec = evaluate(prepared, foolbox)
     assert [s.top1 for s in rec.samples] == LITE0_FOOLBOX_TOP1
     assert [s.label for s in rec.samples] == FOOLBOX_LABELS
@@ -130,14 +140,33 @@ def test_threads_and_batch_without_schedule_run_pipelined_as_given(lite0: Prepar
     assert plan["source"].startswith("given")
 
 
-def test_small_dataset_without_a_cached_calibration_uses_the_fallback(lite0: PreparedRun, foolbox: Dataset,
-                                                                      tmp_path: Path) -> None:
-    plan = plan_run(lite0.runner, lite0.pipeline, foolbox.samples, SHAPE, batch_size=None, threads=None,
-                    schedule=None, cache_dir=tmp_path, cores=2)
+def test_small_dataset_without_a_cached_calibration_uses_the_fallback(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path
+) -> None:
+    plan = plan_run(
+        lite0.runner,
+        lite0.pipeline,
+        foolbox.samples,
+        SHAPE,
+        batch_size=None,
+        threads=None,
+        schedule=None,
+        cache_dir=tmp_path,
+        cores=2,
+    )
     assert (plan.schedule, plan.batch_size, plan.workers, plan.threads) == ("data_parallel", FALLBACK_BATCH, 2, 1)
     assert plan.source.startswith("fallback: 20 samples are fewer than 200")
-    given = plan_run(lite0.runner, lite0.pipeline, foolbox.samples, SHAPE, batch_size=5, threads=None,
-                     schedule="pipelined", cache_dir=tmp_path, cores=2)
+    given = plan_run(
+        lite0.runner,
+        lite0.pipeline,
+        foolbox.samples,
+        SHAPE,
+        batch_size=5,
+        threads=None,
+        schedule="pipelined",
+        cache_dir=tmp_path,
+        cores=2,
+    )
     assert (given.schedule, given.batch_size, given.workers, given.threads) == ("pipelined", 5, 2, 1)
 
 
@@ -145,14 +174,24 @@ def _many(foolbox: Dataset, n: int) -> list[Sample]:
     return [replace(foolbox.samples[i % 20], id=f"{i}") for i in range(n)]
 
 
-def test_calibration_measures_chooses_and_is_cached(lite0: PreparedRun, foolbox: Dataset, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibration_measures_chooses_and_is_cached(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(calibration, "BATCH_SIZES", (1, 2, 4))
     monkeypatch.setattr(calibration, "TRIAL_ROUNDS", 1)
     runner = _counting(lite0, tmp_path)
     samples = _many(foolbox, 250)
-    plan = plan_run(runner, lite0.pipeline, samples, SHAPE, batch_size=None, threads=None, schedule=None,
-                    cache_dir=tmp_path, cores=2)
+    plan = plan_run(
+        runner,
+        lite0.pipeline,
+        samples,
+        SHAPE,
+        batch_size=None,
+        threads=None,
+        schedule=None,
+        cache_dir=tmp_path,
+        cores=2,
+    )
     c = plan.calibration
     assert plan.source == "calibrated" and plan.batch_size in (1, 2, 4)
     assert set(c["t_infer_ms_by_batch"]) == {"1", "2", "4"}
@@ -166,30 +205,66 @@ def test_calibration_measures_chooses_and_is_cached(lite0: PreparedRun, foolbox:
     assert len(files) == 1 and json.loads(files[0].read_text())["batch_size"] == plan.batch_size
 
     monkeypatch.setattr(calibration, "calibrate", lambda *a, **k: pytest.fail("calibrated twice"))
-    again = plan_run(runner, lite0.pipeline, samples, SHAPE, batch_size=None, threads=None, schedule=None,
-                     cache_dir=tmp_path, cores=2)
+    again = plan_run(
+        runner,
+        lite0.pipeline,
+        samples,
+        SHAPE,
+        batch_size=None,
+        threads=None,
+        schedule=None,
+        cache_dir=tmp_path,
+        cores=2,
+    )
     assert again.source == "calibrated (cached)" and replace(again, source="calibrated") == plan
     # a cached calibration also serves a small dataset
-    small = plan_run(runner, lite0.pipeline, samples[:20], SHAPE, batch_size=None, threads=None, schedule=None,
-                     cache_dir=tmp_path, cores=2)
+    small = plan_run(
+        runner,
+        lite0.pipeline,
+        samples[:20],
+        SHAPE,
+        batch_size=None,
+        threads=None,
+        schedule=None,
+        cache_dir=tmp_path,
+        cores=2,
+    )
     assert small.source == "calibrated (cached)"
 
 
-def test_calibration_keeps_given_values(lite0: PreparedRun, foolbox: Dataset, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibration_keeps_given_values(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(calibration, "TRIAL_ROUNDS", 1)
-    plan = calibrate(_counting(lite0, tmp_path), lite0.pipeline, _many(foolbox, 40), SHAPE, cores=2,
-                     batch_size=4, schedule="data_parallel")
+    plan = calibrate(
+        _counting(lite0, tmp_path),
+        lite0.pipeline,
+        _many(foolbox, 40),
+        SHAPE,
+        cores=2,
+        batch_size=4,
+        schedule="data_parallel",
+    )
     assert (plan.schedule, plan.batch_size, plan.threads, plan.workers) == ("data_parallel", 4, 1, 2)
     assert list(plan.calibration["t_infer_ms_by_batch"]) == ["4"]
     assert list(plan.calibration["trials_samples_per_second"]) == ["data_parallel threads=1"]
 
 
 def test_calibration_without_usable_samples_falls_back_keeps_given_values_and_caches_nothing(
-        lite0: PreparedRun, tmp_path: Path) -> None:
+    lite0: PreparedRun, tmp_path: Path
+) -> None:
     broken = [Sample(id=f"{i}", label=None, read=lambda: b"not an image") for i in range(250)]
-    plan = plan_run(_counting(lite0, tmp_path), lite0.pipeline, broken, SHAPE, batch_size=4, threads=None,
-                    schedule="pipelined", cache_dir=tmp_path, cores=2)
+    plan = plan_run(
+        _counting(lite0, tmp_path),
+        lite0.pipeline,
+        broken,
+        SHAPE,
+        batch_size=4,
+        threads=None,
+        schedule="pipelined",
+        cache_dir=tmp_path,
+        cores=2,
+    )
     assert isinstance(plan, Plan) and plan.source.startswith("fallback: none of the first 64 samples")
     assert (plan.schedule, plan.batch_size, plan.threads, plan.workers) == ("pipelined", 4, 1, 2)
     assert not (tmp_path / "calibration").exists()

@@ -26,8 +26,10 @@ MANIFEST = FIXTURES / "rect-detector.yaml"
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> PreparedRun:
-    return prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                         cache_dir=tmp_path_factory.mktemp("cache")))
+    return prepare(
+        MANIFEST,
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +53,13 @@ def test_every_box_is_found_exactly(record: EvaluationRecord, synthetic: Dataset
 def test_coco_metrics_are_exact(record: EvaluationRecord, synthetic: Dataset) -> None:
     m = {x.name: x for x in record.metrics}
     for name in ("AP", "AP50", "AP75", "APs", "APm", "AR10", "AR100", "ARs", "ARm"):
-        assert (m[name].value, m[name].ci_low, m[name].ci_high, m[name].n, m[name].successes) == (1.0, 1.0, 1.0, 16,
-                                                                                                   None)
+        assert (m[name].value, m[name].ci_low, m[name].ci_high, m[name].n, m[name].successes) == (
+            1.0,
+            1.0,
+            1.0,
+            16,
+            None,
+        )
     assert "APl" not in m and "ARl" not in m  # no object above 96^2 px: COCOeval leaves them undefined
     # AR1: one detection per image and class finds one object of each class present, so the recall of class c
     # is (images holding c) / (objects of c); COCO averages it over the classes (identical at every IoU)
@@ -65,11 +72,13 @@ def test_coco_metrics_are_exact(record: EvaluationRecord, synthetic: Dataset) ->
     assert record.per_class == [
         {"class_id": 1, "name": "red", "ap": 1.0, "ar": 1.0, "n_objects": 10, "n_detections": 10},
         {"class_id": 2, "name": "green", "ap": 1.0, "ar": 1.0, "n_objects": 12, "n_detections": 12},
-        {"class_id": 3, "name": "blue", "ap": 1.0, "ar": 1.0, "n_objects": 11, "n_detections": 11}]
+        {"class_id": 3, "name": "blue", "ap": 1.0, "ar": 1.0, "n_objects": 11, "n_detections": 11},
+    ]
 
 
-def test_record_carries_ground_truth_and_store_round_trips(record: EvaluationRecord, synthetic: Dataset,
-                                                           tmp_path: Path) -> None:
+def test_record_carries_ground_truth_and_store_round_trips(
+    record: EvaluationRecord, synthetic: Dataset, tmp_path: Path
+) -> None:
     assert record.ground_truth is not None and record.ground_truth.categories == {1: "red", 2: "green", 3: "blue"}
     with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
         store.save(record)
@@ -81,15 +90,25 @@ def test_record_carries_ground_truth_and_store_round_trips(record: EvaluationRec
 
 
 def test_claim_judged_on_the_bootstrap_interval(prepared: PreparedRun, synthetic: Dataset, tmp_path: Path) -> None:
-    text = MANIFEST.read_text().replace("claims: []", "claims:\n  - {metric: AP, value: 0.9, source: README, "
-                                        "dataset: {name: synthetic, split: seed0}}\n  - {metric: AP50, value: 1.0, "
-                                        "source: README, dataset: {name: synthetic, split: seed0}}")
+    text = MANIFEST.read_text().replace(
+        "claims: []",
+        "claims:\n  - {metric: AP, value: 0.9, source: README, "
+        "dataset: {name: synthetic, split: seed0}}\n  - {metric: AP50, value: 1.0, "
+        "source: README, dataset: {name: synthetic, split: seed0}}",
+    )
     (tmp_path / "claimed.yaml").write_text(text)
     for name in ("rect_detector.onnx", "rect-labels.txt"):
         (tmp_path / name).write_bytes((FIXTURES / name).read_bytes())
-    run = prepare(tmp_path / "claimed.yaml", RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                                         evaluated_as=DatasetRef(name="synthetic", split="seed0"),
-                                                         cache_dir=prepared.settings.cache_dir))
+    run = prepare(
+        tmp_path / "claimed.yaml",
+        RunSettings(
+            runtime="onnxruntime",
+            threads=1,
+            batch_size=1,
+            evaluated_as=DatasetRef(name="synthetic", split="seed0"),
+            cache_dir=prepared.settings.cache_dir,
+        ),
+    )
     claimed = evaluate(run, synthetic)
     ap, ap50 = claimed.claims
     assert (ap.verdict, ap.claimed, ap.ci_low, ap.ci_high) == ("inconsistent", 0.9, 1.0, 1.0)
@@ -114,8 +133,9 @@ def test_classification_data_is_refused(prepared: PreparedRun) -> None:
 def test_only_the_categories_the_model_detects_are_scored(prepared: PreparedRun, synthetic: Dataset) -> None:
     """COCOeval's params.catIds: a dataset category the manifest's labels do not name ('lime') is left out of the
     scores with its ground truth, and said so in the record, the CLI line and the report (was: refused)."""
-    renamed = Dataset("renamed", synthetic.samples, license="x", label_rule="x",
-                      categories={1: "red", 2: "lime", 3: "blue"})
+    renamed = Dataset(
+        "renamed", synthetic.samples, license="x", label_rule="x", categories={1: "red", 2: "lime", 3: "blue"}
+    )
     got = evaluate(prepared, renamed)
     assert got.dataset["categories_evaluated"] == [[1, "red"], [3, "blue"]]
     assert (got.dataset["categories_left_out"], got.dataset["objects_left_out"]) == ([[2, "lime"]], 12)
@@ -127,9 +147,11 @@ def test_only_the_categories_the_model_detects_are_scored(prepared: PreparedRun,
     assert got.dataset["identity"] == renamed.identity  # the identity is the whole dataset's
     from repliscope.tasks.detection import categories_left_out_line
 
-    assert categories_left_out_line(got.dataset) == ("scored on 2 of 3 dataset categories, the ones the model's "
-                                                      "labels name (1 red, 3 blue); 1 left out with their 12 "
-                                                      "ground-truth boxes: lime")
+    assert categories_left_out_line(got.dataset) == (
+        "scored on 2 of 3 dataset categories, the ones the model's "
+        "labels name (1 red, 3 blue); 1 left out with their 12 "
+        "ground-truth boxes: lime"
+    )
     from repliscope.report.markdown import render_run_markdown
 
     assert "Scored on 2 of 3 dataset categories" in render_run_markdown(got)
@@ -138,10 +160,12 @@ def test_only_the_categories_the_model_detects_are_scored(prepared: PreparedRun,
 
 
 def test_a_dataset_the_model_detects_nothing_of_is_refused(prepared: PreparedRun, synthetic: Dataset) -> None:
-    other = Dataset("other", synthetic.samples, license="x", label_rule="x",
-                    categories={1: "cat", 2: "dog", 3: "lime"})
-    with pytest.raises(DatasetError, match=r"the model detects none of the categories of dataset 'other' \(1 'cat', "
-                                           r"2 'dog', 3 'lime'; the manifest's labels: red, green, blue\)"):
+    other = Dataset("other", synthetic.samples, license="x", label_rule="x", categories={1: "cat", 2: "dog", 3: "lime"})
+    with pytest.raises(
+        DatasetError,
+        match=r"the model detects none of the categories of dataset 'other' \(1 'cat', "
+        r"2 'dog', 3 'lime'; the manifest's labels: red, green, blue\)",
+    ):
         evaluate(prepared, other)
 
 
@@ -157,7 +181,9 @@ def test_coverage_by_name_and_by_coco_91_id() -> None:
     cats = {1: "person", 2: "bicycle", 90: "toothbrush"}
     assert coverage(cats, ["person"]) == coverage(cats, ["face", "person"])
     assert (coverage(cats, ["person"]).evaluated, coverage(cats, ["person"]).left_out) == (
-        {1: "person"}, {2: "bicycle", 90: "toothbrush"})
+        {1: "person"},
+        {2: "bicycle", 90: "toothbrush"},
+    )
     assert coverage(cats, COCO_91).evaluated == cats == coverage(cats, COCO_80).evaluated
     assert coverage({2: "person"}, COCO_91).evaluated == {}  # coco-91 is indexed by id: 2 is bicycle
 
@@ -195,15 +221,22 @@ def test_loader_checks_of_a_detection_manifest(tmp_path: Path) -> None:
     assert "postprocess[0].scores" in err and "reads model output 'confidences', which is not in outputs" in err
     (err,) = _manifest_errors(tmp_path, "  - op: score_threshold", "  - op: topk\n    k: 5\n  - op: score_threshold")
     assert "postprocess[1].op" in err and "'topk' is not a post-processing op of object_detection" in err
-    (err,) = _manifest_errors(tmp_path, "  - op: detections_from_outputs", "  - op: max_detections\n    k: 5\n"
-                              "  - op: detections_from_outputs")
-    assert "postprocess[0].op" in err and "'max_detections' works on detections, which 'detections_from_outputs' " \
-        "(postprocess[1]) makes: put it after that op" in err
+    (err,) = _manifest_errors(
+        tmp_path, "  - op: detections_from_outputs", "  - op: max_detections\n    k: 5\n  - op: detections_from_outputs"
+    )
+    assert (
+        "postprocess[0].op" in err
+        and "'max_detections' works on detections, which 'detections_from_outputs' "
+        "(postprocess[1]) makes: put it after that op"
+        in err
+    )
     start = MANIFEST.read_text().index("  - op: detections_from_outputs")
     end = MANIFEST.read_text().index("  - op: score_threshold")
     (err,) = _manifest_errors(tmp_path, MANIFEST.read_text()[start:end], "")
-    assert ("postprocess needs one of detections_from_outputs, anchor_decode, yolo_decode, yolo_anchor_free_decode "
-            "to make boxes") in err
+    assert (
+        "postprocess needs one of detections_from_outputs, anchor_decode, yolo_decode, yolo_anchor_free_decode "
+        "to make boxes"
+    ) in err
 
 
 def test_report_shows_coco_metrics_per_class_and_claims(record: EvaluationRecord) -> None:
@@ -217,5 +250,6 @@ def test_report_shows_coco_metrics_per_class_and_claims(record: EvaluationRecord
     assert "## Failed samples\n\n0 of 16 samples failed." in md
     html = render_run_html(record)
     assert '<table id="per-class-table">' in html and "<td>3 blue</td>" in html
-    assert '<td>AP</td><td class="num">1.0000</td><td class="num">[1.0000, 1.0000]</td><td class="num">16 images' \
-        in html
+    assert (
+        '<td>AP</td><td class="num">1.0000</td><td class="num">[1.0000, 1.0000]</td><td class="num">16 images' in html
+    )

@@ -80,6 +80,7 @@ def counting(dataset: Dataset) -> tuple[Dataset, Counter[str]]:
         def counted() -> bytes:
             reads[sample_id] += 1
             return read()
+
         return counted
 
     samples = [replace(s, read=wrap(s.id, s.read)) for s in dataset.samples]
@@ -108,8 +109,7 @@ def test_unreadable_files_fail_alone_and_every_file_is_read_once(lite0: Prepared
     assert {s.sample_id: s.error for s in rec.samples if s.error} == {"lost_3.png": DANGLING, "pipe_5.png": FIFO}
     assert rec.counts == {"total": 5, "evaluated": 3, "failed": 2, "labelled": 5}
     assert [s.top1 for s in rec.samples] == [7, 7, 7, None, None]
-    assert rec.dataset["identity"] == expected_identity(root, IDS, LABELS,
-                                                        {"lost_3.png": DANGLING, "pipe_5.png": FIFO})
+    assert rec.dataset["identity"] == expected_identity(root, IDS, LABELS, {"lost_3.png": DANGLING, "pipe_5.png": FIFO})
     assert rec.dataset["ignored_files"] == ["README.md", "anim.gif"] and rec.dataset["num_ignored_files"] == 2
 
 
@@ -127,9 +127,13 @@ def test_loop_returns_one_fingerprint_per_sample(lite0: PreparedRun, tmp_path: P
     samples = load_image_folder(root, "filename_index").samples
     options = LoopOptions(batch_size=2, prep_workers=2, warmup=False)
     loop = run_loop(lite0.pipeline, lite0.runner, samples, options, (3, 224, 224))
-    assert loop.fingerprints == [hashlib.sha256((root / "img_1.png").read_bytes()).hexdigest(),
-                                 hashlib.sha256((root / "img_2.png").read_bytes()).hexdigest(),
-                                 hashlib.sha256((root / "img_4.png").read_bytes()).hexdigest(), DANGLING, FIFO]
+    assert loop.fingerprints == [
+        hashlib.sha256((root / "img_1.png").read_bytes()).hexdigest(),
+        hashlib.sha256((root / "img_2.png").read_bytes()).hexdigest(),
+        hashlib.sha256((root / "img_4.png").read_bytes()).hexdigest(),
+        DANGLING,
+        FIFO,
+    ]
 
 
 def test_prepare_sample_reports_the_read_failure(lite0: PreparedRun, tmp_path: Path) -> None:
@@ -168,8 +172,21 @@ def test_cli_stores_the_run_and_lists_skipped_files(tmp_path: Path) -> None:
 
     root = broken_folder(tmp_path / "data")
     runner = CliRunner(env={"COLUMNS": "200"})
-    result = runner.invoke(app, ["evaluate", str(LITE0), "--runtime", "torch", "--dataset", str(root),
-                                 "--label-rule", "filename_index", "--batch-size", "2"])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(LITE0),
+            "--runtime",
+            "torch",
+            "--dataset",
+            str(root),
+            "--label-rule",
+            "filename_index",
+            "--batch-size",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "3 evaluated, 2 failed" in result.output
     assert "ignored   2 non-image files: README.md, anim.gif" in result.output
@@ -183,5 +200,6 @@ def test_cli_stores_the_run_and_lists_skipped_files(tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     stored = json.loads(shown.output)
     assert stored["counts"] == {"total": 5, "evaluated": 3, "failed": 2, "labelled": 5}
-    assert stored["dataset"]["identity"] == expected_identity(root, IDS, LABELS,
-                                                              {"lost_3.png": DANGLING, "pipe_5.png": FIFO})
+    assert stored["dataset"]["identity"] == expected_identity(
+        root, IDS, LABELS, {"lost_3.png": DANGLING, "pipe_5.png": FIFO}
+    )

@@ -16,12 +16,28 @@ from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.tasks import get_task
 
-PRE = [{"op": "decode", "library": "pillow", "channels": "RGB"},
-       {"op": "resize", "size": [32, 48], "keep_aspect_ratio": False, "method": "bilinear", "library": "pillow",
-        "antialias": True}]
-POST = [{"op": "detections_from_outputs", "boxes": "boxes", "scores": "scores", "classes": None, "count": None,
-         "format": {"kind": "xyxy", "normalized": False, "one_based": False, "space": "input"}},
-        {"op": "to_source", "undo": "geometry", "clip": False}]
+PRE = [
+    {"op": "decode", "library": "pillow", "channels": "RGB"},
+    {
+        "op": "resize",
+        "size": [32, 48],
+        "keep_aspect_ratio": False,
+        "method": "bilinear",
+        "library": "pillow",
+        "antialias": True,
+    },
+]
+POST = [
+    {
+        "op": "detections_from_outputs",
+        "boxes": "boxes",
+        "scores": "scores",
+        "classes": None,
+        "count": None,
+        "format": {"kind": "xyxy", "normalized": False, "one_based": False, "space": "input"},
+    },
+    {"op": "to_source", "undo": "geometry", "clip": False},
+]
 
 
 class _FixedBoxes(Runner):
@@ -53,14 +69,29 @@ def _png(h: int, w: int) -> bytes:
 def test_boxes_come_back_in_source_pixels_through_each_samples_geometry() -> None:
     pipeline = Pipeline.from_specs(PRE, POST, BuildContext())
     sizes = [(64, 80), (100, 50), (32, 48)]
-    samples = [Sample(f"s{i}.png", None, lambda h=h, w=w: _png(h, w), objects=(BoxAnnotation((0, 0, 1, 1), 0),))
-               for i, (h, w) in enumerate(sizes)]
+    samples = [
+        Sample(f"s{i}.png", None, lambda h=h, w=w: _png(h, w), objects=(BoxAnnotation((0, 0, 1, 1), 0),))
+        for i, (h, w) in enumerate(sizes)
+    ]
     item = prepare_item(pipeline, read_sample(samples[0]), (32, 48, 3))
     assert item.geometry == Geometry((64, 80), (0.5, 0.6))
-    artifact = ModelArtifact(path=Path("none"), sha256="0" * 64, format="onnx", input_name="x",
-                             input_shape=(-1, 32, 48, 3), input_dtype="uint8", output_names=("boxes", "scores"))
-    loop = run_loop(pipeline, _FixedBoxes(artifact, threads=1, cache_dir=Path(".")), samples,
-                    LoopOptions(batch_size=2, prep_workers=1), (32, 48, 3), task=get_task("object_detection"))
+    artifact = ModelArtifact(
+        path=Path("none"),
+        sha256="0" * 64,
+        format="onnx",
+        input_name="x",
+        input_shape=(-1, 32, 48, 3),
+        input_dtype="uint8",
+        output_names=("boxes", "scores"),
+    )
+    loop = run_loop(
+        pipeline,
+        _FixedBoxes(artifact, threads=1, cache_dir=Path(".")),
+        samples,
+        LoopOptions(batch_size=2, prep_workers=1),
+        (32, 48, 3),
+        task=get_task("object_detection"),
+    )
     for pred, (h, w) in zip(loop.predictions, sizes, strict=True):
         assert pred.detections is not None and [d.score for d in pred.detections] == [0.75, 0.5]  # best first
         assert [d.box for d in pred.detections] == [[0.0, 0.0, w / 2, float(h)], [0.0, 0.0, float(w), float(h)]]

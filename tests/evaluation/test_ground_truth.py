@@ -12,10 +12,14 @@ from tests.store.records import make_record
 
 
 def _dataset() -> Dataset:
-    objs = (BoxAnnotation((1.0, 2.0, 11.0, 22.0), 3, area=150.5, annotation_id=7),
-            BoxAnnotation((0.0, 0.0, 5.0, 5.0), 1, iscrowd=True, ignore=True))
-    samples = [Sample("a.jpg", None, lambda: b"", objects=objs, image_id=42, size_hw=(30, 40)),
-               Sample("b.jpg", None, lambda: b"", objects=(), image_id=43, size_hw=(10, 10))]
+    objs = (
+        BoxAnnotation((1.0, 2.0, 11.0, 22.0), 3, area=150.5, annotation_id=7),
+        BoxAnnotation((0.0, 0.0, 5.0, 5.0), 1, iscrowd=True, ignore=True),
+    )
+    samples = [
+        Sample("a.jpg", None, lambda: b"", objects=objs, image_id=42, size_hw=(30, 40)),
+        Sample("b.jpg", None, lambda: b"", objects=(), image_id=43, size_hw=(10, 10)),
+    ]
     return Dataset("toy", samples, license="x", label_rule="coco", categories={1: "person", 3: "car"})
 
 
@@ -30,8 +34,10 @@ def test_round_trip_keeps_objects_ids_sizes_and_categories() -> None:
     back = dataset_of(EvaluationRecord.model_validate_json(record.model_dump_json()))
     assert back.categories == {1: "person", 3: "car"}
     assert [s.id for s in back.samples] == ["a.jpg", "b.jpg"]
-    assert back.samples[0].objects == (BoxAnnotation((1.0, 2.0, 11.0, 22.0), 3, area=150.5),
-                                       BoxAnnotation((0.0, 0.0, 5.0, 5.0), 1, iscrowd=True, ignore=True))
+    assert back.samples[0].objects == (
+        BoxAnnotation((1.0, 2.0, 11.0, 22.0), 3, area=150.5),
+        BoxAnnotation((0.0, 0.0, 5.0, 5.0), 1, iscrowd=True, ignore=True),
+    )
     assert back.samples[1].objects == () and back.samples[0].image_id == 42 and back.samples[0].size_hw == (30, 40)
     with pytest.raises(SampleError, match="not stored"):
         back.samples[0].read()

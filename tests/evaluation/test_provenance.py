@@ -13,8 +13,17 @@ def test_software_stack_keys_and_versions(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     sw = software_stack(["numpy", "surely-not-an-installed-distribution"])
-    assert {"python", "python_implementation", "platform", "numpy", "pillow", "pillow_libraries",
-            "distributions", "threadpools", "env"} <= set(sw)
+    assert {
+        "python",
+        "python_implementation",
+        "platform",
+        "numpy",
+        "pillow",
+        "pillow_libraries",
+        "distributions",
+        "threadpools",
+        "env",
+    } <= set(sw)
     assert sw["numpy"] == numpy.__version__
     assert sw["pillow"] == PIL.__version__
     assert sw["python"] == platform.python_version()
@@ -34,8 +43,16 @@ def test_threadpools_describe_numpys_blas() -> None:
 
 def test_hardware() -> None:
     hw = hardware(threads_used=2)
-    assert {"cpu_model", "cpu_flags", "logical_cores", "usable_cores", "memory_gib", "machine",
-            "threads_used", "hostname"} <= set(hw)
+    assert {
+        "cpu_model",
+        "cpu_flags",
+        "logical_cores",
+        "usable_cores",
+        "memory_gib",
+        "machine",
+        "threads_used",
+        "hostname",
+    } <= set(hw)
     assert hw["logical_cores"] == os.cpu_count() and hw["logical_cores"] >= 1
     assert 1 <= hw["usable_cores"] <= hw["logical_cores"]
     assert hw["threads_used"] == 2

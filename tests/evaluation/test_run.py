@@ -70,8 +70,9 @@ def test_record_provenance(records: dict[str, EvaluationRecord]) -> None:
     assert len(rec.timings.batch_latencies_seconds) == 3  # 20 samples in batches of 8
 
 
-def test_result_hash_identical_for_identical_runs(prepared_runs: dict[str, PreparedRun],
-                                                  records: dict[str, EvaluationRecord]) -> None:
+def test_result_hash_identical_for_identical_runs(
+    prepared_runs: dict[str, PreparedRun], records: dict[str, EvaluationRecord]
+) -> None:
     again = evaluate(prepared_runs["onnxruntime"], resolve_dataset("foolbox_imagenet"))
     assert again.result_hash == records["onnxruntime"].result_hash
     assert again.run_id != records["onnxruntime"].run_id
@@ -153,12 +154,15 @@ def test_local_onnx_manifest(tmp_path: Path, prepared_runs: dict[str, PreparedRu
     sha = hashlib.sha256((tmp_path / "lite0.onnx").read_bytes()).hexdigest()
     text = LITE0.read_text()
     start, end = text.index("framework:"), text.index("inputs:")
-    onnx_manifest = (text[:start] + f"framework:\n  name: onnx\n  version: '>=1.14'\n\nsource:\n  uri: lite0.onnx\n"
-                     f"  sha256: {sha}\n  format: onnx\n\n" + text[end:])
+    onnx_manifest = (
+        text[:start] + f"framework:\n  name: onnx\n  version: '>=1.14'\n\nsource:\n  uri: lite0.onnx\n"
+        f"  sha256: {sha}\n  format: onnx\n\n" + text[end:]
+    )
     (tmp_path / "lite0-onnx.yaml").write_text(onnx_manifest)
-    rec = evaluate(prepare(tmp_path / "lite0-onnx.yaml", RunSettings(runtime="onnxruntime", threads=2,
-                                                                      batch_size=10)),
-                   resolve_dataset("foolbox_imagenet"))
+    rec = evaluate(
+        prepare(tmp_path / "lite0-onnx.yaml", RunSettings(runtime="onnxruntime", threads=2, batch_size=10)),
+        resolve_dataset("foolbox_imagenet"),
+    )
     assert [s.top1 for s in rec.samples] == LITE0_FOOLBOX_TOP1
 
 
@@ -169,9 +173,10 @@ LITE12_TOP1 = [243, 559, 438, 990, 949, 853, 609, 511, 915, 455, 541, 630, 741, 
 def test_lite1_and_lite2_examples_run(size: int) -> None:
     from tests.conftest import EXAMPLES
 
-    rec = evaluate(prepare(EXAMPLES / f"efficientnet-lite{size}.yaml",
-                           RunSettings(runtime="torch", threads=1, batch_size=10)),
-                   resolve_dataset("foolbox_imagenet"))
+    rec = evaluate(
+        prepare(EXAMPLES / f"efficientnet-lite{size}.yaml", RunSettings(runtime="torch", threads=1, batch_size=10)),
+        resolve_dataset("foolbox_imagenet"),
+    )
     top1, top5 = rec.metric("top1"), rec.metric("top5")
     assert top1 is not None and top5 is not None and (top1.successes, top5.successes) == (18, 20)
     assert [s.top1 for s in rec.samples] == LITE12_TOP1

@@ -94,6 +94,12 @@ def test_warmup_shape() -> None:
 
 
 def test_records_stored_before_the_split_still_read() -> None:
-    old = Timings.model_validate({"total_seconds": 17.0, "inference_seconds": 2.0,
-                                  "batch_latencies_seconds": [1.0, 1.0], "throughput_samples_per_second": 2.9})
+    old = Timings.model_validate(
+        {
+            "total_seconds": 17.0,
+            "inference_seconds": 2.0,
+            "batch_latencies_seconds": [1.0, 1.0],
+            "throughput_samples_per_second": 2.9,
+        }
+    )
     assert (old.load_seconds, old.warmup_seconds, old.loop_seconds) == (0.0, 0.0, None)

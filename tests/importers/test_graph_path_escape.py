@@ -21,8 +21,12 @@ def _config(tmp_path: Path, graph_path: str) -> Path:
     folder = tmp_path / "a" / "b"
     folder.mkdir(parents=True)
     path = folder / "model.yml"
-    path.write_text(text.replace(REMOTE, f"  graph_path: {graph_path}\n").replace(
-        "  weights_path: http://dl.caffe.berkeleyvision.org/bvlc_alexnet.caffemodel\n", ""), encoding="utf-8")
+    path.write_text(
+        text.replace(REMOTE, f"  graph_path: {graph_path}\n").replace(
+            "  weights_path: http://dl.caffe.berkeleyvision.org/bvlc_alexnet.caffemodel\n", ""
+        ),
+        encoding="utf-8",
+    )
     return path
 
 

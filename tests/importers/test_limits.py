@@ -39,16 +39,19 @@ def _refused(fmt: str, path: Path, reason: str, *words: str) -> str:
     return message
 
 
-@pytest.mark.parametrize(("field", "value", "reason", "words"), [
-    ("input_size", [3, 10 ** 400, 224], "limits", ("integer of 401 digits", "max_int")),
-    ("input_size", [3, int("9" * 300), 224], "limits", ("integer of 300 digits",)),
-    ("input_size", [3, 10 ** 9, 10 ** 9], "limits", ("1000000000 x 1000000000", "max_pixels")),
-    ("crop_pct", 1e-300, "limits", ("crop_pct", "max_pixels")),
-    ("interpolation", {"a": 1}, "invalid", ("interpolation", "dict", "expected a string")),
-    ("interpolation", ["bicubic"], "invalid", ("expected a string",)),
-    ("std", [0.229, 0.0, 0.225], "invalid", ("std", "divides by zero")),
-    ("std", [0.229, -1.0, 0.225], "invalid", ("must be positive",)),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "reason", "words"),
+    [
+        ("input_size", [3, 10**400, 224], "limits", ("integer of 401 digits", "max_int")),
+        ("input_size", [3, int("9" * 300), 224], "limits", ("integer of 300 digits",)),
+        ("input_size", [3, 10**9, 10**9], "limits", ("1000000000 x 1000000000", "max_pixels")),
+        ("crop_pct", 1e-300, "limits", ("crop_pct", "max_pixels")),
+        ("interpolation", {"a": 1}, "invalid", ("interpolation", "dict", "expected a string")),
+        ("interpolation", ["bicubic"], "invalid", ("expected a string",)),
+        ("std", [0.229, 0.0, 0.225], "invalid", ("std", "divides by zero")),
+        ("std", [0.229, -1.0, 0.225], "invalid", ("must be positive",)),
+    ],
+)
 def test_timm_hostile_fields(tmp_path: Path, field: str, value: object, reason: str, words: tuple[str, ...]) -> None:
     message = _refused("timm", _timm(tmp_path, **{field: value}), reason, *words)
     assert "importer bug" not in message
@@ -78,14 +81,18 @@ def test_timm_huge_number_text(tmp_path: Path) -> None:
     _refused("timm", path, "limits", "too large")
 
 
-@pytest.mark.parametrize(("edit", "reason", "words"), [
-    (("dimensions: [3, 227, 227]", "dimensions: [3, " + "1" + "0" * 400 + ", 227]"), "limits", ("401 digits",)),
-    (("dimensions: [3, 227, 227]", "dimensions: [3, " + "9" * 300 + ", 227]"), "limits", ("300 digits",)),
-    (("dimensions: [3, 227, 227]", "dimensions: [3, 1e400, 227]"), "limits", ("not a finite number",)),
-    (("dimensions: [3, 227, 227]", "dimensions: [3, 1000000000, 1000000000]"), "limits", ("max_pixels",)),
-])
-def test_mlmodelscope_hostile_numbers(tmp_path: Path, edit: tuple[str, str], reason: str,
-                                      words: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("edit", "reason", "words"),
+    [
+        (("dimensions: [3, 227, 227]", "dimensions: [3, " + "1" + "0" * 400 + ", 227]"), "limits", ("401 digits",)),
+        (("dimensions: [3, 227, 227]", "dimensions: [3, " + "9" * 300 + ", 227]"), "limits", ("300 digits",)),
+        (("dimensions: [3, 227, 227]", "dimensions: [3, 1e400, 227]"), "limits", ("not a finite number",)),
+        (("dimensions: [3, 227, 227]", "dimensions: [3, 1000000000, 1000000000]"), "limits", ("max_pixels",)),
+    ],
+)
+def test_mlmodelscope_hostile_numbers(
+    tmp_path: Path, edit: tuple[str, str], reason: str, words: tuple[str, ...]
+) -> None:
     assert edit[0] in MLMS
     path = tmp_path / "m.yml"
     path.write_text(MLMS.replace(edit[0], edit[1]), encoding="utf-8")
@@ -103,10 +110,10 @@ def test_mlmodelscope_alias_bomb(tmp_path: Path) -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
         f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
-        for i in range(8))
+        for i in range(8)
+    )
     path = tmp_path / "m.yml"
-    path.write_text(MLMS + "\nattributes2:\n" + "".join("  " + ln + "\n" for ln in bomb.splitlines()),
-                    encoding="utf-8")
+    path.write_text(MLMS + "\nattributes2:\n" + "".join("  " + ln + "\n" for ln in bomb.splitlines()), encoding="utf-8")
     _refused("mlmodelscope", path, "limits", "expands to more than")
 
 
@@ -126,5 +133,7 @@ def test_a_folder_import_counts_hostile_files_under_limits(tmp_path: Path) -> No
     (folder / "ok.yml").write_text(MLMS, encoding="utf-8")
     (folder / "deep.yml").write_text(MLMS + "\nextra: " + "[" * 3000 + "]" * 3000 + "\n", encoding="utf-8")
     rows = import_folder("mlmodelscope", folder, tmp_path / "out")
-    assert [(r.file, r.outcome, r.reason) for r in rows] == [("deep.yml", "refused", "limits"),
-                                                          ("ok.yml", "with warnings", "")]
+    assert [(r.file, r.outcome, r.reason) for r in rows] == [
+        ("deep.yml", "refused", "limits"),
+        ("ok.yml", "with warnings", ""),
+    ]

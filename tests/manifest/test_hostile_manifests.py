@@ -18,13 +18,16 @@ from tests.conftest import LITE0
 from tests.manifest.test_loader import line_of, write_variant
 
 
-@pytest.mark.parametrize(("old", "new", "field", "shown"), [
-    ("value: 127.0", "value: .nan", "preprocess[4].value", "nan"),
-    ("value: 128.0", "value: .inf", "preprocess[5].value", "inf"),
-    ("value: 128.0", "value: -.Inf", "preprocess[5].value", "-inf"),
-    ("value: 127.0", "value: 1.0e+400", "preprocess[4].value", "inf"),
-    ("value: 75.1", "value: .nan", "claims[0].value", "nan"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "field", "shown"),
+    [
+        ("value: 127.0", "value: .nan", "preprocess[4].value", "nan"),
+        ("value: 128.0", "value: .inf", "preprocess[5].value", "inf"),
+        ("value: 128.0", "value: -.Inf", "preprocess[5].value", "-inf"),
+        ("value: 127.0", "value: 1.0e+400", "preprocess[4].value", "inf"),
+        ("value: 75.1", "value: .nan", "claims[0].value", "nan"),
+    ],
+)
 def test_non_finite_numbers_are_refused(tmp_path: Path, old: str, new: str, field: str, shown: str) -> None:
     p = write_variant(tmp_path, old, new)
     with pytest.raises(ManifestError) as ei:
@@ -32,8 +35,10 @@ def test_non_finite_numbers_are_refused(tmp_path: Path, old: str, new: str, fiel
     assert ei.value.errors == [ei.value] or isinstance(ei.value, ManifestErrors)
     (err,) = ei.value.errors  # one error per field: the schema/op errors of that field are not repeated
     assert (err.file, err.line, err.field) == (str(p), line_of(p, new), field)
-    assert str(err).endswith(f"{shown} is not a finite number; every number of a manifest must be finite (NaN "
-                             "and infinity, or a value like 1e400 that overflows to it, are refused)")
+    assert str(err).endswith(
+        f"{shown} is not a finite number; every number of a manifest must be finite (NaN "
+        "and infinity, or a value like 1e400 that overflows to it, are refused)"
+    )
 
 
 def test_huge_integer_is_refused_with_the_limit(tmp_path: Path) -> None:
@@ -83,7 +88,7 @@ def test_check_data_for_importers(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as ei:
         check_data(json.loads('{"input_size": [3, 1' + "0" * 400 + ', 224], "std": [NaN, 1, 1]}'), "cfg.json")
     assert sorted(str(e.field) for e in ei.value.errors) == ["input_size[1]", "std[0]"]
-    assert check_numbers({"a": [1.5, True, 2 ** 62]}, "f") == []
+    assert check_numbers({"a": [1.5, True, 2**62]}, "f") == []
     big = tmp_path / "big.json"
     with big.open("wb") as fh:
         fh.truncate(40 << 20)  # sparse: nothing is read
@@ -92,22 +97,42 @@ def test_check_data_for_importers(tmp_path: Path) -> None:
     assert read_limited(LITE0) == LITE0.read_bytes()
 
 
-@pytest.mark.parametrize(("old", "new", "field", "message"), [
-    ("    size: 256\n", "    size: 40000\n", "preprocess[1].size",
-     "'resize' makes an image with a shorter side of 40000 (at least 1,600,000,000 pixels), more than the "
-     "89,478,485-pixel limit (max_pixels, $REPLISCOPE_MAX_PIXELS)"),
-    ("    size: 224\n", "    size: [224, 1000000]\n    fill: 0\n", "preprocess[2].size",
-     "'center_crop' makes a 1000000x224 image (at least 224,000,000 pixels), more than the 89,478,485-pixel "
-     "limit (max_pixels, $REPLISCOPE_MAX_PIXELS)"),
-    ("    channels: RGB\n", "    channels: RGB\n    max_pixels: 1000000000000\n", "preprocess[0].max_pixels",
-     "1,000,000,000,000 is above the 89,478,485-pixel limit (max_pixels, $REPLISCOPE_MAX_PIXELS)"),
-    ("shape: [-1, 1000]", "shape: [-1, 1000000000, 1000000000]", "outputs[0].shape",
-     "one sample of logits (float32 [-1, 1000000000, 1000000000]) is 4,000,000,000,000,000,000 bytes, more than "
-     "the 2,147,483,648-byte tensor budget (tensor_bytes, $REPLISCOPE_TENSOR_BYTES)"),
-    ("shape: [-1, 1000]", "shape: [-1, 0]", "outputs[0].shape", "axis size 0: an axis is a positive size or -1"),
-])
-def test_unbounded_sizes_are_refused_naming_the_limit(tmp_path: Path, old: str, new: str, field: str,
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        (
+            "    size: 256\n",
+            "    size: 40000\n",
+            "preprocess[1].size",
+            "'resize' makes an image with a shorter side of 40000 (at least 1,600,000,000 pixels), more than the "
+            "89,478,485-pixel limit (max_pixels, $REPLISCOPE_MAX_PIXELS)",
+        ),
+        (
+            "    size: 224\n",
+            "    size: [224, 1000000]\n    fill: 0\n",
+            "preprocess[2].size",
+            "'center_crop' makes a 1000000x224 image (at least 224,000,000 pixels), more than the 89,478,485-pixel "
+            "limit (max_pixels, $REPLISCOPE_MAX_PIXELS)",
+        ),
+        (
+            "    channels: RGB\n",
+            "    channels: RGB\n    max_pixels: 1000000000000\n",
+            "preprocess[0].max_pixels",
+            "1,000,000,000,000 is above the 89,478,485-pixel limit (max_pixels, $REPLISCOPE_MAX_PIXELS)",
+        ),
+        (
+            "shape: [-1, 1000]",
+            "shape: [-1, 1000000000, 1000000000]",
+            "outputs[0].shape",
+            "one sample of logits (float32 [-1, 1000000000, 1000000000]) is 4,000,000,000,000,000,000 bytes, more than "
+            "the 2,147,483,648-byte tensor budget (tensor_bytes, $REPLISCOPE_TENSOR_BYTES)",
+        ),
+        ("shape: [-1, 1000]", "shape: [-1, 0]", "outputs[0].shape", "axis size 0: an axis is a positive size or -1"),
+    ],
+)
+def test_unbounded_sizes_are_refused_naming_the_limit(
+    tmp_path: Path, old: str, new: str, field: str, message: str
+) -> None:
     """``resize size: 40000`` validated (and one sample went past 9 GB); MLModelScope's 1e9 x 1e9 outputs too."""
     p = write_variant(tmp_path, old, new)
     with pytest.raises(ManifestError) as ei:
@@ -142,8 +167,10 @@ def test_labels_file_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("REPLISCOPE_LABELS_FILE_BYTES", "100")
     with pytest.raises(ManifestError) as ei:
         class_names_of(spec, tmp_path, tmp_path, error)
-    assert str(ei.value) == ("m.yaml: field 'labels.source': the label file is over the 100-byte limit "
-                             "(labels_file_bytes, $REPLISCOPE_LABELS_FILE_BYTES)")
+    assert str(ei.value) == (
+        "m.yaml: field 'labels.source': the label file is over the 100-byte limit "
+        "(labels_file_bytes, $REPLISCOPE_LABELS_FILE_BYTES)"
+    )
 
 
 def test_the_safe_inputs_guide_lists_every_limit() -> None:
@@ -156,10 +183,14 @@ def test_the_safe_inputs_guide_lists_every_limit() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10 ** 30), max_value=10 ** 30)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=5),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4),
-    max_leaves=60)
+    max_leaves=60,
+)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None)
@@ -185,7 +216,7 @@ def _bad_numbers(value: object, at: tuple[str | int, ...]) -> list[str]:
         return []
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return [format_path(at)]
-    if isinstance(value, int) and abs(value) > 2 ** 63 - 1:
+    if isinstance(value, int) and abs(value) > 2**63 - 1:
         return [format_path(at)]
     if isinstance(value, dict):
         return [f for k, v in value.items() for f in _bad_numbers(v, (*at, str(k)))]

@@ -30,7 +30,14 @@ def test_examples_validate(name: str) -> None:
     m = loaded.manifest
     assert m.name == name
     assert [op["op"] for op in m.preprocess] == [
-        "decode", "resize", "center_crop", "to_float", "subtract_mean", "divide_std", "data_layout"]
+        "decode",
+        "resize",
+        "center_crop",
+        "to_float",
+        "subtract_mean",
+        "divide_std",
+        "data_layout",
+    ]
     assert [op["op"] for op in m.postprocess] == ["softmax", "topk", "labels"]
     assert len(loaded.sha256) == 64
 
@@ -122,8 +129,11 @@ def test_wrong_top_level_literal(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "task: image_classification", "task: segmentation")
     with pytest.raises(ManifestError) as ei:
         load_manifest(p)
-    assert ei.value.field == "task" and ei.value.allowed == ["image_classification", "object_detection",
-                                                                "semantic_segmentation"]
+    assert ei.value.field == "task" and ei.value.allowed == [
+        "image_classification",
+        "object_detection",
+        "semantic_segmentation",
+    ]
 
 
 def test_bad_sha256_format(tmp_path: Path) -> None:

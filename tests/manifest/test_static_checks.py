@@ -30,9 +30,15 @@ def variant(tmp_path: Path, *edits: tuple[str, str]) -> Path:
 
 
 def test_all_schema_and_op_errors_at_once(tmp_path: Path) -> None:
-    p = variant(tmp_path, ("version: 1.0.0", "version: 01.0.0"), ("license: Apache-2.0", "licence: MIT"),
-                ("  format: pytorch_state_dict", "  format: pickle"), ("method: bicubic", "method: bicubicc"),
-                ("    value: 127.0", "    value: 127.0\n    per_channel: true"), ("k: 5", "k: 0"))
+    p = variant(
+        tmp_path,
+        ("version: 1.0.0", "version: 01.0.0"),
+        ("license: Apache-2.0", "licence: MIT"),
+        ("  format: pytorch_state_dict", "  format: pickle"),
+        ("method: bicubic", "method: bicubicc"),
+        ("    value: 127.0", "    value: 127.0\n    per_channel: true"),
+        ("k: 5", "k: 0"),
+    )
     with pytest.raises(ManifestErrors) as ei:
         load_manifest(p)
     got = [(e.line, e.field) for e in ei.value.errors]
@@ -66,12 +72,15 @@ def test_inspect_returns_the_manifest_with_op_errors(tmp_path: Path) -> None:
     assert found.section("inputs", SourceSpec) is None
 
 
-@pytest.mark.parametrize(("version", "message"), [
-    ("v1.0.0", "drop the 'v', write 1.0.0"),
-    ("01.0.0", "leading zeros are not allowed"),
-    ("1.0.0-01", "numeric ones without leading zeros"),
-    ('"1.0"', "needs MAJOR.MINOR.PATCH"),
-])
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("v1.0.0", "drop the 'v', write 1.0.0"),
+        ("01.0.0", "leading zeros are not allowed"),
+        ("1.0.0-01", "numeric ones without leading zeros"),
+        ('"1.0"', "needs MAJOR.MINOR.PATCH"),
+    ],
+)
 def test_strict_semver(tmp_path: Path, version: str, message: str) -> None:
     with pytest.raises(ManifestError, match=message) as ei:
         load_manifest(variant(tmp_path, ("version: 1.0.0", f"version: {version}")))
@@ -96,27 +105,36 @@ def test_pipeline_output_shape_must_match_the_input(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as ei:
         load_manifest(p)
     assert ei.value.field == "inputs[0].shape" and ei.value.line == line_of(p, "shape: [-1, 3, 224, 224]")
-    assert ("the pre-processing produces samples of CHW 3x300x300 (size set by preprocess[2] center_crop), "
-            "but inputs[0].shape is [-1, 3, 224, 224]") in str(ei.value)
+    assert (
+        "the pre-processing produces samples of CHW 3x300x300 (size set by preprocess[2] center_crop), "
+        "but inputs[0].shape is [-1, 3, 224, 224]"
+    ) in str(ei.value)
 
 
 def test_image_dependent_output_against_a_fixed_input(tmp_path: Path) -> None:
     p = variant(tmp_path, ("  - op: center_crop\n    size: 224\n", ""))
-    with pytest.raises(ManifestError, match=r"axis 2 of the input is fixed at 224, but the pre-processing "
-                                            r"output \(CHW 3x\?x\?\) depends on the image"):
+    with pytest.raises(
+        ManifestError,
+        match=r"axis 2 of the input is fixed at 224, but the pre-processing "
+        r"output \(CHW 3x\?x\?\) depends on the image",
+    ):
         load_manifest(p)
 
 
 def test_missing_layout_op_is_a_shape_error(tmp_path: Path) -> None:
     p = variant(tmp_path, ("  - op: data_layout\n    layout: NCHW\n", ""))
-    with pytest.raises(ManifestError, match=r"produces samples of HWC 224x224x3 .* but inputs\[0\]\.shape is "
-                                            r"\[-1, 3, 224, 224\]"):
+    with pytest.raises(
+        ManifestError,
+        match=r"produces samples of HWC 224x224x3 .* but inputs\[0\]\.shape is "
+        r"\[-1, 3, 224, 224\]",
+    ):
         load_manifest(p)
 
 
 def test_dynamic_input_axes_accept_any_size(tmp_path: Path) -> None:
-    p = variant(tmp_path, ("shape: [-1, 3, 224, 224]", "shape: [-1, 3, -1, -1]"),
-                ("  - op: center_crop\n    size: 224\n", ""))
+    p = variant(
+        tmp_path, ("shape: [-1, 3, 224, 224]", "shape: [-1, 3, -1, -1]"), ("  - op: center_crop\n    size: 224\n", "")
+    )
     assert load_manifest(p).manifest.inputs[0].shape == [-1, 3, -1, -1]
 
 
@@ -136,11 +154,19 @@ def test_topk_larger_than_the_classes(tmp_path: Path) -> None:
 
 def test_fraction_crop_is_inferred_from_the_resize() -> None:
     shape = StaticShape("encoded")
-    for spec in ({"op": "decode", "library": "pillow", "channels": "RGB"},
-                 {"op": "resize", "size": 256, "keep_aspect_ratio": True, "method": "bilinear",
-                  "library": "pillow", "antialias": True},
-                 {"op": "center_crop", "fraction": 0.875},
-                 {"op": "data_layout", "layout": "NCHW"}):
+    for spec in (
+        {"op": "decode", "library": "pillow", "channels": "RGB"},
+        {
+            "op": "resize",
+            "size": 256,
+            "keep_aspect_ratio": True,
+            "method": "bilinear",
+            "library": "pillow",
+            "antialias": True,
+        },
+        {"op": "center_crop", "fraction": 0.875},
+        {"op": "data_layout", "layout": "NCHW"},
+    ):
         op = build_op(spec, "pre", CONTEXT)
         assert isinstance(op, PreOp)
         shape = op.static_shape(shape)
@@ -149,8 +175,18 @@ def test_fraction_crop_is_inferred_from_the_resize() -> None:
 
 def test_fixed_resize_then_crop() -> None:
     shape = StaticShape("HWC", channels=3)
-    resize = build_op({"op": "resize", "size": [300, 400], "keep_aspect_ratio": False, "method": "bilinear",
-                       "library": "opencv", "antialias": False}, "pre", CONTEXT)
+    resize = build_op(
+        {
+            "op": "resize",
+            "size": [300, 400],
+            "keep_aspect_ratio": False,
+            "method": "bilinear",
+            "library": "opencv",
+            "antialias": False,
+        },
+        "pre",
+        CONTEXT,
+    )
     assert isinstance(resize, PreOp)
     shape = resize.static_shape(shape)
     assert shape.dims() == (300, 400, 3) and shape.min_side == 300
@@ -163,8 +199,10 @@ def test_fixed_resize_then_crop() -> None:
 def test_fractional_claim_warns_with_line(tmp_path: Path) -> None:
     p = variant(tmp_path, ("value: 75.1", "value: 0.751"))
     loaded = load_manifest(p)
-    assert loaded.warnings == [f"{p}:{line_of(p, 'value: 0.751')}: field 'claims[0].value': top1 0.751 is in "
-                               "percent, i.e. 0.751 %: did you mean 75.1 %?"]
+    assert loaded.warnings == [
+        f"{p}:{line_of(p, 'value: 0.751')}: field 'claims[0].value': top1 0.751 is in "
+        "percent, i.e. 0.751 %: did you mean 75.1 %?"
+    ]
     assert load_manifest(LITE0).warnings == []
 
 
@@ -184,8 +222,12 @@ def test_non_mapping_op_entry(tmp_path: Path) -> None:
 
 def test_shape_checks_run_beside_schema_errors_elsewhere(tmp_path: Path) -> None:
     """A bad version or license does not hide a crop problem until the next round (one round, every problem)."""
-    p = variant(tmp_path, ("version: 1.0.0", "version: 01.0.0"), ("license: Apache-2.0", "licence: MIT"),
-                ("  - op: center_crop\n    size: 224", "  - op: center_crop\n    size: 300"))
+    p = variant(
+        tmp_path,
+        ("version: 1.0.0", "version: 01.0.0"),
+        ("license: Apache-2.0", "licence: MIT"),
+        ("  - op: center_crop\n    size: 224", "  - op: center_crop\n    size: 300"),
+    )
     found = inspect_manifest(p)
     assert found.loaded is None
     assert [e.field for e in found.errors] == ["version", "licence", "preprocess[2].size"]

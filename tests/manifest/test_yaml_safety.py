@@ -41,8 +41,10 @@ def test_every_unsafe_tag_is_reported_at_once(tmp_path: Path) -> None:
     p = write_variant(tmp_path, "license: Apache-2.0", "license: !foo Apache-2.0\nextra: !!binary aGk=")
     with pytest.raises(ManifestErrors) as ei:
         load_manifest(p)
-    assert [(e.line, e.field) for e in ei.value.errors] == [(line_of(p, "!foo"), "license"),
-                                                           (line_of(p, "!!binary"), "extra")]
+    assert [(e.line, e.field) for e in ei.value.errors] == [
+        (line_of(p, "!foo"), "license"),
+        (line_of(p, "!!binary"), "extra"),
+    ]
     assert str(ei.value).startswith("2 problems in the manifest:\n")
 
 
@@ -56,11 +58,13 @@ def test_billion_laughs_is_refused_fast_with_bounded_memory(tmp_path: Path) -> N
     p.write_text(BOMB)
     # in a child process so that a regression (a hang at gigabytes) fails the test instead of the suite;
     # peak memory from VmHWM (per address space: ru_maxrss would carry the forking parent's peak over the exec)
-    code = ("import re, time; from pathlib import Path; from repliscope.manifest.loader import load_manifest\n"
-            "from repliscope.errors import ManifestError\n"
-            f"t = time.perf_counter()\ntry:\n    load_manifest({str(p)!r})\nexcept ManifestError as e:\n"
-            "    print(e)\nprint(round(time.perf_counter() - t, 3))\n"
-            "print(re.search(r'VmHWM:\\s+(\\d+) kB', Path('/proc/self/status').read_text()).group(1))")
+    code = (
+        "import re, time; from pathlib import Path; from repliscope.manifest.loader import load_manifest\n"
+        "from repliscope.errors import ManifestError\n"
+        f"t = time.perf_counter()\ntry:\n    load_manifest({str(p)!r})\nexcept ManifestError as e:\n"
+        "    print(e)\nprint(round(time.perf_counter() - t, 3))\n"
+        "print(re.search(r'VmHWM:\\s+(\\d+) kB', Path('/proc/self/status').read_text()).group(1))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     message, seconds, max_rss_kib = out.stdout.strip().splitlines()
     assert message.startswith(f"{p}:") and f"more than {MAX_EXPANDED_NODES} nodes" in message
@@ -87,8 +91,9 @@ def test_recursive_alias_is_refused(tmp_path: Path) -> None:
 
 
 def test_small_aliases_still_work(tmp_path: Path) -> None:
-    text = LITE0.read_text().replace("    dataset: {name: imagenet-1k, split: val}",
-                                     "    dataset: &val {name: imagenet-1k, split: val}")
+    text = LITE0.read_text().replace(
+        "    dataset: {name: imagenet-1k, split: val}", "    dataset: &val {name: imagenet-1k, split: val}"
+    )
     text = text.replace("  evaluated_on:\n    - {name: imagenet-1k, split: val}", "  evaluated_on:\n    - *val")
     p = tmp_path / "alias.yaml"
     p.write_text(text)
@@ -107,13 +112,16 @@ def test_oversized_manifest_is_refused_before_parsing(tmp_path: Path) -> None:
     assert load_manifest(ok).manifest.name == "efficientnet-lite0"
 
 
-@pytest.mark.parametrize(("replacement", "message"), [
-    ("<<: {task: image_classification}", "'<<' merge keys are not supported"),
-    ("? [a, b]\n: 1", "a key must be a string, got 'a sequence'"),
-    ("yes: 1", "a key must be a string, got 'yes' (quote it in YAML)"),
-    ("extra: !!int abc", "invalid YAML value: invalid literal for int()"),
-    ("extra: !!timestamp 2024-13-45", "invalid YAML value: month must be in 1..12"),
-])
+@pytest.mark.parametrize(
+    ("replacement", "message"),
+    [
+        ("<<: {task: image_classification}", "'<<' merge keys are not supported"),
+        ("? [a, b]\n: 1", "a key must be a string, got 'a sequence'"),
+        ("yes: 1", "a key must be a string, got 'yes' (quote it in YAML)"),
+        ("extra: !!int abc", "invalid YAML value: invalid literal for int()"),
+        ("extra: !!timestamp 2024-13-45", "invalid YAML value: month must be in 1..12"),
+    ],
+)
 def test_odd_yaml_is_a_manifest_error(tmp_path: Path, replacement: str, message: str) -> None:
     p = write_variant(tmp_path, "license: Apache-2.0", f"license: Apache-2.0\n{replacement}")
     with pytest.raises(ManifestError) as ei:
@@ -135,7 +143,10 @@ def test_deep_nesting_is_refused(tmp_path: Path) -> None:
 def test_two_documents_are_refused(tmp_path: Path) -> None:
     p = tmp_path / "two.yaml"
     p.write_text(LITE0.read_text() + "---\nname: other\n")
-    with pytest.raises(ManifestError, match=r"malformed YAML: expected a single document in the stream, "
-                                            r"but found another document") as ei:
+    with pytest.raises(
+        ManifestError,
+        match=r"malformed YAML: expected a single document in the stream, "
+        r"but found another document",
+    ) as ei:
         load_manifest(p)
     assert ei.value.line == line_of(p, "---")

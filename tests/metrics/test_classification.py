@@ -49,7 +49,7 @@ def test_mcnemar_exact_p_against_the_binomial_by_hand() -> None:
     from repliscope.metrics.intervals import mcnemar_exact_p
 
     assert mcnemar_exact_p(0, 0) == 1.0
-    assert mcnemar_exact_p(18, 0) == pytest.approx(2 * 0.5 ** 18)
+    assert mcnemar_exact_p(18, 0) == pytest.approx(2 * 0.5**18)
     # b=5, c=2: two-sided exact p = 2 * P(X <= 2 | n=7, 1/2) = 2 * (1 + 7 + 21) / 128
     assert mcnemar_exact_p(5, 2) == pytest.approx(2 * 29 / 128)
     assert mcnemar_exact_p(3, 3) == 1.0

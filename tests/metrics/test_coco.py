@@ -19,14 +19,19 @@ COCO_MINI = Path(__file__).resolve().parents[3] / "shared" / "data" / "coco-val-
 
 def _one_image() -> Dataset:
     objects = (BoxAnnotation((0, 0, 10, 10), 1, area=100.0), BoxAnnotation((20, 0, 30, 10), 1, area=100.0))
-    return Dataset(name="one", samples=[Sample("a.png", None, bytes, objects=objects, image_id=1,
-                                               size_hw=(40, 70))], license="", label_rule="",
-                   categories={1: "thing", 2: "other"})
+    return Dataset(
+        name="one",
+        samples=[Sample("a.png", None, bytes, objects=objects, image_id=1, size_hw=(40, 70))],
+        license="",
+        label_rule="",
+        categories={1: "thing", 2: "other"},
+    )
 
 
 def _pred(sample_id: str, dets: list[tuple[list[float], float, int]]) -> SamplePrediction:
-    return SamplePrediction(sample_id=sample_id, label=None,
-                            detections=[Detection(box=b, score=s, class_id=c) for b, s, c in dets])
+    return SamplePrediction(
+        sample_id=sample_id, label=None, detections=[Detection(box=b, score=s, class_id=c) for b, s, c in dets]
+    )
 
 
 def test_hand_computed_ap_one_image_two_objects_three_detections() -> None:
@@ -55,8 +60,10 @@ def test_hand_computed_ap_one_image_two_objects_three_detections() -> None:
 def test_failed_samples_and_unknown_classes_are_counted() -> None:
     ds = _one_image()
     ds.samples = [*ds.samples, Sample("b.png", None, bytes, objects=(), image_id=2, size_hw=(5, 5))]
-    preds = [_pred("a.png", [([0, 0, 10, 10], 0.9, 1), ([20, 0, 30, 10], 0.8, 91)]),
-             SamplePrediction(sample_id="b.png", label=None, error="decode failed")]
+    preds = [
+        _pred("a.png", [([0, 0, 10, 10], 0.9, 1), ([20, 0, 30, 10], 0.8, 91)]),
+        SamplePrediction(sample_id="b.png", label=None, error="decode failed"),
+    ]
     ev = evaluate_coco(preds, ds, bootstrap=10)
     assert (ev.n_images, ev.n_failed, ev.n_unknown_class) == (1, 1, 1)
     assert ev.stats["AR100"] == pytest.approx(0.5)
@@ -87,13 +94,23 @@ def jittered(dataset: Dataset, seed: int, fp_per_image: int = 3) -> list[SampleP
             sw, sh = np.exp(rng.normal(0, 0.1, 2))
             cx, cy = (x1 + x2) / 2 + dx * w, (y1 + y2) / 2 + dy * h
             cls = o.class_id if rng.random() > 0.05 else int(rng.choice(cats))
-            dets.append(([cx - w * sw / 2, cy - h * sh / 2, cx + w * sw / 2, cy + h * sh / 2],
-                         round(float(rng.random()), 3), cls))
+            dets.append(
+                (
+                    [cx - w * sw / 2, cy - h * sh / 2, cx + w * sw / 2, cy + h * sh / 2],
+                    round(float(rng.random()), 3),
+                    cls,
+                )
+            )
         hh, ww = s.size_hw or (100, 100)
         for _ in range(int(rng.integers(0, fp_per_image + 1))):
             x, y = rng.random() * ww * 0.8, rng.random() * hh * 0.8
-            dets.append(([x, y, x + rng.random() * ww * 0.2 + 2, y + rng.random() * hh * 0.2 + 2],
-                         round(float(rng.random()), 3), int(rng.choice(cats))))
+            dets.append(
+                (
+                    [x, y, x + rng.random() * ww * 0.2 + 2, y + rng.random() * hh * 0.2 + 2],
+                    round(float(rng.random()), 3),
+                    int(rng.choice(cats)),
+                )
+            )
         out.append(_pred(s.id, dets))
     return out
 

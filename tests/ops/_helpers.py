@@ -41,8 +41,9 @@ def chw_item(data: np.ndarray, channels: str = "RGB") -> Item:
     return Item(np.ascontiguousarray(data.transpose(2, 0, 1)), layout="CHW", channels=channels)  # type: ignore[arg-type]
 
 
-def check_pre_op(op: PreOp, item: Item, *, keep_dtype: bool = True, keep_layout: bool = True,
-                 keep_channels: bool = True) -> Item:
+def check_pre_op(
+    op: PreOp, item: Item, *, keep_dtype: bool = True, keep_layout: bool = True, keep_channels: bool = True
+) -> Item:
     """Run ``op`` on a read-only copy of ``item`` and check the op contract; returns the output.
 
     No in-place mutation (the input array is read-only and compared afterwards), a new contiguous array,

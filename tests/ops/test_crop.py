@@ -24,15 +24,18 @@ def coords(height: int, width: int) -> np.ndarray:
     return np.stack([yy, xx, np.zeros_like(yy)], axis=-1).astype(np.int32)
 
 
-@pytest.mark.parametrize(("height", "crop_h", "top"), [
-    (10, 10, 0),
-    (11, 10, 0),  # diff 1: round(0.5) = 0
-    (12, 10, 1),
-    (13, 10, 2),  # diff 3: round(1.5) = 2, not 3 // 2 = 1
-    (15, 10, 2),  # diff 5: round(2.5) = 2
-    (17, 10, 4),  # diff 7: round(3.5) = 4, not 3
-    (341, 224, 58),  # diff 117: round(58.5) = 58
-])
+@pytest.mark.parametrize(
+    ("height", "crop_h", "top"),
+    [
+        (10, 10, 0),
+        (11, 10, 0),  # diff 1: round(0.5) = 0
+        (12, 10, 1),
+        (13, 10, 2),  # diff 3: round(1.5) = 2, not 3 // 2 = 1
+        (15, 10, 2),  # diff 5: round(2.5) = 2
+        (17, 10, 4),  # diff 7: round(3.5) = 4, not 3
+        (341, 224, 58),  # diff 117: round(58.5) = 58
+    ],
+)
 def test_offsets_follow_torchvision(height: int, crop_h: int, top: int) -> None:
     img = coords(height, height + 6)
     out = check_pre_op(crop(size=crop_h), hwc_item(img)).data
@@ -57,12 +60,15 @@ def test_rectangular_size_and_chw() -> None:
     np.testing.assert_array_equal(out_chw, out.transpose(2, 0, 1))
 
 
-@pytest.mark.parametrize(("hw", "fraction", "side"), [
-    ((256, 341), 0.875, 224),
-    ((300, 400), 0.875, 262),  # 262.5 -> 262 (half to even)
-    ((100, 50), 0.5, 25),
-    ((7, 9), 1.0, 7),
-])
+@pytest.mark.parametrize(
+    ("hw", "fraction", "side"),
+    [
+        ((256, 341), 0.875, 224),
+        ((300, 400), 0.875, 262),  # 262.5 -> 262 (half to even)
+        ((100, 50), 0.5, 25),
+        ((7, 9), 1.0, 7),
+    ],
+)
 def test_fraction_of_shorter_side(hw: tuple[int, int], fraction: float, side: int) -> None:
     op = crop(fraction=fraction)
     assert op.crop_size(*hw) == (side, side)

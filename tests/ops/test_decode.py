@@ -23,8 +23,9 @@ LIBS = ["pillow", "opencv"]
 
 
 def decode(data: bytes, library: str, channels: str = "RGB") -> np.ndarray:
-    out = check_pre_op(pre(op="decode", library=library, channels=channels), decode_input(data),
-                       keep_layout=False, keep_channels=False)
+    out = check_pre_op(
+        pre(op="decode", library=library, channels=channels), decode_input(data), keep_layout=False, keep_channels=False
+    )
     assert out.layout == "HWC"
     assert out.channels == channels
     assert out.data.dtype == np.uint8
@@ -65,13 +66,17 @@ class TestFormats:
         out = decode(encode(palette_image(), "PNG", transparency=1), library)
         np.testing.assert_array_equal(out[0, 1], [10, 20, 30])
 
-    @pytest.mark.parametrize(("mode", "color", "expected"), [
-        ("RGBA", (1, 2, 3, 0), (1, 2, 3)),
-        ("RGBA", (250, 128, 7, 128), (250, 128, 7)),
-        ("LA", (77, 10), (77, 77, 77)),
-    ])
-    def test_alpha_is_dropped_not_composited(self, library: str, mode: str, color: tuple[int, ...],
-                                             expected: tuple[int, ...]) -> None:
+    @pytest.mark.parametrize(
+        ("mode", "color", "expected"),
+        [
+            ("RGBA", (1, 2, 3, 0), (1, 2, 3)),
+            ("RGBA", (250, 128, 7, 128), (250, 128, 7)),
+            ("LA", (77, 10), (77, 77, 77)),
+        ],
+    )
+    def test_alpha_is_dropped_not_composited(
+        self, library: str, mode: str, color: tuple[int, ...], expected: tuple[int, ...]
+    ) -> None:
         out = decode(encode(Image.new(mode, (4, 2), color), "PNG"), library)
         assert (out == np.array(expected, dtype=np.uint8)).all()
 
@@ -174,9 +179,13 @@ def test_library_version_is_recorded() -> None:
     import cv2
 
     d = pre(op="decode", library="opencv", channels="BGR").describe()
-    assert d == {"op": "decode", "library": "opencv", "channels": "BGR", "max_pixels": 89_478_485,
-                 "library_version": cv2.__version__}
-
+    assert d == {
+        "op": "decode",
+        "library": "opencv",
+        "channels": "BGR",
+        "max_pixels": 89_478_485,
+        "library_version": cv2.__version__,
+    }
 
 
 def _chunk(kind: bytes, body: bytes) -> bytes:
@@ -221,16 +230,20 @@ class TestDecompressionBomb:
             decode(data, library)
         assert time.perf_counter() - start < 1.0
         assert _max_rss_bytes() - rss < 100_000_000  # decoding would need 2.7 GB
-        assert str(info.value) == ("image is 30000x30000 = 900,000,000 pixels, over the limit of 89,478,485 "
-                                   "(decode.max_pixels)")
+        assert str(info.value) == (
+            "image is 30000x30000 = 900,000,000 pixels, over the limit of 89,478,485 (decode.max_pixels)"
+        )
 
     def test_limit_is_inclusive_and_configurable(self, library: str) -> None:
         data = encode(Image.fromarray(smooth_rgb(30, 40)), "PNG")
         op_ok = pre(op="decode", library=library, channels="RGB", max_pixels=1200)
         assert op_ok(decode_input(data)).data.shape == (30, 40, 3)
         op_small = pre(op="decode", library=library, channels="RGB", max_pixels=1199)
-        with pytest.raises(SampleError, match=r"^image is 40x30 = 1,200 pixels, over the limit of 1,199 "
-                                              r"\(decode.max_pixels\)$"):
+        with pytest.raises(
+            SampleError,
+            match=r"^image is 40x30 = 1,200 pixels, over the limit of 1,199 "
+            r"\(decode.max_pixels\)$",
+        ):
             op_small(decode_input(data))
 
     def test_independent_of_pillows_global_limit(self, library: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,14 +270,20 @@ def test_opencv_refuses_a_format_whose_size_pillow_cannot_read() -> None:
 
     ok, hdr = cv2.imencode(".hdr", np.ones((4, 5, 3), np.float32))
     assert ok and cv2.imdecode(hdr, cv2.IMREAD_COLOR) is not None  # OpenCV alone would decode it
-    with pytest.raises(SampleError, match=r"^cannot decode with opencv: unknown format or corrupt header \(the size "
-                                          r"must be read from the header with Pillow to check decode.max_pixels"):
+    with pytest.raises(
+        SampleError,
+        match=r"^cannot decode with opencv: unknown format or corrupt header \(the size "
+        r"must be read from the header with Pillow to check decode.max_pixels",
+    ):
         decode(hdr.tobytes(), "opencv")
 
 
 def test_pillow_unknown_format_message() -> None:
-    with pytest.raises(SampleError, match=r"^cannot decode with pillow: cannot identify image file \(unknown "
-                                          r"format or corrupt\)$"):
+    with pytest.raises(
+        SampleError,
+        match=r"^cannot decode with pillow: cannot identify image file \(unknown "
+        r"format or corrupt\)$",
+    ):
         decode(b"this is not an image" * 10, "pillow")
 
 
@@ -291,20 +310,24 @@ def pillow_rgb(data: bytes) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
-@pytest.mark.parametrize(("size", "target", "expected"), [
-    ((500, 375), (224, 224), (313, 235)),  # M = 5: ceil(5*500/8) = 313, ceil(5*375/8) = 235
-    ((500, 375), (250, 188), (250, 188)),  # M = 4 exactly reaches the target
-    ((500, 375), (250, 189), (313, 235)),  # one row more needs M = 5
-    ((500, 375), (63, 47), (63, 47)),  # M = 1
-    ((500, 375), (1, 1), (63, 47)),  # never below 1/8
-    ((500, 375), (438, 329), (438, 329)),  # M = 7
-    ((500, 375), (439, 329), (500, 375)),  # no M < 8 fits: full size
-    ((500, 375), (10, 330), (500, 375)),  # one side decides
-    ((100, 80), (224, 224), (100, 80)),  # smaller than the target: full size, never upscaled
-    ((7, 7), (6, 6), (6, 6)),  # M = 6 (ceil(5*7/8) = 5 < 6)
-])
-def test_dct_scaled_size_follows_go_libjpeg_rule(size: tuple[int, int], target: tuple[int, int],
-                                                 expected: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("size", "target", "expected"),
+    [
+        ((500, 375), (224, 224), (313, 235)),  # M = 5: ceil(5*500/8) = 313, ceil(5*375/8) = 235
+        ((500, 375), (250, 188), (250, 188)),  # M = 4 exactly reaches the target
+        ((500, 375), (250, 189), (313, 235)),  # one row more needs M = 5
+        ((500, 375), (63, 47), (63, 47)),  # M = 1
+        ((500, 375), (1, 1), (63, 47)),  # never below 1/8
+        ((500, 375), (438, 329), (438, 329)),  # M = 7
+        ((500, 375), (439, 329), (500, 375)),  # no M < 8 fits: full size
+        ((500, 375), (10, 330), (500, 375)),  # one side decides
+        ((100, 80), (224, 224), (100, 80)),  # smaller than the target: full size, never upscaled
+        ((7, 7), (6, 6), (6, 6)),  # M = 6 (ceil(5*7/8) = 5 < 6)
+    ],
+)
+def test_dct_scaled_size_follows_go_libjpeg_rule(
+    size: tuple[int, int], target: tuple[int, int], expected: tuple[int, int]
+) -> None:
     (w, h), (tw, th), (ew, eh) = size, target, expected
     assert ljpeg(photo_jpeg(w, h), dct_scale_to=[th, tw]).shape == (eh, ew, 3)
 
@@ -360,8 +383,11 @@ def test_grayscale_jpeg_is_replicated() -> None:
 
 def test_cmyk_jpeg_is_refused_like_libjpeg() -> None:
     data = encode(Image.new("CMYK", (8, 8), (0, 255, 255, 0)), "JPEG")
-    with pytest.raises(SampleError, match=r"^cannot decode with libjpeg_turbo: a CMYK JPEG \(libjpeg cannot "
-                                          r"convert it to RGB\)$"):
+    with pytest.raises(
+        SampleError,
+        match=r"^cannot decode with libjpeg_turbo: a CMYK JPEG \(libjpeg cannot "
+        r"convert it to RGB\)$",
+    ):
         ljpeg(data)
 
 
@@ -382,16 +408,22 @@ def test_go_standard_formats_are_decoded_with_pillow(fmt: str) -> None:
 
 def test_other_formats_are_refused_as_mlmodelscope_did() -> None:
     data = encode(Image.fromarray(smooth_rgb(8, 8)), "TIFF")
-    with pytest.raises(SampleError, match=r"^cannot decode with libjpeg_turbo: format TIFF is not supported "
-                                          r"\(MLModelScope decoded only JPEG, PNG, GIF, BMP\)$"):
+    with pytest.raises(
+        SampleError,
+        match=r"^cannot decode with libjpeg_turbo: format TIFF is not supported "
+        r"\(MLModelScope decoded only JPEG, PNG, GIF, BMP\)$",
+    ):
         ljpeg(data)
 
 
 def test_libjpeg_max_pixels_refusal() -> None:
     data = photo_jpeg(40, 30)
     assert ljpeg(data, max_pixels=1200, dct_scale_to=None).shape == (30, 40, 3)
-    with pytest.raises(SampleError, match=r"^image is 40x30 = 1,200 pixels, over the limit of 1,199 "
-                                          r"\(decode.max_pixels\)$"):
+    with pytest.raises(
+        SampleError,
+        match=r"^image is 40x30 = 1,200 pixels, over the limit of 1,199 "
+        r"\(decode.max_pixels\)$",
+    ):
         ljpeg(data, max_pixels=1199)  # the full size counts, not the DCT-scaled one
     with pytest.raises(SampleError, match="over the limit of 89,478,485"):
         ljpeg(bomb_png())
@@ -413,46 +445,78 @@ def test_libjpeg_garbage_and_empty() -> None:
 
 def test_libjpeg_parameters_may_be_null_for_other_libraries() -> None:
     """A parameter dump of a pillow decode (pitfall variants rebuild ops from it) carries them as null."""
-    d = pre(op="decode", library="pillow", channels="RGB", dct_scale_to=None, fancy_upsampling=None,
-            dct_method=None).describe()
-    assert d == {"op": "decode", "library": "pillow", "channels": "RGB", "max_pixels": 89_478_485,
-                 "library_version": PIL.__version__}
+    d = pre(
+        op="decode", library="pillow", channels="RGB", dct_scale_to=None, fancy_upsampling=None, dct_method=None
+    ).describe()
+    assert d == {
+        "op": "decode",
+        "library": "pillow",
+        "channels": "RGB",
+        "max_pixels": 89_478_485,
+        "library_version": PIL.__version__,
+    }
 
 
 def test_libjpeg_describe_records_every_setting() -> None:
     import simplejpeg
 
     d = pre(op="decode", library="libjpeg_turbo", channels="BGR", **LJ_SETTINGS).describe()
-    assert d == {"op": "decode", "library": "libjpeg_turbo", "channels": "BGR", "max_pixels": 89_478_485,
-                 "dct_scale_to": [224, 224], "fancy_upsampling": False, "dct_method": "islow",
-                 "library_version": f"simplejpeg {simplejpeg.__version__}"}
+    assert d == {
+        "op": "decode",
+        "library": "libjpeg_turbo",
+        "channels": "BGR",
+        "max_pixels": 89_478_485,
+        "dct_scale_to": [224, 224],
+        "fancy_upsampling": False,
+        "dct_method": "islow",
+        "library_version": f"simplejpeg {simplejpeg.__version__}",
+    }
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"library": "pillow", "dct_method": "islow"},
-     "dct_method: only applies to library libjpeg_turbo, not pillow; remove it"),
-    ({"library": "opencv", "dct_scale_to": [224, 224]},
-     "dct_scale_to: only applies to library libjpeg_turbo, not opencv; remove it"),
-    ({"library": "pillow", "fancy_upsampling": True},
-     "fancy_upsampling: only applies to library libjpeg_turbo, not pillow; remove it"),
-    ({"library": "libjpeg_turbo", "fancy_upsampling": False, "dct_method": "islow"},
-     "dct_scale_to: library libjpeg_turbo needs dct_scale_to: [height, width] or null (no DCT scaling)"),
-    ({"library": "libjpeg_turbo", "dct_scale_to": None, "dct_method": "islow"},
-     "fancy_upsampling: library libjpeg_turbo needs fancy_upsampling: true or false (allowed: false, true)"),
-    ({"library": "libjpeg_turbo", "dct_scale_to": None, "fancy_upsampling": False},
-     "dct_method: library libjpeg_turbo needs dct_method: islow or ifast (allowed: ifast, islow)"),
-    ({"library": "libjpeg_turbo", "dct_scale_to": None, "fancy_upsampling": None, "dct_method": "islow"},
-     "fancy_upsampling: library libjpeg_turbo needs fancy_upsampling: true or false, not null "
-     "(allowed: false, true)"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"library": "pillow", "dct_method": "islow"},
+            "dct_method: only applies to library libjpeg_turbo, not pillow; remove it",
+        ),
+        (
+            {"library": "opencv", "dct_scale_to": [224, 224]},
+            "dct_scale_to: only applies to library libjpeg_turbo, not opencv; remove it",
+        ),
+        (
+            {"library": "pillow", "fancy_upsampling": True},
+            "fancy_upsampling: only applies to library libjpeg_turbo, not pillow; remove it",
+        ),
+        (
+            {"library": "libjpeg_turbo", "fancy_upsampling": False, "dct_method": "islow"},
+            "dct_scale_to: library libjpeg_turbo needs dct_scale_to: [height, width] or null (no DCT scaling)",
+        ),
+        (
+            {"library": "libjpeg_turbo", "dct_scale_to": None, "dct_method": "islow"},
+            "fancy_upsampling: library libjpeg_turbo needs fancy_upsampling: true or false (allowed: false, true)",
+        ),
+        (
+            {"library": "libjpeg_turbo", "dct_scale_to": None, "fancy_upsampling": False},
+            "dct_method: library libjpeg_turbo needs dct_method: islow or ifast (allowed: ifast, islow)",
+        ),
+        (
+            {"library": "libjpeg_turbo", "dct_scale_to": None, "fancy_upsampling": None, "dct_method": "islow"},
+            "fancy_upsampling: library libjpeg_turbo needs fancy_upsampling: true or false, not null "
+            "(allowed: false, true)",
+        ),
+    ],
+)
 def test_libjpeg_parameter_combinations(spec: dict[str, object], message: str) -> None:
     with pytest.raises(OpSpecError) as info:
         pre(op="decode", channels="RGB", **spec)
     assert str(info.value) == message
 
 
-@pytest.mark.parametrize(("key", "value"), [("dct_scale_to", [224]), ("dct_scale_to", [0, 224]),
-                                            ("dct_method", "float"), ("fancy_upsampling", "no")])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("dct_scale_to", [224]), ("dct_scale_to", [0, 224]), ("dct_method", "float"), ("fancy_upsampling", "no")],
+)
 def test_libjpeg_parameter_values(key: str, value: object) -> None:
     with pytest.raises(OpSpecError, match=key):
         pre(op="decode", library="libjpeg_turbo", channels="RGB", **{**LJ_SETTINGS, key: value})

@@ -26,15 +26,17 @@ def test_to_float_keeps_layout_chw() -> None:
 FLOATS = np.array([300.7, -1.5, 255.9, 0.4, -0.6, 127.5, 256.0, -129.0])
 
 
-@pytest.mark.parametrize(("dtype", "saturate", "expected"), [
-    ("uint8", False, [44, 255, 255, 0, 0, 127, 0, 127]),
-    ("uint8", True, [255, 0, 255, 0, 0, 127, 255, 0]),
-    ("int8", False, [44, -1, -1, 0, 0, 127, 0, 127]),
-    ("int8", True, [127, -1, 127, 0, 0, 127, 127, -128]),
-    ("int32", False, [300, -1, 255, 0, 0, 127, 256, -129]),
-])
-def test_float_to_int_truncates_then_wraps_or_saturates(dtype: str, saturate: bool,
-                                                        expected: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "saturate", "expected"),
+    [
+        ("uint8", False, [44, 255, 255, 0, 0, 127, 0, 127]),
+        ("uint8", True, [255, 0, 255, 0, 0, 127, 255, 0]),
+        ("int8", False, [44, -1, -1, 0, 0, 127, 0, 127]),
+        ("int8", True, [127, -1, 127, 0, 0, 127, 127, -128]),
+        ("int32", False, [300, -1, 255, 0, 0, 127, 256, -129]),
+    ],
+)
+def test_float_to_int_truncates_then_wraps_or_saturates(dtype: str, saturate: bool, expected: list[int]) -> None:
     out = cast_array(FLOATS.astype(np.float32), np.dtype(dtype), saturate)
     assert out.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(out, expected)

@@ -67,8 +67,11 @@ class TestFloatSemantics:
     @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
     def test_dtype_kept(self, dtype: type) -> None:
         img: np.ndarray = smooth_rgb(4, 5).astype(dtype)
-        for spec in ({"op": "subtract_mean", "value": 127}, {"op": "divide_std", "value": [58.4, 57.1, 57.4]},
-                     {"op": "scale", "factor": 1 / 255}):
+        for spec in (
+            {"op": "subtract_mean", "value": 127},
+            {"op": "divide_std", "value": [58.4, 57.1, 57.4]},
+            {"op": "scale", "factor": 1 / 255},
+        ):
             check_pre_op(pre(**spec), hwc_item(img))
 
     def test_values_match_numpy_float32(self) -> None:

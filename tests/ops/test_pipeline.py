@@ -15,8 +15,14 @@ from repliscope.errors import OpSpecError, RepliscopeError
 from repliscope.ops import OPS, BuildContext, Pipeline, build_op, decode_input, op_names
 from tests.ops._helpers import CTX, check_pre_op, chw_item, encode, hwc_item, pre, smooth_rgb
 
-RESIZE = {"op": "resize", "size": 256, "keep_aspect_ratio": True, "method": "bicubic", "library": "pillow",
-          "antialias": True}
+RESIZE = {
+    "op": "resize",
+    "size": 256,
+    "keep_aspect_ratio": True,
+    "method": "bicubic",
+    "library": "pillow",
+    "antialias": True,
+}
 LITE0_PRE: list[dict[str, Any]] = [
     {"op": "decode", "library": "pillow", "channels": "RGB"},
     RESIZE,
@@ -77,8 +83,9 @@ class TestBuildOpErrors:
         op = build_op({"op": "subtract_mean", "value": 127}, "pre", CTX)
         assert op.describe()["value"] == 127.0
 
-    @pytest.mark.parametrize(("key", "value"), [("size", 256.0), ("size", "256"), ("size", True),
-                                                ("antialias", "yes"), ("antialias", 1)])
+    @pytest.mark.parametrize(
+        ("key", "value"), [("size", 256.0), ("size", "256"), ("size", True), ("antialias", "yes"), ("antialias", 1)]
+    )
     def test_no_silent_coercion(self, key: str, value: Any) -> None:
         assert spec_error({**RESIZE, key: value}).key == key
 
@@ -101,15 +108,50 @@ class TestBuildOpErrors:
 
 
 def test_every_registered_op_has_a_strict_params_model_and_docstring() -> None:
-    assert set(op_names("pre")) == {"decode", "color_layout", "resize", "center_crop", "to_float", "cast",
-                                    "subtract_mean", "divide_std", "scale", "data_layout", "reshape_layout",
-                                    "letterbox", "darknet_letterbox", "warp_resize", "divide_by_max"}
-    assert set(op_names("post")) == {"softmax", "topk", "labels", "detections_from_outputs", "anchor_decode",
-                                     "score_activation", "box_format", "to_source", "class_map", "score_threshold",
-                                     "max_detections", "nms", "yolo_decode", "darknet_correct_boxes", "darknet_nms",
-                                     "darknet_boxes", "yolo_anchor_free_decode", "mask_from_outputs", "mask_activation",
-                                     "mask_minmax", "mask_resize", "mask_argmax", "mask_threshold", "mask_label_offset",
-                                     "mask_void"}
+    assert set(op_names("pre")) == {
+        "decode",
+        "color_layout",
+        "resize",
+        "center_crop",
+        "to_float",
+        "cast",
+        "subtract_mean",
+        "divide_std",
+        "scale",
+        "data_layout",
+        "reshape_layout",
+        "letterbox",
+        "darknet_letterbox",
+        "warp_resize",
+        "divide_by_max",
+    }
+    assert set(op_names("post")) == {
+        "softmax",
+        "topk",
+        "labels",
+        "detections_from_outputs",
+        "anchor_decode",
+        "score_activation",
+        "box_format",
+        "to_source",
+        "class_map",
+        "score_threshold",
+        "max_detections",
+        "nms",
+        "yolo_decode",
+        "darknet_correct_boxes",
+        "darknet_nms",
+        "darknet_boxes",
+        "yolo_anchor_free_decode",
+        "mask_from_outputs",
+        "mask_activation",
+        "mask_minmax",
+        "mask_resize",
+        "mask_argmax",
+        "mask_threshold",
+        "mask_label_offset",
+        "mask_void",
+    }
     for name in OPS.names():
         cls = OPS.get(name)
         assert cls.name == name
@@ -120,8 +162,14 @@ def test_every_registered_op_has_a_strict_params_model_and_docstring() -> None:
 # one representative spec per pre op, applied to decoded HWC uint8 / CHW float32 images
 CONTRACT_SPECS: list[dict[str, Any]] = [
     {"op": "color_layout", "order": "BGR"},
-    {**RESIZE, "library": "opencv", "method": "bilinear", "antialias": False, "keep_aspect_ratio": False,
-     "size": [9, 11]},
+    {
+        **RESIZE,
+        "library": "opencv",
+        "method": "bilinear",
+        "antialias": False,
+        "keep_aspect_ratio": False,
+        "size": [9, 11],
+    },
     {**RESIZE, "library": "torch", "method": "bilinear", "size": 9},
     {"op": "center_crop", "size": 5},
     {"op": "to_float", "dtype": "float64"},
@@ -134,14 +182,18 @@ CONTRACT_SPECS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("spec", CONTRACT_SPECS, ids=lambda s: s["op"])
-@pytest.mark.parametrize("make", [hwc_item, lambda a: chw_item(a.astype(np.float32))],
-                         ids=["hwc-u8", "chw-f32"])
+@pytest.mark.parametrize("make", [hwc_item, lambda a: chw_item(a.astype(np.float32))], ids=["hwc-u8", "chw-f32"])
 def test_pre_op_contract(spec: dict[str, Any], make: Any) -> None:
     """No in-place mutation, contiguous 3-channel output, metadata changed only where promised."""
     op = pre(**spec)
     item = make(smooth_rgb(13, 17))
-    out = check_pre_op(op, item, keep_dtype=spec["op"] not in ("to_float", "cast"),
-                       keep_layout=spec["op"] != "data_layout", keep_channels=spec["op"] != "color_layout")
+    out = check_pre_op(
+        op,
+        item,
+        keep_dtype=spec["op"] not in ("to_float", "cast"),
+        keep_layout=spec["op"] != "data_layout",
+        keep_channels=spec["op"] != "color_layout",
+    )
     assert out is not item or spec["op"] == "data_layout"
 
 
@@ -163,8 +215,7 @@ class TestPipeline:
 
     def test_batch_rejects_mixed_shapes(self) -> None:
         p = Pipeline.from_specs(LITE0_PRE[:2], [], CTX)
-        items = [p.preprocess(decode_input(encode(Image.fromarray(smooth_rgb(h, 300)), "PNG")))
-                 for h in (300, 200)]
+        items = [p.preprocess(decode_input(encode(Image.fromarray(smooth_rgb(h, 300)), "PNG"))) for h in (300, 200)]
         with pytest.raises(RepliscopeError, match="cannot batch"):
             p.batch(items)
 
@@ -172,16 +223,22 @@ class TestPipeline:
         p = self.pipeline()
         d = p.describe()
         assert [o["op"] for o in d["preprocess"]] == [s["op"] for s in LITE0_PRE]
-        assert d["preprocess"][1] == {**RESIZE, "long_side": "round", "fit": None, "library": "pillow",
-                                      "library_version": Image.__version__}
-        assert d["postprocess"][1] == {"op": "topk", "k": 5, "library": "numpy",
-                                       "library_version": np.__version__}
+        assert d["preprocess"][1] == {
+            **RESIZE,
+            "long_side": "round",
+            "fit": None,
+            "library": "pillow",
+            "library_version": Image.__version__,
+        }
+        assert d["postprocess"][1] == {"op": "topk", "k": 5, "library": "numpy", "library_version": np.__version__}
         text = repr(p)
-        assert text.startswith("Pipeline(\n  preprocess=[\n    Decode(library='pillow', channels='RGB', "
-                               "max_pixels=89478485),")
-        assert ("Resize(size=256, keep_aspect_ratio=True, method='bicubic', library='pillow', antialias=True, "
-                "long_side='round', fit=None)"
-                in text)
+        assert text.startswith(
+            "Pipeline(\n  preprocess=[\n    Decode(library='pillow', channels='RGB', max_pixels=89478485),"
+        )
+        assert (
+            "Resize(size=256, keep_aspect_ratio=True, method='bicubic', library='pillow', antialias=True, "
+            "long_side='round', fit=None)" in text
+        )
         assert "TopK(k=5)" in text
 
     def test_one_change_variants(self) -> None:
@@ -241,4 +298,3 @@ def test_efficientnet_lite0_reference_exactly(size: tuple[int, int]) -> None:
     batch = pipeline.batch([pipeline.preprocess(decode_input(data))])
     assert batch.dtype == np.float32 and batch.shape == (1, 3, 224, 224)
     assert np.array_equal(batch, reference)
-

@@ -15,22 +15,24 @@ from tests.ops._helpers import check_pre_op, chw_item, hwc_item, pre, smooth_rgb
 
 
 def resize(size: Any, method: str, library: str, antialias: bool, keep: bool = False) -> Resize:
-    op = pre(op="resize", size=size, keep_aspect_ratio=keep, method=method, library=library,
-             antialias=antialias)
+    op = pre(op="resize", size=size, keep_aspect_ratio=keep, method=method, library=library, antialias=antialias)
     assert isinstance(op, Resize)
     return op
 
 
 class TestOutputSize:
-    @pytest.mark.parametrize(("hw", "expected"), [
-        ((300, 400), (256, 341)),  # 341.33
-        ((400, 300), (341, 256)),
-        ((375, 500), (256, 341)),  # 341.33
-        ((500, 375), (341, 256)),
-        ((256, 256), (256, 256)),
-        ((100, 150), (256, 384)),
-        ((10, 21), (256, 538)),  # 537.6 rounds up (torchvision would truncate to 537)
-    ])
+    @pytest.mark.parametrize(
+        ("hw", "expected"),
+        [
+            ((300, 400), (256, 341)),  # 341.33
+            ((400, 300), (341, 256)),
+            ((375, 500), (256, 341)),  # 341.33
+            ((500, 375), (341, 256)),
+            ((256, 256), (256, 256)),
+            ((100, 150), (256, 384)),
+            ((10, 21), (256, 538)),  # 537.6 rounds up (torchvision would truncate to 537)
+        ],
+    )
     def test_shorter_side(self, hw: tuple[int, int], expected: tuple[int, int]) -> None:
         assert resize(256, "bilinear", "pillow", True, keep=True).output_size(*hw) == expected
 
@@ -38,12 +40,15 @@ class TestOutputSize:
         # 500 * 224 / 375 = 298.67: round -> 299 (torchvision's int() gives 298)
         assert resize(224, "bilinear", "pillow", True, keep=True).output_size(375, 500) == (224, 299)
 
-    @pytest.mark.parametrize(("hw", "expected"), [
-        ((2, 5), (1, 2)),  # 5 * 1 / 2 = 2.5 -> 2
-        ((2, 3), (1, 2)),  # 1.5 -> 2
-        ((2, 7), (1, 4)),  # 3.5 -> 4
-        ((9, 2), (4, 1)),  # 4.5 -> 4
-    ])
+    @pytest.mark.parametrize(
+        ("hw", "expected"),
+        [
+            ((2, 5), (1, 2)),  # 5 * 1 / 2 = 2.5 -> 2
+            ((2, 3), (1, 2)),  # 1.5 -> 2
+            ((2, 7), (1, 4)),  # 3.5 -> 4
+            ((9, 2), (4, 1)),  # 4.5 -> 4
+        ],
+    )
     def test_exact_ties_round_half_to_even(self, hw: tuple[int, int], expected: tuple[int, int]) -> None:
         assert resize(1, "bilinear", "pillow", True, keep=True).output_size(*hw) == expected
 
@@ -58,31 +63,42 @@ class TestOutputSize:
 
 
 class TestLibraryCombinations:
-    @pytest.mark.parametrize(("method", "library", "antialias", "key"), [
-        ("bicubic", "pillow", False, "antialias"),
-        ("bilinear", "opencv", True, "antialias"),
-        ("area", "opencv", False, "antialias"),
-        ("lanczos", "torch", False, "method"),
-        ("nearest", "torch", True, "antialias"),
-        ("area", "torch", False, "antialias"),
-        ("bicubic", "go_imaging", True, "method"),
-        ("nearest", "go_imaging", False, "antialias"),
-        ("bilinear", "go_imaging", False, "antialias"),
-    ])
+    @pytest.mark.parametrize(
+        ("method", "library", "antialias", "key"),
+        [
+            ("bicubic", "pillow", False, "antialias"),
+            ("bilinear", "opencv", True, "antialias"),
+            ("area", "opencv", False, "antialias"),
+            ("lanczos", "torch", False, "method"),
+            ("nearest", "torch", True, "antialias"),
+            ("area", "torch", False, "antialias"),
+            ("bicubic", "go_imaging", True, "method"),
+            ("nearest", "go_imaging", False, "antialias"),
+            ("bilinear", "go_imaging", False, "antialias"),
+        ],
+    )
     def test_rejected(self, method: str, library: str, antialias: bool, key: str) -> None:
         with pytest.raises(OpSpecError) as exc:
             resize(10, method, library, antialias)
         assert exc.value.key == key
         assert library in exc.value.message
 
-    @pytest.mark.parametrize(("method", "library", "antialias"), [
-        *[(m, "pillow", True) for m in ("nearest", "bilinear", "bicubic", "area", "lanczos")],
-        *[(m, "opencv", False) for m in ("nearest", "bilinear", "bicubic", "lanczos")],
-        ("area", "opencv", True),
-        ("nearest", "torch", False), ("bilinear", "torch", False), ("bilinear", "torch", True),
-        ("bicubic", "torch", False), ("bicubic", "torch", True), ("area", "torch", True),
-        ("bilinear", "go_imaging", True), ("nearest", "go_imaging", True),
-    ])
+    @pytest.mark.parametrize(
+        ("method", "library", "antialias"),
+        [
+            *[(m, "pillow", True) for m in ("nearest", "bilinear", "bicubic", "area", "lanczos")],
+            *[(m, "opencv", False) for m in ("nearest", "bilinear", "bicubic", "lanczos")],
+            ("area", "opencv", True),
+            ("nearest", "torch", False),
+            ("bilinear", "torch", False),
+            ("bilinear", "torch", True),
+            ("bicubic", "torch", False),
+            ("bicubic", "torch", True),
+            ("area", "torch", True),
+            ("bilinear", "go_imaging", True),
+            ("nearest", "go_imaging", True),
+        ],
+    )
     def test_accepted_and_contract(self, method: str, library: str, antialias: bool) -> None:
         img = smooth_rgb(31, 45)
         op = resize([20, 26], method, library, antialias)
@@ -93,9 +109,13 @@ class TestLibraryCombinations:
         assert op.describe()["library"] == library
 
 
-PIL_FILTERS = {"nearest": Image.Resampling.NEAREST, "bilinear": Image.Resampling.BILINEAR,
-               "bicubic": Image.Resampling.BICUBIC, "area": Image.Resampling.BOX,
-               "lanczos": Image.Resampling.LANCZOS}
+PIL_FILTERS = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "area": Image.Resampling.BOX,
+    "lanczos": Image.Resampling.LANCZOS,
+}
 SIZES = [[150, 200], [113, 97], [600, 800]]
 
 
@@ -125,8 +145,13 @@ def test_pillow_rejects_other_dtypes() -> None:
         resize(10, "bilinear", "pillow", True)(hwc_item(smooth_rgb(20, 20).astype(np.float64)))
 
 
-CV_FLAGS = {"nearest": "INTER_NEAREST", "bilinear": "INTER_LINEAR", "bicubic": "INTER_CUBIC",
-            "area": "INTER_AREA", "lanczos": "INTER_LANCZOS4"}
+CV_FLAGS = {
+    "nearest": "INTER_NEAREST",
+    "bilinear": "INTER_LINEAR",
+    "bicubic": "INTER_CUBIC",
+    "area": "INTER_AREA",
+    "lanczos": "INTER_LANCZOS4",
+}
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
@@ -142,10 +167,17 @@ def test_opencv_equals_cv2_resize(method: str, size: list[int], dtype: type) -> 
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize(("method", "antialias"), [
-    ("nearest", False), ("bilinear", False), ("bilinear", True), ("bicubic", False), ("bicubic", True),
-    ("area", True),
-])
+@pytest.mark.parametrize(
+    ("method", "antialias"),
+    [
+        ("nearest", False),
+        ("bilinear", False),
+        ("bilinear", True),
+        ("bicubic", False),
+        ("bicubic", True),
+        ("area", True),
+    ],
+)
 def test_torch_equals_interpolate(method: str, antialias: bool, size: list[int]) -> None:
     import torch
     from torch.nn import functional
@@ -302,20 +334,25 @@ class TestFit:
 
     @staticmethod
     def fit(size: list[int], fit: str) -> Resize:
-        op = pre(op="resize", size=size, keep_aspect_ratio=True, fit=fit, method="bilinear", library="pillow",
-                 antialias=True)
+        op = pre(
+            op="resize", size=size, keep_aspect_ratio=True, fit=fit, method="bilinear", library="pillow", antialias=True
+        )
         assert isinstance(op, Resize)
         return op
 
-    @pytest.mark.parametrize(("hw", "box", "inside", "cover"), [
-        ((375, 500), [256, 256], (192, 256), (256, 341)),  # ratio 500/256 = 1.953: 375/1.953 = 192.0
-        ((500, 375), [256, 256], (256, 192), (341, 256)),  # cover ratio 1.465: 500/1.465 = 341.33
-        ((375, 500), [256, 300], (225, 300), (256, 341)),  # inside ratio 500/300: 375*300/500 = 225
-        ((100, 100), [256, 300], (256, 256), (300, 300)),  # upscaling
-        ((3, 1000), [256, 256], (1, 256), (256, 85333)),  # 0.768 -> 1
-    ])
-    def test_output_size(self, hw: tuple[int, int], box: list[int], inside: tuple[int, int],
-                         cover: tuple[int, int]) -> None:
+    @pytest.mark.parametrize(
+        ("hw", "box", "inside", "cover"),
+        [
+            ((375, 500), [256, 256], (192, 256), (256, 341)),  # ratio 500/256 = 1.953: 375/1.953 = 192.0
+            ((500, 375), [256, 256], (256, 192), (341, 256)),  # cover ratio 1.465: 500/1.465 = 341.33
+            ((375, 500), [256, 300], (225, 300), (256, 341)),  # inside ratio 500/300: 375*300/500 = 225
+            ((100, 100), [256, 300], (256, 256), (300, 300)),  # upscaling
+            ((3, 1000), [256, 256], (1, 256), (256, 85333)),  # 0.768 -> 1
+        ],
+    )
+    def test_output_size(
+        self, hw: tuple[int, int], box: list[int], inside: tuple[int, int], cover: tuple[int, int]
+    ) -> None:
         assert self.fit(box, "inside").output_size(*hw) == inside
         assert self.fit(box, "cover").output_size(*hw) == cover
 
@@ -333,12 +370,18 @@ class TestFit:
 
     def test_fit_needs_a_box_and_keep_aspect_ratio(self) -> None:
         with pytest.raises(OpSpecError, match="only applies") as exc:
-            pre(op="resize", size=256, keep_aspect_ratio=True, fit="inside", method="bilinear", library="pillow",
-                antialias=True)
+            pre(
+                op="resize",
+                size=256,
+                keep_aspect_ratio=True,
+                fit="inside",
+                method="bilinear",
+                library="pillow",
+                antialias=True,
+            )
         assert exc.value.key == "fit"
         with pytest.raises(OpSpecError, match="without fit") as exc:
-            pre(op="resize", size=[2, 3], keep_aspect_ratio=True, method="bilinear", library="pillow",
-                antialias=True)
+            pre(op="resize", size=[2, 3], keep_aspect_ratio=True, method="bilinear", library="pillow", antialias=True)
         assert exc.value.allowed == ["cover", "inside"]
 
     def test_static_shape_depends_on_the_image(self) -> None:
@@ -346,5 +389,6 @@ class TestFit:
 
         got = self.fit([256, 256], "inside").static_shape(StaticShape("HWC", channels=3))
         assert got == StaticShape("HWC", channels=3)
-        assert self.fit([256, 256], "inside").static_shape(StaticShape("HWC", 375, 500, 375, 3)) == \
-            StaticShape("HWC", 192, 256, 192, 3)
+        assert self.fit([256, 256], "inside").static_shape(StaticShape("HWC", 375, 500, 375, 3)) == StaticShape(
+            "HWC", 192, 256, 192, 3
+        )

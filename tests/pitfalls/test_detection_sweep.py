@@ -14,8 +14,14 @@ from repliscope.evaluation.run import RunSettings, prepare
 from repliscope.pitfalls.sweep import SweepOutput, run_sweep, task_pitfalls
 
 MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
-NAMES = ["box_off_by_one", "class_id_plus_1", "color_layout_swapped", "decoder_swapped", "float16_inference",
-         "letterbox_not_undone"]
+NAMES = [
+    "box_off_by_one",
+    "class_id_plus_1",
+    "color_layout_swapped",
+    "decoder_swapped",
+    "float16_inference",
+    "letterbox_not_undone",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +31,10 @@ def synthetic() -> Dataset:
 
 @pytest.fixture(scope="module")
 def sweep(synthetic: Dataset, tmp_path_factory: pytest.TempPathFactory) -> SweepOutput:
-    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    prepared = prepare(
+        MANIFEST,
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
     return run_sweep(prepared, synthetic, NAMES, visual_samples=1)
 
 
@@ -51,11 +59,17 @@ def test_variants_scored_and_paired_exactly(sweep: SweepOutput, synthetic: Datas
     assert p["flipped_images"] == sum(1 for s in synthetic.samples if any(o.class_id != 2 for o in s.objects or ()))
     assert v["class_id_plus_1"].metric("AP").value == 0.0  # type: ignore[union-attr]
     assert v["class_id_plus_1"].paired_task["matched_fraction"] == 0.0  # type: ignore[index]
-    assert v["decoder_swapped"].paired_task == {**v["decoder_swapped"].paired_task,  # type: ignore[dict-item]
-                                                "matched_fraction": 1.0, "mean_iou": 1.0, "flipped_images": 0}
+    assert v["decoder_swapped"].paired_task == {
+        **v["decoder_swapped"].paired_task,  # type: ignore[dict-item]
+        "matched_fraction": 1.0,
+        "mean_iou": 1.0,
+        "flipped_images": 0,
+    }
     # reading the pixel boxes as 1-based moves every box 1 px up and left: IoU (w-1)(h-1) / (2wh - (w-1)(h-1))
-    ious = [(w - 1) * (h - 1) / (2 * w * h - (w - 1) * (h - 1))
-            for w, h in ((o.box[2] - o.box[0], o.box[3] - o.box[1]) for o in objects)]
+    ious = [
+        (w - 1) * (h - 1) / (2 * w * h - (w - 1) * (h - 1))
+        for w, h in ((o.box[2] - o.box[0], o.box[3] - o.box[1]) for o in objects)
+    ]
     off = v["box_off_by_one"].paired_task or {}
     assert off["matched_fraction"] == 1.0 and off["mean_iou"] == pytest.approx(float(np.mean(ious)), abs=1e-6)
     assert all(o.paired is None for o in result.variants)  # the classification statistics stay empty
@@ -73,25 +87,33 @@ def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepO
     from repliscope.report.markdown import render_sweep_markdown
 
     md = render_sweep_markdown(sweep.result)
-    assert ("| variant | the one change | evaluated / failed | AP | 95 % interval | AP50 | paired n | Δ AP (paired) | "
-            "Δ AP 95 % interval | matched | images differ | mean IoU | status |") in md
-    assert ("| `color_layout_swapped` | decode.channels: RGB -> BGR | 16 / 0 | 0.333 | [0.333, 0.333] | 0.333 | 16 | "
-            "-0.667 | [-0.667, -0.667] \\* | 36.4% | 15/16 | 1.000 | ok |") in md
+    assert (
+        "| variant | the one change | evaluated / failed | AP | 95 % interval | AP50 | paired n | Δ AP (paired) | "
+        "Δ AP 95 % interval | matched | images differ | mean IoU | status |"
+    ) in md
+    assert (
+        "| `color_layout_swapped` | decode.channels: RGB -> BGR | 16 / 0 | 0.333 | [0.333, 0.333] | 0.333 | 16 | "
+        "-0.667 | [-0.667, -0.667] \\* | 36.4% | 15/16 | 1.000 | ok |"
+    ) in md
     assert "Δ top-1 per variant" not in md and "top-1 changed" not in md
     # the reference's AP intervals are bootstrap intervals over images, not Wilson's (was: Wilson)
     assert "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images." in md
     assert "Wilson" not in md
 
 
-def test_paired_delta_ap_is_on_the_categories_the_model_detects(synthetic: Dataset,
-                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_paired_delta_ap_is_on_the_categories_the_model_detects(
+    synthetic: Dataset, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A dataset category the labels do not name ('lime') is left out of the paired ΔAP as of the AP itself
     (was: the paired ΔAP over every dataset category: -2/3 here with green counted, -0.005 for SSDLite's
     class_id_plus_1 whose AP fell 0.179 -> 0)."""
-    renamed = Dataset("renamed", synthetic.samples, license="x", label_rule="x",
-                      categories={1: "red", 2: "lime", 3: "blue"})
-    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    renamed = Dataset(
+        "renamed", synthetic.samples, license="x", label_rule="x", categories={1: "red", 2: "lime", 3: "blue"}
+    )
+    prepared = prepare(
+        MANIFEST,
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
     out = run_sweep(prepared, renamed, ["color_layout_swapped"], visual_samples=0)
     result = out.result
     variant = result.variants[0]  # red and blue swapped: only green (left out here) would be right
@@ -101,5 +123,7 @@ def test_paired_delta_ap_is_on_the_categories_the_model_detects(synthetic: Datas
     from repliscope.report.markdown import render_sweep_markdown
 
     md = render_sweep_markdown(result, {r.run_id: r for r in out.records})
-    assert ("Scored on 2 of 3 dataset categories, the ones the model's labels name (1 red, 3 blue); 1 left out "
-            "with their 12 ground-truth boxes: lime.") in md
+    assert (
+        "Scored on 2 of 3 dataset categories, the ones the model's labels name (1 red, 3 blue); 1 left out "
+        "with their 12 ground-truth boxes: lime."
+    ) in md

@@ -40,7 +40,7 @@ def shorter_side(w: int, h: int, size: int) -> tuple[int, int]:
 def crop(a: np.ndarray, size: int = 224) -> np.ndarray:
     h, w = a.shape[:2]
     top, left = round((h - size) / 2.0), round((w - size) / 2.0)
-    return a[top:top + size, left:left + size]
+    return a[top : top + size, left : left + size]
 
 
 def pil_resized(data: bytes, size: int = 256, method: Image.Resampling = Image.Resampling.BICUBIC) -> np.ndarray:
@@ -116,11 +116,18 @@ def unnormalized(data: bytes) -> np.ndarray:
 
 
 INDEPENDENT: dict[str, Prep] = {
-    "reference": reference, "color_layout_swapped": color_swapped, "data_layout_reshape": layout_reshaped,
-    "no_center_crop": no_crop, "crop_fraction_1.0": crop_full, "resize_bilinear": bilinear,
-    "resize_nearest": nearest, "resize_library_swapped": opencv_resize,
-    "resize_antialias_toggled": torch_no_antialias, "decoder_swapped": opencv_decode,
-    "normalize_before_cast": bytes_normalized, "torchvision_mean_std": torchvision_constants,
+    "reference": reference,
+    "color_layout_swapped": color_swapped,
+    "data_layout_reshape": layout_reshaped,
+    "no_center_crop": no_crop,
+    "crop_fraction_1.0": crop_full,
+    "resize_bilinear": bilinear,
+    "resize_nearest": nearest,
+    "resize_library_swapped": opencv_resize,
+    "resize_antialias_toggled": torch_no_antialias,
+    "decoder_swapped": opencv_decode,
+    "normalize_before_cast": bytes_normalized,
+    "torchvision_mean_std": torchvision_constants,
     "no_normalization": unnormalized,
 }
 
@@ -142,8 +149,9 @@ def test_every_variant_matches_an_independent_implementation(imagenet_sample: Pa
     with ThreadPoolExecutor(2) as pool:
         for variant, fn in INDEPENDENT.items():
             inputs = list(pool.map(fn, blobs))
-            preds = [session.run(None, {name: np.stack(inputs[i:i + 50])})[0].argmax(1)
-                     for i in range(0, len(inputs), 50)]
+            preds = [
+                session.run(None, {name: np.stack(inputs[i : i + 50])})[0].argmax(1) for i in range(0, len(inputs), 50)
+            ]
             top1[variant] = np.concatenate(preds)
             ours = np.array([s.top1 for s in records[variant].samples])
             mismatch = np.flatnonzero(ours != top1[variant])

@@ -37,8 +37,9 @@ REF_RIGHT = {3, 4, 5, 6, *range(11, 17)}  # 10 of the 17 the reference evaluated
 def _pred(i: int, top1: int | None) -> SamplePrediction:
     if top1 is None:
         return SamplePrediction(sample_id=f"s{i:02d}", label=i, error="decode: truncated file")
-    return SamplePrediction(sample_id=f"s{i:02d}", label=i, topk_indices=[top1, 100, 101, 102, 103],
-                            topk_probs=[0.6, 0.1, 0.1, 0.1, 0.1])
+    return SamplePrediction(
+        sample_id=f"s{i:02d}", label=i, topk_indices=[top1, 100, 101, 102, 103], topk_probs=[0.6, 0.1, 0.1, 0.1, 0.1]
+    )
 
 
 def _reference() -> list[SamplePrediction]:
@@ -63,8 +64,10 @@ def test_the_issue_case_is_paired_on_the_9_samples_both_evaluated() -> None:
     assert (p.ref_top1, p.var_top1, p.delta_top1) == (6 / 9, 6 / 9, 0.0)
     assert (p.agreement, p.flipped, p.b, p.c, p.mcnemar_p) == (1.0, 0, 0, 0, 1.0)
     assert not p.same_samples
-    assert p.pairing_note() == "paired on the 9 samples both evaluated (8 failed only in the variant, 0 only in " \
-                               "the reference)"
+    assert (
+        p.pairing_note() == "paired on the 9 samples both evaluated (8 failed only in the variant, 0 only in "
+        "the reference)"
+    )
 
 
 def test_failures_on_both_sides_and_discordant_pairs() -> None:
@@ -100,12 +103,19 @@ def _issue_sweep() -> SweepResult:
     """The report factory's sweep with the issue's reference and one variant evaluated on fewer samples."""
     ref, var = _reference(), _variant()
     base = factories.sweep()
-    reference = base.reference.model_copy(update={"metrics": compute_metrics(ref), "evaluated_samples": 17,
-                                                  "failed_samples": 3})
-    variant = VariantOutcome(name="crop_on_small_images", description="Crop that fails on small images",
-                             change="center_crop 600", status="ok", metrics=compute_metrics(var),
-                             paired=paired_predictions(ref, var, [0.0] * 9, 0.0), failed_samples=11,
-                             evaluated_samples=9)
+    reference = base.reference.model_copy(
+        update={"metrics": compute_metrics(ref), "evaluated_samples": 17, "failed_samples": 3}
+    )
+    variant = VariantOutcome(
+        name="crop_on_small_images",
+        description="Crop that fails on small images",
+        change="center_crop 600",
+        status="ok",
+        metrics=compute_metrics(var),
+        paired=paired_predictions(ref, var, [0.0] * 9, 0.0),
+        failed_samples=11,
+        evaluated_samples=9,
+    )
     return base.model_copy(update={"reference": reference, "variants": [variant, *base.variants[3:]]})
 
 
@@ -117,27 +127,40 @@ def test_html_and_markdown_tables_show_counts_and_paired_n() -> None:
     assert ref[2:4] == ["17 / 3", "58.8% (10/17)"] and ref[6] == "—"
     assert var[2:4] == ["9 / 11", "66.7% (6/9)"]
     assert var[6:11] == ["9", "+0.0 pp", "1", "100.0%", "0/9"]
-    assert var[12] == ("ok" "11 samples failed; paired on the 9 samples both evaluated (8 failed only in the "
-                       "variant, 0 only in the reference)")  # status, then the reason in its own <div>
+    assert var[12] == (
+        "ok"
+        "11 samples failed; paired on the 9 samples both evaluated (8 failed only in the "
+        "variant, 0 only in the reference)"
+    )  # status, then the reason in its own <div>
     assert "Δ top-1 (paired)" in html and "paired n" in html
-    assert "Everything right of them is paired: over the samples both the reference and the variant evaluated" \
-        in html
+    assert "Everything right of them is paired: over the samples both the reference and the variant evaluated" in html
     md = render_sweep_markdown(sweep)
     line = next(row for row in md.splitlines() if row.startswith("| `crop_on_small_images`"))
     cells = [c.strip() for c in line.split("|")[1:-1]]
-    assert cells[2:11] == ["9 / 11", "66.7% (6/9)", "[35.4%, 87.9%]", "66.7% (6/9)", "9", "+0.0 pp", "1",
-                           "100.0%", "0/9"]
-    assert cells[12].endswith("paired on the 9 samples both evaluated (8 failed only in the variant, 0 only in "
-                              "the reference)")
+    assert cells[2:11] == [
+        "9 / 11",
+        "66.7% (6/9)",
+        "[35.4%, 87.9%]",
+        "66.7% (6/9)",
+        "9",
+        "+0.0 pp",
+        "1",
+        "100.0%",
+        "0/9",
+    ]
+    assert cells[12].endswith(
+        "paired on the 9 samples both evaluated (8 failed only in the variant, 0 only in the reference)"
+    )
 
 
 def test_json_carries_the_counts() -> None:
     data = _issue_sweep().model_dump(mode="json")
     variant = data["variants"][0]
     assert (variant["evaluated_samples"], variant["failed_samples"]) == (9, 11)
-    assert {k: variant["paired"][k] for k in ("n", "n_labelled", "failed_only_variant", "failed_only_reference",
-                                              "delta_top1")} == {"n": 9, "n_labelled": 9, "failed_only_variant": 8,
-                                                                 "failed_only_reference": 0, "delta_top1": 0.0}
+    assert {
+        k: variant["paired"][k]
+        for k in ("n", "n_labelled", "failed_only_variant", "failed_only_reference", "delta_top1")
+    } == {"n": 9, "n_labelled": 9, "failed_only_variant": 8, "failed_only_reference": 0, "delta_top1": 0.0}
     old = SweepResult.model_validate(factories.sweep().model_dump(mode="json"))  # fields default when absent
     stored_before = old.variants[0].paired.model_dump() if old.variants[0].paired else {}
     for key in ("n_labelled", "ref_top1", "var_top1", "failed_only_reference", "failed_only_variant"):
@@ -153,15 +176,27 @@ def test_cli_sweep_table_shows_counts_and_warns(monkeypatch: pytest.MonkeyPatch,
     text = cap.get()
     assert "…" not in text  # no number is cut, even at 80 columns
     rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip()}
-    assert rows["crop_on_small_images"] == ["crop_on_small_images", "9/11", "66.7", "35-88", "9", "+0.0", "1",
-                                            "100.0", "0", "0"]
+    assert rows["crop_on_small_images"] == [
+        "crop_on_small_images",
+        "9/11",
+        "66.7",
+        "35-88",
+        "9",
+        "+0.0",
+        "1",
+        "100.0",
+        "0",
+        "0",
+    ]
     assert rows["reference"] == ["reference", "17/3", "58.8", "36-78"]
     assert rows["resize_antialias_off"] == ["resize_antialias_off", "n/a"]
     assert rows["float16_inference"] == ["float16_inference", "failed"]
     flat = " ".join(text.split())
-    assert ("warning: crop_on_small_images: paired on the 9 samples both evaluated (8 failed only in the variant, "
-            "0 only in the reference); its top-1 and the reference's are over different samples, Δ is not their "
-            "difference") in flat
+    assert (
+        "warning: crop_on_small_images: paired on the 9 samples both evaluated (8 failed only in the variant, "
+        "0 only in the reference); its top-1 and the reference's are over different samples, Δ is not their "
+        "difference"
+    ) in flat
     assert "Paired against the reference on the samples both evaluated (pairs)" in flat
 
 
@@ -182,8 +217,9 @@ def prepared() -> PreparedRun:
     return prepare(LITE0, RunSettings(runtime="onnxruntime", threads=2, batch_size=4))
 
 
-def test_sweep_with_a_variant_failing_on_some_images(prepared: PreparedRun, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_with_a_variant_failing_on_some_images(
+    prepared: PreparedRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """3 square images, 3 cut to 512x400 (the variant cannot make 224x224 of them), 1 corrupt file (fails in
     both): the variant evaluates 3, the reference 6, paired n is 3 and every paired number is over those 3."""
     monkeypatch.setitem(PITFALLS._items, _ResizeNoCrop.name, _ResizeNoCrop)
@@ -197,16 +233,18 @@ def test_sweep_with_a_variant_failing_on_some_images(prepared: PreparedRun, tmp_
             Image.open(io.BytesIO(smp.read())).crop((0, 0, 512, 400)).save(buf, format="PNG")
             (folder / smp.id.replace(".jpg", ".png")).write_bytes(buf.getvalue())
     (folder / "imagenet_99_1.jpg").write_bytes(b"not a jpeg")
-    out = run_sweep(prepared, resolve_dataset(str(folder), "filename_index"), [_ResizeNoCrop.name],
-                    visual_samples=1)
+    out = run_sweep(prepared, resolve_dataset(str(folder), "filename_index"), [_ResizeNoCrop.name], visual_samples=1)
     ref, var = out.result.reference, out.result.outcome(_ResizeNoCrop.name)
     assert (ref.evaluated_samples, ref.failed_samples) == (6, 1)
     assert (var.evaluated_samples, var.failed_samples) == (3, 4)
     p = var.paired
     assert p is not None and (p.n, p.failed_only_variant, p.failed_only_reference) == (3, 3, 0)
     records = {rec.variant: rec for rec in out.records}
-    both = [(a, b) for a, b in zip(records["reference"].samples, records[_ResizeNoCrop.name].samples, strict=True)
-            if a.error is None and b.error is None]
+    both = [
+        (a, b)
+        for a, b in zip(records["reference"].samples, records[_ResizeNoCrop.name].samples, strict=True)
+        if a.error is None and b.error is None
+    ]
     assert [a.sample_id for a, _ in both] == ["imagenet_00_243.jpg", "imagenet_01_559.jpg", "imagenet_02_438.jpg"]
     ref_right = sum(a.top1 == a.label for a, _ in both)
     var_right = sum(b.top1 == b.label for _, b in both)

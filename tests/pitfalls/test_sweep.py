@@ -18,11 +18,21 @@ from tests.conftest import LITE0
 
 # top-1 successes of 20 and flips against the reference, measured once (onnxruntime, Lite0)
 EXPECTED = {
-    "batch_size_1": (18, 0), "color_layout_swapped": (15, 5), "crop_fraction_1.0": (17, 3),
-    "data_layout_reshape": (0, 20), "decoder_swapped": (18, 0), "float16_inference": (18, 0),
-    "no_center_crop": (17, 3), "no_normalization": (1, 19), "normalize_before_cast": (13, 7),
-    "resize_antialias_toggled": (18, 0), "resize_bilinear": (17, 1), "resize_library_swapped": (18, 0),
-    "resize_nearest": (18, 1), "threads_changed": (18, 0), "torchvision_mean_std": (15, 3),
+    "batch_size_1": (18, 0),
+    "color_layout_swapped": (15, 5),
+    "crop_fraction_1.0": (17, 3),
+    "data_layout_reshape": (0, 20),
+    "decoder_swapped": (18, 0),
+    "float16_inference": (18, 0),
+    "no_center_crop": (17, 3),
+    "no_normalization": (1, 19),
+    "normalize_before_cast": (13, 7),
+    "resize_antialias_toggled": (18, 0),
+    "resize_bilinear": (17, 1),
+    "resize_library_swapped": (18, 0),
+    "resize_nearest": (18, 1),
+    "threads_changed": (18, 0),
+    "torchvision_mean_std": (15, 3),
 }
 
 
@@ -56,7 +66,7 @@ def test_paired_statistics(sweep: SweepOutput) -> None:
     assert swap.b is not None and swap.c is not None and swap.b - swap.c == 3
     reshape = r.outcome("data_layout_reshape").paired
     assert reshape is not None and reshape.b == 18 and reshape.c == 0
-    assert reshape.mcnemar_p == pytest.approx(2 * 0.5 ** 18)  # exact two-sided binomial
+    assert reshape.mcnemar_p == pytest.approx(2 * 0.5**18)  # exact two-sided binomial
     assert reshape.mean_kl > 1.0
     same = r.outcome("threads_changed").paired
     assert same is not None and same.mcnemar_p == 1.0 and same.mean_kl < 1e-6
@@ -154,10 +164,14 @@ def test_every_variant_has_its_own_timings(sweep: SweepOutput) -> None:
         assert t.total_seconds == t.load_seconds + t.warmup_seconds + t.loop_seconds, name
     assert len(records["batch_size_1"].timings.batch_latencies_seconds) == 20  # 20 samples, one per batch
     assert len(records["reference"].timings.batch_latencies_seconds) == 3
-    assert records["decoder_swapped"].timings.batch_latencies_seconds == \
-        records["reference"].timings.batch_latencies_seconds
-    assert len({rec.timings.loop_seconds for name, rec in records.items() if name != "decoder_swapped"}) == \
-        len(records) - 1  # measured separately
+    assert (
+        records["decoder_swapped"].timings.batch_latencies_seconds
+        == records["reference"].timings.batch_latencies_seconds
+    )
+    assert (
+        len({rec.timings.loop_seconds for name, rec in records.items() if name != "decoder_swapped"})
+        == len(records) - 1
+    )  # measured separately
     shared = sweep.result.timings
     reused = {v.name for v in sweep.result.variants if v.inference_reused}
     own = sum((rec.timings.inference_seconds for name, rec in records.items() if name not in reused), 0.0)
@@ -172,12 +186,17 @@ def test_a_variant_that_cannot_run_is_failed_not_fatal(tmp_path: Path) -> None:
     text = LITE0.read_text().replace(
         "  - op: subtract_mean\n    value: 127.0\n  - op: divide_std\n    value: 128.0\n",
         "  - op: scale\n    factor: 0.00392156862745098\n  - op: subtract_mean\n    value: [0.485, 0.456, 0.406]\n"
-        "  - op: divide_std\n    value: [0.229, 0.224, 0.225]\n")
+        "  - op: divide_std\n    value: [0.229, 0.224, 0.225]\n",
+    )
     path = tmp_path / "tv.yaml"
     path.write_text(text)
     p = prepare(path, RunSettings(runtime="onnxruntime", threads=2, batch_size=4))
-    out = run_sweep(p, resolve_dataset("foolbox_imagenet", limit=4), ["normalize_before_cast", "color_layout_swapped"],
-                    visual_samples=1)
+    out = run_sweep(
+        p,
+        resolve_dataset("foolbox_imagenet", limit=4),
+        ["normalize_before_cast", "color_layout_swapped"],
+        visual_samples=1,
+    )
     failed = out.result.outcome("normalize_before_cast")
     assert failed.status == "failed" and failed.reason is not None and "divide_std" in failed.reason
     assert out.result.outcome("color_layout_swapped").status == "ok"
@@ -200,12 +219,16 @@ def test_data_parallel_sweep_matches_the_pipelined_one(prepared: PreparedRun, sw
     variant with runner replicas of its own (the schedule the calibration usually picks on 2 cores)."""
     from dataclasses import replace
 
-    dp = replace(prepared, settings=RunSettings(runtime="onnxruntime", threads=1, batch_size=3,
-                                                schedule="data_parallel"))
+    dp = replace(
+        prepared, settings=RunSettings(runtime="onnxruntime", threads=1, batch_size=3, schedule="data_parallel")
+    )
     out = run_sweep(dp, resolve_dataset("foolbox_imagenet"), visual_samples=2)
     assert out.result.options["schedule"] == "data_parallel" and out.result.options["batch_size"] == 3
-    got = {v.name: (v.metric("top1").successes, v.paired.flipped) for v in out.result.variants  # type: ignore[union-attr]
-           if v.status == "ok"}
+    got = {
+        v.name: (v.metric("top1").successes, v.paired.flipped)
+        for v in out.result.variants  # type: ignore[union-attr]
+        if v.status == "ok"
+    }
     assert got == EXPECTED
     top1 = {r.variant: [s.top1 for s in r.samples] for r in sweep.records}
     assert {r.variant: [s.top1 for s in r.samples] for r in out.records} == top1
@@ -223,5 +246,4 @@ def test_torch_sweep_with_other_thread_counts_runs_pipelined() -> None:
     assert out.result.options["schedule"] == "pipelined" and plan["schedule"] == "pipelined"
     assert "torch's thread count is process-global" in plan["source"]
     assert out.result.outcome("threads_changed").settings == {"threads": 2}
-    assert [s.top1 for s in out.records[0].samples] == [s.top1 for s in out.records[1].samples] == [243, 559, 438,
-                                                                                                      990]
+    assert [s.top1 for s in out.records[0].samples] == [s.top1 for s in out.records[1].samples] == [243, 559, 438, 990]

@@ -13,8 +13,7 @@ from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, Pitfall, PitfallContext
 from tests.conftest import LITE0
 
-CTX = PitfallContext(input_shape=(-1, 3, 224, 224), input_layout="NCHW", runtime="onnxruntime", batch_size=8,
-                     threads=2)
+CTX = PitfallContext(input_shape=(-1, 3, 224, 224), input_layout="NCHW", runtime="onnxruntime", batch_size=8, threads=2)
 
 
 def pipeline_of(path: Path) -> Pipeline:
@@ -37,11 +36,25 @@ def derive(name: str, base: Pipeline, ctx: PitfallContext = CTX):  # type: ignor
 
 def test_registry_has_every_builtin() -> None:
     # the task-independent built-ins (task-specific variants, e.g. detection ones, register with their tasks)
-    assert [n for n in PITFALLS.names() if PITFALLS.get(n).tasks is None] == sorted([
-        "batch_size_1", "color_layout_swapped", "crop_fraction_1.0", "data_layout_reshape", "decoder_swapped",
-        "float16_inference", "no_center_crop", "no_normalization", "normalize_before_cast",
-        "resize_antialias_toggled", "resize_bilinear", "resize_library_swapped", "resize_nearest",
-        "threads_changed", "torchvision_mean_std"])
+    assert [n for n in PITFALLS.names() if PITFALLS.get(n).tasks is None] == sorted(
+        [
+            "batch_size_1",
+            "color_layout_swapped",
+            "crop_fraction_1.0",
+            "data_layout_reshape",
+            "decoder_swapped",
+            "float16_inference",
+            "no_center_crop",
+            "no_normalization",
+            "normalize_before_cast",
+            "resize_antialias_toggled",
+            "resize_bilinear",
+            "resize_library_swapped",
+            "resize_nearest",
+            "threads_changed",
+            "torchvision_mean_std",
+        ]
+    )
 
 
 def test_each_pipeline_variant_changes_exactly_what_it_says(lite0: Pipeline) -> None:
@@ -52,8 +65,14 @@ def test_each_pipeline_variant_changes_exactly_what_it_says(lite0: Pipeline) -> 
     d = derive("data_layout_reshape", lite0)
     assert ops(d.pipeline)[:-1] == base[:-1] and ops(d.pipeline)[-1] == ("reshape_layout", {"layout": "NCHW"})
     d = derive("no_center_crop", lite0)
-    assert [n for n, _ in ops(d.pipeline)] == ["decode", "resize", "to_float", "subtract_mean", "divide_std",
-                                               "data_layout"]
+    assert [n for n, _ in ops(d.pipeline)] == [
+        "decode",
+        "resize",
+        "to_float",
+        "subtract_mean",
+        "divide_std",
+        "data_layout",
+    ]
     assert ops(d.pipeline)[1][1]["size"] == [224, 224] and ops(d.pipeline)[1][1]["keep_aspect_ratio"] is False
     d = derive("crop_fraction_1.0", lite0)
     assert ops(d.pipeline)[1][1]["size"] == 224 and ops(d.pipeline)[2] == base[2]
@@ -65,8 +84,15 @@ def test_each_pipeline_variant_changes_exactly_what_it_says(lite0: Pipeline) -> 
     assert (aa["library"], aa["antialias"]) == ("torch", False)
     assert ops(derive("decoder_swapped", lite0).pipeline)[0][1]["library"] == "opencv"
     d = derive("normalize_before_cast", lite0)
-    assert [n for n, _ in ops(d.pipeline)] == ["decode", "resize", "center_crop", "subtract_mean", "divide_std",
-                                               "to_float", "data_layout"]
+    assert [n for n, _ in ops(d.pipeline)] == [
+        "decode",
+        "resize",
+        "center_crop",
+        "subtract_mean",
+        "divide_std",
+        "to_float",
+        "data_layout",
+    ]
     d = derive("torchvision_mean_std", lite0)
     assert ops(d.pipeline)[4][1]["value"] == [123.675, 116.28, 103.53]
     assert ops(d.pipeline)[5][1]["value"] == [58.395, 57.12, 57.375]
@@ -82,8 +108,9 @@ def test_settings_variants(lite0: Pipeline) -> None:
 
 
 def test_not_applicable_cases(lite0: Pipeline, tmp_path: Path) -> None:
-    one = PitfallContext(input_shape=(-1, 3, 224, 224), input_layout="NCHW", runtime="opencv_dnn", batch_size=1,
-                         threads=1)
+    one = PitfallContext(
+        input_shape=(-1, 3, 224, 224), input_layout="NCHW", runtime="opencv_dnn", batch_size=1, threads=1
+    )
     with pytest.raises(NotApplicable, match="batch size 1"):
         derive("batch_size_1", lite0, one)
     with pytest.raises(NotApplicable, match="opencv_dnn"):
@@ -95,12 +122,17 @@ def test_not_applicable_cases(lite0: Pipeline, tmp_path: Path) -> None:
     nhwc = nhwc.replace("keep_aspect_ratio: true", "keep_aspect_ratio: false")
     nhwc = nhwc.replace("  - op: data_layout\n    layout: NCHW", "  - op: data_layout\n    layout: NHWC")
     nhwc = nhwc.replace("value: 127.0", "value: [123.675, 116.28, 103.53]").replace(
-        "value: 128.0", "value: [58.395, 57.12, 57.375]")
+        "value: 128.0", "value: [58.395, 57.12, 57.375]"
+    )
     path = tmp_path / "nhwc.yaml"
     path.write_text(nhwc)
     p = pipeline_of(path)
-    for name, reason in [("data_layout_reshape", "no transpose"), ("no_center_crop", "center_crop"),
-                         ("crop_fraction_1.0", "center_crop"), ("torchvision_mean_std", "already uses")]:
+    for name, reason in [
+        ("data_layout_reshape", "no transpose"),
+        ("no_center_crop", "center_crop"),
+        ("crop_fraction_1.0", "center_crop"),
+        ("torchvision_mean_std", "already uses"),
+    ]:
         with pytest.raises(NotApplicable, match=reason):
             derive(name, p)
 
@@ -127,8 +159,14 @@ def test_decode_variants_of_a_libjpeg_turbo_decode(lite0: Pipeline) -> None:
     """MLModelScope translations decode with libjpeg_turbo: swapping gives Pillow's default decode."""
     from repliscope.pitfalls.base import make_op
 
-    lj = {"library": "libjpeg_turbo", "channels": "RGB", "max_pixels": 89_478_485, "dct_scale_to": [224, 224],
-          "fancy_upsampling": False, "dct_method": "islow"}
+    lj = {
+        "library": "libjpeg_turbo",
+        "channels": "RGB",
+        "max_pixels": 89_478_485,
+        "dct_scale_to": [224, 224],
+        "fancy_upsampling": False,
+        "dct_method": "islow",
+    }
     base = lite0.replace_pre(0, make_op("decode", **lj))
     d = derive("decoder_swapped", base)
     assert ops(d.pipeline)[0] == ("decode", {"library": "pillow", "channels": "RGB", "max_pixels": 89_478_485})

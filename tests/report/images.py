@@ -12,7 +12,7 @@ PREFIX = "data:image/png;base64,"
 
 def decode_data_uri(src: str) -> Image.Image:
     assert src.startswith(PREFIX), f"not a PNG data URI: {src[:60]!r}"
-    data = base64.b64decode(src[len(PREFIX):], validate=True)
+    data = base64.b64decode(src[len(PREFIX) :], validate=True)
     image = Image.open(io.BytesIO(data))
     image.load()
     assert image.format == "PNG"

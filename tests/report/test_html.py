@@ -86,8 +86,7 @@ def test_visual_panel_images_are_the_sweeps_pngs(sweep_result: SweepResult, swee
     assert decode_data_uri(f"data:image/png;base64,{entry.image_png}").size == (48, 48)
 
 
-def test_pitfall_table_has_one_row_per_variant_and_the_reference(sweep_result: SweepResult,
-                                                                 sweep_html: str) -> None:
+def test_pitfall_table_has_one_row_per_variant_and_the_reference(sweep_result: SweepResult, sweep_html: str) -> None:
     table = parse(sweep_html).tables["pitfall-table"]
     names = [a["data-variant"] for a in table.row_attrs]
     assert names == ["reference"] + [v.name for v in sweep_result.variants]
@@ -99,8 +98,18 @@ def test_pitfall_table_has_one_row_per_variant_and_the_reference(sweep_result: S
     assert ref[6:12] == ["—"] * 6
     swapped = by_name["color_layout_swapped"]
     assert swapped[1] == "decode channels RGB -> BGR"
-    assert swapped[2:12] == ["20 / 0", "80.0% (16/20)", "[58.4%, 91.9%]", "85.0% (17/20)", "20", "-10.0 pp",
-                             "0.625", "75.0%", "5/20", "0.1843"]
+    assert swapped[2:12] == [
+        "20 / 0",
+        "80.0% (16/20)",
+        "[58.4%, 91.9%]",
+        "85.0% (17/20)",
+        "20",
+        "-10.0 pp",
+        "0.625",
+        "75.0%",
+        "5/20",
+        "0.1843",
+    ]
     assert swapped[12] == "ok"
     bug = by_name["data_layout_bug"]
     assert bug[3] == "0.0% (0/20)" and bug[7] == "-90.0 pp" and bug[8] == "<0.0001 *" and bug[10] == "20/20"
@@ -131,8 +140,9 @@ def test_claim_verdict_reason_and_source(sweep_html: str, run_html: str) -> None
         assert "not comparable" in text
         assert "the evaluated data 'foolbox_imagenet' is not declared to be that dataset" in text
         assert 'class="claim-card neutral"' in html
-    assert "https://github.com/tensorflow/tpu/tree/master/models/official/efficientnet/lite" in parse(
-        sweep_html).anchors
+    assert (
+        "https://github.com/tensorflow/tpu/tree/master/models/official/efficientnet/lite" in parse(sweep_html).anchors
+    )
 
 
 def test_claim_colours_follow_the_verdict(run_record: EvaluationRecord) -> None:
@@ -153,8 +163,14 @@ def test_provenance_pipeline_runtime_and_manifest(sweep_html: str, run_html: str
         page = parse(html)
         pipeline = page.tables["pipeline-table"].rows
         assert len(pipeline) == 7 + 3
-        assert pipeline[1] == ["preprocess", "1", "resize",
-                               "size=256, keep_aspect_ratio=true, method=bicubic, antialias=true", "pillow", "13.0.0"]
+        assert pipeline[1] == [
+            "preprocess",
+            "1",
+            "resize",
+            "size=256, keep_aspect_ratio=true, method=bicubic, antialias=true",
+            "pillow",
+            "13.0.0",
+        ]
         assert "fraction=none" in pipeline[2][3]
         text = " ".join(page.text)
         assert "exported from torch to ONNX with torch.onnx.export(dynamo=True) (opset 18" in text
@@ -162,8 +178,9 @@ def test_provenance_pipeline_runtime_and_manifest(sweep_html: str, run_html: str
         assert "99bb2a439b0b352c4bcc7b70e841ca21fb2af45d2dede8b9cd5648b90586ac7d" in text  # dataset identity
         assert "AMD EPYC" in text and "onnxruntime" in text and "libgomp.so.1" in text
         assert "manifest-text" in page.ids
-        assert re.search(r'<details id="manifest-text"><summary>Manifest text</summary>\s*<pre>name: efficientnet',
-                         html)
+        assert re.search(
+            r'<details id="manifest-text"><summary>Manifest text</summary>\s*<pre>name: efficientnet', html
+        )
 
 
 def test_user_strings_are_escaped(sweep_html: str, run_html: str) -> None:
@@ -211,9 +228,14 @@ def test_deltas_note_lists_the_variants_that_did_not_run(sweep_html: str) -> Non
 
 
 def test_unlabelled_sweep_charts_changed_predictions(sweep_result: SweepResult) -> None:
-    variants = [v.model_copy(update={"paired": v.paired.model_copy(update={"delta_top1": None, "mcnemar_p": None,
-                                                                            "b": None, "c": None})})
-                if v.paired else v for v in sweep_result.variants]
+    variants = [
+        v.model_copy(
+            update={"paired": v.paired.model_copy(update={"delta_top1": None, "mcnemar_p": None, "b": None, "c": None})}
+        )
+        if v.paired
+        else v
+        for v in sweep_result.variants
+    ]
     html = render_sweep_html(sweep_result.model_copy(update={"variants": variants, "claims": []}))
     page = parse(html)
     assert "Predictions changed per variant (no labels)" in html

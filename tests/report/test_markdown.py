@@ -24,7 +24,7 @@ def _table_rows(md: str, header_start: str) -> list[list[str]]:
     lines = md.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         rows.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]])
@@ -35,18 +35,34 @@ def test_sweep_headings_and_anchors(sweep_result: SweepResult, sweep_records: di
     md = render_sweep_markdown(sweep_result, sweep_records)
     assert md.startswith("# efficientnet-lite0 1.0.0: pitfall sweep\n")
     headings = re.findall(r"^## (.+)$", md, re.MULTILINE)
-    assert headings == ["Claim", "Measured metrics (reference)", "Pitfalls", "Δ top-1 per variant",
-                        "Visual testing", "Provenance"]
-    assert re.findall(r'<a id="([a-z-]+)"></a>', md) == ["claim", "metrics", "pitfalls", "deltas", "visual",
-                                                          "provenance"]
+    assert headings == [
+        "Claim",
+        "Measured metrics (reference)",
+        "Pitfalls",
+        "Δ top-1 per variant",
+        "Visual testing",
+        "Provenance",
+    ]
+    assert re.findall(r'<a id="([a-z-]+)"></a>', md) == [
+        "claim",
+        "metrics",
+        "pitfalls",
+        "deltas",
+        "visual",
+        "provenance",
+    ]
     assert "\n\n\n" not in md.split("```yaml")[0]
 
 
 def test_run_headings(run_record: EvaluationRecord) -> None:
     md = render_run_markdown(run_record)
-    assert re.findall(r"^## (.+)$", md, re.MULTILINE) == ["Claim", "Measured metrics",
-                                                           "Failed and misclassified samples", "Latency",
-                                                           "Provenance"]
+    assert re.findall(r"^## (.+)$", md, re.MULTILINE) == [
+        "Claim",
+        "Measured metrics",
+        "Failed and misclassified samples",
+        "Latency",
+        "Provenance",
+    ]
     assert "- **NOT COMPARABLE** — top1 75.10% claimed on imagenet-1k/val" in md
     assert _table_rows(md, "| metric |")[0] == ["top1", "89.47%", "[68.61%, 97.06%]", "17/19"]
     assert len(_table_rows(md, "| sample |")) == 3
@@ -57,8 +73,21 @@ def test_pitfall_table_rows(sweep_result: SweepResult) -> None:
     rows = _table_rows(md, "| variant | the one change |")
     assert len(rows) == 1 + len(sweep_result.variants)
     assert rows[0][0] == "**reference**"
-    assert rows[1] == ["`color_layout_swapped`", "decode channels RGB -> BGR", "20 / 0", "80.0% (16/20)",
-                       "[58.4%, 91.9%]", "85.0% (17/20)", "20", "-10.0 pp", "0.625", "75.0%", "5/20", "0.1843", "ok"]
+    assert rows[1] == [
+        "`color_layout_swapped`",
+        "decode channels RGB -> BGR",
+        "20 / 0",
+        "80.0% (16/20)",
+        "[58.4%, 91.9%]",
+        "85.0% (17/20)",
+        "20",
+        "-10.0 pp",
+        "0.625",
+        "75.0%",
+        "5/20",
+        "0.1843",
+        "ok",
+    ]
     assert rows[2][8] == "<0.0001 \\*"
     assert rows[4][12].startswith("*not applicable*: resize uses pillow")
     assert rows[5][12].startswith("*failed*: onnxruntime")

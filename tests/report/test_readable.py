@@ -39,8 +39,10 @@ def test_each_panel_has_a_colour_scale_for_its_heatmaps(sweep_result: SweepResul
         width, height = decode_data_uri(src).size
         assert width > 3 * height  # a horizontal bar
     # a sweep stored before the scale was recorded has no colour scale, and still renders
-    old_panels = [p.model_copy(update={"entries": [e.model_copy(update={"diff_scale": None}) for e in p.entries]})
-                  for p in sweep_result.visual]
+    old_panels = [
+        p.model_copy(update={"entries": [e.model_copy(update={"diff_scale": None}) for e in p.entries]})
+        for p in sweep_result.visual
+    ]
     old = render_sweep_html(sweep_result.model_copy(update={"visual": old_panels}))
     assert 'class="colorbar"' not in old
 
@@ -50,11 +52,13 @@ def test_each_card_shows_the_variants_prediction(sweep_result: SweepResult) -> N
     panels = re.findall(r'<div class="panel">(.*?)</div>\n</div>\n</div>', html, re.DOTALL)
     assert len(panels) == 2
     first = re.findall(r'<div class="name">([^<]+)</div>.*?<p class="prediction">([^<]+)</p>', panels[0], re.DOTALL)
-    assert first == [("reference", "top-1 243 (bull_mastiff), 70.0%"),
-                     ("color_layout_swapped", "top-1 242 (boxer), 42.0%"),
-                     ("data_layout_bug", "top-1 111 (nematode), 42.0%"),
-                     ("threads_changed", "top-1 243 (bull_mastiff), 70.0%"),
-                     ("no_center_crop", "top-1 243 (bull_mastiff), 55.0%")]
+    assert first == [
+        ("reference", "top-1 243 (bull_mastiff), 70.0%"),
+        ("color_layout_swapped", "top-1 242 (boxer), 42.0%"),
+        ("data_layout_bug", "top-1 111 (nematode), 42.0%"),
+        ("threads_changed", "top-1 243 (bull_mastiff), 70.0%"),
+        ("no_center_crop", "top-1 243 (bull_mastiff), 55.0%"),
+    ]
     second = re.findall(r'<p class="prediction">([^<]+)</p>', panels[1])
     assert second[0] == "top-1 436 (beach_wagon), 70.0%"  # the reference's miss on imagenet_06_609
     assert second[1] == "top-1 609 (jeep), 42.0%"  # the swapped variant gets it right
@@ -62,8 +66,9 @@ def test_each_card_shows_the_variants_prediction(sweep_result: SweepResult) -> N
 
 def test_failed_sample_says_so_under_its_card(sweep_result: SweepResult) -> None:
     panel = sweep_result.visual[0]
-    failed = panel.entries[1].model_copy(update={"top1": None, "top1_prob": None,
-                                                 "note": "sample failed: decode: truncated"})
+    failed = panel.entries[1].model_copy(
+        update={"top1": None, "top1_prob": None, "note": "sample failed: decode: truncated"}
+    )
     visual = [panel.model_copy(update={"entries": [panel.entries[0], failed, *panel.entries[2:]]})]
     html = render_sweep_html(sweep_result.model_copy(update={"visual": visual}))
     assert '<p class="prediction">no prediction (the sample failed)</p>' in html
@@ -95,19 +100,22 @@ def test_no_claim_no_plot(run_record: EvaluationRecord) -> None:
 
 
 def test_pitfall_table_fits_its_column(sweep_result: SweepResult) -> None:
-    long_name = sweep_result.variants[0].model_copy(update={"name": "a_very_long_variant_name_" * 4,
-                                                            "change": "x" * 120})
+    long_name = sweep_result.variants[0].model_copy(
+        update={"name": "a_very_long_variant_name_" * 4, "change": "x" * 120}
+    )
     html = render_sweep_html(sweep_result.model_copy(update={"variants": [long_name, *sweep_result.variants[1:]]}))
     # the table sits in a wrapper that scrolls inside the page instead of widening it
     assert re.search(r'<div class="table-wrap">\s*<table id="pitfall-table" class="pitfalls">', html)
     assert ".table-wrap { max-width: 100%; overflow-x: auto; }" in html
     assert "table.pitfalls { width: 100%; font-size: 12.5px; }" in html
     assert "table.pitfalls th { white-space: normal; vertical-align: bottom; }" in html
-    assert ("table.pitfalls td.name, table.pitfalls td.change, table.pitfalls td.status-cell "
-            "{ overflow-wrap: anywhere; }") in html
+    assert (
+        "table.pitfalls td.name, table.pitfalls td.change, table.pitfalls td.status-cell { overflow-wrap: anywhere; }"
+    ) in html
     body = _section(html, "pitfalls")
-    rows = re.findall(r"<tr class=\"[a-z]+\" data-variant=\"[^\"]+\">\n<td class=\"name\">.*?\n<td class=\"change\">",
-                      body)
+    rows = re.findall(
+        r"<tr class=\"[a-z]+\" data-variant=\"[^\"]+\">\n<td class=\"name\">.*?\n<td class=\"change\">", body
+    )
     assert len(rows) == 1 + len(sweep_result.variants)  # every name and change cell may wrap
     assert "a_very_long_variant_name_" * 4 in body
 
@@ -148,9 +156,15 @@ def _latency_stats(html: str) -> dict[str, str]:
 
 def test_run_report_separates_load_and_warmup() -> None:
     record = factories.record()
-    timings = Timings(total_seconds=17.0, inference_seconds=0.64, batch_latencies_seconds=[0.29, 0.18, 0.17],
-                      throughput_samples_per_second=20 / 1.93, load_seconds=14.9, warmup_seconds=0.17,
-                      loop_seconds=1.93)
+    timings = Timings(
+        total_seconds=17.0,
+        inference_seconds=0.64,
+        batch_latencies_seconds=[0.29, 0.18, 0.17],
+        throughput_samples_per_second=20 / 1.93,
+        load_seconds=14.9,
+        warmup_seconds=0.17,
+        loop_seconds=1.93,
+    )
     stats = _latency_stats(render_run_html(record.model_copy(update={"timings": timings})))
     assert stats["total"] == "17 s"
     assert stats["model load (build, conversion, session)"] == "14.9 s"
@@ -161,10 +175,19 @@ def test_run_report_separates_load_and_warmup() -> None:
     assert old["total (model load included)"] == "1.93 s" and "measured loop" not in old
     assert stats["inference (in the measured loop)"] == "0.64 s"
     # data_parallel workers each time their runtime: the sum can exceed the loop's wall time, and says so
-    parallel = record.model_copy(update={"timings": timings, "options": {
-        **record.options, "schedule": "data_parallel", "plan": {"schedule": "data_parallel", "workers": 2}}})
-    assert _latency_stats(render_run_html(parallel))["inference (in the measured loop summed over 2 workers)"] == \
-        "0.64 s"
+    parallel = record.model_copy(
+        update={
+            "timings": timings,
+            "options": {
+                **record.options,
+                "schedule": "data_parallel",
+                "plan": {"schedule": "data_parallel", "workers": 2},
+            },
+        }
+    )
+    assert (
+        _latency_stats(render_run_html(parallel))["inference (in the measured loop summed over 2 workers)"] == "0.64 s"
+    )
 
 
 @pytest.mark.parametrize("key", ["load_seconds", "warmup_seconds", "loop_seconds"])

@@ -25,13 +25,31 @@ MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector
 
 @pytest.fixture(scope="module")
 def shifted(tmp_path_factory: pytest.TempPathFactory) -> EvaluationRecord:
-    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    prepared = prepare(
+        MANIFEST,
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
     record = evaluate(prepared, resolve_dataset("synthetic_detection"))
-    samples = [s.model_copy(update={"detections": [
-        Detection(box=[d.box[0] + 0.05 * (d.box[2] - d.box[0]), d.box[1], d.box[2] + 0.05 * (d.box[2] - d.box[0]),
-                       d.box[3]], score=d.score, class_id=d.class_id) for d in s.detections or []]})
-        for s in record.samples]
+    samples = [
+        s.model_copy(
+            update={
+                "detections": [
+                    Detection(
+                        box=[
+                            d.box[0] + 0.05 * (d.box[2] - d.box[0]),
+                            d.box[1],
+                            d.box[2] + 0.05 * (d.box[2] - d.box[0]),
+                            d.box[3],
+                        ],
+                        score=d.score,
+                        class_id=d.class_id,
+                    )
+                    for d in s.detections or []
+                ]
+            }
+        )
+        for s in record.samples
+    ]
     return record.model_copy(update={"run_id": uuid.uuid4().hex, "samples": samples})
 
 
@@ -42,16 +60,23 @@ def test_section_and_overlays_on_the_real_images(shifted: EvaluationRecord) -> N
     ids = [s.id for s in view.sections]
     assert ids.index("units") == ids.index("provenance") - 1
     units = view.units
-    assert units.summary[0] == ("Against the ground truth: 33 of 33 boxes matched (100.0%) by 33 predictions on "
-                                "16 images.")
+    assert units.summary[0] == (
+        "Against the ground truth: 33 of 33 boxes matched (100.0%) by 33 predictions on 16 images."
+    )
     assert "Significant bias against the ground truth: dx/w median +0.0500." in units.summary
-    assert any(line.startswith("Diagnosis against the ground truth: boxes: shift_relative (tx=0.05, ty=0) "
-                               "explains 100%") for line in units.summary)
+    assert any(
+        line.startswith("Diagnosis against the ground truth: boxes: shift_relative (tx=0.05, ty=0) explains 100%")
+        for line in units.summary
+    )
     assert [what for what, _ in units.tables] == ["against the ground truth"]
     dx = next(r for r in units.tables[0][1] if r.name == "dx/w")
     assert (dx.median, dx.interval, dx.n, dx.significant) == ("+0.0500", "[+0.0500, +0.0500]", "33", True)
     assert [f.title.split(":")[0] for f in units.figures] == [
-        "Bias scatter against the ground truth", "Largest bias 1", "Largest bias 2", "Largest bias 3"]
+        "Bias scatter against the ground truth",
+        "Largest bias 1",
+        "Largest bias 2",
+        "Largest bias 3",
+    ]
     assert "Overlays: 3 of 3 on the real image." in units.note
     overlay = Image.open(io.BytesIO(decode_png_b64(units.figures[1].image.src))).convert("RGB")
     first = units.figures[1].title.split(": ")[1]
@@ -75,8 +100,20 @@ def test_classification_or_no_ground_truth_leaves_the_view(shifted: EvaluationRe
 
 
 def test_no_match_still_shows_images(shifted: EvaluationRecord) -> None:
-    wrong = shifted.model_copy(update={"samples": [s.model_copy(update={"detections": [
-        d.model_copy(update={"class_id": d.class_id % 3 + 1}) for d in s.detections or []]}) for s in shifted.samples]})
+    wrong = shifted.model_copy(
+        update={
+            "samples": [
+                s.model_copy(
+                    update={
+                        "detections": [
+                            d.model_copy(update={"class_id": d.class_id % 3 + 1}) for d in s.detections or []
+                        ]
+                    }
+                )
+                for s in shifted.samples
+            ]
+        }
+    )
     view = build_run_view(wrong)
     assert isinstance(view, DetectionRunView) and view.units is not None
     assert [f.title.split(":")[0] for f in view.units.figures[1:]] == ["Image 1", "Image 2", "Image 3"]

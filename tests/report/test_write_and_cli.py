@@ -65,8 +65,9 @@ def test_cli_run_report_html(tmp_path: Path) -> None:
     record = factories.record()
     RunStore(_db(tmp_path)).save(record)
     out = tmp_path / "report.html"
-    result = runner.invoke(_app(), ["report", record.run_id[:8], "--format", "html", "--out", str(out),
-                                    "--db", _db(tmp_path)])
+    result = runner.invoke(
+        _app(), ["report", record.run_id[:8], "--format", "html", "--out", str(out), "--db", _db(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     assert f"wrote run report {out}" in result.output
     page = parse(out.read_text(encoding="utf-8"))
@@ -116,7 +117,9 @@ def test_cli_sweep_report(tmp_path: Path) -> None:
 
 
 def test_importing_repliscope_and_the_report_does_not_import_matplotlib() -> None:
-    code = ("import sys, repliscope, repliscope.report, repliscope.report.html, repliscope.report.markdown, "
-            "repliscope.cli.report_cmd; bad = [m for m in ('matplotlib', 'jinja2') if m in sys.modules]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, repliscope, repliscope.report, repliscope.report.html, repliscope.report.markdown, "
+        "repliscope.cli.report_cmd; bad = [m for m in ('matplotlib', 'jinja2') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

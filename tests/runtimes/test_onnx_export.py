@@ -33,8 +33,9 @@ def test_first_export_is_recorded_and_not_cached(runners: dict[str, Runner], exp
     assert not list(export_cache.glob(".*tmp*")), "temporary files must not be left behind"
 
 
-def test_second_runner_reuses_the_cached_file(lite0_artifact: ModelArtifact, runners: dict[str, Runner],
-                                              export_cache: Path, images: Images) -> None:
+def test_second_runner_reuses_the_cached_file(
+    lite0_artifact: ModelArtifact, runners: dict[str, Runner], export_cache: Path, images: Images
+) -> None:
     path = Path(runners["onnxruntime"].notes["export"]["onnx_path"])
     mtime = path.stat().st_mtime_ns
     runner = create_runner("onnxruntime", lite0_artifact, threads=1, cache_dir=export_cache)
@@ -72,13 +73,20 @@ def test_export_refuses_an_onnx_source(lite0_artifact: ModelArtifact, tmp_path: 
 
 def _onnx_artifact(runners: dict[str, Runner], input_name: str = "input") -> ModelArtifact:
     info = runners["onnxruntime"].notes["export"]
-    return ModelArtifact(path=Path(info["onnx_path"]), sha256=info["onnx_sha256"], format="onnx",
-                         input_name=input_name, input_shape=(-1, 3, 224, 224), input_dtype="float32")
+    return ModelArtifact(
+        path=Path(info["onnx_path"]),
+        sha256=info["onnx_sha256"],
+        format="onnx",
+        input_name=input_name,
+        input_shape=(-1, 3, 224, 224),
+        input_dtype="float32",
+    )
 
 
 @pytest.mark.parametrize("name", ["onnxruntime", "opencv_dnn"])
-def test_onnx_source_runs_as_is(name: str, runners: dict[str, Runner], scores: dict[str, np.ndarray],
-                                images: Images, tmp_path: Path) -> None:
+def test_onnx_source_runs_as_is(
+    name: str, runners: dict[str, Runner], scores: dict[str, np.ndarray], images: Images, tmp_path: Path
+) -> None:
     runner = create_runner(name, _onnx_artifact(runners), threads=THREADS, cache_dir=tmp_path)
     out = runner.infer(images.x[:4])
     np.testing.assert_allclose(out, scores[name][:4], atol=1e-4, rtol=0)
@@ -87,8 +95,7 @@ def test_onnx_source_runs_as_is(name: str, runners: dict[str, Runner], scores: d
 
 
 @pytest.mark.parametrize("name", ["onnxruntime", "opencv_dnn"])
-def test_wrong_input_name_lists_the_actual_names(name: str, runners: dict[str, Runner],
-                                                 tmp_path: Path) -> None:
+def test_wrong_input_name_lists_the_actual_names(name: str, runners: dict[str, Runner], tmp_path: Path) -> None:
     runner = create_runner(name, _onnx_artifact(runners, input_name="images"), threads=1, cache_dir=tmp_path)
     with pytest.raises(ModelLoadError, match=r"no input named 'images'.*its inputs are: input"):
         runner.load()
@@ -106,9 +113,15 @@ def test_tampered_cache_file_is_exported_again(tmp_path: Path) -> None:
     weights = tmp_path / "linear.pth"
     torch.manual_seed(0)
     torch.save(torch.nn.Linear(4, 3).state_dict(), weights)
-    artifact = ModelArtifact(path=weights, sha256="1" * 64, format="pytorch_state_dict", input_name="x",
-                             input_shape=(-1, 4), input_dtype="float32",
-                             architecture=LINEAR)
+    artifact = ModelArtifact(
+        path=weights,
+        sha256="1" * 64,
+        format="pytorch_state_dict",
+        input_name="x",
+        input_shape=(-1, 4),
+        input_dtype="float32",
+        architecture=LINEAR,
+    )
     cache = tmp_path / "cache"
     path, first = export_to_onnx(artifact, cache)
     assert first["cached"] is False
@@ -127,9 +140,15 @@ def test_two_dimensional_input_runs_on_the_onnx_runtimes(name: str, tmp_path: Pa
     torch.manual_seed(0)
     layer = torch.nn.Linear(4, 3)
     torch.save(layer.state_dict(), weights)
-    artifact = ModelArtifact(path=weights, sha256="2" * 64, format="pytorch_state_dict", input_name="x",
-                             input_shape=(-1, 4), input_dtype="float32",
-                             architecture=LINEAR)
+    artifact = ModelArtifact(
+        path=weights,
+        sha256="2" * 64,
+        format="pytorch_state_dict",
+        input_name="x",
+        input_shape=(-1, 4),
+        input_dtype="float32",
+        architecture=LINEAR,
+    )
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
     out = create_runner(name, artifact, threads=1, cache_dir=tmp_path / "cache").infer(x)
     expected = x @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()

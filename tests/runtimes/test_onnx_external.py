@@ -29,32 +29,47 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def _artifact(path: Path) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256="0" * 64, format="onnx", input_name="input", input_shape=(-1, 64),
-                         input_dtype="float32", output_names=("logits",))
+    return ModelArtifact(
+        path=path,
+        sha256="0" * 64,
+        format="onnx",
+        input_name="input",
+        input_shape=(-1, 64),
+        input_dtype="float32",
+        output_names=("logits",),
+    )
 
 
-@pytest.mark.parametrize(("location", "why"), [
-    (PASSWD, "a path leaving the model's folder ('..')"),
-    ("/etc/passwd", "an absolute path"),
-    ("sub/../../weights.bin", "a path leaving the model's folder ('..')"),
-    ("..\\..\\etc\\passwd", "a path leaving the model's folder ('..')"),
-    ("C:\\Windows\\win.ini", "an absolute path"),
-    ("missing.bin", "a file that cannot be read (No such file or directory)"),
-])
+@pytest.mark.parametrize(
+    ("location", "why"),
+    [
+        (PASSWD, "a path leaving the model's folder ('..')"),
+        ("/etc/passwd", "an absolute path"),
+        ("sub/../../weights.bin", "a path leaving the model's folder ('..')"),
+        ("..\\..\\etc\\passwd", "a path leaving the model's folder ('..')"),
+        ("C:\\Windows\\win.ini", "an absolute path"),
+        ("missing.bin", "a file that cannot be read (No such file or directory)"),
+    ],
+)
 def test_hostile_locations_are_refused_naming_tensor_and_path(tmp_path: Path, location: str, why: str) -> None:
     model = classifier_with_external_weights(_folder(tmp_path), location=location)
     with pytest.raises(SourceError) as ei:
         check_external_data(model)
-    assert str(ei.value) == (f"ONNX model {model}: tensor 'W' keeps its data in '{location}', {why}; refused "
-                             "(external data must be a file inside the model's folder)")
+    assert str(ei.value) == (
+        f"ONNX model {model}: tensor 'W' keeps its data in '{location}', {why}; refused "
+        "(external data must be a file inside the model's folder)"
+    )
 
 
 def test_symlink_out_of_the_folder_is_refused(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     model = classifier_with_external_weights(folder, location="linked.bin")
     (folder / "linked.bin").symlink_to("/etc/passwd")
-    with pytest.raises(SourceError, match=r"tensor 'W' keeps its data in 'linked.bin', a symlink leading out of "
-                                          r"the model's folder \(to /etc/passwd\)"):
+    with pytest.raises(
+        SourceError,
+        match=r"tensor 'W' keeps its data in 'linked.bin', a symlink leading out of "
+        r"the model's folder \(to /etc/passwd\)",
+    ):
         check_external_data(model)
     (folder / "linked.bin").unlink()
     (folder / "sub").symlink_to(tmp_path)  # a symlinked folder component
@@ -99,8 +114,7 @@ def test_sha256_covers_the_external_data(tmp_path: Path) -> None:
     weights = hashlib.sha256((folder / "weights.bin").read_bytes()).hexdigest()
     expected = hashlib.sha256(f"{plain}  model.onnx\n{weights}  weights.bin\n".encode()).hexdigest()
     assert source_sha256(model) == (expected, [("weights.bin", weights)])
-    got = resolve_source("models/m/model.onnx", base_dir=tmp_path, sha256=expected, cache_dir=tmp_path,
-                         format="onnx")
+    got = resolve_source("models/m/model.onnx", base_dir=tmp_path, sha256=expected, cache_dir=tmp_path, format="onnx")
     assert got == model.resolve()
     # the file's own sha256 no longer verifies a model with external data; a changed weights file is refused
     with pytest.raises(ChecksumError, match=r"and its external data \(weights.bin\) is "):
@@ -109,8 +123,7 @@ def test_sha256_covers_the_external_data(tmp_path: Path) -> None:
     data[0] ^= 1
     (folder / "weights.bin").write_bytes(bytes(data))
     with pytest.raises(ChecksumError):
-        resolve_source("models/m/model.onnx", base_dir=tmp_path, sha256=expected, cache_dir=tmp_path,
-                       format="onnx")
+        resolve_source("models/m/model.onnx", base_dir=tmp_path, sha256=expected, cache_dir=tmp_path, format="onnx")
 
 
 def test_self_contained_model_hash_is_the_file_hash(tmp_path: Path) -> None:

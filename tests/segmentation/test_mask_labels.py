@@ -59,14 +59,29 @@ def test_a_label_map_manifest_loads(tmp_path: Path) -> None:
     assert loaded.manifest.outputs[0].kind == "mask_labels"
 
 
-@pytest.mark.parametrize(("extra", "kind", "labels", "expected"), [
-    ("  - op: mask_argmax\n", "mask_labels", "true",
-     "field 'postprocess[2]': the output is a label map already (labels: true): mask_argmax takes scores"),
-    ("", "mask_logits", "true",
-     "field 'postprocess[0].labels': output 'logits' is of kind mask_logits: labels must be false"),
-    ("", "mask_labels", "false",
-     "field 'postprocess[0].labels': output 'logits' is of kind mask_labels: labels must be true"),
-])
+@pytest.mark.parametrize(
+    ("extra", "kind", "labels", "expected"),
+    [
+        (
+            "  - op: mask_argmax\n",
+            "mask_labels",
+            "true",
+            "field 'postprocess[2]': the output is a label map already (labels: true): mask_argmax takes scores",
+        ),
+        (
+            "",
+            "mask_logits",
+            "true",
+            "field 'postprocess[0].labels': output 'logits' is of kind mask_logits: labels must be false",
+        ),
+        (
+            "",
+            "mask_labels",
+            "false",
+            "field 'postprocess[0].labels': output 'logits' is of kind mask_labels: labels must be true",
+        ),
+    ],
+)
 def test_problems_are_named(tmp_path: Path, extra: str, kind: str, labels: str, expected: str) -> None:
     errors = _errors(labels_manifest(tmp_path, extra, kind, labels))
     assert any(expected in e for e in errors), errors
@@ -74,17 +89,24 @@ def test_problems_are_named(tmp_path: Path, extra: str, kind: str, labels: str, 
 
 def test_a_bilinear_resize_of_labels_is_refused(tmp_path: Path) -> None:
     path = labels_manifest(tmp_path)
-    path.write_text(path.read_text().replace("    method: nearest\n    mapping: geometry",
-                                             "    method: bilinear\n    mapping: geometry"))
+    path.write_text(
+        path.read_text().replace(
+            "    method: nearest\n    mapping: geometry", "    method: bilinear\n    mapping: geometry"
+        )
+    )
     assert any("must use method nearest" in e for e in _errors(path))
 
 
 def _pipeline(layout: str = "NHW") -> Pipeline:
     ctx = BuildContext(class_names=NAMES)
-    first = build_op({"op": "mask_from_outputs", "output": "o", "layout": layout, "activated": False,
-                      "labels": True}, "post", ctx)
-    resize = build_op({"op": "mask_resize", "method": "nearest", "mapping": "stretch", "sampling": "half_pixel",
-                       "library": "numpy"}, "post", ctx)
+    first = build_op(
+        {"op": "mask_from_outputs", "output": "o", "layout": layout, "activated": False, "labels": True}, "post", ctx
+    )
+    resize = build_op(
+        {"op": "mask_resize", "method": "nearest", "mapping": "stretch", "sampling": "half_pixel", "library": "numpy"},
+        "post",
+        ctx,
+    )
     return Pipeline([], [first, resize])  # type: ignore[list-item]
 
 
@@ -93,8 +115,7 @@ def test_labels_are_read_and_resized_by_nearest() -> None:
     maps = _pipeline().postprocess({"o": x}, geometry=[Geometry((4, 6))]).segmentation
     assert maps is not None and maps[0].values is None and maps[0].space == "source"
     assert maps[0].labels is not None and maps[0].labels.dtype == np.int32
-    assert maps[0].labels.tolist() == [[0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 1],
-                                       [2, 2, 2, 7, 7, 7], [2, 2, 2, 7, 7, 7]]
+    assert maps[0].labels.tolist() == [[0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 1], [2, 2, 2, 7, 7, 7], [2, 2, 2, 7, 7, 7]]
 
 
 def test_a_one_channel_nhwc_label_output() -> None:
@@ -109,8 +130,11 @@ def test_non_integral_values_are_not_labels() -> None:
 
 
 def test_the_first_op_alone_gives_labels_in_the_output_grid() -> None:
-    op = build_op({"op": "mask_from_outputs", "output": "o", "layout": "NHW", "activated": False, "labels": True},
-                  "post", BuildContext(class_names=NAMES))
+    op = build_op(
+        {"op": "mask_from_outputs", "output": "o", "layout": "NHW", "activated": False, "labels": True},
+        "post",
+        BuildContext(class_names=NAMES),
+    )
     p = op(Predictions(scores=np.zeros((2, 1), np.float32), outputs={"o": np.zeros((2, 3, 4), np.int64)}))
     assert p.segmentation is not None and [m.labels.shape for m in p.segmentation] == [(3, 4), (3, 4)]
     assert all(m.space == "output" for m in p.segmentation)

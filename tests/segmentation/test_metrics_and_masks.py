@@ -63,14 +63,40 @@ def _coco(tmp_path: Path) -> Path:
     Image.new("RGB", (10, 8)).save(tmp_path / "images" / "x.jpg")
     square = lambda x1, y1, x2, y2: [[x1, y1, x2, y1, x2, y2, x1, y2]]  # noqa: E731
     crowd = {"size": [8, 10], "counts": [70, 4, 6]}  # column-major: pixels 70..73 -> column 8, rows 6..7 + col 9 ...
-    anns = [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 6, 6], "area": 36, "iscrowd": 0,
-             "segmentation": square(0, 0, 6, 6)},
-            {"id": 2, "image_id": 1, "category_id": 2, "bbox": [4, 4, 4, 4], "area": 16, "iscrowd": 0,
-             "segmentation": square(4, 4, 8, 8)},
-            {"id": 3, "image_id": 1, "category_id": 1, "bbox": [8, 6, 2, 2], "area": 4, "iscrowd": 1,
-             "segmentation": crowd}]
-    data = {"images": [{"id": 1, "file_name": "x.jpg", "width": 10, "height": 8}], "annotations": anns,
-            "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "dog"}]}
+    anns = [
+        {
+            "id": 1,
+            "image_id": 1,
+            "category_id": 1,
+            "bbox": [0, 0, 6, 6],
+            "area": 36,
+            "iscrowd": 0,
+            "segmentation": square(0, 0, 6, 6),
+        },
+        {
+            "id": 2,
+            "image_id": 1,
+            "category_id": 2,
+            "bbox": [4, 4, 4, 4],
+            "area": 16,
+            "iscrowd": 0,
+            "segmentation": square(4, 4, 8, 8),
+        },
+        {
+            "id": 3,
+            "image_id": 1,
+            "category_id": 1,
+            "bbox": [8, 6, 2, 2],
+            "area": 4,
+            "iscrowd": 1,
+            "segmentation": crowd,
+        },
+    ]
+    data = {
+        "images": [{"id": 1, "file_name": "x.jpg", "width": 10, "height": 8}],
+        "annotations": anns,
+        "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "dog"}],
+    }
     (tmp_path / "annotations" / "instances_x.json").write_text(json.dumps(data))
     return tmp_path
 
@@ -102,5 +128,8 @@ def test_coco_instances_and_size_buckets(tmp_path: Path) -> None:
     assert found is not None and [(c, int(m.sum())) for c, m in found] == [(1, 36), (2, 16)]  # the crowd left out
     assert [c for c, _ in sample.mask.instances(frozenset({2})) or []] == [2]
     buckets = size_buckets([[[1, 100, 50], [1, 2000, 2000]], [[1, 10000, 0]]], replicates=50, seed=0)
-    assert [(b.name, b.n_objects, b.recall) for b in buckets] == [("small", 1, 0.5), ("medium", 1, 1.0),
-                                                                   ("large", 1, 0.0)]
+    assert [(b.name, b.n_objects, b.recall) for b in buckets] == [
+        ("small", 1, 0.5),
+        ("medium", 1, 1.0),
+        ("large", 1, 0.0),
+    ]

@@ -21,11 +21,16 @@ def post(spec: dict[str, Any], names: tuple[str, ...] = NAMES) -> Any:
     return build_op(spec, "post", BuildContext(class_names=names))
 
 
-def preds_of(values: np.ndarray, source_hw: tuple[int, int] | None = None,
-             geometry: Geometry | None = None) -> Predictions:
+def preds_of(
+    values: np.ndarray, source_hw: tuple[int, int] | None = None, geometry: Geometry | None = None
+) -> Predictions:
     geo = geometry or Geometry(source_hw or values.shape[:2])
-    return Predictions(scores=np.zeros((1, 1), np.float32), outputs={}, geometry=[geo],
-                       segmentation=[MaskMap(values=values, activated=True, space="output", class_names=NAMES)])
+    return Predictions(
+        scores=np.zeros((1, 1), np.float32),
+        outputs={},
+        geometry=[geo],
+        segmentation=[MaskMap(values=values, activated=True, space="output", class_names=NAMES)],
+    )
 
 
 class TestMaskFromOutputs:
@@ -60,8 +65,14 @@ class TestMaskActivation:
 
 
 def resize_op(**kw: object) -> Any:
-    spec = {"op": "mask_resize", "method": "bilinear", "mapping": "stretch", "sampling": "half_pixel",
-            "library": "numpy", **kw}
+    spec = {
+        "op": "mask_resize",
+        "method": "bilinear",
+        "mapping": "stretch",
+        "sampling": "half_pixel",
+        "library": "numpy",
+        **kw,
+    }
     return post(spec)
 
 
@@ -83,8 +94,13 @@ class TestMaskResize:
         rng = np.random.default_rng(1)
         x = rng.random((5, 6, 2), dtype=np.float32)
         out = resize_op(sampling="corner_aligned")(preds_of(x, (11, 17))).segmentation[0].values
-        ref = torch.nn.functional.interpolate(torch.from_numpy(x.transpose(2, 0, 1))[None], size=(11, 17),
-                                              mode="bilinear", align_corners=True)[0].numpy().transpose(1, 2, 0)
+        ref = (
+            torch.nn.functional.interpolate(
+                torch.from_numpy(x.transpose(2, 0, 1))[None], size=(11, 17), mode="bilinear", align_corners=True
+            )[0]
+            .numpy()
+            .transpose(1, 2, 0)
+        )
         np.testing.assert_allclose(out, ref, atol=2e-6)
 
     def test_geometry_undoes_a_crop_and_a_resize_exactly(self) -> None:
@@ -155,13 +171,25 @@ class TestWarpResize:
             img, ref, border = golden[f"{case}_image"], golden[f"{case}_warped"], str(golden[f"{case}_border"])
             h, w = img.shape[:2]
             th, tw = ref.shape[:2]
-            m = cv2.getPerspectiveTransform(np.array([[0, h], [0, 0], [w, 0], [w, h]], np.float32),
-                                            np.array([[0, th], [0, 0], [tw, 0], [tw, th]], np.float32))
+            m = cv2.getPerspectiveTransform(
+                np.array([[0, h], [0, 0], [w, 0], [w, h]], np.float32),
+                np.array([[0, th], [0, 0], [tw, 0], [tw, th]], np.float32),
+            )
             np.testing.assert_array_equal(warp_perspective_opencv4(img, m, (th, tw), border, 0), ref, err_msg=case)
 
     def test_op_geometry_is_corner_aligned(self) -> None:
-        op: Any = build_op({"op": "warp_resize", "size": [4, 6], "method": "bilinear", "border": "constant",
-                            "border_value": 0, "library": "opencv4_numpy"}, "pre", BuildContext())
+        op: Any = build_op(
+            {
+                "op": "warp_resize",
+                "size": [4, 6],
+                "method": "bilinear",
+                "border": "constant",
+                "border_value": 0,
+                "library": "opencv4_numpy",
+            },
+            "pre",
+            BuildContext(),
+        )
         img = np.zeros((8, 3, 3), np.uint8)
         out = op(Item(img, "HWC", "RGB", Geometry((8, 3))))
         assert out.data.shape == (4, 6, 3) and out.data.dtype == np.uint8
@@ -170,5 +198,15 @@ class TestWarpResize:
         # source pixel centre (0.5 edges) -> output centre 0.5: corner-aligned
         assert g.offset[1] + 0.5 * g.scale[1] == 0.5 and g.offset[0] + 0.5 * g.scale[0] == 0.5
         with pytest.raises(OpSpecError, match="INTER_LINEAR only"):
-            build_op({"op": "warp_resize", "size": [4, 6], "method": "nearest", "border": "constant",
-                      "border_value": 0, "library": "opencv4_numpy"}, "pre", BuildContext())
+            build_op(
+                {
+                    "op": "warp_resize",
+                    "size": [4, 6],
+                    "method": "nearest",
+                    "border": "constant",
+                    "border_value": 0,
+                    "library": "opencv4_numpy",
+                },
+                "pre",
+                BuildContext(),
+            )

@@ -14,16 +14,26 @@ from repliscope.pitfalls.sweep import run_sweep, task_pitfalls
 from tests.segmentation._data import write_voc
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "segmentation"
-NAMES = ["mask_upsample_nearest", "mask_labels_before_upsampling", "mask_threshold_0.3", "mask_threshold_0.7",
-         "mask_class_id_plus_1", "mask_class_id_minus_1", "mask_void_as_background",
-         "segmentation_letterbox_stretch_swapped", "segmentation_half_pixel_corner_aligned_swapped",
-         "segmentation_input_range_swapped"]
+NAMES = [
+    "mask_upsample_nearest",
+    "mask_labels_before_upsampling",
+    "mask_threshold_0.3",
+    "mask_threshold_0.7",
+    "mask_class_id_plus_1",
+    "mask_class_id_minus_1",
+    "mask_void_as_background",
+    "segmentation_letterbox_stretch_swapped",
+    "segmentation_half_pixel_corner_aligned_swapped",
+    "segmentation_input_range_swapped",
+]
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> PreparedRun:
-    return prepare(FIXTURES / "colour-segmenter.yaml", RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                                                   cache_dir=tmp_path_factory.mktemp("cache")))
+    return prepare(
+        FIXTURES / "colour-segmenter.yaml",
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
 
 
 def test_registered_for_segmentation_only() -> None:
@@ -33,8 +43,9 @@ def test_registered_for_segmentation_only() -> None:
 
 
 def test_each_is_one_stated_change(prepared: PreparedRun) -> None:
-    ctx = PitfallContext(input_shape=(1, 32, 32, 3), input_layout="NHWC", runtime="onnxruntime", batch_size=1,
-                         threads=1)
+    ctx = PitfallContext(
+        input_shape=(1, 32, 32, 3), input_layout="NHWC", runtime="onnxruntime", batch_size=1, threads=1
+    )
     base = prepared.pipeline
     changes = {}
     for name in NAMES:
@@ -42,22 +53,31 @@ def test_each_is_one_stated_change(prepared: PreparedRun) -> None:
             changes[name] = PITFALLS.get(name)().derive(base, ctx).change
         except NotApplicable as exc:
             changes[name] = f"n/a: {exc}"
-    assert changes["mask_upsample_nearest"] == \
-        "mask_resize.method bilinear -> nearest (on the scores, before the labels)"
+    assert (
+        changes["mask_upsample_nearest"] == "mask_resize.method bilinear -> nearest (on the scores, before the labels)"
+    )
     assert changes["mask_labels_before_upsampling"] == "mask_argmax moved before mask_resize (method -> nearest)"
     assert changes["mask_threshold_0.3"] == "n/a: the pipeline has no 'mask_threshold' post-processing op"
     assert changes["mask_class_id_plus_1"].startswith("mask_label_offset +1 after mask_argmax")
-    assert changes["segmentation_letterbox_stretch_swapped"] == \
-        "resize -> letterbox [32, 32]; the padding is undone exactly by mask_resize (mapping: geometry)"
-    assert changes["segmentation_half_pixel_corner_aligned_swapped"] == \
-        "n/a: only a bilinear stretch has a corner-aligned twin (warp_resize)"
+    assert (
+        changes["segmentation_letterbox_stretch_swapped"]
+        == "resize -> letterbox [32, 32]; the padding is undone exactly by mask_resize (mapping: geometry)"
+    )
+    assert (
+        changes["segmentation_half_pixel_corner_aligned_swapped"]
+        == "n/a: only a bilinear stretch has a corner-aligned twin (warp_resize)"
+    )
     assert changes["segmentation_input_range_swapped"] == "input range [0, 1] -> [-1, 1]"
 
 
 def test_sweep_scores_delta_miou(prepared: PreparedRun, tmp_path: Path) -> None:
     data = resolve_dataset(f"voc_seg:{write_voc(tmp_path / 'voc')}")
-    out = run_sweep(prepared, data, ["mask_upsample_nearest", "mask_labels_before_upsampling",
-                                     "mask_class_id_plus_1", "mask_void_as_background"], visual_samples=0)
+    out = run_sweep(
+        prepared,
+        data,
+        ["mask_upsample_nearest", "mask_labels_before_upsampling", "mask_class_id_plus_1", "mask_void_as_background"],
+        visual_samples=0,
+    )
     by = {v.name: v for v in out.result.variants}
     assert out.result.reference.metric("mIoU").value == 1.0  # type: ignore[union-attr]
     for exact in ("mask_upsample_nearest", "mask_labels_before_upsampling"):  # 2x grid: nearest is exact here

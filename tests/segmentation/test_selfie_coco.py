@@ -9,13 +9,16 @@ from repliscope.datasets.resolve import resolve_dataset
 from repliscope.evaluation.run import RunSettings, evaluate, prepare
 from tests.segmentation._selfie import MANIFESTS, need_coco, seed_cache
 
-EXPECTED = {"general": {"mIoU": 0.5844, "person": 0.3176, "background": 0.8511, "pixel_accuracy": 0.8608},
-            "landscape": {"mIoU": 0.6013, "person": 0.3261, "background": 0.8765, "pixel_accuracy": 0.8835}}
+EXPECTED = {
+    "general": {"mIoU": 0.5844, "person": 0.3176, "background": 0.8511, "pixel_accuracy": 0.8608},
+    "landscape": {"mIoU": 0.6013, "person": 0.3261, "background": 0.8765, "pixel_accuracy": 0.8835},
+}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("which", "runtime"), [("general", "tflite"), ("landscape", "tflite"),
-                                                ("general", "onnxruntime")])
+@pytest.mark.parametrize(
+    ("which", "runtime"), [("general", "tflite"), ("landscape", "tflite"), ("general", "onnxruntime")]
+)
 def test_coco_person_iou(which: str, runtime: str) -> None:
     coco = need_coco()
     seed_cache()

@@ -15,8 +15,12 @@ from repliscope.ops.pipeline import Pipeline, decode_input
 from repliscope.pitfalls.base import rebuild
 from tests.segmentation._selfie import COCO_MINI, GOLDEN, MANIFESTS, need_coco, seed_cache
 
-CASES = [("general", "000000404484"), ("general", "000000434204"), ("general", "000000020992"),
-         ("landscape", "000000404484")]
+CASES = [
+    ("general", "000000404484"),
+    ("general", "000000434204"),
+    ("general", "000000020992"),
+    ("landscape", "000000404484"),
+]
 
 
 @pytest.fixture(scope="module")

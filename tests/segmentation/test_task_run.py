@@ -23,8 +23,10 @@ MANIFEST = Path(__file__).parents[1] / "fixtures" / "segmentation" / "colour-seg
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> PreparedRun:
-    return prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                         cache_dir=tmp_path_factory.mktemp("cache")))
+    return prepare(
+        MANIFEST,
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +40,21 @@ def record(prepared: PreparedRun, voc: Path) -> EvaluationRecord:
 
 
 def test_exact_segmenter_scores_one(record: EvaluationRecord) -> None:
-    assert record.task == "semantic_segmentation" and record.counts == {"total": 4, "evaluated": 4, "failed": 0,
-                                                                       "labelled": 0}
+    assert record.task == "semantic_segmentation" and record.counts == {
+        "total": 4,
+        "evaluated": 4,
+        "failed": 0,
+        "labelled": 0,
+    }
     values = {m.name: (m.value, m.ci_low, m.ci_high, m.n) for m in record.metrics}
     assert values == {"mIoU": (1.0, 1.0, 1.0, 4), "fwIoU": (1.0, 1.0, 1.0, 4), "pixel_accuracy": (1.0, 1.0, 1.0, 4)}
     truth = {c: sum(int(((label_map(s) == c)[1:]).sum()) for s in RECTS) for c in range(3)}  # row 0 is void
     assert record.per_class is not None
-    assert [(r["name"], r["iou"], r["gt_pixels"], r["predicted_pixels"]) for r in record.per_class] == \
-        [("background", 1.0, truth[0], truth[0]), ("red", 1.0, truth[1], truth[1]), ("green", 1.0, truth[2], truth[2])]
+    assert [(r["name"], r["iou"], r["gt_pixels"], r["predicted_pixels"]) for r in record.per_class] == [
+        ("background", 1.0, truth[0], truth[0]),
+        ("red", 1.0, truth[1], truth[1]),
+        ("green", 1.0, truth[2], truth[2]),
+    ]
     assert record.dataset["categories_evaluated"] == [[1, "red"], [2, "green"]]
     assert record.claims[0].metric == "mIoU" and record.claims[0].measured == 1.0
 

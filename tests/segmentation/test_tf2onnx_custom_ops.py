@@ -37,9 +37,15 @@ def test_conversion_runs_like_litert(tmp_path: Path) -> None:
     from repliscope.runtimes.tf2onnx_convert import convert_to_onnx
 
     path = _model("landscape")
-    artifact = ModelArtifact(path=path, format="tflite", sha256=MODELS["landscape"][1], input_name="input_1",
-                             input_shape=(1, 144, 256, 3), input_dtype="float32",
-                             output_names=("segment_back",))
+    artifact = ModelArtifact(
+        path=path,
+        format="tflite",
+        sha256=MODELS["landscape"][1],
+        input_name="input_1",
+        input_shape=(1, 144, 256, 3),
+        input_dtype="float32",
+        output_names=("segment_back",),
+    )
     onnx_path, info = convert_to_onnx(artifact, tmp_path)
     x = np.random.default_rng(0).random((1, 144, 256, 3), dtype=np.float32)
     onnx_out = ort.InferenceSession(str(onnx_path)).run(["segment_back"], {"input_1": x})[0]

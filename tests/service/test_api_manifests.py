@@ -17,8 +17,9 @@ def _upload(client: TestClient, text: str, headers: dict[str, str]) -> Any:
     return client.post("/api/v1/manifests", content=text.encode(), headers={**headers, **YAML})
 
 
-def test_upload_is_immutable_by_name_and_version(client: TestClient,
-                                                 headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_upload_is_immutable_by_name_and_version(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     runner = headers_for("runner")
     text = LITE0.read_text()
     first = _upload(client, text, runner)
@@ -50,13 +51,17 @@ def test_upload_is_immutable_by_name_and_version(client: TestClient,
 
 
 def test_multipart_upload(client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
-    r = client.post("/api/v1/manifests", files={"file": ("lite0.yaml", LITE0.read_bytes(), "text/yaml")},
-                    headers=headers_for("runner"))
+    r = client.post(
+        "/api/v1/manifests",
+        files={"file": ("lite0.yaml", LITE0.read_bytes(), "text/yaml")},
+        headers=headers_for("runner"),
+    )
     assert r.status_code == 201 and r.json()["ref"] == "efficientnet-lite0@1.0.0"
 
 
-def test_bad_manifests_are_422_naming_the_field(client: TestClient,
-                                                headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_bad_manifests_are_422_naming_the_field(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     runner = headers_for("runner")
     r = _upload(client, "name: [unclosed\n", runner)
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_manifest"
@@ -79,7 +84,10 @@ def test_local_sources_are_refused(client: TestClient, headers_for: Callable[[st
     assert r.status_code == 422, r.text
     assert r.json()["error"] == {
         "message": "'weights/lite0.pth': an uploaded manifest may only use package:// or https:// (with sha256) "
-                   "sources; local paths are refused on the server", "field": "source.uri", "code": "source_policy"}
+        "sources; local paths are refused on the server",
+        "field": "source.uri",
+        "code": "source_policy",
+    }
     r = _upload(client, text.replace(uri, "file:///etc/passwd"), headers_for("runner"))
     assert r.status_code == 422
 

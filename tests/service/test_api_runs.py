@@ -27,14 +27,16 @@ def stored(service_app: Any) -> list[str]:
         if i == 4:
             top1[0], top1[1] = 1, 2
         run_id = f"{i:x}" * 32
-        store.save(make_record(run_id, top1, created_at=T0 + timedelta(hours=i),
-                               runtime="onnxruntime" if i < 3 else "torch"))
+        store.save(
+            make_record(run_id, top1, created_at=T0 + timedelta(hours=i), runtime="onnxruntime" if i < 3 else "torch")
+        )
         ids.append(run_id)
     return ids
 
 
-def test_query_filters_paging_sorting(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                      stored: list[str]) -> None:
+def test_query_filters_paging_sorting(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], stored: list[str]
+) -> None:
     viewer = headers_for("viewer")
 
     def query(**params: Any) -> Any:
@@ -58,20 +60,30 @@ def test_query_filters_paging_sorting(client: TestClient, headers_for: Callable[
     assert row["top1"] == pytest.approx(16 / 20) and row["num_samples"] == 20 and row["manifest_version"] == "1.0.0"
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({"page": 0}, "query.page"), ({"page": -3}, "query.page"), ({"page_size": 0}, "query.page_size"),
-    ({"page_size": 501}, "query.page_size"), ({"page": "two"}, "query.page"), ({"sort": "run_id"}, "query.sort"),
-    ({"verdict": "maybe"}, "query.verdict"), ({"created_from": "yesterday"}, "query.created_from"),
-])
-def test_out_of_range_query_parameters_are_422(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                               params: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"page": 0}, "query.page"),
+        ({"page": -3}, "query.page"),
+        ({"page_size": 0}, "query.page_size"),
+        ({"page_size": 501}, "query.page_size"),
+        ({"page": "two"}, "query.page"),
+        ({"sort": "run_id"}, "query.sort"),
+        ({"verdict": "maybe"}, "query.verdict"),
+        ({"created_from": "yesterday"}, "query.created_from"),
+    ],
+)
+def test_out_of_range_query_parameters_are_422(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], params: dict[str, Any], field: str
+) -> None:
     r = client.get("/api/v1/runs", params=params, headers=headers_for("viewer"))
     assert r.status_code == 422
     assert r.json()["error"]["field"] == field and r.json()["error"]["code"] == "invalid"
 
 
-def test_misspelt_query_parameter_is_422_not_every_run(client: TestClient,
-                                                       headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_misspelt_query_parameter_is_422_not_every_run(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     r = client.get("/api/v1/runs", params={"since": "2026-01-01", "model": "m"}, headers=headers_for("viewer"))
     assert r.status_code == 422
     error = r.json()["error"]
@@ -79,11 +91,16 @@ def test_misspelt_query_parameter_is_422_not_every_run(client: TestClient,
     assert error["message"].startswith("unknown query parameter 'since' (allowed: created_from, created_to, ")
 
 
-def test_one_run_unknown_ids_and_compare(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                         stored: list[str]) -> None:
+def test_one_run_unknown_ids_and_compare(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], stored: list[str]
+) -> None:
     viewer = headers_for("viewer")
-    for path in ("/api/v1/runs/deadbeefdeadbeef", "/api/v1/runs/ab", "/api/v1/runs/deadbeefdead/samples",
-                 "/api/v1/runs/deadbeefdead/report"):
+    for path in (
+        "/api/v1/runs/deadbeefdeadbeef",
+        "/api/v1/runs/ab",
+        "/api/v1/runs/deadbeefdead/samples",
+        "/api/v1/runs/deadbeefdead/report",
+    ):
         r = client.get(path, headers=viewer)
         assert r.status_code == 404 and r.json()["error"]["field"] == "run_id", path
     r = client.get("/api/v1/runs/compare", params={"a": stored[0], "b": "nope-nope"}, headers=viewer)
@@ -92,7 +109,9 @@ def test_one_run_unknown_ids_and_compare(client: TestClient, headers_for: Callab
     cmp = client.get("/api/v1/runs/compare", params={"a": stored[0], "b": stored[4]}, headers=viewer).json()
     assert cmp["common_evaluated"] == 20
     assert sorted(f["sample_id"] for f in cmp["top1_flips"]) == [
-        f"imagenet_00_{FOOLBOX_LABELS[0]}.jpg", f"imagenet_01_{FOOLBOX_LABELS[1]}.jpg"]
+        f"imagenet_00_{FOOLBOX_LABELS[0]}.jpg",
+        f"imagenet_01_{FOOLBOX_LABELS[1]}.jpg",
+    ]
     top1 = next(d for d in cmp["metric_deltas"] if d["name"] == "top1")
     assert top1["delta"] == pytest.approx(-2 / 20)
     bad = client.get(f"/api/v1/runs/{stored[0]}/samples", params={"page_size": 100000}, headers=viewer)
@@ -103,26 +122,29 @@ def test_datasets_registry(client: TestClient, headers_for: Callable[[str], dict
     admin, viewer = headers_for("admin"), headers_for("viewer")
     listed = client.get("/api/v1/datasets", headers=viewer).json()
     assert [(d["name"], d["spec"], d["created_by"]) for d in listed] == [
-        ("foolbox_imagenet", "foolbox_imagenet", "repliscope serve")]
-    r = client.post("/api/v1/datasets", json={"name": "foolbox_imagenet", "spec": "foolbox_imagenet"},
-                    headers=admin)
+        ("foolbox_imagenet", "foolbox_imagenet", "repliscope serve")
+    ]
+    r = client.post("/api/v1/datasets", json={"name": "foolbox_imagenet", "spec": "foolbox_imagenet"}, headers=admin)
     assert r.status_code == 409 and r.json()["error"]["field"] == "name"
     r = client.post("/api/v1/datasets", json={"name": "nowhere", "spec": str(tmp_path / "absent")}, headers=admin)
     assert r.status_code == 422 and r.json()["error"]["field"] == "spec"
     r = client.post("/api/v1/datasets", json={"name": "a b", "spec": "foolbox_imagenet"}, headers=admin)
     assert r.status_code == 422 and r.json()["error"]["field"] == "body.name"
-    r = client.post("/api/v1/datasets", json={"name": "fb2", "spec": "foolbox_imagenet", "description": "again"},
-                    headers=admin)
+    r = client.post(
+        "/api/v1/datasets", json={"name": "fb2", "spec": "foolbox_imagenet", "description": "again"}, headers=admin
+    )
     assert r.status_code == 201 and r.json()["created_by"] == "admin"
     assert [d["name"] for d in client.get("/api/v1/datasets", headers=viewer).json()] == ["fb2", "foolbox_imagenet"]
 
 
-def test_cors_is_off_by_default_and_on_when_configured(client: TestClient, service_db_url: str,
-                                                       headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_cors_is_off_by_default_and_on_when_configured(
+    client: TestClient, service_db_url: str, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     r = client.get("/api/v1/health", headers={"Origin": "https://evil.example"})
     assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
-    r = client.options("/api/v1/runs", headers={"Origin": "https://evil.example",
-                                                "Access-Control-Request-Method": "GET"})
+    r = client.options(
+        "/api/v1/runs", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}
+    )
     assert "access-control-allow-origin" not in r.headers
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
@@ -137,11 +159,15 @@ def test_cors_is_off_by_default_and_on_when_configured(client: TestClient, servi
 
 
 def test_request_size_limit(client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
-    r = client.post("/api/v1/datasets", content=b"x" * ((1 << 20) + 1),
-                    headers={**headers_for("admin"), "Content-Type": "application/json"})
+    r = client.post(
+        "/api/v1/datasets",
+        content=b"x" * ((1 << 20) + 1),
+        headers={**headers_for("admin"), "Content-Type": "application/json"},
+    )
     assert r.status_code == 413
-    assert r.json() == {"error": {"message": "the request body is larger than 1048576 bytes", "field": "body",
-                                  "code": "too_large"}}
+    assert r.json() == {
+        "error": {"message": "the request body is larger than 1048576 bytes", "field": "body", "code": "too_large"}
+    }
 
 
 def test_openapi_and_docs(client: TestClient) -> None:

@@ -21,8 +21,12 @@ def _free_port() -> int:
 
 
 def _serve(db: str, port: int) -> tuple[subprocess.Popen[str], list[str]]:
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "repliscope.cli.main", "serve", "--port", str(port),
-                             "--db", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db", db],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     deadline = time.monotonic() + 120
     assert proc.stdout is not None
@@ -43,8 +47,12 @@ def _serve(db: str, port: int) -> tuple[subprocess.Popen[str], list[str]]:
 def test_serve_first_start_prints_url_and_a_one_time_admin_token(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'serve.db'}"
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "repliscope.cli.main", "serve", "--port", str(port),
-                             "--db", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db", db],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline().rstrip() for _ in range(5)]
@@ -57,8 +65,9 @@ def test_serve_first_start_prints_url_and_a_one_time_admin_token(tmp_path: Path)
         deadline = time.monotonic() + 60
         while True:
             try:
-                r = httpx.get(f"http://127.0.0.1:{port}/api/v1/whoami",
-                              headers={"Authorization": f"Bearer {token}"}, timeout=2)
+                r = httpx.get(
+                    f"http://127.0.0.1:{port}/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}, timeout=2
+                )
                 break
             except httpx.HTTPError:
                 assert time.monotonic() < deadline
@@ -75,8 +84,10 @@ def test_serve_first_start_prints_url_and_a_one_time_admin_token(tmp_path: Path)
 
 
 def test_the_cli_imports_no_web_framework() -> None:
-    code = ("import sys, repliscope, repliscope.cli.main; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'starlette', 'uvicorn', 'alembic'}))")
+    code = (
+        "import sys, repliscope, repliscope.cli.main; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'starlette', 'uvicorn', 'alembic'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -111,8 +122,12 @@ def test_a_port_in_use_is_an_input_error_before_any_token_is_made(tmp_path: Path
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db", db],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db", db],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"cannot serve on 127.0.0.1:{port}" in done.stdout + done.stderr
     assert "admin token" not in done.stdout
@@ -136,8 +151,22 @@ def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
     app = SimpleNamespace(state=SimpleNamespace(cluster=ClusterHandle(address, timeout=1.0)))
     with pytest.raises(RepliscopeError, match=f"cannot connect to the scheduler {address}"):
         connect_agents(app, address)
-    bad = subprocess.run([sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(_free_port()),
-                          "--db", f"sqlite:///{tmp_path / 'nosched.db'}", "--scheduler", "127.0.0.1:8786"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repliscope.cli.main",
+            "serve",
+            "--port",
+            str(_free_port()),
+            "--db",
+            f"sqlite:///{tmp_path / 'nosched.db'}",
+            "--scheduler",
+            "127.0.0.1:8786",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2, bad.stdout + bad.stderr
     assert "give tcp://HOST:PORT" in bad.stderr and "repliscope serve: http://" not in bad.stdout

@@ -26,27 +26,34 @@ ROLES = ("viewer", "runner", "admin")
 def _request(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None) -> Any:
     path = path.replace("{job_id}", "0" * 32).replace("{token_id}", "1")
     if path == "/api/v1/manifests":
-        return client.request(method, path, content=LITE0.read_text(), headers={**(headers or {}),
-                                                                                "Content-Type": "text/yaml"})
+        return client.request(
+            method, path, content=LITE0.read_text(), headers={**(headers or {}), "Content-Type": "text/yaml"}
+        )
     return client.request(method, path, json={}, headers=headers)
 
 
 def test_every_mutating_endpoint_is_in_the_table(service_app: Any) -> None:
     paths = service_app.openapi()["paths"]
-    found = {(m.upper(), p) for p, ops in paths.items() if p.startswith("/api/v1")
-             for m in ops if m in ("post", "put", "patch", "delete")}
+    found = {
+        (m.upper(), p)
+        for p, ops in paths.items()
+        if p.startswith("/api/v1")
+        for m in ops
+        if m in ("post", "put", "patch", "delete")
+    }
     assert found == {(m, p) for m, p, _ in MUTATING}
 
 
 @pytest.mark.parametrize(("method", "path", "role"), MUTATING)
 def test_mutating_endpoint_refuses_without_token_and_with_smaller_role(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], method: str, path: str, role: str) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], method: str, path: str, role: str
+) -> None:
     r = _request(client, method, path)
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "unauthenticated"
     assert r.json()["error"]["field"] == "header.authorization"
     assert r.headers["www-authenticate"] == "Bearer"
-    for smaller in ROLES[:ROLES.index(role)]:
+    for smaller in ROLES[: ROLES.index(role)]:
         r = _request(client, method, path, headers_for(smaller))
         assert r.status_code == 403, (smaller, r.text)
         assert r.json()["error"]["code"] == "forbidden"
@@ -55,19 +62,18 @@ def test_mutating_endpoint_refuses_without_token_and_with_smaller_role(
     assert r.status_code not in (401, 403), r.text
 
 
-READS = ["/api/v1/manifests", "/api/v1/models", "/api/v1/jobs", "/api/v1/runs", "/api/v1/datasets",
-         "/api/v1/whoami"]
+READS = ["/api/v1/manifests", "/api/v1/models", "/api/v1/jobs", "/api/v1/runs", "/api/v1/datasets", "/api/v1/whoami"]
 
 
 @pytest.mark.parametrize("path", READS)
-def test_reads_need_a_viewer_token(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                   path: str) -> None:
+def test_reads_need_a_viewer_token(client: TestClient, headers_for: Callable[[str], dict[str, str]], path: str) -> None:
     assert client.get(path).status_code == 401
     assert client.get(path, headers=headers_for("viewer")).status_code == 200
 
 
-def test_token_admin_endpoints_refuse_a_runner(client: TestClient, headers_for: Callable[[str], dict[str, str]]
-                                               ) -> None:
+def test_token_admin_endpoints_refuse_a_runner(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     assert client.get("/api/v1/tokens", headers=headers_for("runner")).status_code == 403
     assert client.get("/api/v1/tokens", headers=headers_for("admin")).status_code == 200
 

@@ -79,21 +79,28 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         svc = Service(url, admin, runner, viewer, chromium, chromedriver, app.state.store)
         datasets = _api(svc, "GET", "/datasets", svc.viewer)
         assert [d["name"] for d in datasets] == [DATASET]
-        stored = _api(svc, "POST", "/manifests", svc.runner, content=LITE0.read_bytes(),
-                      headers={"Content-Type": "text/yaml"})
+        stored = _api(
+            svc, "POST", "/manifests", svc.runner, content=LITE0.read_bytes(), headers={"Content-Type": "text/yaml"}
+        )
         assert stored["ref"] == MANIFEST_REF and stored["created"] is True
         yield svc
     app.state.executor.shutdown(wait=True)
     app.state.cluster.close()
 
 
-def _api(svc: Service, method: str, path: str, token: str, *, headers: dict[str, str] | None = None,
-         **kwargs: Any) -> Any:
+def _api(
+    svc: Service, method: str, path: str, token: str, *, headers: dict[str, str] | None = None, **kwargs: Any
+) -> Any:
     """A call to the live server's API with ``token``; fails the test on an error status."""
     import httpx
 
-    response = httpx.request(method, f"{svc.url}/api/v1{path}",
-                             headers={"Authorization": f"Bearer {token}", **(headers or {})}, timeout=60, **kwargs)
+    response = httpx.request(
+        method,
+        f"{svc.url}/api/v1{path}",
+        headers={"Authorization": f"Bearer {token}", **(headers or {})},
+        timeout=60,
+        **kwargs,
+    )
     assert response.status_code < 400, f"{method} {path} -> {response.status_code}: {response.text[:500]}"
     return response.json()
 
@@ -121,7 +128,8 @@ def _choose(driver: WebDriver, element_id: str, want: str) -> None:
         select = Select(element)
         values = [(o.get_attribute("value") or "", o.text) for o in select.options]
         match = next((v for v, _ in values if v == want), None) or next(
-            (v for v, t in values if want in t or want in v), None)
+            (v for v, t in values if want in t or want in v), None
+        )
         assert match is not None, f"#{element_id} has no option {want!r}: {values}"
         select.select_by_value(match)
     else:
@@ -155,8 +163,13 @@ def _wait_job_page(driver: WebDriver) -> str:
 
 def _api_job(svc: Service, runtime: str) -> str:
     """Submit an evaluation through the API and wait for it; the stored run id."""
-    job = _api(svc, "POST", "/jobs", svc.runner, json={"kind": "evaluate", "manifest": MANIFEST_REF,
-                                                        "runtime": runtime, "dataset": DATASET, "options": {}})
+    job = _api(
+        svc,
+        "POST",
+        "/jobs",
+        svc.runner,
+        json={"kind": "evaluate", "manifest": MANIFEST_REF, "runtime": runtime, "dataset": DATASET, "options": {}},
+    )
     job_id = job["id"]
 
     def done() -> dict[str, Any] | None:
@@ -206,8 +219,11 @@ def test_login_with_the_keyboard_only(service: Service, driver: WebDriver) -> No
     screenshot(driver, "login")
     _tab_to(driver, "token")
     _keys(driver, "rs_not-a-token", Keys.ENTER)
-    alert = poll(lambda: driver.find_elements(By.CSS_SELECTOR, "[role=alert]"), timeout=20,
-                 what="the error of a wrong token on /login")
+    alert = poll(
+        lambda: driver.find_elements(By.CSS_SELECTOR, "[role=alert]"),
+        timeout=20,
+        what="the error of a wrong token on /login",
+    )
     assert alert[0].text.strip(), "the wrong-token alert is empty"
     assert "/login" in driver.current_url
     assert driver.get_cookie("repliscope_token") is None
@@ -218,7 +234,8 @@ def test_login_with_the_keyboard_only(service: Service, driver: WebDriver) -> No
     button = driver.switch_to.active_element
     assert button.get_attribute("id") == "login", "Tab from #token does not land on #login"
     focus = driver.execute_script(
-        "const s = getComputedStyle(arguments[0]); return [s.outlineStyle, s.outlineWidth, s.boxShadow]", button)
+        "const s = getComputedStyle(arguments[0]); return [s.outlineStyle, s.outlineWidth, s.boxShadow]", button
+    )
     assert focus[0] != "none" or focus[2] != "none", f"#login has no visible focus style: {focus}"
     _keys(driver, Keys.ENTER)
     poll(lambda: "/login" not in driver.current_url, timeout=20, what="the redirect away from /login")
@@ -244,8 +261,11 @@ def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDri
     _wait_job_page(driver)
     screenshot(driver, "job")
 
-    link = poll(lambda: driver.find_element(By.ID, "job-run-link").get_attribute("href"), timeout=30,
-                what="#job-run-link on the finished job page")
+    link = poll(
+        lambda: driver.find_element(By.ID, "job-run-link").get_attribute("href"),
+        timeout=30,
+        what="#job-run-link on the finished job page",
+    )
     m = re.search(r"/runs/([0-9a-f]+)", link)
     assert m, f"#job-run-link does not point at a run: {link}"
     run_a = m.group(1)
@@ -285,8 +305,9 @@ def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDri
 
     driver.get(f"{service.url}/")
     models = driver.find_element(By.ID, "models-table").text
-    assert "efficientnet-lite0" in models and models.count("not comparable") == 2, \
+    assert "efficientnet-lite0" in models and models.count("not comparable") == 2, (
         f"the models page does not show Lite0's verdict on onnxruntime and torch: {models}"
+    )
     screenshot(driver, "models")
 
 
@@ -323,8 +344,10 @@ def test_agents_and_a_stack_matrix_page_with_the_keyboard_only(service: Service,
     _keys(driver, Keys.ENTER)
     poll(lambda: MATRIX_ID in driver.current_url, timeout=20, what="the stack matrix page after Enter")
     stacks = _table(driver, "stacks-table")
-    assert [(row[0].splitlines()[0], row[2]) for row in stacks] == [("current", "0.9000"),
-                                                                    ("onnxruntime==1.20.1", "0.8500")]
+    assert [(row[0].splitlines()[0], row[2]) for row in stacks] == [
+        ("current", "0.9000"),
+        ("onnxruntime==1.20.1", "0.8500"),
+    ]
     [pair] = _table(driver, "pairs-table")
     assert pair[:6] == ["current", "onnxruntime==1.20.1", "0.9500", "1", "0", "0.0123"], pair
     details = driver.find_element(By.CSS_SELECTOR, "details summary")
@@ -343,8 +366,7 @@ def _tab_to_element(driver: WebDriver, element: Any, limit: int = 40) -> None:
     pytest.fail(f"{limit} Tab presses never reached {element.tag_name} on {driver.current_url}")
 
 
-def test_jobs_page_filters_and_cancels_and_back_after_logout_shows_nothing(service: Service,
-                                                                           driver: WebDriver) -> None:
+def test_jobs_page_filters_and_cancels_and_back_after_logout_shows_nothing(service: Service, driver: WebDriver) -> None:
     """Issue 21 items 3 and 6: the /jobs page's status filter and Cancel button (its form's CSRF token) in a real
     browser; after logging out, Back must not show the signed-in page again (Cache-Control: no-store)."""
     from repliscope.store.registry import create_job, get_job
@@ -368,6 +390,9 @@ def test_jobs_page_filters_and_cancels_and_back_after_logout_shows_nothing(servi
     driver.find_element(By.CSS_SELECTOR, "form.logout button").click()
     poll(lambda: "/jobs" not in driver.current_url, timeout=20, what="the page after logging out")
     driver.back()
-    poll(lambda: "/login" in driver.current_url, timeout=20,
-         what="Back after logging out: the login page, not the cached jobs page")
+    poll(
+        lambda: "/login" in driver.current_url,
+        timeout=20,
+        what="Back after logging out: the login page, not the cached jobs page",
+    )
     assert not driver.find_elements(By.ID, "jobs-table")

@@ -34,19 +34,25 @@ def _error_shape(response: Any) -> None:
         assert {"message", "field", "code"} <= set(error) and error["message"]
 
 
-def test_every_operation_refuses_negative_data_cleanly(service_app: Any,
-                                                       headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_every_operation_refuses_negative_data_cleanly(
+    service_app: Any, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     admin = headers_for("admin")
     operations = [r.ok() for r in _schema(service_app).get_all_operations()]
-    operations = [op for op in operations if not op.path.endswith("/revoke")  # the admin token stays
-                  and (len(op.body) or len(op.query))]  # a free-text path parameter cannot be invalid
+    operations = [
+        op
+        for op in operations
+        if not op.path.endswith("/revoke")  # the admin token stays
+        and (len(op.body) or len(op.query))
+    ]  # a free-text path parameter cannot be invalid
     assert len(operations) >= 8
     statuses: dict[str, set[int]] = {}
     without: list[str] = []
 
     for operation in operations:
-        check = _negative_check(operation, admin,
-                                statuses.setdefault(f"{operation.method.upper()} {operation.path}", set()))
+        check = _negative_check(
+            operation, admin, statuses.setdefault(f"{operation.method.upper()} {operation.path}", set())
+        )
         try:
             check()
         except Unsatisfiable:  # nothing it takes can be invalid (e.g. GET /health: no parameters, no body)
@@ -58,8 +64,13 @@ def test_every_operation_refuses_negative_data_cleanly(service_app: Any,
 
 def _negative_check(operation: Any, admin: dict[str, str], seen: set[int]) -> Callable[[], None]:
     @given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
-    @settings(max_examples=NEGATIVE_EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=NEGATIVE_EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case: Any) -> None:
         response = case.call(headers={**admin, **(case.headers or {})})
         case.validate_response(response, checks=[not_a_server_error])
@@ -74,8 +85,9 @@ def test_stateful_sequences_follow_the_links(service_app: Any, headers_for: Call
 
     admin = headers_for("admin")
     machine = _schema(service_app).as_state_machine()
-    rules = [name for name in dir(machine) if name.startswith(("POST_api_v1_manifests___201",
-                                                               "POST_api_v1_jobs___202"))]
+    rules = [
+        name for name in dir(machine) if name.startswith(("POST_api_v1_manifests___201", "POST_api_v1_jobs___202"))
+    ]
     assert len(rules) >= 5, rules  # upload -> get, raw; submit -> status, log, cancel
     calls: list[int] = []
 
@@ -87,7 +99,15 @@ def test_stateful_sequences_follow_the_links(service_app: Any, headers_for: Call
             _error_shape(response)
             calls.append(response.status_code)
 
-    run_state_machine_as_test(Workflow, settings=settings(max_examples=STATEFUL_EXAMPLES, derandomize=True,
-                                                          stateful_step_count=STATEFUL_STEPS, deadline=None,
-                                                          database=None, suppress_health_check=list(HealthCheck)))
+    run_state_machine_as_test(
+        Workflow,
+        settings=settings(
+            max_examples=STATEFUL_EXAMPLES,
+            derandomize=True,
+            stateful_step_count=STATEFUL_STEPS,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
     assert len(calls) >= STATEFUL_EXAMPLES

@@ -53,27 +53,36 @@ def test_cross_site_requests_with_the_login_cookie_are_refused(service_app: Any,
     attacks = {
         "upload text/plain": evil.post("/api/v1/manifests", content=yaml, headers={"Content-Type": "text/plain"}),
         "upload multipart": evil.post("/api/v1/manifests", files={"file": ("m.yaml", yaml, "text/yaml")}),
-        "wizard": evil.post("/new", data={"manifest": "x@1", "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
-                                          "kind": "evaluate"}),
+        "wizard": evil.post(
+            "/new",
+            data={"manifest": "x@1", "runtime": "onnxruntime", "dataset": "foolbox_imagenet", "kind": "evaluate"},
+        ),
         "token revoke": evil.post("/api/v1/tokens/1/revoke"),
         "token create": evil.post("/api/v1/tokens", json={"name": "evil", "role": "admin"}),
         "job cancel": evil.post("/api/v1/jobs/some-job/cancel"),
         "logout": evil.post("/logout"),
         "login as the attacker": TestClient(service_app, headers={"Origin": EVIL}).post(
-            "/login", data={"token": tokens["viewer"], "next": "/"}, follow_redirects=False),
+            "/login", data={"token": tokens["viewer"], "next": "/"}, follow_redirects=False
+        ),
         "no Origin nor Referer": _cookie_client(service_app, tokens["admin"], None).post("/api/v1/tokens/1/revoke"),
         "foreign Referer": _cookie_client(service_app, tokens["admin"], None).post(
-            "/api/v1/tokens/1/revoke", headers={"Referer": f"{EVIL}/page"}),
+            "/api/v1/tokens/1/revoke", headers={"Referer": f"{EVIL}/page"}
+        ),
         "sibling port": _cookie_client(service_app, tokens["admin"], "http://testserver:8081").post(
-            "/api/v1/tokens/1/revoke"),
+            "/api/v1/tokens/1/revoke"
+        ),
     }
     assert {name: r.status_code for name, r in attacks.items()} == {name: 403 for name in attacks}
     assert attacks["token revoke"].json()["error"]["code"] == "cross_origin"
     assert "set-cookie" not in attacks["login as the attacker"].headers
     store = service_app.state.store
     assert list_manifests(store) == [] and list_jobs(store) == []
-    assert TestClient(service_app).get("/api/v1/whoami", headers={"Authorization": f"Bearer {tokens['admin']}"}
-                                       ).status_code == 200  # nothing was revoked
+    assert (
+        TestClient(service_app)
+        .get("/api/v1/whoami", headers={"Authorization": f"Bearer {tokens['admin']}"})
+        .status_code
+        == 200
+    )  # nothing was revoked
 
 
 def test_same_origin_cookie_requests_also_need_the_csrf_token(service_app: Any, tokens: dict[str, str]) -> None:
@@ -83,14 +92,16 @@ def test_same_origin_cookie_requests_also_need_the_csrf_token(service_app: Any, 
     yaml = LITE0.read_bytes()
     refused = web.post("/api/v1/manifests", content=yaml, headers={"Content-Type": "text/plain"})
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf"
-    wrong = web.post("/api/v1/manifests", content=yaml, headers={"Content-Type": "text/plain",
-                                                                  "X-CSRF-Token": "0" * 64})
+    wrong = web.post(
+        "/api/v1/manifests", content=yaml, headers={"Content-Type": "text/plain", "X-CSRF-Token": "0" * 64}
+    )
     assert wrong.status_code == 403
     assert web.post("/logout", data={"csrf_token": "forged"}).status_code == 403
     assert web.post("/new", data={"csrf_token": "forged", "manifest": "x@1"}).status_code == 403
     assert list_manifests(service_app.state.store) == []
-    ok = web.post("/api/v1/manifests", content=yaml, headers={"Content-Type": "text/plain",
-                                                               "X-CSRF-Token": _csrf_of(web)})
+    ok = web.post(
+        "/api/v1/manifests", content=yaml, headers={"Content-Type": "text/plain", "X-CSRF-Token": _csrf_of(web)}
+    )
     assert ok.status_code == 201, ok.text
     login = TestClient(service_app, headers={"Origin": "http://testserver"})  # no login page seen: no binding
     assert login.post("/login", data={"token": tokens["viewer"], "csrf_token": "x"}).status_code == 403
@@ -100,13 +111,15 @@ def test_same_origin_cookie_requests_also_need_the_csrf_token(service_app: Any, 
 
 
 def test_bearer_clients_need_no_csrf_token(client: TestClient, headers_for: Callable[[str], dict[str, str]]) -> None:
-    r = client.post("/api/v1/tokens", json={"name": "ci", "role": "viewer"},
-                    headers={**headers_for("admin"), "Origin": EVIL})  # a script, not a browser: its own header
+    r = client.post(
+        "/api/v1/tokens", json={"name": "ci", "role": "viewer"}, headers={**headers_for("admin"), "Origin": EVIL}
+    )  # a script, not a browser: its own header
     assert r.status_code == 201
 
 
-def test_the_last_admin_token_cannot_be_revoked(client: TestClient,
-                                                headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_the_last_admin_token_cannot_be_revoked(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     admin = headers_for("admin")
     mine = [t for t in client.get("/api/v1/tokens", headers=admin).json() if t["role"] == "admin"]
     assert len(mine) == 1
@@ -115,15 +128,16 @@ def test_the_last_admin_token_cannot_be_revoked(client: TestClient,
     second = client.post("/api/v1/tokens", json={"name": "admin-2", "role": "admin"}, headers=admin).json()
     assert client.post(f"/api/v1/tokens/{mine[0]['id']}/revoke", headers=admin).status_code == 200
     new = {"Authorization": f"Bearer {second['token']}"}
-    [left] = [t for t in client.get("/api/v1/tokens", headers=new).json() if t["role"] == "admin" and
-              t["revoked_at"] is None]
+    [left] = [
+        t for t in client.get("/api/v1/tokens", headers=new).json() if t["role"] == "admin" and t["revoked_at"] is None
+    ]
     assert client.post(f"/api/v1/tokens/{left['id']}/revoke", headers=new).status_code == 409
 
 
-@pytest.mark.parametrize("query", ["created_from=0001-01-01T00:00:00%2B00:01",
-                                   "created_to=9999-12-31T23:59:59-14:00"])
-def test_extreme_dates_are_clean_422s(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                      query: str) -> None:
+@pytest.mark.parametrize("query", ["created_from=0001-01-01T00:00:00%2B00:01", "created_to=9999-12-31T23:59:59-14:00"])
+def test_extreme_dates_are_clean_422s(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], query: str
+) -> None:
     r = client.get(f"/api/v1/runs?{query}", headers=headers_for("viewer"))
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == f"query.{query.split('=')[0]}"
@@ -138,20 +152,31 @@ def test_the_runs_page_takes_the_last_day_there_is(service_app: Any, tokens: dic
     assert web.get("/runs?created_to=10000-01-01").status_code == 400
 
 
-@pytest.mark.parametrize(("spec", "why"), [
-    ("/proc/self", "pseudo-filesystem"), ("/proc", "pseudo-filesystem"), ("/sys/class", "pseudo-filesystem"),
-    ("/dev", "pseudo-filesystem"), ("../../", "absolute folder"), ("./data", "absolute folder"),
-    ("~/data", "absolute folder"), ("/dev/../proc/1", "pseudo-filesystem")])
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("/proc/self", "pseudo-filesystem"),
+        ("/proc", "pseudo-filesystem"),
+        ("/sys/class", "pseudo-filesystem"),
+        ("/dev", "pseudo-filesystem"),
+        ("../../", "absolute folder"),
+        ("./data", "absolute folder"),
+        ("~/data", "absolute folder"),
+        ("/dev/../proc/1", "pseudo-filesystem"),
+    ],
+)
 def test_dataset_registration_refuses_pseudo_filesystems_and_relative_paths(
-        client: TestClient, headers_for: Callable[[str], dict[str, str]], spec: str, why: str) -> None:
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], spec: str, why: str
+) -> None:
     start = time.monotonic()
     r = client.post("/api/v1/datasets", json={"name": "hostile", "spec": spec}, headers=headers_for("admin"))
     assert r.status_code == 422 and why in r.json()["error"]["message"], r.text
     assert time.monotonic() - start < 5
 
 
-def test_dataset_registration_bounds_the_walk(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                              tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dataset_registration_bounds_the_walk(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from repliscope.service.routers import datasets
 
     deep = tmp_path.joinpath(*[f"d{i}" for i in range(datasets.MAX_WALK_DEPTH + 2)])
@@ -167,8 +192,9 @@ def test_dataset_registration_bounds_the_walk(client: TestClient, headers_for: C
     assert r.status_code == 422 and "more than 5 files" in r.json()["error"]["message"]
 
 
-def test_health_answers_while_a_big_manifest_validates(service_app: Any, tokens: dict[str, str],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_health_answers_while_a_big_manifest_validates(
+    service_app: Any, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Item 5: validation ran on the event loop (a 600 KB YAML: /health waited 18.4 s). A validation that takes
     2 s (the loader slowed down on purpose) must leave /health answering within 1 s."""
     import httpx
@@ -205,8 +231,9 @@ def test_health_answers_while_a_big_manifest_validates(service_app: Any, tokens:
     assert len(latencies) >= 5 and max(latencies) < 1.0, latencies
 
 
-def test_a_validation_past_its_time_limit_is_refused(client: TestClient, headers_for: Callable[[str], dict[str, str]],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_validation_past_its_time_limit_is_refused(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from repliscope.service.routers import manifests
 
     release = threading.Event()
@@ -218,22 +245,25 @@ def test_a_validation_past_its_time_limit_is_refused(client: TestClient, headers
 
     monkeypatch.setattr(manifests, "validate_off_loop", short)
     monkeypatch.setattr(manifests, "load_text", lambda text, filename="m": release.wait(5))
-    r = client.post("/api/v1/manifests", content=b"name: x\n",
-                    headers={**headers_for("runner"), "Content-Type": "text/yaml"})
+    r = client.post(
+        "/api/v1/manifests", content=b"name: x\n", headers={**headers_for("runner"), "Content-Type": "text/yaml"}
+    )
     release.set()
     assert r.status_code == 503 and r.json()["error"]["code"] == "validation_timeout"
 
 
-def test_a_bad_manifest_shows_the_loaders_own_message(client: TestClient,
-                                                      headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_a_bad_manifest_shows_the_loaders_own_message(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]]
+) -> None:
     from pathlib import Path
 
     from repliscope.errors import ManifestError
     from repliscope.manifest.loader import load_manifest
 
     text = "name: x\nversion: [1, 2\n"
-    r = client.post("/api/v1/manifests", content=text.encode(),
-                    headers={**headers_for("runner"), "Content-Type": "text/yaml"})
+    r = client.post(
+        "/api/v1/manifests", content=text.encode(), headers={**headers_for("runner"), "Content-Type": "text/yaml"}
+    )
     assert r.status_code == 422
     path = Path("/tmp") / "manifest.yaml"
     try:
@@ -270,7 +300,9 @@ def test_health_latency_while_a_real_600_kb_manifest_validates(service_app: Any,
             return response.status_code, time.perf_counter() - start, latencies
 
     status, took, latencies = asyncio.run(scenario())
-    print(f"600 KB manifest validated and stored in {took:.2f} s; /health answered {len(latencies)} times, "
-          f"slowest {max(latencies) * 1000:.0f} ms")
+    print(
+        f"600 KB manifest validated and stored in {took:.2f} s; /health answered {len(latencies)} times, "
+        f"slowest {max(latencies) * 1000:.0f} ms"
+    )
     assert status == 201
     assert max(latencies) < 1.0

@@ -27,9 +27,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str,
     folder = tmp_path_factory.mktemp("serve")
     port = free_port()
     out = (folder / "serve.out").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db",
-                             f"sqlite:///{folder / 'serve.db'}", "--max-upload-bytes", str(1 << 20)],
-                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "repliscope.cli.main",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            f"sqlite:///{folder / 'serve.db'}",
+            "--max-upload-bytes",
+            str(1 << 20),
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     token = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and token is None:
@@ -51,8 +65,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str,
 
 def _chunked_headers(path: str, token: str | None, ctype: str = "application/json") -> bytes:
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: {ctype}\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n").encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: {ctype}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
 
 
 def _response(sock: socket.socket) -> tuple[int, bytes]:
@@ -122,8 +137,10 @@ def test_server_memory_stays_flat_under_a_large_chunked_upload(server: tuple[int
         peak = max(peak, proc.memory_info().rss)
         assert status == (401 if auth is None else 413)
     grown = (peak - before) / (1 << 20)
-    print(f"server RSS {before / (1 << 20):.0f} MiB before, peak {peak / (1 << 20):.0f} MiB "
-          f"(+{grown:.1f} MiB) under chunked uploads of up to {STREAM_MB} MiB")
+    print(
+        f"server RSS {before / (1 << 20):.0f} MiB before, peak {peak / (1 << 20):.0f} MiB "
+        f"(+{grown:.1f} MiB) under chunked uploads of up to {STREAM_MB} MiB"
+    )
     assert grown < 64
 
 

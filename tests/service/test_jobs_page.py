@@ -15,8 +15,10 @@ from tests.report.htmlparse import ReportParser
 from tests.service.test_web_pages import assert_accessible, logged_in
 
 BENCH_ID = "be" * 16
-CANCEL_FORM = re.compile(r'<form method="post" action="/jobs/([0-9a-f]+)/cancel">\s*'
-                         r'<input type="hidden" name="csrf_token" value="([^"]+)">')
+CANCEL_FORM = re.compile(
+    r'<form method="post" action="/jobs/([0-9a-f]+)/cancel">\s*'
+    r'<input type="hidden" name="csrf_token" value="([^"]+)">'
+)
 
 
 @pytest.fixture
@@ -28,19 +30,29 @@ def jobs(service_app: Any, tokens: dict[str, str]) -> dict[str, str]:
     store = service_app.state.store
     ref = "efficientnet-lite0@1.0.0"
     ids = {}
-    for kind, user in (("evaluate", "test-runner"), ("bench", "test-runner"), ("pitfalls", "alice"),
-                       ("diff", "test-runner")):
+    for kind, user in (
+        ("evaluate", "test-runner"),
+        ("bench", "test-runner"),
+        ("pitfalls", "alice"),
+        ("diff", "test-runner"),
+    ):
         ids[kind] = create_job(store, kind, ref, "onnxruntime", "foolbox_imagenet", {}, created_by=user).id
     update_job(store, ids["bench"], status="succeeded", progress_total=20, progress_done=20, result_ids=[BENCH_ID])
     url = service_app.state.config.db_url
-    update_job(store, ids["pitfalls"], status="failed", error=f"the run database {url} is read-only",
-               append_log=f"error: the run database {url} is read-only")
+    update_job(
+        store,
+        ids["pitfalls"],
+        status="failed",
+        error=f"the run database {url} is read-only",
+        append_log=f"error: the run database {url} is read-only",
+    )
     update_job(store, ids["diff"], status="running", progress_total=4, progress_done=1)
     return ids
 
 
-def test_the_jobs_api_filters_and_rejects_unknown_parameters(client: TestClient, jobs: dict[str, str],
-                                                             headers_for: Callable[[str], dict[str, str]]) -> None:
+def test_the_jobs_api_filters_and_rejects_unknown_parameters(
+    client: TestClient, jobs: dict[str, str], headers_for: Callable[[str], dict[str, str]]
+) -> None:
     viewer = headers_for("viewer")
 
     def kinds(**params: str) -> list[str]:
@@ -61,14 +73,16 @@ def test_the_jobs_api_filters_and_rejects_unknown_parameters(client: TestClient,
     assert log == "error: the run database the run store is read-only\n" and "sqlite" not in log
     r = client.get("/api/v1/jobs", params={"kidn": "bench"}, headers=viewer)
     assert r.status_code == 422
-    assert r.json()["error"] == {"message": "unknown query parameter 'kidn' (allowed: kind, limit, status, user)",
-                                 "field": "query.kidn", "code": "invalid"}
+    assert r.json()["error"] == {
+        "message": "unknown query parameter 'kidn' (allowed: kind, limit, status, user)",
+        "field": "query.kidn",
+        "code": "invalid",
+    }
     r = client.get("/api/v1/jobs", params={"kind": "train"}, headers=viewer)
     assert r.status_code == 422 and r.json()["error"]["field"] == "query.kind"
 
 
-def test_the_jobs_page_lists_filters_and_links(service_app: Any, tokens: dict[str, str],
-                                               jobs: dict[str, str]) -> None:
+def test_the_jobs_page_lists_filters_and_links(service_app: Any, tokens: dict[str, str], jobs: dict[str, str]) -> None:
     web = logged_in(service_app, tokens["viewer"])
     r = web.get("/jobs")
     assert r.status_code == 200
@@ -90,13 +104,15 @@ def test_the_jobs_page_lists_filters_and_links(service_app: Any, tokens: dict[st
     assert 'value="bench" selected' in only and "1 job." in only
     bad = web.get("/jobs", params={"status": "done"})
     assert bad.status_code == 422
-    assert "status &#39;done&#39; is not a job status (allowed: queued, running, succeeded, failed, cancelled)" \
-        in bad.text
+    assert (
+        "status &#39;done&#39; is not a job status (allowed: queued, running, succeeded, failed, cancelled)" in bad.text
+    )
     assert web.get("/jobs", params={"owner": "x"}).status_code == 422
 
 
-def test_a_runner_cancels_from_the_jobs_page_with_its_csrf_token(service_app: Any, tokens: dict[str, str],
-                                                                 jobs: dict[str, str]) -> None:
+def test_a_runner_cancels_from_the_jobs_page_with_its_csrf_token(
+    service_app: Any, tokens: dict[str, str], jobs: dict[str, str]
+) -> None:
     viewer = logged_in(service_app, tokens["viewer"])
     web = logged_in(service_app, tokens["runner"])
     forms = CANCEL_FORM.findall(web.get("/jobs").text)
@@ -106,11 +122,13 @@ def test_a_runner_cancels_from_the_jobs_page_with_its_csrf_token(service_app: An
     assert refused.status_code == 403 and "CSRF token missing or wrong" in refused.text
     viewer_token = re.search(r'name="csrf_token" value="([^"]+)"', viewer.get("/jobs").text)
     assert viewer_token is not None
-    as_viewer = viewer.post(f"/jobs/{jobs['evaluate']}/cancel", data={"csrf_token": viewer_token.group(1)},
-                            follow_redirects=False)
+    as_viewer = viewer.post(
+        f"/jobs/{jobs['evaluate']}/cancel", data={"csrf_token": viewer_token.group(1)}, follow_redirects=False
+    )
     assert as_viewer.status_code == 403 and "needs the role &#39;runner&#39;" in as_viewer.text
-    anonymous = TestClient(service_app).post(f"/jobs/{jobs['evaluate']}/cancel", data={"csrf_token": token},
-                                             follow_redirects=False)
+    anonymous = TestClient(service_app).post(
+        f"/jobs/{jobs['evaluate']}/cancel", data={"csrf_token": token}, follow_redirects=False
+    )
     assert anonymous.status_code in (303, 403)  # no cookie: never reaches the route
     from repliscope.store.registry import get_job
 

@@ -35,8 +35,7 @@ def _db_path(app: Any) -> str:
     return str(app.state.config.db_url).removeprefix("sqlite:///")
 
 
-def test_api_404s_and_error_pages_do_not_show_the_database_url(leaky: dict[str, Any],
-                                                               headers_for: Any) -> None:
+def test_api_404s_and_error_pages_do_not_show_the_database_url(leaky: dict[str, Any], headers_for: Any) -> None:
     app = leaky["app"]
     db = _db_path(app)
     from fastapi.testclient import TestClient
@@ -61,12 +60,18 @@ def test_a_viewer_sees_paths_relative_to_named_roots_and_an_admin_sees_them(leak
     text = viewer.text
     for server_path in (cache, "/srv/shared/data", sys.prefix + "/bin"):
         assert server_path not in text
-    for shown in ("&lt;model cache&gt;/onnx/efficientnet-lite0-1.0.0.onnx", "…/data/imagenet-sample",
-                  "&lt;python prefix&gt;/bin/python3"):
+    for shown in (
+        "&lt;model cache&gt;/onnx/efficientnet-lite0-1.0.0.onnx",
+        "…/data/imagenet-sample",
+        "&lt;python prefix&gt;/bin/python3",
+    ):
         assert shown in text
     admin = logged_in(app, leaky["tokens"]["admin"]).get(f"/runs/{RUN_A}").text
-    for server_path in (f"{cache}/onnx/efficientnet-lite0-1.0.0.onnx", "/srv/shared/data/imagenet-sample",
-                        f"{sys.prefix}/bin/python3"):
+    for server_path in (
+        f"{cache}/onnx/efficientnet-lite0-1.0.0.onnx",
+        "/srv/shared/data/imagenet-sample",
+        f"{sys.prefix}/bin/python3",
+    ):
         assert server_path in admin
     other = make_record(RUN_B, TOP1_B)
     other.runtime["model_path"] = "/opt/models/lite0/model.onnx"
@@ -82,15 +87,17 @@ def test_a_viewer_sees_paths_relative_to_named_roots_and_an_admin_sees_them(leak
 
 def test_hide_paths_keeps_urls_and_relative_paths() -> None:
     roots = [("<model cache>", "/var/cache/repliscope"), ("~", "/home/ana")]
-    text = ("export /var/cache/repliscope/onnx/m.onnx from https://example.org/a/b.onnx, labels "
-            "examples/labels.txt, data /home/ana/data/x and /opt/models/net/weights.pt; root /var/cache/repliscope")
+    text = (
+        "export /var/cache/repliscope/onnx/m.onnx from https://example.org/a/b.onnx, labels "
+        "examples/labels.txt, data /home/ana/data/x and /opt/models/net/weights.pt; root /var/cache/repliscope"
+    )
     assert hide_paths(text, roots) == (
         "export <model cache>/onnx/m.onnx from https://example.org/a/b.onnx, labels examples/labels.txt, data "
-        "~/data/x and …/net/weights.pt; root <model cache>")
+        "~/data/x and …/net/weights.pt; root <model cache>"
+    )
 
 
-def test_signed_in_pages_and_api_answers_are_not_stored_by_the_browser(leaky: dict[str, Any],
-                                                                      headers_for: Any) -> None:
+def test_signed_in_pages_and_api_answers_are_not_stored_by_the_browser(leaky: dict[str, Any], headers_for: Any) -> None:
     web = logged_in(leaky["app"], leaky["tokens"]["viewer"])
     for path in ("/", "/runs", f"/runs/{RUN_A}", "/login"):
         r = web.get(path)
@@ -120,7 +127,6 @@ def test_sweep_id_accepts_the_twelve_characters_the_ui_shows(leaky: dict[str, An
     assert ambiguous.status_code == 422
     error = ambiguous.json()["error"]
     assert error["field"] == "query.sweep_id" and error["code"] == "ambiguous"
-    assert error["message"] == (f"sweep id prefix '{SWEEP_1[:12]}' is ambiguous; candidates: {SWEEP_1}, "
-                                f"{SWEEP_2}")
+    assert error["message"] == (f"sweep id prefix '{SWEEP_1[:12]}' is ambiguous; candidates: {SWEEP_1}, {SWEEP_2}")
     assert runs(SWEEP_1[:13]).json()["total"] == 2
     assert runs("5eedcc" + "0" * 6).json()["total"] == 0  # no such sweep: no runs

@@ -29,8 +29,10 @@ MAX_EXAMPLES = 20
 def test_api_conforms_to_its_schema(service_app: Any, headers_for: Callable[[str], dict[str, str]]) -> None:
     schema = schemathesis.openapi.from_asgi("/openapi.json", service_app).include(path_regex="^/api/v1/")
     admin = headers_for("admin")
-    operations = sorted((result.ok() for result in schema.get_all_operations()),  # revoking (the admin token
-                        key=lambda op: op.path.endswith("/revoke"))  # among others) goes last
+    operations = sorted(
+        (result.ok() for result in schema.get_all_operations()),  # revoking (the admin token
+        key=lambda op: op.path.endswith("/revoke"),
+    )  # among others) goes last
     assert len(operations) >= 18
     seen: dict[str, set[int]] = {}
 
@@ -43,8 +45,13 @@ def test_api_conforms_to_its_schema(service_app: Any, headers_for: Callable[[str
 
 def _check(operation: Any, admin: dict[str, str], seen: set[int]) -> Callable[[], None]:
     @given(case=operation.as_strategy())
-    @settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case: Any) -> None:
         response = case.call(headers=admin)
         case.validate_response(response, checks=CHECKS)

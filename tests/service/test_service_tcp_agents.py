@@ -48,7 +48,8 @@ def tcp_service(tmp_path: Path) -> Iterator[tuple[Any, Processes, dict[str, str]
 
 
 def test_the_service_on_a_tcp_scheduler_lists_runs_and_sees_an_agent_go(
-        tcp_service: tuple[Any, Processes, dict[str, str]]) -> None:
+    tcp_service: tuple[Any, Processes, dict[str, str]],
+) -> None:
     app, procs, tokens = tcp_service
     viewer = {"Authorization": f"Bearer {tokens['viewer']}"}
     runner = {"Authorization": f"Bearer {tokens['runner']}"}
@@ -58,8 +59,13 @@ def test_the_service_on_a_tcp_scheduler_lists_runs_and_sees_an_agent_go(
     assert agent["capabilities"]["pid"] == procs.procs[AGENT].pid
 
     ref = _upload_lite0(client, runner)
-    body = {"kind": "evaluate", "manifest": ref, "runtime": "onnxruntime", "dataset": "foolbox_imagenet",
-            "options": {"limit": 2}}
+    body = {
+        "kind": "evaluate",
+        "manifest": ref,
+        "runtime": "onnxruntime",
+        "dataset": "foolbox_imagenet",
+        "options": {"limit": 2},
+    }
     r = client.post("/api/v1/jobs", json=body, headers=runner)
     assert r.status_code == 202, r.text
     job = wait_for(client, r.json()["id"], runner, timeout=300)

@@ -23,8 +23,10 @@ def detection_runs(tmp_path_factory: pytest.TempPathFactory) -> list[EvaluationR
 
     cache = tmp_path_factory.mktemp("cache")
     ds = resolve_dataset("synthetic_detection")
-    return [evaluate(prepare(MANIFEST, RunSettings(runtime=rt, threads=1, batch_size=1, cache_dir=cache)), ds)
-            for rt in ("onnxruntime", "opencv_dnn")]
+    return [
+        evaluate(prepare(MANIFEST, RunSettings(runtime=rt, threads=1, batch_size=1, cache_dir=cache)), ds)
+        for rt in ("onnxruntime", "opencv_dnn")
+    ]
 
 
 @pytest.fixture
@@ -34,8 +36,9 @@ def client(service_app: Any, tokens: dict[str, str], detection_runs: list[Evalua
     return logged_in(service_app, tokens["viewer"])
 
 
-def test_detection_run_page_shows_ap_and_the_per_class_table(client: TestClient,
-                                                             detection_runs: list[EvaluationRecord]) -> None:
+def test_detection_run_page_shows_ap_and_the_per_class_table(
+    client: TestClient, detection_runs: list[EvaluationRecord]
+) -> None:
     r = client.get(f"/runs/{detection_runs[0].run_id}")
     assert r.status_code == 200
     metrics = {row[0]: row for row in parse(r.text).tables["metrics-table"].rows}
@@ -44,15 +47,18 @@ def test_detection_run_page_shows_ap_and_the_per_class_table(client: TestClient,
     assert "<h2>Failed images</h2>" in r.text and "misclassified" not in r.text  # no top-1 notion for boxes
 
 
-def test_detection_compare_shows_paired_detection_figures_not_top1(client: TestClient,
-                                                                    detection_runs: list[EvaluationRecord]) -> None:
+def test_detection_compare_shows_paired_detection_figures_not_top1(
+    client: TestClient, detection_runs: list[EvaluationRecord]
+) -> None:
     a, b = detection_runs
     r = client.get(f"/compare?a={a.run_id}&b={b.run_id}")
     assert r.status_code == 200
     text = a11y(r.text).text_of("mcnemar")
-    assert ("Paired over the 16 images both evaluated: B matched 100.0 % of A's 33 detections (IoU >= 0.5, same "
-            "class), mean IoU 1.0000, images with differing detections: 0; AP 1.0000 -> 1.0000, ΔAP +0.0000 "
-            "(95 % paired bootstrap [0.0000, 0.0000]).") in text
+    assert (
+        "Paired over the 16 images both evaluated: B matched 100.0 % of A's 33 detections (IoU >= 0.5, same "
+        "class), mean IoU 1.0000, images with differing detections: 0; AP 1.0000 -> 1.0000, ΔAP +0.0000 "
+        "(95 % paired bootstrap [0.0000, 0.0000])."
+    ) in text
     assert "McNemar" not in r.text and "top-1" not in r.text and "top-k" not in r.text
     assert "Images with differing detections (0)" in r.text
     why = a11y(r.text).text_of("compare-why")
@@ -62,7 +68,8 @@ def test_detection_compare_shows_paired_detection_figures_not_top1(client: TestC
 
 
 def test_detection_compare_lists_the_images_whose_detections_differ(
-        service_app: Any, tokens: dict[str, str], detection_runs: list[EvaluationRecord]) -> None:
+    service_app: Any, tokens: dict[str, str], detection_runs: list[EvaluationRecord]
+) -> None:
     a = detection_runs[0]
     first = a.samples[0]
     assert first.detections
@@ -78,7 +85,8 @@ def test_detection_compare_lists_the_images_whose_detections_differ(
 
 
 def test_a_detection_sweep_variant_shows_ap_and_the_paired_delta_ap_not_top1(
-        service_app: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+    service_app: Any, tokens: dict[str, str], tmp_path: Path
+) -> None:
     from repliscope.datasets.resolve import resolve_dataset
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.pitfalls.sweep import run_sweep

@@ -20,5 +20,5 @@ def test_the_claim_reason_is_a_prose_cell_with_a_minimum_width(web: dict[str, An
 
 def test_the_run_filters_sit_two_a_row_at_phone_width(web: dict[str, Any]) -> None:  # noqa: F811
     css = logged_in(web["app"], web["tokens"]["viewer"]).get("/static/style.css").text
-    phone = css[css.index("@media (max-width: 640px)"):]
+    phone = css[css.index("@media (max-width: 640px)") :]
     assert ".filters { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr));" in phone

@@ -148,8 +148,9 @@ def test_login_refuses_bad_tokens_and_open_redirects(web: dict[str, Any]) -> Non
     assert "set-cookie" not in bad.headers
     empty = client.post("/login", data={"token": "  "}, follow_redirects=False)
     assert empty.status_code == 400 and "Enter a token" in empty.text
-    r = client.post("/login", data={"token": web["tokens"]["viewer"], "next": "//evil.example/x"},
-                    follow_redirects=False)
+    r = client.post(
+        "/login", data={"token": web["tokens"]["viewer"], "next": "//evil.example/x"}, follow_redirects=False
+    )
     assert r.status_code == 303 and r.headers["location"] == "/"
 
 
@@ -221,9 +222,14 @@ def test_run_page_shows_the_verdict_charts_metrics_and_provenance(web: dict[str,
     metrics = p.tables["metrics-table"].rows
     assert metrics[0][:2] == ["top1", "89.47%"]
     text = r.text
-    for needle in ("3f1c" + "0" * 56 + "9a2b", "onnxruntime 1.31.1", FOOLBOX_IDENTITY,
-                   make_record(RUN_A, TOP1_A).result_hash, "imagenet_19_305.jpg",
-                   "SampleError: image file is truncated"):
+    for needle in (
+        "3f1c" + "0" * 56 + "9a2b",
+        "onnxruntime 1.31.1",
+        FOOLBOX_IDENTITY,
+        make_record(RUN_A, TOP1_A).result_hash,
+        "imagenet_19_305.jpg",
+        "SampleError: image file is truncated",
+    ):
         assert needle in text
     assert f"/api/v1/runs/{RUN_A}/report" in p.anchors
     assert_accessible(text)
@@ -243,10 +249,17 @@ def test_compare_page_says_why_two_runs_differ(web: dict[str, Any]) -> None:
     assert "The pipelines differ at preprocess 2." in why
     assert "runtime.framework_version" in why and "1 sample changed top-1 class." in why
     pipeline = p.tables["pipeline-diff"]
-    differing = [row for row, attrs in zip(pipeline.rows, pipeline.row_attrs, strict=True)
-                 if attrs.get("class") == "differs"]
-    assert differing == [["preprocess 2", "resize(size=256, interpolation=bilinear, antialias=True)",
-                          "resize(size=256, interpolation=bicubic, antialias=True)", "differs"]]
+    differing = [
+        row for row, attrs in zip(pipeline.rows, pipeline.row_attrs, strict=True) if attrs.get("class") == "differs"
+    ]
+    assert differing == [
+        [
+            "preprocess 2",
+            "resize(size=256, interpolation=bilinear, antialias=True)",
+            "resize(size=256, interpolation=bicubic, antialias=True)",
+            "differs",
+        ]
+    ]
     stack = p.tables["stack-diff"].rows
     assert stack[0] == ["runtime.framework_version", "1.31.1", "1.32.0", "differs"]
     assert "imagenet_07_609.jpg" in r.text
@@ -314,15 +327,31 @@ def test_wizard_posts_a_job_through_the_executor(web: dict[str, Any], monkeypatc
     assert f'<option value="{ref}" data-task="image_classification"' in page.text
     assert '<option value="foolbox_imagenet"' in page.text
     assert_accessible(page.text)
-    r = client.post("/new", data={"task": "image_classification", "manifest": ref, "runtime": "onnxruntime",
-                                  "threads": "1", "dataset": "foolbox_imagenet", "limit": "4",
-                                  "kind": "evaluate", "scenario": "single-stream", "runtime_b": ""},
-                    follow_redirects=False)
+    r = client.post(
+        "/new",
+        data={
+            "task": "image_classification",
+            "manifest": ref,
+            "runtime": "onnxruntime",
+            "threads": "1",
+            "dataset": "foolbox_imagenet",
+            "limit": "4",
+            "kind": "evaluate",
+            "scenario": "single-stream",
+            "runtime_b": "",
+        },
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     job_id = r.headers["location"].removeprefix("/jobs/")
     [job] = recording.jobs
     assert (job.job_id, job.kind, job.manifest_ref, job.runtime, job.dataset_name) == (
-        job_id, "evaluate", ref, "onnxruntime", "foolbox_imagenet")
+        job_id,
+        "evaluate",
+        ref,
+        "onnxruntime",
+        "foolbox_imagenet",
+    )
     assert job.options["limit"] == 4 and job.options["threads"] == 1
     page = client.get(f"/jobs/{job_id}")
     assert page.status_code == 200
@@ -428,8 +457,9 @@ def test_a_benchmark_page_shows_the_latency_ecdf_and_performance_verdicts(web: d
     prepared = prepare(loaded, RunSettings(runtime="onnxruntime", threads=1))
     data = resolve_dataset("foolbox_imagenet")
     qsl = QuerySampleLibrary.load(prepared.pipeline, data.samples, input_shape(prepared), False)
-    rec, _ = run_fake((prepared, data, qsl), ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=64,
-                                                              warmup_queries=0))
+    rec, _ = run_fake(
+        (prepared, data, qsl), ScenarioSettings("single-stream", min_duration_s=0.0, min_queries=64, warmup_queries=0)
+    )
     web["store"].save_benchmark(rec)
     client = logged_in(web["app"], web["tokens"]["viewer"])
     r = client.get(f"/runs/{rec.benchmark_id}")
@@ -448,8 +478,9 @@ def test_a_finished_job_links_its_run_and_a_sweep_id_leads_to_its_reference(web:
     from tests.report.factories import SWEEP_ID, VARIANT_RUN_IDS, sweep, sweep_records
 
     store = web["store"]
-    job = create_job(store, "evaluate", "efficientnet-lite0@1.0.0", "onnxruntime", "foolbox_imagenet", {},
-                     created_by="test-runner")
+    job = create_job(
+        store, "evaluate", "efficientnet-lite0@1.0.0", "onnxruntime", "foolbox_imagenet", {}, created_by="test-runner"
+    )
     update_job(store, job.id, status="running", progress_total=20, progress_done=8, append_log="started")
     client = logged_in(web["app"], web["tokens"]["viewer"])
     running = client.get(f"/jobs/{job.id}").text

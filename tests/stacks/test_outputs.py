@@ -30,8 +30,9 @@ class ScoreRunner(FakeRunner):
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory: pytest.TempPathFactory) -> PreparedRun:
     prepared = prepare(LITE0, RunSettings(runtime="torch", threads=1, batch_size=3))  # nothing loaded
-    return replace(prepared, runner=ScoreRunner(prepared.artifact, threads=1,
-                                                cache_dir=tmp_path_factory.mktemp("fake")))
+    return replace(
+        prepared, runner=ScoreRunner(prepared.artifact, threads=1, cache_dir=tmp_path_factory.mktemp("fake"))
+    )
 
 
 def test_evaluate_keeps_raw_outputs_without_changing_the_record(fake: PreparedRun) -> None:
@@ -59,8 +60,9 @@ def test_loop_keeps_outputs_in_both_schedules(fake: PreparedRun, schedule: str) 
 
 
 def test_raw_rows_of_named_outputs_concatenate_in_name_order() -> None:
-    rows = raw_rows({"b": np.arange(4, dtype=np.float64).reshape(2, 2), "a": np.array([[9], [8]]),
-                     "count": np.array(5)}, 2)  # a 0-d output has no batch axis: left out
+    rows = raw_rows(
+        {"b": np.arange(4, dtype=np.float64).reshape(2, 2), "a": np.array([[9], [8]]), "count": np.array(5)}, 2
+    )  # a 0-d output has no batch axis: left out
     assert [r.tolist() for r in rows] == [[9.0, 0.0, 1.0], [8.0, 2.0, 3.0]]
     assert all(r.dtype == np.float32 for r in rows)
 

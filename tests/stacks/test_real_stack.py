@@ -26,8 +26,13 @@ pytest.importorskip("distributed")
 pytestmark = [pytest.mark.slow, pytest.mark.stack, pytest.mark.network]
 
 SPEC = "onnxruntime==1.20.1"
-_UNREACHABLE = ("No matching distribution found", "Could not find a version", "NewConnectionError",
-                "Temporary failure in name resolution", "Network is unreachable")
+_UNREACHABLE = (
+    "No matching distribution found",
+    "Could not find a version",
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+)
 
 
 @pytest.fixture(scope="session")
@@ -55,11 +60,19 @@ def test_stack_from_the_registry(ort_stack: tuple[Stack, float], tmp_path_factor
     # in a git clone with a remote pip's VCS form naming the commit ("-e git+file:///...@<sha>#egg=repliscope")
     assert editable == f"-e {Path(__file__).resolve().parents[2]}" or editable.endswith("#egg=repliscope")
     assert stack.lock_sha256 == hashlib.sha256((stack.path / "lock.txt").read_bytes()).hexdigest()
-    probe = subprocess.run([str(stack.python_executable), "-c",
-                            "import json, onnxruntime, repliscope, distributed\n"
-                            "from repliscope.stacks.current import current_stack\n"
-                            "print(json.dumps([onnxruntime.__version__, distributed.__version__, current_stack()]))"],
-                           capture_output=True, text=True, timeout=120, check=True)
+    probe = subprocess.run(
+        [
+            str(stack.python_executable),
+            "-c",
+            "import json, onnxruntime, repliscope, distributed\n"
+            "from repliscope.stacks.current import current_stack\n"
+            "print(json.dumps([onnxruntime.__version__, distributed.__version__, current_stack()]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     version, dist_version, current = json.loads(probe.stdout)
     assert version == "1.20.1" and dist_version == __import__("distributed").__version__
     assert (current["key"], current["spec"], current["lock_sha256"]) == (stack.key, SPEC, stack.lock_sha256)
@@ -79,31 +92,44 @@ def _lite0_onnx(folder: Path, cache: Path) -> Path:
     shutil.copyfile(onnx_path, folder / "lite0.onnx")
     manifest = yaml.safe_load(LITE0.read_text())
     manifest.pop("architecture")
-    manifest.update(name="efficientnet-lite0-onnx", framework={"name": "onnx", "version": ">=1.14"},
-                    source={"uri": "lite0.onnx", "format": "onnx",
-                            "sha256": hashlib.sha256((folder / "lite0.onnx").read_bytes()).hexdigest()})
+    manifest.update(
+        name="efficientnet-lite0-onnx",
+        framework={"name": "onnx", "version": ">=1.14"},
+        source={
+            "uri": "lite0.onnx",
+            "format": "onnx",
+            "sha256": hashlib.sha256((folder / "lite0.onnx").read_bytes()).hexdigest(),
+        },
+    )
     path = folder / "lite0-onnx.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     return path
 
 
-def test_matrix_current_vs_onnxruntime_1_20_1(ort_stack: tuple[Stack, float], tmp_path: Path,
-                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_matrix_current_vs_onnxruntime_1_20_1(
+    ort_stack: tuple[Stack, float], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     import onnxruntime
 
     stack, _ = ort_stack
     manifest = _lite0_onnx(tmp_path, _session_cache(tmp_path_factory))
     out = tmp_path / "matrix.html"
-    res = CliRunner().invoke(app, ["stacks", str(manifest), "--stack", "current", "--stack", SPEC,
-                                   "--report", str(out), "--json"])
+    res = CliRunner().invoke(
+        app, ["stacks", str(manifest), "--stack", "current", "--stack", SPEC, "--report", str(out), "--json"]
+    )
     assert res.exit_code == 0, res.output
-    m = json.loads(res.stdout[res.stdout.index("{"):])
+    m = json.loads(res.stdout[res.stdout.index("{") :])
     assert [s["key"] for s in m["stacks"]] == ["current", stack.key]
     assert [s["versions"]["onnxruntime"] for s in m["stacks"]] == [onnxruntime.__version__, "1.20.1"]
     assert [s["top1"] for s in m["stacks"]] == [0.9, 0.9]  # 18 of 20: the two golden misses
     (pair,) = m["pairs"]
     assert (pair["compared"], pair["agree"], pair["agreement"], pair["flips_ab"], pair["flips_ba"]) == (
-        20, 20, 1.0, [], [])
+        20,
+        20,
+        1.0,
+        [],
+        [],
+    )
     assert pair["outputs_compared"] == 20 and pair["max_abs_output_diff"] < 1e-4  # 0.0 measured on this machine
     db = RunStore()
     current_run, stack_run = (db.get(s["run_id"]) for s in m["stacks"])
@@ -139,18 +165,39 @@ def test_an_agent_without_the_framework_never_gets_the_job(ort_stack: tuple[Stac
             assert len([a for a in cluster.agents() if a.alive]) == 2
             ran_on = []
             for _ in range(3):
-                job = JobSpec(uuid.uuid4().hex, "evaluate", "lite0", loaded.text, "onnxruntime", "foolbox_imagenet",
-                              "foolbox_imagenet", {"limit": 2, "threads": 1, "batch_size": 1,
-                                                   "manifest_path": str(LITE0)})
+                job = JobSpec(
+                    uuid.uuid4().hex,
+                    "evaluate",
+                    "lite0",
+                    loaded.text,
+                    "onnxruntime",
+                    "foolbox_imagenet",
+                    "foolbox_imagenet",
+                    {"limit": 2, "threads": 1, "batch_size": 1, "manifest_path": str(LITE0)},
+                )
                 ran_on.append(submit_job(cluster, job, constraints_for(loaded, "onnxruntime")).agent["stack"]["key"])
             assert ran_on == ["current"] * 3
             with pytest.raises(NoAgentMatches) as refused:
                 constraints = constraints_for(loaded, "onnxruntime", stack=stack.key)
-                submit_job(cluster, JobSpec(uuid.uuid4().hex, "evaluate", "lite0", loaded.text, "onnxruntime",
-                                            "foolbox_imagenet", "foolbox_imagenet", {"limit": 2}), constraints)
+                submit_job(
+                    cluster,
+                    JobSpec(
+                        uuid.uuid4().hex,
+                        "evaluate",
+                        "lite0",
+                        loaded.text,
+                        "onnxruntime",
+                        "foolbox_imagenet",
+                        "foolbox_imagenet",
+                        {"limit": 2},
+                    ),
+                    constraints,
+                )
             reasons = refused.value.reasons
-            assert set(reasons) == {started[0].name, *(a.capabilities.agent_id for a in cluster.agents()
-                                                       if a.capabilities.stack.get("key") == "current")}
+            assert set(reasons) == {
+                started[0].name,
+                *(a.capabilities.agent_id for a in cluster.agents() if a.capabilities.stack.get("key") == "current"),
+            }
             assert any("framework 'torch'" in why and "not installed" in why for why in reasons[started[0].name])
         finally:
             stop_started(started)

@@ -39,17 +39,32 @@ def twin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
             venv_python = Path(args[args.index("--python") + 1])
             lib = next((venv_python.parent.parent / "lib").glob("python3*"))
             (lib / "site-packages" / "twin.pth").write_text(  # addsitedir: its .pth files (editables) too
-                f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n")
+                f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n"
+            )
 
     monkeypatch.setattr(store, "_run_pip", run_pip)
     yield create_stack("onnxruntime")
 
 
 def test_matrix_of_current_and_a_twin_stack(twin: Stack) -> None:
-    runs = CliRunner().invoke(app, ["stacks", str(RECT), "--stack", "current", "--stack", twin.key, "--dataset",
-                                    "synthetic_detection", "--limit", "6", "--json"])
+    runs = CliRunner().invoke(
+        app,
+        [
+            "stacks",
+            str(RECT),
+            "--stack",
+            "current",
+            "--stack",
+            twin.key,
+            "--dataset",
+            "synthetic_detection",
+            "--limit",
+            "6",
+            "--json",
+        ],
+    )
     assert runs.exit_code == 0, runs.output
-    m = json.loads(runs.stdout[runs.stdout.index("{"):])
+    m = json.loads(runs.stdout[runs.stdout.index("{") :])
     assert [s["key"] for s in m["stacks"]] == ["current", twin.key]
     assert m["runtime"] == "onnxruntime" and m["dataset"]["n"] == 6 and m["manifest"]["name"] == "rect-detector"
     assert [s["ap"] for s in m["stacks"]] == [1.0, 1.0] and [s["top1"] for s in m["stacks"]] == [None, None]
@@ -63,8 +78,12 @@ def test_matrix_of_current_and_a_twin_stack(twin: Stack) -> None:
     assert stored.model_dump(mode="json") == m
     current_run, twin_run = (db.get(s["run_id"]) for s in m["stacks"])
     assert current_run.software["stack"]["key"] == "current"
-    assert twin_run.software["stack"] == {**twin_run.software["stack"], "key": twin.key, "spec": "onnxruntime",
-                                          "lock_sha256": twin.lock_sha256}
+    assert twin_run.software["stack"] == {
+        **twin_run.software["stack"],
+        "key": twin.key,
+        "spec": "onnxruntime",
+        "lock_sha256": twin.lock_sha256,
+    }
     assert twin_run.software["stack"]["prefix"] == str(twin.path / "venv")
     assert twin_run.result_hash == current_run.result_hash
     assert db.get_job_result(f"stack-matrix-{m['matrix_id']}-{twin.key}").run_ids == [twin_run.run_id]
@@ -82,8 +101,11 @@ def test_run_stacks_refuses_a_stack_twice_and_reports_an_agent_that_cannot_start
     with pytest.raises(StackError, match=r"no stack 'abcdef123456' \(stacks: " + twin.key):
         run_stacks(RECT, ["current", "abcdef123456"], "onnxruntime", "synthetic_detection")
     (twin.path / "venv" / "lib" / "python3.11" / "site-packages" / "twin.pth").unlink()  # type: ignore[operator]
-    with pytest.raises(StackError, match=rf"the agent of stack {twin.key} \(onnxruntime\) exited with code 1 "
-                                         r"before joining tls://127\.0\.0\.1:\d+:\n.*No module named"):
+    with pytest.raises(
+        StackError,
+        match=rf"the agent of stack {twin.key} \(onnxruntime\) exited with code 1 "
+        r"before joining tls://127\.0\.0\.1:\d+:\n.*No module named",
+    ):
         run_stacks(RECT, ["current", twin.key], "onnxruntime", "synthetic_detection", limit=2)
 
 
@@ -118,8 +140,9 @@ def test_on_a_tcp_scheduler_a_live_agent_is_reused_and_kept(twin: Stack, tmp_pat
         with Cluster.connect(address) as cluster:
             cluster.wait_for_agents(1, timeout=60)
             lines: list[str] = []
-            m, outcomes = run_stacks(RECT, ["current", twin.key], "onnxruntime", "synthetic_detection", cluster,
-                                     log=lines.append, limit=3)
+            m, outcomes = run_stacks(
+                RECT, ["current", twin.key], "onnxruntime", "synthetic_detection", cluster, log=lines.append, limit=3
+            )
             assert m.stacks[0].agent_id == "keep-me" and "stack current: reusing live agent keep-me" in lines
             assert str(m.stacks[1].agent_id).startswith(f"stack-{twin.key}-")
             assert [o.agent["stack"]["key"] for o in outcomes] == ["current", twin.key]
@@ -132,7 +155,8 @@ def test_on_a_tcp_scheduler_a_live_agent_is_reused_and_kept(twin: Stack, tmp_pat
 
 
 def test_a_stack_whose_runtime_refuses_the_model_is_a_failed_entry_and_the_others_are_compared(
-        twin: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    twin: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As onnxruntime 1.16 does with an IR-10 model exported by today's torch: the twin's onnxruntime refuses to
     load any model; the matrix keeps that stack as a failed entry (the reason, no run, no pair), exit 0."""
     site_packages = twin.path / "venv" / "lib" / "python3.11" / "site-packages"  # type: ignore[operator]
@@ -141,12 +165,27 @@ def test_a_stack_whose_runtime_refuses_the_model_is_a_failed_entry_and_the_other
         "class _Refusing(onnxruntime.InferenceSession):\n"
         "    def __init__(self, *args, **kwargs):\n"
         "        raise RuntimeError('Unsupported model IR version: 10, max supported IR version: 9')\n"
-        "onnxruntime.InferenceSession = _Refusing\n")
+        "onnxruntime.InferenceSession = _Refusing\n"
+    )
     (site_packages / "twin_refuse.pth").write_text("import twin_refuse\n")
-    runs = CliRunner().invoke(app, ["stacks", str(RECT), "--stack", "current", "--stack", twin.key, "--dataset",
-                                    "synthetic_detection", "--limit", "3", "--json"])
+    runs = CliRunner().invoke(
+        app,
+        [
+            "stacks",
+            str(RECT),
+            "--stack",
+            "current",
+            "--stack",
+            twin.key,
+            "--dataset",
+            "synthetic_detection",
+            "--limit",
+            "3",
+            "--json",
+        ],
+    )
     assert runs.exit_code == 0, runs.output
-    m = json.loads(runs.stdout[runs.stdout.index("{"):])
+    m = json.loads(runs.stdout[runs.stdout.index("{") :])
     current, failed = m["stacks"]
     assert (current["key"], current["ap"], current["error"]) == ("current", 1.0, None)
     assert (failed["key"], failed["run_id"], failed["ap"]) == (twin.key, None, None)
@@ -155,8 +194,21 @@ def test_a_stack_whose_runtime_refuses_the_model_is_a_failed_entry_and_the_other
     from repliscope.cli.output import console
 
     monkeypatch.setattr(console, "_width", 200)  # one table row a line
-    table = CliRunner().invoke(app, ["stacks", str(RECT), "--stack", twin.key, "--stack", "current", "--dataset",
-                                     "synthetic_detection", "--limit", "3"])
+    table = CliRunner().invoke(
+        app,
+        [
+            "stacks",
+            str(RECT),
+            "--stack",
+            twin.key,
+            "--stack",
+            "current",
+            "--dataset",
+            "synthetic_detection",
+            "--limit",
+            "3",
+        ],
+    )
     assert table.exit_code == 0, table.output
     assert f"stack {twin.key} (onnxruntime) could not run the job: " in table.output
     failed_row = next(line for line in table.output.splitlines() if line.startswith(f"│ {twin.key}"))
@@ -169,11 +221,12 @@ def test_a_stack_whose_runtime_refuses_the_model_is_a_failed_entry_and_the_other
 
 
 def test_evaluate_with_stack_starts_an_agent_in_it_runs_there_and_stops_it(twin: Stack) -> None:
-    runs = CliRunner().invoke(app, ["evaluate", str(RECT), "--dataset", "synthetic_detection", "--limit", "2",
-                                    "--stack", twin.key, "--json"])
+    runs = CliRunner().invoke(
+        app, ["evaluate", str(RECT), "--dataset", "synthetic_detection", "--limit", "2", "--stack", twin.key, "--json"]
+    )
     assert runs.exit_code == 0, runs.output
     assert f"starting a local agent in stack {twin.key} (onnxruntime)" in runs.output
-    record = json.loads(runs.stdout[runs.stdout.index("{"):])
+    record = json.loads(runs.stdout[runs.stdout.index("{") :])
     assert record["software"]["stack"]["key"] == twin.key
     assert record["hardware"]["agent_id"].startswith(f"stack-{twin.key}-")
     assert [r.run_id for r in RunStore().list()] == [record["run_id"]]

@@ -30,8 +30,12 @@ RESOLVED = {"numpy": "2.4.6", "onnx": "1.19.0", "onnxruntime": "1.20.1", "dask":
 
 def test_install_requirements() -> None:
     reqs = install_requirements(parse_spec("onnxruntime==1.20.1"), REPO)
-    assert reqs[:4] == ["onnxruntime==1.20.1", "onnx>=1.16", f"dask=={metadata.version('dask')}",
-                        f"distributed=={metadata.version('distributed')}"]
+    assert reqs[:4] == [
+        "onnxruntime==1.20.1",
+        "onnx>=1.16",
+        f"dask=={metadata.version('dask')}",
+        f"distributed=={metadata.version('distributed')}",
+    ]
     assert "numpy>=1.26,<3" in reqs and "alembic>=1.13" in reqs  # core dependencies from the checkout
     assert not any(r.startswith(("torch", "pytest", "onnxscript")) for r in reqs)  # no extras
     pinned = install_requirements(parse_spec("numpy<2 onnxruntime==1.18.0 onnx==1.16.0"), REPO)
@@ -78,8 +82,9 @@ def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path:
     assert fake_pip[0][-2:] == ["-r", str(building / "resolved.txt")] and fake_pip[2][-2:] == ["-e", str(REPO)]
     assert not building.exists() and (stack.path / "resolved.txt").is_file()
     assert fake_pip[1][-1] == "foolbox==3.3.4"  # the foolbox_imagenet images, without foolbox's dependencies
-    assert (stack.path / "resolved.txt").read_text() == "numpy==2.4.6\nonnx==1.19.0\nonnxruntime==1.20.1\n" \
-                                                        "dask==2026.8.0\n"
+    assert (
+        stack.path / "resolved.txt"
+    ).read_text() == "numpy==2.4.6\nonnx==1.19.0\nonnxruntime==1.20.1\ndask==2026.8.0\n"
     assert (stack.path / "lock.txt").read_text() == ""  # pip freeze of the (mock-installed, empty) venv
     marker = json.loads((stack.path / "venv" / "repliscope-stack.json").read_text())
     assert marker == {"key": key, "spec": "onnxruntime==1.20.1", "lock_sha256": stack.lock_sha256}
@@ -96,8 +101,16 @@ def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path:
     with pytest.raises(StackError, match=r"no stack 'onnxruntime==1.18.0' \(stacks: " + key):
         get_stack("onnxruntime==1.18.0", tmp_path)
     cmd = agent_command(stack, "tcp://127.0.0.1:8786", "agent-x")
-    assert cmd == [str(stack.path / "venv" / "bin" / "python"), "-m", "repliscope.cli.main", "agent",
-                   "--scheduler", "tcp://127.0.0.1:8786", "--name", "agent-x"]
+    assert cmd == [
+        str(stack.path / "venv" / "bin" / "python"),
+        "-m",
+        "repliscope.cli.main",
+        "agent",
+        "--scheduler",
+        "tcp://127.0.0.1:8786",
+        "--name",
+        "agent-x",
+    ]
     assert agent_command(get_stack("current"), "tcp://h:1")[0] == sys.executable
     assert remove_stack(key, tmp_path).key == key and list_stacks(tmp_path) == []
     assert not (tmp_path / "stacks" / key).exists()
@@ -106,8 +119,9 @@ def test_create_then_cached_list_get_remove(fake_pip: list[list[str]], tmp_path:
 
 
 @pytest.mark.stack
-def test_a_failed_install_leaves_nothing(fake_pip: list[list[str]], monkeypatch: pytest.MonkeyPatch,
-                                        tmp_path: Path) -> None:
+def test_a_failed_install_leaves_nothing(
+    fake_pip: list[list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def failing(args: list[str], on_line: object, what: str) -> None:
         raise StackError(f"{what} failed (pip exit 1):\nERROR: No matching distribution found for onnxruntime")
 

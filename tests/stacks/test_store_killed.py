@@ -58,6 +58,5 @@ def test_a_killed_stack_create_leaves_no_half_built_stack(tmp_path: Path, monkey
     assert stack.key == key and stack.path == root / key and stack.python_executable.exists()
     assert sorted(p.name for p in root.iterdir()) == sorted([key, f".{key}.lock"])  # the leftover is gone
     assert [s.key for s in list_stacks(tmp_path)] == [key]
-    shebangs = [p.read_bytes() for p in (root / key / "venv" / "bin").iterdir() if p.is_file() and
-                not p.is_symlink()]
+    shebangs = [p.read_bytes() for p in (root / key / "venv" / "bin").iterdir() if p.is_file() and not p.is_symlink()]
     assert not any(b".building-" in data for data in shebangs)  # the venv's paths name its final folder

@@ -20,11 +20,28 @@ LABELS = FOOLBOX_LABELS
 IDS = [f"imagenet_{i:02d}_{label}.jpg" for i, label in enumerate(LABELS)]
 FOOLBOX_IDENTITY = "99bb2a439b0b352c4bcc7b70e841ca21fb2af45d2dede8b9cd5648b90586ac7d"
 # top-1 probabilities as float32 softmax outputs widened to Python floats (many significant digits)
-TOP1_PROBS = [0.9342861175537109, 0.8123491406440735, 0.9917839169502258, 0.7751260995864868,
-              0.9989231824874878, 0.6612049341201782, 0.4188176393508911, 0.2901332378387451,
-              0.8834127187728882, 0.9561303853988647, 0.7032485604286194, 0.9210078120231628,
-              0.5487431883811951, 0.9675092101097107, 0.8896055817604065, 0.9998422861099243,
-              0.7260435223579407, 0.9449841976165771, 0.8391197323799133, 0.6109282970428467]
+TOP1_PROBS = [
+    0.9342861175537109,
+    0.8123491406440735,
+    0.9917839169502258,
+    0.7751260995864868,
+    0.9989231824874878,
+    0.6612049341201782,
+    0.4188176393508911,
+    0.2901332378387451,
+    0.8834127187728882,
+    0.9561303853988647,
+    0.7032485604286194,
+    0.9210078120231628,
+    0.5487431883811951,
+    0.9675092101097107,
+    0.8896055817604065,
+    0.9998422861099243,
+    0.7260435223579407,
+    0.9449841976165771,
+    0.8391197323799133,
+    0.6109282970428467,
+]
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -38,8 +55,7 @@ def topk_metric(name: str, samples: list[SamplePrediction], k: int) -> MetricVal
     scored = [s for s in samples if s.error is None and s.label is not None]
     hits = sum(1 for s in scored if s.label in s.topk_indices[:k])
     low, high = wilson(hits, len(scored))
-    return MetricValue(name=name, value=hits / len(scored), ci_low=low, ci_high=high, n=len(scored),
-                       successes=hits)
+    return MetricValue(name=name, value=hits / len(scored), ci_low=low, ci_high=high, n=len(scored), successes=hits)
 
 
 def prediction(i: int, top1: int | None, p1: float, label_in_top5: bool = True) -> SamplePrediction:
@@ -77,8 +93,11 @@ def make_record(
         repliscope_version="0.1.0",
         kind=kind,
         manifest=ManifestInfo(
-            name="efficientnet-lite0", version="1.0.0", path="examples/efficientnet-lite0.yaml",
-            sha256="3f1c" + "0" * 56 + "9a2b", text="name: efficientnet-lite0\nversion: 1.0.0\n",
+            name="efficientnet-lite0",
+            version="1.0.0",
+            path="examples/efficientnet-lite0.yaml",
+            sha256="3f1c" + "0" * 56 + "9a2b",
+            text="name: efficientnet-lite0\nversion: 1.0.0\n",
         ),
         pipeline={
             "preprocess": [
@@ -89,27 +108,57 @@ def make_record(
             ],
             "postprocess": [{"op": "softmax"}, {"op": "topk", "k": 5}],
         },
-        runtime={"runtime": runtime, "framework": runtime, "framework_version": "1.31.1", "threads": 2,
-                 "model_sha256": "a" * 64},
-        software={"python": "3.11.7", "numpy": "2.4.6", "pillow": "13.0.0",
-                  "threadpools": [{"internal_api": "openblas", "version": "0.3.31.188.0", "num_threads": 2}],
-                  "env": {"OMP_NUM_THREADS": None}},
-        hardware={"cpu_model": "AMD EPYC", "logical_cores": 2, "usable_cores": 2, "memory_gib": 23.54,
-                  "threads_used": 2},
-        dataset={"name": "foolbox_imagenet", "identity": dataset_identity, "num_samples": len(samples),
-                 "label_rule": "filename_index", "evaluated_as": None},
+        runtime={
+            "runtime": runtime,
+            "framework": runtime,
+            "framework_version": "1.31.1",
+            "threads": 2,
+            "model_sha256": "a" * 64,
+        },
+        software={
+            "python": "3.11.7",
+            "numpy": "2.4.6",
+            "pillow": "13.0.0",
+            "threadpools": [{"internal_api": "openblas", "version": "0.3.31.188.0", "num_threads": 2}],
+            "env": {"OMP_NUM_THREADS": None},
+        },
+        hardware={
+            "cpu_model": "AMD EPYC",
+            "logical_cores": 2,
+            "usable_cores": 2,
+            "memory_gib": 23.54,
+            "threads_used": 2,
+        },
+        dataset={
+            "name": "foolbox_imagenet",
+            "identity": dataset_identity,
+            "num_samples": len(samples),
+            "label_rule": "filename_index",
+            "evaluated_as": None,
+        },
         options={"batch_size": 8, "threads": 2, "prep_workers": 2, "fail_fast": False},
         metrics=metrics,
-        claims=[ClaimVerdict(
-            metric="top1", claimed=0.753, measured=metrics[0].value, ci_low=metrics[0].ci_low,
-            ci_high=metrics[0].ci_high, claim_dataset="imagenet-1k/val", evaluated_dataset="foolbox_imagenet",
-            verdict="not comparable", reason="evaluated on a different dataset", source="README.md",
-        )],
-        counts={"total": len(samples), "evaluated": len(samples) - failed, "failed": failed,
-                "labelled": len(samples)},
-        timings=Timings(total_seconds=1.8734, inference_seconds=0.9121,
-                        batch_latencies_seconds=[0.3312, 0.3107, 0.2702],
-                        throughput_samples_per_second=10.1419),
+        claims=[
+            ClaimVerdict(
+                metric="top1",
+                claimed=0.753,
+                measured=metrics[0].value,
+                ci_low=metrics[0].ci_low,
+                ci_high=metrics[0].ci_high,
+                claim_dataset="imagenet-1k/val",
+                evaluated_dataset="foolbox_imagenet",
+                verdict="not comparable",
+                reason="evaluated on a different dataset",
+                source="README.md",
+            )
+        ],
+        counts={"total": len(samples), "evaluated": len(samples) - failed, "failed": failed, "labelled": len(samples)},
+        timings=Timings(
+            total_seconds=1.8734,
+            inference_seconds=0.9121,
+            batch_latencies_seconds=[0.3312, 0.3107, 0.2702],
+            throughput_samples_per_second=10.1419,
+        ),
         samples=samples,
         result_hash=result_hash(samples),
         sweep_id=sweep_id,

@@ -72,7 +72,9 @@ def test_tokens_are_hashed_roles_ordered_and_revocable(store: RunStore) -> None:
     assert info.revoked_at is not None and authenticate(store, admin) is None and not has_admin(store)
     assert revoke_token(store, principal.token_id).revoked_at == info.revoked_at  # twice: unchanged
     assert [(t.name, t.role, t.revoked_at is None) for t in list_tokens(store)] == [
-        ("ops", "admin", False), ("dashboard", "viewer", True)]
+        ("ops", "admin", False),
+        ("dashboard", "viewer", True),
+    ]
     with pytest.raises(InvalidInputError) as bad:
         create_token(store, "x", "root")
     assert bad.value.field == "role" and "viewer, runner, admin" in str(bad.value)
@@ -87,8 +89,12 @@ def test_dataset_registry(store: RunStore, tmp_path: Path) -> None:
 
     Image.new("RGB", (8, 8), (10, 20, 30)).save(folder / "cat_3.jpg")
     ds = register_dataset(store, "foolbox", "foolbox_imagenet", "the 20 foolbox images", created_by="ops")
-    assert (ds.name, ds.spec, ds.description, ds.created_by) == ("foolbox", "foolbox_imagenet",
-                                                                "the 20 foolbox images", "ops")
+    assert (ds.name, ds.spec, ds.description, ds.created_by) == (
+        "foolbox",
+        "foolbox_imagenet",
+        "the 20 foolbox images",
+        "ops",
+    )
     register_dataset(store, "local", str(folder))
     assert [d.name for d in list_datasets(store)] == ["foolbox", "local"]
     assert get_dataset(store, "local").spec == str(folder)
@@ -120,10 +126,15 @@ def test_manifest_store_is_immutable(store: RunStore) -> None:
     put_manifest(store, "efficientnet-lite0", "1.1.0", text.replace("1.0.0", "1.1.0"))
     put_manifest(store, "blazeface", "0.7.0", "name: blazeface\n")
     assert get_manifest(store, "efficientnet-lite0@1.0.0").text == text
-    assert [m.ref for m in list_manifests(store)] == ["blazeface@0.7.0", "efficientnet-lite0@1.0.0",
-                                                      "efficientnet-lite0@1.1.0"]
-    assert [m.ref for m in list_manifests(store, "NET-LITE")] == ["efficientnet-lite0@1.0.0",
-                                                                  "efficientnet-lite0@1.1.0"]
+    assert [m.ref for m in list_manifests(store)] == [
+        "blazeface@0.7.0",
+        "efficientnet-lite0@1.0.0",
+        "efficientnet-lite0@1.1.0",
+    ]
+    assert [m.ref for m in list_manifests(store, "NET-LITE")] == [
+        "efficientnet-lite0@1.0.0",
+        "efficientnet-lite0@1.1.0",
+    ]
     assert list_manifests(store, "%") == []
     with pytest.raises(NotFoundError):
         get_manifest(store, "efficientnet-lite0@9.9.9")
@@ -133,16 +144,28 @@ def test_manifest_store_is_immutable(store: RunStore) -> None:
 
 
 def test_jobs_table(store: RunStore) -> None:
-    job = create_job(store, "evaluate", "efficientnet-lite0@1.0.0", "onnxruntime", "foolbox", {"limit": 5},
-                     created_by="ci")
+    job = create_job(
+        store, "evaluate", "efficientnet-lite0@1.0.0", "onnxruntime", "foolbox", {"limit": 5}, created_by="ci"
+    )
     assert (job.status, job.progress_done, job.progress_total, job.log, job.result_ids, job.started_at) == (
-        "queued", 0, None, "", [], None)
+        "queued",
+        0,
+        None,
+        "",
+        [],
+        None,
+    )
     running = update_job(store, job.id, status="running", progress_total=20, append_log="loading model")
     assert running.started_at is not None and running.finished_at is None
     update_job(store, job.id, progress_done=5, append_log="5/20")
     done = update_job(store, job.id, status="succeeded", progress_done=20, result_ids=["a" * 32])
     assert (done.status, done.progress_done, done.progress_total, done.log, done.result_ids) == (
-        "succeeded", 20, 20, "loading model\n5/20\n", ["a" * 32])
+        "succeeded",
+        20,
+        20,
+        "loading model\n5/20\n",
+        ["a" * 32],
+    )
     assert done.finished_at is not None and done.finished_at >= done.started_at  # type: ignore[operator]
     assert get_job(store, job.id) == done and get_job(store, job.id).options == {"limit": 5}
     other = create_job(store, "bench", "efficientnet-lite0@1.0.0", None, None, {})

@@ -10,8 +10,12 @@ from repliscope.errors import StoreError
 from repliscope.store.models import TraceRow
 from repliscope.store.repository import RunStore, sqlite_url
 
-CHROME = {"traceEvents": [{"name": "query", "ph": "X", "ts": 10.5, "dur": 3.25, "pid": 1, "tid": 7,
-                           "args": {"i": i}} for i in range(200)], "displayTimeUnit": "ms"}
+CHROME = {
+    "traceEvents": [
+        {"name": "query", "ph": "X", "ts": 10.5, "dur": 3.25, "pid": 1, "tid": 7, "args": {"i": i}} for i in range(200)
+    ],
+    "displayTimeUnit": "ms",
+}
 
 
 @pytest.fixture

@@ -33,8 +33,12 @@ def test_four_processes_open_a_new_store_at_once(tmp_path: Path) -> None:
         db.parent.mkdir()
         url = f"sqlite:///{db}"
         go = tmp_path / f"go{trial}"
-        procs = [subprocess.Popen([sys.executable, "-c", OPENER, url, str(go)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, url, str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(4)
+        ]
         time.sleep(2.0)  # every process imported and waits on the flag
         go.touch()
         results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
@@ -73,8 +77,12 @@ def test_four_processes_open_a_new_postgres_store_at_once(tmp_path: Path) -> Non
             conn.execute(text(f"CREATE DATABASE {name}"))
         url = make_url(POSTGRES).set(database=name).render_as_string(hide_password=False)
         go = tmp_path / f"go{trial}"
-        procs = [subprocess.Popen([sys.executable, "-c", OPENER, url, str(go)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, url, str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(4)
+        ]
         time.sleep(2.0)
         go.touch()
         results = [(p.wait(timeout=120), *p.communicate()) for p in procs]

@@ -38,8 +38,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
 
 
 def _outcome(*run_ids: str) -> Outcome:
-    return Outcome([make_record(r, TOP1_A if i == 0 else TOP1_B).model_dump(mode="json")
-                    for i, r in enumerate(run_ids)])
+    return Outcome(
+        [make_record(r, TOP1_A if i == 0 else TOP1_B).model_dump(mode="json") for i, r in enumerate(run_ids)]
+    )
 
 
 def test_first_save_stores_every_record_and_the_key(store: RunStore) -> None:

@@ -46,8 +46,13 @@ def _previous_release_store(url: str, with_detection_columns: bool = True) -> No
     runs, samples = BASELINE_TABLES.tables["runs"], BASELINE_TABLES.tables["sample_predictions"]
     with engine.begin() as conn:
         conn.execute(insert(runs).values({c.name: getattr(row, c.name) for c in runs.columns}))
-        conn.execute(insert(samples), [{"run_id": record.run_id, "position": i, **s.model_dump(mode="json")}
-                                       for i, s in enumerate(record.samples)])
+        conn.execute(
+            insert(samples),
+            [
+                {"run_id": record.run_id, "position": i, **s.model_dump(mode="json")}
+                for i, s in enumerate(record.samples)
+            ],
+        )
         if not with_detection_columns:
             conn.exec_driver_sql("ALTER TABLE sample_predictions DROP COLUMN detections")
             conn.exec_driver_sql("ALTER TABLE runs DROP COLUMN ap")
@@ -65,8 +70,18 @@ def _schema_diff(url: str) -> list[object]:
 def test_fresh_store_is_created_at_head_and_matches_the_models(url: str) -> None:
     with RunStore(url) as store:
         assert current(store.engine) == head() == "0005"
-        assert {"runs", "sample_predictions", "sweeps", "benchmarks", "traces", "tokens", "datasets_registry",
-                "manifests", "jobs", "alembic_version"} <= set(inspect(store.engine).get_table_names())
+        assert {
+            "runs",
+            "sample_predictions",
+            "sweeps",
+            "benchmarks",
+            "traces",
+            "tokens",
+            "datasets_registry",
+            "manifests",
+            "jobs",
+            "alembic_version",
+        } <= set(inspect(store.engine).get_table_names())
     assert _schema_diff(url) == []
     if url.startswith("sqlite"):  # the large record JSON is the last column (filter columns stay in-row)
         assert [c["name"] for c in inspect(create_engine(url)).get_columns("runs")][-1] == "record"
@@ -75,8 +90,7 @@ def test_fresh_store_is_created_at_head_and_matches_the_models(url: str) -> None
 
 
 @pytest.mark.parametrize("detection_columns", [True, False])
-def test_store_of_the_previous_release_is_stamped_upgraded_and_keeps_its_run(
-        url: str, detection_columns: bool) -> None:
+def test_store_of_the_previous_release_is_stamped_upgraded_and_keeps_its_run(url: str, detection_columns: bool) -> None:
     _previous_release_store(url, with_detection_columns=detection_columns)
     assert "alembic_version" not in inspect(create_engine(url)).get_table_names()
     result = upgrade(url)
@@ -91,7 +105,10 @@ def test_store_of_the_previous_release_is_stamped_upgraded_and_keeps_its_run(
         summary = store.list()[0]
         # the new query columns are filled from the stored record
         assert (summary.framework_version, summary.cpu_model, summary.verdict) == (
-            "1.31.1", "AMD EPYC", "not comparable")
+            "1.31.1",
+            "AMD EPYC",
+            "not comparable",
+        )
         new = make_record("b" * 32, TOP1_B)
         store.save(new)
         assert store.get("b" * 32) == new
@@ -154,7 +171,11 @@ def test_concurrent_opens_of_a_fresh_store_all_succeed(tmp_path: Path) -> None:
 
 def test_model_and_runtime_filter_uses_its_index(tmp_path: Path) -> None:
     with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store, store.engine.connect() as conn:
-        plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(
-            "EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE manifest_name = 'm' AND runtime = 'onnxruntime' "
-            "ORDER BY created_at DESC LIMIT 50"))
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE manifest_name = 'm' AND runtime = 'onnxruntime' "
+                "ORDER BY created_at DESC LIMIT 50"
+            )
+        )
     assert "ix_runs_model_runtime" in plan, plan

@@ -21,16 +21,18 @@ def _variant(i: int) -> EvaluationRecord:
     """Run i: runtime alternates onnxruntime/torch, every third on another CPU and framework version, i % 4 == 0
     has a consistent claim, i % 4 == 1 an inconsistent one, others not comparable."""
     runtime = "onnxruntime" if i % 2 == 0 else "torch"
-    rec = make_record(f"{i:02d}" + "0" * 30, TOP1_A if i % 2 == 0 else TOP1_B,
-                      created_at=T0 + timedelta(hours=i), runtime=runtime)
+    rec = make_record(
+        f"{i:02d}" + "0" * 30, TOP1_A if i % 2 == 0 else TOP1_B, created_at=T0 + timedelta(hours=i), runtime=runtime
+    )
     claim = rec.claims[0]
     verdict = {0: "consistent", 1: "inconsistent"}.get(i % 4, "not comparable")
     claims = [ClaimVerdict(**{**claim.model_dump(), "verdict": verdict})]
     hardware = {**rec.hardware, "cpu_model": "Intel(R) Xeon(R) Gold 6130" if i % 3 == 0 else "AMD EPYC 7B13"}
     software_runtime = {**rec.runtime, "framework_version": "2.13.0" if i % 3 == 0 else "1.31.1"}
     manifest = rec.manifest.model_copy(update={"version": "1.0.0" if i < 6 else "1.1.0"})
-    return rec.model_copy(update={"claims": claims, "hardware": hardware, "runtime": software_runtime,
-                                  "manifest": manifest})
+    return rec.model_copy(
+        update={"claims": claims, "hardware": hardware, "runtime": software_runtime, "manifest": manifest}
+    )
 
 
 @pytest.fixture(params=BACKENDS)
@@ -65,7 +67,12 @@ def test_filters(store: RunStore) -> None:
     assert _ids(store.query_runs(window)[0]) == [4, 3, 2]
     summary = store.query_runs(RunQuery(verdict="consistent"), sort="created_at")[0][0]
     assert (summary.run_id[:2], summary.verdict, summary.cpu_model, summary.framework_version, summary.runtime) == (
-        "00", "consistent", "Intel(R) Xeon(R) Gold 6130", "2.13.0", "onnxruntime")
+        "00",
+        "consistent",
+        "Intel(R) Xeon(R) Gold 6130",
+        "2.13.0",
+        "onnxruntime",
+    )
 
 
 def test_sorting_and_paging(store: RunStore) -> None:
@@ -81,10 +88,16 @@ def test_sorting_and_paging(store: RunStore) -> None:
     assert _ids(store.query_runs(RunQuery(), sort="runtime", page_size=2)[0]) == [0, 2]
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"sort": "colour"}, "sort"), ({"page": 0}, "page"), ({"page_size": 501}, "page_size"),
-    ({"page_size": 0}, "page_size"), ({"filters": RunQuery(verdict="maybe")}, "verdict"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"sort": "colour"}, "sort"),
+        ({"page": 0}, "page"),
+        ({"page_size": 501}, "page_size"),
+        ({"page_size": 0}, "page_size"),
+        ({"filters": RunQuery(verdict="maybe")}, "verdict"),
+    ],
+)
 def test_bad_input_names_the_field(store: RunStore, kwargs: dict, field: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(InvalidInputError) as err:
         store.query_runs(**kwargs)

@@ -28,8 +28,7 @@ def test_concurrent_job_and_api_writes_on_sqlite(tmp_path: Path) -> None:
         def job_thread() -> None:
             try:
                 for i in range(n):
-                    update_job(store, job.id, progress_done=i + 1,
-                               append_log=f"line {i}")
+                    update_job(store, job.id, progress_done=i + 1, append_log=f"line {i}")
             except BaseException as exc:
                 errors.append(exc)
 
@@ -42,8 +41,11 @@ def test_concurrent_job_and_api_writes_on_sqlite(tmp_path: Path) -> None:
             except BaseException as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=job_thread), threading.Thread(target=api_thread, args=(store, 0)),
-                   threading.Thread(target=api_thread, args=(other, 1000))]
+        threads = [
+            threading.Thread(target=job_thread),
+            threading.Thread(target=api_thread, args=(store, 0)),
+            threading.Thread(target=api_thread, args=(other, 1000)),
+        ]
         for t in threads:
             t.start()
         for t in threads:

@@ -18,8 +18,10 @@ def test_golden_deltas_flips_and_failures() -> None:
 
     assert c.run_a == "a" * 32 and c.run_b == "b" * 32
     assert c.same_dataset
-    assert c.warnings == ["the runs evaluated different samples (1 failed only in A, 0 only in B): each metric "
-                          "value is over its run's own samples, the paired delta over the 19 samples both evaluated"]
+    assert c.warnings == [
+        "the runs evaluated different samples (1 failed only in A, 0 only in B): each metric "
+        "value is over its run's own samples, the paired delta over the 19 samples both evaluated"
+    ]
     assert c.common_samples == 20 and c.only_in_a == 0 and c.only_in_b == 0
     assert c.common_evaluated == 19 and c.comparable
     assert not c.same_result_hash
@@ -84,12 +86,15 @@ def test_no_sample_evaluated_by_both_is_not_comparable() -> None:
     """Every sample that A evaluated failed in B (and B's one success failed in A): nothing to pair."""
     a = make_record("a" * 32, TOP1_A)
     b = make_record("b" * 32, TOP1_B)
-    b.samples = [SamplePrediction(sample_id=s.sample_id, label=s.label, error="decode: truncated")
-                 for s in b.samples[:19]] + b.samples[19:]
+    b.samples = [
+        SamplePrediction(sample_id=s.sample_id, label=s.label, error="decode: truncated") for s in b.samples[:19]
+    ] + b.samples[19:]
     c = compare_runs(a, b)
     assert c.common_samples == 20 and c.common_evaluated == 0 and not c.comparable
-    assert c.warnings == ["no sample was evaluated by both runs (20 shared sample ids, 1 failed only in A, "
-                          "19 only in B): there is nothing to compare"]
+    assert c.warnings == [
+        "no sample was evaluated by both runs (20 shared sample ids, 1 failed only in A, "
+        "19 only in B): there is nothing to compare"
+    ]
     assert c.model_dump(mode="json")["comparable"] is False
     assert all(d.paired_n == 0 and d.paired_delta is None for d in c.metric_deltas)
     assert c.top1_flips == []
@@ -102,5 +107,7 @@ def test_disjoint_sample_ids_are_not_comparable() -> None:
     c = compare_runs(a, b)
     assert (c.common_samples, c.common_evaluated, c.only_in_a, c.only_in_b) == (0, 0, 20, 20)
     assert not c.comparable
-    assert c.warnings[-1] == ("no sample was evaluated by both runs (0 shared sample ids, 0 failed only in A, "
-                              "0 only in B): there is nothing to compare")
+    assert c.warnings[-1] == (
+        "no sample was evaluated by both runs (0 shared sample ids, 0 failed only in A, "
+        "0 only in B): there is nothing to compare"
+    )

@@ -34,10 +34,24 @@ def _old_store(path: Path) -> str:
         conn.execute(text("ALTER TABLE runs DROP COLUMN ap"))  # the runs table of that release
         conn.execute(text(OLD_SAMPLE_TABLE))
     with Session(engine) as session, session.begin():
-        session.execute(text("INSERT INTO sample_predictions (run_id, position, sample_id, label, topk_indices, "
-                             "topk_probs, error) VALUES (:r, :p, :s, :l, :ti, :tp, :e)"),
-                        [{"r": record.run_id, "p": i, "s": s.sample_id, "l": s.label, "ti": str(s.topk_indices),
-                          "tp": str(s.topk_probs), "e": s.error} for i, s in enumerate(record.samples)])
+        session.execute(
+            text(
+                "INSERT INTO sample_predictions (run_id, position, sample_id, label, topk_indices, "
+                "topk_probs, error) VALUES (:r, :p, :s, :l, :ti, :tp, :e)"
+            ),
+            [
+                {
+                    "r": record.run_id,
+                    "p": i,
+                    "s": s.sample_id,
+                    "l": s.label,
+                    "ti": str(s.topk_indices),
+                    "tp": str(s.topk_probs),
+                    "e": s.error,
+                }
+                for i, s in enumerate(record.samples)
+            ],
+        )
     engine.dispose()
     return url
 
@@ -62,9 +76,14 @@ def test_old_store_opens_gains_the_column_and_keeps_its_runs(tmp_path: Path) -> 
 
 def _detection_record(run_id: str) -> EvaluationRecord:
     rec = make_record(run_id, TOP1_A)
-    samples = [SamplePrediction(sample_id=s.sample_id, label=None,
-                                detections=[Detection(box=[1.5, 2.0, 30.25, 40.0], score=0.875, class_id=3)] * (i % 3))
-               for i, s in enumerate(rec.samples)]
+    samples = [
+        SamplePrediction(
+            sample_id=s.sample_id,
+            label=None,
+            detections=[Detection(box=[1.5, 2.0, 30.25, 40.0], score=0.875, class_id=3)] * (i % 3),
+        )
+        for i, s in enumerate(rec.samples)
+    ]
     samples[4] = SamplePrediction(sample_id=samples[4].sample_id, label=None, error="SampleError: truncated")
     return rec.model_copy(update={"samples": samples, "metrics": [], "task": "object_detection"})
 
@@ -93,5 +112,6 @@ def test_compare_carries_the_tasks_paired_statistics() -> None:
     assert c.task == "image_classification" and c.paired is not None
     assert c.paired["n"] == c.common_evaluated and c.paired["flipped"] == len(c.top1_flips)
     mixed = compare_runs(a, _detection_record("d" * 32))
-    assert mixed.paired is None and any("run A is image_classification, run B is object_detection" in w
-                                        for w in mixed.warnings)
+    assert mixed.paired is None and any(
+        "run A is image_classification, run B is object_detection" in w for w in mixed.warnings
+    )

@@ -97,8 +97,11 @@ def test_prefix_wildcards_are_literal(store: RunStore) -> None:
 def test_list_newest_first_with_filters(store: RunStore) -> None:
     for i, (sweep, kind) in enumerate([("s1", "evaluation"), (None, "evaluation"), ("s1", "sweep")]):
         top1 = TOP1_A if i != 1 else TOP1_B
-        store.save(make_record(f"{i}" * 32, top1, created_at=T0 + timedelta(minutes=i), sweep_id=sweep,
-                               kind=kind, variant=f"v{i}"))
+        store.save(
+            make_record(
+                f"{i}" * 32, top1, created_at=T0 + timedelta(minutes=i), sweep_id=sweep, kind=kind, variant=f"v{i}"
+            )
+        )
     assert [r.run_id[0] for r in store.list()] == ["2", "1", "0"]
     assert [r.run_id[0] for r in store.list(limit=2)] == ["2", "1"]
     assert [r.run_id[0] for r in store.list(sweep_id="s1")] == ["2", "0"]
@@ -143,8 +146,10 @@ def test_sqlite_file_in_a_missing_folder_is_an_error(tmp_path: Path, monkeypatch
     missing = tmp_path / "no" / "such"
     with pytest.raises(StoreError) as err:
         RunStore(f"sqlite:///{missing / 'runs.db'}")
-    assert str(err.value) == (f"the folder {missing} of the run database sqlite:///{missing / 'runs.db'} does not "
-                              "exist; create it first or choose another --db / $REPLISCOPE_DB")
+    assert str(err.value) == (
+        f"the folder {missing} of the run database sqlite:///{missing / 'runs.db'} does not "
+        "exist; create it first or choose another --db / $REPLISCOPE_DB"
+    )
     monkeypatch.setenv("REPLISCOPE_DB", str(missing / "env.db"))
     with pytest.raises(StoreError, match=rf"the folder {re.escape(str(missing))} of the run database .* does not"):
         RunStore()

@@ -30,6 +30,7 @@ def _record(run_id: str, manifest_bytes: int = 0) -> EvaluationRecord:
 
 def _limit_pages(store: RunStore, pages: int | None = None, query_only: bool = False) -> None:
     """Every new connection of ``store`` gets a page limit (a full disk) or is read-only."""
+
     def on_connect(dbapi_connection: object, _: object) -> None:
         cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
         if pages is not None:
@@ -53,9 +54,11 @@ def test_full_disk_keeps_the_record_and_runs_import_stores_it(tmp_path: Path) ->
     with pytest.raises(StoreError) as ei:
         store.save(record)
     kept = tmp_path / "unsaved-runs" / f"{'a' * 32}.json"
-    assert str(ei.value) == (f"run {'a' * 32} could not be written to the run database {url}: database or disk is "
-                             f"full; the record is kept in {kept}: store it later with `repliscope runs import "
-                             f"{kept}`")
+    assert str(ei.value) == (
+        f"run {'a' * 32} could not be written to the run database {url}: database or disk is "
+        f"full; the record is kept in {kept}: store it later with `repliscope runs import "
+        f"{kept}`"
+    )
     assert EvaluationRecord.model_validate_json(kept.read_bytes()) == record
     store.close()
     res = CliRunner().invoke(app, ["runs", "import", str(kept), "--db", url, "--json"])

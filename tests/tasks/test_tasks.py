@@ -30,10 +30,14 @@ def test_registry_names_and_op_lists() -> None:
 def test_task_of_a_pipeline() -> None:
     from repliscope.ops.base import BuildContext
 
-    classify = Pipeline.from_specs([{"op": "decode", "library": "pillow", "channels": "RGB"}],
-                                   [{"op": "softmax", "axis": -1}, {"op": "topk", "k": 1}], BuildContext())
-    detect = Pipeline.from_specs([{"op": "decode", "library": "pillow", "channels": "RGB"}],
-                                 [{"op": "max_detections", "k": 3}], BuildContext())
+    classify = Pipeline.from_specs(
+        [{"op": "decode", "library": "pillow", "channels": "RGB"}],
+        [{"op": "softmax", "axis": -1}, {"op": "topk", "k": 1}],
+        BuildContext(),
+    )
+    detect = Pipeline.from_specs(
+        [{"op": "decode", "library": "pillow", "channels": "RGB"}], [{"op": "max_detections", "k": 3}], BuildContext()
+    )
     assert task_of(classify).name == "image_classification" and task_of(detect).name == "object_detection"
 
 
@@ -46,11 +50,15 @@ def test_coco_label_sets() -> None:
 def test_classification_records_from_topk() -> None:
     task = get_task("image_classification")
     batch = [Sample("a", 3, lambda: b""), Sample("b", None, lambda: b""), Sample("c", 1, lambda: b"")]
-    preds = Predictions(scores=np.zeros((2, 4), np.float32), topk_indices=np.array([[3, 1], [0, 2]]),
-                        topk_scores=np.array([[0.75, 0.125], [0.5, 0.25]], np.float32))
+    preds = Predictions(
+        scores=np.zeros((2, 4), np.float32),
+        topk_indices=np.array([[3, 1], [0, 2]]),
+        topk_scores=np.array([[0.75, 0.125], [0.5, 0.25]], np.float32),
+    )
     assert task.to_samples(preds, batch, [0, 2]) == [
         SamplePrediction(sample_id="a", label=3, topk_indices=[3, 1], topk_probs=[0.75, 0.125]),
-        SamplePrediction(sample_id="c", label=1, topk_indices=[0, 2], topk_probs=[0.5, 0.25])]
+        SamplePrediction(sample_id="c", label=1, topk_indices=[0, 2], topk_probs=[0.5, 0.25]),
+    ]
     with pytest.raises(RepliscopeError, match="must contain a 'topk' op"):
         task.to_samples(Predictions(scores=np.zeros((1, 4), np.float32)), batch, [0])
     with pytest.raises(DatasetError, match="1 samples of 'd' have labels outside the model's 3 classes: a"):

@@ -183,8 +183,11 @@ class TestOnnx:
         monkeypatch.setattr(onnxruntime.InferenceSession, "run", skewed)
         with pytest.raises(AssertionError) as info:
             assert_onnx_roundtrip(TinyMLP(), X, dynamo=False)
-        assert re.search(r"output / onnxruntime '\w+': 1 of 8 elements differ beyond atol=1e-05, rtol=0.0001; "
-                         r"max abs diff 0.01 at \(0, 3\)", str(info.value))
+        assert re.search(
+            r"output / onnxruntime '\w+': 1 of 8 elements differ beyond atol=1e-05, rtol=0.0001; "
+            r"max abs diff 0.01 at \(0, 3\)",
+            str(info.value),
+        )
 
 
 class TestCompile:
@@ -195,10 +198,14 @@ class TestCompile:
         def wrong_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):  # type: ignore[no-untyped-def]
             def run(*args):  # type: ignore[no-untyped-def]
                 return [o * 1.001 if isinstance(o, torch.Tensor) else o for o in gm(*args)]
+
             return run
 
-        with pytest.raises(AssertionError, match=r"(?s)assert_compiled_matches_eager\(backend=wrong_backend\) .*"
-                                                 r"output: 8 of 8 elements differ beyond atol=1e-05"):
+        with pytest.raises(
+            AssertionError,
+            match=r"(?s)assert_compiled_matches_eager\(backend=wrong_backend\) .*"
+            r"output: 8 of 8 elements differ beyond atol=1e-05",
+        ):
             assert_compiled_matches_eager(TinyMLP(), X, backend=wrong_backend)
 
     def test_inductor_matches(self) -> None:

@@ -24,10 +24,13 @@ def test_exact_comparison_reports_count_position_and_values() -> None:
     actual = expected.copy()
     actual[1, 2] += 0.5
     line = compare_arrays(expected, actual, atol=0, rtol=0, exact=True)
-    assert line == ("1 of 6 elements differ (bit-identical required); max abs diff 0.5 at (1, 2) "
-                    "(expected 5, got 5.5); max rel diff 0.1")
+    assert line == (
+        "1 of 6 elements differ (bit-identical required); max abs diff 0.5 at (1, 2) "
+        "(expected 5, got 5.5); max rel diff 0.1"
+    )
     assert compare_arrays(expected, expected.astype(np.float64), atol=0, rtol=0, exact=True) == (
-        "dtype float64 differs from float32")
+        "dtype float64 differs from float32"
+    )
     assert compare_arrays(expected, expected.T, atol=0, rtol=0, exact=False) == "shape (3, 2) differs from (2, 3)"
 
 
@@ -42,7 +45,6 @@ def test_nan_handling_and_tolerance() -> None:
 
 def test_compare_named_counts_and_labels() -> None:
     a = np.zeros(2)
-    problems = compare_named([("output[0]", a), ("output[1]", a)], [("y", a + 1)], atol=0.5,
-                             actual_label="onnxruntime")
+    problems = compare_named([("output[0]", a), ("output[1]", a)], [("y", a + 1)], atol=0.5, actual_label="onnxruntime")
     assert problems[0] == "2 output tensors (output[0], output[1]) in expected, 1 (y) in onnxruntime"
     assert problems[1].startswith("output[0] / onnxruntime 'y': 2 of 2 elements differ beyond atol=0.5")

@@ -24,7 +24,6 @@ torch = pytest.importorskip("torch")
 efficientnet_lite_pytorch = pytest.importorskip("efficientnet_lite_pytorch")
 
 
-
 def build() -> torch.nn.Module:
     """The architecture factory, exactly as the manifest names it."""
     return efficientnet_lite_pytorch.EfficientNet.from_name("efficientnet-lite0")

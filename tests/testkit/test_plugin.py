@@ -31,7 +31,7 @@ def _plugin_args() -> list[str]:
     return [] if installed else ["-p", PLUGIN]
 
 
-USER_TESTS = '''
+USER_TESTS = """
 import pytest
 import torch
 from torch import nn
@@ -79,7 +79,7 @@ def test_compiled(model_check):
 @pytest.mark.repliscope_model(atol=0.5, compile_backend="aot_eager")
 def test_marker_overrides(model_check):
     assert (model_check.atol, model_check.rtol, model_check.compile_backend) == (0.5, 2e-3, "aot_eager")
-'''
+"""
 
 
 def test_user_suite_passes_and_fails_with_names(pytester: pytest.Pytester) -> None:
@@ -87,33 +87,40 @@ def test_user_suite_passes_and_fails_with_names(pytester: pytest.Pytester) -> No
     pytester.makeini("[pytest]\nrepliscope_rtol = 2e-3\n")
     result = pytester.runpytest(*_plugin_args(), "--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6, failed=1)
-    result.stdout.fnmatch_lines([
-        "*test_gradients_unused_head*",
-        "*assert_gradients_flow failed: 2 of 4 trainable parameters and 0 of 1 floating inputs*",
-        "*parameter 'head.weight' (2, 4): no gradient*",
-        "*parameter 'head.bias' (2,): no gradient*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_gradients_unused_head*",
+            "*assert_gradients_flow failed: 2 of 4 trainable parameters and 0 of 1 floating inputs*",
+            "*parameter 'head.weight' (2, 4): no gradient*",
+            "*parameter 'head.bias' (2,): no gradient*",
+        ]
+    )
 
 
 def test_command_line_beats_ini_and_defaults(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_opts='''
+    pytester.makepyfile(
+        test_opts="""
         def test_values(model_check):
             assert (model_check.atol, model_check.rtol, model_check.compile_backend) == (0.25, 1e-4, "aot_eager")
-    ''')
+    """
+    )
     pytester.makeini("[pytest]\nrepliscope_atol = 0.125\n")
-    result = pytester.runpytest(*_plugin_args(), "--repliscope-atol=0.25", "--repliscope-compile-backend",
-                                "aot_eager", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        *_plugin_args(), "--repliscope-atol=0.25", "--repliscope-compile-backend", "aot_eager", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
 
 
 def test_unknown_marker_argument_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_bad='''
+    pytester.makepyfile(
+        test_bad="""
         import pytest
 
         @pytest.mark.repliscope_model(tolerance=1)
         def test_it(model_check):
             pass
-    ''')
+    """
+    )
     result = pytester.runpytest(*_plugin_args(), "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*unknown argument(s) tolerance (allowed: atol, rtol, compile_backend)*"])
@@ -128,9 +135,11 @@ def test_help_lists_options_and_marker(pytester: pytest.Pytester) -> None:
 
 def test_loading_the_plugin_imports_no_framework() -> None:
     """pytest loads the plugin in every project that has repliscope installed: not even NumPy is imported."""
-    code = ("import sys, repliscope.testkit.plugin, repliscope.testkit; "
-            "print(sorted(m for m in ('torch', 'onnxruntime', 'onnx', 'keras', 'tensorflow', 'numpy', "
-            "'repliscope.testkit.checks') if m in sys.modules))")
+    code = (
+        "import sys, repliscope.testkit.plugin, repliscope.testkit; "
+        "print(sorted(m for m in ('torch', 'onnxruntime', 'onnx', 'keras', 'tensorflow', 'numpy', "
+        "'repliscope.testkit.checks') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -158,6 +167,12 @@ def test_the_readme_example_file_passes(pytester: pytest.Pytester) -> None:
     deselected (covered by test_checks_torch, test_lite0 and test_keras; Keras would be imported, then dropped)."""
     example = Path(__file__).resolve().parents[2] / "examples" / "test_my_model.py"
     pytester.makepyfile(test_my_model=example.read_text(encoding="utf-8"))
-    result = pytester.runpytest(*_plugin_args(), "--repliscope-compile-backend=aot_eager",
-                                "-k", "not onnx and not keras", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        *_plugin_args(),
+        "--repliscope-compile-backend=aot_eager",
+        "-k",
+        "not onnx and not keras",
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=10, deselected=2)

@@ -10,8 +10,12 @@ import numpy as np
 from repliscope.runtimes import ModelArtifact
 
 # (node name, op type, module scopes + op name): the shared ``act`` module is called twice
-NODES = [("node_mul", "Mul", ["", "scale", "mul"]), ("node_relu", "Relu", ["", "act", "relu"]),
-         ("node_sigmoid", "Sigmoid", ["", "gate", "sigmoid"]), ("node_relu_1", "Relu", ["", "act", "relu_1"])]
+NODES = [
+    ("node_mul", "Mul", ["", "scale", "mul"]),
+    ("node_relu", "Relu", ["", "act", "relu"]),
+    ("node_sigmoid", "Sigmoid", ["", "gate", "sigmoid"]),
+    ("node_relu_1", "Relu", ["", "act", "relu_1"]),
+]
 KEYS = ["scale", "act", "gate", "act#2"]
 
 
@@ -29,15 +33,26 @@ def tiny_onnx(folder: Path) -> ModelArtifact:
         entry.key, entry.value = "pkg.torch.onnx.name_scopes", repr(scopes)
         nodes.append(node)
     half = helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])
-    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 64])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 64])], [half])
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 64])],
+        [half],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     path = folder / "tiny.onnx"
     onnx.save(model, str(path))
-    return ModelArtifact(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), format="onnx",
-                         input_name="input", input_shape=(-1, 64), input_dtype="float32")
+    return ModelArtifact(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        format="onnx",
+        input_name="input",
+        input_shape=(-1, 64),
+        input_dtype="float32",
+    )
 
 
 def batch(n: int = 2) -> np.ndarray:

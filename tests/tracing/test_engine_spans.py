@@ -12,8 +12,16 @@ from repliscope.tracing import make_tracer, use_tracer
 from repliscope.tracing.chrome import nesting_errors
 from tests.conftest import LITE0
 
-OPS = ["read", "preprocess/decode", "preprocess/resize", "preprocess/center_crop", "preprocess/to_float",
-       "preprocess/subtract_mean", "preprocess/divide_std", "preprocess/data_layout"]
+OPS = [
+    "read",
+    "preprocess/decode",
+    "preprocess/resize",
+    "preprocess/center_crop",
+    "preprocess/to_float",
+    "preprocess/subtract_mean",
+    "preprocess/divide_std",
+    "preprocess/data_layout",
+]
 POST = ["postprocess/softmax", "postprocess/topk", "postprocess/labels"]
 
 
@@ -35,7 +43,11 @@ def test_evaluate_records_exactly_the_spans_of_its_level(level: str) -> None:
         assert per_level == {"application": 1}
         return
     assert {n: counts[n] for n in ["batch", "inference", *OPS, *POST]} == {
-        "batch": 2, "inference": 2, **{n: 2 for n in OPS}, **{n: 2 for n in POST}}
+        "batch": 2,
+        "inference": 2,
+        **{n: 2 for n in OPS},
+        **{n: 2 for n in POST},
+    }
     assert nesting_errors(tracer.chrome_trace()) == []
     if level == "library":  # ORT: warm-up + 2 batches, each a run span, 53 layers and 53 node kernels
         assert counts["onnxruntime.run"] == 3 and counts["_blocks.3._swish#2"] == 3

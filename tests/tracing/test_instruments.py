@@ -31,9 +31,11 @@ def _inside(child: SpanRecord, parent: SpanRecord) -> bool:
 
 
 def test_align_events_moves_ort_times_onto_the_perf_counter_clock() -> None:
-    events = [{"ph": "X", "ts": 1500, "dur": 250, "name": "model_run", "cat": "Session"},
-              {"ph": "i", "ts": 0, "name": "ignored"}]
-    (event, start, end), = align_events(events, start_epoch_ns=10_000_000, epoch_offset_ns=4_000_000)
+    events = [
+        {"ph": "X", "ts": 1500, "dur": 250, "name": "model_run", "cat": "Session"},
+        {"ph": "i", "ts": 0, "name": "ignored"},
+    ]
+    ((event, start, end),) = align_events(events, start_epoch_ns=10_000_000, epoch_offset_ns=4_000_000)
     assert event["name"] == "model_run" and (start, end) == (7_500_000, 7_750_000)
 
 
@@ -58,8 +60,9 @@ def test_onnxruntime_profiler_events_are_aligned_with_our_spans(tmp_path: Path) 
 def test_onnxruntime_library_level_adds_node_kernels(tmp_path: Path) -> None:
     tracer = _run("library", "onnxruntime", tmp_path, n=1)
     kernels = [s for s in tracer.spans if s.level == "library"]
-    assert [(s.name, s.attributes["layer"]) for s in kernels] == [(n, k) for (n, _, _), k in zip(NODES, KEYS,
-                                                                                                     strict=True)]
+    assert [(s.name, s.attributes["layer"]) for s in kernels] == [
+        (n, k) for (n, _, _), k in zip(NODES, KEYS, strict=True)
+    ]
     assert nesting_errors(tracer.chrome_trace()) == []
 
 
@@ -115,10 +118,12 @@ def test_a_runtime_without_instrumentation_is_an_error() -> None:
     class Other:
         name = "keras_jax"
 
-    with pytest.raises(RepliscopeError, match=r"no framework-level tracing for runtime 'keras_jax' \(allowed: "
-                                              r"darknet, onnxruntime, opencv_dnn, tensorflow, tflite, torch\)"):
+    with pytest.raises(
+        RepliscopeError,
+        match=r"no framework-level tracing for runtime 'keras_jax' \(allowed: "
+        r"darknet, onnxruntime, opencv_dnn, tensorflow, tflite, torch\)",
+    ):
         make_tracer("framework", otel=False).instrument(Other()).__enter__()
-
 
 
 def test_torch_library_level_records_one_thread_and_says_so() -> None:
@@ -172,6 +177,9 @@ def test_an_mtcnn_cascade_is_refused_at_the_framework_level() -> None:
         name = "onnxruntime"
         artifact = Artifact()
 
-    with pytest.raises(RepliscopeError, match=r"^no framework-level tracing of an mtcnn_cascade source on "
-                                              r"'onnxruntime': .* use --trace-level model"):
+    with pytest.raises(
+        RepliscopeError,
+        match=r"^no framework-level tracing of an mtcnn_cascade source on "
+        r"'onnxruntime': .* use --trace-level model",
+    ):
         make_tracer("framework", otel=False).instrument(Cascade()).__enter__()

@@ -97,13 +97,20 @@ def test_xplane_kernels_on_the_tracers_clock() -> None:
     line.events.add(metadata_id=3, offset_ps=0, duration_ps=9_000_000)
     line.events.add(metadata_id=4, offset_ps=4_000_000, duration_ps=2_000_000)  # overlaps conv by 1 us
     found = kernels(space, epoch_offset_ns=1_000_000)
-    assert found == [Kernel("conv", "Conv2D", 4_002_100, 4_005_100, "tf_Compute/7"),
-                     Kernel("relu", "Relu", 4_004_100, 4_006_100, "tf_Compute/7")]
+    assert found == [
+        Kernel("conv", "Conv2D", 4_002_100, 4_005_100, "tf_Compute/7"),
+        Kernel("relu", "Relu", 4_004_100, 4_006_100, "tf_Compute/7"),
+    ]
     tracer = make_tracer("framework", otel=False)
     call = SpanRecord("call", "framework", 4_000_000, 4_010_000, 42, {"source": "tensorflow"})
     assert record_kernels(tracer, [call], found) == 2
     conv, relu = tracer.spans
     assert (conv.start_ns, conv.end_ns, conv.tid) == (4_002_100, 4_005_100, 42)
     assert (relu.start_ns, relu.end_ns) == (4_005_100, 4_006_100) and relu.attributes["clipped_ns"] == 1000
-    assert relu.attributes == {"layer": "relu", "op_type": "Relu", "source": "tensorflow", "thread": "tf_Compute/7",
-                               "clipped_ns": 1000}
+    assert relu.attributes == {
+        "layer": "relu",
+        "op_type": "Relu",
+        "source": "tensorflow",
+        "thread": "tf_Compute/7",
+        "clipped_ns": 1000,
+    }

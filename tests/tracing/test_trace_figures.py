@@ -32,5 +32,6 @@ def test_a_run_report_with_only_trace_figures_titles_the_section_per_layer_time(
     doc = to_chrome(_ort(), 0, thread_names={}, metadata={"repliscope_trace_level": "framework"}, pid=1)
     assert [s.title for s in _with_extra([], trace_figures(doc))] == ["Per-layer time"]
     assert [s.title for s in _with_extra([], [*trace_figures(doc), ("layer-level diff (x)", b"")])] == [
-        "Layer differences"]
+        "Layer differences"
+    ]
     assert _with_extra([], None) == []

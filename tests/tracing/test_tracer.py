@@ -19,27 +19,35 @@ def _one_of_each(tracer) -> None:
     with tracer.span("run", "application"), tracer.span("batch", "model", index=0):
         with tracer.span("preprocess/resize", "model"):
             pass
-        with (tracer.span("inference", "model"), tracer.span("_blocks.0", "framework", layer="_blocks.0"),
-              tracer.span("aten::conv2d", "library")):
+        with (
+            tracer.span("inference", "model"),
+            tracer.span("_blocks.0", "framework", layer="_blocks.0"),
+            tracer.span("aten::conv2d", "library"),
+        ):
             pass
         with tracer.span("postprocess/topk", "model"):
             pass
 
 
-@pytest.mark.parametrize(("level", "names"), [
-    ("none", []),
-    ("application", ["run"]),
-    ("model", ["run", "batch", "preprocess/resize", "inference", "postprocess/topk"]),
-    ("framework", ["run", "batch", "preprocess/resize", "inference", "_blocks.0", "postprocess/topk"]),
-    ("library", ["run", "batch", "preprocess/resize", "inference", "_blocks.0", "aten::conv2d",
-                 "postprocess/topk"]),
-])
+@pytest.mark.parametrize(
+    ("level", "names"),
+    [
+        ("none", []),
+        ("application", ["run"]),
+        ("model", ["run", "batch", "preprocess/resize", "inference", "postprocess/topk"]),
+        ("framework", ["run", "batch", "preprocess/resize", "inference", "_blocks.0", "postprocess/topk"]),
+        (
+            "library",
+            ["run", "batch", "preprocess/resize", "inference", "_blocks.0", "aten::conv2d", "postprocess/topk"],
+        ),
+    ],
+)
 def test_spans_present_exactly_up_to_the_level(level: str, names: list[str]) -> None:
     tracer = make_tracer(level, otel=False)
     _one_of_each(tracer)
     events = [e for e in tracer.chrome_trace()["traceEvents"] if e["ph"] == "X"]
     assert [e["name"] for e in events] == names  # sorted by start: parents before children
-    assert {e["cat"] for e in events} == set(LEVELS[1:LEVELS.index(level) + 1])
+    assert {e["cat"] for e in events} == set(LEVELS[1 : LEVELS.index(level) + 1])
 
 
 def test_a_span_above_the_level_is_the_shared_no_op() -> None:
@@ -53,8 +61,11 @@ def test_a_span_above_the_level_is_the_shared_no_op() -> None:
 
 
 def test_unknown_levels_are_errors_naming_the_allowed_ones() -> None:
-    with pytest.raises(RepliscopeError, match=r"unknown trace level 'layers' \(allowed: none, application, model, "
-                                              r"framework, library\)"):
+    with pytest.raises(
+        RepliscopeError,
+        match=r"unknown trace level 'layers' \(allowed: none, application, model, "
+        r"framework, library\)",
+    ):
         make_tracer("layers")
     with pytest.raises(RepliscopeError, match="unknown span level 'none'"):
         make_tracer("model", otel=False).span("x", "none")
@@ -97,24 +108,35 @@ def test_chrome_trace_parses_and_every_child_is_inside_its_parent_per_thread() -
 
 
 def test_nesting_errors_name_an_overlapping_pair() -> None:
-    doc = {"traceEvents": [{"name": "p", "ph": "X", "ts": 0, "dur": 10, "tid": 1, "cat": "model"},
-                           {"name": "c", "ph": "X", "ts": 5, "dur": 10, "tid": 1, "cat": "framework"},
-                           {"name": "other thread", "ph": "X", "ts": 5, "dur": 10, "tid": 2, "cat": "model"}]}
-    assert nesting_errors(doc) == ["thread 1: 'c' [5000, 15000] ns overlaps 'p' [0, 10000] ns without being "
-                                   "inside it"]
+    doc = {
+        "traceEvents": [
+            {"name": "p", "ph": "X", "ts": 0, "dur": 10, "tid": 1, "cat": "model"},
+            {"name": "c", "ph": "X", "ts": 5, "dur": 10, "tid": 1, "cat": "framework"},
+            {"name": "other thread", "ph": "X", "ts": 5, "dur": 10, "tid": 2, "cat": "model"},
+        ]
+    }
+    assert nesting_errors(doc) == ["thread 1: 'c' [5000, 15000] ns overlaps 'p' [0, 10000] ns without being inside it"]
 
 
 def test_nest_gives_the_innermost_container_and_breaks_exact_ties_by_recording_order() -> None:
-    spans = [SpanRecord("child", "model", 10, 20, 1), SpanRecord("parent", "model", 10, 20, 1),
-             SpanRecord("run", "application", 0, 100, 1), SpanRecord("late", "model", 50, 60, 2)]
+    spans = [
+        SpanRecord("child", "model", 10, 20, 1),
+        SpanRecord("parent", "model", 10, 20, 1),
+        SpanRecord("run", "application", 0, 100, 1),
+        SpanRecord("late", "model", 50, 60, 2),
+    ]
     assert nest(spans) == [1, 2, -1, 2]
 
 
 def test_an_exact_tie_puts_the_outer_level_first_whatever_the_recording_order() -> None:
     # converted profiler events record a layer, then its single node with the very same times (ORT, OpenCV DNN):
     # the framework layer must be the parent, in nest() and in the Chrome file's order (viewers nest ties by it)
-    spans = [SpanRecord("run", "application", 0, 100, 1), SpanRecord("_swish", "framework", 10, 20, 1),
-             SpanRecord("hardtanh_nchwc", "library", 10, 20, 1), SpanRecord("x", "custom", 10, 20, 1)]
+    spans = [
+        SpanRecord("run", "application", 0, 100, 1),
+        SpanRecord("_swish", "framework", 10, 20, 1),
+        SpanRecord("hardtanh_nchwc", "library", 10, 20, 1),
+        SpanRecord("x", "custom", 10, 20, 1),
+    ]
     assert nest(spans) == [-1, 0, 1, 2]
     doc = to_chrome(spans, 0, thread_names={}, metadata={}, pid=7)
     assert [e["name"] for e in doc["traceEvents"] if e["ph"] == "X"] == ["run", "_swish", "hardtanh_nchwc", "x"]
@@ -180,9 +202,11 @@ def test_use_tracer_sets_the_process_wide_current_tracer() -> None:
 
 
 def test_importing_tracing_imports_no_framework() -> None:
-    code = ("import sys, repliscope.tracing as t; t.NO_TRACER.span('a', 'model'); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('opentelemetry', 'torch', 'onnxruntime', 'onnx', 'cv2')))")
+    code = (
+        "import sys, repliscope.tracing as t; t.NO_TRACER.span('a', 'model'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('opentelemetry', 'torch', 'onnxruntime', 'onnx', 'cv2')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

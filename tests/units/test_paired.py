@@ -10,9 +10,16 @@ def _truth_run(ds, drop_first_of: set[str] = frozenset(), dx: float = 0.0) -> li
     out = []
     for s in ds.samples:
         objs = list(s.objects or ())[1:] if s.id in drop_first_of else list(s.objects or ())
-        out.append(SamplePrediction(sample_id=s.id, label=None, detections=[
-            Detection(box=[o.box[0] + dx, o.box[1], o.box[2] + dx, o.box[3]], score=0.9, class_id=o.class_id)
-            for o in objs]))
+        out.append(
+            SamplePrediction(
+                sample_id=s.id,
+                label=None,
+                detections=[
+                    Detection(box=[o.box[0] + dx, o.box[1], o.box[2] + dx, o.box[3]], score=0.9, class_id=o.class_id)
+                    for o in objs
+                ],
+            )
+        )
     return out
 
 

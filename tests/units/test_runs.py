@@ -17,8 +17,10 @@ MANIFEST = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector
 
 @pytest.fixture(scope="module")
 def record(tmp_path_factory: pytest.TempPathFactory) -> EvaluationRecord:
-    prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1,
-                                             cache_dir=tmp_path_factory.mktemp("cache")))
+    prepared = prepare(
+        MANIFEST,
+        RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path_factory.mktemp("cache")),
+    )
     return evaluate(prepared, resolve_dataset("synthetic_detection"))
 
 
@@ -36,8 +38,9 @@ def test_stored_ground_truth_or_a_dataset_with_the_same_identity(record: Evaluat
 
 
 def test_refusals(record: EvaluationRecord) -> None:
-    with pytest.raises(RepliscopeError, match="has task image_classification: unit evaluation needs an "
-                                              "object_detection run"):
+    with pytest.raises(
+        RepliscopeError, match="has task image_classification: unit evaluation needs an object_detection run"
+    ):
         run_units(record.model_copy(update={"task": "image_classification"}))
     with pytest.raises(RepliscopeError, match="did not evaluate the same samples"):
         run_units(record, record.model_copy(update={"samples": record.samples[:-1]}))
@@ -49,8 +52,16 @@ def test_refusals(record: EvaluationRecord) -> None:
 def test_a_given_dataset_is_scored_on_the_records_categories_only(record: EvaluationRecord) -> None:
     """A record scored on a subset of the dataset's categories (the model detects only those): --dataset gets
     the same subset, as the stored ground truth has it."""
-    partial = record.model_copy(update={"ground_truth": None, "dataset": {
-        **record.dataset, "categories_evaluated": [[1, "red"], [3, "blue"]], "categories_left_out": [[2, "green"]]}})
+    partial = record.model_copy(
+        update={
+            "ground_truth": None,
+            "dataset": {
+                **record.dataset,
+                "categories_evaluated": [[1, "red"], [3, "blue"]],
+                "categories_left_out": [[2, "green"]],
+            },
+        }
+    )
     truth = ground_truth_for(partial, resolve_dataset("synthetic_detection"))
     assert truth.categories == {1: "red", 3: "blue"}
     assert sum(len(s.objects or ()) for s in truth.samples) == 33 - 12

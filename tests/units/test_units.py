@@ -22,8 +22,12 @@ def _run(ds: Dataset, move: Callable[[Box, tuple[int, int]], Box], class_shift: 
     """The ground truth as detections (scores 1.0, 0.99, ... in box order), each box moved by ``move``."""
     out = []
     for s in ds.samples:
-        dets = [Detection(box=move(list(o.box), s.size_hw or (0, 0)), score=1.0 - 0.01 * k,
-                          class_id=o.class_id + class_shift) for k, o in enumerate(s.objects or ())]
+        dets = [
+            Detection(
+                box=move(list(o.box), s.size_hw or (0, 0)), score=1.0 - 0.01 * k, class_id=o.class_id + class_shift
+            )
+            for k, o in enumerate(s.objects or ())
+        ]
         out.append(SamplePrediction(sample_id=s.id, label=None, detections=dets))
     return out
 
@@ -38,8 +42,7 @@ def _report(ds: Dataset, preds: list[SamplePrediction], against_reference: list[
 
 def test_shift_by_five_percent_of_the_width() -> None:
     ds = _dataset()
-    report = _report(ds, _run(ds, lambda b, _: [b[0] + 0.05 * (b[2] - b[0]), b[1], b[2] + 0.05 * (b[2] - b[0]),
-                                                 b[3]]))
+    report = _report(ds, _run(ds, lambda b, _: [b[0] + 0.05 * (b[2] - b[0]), b[1], b[2] + 0.05 * (b[2] - b[0]), b[3]]))
     n_gt = sum(len(s.objects or ()) for s in ds.samples)
     assert (report.n_matched, report.n_reference, report.matched_fraction) == (n_gt, n_gt, 1.0)
     dx = report.stat("dx_w")
@@ -76,7 +79,8 @@ def test_class_offset() -> None:
     assert report.n_matched == 0 and report.off_diagonal == 1  # class-aware: no match; agnostic: all confused
     assert sorted(report.confusion) == sorted(
         (c, c + 1, sum(1 for s in ds.samples for o in s.objects or () if o.class_id == c))
-        for c in {o.class_id for s in ds.samples for o in s.objects or ()})
+        for c in {o.class_id for s in ds.samples for o in s.objects or ()}
+    )
     d = report.diagnosis
     assert d.classes is not None and d.classes.params["k"] == 1 and d.classes.exact == 1
     assert d.box is None  # the boxes are right
@@ -95,13 +99,27 @@ def test_letterbox_not_undone_and_swapped_sides() -> None:
     d = _report(ds, _run(ds, letterbox), against_reference=reference).diagnosis
     assert d.box is not None and d.box.name == "letterbox_not_undone"
     assert d.box.params["position"] == "centre" and d.box.params["input_h"] == pytest.approx(96)
-    kept = _report(ds, _run(ds, lambda b, hw: [b[0] + (max(hw) - hw[1]) / 2, b[1] + (max(hw) - hw[0]) / 2,
-                                               b[2] + (max(hw) - hw[1]) / 2, b[3] + (max(hw) - hw[0]) / 2]),
-                   against_reference=reference).diagnosis
+    kept = _report(
+        ds,
+        _run(
+            ds,
+            lambda b, hw: [
+                b[0] + (max(hw) - hw[1]) / 2,
+                b[1] + (max(hw) - hw[0]) / 2,
+                b[2] + (max(hw) - hw[1]) / 2,
+                b[3] + (max(hw) - hw[0]) / 2,
+            ],
+        ),
+        against_reference=reference,
+    ).diagnosis
     assert kept.box is not None and kept.box.name == "letterbox_padding_kept" and kept.box.exact == 1
-    sides = _report(ds, _run(ds, lambda b, hw: [b[0] * hw[0] / hw[1], b[1] * hw[1] / hw[0],
-                                                 b[2] * hw[0] / hw[1], b[3] * hw[1] / hw[0]]),
-                    against_reference=reference).diagnosis
+    sides = _report(
+        ds,
+        _run(
+            ds, lambda b, hw: [b[0] * hw[0] / hw[1], b[1] * hw[1] / hw[0], b[2] * hw[0] / hw[1], b[3] * hw[1] / hw[0]]
+        ),
+        against_reference=reference,
+    ).diagnosis
     assert sides.box is not None and sides.box.name == "swapped_sides"
 
 
@@ -115,8 +133,12 @@ def test_no_transform_on_noise() -> None:
 
 def test_greedy_matching_by_score() -> None:
     ref = ImageBoxes("a", np.array([[0, 0, 10, 10], [5, 0, 15, 10]], float), np.array([1, 1]), np.ones(2))
-    pred = ImageBoxes("a", np.array([[5, 0, 15, 10], [0, 0, 10, 10], [40, 40, 50, 50]], float),
-                      np.array([1, 1, 1]), np.array([0.5, 0.9, 0.7]))
+    pred = ImageBoxes(
+        "a",
+        np.array([[5, 0, 15, 10], [0, 0, 10, 10], [40, 40, 50, 50]], float),
+        np.array([1, 1, 1]),
+        np.array([0.5, 0.9, 0.7]),
+    )
     assert match_detections(pred, ref) == [(1, 0, 1.0), (0, 1, 1.0)]
     other = ImageBoxes("a", pred.boxes, np.array([2, 1, 1]), pred.scores)
     assert match_detections(other, ref) == [(1, 0, 1.0)]

@@ -42,29 +42,50 @@ def test_decode_matches_nudenets_postprocess() -> None:
 
     nudenet = pytest.importorskip("nudenet.nudenet")
     session = ort.InferenceSession(str(_model()), providers=["CPUExecutionProvider"])
-    ops = [YoloAnchorFreeDecode(AnchorFreeDecodeParams(output="output0", classes=18, threshold=0.25, keep="gt",
-                                                       class_selection="max")),
-           BoxFormatOp(BoxFormatParams.model_validate({  # type: ignore[attr-defined]
-               "from": {"kind": "cxcywh", "normalized": False, "one_based": False, "space": "input"},
-               "to": {"kind": "xyxy", "normalized": False, "one_based": False, "space": "input"},
-               "image_size": None})),
-           ToSource(ToSourceParams(undo="geometry", clip=True)),
-           Nms(NmsParams(method="hard", iou_threshold=0.45, class_aware=False, max_output=None, soft_function=None,
-                         sigma=None, min_score=None))]
+    ops = [
+        YoloAnchorFreeDecode(
+            AnchorFreeDecodeParams(output="output0", classes=18, threshold=0.25, keep="gt", class_selection="max")
+        ),
+        BoxFormatOp(
+            BoxFormatParams.model_validate(
+                {  # type: ignore[attr-defined]
+                    "from": {"kind": "cxcywh", "normalized": False, "one_based": False, "space": "input"},
+                    "to": {"kind": "xyxy", "normalized": False, "one_based": False, "space": "input"},
+                    "image_size": None,
+                }
+            )
+        ),
+        ToSource(ToSourceParams(undo="geometry", clip=True)),
+        Nms(
+            NmsParams(
+                method="hard",
+                iou_threshold=0.45,
+                class_aware=False,
+                max_output=None,
+                soft_function=None,
+                sigma=None,
+                min_score=None,
+            )
+        ),
+    ]
     compared = 0
     for path in _images():
         blob, x_ratio, y_ratio, x_pad, y_pad, w, h = nudenet._read_image(str(path), 320)
         out = session.run(None, {"images": blob})
         theirs = nudenet._postprocess(out, x_pad, y_pad, x_ratio, y_ratio, w, h, 320, 320)
         side = max(w, h)
-        preds = Predictions(scores=np.zeros((1, 1), np.float32), outputs={"output0": out[0]},
-                            geometry=[Geometry((h, w), (320 / side, 320 / side))])
+        preds = Predictions(
+            scores=np.zeros((1, 1), np.float32),
+            outputs={"output0": out[0]},
+            geometry=[Geometry((h, w), (320 / side, 320 / side))],
+        )
         for op in ops:
             preds = op(preds)
         d = preds.detections[0]
         labels = nudenet.__dict__["__labels"]
-        mine = sorted(zip([labels[c] for c in d.classes], d.scores.tolist(), d.boxes.tolist(), strict=True),
-                      key=lambda t: -t[1])
+        mine = sorted(
+            zip([labels[c] for c in d.classes], d.scores.tolist(), d.boxes.tolist(), strict=True), key=lambda t: -t[1]
+        )
         theirs = sorted(theirs, key=lambda t: -t["score"])
         assert [m[0] for m in mine] == [t["class"] for t in theirs], path.name
         assert np.allclose([m[1] for m in mine], [t["score"] for t in theirs], atol=1e-7, rtol=0)
@@ -82,8 +103,15 @@ def test_hand_case_max_and_all() -> None:
     preds = Predictions(scores=np.zeros((1, 1), np.float32), outputs={"head": out})
 
     def run(selection: str, keep: str) -> tuple[list[int], list[float], list[list[float]]]:
-        d = YoloAnchorFreeDecode(AnchorFreeDecodeParams(output="head", classes=2, threshold=0.3, keep=keep,  # type: ignore[arg-type]
-                                                        class_selection=selection))(preds).detections[0]  # type: ignore[arg-type]
+        d = YoloAnchorFreeDecode(
+            AnchorFreeDecodeParams(
+                output="head",
+                classes=2,
+                threshold=0.3,
+                keep=keep,  # type: ignore[arg-type]
+                class_selection=selection,
+            )
+        )(preds).detections[0]  # type: ignore[arg-type]
         return d.classes.tolist(), [round(v, 6) for v in d.scores.tolist()], d.boxes.tolist()
 
     assert run("max", "ge") == ([0, 0, 1], [0.9, 0.3, 0.6], [[10, 10, 4, 2], [20, 20, 4, 6], [30, 30, 8, 8]])

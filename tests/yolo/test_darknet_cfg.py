@@ -42,6 +42,6 @@ def test_cfg_weights_mismatch_names_the_layer(tmp_path: Path) -> None:
     cfg = tmp_path / "wide.cfg"
     text = cfg_path().read_text()
     cut = text.index("filters=256", text.index("###########"))
-    cfg.write_text(text[:cut] + "filters=320" + text[cut + len("filters=256"):])
+    cfg.write_text(text[:cut] + "filters=320" + text[cut + len("filters=256") :])
     with pytest.raises(DarknetFormatError, match=r"diverge at layer 13 \(convolutional_13"):
         read_weights(weights_path(), load_network_cfg(cfg))

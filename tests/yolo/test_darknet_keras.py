@@ -26,8 +26,9 @@ def test_keras_port_every_layer_within_tolerance_and_bug_localised(tmp_path: Pat
     assert r.passed and r.summary["golden"].compared == r.summary["carried"].compared == 24
     worst = max(row.carried.max_abs for row in r.layers if row.carried is not None)
     assert worst < 5e-4  # measured 1.3e-4 (convolutional_12)
-    bad = verify_layers(cfg_path(), weights_path(), x, reference_outputs=outs, candidate="keras",
-                        modes=("golden",), leaky_slope=0.01)
+    bad = verify_layers(
+        cfg_path(), weights_path(), x, reference_outputs=outs, candidate="keras", modes=("golden",), leaky_slope=0.01
+    )
     first = bad.first_divergent["golden"]
     assert first is not None and first.path == "convolutional_0"
     info = convert_keras(cfg_path(), weights_path(), tmp_path / "yolov3-tiny.keras")
@@ -71,8 +72,18 @@ def test_cli_layer_diff_darknet_keras() -> None:
     need_darknet()
     pytest.importorskip("keras")
     seed_cache()
-    args = ["diff", str(MANIFEST), "--runtimes", "darknet", "keras", "--layers", "--batch", "1", "--dataset",
-            f"coco:{need_coco()}"]
+    args = [
+        "diff",
+        str(MANIFEST),
+        "--runtimes",
+        "darknet",
+        "keras",
+        "--layers",
+        "--batch",
+        "1",
+        "--dataset",
+        f"coco:{need_coco()}",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "golden    24/24 passed" in res.output and "carried   24/24 passed" in res.output

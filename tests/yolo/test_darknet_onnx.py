@@ -37,8 +37,9 @@ def test_every_layer_within_tolerance(reference) -> None:  # type: ignore[no-unt
     assert yolo.golden is not None and yolo.golden.max_abs < 1e-5
 
 
-@pytest.mark.parametrize(("bug", "layer"), [({"epsilon": 1e-3}, "convolutional_0"),
-                                            ({"leaky_slope": 0.01}, "convolutional_0")])
+@pytest.mark.parametrize(
+    ("bug", "layer"), [({"epsilon": 1e-3}, "convolutional_0"), ({"leaky_slope": 0.01}, "convolutional_0")]
+)
 def test_injected_bug_is_localised(reference, bug: dict[str, float], layer: str) -> None:  # type: ignore[no-untyped-def]
     from repliscope.convert.darknet_verify import verify_layers
 
@@ -108,8 +109,18 @@ def test_cli_layer_diff_darknet_onnxruntime() -> None:
 
     need_darknet()
     seed_cache()
-    args = ["diff", str(MANIFEST), "--runtimes", "darknet", "onnxruntime", "--layers", "--batch", "1", "--dataset",
-            f"coco:{need_coco()}"]
+    args = [
+        "diff",
+        str(MANIFEST),
+        "--runtimes",
+        "darknet",
+        "onnxruntime",
+        "--layers",
+        "--batch",
+        "1",
+        "--dataset",
+        f"coco:{need_coco()}",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "golden    24/24 passed" in res.output and "carried   24/24 passed" in res.output

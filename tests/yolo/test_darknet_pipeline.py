@@ -33,9 +33,16 @@ def runner():  # type: ignore[no-untyped-def]
     need_darknet()
     from repliscope.runtimes.darknet.runner import DarknetRunner
 
-    artifact = ModelArtifact(path=weights_path(), sha256="", format="darknet", input_name="data",
-                             input_shape=(-1, 3, 416, 416), input_dtype="float32", output_names=("yolo_16", "yolo_23"),
-                             config_path=cfg_path())
+    artifact = ModelArtifact(
+        path=weights_path(),
+        sha256="",
+        format="darknet",
+        input_name="data",
+        input_shape=(-1, 3, 416, 416),
+        input_dtype="float32",
+        output_names=("yolo_16", "yolo_23"),
+        config_path=cfg_path(),
+    )
     r = DarknetRunner(artifact, threads=1, cache_dir=Path("/nonexistent"))
     r.load()
     return r
@@ -78,17 +85,32 @@ def test_resize_on_random_values_is_bit_exact() -> None:
 
 def _post(outs: dict[str, np.ndarray], hw: tuple[int, int], thresh: float, method: str) -> Predictions:
     preds = Predictions(scores=np.zeros((1, 1), np.float32), outputs=outs, geometry=[Geometry(hw)])
-    preds = YoloDecode(YoloDecodeParams(outputs=["yolo_16", "yolo_23"], masks=[[3, 4, 5], [0, 1, 2]], anchors=ANCHORS,
-                                        classes=80, input_size=[416, 416], threshold=thresh, activated=True,
-                                        multiply_objectness=True))(preds)
+    preds = YoloDecode(
+        YoloDecodeParams(
+            outputs=["yolo_16", "yolo_23"],
+            masks=[[3, 4, 5], [0, 1, 2]],
+            anchors=ANCHORS,
+            classes=80,
+            input_size=[416, 416],
+            threshold=thresh,
+            activated=True,
+            multiply_objectness=True,
+        )
+    )(preds)
     preds = DarknetCorrectBoxes(CorrectBoxesParams(input_size=[416, 416], relative=False, letterbox=True))(preds)
     return DarknetNms(DarknetNmsParams(method=method, iou_threshold=0.45))(preds)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "thresh", "method", "count"), [
-    ("dog.jpg", 0.005, "sort", 70), ("dog.jpg", 0.5, "obj", 5), ("dog.jpg", 0.25, "sort", 6),
-    ("kite.jpg", 0.005, "sort", 34)])
+@pytest.mark.parametrize(
+    ("name", "thresh", "method", "count"),
+    [
+        ("dog.jpg", 0.005, "sort", 70),
+        ("dog.jpg", 0.5, "obj", 5),
+        ("dog.jpg", 0.25, "sort", 6),
+        ("kite.jpg", 0.005, "sort", 34),
+    ],
+)
 def test_detections_equal_libdarknets(runner, name: str, thresh: float, method: str, count: int) -> None:  # type: ignore[no-untyped-def]
     from repliscope.runtimes.darknet import reference
 
@@ -152,8 +174,9 @@ def test_framework_tracing_spans(runner) -> None:  # type: ignore[no-untyped-def
     with instrument_runner(rec, runner):
         runner.infer_outputs(np.zeros((2, 3, 416, 416), np.float32))
     assert runner.tracer is None
-    assert rec.spans == [("darknet.run", "framework"), ("network_predict", "framework"),
-                         ("read_outputs", "framework")] * 2
+    assert (
+        rec.spans == [("darknet.run", "framework"), ("network_predict", "framework"), ("read_outputs", "framework")] * 2
+    )
 
 
 def test_runtime_refuses_channels_the_cfg_does_not_have(tmp_path: Path) -> None:
@@ -163,9 +186,19 @@ def test_runtime_refuses_channels_the_cfg_does_not_have(tmp_path: Path) -> None:
     from repliscope.runtimes.darknet.runner import DarknetRunner
     from repliscope.runtimes.errors import ModelLoadError
 
-    artifact = ModelArtifact(path=weights_path(), sha256="", format="darknet", input_name="data",
-                             input_shape=(-1, 1, 416, 416), input_dtype="float32", output_names=("yolo_16",),
-                             config_path=cfg_path())
-    with pytest.raises(ModelLoadError, match=r"input shape \[-1, 1, 416, 416\] differs from the cfg's \[net\] "
-                                             r"channels 3"):
+    artifact = ModelArtifact(
+        path=weights_path(),
+        sha256="",
+        format="darknet",
+        input_name="data",
+        input_shape=(-1, 1, 416, 416),
+        input_dtype="float32",
+        output_names=("yolo_16",),
+        config_path=cfg_path(),
+    )
+    with pytest.raises(
+        ModelLoadError,
+        match=r"input shape \[-1, 1, 416, 416\] differs from the cfg's \[net\] "
+        r"channels 3",
+    ):
         DarknetRunner(artifact, threads=1, cache_dir=tmp_path).load()

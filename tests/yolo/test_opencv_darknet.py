@@ -82,8 +82,9 @@ class _FakeDarknetNet:
         return list(self._session.run(wanted, {"data": self._x}))
 
 
-def test_darknet_reader_path_with_a_stand_in_net(prepared: Any, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_darknet_reader_path_with_a_stand_in_net(
+    prepared: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """OpenCV < 5's path, its net replaced by the conversion's raw heads: the runner forwards conv_15 / conv_22
     and applies the yolo logistic, giving the conversion's own yolo outputs (Darknet's detections on dog.jpg)."""
     from repliscope.runtimes._common import onnx_source
@@ -150,13 +151,32 @@ def test_real_opencv_4_reads_the_cfg(prepared: Any, tmp_path: Path) -> None:
     reader gives libdarknet's 70 detections on dog.jpg, within 1e-4 of the conversion on onnxruntime."""
     seed_cache()  # this test's cache (the subprocess inherits $REPLISCOPE_CACHE)
     target = tmp_path / "opencv4"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                          "opencv-python-headless<5"], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            "opencv-python-headless<5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if pip.returncode != 0:
         pytest.skip(f"pip could not install opencv-python-headless<5: {pip.stderr.strip()[-300:]}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO / "src"), str(REPO)])}
-    run = subprocess.run([sys.executable, "-c", PROBE, str(MANIFEST), str(DARKNET_DATA / "dog.jpg"),
-                          str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, str(MANIFEST), str(DARKNET_DATA / "dog.jpg"), str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["opencv"].startswith("4.")

@@ -40,8 +40,11 @@ def fake_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     src = tmp_path / "index"
     src.mkdir()
-    archive = _sdist(src, {"demo_pkg/data/model.bin": PAYLOAD, "setup.py": b"raise SystemExit('never run')"},
-                     symlink="demo_pkg/data/link.bin")
+    archive = _sdist(
+        src,
+        {"demo_pkg/data/model.bin": PAYLOAD, "setup.py": b"raise SystemExit('never run')"},
+        symlink="demo_pkg/data/link.bin",
+    )
 
     def download(ref: pypi_sdist.SdistMember, into: Path) -> Path:
         calls.append(f"{ref.dist}=={ref.version}")
@@ -59,8 +62,17 @@ def test_parse_and_cache_path(tmp_path: Path) -> None:
     assert ref.cache_path(tmp_path) == tmp_path / "pypi-sdist" / "demo-pkg-1.2.0" / "demo_pkg" / "data" / "model.bin"
 
 
-@pytest.mark.parametrize("bad", ["pypi-sdist://demo/x.bin", "pypi-sdist://demo>=1/x.bin", "pypi-sdist://demo==1/",
-                                 "pypi-sdist://demo==1/../x.bin", "pypi-sdist://demo==1//x", "pypi-sdist://demo==1/a/./b"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "pypi-sdist://demo/x.bin",
+        "pypi-sdist://demo>=1/x.bin",
+        "pypi-sdist://demo==1/",
+        "pypi-sdist://demo==1/../x.bin",
+        "pypi-sdist://demo==1//x",
+        "pypi-sdist://demo==1/a/./b",
+    ],
+)
 def test_parse_refuses(bad: str) -> None:
     with pytest.raises(SourceError, match="pypi-sdist://"):
         pypi_sdist.parse(bad)

@@ -45,8 +45,14 @@ def golden_predictions(dataset) -> list[SamplePrediction]:  # type: ignore[no-un
     by_image = golden()
     out = []
     for s in dataset.samples:
-        dets = [Detection(box=[r["bbox"][0], r["bbox"][1], r["bbox"][0] + r["bbox"][2], r["bbox"][1] + r["bbox"][3]],
-                          score=r["score"], class_id=r["category_id"]) for r in by_image.get(int(Path(s.id).stem), [])]
+        dets = [
+            Detection(
+                box=[r["bbox"][0], r["bbox"][1], r["bbox"][0] + r["bbox"][2], r["bbox"][1] + r["bbox"][3]],
+                score=r["score"],
+                class_id=r["category_id"],
+            )
+            for r in by_image.get(int(Path(s.id).stem), [])
+        ]
         out.append(SamplePrediction(sample_id=s.id, label=None, detections=sorted(dets, key=lambda d: -d.score)))
     return out
 
@@ -55,7 +61,6 @@ def test_golden_file_is_darknets_run() -> None:
     rows = json.loads(gzip.decompress(GOLDEN.read_bytes()))
     assert len(rows) == 18038 and len({r["image_id"] for r in rows}) == 158
     assert min(r["score"] for r in rows) >= 0.005 and {r["category_id"] for r in rows} <= set(range(1, 91))
-
 
 
 def _run(runtime: str, dataset, ids: list[str], cache: Path) -> dict[int, list[tuple[int, float, list[float]]]]:  # type: ignore[no-untyped-def]
@@ -73,9 +78,10 @@ def _run(runtime: str, dataset, ids: list[str], cache: Path) -> dict[int, list[t
     for sid in ids:
         item = pipeline.preprocess(decode_input(by_id[sid].read()))
         d = pipeline.postprocess(runner.infer_outputs(item.data[None]), geometry=[item.geometry]).detections[0]
-        out[int(Path(sid).stem)] = [(int(c), float(sc), [float(b[0]), float(b[1]), float(b[2] - b[0]),
-                                                         float(b[3] - b[1])])
-                                    for b, sc, c in zip(d.boxes, d.scores, d.classes, strict=True)]
+        out[int(Path(sid).stem)] = [
+            (int(c), float(sc), [float(b[0]), float(b[1]), float(b[2] - b[0]), float(b[3] - b[1])])
+            for b, sc, c in zip(d.boxes, d.scores, d.classes, strict=True)
+        ]
     return out
 
 
@@ -118,9 +124,17 @@ def test_onnxruntime_conversion_ap_equals_darknets(tmp_path: Path) -> None:
 
     ds = resolve_dataset(f"coco:{need_coco()}")
     mine = _run("onnxruntime", ds, [s.id for s in ds.samples], tmp_path)
-    preds = [SamplePrediction(sample_id=s.id, label=None, detections=[
-        Detection(box=[b[0], b[1], b[0] + b[2], b[1] + b[3]], score=sc, class_id=c)
-        for c, sc, b in sorted(mine[int(Path(s.id).stem)], key=lambda t: -t[1])]) for s in ds.samples]
+    preds = [
+        SamplePrediction(
+            sample_id=s.id,
+            label=None,
+            detections=[
+                Detection(box=[b[0], b[1], b[0] + b[2], b[1] + b[3]], score=sc, class_id=c)
+                for c, sc, b in sorted(mine[int(Path(s.id).stem)], key=lambda t: -t[1])
+            ],
+        )
+        for s in ds.samples
+    ]
     stats = evaluate_coco(preds, ds, bootstrap=1).stats
     for k, v in DARKNET_STATS.items():
         assert abs(stats[k] - v) < 5e-4, (k, stats[k], v)

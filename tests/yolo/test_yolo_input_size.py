@@ -39,8 +39,10 @@ def _params(pipeline: Pipeline, name: str) -> dict:
 def test_derived_pipeline_and_model_shape(prepared) -> None:
     derived = PITFALLS.get("yolo_input_608")().derive(prepared.pipeline, CTX)
     assert derived.settings == {"input_shape": [3, 608, 608]}
-    assert derived.change == ("input 416x416 -> 608x608 (darknet_letterbox size, yolo_decode and "
-                              "darknet_correct_boxes input_size, model input [3, 608, 608])")
+    assert derived.change == (
+        "input 416x416 -> 608x608 (darknet_letterbox size, yolo_decode and "
+        "darknet_correct_boxes input_size, model input [3, 608, 608])"
+    )
     assert _params(derived.pipeline, "darknet_letterbox")["size"] == [608, 608]
     assert _params(derived.pipeline, "yolo_decode")["input_size"] == [608, 608]
     assert _params(derived.pipeline, "darknet_correct_boxes")["input_size"] == [608, 608]
@@ -50,8 +52,9 @@ def test_derived_pipeline_and_model_shape(prepared) -> None:
     assert [o.name for o in derived.pipeline.pre_ops] == [o.name for o in prepared.pipeline.pre_ops]
     assert [o.name for o in derived.pipeline.post_ops] == [o.name for o in prepared.pipeline.post_ops]
     with pytest.raises(NotApplicable, match="already 608"):
-        PITFALLS.get("yolo_input_608")().derive(derived.pipeline,
-                                                dataclasses.replace(CTX, input_shape=(-1, 3, 608, 608)))
+        PITFALLS.get("yolo_input_608")().derive(
+            derived.pipeline, dataclasses.replace(CTX, input_shape=(-1, 3, 608, 608))
+        )
     with pytest.raises(NotApplicable, match="darknet_letterbox"):
         PITFALLS.get("yolo_input_608")().derive(Pipeline((), ()), CTX)
 
@@ -61,7 +64,9 @@ def test_cfg_planned_at_another_size() -> None:
     yolo = [lay.out_shape for lay in net.layers if lay.type == "yolo"]
     assert (net.height, net.width) == (608, 608) and yolo == [(255, 19, 19), (255, 38, 38)]
     assert [lay.out_shape for lay in load_network_cfg(cfg_path()).layers if lay.type == "yolo"] == [
-        (255, 13, 13), (255, 26, 26)]
+        (255, 13, 13),
+        (255, 26, 26),
+    ]
 
 
 def test_onnx_runner_at_608_on_dog(prepared, tmp_path: Path) -> None:
@@ -129,8 +134,10 @@ def test_sweep_delta_ap_at_608() -> None:
     assert variant.metric("AP").value == pytest.approx(0.152427, abs=2e-6)  # type: ignore[union-attr]
     assert (paired["n_samples"], paired["n_reference_detections"], paired["n_variant_detections"]) == (12, 1807, 1922)
     assert paired["delta_ap"] == pytest.approx(0.018217, abs=2e-6)
-    assert (paired["delta_ap_ci_low"], paired["delta_ap_ci_high"]) == (pytest.approx(-0.021645, abs=2e-6),
-                                                                      pytest.approx(0.062712, abs=2e-6))
+    assert (paired["delta_ap_ci_low"], paired["delta_ap_ci_high"]) == (
+        pytest.approx(-0.021645, abs=2e-6),
+        pytest.approx(0.062712, abs=2e-6),
+    )
     assert paired["matched_fraction"] == pytest.approx(0.25235, abs=1e-4)
 
 
@@ -143,8 +150,11 @@ def test_other_shape_refused_where_the_model_cannot_run_it(prepared, tmp_path: P
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "segmentation" / "colour-segmenter.yaml"
     seg = prepare(fixture, RunSettings(runtime="onnxruntime", threads=1, batch_size=1))
     assert seg.artifact.input_shape == (1, 32, 32, 3)
-    with pytest.raises(NotApplicable, match=r"declares input 'image' as \['N', 32, 32, 3\]; it cannot run at "
-                                            r"\[48, 48, 3\]"):
+    with pytest.raises(
+        NotApplicable,
+        match=r"declares input 'image' as \['N', 32, 32, 3\]; it cannot run at "
+        r"\[48, 48, 3\]",
+    ):
         runner_for(seg.runner, 1, "float32", (48, 48, 3))
     assert runner_for(seg.runner, 1, "float32", (32, 32, 3)).artifact.input_shape == (1, 32, 32, 3)
     with pytest.raises(NotApplicable, match="keras runtime builds a darknet source at the cfg's size only"):

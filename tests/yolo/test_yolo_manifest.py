@@ -19,8 +19,13 @@ def test_example_loads_with_its_ops() -> None:
     m = loaded.manifest
     assert (m.framework.name, m.source.format) == ("darknet", "darknet")
     assert m.source.config is not None and m.source.config.uri.endswith("yolov3-tiny.cfg")
-    assert [p["op"] for p in m.postprocess] == ["yolo_decode", "darknet_correct_boxes", "darknet_nms", "darknet_boxes",
-                                                "class_map"]
+    assert [p["op"] for p in m.postprocess] == [
+        "yolo_decode",
+        "darknet_correct_boxes",
+        "darknet_nms",
+        "darknet_boxes",
+        "class_map",
+    ]
     assert native_runtime("darknet") == "darknet"
 
 

@@ -13,8 +13,14 @@ from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
 from repliscope.pitfalls.sweep import task_pitfalls
 from tests.yolo._assets import DARKNET_DATA, MANIFEST, seed_cache
 
-NAMES = ["darknet_letterbox_stretch", "darknet_nms_class_agnostic", "darknet_nms_sort_obj_swapped",
-         "yolo_anchors_other_head", "yolo_demo_threshold", "yolo_objectness_not_multiplied"]
+NAMES = [
+    "darknet_letterbox_stretch",
+    "darknet_nms_class_agnostic",
+    "darknet_nms_sort_obj_swapped",
+    "yolo_anchors_other_head",
+    "yolo_demo_threshold",
+    "yolo_objectness_not_multiplied",
+]
 CTX = PitfallContext(input_shape=(-1, 3, 416, 416), input_layout="NCHW", runtime="onnxruntime", batch_size=1, threads=1)
 
 
@@ -58,9 +64,14 @@ def test_each_variant_is_one_change_with_an_effect(prepared) -> None:  # type: i
     assert changes["yolo_anchors_other_head"] == "yolo_decode masks [[3, 4, 5], [0, 1, 2]] -> [[0, 1, 2], [3, 4, 5]]"
     assert changes["darknet_letterbox_stretch"].startswith("letterbox -> stretch")
     # the detections on dog.jpg (70 with the manifest's own pipeline)
-    assert counts == {"darknet_letterbox_stretch": 65, "darknet_nms_class_agnostic": 66,
-                      "darknet_nms_sort_obj_swapped": 68, "yolo_anchors_other_head": 72,
-                      "yolo_demo_threshold": 6, "yolo_objectness_not_multiplied": 660}
+    assert counts == {
+        "darknet_letterbox_stretch": 65,
+        "darknet_nms_class_agnostic": 66,
+        "darknet_nms_sort_obj_swapped": 68,
+        "yolo_anchors_other_head": 72,
+        "yolo_demo_threshold": 6,
+        "yolo_objectness_not_multiplied": 660,
+    }
 
 
 def test_not_applicable_without_darknet_ops() -> None:

@@ -15,8 +15,26 @@ from tests.yolo._assets import COCO_MINI, MANIFEST, need_coco, need_darknet, see
 
 
 def _evaluate(runner: CliRunner, runtime: str, db: str) -> str:
-    res = runner.invoke(app, ["evaluate", str(MANIFEST), "--runtime", runtime, "--dataset", f"coco:{COCO_MINI}",
-                              "--limit", "4", "--threads", "1", "--batch-size", "1", "--db", db, "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(MANIFEST),
+            "--runtime",
+            runtime,
+            "--dataset",
+            f"coco:{COCO_MINI}",
+            "--limit",
+            "4",
+            "--threads",
+            "1",
+            "--batch-size",
+            "1",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return str(json.loads(res.output)["run_id"])
 

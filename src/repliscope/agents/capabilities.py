@@ -13,8 +13,20 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 ADVERTISED_DISTRIBUTIONS = (
-    "torch", "onnx", "onnxruntime", "opencv-python", "opencv-python-headless", "tensorflow", "tensorflow-cpu",
-    "keras", "jax", "jaxlib", "ai-edge-litert", "tf2onnx", "numpy", "pillow",
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "opencv-python",
+    "opencv-python-headless",
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+    "jax",
+    "jaxlib",
+    "ai-edge-litert",
+    "tf2onnx",
+    "numpy",
+    "pillow",
 )
 """Framework, runtime and converter distributions an agent lists (the installed ones) for placement."""
 
@@ -109,9 +121,19 @@ def probe_capabilities(agent_id: str | None = None) -> AgentCapabilities:
     hw = hardware(threads_used=1)
     versions = {d: distribution_version(d) for d in ADVERTISED_DISTRIBUTIONS}
     return AgentCapabilities(
-        agent_id=agent_id or default_agent_id(), hostname=hw["hostname"], pid=os.getpid(),
-        repliscope_version=__version__, python=platform.python_version(), runtimes=available_runtimes(),
+        agent_id=agent_id or default_agent_id(),
+        hostname=hw["hostname"],
+        pid=os.getpid(),
+        repliscope_version=__version__,
+        python=platform.python_version(),
+        runtimes=available_runtimes(),
         distributions={d: v for d, v in versions.items() if v is not None},
-        installed=installed_distributions(), cpu_model=hw["cpu_model"],
-        cpu_flags=list(hw["cpu_flags"]), cores=int(hw["usable_cores"]), memory_gib=hw["memory_gib"], gpus=_gpus(),
-        stack=dict(current_stack()), started_at=datetime.now(UTC))
+        installed=installed_distributions(),
+        cpu_model=hw["cpu_model"],
+        cpu_flags=list(hw["cpu_flags"]),
+        cores=int(hw["usable_cores"]),
+        memory_gib=hw["memory_gib"],
+        gpus=_gpus(),
+        stack=dict(current_stack()),
+        started_at=datetime.now(UTC),
+    )

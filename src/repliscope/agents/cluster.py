@@ -123,8 +123,7 @@ class Cluster:
         """The in-process cluster's own certificates (removed on :meth:`close`)."""
 
     @classmethod
-    def connect(cls, scheduler: str | None, timeout: float = 30.0,
-                security: ClusterSecurity | None = None) -> Cluster:
+    def connect(cls, scheduler: str | None, timeout: float = 30.0, security: ClusterSecurity | None = None) -> Cluster:
         """``None`` or ``"local"``: an in-process scheduler (TLS on 127.0.0.1 with certificates made for it, a free
         port, so agent processes this process starts can join it: :func:`local_cluster_security`) with one in-process
         agent (1 thread, agent id ``<hostname>-<pid>``, listening on
@@ -141,14 +140,28 @@ class Cluster:
             own = local_cluster_security()
             dask_security = None if own is None else own[1].dask()
             # the scheduler's HTTP server always binds (default port 8787, a warning when taken): a free port
-            local = LocalCluster(processes=False, n_workers=0, threads_per_worker=1, dashboard_address="127.0.0.1:0",
-                                 protocol="tcp://" if own is None else "tls://", host=LOOPBACK_HOST,
-                                 scheduler_port=0, security=dask_security)
+            local = LocalCluster(
+                processes=False,
+                n_workers=0,
+                threads_per_worker=1,
+                dashboard_address="127.0.0.1:0",
+                protocol="tcp://" if own is None else "tls://",
+                host=LOOPBACK_HOST,
+                scheduler_port=0,
+                security=dask_security,
+            )
 
             async def start_agent() -> Any:  # host=: Dask's default listens on every interface (0.0.0.0)
-                return await Worker(local.scheduler_address, name=default_agent_id(), nthreads=1,
-                                    plugins=(agent_plugin(),), memory_limit=0, host=LOOPBACK_HOST,
-                                    dashboard_address=f"{LOOPBACK_HOST}:0", security=dask_security)
+                return await Worker(
+                    local.scheduler_address,
+                    name=default_agent_id(),
+                    nthreads=1,
+                    plugins=(agent_plugin(),),
+                    memory_limit=0,
+                    host=LOOPBACK_HOST,
+                    dashboard_address=f"{LOOPBACK_HOST}:0",
+                    security=dask_security,
+                )
 
             try:
                 worker = local.sync(start_agent)
@@ -166,8 +179,9 @@ class Cluster:
         if not scheduler.startswith("inproc://"):
             check_cluster_address(scheduler, security)
         try:
-            client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False,
-                            security=security.dask() if security else None)
+            client = Client(
+                scheduler, timeout=f"{timeout}s", set_as_default=False, security=security.dask() if security else None
+            )
         except (OSError, TimeoutError) as exc:
             raise RepliscopeError(f"cannot connect to the scheduler {scheduler}: {exc}") from exc
         cluster = cls(client)
@@ -182,8 +196,9 @@ class Cluster:
             if len(alive) >= n:
                 return alive
             if time.monotonic() > deadline:
-                raise RepliscopeError(f"{len(alive)} live agent(s) on {self.address} after {timeout:.0f} s, "
-                                      f"waited for {n}")
+                raise RepliscopeError(
+                    f"{len(alive)} live agent(s) on {self.address} after {timeout:.0f} s, waited for {n}"
+                )
             time.sleep(0.1)
 
     def agents(self) -> list[AgentInfo]:
@@ -198,10 +213,15 @@ class Cluster:
                 continue
             address = str(entry.get("address", ""))
             alive = live.get(agent_id) == address
-            out.append(AgentInfo(capabilities=AgentCapabilities.model_validate(entry["capabilities"]),
-                                 address=address, alive=alive,
-                                 last_seen=datetime.now(UTC) if alive else _parse_time(entry.get("last_seen")),
-                                 executing=len(processing.get(address, ())) if alive else 0))
+            out.append(
+                AgentInfo(
+                    capabilities=AgentCapabilities.model_validate(entry["capabilities"]),
+                    address=address,
+                    alive=alive,
+                    last_seen=datetime.now(UTC) if alive else _parse_time(entry.get("last_seen")),
+                    executing=len(processing.get(address, ())) if alive else 0,
+                )
+            )
         return out
 
     def live_workers(self) -> dict[str, dict[str, Any]]:
@@ -230,8 +250,9 @@ class Cluster:
     def __enter__(self) -> Cluster:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -248,8 +269,11 @@ def local_cluster_security() -> tuple[Path, ClusterSecurity] | None:
     try:
         import cryptography  # noqa: F401
     except ImportError:
-        warnings.warn("the in-process cluster runs without TLS: install 'cryptography' (the 'agents' extra) so "
-                      "that other users of this machine cannot connect to it", stacklevel=3)
+        warnings.warn(
+            "the in-process cluster runs without TLS: install 'cryptography' (the 'agents' extra) so "
+            "that other users of this machine cannot connect to it",
+            stacklevel=3,
+        )
         return None
     folder = Path(tempfile.mkdtemp(prefix="repliscope-cluster-"))
     made = make_certs(folder, days=30)
@@ -270,9 +294,15 @@ def check_scheduler_address(address: str, local_allowed: bool) -> None:
         raise RepliscopeError(f"--scheduler {address!r}: give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786{local}")
 
 
-def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
-              on_ready: Callable[[AgentCapabilities, str], None] | None = None, death_timeout: float = 60.0,
-              host: str | None = None, security: ClusterSecurity | None = None) -> None:
+def run_agent(
+    scheduler: str,
+    agent_id: str | None,
+    nthreads: int = 1,
+    on_ready: Callable[[AgentCapabilities, str], None] | None = None,
+    death_timeout: float = 60.0,
+    host: str | None = None,
+    security: ClusterSecurity | None = None,
+) -> None:
     """Run an agent (a Dask worker named ``agent_id``, default ``<hostname>-<pid>``, with ``nthreads`` task threads)
     on ``scheduler`` until SIGTERM/SIGINT or the scheduler closes it; ``on_ready(capabilities, address)`` once it
     is registered and advertised. A scheduler unreachable for ``death_timeout`` seconds (at start, or later) stops
@@ -301,9 +331,17 @@ def run_agent(scheduler: str, agent_id: str | None, nthreads: int = 1,
         level = worker_log.level
         worker_log.setLevel(logging.CRITICAL)  # a failed start is said once, below (Dask logs it as an ERROR too)
         try:
-            worker = await Worker(scheduler, name=name, nthreads=nthreads, plugins=(plugin,), memory_limit=0,
-                                  death_timeout=death_timeout, host=host, dashboard_address=f"{LOOPBACK_HOST}:0",
-                                  security=security.dask() if security else None)
+            worker = await Worker(
+                scheduler,
+                name=name,
+                nthreads=nthreads,
+                plugins=(plugin,),
+                memory_limit=0,
+                death_timeout=death_timeout,
+                host=host,
+                dashboard_address=f"{LOOPBACK_HOST}:0",
+                security=security.dask() if security else None,
+            )
         except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
             why = f"{exc}" + (f" ({exc.__cause__})" if exc.__cause__ else "")
             if "name taken" in why:

@@ -69,12 +69,16 @@ class NoAgentMatches(RepliscopeError):
         self.constraints = constraints
         self.reasons = {k: list(v) for k, v in reasons.items()}
         if not self.reasons:
-            text = ("no live agent: start one with `repliscope agent --scheduler ADDRESS` (constraints: "
-                    f"{constraints.describe()})")
+            text = (
+                "no live agent: start one with `repliscope agent --scheduler ADDRESS` (constraints: "
+                f"{constraints.describe()})"
+            )
         else:
             listed = "; ".join(f"{agent}: {', '.join(why)}" for agent, why in sorted(self.reasons.items()))
-            text = (f"no live agent meets the job's constraints ({constraints.describe()}); "
-                    f"{len(self.reasons)} agent(s): {listed}")
+            text = (
+                f"no live agent meets the job's constraints ({constraints.describe()}); "
+                f"{len(self.reasons)} agent(s): {listed}"
+            )
         super().__init__(text)
 
 
@@ -83,11 +87,13 @@ def parse_requirement(text: str) -> Requirement:
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise RepliscopeError(f"--requires {text!r} is not a valid requirement (e.g. 'onnxruntime>=1.20'): "
-                              f"{exc}") from exc
+        raise RepliscopeError(
+            f"--requires {text!r} is not a valid requirement (e.g. 'onnxruntime>=1.20'): {exc}"
+        ) from exc
     if req.url or req.extras or req.marker:
-        raise RepliscopeError(f"--requires {text!r}: give NAME[SPECIFIER] only (no URL, extras or markers), "
-                              "e.g. 'onnxruntime>=1.20'")
+        raise RepliscopeError(
+            f"--requires {text!r}: give NAME[SPECIFIER] only (no URL, extras or markers), e.g. 'onnxruntime>=1.20'"
+        )
     return req
 
 
@@ -99,8 +105,10 @@ def parse_selector(text: str) -> Selector:
         if sep:
             break
     else:
-        raise RepliscopeError(f"hardware selector {text!r} has no operator (allowed forms: KEY=VALUE, KEY>=N, "
-                              f"KEY<=N, KEY~=SUBSTRING with KEY one of {', '.join(HARDWARE_KEYS)})")
+        raise RepliscopeError(
+            f"hardware selector {text!r} has no operator (allowed forms: KEY=VALUE, KEY>=N, "
+            f"KEY<=N, KEY~=SUBSTRING with KEY one of {', '.join(HARDWARE_KEYS)})"
+        )
     key, value = key.strip(), value.strip()
     if key not in HARDWARE_KEYS:
         raise RepliscopeError(f"hardware selector {text!r}: unknown key '{key}' (allowed: {', '.join(HARDWARE_KEYS)})")
@@ -117,8 +125,9 @@ def parse_selector(text: str) -> Selector:
     return Selector(key, op, value, text)
 
 
-def constraints_for(loaded: Any, runtime: str, requires: Sequence[str] = (), hardware: Sequence[str] = (),
-                    stack: str | None = None) -> Constraints:
+def constraints_for(
+    loaded: Any, runtime: str, requires: Sequence[str] = (), hardware: Sequence[str] = (), stack: str | None = None
+) -> Constraints:
     """The constraints of running ``loaded`` (a LoadedManifest) on ``runtime``: its framework and version
     constraint, its ``architecture.package`` requirement and the distribution of a ``package://`` source, plus
     ``requires`` and ``hardware`` (validated now: a bad one is an error before anything is submitted)."""
@@ -133,14 +142,20 @@ def constraints_for(loaded: Any, runtime: str, requires: Sequence[str] = (), har
         derived.append(architecture.package)
     uri = manifest.source.uri
     if uri.startswith("package://"):
-        derived.append(uri[len("package://"):].split("/", 1)[0])
+        derived.append(uri[len("package://") :].split("/", 1)[0])
     for text in requires:
         parse_requirement(text)
     for text in hardware:
         parse_selector(text)
     all_requires = tuple(dict.fromkeys([*derived, *requires]))
-    return Constraints(framework=manifest.framework.name, framework_version=manifest.framework.version,
-                       runtime=runtime, requires=all_requires, hardware=tuple(hardware), stack=stack)
+    return Constraints(
+        framework=manifest.framework.name,
+        framework_version=manifest.framework.version,
+        runtime=runtime,
+        requires=all_requires,
+        hardware=tuple(hardware),
+        stack=stack,
+    )
 
 
 def _installed(caps: AgentCapabilities, name: str) -> str | None:
@@ -215,8 +230,9 @@ def unmet(caps: AgentCapabilities, c: Constraints) -> list[str]:
     if c.framework is not None:
         reasons += _framework_reasons(caps, c)
     if c.runtime is not None and c.runtime not in caps.runtimes:
-        reasons.append(f"runtime '{c.runtime}' is not available (available: "
-                       f"{', '.join(sorted(caps.runtimes)) or 'none'})")
+        reasons.append(
+            f"runtime '{c.runtime}' is not available (available: {', '.join(sorted(caps.runtimes)) or 'none'})"
+        )
     for text in c.requires:
         req = parse_requirement(text)
         version = _installed(caps, req.name)

@@ -41,9 +41,11 @@ def split_address(address: str) -> tuple[str, str, int]:
     """``PROTOCOL://HOST:PORT`` -> (protocol, host without brackets, port); a RepliscopeError when malformed."""
     match = _ADDRESS.match(address)
     if match is None or not 0 < int(match.group(3)) < 65536:
-        raise RepliscopeError(f"--scheduler {address!r}: give PROTOCOL://HOST:PORT (tcp:// on this machine, "
-                              "tls:// with --tls-ca-file/--tls-cert/--tls-key across machines), e.g. "
-                              "tcp://127.0.0.1:8786")
+        raise RepliscopeError(
+            f"--scheduler {address!r}: give PROTOCOL://HOST:PORT (tcp:// on this machine, "
+            "tls:// with --tls-ca-file/--tls-cert/--tls-key across machines), e.g. "
+            "tcp://127.0.0.1:8786"
+        )
     return match.group(1), match.group(2).strip("[]"), int(match.group(3))
 
 
@@ -73,16 +75,19 @@ class ClusterSecurity:
         return self.ca_file is not None
 
     @classmethod
-    def from_options(cls, ca_file: Path | None, cert: Path | None, key: Path | None,
-                     insecure: bool = False) -> ClusterSecurity:
+    def from_options(
+        cls, ca_file: Path | None, cert: Path | None, key: Path | None, insecure: bool = False
+    ) -> ClusterSecurity:
         """From the CLI's ``--tls-ca-file --tls-cert --tls-key --insecure-cluster``: all three TLS files or none
         (a RepliscopeError naming what is missing or unreadable)."""
         given = {"--tls-ca-file": ca_file, "--tls-cert": cert, "--tls-key": key}
         if any(v is not None for v in given.values()):
             missing = [flag for flag, v in given.items() if v is None]
             if missing:
-                raise RepliscopeError(f"mutual TLS needs --tls-ca-file, --tls-cert and --tls-key together; "
-                                      f"missing {', '.join(missing)} (make them with `repliscope cluster certs DIR`)")
+                raise RepliscopeError(
+                    f"mutual TLS needs --tls-ca-file, --tls-cert and --tls-key together; "
+                    f"missing {', '.join(missing)} (make them with `repliscope cluster certs DIR`)"
+                )
             for flag, path in given.items():
                 assert path is not None
                 if not path.is_file():
@@ -108,9 +113,17 @@ class ClusterSecurity:
         from distributed.security import Security
 
         cert, key = str(self.cert), str(self.key)
-        return Security(tls_ca_file=str(self.ca_file), tls_client_cert=cert, tls_client_key=key,
-                        tls_worker_cert=cert, tls_worker_key=key, tls_scheduler_cert=cert, tls_scheduler_key=key,
-                        require_encryption=True, tls_min_version=ssl.TLSVersion.TLSv1_2)
+        return Security(
+            tls_ca_file=str(self.ca_file),
+            tls_client_cert=cert,
+            tls_client_key=key,
+            tls_worker_cert=cert,
+            tls_worker_key=key,
+            tls_scheduler_cert=cert,
+            tls_scheduler_key=key,
+            require_encryption=True,
+            tls_min_version=ssl.TLSVersion.TLSv1_2,
+        )
 
 
 def check_cluster_address(address: str, security: ClusterSecurity | None) -> None:
@@ -120,19 +133,26 @@ def check_cluster_address(address: str, security: ClusterSecurity | None) -> Non
     protocol, host, _port = split_address(address)
     security = security or ClusterSecurity()
     if protocol in ENCRYPTED and not security.tls:
-        raise RepliscopeError(f"{address}: a TLS scheduler needs --tls-ca-file, --tls-cert and --tls-key "
-                              "(make them with `repliscope cluster certs DIR`)")
+        raise RepliscopeError(
+            f"{address}: a TLS scheduler needs --tls-ca-file, --tls-cert and --tls-key "
+            "(make them with `repliscope cluster certs DIR`)"
+        )
     if protocol in PLAINTEXT and security.tls:
-        raise RepliscopeError(f"{address}: --tls-* files are given but the address is plaintext {protocol}://; "
-                              f"use tls://{address.split('://', 1)[1]}")
+        raise RepliscopeError(
+            f"{address}: --tls-* files are given but the address is plaintext {protocol}://; "
+            f"use tls://{address.split('://', 1)[1]}"
+        )
     if protocol in PLAINTEXT and not is_loopback(host):
         if not security.insecure:
             raise RepliscopeError(
                 f"{address}: a plaintext scheduler on another interface lets anyone who reaches it run code as "
                 "every agent's user; use tls:// with --tls-ca-file/--tls-cert/--tls-key (`repliscope cluster "
-                "certs DIR`), or accept the risk with --insecure-cluster")
-        message = (f"{address}: plaintext cluster reachable from other hosts (--insecure-cluster): anyone who can "
-                   "connect can run code on its agents")
+                "certs DIR`), or accept the risk with --insecure-cluster"
+            )
+        message = (
+            f"{address}: plaintext cluster reachable from other hosts (--insecure-cluster): anyone who can "
+            "connect can run code on its agents"
+        )
         warnings.warn(message, InsecureClusterWarning, stacklevel=2)
         print(f"warning: {message}", file=sys.stderr)
 
@@ -145,8 +165,10 @@ def agent_listen_host(scheduler: str, host: str | None) -> str:
     _protocol, scheduler_host, _port = split_address(scheduler)
     if is_loopback(scheduler_host):
         return LOOPBACK_HOST
-    raise RepliscopeError(f"the scheduler {scheduler} is on another host: give --host, the interface of this "
-                          "machine it reaches the agent on (agents listen on loopback unless told)")
+    raise RepliscopeError(
+        f"the scheduler {scheduler} is on another host: give --host, the interface of this "
+        "machine it reaches the agent on (agents listen on loopback unless told)"
+    )
 
 
 # -- certificates ------------------------------------------------------------------------------------------------
@@ -154,15 +176,20 @@ def _name(common_name: str) -> Any:
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "repliscope cluster"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "repliscope cluster"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
 
 
 def _write_key(path: Path, key: Any) -> None:
     from cryptography.hazmat.primitives import serialization
 
-    data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    data = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
@@ -186,8 +213,9 @@ def _san(hosts: list[str]) -> Any:
     return x509.SubjectAlternativeName(names)
 
 
-def make_certs(folder: Path, hosts: list[str] | None = None, days: int = CERT_DAYS,
-               overwrite: bool = False) -> dict[str, Path]:
+def make_certs(
+    folder: Path, hosts: list[str] | None = None, days: int = CERT_DAYS, overwrite: bool = False
+) -> dict[str, Path]:
     """Write a cluster's CA (``ca.pem``, ``ca.key``) and one certificate + key per role of :data:`CERT_ROLES`
     (``scheduler.pem``/``scheduler.key``, ...), signed by the CA (EC P-256, SHA-256; server and client auth; the
     hosts ``localhost``, ``127.0.0.1``, ``::1`` and ``hosts`` as subject alternative names). Keys are written mode
@@ -201,32 +229,59 @@ def make_certs(folder: Path, hosts: list[str] | None = None, days: int = CERT_DA
     folder.mkdir(parents=True, exist_ok=True)
     taken = [n for n in names if (folder / n).exists()]
     if taken and not overwrite:
-        raise RepliscopeError(f"{folder} already holds {', '.join(taken)}: choose another folder or --overwrite "
-                              "(the cluster's processes would need the new certificates)")
+        raise RepliscopeError(
+            f"{folder} already holds {', '.join(taken)}: choose another folder or --overwrite "
+            "(the cluster's processes would need the new certificates)"
+        )
     now = datetime.now(UTC) - timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("repliscope cluster CA")
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now)
-          .not_valid_after(now + timedelta(days=3650))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     out = {"ca.pem": folder / "ca.pem", "ca.key": folder / "ca.key"}
     _write_key(out["ca.key"], ca_key)
     _write_cert(out["ca.pem"], ca)
     for role in CERT_ROLES:
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder().subject_name(_name(f"repliscope {role}")).issuer_name(ca_name)
-                .public_key(key.public_key()).serial_number(x509.random_serial_number()).not_valid_before(now)
-                .not_valid_after(now + timedelta(days=days))
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                .add_extension(_san(hosts or []), critical=False)
-                .sign(ca_key, hashes.SHA256()))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name(f"repliscope {role}"))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now)
+            .not_valid_after(now + timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
+            .add_extension(_san(hosts or []), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
         out[f"{role}.key"] = folder / f"{role}.key"
         out[f"{role}.pem"] = folder / f"{role}.pem"
         _write_key(out[f"{role}.key"], key)

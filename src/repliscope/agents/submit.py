@@ -115,8 +115,13 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
 
     send("start", pid=caps.pid)
     try:
-        outcome = execute_job(job, Path(cache_dir) if cache_dir else None, on_progress,
-                              lambda line: send("log", line=line), lambda n: send("total", n=n))
+        outcome = execute_job(
+            job,
+            Path(cache_dir) if cache_dir else None,
+            on_progress,
+            lambda line: send("log", line=line),
+            lambda n: send("total", n=n),
+        )
     except JobCancelled:
         send("cancelled")
         raise
@@ -125,8 +130,7 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
 
         internal = not isinstance(exc, (RepliscopeError, OSError))
         trace = traceback.format_exc() if internal else ""
-        send("error", error_type=type(exc).__name__, message=public_message(str(exc), cache_dir),
-             traceback=trace)
+        send("error", error_type=type(exc).__name__, message=public_message(str(exc), cache_dir), traceback=trace)
         base = "RepliscopeError" if isinstance(exc, RepliscopeError) else type(exc).__name__
         from repliscope.evaluation.artifacts import default_cache_dir
 
@@ -141,10 +145,17 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
 
 
 # -- submitter side --------------------------------------------------------------------------------------------
-def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
-               on_progress: Callable[[int], None] | None = None, log: Callable[[str], None] | None = None,
-               on_total: Callable[[int], None] | None = None, cancel: threading.Event | None = None,
-               cache_dir: Path | None = None, timeout: float | None = None) -> JobOutcome:
+def submit_job(
+    cluster: Cluster,
+    job: JobSpec,
+    constraints: Constraints,
+    on_progress: Callable[[int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
+    cache_dir: Path | None = None,
+    timeout: float | None = None,
+) -> JobOutcome:
     """Run ``job`` on an agent meeting ``constraints`` and return its outcome (stores nothing).
 
     Refused at once (:class:`NoAgentMatches`) when no live agent qualifies. The Dask task (key
@@ -203,14 +214,32 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
             attempt += 1
             key = topic if attempt == 1 else f"{topic}-{attempt}"
             names = ", ".join(a.capabilities.agent_id for a in agents)
-            say(f"submitted to {len(agents)} qualifying agent(s): {names}" if attempt == 1 else
-                f"resubmitted (attempt {attempt}) to {names}")
+            say(
+                f"submitted to {len(agents)} qualifying agent(s): {names}"
+                if attempt == 1
+                else f"resubmitted (attempt {attempt}) to {names}"
+            )
             started_before = len(starts)
-            future = client.submit(run_on_agent, job.to_json(), str(cache_dir) if cache_dir else None, key=key,
-                                   workers=[a.address for a in agents], allow_other_workers=False, pure=False)
+            future = client.submit(
+                run_on_agent,
+                job.to_json(),
+                str(cache_dir) if cache_dir else None,
+                key=key,
+                workers=[a.address for a in agents],
+                allow_other_workers=False,
+                pure=False,
+            )
             try:
-                text = _wait(cluster, future, agents, cancel, cancel_event, job.job_id, deadline,
-                             functools.partial(_more, starts, started_before))
+                text = _wait(
+                    cluster,
+                    future,
+                    agents,
+                    cancel,
+                    cancel_event,
+                    job.job_id,
+                    deadline,
+                    functools.partial(_more, starts, started_before),
+                )
             except AgentJobError as exc:
                 say(f"agent {exc.agent_id}: {exc.error_type}: {exc.message}")
                 if exc.traceback:  # an internal error: the agent's traceback goes to the log
@@ -233,8 +262,9 @@ def submit_job(cluster: Cluster, job: JobSpec, constraints: Constraints,
         client.unsubscribe_topic(topic)
 
 
-def submit_sharded(cluster: Cluster, job: JobSpec, constraints: Constraints, shards: int,
-                   timeout: float | None = None) -> list[JobOutcome]:
+def submit_sharded(
+    cluster: Cluster, job: JobSpec, constraints: Constraints, shards: int, timeout: float | None = None
+) -> list[JobOutcome]:
     """Split ``job`` into ``shards`` jobs (option ``shard`` ``I/N``: samples I::N; job ids ``<job_id>-sI``) and run
     them at once (one submitting thread each; Dask spreads them over the qualifying agents' threads); the outcomes
     in shard order. The first failure is raised after every shard ended."""
@@ -243,8 +273,12 @@ def submit_sharded(cluster: Cluster, job: JobSpec, constraints: Constraints, sha
 
     if shards < 1:
         raise RepliscopeError(f"shards must be a positive integer, got {shards}")
-    parts = [dataclasses.replace(job, job_id=f"{job.job_id}-s{i}", options={**job.options, "shard": f"{i}/{shards}"},
-                                 idempotency_key=None) for i in range(shards)]
+    parts = [
+        dataclasses.replace(
+            job, job_id=f"{job.job_id}-s{i}", options={**job.options, "shard": f"{i}/{shards}"}, idempotency_key=None
+        )
+        for i in range(shards)
+    ]
     with ThreadPoolExecutor(max_workers=shards, thread_name_prefix="repliscope-shard") as pool:
         futures = [pool.submit(submit_job, cluster, part, constraints, timeout=timeout) for part in parts]
         return [f.result() for f in futures]
@@ -277,8 +311,16 @@ class _AllGone(Exception):
         self.reasons = reasons
 
 
-def _wait(cluster: Cluster, future: Any, agents: list[AgentInfo], cancel: threading.Event | None,
-          cancel_event: Any, job_id: str, deadline: float | None, running: Callable[[], bool]) -> str:
+def _wait(
+    cluster: Cluster,
+    future: Any,
+    agents: list[AgentInfo],
+    cancel: threading.Event | None,
+    cancel_event: Any,
+    job_id: str,
+    deadline: float | None,
+    running: Callable[[], bool],
+) -> str:
     """The task's result text; raises what the agent raised (AgentJobError / JobCancelled), :class:`_AllGone`
     when every agent it may run on is gone (Dask would wait for them forever), JobCancelled on ``cancel`` (at once
     while the task waits for an agent; else the agent stops at its next progress callback)."""

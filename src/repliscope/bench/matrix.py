@@ -48,17 +48,32 @@ def ratio_rows(records: Sequence[BenchmarkRecord]) -> list[dict[str, Any]]:
     rows = []
     for rec, value in zip(records, values, strict=True):
         ratio = (best / value if value > 0 else float("inf")) if offline else (value / best if best > 0 else 1.0)
-        rows.append({"benchmark_id": rec.benchmark_id, "runtime": rec.runtime["runtime"], "threads": rec.threads,
-                     "metric": metric_of(rec)[0], "value": value, "ratio_to_fastest": ratio,
-                     "p50_ms": rec.latency.percentiles["p50"].value,
-                     "throughput_samples_per_second": rec.throughput_samples_per_second})
+        rows.append(
+            {
+                "benchmark_id": rec.benchmark_id,
+                "runtime": rec.runtime["runtime"],
+                "threads": rec.threads,
+                "metric": metric_of(rec)[0],
+                "value": value,
+                "ratio_to_fastest": ratio,
+                "p50_ms": rec.latency.percentiles["p50"].value,
+                "throughput_samples_per_second": rec.throughput_samples_per_second,
+            }
+        )
     return rows
 
 
-def run_matrix(loaded: LoadedManifest, dataset: Dataset, runtimes: Sequence[str], threads: Sequence[int],
-               options: BenchOptions, *, settings: RunSettings | None = None,
-               on_config: Callable[[str, int], None] | None = None,
-               prepared_override: Callable[[PreparedRun], PreparedRun] | None = None) -> MatrixResult:
+def run_matrix(
+    loaded: LoadedManifest,
+    dataset: Dataset,
+    runtimes: Sequence[str],
+    threads: Sequence[int],
+    options: BenchOptions,
+    *,
+    settings: RunSettings | None = None,
+    on_config: Callable[[str, int], None] | None = None,
+    prepared_override: Callable[[PreparedRun], PreparedRun] | None = None,
+) -> MatrixResult:
     """Benchmark each runtime with each thread count on one library (pre-processed once, with the first runtime's
     pipeline: the pipeline is the manifest's, the same for every runtime). ``on_config(runtime, threads)`` is
     called before each configuration; ``prepared_override`` lets tests swap the runner."""
@@ -71,13 +86,17 @@ def run_matrix(loaded: LoadedManifest, dataset: Dataset, runtimes: Sequence[str]
         if prepared_override is not None:
             prepared = prepared_override(prepared)
         if qsl is None:
-            qsl = QuerySampleLibrary.load(prepared.pipeline, dataset.samples, input_shape(prepared),
-                                          options.timed_preprocess, prepared.artifact.input_dtype)
+            qsl = QuerySampleLibrary.load(
+                prepared.pipeline,
+                dataset.samples,
+                input_shape(prepared),
+                options.timed_preprocess,
+                prepared.artifact.input_dtype,
+            )
         for n in threads:
             if on_config is not None:
                 on_config(runtime, n)
             tracer = make_tracer(options.trace_level)
-            result.records.append(run_benchmark(prepared, dataset, qsl, n, options, tracer=tracer,
-                                                matrix_id=matrix_id))
+            result.records.append(run_benchmark(prepared, dataset, qsl, n, options, tracer=tracer, matrix_id=matrix_id))
             result.tracers.append(tracer)
     return result

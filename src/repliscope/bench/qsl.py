@@ -44,7 +44,8 @@ def check_library_fits(count: int, shape: tuple[int, ...], dtype: str, available
             f"the query sample library would hold {count} pre-processed samples of {tuple(shape)} {dtype} = "
             f"{need / 2**30:.1f} GiB in memory, more than half of the {available / 2**30:.1f} GiB available: "
             "benchmark a subset with --limit N (LoadGen's performance sample count), or --timed-preprocess "
-            "(holds the encoded files only)")
+            "(holds the encoded files only)"
+        )
 
 
 @dataclass
@@ -66,8 +67,14 @@ class QuerySampleLibrary:
     dataset identity of what the benchmark read)."""
 
     @classmethod
-    def load(cls, pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...] | None,
-             timed_preprocess: bool, dtype: str = "float32") -> QuerySampleLibrary:
+    def load(
+        cls,
+        pipeline: Pipeline,
+        samples: Sequence[Sample],
+        expected_shape: tuple[int, ...] | None,
+        timed_preprocess: bool,
+        dtype: str = "float32",
+    ) -> QuerySampleLibrary:
         """Read every sample (and pre-process it unless ``timed_preprocess``); a failing sample is listed in
         ``failures``, and a library with no usable sample is a RepliscopeError, as is one of pre-processed
         ``dtype`` inputs too large for the memory (:func:`check_library_fits`, checked before reading)."""
@@ -88,24 +95,30 @@ class QuerySampleLibrary:
             else:
                 qsl.inputs.append(np.ascontiguousarray(x))
         if not qsl.ids:
-            raise RepliscopeError(f"no sample of the {len(samples)} given could be pre-processed "
-                                  f"(first failure: {next(iter(qsl.failures.items()), ('', ''))})")
+            raise RepliscopeError(
+                f"no sample of the {len(samples)} given could be pre-processed "
+                f"(first failure: {next(iter(qsl.failures.items()), ('', ''))})"
+            )
         return qsl
 
     @classmethod
     def zeros(cls, pipeline: Pipeline, shape: tuple[int, ...], dtype: str, count: int = 8) -> QuerySampleLibrary:
         """``count`` zero inputs of ``shape`` / ``dtype``: the library of the no-op overhead measurement."""
         arrays = [np.zeros(shape, dtype=np.dtype(dtype)) for _ in range(count)]
-        return cls(pipeline, [f"zeros-{i}" for i in range(count)], shape, False, inputs=arrays,
-                   geometry=[None] * count)
+        return cls(pipeline, [f"zeros-{i}" for i in range(count)], shape, False, inputs=arrays, geometry=[None] * count)
 
     def repeat(self, index: int, count: int = 8) -> QuerySampleLibrary:
         """``count`` copies of sample ``index`` (pre-processed, with its geometry): the library of the no-op
         overhead measurement of a detection model, whose post-processing needs real outputs and geometry."""
         x = self.inputs[index] if not self.timed_preprocess else self._preprocess(self.encoded[index], None)[0]
-        return QuerySampleLibrary(self.pipeline, [f"{self.ids[index]}-copy{i}" for i in range(count)],
-                                  self.expected_shape, False, inputs=[x] * count,
-                                  geometry=[self.geometry[index]] * count)
+        return QuerySampleLibrary(
+            self.pipeline,
+            [f"{self.ids[index]}-copy{i}" for i in range(count)],
+            self.expected_shape,
+            False,
+            inputs=[x] * count,
+            geometry=[self.geometry[index]] * count,
+        )
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -127,18 +127,25 @@ class BenchmarkRecord(_Model):
         """The flat result (``--json``): scenario, latency_ms {p50, p90, p95, p99, p999},
         throughput_samples_per_second, queries, runtime, threads, and the rest worth scripting on."""
         return {
-            "benchmark_id": self.benchmark_id, "scenario": self.scenario, "runtime": self.runtime["runtime"],
-            "threads": self.threads, "batch_size": self.settings["batch_size"],
+            "benchmark_id": self.benchmark_id,
+            "scenario": self.scenario,
+            "runtime": self.runtime["runtime"],
+            "threads": self.threads,
+            "batch_size": self.settings["batch_size"],
             "latency_ms": {k: q.value for k, q in self.latency.percentiles.items()},
             "latency_ci_ms": {k: [q.low, q.high] for k, q in self.latency.percentiles.items()},
             "latency_mean_ms": self.latency.mean,
             "throughput_samples_per_second": self.throughput_samples_per_second,
-            "queries": self.queries, "samples": self.samples, "duration_seconds": self.duration_seconds,
+            "queries": self.queries,
+            "samples": self.samples,
+            "duration_seconds": self.duration_seconds,
             "early_stopping": self.early_stopping.model_dump() if self.early_stopping else None,
-            "valid": self.valid, "invalid_reasons": self.invalid_reasons,
+            "valid": self.valid,
+            "invalid_reasons": self.invalid_reasons,
             "harness_overhead_us": self.overhead.model_dump(),
             "peak": self.peak.model_dump() if self.peak else None,
-            "claims": [c.model_dump() for c in self.claims], "matrix_id": self.matrix_id,
+            "claims": [c.model_dump() for c in self.claims],
+            "matrix_id": self.matrix_id,
         }
 
 

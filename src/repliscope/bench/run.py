@@ -47,8 +47,19 @@ from repliscope.evaluation.record import ManifestInfo
 from repliscope.evaluation.run import PreparedRun, batch_limit, input_shape
 from repliscope.runtimes.base import Runner
 
-BENCH_DISTRIBUTIONS = ("torch", "onnx", "onnxruntime", "onnxscript", "opencv-python-headless", "opencv-python",
-                       "efficientnet-lite-pytorch", "numpy", "scipy", "pydantic", "opentelemetry-sdk")
+BENCH_DISTRIBUTIONS = (
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "onnxscript",
+    "opencv-python-headless",
+    "opencv-python",
+    "efficientnet-lite-pytorch",
+    "numpy",
+    "scipy",
+    "pydantic",
+    "opentelemetry-sdk",
+)
 OVERHEAD_QUERIES = 2000
 """Queries of the no-op overhead measurement (about 50 ms of issuing)."""
 PEAK_STEPS = 6
@@ -89,9 +100,11 @@ def max_batch(prepared: PreparedRun, settings: ScenarioSettings) -> int | None:
     an offline ``--batch-size`` above it is an error (the record would name a batch never run)."""
     limit = batch_limit(prepared)
     if limit is not None and settings.scenario == "offline" and settings.batch_size > limit:
-        raise RepliscopeError(f"the model takes one image at a time (inputs[0].shape "
-                              f"{list(prepared.artifact.input_shape)}): offline --batch-size {settings.batch_size} "
-                              f"is not possible, use --batch-size {limit}")
+        raise RepliscopeError(
+            f"the model takes one image at a time (inputs[0].shape "
+            f"{list(prepared.artifact.input_shape)}): offline --batch-size {settings.batch_size} "
+            f"is not possible, use --batch-size {limit}"
+        )
     return limit
 
 
@@ -103,9 +116,16 @@ def default_offline_batch(input_shape: Sequence[int]) -> int:
     return 1 if shape and (shape[0] == 1 or any(d < 0 for d in shape[1:])) else 8
 
 
-def measure_overhead(prepared: PreparedRun, settings: ScenarioSettings, trace_level: str, queries: int,
-                     clock: Clock, *, runner: Runner | None = None,
-                     qsl: QuerySampleLibrary | None = None) -> HarnessOverhead:
+def measure_overhead(
+    prepared: PreparedRun,
+    settings: ScenarioSettings,
+    trace_level: str,
+    queries: int,
+    clock: Clock,
+    *,
+    runner: Runner | None = None,
+    qsl: QuerySampleLibrary | None = None,
+) -> HarnessOverhead:
     """Issue ``queries`` queries of the scenario's shape through :class:`NoopRunner` (server: back to back, as
     single-stream, since waiting for arrivals is not overhead). Classification: zero inputs, zero scores. A model
     with named outputs (detection): copies of the library's first sample, and the no-op runtime answers each with
@@ -125,32 +145,58 @@ def measure_overhead(prepared: PreparedRun, settings: ScenarioSettings, trace_le
         lib = QuerySampleLibrary.zeros(prepared.pipeline, input_shape(prepared), art.input_dtype)
     limit = max_batch(prepared, settings)
     scenario = "single-stream" if settings.scenario == "server" else settings.scenario
-    s = replace(settings, scenario=scenario, min_queries=queries, min_duration_s=0.0, warmup_queries=50,
-                samples_per_query=queries * settings.batch_size if scenario == "offline"
-                else settings.samples_per_query)
-    runs = [run_scenario(QueryIssuer(lib, noop, prepared.pipeline, make_tracer(trace_level), postprocess=post,
-                                     named_outputs=named, max_batch=limit),
-                         len(lib), s, clock) for post in (True, False)]
+    s = replace(
+        settings,
+        scenario=scenario,
+        min_queries=queries,
+        min_duration_s=0.0,
+        warmup_queries=50,
+        samples_per_query=queries * settings.batch_size if scenario == "offline" else settings.samples_per_query,
+    )
+    runs = [
+        run_scenario(
+            QueryIssuer(
+                lib,
+                noop,
+                prepared.pipeline,
+                make_tracer(trace_level),
+                postprocess=post,
+                named_outputs=named,
+                max_batch=limit,
+            ),
+            len(lib),
+            s,
+            clock,
+        )
+        for post in (True, False)
+    ]
     per_query = []
     for run in runs:
         lat = run.latencies_s if scenario != "offline" else np.diff(np.append(run.starts_s, run.duration_s))
         per_query.append((lat * 1e6, run.duration_s / run.queries * 1e6))
     (full, full_cycle), (loop, loop_cycle) = per_query
-    return HarnessOverhead(queries=runs[0].queries, latency_p50_us=float(np.median(full)),
-                           latency_mean_us=float(full.mean()), cycle_mean_us=full_cycle,
-                           loop_p50_us=float(np.median(loop)), loop_cycle_mean_us=loop_cycle)
+    return HarnessOverhead(
+        queries=runs[0].queries,
+        latency_p50_us=float(np.median(full)),
+        latency_mean_us=float(full.mean()),
+        cycle_mean_us=full_cycle,
+        loop_p50_us=float(np.median(loop)),
+        loop_cycle_mean_us=loop_cycle,
+    )
 
 
-def find_peak_qps(issue: QueryIssuer, n: int, settings: ScenarioSettings, clock: Clock,
-                  steps: int = PEAK_STEPS) -> tuple[PeakSearch, ScenarioRun | None]:
+def find_peak_qps(
+    issue: QueryIssuer, n: int, settings: ScenarioSettings, clock: Clock, steps: int = PEAK_STEPS
+) -> tuple[PeakSearch, ScenarioRun | None]:
     """Binary search (geometric) of the highest target QPS whose server-scenario p99 meets the latency bound,
     between ``1 / mean service time`` (one worker cannot sustain more) and 1/16 of it. Returns the search and
     the run at the peak (None when even the lowest rate misses the bound)."""
     bound = settings.latency_bound_ms
     if bound is None:
         raise RepliscopeError("--find-peak-qps needs --latency-bound-ms")
-    probe = run_scenario(issue, n, replace(settings, scenario="single-stream", min_queries=50, min_duration_s=0.0),
-                         clock)
+    probe = run_scenario(
+        issue, n, replace(settings, scenario="single-stream", min_queries=50, min_duration_s=0.0), clock
+    )
     high = 1.0 / float(probe.latencies_s.mean())
     tried: list[PeakPoint] = []
     runs: dict[float, ScenarioRun] = {}
@@ -182,8 +228,7 @@ def latency_summary(lat_ms: np.ndarray) -> LatencySummary:
     for name, p in PERCENTILES.items():
         ci = quantile_interval(lat_ms, p)
         out[name] = QuantileCI(value=percentile(lat_ms, p), low=ci.low, high=ci.high, coverage=ci.coverage)
-    return LatencySummary(percentiles=out, mean=float(lat_ms.mean()), min=float(lat_ms.min()),
-                          max=float(lat_ms.max()))
+    return LatencySummary(percentiles=out, mean=float(lat_ms.mean()), min=float(lat_ms.min()), max=float(lat_ms.max()))
 
 
 def early_stopping(lat_ms: np.ndarray, s: ScenarioSettings) -> EarlyStoppingResult | None:
@@ -194,11 +239,17 @@ def early_stopping(lat_ms: np.ndarray, s: ScenarioSettings) -> EarlyStoppingResu
     if s.scenario == "server":
         assert s.latency_bound_ms is not None
         srv = server_early_stopping(lat_ms, s.latency_bound_ms, p)
-        return EarlyStoppingResult(percentile=p, queries=srv.queries, overlatency=srv.overlatency,
-                                   needed=srv.needed, passed=srv.passed)
+        return EarlyStoppingResult(
+            percentile=p, queries=srv.queries, overlatency=srv.overlatency, needed=srv.needed, passed=srv.passed
+        )
     est = early_stopping_estimate(lat_ms, p)
-    return EarlyStoppingResult(percentile=p, queries=est.queries, estimate_ms=est.estimate,
-                               min_queries=est.min_queries, discarded=est.discarded)
+    return EarlyStoppingResult(
+        percentile=p,
+        queries=est.queries,
+        estimate_ms=est.estimate,
+        min_queries=est.min_queries,
+        discarded=est.discarded,
+    )
 
 
 def throughput_interval(run: ScenarioRun, s: ScenarioSettings) -> tuple[float, float] | None:
@@ -206,8 +257,11 @@ def throughput_interval(run: ScenarioRun, s: ScenarioSettings) -> tuple[float, f
     scenarios and offline batches; None for server (its rate is the arrival rate) or fewer than 2 queries."""
     if s.scenario == "server" or run.queries < 2:
         return None
-    cycles = np.diff(np.append(run.starts_s, run.duration_s))[:-1] if s.scenario == "offline" else \
-        np.diff(np.append(run.starts_s, run.duration_s))
+    cycles = (
+        np.diff(np.append(run.starts_s, run.duration_s))[:-1]
+        if s.scenario == "offline"
+        else np.diff(np.append(run.starts_s, run.duration_s))
+    )
     if len(cycles) < 2:
         return None
     _, low, high = mean_interval(cycles)
@@ -220,32 +274,38 @@ def thread_mismatch(runner: Runner, threads: int) -> str | None:
     TensorFlow: process-global pools fixed at their first use, ``thread_pools.matches_requested``); else None."""
     pools = runner.notes.get("thread_pools")
     if isinstance(pools, dict) and pools.get("matches_requested") is False:
-        return (f"{runner.name} runs {pools.get('intra_op')} intra-op threads, not the {threads} asked: its thread "
-                "pools are process-global and were fixed earlier in this process (benchmark each thread count "
-                "in a process of its own)")
+        return (
+            f"{runner.name} runs {pools.get('intra_op')} intra-op threads, not the {threads} asked: its thread "
+            "pools are process-global and were fixed earlier in this process (benchmark each thread count "
+            "in a process of its own)"
+        )
     return None
 
 
-def validity(run: ScenarioRun, lat_ms: np.ndarray, s: ScenarioSettings,
-             stop: EarlyStoppingResult | None) -> list[str]:
+def validity(run: ScenarioRun, lat_ms: np.ndarray, s: ScenarioSettings, stop: EarlyStoppingResult | None) -> list[str]:
     """Why the run is not a valid LoadGen result (empty list: valid)."""
     reasons = []
     if s.scenario != "offline" and run.queries < s.min_queries:
         reasons.append(f"{run.queries} queries < --min-queries {s.min_queries}")
     if run.duration_s < s.min_duration_s:
-        reasons.append(f"ran {run.duration_s:.3f} s < --min-duration {s.min_duration_s} s"
-                       + (" (raise --samples-per-query)" if s.scenario == "offline" else ""))
+        reasons.append(
+            f"ran {run.duration_s:.3f} s < --min-duration {s.min_duration_s} s"
+            + (" (raise --samples-per-query)" if s.scenario == "offline" else "")
+        )
     if stop is not None and s.scenario != "server" and stop.estimate_ms is None:
-        reasons.append(f"early stopping needs at least {stop.min_queries} queries for the "
-                       f"p{stop.percentile * 100:g} estimate")
+        reasons.append(
+            f"early stopping needs at least {stop.min_queries} queries for the p{stop.percentile * 100:g} estimate"
+        )
     if s.scenario == "server":
         assert s.latency_bound_ms is not None and stop is not None
         p99 = percentile(lat_ms, 0.99)
         if p99 > s.latency_bound_ms:
             reasons.append(f"p99 {p99:.3f} ms > the bound {s.latency_bound_ms} ms (lower --target-qps)")
         if not stop.passed:
-            reasons.append(f"early stopping: {stop.overlatency} over-latency queries need {stop.needed} queries, "
-                           f"ran {stop.queries}")
+            reasons.append(
+                f"early stopping: {stop.overlatency} over-latency queries need {stop.needed} queries, "
+                f"ran {stop.queries}"
+            )
     return reasons
 
 
@@ -263,15 +323,28 @@ def measured_performance(rec: BenchmarkRecord) -> MeasuredPerformance:
         values["throughput"] = (rec.throughput_samples_per_second, ci[0] if ci else None, ci[1] if ci else None)
     cpu = str(rec.hardware.get("cpu_model", "unknown"))
     return MeasuredPerformance(
-        scenario=rec.scenario, batch_size=int(rec.settings["batch_size"]), cpu_model=cpu, threads=rec.threads,
+        scenario=rec.scenario,
+        batch_size=int(rec.settings["batch_size"]),
+        cpu_model=cpu,
+        threads=rec.threads,
         runtime=str(rec.runtime["runtime"]),
-        values=values, description=f"{rec.scenario}, batch {rec.settings['batch_size']}, {rec.threads} "
-                                   f"thread{'' if rec.threads == 1 else 's'} on {cpu}, {rec.runtime['runtime']}")
+        values=values,
+        description=f"{rec.scenario}, batch {rec.settings['batch_size']}, {rec.threads} "
+        f"thread{'' if rec.threads == 1 else 's'} on {cpu}, {rec.runtime['runtime']}",
+    )
 
 
-def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibrary, threads: int,
-                  options: BenchOptions, *, tracer: Any = None, clock: Clock | None = None,
-                  matrix_id: str | None = None) -> BenchmarkRecord:
+def run_benchmark(
+    prepared: PreparedRun,
+    dataset: Dataset,
+    qsl: QuerySampleLibrary,
+    threads: int,
+    options: BenchOptions,
+    *,
+    tracer: Any = None,
+    clock: Clock | None = None,
+    matrix_id: str | None = None,
+) -> BenchmarkRecord:
     """Load the runner with ``threads`` intra-op threads, issue ``options.scenario``'s load on ``qsl`` (traced by
     ``tracer``, default: one of ``options.trace_level``), measure the no-op overhead, build the record."""
     clock = clock or RealClock()
@@ -280,22 +353,26 @@ def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibra
     runner = runner_with_threads(prepared.runner, threads)
     runner.load()
     limit = max_batch(prepared, s)
-    issue = QueryIssuer(qsl, runner, prepared.pipeline, tracer, named_outputs=named_outputs(prepared),
-                        max_batch=limit)
+    issue = QueryIssuer(qsl, runner, prepared.pipeline, tracer, named_outputs=named_outputs(prepared), max_batch=limit)
     peak = None
-    with tracer.span("run", "application", command="bench", scenario=s.scenario, runtime=runner.name,
-                     threads=threads), tracer.instrument(runner):
+    with (
+        tracer.span("run", "application", command="bench", scenario=s.scenario, runtime=runner.name, threads=threads),
+        tracer.instrument(runner),
+    ):
         if options.find_peak_qps:
             peak, found = find_peak_qps(issue, len(qsl), s, clock)
             if found is None or peak.peak_qps is None:
-                raise RepliscopeError(f"no target QPS meets p99 <= {s.latency_bound_ms} ms, not even "
-                                      f"{peak.tried[0].qps:.3g} QPS (p99 {peak.tried[0].p99_ms:.3g} ms)")
+                raise RepliscopeError(
+                    f"no target QPS meets p99 <= {s.latency_bound_ms} ms, not even "
+                    f"{peak.tried[0].qps:.3g} QPS (p99 {peak.tried[0].p99_ms:.3g} ms)"
+                )
             s = replace(s, target_qps=peak.peak_qps)
             run = found
         else:
             run = run_scenario(issue, len(qsl), s, clock)
-    overhead = measure_overhead(prepared, s, options.trace_level, options.overhead_queries, clock, runner=runner,
-                                qsl=qsl)
+    overhead = measure_overhead(
+        prepared, s, options.trace_level, options.overhead_queries, clock, runner=runner, qsl=qsl
+    )
     lat_us = quantize_us(run.latencies_s)
     lat_ms = lat_us / 1000.0
     stop = early_stopping(lat_ms, s)
@@ -305,26 +382,51 @@ def run_benchmark(prepared: PreparedRun, dataset: Dataset, qsl: QuerySampleLibra
         reasons.append(mismatch)
     loaded = prepared.loaded
     rec = BenchmarkRecord(
-        benchmark_id=uuid.uuid4().hex, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,
-        manifest=ManifestInfo(name=loaded.manifest.name, version=loaded.manifest.version, path=str(loaded.path),
-                              sha256=loaded.sha256, text=loaded.text),
+        benchmark_id=uuid.uuid4().hex,
+        created_at=datetime.now(UTC),
+        repliscope_version=repliscope.__version__,
+        manifest=ManifestInfo(
+            name=loaded.manifest.name,
+            version=loaded.manifest.version,
+            path=str(loaded.path),
+            sha256=loaded.sha256,
+            text=loaded.text,
+        ),
         pipeline=prepared.pipeline.describe(),
         runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
         software=software_stack(BENCH_DISTRIBUTIONS + runtime_distributions(runner.name)),
         hardware={**hardware(runner.threads), "cpu_governor": cpu_governor()},
-        dataset={**dataset.describe(qsl.fingerprints), "query_samples": len(qsl),
-                 "failed_samples": dict(list(qsl.failures.items())[:100])},
-        settings={**asdict(s), "threads": threads, "batch_size": s.batch_of_query,
-                  "inference_batch": min(s.batch_of_query, limit or s.batch_of_query),
-                  "outputs": "infer_outputs (named)" if issue.named_outputs else "infer (scores)",
-                  "timed_preprocess": options.timed_preprocess, "trace_level": options.trace_level,
-                  "find_peak_qps": options.find_peak_qps, "clock": type(clock).__name__},
+        dataset={
+            **dataset.describe(qsl.fingerprints),
+            "query_samples": len(qsl),
+            "failed_samples": dict(list(qsl.failures.items())[:100]),
+        },
+        settings={
+            **asdict(s),
+            "threads": threads,
+            "batch_size": s.batch_of_query,
+            "inference_batch": min(s.batch_of_query, limit or s.batch_of_query),
+            "outputs": "infer_outputs (named)" if issue.named_outputs else "infer (scores)",
+            "timed_preprocess": options.timed_preprocess,
+            "trace_level": options.trace_level,
+            "find_peak_qps": options.find_peak_qps,
+            "clock": type(clock).__name__,
+        },
         latency=latency_summary(lat_ms),
         throughput_samples_per_second=run.samples / run.duration_s if run.duration_s > 0 else 0.0,
-        throughput_ci=throughput_interval(run, s), queries=1 if s.scenario == "offline" else run.queries,
+        throughput_ci=throughput_interval(run, s),
+        queries=1 if s.scenario == "offline" else run.queries,
         samples=run.samples,
-        duration_seconds=run.duration_s, early_stopping=stop, valid=not reasons, invalid_reasons=reasons,
-        overhead=overhead, peak=peak, claims=[], matrix_id=matrix_id, latencies_us=lat_us.tolist())
+        duration_seconds=run.duration_s,
+        early_stopping=stop,
+        valid=not reasons,
+        invalid_reasons=reasons,
+        overhead=overhead,
+        peak=peak,
+        claims=[],
+        matrix_id=matrix_id,
+        latencies_us=lat_us.tolist(),
+    )
     measured = measured_performance(rec)
     rec.claims = [judge_performance_claim(c, measured) for c in loaded.manifest.claims if c.is_performance]
     return rec

@@ -60,9 +60,11 @@ class ScenarioSettings:
         if self.scenario == "server" and (self.target_qps is None or self.target_qps <= 0):
             raise RepliscopeError("the server scenario needs --target-qps above 0 (or --find-peak-qps)")
         if self.scenario == "offline" and self.batch_size > self.samples_per_query:
-            raise RepliscopeError(f"offline: the batch ({self.batch_size}) is larger than the one query "
-                                  f"({self.samples_per_query} samples): lower --batch-size or raise "
-                                  "--samples-per-query (the record would name a batch never run)")
+            raise RepliscopeError(
+                f"offline: the batch ({self.batch_size}) is larger than the one query "
+                f"({self.samples_per_query} samples): lower --batch-size or raise "
+                "--samples-per-query (the record would name a batch never run)"
+            )
         if self.min_queries < 1 or self.min_duration_s < 0 or self.warmup_queries < 0:
             raise RepliscopeError("--min-queries must be >= 1, --min-duration and warm-up queries >= 0")
 
@@ -105,10 +107,10 @@ class _Picker:
 
     def take(self, k: int) -> list[int]:
         if self._next + k > len(self._chunk):
-            rest = self._chunk[self._next:]
+            rest = self._chunk[self._next :]
             self._chunk = rest + self._rng.integers(0, self._n, size=max(4096, k)).tolist()
             self._next = 0
-        out = self._chunk[self._next:self._next + k]
+        out = self._chunk[self._next : self._next + k]
         self._next += k
         return out
 
@@ -141,8 +143,9 @@ def _back_to_back(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock, per
         ends.append(t1)
     first = starts[0]
     st, en = np.asarray(starts), np.asarray(ends)
-    return ScenarioRun(latencies_s=en - st, starts_s=st - first, duration_s=float(en[-1] - first),
-                       samples=len(starts) * per_query)
+    return ScenarioRun(
+        latencies_s=en - st, starts_s=st - first, duration_s=float(en[-1] - first), samples=len(starts) * per_query
+    )
 
 
 @SCENARIO_LOOPS.register("single-stream")
@@ -199,8 +202,7 @@ def server(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> Scenari
         end = clock.now()
         latencies[k] = end - due[k]
     dispatcher.join()
-    return ScenarioRun(latencies_s=latencies, starts_s=schedule, duration_s=float(end - origin),
-                       samples=len(due))
+    return ScenarioRun(latencies_s=latencies, starts_s=schedule, duration_s=float(end - origin), samples=len(due))
 
 
 @SCENARIO_LOOPS.register("offline")
@@ -213,10 +215,11 @@ def offline(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> Scenar
     starts = []
     for lo in range(0, len(indices), s.batch_size):
         starts.append(clock.now() - origin)
-        issue(indices[lo:lo + s.batch_size])
-        latencies[lo:lo + s.batch_size] = clock.now() - origin
-    return ScenarioRun(latencies_s=latencies, starts_s=np.asarray(starts), duration_s=float(latencies[-1]),
-                       samples=len(indices))
+        issue(indices[lo : lo + s.batch_size])
+        latencies[lo : lo + s.batch_size] = clock.now() - origin
+    return ScenarioRun(
+        latencies_s=latencies, starts_s=np.asarray(starts), duration_s=float(latencies[-1]), samples=len(indices)
+    )
 
 
 def run_scenario(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> ScenarioRun:

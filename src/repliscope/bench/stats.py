@@ -72,9 +72,13 @@ def quantile_interval(latencies: np.ndarray, p: float, confidence: float = 0.95)
     low_cdf = float(cdf[low_rank - 1]) if low_rank is not None else 0.0
     high_cdf = float(cdf[high_rank - 1]) if high_rank is not None else 1.0
     return QuantileInterval(
-        p=p, low=float(ordered[low_rank - 1]) if low_rank is not None else None,
+        p=p,
+        low=float(ordered[low_rank - 1]) if low_rank is not None else None,
         high=float(ordered[high_rank - 1]) if high_rank is not None else None,
-        low_rank=low_rank, high_rank=high_rank, coverage=high_cdf - low_cdf)
+        low_rank=low_rank,
+        high_rank=high_rank,
+        coverage=high_cdf - low_cdf,
+    )
 
 
 def early_stopping_odds(h: int, t: int, p: float, d: float = EARLY_STOPPING_TOLERANCE) -> float:
@@ -86,8 +90,9 @@ def early_stopping_odds(h: int, t: int, p: float, d: float = EARLY_STOPPING_TOLE
     return float(betainc(h, 1 + t, p - d))
 
 
-def min_passing_queries(t: int, p: float, d: float = EARLY_STOPPING_TOLERANCE,
-                        c: float = EARLY_STOPPING_CONFIDENCE) -> int:
+def min_passing_queries(
+    t: int, p: float, d: float = EARLY_STOPPING_TOLERANCE, c: float = EARLY_STOPPING_CONFIDENCE
+) -> int:
     """LoadGen's ``MinPassingQueriesFinder(t, p, d, c)``: the smallest count ``h`` of under-latency queries such
     that ``odds(h, t, p, d) < 1 - c``, i.e. with ``t`` over-latency queries, ``h + t`` queries show at
     confidence ``c`` that the ``p`` percentile is at most the latency bound (``odds`` falls as ``h`` grows)."""
@@ -117,8 +122,9 @@ class EarlyStopping:
     discarded: int | None
 
 
-def early_stopping_estimate(latencies: np.ndarray, p: float, d: float = EARLY_STOPPING_TOLERANCE,
-                            c: float = EARLY_STOPPING_CONFIDENCE) -> EarlyStopping:
+def early_stopping_estimate(
+    latencies: np.ndarray, p: float, d: float = EARLY_STOPPING_TOLERANCE, c: float = EARLY_STOPPING_CONFIDENCE
+) -> EarlyStopping:
     """LoadGen's early-stopping percentile estimate (``PerformanceSummary::EarlyStopping``, single-stream and
     multi-stream cases; the method is described in MLCommons' ``loadgen/docs/early_stopping.md``).
 
@@ -156,8 +162,13 @@ class ServerEarlyStopping:
         return self.queries >= self.needed
 
 
-def server_early_stopping(latencies: np.ndarray, bound: float, p: float, d: float = EARLY_STOPPING_TOLERANCE,
-                          c: float = EARLY_STOPPING_CONFIDENCE) -> ServerEarlyStopping:
+def server_early_stopping(
+    latencies: np.ndarray,
+    bound: float,
+    p: float,
+    d: float = EARLY_STOPPING_TOLERANCE,
+    c: float = EARLY_STOPPING_CONFIDENCE,
+) -> ServerEarlyStopping:
     """LoadGen's server case: ``t`` = latencies strictly above ``bound``, ``needed = min_passing_queries(t) + t``."""
     lat = np.asarray(latencies, dtype=np.float64)
     t = int(np.count_nonzero(lat > bound))

@@ -31,8 +31,15 @@ class NoopRunner(Runner):
 
     name = "noop"
 
-    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path, num_classes: int = 1000,
-                 canned: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        artifact: ModelArtifact,
+        *,
+        threads: int,
+        cache_dir: Path,
+        num_classes: int = 1000,
+        canned: dict[str, np.ndarray] | None = None,
+    ) -> None:
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self.num_classes = num_classes
         self._zeros = np.zeros((1, num_classes), dtype=np.float32)
@@ -72,8 +79,17 @@ class QueryIssuer:
     samples are then inferred and post-processed one by one, an ``inference`` span each); None: the whole
     query. ``last``: the post-processed predictions of the last inference (for checks)."""
 
-    def __init__(self, qsl: QuerySampleLibrary, runner: Runner, pipeline: Pipeline, tracer: Any,
-                 postprocess: bool = True, *, named_outputs: bool = False, max_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        qsl: QuerySampleLibrary,
+        runner: Runner,
+        pipeline: Pipeline,
+        tracer: Any,
+        postprocess: bool = True,
+        *,
+        named_outputs: bool = False,
+        max_batch: int | None = None,
+    ) -> None:
         self.qsl = qsl
         self.runner = runner
         self.post_ops = [(f"postprocess/{op.name}", op) for op in pipeline.post_ops] if postprocess else []
@@ -90,7 +106,7 @@ class QueryIssuer:
         step = self.max_batch or len(indices)
         with self.tracer.span("query", "model"):
             for lo in range(0, len(indices), step):
-                self._infer(indices[lo:lo + step])
+                self._infer(indices[lo : lo + step])
 
     def _infer(self, indices: Sequence[int]) -> None:
         span = self.tracer.span

@@ -24,9 +24,13 @@ from repliscope.cli.common import JsonOption, emit_json, fail
 from repliscope.cli.output import console, print_table
 from repliscope.errors import RepliscopeError
 
-SchedulerOption = Annotated[str | None, typer.Option(
-    "--scheduler", help="Dask scheduler address tcp://HOST:PORT, or 'local' (an in-process scheduler with one "
-                        "agent).")]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Dask scheduler address tcp://HOST:PORT, or 'local' (an in-process scheduler with one agent).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -50,23 +54,38 @@ def _runtime_versions(caps: Any) -> str:
 def describe_agent(caps: Any, address: str) -> str:
     """One line: id, address, stack, runtimes and versions, CPU, cores, memory, GPUs."""
     memory = f"{caps.memory_gib:g} GiB" if caps.memory_gib is not None else "memory unknown"
-    return (f"agent {caps.agent_id} at {address} (stack {caps.stack.get('key')}, repliscope "
-            f"{caps.repliscope_version}, python {caps.python}): runtimes {_runtime_versions(caps)}; "
-            f"{caps.cpu_model}, {caps.cores} cores, {memory}, GPUs: {', '.join(caps.gpus) or 'none'}")
+    return (
+        f"agent {caps.agent_id} at {address} (stack {caps.stack.get('key')}, repliscope "
+        f"{caps.repliscope_version}, python {caps.python}): runtimes {_runtime_versions(caps)}; "
+        f"{caps.cpu_model}, {caps.cores} cores, {memory}, GPUs: {', '.join(caps.gpus) or 'none'}"
+    )
 
 
 def agent(
-    scheduler: Annotated[str, typer.Option("--scheduler", help="Dask scheduler address tcp://HOST:PORT (start "
-                                                                "one with `dask scheduler`).")],
-    name: Annotated[str | None, typer.Option("--name", help="Agent id (unique on the scheduler; default: "
-                                                            "HOSTNAME-PID).")] = None,
+    scheduler: Annotated[
+        str,
+        typer.Option("--scheduler", help="Dask scheduler address tcp://HOST:PORT (start one with `dask scheduler`)."),
+    ],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Agent id (unique on the scheduler; default: HOSTNAME-PID).")
+    ] = None,
     nthreads: Annotated[int, typer.Option(min=1, help="Jobs this agent runs at once.")] = 1,
-    stack: Annotated[str | None, typer.Option("--stack", help="Run the agent inside this provisioned stack's "
-                                                              "environment (key or spec; `repliscope stack "
-                                                              "create SPEC` first).")] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Interface to listen on (default: 127.0.0.1, "
-                                                            "required when the scheduler is on another host).")]
-    = None,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            "--stack",
+            help="Run the agent inside this provisioned stack's "
+            "environment (key or spec; `repliscope stack "
+            "create SPEC` first).",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Interface to listen on (default: 127.0.0.1, required when the scheduler is on another host).",
+        ),
+    ] = None,
     tls_ca_file: TlsCaOption = None,
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
@@ -92,8 +111,9 @@ def agent(
         if found.key != CURRENT:
             cmd = agent_command(found, scheduler, name, security)
             cmd += ["--nthreads", str(nthreads)] + (["--host", host] if host else [])
-            print(f"starting the agent in stack {found.key} ({found.spec}): {' '.join(cmd)}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"starting the agent in stack {found.key} ({found.spec}): {' '.join(cmd)}", file=sys.stderr, flush=True
+            )
             os.execv(cmd[0], cmd)
 
     def ready(caps: Any, address: str) -> None:
@@ -107,9 +127,14 @@ def agent(
     print("agent stopped", file=sys.stderr, flush=True)
 
 
-def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False, tls_ca_file: TlsCaOption = None,
-           tls_cert: TlsCertOption = None, tls_key: TlsKeyOption = None,
-           insecure_cluster: InsecureClusterOption = False) -> None:
+def agents(
+    scheduler: SchedulerOption = None,
+    as_json: JsonOption = False,
+    tls_ca_file: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure_cluster: InsecureClusterOption = False,
+) -> None:
     """List the agents the scheduler knows: alive (a live worker now) or gone (last seen when), with what each
     advertises. Without --scheduler: the in-process agent this machine would start."""
     from repliscope.agents.cluster import Cluster
@@ -128,13 +153,25 @@ def agents(scheduler: SchedulerOption = None, as_json: JsonOption = False, tls_c
     rows = []
     for a in found:
         c = a.capabilities
-        rows.append([c.agent_id, "alive" if a.alive else "gone", c.hostname, c.stack.get("key", "?"),
-                     _runtime_versions(c), c.cpu_model, c.cores,
-                     "?" if c.memory_gib is None else f"{c.memory_gib:g} GiB", a.executing,
-                     "now" if a.alive else (a.last_seen.strftime("%Y-%m-%d %H:%M:%S UTC") if a.last_seen else "?")])
-    print_table(f"agents on {scheduler or 'an in-process scheduler'}",
-                ["agent", "alive", "host", "stack", "runtimes", "cpu", "cores", "memory", "executing", "last seen"],
-                rows)
+        rows.append(
+            [
+                c.agent_id,
+                "alive" if a.alive else "gone",
+                c.hostname,
+                c.stack.get("key", "?"),
+                _runtime_versions(c),
+                c.cpu_model,
+                c.cores,
+                "?" if c.memory_gib is None else f"{c.memory_gib:g} GiB",
+                a.executing,
+                "now" if a.alive else (a.last_seen.strftime("%Y-%m-%d %H:%M:%S UTC") if a.last_seen else "?"),
+            ]
+        )
+    print_table(
+        f"agents on {scheduler or 'an in-process scheduler'}",
+        ["agent", "alive", "host", "stack", "runtimes", "cpu", "cores", "memory", "executing", "last seen"],
+        rows,
+    )
 
 
 # -- evaluate --scheduler / --stack ---------------------------------------------------------------------------
@@ -148,9 +185,20 @@ def _stack_key(stack: str | None) -> tuple[str | None, Any]:
     return found.key, found
 
 
-def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, options: dict[str, Any],
-                       scheduler: str | None, requires: list[str], hardware: list[str], stack: str | None,
-                       idempotency_key: str | None, db: str | None, as_json: bool, security: Any = None) -> None:
+def evaluate_on_agents(
+    manifest: Path,
+    runtime: str | None,
+    dataset: str,
+    options: dict[str, Any],
+    scheduler: str | None,
+    requires: list[str],
+    hardware: list[str],
+    stack: str | None,
+    idempotency_key: str | None,
+    db: str | None,
+    as_json: bool,
+    security: Any = None,
+) -> None:
     """``evaluate`` on an agent: build a JobSpec (kind evaluate), place it (refused at once when no live agent
     qualifies), run it with ``submit_job``, store it with ``save_outcome`` under the idempotency key (a key already
     stored runs nothing and shows the stored run), print the record like the in-process evaluate and the agent.
@@ -184,8 +232,9 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
         from repliscope.evaluation.engine import SCHEDULES
 
         if options.get("schedule") is not None and options["schedule"] not in SCHEDULES:  # before any agent
-            raise RepliscopeError(f"--schedule '{options['schedule']}' is not allowed (allowed: "
-                                  f"{', '.join(SCHEDULES)})")
+            raise RepliscopeError(
+                f"--schedule '{options['schedule']}' is not allowed (allowed: {', '.join(SCHEDULES)})"
+            )
         key_of_stack, found = _stack_key(stack)
         constraints = constraints_for(loaded, runtime, requires, hardware, key_of_stack)
         store = RunStore(db)
@@ -199,17 +248,30 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
             else:
                 if record is not None:
                     print_record(record)
-                console.print(f"idempotency key {key} is already stored (run(s) {', '.join(earlier.run_ids)}): "
-                              "nothing was run or stored", highlight=False)
+                console.print(
+                    f"idempotency key {key} is already stored (run(s) {', '.join(earlier.run_ids)}): "
+                    "nothing was run or stored",
+                    highlight=False,
+                )
             return
         local_path = Path(dataset).expanduser()
         dataset_spec = str(local_path.resolve()) if local_path.is_dir() else dataset
-        job = JobSpec(job_id, "evaluate", f"{loaded.manifest.name}@{loaded.manifest.version}", loaded.text,
-                      runtime, dataset, dataset_spec,
-                      {**{k: v for k, v in options.items() if v is not None},
-                       "manifest_path": str(loaded.path.resolve())}, idempotency_key=key)
-        with versions_differ(), Cluster.connect(scheduler, security=security) as cluster, \
-                tempfile.TemporaryDirectory(prefix="repliscope-stack-agent-") as agent_logs:
+        job = JobSpec(
+            job_id,
+            "evaluate",
+            f"{loaded.manifest.name}@{loaded.manifest.version}",
+            loaded.text,
+            runtime,
+            dataset,
+            dataset_spec,
+            {**{k: v for k, v in options.items() if v is not None}, "manifest_path": str(loaded.path.resolve())},
+            idempotency_key=key,
+        )
+        with (
+            versions_differ(),
+            Cluster.connect(scheduler, security=security) as cluster,
+            tempfile.TemporaryDirectory(prefix="repliscope-stack-agent-") as agent_logs,
+        ):
             if found is not None and live_agent_of(cluster, found.key) is None:
                 print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)
                 started.append(start_stack_agent(cluster, found, Path(agent_logs)))
@@ -220,13 +282,24 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
                     started.clear()
                     raise
             try:
-                with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeRemainingColumn(), console=console, transient=True, disable=as_json) as progress:
+                with Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeRemainingColumn(),
+                    console=console,
+                    transient=True,
+                    disable=as_json,
+                ) as progress:
                     task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
-                    outcome = submit_job(cluster, job, constraints,
-                                         on_progress=lambda n: progress.advance(task, n),
-                                         log=lambda line: print(line, file=sys.stderr),
-                                         on_total=lambda n: progress.update(task, total=n))
+                    outcome = submit_job(
+                        cluster,
+                        job,
+                        constraints,
+                        on_progress=lambda n: progress.advance(task, n),
+                        log=lambda line: print(line, file=sys.stderr),
+                        on_total=lambda n: progress.update(task, total=n),
+                    )
             finally:
                 stop_started(started)
         stored = store.save_outcome(outcome, key, kind="evaluate")
@@ -239,8 +312,11 @@ def evaluate_on_agents(manifest: Path, runtime: str | None, dataset: str, option
     else:
         print_record(record)
         note = " (duplicate: stored earlier under this key, nothing new stored)" if stored.duplicate else ""
-        console.print(f"ran on agent [bold]{agent_id}[/] in {outcome.seconds:.2f} s; stored as run "
-                      f"[bold]{', '.join(stored.run_ids)}[/] (idempotency key {key}){note}", highlight=False)
+        console.print(
+            f"ran on agent [bold]{agent_id}[/] in {outcome.seconds:.2f} s; stored as run "
+            f"[bold]{', '.join(stored.run_ids)}[/] (idempotency key {key}){note}",
+            highlight=False,
+        )
     if record.counts["evaluated"] == 0:
         print(f"error: every one of the {record.counts['total']} samples failed (see the record)", file=sys.stderr)
         raise typer.Exit(code=1)

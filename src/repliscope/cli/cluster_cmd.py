@@ -12,18 +12,31 @@ import typer
 from repliscope.cli.common import fail
 from repliscope.errors import RepliscopeError
 
-TlsCaOption = Annotated[Path | None, typer.Option("--tls-ca-file", help="Mutual TLS with the scheduler: the "
-                                                  "cluster's CA certificate (`repliscope cluster certs DIR`).")]
-TlsCertOption = Annotated[Path | None, typer.Option("--tls-cert", help="Mutual TLS: this process's certificate "
-                                                    "(PEM, signed by the CA).")]
-TlsKeyOption = Annotated[Path | None, typer.Option("--tls-key", help="Mutual TLS: this process's private key "
-                                                   "(PEM).")]
-InsecureClusterOption = Annotated[bool, typer.Option("--insecure-cluster", help="Allow a plaintext tcp:// "
-                                                     "scheduler on another host (anyone reaching it can run code "
-                                                     "on the agents; warned).")]
+TlsCaOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca-file",
+        help="Mutual TLS with the scheduler: the cluster's CA certificate (`repliscope cluster certs DIR`).",
+    ),
+]
+TlsCertOption = Annotated[
+    Path | None, typer.Option("--tls-cert", help="Mutual TLS: this process's certificate (PEM, signed by the CA).")
+]
+TlsKeyOption = Annotated[Path | None, typer.Option("--tls-key", help="Mutual TLS: this process's private key (PEM).")]
+InsecureClusterOption = Annotated[
+    bool,
+    typer.Option(
+        "--insecure-cluster",
+        help="Allow a plaintext tcp:// "
+        "scheduler on another host (anyone reaching it can run code "
+        "on the agents; warned).",
+    ),
+]
 
-cluster_app = typer.Typer(help="A cluster's security: certificates for mutual TLS between scheduler, agents and "
-                               "clients.", no_args_is_help=True)
+cluster_app = typer.Typer(
+    help="A cluster's security: certificates for mutual TLS between scheduler, agents and clients.",
+    no_args_is_help=True,
+)
 
 
 def cluster_security(ca_file: Path | None, cert: Path | None, key: Path | None, insecure: bool) -> Any:
@@ -36,10 +49,17 @@ def cluster_security(ca_file: Path | None, cert: Path | None, key: Path | None, 
 
 @cluster_app.command("certs")
 def certs(
-    folder: Annotated[Path, typer.Argument(help="Folder to write ca.pem/ca.key and scheduler, agent, client "
-                                                ".pem/.key into (created).")],
-    host: Annotated[list[str] | None, typer.Option("--host", help="Another name or IP the certificates are valid "
-                                                   "for (repeatable; localhost, 127.0.0.1 and ::1 always).")] = None,
+    folder: Annotated[
+        Path,
+        typer.Argument(help="Folder to write ca.pem/ca.key and scheduler, agent, client .pem/.key into (created)."),
+    ],
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host",
+            help="Another name or IP the certificates are valid for (repeatable; localhost, 127.0.0.1 and ::1 always).",
+        ),
+    ] = None,
     days: Annotated[int, typer.Option(min=1, max=3650, help="Validity of the role certificates (days).")] = 825,
     overwrite: Annotated[bool, typer.Option(help="Replace certificates already in FOLDER.")] = False,
 ) -> None:
@@ -56,12 +76,18 @@ def certs(
     for name, path in written.items():
         print(f"wrote {path}" + ("  (private key, mode 0600)" if name.endswith(".key") else ""))
     d = folder
-    print("\nscheduler: dask scheduler --host 0.0.0.0 --protocol tls "
-          f"--tls-ca-file {d}/ca.pem --tls-cert {d}/scheduler.pem --tls-key {d}/scheduler.key")
-    print(f"agent:     repliscope agent --scheduler tls://SCHEDULER:8786 --host THIS_HOST_IP --tls-ca-file {d}/ca.pem "
-          f"--tls-cert {d}/agent.pem --tls-key {d}/agent.key")
-    print(f"client:    repliscope agents --scheduler tls://SCHEDULER:8786 --tls-ca-file {d}/ca.pem "
-          f"--tls-cert {d}/client.pem --tls-key {d}/client.key")
+    print(
+        "\nscheduler: dask scheduler --host 0.0.0.0 --protocol tls "
+        f"--tls-ca-file {d}/ca.pem --tls-cert {d}/scheduler.pem --tls-key {d}/scheduler.key"
+    )
+    print(
+        f"agent:     repliscope agent --scheduler tls://SCHEDULER:8786 --host THIS_HOST_IP --tls-ca-file {d}/ca.pem "
+        f"--tls-cert {d}/agent.pem --tls-key {d}/agent.key"
+    )
+    print(
+        f"client:    repliscope agents --scheduler tls://SCHEDULER:8786 --tls-ca-file {d}/ca.pem "
+        f"--tls-cert {d}/client.pem --tls-key {d}/client.key"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -13,8 +13,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
-                                                          "directory, or $REPLISCOPE_DB)")]
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data directory, or $REPLISCOPE_DB)"),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
@@ -28,8 +30,10 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-_TF_INFO = re.compile(r"^(I\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before "
-                      r"absl::InitializeLog\(\) is called are written to STDERR)")
+_TF_INFO = re.compile(
+    r"^(I\d{4} [\d:.]+ +\d+ \S+:\d+\] |WARNING: All log messages before "
+    r"absl::InitializeLog\(\) is called are written to STDERR)"
+)
 """TensorFlow's start-up noise: absl-format INFO lines (the oneDNN banner, CPU feature notes) and absl's
 warning that logging is not initialised. Warnings and errors of TensorFlow (W/E/F lines) are kept."""
 
@@ -62,7 +66,8 @@ def _filtered_stderr(noise: re.Pattern[str]) -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = [ln for ln in captured.read().decode("utf-8", "replace").splitlines(keepends=True)
-                    if not noise.match(ln)]
+            kept = [
+                ln for ln in captured.read().decode("utf-8", "replace").splitlines(keepends=True) if not noise.match(ln)
+            ]
             if kept:
                 sys.stderr.write("".join(kept))

@@ -32,15 +32,28 @@ def register(app: typer.Typer) -> None:
 def convert(
     manifest: Annotated[Path, typer.Argument(help="Manifest of the torch original (YAML).")],
     out: Annotated[Path, typer.Option("--out", help="The file to write (.keras; .onnx with --to onnx).")],
-    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file (YAML): name rules + layout kinds "
-                                                 "(--to keras).")] = None,
-    to: Annotated[str, typer.Option("--to", help="Target framework: keras (a torch source, --mapping) or onnx "
-                                    "(a darknet source, verified layer by layer against libdarknet).")] = "keras",
-    model: Annotated[str | None, typer.Option("--model", help="The Keras port: a folder with model.py, a .py "
-                                              "file or 'file.py:function' (default: the mapping's folder).")]
-    = None,
-    dataset: Annotated[str, typer.Option(help="Samples for the check: an image folder or a registered dataset.")]
-    = "foolbox_imagenet",
+    mapping: Annotated[
+        Path | None, typer.Option("--mapping", help="Mapping file (YAML): name rules + layout kinds (--to keras).")
+    ] = None,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="Target framework: keras (a torch source, --mapping) or onnx "
+            "(a darknet source, verified layer by layer against libdarknet).",
+        ),
+    ] = "keras",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="The Keras port: a folder with model.py, a .py "
+            "file or 'file.py:function' (default: the mapping's folder).",
+        ),
+    ] = None,
+    dataset: Annotated[
+        str, typer.Option(help="Samples for the check: an image folder or a registered dataset.")
+    ] = "foolbox_imagenet",
     verify_samples: Annotated[int, typer.Option(min=1, help="How many samples the check runs.")] = 8,
     tolerance: Annotated[float, typer.Option(help="Largest allowed |softmax difference|.")] = 1e-4,
     layers: Annotated[bool, typer.Option(help="Also run the layer-level golden diff (if installed).")] = True,
@@ -55,8 +68,17 @@ def convert(
         raise typer.Exit(code=1)
 
 
-def _run(manifest: Path, to: str, mapping_path: Path | None, out: Path, model_spec: str | None, dataset: str,
-         n: int, tolerance: float, run_layers: bool) -> bool:
+def _run(
+    manifest: Path,
+    to: str,
+    mapping_path: Path | None,
+    out: Path,
+    model_spec: str | None,
+    dataset: str,
+    n: int,
+    tolerance: float,
+    run_layers: bool,
+) -> bool:
     if to == "onnx" or (to == "keras" and mapping_path is None and _is_darknet(manifest)):
         return _darknet_to_onnx(manifest, out, dataset, n, to)
     if to != "keras":
@@ -77,8 +99,10 @@ def _run(manifest: Path, to: str, mapping_path: Path | None, out: Path, model_sp
     module = build_torch_module(artifact)
     keras_model = load_port(model_spec or mapping.base_dir, mapping)
     report = convert_state_dict(module.state_dict(), keras_model, mapping, module)
-    typer.echo(f"{len(report.assigned)} weights converted, {len(report.ignored)} torch entries ignored "
-               f"({', '.join(mapping.spec.ignore) or 'none'})")
+    typer.echo(
+        f"{len(report.assigned)} weights converted, {len(report.ignored)} torch entries ignored "
+        f"({', '.join(mapping.spec.ignore) or 'none'})"
+    )
     for line in report.epsilon_set + report.notes:
         typer.echo(f"  note: {line}")
     reloaded = save_and_reload(keras_model, out)
@@ -89,8 +113,10 @@ def _run(manifest: Path, to: str, mapping_path: Path | None, out: Path, model_sp
     check = compare_outputs(module, reloaded, x)
     ok = check.top1_identical and check.max_abs_prob_diff <= tolerance
     top1 = "identical" if check.top1_identical else f"flipped on {[ids[i] for i in check.flipped]}"
-    typer.echo(f"outputs on {check.n} samples of {dataset}: max |softmax diff| {check.max_abs_prob_diff:.2e} "
-               f"(tolerance {tolerance:g}), top-1 {top1} on {check.top1_agreement}/{check.n}")
+    typer.echo(
+        f"outputs on {check.n} samples of {dataset}: max |softmax diff| {check.max_abs_prob_diff:.2e} "
+        f"(tolerance {tolerance:g}), top-1 {top1} on {check.top1_agreement}/{check.n}"
+    )
     if run_layers:
         ok = _layer_check(module, reloaded, mapping, x, ids) and ok
     typer.echo("verified" if ok else "VERIFICATION FAILED")
@@ -111,23 +137,29 @@ def _darknet_to_onnx(manifest: Path, out: Path, dataset: str, n: int, to: str = 
 
     info, result = convert_manifest(manifest, out, resolve_dataset(dataset), n, target=to)
     opset = f"opset {info['opset']}, " if "opset" in info else ""
-    typer.echo(f"wrote {out}: {info['layers']} Darknet layers, {info['parameters']:,} parameters (BN folded), "
-               f"{opset}{info['seconds']:.2f} s")
+    typer.echo(
+        f"wrote {out}: {info['layers']} Darknet layers, {info['parameters']:,} parameters (BN folded), "
+        f"{opset}{info['seconds']:.2f} s"
+    )
     if result is None:
         typer.echo("not verified: darknet is not installed; install it with: apt-get install darknet")
         return True
     for mode, s in result.summary.items():
         first = result.first_divergent.get(mode)
-        typer.echo(f"{mode}: {s.passed}/{s.compared} layers within tolerance (max ratio {s.max_ratio:.3g})"
-                   + (f"; first divergent {first.path} ({first.max_abs:.3g} > {first.tolerance:.3g})" if first else ""))
+        typer.echo(
+            f"{mode}: {s.passed}/{s.compared} layers within tolerance (max ratio {s.max_ratio:.3g})"
+            + (f"; first divergent {first.path} ({first.max_abs:.3g} > {first.tolerance:.3g})" if first else "")
+        )
     return result.passed
 
 
 def _check_mapping_file(path: Path) -> None:
     """``--mapping`` must be an existing UTF-8 ``.yaml``/``.yml`` file (a model file there is a mix-up)."""
     if not path.is_file():
-        raise RepliscopeError(f"--mapping {path}: no such file (the mapping of the shipped Keras example is "
-                              "examples/keras_efficientnet_lite/mapping.yaml)")
+        raise RepliscopeError(
+            f"--mapping {path}: no such file (the mapping of the shipped Keras example is "
+            "examples/keras_efficientnet_lite/mapping.yaml)"
+        )
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise RepliscopeError(f"--mapping {path}: a mapping is a YAML file (.yaml or .yml), not '{path.suffix}'")
     try:
@@ -142,8 +174,9 @@ def _manifest(path: Path) -> tuple[Any, Any]:
 
     loaded = load_manifest(path)
     if loaded.manifest.framework.name != "torch":
-        raise RepliscopeError(f"{path}: convert reads torch weights; this manifest's framework is "
-                              f"'{loaded.manifest.framework.name}'")
+        raise RepliscopeError(
+            f"{path}: convert reads torch weights; this manifest's framework is '{loaded.manifest.framework.name}'"
+        )
     return loaded, resolve_artifact(loaded, default_cache_dir())
 
 
@@ -179,6 +212,8 @@ def _layer_check(module: Any, keras_model: Any, mapping: Any, x: np.ndarray, ids
         return True
     summary = result.summary["golden"]
     first = result.first_divergent["golden"]
-    typer.echo(f"layer diff (golden): {summary.passed}/{summary.compared} layers within tolerance"
-               + (f"; first divergent: {first.describe()}" if first is not None else ""))
+    typer.echo(
+        f"layer diff (golden): {summary.passed}/{summary.compared} layers within tolerance"
+        + (f"; first divergent: {first.describe()}" if first is not None else "")
+    )
     return first is None

@@ -35,8 +35,15 @@ def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
     except StoreError as exc:
         fail(exc)
     if as_json:
-        emit_json({"database": hide_password(url), "from": result.from_revision, "to": result.to_revision,
-                   "legacy": result.legacy, "added": result.added})
+        emit_json(
+            {
+                "database": hide_password(url),
+                "from": result.from_revision,
+                "to": result.to_revision,
+                "legacy": result.legacy,
+                "added": result.added,
+            }
+        )
         return
     if result.legacy:
         before = f"none (created before migrations; stamped {BASELINE})"

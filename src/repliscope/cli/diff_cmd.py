@@ -50,49 +50,76 @@ def register(app: typer.Typer) -> None:
 def diff(
     target: Annotated[str, typer.Argument(help="RUN_A (a stored run id or prefix) or a MANIFEST (YAML).")],
     run_b: Annotated[str | None, typer.Argument(help="RUN_B, when TARGET is a run.")] = None,
-    runtimes: Annotated[tuple[str, str] | None, typer.Option(
-        help="Two runtimes to compare on the same samples, e.g. --runtimes torch onnxruntime.")] = None,
+    runtimes: Annotated[
+        tuple[str, str] | None,
+        typer.Option(help="Two runtimes to compare on the same samples, e.g. --runtimes torch onnxruntime."),
+    ] = None,
     dataset: Annotated[str, typer.Option(help="Registered dataset name or image folder.")] = "foolbox_imagenet",
     layers: Annotated[bool, typer.Option("--layers", help="Layer-level diff on a batch of real samples.")] = False,
     mode: Annotated[str, typer.Option(help="Layer diff mode: golden | carried | both.")] = "both",
-    batch: Annotated[int, typer.Option(min=1, help="Samples in the layer-diff batch / task-level batch size.")]
-    = 8,
-    candidate: Annotated[str | None, typer.Option(
-        help="A re-implementation to compare layer by layer: a .onnx, .tflite or .keras file, a TensorFlow "
-             "SavedModel folder, a Keras port folder, or a torch factory module:function.")] = None,
-    candidate_format: Annotated[str | None, typer.Option(
-        help="Force the candidate format: onnx | tflite | savedmodel | keras | torch (default: detected).")]
-    = None,
-    mapping: Annotated[Path | None, typer.Option(
-        help="YAML 'reference_path: candidate_unit' pairing layers (default: by name, else proposed).")] = None,
-    save_mapping: Annotated[Path | None, typer.Option(
-        help="Write the mapping used (e.g. the proposed one) here, to check, edit and pass to --mapping.")]
-    = None,
-    tolerance_k: Annotated[float | None, typer.Option(help="Tolerance factor k (see repliscope.diff.tolerance)."
-                                                      )] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Samples in the layer-diff batch / task-level batch size.")] = 8,
+    candidate: Annotated[
+        str | None,
+        typer.Option(
+            help="A re-implementation to compare layer by layer: a .onnx, .tflite or .keras file, a TensorFlow "
+            "SavedModel folder, a Keras port folder, or a torch factory module:function."
+        ),
+    ] = None,
+    candidate_format: Annotated[
+        str | None,
+        typer.Option(
+            help="Force the candidate format: onnx | tflite | savedmodel | keras | torch (default: detected)."
+        ),
+    ] = None,
+    mapping: Annotated[
+        Path | None,
+        typer.Option(help="YAML 'reference_path: candidate_unit' pairing layers (default: by name, else proposed)."),
+    ] = None,
+    save_mapping: Annotated[
+        Path | None,
+        typer.Option(help="Write the mapping used (e.g. the proposed one) here, to check, edit and pass to --mapping."),
+    ] = None,
+    tolerance_k: Annotated[
+        float | None, typer.Option(help="Tolerance factor k (see repliscope.diff.tolerance).")
+    ] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the per-layer error plot (PNG) here.")] = None,
     threads: Annotated[int, typer.Option(min=1)] = 2,
-    opencv_engine: Annotated[str, typer.Option(
-        help="OpenCV DNN engine of the node-by-node diff --runtimes onnxruntime opencv_dnn --layers: new | "
-             "classic (OpenCV 5).")] = "new",
+    opencv_engine: Annotated[
+        str,
+        typer.Option(
+            help="OpenCV DNN engine of the node-by-node diff --runtimes onnxruntime opencv_dnn --layers: new | "
+            "classic (OpenCV 5)."
+        ),
+    ] = "new",
     trace_level: TraceLevelOption = "none",
     trace_out: TraceOutOption = None,
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the run store.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    pipeline: Annotated[str | None, typer.Option(
-        "--pipeline", help="Your own pre-processing to compare with the manifest's: FILE.py:NAME or module:NAME (a "
-                           "function path -> model input, a list of (name, callable) stages, or a Compose).")]
-    = None,
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            "--pipeline",
+            help="Your own pre-processing to compare with the manifest's: FILE.py:NAME or module:NAME (a "
+            "function path -> model input, a list of (name, callable) stages, or a Compose).",
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline).")] = None,
-    model_effect: Annotated[bool, typer.Option(
-        "--model-effect", help="Also feed both inputs through the model: top-1 agreement, flips, McNemar "
-                               "(--pipeline).")] = False,
-    model_runtime: Annotated[str | None, typer.Option(
-        help="Runtime of --model-effect (default: the manifest framework's own).")] = None,
-    heatmaps: Annotated[Path | None, typer.Option(
-        help="Write the worst samples' heatmap panels (PNG) here (--pipeline).")] = None,
-    store_result: Annotated[bool, typer.Option(
-        "--store/--no-store", help="Keep the diff in the run store (--db), as evaluate keeps runs.")] = True,
+    model_effect: Annotated[
+        bool,
+        typer.Option(
+            "--model-effect",
+            help="Also feed both inputs through the model: top-1 agreement, flips, McNemar (--pipeline).",
+        ),
+    ] = False,
+    model_runtime: Annotated[
+        str | None, typer.Option(help="Runtime of --model-effect (default: the manifest framework's own).")
+    ] = None,
+    heatmaps: Annotated[
+        Path | None, typer.Option(help="Write the worst samples' heatmap panels (PNG) here (--pipeline).")
+    ] = None,
+    store_result: Annotated[
+        bool, typer.Option("--store/--no-store", help="Keep the diff in the run store (--db), as evaluate keeps runs.")
+    ] = True,
 ) -> None:
     """Compare two runs, two runtimes, a candidate implementation with the torch reference, or your own
     pre-processing with the manifest's (--pipeline)."""
@@ -100,39 +127,72 @@ def diff(
         from repliscope.cli.pipeline_diff_cmd import PipelineOptions, run_pipeline_diff
 
         if run_b is not None or runtimes is not None or layers or candidate is not None:
-            print("error: --pipeline compares your pre-processing with one MANIFEST's: no RUN_B, --runtimes, "
-                  "--layers or --candidate", file=sys.stderr)
+            print(
+                "error: --pipeline compares your pre-processing with one MANIFEST's: no RUN_B, --runtimes, "
+                "--layers or --candidate",
+                file=sys.stderr,
+            )
             raise typer.Exit(code=2)
-        run_pipeline_diff(target, PipelineOptions(pipeline, dataset, limit, tolerance_k, model_effect, model_runtime,
-                                                   heatmaps, threads, batch, db,
-                                                   store_result, as_json))
+        run_pipeline_diff(
+            target,
+            PipelineOptions(
+                pipeline,
+                dataset,
+                limit,
+                tolerance_k,
+                model_effect,
+                model_runtime,
+                heatmaps,
+                threads,
+                batch,
+                db,
+                store_result,
+                as_json,
+            ),
+        )
         return
     if limit is not None or model_effect or model_runtime is not None or heatmaps is not None:
-        print("error: --limit, --model-effect, --model-runtime and --heatmaps go with --pipeline FILE.py:NAME",
-              file=sys.stderr)
+        print(
+            "error: --limit, --model-effect, --model-runtime and --heatmaps go with --pipeline FILE.py:NAME",
+            file=sys.stderr,
+        )
         raise typer.Exit(code=2)
     traced: list[str] = []
     try:
-        check_arguments(run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping,
-                        save_mapping)
+        check_arguments(
+            run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping, save_mapping
+        )
         if opencv_engine not in ("new", "classic"):
             raise RepliscopeError(f"unknown OpenCV engine '{opencv_engine}' (allowed: new, classic)")
         if opencv_engine != "new" and not (layers and runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS):
-            raise RepliscopeError("--opencv-engine goes with the node-by-node diff --runtimes onnxruntime "
-                                  "opencv_dnn --layers (the opencv_dnn runtime itself asks for the new engine)")
+            raise RepliscopeError(
+                "--opencv-engine goes with the node-by-node diff --runtimes onnxruntime "
+                "opencv_dnn --layers (the opencv_dnn runtime itself asks for the new engine)"
+            )
         tracer = start_tracing(trace_level, trace_out)
         if run_b is not None:
             if tracer.rank:
-                raise RepliscopeError("--trace-level traces work that runs: comparing two stored runs runs "
-                                      "nothing (trace a MANIFEST diff, or trace the runs with evaluate)")
+                raise RepliscopeError(
+                    "--trace-level traces work that runs: comparing two stored runs runs "
+                    "nothing (trace a MANIFEST diff, or trace the runs with evaluate)"
+                )
             result: Any = _records(target, run_b, db)
             failed = False
         else:
             with use_tracer(tracer), tracer.span("run", "application", command="diff", manifest=target):
-                result, failed = _diff_manifest(target, runtimes, candidate, dataset, layers, mode, batch,
-                                                tolerance_k, threads, plot,
-                                                LayerOptions(candidate_format, mapping, save_mapping, as_json,
-                                                             opencv_engine))
+                result, failed = _diff_manifest(
+                    target,
+                    runtimes,
+                    candidate,
+                    dataset,
+                    layers,
+                    mode,
+                    batch,
+                    tolerance_k,
+                    threads,
+                    plot,
+                    LayerOptions(candidate_format, mapping, save_mapping, as_json, opencv_engine),
+                )
             if tracer.rank:
                 from repliscope.store.repository import RunStore
 
@@ -165,9 +225,19 @@ def _store(result: Any, manifest: str, db: str | None, quiet: bool) -> None:
         print(f"stored as diff {diff_id[:12]} (repliscope diffs show {diff_id[:12]})", file=sys.stderr)
 
 
-def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str | None, dataset: str,
-                   layers: bool, mode: str, batch: int, tolerance_k: float | None, threads: int,
-                   plot: Path | None, options: LayerOptions) -> tuple[Any, bool]:
+def _diff_manifest(
+    target: str,
+    runtimes: tuple[str, str] | None,
+    candidate: str | None,
+    dataset: str,
+    layers: bool,
+    mode: str,
+    batch: int,
+    tolerance_k: float | None,
+    threads: int,
+    plot: Path | None,
+    options: LayerOptions,
+) -> tuple[Any, bool]:
     """A task-level or layer-level diff of the manifest ``target`` -> (result, failed)."""
     if not Path(target).is_file():
         raise RepliscopeError(f"'{target}' is not a manifest file; to compare two stored runs give RUN_A RUN_B")
@@ -181,16 +251,23 @@ def _diff_manifest(target: str, runtimes: tuple[str, str] | None, candidate: str
             from repliscope.datasets import resolve_dataset
             from repliscope.diff.tolerance import TolerancePolicy
 
-            result: Any = manifest_layer_diff(Path(target), resolve_dataset(dataset), batch,
-                                              modes=tuple(_MODES[mode]), threads=threads,
-                                              tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k),
-                                              candidate="onnx" if runtimes[1] == "onnxruntime" else "keras")
+            result: Any = manifest_layer_diff(
+                Path(target),
+                resolve_dataset(dataset),
+                batch,
+                modes=tuple(_MODES[mode]),
+                threads=threads,
+                tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k),
+                candidate="onnx" if runtimes[1] == "onnxruntime" else "keras",
+            )
         elif runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
-            result = _runtime_layers(Path(target), dataset, batch, _MODES[mode], tolerance_k, threads,
-                                          options.opencv_engine)
+            result = _runtime_layers(
+                Path(target), dataset, batch, _MODES[mode], tolerance_k, threads, options.opencv_engine
+            )
         else:
-            result = _layers(Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k,
-                             threads, options)
+            result = _layers(
+                Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k, threads, options
+            )
         if plot is not None:
             from repliscope.diff.plot import plot_layer_errors
 
@@ -208,9 +285,11 @@ def _check_torch_source(manifest: Path) -> None:
     fmt = load_manifest(manifest).manifest.source.format
     if fmt != "pytorch_state_dict":
         pairs = " or ".join(f"--runtimes {a} {b}" for a, b in RUNTIME_LAYER_PAIRS.items())
-        raise RepliscopeError(f"--layers compares with the torch reference by default, and this manifest's model "
-                              f"is a '{fmt}' source, not torch: compare two runtimes node by node on its ONNX "
-                              f"graph with {pairs} --layers")
+        raise RepliscopeError(
+            f"--layers compares with the torch reference by default, and this manifest's model "
+            f"is a '{fmt}' source, not torch: compare two runtimes node by node on its ONNX "
+            f"graph with {pairs} --layers"
+        )
 
 
 def _emit(result: Any, failed: bool, plot: Path | None, as_json: bool) -> None:
@@ -224,25 +303,36 @@ def _emit(result: Any, failed: bool, plot: Path | None, as_json: bool) -> None:
     if plot is not None and not as_json and result.kind == "layer_diff":
         console.print(f"plot written to {plot}")
     if result.kind == "task_diff" and result.compared == 0:  # zero errors over zero samples say nothing
-        print(f"error: no sample was evaluated by both {result.a} and {result.b} (failed in A: "
-              f"{len(result.failed_a)}, in B: {len(result.failed_b)}): nothing to compare", file=sys.stderr)
+        print(
+            f"error: no sample was evaluated by both {result.a} and {result.b} (failed in A: "
+            f"{len(result.failed_a)}, in B: {len(result.failed_b)}): nothing to compare",
+            file=sys.stderr,
+        )
         raise typer.Exit(code=1)
     if failed:
         raise typer.Exit(code=1)
 
 
-def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_level: bool,
-                    candidate: str | None, candidate_format: str | None = None, mapping: Path | None = None,
-                    save_mapping: Path | None = None) -> None:
+def check_arguments(
+    run_b: str | None,
+    runtimes: tuple[str, str] | None,
+    layer_level: bool,
+    candidate: str | None,
+    candidate_format: str | None = None,
+    mapping: Path | None = None,
+    save_mapping: Path | None = None,
+) -> None:
     """Refuse, before any work, a command line whose parts do not go together: ``--runtimes`` takes exactly
     two runtime names (an option in their place means one was missing), names it does not know, and a
     second argument (RUN_B) beside the options that need a MANIFEST."""
     if runtimes is not None:
         flag = next((v for v in runtimes if v.startswith("-")), None)
         if flag is not None:
-            raise RepliscopeError(f"--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); "
-                                  f"it got '{runtimes[0]} {runtimes[1]}': '{flag}' is an option, so a runtime name "
-                                  "is missing")
+            raise RepliscopeError(
+                f"--runtimes takes exactly two runtime names (e.g. --runtimes torch onnxruntime); "
+                f"it got '{runtimes[0]} {runtimes[1]}': '{flag}' is an option, so a runtime name "
+                "is missing"
+            )
         if layer_level:
             _check_layer_runtimes(runtimes, candidate, candidate_format)
         else:
@@ -250,10 +340,17 @@ def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_l
 
             for name in runtimes:
                 if name in ("keras", "tflite", "savedmodel", "tensorflow") and name not in RUNTIMES:
-                    what = "Keras port" if name == "keras" else "TensorFlow Lite model" if name == "tflite" else \
-                        "TensorFlow SavedModel"
-                    raise RepliscopeError(f"unknown runtime '{name}' (allowed: {', '.join(RUNTIMES.names())}); a "
-                                          f"{what} is compared layer by layer: --candidate PATH --layers")
+                    what = (
+                        "Keras port"
+                        if name == "keras"
+                        else "TensorFlow Lite model"
+                        if name == "tflite"
+                        else "TensorFlow SavedModel"
+                    )
+                    raise RepliscopeError(
+                        f"unknown runtime '{name}' (allowed: {', '.join(RUNTIMES.names())}); a "
+                        f"{what} is compared layer by layer: --candidate PATH --layers"
+                    )
                 RUNTIMES.get(name)  # unknown -> UnknownNameError listing the runtimes
     if candidate is None and (candidate_format or mapping or save_mapping):
         raise RepliscopeError("--candidate-format, --mapping and --save-mapping go with --candidate X")
@@ -268,9 +365,11 @@ def check_arguments(run_b: str | None, runtimes: tuple[str, str] | None, layer_l
         if mapping is not None and not mapping.is_file():
             raise RepliscopeError(f"--mapping {mapping}: no such file")
     if run_b is not None and (runtimes is not None or layer_level):
-        raise RepliscopeError(f"RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need "
-                              f"one MANIFEST (an extra argument '{run_b}' was given: --runtimes takes exactly two "
-                              "names)")
+        raise RepliscopeError(
+            f"RUN_A RUN_B compares two stored runs; --runtimes, --layers and --candidate need "
+            f"one MANIFEST (an extra argument '{run_b}' was given: --runtimes takes exactly two "
+            "names)"
+        )
 
 
 def runtime_candidates() -> list[str]:
@@ -288,38 +387,52 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
     ref, cand = runtimes
     if ref == "darknet" and cand in ("onnxruntime", "keras"):
         if candidate is not None:
-            raise RepliscopeError(f"--runtimes darknet {cand} --layers compares libdarknet with repliscope's "
-                                  f"{'ONNX conversion' if cand == 'onnxruntime' else 'Keras port'} layer by layer: "
-                                  "no --candidate")
+            raise RepliscopeError(
+                f"--runtimes darknet {cand} --layers compares libdarknet with repliscope's "
+                f"{'ONNX conversion' if cand == 'onnxruntime' else 'Keras port'} layer by layer: "
+                "no --candidate"
+            )
         return
     if RUNTIME_LAYER_PAIRS.get(ref) == cand:
         if candidate is not None:
-            raise RepliscopeError(f"--runtimes {ref} {cand} --layers compares the two runtimes node by node on the "
-                                  "manifest's ONNX graph: no --candidate (a re-implementation is compared with the "
-                                  "torch reference)")
+            raise RepliscopeError(
+                f"--runtimes {ref} {cand} --layers compares the two runtimes node by node on the "
+                "manifest's ONNX graph: no --candidate (a re-implementation is compared with the "
+                "torch reference)"
+            )
         return
     if ref != "torch":
         other = ref if cand == "torch" else cand
         pairs = ", ".join(f"{a} {b}" for a, b in RUNTIME_LAYER_PAIRS.items())
-        raise RepliscopeError(f"the layer-level reference must be torch (--runtimes torch {other}), not '{ref}' "
-                              f"(runtime pairs on one ONNX graph: --runtimes {pairs})")
+        raise RepliscopeError(
+            f"the layer-level reference must be torch (--runtimes torch {other}), not '{ref}' "
+            f"(runtime pairs on one ONNX graph: --runtimes {pairs})"
+        )
     if candidate is not None:
         from repliscope.diff.candidate_format import check_format, detect_format
 
         fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
         if cand != fmt:
-            raise RepliscopeError(f"--candidate {candidate} is a {fmt} candidate: give --runtimes torch {fmt} or "
-                                  f"leave --runtimes out (not '{cand}')")
+            raise RepliscopeError(
+                f"--candidate {candidate} is a {fmt} candidate: give --runtimes torch {fmt} or "
+                f"leave --runtimes out (not '{cand}')"
+            )
         return
     if cand in FORMATS and cand not in runtime_candidates():
-        raise RepliscopeError(f"a {cand} candidate is a re-implementation, not a runtime: give --candidate X "
-                              f"({FORMATS[cand]})")
+        raise RepliscopeError(
+            f"a {cand} candidate is a re-implementation, not a runtime: give --candidate X ({FORMATS[cand]})"
+        )
     if cand not in runtime_candidates():
         allowed = ", ".join(runtime_candidates())
-        known = f"'{cand}' is a runtime without layer-by-layer execution" if cand in RUNTIMES else \
-            f"unknown layer-diff candidate '{cand}'"
-        raise RepliscopeError(f"{known} (allowed: {allowed}; a re-implementation as a {', '.join(FORMATS)} "
-                              "candidate: --candidate X [--candidate-format F])")
+        known = (
+            f"'{cand}' is a runtime without layer-by-layer execution"
+            if cand in RUNTIMES
+            else f"unknown layer-diff candidate '{cand}'"
+        )
+        raise RepliscopeError(
+            f"{known} (allowed: {allowed}; a re-implementation as a {', '.join(FORMATS)} "
+            "candidate: --candidate X [--candidate-format F])"
+        )
 
 
 def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
@@ -337,8 +450,9 @@ def _runtimes(manifest: Path, runtimes: tuple[str, str], dataset: str, batch: in
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.task import diff_runtimes
 
-    return diff_runtimes(manifest, runtimes[0], runtimes[1], resolve_dataset(dataset), batch_size=batch,
-                         threads=threads)
+    return diff_runtimes(
+        manifest, runtimes[0], runtimes[1], resolve_dataset(dataset), batch_size=batch, threads=threads
+    )
 
 
 @dataclass(frozen=True)
@@ -354,21 +468,36 @@ RUNTIME_LAYER_PAIRS = {"onnxruntime": "opencv_dnn"}
 """Reference runtime -> candidate runtime of the node-by-node diff on one ONNX graph."""
 
 
-def _runtime_layers(manifest: Path, dataset: str, batch: int, modes: list[str], tolerance_k: float | None,
-                    threads: int, engine: str) -> LayerDiffResult:
+def _runtime_layers(
+    manifest: Path, dataset: str, batch: int, modes: list[str], tolerance_k: float | None, threads: int, engine: str
+) -> LayerDiffResult:
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.runtime_layers import diff_runtime_graphs, manifest_graphs
     from repliscope.diff.tolerance import TolerancePolicy
 
     graphs, ids = manifest_graphs(manifest, resolve_dataset(dataset), batch, threads=threads)
     policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
-    return diff_runtime_graphs(graphs, engine=engine, modes=modes, tolerance=policy,  # type: ignore[arg-type]
-                               threads=threads, samples=ids)
+    return diff_runtime_graphs(
+        graphs,
+        engine=engine,
+        modes=modes,  # type: ignore[arg-type]
+        tolerance=policy,
+        threads=threads,
+        samples=ids,
+    )
 
 
-def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: str | None, dataset: str,
-            batch: int, modes: list[str], tolerance_k: float | None, threads: int,
-            options: LayerOptions | None = None) -> LayerDiffResult:
+def _layers(
+    manifest: Path,
+    runtimes: tuple[str, str] | None,
+    candidate_path: str | None,
+    dataset: str,
+    batch: int,
+    modes: list[str],
+    tolerance_k: float | None,
+    threads: int,
+    options: LayerOptions | None = None,
+) -> LayerDiffResult:
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.candidate_format import diff_candidate
     from repliscope.diff.reference import TorchReference
@@ -380,16 +509,16 @@ def _layers(manifest: Path, runtimes: tuple[str, str] | None, candidate_path: st
     cand_name = runtimes[1] if runtimes else "onnxruntime"  # the reference is torch (check_arguments)
     prepared = prepare(manifest, RunSettings(runtime="torch", threads=threads, batch_size=batch))
     reference = TorchReference.from_artifact(prepared.artifact)
-    ids, x = first_batch(prepared.pipeline, resolve_dataset(dataset), batch,
-                         tuple(prepared.artifact.input_shape[1:]))
+    ids, x = first_batch(prepared.pipeline, resolve_dataset(dataset), batch, tuple(prepared.artifact.input_shape[1:]))
     built = _candidate(prepared, reference, cand_name, candidate_path, threads, x, opts)
     cand = built.candidate if built is not None else _runtime_candidate(prepared, cand_name, threads)
     policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
     return diff_candidate(reference, cand, x, modes, policy, ids, built)
 
 
-def _candidate(prepared: PreparedRun, reference: Any, name: str, path: str | None, threads: int,
-               x: Any, opts: LayerOptions) -> BuiltCandidate | None:
+def _candidate(
+    prepared: PreparedRun, reference: Any, name: str, path: str | None, threads: int, x: Any, opts: LayerOptions
+) -> BuiltCandidate | None:
     """The ``--candidate`` re-implementation with its mapping (proposal printed / saved), or None for a
     runtime candidate."""
     if path is None:
@@ -407,11 +536,15 @@ def _candidate(prepared: PreparedRun, reference: Any, name: str, path: str | Non
         from repliscope.diff.mapping import save_mapping
 
         if not built.mapping:
-            raise RepliscopeError(f"--save-mapping: the {fmt} candidate is paired by its {built.mapping_origin}, "
-                                  "not by a name mapping")
-        save_mapping(built.mapping, opts.save_mapping,
-                     header=f"layer mapping ({built.mapping_origin}) for --candidate {path}\n"
-                            "reference_path: candidate_unit; edit, then pass with --mapping FILE")
+            raise RepliscopeError(
+                f"--save-mapping: the {fmt} candidate is paired by its {built.mapping_origin}, not by a name mapping"
+            )
+        save_mapping(
+            built.mapping,
+            opts.save_mapping,
+            header=f"layer mapping ({built.mapping_origin}) for --candidate {path}\n"
+            "reference_path: candidate_unit; edit, then pass with --mapping FILE",
+        )
         target = sys.stderr if opts.as_json else sys.stdout
         print(f"mapping ({len(built.mapping)} pairs) written to {opts.save_mapping}", file=target)
     return built
@@ -422,8 +555,9 @@ def _runtime_candidate(prepared: PreparedRun, name: str, threads: int) -> Candid
     from repliscope.evaluation.artifacts import default_cache_dir
 
     cls: Any = CANDIDATES.get(name)
-    return cls.from_artifact(prepared.artifact, cache_dir=prepared.settings.cache_dir or default_cache_dir(),
-                             threads=threads)
+    return cls.from_artifact(
+        prepared.artifact, cache_dir=prepared.settings.cache_dir or default_cache_dir(), threads=threads
+    )
 
 
 def print_proposal(built: BuiltCandidate) -> None:
@@ -435,8 +569,10 @@ def print_proposal(built: BuiltCandidate) -> None:
         table.add_row(ref, unit, built.ops.get(unit, ""))
     console.print(table)
     if built.unpaired_candidate:
-        console.print(f"[dim]candidate units left unpaired ({len(built.unpaired_candidate)}): "
-                      f"{', '.join(built.unpaired_candidate[:10])}[/]")
+        console.print(
+            f"[dim]candidate units left unpaired ({len(built.unpaired_candidate)}): "
+            f"{', '.join(built.unpaired_candidate[:10])}[/]"
+        )
 
 
 def print_task_diff(r: TaskDiffResult) -> None:
@@ -448,21 +584,34 @@ def print_task_diff(r: TaskDiffResult) -> None:
     elif r.task == "semantic_segmentation":
         print_segmentation_figures(r, agree)
     else:
-        console.print(f"samples   {r.compared} compared, top-1 agreement {agree} ({r.agreements}/{r.compared}), "
-                      f"{len(r.flips)} flipped")
+        console.print(
+            f"samples   {r.compared} compared, top-1 agreement {agree} ({r.agreements}/{r.compared}), "
+            f"{len(r.flips)} flipped"
+        )
     if r.failed_a or r.failed_b or r.only_in_a or r.only_in_b:
-        console.print(f"          failed in A: {len(r.failed_a)}, in B: {len(r.failed_b)}; only in A: {r.only_in_a}, "
-                      f"only in B: {r.only_in_b}")
+        console.print(
+            f"          failed in A: {len(r.failed_a)}, in B: {len(r.failed_b)}; only in A: {r.only_in_a}, "
+            f"only in B: {r.only_in_b}"
+        )
     if r.mcnemar is not None:
         m = r.mcnemar
-        console.print(f"McNemar   n={m.n}: only A right {m.only_a_correct}, only B right {m.only_b_correct}, "
-                      f"p = {m.p_value:.4g} (exact, two-sided)")
+        console.print(
+            f"McNemar   n={m.n}: only A right {m.only_a_correct}, only B right {m.only_b_correct}, "
+            f"p = {m.p_value:.4g} (exact, two-sided)"
+        )
     table = Table(title="output errors (B - A)")
     for col in ("quantity", "max |err|", "mean |err|", "max rel", "worst sample", "values", "shape differs"):
         table.add_column(col, overflow="fold")
     for o in r.outputs:
-        table.add_row(o.quantity, f"{o.max_abs:.3g}", f"{o.mean_abs:.3g}", f"{o.max_rel:.3g}", o.max_abs_sample or "",
-                      str(o.values), f"{len(o.shape_differences)} sample(s)" if o.shape_differences else "")
+        table.add_row(
+            o.quantity,
+            f"{o.max_abs:.3g}",
+            f"{o.mean_abs:.3g}",
+            f"{o.max_rel:.3g}",
+            o.max_abs_sample or "",
+            str(o.values),
+            f"{len(o.shape_differences)} sample(s)" if o.shape_differences else "",
+        )
     console.print(table)
     if r.flips:
         flips = Table(title="flipped samples")
@@ -484,29 +633,38 @@ def print_segmentation_figures(r: TaskDiffResult, agree: str) -> None:
         return
     agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else f"{100 * p['pixel_agreement']:.4f} %"
     console.print(f"pixels    with the same label: {agreement}; {p.get('flipped_images')} image(s) differ")
-    console.print(f"mIoU      A {p['miou_reference']:.4f}, B {p['miou_variant']:.4f}, delta {p['delta_miou']:+.4f} "
-                  f"(paired 95 % interval [{p['delta_miou_ci_low']:+.4f}, {p['delta_miou_ci_high']:+.4f}])")
+    console.print(
+        f"mIoU      A {p['miou_reference']:.4f}, B {p['miou_variant']:.4f}, delta {p['delta_miou']:+.4f} "
+        f"(paired 95 % interval [{p['delta_miou_ci_low']:+.4f}, {p['delta_miou_ci_high']:+.4f}])"
+    )
 
 
 def print_detection_figures(r: TaskDiffResult, agree: str) -> None:
     """A detection diff's paired figures (B's detections against A's): images whose detections match one to one,
     matched fraction, mean IoU, images that differ, AP delta with its paired interval (when ground truth is known).
     """
-    console.print(f"images    {r.compared} compared, detections identical (one to one, same class, IoU >= 0.5) "
-                  f"on {agree} ({r.agreements}/{r.compared})")
+    console.print(
+        f"images    {r.compared} compared, detections identical (one to one, same class, IoU >= 0.5) "
+        f"on {agree} ({r.agreements}/{r.compared})"
+    )
     p = r.paired
     if not p:
         return
     iou = "n/a (none matched)" if p.get("mean_iou") is None else f"{p['mean_iou']:.4f}"
-    console.print(f"matched   {p.get('matched_fraction', 0):.2%} of A's {p.get('n_reference_detections')} detections "
-                  f"(B has {p.get('n_variant_detections')}), mean IoU {iou}, {p.get('flipped_images')} image(s) "
-                  "differ")
+    console.print(
+        f"matched   {p.get('matched_fraction', 0):.2%} of A's {p.get('n_reference_detections')} detections "
+        f"(B has {p.get('n_variant_detections')}), mean IoU {iou}, {p.get('flipped_images')} image(s) "
+        "differ"
+    )
     if p.get("delta_ap") is not None:
+
         def signed(v: float) -> str:  # no "-0.0000" for a difference that rounds to zero
             return f"{round(v, 4) + 0.0:+.4f}"
 
-        console.print(f"AP        A {p['ap_reference']:.4f}, B {p['ap_variant']:.4f}, delta AP {signed(p['delta_ap'])} "
-                      f"(paired 95 % interval [{signed(p['delta_ap_ci_low'])}, {signed(p['delta_ap_ci_high'])}])")
+        console.print(
+            f"AP        A {p['ap_reference']:.4f}, B {p['ap_variant']:.4f}, delta AP {signed(p['delta_ap'])} "
+            f"(paired 95 % interval [{signed(p['delta_ap_ci_low'])}, {signed(p['delta_ap_ci_high'])}])"
+        )
     else:
         console.print("AP        not compared (the dataset has no ground truth)")
 
@@ -518,12 +676,17 @@ def print_layer_diff(r: LayerDiffResult) -> None:
     uncompared = getattr(r, "uncompared", None)
     missed = len(uncompared) if uncompared is not None else len(r.not_compared)
     kinds = f" ({r.reference_layers} module layers + {ops} functional ops)" if ops else ""
-    fmt = f" ({r.candidate['format']}, mapping {r.candidate.get('mapping_origin', '')})" if "format" in r.candidate \
+    fmt = (
+        f" ({r.candidate['format']}, mapping {r.candidate.get('mapping_origin', '')})"
+        if "format" in r.candidate
         else ""
-    console.print(f"[bold]layer-level diff[/]: {r.reference.get('framework')} vs {r.candidate.get('candidate')}{fmt}, "
-                  f"input {r.input_dtype} {tuple(r.input_shape)} ({len(r.samples)} real samples), "
-                  f"{len(r.layers)} units compared covering {total - missed} of {total} reference units{kinds}, "
-                  f"{r.seconds:.1f} s")
+    )
+    console.print(
+        f"[bold]layer-level diff[/]: {r.reference.get('framework')} vs {r.candidate.get('candidate')}{fmt}, "
+        f"input {r.input_dtype} {tuple(r.input_shape)} ({len(r.samples)} real samples), "
+        f"{len(r.layers)} units compared covering {total - missed} of {total} reference units{kinds}, "
+        f"{r.seconds:.1f} s"
+    )
     console.print(f"tolerance {r.formula} (k = {r.tolerance.k:g})")
     for mode in r.modes:
         s = r.summary[mode]
@@ -531,19 +694,20 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         colour = "green" if first is None else "red"
         verdict = "all layers within tolerance" if first is None else f"first divergent: {first.describe()}"
         covered = getattr(s, "reference_units", 0) or len(
-            {p for row in r.layers if (row.golden if mode == "golden" else row.carried) is not None
-             for p in row.covers})
+            {p for row in r.layers if (row.golden if mode == "golden" else row.carried) is not None for p in row.covers}
+        )
         missing = getattr(s, "missing", 0)
         gone = f", {missing} reference op(s) missing in the candidate" if missing else ""
         if not s.compared:
             console.print(f"{mode:8s}  [yellow]no unit compared[/] (see 'not compared' and the notes)")
             continue
-        console.print(f"{mode:8s}  [{colour}]{s.passed}/{s.compared} passed[/] (covering {covered} reference "
-                      f"units{gone}), max err/tol {s.max_ratio:.3g}; {verdict}")
+        console.print(
+            f"{mode:8s}  [{colour}]{s.passed}/{s.compared} passed[/] (covering {covered} reference "
+            f"units{gone}), max err/tol {s.max_ratio:.3g}; {verdict}"
+        )
     for mode in ("golden", "carried"):
         if mode not in r.modes:
-            reason = next((n for n in r.notes if n.startswith(f"{mode} mode not run")), f"{mode} mode not run "
-                          "(--mode)")
+            reason = next((n for n in r.notes if n.startswith(f"{mode} mode not run")), f"{mode} mode not run (--mode)")
             console.print(f"{mode:8s}  [yellow]{reason}[/]")
     table = Table(title="worst 15 layers (max |err| / tolerance)")
     for col in ("#", "path", "output shape", *r.modes):
@@ -555,8 +719,12 @@ def print_layer_diff(r: LayerDiffResult) -> None:
 
     for row in sorted(r.layers, key=key, reverse=True)[:15]:
         stats = [row.golden if m == "golden" else row.carried for m in r.modes]
-        table.add_row(str(row.index), row.path, "x".join(map(str, row.ref_shape)),
-                      *[f"{s.ratio:.3g}" if s else "-" for s in stats])
+        table.add_row(
+            str(row.index),
+            row.path,
+            "x".join(map(str, row.ref_shape)),
+            *[f"{s.ratio:.3g}" if s else "-" for s in stats],
+        )
     console.print(table)
     output = getattr(r, "output", None)
     if output is not None:
@@ -567,8 +735,11 @@ def print_layer_diff(r: LayerDiffResult) -> None:
     uncompared = getattr(r, "uncompared", None)
     if uncompared:
         more = f"; ... {len(uncompared) - 10} more (--json lists all)" if len(uncompared) > 10 else ""
-        console.print(f"[yellow]not compared ({len(uncompared)}):[/] "
-                      + "; ".join(f"{u.path} ({u.reason})" for u in uncompared[:10]) + more)
+        console.print(
+            f"[yellow]not compared ({len(uncompared)}):[/] "
+            + "; ".join(f"{u.path} ({u.reason})" for u in uncompared[:10])
+            + more
+        )
     elif r.not_compared:
         console.print(f"[yellow]not compared ({len(r.not_compared)}):[/] {', '.join(r.not_compared)}")
     else:

@@ -45,8 +45,17 @@ def diffs_list(
     for col in ("id", "date", "kind", "model", "a", "b", "samples", "verdict", "summary"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r.diff_id[:12], r.created_at.strftime("%Y-%m-%d %H:%M"), r.kind, r.manifest_name, r.a, r.b,
-                      str(r.samples), r.verdict, r.summary)
+        table.add_row(
+            r.diff_id[:12],
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+            r.kind,
+            r.manifest_name,
+            r.a,
+            r.b,
+            str(r.samples),
+            r.verdict,
+            r.summary,
+        )
     console.print(table)
 
 

@@ -45,9 +45,12 @@ def crash_report(exc: BaseException, argv: list[str]) -> str:
     """The text saved for an internal error: versions, platform, command line, then the full traceback."""
     from repliscope import __version__
 
-    header = [f"repliscope {__version__} internal error, {datetime.now().astimezone():%Y-%m-%d %H:%M:%S %z}",
-              f"python {platform.python_version()} on {platform.platform()}",
-              f"command: {' '.join(argv)}", ""]
+    header = [
+        f"repliscope {__version__} internal error, {datetime.now().astimezone():%Y-%m-%d %H:%M:%S %z}",
+        f"python {platform.python_version()} on {platform.platform()}",
+        f"command: {' '.join(argv)}",
+        "",
+    ]
     return "\n".join(header) + "".join(traceback.format_exception(exc))
 
 
@@ -72,7 +75,7 @@ def save_traceback(exc: BaseException, argv: list[str] | None = None) -> Path:
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split())
-    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -15,10 +15,14 @@ from repliscope.cli.output import console, print_record, print_table
 from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
 from repliscope.errors import RepliscopeError
 
-app = typer.Typer(help="Check a shared ML model's claims and find why a re-implementation differs. Exit codes: "
-                       "0 ok, 1 the result is a failure, 2 bad input, 3 internal error (traceback saved to a "
-                       "file), 130 interrupted.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, cls=GuardedGroup)
+app = typer.Typer(
+    help="Check a shared ML model's claims and find why a re-implementation differs. Exit codes: "
+    "0 ok, 1 the result is a failure, 2 bad input, 3 internal error (traceback saved to a "
+    "file), 130 interrupted.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    cls=GuardedGroup,
+)
 
 
 def _register_plugins() -> None:
@@ -59,35 +63,69 @@ _register_plugins()
 
 # options shared by the commands that run a manifest on data (evaluate, pitfalls)
 DatasetOption = Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")]
-RuntimeOption = Annotated[str | None, typer.Option(help="torch | onnxruntime | opencv_dnn (default: torch for a "
-                                                        "torch source, onnxruntime for an ONNX one)")]
-LabelRuleOption = Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | csv | none "
-                                                          "(default: detected, and recorded as detected)")]
+RuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="torch | onnxruntime | opencv_dnn (default: torch for a torch source, onnxruntime for an ONNX one)"
+    ),
+]
+LabelRuleOption = Annotated[
+    str | None,
+    typer.Option(
+        help="imagenet_wnid | filename_index | subfolders | csv | none (default: detected, and recorded as detected)"
+    ),
+]
 LabelsCsvOption = Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")]
-AsOption = Annotated[str | None, typer.Option("--as", help="Declare the data to be NAME/SPLIT (e.g. imagenet-1k/val) "
-                                                           "so claims on it become comparable.")]
-ThreadsOption = Annotated[int | None, typer.Option(min=1, help="Intra-op threads of each runner (default: "
-                                                               "calibrated; recorded).")]
+AsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as", help="Declare the data to be NAME/SPLIT (e.g. imagenet-1k/val) so claims on it become comparable."
+    ),
+]
+ThreadsOption = Annotated[
+    int | None, typer.Option(min=1, help="Intra-op threads of each runner (default: calibrated; recorded).")
+]
 BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Default: calibrated (recorded).")]
-PrepWorkersOption = Annotated[int | None, typer.Option(min=1, help="Pre-processing threads (pipelined) or workers "
-                                                                  "(data_parallel) (default: the plan's).")]
-ScheduleOption = Annotated[str | None, typer.Option(help="pipelined | data_parallel (default: calibrated; with "
-                                                         "--threads and --batch-size: pipelined).")]
+PrepWorkersOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Pre-processing threads (pipelined) or workers (data_parallel) (default: the plan's)."),
+]
+ScheduleOption = Annotated[
+    str | None,
+    typer.Option(help="pipelined | data_parallel (default: calibrated; with --threads and --batch-size: pipelined)."),
+]
 LimitOption = Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")]
 FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed sample.")]
 DownloadOption = Annotated[bool, typer.Option(help="Allow downloading https:// sources into the cache.")]
-OutsidePathsOption = Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's folder "
-                                                       "(local experiments).")]
+OutsidePathsOption = Annotated[
+    bool, typer.Option(help="Allow source/label paths outside the manifest's folder (local experiments).")
+]
 
-SchedulerOption = Annotated[str | None, typer.Option(help="Run on an agent of this Dask scheduler (tcp://HOST:PORT, "
-                                                          "or 'local': an in-process one).")]
-RequiresOption = Annotated[list[str] | None, typer.Option("--requires", help="With --scheduler: the agent must "
-                                                          "have this PEP 508 requirement installed (repeatable).")]
-HardwareOption = Annotated[list[str] | None, typer.Option("--hardware", help="With --scheduler: KEY=VALUE, KEY>=N, "
-                                                          "KEY<=N or KEY~=SUBSTRING on agent_id, cores, cpu_flags, "
-                                                          "cpu_model, gpus, hostname, memory_gib (repeatable).")]
-StackOption = Annotated[str | None, typer.Option("--stack", help="Run in this provisioned stack (key or spec), on "
-                                                                 "a local agent started for it if none is live.")]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(help="Run on an agent of this Dask scheduler (tcp://HOST:PORT, or 'local': an in-process one)."),
+]
+RequiresOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--requires", help="With --scheduler: the agent must have this PEP 508 requirement installed (repeatable)."
+    ),
+]
+HardwareOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--hardware",
+        help="With --scheduler: KEY=VALUE, KEY>=N, "
+        "KEY<=N or KEY~=SUBSTRING on agent_id, cores, cpu_flags, "
+        "cpu_model, gpus, hostname, memory_gib (repeatable).",
+    ),
+]
+StackOption = Annotated[
+    str | None,
+    typer.Option(
+        "--stack", help="Run in this provisioned stack (key or spec), on a local agent started for it if none is live."
+    ),
+]
 from repliscope.cli.cluster_cmd import (  # noqa: E402  (the shared --tls-* options of the agents' commands)
     InsecureClusterOption,
     TlsCaOption,
@@ -95,8 +133,10 @@ from repliscope.cli.cluster_cmd import (  # noqa: E402  (the shared --tls-* opti
     TlsKeyOption,
 )
 
-IdempotencyOption = Annotated[str | None, typer.Option(help="With --scheduler: store the result exactly once under "
-                                                            "this key (a stored key runs nothing).")]
+IdempotencyOption = Annotated[
+    str | None,
+    typer.Option(help="With --scheduler: store the result exactly once under this key (a stored key runs nothing)."),
+]
 
 
 def _dataset_ref(text: str | None) -> Any:
@@ -111,11 +151,22 @@ def _dataset_ref(text: str | None) -> Any:
     return DatasetRef(name=name, split=split)
 
 
-def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rule: str | None,
-                       labels_csv: Path | None, evaluated_as: str | None, threads: int | None,
-                       batch_size: int | None,
-                       prep_workers: int | None, limit: int | None, fail_fast: bool, download: bool,
-                       allow_outside_paths: bool = False, schedule: str | None = None) -> Any:
+def _settings_and_data(
+    loaded: Any,
+    runtime: str | None,
+    dataset: str,
+    label_rule: str | None,
+    labels_csv: Path | None,
+    evaluated_as: str | None,
+    threads: int | None,
+    batch_size: int | None,
+    prep_workers: int | None,
+    limit: int | None,
+    fail_fast: bool,
+    download: bool,
+    allow_outside_paths: bool = False,
+    schedule: str | None = None,
+) -> Any:
     """The RunSettings and the Dataset of a command that runs a manifest on data."""
     from repliscope.datasets import resolve_dataset
     from repliscope.evaluation.engine import SCHEDULES
@@ -123,15 +174,28 @@ def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, label_rul
 
     if schedule is not None and schedule not in SCHEDULES:  # before the dataset is scanned
         raise RepliscopeError(f"--schedule '{schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
-    settings = RunSettings(runtime=runtime or native_runtime(loaded.manifest.framework.name), threads=threads,
-                           batch_size=batch_size, prep_workers=prep_workers, fail_fast=fail_fast,
-                           evaluated_as=_dataset_ref(evaluated_as), allow_download=download,
-                           allow_outside_paths=allow_outside_paths, schedule=schedule)
+    settings = RunSettings(
+        runtime=runtime or native_runtime(loaded.manifest.framework.name),
+        threads=threads,
+        batch_size=batch_size,
+        prep_workers=prep_workers,
+        fail_fast=fail_fast,
+        evaluated_as=_dataset_ref(evaluated_as),
+        allow_download=download,
+        allow_outside_paths=allow_outside_paths,
+        schedule=schedule,
+    )
     return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
 
 
-NATIVE_RUNTIMES = {"torch": "torch", "onnx": "onnxruntime", "tflite": "tflite", "tensorflow": "tensorflow",
-                   "keras": "keras", "darknet": "darknet"}
+NATIVE_RUNTIMES = {
+    "torch": "torch",
+    "onnx": "onnxruntime",
+    "tflite": "tflite",
+    "tensorflow": "tensorflow",
+    "keras": "keras",
+    "darknet": "darknet",
+}
 """Manifest ``framework.name`` -> the runtime that runs its own format when --runtime is not given (an ONNX
 source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."""
 
@@ -139,8 +203,10 @@ source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."
 def native_runtime(framework: str) -> str:
     """The runtime that runs a manifest's own format when --runtime is not given."""
     if framework not in NATIVE_RUNTIMES:
-        raise RepliscopeError(f"no default runtime for framework {framework!r}: pass --runtime "
-                              f"(frameworks with a default: {', '.join(sorted(NATIVE_RUNTIMES))})")
+        raise RepliscopeError(
+            f"no default runtime for framework {framework!r}: pass --runtime "
+            f"(frameworks with a default: {', '.join(sorted(NATIVE_RUNTIMES))})"
+        )
     return NATIVE_RUNTIMES[framework]
 
 
@@ -187,19 +253,44 @@ def evaluate(
             fail(exc)
 
         if trace_level != "none" or labels_csv is not None:
-            fail(RepliscopeError("--trace-level and --labels-csv run in this process only: drop them or "
-                                 "--scheduler/--stack"))
-        evaluate_on_agents(manifest, runtime, dataset,
-                           {"label_rule": label_rule, "evaluated_as": evaluated_as, "threads": threads,
-                            "batch_size": batch_size, "schedule": schedule, "prep_workers": prep_workers,
-                            "limit": limit, "fail_fast": fail_fast or None, "download": download or None,
-                            "allow_outside_paths": allow_outside_paths or None},
-                           scheduler, requires or [], hardware or [], stack, idempotency_key, db, as_json,
-                           security)
+            fail(
+                RepliscopeError(
+                    "--trace-level and --labels-csv run in this process only: drop them or --scheduler/--stack"
+                )
+            )
+        evaluate_on_agents(
+            manifest,
+            runtime,
+            dataset,
+            {
+                "label_rule": label_rule,
+                "evaluated_as": evaluated_as,
+                "threads": threads,
+                "batch_size": batch_size,
+                "schedule": schedule,
+                "prep_workers": prep_workers,
+                "limit": limit,
+                "fail_fast": fail_fast or None,
+                "download": download or None,
+                "allow_outside_paths": allow_outside_paths or None,
+            },
+            scheduler,
+            requires or [],
+            hardware or [],
+            stack,
+            idempotency_key,
+            db,
+            as_json,
+            security,
+        )
         return
     if requires or hardware or idempotency_key is not None:
-        fail(RepliscopeError("--requires, --hardware and --idempotency-key place a job on agents: add "
-                             "--scheduler tcp://HOST:PORT (or --scheduler local)"))
+        fail(
+            RepliscopeError(
+                "--requires, --hardware and --idempotency-key place a job on agents: add "
+                "--scheduler tcp://HOST:PORT (or --scheduler local)"
+            )
+        )
     from repliscope.evaluation.run import evaluate as run_evaluation
     from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
@@ -211,18 +302,42 @@ def evaluate(
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
-                                            threads, batch_size, prep_workers, limit, fail_fast, download,
-                                            allow_outside_paths, schedule)
+        settings, data = _settings_and_data(
+            loaded,
+            runtime,
+            dataset,
+            label_rule,
+            labels_csv,
+            evaluated_as,
+            threads,
+            batch_size,
+            prep_workers,
+            limit,
+            fail_fast,
+            download,
+            allow_outside_paths,
+            schedule,
+        )
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced: its trial loops must not measure the tracing
             plan_for(prepared, data)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=console, transient=True, disable=as_json) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=as_json,
+        ) as progress:
             task = progress.add_task(f"{loaded.manifest.name} on {settings.runtime}", total=len(data))
-            with use_tracer(tracer), tracer.span("run", "application", command="evaluate",
-                                                 manifest=loaded.manifest.name, runtime=settings.runtime):
+            with (
+                use_tracer(tracer),
+                tracer.span(
+                    "run", "application", command="evaluate", manifest=loaded.manifest.name, runtime=settings.runtime
+                ),
+            ):
                 record = run_evaluation(prepared, data, on_progress=lambda n: progress.advance(task, n))
         store.save(record)
         traced = finish_tracing(tracer, trace_out, store, record.run_id)
@@ -245,12 +360,13 @@ def evaluate(
 
 @app.command()
 def pitfalls(
-    manifest: Annotated[Path | None, typer.Argument(help="Model manifest (YAML); not needed with --list.")]
-    = None,
+    manifest: Annotated[Path | None, typer.Argument(help="Model manifest (YAML); not needed with --list.")] = None,
     dataset: DatasetOption = "foolbox_imagenet",
     runtime: RuntimeOption = None,
-    variant: Annotated[list[str] | None, typer.Option("--variant", help="Only these pitfalls (repeatable; "
-                                                      "default: every registered one).")] = None,
+    variant: Annotated[
+        list[str] | None,
+        typer.Option("--variant", help="Only these pitfalls (repeatable; default: every registered one)."),
+    ] = None,
     label_rule: LabelRuleOption = None,
     labels_csv: LabelsCsvOption = None,
     evaluated_as: AsOption = None,
@@ -276,13 +392,17 @@ def pitfalls(
         import repliscope.pitfalls.yolo_variants  # noqa: F401
         from repliscope.pitfalls.base import PITFALLS
 
-        print_table("pitfalls", ["name", "tasks", "description"],
-                    [[n, ", ".join(PITFALLS.get(n).tasks or ()) or "every task", PITFALLS.get(n).description]
-                     for n in PITFALLS.names()])
+        print_table(
+            "pitfalls",
+            ["name", "tasks", "description"],
+            [
+                [n, ", ".join(PITFALLS.get(n).tasks or ()) or "every task", PITFALLS.get(n).description]
+                for n in PITFALLS.names()
+            ],
+        )
         return
     if manifest is None:
-        fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the "
-                             "pitfalls"))
+        fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the pitfalls"))
     from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.pitfalls.sweep import run_sweep
@@ -292,20 +412,49 @@ def pitfalls(
     try:
         tracer = start_tracing(trace_level, trace_out)
         loaded = load_manifest(manifest)
-        settings, data = _settings_and_data(loaded, runtime, dataset, label_rule, labels_csv, evaluated_as,
-                                            threads, batch_size, prep_workers, limit, fail_fast, download,
-                                            allow_outside_paths, schedule)
+        settings, data = _settings_and_data(
+            loaded,
+            runtime,
+            dataset,
+            label_rule,
+            labels_csv,
+            evaluated_as,
+            threads,
+            batch_size,
+            prep_workers,
+            limit,
+            fail_fast,
+            download,
+            allow_outside_paths,
+            schedule,
+        )
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced, as in evaluate
             plan_for(prepared, data)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=console, transient=True, disable=as_json) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=as_json,
+        ) as progress:
             task = progress.add_task(f"pitfall sweep of {loaded.manifest.name}", total=len(data))
-            with use_tracer(tracer), tracer.span("run", "application", command="pitfalls",
-                                                 manifest=loaded.manifest.name, runtime=settings.runtime):
-                out = run_sweep(prepared, data, variant or None, visual_samples=visual,
-                                on_progress=lambda n: progress.advance(task, n))
+            with (
+                use_tracer(tracer),
+                tracer.span(
+                    "run", "application", command="pitfalls", manifest=loaded.manifest.name, runtime=settings.runtime
+                ),
+            ):
+                out = run_sweep(
+                    prepared,
+                    data,
+                    variant or None,
+                    visual_samples=visual,
+                    on_progress=lambda n: progress.advance(task, n),
+                )
         for record in out.records:
             store.save(record)
         store.save_sweep(out.result)
@@ -321,8 +470,10 @@ def pitfalls(
     from repliscope.cli.output import print_sweep
 
     print_sweep(out.result)
-    console.print(f"stored as sweep [bold]{out.result.sweep_id}[/] ({len(out.records)} runs); "
-                  f"repliscope report {out.result.sweep_id[:12]} --format html")
+    console.print(
+        f"stored as sweep [bold]{out.result.sweep_id}[/] ({len(out.records)} runs); "
+        f"repliscope report {out.result.sweep_id[:12]} --format html"
+    )
 
 
 def main() -> None:

@@ -14,8 +14,9 @@ from repliscope.errors import RepliscopeError
 
 manifest_app = typer.Typer(help="Model manifests.", no_args_is_help=True)
 
-OutsidePathsOption = Annotated[bool, typer.Option(help="Allow source/label paths outside the manifest's folder "
-                                                       "(local experiments).")]
+OutsidePathsOption = Annotated[
+    bool, typer.Option(help="Allow source/label paths outside the manifest's folder (local experiments).")
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -26,10 +27,20 @@ def register(app: typer.Typer) -> None:
 @manifest_app.command("validate")
 def manifest_validate(
     files: Annotated[list[Path], typer.Argument(help="Manifest files.")],
-    offline: Annotated[bool, typer.Option(help="Skip the checks that need the source file, installed packages "
-                                               "or imports (hash, package lookup, versions, factory).")] = False,
-    download: Annotated[bool, typer.Option(help="You will evaluate with --download: an https source that is not "
-                                                "cached yet is fine (nothing is downloaded here).")] = False,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            help="Skip the checks that need the source file, installed packages "
+            "or imports (hash, package lookup, versions, factory)."
+        ),
+    ] = False,
+    download: Annotated[
+        bool,
+        typer.Option(
+            help="You will evaluate with --download: an https source that is not "
+            "cached yet is fine (nothing is downloaded here)."
+        ),
+    ] = False,
     allow_outside_paths: OutsidePathsOption = False,
 ) -> None:
     """Check manifests for everything `evaluate` would refuse before its first sample: schema, ops, cross-field
@@ -40,8 +51,13 @@ def manifest_validate(
 
     invalid = 0
     for f in files:
-        report = check_manifest(f, cache_dir=default_cache_dir(), offline=offline, allow_download=download,
-                                allow_outside_paths=allow_outside_paths)
+        report = check_manifest(
+            f,
+            cache_dir=default_cache_dir(),
+            offline=offline,
+            allow_download=download,
+            allow_outside_paths=allow_outside_paths,
+        )
         for warning in report.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         if not report.ok:
@@ -53,8 +69,11 @@ def manifest_validate(
         assert report.loaded is not None
         m = report.loaded.manifest
         scope = " (offline: source, packages and imports not checked)" if offline else ""
-        console.print(f"[green]ok[/] {f}: {m.name} {m.version}, {len(m.preprocess)} pre-processing ops, "
-                      f"{len(m.claims)} claims{scope}", soft_wrap=True)
+        console.print(
+            f"[green]ok[/] {f}: {m.name} {m.version}, {len(m.preprocess)} pre-processing ops, "
+            f"{len(m.claims)} claims{scope}",
+            soft_wrap=True,
+        )
     if invalid:
         raise typer.Exit(code=2)
 
@@ -62,8 +81,9 @@ def manifest_validate(
 @manifest_app.command("show")
 def manifest_show(
     file: Path,
-    resolved: Annotated[bool, typer.Option(help="Resolve every op (library + version), the model source and "
-                                                "the framework check.")] = False,
+    resolved: Annotated[
+        bool, typer.Option(help="Resolve every op (library + version), the model source and the framework check.")
+    ] = False,
     allow_outside_paths: OutsidePathsOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -75,17 +95,27 @@ def manifest_show(
 
     try:
         loaded = load_manifest(file)
-        out: dict[str, Any] = {"name": loaded.manifest.name, "version": loaded.manifest.version,
-                               "sha256": loaded.sha256}
+        out: dict[str, Any] = {
+            "name": loaded.manifest.name,
+            "version": loaded.manifest.version,
+            "sha256": loaded.sha256,
+        }
         if resolved:
             cache = default_cache_dir()
             artifact = resolve_artifact(loaded, cache, allow_outside_paths=allow_outside_paths)
             names = load_class_names(loaded, cache, allow_outside_paths=allow_outside_paths)
             pipeline = Pipeline(*build_ops(loaded, BuildContext(class_names=names)))
-            out["source"] = {"path": str(artifact.path), "sha256": artifact.sha256, "verified": True,
-                             "format": artifact.format}
-            out["framework"] = {"name": loaded.manifest.framework.name,
-                                "constraint": loaded.manifest.framework.version, "satisfied": True}
+            out["source"] = {
+                "path": str(artifact.path),
+                "sha256": artifact.sha256,
+                "verified": True,
+                "format": artifact.format,
+            }
+            out["framework"] = {
+                "name": loaded.manifest.framework.name,
+                "constraint": loaded.manifest.framework.version,
+                "satisfied": True,
+            }
             out["pipeline"] = pipeline.describe()
         else:
             out["manifest"] = loaded.manifest.model_dump(mode="json")
@@ -107,9 +137,16 @@ def manifest_show(
     console.print(f"source    {out['source']['path']} (sha256 verified)")
     console.print(f"framework {out['framework']['name']} {out['framework']['constraint']}: satisfied")
     for stage in ("preprocess", "postprocess"):
-        rows = [[i, op["op"], op["library"], op["library_version"],
-                 ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("op", "library", "library_version"))]
-                for i, op in enumerate(out["pipeline"][stage])]
+        rows = [
+            [
+                i,
+                op["op"],
+                op["library"],
+                op["library_version"],
+                ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("op", "library", "library_version")),
+            ]
+            for i, op in enumerate(out["pipeline"][stage])
+        ]
         print_table(stage, ["#", "op", "library", "version", "parameters"], rows)
 
 
@@ -145,10 +182,15 @@ def manifest_hash(
 
 @manifest_app.command("new")
 def manifest_new(
-    source: Annotated[str, typer.Option(help="The model file: package://DIST/path, or a path relative to the "
-                                             "manifest's folder (.onnx, .pth, .pt).")],
-    out: Annotated[Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: "
-                                                  "stdout.")] = None,
+    source: Annotated[
+        str,
+        typer.Option(
+            help="The model file: package://DIST/path, or a path relative to the manifest's folder (.onnx, .pth, .pt)."
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: stdout.")
+    ] = None,
     allow_outside_paths: OutsidePathsOption = False,
 ) -> None:
     """Scaffold a commented manifest from a model source: sha256, format, framework and (ONNX) input/output
@@ -170,21 +212,29 @@ def manifest_new(
         sys.stdout.write(text)
         return
     out.write_text(text, encoding="utf-8")
-    console.print(f"wrote {out}: fill in every CHANGE-ME, check the pre-processing, then "
-                  f"repliscope manifest validate {out}", soft_wrap=True)
+    console.print(
+        f"wrote {out}: fill in every CHANGE-ME, check the pre-processing, then repliscope manifest validate {out}",
+        soft_wrap=True,
+    )
 
 
 @manifest_app.command("import")
 def manifest_import(
     format_name: Annotated[str, typer.Argument(metavar="FORMAT", help="mlmodelscope | timm")],
     path: Annotated[Path, typer.Argument(help="The foreign config file, or a folder of them (with --out-dir).")],
-    out: Annotated[Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: "
-                                                  "stdout.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the manifest here (refuses to overwrite); default: stdout.")
+    ] = None,
     out_dir: Annotated[Path | None, typer.Option(help="For a folder: write one manifest per file here.")] = None,
-    timm_version: Annotated[str | None, typer.Option(help="timm: the release whose eval transform to reproduce "
-                                                          "(1.0.29, 1.0.30, 1.0.31; default the newest).")] = None,
-    test_size: Annotated[bool, typer.Option(help="timm: use test_input_size / test_crop_pct, as timm's "
-                                                 "validate.py does.")] = False,
+    timm_version: Annotated[
+        str | None,
+        typer.Option(
+            help="timm: the release whose eval transform to reproduce (1.0.29, 1.0.30, 1.0.31; default the newest)."
+        ),
+    ] = None,
+    test_size: Annotated[
+        bool, typer.Option(help="timm: use test_input_size / test_crop_pct, as timm's validate.py does.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Translate a foreign model config (an MLModelScope manifest, a timm config.json) into a repliscope manifest
@@ -203,13 +253,25 @@ def manifest_import(
             else:
                 for r in rows:  # one line per file: long paths and code lists wrap as text, not in cells
                     colour = {"translated": "green", "with warnings": "yellow"}.get(r.outcome, "red")
-                    console.print(f"[{colour}]{r.outcome}[/] {r.file}"
-                                  + (f" ({len(r.warnings)} warnings: {r.detail})" if r.warnings else
-                                     f": {r.detail}" if r.detail else ""), highlight=False, soft_wrap=True)
+                    console.print(
+                        f"[{colour}]{r.outcome}[/] {r.file}"
+                        + (
+                            f" ({len(r.warnings)} warnings: {r.detail})"
+                            if r.warnings
+                            else f": {r.detail}"
+                            if r.detail
+                            else ""
+                        ),
+                        highlight=False,
+                        soft_wrap=True,
+                    )
                 _print_coverage(format_name, rows, coverage(rows))
                 counts = {k: sum(r.outcome == k for r in rows) for k in ("translated", "with warnings", "refused")}
-                console.print(", ".join(f"{v} {k}" for k, v in counts.items()) + f"; written to {out_dir}",
-                              highlight=False, soft_wrap=True)
+                console.print(
+                    ", ".join(f"{v} {k}" for k, v in counts.items()) + f"; written to {out_dir}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             return
         if out is not None and out.exists():
             raise RepliscopeError(f"{out} exists; choose another --out (nothing was overwritten)")
@@ -234,10 +296,14 @@ def _print_coverage(format_name: str, rows: list[Any], counts: list[tuple[str, i
     """The coverage table of a folder import: files per outcome and per refusal reason, with its meaning."""
     from repliscope.importers.base import IMPORTERS
 
-    meanings: dict[str, str] = {"translated": "translated exactly, no warning",
-                                "with warnings": "translated; each inexact point is a warning (see the file)"}
+    meanings: dict[str, str] = {
+        "translated": "translated exactly, no warning",
+        "with warnings": "translated; each inexact point is a warning (see the file)",
+    }
     rules = IMPORTERS.get(format_name).refusal_reasons
     total = len(rows)
-    table = [[k, n, f"{100 * n / total:.1f} %", meanings.get(k) or rules.get(k.removeprefix("refused: "), "")]
-             for k, n in counts]
+    table = [
+        [k, n, f"{100 * n / total:.1f} %", meanings.get(k) or rules.get(k.removeprefix("refused: "), "")]
+        for k, n in counts
+    ]
     print_table(f"coverage: {total} files", ["outcome", "files", "share", "meaning"], table)

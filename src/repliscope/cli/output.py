@@ -30,33 +30,51 @@ def print_skipped_files(dataset: dict[str, Any], shown: int = 5) -> None:
     folders = dataset.get("unreadable_folders") or []
     if folders:
         more = f" and {len(folders) - shown} more" if len(folders) > shown else ""
-        console.print(f"[yellow]unlisted[/]  {len(folders)} folders could not be read, their files are not "
-                      f"samples: {', '.join(folders[:shown])}{more}", highlight=False)
+        console.print(
+            f"[yellow]unlisted[/]  {len(folders)} folders could not be read, their files are not "
+            f"samples: {', '.join(folders[:shown])}{more}",
+            highlight=False,
+        )
 
 
-def print_record(rec: EvaluationRecord, show_samples: bool = False,
-                 class_names: Sequence[str] | None = None) -> None:
+def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names: Sequence[str] | None = None) -> None:
     """A record for a person; ``show_samples`` adds the sample table, whose label and top-1 columns read
     ``"243 bull mastiff"`` when ``class_names`` (index -> name) is given."""
-    console.print(f"[bold]run {rec.run_id}[/]  {rec.created_at:%Y-%m-%d %H:%M:%S} UTC  "
-                  f"repliscope {rec.repliscope_version}")
-    console.print(f"manifest  {rec.manifest.name} {rec.manifest.version}  ({rec.manifest.path}, "
-                  f"sha256 {rec.manifest.sha256[:12]})")
+    console.print(
+        f"[bold]run {rec.run_id}[/]  {rec.created_at:%Y-%m-%d %H:%M:%S} UTC  repliscope {rec.repliscope_version}"
+    )
+    console.print(
+        f"manifest  {rec.manifest.name} {rec.manifest.version}  ({rec.manifest.path}, "
+        f"sha256 {rec.manifest.sha256[:12]})"
+    )
     rt = rec.runtime
-    console.print(f"runtime   {rt['runtime']} ({rt['framework']} {rt['framework_version']}), threads {rt['threads']}"
-                  + (f", ONNX exported from torch ({'cached' if rt['export'].get('cached') else 'new'})"
-                     if rt.get("export") else "") + _conversion(rt.get("conversion")))
+    console.print(
+        f"runtime   {rt['runtime']} ({rt['framework']} {rt['framework_version']}), threads {rt['threads']}"
+        + (
+            f", ONNX exported from torch ({'cached' if rt['export'].get('cached') else 'new'})"
+            if rt.get("export")
+            else ""
+        )
+        + _conversion(rt.get("conversion"))
+    )
     d = rec.dataset
-    console.print(f"dataset   {d['name']}  {d['num_samples']} samples, identity {d['identity'][:12]}, "
-                  f"label rule {d['label_rule']}")
+    console.print(
+        f"dataset   {d['name']}  {d['num_samples']} samples, identity {d['identity'][:12]}, "
+        f"label rule {d['label_rule']}"
+    )
     print_skipped_files(d)
     c = rec.counts
     truth = rec.ground_truth
-    annotated = (f"{sum(len(t.boxes) for t in truth.samples)} ground-truth boxes in {len(truth.categories)} "
-                 f"categor{'y' if len(truth.categories) == 1 else 'ies'}" if truth is not None
-                 else f"{c['labelled']} labelled")
-    console.print(f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
-                  f", {annotated}")
+    annotated = (
+        f"{sum(len(t.boxes) for t in truth.samples)} ground-truth boxes in {len(truth.categories)} "
+        f"categor{'y' if len(truth.categories) == 1 else 'ies'}"
+        if truth is not None
+        else f"{c['labelled']} labelled"
+    )
+    console.print(
+        f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
+        f", {annotated}"
+    )
     print_categories_left_out(d)
     detection = rec.task == "object_detection"
     bootstrap = detection or rec.task == "semantic_segmentation"
@@ -76,11 +94,21 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
     else:
         console.print("metrics   none: no labelled sample was evaluated (outputs are stored per sample)")
     if rec.per_class and rec.task == "semantic_segmentation":
-        print_table("per class (IoU, 95 % bootstrap interval over images)",
-                    ["class", "IoU", "interval", "gt pixels", "predicted pixels", "images"],
-                    [[f"{r['class_id']} {r['name']}", _fraction(r.get("iou")),
-                      "" if r.get("iou_ci_low") is None else f"[{r['iou_ci_low']:.4f}, {r['iou_ci_high']:.4f}]",
-                      r["gt_pixels"], r["predicted_pixels"], r["images"]] for r in rec.per_class])
+        print_table(
+            "per class (IoU, 95 % bootstrap interval over images)",
+            ["class", "IoU", "interval", "gt pixels", "predicted pixels", "images"],
+            [
+                [
+                    f"{r['class_id']} {r['name']}",
+                    _fraction(r.get("iou")),
+                    "" if r.get("iou_ci_low") is None else f"[{r['iou_ci_low']:.4f}, {r['iou_ci_high']:.4f}]",
+                    r["gt_pixels"],
+                    r["predicted_pixels"],
+                    r["images"],
+                ]
+                for r in rec.per_class
+            ],
+        )
     elif rec.per_class:
         print_per_class(rec.per_class)
     if not rec.claims:
@@ -88,27 +116,37 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
     colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
     for v in rec.claims:
         value = pct if v.metric in ("top1", "top5") else _fraction
-        console.print(f"claim     {v.metric} {value(v.claimed)} on {v.claim_dataset}, measured {value(v.measured)}: "
-                      f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})", highlight=False)
+        console.print(
+            f"claim     {v.metric} {value(v.claimed)} on {v.claim_dataset}, measured {value(v.measured)}: "
+            f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})",
+            highlight=False,
+        )
     t = rec.timings
     if t.loop_seconds is None:  # a record stored before load and warm-up were timed apart
-        console.print(f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
-                      f"{t.throughput_samples_per_second:.1f} samples/s")
+        console.print(
+            f"timing    {t.total_seconds:.2f} s total, {t.inference_seconds:.2f} s in the runtime, "
+            f"{t.throughput_samples_per_second:.1f} samples/s"
+        )
     else:
         from repliscope.report.formatting import runtime_seconds_note
 
-        console.print(f"timing    {t.total_seconds:.2f} s total: {t.load_seconds:.2f} s model load, "
-                      f"{t.warmup_seconds:.2f} s warm-up, {t.loop_seconds:.2f} s measured loop "
-                      f"({t.inference_seconds:.2f} s in the runtime{runtime_seconds_note(rec.options)}): "
-                      f"{t.throughput_samples_per_second:.1f} samples/s", highlight=False)
+        console.print(
+            f"timing    {t.total_seconds:.2f} s total: {t.load_seconds:.2f} s model load, "
+            f"{t.warmup_seconds:.2f} s warm-up, {t.loop_seconds:.2f} s measured loop "
+            f"({t.inference_seconds:.2f} s in the runtime{runtime_seconds_note(rec.options)}): "
+            f"{t.throughput_samples_per_second:.1f} samples/s",
+            highlight=False,
+        )
     plan = rec.options.get("plan")
     if plan:
         calibrated = plan.get("calibration", {}).get("seconds")
-        console.print(f"plan      {plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} "
-                      f"{'workers' if plan['schedule'] == 'data_parallel' else 'pre-processing threads'} x "
-                      f"{plan['threads']} runtime threads; {plan['source']}"
-                      + (f" ({calibrated:.1f} s, not in the timing)" if calibrated and plan["source"] == "calibrated"
-                         else ""), highlight=False)
+        console.print(
+            f"plan      {plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} "
+            f"{'workers' if plan['schedule'] == 'data_parallel' else 'pre-processing threads'} x "
+            f"{plan['threads']} runtime threads; {plan['source']}"
+            + (f" ({calibrated:.1f} s, not in the timing)" if calibrated and plan["source"] == "calibrated" else ""),
+            highlight=False,
+        )
     console.print(f"result    {rec.result_hash}")
     failed = [s for s in rec.samples if s.error]
     for s in failed[:20]:
@@ -124,10 +162,13 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False,
         for col in ("sample", "label", "top-1", "p(top-1)", "correct"):
             st.add_column(col, overflow="fold", no_wrap=col not in ("label", "top-1"))
         for s in rec.samples:
-            st.add_row(s.sample_id, class_cell(s.label, class_names),
-                       "failed" if s.error else class_cell(s.top1, class_names),
-                       f"{s.topk_probs[0]:.4f}" if s.topk_probs else "",
-                       "" if s.label is None or s.error else ("yes" if s.top1 == s.label else "no"))
+            st.add_row(
+                s.sample_id,
+                class_cell(s.label, class_names),
+                "failed" if s.error else class_cell(s.top1, class_names),
+                f"{s.topk_probs[0]:.4f}" if s.topk_probs else "",
+                "" if s.label is None or s.error else ("yes" if s.top1 == s.label else "no"),
+            )
         console.print(st)
 
 
@@ -156,15 +197,29 @@ def print_per_class(rows: Sequence[dict[str, Any]]) -> None:
     """Detection: AP and AR@100 per category the model detected at least once, with its ground-truth objects
     and detections; the categories it never detected are counted below (all of them are in --json / report)."""
     shown = [r for r in rows if r.get("n_detections")]
-    print_table("per class (COCO AP .50:.95, AR@100)", ["class", "AP", "AR", "objects", "detections"],
-                [[f"{r['class_id']} {r['name']}", _fraction(r.get("ap")), _fraction(r.get("ar")),
-                  r.get("n_objects", ""), r.get("n_detections", "")] for r in shown])
+    print_table(
+        "per class (COCO AP .50:.95, AR@100)",
+        ["class", "AP", "AR", "objects", "detections"],
+        [
+            [
+                f"{r['class_id']} {r['name']}",
+                _fraction(r.get("ap")),
+                _fraction(r.get("ar")),
+                r.get("n_objects", ""),
+                r.get("n_detections", ""),
+            ]
+            for r in shown
+        ],
+    )
     never = [r for r in rows if not r.get("n_detections")]
     if never:
         objects = sum(int(r.get("n_objects") or 0) for r in never)
-        console.print(f"per class {len(never)} categories were never detected ({objects} ground-truth objects, AP 0 "
-                      f"where they have objects): {', '.join(str(r['name']) for r in never[:8])}"
-                      f"{' ...' if len(never) > 8 else ''}", highlight=False)
+        console.print(
+            f"per class {len(never)} categories were never detected ({objects} ground-truth objects, AP 0 "
+            f"where they have objects): {', '.join(str(r['name']) for r in never[:8])}"
+            f"{' ...' if len(never) > 8 else ''}",
+            highlight=False,
+        )
 
 
 def print_detection_samples(rec: EvaluationRecord, shown: int = 3) -> None:
@@ -204,18 +259,30 @@ def print_comparison(c: RunComparison) -> None:
     console.print(f"[bold]A[/] {c.run_a}\n[bold]B[/] {c.run_b}")
     for w in c.warnings:
         console.print(f"[yellow]warning:[/] {w}")
-    console.print(f"common samples {c.common_samples}, evaluated by both {c.common_evaluated} (only in A: "
-                  f"{c.only_in_a}, only in B: {c.only_in_b}); "
-                  f"result hash {'[green]identical[/]' if c.same_result_hash else '[yellow]differs[/]'}")
+    console.print(
+        f"common samples {c.common_samples}, evaluated by both {c.common_evaluated} (only in A: "
+        f"{c.only_in_a}, only in B: {c.only_in_b}); "
+        f"result hash {'[green]identical[/]' if c.same_result_hash else '[yellow]differs[/]'}"
+    )
     if not c.comparable:
         return
     if c.task in ("object_detection", "semantic_segmentation"):
-        print_table("metrics (B - A); paired: on the samples both runs evaluated",
-                    ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
-                    [[d.name, _fraction(d.a), _fraction(d.b), f"{d.delta:+.4f}",
-                      "n/a" if d.paired_delta is None else f"{d.paired_delta:+.4f} (n = {d.paired_n})",
-                      f"[{_fraction(d.ci_a[0])}, {_fraction(d.ci_a[1])}]",
-                      f"[{_fraction(d.ci_b[0])}, {_fraction(d.ci_b[1])}]"] for d in c.metric_deltas])
+        print_table(
+            "metrics (B - A); paired: on the samples both runs evaluated",
+            ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
+            [
+                [
+                    d.name,
+                    _fraction(d.a),
+                    _fraction(d.b),
+                    f"{d.delta:+.4f}",
+                    "n/a" if d.paired_delta is None else f"{d.paired_delta:+.4f} (n = {d.paired_n})",
+                    f"[{_fraction(d.ci_a[0])}, {_fraction(d.ci_a[1])}]",
+                    f"[{_fraction(d.ci_b[0])}, {_fraction(d.ci_b[1])}]",
+                ]
+                for d in c.metric_deltas
+            ],
+        )
         if c.task == "semantic_segmentation":
             print_segmentation_paired(c.paired)
         else:
@@ -223,18 +290,32 @@ def print_comparison(c: RunComparison) -> None:
         if c.failed_in_one:
             console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")
         return
-    print_table("metrics (B - A); paired: on the samples both runs evaluated",
-                ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
-                [[d.name, pct(d.a), pct(d.b), f"{100 * d.delta:+.2f} pt",
-                  "n/a" if d.paired_delta is None else f"{100 * d.paired_delta:+.2f} pt (n = {d.paired_n})",
-                  f"[{pct(d.ci_a[0])}, {pct(d.ci_a[1])}]", f"[{pct(d.ci_b[0])}, {pct(d.ci_b[1])}]"]
-                 for d in c.metric_deltas])
+    print_table(
+        "metrics (B - A); paired: on the samples both runs evaluated",
+        ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
+        [
+            [
+                d.name,
+                pct(d.a),
+                pct(d.b),
+                f"{100 * d.delta:+.2f} pt",
+                "n/a" if d.paired_delta is None else f"{100 * d.paired_delta:+.2f} pt (n = {d.paired_n})",
+                f"[{pct(d.ci_a[0])}, {pct(d.ci_a[1])}]",
+                f"[{pct(d.ci_b[0])}, {pct(d.ci_b[1])}]",
+            ]
+            for d in c.metric_deltas
+        ],
+    )
     if c.max_abs_top1_prob_diff is not None:
-        console.print(f"max |p_A(top-1) - p_B(top-1)| = {c.max_abs_top1_prob_diff:.3g} "
-                      f"(sample {c.max_abs_top1_prob_diff_sample})")
+        console.print(
+            f"max |p_A(top-1) - p_B(top-1)| = {c.max_abs_top1_prob_diff:.3g} (sample {c.max_abs_top1_prob_diff_sample})"
+        )
     if c.top1_flips:
-        print_table(f"{len(c.top1_flips)} samples whose top-1 differs", ["sample", "label", "top-1 A", "top-1 B"],
-                    [[f.sample_id, f.label, f.top1_a, f.top1_b] for f in c.top1_flips])
+        print_table(
+            f"{len(c.top1_flips)} samples whose top-1 differs",
+            ["sample", "label", "top-1 A", "top-1 B"],
+            [[f.sample_id, f.label, f.top1_a, f.top1_b] for f in c.top1_flips],
+        )
     else:
         console.print("no sample's top-1 differs")
     if c.failed_in_one:
@@ -243,13 +324,19 @@ def print_comparison(c: RunComparison) -> None:
 
 def detection_paired_line(p: dict[str, Any]) -> str:
     """One line of detection paired statistics (:func:`repliscope.units.detection_paired`'s keys)."""
-    parts = [f"{p.get('n_samples', '?')} images", f"matched {_pct_or(p.get('matched_fraction'))} of the "
-             f"{p.get('n_reference_detections', '?')} A detections (IoU >= 0.5, same class)",
-             f"mean IoU {_fraction(p.get('mean_iou'))}", f"{p.get('flipped_images', '?')} images differ"]
+    parts = [
+        f"{p.get('n_samples', '?')} images",
+        f"matched {_pct_or(p.get('matched_fraction'))} of the "
+        f"{p.get('n_reference_detections', '?')} A detections (IoU >= 0.5, same class)",
+        f"mean IoU {_fraction(p.get('mean_iou'))}",
+        f"{p.get('flipped_images', '?')} images differ",
+    ]
     if p.get("delta_ap") is not None:
-        parts.append(f"AP {_fraction(p.get('ap_reference'))} -> {_fraction(p.get('ap_variant'))} "
-                     f"(delta {p['delta_ap']:+.4f}, 95 % [{_fraction(p.get('delta_ap_ci_low'))}, "
-                     f"{_fraction(p.get('delta_ap_ci_high'))}])")
+        parts.append(
+            f"AP {_fraction(p.get('ap_reference'))} -> {_fraction(p.get('ap_variant'))} "
+            f"(delta {p['delta_ap']:+.4f}, 95 % [{_fraction(p.get('delta_ap_ci_low'))}, "
+            f"{_fraction(p.get('delta_ap_ci_high'))}])"
+        )
     return ", ".join(parts)
 
 
@@ -264,11 +351,13 @@ def print_segmentation_paired(p: dict[str, Any] | None) -> None:
         return
     agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else f"{100 * p['pixel_agreement']:.2f} %"
     listed = ": " + ", ".join(p["flipped_ids"]) if p["flipped_ids"] else ""
-    console.print(f"paired    B against A on {p['n_samples']} images: mIoU {p['miou_reference']:.4f} -> "
-                  f"{p['miou_variant']:.4f} (delta {p['delta_miou']:+.4f}, 95 % [{p['delta_miou_ci_low']:+.4f}, "
-                  f"{p['delta_miou_ci_high']:+.4f}]), pixels with the same label {agreement}, "
-                  f"{p['flipped_images']} images differ{listed}",
-                  highlight=False)
+    console.print(
+        f"paired    B against A on {p['n_samples']} images: mIoU {p['miou_reference']:.4f} -> "
+        f"{p['miou_variant']:.4f} (delta {p['delta_miou']:+.4f}, 95 % [{p['delta_miou_ci_low']:+.4f}, "
+        f"{p['delta_miou_ci_high']:+.4f}]), pixels with the same label {agreement}, "
+        f"{p['flipped_images']} images differ{listed}",
+        highlight=False,
+    )
 
 
 def print_detection_paired(p: dict[str, Any] | None) -> None:
@@ -283,10 +372,13 @@ def print_sweep(sweep: SweepResult) -> None:
     from rich import box
 
     ref = sweep.reference
-    console.print(f"[bold]pitfall sweep {sweep.sweep_id}[/]  {sweep.manifest.name} on {sweep.runtime['runtime']}, "
-                  f"dataset {sweep.dataset['name']} ({sweep.dataset['num_samples']} samples)")
-    if ref.metric("mIoU") is not None or any((v.paired_task or {}).get("delta_miou") is not None
-                                             for v in sweep.variants):
+    console.print(
+        f"[bold]pitfall sweep {sweep.sweep_id}[/]  {sweep.manifest.name} on {sweep.runtime['runtime']}, "
+        f"dataset {sweep.dataset['name']} ({sweep.dataset['num_samples']} samples)"
+    )
+    if ref.metric("mIoU") is not None or any(
+        (v.paired_task or {}).get("delta_miou") is not None for v in sweep.variants
+    ):
         _print_segmentation_sweep(sweep)
         return
     if ref.metric("AP") is not None or any(v.paired_task for v in sweep.variants):
@@ -305,22 +397,35 @@ def print_sweep(sweep: SweepResult) -> None:
         else:
             counts = f"{'?' if v.evaluated_samples is None else v.evaluated_samples}/{v.failed_samples}"
         table.add_row(
-            v.name, counts, f"{100 * t1.value:.1f}" if t1 else "",
-            f"{100 * t1.ci_low:.0f}-{100 * t1.ci_high:.0f}" if t1 else "", str(p.n) if p else "",
+            v.name,
+            counts,
+            f"{100 * t1.value:.1f}" if t1 else "",
+            f"{100 * t1.ci_low:.0f}-{100 * t1.ci_high:.0f}" if t1 else "",
+            str(p.n) if p else "",
             f"{100 * p.delta_top1:+.1f}" if p and p.delta_top1 is not None else "",
             ("<.001" if p.mcnemar_p < 1e-3 else f"{p.mcnemar_p:.2g}") if p and p.mcnemar_p is not None else "",
-            f"{100 * p.agreement:.1f}" if p else "", str(p.flipped) if p else "", f"{p.mean_kl:.2g}" if p else "")
+            f"{100 * p.agreement:.1f}" if p else "",
+            str(p.flipped) if p else "",
+            f"{p.mean_kl:.2g}" if p else "",
+        )
     console.print(table)
-    console.print("n/fail: samples evaluated / failed; top-1 (%) over each variant's own evaluated samples. "
-                  "Paired against the reference on the samples both evaluated (pairs): Δ top-1 (points), exact "
-                  "McNemar p, top-1 agreement (%), flipped predictions, mean KL (nats).", highlight=False)
+    console.print(
+        "n/fail: samples evaluated / failed; top-1 (%) over each variant's own evaluated samples. "
+        "Paired against the reference on the samples both evaluated (pairs): Δ top-1 (points), exact "
+        "McNemar p, top-1 agreement (%), flipped predictions, mean KL (nats).",
+        highlight=False,
+    )
     for v in sweep.variants:
-        console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
-                      highlight=False)
+        console.print(
+            f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}", highlight=False
+        )
     for v in sweep.variants:
         if v.paired is not None and not v.paired.same_samples:
-            console.print(f"[yellow]warning:[/] {v.name}: {v.paired.pairing_note()}; its top-1 and the "
-                          f"reference's are over different samples, Δ is not their difference", highlight=False)
+            console.print(
+                f"[yellow]warning:[/] {v.name}: {v.paired.pairing_note()}; its top-1 and the "
+                f"reference's are over different samples, Δ is not their difference",
+                highlight=False,
+            )
     _print_sweep_tail(sweep)
 
 
@@ -344,19 +449,26 @@ def _print_segmentation_sweep(sweep: SweepResult) -> None:
         p = v.paired_task or {}
         low, high = p.get("delta_miou_ci_low"), p.get("delta_miou_ci_high")
         table.add_row(
-            v.name, _counts(v), f"{miou.value:.4f}" if miou else "",
+            v.name,
+            _counts(v),
+            f"{miou.value:.4f}" if miou else "",
             f"{miou.ci_low:.3f}-{miou.ci_high:.3f}" if miou else "",
             f"{p['delta_miou']:+.4f}" if p.get("delta_miou") is not None else "",
             f"{low:+.4f}..{high:+.4f}" if low is not None and high is not None else "",
             f"{100 * p['pixel_agreement']:.2f}%" if p.get("pixel_agreement") is not None else "",
-            str(p.get("flipped_images", "")))
+            str(p.get("flipped_images", "")),
+        )
     console.print(table)
-    console.print("n/fail: images evaluated / failed; mIoU over each variant's own images with its bootstrap "
-                  "interval. Against the reference on the images both evaluated: ΔmIoU and its paired bootstrap "
-                  "interval, pixels with the same label (%), images whose masks differ.", highlight=False)
+    console.print(
+        "n/fail: images evaluated / failed; mIoU over each variant's own images with its bootstrap "
+        "interval. Against the reference on the images both evaluated: ΔmIoU and its paired bootstrap "
+        "interval, pixels with the same label (%), images whose masks differ.",
+        highlight=False,
+    )
     for v in sweep.variants:
-        console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
-                      highlight=False)
+        console.print(
+            f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}", highlight=False
+        )
     _print_sweep_tail(sweep)
 
 
@@ -374,27 +486,41 @@ def _print_detection_sweep(sweep: SweepResult) -> None:
         p = v.paired_task or {}
         low, high = p.get("delta_ap_ci_low"), p.get("delta_ap_ci_high")
         table.add_row(
-            v.name, _counts(v), f"{ap.value:.3f}" if ap else "", f"{ap.ci_low:.2f}-{ap.ci_high:.2f}" if ap else "",
+            v.name,
+            _counts(v),
+            f"{ap.value:.3f}" if ap else "",
+            f"{ap.ci_low:.2f}-{ap.ci_high:.2f}" if ap else "",
             f"{p['delta_ap']:+.3f}" if p.get("delta_ap") is not None else "",
             f"{low:+.3f}..{high:+.3f}" if low is not None and high is not None else "",
             f"{100 * p['matched_fraction']:.0f}%" if p.get("matched_fraction") is not None else "",
             f"{p['mean_iou']:.3f}" if p.get("mean_iou") is not None else "",
-            str(p.get("flipped_images", "")))
+            str(p.get("flipped_images", "")),
+        )
     console.print(table)
-    console.print("n/fail: images evaluated / failed; AP (COCO .50:.95) over each variant's own images with its "
-                  "bootstrap interval. Against the reference's detections on the images both evaluated: ΔAP and its "
-                  "paired bootstrap interval, reference detections matched (same class, IoU >= 0.5), mean IoU of "
-                  "the matches, images whose detections differ.", highlight=False)
+    console.print(
+        "n/fail: images evaluated / failed; AP (COCO .50:.95) over each variant's own images with its "
+        "bootstrap interval. Against the reference's detections on the images both evaluated: ΔAP and its "
+        "paired bootstrap interval, reference detections matched (same class, IoU >= 0.5), mean IoU of "
+        "the matches, images whose detections differ.",
+        highlight=False,
+    )
     for v in sweep.variants:
-        console.print(f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}",
-                      highlight=False)
+        console.print(
+            f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}", highlight=False
+        )
     _print_sweep_tail(sweep)
 
 
 def _print_sweep_tail(sweep: SweepResult) -> None:
     t = sweep.timings
-    parts = [f"{t[k]:.1f} s {label}" for k, label in (("load_seconds", "loading the model(s)"),
-                                                      ("warmup_seconds", "warm-up"),
-                                                      ("loop_seconds", "measured loop"),
-                                                      ("inference_seconds", "in the runtime")) if k in t]
+    parts = [
+        f"{t[k]:.1f} s {label}"
+        for k, label in (
+            ("load_seconds", "loading the model(s)"),
+            ("warmup_seconds", "warm-up"),
+            ("loop_seconds", "measured loop"),
+            ("inference_seconds", "in the runtime"),
+        )
+        if k in t
+    ]
     console.print(f"time {t['total_seconds']:.1f} s ({', '.join(parts)})")

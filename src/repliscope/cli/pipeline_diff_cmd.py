@@ -78,11 +78,17 @@ def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, byte
         from repliscope.diff.pipeline_effect import ModelEffect
 
         runtime = opts.model_runtime or native_runtime(loaded.manifest.framework.name)
-        effect = ModelEffect(loaded, runtime, opts.pipeline, data, samples, threads=opts.threads,
-                             batch_size=opts.batch)
+        effect = ModelEffect(loaded, runtime, opts.pipeline, data, samples, threads=opts.threads, batch_size=opts.batch)
     worst: list = []
-    result = diff_pipeline(loaded, candidate, samples, data.name, k=opts.tolerance_k or DEFAULT_K,
-                           on_pair=effect.add if effect is not None else None, worst=worst)
+    result = diff_pipeline(
+        loaded,
+        candidate,
+        samples,
+        data.name,
+        k=opts.tolerance_k or DEFAULT_K,
+        on_pair=effect.add if effect is not None else None,
+        worst=worst,
+    )
     if effect is not None:
         result.model_effect = effect.result()
     png = None
@@ -98,8 +104,7 @@ def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, byte
         from repliscope.store.diffs import save_diff
 
         try:
-            diff_id = save_diff(opts.db, result.model_dump(mode="json"), manifest_name=loaded.manifest.name,
-                                figure=png)
+            diff_id = save_diff(opts.db, result.model_dump(mode="json"), manifest_name=loaded.manifest.name, figure=png)
         except StoreError as exc:
             print(f"warning: the diff was not stored: {exc}", file=sys.stderr)
     return result, png, diff_id
@@ -112,29 +117,43 @@ def _f(v: float | None) -> str:
 def print_pipeline_diff(r: PipelineDiffResult) -> None:
     """Human-readable pipeline diff: output shapes, errors, verdict and diagnosis, stages, timing, model effect."""
     colour = {"match": "green", "explained": "yellow"}.get(r.verdict, "red")
-    console.print(f"[bold]pipeline diff[/]: {r.candidate} ({r.candidate_kind}) vs {r.manifest_name} pre-processing, "
-                  f"{r.samples} samples of {r.dataset} compared" + (f", {r.failed} not compared" if r.failed else ""))
+    console.print(
+        f"[bold]pipeline diff[/]: {r.candidate} ({r.candidate_kind}) vs {r.manifest_name} pre-processing, "
+        f"{r.samples} samples of {r.dataset} compared" + (f", {r.failed} not compared" if r.failed else "")
+    )
     console.print(f"output    {r.output_message}")
     for note in r.notes:
         console.print(f"[dim]note: {note}[/]")
     frac = "-" if r.fraction_differing is None else f"{r.fraction_differing:.2%}"
-    console.print(f"errors    max |err| {_f(r.max_abs_error)}, mean |err| {_f(r.mean_abs_error)}, values differing "
-                  f"{frac} (tolerance {r.tolerance:.3g}: {r.tolerance_rule})")
+    console.print(
+        f"errors    max |err| {_f(r.max_abs_error)}, mean |err| {_f(r.mean_abs_error)}, values differing "
+        f"{frac} (tolerance {r.tolerance:.3g}: {r.tolerance_rule})"
+    )
     d = r.diagnosis
     console.print(f"verdict   [{colour}]{r.verdict}[/]: {d.message}")
     for hint in d.hints:
         console.print(f"hint      {hint}")
     if d.candidates and r.verdict != "match":
-        console.print("closest   " + "; ".join(f"{c.variant} ({_f(c.max_abs_error)})" for c in d.candidates[:5])
-                      + f"  [{d.searched} variants and pairs searched]")
+        console.print(
+            "closest   "
+            + "; ".join(f"{c.variant} ({_f(c.max_abs_error)})" for c in d.candidates[:5])
+            + f"  [{d.searched} variants and pairs searched]"
+        )
     if r.stages:
         table = Table(title="stages (each against the manifest op playing its role)")
         for col in ("stage", "manifest op", "output", "max |err|", "differing", "ok", "note"):
             table.add_column(col, overflow="fold")
         for s in r.stages:
             ok = "" if s.within_tolerance is None else ("yes" if s.within_tolerance else "[red]NO[/]")
-            table.add_row(s.stage, s.compared_with or "-", s.output, _f(s.max_abs_error),
-                          "-" if s.fraction_differing is None else f"{s.fraction_differing:.1%}", ok, s.note)
+            table.add_row(
+                s.stage,
+                s.compared_with or "-",
+                s.output,
+                _f(s.max_abs_error),
+                "-" if s.fraction_differing is None else f"{s.fraction_differing:.1%}",
+                ok,
+                s.note,
+            )
         console.print(table)
         if r.first_divergent_stage:
             console.print(f"first divergent stage: [red]{r.first_divergent_stage}[/]")
@@ -147,9 +166,11 @@ def print_pipeline_diff(r: PipelineDiffResult) -> None:
         console.print(f"worst     {', '.join(r.worst_samples)}")
     t = r.timing
     if t.samples_timed:
-        console.print(f"timing    manifest {t.reference_ms_per_image:.2f} ms/image, candidate "
-                      f"{t.candidate_ms_per_image:.2f} ms/image, ratio {t.ratio:.2f} ({t.samples_timed} images, "
-                      f"{t.method})")
+        console.print(
+            f"timing    manifest {t.reference_ms_per_image:.2f} ms/image, candidate "
+            f"{t.candidate_ms_per_image:.2f} ms/image, ratio {t.ratio:.2f} ({t.samples_timed} images, "
+            f"{t.method})"
+        )
     if r.model_effect is not None:
         from repliscope.cli.diff_cmd import print_task_diff
 

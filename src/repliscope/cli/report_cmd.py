@@ -22,22 +22,29 @@ if TYPE_CHECKING:
 _MAX_VARIANT_RECORDS = 1000
 
 
-def _resolve(store: RunStore, object_id: str
-             ) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix | StoredDiff:
+def _resolve(
+    store: RunStore, object_id: str
+) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix | StoredDiff:
     """The run with this id (or unique prefix), else the sweep, else the benchmark, else the stack matrix, else the
     stored diff; a RepliscopeError naming all five otherwise."""
     from repliscope.store.diffs import get_diff
 
     errors = []
-    getters: tuple[Any, ...] = (store.get, store.get_sweep, store.get_benchmark, store.get_stack_matrix,
-                                lambda i: get_diff(store, i))
+    getters: tuple[Any, ...] = (
+        store.get,
+        store.get_sweep,
+        store.get_benchmark,
+        store.get_stack_matrix,
+        lambda i: get_diff(store, i),
+    )
     for get in getters:
         try:
             return get(object_id)
         except RepliscopeError as exc:
             errors.append(str(exc))
-    raise RepliscopeError(f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix or a diff: "
-                          f"{'; '.join(errors)}")
+    raise RepliscopeError(
+        f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix or a diff: {'; '.join(errors)}"
+    )
 
 
 def _benchmark_report(store: RunStore, bench: BenchmarkRecord, path: Path) -> Path:
@@ -45,8 +52,11 @@ def _benchmark_report(store: RunStore, bench: BenchmarkRecord, path: Path) -> Pa
     per-layer time of each stored trace."""
     from repliscope.cli.bench_cmd import write_bench_report
 
-    records = (sorted(store.list_benchmarks(limit=10_000, matrix_id=bench.matrix_id), key=lambda r: r.created_at)
-               if bench.matrix_id else [bench])
+    records = (
+        sorted(store.list_benchmarks(limit=10_000, matrix_id=bench.matrix_id), key=lambda r: r.created_at)
+        if bench.matrix_id
+        else [bench]
+    )
     traces: list[Any] = [store.load_trace(r.benchmark_id) for r in records]  # None: not traced
     write_bench_report(records, path, traces)
     return path
@@ -76,20 +86,41 @@ def _variant_records(store: RunStore, sweep: SweepResult) -> dict[str, Evaluatio
 
 
 def report(
-    object_id: Annotated[str, typer.Argument(metavar="ID",
-                                             help="A run, sweep, benchmark or stack matrix id (a unique prefix of 6+ "
-                                                  "characters is enough).")],
+    object_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="A run, sweep, benchmark or stack matrix id (a unique prefix of 6+ characters is enough).",
+        ),
+    ],
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: "
-                                             "repliscope-<kind>-<id12>.<format> in the current directory).")] = None,
-    images: Annotated[str, typer.Option(help="Markdown only: 'files': PNGs in <stem>_files/ beside the .md; "
-                                        "'embed': data URIs in the text (one file); 'auto': files for sweeps, "
-                                        "embed for runs.")] = "auto",
-    db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data "
-                                           "directory, or $REPLISCOPE_DB)")] = None,
-    figure: Annotated[list[Path] | None, typer.Option("--figure", help="Extra PNG to embed in the layer-diff "
-                                                      "section, e.g. from `repliscope diff ... --layers --plot` "
-                                                      "(repeatable).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Output file (default: repliscope-<kind>-<id12>.<format> in the current directory)."
+        ),
+    ] = None,
+    images: Annotated[
+        str,
+        typer.Option(
+            help="Markdown only: 'files': PNGs in <stem>_files/ beside the .md; "
+            "'embed': data URIs in the text (one file); 'auto': files for sweeps, "
+            "embed for runs."
+        ),
+    ] = "auto",
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="SQLAlchemy URL (default: SQLite in the user data directory, or $REPLISCOPE_DB)"),
+    ] = None,
+    figure: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--figure",
+            help="Extra PNG to embed in the layer-diff "
+            "section, e.g. from `repliscope diff ... --layers --plot` "
+            "(repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Write a self-contained report (claim, metrics, provenance; for sweeps the pitfall table, deltas chart and
     visual testing) of a stored run or sweep."""
@@ -110,8 +141,9 @@ def report(
         if isinstance(obj, StoredDiff):
             from repliscope.report.diff_report import write_diff_report
 
-            written = write_diff_report(obj, get_figure(store, obj.diff_id),
-                                        out or Path(f"repliscope-diff-{obj.diff_id[:12]}.{fmt}"), fmt)
+            written = write_diff_report(
+                obj, get_figure(store, obj.diff_id), out or Path(f"repliscope-diff-{obj.diff_id[:12]}.{fmt}"), fmt
+            )
             print(f"wrote diff report {written}")
             return
         if isinstance(obj, StackMatrix):

@@ -70,8 +70,10 @@ def runs_list(
     else:
         print_runs(runs)
     if benchmarks:
-        console.print(f"and {benchmarks} stored benchmark{'s' if benchmarks != 1 else ''}: repliscope runs list "
-                      "--kind benchmark", highlight=False)
+        console.print(
+            f"and {benchmarks} stored benchmark{'s' if benchmarks != 1 else ''}: repliscope runs list --kind benchmark",
+            highlight=False,
+        )
 
 
 def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
@@ -85,8 +87,11 @@ def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
     from rich import box
     from rich.table import Table
 
-    console.print(f"[bold]{len(records)} benchmarks[/], newest first (local time; the scenario's metric: p90 "
-                  "single-stream, p99 multi-stream and server, throughput offline)", highlight=False)
+    console.print(
+        f"[bold]{len(records)} benchmarks[/], newest first (local time; the scenario's metric: p90 "
+        "single-stream, p99 multi-stream and server, throughput offline)",
+        highlight=False,
+    )
     cells = []
     for r in records:
         created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
@@ -95,20 +100,34 @@ def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
         else:
             key = "p99" if r.scenario in ("multi-stream", "server") else "p90"
             metric = f"{key} {r.latency.percentiles[key].value:.2f} ms"
-        cells.append({"benchmark": r.benchmark_id[:ID_CHARS], "created": f"{created:%m-%d %H:%M}",
-                      "model": f"{r.manifest.name} {r.manifest.version}", "runtime": str(r.runtime["runtime"]),
-                      "thr": str(r.threads), "scenario": r.scenario, "queries": str(r.queries), "metric": metric,
-                      "valid": "yes" if r.valid else "no"})
+        cells.append(
+            {
+                "benchmark": r.benchmark_id[:ID_CHARS],
+                "created": f"{created:%m-%d %H:%M}",
+                "model": f"{r.manifest.name} {r.manifest.version}",
+                "runtime": str(r.runtime["runtime"]),
+                "thr": str(r.threads),
+                "scenario": r.scenario,
+                "queries": str(r.queries),
+                "metric": metric,
+                "valid": "yes" if r.valid else "no",
+            }
+        )
     # a model / scenario shared by every row is said once above the table (it would fold at 80 columns)
     shared = [c for c in ("model", "scenario") if len({row[c] for row in cells}) == 1]
-    for line in pack([f"{c} {cells[0][c]}" for c in shared], console.width, first="every benchmark: ",
-                     next_="                 "):
+    for line in pack(
+        [f"{c} {cells[0][c]}" for c in shared], console.width, first="every benchmark: ", next_="                 "
+    ):
         console.print(line, highlight=False, soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     columns = [c for c in cells[0] if c not in shared]
     for name in columns:
-        table.add_column(name, no_wrap=name not in ("model", "scenario"), overflow="fold",
-                         justify="right" if name in ("thr", "queries", "metric") else "left")
+        table.add_column(
+            name,
+            no_wrap=name not in ("model", "scenario"),
+            overflow="fold",
+            justify="right" if name in ("thr", "queries", "metric") else "left",
+        )
     for row in cells:
         table.add_row(*(row[c] for c in columns))
     console.print(table)
@@ -118,12 +137,20 @@ def run_cells(r: RunSummary) -> dict[str, str]:
     """One run's cells in ``runs list``: 8-character id, local creation date and time, model name and
     version in full, top-1 in % and detection's AP as a fraction (each empty when the run has none)."""
     created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
-    return {"run": r.run_id[:ID_CHARS], "date": f"{created:%Y-%m-%d}", "time": f"{created:%H:%M}",
-            "model": f"{r.manifest_name} {r.manifest_version}", "runtime": r.runtime, "dataset": r.dataset_name,
-            "n": str(r.num_samples), "failed": str(r.num_failed),
-            "top-1": "" if r.top1 is None else f"{100 * r.top1:.1f}",
-            "AP": "" if r.ap is None else f"{r.ap:.3f}",
-            "sweep": r.sweep_id[:ID_CHARS] if r.sweep_id else "", "variant": r.variant or ""}
+    return {
+        "run": r.run_id[:ID_CHARS],
+        "date": f"{created:%Y-%m-%d}",
+        "time": f"{created:%H:%M}",
+        "model": f"{r.manifest_name} {r.manifest_version}",
+        "runtime": r.runtime,
+        "dataset": r.dataset_name,
+        "n": str(r.num_samples),
+        "failed": str(r.num_failed),
+        "top-1": "" if r.top1 is None else f"{100 * r.top1:.1f}",
+        "AP": "" if r.ap is None else f"{r.ap:.3f}",
+        "sweep": r.sweep_id[:ID_CHARS] if r.sweep_id else "",
+        "variant": r.variant or "",
+    }
 
 
 def runs_layout(cells: Sequence[dict[str, str]], width: int) -> tuple[list[str], list[str], int]:
@@ -168,8 +195,12 @@ def print_runs(runs: Sequence[RunSummary]) -> None:
     # SIMPLE_HEAD draws a space between columns: gap 2 = that space + one of padding
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0))
     for c in columns:
-        table.add_column(c, justify="right" if c in ("n", "failed", "top-1", "AP") else "left",
-                         no_wrap=c not in _FOLDABLE, overflow="fold")
+        table.add_column(
+            c,
+            justify="right" if c in ("n", "failed", "top-1", "AP") else "left",
+            no_wrap=c not in _FOLDABLE,
+            overflow="fold",
+        )
     for row in cells:
         table.add_row(*(row[c] for c in columns))
     console.print(table)
@@ -195,8 +226,13 @@ def pack(parts: Sequence[str], width: int, first: str, next_: str) -> list[str]:
 
 @runs_app.command("import")
 def runs_import(
-    files: Annotated[list[Path], typer.Argument(help="Record JSON files (the unsaved-runs/<run_id>.json a failed "
-                                                     "store write kept, or `runs show --json` output).")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Record JSON files (the unsaved-runs/<run_id>.json a failed "
+            "store write kept, or `runs show --json` output)."
+        ),
+    ],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -215,16 +251,18 @@ def runs_import(
             try:
                 size = file.stat().st_size
                 if size > 64 * MANIFEST_BYTES.value:
-                    raise RepliscopeError(f"{file}: {size:,} bytes is more than a record file may have "
-                                          f"({64 * MANIFEST_BYTES.value:,})")
+                    raise RepliscopeError(
+                        f"{file}: {size:,} bytes is more than a record file may have ({64 * MANIFEST_BYTES.value:,})"
+                    )
                 records.append(EvaluationRecord.model_validate_json(file.read_bytes()))
             except OSError as exc:
                 raise RepliscopeError(f"{file}: cannot read: {exc.strerror or exc}") from None
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
-                raise RepliscopeError(f"{file}: not an evaluation record ({where}: {first['msg']}; "
-                                      f"{exc.error_count()} problem(s))") from None
+                raise RepliscopeError(
+                    f"{file}: not an evaluation record ({where}: {first['msg']}; {exc.error_count()} problem(s))"
+                ) from None
         store = RunStore(db)
         for file, record in zip(files, records, strict=True):
             store.save(record)
@@ -240,8 +278,12 @@ def runs_import(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str, samples: Annotated[bool, typer.Option(help="List every sample.")] = False,
-              db: DbOption = None, as_json: JsonOption = False) -> None:
+def runs_show(
+    run_id: str,
+    samples: Annotated[bool, typer.Option(help="List every sample.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Show one run's full record (a unique prefix of the id is enough)."""
     from repliscope.store.repository import RunStore
 
@@ -298,10 +340,13 @@ def record_class_names(rec: EvaluationRecord) -> tuple[tuple[str, ...] | None, s
             return None, f"the stored manifest {where} has no labels section"
         spec = LabelsSpec.model_validate(data["labels"])
         # the run already read this file under its path policy; showing its names reads it again, read-only
-        names = class_names_of(spec, Path(where).parent, default_cache_dir(),
-                               lambda msg, at, allowed: ManifestError(msg, file=where, field=format_path(at),
-                                                                      allowed=allowed),
-                               allow_outside_paths=True)
+        names = class_names_of(
+            spec,
+            Path(where).parent,
+            default_cache_dir(),
+            lambda msg, at, allowed: ManifestError(msg, file=where, field=format_path(at), allowed=allowed),
+            allow_outside_paths=True,
+        )
     except ValidationError as exc:
         return None, f"the stored manifest's labels section is invalid: {exc.errors()[0]['msg']}"
     except RepliscopeError as exc:
@@ -328,7 +373,10 @@ def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOptio
 
         print_comparison(comparison)
     if not comparison.comparable:
-        print(f"error: runs {comparison.run_a[:ID_CHARS]} and {comparison.run_b[:ID_CHARS]} have no sample that "
-              f"both evaluated ({comparison.common_samples} shared sample ids, {comparison.only_in_a} only in A, "
-              f"{comparison.only_in_b} only in B): nothing to compare", file=sys.stderr)
+        print(
+            f"error: runs {comparison.run_a[:ID_CHARS]} and {comparison.run_b[:ID_CHARS]} have no sample that "
+            f"both evaluated ({comparison.common_samples} shared sample ids, {comparison.only_in_a} only in A, "
+            f"{comparison.only_in_b} only in B): nothing to compare",
+            file=sys.stderr,
+        )
         raise typer.Exit(code=1)

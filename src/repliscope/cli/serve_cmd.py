@@ -36,8 +36,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise RepliscopeError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (choose another --port or "
-                              "stop the other server)") from exc
+        raise RepliscopeError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc} (choose another --port or stop the other server)"
+        ) from exc
     return sock
 
 
@@ -52,9 +53,13 @@ def first_start(store: RunStore) -> tuple[str | None, bool]:
         get_dataset(store, DEFAULT_DATASET)
         registered = False
     except NotFoundError:
-        register_dataset(store, DEFAULT_DATASET, DEFAULT_DATASET,
-                         "the embedded default: foolbox's ImageNet samples (shipped with repliscope)",
-                         created_by="repliscope serve")
+        register_dataset(
+            store,
+            DEFAULT_DATASET,
+            DEFAULT_DATASET,
+            "the embedded default: foolbox's ImageNet samples (shipped with repliscope)",
+            created_by="repliscope serve",
+        )
         registered = True
     return token, registered
 
@@ -66,8 +71,13 @@ def fail_interrupted_jobs(store: RunStore) -> int:
 
     left = [j for status in ("queued", "running") for j in list_jobs(store, status=status, limit=10_000)]
     for job in left:
-        update_job(store, job.id, status="failed", error="interrupted: the server stopped before the job finished",
-                   append_log="interrupted: the server stopped before the job finished")
+        update_job(
+            store,
+            job.id,
+            status="failed",
+            error="interrupted: the server stopped before the job finished",
+            append_log="interrupted: the server stopped before the job finished",
+        )
     return len(left)
 
 
@@ -84,8 +94,10 @@ def connect_agents(app: Any, scheduler: str | None) -> str:
         agents = app.state.cluster.get().agents()
     except OSError as exc:
         app.state.cluster.close()
-        raise RepliscopeError(f"cannot connect to the scheduler {scheduler!r}: {exc} (start one with "
-                              "`dask scheduler`, or leave --scheduler out for an in-process cluster)") from exc
+        raise RepliscopeError(
+            f"cannot connect to the scheduler {scheduler!r}: {exc} (start one with "
+            "`dask scheduler`, or leave --scheduler out for an in-process cluster)"
+        ) from exc
     alive = sorted(a.capabilities.agent_id for a in agents if a.alive)
     where = f"scheduler {scheduler}" if scheduler not in (None, "local") else "an in-process LocalCluster"
     return f"agents: {len(alive)} live on {where}" + (f" ({', '.join(alive)})" if alive else "")
@@ -95,14 +107,22 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     db: DbOption = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="Model exports, conversions and calibrations (default: "
-                                                        "the CLI's cache).")] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Model exports, conversions and calibrations (default: the CLI's cache).")
+    ] = None,
     max_upload_bytes: Annotated[int, typer.Option(min=1, help="Largest accepted request body.")] = 1 << 20,
-    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Allow this browser origin "
-                                                          "(repeatable; default: CORS off).")] = None,
-    scheduler: Annotated[str | None, typer.Option(help="The Dask scheduler of the agents that run the jobs "
-                                                       "(tcp://HOST:PORT; default: an in-process LocalCluster "
-                                                       "with one agent).")] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option("--cors-origin", help="Allow this browser origin (repeatable; default: CORS off)."),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            help="The Dask scheduler of the agents that run the jobs "
+            "(tcp://HOST:PORT; default: an in-process LocalCluster "
+            "with one agent)."
+        ),
+    ] = None,
     tls_ca_file: TlsCaOption = None,
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
@@ -122,9 +142,16 @@ def serve(
     try:  # bind first: a port in use is an input error, found before a one-time token is created and shown
         security = cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
         sock = bind_socket(host, port)
-        app = create_app(ServiceConfig(db_url=db, cache_dir=cache_dir, max_upload_bytes=max_upload_bytes,
-                                       cors_origins=list(cor for cor in cors_origin or []), scheduler=scheduler,
-                                       cluster_security=security))
+        app = create_app(
+            ServiceConfig(
+                db_url=db,
+                cache_dir=cache_dir,
+                max_upload_bytes=max_upload_bytes,
+                cors_origins=list(cor for cor in cors_origin or []),
+                scheduler=scheduler,
+                cluster_security=security,
+            )
+        )
         agents = connect_agents(app, scheduler)  # before the one-time token too: a bad --scheduler exits first
         token, registered = first_start(app.state.store)
         interrupted = fail_interrupted_jobs(app.state.store)
@@ -139,9 +166,12 @@ def serve(
     from repliscope.agents.security import is_loopback
 
     if not is_loopback(host):
-        print(f"warning: serving on {host}, reachable from other hosts, over plain HTTP: tokens and the login cookie "
-              "travel in clear; put an HTTPS reverse proxy in front (it must pass the Host header, and "
-              "X-Forwarded-Proto from 127.0.0.1)", file=sys.stderr)
+        print(
+            f"warning: serving on {host}, reachable from other hosts, over plain HTTP: tokens and the login cookie "
+            "travel in clear; put an HTTPS reverse proxy in front (it must pass the Host header, and "
+            "X-Forwarded-Proto from 127.0.0.1)",
+            file=sys.stderr,
+        )
     print(f"database: {hide_password(app.state.store.url)}")
     if registered:
         print(f"registered the dataset '{DEFAULT_DATASET}'")

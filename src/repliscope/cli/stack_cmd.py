@@ -19,11 +19,18 @@ from repliscope.cli.cluster_cmd import (
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.errors import RepliscopeError
 
-stack_app = typer.Typer(help="Provisioned software stacks: a cached venv per pip requirement set, e.g. "
-                             "\"onnxruntime==1.20.1\" (`current` is this environment).", no_args_is_help=True)
+stack_app = typer.Typer(
+    help="Provisioned software stacks: a cached venv per pip requirement set, e.g. "
+    '"onnxruntime==1.20.1" (`current` is this environment).',
+    no_args_is_help=True,
+)
 
-SpecArgument = Annotated[str, typer.Argument(metavar="SPEC", help="pip requirements, e.g. \"onnxruntime==1.20.1 "
-                                                                   "numpy<2\" (names from the index only).")]
+SpecArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="SPEC", help='pip requirements, e.g. "onnxruntime==1.20.1 numpy<2" (names from the index only).'
+    ),
+]
 
 
 @stack_app.command("create")
@@ -38,6 +45,7 @@ def create(spec: SpecArgument, as_json: JsonOption = False) -> None:
     start = time.perf_counter()
     try:
         with console.status("resolving ...", spinner="dots") as status:
+
             def on_line(line: str) -> None:
                 if as_json:
                     return
@@ -53,9 +61,11 @@ def create(spec: SpecArgument, as_json: JsonOption = False) -> None:
         emit_json({**stack.model_dump(mode="json"), "size_mb": stack.size_mb(), "seconds": round(seconds, 1)})
         return
     what = "cached" if stack.cached else "created"
-    console.print(f"{what}: stack [bold]{stack.key}[/] ({escape(stack.spec)}) in {seconds:.1f} s; "
-                  f"{', '.join(f'{k} {v}' for k, v in stack.main_versions.items())}; python {stack.python}; "
-                  f"{stack.size_mb()} MB")
+    console.print(
+        f"{what}: stack [bold]{stack.key}[/] ({escape(stack.spec)}) in {seconds:.1f} s; "
+        f"{', '.join(f'{k} {v}' for k, v in stack.main_versions.items())}; python {stack.python}; "
+        f"{stack.size_mb()} MB"
+    )
     console.print(f"use it: repliscope stacks MANIFEST --stack current --stack {stack.key}", markup=False)
 
 
@@ -70,16 +80,31 @@ def list_(as_json: JsonOption = False) -> None:
         emit_json([{**s.model_dump(mode="json"), "size_mb": s.size_mb()} for s in stacks])
         return
     if not stacks:
-        print("no stacks yet: repliscope stack create \"onnxruntime==1.20.1\"")
+        print('no stacks yet: repliscope stack create "onnxruntime==1.20.1"')
         return
-    print_table("stacks", ["key", "spec", "versions", "python", "size MB", "created"],
-                [[s.key, s.spec, ", ".join(f"{k} {v}" for k, v in s.main_versions.items()), s.python,
-                  s.size_mb(), f"{s.created_at:%Y-%m-%d %H:%M}"] for s in stacks])
+    print_table(
+        "stacks",
+        ["key", "spec", "versions", "python", "size MB", "created"],
+        [
+            [
+                s.key,
+                s.spec,
+                ", ".join(f"{k} {v}" for k, v in s.main_versions.items()),
+                s.python,
+                s.size_mb(),
+                f"{s.created_at:%Y-%m-%d %H:%M}",
+            ]
+            for s in stacks
+        ],
+    )
 
 
 @stack_app.command("remove")
-def remove(key_or_spec: Annotated[str, typer.Argument(metavar="KEY|SPEC", help="A stack key (or a unique prefix) or "
-                                                      "its spec.")]) -> None:
+def remove(
+    key_or_spec: Annotated[
+        str, typer.Argument(metavar="KEY|SPEC", help="A stack key (or a unique prefix) or its spec.")
+    ],
+) -> None:
     """Delete a stack's venv and lock."""
     from repliscope.stacks.store import remove_stack
 
@@ -92,20 +117,31 @@ def remove(key_or_spec: Annotated[str, typer.Argument(metavar="KEY|SPEC", help="
 
 def stacks(
     manifest: Annotated[Path, typer.Argument(help="Model manifest (YAML).")],
-    stack: Annotated[list[str], typer.Option("--stack", help="A stack key, spec or `current` (repeatable; the "
-                                             "first is the reference; a spec without a stack is created).")],
+    stack: Annotated[
+        list[str],
+        typer.Option(
+            "--stack",
+            help="A stack key, spec or `current` (repeatable; the "
+            "first is the reference; a spec without a stack is created).",
+        ),
+    ],
     runtime: Annotated[str | None, typer.Option(help="Default: the manifest's native runtime.")] = None,
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
-    label_rule: Annotated[str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | none "
-                                                   "(default: detected).")] = None,
+    label_rule: Annotated[
+        str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | none (default: detected).")
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")] = None,
     threads: Annotated[int, typer.Option(min=1, help="Runtime threads of every run.")] = 1,
-    batch_size: Annotated[int | None, typer.Option(min=1, help="Batch of every run (default 8; 1 for a model "
-                                                   "that takes one image at a time).")] = None,
-    scheduler: Annotated[str | None, typer.Option(help="tcp://HOST:PORT of a Dask scheduler (default: an "
-                                                  "in-process one).")] = None,
-    report: Annotated[Path | None, typer.Option("--report", help="Also write the matrix report (.html or .md).")]
-    = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Batch of every run (default 8; 1 for a model that takes one image at a time)."),
+    ] = None,
+    scheduler: Annotated[
+        str | None, typer.Option(help="tcp://HOST:PORT of a Dask scheduler (default: an in-process one).")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write the matrix report (.html or .md).")
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
     tls_ca_file: TlsCaOption = None,
@@ -134,11 +170,18 @@ def stacks(
         if scheduler is not None:
             from repliscope.agents.cluster import Cluster
 
-            cluster = Cluster.connect(scheduler, security=cluster_security(tls_ca_file, tls_cert, tls_key,
-                                                                           insecure_cluster))
+            cluster = Cluster.connect(
+                scheduler, security=cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
+            )
         try:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console,
-                          transient=True, disable=as_json) as progress:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=console,
+                transient=True,
+                disable=as_json,
+            ) as progress:
                 tasks: dict[str, TaskID] = {}
 
                 def on_total(key: str, n: int) -> None:
@@ -152,9 +195,20 @@ def stacks(
                     if not as_json:
                         progress.console.print(line, markup=False, style="dim")
 
-                matrix, outcomes = run_stacks(manifest, stack, rt, dataset, cluster, on_progress, on_total=on_total,
-                                              log=log, limit=limit, label_rule=label_rule, threads=threads,
-                                              batch_size=batch_size)
+                matrix, outcomes = run_stacks(
+                    manifest,
+                    stack,
+                    rt,
+                    dataset,
+                    cluster,
+                    on_progress,
+                    on_total=on_total,
+                    log=log,
+                    limit=limit,
+                    label_rule=label_rule,
+                    threads=threads,
+                    batch_size=batch_size,
+                )
         finally:
             if cluster is not None:
                 cluster.close()
@@ -172,17 +226,43 @@ def stacks(
         emit_json(matrix.model_dump(mode="json"))
         return
     rows = summary_rows(matrix)
-    print_table(f"{matrix.manifest.name} on {matrix.runtime}, {matrix.dataset.n} samples, per stack (vs the first)",
-                ["stack", "versions", "top-1", "Δ vs first", "agreement", "flips →/←", "max |Δ output|",
-                 "hash equal", "seconds"],
-                [[r["stack"], r["versions"], r["top1"], r["delta"], r["agreement"], r["flips"], r["max_diff"],
-                  r["hash_equal"], r["seconds"]] for r in rows])
+    print_table(
+        f"{matrix.manifest.name} on {matrix.runtime}, {matrix.dataset.n} samples, per stack (vs the first)",
+        [
+            "stack",
+            "versions",
+            "top-1",
+            "Δ vs first",
+            "agreement",
+            "flips →/←",
+            "max |Δ output|",
+            "hash equal",
+            "seconds",
+        ],
+        [
+            [
+                r["stack"],
+                r["versions"],
+                r["top1"],
+                r["delta"],
+                r["agreement"],
+                r["flips"],
+                r["max_diff"],
+                r["hash_equal"],
+                r["seconds"],
+            ]
+            for r in rows
+        ],
+    )
     for entry in matrix.stacks:
         if entry.error is not None:
-            console.print(f"stack {entry.key} ({entry.spec}) could not run the job: {entry.error}", markup=False,
-                          style="yellow")
-    console.print(f"stored as stack matrix [bold]{matrix.matrix_id}[/] ({len(outcomes)} runs); "
-                  f"repliscope report {matrix.matrix_id[:12]}")
+            console.print(
+                f"stack {entry.key} ({entry.spec}) could not run the job: {entry.error}", markup=False, style="yellow"
+            )
+    console.print(
+        f"stored as stack matrix [bold]{matrix.matrix_id}[/] ({len(outcomes)} runs); "
+        f"repliscope report {matrix.matrix_id[:12]}"
+    )
     if written is not None:
         console.print(f"wrote {written}", markup=False)
 

@@ -19,8 +19,12 @@ def register(app: typer.Typer) -> None:
 
 @token_app.command("create")
 def token_create(
-    role: Annotated[str, typer.Option(help="viewer (reads) | runner (also submits jobs) | admin (also registers "
-                                           "datasets and manages tokens)")],
+    role: Annotated[
+        str,
+        typer.Option(
+            help="viewer (reads) | runner (also submits jobs) | admin (also registers datasets and manages tokens)"
+        ),
+    ],
     name: Annotated[str, typer.Option(help="Who or what uses the token.")] = "cli",
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -62,14 +66,26 @@ def token_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     if not tokens:
         console.print("no tokens; create one with: repliscope token create --role admin")
         return
-    print_table("tokens", ["id", "name", "role", "created (UTC)", "revoked (UTC)"],
-                [[str(t.id), t.name, t.role, t.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                  t.revoked_at.strftime("%Y-%m-%d %H:%M:%S") if t.revoked_at else "-"] for t in tokens])
+    print_table(
+        "tokens",
+        ["id", "name", "role", "created (UTC)", "revoked (UTC)"],
+        [
+            [
+                str(t.id),
+                t.name,
+                t.role,
+                t.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                t.revoked_at.strftime("%Y-%m-%d %H:%M:%S") if t.revoked_at else "-",
+            ]
+            for t in tokens
+        ],
+    )
 
 
 @token_app.command("revoke")
-def token_revoke(token_id: Annotated[int, typer.Argument(help="The id `token list` shows.")],
-                 db: DbOption = None) -> None:
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(help="The id `token list` shows.")], db: DbOption = None
+) -> None:
     """Revoke a token: requests with it are refused from now on."""
     from repliscope.errors import RepliscopeError
     from repliscope.store.accounts import revoke_token

@@ -16,17 +16,29 @@ from repliscope.cli.output import console, print_table
 from repliscope.errors import RepliscopeError
 from repliscope.tracing import LEVELS, Tracer, make_tracer
 
-TraceLevelOption = Annotated[str, typer.Option(
-    "--trace-level", help="none | application (the run) | model (each batch/query: pre-processing ops, inference, "
-                          "post-processing) | framework (each layer) | library (kernels). Stored with the run.")]
-TraceOutOption = Annotated[Path | None, typer.Option(
-    "--trace-out", help="Also write the Chrome trace / Perfetto JSON to this file (needs --trace-level).")]
+TraceLevelOption = Annotated[
+    str,
+    typer.Option(
+        "--trace-level",
+        help="none | application (the run) | model (each batch/query: pre-processing ops, inference, "
+        "post-processing) | framework (each layer) | library (kernels). Stored with the run.",
+    ),
+]
+TraceOutOption = Annotated[
+    Path | None,
+    typer.Option("--trace-out", help="Also write the Chrome trace / Perfetto JSON to this file (needs --trace-level)."),
+]
 
-PlotOption = Annotated[Path | None, typer.Option(
-    "--plot", help="Also write the per-layer bar chart (PNG) here; `repliscope report RUN --figure PNG` embeds it.")]
+PlotOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot", help="Also write the per-layer bar chart (PNG) here; `repliscope report RUN --figure PNG` embeds it."
+    ),
+]
 
-trace_app = typer.Typer(help="Summarise and compare leveled traces (recorded with --trace-level).",
-                        no_args_is_help=True)
+trace_app = typer.Typer(
+    help="Summarise and compare leveled traces (recorded with --trace-level).", no_args_is_help=True
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,8 +61,10 @@ def finish_tracing(tracer: Tracer, out: Path | None, store: Any, object_id: str)
         return []
     doc = tracer.chrome_trace()
     store.save_trace(object_id, tracer.level, doc)
-    done = [f"trace ({tracer.level}, {sum(1 for e in doc['traceEvents'] if e['ph'] == 'X')} spans) stored; "
-            f"repliscope trace summary {object_id[:12]}"]
+    done = [
+        f"trace ({tracer.level}, {sum(1 for e in doc['traceEvents'] if e['ph'] == 'X')} spans) stored; "
+        f"repliscope trace summary {object_id[:12]}"
+    ]
     if out is not None:
         done.append(f"wrote {tracer.write_chrome_trace(out)} (open in https://ui.perfetto.dev or chrome://tracing)")
     tracer.flush()
@@ -75,8 +89,10 @@ def load_trace_doc(ref: str, db: str | None) -> dict[str, Any]:
 
     found = RunStore(db).load_trace(ref)
     if found is None:
-        raise RepliscopeError(f"'{ref}' is neither a trace file nor the id of a stored trace (record one with "
-                              "--trace-level framework on evaluate / pitfalls / bench)")
+        raise RepliscopeError(
+            f"'{ref}' is neither a trace file nor the id of a stored trace (record one with "
+            "--trace-level framework on evaluate / pitfalls / bench)"
+        )
     return found
 
 
@@ -91,8 +107,9 @@ def _write_png(path: Path, png: bytes) -> None:
 
 @trace_app.command("summary")
 def summary(
-    ref: Annotated[str, typer.Argument(metavar="RUN|FILE", help="A run id (prefix) with a stored trace, or a "
-                                                                "Chrome trace file.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="RUN|FILE", help="A run id (prefix) with a stored trace, or a Chrome trace file.")
+    ],
     top: Annotated[int, typer.Option(min=1, help="Show the N slowest layers.")] = 15,
     plot: PlotOption = None,
     db: DbOption = None,
@@ -112,19 +129,31 @@ def summary(
         fail(exc)
         return
     if as_json:
-        emit_json({"source": s.source, "inferences": s.inferences, "model_p50_ms": s.model_p50_ms,
-                   "spans_per_level": s.spans_per_level,
-                   "layers": [vars(layer) for layer in s.layers],
-                   "op_types": [{"op_type": t, "p50_ms": ms, "share": sh} for t, ms, sh in s.op_types]})
+        emit_json(
+            {
+                "source": s.source,
+                "inferences": s.inferences,
+                "model_p50_ms": s.model_p50_ms,
+                "spans_per_level": s.spans_per_level,
+                "layers": [vars(layer) for layer in s.layers],
+                "op_types": [{"op_type": t, "p50_ms": ms, "share": sh} for t, ms, sh in s.op_types],
+            }
+        )
         return
-    console.print(f"{ref}: {s.source}, {s.inferences} inferences, model p50 {s.model_p50_ms:.3f} ms, "
-                  f"{len(s.layers)} layers; spans per level: "
-                  + ", ".join(f"{k} {v}" for k, v in s.spans_per_level.items()))
-    print_table(f"top {min(top, len(s.layers))} layers (p50 self time)", ["layer", "op type", "calls", "p50 ms",
-                                                                          "share"],
-                [[x.layer, x.op_type, x.count, f"{x.p50_ms:.3f}", f"{x.share:.1%}"] for x in s.top(top)])
-    print_table("per op type", ["op type", "p50 ms (sum)", "share"],
-                [[t, f"{ms:.3f}", f"{sh:.1%}"] for t, ms, sh in s.op_types[:top]])
+    console.print(
+        f"{ref}: {s.source}, {s.inferences} inferences, model p50 {s.model_p50_ms:.3f} ms, "
+        f"{len(s.layers)} layers; spans per level: " + ", ".join(f"{k} {v}" for k, v in s.spans_per_level.items())
+    )
+    print_table(
+        f"top {min(top, len(s.layers))} layers (p50 self time)",
+        ["layer", "op type", "calls", "p50 ms", "share"],
+        [[x.layer, x.op_type, x.count, f"{x.p50_ms:.3f}", f"{x.share:.1%}"] for x in s.top(top)],
+    )
+    print_table(
+        "per op type",
+        ["op type", "p50 ms (sum)", "share"],
+        [[t, f"{ms:.3f}", f"{sh:.1%}"] for t, ms, sh in s.op_types[:top]],
+    )
 
 
 def _layer_times(side: str, ref: str, db: str | None) -> Any:
@@ -162,21 +191,39 @@ def compare(
         return
     name_a, name_b = f"A ({c.a_source})", f"B ({c.b_source})"
     if as_json:
-        emit_json({"a": {"ref": ref_a, "source": c.a_source, "model_p50_ms": c.a_model_ms},
-                   "b": {"ref": ref_b, "source": c.b_source, "model_p50_ms": c.b_model_ms},
-                   "mapping": c.mapping, "only_a": c.only_a, "only_b": c.only_b,
-                   "layers": [{"layer": x.key, "label": x.label, "covers": list(x.covers), "a_ms": x.a_ms,
-                               "b_ms": x.b_ms, "ratio": None if math.isinf(x.ratio) else x.ratio,
-                               "sentence": x.sentence(name_a, name_b)} for x in c.layers]})
+        emit_json(
+            {
+                "a": {"ref": ref_a, "source": c.a_source, "model_p50_ms": c.a_model_ms},
+                "b": {"ref": ref_b, "source": c.b_source, "model_p50_ms": c.b_model_ms},
+                "mapping": c.mapping,
+                "only_a": c.only_a,
+                "only_b": c.only_b,
+                "layers": [
+                    {
+                        "layer": x.key,
+                        "label": x.label,
+                        "covers": list(x.covers),
+                        "a_ms": x.a_ms,
+                        "b_ms": x.b_ms,
+                        "ratio": None if math.isinf(x.ratio) else x.ratio,
+                        "sentence": x.sentence(name_a, name_b),
+                    }
+                    for x in c.layers
+                ],
+            }
+        )
         return
     ratio = c.b_model_ms / c.a_model_ms if c.a_model_ms else float("nan")
-    console.print(f"model p50: {name_a} {c.a_model_ms:.3f} ms, {name_b} {c.b_model_ms:.3f} ms "
-                  f"(B/A {ratio:.2f}); {len(c.layers)} layers aligned ({c.mapping})")
+    console.print(
+        f"model p50: {name_a} {c.a_model_ms:.3f} ms, {name_b} {c.b_model_ms:.3f} ms "
+        f"(B/A {ratio:.2f}); {len(c.layers)} layers aligned ({c.mapping})"
+    )
     rows = [[x.label, f"{x.a_ms:.3f}", f"{x.b_ms:.3f}", f"{x.ratio:.2f}"] for x in c.largest(top)]
     print_table("largest per-layer differences (p50 ms)", ["layer", "A", "B", "B/A"], rows)
     for x in c.largest(3):
         console.print(x.sentence(name_a, name_b), markup=False)
     for side, keys in (("A", c.only_a), ("B", c.only_b)):
         if keys:
-            print(f"only in {side} ({len(keys)}): {', '.join(keys[:10])}{' …' if len(keys) > 10 else ''}",
-                  file=sys.stderr)
+            print(
+                f"only in {side} ({len(keys)}): {', '.join(keys[:10])}{' …' if len(keys) > 10 else ''}", file=sys.stderr
+            )

@@ -6,5 +6,13 @@
 from repliscope.convert.keras_target import ConversionError, ConversionReport, convert_state_dict, load_port
 from repliscope.convert.mapping import KINDS, LayerMapping, MappingError, load_mapping
 
-__all__ = ["KINDS", "ConversionError", "ConversionReport", "LayerMapping", "MappingError", "convert_state_dict",
-           "load_mapping", "load_port"]
+__all__ = [
+    "KINDS",
+    "ConversionError",
+    "ConversionReport",
+    "LayerMapping",
+    "MappingError",
+    "convert_state_dict",
+    "load_mapping",
+    "load_port",
+]

@@ -27,9 +27,18 @@ import numpy as np
 
 from repliscope.errors import RepliscopeError
 
-SECTION_ALIASES = {"net": "net", "network": "net", "convolutional": "convolutional", "conv": "convolutional",
-                   "maxpool": "maxpool", "max": "maxpool", "route": "route", "upsample": "upsample",
-                   "shortcut": "shortcut", "yolo": "yolo"}
+SECTION_ALIASES = {
+    "net": "net",
+    "network": "net",
+    "convolutional": "convolutional",
+    "conv": "convolutional",
+    "maxpool": "maxpool",
+    "max": "maxpool",
+    "route": "route",
+    "upsample": "upsample",
+    "shortcut": "shortcut",
+    "yolo": "yolo",
+}
 ACTIVATIONS = ("leaky", "linear", "relu", "logistic")
 
 
@@ -98,8 +107,10 @@ def read_cfg(path: Path | str, text: str | None = None) -> list[Section]:
                 raise DarknetFormatError(f"{path}:{lineno}: unterminated section header {raw.strip()!r}")
             name = line[1:-1]
             if name not in SECTION_ALIASES:
-                raise DarknetFormatError(f"{path}:{lineno}: unknown cfg section [{name}] (supported: "
-                                         f"{', '.join(sorted(set(SECTION_ALIASES)))})")
+                raise DarknetFormatError(
+                    f"{path}:{lineno}: unknown cfg section [{name}] (supported: "
+                    f"{', '.join(sorted(set(SECTION_ALIASES)))})"
+                )
             sections.append(Section(SECTION_ALIASES[name], lineno, {}))
             continue
         if not sections:
@@ -122,8 +133,9 @@ def _int(sec: Section, key: str, default: int | None, path: Path) -> int:
     try:
         return int(sec.options[key])
     except ValueError as exc:
-        raise DarknetFormatError(f"{path}:{sec.option_lines[key]}: '{key}' must be an integer, got "
-                                 f"{sec.options[key]!r}") from exc
+        raise DarknetFormatError(
+            f"{path}:{sec.option_lines[key]}: '{key}' must be an integer, got {sec.options[key]!r}"
+        ) from exc
 
 
 def _float(sec: Section, key: str, default: float, path: Path) -> float:
@@ -138,12 +150,14 @@ def _ints(sec: Section, key: str, path: Path) -> list[int]:
     try:
         return [int(v) for v in raw.split(",") if v != ""]
     except ValueError as exc:
-        raise DarknetFormatError(f"{path}:{sec.option_lines.get(key, sec.line)}: '{key}' must be integers separated "
-                                 f"by commas, got {raw!r}") from exc
+        raise DarknetFormatError(
+            f"{path}:{sec.option_lines.get(key, sec.line)}: '{key}' must be integers separated by commas, got {raw!r}"
+        ) from exc
 
 
-def plan_layers(sections: list[Section], path: Path | str = "<cfg>", input_hw: tuple[int, int] | None = None
-                ) -> Network:
+def plan_layers(
+    sections: list[Section], path: Path | str = "<cfg>", input_hw: tuple[int, int] | None = None
+) -> Network:
     """Shapes and parameters of every layer, as Darknet's ``parse_network_cfg`` computes them.
 
     ``input_hw``: (height, width) instead of the ``[net]`` section's, as ``resize_network`` runs a cfg at another
@@ -153,8 +167,9 @@ def plan_layers(sections: list[Section], path: Path | str = "<cfg>", input_hw: t
     h, w, c = _int(net, "height", None, path), _int(net, "width", None, path), _int(net, "channels", 3, path)
     if input_hw is not None:
         if len(input_hw) != 2 or min(input_hw) < 1:
-            raise DarknetFormatError(f"{path}: input size {list(input_hw)} must be two positive integers "
-                                     "[height, width]")
+            raise DarknetFormatError(
+                f"{path}: input size {list(input_hw)} must be two positive integers [height, width]"
+            )
         h, w = int(input_hw[0]), int(input_hw[1])
     shape = (c, h, w)
     layers: list[LayerPlan] = []
@@ -171,8 +186,14 @@ def plan_layers(sections: list[Section], path: Path | str = "<cfg>", input_hw: t
                 raise DarknetFormatError(f"{where}: activation '{act}' is not supported ({', '.join(ACTIVATIONS)})")
             if groups != 1 or cin % groups:
                 raise DarknetFormatError(f"{where}: groups={groups} is not supported (1)")
-            params = {"filters": filters, "size": size, "stride": stride, "pad": pad, "activation": act,
-                      "batch_normalize": bool(_int(sec, "batch_normalize", 0, path))}
+            params = {
+                "filters": filters,
+                "size": size,
+                "stride": stride,
+                "pad": pad,
+                "activation": act,
+                "batch_normalize": bool(_int(sec, "batch_normalize", 0, path)),
+            }
             shape = (filters, (hin + 2 * pad - size) // stride + 1, (win + 2 * pad - size) // stride + 1)
         elif sec.type == "maxpool":
             size = _int(sec, "size", 1, path)
@@ -216,10 +237,14 @@ def plan_layers(sections: list[Section], path: Path | str = "<cfg>", input_hw: t
             if len(anchors) != 2 * total or any(not 0 <= m < total for m in mask):
                 raise DarknetFormatError(f"{where}: anchors must hold num={total} pairs and mask indices below it")
             if cin != len(mask) * (classes + 5):
-                raise DarknetFormatError(f"{where}: its input has {cin} channels, mask x (classes + 5) = "
-                                         f"{len(mask) * (classes + 5)}")
-            params = {"classes": classes, "mask": mask, "anchors": [(anchors[2 * i], anchors[2 * i + 1])
-                                                                    for i in range(total)]}
+                raise DarknetFormatError(
+                    f"{where}: its input has {cin} channels, mask x (classes + 5) = {len(mask) * (classes + 5)}"
+                )
+            params = {
+                "classes": classes,
+                "mask": mask,
+                "anchors": [(anchors[2 * i], anchors[2 * i + 1]) for i in range(total)],
+            }
         elif sec.type == "net":
             raise DarknetFormatError(f"{where}: a second [net] section")
         layers.append(LayerPlan(index, sec.type, sec.line, (cin, hin, win), shape, params))
@@ -293,25 +318,32 @@ def read_weights(path: Path | str, net: Network) -> Weights:
             raise DarknetFormatError(
                 f"{path}: truncated or not this cfg's weights: {len(data)} bytes, the cfg needs {total} "
                 f"(header {header} + {(total - header) // 4} floats); the file ends inside layer {lay.index} "
-                f"({lay.name}, cfg line {lay.line}) at byte {offset} of its {4 * count}-byte block")
+                f"({lay.name}, cfg line {lay.line}) at byte {offset} of its {4 * count}-byte block"
+            )
         arr = np.frombuffer(data[offset:end], "<f4")
         biases, rest = arr[:n], arr[n:]
         scales = mean = variance = None
         if lay.params["batch_normalize"]:
-            scales, mean, variance, rest = rest[:n], rest[n:2 * n], rest[2 * n:3 * n], rest[3 * n:]
+            scales, mean, variance, rest = rest[:n], rest[n : 2 * n], rest[2 * n : 3 * n], rest[3 * n :]
             if not (np.all(np.isfinite(variance)) and np.all(variance >= 0) and np.all(np.isfinite(mean))):
                 raise DarknetFormatError(
                     f"{path}: the cfg and the weights diverge at layer {lay.index} ({lay.name}, cfg line {lay.line}): "
                     f"its batch-norm variances read at byte {offset + 12 * n} are not all finite and >= 0 "
-                    f"(min {float(np.nanmin(variance)):.3g}); the layers before it read consistently")
+                    f"(min {float(np.nanmin(variance)):.3g}); the layers before it read consistently"
+                )
         kernel = rest.reshape(n, cin, size, size)
-        layers[lay.name] = ConvWeights(biases.copy(), None if scales is None else scales.copy(),
-                                       None if mean is None else mean.copy(),
-                                       None if variance is None else variance.copy(), kernel.copy())
+        layers[lay.name] = ConvWeights(
+            biases.copy(),
+            None if scales is None else scales.copy(),
+            None if mean is None else mean.copy(),
+            None if variance is None else variance.copy(),
+            kernel.copy(),
+        )
         offset = end
     if offset != len(data):
         last = sizes[-1][0] if sizes else None
         raise DarknetFormatError(
             f"{path}: {len(data)} bytes, the cfg needs {total}: {len(data) - offset} bytes are left after the last "
-            f"layer with weights{f' ({last.name}, cfg line {last.line})' if last else ''}: not this cfg's weights")
+            f"layer with weights{f' ({last.name}, cfg line {last.line})' if last else ''}: not this cfg's weights"
+        )
     return Weights((major, minor, revision), seen, layers)

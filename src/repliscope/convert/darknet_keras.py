@@ -49,8 +49,9 @@ def _yolo_layer_class() -> Any:
     return DarknetYolo
 
 
-def build_keras(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_EPSILON,
-                leaky_slope: float = LEAKY_SLOPE) -> tuple[Any, dict[str, list[Any]]]:
+def build_keras(
+    net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_EPSILON, leaky_slope: float = LEAKY_SLOPE
+) -> tuple[Any, dict[str, list[Any]]]:
     """(the functional ``keras.Model`` whose outputs are every Darknet layer, in order; per Darknet layer the Keras
     layers that make it, applied in order to its first input — route / shortcut take their inputs as a list)."""
     import keras
@@ -70,8 +71,9 @@ def build_keras(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_E
             if pad:
                 seq.append(keras.layers.ZeroPadding2D(pad, name=f"{name}_pad"))
             act = p["activation"]
-            conv = keras.layers.Conv2D(kernel.shape[0], size, strides=stride, padding="valid",
-                                       name=name if act == "linear" else f"{name}_conv")
+            conv = keras.layers.Conv2D(
+                kernel.shape[0], size, strides=stride, padding="valid", name=name if act == "linear" else f"{name}_conv"
+            )
             seq.append(conv)
             if act == "leaky":
                 seq.append(keras.layers.LeakyReLU(negative_slope=leaky_slope, name=name))
@@ -87,8 +89,10 @@ def build_keras(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_E
             size, stride, padding = int(p["size"]), int(p["stride"]), int(p["padding"])  # type: ignore[call-overload]
             h = lay.in_shape[1]
             if padding != size - 1 or lay.out_shape[1] != -(-h // stride):
-                raise DarknetFormatError(f"{name}: a maxpool with padding {padding} (size {size}, stride {stride}) has "
-                                         "no Keras equivalent here (padding = size - 1 only)")
+                raise DarknetFormatError(
+                    f"{name}: a maxpool with padding {padding} (size {size}, stride {stride}) has "
+                    "no Keras equivalent here (padding = size - 1 only)"
+                )
             seq = [keras.layers.MaxPooling2D(size, strides=stride, padding="same", name=name)]
             y = seq[0](x)
         elif lay.type == "route":
@@ -129,6 +133,10 @@ def convert_keras(cfg: Path, weights: Path, out: Path) -> dict[str, Any]:
     net = load_network_cfg(cfg)
     model, _ = build_keras(net, read_weights(weights, net))
     model.save(out)
-    return {"converter": "repliscope.convert.darknet_keras", "layers": len(net.layers),
-            "parameters": int(model.count_params()), "seconds": round(time.perf_counter() - start, 3),
-            "path": str(out)}
+    return {
+        "converter": "repliscope.convert.darknet_keras",
+        "layers": len(net.layers),
+        "parameters": int(model.count_params()),
+        "seconds": round(time.perf_counter() - start, 3),
+        "path": str(out),
+    }

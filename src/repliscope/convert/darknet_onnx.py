@@ -53,9 +53,15 @@ def fold_batch_norm(conv: Any, epsilon: float = DARKNET_BN_EPSILON) -> tuple[np.
     return kernel.astype(np.float32), bias.astype(np.float32)
 
 
-def build_model(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_EPSILON,
-                leaky_slope: float = LEAKY_SLOPE, input_name: str = "data",
-                outputs: list[str] | None = None) -> Any:
+def build_model(
+    net: Network,
+    weights: Weights,
+    *,
+    epsilon: float = DARKNET_BN_EPSILON,
+    leaky_slope: float = LEAKY_SLOPE,
+    input_name: str = "data",
+    outputs: list[str] | None = None,
+) -> Any:
     """The ``onnx.ModelProto``. ``epsilon`` / ``leaky_slope`` are parameters so a test can inject a converter bug;
     ``outputs``: layer names to expose as graph outputs (default: the yolo layers, else the last layer)."""
     import onnx
@@ -79,8 +85,17 @@ def build_model(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_E
             act = p["activation"]
             conv_out = out if act == "linear" else f"{out}/conv"
             inputs = [prev, const(f"{out}/W", kernel), const(f"{out}/B", bias)]
-            nodes.append(helper.make_node("Conv", inputs, [conv_out], name=f"{out}/conv", kernel_shape=[size, size],
-                                          strides=[stride, stride], pads=[pad, pad, pad, pad]))
+            nodes.append(
+                helper.make_node(
+                    "Conv",
+                    inputs,
+                    [conv_out],
+                    name=f"{out}/conv",
+                    kernel_shape=[size, size],
+                    strides=[stride, stride],
+                    pads=[pad, pad, pad, pad],
+                )
+            )
             if act == "leaky":
                 nodes.append(helper.make_node("LeakyRelu", [conv_out], [out], name=f"{out}/leaky", alpha=leaky_slope))
             elif act == "relu":
@@ -90,9 +105,17 @@ def build_model(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_E
         elif lay.type == "maxpool":
             size, stride, padding = int(p["size"]), int(p["stride"]), int(p["padding"])  # type: ignore[call-overload]
             begin = padding // 2
-            nodes.append(helper.make_node("MaxPool", [prev], [out], name=out, kernel_shape=[size, size],
-                                          strides=[stride, stride],
-                                          pads=[begin, begin, padding - begin, padding - begin]))
+            nodes.append(
+                helper.make_node(
+                    "MaxPool",
+                    [prev],
+                    [out],
+                    name=out,
+                    kernel_shape=[size, size],
+                    strides=[stride, stride],
+                    pads=[begin, begin, padding - begin, padding - begin],
+                )
+            )
         elif lay.type == "route":
             srcs = [names[i] for i in p["layers"]]  # type: ignore[attr-defined]
             if len(srcs) > 1:
@@ -105,11 +128,26 @@ def build_model(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_E
             s = float(p["stride"])  # type: ignore[arg-type]
             scales = const(f"{out}/scales", np.asarray([1, 1, s, s], np.float32))
             up = out if float(p["scale"]) == 1.0 else f"{out}/resize"  # type: ignore[arg-type]
-            nodes.append(helper.make_node("Resize", [prev, "", scales], [up], name=f"{out}/resize", mode="nearest",
-                                          coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+            nodes.append(
+                helper.make_node(
+                    "Resize",
+                    [prev, "", scales],
+                    [up],
+                    name=f"{out}/resize",
+                    mode="nearest",
+                    coordinate_transformation_mode="asymmetric",
+                    nearest_mode="floor",
+                )
+            )
             if up != out:
-                nodes.append(helper.make_node("Mul", [up, const(f"{out}/scale", np.asarray(p["scale"], np.float32))],
-                                              [out], name=f"{out}/scale"))
+                nodes.append(
+                    helper.make_node(
+                        "Mul",
+                        [up, const(f"{out}/scale", np.asarray(p["scale"], np.float32))],
+                        [out],
+                        name=f"{out}/scale",
+                    )
+                )
         elif lay.type == "yolo":
             nodes.extend(_yolo_nodes(lay, prev, out, const))
         names[lay.index] = out
@@ -117,11 +155,16 @@ def build_model(net: Network, weights: Weights, *, epsilon: float = DARKNET_BN_E
     wanted = outputs or [lay.name for lay in net.layers if lay.type == "yolo"] or [net.layers[-1].name]
     by_name = {lay.name: lay for lay in net.layers}
     graph_outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", *by_name[n].out_shape]) for n in wanted]
-    graph_input = helper.make_tensor_value_info(input_name, TensorProto.FLOAT,
-                                                ["N", net.channels, net.height, net.width])
+    graph_input = helper.make_tensor_value_info(
+        input_name, TensorProto.FLOAT, ["N", net.channels, net.height, net.width]
+    )
     graph = helper.make_graph(nodes, "darknet", [graph_input], graph_outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="repliscope.convert.darknet_onnx", producer_version=CONVERTER_VERSION)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="repliscope.convert.darknet_onnx",
+        producer_version=CONVERTER_VERSION,
+    )
     onnx.checker.check_model(model)
     return model
 
@@ -138,18 +181,21 @@ def _yolo_nodes(lay: LayerPlan, src: str, out: str, const: Any) -> list[Any]:
     split = const(f"{out}/split", np.asarray([2, 2, entries - 4], np.int64))
     return [
         helper.make_node("Reshape", [src, shape5], [f"{out}/r5"], name=f"{out}/reshape5"),
-        helper.make_node("Split", [f"{out}/r5", split], [f"{out}/xy", f"{out}/wh", f"{out}/oc"], name=f"{out}/split",
-                         axis=2),
+        helper.make_node(
+            "Split", [f"{out}/r5", split], [f"{out}/xy", f"{out}/wh", f"{out}/oc"], name=f"{out}/split", axis=2
+        ),
         helper.make_node("Sigmoid", [f"{out}/xy"], [f"{out}/xy_s"], name=f"{out}/sigmoid_xy"),
         helper.make_node("Sigmoid", [f"{out}/oc"], [f"{out}/oc_s"], name=f"{out}/sigmoid_obj_cls"),
-        helper.make_node("Concat", [f"{out}/xy_s", f"{out}/wh", f"{out}/oc_s"], [f"{out}/cat"], name=f"{out}/concat",
-                         axis=2),
+        helper.make_node(
+            "Concat", [f"{out}/xy_s", f"{out}/wh", f"{out}/oc_s"], [f"{out}/cat"], name=f"{out}/concat", axis=2
+        ),
         helper.make_node("Reshape", [f"{out}/cat", shape4], [out], name=out),
     ]
 
 
-def convert(cfg: Path, weights: Path, out: Path, *, size: tuple[int, int] | None = None, **kwargs: Any
-            ) -> dict[str, Any]:
+def convert(
+    cfg: Path, weights: Path, out: Path, *, size: tuple[int, int] | None = None, **kwargs: Any
+) -> dict[str, Any]:
     """Write the ONNX file (at the cfg's input size, or ``size`` = (height, width)); returns what was done
     (layers, parameters, input size, seconds)."""
     import onnx
@@ -168,10 +214,17 @@ def convert(cfg: Path, weights: Path, out: Path, *, size: tuple[int, int] | None
         if os.path.exists(tmp):
             os.unlink(tmp)
     params = sum(int(np.prod(i.dims)) for i in model.graph.initializer)
-    return {"converter": "repliscope.convert.darknet_onnx", "converter_version": CONVERTER_VERSION, "opset": OPSET,
-            "layers": len(net.layers), "parameters": params, "input_size": [net.height, net.width],
-            "weights_version": ".".join(map(str, w.version)),
-            "seconds": round(time.perf_counter() - start, 3), "path": str(out)}
+    return {
+        "converter": "repliscope.convert.darknet_onnx",
+        "converter_version": CONVERTER_VERSION,
+        "opset": OPSET,
+        "layers": len(net.layers),
+        "parameters": params,
+        "input_size": [net.height, net.width],
+        "weights_version": ".".join(map(str, w.version)),
+        "seconds": round(time.perf_counter() - start, 3),
+        "path": str(out),
+    }
 
 
 def convert_cached(artifact: Any, cache_dir: Path) -> tuple[Path, dict[str, Any]]:

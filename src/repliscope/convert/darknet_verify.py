@@ -27,8 +27,14 @@ from repliscope.convert.darknet_onnx import DARKNET_BN_EPSILON, LEAKY_SLOPE, bui
 from repliscope.diff.layer_result import MODES, Divergence, LayerDiffResult, LayerRow, ModeSummary
 from repliscope.diff.tolerance import ErrorStats, TolerancePolicy, accumulate, compare_arrays
 
-KINDS = {"convolutional": "Conv", "maxpool": "MaxPool", "route": "Concat", "upsample": "Resize", "shortcut": "Add",
-         "yolo": "Sigmoid"}
+KINDS = {
+    "convolutional": "Conv",
+    "maxpool": "MaxPool",
+    "route": "Concat",
+    "upsample": "Resize",
+    "shortcut": "Add",
+    "yolo": "Sigmoid",
+}
 
 
 def _sources(lay: LayerPlan) -> list[int]:
@@ -49,11 +55,20 @@ def _reduction(lay: LayerPlan) -> int:
     return 1
 
 
-def verify_layers(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[str, ...] = ("golden", "carried"),
-                  tolerance: TolerancePolicy | None = None, threads: int = 1, samples: list[str] | None = None,
-                  epsilon: float = DARKNET_BN_EPSILON, leaky_slope: float = LEAKY_SLOPE,
-                  reference_outputs: list[dict[str, np.ndarray]] | None = None,
-                  candidate: str = "onnx") -> LayerDiffResult:
+def verify_layers(
+    cfg: Path,
+    weights: Path,
+    images: np.ndarray,
+    *,
+    modes: tuple[str, ...] = ("golden", "carried"),
+    tolerance: TolerancePolicy | None = None,
+    threads: int = 1,
+    samples: list[str] | None = None,
+    epsilon: float = DARKNET_BN_EPSILON,
+    leaky_slope: float = LEAKY_SLOPE,
+    reference_outputs: list[dict[str, np.ndarray]] | None = None,
+    candidate: str = "onnx",
+) -> LayerDiffResult:
     """Compare every layer of the conversion with libdarknet on ``images`` float32 (N, 3, H, W).
 
     ``epsilon`` / ``leaky_slope`` build the candidate with those values (a test injects a converter bug this way);
@@ -63,17 +78,31 @@ def verify_layers(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[
     inputs in NHWC, carried = the functional model).
     """
     if candidate == "keras":
-        return _verify_keras(cfg, weights, images, modes=modes, tolerance=tolerance, threads=threads,
-                             samples=samples, epsilon=epsilon, leaky_slope=leaky_slope,
-                             reference_outputs=reference_outputs)
+        return _verify_keras(
+            cfg,
+            weights,
+            images,
+            modes=modes,
+            tolerance=tolerance,
+            threads=threads,
+            samples=samples,
+            epsilon=epsilon,
+            leaky_slope=leaky_slope,
+            reference_outputs=reference_outputs,
+        )
     import onnx.utils
     import onnxruntime as ort
 
     start = time.perf_counter()
     policy = tolerance or TolerancePolicy()
     net: Network = load_network_cfg(cfg)
-    model = build_model(net, read_weights(weights, net), epsilon=epsilon, leaky_slope=leaky_slope,
-                        outputs=[lay.name for lay in net.layers])
+    model = build_model(
+        net,
+        read_weights(weights, net),
+        epsilon=epsilon,
+        leaky_slope=leaky_slope,
+        outputs=[lay.name for lay in net.layers],
+    )
     if reference_outputs is None:
         reference_outputs = darknet_layer_outputs(cfg, weights, images, threads)
     ref = {lay.name: np.stack([r[lay.name] for r in reference_outputs]) for lay in net.layers}
@@ -95,31 +124,65 @@ def verify_layers(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[
         feed = {n: (images if n == "data" else ref[n]) for n in {i.name for i in sess.get_inputs()}}
         return np.asarray(sess.run([lay.name], feed)[0])
 
-    notes = [f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
-             "each image run alone",
-             f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
-             f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off"]
-    return _assemble(net, cfg, weights, images, ref, golden if extractor is not None else None, carried, modes,
-                     policy, samples, {"candidate": "onnxruntime", "runtime": "onnxruntime", "format": "onnx",
-                                       "mapping_origin": "by Darknet layer name",
-                                       "converter": "repliscope.convert.darknet_onnx"}, notes, start)
+    notes = [
+        f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
+        "each image run alone",
+        f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
+        f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off",
+    ]
+    return _assemble(
+        net,
+        cfg,
+        weights,
+        images,
+        ref,
+        golden if extractor is not None else None,
+        carried,
+        modes,
+        policy,
+        samples,
+        {
+            "candidate": "onnxruntime",
+            "runtime": "onnxruntime",
+            "format": "onnx",
+            "mapping_origin": "by Darknet layer name",
+            "converter": "repliscope.convert.darknet_onnx",
+        },
+        notes,
+        start,
+    )
 
 
-def darknet_layer_outputs(cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
-                          ) -> list[dict[str, np.ndarray]]:
+def darknet_layer_outputs(
+    cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
+) -> list[dict[str, np.ndarray]]:
     """libdarknet's every-layer outputs for each image of ``images`` (N, 3, H, W)."""
     from repliscope.runtimes.base import ModelArtifact
     from repliscope.runtimes.darknet.runner import DarknetRunner
 
-    artifact = ModelArtifact(path=weights, sha256="", format="darknet", input_name="data",
-                             input_shape=(-1, *images.shape[1:]), input_dtype="float32", config_path=cfg)
+    artifact = ModelArtifact(
+        path=weights,
+        sha256="",
+        format="darknet",
+        input_name="data",
+        input_shape=(-1, *images.shape[1:]),
+        input_dtype="float32",
+        config_path=cfg,
+    )
     runner = DarknetRunner(artifact, threads=threads, cache_dir=Path("."))
     return [runner.layer_outputs(x) for x in images]
 
 
-def manifest_layer_diff(manifest: Path, dataset: Any, batch: int, *, modes: tuple[str, ...] = ("golden", "carried"),
-                        tolerance: TolerancePolicy | None = None, threads: int = 1,
-                        candidate: str = "onnx") -> LayerDiffResult:
+def manifest_layer_diff(
+    manifest: Path,
+    dataset: Any,
+    batch: int,
+    *,
+    modes: tuple[str, ...] = ("golden", "carried"),
+    tolerance: TolerancePolicy | None = None,
+    threads: int = 1,
+    candidate: str = "onnx",
+) -> LayerDiffResult:
     """``repliscope diff MANIFEST --runtimes darknet onnxruntime|keras --layers``: the manifest's pre-processed first
     ``batch`` samples of ``dataset``, libdarknet vs the ONNX conversion (or the Keras port), layer by layer."""
     from repliscope.diff.task import first_batch
@@ -129,15 +192,26 @@ def manifest_layer_diff(manifest: Path, dataset: Any, batch: int, *, modes: tupl
     prepared = prepare(manifest, RunSettings(runtime="darknet", threads=threads, batch_size=1))
     artifact = prepared.artifact
     if artifact.format != "darknet" or artifact.config_path is None:
-        raise RepliscopeError(f"--runtimes darknet onnxruntime --layers compares a darknet source with its ONNX "
-                              f"conversion; {manifest} has source.format '{artifact.format}'")
+        raise RepliscopeError(
+            f"--runtimes darknet onnxruntime --layers compares a darknet source with its ONNX "
+            f"conversion; {manifest} has source.format '{artifact.format}'"
+        )
     ids, x = first_batch(prepared.pipeline, dataset, batch, tuple(artifact.input_shape[1:]))
-    return verify_layers(artifact.config_path, artifact.path, np.ascontiguousarray(x, np.float32), modes=modes,
-                         tolerance=tolerance, threads=threads, samples=list(ids), candidate=candidate)
+    return verify_layers(
+        artifact.config_path,
+        artifact.path,
+        np.ascontiguousarray(x, np.float32),
+        modes=modes,
+        tolerance=tolerance,
+        threads=threads,
+        samples=list(ids),
+        candidate=candidate,
+    )
 
 
-def convert_manifest(manifest: Path, out: Path, dataset: Any, samples: int, threads: int = 1, target: str = "onnx"
-                     ) -> tuple[dict[str, Any], LayerDiffResult | None]:
+def convert_manifest(
+    manifest: Path, out: Path, dataset: Any, samples: int, threads: int = 1, target: str = "onnx"
+) -> tuple[dict[str, Any], LayerDiffResult | None]:
     """``repliscope convert MANIFEST --to onnx|keras --out FILE``: the darknet source converted (ONNX, or the Keras
     port), then verified layer by layer against libdarknet on the first ``samples`` pre-processed samples (None
     when libdarknet is absent)."""
@@ -153,9 +227,11 @@ def convert_manifest(manifest: Path, out: Path, dataset: Any, samples: int, thre
     prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=threads, batch_size=1))
     artifact = prepared.artifact
     if artifact.format != "darknet" or artifact.config_path is None:
-        raise RepliscopeError(f"--to {target} converts a darknet source (.cfg + .weights) here; {manifest} has "
-                              f"source.format "
-                              f"'{artifact.format}' (torch sources are exported by the onnxruntime runtime itself)")
+        raise RepliscopeError(
+            f"--to {target} converts a darknet source (.cfg + .weights) here; {manifest} has "
+            f"source.format "
+            f"'{artifact.format}' (torch sources are exported by the onnxruntime runtime itself)"
+        )
     if target == "onnx":
         info = convert(artifact.config_path, artifact.path, out)
     else:
@@ -165,13 +241,29 @@ def convert_manifest(manifest: Path, out: Path, dataset: Any, samples: int, thre
     if not LIBDARKNET.is_file():
         return info, None
     ids, x = first_batch(prepared.pipeline, dataset, samples, tuple(artifact.input_shape[1:]))
-    return info, verify_layers(artifact.config_path, artifact.path, np.ascontiguousarray(x, np.float32),
-                               threads=threads, samples=list(ids), candidate=target)
+    return info, verify_layers(
+        artifact.config_path,
+        artifact.path,
+        np.ascontiguousarray(x, np.float32),
+        threads=threads,
+        samples=list(ids),
+        candidate=target,
+    )
 
 
-def _verify_keras(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[str, ...],
-                  tolerance: TolerancePolicy | None, threads: int, samples: list[str] | None, epsilon: float,
-                  leaky_slope: float, reference_outputs: list[dict[str, np.ndarray]] | None) -> LayerDiffResult:
+def _verify_keras(
+    cfg: Path,
+    weights: Path,
+    images: np.ndarray,
+    *,
+    modes: tuple[str, ...],
+    tolerance: TolerancePolicy | None,
+    threads: int,
+    samples: list[str] | None,
+    epsilon: float,
+    leaky_slope: float,
+    reference_outputs: list[dict[str, np.ndarray]] | None,
+) -> LayerDiffResult:
     import keras
 
     from repliscope.convert.darknet_keras import build_keras, keras_layer_outputs
@@ -196,49 +288,113 @@ def _verify_keras(cfg: Path, weights: Path, images: np.ndarray, *, modes: tuple[
             x = layer(x)
         return np.asarray(keras.ops.convert_to_numpy(x)).transpose(0, 3, 1, 2)
 
-    notes = [f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
-             "each image run alone",
-             f"candidate: repliscope.convert.darknet_keras (Keras {keras.__version__}, backend "
-             f"{keras.backend.backend()}, NHWC; BN epsilon {epsilon:g}, leaky slope {leaky_slope:g})"]
-    return _assemble(net, cfg, weights, images, ref, golden if "golden" in modes else None, carried, modes, policy,
-                     samples, {"candidate": "keras", "format": "keras", "mapping_origin": "by Darknet layer name",
-                               "converter": "repliscope.convert.darknet_keras"}, notes, start)
+    notes = [
+        f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
+        "each image run alone",
+        f"candidate: repliscope.convert.darknet_keras (Keras {keras.__version__}, backend "
+        f"{keras.backend.backend()}, NHWC; BN epsilon {epsilon:g}, leaky slope {leaky_slope:g})",
+    ]
+    return _assemble(
+        net,
+        cfg,
+        weights,
+        images,
+        ref,
+        golden if "golden" in modes else None,
+        carried,
+        modes,
+        policy,
+        samples,
+        {
+            "candidate": "keras",
+            "format": "keras",
+            "mapping_origin": "by Darknet layer name",
+            "converter": "repliscope.convert.darknet_keras",
+        },
+        notes,
+        start,
+    )
 
 
-def _assemble(net: Network, cfg: Path, weights: Path, images: np.ndarray, ref: dict[str, np.ndarray],
-              golden: Any, carried: dict[str, np.ndarray], modes: tuple[str, ...], policy: TolerancePolicy,
-              samples: list[str] | None, candidate: dict[str, Any], notes: list[str], start: float) -> LayerDiffResult:
+def _assemble(
+    net: Network,
+    cfg: Path,
+    weights: Path,
+    images: np.ndarray,
+    ref: dict[str, np.ndarray],
+    golden: Any,
+    carried: dict[str, np.ndarray],
+    modes: tuple[str, ...],
+    policy: TolerancePolicy,
+    samples: list[str] | None,
+    candidate: dict[str, Any],
+    notes: list[str],
+    start: float,
+) -> LayerDiffResult:
     """The LayerDiffResult of per-layer ``golden(layer) -> NCHW array`` and ``carried`` outputs against ``ref``."""
-    local = [policy.tolerance(lay.name, [KINDS[lay.type]], "float32", _reduction(lay),
-                              float(np.abs(ref[lay.name]).max())) for lay in net.layers]
+    local = [
+        policy.tolerance(lay.name, [KINDS[lay.type]], "float32", _reduction(lay), float(np.abs(ref[lay.name]).max()))
+        for lay in net.layers
+    ]
     acc = accumulate(local) if policy.carried == "accumulated" else local
     rows: list[LayerRow] = []
     first: dict[str, Divergence | None] = {m: None for m in modes}
     for i, lay in enumerate(net.layers):
         r = ref[lay.name]
-        row = LayerRow(index=i, path=lay.name, covers=[lay.name], kind=KINDS[lay.type], op=lay.type,
-                       source=f"{cfg.name}:{lay.line}", reduction=_reduction(lay), dtype="float32",
-                       ref_shape=list(r.shape), ref_max_abs=float(np.abs(r).max()))
+        row = LayerRow(
+            index=i,
+            path=lay.name,
+            covers=[lay.name],
+            kind=KINDS[lay.type],
+            op=lay.type,
+            source=f"{cfg.name}:{lay.line}",
+            reduction=_reduction(lay),
+            dtype="float32",
+            ref_shape=list(r.shape),
+            ref_max_abs=float(np.abs(r).max()),
+        )
         if golden is not None:
             row.golden = compare_arrays(r, golden(lay), local[i])
         if carried:
             row.carried = compare_arrays(r, carried[lay.name], acc[i])
         for mode, stats in (("golden", row.golden), ("carried", row.carried)):
             if stats is not None and not stats.passed and mode in first and first[mode] is None:
-                first[mode] = Divergence(mode=mode, index=i, path=lay.name, covers=[lay.name], kind=row.kind,  # type: ignore[arg-type]
-                                         source=row.source, max_abs=stats.max_abs, tolerance=stats.tolerance,
-                                         ratio=stats.ratio)
+                first[mode] = Divergence(
+                    mode=mode,  # type: ignore[arg-type]
+                    index=i,
+                    path=lay.name,
+                    covers=[lay.name],
+                    kind=row.kind,
+                    source=row.source,
+                    max_abs=stats.max_abs,
+                    tolerance=stats.tolerance,
+                    ratio=stats.ratio,
+                )
         rows.append(row)
     summary = {}
     for mode in modes:
         compared: list[ErrorStats] = [e for e in (getattr(row, mode) for row in rows) if e is not None]
-        summary[mode] = ModeSummary(compared=len(compared), passed=sum(e.passed for e in compared),
-                                    failed=sum(not e.passed for e in compared),
-                                    max_ratio=max((e.ratio for e in compared), default=0.0),
-                                    reference_units=len(net.layers))
+        summary[mode] = ModeSummary(
+            compared=len(compared),
+            passed=sum(e.passed for e in compared),
+            failed=sum(not e.passed for e in compared),
+            max_ratio=max((e.ratio for e in compared), default=0.0),
+            reference_units=len(net.layers),
+        )
     return LayerDiffResult(
         reference={"framework": "darknet (libdarknet)", "runtime": "darknet", "cfg": str(cfg), "weights": str(weights)},
-        candidate=candidate, modes=[m for m in MODES if m in modes], input_shape=list(images.shape),
-        input_dtype=str(images.dtype), samples=samples or [], tolerance=policy,
-        formula="k * eps(float32) * sqrt(reduction) * max|ref|", layers=rows, reference_layers=len(net.layers),
-        not_compared=[], first_divergent=first, summary=summary, seconds=time.perf_counter() - start, notes=notes)
+        candidate=candidate,
+        modes=[m for m in MODES if m in modes],
+        input_shape=list(images.shape),
+        input_dtype=str(images.dtype),
+        samples=samples or [],
+        tolerance=policy,
+        formula="k * eps(float32) * sqrt(reduction) * max|ref|",
+        layers=rows,
+        reference_layers=len(net.layers),
+        not_compared=[],
+        first_divergent=first,
+        summary=summary,
+        seconds=time.perf_counter() - start,
+        notes=notes,
+    )

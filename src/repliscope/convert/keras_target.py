@@ -70,11 +70,14 @@ def import_keras() -> ModuleType:
     try:
         import keras
     except ImportError as exc:
-        raise RepliscopeError("Keras conversion needs keras>=3 and tensorflow: pip install keras tensorflow-cpu") \
-            from exc
+        raise RepliscopeError(
+            "Keras conversion needs keras>=3 and tensorflow: pip install keras tensorflow-cpu"
+        ) from exc
     if keras.backend.backend() != "tensorflow":
-        raise RepliscopeError(f"keras is running on the '{keras.backend.backend()}' backend; repliscope's Keras "
-                              "support needs KERAS_BACKEND=tensorflow set before keras is first imported")
+        raise RepliscopeError(
+            f"keras is running on the '{keras.backend.backend()}' backend; repliscope's Keras "
+            "support needs KERAS_BACKEND=tensorflow set before keras is first imported"
+        )
     return keras
 
 
@@ -116,8 +119,10 @@ def plan_conversion(
         rule, layer = found
         table = rule.tensors()
         if tensor_name not in table:
-            problems["unhandled"].append(f"{key}: rule '{rule.torch}' (kind {rule.kind}) converts "
-                                         f"{', '.join(table) or 'no tensors'}, not '{tensor_name}'")
+            problems["unhandled"].append(
+                f"{key}: rule '{rule.torch}' (kind {rule.kind}) converts "
+                f"{', '.join(table) or 'no tensors'}, not '{tensor_name}'"
+            )
             continue
         if rule.kind == "batch_norm":
             bn_modules[module_path] = layer
@@ -140,22 +145,28 @@ def plan_conversion(
         want = tuple(targets[target].shape)
         if tuple(array.shape) != want:
             perm = "" if tensor_rule.permute is None else f" by permute {list(tensor_rule.permute)}"
-            problems["shape"].append(f"{key} {_shape(state_dict[key])} -> transformed{perm} {tuple(array.shape)}"
-                                     f" vs {target} {want}")
+            problems["shape"].append(
+                f"{key} {_shape(state_dict[key])} -> transformed{perm} {tuple(array.shape)} vs {target} {want}"
+            )
             continue
         plan[target] = (key, array)
     for target, keys in sources.items():
         if len(keys) > 1:
             problems["duplicate_target"].append(f"{target} <- {', '.join(keys)}")
             plan.pop(target, None)
-    problems["unassigned"].extend(
-        f"{p} {tuple(v.shape)}" for p, v in targets.items() if p not in sources)
+    problems["unassigned"].extend(f"{p} {tuple(v.shape)}" for p, v in targets.items() if p not in sources)
     _check_epsilons(bn_modules, model, mapping, reference_module, report, problems)
     return plan, report, problems
 
 
-def _check_epsilons(bn_modules: dict[str, str], model: Any, mapping: LayerMapping, reference_module: Any | None,
-                    report: ConversionReport, problems: dict[str, list[str]]) -> None:
+def _check_epsilons(
+    bn_modules: dict[str, str],
+    model: Any,
+    mapping: LayerMapping,
+    reference_module: Any | None,
+    report: ConversionReport,
+    problems: dict[str, list[str]],
+) -> None:
     policy = mapping.spec.batch_norm_epsilon
     if reference_module is None:
         if bn_modules and policy != "ignore":
@@ -210,13 +221,16 @@ def load_port(source: str | Path, mapping: LayerMapping | None = None, **kwargs:
         text, _, spec_attr = text.rpartition(":")
     path = Path(text)
     if path.is_dir():
-        spec_text = (mapping.spec.keras_model if mapping is not None and mapping.spec.keras_model else
-                     "model.py:build_model")
+        spec_text = (
+            mapping.spec.keras_model if mapping is not None and mapping.spec.keras_model else "model.py:build_model"
+        )
         file_part, _, attr = spec_text.partition(":")
         path, spec_attr = path / file_part, attr or "build_model"
     if not path.is_file():
-        raise RepliscopeError(f"Keras port '{source}': no such file '{path}' (give a directory with model.py, a .py "
-                              "file, or 'file.py:function')")
+        raise RepliscopeError(
+            f"Keras port '{source}': no such file '{path}' (give a directory with model.py, a .py "
+            "file, or 'file.py:function')"
+        )
     factory = _import_attr(path, spec_attr)
     model = factory(**kwargs)
     if not hasattr(model, "layers") or not hasattr(model, "weights"):

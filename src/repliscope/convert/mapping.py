@@ -82,8 +82,10 @@ class Rule(BaseModel):
         table = dict(KINDS[self.kind])
         for name, perm in self.permute.items():
             if name not in table:
-                raise MappingError(f"rule '{self.torch}': permute names tensor '{name}', which kind "
-                                   f"'{self.kind}' does not convert (it converts: {', '.join(table) or 'nothing'})")
+                raise MappingError(
+                    f"rule '{self.torch}': permute names tensor '{name}', which kind "
+                    f"'{self.kind}' does not convert (it converts: {', '.join(table) or 'nothing'})"
+                )
             table[name] = TensorRule(table[name].keras_weight, tuple(perm))
         return table
 
@@ -91,8 +93,10 @@ class Rule(BaseModel):
         try:
             return self.keras.format(**match.groupdict())
         except (KeyError, IndexError) as exc:
-            raise MappingError(f"rule '{self.torch}': keras template '{self.keras}' uses {exc}, which the "
-                               f"torch pattern does not capture") from None
+            raise MappingError(
+                f"rule '{self.torch}': keras template '{self.keras}' uses {exc}, which the "
+                f"torch pattern does not capture"
+            ) from None
 
 
 class MappingFile(BaseModel):
@@ -161,8 +165,9 @@ def load_mapping(source: str | Path | Mapping[str, Any]) -> LayerMapping:
         except ManifestError as exc:
             raise MappingError(str(exc)) from None
     if not isinstance(data, dict):
-        raise MappingError(f"{where}: a mapping file is a YAML mapping with the fields "
-                           f"{', '.join(MappingFile.model_fields)}")
+        raise MappingError(
+            f"{where}: a mapping file is a YAML mapping with the fields {', '.join(MappingFile.model_fields)}"
+        )
     try:
         spec = MappingFile.model_validate(data)
     except ValidationError as exc:
@@ -196,7 +201,7 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
             raise ValueError(f"invalid regex {pattern[3:]!r}: {exc}") from None
     out, pos = [], 0
     for m in _PLACEHOLDER.finditer(pattern):
-        out.append(_literal(pattern[pos:m.start()]))
+        out.append(_literal(pattern[pos : m.start()]))
         out.append(f"(?P<{m.group(1)}>[^.#]+)")
         pos = m.end()
     out.append(_literal(pattern[pos:]))

@@ -45,7 +45,7 @@ def torch_logits(module: Any, x_nchw: np.ndarray, batch_size: int = 32) -> np.nd
     out = []
     with torch.inference_mode():
         for i in range(0, len(x_nchw), batch_size):
-            out.append(module(torch.from_numpy(np.ascontiguousarray(x_nchw[i:i + batch_size]))).numpy())
+            out.append(module(torch.from_numpy(np.ascontiguousarray(x_nchw[i : i + batch_size]))).numpy())
     return np.concatenate(out)
 
 
@@ -56,7 +56,7 @@ def keras_logits(model: Any, x_nchw: np.ndarray, batch_size: int = 32, compiled:
     fn = _compiled(model) if compiled else (lambda a: model(a, training=False))
     out = []
     for i in range(0, len(x_nchw), batch_size):
-        nhwc = np.ascontiguousarray(x_nchw[i:i + batch_size].transpose(0, 2, 3, 1))
+        nhwc = np.ascontiguousarray(x_nchw[i : i + batch_size].transpose(0, 2, 3, 1))
         out.append(keras.ops.convert_to_numpy(fn(nhwc)))
     return np.concatenate(out)
 
@@ -76,9 +76,13 @@ def compare_logits(reference: np.ndarray, candidate: np.ndarray) -> OutputCheck:
     p, q = softmax(reference), softmax(candidate)
     top_p, top_q = p.argmax(-1), q.argmax(-1)
     flipped = [int(i) for i in np.nonzero(top_p != top_q)[0]]
-    return OutputCheck(n=len(p), max_abs_prob_diff=float(np.abs(p - q).max()),
-                       max_abs_logit_diff=float(np.abs(reference - candidate).max()),
-                       top1_agreement=len(p) - len(flipped), flipped=flipped)
+    return OutputCheck(
+        n=len(p),
+        max_abs_prob_diff=float(np.abs(p - q).max()),
+        max_abs_logit_diff=float(np.abs(reference - candidate).max()),
+        top1_agreement=len(p) - len(flipped),
+        flipped=flipped,
+    )
 
 
 def compare_outputs(module: Any, model: Any, x_nchw: np.ndarray, batch_size: int = 32) -> OutputCheck:
@@ -104,5 +108,6 @@ def layer_diff(module: Any, candidate: Any, x_nchw: np.ndarray, samples: Sequenc
         reference = importlib.import_module("repliscope.diff.reference")
     except ImportError:
         return None
-    return layers.diff_layers(reference.TorchReference(module), candidate, x_nchw, modes=("golden",),
-                              samples=list(samples))
+    return layers.diff_layers(
+        reference.TorchReference(module), candidate, x_nchw, modes=("golden",), samples=list(samples)
+    )

@@ -127,8 +127,13 @@ def os_reason(exc: OSError) -> str:
     return exc.strerror or (errno.errorcode.get(exc.errno, "") if exc.errno else "") or type(exc).__name__
 
 
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def read_file(path: Path) -> bytes:
@@ -141,8 +146,7 @@ def read_file(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError as exc:
         if os.path.islink(path):
-            raise SampleError(f"{UNREADABLE}dangling symlink (target '{os.readlink(path)}' does not exist)") \
-                from exc
+            raise SampleError(f"{UNREADABLE}dangling symlink (target '{os.readlink(path)}' does not exist)") from exc
         raise SampleError(f"{UNREADABLE}file not found (removed after the folder was listed?)") from exc
     except OSError as exc:
         raise SampleError(UNREADABLE + os_reason(exc)) from exc
@@ -153,8 +157,9 @@ def read_file(path: Path) -> bytes:
         kind = next((name for test, name in _FILE_KINDS if test(mode)), "an unknown kind")
         raise SampleError(f"{UNREADABLE}not a regular file ({kind})")
     limit = SAMPLE_FILE_BYTES.value
-    too_big = (f"{UNREADABLE}the file is over the {limit:,}-byte limit ({SAMPLE_FILE_BYTES.name}, "
-               f"${SAMPLE_FILE_BYTES.env})")
+    too_big = (
+        f"{UNREADABLE}the file is over the {limit:,}-byte limit ({SAMPLE_FILE_BYTES.name}, ${SAMPLE_FILE_BYTES.env})"
+    )
     if info.st_size > limit:  # before reading: a sparse 3 GiB file is refused at once
         os.close(fd)
         raise SampleError(too_big)
@@ -229,11 +234,19 @@ class Dataset:
         else from reading every file (:attr:`identity`)."""
         labelled = sum(1 for s in self.samples if s.label is not None)
         identity = self.identity if fingerprints is None else self.identity_from(fingerprints)
-        return {"name": self.name, "identity": identity, "num_samples": len(self.samples),
-                "num_labelled": labelled, "license": self.license, "label_rule": self.label_rule,
-                "origin": self.origin, "description": self.description,
-                "num_ignored_files": len(self.ignored_files), "ignored_files": list(self.ignored_files[:LISTED_NAMES]),
-                "unreadable_folders": list(self.unreadable_folders[:LISTED_NAMES])}
+        return {
+            "name": self.name,
+            "identity": identity,
+            "num_samples": len(self.samples),
+            "num_labelled": labelled,
+            "license": self.license,
+            "label_rule": self.label_rule,
+            "origin": self.origin,
+            "description": self.description,
+            "num_ignored_files": len(self.ignored_files),
+            "ignored_files": list(self.ignored_files[:LISTED_NAMES]),
+            "unreadable_folders": list(self.unreadable_folders[:LISTED_NAMES]),
+        }
 
 
 DatasetLoader = Callable[..., Dataset]

@@ -79,8 +79,10 @@ def parse_instances(path: Path) -> CocoInstances:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DatasetError(f"COCO annotations {path} is not valid JSON: {exc}") from exc
     if not isinstance(raw, dict):
-        raise DatasetError(f"COCO annotations {path}: expected a JSON object with images, annotations, "
-                           f"categories; got {type(raw).__name__}")
+        raise DatasetError(
+            f"COCO annotations {path}: expected a JSON object with images, annotations, "
+            f"categories; got {type(raw).__name__}"
+        )
     try:
         data = CocoInstances.model_validate(raw)
     except ValidationError as exc:
@@ -94,8 +96,10 @@ def parse_instances(path: Path) -> CocoInstances:
 def _check_references(path: Path, data: CocoInstances) -> None:
     seen: dict[str, set[int]] = {}
     groups: tuple[tuple[str, Sequence[CocoImage | CocoAnnotation | CocoCategory]], ...] = (
-        ("images", data.images), ("annotations", data.annotations),
-        ("categories", data.categories))
+        ("images", data.images),
+        ("annotations", data.annotations),
+        ("categories", data.categories),
+    )
     for what, items in groups:
         ids: set[int] = set()
         for i, item in enumerate(items):
@@ -105,14 +109,19 @@ def _check_references(path: Path, data: CocoInstances) -> None:
         seen[what] = ids
     for i, ann in enumerate(data.annotations):
         if ann.image_id not in seen["images"]:
-            raise DatasetError(f"COCO annotations {path}: field annotations[{i}].image_id: {ann.image_id} is "
-                               "not an image id of this file")
+            raise DatasetError(
+                f"COCO annotations {path}: field annotations[{i}].image_id: {ann.image_id} is "
+                "not an image id of this file"
+            )
         if ann.category_id not in seen["categories"]:
-            raise DatasetError(f"COCO annotations {path}: field annotations[{i}].category_id: {ann.category_id} "
-                               "is not a category id of this file")
+            raise DatasetError(
+                f"COCO annotations {path}: field annotations[{i}].category_id: {ann.category_id} "
+                "is not a category id of this file"
+            )
         if ann.bbox[2] < 0 or ann.bbox[3] < 0:
-            raise DatasetError(f"COCO annotations {path}: field annotations[{i}].bbox: width and height must "
-                               f"be >= 0, got {ann.bbox}")
+            raise DatasetError(
+                f"COCO annotations {path}: field annotations[{i}].bbox: width and height must be >= 0, got {ann.bbox}"
+            )
 
 
 def find_annotations(root: Path) -> Path:
@@ -120,8 +129,10 @@ def find_annotations(root: Path) -> Path:
     found = sorted((root / "annotations").glob("instances_*.json"))
     if len(found) != 1:
         what = ", ".join(p.name for p in found) if found else "none"
-        raise DatasetError(f"coco dataset {root}: expected exactly one annotations/instances_*.json (found: "
-                           f"{what}); give annotations=FILE")
+        raise DatasetError(
+            f"coco dataset {root}: expected exactly one annotations/instances_*.json (found: "
+            f"{what}); give annotations=FILE"
+        )
     return found[0]
 
 
@@ -131,8 +142,7 @@ def _image_folder(root: Path, ann_path: Path) -> Path:
     for candidate in (root / "images", root / split):
         if candidate.is_dir():
             return candidate
-    raise DatasetError(f"coco dataset {root}: no image folder (looked for images/ and {split}/); give "
-                       "images=FOLDER")
+    raise DatasetError(f"coco dataset {root}: no image folder (looked for images/ and {split}/); give images=FOLDER")
 
 
 def readme_license(root: Path) -> str | None:
@@ -156,14 +166,22 @@ def readme_license(root: Path) -> str | None:
 
 def _json_license(data: CocoInstances) -> str:
     names = {lic.id: lic.name or f"license {lic.id}" for lic in data.licenses}
-    counts = Counter(names.get(img.license, f"license id {img.license}") if img.license is not None
-                     else "no license field" for img in data.images)
+    counts = Counter(
+        names.get(img.license, f"license id {img.license}") if img.license is not None else "no license field"
+        for img in data.images
+    )
     return "images: " + "; ".join(f"{n} x {name}" for name, n in counts.most_common())
 
 
-def load_coco(path: str | os.PathLike[str], *, annotations: str | os.PathLike[str] | None = None,
-              images: str | os.PathLike[str] | None = None, name: str | None = None,
-              limit: int | None = None, mask_overlap: str = "annotation_order") -> Dataset:
+def load_coco(
+    path: str | os.PathLike[str],
+    *,
+    annotations: str | os.PathLike[str] | None = None,
+    images: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    limit: int | None = None,
+    mask_overlap: str = "annotation_order",
+) -> Dataset:
     """Load a COCO detection folder: ``path/annotations/instances_*.json`` and the images in ``path/images/`` or
     in the folder named like the annotations' split (``instances_val2017.json`` -> ``path/val2017/``), or the
     explicit ``annotations`` file and ``images`` folder. ``path`` may also be the instances JSON itself (its
@@ -190,27 +208,50 @@ def load_coco(path: str | os.PathLike[str], *, annotations: str | os.PathLike[st
     per_image: dict[int, list[BoxAnnotation]] = {img.id: [] for img in data.images}
     for ann in sorted(data.annotations, key=lambda a: a.id):
         x, y, w, h = ann.bbox
-        per_image[ann.image_id].append(BoxAnnotation(box=(x, y, x + w, y + h), class_id=ann.category_id,
-                                                     area=ann.area, iscrowd=bool(ann.iscrowd),
-                                                     annotation_id=ann.id))
+        per_image[ann.image_id].append(
+            BoxAnnotation(
+                box=(x, y, x + w, y + h),
+                class_id=ann.category_id,
+                area=ann.area,
+                iscrowd=bool(ann.iscrowd),
+                annotation_id=ann.id,
+            )
+        )
     ordered = sorted(data.images, key=lambda im: im.id)
     masks = CocoMaskIndex(ann_path, mask_overlap)  # type: ignore[arg-type]  # checked by CocoMaskIndex
     names = {c.id: c.name for c in data.categories}
-    samples = [Sample(id=img.file_name, label=None, read=partial(read_file, image_dir / img.file_name),
-                      location=str(image_dir / img.file_name), objects=tuple(per_image[img.id]),
-                      image_id=img.id, size_hw=(img.height, img.width),
-                      mask=CocoMask(masks, img.id, img.height, img.width, names)) for img in ordered]
+    samples = [
+        Sample(
+            id=img.file_name,
+            label=None,
+            read=partial(read_file, image_dir / img.file_name),
+            location=str(image_dir / img.file_name),
+            objects=tuple(per_image[img.id]),
+            image_id=img.id,
+            size_hw=(img.height, img.width),
+            mask=CocoMask(masks, img.id, img.height, img.width, names),
+        )
+        for img in ordered
+    ]
     kept = samples[:limit] if limit is not None else samples
-    missing = sum(1 for img in ordered[:len(kept)] if not (image_dir / img.file_name).is_file())
+    missing = sum(1 for img in ordered[: len(kept)] if not (image_dir / img.file_name).is_file())
     boxes = sum(len(s.objects or ()) for s in kept)
     crowd = sum(1 for s in kept for o in (s.objects or ()) if o.iscrowd)
-    described = [f"{len(kept)} images" + (f" (first {len(kept)} of {len(samples)} by image id)"
-                                          if len(kept) < len(samples) else ""),
-                 f"{boxes} boxes ({crowd} crowd)", f"{len(data.categories)} categories"]
+    described = [
+        f"{len(kept)} images"
+        + (f" (first {len(kept)} of {len(samples)} by image id)" if len(kept) < len(samples) else ""),
+        f"{boxes} boxes ({crowd} crowd)",
+        f"{len(data.categories)} categories",
+    ]
     if missing:
         described.append(f"{missing} listed image files missing (failed samples)")
     license_parts = [part for part in (readme_license(root), _json_license(data)) if part]
-    return Dataset(name=name or root.name, samples=kept, license=" | ".join(license_parts),
-                   label_rule="coco instances", description="; ".join(described),
-                   origin=f"{root} (annotations {ann_path})",
-                   categories={c.id: c.name for c in sorted(data.categories, key=lambda c: c.id)})
+    return Dataset(
+        name=name or root.name,
+        samples=kept,
+        license=" | ".join(license_parts),
+        label_rule="coco instances",
+        description="; ".join(described),
+        origin=f"{root} (annotations {ann_path})",
+        categories={c.id: c.name for c in sorted(data.categories, key=lambda c: c.id)},
+    )

@@ -38,15 +38,21 @@ def _int(path: Path, where: str, elem: ET.Element, attr: str, required: bool = T
 def _box(path: Path, where: str, elem: ET.Element) -> BoxAnnotation:
     top, left, width, height = (_int(path, where, elem, a) or 0 for a in ("top", "left", "width", "height"))
     if elem.find("label") is not None:
-        raise DatasetError(f"dlib XML {path}: {where} has a <label>: labelled (multi-class) dlib XML is not "
-                           "supported, every box is a 'face'")
+        raise DatasetError(
+            f"dlib XML {path}: {where} has a <label>: labelled (multi-class) dlib XML is not "
+            "supported, every box is a 'face'"
+        )
     if width < 0 or height < 0:
         raise DatasetError(f"dlib XML {path}: {where} has a negative width or height")
     ignore = elem.get("ignore", "0")
     if ignore not in ("0", "1"):
         raise DatasetError(f"dlib XML {path}: {where} ignore='{ignore}' (allowed: 0, 1)")
-    return BoxAnnotation(box=(float(left), float(top), float(left + width), float(top + height)), class_id=FACE,
-                         area=float(width * height), ignore=ignore == "1")
+    return BoxAnnotation(
+        box=(float(left), float(top), float(left + width), float(top + height)),
+        class_id=FACE,
+        area=float(width * height),
+        ignore=ignore == "1",
+    )
 
 
 def load_dlib_xml(path: str | os.PathLike[str], *, name: str | None = None, limit: int | None = None) -> Dataset:
@@ -74,19 +80,35 @@ def load_dlib_xml(path: str | os.PathLike[str], *, name: str | None = None, limi
         width = _int(xml_path, where, img, "width", required=False)
         height = _int(xml_path, where, img, "height", required=False)
         boxes = tuple(_box(xml_path, f"{where} box {j}", b) for j, b in enumerate(img.findall("box")))
-        samples.append(Sample(id=file, label=None, read=partial(read_file, folder / file),
-                              location=str(folder / file), objects=boxes, image_id=index + 1,
-                              size_hw=(height, width) if width is not None and height is not None else None))
+        samples.append(
+            Sample(
+                id=file,
+                label=None,
+                read=partial(read_file, folder / file),
+                location=str(folder / file),
+                objects=boxes,
+                image_id=index + 1,
+                size_hw=(height, width) if width is not None and height is not None else None,
+            )
+        )
     if not samples:
         raise DatasetError(f"dlib XML {xml_path} lists no <image>")
     kept = samples[:limit] if limit is not None else samples
     n_boxes = sum(len(s.objects or ()) for s in kept)
     n_ignored = sum(1 for s in kept for o in (s.objects or ()) if o.ignore)
     title = (root.findtext("name") or "").strip()
-    description = (f"{len(kept)} images" + (f" (first {len(kept)} of {len(samples)})" if len(kept) < len(samples)
-                                            else "") + f"; {n_boxes} face boxes ({n_ignored} ignore)"
-                   + (f"; '{title}'" if title else ""))
-    return Dataset(name=name or f"{folder.name}/{xml_path.stem}", samples=kept,
-                   license=readme_license(folder) or "unknown (not stated next to the XML)",
-                   label_rule="dlib imglab xml", description=description, origin=str(xml_path),
-                   categories={FACE: "face"})
+    description = (
+        f"{len(kept)} images"
+        + (f" (first {len(kept)} of {len(samples)})" if len(kept) < len(samples) else "")
+        + f"; {n_boxes} face boxes ({n_ignored} ignore)"
+        + (f"; '{title}'" if title else "")
+    )
+    return Dataset(
+        name=name or f"{folder.name}/{xml_path.stem}",
+        samples=kept,
+        license=readme_license(folder) or "unknown (not stated next to the XML)",
+        label_rule="dlib imglab xml",
+        description=description,
+        origin=str(xml_path),
+        categories={FACE: "face"},
+    )

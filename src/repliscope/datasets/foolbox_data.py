@@ -46,9 +46,7 @@ def _bundled_files() -> tuple[str, list[tuple[str, Path, str]]]:
             raise DatasetError(f"foolbox RECORD has no sha256 for {f}; reinstall with {_INSTALL_HINT}")
         found.append((f.name, Path(str(dist.locate_file(f))), f.hash.value))
     if not found:
-        raise DatasetError(
-            f"foolbox {dist.version} lists no {_PREFIX}*.jpg files; reinstall with {_INSTALL_HINT}"
-        )
+        raise DatasetError(f"foolbox {dist.version} lists no {_PREFIX}*.jpg files; reinstall with {_INSTALL_HINT}")
     return dist.version, sorted(found)
 
 

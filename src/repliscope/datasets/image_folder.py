@@ -54,8 +54,7 @@ def scan_folder(root: Path, extensions: Iterable[str]) -> FolderScan:
             except OSError:
                 is_dir = False
             if not is_dir:
-                (scan.images if Path(entry.name).suffix.lower() in exts else scan.ignored).append(
-                    sample_id.as_posix())
+                (scan.images if Path(entry.name).suffix.lower() in exts else scan.ignored).append(sample_id.as_posix())
             elif not entry.name.startswith("."):
                 real = os.path.realpath(entry.path)
                 if real in ancestors:
@@ -102,8 +101,7 @@ def load_image_folder(
     ids, ignored = scan.images, scan.ignored
     if not ids:
         found = f"; found only {len(ignored)} other files (e.g. {', '.join(ignored[:3])})" if ignored else ""
-        unlisted = (f"; could not list {', '.join(scan.unreadable_folders[:3])}"
-                    if scan.unreadable_folders else "")
+        unlisted = f"; could not list {', '.join(scan.unreadable_folders[:3])}" if scan.unreadable_folders else ""
         raise DatasetError(f"no image files ({', '.join(extensions)}) in {root}{found}{unlisted}")
 
     rule, shown_rule = _choose_rule(label_rule, ids, root, labels_csv)
@@ -137,9 +135,7 @@ def load_image_folder(
     )
 
 
-def _choose_rule(
-    label_rule: str | None, ids: Sequence[str], root: Path, labels_csv: object
-) -> tuple[str, str]:
+def _choose_rule(label_rule: str | None, ids: Sequence[str], root: Path, labels_csv: object) -> tuple[str, str]:
     """(rule name, rule as recorded in the dataset)."""
     if label_rule is not None:
         LABEL_RULES.get(label_rule)  # unknown name -> UnknownNameError listing the rules

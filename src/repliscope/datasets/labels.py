@@ -78,8 +78,9 @@ def read_labels_csv(path: Path) -> dict[str, int]:
             reader = csv.DictReader(fh)
             fields = reader.fieldnames or []
             if "filename" not in fields or "label" not in fields:
-                raise DatasetError(f"{path}: labels CSV needs a header with 'filename' and 'label' columns, "
-                                   f"got {fields}")
+                raise DatasetError(
+                    f"{path}: labels CSV needs a header with 'filename' and 'label' columns, got {fields}"
+                )
             table: dict[str, int] = {}
             for row in reader:
                 line = reader.line_num

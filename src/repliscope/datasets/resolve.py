@@ -33,19 +33,21 @@ def resolve_dataset(spec: str, label_rule: str | None = None, **kw: Any) -> Data
         name, where = named
         loader = DATASETS.get(name)
         if "path" not in inspect.signature(loader).parameters:
-            raise DatasetError(f"dataset '{name}' takes no path: write --dataset {name} (datasets that take "
-                               f"NAME:PATH: {', '.join(path_names())})")
+            raise DatasetError(
+                f"dataset '{name}' takes no path: write --dataset {name} (datasets that take "
+                f"NAME:PATH: {', '.join(path_names())})"
+            )
         _check_options(name, loader, options, given=("path",))
         return loader(path=where, **options)
     path = Path(spec).expanduser()
     if path.is_dir():
         _check_options("image_folder", load_image_folder, options, given=("path",))
         return load_image_folder(path, **options)
-    what = (
-        "is a file, not a directory" if path.exists() else "is neither a registered dataset nor a directory"
+    what = "is a file, not a directory" if path.exists() else "is neither a registered dataset nor a directory"
+    raise DatasetError(
+        f"dataset '{spec}' {what}. Give a folder of images, one of: {', '.join(bare_names())}, "
+        f"or NAME:PATH with NAME one of: {', '.join(path_names())}"
     )
-    raise DatasetError(f"dataset '{spec}' {what}. Give a folder of images, one of: {', '.join(bare_names())}, "
-                       f"or NAME:PATH with NAME one of: {', '.join(path_names())}")
 
 
 def _named_path(spec: str) -> tuple[str, str] | None:
@@ -55,8 +57,9 @@ def _named_path(spec: str) -> tuple[str, str] | None:
     if not sep or not name or not where or Path(spec).expanduser().exists():
         return None
     if name not in DATASETS:
-        raise DatasetError(f"dataset '{spec}': '{name}' is not a registered dataset (registered: "
-                           f"{', '.join(DATASETS.names())})")
+        raise DatasetError(
+            f"dataset '{spec}': '{name}' is not a registered dataset (registered: {', '.join(DATASETS.names())})"
+        )
     return name, where
 
 
@@ -72,9 +75,12 @@ def bare_names() -> list[str]:
 
 def _required(loader: Any) -> list[str]:
     """Names of the loader's parameters that have no default."""
-    return [p.name for p in inspect.signature(loader).parameters.values()
-            if p.default is inspect.Parameter.empty
-            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    return [
+        p.name
+        for p in inspect.signature(loader).parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
 
 
 def _check_options(name: str, loader: Any, options: dict[str, Any], given: tuple[str, ...] = ()) -> None:
@@ -84,14 +90,16 @@ def _check_options(name: str, loader: Any, options: dict[str, Any], given: tuple
         unknown = sorted(set(options) - set(params))
         if unknown:
             allowed = [p for p in params if p not in given and p != "path"]
-            raise DatasetError(
-                f"dataset '{name}' does not take {', '.join(unknown)} (allowed: {', '.join(allowed)})"
-            )
+            raise DatasetError(f"dataset '{name}' does not take {', '.join(unknown)} (allowed: {', '.join(allowed)})")
     missing = [p for p in _required(loader) if p not in options and p not in given]
     if missing == ["path"]:
-        raise DatasetError(f"dataset '{name}' needs a folder: give --dataset PATH (a folder of images; "
-                           f"'{name}' is what a folder is loaded with). Datasets usable by name: "
-                           f"{', '.join(bare_names()) or 'none'}")
+        raise DatasetError(
+            f"dataset '{name}' needs a folder: give --dataset PATH (a folder of images; "
+            f"'{name}' is what a folder is loaded with). Datasets usable by name: "
+            f"{', '.join(bare_names()) or 'none'}"
+        )
     if missing:
-        raise DatasetError(f"dataset '{name}' needs {', '.join(missing)}, which --dataset NAME alone cannot "
-                           f"give. Datasets usable by name: {', '.join(bare_names()) or 'none'}")
+        raise DatasetError(
+            f"dataset '{name}' needs {', '.join(missing)}, which --dataset NAME alone cannot "
+            f"give. Datasets usable by name: {', '.join(bare_names()) or 'none'}"
+        )

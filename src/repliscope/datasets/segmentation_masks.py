@@ -42,8 +42,9 @@ class CocoMaskIndex:
 
     def __post_init__(self) -> None:
         if self.overlap not in OVERLAP_RULES:
-            raise DatasetError(f"mask_overlap '{self.overlap}' is not an overlap rule (allowed: "
-                               f"{', '.join(OVERLAP_RULES)})")
+            raise DatasetError(
+                f"mask_overlap '{self.overlap}' is not an overlap rule (allowed: {', '.join(OVERLAP_RULES)})"
+            )
 
     def coco(self) -> Any:
         with self._lock:
@@ -60,8 +61,14 @@ class CocoMaskIndex:
     def instances(self, image_id: int, keep: frozenset[int] | None) -> list[tuple[int, np.ndarray]]:
         """(category id, bool mask) of each non-crowd annotation of a kept category, in annotation-id order."""
         coco = self.coco()
-        anns = sorted((a for a in coco.imgToAnns.get(image_id, []) if not a.get("iscrowd")
-                       and (keep is None or a["category_id"] in keep)), key=lambda a: a["id"])
+        anns = sorted(
+            (
+                a
+                for a in coco.imgToAnns.get(image_id, [])
+                if not a.get("iscrowd") and (keep is None or a["category_id"] in keep)
+            ),
+            key=lambda a: a["id"],
+        )
         out = []
         for ann in anns:
             with warnings.catch_warnings():
@@ -72,8 +79,10 @@ class CocoMaskIndex:
     def semantic(self, image_id: int, height: int, width: int, keep: frozenset[int] | None) -> np.ndarray:
         """int32 (height, width): category ids of the kept categories, 0 elsewhere (see the module docstring)."""
         coco = self.coco()
-        anns = sorted((a for a in coco.imgToAnns.get(image_id, []) if keep is None or a["category_id"] in keep),
-                      key=lambda a: a["id"])
+        anns = sorted(
+            (a for a in coco.imgToAnns.get(image_id, []) if keep is None or a["category_id"] in keep),
+            key=lambda a: a["id"],
+        )
         if self.overlap == "smaller_on_top":
             anns = sorted(anns, key=lambda a: (-float(a.get("area") or 0.0), a["id"]))
         out = np.zeros((height, width), np.int32)
@@ -84,11 +93,14 @@ class CocoMaskIndex:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     m = coco.annToMask(ann).astype(bool)
             except Exception as exc:  # a malformed polygon / RLE: this sample fails, naming the annotation
-                raise SampleError(f"annotation {ann['id']} of image {image_id}: cannot rasterise its "
-                                  f"segmentation ({type(exc).__name__}: {exc})") from exc
+                raise SampleError(
+                    f"annotation {ann['id']} of image {image_id}: cannot rasterise its "
+                    f"segmentation ({type(exc).__name__}: {exc})"
+                ) from exc
             if m.shape != (height, width):
-                raise SampleError(f"annotation {ann['id']} rasterises to {m.shape[1]}x{m.shape[0]}, the image "
-                                  f"is {width}x{height}")
+                raise SampleError(
+                    f"annotation {ann['id']} rasterises to {m.shape[1]}x{m.shape[0]}, the image is {width}x{height}"
+                )
             if owner is not None:
                 clash = m & (owner != 0) & (owner != ann["category_id"])
                 out[m] = ann["category_id"]

@@ -44,7 +44,7 @@ def synthetic_image(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[tu
         if _overlaps(box, [b for b, _ in objects]):
             continue
         cls = int(rng.integers(1, 4))
-        img[y1:y1 + bh, x1:x1 + bw] = COLOURS[cls]
+        img[y1 : y1 + bh, x1 : x1 + bw] = COLOURS[cls]
         objects.append((box, cls))
     return img, objects
 
@@ -55,8 +55,9 @@ def _png(img: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def load_synthetic_detection(*, seed: int = 0, num_images: int = 16, name: str | None = None,
-                             limit: int | None = None) -> Dataset:
+def load_synthetic_detection(
+    *, seed: int = 0, num_images: int = 16, name: str | None = None, limit: int | None = None
+) -> Dataset:
     """``num_images`` generated images (ids ``synthetic_000.png`` ...), image ids 1..N, categories red/green/blue."""
     if num_images < 1:
         raise DatasetError(f"num_images must be a positive integer, got {num_images}")
@@ -66,16 +67,32 @@ def load_synthetic_detection(*, seed: int = 0, num_images: int = 16, name: str |
     samples = []
     for i in range(num_images):
         img, objects = synthetic_image(rng)
-        boxes = tuple(BoxAnnotation(box=(float(x1), float(y1), float(x2), float(y2)), class_id=cls,
-                                    area=float((x2 - x1) * (y2 - y1)))
-                      for (x1, y1, x2, y2), cls in objects)
-        samples.append(Sample(id=f"synthetic_{i:03d}.png", label=None, read=partial(bytes, _png(img)),
-                              location=f"generated (seed {seed}, image {i})", objects=boxes, image_id=i + 1,
-                              size_hw=(img.shape[0], img.shape[1])))
+        boxes = tuple(
+            BoxAnnotation(
+                box=(float(x1), float(y1), float(x2), float(y2)), class_id=cls, area=float((x2 - x1) * (y2 - y1))
+            )
+            for (x1, y1, x2, y2), cls in objects
+        )
+        samples.append(
+            Sample(
+                id=f"synthetic_{i:03d}.png",
+                label=None,
+                read=partial(bytes, _png(img)),
+                location=f"generated (seed {seed}, image {i})",
+                objects=boxes,
+                image_id=i + 1,
+                size_hw=(img.shape[0], img.shape[1]),
+            )
+        )
     kept = samples[:limit] if limit is not None else samples
     n_boxes = sum(len(s.objects or ()) for s in kept)
-    return Dataset(name=name or "synthetic_detection", samples=kept, license="generated (no third-party content)",
-                   label_rule="generated boxes", origin=f"repliscope synthetic_detection seed={seed}",
-                   description=f"{len(kept)} generated images (64-128 px), {n_boxes} coloured rectangles, "
-                               f"classes {', '.join(CATEGORIES.values())}; seed {seed}",
-                   categories=dict(CATEGORIES))
+    return Dataset(
+        name=name or "synthetic_detection",
+        samples=kept,
+        license="generated (no third-party content)",
+        label_rule="generated boxes",
+        origin=f"repliscope synthetic_detection seed={seed}",
+        description=f"{len(kept)} generated images (64-128 px), {n_boxes} coloured rectangles, "
+        f"classes {', '.join(CATEGORIES.values())}; seed {seed}",
+        categories=dict(CATEGORIES),
+    )

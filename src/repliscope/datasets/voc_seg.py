@@ -24,13 +24,35 @@ import numpy as np
 from repliscope.datasets.base import VOID, Dataset, Sample, read_file
 from repliscope.errors import DatasetError, SampleError
 
-VOC_CLASSES = ("background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
-               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
-               "tvmonitor")
+VOC_CLASSES = (
+    "background",
+    "aeroplane",
+    "bicycle",
+    "bird",
+    "boat",
+    "bottle",
+    "bus",
+    "car",
+    "cat",
+    "chair",
+    "cow",
+    "diningtable",
+    "dog",
+    "horse",
+    "motorbike",
+    "person",
+    "pottedplant",
+    "sheep",
+    "sofa",
+    "train",
+    "tvmonitor",
+)
 """The PASCAL VOC 2012 segmentation classes, id = index (the devkit's order)."""
 CLASS_MAP_FILE = "class_map.txt"
-HOW_TO_MAP = (f"put a {CLASS_MAP_FILE} in the folder (one 'ID NAME' per line: '0 background', '15 person'; "
-              "255 is void) or load it with class_map=FILE, or class_map=builtin:voc for the 21 VOC classes")
+HOW_TO_MAP = (
+    f"put a {CLASS_MAP_FILE} in the folder (one 'ID NAME' per line: '0 background', '15 person'; "
+    "255 is void) or load it with class_map=FILE, or class_map=builtin:voc for the 21 VOC classes"
+)
 
 
 def parse_class_map(path: Path) -> dict[int, str]:
@@ -105,8 +127,9 @@ def _class_map(root: Path, class_map: str | None) -> dict[int, str] | None:
     return parse_class_map(default) if default.is_file() else None
 
 
-def load_voc_seg(path: str | os.PathLike[str], *, class_map: str | None = None, name: str | None = None,
-                 limit: int | None = None) -> Dataset:
+def load_voc_seg(
+    path: str | os.PathLike[str], *, class_map: str | None = None, name: str | None = None, limit: int | None = None
+) -> Dataset:
     """Load a VOC-style segmentation folder (see the module docstring)."""
     given = Path(path).expanduser()
     split: list[str] | None = None
@@ -116,8 +139,10 @@ def load_voc_seg(path: str | os.PathLike[str], *, class_map: str | None = None, 
     else:
         root = given
     if not (root / "SegmentationClass").is_dir():
-        raise DatasetError(f"voc_seg dataset {root}: no SegmentationClass/ folder (a VOC folder has JPEGImages/ and "
-                           "SegmentationClass/)")
+        raise DatasetError(
+            f"voc_seg dataset {root}: no SegmentationClass/ folder (a VOC folder has JPEGImages/ and "
+            "SegmentationClass/)"
+        )
     if limit is not None and limit < 1:
         raise DatasetError(f"limit must be a positive integer, got {limit}")
     masks_dir, images_dir = root / "SegmentationClass", root / "JPEGImages"
@@ -128,15 +153,30 @@ def load_voc_seg(path: str | os.PathLike[str], *, class_map: str | None = None, 
     if categories is None:
         first = masks_dir / f"{stems[0]}.png"
         kind = "palette" if first.is_file() and _mode(first) == "P" else "grey"
-        raise DatasetError(f"voc_seg dataset {root}: its masks ({kind} PNGs, e.g. {first.name}) need a class map "
-                           f"saying which id is which class: {HOW_TO_MAP}")
+        raise DatasetError(
+            f"voc_seg dataset {root}: its masks ({kind} PNGs, e.g. {first.name}) need a class map "
+            f"saying which id is which class: {HOW_TO_MAP}"
+        )
     kept = stems[:limit] if limit is not None else stems
-    samples = [Sample(id=f"{stem}.jpg", label=None, read=partial(read_file, images_dir / f"{stem}.jpg"),
-                      location=str(images_dir / f"{stem}.jpg"),
-                      mask=VocMask(masks_dir / f"{stem}.png", categories)) for stem in kept]
-    return Dataset(name=name or root.name, samples=samples, license="", label_rule="voc segmentation masks",
-                   description=f"{len(kept)} images, {len(categories)} classes, 255 = void",
-                   origin=str(root), categories=dict(categories))
+    samples = [
+        Sample(
+            id=f"{stem}.jpg",
+            label=None,
+            read=partial(read_file, images_dir / f"{stem}.jpg"),
+            location=str(images_dir / f"{stem}.jpg"),
+            mask=VocMask(masks_dir / f"{stem}.png", categories),
+        )
+        for stem in kept
+    ]
+    return Dataset(
+        name=name or root.name,
+        samples=samples,
+        license="",
+        label_rule="voc segmentation masks",
+        description=f"{len(kept)} images, {len(categories)} classes, 255 = void",
+        origin=str(root),
+        categories=dict(categories),
+    )
 
 
 def _mode(path: Path) -> str:

@@ -32,9 +32,28 @@ from repliscope.datasets.base import BoxAnnotation, Dataset, Sample, read_file
 from repliscope.datasets.coco import readme_license
 from repliscope.errors import DatasetError
 
-VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
-               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
-               "tvmonitor")
+VOC_CLASSES = (
+    "aeroplane",
+    "bicycle",
+    "bird",
+    "boat",
+    "bottle",
+    "bus",
+    "car",
+    "cat",
+    "chair",
+    "cow",
+    "diningtable",
+    "dog",
+    "horse",
+    "motorbike",
+    "person",
+    "pottedplant",
+    "sheep",
+    "sofa",
+    "train",
+    "tvmonitor",
+)
 """The 20 PASCAL VOC classes in the devkit's order (``VOCinit.m``); ids 1..20."""
 
 LABELS_FILE = "labels.txt"
@@ -78,14 +97,20 @@ def _object(path: Path, obj: ET.Element, index: int, size_hw: tuple[int, int]) -
     xmin, ymin, xmax, ymax = (_number(path, bndbox, f, f"{where}.bndbox.") for f in ("xmin", "ymin", "xmax", "ymax"))
     height, width = size_hw
     if not (1 <= xmin <= xmax <= width and 1 <= ymin <= ymax <= height):
-        raise DatasetError(f"VOC XML {path}: field {where}.bndbox ({xmin:g}, {ymin:g}, {xmax:g}, {ymax:g}) is "
-                           f"not inside the {width}x{height} image (1-based inclusive: 1 <= xmin <= xmax <= "
-                           "width, 1 <= ymin <= ymax <= height)")
+        raise DatasetError(
+            f"VOC XML {path}: field {where}.bndbox ({xmin:g}, {ymin:g}, {xmax:g}, {ymax:g}) is "
+            f"not inside the {width}x{height} image (1-based inclusive: 1 <= xmin <= xmax <= "
+            "width, 1 <= ymin <= ymax <= height)"
+        )
     difficult = (obj.findtext("difficult") or "0").strip()
     if difficult not in ("0", "1"):
         raise DatasetError(f"VOC XML {path}: field {where}.difficult='{difficult}' (allowed: 0, 1)")
-    return _Object(name=name.strip(), box=(xmin - 1, ymin - 1, xmax, ymax),
-                   area=(xmax - xmin + 1) * (ymax - ymin + 1), difficult=difficult == "1")
+    return _Object(
+        name=name.strip(),
+        box=(xmin - 1, ymin - 1, xmax, ymax),
+        area=(xmax - xmin + 1) * (ymax - ymin + 1),
+        difficult=difficult == "1",
+    )
 
 
 def parse_annotation(path: Path) -> _Annotation:
@@ -117,8 +142,7 @@ def _split_ids(list_file: Path) -> list[str]:
     return [line.split()[0] for line in list_file.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _class_list(root: Path, classes: str | Sequence[str] | None,
-                found: list[str]) -> tuple[list[str], str]:
+def _class_list(root: Path, classes: str | Sequence[str] | None, found: list[str]) -> tuple[list[str], str]:
     """(class names, ids 1..K in order; how they were chosen)."""
     if classes is None:
         labels = root / LABELS_FILE
@@ -135,9 +159,14 @@ def _class_list(root: Path, classes: str | Sequence[str] | None,
     return list(classes), "classes given"
 
 
-def load_voc_xml(path: str | os.PathLike[str], *, split: str | None = None,
-                 classes: str | Sequence[str] | None = None, name: str | None = None,
-                 limit: int | None = None) -> Dataset:
+def load_voc_xml(
+    path: str | os.PathLike[str],
+    *,
+    split: str | None = None,
+    classes: str | Sequence[str] | None = None,
+    name: str | None = None,
+    limit: int | None = None,
+) -> Dataset:
     """Load a VOC folder ``path`` (``Annotations/`` + ``JPEGImages/``): every annotation, or the ids of
     ``ImageSets/Main/<split>.txt``. ``path`` may also be a split list file ``.../ImageSets/Main/<split>.txt``
     (the VOC folder is then three levels up). ``classes``: see the module. ``limit`` keeps the first N images."""
@@ -161,8 +190,9 @@ def load_voc_xml(path: str | os.PathLike[str], *, split: str | None = None,
         ids = _split_ids(list_file)
         absent = [i for i in ids if not (ann_dir / f"{i}.xml").is_file()]
         if absent:
-            raise DatasetError(f"VOC split list {list_file}: no Annotations/<id>.xml for {len(absent)} ids "
-                               f"(first: {absent[0]})")
+            raise DatasetError(
+                f"VOC split list {list_file}: no Annotations/<id>.xml for {len(absent)} ids (first: {absent[0]})"
+            )
     else:
         ids = sorted(p.stem for p in ann_dir.glob("*.xml"))
     if not ids:
@@ -178,24 +208,43 @@ def load_voc_xml(path: str | os.PathLike[str], *, split: str | None = None,
         ann = parsed[image]
         for j, o in enumerate(ann.objects):
             if o.name not in class_id:
-                raise DatasetError(f"VOC XML {ann_dir / f'{image}.xml'}: field object[{j}].name '{o.name}' is not "
-                                   f"a class ({chosen}: {', '.join(names)}); give classes='found' or a list, "
-                                   f"or put a {LABELS_FILE} in {root}")
-        boxes = tuple(BoxAnnotation(box=o.box, class_id=class_id[o.name], area=o.area, ignore=o.difficult)
-                      for o in ann.objects)
-        samples.append(Sample(id=ann.file, label=None, read=partial(read_file, image_dir / ann.file),
-                              location=str(image_dir / ann.file), objects=boxes, image_id=index + 1,
-                              size_hw=ann.size_hw))
+                raise DatasetError(
+                    f"VOC XML {ann_dir / f'{image}.xml'}: field object[{j}].name '{o.name}' is not "
+                    f"a class ({chosen}: {', '.join(names)}); give classes='found' or a list, "
+                    f"or put a {LABELS_FILE} in {root}"
+                )
+        boxes = tuple(
+            BoxAnnotation(box=o.box, class_id=class_id[o.name], area=o.area, ignore=o.difficult) for o in ann.objects
+        )
+        samples.append(
+            Sample(
+                id=ann.file,
+                label=None,
+                read=partial(read_file, image_dir / ann.file),
+                location=str(image_dir / ann.file),
+                objects=boxes,
+                image_id=index + 1,
+                size_hw=ann.size_hw,
+            )
+        )
     missing = sum(1 for s in samples if not Path(s.location).is_file())
     n_boxes = sum(len(s.objects or ()) for s in samples)
     n_difficult = sum(1 for s in samples for o in (s.objects or ()) if o.ignore)
-    described = [f"{len(samples)} images" + (f" (first {len(samples)} of {len(ids)})" if len(samples) < len(ids)
-                                             else "") + (f" listed in {list_file.name}" if list_file else ""),
-                 f"{n_boxes} boxes ({n_difficult} difficult, ignored)", f"{len(names)} categories ({chosen})"]
+    described = [
+        f"{len(samples)} images"
+        + (f" (first {len(samples)} of {len(ids)})" if len(samples) < len(ids) else "")
+        + (f" listed in {list_file.name}" if list_file else ""),
+        f"{n_boxes} boxes ({n_difficult} difficult, ignored)",
+        f"{len(names)} categories ({chosen})",
+    ]
     if missing:
         described.append(f"{missing} listed image files missing (failed samples)")
-    return Dataset(name=name or (f"{root.name}/{list_file.stem}" if list_file else root.name), samples=samples,
-                   license=readme_license(root) or "unknown (not stated in the VOC folder's README.md)",
-                   label_rule="pascal voc xml", description="; ".join(described),
-                   origin=str(list_file) if list_file else str(root),
-                   categories={i + 1: n for i, n in enumerate(names)})
+    return Dataset(
+        name=name or (f"{root.name}/{list_file.stem}" if list_file else root.name),
+        samples=samples,
+        license=readme_license(root) or "unknown (not stated in the VOC folder's README.md)",
+        label_rule="pascal voc xml",
+        description="; ".join(described),
+        origin=str(list_file) if list_file else str(root),
+        categories={i + 1: n for i, n in enumerate(names)},
+    )

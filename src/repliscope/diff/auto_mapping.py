@@ -44,12 +44,18 @@ import numpy as np
 
 from repliscope.diff.mapping import UnitInfo
 
-_WEIGHTED = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|batch_?norm|layer_?norm|group_?norm|"
-                       r"instance_?norm|einsum|bilinear|embedding|multihead", re.IGNORECASE)
-_HEAVY = re.compile(r"conv|linear|dense|gemm|matmul|fully_?connected|einsum|bilinear|multihead|^bmm$|^mm$",
-                    re.IGNORECASE)
-_BINARY = [re.compile(p, re.IGNORECASE) for p in (r"_*i?add(v2)?_*|add_n", r"_*i?mul_*|multiply", r"_*i?sub_*|subtract",
-                                                   r"_*i?(true)?div_*|divide|realdiv")]
+_WEIGHTED = re.compile(
+    r"conv|linear|dense|gemm|matmul|fully_?connected|batch_?norm|layer_?norm|group_?norm|"
+    r"instance_?norm|einsum|bilinear|embedding|multihead",
+    re.IGNORECASE,
+)
+_HEAVY = re.compile(
+    r"conv|linear|dense|gemm|matmul|fully_?connected|einsum|bilinear|multihead|^bmm$|^mm$", re.IGNORECASE
+)
+_BINARY = [
+    re.compile(p, re.IGNORECASE)
+    for p in (r"_*i?add(v2)?_*|add_n", r"_*i?mul_*|multiply", r"_*i?sub_*|subtract", r"_*i?(true)?div_*|divide|realdiv")
+]
 _MOVE = re.compile(r"transpose|permute|flatten|reshape|^view$|squeeze|expand_?dims", re.IGNORECASE)
 _BIAS = re.compile(r"bias_?add|^add$|^addv2$", re.IGNORECASE)
 
@@ -79,10 +85,12 @@ class Proposal:
     """Uncovered reference path -> why it was left out (layers the alignment could not place in order)."""
 
     def header(self, candidate: str) -> str:
-        return (f"layer mapping proposed by repliscope (sequence alignment by order, output shape and op type) for "
-                f"{candidate}: {len(self.mapping)} pairs, {len(self.unmatched_candidate)} candidate units "
-                f"unpaired, {len(self.uncovered_reference)} reference layers uncovered.\n"
-                "Check and edit it, then pass it back with --mapping FILE (reference_path: candidate_unit).")
+        return (
+            f"layer mapping proposed by repliscope (sequence alignment by order, output shape and op type) for "
+            f"{candidate}: {len(self.mapping)} pairs, {len(self.unmatched_candidate)} candidate units "
+            f"unpaired, {len(self.uncovered_reference)} reference layers uncovered.\n"
+            "Check and edit it, then pass it back with --mapping FILE (reference_path: candidate_unit)."
+        )
 
 
 def reference_units(reference: Any, x: np.ndarray) -> list[ReferenceUnit]:
@@ -135,8 +143,11 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
         if "/" in r.path and r.path.split("/", 1)[0] in shifted:
             continue
         found = by_name.get(ref_names[i], [])
-        if len(found) == 1 and ref_names.count(ref_names[i]) == 1 and shapes_agree(r.shape, candidate[found[0]].shape,
-                                                                                   layout):
+        if (
+            len(found) == 1
+            and ref_names.count(ref_names[i]) == 1
+            and shapes_agree(r.shape, candidate[found[0]].shape, layout)
+        ):
             anchors[i] = found[0]
     rest_ref = [i for i in range(len(reference)) if i not in anchors]
     used = set(anchors.values())
@@ -162,21 +173,28 @@ def propose(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], l
         if ri in out_of_order:  # computes itself only; the layers before it belong to the next in-order pair
             covers[path] = [path]
             continue
-        covers[path] = start_order([r.path for k, r in enumerate(reference[start:ri + 1], start)
-                                    if k not in skipped and k not in out_of_order])
+        covers[path] = start_order(
+            [
+                r.path
+                for k, r in enumerate(reference[start : ri + 1], start)
+                if k not in skipped and k not in out_of_order
+            ]
+        )
         start = ri + 1
     paired = set(pairs.values())
     uncovered = sorted(skipped | {k for k in range(start, len(reference)) if k not in out_of_order})
     reason = "no candidate unit in execution order; give --mapping to pair it"
-    return Proposal(mapping=mapping, covers=covers,
-                    unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
-                    uncovered_reference=[reference[k].path for k in uncovered],
-                    ops={c.name: c.op for c in candidate},
-                    reasons={reference[k].path: reason for k in sorted(skipped)})
+    return Proposal(
+        mapping=mapping,
+        covers=covers,
+        unmatched_candidate=[c.name for k, c in enumerate(candidate) if k not in paired],
+        uncovered_reference=[reference[k].path for k in uncovered],
+        ops={c.name: c.op for c in candidate},
+        reasons={reference[k].path: reason for k in sorted(skipped)},
+    )
 
 
-def _heavy_namesakes(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str
-                     ) -> dict[int, int]:
+def _heavy_namesakes(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str) -> dict[int, int]:
     """Heavy module layers (conv, linear) -> the ONE candidate unit with weights or a bias add named after them
     and after no other reference layer, with agreeing shape (``v`` -> ``functional_1/v_1/BiasAdd``, which
     TensorFlow may list after the softmax it does not feed). A layer the next one may be fused into (a conv
@@ -190,16 +208,27 @@ def _heavy_namesakes(reference: Sequence[ReferenceUnit], candidate: Sequence[Uni
         after = reference[i + 1] if i + 1 < len(reference) else None
         if after is not None and not _HEAVY.search(after.kind) and after.shape[1:] == r.shape[1:]:
             continue
-        fits = [k for k, c in enumerate(candidate) if k not in used and named[k] == [i]
-                and bool(_HEAVY.search(c.op) or _BIAS.search(c.op)) and could_compute(r.kind, c.op)
-                and shapes_agree(r.shape, c.shape, layout)]
+        fits = [
+            k
+            for k, c in enumerate(candidate)
+            if k not in used
+            and named[k] == [i]
+            and bool(_HEAVY.search(c.op) or _BIAS.search(c.op))
+            and could_compute(r.kind, c.op)
+            and shapes_agree(r.shape, c.shape, layout)
+        ]
         if len(fits) == 1:
             found[i] = fits[0]
     return found
 
 
-def _pair_out_of_order(left_out: Sequence[int], reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo],
-                       pairs: dict[int, int], layout: str) -> dict[int, int]:
+def _pair_out_of_order(
+    left_out: Sequence[int],
+    reference: Sequence[ReferenceUnit],
+    candidate: Sequence[UnitInfo],
+    pairs: dict[int, int],
+    layout: str,
+) -> dict[int, int]:
     """Reference layers the alignment left out (indices into ``reference``) paired with the ONE unused candidate
     unit named after them (:func:`_named_after`) whose shape agrees and that could compute them (a heavy layer:
     a unit with weights or a bias add); none when there are several or none."""
@@ -208,9 +237,15 @@ def _pair_out_of_order(left_out: Sequence[int], reference: Sequence[ReferenceUni
     for ri in left_out:
         r = reference[ri]
         heavy = bool(_HEAVY.search(r.kind))
-        fits = [k for k, c in enumerate(candidate) if k not in used and _named_after(r.path, c.name)
-                and shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op)
-                and (not heavy or bool(_HEAVY.search(c.op) or _BIAS.search(c.op)))]
+        fits = [
+            k
+            for k, c in enumerate(candidate)
+            if k not in used
+            and _named_after(r.path, c.name)
+            and shapes_agree(r.shape, c.shape, layout)
+            and could_compute(r.kind, c.op)
+            and (not heavy or bool(_HEAVY.search(c.op) or _BIAS.search(c.op)))
+        ]
         if len(fits) == 1:
             found[ri] = fits[0]
             used.add(fits[0])
@@ -222,6 +257,7 @@ def shifted_containers(reference: Iterable[str], candidate: Iterable[str]) -> se
     where the reference calls ``F.relu``): an op name is its position among the ops of its container call
     (``/relu#2`` is the second relu), so after a changed op the same name means another op. Their ops are
     paired by the alignment, never by name. Only candidates naming ops ``container/op`` (a torch port) count."""
+
     def ops(names: Iterable[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
         for name in names:
@@ -234,8 +270,12 @@ def shifted_containers(reference: Iterable[str], candidate: Iterable[str]) -> se
     return {c for c in ref if c in cand and ref[c] != cand[c]}
 
 
-def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], layout: str = "NCHW",
-          namesakes: dict[int, int] | None = None) -> tuple[list[tuple[int, int]], list[int]]:
+def align(
+    reference: Sequence[ReferenceUnit],
+    candidate: Sequence[UnitInfo],
+    layout: str = "NCHW",
+    namesakes: dict[int, int] | None = None,
+) -> tuple[list[tuple[int, int]], list[int]]:
     """Order-preserving pairs (reference index, candidate index) maximizing their number, and the reference
     indices left out (neither paired nor covered: placing them would cost more pairs than it gives); see the
     module docstring. ``namesakes`` (reference index -> candidate index, :func:`_heavy_namesakes`): those two
@@ -245,9 +285,16 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
     cand_heavy = [bool(_HEAVY.search(c.op) or _BIAS.search(c.op)) for c in candidate]
     namesakes = namesakes or {}
     owner = {j: i for i, j in namesakes.items()}
-    agree = [[shapes_agree(r.shape, c.shape, layout) and could_compute(r.kind, c.op)
-              and namesakes.get(i, j) == j and owner.get(j, i) == i for j, c in enumerate(candidate)]
-             for i, r in enumerate(reference)]
+    agree = [
+        [
+            shapes_agree(r.shape, c.shape, layout)
+            and could_compute(r.kind, c.op)
+            and namesakes.get(i, j) == j
+            and owner.get(j, i) == i
+            for j, c in enumerate(candidate)
+        ]
+        for i, r in enumerate(reference)
+    ]
 
     def can_match(i: int, j: int, h: int) -> bool:
         """Pair reference i with unit j when the pending group already holds ``h`` heavy layers."""
@@ -288,7 +335,7 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
     # order instead, so that costs less than an in-order pair
     leave = [-(unit - 1) if i in namesakes else unit + 2 for i in range(n)]
 
-    neg = -(10 ** 9)
+    neg = -(10**9)
     # score[i, j, h]: most pairs aligning reference[:i] with candidate[:j], h = the unpaired reference layers
     # since the last pair include a heavy one (a candidate unit computes at most one conv / matmul)
     score = np.full((n + 1, m + 1, 2), neg, dtype=np.int64)
@@ -321,8 +368,14 @@ def align(reference: Sequence[ReferenceUnit], candidate: Sequence[UnitInfo], lay
     while i > 0 or j > 0:
         value = score[i, j, h]
         if h == 0 and i > 0 and j > 0:
-            prev = next((ph for ph in (0, 1) if can_match(i - 1, j - 1, ph)
-                         and score[i - 1, j - 1, ph] + gain(i - 1, j - 1) == value), None)
+            prev = next(
+                (
+                    ph
+                    for ph in (0, 1)
+                    if can_match(i - 1, j - 1, ph) and score[i - 1, j - 1, ph] + gain(i - 1, j - 1) == value
+                ),
+                None,
+            )
             if prev is not None:  # prefer pairing the latest reference layer (fusion)
                 pairs.append((i - 1, j - 1))
                 i, j, h = i - 1, j - 1, prev

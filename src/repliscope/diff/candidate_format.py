@@ -53,20 +53,26 @@ def detect_format(candidate: str) -> str:
             return "savedmodel"
         if (path / "mapping.yaml").is_file() or (path / "model.py").is_file():
             return "keras"
-        raise RepliscopeError(f"candidate '{candidate}': a folder without saved_model.pb (SavedModel) or "
-                              f"mapping.yaml (Keras port); give --candidate-format or one of: {formats_text()}")
+        raise RepliscopeError(
+            f"candidate '{candidate}': a folder without saved_model.pb (SavedModel) or "
+            f"mapping.yaml (Keras port); give --candidate-format or one of: {formats_text()}"
+        )
     if path.is_file():
         by_suffix = {".onnx": "onnx", ".tflite": "tflite", ".keras": "keras", ".yaml": "keras", ".yml": "keras"}
         found = by_suffix.get(path.suffix.lower())
         if found is None:
-            raise RepliscopeError(f"candidate '{candidate}': cannot tell the format of a "
-                                  f"'{path.suffix or 'suffix-less'}' file; give --candidate-format "
-                                  f"{'|'.join(FORMATS)} ({formats_text()})")
+            raise RepliscopeError(
+                f"candidate '{candidate}': cannot tell the format of a "
+                f"'{path.suffix or 'suffix-less'}' file; give --candidate-format "
+                f"{'|'.join(FORMATS)} ({formats_text()})"
+            )
         return found
     if _FACTORY.match(candidate) and not candidate.endswith((".onnx", ".tflite", ".keras")):
         return "torch"
-    raise RepliscopeError(f"candidate '{candidate}': no such file or folder, and not a module:function factory "
-                          f"(give one of: {formats_text()})")
+    raise RepliscopeError(
+        f"candidate '{candidate}': no such file or folder, and not a module:function factory "
+        f"(give one of: {formats_text()})"
+    )
 
 
 def check_format(name: str) -> str:
@@ -92,8 +98,9 @@ class BuiltCandidate:
     """Reference layers the proposal left out on purpose (no candidate unit in execution order) -> why."""
 
 
-def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, mapping_file: Path | None = None,
-                    threads: int = 2) -> BuiltCandidate:
+def build_candidate(
+    fmt: str, candidate: str, reference: Any, x: np.ndarray, *, mapping_file: Path | None = None, threads: int = 2
+) -> BuiltCandidate:
     """Build the ``fmt`` candidate from ``candidate`` and pair it with ``reference`` (a TorchReference) on the
     probe batch ``x`` (reference layout, e.g. float32 NCHW (N, 3, 224, 224))."""
     from repliscope.diff import CANDIDATES
@@ -107,8 +114,7 @@ def build_candidate(fmt: str, candidate: str, reference: Any, x: np.ndarray, *, 
         except RepliscopeError:
             raise
         except Exception as exc:  # protobuf / onnx decode errors of a file that is not an ONNX model
-            raise RepliscopeError(f"ONNX candidate '{candidate}' cannot be read: {type(exc).__name__}: {exc}"
-                                  ) from None
+            raise RepliscopeError(f"ONNX candidate '{candidate}' cannot be read: {type(exc).__name__}: {exc}") from None
     elif fmt in ("tflite", "savedmodel"):
         inner = cls(Path(candidate), threads=threads)
     elif fmt == "keras" and mapping_file is None and _has_port_mapping(Path(candidate)):
@@ -151,8 +157,9 @@ def _onnx_fixed_batch(path: Path, n: int) -> int:
     return fixed if fixed > 0 and fixed != n else 0
 
 
-def _pair(inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, mapping_file: Path | None
-          ) -> BuiltCandidate:
+def _pair(
+    inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, mapping_file: Path | None
+) -> BuiltCandidate:
     """Pair a :class:`~repliscope.diff.mapping.NamedCandidate` with the reference: ``mapping_file``, else by
     name, else a proposal (see the module docstring)."""
     from repliscope.diff.auto_mapping import covers_for, propose, reference_units, shifted_containers
@@ -174,16 +181,32 @@ def _pair(inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, m
         return BuiltCandidate(mapped, fmt, "by name", same, ops={u.name: u.op for u in units})
     proposal = propose(reference_units(reference, x), units, inner.layout)
     if not proposal.mapping:
-        raise RepliscopeError(f"candidate '{candidate}': no unit could be paired with a reference layer (output "
-                              "shapes differ everywhere); write a mapping and pass --mapping FILE")
+        raise RepliscopeError(
+            f"candidate '{candidate}': no unit could be paired with a reference layer (output "
+            "shapes differ everywhere); write a mapping and pass --mapping FILE"
+        )
     mapped = MappedCandidate(inner, proposal.mapping, names, covers=proposal.covers, origin="proposed")
-    return BuiltCandidate(mapped, fmt, "proposed", proposal.mapping, proposal.unmatched_candidate,
-                          proposal.uncovered_reference, proposal.ops, dict(proposal.reasons))
+    return BuiltCandidate(
+        mapped,
+        fmt,
+        "proposed",
+        proposal.mapping,
+        proposal.unmatched_candidate,
+        proposal.uncovered_reference,
+        proposal.ops,
+        dict(proposal.reasons),
+    )
 
 
-def diff_candidate(reference: Any, candidate: Candidate, x: np.ndarray, modes: Sequence[str],
-                   tolerance: Any = None, samples: Sequence[str] = (), built: BuiltCandidate | None = None
-                   ) -> LayerDiffResult:
+def diff_candidate(
+    reference: Any,
+    candidate: Candidate,
+    x: np.ndarray,
+    modes: Sequence[str],
+    tolerance: Any = None,
+    samples: Sequence[str] = (),
+    built: BuiltCandidate | None = None,
+) -> LayerDiffResult:
     """:func:`~repliscope.diff.layers.diff_layers` over the requested ``modes`` the candidate can run; a mode it
     cannot (``mode_limits``) is listed first in ``notes`` with the reason (RepliscopeError when none is left).
     ``built`` adds the format, how the mapping was obtained and the pairs to ``result.candidate``."""
@@ -193,8 +216,14 @@ def diff_candidate(reference: Any, candidate: Candidate, x: np.ndarray, modes: S
     run_modes = [m for m in modes if m not in limits]
     if not run_modes:
         raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))
-    result = diff_layers(reference, candidate, x, modes=run_modes, tolerance=tolerance,  # type: ignore[arg-type]
-                         samples=samples)
+    result = diff_layers(
+        reference,
+        candidate,
+        x,
+        modes=run_modes,  # type: ignore[arg-type]
+        tolerance=tolerance,
+        samples=samples,
+    )
     extra = [f"{m} mode not run: {limits[m]}" for m in modes if m in limits]
     if built is not None:
         result.candidate = {**result.candidate, "format": built.format, "mapping_origin": built.mapping_origin}
@@ -205,9 +234,11 @@ def diff_candidate(reference: Any, candidate: Candidate, x: np.ndarray, modes: S
             for item in result.uncompared:  # left out by the proposal: say why instead of "maps no unit to it"
                 if item.path in built.uncovered_reasons:
                     item.reason = f"the proposed mapping left it uncovered: {built.uncovered_reasons[item.path]}"
-            extra.append(f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "
-                         f"{len(built.unpaired_candidate)} candidate units unpaired): check it "
-                         "(--save-mapping FILE), edit it and pass it back with --mapping FILE")
+            extra.append(
+                f"the layer mapping was PROPOSED by alignment ({len(built.mapping)} pairs, "
+                f"{len(built.unpaired_candidate)} candidate units unpaired): check it "
+                "(--save-mapping FILE), edit it and pass it back with --mapping FILE"
+            )
     result.notes = extra + list(result.notes)
     return result
 

@@ -53,15 +53,19 @@ def check_port_path(path: Path) -> Path:
         raise RepliscopeError(f"Keras candidate '{path}': no such file or folder (give {PORT_FORMS})")
     if path.is_file() and path.suffix.lower() not in (".keras", ".yaml", ".yml"):
         hint = "; an ONNX model is compared with --runtimes torch onnxruntime" if path.suffix == ".onnx" else ""
-        raise RepliscopeError(f"Keras candidate '{path}': a '{path.suffix or 'suffix-less'}' file is not a Keras "
-                              f"port (give {PORT_FORMS}){hint}")
+        raise RepliscopeError(
+            f"Keras candidate '{path}': a '{path.suffix or 'suffix-less'}' file is not a Keras "
+            f"port (give {PORT_FORMS}){hint}"
+        )
     mapping = path / "mapping.yaml" if path.is_dir() else path
     if mapping.suffix.lower() != ".keras" and mapping.is_file():
         try:
             mapping.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise RepliscopeError(f"Keras candidate '{path}': the mapping file '{mapping}' is not UTF-8 text (byte "
-                                  f"{exc.start}); a mapping is YAML") from None
+            raise RepliscopeError(
+                f"Keras candidate '{path}': the mapping file '{mapping}' is not UTF-8 text (byte "
+                f"{exc.start}); a mapping is YAML"
+            ) from None
     return path
 
 
@@ -98,16 +102,22 @@ class KerasCandidate(Candidate):
         directory = path.parent if path.is_file() else path
         mapping_file = path if path.is_file() else path / "mapping.yaml"
         if not mapping_file.is_file():
-            raise RepliscopeError(f"Keras candidate '{path}': no mapping file '{mapping_file}' (a port directory "
-                                  "holds model.py and mapping.yaml)")
+            raise RepliscopeError(
+                f"Keras candidate '{path}': no mapping file '{mapping_file}' (a port directory "
+                "holds model.py and mapping.yaml)"
+            )
         mapping = load_mapping(mapping_file)
         model = load_port(directory, mapping)
         convert_state_dict(reference_module.state_dict(), model, mapping, reference_module)
         return cls(model, mapping, source=str(directory))
 
     def describe(self) -> dict[str, str]:
-        return {"candidate": self.name, "model": str(self.model.name), "source": self.source,
-                "mapping": str(self.mapping.path or "<in memory>")}
+        return {
+            "candidate": self.name,
+            "model": str(self.model.name),
+            "source": self.source,
+            "mapping": str(self.mapping.path or "<in memory>"),
+        }
 
     # -- Candidate interface ------------------------------------------------------------------------------------
     def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
@@ -121,13 +131,15 @@ class KerasCandidate(Candidate):
                 continue
             paths.append(info.path)
         if missing:
-            raise RepliscopeError(f"the mapping names Keras layers the model '{self.model.name}' does not have: "
-                                  + ", ".join(missing))
+            raise RepliscopeError(
+                f"the mapping names Keras layers the model '{self.model.name}' does not have: " + ", ".join(missing)
+            )
         mapped = set(paths)
         self._covers = {
-            p: [p] + [i.path for i in reference_layers
-                      if "#" not in p and i.path.startswith(p + ".") and i.path not in mapped]
-            for p in paths}
+            p: [p]
+            + [i.path for i in reference_layers if "#" not in p and i.path.startswith(p + ".") and i.path not in mapped]
+            for p in paths
+        }
         return paths
 
     def covers(self, path: str) -> list[str]:
@@ -184,14 +196,18 @@ class KerasCandidate(Candidate):
         parent = nodes[0].input_tensors[0]._keras_history.operation
         if isinstance(parent, self.keras.layers.InputLayer) or self.claimed(parent.name):
             return None
-        if (len(parent._inbound_nodes) != 1 or len(parent._inbound_nodes[0].input_tensors) != 1
-                or len(parent._outbound_nodes) != 1):
+        if (
+            len(parent._inbound_nodes) != 1
+            or len(parent._inbound_nodes[0].input_tensors) != 1
+            or len(parent._outbound_nodes) != 1
+        ):
             return None
         return parent
 
 
-def stream_outputs(keras: Any, model: Any, x: np.ndarray, wanted: dict[int, list[str]]
-                   ) -> Iterator[tuple[str, np.ndarray]]:
+def stream_outputs(
+    keras: Any, model: Any, x: np.ndarray, wanted: dict[int, list[str]]
+) -> Iterator[tuple[str, np.ndarray]]:
     """Run the functional ``model`` node by node on ``x`` (reference layout), yielding (name, output in the
     reference layout) for every name in ``wanted`` (``id`` of a Keras output tensor -> names) as soon as it is
     computed, and dropping every intermediate tensor once its last consumer has run."""
@@ -234,8 +250,9 @@ class KerasLayersCandidate(NamedCandidate):
         self.keras = import_keras()
         self.model = model
         self.source = source
-        self._layers = {layer.name: layer for layer in model.layers
-                        if not isinstance(layer, self.keras.layers.InputLayer)}
+        self._layers = {
+            layer.name: layer for layer in model.layers if not isinstance(layer, self.keras.layers.InputLayer)
+        }
 
     def chain(self, name: str) -> tuple[list[Any], list[Any]]:
         """(graph nodes in execution order, external input tensors in the order they are read) of the golden unit
@@ -249,13 +266,20 @@ class KerasLayersCandidate(NamedCandidate):
         while todo:
             for t in todo.pop()._inbound_nodes[0].input_tensors:
                 parent = t._keras_history.operation
-                if (isinstance(parent, self.keras.layers.InputLayer) or parent.name in self._mapped
-                        or id(parent) in inside):
+                if (
+                    isinstance(parent, self.keras.layers.InputLayer)
+                    or parent.name in self._mapped
+                    or id(parent) in inside
+                ):
                     continue
                 inside.add(id(parent))
                 todo.append(parent)
-        nodes = [n for depth in sorted(self.model._nodes_by_depth, reverse=True)
-                 for n in self.model._nodes_by_depth[depth] if n.operation is not None and id(n.operation) in inside]
+        nodes = [
+            n
+            for depth in sorted(self.model._nodes_by_depth, reverse=True)
+            for n in self.model._nodes_by_depth[depth]
+            if n.operation is not None and id(n.operation) in inside
+        ]
         produced = {id(t) for n in nodes for t in n.outputs}
         external: list[Any] = []
         for node in nodes:
@@ -275,9 +299,14 @@ class KerasLayersCandidate(NamedCandidate):
 
     def units(self, x: np.ndarray) -> list[UnitInfo]:
         batch = int(x.shape[0])
-        return [UnitInfo(name, type(layer).__name__,
-                         (batch, *[int(d) if d is not None else -1 for d in tuple(layer.output.shape)[1:]]))
-                for name, layer in self._layers.items()]
+        return [
+            UnitInfo(
+                name,
+                type(layer).__name__,
+                (batch, *[int(d) if d is not None else -1 for d in tuple(layer.output.shape)[1:]]),
+            )
+            for name, layer in self._layers.items()
+        ]
 
     def _names(self) -> list[str]:
         return list(self._layers)
@@ -287,10 +316,12 @@ class KerasLayersCandidate(NamedCandidate):
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         nodes, external = self.chain(path)
-        check_unit_inputs(f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)})", len(external),
-                          len(inputs))
-        values: dict[int, Any] = {id(t): to_keras_layout(np.asarray(a, dtype=np.float32))
-                                  for t, a in zip(external, inputs, strict=True)}
+        check_unit_inputs(
+            f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)})", len(external), len(inputs)
+        )
+        values: dict[int, Any] = {
+            id(t): to_keras_layout(np.asarray(a, dtype=np.float32)) for t, a in zip(external, inputs, strict=True)
+        }
         out: Any = None
         for node in nodes:
             args, kwargs = node.arguments.fill_in(values)
@@ -326,8 +357,10 @@ def _sidecar_mapping(keras_file: Path) -> Path:
     for candidate in (keras_file.with_suffix(".mapping.yaml"), keras_file.parent / "mapping.yaml"):
         if candidate.is_file():
             return candidate
-    raise RepliscopeError(f"no mapping for '{keras_file}': expected '{keras_file.with_suffix('.mapping.yaml')}' "
-                          f"or '{keras_file.parent / 'mapping.yaml'}' (repliscope convert writes the former)")
+    raise RepliscopeError(
+        f"no mapping for '{keras_file}': expected '{keras_file.with_suffix('.mapping.yaml')}' "
+        f"or '{keras_file.parent / 'mapping.yaml'}' (repliscope convert writes the former)"
+    )
 
 
 CANDIDATES.add("keras", KerasCandidate)

@@ -64,10 +64,14 @@ class Divergence(_Model):
         if self.missing:
             return f"{self.path}: {self.kind} at {self.source} is missing in the candidate: {self.missing}"
         if not math.isfinite(self.ratio):
-            return (f"{self.path}{fused}: {self.kind} at {self.source}: the candidate's unit cannot be compared "
-                    "with the reference's (see the notes for why)")
-        return (f"{self.path}{fused}: {self.kind} at {self.source}, max |err| {self.max_abs:.3g} > "
-                f"tolerance {self.tolerance:.3g} ({self.ratio:.1f}x)")
+            return (
+                f"{self.path}{fused}: {self.kind} at {self.source}: the candidate's unit cannot be compared "
+                "with the reference's (see the notes for why)"
+            )
+        return (
+            f"{self.path}{fused}: {self.kind} at {self.source}, max |err| {self.max_abs:.3g} > "
+            f"tolerance {self.tolerance:.3g} ({self.ratio:.1f}x)"
+        )
 
 
 class ModeSummary(_Model):

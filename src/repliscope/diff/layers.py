@@ -45,9 +45,15 @@ from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accu
 from repliscope.errors import RepliscopeError
 
 
-def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
-                modes: Sequence[Mode] = ("golden", "carried"), tolerance: TolerancePolicy | None = None,
-                samples: Sequence[str] = (), workdir: Path | None = None) -> LayerDiffResult:
+def diff_layers(
+    reference: TorchReference,
+    candidate: Candidate,
+    x: np.ndarray,
+    modes: Sequence[Mode] = ("golden", "carried"),
+    tolerance: TolerancePolicy | None = None,
+    samples: Sequence[str] = (),
+    workdir: Path | None = None,
+) -> LayerDiffResult:
     """Compare ``candidate`` with ``reference`` on the batch ``x`` (reference layout and dtype, e.g. float32
     NCHW (N, 3, 224, 224) of real pre-processed samples whose ids are ``samples``).
 
@@ -66,8 +72,9 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
     mapped = candidate.mapped_layers(layers)
     missing = [p for p in mapped if p not in info]
     if missing:
-        raise RepliscopeError(f"the candidate maps {len(missing)} path(s) the reference does not have: "
-                              f"{', '.join(missing[:20])}")
+        raise RepliscopeError(
+            f"the candidate maps {len(missing)} path(s) the reference does not have: {', '.join(missing[:20])}"
+        )
     covers = {p: candidate.covers(p) for p in mapped}
     unmatched = {u.path: u for u in candidate.unmatched() if u.path in info}
     covered = {p for group in covers.values() for p in group}
@@ -104,9 +111,11 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
             except UnitInputsMismatch as exc:
                 reads = _external_inputs(row.covers, info)
                 if reads is not None and reads != exc.candidate_inputs:  # e.g. a dropped residual add
-                    row.notes.append(f"{exc}. The reference computes it from {reads} tensor(s): the candidate reads "
-                                     "other inputs (a dropped or extra input such as a residual, or a wrong "
-                                     "mapping)")
+                    row.notes.append(
+                        f"{exc}. The reference computes it from {reads} tensor(s): the candidate reads "
+                        "other inputs (a dropped or extra input such as a residual, or a wrong "
+                        "mapping)"
+                    )
                     row.golden = _diverged(local_tol[path])
                 else:  # the inputs of a fused group enter at several reference layers: cannot be fed
                     row.notes.append(f"golden mode cannot feed it ({exc}); compared in carried mode only")
@@ -145,46 +154,74 @@ def diff_layers(reference: TorchReference, candidate: Candidate, x: np.ndarray,
         row = rows[path]
         if row.carried is not None and row.carried.passed:
             row.golden = None
-            row.notes.append(f"golden mode cannot compare it: fed the reference input, the candidate's unit gives "
-                             f"another shape ({note}), so it reads its input in another layout; compared in "
-                             "carried mode only, where it passes")
+            row.notes.append(
+                f"golden mode cannot compare it: fed the reference input, the candidate's unit gives "
+                f"another shape ({note}), so it reads its input in another layout; compared in "
+                "carried mode only, where it passes"
+            )
         elif note not in row.notes:
-            row.notes.append(note if row.carried is not None else
-                             f"{note} (carried mode, --mode both, tells a bug from an input read in another layout)")
-    uncompared = [NotCompared(path=p, kind=rows[p].kind, source=rows[p].source,
-                              reason="identity on this batch (output equals input); the candidate has no node "
-                                     "for it") for p in identity]
+            row.notes.append(
+                note
+                if row.carried is not None
+                else f"{note} (carried mode, --mode both, tells a bug from an input read in another layout)"
+            )
+    uncompared = [
+        NotCompared(
+            path=p,
+            kind=rows[p].kind,
+            source=rows[p].source,
+            reason="identity on this batch (output equals input); the candidate has no node for it",
+        )
+        for p in identity
+    ]
     for p in identity:
         del rows[p]
     ordered = sorted(rows.values(), key=lambda r: r.index)
     for i, row in enumerate(ordered):  # no gaps where identity ops were dropped (the plot's x axis)
         row.index = i
-    uncompared += [NotCompared(path=layer.path, kind=layer.kind, source=layer.source,
-                               reason=_why_not(layer, unmatched, candidate))
-                   for layer in layers if layer.path not in covered and layer.path not in rows
-                   and layer.path not in identity]
+    uncompared += [
+        NotCompared(path=layer.path, kind=layer.kind, source=layer.source, reason=_why_not(layer, unmatched, candidate))
+        for layer in layers
+        if layer.path not in covered and layer.path not in rows and layer.path not in identity
+    ]
     multi = reference.multi_output_ops(x)
-    uncompared += [NotCompared(path=m.path, kind=m.kind, source=m.source,
-                               reason="returns several tensors; not a unit (each consumer is compared, fed the "
-                                      "reference tensors)") for m in multi]
+    uncompared += [
+        NotCompared(
+            path=m.path,
+            kind=m.kind,
+            source=m.source,
+            reason="returns several tensors; not a unit (each consumer is compared, fed the reference tensors)",
+        )
+        for m in multi
+    ]
     uncompared.sort(key=lambda n: position.get(n.path, -1))
     notes = list(getattr(candidate, "notes", []))
     notes += [f"'{r.path}': {note}" for r in ordered for note in r.notes]  # why a unit diverged structurally
     if "carried" in modes:
-        notes += [f"'{r.path}': no carried output from the candidate" for r in ordered
-                  if r.carried is None and not r.missing]
-    output, output_note = _compare_output(ref_out, cand_out, [local_tol[p] for p in mapped if p in local_tol],
-                                          policy)
+        notes += [
+            f"'{r.path}': no carried output from the candidate" for r in ordered if r.carried is None and not r.missing
+        ]
+    output, output_note = _compare_output(ref_out, cand_out, [local_tol[p] for p in mapped if p in local_tol], policy)
     return LayerDiffResult(
         reference={"framework": reference.name, "module": type(reference.module).__qualname__},
-        candidate=candidate.describe(), modes=list(modes), input_shape=list(x.shape), input_dtype=str(x.dtype),
-        samples=list(samples), tolerance=policy, formula=FORMULA, layers=ordered,
+        candidate=candidate.describe(),
+        modes=list(modes),
+        input_shape=list(x.shape),
+        input_dtype=str(x.dtype),
+        samples=list(samples),
+        tolerance=policy,
+        formula=FORMULA,
+        layers=ordered,
         reference_layers=sum(1 for layer in layers if not layer.is_op),
         reference_ops=sum(1 for layer in layers if layer.is_op),
         not_compared=[layer.path for layer in layers if not layer.is_op and layer.path not in covered],
-        uncompared=uncompared, output=output, output_note=output_note,
+        uncompared=uncompared,
+        output=output,
+        output_note=output_note,
         first_divergent={m: _first_divergent(ordered, m) for m in modes},
-        summary={m: _summary(ordered, m) for m in modes}, seconds=time.perf_counter() - start, notes=notes,
+        summary={m: _summary(ordered, m) for m in modes},
+        seconds=time.perf_counter() - start,
+        notes=notes,
     )
 
 
@@ -196,8 +233,9 @@ def _why_not(layer: LayerInfo, unmatched: dict[str, Unmatched], candidate: Candi
     return "the candidate maps no unit to it"
 
 
-def _compare_output(ref: np.ndarray, cand: np.ndarray | None, local: list[float],
-                    policy: TolerancePolicy) -> tuple[ErrorStats | None, str]:
+def _compare_output(
+    ref: np.ndarray, cand: np.ndarray | None, local: list[float], policy: TolerancePolicy
+) -> tuple[ErrorStats | None, str]:
     """The final output, judged like a carried unit: the local tolerances of every compared unit accumulated
     (or, with no compared unit, the element-wise formula at the output's magnitude)."""
     if cand is None:
@@ -216,13 +254,23 @@ def _row(index: int, path: str, group: list[str], info: dict[str, LayerInfo]) ->
         raise RepliscopeError(f"candidate layer '{path}' covers unknown reference layer(s) {', '.join(unknown)}")
     members = [info[p] for p in group]
     main = max(members, key=lambda m: (m.reduction, m.path == path))
-    return LayerRow(index=index, path=path, covers=list(group), kind="+".join(m.kind for m in members),
-                    source=main.source, reduction=max(m.reduction for m in members), dtype="", ref_shape=[],
-                    ref_max_abs=0.0, op=info[path].op)
+    return LayerRow(
+        index=index,
+        path=path,
+        covers=list(group),
+        kind="+".join(m.kind for m in members),
+        source=main.source,
+        reduction=max(m.reduction for m in members),
+        dtype="",
+        ref_shape=[],
+        ref_max_abs=0.0,
+        op=info[path].op,
+    )
 
 
-def _compare(row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candidate, tol: float,
-             rel_floor: float) -> ErrorStats:
+def _compare(
+    row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candidate, tol: float, rel_floor: float
+) -> ErrorStats:
     cand = np.asarray(cand)
     if candidate.output_layout == "NHWC" and cand.ndim == 4:
         cand = cand.transpose(0, 3, 1, 2)
@@ -254,21 +302,39 @@ def _external_inputs(group: list[str], info: dict[str, LayerInfo]) -> int | None
 
 def _diverged(tol: float) -> ErrorStats:
     """A unit whose candidate output cannot be compared element-wise (shape or inputs differ): failed, inf error."""
-    return ErrorStats(max_abs=float("inf"), mean_abs=float("inf"), max_rel=float("inf"), ulp=float("inf"),
-                      tolerance=tol, passed=False)
+    return ErrorStats(
+        max_abs=float("inf"), mean_abs=float("inf"), max_rel=float("inf"), ulp=float("inf"), tolerance=tol, passed=False
+    )
 
 
 def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:
     for row in rows:
         if row.missing:
-            return Divergence(mode=mode, index=row.index, path=row.path, covers=row.covers, kind=row.kind,
-                              source=row.source, max_abs=math.inf, tolerance=0.0, ratio=math.inf,
-                              missing=row.missing)
+            return Divergence(
+                mode=mode,
+                index=row.index,
+                path=row.path,
+                covers=row.covers,
+                kind=row.kind,
+                source=row.source,
+                max_abs=math.inf,
+                tolerance=0.0,
+                ratio=math.inf,
+                missing=row.missing,
+            )
         stats = row.golden if mode == "golden" else row.carried
         if stats is not None and not stats.passed:
-            return Divergence(mode=mode, index=row.index, path=row.path, covers=row.covers, kind=row.kind,
-                              source=row.source, max_abs=stats.max_abs, tolerance=stats.tolerance,
-                              ratio=stats.ratio)
+            return Divergence(
+                mode=mode,
+                index=row.index,
+                path=row.path,
+                covers=row.covers,
+                kind=row.kind,
+                source=row.source,
+                max_abs=stats.max_abs,
+                tolerance=stats.tolerance,
+                ratio=stats.ratio,
+            )
     return None
 
 
@@ -276,6 +342,12 @@ def _summary(rows: list[LayerRow], mode: Mode) -> ModeSummary:
     done = [r for r in rows if (r.golden if mode == "golden" else r.carried) is not None]
     stats = [s for s in (r.golden if mode == "golden" else r.carried for r in done) if s is not None]
     passed = sum(1 for s in stats if s.passed)
-    return ModeSummary(compared=len(stats), passed=passed, failed=len(stats) - passed,
-                       max_ratio=max((s.ratio for s in stats), default=0.0), ops=sum(1 for r in done if r.op),
-                       reference_units=sum(len(r.covers) for r in done), missing=sum(1 for r in rows if r.missing))
+    return ModeSummary(
+        compared=len(stats),
+        passed=passed,
+        failed=len(stats) - passed,
+        max_ratio=max((s.ratio for s in stats), default=0.0),
+        ops=sum(1 for r in done if r.op),
+        reference_units=sum(len(r.covers) for r in done),
+        missing=sum(1 for r in rows if r.missing),
+    )

@@ -41,8 +41,12 @@ def check_unit_inputs(unit: str, reads: int, fed: int) -> None:
     """Golden mode: raise :class:`UnitInputsMismatch` when the candidate ``unit`` (e.g. ``ONNX unit '/add'
     (Add)``) reads ``reads`` activation tensors but the reference layer was fed ``fed``."""
     if reads != fed:
-        raise UnitInputsMismatch(f"{unit} reads {reads} activation(s), the reference layer {fed}: map it to another "
-                                 "unit or compare in carried mode only (--mode carried)", reads, fed)
+        raise UnitInputsMismatch(
+            f"{unit} reads {reads} activation(s), the reference layer {fed}: map it to another "
+            "unit or compare in carried mode only (--mode carried)",
+            reads,
+            fed,
+        )
 
 
 class MappingError(RepliscopeError):
@@ -58,16 +62,19 @@ def load_mapping(path: str | Path) -> dict[str, str]:
     except yaml.YAMLError as exc:
         raise MappingError(f"'{path}' is not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or not data:
-        raise MappingError(f"'{path}' must be a non-empty YAML mapping 'reference_path: candidate_layer_name', "
-                           f"got {type(data).__name__}")
+        raise MappingError(
+            f"'{path}' must be a non-empty YAML mapping 'reference_path: candidate_layer_name', "
+            f"got {type(data).__name__}"
+        )
     bad = [f"{k!r}: {v!r}" for k, v in data.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
         raise MappingError(f"'{path}': {len(bad)} entr(y/ies) are not 'string: string': {', '.join(bad)}")
     return dict(data)
 
 
-def validate_mapping(mapping: Mapping[str, str], reference_paths: Iterable[str],
-                     candidate_names: Iterable[str] | None = None) -> None:
+def validate_mapping(
+    mapping: Mapping[str, str], reference_paths: Iterable[str], candidate_names: Iterable[str] | None = None
+) -> None:
     """Raise :class:`MappingError` listing every unknown reference path, unknown candidate name (when
     ``candidate_names`` is given) and candidate name mapped from several reference paths."""
     ref = list(reference_paths)
@@ -98,8 +105,11 @@ def _with_hints(names: list[str], known: list[str]) -> str:
 def save_mapping(mapping: Mapping[str, str], path: str | Path, header: str = "") -> None:
     """Write ``mapping`` as YAML ``reference_path: candidate_name`` in its order (``header``: comment lines)."""
     lines = [f"# {line}" for line in header.splitlines()]
-    lines += [f"{yaml.safe_dump(k, width=10**6).strip().removesuffix('...').strip()}: "
-              f"{yaml.safe_dump(v, width=10**6).strip().removesuffix('...').strip()}" for k, v in mapping.items()]
+    lines += [
+        f"{yaml.safe_dump(k, width=10**6).strip().removesuffix('...').strip()}: "
+        f"{yaml.safe_dump(v, width=10**6).strip().removesuffix('...').strip()}"
+        for k, v in mapping.items()
+    ]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -173,9 +183,14 @@ class MappedCandidate(Candidate):
     supports_ops: ClassVar[bool] = True
     """A mapping may name functional-op reference units (``layer1.0/add``) too."""
 
-    def __init__(self, inner: Candidate, mapping: Mapping[str, str],
-                 candidate_names: Sequence[str] | None = None, covers: Mapping[str, list[str]] | None = None,
-                 origin: str = "") -> None:
+    def __init__(
+        self,
+        inner: Candidate,
+        mapping: Mapping[str, str],
+        candidate_names: Sequence[str] | None = None,
+        covers: Mapping[str, list[str]] | None = None,
+        origin: str = "",
+    ) -> None:
         self.inner = inner
         self.mapping = dict(mapping)
         self.reverse = {v: k for k, v in self.mapping.items()}
@@ -237,8 +252,10 @@ class FixedBatch(Candidate):
 
     def _chunks(self, n: int) -> list[slice]:
         if n % self.batch:
-            raise RepliscopeError(f"the candidate's input has a fixed batch size of {self.batch} (exported without "
-                                  f"a dynamic batch axis): give --batch a multiple of {self.batch}, not {n}")
+            raise RepliscopeError(
+                f"the candidate's input has a fixed batch size of {self.batch} (exported without "
+                f"a dynamic batch axis): give --batch a multiple of {self.batch}, not {n}"
+            )
         return [slice(lo, lo + self.batch) for lo in range(0, n, self.batch)]
 
     def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:

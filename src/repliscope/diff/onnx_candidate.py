@@ -64,8 +64,9 @@ class OnnxCandidate(Candidate):
         self._values = _value_infos(proto)
         inputs = [i.name for i in graph.input if i.name not in self._inits]
         if len(inputs) != 1:
-            raise RepliscopeError(f"the layer diff supports ONNX models with one input; this one has "
-                                  f"{len(inputs)}: {', '.join(inputs)}")
+            raise RepliscopeError(
+                f"the layer diff supports ONNX models with one input; this one has {len(inputs)}: {', '.join(inputs)}"
+            )
         self.input_name = inputs[0]
         self._units: list[Unit] = []
         self._by_key: dict[str, Unit] = {}
@@ -103,18 +104,30 @@ class OnnxCandidate(Candidate):
             if unit.key not in known:
                 self.notes.append(f"ONNX unit '{unit.key}' ({_ops(unit)}) has no reference layer of that name")
             elif not unit.outputs:
-                self._unmatched.append(Unmatched(unit.key, f"its ONNX unit ({_ops(unit)}) is dead code: no node "
-                                                           "reads its output"))
+                self._unmatched.append(
+                    Unmatched(unit.key, f"its ONNX unit ({_ops(unit)}) is dead code: no node reads its output")
+                )
             elif not unit.golden_ok:
-                self._unmatched.append(Unmatched(unit.key, f"its ONNX unit ({_ops(unit)}) reads {len(unit.inputs)} "
-                                                           f"activation tensors and writes {len(unit.outputs)}; "
-                                                           "it cannot be fed the reference input"))
+                self._unmatched.append(
+                    Unmatched(
+                        unit.key,
+                        f"its ONNX unit ({_ops(unit)}) reads {len(unit.inputs)} "
+                        f"activation tensors and writes {len(unit.outputs)}; "
+                        "it cannot be fed the reference input",
+                    )
+                )
             else:
                 self._by_key[unit.key] = unit
         if not any(node_scopes(n) for n in self._model.graph.node):
-            self._unmatched += [Unmatched(op.path, "the ONNX graph has no pkg.torch.onnx.name_scopes metadata (not "
-                                                   "exported by torch.onnx.export(dynamo=True)): its nodes cannot "
-                                                   "be matched to torch ops") for op in ops]
+            self._unmatched += [
+                Unmatched(
+                    op.path,
+                    "the ONNX graph has no pkg.torch.onnx.name_scopes metadata (not "
+                    "exported by torch.onnx.export(dynamo=True)): its nodes cannot "
+                    "be matched to torch ops",
+                )
+                for op in ops
+            ]
             ops = []
         pairs, missing, notes = match_ops(ops, self._units, reference_layers)
         self.notes += notes
@@ -122,15 +135,24 @@ class OnnxCandidate(Candidate):
         arity = {op.path: op.arity for op in ops}
         for path, unit in pairs.items():
             if len(unit.outputs) == 1 and len(unit.inputs) != arity[path]:  # e.g. an Add edited into an Identity
-                self._unmatched.append(Unmatched(
-                    path, f"its ONNX unit {unit.fx} ({_ops(unit)}) reads {len(unit.inputs)} activation tensor(s), "
-                          f"the reference op reads {arity[path]}: a dropped or extra input (such as a residual)",
-                    missing=True))
+                self._unmatched.append(
+                    Unmatched(
+                        path,
+                        f"its ONNX unit {unit.fx} ({_ops(unit)}) reads {len(unit.inputs)} activation tensor(s), "
+                        f"the reference op reads {arity[path]}: a dropped or extra input (such as a residual)",
+                        missing=True,
+                    )
+                )
                 continue
             if len(unit.outputs) != 1:
-                self._unmatched.append(Unmatched(path, f"its ONNX unit {unit.fx} ({_ops(unit)}) reads "
-                                                 f"{len(unit.inputs)} activation tensor(s) and writes "
-                                                 f"{len(unit.outputs)}; it cannot be fed the reference inputs"))
+                self._unmatched.append(
+                    Unmatched(
+                        path,
+                        f"its ONNX unit {unit.fx} ({_ops(unit)}) reads "
+                        f"{len(unit.inputs)} activation tensor(s) and writes "
+                        f"{len(unit.outputs)}; it cannot be fed the reference inputs",
+                    )
+                )
                 continue
             unit.key = path
             self._by_key[path] = unit
@@ -144,16 +166,23 @@ class OnnxCandidate(Candidate):
         return self._covers.get(path, [path])
 
     def describe(self) -> dict[str, str]:
-        return {"candidate": self.name, "model": self.source, "onnxruntime": ort.__version__,
-                "units": str(len(self._units)), "mapped": str(len(self._by_key))}
+        return {
+            "candidate": self.name,
+            "model": self.source,
+            "onnxruntime": ort.__version__,
+            "units": str(len(self._units)),
+            "mapped": str(len(self._by_key)),
+        }
 
     # -- execution -----------------------------------------------------------------------------------
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         unit = self._by_key.get(path)
         if unit is None:
-            raise RepliscopeError(f"'{path}' is not a mapped layer of this ONNX model "
-                                  "(call mapped_layers() first; see describe() and notes)")
+            raise RepliscopeError(
+                f"'{path}' is not a mapped layer of this ONNX model "
+                "(call mapped_layers() first; see describe() and notes)"
+            )
         if len(inputs) != len(unit.inputs):
             raise RepliscopeError(f"'{path}': the ONNX unit takes {len(unit.inputs)} input(s), got {len(inputs)}")
         feed = {name: np.ascontiguousarray(a) for name, a in zip(unit.inputs, inputs, strict=True)}
@@ -195,7 +224,7 @@ class OnnxCandidate(Candidate):
             return self._last[1]
         parts = []
         for lo in range(0, len(x), self.OUTPUT_CHUNK):
-            chunk = x[lo:lo + self.OUTPUT_CHUNK]
+            chunk = x[lo : lo + self.OUTPUT_CHUNK]
             for _ in self.forward_layers(chunk, ()):
                 pass
             if self._last is None:
@@ -224,13 +253,15 @@ class OnnxCandidate(Candidate):
         used = {name for n in unit.nodes for name in n.input}
         constants = [self._constants[n] for n in sorted(used & set(self._constants))]
         graph = helper.make_graph(
-            [*constants, *unit.nodes], f"unit_{unit.index}",
+            [*constants, *unit.nodes],
+            f"unit_{unit.index}",
             inputs=[self._value_info(n) for n in unit.inputs],
             outputs=[self._value_info(n) for n in unit.outputs],
             initializer=[self._inits[n] for n in sorted(used & set(self._inits))],
         )
-        model = helper.make_model(graph, opset_imports=list(self._model.opset_import),
-                                  ir_version=self._model.ir_version)
+        model = helper.make_model(
+            graph, opset_imports=list(self._model.opset_import), ir_version=self._model.ir_version
+        )
         model.functions.extend(self._model.functions)
         return model
 
@@ -246,10 +277,15 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     declared as typed graph inputs), so the weights are never duplicated in memory."""
     graph = model.graph
     weightless = helper.make_graph(
-        list(graph.node), graph.name,
-        inputs=[*graph.input, *[helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
-                                for i in graph.initializer]],
-        outputs=list(graph.output), value_info=list(graph.value_info))
+        list(graph.node),
+        graph.name,
+        inputs=[
+            *graph.input,
+            *[helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in graph.initializer],
+        ],
+        outputs=list(graph.output),
+        value_info=list(graph.value_info),
+    )
     light = helper.make_model(weightless, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     light.functions.extend(model.functions)
     inferred = shape_inference.infer_shapes(light).graph

@@ -50,11 +50,13 @@ class OnnxGraphCandidate(NamedCandidate):
             raise RepliscopeError(f"ONNX candidate '{path}' cannot be read: {type(exc).__name__}: {exc}") from None
         graph = self.model.graph
         self._consts = {i.name for i in graph.initializer} | {
-            o for n in graph.node if n.op_type == "Constant" for o in n.output}
+            o for n in graph.node if n.op_type == "Constant" for o in n.output
+        }
         inputs = [i for i in graph.input if i.name not in self._consts]
         if len(inputs) != 1:
-            raise RepliscopeError(f"ONNX candidate '{path}': the layer diff needs one input, the model has "
-                                  f"{len(inputs)}")
+            raise RepliscopeError(
+                f"ONNX candidate '{path}': the layer diff needs one input, the model has {len(inputs)}"
+            )
         self.input_name = inputs[0].name
         elem = inputs[0].type.tensor_type.elem_type
         self.input_dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
@@ -74,8 +76,7 @@ class OnnxGraphCandidate(NamedCandidate):
             info = self._infos.get(node.output[0])
             if info is None or info.type.tensor_type.elem_type not in _FLOATS:
                 continue
-            shape = tuple(int(d.dim_value) if d.HasField("dim_value") else -1
-                          for d in info.type.tensor_type.shape.dim)
+            shape = tuple(int(d.dim_value) if d.HasField("dim_value") else -1 for d in info.type.tensor_type.shape.dim)
             self._nodes[node.output[0]] = node
             self._units.append(UnitInfo(node.output[0], node.op_type, shape))
         self._sessions: dict[tuple[str, ...], ort.InferenceSession] = {}
@@ -90,7 +91,7 @@ class OnnxGraphCandidate(NamedCandidate):
         run of the model on the first sample(s) of ``x`` (as many as a fixed input batch needs)."""
         if any(-1 in u.shape[1:] for u in self._units):
             dims = [d.dim_value for d in self._infos[self.input_name].type.tensor_type.shape.dim]
-            probe = x[:dims[0]] if dims and dims[0] > 0 else x[:1]
+            probe = x[: dims[0]] if dims and dims[0] > 0 else x[:1]
             names = self._names()
             measured = {name: tuple(out.shape) for name, out in self.forward_layers(probe, names)}
             del self._sessions[("carried", *names)]
@@ -101,8 +102,12 @@ class OnnxGraphCandidate(NamedCandidate):
         return [u.name for u in self._units]
 
     def describe(self) -> dict[str, str]:
-        return {"candidate": self.name, "model": str(self.path), "onnxruntime": ort.__version__,
-                "units": str(len(self._units))}
+        return {
+            "candidate": self.name,
+            "model": str(self.path),
+            "onnxruntime": ort.__version__,
+            "units": str(len(self._units)),
+        }
 
     def chain(self, name: str) -> tuple[list[onnx.NodeProto], list[str]]:
         """(nodes in graph order, external activation inputs in the order they are read) of the golden unit
@@ -114,8 +119,13 @@ class OnnxGraphCandidate(NamedCandidate):
         while todo:
             for tensor in todo.pop().input:
                 prev = self._producer.get(tensor)
-                if (prev is None or tensor in self._consts or prev.output[0] in inside
-                        or prev.output[0] in self._mapped or prev.op_type == "Constant"):
+                if (
+                    prev is None
+                    or tensor in self._consts
+                    or prev.output[0] in inside
+                    or prev.output[0] in self._mapped
+                    or prev.op_type == "Constant"
+                ):
                     continue
                 inside[prev.output[0]] = prev
                 todo.append(prev)
@@ -163,16 +173,19 @@ class OnnxGraphCandidate(NamedCandidate):
         key = ("golden", path)
         if key not in self._sessions:
             self._sessions[key] = self._session(self._sub_model(nodes, external, path))
-        feed = {t: self.to_candidate_layout(np.asarray(a, dtype=np.float32)) for t, a in zip(external, inputs,
-                                                                                              strict=True)}
+        feed = {
+            t: self.to_candidate_layout(np.asarray(a, dtype=np.float32)) for t, a in zip(external, inputs, strict=True)
+        }
         try:
             return np.asarray(self._sessions[key].run([path], feed)[0])
         except Exception as exc:  # onnxruntime Fail / InvalidArgument: the unit cannot take these inputs
             shapes = ", ".join("x".join(map(str, a.shape)) for a in feed.values())
-            raise RepliscopeError(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) fails on the reference "
-                                  f"input(s) of its layer ({shapes}): the mapping probably pairs it with the wrong "
-                                  "reference layer; check it (--save-mapping FILE), fix it and pass --mapping FILE "
-                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})") from None
+            raise RepliscopeError(
+                f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)}) fails on the reference "
+                f"input(s) of its layer ({shapes}): the mapping probably pairs it with the wrong "
+                "reference layer; check it (--save-mapping FILE), fix it and pass --mapping FILE "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
+            ) from None
 
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         order = {u.name: k for k, u in enumerate(self._units)}
@@ -200,9 +213,13 @@ class OnnxGraphCandidate(NamedCandidate):
         graph = self.model.graph
         used = {t for n in nodes for t in n.input}
         constants = [n for n in graph.node if n.op_type == "Constant" and n.output[0] in used]
-        sub = helper.make_graph([*constants, *nodes], "unit", inputs=[self._value_info(t) for t in external],
-                                outputs=[self._value_info(output)],
-                                initializer=[i for i in graph.initializer if i.name in used])
+        sub = helper.make_graph(
+            [*constants, *nodes],
+            "unit",
+            inputs=[self._value_info(t) for t in external],
+            outputs=[self._value_info(output)],
+            initializer=[i for i in graph.initializer if i.name in used],
+        )
         model = helper.make_model(sub, opset_imports=list(self.model.opset_import), ir_version=self.model.ir_version)
         model.functions.extend(self.model.functions)
         return model
@@ -216,6 +233,4 @@ class OnnxGraphCandidate(NamedCandidate):
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return ort.InferenceSession(model.SerializeToString(), sess_options=options,
-                                    providers=["CPUExecutionProvider"])
-
+        return ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])

@@ -27,12 +27,29 @@ from repliscope.diff.base import LayerInfo, Unmatched
 from repliscope.diff.onnx_units import Unit
 
 _ALIASES = {
-    "flatten": "view", "reshape": "view", "_unsafe_view": "view", "view_as": "view", "unflatten": "view",
-    "squeeze": "view", "unsqueeze": "view",
-    "getitem": "index", "select": "index", "slice": "index", "index": "index",
-    "permute": "transpose", "T": "transpose", "mT": "transpose", "t": "transpose",
-    "_softmax": "softmax", "native_layer_norm": "layer_norm", "mm": "matmul", "bmm": "matmul",
-    "rsub": "sub", "true_divide": "div", "multiply": "mul", "sigmoid_": "sigmoid",
+    "flatten": "view",
+    "reshape": "view",
+    "_unsafe_view": "view",
+    "view_as": "view",
+    "unflatten": "view",
+    "squeeze": "view",
+    "unsqueeze": "view",
+    "getitem": "index",
+    "select": "index",
+    "slice": "index",
+    "index": "index",
+    "permute": "transpose",
+    "T": "transpose",
+    "mT": "transpose",
+    "t": "transpose",
+    "_softmax": "softmax",
+    "native_layer_norm": "layer_norm",
+    "mm": "matmul",
+    "bmm": "matmul",
+    "rsub": "sub",
+    "true_divide": "div",
+    "multiply": "mul",
+    "sigmoid_": "sigmoid",
 }
 
 
@@ -41,8 +58,9 @@ def canonical(op: str) -> str:
     return _ALIASES.get(op, op)
 
 
-def match_ops(ops: Sequence[LayerInfo], units: Sequence[Unit], layers: Sequence[LayerInfo] = ()
-              ) -> tuple[dict[str, Unit], list[Unmatched], list[str]]:
+def match_ops(
+    ops: Sequence[LayerInfo], units: Sequence[Unit], layers: Sequence[LayerInfo] = ()
+) -> tuple[dict[str, Unit], list[Unmatched], list[str]]:
     """Returns (reference op path -> ONNX unit, reference ops without a counterpart, notes). ``layers``: every
     reference unit (for the data flow between ops and module layers; optional)."""
     flow = _Flow(units, layers)
@@ -105,8 +123,9 @@ class _Flow:
         return 1 + len(shared_in) + len(shared_out)
 
 
-def _align(ops: list[LayerInfo], units: list[Unit], pairs: dict[str, Unit], notes: list[str],
-           used: set[int], flow: _Flow) -> None:
+def _align(
+    ops: list[LayerInfo], units: list[Unit], pairs: dict[str, Unit], notes: list[str], used: set[int], flow: _Flow
+) -> None:
     if len(ops) == len(units):
         chosen = list(zip(ops, units, strict=True))
     else:
@@ -115,8 +134,10 @@ def _align(ops: list[LayerInfo], units: list[Unit], pairs: dict[str, Unit], note
         pairs[op.path] = unit
         used.add(unit.index)
         if canonical(op.op) != canonical(unit.op):
-            notes.append(f"'{op.path}': the reference calls {op.op}, the ONNX graph has {unit.op} "
-                         f"({'+'.join(n.op_type for n in unit.nodes)}) at the same place")
+            notes.append(
+                f"'{op.path}': the reference calls {op.op}, the ONNX graph has {unit.op} "
+                f"({'+'.join(n.op_type for n in unit.nodes)}) at the same place"
+            )
 
 
 def _best_alignment(ops: list[LayerInfo], units: list[Unit], flow: _Flow) -> list[tuple[LayerInfo, Unit]]:
@@ -142,8 +163,7 @@ def _best_alignment(ops: list[LayerInfo], units: list[Unit], flow: _Flow) -> lis
 
 
 def _missing_reason(op: LayerInfo) -> str:
-    return (f"the ONNX graph has no node for this {op.op} (scope '{_scope(op.path) or '<root>'}', "
-            f"{_site(op.source)})")
+    return f"the ONNX graph has no node for this {op.op} (scope '{_scope(op.path) or '<root>'}', {_site(op.source)})"
 
 
 def _scope(path: str) -> str:

@@ -103,23 +103,37 @@ def partition(graph: onnx.GraphProto, layer_bases: set[str]) -> list[Unit]:
         scope = scopes[-1] if scopes else ""
         fx, op, source = node_op(node) if base is None else ("", "", "")
         last = units[-1] if units else None
-        if last is not None and last.scope == (base if base is not None else scope) and (
-                (base is None) == (last.key is None)) and last.fx == fx:
+        if (
+            last is not None
+            and last.scope == (base if base is not None else scope)
+            and ((base is None) == (last.key is None))
+            and last.fx == fx
+        ):
             last.nodes.append(node)
             continue
         key = None
         if base is not None:
             runs[base] = runs.get(base, 0) + 1
             key = base if runs[base] == 1 else f"{base}#{runs[base]}"
-        units.append(Unit(index=len(units), key=key, scope=base if base is not None else scope, nodes=[node],
-                          fx=fx, op=op, source=source))
+        units.append(
+            Unit(
+                index=len(units),
+                key=key,
+                scope=base if base is not None else scope,
+                nodes=[node],
+                fx=fx,
+                op=op,
+                source=source,
+            )
+        )
     _wire(graph, units)
     return units
 
 
 def _wire(graph: onnx.GraphProto, units: list[Unit]) -> None:
     constants = {i.name for i in graph.initializer} | {
-        o for n in graph.node if n.op_type == "Constant" for o in n.output}
+        o for n in graph.node if n.op_type == "Constant" for o in n.output
+    }
     producer = {o: u.index for u in units for n in u.nodes for o in n.output}
     consumers: dict[str, set[int]] = {}
     for u in units:
@@ -135,9 +149,12 @@ def _wire(graph: onnx.GraphProto, units: list[Unit]) -> None:
                 if name and name not in produced and name not in constants and name not in seen:
                     seen.append(name)
         u.inputs = _in_call_order(u, seen)
-        u.outputs = [o for n in u.nodes for o in n.output
-                     if o and (o in graph_outputs or consumers.get(o, set()) - {u.index})
-                     and producer.get(o) == u.index]
+        u.outputs = [
+            o
+            for n in u.nodes
+            for o in n.output
+            if o and (o in graph_outputs or consumers.get(o, set()) - {u.index}) and producer.get(o) == u.index
+        ]
 
 
 def _in_call_order(unit: Unit, names: list[str]) -> list[str]:

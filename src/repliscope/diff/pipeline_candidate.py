@@ -65,8 +65,11 @@ def load_candidate(spec: str) -> PipelineCandidate:
         raise RepliscopeError(f"--pipeline {spec!r}: expected FILE.py:NAME or module:NAME")
     module = _import(where, spec)
     if not hasattr(module, name):
-        names = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
-                       and getattr(v, "__module__", None) == module.__name__)
+        names = sorted(
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
+        )
         listed = f" (callables defined there: {', '.join(names)})" if names else ""
         raise RepliscopeError(f"--pipeline {spec}: {where} has no '{name}'{listed}")
     return classify(spec, getattr(module, name))
@@ -78,18 +81,25 @@ def classify(spec: str, obj: Any) -> PipelineCandidate:
     if transforms is not None and not isinstance(obj, (list, tuple)):
         items = list(transforms) if isinstance(transforms, Sequence) else None
         if not items or not all(callable(t) for t in items):
-            raise RepliscopeError(f"--pipeline {spec}: a Compose-like object needs .transforms to be a non-empty list "
-                                  f"of callables, got {type(transforms).__name__}")
+            raise RepliscopeError(
+                f"--pipeline {spec}: a Compose-like object needs .transforms to be a non-empty list "
+                f"of callables, got {type(transforms).__name__}"
+            )
         stages: list[tuple[str, Callable[[Any], Any]]] = [(f"{LOADER_STAGE} (PIL open + convert RGB)", pil_loader)]
         stages += [(f"{i}:{type(t).__name__}", t) for i, t in enumerate(items, 1)]
         return PipelineCandidate(spec, "compose", stages)
     if isinstance(obj, (list, tuple)):
         out = []
         for i, entry in enumerate(obj):
-            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)
-                    and callable(entry[1])):
-                raise RepliscopeError(f"--pipeline {spec}: stage {i} is {entry!r}; a stage list holds (name, callable) "
-                                      "pairs")
+            if not (
+                isinstance(entry, (list, tuple))
+                and len(entry) == 2
+                and isinstance(entry[0], str)
+                and callable(entry[1])
+            ):
+                raise RepliscopeError(
+                    f"--pipeline {spec}: stage {i} is {entry!r}; a stage list holds (name, callable) pairs"
+                )
             out.append((entry[0], entry[1]))
         if not out:
             raise RepliscopeError(f"--pipeline {spec}: the stage list is empty")
@@ -98,8 +108,10 @@ def classify(spec: str, obj: Any) -> PipelineCandidate:
         return PipelineCandidate(spec, "stages", out)
     if callable(obj):
         return PipelineCandidate(spec, "function", [(getattr(obj, "__name__", spec.rpartition(":")[2]), obj)])
-    raise RepliscopeError(f"--pipeline {spec}: '{spec.rpartition(':')[2]}' is a {type(obj).__name__}, not a "
-                          "function, a list of (name, callable) stages or a Compose-like object")
+    raise RepliscopeError(
+        f"--pipeline {spec}: '{spec.rpartition(':')[2]}' is a {type(obj).__name__}, not a "
+        "function, a list of (name, callable) stages or a Compose-like object"
+    )
 
 
 def _import(where: str, spec: str) -> Any:
@@ -124,8 +136,9 @@ def _import(where: str, spec: str) -> Any:
     except RepliscopeError:
         raise
     except SyntaxError as exc:
-        raise RepliscopeError(f"--pipeline {spec}: {where} does not import: SyntaxError: {exc.msg} (line "
-                              f"{exc.lineno})") from None
+        raise RepliscopeError(
+            f"--pipeline {spec}: {where} does not import: SyntaxError: {exc.msg} (line {exc.lineno})"
+        ) from None
     except BaseException as exc:  # user code: anything it raises is a bad input, said in one line
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -146,8 +159,10 @@ def to_array(value: Any) -> tuple[np.ndarray, str]:
         return np.asarray(value), f"PIL image (mode {getattr(value, 'mode', '?')})"
     if hasattr(value, "__array__"):
         return np.asarray(value), type(value).__name__
-    raise RepliscopeError(f"the candidate returned a {type(value).__name__}; expected a numpy array, a torch or "
-                          "TensorFlow tensor or a PIL image")
+    raise RepliscopeError(
+        f"the candidate returned a {type(value).__name__}; expected a numpy array, a torch or "
+        "TensorFlow tensor or a PIL image"
+    )
 
 
 @dataclass(frozen=True)
@@ -168,8 +183,12 @@ def align(arr: np.ndarray, expected: tuple[int, ...], layout: str) -> Aligned:
     HWC <-> CHW transposed when only that makes the shapes agree; else the mismatch with its likely cause."""
     notes: list[str] = []
     if arr.dtype.kind not in "biuf":
-        return Aligned(None, (), f"dtype {arr.dtype} is not a number type (the model takes numbers: uint8 or float; "
-                                 "a list of arrays or strings was returned?)")
+        return Aligned(
+            None,
+            (),
+            f"dtype {arr.dtype} is not a number type (the model takes numbers: uint8 or float; "
+            "a list of arrays or strings was returned?)",
+        )
     if arr.ndim == len(expected) + 1 and arr.shape[0] == 1:
         arr = arr[0]
         notes.append("a batch axis of 1 was dropped")
@@ -181,8 +200,12 @@ def align(arr: np.ndarray, expected: tuple[int, ...], layout: str) -> Aligned:
             return Aligned(hwc_to_chw, (*notes, "HWC, compared after transposing to CHW"))
         if _fits(chw_to_hwc.shape, expected) and arr.shape[0] in (1, 3, 4):
             return Aligned(chw_to_hwc, (*notes, "CHW, compared after transposing to HWC"))
-    return Aligned(None, tuple(notes), f"shape {tuple(arr.shape)} does not match {tuple(expected)} "
-                                       f"({layout}): {shape_cause(tuple(arr.shape), expected, layout)}")
+    return Aligned(
+        None,
+        tuple(notes),
+        f"shape {tuple(arr.shape)} does not match {tuple(expected)} "
+        f"({layout}): {shape_cause(tuple(arr.shape), expected, layout)}",
+    )
 
 
 def shape_cause(got: tuple[int, ...], expected: tuple[int, ...], layout: str) -> str:
@@ -204,8 +227,10 @@ def shape_cause(got: tuple[int, ...], expected: tuple[int, ...], layout: str) ->
     want = [d for i, d in enumerate(expected) if i != c_axis]
     if all(w > 0 for w in want) and len(spatial) == len(want):
         if all(g >= w for g, w in zip(spatial, want, strict=True)):
-            return (f"spatial size {tuple(spatial)} is larger than {tuple(want)}: the crop (or the resize to the "
-                    "input size) is missing")
+            return (
+                f"spatial size {tuple(spatial)} is larger than {tuple(want)}: the crop (or the resize to the "
+                "input size) is missing"
+            )
         if all(g <= w for g, w in zip(spatial, want, strict=True)):
             return f"spatial size {tuple(spatial)} is smaller than {tuple(want)}: resized or cropped too small"
         return f"spatial size {tuple(spatial)} instead of {tuple(want)}: another resize / crop geometry"

@@ -86,8 +86,9 @@ class Differing:
     candidate: np.ndarray
 
 
-def derive_variants(base: Pipeline, ctx: PitfallContext, task: str
-                    ) -> tuple[list[_VariantPlan], list[str], dict[str, str]]:
+def derive_variants(
+    base: Pipeline, ctx: PitfallContext, task: str
+) -> tuple[list[_VariantPlan], list[str], dict[str, str]]:
     """The pre-processing-changing variants of ``task`` -> (plans, names that change no pre-processing,
     not applicable name -> reason)."""
     base_keys = op_keys(base)
@@ -124,8 +125,12 @@ def derive_pairs(singles: Sequence[_VariantPlan], ctx: PitfallContext) -> list[_
     return out
 
 
-def _residuals(plans: Sequence[_VariantPlan], samples: Sequence[Differing], expected: tuple[int, ...],
-               memos: dict[str, PrefixMemo] | None = None) -> dict[str, float | None]:
+def _residuals(
+    plans: Sequence[_VariantPlan],
+    samples: Sequence[Differing],
+    expected: tuple[int, ...],
+    memos: dict[str, PrefixMemo] | None = None,
+) -> dict[str, float | None]:
     """max |variant - candidate| over ``samples`` per plan (None: a sample's output missing or of another shape);
     ``memos`` (sample id -> prefix memo) keeps computed op prefixes for the next call."""
     worst: dict[str, float | None] = {p.name: 0.0 for p in plans}
@@ -139,14 +144,20 @@ def _residuals(plans: Sequence[_VariantPlan], samples: Sequence[Differing], expe
             if data is None or data.shape != d.candidate.shape:
                 worst[p.name] = None
                 continue
-            err = float(np.max(np.abs(data.astype(np.float64) - d.candidate.astype(np.float64)))) \
-                if data.size else 0.0
+            err = float(np.max(np.abs(data.astype(np.float64) - d.candidate.astype(np.float64)))) if data.size else 0.0
             worst[p.name] = max(prev, err)
     return worst
 
 
-def search(base: Pipeline, ctx: PitfallContext, task: str, differing: Sequence[Differing],
-           expected: tuple[int, ...], tolerance: float, error_max: float) -> Diagnosis:
+def search(
+    base: Pipeline,
+    ctx: PitfallContext,
+    task: str,
+    differing: Sequence[Differing],
+    expected: tuple[int, ...],
+    tolerance: float,
+    error_max: float,
+) -> Diagnosis:
     """Search singles, then pairs, on the worst :data:`SEARCH_SAMPLES` of ``differing`` (worst first); check the
     best on all of ``differing``."""
     threshold = max(tolerance, EXPLAIN_FRACTION * error_max)
@@ -179,14 +190,25 @@ def search(base: Pipeline, ctx: PitfallContext, task: str, differing: Sequence[D
             if f.variant in others:
                 widen(f, others[f.variant])
         fits = sorted(fits + first, key=_fit_key)
-        while fits and fits[0].max_abs_error is not None and fits[0].variant in plans and " + " in fits[0].variant \
-                and fits[0].variant not in full:  # a pair seen on one sample only leads: see it on the others too
+        while (
+            fits
+            and fits[0].max_abs_error is not None
+            and fits[0].variant in plans
+            and " + " in fits[0].variant
+            and fits[0].variant not in full
+        ):  # a pair seen on one sample only leads: see it on the others too
             widen(fits[0], _residuals([plans[fits[0].variant]], probe[1:], expected)[fits[0].variant])
             full.add(fits[0].variant)
             fits.sort(key=_fit_key)
     best = fits[0] if fits and fits[0].max_abs_error is not None else None
-    diag = Diagnosis(verdict="unexplained", candidates=fits[:10], searched=searched, checked_samples=len(probe),
-                     not_preprocessing=settings_only, not_applicable=not_applicable)
+    diag = Diagnosis(
+        verdict="unexplained",
+        candidates=fits[:10],
+        searched=searched,
+        checked_samples=len(probe),
+        not_preprocessing=settings_only,
+        not_applicable=not_applicable,
+    )
     if best is None:
         diag.message = "no registered pitfall variant (single or pair) gives an output of the candidate's shape"
         return diag
@@ -201,11 +223,15 @@ def search(base: Pipeline, ctx: PitfallContext, task: str, differing: Sequence[D
     diag.change = best.change
     if residual <= threshold:
         diag.verdict, diag.variant = "explained", best.variant
-        diag.message = (f"your pipeline = the manifest with `{best.variant}` ({best.change}; max error "
-                        f"{residual:.3g} after the change, on {diag.checked_samples} differing samples)")
+        diag.message = (
+            f"your pipeline = the manifest with `{best.variant}` ({best.change}; max error "
+            f"{residual:.3g} after the change, on {diag.checked_samples} differing samples)"
+        )
     else:
-        diag.message = (f"unexplained: the closest registered variant, `{best.variant}`, leaves a max error of "
-                        f"{residual:.3g} (of {error_max:.3g})")
+        diag.message = (
+            f"unexplained: the closest registered variant, `{best.variant}`, leaves a max error of "
+            f"{residual:.3g} (of {error_max:.3g})"
+        )
     return diag
 
 
@@ -214,8 +240,9 @@ def _fit_key(f: VariantFit) -> tuple[float, int, str]:
 
 
 def _fits(plans: Sequence[_VariantPlan], residuals: dict[str, float | None]) -> list[VariantFit]:
-    return sorted((VariantFit(variant=p.name, max_abs_error=residuals[p.name], change=p.change) for p in plans),
-                  key=_fit_key)
+    return sorted(
+        (VariantFit(variant=p.name, max_abs_error=residuals[p.name], change=p.change) for p in plans), key=_fit_key
+    )
 
 
 def hints(ref: np.ndarray, cand: np.ndarray, layout: str, tolerance: float) -> list[str]:
@@ -233,8 +260,10 @@ def hints(ref: np.ndarray, cand: np.ndarray, layout: str, tolerance: float) -> l
         return ["the channels are reversed (RGB <-> BGR)"]
     if rc.shape[1] == rc.shape[2] and np.max(np.abs(cc - rc.transpose(0, 2, 1))) <= small:
         return ["height and width are swapped (axes permuted)"]
-    if np.max(np.abs(cc.reshape(-1) - np.ascontiguousarray(rc.transpose(1, 2, 0)).reshape(-1))) <= small or \
-            np.max(np.abs(cc.transpose(1, 2, 0).reshape(-1) - rc.reshape(-1))) <= small:
+    if (
+        np.max(np.abs(cc.reshape(-1) - np.ascontiguousarray(rc.transpose(1, 2, 0)).reshape(-1))) <= small
+        or np.max(np.abs(cc.transpose(1, 2, 0).reshape(-1) - rc.reshape(-1))) <= small
+    ):
         return ["the same values in another axis order: a reshape where a transpose (HWC <-> CHW) was needed"]
     affine = _affine(rc, cc)
     if affine is not None:
@@ -243,21 +272,28 @@ def hints(ref: np.ndarray, cand: np.ndarray, layout: str, tolerance: float) -> l
             if np.allclose(scale, 1.0, atol=1e-4):
                 out.append(f"a per-channel constant offset {_fmt(offset)}: another mean (or the mean in other units)")
             else:
-                out.append(f"a per-channel scale {_fmt(scale)} and offset {_fmt(offset)}: mean/std in other units "
-                           "([0, 1] vs [0, 255]) or other normalization constants")
+                out.append(
+                    f"a per-channel scale {_fmt(scale)} and offset {_fmt(offset)}: mean/std in other units "
+                    "([0, 1] vs [0, 255]) or other normalization constants"
+                )
             return out
     shift = _shift(rc, cc)
     if shift is not None:
         dy, dx = shift
-        out.append(f"a spatial shift of {dy:+d} px (rows), {dx:+d} px (columns): a crop offset or size rounding "
-                   "(round vs floor)")
+        out.append(
+            f"a spatial shift of {dy:+d} px (rows), {dx:+d} px (columns): a crop offset or size rounding "
+            "(round vs floor)"
+        )
     ratio = _sharpness(cc) / max(_sharpness(rc), 1e-12)
     if ratio < 0.9:
-        out.append(f"the candidate is smoother (high-frequency energy x{ratio:.2f}): another interpolation "
-                   "(bilinear / area where bicubic is expected) or antialiasing on")
+        out.append(
+            f"the candidate is smoother (high-frequency energy x{ratio:.2f}): another interpolation "
+            "(bilinear / area where bicubic is expected) or antialiasing on"
+        )
     elif ratio > 1.1:
-        out.append(f"the candidate is sharper (high-frequency energy x{ratio:.2f}): nearest-neighbour, or antialiasing "
-                   "off")
+        out.append(
+            f"the candidate is sharper (high-frequency energy x{ratio:.2f}): nearest-neighbour, or antialiasing off"
+        )
     return out
 
 
@@ -288,8 +324,8 @@ def _shift(r: np.ndarray, c: np.ndarray, k: int = 4) -> tuple[int, int] | None:
         for dx in range(-k, k + 1):
             if (dy, dx) == (0, 0) or h <= 2 * k or w <= 2 * k:
                 continue
-            rr = r[:, max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)]
-            cc = c[:, max(-dy, 0):h + min(-dy, 0), max(-dx, 0):w + min(-dx, 0)]
+            rr = r[:, max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)]
+            cc = c[:, max(-dy, 0) : h + min(-dy, 0), max(-dx, 0) : w + min(-dx, 0)]
             err = float(np.mean(np.abs(cc - rr)))
             if err < best:
                 best, where = err, (dy, dx)

@@ -246,10 +246,17 @@ class _Run:
     shape_errors: int = 0
 
 
-def diff_pipeline(loaded: LoadedManifest, candidate: PipelineCandidate, samples: Sequence[Sample], dataset: str, *,
-                  k: float = DEFAULT_K, diagnose: bool = True,
-                  on_pair: Callable[[Sample, np.ndarray, np.ndarray | None, Any], None] | None = None,
-                  worst: list[tuple[str, np.ndarray, np.ndarray]] | None = None) -> PipelineDiffResult:
+def diff_pipeline(
+    loaded: LoadedManifest,
+    candidate: PipelineCandidate,
+    samples: Sequence[Sample],
+    dataset: str,
+    *,
+    k: float = DEFAULT_K,
+    diagnose: bool = True,
+    on_pair: Callable[[Sample, np.ndarray, np.ndarray | None, Any], None] | None = None,
+    worst: list[tuple[str, np.ndarray, np.ndarray]] | None = None,
+) -> PipelineDiffResult:
     """Compare ``candidate`` with the manifest's pre-processing on ``samples``.
 
     ``on_pair(sample, reference input, candidate input or None, geometry)`` sees every sample the reference
@@ -270,58 +277,84 @@ def diff_pipeline(loaded: LoadedManifest, candidate: PipelineCandidate, samples:
         first = next((s.error for s in run.per_sample if s.error), "no sample")
         raise RepliscopeError(f"no sample could be compared: {run.per_sample[0].sample_id}: {first}")
     # run settings only matter to the variants that change no pre-processing (listed apart, never searched)
-    ctx = PitfallContext(input_shape=tuple(spec.shape), input_layout=layout, runtime=m.framework.name, batch_size=8,
-                         threads=2)
+    ctx = PitfallContext(
+        input_shape=tuple(spec.shape), input_layout=layout, runtime=m.framework.name, batch_size=8, threads=2
+    )
     differing = sorted(run.differing, key=lambda t: -t[0])
     verdict_match = not differing and all(s.error is None for s in run.per_sample)
     if differing and diagnose:
-        diag = search(pipeline, ctx, m.task, [d for _, d, _ in differing], expected, run.tolerance,
-                      differing[0][0])
+        diag = search(pipeline, ctx, m.task, [d for _, d, _ in differing], expected, run.tolerance, differing[0][0])
     elif differing:
         diag = Diagnosis(verdict="unexplained", message="not searched (--no-diagnosis)")
     elif verdict_match:
-        diag = Diagnosis(verdict="match", message=f"the candidate's output equals the manifest's on all "
-                         f"{len(compared)} samples (max |error| {run.acc.max_abs:.3g}, tolerance "
-                         f"{run.tolerance:.3g})")
+        diag = Diagnosis(
+            verdict="match",
+            message=f"the candidate's output equals the manifest's on all "
+            f"{len(compared)} samples (max |error| {run.acc.max_abs:.3g}, tolerance "
+            f"{run.tolerance:.3g})",
+        )
     else:
         n_bad = sum(1 for s in run.per_sample if s.error)
-        diag = Diagnosis(verdict="unexplained", message=f"the compared samples match, but {n_bad} sample(s) could "
-                         "not be compared (see per_sample errors)")
+        diag = Diagnosis(
+            verdict="unexplained",
+            message=f"the compared samples match, but {n_bad} sample(s) could not be compared (see per_sample errors)",
+        )
     if worst is not None:
         worst.extend((d.sample.id, ref, d.candidate) for _, d, ref in differing[:3])
     if differing and diag.verdict == "unexplained":
         _, top, ref = differing[0]
         diag.hints = hints(ref, top.candidate, layout, run.tolerance)
     stages = _stage_results(candidate, pipeline, run)
-    first_div = next((s.stage for s in stages if s.within_tolerance is False), None) \
-        if candidate.kind != "function" and diag.verdict != "match" else None
+    first_div = (
+        next((s.stage for s in stages if s.within_tolerance is False), None)
+        if candidate.kind != "function" and diag.verdict != "match"
+        else None
+    )
     timing = _timing(run)
     acc = run.acc
     failed = sum(1 for s in run.per_sample if s.error is not None)
     return PipelineDiffResult(
-        manifest=str(loaded.path), manifest_name=m.name, task=m.task, candidate=candidate.spec,
-        candidate_kind=candidate.kind, dataset=dataset, samples=len(compared), failed=failed,
-        candidate_output=run.described, manifest_input=f"{expected} {spec.dtype} ({layout} without the batch axis)",
+        manifest=str(loaded.path),
+        manifest_name=m.name,
+        task=m.task,
+        candidate=candidate.spec,
+        candidate_kind=candidate.kind,
+        dataset=dataset,
+        samples=len(compared),
+        failed=failed,
+        candidate_output=run.described,
+        manifest_input=f"{expected} {spec.dtype} ({layout} without the batch axis)",
         output_message=f"candidate returns {run.described}; the manifest's input is {expected} {spec.dtype}",
-        alignment=sorted(run.alignment), tolerance=run.tolerance,
+        alignment=sorted(run.alignment),
+        tolerance=run.tolerance,
         tolerance_rule=f"per sample: {k:g} * eps(dtype) * max(1, max|ref|) for float inputs, 0 (bit-exact) for "
-                       "integer inputs; a value differs when |error| > tolerance",
+        "integer inputs; a value differs when |error| > tolerance",
         max_abs_error=acc.max_abs if acc.samples else None,
         mean_abs_error=acc.sum_abs / acc.values if acc.values else None,
         fraction_differing=acc.differing / acc.values if acc.values else None,
-        verdict=diag.verdict, diagnosis=diag, first_divergent_stage=first_div, stages=stages, timing=timing,
-        per_sample=run.per_sample, worst_samples=[d.sample.id for _, d, _ in differing[:3]],
-        notes=_notes(run, m.inputs[0].dtype))
+        verdict=diag.verdict,
+        diagnosis=diag,
+        first_divergent_stage=first_div,
+        stages=stages,
+        timing=timing,
+        per_sample=run.per_sample,
+        worst_samples=[d.sample.id for _, d, _ in differing[:3]],
+        notes=_notes(run, m.inputs[0].dtype),
+    )
 
 
 def _notes(run: _Run, dtype: str) -> list[str]:
     notes = []
     if run.described and not run.described.split(" (")[0].endswith(dtype):
-        notes.append(f"the candidate's dtype is not the model's {dtype}: values were compared in float64; the model "
-                     f"is fed {dtype}")
+        notes.append(
+            f"the candidate's dtype is not the model's {dtype}: values were compared in float64; the model "
+            f"is fed {dtype}"
+        )
     if run.alignment:
-        notes.append("aligned before comparing: " + "; ".join(sorted(run.alignment)) + " (the code feeding the model "
-                     "must do the same)")
+        notes.append(
+            "aligned before comparing: " + "; ".join(sorted(run.alignment)) + " (the code feeding the model "
+            "must do the same)"
+        )
     return notes
 
 
@@ -334,9 +367,18 @@ def _path_of(smp: Sample, data: bytes, tmp: Path, index: int) -> str:
     return str(path)
 
 
-def _one_sample(index: int, smp: Sample, pipeline: Pipeline, candidate: PipelineCandidate,
-                expected: tuple[int, ...], layout: str, k: float, run: _Run, tmp: Path,
-                on_pair: Callable[[Sample, np.ndarray, np.ndarray | None, Any], None] | None) -> None:
+def _one_sample(
+    index: int,
+    smp: Sample,
+    pipeline: Pipeline,
+    candidate: PipelineCandidate,
+    expected: tuple[int, ...],
+    layout: str,
+    k: float,
+    run: _Run,
+    tmp: Path,
+    on_pair: Callable[[Sample, np.ndarray, np.ndarray | None, Any], None] | None,
+) -> None:
     t0 = time.perf_counter()
     read = read_sample(smp)
     if read.data is None:
@@ -366,8 +408,10 @@ def _one_sample(index: int, smp: Sample, pipeline: Pipeline, candidate: Pipeline
         try:
             value = fn(value)
         except Exception as exc:  # user code: recorded for this sample, the others go on
-            cand_error = f"{'the candidate' if candidate.kind == 'function' else f'stage {name!r}'} raised " \
-                         f"{stable_reason(f'{type(exc).__name__}: {exc}')}"
+            cand_error = (
+                f"{'the candidate' if candidate.kind == 'function' else f'stage {name!r}'} raised "
+                f"{stable_reason(f'{type(exc).__name__}: {exc}')}"
+            )
             break
         outputs.append(value)
     t_cand = time.perf_counter() - t0
@@ -398,8 +442,9 @@ def _one_sample(index: int, smp: Sample, pipeline: Pipeline, candidate: Pipeline
     tol = tolerance_of(ref, k)
     run.tolerance = max(run.tolerance, tol)
     mx, mean, frac = run.acc.add(ref, aligned_data, tol)
-    run.per_sample.append(SampleResult(sample_id=smp.id, max_abs_error=mx, mean_abs_error=mean,
-                                       fraction_differing=frac, tolerance=tol))
+    run.per_sample.append(
+        SampleResult(sample_id=smp.id, max_abs_error=mx, mean_abs_error=mean, fraction_differing=frac, tolerance=tol)
+    )
     if mx > tol:
         run.differing.append((mx, Differing(smp, aligned_data), ref))
         run.differing.sort(key=lambda t: -t[0])
@@ -413,8 +458,9 @@ def _role_ops(stage: str, pipeline: Pipeline) -> set[int]:
     return {j for j, op in enumerate(pipeline.pre_ops) if any(w in words for w in ROLES.get(op.name, (op.name,)))}
 
 
-def _match_stages(candidate: PipelineCandidate, pipeline: Pipeline, outs: list[np.ndarray],
-                  ref_steps: list[np.ndarray], k: float) -> list[_StageMatch]:
+def _match_stages(
+    candidate: PipelineCandidate, pipeline: Pipeline, outs: list[np.ndarray], ref_steps: list[np.ndarray], k: float
+) -> list[_StageMatch]:
     """Each stage's manifest op (see the module docstring)."""
     from repliscope.diff.pipeline_diagnosis import _affine
 
@@ -451,8 +497,14 @@ def _match_stages(candidate: PipelineCandidate, pipeline: Pipeline, outs: list[n
     return matches
 
 
-def _compare_stages(candidate: PipelineCandidate, pipeline: Pipeline, outputs: list[Any],
-                    ref_steps: list[np.ndarray], k: float, run: _Run) -> None:
+def _compare_stages(
+    candidate: PipelineCandidate,
+    pipeline: Pipeline,
+    outputs: list[Any],
+    ref_steps: list[np.ndarray],
+    k: float,
+    run: _Run,
+) -> None:
     outs = []
     for value in outputs:
         try:
@@ -477,23 +529,39 @@ def _stage_results(candidate: PipelineCandidate, pipeline: Pipeline, run: _Run) 
     if candidate.kind == "function" or run.stage_map is None:
         return []
     out = []
-    for (name, _), match, acc, units, shape in zip(candidate.stages, run.stage_map, run.stage_accs, run.stage_units,
-                                                   run.stage_shapes, strict=True):
+    for (name, _), match, acc, units, shape in zip(
+        candidate.stages, run.stage_map, run.stage_accs, run.stage_units, run.stage_shapes, strict=True
+    ):
         op = None if match.op_index is None else f"preprocess[{match.op_index}] {pipeline.pre_ops[match.op_index].name}"
         if match.op_index is None:
             note = "no manifest op output of a comparable shape" + (
-                " (the loader opens the file)" if name.startswith(LOADER_STAGE) else "")
+                " (the loader opens the file)" if name.startswith(LOADER_STAGE) else ""
+            )
             out.append(StageResult(stage=name, compared_with=None, output=shape, note=note))
         elif units:
-            out.append(StageResult(stage=name, compared_with=op, output=shape, within_tolerance=True,
-                                   note=f"same content in other units ({units})"))
+            out.append(
+                StageResult(
+                    stage=name,
+                    compared_with=op,
+                    output=shape,
+                    within_tolerance=True,
+                    note=f"same content in other units ({units})",
+                )
+            )
         else:
             within = acc.differing == 0 if acc.samples else None
-            out.append(StageResult(stage=name, compared_with=op, output=shape, samples=acc.samples,
-                                   max_abs_error=acc.max_abs if acc.samples else None,
-                                   mean_abs_error=acc.sum_abs / acc.values if acc.values else None,
-                                   fraction_differing=acc.differing / acc.values if acc.values else None,
-                                   within_tolerance=within))
+            out.append(
+                StageResult(
+                    stage=name,
+                    compared_with=op,
+                    output=shape,
+                    samples=acc.samples,
+                    max_abs_error=acc.max_abs if acc.samples else None,
+                    mean_abs_error=acc.sum_abs / acc.values if acc.values else None,
+                    fraction_differing=acc.differing / acc.values if acc.values else None,
+                    within_tolerance=within,
+                )
+            )
     return out
 
 
@@ -504,5 +572,6 @@ def _timing(run: _Run) -> Timing:
     if not ref:
         return Timing(reference_ms_per_image=None, candidate_ms_per_image=None, ratio=None, samples_timed=0)
     r, c = float(np.mean(ref)), float(np.mean(cand))
-    return Timing(reference_ms_per_image=r, candidate_ms_per_image=c, ratio=c / r if r > 0 else None,
-                  samples_timed=len(ref))
+    return Timing(
+        reference_ms_per_image=r, candidate_ms_per_image=c, ratio=c / r if r > 0 else None, samples_timed=len(ref)
+    )

@@ -28,23 +28,38 @@ TASKS = ("image_classification", "object_detection")
 class ModelEffect:
     """Feed (reference, candidate) input pairs through the model in batches of ``batch_size``."""
 
-    def __init__(self, loaded: LoadedManifest, runtime: str, candidate: str, dataset: Dataset,
-                 samples: list[Sample], *, threads: int = 2, batch_size: int = 8, cache_dir: Path | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        loaded: LoadedManifest,
+        runtime: str,
+        candidate: str,
+        dataset: Dataset,
+        samples: list[Sample],
+        *,
+        threads: int = 2,
+        batch_size: int = 8,
+        cache_dir: Path | None = None,
+    ) -> None:
         from repliscope.evaluation.run import RunSettings, batch_limit, prepare
 
         if loaded.manifest.task not in TASKS:
-            raise RepliscopeError(f"--model-effect compares the predictions of {' or '.join(TASKS)} manifests; "
-                                  f"{loaded.manifest.name} is {loaded.manifest.task} (compare its model inputs "
-                                  "without --model-effect)")
-        self.prepared = prepare(loaded, RunSettings(runtime=runtime, threads=threads, batch_size=batch_size,
-                                                    cache_dir=cache_dir))
+            raise RepliscopeError(
+                f"--model-effect compares the predictions of {' or '.join(TASKS)} manifests; "
+                f"{loaded.manifest.name} is {loaded.manifest.task} (compare its model inputs "
+                "without --model-effect)"
+            )
+        self.prepared = prepare(
+            loaded, RunSettings(runtime=runtime, threads=threads, batch_size=batch_size, cache_dir=cache_dir)
+        )
         self.detection = loaded.manifest.task == "object_detection"
         self.batch_size = batch_limit(self.prepared) or batch_size
         self.dtype = np.dtype(loaded.manifest.inputs[0].dtype)
         self.runtime, self.candidate, self.dataset = runtime, candidate, dataset.name
-        truth = replace(dataset, samples=samples) if self.detection and dataset.categories and \
-            all(s.objects is not None for s in samples) else None
+        truth = (
+            replace(dataset, samples=samples)
+            if self.detection and dataset.categories and all(s.objects is not None for s in samples)
+            else None
+        )
         self.truth: Dataset | None = truth
         self.logits = _Acc("model outputs (full vectors)")
         self.scores = _Acc("post-processed scores (full vectors, the manifest's postprocess)")
@@ -78,11 +93,11 @@ class ModelEffect:
         for i, (smp, _, _, _) in enumerate(batch):
             self.logits.add(smp.id, out_a[i], out_b[i])
             errs = self.scores.add(smp.id, post_a.scores[i], post_b.scores[i])
-            self.tally.add(smp.id, smp.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])),
-                           errs)
+            self.tally.add(smp.id, smp.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])), errs)
 
-    def _detections(self, batch: list[tuple[Sample, np.ndarray, np.ndarray, Any]], xa: np.ndarray,
-                    xb: np.ndarray) -> None:
+    def _detections(
+        self, batch: list[tuple[Sample, np.ndarray, np.ndarray, Any]], xa: np.ndarray, xb: np.ndarray
+    ) -> None:
         runner, pipeline, task = self.prepared.runner, self.prepared.pipeline, self.prepared.task
         outs = [runner.infer_outputs(xa), runner.infer_outputs(xb)]
         samples = [smp for smp, _, _, _ in batch]
@@ -100,15 +115,40 @@ class ModelEffect:
         b = f"candidate {self.candidate}"
         note = f"both pipelines' inputs fed to the same {self.runtime} runner"
         if self.detection:
-            truth, notes = self.truth, [f"{note}; both post-processed by the manifest with the manifest pipeline's "
-                                        "geometry of each sample, paired by the detection task"]
+            truth, notes = (
+                self.truth,
+                [
+                    f"{note}; both post-processed by the manifest with the manifest pipeline's "
+                    "geometry of each sample, paired by the detection task"
+                ],
+            )
             if truth is not None:
                 truth, _ = self.prepared.task.restrict(truth, self.prepared.class_names)
-            return _detection_result("pipelines", "manifest pipeline", b, self.dataset, self.pairs, truth,
-                                     [a.result() for a in self.outputs.values()], [], self.failed_b, notes)
+            return _detection_result(
+                "pipelines",
+                "manifest pipeline",
+                b,
+                self.dataset,
+                self.pairs,
+                truth,
+                [a.result() for a in self.outputs.values()],
+                [],
+                self.failed_b,
+                notes,
+            )
         agreement, agreements, flips = self.tally.agreement()
         return TaskDiffResult(
-            source="pipelines", a="manifest pipeline", b=b, dataset=self.dataset,
-            compared=len(self.tally.deltas), failed_b=self.failed_b, agreement=agreement, agreements=agreements,
-            flips=flips, mcnemar=self.tally.mcnemar(), outputs=[self.logits.result(), self.scores.result()],
-            per_sample=self.tally.deltas, notes=[f"{note}; top-1 = argmax of the post-processed scores"])
+            source="pipelines",
+            a="manifest pipeline",
+            b=b,
+            dataset=self.dataset,
+            compared=len(self.tally.deltas),
+            failed_b=self.failed_b,
+            agreement=agreement,
+            agreements=agreements,
+            flips=flips,
+            mcnemar=self.tally.mcnemar(),
+            outputs=[self.logits.result(), self.scores.result()],
+            per_sample=self.tally.deltas,
+            notes=[f"{note}; top-1 = argmax of the post-processed scores"],
+        )

@@ -35,29 +35,61 @@ def plot_layer_errors(result: LayerDiffResult, path_png: str | Path) -> Path:
         shown = [(i, min(s.ratio, top)) for i, s in pts if s is not None and s.ratio > 0]
         zeros = [i for i, s in pts if s is not None and s.ratio == 0]
         if shown:
-            ax.plot([p[0] for p in shown], [p[1] for p in shown], color=colour, marker=marker, markersize=3,
-                    linewidth=1.0, label=f"{mode}")
+            ax.plot(
+                [p[0] for p in shown],
+                [p[1] for p in shown],
+                color=colour,
+                marker=marker,
+                markersize=3,
+                linewidth=1.0,
+                label=f"{mode}",
+            )
         if zeros:
-            ax.scatter(zeros, [floor] * len(zeros), facecolors="none", edgecolors=colour, marker=marker, s=14,
-                       label=f"{mode}: exact (0)", clip_on=False, zorder=3)
+            ax.scatter(
+                zeros,
+                [floor] * len(zeros),
+                facecolors="none",
+                edgecolors=colour,
+                marker=marker,
+                s=14,
+                label=f"{mode}: exact (0)",
+                clip_on=False,
+                zorder=3,
+            )
         first = result.first_divergent.get(mode)
         if first is not None:
             ax.axvline(first.index, color=colour, linestyle=":", linewidth=1.2)
-            ax.annotate(f"first divergent ({mode}):\n{first.path}", xy=(first.index, min(first.ratio, top)),
-                        xytext=(6, -24), textcoords="offset points", fontsize=8, color=colour)
+            ax.annotate(
+                f"first divergent ({mode}):\n{first.path}",
+                xy=(first.index, min(first.ratio, top)),
+                xytext=(6, -24),
+                textcoords="offset points",
+                fontsize=8,
+                color=colour,
+            )
     missing = [i for i, r in enumerate(rows) if r.missing]
     if missing:
-        ax.scatter(missing, [top] * len(missing), color="tab:red", marker="X", s=40, clip_on=False, zorder=4,
-                   label="missing in the candidate")
+        ax.scatter(
+            missing,
+            [top] * len(missing),
+            color="tab:red",
+            marker="X",
+            s=40,
+            clip_on=False,
+            zorder=4,
+            label="missing in the candidate",
+        )
     ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=1.0, label="tolerance")
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
     ax.set_xlabel("compared layer (execution order)")
     ax.set_ylabel("max |candidate - reference| / tolerance")
     name = result.candidate.get("candidate", "candidate")
-    ax.set_title(f"layer-level diff: {result.reference.get('framework', 'reference')} vs {name}, "
-                 f"batch {result.input_shape[0] if result.input_shape else '?'} ({result.formula.split(';')[0]})",
-                 fontsize=9)
+    ax.set_title(
+        f"layer-level diff: {result.reference.get('framework', 'reference')} vs {name}, "
+        f"batch {result.input_shape[0] if result.input_shape else '?'} ({result.formula.split(';')[0]})",
+        fontsize=9,
+    )
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="upper left")
     if len(rows) <= 40:

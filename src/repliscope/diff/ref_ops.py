@@ -18,14 +18,46 @@ from typing import Any
 
 import torch
 
-_ARITH = {"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "pow", "mod", "and", "or", "xor",
-          "lshift", "rshift"}
+_ARITH = {
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "div",
+    "matmul",
+    "pow",
+    "mod",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+}
 _RENAME = {"truediv": "div", "floor_divide": "floordiv"}
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_MEAN_LIKE = {"mean", "sum", "nansum", "nanmean", "norm", "var", "std", "logsumexp", "prod", "amax", "amin",
-              "max", "min", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-              "adaptive_avg_pool3d"}
+_MEAN_LIKE = {
+    "mean",
+    "sum",
+    "nansum",
+    "nanmean",
+    "norm",
+    "var",
+    "std",
+    "logsumexp",
+    "prod",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+}
 
 
 def op_name(func: Callable[..., Any]) -> str:

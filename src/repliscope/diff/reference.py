@@ -45,8 +45,14 @@ EndCallback = Callable[[str, list[np.ndarray], np.ndarray], None]
 """Called when layer ``path`` ends, with its tensor inputs and its output."""
 
 _NOOP_TYPES: tuple[type[nn.Module], ...] = (nn.Identity,)
-_DROPOUT_TYPES: tuple[type[nn.Module], ...] = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d,
-                                               nn.AlphaDropout, nn.FeatureAlphaDropout)
+_DROPOUT_TYPES: tuple[type[nn.Module], ...] = (
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,9 @@ class TorchReference:
             self._traced = self._trace(example[:1])
         return self._traced
 
-    def run(self, x: np.ndarray, on_start: StartCallback | None = None,
-            on_end: EndCallback | None = None) -> np.ndarray:
+    def run(
+        self, x: np.ndarray, on_start: StartCallback | None = None, on_end: EndCallback | None = None
+    ) -> np.ndarray:
         """Forward ``x`` (reference layout and dtype, e.g. float32 NCHW) under ``torch.inference_mode``,
         calling ``on_start`` / ``on_end`` for each traced layer; returns the model output as numpy."""
         wanted = {t.info.path for t in self.trace(x)}
@@ -133,9 +140,13 @@ class TorchReference:
             if not isinstance(output, torch.Tensor) or _is_noop(module, inputs, output):
                 return
             in_shape, out_shape = shapes_in.get(path, ()), tuple(output.shape)
-            info = LayerInfo(path=path, kind=type(module).__name__, source=source_of(type(module)),
-                             reduction=reduction_length(module, in_shape, out_shape),
-                             producers=producers.get(path, ()))
+            info = LayerInfo(
+                path=path,
+                kind=type(module).__name__,
+                source=source_of(type(module)),
+                reduction=reduction_length(module, in_shape, out_shape),
+                producers=producers.get(path, ()),
+            )
             traced.append(TracedLayer(info, in_shape, out_shape))
             made(output, path)
 
@@ -152,17 +163,24 @@ class TorchReference:
     def _module_of(self, path: str) -> nn.Module:
         return self.module.get_submodule(path.split("#", 1)[0]) if path.split("#", 1)[0] else self.module
 
-    def _forward(self, x: np.ndarray, start: Callable[[str, list[torch.Tensor]], None],
-                 end: Callable[[str, list[torch.Tensor], Any], None],
-                 describe_ops: dict[str, LayerInfo] | None = None) -> Any:
+    def _forward(
+        self,
+        x: np.ndarray,
+        start: Callable[[str, list[torch.Tensor]], None],
+        end: Callable[[str, list[torch.Tensor], Any], None],
+        describe_ops: dict[str, LayerInfo] | None = None,
+    ) -> Any:
         """Run the module once with hooks on every module (layers: ``start``/``end``; containers: the scope
         of the ops called in their ``forward``) and, with ``ops``, the op mode. ``describe_ops``: filled with
         each op's :class:`LayerInfo` (trace only)."""
         calls: dict[nn.Module, int] = {}
         stack: list[tuple[str, bool]] = []
         handles = []
-        layer_ids = {id(m) for m in self.module.modules()
-                     if is_layer_module(m) and (m is not self.module or not any(True for _ in m.children()))}
+        layer_ids = {
+            id(m)
+            for m in self.module.modules()
+            if is_layer_module(m) and (m is not self.module or not any(True for _ in m.children()))
+        }
 
         def pre_hook(module: nn.Module, args: tuple[Any, ...]) -> None:
             calls[module] = calls.get(module, 0) + 1
@@ -206,17 +224,23 @@ class TorchReference:
 class _OpMode(TorchFunctionMode):
     """Reports each functional op called while the innermost running module is a container (see ref_ops)."""
 
-    def __init__(self, stack: list[tuple[str, bool]], constants: set[int],
-                 start: Callable[[str, list[torch.Tensor]], None], end: Callable[[str, list[torch.Tensor], Any], None],
-                 describe: dict[str, LayerInfo] | None) -> None:
+    def __init__(
+        self,
+        stack: list[tuple[str, bool]],
+        constants: set[int],
+        start: Callable[[str, list[torch.Tensor]], None],
+        end: Callable[[str, list[torch.Tensor], Any], None],
+        describe: dict[str, LayerInfo] | None,
+    ) -> None:
         super().__init__()
         self.stack, self.constants, self.start, self.end, self.describe = stack, constants, start, end, describe
         self.counts: dict[str, Counter[str]] = {}
         self.multi: dict[str, LayerInfo] = {}
         """Ops returning several tensors (``chunk``, ``split``): named, not units (their consumers are)."""
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
-                           kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if not self.stack or self.stack[-1][1]:
             return func(*args, **kwargs)
@@ -235,8 +259,14 @@ class _OpMode(TorchFunctionMode):
         counter[name] += 1
         path = f"{scope}/{name}" + (f"#{counter[name]}" if counter[name] > 1 else "")
         if self.describe is not None:
-            info = LayerInfo(path=path, kind=name, source=call_site(), op=name, arity=len(inputs),
-                             reduction=1 if several else op_reduction(name, args, kwargs, out))
+            info = LayerInfo(
+                path=path,
+                kind=name,
+                source=call_site(),
+                op=name,
+                arity=len(inputs),
+                reduction=1 if several else op_reduction(name, args, kwargs, out),
+            )
             if several:
                 self.multi[path] = info
             else:
@@ -286,8 +316,16 @@ def reduction_length(module: nn.Module, in_shape: tuple[int, ...], out_shape: tu
         return int(in_shape[1] // module.num_groups * math.prod(in_shape[2:]))
     if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and len(in_shape) >= 2:
         return int(in_shape[0] * math.prod(in_shape[2:]))
-    pools = (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d,
-             nn.AdaptiveAvgPool3d, nn.LPPool1d, nn.LPPool2d)
+    pools = (
+        nn.AvgPool1d,
+        nn.AvgPool2d,
+        nn.AvgPool3d,
+        nn.AdaptiveAvgPool1d,
+        nn.AdaptiveAvgPool2d,
+        nn.AdaptiveAvgPool3d,
+        nn.LPPool1d,
+        nn.LPPool2d,
+    )
     if isinstance(module, pools) and len(in_shape) > 2 and len(out_shape) > 2:
         return max(1, math.prod(in_shape[2:]) // max(1, math.prod(out_shape[2:])))
     if isinstance(module, nn.Softmax | nn.LogSoftmax) and in_shape:

@@ -81,8 +81,13 @@ def describe_node(node: onnx.NodeProto) -> str:
     for a in node.attribute:
         if a.name in _ATTRS:
             value = onnx.helper.get_attribute_value(a)
-            text = value.decode() if isinstance(value, bytes) else str(list(value)) if isinstance(
-                value, Sequence) else str(value)
+            text = (
+                value.decode()
+                if isinstance(value, bytes)
+                else str(list(value))
+                if isinstance(value, Sequence)
+                else str(value)
+            )
             attrs.append(f"{a.name}={text}")
     return f"node '{node.name or node.output[0]}'" + (f" ({', '.join(attrs)})" if attrs else "")
 
@@ -90,6 +95,7 @@ def describe_node(node: onnx.NodeProto) -> str:
 def reduction_length(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]], out_shape: tuple[int, ...]) -> int:
     """Products / terms summed per output element of ``node`` (see the module docstring); ``shapes``: the
     shapes of its inputs (activations and initializers) by tensor name."""
+
     def shape(i: int) -> tuple[int, ...]:
         return shapes.get(node.input[i], ()) if len(node.input) > i else ()
 
@@ -114,7 +120,7 @@ def reduction_length(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...]], o
         mode = attrs.get("mode", b"nearest")
         taps = {b"linear": 2, b"cubic": 4}.get(mode if isinstance(mode, bytes) else str(mode).encode(), 1)
         resized = sum(1 for a, b in zip(shape(0), out_shape, strict=False) if a != b)
-        return int(taps ** resized)
+        return int(taps**resized)
     return 1
 
 
@@ -130,18 +136,26 @@ class OpenCVGraph:
         if engine not in ENGINES:
             raise RepliscopeError(f"unknown OpenCV engine '{engine}' (allowed: {', '.join(ENGINES)})")
         if engine == "new" and not hasattr(cv2.dnn, "ENGINE_NEW"):
-            raise RepliscopeError(f"OpenCV {cv2.__version__} has only the classic engine: give --opencv-engine "
-                                  "classic")
+            raise RepliscopeError(f"OpenCV {cv2.__version__} has only the classic engine: give --opencv-engine classic")
         self.cv2, self.engine, self.threads, self.workdir = cv2, engine, threads, workdir
         self.read = read_onnx
         self._count = 0
 
     def describe(self) -> dict[str, str]:
-        return {"candidate": "opencv_dnn", "opencv": self.cv2.__version__, "engine": self.engine,
-                "backend": "DNN_BACKEND_OPENCV"}
+        return {
+            "candidate": "opencv_dnn",
+            "opencv": self.cv2.__version__,
+            "engine": self.engine,
+            "backend": "DNN_BACKEND_OPENCV",
+        }
 
-    def run(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: list[str],
-            layer: dict[str, str] | None = None) -> list[np.ndarray | None]:
+    def run(
+        self,
+        model: onnx.ModelProto,
+        feeds: dict[str, np.ndarray],
+        outputs: list[str],
+        layer: dict[str, str] | None = None,
+    ) -> list[np.ndarray | None]:
         """``model`` read by OpenCV, ``feeds`` set by input name, ``forward(names)``; copies of the outputs.
         ``layer``: output -> the OpenCV LAYER name to fetch it by (classic engine: ``onnx_node!<node name>``);
         an output whose layer the net does not have (fused / renamed by the importer) is None."""
@@ -152,8 +166,14 @@ class OpenCVGraph:
         if cv2.getNumThreads() != self.threads:
             cv2.setNumThreads(self.threads)
         try:
-            net = self.read(path, None if not hasattr(cv2.dnn, "ENGINE_NEW") else
-                            cv2.dnn.ENGINE_NEW if self.engine == "new" else cv2.dnn.ENGINE_CLASSIC)
+            net = self.read(
+                path,
+                None
+                if not hasattr(cv2.dnn, "ENGINE_NEW")
+                else cv2.dnn.ENGINE_NEW
+                if self.engine == "new"
+                else cv2.dnn.ENGINE_CLASSIC,
+            )
             net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
             for name, value in feeds.items():
                 net.setInput(np.ascontiguousarray(value), name)
@@ -163,16 +183,22 @@ class OpenCVGraph:
             outs = dict(zip(present, net.forward(present), strict=True))
         except (cv2.error, ModelLoadError) as exc:
             text = " ".join(str(exc).split())
-            text = text[text.find("error: (") + 7:] if "error: (" in text else text
+            text = text[text.find("error: (") + 7 :] if "error: (" in text else text
             raise RepliscopeError(f"OpenCV DNN ({self.engine} engine): {text[:300]}") from None
         finally:
             path.unlink(missing_ok=True)
         return [np.array(outs[n], copy=True) if n in outs else None for n in names]
 
 
-def diff_runtime_graphs(graphs: Sequence[GraphInput], *, engine: str = "new", modes: Sequence[Mode] = (
-        "golden", "carried"), tolerance: TolerancePolicy | None = None, threads: int = 2,
-        samples: Sequence[str] = ()) -> LayerDiffResult:
+def diff_runtime_graphs(
+    graphs: Sequence[GraphInput],
+    *,
+    engine: str = "new",
+    modes: Sequence[Mode] = ("golden", "carried"),
+    tolerance: TolerancePolicy | None = None,
+    threads: int = 2,
+    samples: Sequence[str] = (),
+) -> LayerDiffResult:
     """onnxruntime (reference) against OpenCV DNN (candidate) node by node on each graph of ``graphs``, in
     order; one :class:`LayerDiffResult` over all their units (``first_divergent`` is the first in that order)."""
     unknown = [m for m in modes if m not in ("golden", "carried")]
@@ -194,35 +220,70 @@ def diff_runtime_graphs(graphs: Sequence[GraphInput], *, engine: str = "new", mo
     if not rows:
         reason = uncompared[0].reason if uncompared else "the graphs have no node with a float output"
         raise RepliscopeError(f"no node could be compared on OpenCV DNN ({engine} engine): {reason}")
-    notes += [f"plain graph output {name}: max |err| {s.max_abs:.3g}, tolerance {s.tolerance:.3g} "
-              f"({'pass' if s.passed else 'FAIL'})" for name, s in outputs]
+    notes += [
+        f"plain graph output {name}: max |err| {s.max_abs:.3g}, tolerance {s.tolerance:.3g} "
+        f"({'pass' if s.passed else 'FAIL'})"
+        for name, s in outputs
+    ]
     first: dict[str, Divergence | None] = {}
     summary: dict[str, ModeSummary] = {}
     for mode in modes:
         stats = [(r, r.golden if mode == "golden" else r.carried) for r in rows]
         done = [(r, s) for r, s in stats if s is not None]
         bad = next(((r, s) for r, s in done if not s.passed), None)
-        first[mode] = None if bad is None else Divergence(
-            mode=mode, index=bad[0].index, path=bad[0].path, covers=bad[0].covers, kind=bad[0].kind,
-            source=bad[0].source, max_abs=bad[1].max_abs, tolerance=bad[1].tolerance, ratio=bad[1].ratio)
-        summary[mode] = ModeSummary(compared=len(done), passed=sum(s.passed for _, s in done),
-                                    failed=sum(not s.passed for _, s in done),
-                                    max_ratio=max((s.ratio for _, s in done), default=0.0),
-                                    reference_units=len(done))
-    notes[:0] = [f"{mode} mode compared no node: OpenCV ran none of them (the reasons are in 'not compared' and "
-                 "the rows' notes)" for mode in modes if not summary[mode].compared]
+        first[mode] = (
+            None
+            if bad is None
+            else Divergence(
+                mode=mode,
+                index=bad[0].index,
+                path=bad[0].path,
+                covers=bad[0].covers,
+                kind=bad[0].kind,
+                source=bad[0].source,
+                max_abs=bad[1].max_abs,
+                tolerance=bad[1].tolerance,
+                ratio=bad[1].ratio,
+            )
+        )
+        summary[mode] = ModeSummary(
+            compared=len(done),
+            passed=sum(s.passed for _, s in done),
+            failed=sum(not s.passed for _, s in done),
+            max_ratio=max((s.ratio for _, s in done), default=0.0),
+            reference_units=len(done),
+        )
+    notes[:0] = [
+        f"{mode} mode compared no node: OpenCV ran none of them (the reasons are in 'not compared' and the rows' notes)"
+        for mode in modes
+        if not summary[mode].compared
+    ]
     worst = max(outputs, key=lambda o: o[1].ratio, default=None)
     first_graph = graphs[0] if graphs else None
     return LayerDiffResult(
-        reference={"framework": "onnxruntime", "onnxruntime": _ort_version(), "graphs": ", ".join(
-            f"{g.name}={g.path}" for g in graphs)},
-        candidate=cand.describe(), modes=list(modes),
-        input_shape=list(first_graph.x.shape) if first_graph else [], input_dtype=str(first_graph.x.dtype) if
-        first_graph else "", samples=list(samples), tolerance=policy, formula=FORMULA + " (n: the node's reduction "
-        "length; MaxPool and element-wise ops n = 1)", layers=rows, reference_layers=len(rows) + len(uncompared),
-        not_compared=[u.path for u in uncompared], first_divergent=first, summary=summary,
-        seconds=time.perf_counter() - start, notes=notes, uncompared=uncompared,
-        output=worst[1] if worst else None, output_note="" if worst else "no graph output compared")
+        reference={
+            "framework": "onnxruntime",
+            "onnxruntime": _ort_version(),
+            "graphs": ", ".join(f"{g.name}={g.path}" for g in graphs),
+        },
+        candidate=cand.describe(),
+        modes=list(modes),
+        input_shape=list(first_graph.x.shape) if first_graph else [],
+        input_dtype=str(first_graph.x.dtype) if first_graph else "",
+        samples=list(samples),
+        tolerance=policy,
+        formula=FORMULA + " (n: the node's reduction length; MaxPool and element-wise ops n = 1)",
+        layers=rows,
+        reference_layers=len(rows) + len(uncompared),
+        not_compared=[u.path for u in uncompared],
+        first_divergent=first,
+        summary=summary,
+        seconds=time.perf_counter() - start,
+        notes=notes,
+        uncompared=uncompared,
+        output=worst[1] if worst else None,
+        output_note="" if worst else "no graph output compared",
+    )
 
 
 def _ort_version() -> str:
@@ -231,8 +292,15 @@ def _ort_version() -> str:
     return str(onnxruntime.__version__)
 
 
-def _diff_graph(graph: GraphInput, cand: OpenCVGraph, modes: Sequence[Mode], policy: TolerancePolicy,
-                threads: int, rows: list[LayerRow], uncompared: list[NotCompared]) -> list[tuple[str, ErrorStats]]:
+def _diff_graph(
+    graph: GraphInput,
+    cand: OpenCVGraph,
+    modes: Sequence[Mode],
+    policy: TolerancePolicy,
+    threads: int,
+    rows: list[LayerRow],
+    uncompared: list[NotCompared],
+) -> list[tuple[str, ErrorStats]]:
     """Append ``graph``'s rows (and uncompared units) in graph order; return its plain outputs' comparisons."""
     ref = OnnxGraphCandidate(graph.path, threads=threads)
     ref.layout = "NCHW"  # type: ignore[misc]  # fed in the graph's own layout: no transposition
@@ -247,23 +315,48 @@ def _diff_graph(graph: GraphInput, cand: OpenCVGraph, modes: Sequence[Mode], pol
     model = ref.model
     inits = {i.name: tuple(int(d) for d in i.dims) for i in model.graph.initializer}
     shapes = {**inits, **{k: tuple(v.shape) for k, v in values.items()}}
-    units = [_Unit(graph.name, u.name, ref.node(u.name), values[u.name],
-                   reduction_length(ref.node(u.name), shapes, tuple(values[u.name].shape))) for u in infos]
+    units = [
+        _Unit(
+            graph.name,
+            u.name,
+            ref.node(u.name),
+            values[u.name],
+            reduction_length(ref.node(u.name), shapes, tuple(values[u.name].shape)),
+        )
+        for u in infos
+    ]
     golden = _golden(cand, units, cuts, values, policy) if "golden" in modes else {}
     carried = _carried(ref, cand, units, x, policy) if "carried" in modes else {}
     for unit in units:
         g, c = golden.get(unit.tensor), carried.get(unit.tensor)
         reasons = [s for s in (g, c) if isinstance(s, str)]
         if len(reasons) == len(modes):
-            uncompared.append(NotCompared(path=unit.path, kind=unit.node.op_type, source=describe_node(unit.node),
-                                          reason="; ".join(dict.fromkeys(reasons))))
+            uncompared.append(
+                NotCompared(
+                    path=unit.path,
+                    kind=unit.node.op_type,
+                    source=describe_node(unit.node),
+                    reason="; ".join(dict.fromkeys(reasons)),
+                )
+            )
             continue
-        rows.append(LayerRow(index=len(rows), path=unit.path, covers=[unit.path], kind=unit.node.op_type,
-                             source=describe_node(unit.node), reduction=unit.reduction, dtype=str(unit.ref.dtype),
-                             ref_shape=list(unit.ref.shape), ref_max_abs=output_scale(unit.ref),
-                             candidate_layout="graph", golden=g if isinstance(g, ErrorStats) else None,
-                             carried=c if isinstance(c, ErrorStats) else None,
-                             notes=[f"{m}: {s}" for m, s in (("golden", g), ("carried", c)) if isinstance(s, str)]))
+        rows.append(
+            LayerRow(
+                index=len(rows),
+                path=unit.path,
+                covers=[unit.path],
+                kind=unit.node.op_type,
+                source=describe_node(unit.node),
+                reduction=unit.reduction,
+                dtype=str(unit.ref.dtype),
+                ref_shape=list(unit.ref.shape),
+                ref_max_abs=output_scale(unit.ref),
+                candidate_layout="graph",
+                golden=g if isinstance(g, ErrorStats) else None,
+                carried=c if isinstance(c, ErrorStats) else None,
+                notes=[f"{m}: {s}" for m, s in (("golden", g), ("carried", c)) if isinstance(s, str)],
+            )
+        )
     return _plain_outputs(ref, cand, graph, x, units, policy)
 
 
@@ -281,8 +374,13 @@ def _compare(unit: _Unit, got: np.ndarray, tol: float, policy: TolerancePolicy) 
     return compare_arrays(unit.ref, got.astype(unit.ref.dtype, copy=False), tol, policy.rel_floor)
 
 
-def _golden(cand: OpenCVGraph, units: list[_Unit], cuts: dict[str, tuple[onnx.ModelProto, list[str]]],
-            values: dict[str, np.ndarray], policy: TolerancePolicy) -> dict[str, ErrorStats | str]:
+def _golden(
+    cand: OpenCVGraph,
+    units: list[_Unit],
+    cuts: dict[str, tuple[onnx.ModelProto, list[str]]],
+    values: dict[str, np.ndarray],
+    policy: TolerancePolicy,
+) -> dict[str, ErrorStats | str]:
     out: dict[str, ErrorStats | str] = {}
     for unit in units:
         sub, external = cuts[unit.tensor]
@@ -295,13 +393,15 @@ def _golden(cand: OpenCVGraph, units: list[_Unit], cuts: dict[str, tuple[onnx.Mo
         except RepliscopeError as exc:
             out[unit.tensor] = f"OpenCV cannot run the node alone: {exc}"
             continue
-        out[unit.tensor] = _compare(unit, got, _tol(unit, policy), policy) if got is not None else \
-            "OpenCV returned nothing"
+        out[unit.tensor] = (
+            _compare(unit, got, _tol(unit, policy), policy) if got is not None else "OpenCV returned nothing"
+        )
     return out
 
 
-def _carried(ref: OnnxGraphCandidate, cand: OpenCVGraph, units: list[_Unit], x: np.ndarray,
-             policy: TolerancePolicy) -> dict[str, ErrorStats | str]:
+def _carried(
+    ref: OnnxGraphCandidate, cand: OpenCVGraph, units: list[_Unit], x: np.ndarray, policy: TolerancePolicy
+) -> dict[str, ErrorStats | str]:
     """The new engine: every unit's tensor made a graph output (it fetches nothing else); the classic engine: the
     plain graph, each unit fetched by its layer name ``onnx_node!<node name>``."""
     model = ref.model
@@ -321,13 +421,22 @@ def _carried(ref: OnnxGraphCandidate, cand: OpenCVGraph, units: list[_Unit], x: 
     out: dict[str, ErrorStats | str] = {}
     for u, tol in zip(units, tolerances, strict=True):
         value = got[u.tensor]
-        out[u.tensor] = _compare(u, value, tol, policy) if value is not None else (
-            f"the classic engine has no layer '{(layer or {}).get(u.tensor)}' (fused into another layer)")
+        out[u.tensor] = (
+            _compare(u, value, tol, policy)
+            if value is not None
+            else (f"the classic engine has no layer '{(layer or {}).get(u.tensor)}' (fused into another layer)")
+        )
     return out
 
 
-def _plain_outputs(ref: OnnxGraphCandidate, cand: OpenCVGraph, graph: GraphInput, x: np.ndarray, units: list[_Unit],
-                   policy: TolerancePolicy) -> list[tuple[str, ErrorStats]]:
+def _plain_outputs(
+    ref: OnnxGraphCandidate,
+    cand: OpenCVGraph,
+    graph: GraphInput,
+    x: np.ndarray,
+    units: list[_Unit],
+    policy: TolerancePolicy,
+) -> list[tuple[str, ErrorStats]]:
     """The unmodified graph's outputs on both runtimes, judged against the carried tolerance over all its
     units."""
     names = [o.name for o in ref.model.graph.output]
@@ -348,13 +457,15 @@ def _plain_outputs(ref: OnnxGraphCandidate, cand: OpenCVGraph, graph: GraphInput
         if c.shape != r.shape and c.size == r.size:
             c = c.reshape(r.shape)
         if c.shape == r.shape:
-            out.append((f"{graph.name}/{name}", compare_arrays(r, c.astype(r.dtype, copy=False), total,
-                                                               policy.rel_floor)))
+            out.append(
+                (f"{graph.name}/{name}", compare_arrays(r, c.astype(r.dtype, copy=False), total, policy.rel_floor))
+            )
     return out
 
 
-def manifest_graphs(manifest: str | Path, dataset: Any, batch: int, *, threads: int = 2,
-                    cache_dir: Path | None = None) -> tuple[list[GraphInput], list[str]]:
+def manifest_graphs(
+    manifest: str | Path, dataset: Any, batch: int, *, threads: int = 2, cache_dir: Path | None = None
+) -> tuple[list[GraphInput], list[str]]:
     """The ONNX graph(s) a manifest runs on the ONNX runtimes, each with a batch of REAL inputs, and the sample ids.
 
     * ``mtcnn_cascade``: P-Net, R-Net and O-Net (units ``pnet/...``, ``rnet/...``, ``onet/...``), each fed what
@@ -368,8 +479,7 @@ def manifest_graphs(manifest: str | Path, dataset: Any, batch: int, *, threads: 
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.runtimes._common import onnx_source
 
-    prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=threads, batch_size=1,
-                                             cache_dir=cache_dir))
+    prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=threads, batch_size=1, cache_dir=cache_dir))
     artifact = prepared.artifact
     shape = tuple(artifact.input_shape[1:])
     if artifact.format == "mtcnn_cascade":
@@ -385,18 +495,25 @@ def manifest_graphs(manifest: str | Path, dataset: Any, batch: int, *, threads: 
             raise RepliscopeError(f"no sample of '{dataset.name}' could be pre-processed")
         files = net_files(artifact)
         feeds = cascade_net_inputs(files, images, threads)
-        what = {"pnet": f"the first pyramid level of {ids[0]}", "rnet": f"every crop of {len(ids)} image(s)",
-                "onet": f"every crop of {len(ids)} image(s)"}
-        graphs = [GraphInput(name, files[name], feeds[name],
-                             origin=f"as the cascade feeds it on onnxruntime ({what[name]})")
-                  for name in ("pnet", "rnet", "onet") if name in feeds]
+        what = {
+            "pnet": f"the first pyramid level of {ids[0]}",
+            "rnet": f"every crop of {len(ids)} image(s)",
+            "onet": f"every crop of {len(ids)} image(s)",
+        }
+        graphs = [
+            GraphInput(name, files[name], feeds[name], origin=f"as the cascade feeds it on onnxruntime ({what[name]})")
+            for name in ("pnet", "rnet", "onet")
+            if name in feeds
+        ]
         return graphs, ids
     path = onnx_source(artifact, cache_dir or default_cache_dir(), {})
     fixed = _fixed_batch(path)
     ids, x = first_batch(prepared.pipeline, dataset, fixed or batch, shape)
-    origin = f"the manifest's pre-processing of {len(ids)} sample(s)" + (
-        f" (the graph's batch is fixed at {fixed})" if fixed else "") + (
-        f", ONNX converted from {artifact.format} ({path.name})" if artifact.format != "onnx" else "")
+    origin = (
+        f"the manifest's pre-processing of {len(ids)} sample(s)"
+        + (f" (the graph's batch is fixed at {fixed})" if fixed else "")
+        + (f", ONNX converted from {artifact.format} ({path.name})" if artifact.format != "onnx" else "")
+    )
     return [GraphInput("model", path, x, origin=origin)], ids
 
 

@@ -154,33 +154,53 @@ class _Acc:
         self.add(sample_id, a, b)
 
     def result(self) -> OutputError:
-        return OutputError(quantity=self.quantity, max_abs=self.max_abs,
-                           mean_abs=self.sum_abs / self.count if self.count else 0.0, max_rel=self.max_rel,
-                           max_abs_sample=self.max_sample, values=self.count,
-                           shape_differences=list(self.shape_differences))
+        return OutputError(
+            quantity=self.quantity,
+            max_abs=self.max_abs,
+            mean_abs=self.sum_abs / self.count if self.count else 0.0,
+            max_rel=self.max_rel,
+            max_abs_sample=self.max_sample,
+            values=self.count,
+            shape_differences=list(self.shape_differences),
+        )
 
 
 @dataclass
 class _Tally:
     deltas: list[SampleDelta] = field(default_factory=list)
 
-    def add(self, sample_id: str, label: int | None, top1_a: int, top1_b: int, errs: tuple[float, float, float]
-            ) -> None:
+    def add(
+        self, sample_id: str, label: int | None, top1_a: int, top1_b: int, errs: tuple[float, float, float]
+    ) -> None:
         ca = None if label is None else top1_a == label
         cb = None if label is None else top1_b == label
-        self.deltas.append(SampleDelta(sample_id=sample_id, label=label, top1_a=top1_a, top1_b=top1_b,
-                                       correct_a=ca, correct_b=cb, max_abs=errs[0], mean_abs=errs[1],
-                                       max_rel=errs[2]))
+        self.deltas.append(
+            SampleDelta(
+                sample_id=sample_id,
+                label=label,
+                top1_a=top1_a,
+                top1_b=top1_b,
+                correct_a=ca,
+                correct_b=cb,
+                max_abs=errs[0],
+                mean_abs=errs[1],
+                max_rel=errs[2],
+            )
+        )
 
     def agreement(self) -> tuple[float | None, int, list[FlippedSample]]:
-        flips = [FlippedSample(sample_id=d.sample_id, label=d.label, top1_a=d.top1_a, top1_b=d.top1_b)
-                 for d in self.deltas if d.top1_a != d.top1_b]
+        flips = [
+            FlippedSample(sample_id=d.sample_id, label=d.label, top1_a=d.top1_a, top1_b=d.top1_b)
+            for d in self.deltas
+            if d.top1_a != d.top1_b
+        ]
         n = len(self.deltas)
         return ((n - len(flips)) / n if n else None), n - len(flips), flips
 
     def mcnemar(self) -> McNemar | None:
-        return mcnemar_exact([(d.correct_a, d.correct_b) for d in self.deltas
-                              if d.correct_a is not None and d.correct_b is not None])
+        return mcnemar_exact(
+            [(d.correct_a, d.correct_b) for d in self.deltas if d.correct_a is not None and d.correct_b is not None]
+        )
 
 
 def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
@@ -192,32 +212,65 @@ def mcnemar_exact(pairs: Sequence[tuple[bool, bool]]) -> McNemar | None:
     b = sum(1 for a, c in pairs if a and not c)
     c = sum(1 for a, cc in pairs if not a and cc)
     p = mcnemar_exact_p(b, c)
-    return McNemar(n=len(pairs), both_correct=sum(1 for a, cc in pairs if a and cc),
-                   both_wrong=sum(1 for a, cc in pairs if not a and not cc), only_a_correct=b, only_b_correct=c,
-                   p_value=p)
+    return McNemar(
+        n=len(pairs),
+        both_correct=sum(1 for a, cc in pairs if a and cc),
+        both_wrong=sum(1 for a, cc in pairs if not a and not cc),
+        only_a_correct=b,
+        only_b_correct=c,
+        p_value=p,
+    )
 
 
-def _detection_result(source: Literal["records", "runtimes", "pipelines"], a: str, b: str, dataset: str,
-                      pairs: list[tuple[SamplePrediction, SamplePrediction]], truth: Dataset | None,
-                      outputs: list[OutputError], failed_a: list[str], failed_b: list[str],
-                      notes: list[str], only_in_a: int = 0, only_in_b: int = 0,
-                      task: str = "object_detection") -> TaskDiffResult:
+def _detection_result(
+    source: Literal["records", "runtimes", "pipelines"],
+    a: str,
+    b: str,
+    dataset: str,
+    pairs: list[tuple[SamplePrediction, SamplePrediction]],
+    truth: Dataset | None,
+    outputs: list[OutputError],
+    failed_a: list[str],
+    failed_b: list[str],
+    notes: list[str],
+    only_in_a: int = 0,
+    only_in_b: int = 0,
+    task: str = "object_detection",
+) -> TaskDiffResult:
     """A detection (or segmentation) diff of the evaluated ``pairs`` (A, B) with the task's paired statistics."""
     from repliscope.tasks.base import get_task
 
     paired = get_task(task).paired([x for x, _ in pairs], [y for _, y in pairs], truth) if pairs else None
     n = int(paired["n_samples"]) if paired else 0
     same = n - int(paired.get("flipped_images", 0)) if paired else 0
-    return TaskDiffResult(source=source, a=a, b=b, dataset=dataset, compared=n, failed_a=failed_a,
-                          failed_b=failed_b, only_in_a=only_in_a, only_in_b=only_in_b,
-                          agreement=same / n if n else None, agreements=same, flips=[], mcnemar=None,
-                          outputs=outputs, per_sample=[], notes=notes, task=task, paired=paired,
-                          agreement_of="images whose masks are identical" if task == "semantic_segmentation"
-                          else "images whose detections match one to one (same class, IoU >= 0.5)")
+    return TaskDiffResult(
+        source=source,
+        a=a,
+        b=b,
+        dataset=dataset,
+        compared=n,
+        failed_a=failed_a,
+        failed_b=failed_b,
+        only_in_a=only_in_a,
+        only_in_b=only_in_b,
+        agreement=same / n if n else None,
+        agreements=same,
+        flips=[],
+        mcnemar=None,
+        outputs=outputs,
+        per_sample=[],
+        notes=notes,
+        task=task,
+        paired=paired,
+        agreement_of="images whose masks are identical"
+        if task == "semantic_segmentation"
+        else "images whose detections match one to one (same class, IoU >= 0.5)",
+    )
 
 
-def _pair_samples(a: EvaluationRecord, b: EvaluationRecord, usable: Callable[[SamplePrediction], bool]
-                  ) -> tuple[list[tuple[SamplePrediction, SamplePrediction]], list[str], list[str]]:
+def _pair_samples(
+    a: EvaluationRecord, b: EvaluationRecord, usable: Callable[[SamplePrediction], bool]
+) -> tuple[list[tuple[SamplePrediction, SamplePrediction]], list[str], list[str]]:
     """The samples of ``a`` (in its order) that ``b`` has too, as (a's, b's) pairs when both evaluated them
     (and ``usable`` accepts both), plus the ids that failed in A and those that failed only in B."""
     by_id = {s.sample_id: s for s in b.samples}
@@ -252,15 +305,29 @@ def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
     ids_a, ids_b = {s.sample_id for s in a.samples}, {s.sample_id for s in b.samples}
     notes = []
     if a.dataset.get("identity") != b.dataset.get("identity"):
-        notes.append(f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
-                     " only the sample ids both runs share are compared")
+        notes.append(
+            f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
+            " only the sample ids both runs share are compared"
+        )
     agreement, agreements, flips = tally.agreement()
     return TaskDiffResult(
-        source="records", a=f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
-        b=f"run {b.run_id} ({b.runtime.get('runtime', '?')})", dataset=str(a.dataset.get("name", "")),
-        compared=len(tally.deltas), failed_a=failed_a, failed_b=failed_b, only_in_a=len(ids_a - ids_b),
-        only_in_b=len(ids_b - ids_a), agreement=agreement, agreements=agreements, flips=flips,
-        mcnemar=tally.mcnemar(), outputs=[acc.result()], per_sample=tally.deltas, notes=notes)
+        source="records",
+        a=f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
+        b=f"run {b.run_id} ({b.runtime.get('runtime', '?')})",
+        dataset=str(a.dataset.get("name", "")),
+        compared=len(tally.deltas),
+        failed_a=failed_a,
+        failed_b=failed_b,
+        only_in_a=len(ids_a - ids_b),
+        only_in_b=len(ids_b - ids_a),
+        agreement=agreement,
+        agreements=agreements,
+        flips=flips,
+        mcnemar=tally.mcnemar(),
+        outputs=[acc.result()],
+        per_sample=tally.deltas,
+        notes=notes,
+    )
 
 
 def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
@@ -273,16 +340,37 @@ def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDif
     ids_a, ids_b = {s.sample_id for s in a.samples}, {s.sample_id for s in b.samples}
     notes = []
     if a.dataset.get("identity") != b.dataset.get("identity"):
-        notes.append(f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
-                     " only the sample ids both runs share are compared")
-    return _detection_result("records", f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
-                             f"run {b.run_id} ({b.runtime.get('runtime', '?')})", str(a.dataset.get("name", "")),
-                             pairs, dataset_of(a) if a.ground_truth is not None else None, [], failed_a, failed_b,
-                             notes, len(ids_a - ids_b), len(ids_b - ids_a), task=a.task)
+        notes.append(
+            f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
+            " only the sample ids both runs share are compared"
+        )
+    return _detection_result(
+        "records",
+        f"run {a.run_id} ({a.runtime.get('runtime', '?')})",
+        f"run {b.run_id} ({b.runtime.get('runtime', '?')})",
+        str(a.dataset.get("name", "")),
+        pairs,
+        dataset_of(a) if a.ground_truth is not None else None,
+        [],
+        failed_a,
+        failed_b,
+        notes,
+        len(ids_a - ids_b),
+        len(ids_b - ids_a),
+        task=a.task,
+    )
 
 
-def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset: Dataset, *, batch_size: int = 8,
-                  threads: int = 2, cache_dir: Path | None = None) -> TaskDiffResult:
+def diff_runtimes(
+    manifest: str | Path,
+    runtime_a: str,
+    runtime_b: str,
+    dataset: Dataset,
+    *,
+    batch_size: int = 8,
+    threads: int = 2,
+    cache_dir: Path | None = None,
+) -> TaskDiffResult:
     """Run ``manifest`` on two runtimes over ``dataset``, feeding both the same pre-processed arrays."""
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.manifest.loader import load_manifest
@@ -290,10 +378,12 @@ def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset:
     loaded = load_manifest(manifest)
     if loaded.manifest.task in ("object_detection", "semantic_segmentation"):  # paired by the task
         return _diff_detection_runtimes(loaded, runtime_a, runtime_b, dataset, batch_size, threads, cache_dir)
-    prep_a = prepare(loaded, RunSettings(runtime=runtime_a, threads=threads, batch_size=batch_size,
-                                         cache_dir=cache_dir))
-    prep_b = prepare(loaded, RunSettings(runtime=runtime_b, threads=threads, batch_size=batch_size,
-                                         cache_dir=cache_dir))
+    prep_a = prepare(
+        loaded, RunSettings(runtime=runtime_a, threads=threads, batch_size=batch_size, cache_dir=cache_dir)
+    )
+    prep_b = prepare(
+        loaded, RunSettings(runtime=runtime_b, threads=threads, batch_size=batch_size, cache_dir=cache_dir)
+    )
     logits = _Acc("model outputs (full vectors)")
     scores = _Acc("post-processed scores (full vectors, the manifest's postprocess)")
     tally = _Tally()
@@ -303,21 +393,41 @@ def diff_runtimes(manifest: str | Path, runtime_a: str, runtime_b: str, dataset:
     with ExitStack() as instrumented:
         for prep in (prep_a, prep_b):
             instrumented.enter_context(tracer.instrument(prep.runner))
-        for index, (batch, x) in enumerate(iter_batches(prep_a.pipeline, dataset.samples, batch_size, shape,
-                                                        failed)):
+        for index, (batch, x) in enumerate(iter_batches(prep_a.pipeline, dataset.samples, batch_size, shape, failed)):
             with tracer.span("batch", "model", index=index, size=len(batch)):
                 _compare_batch(prep_a, prep_b, batch, x, logits, scores, tally, tracer)
     agreement, agreements, flips = tally.agreement()
     return TaskDiffResult(
-        source="runtimes", a=runtime_a, b=runtime_b, dataset=dataset.name, compared=len(tally.deltas),
-        failed_a=failed, failed_b=list(failed), agreement=agreement, agreements=agreements, flips=flips,
-        mcnemar=tally.mcnemar(), outputs=[logits.result(), scores.result()], per_sample=tally.deltas,
-        notes=[f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; "
-               "top-1 = argmax of the post-processed scores"])
+        source="runtimes",
+        a=runtime_a,
+        b=runtime_b,
+        dataset=dataset.name,
+        compared=len(tally.deltas),
+        failed_a=failed,
+        failed_b=list(failed),
+        agreement=agreement,
+        agreements=agreements,
+        flips=flips,
+        mcnemar=tally.mcnemar(),
+        outputs=[logits.result(), scores.result()],
+        per_sample=tally.deltas,
+        notes=[
+            f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; "
+            "top-1 = argmax of the post-processed scores"
+        ],
+    )
 
 
-def _compare_batch(prep_a: PreparedRun, prep_b: PreparedRun, batch: list[Sample], x: np.ndarray, logits: _Acc,
-                   scores: _Acc, tally: _Tally, tracer: Tracer) -> None:
+def _compare_batch(
+    prep_a: PreparedRun,
+    prep_b: PreparedRun,
+    batch: list[Sample],
+    x: np.ndarray,
+    logits: _Acc,
+    scores: _Acc,
+    tally: _Tally,
+    tracer: Tracer,
+) -> None:
     """Both runtimes on one pre-processed batch ``x`` (N, ...); errors and top-1 pairs accumulated. Each
     inference is an ``inference`` span (trace level ``model``) naming its runtime."""
     with tracer.span("inference", "model", runtime=prep_a.runner.name, batch_size=len(x)):
@@ -333,8 +443,9 @@ def _compare_batch(prep_a: PreparedRun, prep_b: PreparedRun, batch: list[Sample]
         tally.add(s.id, s.label, int(np.argmax(post_a.scores[i])), int(np.argmax(post_b.scores[i])), errs)
 
 
-def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, dataset: Dataset, batch_size: int,
-                             threads: int, cache_dir: Path | None) -> TaskDiffResult:
+def _diff_detection_runtimes(
+    loaded: Any, runtime_a: str, runtime_b: str, dataset: Dataset, batch_size: int, threads: int, cache_dir: Path | None
+) -> TaskDiffResult:
     """Detection: both runtimes on the same pre-processed inputs; every named model output compared value by
     value, then both post-processed (with each sample's geometry) and paired by the task."""
     from repliscope.datasets.base import read_sample
@@ -352,7 +463,7 @@ def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, datase
     samples = list(dataset.samples)
     for start in range(0, len(samples), size):
         batch, items = [], []
-        for smp in samples[start:start + size]:
+        for smp in samples[start : start + size]:
             item = prepare_item(prep_a.pipeline, read_sample(smp), shape)
             if item.data is None:
                 failed.append(smp.id)
@@ -372,29 +483,49 @@ def _diff_detection_runtimes(loaded: Any, runtime_a: str, runtime_b: str, datase
             for i, smp in enumerate(batch):
                 acc.add_if_same_shape(smp.id, outputs[0][name][i], outputs[1][name][i])
         rows = list(range(len(batch)))
-        recs = [task.to_samples(prep_a.pipeline.postprocess(out, tracer, geometry=geometry), batch, rows)
-                for out in outputs]
+        recs = [
+            task.to_samples(prep_a.pipeline.postprocess(out, tracer, geometry=geometry), batch, rows) for out in outputs
+        ]
         pairs.extend(zip(recs[0], recs[1], strict=True))
     truth = dataset if all(s.objects is not None for s in samples) and dataset.categories else None
-    notes = [f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; both "
-             f"post-processed by the manifest, paired by the {task.name} task"]
+    notes = [
+        f"the same pre-processed input (manifest pipeline) was fed to {runtime_a} and {runtime_b}; both "
+        f"post-processed by the manifest, paired by the {task.name} task"
+    ]
     if truth is not None:  # AP on the categories the model detects, as evaluate scores a run
         truth, scored = task.restrict(truth, prep_a.class_names)
         if scored.get("categories_left_out"):
             n = len(scored["categories_evaluated"])
-            notes.append(f"AP on the {n} {'category' if n == 1 else 'categories'} the model detects; "
-                         f"{len(scored['categories_left_out'])} dataset categories left out "
-                         f"({scored.get('objects_left_out', 0)} ground-truth objects)")
-    notes += [f"model output '{name}': {len(acc.shape_differences)} image(s) with outputs of another shape "
-              f"(compared value by value on the other {len(pairs) - len(acc.shape_differences)}; the detections "
-              f"are paired below): {'; '.join(acc.shape_differences[:5])}"
-              for name, acc in accs.items() if acc.shape_differences]
-    return _detection_result("runtimes", runtime_a, runtime_b, dataset.name, pairs, truth,
-                             [acc.result() for acc in accs.values()], failed, list(failed), notes, task=task.name)
+            notes.append(
+                f"AP on the {n} {'category' if n == 1 else 'categories'} the model detects; "
+                f"{len(scored['categories_left_out'])} dataset categories left out "
+                f"({scored.get('objects_left_out', 0)} ground-truth objects)"
+            )
+    notes += [
+        f"model output '{name}': {len(acc.shape_differences)} image(s) with outputs of another shape "
+        f"(compared value by value on the other {len(pairs) - len(acc.shape_differences)}; the detections "
+        f"are paired below): {'; '.join(acc.shape_differences[:5])}"
+        for name, acc in accs.items()
+        if acc.shape_differences
+    ]
+    return _detection_result(
+        "runtimes",
+        runtime_a,
+        runtime_b,
+        dataset.name,
+        pairs,
+        truth,
+        [acc.result() for acc in accs.values()],
+        failed,
+        list(failed),
+        notes,
+        task=task.name,
+    )
 
 
-def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None,
-                 failed: list[str]) -> Iterator[tuple[list[Sample], np.ndarray]]:
+def iter_batches(
+    pipeline: Pipeline, samples: Sequence[Sample], batch_size: int, shape: tuple[int, ...] | None, failed: list[str]
+) -> Iterator[tuple[list[Sample], np.ndarray]]:
     """Pre-process ``samples`` with ``pipeline`` and yield (samples, stacked batch (N, ...)) of up to
     ``batch_size``; samples that fail are appended to ``failed`` and skipped."""
     from repliscope.evaluation.engine import prepare_sample
@@ -402,7 +533,7 @@ def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int,
     for start in range(0, len(samples), batch_size):
         ok: list[Sample] = []
         arrays: list[np.ndarray] = []
-        for s in samples[start:start + batch_size]:
+        for s in samples[start : start + batch_size]:
             x, err = prepare_sample(pipeline, s, shape)
             if x is None or err is not None:
                 failed.append(s.id)
@@ -413,8 +544,9 @@ def iter_batches(pipeline: Pipeline, samples: Sequence[Sample], batch_size: int,
             yield ok, np.stack(arrays)
 
 
-def first_batch(pipeline: Pipeline, dataset: Dataset, n: int, shape: tuple[int, ...] | None
-                ) -> tuple[list[str], np.ndarray]:
+def first_batch(
+    pipeline: Pipeline, dataset: Dataset, n: int, shape: tuple[int, ...] | None
+) -> tuple[list[str], np.ndarray]:
     """The first ``n`` samples of ``dataset`` that pre-process successfully: (ids, batch (n, ...))."""
     ids: list[str] = []
     arrays: list[np.ndarray] = []

@@ -54,19 +54,23 @@ class TensorflowCandidate(NamedCandidate):
         try:
             loaded = tf.saved_model.load(str(self.path))
         except Exception as exc:
-            raise RepliscopeError(f"SavedModel candidate '{path}' cannot be loaded: {type(exc).__name__}: {exc}"
-                                  ) from exc
+            raise RepliscopeError(
+                f"SavedModel candidate '{path}' cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from exc
         signatures = dict(loaded.signatures)
         key = "serving_default" if "serving_default" in signatures else next(iter(signatures), None)
         if key is None or ("serving_default" not in signatures and len(signatures) > 1):
-            raise RepliscopeError(f"SavedModel candidate '{path}': no 'serving_default' signature (has: "
-                                  f"{', '.join(signatures) or 'none'})")
+            raise RepliscopeError(
+                f"SavedModel candidate '{path}': no 'serving_default' signature (has: "
+                f"{', '.join(signatures) or 'none'})"
+            )
         self.signature = key
         frozen = convert_variables_to_constants_v2(signatures[key])
         inputs = [t for t in frozen.inputs if t.dtype != tf.resource]
         if len(inputs) != 1:
-            raise RepliscopeError(f"SavedModel candidate '{path}': the layer diff needs one input, signature "
-                                  f"'{key}' has {len(inputs)}")
+            raise RepliscopeError(
+                f"SavedModel candidate '{path}': the layer diff needs one input, signature '{key}' has {len(inputs)}"
+            )
         graph_def = frozen.graph.as_graph_def()
         graph = tf.Graph()
         with graph.as_default():
@@ -105,8 +109,13 @@ class TensorflowCandidate(NamedCandidate):
     def describe(self) -> dict[str, str]:
         import tensorflow as tf
 
-        return {"candidate": self.name, "model": str(self.path), "signature": self.signature,
-                "tensorflow": tf.__version__, "units": str(len(self._units))}
+        return {
+            "candidate": self.name,
+            "model": str(self.path),
+            "signature": self.signature,
+            "tensorflow": tf.__version__,
+            "units": str(len(self._units)),
+        }
 
     def chain(self, name: str) -> tuple[list[Any], list[Any]]:
         """(operations in graph order, external data input tensors in the order the unit reads them) of the
@@ -118,8 +127,12 @@ class TensorflowCandidate(NamedCandidate):
         while todo:
             for t in self._data_inputs(todo.pop()):
                 prev = t.op
-                if (prev.name in inside_ops or prev.name == self._input.op.name or prev.name in self._mapped
-                        or prev.name not in self._ops):
+                if (
+                    prev.name in inside_ops
+                    or prev.name == self._input.op.name
+                    or prev.name in self._mapped
+                    or prev.name not in self._ops
+                ):
                     continue
                 inside_ops[prev.name] = prev
                 todo.append(prev)
@@ -136,16 +149,20 @@ class TensorflowCandidate(NamedCandidate):
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         ops, external = self.chain(path)
         check_unit_inputs(f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)})", len(external), len(inputs))
-        feeds = {t: self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype))
-                 for a, t in zip(inputs, external, strict=True)}
+        feeds = {
+            t: self.to_candidate_layout(np.asarray(a, dtype=t.dtype.as_numpy_dtype))
+            for a, t in zip(inputs, external, strict=True)
+        }
         try:
             return np.asarray(self._session.run(ops[-1].outputs[0], feeds))
         except Exception as exc:  # ValueError (feed shape) or tf.errors.*: the unit cannot take these inputs
             shapes = ", ".join("x".join(map(str, a.shape)) for a in feeds.values())
-            raise RepliscopeError(f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)}) fails on the reference "
-                                  f"input(s) of its layer ({shapes}): the mapping probably pairs it with the wrong "
-                                  "reference layer; check it (--save-mapping FILE), fix it and pass --mapping FILE "
-                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})") from None
+            raise RepliscopeError(
+                f"SavedModel unit '{path}' ({'+'.join(o.type for o in ops)}) fails on the reference "
+                f"input(s) of its layer ({shapes}): the mapping probably pairs it with the wrong "
+                "reference layer; check it (--save-mapping FILE), fix it and pass --mapping FILE "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
+            ) from None
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
         """The signature's (first) output on ``x``, in its own layout (e.g. float32 logits (N, C))."""

@@ -28,8 +28,10 @@ from repliscope.diff.base import CANDIDATES
 from repliscope.diff.mapping import NamedCandidate, UnitInfo
 from repliscope.errors import RepliscopeError
 
-GOLDEN_LIMIT = ("the TFLite interpreter runs the whole graph; it cannot execute one operator on given inputs, "
-                "so only carried mode (the candidate's own forward) is compared")
+GOLDEN_LIMIT = (
+    "the TFLite interpreter runs the whole graph; it cannot execute one operator on given inputs, "
+    "so only carried mode (the candidate's own forward) is compared"
+)
 
 
 def input_layout(shape: Sequence[int]) -> str:
@@ -75,19 +77,25 @@ class TfliteCandidate(NamedCandidate):
         content = read_tflite(self.path)
         try:
             with warnings.catch_warnings():  # the deprecation notice (tensorflow 2.21 still ships the interpreter)
-                warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated",
-                                        category=UserWarning)
-                warnings.filterwarnings("ignore", message=r"(?s).*experimental_preserve_all_tensors",
-                                        category=UserWarning)
+                warnings.filterwarnings(
+                    "ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated", category=UserWarning
+                )
+                warnings.filterwarnings(
+                    "ignore", message=r"(?s).*experimental_preserve_all_tensors", category=UserWarning
+                )
                 interp = tf.lite.Interpreter(
-                    model_content=content, num_threads=self.threads, experimental_preserve_all_tensors=True,
-                    experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+                    model_content=content,
+                    num_threads=self.threads,
+                    experimental_preserve_all_tensors=True,
+                    experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                )
         except (ValueError, RuntimeError) as exc:
             raise RepliscopeError(f"TFLite candidate '{self.path}' cannot be loaded: {exc}") from exc
         inputs = interp.get_input_details()
         if len(inputs) != 1:
-            raise RepliscopeError(f"TFLite candidate '{self.path}': the layer diff needs one input, the model has "
-                                  f"{len(inputs)}")
+            raise RepliscopeError(
+                f"TFLite candidate '{self.path}': the layer diff needs one input, the model has {len(inputs)}"
+            )
         self._input = inputs[0]
         shape = list(self._input["shape"])
         shape[0] = batch
@@ -118,8 +126,13 @@ class TfliteCandidate(NamedCandidate):
     def describe(self) -> dict[str, str]:
         import tensorflow as tf
 
-        return {"candidate": self.name, "model": str(self.path), "tensorflow": tf.__version__,
-                "kernels": "TFLite builtin (no XNNPACK delegate)", "units": str(len(self._units))}
+        return {
+            "candidate": self.name,
+            "model": str(self.path),
+            "tensorflow": tf.__version__,
+            "kernels": "TFLite builtin (no XNNPACK delegate)",
+            "units": str(len(self._units)),
+        }
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         raise RepliscopeError(f"'{path}': golden mode is not possible for a TFLite candidate: {GOLDEN_LIMIT}")

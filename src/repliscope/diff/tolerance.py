@@ -49,8 +49,7 @@ leaving a factor 8 for other CPUs' summation orders (see tests/diff/test_layers_
 
 _CHUNK = 1 << 20
 
-FORMULA = ("tol = k * eps(dtype) * sqrt(reduction) * max|ref|; "
-           "carried: sqrt(sum of tol**2 over the layers so far)")
+FORMULA = "tol = k * eps(dtype) * sqrt(reduction) * max|ref|; carried: sqrt(sum of tol**2 over the layers so far)"
 
 
 class TolerancePolicy(BaseModel):
@@ -68,8 +67,7 @@ class TolerancePolicy(BaseModel):
     carried: Literal["accumulated", "local"] = "accumulated"
     """Carried-mode tolerance: local tolerances accumulated in quadrature, or the local one alone."""
 
-    def tolerance(self, path: str, kinds: Iterable[str], dtype: np.dtype | str, reduction: int,
-                  scale: float) -> float:
+    def tolerance(self, path: str, kinds: Iterable[str], dtype: np.dtype | str, reduction: int, scale: float) -> float:
         """The absolute tolerance of layer ``path`` whose output has dtype ``dtype`` and magnitude ``scale``."""
         if path in self.layer_atol:
             return float(self.layer_atol[path])
@@ -124,8 +122,9 @@ def output_scale(ref: np.ndarray) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-def compare_arrays(ref: np.ndarray, cand: np.ndarray, tolerance: float, rel_floor: float = 1e-3,
-                   scale: float | None = None) -> ErrorStats:
+def compare_arrays(
+    ref: np.ndarray, cand: np.ndarray, tolerance: float, rel_floor: float = 1e-3, scale: float | None = None
+) -> ErrorStats:
     """Error statistics of ``cand`` against ``ref`` (same shape, any float dtype; means summed in float64).
 
     Non-finite candidate values where the reference is finite count as ``nonfinite`` and make the
@@ -140,8 +139,8 @@ def compare_arrays(ref: np.ndarray, cand: np.ndarray, tolerance: float, rel_floo
     max_abs = max_rel = sum_abs = 0.0
     bad = 0
     for lo in range(0, flat_r.size, _CHUNK):  # bounded temporaries: at most _CHUNK values at a time
-        r = np.asarray(flat_r[lo:lo + _CHUNK], dtype=work)
-        diff = np.abs(np.subtract(np.asarray(flat_c[lo:lo + _CHUNK], dtype=work), r))
+        r = np.asarray(flat_r[lo : lo + _CHUNK], dtype=work)
+        diff = np.abs(np.subtract(np.asarray(flat_c[lo : lo + _CHUNK], dtype=work), r))
         if not math.isfinite(float(diff.max())):
             ok = np.isfinite(r)
             bad += int(np.count_nonzero(ok & ~np.isfinite(diff)))
@@ -156,8 +155,15 @@ def compare_arrays(ref: np.ndarray, cand: np.ndarray, tolerance: float, rel_floo
     if bad:
         max_abs = mean_abs = max_rel = math.inf
     eps = dtype_eps(ref.dtype)
-    return ErrorStats(max_abs=max_abs, mean_abs=mean_abs, max_rel=max_rel, ulp=max_abs / (eps * _scale(scale)),
-                      tolerance=tolerance, passed=bad == 0 and max_abs <= tolerance, nonfinite=bad)
+    return ErrorStats(
+        max_abs=max_abs,
+        mean_abs=mean_abs,
+        max_rel=max_rel,
+        ulp=max_abs / (eps * _scale(scale)),
+        tolerance=tolerance,
+        passed=bad == 0 and max_abs <= tolerance,
+        nonfinite=bad,
+    )
 
 
 def _scale(scale: float) -> float:

@@ -51,8 +51,9 @@ class _Recorder(TorchFunctionMode):
         super().__init__()
         self.calls: deque[tuple[Any, tuple[Any, ...], dict[str, Any], torch.Tensor]] = deque(maxlen=16)
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
-                           kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and getattr(func, "__name__", "") not in _VIEWS:
@@ -78,14 +79,16 @@ def load_factory(spec: str) -> Any:
         try:
             module_spec.loader.exec_module(module)
         except Exception as exc:
-            raise RepliscopeError(f"torch candidate '{spec}': importing {file} failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            raise RepliscopeError(
+                f"torch candidate '{spec}': importing {file} failed: {type(exc).__name__}: {exc}"
+            ) from exc
     else:
         try:
             module = importlib.import_module(target)
         except Exception as exc:
-            raise RepliscopeError(f"torch candidate '{spec}': importing '{target}' failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            raise RepliscopeError(
+                f"torch candidate '{spec}': importing '{target}' failed: {type(exc).__name__}: {exc}"
+            ) from exc
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -105,8 +108,9 @@ class TorchCandidate(NamedCandidate):
     def __init__(self, module: torch.nn.Module, source: str = "") -> None:
         super().__init__()
         if not isinstance(module, torch.nn.Module):
-            raise RepliscopeError(f"torch candidate {source}: the factory returned {type(module).__name__}, "
-                                  "not a torch.nn.Module")
+            raise RepliscopeError(
+                f"torch candidate {source}: the factory returned {type(module).__name__}, not a torch.nn.Module"
+            )
         self.observed = TorchReference(module, name="torch candidate")
         self.module = self.observed.module
         self.source = source
@@ -125,8 +129,7 @@ class TorchCandidate(NamedCandidate):
         try:
             module = factory(reference_module) if takes_reference else factory()
         except Exception as exc:
-            raise RepliscopeError(f"torch candidate '{path}': the factory failed: {type(exc).__name__}: {exc}"
-                                  ) from exc
+            raise RepliscopeError(f"torch candidate '{path}': the factory failed: {type(exc).__name__}: {exc}") from exc
         return cls(module, source=str(path))
 
     def units(self, x: np.ndarray) -> list[UnitInfo]:
@@ -165,8 +168,12 @@ class TorchCandidate(NamedCandidate):
         return [u.name for u in self._units]
 
     def describe(self) -> dict[str, str]:
-        return {"candidate": self.name, "model": type(self.module).__qualname__, "source": self.source,
-                "torch": torch.__version__}
+        return {
+            "candidate": self.name,
+            "model": type(self.module).__qualname__,
+            "source": self.source,
+            "torch": torch.__version__,
+        }
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         if path in self._ops:
@@ -181,8 +188,9 @@ class TorchCandidate(NamedCandidate):
             with torch.inference_mode():
                 out = sub(*args)
         except (RuntimeError, TypeError, ValueError) as exc:
-            raise RepliscopeError(f"torch candidate: module '{path}' failed on the reference inputs: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            raise RepliscopeError(
+                f"torch candidate: module '{path}' failed on the reference inputs: {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(out, torch.Tensor):
             raise RepliscopeError(f"torch candidate: module '{path}' returned {type(out).__name__}, not a tensor")
         return out.detach().cpu().numpy()
@@ -205,8 +213,9 @@ class TorchCandidate(NamedCandidate):
             with torch.inference_mode():
                 out = func(*[swap(a) for a in args], **{k: swap(v) for k, v in kwargs.items()})
         except (RuntimeError, TypeError, ValueError) as exc:
-            raise RepliscopeError(f"torch candidate: replaying op '{path}' on the reference inputs failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            raise RepliscopeError(
+                f"torch candidate: replaying op '{path}' on the reference inputs failed: {type(exc).__name__}: {exc}"
+            ) from exc
         return out.detach().cpu().numpy()
 
     def output(self, x: np.ndarray) -> np.ndarray | None:

@@ -64,8 +64,9 @@ class Plan:
     """The measurements behind a calibrated plan (``t_prep_ms``, ``t_infer_ms_by_batch``, ``trials``, ...)."""
 
     def loop_options(self, fail_fast: bool) -> LoopOptions:
-        return LoopOptions(batch_size=self.batch_size, prep_workers=self.workers, schedule=self.schedule,
-                           fail_fast=fail_fast)
+        return LoopOptions(
+            batch_size=self.batch_size, prep_workers=self.workers, schedule=self.schedule, fail_fast=fail_fast
+        )
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,17 +75,27 @@ class Plan:
 FALLBACK_BATCH = 8
 
 
-def fallback_plan(cores: int, why: str, batch_size: int | None = None, threads: int | None = None,
-                  schedule: str | None = None) -> Plan:
+def fallback_plan(
+    cores: int, why: str, batch_size: int | None = None, threads: int | None = None, schedule: str | None = None
+) -> Plan:
     """``data_parallel``, a one-thread runner per core, batch :data:`FALLBACK_BATCH`; given values are kept."""
     chosen: Schedule = "pipelined" if schedule == "pipelined" else "data_parallel"
     t = threads or 1
     return Plan(chosen, batch_size or FALLBACK_BATCH, _workers(chosen, cores, t), t, f"fallback: {why}")
 
 
-def plan_run(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...],
-             *, batch_size: int | None, threads: int | None, schedule: str | None,
-             cache_dir: Path, cores: int | None = None) -> Plan:
+def plan_run(
+    runner: Runner,
+    pipeline: Pipeline,
+    samples: Sequence[Sample],
+    expected_shape: tuple[int, ...],
+    *,
+    batch_size: int | None,
+    threads: int | None,
+    schedule: str | None,
+    cache_dir: Path,
+    cores: int | None = None,
+) -> Plan:
     """The plan of a run: the user's values where given, the rest from the (cached) calibration."""
     cores = cores or usable_cores()
     if schedule is not None and schedule not in SCHEDULES:
@@ -98,11 +109,24 @@ def plan_run(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], expe
     if cached is not None:
         return replace(cached, source="calibrated (cached)")
     if len(samples) < MIN_SAMPLES_TO_CALIBRATE:
-        return fallback_plan(cores, f"{len(samples)} samples are fewer than {MIN_SAMPLES_TO_CALIBRATE}, too few "
-                                    "to pay for a calibration (none cached for this model, runtime and machine)",
-                             batch_size, threads, schedule)
-    plan = calibrate(runner, pipeline, samples, expected_shape, cores=cores, batch_size=batch_size,
-                     threads=threads, schedule=schedule)
+        return fallback_plan(
+            cores,
+            f"{len(samples)} samples are fewer than {MIN_SAMPLES_TO_CALIBRATE}, too few "
+            "to pay for a calibration (none cached for this model, runtime and machine)",
+            batch_size,
+            threads,
+            schedule,
+        )
+    plan = calibrate(
+        runner,
+        pipeline,
+        samples,
+        expected_shape,
+        cores=cores,
+        batch_size=batch_size,
+        threads=threads,
+        schedule=schedule,
+    )
     if plan.source != "calibrated":  # a fallback depends on this dataset: never cached
         return plan
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,16 +142,30 @@ def _workers(schedule: str, cores: int, threads: int) -> int:
     return max(1, cores // threads) if schedule == "data_parallel" else cores
 
 
-def calibration_key(runner: Runner, pipeline: Pipeline, expected_shape: tuple[int, ...], cores: int,
-                    batch_size: int | None, threads: int | None, schedule: str | None) -> str:
+def calibration_key(
+    runner: Runner,
+    pipeline: Pipeline,
+    expected_shape: tuple[int, ...],
+    cores: int,
+    batch_size: int | None,
+    threads: int | None,
+    schedule: str | None,
+) -> str:
     """24 hex digits over everything a calibration depends on (see the module docstring)."""
     framework, version = runner.framework()
     payload = {
-        "runtime": runner.name, "framework": framework, "framework_version": version,
-        "model_sha256": runner.artifact.sha256, "notes_precision": runner.notes.get("precision"),
-        "input_shape": list(expected_shape), "input_dtype": runner.artifact.input_dtype,
-        "preprocess": pipeline.describe()["preprocess"], "cpu": cpu_model(), "cores": cores,
-        "repliscope": repliscope.__version__, "fixed": [batch_size, threads, schedule],
+        "runtime": runner.name,
+        "framework": framework,
+        "framework_version": version,
+        "model_sha256": runner.artifact.sha256,
+        "notes_precision": runner.notes.get("precision"),
+        "input_shape": list(expected_shape),
+        "input_dtype": runner.artifact.input_dtype,
+        "preprocess": pipeline.describe()["preprocess"],
+        "cpu": cpu_model(),
+        "cores": cores,
+        "repliscope": repliscope.__version__,
+        "fixed": [batch_size, threads, schedule],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
@@ -140,16 +178,29 @@ def _read_cached(path: Path) -> Plan | None:
         return None
 
 
-def calibrate(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...], *,
-              cores: int, batch_size: int | None = None, threads: int | None = None,
-              schedule: str | None = None) -> Plan:
+def calibrate(
+    runner: Runner,
+    pipeline: Pipeline,
+    samples: Sequence[Sample],
+    expected_shape: tuple[int, ...],
+    *,
+    cores: int,
+    batch_size: int | None = None,
+    threads: int | None = None,
+    schedule: str | None = None,
+) -> Plan:
     """Measure (see the module docstring) and return the fastest plan consistent with the given values."""
     runner.load()  # an ONNX export or model build belongs to the run's load time, not to the calibration
     start = time.perf_counter()
     probe, inputs, t_prep = _probe(pipeline, samples, expected_shape)
     if not probe:
-        return fallback_plan(cores, f"none of the first {PROBE_SAMPLES * 4} samples could be pre-processed",
-                             batch_size, threads, schedule)
+        return fallback_plan(
+            cores,
+            f"none of the first {PROBE_SAMPLES * 4} samples could be pre-processed",
+            batch_size,
+            threads,
+            schedule,
+        )
     one = runner.replica(threads=1)
     one.load()
     costs = {b: _infer_cost(one, inputs, b) for b in ((batch_size,) if batch_size else BATCH_SIZES)}
@@ -157,7 +208,9 @@ def calibrate(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], exp
     batch = min(b for b, c in costs.items() if c <= best * BATCH_TOLERANCE)
     candidates: list[tuple[Schedule, int]] = [
         (sched, threads or (1 if sched == "data_parallel" else cores))
-        for sched in SCHEDULES if schedule in (None, sched)]
+        for sched in SCHEDULES
+        if schedule in (None, sched)
+    ]
     trial_samples = [probe[i % len(probe)] for i in range(max(64, cores * batch * 4))]
     trials: dict[str, float] = {}
     trial_runners = {t: one if t == 1 else runner.replica(threads=t) for _, t in candidates}
@@ -173,14 +226,17 @@ def calibrate(runner: Runner, pipeline: Pipeline, samples: Sequence[Sample], exp
         "t_infer_ms_by_batch": {str(b): round(1000 * c, 3) for b, c in costs.items()},
         "trials_samples_per_second": {k: round(v, 1) for k, v in trials.items()},
         "core_bound_samples_per_second": round(cores / (t_prep + best), 1),
-        "cores": cores, "probe_samples": len(probe), "trial_samples": len(trial_samples),
+        "cores": cores,
+        "probe_samples": len(probe),
+        "trial_samples": len(trial_samples),
         "seconds": round(time.perf_counter() - start, 2),
     }
     return Plan(sched, batch, _workers(sched, cores, t), t, "calibrated", measured)
 
 
-def _probe(pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...]
-           ) -> tuple[list[Sample], list[np.ndarray], float]:
+def _probe(
+    pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...]
+) -> tuple[list[Sample], list[np.ndarray], float]:
     """Up to PROBE_SAMPLES samples that pre-process, held in memory; their inputs; t_prep (s/image)."""
     probe: list[Sample] = []
     inputs: list[np.ndarray] = []

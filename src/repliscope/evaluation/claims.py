@@ -19,8 +19,9 @@ def dataset_label(ref: DatasetRef | None) -> str:
     return f"{ref.name}/{ref.split}" if ref is not None else "undeclared"
 
 
-def judge_claim(claim: ClaimSpec, metric: MetricValue | None, evaluated_as: DatasetRef | None,
-                evaluated_name: str, failed: int = 0) -> ClaimVerdict:
+def judge_claim(
+    claim: ClaimSpec, metric: MetricValue | None, evaluated_as: DatasetRef | None, evaluated_name: str, failed: int = 0
+) -> ClaimVerdict:
     """``consistent`` when the claim lies inside the metric's 95 % interval, ``inconsistent`` when outside,
     ``not comparable`` when the evaluated data is not declared to be the claim's dataset and split (the
     numbers are kept, never presented as a reproduction) or the metric could not be computed.
@@ -34,25 +35,44 @@ def judge_claim(claim: ClaimSpec, metric: MetricValue | None, evaluated_as: Data
     def verdict(v: Verdict, reason: str) -> ClaimVerdict:
         if failed:
             reason += f"; {failed} samples failed and are not in n"
-        return ClaimVerdict(metric=claim.metric, claimed=claimed, claim_dataset=dataset_label(claim.dataset),
-                            source=claim.source, measured=metric.value if metric else None,
-                            ci_low=metric.ci_low if metric else None, ci_high=metric.ci_high if metric else None,
-                            evaluated_dataset=evaluated, verdict=v, reason=reason)
+        return ClaimVerdict(
+            metric=claim.metric,
+            claimed=claimed,
+            claim_dataset=dataset_label(claim.dataset),
+            source=claim.source,
+            measured=metric.value if metric else None,
+            ci_low=metric.ci_low if metric else None,
+            ci_high=metric.ci_high if metric else None,
+            evaluated_dataset=evaluated,
+            verdict=v,
+            reason=reason,
+        )
 
     if claim.is_performance:
-        return verdict("not comparable", f"'{claim.metric}' is a performance claim: `repliscope bench` judges it, "
-                                         "an accuracy evaluation does not measure it")
+        return verdict(
+            "not comparable",
+            f"'{claim.metric}' is a performance claim: `repliscope bench` judges it, "
+            "an accuracy evaluation does not measure it",
+        )
     if metric is None:
-        return verdict("not comparable", f"metric '{claim.metric}' could not be computed (no labelled sample "
-                                         "evaluated, or the postprocess keeps fewer predictions than it needs)")
+        return verdict(
+            "not comparable",
+            f"metric '{claim.metric}' could not be computed (no labelled sample "
+            "evaluated, or the postprocess keeps fewer predictions than it needs)",
+        )
     if evaluated_as is None or (evaluated_as.name, evaluated_as.split) != (claim.dataset.name, claim.dataset.split):
-        return verdict("not comparable", f"the claim is about {dataset_label(claim.dataset)}; the evaluated data "
-                                         f"'{evaluated}' is not declared to be that dataset")
+        return verdict(
+            "not comparable",
+            f"the claim is about {dataset_label(claim.dataset)}; the evaluated data "
+            f"'{evaluated}' is not declared to be that dataset",
+        )
     inside = metric.ci_low <= claimed <= metric.ci_high
     return verdict(
         "consistent" if inside else "inconsistent",
-        (f"claimed {claimed:.2%} is {'inside' if inside else 'outside'} the 95 % interval "
-                f"[{metric.ci_low:.2%}, {metric.ci_high:.2%}] of the measured {metric.value:.2%} (n={metric.n})"),
+        (
+            f"claimed {claimed:.2%} is {'inside' if inside else 'outside'} the 95 % interval "
+            f"[{metric.ci_low:.2%}, {metric.ci_high:.2%}] of the measured {metric.value:.2%} (n={metric.n})"
+        ),
     )
 
 
@@ -86,15 +106,25 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
     measured 95 % interval (latency: distribution-free order-statistic interval of the percentile; throughput:
     Student-t interval of the per-query rate), else ``inconsistent``."""
     assert claim.hardware is not None and claim.scenario is not None and claim.batch_size is not None
-    setting = (f"{claim.scenario}, batch {claim.batch_size}, {_threads(claim.hardware.threads)} on "
-               f"{claim.hardware.cpu_model}, {claim.runtime}")
+    setting = (
+        f"{claim.scenario}, batch {claim.batch_size}, {_threads(claim.hardware.threads)} on "
+        f"{claim.hardware.cpu_model}, {claim.runtime}"
+    )
     value = measured.values.get(claim.metric)
 
     def verdict(v: Verdict, reason: str) -> ClaimVerdict:
-        return ClaimVerdict(metric=claim.metric, claimed=claim.value, claim_dataset=setting, source=claim.source,
-                            measured=value[0] if value else None, ci_low=value[1] if value else None,
-                            ci_high=value[2] if value else None, evaluated_dataset=measured.description,
-                            verdict=v, reason=reason)
+        return ClaimVerdict(
+            metric=claim.metric,
+            claimed=claim.value,
+            claim_dataset=setting,
+            source=claim.source,
+            measured=value[0] if value else None,
+            ci_low=value[1] if value else None,
+            ci_high=value[2] if value else None,
+            evaluated_dataset=measured.description,
+            verdict=v,
+            reason=reason,
+        )
 
     differences = []
     if claim.scenario != measured.scenario:
@@ -113,9 +143,13 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
         return verdict("not comparable", f"the {measured.scenario} benchmark does not measure {claim.metric}")
     got, low, high = value
     if low is None or high is None:
-        return verdict("not comparable", f"too few queries for a 95 % interval of {claim.metric} (measured "
-                                         f"{got:.4g}); run longer (--min-queries)")
+        return verdict(
+            "not comparable",
+            f"too few queries for a 95 % interval of {claim.metric} (measured {got:.4g}); run longer (--min-queries)",
+        )
     inside = low <= claim.value <= high
-    return verdict("consistent" if inside else "inconsistent",
-                   f"claimed {claim.value:.4g} is {'inside' if inside else 'outside'} the 95 % interval "
-                   f"[{low:.4g}, {high:.4g}] of the measured {got:.4g}")
+    return verdict(
+        "consistent" if inside else "inconsistent",
+        f"claimed {claim.value:.4g} is {'inside' if inside else 'outside'} the 95 % interval "
+        f"[{low:.4g}, {high:.4g}] of the measured {got:.4g}",
+    )

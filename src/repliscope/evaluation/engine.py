@@ -145,8 +145,9 @@ def shape_error(data: np.ndarray, expected_shape: tuple[int, ...] | None) -> str
     -1, takes any size); None when it can."""
     if expected_shape is None:
         return None
-    if data.ndim != len(expected_shape) or any(w >= 0 and g != w for g, w in zip(data.shape, expected_shape,
-                                                                                strict=True)):
+    if data.ndim != len(expected_shape) or any(
+        w >= 0 and g != w for g, w in zip(data.shape, expected_shape, strict=True)
+    ):
         return f"pre-processed shape {tuple(data.shape)} does not match the model input {expected_shape}"
     return None
 
@@ -156,8 +157,9 @@ def prepare_sample(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int
     return prepare_read(pipeline, read_sample(sample), expected_shape)
 
 
-def read_and_prepare(pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None,
-                     tracer: Tracer | None = None) -> tuple[PreparedItem, str]:
+def read_and_prepare(
+    pipeline: Pipeline, sample: Sample, expected_shape: tuple[int, ...] | None, tracer: Tracer | None = None
+) -> tuple[PreparedItem, str]:
     """:func:`prepare_item` of the sample's bytes plus its fingerprint (sha256 hex of the bytes, or the read
     failure); a ``read`` span and one span per op at trace level ``model`` or deeper."""
     t = current_tracer() if tracer is None else tracer
@@ -166,15 +168,17 @@ def read_and_prepare(pipeline: Pipeline, sample: Sample, expected_shape: tuple[i
     return prepare_item(pipeline, read, expected_shape, t), read.fingerprint
 
 
-def prepare_read(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None,
-                 tracer: Tracer | None = None) -> Prepared:
+def prepare_read(
+    pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None, tracer: Tracer | None = None
+) -> Prepared:
     """Pre-process bytes already read -> (model input without batch axis, None) or (None, failure reason)."""
     data, error, _ = prepare_item(pipeline, read, expected_shape, tracer)
     return data, error
 
 
-def prepare_item(pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None,
-                 tracer: Tracer | None = None) -> PreparedItem:
+def prepare_item(
+    pipeline: Pipeline, read: SampleRead, expected_shape: tuple[int, ...] | None, tracer: Tracer | None = None
+) -> PreparedItem:
     """Pre-process bytes already read -> the model input and the sample's geometry, or the failure reason."""
     if read.data is None:
         return PreparedItem(None, read.error)
@@ -214,7 +218,7 @@ def run_loop(
     infer = BatchInference(pipeline, task or task_of(pipeline), runner)
     start = time.perf_counter()
     result = LoopResult(predictions=[], fingerprints=[], outputs={} if options.keep_outputs else None)
-    batches = [samples[i:i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
+    batches = [samples[i : i + options.batch_size] for i in range(0, len(samples), options.batch_size)]
     shape = warmup_shape(len(batches[0]) if batches else 0, expected_shape) if options.warmup else None
     with ExitStack() as instrumented:
         instrumented.enter_context(tracer.instrument(runner))
@@ -239,9 +243,16 @@ def run_loop(
 Batch = Sequence[Sample]
 
 
-def _pipelined(infer: BatchInference, runner: Runner, batches: list[Batch], options: LoopOptions,
-               expected_shape: tuple[int, ...] | None, result: LoopResult,
-               on_progress: ProgressCallback | None, tracer: Tracer = NO_TRACER) -> None:
+def _pipelined(
+    infer: BatchInference,
+    runner: Runner,
+    batches: list[Batch],
+    options: LoopOptions,
+    expected_shape: tuple[int, ...] | None,
+    result: LoopResult,
+    on_progress: ProgressCallback | None,
+    tracer: Tracer = NO_TRACER,
+) -> None:
     pipeline = infer.pipeline
     with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
         pending: deque[list[Future[tuple[PreparedItem, str]]]] = deque()
@@ -257,16 +268,22 @@ def _pipelined(infer: BatchInference, runner: Runner, batches: list[Batch], opti
             if nxt < len(batches):
                 submit(batches[nxt])
             with tracer.span("batch", "model", index=index, size=len(batch)):
-                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options,
-                                                         tracer)
+                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options, tracer)
             _collect(result, [fp for _, fp in done], predictions, latency, raw)
             if on_progress is not None:
                 on_progress(len(batch))
 
 
-def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[Batch], options: LoopOptions,
-                   expected_shape: tuple[int, ...] | None, result: LoopResult,
-                   on_progress: ProgressCallback | None, tracer: Tracer = NO_TRACER) -> None:
+def _data_parallel(
+    infer: BatchInference,
+    runners: list[Runner],
+    batches: list[Batch],
+    options: LoopOptions,
+    expected_shape: tuple[int, ...] | None,
+    result: LoopResult,
+    on_progress: ProgressCallback | None,
+    tracer: Tracer = NO_TRACER,
+) -> None:
     pipeline = infer.pipeline
     free: SimpleQueue[Runner] = SimpleQueue()
     for r in runners:
@@ -277,8 +294,7 @@ def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[B
         try:
             with tracer.span("batch", "model", index=index, size=len(batch)):
                 done = [read_and_prepare(pipeline, s, expected_shape, tracer) for s in batch]
-                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options,
-                                                         tracer)
+                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options, tracer)
         finally:
             free.put(runner)
         return [fp for _, fp in done], predictions, latency, raw
@@ -286,7 +302,8 @@ def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[B
     in_flight = len(runners) + options.prefetch_batches
     with ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="repliscope-worker") as pool:
         pending: deque[Future[tuple[list[str], list[SamplePrediction], float | None, RawOutputs]]] = deque(
-            pool.submit(work, b, i) for i, b in enumerate(batches[:in_flight]))
+            pool.submit(work, b, i) for i, b in enumerate(batches[:in_flight])
+        )
         try:
             for index, batch in enumerate(batches):
                 fingerprints, predictions, latency, raw = pending.popleft().result()
@@ -300,8 +317,13 @@ def _data_parallel(infer: BatchInference, runners: list[Runner], batches: list[B
                 f.cancel()
 
 
-def _collect(result: LoopResult, fingerprints: list[str], predictions: list[SamplePrediction],
-             latency: float | None, raw: RawOutputs = None) -> None:
+def _collect(
+    result: LoopResult,
+    fingerprints: list[str],
+    predictions: list[SamplePrediction],
+    latency: float | None,
+    raw: RawOutputs = None,
+) -> None:
     assert result.fingerprints is not None
     result.fingerprints.extend(fingerprints)
     result.predictions.extend(predictions)
@@ -354,15 +376,22 @@ class BatchInference:
     def named_outputs(self) -> bool:
         return self.task.name != "image_classification" or len(self.runner.artifact.output_names) > 1
 
-    def run(self, runner: Runner, inputs: np.ndarray,
-            tracer: Tracer = NO_TRACER) -> tuple[np.ndarray | dict[str, np.ndarray], float]:
+    def run(
+        self, runner: Runner, inputs: np.ndarray, tracer: Tracer = NO_TRACER
+    ) -> tuple[np.ndarray | dict[str, np.ndarray], float]:
         """``runner``'s (this one or a replica) raw outputs of one batch (N, ...) and its inference seconds."""
         with tracer.span("inference", "model", batch_size=len(inputs)):
             outputs = runner.infer_outputs(inputs) if self.named_outputs else runner.infer(inputs)
         return outputs, runner.last_inference_seconds
 
-    def records(self, outputs: np.ndarray | dict[str, np.ndarray], geometry: list[Geometry | None],
-                batch: Sequence[Sample], rows: Sequence[int], tracer: Tracer = NO_TRACER) -> list[SamplePrediction]:
+    def records(
+        self,
+        outputs: np.ndarray | dict[str, np.ndarray],
+        geometry: list[Geometry | None],
+        batch: Sequence[Sample],
+        rows: Sequence[int],
+        tracer: Tracer = NO_TRACER,
+    ) -> list[SamplePrediction]:
         """Post-process the outputs of ``batch[rows]`` and record them with the task."""
         preds = self.pipeline.postprocess(outputs, tracer, geometry=geometry)
         return self.task.to_samples(preds, batch, rows)
@@ -374,13 +403,22 @@ def raw_rows(outputs: np.ndarray | dict[str, np.ndarray], n: int) -> list[np.nda
     in output-name order."""
     arrays = [outputs] if isinstance(outputs, np.ndarray) else [np.asarray(outputs[k]) for k in sorted(outputs)]
     batched = [a for a in arrays if a.ndim >= 1 and a.shape[0] == n]
-    return [np.concatenate([a[i].astype(np.float32, copy=False).ravel() for a in batched]) if batched
-            else np.zeros(0, np.float32) for i in range(n)]
+    return [
+        np.concatenate([a[i].astype(np.float32, copy=False).ravel() for a in batched])
+        if batched
+        else np.zeros(0, np.float32)
+        for i in range(n)
+    ]
 
 
-def _infer_batch(infer: BatchInference, runner: Runner, batch: Sequence[Sample], prepared: list[PreparedItem],
-                 options: LoopOptions, tracer: Tracer = NO_TRACER
-                 ) -> tuple[list[SamplePrediction], float | None, RawOutputs]:
+def _infer_batch(
+    infer: BatchInference,
+    runner: Runner,
+    batch: Sequence[Sample],
+    prepared: list[PreparedItem],
+    options: LoopOptions,
+    tracer: Tracer = NO_TRACER,
+) -> tuple[list[SamplePrediction], float | None, RawOutputs]:
     """Infer the prepared samples of one batch -> (one prediction per sample, the runtime's seconds or None
     when every sample of the batch failed, the raw outputs by sample id with ``options.keep_outputs``)."""
     ok = [i for i, p in enumerate(prepared) if p.data is not None]
@@ -395,8 +433,11 @@ def _infer_batch(infer: BatchInference, runner: Runner, batch: Sequence[Sample],
     inputs = np.stack([prepared[i].data for i in ok])  # type: ignore[misc]
     geometry = [prepared[i].geometry for i in ok]
     outputs, seconds = infer.run(runner, inputs, tracer)
-    raw = ({batch[i].id: row for i, row in zip(ok, raw_rows(outputs, len(ok)), strict=True)}
-           if options.keep_outputs else None)
+    raw = (
+        {batch[i].id: row for i, row in zip(ok, raw_rows(outputs, len(ok)), strict=True)}
+        if options.keep_outputs
+        else None
+    )
     for i, record in zip(ok, infer.records(outputs, geometry, batch, ok, tracer), strict=True):
         out[i] = record
     return out, seconds, raw

@@ -19,17 +19,25 @@ from repliscope.evaluation.record import EvaluationRecord, GroundTruth, SampleTr
 def truth_of(sample: Sample) -> SampleTruth:
     """One sample's objects, columnar (an unannotated sample: no rows)."""
     objects = sample.objects or ()
-    return SampleTruth(sample_id=sample.id, image_id=sample.image_id, size_hw=sample.size_hw,
-                       boxes=[[float(v) for v in o.box] for o in objects], classes=[int(o.class_id) for o in objects],
-                       areas=[o.area for o in objects], iscrowd=[bool(o.iscrowd) for o in objects],
-                       ignore=[bool(o.ignore) for o in objects])
+    return SampleTruth(
+        sample_id=sample.id,
+        image_id=sample.image_id,
+        size_hw=sample.size_hw,
+        boxes=[[float(v) for v in o.box] for o in objects],
+        classes=[int(o.class_id) for o in objects],
+        areas=[o.area for o in objects],
+        iscrowd=[bool(o.iscrowd) for o in objects],
+        ignore=[bool(o.ignore) for o in objects],
+    )
 
 
 def ground_truth_of(dataset: Dataset, samples: Sequence[Sample] | None = None) -> GroundTruth:
     """``samples`` (default: every sample of ``dataset``, in order) with ``dataset.categories`` (empty when
     the dataset names none)."""
-    return GroundTruth(categories=dict(dataset.categories or {}),
-                       samples=[truth_of(s) for s in (dataset.samples if samples is None else samples)])
+    return GroundTruth(
+        categories=dict(dataset.categories or {}),
+        samples=[truth_of(s) for s in (dataset.samples if samples is None else samples)],
+    )
 
 
 def _no_pixels(sample_id: str) -> bytes:
@@ -37,8 +45,10 @@ def _no_pixels(sample_id: str) -> bytes:
 
 
 def _objects(t: SampleTruth) -> tuple[BoxAnnotation, ...]:
-    return tuple(BoxAnnotation(box=(b[0], b[1], b[2], b[3]), class_id=c, area=a, iscrowd=crowd, ignore=ign)
-                 for b, c, a, crowd, ign in zip(t.boxes, t.classes, t.areas, t.iscrowd, t.ignore, strict=True))
+    return tuple(
+        BoxAnnotation(box=(b[0], b[1], b[2], b[3]), class_id=c, area=a, iscrowd=crowd, ignore=ign)
+        for b, c, a, crowd, ign in zip(t.boxes, t.classes, t.areas, t.iscrowd, t.ignore, strict=True)
+    )
 
 
 def dataset_of(record: EvaluationRecord) -> Dataset:
@@ -47,11 +57,24 @@ def dataset_of(record: EvaluationRecord) -> Dataset:
     gt = record.ground_truth
     if gt is None:
         raise RepliscopeError(f"run {record.run_id[:12]} ({record.task}) carries no detection ground truth")
-    samples = [Sample(id=t.sample_id, label=None, read=partial(_no_pixels, t.sample_id),
-                      location="stored record", objects=_objects(t), image_id=t.image_id,
-                      size_hw=t.size_hw) for t in gt.samples]
-    return Dataset(name=str(record.dataset.get("name", "")), samples=samples,
-                   license=str(record.dataset.get("license", "")),
-                   label_rule=str(record.dataset.get("label_rule", "")),
-                   origin=f"ground truth stored in run {record.run_id}",
-                   description=str(record.dataset.get("description", "")), categories=dict(gt.categories))
+    samples = [
+        Sample(
+            id=t.sample_id,
+            label=None,
+            read=partial(_no_pixels, t.sample_id),
+            location="stored record",
+            objects=_objects(t),
+            image_id=t.image_id,
+            size_hw=t.size_hw,
+        )
+        for t in gt.samples
+    ]
+    return Dataset(
+        name=str(record.dataset.get("name", "")),
+        samples=samples,
+        license=str(record.dataset.get("license", "")),
+        label_rule=str(record.dataset.get("label_rule", "")),
+        origin=f"ground truth stored in run {record.run_id}",
+        description=str(record.dataset.get("description", "")),
+        categories=dict(gt.categories),
+    )

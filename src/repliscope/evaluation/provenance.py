@@ -54,10 +54,29 @@ def runtime_distributions(runtime: str) -> tuple[str, ...]:
     return DISTRIBUTIONS_OF_RUNTIME.get(runtime, ())
 
 
-_THREADPOOL_KEYS = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer",
-                    "architecture", "filepath")
-_CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
-              "asimd", "sve")
+_THREADPOOL_KEYS = (
+    "user_api",
+    "internal_api",
+    "prefix",
+    "version",
+    "num_threads",
+    "threading_layer",
+    "architecture",
+    "filepath",
+)
+_CPU_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "asimd",
+    "sve",
+)
 """ISA extensions that decide which kernels BLAS / oneDNN / onnxruntime dispatch to."""
 
 

@@ -193,8 +193,9 @@ def result_hash(samples: list[SamplePrediction], prob_decimals: int = 6) -> str:
         payload: list[Any] = [s.sample_id, s.topk_indices, [round(p, prob_decimals) for p in s.topk_probs], s.error]
         if s.detections is not None:  # detection: boxes to 1e-3 px, scores as the probabilities (unchanged
             # for classification records, so their stored hashes stay valid)
-            payload.append([[[round(v, 3) for v in d.box], round(d.score, prob_decimals), d.class_id]
-                            for d in s.detections])
+            payload.append(
+                [[[round(v, 3) for v in d.box], round(d.score, prob_decimals), d.class_id] for d in s.detections]
+            )
         if s.segmentation is not None:  # segmentation: the confusion counts and the predicted masks
             payload.append([s.segmentation.confusion, s.segmentation.void_pixels, s.segmentation.predicted])
         h.update(json.dumps(payload, separators=(",", ":")).encode())

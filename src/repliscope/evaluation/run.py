@@ -28,8 +28,17 @@ from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
 from repliscope.tasks.base import Task, get_task
 
-_FRAMEWORK_DISTRIBUTIONS = ("torch", "onnx", "onnxruntime", "onnxscript", "opencv-python-headless",
-                            "opencv-python", "efficientnet-lite-pytorch", "scipy", "pydantic")
+_FRAMEWORK_DISTRIBUTIONS = (
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "onnxscript",
+    "opencv-python-headless",
+    "opencv-python",
+    "efficientnet-lite-pytorch",
+    "scipy",
+    "pydantic",
+)
 
 
 @dataclass
@@ -82,8 +91,14 @@ def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> Pre
     return PreparedRun(loaded, artifact, Pipeline(pre, post), runner, settings, class_names)
 
 
-def evaluate(prepared: PreparedRun, dataset: Dataset, on_progress: ProgressCallback | None = None,
-             pipeline: Pipeline | None = None, *, outputs: dict[str, np.ndarray] | None = None) -> EvaluationRecord:
+def evaluate(
+    prepared: PreparedRun,
+    dataset: Dataset,
+    on_progress: ProgressCallback | None = None,
+    pipeline: Pipeline | None = None,
+    *,
+    outputs: dict[str, np.ndarray] | None = None,
+) -> EvaluationRecord:
     """Run the loop and assemble the record (metrics, claim verdicts, provenance, result hash). Given a dict as
     ``outputs``, it receives every sample's raw model output (sample id -> float32 1-D array, see
     :attr:`LoopResult.outputs`); the record is the same either way."""
@@ -117,9 +132,11 @@ def check_batch_budget(prepared: PreparedRun, batch_size: int) -> None:
     per_sample = math.prod(d for d in input_shape(prepared) if d is not None and d > 0) * itemsize
     budget = TENSOR_BYTES.value
     if per_sample * batch_size > budget:
-        raise RepliscopeError(f"a batch of {batch_size} inputs of {per_sample:,} bytes each is "
-                              f"{per_sample * batch_size:,} bytes, more than the {budget:,}-byte tensor budget "
-                              f"({TENSOR_BYTES.name}, ${TENSOR_BYTES.env}); use a smaller --batch-size")
+        raise RepliscopeError(
+            f"a batch of {batch_size} inputs of {per_sample:,} bytes each is "
+            f"{per_sample * batch_size:,} bytes, more than the {budget:,}-byte tensor budget "
+            f"({TENSOR_BYTES.name}, ${TENSOR_BYTES.env}); use a smaller --batch-size"
+        )
 
 
 def batch_limit(prepared: PreparedRun) -> int | None:
@@ -135,17 +152,31 @@ def plan_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None 
     s = prepared.settings
     limit = batch_limit(prepared)
     if limit is not None and s.batch_size is not None and s.batch_size > limit:
-        raise RepliscopeError(f"the model takes one image at a time (inputs[0].shape "
-                              f"{list(prepared.artifact.input_shape)}): --batch-size {s.batch_size} is not possible, "
-                              "use --batch-size 1")
+        raise RepliscopeError(
+            f"the model takes one image at a time (inputs[0].shape "
+            f"{list(prepared.artifact.input_shape)}): --batch-size {s.batch_size} is not possible, "
+            "use --batch-size 1"
+        )
     if limit is not None and s.batch_size is None:
         s = replace(s, batch_size=limit)
     if s.threads is not None and s.batch_size is not None and s.schedule is None:
-        return Plan("pipelined", s.batch_size, s.prep_workers or s.threads, s.threads,
-                    "given (--threads and --batch-size without --schedule: pipelined, no calibration)")
-    plan = plan_run(prepared.runner, pipeline or prepared.pipeline, dataset.samples, input_shape(prepared),
-                    batch_size=s.batch_size, threads=s.threads, schedule=s.schedule,
-                    cache_dir=s.cache_dir or default_cache_dir())
+        return Plan(
+            "pipelined",
+            s.batch_size,
+            s.prep_workers or s.threads,
+            s.threads,
+            "given (--threads and --batch-size without --schedule: pipelined, no calibration)",
+        )
+    plan = plan_run(
+        prepared.runner,
+        pipeline or prepared.pipeline,
+        dataset.samples,
+        input_shape(prepared),
+        batch_size=s.batch_size,
+        threads=s.threads,
+        schedule=s.schedule,
+        cache_dir=s.cache_dir or default_cache_dir(),
+    )
     return replace(plan, workers=s.prep_workers) if s.prep_workers else plan
 
 
@@ -165,8 +196,15 @@ def check_dataset(prepared: PreparedRun, dataset: Dataset) -> None:
     prepared.task.check_dataset(dataset, prepared.loaded.manifest.labels.num_classes, prepared.class_names)
 
 
-def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipeline: Pipeline,
-                 options: LoopOptions, runner: Runner | None = None, plan: Plan | None = None) -> EvaluationRecord:
+def build_record(
+    prepared: PreparedRun,
+    dataset: Dataset,
+    loop: LoopResult,
+    pipeline: Pipeline,
+    options: LoopOptions,
+    runner: Runner | None = None,
+    plan: Plan | None = None,
+) -> EvaluationRecord:
     """Assemble the record of one loop; ``runner`` (default: the prepared one) is what actually ran."""
     s = prepared.settings
     runner = runner or prepared.runner
@@ -176,34 +214,57 @@ def build_record(prepared: PreparedRun, dataset: Dataset, loop: LoopResult, pipe
     metrics, per_class = task.evaluate(loop.predictions, scored)
     by_name = {m.name: m for m in metrics}
     failed = sum(1 for p in loop.predictions if p.error is not None)
-    claims = [judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed)
-              for c in loaded.manifest.claims]
+    claims = [
+        judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed) for c in loaded.manifest.claims
+    ]
     evaluated = len(loop.predictions) - failed
     return EvaluationRecord(
         run_id=uuid.uuid4().hex,
         created_at=datetime.now(UTC),
         repliscope_version=repliscope.__version__,
-        manifest=ManifestInfo(name=loaded.manifest.name, version=loaded.manifest.version,
-                              path=str(loaded.path), sha256=loaded.sha256, text=loaded.text),
+        manifest=ManifestInfo(
+            name=loaded.manifest.name,
+            version=loaded.manifest.version,
+            path=str(loaded.path),
+            sha256=loaded.sha256,
+            text=loaded.text,
+        ),
         pipeline=pipeline.describe(),
-        runtime={**runner.info(), "model_sha256": prepared.artifact.sha256,
-                 "model_origin": prepared.artifact.origin},
+        runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
         software=software_stack(_FRAMEWORK_DISTRIBUTIONS + runtime_distributions(runner.name)),
         hardware=hardware(runner.threads),
-        dataset={**dataset.describe(loop.fingerprints), **coverage,  # identity of what the loop read
-                 "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None},
-        options={"batch_size": options.batch_size, "threads": runner.threads, "prep_workers": options.prep_workers,
-                 "prefetch_batches": options.prefetch_batches, "fail_fast": options.fail_fast,
-                 "warmup": options.warmup, "schedule": options.schedule,
-                 "plan": plan.describe() if plan is not None else None},
+        dataset={
+            **dataset.describe(loop.fingerprints),
+            **coverage,  # identity of what the loop read
+            "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None,
+        },
+        options={
+            "batch_size": options.batch_size,
+            "threads": runner.threads,
+            "prep_workers": options.prep_workers,
+            "prefetch_batches": options.prefetch_batches,
+            "fail_fast": options.fail_fast,
+            "warmup": options.warmup,
+            "schedule": options.schedule,
+            "plan": plan.describe() if plan is not None else None,
+        },
         metrics=metrics,
         claims=claims,
-        counts={"total": len(loop.predictions), "evaluated": evaluated, "failed": failed,
-                "labelled": sum(1 for p in loop.predictions if p.label is not None)},
-        timings=Timings(total_seconds=loop.total_seconds, inference_seconds=loop.inference_seconds,
-                        batch_latencies_seconds=loop.batch_latencies, load_seconds=loop.load_seconds,
-                        warmup_seconds=loop.warmup_seconds, loop_seconds=loop.loop_seconds,
-                        throughput_samples_per_second=evaluated / loop.loop_seconds if loop.loop_seconds else 0.0),
+        counts={
+            "total": len(loop.predictions),
+            "evaluated": evaluated,
+            "failed": failed,
+            "labelled": sum(1 for p in loop.predictions if p.label is not None),
+        },
+        timings=Timings(
+            total_seconds=loop.total_seconds,
+            inference_seconds=loop.inference_seconds,
+            batch_latencies_seconds=loop.batch_latencies,
+            load_seconds=loop.load_seconds,
+            warmup_seconds=loop.warmup_seconds,
+            loop_seconds=loop.loop_seconds,
+            throughput_samples_per_second=evaluated / loop.loop_seconds if loop.loop_seconds else 0.0,
+        ),
         samples=loop.predictions,
         result_hash=result_hash(loop.predictions),
         task=task.name,

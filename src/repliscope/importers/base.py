@@ -52,8 +52,11 @@ class ImportResult:
     source: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"manifest": self.manifest, "warnings": [asdict(w) for w in self.warnings],
-                "source": str(self.source) if self.source else None}
+        return {
+            "manifest": self.manifest,
+            "warnings": [asdict(w) for w in self.warnings],
+            "source": str(self.source) if self.source else None,
+        }
 
     def to_yaml(self) -> str:
         """The manifest as YAML, headed by one comment line per warning (``# WARNING code field: message``)."""
@@ -65,8 +68,12 @@ class ImportResult:
 
 def imported_from(format_name: str, path: Path, reproduces: str | None = None) -> dict[str, Any]:
     """The ``provenance`` block of an imported manifest (``reproduces``: e.g. ``timm==1.0.31``)."""
-    block = {"format": format_name, "file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-             "importer_version": repliscope.__version__}
+    block = {
+        "format": format_name,
+        "file": str(path),
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "importer_version": repliscope.__version__,
+    }
     return {"imported_from": {**block, "reproduces": reproduces} if reproduces else block}
 
 

@@ -33,8 +33,9 @@ def import_one(format_name: str, path: Path, options: dict[str, Any] | None = No
     result = importer.translate(path)
     problems = offline_problems(result)
     if problems:
-        raise RepliscopeError(f"{path}: the translation does not validate (an importer bug, please report it):\n"
-                              + "\n".join(problems))
+        raise RepliscopeError(
+            f"{path}: the translation does not validate (an importer bug, please report it):\n" + "\n".join(problems)
+        )
     return result
 
 
@@ -63,14 +64,16 @@ class FolderRow:
         return {**asdict(self), "warnings": [asdict(w) for w in self.warnings]}
 
 
-def import_folder(format_name: str, folder: Path, out_dir: Path,
-                  options: dict[str, Any] | None = None) -> list[FolderRow]:
+def import_folder(
+    format_name: str, folder: Path, out_dir: Path, options: dict[str, Any] | None = None
+) -> list[FolderRow]:
     """Every file under ``folder`` matching the importer's patterns -> ``out_dir/<relative path>.yaml``."""
     importer = make_importer(format_name, options)
     if not out_dir.parent.is_dir():
         raise RepliscopeError(f"--out-dir {out_dir}: the folder {out_dir.parent} does not exist")
-    files = sorted(p for p in folder.rglob("*") if p.is_file()
-                   and any(fnmatch.fnmatch(p.name, pat) for pat in importer.patterns))
+    files = sorted(
+        p for p in folder.rglob("*") if p.is_file() and any(fnmatch.fnmatch(p.name, pat) for pat in importer.patterns)
+    )
     if not files:
         raise RepliscopeError(f"no {format_name} files ({', '.join(importer.patterns)}) under {folder}")
     rows = []
@@ -79,14 +82,21 @@ def import_folder(format_name: str, folder: Path, out_dir: Path,
         try:
             result = import_one(format_name, f, options)
         except RepliscopeError as exc:
-            rows.append(FolderRow(str(rel), "refused", str(exc).splitlines()[0],
-                                  reason=getattr(exc, "reason", "invalid")))
+            rows.append(
+                FolderRow(str(rel), "refused", str(exc).splitlines()[0], reason=getattr(exc, "reason", "invalid"))
+            )
             continue
         target = out_dir / rel.with_suffix(".yaml")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(result.to_yaml(), encoding="utf-8")
-        rows.append(FolderRow(str(rel), "with warnings" if result.warnings else "translated",
-                              ", ".join(sorted({w.code for w in result.warnings})), result.warnings))
+        rows.append(
+            FolderRow(
+                str(rel),
+                "with warnings" if result.warnings else "translated",
+                ", ".join(sorted({w.code for w in result.warnings})),
+                result.warnings,
+            )
+        )
     return rows
 
 
@@ -98,4 +108,5 @@ def coverage(rows: list[FolderRow]) -> list[tuple[str, int]]:
         if r.outcome == "refused":
             refused[r.reason] = refused.get(r.reason, 0) + 1
     return [(k, n) for k, n in translated if n] + [
-        (f"refused: {k}", n) for k, n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))]
+        (f"refused: {k}", n) for k, n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]

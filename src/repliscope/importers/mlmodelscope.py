@@ -66,23 +66,34 @@ PLACEHOLDER_SHA256 = "0" * 64
 """Written where only an MD5 (or nothing) is known: it never matches a file, so evaluate refuses until the real
 sha256 is filled in (``sha256sum FILE`` after checking the MD5 with ``md5sum FILE``)."""
 
-_RUNNABLE = {"onnxruntime": ("onnx", ".onnx", "onnx"), "onnx": ("onnx", ".onnx", "onnx"),
-             "tensorflow": ("tensorflow", ".pb", "tf_frozen_graph")}
+_RUNNABLE = {
+    "onnxruntime": ("onnx", ".onnx", "onnx"),
+    "onnx": ("onnx", ".onnx", "onnx"),
+    "tensorflow": ("tensorflow", ".pb", "tf_frozen_graph"),
+}
 """MLModelScope framework -> (repliscope framework, graph file suffix, source format) for the files repliscope runs."""
-_TASKS = {"classification": "image_classification", "feature": "image_classification",
-          "boundingbox": "object_detection"}
+_TASKS = {
+    "classification": "image_classification",
+    "feature": "image_classification",
+    "boundingbox": "object_detection",
+}
 """MLModelScope output.type -> repliscope task. ``feature`` is the word of the Caffe2, CNTK and TensorRT agents
 (and of some Caffe / TensorFlow manifests) for the same thing: the classifier's probability vector, named by the
 ``features_url`` synset file (rai-project/caffe2 and cntk ``predict/predict.go`` ``ReadPredictedFeatures`` ->
 ``CreatePredictedFeatures(output, labels)``; rai-project/tensorrt ``image_classification_predictor.go``)."""
 _REFUSED_OUTPUTS = {
-    "semanticsegment": ("semantic_segmentation", "a per-pixel class map (DeepLab, FCN); not translated: the "
-                        "agents' semantic segmentation predictors (how the class-id map of masks_layer "
-                        "SemanticPredictions is mapped back onto the image) were not read; repliscope's "
-                        "semantic_segmentation task takes such a map (output kind mask_labels), write the "
-                        "manifest by hand"),
-    "instancesegment": ("instance_segmentation", "boxes with per-instance masks (Mask R-CNN); repliscope has no "
-                        "instance segmentation task"),
+    "semanticsegment": (
+        "semantic_segmentation",
+        "a per-pixel class map (DeepLab, FCN); not translated: the "
+        "agents' semantic segmentation predictors (how the class-id map of masks_layer "
+        "SemanticPredictions is mapped back onto the image) were not read; repliscope's "
+        "semantic_segmentation task takes such a map (output kind mask_labels), write the "
+        "manifest by hand",
+    ),
+    "instancesegment": (
+        "instance_segmentation",
+        "boxes with per-instance masks (Mask R-CNN); repliscope has no instance segmentation task",
+    ),
     "image": ("image_output", "an image (super-resolution, enhancement); repliscope has no image-to-image task"),
     "coordinates": ("coordinates_output", "keypoint coordinates (pose estimation); repliscope has no keypoint task"),
 }
@@ -90,12 +101,18 @@ _REFUSED_OUTPUTS = {
 _AGENT_PREPROCESS: dict[str, dict[str, Any]] = {
     # rai-project/caffe2 @ affcf57 predict/predict.go GetPreprocessOptions: ColorMode: types.BGRMode,
     # Layout: image.CHWLayout, whatever the manifest says
-    "caffe2": {"forced": {"color_mode": "BGR", "layout": "CHW"}, "defaults": {},
-               "pins": "dlframework @ b2c3d91, image @ 2817c3d (Gopkg.lock)"},
+    "caffe2": {
+        "forced": {"color_mode": "BGR", "layout": "CHW"},
+        "defaults": {},
+        "pins": "dlframework @ b2c3d91, image @ 2817c3d (Gopkg.lock)",
+    },
     # rai-project/cntk @ ced8368 predict/predict.go: ColorMode: p.GetColorMode(types.BGRMode),
     # Layout: p.GetLayout(image.HWCLayout): the manifest's value, else BGR / HWC
-    "cntk": {"forced": {}, "defaults": {"color_mode": "BGR"},
-             "pins": "dlframework @ 0bf83e3, image @ 1711f35 (Gopkg.lock)"},
+    "cntk": {
+        "forced": {},
+        "defaults": {"color_mode": "BGR"},
+        "pins": "dlframework @ 0bf83e3, image @ 1711f35 (Gopkg.lock)",
+    },
 }
 """Agents whose predictor builds its own PreprocessOptions (read from their sources) instead of dlframework's."""
 
@@ -115,8 +132,10 @@ class MLModelScopeImporter(Importer):
                 raise
             raise ConfigImportError(f"{path}: {exc}", exc.reason) from None
         except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:  # a field of the wrong type
-            raise ConfigImportError(f"{path}: a field has an unexpected structure ({type(exc).__name__}: {exc}); "
-                                    "expected MLModelScope's ModelManifest layout (registry.proto)") from exc
+            raise ConfigImportError(
+                f"{path}: a field has an unexpected structure ({type(exc).__name__}: {exc}); "
+                "expected MLModelScope's ModelManifest layout (registry.proto)"
+            ) from exc
 
     def _translate(self, path: Path) -> ImportResult:
         ctx = Ctx(path)
@@ -129,11 +148,16 @@ class MLModelScopeImporter(Importer):
         task = _TASKS.get(out_type)
         if task is None:
             reason, what = _REFUSED_OUTPUTS.get(out_type, ("other_output", "an output with no repliscope task"))
-            raise ctx.fail("output.type", f"{out_type or '(missing)'!r} is {what} (allowed: "
-                           f"{', '.join(_TASKS)})", reason)
+            raise ctx.fail(
+                "output.type", f"{out_type or '(missing)'!r} is {what} (allowed: {', '.join(_TASKS)})", reason
+            )
         if out_type == "feature":
-            ctx.warn("feature_output", "output.type", "'feature': the agent's classifier output (probabilities "
-                     "named by features_url, sorted top-k); translated as image_classification")
+            ctx.warn(
+                "feature_output",
+                "output.type",
+                "'feature': the agent's classifier output (probabilities "
+                "named by features_url, sorted top-k); translated as image_classification",
+            )
         detection = task == "object_detection"
         fw_name = str((data.get("framework") or {}).get("name") or "").strip()
         framework, source = _framework_and_source(ctx, data)
@@ -177,8 +201,12 @@ def _check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
             if str(k) not in allowed:
                 close = difflib.get_close_matches(str(k), sorted(allowed), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                ctx.warn("unknown_key", f"{prefix}{k}", f"'{k}' is read by no MLModelScope struct{hint}; ignored "
-                         f"as MLModelScope ignored it (known: {', '.join(sorted(allowed))})")
+                ctx.warn(
+                    "unknown_key",
+                    f"{prefix}{k}",
+                    f"'{k}' is read by no MLModelScope struct{hint}; ignored "
+                    f"as MLModelScope ignored it (known: {', '.join(sorted(allowed))})",
+                )
 
     unknown(data, TOP_KEYS, "")
     for key, allowed in (("framework", FRAMEWORK_KEYS), ("model", MODEL_KEYS), ("output", TYPE_KEYS)):
@@ -192,19 +220,28 @@ def _check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
     if isinstance(out, dict):
         unknown(out.get("parameters") or {}, OUTPUT_PARAMS, "output.parameters.")
     if data.get("container"):
-        images = sorted({str(v) for arch in (data["container"] or {}).values() if isinstance(arch, dict)
-                         for v in arch.values()})
-        ctx.warn("container_image", "container", f"container images {', '.join(images)} are not used: repliscope "
-                 "runs the model in the local Python environment (framework versions are checked instead)")
+        images = sorted(
+            {str(v) for arch in (data["container"] or {}).values() if isinstance(arch, dict) for v in arch.values()}
+        )
+        ctx.warn(
+            "container_image",
+            "container",
+            f"container images {', '.join(images)} are not used: repliscope "
+            "runs the model in the local Python environment (framework versions are checked instead)",
+        )
 
 
 def _hooks(ctx: Ctx, data: dict[str, Any]) -> None:
     for key in HOOK_KEYS:
         if data.get(key):
             lines = len(str(data[key]).splitlines())
-            ctx.warn("python_hook", key, f"an embedded Python hook ({lines} lines) that MLModelScope's "
-                     "predict_general step runs in-process; it was NOT executed and is NOT translated: check "
-                     "what it does by reading it and express it with repliscope ops")
+            ctx.warn(
+                "python_hook",
+                key,
+                f"an embedded Python hook ({lines} lines) that MLModelScope's "
+                "predict_general step runs in-process; it was NOT executed and is NOT translated: check "
+                "what it does by reading it and express it with repliscope ops",
+            )
 
 
 def _name(ctx: Ctx, data: dict[str, Any]) -> str:
@@ -246,11 +283,18 @@ def _image_input(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
     first = inputs[0] if isinstance(inputs[0], dict) else {}
     kind = str(first.get("type", "")).strip().lower()
     if kind != "image":
-        raise ctx.fail("inputs[0].type", f"{kind or '(missing)'!r} is not supported (allowed: image); "
-                       "MLModelScope's image steps only run for image inputs", "non_image_input")
+        raise ctx.fail(
+            "inputs[0].type",
+            f"{kind or '(missing)'!r} is not supported (allowed: image); "
+            "MLModelScope's image steps only run for image inputs",
+            "non_image_input",
+        )
     if len(inputs) > 1:
-        raise ctx.fail("inputs", f"{len(inputs)} inputs; the image predictor reads inputs[0] only and repliscope "
-                       "models take one input", "non_image_input")
+        raise ctx.fail(
+            "inputs",
+            f"{len(inputs)} inputs; the image predictor reads inputs[0] only and repliscope models take one input",
+            "non_image_input",
+        )
     return {"params": first.get("parameters") or {}}
 
 
@@ -264,17 +308,29 @@ def _agent_preprocess(ctx: Ctx, inp: dict[str, Any], fw_name: str) -> None:
     for key, value in rules["forced"].items():
         given = f"{params[key]!r} is ignored" if key in params else "absent"
         if key not in params or str(params[key]).upper() != value:
-            ctx.warn("agent_overrides", f"{f}.{key}", f"{given}: the {fw_name} agent always uses {value} (its "
-                     f"predict.go GetPreprocessOptions), whatever the manifest says; translated as {value}")
+            ctx.warn(
+                "agent_overrides",
+                f"{f}.{key}",
+                f"{given}: the {fw_name} agent always uses {value} (its "
+                f"predict.go GetPreprocessOptions), whatever the manifest says; translated as {value}",
+            )
         params[key] = value
     for key, value in rules["defaults"].items():
         if key not in params:
-            ctx.warn("agent_overrides", f"{f}.{key}", f"absent: the {fw_name} agent's own default {value} is used "
-                     "(its predict.go GetPreprocessOptions), not dlframework's")
+            ctx.warn(
+                "agent_overrides",
+                f"{f}.{key}",
+                f"absent: the {fw_name} agent's own default {value} is used "
+                "(its predict.go GetPreprocessOptions), not dlframework's",
+            )
             params[key] = value
-    ctx.warn("agent_steps_unverified", "framework.name", f"the {fw_name} agent pins {rules['pins']}, older than "
-             "the dlframework/image the translation reproduces (4aaa12c / 407d61a); their preprocess_image.go and "
-             "read_image.go were not compared line by line: check a few tensors before trusting a comparison")
+    ctx.warn(
+        "agent_steps_unverified",
+        "framework.name",
+        f"the {fw_name} agent pins {rules['pins']}, older than "
+        "the dlframework/image the translation reproduces (4aaa12c / 407d61a); their preprocess_image.go and "
+        "read_image.go were not compared line by line: check a few tensors before trusting a comparison",
+    )
     inp["params"] = params
 
 
@@ -287,19 +343,24 @@ def _dims(ctx: Ctx, params: dict[str, Any]) -> list[int] | None:
     if len(dims) == 1:
         dims = [3, dims[0], dims[0]]
     if len(dims) != 3:
-        raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: expected [C, H, W] or [S] "
-                       "(GetInputDimensions refuses other lengths; do not put the batch size in)")
+        raise ctx.fail(
+            "inputs[0].parameters.dimensions",
+            f"{dims}: expected [C, H, W] or [S] "
+            "(GetInputDimensions refuses other lengths; do not put the batch size in)",
+        )
     if dims[0] != 3:
-        raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: {dims[0]} channels; the image steps "
-                       "always produce 3")
+        raise ctx.fail(
+            "inputs[0].parameters.dimensions", f"{dims}: {dims[0]} channels; the image steps always produce 3"
+        )
     if dims[1] < 1 or dims[2] < 1:
         raise ctx.fail("inputs[0].parameters.dimensions", f"{dims}: height and width must be positive")
     check_image_size(dims[1], dims[2], f"{ctx.path}: inputs[0].parameters.dimensions")
     return dims
 
 
-def _pipeline(ctx: Ctx, inp: dict[str, Any], detection: bool
-              ) -> tuple[list[dict[str, Any]], list[int], str, str, tuple[int, int] | None]:
+def _pipeline(
+    ctx: Ctx, inp: dict[str, Any], detection: bool
+) -> tuple[list[dict[str, Any]], list[int], str, str, tuple[int, int] | None]:
     """(pre ops, input shape, layout, input dtype, fixed (H, W) or None when the size depends on the image)."""
     p = inp["params"]
     f = "inputs[0].parameters"
@@ -318,8 +379,12 @@ def _pipeline(ctx: Ctx, inp: dict[str, Any], detection: bool
         raise ctx.fail(f"{f}.layout", f"{layout!r} (allowed: CHW, HWC)")
     for key in ("crop_method", "crop_ratio"):
         if key in p:
-            ctx.warn("crop_ignored", f"{f}.{key}", f"{key} is parsed into PreprocessOptions but no pipeline wires "
-                     "steps.NewCropImage: MLModelScope never cropped, so neither does the translation")
+            ctx.warn(
+                "crop_ignored",
+                f"{f}.{key}",
+                f"{key} is parsed into PreprocessOptions but no pipeline wires "
+                "steps.NewCropImage: MLModelScope never cropped, so neither does the translation",
+            )
     dims = _dims(ctx, p)
     ops, fixed_hw = read_ops(ctx, p, f, mode, dims, fixed_size=not detection)
     mean = triple(p.get("mean"), f"{f}.mean", 0.0)
@@ -330,18 +395,25 @@ def _pipeline(ctx: Ctx, inp: dict[str, Any], detection: bool
     if any(s == 0 for s in scale):
         raise ctx.fail(f"{f}.scale", f"{scale}: a zero divisor (preprocess_image.go divides by scale)")
     if elem == "uint8" and (any(m != 0 for m in mean) or any(s != 1 for s in scale)):
-        raise ctx.fail(f"{f}.element_type", "'uint8' with a mean or scale: preprocess_image.go casts the "
-                       "normalised float32 values with Go's uint8(f) (truncating, undefined out of range); only "
-                       "mean 0 and scale 1 (the pixels themselves) are reproducible (allowed: float32, or uint8 "
-                       "without mean/scale)")
+        raise ctx.fail(
+            f"{f}.element_type",
+            "'uint8' with a mean or scale: preprocess_image.go casts the "
+            "normalised float32 values with Go's uint8(f) (truncating, undefined out of range); only "
+            "mean 0 and scale 1 (the pixels themselves) are reproducible (allowed: float32, or uint8 "
+            "without mean/scale)",
+        )
     _units(ctx, f, mean, scale)
     if mode == "BGR" and len(set(mean)) > 1:
         looks = "RGB-ordered (red first)" if mean[0] > mean[2] else "BGR-ordered (blue first)"
-        ctx.warn("bgr_mean_order", f"{f}.mean", f"color_mode BGR with mean {_fmt(mean)}, which looks {looks}; "
-                 "preprocess_image.go indexes mean/scale R,G,B in both modes, so MLModelScope subtracted "
-                 f"{_fmt(mean[2])} from blue, {_fmt(mean[1])} from green, {_fmt(mean[0])} from red; the "
-                 "translation does the same" + ("" if mean[0] > mean[2] else " (probably NOT what the author "
-                                                "meant: Caffe's BGR means are blue first)"))
+        ctx.warn(
+            "bgr_mean_order",
+            f"{f}.mean",
+            f"color_mode BGR with mean {_fmt(mean)}, which looks {looks}; "
+            "preprocess_image.go indexes mean/scale R,G,B in both modes, so MLModelScope subtracted "
+            f"{_fmt(mean[2])} from blue, {_fmt(mean[1])} from green, {_fmt(mean[0])} from red; the "
+            "translation does the same"
+            + ("" if mean[0] > mean[2] else " (probably NOT what the author meant: Caffe's BGR means are blue first)"),
+        )
     order = [2, 1, 0] if mode == "BGR" else [0, 1, 2]
     if elem == "float32":
         ops.append({"op": "to_float", "dtype": "float32"})
@@ -358,11 +430,19 @@ def _pipeline(ctx: Ctx, inp: dict[str, Any], detection: bool
 
 def _units(ctx: Ctx, f: str, mean: list[float], scale: list[float]) -> None:
     if 0 < max(mean) <= 1:
-        ctx.warn("suspicious_units", f"{f}.mean", f"mean {_fmt(mean)} looks like [0, 1] units, but MLModelScope "
-                 "subtracts it from 0-255 pixel values (translated as written)")
+        ctx.warn(
+            "suspicious_units",
+            f"{f}.mean",
+            f"mean {_fmt(mean)} looks like [0, 1] units, but MLModelScope "
+            "subtracts it from 0-255 pixel values (translated as written)",
+        )
     if min(scale) < 1:
-        ctx.warn("suspicious_units", f"{f}.scale", f"scale {_fmt(scale)} < 1 looks like a multiplier, but "
-                 "MLModelScope DIVIDES by scale (translated as a division, as it ran)")
+        ctx.warn(
+            "suspicious_units",
+            f"{f}.scale",
+            f"scale {_fmt(scale)} < 1 looks like a multiplier, but "
+            "MLModelScope DIVIDES by scale (translated as a division, as it ran)",
+        )
 
 
 def _per_channel(vals: list[float]) -> float | list[float]:
@@ -378,8 +458,11 @@ def _fmt(v: float | list[float]) -> str:
 def _https(ctx: Ctx, url: str, field: str) -> str:
     if url.startswith("http://"):
         new = "https://" + url.removeprefix("http://")
-        ctx.warn("http_url", field, f"{url} rewritten to {new}: repliscope downloads over https only "
-                 "(check that the host serves it)")
+        ctx.warn(
+            "http_url",
+            field,
+            f"{url} rewritten to {new}: repliscope downloads over https only (check that the host serves it)",
+        )
         return new
     return url
 
@@ -400,8 +483,12 @@ def _framework_and_source(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, str
     if raw_version:
         first = raw_version.split("||")[0]
         if first != raw_version:
-            ctx.warn("framework_version", "framework.version", f"{raw_version!r} has OR alternatives ('||'); "
-                     f"PEP 440 cannot express them: only {first.strip()!r} is kept")
+            ctx.warn(
+                "framework_version",
+                "framework.version",
+                f"{raw_version!r} has OR alternatives ('||'); "
+                f"PEP 440 cannot express them: only {first.strip()!r} is kept",
+            )
         constraint = pep440_constraint(first, f"{ctx.path}: framework.version")
     model = data.get("model") or {}
     graph = str(model.get("graph_path") or "").strip()
@@ -412,15 +499,23 @@ def _framework_and_source(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, str
         raise ctx.fail("model.graph_path", "missing: no model file to run")
     if archive:
         uri, field, checksum = base, "model.base_url", ""
-        ctx.warn("archive_source", "model.is_archive", f"the model is {graph!r} inside the archive {base}; "
-                 "MLModelScope downloaded and unpacked the archive WITHOUT checking a checksum (graph_checksum "
-                 "is not passed to DownloadInto); extract the file and point source.uri at it")
+        ctx.warn(
+            "archive_source",
+            "model.is_archive",
+            f"the model is {graph!r} inside the archive {base}; "
+            "MLModelScope downloaded and unpacked the archive WITHOUT checking a checksum (graph_checksum "
+            "is not passed to DownloadInto); extract the file and point source.uri at it",
+        )
     else:
         uri, field = _join(base, graph), "model.graph_path"
         checksum = str(model.get("graph_checksum") or "").strip()
     if weights:
-        ctx.warn("two_file_model", "model.weights_path", f"graph {graph!r} and weights {weights!r} are two files; "
-                 "repliscope runs one model file: source.uri names the graph only (convert both to one ONNX file)")
+        ctx.warn(
+            "two_file_model",
+            "model.weights_path",
+            f"graph {graph!r} and weights {weights!r} are two files; "
+            "repliscope runs one model file: source.uri names the graph only (convert both to one ONNX file)",
+        )
     kind = _RUNNABLE.get(fw_name.lower())
     runnable = kind is not None and graph.lower().endswith(kind[1]) and not archive and not weights
     uri = _https(ctx, uri, field) if "://" in uri else uri
@@ -428,18 +523,30 @@ def _framework_and_source(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, str
     if runnable and kind is not None:
         framework = {"name": kind[0], "version": constraint}
         if fw_name.lower() == "onnxruntime":
-            ctx.warn("framework_version", "framework.version", f"MLModelScope's constraint {raw_version!r} is on "
-                     f"ONNX Runtime; repliscope's framework 'onnx' checks the onnx package against {constraint!r}")
+            ctx.warn(
+                "framework_version",
+                "framework.version",
+                f"MLModelScope's constraint {raw_version!r} is on "
+                f"ONNX Runtime; repliscope's framework 'onnx' checks the onnx package against {constraint!r}",
+            )
         if kind[0] == "tensorflow" and not _allows_tf2(constraint):
-            ctx.warn("framework_version", "framework.version", f"MLModelScope ran the graph with TensorFlow "
-                     f"{raw_version} (= {constraint}); kept, so evaluate refuses under TensorFlow 2 until you relax "
-                     "it (repliscope's tensorflow runtime loads TF1 frozen graphs through tf.compat.v1)")
+            ctx.warn(
+                "framework_version",
+                "framework.version",
+                f"MLModelScope ran the graph with TensorFlow "
+                f"{raw_version} (= {constraint}); kept, so evaluate refuses under TensorFlow 2 until you relax "
+                "it (repliscope's tensorflow runtime loads TF1 frozen graphs through tf.compat.v1)",
+            )
         return framework, {"uri": uri, "sha256": sha256, "format": kind[2]}
     framework = {"name": "onnx", "version": ">=0"}
-    ctx.warn("framework_not_runnable", "framework", f"MLModelScope ran {graph or base!r} with {fw_name} "
-             f"{raw_version} (= {constraint} in PEP 440); repliscope runs ONNX files, TensorFlow frozen graphs "
-             "(.pb) and torch state_dicts only: framework 'onnx' >=0 and source.format 'onnx' are placeholders; "
-             "export the model to ONNX and replace source.uri and source.sha256 (the pre-processing stays valid)")
+    ctx.warn(
+        "framework_not_runnable",
+        "framework",
+        f"MLModelScope ran {graph or base!r} with {fw_name} "
+        f"{raw_version} (= {constraint} in PEP 440); repliscope runs ONNX files, TensorFlow frozen graphs "
+        "(.pb) and torch state_dicts only: framework 'onnx' >=0 and source.format 'onnx' are placeholders; "
+        "export the model to ONNX and replace source.uri and source.sha256 (the pre-processing stays valid)",
+    )
     return framework, {"uri": uri, "sha256": sha256, "format": "onnx"}
 
 
@@ -467,26 +574,44 @@ def _source_sha256(ctx: Ctx, uri: str, md5: str, field: str) -> str:
         except SourceError as exc:  # the path is the problem, not the checksum
             raise ctx.fail("model.graph_path", str(exc), "model_file") from exc
         if not local.is_file():
-            raise ctx.fail(field, f"the local model file {local} does not exist (relative paths are read "
-                           f"against {ctx.path.parent})", "model_file")
+            raise ctx.fail(
+                field,
+                f"the local model file {local} does not exist (relative paths are read against {ctx.path.parent})",
+                "model_file",
+            )
     if local is not None:
         blob = local.read_bytes()
         if md5 and hashlib.md5(blob).hexdigest() != md5.lower():
-            raise ctx.fail(field, f"MD5 of {local} is {hashlib.md5(blob).hexdigest()}, the manifest "
-                           f"declares {md5}: not the file MLModelScope ran", "model_file")
+            raise ctx.fail(
+                field,
+                f"MD5 of {local} is {hashlib.md5(blob).hexdigest()}, the manifest "
+                f"declares {md5}: not the file MLModelScope ran",
+                "model_file",
+            )
         if not md5:
-            ctx.warn("empty_checksum", field, f"empty: MLModelScope would have run {uri} unverified; its "
-                     "sha256 was computed from the local file")
+            ctx.warn(
+                "empty_checksum",
+                field,
+                f"empty: MLModelScope would have run {uri} unverified; its sha256 was computed from the local file",
+            )
         return hashlib.sha256(blob).hexdigest()
     if not md5:
-        ctx.warn("empty_checksum", field, f"empty: MLModelScope downloaded {uri} without any check; "
-                 f"source.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}... (never matches): download the "
-                 "file, check it by other means, then `sha256sum FILE` and write the result to source.sha256")
+        ctx.warn(
+            "empty_checksum",
+            field,
+            f"empty: MLModelScope downloaded {uri} without any check; "
+            f"source.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}... (never matches): download the "
+            "file, check it by other means, then `sha256sum FILE` and write the result to source.sha256",
+        )
     else:
-        ctx.warn("md5_checksum", field, f"MD5 {md5} (checked by rai-project/downloadmanager) cannot stand for a "
-                 f"sha256: source.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}... (never matches, so "
-                 f"nothing unverified runs); download {uri}, check `md5sum FILE` = {md5}, then `sha256sum FILE` "
-                 "and write the result to source.sha256")
+        ctx.warn(
+            "md5_checksum",
+            field,
+            f"MD5 {md5} (checked by rai-project/downloadmanager) cannot stand for a "
+            f"sha256: source.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}... (never matches, so "
+            f"nothing unverified runs); download {uri}, check `md5sum FILE` = {md5}, then `sha256sum FILE` "
+            "and write the result to source.sha256",
+        )
     return PLACEHOLDER_SHA256
 
 
@@ -499,25 +624,41 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         raise ctx.fail(f, "missing: without the class names file the class count is undefined")
     known = KNOWN_LABEL_FILES.get(md5)
     if known is None:
-        raise ctx.fail(f, f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
-                       f"{unidentified(md5)}; the class count and names cannot be read without downloading it "
-                       "(known MD5s: " + ", ".join(sorted(KNOWN_LABEL_FILES)) + "); write the translation by "
-                       "hand with the file as labels.source", "unknown_label_file")
+        raise ctx.fail(
+            f,
+            f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
+            f"{unidentified(md5)}; the class count and names cannot be read without downloading it "
+            "(known MD5s: " + ", ".join(sorted(KNOWN_LABEL_FILES)) + "); write the translation by "
+            "hand with the file as labels.source",
+            "unknown_label_file",
+        )
     source, count = known
     trained = str(_attr(data, "training_dataset") or "").strip()
     if trained and not trained.lower().startswith(("imagenet", "ilsvrc")):
-        ctx.warn("label_file_mismatch", f, f"attributes.training_dataset is {trained!r} but {url} is an ImageNet "
-                 f"label file ({count} classes): MLModelScope named the predictions with ImageNet classes; the "
-                 f"translation keeps {count} classes as it ran (check the model's real class count)")
+        ctx.warn(
+            "label_file_mismatch",
+            f,
+            f"attributes.training_dataset is {trained!r} but {url} is an ImageNet "
+            f"label file ({count} classes): MLModelScope named the predictions with ImageNet classes; the "
+            f"translation keeps {count} classes as it ran (check the model's real class count)",
+        )
     if source:
         return {"source": source, "num_classes": count}, count
     src = _https(ctx, url, f)
-    ctx.warn("label_offset", f, f"{url} lists {count} classes with 'background' at index 0 (TF-slim order): "
-             "class i of the model is ImageNet class i-1; scoring against 1000-class ImageNet labels needs that "
-             "offset")
-    ctx.warn("md5_checksum", "output.parameters.features_checksum", f"MD5 {md5} cannot stand for a sha256: "
-             f"labels.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}...; download {src}, check `md5sum FILE` "
-             "then `sha256sum FILE` and write it to labels.sha256")
+    ctx.warn(
+        "label_offset",
+        f,
+        f"{url} lists {count} classes with 'background' at index 0 (TF-slim order): "
+        "class i of the model is ImageNet class i-1; scoring against 1000-class ImageNet labels needs that "
+        "offset",
+    )
+    ctx.warn(
+        "md5_checksum",
+        "output.parameters.features_checksum",
+        f"MD5 {md5} cannot stand for a sha256: "
+        f"labels.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}...; download {src}, check `md5sum FILE` "
+        "then `sha256sum FILE` and write it to labels.sha256",
+    )
     return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
 
 
@@ -526,23 +667,35 @@ _DEFAULT_OUTPUT = {"cntk": "z", "tensorrt": "prob"}
 default.go), used when probabilities_layer is absent; other agents: ``output`` (a placeholder)."""
 
 
-def _output(ctx: Ctx, data: dict[str, Any], num_classes: int,
-            fw_name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _output(
+    ctx: Ctx, data: dict[str, Any], num_classes: int, fw_name: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     params = (data.get("output") or {}).get("parameters") or {}
     if "probabilities_layer" not in params:
         default = _DEFAULT_OUTPUT.get(fw_name.lower())
-        ctx.warn("missing_field", "output.parameters.probabilities_layer", f"absent: the {fw_name} agent's "
-                 f"default output {default!r} is used" if default else "absent: 'output' is written (a "
-                 "placeholder: set the model's real output name)")
+        ctx.warn(
+            "missing_field",
+            "output.parameters.probabilities_layer",
+            f"absent: the {fw_name} agent's default output {default!r} is used"
+            if default
+            else "absent: 'output' is written (a placeholder: set the model's real output name)",
+        )
         params = {**params, "probabilities_layer": default or "output"}
     transform = str(params.get("probabilities_transform") or "").strip().lower()
     if transform not in ("", "softmax"):
         raise ctx.fail("output.parameters.probabilities_transform", f"{transform!r} (allowed: softmax, or absent)")
     logits = transform == "softmax"
     post: list[dict[str, Any]] = ([{"op": "softmax", "axis": -1}] if logits else []) + [
-        {"op": "topk", "k": min(5, num_classes)}, {"op": "labels"}]
-    out = {"name": str(params.get("probabilities_layer", "output")), "shape": [-1, num_classes],
-           "dtype": "float32", "layout": "NC", "kind": "logits" if logits else "probabilities"}
+        {"op": "topk", "k": min(5, num_classes)},
+        {"op": "labels"},
+    ]
+    out = {
+        "name": str(params.get("probabilities_layer", "output")),
+        "shape": [-1, num_classes],
+        "dtype": "float32",
+        "layout": "NC",
+        "kind": "logits" if logits else "probabilities",
+    }
     return [out], post
 
 
@@ -554,14 +707,17 @@ def _attr(data: dict[str, Any], key: str) -> Any:
 def _datasets(data: dict[str, Any], coco_claim: bool = False) -> dict[str, list[dict[str, str]]]:
     ds = str(_attr(data, "training_dataset") or "").strip()
     if coco_claim:
-        return {"trained_on": [{"name": "coco", "split": "train"}],
-                "evaluated_on": [{"name": "coco", "split": "val2017"}]}
+        return {
+            "trained_on": [{"name": "coco", "split": "train"}],
+            "evaluated_on": [{"name": "coco", "split": "val2017"}],
+        }
     if ds.lower() == "imagenet":
-        return {"trained_on": [{"name": "imagenet-1k", "split": "train"}],
-                "evaluated_on": [{"name": "imagenet-1k", "split": "val"}]}
+        return {
+            "trained_on": [{"name": "imagenet-1k", "split": "train"}],
+            "evaluated_on": [{"name": "imagenet-1k", "split": "val"}],
+        }
     if ds:
-        return {"trained_on": [{"name": "coco" if ds.lower() == "coco" else ds, "split": "train"}],
-                "evaluated_on": []}
+        return {"trained_on": [{"name": "coco" if ds.lower() == "coco" else ds, "split": "train"}], "evaluated_on": []}
     return {"trained_on": [], "evaluated_on": []}
 
 
@@ -573,8 +729,12 @@ def _claims(data: dict[str, Any], path: Path) -> list[dict[str, Any]]:
         val = _attr(data, metric)
         if val is None:
             continue
-        claims.append({"metric": metric, "value": float(val),
-                       "dataset": {"name": "imagenet-1k", "split": "val"},
-                       "source": f"MLModelScope manifest {path.name} (attributes.{metric})"})
+        claims.append(
+            {
+                "metric": metric,
+                "value": float(val),
+                "dataset": {"name": "imagenet-1k", "split": "val"},
+                "source": f"MLModelScope manifest {path.name} (attributes.{metric})",
+            }
+        )
     return claims
-

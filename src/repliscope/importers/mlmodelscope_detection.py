@@ -58,13 +58,18 @@ def tensor_name(name: str) -> str:
     return name if ":" in name else f"{name}:0"
 
 
-def with_tensor_names(outputs: list[dict[str, Any]], post: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
-                                                                                         list[dict[str, Any]]]:
+def with_tensor_names(
+    outputs: list[dict[str, Any]], post: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Outputs and the postprocess's output references renamed ``name`` -> ``name:0`` (a runnable TF graph)."""
     outs = [{**o, "name": tensor_name(o["name"])} for o in outputs]
     refs = ("boxes", "scores", "classes", "count")
-    ops = [{**op, **{k: tensor_name(op[k]) for k in refs if isinstance(op.get(k), str)}}
-           if op["op"] == "detections_from_outputs" else op for op in post]
+    ops = [
+        {**op, **{k: tensor_name(op[k]) for k in refs if isinstance(op.get(k), str)}}
+        if op["op"] == "detections_from_outputs"
+        else op
+        for op in post
+    ]
     return outs, ops
 
 
@@ -79,65 +84,97 @@ def _c3sr_int(params: dict[str, Any], key: str) -> int | None:
         return None
 
 
-def detection_output(ctx: Ctx, data: dict[str, Any], framework: str,
-                     fixed_hw: tuple[int, int] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def detection_output(
+    ctx: Ctx, data: dict[str, Any], framework: str, fixed_hw: tuple[int, int] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``outputs`` and ``postprocess`` of a boundingbox manifest (see the module docstring)."""
     params = (data.get("output") or {}).get("parameters") or {}
     f = "output.parameters"
     reader = _READERS.get(framework.lower())
     if reader is None:
-        why = ("its detection predictor takes the per-row ARGMAX over all classes of output 0 (background "
-               "included) as the class and keeps every row without NMS (c3sr/pytorch predictor/"
-               "image_object_detection_predictor.go ReadPredictedFeatures); repliscope has no argmax-over-classes "
-               "detection op" if framework.lower() == "pytorch" else
-               "its detection predictor was not read, so how it read the outputs is unknown")
-        raise ctx.fail("framework.name", f"{framework!r} boundingbox manifests are not translated: {why} "
-                       "(allowed: TensorFlow, MXNet, Caffe)",
-                       "detection_argmax" if framework.lower() == "pytorch" else "detection_agent_unread")
+        why = (
+            "its detection predictor takes the per-row ARGMAX over all classes of output 0 (background "
+            "included) as the class and keeps every row without NMS (c3sr/pytorch predictor/"
+            "image_object_detection_predictor.go ReadPredictedFeatures); repliscope has no argmax-over-classes "
+            "detection op"
+            if framework.lower() == "pytorch"
+            else "its detection predictor was not read, so how it read the outputs is unknown"
+        )
+        raise ctx.fail(
+            "framework.name",
+            f"{framework!r} boundingbox manifests are not translated: {why} (allowed: TensorFlow, MXNet, Caffe)",
+            "detection_argmax" if framework.lower() == "pytorch" else "detection_agent_unread",
+        )
     names = {k: str(params.get(k) or "").strip() for k in ("boxes_layer", "probabilities_layer", "classes_layer")}
     if not names["boxes_layer"]:
-        raise ctx.fail(f"{f}.boxes_layer", "empty: the agent refuses to load the model ('boxes_layer in the "
-                       "manifest is empty')")
+        raise ctx.fail(
+            f"{f}.boxes_layer", "empty: the agent refuses to load the model ('boxes_layer in the manifest is empty')"
+        )
     for key in ("probabilities_layer", "classes_layer"):
         if not names[key]:
-            raise ctx.fail(f"{f}.{key}", "empty: the agent then treats the boxes as 'merged outputs' and "
-                           "ReadPredictedFeatures returns NO detections (rai-project/tensorflow predictor/"
-                           "image_object_detection_predictor.go): nothing to reproduce (allowed: an output name)",
-                           "merged_outputs")
+            raise ctx.fail(
+                f"{f}.{key}",
+                "empty: the agent then treats the boxes as 'merged outputs' and "
+                "ReadPredictedFeatures returns NO detections (rai-project/tensorflow predictor/"
+                "image_object_detection_predictor.go): nothing to reproduce (allowed: an output name)",
+                "merged_outputs",
+            )
     given = [_c3sr_int(params, k) for k in ("ymin_index", "xmin_index", "ymax_index", "xmax_index")]
     order = tuple(d if g is None else g for d, g in enumerate(given))
     kind = _BOX_KINDS.get(order)
     if kind is None:
-        raise ctx.fail(f"{f}.ymin_index", f"box columns (ymin, xmin, ymax, xmax) = {order}: no repliscope box "
-                       "kind reads that order (allowed: 0 1 2 3 = yxyx, 1 0 3 2 = xyxy)")
+        raise ctx.fail(
+            f"{f}.ymin_index",
+            f"box columns (ymin, xmin, ymax, xmax) = {order}: no repliscope box "
+            "kind reads that order (allowed: 0 1 2 3 = yxyx, 1 0 3 2 = xyxy)",
+        )
     normalized = _scale(ctx, params, f, fixed_hw)
     if reader == "index" or order != (0, 1, 2, 3):
-        ctx.warn("detection_box_order", f"{f}.boxes_layer", f"MLModelScope read output {names['boxes_layer']!r} "
-                 f"as {kind} boxes {'normalised to the image' if normalized else 'in input pixels'} "
-                 "(createBoundingBoxFeaturesBatch, no other convention exists there); translated so: check that "
-                 "the model really emits that (TF OD API graphs do; e.g. GluonCV detectors emit xyxy pixels)")
-    ctx.warn("detection_all_rows", f"{f}.boxes_layer", "MLModelScope fetched no detection count (num_detections): "
-             "every row of the outputs became a detection, padding rows with score 0 included, with no score "
-             "threshold and no NMS of its own; translated so (count: null); COCO AP ranks those rows last")
+        ctx.warn(
+            "detection_box_order",
+            f"{f}.boxes_layer",
+            f"MLModelScope read output {names['boxes_layer']!r} "
+            f"as {kind} boxes {'normalised to the image' if normalized else 'in input pixels'} "
+            "(createBoundingBoxFeaturesBatch, no other convention exists there); translated so: check that "
+            "the model really emits that (TF OD API graphs do; e.g. GluonCV detectors emit xyxy pixels)",
+        )
+    ctx.warn(
+        "detection_all_rows",
+        f"{f}.boxes_layer",
+        "MLModelScope fetched no detection count (num_detections): "
+        "every row of the outputs became a detection, padding rows with score 0 included, with no score "
+        "threshold and no NMS of its own; translated so (count: null); COCO AP ranks those rows last",
+    )
     outputs = [
         {"name": names["boxes_layer"], "shape": [-1, -1, 4], "dtype": "float32", "layout": "NKC", "kind": "boxes"},
-        {"name": names["probabilities_layer"], "shape": [-1, -1], "dtype": "float32", "layout": "NK",
-         "kind": "scores"},
+        {"name": names["probabilities_layer"], "shape": [-1, -1], "dtype": "float32", "layout": "NK", "kind": "scores"},
         {"name": names["classes_layer"], "shape": [-1, -1], "dtype": "float32", "layout": "NK", "kind": "classes"},
     ]
     space = "input" if fixed_hw is not None or not normalized else "source"
     read = {"kind": kind, "normalized": normalized, "one_based": False, "space": space}
     pixels = {"kind": "xyxy", "normalized": False, "one_based": False, "space": space}
     post: list[dict[str, Any]] = [
-        {"op": "detections_from_outputs", "boxes": names["boxes_layer"], "scores": names["probabilities_layer"],
-         "classes": names["classes_layer"], "count": None, "format": read}]
+        {
+            "op": "detections_from_outputs",
+            "boxes": names["boxes_layer"],
+            "scores": names["probabilities_layer"],
+            "classes": names["classes_layer"],
+            "count": None,
+            "format": read,
+        }
+    ]
     if read != pixels:
-        post.append({"op": "box_format", "from": dict(read), "to": pixels,
-                     "image_size": list(fixed_hw) if space == "input" and normalized and fixed_hw else None})
+        post.append(
+            {
+                "op": "box_format",
+                "from": dict(read),
+                "to": pixels,
+                "image_size": list(fixed_hw) if space == "input" and normalized and fixed_hw else None,
+            }
+        )
     if space == "input":
         post.append({"op": "to_source", "undo": "geometry", "clip": False})
-    post.append({"op": "class_map", "background": _c3sr_int(params, "background_index"), "offset": 0,
-                 "table": "none"})
+    post.append({"op": "class_map", "background": _c3sr_int(params, "background_index"), "offset": 0, "table": "none"})
     return outputs, post
 
 
@@ -149,10 +186,13 @@ def _scale(ctx: Ctx, params: dict[str, Any], f: str, fixed_hw: tuple[int, int] |
         return True
     if fixed_hw is not None and (sh, sw) == fixed_hw:
         return False
-    raise ctx.fail(f"{f}.scale_width", f"boxes divided by scale_width {sw} / scale_height {sh}: they are "
-                   "normalised only if those are the input's width and height "
-                   f"({'input size ' + str(list(fixed_hw)) if fixed_hw else 'the input size depends on the image'})"
-                   "; allowed: absent, 1, or the dimensions' W and H")
+    raise ctx.fail(
+        f"{f}.scale_width",
+        f"boxes divided by scale_width {sw} / scale_height {sh}: they are "
+        "normalised only if those are the input's width and height "
+        f"({'input size ' + str(list(fixed_hw)) if fixed_hw else 'the input size depends on the image'})"
+        "; allowed: absent, 1, or the dimensions' W and H",
+    )
 
 
 def detection_labels(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
@@ -163,15 +203,23 @@ def detection_labels(ctx: Ctx, data: dict[str, Any]) -> dict[str, Any]:
     f = "output.parameters.features_url"
     known = DETECTION_LABEL_FILES.get(md5)
     if known is None:
-        raise ctx.fail(f, f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a detection label file the importer "
-                       "knows; the class ids cannot be named without downloading it (allowed: the files with MD5 "
-                       f"{', '.join(sorted(DETECTION_LABEL_FILES))})", "unknown_label_file")
+        raise ctx.fail(
+            f,
+            f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a detection label file the importer "
+            "knows; the class ids cannot be named without downloading it (allowed: the files with MD5 "
+            f"{', '.join(sorted(DETECTION_LABEL_FILES))})",
+            "unknown_label_file",
+        )
     source, count, note = known
     if source == "builtin:coco-91":
-        ctx.warn("detection_label_names", f, f"MLModelScope recorded each detection's class as Index = "
-                 f"int32(class) and named it labels[int32(class)] from {url}: the translation keeps the index as "
-                 f"the class id and names it with {source} (index = COCO category id, 0 = background), which is "
-                 f"what TF Object Detection API graphs emit; {note}")
+        ctx.warn(
+            "detection_label_names",
+            f,
+            f"MLModelScope recorded each detection's class as Index = "
+            f"int32(class) and named it labels[int32(class)] from {url}: the translation keeps the index as "
+            f"the class id and names it with {source} (index = COCO category id, 0 = background), which is "
+            f"what TF Object Detection API graphs emit; {note}",
+        )
     return {"source": source, "num_classes": count}
 
 
@@ -184,5 +232,11 @@ def detection_claims(data: dict[str, Any], attr: Any, file_name: str) -> list[di
     value = number(val, "attributes.mAP")
     if value > 1:
         value = value / 100.0
-    return [{"metric": "AP", "value": value, "dataset": {"name": "coco", "split": "val2017"},
-             "source": f"MLModelScope manifest {file_name} (attributes.mAP)"}]
+    return [
+        {
+            "metric": "AP",
+            "value": value,
+            "dataset": {"name": "coco", "split": "val2017"},
+            "source": f"MLModelScope manifest {file_name} (attributes.mAP)",
+        }
+    ]

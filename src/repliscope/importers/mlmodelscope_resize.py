@@ -44,8 +44,9 @@ def _int_param(ctx: Ctx, p: dict[str, Any], key: str, field: str) -> int | None:
     return int(val)
 
 
-def read_ops(ctx: Ctx, p: dict[str, Any], field: str, mode: str, dims: list[int] | None,
-             *, fixed_size: bool) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+def read_ops(
+    ctx: Ctx, p: dict[str, Any], field: str, mode: str, dims: list[int] | None, *, fixed_size: bool
+) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
     """The ``decode`` (+ ``resize``) ops MLModelScope's read step amounts to, and the fixed (H, W) they produce
     (None when it depends on the image). ``fixed_size``: the task needs one input size (classification); then an
     image-dependent size is refused."""
@@ -55,36 +56,69 @@ def read_ops(ctx: Ctx, p: dict[str, Any], field: str, mode: str, dims: list[int]
     if keep is not None and not isinstance(keep, bool):
         raise ctx.fail(f"{field}.keep_aspect_ratio", f"{keep!r} (allowed: true, false)")
     if fixed_size and max_dim is not None:
-        raise ctx.fail(f"{field}.max_dimension", "rai-project/image computeScaledDimension sizes the image from "
-                       "its own aspect ratio (no crop follows), so the fixed input shape of a classifier is "
-                       "undefined", "image_dependent_size")
+        raise ctx.fail(
+            f"{field}.max_dimension",
+            "rai-project/image computeScaledDimension sizes the image from "
+            "its own aspect ratio (no crop follows), so the fixed input shape of a classifier is "
+            "undefined",
+            "image_dependent_size",
+        )
     if fixed_size and min_dim is not None:
-        raise ctx.fail(f"{field}.min_dimension", "c3sr/image resizes the shorter side to min_dimension and, as no "
-                       "crop follows, feeds an image whose size depends on the input: the fixed input shape of a "
-                       "classifier is undefined", "image_dependent_size")
+        raise ctx.fail(
+            f"{field}.min_dimension",
+            "c3sr/image resizes the shorter side to min_dimension and, as no "
+            "crop follows, feeds an image whose size depends on the input: the fixed input shape of a "
+            "classifier is undefined",
+            "image_dependent_size",
+        )
     if fixed_size and dims is None:
-        raise ctx.fail(f"{field}.dimensions", "absent (and no max_dimension): MLModelScope fed images at their own "
-                       "size, so the input shape is undefined", "image_dependent_size")
-    decode = {"op": "decode", "library": "libjpeg_turbo", "channels": mode,
-              "dct_scale_to": [dims[1], dims[2]] if dims else None, "fancy_upsampling": False, "dct_method": "islow"}
+        raise ctx.fail(
+            f"{field}.dimensions",
+            "absent (and no max_dimension): MLModelScope fed images at their own size, so the input shape is undefined",
+            "image_dependent_size",
+        )
+    decode = {
+        "op": "decode",
+        "library": "libjpeg_turbo",
+        "channels": mode,
+        "dct_scale_to": [dims[1], dims[2]] if dims else None,
+        "fancy_upsampling": False,
+        "dct_method": "islow",
+    }
     if max_dim is not None and min_dim is not None:
-        raise ctx.fail(f"{field}.min_dimension", f"max_dimension {max_dim} and min_dimension {min_dim} together: "
-                       "c3sr/image computeScaledDimension returns (0, 0) and resizes to a 0 x 0 image "
-                       "(rai-project/image ignores min_dimension): the pipeline is undefined", "image_dependent_size")
+        raise ctx.fail(
+            f"{field}.min_dimension",
+            f"max_dimension {max_dim} and min_dimension {min_dim} together: "
+            "c3sr/image computeScaledDimension returns (0, 0) and resizes to a 0 x 0 image "
+            "(rai-project/image ignores min_dimension): the pipeline is undefined",
+            "image_dependent_size",
+        )
     if max_dim is not None or min_dim is not None:
         key, size = ("max_dimension", max_dim) if max_dim is not None else ("min_dimension", int(min_dim or 0))
         if keep is not True:
-            rule = "max(side, max_dimension): only the sides shorter than it grow" if max_dim is not None else \
-                "min(side, min_dimension): only the sides longer than it shrink"
-            raise ctx.fail(f"{field}.{key}", f"{key} {size} without keep_aspect_ratio: true makes each side "
-                           f"{rule}, each axis on its own (computeScaledDimension); no repliscope resize does "
-                           "that (allowed: keep_aspect_ratio: true, or dimensions alone)", "image_dependent_size")
+            rule = (
+                "max(side, max_dimension): only the sides shorter than it grow"
+                if max_dim is not None
+                else "min(side, min_dimension): only the sides longer than it shrink"
+            )
+            raise ctx.fail(
+                f"{field}.{key}",
+                f"{key} {size} without keep_aspect_ratio: true makes each side "
+                f"{rule}, each axis on its own (computeScaledDimension); no repliscope resize does "
+                "that (allowed: keep_aspect_ratio: true, or dimensions alone)",
+                "image_dependent_size",
+            )
         return [decode, _scaled(ctx, field, key, size)], None
     if keep is not None:
-        ctx.warn("keep_aspect_ratio_ignored", f"{field}.keep_aspect_ratio", f"keep_aspect_ratio: {str(keep).lower()} "
-                 "without max_dimension / min_dimension: rai-project/image Resize only reads it in "
-                 "computeScaledDimension, so " + (f"the image was stretched to {dims[1]}x{dims[2]}" if dims else
-                                                  "the image kept its own size") + " (translated so)")
+        ctx.warn(
+            "keep_aspect_ratio_ignored",
+            f"{field}.keep_aspect_ratio",
+            f"keep_aspect_ratio: {str(keep).lower()} "
+            "without max_dimension / min_dimension: rai-project/image Resize only reads it in "
+            "computeScaledDimension, so "
+            + (f"the image was stretched to {dims[1]}x{dims[2]}" if dims else "the image kept its own size")
+            + " (translated so)",
+        )
     if dims is None:
         return [decode], None
     h, w = dims[1], dims[2]
@@ -93,14 +127,22 @@ def read_ops(ctx: Ctx, p: dict[str, Any], field: str, mode: str, dims: list[int]
 
 def _scaled(ctx: Ctx, field: str, key: str, size: int) -> dict[str, Any]:
     if key == "max_dimension":
-        ctx.warn("resize_rounding", f"{field}.{key}", f"the longer side becomes {size} and the other is scaled by "
-                 f"the same float32 ratio: rai-project/image truncates it (int(ratio * side)), c3sr/image rounds it "
-                 "(math.Round); repliscope's resize fit: inside rounds the float64 ratio, as c3sr does except in 161 "
-                 f"of 29,455 sizes; rai-project's shorter side is 1 px smaller in half of them (640x480 -> "
-                 "513x384 there, 513x385 here)")
+        ctx.warn(
+            "resize_rounding",
+            f"{field}.{key}",
+            f"the longer side becomes {size} and the other is scaled by "
+            f"the same float32 ratio: rai-project/image truncates it (int(ratio * side)), c3sr/image rounds it "
+            "(math.Round); repliscope's resize fit: inside rounds the float64 ratio, as c3sr does except in 161 "
+            f"of 29,455 sizes; rai-project's shorter side is 1 px smaller in half of them (640x480 -> "
+            "513x384 there, 513x385 here)",
+        )
         return {"op": "resize", "size": [size, size], "keep_aspect_ratio": True, "fit": "inside", **_RESIZE}
-    ctx.warn("resize_rounding", f"{field}.{key}", f"c3sr/image: the shorter side becomes {size}, the longer "
-             "math.Round(float32 ratio * side); repliscope's resize (long_side: round) rounds the float64 ratio "
-             "half to even: 1 px apart in 88 of 29,455 sizes (64x188 -> 1763 there, 1762 here); rai-project's "
-             "dlframework does not read min_dimension at all (it would have kept the image size)")
+    ctx.warn(
+        "resize_rounding",
+        f"{field}.{key}",
+        f"c3sr/image: the shorter side becomes {size}, the longer "
+        "math.Round(float32 ratio * side); repliscope's resize (long_side: round) rounds the float64 ratio "
+        "half to even: 1 px apart in 88 of 29,455 sizes (64x188 -> 1763 there, 1762 here); rai-project's "
+        "dlframework does not read min_dimension at all (it would have kept the image size)",
+    )
     return {"op": "resize", "size": size, "keep_aspect_ratio": True, "long_side": "round", **_RESIZE}

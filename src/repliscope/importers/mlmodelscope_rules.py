@@ -61,22 +61,71 @@ REFUSAL_REASONS = {
 """Every refusal reason (``ConfigImportError.reason``), with its one-line meaning: the rows of the coverage table
 ``manifest import mlmodelscope DIR --out-dir OUT`` prints (stable: the corpus test pins the counts)."""
 
-TOP_KEYS = {"name", "framework", "version", "container", "description", "references", "license", "inputs",
-            "output", "model", "attributes", "hidden", "preprocess", "postprocess", "before_preprocess",
-            "after_preprocess", "before_postprocess", "after_postprocess"}
-HOOK_KEYS = ("preprocess", "postprocess", "before_preprocess", "after_preprocess", "before_postprocess",
-             "after_postprocess")
+TOP_KEYS = {
+    "name",
+    "framework",
+    "version",
+    "container",
+    "description",
+    "references",
+    "license",
+    "inputs",
+    "output",
+    "model",
+    "attributes",
+    "hidden",
+    "preprocess",
+    "postprocess",
+    "before_preprocess",
+    "after_preprocess",
+    "before_postprocess",
+    "after_postprocess",
+}
+HOOK_KEYS = (
+    "preprocess",
+    "postprocess",
+    "before_preprocess",
+    "after_preprocess",
+    "before_postprocess",
+    "after_postprocess",
+)
 FRAMEWORK_KEYS = {"name", "version"}
 TYPE_KEYS = {"type", "description", "parameters"}
 MODEL_KEYS = {"base_url", "graph_path", "weights_path", "is_archive", "graph_checksum", "weights_checksum"}
-INPUT_PARAMS = {"element_type", "input_layer", "layout", "color_mode", "dimensions", "mean", "scale",
-                "max_dimension", "min_dimension", "keep_aspect_ratio", "crop_method", "crop_ratio"}
-OUTPUT_PARAMS = {"element_type", "probabilities_layer", "probabilities_transform", "features_url",
-                 "features_checksum", "boxes_layer", "classes_layer", "masks_layer", "probabilities_checksum",
-                 # c3sr/dlframework framework/predictor/image_predictor.go GetBackgroundIndex, GetBoxIndex,
-                 # GetBoxScaling (detection outputs; rai-project/dlframework reads none of them)
-                 "background_index", "ymin_index", "xmin_index", "ymax_index", "xmax_index", "scale_width",
-                 "scale_height"}
+INPUT_PARAMS = {
+    "element_type",
+    "input_layer",
+    "layout",
+    "color_mode",
+    "dimensions",
+    "mean",
+    "scale",
+    "max_dimension",
+    "min_dimension",
+    "keep_aspect_ratio",
+    "crop_method",
+    "crop_ratio",
+}
+OUTPUT_PARAMS = {
+    "element_type",
+    "probabilities_layer",
+    "probabilities_transform",
+    "features_url",
+    "features_checksum",
+    "boxes_layer",
+    "classes_layer",
+    "masks_layer",
+    "probabilities_checksum",
+    # c3sr/dlframework framework/predictor/image_predictor.go GetBackgroundIndex, GetBoxIndex,
+    # GetBoxScaling (detection outputs; rai-project/dlframework reads none of them)
+    "background_index",
+    "ymin_index",
+    "xmin_index",
+    "ymax_index",
+    "xmax_index",
+    "scale_width",
+    "scale_height",
+}
 
 KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
     # md5 (features_checksum) -> (repliscope labels source, class count)
@@ -106,25 +155,43 @@ DETECTION_LABEL_FILES: dict[str, tuple[str, int, str]] = {
     # replaced it in 20 TF OD API manifests by coco_labels_paper_background.txt: a sign that it has no background
     # line, so labels[int32(class)] named class c after COCO id c + 1 (person -> the second name).
     "a830abf70aabcb873475cbf57e3ce380": (
-        "builtin:coco-91", 91, "this file is the 91 COCO paper names WITHOUT a background line (checked by content), "
+        "builtin:coco-91",
+        91,
+        "this file is the 91 COCO paper names WITHOUT a background line (checked by content), "
         "so MLModelScope named class c after COCO id c + 1 (class 1, person, was named 'bicycle'); c3sr/tensorflow "
         "commit 889f2ca replaced it by coco_labels_paper_background.txt in 20 TF OD API manifests; the index, kept "
-        "here, is not affected"),
+        "here, is not affected",
+    ),
     # store.carml.org/synsets/coco/coco_labels_paper_background.txt (c3sr/tensorflow since 889f2ca)
     "17249a4106513972e03c00728e7cd380": (
-        "builtin:coco-91", 91, "it is the same list with a 'background' line first, so its index is the COCO id"),
+        "builtin:coco-91",
+        91,
+        "it is the same list with a 'background' line first, so its index is the COCO id",
+    ),
     # store.carml.org/synsets/pascal_voc/pascal_voc_lables_no_background.txt (MXNet/GluonCV VOC detectors)
     "5ae5d62183cfb6f6d3ac109359d06a1b": (
-        "builtin:voc-20", 20, "the 20 PASCAL VOC class names, aeroplane .. tvmonitor, index 0 = aeroplane"),
+        "builtin:voc-20",
+        20,
+        "the 20 PASCAL VOC class names, aeroplane .. tvmonitor, index 0 = aeroplane",
+    ),
     # .../pascal_voc/pascal_voc_labels.txt and .../deeplabv3_mnv2_pascal_train_aug_2018_01_29/pascal-voc-classes.txt
     "9ce439bcfb44c304e49a0fe1ae398f69": (
-        "builtin:voc-21", 21, "'background' then the 20 PASCAL VOC class names, index 0 = background"),
+        "builtin:voc-21",
+        21,
+        "'background' then the 20 PASCAL VOC class names, index 0 = background",
+    ),
     # store.carml.org/synsets/coco/coco_labels_2014_2017.txt (80 names: MXNet/GluonCV COCO detectors)
     "571d630ea11ec39c0b6e6e9ff216b151": (
-        "builtin:coco-80", 80, "the 80 COCO detection class names in id order, index 0 = person"),
+        "builtin:coco-80",
+        80,
+        "the 80 COCO detection class names in id order, index 0 = person",
+    ),
     # store.carml.org/synsets/coco/coco_labels_2014_2017_background.txt
     "e7103a997c945e0f87c49a03c9c56a1b": (
-        "builtin:coco-80-background", 81, "'background' then the 80 COCO class names, index 0 = background"),
+        "builtin:coco-80-background",
+        81,
+        "'background' then the 80 COCO class names, index 0 = background",
+    ),
 }
 """Detection label files by MD5 -> (labels source, count, what is known of the file). The class index
 MLModelScope recorded is kept; it names the class through the file. Every MD5 here was checked by CONTENT: the
@@ -138,8 +205,14 @@ list)."""
 def unidentified(md5: str) -> str:
     """`` (it is CarML's synset1000.txt, ...)`` for a referenced file whose content is not public offline."""
     name = UNIDENTIFIED_LABEL_FILES.get(md5)
-    return (f" (it is CarML's {name}, whose content is in no public repository: only on store.carml.org, so "
-            "it could not be embedded)") if name else ""
+    return (
+        (
+            f" (it is CarML's {name}, whose content is in no public repository: only on store.carml.org, so "
+            "it could not be embedded)"
+        )
+        if name
+        else ""
+    )
 
 
 class Ctx:
@@ -209,8 +282,9 @@ def triple(value: Any, where: str, default: float) -> list[float]:
     if isinstance(value, list):
         vals = [number(v, f"{where}[{i}]") for i, v in enumerate(value)]
         if len(vals) != 3:
-            raise ConfigImportError(f"{where}: {len(vals)} values; preprocess_image.go indexes exactly 3 "
-                                    "(one per colour channel)")
+            raise ConfigImportError(
+                f"{where}: {len(vals)} values; preprocess_image.go indexes exactly 3 (one per colour channel)"
+            )
         return vals
     v = number(value, where)
     return [v, v, v]
@@ -265,7 +339,7 @@ def pep440_constraint(raw: str, where: str) -> str:
         if not piece:
             continue
         op = next((o for o in _OPS if piece.startswith(o)), "")
-        ver = piece[len(op):].strip()
+        ver = piece[len(op) :].strip()
         nums, dirty = _parts(ver, where)
         level = _dirty_level(ver) if dirty else 3
         if op in ("", "=") and not dirty:

@@ -70,8 +70,9 @@ def load_json(text: str, path: Path) -> Any:
     try:
         data = json.loads(text)
     except RecursionError:
-        raise ConfigImportError(f"{path}: nested too deeply to read (the limit is the loader's yaml_depth)",
-                                "limits") from None
+        raise ConfigImportError(
+            f"{path}: nested too deeply to read (the limit is the loader's yaml_depth)", "limits"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ConfigImportError(f"{path}: not valid JSON: {exc}") from None
     except ValueError as exc:  # Python's int digit limit (sys.set_int_max_str_digits)
@@ -86,16 +87,20 @@ def load_json(text: str, path: Path) -> Any:
 def check_image_size(height: int, width: int, where: str) -> None:
     """Refuse an image size above the ``max_pixels`` limit (what a resize or crop op may produce)."""
     if height * width > MAX_PIXELS.value:
-        raise ConfigImportError(f"{where}: {height} x {width} = {height * width:,} pixels, more than the "
-                                f"{MAX_PIXELS.value:,}-pixel limit ({MAX_PIXELS.name}) an op may produce",
-                                "limits")
+        raise ConfigImportError(
+            f"{where}: {height} x {width} = {height * width:,} pixels, more than the "
+            f"{MAX_PIXELS.value:,}-pixel limit ({MAX_PIXELS.name}) an op may produce",
+            "limits",
+        )
 
 
 def finite(value: float, where: str) -> float:
     """``value`` when finite; a float that overflowed (``1e400`` written as text) is refused."""
     if not math.isfinite(value):
-        raise ConfigImportError(f"{where}: {value} is not a finite number (NaN, infinity, or a value like "
-                                "1e400 that overflows to it)", "limits")
+        raise ConfigImportError(
+            f"{where}: {value} is not a finite number (NaN, infinity, or a value like 1e400 that overflows to it)",
+            "limits",
+        )
     return value
 
 

@@ -87,16 +87,59 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 PLACEHOLDER_SHA256 = "0" * 64
 """The sha256 of a translation whose weights were not beside the config: never the hash of a real file."""
 
-_INTERPOLATIONS = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", "box": "area",
-                   "lanczos": "lanczos"}
+_INTERPOLATIONS = {
+    "nearest": "nearest",
+    "bilinear": "bilinear",
+    "bicubic": "bicubic",
+    "box": "area",
+    "lanczos": "lanczos",
+}
 _SUBSTITUTED = ("hamming", "random")
-_TOP_KEYS = {"architecture", "num_classes", "num_features", "global_pool", "pretrained_cfg", "model_args",
-             "label_names", "label_descriptions"}
-_CFG_KEYS = {"tag", "custom_load", "input_size", "test_input_size", "min_input_size", "fixed_input_size",
-             "interpolation", "crop_pct", "test_crop_pct", "crop_mode", "mean", "std", "num_classes", "pool_size",
-             "first_conv", "classifier", "license", "description", "origin_url", "paper_name", "paper_ids",
-             "notes", "hf_hub_id", "hf_hub_filename", "source", "url", "file", "state_dict", "architecture",
-             "label_names", "label_descriptions", "num_features", "global_pool"}
+_TOP_KEYS = {
+    "architecture",
+    "num_classes",
+    "num_features",
+    "global_pool",
+    "pretrained_cfg",
+    "model_args",
+    "label_names",
+    "label_descriptions",
+}
+_CFG_KEYS = {
+    "tag",
+    "custom_load",
+    "input_size",
+    "test_input_size",
+    "min_input_size",
+    "fixed_input_size",
+    "interpolation",
+    "crop_pct",
+    "test_crop_pct",
+    "crop_mode",
+    "mean",
+    "std",
+    "num_classes",
+    "pool_size",
+    "first_conv",
+    "classifier",
+    "license",
+    "description",
+    "origin_url",
+    "paper_name",
+    "paper_ids",
+    "notes",
+    "hf_hub_id",
+    "hf_hub_filename",
+    "source",
+    "url",
+    "file",
+    "state_dict",
+    "architecture",
+    "label_names",
+    "label_descriptions",
+    "num_features",
+    "global_pool",
+}
 
 
 _FIXED_KWARGS = ("model_name", "pretrained", "num_classes")
@@ -109,8 +152,14 @@ def scale_size(img_size: tuple[int, int], crop_pct: float) -> tuple[int, int]:
     return math.floor(img_size[0] / crop_pct), math.floor(img_size[1] / crop_pct)
 
 
-def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, method: str,
-                    mean: list[float], timm_version: str = TIMM_VERSIONS[-1]) -> list[dict[str, Any]]:
+def resize_and_crop(
+    img_size: tuple[int, int],
+    crop_pct: float,
+    crop_mode: str,
+    method: str,
+    mean: list[float],
+    timm_version: str = TIMM_VERSIONS[-1],
+) -> list[dict[str, Any]]:
     """The resize + center_crop ops of timm's eval transform (every crop mode is translated exactly).
 
     ``mean`` (0..1 units, RGB) gives the 'border' pad colour ``round(255 * m)``; it must lie in [0, 1] then.
@@ -120,26 +169,55 @@ def resize_and_crop(img_size: tuple[int, int], crop_pct: float, crop_mode: str, 
     crop: int | list[int] = img_size[0] if img_size[0] == img_size[1] else [img_size[0], img_size[1]]
     center_crop: dict[str, Any] = {"op": "center_crop", "size": crop}
     if crop_mode == "squash":
-        resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": False, "method": method,
-                  "library": "pillow", "antialias": True}
+        resize = {
+            "op": "resize",
+            "size": [sh, sw],
+            "keep_aspect_ratio": False,
+            "method": method,
+            "library": "pillow",
+            "antialias": True,
+        }
     elif crop_mode == "border":
         # ResizeKeepRatio(scale_size, interpolation, longest=1.0) + CenterCropOrPad(img_size, fill)
         if any(not 0 <= m <= 1 for m in mean):
-            raise ValueError(f"crop_mode 'border' pads with round(255 * mean) = {[round(255 * m) for m in mean]}, "
-                             f"not a colour: mean {mean} must be in 0..1 units")
-        resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": True, "fit": "inside", "method": method,
-                  "library": "pillow", "antialias": True}
+            raise ValueError(
+                f"crop_mode 'border' pads with round(255 * mean) = {[round(255 * m) for m in mean]}, "
+                f"not a colour: mean {mean} must be in 0..1 units"
+            )
+        resize = {
+            "op": "resize",
+            "size": [sh, sw],
+            "keep_aspect_ratio": True,
+            "fit": "inside",
+            "method": method,
+            "library": "pillow",
+            "antialias": True,
+        }
         center_crop["fill"] = [round(255 * m) for m in mean]
     elif sh == sw:
         # torchvision's Resize(int) truncates the longer side: int(size * long / short)
-        resize = {"op": "resize", "size": sh, "keep_aspect_ratio": True, "method": method, "library": "pillow",
-                  "antialias": True, "long_side": "truncate"}
+        resize = {
+            "op": "resize",
+            "size": sh,
+            "keep_aspect_ratio": True,
+            "method": method,
+            "library": "pillow",
+            "antialias": True,
+            "long_side": "truncate",
+        }
     else:
         # ResizeKeepRatio(scale_size[, interpolation]): longest=0 (cover the box); the config's interpolation
         # from timm 1.0.31, ResizeKeepRatio's default bilinear before
         follows = _version_key(timm_version) >= _version_key(KEEP_RATIO_FOLLOWS_CONFIG)
-        resize = {"op": "resize", "size": [sh, sw], "keep_aspect_ratio": True, "fit": "cover",
-                  "method": method if follows else "bilinear", "library": "pillow", "antialias": True}
+        resize = {
+            "op": "resize",
+            "size": [sh, sw],
+            "keep_aspect_ratio": True,
+            "fit": "cover",
+            "method": method if follows else "bilinear",
+            "library": "pillow",
+            "antialias": True,
+        }
     return [resize, center_crop]
 
 
@@ -158,8 +236,10 @@ class TimmImporter(Importer):
     def __init__(self, timm_version: str | None = None, test_size: bool = False) -> None:
         version = timm_version or TIMM_VERSIONS[-1]
         if version not in TIMM_VERSIONS:
-            raise ConfigImportError(f"--timm-version {version!r}: the importer reproduces timm "
-                                    f"{', '.join(TIMM_VERSIONS)} (allowed: {', '.join(TIMM_VERSIONS)})")
+            raise ConfigImportError(
+                f"--timm-version {version!r}: the importer reproduces timm "
+                f"{', '.join(TIMM_VERSIONS)} (allowed: {', '.join(TIMM_VERSIONS)})"
+            )
         self.timm_version = version
         self.test_size = test_size
 
@@ -184,8 +264,10 @@ class TimmImporter(Importer):
             warn("timm.unknown_key", key, f"unknown top-level key (not read; known: {', '.join(sorted(_TOP_KEYS))})")
         architecture = cfg.get("architecture")
         if not isinstance(architecture, str) or not architecture:
-            raise ConfigImportError(f"{path}: field 'architecture': missing or not a string (the timm model "
-                                    "name, e.g. 'resnet50'); without it the model is undefined")
+            raise ConfigImportError(
+                f"{path}: field 'architecture': missing or not a string (the timm model "
+                "name, e.g. 'resnet50'); without it the model is undefined"
+            )
         if not isinstance(pcfg, dict):
             raise ConfigImportError(f"{path}: field 'pretrained_cfg': expected a mapping, got {type(pcfg).__name__}")
         where = "" if legacy else "pretrained_cfg."
@@ -209,76 +291,111 @@ class TimmImporter(Importer):
         fixed = bool(pcfg.get("fixed_input_size"))
         model_size = _input_size(path, pcfg.get("input_size") or [3, 224, 224])
         if fixed and input_size != model_size:
-            raise ConfigImportError(f"{path}: field '{where}test_input_size': {list(input_size)} with --test-size, "
-                                    f"but the model has fixed_input_size: timm builds it for img_size "
-                                    f"{list(model_size[1:])} (input_size) and it takes no other size (allowed: "
-                                    "no --test-size)")
+            raise ConfigImportError(
+                f"{path}: field '{where}test_input_size': {list(input_size)} with --test-size, "
+                f"but the model has fixed_input_size: timm builds it for img_size "
+                f"{list(model_size[1:])} (input_size) and it takes no other size (allowed: "
+                "no --test-size)"
+            )
         interp = get("interpolation", "bicubic", "'bicubic'")
         if not isinstance(interp, str):
-            raise ConfigImportError(f"{path}: field 'pretrained_cfg.interpolation': {type(interp).__name__} "
-                                    f"{_short(interp)}; expected a string (allowed: "
-                                    f"{', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})")
+            raise ConfigImportError(
+                f"{path}: field 'pretrained_cfg.interpolation': {type(interp).__name__} "
+                f"{_short(interp)}; expected a string (allowed: "
+                f"{', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})"
+            )
         if interp in _SUBSTITUTED:
-            warn("timm.interpolation_substituted", "pretrained_cfg.interpolation",
-                 f"'{interp}' has no repliscope resize method ('random' is not an eval mode); bilinear is used "
-                 "(timm's own fallback for 'random' without augmentation)")
+            warn(
+                "timm.interpolation_substituted",
+                "pretrained_cfg.interpolation",
+                f"'{interp}' has no repliscope resize method ('random' is not an eval mode); bilinear is used "
+                "(timm's own fallback for 'random' without augmentation)",
+            )
             method = "bilinear"
         elif interp in _INTERPOLATIONS:
             method = _INTERPOLATIONS[interp]
         else:
-            raise ConfigImportError(f"{path}: field 'pretrained_cfg.interpolation': {interp!r} is not a timm "
-                                    f"interpolation (allowed: {', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})")
+            raise ConfigImportError(
+                f"{path}: field 'pretrained_cfg.interpolation': {interp!r} is not a timm "
+                f"interpolation (allowed: {', '.join([*_INTERPOLATIONS, *_SUBSTITUTED])})"
+            )
         crop_pct = get("crop_pct", DEFAULT_CROP_PCT, str(DEFAULT_CROP_PCT))
         if isinstance(crop_pct, bool) or not isinstance(crop_pct, (int, float)) or not 0 < crop_pct <= 1:
-            raise ConfigImportError(f"{path}: field 'pretrained_cfg.crop_pct': {_short(crop_pct)} must be a number in "
-                                    "(0, 1] (above 1 the crop is larger than the resized image and timm pads it "
-                                    "with zeros, which repliscope's center_crop refuses)")
-        check_image_size(*scale_size((input_size[1], input_size[2]), float(crop_pct)),
-                         f"{path}: field 'pretrained_cfg.crop_pct': the resize before the crop, input_size / "
-                         f"crop_pct = {input_size[1]} / {crop_pct}:")
+            raise ConfigImportError(
+                f"{path}: field 'pretrained_cfg.crop_pct': {_short(crop_pct)} must be a number in "
+                "(0, 1] (above 1 the crop is larger than the resized image and timm pads it "
+                "with zeros, which repliscope's center_crop refuses)"
+            )
+        check_image_size(
+            *scale_size((input_size[1], input_size[2]), float(crop_pct)),
+            f"{path}: field 'pretrained_cfg.crop_pct': the resize before the crop, input_size / "
+            f"crop_pct = {input_size[1]} / {crop_pct}:",
+        )
         crop_mode = get("crop_mode", "center", "'center'")
         if crop_mode not in CROP_MODES:
-            warn("timm.crop_mode_unknown", "pretrained_cfg.crop_mode",
-                 f"{crop_mode!r} is not one of {', '.join(CROP_MODES)}; timm's eval transform treats any other "
-                 "value as 'center', and so does this translation")
+            warn(
+                "timm.crop_mode_unknown",
+                "pretrained_cfg.crop_mode",
+                f"{crop_mode!r} is not one of {', '.join(CROP_MODES)}; timm's eval transform treats any other "
+                "value as 'center', and so does this translation",
+            )
             crop_mode = "center"
         mean = _triple(path, "mean", get("mean", list(IMAGENET_DEFAULT_MEAN), str(list(IMAGENET_DEFAULT_MEAN))))
         std = _triple(path, "std", get("std", list(IMAGENET_DEFAULT_STD), str(list(IMAGENET_DEFAULT_STD))))
         if any(v <= 0 for v in std):
-            raise ConfigImportError(f"{path}: field 'pretrained_cfg.std': {std}; Normalize divides by std, so every "
-                                    "value must be positive (a zero std divides by zero)")
+            raise ConfigImportError(
+                f"{path}: field 'pretrained_cfg.std': {std}; Normalize divides by std, so every "
+                "value must be positive (a zero std divides by zero)"
+            )
         if any(v > 1 for v in mean + std):
-            warn("timm.mean_std_units", "pretrained_cfg.mean",
-                 f"mean {mean} / std {std}: timm normalizes images already divided by 255, so values are "
-                 "expected in 0..1 (std > 0); these look like 0..255 units and are kept as given")
+            warn(
+                "timm.mean_std_units",
+                "pretrained_cfg.mean",
+                f"mean {mean} / std {std}: timm normalizes images already divided by 255, so values are "
+                "expected in 0..1 (std > 0); these look like 0..255 units and are kept as given",
+            )
         for key in ("test_input_size", "test_crop_pct"):
             if pcfg.get(key) is not None and not self.test_size:
-                warn("timm.test_size_ignored", f"pretrained_cfg.{key}",
-                     f"{_short(pcfg[key])} is used by timm's validate.py (use_test_size); the translation uses the "
-                     "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default "
-                     "(--test-size uses it)")
+                warn(
+                    "timm.test_size_ignored",
+                    f"pretrained_cfg.{key}",
+                    f"{_short(pcfg[key])} is used by timm's validate.py (use_test_size); the translation uses the "
+                    "train-time input_size/crop_pct, as timm.data.resolve_model_data_config does by default "
+                    "(--test-size uses it)",
+                )
 
         try:
-            geometry = resize_and_crop((input_size[1], input_size[2]), float(crop_pct), crop_mode, method, mean,
-                                       self.timm_version)
+            geometry = resize_and_crop(
+                (input_size[1], input_size[2]), float(crop_pct), crop_mode, method, mean, self.timm_version
+            )
         except ValueError as exc:
             raise ConfigImportError(f"{path}: field 'pretrained_cfg.mean': {exc}") from exc
-        preprocess = [{"op": "decode", "library": "pillow", "channels": "RGB"}, *geometry,
-                      {"op": "to_float", "dtype": "float32"}, {"op": "divide_std", "value": 255.0},
-                      {"op": "subtract_mean", "value": mean}, {"op": "divide_std", "value": std},
-                      {"op": "data_layout", "layout": "NCHW"}]
+        preprocess = [
+            {"op": "decode", "library": "pillow", "channels": "RGB"},
+            *geometry,
+            {"op": "to_float", "dtype": "float32"},
+            {"op": "divide_std", "value": 255.0},
+            {"op": "subtract_mean", "value": mean},
+            {"op": "divide_std", "value": std},
+            {"op": "data_layout", "layout": "NCHW"},
+        ]
 
         source = _source(path, warn)
         labels = _labels(cfg, pcfg, num_classes, warn)
         license_ = pcfg.get("license")
         if not isinstance(license_, str) or not license_:
-            warn("timm.license_missing", "pretrained_cfg.license",
-                 "no license in the config: set 'license' from the model card")
+            warn(
+                "timm.license_missing",
+                "pretrained_cfg.license",
+                "no license in the config: set 'license' from the model card",
+            )
             license_ = "unknown"
         model_args = (pcfg if legacy else cfg).get("model_args") or {}
         if not isinstance(model_args, dict):
-            raise ConfigImportError(f"{path}: field 'model_args': expected a mapping of create_model keyword "
-                                    f"arguments, got {type(model_args).__name__}")
+            raise ConfigImportError(
+                f"{path}: field 'model_args': expected a mapping of create_model keyword "
+                f"arguments, got {type(model_args).__name__}"
+            )
         tag = pcfg.get("tag")
         full_name = f"{architecture}.{tag}" if isinstance(tag, str) and tag else architecture
         test_note = " at the test size (validate.py)" if self.test_size else ""
@@ -286,27 +403,36 @@ class TimmImporter(Importer):
             "name": _manifest_name(full_name),
             "version": "1.0.0",
             "task": "image_classification",
-            "description": (f"timm {full_name}, translated from its config.json by repliscope's timm importer "
-                            f"(timm {self.timm_version} eval transform{test_note}: crop_mode {crop_mode}, "
-                            f"crop_pct {crop_pct}, {interp}). "
-                            "source.uri is relative to the config's folder: keep this manifest beside it."),
+            "description": (
+                f"timm {full_name}, translated from its config.json by repliscope's timm importer "
+                f"(timm {self.timm_version} eval transform{test_note}: crop_mode {crop_mode}, "
+                f"crop_pct {crop_pct}, {interp}). "
+                "source.uri is relative to the config's folder: keep this manifest beside it."
+            ),
             "license": license_,
             "framework": {"name": "torch", "version": ">=0"},
             "source": source,
-            "architecture": {"factory": "timm:create_model", "package": f"timm=={self.timm_version}",
-                             "kwargs": {"model_name": architecture, "pretrained": False,
-                                        "num_classes": num_classes,
-                                        # _update_default_model_kwargs: a fixed-size model gets img_size =
-                                        # input_size[-2:] unless model_args set it
-                                        **({"img_size": list(model_size[1:])} if fixed else {}),
-                                        **{k: v for k, v in model_args.items() if k not in _FIXED_KWARGS}}},
-            "inputs": [{"name": "input", "shape": [-1, 3, input_size[1], input_size[2]], "dtype": "float32",
-                        "layout": "NCHW"}],
+            "architecture": {
+                "factory": "timm:create_model",
+                "package": f"timm=={self.timm_version}",
+                "kwargs": {
+                    "model_name": architecture,
+                    "pretrained": False,
+                    "num_classes": num_classes,
+                    # _update_default_model_kwargs: a fixed-size model gets img_size =
+                    # input_size[-2:] unless model_args set it
+                    **({"img_size": list(model_size[1:])} if fixed else {}),
+                    **{k: v for k, v in model_args.items() if k not in _FIXED_KWARGS},
+                },
+            },
+            "inputs": [
+                {"name": "input", "shape": [-1, 3, input_size[1], input_size[2]], "dtype": "float32", "layout": "NCHW"}
+            ],
             "preprocess": preprocess,
-            "outputs": [{"name": "logits", "shape": [-1, num_classes], "dtype": "float32", "layout": "NC",
-                         "kind": "logits"}],
-            "postprocess": [{"op": "softmax", "axis": -1}, {"op": "topk", "k": min(5, num_classes)},
-                            {"op": "labels"}],
+            "outputs": [
+                {"name": "logits", "shape": [-1, num_classes], "dtype": "float32", "layout": "NC", "kind": "logits"}
+            ],
+            "postprocess": [{"op": "softmax", "axis": -1}, {"op": "topk", "k": min(5, num_classes)}, {"op": "labels"}],
             "labels": labels,
             "claims": [],
             "datasets": {"trained_on": [], "evaluated_on": []},
@@ -327,26 +453,38 @@ def _num_classes(path: Path, cfg: dict[str, Any], pcfg: dict[str, Any]) -> int:
     """Top-level ``num_classes`` wins (timm's ``load_model_config_from_hf`` copies it into pretrained_cfg)."""
     value = cfg.get("num_classes", pcfg.get("num_classes"))
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigImportError(f"{path}: field 'num_classes': {_short(value)}; a classifier needs a positive integer "
-                                "(0 is a feature extractor without logits, which repliscope does not evaluate)")
+        raise ConfigImportError(
+            f"{path}: field 'num_classes': {_short(value)}; a classifier needs a positive integer "
+            "(0 is a feature extractor without logits, which repliscope does not evaluate)"
+        )
     return value
 
 
 def _input_size(path: Path, value: Any) -> tuple[int, int, int]:
-    if (not isinstance(value, list) or len(value) != 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
-        raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {_short(value)}; expected [channels, "
-                                "height, width] positive integers")
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
+        raise ConfigImportError(
+            f"{path}: field 'pretrained_cfg.input_size': {_short(value)}; expected [channels, "
+            "height, width] positive integers"
+        )
     if value[0] != 3:
-        raise ConfigImportError(f"{path}: field 'pretrained_cfg.input_size': {value[0]} channels; repliscope "
-                                "decodes RGB images (allowed: 3)")
+        raise ConfigImportError(
+            f"{path}: field 'pretrained_cfg.input_size': {value[0]} channels; repliscope "
+            "decodes RGB images (allowed: 3)"
+        )
     check_image_size(value[1], value[2], f"{path}: field 'pretrained_cfg.input_size'")
     return value[0], value[1], value[2]
 
 
 def _triple(path: Path, key: str, value: Any) -> list[float]:
-    if (not isinstance(value, list) or len(value) != 3
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
         raise ConfigImportError(f"{path}: field 'pretrained_cfg.{key}': {_short(value)}; expected 3 numbers (R, G, B)")
     return [float(v) for v in value]
 
@@ -356,9 +494,12 @@ def _source(path: Path, warn: Any) -> dict[str, Any]:
         weights = path.parent / name
         if weights.is_file():
             return {"uri": name, "sha256": sha256_file(weights), "format": "pytorch_state_dict"}
-    warn("timm.weights_missing", "(file)",
-         f"no {' or '.join(WEIGHT_FILES)} beside the config: source.uri is {WEIGHT_FILES[0]} with the all-zero "
-         "sha256 placeholder; download the weights next to the manifest and set their sha256")
+    warn(
+        "timm.weights_missing",
+        "(file)",
+        f"no {' or '.join(WEIGHT_FILES)} beside the config: source.uri is {WEIGHT_FILES[0]} with the all-zero "
+        "sha256 placeholder; download the weights next to the manifest and set their sha256",
+    )
     return {"uri": WEIGHT_FILES[0], "sha256": PLACEHOLDER_SHA256, "format": "pytorch_state_dict"}
 
 
@@ -366,14 +507,20 @@ def _labels(cfg: dict[str, Any], pcfg: dict[str, Any], num_classes: int, warn: A
     names = cfg.get("label_names", pcfg.get("label_names"))
     if names is not None:
         count = len(names) if isinstance(names, (list, dict)) else "?"
-        warn("timm.labels_not_embedded", "label_names",
-             f"the config lists {count} label names; repliscope reads class names from a file: write them one "
-             "per line, in class order, to labels.txt beside the manifest (labels.source)")
+        warn(
+            "timm.labels_not_embedded",
+            "label_names",
+            f"the config lists {count} label names; repliscope reads class names from a file: write them one "
+            "per line, in class order, to labels.txt beside the manifest (labels.source)",
+        )
         return {"source": "labels.txt", "num_classes": num_classes}
     if num_classes == 1000:
         return {"source": "builtin:imagenet-1k", "num_classes": num_classes}
-    warn("timm.labels_missing", "num_classes",
-         f"{num_classes} classes and no label_names: provide labels.txt (one class per line) beside the manifest")
+    warn(
+        "timm.labels_missing",
+        "num_classes",
+        f"{num_classes} classes and no label_names: provide labels.txt (one class per line) beside the manifest",
+    )
     return {"source": "labels.txt", "num_classes": num_classes}
 
 

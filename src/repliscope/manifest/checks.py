@@ -40,8 +40,14 @@ class ManifestReport:
         return not self.errors
 
 
-def check_manifest(path: str | Path, *, cache_dir: Path, offline: bool = False, allow_download: bool = False,
-                   allow_outside_paths: bool = False) -> ManifestReport:
+def check_manifest(
+    path: str | Path,
+    *,
+    cache_dir: Path,
+    offline: bool = False,
+    allow_download: bool = False,
+    allow_outside_paths: bool = False,
+) -> ManifestReport:
     """Check ``path`` as ``evaluate`` would before its first sample; never raises for a bad manifest.
 
     The environment checks run on every section that is valid by itself, so a schema error elsewhere does not
@@ -49,14 +55,17 @@ def check_manifest(path: str | Path, *, cache_dir: Path, offline: bool = False, 
     --download would fetch it; nothing is downloaded here).
     """
     found = inspect_manifest(path)
-    report = ManifestReport(found.path, found.loaded, list(found.errors),
-                            list(found.loaded.warnings) if found.loaded else [])
+    report = ManifestReport(
+        found.path, found.loaded, list(found.errors), list(found.loaded.warnings) if found.loaded else []
+    )
     if found.data is None:
         return report
     source, labels = found.section("source", SourceSpec), found.section("labels", LabelsSpec)
     policy_ok = True
-    for uri, at in ((source.uri if source else None, ("source", "uri")),
-                    (labels.source if labels else None, ("labels", "source"))):
+    for uri, at in (
+        (source.uri if source else None, ("source", "uri")),
+        (labels.source if labels else None, ("labels", "source")),
+    ):
         if uri is None or uri.startswith("builtin:"):
             continue
         try:
@@ -77,8 +86,9 @@ def check_manifest(path: str | Path, *, cache_dir: Path, offline: bool = False, 
     return report
 
 
-def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool,
-                        allow_outside_paths: bool) -> list[ManifestError]:
+def _environment_errors(
+    found: Inspection, cache_dir: Path, allow_download: bool, allow_outside_paths: bool
+) -> list[ManifestError]:
     from repliscope.manifest.labels import class_names_of
 
     base_dir = found.path.parent
@@ -86,14 +96,23 @@ def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool
     source = found.section("source", SourceSpec)
     if source is not None:
         try:
-            resolve_source(source.uri, base_dir=base_dir, sha256=source.sha256, cache_dir=cache_dir,
-                           allow_outside_paths=allow_outside_paths, format=source.format)
+            resolve_source(
+                source.uri,
+                base_dir=base_dir,
+                sha256=source.sha256,
+                cache_dir=cache_dir,
+                allow_outside_paths=allow_outside_paths,
+                format=source.format,
+            )
         except ChecksumError as exc:
             errors.append(found.error(str(exc), ("source", "sha256")))
         except NotCachedError as exc:
             if not allow_download:  # evaluate --download would fetch it; validate never downloads
-                errors.append(found.error(f"{exc}; evaluate needs --download (validate --download accepts this)",
-                                          ("source", "uri")))
+                errors.append(
+                    found.error(
+                        f"{exc}; evaluate needs --download (validate --download accepts this)", ("source", "uri")
+                    )
+                )
         except SourceError as exc:
             errors.append(found.error(str(exc), ("source", "uri")))
     framework = found.section("framework", FrameworkSpec)
@@ -112,8 +131,9 @@ def _environment_errors(found: Inspection, cache_dir: Path, allow_download: bool
         module_dir = None
         if architecture.path is not None:
             try:
-                module_dir, _, _ = resolve_module_file(architecture.factory, architecture.path, base_dir,
-                                                       allow_outside_paths, architecture.sha256)
+                module_dir, _, _ = resolve_module_file(
+                    architecture.factory, architecture.path, base_dir, allow_outside_paths, architecture.sha256
+                )
             except ChecksumError as exc:
                 errors.append(found.error(str(exc), ("architecture", "sha256")))
             except SourceError as exc:
@@ -142,8 +162,9 @@ def check_factory(factory: str, module_dir: Path | None = None) -> None:
         except FrameworkError:
             raise
         except Exception as exc:  # any import-time failure of the user's module is reported
-            raise FrameworkError(f"importing '{module_name}' from {module_dir} failed: {type(exc).__name__}: {exc}"
-                                 ) from None
+            raise FrameworkError(
+                f"importing '{module_name}' from {module_dir} failed: {type(exc).__name__}: {exc}"
+            ) from None
         obj, walked = walk_factory(local, module_name, attr_path)
         if not callable(obj):
             raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
@@ -153,8 +174,10 @@ def check_factory(factory: str, module_dir: Path | None = None) -> None:
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise FrameworkError(f"module '{module_name}' is not installed (install the package that provides it; "
-                             "architecture.package names the requirement)")
+        raise FrameworkError(
+            f"module '{module_name}' is not installed (install the package that provides it; "
+            "architecture.package names the requirement)"
+        )
     try:
         obj = importlib.import_module(module_name)
     except Exception as exc:  # any import-time failure of third-party code is reported
@@ -180,8 +203,10 @@ def import_local_module(module_name: str, folder: Path) -> ModuleType:
             importlib.invalidate_caches()
             existing = None
         if existing is not None and not _inside(existing, root):
-            raise FrameworkError(f"architecture module '{module_name}': a module '{name}' is already imported from "
-                                 f"{getattr(existing, '__file__', '?')}, not from {root}; rename the local module")
+            raise FrameworkError(
+                f"architecture module '{module_name}': a module '{name}' is already imported from "
+                f"{getattr(existing, '__file__', '?')}, not from {root}; rename the local module"
+            )
     sys.path.insert(0, str(root))
     try:
         module = importlib.import_module(module_name)
@@ -189,8 +214,10 @@ def import_local_module(module_name: str, folder: Path) -> ModuleType:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(root))
     if not _inside(module, root):
-        raise FrameworkError(f"architecture module '{module_name}' was imported from "
-                             f"{getattr(module, '__file__', '?')}, not from architecture.path {root}; rename it")
+        raise FrameworkError(
+            f"architecture module '{module_name}' was imported from "
+            f"{getattr(module, '__file__', '?')}, not from architecture.path {root}; rename it"
+        )
     for name in _parents(module_name):
         if name in sys.modules and _inside(sys.modules[name], root):
             _LOCAL[name] = sys.modules[name]

@@ -57,8 +57,9 @@ def allow_list() -> tuple[set[str], list[ipaddress.IPv4Network | ipaddress.IPv6N
                 networks.append(ipaddress.ip_network(entry, strict=False))
                 continue
             except ValueError:
-                raise DownloadError(f"${DOWNLOAD_ALLOW_HOSTS_ENV}: {entry!r} is neither a host name nor an "
-                                    "address/CIDR network") from None
+                raise DownloadError(
+                    f"${DOWNLOAD_ALLOW_HOSTS_ENV}: {entry!r} is neither a host name nor an address/CIDR network"
+                ) from None
         names.add(entry.lower().rstrip("."))
     return names, networks
 
@@ -67,9 +68,14 @@ def _kind(address: IpAddress) -> str | None:
     """Why ``address`` may not be fetched from (None: a public address)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return _kind(address.ipv4_mapped)
-    for test, kind in ((address.is_loopback, "loopback"), (address.is_link_local, "link-local"),
-                       (address.is_private, "private"), (address.is_multicast, "multicast"),
-                       (address.is_unspecified, "unspecified"), (address.is_reserved, "reserved")):
+    for test, kind in (
+        (address.is_loopback, "loopback"),
+        (address.is_link_local, "link-local"),
+        (address.is_private, "private"),
+        (address.is_multicast, "multicast"),
+        (address.is_unspecified, "unspecified"),
+        (address.is_reserved, "reserved"),
+    ):
         if test:
             return kind
     return None
@@ -91,16 +97,17 @@ def vetted_addresses(host: str, port: int, uri: str) -> list[str]:
         kind = _kind(address)
         if kind is None or host_allowed or any(address in net for net in networks):
             continue
-        raise DownloadError(f"cannot download {uri}: {host!r} is a {kind} address, not fetched from (an admin "
-                            f"can allow it with ${DOWNLOAD_ALLOW_HOSTS_ENV})")
+        raise DownloadError(
+            f"cannot download {uri}: {host!r} is a {kind} address, not fetched from (an admin "
+            f"can allow it with ${DOWNLOAD_ALLOW_HOSTS_ENV})"
+        )
     return list(dict.fromkeys(str(a) for a in addresses))
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     """HTTPS to the first reachable of ``addresses`` (already checked) with TLS verified for the URL's host."""
 
-    def __init__(self, host: str, port: int, addresses: list[str], context: ssl.SSLContext,
-                 timeout: float) -> None:
+    def __init__(self, host: str, port: int, addresses: list[str], context: ssl.SSLContext, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
         self._addresses = addresses
         self._context = context
@@ -118,8 +125,9 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         raise error or OSError("no address")
 
 
-def fetch(uri: str, sha256: str, target: Path, *, max_bytes: int | None = None,
-          context: ssl.SSLContext | None = None) -> Path:
+def fetch(
+    uri: str, sha256: str, target: Path, *, max_bytes: int | None = None, context: ssl.SSLContext | None = None
+) -> Path:
     """Download ``uri`` into ``target`` under the rules of the module docstring; returns ``target``.
     ``context``: the TLS context (default: the system's verified one; tests pass one trusting their own CA)."""
     limit = DOWNLOAD_BYTES.value if max_bytes is None else max_bytes
@@ -128,9 +136,12 @@ def fetch(uri: str, sha256: str, target: Path, *, max_bytes: int | None = None,
     for _ in range(MAX_REDIRECTS + 1):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "https" or not parts.hostname:
-            raise DownloadError(f"cannot download {uri}: every hop must be https (a redirect to "
-                                f"{parts.scheme or 'a relative'}:// is refused)" if url != uri else
-                                f"cannot download {uri}: only https:// URLs are fetched")
+            raise DownloadError(
+                f"cannot download {uri}: every hop must be https (a redirect to "
+                f"{parts.scheme or 'a relative'}:// is refused)"
+                if url != uri
+                else f"cannot download {uri}: only https:// URLs are fetched"
+            )
         try:
             port = parts.port or 443
         except ValueError:
@@ -176,8 +187,10 @@ def _stream(uri: str, response: http.client.HTTPResponse, sha256: str, target: P
     """Stream ``response`` into ``target`` (via a ``.part`` file) with the size limit and the sha256 check."""
     length = response.getheader("Content-Length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
-        raise DownloadError(f"cannot download {uri}: the file is larger than the {limit:,}-byte limit "
-                            f"({DOWNLOAD_BYTES.name}, ${DOWNLOAD_BYTES.env})")
+        raise DownloadError(
+            f"cannot download {uri}: the file is larger than the {limit:,}-byte limit "
+            f"({DOWNLOAD_BYTES.name}, ${DOWNLOAD_BYTES.env})"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
     digest = hashlib.sha256()
@@ -187,14 +200,17 @@ def _stream(uri: str, response: http.client.HTTPResponse, sha256: str, target: P
             while chunk := response.read(_CHUNK):
                 size += len(chunk)
                 if size > limit:
-                    raise DownloadError(f"cannot download {uri}: the file is larger than the {limit:,}-byte limit "
-                                        f"({DOWNLOAD_BYTES.name}, ${DOWNLOAD_BYTES.env}); aborted")
+                    raise DownloadError(
+                        f"cannot download {uri}: the file is larger than the {limit:,}-byte limit "
+                        f"({DOWNLOAD_BYTES.name}, ${DOWNLOAD_BYTES.env}); aborted"
+                    )
                 digest.update(chunk)
                 try:
                     out.write(chunk)
                 except OSError as exc:
-                    raise DownloadError(f"cannot download {uri}: writing it to the cache failed "
-                                        f"({exc.strerror or type(exc).__name__})") from None
+                    raise DownloadError(
+                        f"cannot download {uri}: writing it to the cache failed ({exc.strerror or type(exc).__name__})"
+                    ) from None
         if digest.hexdigest() != sha256:
             raise DownloadError(f"cannot download {uri}: the file does not match source.sha256; not kept")
         os.replace(tmp, target)

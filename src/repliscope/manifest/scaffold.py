@@ -27,24 +27,35 @@ def scaffold(uri: str, base_dir: Path, cache_dir: Path, allow_outside_paths: boo
     resolve it; an https source must already be in the cache)."""
     suffix = Path(uri.split("?")[0]).suffix.lower()
     if suffix not in _FORMATS:
-        raise SourceError(f"{uri}: cannot tell the format from the suffix '{suffix}' "
-                          f"(allowed: {', '.join(sorted(_FORMATS))})")
+        raise SourceError(
+            f"{uri}: cannot tell the format from the suffix '{suffix}' (allowed: {', '.join(sorted(_FORMATS))})"
+        )
     fmt = _FORMATS[suffix]
     if uri.startswith("https://"):
-        raise SourceError(f"{uri}: download the file first and scaffold from the local copy (repliscope never "
-                          "downloads while scaffolding); then set source.uri back to the https address")
-    path = resolve_source(uri, base_dir=base_dir, sha256=None, cache_dir=cache_dir,
-                          allow_outside_paths=allow_outside_paths)
+        raise SourceError(
+            f"{uri}: download the file first and scaffold from the local copy (repliscope never "
+            "downloads while scaffolding); then set source.uri back to the https address"
+        )
+    path = resolve_source(
+        uri, base_dir=base_dir, sha256=None, cache_dir=cache_dir, allow_outside_paths=allow_outside_paths
+    )
     sha = source_file_sha256(path)  # an .onnx with external data: over the model and its data files
     stem = re.sub(r"[^a-z0-9._-]+", "-", Path(path).stem.lower()).strip("-._") or "model"
     io = _onnx_io(path) if fmt == "onnx" else None
     framework = "onnx" if fmt == "onnx" else "torch"
     return _TEMPLATE.format(
-        name=stem, uri=uri, sha=sha, format=fmt, framework=framework,
-        constraint=_constraint(framework), ph=PLACEHOLDER,
+        name=stem,
+        uri=uri,
+        sha=sha,
+        format=fmt,
+        framework=framework,
+        constraint=_constraint(framework),
+        ph=PLACEHOLDER,
         architecture=_ARCHITECTURE.format(ph=PLACEHOLDER) if fmt == "pytorch_state_dict" else "",
-        input_name=io["input"] if io else "input", input_shape=io["input_shape"] if io else "[-1, 3, 224, 224]",
-        output_name=io["output"] if io else "logits", output_shape=io["output_shape"] if io else "[-1, 1000]",
+        input_name=io["input"] if io else "input",
+        input_shape=io["input_shape"] if io else "[-1, 3, 224, 224]",
+        output_name=io["output"] if io else "logits",
+        output_shape=io["output_shape"] if io else "[-1, 1000]",
     )
 
 

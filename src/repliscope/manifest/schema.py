@@ -34,10 +34,11 @@ def check_semver(v: str) -> None:
     zeros = [p for p in core if len(p) > 1 and p.startswith("0")]
     if zeros:
         fixed = ".".join(str(int(p)) for p in core)
-        raise ValueError(f"{v!r}: leading zeros are not allowed in a semantic version ({zeros[0]!r}); "
-                         f"write {fixed}")
-    raise ValueError(f"{v!r} is not a semantic version: pre-release/build parts are dot-separated "
-                     "[0-9A-Za-z-] identifiers, numeric ones without leading zeros (e.g. 1.0.0-rc.1+build.5)")
+        raise ValueError(f"{v!r}: leading zeros are not allowed in a semantic version ({zeros[0]!r}); write {fixed}")
+    raise ValueError(
+        f"{v!r} is not a semantic version: pre-release/build parts are dot-separated "
+        "[0-9A-Za-z-] identifiers, numeric ones without leading zeros (e.g. 1.0.0-rc.1+build.5)"
+    )
 
 
 class _Strict(BaseModel):
@@ -73,8 +74,9 @@ class SourceSpec(_Strict):
 
     uri: str
     sha256: Sha256
-    format: Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
-                    "mtcnn_cascade", "darknet"]
+    format: Literal[
+        "pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras", "mtcnn_cascade", "darknet"
+    ]
     config: ConfigFileSpec | None = None
     """``darknet`` only, and required there: the network's ``.cfg`` (the ``uri`` is the ``.weights``), same forms
     and sha256 rule as the source."""
@@ -108,8 +110,10 @@ class ArchitectureSpec(_Strict):
     @model_validator(mode="after")
     def _module_origin(self) -> ArchitectureSpec:
         if self.package is None and self.path is None:
-            raise ValueError("give 'package' (an installed distribution providing the factory's module) or "
-                             "'path' (a folder beside the manifest holding it)")
+            raise ValueError(
+                "give 'package' (an installed distribution providing the factory's module) or "
+                "'path' (a folder beside the manifest holding it)"
+            )
         if self.sha256 is not None and self.path is None:
             raise ValueError("'sha256' pins a local module file: it needs 'path'")
         return self
@@ -137,8 +141,19 @@ label map (one integer class index per pixel, e.g. TensorFlow DeepLab's ``Semant
 
 
 class OutputSpec(TensorSpec):
-    kind: Literal["logits", "probabilities", "boxes", "scores", "classes", "count", "anchor_regression",
-                  "anchor_scores", "mask_logits", "mask_probabilities", "mask_labels"]
+    kind: Literal[
+        "logits",
+        "probabilities",
+        "boxes",
+        "scores",
+        "classes",
+        "count",
+        "anchor_regression",
+        "anchor_scores",
+        "mask_logits",
+        "mask_probabilities",
+        "mask_labels",
+    ]
 
 
 class LabelsSpec(_Strict):
@@ -182,8 +197,28 @@ class ClaimSpec(_Strict):
     ``torch``, ``onnxruntime``, ``opencv_dnn``) are required (a latency means nothing without them) and
     ``dataset`` is the data it was measured on; accuracy claims must not set them."""
 
-    metric: Literal["top1", "top5", "latency_p90_ms", "latency_p99_ms", "throughput", "AP", "AP50", "AP75", "APs",
-                    "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl", "mIoU", "fwIoU", "pixel_accuracy"]
+    metric: Literal[
+        "top1",
+        "top5",
+        "latency_p90_ms",
+        "latency_p99_ms",
+        "throughput",
+        "AP",
+        "AP50",
+        "AP75",
+        "APs",
+        "APm",
+        "APl",
+        "AR1",
+        "AR10",
+        "AR100",
+        "ARs",
+        "ARm",
+        "ARl",
+        "mIoU",
+        "fwIoU",
+        "pixel_accuracy",
+    ]
     value: Annotated[float, Field(ge=0)]
     dataset: DatasetRef
     source: str
@@ -198,26 +233,35 @@ class ClaimSpec(_Strict):
 
     @model_validator(mode="after")
     def _fields_of_the_metric(self) -> ClaimSpec:
-        extra = {"scenario": self.scenario, "batch_size": self.batch_size, "hardware": self.hardware,
-                 "runtime": self.runtime}
+        extra = {
+            "scenario": self.scenario,
+            "batch_size": self.batch_size,
+            "hardware": self.hardware,
+            "runtime": self.runtime,
+        }
         if not self.is_performance:
             if self.metric in PERCENT_METRICS and self.value > 100:
                 raise ValueError(f"{self.metric} is in percent: {self.value} is above 100")
             if self.metric in COCO_METRICS and self.value > 1:
-                raise ValueError(f"{self.metric} is a fraction, as COCOeval prints it (0.222 for 22.2 %): "
-                                 f"{self.value} is above 1")
+                raise ValueError(
+                    f"{self.metric} is a fraction, as COCOeval prints it (0.222 for 22.2 %): {self.value} is above 1"
+                )
             if self.metric in SEGMENTATION_METRICS and self.value > 1:
                 raise ValueError(f"{self.metric} is a fraction (0.723 for 72.3 %): {self.value} is above 1")
             given = [k for k, v in extra.items() if v is not None]
             if given:
-                raise ValueError(f"{', '.join(given)} only belong to performance claims "
-                                 f"({', '.join(PERFORMANCE_METRICS)}), not to {self.metric}")
+                raise ValueError(
+                    f"{', '.join(given)} only belong to performance claims "
+                    f"({', '.join(PERFORMANCE_METRICS)}), not to {self.metric}"
+                )
             return self
         missing = [k for k, v in extra.items() if v is None]
         if missing:
-            raise ValueError(f"a {self.metric} claim needs {', '.join(missing)} (scenario: "
-                             f"{' | '.join(SCENARIOS)}; batch_size; hardware: {{cpu_model, threads}}; runtime: the "
-                             "runtime it was measured with, e.g. onnxruntime)")
+            raise ValueError(
+                f"a {self.metric} claim needs {', '.join(missing)} (scenario: "
+                f"{' | '.join(SCENARIOS)}; batch_size; hardware: {{cpu_model, threads}}; runtime: the "
+                "runtime it was measured with, e.g. onnxruntime)"
+            )
         if self.value <= 0:
             raise ValueError(f"{self.metric} must be above 0, got {self.value}")
         return self
@@ -275,11 +319,15 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _outputs_of_the_task(self) -> Manifest:
-        kinds = {"image_classification": CLASSIFICATION_OUTPUT_KINDS, "object_detection": DETECTION_OUTPUT_KINDS,
-                 "semantic_segmentation": SEGMENTATION_OUTPUT_KINDS}[self.task]
+        kinds = {
+            "image_classification": CLASSIFICATION_OUTPUT_KINDS,
+            "object_detection": DETECTION_OUTPUT_KINDS,
+            "semantic_segmentation": SEGMENTATION_OUTPUT_KINDS,
+        }[self.task]
         if self.task == "image_classification" and len(self.outputs) != 1:
-            raise ValueError(f"image_classification takes exactly one output (logits or probabilities), "
-                             f"got {len(self.outputs)}")
+            raise ValueError(
+                f"image_classification takes exactly one output (logits or probabilities), got {len(self.outputs)}"
+            )
         wrong = [f"outputs[{i}].kind '{o.kind}'" for i, o in enumerate(self.outputs) if o.kind not in kinds]
         if wrong:
             raise ValueError(f"{', '.join(wrong)} is not an output of {self.task} (allowed: {', '.join(kinds)})")
@@ -287,12 +335,17 @@ class Manifest(_Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"output names must be unique, got {names}")
         accuracy = [c.metric for c in self.claims if not c.is_performance]
-        allowed = {"image_classification": PERCENT_METRICS, "object_detection": COCO_METRICS,
-                   "semantic_segmentation": SEGMENTATION_METRICS}[self.task]
+        allowed = {
+            "image_classification": PERCENT_METRICS,
+            "object_detection": COCO_METRICS,
+            "semantic_segmentation": SEGMENTATION_METRICS,
+        }[self.task]
         bad = [m for m in accuracy if m not in allowed]
         if bad:
-            raise ValueError(f"claims on {', '.join(bad)} do not belong to {self.task} (allowed: "
-                             f"{', '.join(allowed + PERFORMANCE_METRICS)})")
+            raise ValueError(
+                f"claims on {', '.join(bad)} do not belong to {self.task} (allowed: "
+                f"{', '.join(allowed + PERFORMANCE_METRICS)})"
+            )
         return self
 
     @model_validator(mode="after")

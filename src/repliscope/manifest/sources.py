@@ -19,8 +19,11 @@ from repliscope.errors import ChecksumError, NotCachedError, SourceError
 
 _CHUNK = 1 << 20
 
-ALLOWED_FORMS = ("package://DIST/path/inside/the/distribution", "a path inside the manifest's folder",
-                 "https://... with --download")
+ALLOWED_FORMS = (
+    "package://DIST/path/inside/the/distribution",
+    "a path inside the manifest's folder",
+    "https://... with --download",
+)
 
 
 def sha256_file(path: Path) -> str:
@@ -48,8 +51,9 @@ def locate_package_file(uri: str) -> Path:
         raise SourceError(f"{uri}: expected package://DISTRIBUTION/path/inside/distribution")
     normal = posixpath.normpath(inner)
     if inner.startswith("/") or normal == ".." or normal.startswith("../"):
-        raise SourceError(f"{uri}: '{inner}' leaves the distribution {dist_name}; a package:// path names a file "
-                          "inside it")
+        raise SourceError(
+            f"{uri}: '{inner}' leaves the distribution {dist_name}; a package:// path names a file inside it"
+        )
     try:
         dist = md.distribution(dist_name)
     except md.PackageNotFoundError as exc:
@@ -87,14 +91,17 @@ def local_path(uri: str, base_dir: Path, allow_outside_paths: bool = False) -> P
     refused unless ``allow_outside_paths``. Existence is not checked here."""
     path = (base_dir / uri).resolve()
     if not allow_outside_paths and not path.is_relative_to(base_dir.resolve()):
-        raise SourceError(f"{uri} resolves to {path}, outside the manifest's folder {base_dir.resolve()}; "
-                          f"allowed: {'; '.join(ALLOWED_FORMS)} (or pass --allow-outside-paths for a local "
-                          "experiment)")
+        raise SourceError(
+            f"{uri} resolves to {path}, outside the manifest's folder {base_dir.resolve()}; "
+            f"allowed: {'; '.join(ALLOWED_FORMS)} (or pass --allow-outside-paths for a local "
+            "experiment)"
+        )
     return path
 
 
-def resolve_module_file(factory: str, folder: str, base_dir: Path, allow_outside_paths: bool = False,
-                        sha256: str | None = None) -> tuple[Path, Path, str]:
+def resolve_module_file(
+    factory: str, folder: str, base_dir: Path, allow_outside_paths: bool = False, sha256: str | None = None
+) -> tuple[Path, Path, str]:
     """The local module of ``architecture.factory`` (``module.sub:attr``) inside ``architecture.path``:
     ``(folder, module file, its sha256)``. ``folder`` is resolved against ``base_dir`` under the same policy
     as a local source; the module is ``folder/module/sub.py`` or ``folder/module/sub/__init__.py``. A pinned
@@ -107,8 +114,10 @@ def resolve_module_file(factory: str, folder: str, base_dir: Path, allow_outside
     candidates = [stem.with_suffix(".py"), stem / "__init__.py"]
     file = next((c for c in candidates if c.is_file()), None)
     if file is None:
-        raise SourceError(f"architecture factory '{factory}': no module file {candidates[0]} or {candidates[1]} "
-                          f"in architecture.path {folder}")
+        raise SourceError(
+            f"architecture factory '{factory}': no module file {candidates[0]} or {candidates[1]} "
+            f"in architecture.path {folder}"
+        )
     if sha256 is not None:
         verify_sha256(file, sha256, "architecture module")
     return root, file, sha256_file(file)
@@ -120,8 +129,9 @@ def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) ->
         dist_name, _, inner = uri.removeprefix("package://").partition("/")
         normal = posixpath.normpath(inner) if inner else ""
         if not dist_name or not inner or inner.startswith("/") or normal == ".." or normal.startswith("../"):
-            raise SourceError(f"{uri}: expected package://DISTRIBUTION/path/inside/distribution, without '..' "
-                              "leaving it")
+            raise SourceError(
+                f"{uri}: expected package://DISTRIBUTION/path/inside/distribution, without '..' leaving it"
+            )
     elif uri.startswith("https://"):
         return
     elif uri.startswith("pypi-sdist://"):
@@ -133,15 +143,24 @@ def check_policy(uri: str, base_dir: Path, allow_outside_paths: bool = False) ->
 
         parse_wheel(uri)
     elif "://" in uri:
-        raise SourceError(f"{uri}: unknown scheme (allowed: {'; '.join(ALLOWED_FORMS)}; "
-                          "pypi-sdist://DIST==VERSION/path/inside/the/sdist; pypi-wheel://DIST==VERSION/path/inside/the/wheel)")
+        raise SourceError(
+            f"{uri}: unknown scheme (allowed: {'; '.join(ALLOWED_FORMS)}; "
+            "pypi-sdist://DIST==VERSION/path/inside/the/sdist; pypi-wheel://DIST==VERSION/path/inside/the/wheel)"
+        )
     else:
         local_path(uri, base_dir, allow_outside_paths)
 
 
 def resolve_source(
-    uri: str, *, base_dir: Path, sha256: str | None, cache_dir: Path, allow_download: bool = False,
-    what: str = "source", allow_outside_paths: bool = False, format: str | None = None,
+    uri: str,
+    *,
+    base_dir: Path,
+    sha256: str | None,
+    cache_dir: Path,
+    allow_download: bool = False,
+    what: str = "source",
+    allow_outside_paths: bool = False,
+    format: str | None = None,
 ) -> Path:
     """Resolve ``uri`` to a local file under the path policy and verify its sha256 (when given). For
     ``format`` ``onnx`` the sha256 covers the external data files too (:func:`verify_source_sha256`)."""

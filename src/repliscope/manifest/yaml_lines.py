@@ -62,20 +62,23 @@ def load_with_lines(text: str, file: str) -> tuple[Any, dict[Path_, int]]:
         loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # a control character: checked when the reader is created
         line = text[: exc.position].count("\n") + 1
-        raise ManifestError(f"malformed YAML: control character U+{int(exc.character):04X} is not allowed",
-                            file=file, line=line) from None
+        raise ManifestError(
+            f"malformed YAML: control character U+{int(exc.character):04X} is not allowed", file=file, line=line
+        ) from None
     try:
         node = loader.get_single_node()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         position = getattr(exc, "position", None)  # a ReaderError has a position, no mark
-        line = mark.line + 1 if mark is not None else (
-            text[:position].count("\n") + 1 if isinstance(position, int) else 1)
+        line = (
+            mark.line + 1 if mark is not None else (text[:position].count("\n") + 1 if isinstance(position, int) else 1)
+        )
         problem = ", ".join(p for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p)
         raise ManifestError(f"malformed YAML: {problem or exc}", file=file, line=line) from None
     except RecursionError:
-        raise ManifestError(f"malformed YAML: nested more than {MAX_DEPTH} levels deep", file=file,
-                            line=_first_deep_line(text)) from None
+        raise ManifestError(
+            f"malformed YAML: nested more than {MAX_DEPTH} levels deep", file=file, line=_first_deep_line(text)
+        ) from None
     finally:
         loader.dispose()
     if node is None:
@@ -115,21 +118,28 @@ def _check_events(text: str, file: str) -> None:
             if isinstance(event, _NODE_EVENTS):
                 count += 1
                 if count > MAX_NODES:
-                    raise ManifestError(f"the document has more than {MAX_NODES} values (lists, mappings and "
-                                        "scalars; a manifest has a few hundred): refused before parsing it further",
-                                        file=file, line=_line(event))
+                    raise ManifestError(
+                        f"the document has more than {MAX_NODES} values (lists, mappings and "
+                        "scalars; a manifest has a few hundred): refused before parsing it further",
+                        file=file,
+                        line=_line(event),
+                    )
             if isinstance(event, _START_EVENTS):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise ManifestError(f"malformed YAML: nested more than {MAX_DEPTH} levels deep", file=file,
-                                        line=_line(event))
+                    raise ManifestError(
+                        f"malformed YAML: nested more than {MAX_DEPTH} levels deep", file=file, line=_line(event)
+                    )
             elif isinstance(event, _END_EVENTS):
                 depth -= 1
     except yaml.YAMLError as exc:  # libyaml's own nesting bound (1000 flow levels) can fire first
         if "nesting depth" in str(exc):
             mark = getattr(exc, "problem_mark", None)
-            raise ManifestError(f"malformed YAML: nested more than {MAX_DEPTH} levels deep", file=file,
-                                line=mark.line + 1 if mark is not None else 1) from None
+            raise ManifestError(
+                f"malformed YAML: nested more than {MAX_DEPTH} levels deep",
+                file=file,
+                line=mark.line + 1 if mark is not None else 1,
+            ) from None
         return
     finally:
         events.dispose()
@@ -156,21 +166,32 @@ class _Walker:
         self.visited = 0
 
     def _error(self, message: str, node: yaml.Node, path: Path_) -> ManifestError:
-        return ManifestError(message, file=self.file, line=node.start_mark.line + 1,
-                             field=format_path(path) or None)
+        return ManifestError(message, file=self.file, line=node.start_mark.line + 1, field=format_path(path) or None)
 
     def walk(self, node: yaml.Node, path: Path_, depth: int) -> None:
         self.visited += 1
         if self.visited > MAX_EXPANDED_NODES:
-            raise _Limit(self._error(f"the document expands to more than {MAX_EXPANDED_NODES} nodes (aliases "
-                                     "re-used recursively or many times, e.g. a 'billion laughs' document); "
-                                     "write the values out", node, path))
+            raise _Limit(
+                self._error(
+                    f"the document expands to more than {MAX_EXPANDED_NODES} nodes (aliases "
+                    "re-used recursively or many times, e.g. a 'billion laughs' document); "
+                    "write the values out",
+                    node,
+                    path,
+                )
+            )
         if depth > MAX_DEPTH:
             raise _Limit(self._error(f"nested more than {MAX_DEPTH} levels deep (a recursive alias?)", node, path))
         self.lines.setdefault(path, node.start_mark.line + 1)
         if node.tag not in SAFE_TAGS:
-            self.errors.append(self._error(f"YAML tag '{node.tag}' is not allowed: a manifest holds plain data "
-                                           "(strings, numbers, booleans, null, lists, mappings)", node, path))
+            self.errors.append(
+                self._error(
+                    f"YAML tag '{node.tag}' is not allowed: a manifest holds plain data "
+                    "(strings, numbers, booleans, null, lists, mappings)",
+                    node,
+                    path,
+                )
+            )
             return
         if isinstance(node, yaml.MappingNode):
             self._mapping(node, path, depth)
@@ -184,18 +205,26 @@ class _Walker:
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if key_node.tag == _CORE + "merge":
-                self.errors.append(self._error("'<<' merge keys are not supported: write the fields out",
-                                               key_node, path))
+                self.errors.append(
+                    self._error("'<<' merge keys are not supported: write the fields out", key_node, path)
+                )
                 continue
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _CORE + "str":
                 shown = key_node.value if isinstance(key_node, yaml.ScalarNode) else f"a {key_node.id}"
-                self.errors.append(self._error(f"a key must be a string, got {shown!r} (quote it in YAML)",
-                                               key_node, path))
+                self.errors.append(
+                    self._error(f"a key must be a string, got {shown!r} (quote it in YAML)", key_node, path)
+                )
                 continue
             key = str(key_node.value)
             if key in seen:
-                self.errors.append(ManifestError(f"duplicate key '{key}' (first defined on line {seen[key]})",
-                                                 file=self.file, line=line, field=format_path((*path, key))))
+                self.errors.append(
+                    ManifestError(
+                        f"duplicate key '{key}' (first defined on line {seen[key]})",
+                        file=self.file,
+                        line=line,
+                        field=format_path((*path, key)),
+                    )
+                )
                 continue
             seen[key] = line
             self.lines[(*path, key)] = line

@@ -21,7 +21,7 @@ import numpy as np
 
 IOU_THRS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
 REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
-AREA_RANGES = ((0.0, 1e5 ** 2), (0.0, 32.0 ** 2), (32.0 ** 2, 96.0 ** 2), (96.0 ** 2, 1e5 ** 2))
+AREA_RANGES = ((0.0, 1e5**2), (0.0, 32.0**2), (32.0**2, 96.0**2), (96.0**2, 1e5**2))
 MAX_DETS = (1, 10, 100)
 WORK_BUDGET = 50_000_000
 MIN_REPLICATES = 100
@@ -115,8 +115,9 @@ class _Area:
 class CocoResampler:
     """Per-image COCO bbox matching of ``truths``/``detections`` (same image order), categories ``cat_ids``."""
 
-    def __init__(self, truths: Sequence[ImageTruth], detections: Sequence[ImageDetections],
-                 cat_ids: Sequence[int]) -> None:
+    def __init__(
+        self, truths: Sequence[ImageTruth], detections: Sequence[ImageDetections], cat_ids: Sequence[int]
+    ) -> None:
         self.n_images = len(truths)
         self.cat_ids = list(cat_ids)
         k_of = {c: k for k, c in enumerate(self.cat_ids)}
@@ -130,7 +131,7 @@ class CocoResampler:
                     continue
                 gsel = np.flatnonzero(gt.classes == c)
                 dsel = np.flatnonzero(dt.classes == c)
-                dsel = dsel[np.argsort(-dt.scores[dsel], kind="mergesort")][:MAX_DETS[-1]]
+                dsel = dsel[np.argsort(-dt.scores[dsel], kind="mergesort")][: MAX_DETS[-1]]
                 d_boxes = dt.boxes[dsel]
                 d_area = (d_boxes[:, 2] - d_boxes[:, 0]) * (d_boxes[:, 3] - d_boxes[:, 1])
                 for a, (lo, hi) in enumerate(AREA_RANGES):
@@ -148,8 +149,9 @@ class CocoResampler:
                     rows[a].append((i, k, dt.scores[dsel], matched, ignored, np.arange(len(dsel))))
         self._areas = [self._pack(r, npig[a]) for a, r in enumerate(rows)]
 
-    def _pack(self, rows: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-              npig: np.ndarray) -> _Area:
+    def _pack(
+        self, rows: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], npig: np.ndarray
+    ) -> _Area:
         n_t = len(IOU_THRS)
         if not rows:
             empty = np.zeros(0, int)
@@ -214,8 +216,9 @@ class CocoResampler:
         with np.errstate(invalid="ignore"):
             return precision.mean(axis=(0, 2)), recall.mean(axis=0)
 
-    def _accumulate(self, ar: _Area, w: np.ndarray, max_det: int,
-                    precision: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def _accumulate(
+        self, ar: _Area, w: np.ndarray, max_det: int, precision: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(precision (T, K, R), recall (T, K)) with NaN for categories without non-ignored ground truth."""
         n_t, n_k, n_r = len(IOU_THRS), len(self.cat_ids), len(REC_THRS)
         npig = w @ ar.npig  # (K,)
@@ -278,8 +281,7 @@ def _category_mean(per_category: np.ndarray) -> np.ndarray:
     defined = ~np.isnan(per_category)
     counts = defined.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, np.where(defined, per_category, 0.0).sum(axis=-1) / np.maximum(counts, 1),
-                        np.nan)
+        return np.where(counts > 0, np.where(defined, per_category, 0.0).sum(axis=-1) / np.maximum(counts, 1), np.nan)
 
 
 def bootstrap_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np.ndarray:

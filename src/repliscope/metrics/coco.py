@@ -84,17 +84,20 @@ class CocoEvaluation:
 def _truth(sample: Sample, agnostic: bool) -> ImageTruth:
     objects = sample.objects or ()
     boxes = np.array([o.box for o in objects], float).reshape(-1, 4)
-    areas = np.array([o.area if o.area is not None else (o.box[2] - o.box[0]) * (o.box[3] - o.box[1])
-                      for o in objects], float)
+    areas = np.array(
+        [o.area if o.area is not None else (o.box[2] - o.box[0]) * (o.box[3] - o.box[1]) for o in objects], float
+    )
     classes = np.array([AGNOSTIC_CLASS if agnostic else o.class_id for o in objects], int)
     return ImageTruth(boxes, classes, areas, np.array([o.iscrowd or o.ignore for o in objects], bool))
 
 
 def _detections(pred: SamplePrediction, agnostic: bool) -> ImageDetections:
     dets = pred.detections or []
-    return ImageDetections(np.array([d.box for d in dets], float).reshape(-1, 4),
-                           np.array([d.score for d in dets], float),
-                           np.array([AGNOSTIC_CLASS if agnostic else d.class_id for d in dets], int))
+    return ImageDetections(
+        np.array([d.box for d in dets], float).reshape(-1, 4),
+        np.array([d.score for d in dets], float),
+        np.array([AGNOSTIC_CLASS if agnostic else d.class_id for d in dets], int),
+    )
 
 
 def coco_inputs(samples: Sequence[SamplePrediction], dataset: Dataset, class_aware: bool = True) -> CocoInputs:
@@ -111,23 +114,27 @@ def coco_inputs(samples: Sequence[SamplePrediction], dataset: Dataset, class_awa
         if sample is None:
             raise RepliscopeError(f"sample '{pred.sample_id}' is not in dataset '{dataset.name}'")
         if sample.objects is None:
-            raise RepliscopeError(f"sample '{pred.sample_id}' of dataset '{dataset.name}' has no detection "
-                                  "ground truth (objects)")
+            raise RepliscopeError(
+                f"sample '{pred.sample_id}' of dataset '{dataset.name}' has no detection ground truth (objects)"
+            )
         kept.append((sample, pred))
     ids = [s.image_id for s, _ in kept]
     if any(i is None for i in ids) or len(set(ids)) != len(ids):
         ids = list(range(1, len(kept) + 1))
     order = sorted(range(len(kept)), key=lambda j: ids[j] or 0)
-    categories = ({AGNOSTIC_CLASS: "object"} if not class_aware else dict(dataset.categories or {}))
+    categories = {AGNOSTIC_CLASS: "object"} if not class_aware else dict(dataset.categories or {})
     if not categories:
         raise RepliscopeError(f"dataset '{dataset.name}' names no categories: it is not a detection dataset")
-    unknown = sum(1 for _, p in kept for d in p.detections or [] if d.class_id not in categories) if class_aware \
-        else 0
-    return CocoInputs(samples=[kept[j][0] for j in order],
-                      truths=[_truth(kept[j][0], not class_aware) for j in order],
-                      detections=[_detections(kept[j][1], not class_aware) for j in order],
-                      image_ids=[int(ids[j] or 0) for j in order], categories=categories, n_failed=failed,
-                      n_unknown_class=unknown)
+    unknown = sum(1 for _, p in kept for d in p.detections or [] if d.class_id not in categories) if class_aware else 0
+    return CocoInputs(
+        samples=[kept[j][0] for j in order],
+        truths=[_truth(kept[j][0], not class_aware) for j in order],
+        detections=[_detections(kept[j][1], not class_aware) for j in order],
+        image_ids=[int(ids[j] or 0) for j in order],
+        categories=categories,
+        n_failed=failed,
+        n_unknown_class=unknown,
+    )
 
 
 def coco_dicts(inputs: CocoInputs) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -135,17 +142,31 @@ def coco_dicts(inputs: CocoInputs) -> tuple[dict[str, Any], list[dict[str, Any]]
     images: list[dict[str, Any]] = []
     anns: list[dict[str, Any]] = []
     dets: list[dict[str, Any]] = []
-    for sample, image_id, gt, dt in zip(inputs.samples, inputs.image_ids, inputs.truths, inputs.detections,
-                                        strict=True):
+    for sample, image_id, gt, dt in zip(
+        inputs.samples, inputs.image_ids, inputs.truths, inputs.detections, strict=True
+    ):
         h, w = sample.size_hw or (0, 0)
         images.append({"id": image_id, "file_name": sample.id, "height": h, "width": w})
         for box, cls, area, crowd in zip(gt.boxes, gt.classes, gt.areas, gt.crowd, strict=True):
-            anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": int(cls),
-                         "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])],
-                         "area": float(area), "iscrowd": int(crowd)})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": image_id,
+                    "category_id": int(cls),
+                    "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])],
+                    "area": float(area),
+                    "iscrowd": int(crowd),
+                }
+            )
         for box, score, cls in zip(dt.boxes, dt.scores, dt.classes, strict=True):
-            dets.append({"image_id": image_id, "category_id": int(cls), "score": float(score),
-                         "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])]})
+            dets.append(
+                {
+                    "image_id": image_id,
+                    "category_id": int(cls),
+                    "score": float(score),
+                    "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])],
+                }
+            )
     cats = [{"id": k, "name": v} for k, v in sorted(inputs.categories.items())]
     return {"images": images, "annotations": anns, "categories": cats}, dets
 
@@ -175,8 +196,14 @@ def faster_coco_eval(gt: dict[str, Any], dets: list[dict[str, Any]]) -> tuple[np
     return np.asarray(ev.stats, float), ev.eval
 
 
-def evaluate_coco(samples: Sequence[SamplePrediction], dataset: Dataset, *, bootstrap: int = DEFAULT_REPLICATES,
-                  seed: int = 0, class_aware: bool = True) -> CocoEvaluation:
+def evaluate_coco(
+    samples: Sequence[SamplePrediction],
+    dataset: Dataset,
+    *,
+    bootstrap: int = DEFAULT_REPLICATES,
+    seed: int = 0,
+    class_aware: bool = True,
+) -> CocoEvaluation:
     """The 12 numbers with bootstrap intervals and the per-class scores of ``samples`` against ``dataset``."""
     if bootstrap < 1:
         raise RepliscopeError(f"bootstrap must be a positive number of replicates, got {bootstrap}")
@@ -184,8 +211,7 @@ def evaluate_coco(samples: Sequence[SamplePrediction], dataset: Dataset, *, boot
     inputs = coco_inputs(samples, dataset, class_aware)
     gt, dets = coco_dicts(inputs)
     if not inputs.samples:
-        return CocoEvaluation([], [], 0, inputs.n_failed, 0, bootstrap, seed, class_aware,
-                              time.perf_counter() - start)
+        return CocoEvaluation([], [], 0, inputs.n_failed, 0, bootstrap, seed, class_aware, time.perf_counter() - start)
     stats, ev = faster_coco_eval(gt, dets)
     resampler = CocoResampler(inputs.truths, inputs.detections, sorted(inputs.categories))
     deltas = bootstrap_deltas(resampler, bootstrap, seed)
@@ -195,13 +221,21 @@ def evaluate_coco(samples: Sequence[SamplePrediction], dataset: Dataset, *, boot
             continue
         defined = deltas[:, j][~np.isnan(deltas[:, j])]
         low, high = stats[j] + (np.percentile(defined, [2.5, 97.5]) if defined.size else np.zeros(2))
-        metrics.append(MetricValue(name=name, value=float(stats[j]), ci_low=float(low), ci_high=float(high),
-                                   n=len(inputs.samples)))
-    return CocoEvaluation(metrics=metrics, per_class=_per_class(inputs, ev), n_images=len(inputs.samples),
-                          n_failed=inputs.n_failed, n_unknown_class=inputs.n_unknown_class,
-                          replicates=int(deltas.shape[0]),
-                          seed=seed, class_aware=class_aware, seconds=time.perf_counter() - start,
-                          stats={n: float(v) for n, v in zip(STAT_NAMES, stats, strict=True)})
+        metrics.append(
+            MetricValue(name=name, value=float(stats[j]), ci_low=float(low), ci_high=float(high), n=len(inputs.samples))
+        )
+    return CocoEvaluation(
+        metrics=metrics,
+        per_class=_per_class(inputs, ev),
+        n_images=len(inputs.samples),
+        n_failed=inputs.n_failed,
+        n_unknown_class=inputs.n_unknown_class,
+        replicates=int(deltas.shape[0]),
+        seed=seed,
+        class_aware=class_aware,
+        seconds=time.perf_counter() - start,
+        stats={n: float(v) for n, v in zip(STAT_NAMES, stats, strict=True)},
+    )
 
 
 def _per_class(inputs: CocoInputs, ev: dict[str, Any]) -> list[ClassScore]:
@@ -212,15 +246,27 @@ def _per_class(inputs: CocoInputs, ev: dict[str, Any]) -> list[ClassScore]:
         p, r = precision[:, :, k], recall[:, k]
         n_obj = sum(int(np.count_nonzero((t.classes == cat) & ~t.crowd)) for t in inputs.truths)
         n_det = sum(int(np.count_nonzero(d.classes == cat)) for d in inputs.detections)
-        out.append(ClassScore(class_id=cat, name=inputs.categories[cat],
-                              ap=float(p[p > -1].mean()) if (p > -1).any() else None,
-                              ar=float(r[r > -1].mean()) if (r > -1).any() else None,
-                              n_objects=n_obj, n_detections=n_det))
+        out.append(
+            ClassScore(
+                class_id=cat,
+                name=inputs.categories[cat],
+                ap=float(p[p > -1].mean()) if (p > -1).any() else None,
+                ar=float(r[r > -1].mean()) if (r > -1).any() else None,
+                n_objects=n_obj,
+                n_detections=n_det,
+            )
+        )
     return out
 
 
-def coco_metrics(samples: Sequence[SamplePrediction], dataset: Dataset, *, bootstrap: int = DEFAULT_REPLICATES,
-                 seed: int = 0, class_aware: bool = True) -> list[MetricValue]:
+def coco_metrics(
+    samples: Sequence[SamplePrediction],
+    dataset: Dataset,
+    *,
+    bootstrap: int = DEFAULT_REPLICATES,
+    seed: int = 0,
+    class_aware: bool = True,
+) -> list[MetricValue]:
     """The defined ones of the 12 COCO numbers, each with its 95 % bootstrap interval over images."""
     return evaluate_coco(samples, dataset, bootstrap=bootstrap, seed=seed, class_aware=class_aware).metrics
 

@@ -51,8 +51,9 @@ def summary(matrix: np.ndarray) -> np.ndarray:
     k = matrix.shape[-2]
     trace = np.trace(matrix[..., :k], axis1=-2, axis2=-1).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        miou = np.where(defined.any(axis=-1), np.where(defined, iou, 0.0).sum(axis=-1)
-                        / np.maximum(defined.sum(axis=-1), 1), np.nan)
+        miou = np.where(
+            defined.any(axis=-1), np.where(defined, iou, 0.0).sum(axis=-1) / np.maximum(defined.sum(axis=-1), 1), np.nan
+        )
         fw = np.where(total > 0, (rows * np.nan_to_num(iou)).sum(axis=-1) / np.where(total > 0, total, 1), np.nan)
         acc = np.where(total > 0, trace / np.where(total > 0, total, 1), np.nan)
     return np.stack([miou, fw, acc], axis=-1)
@@ -66,8 +67,11 @@ def _miou_on(iou: np.ndarray, defined: np.ndarray) -> np.ndarray:
 def draw_counts(n: int, replicates: int, seed: int) -> np.ndarray:
     """(replicates, n) multinomial draw counts of ``n`` images with replacement (``default_rng(seed)``)."""
     rng = np.random.default_rng(seed)
-    return np.stack([rng.multinomial(n, np.full(n, 1.0 / n)) for _ in range(replicates)]) if n else \
-        np.zeros((replicates, 0))
+    return (
+        np.stack([rng.multinomial(n, np.full(n, 1.0 / n)) for _ in range(replicates)])
+        if n
+        else np.zeros((replicates, 0))
+    )
 
 
 def replicate_deltas(per_image: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -95,8 +99,9 @@ class SegmentationEvaluation:
     seconds: float
 
 
-def evaluate_confusions(per_image: np.ndarray, class_names: list[str], *, replicates: int = DEFAULT_REPLICATES,
-                        seed: int = 0) -> SegmentationEvaluation:
+def evaluate_confusions(
+    per_image: np.ndarray, class_names: list[str], *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+) -> SegmentationEvaluation:
     """The three metrics (fractions) with 95 % bootstrap intervals over images, and per class ``class_id``,
     ``name``, ``iou`` (None when undefined), ``iou_ci_low`` / ``iou_ci_high``, ``gt_pixels``, ``predicted_pixels``,
     ``images`` (images whose ground truth holds the class)."""
@@ -114,26 +119,41 @@ def evaluate_confusions(per_image: np.ndarray, class_names: list[str], *, replic
         if np.isnan(values[j]):
             continue
         d = deltas[:, j][~np.isnan(deltas[:, j])]
-        low, high = (np.percentile(d, [2.5, 97.5]) if d.size else (0.0, 0.0))
-        metrics.append(MetricValue(name=name, value=float(values[j]), ci_low=float(max(0.0, values[j] + low)),
-                                   ci_high=float(min(1.0, values[j] + high)), n=n))
+        low, high = np.percentile(d, [2.5, 97.5]) if d.size else (0.0, 0.0)
+        metrics.append(
+            MetricValue(
+                name=name,
+                value=float(values[j]),
+                ci_low=float(max(0.0, values[j] + low)),
+                ci_high=float(min(1.0, values[j] + high)),
+                n=n,
+            )
+        )
     iou = iou_per_class(full)
     reps = np.einsum("bi,ikl->bkl", counts.astype(np.float64), per_image.astype(np.float64))
     rep_iou = iou_per_class(reps)
     rows = []
     for c in range(k):
         ci = rep_iou[:, c][~np.isnan(rep_iou[:, c])]
-        low, high = (np.percentile(ci, [2.5, 97.5]) if ci.size and not np.isnan(iou[c]) else (None, None))
-        rows.append({"class_id": c, "name": class_names[c], "iou": None if np.isnan(iou[c]) else float(iou[c]),
-                     "iou_ci_low": None if low is None else float(low),
-                     "iou_ci_high": None if high is None else float(high),
-                     "gt_pixels": int(full[c].sum()), "predicted_pixels": int(full[:, c].sum()),
-                     "images": int((per_image[:, c].sum(axis=-1) > 0).sum())})
+        low, high = np.percentile(ci, [2.5, 97.5]) if ci.size and not np.isnan(iou[c]) else (None, None)
+        rows.append(
+            {
+                "class_id": c,
+                "name": class_names[c],
+                "iou": None if np.isnan(iou[c]) else float(iou[c]),
+                "iou_ci_low": None if low is None else float(low),
+                "iou_ci_high": None if high is None else float(high),
+                "gt_pixels": int(full[c].sum()),
+                "predicted_pixels": int(full[:, c].sum()),
+                "images": int((per_image[:, c].sum(axis=-1) > 0).sum()),
+            }
+        )
     return SegmentationEvaluation(metrics, rows, n, replicates, seed, time.perf_counter() - start)
 
 
-def paired_delta(reference: np.ndarray, variant: np.ndarray, *, replicates: int = DEFAULT_REPLICATES,
-                 seed: int = 0) -> dict[str, float]:
+def paired_delta(
+    reference: np.ndarray, variant: np.ndarray, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+) -> dict[str, float]:
     """mIoU of both runs on the same images (same order) and ``delta_miou`` = variant - reference with its paired
     percentile-bootstrap 95 % interval (the same image draws for both runs)."""
     n = int(reference.shape[0])
@@ -142,7 +162,13 @@ def paired_delta(reference: np.ndarray, variant: np.ndarray, *, replicates: int 
     r = summary(np.einsum("bi,ikl->bkl", counts.astype(np.float64), reference.astype(np.float64)))[:, 0]
     v = summary(np.einsum("bi,ikl->bkl", counts.astype(np.float64), variant.astype(np.float64)))[:, 0]
     d = (v - r)[~np.isnan(v - r)]
-    low, high = (np.percentile(d, [2.5, 97.5]) if d.size else (np.nan, np.nan))
-    return {"miou_reference": float(ref_m), "miou_variant": float(var_m), "delta_miou": float(var_m - ref_m),
-            "delta_miou_ci_low": float(low), "delta_miou_ci_high": float(high), "replicates": replicates,
-            "seed": seed}
+    low, high = np.percentile(d, [2.5, 97.5]) if d.size else (np.nan, np.nan)
+    return {
+        "miou_reference": float(ref_m),
+        "miou_variant": float(var_m),
+        "delta_miou": float(var_m - ref_m),
+        "delta_miou_ci_low": float(low),
+        "delta_miou_ci_high": float(high),
+        "replicates": replicates,
+        "seed": seed,
+    }

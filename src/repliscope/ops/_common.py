@@ -20,8 +20,7 @@ def require_image(op: Op, item: Item) -> int:
         axis = 0
     else:
         raise OpSpecError(
-            "op", f"'{op.name}' needs a decoded image (HWC or CHW), got layout '{item.layout}': "
-            "put 'decode' first"
+            "op", f"'{op.name}' needs a decoded image (HWC or CHW), got layout '{item.layout}': put 'decode' first"
         )
     if item.data.ndim != 3:
         raise OpSpecError("op", f"'{op.name}' needs a 3-D image, got shape {item.data.shape}")

@@ -45,8 +45,11 @@ class Geometry:
 
     def then(self, scale: tuple[float, float], offset: tuple[float, float] = (0.0, 0.0)) -> Geometry:
         """This mapping followed by ``next = current * scale + offset`` (per axis y, x)."""
-        return Geometry(self.source_hw, (self.scale[0] * scale[0], self.scale[1] * scale[1]),
-                        (self.offset[0] * scale[0] + offset[0], self.offset[1] * scale[1] + offset[1]))
+        return Geometry(
+            self.source_hw,
+            (self.scale[0] * scale[0], self.scale[1] * scale[1]),
+            (self.offset[0] * scale[0] + offset[0], self.offset[1] * scale[1] + offset[1]),
+        )
 
     def to_source_xyxy(self, boxes: np.ndarray) -> np.ndarray:
         """(K, 4) xyxy boxes in current-image pixels -> (K, 4) xyxy in source-image pixels (float32)."""
@@ -209,8 +212,7 @@ class Op(ABC):
     def describe(self) -> dict[str, Any]:
         """The resolved form of this op, as stored in records: op name, every parameter, library + version."""
         lib, version = self.library()
-        return {"op": self.name, **self.params.model_dump(mode="json"),
-                "library": lib, "library_version": version}
+        return {"op": self.name, **self.params.model_dump(mode="json"), "library": lib, "library_version": version}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items())

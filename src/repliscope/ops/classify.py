@@ -93,9 +93,7 @@ class Labels(PostOp):
     @classmethod
     def from_context(cls, params: LabelsParams, context: BuildContext) -> Labels:
         if context.class_names is None:
-            raise OpSpecError(
-                "op", "'labels' needs class names: the manifest needs a top-level `labels` source"
-            )
+            raise OpSpecError("op", "'labels' needs class names: the manifest needs a top-level `labels` source")
         return cls(params, context.class_names)
 
     def __call__(self, preds: Predictions) -> Predictions:

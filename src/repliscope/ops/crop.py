@@ -69,8 +69,11 @@ class CenterCrop(PreOp):
         a reference evaluation does by accident; with ``fill`` padding is intended (timm's 'border' mode)."""
         shape = super().static_shape(shape)
         if self.params.fill is not None:
-            if isinstance(self.params.fill, list) and shape.channels is not None \
-                    and len(self.params.fill) != shape.channels:
+            if (
+                isinstance(self.params.fill, list)
+                and shape.channels is not None
+                and len(self.params.fill) != shape.channels
+            ):
                 raise OpSpecError("fill", f"{len(self.params.fill)} values for {shape.channels} channels")
             if self.params.size is not None:  # padding is intended: the size is fixed whatever the image
                 ch, cw = self.crop_size(0, 0)
@@ -81,10 +84,16 @@ class CenterCrop(PreOp):
         limit_h = shape.height if shape.height is not None else shape.min_side
         limit_w = shape.width if shape.width is not None else shape.min_side
         if (limit_h is not None and ch > limit_h) or (limit_w is not None and cw > limit_w):
-            got = (f"{shape.height}x{shape.width}" if shape.height is not None and shape.width is not None
-                   else f"one with shorter side {shape.min_side}")
-            raise OpSpecError("size", f"crop {ch}x{cw} is larger than the image it gets ({got}, from the "
-                              "resize before it): it would be zero-padded. Resize to at least the crop size")
+            got = (
+                f"{shape.height}x{shape.width}"
+                if shape.height is not None and shape.width is not None
+                else f"one with shorter side {shape.min_side}"
+            )
+            raise OpSpecError(
+                "size",
+                f"crop {ch}x{cw} is larger than the image it gets ({got}, from the "
+                "resize before it): it would be zero-padded. Resize to at least the crop size",
+            )
         return StaticShape(shape.layout, ch, cw, min(ch, cw), shape.channels)
 
     def __call__(self, item: Item) -> Item:
@@ -111,8 +120,9 @@ class CenterCrop(PreOp):
         return item.with_data(np.ascontiguousarray(out), geometry=geometry)
 
 
-def _pad(data: np.ndarray, pads: tuple[tuple[int, int], ...], layout: str, fill: float | list[float] | None
-         ) -> np.ndarray:
+def _pad(
+    data: np.ndarray, pads: tuple[tuple[int, int], ...], layout: str, fill: float | list[float] | None
+) -> np.ndarray:
     """``data`` padded by ``pads`` (per axis) with ``fill`` (None: zeros; a list: one value per channel)."""
     values = np.atleast_1d(np.asarray(0 if fill is None else fill, dtype=np.float64))
     caxis = 2 if layout == "HWC" else 0
@@ -121,8 +131,9 @@ def _pad(data: np.ndarray, pads: tuple[tuple[int, int], ...], layout: str, fill:
     if np.issubdtype(data.dtype, np.integer):
         info = np.iinfo(data.dtype)
         if np.any(values != np.round(values)) or values.min() < info.min or values.max() > info.max:
-            raise OpSpecError("fill", f"{fill} cannot be stored in a {data.dtype} image (whole numbers in "
-                              f"[{info.min}, {info.max}])")
+            raise OpSpecError(
+                "fill", f"{fill} cannot be stored in a {data.dtype} image (whole numbers in [{info.min}, {info.max}])"
+            )
     shape = [n + a + b for n, (a, b) in zip(data.shape, pads, strict=True)]
     out = np.empty(shape, data.dtype)
     out[...] = values.astype(data.dtype).reshape([-1 if i == caxis else 1 for i in range(3)])

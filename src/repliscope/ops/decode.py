@@ -106,9 +106,11 @@ class Decode(PreOp):
         super().__init__(params)
         given = params.model_fields_set
         if params.library == "libjpeg_turbo":
-            needs = {"dct_scale_to": ("[height, width] or null (no DCT scaling)", None),
-                     "fancy_upsampling": ("true or false", ["false", "true"]),
-                     "dct_method": ("islow or ifast", ["ifast", "islow"])}
+            needs = {
+                "dct_scale_to": ("[height, width] or null (no DCT scaling)", None),
+                "fancy_upsampling": ("true or false", ["false", "true"]),
+                "dct_method": ("islow or ifast", ["ifast", "islow"]),
+            }
             for key, (what, allowed) in needs.items():
                 if key not in given:
                     raise OpSpecError(key, f"library libjpeg_turbo needs {key}: {what}", allowed)
@@ -171,7 +173,6 @@ class Decode(PreOp):
             geometry = geometry.then((dct_scale, dct_scale))
         return Item(np.ascontiguousarray(out), layout="HWC", channels=self.params.channels, geometry=geometry)
 
-
     def _decode_libjpeg(self, im: ImageFile.ImageFile, data: bytes) -> tuple[np.ndarray, float]:
         """(RGB uint8 HxWx3, the DCT scale M/8 applied: 1.0 for none) for ``library: libjpeg_turbo``; see
         :class:`Decode`."""
@@ -179,8 +180,10 @@ class Decode(PreOp):
         if fmt != "JPEG":
             if fmt not in LIBJPEG_FORMATS:
                 im.close()
-                raise SampleError(f"cannot decode with libjpeg_turbo: format {fmt} is not supported "
-                                  f"(MLModelScope decoded only {', '.join(LIBJPEG_FORMATS)})")
+                raise SampleError(
+                    f"cannot decode with libjpeg_turbo: format {fmt} is not supported "
+                    f"(MLModelScope decoded only {', '.join(LIBJPEG_FORMATS)})"
+                )
             return _decode_pillow(im), 1.0
         im.close()
         import simplejpeg
@@ -190,8 +193,9 @@ class Decode(PreOp):
             height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
             check_pixels((width, height), min(p.max_pixels, MAX_PIXELS.value))
             if colorspace in ("CMYK", "YCCK"):
-                raise SampleError(f"cannot decode with libjpeg_turbo: a {colorspace} JPEG (libjpeg cannot "
-                                  "convert it to RGB)")
+                raise SampleError(
+                    f"cannot decode with libjpeg_turbo: a {colorspace} JPEG (libjpeg cannot convert it to RGB)"
+                )
             scale = {}
             m = 8
             if p.dct_scale_to is not None:
@@ -200,8 +204,14 @@ class Decode(PreOp):
                 # target itself differs when one target side exceeds the image (simplejpeg still scales)
                 if m < 8:
                     scale = {"min_width": math.ceil(m * width / 8), "min_height": math.ceil(m * height / 8)}
-            rgb = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=p.dct_method == "ifast",
-                                         fastupsample=not p.fancy_upsampling, strict=True, **scale)
+            rgb = simplejpeg.decode_jpeg(
+                data,
+                colorspace="RGB",
+                fastdct=p.dct_method == "ifast",
+                fastupsample=not p.fancy_upsampling,
+                strict=True,
+                **scale,
+            )
         except ValueError as exc:
             raise SampleError(f"cannot decode with libjpeg_turbo: {exc}") from exc
         return np.asarray(rgb, dtype=np.uint8), (m / 8 if scale else 1.0)
@@ -222,8 +232,10 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
     """SampleError when ``width x height`` (``size``) is over ``max_pixels``."""
     width, height = size
     if width * height > max_pixels:
-        raise SampleError(f"image is {width}x{height} = {width * height:,} pixels, over the limit of "
-                          f"{max_pixels:,} (decode.max_pixels)")
+        raise SampleError(
+            f"image is {width}x{height} = {width * height:,} pixels, over the limit of "
+            f"{max_pixels:,} (decode.max_pixels)"
+        )
 
 
 _NOT_THIS_FORMAT = (SyntaxError, IndexError, TypeError, struct.error)
@@ -256,20 +268,21 @@ def _open_header(data: bytes, library: str) -> ImageFile.ImageFile:
             except _NOT_THIS_FORMAT:
                 continue
             except (OSError, ValueError, EOFError) as exc:
-                raise SampleError(f"cannot decode with {library}: unreadable header "
-                                  f"({str(exc) or type(exc).__name__})") from exc
+                raise SampleError(
+                    f"cannot decode with {library}: unreadable header ({str(exc) or type(exc).__name__})"
+                ) from exc
     if library == "pillow":
         raise SampleError("cannot decode with pillow: cannot identify image file (unknown format or corrupt)")
-    raise SampleError("cannot decode with opencv: unknown format or corrupt header (the size must be read from "
-                      "the header with Pillow to check decode.max_pixels, so formats only OpenCV reads are refused)")
+    raise SampleError(
+        "cannot decode with opencv: unknown format or corrupt header (the size must be read from "
+        "the header with Pillow to check decode.max_pixels, so formats only OpenCV reads are refused)"
+    )
 
 
 def _decode_pillow(im: ImageFile.ImageFile) -> np.ndarray:
     """RGB uint8 HxWx3 from an opened (header-only) Pillow image; see :class:`Decode` for the conversions."""
     if ImageFile.LOAD_TRUNCATED_IMAGES:
-        raise RepliscopeError(
-            "cannot decode: PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True, which pads truncated files"
-        )
+        raise RepliscopeError("cannot decode: PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True, which pads truncated files")
     try:
         with im:
             im.load()

@@ -29,8 +29,9 @@ class DataLayout(PreOp):
 
     def static_shape(self, shape: StaticShape) -> StaticShape:
         shape = super().static_shape(shape)
-        return StaticShape("CHW" if self.params.layout == "NCHW" else "HWC", shape.height, shape.width,
-                           shape.min_side, shape.channels)
+        return StaticShape(
+            "CHW" if self.params.layout == "NCHW" else "HWC", shape.height, shape.width, shape.min_side, shape.channels
+        )
 
     def __call__(self, item: Item) -> Item:
         require_image(self, item)

@@ -16,5 +16,7 @@ def check_output_pixels(height: int, width: int, op: str) -> None:
     """SampleError when an ``op`` output of ``height`` x ``width`` is over the ``max_pixels`` limit."""
     limit = MAX_PIXELS.value
     if height * width > limit:
-        raise SampleError(f"'{op}' would make a {width}x{height} image ({height * width:,} pixels), more than the "
-                          f"{limit:,}-pixel limit ({MAX_PIXELS.name}, ${MAX_PIXELS.env})")
+        raise SampleError(
+            f"'{op}' would make a {width}x{height} image ({height * width:,} pixels), more than the "
+            f"{limit:,}-pixel limit ({MAX_PIXELS.name}, ${MAX_PIXELS.env})"
+        )

@@ -89,8 +89,9 @@ def _to_spec_error(model: type[OpParams], raw: Mapping[str, Any], exc: Validatio
     if len(mine) > 1 and rank(err) == (False, 0):
         value = raw.get(field)
         return OpSpecError(key, f"expected {_type_name(annotation)}, got {type(value).__name__} {value!r}")
-    return OpSpecError(key, f"{err['msg'][0].lower()}{err['msg'][1:]}, got {type(err['input']).__name__} "
-                            f"{err['input']!r}")
+    return OpSpecError(
+        key, f"{err['msg'][0].lower()}{err['msg'][1:]}, got {type(err['input']).__name__} {err['input']!r}"
+    )
 
 
 def _literal_choices(annotation: Any) -> list[str]:
@@ -179,8 +180,13 @@ class Pipeline:
                 )
         return np.ascontiguousarray(np.stack([it.data for it in items], axis=0))
 
-    def postprocess(self, outputs: np.ndarray | Mapping[str, np.ndarray], tracer: Tracer | None = None, *,
-                    geometry: Sequence[Geometry | None] | None = None) -> Predictions:
+    def postprocess(
+        self,
+        outputs: np.ndarray | Mapping[str, np.ndarray],
+        tracer: Tracer | None = None,
+        *,
+        geometry: Sequence[Geometry | None] | None = None,
+    ) -> Predictions:
         """Apply the post-processing ops in order to a batch of model outputs: a (N, C) score array
         (classification; converted to float32), or every output by manifest name (``Predictions.outputs``, batch
         axis first, dtypes kept; ``scores`` is then the first output as float32). ``geometry``: per row, the
@@ -207,8 +213,10 @@ class Pipeline:
 
     def describe(self) -> dict[str, list[dict[str, Any]]]:
         """The resolved pipeline as stored in evaluation records."""
-        return {"preprocess": [op.describe() for op in self.pre_ops],
-                "postprocess": [op.describe() for op in self.post_ops]}
+        return {
+            "preprocess": [op.describe() for op in self.pre_ops],
+            "postprocess": [op.describe() for op in self.post_ops],
+        }
 
     def index_of(self, name: str) -> int:
         """Index of the first pre-processing op called ``name``."""

@@ -25,8 +25,13 @@ _PILLOW_FILTERS: dict[str, Image.Resampling] = {
     "area": Image.Resampling.BOX,
     "lanczos": Image.Resampling.LANCZOS,
 }
-_OPENCV_FLAGS = {"nearest": "INTER_NEAREST", "bilinear": "INTER_LINEAR", "bicubic": "INTER_CUBIC",
-                 "area": "INTER_AREA", "lanczos": "INTER_LANCZOS4"}
+_OPENCV_FLAGS = {
+    "nearest": "INTER_NEAREST",
+    "bilinear": "INTER_LINEAR",
+    "bicubic": "INTER_CUBIC",
+    "area": "INTER_AREA",
+    "lanczos": "INTER_LANCZOS4",
+}
 _GO_IMAGING_VERSION = "v1.6.2 (numpy port of resize.go, imaging.Linear)"
 _TORCH_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", "area": "area"}
 
@@ -95,18 +100,25 @@ class Resize(PreOp):
         super().__init__(params)
         p = params
         if p.long_side != "round" and not (p.keep_aspect_ratio and isinstance(p.size, int)):
-            raise OpSpecError("long_side", "only applies to an int size with keep_aspect_ratio: true (the "
-                              "longer side is computed); remove it", ["round", "truncate"])
+            raise OpSpecError(
+                "long_side",
+                "only applies to an int size with keep_aspect_ratio: true (the longer side is computed); remove it",
+                ["round", "truncate"],
+            )
         if isinstance(p.size, list) and p.keep_aspect_ratio and p.fit is None:
             raise OpSpecError(
                 "keep_aspect_ratio",
                 "size [height, width] with keep_aspect_ratio: true is ambiguous without fit; give fit (inside: "
                 "the image fits in the box, cover: it covers the box), an int size (the shorter side) or "
-                "keep_aspect_ratio: false", ["inside", "cover"],
+                "keep_aspect_ratio: false",
+                ["inside", "cover"],
             )
         if p.fit is not None and not (isinstance(p.size, list) and p.keep_aspect_ratio):
-            raise OpSpecError("fit", "only applies to size [height, width] with keep_aspect_ratio: true; remove it",
-                              ["inside", "cover"])
+            raise OpSpecError(
+                "fit",
+                "only applies to size [height, width] with keep_aspect_ratio: true; remove it",
+                ["inside", "cover"],
+            )
         combo = f"library {p.library} with method {p.method}"
         if p.library == "pillow" and not p.antialias:
             raise OpSpecError("antialias", f"{combo} always antialiases downscaling; set antialias: true")
@@ -115,11 +127,18 @@ class Resize(PreOp):
             raise OpSpecError("antialias", f"{combo} needs antialias: {need}")
         if p.library == "go_imaging":
             if p.method not in ("bilinear", "nearest"):
-                raise OpSpecError("method", f"library go_imaging has no method {p.method} (imaging.Linear and "
-                                  "imaging.NearestNeighbor are the ones reproduced)", allowed=["bilinear", "nearest"])
+                raise OpSpecError(
+                    "method",
+                    f"library go_imaging has no method {p.method} (imaging.Linear and "
+                    "imaging.NearestNeighbor are the ones reproduced)",
+                    allowed=["bilinear", "nearest"],
+                )
             if not p.antialias:
-                raise OpSpecError("antialias", f"{combo}: imaging's filters always antialias downscaling (as "
-                                  "with pillow, nearest samples whatever the flag); set antialias: true")
+                raise OpSpecError(
+                    "antialias",
+                    f"{combo}: imaging's filters always antialias downscaling (as "
+                    "with pillow, nearest samples whatever the flag); set antialias: true",
+                )
         if p.library == "torch":
             if p.method not in _TORCH_MODES:
                 raise OpSpecError("method", f"library torch has no method {p.method}", allowed=_TORCH_MODES)
@@ -203,8 +222,9 @@ def _resize_pillow(hwc: np.ndarray, th: int, tw: int, method: str) -> np.ndarray
         return np.asarray(im.resize((tw, th), resample, reducing_gap=None))
     if hwc.dtype not in (np.uint8, np.float32):
         raise OpSpecError(
-            "library", f"pillow resize supports uint8 and float32 images, got {hwc.dtype}; "
-            "put resize before to_float/cast or use library opencv or torch"
+            "library",
+            f"pillow resize supports uint8 and float32 images, got {hwc.dtype}; "
+            "put resize before to_float/cast or use library opencv or torch",
         )
     planes = [Image.fromarray(np.ascontiguousarray(hwc[..., c])) for c in range(hwc.shape[2])]
     channels = [np.asarray(p.resize((tw, th), resample, reducing_gap=None)) for p in planes]
@@ -293,8 +313,9 @@ def _resize_go_imaging(hwc: np.ndarray, th: int, tw: int, method: str) -> np.nda
     """``imaging.Resize(img, tw, th, imaging.Linear)`` (horizontal pass first) or ``imaging.NearestNeighbor``
     (``resizeNearest``) on a uint8 HWC image; the same size is a copy (imaging's ``Clone``)."""
     if hwc.dtype != np.uint8:
-        raise OpSpecError("library", f"go_imaging resize works on 8-bit images, got {hwc.dtype}; put resize "
-                          "before to_float/cast")
+        raise OpSpecError(
+            "library", f"go_imaging resize works on 8-bit images, got {hwc.dtype}; put resize before to_float/cast"
+        )
     if method == "nearest" and (hwc.shape[0], hwc.shape[1]) != (th, tw):
         rows = ((np.arange(th) + 0.5) * (hwc.shape[0] / th)).astype(np.intp)  # Go int(): truncation
         cols = ((np.arange(tw) + 0.5) * (hwc.shape[1] / tw)).astype(np.intp)

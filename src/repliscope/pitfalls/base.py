@@ -93,15 +93,23 @@ def fmt_params(op: Op, *keys: str) -> str:
     return ", ".join(f"{k}={p[k]}" for k in keys)
 
 
-def simple_pitfall(name: str, description: str, tasks: tuple[str, ...] | None = None
-                   ) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
+def simple_pitfall(
+    name: str, description: str, tasks: tuple[str, ...] | None = None
+) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
     """Register a function ``(base, ctx) -> Derived`` as a Pitfall class named ``name`` (for ``tasks``)."""
 
     def deco(fn: Callable[[Pipeline, PitfallContext], Derived]) -> type[Pitfall]:
-        cls = type(fn.__name__, (Pitfall,), {
-            "name": name, "description": description, "__doc__": description, "tasks": tasks,
-            "derive": lambda self, base, ctx: fn(base, ctx),
-        })
+        cls = type(
+            fn.__name__,
+            (Pitfall,),
+            {
+                "name": name,
+                "description": description,
+                "__doc__": description,
+                "tasks": tasks,
+                "derive": lambda self, base, ctx: fn(base, ctx),
+            },
+        )
         PITFALLS.add(name, cls)
         return cls
 

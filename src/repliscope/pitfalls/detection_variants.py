@@ -32,10 +32,13 @@ _NORMALIZE = ("scale", "subtract_mean", "divide_std")
 _TASKS = ("object_detection",)
 
 
-def detection_pitfall(name: str, description: str) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]],
-                                                                  type[Pitfall]]:
+def detection_pitfall(
+    name: str, description: str
+) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
     """:func:`simple_pitfall` for the object_detection task."""
     return simple_pitfall(name, description, tasks=_TASKS)
+
+
 STRETCH_PAD_COLOR = [0, 0, 0]
 """Pad colour of the letterbox the ``letterbox_stretch_swapped`` variant puts in place of a stretch."""
 
@@ -49,9 +52,10 @@ def _param(op: Op, key: str) -> Any:
     return op.params.model_dump()[key]
 
 
-@detection_pitfall("letterbox_stretch_swapped",
-                "letterbox <-> stretch: a letterbox replaced by a plain resize to its size, or a stretch by a "
-                "letterbox")
+@detection_pitfall(
+    "letterbox_stretch_swapped",
+    "letterbox <-> stretch: a letterbox replaced by a plain resize to its size, or a stretch by a letterbox",
+)
 def letterbox_stretch_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     _require_detection(base)
     common = ("method", "library", "antialias")
@@ -64,11 +68,18 @@ def letterbox_stretch_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
         if op.name == "resize" and not _param(op, "keep_aspect_ratio"):
             size = _param(op, "size")
             size = size if isinstance(size, list) else [size, size]
-            new = make_op("letterbox", size=size, color=STRETCH_PAD_COLOR, position="center", order="resize_then_pad",
-                          **{k: _param(op, k) for k in common})
-            return Derived(base.replace_pre(i, new),
-                           f"resize (stretch) to {size} -> letterbox {size} (resize then pad), pad "
-                           f"{STRETCH_PAD_COLOR}, centred")
+            new = make_op(
+                "letterbox",
+                size=size,
+                color=STRETCH_PAD_COLOR,
+                position="center",
+                order="resize_then_pad",
+                **{k: _param(op, k) for k in common},
+            )
+            return Derived(
+                base.replace_pre(i, new),
+                f"resize (stretch) to {size} -> letterbox {size} (resize then pad), pad {STRETCH_PAD_COLOR}, centred",
+            )
     raise NotApplicable("the pipeline has neither a letterbox nor a stretching resize (keep_aspect_ratio: false)")
 
 
@@ -114,8 +125,9 @@ def swap_input_range(base: Pipeline) -> tuple[Pipeline, str, str, list[Any]]:
 def input_range_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     _require_detection(base)
     pipeline, text, old, new = swap_input_range(base)
-    return Derived(pipeline,
-                   f"input range {text}: {old} -> {', '.join(f'{op.name} {op.params.model_dump()}' for op in new)}")
+    return Derived(
+        pipeline, f"input range {text}: {old} -> {', '.join(f'{op.name} {op.params.model_dump()}' for op in new)}"
+    )
 
 
 def _to_source_undo(base: Pipeline, undo: str, what: str) -> Derived:
@@ -123,8 +135,9 @@ def _to_source_undo(base: Pipeline, undo: str, what: str) -> Derived:
     old = _param(base.post_ops[t], "undo")
     if old != "geometry":
         raise NotApplicable(f"to_source already uses undo: {old}")
-    return Derived(base.replace_post(t, rebuild_post(base.post_ops[t], undo=undo)),
-                   f"to_source.undo geometry -> {undo} ({what})")
+    return Derived(
+        base.replace_post(t, rebuild_post(base.post_ops[t], undo=undo)), f"to_source.undo geometry -> {undo} ({what})"
+    )
 
 
 @detection_pitfall("letterbox_not_undone", "letterbox not undone: boxes rescaled but the padding offset left in")
@@ -138,8 +151,12 @@ def input_pixels_as_source(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _to_source_undo(base, "nothing", "no resize / letterbox / crop inverse")
 
 
-def _misread(base: Pipeline, change: Callable[[dict[str, Any]], dict[str, Any] | None], what: str,
-             anchor_change: Callable[[Op], tuple[PostOp, str]] | None = None) -> Derived:
+def _misread(
+    base: Pipeline,
+    change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    what: str,
+    anchor_change: Callable[[Op], tuple[PostOp, str]] | None = None,
+) -> Derived:
     """Change the format the model's boxes are READ in (the op creating detections), and the 'from' of the
     box_format right after it that was written for the old reading, so the pipeline still runs."""
     _require_detection(base)
@@ -153,8 +170,10 @@ def _misread(base: Pipeline, change: Callable[[dict[str, Any]], dict[str, Any] |
     old = _param(source, "format")
     new = change(old)
     if new is None:
-        raise NotApplicable(f"the model's boxes are {old['kind']} {'normalised' if old['normalized'] else 'pixels'}:"
-                            f" no {what} to confuse")
+        raise NotApplicable(
+            f"the model's boxes are {old['kind']} {'normalised' if old['normalized'] else 'pixels'}:"
+            f" no {what} to confuse"
+        )
     pipe = base.replace_post(s, rebuild_post(source, format=new))
     changed = [f"detections_from_outputs.format {_short(old)} -> {_short(new)}"]
     for j in range(s + 1, len(base.post_ops)):
@@ -192,8 +211,9 @@ def _swap_box_order(op: Op) -> tuple[PostOp, str]:
     return rebuild_post(op, box_order=new), f"anchor_decode.box_order {old} -> {new}"
 
 
-@detection_pitfall("box_yxyx_xyxy_swapped", "box format misread: y and x swapped (yxyx <-> xyxy; the anchor coder's "
-                "xywh <-> yxhw)")
+@detection_pitfall(
+    "box_yxyx_xyxy_swapped", "box format misread: y and x swapped (yxyx <-> xyxy; the anchor coder's xywh <-> yxhw)"
+)
 def box_yxyx_xyxy_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _misread(base, _swap_kind("yxyx", "xyxy"), "yxyx / xyxy", _swap_box_order)
 
@@ -208,13 +228,16 @@ def normalized_sides_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
         if src["normalized"] == dst["normalized"]:
             continue
         if src["space"] == "source":
-            raise NotApplicable("the boxes are normalised to the source image, whose sides come from each decoded "
-                                "image (no stated size to swap)")
+            raise NotApplicable(
+                "the boxes are normalised to the source image, whose sides come from each decoded "
+                "image (no stated size to swap)"
+            )
         h, w = _param(op, "image_size")
         if h == w:
             raise NotApplicable(f"the model input is square ({h}x{w}): swapping the sides changes nothing")
-        return Derived(base.replace_post(j, rebuild_post(op, image_size=[w, h])),
-                       f"box_format.image_size [{h}, {w}] -> [{w}, {h}]")
+        return Derived(
+            base.replace_post(j, rebuild_post(op, image_size=[w, h])), f"box_format.image_size [{h}, {w}] -> [{w}, {h}]"
+        )
     raise NotApplicable("no box_format between normalised coordinates and pixels")
 
 
@@ -234,11 +257,14 @@ def _class_offset(base: Pipeline, delta: int) -> Derived:
     op = base.post_ops[c]
     table = _param(op, "table")
     if table != "none":
-        raise NotApplicable(f"class_map reads its index through table {table}: a shifted index falls outside the "
-                            "table for the first or last class (an error, not a shifted class)")
+        raise NotApplicable(
+            f"class_map reads its index through table {table}: a shifted index falls outside the "
+            "table for the first or last class (an error, not a shifted class)"
+        )
     old = _param(op, "offset")
-    return Derived(base.replace_post(c, rebuild_post(op, offset=old + delta)),
-                   f"class_map.offset {old} -> {old + delta}")
+    return Derived(
+        base.replace_post(c, rebuild_post(op, offset=old + delta)), f"class_map.offset {old} -> {old + delta}"
+    )
 
 
 @detection_pitfall("class_id_plus_1", "class ids shifted by +1 (0-based read as 1-based)")
@@ -270,8 +296,18 @@ def nms_iou_07(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _nms_threshold(base, 0.7)
 
 
-DETECTION_PITFALLS = ("letterbox_stretch_swapped", "input_range_swapped", "letterbox_not_undone",
-                      "input_pixels_as_source", "box_xyxy_xywh_swapped", "box_yxyx_xyxy_swapped",
-                      "normalized_sides_swapped", "box_off_by_one", "class_id_plus_1", "class_id_minus_1",
-                      "nms_iou_0.3", "nms_iou_0.7")
+DETECTION_PITFALLS = (
+    "letterbox_stretch_swapped",
+    "input_range_swapped",
+    "letterbox_not_undone",
+    "input_pixels_as_source",
+    "box_xyxy_xywh_swapped",
+    "box_yxyx_xyxy_swapped",
+    "normalized_sides_swapped",
+    "box_off_by_one",
+    "class_id_plus_1",
+    "class_id_minus_1",
+    "nms_iou_0.3",
+    "nms_iou_0.7",
+)
 """The names registered here (the sweep of a detection manifest adds them to the built-ins)."""

@@ -55,8 +55,10 @@ class PairedStats(_Model):
 
     def pairing_note(self) -> str:
         """Why the paired numbers can be over fewer samples than each side's own top-1."""
-        return (f"paired on the {self.n} samples both evaluated ({self.failed_only_variant} failed only in the "
-                f"variant, {self.failed_only_reference} only in the reference)")
+        return (
+            f"paired on the {self.n} samples both evaluated ({self.failed_only_variant} failed only in the "
+            f"variant, {self.failed_only_reference} only in the reference)"
+        )
 
 
 class VariantOutcome(_Model):

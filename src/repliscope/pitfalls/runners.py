@@ -23,8 +23,9 @@ def runner_for(base: Runner, threads: int, precision: str, input_shape: tuple[in
         check_resizable(base.name, base.artifact, tuple(int(d) for d in input_shape))
         batch_axis = base.artifact.input_shape[0] if base.artifact.input_shape else -1
         shape = (batch_axis, *(int(d) for d in input_shape))
-        artifact = replace(base.artifact, input_shape=shape,
-                           origin=f"{base.artifact.origin} at input shape {list(shape)}")
+        artifact = replace(
+            base.artifact, input_shape=shape, origin=f"{base.artifact.origin} at input shape {list(shape)}"
+        )
         base = RUNTIMES.get(base.name)(artifact, threads=base.threads, cache_dir=base.cache_dir)
         base.notes["input_shape"] = list(shape)
     if precision == "float32":
@@ -50,23 +51,32 @@ def check_resizable(runtime: str, artifact: ModelArtifact, input_shape: tuple[in
     :data:`DARKNET_AT_ANY_SIZE`, or an ONNX file whose input declares those dims or leaves them dynamic."""
     if artifact.format == "darknet":
         if runtime not in DARKNET_AT_ANY_SIZE:
-            raise NotApplicable(f"the {runtime} runtime builds a darknet source at the cfg's size only (runtimes "
-                                f"that run it at {list(input_shape)}: {', '.join(DARKNET_AT_ANY_SIZE)})")
+            raise NotApplicable(
+                f"the {runtime} runtime builds a darknet source at the cfg's size only (runtimes "
+                f"that run it at {list(input_shape)}: {', '.join(DARKNET_AT_ANY_SIZE)})"
+            )
         return
     if artifact.format != "onnx":
-        raise NotApplicable(f"a {artifact.format} model file has the input it was exported with; another input "
-                            f"shape {list(input_shape)} needs a source built at it (darknet sources are)")
+        raise NotApplicable(
+            f"a {artifact.format} model file has the input it was exported with; another input "
+            f"shape {list(input_shape)} needs a source built at it (darknet sources are)"
+        )
     import onnx
 
     model = onnx.load(str(artifact.path), load_external_data=False)
     initializers = {i.name for i in model.graph.initializer}
     first = next(i for i in model.graph.input if i.name not in initializers)
     dims = [d.dim_value if d.HasField("dim_value") else None for d in first.type.tensor_type.shape.dim][1:]
-    fixed = [(axis, want, got) for axis, (want, got) in enumerate(zip(dims, input_shape, strict=False), start=1)
-             if want is not None and want != got]
+    fixed = [
+        (axis, want, got)
+        for axis, (want, got) in enumerate(zip(dims, input_shape, strict=False), start=1)
+        if want is not None and want != got
+    ]
     if len(dims) != len(input_shape) or fixed:
-        raise NotApplicable(f"{artifact.path.name} declares input {first.name!r} as {['N', *dims]}; it cannot run "
-                            f"at {list(input_shape)}")
+        raise NotApplicable(
+            f"{artifact.path.name} declares input {first.name!r} as {['N', *dims]}; it cannot run "
+            f"at {list(input_shape)}"
+        )
 
 
 def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
@@ -89,8 +99,14 @@ def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
         tmp = target.with_suffix(".onnx.part")
         onnx.save(model16, str(tmp))
         tmp.replace(target)
-    artifact = replace(base.artifact, path=target, sha256=sha256_file(target), format="onnx",
-                       architecture=None, origin=f"{base.artifact.origin} -> float16 ({target.name})")
+    artifact = replace(
+        base.artifact,
+        path=target,
+        sha256=sha256_file(target),
+        format="onnx",
+        architecture=None,
+        origin=f"{base.artifact.origin} -> float16 ({target.name})",
+    )
     runner = RUNTIMES.get("onnxruntime")(artifact, threads=threads, cache_dir=base.cache_dir)
     runner.notes["float16_from"] = str(src)
     return runner

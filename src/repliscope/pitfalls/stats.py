@@ -23,15 +23,26 @@ def kl_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.maximum(np.sum(p64 * (np.log(p64) - np.log(q64)), axis=1), 0.0)
 
 
-def paired_stats(ref_top1: np.ndarray, var_top1: np.ndarray, labels: np.ndarray | None, kl: np.ndarray,
-                 max_abs_prob_diff: float, ref_top5_hits: np.ndarray | None = None,
-                 var_top5_hits: np.ndarray | None = None) -> PairedStats:
+def paired_stats(
+    ref_top1: np.ndarray,
+    var_top1: np.ndarray,
+    labels: np.ndarray | None,
+    kl: np.ndarray,
+    max_abs_prob_diff: float,
+    ref_top5_hits: np.ndarray | None = None,
+    var_top5_hits: np.ndarray | None = None,
+) -> PairedStats:
     """``ref_top1`` / ``var_top1``: (n,) int predictions on the samples both evaluated; ``labels``: (n,) with
     -1 for unlabelled, or None; ``kl``: (n,) per-sample KL(reference || variant)."""
     n = int(ref_top1.shape[0])
     same = ref_top1 == var_top1
-    stats = PairedStats(n=n, agreement=float(same.mean()) if n else 0.0, flipped=int((~same).sum()),
-                        mean_kl=float(kl.mean()) if n else 0.0, max_abs_prob_diff=max_abs_prob_diff)
+    stats = PairedStats(
+        n=n,
+        agreement=float(same.mean()) if n else 0.0,
+        flipped=int((~same).sum()),
+        mean_kl=float(kl.mean()) if n else 0.0,
+        max_abs_prob_diff=max_abs_prob_diff,
+    )
     if labels is not None and n:
         known = labels >= 0
         if known.any():
@@ -49,8 +60,12 @@ def paired_stats(ref_top1: np.ndarray, var_top1: np.ndarray, labels: np.ndarray 
     return stats
 
 
-def paired_predictions(ref: Sequence[SamplePrediction], var: Sequence[SamplePrediction],
-                       kl: Sequence[float] | np.ndarray, max_abs_prob_diff: float) -> PairedStats | None:
+def paired_predictions(
+    ref: Sequence[SamplePrediction],
+    var: Sequence[SamplePrediction],
+    kl: Sequence[float] | np.ndarray,
+    max_abs_prob_diff: float,
+) -> PairedStats | None:
     """Paired statistics of ``var`` against ``ref`` (same samples, same order) on the samples BOTH evaluated.
 
     ``kl``: per-sample KL(reference || variant) of exactly those samples, in order. Samples that failed in one
@@ -70,8 +85,9 @@ def paired_predictions(ref: Sequence[SamplePrediction], var: Sequence[SamplePred
     labels = np.array([a.label if a.label is not None else -1 for a, _ in both])
     top5_a = np.array([a.label in a.topk_indices[:5] for a, _ in both])
     top5_b = np.array([b.label in b.topk_indices[:5] for _, b in both])
-    stats = paired_stats(ref_top1, var_top1, labels if (labels >= 0).any() else None, kl_arr,
-                         max_abs_prob_diff, top5_a, top5_b)
+    stats = paired_stats(
+        ref_top1, var_top1, labels if (labels >= 0).any() else None, kl_arr, max_abs_prob_diff, top5_a, top5_b
+    )
     stats.failed_only_reference = sum(1 for a, b in zip(ref, var, strict=True) if a.error and b.error is None)
     stats.failed_only_variant = sum(1 for a, b in zip(ref, var, strict=True) if b.error and a.error is None)
     return stats

@@ -104,14 +104,20 @@ class SweepOutput:
     records: list[EvaluationRecord]
 
 
-def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Plan
-               ) -> tuple[list[_Plan], list[VariantOutcome]]:
+def plan_sweep(
+    prepared: PreparedRun, names: Sequence[str] | None, run_plan: Plan
+) -> tuple[list[_Plan], list[VariantOutcome]]:
     """Derive every requested variant (all registered ones by default) from the prepared pipeline; the
     reference runs as ``run_plan`` says (batch size, runner threads)."""
     s = prepared.settings
     spec = prepared.loaded.manifest.inputs[0]
-    ctx = PitfallContext(input_shape=tuple(spec.shape), input_layout=spec.layout, runtime=s.runtime,
-                         batch_size=run_plan.batch_size, threads=run_plan.threads)
+    ctx = PitfallContext(
+        input_shape=tuple(spec.shape),
+        input_layout=spec.layout,
+        runtime=s.runtime,
+        batch_size=run_plan.batch_size,
+        threads=run_plan.threads,
+    )
     base = runner_for_plan(prepared.runner, run_plan)
     ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
@@ -128,12 +134,23 @@ def plan_sweep(prepared: PreparedRun, names: Sequence[str] | None, run_plan: Pla
             key = (threads, precision, shape)
             if key not in runners:
                 runners[key] = runner_for(base, threads, precision, shape)
-            plans.append(_Plan(name, pitfall.description, derived.change, derived.pipeline, runners[key],
-                               int(derived.settings.get("batch_size", run_plan.batch_size)),
-                               dict(derived.settings)))
+            plans.append(
+                _Plan(
+                    name,
+                    pitfall.description,
+                    derived.change,
+                    derived.pipeline,
+                    runners[key],
+                    int(derived.settings.get("batch_size", run_plan.batch_size)),
+                    dict(derived.settings),
+                )
+            )
         except NotApplicable as exc:
-            skipped.append(VariantOutcome(name=name, description=pitfall.description, change="",
-                                          status="not applicable", reason=str(exc)))
+            skipped.append(
+                VariantOutcome(
+                    name=name, description=pitfall.description, change="", status="not applicable", reason=str(exc)
+                )
+            )
     for plan in plans:
         plan.op_keys = op_keys(plan.pipeline)
     return plans, skipped
@@ -146,8 +163,11 @@ def task_pitfalls(task: str) -> list[str]:
         from repliscope.pitfalls import detection_variants, yolo_variants  # noqa: F401  (registers them)
     if task == "semantic_segmentation":
         from repliscope.pitfalls import segmentation_variants  # noqa: F401  (registers them)
-    return [name for name in PITFALLS.names() if PITFALLS.get(name).tasks in (None, ()) or
-            task in (PITFALLS.get(name).tasks or ())]
+    return [
+        name
+        for name in PITFALLS.names()
+        if PITFALLS.get(name).tasks in (None, ()) or task in (PITFALLS.get(name).tasks or ())
+    ]
 
 
 def op_keys(pipeline: Pipeline) -> list[str]:
@@ -167,9 +187,13 @@ PrefixMemo = dict[tuple[str, ...], Any]
 """Op-key prefix -> its output Item (or failure) for one sample."""
 
 
-def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tuple[int, ...],
-                memo: PrefixMemo | None = None, shapes: Mapping[str, tuple[int, ...]] | None = None
-                ) -> tuple[_Prepared, str]:
+def prepare_all(
+    sample: Sample,
+    plans: Sequence[PrefixPlan],
+    expected_shape: tuple[int, ...],
+    memo: PrefixMemo | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> tuple[_Prepared, str]:
     """Read one sample once and pre-process it for every plan, computing each distinct op prefix once ->
     (cells, fingerprint: sha256 hex of the bytes or the unreadable reason). Pass the same ``memo`` for the same
     sample to reuse prefixes across calls (the pipeline diff's singles, then pairs). ``shapes``: a plan's own
@@ -201,13 +225,20 @@ def prepare_all(sample: Sample, plans: Sequence[PrefixPlan], expected_shape: tup
         if isinstance(error, _Fatal):
             out[plan.name] = _Cell(None, fatal=error.message)
         else:
-            out[plan.name] = (_Cell(None, error=error) if error is not None
-                              else _Cell(item.data, item.layout, geometry=item.geometry))
+            out[plan.name] = (
+                _Cell(None, error=error) if error is not None else _Cell(item.data, item.layout, geometry=item.geometry)
+            )
     return out, read.fingerprint
 
 
-def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | None = None, *,
-              visual_samples: int = 3, on_progress: Callable[[int], None] | None = None) -> SweepOutput:
+def run_sweep(
+    prepared: PreparedRun,
+    dataset: Dataset,
+    names: Sequence[str] | None = None,
+    *,
+    visual_samples: int = 3,
+    on_progress: Callable[[int], None] | None = None,
+) -> SweepOutput:
     """Evaluate the reference and every variant on ``dataset``; returns the sweep and one record per plan.
 
     The sweep runs as the run's plan says (:func:`repliscope.evaluation.run.plan_for`: given, or the same
@@ -218,19 +249,35 @@ def run_sweep(prepared: PreparedRun, dataset: Dataset, names: Sequence[str] | No
     check_dataset(prepared, dataset)
     run_plan = plan_for(prepared, dataset)
     plans, skipped = plan_sweep(prepared, names, run_plan)
-    if (run_plan.schedule == "data_parallel" and prepared.runner.name in _GLOBAL_THREAD_RUNTIMES
-            and len({p.runner.threads for p in plans}) > 1):
-        run_plan = replace(run_plan, schedule="pipelined", workers=usable_cores(),
-                           source=f"{run_plan.source}; the sweep runs pipelined: {prepared.runner.name}'s thread "
-                                  "count is process-global, and its variants use different thread counts")
+    if (
+        run_plan.schedule == "data_parallel"
+        and prepared.runner.name in _GLOBAL_THREAD_RUNTIMES
+        and len({p.runner.threads for p in plans}) > 1
+    ):
+        run_plan = replace(
+            run_plan,
+            schedule="pipelined",
+            workers=usable_cores(),
+            source=f"{run_plan.source}; the sweep runs pipelined: {prepared.runner.name}'s thread "
+            "count is process-global, and its variants use different thread counts",
+        )
     with ExitStack() as instrumented:
-        return _sweep_loop(prepared, dataset, plans, skipped, run_plan, start, visual_samples, on_progress,
-                           instrumented)
+        return _sweep_loop(
+            prepared, dataset, plans, skipped, run_plan, start, visual_samples, on_progress, instrumented
+        )
 
 
-def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
-                run_plan: Plan, start: float, visual_samples: int, on_progress: Callable[[int], None] | None,
-                instrumented: ExitStack) -> SweepOutput:
+def _sweep_loop(
+    prepared: PreparedRun,
+    dataset: Dataset,
+    plans: list[_Plan],
+    skipped: list[VariantOutcome],
+    run_plan: Plan,
+    start: float,
+    visual_samples: int,
+    on_progress: Callable[[int], None] | None,
+    instrumented: ExitStack,
+) -> SweepOutput:
     """The sweep's measured part. Tracing (the current tracer): every distinct runner (and each data-parallel
     replica) is instrumented (:meth:`Tracer.instrument`: layer spans at ``framework``) from before its warm-up
     until ``instrumented`` closes; each inference is an ``inference`` span (``model``) naming its variant."""
@@ -242,14 +289,17 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
     expected = input_shape(prepared)
     samples = dataset.samples
     size = run_plan.batch_size
-    batches = [samples[i:i + size] for i in range(0, len(samples), size)]
+    batches = [samples[i : i + size] for i in range(0, len(samples), size)]
     visual: list[tuple[Sample, _Prepared]] = []
     shapes = {p.name: plan_shape(p.runner) for p in plans}
     load_seconds, warmup_seconds = _load_and_warm_up(plans, len(samples))
     workers = [{id(p.runner): p.runner for p in plans if p.failed is None}]
     if run_plan.schedule == "data_parallel":
-        sizes = {id(p.runner): sorted({min(q.batch_size, len(samples)) for q in plans if q.runner is p.runner})
-                 for p in plans if p.failed is None}
+        sizes = {
+            id(p.runner): sorted({min(q.batch_size, len(samples)) for q in plans if q.runner is p.runner})
+            for p in plans
+            if p.failed is None
+        }
         for _ in range(run_plan.workers - 1):
             replicas = {key: r.replica() for key, r in workers[0].items()}
             for key, r in replicas.items():
@@ -275,14 +325,14 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
         finally:
             free.put(runners)
         # only the visual panel needs model inputs after inference: drop the others before the batch waits
-        return [(cells if first + i < visual_samples else {}, fp)
-                for i, (cells, fp) in enumerate(read_batch)], outcomes
+        return [(cells if first + i < visual_samples else {}, fp) for i, (cells, fp) in enumerate(read_batch)], outcomes
 
     loop_start = time.perf_counter()
     data_parallel = run_plan.schedule == "data_parallel"
     ahead = len(workers) + 1 if data_parallel else 2
-    with ThreadPoolExecutor(max_workers=len(workers) if data_parallel else run_plan.workers,
-                            thread_name_prefix="repliscope-sweep") as pool:
+    with ThreadPoolExecutor(
+        max_workers=len(workers) if data_parallel else run_plan.workers, thread_name_prefix="repliscope-sweep"
+    ) as pool:
         pending: deque[Future[Any]] = deque()
         preps: deque[list[Future[tuple[_Prepared, str]]]] = deque()
 
@@ -304,8 +354,7 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
                 if index + ahead < len(batches):
                     submit(index + ahead)
                 if not data_parallel:
-                    outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast,
-                                            task)
+                    outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast, task)
                 fingerprints.extend(fingerprint for _, fingerprint in read_batch)
                 for smp, (prep, _) in zip(batch, read_batch, strict=True):
                     if len(visual) < visual_samples:
@@ -320,8 +369,12 @@ def _sweep_loop(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], ski
     end = time.perf_counter()
     for plan in plans:
         plan.loop.fingerprints = fingerprints
-    timings = {"total_seconds": end - start, "load_seconds": load_seconds, "warmup_seconds": warmup_seconds,
-               "loop_seconds": end - loop_start}
+    timings = {
+        "total_seconds": end - start,
+        "load_seconds": load_seconds,
+        "warmup_seconds": warmup_seconds,
+        "loop_seconds": end - loop_start,
+    }
     return _assemble(prepared, dataset, plans, skipped, visual, timings, run_plan)
 
 
@@ -372,8 +425,14 @@ Outputs = np.ndarray | dict[str, np.ndarray]
 """A runner's outputs of one batch: the score array, or every named output."""
 
 
-def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequence[Sample],
-                 prepared_batch: list[_Prepared], fail_fast: bool, task: Task) -> list[_PlanBatch]:
+def _infer_batch(
+    plans: Sequence[_Plan],
+    runners: dict[int, Runner],
+    batch: Sequence[Sample],
+    prepared_batch: list[_Prepared],
+    fail_fast: bool,
+    task: Task,
+) -> list[_PlanBatch]:
     """Every plan on one batch, ``runners`` mapping id(plan.runner) to the runner this worker uses. When an
     earlier plan of this batch fed the SAME runner, in the same batch size, bit-identical inputs, its outputs
     are reused: a deterministic runtime would compute them again. Classification keeps each plan's
@@ -388,8 +447,12 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
         if plan.failed is not None or fatal is not None:
             out.append(_PlanBatch([], fatal=plan.failed or fatal))
             continue
-        result = _PlanBatch([SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name].error)
-                             for smp, p in zip(batch, prepared_batch, strict=True)])
+        result = _PlanBatch(
+            [
+                SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name].error)
+                for smp, p in zip(batch, prepared_batch, strict=True)
+            ]
+        )
         preds = result.preds
         if fail_fast and any(p.error for p in preds):
             bad = next(p for p in preds if p.error)
@@ -399,9 +462,17 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
         if not result.ok_rows:
             continue
         inputs = np.stack([prepared_batch[i][plan.name].data for i in result.ok_rows])  # type: ignore[misc]
-        twin = next(((other, y, seconds) for other, rows, x, y, seconds in done
-                     if other.runner is plan.runner and other.batch_size == plan.batch_size
-                     and rows == result.ok_rows and _same_array(x, inputs)), None)
+        twin = next(
+            (
+                (other, y, seconds)
+                for other, rows, x, y, seconds in done
+                if other.runner is plan.runner
+                and other.batch_size == plan.batch_size
+                and rows == result.ok_rows
+                and _same_array(x, inputs)
+            ),
+            None,
+        )
         outputs: Outputs
         if twin is not None:  # the same runner on the same inputs: its measured latencies are this plan's too
             result.twin, outputs, result.latencies = twin[0].name, twin[1], list(twin[2])
@@ -410,7 +481,7 @@ def _infer_batch(plans: Sequence[_Plan], runners: dict[int, Runner], batch: Sequ
             named = not classification or len(runner.artifact.output_names) > 1
             chunks: list[Outputs] = []
             for j in range(0, len(inputs), plan.batch_size):
-                chunk = inputs[j:j + plan.batch_size]
+                chunk = inputs[j : j + plan.batch_size]
                 with tracer.span("inference", "model", variant=plan.name, batch_size=len(chunk)):
                     chunks.append(runner.infer_outputs(chunk) if named else runner.infer(chunk))
                 result.latencies.append(runner.last_inference_seconds)
@@ -482,8 +553,15 @@ def _pair_batch(plans: list[_Plan]) -> None:
         plan.abs_diff.extend(np.abs(a.astype(np.float64) - b).max(axis=1).tolist())
 
 
-def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipped: list[VariantOutcome],
-              visual: list[tuple[Sample, _Prepared]], timings: dict[str, float], run_plan: Plan) -> SweepOutput:
+def _assemble(
+    prepared: PreparedRun,
+    dataset: Dataset,
+    plans: list[_Plan],
+    skipped: list[VariantOutcome],
+    visual: list[tuple[Sample, _Prepared]],
+    timings: dict[str, float],
+    run_plan: Plan,
+) -> SweepOutput:
     sweep_id = uuid.uuid4().hex
     s = prepared.settings
     task = prepared.task
@@ -493,47 +571,98 @@ def _assemble(prepared: PreparedRun, dataset: Dataset, plans: list[_Plan], skipp
     scored, _ = task.restrict(dataset, prepared.class_names)  # detection: the categories the model detects
     for plan in plans:
         if plan.failed is not None:
-            outcomes[plan.name] = VariantOutcome(name=plan.name, description=plan.description, change=plan.change,
-                                                 status="failed", reason=plan.failed, settings=plan.settings)
+            outcomes[plan.name] = VariantOutcome(
+                name=plan.name,
+                description=plan.description,
+                change=plan.change,
+                status="failed",
+                reason=plan.failed,
+                settings=plan.settings,
+            )
             continue
         # each variant's own timings: the variants share one loop (reading and common pre-processing prefixes),
         # so a variant's loop time is its own model time (its batch latencies; a batch whose outputs were reused
         # from a twin counts the twin's measured latency) and its throughput is evaluated samples / that time
         plan.loop.loop_seconds = plan.loop.inference_seconds
         plan.loop.total_seconds = plan.loop.load_seconds + plan.loop.warmup_seconds + plan.loop.loop_seconds
-        options = LoopOptions(batch_size=plan.batch_size, prep_workers=run_plan.workers,
-                              schedule=run_plan.schedule, fail_fast=s.fail_fast)
+        options = LoopOptions(
+            batch_size=plan.batch_size, prep_workers=run_plan.workers, schedule=run_plan.schedule, fail_fast=s.fail_fast
+        )
         rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner, plan=run_plan)
         rec = rec.model_copy(update={"kind": "pitfall_variant", "sweep_id": sweep_id, "variant": plan.name})
         records.append(rec)
         paired = None if plan.name == REFERENCE or task.name != "image_classification" else _paired(ref_preds, plan)
-        paired_task = (task.paired(ref_preds, plan.loop.predictions, scored)
-                       if plan.name != REFERENCE and task.name != "image_classification" else None)
+        paired_task = (
+            task.paired(ref_preds, plan.loop.predictions, scored)
+            if plan.name != REFERENCE and task.name != "image_classification"
+            else None
+        )
         outcomes[plan.name] = VariantOutcome(
-            name=plan.name, description=plan.description, change=plan.change, status="ok", run_id=rec.run_id,
-            metrics=rec.metrics, paired=paired, paired_task=paired_task, failed_samples=rec.counts["failed"],
+            name=plan.name,
+            description=plan.description,
+            change=plan.change,
+            status="ok",
+            run_id=rec.run_id,
+            metrics=rec.metrics,
+            paired=paired,
+            paired_task=paired_task,
+            failed_samples=rec.counts["failed"],
             evaluated_samples=rec.counts["evaluated"],
-            pipeline=rec.pipeline, settings=plan.settings, inference_seconds=plan.loop.inference_seconds,
-            inference_reused=plan.shared_batches)
+            pipeline=rec.pipeline,
+            settings=plan.settings,
+            inference_seconds=plan.loop.inference_seconds,
+            inference_reused=plan.shared_batches,
+        )
     ordered = [outcomes[p.name] for p in plans[1:]] + skipped
     ordered.sort(key=lambda v: v.name)
     ref_rec = records[0]
-    predicted = {p.name: {s.sample_id: (s.topk_indices[0], s.topk_probs[0]) for s in p.loop.predictions
-                          if s.topk_indices and s.topk_probs} for p in plans}
-    panels = [VisualPanel(sample_id=smp.id, label=smp.label, entries=[
-        visual_entry(p.name, _cell(prep, REFERENCE), _cell(prep, p.name), prep[p.name].error,
-                     predicted[p.name].get(smp.id)) for p in plans])
-        for smp, prep in visual]
+    predicted = {
+        p.name: {
+            s.sample_id: (s.topk_indices[0], s.topk_probs[0])
+            for s in p.loop.predictions
+            if s.topk_indices and s.topk_probs
+        }
+        for p in plans
+    }
+    panels = [
+        VisualPanel(
+            sample_id=smp.id,
+            label=smp.label,
+            entries=[
+                visual_entry(
+                    p.name,
+                    _cell(prep, REFERENCE),
+                    _cell(prep, p.name),
+                    prep[p.name].error,
+                    predicted[p.name].get(smp.id),
+                )
+                for p in plans
+            ],
+        )
+        for smp, prep in visual
+    ]
     result = SweepResult(
-        sweep_id=sweep_id, created_at=datetime.now(UTC), repliscope_version=repliscope.__version__,
-        manifest=ref_rec.manifest, runtime=ref_rec.runtime, dataset=ref_rec.dataset, software=ref_rec.software,
-        hardware=ref_rec.hardware, options={"batch_size": run_plan.batch_size, "threads": run_plan.threads,
-                                            "schedule": run_plan.schedule, "plan": run_plan.describe(),
-                                            "variants_requested": [p.name for p in plans[1:]] +
-                                            [v.name for v in skipped]},
-        reference=outcomes[REFERENCE], variants=ordered, claims=[c.model_dump() for c in ref_rec.claims],
+        sweep_id=sweep_id,
+        created_at=datetime.now(UTC),
+        repliscope_version=repliscope.__version__,
+        manifest=ref_rec.manifest,
+        runtime=ref_rec.runtime,
+        dataset=ref_rec.dataset,
+        software=ref_rec.software,
+        hardware=ref_rec.hardware,
+        options={
+            "batch_size": run_plan.batch_size,
+            "threads": run_plan.threads,
+            "schedule": run_plan.schedule,
+            "plan": run_plan.describe(),
+            "variants_requested": [p.name for p in plans[1:]] + [v.name for v in skipped],
+        },
+        reference=outcomes[REFERENCE],
+        variants=ordered,
+        claims=[c.model_dump() for c in ref_rec.claims],
         visual=panels,
-        timings={**timings, "inference_seconds": sum(p.loop.inference_seconds - p.reused_seconds for p in plans)})
+        timings={**timings, "inference_seconds": sum(p.loop.inference_seconds - p.reused_seconds for p in plans)},
+    )
     return SweepOutput(result, records)
 
 
@@ -543,5 +672,4 @@ def _cell(prep: _Prepared, name: str) -> tuple[np.ndarray, str] | None:
 
 
 def _paired(ref: list[SamplePrediction], plan: _Plan) -> PairedStats | None:
-    return paired_predictions(ref, plan.loop.predictions, plan.kl,
-                              float(max(plan.abs_diff)) if plan.abs_diff else 0.0)
+    return paired_predictions(ref, plan.loop.predictions, plan.kl, float(max(plan.abs_diff)) if plan.abs_diff else 0.0)

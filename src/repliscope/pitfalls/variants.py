@@ -35,10 +35,13 @@ def data_layout_reshape(base: Pipeline, ctx: PitfallContext) -> Derived:
     i = find(base, "data_layout")
     layout = base.pre_ops[i].params.layout  # type: ignore[attr-defined]
     if layout != "NCHW":
-        raise NotApplicable(f"data_layout is {layout}: the decoded HWC image needs no transpose, so there is "
-                            "no transpose to get wrong")
-    return Derived(base.replace_pre(i, make_op("reshape_layout", layout=layout)),
-                   "data_layout (transpose HWC->CHW) -> reshape of the HWC buffer to CHW")
+        raise NotApplicable(
+            f"data_layout is {layout}: the decoded HWC image needs no transpose, so there is no transpose to get wrong"
+        )
+    return Derived(
+        base.replace_pre(i, make_op("reshape_layout", layout=layout)),
+        "data_layout (transpose HWC->CHW) -> reshape of the HWC buffer to CHW",
+    )
 
 
 @simple_pitfall("no_center_crop", "no center crop: the whole image squashed to the input size")
@@ -68,8 +71,9 @@ def crop_fraction_full(base: Pipeline, ctx: PitfallContext) -> Derived:
     if old == h:
         raise NotApplicable(f"the crop fraction is already 1.0 (resize {old}, crop {h})")
     del crop
-    return Derived(base.replace_pre(r, rebuild(resize, size=h)),
-                   f"resize.size {old} -> {h} (crop fraction {h / old:.3f} -> 1.0)")
+    return Derived(
+        base.replace_pre(r, rebuild(resize, size=h)), f"resize.size {old} -> {h} (crop fraction {h / old:.3f} -> 1.0)"
+    )
 
 
 def _resize_method(base: Pipeline, method: str) -> Derived:
@@ -96,8 +100,9 @@ def resize_nearest(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _resize_method(base, "nearest")
 
 
-@simple_pitfall("resize_library_swapped",
-                "the resize (or letterbox resampling) done by the other library (pillow <-> opencv)")
+@simple_pitfall(
+    "resize_library_swapped", "the resize (or letterbox resampling) done by the other library (pillow <-> opencv)"
+)
 def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     r = find(base, "resize", "letterbox")
     op = base.pre_ops[r]
@@ -106,12 +111,15 @@ def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     new = "opencv" if old in ("pillow", "torch") else "pillow"
     # each library's own antialias rule: pillow always filters; opencv only with INTER_AREA
     antialias = True if new == "pillow" else p.method == "area"  # type: ignore[attr-defined]
-    return Derived(base.replace_pre(r, rebuild(op, library=new, antialias=antialias)),
-                   f"{op.name}.library {old} -> {new} (antialias {p.antialias} -> {antialias})")  # type: ignore[attr-defined]
+    return Derived(
+        base.replace_pre(r, rebuild(op, library=new, antialias=antialias)),
+        f"{op.name}.library {old} -> {new} (antialias {p.antialias} -> {antialias})",  # type: ignore[attr-defined]
+    )
 
 
-@simple_pitfall("resize_antialias_toggled",
-                "resize (or letterbox) antialiasing switched (on <-> off), same interpolation")
+@simple_pitfall(
+    "resize_antialias_toggled", "resize (or letterbox) antialiasing switched (on <-> off), same interpolation"
+)
 def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
     r = find(base, "resize", "letterbox")
     op = base.pre_ops[r]
@@ -123,9 +131,11 @@ def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
         new_op = rebuild(op, library="torch", antialias=False)
     else:
         new_op = rebuild(op, library="torch", antialias=True)
-    return Derived(base.replace_pre(r, new_op),
-                   f"{op.name}.antialias {p.antialias} -> {not p.antialias} "  # type: ignore[attr-defined]
-                   f"(library {p.library} -> torch, which has the switch)")  # type: ignore[attr-defined]
+    return Derived(
+        base.replace_pre(r, new_op),
+        f"{op.name}.antialias {p.antialias} -> {not p.antialias} "  # type: ignore[attr-defined]
+        f"(library {p.library} -> torch, which has the switch)",  # type: ignore[attr-defined]
+    )
 
 
 @simple_pitfall("decoder_swapped", "JPEG decoded by the other library (pillow <-> opencv; libjpeg_turbo -> pillow)")
@@ -139,8 +149,9 @@ def decoder_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     return Derived(base.replace_pre(d, rebuild(op, library=new, **unset)), f"decode.library {old} -> {new}")
 
 
-@simple_pitfall("normalize_before_cast",
-                "mean/std applied to the bytes with integer semantics before the cast to float")
+@simple_pitfall(
+    "normalize_before_cast", "mean/std applied to the bytes with integer semantics before the cast to float"
+)
 def normalize_before_cast(base: Pipeline, ctx: PitfallContext) -> Derived:
     t = find(base, "to_float", "cast")
     norm = [i for i in range(t + 1, len(base.pre_ops)) if base.pre_ops[i].name in _NORMALIZE]
@@ -174,8 +185,7 @@ def torchvision_mean_std(base: Pipeline, ctx: PitfallContext) -> Derived:
     old_m, old_s = base.pre_ops[m].params.value, base.pre_ops[s].params.value  # type: ignore[attr-defined]
     if old_m == mean and old_s == std:
         raise NotApplicable("the manifest already uses the torchvision constants")
-    pipe = base.replace_pre(m, rebuild(base.pre_ops[m], value=mean)).replace_pre(s, rebuild(base.pre_ops[s],
-                                                                                              value=std))
+    pipe = base.replace_pre(m, rebuild(base.pre_ops[m], value=mean)).replace_pre(s, rebuild(base.pre_ops[s], value=std))
     return Derived(pipe, f"mean {old_m} -> {mean}, std {old_s} -> {std} ({order}, x{unit:g})")
 
 
@@ -192,8 +202,7 @@ def no_normalization(base: Pipeline, ctx: PitfallContext) -> Derived:
 def float16_inference(base: Pipeline, ctx: PitfallContext) -> Derived:
     if ctx.runtime not in ("torch", "onnxruntime"):
         raise NotApplicable(f"float16 inference is implemented for torch and onnxruntime, not {ctx.runtime}")
-    return Derived(base, "weights and activations in float16 (inputs/outputs stay float32)",
-                   {"precision": "float16"})
+    return Derived(base, "weights and activations in float16 (inputs/outputs stay float32)", {"precision": "float16"})
 
 
 @simple_pitfall("batch_size_1", "batch size 1 instead of the run's batch size (do predictions change?)")

@@ -26,8 +26,9 @@ def input_png(data: np.ndarray, layout: str) -> str:
     return _png(img)
 
 
-def diff_heatmap_png(ref: np.ndarray, ref_layout: str, var: np.ndarray, var_layout: str,
-                     scale: float) -> tuple[str | None, float | None, float | None]:
+def diff_heatmap_png(
+    ref: np.ndarray, ref_layout: str, var: np.ndarray, var_layout: str, scale: float
+) -> tuple[str | None, float | None, float | None]:
     """Heatmap of mean |variant - reference| over channels, as a base64 PNG (black = equal, yellow = ``scale``
     or more), plus max and mean absolute difference; (None, None, None) when the shapes differ."""
     a = _to_hwc(ref, ref_layout).astype(np.float64)
@@ -51,8 +52,13 @@ def heat_rgb(t: np.ndarray) -> np.ndarray:
     return np.stack([np.clip(2 * t, 0, 1), np.clip(2 * t - 1, 0, 1), np.zeros_like(t)], axis=-1)
 
 
-def visual_entry(name: str, ref: tuple[np.ndarray, str] | None, var: tuple[np.ndarray, str] | None,
-                 error: str | None = None, prediction: tuple[int, float] | None = None) -> VisualEntry:
+def visual_entry(
+    name: str,
+    ref: tuple[np.ndarray, str] | None,
+    var: tuple[np.ndarray, str] | None,
+    error: str | None = None,
+    prediction: tuple[int, float] | None = None,
+) -> VisualEntry:
     """One panel cell; ``ref`` / ``var``: (model input, layout) or None when that sample failed;
     ``prediction``: the variant's (top-1 class, probability) for this sample, when it has one."""
     top1, prob = prediction if prediction is not None else (None, None)
@@ -66,8 +72,17 @@ def visual_entry(name: str, ref: tuple[np.ndarray, str] | None, var: tuple[np.nd
     scale = heat_scale(float(ref_data.max() - ref_data.min()) / 4.0)
     heat, mx, mean = diff_heatmap_png(ref[0], ref[1], var[0], var[1], scale)
     note = None if heat is not None else f"shape {var[0].shape} differs from the reference {ref[0].shape}"
-    return VisualEntry(variant=name, image_png=image, diff_png=heat, max_abs_diff=mx, mean_abs_diff=mean, note=note,
-                       diff_scale=scale if heat is not None else None, top1=top1, top1_prob=prob)
+    return VisualEntry(
+        variant=name,
+        image_png=image,
+        diff_png=heat,
+        max_abs_diff=mx,
+        mean_abs_diff=mean,
+        note=note,
+        diff_scale=scale if heat is not None else None,
+        top1=top1,
+        top1_prob=prob,
+    )
 
 
 def _png(img: np.ndarray) -> str:

@@ -28,14 +28,16 @@ DEMO_THRESHOLD = 0.25
 """``detector test``'s default ``-thresh`` (a display threshold), against ``detector valid``'s .005 for mAP."""
 
 
-def yolo_pitfall(name: str, description: str) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]],
-                                                             type[Pitfall]]:
+def yolo_pitfall(
+    name: str, description: str
+) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
     return simple_pitfall(name, description, tasks=_TASKS)
 
 
-@yolo_pitfall("darknet_letterbox_stretch",
-              "Darknet letterbox <-> stretch: resize_image straight to the input size (no border), boxes undone as "
-              "a stretch")
+@yolo_pitfall(
+    "darknet_letterbox_stretch",
+    "Darknet letterbox <-> stretch: resize_image straight to the input size (no border), boxes undone as a stretch",
+)
 def darknet_letterbox_stretch(base: Pipeline, ctx: PitfallContext) -> Derived:
     i = find(base, "darknet_letterbox")
     c = find_post(base, "darknet_correct_boxes")
@@ -43,79 +45,93 @@ def darknet_letterbox_stretch(base: Pipeline, ctx: PitfallContext) -> Derived:
     pipeline = base.replace_pre(i, rebuild(base.pre_ops[i], keep_aspect_ratio=not keep))
     pipeline = pipeline.replace_post(c, rebuild_post(base.post_ops[c], letterbox=not keep))
     what = "letterbox -> stretch" if keep else "stretch -> letterbox"
-    return Derived(pipeline, f"{what} (darknet_letterbox keep_aspect_ratio {keep} -> {not keep}, "
-                             f"darknet_correct_boxes letterbox {keep} -> {not keep})")
+    return Derived(
+        pipeline,
+        f"{what} (darknet_letterbox keep_aspect_ratio {keep} -> {not keep}, "
+        f"darknet_correct_boxes letterbox {keep} -> {not keep})",
+    )
 
 
-@yolo_pitfall("darknet_nms_sort_obj_swapped",
-              "do_nms_sort (detector test/valid) <-> do_nms_obj (the Python example darknet.py)")
+@yolo_pitfall(
+    "darknet_nms_sort_obj_swapped", "do_nms_sort (detector test/valid) <-> do_nms_obj (the Python example darknet.py)"
+)
 def darknet_nms_sort_obj_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     n = find_post(base, "darknet_nms")
     method = base.post_ops[n].params.model_dump()["method"]
     if method not in ("sort", "obj"):
         raise NotApplicable(f"darknet_nms method is {method!r}, neither sort nor obj")
     other = "obj" if method == "sort" else "sort"
-    return Derived(base.replace_post(n, rebuild_post(base.post_ops[n], method=other)),
-                   f"darknet_nms method {method} -> {other}")
+    return Derived(
+        base.replace_post(n, rebuild_post(base.post_ops[n], method=other)), f"darknet_nms method {method} -> {other}"
+    )
 
 
-@yolo_pitfall("darknet_nms_class_agnostic",
-              "per-class NMS -> one class-agnostic NMS on each box's best class probability")
+@yolo_pitfall(
+    "darknet_nms_class_agnostic", "per-class NMS -> one class-agnostic NMS on each box's best class probability"
+)
 def darknet_nms_class_agnostic(base: Pipeline, ctx: PitfallContext) -> Derived:
     n = find_post(base, "darknet_nms")
     method = base.post_ops[n].params.model_dump()["method"]
     if method == "agnostic":
         raise NotApplicable("darknet_nms is already class-agnostic")
-    return Derived(base.replace_post(n, rebuild_post(base.post_ops[n], method="agnostic")),
-                   f"darknet_nms method {method} -> agnostic")
+    return Derived(
+        base.replace_post(n, rebuild_post(base.post_ops[n], method="agnostic")),
+        f"darknet_nms method {method} -> agnostic",
+    )
 
 
-@yolo_pitfall("yolo_objectness_not_multiplied",
-              "class probabilities scored alone: objectness x class -> class")
+@yolo_pitfall("yolo_objectness_not_multiplied", "class probabilities scored alone: objectness x class -> class")
 def yolo_objectness_not_multiplied(base: Pipeline, ctx: PitfallContext) -> Derived:
     d = find_post(base, "yolo_decode")
     if not base.post_ops[d].params.model_dump()["multiply_objectness"]:
         raise NotApplicable("yolo_decode already scores classes alone")
-    return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], multiply_objectness=False)),
-                   "yolo_decode multiply_objectness true -> false")
+    return Derived(
+        base.replace_post(d, rebuild_post(base.post_ops[d], multiply_objectness=False)),
+        "yolo_decode multiply_objectness true -> false",
+    )
 
 
-@yolo_pitfall("yolo_demo_threshold",
-              f"the demo threshold: yolo_decode threshold -> {DEMO_THRESHOLD} (detector test) instead of the mAP "
-              "protocol's .005 (detector valid)")
+@yolo_pitfall(
+    "yolo_demo_threshold",
+    f"the demo threshold: yolo_decode threshold -> {DEMO_THRESHOLD} (detector test) instead of the mAP "
+    "protocol's .005 (detector valid)",
+)
 def yolo_demo_threshold(base: Pipeline, ctx: PitfallContext) -> Derived:
     d = find_post(base, "yolo_decode")
     old = base.post_ops[d].params.model_dump()["threshold"]
     if old == DEMO_THRESHOLD:
         raise NotApplicable(f"yolo_decode threshold is already {DEMO_THRESHOLD}")
-    return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], threshold=DEMO_THRESHOLD)),
-                   f"yolo_decode threshold {old} -> {DEMO_THRESHOLD}")
+    return Derived(
+        base.replace_post(d, rebuild_post(base.post_ops[d], threshold=DEMO_THRESHOLD)),
+        f"yolo_decode threshold {old} -> {DEMO_THRESHOLD}",
+    )
 
 
-@yolo_pitfall("yolo_anchors_other_head",
-              "each yolo output decoded with the other head's anchor mask (masks reversed)")
+@yolo_pitfall("yolo_anchors_other_head", "each yolo output decoded with the other head's anchor mask (masks reversed)")
 def yolo_anchors_other_head(base: Pipeline, ctx: PitfallContext) -> Derived:
     d = find_post(base, "yolo_decode")
     masks = base.post_ops[d].params.model_dump()["masks"]
     if len(masks) < 2:
         raise NotApplicable("yolo_decode has a single head")
     swapped = list(reversed(masks))
-    return Derived(base.replace_post(d, rebuild_post(base.post_ops[d], masks=swapped)),
-                   f"yolo_decode masks {masks} -> {swapped}")
+    return Derived(
+        base.replace_post(d, rebuild_post(base.post_ops[d], masks=swapped)), f"yolo_decode masks {masks} -> {swapped}"
+    )
 
 
 OTHER_INPUT_SIZE = 608
 """YOLOv3's other published input size (the Darknet site's 608 row): the same cfg and weights at 608 x 608."""
 
 
-@yolo_pitfall("yolo_input_608",
-              f"the network run at {OTHER_INPUT_SIZE} x {OTHER_INPUT_SIZE} instead of the manifest's size (a "
-              "size-agnostic Darknet cfg: darknet_letterbox, yolo_decode, darknet_correct_boxes and the model input "
-              "all at the other size)")
+@yolo_pitfall(
+    "yolo_input_608",
+    f"the network run at {OTHER_INPUT_SIZE} x {OTHER_INPUT_SIZE} instead of the manifest's size (a "
+    "size-agnostic Darknet cfg: darknet_letterbox, yolo_decode, darknet_correct_boxes and the model input "
+    "all at the other size)",
+)
 def yolo_input_608(base: Pipeline, ctx: PitfallContext) -> Derived:
     if ctx.input_layout != "NCHW" or len(ctx.input_shape) != 4:
-        raise NotApplicable(f"the model input is {ctx.input_layout} {list(ctx.input_shape)}, not a Darknet NCHW "
-                            "image")
+        raise NotApplicable(f"the model input is {ctx.input_layout} {list(ctx.input_shape)}, not a Darknet NCHW image")
     i = find(base, "darknet_letterbox")
     d = find_post(base, "yolo_decode")
     c = find_post(base, "darknet_correct_boxes")
@@ -127,6 +143,9 @@ def yolo_input_608(base: Pipeline, ctx: PitfallContext) -> Derived:
     pipeline = pipeline.replace_post(d, rebuild_post(base.post_ops[d], input_size=new))
     pipeline = pipeline.replace_post(c, rebuild_post(pipeline.post_ops[c], input_size=new))
     shape = [ctx.input_shape[1], *new]
-    return Derived(pipeline, f"input {old[0]}x{old[1]} -> {new[0]}x{new[1]} (darknet_letterbox size, yolo_decode "
-                             f"and darknet_correct_boxes input_size, model input {shape})",
-                   settings={"input_shape": shape})
+    return Derived(
+        pipeline,
+        f"input {old[0]}x{old[1]} -> {new[0]}x{new[1]} (darknet_letterbox size, yolo_decode "
+        f"and darknet_correct_boxes input_size, model input {shape})",
+        settings={"input_shape": shape},
+    )

@@ -26,25 +26,36 @@ def _with_extra(sections: list[Section], extra: Sequence[ExtraFigure] | None) ->
     return [*sections, LAYER_TIME if all(t.startswith(FIGURE_PREFIX) for t, _ in extra) else LAYER_DIFF]
 
 
-def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None,
-                   sink: ImageSink = sec.embed_sink) -> ReportView:
+def build_run_view(
+    record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None, sink: ImageSink = sec.embed_sink
+) -> ReportView:
     """The report of one evaluation run."""
     namer = sec.class_namer(record.manifest)
     detection = record.task == "object_detection"
     segmentation = record.task == "semantic_segmentation"
     fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, detection or segmentation)
     latency, latency_stats = sec.latency(record, sink)
-    sections = [Section("claim", "Claim"), Section("metrics", "Measured metrics"),
-                Section("failures", "Failed and misclassified samples"), Section("latency", "Latency"),
-                Section("provenance", "Provenance")]
+    sections = [
+        Section("claim", "Claim"),
+        Section("metrics", "Measured metrics"),
+        Section("failures", "Failed and misclassified samples"),
+        Section("latency", "Latency"),
+        Section("provenance", "Provenance"),
+    ]
     if detection:
-        sections[1:3] = [Section("metrics", "Measured metrics (COCO)"), Section("per-class", "Per-class AP"),
-                         Section("failures", "Failed samples")]
+        sections[1:3] = [
+            Section("metrics", "Measured metrics (COCO)"),
+            Section("per-class", "Per-class AP"),
+            Section("failures", "Failed samples"),
+        ]
     if segmentation:
         sections[2] = Section("failures", "Failed samples")
     where = f"{record.dataset.get('name', '?')}, {record.counts.get('evaluated', len(record.samples))} samples"
-    note = (f"On {where}; COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
-            if detection else f"On {where}; 95 % Wilson score intervals.")
+    note = (
+        f"On {where}; COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+        if detection
+        else f"On {where}; 95 % Wilson score intervals."
+    )
     if segmentation:
         note = f"On {where}; fractions, 95 % percentile bootstrap intervals over images."
     if detection:
@@ -53,16 +64,27 @@ def build_run_view(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure
     if record.variant:
         title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")
     view = ReportView(
-        kind="run", title=title, object_id=record.run_id,
+        kind="run",
+        title=title,
+        object_id=record.run_id,
         created_at=f"{record.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
-        repliscope_version=record.repliscope_version, description=sec.manifest_description(record.manifest),
-        sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(record.claims, record.metrics),
-        claim_figure=sec.claim_figure(record.claims, record.metrics, sink), metrics=sec.metric_rows(record.metrics),
-        metrics_note=note, metrics_count_header="n" if detection or segmentation else "correct / n",
+        repliscope_version=record.repliscope_version,
+        description=sec.manifest_description(record.manifest),
+        sections=_with_extra(sections, extra_figures),
+        claims=sec.claim_rows(record.claims, record.metrics),
+        claim_figure=sec.claim_figure(record.claims, record.metrics, sink),
+        metrics=sec.metric_rows(record.metrics),
+        metrics_note=note,
+        metrics_count_header="n" if detection or segmentation else "correct / n",
         per_class=[] if segmentation else sec.per_class_rows(record.per_class),  # segmentation: in its section
-        provenance=sec.record_provenance(record), failures=fail_rows, failures_more=fail_more,
-        failures_summary=fail_summary, latency=latency, latency_stats=latency_stats,
-        extra_figures=sec.extra_figure_views(extra_figures, sink))
+        provenance=sec.record_provenance(record),
+        failures=fail_rows,
+        failures_more=fail_more,
+        failures_summary=fail_summary,
+        latency=latency,
+        latency_stats=latency_stats,
+        extra_figures=sec.extra_figure_views(extra_figures, sink),
+    )
     if segmentation:
         from repliscope.report.segmentation_sections import with_segmentation
 
@@ -82,17 +104,25 @@ def _left_out_note(dataset: Mapping[str, Any]) -> str:
     return f" {line[0].upper()}{line[1:]}{'' if line.endswith('...') else '.'}" if line else ""
 
 
-def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None = None,
-                     extra_figures: Sequence[ExtraFigure] | None = None,
-                     sink: ImageSink = sec.embed_sink) -> ReportView:
+def build_sweep_view(
+    sweep: SweepResult,
+    records: Mapping[str, EvaluationRecord] | None = None,
+    extra_figures: Sequence[ExtraFigure] | None = None,
+    sink: ImageSink = sec.embed_sink,
+) -> ReportView:
     """The report of one pitfall sweep; ``records`` (keyed by run id or variant name) adds flipped samples."""
     namer = sec.class_namer(sweep.manifest)
     deltas, deltas_note = ps.delta_figure(sweep, sink)
     ref_record = records.get(sweep.reference.run_id or "") if records else None
     pipeline = sweep.reference.pipeline or (ref_record.pipeline if ref_record else None)
-    sections = [Section("claim", "Claim"), Section("metrics", "Measured metrics (reference)"),
-                Section("pitfalls", "Pitfalls"), Section("deltas", "Δ top-1 per variant"),
-                Section("visual", "Visual testing"), Section("provenance", "Provenance")]
+    sections = [
+        Section("claim", "Claim"),
+        Section("metrics", "Measured metrics (reference)"),
+        Section("pitfalls", "Pitfalls"),
+        Section("deltas", "Δ top-1 per variant"),
+        Section("visual", "Visual testing"),
+        Section("provenance", "Provenance"),
+    ]
     n = sweep.dataset.get("num_samples")
     detection = ds.is_detection(sweep)  # also true for segmentation (paired by its task), whose columns differ
     segmentation = sg.is_segmentation(sweep)
@@ -100,29 +130,60 @@ def build_sweep_view(sweep: SweepResult, records: Mapping[str, EvaluationRecord]
         sections = [s for s in sections if s.id != "deltas"]
         deltas, deltas_note = None, ""
     return ReportView(
-        kind="sweep", title=f"{sweep.manifest.name} {sweep.manifest.version}: pitfall sweep",
-        object_id=sweep.sweep_id, created_at=f"{sweep.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
-        repliscope_version=sweep.repliscope_version, description=sec.manifest_description(sweep.manifest),
-        sections=_with_extra(sections, extra_figures), claims=sec.claim_rows(sweep.claims, sweep.reference.metrics),
+        kind="sweep",
+        title=f"{sweep.manifest.name} {sweep.manifest.version}: pitfall sweep",
+        object_id=sweep.sweep_id,
+        created_at=f"{sweep.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
+        repliscope_version=sweep.repliscope_version,
+        description=sec.manifest_description(sweep.manifest),
+        sections=_with_extra(sections, extra_figures),
+        claims=sec.claim_rows(sweep.claims, sweep.reference.metrics),
         claim_figure=sec.claim_figure(sweep.claims, sweep.reference.metrics, sink),
         metrics=sec.metric_rows(sweep.reference.metrics),
         metrics_count_header="n" if sweep.reference.metric("AP") or segmentation else "correct / n",
-        metrics_note=(f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
-                      f"{'' if n is None else f', {n} samples'}; "
-                      + ("fractions, 95 % percentile bootstrap intervals over images." if segmentation
-                         else "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
-                         + _left_out_note(ref_record.dataset if ref_record else {})
-                         if detection else "95 % Wilson score intervals.")),
-        provenance=sec.provenance(sweep.manifest, pipeline, sweep.runtime, sweep.software, sweep.hardware,
-                                  sweep.dataset, sweep.options, ps.sweep_timings(sweep.timings, sweep.variants)),
-        pitfalls=(sg.segmentation_rows(sweep, records) if segmentation else ds.detection_rows(sweep) if detection
-                  else ps.pitfall_rows(sweep)),
-        pitfalls_caption=(sg.segmentation_caption(sweep) if segmentation else ds.detection_caption(sweep)
-                          if detection else ps.pitfalls_caption(sweep)),
+        metrics_note=(
+            f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
+            f"{'' if n is None else f', {n} samples'}; "
+            + (
+                "fractions, 95 % percentile bootstrap intervals over images."
+                if segmentation
+                else "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+                + _left_out_note(ref_record.dataset if ref_record else {})
+                if detection
+                else "95 % Wilson score intervals."
+            )
+        ),
+        provenance=sec.provenance(
+            sweep.manifest,
+            pipeline,
+            sweep.runtime,
+            sweep.software,
+            sweep.hardware,
+            sweep.dataset,
+            sweep.options,
+            ps.sweep_timings(sweep.timings, sweep.variants),
+        ),
+        pitfalls=(
+            sg.segmentation_rows(sweep, records)
+            if segmentation
+            else ds.detection_rows(sweep)
+            if detection
+            else ps.pitfall_rows(sweep)
+        ),
+        pitfalls_caption=(
+            sg.segmentation_caption(sweep)
+            if segmentation
+            else ds.detection_caption(sweep)
+            if detection
+            else ps.pitfalls_caption(sweep)
+        ),
         pitfall_headers=list(sg.SWEEP_HEADERS if segmentation else ds.HEADERS) if detection else [],
-        flips=[] if detection else ps.flip_lists(sweep, records, namer), deltas=deltas, deltas_note=deltas_note,
-        visual=ps.visual_panels(sweep, namer, sink), extra_figures=sec.extra_figure_views(extra_figures, sink))
-
+        flips=[] if detection else ps.flip_lists(sweep, records, namer),
+        deltas=deltas,
+        deltas_note=deltas_note,
+        visual=ps.visual_panels(sweep, namer, sink),
+        extra_figures=sec.extra_figure_views(extra_figures, sink),
+    )
 
 
 def build_benchmark_view(records: Sequence[Any], sink: ImageSink = sec.embed_sink) -> ReportView:

@@ -12,8 +12,17 @@ from repliscope.report import formatting as fmt
 from repliscope.report import pitfall_sections as ps
 from repliscope.report.view import PitfallRow
 
-HEADERS = ("AP", "95 % interval", "AP50", "paired n", "Δ AP (paired)", "Δ AP 95 % interval", "matched",
-           "images differ", "mean IoU")
+HEADERS = (
+    "AP",
+    "95 % interval",
+    "AP50",
+    "paired n",
+    "Δ AP (paired)",
+    "Δ AP 95 % interval",
+    "matched",
+    "images differ",
+    "mean IoU",
+)
 """The table's metric columns for a detection sweep, in the classification columns' places."""
 
 
@@ -33,13 +42,18 @@ def detection_row(outcome: VariantOutcome, is_reference: bool = False) -> Pitfal
     low, high = p.get("delta_ap_ci_low"), p.get("delta_ap_ci_high")
     n = p.get("n_samples")
     return replace(
-        row, top1=_frac(ap.value if ap else None), top1_interval=f"[{ap.ci_low:.3f}, {ap.ci_high:.3f}]" if ap
-        else fmt.DASH, top5=_frac(ap50.value if ap50 else None), paired_n=fmt.DASH if n is None else str(n),
+        row,
+        top1=_frac(ap.value if ap else None),
+        top1_interval=f"[{ap.ci_low:.3f}, {ap.ci_high:.3f}]" if ap else fmt.DASH,
+        top5=_frac(ap50.value if ap50 else None),
+        paired_n=fmt.DASH if n is None else str(n),
         delta_top1=fmt.DASH if p.get("delta_ap") is None else f"{p['delta_ap']:+.3f}",
         p=fmt.DASH if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]",
         significant=low is not None and high is not None and (low > 0 or high < 0),
         agreement=fmt.DASH if p.get("matched_fraction") is None else fmt.pct(p["matched_fraction"]),
-        flips=fmt.DASH if n is None else f"{p.get('flipped_images')}/{n}", mean_kl=_frac(p.get("mean_iou")))
+        flips=fmt.DASH if n is None else f"{p.get('flipped_images')}/{n}",
+        mean_kl=_frac(p.get("mean_iou")),
+    )
 
 
 def detection_rows(sweep: SweepResult) -> list[PitfallRow]:
@@ -49,9 +63,11 @@ def detection_rows(sweep: SweepResult) -> list[PitfallRow]:
 def detection_caption(sweep: SweepResult) -> str:
     n = sweep.dataset.get("num_samples")
     on = f"{sweep.dataset.get('name', 'the dataset')}" + (f" ({n} images)" if n is not None else "")
-    return (f"Each variant makes one change to the reference pipeline and runs on the same images of {on}. AP "
-            "(COCO .50:.95, with its 95 % bootstrap interval over images) and AP50 are over each variant's own "
-            "images. Everything right of them is paired against the reference's detections on the images both "
-            "evaluated: Δ AP and its paired bootstrap interval (* when it excludes 0), the reference detections "
-            "matched by a variant detection of the same class at IoU ≥ 0.5, the images whose detections differ, "
-            "and the mean IoU of the matches.")
+    return (
+        f"Each variant makes one change to the reference pipeline and runs on the same images of {on}. AP "
+        "(COCO .50:.95, with its 95 % bootstrap interval over images) and AP50 are over each variant's own "
+        "images. Everything right of them is paired against the reference's detections on the images both "
+        "evaluated: Δ AP and its paired bootstrap interval (* when it excludes 0), the reference detections "
+        "matched by a variant detection of the same class at IoU ≥ 0.5, the images whose detections differ, "
+        "and the mean IoU of the matches."
+    )

@@ -61,19 +61,41 @@ def _figure(d: StoredDiff, png: bytes | None) -> str | None:
 def render_diff_html(d: StoredDiff, png: bytes | None = None) -> str:
     from repliscope.report.templating import html_environment
 
-    return html_environment().get_template("html/diff-report.html.j2").render(
-        d=d, r=d.result, title=f"{d.kind.replace('_', ' ')} {d.manifest_name}".strip(), f=_f, p=_p,
-        effect=_effect(d), figure=_figure(d, png))
+    return (
+        html_environment()
+        .get_template("html/diff-report.html.j2")
+        .render(
+            d=d,
+            r=d.result,
+            title=f"{d.kind.replace('_', ' ')} {d.manifest_name}".strip(),
+            f=_f,
+            p=_p,
+            effect=_effect(d),
+            figure=_figure(d, png),
+        )
+    )
 
 
 def render_diff_markdown(d: StoredDiff, png: bytes | None = None) -> str:
     r = d.result
-    lines = [f"# {d.kind.replace('_', ' ')} {d.manifest_name}".rstrip(), "", f"diff `{d.diff_id}` · "
-             f"{d.created_at:%Y-%m-%d %H:%M:%S} UTC", "", f"- A: {d.a}", f"- B: {d.b}",
-             f"- verdict: **{d.verdict}**: {d.summary}"]
+    lines = [
+        f"# {d.kind.replace('_', ' ')} {d.manifest_name}".rstrip(),
+        "",
+        f"diff `{d.diff_id}` · {d.created_at:%Y-%m-%d %H:%M:%S} UTC",
+        "",
+        f"- A: {d.a}",
+        f"- B: {d.b}",
+        f"- verdict: **{d.verdict}**: {d.summary}",
+    ]
     if d.kind == "pipeline_diff":
-        lines += ["", r.get("output_message", ""), "", f"max |error| {_f(r.get('max_abs_error'))}, values differing "
-                  f"{_p(r.get('fraction_differing'))}, tolerance {_f(r.get('tolerance'))}", ""]
+        lines += [
+            "",
+            r.get("output_message", ""),
+            "",
+            f"max |error| {_f(r.get('max_abs_error'))}, values differing "
+            f"{_p(r.get('fraction_differing'))}, tolerance {_f(r.get('tolerance'))}",
+            "",
+        ]
         lines += [f"- hint: {h}" for h in r["diagnosis"].get("hints", [])]
         if r["diagnosis"].get("candidates"):
             lines += ["", "| variant | residual max abs error |", "|---|---|"]
@@ -82,12 +104,18 @@ def render_diff_markdown(d: StoredDiff, png: bytes | None = None) -> str:
             lines += ["", f"First divergent stage: **{r['first_divergent_stage']}**"]
         t = r.get("timing") or {}
         if t.get("samples_timed"):
-            lines += ["", f"Timing: manifest {t['reference_ms_per_image']:.2f} ms/image, candidate "
-                      f"{t['candidate_ms_per_image']:.2f} ms/image, ratio {t['ratio']:.2f}"]
+            lines += [
+                "",
+                f"Timing: manifest {t['reference_ms_per_image']:.2f} ms/image, candidate "
+                f"{t['candidate_ms_per_image']:.2f} ms/image, ratio {t['ratio']:.2f}",
+            ]
     effect = _effect(d)
     if effect:
-        lines += ["", f"Agreement {_p(effect.get('agreement'))} over {effect.get('compared')} samples, "
-                  f"{len(effect.get('flips') or [])} flipped"]
+        lines += [
+            "",
+            f"Agreement {_p(effect.get('agreement'))} over {effect.get('compared')} samples, "
+            f"{len(effect.get('flips') or [])} flipped",
+        ]
     figure = _figure(d, png)
     if figure:
         lines += ["", f"![figure]({figure})"]

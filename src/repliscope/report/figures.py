@@ -78,8 +78,7 @@ def delta_chart(bars: Sequence[DeltaBar], xlabel: str) -> bytes:
     names = [b.name if len(b.name) <= _MAX_LABEL else b.name[: _MAX_LABEL - 1] + "…" for b in bars]
     values = [b.value for b in bars]
     positions = list(range(len(bars)))
-    ax.barh(positions, values, color=[_SIGNIFICANT if b.significant else _NOT_SIGNIFICANT for b in bars],
-            height=0.6)
+    ax.barh(positions, values, color=[_SIGNIFICANT if b.significant else _NOT_SIGNIFICANT for b in bars], height=0.6)
     ax.set_yticks(positions, names)
     ax.invert_yaxis()
     ax.axvline(0.0, color="black", linewidth=0.8)
@@ -89,11 +88,26 @@ def delta_chart(bars: Sequence[DeltaBar], xlabel: str) -> bytes:
     ax.set_xlim(min(min(values, default=0.0), 0.0) - 0.35 * span, max(max(values, default=0.0), 0.0) + 0.35 * span)
     for pos, bar in zip(positions, bars, strict=True):
         label = f"{bar.value:+.1f}" + ("" if bar.p is None else f"  p={bar.p:.2g}") + ("*" if bar.significant else "")
-        ax.annotate(label, (bar.value, pos), xytext=(4 if bar.value >= 0 else -4, 0), textcoords="offset points",
-                    ha="left" if bar.value >= 0 else "right", va="center", fontsize=8)
-    ax.legend(handles=[Patch(color=_SIGNIFICANT, label="McNemar p < 0.05 (*)"),
-                       Patch(color=_NOT_SIGNIFICANT, label="not significant / no test")],
-              loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=8, frameon=False)
+        ax.annotate(
+            label,
+            (bar.value, pos),
+            xytext=(4 if bar.value >= 0 else -4, 0),
+            textcoords="offset points",
+            ha="left" if bar.value >= 0 else "right",
+            va="center",
+            fontsize=8,
+        )
+    ax.legend(
+        handles=[
+            Patch(color=_SIGNIFICANT, label="McNemar p < 0.05 (*)"),
+            Patch(color=_NOT_SIGNIFICANT, label="not significant / no test"),
+        ],
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncols=2,
+        fontsize=8,
+        frameon=False,
+    )
     return _png(fig)
 
 
@@ -164,15 +178,43 @@ def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
     rows = list(range(len(points)))
     for row, p in zip(rows, points, strict=True):
         colour = _SIGNIFICANT if p.wide else _LINE
-        ax.errorbar([p.measured], [row], xerr=[[p.measured - p.low], [p.high - p.measured]], fmt="o",
-                    color=colour, capsize=5, linewidth=2, markersize=6,
-                    label="measured, 95 % interval" if row == 0 else None)
-        ax.plot([p.claimed], [row], marker="D", color="black", linestyle="none", markersize=7,
-                label="claimed" if row == 0 else None)
-        ax.annotate(f"claimed {p.claimed:.1f}", (p.claimed, row), xytext=(0, 9), textcoords="offset points",
-                    ha="center", fontsize=8)
-        ax.annotate(f"measured {p.measured:.1f} [{p.low:.1f}, {p.high:.1f}]", (p.measured, row), xytext=(0, -14),
-                    textcoords="offset points", ha="center", fontsize=8, color=colour)
+        ax.errorbar(
+            [p.measured],
+            [row],
+            xerr=[[p.measured - p.low], [p.high - p.measured]],
+            fmt="o",
+            color=colour,
+            capsize=5,
+            linewidth=2,
+            markersize=6,
+            label="measured, 95 % interval" if row == 0 else None,
+        )
+        ax.plot(
+            [p.claimed],
+            [row],
+            marker="D",
+            color="black",
+            linestyle="none",
+            markersize=7,
+            label="claimed" if row == 0 else None,
+        )
+        ax.annotate(
+            f"claimed {p.claimed:.1f}",
+            (p.claimed, row),
+            xytext=(0, 9),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+        )
+        ax.annotate(
+            f"measured {p.measured:.1f} [{p.low:.1f}, {p.high:.1f}]",
+            (p.measured, row),
+            xytext=(0, -14),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+            color=colour,
+        )
     ax.set_yticks(rows, [p.label for p in points])
     ax.set_ylim(len(points) - 0.4, -0.6)
     lo = min(min(p.low, p.claimed) for p in points) if points else 0.0

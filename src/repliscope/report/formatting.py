@@ -58,8 +58,11 @@ def scalar(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list | tuple):
-        return ", ".join(scalar(v) for v in value) if all(not isinstance(v, dict) for v in value) else json.dumps(
-            value, default=str)
+        return (
+            ", ".join(scalar(v) for v in value)
+            if all(not isinstance(v, dict) for v in value)
+            else json.dumps(value, default=str)
+        )
     if isinstance(value, dict):
         return json.dumps(value, default=str, sort_keys=True)
     return str(value)

@@ -21,8 +21,11 @@ def render_run_html(record: EvaluationRecord, extra_figures: Sequence[ExtraFigur
     return render_view_html(build_run_view(record, extra_figures))
 
 
-def render_sweep_html(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None = None,
-                      extra_figures: Sequence[ExtraFigure] | None = None) -> str:
+def render_sweep_html(
+    sweep: SweepResult,
+    records: Mapping[str, EvaluationRecord] | None = None,
+    extra_figures: Sequence[ExtraFigure] | None = None,
+) -> str:
     """HTML report of a pitfall sweep: claim, reference metrics, pitfall table, deltas chart, visual testing,
     provenance (+ layer-diff). ``records`` (by run id or variant name) adds the flipped samples per variant."""
     return render_view_html(build_sweep_view(sweep, records, extra_figures))

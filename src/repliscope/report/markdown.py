@@ -48,13 +48,18 @@ def render_view_markdown(view: ReportView) -> str:
     return squeeze_blank_lines(str(markdown_environment().get_template("report.md.j2").render(view=view)))
 
 
-def render_run_markdown(record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None,
-                        sink: ImageSink = embed_sink) -> str:
+def render_run_markdown(
+    record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None, sink: ImageSink = embed_sink
+) -> str:
     """Markdown report of one evaluation run (same sections as the HTML one)."""
     return render_view_markdown(build_run_view(record, extra_figures, sink))
 
 
-def render_sweep_markdown(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None = None,
-                          extra_figures: Sequence[ExtraFigure] | None = None, sink: ImageSink = embed_sink) -> str:
+def render_sweep_markdown(
+    sweep: SweepResult,
+    records: Mapping[str, EvaluationRecord] | None = None,
+    extra_figures: Sequence[ExtraFigure] | None = None,
+    sink: ImageSink = embed_sink,
+) -> str:
     """Markdown report of a pitfall sweep (same sections as the HTML one)."""
     return render_view_markdown(build_sweep_view(sweep, records, extra_figures, sink))

@@ -40,15 +40,25 @@ def pitfall_row(outcome: VariantOutcome, is_reference: bool = False) -> PitfallR
     ran = outcome.status == "ok"
     evaluated = fmt.DASH if outcome.evaluated_samples is None else str(outcome.evaluated_samples)
     return PitfallRow(
-        name=outcome.name, change=outcome.change or ("none (the manifest as written)" if is_reference else ""),
-        description=outcome.description, evaluated=f"{evaluated} / {outcome.failed_samples}" if ran else fmt.DASH,
-        top1=top1, top1_interval=top1_ci, top5=top5, paired_n=str(p.n) if p else fmt.DASH,
+        name=outcome.name,
+        change=outcome.change or ("none (the manifest as written)" if is_reference else ""),
+        description=outcome.description,
+        evaluated=f"{evaluated} / {outcome.failed_samples}" if ran else fmt.DASH,
+        top1=top1,
+        top1_interval=top1_ci,
+        top5=top5,
+        paired_n=str(p.n) if p else fmt.DASH,
         delta_top1=fmt.delta_pp(p.delta_top1) if p else fmt.DASH,
-        p=fmt.p_value(p.mcnemar_p) if p else fmt.DASH, significant=significant,
+        p=fmt.p_value(p.mcnemar_p) if p else fmt.DASH,
+        significant=significant,
         agreement=fmt.pct(p.agreement) if p else fmt.DASH,
-        flips=f"{p.flipped}/{p.n}" if p else fmt.DASH, mean_kl=fmt.kl(p.mean_kl) if p else fmt.DASH,
-        status=REFERENCE if is_reference else outcome.status, reason="; ".join(notes),
-        css="reference" if is_reference else _STATUS_CSS.get(outcome.status, "failed"), is_reference=is_reference)
+        flips=f"{p.flipped}/{p.n}" if p else fmt.DASH,
+        mean_kl=fmt.kl(p.mean_kl) if p else fmt.DASH,
+        status=REFERENCE if is_reference else outcome.status,
+        reason="; ".join(notes),
+        css="reference" if is_reference else _STATUS_CSS.get(outcome.status, "failed"),
+        is_reference=is_reference,
+    )
 
 
 def pitfall_rows(sweep: SweepResult) -> list[PitfallRow]:
@@ -58,17 +68,20 @@ def pitfall_rows(sweep: SweepResult) -> list[PitfallRow]:
 def pitfalls_caption(sweep: SweepResult) -> str:
     """The claim the table is read against (Table 1's "Reported" column) and how to read the columns."""
     claims = [c for c in sweep.claims if c.get("metric") in ("top1", "top1_accuracy")]
-    reported = "; ".join(f"reported top-1 {fmt.pct(c.get('claimed'), 2)} on {c.get('claim_dataset', '?')}"
-                         for c in claims)
+    reported = "; ".join(
+        f"reported top-1 {fmt.pct(c.get('claimed'), 2)} on {c.get('claim_dataset', '?')}" for c in claims
+    )
     n = sweep.dataset.get("num_samples")
     on = f"{sweep.dataset.get('name', 'the dataset')}" + (f" ({n} samples)" if n is not None else "")
-    text = (f"Each variant makes one change to the reference pipeline and runs on the same samples of {on}. "
-            "Evaluated / failed counts each variant's samples; top-1 and top-5 are over its own evaluated "
-            "samples. Everything right of them is paired: over the samples both the reference and the variant "
-            "evaluated (paired n), so a sample that failed in only one of them is in no paired number. "
-            "Δ top-1 is the variant's top-1 minus the reference's on those samples; p is the exact McNemar test "
-            "on the discordant pairs (* p < 0.05); agreement and flips compare top-1 predictions; KL is the mean "
-            "KL(reference ‖ variant) of the output distributions in nats.")
+    text = (
+        f"Each variant makes one change to the reference pipeline and runs on the same samples of {on}. "
+        "Evaluated / failed counts each variant's samples; top-1 and top-5 are over its own evaluated "
+        "samples. Everything right of them is paired: over the samples both the reference and the variant "
+        "evaluated (paired n), so a sample that failed in only one of them is in no paired number. "
+        "Δ top-1 is the variant's top-1 minus the reference's on those samples; p is the exact McNemar test "
+        "on the discordant pairs (* p < 0.05); agreement and flips compare top-1 predictions; KL is the mean "
+        "KL(reference ‖ variant) of the output distributions in nats."
+    )
     return f"{reported[0].upper()}{reported[1:]}. {text}" if reported else text
 
 
@@ -77,18 +90,33 @@ def delta_figure(sweep: SweepResult, sink: ImageSink) -> tuple[FigureView | None
     the variants left out."""
     ran = [v for v in sweep.variants if v.status == "ok" and v.paired is not None]
     left_out = [v for v in sweep.variants if v not in ran]
-    note = ("Not shown (did not run): " + "; ".join(f"{v.name} ({v.status}{': ' + v.reason if v.reason else ''})"
-                                                     for v in left_out) + ".") if left_out else ""
+    note = (
+        (
+            "Not shown (did not run): "
+            + "; ".join(f"{v.name} ({v.status}{': ' + v.reason if v.reason else ''})" for v in left_out)
+            + "."
+        )
+        if left_out
+        else ""
+    )
     if not ran:
         return None, note or "No variant ran."
     labelled = all(v.paired is not None and v.paired.delta_top1 is not None for v in ran)
     if labelled:
-        bars = [figures.DeltaBar(v.name, 100.0 * (v.paired.delta_top1 or 0.0) if v.paired else 0.0,
-                                 v.paired.mcnemar_p if v.paired else None) for v in ran]
+        bars = [
+            figures.DeltaBar(
+                v.name,
+                100.0 * (v.paired.delta_top1 or 0.0) if v.paired else 0.0,
+                v.paired.mcnemar_p if v.paired else None,
+            )
+            for v in ran
+        ]
         xlabel = "Δ top-1 vs reference on the samples both evaluated (percentage points)"
         title = "Change in top-1 accuracy per variant (paired)"
-        caption = ("Paired: each bar is over the samples both the reference and that variant evaluated. "
-                   "Bars coloured red when the exact McNemar test gives p < 0.05 (marked *).")
+        caption = (
+            "Paired: each bar is over the samples both the reference and that variant evaluated. "
+            "Bars coloured red when the exact McNemar test gives p < 0.05 (marked *)."
+        )
     else:
         bars = [figures.DeltaBar(v.name, 100.0 * (1.0 - v.paired.agreement) if v.paired else 0.0) for v in ran]
         xlabel, title = "top-1 predictions changed vs reference (%)", "Predictions changed per variant (no labels)"
@@ -151,14 +179,30 @@ def visual_panels(sweep: SweepResult, namer: ClassNamer, sink: ImageSink) -> lis
             if not is_ref and entry.max_abs_diff == 0.0:
                 cards.append(VisualCard(entry.variant, None, None, IDENTICAL, identical=True, prediction=prediction))
                 continue
-            cards.append(VisualCard(
-                variant=entry.variant,
-                image=_image(sink, f"{stem}-input", entry.image_png, f"{entry.variant} input of {panel.sample_id}"),
-                diff=None if is_ref else _image(sink, f"{stem}-diff", entry.diff_png,
-                                                f"difference {entry.variant} vs reference, {panel.sample_id}"),
-                caption=_visual_caption(entry, is_ref), prediction=prediction))
-        panels.append(VisualPanelView(sample_id=panel.sample_id, label=namer(panel.label), cards=cards,
-                                      colorbar=_colorbar(sink, f"visual-{p_index + 1}-scale", entries)))
+            cards.append(
+                VisualCard(
+                    variant=entry.variant,
+                    image=_image(sink, f"{stem}-input", entry.image_png, f"{entry.variant} input of {panel.sample_id}"),
+                    diff=None
+                    if is_ref
+                    else _image(
+                        sink,
+                        f"{stem}-diff",
+                        entry.diff_png,
+                        f"difference {entry.variant} vs reference, {panel.sample_id}",
+                    ),
+                    caption=_visual_caption(entry, is_ref),
+                    prediction=prediction,
+                )
+            )
+        panels.append(
+            VisualPanelView(
+                sample_id=panel.sample_id,
+                label=namer(panel.label),
+                cards=cards,
+                colorbar=_colorbar(sink, f"visual-{p_index + 1}-scale", entries),
+            )
+        )
     return panels
 
 
@@ -168,8 +212,7 @@ def _find(records: Mapping[str, EvaluationRecord], outcome: VariantOutcome) -> E
     return records.get(outcome.name)
 
 
-def flip_lists(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None,
-               namer: ClassNamer) -> list[FlipList]:
+def flip_lists(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None, namer: ClassNamer) -> list[FlipList]:
     """Samples whose top-1 differs from the reference, per variant (needs the stored records)."""
     if not records:
         return []
@@ -187,8 +230,10 @@ def flip_lists(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | Non
             r = ref_top1.get(s.sample_id)
             if r is None or r.top1 == s.top1:
                 continue
-            lines.append(f"{s.sample_id}: {namer(r.top1)} → {namer(s.top1)}" +
-                         (f"; label {namer(s.label)}" if s.label is not None else ""))
+            lines.append(
+                f"{s.sample_id}: {namer(r.top1)} → {namer(s.top1)}"
+                + (f"; label {namer(s.label)}" if s.label is not None else "")
+            )
         if lines:
             lists.append(FlipList(outcome.name, lines[:MAX_FLIPS], max(0, len(lines) - MAX_FLIPS)))
     return lists

@@ -93,8 +93,7 @@ def _claim_dicts(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[dict[s
     return [claim.model_dump() if isinstance(claim, BaseModel) else dict(claim) for claim in claims]
 
 
-def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]],
-               metrics: Sequence[MetricValue] = ()) -> list[ClaimRow]:
+def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue] = ()) -> list[ClaimRow]:
     """One row per claim verdict (ClaimVerdict objects or their JSON dicts, as sweeps store them); ``metrics``
     gives the n behind each measured value, for the wide-interval warning."""
     n_of = {m.name: m.n for m in metrics}
@@ -103,20 +102,28 @@ def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]],
         verdict = str(c.get("verdict", "not comparable"))
         source = str(c.get("source") or "")
         url = source.split()[0] if source.startswith(("https://", "http://")) else None
-        rows.append(ClaimRow(metric=str(c.get("metric", "")), claimed=fmt.pct(c.get("claimed"), 2),
-                             measured=fmt.pct(c.get("measured"), 2),
-                             interval=fmt.interval(c.get("ci_low"), c.get("ci_high"), 2),
-                             claim_dataset=str(c.get("claim_dataset", "")),
-                             evaluated_dataset=str(c.get("evaluated_dataset", "")), verdict=verdict,
-                             css=_VERDICT_CSS.get(verdict, "neutral"), reason=str(c.get("reason", "")),
-                             source=source, source_url=url,
-                             warning=interval_warning(c.get("ci_low"), c.get("ci_high"),
-                                                      n_of.get(str(c.get("metric"))))))
+        rows.append(
+            ClaimRow(
+                metric=str(c.get("metric", "")),
+                claimed=fmt.pct(c.get("claimed"), 2),
+                measured=fmt.pct(c.get("measured"), 2),
+                interval=fmt.interval(c.get("ci_low"), c.get("ci_high"), 2),
+                claim_dataset=str(c.get("claim_dataset", "")),
+                evaluated_dataset=str(c.get("evaluated_dataset", "")),
+                verdict=verdict,
+                css=_VERDICT_CSS.get(verdict, "neutral"),
+                reason=str(c.get("reason", "")),
+                source=source,
+                source_url=url,
+                warning=interval_warning(c.get("ci_low"), c.get("ci_high"), n_of.get(str(c.get("metric")))),
+            )
+        )
     return rows
 
 
-def claim_figure(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue],
-                 sink: ImageSink) -> FigureView | None:
+def claim_figure(
+    claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue], sink: ImageSink
+) -> FigureView | None:
     """The claimed values against the measured ones with their 95 % intervals (None without a measurement)."""
     n_of = {m.name: m.n for m in metrics}
     points = []
@@ -124,16 +131,24 @@ def claim_figure(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Seque
         measured, low, high = c.get("measured"), c.get("ci_low"), c.get("ci_high")
         if measured is None or low is None or high is None or c.get("claimed") is None:
             continue
-        points.append(figures.ClaimPoint(
-            label=f"{c.get('metric', '?')} on {c.get('claim_dataset', '?')}", claimed=100.0 * float(c["claimed"]),
-            measured=100.0 * float(measured), low=100.0 * float(low), high=100.0 * float(high),
-            wide=interval_warning(low, high, n_of.get(str(c.get("metric")))) is not None))
+        points.append(
+            figures.ClaimPoint(
+                label=f"{c.get('metric', '?')} on {c.get('claim_dataset', '?')}",
+                claimed=100.0 * float(c["claimed"]),
+                measured=100.0 * float(measured),
+                low=100.0 * float(low),
+                high=100.0 * float(high),
+                wide=interval_warning(low, high, n_of.get(str(c.get("metric")))) is not None,
+            )
+        )
     if not points:
         return None
     bootstrap = any(m.successes is None for m in metrics)  # AP-like metrics: a bootstrap over images
     kind = "percentile bootstrap interval over images" if bootstrap else "Wilson interval"
-    caption = (f"Diamond: the claimed value; dot and bar: the measured value and its 95 % {kind}. An "
-               f"interval wider than ±{WIDE_INTERVAL_PT:g} pt (drawn in red) cannot confirm or refute a claim.")
+    caption = (
+        f"Diamond: the claimed value; dot and bar: the measured value and its 95 % {kind}. An "
+        f"interval wider than ±{WIDE_INTERVAL_PT:g} pt (drawn in red) cannot confirm or refute a claim."
+    )
     title = "Claim against the measured interval"
     return FigureView(title, Image(sink("claim", figures.claim_chart(points)), title), caption)
 
@@ -141,10 +156,19 @@ def claim_figure(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Seque
 def metric_rows(metrics: Sequence[MetricValue]) -> list[MetricRow]:
     """Proportions in percent with ``successes/n``; metrics that are not proportions (COCO AP, AR:
     ``successes`` None) as fractions with ``n images``, never ``None/n``."""
-    return [MetricRow(name=m.name, value=fmt.pct(m.value, 2), interval=fmt.interval(m.ci_low, m.ci_high, 2),
-                      count=f"{m.successes}/{m.n}") if m.successes is not None else
-            MetricRow(name=m.name, value=f"{m.value:.4f}", interval=f"[{m.ci_low:.4f}, {m.ci_high:.4f}]",
-                      count=f"{m.n} images") for m in metrics]
+    return [
+        MetricRow(
+            name=m.name,
+            value=fmt.pct(m.value, 2),
+            interval=fmt.interval(m.ci_low, m.ci_high, 2),
+            count=f"{m.successes}/{m.n}",
+        )
+        if m.successes is not None
+        else MetricRow(
+            name=m.name, value=f"{m.value:.4f}", interval=f"[{m.ci_low:.4f}, {m.ci_high:.4f}]", count=f"{m.n} images"
+        )
+        for m in metrics
+    ]
 
 
 def per_class_rows(rows: Sequence[Mapping[str, Any]] | None) -> list[PerClassRow]:
@@ -153,20 +177,35 @@ def per_class_rows(rows: Sequence[Mapping[str, Any]] | None) -> list[PerClassRow
     def frac(x: Any) -> str:
         return fmt.DASH if x is None else f"{float(x):.4f}"
 
-    return [PerClassRow(category=f"{r.get('class_id')} {r.get('name', '')}".strip(), ap=frac(r.get("ap")),
-                        ar=frac(r.get("ar")), objects=fmt.scalar(r.get("n_objects")),
-                        detections=fmt.scalar(r.get("n_detections"))) for r in rows or ()]
+    return [
+        PerClassRow(
+            category=f"{r.get('class_id')} {r.get('name', '')}".strip(),
+            ap=frac(r.get("ap")),
+            ar=frac(r.get("ar")),
+            objects=fmt.scalar(r.get("n_objects")),
+            detections=fmt.scalar(r.get("n_detections")),
+        )
+        for r in rows or ()
+    ]
 
 
 def pipeline_rows(pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> list[PipelineRow]:
     rows = []
     for stage, ops in (pipeline or {}).items():
         for i, op in enumerate(ops):
-            params = ", ".join(f"{k}={'none' if v is None else fmt.scalar(v)}"
-                               for k, v in op.items() if k not in _OP_META_KEYS)
-            rows.append(PipelineRow(stage=stage, index=i, op=str(op.get("op", "?")), parameters=params,
-                                    library=fmt.scalar(op.get("library")),
-                                    version=fmt.scalar(op.get("library_version"))))
+            params = ", ".join(
+                f"{k}={'none' if v is None else fmt.scalar(v)}" for k, v in op.items() if k not in _OP_META_KEYS
+            )
+            rows.append(
+                PipelineRow(
+                    stage=stage,
+                    index=i,
+                    op=str(op.get("op", "?")),
+                    parameters=params,
+                    library=fmt.scalar(op.get("library")),
+                    version=fmt.scalar(op.get("library_version")),
+                )
+            )
     return rows
 
 
@@ -177,8 +216,11 @@ def export_note(runtime: Mapping[str, Any]) -> str | None:
         return None
     origin = export.get("exported_from", "the source framework")
     parts = [f"The model was exported from {origin} to ONNX with {export.get('exporter', 'an exporter')}"]
-    details = [f"{label} {export[k]}" for k, label in (("opset", "opset"), ("torch_version", "torch"))
-               if export.get(k) is not None]
+    details = [
+        f"{label} {export[k]}"
+        for k, label in (("opset", "opset"), ("torch_version", "torch"))
+        if export.get(k) is not None
+    ]
     if details:
         parts.append(f" ({', '.join(details)})")
     parts.append(f" and run by {runtime.get('runtime', 'the runtime')}")
@@ -187,8 +229,10 @@ def export_note(runtime: Mapping[str, Any]) -> str | None:
     cached = export.get("cached")
     if cached is not None:
         parts.append("; reused from the export cache" if cached else "; exported for this run")
-    return "".join(parts) + ". Numerical differences between the exported graph and the source framework are " \
-                            "part of what this run measures."
+    return (
+        "".join(parts) + ". Numerical differences between the exported graph and the source framework are "
+        "part of what this run measures."
+    )
 
 
 def _software_rows(software: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -206,49 +250,88 @@ def _threadpool_rows(software: Mapping[str, Any]) -> list[list[str]]:
     rows = []
     for pool in software.get("threadpools") or []:
         path = pool.get("filepath")
-        rows.append([fmt.scalar(pool.get(k)) for k in ("user_api", "internal_api", "version", "num_threads",
-                                                        "threading_layer", "architecture")]
-                    + [PurePath(str(path)).name if path else fmt.DASH])
+        rows.append(
+            [
+                fmt.scalar(pool.get(k))
+                for k in ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture")
+            ]
+            + [PurePath(str(path)).name if path else fmt.DASH]
+        )
     return rows
 
 
-def provenance(manifest: ManifestInfo, pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None,
-               runtime: Mapping[str, Any], software: Mapping[str, Any], hardware: Mapping[str, Any],
-               dataset: Mapping[str, Any], options: Mapping[str, Any],
-               timings: Sequence[tuple[str, str]] = ()) -> Provenance:
-    return Provenance(manifest_name=manifest.name, manifest_version=manifest.version, manifest_path=manifest.path,
-                      manifest_sha256=manifest.sha256, manifest_text=manifest.text, pipeline=pipeline_rows(pipeline),
-                      runtime=fmt.flatten(runtime), export_note=export_note(runtime),
-                      software=_software_rows(software), threadpools=_threadpool_rows(software),
-                      hardware=fmt.flatten(hardware), dataset=fmt.flatten(dataset), options=fmt.flatten(options),
-                      timings=list(timings))
+def provenance(
+    manifest: ManifestInfo,
+    pipeline: Mapping[str, Sequence[Mapping[str, Any]]] | None,
+    runtime: Mapping[str, Any],
+    software: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    dataset: Mapping[str, Any],
+    options: Mapping[str, Any],
+    timings: Sequence[tuple[str, str]] = (),
+) -> Provenance:
+    return Provenance(
+        manifest_name=manifest.name,
+        manifest_version=manifest.version,
+        manifest_path=manifest.path,
+        manifest_sha256=manifest.sha256,
+        manifest_text=manifest.text,
+        pipeline=pipeline_rows(pipeline),
+        runtime=fmt.flatten(runtime),
+        export_note=export_note(runtime),
+        software=_software_rows(software),
+        threadpools=_threadpool_rows(software),
+        hardware=fmt.flatten(hardware),
+        dataset=fmt.flatten(dataset),
+        options=fmt.flatten(options),
+        timings=list(timings),
+    )
 
 
 def record_provenance(record: EvaluationRecord) -> Provenance:
-    return provenance(record.manifest, record.pipeline, record.runtime, record.software, record.hardware,
-                      record.dataset, record.options)
+    return provenance(
+        record.manifest,
+        record.pipeline,
+        record.runtime,
+        record.software,
+        record.hardware,
+        record.dataset,
+        record.options,
+    )
 
 
 def _is_failure(s: SamplePrediction) -> bool:
     return s.error is not None or (s.label is not None and s.top1 != s.label)
 
 
-def failures(samples: Sequence[SamplePrediction], namer: ClassNamer,
-             detection: bool = False) -> tuple[list[FailureRow], int, str]:
+def failures(
+    samples: Sequence[SamplePrediction], namer: ClassNamer, detection: bool = False
+) -> tuple[list[FailureRow], int, str]:
     """Failed samples first, then top-1 misses, at most :data:`MAX_FAILURES`; also how many more and a summary.
     ``detection``: failed samples only (a detection run has no top-1)."""
     errors = [s for s in samples if s.error is not None]
     if detection:
-        rows = [FailureRow(sample_id=s.sample_id, label=fmt.DASH, predicted=fmt.DASH, probability=fmt.DASH,
-                           error=s.error) for s in errors[:MAX_FAILURES]]
+        rows = [
+            FailureRow(sample_id=s.sample_id, label=fmt.DASH, predicted=fmt.DASH, probability=fmt.DASH, error=s.error)
+            for s in errors[:MAX_FAILURES]
+        ]
         return rows, max(0, len(errors) - MAX_FAILURES), f"{len(errors)} of {len(samples)} samples failed."
     misses = [s for s in samples if s.error is None and _is_failure(s)]
     labelled = sum(1 for s in samples if s.label is not None and s.error is None)
-    rows = [FailureRow(sample_id=s.sample_id, label=namer(s.label), predicted=namer(s.top1),
-                       probability=fmt.pct(s.topk_probs[0]) if s.topk_probs else fmt.DASH, error=s.error)
-            for s in (errors + misses)[:MAX_FAILURES]]
-    summary = (f"{len(misses)} of {labelled} labelled samples have a wrong top-1 prediction; "
-               f"{len(errors)} of {len(samples)} samples failed.")
+    rows = [
+        FailureRow(
+            sample_id=s.sample_id,
+            label=namer(s.label),
+            predicted=namer(s.top1),
+            probability=fmt.pct(s.topk_probs[0]) if s.topk_probs else fmt.DASH,
+            error=s.error,
+        )
+        for s in (errors + misses)[:MAX_FAILURES]
+    ]
+    summary = (
+        f"{len(misses)} of {labelled} labelled samples have a wrong top-1 prediction; "
+        f"{len(errors)} of {len(samples)} samples failed."
+    )
     return rows, max(0, len(errors) + len(misses) - MAX_FAILURES), summary
 
 
@@ -259,24 +342,35 @@ def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | Non
     if t.loop_seconds is None:  # stored before load and warm-up were timed apart
         stats = [("total (model load included)", fmt.seconds(t.total_seconds))]
     else:
-        stats = [("total", fmt.seconds(t.total_seconds)), ("model load (build, conversion, session)",
-                                                           fmt.seconds(t.load_seconds)),
-                 ("warm-up (one batch, not measured)", fmt.seconds(t.warmup_seconds)),
-                 ("measured loop", fmt.seconds(t.loop_seconds))]
-    stats += [(f"inference (in the measured loop{fmt.runtime_seconds_note(record.options)})",
-               fmt.seconds(t.inference_seconds)),
-              ("throughput (measured loop)", f"{t.throughput_samples_per_second:.1f} samples/s"),
-              ("batches", str(len(lat))), ("batch size", fmt.scalar(batch_size))]
+        stats = [
+            ("total", fmt.seconds(t.total_seconds)),
+            ("model load (build, conversion, session)", fmt.seconds(t.load_seconds)),
+            ("warm-up (one batch, not measured)", fmt.seconds(t.warmup_seconds)),
+            ("measured loop", fmt.seconds(t.loop_seconds)),
+        ]
+    stats += [
+        (
+            f"inference (in the measured loop{fmt.runtime_seconds_note(record.options)})",
+            fmt.seconds(t.inference_seconds),
+        ),
+        ("throughput (measured loop)", f"{t.throughput_samples_per_second:.1f} samples/s"),
+        ("batches", str(len(lat))),
+        ("batch size", fmt.scalar(batch_size)),
+    ]
     if lat:
         stats.append(("median batch latency", f"{1000 * statistics.median(lat):.1f} ms"))
     png = figures.latency_chart(lat, batch_size if isinstance(batch_size, int) else None)
     if png is None:
         return None, stats
-    caption = ("Runtime inference time of each batch, in run order (decoding and pre-processing run in parallel "
-               "threads and are not included). "
-               + ("The model was warmed up with one untimed batch before the first one."
-                  if t.loop_seconds is not None and t.warmup_seconds > 0
-                  else "The first batch may include warm-up (this run had no separate warm-up)."))
+    caption = (
+        "Runtime inference time of each batch, in run order (decoding and pre-processing run in parallel "
+        "threads and are not included). "
+        + (
+            "The model was warmed up with one untimed batch before the first one."
+            if t.loop_seconds is not None and t.warmup_seconds > 0
+            else "The first batch may include warm-up (this run had no separate warm-up)."
+        )
+    )
     return FigureView("Batch latency", Image(sink("latency", png), "batch latency chart"), caption), stats
 
 

@@ -19,9 +19,13 @@ from repliscope.tasks.segmentation import labels_of_rle
 
 OVERLAYS = 3
 PANEL_WIDTH = 320
-NAMES = {"iou": "foreground IoU per image", "band_error": "error rate in the boundary band",
-         "interior_error": "error rate in the interior", "displacement_dy": "displacement dy (px)",
-         "displacement_dx": "displacement dx (px)"}
+NAMES = {
+    "iou": "foreground IoU per image",
+    "band_error": "error rate in the boundary band",
+    "interior_error": "error rate in the interior",
+    "displacement_dy": "displacement dy (px)",
+    "displacement_dx": "displacement dx (px)",
+}
 PRED, TRUTH, MISSED, VOIDC = (220, 40, 40), (40, 170, 80), (40, 90, 220), (150, 150, 150)
 
 
@@ -88,8 +92,12 @@ def overlay_png(data: bytes | None, pred: np.ndarray, truth: np.ndarray, backgro
     return buf.getvalue()
 
 
-def segmentation_units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None,
-                            reference: EvaluationRecord | None = None) -> UnitsView | None:
+def segmentation_units_view(
+    record: EvaluationRecord,
+    sink: ImageSink,
+    images: ImageReader | None = None,
+    reference: EvaluationRecord | None = None,
+) -> UnitsView | None:
     """The section's data; None for a run of another task or without kept masks."""
     from repliscope.tasks.segmentation import background_index
     from repliscope.units.segmentation import mask_units
@@ -103,21 +111,43 @@ def segmentation_units_view(record: EvaluationRecord, sink: ImageSink, images: I
         return None
     summary = []
     if record.per_class:
-        summary.append("Per class IoU: " + "; ".join(
-            f"{r['name']} {r['iou']:.4f} [{r['iou_ci_low']:.4f}, {r['iou_ci_high']:.4f}]" if r.get("iou") is not None
-            else f"{r['name']} undefined" for r in record.per_class) + ".")
-    summary.append(f"Against {units.against} on {len(units.images)} images"
-                   + (f" ({units.skipped} without kept masks left out)" if units.skipped else "")
-                   + f"; boundary band: pixels within {units.band} px of a class boundary of the truth.")
+        summary.append(
+            "Per class IoU: "
+            + "; ".join(
+                f"{r['name']} {r['iou']:.4f} [{r['iou_ci_low']:.4f}, {r['iou_ci_high']:.4f}]"
+                if r.get("iou") is not None
+                else f"{r['name']} undefined"
+                for r in record.per_class
+            )
+            + "."
+        )
+    summary.append(
+        f"Against {units.against} on {len(units.images)} images"
+        + (f" ({units.skipped} without kept masks left out)" if units.skipped else "")
+        + f"; boundary band: pixels within {units.band} px of a class boundary of the truth."
+    )
     summary += [f"Diagnosis: {line}." for line in units.diagnosis]
     if units.sizes:
-        summary.append("Object recall by size (COCO area ranges, mean over objects): " + "; ".join(
-            f"{b.name} {b.recall:.4f} [{b.ci_low:.4f}, {b.ci_high:.4f}] over {b.n_objects} objects"
-            if b.recall is not None else f"{b.name}: no object" for b in units.sizes) + ".")
-    rows = [UnitRow(NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
-                    "-" if s.ci_low is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]", str(s.n),
-                    s.significant and s.name.startswith("displacement"))
-            for s in units.stats]
+        summary.append(
+            "Object recall by size (COCO area ranges, mean over objects): "
+            + "; ".join(
+                f"{b.name} {b.recall:.4f} [{b.ci_low:.4f}, {b.ci_high:.4f}] over {b.n_objects} objects"
+                if b.recall is not None
+                else f"{b.name}: no object"
+                for b in units.sizes
+            )
+            + "."
+        )
+    rows = [
+        UnitRow(
+            NAMES[s.name],
+            "-" if s.median is None else f"{s.median:+.4f}",
+            "-" if s.ci_low is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]",
+            str(s.n),
+            s.significant and s.name.startswith("displacement"),
+        )
+        for s in units.stats
+    ]
     read = images or _reader(record)
     by_id = {s.sample_id: s for s in record.samples}
     ref_by_id = {s.sample_id: s for s in reference.samples} if reference is not None else {}
@@ -133,21 +163,36 @@ def segmentation_units_view(record: EvaluationRecord, sink: ImageSink, images: I
             continue
         data = read(u.sample_id)
         drawn += data is not None
-        png = overlay_png(data, labels_of_rle(seg.predicted, seg.size_hw), labels_of_rle(against, seg.size_hw),
-                          background)
-        figures.append(FigureView(f"Lowest IoU {k + 1}: {u.sample_id}",
-                                  Image(sink(f"mask-overlay-{k + 1}", png), f"masks on {u.sample_id}"),
-                                  f"left: predicted (red); middle: {units.against} (green, void grey); right: "
-                                  f"disagreement (red: predicted only, blue: missed). Foreground IoU {u.iou:.4f}"
-                                  + ("" if u.displacement is None else
-                                     f", displacement dy {u.displacement[0]:+d}, dx {u.displacement[1]:+d} px")))
-    note = ("Medians over images with 95 % percentile bootstrap intervals (500 replicates, seed 0); a displacement "
-            f"is diagnosed when its interval excludes 0. Overlays: {drawn} of {len(figures)} on the real image.")
+        png = overlay_png(
+            data, labels_of_rle(seg.predicted, seg.size_hw), labels_of_rle(against, seg.size_hw), background
+        )
+        figures.append(
+            FigureView(
+                f"Lowest IoU {k + 1}: {u.sample_id}",
+                Image(sink(f"mask-overlay-{k + 1}", png), f"masks on {u.sample_id}"),
+                f"left: predicted (red); middle: {units.against} (green, void grey); right: "
+                f"disagreement (red: predicted only, blue: missed). Foreground IoU {u.iou:.4f}"
+                + (
+                    ""
+                    if u.displacement is None
+                    else f", displacement dy {u.displacement[0]:+d}, dx {u.displacement[1]:+d} px"
+                ),
+            )
+        )
+    note = (
+        "Medians over images with 95 % percentile bootstrap intervals (500 replicates, seed 0); a displacement "
+        f"is diagnosed when its interval excludes 0. Overlays: {drawn} of {len(figures)} on the real image."
+    )
     return UnitsView(summary, [(f"against {units.against}", rows)], figures, note)
 
 
-def with_segmentation(view: ReportView, record: EvaluationRecord, sink: ImageSink,
-                      images: ImageReader | None = None, reference: EvaluationRecord | None = None) -> ReportView:
+def with_segmentation(
+    view: ReportView,
+    record: EvaluationRecord,
+    sink: ImageSink,
+    images: ImageReader | None = None,
+    reference: EvaluationRecord | None = None,
+) -> ReportView:
     """``view`` with the units section (per-class IoU, mask units, overlays) before the provenance."""
     units = segmentation_units_view(record, sink, images, reference)
     if units is None:
@@ -161,14 +206,24 @@ def with_segmentation(view: ReportView, record: EvaluationRecord, sink: ImageSin
     return DetectionRunView(**values, units=units)
 
 
-SWEEP_HEADERS = ("mIoU", "95 % interval", "person/fg IoU", "paired n", "Δ mIoU (paired)", "Δ mIoU 95 % interval",
-                 "pixels agreeing", "images differ", "pixel accuracy")
+SWEEP_HEADERS = (
+    "mIoU",
+    "95 % interval",
+    "person/fg IoU",
+    "paired n",
+    "Δ mIoU (paired)",
+    "Δ mIoU 95 % interval",
+    "pixels agreeing",
+    "images differ",
+    "pixel accuracy",
+)
 """The pitfall table's metric columns for a segmentation sweep, in the classification columns' places."""
 
 
 def is_segmentation(sweep: SweepResult) -> bool:
     return sweep.reference.metric("mIoU") is not None or any(
-        (v.paired_task or {}).get("delta_miou") is not None for v in sweep.variants)
+        (v.paired_task or {}).get("delta_miou") is not None for v in sweep.variants
+    )
 
 
 def _frac(x: float | None, digits: int = 4) -> str:
@@ -177,8 +232,9 @@ def _frac(x: float | None, digits: int = 4) -> str:
     return fmt.DASH if x is None else f"{float(x):.{digits}f}"
 
 
-def segmentation_row(outcome: VariantOutcome, records: Mapping[str, EvaluationRecord] | None,
-                     is_reference: bool = False) -> PitfallRow:
+def segmentation_row(
+    outcome: VariantOutcome, records: Mapping[str, EvaluationRecord] | None, is_reference: bool = False
+) -> PitfallRow:
     """:func:`repliscope.report.pitfall_sections.pitfall_row` with mIoU, the foreground class's IoU (from the
     variant's record when given), ΔmIoU with its paired interval, pixel agreement and images that differ."""
     from repliscope.report import formatting as fmt
@@ -194,26 +250,31 @@ def segmentation_row(outcome: VariantOutcome, records: Mapping[str, EvaluationRe
     low, high = p.get("delta_miou_ci_low"), p.get("delta_miou_ci_high")
     n = p.get("n_samples")
     return dataclasses.replace(
-        row, top1=_frac(miou.value if miou else None),
-        top1_interval=f"[{miou.ci_low:.4f}, {miou.ci_high:.4f}]" if miou else fmt.DASH, top5=_frac(fg),
+        row,
+        top1=_frac(miou.value if miou else None),
+        top1_interval=f"[{miou.ci_low:.4f}, {miou.ci_high:.4f}]" if miou else fmt.DASH,
+        top5=_frac(fg),
         paired_n=fmt.DASH if n is None else str(n),
         delta_top1=fmt.DASH if p.get("delta_miou") is None else f"{p['delta_miou']:+.4f}",
         p=fmt.DASH if low is None or high is None else f"[{low:+.4f}, {high:+.4f}]",
         significant=low is not None and high is not None and (low > 0 or high < 0),
         agreement=fmt.DASH if p.get("pixel_agreement") is None else fmt.pct(p["pixel_agreement"]),
-        flips=fmt.DASH if n is None else f"{p.get('flipped_images')}/{n}", mean_kl=_frac(acc.value if acc else None))
+        flips=fmt.DASH if n is None else f"{p.get('flipped_images')}/{n}",
+        mean_kl=_frac(acc.value if acc else None),
+    )
 
 
 def segmentation_rows(sweep: SweepResult, records: Mapping[str, EvaluationRecord] | None) -> list[PitfallRow]:
-    return [segmentation_row(sweep.reference, records, True)] + [segmentation_row(v, records)
-                                                                 for v in sweep.variants]
+    return [segmentation_row(sweep.reference, records, True)] + [segmentation_row(v, records) for v in sweep.variants]
 
 
 def segmentation_caption(sweep: SweepResult) -> str:
     n = sweep.dataset.get("num_samples")
     on = f"{sweep.dataset.get('name', 'the dataset')}" + (f" ({n} images)" if n is not None else "")
-    return (f"Each variant makes one change to the reference pipeline and runs on the same images of {on}. mIoU "
-            "(with its 95 % bootstrap interval over images), the foreground class's IoU (two-class models, when "
-            "the variant's record is at hand) and pixel accuracy are over each variant's own images. Against the "
-            "reference's masks on the images both evaluated: Δ mIoU and its paired bootstrap interval (* when it "
-            "excludes 0), the pixels with the same label and the images whose masks differ.")
+    return (
+        f"Each variant makes one change to the reference pipeline and runs on the same images of {on}. mIoU "
+        "(with its 95 % bootstrap interval over images), the foreground class's IoU (two-class models, when "
+        "the variant's record is at hand) and pixel accuracy are over each variant's own images. Against the "
+        "reference's masks on the images both evaluated: Δ mIoU and its paired bootstrap interval (* when it "
+        "excludes 0), the pixels with the same label and the images whose masks differ."
+    )

@@ -9,10 +9,21 @@ from repliscope.errors import RepliscopeError
 from repliscope.report.figures import _figure, _png, png_data_uri
 from repliscope.stacks.matrix import StackMatrix, summary_rows
 
-COLUMNS = [("stack", "stack"), ("versions", "versions"), ("top1", "top-1 / AP"), ("delta", "Δ vs first"),
-           ("agreement", "agreement"), ("flips", "flips →/←"), ("max_diff", "max |Δ output|"),
-           ("mean_diff", "mean |Δ output|"), ("hash_equal", "hash equal"), ("seconds", "seconds"),
-           ("throughput", "samples/s"), ("agent", "agent"), ("run_id", "run")]
+COLUMNS = [
+    ("stack", "stack"),
+    ("versions", "versions"),
+    ("top1", "top-1 / AP"),
+    ("delta", "Δ vs first"),
+    ("agreement", "agreement"),
+    ("flips", "flips →/←"),
+    ("max_diff", "max |Δ output|"),
+    ("mean_diff", "mean |Δ output|"),
+    ("hash_equal", "hash equal"),
+    ("seconds", "seconds"),
+    ("throughput", "samples/s"),
+    ("agent", "agent"),
+    ("run_id", "run"),
+]
 
 
 def pair_label(m: StackMatrix, a: str, b: str) -> str:
@@ -33,8 +44,14 @@ def diff_chart(m: StackMatrix) -> bytes | None:
     floor = min(positive) / 10 if positive else 1e-9
     ax.barh(labels, [max(v, floor) if v > 0 else 0 for v in values], color="#2c6fbb")
     for y, v in enumerate(values):
-        ax.annotate("0 (identical)" if v == 0 else f"{v:.3g}", (max(v, floor), y), xytext=(4, 0),
-                    textcoords="offset points", va="center", fontsize=8)
+        ax.annotate(
+            "0 (identical)" if v == 0 else f"{v:.3g}",
+            (max(v, floor), y),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
     if positive:
         ax.set_xscale("log")
         ax.set_xlim(floor, max(positive) * 30)
@@ -87,20 +104,33 @@ def render_stack_matrix_html(m: StackMatrix) -> str:
     from repliscope.report.templating import html_environment
 
     chart = diff_chart(m)
-    return html_environment().from_string(_HTML).render(
-        m=m, title=f"{m.manifest.name} {m.manifest.version} across {len(m.stacks)} software stacks",
-        created=f"{m.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(), columns=COLUMNS, rows=summary_rows(m),
-        numeric={"top1", "delta", "agreement", "flips", "max_diff", "mean_diff", "seconds", "throughput"},
-        chart=png_data_uri(chart) if chart else None)
+    return (
+        html_environment()
+        .from_string(_HTML)
+        .render(
+            m=m,
+            title=f"{m.manifest.name} {m.manifest.version} across {len(m.stacks)} software stacks",
+            created=f"{m.created_at:%Y-%m-%d %H:%M:%S %Z}".strip(),
+            columns=COLUMNS,
+            rows=summary_rows(m),
+            numeric={"top1", "delta", "agreement", "flips", "max_diff", "mean_diff", "seconds", "throughput"},
+            chart=png_data_uri(chart) if chart else None,
+        )
+    )
 
 
 def render_stack_matrix_markdown(m: StackMatrix) -> str:
     """The same content as Markdown (the chart embedded as a data URI)."""
     from repliscope.report.templating import md_cell
 
-    lines = [f"# {m.manifest.name} {m.manifest.version} across {len(m.stacks)} software stacks", "",
-             f"stack matrix `{m.matrix_id}` · runtime {m.runtime} · {m.dataset.n} samples", "",
-             "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = [
+        f"# {m.manifest.name} {m.manifest.version} across {len(m.stacks)} software stacks",
+        "",
+        f"stack matrix `{m.matrix_id}` · runtime {m.runtime} · {m.dataset.n} samples",
+        "",
+        "| " + " | ".join(h for _, h in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     lines += ["| " + " | ".join(md_cell(row[k]) for k, _ in COLUMNS) + " |" for row in summary_rows(m)]
     lines += [f"\nstack {s.key} ({s.spec}) could not run the job: {md_cell(s.error)}" for s in m.stacks if s.error]
     chart = diff_chart(m)
@@ -114,6 +144,5 @@ def write_stack_matrix_report(m: StackMatrix, path: Path, fmt: str = "html") -> 
     if fmt not in ("html", "md"):
         raise RepliscopeError(f"unknown report format '{fmt}' (allowed: html, md)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_stack_matrix_html(m) if fmt == "html" else render_stack_matrix_markdown(m),
-                    encoding="utf-8")
+    path.write_text(render_stack_matrix_html(m) if fmt == "html" else render_stack_matrix_markdown(m), encoding="utf-8")
     return path

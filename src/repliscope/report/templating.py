@@ -59,8 +59,14 @@ def html_environment() -> Any:
     """HTML templates, autoescape on for every template."""
     from jinja2 import Environment, StrictUndefined
 
-    return Environment(loader=_loader(), autoescape=True, undefined=StrictUndefined, trim_blocks=True,
-                       lstrip_blocks=True, keep_trailing_newline=True)
+    return Environment(
+        loader=_loader(),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 @cache
@@ -69,7 +75,14 @@ def markdown_environment() -> Any:
     ``fenced``."""
     from jinja2 import Environment, StrictUndefined
 
-    env = Environment(loader=_loader(), autoescape=False, finalize=md_escape, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env = Environment(
+        loader=_loader(),
+        autoescape=False,
+        finalize=md_escape,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters.update(cell=md_cell, alt=md_alt, oneline=oneline, fenced=md_fenced)
     return env

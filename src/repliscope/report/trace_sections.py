@@ -24,7 +24,7 @@ _MAX_LABEL = 48
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= _MAX_LABEL else "…" + name[-(_MAX_LABEL - 1):]
+    return name if len(name) <= _MAX_LABEL else "…" + name[-(_MAX_LABEL - 1) :]
 
 
 def layer_time_chart(summary: TraceSummary, top: int = 20) -> bytes:
@@ -37,12 +37,16 @@ def layer_time_chart(summary: TraceSummary, top: int = 20) -> bytes:
     ax.set_yticks(positions, [_short(x.layer) for x in layers], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("p50 self time per inference (ms)")
-    ax.set_title(f"{summary.source}: {len(layers)} slowest of {len(summary.layers)} layers "
-                 f"(model p50 {summary.model_p50_ms:.2f} ms, {summary.inferences} inferences)", fontsize=9)
+    ax.set_title(
+        f"{summary.source}: {len(layers)} slowest of {len(summary.layers)} layers "
+        f"(model p50 {summary.model_p50_ms:.2f} ms, {summary.inferences} inferences)",
+        fontsize=9,
+    )
     ax.grid(axis="x", alpha=0.3)
     for pos, x in zip(positions, layers, strict=True):
-        ax.annotate(f"{x.share:.1%}", (x.p50_ms, pos), xytext=(3, 0), textcoords="offset points", va="center",
-                    fontsize=7)
+        ax.annotate(
+            f"{x.share:.1%}", (x.p50_ms, pos), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7
+        )
     ax.set_xlim(0, max((x.p50_ms for x in layers), default=1.0) * 1.18 or 1.0)
     return _png(fig)
 
@@ -62,8 +66,14 @@ def layer_compare_chart(c: TraceComparison, top: int = 20) -> bytes:
     ax.set_xlabel("p50 time per inference (ms)")
     ax.grid(axis="x", alpha=0.3)
     for p, x in zip(pos, rows, strict=True):
-        ax.annotate(f"B/A {x.ratio:.2f}", (max(x.a_ms, x.b_ms), p), xytext=(3, 0), textcoords="offset points",
-                    va="center", fontsize=7)
+        ax.annotate(
+            f"B/A {x.ratio:.2f}",
+            (max(x.a_ms, x.b_ms), p),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+        )
     ax.set_xlim(0, max((max(x.a_ms, x.b_ms) for x in rows), default=1.0) * 1.25 or 1.0)
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=8, frameon=False)
     return _png(fig)
@@ -79,5 +89,9 @@ def trace_figures(doc: Mapping[str, Any], top: int = 20) -> list[ExtraFigure]:
     if not any(s.level == "framework" and "layer" in s.attributes for s in spans):
         return []
     s = summarize(spans)
-    return [(f"{FIGURE_PREFIX} ({s.source}, trace level {doc.get('otherData', {}).get('repliscope_trace_level')})",
-             layer_time_chart(s, top))]
+    return [
+        (
+            f"{FIGURE_PREFIX} ({s.source}, trace level {doc.get('otherData', {}).get('repliscope_trace_level')})",
+            layer_time_chart(s, top),
+        )
+    ]

@@ -128,8 +128,7 @@ def bias_figure(off: dict[str, np.ndarray], iou_bins: list[float], iou_hist: lis
         ax.axvline(0, color="#999999", lw=0.8)
         ax.scatter(off[x], off[y], s=8, alpha=0.6, color="#2c6fbb")
         if len(off[x]):
-            ax.plot([np.nanmedian(off[x])], [np.nanmedian(off[y])], "x", color="#c0392b", ms=10, mew=2,
-                    label="median")
+            ax.plot([np.nanmedian(off[x])], [np.nanmedian(off[y])], "x", color="#c0392b", ms=10, mew=2, label="median")
             ax.legend(loc="best", fontsize=8)
         ax.set_xlabel(NAMES[x])
         ax.set_ylabel(NAMES[y])
@@ -142,19 +141,33 @@ def bias_figure(off: dict[str, np.ndarray], iou_bins: list[float], iou_hist: lis
 
 
 def _rows(report: UnitReport) -> list[UnitRow]:
-    return [UnitRow(NAMES[s.name], "-" if s.median is None else f"{s.median:+.4f}",
-                    "-" if s.ci_low is None or s.ci_high is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]",
-                    str(s.n), s.significant) for s in report.stats]
+    return [
+        UnitRow(
+            NAMES[s.name],
+            "-" if s.median is None else f"{s.median:+.4f}",
+            "-" if s.ci_low is None or s.ci_high is None else f"[{s.ci_low:+.4f}, {s.ci_high:+.4f}]",
+            str(s.n),
+            s.significant,
+        )
+        for s in report.stats
+    ]
 
 
 def _summary(report: UnitReport, what: str) -> list[str]:
-    lines = [f"Against {what}: {report.n_matched} of {report.n_reference} boxes matched "
-             f"({report.matched_fraction:.1%}) by {report.n_predictions} predictions on {report.n_images} images."]
-    lines += [f"Significant bias against {what}: {NAMES[s.name]} median {s.median:+.4f}." for s in report.significant
-              if s.median is not None]
+    lines = [
+        f"Against {what}: {report.n_matched} of {report.n_reference} boxes matched "
+        f"({report.matched_fraction:.1%}) by {report.n_predictions} predictions on {report.n_images} images."
+    ]
+    lines += [
+        f"Significant bias against {what}: {NAMES[s.name]} median {s.median:+.4f}."
+        for s in report.significant
+        if s.median is not None
+    ]
     if report.ap_class_aware is not None and report.ap_class_agnostic is not None:
-        lines.append(f"AP class-aware {report.ap_class_aware:.4f}, class-agnostic {report.ap_class_agnostic:.4f};"
-                     f" {report.off_diagonal:.1%} of class-agnostic matches have another class.")
+        lines.append(
+            f"AP class-aware {report.ap_class_aware:.4f}, class-agnostic {report.ap_class_agnostic:.4f};"
+            f" {report.off_diagonal:.1%} of class-agnostic matches have another class."
+        )
     lines += [f"Diagnosis against {what}: {line}" for line in report.diagnosis.summary]
     return lines
 
@@ -175,8 +188,12 @@ def _reader(record: EvaluationRecord) -> ImageReader:
     return read
 
 
-def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None,
-               reference: EvaluationRecord | None = None) -> UnitsView | None:
+def units_view(
+    record: EvaluationRecord,
+    sink: ImageSink,
+    images: ImageReader | None = None,
+    reference: EvaluationRecord | None = None,
+) -> UnitsView | None:
     """The section's data, or None when the record carries no ground truth (nothing to compare with). With
     ``reference`` (a run on the same samples) the scatter plots, the overlays' choice of images and the first
     table are against the reference's detections (drawn in blue)."""
@@ -185,26 +202,44 @@ def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | 
     result = run_units(record, reference, replicates=REPLICATES)
     primary, truth = result.primary, result.dataset
     by_id = {s.id: s for s in truth.samples}
-    keep = [i for i, s in enumerate(record.samples) if s.error is None and s.detections is not None
-            and s.sample_id in by_id and (reference is None or (reference.samples[i].error is None
-                                                                and reference.samples[i].detections is not None))]
+    keep = [
+        i
+        for i, s in enumerate(record.samples)
+        if s.error is None
+        and s.detections is not None
+        and s.sample_id in by_id
+        and (reference is None or (reference.samples[i].error is None and reference.samples[i].detections is not None))
+    ]
     preds = [from_prediction(record.samples[i], by_id[record.samples[i].sample_id].size_hw) for i in keep]
     gts = [from_truth(by_id[record.samples[i].sample_id]) for i in keep]
-    refs = ([from_prediction(reference.samples[i], p.size_hw) for i, p in zip(keep, preds, strict=True)]
-            if reference is not None else None)
+    refs = (
+        [from_prediction(reference.samples[i], p.size_hw) for i, p in zip(keep, preds, strict=True)]
+        if reference is not None
+        else None
+    )
     off = offsets(collect_pairs(preds, refs if refs is not None else gts))
     against = "the reference run" if reference is not None else "the ground truth"
-    figures = [FigureView(f"Bias scatter against {against}",
-                          Image(sink("units-bias", bias_figure(off, primary.iou_bins, primary.iou_histogram)),
-                                "bias scatter plots and IoU histogram"),
-                          "one dot per matched detection (class-aware, IoU >= 0.5); red cross: the medians")]
+    figures = [
+        FigureView(
+            f"Bias scatter against {against}",
+            Image(
+                sink("units-bias", bias_figure(off, primary.iou_bins, primary.iou_histogram)),
+                "bias scatter plots and IoU histogram",
+            ),
+            "one dot per matched detection (class-aware, IoU >= 0.5); red cross: the medians",
+        )
+    ]
     read = images or _reader(record)
     index = {p.sample_id: j for j, p in enumerate(preds)}
     drawn_real = 0
     chosen: list[tuple[str, str]] = [
-        (row["sample_id"], f"against {against} median dx/w {row['dx_w']:+.3f}, dy/h {row['dy_h']:+.3f}, log w'/w "
-                           f"{row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} over {row['n']} matches")
-        for row in primary.per_image[:OVERLAYS]]
+        (
+            row["sample_id"],
+            f"against {against} median dx/w {row['dx_w']:+.3f}, dy/h {row['dy_h']:+.3f}, log w'/w "
+            f"{row['log_w']:+.3f}, log h'/h {row['log_h']:+.3f} over {row['n']} matches",
+        )
+        for row in primary.per_image[:OVERLAYS]
+    ]
     if not chosen:  # no detection matched (e.g. every class shifted): show the first images with detections
         chosen = [(p.sample_id, f"no detection matched {against}") for p in preds if len(p)][:OVERLAYS]
     for k, (sample_id, caption) in enumerate(chosen):
@@ -214,10 +249,15 @@ def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | 
         layers = [(gts[j], "#27ae60"), *([(refs[j], "#2c6fbb")] if refs is not None else []), (preds[j], "#c0392b")]
         png = overlay_png(data, preds[j].size_hw, layers)
         title = f"Largest bias {k + 1}" if primary.per_image else f"Image {k + 1}"
-        figures.append(FigureView(f"{title}: {sample_id}",
-                                  Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {sample_id}"),
-                                  "green: ground truth, " + ("blue: reference, " if refs is not None else "")
-                                  + f"red: predicted; {caption}"))
+        figures.append(
+            FigureView(
+                f"{title}: {sample_id}",
+                Image(sink(f"units-overlay-{k + 1}", png), f"boxes on {sample_id}"),
+                "green: ground truth, "
+                + ("blue: reference, " if refs is not None else "")
+                + f"red: predicted; {caption}",
+            )
+        )
     tables = [(f"against {against}", _rows(primary))]
     summary = _summary(primary, against)
     if result.against_reference is not None:
@@ -225,19 +265,33 @@ def units_view(record: EvaluationRecord, sink: ImageSink, images: ImageReader | 
         summary += _summary(result.truth, "the ground truth")
         if result.paired and "delta_ap" in result.paired:
             p = result.paired
-            summary.append(f"AP {p['ap_variant']:.4f} vs the reference's {p['ap_reference']:.4f}: ΔAP "
-                           f"{p['delta_ap']:+.4f} [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}]; "
-                           f"{p['flipped_images']} of {p['n_samples']} images with another matched set.")
+            summary.append(
+                f"AP {p['ap_variant']:.4f} vs the reference's {p['ap_reference']:.4f}: ΔAP "
+                f"{p['delta_ap']:+.4f} [{p['delta_ap_ci_low']:+.4f}, {p['delta_ap_ci_high']:+.4f}]; "
+                f"{p['flipped_images']} of {p['n_samples']} images with another matched set."
+            )
     shown = len(chosen)
-    note = (f"Medians over matches with 95 % percentile bootstrap intervals over images ({REPLICATES} replicates, "
-            f"seed 0); a bias is significant when its interval excludes 0. Overlays: {drawn_real} of {shown} on the "
-            "real image" + ("" if drawn_real == shown else " (the others on a grey canvas: the dataset could not "
-                            "be re-loaded with the record's identity)") + ".")
+    note = (
+        f"Medians over matches with 95 % percentile bootstrap intervals over images ({REPLICATES} replicates, "
+        f"seed 0); a bias is significant when its interval excludes 0. Overlays: {drawn_real} of {shown} on the "
+        "real image"
+        + (
+            ""
+            if drawn_real == shown
+            else " (the others on a grey canvas: the dataset could not be re-loaded with the record's identity)"
+        )
+        + "."
+    )
     return UnitsView(summary, tables, figures, note)
 
 
-def with_units(view: ReportView, record: EvaluationRecord, sink: ImageSink, images: ImageReader | None = None,
-               reference: EvaluationRecord | None = None) -> ReportView:
+def with_units(
+    view: ReportView,
+    record: EvaluationRecord,
+    sink: ImageSink,
+    images: ImageReader | None = None,
+    reference: EvaluationRecord | None = None,
+) -> ReportView:
     """``view`` with the units section before the provenance (its units replaced when it already has them;
     unchanged when there is no ground truth)."""
     units = units_view(record, sink, images, reference)

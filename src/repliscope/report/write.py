@@ -23,9 +23,14 @@ def images_dir(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}_files")
 
 
-def write_report(obj: EvaluationRecord | SweepResult, fmt: str, out_path: Path | str,
-                 records: Mapping[str, EvaluationRecord] | None = None,
-                 extra_figures: Sequence[ExtraFigure] | None = None, images: ImageMode = "auto") -> Path:
+def write_report(
+    obj: EvaluationRecord | SweepResult,
+    fmt: str,
+    out_path: Path | str,
+    records: Mapping[str, EvaluationRecord] | None = None,
+    extra_figures: Sequence[ExtraFigure] | None = None,
+    images: ImageMode = "auto",
+) -> Path:
     """Render ``obj`` as ``fmt`` (``html`` or ``md``) into ``out_path`` (parents created); returns the path.
 
     HTML always embeds its images (one self-contained file). Markdown: ``images="files"`` writes the PNGs to

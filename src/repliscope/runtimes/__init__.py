@@ -12,7 +12,13 @@ from repliscope.runtimes.base import RUNTIMES, Architecture, ModelArtifact, Runn
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
 __all__ = [
-    "RUNTIMES", "Architecture", "BatchError", "ModelArtifact", "ModelLoadError", "Runner", "create_runner",
+    "RUNTIMES",
+    "Architecture",
+    "BatchError",
+    "ModelArtifact",
+    "ModelLoadError",
+    "Runner",
+    "create_runner",
 ]
 
 

@@ -25,8 +25,9 @@ def distribution_version(candidates: Iterable[str]) -> tuple[str, str]:
             return name, importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-    raise FrameworkError(f"none of the distributions {', '.join(names)} is installed; "
-                         f"install one, e.g. pip install {names[0]}")
+    raise FrameworkError(
+        f"none of the distributions {', '.join(names)} is installed; install one, e.g. pip install {names[0]}"
+    )
 
 
 def check_batch(batch: np.ndarray, artifact: ModelArtifact) -> None:
@@ -39,17 +40,23 @@ def check_batch(batch: np.ndarray, artifact: ModelArtifact) -> None:
         raise BatchError(f"infer() needs a numpy array, got {type(batch).__name__}")
     shape = artifact.input_shape
     if batch.ndim != len(shape):
-        raise BatchError(f"batch has shape {batch.shape} (rank {batch.ndim}); input '{artifact.input_name}' "
-                             f"expects rank {len(shape)}: {_fmt_shape(shape)}")
+        raise BatchError(
+            f"batch has shape {batch.shape} (rank {batch.ndim}); input '{artifact.input_name}' "
+            f"expects rank {len(shape)}: {_fmt_shape(shape)}"
+        )
     if batch.shape[0] < 1:
         raise BatchError("batch is empty (N = 0)")
     for axis, (got, want) in enumerate(zip(batch.shape[1:], shape[1:], strict=True), start=1):
         if want is not None and want >= 0 and got != want:
-            raise BatchError(f"batch has shape {batch.shape}; input '{artifact.input_name}' expects "
-                                 f"{_fmt_shape(shape)} (axis {axis} is {got}, not {want})")
+            raise BatchError(
+                f"batch has shape {batch.shape}; input '{artifact.input_name}' expects "
+                f"{_fmt_shape(shape)} (axis {axis} is {got}, not {want})"
+            )
     if batch.dtype != np.dtype(artifact.input_dtype):
-        raise BatchError(f"batch dtype is {batch.dtype}; input '{artifact.input_name}' expects "
-                             f"{artifact.input_dtype} (cast it in the pre-processing pipeline)")
+        raise BatchError(
+            f"batch dtype is {batch.dtype}; input '{artifact.input_name}' expects "
+            f"{artifact.input_dtype} (cast it in the pre-processing pipeline)"
+        )
 
 
 def to_scores(out: Any, n: int) -> np.ndarray:
@@ -66,8 +73,10 @@ def single_output_scores(outputs: dict[str, np.ndarray], n: int) -> np.ndarray:
     """The (N, C) float32 scores of a single-output model (:meth:`Runner.infer`); a model with several outputs
     (detection) is refused: its runner's ``infer_outputs`` returns them all."""
     if len(outputs) != 1:
-        raise ModelLoadError(f"the model has {len(outputs)} outputs ({', '.join(outputs)}): a single score "
-                             "output needs infer_outputs (detection)")
+        raise ModelLoadError(
+            f"the model has {len(outputs)} outputs ({', '.join(outputs)}): a single score "
+            "output needs infer_outputs (detection)"
+        )
     return to_scores(next(iter(outputs.values())), n)
 
 
@@ -82,8 +91,10 @@ def select_outputs(available: list[str], wanted: tuple[str, ...], model: str) ->
         return list(available)
     missing = [n for n in wanted if n not in available]
     if missing:
-        raise ModelLoadError(f"'{model}' has no output named {', '.join(repr(n) for n in missing)} (the "
-                             f"manifest's outputs[*].name); its outputs are: {', '.join(available)}")
+        raise ModelLoadError(
+            f"'{model}' has no output named {', '.join(repr(n) for n in missing)} (the "
+            f"manifest's outputs[*].name); its outputs are: {', '.join(available)}"
+        )
     return list(wanted)
 
 
@@ -116,9 +127,11 @@ def onnx_source(artifact: ModelArtifact, cache_dir: Path, notes: dict[str, Any])
         path, info = convert_cached(artifact, cache_dir)
         notes["conversion"] = info
         return path
-    raise ModelLoadError(f"unsupported source format '{artifact.format}' for an ONNX runtime (allowed: onnx, "
-                         "pytorch_state_dict, tflite and tf_frozen_graph via tf2onnx, darknet via repliscope's "
-                         "converter)")
+    raise ModelLoadError(
+        f"unsupported source format '{artifact.format}' for an ONNX runtime (allowed: onnx, "
+        "pytorch_state_dict, tflite and tf_frozen_graph via tf2onnx, darknet via repliscope's "
+        "converter)"
+    )
 
 
 def onnx_batch_fixed_at_one(path: Path) -> bool:
@@ -135,7 +148,7 @@ def onnx_batch_fixed_at_one(path: Path) -> bool:
 
 def run_per_image(run: Callable[[np.ndarray], list[np.ndarray]], batch: np.ndarray) -> list[np.ndarray]:
     """``run`` on each image (1, ...) of ``batch`` and its outputs concatenated on the batch axis."""
-    rows = [run(batch[i:i + 1]) for i in range(batch.shape[0])]
+    rows = [run(batch[i : i + 1]) for i in range(batch.shape[0])]
     return [np.concatenate([r[k] for r in rows], axis=0) for k in range(len(rows[0]))]
 
 

@@ -19,8 +19,9 @@ import numpy as np
 from repliscope.errors import FrameworkError
 from repliscope.registry import Registry
 
-ModelFormat = Literal["pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras",
-                      "mtcnn_cascade", "darknet"]
+ModelFormat = Literal[
+    "pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras", "mtcnn_cascade", "darknet"
+]
 
 
 @dataclass(frozen=True)
@@ -117,16 +118,22 @@ class Runner(ABC):
         """A new, not yet loaded runner of the same kind on the same model (``threads`` default: this one's),
         for a worker of its own: runners are not shared between threads (``last_inference_seconds``; some
         backends, e.g. OpenCV DNN, are not thread-safe). Loading it reuses caches (e.g. the ONNX export)."""
-        clone = type(self)(self.artifact, threads=self.threads if threads is None else threads,
-                           cache_dir=self.cache_dir)
+        clone = type(self)(
+            self.artifact, threads=self.threads if threads is None else threads, cache_dir=self.cache_dir
+        )
         clone.notes.update({k: v for k, v in self.notes.items() if k not in clone.notes})
         return clone
 
     def info(self) -> dict[str, Any]:
         """Framework name + version, threads, and any notes (export, providers)."""
         framework, version = self.framework()
-        return {"runtime": self.name, "framework": framework, "framework_version": version,
-                "threads": self.threads, **self.notes}
+        return {
+            "runtime": self.name,
+            "framework": framework,
+            "framework_version": version,
+            "threads": self.threads,
+            **self.notes,
+        }
 
     @abstractmethod
     def framework(self) -> tuple[str, str]:
@@ -146,8 +153,9 @@ def import_framework(module: str, runtime: str, install: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         missing = exc.name or module
-        raise FrameworkError(f"the {runtime} runtime needs the Python module '{missing}', which is not installed "
-                             f"({install})") from exc
+        raise FrameworkError(
+            f"the {runtime} runtime needs the Python module '{missing}', which is not installed ({install})"
+        ) from exc
 
 
 RUNTIMES: Registry[type[Runner]] = Registry("runtime")

@@ -79,9 +79,12 @@ class _Model:
             self.info["thread_pools"] = {**pools, "matches_requested": pools["intra_op"] == threads}
         else:
             jax = import_framework("jax", runtime, JAX_INSTALL)
-            self.info["jax"] = {"version": jax.__version__, "platform": jax.default_backend(),
-                                "devices": [str(d) for d in jax.devices()],
-                                "XLA_FLAGS": os.environ.get("XLA_FLAGS")}
+            self.info["jax"] = {
+                "version": jax.__version__,
+                "platform": jax.default_backend(),
+                "devices": [str(d) for d in jax.devices()],
+                "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
+            }
         try:
             self.model = keras.saving.load_model(path, compile=False)
         except Exception as exc:
@@ -119,8 +122,9 @@ def _serve(backend: str, threads: int, path: str, wanted: tuple[str, ...]) -> No
     requests = sys.stdin.buffer
     os.environ["KERAS_BACKEND"] = backend
     if backend == "jax":
-        os.environ["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
-                                   f"intra_op_parallelism_threads={threads}")
+        os.environ["XLA_FLAGS"] = (
+            f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} intra_op_parallelism_threads={threads}"
+        )
 
     def reply(*msg: Any) -> None:
         pickle.dump(msg, replies, protocol=pickle.HIGHEST_PROTOCOL)
@@ -153,10 +157,18 @@ class _Worker:
     with the runner or at exit)."""
 
     def __init__(self, path: str, backend: str, threads: int, wanted: tuple[str, ...]) -> None:
-        cmd = [sys.executable, "-m", "repliscope.runtimes.keras_runner", backend, str(threads), path,
-               json.dumps(list(wanted))]
-        self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env={**os.environ, "KERAS_BACKEND": backend})
+        cmd = [
+            sys.executable,
+            "-m",
+            "repliscope.runtimes.keras_runner",
+            backend,
+            str(threads),
+            path,
+            json.dumps(list(wanted)),
+        ]
+        self.process = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "KERAS_BACKEND": backend}
+        )
         weakref.finalize(self, _stop, self.process)
         status, *payload = self._recv(f"the Keras {backend} worker could not load '{path}'")
         if status != "ready":
@@ -221,24 +233,32 @@ class KerasRunner(Runner):
 
     def _load(self) -> None:
         if self.artifact.format != "keras":
-            raise ModelLoadError(f"the {self.name} runtime runs 'keras' sources (.keras files), not "
-                                 f"'{self.artifact.format}'")
+            raise ModelLoadError(
+                f"the {self.name} runtime runs 'keras' sources (.keras files), not '{self.artifact.format}'"
+            )
         here, why = current_backend()
         wanted = self.backend or here
         if wanted not in BACKENDS:
-            raise ModelLoadError(f"Keras backend '{wanted}' ({why}) is not one repliscope runs (allowed: "
-                                 f"{', '.join(BACKENDS)}): use the runtime keras_tensorflow or keras_jax")
+            raise ModelLoadError(
+                f"Keras backend '{wanted}' ({why}) is not one repliscope runs (allowed: "
+                f"{', '.join(BACKENDS)}): use the runtime keras_tensorflow or keras_jax"
+            )
         path, names = str(self.artifact.path), tuple(self.artifact.output_names)
         if not zipfile.is_zipfile(path):  # Keras itself says "File not found" for a file that is there
-            raise ModelLoadError(f"'{path}' is not a .keras file (a .keras model is a zip archive; this file is "
-                                 "not one, or is truncated)")
+            raise ModelLoadError(
+                f"'{path}' is not a .keras file (a .keras model is a zip archive; this file is "
+                "not one, or is truncated)"
+            )
         if wanted == here:
             self._model = _Model(path, wanted, self.threads, names)
             self.notes["execution"] = {"where": "this process", "why": why}
         else:
             self._model = _Worker(path, wanted, self.threads, names)
-            self.notes["execution"] = {"where": "worker process", "pid": self._model.info.pop("pid"),
-                                       "why": f"this process' Keras backend is '{here}' ({why})"}
+            self.notes["execution"] = {
+                "where": "worker process",
+                "pid": self._model.info.pop("pid"),
+                "why": f"this process' Keras backend is '{here}' ({why})",
+            }
         self.notes.update({k: v for k, v in self._model.info.items() if k != "returned"})
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
@@ -248,8 +268,9 @@ class KerasRunner(Runner):
         self.notes["returned"] = self._model.info.get("returned")
         for name, out in zip(self._model.names, outs, strict=True):
             if out.ndim == 0 or out.shape[0] != batch.shape[0]:
-                raise BatchError(f"output '{name}' has shape {out.shape}: its first axis is not the batch "
-                                 f"({batch.shape[0]})")
+                raise BatchError(
+                    f"output '{name}' has shape {out.shape}: its first axis is not the batch ({batch.shape[0]})"
+                )
         return dict(zip(output_keys(self.artifact, self._model.names), outs, strict=True))
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:

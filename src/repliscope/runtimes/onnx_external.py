@@ -96,16 +96,23 @@ def _locations(model: Any) -> Iterator[tuple[str, str]]:
 def check_location(model_path: Path, tensor: str, location: str) -> Path:
     """The checked file of one external ``location`` of ``model_path`` (see the module docstring); raises
     SourceError naming the model, the tensor and the location."""
+
     def refuse(why: str) -> SourceError:
-        return SourceError(f"ONNX model {model_path}: tensor '{tensor}' keeps its data in '{location}', {why}; "
-                           "refused (external data must be a file inside the model's folder)")
+        return SourceError(
+            f"ONNX model {model_path}: tensor '{tensor}' keeps its data in '{location}', {why}; "
+            "refused (external data must be a file inside the model's folder)"
+        )
 
     if not location:
         raise refuse("an empty location")
     if "\x00" in location:
         raise refuse("a location with a NUL byte")
-    if location.startswith(("/", "\\")) or _DRIVE.match(location) or PureWindowsPath(location).is_absolute() \
-            or PurePosixPath(location).is_absolute():
+    if (
+        location.startswith(("/", "\\"))
+        or _DRIVE.match(location)
+        or PureWindowsPath(location).is_absolute()
+        or PurePosixPath(location).is_absolute()
+    ):
         raise refuse("an absolute path")
     parts = re.split(r"[/\\]", location)
     if ".." in parts:
@@ -132,8 +139,10 @@ def external_data_files(model_path: str | Path) -> list[ExternalData]:
         import onnx
         from google.protobuf.message import DecodeError
     except ImportError:
-        raise SourceError(f"{model_path}: the onnx package is needed to check the model's external data before "
-                          "a runtime reads it (pip install 'repliscope[onnx]')") from None
+        raise SourceError(
+            f"{model_path}: the onnx package is needed to check the model's external data before "
+            "a runtime reads it (pip install 'repliscope[onnx]')"
+        ) from None
     path = Path(model_path)
     try:
         model = onnx.load(str(path), load_external_data=False)

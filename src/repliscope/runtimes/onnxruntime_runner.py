@@ -71,24 +71,32 @@ class OnnxRuntimeRunner(Runner):
         names = [i.name for i in session.get_inputs()]
         wanted = self.artifact.input_name
         if wanted and wanted not in names:
-            raise ModelLoadError(f"'{path.name}' has no input named '{wanted}' (the manifest's "
-                                 f"inputs[0].name); its inputs are: {', '.join(names)}")
+            raise ModelLoadError(
+                f"'{path.name}' has no input named '{wanted}' (the manifest's "
+                f"inputs[0].name); its inputs are: {', '.join(names)}"
+            )
         if not wanted and len(names) != 1:
-            raise ModelLoadError(f"'{path.name}' has {len(names)} inputs ({', '.join(names)}); "
-                                 "the manifest must name the one to feed")
+            raise ModelLoadError(
+                f"'{path.name}' has {len(names)} inputs ({', '.join(names)}); the manifest must name the one to feed"
+            )
         self._session = session
         self._input_name = wanted or names[0]
-        self._output_names = select_outputs([o.name for o in session.get_outputs()], self.artifact.output_names,
-                                            path.name)
+        self._output_names = select_outputs(
+            [o.name for o in session.get_outputs()], self.artifact.output_names, path.name
+        )
         self._output_name = self._output_names[0]
         self._per_image = onnx_batch_fixed_at_one(path)
         if self._per_image:
             self.notes["batching"] = "loop: the ONNX input's batch is fixed at 1, images run one by one and stacked"
         self.notes["providers"] = session.get_providers()
         self.notes["session"] = {
-            "graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
-            "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL", "intra_op_allow_spinning": False,
-            "input": self._input_name, "output": self._output_name,
+            "graph_optimization_level": "ORT_ENABLE_ALL",
+            "intra_op_num_threads": self.threads,
+            "inter_op_num_threads": 1,
+            "execution_mode": "ORT_SEQUENTIAL",
+            "intra_op_allow_spinning": False,
+            "input": self._input_name,
+            "output": self._output_name,
         }
         if len(self._output_names) > 1:
             self.notes["session"]["outputs"] = self._output_names
@@ -104,9 +112,13 @@ class OnnxRuntimeRunner(Runner):
 
         self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)
         self.notes["providers"] = list(_PROVIDERS)
-        self.notes["session"] = {"graph_optimization_level": "ORT_ENABLE_ALL", "intra_op_num_threads": self.threads,
-                                 "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL",
-                                 "intra_op_allow_spinning": False}
+        self.notes["session"] = {
+            "graph_optimization_level": "ORT_ENABLE_ALL",
+            "intra_op_num_threads": self.threads,
+            "inter_op_num_threads": 1,
+            "execution_mode": "ORT_SEQUENTIAL",
+            "intra_op_allow_spinning": False,
+        }
 
     def _create_session(self, path: Path) -> ort.InferenceSession:
         options = ort.SessionOptions()
@@ -159,5 +171,6 @@ class OnnxRuntimeRunner(Runner):
         check_batch(batch, self.artifact)
         if self._cascade is not None:
             return self._cascade.infer_outputs(batch, self.artifact.output_names)
-        return dict(zip(output_keys(self.artifact, self._output_names), self._run(self._output_names, batch),
-                        strict=True))
+        return dict(
+            zip(output_keys(self.artifact, self._output_names), self._run(self._output_names, batch), strict=True)
+        )

@@ -36,20 +36,24 @@ def yolo_inputs(artifact: ModelArtifact) -> tuple[Network, dict[str, str]]:
         for name in artifact.output_names:
             lay = net.layer(name)
             if lay.type != "yolo":
-                raise DarknetFormatError(f"output {name!r} is a [{lay.type}] layer; OpenCV's Darknet reader is used "
-                                         "for yolo outputs only")
+                raise DarknetFormatError(
+                    f"output {name!r} is a [{lay.type}] layer; OpenCV's Darknet reader is used for yolo outputs only"
+                )
             prev = net.layers[lay.index - 1]
-            if (prev.type != "convolutional" or prev.params["batch_normalize"]
-                    or prev.params["activation"] != "linear"):
-                raise DarknetFormatError(f"output {name!r}: its input layer {prev.name} is not a linear convolutional "
-                                         "layer without batch norm")
+            if prev.type != "convolutional" or prev.params["batch_normalize"] or prev.params["activation"] != "linear":
+                raise DarknetFormatError(
+                    f"output {name!r}: its input layer {prev.name} is not a linear convolutional "
+                    "layer without batch norm"
+                )
             sources[name] = f"conv_{prev.index}"
     except DarknetFormatError as exc:
         raise ModelLoadError(str(exc)) from exc
     size = artifact_size(artifact)
     if size is not None and size != (net.height, net.width):
-        raise ModelLoadError(f"the model input {list(size)} differs from the cfg's {[net.height, net.width]}: "
-                             "OpenCV's Darknet reader builds the cfg's size")
+        raise ModelLoadError(
+            f"the model input {list(size)} differs from the cfg's {[net.height, net.width]}: "
+            "OpenCV's Darknet reader builds the cfg's size"
+        )
     return net, sources
 
 
@@ -60,13 +64,15 @@ def read_darknet(cv2: Any, artifact: ModelArtifact) -> tuple[Any, dict[str, str]
     try:
         net = cv2.dnn.readNetFromDarknet(str(artifact.config_path), str(artifact.path))
     except cv2.error as exc:
-        raise ModelLoadError(f"OpenCV cannot read {artifact.config_path} + {artifact.path}: {str(exc).strip()}") \
-            from exc
+        raise ModelLoadError(
+            f"OpenCV cannot read {artifact.config_path} + {artifact.path}: {str(exc).strip()}"
+        ) from exc
     names = set(net.getLayerNames())
     missing = [s for s in sources.values() if s not in names]
     if missing:
-        raise ModelLoadError(f"OpenCV's Darknet net has no layer {', '.join(missing)} (its layers end "
-                             f"{', '.join(list(names)[-4:])})")
+        raise ModelLoadError(
+            f"OpenCV's Darknet net has no layer {', '.join(missing)} (its layers end {', '.join(list(names)[-4:])})"
+        )
     return net, sources
 
 
@@ -90,6 +96,11 @@ def anchors_per_output(artifact: ModelArtifact) -> dict[str, int]:
 
 def describe(cfg: Path, sources: dict[str, str], version: str) -> dict[str, object]:
     """The run's ``notes["darknet_reader"]``."""
-    return {"reader": "cv2.dnn.readNetFromDarknet", "opencv": version, "cfg": str(cfg),
-            "outputs": {name: f"{src} + the yolo layer's logistic (x, y, objectness, classes)"
-                        for name, src in sources.items()}}
+    return {
+        "reader": "cv2.dnn.readNetFromDarknet",
+        "opencv": version,
+        "cfg": str(cfg),
+        "outputs": {
+            name: f"{src} + the yolo layer's logistic (x, y, objectness, classes)" for name, src in sources.items()
+        },
+    }

@@ -26,8 +26,7 @@ from repliscope.runtimes.errors import ModelLoadError
 if TYPE_CHECKING:
     from repliscope.runtimes.mtcnn import MtcnnCascade
 
-_DISTRIBUTIONS = ["opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
-                  "opencv-contrib-python"]
+_DISTRIBUTIONS = ["opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"]
 
 
 class OpenCVDnnRunner(Runner):
@@ -82,9 +81,10 @@ class OpenCVDnnRunner(Runner):
             if opencv_darknet.has_darknet_reader(cv2):
                 self._load_darknet()
                 return
-            self.notes["darknet_reader"] = {"reader": "the ONNX conversion (notes.conversion)",
-                                            "reason": f"OpenCV {cv2.__version__} has no cv2.dnn.readNetFromDarknet "
-                                                      "(OpenCV 5 removed it)"}
+            self.notes["darknet_reader"] = {
+                "reader": "the ONNX conversion (notes.conversion)",
+                "reason": f"OpenCV {cv2.__version__} has no cv2.dnn.readNetFromDarknet (OpenCV 5 removed it)",
+            }
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
         self.onnx_path = path
         net, engine = self._read(path)
@@ -92,17 +92,21 @@ class OpenCVDnnRunner(Runner):
         if engine["name"] != "new":  # the new engine is CPU-only and warns on setPreferableTarget
             net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
         if self.artifact.input_name:
-            probe = np.zeros((1, *[max(int(d or 1), 1) for d in self.artifact.input_shape[1:]]),
-                             dtype=np.dtype(self.artifact.input_dtype))
+            probe = np.zeros(
+                (1, *[max(int(d or 1), 1) for d in self.artifact.input_shape[1:]]),
+                dtype=np.dtype(self.artifact.input_dtype),
+            )
             try:
                 net.setInput(probe, self.artifact.input_name)
             except cv2.error as exc:
                 raise ModelLoadError(
                     f"'{path.name}' has no input named '{self.artifact.input_name}' (the manifest's "
-                    f"inputs[0].name); its inputs are: {_onnx_inputs(path)}") from exc
+                    f"inputs[0].name); its inputs are: {_onnx_inputs(path)}"
+                ) from exc
         self._net = net
-        self._output_names = select_outputs(list(net.getUnconnectedOutLayersNames()), self.artifact.output_names,
-                                            path.name)
+        self._output_names = select_outputs(
+            list(net.getUnconnectedOutLayersNames()), self.artifact.output_names, path.name
+        )
         self._per_image = onnx_batch_fixed_at_one(path)
         if self._per_image:
             self.notes["batching"] = "loop: the ONNX input's batch is fixed at 1, images run one by one and stacked"
@@ -158,6 +162,7 @@ class OpenCVDnnRunner(Runner):
                     cv2.setNumThreads(self.threads)
                 net.setInput(x)
                 return [np.array(o, copy=True) for o in net.forward(names)]
+
             return run
 
         self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)

@@ -39,8 +39,10 @@ def tensor_name(name: str) -> str:
     """A graph tensor name ``op:index`` (``image_tensor:0``); anything else is an error."""
     op, sep, index = name.rpartition(":")
     if not sep or not op or not index.isdigit():
-        raise ModelLoadError(f"'{name}' is not a graph tensor name: a frozen graph's inputs and outputs are named "
-                             "'operation:index', e.g. 'image_tensor:0'")
+        raise ModelLoadError(
+            f"'{name}' is not a graph tensor name: a frozen graph's inputs and outputs are named "
+            "'operation:index', e.g. 'image_tensor:0'"
+        )
     return name
 
 
@@ -67,8 +69,11 @@ def set_threads(threads: int) -> dict[str, Any]:
         changed = True
     except RuntimeError:  # the runtime is initialised: the pools are fixed
         changed = False
-    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(), "set_now": changed}
+    return {
+        "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+        "set_now": changed,
+    }
 
 
 class TensorflowRunner(Runner):
@@ -95,23 +100,30 @@ class TensorflowRunner(Runner):
     def _load(self) -> None:
         import_framework("tensorflow", "tensorflow", TF_INSTALL)
         pools = set_threads(self.threads)
-        self.notes["thread_pools"] = {**pools, "matches_requested": pools["intra_op"] == self.threads,
-                                      "scope": "process-global, fixed at TensorFlow's first use"}
+        self.notes["thread_pools"] = {
+            **pools,
+            "matches_requested": pools["intra_op"] == self.threads,
+            "scope": "process-global, fixed at TensorFlow's first use",
+        }
         if self.artifact.format == "tf_frozen_graph":
             self._load_frozen()
         elif self.artifact.format == "tf_saved_model":
             self._load_saved_model()
         else:
-            raise ModelLoadError(f"the tensorflow runtime runs 'tf_frozen_graph' and 'tf_saved_model' sources, not "
-                                 f"'{self.artifact.format}'")
+            raise ModelLoadError(
+                f"the tensorflow runtime runs 'tf_frozen_graph' and 'tf_saved_model' sources, not "
+                f"'{self.artifact.format}'"
+            )
 
     def _load_frozen(self) -> None:
         import tensorflow as tf
 
         graph_def = read_graph_def(self.artifact.path)
         if not self.artifact.input_name or not self.artifact.output_names:
-            raise ModelLoadError("a frozen graph runs between named tensors: the manifest must name inputs[0] and "
-                                 "every output as 'operation:index' (e.g. image_tensor:0, detection_boxes:0)")
+            raise ModelLoadError(
+                "a frozen graph runs between named tensors: the manifest must name inputs[0] and "
+                "every output as 'operation:index' (e.g. image_tensor:0, detection_boxes:0)"
+            )
         inputs = tensor_name(self.artifact.input_name)
         outputs = [tensor_name(n) for n in self.artifact.output_names]
 
@@ -125,35 +137,49 @@ class TensorflowRunner(Runner):
             fetches = [graph.as_graph_element(n) for n in outputs]
         except (KeyError, ValueError) as exc:
             ops = [op.name for op in graph.get_operations() if op.type == "Placeholder"]
-            raise ModelLoadError(f"'{self.artifact.path.name}': {exc} (the graph's placeholders: "
-                                 f"{', '.join(ops)})") from exc
+            raise ModelLoadError(
+                f"'{self.artifact.path.name}': {exc} (the graph's placeholders: {', '.join(ops)})"
+            ) from exc
         self._fn = wrapped.prune(feeds, fetches)
         self._call = lambda x: self._fn(tf.constant(x))
-        self.notes["graph"] = {"kind": "frozen GraphDef", "nodes": len(graph_def.node), "input": inputs,
-                               "outputs": outputs, "call": "tf.compat.v1.wrap_function + prune"}
+        self.notes["graph"] = {
+            "kind": "frozen GraphDef",
+            "nodes": len(graph_def.node),
+            "input": inputs,
+            "outputs": outputs,
+            "call": "tf.compat.v1.wrap_function + prune",
+        }
 
     def _load_saved_model(self) -> None:
         import tensorflow as tf
 
         folder = self.artifact.path.parent
         if self.artifact.path.name != "saved_model.pb":
-            raise ModelLoadError(f"a tf_saved_model source names the SavedModel's saved_model.pb file, got "
-                                 f"'{self.artifact.path.name}'")
+            raise ModelLoadError(
+                f"a tf_saved_model source names the SavedModel's saved_model.pb file, got '{self.artifact.path.name}'"
+            )
         try:
             loaded = tf.saved_model.load(str(folder))
         except Exception as exc:
-            raise ModelLoadError(f"TensorFlow cannot load the SavedModel '{folder}': {type(exc).__name__}: "
-                                 f"{exc}") from exc
+            raise ModelLoadError(
+                f"TensorFlow cannot load the SavedModel '{folder}': {type(exc).__name__}: {exc}"
+            ) from exc
         signatures = dict(loaded.signatures)
-        described = {k: (sorted(f.structured_input_signature[1]), sorted(f.structured_outputs))
-                     for k, f in signatures.items()}
+        described = {
+            k: (sorted(f.structured_input_signature[1]), sorted(f.structured_outputs)) for k, f in signatures.items()
+        }
         wanted_in, wanted_out = self.artifact.input_name, list(self.artifact.output_names)
-        matches = [k for k, (ins, outs) in described.items()
-                   if wanted_in in ins and len(ins) == 1 and all(o in outs for o in wanted_out)]
+        matches = [
+            k
+            for k, (ins, outs) in described.items()
+            if wanted_in in ins and len(ins) == 1 and all(o in outs for o in wanted_out)
+        ]
         if len(matches) != 1:
             listing = "; ".join(f"'{k}': inputs {ins}, outputs {outs}" for k, (ins, outs) in described.items())
-            raise ModelLoadError(f"SavedModel '{folder}': {len(matches)} signatures take input '{wanted_in}' and "
-                                 f"give outputs {wanted_out} (exactly one must); signatures: {listing or 'none'}")
+            raise ModelLoadError(
+                f"SavedModel '{folder}': {len(matches)} signatures take input '{wanted_in}' and "
+                f"give outputs {wanted_out} (exactly one must); signatures: {listing or 'none'}"
+            )
         key = matches[0]
         fn = signatures[key]
         self._fn = (loaded, fn)  # keep the loaded object alive: the signature refers to its variables
@@ -184,8 +210,9 @@ class TensorflowRunner(Runner):
         for manifest_name, out in zip(self.artifact.output_names or names, outs, strict=True):
             arr = np.asarray(out)
             if arr.ndim == 0 or arr.shape[0] != n:
-                raise BatchError(f"output '{manifest_name}' has shape {arr.shape}: its first axis is not the "
-                                 f"batch ({n})")
+                raise BatchError(
+                    f"output '{manifest_name}' has shape {arr.shape}: its first axis is not the batch ({n})"
+                )
             result[manifest_name] = arr
         return result
 

@@ -37,16 +37,23 @@ def converter_version() -> str:
     try:
         return importlib.metadata.version(CONVERTER)
     except importlib.metadata.PackageNotFoundError as exc:
-        raise ModelLoadError("running a 'tflite' or 'tf_frozen_graph' source on an ONNX runtime converts it "
-                             "with tf2onnx, which is not installed: pip install 'repliscope[tflite]' "
-                             "(tf2onnx needs tensorflow too: pip install 'repliscope[keras]')") from exc
+        raise ModelLoadError(
+            "running a 'tflite' or 'tf_frozen_graph' source on an ONNX runtime converts it "
+            "with tf2onnx, which is not installed: pip install 'repliscope[tflite]' "
+            "(tf2onnx needs tensorflow too: pip install 'repliscope[keras]')"
+        ) from exc
 
 
 def conversion_key(artifact: ModelArtifact) -> str:
     """16 hex digits identifying a conversion of ``artifact`` with this tf2onnx and opset."""
-    payload = {"source_sha256": artifact.sha256, "format": artifact.format, "input_name": artifact.input_name,
-               "output_names": list(artifact.output_names), "opset": OPSET,
-               "converter": f"{CONVERTER}=={converter_version()}"}
+    payload = {
+        "source_sha256": artifact.sha256,
+        "format": artifact.format,
+        "input_name": artifact.input_name,
+        "output_names": list(artifact.output_names),
+        "opset": OPSET,
+        "converter": f"{CONVERTER}=={converter_version()}",
+    }
     if artifact.format == "tflite":  # the custom-op handlers (repliscope.runtimes.tf2onnx_custom_ops) it runs with
         from repliscope.runtimes.tf2onnx_custom_ops import HANDLERS_VERSION
 
@@ -79,9 +86,16 @@ def convert_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dic
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    info = {"converter": CONVERTER, "converter_version": converter_version(), "opset": OPSET,
-            "from": artifact.format, "source_sha256": artifact.sha256, "onnx_path": str(path),
-            "onnx_sha256": sha256_file(path), "seconds": round(time.perf_counter() - start, 3)}
+    info = {
+        "converter": CONVERTER,
+        "converter_version": converter_version(),
+        "opset": OPSET,
+        "from": artifact.format,
+        "source_sha256": artifact.sha256,
+        "onnx_path": str(path),
+        "onnx_sha256": sha256_file(path),
+        "seconds": round(time.perf_counter() - start, 3),
+    }
     tmp_meta = meta.with_name(f".{meta.name}.{uuid.uuid4().hex}.tmp")
     tmp_meta.write_text(json.dumps(info, indent=1, sort_keys=True))
     os.replace(tmp_meta, meta)
@@ -96,24 +110,36 @@ def _convert(artifact: ModelArtifact, target: Path) -> None:
         if artifact.format == "tflite":
             from repliscope.runtimes.tf2onnx_custom_ops import custom_op_handlers
 
-            tf2onnx.convert.from_tflite(str(artifact.path), opset=OPSET, output_path=str(target),
-                                        input_names=[artifact.input_name] if artifact.input_name else None,
-                                        output_names=outputs,
-                                        custom_op_handlers=custom_op_handlers(artifact.path) or None)
+            tf2onnx.convert.from_tflite(
+                str(artifact.path),
+                opset=OPSET,
+                output_path=str(target),
+                input_names=[artifact.input_name] if artifact.input_name else None,
+                output_names=outputs,
+                custom_op_handlers=custom_op_handlers(artifact.path) or None,
+            )
             return
         from repliscope.runtimes.tensorflow_runner import read_graph_def, tensor_name
 
         if not artifact.input_name or not outputs:
-            raise ModelLoadError("a frozen graph is converted between named tensors: the manifest must name "
-                                 "inputs[0] and every output (e.g. image_tensor:0, detection_boxes:0)")
-        tf2onnx.convert.from_graph_def(read_graph_def(artifact.path), opset=OPSET, output_path=str(target),
-                                       input_names=[tensor_name(artifact.input_name)],
-                                       output_names=[tensor_name(n) for n in outputs])
+            raise ModelLoadError(
+                "a frozen graph is converted between named tensors: the manifest must name "
+                "inputs[0] and every output (e.g. image_tensor:0, detection_boxes:0)"
+            )
+        tf2onnx.convert.from_graph_def(
+            read_graph_def(artifact.path),
+            opset=OPSET,
+            output_path=str(target),
+            input_names=[tensor_name(artifact.input_name)],
+            output_names=[tensor_name(n) for n in outputs],
+        )
     except ModelLoadError:
         raise
     except Exception as exc:
-        raise ModelLoadError(f"tf2onnx cannot convert '{artifact.path}' ({artifact.format}) to ONNX opset {OPSET}: "
-                             f"{type(exc).__name__}: {exc}") from exc
+        raise ModelLoadError(
+            f"tf2onnx cannot convert '{artifact.path}' ({artifact.format}) to ONNX opset {OPSET}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -31,6 +31,5 @@ def read_tflite(path: str | Path) -> bytes:
     except OSError as exc:
         raise RepliscopeError(f"cannot read the TFLite model '{p}': {exc.strerror or exc}") from None
     if len(data) < 8 or data[4:8] != _IDENTIFIER:
-        raise RepliscopeError(f"'{p}' is not a TFLite model: no 'TFL3' flatbuffer identifier "
-                              f"({len(data)} bytes)")
+        raise RepliscopeError(f"'{p}' is not a TFLite model: no 'TFL3' flatbuffer identifier ({len(data)} bytes)")
     return data

@@ -49,10 +49,15 @@ def quantization_of(detail: dict[str, Any]) -> dict[str, Any] | None:
             return None
         return {"scale": float(scale), "zero_point": int(zero), "dtype": np.dtype(detail["dtype"]).name}
     if scales.size > 1:
-        raise ModelLoadError(f"tensor '{detail['name']}' is quantised per channel ({scales.size} scales); "
-                             "only per-tensor quantised model inputs/outputs are supported")
-    return {"scale": float(scales[0]), "zero_point": int(np.asarray(params["zero_points"])[0]),
-            "dtype": np.dtype(detail["dtype"]).name}
+        raise ModelLoadError(
+            f"tensor '{detail['name']}' is quantised per channel ({scales.size} scales); "
+            "only per-tensor quantised model inputs/outputs are supported"
+        )
+    return {
+        "scale": float(scales[0]),
+        "zero_point": int(np.asarray(params["zero_points"])[0]),
+        "dtype": np.dtype(detail["dtype"]).name,
+    }
 
 
 def quantize(x: np.ndarray, q: dict[str, Any]) -> np.ndarray:
@@ -95,13 +100,16 @@ class TfliteRunner(Runner):
         return distribution_version(["ai-edge-litert", "tflite-runtime"])
 
     def _load(self) -> None:
-        interpreter = import_framework("ai_edge_litert.interpreter", "tflite",
-                                       "pip install 'repliscope[tflite]', i.e. ai-edge-litert")
+        interpreter = import_framework(
+            "ai_edge_litert.interpreter", "tflite", "pip install 'repliscope[tflite]', i.e. ai-edge-litert"
+        )
         path = self.artifact.path
         if self.artifact.format != "tflite":
-            raise ModelLoadError(f"the tflite runtime runs 'tflite' sources (.tflite files), not "
-                                 f"'{self.artifact.format}' (an ONNX runtime runs a .tflite through tf2onnx, not the "
-                                 "other way)")
+            raise ModelLoadError(
+                f"the tflite runtime runs 'tflite' sources (.tflite files), not "
+                f"'{self.artifact.format}' (an ONNX runtime runs a .tflite through tf2onnx, not the "
+                "other way)"
+            )
         try:
             interp = interpreter.Interpreter(model_path=str(path), num_threads=self.threads)
         except Exception as exc:
@@ -110,11 +118,13 @@ class TfliteRunner(Runner):
         names = [d["name"] for d in inputs]
         wanted = self.artifact.input_name
         if len(inputs) != 1:
-            raise ModelLoadError(f"'{path.name}' has {len(inputs)} inputs ({', '.join(names)}); the tflite "
-                                 "runner feeds exactly one")
+            raise ModelLoadError(
+                f"'{path.name}' has {len(inputs)} inputs ({', '.join(names)}); the tflite runner feeds exactly one"
+            )
         if wanted and wanted != names[0]:
-            raise ModelLoadError(f"'{path.name}' has no input named '{wanted}' (the manifest's inputs[0].name); "
-                                 f"its input is: {names[0]}")
+            raise ModelLoadError(
+                f"'{path.name}' has no input named '{wanted}' (the manifest's inputs[0].name); its input is: {names[0]}"
+            )
         self._input = inputs[0]
         details = interp.get_output_details()
         chosen = select_outputs([d["name"] for d in details], self.artifact.output_names, path.name)
@@ -125,18 +135,25 @@ class TfliteRunner(Runner):
         signature = [int(d) for d in self._input["shape_signature"]]
         self._dynamic_batch = signature[0] == -1
         if not self._dynamic_batch and signature[0] != 1:
-            raise ModelLoadError(f"'{path.name}': input batch is fixed at {signature[0]}; the tflite runner runs "
-                                 "a dynamic batch or a batch of 1")
+            raise ModelLoadError(
+                f"'{path.name}': input batch is fixed at {signature[0]}; the tflite runner runs "
+                "a dynamic batch or a batch of 1"
+            )
         interp.allocate_tensors()
         self._interp = interp
         self._batch = int(self._input["shape"][0])
-        self.notes["batching"] = ("resize: the input's batch axis is dynamic, resized to each batch"
-                                  if self._dynamic_batch else
-                                  "loop: the model's batch is fixed at 1, images run one by one and stacked")
-        self.notes["interpreter"] = {"num_threads": self.threads, "op_resolver": "AUTO (builtin + XNNPACK)",
-                                     "input": self._input["name"],
-                                     "input_dtype": np.dtype(self._input["dtype"]).name,
-                                     "outputs": chosen}
+        self.notes["batching"] = (
+            "resize: the input's batch axis is dynamic, resized to each batch"
+            if self._dynamic_batch
+            else "loop: the model's batch is fixed at 1, images run one by one and stacked"
+        )
+        self.notes["interpreter"] = {
+            "num_threads": self.threads,
+            "op_resolver": "AUTO (builtin + XNNPACK)",
+            "input": self._input["name"],
+            "input_dtype": np.dtype(self._input["dtype"]).name,
+            "outputs": chosen,
+        }
         self.notes["quantization"] = {
             "input": self._in_q or "float",
             "input_fed": self._input_policy(),
@@ -149,9 +166,11 @@ class TfliteRunner(Runner):
             return f"as is ({model_dtype.name})"
         if self._in_q is not None and np.dtype(self.artifact.input_dtype).kind == "f":
             return f"quantised {self.artifact.input_dtype} -> {model_dtype.name} with the input's scale/zero point"
-        raise ModelLoadError(f"the manifest's input dtype is {self.artifact.input_dtype}, the model's input "
-                             f"'{self._input['name']}' is {model_dtype.name} (not quantised): make the "
-                             f"pre-processing produce {model_dtype.name}")
+        raise ModelLoadError(
+            f"the manifest's input dtype is {self.artifact.input_dtype}, the model's input "
+            f"'{self._input['name']}' is {model_dtype.name} (not quantised): make the "
+            f"pre-processing produce {model_dtype.name}"
+        )
 
     def _feed(self, batch: np.ndarray) -> np.ndarray:
         model_dtype = np.dtype(self._input["dtype"])
@@ -197,12 +216,13 @@ class TfliteRunner(Runner):
         if self._dynamic_batch:
             outs = self._run(x)
         else:
-            rows = [self._run(x[i:i + 1]) for i in range(x.shape[0])]
+            rows = [self._run(x[i : i + 1]) for i in range(x.shape[0])]
             outs = [np.concatenate([r[k] for r in rows], axis=0) for k in range(len(self._outputs))]
         for d, out in zip(self._outputs, outs, strict=True):
             if out.shape[0] != batch.shape[0]:
-                raise BatchError(f"output '{d['name']}' has shape {out.shape}: its first axis is not the batch "
-                                 f"({batch.shape[0]})")
+                raise BatchError(
+                    f"output '{d['name']}' has shape {out.shape}: its first axis is not the batch ({batch.shape[0]})"
+                )
         keys = output_keys(self.artifact, [d["name"] for d in self._outputs])
         return dict(zip(keys, outs, strict=True))
 

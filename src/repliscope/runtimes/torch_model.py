@@ -37,17 +37,21 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
     """
     arch = artifact.architecture
     if arch is None:
-        raise ModelLoadError(f"'{artifact.path.name}' is a weight-only file (format {artifact.format}); "
-                             "the manifest must give 'architecture' (factory + kwargs) to build the module")
+        raise ModelLoadError(
+            f"'{artifact.path.name}' is a weight-only file (format {artifact.format}); "
+            "the manifest must give 'architecture' (factory + kwargs) to build the module"
+        )
     factory = resolve_factory(arch.factory, arch.module_dir)
     try:
         module = factory(**arch.kwargs)
     except Exception as exc:
-        raise ModelLoadError(f"architecture factory '{arch.factory}' failed with kwargs {arch.kwargs!r}: "
-                             f"{type(exc).__name__}: {exc}") from exc
+        raise ModelLoadError(
+            f"architecture factory '{arch.factory}' failed with kwargs {arch.kwargs!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(module, torch.nn.Module):
-        raise ModelLoadError(f"architecture factory '{arch.factory}' returned {type(module).__name__}, "
-                             "not a torch.nn.Module")
+        raise ModelLoadError(
+            f"architecture factory '{arch.factory}' returned {type(module).__name__}, not a torch.nn.Module"
+        )
     state_dict, checkpoint_key = load_state_dict_file(artifact.path)
     apply_state_dict(module, state_dict, source=artifact.path)
     module.eval()
@@ -58,8 +62,11 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
         dtypes = {str(t.dtype).removeprefix("torch.") for t in state_dict.values()}
         describe["weights_dtypes"] = sorted(dtypes)
         if arch.module_dir is not None:
-            describe["architecture_module"] = {"module": arch.factory.partition(":")[0],
-                                               "folder": str(arch.module_dir), "sha256": arch.module_sha256}
+            describe["architecture_module"] = {
+                "module": arch.factory.partition(":")[0],
+                "folder": str(arch.module_dir),
+                "sha256": arch.module_sha256,
+            }
     return module
 
 
@@ -68,8 +75,10 @@ def resolve_factory(factory: str, module_dir: Path | None = None) -> Callable[..
     :func:`import_local_module`) and return the callable it names."""
     module_name, sep, attr_path = factory.partition(":")
     if not sep or not module_name or not attr_path:
-        raise ModelLoadError(f"architecture factory '{factory}' must look like 'module:attr' "
-                             "(e.g. 'efficientnet_lite_pytorch:EfficientNet.from_name')")
+        raise ModelLoadError(
+            f"architecture factory '{factory}' must look like 'module:attr' "
+            "(e.g. 'efficientnet_lite_pytorch:EfficientNet.from_name')"
+        )
     try:
         if module_dir is not None:
             obj: Any = import_local_module(module_name, module_dir)
@@ -82,21 +91,26 @@ def resolve_factory(factory: str, module_dir: Path | None = None) -> Callable[..
             raise FrameworkError(
                 f"architecture factory '{factory}': module '{module_name}' is not installed. Install the "
                 f"package that provides it (likely: pip install {pip_name}); the manifest's "
-                "'architecture.package' names the exact requirement") from exc
-        raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed because "
-                             f"its dependency '{missing}' is not installed "
-                             f"(likely: pip install {pip_name})") from exc
+                "'architecture.package' names the exact requirement"
+            ) from exc
+        raise FrameworkError(
+            f"architecture factory '{factory}': importing '{module_name}' failed because "
+            f"its dependency '{missing}' is not installed "
+            f"(likely: pip install {pip_name})"
+        ) from exc
     except FrameworkError:
         raise
     except Exception as exc:
-        raise FrameworkError(f"architecture factory '{factory}': importing '{module_name}' failed: "
-                             f"{type(exc).__name__}: {exc}") from exc
+        raise FrameworkError(
+            f"architecture factory '{factory}': importing '{module_name}' failed: {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         obj, _ = walk_factory(obj, module_name, attr_path)
     except FactoryAttributeError as exc:
         hint = f" Did you mean {', '.join(repr(c) for c in exc.close)}?" if exc.close else ""
-        raise ModelLoadError(f"architecture factory '{factory}': '{exc.walked}' has no attribute "
-                             f"'{exc.part}'.{hint}") from None
+        raise ModelLoadError(
+            f"architecture factory '{factory}': '{exc.walked}' has no attribute '{exc.part}'.{hint}"
+        ) from None
     if not callable(obj):
         raise ModelLoadError(f"architecture factory '{factory}' is a {type(obj).__name__}, not a callable")
     return obj
@@ -108,8 +122,9 @@ def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str | Non
         try:
             from safetensors.torch import load_file
         except ImportError as exc:
-            raise FrameworkError(f"'{path.name}' is a .safetensors file; install safetensors to read it "
-                                 "(pip install safetensors)") from exc
+            raise FrameworkError(
+                f"'{path.name}' is a .safetensors file; install safetensors to read it (pip install safetensors)"
+            ) from exc
         try:
             return dict(load_file(str(path), device="cpu")), None
         except Exception as exc:
@@ -124,30 +139,34 @@ def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str | Non
                 f"refused to load '{path}': it pickles objects other than tensors and plain containers "
                 f"(found {found.group(1)}), and repliscope never unpickles arbitrary code "
                 "(torch.load weights_only=True). Re-save the weights with "
-                "torch.save(model.state_dict(), ...) or use .safetensors") from None
+                "torch.save(model.state_dict(), ...) or use .safetensors"
+            ) from None
         detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
         reason = detail.group(1).strip() if detail else (text.strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelLoadError(f"'{path}' is not a torch weights file readable with weights_only=True "
-                             f"({reason}); repliscope reads only tensors and plain containers, never "
-                             "arbitrary pickles") from None
+        raise ModelLoadError(
+            f"'{path}' is not a torch weights file readable with weights_only=True "
+            f"({reason}); repliscope reads only tensors and plain containers, never "
+            "arbitrary pickles"
+        ) from None
     except Exception as exc:
-        raise ModelLoadError(f"'{path}' is not a torch weights file readable with weights_only=True: "
-                             f"{type(exc).__name__}: {exc}") from None
+        raise ModelLoadError(
+            f"'{path}' is not a torch weights file readable with weights_only=True: {type(exc).__name__}: {exc}"
+        ) from None
     key = None
     if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
         obj, key = obj["state_dict"], "state_dict"
     if not isinstance(obj, Mapping):
-        raise ModelLoadError(f"'{path}' holds a {type(obj).__name__}, not a state_dict (a mapping of "
-                             "parameter names to tensors, or a checkpoint dict with a 'state_dict' entry)")
+        raise ModelLoadError(
+            f"'{path}' holds a {type(obj).__name__}, not a state_dict (a mapping of "
+            "parameter names to tensors, or a checkpoint dict with a 'state_dict' entry)"
+        )
     bad = [str(k) for k, v in obj.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
     if bad:
-        raise ModelLoadError(f"'{path}': {len(bad)} state_dict entries are not name -> tensor: "
-                             f"{_listing(bad)}")
+        raise ModelLoadError(f"'{path}': {len(bad)} state_dict entries are not name -> tensor: {_listing(bad)}")
     return dict(obj), key
 
 
-def apply_state_dict(module: torch.nn.Module, state_dict: Mapping[str, torch.Tensor],
-                     source: Path | str) -> None:
+def apply_state_dict(module: torch.nn.Module, state_dict: Mapping[str, torch.Tensor], source: Path | str) -> None:
     """``module.load_state_dict(state_dict, strict=True)``; a mismatch lists every missing key, unexpected
     key and shape mismatch (nothing is renamed or dropped to make a file fit)."""
     expected = module.state_dict()
@@ -155,7 +174,8 @@ def apply_state_dict(module: torch.nn.Module, state_dict: Mapping[str, torch.Ten
     unexpected = sorted(set(state_dict) - set(expected))
     mismatched = sorted(
         f"{k}: file {tuple(state_dict[k].shape)} vs model {tuple(expected[k].shape)}"
-        for k in set(expected) & set(state_dict) if state_dict[k].shape != expected[k].shape
+        for k in set(expected) & set(state_dict)
+        if state_dict[k].shape != expected[k].shape
     )
     if missing or unexpected or mismatched:
         parts = [f"the weights in '{source}' do not match the architecture:"]
@@ -194,16 +214,19 @@ def describe_module(module: torch.nn.Module) -> dict[str, Any]:
         info["declared_activation"] = str(declared)
         swish = sorted(n for n in counts if any(s in n.lower() for s in _SWISH_NAMES))
         if str(declared).lower() == "relu6" and swish:
-            raise ModelLoadError(f"the module declares relu_fn='relu6' but contains {', '.join(swish)} "
-                                 "activations (was set_swish() called?); refusing to run a model that "
-                                 "differs from the declared architecture")
+            raise ModelLoadError(
+                f"the module declares relu_fn='relu6' but contains {', '.join(swish)} "
+                "activations (was set_swish() called?); refusing to run a model that "
+                "differs from the declared architecture"
+            )
     return info
 
 
 def _is_activation(m: torch.nn.Module) -> bool:
     name = type(m).__name__.lower()
     return m.__class__.__module__ == "torch.nn.modules.activation" or any(
-        s in name for s in (*_SWISH_NAMES, "relu", "gelu", "mish", "sigmoid"))
+        s in name for s in (*_SWISH_NAMES, "relu", "gelu", "mish", "sigmoid")
+    )
 
 
 def _listing(items: list[str]) -> str:

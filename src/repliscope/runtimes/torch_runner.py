@@ -28,9 +28,11 @@ class TorchRunner(Runner):
 
     def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
         if artifact.format != "pytorch_state_dict":
-            raise RepliscopeError(f"torch runtime needs a torch source (format 'pytorch_state_dict'), "
-                                  f"got format '{artifact.format}' ('{artifact.path.name}'); "
-                                  "use the onnxruntime or opencv_dnn runtime for ONNX sources")
+            raise RepliscopeError(
+                f"torch runtime needs a torch source (format 'pytorch_state_dict'), "
+                f"got format '{artifact.format}' ('{artifact.path.name}'); "
+                "use the onnxruntime or opencv_dnn runtime for ONNX sources"
+            )
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
         self._module: torch.nn.Module | None = None
 

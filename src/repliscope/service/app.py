@@ -75,8 +75,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
     store = RunStore(config.db_url)
     cluster = ClusterHandle(config.scheduler, config.cluster, security=config.cluster_security)
-    executor = config.executor or (DaskJobExecutor(store, cluster, config.cache_dir) if dask_available() else
-                                   ThreadJobExecutor(store, config.cache_dir))
+    executor = config.executor or (
+        DaskJobExecutor(store, cluster, config.cache_dir)
+        if dask_available()
+        else ThreadJobExecutor(store, config.cache_dir)
+    )
 
     def stop() -> None:
         executor.shutdown(wait=True)
@@ -88,10 +91,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         # blocking (Dask's client closes on its own loop): not on this event loop
         await asyncio.to_thread(stop)
 
-    app = FastAPI(title="repliscope", version=__version__, lifespan=lifespan,
-                  description="Check a shared ML model's claims and find why a re-implementation differs: manifests, "
-                              "jobs (evaluate, pitfalls, bench, diff), stored runs, comparisons and reports. "
-                              "Authenticate with 'Authorization: Bearer <token>' (`repliscope token create`).")
+    app = FastAPI(
+        title="repliscope",
+        version=__version__,
+        lifespan=lifespan,
+        description="Check a shared ML model's claims and find why a re-implementation differs: manifests, "
+        "jobs (evaluate, pitfalls, bench, diff), stored runs, comparisons and reports. "
+        "Authenticate with 'Authorization: Bearer <token>' (`repliscope token create`).",
+    )
     app.state.config = config
     app.state.store = store
     app.state.executor = executor
@@ -103,8 +110,12 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     if config.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
-        app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=config.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     app.add_middleware(RequestGuard, max_bytes=config.max_upload_bytes)  # added last: the outermost
     return app
 

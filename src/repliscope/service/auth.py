@@ -24,8 +24,12 @@ def token_of(request: Request) -> str | None:
     if header:
         scheme, _, value = header.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            raise ApiError(401, "the Authorization header must be 'Bearer <token>'", field="header.authorization",
-                           code="unauthenticated")
+            raise ApiError(
+                401,
+                "the Authorization header must be 'Bearer <token>'",
+                field="header.authorization",
+                code="unauthenticated",
+            )
         return value.strip()
     return request.cookies.get(COOKIE) or None
 
@@ -49,9 +53,13 @@ def require(role: str) -> Callable[[Request], Any]:
     def dependency(request: Request) -> Any:
         token = token_of(request)
         if token is None:
-            raise ApiError(401, "authentication required: send 'Authorization: Bearer <token>' (create one with "
-                                "`repliscope token create --role ...`)", field="header.authorization",
-                           code="unauthenticated")
+            raise ApiError(
+                401,
+                "authentication required: send 'Authorization: Bearer <token>' (create one with "
+                "`repliscope token create --role ...`)",
+                field="header.authorization",
+                code="unauthenticated",
+            )
         principal = principal_of(request)
         if principal is None:
             raise ApiError(401, "unknown or revoked token", field="header.authorization", code="unauthenticated")
@@ -59,12 +67,20 @@ def require(role: str) -> Callable[[Request], Any]:
             from repliscope.service import csrf
 
             if not csrf.valid(request.headers.get(csrf.HEADER), csrf.token_for(principal)):
-                raise ApiError(403, "a cookie-authenticated request that changes something needs the page's CSRF "
-                                    "token in the X-CSRF-Token header (or use 'Authorization: Bearer <token>')",
-                               field="header.x-csrf-token", code="csrf")
+                raise ApiError(
+                    403,
+                    "a cookie-authenticated request that changes something needs the page's CSRF "
+                    "token in the X-CSRF-Token header (or use 'Authorization: Bearer <token>')",
+                    field="header.x-csrf-token",
+                    code="csrf",
+                )
         if ROLES.index(principal.role) < needed:
-            raise ApiError(403, f"this needs the role '{role}' or above; the token '{principal.name}' has "
-                                f"'{principal.role}'", field="header.authorization", code="forbidden")
+            raise ApiError(
+                403,
+                f"this needs the role '{role}' or above; the token '{principal.name}' has '{principal.role}'",
+                field="header.authorization",
+                code="forbidden",
+            )
         return principal
 
     dependency.__name__ = f"require_{role}"

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.security import ClusterSecurity
 
-NO_AGENTS_EXTRA = ("agents need the 'agents' extra (Dask distributed), which is not installed: "
-                   "pip install 'repliscope[agents]'")
+NO_AGENTS_EXTRA = (
+    "agents need the 'agents' extra (Dask distributed), which is not installed: pip install 'repliscope[agents]'"
+)
 
 
 def dask_available() -> bool:
@@ -28,8 +29,13 @@ class ClusterHandle:
     = a running scheduler (``timeout``: seconds to wait for it to answer). ``cluster``: an
     already connected one (the caller closes it; :meth:`close` leaves it open)."""
 
-    def __init__(self, scheduler: str | None = None, cluster: Cluster | None = None, timeout: float = 10.0,
-                 security: ClusterSecurity | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        cluster: Cluster | None = None,
+        timeout: float = 10.0,
+        security: ClusterSecurity | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.security = security
         self.timeout = timeout

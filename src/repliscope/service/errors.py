@@ -34,8 +34,15 @@ class ApiError(Exception):
     """A client mistake: HTTP ``status``, a ``code`` (``not_found``, ``conflict``, ``invalid``, ...) and the
     ``field`` it is about (a JSON path such as ``body.runtime`` or ``query.page``)."""
 
-    def __init__(self, status: int, message: str, *, field: str | None = None, code: str = "invalid",
-                 reasons: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        field: str | None = None,
+        code: str = "invalid",
+        reasons: dict[str, list[str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -44,17 +51,29 @@ class ApiError(Exception):
         self.reasons = reasons
 
 
-_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+}
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": code.replace("_", " ")}
-    for status, code in _CODES.items() if status in (400, 401, 403, 404, 409, 413, 415, 422)}
+    for status, code in _CODES.items()
+    if status in (400, 401, 403, 404, 409, 413, 415, 422)
+}
 """The documented error responses (OpenAPI) of every API route."""
 
 
-_DB_URL = re.compile(r"\b(?:sqlite|postgres(?:ql)?|mysql|mariadb|oracle|mssql)(?:\+\w+)?://[^\s'\"<>;,)]*",
-                     re.IGNORECASE)
+_DB_URL = re.compile(
+    r"\b(?:sqlite|postgres(?:ql)?|mysql|mariadb|oracle|mssql)(?:\+\w+)?://[^\s'\"<>;,)]*", re.IGNORECASE
+)
 RUN_STORE = "the run store"
 
 
@@ -64,8 +83,14 @@ def redact(message: str) -> str:
     return _DB_URL.sub(RUN_STORE, message)
 
 
-def error_json(status: int, message: str, field: str | None = None, code: str | None = None,
-               headers: dict[str, str] | None = None, reasons: dict[str, list[str]] | None = None) -> JSONResponse:
+def error_json(
+    status: int,
+    message: str,
+    field: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+    reasons: dict[str, list[str]] | None = None,
+) -> JSONResponse:
     """The JSON error response (its message :func:`redact`-ed)."""
     error: dict[str, Any] = {"message": redact(message), "field": field, "code": code or _CODES.get(status, "error")}
     if reasons is not None:

@@ -21,8 +21,18 @@ from typing import Any, Protocol
 from repliscope.errors import RepliscopeError
 from repliscope.jobs import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job
 
-__all__ = ["FINAL", "KINDS", "DaskJobExecutor", "JobCancelled", "JobExecutor", "JobOutcome", "JobSpec",
-           "ThreadJobExecutor", "execute_job", "run_job"]
+__all__ = [
+    "FINAL",
+    "KINDS",
+    "DaskJobExecutor",
+    "JobCancelled",
+    "JobExecutor",
+    "JobOutcome",
+    "JobSpec",
+    "ThreadJobExecutor",
+    "execute_job",
+    "run_job",
+]
 
 FINAL = ("succeeded", "failed", "cancelled")
 INTERRUPTED = "interrupted: the server stopped before the job finished"
@@ -73,8 +83,7 @@ class ThreadJobExecutor:
             self._cancelled.add(job_id)
             if self._status[job_id] == "queued":  # never started: final now
                 self._status[job_id] = "cancelled"
-                _update(self.store, job_id, status="cancelled",
-                                   append_log="cancelled before it started")
+                _update(self.store, job_id, status="cancelled", append_log="cancelled before it started")
             return True
 
     def status(self, job_id: str) -> str | None:
@@ -104,32 +113,47 @@ class ThreadJobExecutor:
 
     def _run(self, job: JobSpec) -> None:
         job_id = job.job_id
-        _update(self.store, job_id, status="running",
-                           append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}")
+        _update(
+            self.store,
+            job_id,
+            status="running",
+            append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}",
+        )
         on_progress, done = self._progress_callback(job_id)
         try:
-            result = run_job(job, self.store, self.cache_dir, on_progress,
-                             lambda line: _update(self.store, job_id, append_log=line))
+            result = run_job(
+                job, self.store, self.cache_dir, on_progress, lambda line: _update(self.store, job_id, append_log=line)
+            )
         except JobCancelled:
             self._set(job_id, "cancelled")
             _update(self.store, job_id, status="cancelled", append_log="cancelled")
             return
         except (RepliscopeError, OSError) as exc:
             self._set(job_id, "failed")
-            _update(self.store, job_id, status="failed", error=str(exc),
-                               append_log=f"error: {exc}")
+            _update(self.store, job_id, status="failed", error=str(exc), append_log=f"error: {exc}")
             return
         except Exception as exc:  # a job must never kill the worker; the traceback goes to its log
             self._set(job_id, "failed")
-            _update(self.store, job_id, status="failed",
-                               error=f"internal error: {type(exc).__name__}: {exc}",
-                               append_log=traceback.format_exc())
+            _update(
+                self.store,
+                job_id,
+                status="failed",
+                error=f"internal error: {type(exc).__name__}: {exc}",
+                append_log=traceback.format_exc(),
+            )
             return
         self._set(job_id, "succeeded")
-        _update(self.store, job_id, status="succeeded", progress_done=done["done"],
-                result_ids=result.get("run_ids", []) + result.get("sweep_ids", []) + result.get("benchmark_ids", [])
-                + result.get("diff_ids", []),
-                append_log=f"succeeded: {result.get('summary') or result}")
+        _update(
+            self.store,
+            job_id,
+            status="succeeded",
+            progress_done=done["done"],
+            result_ids=result.get("run_ids", [])
+            + result.get("sweep_ids", [])
+            + result.get("benchmark_ids", [])
+            + result.get("diff_ids", []),
+            append_log=f"succeeded: {result.get('summary') or result}",
+        )
 
     def _progress_callback(self, job_id: str) -> tuple[Callable[[int], None], dict[str, Any]]:
         def check_cancel() -> None:
@@ -140,8 +164,9 @@ class ThreadJobExecutor:
         return on_progress, state
 
 
-def progress_writer(store: Any, job_id: str, every: float, on_each: Callable[[], None] | None = None
-                    ) -> tuple[Callable[[int], None], Callable[[int], None], dict[str, Any]]:
+def progress_writer(
+    store: Any, job_id: str, every: float, on_each: Callable[[], None] | None = None
+) -> tuple[Callable[[int], None], Callable[[int], None], dict[str, Any]]:
     """``on_total(n)`` and ``on_progress(n)`` (n more samples done) writing the job's row, progress at most every
     ``every`` seconds; ``on_each()`` runs first on each call (a cancel check, a status change); ``state["done"]``."""
     import time
@@ -165,16 +190,22 @@ def progress_writer(store: Any, job_id: str, every: float, on_each: Callable[[],
     return on_total, on_progress, state
 
 
-def run_job(job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Callable[[int], None],
-            log: Callable[[str], None]) -> dict[str, Any]:
+def run_job(
+    job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Callable[[int], None], log: Callable[[str], None]
+) -> dict[str, Any]:
     """Run ``job`` in this process (:func:`repliscope.jobs.execute_job`) and store its results exactly once under
     its idempotency key (``store.save_outcome``); returns the stored ids (``run_ids``, ``sweep_ids``,
     ``benchmark_ids``) and, for a diff (not stored), ``summary``: the diff result as JSON (appended to the log)."""
-    outcome = execute_job(job, cache_dir, on_progress, log,
-                          on_total=lambda n: _update(store, job.job_id, progress_total=n))
+    outcome = execute_job(
+        job, cache_dir, on_progress, log, on_total=lambda n: _update(store, job.job_id, progress_total=n)
+    )
     stored = store.save_outcome(outcome, job.key, kind=job.kind)
-    result: dict[str, Any] = {"run_ids": stored.run_ids, "sweep_ids": stored.sweep_ids,
-                              "benchmark_ids": stored.benchmark_ids, "diff_ids": stored.diff_ids}
+    result: dict[str, Any] = {
+        "run_ids": stored.run_ids,
+        "sweep_ids": stored.sweep_ids,
+        "benchmark_ids": stored.benchmark_ids,
+        "diff_ids": stored.diff_ids,
+    }
     if outcome.summary is not None:
         result["summary"] = outcome.summary
     return result
@@ -188,8 +219,14 @@ class DaskJobExecutor:
     (``NoAgentMatches``, every agent's reasons). ``cluster``: a connected ``Cluster`` or the service's
     :class:`~repliscope.service.cluster.ClusterHandle` (connected on first use)."""
 
-    def __init__(self, store: Any, cluster: Any, cache_dir: Path | None = None,
-                 progress_every: float = 0.5, join_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        store: Any,
+        cluster: Any,
+        cache_dir: Path | None = None,
+        progress_every: float = 0.5,
+        join_timeout: float = 30.0,
+    ) -> None:
         self.store = store
         self.cache_dir = cache_dir
         self.progress_every = progress_every
@@ -219,8 +256,13 @@ class DaskJobExecutor:
             path.write_text(job.manifest_text, encoding="utf-8")
             loaded = load_manifest(path)
         o = job.options
-        return constraints_for(loaded, job.runtime, requires=tuple(o.get("requires") or ()),
-                               hardware=tuple(o.get("hardware") or ()), stack=o.get("stack"))
+        return constraints_for(
+            loaded,
+            job.runtime,
+            requires=tuple(o.get("requires") or ()),
+            hardware=tuple(o.get("hardware") or ()),
+            stack=o.get("stack"),
+        )
 
     def check(self, job: JobSpec) -> None:
         """Raise ``NoAgentMatches`` (every live agent's reasons, or "no live agent") when no agent qualifies."""
@@ -231,8 +273,9 @@ class DaskJobExecutor:
     # -- interface -------------------------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> str:
         event = threading.Event()
-        thread = threading.Thread(target=self._run, args=(job, event), name=f"repliscope-job-{job.job_id[:8]}",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=self._run, args=(job, event), name=f"repliscope-job-{job.job_id[:8]}", daemon=True
+        )
         with self._lock:
             self._status[job.job_id] = "queued"
             self._cancel[job.job_id] = event
@@ -296,14 +339,17 @@ class DaskJobExecutor:
         try:
             self._follow(job, cancel)
         except Exception as exc:  # a job's thread never dies silently: the traceback goes to its log
-            self._finish(job_id, "failed", error=f"internal error: {type(exc).__name__}: {exc}",
-                         append_log=traceback.format_exc())
+            self._finish(
+                job_id,
+                "failed",
+                error=f"internal error: {type(exc).__name__}: {exc}",
+                append_log=traceback.format_exc(),
+            )
         finally:
             with self._lock:
                 self._threads.pop(job_id, None)
 
-    def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None],
-                                                         dict[str, Any]]:
+    def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None], dict[str, Any]]:
         """The job row's ``on_total``, ``on_progress`` (the first of either marks it running) and state."""
         return progress_writer(self.store, job_id, self.progress_every, lambda: self._started(job_id))
 
@@ -313,13 +359,18 @@ class DaskJobExecutor:
         job_id, key = job.job_id, job.key
         if cancel.is_set():  # cancelled before this thread got going (final already)
             return
-        _update(self.store, job_id,
-                append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}")
+        _update(
+            self.store, job_id, append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}"
+        )
         earlier = self.store.get_job_result(key)
         if earlier is not None:
-            self._finish(job_id, "succeeded", result_ids=earlier.all_ids,
-                         append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
-                                    f"({', '.join(earlier.all_ids) or 'no stored result'}); not run again")
+            self._finish(
+                job_id,
+                "succeeded",
+                result_ids=earlier.all_ids,
+                append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
+                f"({', '.join(earlier.all_ids) or 'no stored result'}); not run again",
+            )
             return
         on_total, on_progress, state = self._progress_callbacks(job_id)
 
@@ -330,8 +381,16 @@ class DaskJobExecutor:
             cluster = self.cluster
             # the in-process agent uses the service's cache; agents elsewhere their own
             cache_dir = self.cache_dir if getattr(cluster, "local", None) is not None else None
-            outcome = submit_job(cluster, job, self.constraints(job), on_progress=on_progress, log=log,
-                                 on_total=on_total, cancel=cancel, cache_dir=cache_dir)
+            outcome = submit_job(
+                cluster,
+                job,
+                self.constraints(job),
+                on_progress=on_progress,
+                log=log,
+                on_total=on_total,
+                cancel=cancel,
+                cache_dir=cache_dir,
+            )
         except JobCancelled:
             if self._stopping:
                 self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
@@ -349,7 +408,15 @@ class DaskJobExecutor:
             return
         stored = self.store.save_outcome(outcome, key, kind=job.kind)
         agent = outcome.agent.get("agent_id") or "this process"
-        note = (f"; the results of idempotency key {key!r} were stored already: nothing new stored"
-                if stored.duplicate else "")
-        self._finish(job_id, "succeeded", progress_done=state["done"], result_ids=stored.all_ids,
-                     append_log=f"ran on agent {agent}{note}\nsucceeded: {outcome.summary or stored.all_ids}")
+        note = (
+            f"; the results of idempotency key {key!r} were stored already: nothing new stored"
+            if stored.duplicate
+            else ""
+        )
+        self._finish(
+            job_id,
+            "succeeded",
+            progress_done=state["done"],
+            result_ids=stored.all_ids,
+            append_log=f"ran on agent {agent}{note}\nsucceeded: {outcome.summary or stored.all_ids}",
+        )

@@ -30,9 +30,13 @@ from repliscope.service.errors import ApiError, error_json
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOKENLESS = frozenset({"/login"})
 """Unsafe paths that need no token before their body (the login form carries the token in its body)."""
-SECURITY_HEADERS = [(b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"),
-                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
-                    (b"cache-control", b"no-store")]
+SECURITY_HEADERS = [
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]
 
 
 def own_origin(scope: Scope, headers: Any) -> str:
@@ -74,8 +78,10 @@ class RequestGuard:
             if message["type"] == "http.response.start":
                 state["started"] = True
                 present = {k.lower() for k, _ in message.get("headers", [])}
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  *(h for h in SECURITY_HEADERS if h[0] not in present)]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), *(h for h in SECURITY_HEADERS if h[0] not in present)],
+                }
             await send(message)
 
         refusal = await self._refusal(scope)
@@ -91,8 +97,9 @@ class RequestGuard:
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
                     if not state["started"]:
-                        response = error_json(413, f"the request body is larger than {self.max_bytes} bytes",
-                                              "body", "too_large")
+                        response = error_json(
+                            413, f"the request body is larger than {self.max_bytes} bytes", "body", "too_large"
+                        )
                         await response(scope, receive, send_secured)
                     state["answered"] = True
                     return {"type": "http.disconnect"}
@@ -119,17 +126,20 @@ class RequestGuard:
                     from starlette.responses import RedirectResponse
 
                     return RedirectResponse("/login", status_code=303)
-                return error_json(401, "authentication required before the body is read: send 'Authorization: "
-                                       "Bearer <token>' (or log in)", "header.authorization", "unauthenticated",
-                                  headers={"WWW-Authenticate": "Bearer"})
+                return error_json(
+                    401,
+                    "authentication required before the body is read: send 'Authorization: Bearer <token>' (or log in)",
+                    "header.authorization",
+                    "unauthenticated",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
         length = headers.get("content-length")
         if length is not None:
             size = int(length) if length.isdigit() else -1
             if size < 0:
                 return error_json(400, "invalid Content-Length header", "header.content-length")
             if size > self.max_bytes:
-                return error_json(413, f"the request body is larger than {self.max_bytes} bytes", "body",
-                                  "too_large")
+                return error_json(413, f"the request body is larger than {self.max_bytes} bytes", "body", "too_large")
         return None
 
 

@@ -32,7 +32,17 @@ def current_stack() -> dict[str, Any]:
     marker = Path(sys.prefix) / MARKER
     if marker.is_file():
         info = json.loads(marker.read_text(encoding="utf-8"))
-        return {"key": info["key"], "spec": info["spec"], "python": platform.python_version(),
-                "prefix": sys.prefix, "lock_sha256": info["lock_sha256"]}
-    return {"key": CURRENT, "spec": CURRENT, "python": platform.python_version(), "prefix": sys.prefix,
-            "lock_sha256": hashlib.sha256(installed_lock().encode()).hexdigest()}
+        return {
+            "key": info["key"],
+            "spec": info["spec"],
+            "python": platform.python_version(),
+            "prefix": sys.prefix,
+            "lock_sha256": info["lock_sha256"],
+        }
+    return {
+        "key": CURRENT,
+        "spec": CURRENT,
+        "python": platform.python_version(),
+        "prefix": sys.prefix,
+        "lock_sha256": hashlib.sha256(installed_lock().encode()).hexdigest(),
+    }

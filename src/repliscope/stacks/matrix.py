@@ -21,8 +21,18 @@ from repliscope.evaluation.provenance import runtime_distributions
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.stacks.spec import StackError
 
-VERSION_KEYS = ("onnxruntime", "onnx", "torch", "opencv-python-headless", "opencv-python", "tensorflow",
-                "tensorflow-cpu", "keras", "ai-edge-litert", "numpy")
+VERSION_KEYS = (
+    "onnxruntime",
+    "onnx",
+    "torch",
+    "opencv-python-headless",
+    "opencv-python",
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+    "ai-edge-litert",
+    "numpy",
+)
 """Distributions whose versions a stack entry shows for a runtime without a list of its own (else the runtime's
 distributions, :func:`runtime_distributions`, and numpy)."""
 
@@ -98,8 +108,9 @@ class StackMatrix(BaseModel):
                 return p
             if (p.a, p.b) == (b, a):
                 return p.model_copy(update={"a": a, "b": b, "flips_ab": p.flips_ba, "flips_ba": p.flips_ab})
-        raise StackError(f"matrix {self.matrix_id[:12]} has no pair ({a}, {b}) (stacks: "
-                         f"{', '.join(s.key for s in self.stacks)})")
+        raise StackError(
+            f"matrix {self.matrix_id[:12]} has no pair ({a}, {b}) (stacks: {', '.join(s.key for s in self.stacks)})"
+        )
 
 
 def _metric(record: EvaluationRecord, name: str) -> float | None:
@@ -112,16 +123,31 @@ def _entry(record: EvaluationRecord, agent_id: str | None) -> StackEntry:
     shown = runtime_distributions(str(record.runtime.get("runtime"))) or VERSION_KEYS
     versions = {k: str(dists[k]) for k in shown if dists.get(k)}
     versions.setdefault("numpy", str(record.software.get("numpy")))
-    return StackEntry(key=stack.get("key", "unknown"), spec=stack.get("spec", "unknown"), versions=versions,
-                      agent_id=agent_id, run_id=record.run_id, top1=_metric(record, "top1"),
-                      top5=_metric(record, "top5"), ap=_metric(record, "AP"), result_hash=record.result_hash,
-                      seconds=record.timings.total_seconds,
-                      throughput=record.timings.throughput_samples_per_second,
-                      evaluated=record.counts["evaluated"], failed=record.counts["failed"])
+    return StackEntry(
+        key=stack.get("key", "unknown"),
+        spec=stack.get("spec", "unknown"),
+        versions=versions,
+        agent_id=agent_id,
+        run_id=record.run_id,
+        top1=_metric(record, "top1"),
+        top5=_metric(record, "top5"),
+        ap=_metric(record, "AP"),
+        result_hash=record.result_hash,
+        seconds=record.timings.total_seconds,
+        throughput=record.timings.throughput_samples_per_second,
+        evaluated=record.counts["evaluated"],
+        failed=record.counts["failed"],
+    )
 
 
-def _pair(a: EvaluationRecord, b: EvaluationRecord, key_a: str, key_b: str,
-          out_a: Mapping[str, np.ndarray] | None, out_b: Mapping[str, np.ndarray] | None) -> StackPair:
+def _pair(
+    a: EvaluationRecord,
+    b: EvaluationRecord,
+    key_a: str,
+    key_b: str,
+    out_a: Mapping[str, np.ndarray] | None,
+    out_b: Mapping[str, np.ndarray] | None,
+) -> StackPair:
     pa = {s.sample_id: s for s in a.samples if s.error is None}
     pb = {s.sample_id: s for s in b.samples if s.error is None}
     both = [sid for sid in pa if sid in pb]
@@ -139,25 +165,38 @@ def _pair(a: EvaluationRecord, b: EvaluationRecord, key_a: str, key_b: str,
             if x is None or y is None:
                 continue
             if x.shape != y.shape:
-                raise StackError(f"raw outputs of sample '{sid}' differ in shape between stacks {key_a} "
-                                 f"{x.shape} and {key_b} {y.shape}: not the same model output")
+                raise StackError(
+                    f"raw outputs of sample '{sid}' differ in shape between stacks {key_a} "
+                    f"{x.shape} and {key_b} {y.shape}: not the same model output"
+                )
             diffs.append(np.abs(x.astype(np.float64) - y.astype(np.float64)).ravel())
             compared += 1
         if diffs:
             flat = np.concatenate(diffs)
             max_diff = float(flat.max()) if flat.size else 0.0
             mean_diff = float(flat.mean()) if flat.size else 0.0
-    return StackPair(a=key_a, b=key_b, compared=len(both),
-                     agreement=agree / len(with_top1) if with_top1 else None, agree=agree if with_top1 else None,
-                     flips_ab=flips_ab, flips_ba=flips_ba, max_abs_output_diff=max_diff,
-                     mean_abs_output_diff=mean_diff, outputs_compared=compared,
-                     result_hash_equal=a.result_hash == b.result_hash)
+    return StackPair(
+        a=key_a,
+        b=key_b,
+        compared=len(both),
+        agreement=agree / len(with_top1) if with_top1 else None,
+        agree=agree if with_top1 else None,
+        flips_ab=flips_ab,
+        flips_ba=flips_ba,
+        max_abs_output_diff=max_diff,
+        mean_abs_output_diff=mean_diff,
+        outputs_compared=compared,
+        result_hash_equal=a.result_hash == b.result_hash,
+    )
 
 
-def build_matrix(records: Sequence[EvaluationRecord],
-                 outputs_by_stack: Mapping[str, Mapping[str, np.ndarray]] | None = None,
-                 agents: Mapping[str, str] | None = None, matrix_id: str | None = None,
-                 failures: Sequence[tuple[int, StackEntry]] = ()) -> StackMatrix:
+def build_matrix(
+    records: Sequence[EvaluationRecord],
+    outputs_by_stack: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    agents: Mapping[str, str] | None = None,
+    matrix_id: str | None = None,
+    failures: Sequence[tuple[int, StackEntry]] = (),
+) -> StackMatrix:
     """The matrix of ``records`` (one per stack, in the order to show; each names its stack in
     ``software["stack"]``), with the raw outputs of each stack (stack key -> sample id -> float32 array) and the
     agent that ran each (stack key -> agent id); ``failures``: (position in the order, entry with ``error``) of
@@ -171,24 +210,33 @@ def build_matrix(records: Sequence[EvaluationRecord],
         raise StackError(f"two runs of the matrix name the same stack: {', '.join(keys)}")
     for r in records[1:]:
         if r.manifest.sha256 != first.manifest.sha256:
-            raise StackError(f"run {r.run_id[:12]} is of manifest {r.manifest.name} {r.manifest.sha256[:12]}, not "
-                             f"{first.manifest.name} {first.manifest.sha256[:12]}: a matrix compares one manifest")
+            raise StackError(
+                f"run {r.run_id[:12]} is of manifest {r.manifest.name} {r.manifest.sha256[:12]}, not "
+                f"{first.manifest.name} {first.manifest.sha256[:12]}: a matrix compares one manifest"
+            )
         if r.dataset.get("identity") != first.dataset.get("identity"):
-            raise StackError(f"run {r.run_id[:12]} read other data (dataset identity "
-                             f"{str(r.dataset.get('identity'))[:12]} vs {str(first.dataset.get('identity'))[:12]}): "
-                             "a matrix compares the same samples")
+            raise StackError(
+                f"run {r.run_id[:12]} read other data (dataset identity "
+                f"{str(r.dataset.get('identity'))[:12]} vs {str(first.dataset.get('identity'))[:12]}): "
+                "a matrix compares the same samples"
+            )
     outputs = outputs_by_stack or {}
     entries = [_entry(r, (agents or {}).get(k)) for r, k in zip(records, keys, strict=True)]
     for position, failed in sorted(failures, key=lambda f: f[0]):
         entries.insert(position, failed)
-    pairs = [_pair(records[i], records[j], keys[i], keys[j], outputs.get(keys[i]), outputs.get(keys[j]))
-             for i, j in itertools.combinations(range(len(records)), 2)]
-    return StackMatrix(matrix_id=matrix_id or uuid.uuid4().hex, created_at=datetime.now(UTC),
-                       manifest=MatrixManifest(name=first.manifest.name, version=first.manifest.version,
-                                               sha256=first.manifest.sha256),
-                       runtime=str(first.runtime.get("runtime")),
-                       dataset=MatrixDataset(identity=str(first.dataset.get("identity")), n=first.counts["total"]),
-                       stacks=entries, pairs=pairs)
+    pairs = [
+        _pair(records[i], records[j], keys[i], keys[j], outputs.get(keys[i]), outputs.get(keys[j]))
+        for i, j in itertools.combinations(range(len(records)), 2)
+    ]
+    return StackMatrix(
+        matrix_id=matrix_id or uuid.uuid4().hex,
+        created_at=datetime.now(UTC),
+        manifest=MatrixManifest(name=first.manifest.name, version=first.manifest.version, sha256=first.manifest.sha256),
+        runtime=str(first.runtime.get("runtime")),
+        dataset=MatrixDataset(identity=str(first.dataset.get("identity")), n=first.counts["total"]),
+        stacks=entries,
+        pairs=pairs,
+    )
 
 
 def _fmt_fraction(value: float | None) -> str:
@@ -209,25 +257,51 @@ def summary_rows(m: StackMatrix) -> list[dict[str, str]]:
     first = ran[0] if ran else None
     for s in m.stacks:
         if s.error is not None:
-            rows.append({"stack": s.key, "spec": s.spec,
-                         "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
-                         "agent": s.agent_id or "–", "top1": "–", "delta": "failed", "agreement": "–",
-                         "flips": "–", "max_diff": "–", "mean_diff": "–", "hash_equal": "–", "seconds": "–",
-                         "throughput": "–", "run_id": "–", "error": s.error})
+            rows.append(
+                {
+                    "stack": s.key,
+                    "spec": s.spec,
+                    "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
+                    "agent": s.agent_id or "–",
+                    "top1": "–",
+                    "delta": "failed",
+                    "agreement": "–",
+                    "flips": "–",
+                    "max_diff": "–",
+                    "mean_diff": "–",
+                    "hash_equal": "–",
+                    "seconds": "–",
+                    "throughput": "–",
+                    "run_id": "–",
+                    "error": s.error,
+                }
+            )
             continue
         metric = s.top1 if s.top1 is not None else s.ap
         base = (first.top1 if first.top1 is not None else first.ap) if first is not None else None
-        row = {"stack": s.key, "spec": s.spec, "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
-               "agent": s.agent_id or "–", "top1": _fmt_fraction(metric),
-               "seconds": f"{s.seconds:.2f}", "throughput": f"{s.throughput:.1f}", "run_id": s.run_id or "–"}
+        row = {
+            "stack": s.key,
+            "spec": s.spec,
+            "versions": ", ".join(f"{k} {v}" for k, v in s.versions.items()),
+            "agent": s.agent_id or "–",
+            "top1": _fmt_fraction(metric),
+            "seconds": f"{s.seconds:.2f}",
+            "throughput": f"{s.throughput:.1f}",
+            "run_id": s.run_id or "–",
+        }
         if s is first or first is None:
             row.update(delta="(reference)", agreement="–", flips="–", max_diff="–", mean_diff="–", hash_equal="–")
         else:
             p = m.pair(first.key, s.key)
             delta = None if metric is None or base is None else metric - base
             agreement = "–" if p.agreement is None else f"{_fmt_fraction(p.agreement)} ({p.agree}/{p.compared})"
-            row.update(delta="–" if delta is None else f"{100 * delta:+.2f} pp", agreement=agreement,
-                       flips=f"{len(p.flips_ab)} / {len(p.flips_ba)}", max_diff=_fmt_diff(p.max_abs_output_diff),
-                       mean_diff=_fmt_diff(p.mean_abs_output_diff), hash_equal="yes" if p.result_hash_equal else "no")
+            row.update(
+                delta="–" if delta is None else f"{100 * delta:+.2f} pp",
+                agreement=agreement,
+                flips=f"{len(p.flips_ab)} / {len(p.flips_ba)}",
+                max_diff=_fmt_diff(p.max_abs_output_diff),
+                mean_diff=_fmt_diff(p.mean_abs_output_diff),
+                hash_equal="yes" if p.result_hash_equal else "no",
+            )
         rows.append(row)
     return rows

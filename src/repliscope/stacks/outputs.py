@@ -20,5 +20,7 @@ def encode_outputs(outputs: dict[str, np.ndarray]) -> dict[str, str]:
 
 def decode_outputs(encoded: dict[str, str]) -> dict[str, np.ndarray]:
     """The inverse of :func:`encode_outputs`."""
-    return {sample_id: np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
-            for sample_id, text in encoded.items()}
+    return {
+        sample_id: np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
+        for sample_id, text in encoded.items()
+    }

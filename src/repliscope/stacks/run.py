@@ -48,8 +48,9 @@ class StartedAgent:
         return "\n".join(text[-lines:])
 
 
-def resolve_stacks(specs: Sequence[str], on_line: Callable[[str], None] | None = None,
-                   cache_dir: Path | None = None) -> list[Stack]:
+def resolve_stacks(
+    specs: Sequence[str], on_line: Callable[[str], None] | None = None, cache_dir: Path | None = None
+) -> list[Stack]:
     """The stacks named by key, key prefix or spec (``current`` included); a spec with no stack yet is created
     (:func:`create_stack`), an unknown key (6-12 hex) is an error. StackError when two names are the same stack
     or none is given."""
@@ -98,8 +99,12 @@ def start_stack_agent(cluster: Cluster, stack: Stack, folder: Path) -> StartedAg
     name = f"stack-{stack.key}-{uuid.uuid4().hex[:6]}"
     log_path = folder / f"{name}.log"
     log = log_path.open("wb")
-    process = subprocess.Popen(agent_command(stack, cluster.address, name, cluster.security), stdout=log,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        agent_command(stack, cluster.address, name, cluster.security),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     return StartedAgent(stack, name, process, log_path, log)
 
 
@@ -114,11 +119,15 @@ def wait_for_started(cluster: Cluster, started: Sequence[StartedAgent], timeout:
             if s.name in alive:
                 waiting.remove(s)
             elif s.process.poll() is not None:
-                raise StackError(f"the agent of stack {s.stack.key} ({s.stack.spec}) exited with code "
-                                 f"{s.process.returncode} before joining {cluster.address}:\n{s.tail()}")
+                raise StackError(
+                    f"the agent of stack {s.stack.key} ({s.stack.spec}) exited with code "
+                    f"{s.process.returncode} before joining {cluster.address}:\n{s.tail()}"
+                )
         if waiting and time.monotonic() > deadline:
-            raise StackError(f"the agent of stack {waiting[0].stack.key} did not join {cluster.address} within "
-                             f"{timeout:.0f} s:\n{waiting[0].tail()}")
+            raise StackError(
+                f"the agent of stack {waiting[0].stack.key} did not join {cluster.address} within "
+                f"{timeout:.0f} s:\n{waiting[0].tail()}"
+            )
         if waiting:
             time.sleep(0.2)
 
@@ -149,10 +158,25 @@ def _for_stack(callback: Callable[[str, int], None] | None, key: str) -> Callabl
     return call
 
 
-def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, dataset_spec: str, matrix_id: str,
-             batch: int, outcomes: list[JobOutcome | str], started: list[StartedAgent], say: Callable[[str], None],
-             on_progress: Callable[[str, int], None] | None, on_total: Callable[[str, int], None] | None,
-             limit: int | None, label_rule: str | None, threads: int, manifest: Path, agent_timeout: float) -> None:
+def _run_all(
+    active: Cluster,
+    resolved: list[Stack],
+    loaded: Any,
+    runtime: str,
+    dataset_spec: str,
+    matrix_id: str,
+    batch: int,
+    outcomes: list[JobOutcome | str],
+    started: list[StartedAgent],
+    say: Callable[[str], None],
+    on_progress: Callable[[str, int], None] | None,
+    on_total: Callable[[str, int], None] | None,
+    limit: int | None,
+    label_rule: str | None,
+    threads: int,
+    manifest: Path,
+    agent_timeout: float,
+) -> None:
     """Start the missing agents, run one job per stack in order (appending its outcome to ``outcomes``, or why it
     failed on the stack's agent: the other stacks still run), stop the agents."""
     from repliscope.agents.placement import NoAgentMatches, constraints_for
@@ -170,39 +194,70 @@ def _run_all(active: Cluster, resolved: list[Stack], loaded: Any, runtime: str, 
         try:
             wait_for_started(active, started, agent_timeout)
             for stack in resolved:
-                job = JobSpec(job_id=uuid.uuid4().hex, kind="evaluate",
-                              manifest_ref=f"{loaded.manifest.name}@{loaded.manifest.version}",
-                              manifest_text=loaded.text, runtime=runtime, dataset_name=dataset_spec,
-                              dataset_spec=dataset_spec,
-                              options={"keep_outputs": True, "limit": limit, "label_rule": label_rule,
-                                       "threads": threads, "batch_size": batch,
-                                       "manifest_path": str(Path(manifest).resolve())},
-                              idempotency_key=f"stack-matrix-{matrix_id}-{stack.key}")
+                job = JobSpec(
+                    job_id=uuid.uuid4().hex,
+                    kind="evaluate",
+                    manifest_ref=f"{loaded.manifest.name}@{loaded.manifest.version}",
+                    manifest_text=loaded.text,
+                    runtime=runtime,
+                    dataset_name=dataset_spec,
+                    dataset_spec=dataset_spec,
+                    options={
+                        "keep_outputs": True,
+                        "limit": limit,
+                        "label_rule": label_rule,
+                        "threads": threads,
+                        "batch_size": batch,
+                        "manifest_path": str(Path(manifest).resolve()),
+                    },
+                    idempotency_key=f"stack-matrix-{matrix_id}-{stack.key}",
+                )
                 say(f"stack {stack.key} ({stack.spec}): evaluating {loaded.manifest.name} on {runtime}")
                 try:
-                    outcomes.append(submit_job(
-                        active, job, constraints_for(loaded, runtime, stack=stack.key),
-                        on_progress=_for_stack(on_progress, stack.key), on_total=_for_stack(on_total, stack.key),
-                        log=say))
+                    outcomes.append(
+                        submit_job(
+                            active,
+                            job,
+                            constraints_for(loaded, runtime, stack=stack.key),
+                            on_progress=_for_stack(on_progress, stack.key),
+                            on_total=_for_stack(on_total, stack.key),
+                            log=say,
+                        )
+                    )
                 except (JobFailedEverywhere, NoAgentMatches) as exc:
                     reasons = dict(getattr(exc, "reasons", None) or {})
                     if isinstance(exc, NoAgentMatches):  # only the stack's own agents say why it cannot run
-                        reasons = {a: r for a, r in reasons.items()
-                                   if not any(str(x).startswith("runs stack ") for x in r)}
-                    why = "; ".join(str(r) if isinstance(r, str) else ", ".join(r) for r in reasons.values()) \
-                        if reasons else str(exc)
+                        reasons = {
+                            a: r for a, r in reasons.items() if not any(str(x).startswith("runs stack ") for x in r)
+                        }
+                    why = (
+                        "; ".join(str(r) if isinstance(r, str) else ", ".join(r) for r in reasons.values())
+                        if reasons
+                        else str(exc)
+                    )
                     say(f"stack {stack.key} ({stack.spec}): failed: {why}")
                     outcomes.append(why)
         finally:
             stop_started(started)
 
 
-def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec: str,
-               cluster: Cluster | None = None, on_progress: Callable[[str, int], None] | None = None, *,
-               on_total: Callable[[str, int], None] | None = None, log: Callable[[str], None] | None = None,
-               limit: int | None = None, label_rule: str | None = None, threads: int = 1,
-               batch_size: int | None = None, cache_dir: Path | None = None,
-               agent_timeout: float = AGENT_START_TIMEOUT) -> tuple[StackMatrix, list[JobOutcome]]:
+def run_stacks(
+    manifest: Path,
+    stacks: Sequence[str],
+    runtime: str,
+    dataset_spec: str,
+    cluster: Cluster | None = None,
+    on_progress: Callable[[str, int], None] | None = None,
+    *,
+    on_total: Callable[[str, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    limit: int | None = None,
+    label_rule: str | None = None,
+    threads: int = 1,
+    batch_size: int | None = None,
+    cache_dir: Path | None = None,
+    agent_timeout: float = AGENT_START_TIMEOUT,
+) -> tuple[StackMatrix, list[JobOutcome]]:
     """Evaluate ``manifest`` on ``dataset_spec`` (first ``limit`` samples) in each of ``stacks`` (keys or specs,
     ``current`` included; missing ones are created) -> (the matrix, one JobOutcome per stack that ran, in the
     given order). A stack whose job failed (e.g. its runtime refuses the model) is a matrix entry with ``error``
@@ -228,14 +283,34 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
     with versions_differ():
         active = Cluster.connect(None) if cluster is None else cluster
         try:
-            _run_all(active, resolved, loaded, runtime, dataset_spec, matrix_id, batch, outcomes, started, say,
-                     on_progress, on_total, limit, label_rule, threads, manifest, agent_timeout)
+            _run_all(
+                active,
+                resolved,
+                loaded,
+                runtime,
+                dataset_spec,
+                matrix_id,
+                batch,
+                outcomes,
+                started,
+                say,
+                on_progress,
+                on_total,
+                limit,
+                label_rule,
+                threads,
+                manifest,
+                agent_timeout,
+            )
         finally:
             if own:
                 active.close()
     ran = [(stack, o) for stack, o in zip(resolved, outcomes, strict=True) if not isinstance(o, str)]
-    failures = [(i, StackEntry(key=stack.key, spec=stack.spec, versions=stack.main_versions, error=o))
-                for i, (stack, o) in enumerate(zip(resolved, outcomes, strict=True)) if isinstance(o, str)]
+    failures = [
+        (i, StackEntry(key=stack.key, spec=stack.spec, versions=stack.main_versions, error=o))
+        for i, (stack, o) in enumerate(zip(resolved, outcomes, strict=True))
+        if isinstance(o, str)
+    ]
     if not ran:
         raise StackError("the job failed on every stack: " + "; ".join(f"{f.key}: {f.error}" for _, f in failures))
     records = [EvaluationRecord.model_validate(o.records[0]) for _, o in ran]
@@ -243,7 +318,11 @@ def run_stacks(manifest: Path, stacks: Sequence[str], runtime: str, dataset_spec
         ran_in = (record.software.get("stack") or {}).get("key")
         if ran_in != stack.key:
             raise StackError(f"the run for stack {stack.key} ran in stack {ran_in}: placement failed")
-    matrix = build_matrix(records, {s.key: decode_outputs(o.outputs) for s, o in ran},
-                          agents={s.key: str(o.agent.get("agent_id")) for s, o in ran},
-                          matrix_id=matrix_id, failures=failures)
+    matrix = build_matrix(
+        records,
+        {s.key: decode_outputs(o.outputs) for s, o in ran},
+        agents={s.key: str(o.agent.get("agent_id")) for s, o in ran},
+        matrix_id=matrix_id,
+        failures=failures,
+    )
     return matrix, [o for _, o in ran]

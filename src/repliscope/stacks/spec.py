@@ -88,21 +88,29 @@ def parse_spec(text: str) -> StackSpec:
     by_name: dict[str, str] = {}
     for token in tokens:
         if token.startswith("-"):
-            raise StackError(f"stack spec requirement '{token}': pip options (editables, indexes, files) are not "
-                             "allowed; give requirements such as 'onnxruntime==1.20.1'")
+            raise StackError(
+                f"stack spec requirement '{token}': pip options (editables, indexes, files) are not "
+                "allowed; give requirements such as 'onnxruntime==1.20.1'"
+            )
         if "://" in token or "@" in token:
-            raise StackError(f"stack spec requirement '{token}': URLs are not allowed (a stack must be "
-                             "re-creatable from the package index); give name==version")
+            raise StackError(
+                f"stack spec requirement '{token}': URLs are not allowed (a stack must be "
+                "re-creatable from the package index); give name==version"
+            )
         if _PATHLIKE.search(token):
-            raise StackError(f"stack spec requirement '{token}': local paths and archives are not allowed; give "
-                             "a distribution name with a version specifier, e.g. 'onnxruntime==1.20.1'")
+            raise StackError(
+                f"stack spec requirement '{token}': local paths and archives are not allowed; give "
+                "a distribution name with a version specifier, e.g. 'onnxruntime==1.20.1'"
+            )
         try:
             req = Requirement(token)
         except InvalidRequirement as exc:
             raise StackError(f"stack spec requirement '{token}' is not a valid PEP 508 requirement: {exc}") from None
         name = canonicalize_name(req.name)
         if name in by_name:
-            raise StackError(f"stack spec names '{name}' twice ('{by_name[name]}' and '{token}'): combine the "
-                             "specifiers in one requirement, e.g. 'numpy>=1.26,<2'")
+            raise StackError(
+                f"stack spec names '{name}' twice ('{by_name[name]}' and '{token}'): combine the "
+                "specifiers in one requirement, e.g. 'numpy>=1.26,<2'"
+            )
         by_name[name] = canonical_requirement(req)
     return StackSpec(tuple(by_name[n] for n in sorted(by_name)))

@@ -58,8 +58,16 @@ DATA_DISTRIBUTIONS = ("foolbox",)
 wheel): installed ``--no-deps`` at this environment's version, when installed here, so a stack reads the same
 samples."""
 
-MAIN_DISTRIBUTIONS = ("torch", "onnxruntime", "onnx", "opencv-python-headless", "tensorflow-cpu", "keras",
-                      "ai-edge-litert", "numpy")
+MAIN_DISTRIBUTIONS = (
+    "torch",
+    "onnxruntime",
+    "onnx",
+    "opencv-python-headless",
+    "tensorflow-cpu",
+    "keras",
+    "ai-edge-litert",
+    "numpy",
+)
 """Distributions ``stack list`` shows the versions of (when a stack has them)."""
 
 
@@ -123,9 +131,11 @@ def source_root() -> Path:
     info = json.loads(text) if text else {}
     url = info.get("url", "")
     if "dir_info" not in info or not url.startswith("file://"):
-        raise StackError("stacks install repliscope from its source checkout, but this repliscope is not an editable "
-                         f"or source install ({url or 'installed from a package index or wheel'}): install it with "
-                         "`pip install -e <checkout>`")
+        raise StackError(
+            "stacks install repliscope from its source checkout, but this repliscope is not an editable "
+            f"or source install ({url or 'installed from a package index or wheel'}): install it with "
+            "`pip install -e <checkout>`"
+        )
     root = Path(unquote(urlparse(url).path))
     if not (root / "pyproject.toml").is_file():
         raise StackError(f"repliscope's source checkout {root} has no pyproject.toml (moved or deleted?)")
@@ -189,11 +199,24 @@ def resolve(spec: StackSpec, root: Path, on_line: LineCallback | None = None) ->
     Python: canonical name -> version (``pip install --dry-run --ignore-installed --report``)."""
     with tempfile.TemporaryDirectory(prefix="repliscope-resolve-") as tmp:
         report = Path(tmp) / "report.json"
-        _run_pip(["install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(report),
-                  *install_requirements(spec, root)], on_line, f"resolving stack spec '{spec.text}'")
+        _run_pip(
+            [
+                "install",
+                "--dry-run",
+                "--quiet",
+                "--ignore-installed",
+                "--report",
+                str(report),
+                *install_requirements(spec, root),
+            ],
+            on_line,
+            f"resolving stack spec '{spec.text}'",
+        )
         data = json.loads(report.read_text(encoding="utf-8"))
-    return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-            for item in sorted(data["install"], key=lambda i: canonicalize_name(i["metadata"]["name"]))}
+    return {
+        canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+        for item in sorted(data["install"], key=lambda i: canonicalize_name(i["metadata"]["name"]))
+    }
 
 
 def data_pins() -> list[str]:
@@ -238,12 +261,17 @@ def _load(folder: Path) -> Stack | None:
 def current() -> Stack:
     """The environment this process runs in, as a Stack (key ``current``, no folder of its own)."""
     info = current_stack()
-    return Stack(key=info["key"], spec=info["spec"], lock_sha256=info["lock_sha256"], python=info["python"],
-                 created_at=datetime.now(UTC), cached=True)
+    return Stack(
+        key=info["key"],
+        spec=info["spec"],
+        lock_sha256=info["lock_sha256"],
+        python=info["python"],
+        created_at=datetime.now(UTC),
+        cached=True,
+    )
 
 
-def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None,
-                 cache_dir: Path | None = None) -> Stack:
+def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None, cache_dir: Path | None = None) -> Stack:
     """The stack of ``spec``: resolved, then reused when its venv exists (``cached=True``, ``on_line`` gets
     "cached ...") or built. A failed build removes the half-made folder and raises StackError with pip's error."""
     spec = parse_spec(spec) if isinstance(spec, str) else spec
@@ -271,8 +299,9 @@ def create_stack(spec: StackSpec | str, on_line: LineCallback | None = None,
         try:
             stack = _build(spec, resolved, data, key, python, building, root, say, on_line)
             stack.create_seconds = round(time.perf_counter() - start, 1)
-            (building / "stack.json").write_text(stack.model_dump_json(indent=2, exclude={"path", "cached"}),
-                                                 encoding="utf-8")
+            (building / "stack.json").write_text(
+                stack.model_dump_json(indent=2, exclude={"path", "cached"}), encoding="utf-8"
+            )
             _move_venv(building, folder)
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
@@ -302,8 +331,17 @@ def _move_venv(building: Path, folder: Path) -> None:
     os.rename(building, folder)
 
 
-def _build(spec: StackSpec, resolved: dict[str, str], data: list[str], key: str, python: str, folder: Path,
-           root: Path, say: LineCallback, on_line: LineCallback | None) -> Stack:
+def _build(
+    spec: StackSpec,
+    resolved: dict[str, str],
+    data: list[str],
+    key: str,
+    python: str,
+    folder: Path,
+    root: Path,
+    say: LineCallback,
+    on_line: LineCallback | None,
+) -> Stack:
     venv = folder / "venv"
     folder.mkdir(parents=True)
     say(f"creating venv {venv}")
@@ -311,29 +349,52 @@ def _build(spec: StackSpec, resolved: dict[str, str], data: list[str], key: str,
     target = ["--python", str(venv / "bin" / "python")]
     pins = folder / "resolved.txt"
     pins.write_text("".join(f"{n}=={v}\n" for n, v in resolved.items()), encoding="utf-8")
-    _run_pip([*target, "install", "--no-deps", "--progress-bar", "off", "-r", str(pins)], on_line,
-             f"installing stack {key}")
+    _run_pip(
+        [*target, "install", "--no-deps", "--progress-bar", "off", "-r", str(pins)], on_line, f"installing stack {key}"
+    )
     if data:
-        _run_pip([*target, "install", "--no-deps", "--progress-bar", "off", *data], on_line,
-                 f"installing the data distributions {', '.join(data)} into stack {key}")
-    _run_pip([*target, "install", "--no-deps", "--progress-bar", "off", "-e", str(root)], on_line,
-             f"installing repliscope from {root} into stack {key}")
-    lock = subprocess.run([sys.executable, "-m", "pip", *target, "freeze"], check=True, capture_output=True,
-                          text=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
+        _run_pip(
+            [*target, "install", "--no-deps", "--progress-bar", "off", *data],
+            on_line,
+            f"installing the data distributions {', '.join(data)} into stack {key}",
+        )
+    _run_pip(
+        [*target, "install", "--no-deps", "--progress-bar", "off", "-e", str(root)],
+        on_line,
+        f"installing repliscope from {root} into stack {key}",
+    )
+    lock = subprocess.run(
+        [sys.executable, "-m", "pip", *target, "freeze"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    ).stdout
     (folder / "lock.txt").write_text(lock, encoding="utf-8")
     lock_sha256 = hashlib.sha256(lock.encode()).hexdigest()
-    stack = Stack(key=key, spec=spec.text, requirements=list(spec.requirements), resolved=resolved, data=data,
-                  lock_sha256=lock_sha256, python=python, created_at=datetime.now(UTC), path=folder)
-    (venv / MARKER).write_text(json.dumps({"key": key, "spec": spec.text, "lock_sha256": lock_sha256}),
-                               encoding="utf-8")
+    stack = Stack(
+        key=key,
+        spec=spec.text,
+        requirements=list(spec.requirements),
+        resolved=resolved,
+        data=data,
+        lock_sha256=lock_sha256,
+        python=python,
+        created_at=datetime.now(UTC),
+        path=folder,
+    )
+    (venv / MARKER).write_text(
+        json.dumps({"key": key, "spec": spec.text, "lock_sha256": lock_sha256}), encoding="utf-8"
+    )
     return stack
 
 
 def list_stacks(cache_dir: Path | None = None) -> list[Stack]:
     """Every complete stack under :func:`stacks_root`, oldest first."""
     root = stacks_root(cache_dir)
-    found = [s for s in (_load(d) for d in sorted(root.iterdir()) if d.is_dir()) if s is not None] \
-        if root.is_dir() else []
+    found = (
+        [s for s in (_load(d) for d in sorted(root.iterdir()) if d.is_dir()) if s is not None] if root.is_dir() else []
+    )
     return sorted(found, key=lambda s: s.created_at)
 
 
@@ -354,8 +415,7 @@ def get_stack(key_or_spec: str, cache_dir: Path | None = None) -> Stack:
     if by_spec:
         return by_spec[-1]
     known = ", ".join(f"{s.key} ({s.spec})" for s in stacks) or "none"
-    raise StackError(f"no stack '{text}' (stacks: {known}); create it with `repliscope stack create "
-                     f"\"{spec.text}\"`")
+    raise StackError(f"no stack '{text}' (stacks: {known}); create it with `repliscope stack create \"{spec.text}\"`")
 
 
 def remove_stack(key_or_spec: str, cache_dir: Path | None = None) -> Stack:
@@ -367,8 +427,9 @@ def remove_stack(key_or_spec: str, cache_dir: Path | None = None) -> Stack:
     return stack
 
 
-def agent_command(stack: Stack, scheduler: str, name: str | None = None,
-                  security: ClusterSecurity | None = None) -> list[str]:
+def agent_command(
+    stack: Stack, scheduler: str, name: str | None = None, security: ClusterSecurity | None = None
+) -> list[str]:
     """The command that starts a repliscope agent in ``stack``'s interpreter, joined to ``scheduler`` (with
     ``security``'s TLS files / ``--insecure-cluster``)."""
     cmd = [str(stack.python_executable), "-m", "repliscope.cli.main", "agent", "--scheduler", scheduler]

@@ -73,8 +73,15 @@ def create_token(store: RunStore, name: str, role: str) -> str:
         raise InvalidInputError("a token needs a name (who or what uses it)", "name")
     token = PREFIX + secrets.token_urlsafe(32)
     with Session(store.engine) as session, session.begin():
-        session.add(TokenRow(name=name.strip(), role=role, token_sha256=_digest(token),
-                             created_at=datetime.now(UTC).replace(tzinfo=None), revoked_at=None))
+        session.add(
+            TokenRow(
+                name=name.strip(),
+                role=role,
+                token_sha256=_digest(token),
+                created_at=datetime.now(UTC).replace(tzinfo=None),
+                revoked_at=None,
+            )
+        )
     return token
 
 
@@ -98,11 +105,16 @@ def revoke_token(store: RunStore, token_id: int, keep_an_admin: bool = False) ->
         if row is None:
             raise NotFoundError(f"token {token_id} does not exist", "token")
         if keep_an_admin and row.revoked_at is None and row.role == "admin":
-            others = select(TokenRow.id).where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None),
-                                               TokenRow.id != token_id).limit(1)
+            others = (
+                select(TokenRow.id)
+                .where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None), TokenRow.id != token_id)
+                .limit(1)
+            )
             if session.scalar(others) is None:
-                raise ConflictError(f"token {token_id} is the last admin token: create another admin token "
-                                    "before revoking it", "token_id")
+                raise ConflictError(
+                    f"token {token_id} is the last admin token: create another admin token before revoking it",
+                    "token_id",
+                )
         if row.revoked_at is None:
             row.revoked_at = datetime.now(UTC).replace(tzinfo=None)
     return TokenInfo.model_validate(row)

@@ -89,8 +89,9 @@ def _truth(a: EvaluationRecord) -> Dataset | None:
     return dataset_of(a) if a.ground_truth is not None else None
 
 
-def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord,
-                   both: list[tuple[SamplePrediction, SamplePrediction]]) -> list[MetricDelta]:
+def _metric_deltas(
+    a: EvaluationRecord, b: EvaluationRecord, both: list[tuple[SamplePrediction, SamplePrediction]]
+) -> list[MetricDelta]:
     from repliscope.tasks.base import get_task
 
     task = get_task(a.task)
@@ -104,11 +105,20 @@ def _metric_deltas(a: EvaluationRecord, b: EvaluationRecord,
         mb = b.metric(ma.name)
         if mb is not None:
             pa, pb = paired_a.get(ma.name), paired_b.get(ma.name)
-            deltas.append(MetricDelta(name=ma.name, a=ma.value, b=mb.value, delta=mb.value - ma.value,
-                                      ci_a=(ma.ci_low, ma.ci_high), ci_b=(mb.ci_low, mb.ci_high),
-                                      paired_n=len(both), paired_a=pa.value if pa else None,
-                                      paired_b=pb.value if pb else None,
-                                      paired_delta=pb.value - pa.value if pa and pb else None))
+            deltas.append(
+                MetricDelta(
+                    name=ma.name,
+                    a=ma.value,
+                    b=mb.value,
+                    delta=mb.value - ma.value,
+                    ci_a=(ma.ci_low, ma.ci_high),
+                    ci_b=(mb.ci_low, mb.ci_high),
+                    paired_n=len(both),
+                    paired_a=pa.value if pa else None,
+                    paired_b=pb.value if pb else None,
+                    paired_delta=pb.value - pa.value if pa and pb else None,
+                )
+            )
     return deltas
 
 
@@ -151,12 +161,16 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
         warnings.append("same dataset identity but different sample ids; were the records truncated?")
     both = [(sa, sb) for sa, sb in common if sa.error is None and sb.error is None]
     if not both:
-        warnings.append(f"no sample was evaluated by both runs ({len(common)} shared sample ids, "
-                        f"{len(failed_a)} failed only in A, {len(failed_b)} only in B): there is nothing to compare")
+        warnings.append(
+            f"no sample was evaluated by both runs ({len(common)} shared sample ids, "
+            f"{len(failed_a)} failed only in A, {len(failed_b)} only in B): there is nothing to compare"
+        )
     elif failed_a or failed_b:
-        warnings.append(f"the runs evaluated different samples ({len(failed_a)} failed only in A, {len(failed_b)} "
-                        f"only in B): each metric value is over its run's own samples, the paired delta over the "
-                        f"{len(both)} samples both evaluated")
+        warnings.append(
+            f"the runs evaluated different samples ({len(failed_a)} failed only in A, {len(failed_b)} "
+            f"only in B): each metric value is over its run's own samples, the paired delta over the "
+            f"{len(both)} samples both evaluated"
+        )
 
     paired = None
     if a.task != b.task:

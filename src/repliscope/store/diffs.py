@@ -51,19 +51,28 @@ def describe(result: dict[str, Any], manifest_name: str = "") -> dict[str, Any]:
     kind = result.get("kind")
     if kind == "pipeline_diff":
         diag = result.get("diagnosis") or {}
-        return {"manifest_name": result.get("manifest_name", manifest_name),
-                "a": f"{result.get('manifest_name', manifest_name)} pre-processing",
-                "b": str(result.get("candidate", "")), "dataset": str(result.get("dataset", "")),
-                "samples": int(result.get("samples", 0)), "verdict": str(result.get("verdict", "")),
-                "summary": str(diag.get("message", ""))}
+        return {
+            "manifest_name": result.get("manifest_name", manifest_name),
+            "a": f"{result.get('manifest_name', manifest_name)} pre-processing",
+            "b": str(result.get("candidate", "")),
+            "dataset": str(result.get("dataset", "")),
+            "samples": int(result.get("samples", 0)),
+            "verdict": str(result.get("verdict", "")),
+            "summary": str(diag.get("message", "")),
+        }
     if kind == "layer_diff":
         first = {m: d for m, d in (result.get("first_divergent") or {}).items() if d}
         verdict = "failed" if first or not (result.get("output") or {}).get("passed", True) else "passed"
         where = "; ".join(f"{m}: first divergent {d.get('path', '?')}" for m, d in first.items())
-        return {"manifest_name": manifest_name, "a": str((result.get("reference") or {}).get("framework", "")),
-                "b": str((result.get("candidate") or {}).get("candidate", "")), "dataset": "",
-                "samples": len(result.get("samples") or []), "verdict": verdict,
-                "summary": where or f"{len(result.get('layers') or [])} layers within tolerance"}
+        return {
+            "manifest_name": manifest_name,
+            "a": str((result.get("reference") or {}).get("framework", "")),
+            "b": str((result.get("candidate") or {}).get("candidate", "")),
+            "dataset": "",
+            "samples": len(result.get("samples") or []),
+            "verdict": verdict,
+            "summary": where or f"{len(result.get('layers') or [])} layers within tolerance",
+        }
     if kind == "task_diff":
         agreement = result.get("agreement")
         flips = len(result.get("flips") or [])
@@ -71,14 +80,26 @@ def describe(result: dict[str, Any], manifest_name: str = "") -> dict[str, Any]:
         text = "no sample compared" if agreement is None else f"agreement {agreement:.2%}, {flips} flipped"
         if mc:
             text += f", McNemar p = {mc.get('p_value', 1.0):.3g}"
-        return {"manifest_name": manifest_name, "a": str(result.get("a", "")), "b": str(result.get("b", "")),
-                "dataset": str(result.get("dataset", "")), "samples": int(result.get("compared", 0)),
-                "verdict": "agree" if agreement == 1.0 else "differ", "summary": text}
+        return {
+            "manifest_name": manifest_name,
+            "a": str(result.get("a", "")),
+            "b": str(result.get("b", "")),
+            "dataset": str(result.get("dataset", "")),
+            "samples": int(result.get("compared", 0)),
+            "verdict": "agree" if agreement == 1.0 else "differ",
+            "summary": text,
+        }
     raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
 
 
-def store_diff(store: RunStore, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None,
-               created_by: str | None = None) -> str:
+def store_diff(
+    store: RunStore,
+    result: dict[str, Any],
+    *,
+    manifest_name: str = "",
+    figure: bytes | None = None,
+    created_by: str | None = None,
+) -> str:
     """Store one diff result; returns its new id (32 hex characters)."""
     row = diff_row(result, manifest_name=manifest_name, figure=figure, created_by=created_by)
     diff_id = row.diff_id
@@ -87,31 +108,49 @@ def store_diff(store: RunStore, result: dict[str, Any], *, manifest_name: str = 
     return diff_id
 
 
-def diff_row(result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None,
-             created_by: str | None = None) -> DiffRow:
+def diff_row(
+    result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None, created_by: str | None = None
+) -> DiffRow:
     """The ``diffs`` row of one diff result, with a new id (also used by ``RunStore.save_outcome`` for diff jobs)."""
     if figure is not None and len(figure) > MAX_FIGURE_BYTES:
         raise StoreError(f"the diff figure is {len(figure)} bytes (at most {MAX_FIGURE_BYTES})")
-    return DiffRow(diff_id=uuid.uuid4().hex, created_at=datetime.now(UTC).replace(tzinfo=None),
-                   kind=str(result.get("kind")), created_by=created_by, result=result, figure=figure,
-                   **describe(result, manifest_name))
+    return DiffRow(
+        diff_id=uuid.uuid4().hex,
+        created_at=datetime.now(UTC).replace(tzinfo=None),
+        kind=str(result.get("kind")),
+        created_by=created_by,
+        result=result,
+        figure=figure,
+        **describe(result, manifest_name),
+    )
 
 
-def save_diff(url: str | None, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None
-              ) -> str:
+def save_diff(url: str | None, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None) -> str:
     """:func:`store_diff` into the store at ``url`` (None: the default store)."""
     with RunStore(url) as store:
         return store_diff(store, result, manifest_name=manifest_name, figure=figure)
 
 
 def _summary(row: DiffRow) -> DiffSummary:
-    return DiffSummary(diff_id=row.diff_id, created_at=row.created_at, kind=row.kind, manifest_name=row.manifest_name,
-                       a=row.a, b=row.b, dataset=row.dataset, samples=row.samples, verdict=row.verdict,
-                       summary=row.summary, created_by=row.created_by, has_figure=row.figure is not None)
+    return DiffSummary(
+        diff_id=row.diff_id,
+        created_at=row.created_at,
+        kind=row.kind,
+        manifest_name=row.manifest_name,
+        a=row.a,
+        b=row.b,
+        dataset=row.dataset,
+        samples=row.samples,
+        verdict=row.verdict,
+        summary=row.summary,
+        created_by=row.created_by,
+        has_figure=row.figure is not None,
+    )
 
 
-def list_diffs(store: RunStore, *, kind: str | None = None, manifest_name: str | None = None, limit: int = 50,
-               offset: int = 0) -> tuple[list[DiffSummary], int]:
+def list_diffs(
+    store: RunStore, *, kind: str | None = None, manifest_name: str | None = None, limit: int = 50, offset: int = 0
+) -> tuple[list[DiffSummary], int]:
     """Newest first -> (page, total matching)."""
     if kind is not None and kind not in DIFF_KINDS:
         raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
@@ -135,8 +174,9 @@ def resolve_diff_id(session: Session, diff_id: str) -> str:
         return diff_id
     if len(diff_id) < MIN_PREFIX:
         raise StoreError(f"unknown diff id '{diff_id}' (a prefix needs at least {MIN_PREFIX} characters)")
-    matches = session.scalars(select(DiffRow.diff_id).where(DiffRow.diff_id.startswith(diff_id, autoescape=True))
-                              .limit(11)).all()
+    matches = session.scalars(
+        select(DiffRow.diff_id).where(DiffRow.diff_id.startswith(diff_id, autoescape=True)).limit(11)
+    ).all()
     if len(matches) == 1:
         return matches[0]
     if not matches:

@@ -72,9 +72,7 @@ class SampleRow(Base):
 
     __tablename__ = "sample_predictions"
 
-    run_id: Mapped[str] = mapped_column(
-        ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True, index=True
-    )
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True, index=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     sample_id: Mapped[str] = mapped_column(Text)
     label: Mapped[int | None] = mapped_column(Integer)
@@ -228,8 +226,10 @@ class DiffRow(Base):
     page shows (a pipeline diff's heatmap panels; NULL otherwise)."""
 
     __tablename__ = "diffs"
-    __table_args__ = (Index("ix_diffs_kind_created", "kind", "created_at"),
-                      Index("ix_diffs_model_created", "manifest_name", "created_at"))
+    __table_args__ = (
+        Index("ix_diffs_kind_created", "kind", "created_at"),
+        Index("ix_diffs_model_created", "manifest_name", "created_at"),
+    )
 
     diff_id: Mapped[str] = mapped_column(String, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, index=True)

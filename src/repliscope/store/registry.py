@@ -54,8 +54,11 @@ def _now() -> datetime:
 def check_name(name: str, field: str = "name") -> str:
     """A registry name: letters, digits, ``_ . -``, at most 128 characters, starting with a letter or digit."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInputError(f"{field} {name!r} is not allowed: use letters, digits, '_', '.', '-' (starting "
-                                f"with a letter or digit, at most 128 characters)", field)
+        raise InvalidInputError(
+            f"{field} {name!r} is not allowed: use letters, digits, '_', '.', '-' (starting "
+            f"with a letter or digit, at most 128 characters)",
+            field,
+        )
     return name
 
 
@@ -74,8 +77,9 @@ class RegisteredDataset(BaseModel):
     created_at: datetime
 
 
-def register_dataset(store: RunStore, name: str, spec: str, description: str = "",
-                     created_by: str = "") -> RegisteredDataset:
+def register_dataset(
+    store: RunStore, name: str, spec: str, description: str = "", created_by: str = ""
+) -> RegisteredDataset:
     """Register ``spec`` (a folder, a built-in dataset name or NAME:PATH, checked now by resolving it) as
     ``name``; a registered name is a ConflictError."""
     from repliscope.datasets.resolve import resolve_dataset
@@ -87,8 +91,7 @@ def register_dataset(store: RunStore, name: str, spec: str, description: str = "
         resolve_dataset(spec)
     except RepliscopeError as exc:
         raise InvalidInputError(f"spec {spec!r} does not resolve: {exc}", "spec") from exc
-    row = DatasetRegistryRow(name=name, spec=spec, description=description, created_by=created_by,
-                             created_at=_now())
+    row = DatasetRegistryRow(name=name, spec=spec, description=description, created_by=created_by, created_at=_now())
     try:
         with Session(store.engine, expire_on_commit=False) as session, session.begin():
             if session.get(DatasetRegistryRow, name) is not None:
@@ -151,8 +154,9 @@ def parse_ref(ref: str, field: str = "manifest") -> tuple[str, str]:
     return name, version
 
 
-def put_manifest(store: RunStore, name: str, version: str, text: str,
-                 uploaded_by: str = "") -> tuple[StoredManifest, bool]:
+def put_manifest(
+    store: RunStore, name: str, version: str, text: str, uploaded_by: str = ""
+) -> tuple[StoredManifest, bool]:
     """Store ``text`` as name@version -> (stored, created). The same text again is fine (created False);
     another text under a stored name@version is a ConflictError (stored manifests are immutable)."""
     if not name or not version:
@@ -160,16 +164,21 @@ def put_manifest(store: RunStore, name: str, version: str, text: str,
     digest = hashlib.sha256(text.encode()).hexdigest()
     for _ in range(2):  # a concurrent insert of the same name@version: look again
         with Session(store.engine, expire_on_commit=False) as session:
-            existing = session.scalars(select(ManifestRow).where(ManifestRow.name == name,
-                                                                 ManifestRow.version == version)).first()
+            existing = session.scalars(
+                select(ManifestRow).where(ManifestRow.name == name, ManifestRow.version == version)
+            ).first()
         if existing is not None:
             if existing.sha256 != digest:
-                raise ConflictError(f"manifest {name}@{version} is already stored with another text (sha256 "
-                                    f"{existing.sha256[:12]}); stored manifests are immutable: bump the "
-                                    f"version", "version")
+                raise ConflictError(
+                    f"manifest {name}@{version} is already stored with another text (sha256 "
+                    f"{existing.sha256[:12]}); stored manifests are immutable: bump the "
+                    f"version",
+                    "version",
+                )
             return StoredManifest.model_validate(existing), False
-        row = ManifestRow(name=name, version=version, text=text, sha256=digest, uploaded_at=_now(),
-                          uploaded_by=uploaded_by)
+        row = ManifestRow(
+            name=name, version=version, text=text, sha256=digest, uploaded_at=_now(), uploaded_by=uploaded_by
+        )
         try:
             with Session(store.engine, expire_on_commit=False) as session, session.begin():
                 session.add(row)
@@ -183,8 +192,9 @@ def get_manifest(store: RunStore, ref: str) -> StoredManifest:
     """The manifest ``name@version``."""
     name, version = parse_ref(ref)
     with Session(store.engine) as session:
-        row = session.scalars(select(ManifestRow).where(ManifestRow.name == name,
-                                                        ManifestRow.version == version)).first()
+        row = session.scalars(
+            select(ManifestRow).where(ManifestRow.name == name, ManifestRow.version == version)
+        ).first()
         if row is None:
             raise NotFoundError(f"manifest {ref!r} is not stored", "manifest")
         return StoredManifest.model_validate(row)
@@ -225,29 +235,57 @@ class Job(BaseModel):
     created_by: str
 
 
-def create_job(store: RunStore, kind: str, manifest: str, runtime: str | None, dataset: str | None,
-               options: dict[str, Any], created_by: str = "") -> Job:
+def create_job(
+    store: RunStore,
+    kind: str,
+    manifest: str,
+    runtime: str | None,
+    dataset: str | None,
+    options: dict[str, Any],
+    created_by: str = "",
+) -> Job:
     """A queued job (``manifest`` is ``name@version``)."""
     if kind not in JOB_KINDS:
         raise InvalidInputError(f"kind {kind!r} is not a job kind (allowed: {', '.join(JOB_KINDS)})", "kind")
     parse_ref(manifest)
-    row = JobRow(id=uuid.uuid4().hex, kind=kind, manifest=manifest, runtime=runtime, dataset=dataset,
-                 options=dict(options), status="queued", progress_done=0, progress_total=None, log="",
-                 result_ids=[], error=None, created_at=_now(), started_at=None, finished_at=None,
-                 created_by=created_by)
+    row = JobRow(
+        id=uuid.uuid4().hex,
+        kind=kind,
+        manifest=manifest,
+        runtime=runtime,
+        dataset=dataset,
+        options=dict(options),
+        status="queued",
+        progress_done=0,
+        progress_total=None,
+        log="",
+        result_ids=[],
+        error=None,
+        created_at=_now(),
+        started_at=None,
+        finished_at=None,
+        created_by=created_by,
+    )
     with Session(store.engine, expire_on_commit=False) as session, session.begin():
         session.add(row)
     return Job.model_validate(row)
 
 
-def update_job(store: RunStore, job_id: str, *, status: str | None = None, progress_done: int | None = None,
-               progress_total: int | None = None, append_log: str | None = None,
-               result_ids: list[str] | None = None, error: str | None = None) -> Job:
+def update_job(
+    store: RunStore,
+    job_id: str,
+    *,
+    status: str | None = None,
+    progress_done: int | None = None,
+    progress_total: int | None = None,
+    append_log: str | None = None,
+    result_ids: list[str] | None = None,
+    error: str | None = None,
+) -> Job:
     """Change a job: ``status`` running sets ``started_at``, a finished status sets ``finished_at``;
     ``append_log`` adds one line to the log."""
     if status is not None and status not in JOB_STATUSES:
-        raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})",
-                                "status")
+        raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})", "status")
     with Session(store.engine, expire_on_commit=False) as session, session.begin():
         row = session.get(JobRow, job_id, with_for_update=True)
         if row is None:
@@ -279,12 +317,17 @@ def get_job(store: RunStore, job_id: str) -> Job:
         return Job.model_validate(row)
 
 
-def list_jobs(store: RunStore, status: str | None = None, limit: int = 100, *, kind: str | None = None,
-              created_by: str | None = None) -> list[Job]:
+def list_jobs(
+    store: RunStore,
+    status: str | None = None,
+    limit: int = 100,
+    *,
+    kind: str | None = None,
+    created_by: str | None = None,
+) -> list[Job]:
     """Jobs, newest first; optionally of one status, one kind, one submitter (token name), all exact."""
     if status is not None and status not in JOB_STATUSES:
-        raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})",
-                                "status")
+        raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})", "status")
     query = select(JobRow).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
     for value, column in ((status, JobRow.status), (kind, JobRow.kind), (created_by, JobRow.created_by)):
         if value is not None:

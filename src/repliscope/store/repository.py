@@ -104,9 +104,16 @@ class RunQuery(BaseModel):
 
 
 SORT_FIELDS: dict[str, Any] = {
-    "created_at": RunRow.created_at, "top1": RunRow.top1, "top5": RunRow.top5, "ap": RunRow.ap,
-    "model": RunRow.manifest_name, "runtime": RunRow.runtime, "dataset": RunRow.dataset_name,
-    "kind": RunRow.kind, "verdict": RunRow.verdict}
+    "created_at": RunRow.created_at,
+    "top1": RunRow.top1,
+    "top5": RunRow.top5,
+    "ap": RunRow.ap,
+    "model": RunRow.manifest_name,
+    "runtime": RunRow.runtime,
+    "dataset": RunRow.dataset_name,
+    "kind": RunRow.kind,
+    "verdict": RunRow.verdict,
+}
 """What :meth:`RunStore.query_runs` sorts by: a name ascending, ``-name`` descending."""
 _NULLABLE_SORTS = ("top1", "top5", "ap", "verdict")
 SORTS = tuple(x for name in SORT_FIELDS for x in (name, f"-{name}"))
@@ -174,8 +181,10 @@ def _sqlite_folder(url: str, create: bool) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         return
     what = "is not a folder" if folder.exists() else "does not exist"
-    raise StoreError(f"the folder {folder} of the run database {hide_password(url)} {what}; create it first "
-                     f"or choose another --db / ${ENV_VAR}")
+    raise StoreError(
+        f"the folder {folder} of the run database {hide_password(url)} {what}; create it first "
+        f"or choose another --db / ${ENV_VAR}"
+    )
 
 
 UNSAVED_FOLDER = "unsaved-runs"
@@ -191,8 +200,9 @@ def unsaved_folders(url: str) -> list[Path]:
     try:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            folders.append(Path(str(parsed.database).removeprefix("file:").split("?")[0]).expanduser().parent
-                           / UNSAVED_FOLDER)
+            folders.append(
+                Path(str(parsed.database).removeprefix("file:").split("?")[0]).expanduser().parent / UNSAVED_FOLDER
+            )
     except ArgumentError:
         pass
     import tempfile
@@ -298,8 +308,11 @@ def _segmentation_of(record: EvaluationRecord) -> dict[str, Any]:
     the ``sample_predictions`` table needs no column for them; {} for other tasks."""
     if all(s.segmentation is None for s in record.samples):
         return {}
-    return {"sample_segmentation": [None if s.segmentation is None else s.segmentation.model_dump(mode="json")
-                                    for s in record.samples]}
+    return {
+        "sample_segmentation": [
+            None if s.segmentation is None else s.segmentation.model_dump(mode="json") for s in record.samples
+        ]
+    }
 
 
 class RunStore:
@@ -338,10 +351,15 @@ class RunStore:
         except (SQLAlchemyError, OSError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
             kept, problems = keep_unsaved(record, self.url)
-            where = (f"the record is kept in {kept}: store it later with `repliscope runs import {kept}`"
-                     if kept is not None else f"the record could not be kept either ({'; '.join(problems)})")
-            raise StoreError(f"run {record.run_id} could not be written to the run database "
-                             f"{hide_password(self.url)}: {reason}; {where}") from exc
+            where = (
+                f"the record is kept in {kept}: store it later with `repliscope runs import {kept}`"
+                if kept is not None
+                else f"the record could not be kept either ({'; '.join(problems)})"
+            )
+            raise StoreError(
+                f"run {record.run_id} could not be written to the run database "
+                f"{hide_password(self.url)}: {reason}; {where}"
+            ) from exc
 
     def save_outcome(self, outcome: JobResults, idempotency_key: str, kind: str = "evaluate") -> StoredOutcome:
         """Store a job's results exactly once per ``idempotency_key``: every record, sweep and benchmark of
@@ -354,15 +372,24 @@ class RunStore:
         records = [EvaluationRecord.model_validate(r) for r in outcome.records]
         sweeps = [SweepResult.model_validate(r) for r in outcome.sweeps]
         benchmarks = [BenchmarkRecord.model_validate(r) for r in outcome.benchmarks]
-        ids = {"run_ids": [r.run_id for r in records], "sweep_ids": [s.sweep_id for s in sweeps],
-               "benchmark_ids": [b.benchmark_id for b in benchmarks]}
+        ids = {
+            "run_ids": [r.run_id for r in records],
+            "sweep_ids": [s.sweep_id for s in sweeps],
+            "benchmark_ids": [b.benchmark_id for b in benchmarks],
+        }
         diffs = _diff_rows(outcome, kind)
         if diffs:
             ids["diff_ids"] = [d.diff_id for d in diffs]
         try:
             with Session(self.engine) as session, session.begin():
-                session.add(JobResultRow(idempotency_key=idempotency_key, kind=kind, result_ids=ids,
-                                         created_at=_utc_naive(datetime.now(UTC))))
+                session.add(
+                    JobResultRow(
+                        idempotency_key=idempotency_key,
+                        kind=kind,
+                        result_ids=ids,
+                        created_at=_utc_naive(datetime.now(UTC)),
+                    )
+                )
                 session.flush()  # the key first: a concurrent duplicate fails here, before any record
                 for record in records:
                     _add_record(session, record)
@@ -393,9 +420,14 @@ class RunStore:
 
     def save_stack_matrix(self, matrix: StackMatrix) -> None:
         """Store a ``repliscope stacks`` matrix (its runs are stored with :meth:`save` / :meth:`save_outcome`)."""
-        row = StackMatrixRow(matrix_id=matrix.matrix_id, created_at=_utc_naive(matrix.created_at),
-                             manifest_name=matrix.manifest.name, runtime=matrix.runtime,
-                             dataset_identity=str(matrix.dataset.identity), result=matrix.model_dump(mode="json"))
+        row = StackMatrixRow(
+            matrix_id=matrix.matrix_id,
+            created_at=_utc_naive(matrix.created_at),
+            manifest_name=matrix.manifest.name,
+            runtime=matrix.runtime,
+            dataset_identity=str(matrix.dataset.identity),
+            result=matrix.model_dump(mode="json"),
+        )
         self._add_once(row, "stack matrix", matrix.matrix_id)
 
     def get_stack_matrix(self, matrix_id: str) -> StackMatrix:
@@ -427,15 +459,20 @@ class RunStore:
             data = dict(row.record)
             segmentation = data.pop("sample_segmentation", None) or [None] * len(samples)
             data["samples"] = [
-                {"sample_id": s.sample_id, "label": s.label, "topk_indices": s.topk_indices,
-                 "topk_probs": s.topk_probs, "error": s.error, "detections": s.detections, "segmentation": seg}
+                {
+                    "sample_id": s.sample_id,
+                    "label": s.label,
+                    "topk_indices": s.topk_indices,
+                    "topk_probs": s.topk_probs,
+                    "error": s.error,
+                    "detections": s.detections,
+                    "segmentation": seg,
+                }
                 for s, seg in zip(samples, segmentation, strict=True)
             ]
         return EvaluationRecord.model_validate(data)
 
-    def list(
-        self, limit: int = 50, kind: str | None = None, sweep_id: str | None = None
-    ) -> builtins.list[RunSummary]:
+    def list(self, limit: int = 50, kind: str | None = None, sweep_id: str | None = None) -> builtins.list[RunSummary]:
         """Summaries of stored runs, newest first, optionally filtered by kind and sweep."""
         query = select(*_SUMMARY_COLUMNS).order_by(RunRow.created_at.desc(), RunRow.run_id.desc())
         if kind is not None:
@@ -446,8 +483,9 @@ class RunStore:
             rows = session.execute(query.limit(limit)).all()
         return [RunSummary.model_validate(dict(r._mapping)) for r in rows]
 
-    def query_runs(self, filters: RunQuery | None = None, sort: str = "-created_at", page: int = 1,
-                   page_size: int = 50) -> tuple[builtins.list[RunSummary], int]:
+    def query_runs(
+        self, filters: RunQuery | None = None, sort: str = "-created_at", page: int = 1, page_size: int = 50
+    ) -> tuple[builtins.list[RunSummary], int]:
         """One page of the runs matching ``filters`` -> (summaries, total matching). ``sort``: one of
         :data:`SORTS` (ties broken by run id); ``page`` from 1; ``page_size`` 1..500."""
         from repliscope.store.registry import InvalidInputError
@@ -460,13 +498,20 @@ class RunStore:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidInputError(f"page_size {page_size} must be 1..{MAX_PAGE_SIZE}", "page_size")
         if filters.verdict is not None and filters.verdict not in VERDICTS:
-            raise InvalidInputError(f"verdict {filters.verdict!r} is not a verdict (allowed: "
-                                    f"{', '.join(VERDICTS)})", "verdict")
+            raise InvalidInputError(
+                f"verdict {filters.verdict!r} is not a verdict (allowed: {', '.join(VERDICTS)})", "verdict"
+            )
         conditions: builtins.list[Any] = []
-        for value, column in ((filters.model, RunRow.manifest_name), (filters.version, RunRow.manifest_version),
-                              (filters.runtime, RunRow.runtime), (filters.dataset, RunRow.dataset_name),
-                              (filters.framework_version, RunRow.framework_version), (filters.kind, RunRow.kind),
-                              (filters.verdict, RunRow.verdict), (filters.sweep_id, RunRow.sweep_id)):
+        for value, column in (
+            (filters.model, RunRow.manifest_name),
+            (filters.version, RunRow.manifest_version),
+            (filters.runtime, RunRow.runtime),
+            (filters.dataset, RunRow.dataset_name),
+            (filters.framework_version, RunRow.framework_version),
+            (filters.kind, RunRow.kind),
+            (filters.verdict, RunRow.verdict),
+            (filters.sweep_id, RunRow.sweep_id),
+        ):
             if value is not None:
                 conditions.append(column == value)
         if filters.hardware:
@@ -476,8 +521,11 @@ class RunStore:
         if filters.created_to is not None:
             conditions.append(RunRow.created_at < _utc_naive(filters.created_to))
         sort_column = SORT_FIELDS[sort.lstrip("-")]
-        order = ([sort_column.desc(), RunRow.run_id.desc()] if sort.startswith("-")
-                 else [sort_column.asc(), RunRow.run_id.asc()])
+        order = (
+            [sort_column.desc(), RunRow.run_id.desc()]
+            if sort.startswith("-")
+            else [sort_column.asc(), RunRow.run_id.asc()]
+        )
         if sort.lstrip("-") in _NULLABLE_SORTS:  # NULL last on SQLite and PostgreSQL alike
             order[0] = order[0].nulls_last()
         query = select(*_SUMMARY_COLUMNS).where(*conditions).order_by(*order)
@@ -560,8 +608,9 @@ class RunStore:
         with Session(self.engine) as session:
             row = session.get(TraceRow, run_id)
             if row is None and len(run_id) >= MIN_PREFIX:
-                matches = session.scalars(select(TraceRow).where(
-                    TraceRow.run_id.startswith(run_id, autoescape=True)).limit(11)).all()
+                matches = session.scalars(
+                    select(TraceRow).where(TraceRow.run_id.startswith(run_id, autoescape=True)).limit(11)
+                ).all()
                 if len(matches) > 1:
                     names = ", ".join(m.run_id for m in matches[:10])
                     raise StoreError(f"trace id prefix '{run_id}' is ambiguous; candidates: {names}")
@@ -571,21 +620,26 @@ class RunStore:
             data: dict[str, Any] = json.loads(zlib.decompress(row.trace))
         return data
 
-    def _resolve(self, session: Session, run_id: str,
-                 table: type[RunRow] | type[SweepRow] | type[BenchmarkRow] | type[StackMatrixRow] = RunRow,
-                 what: str = "run") -> str:
+    def _resolve(
+        self,
+        session: Session,
+        run_id: str,
+        table: type[RunRow] | type[SweepRow] | type[BenchmarkRow] | type[StackMatrixRow] = RunRow,
+        what: str = "run",
+    ) -> str:
         """Full id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
-        id_col = {RunRow: RunRow.run_id, SweepRow: SweepRow.sweep_id, BenchmarkRow: BenchmarkRow.benchmark_id,
-                  StackMatrixRow: StackMatrixRow.matrix_id}[table]
+        id_col = {
+            RunRow: RunRow.run_id,
+            SweepRow: SweepRow.sweep_id,
+            BenchmarkRow: BenchmarkRow.benchmark_id,
+            StackMatrixRow: StackMatrixRow.matrix_id,
+        }[table]
         if session.get(table, run_id) is not None:
             return run_id
         if len(run_id) < MIN_PREFIX:
             raise StoreError(f"unknown {what} id '{run_id}' (a prefix needs at least {MIN_PREFIX} characters)")
         matches = session.scalars(
-            select(id_col)
-            .where(id_col.startswith(run_id, autoescape=True))
-            .order_by(table.created_at.desc())
-            .limit(11)
+            select(id_col).where(id_col.startswith(run_id, autoescape=True)).order_by(table.created_at.desc()).limit(11)
         ).all()
         if len(matches) == 1:
             return matches[0]
@@ -594,9 +648,7 @@ class RunStore:
             hint = f"; most recent: {', '.join(recent)}" if recent else "; none stored"
             raise StoreError(f"unknown {what} id '{run_id}' in {hide_password(self.url)}{hint}")
         more = " and more" if len(matches) > 10 else ""
-        raise StoreError(
-            f"{what} id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}"
-        )
+        raise StoreError(f"{what} id prefix '{run_id}' is ambiguous; candidates: {', '.join(matches[:10])}{more}")
 
 
 class JobResults(Protocol):
@@ -641,25 +693,40 @@ def _add_record(session: Session, record: EvaluationRecord) -> None:
         raise StoreError(f"run {record.run_id} is already stored; delete it first to replace it")
     session.add(_run_row(record))
     session.flush()
-    samples = [{"run_id": record.run_id, "position": i, **s.model_dump(mode="json", exclude={"segmentation"})}
-               for i, s in enumerate(record.samples)]
+    samples = [
+        {"run_id": record.run_id, "position": i, **s.model_dump(mode="json", exclude={"segmentation"})}
+        for i, s in enumerate(record.samples)
+    ]
     if samples:
         session.execute(insert(SampleRow), samples)
 
 
 def _sweep_row(sweep: SweepResult) -> SweepRow:
-    return SweepRow(sweep_id=sweep.sweep_id, created_at=_utc_naive(sweep.created_at),
-                    manifest_name=sweep.manifest.name, runtime=str(sweep.runtime.get("runtime")),
-                    dataset_identity=str(sweep.dataset.get("identity")), num_variants=len(sweep.variants),
-                    result=sweep.model_dump(mode="json"))
+    return SweepRow(
+        sweep_id=sweep.sweep_id,
+        created_at=_utc_naive(sweep.created_at),
+        manifest_name=sweep.manifest.name,
+        runtime=str(sweep.runtime.get("runtime")),
+        dataset_identity=str(sweep.dataset.get("identity")),
+        num_variants=len(sweep.variants),
+        result=sweep.model_dump(mode="json"),
+    )
 
 
 def _benchmark_row(record: BenchmarkRecord) -> BenchmarkRow:
     blob = zlib.compress(np.asarray(record.latencies_us, dtype="<f4").tobytes(), 6)
     p90 = record.latency.percentiles.get("p90")
-    return BenchmarkRow(benchmark_id=record.benchmark_id, created_at=_utc_naive(record.created_at),
-                        manifest_name=record.manifest.name, runtime=str(record.runtime.get("runtime", "")),
-                        scenario=record.scenario, threads=record.threads, queries=record.queries,
-                        p90_ms=p90.value if p90 else None, throughput=record.throughput_samples_per_second,
-                        matrix_id=record.matrix_id,
-                        record=record.model_dump(mode="json", exclude={"latencies_us"}), latencies=blob)
+    return BenchmarkRow(
+        benchmark_id=record.benchmark_id,
+        created_at=_utc_naive(record.created_at),
+        manifest_name=record.manifest.name,
+        runtime=str(record.runtime.get("runtime", "")),
+        scenario=record.scenario,
+        threads=record.threads,
+        queries=record.queries,
+        p90_ms=p90.value if p90 else None,
+        throughput=record.throughput_samples_per_second,
+        matrix_id=record.matrix_id,
+        record=record.model_dump(mode="json", exclude={"latencies_us"}),
+        latencies=blob,
+    )

@@ -44,8 +44,9 @@ class Task(ABC):
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset) -> list[MetricValue]:
         """The run's metrics (each with its 95 % interval) over the successfully evaluated samples."""
 
-    def evaluate(self, samples: Sequence[SamplePrediction], dataset: Dataset
-                 ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
+    def evaluate(
+        self, samples: Sequence[SamplePrediction], dataset: Dataset
+    ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
         """(:meth:`metrics`, per-class rows or None): what a record stores. Default: no per-class rows."""
         return self.metrics(samples, dataset), None
 
@@ -55,8 +56,9 @@ class Task(ABC):
         return dataset, {}
 
     @abstractmethod
-    def paired(self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
-               dataset: Dataset | None) -> dict[str, Any] | None:
+    def paired(
+        self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction], dataset: Dataset | None
+    ) -> dict[str, Any] | None:
         """Paired statistics of ``variant`` against ``reference`` (same samples, same order) on the samples
         both evaluated; None when there is none. Keys are task-specific and documented by the task."""
 

@@ -30,23 +30,30 @@ class ImageClassification(Task):
         bad = [s for s in dataset.samples if s.label is not None and not 0 <= s.label < num_classes]
         if bad:
             names = ", ".join(f"{s.id} (label {s.label})" for s in bad[:10])
-            raise DatasetError(f"{len(bad)} samples of '{dataset.name}' have labels outside the model's "
-                               f"{num_classes} classes: {names}{' ...' if len(bad) > 10 else ''}")
+            raise DatasetError(
+                f"{len(bad)} samples of '{dataset.name}' have labels outside the model's "
+                f"{num_classes} classes: {names}{' ...' if len(bad) > 10 else ''}"
+            )
 
     def to_samples(self, preds: Predictions, batch: Sequence[Sample], rows: Sequence[int]) -> list[SamplePrediction]:
         """Row ``j``'s top-k indices and scores (``topk`` output) for ``batch[rows[j]]``."""
         if preds.topk_indices is None or preds.topk_scores is None:
             raise RepliscopeError("postprocess must contain a 'topk' op so predictions can be recorded")
         indices, scores = preds.topk_indices.tolist(), preds.topk_scores.tolist()
-        return [SamplePrediction(sample_id=batch[i].id, label=batch[i].label, topk_indices=indices[row],
-                                 topk_probs=scores[row]) for row, i in enumerate(rows)]
+        return [
+            SamplePrediction(
+                sample_id=batch[i].id, label=batch[i].label, topk_indices=indices[row], topk_probs=scores[row]
+            )
+            for row, i in enumerate(rows)
+        ]
 
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset | None = None) -> list[MetricValue]:
         """top1 / top5 (Wilson 95 % intervals) over the labelled, evaluated samples."""
         return compute_metrics(samples)
 
-    def paired(self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
-               dataset: Dataset | None = None) -> dict[str, Any] | None:
+    def paired(
+        self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction], dataset: Dataset | None = None
+    ) -> dict[str, Any] | None:
         """:func:`repliscope.pitfalls.stats.paired_predictions` on records (same samples, same order) as a dict:
         ``n``, ``agreement``, ``flipped``, McNemar ``b``/``c``/``mcnemar_p``, ``ref_top1``/``var_top1``/
         ``delta_top1``/``delta_top5`` over ``n_labelled``, ``failed_only_*``. Records keep only the top-k, so
@@ -58,8 +65,11 @@ class ImageClassification(Task):
         stats = paired_predictions(reference, variant, np.zeros(len(both)), 0.0)
         if stats is None:
             return None
-        diffs = [abs(a.topk_probs[0] - dict(zip(b.topk_indices, b.topk_probs, strict=True))[a.topk_indices[0]])
-                 for a, b in both if a.topk_indices and a.topk_indices[0] in b.topk_indices]
+        diffs = [
+            abs(a.topk_probs[0] - dict(zip(b.topk_indices, b.topk_probs, strict=True))[a.topk_indices[0]])
+            for a, b in both
+            if a.topk_indices and a.topk_indices[0] in b.topk_indices
+        ]
         out = stats.model_dump(exclude={"mean_kl", "max_abs_prob_diff"})
         out["max_abs_top1_prob_diff"] = max(diffs) if diffs else None
         return out

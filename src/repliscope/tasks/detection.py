@@ -21,9 +21,22 @@ from repliscope.manifest.schema import COCO_METRICS, DETECTION_OUTPUT_KINDS
 from repliscope.ops.base import FINAL_BOX_FORMAT, BoxFormat, Predictions
 from repliscope.tasks.base import Task
 
-DETECTION_POST_OPS = ("detections_from_outputs", "anchor_decode", "score_activation", "box_format", "to_source",
-                      "class_map", "score_threshold", "max_detections", "nms", "yolo_decode", "darknet_correct_boxes",
-                      "darknet_nms", "darknet_boxes", "yolo_anchor_free_decode")
+DETECTION_POST_OPS = (
+    "detections_from_outputs",
+    "anchor_decode",
+    "score_activation",
+    "box_format",
+    "to_source",
+    "class_map",
+    "score_threshold",
+    "max_detections",
+    "nms",
+    "yolo_decode",
+    "darknet_correct_boxes",
+    "darknet_nms",
+    "darknet_boxes",
+    "yolo_anchor_free_decode",
+)
 """The post-processing ops a detection manifest may use (registered by :mod:`repliscope.ops.detection`)."""
 CREATING_OPS = ("detections_from_outputs", "anchor_decode", "yolo_decode", "yolo_anchor_free_decode")
 """The ops that create ``Predictions.detections`` from the model outputs."""
@@ -35,10 +48,14 @@ def missing_conversion(fmt: BoxFormat) -> str | None:
     if fmt == FINAL_BOX_FORMAT:
         return None
     if fmt.kind != "xyxy" or fmt.normalized or fmt.one_based:
-        return (f"the postprocess leaves boxes as {fmt.describe()}: add a 'box_format' op (to xyxy 0-based pixels)"
-                f"{' and then to_source' if fmt.space != 'source' else ''}")
-    return (f"the postprocess leaves boxes as {fmt.describe()}: add a 'to_source' op (undo the pre-processing's "
-            "resize / crop / letterbox)")
+        return (
+            f"the postprocess leaves boxes as {fmt.describe()}: add a 'box_format' op (to xyxy 0-based pixels)"
+            f"{' and then to_source' if fmt.space != 'source' else ''}"
+        )
+    return (
+        f"the postprocess leaves boxes as {fmt.describe()}: add a 'to_source' op (undo the pre-processing's "
+        "resize / crop / letterbox)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +82,12 @@ def coverage(categories: dict[int, str], class_names: Sequence[str]) -> Coverage
 
 def keep_categories(dataset: Dataset, categories: dict[int, str]) -> Dataset:
     """``dataset`` with only ``categories`` and the ground-truth objects of those (samples, order kept)."""
-    samples = [s if s.objects is None else dataclasses.replace(
-        s, objects=tuple(o for o in s.objects if o.class_id in categories)) for s in dataset.samples]
+    samples = [
+        s
+        if s.objects is None
+        else dataclasses.replace(s, objects=tuple(o for o in s.objects if o.class_id in categories))
+        for s in dataset.samples
+    ]
     return dataclasses.replace(dataset, samples=samples, categories=dict(categories), _identity=None)
 
 
@@ -78,10 +99,11 @@ def categories_left_out_line(dataset: dict[str, Any]) -> str | None:
         return None
     kept = dataset.get("categories_evaluated") or []
     names = ", ".join(str(n) for _, n in left[:8]) + (" ..." if len(left) > 8 else "")
-    return (f"scored on {len(kept)} of {len(kept) + len(left)} dataset categories, the ones the model's labels name "
-            f"({', '.join(f'{c} {n}' for c, n in kept)}); {len(left)} left out with their "
-            f"{dataset.get('objects_left_out', 0)} ground-truth boxes: {names}")
-
+    return (
+        f"scored on {len(kept)} of {len(kept) + len(left)} dataset categories, the ones the model's labels name "
+        f"({', '.join(f'{c} {n}' for c, n in kept)}); {len(left)} left out with their "
+        f"{dataset.get('objects_left_out', 0)} ground-truth boxes: {names}"
+    )
 
 
 class ObjectDetection(Task):
@@ -98,21 +120,26 @@ class ObjectDetection(Task):
         the model detects (:func:`coverage`: the others are left out of the evaluation, and said so)."""
         missing = [s.id for s in dataset.samples if s.objects is None]
         if missing:
-            raise DatasetError(f"dataset '{dataset.name}' has no box annotations ({len(missing)} of "
-                               f"{len(dataset.samples)} samples, e.g. {missing[0]}): {DATASET_HINT}")
+            raise DatasetError(
+                f"dataset '{dataset.name}' has no box annotations ({len(missing)} of "
+                f"{len(dataset.samples)} samples, e.g. {missing[0]}): {DATASET_HINT}"
+            )
         if not dataset.categories or class_names is None:
             return
         used = sorted({o.class_id for s in dataset.samples for o in s.objects or ()})
         unknown = [c for c in used if c not in dataset.categories]
         if unknown:
-            raise DatasetError(f"dataset '{dataset.name}' annotates category ids {unknown} it does not list in its "
-                               f"categories")
+            raise DatasetError(
+                f"dataset '{dataset.name}' annotates category ids {unknown} it does not list in its categories"
+            )
         if not coverage(dataset.categories, class_names).evaluated:
             shown = [f"{c} '{n}'" for c, n in sorted(dataset.categories.items())]
-            raise DatasetError(f"the model detects none of the categories of dataset '{dataset.name}' "
-                               f"({', '.join(shown[:10])}{' ...' if len(shown) > 10 else ''}; the manifest's labels: "
-                               f"{', '.join(class_names[:5])}{', ...' if len(class_names) > 5 else ''}): the labels "
-                               "must name the dataset categories the model detects")
+            raise DatasetError(
+                f"the model detects none of the categories of dataset '{dataset.name}' "
+                f"({', '.join(shown[:10])}{' ...' if len(shown) > 10 else ''}; the manifest's labels: "
+                f"{', '.join(class_names[:5])}{', ...' if len(class_names) > 5 else ''}): the labels "
+                "must name the dataset categories the model detects"
+            )
 
     def restrict(self, dataset: Dataset, class_names: Sequence[str] | None) -> tuple[Dataset, dict[str, Any]]:
         """``dataset`` scored on the categories the model detects (COCOeval's ``params.catIds``): categories
@@ -122,22 +149,28 @@ class ObjectDetection(Task):
         if not dataset.categories or class_names is None:
             return dataset, {}
         cov = coverage(dataset.categories, class_names)
-        note: dict[str, Any] = {"categories_evaluated": [[c, n] for c, n in cov.evaluated.items()],
-                                "categories_left_out": [[c, n] for c, n in cov.left_out.items()]}
+        note: dict[str, Any] = {
+            "categories_evaluated": [[c, n] for c, n in cov.evaluated.items()],
+            "categories_left_out": [[c, n] for c, n in cov.left_out.items()],
+        }
         if not cov.left_out:
             return dataset, note
-        note["objects_left_out"] = sum(1 for s in dataset.samples for o in s.objects or ()
-                                       if o.class_id not in cov.evaluated)
+        note["objects_left_out"] = sum(
+            1 for s in dataset.samples for o in s.objects or () if o.class_id not in cov.evaluated
+        )
         return keep_categories(dataset, cov.evaluated), note
 
     def to_samples(self, preds: Predictions, batch: Sequence[Sample], rows: Sequence[int]) -> list[SamplePrediction]:
         """Row ``j``'s boxes for ``batch[rows[j]]``, best score first (stable: ties keep the model's order)."""
         if preds.detections is None:
-            raise RepliscopeError(f"the postprocess made no detections: start it with one of {', '.join(CREATING_OPS)}"
-                                  " (boxes from the model outputs)")
+            raise RepliscopeError(
+                f"the postprocess made no detections: start it with one of {', '.join(CREATING_OPS)}"
+                " (boxes from the model outputs)"
+            )
         if len(preds.detections) != len(rows):
-            raise RepliscopeError(f"the postprocess made detections for {len(preds.detections)} images, the batch "
-                                  f"has {len(rows)}")
+            raise RepliscopeError(
+                f"the postprocess made detections for {len(preds.detections)} images, the batch has {len(rows)}"
+            )
         out = []
         for row, i in enumerate(rows):
             boxes = preds.detections[row]
@@ -148,8 +181,10 @@ class ObjectDetection(Task):
             order = np.argsort(-scores, kind="stable")
             xyxy = np.asarray(boxes.boxes, dtype=np.float32).reshape(-1, 4)[order].tolist()
             classes = np.asarray(boxes.classes).reshape(-1)[order].tolist()
-            found = [Detection(box=b, score=s, class_id=int(c))
-                     for b, s, c in zip(xyxy, scores[order].tolist(), classes, strict=True)]
+            found = [
+                Detection(box=b, score=s, class_id=int(c))
+                for b, s, c in zip(xyxy, scores[order].tolist(), classes, strict=True)
+            ]
             out.append(SamplePrediction(sample_id=batch[i].id, label=batch[i].label, detections=found))
         return out
 
@@ -158,8 +193,9 @@ class ObjectDetection(Task):
         over images (:func:`repliscope.metrics.coco.coco_metrics`); failed samples are left out."""
         return self.evaluate(samples, dataset)[0]
 
-    def evaluate(self, samples: Sequence[SamplePrediction], dataset: Dataset
-                 ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
+    def evaluate(
+        self, samples: Sequence[SamplePrediction], dataset: Dataset
+    ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
         """The metrics and, per category, ``class_id``, ``name``, ``ap``, ``ar`` (AR@100), ``n_objects``,
         ``n_detections`` (:class:`repliscope.metrics.coco.ClassScore`), from one COCO evaluation."""
         from repliscope.metrics.coco import evaluate_coco
@@ -167,8 +203,9 @@ class ObjectDetection(Task):
         ev = evaluate_coco(list(samples), dataset)
         return ev.metrics, [dataclasses.asdict(c) for c in ev.per_class]
 
-    def paired(self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
-               dataset: Dataset | None) -> dict[str, Any] | None:
+    def paired(
+        self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction], dataset: Dataset | None
+    ) -> dict[str, Any] | None:
         """Unit evaluation of ``variant`` against ``reference``'s detections
         (:func:`repliscope.units.detection_paired`: matched fraction, IoU, offsets); None when no sample was
         evaluated by both."""

@@ -30,23 +30,35 @@ if TYPE_CHECKING:
     from repliscope.manifest.schema import Manifest
     from repliscope.ops.base import PostOp
 
-SEGMENTATION_POST_OPS = ("mask_from_outputs", "mask_activation", "mask_minmax", "mask_resize", "mask_argmax",
-                         "mask_threshold", "mask_label_offset", "mask_void")
+SEGMENTATION_POST_OPS = (
+    "mask_from_outputs",
+    "mask_activation",
+    "mask_minmax",
+    "mask_resize",
+    "mask_argmax",
+    "mask_threshold",
+    "mask_label_offset",
+    "mask_void",
+)
 """The post-processing ops a segmentation manifest may use (registered by :mod:`repliscope.ops.segmentation`)."""
 BACKGROUND = "background"
 MAX_RLE_CHARS = 60_000
 """A sample keeps its two label maps as RLE text up to this many characters (else only the counts)."""
-DATASET_HINT = ("evaluate a segmentation manifest on coco:PATH (masks from the instance segmentations) or "
-                "voc_seg:PATH (SegmentationClass/ PNGs and a class map)")
+DATASET_HINT = (
+    "evaluate a segmentation manifest on coco:PATH (masks from the instance segmentations) or "
+    "voc_seg:PATH (SegmentationClass/ PNGs and a class map)"
+)
 LISTED = 20
 
 
 def background_index(class_names: Sequence[str]) -> int:
     """The index of the ``background`` label; DatasetError when the labels have none."""
     if BACKGROUND not in class_names:
-        raise DatasetError(f"the manifest's labels have no '{BACKGROUND}' class ({', '.join(class_names[:5])}"
-                           f"{', ...' if len(class_names) > 5 else ''}): a segmentation model's labels must name the "
-                           "class of the pixels no dataset category covers 'background'")
+        raise DatasetError(
+            f"the manifest's labels have no '{BACKGROUND}' class ({', '.join(class_names[:5])}"
+            f"{', ...' if len(class_names) > 5 else ''}): a segmentation model's labels must name the "
+            "class of the pixels no dataset category covers 'background'"
+        )
     return list(class_names).index(BACKGROUND)
 
 
@@ -147,18 +159,22 @@ class SemanticSegmentation(Task):
         categories are known, at least one of them must be a model class."""
         missing = [s.id for s in dataset.samples if s.mask is None]
         if missing:
-            raise DatasetError(f"dataset '{dataset.name}' has no segmentation masks ({len(missing)} of "
-                               f"{len(dataset.samples)} samples, e.g. {missing[0]}): {DATASET_HINT}")
+            raise DatasetError(
+                f"dataset '{dataset.name}' has no segmentation masks ({len(missing)} of "
+                f"{len(dataset.samples)} samples, e.g. {missing[0]}): {DATASET_HINT}"
+            )
         if class_names is None:
             return
         background_index(class_names)
         categories = dataset.samples[0].mask.categories if dataset.samples else {}  # type: ignore[union-attr]
         if categories and not ClassMapping.of(categories, class_names).keep:
             shown = [f"{c} '{n}'" for c, n in sorted(categories.items())]
-            raise DatasetError(f"no category of dataset '{dataset.name}' ({', '.join(shown[:10])}"
-                               f"{' ...' if len(shown) > 10 else ''}) is a class of the model (labels: "
-                               f"{', '.join(class_names[:6])}{', ...' if len(class_names) > 6 else ''}): the labels "
-                               "must name the dataset categories the model segments")
+            raise DatasetError(
+                f"no category of dataset '{dataset.name}' ({', '.join(shown[:10])}"
+                f"{' ...' if len(shown) > 10 else ''}) is a class of the model (labels: "
+                f"{', '.join(class_names[:6])}{', ...' if len(class_names) > 6 else ''}): the labels "
+                "must name the dataset categories the model segments"
+            )
 
     def restrict(self, dataset: Dataset, class_names: Sequence[str] | None) -> tuple[Dataset, dict[str, Any]]:
         """``dataset`` with ``categories`` = the model's classes (index -> name: what the metrics are per), and
@@ -168,9 +184,11 @@ class SemanticSegmentation(Task):
             return dataset, {}
         categories = dataset.samples[0].mask.categories if dataset.samples and dataset.samples[0].mask else {}
         mapping = ClassMapping.of(categories, class_names)
-        note = {"categories_evaluated": [[c, n] for c, n in sorted(categories.items()) if c in mapping.keep],
-                "categories_as_background": [[c, n] for c, n in sorted(categories.items()) if c not in mapping.keep],
-                "segmentation_classes": list(class_names)}
+        note = {
+            "categories_evaluated": [[c, n] for c, n in sorted(categories.items()) if c in mapping.keep],
+            "categories_as_background": [[c, n] for c, n in sorted(categories.items()) if c not in mapping.keep],
+            "segmentation_classes": list(class_names),
+        }
         scored = dataclasses.replace(dataset, categories=dict(enumerate(class_names)), _identity=None)
         return scored, note
 
@@ -185,8 +203,11 @@ class SemanticSegmentation(Task):
 
     def _one(self, m: MaskMap, sample: Sample) -> SamplePrediction:
         if m.labels is None or m.space != "source":
-            what = "scores, not labels: add mask_argmax or mask_threshold" if m.labels is None else \
-                "labels in the model output's grid: add mask_resize (onto the decoded image)"
+            what = (
+                "scores, not labels: add mask_argmax or mask_threshold"
+                if m.labels is None
+                else "labels in the model output's grid: add mask_resize (onto the decoded image)"
+            )
             raise RepliscopeError(f"the postprocess leaves {what}")
         if m.class_names is None:
             raise RepliscopeError("mask_from_outputs was built without the manifest's labels")
@@ -197,39 +218,57 @@ class SemanticSegmentation(Task):
             mapping = ClassMapping.of(sample.mask.categories, m.class_names)
             raw = sample.mask.read(mapping.keep)
             if raw.shape != m.labels.shape:
-                raise SampleError(f"the ground-truth mask is {raw.shape[1]}x{raw.shape[0]} (width x height), the "
-                                  f"image {m.labels.shape[1]}x{m.labels.shape[0]}")
+                raise SampleError(
+                    f"the ground-truth mask is {raw.shape[1]}x{raw.shape[0]} (width x height), the "
+                    f"image {m.labels.shape[1]}x{m.labels.shape[0]}"
+                )
             objects = sample.mask.instances(mapping.keep)
             truth, unknown = mapping.to_model(raw)
             if m.void_as_background:
                 truth = np.where(truth < 0, mapping.background, truth).astype(np.int32)
             if unknown:
-                raise SampleError(f"the ground-truth mask holds class ids {unknown} that the dataset's class map "
-                                  f"does not list (listed: {sorted(sample.mask.categories)[:30]}, {VOID} = void)")
+                raise SampleError(
+                    f"the ground-truth mask holds class ids {unknown} that the dataset's class map "
+                    f"does not list (listed: {sorted(sample.mask.categories)[:30]}, {VOID} = void)"
+                )
         except SampleError as exc:
             return SamplePrediction(sample_id=sample.id, label=sample.label, error=str(exc))
         counts = confusion_of(truth, m.labels, k)
         nz = np.argwhere(counts > 0)
         void = truth < 0
-        predicted = rle_of(m.labels, range(k + 1) if (m.labels >= k).any() or (m.labels < 0).any() else range(k),
-                           {str(k): (m.labels >= k) | (m.labels < 0)} if ((m.labels >= k) | (m.labels < 0)).any()
-                           else None)
+        predicted = rle_of(
+            m.labels,
+            range(k + 1) if (m.labels >= k).any() or (m.labels < 0).any() else range(k),
+            {str(k): (m.labels >= k) | (m.labels < 0)} if ((m.labels >= k) | (m.labels < 0)).any() else None,
+        )
         truth_rle = rle_of(truth, range(k), {"void": void} if void.any() else None)
         small = sum(len(v) for v in predicted.values()) + sum(len(v) for v in truth_rle.values()) <= MAX_RLE_CHARS
-        instances = None if objects is None else [
-            [mapping.lookup[c], int(obj.sum()), int((m.labels[obj] == mapping.lookup[c]).sum())]
-            for c, obj in objects if obj.shape == m.labels.shape]
-        seg = SegmentationSample(size_hw=(int(m.labels.shape[0]), int(m.labels.shape[1])), num_classes=k,
-                                 confusion=[[int(t), int(p), int(counts[t, p])] for t, p in nz],
-                                 void_pixels=int(void.sum()), predicted=predicted if small else None,
-                                 truth=truth_rle if small else None, instances=instances)
+        instances = (
+            None
+            if objects is None
+            else [
+                [mapping.lookup[c], int(obj.sum()), int((m.labels[obj] == mapping.lookup[c]).sum())]
+                for c, obj in objects
+                if obj.shape == m.labels.shape
+            ]
+        )
+        seg = SegmentationSample(
+            size_hw=(int(m.labels.shape[0]), int(m.labels.shape[1])),
+            num_classes=k,
+            confusion=[[int(t), int(p), int(counts[t, p])] for t, p in nz],
+            void_pixels=int(void.sum()),
+            predicted=predicted if small else None,
+            truth=truth_rle if small else None,
+            instances=instances,
+        )
         return SamplePrediction(sample_id=sample.id, label=sample.label, segmentation=seg)
 
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset) -> list[MetricValue]:
         return self.evaluate(samples, dataset)[0]
 
-    def evaluate(self, samples: Sequence[SamplePrediction], dataset: Dataset
-                 ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
+    def evaluate(
+        self, samples: Sequence[SamplePrediction], dataset: Dataset
+    ) -> tuple[list[MetricValue], list[dict[str, Any]] | None]:
         """mIoU, fwIoU, pixel accuracy with 95 % bootstrap intervals over the evaluated images, and per class
         IoU (:func:`repliscope.metrics.segmentation.evaluate_confusions`); failed samples are left out."""
         from repliscope.metrics.segmentation import evaluate_confusions
@@ -243,8 +282,9 @@ class SemanticSegmentation(Task):
         ev = evaluate_confusions(np.stack([dense(s) for s in ok if s is not None]), names)
         return ev.metrics, ev.per_class
 
-    def paired(self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
-               dataset: Dataset | None) -> dict[str, Any] | None:
+    def paired(
+        self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction], dataset: Dataset | None
+    ) -> dict[str, Any] | None:
         """On the samples both evaluated: ``n_samples``; ``miou_reference`` / ``miou_variant``, ``delta_miou`` and
         its paired bootstrap interval ``delta_miou_ci_low`` / ``_high`` (``replicates``, ``seed``); with both
         runs' masks kept: ``pixel_agreement`` (fraction of scored pixels with the same label), ``flipped_images``
@@ -264,8 +304,10 @@ class SemanticSegmentation(Task):
         out: dict[str, Any] = {"n_samples": len(both), **paired_delta(ref, var)}
         same = agree = total = 0
         flipped = []
-        masks = all(r.segmentation.predicted is not None and v.segmentation.predicted is not None  # type: ignore[union-attr]
-                    for r, v in both)
+        masks = all(
+            r.segmentation.predicted is not None and v.segmentation.predicted is not None  # type: ignore[union-attr]
+            for r, v in both
+        )
         for r, v in both:
             rs, vs = r.segmentation, v.segmentation
             assert rs is not None and vs is not None
@@ -280,8 +322,14 @@ class SemanticSegmentation(Task):
             same += not differs
             if differs:
                 flipped.append(r.sample_id)
-        out.update({"pixel_agreement": agree / total if masks and total else None, "flipped_images": len(flipped),
-                    "flipped_ids": flipped[:LISTED], "masks_compared": masks})
+        out.update(
+            {
+                "pixel_agreement": agree / total if masks and total else None,
+                "flipped_images": len(flipped),
+                "flipped_ids": flipped[:LISTED],
+                "masks_compared": masks,
+            }
+        )
         return out
 
 
@@ -293,57 +341,105 @@ def check_postprocess(m: Manifest, post: Sequence[PostOp]) -> list[tuple[str, tu
     errors: list[tuple[str, tuple[str | int, ...]]] = []
     names = [op.name for op in post]
     if not names or names[0] != "mask_from_outputs":
-        return [("a segmentation postprocess starts with mask_from_outputs (the model output to read)",
-                 ("postprocess",))]
+        return [
+            ("a segmentation postprocess starts with mask_from_outputs (the model output to read)", ("postprocess",))
+        ]
     first = post[0].params
     outputs = {o.name: o for o in m.outputs}
     out = outputs.get(first.output)  # type: ignore[attr-defined]
     if out is None:
-        errors.append((f"output '{first.output}' is not one of the manifest's outputs "  # type: ignore[attr-defined]
-                       f"({', '.join(outputs)})", ("postprocess", 0, "output")))
+        errors.append(
+            (
+                f"output '{first.output}' is not one of the manifest's outputs "  # type: ignore[attr-defined]
+                f"({', '.join(outputs)})",
+                ("postprocess", 0, "output"),
+            )
+        )
     elif first.activated != (out.kind == "mask_probabilities"):  # type: ignore[attr-defined]
-        errors.append((f"output '{out.name}' is of kind {out.kind}: activated must be "
-                       f"{str(out.kind == 'mask_probabilities').lower()}", ("postprocess", 0, "activated")))
+        errors.append(
+            (
+                f"output '{out.name}' is of kind {out.kind}: activated must be "
+                f"{str(out.kind == 'mask_probabilities').lower()}",
+                ("postprocess", 0, "activated"),
+            )
+        )
     elif first.labels != (out.kind == "mask_labels"):  # type: ignore[attr-defined]
-        errors.append((f"output '{out.name}' is of kind {out.kind}: labels must be "
-                       f"{str(out.kind == 'mask_labels').lower()}", ("postprocess", 0, "labels")))
+        errors.append(
+            (
+                f"output '{out.name}' is of kind {out.kind}: labels must be {str(out.kind == 'mask_labels').lower()}",
+                ("postprocess", 0, "labels"),
+            )
+        )
     labelers = [i for i, n in enumerate(names) if n in ("mask_argmax", "mask_threshold")]
     resizes = [i for i, n in enumerate(names) if n == "mask_resize"]
     if first.labels:  # type: ignore[attr-defined]
-        errors.extend((f"the output is a label map already (labels: true): {names[i]} takes scores",
-                       ("postprocess", i)) for i, n in enumerate(names)
-                      if n in ("mask_argmax", "mask_threshold", "mask_activation", "mask_minmax"))
+        errors.extend(
+            (f"the output is a label map already (labels: true): {names[i]} takes scores", ("postprocess", i))
+            for i, n in enumerate(names)
+            if n in ("mask_argmax", "mask_threshold", "mask_activation", "mask_minmax")
+        )
         labelers = [0]
     if len(labelers) != 1:
-        errors.append(("the postprocess needs exactly one mask_argmax or mask_threshold (labels per pixel), has "
-                       f"{len(labelers)}", ("postprocess",)))
+        errors.append(
+            (
+                "the postprocess needs exactly one mask_argmax or mask_threshold (labels per pixel), has "
+                f"{len(labelers)}",
+                ("postprocess",),
+            )
+        )
     if len(resizes) != 1:
-        errors.append(("the postprocess needs exactly one mask_resize (the labels onto the decoded image), has "
-                       f"{len(resizes)}", ("postprocess",)))
+        errors.append(
+            (
+                "the postprocess needs exactly one mask_resize (the labels onto the decoded image), has "
+                f"{len(resizes)}",
+                ("postprocess",),
+            )
+        )
     k = m.labels.num_classes
     for i, op in enumerate(post):
         p = op.params
         if op.name == "mask_threshold":
             for key in ("foreground", "background"):
                 if getattr(p, key) >= k:
-                    errors.append((f"{key} {getattr(p, key)} is not a class index (labels.num_classes is {k})",
-                                   ("postprocess", i, key)))
+                    errors.append(
+                        (
+                            f"{key} {getattr(p, key)} is not a class index (labels.num_classes is {k})",
+                            ("postprocess", i, key),
+                        )
+                    )
         if op.name == "mask_activation" and first.activated:  # type: ignore[attr-defined]
-            errors.append(("the maps are probabilities already (activated: true): the activation would be applied "
-                           "twice", ("postprocess", i)))
+            errors.append(
+                (
+                    "the maps are probabilities already (activated: true): the activation would be applied twice",
+                    ("postprocess", i),
+                )
+            )
         if op.name == "mask_resize":
             if labelers and labelers[0] < i and p.method != "nearest":  # type: ignore[attr-defined]
-                errors.append(("mask_resize after the labels are made must use method nearest (class indices are "
-                               "not interpolated)", ("postprocess", i, "method")))
+                errors.append(
+                    (
+                        "mask_resize after the labels are made must use method nearest (class indices are "
+                        "not interpolated)",
+                        ("postprocess", i, "method"),
+                    )
+                )
             size = getattr(p, "input_size", None)
             spec = m.inputs[0]
             hw = spec.shape[1:3] if spec.layout == "NHWC" else spec.shape[2:4]
             if size is not None and all(d > 0 for d in hw) and list(size) != list(hw):
-                errors.append((f"input_size {size} is not the model input's [height, width] {list(hw)}",
-                               ("postprocess", i, "input_size")))
+                errors.append(
+                    (
+                        f"input_size {size} is not the model input's [height, width] {list(hw)}",
+                        ("postprocess", i, "input_size"),
+                    )
+                )
     if out is not None and "mask_argmax" in names and out.shape and out.layout in ("NHWC", "NCHW"):
         c = out.shape[-1] if out.layout == "NHWC" else out.shape[1]
         if c not in (-1, k):
-            errors.append((f"output '{out.name}' has {c} class channels, labels.num_classes is {k}",
-                           ("outputs", list(outputs).index(out.name), "shape")))
+            errors.append(
+                (
+                    f"output '{out.name}' has {c} class channels, labels.num_classes is {k}",
+                    ("outputs", list(outputs).index(out.name), "shape"),
+                )
+            )
     return errors

@@ -72,8 +72,10 @@ def compare_named(
     """
     problems: list[str] = []
     if len(expected) != len(actual):
-        problems.append(f"{len(expected)} output tensors ({_names(expected)}) in {expected_label}, "
-                        f"{len(actual)} ({_names(actual)}) in {actual_label}")
+        problems.append(
+            f"{len(expected)} output tensors ({_names(expected)}) in {expected_label}, "
+            f"{len(actual)} ({_names(actual)}) in {actual_label}"
+        )
     for (name, exp_value), (act_name, act_value) in zip(expected, actual, strict=False):
         exp, act = to_numpy(exp_value), to_numpy(act_value)
         line = compare_arrays(exp, act, atol=atol, rtol=rtol, exact=exact)
@@ -114,15 +116,18 @@ def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, atol: float, rto
     parts = [f"{bad} of {ok.size} elements {what}"]
     if finite_bad.any():
         where = np.unravel_index(int(np.argmax(np.where(finite_bad, diff, -1.0))), diff.shape)
-        parts.append(f"max abs diff {diff[where]:.3g} at {_index(where)} "
-                     f"(expected {exp64[where]:.7g}, got {act64[where]:.7g})")
+        parts.append(
+            f"max abs diff {diff[where]:.3g} at {_index(where)} (expected {exp64[where]:.7g}, got {act64[where]:.7g})"
+        )
         finite_rel = rel[np.isfinite(rel)]
         if finite_rel.size and finite_rel.max() > 0:
             parts.append(f"max rel diff {float(finite_rel.max()):.3g}")
     if nonfinite_bad.any():
         where = np.unravel_index(int(np.argmax(nonfinite_bad)), diff.shape)
-        parts.append(f"{int(nonfinite_bad.sum())} NaN/Inf mismatch(es), first at {_index(where)} "
-                     f"(expected {exp64[where]:.7g}, got {act64[where]:.7g})")
+        parts.append(
+            f"{int(nonfinite_bad.sum())} NaN/Inf mismatch(es), first at {_index(where)} "
+            f"(expected {exp64[where]:.7g}, got {act64[where]:.7g})"
+        )
     return "; ".join(parts)
 
 

@@ -82,8 +82,9 @@ def assert_output_shape(
     else:
         wanted = [(name, shape) for (name, _), shape in zip(named, expected_shape, strict=False)]  # type: ignore[misc]
         if len(expected_shape) != len(named):
-            problems.append(f"{len(expected_shape)} shapes expected, the model returned {len(named)} output "
-                            f"tensors: {listing}")
+            problems.append(
+                f"{len(expected_shape)} shapes expected, the model returned {len(named)} output tensors: {listing}"
+            )
     actual = dict(named)
     for name, shape in wanted:
         if name not in actual:
@@ -148,8 +149,10 @@ def assert_gradients_flow(
         output = model(*args)
         loss = loss_fn(output) if loss_fn is not None else _projection_loss(output, seed)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise AssertionError(f"assert_gradients_flow: loss_fn must return a scalar tensor, got "
-                                 f"{type(loss).__name__} {tuple(getattr(loss, 'shape', ()))}")
+            raise AssertionError(
+                f"assert_gradients_flow: loss_fn must return a scalar tensor, got "
+                f"{type(loss).__name__} {tuple(getattr(loss, 'shape', ()))}"
+            )
         if loss.requires_grad:
             loss.reshape(()).backward()
         params = [(f"parameter '{n}'", p) for n, p in model.named_parameters() if p.requires_grad]
@@ -159,17 +162,23 @@ def assert_gradients_flow(
             if not _ignored(label, patterns) and (why := _gradient_problem(torch, t.grad))
         ]
     bad_inputs = sum(p.startswith("input ") for p in problems)
-    summary = (f"{len(problems) - bad_inputs} of {len(params)} trainable parameters and {bad_inputs} of "
-               f"{len(checked_inputs)} floating inputs got no usable gradient")
+    summary = (
+        f"{len(problems) - bad_inputs} of {len(params)} trainable parameters and {bad_inputs} of "
+        f"{len(checked_inputs)} floating inputs got no usable gradient"
+    )
     if problems and not loss.requires_grad:
-        problems.insert(0, "the loss does not require grad at all: every output is detached from the "
-                           "parameters and inputs (a torch.no_grad()/inference_mode block or .detach() in forward?)")
-    hint = ("If a tensor is meant to get no gradient, freeze it (requires_grad_(False)) or pass "
-            "ignore=['name or glob'].")
+        problems.insert(
+            0,
+            "the loss does not require grad at all: every output is detached from the "
+            "parameters and inputs (a torch.no_grad()/inference_mode block or .detach() in forward?)",
+        )
+    hint = "If a tensor is meant to get no gradient, freeze it (requires_grad_(False)) or pass ignore=['name or glob']."
     if sampling and any("exactly zero" in p for p in problems):
-        hint += (" In train mode, dropout or stochastic depth can zero a whole branch for every sample of a small "
-                 "batch (EfficientNet's drop_connect does at batch 2 for some seeds): if train=False or another "
-                 f"seed (now {seed}) passes, the branch is connected.")
+        hint += (
+            " In train mode, dropout or stochastic depth can zero a whole branch for every sample of a small "
+            "batch (EfficientNet's drop_connect does at batch 2 for some seeds): if train=False or another "
+            f"seed (now {seed}) passes, the branch is connected."
+        )
     _raise_if("assert_gradients_flow", problems, summary=summary, hint=hint)
 
 
@@ -186,8 +195,11 @@ def _gradient_problem(torch: Any, grad: torch.Tensor | None) -> str:
 
 def _projection_loss(output: Any, seed: int) -> torch.Tensor:
     torch = _torch()
-    leaves = [t for _, t in flatten_outputs(output)
-              if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())]
+    leaves = [
+        t
+        for _, t in flatten_outputs(output)
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+    ]
     if not leaves:
         raise AssertionError("assert_gradients_flow: the model returned no floating-point tensor; pass loss_fn")
     generator = torch.Generator().manual_seed(seed)
@@ -227,16 +239,20 @@ def assert_state_dict_roundtrip(
     try:
         state = torch.load(buffer, weights_only=True)
     except Exception as exc:
-        raise AssertionError(f"assert_state_dict_roundtrip: the state_dict does not load with weights_only=True "
-                             f"(it holds objects other than tensors and plain containers): {exc}") from exc
+        raise AssertionError(
+            f"assert_state_dict_roundtrip: the state_dict does not load with weights_only=True "
+            f"(it holds objects other than tensors and plain containers): {exc}"
+        ) from exc
     fresh = factory()
     result = fresh.load_state_dict(state, strict=False)
     problems = [f"missing key '{k}' (in the fresh model, not in the saved state_dict)" for k in result.missing_keys]
-    problems += [f"unexpected key '{k}' (saved, but the fresh model has no such entry)"
-                 for k in result.unexpected_keys]
+    problems += [f"unexpected key '{k}' (saved, but the fresh model has no such entry)" for k in result.unexpected_keys]
     if problems:
-        _raise_if("assert_state_dict_roundtrip", problems,
-                  hint="Does factory() build the same architecture (same config) as the model under test?")
+        _raise_if(
+            "assert_state_dict_roundtrip",
+            problems,
+            hint="Does factory() build the same architecture (same config) as the model under test?",
+        )
     anchor = next(itertools.chain(model.parameters(), model.buffers()), None)
     if anchor is not None:
         fresh.to(anchor.device)
@@ -248,19 +264,29 @@ def assert_state_dict_roundtrip(
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             actual = fresh(*args)
-    problems = compare_named(flatten_outputs(expected), flatten_outputs(actual), exact=True,
-                             expected_label="the original", actual_label="the reloaded model")
+    problems = compare_named(
+        flatten_outputs(expected),
+        flatten_outputs(actual),
+        exact=True,
+        expected_label="the original",
+        actual_label="the reloaded model",
+    )
     if problems:
         saved = set(state)
         fresh_buffers = dict(fresh.named_buffers())
         for name, value in model.named_buffers():
             other = fresh_buffers.get(name)
             if name not in saved and (other is None or other.shape != value.shape or not torch.equal(other, value)):
-                problems.append(f"buffer '{name}' is not in the state_dict (persistent=False) and differs "
-                                "in the fresh model: likely cause")
-    _raise_if("assert_state_dict_roundtrip", problems,
-              hint="Everything forward() reads must be a parameter or a persistent buffer, or be rebuilt "
-                   "identically by the constructor.")
+                problems.append(
+                    f"buffer '{name}' is not in the state_dict (persistent=False) and differs "
+                    "in the fresh model: likely cause"
+                )
+    _raise_if(
+        "assert_state_dict_roundtrip",
+        problems,
+        hint="Everything forward() reads must be a parameter or a persistent buffer, or be rebuilt "
+        "identically by the constructor.",
+    )
 
 
 def assert_onnx_roundtrip(
@@ -298,27 +324,43 @@ def assert_onnx_roundtrip(
             try:
                 with _quiet_torch():
                     if dynamo:
-                        torch.onnx.export(model, args, str(target), dynamo=True, opset_version=opset,
-                                          external_data=False, optimize=True, verbose=False)
+                        torch.onnx.export(
+                            model,
+                            args,
+                            str(target),
+                            dynamo=True,
+                            opset_version=opset,
+                            external_data=False,
+                            optimize=True,
+                            verbose=False,
+                        )
                     else:
                         torch.onnx.export(model, args, str(target), dynamo=False, opset_version=opset)
             except Exception as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                raise AssertionError(f"assert_onnx_roundtrip: torch.onnx.export(dynamo={dynamo}, opset={opset}) "
-                                     f"failed: {type(exc).__name__}: {first}") from exc
+                raise AssertionError(
+                    f"assert_onnx_roundtrip: torch.onnx.export(dynamo={dynamo}, opset={opset}) "
+                    f"failed: {type(exc).__name__}: {first}"
+                ) from exc
         session = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
         feeds = session.get_inputs()
         if len(feeds) != len(tensors):
-            raise AssertionError(f"assert_onnx_roundtrip: the ONNX graph has {len(feeds)} inputs "
-                                 f"({', '.join(f.name for f in feeds)}) but {len(tensors)} tensors were given; "
-                                 "an input the graph dropped is unused by the model")
+            raise AssertionError(
+                f"assert_onnx_roundtrip: the ONNX graph has {len(feeds)} inputs "
+                f"({', '.join(f.name for f in feeds)}) but {len(tensors)} tensors were given; "
+                "an input the graph dropped is unused by the model"
+            )
         outputs = session.run(None, {f.name: to_numpy(t) for f, t in zip(feeds, tensors, strict=True)})
     expected_named = [(n, v) for n, v in flatten_outputs(expected) if isinstance(v, torch.Tensor)]
     actual_named = [(meta.name, value) for meta, value in zip(session.get_outputs(), outputs, strict=True)]
-    problems = compare_named(expected_named, actual_named, atol=atol, rtol=rtol,
-                             expected_label="torch", actual_label="onnxruntime")
-    _raise_if("assert_onnx_roundtrip", problems, hint="Find the first diverging layer with "
-              "`repliscope diff MANIFEST --runtimes torch onnxruntime --layers`.")
+    problems = compare_named(
+        expected_named, actual_named, atol=atol, rtol=rtol, expected_label="torch", actual_label="onnxruntime"
+    )
+    _raise_if(
+        "assert_onnx_roundtrip",
+        problems,
+        hint="Find the first diverging layer with `repliscope diff MANIFEST --runtimes torch onnxruntime --layers`.",
+    )
 
 
 def assert_keras_roundtrip(
@@ -345,17 +387,20 @@ def assert_keras_roundtrip(
     _raise_if("assert_keras_roundtrip", problems)
 
 
-def _keras_roundtrip_problems(keras: Any, keras_model: Any, example_inputs: Any, atol: float, rtol: float,
-                              custom_objects: dict[str, Any] | None) -> list[str]:
+def _keras_roundtrip_problems(
+    keras: Any, keras_model: Any, example_inputs: Any, atol: float, rtol: float, custom_objects: dict[str, Any] | None
+) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "model.keras"
         try:
             keras_model.save(target)
             loaded = keras.saving.load_model(target, custom_objects=custom_objects)
         except Exception as exc:
-            raise AssertionError(f"assert_keras_roundtrip: save/load failed: {type(exc).__name__}: {exc}. Custom "
-                                 "layers need get_config() and @keras.saving.register_keras_serializable() "
-                                 "(or custom_objects=...)") from exc
+            raise AssertionError(
+                f"assert_keras_roundtrip: save/load failed: {type(exc).__name__}: {exc}. Custom "
+                "layers need get_config() and @keras.saving.register_keras_serializable() "
+                "(or custom_objects=...)"
+            ) from exc
     problems = []
     before, after = keras_model.weights, loaded.weights
     if len(before) != len(after):
@@ -367,8 +412,14 @@ def _keras_roundtrip_problems(keras: Any, keras_model: Any, example_inputs: Any,
     expected = keras_model(example_inputs, training=False)
     actual = loaded(example_inputs, training=False)
     as_np = [(n, keras.ops.convert_to_numpy(v)) for n, v in flatten_outputs(expected)]
-    problems += compare_named(as_np, [(n, keras.ops.convert_to_numpy(v)) for n, v in flatten_outputs(actual)],
-                              atol=atol, rtol=rtol, expected_label="the original", actual_label="the reloaded model")
+    problems += compare_named(
+        as_np,
+        [(n, keras.ops.convert_to_numpy(v)) for n, v in flatten_outputs(actual)],
+        atol=atol,
+        rtol=rtol,
+        expected_label="the original",
+        actual_label="the reloaded model",
+    )
     return problems
 
 
@@ -397,8 +448,12 @@ def assert_deterministic(
         raise ValueError(f"runs must be >= 2, got {runs}")
     args = _as_args(example_inputs)
     results = []
-    with (_preserved(model, train), _deterministic(torch, deterministic_algorithms), torch.no_grad(),
-          torch.random.fork_rng(devices=[])):
+    with (
+        _preserved(model, train),
+        _deterministic(torch, deterministic_algorithms),
+        torch.no_grad(),
+        torch.random.fork_rng(devices=[]),
+    ):
         for _ in range(runs):
             if seed is not None:
                 torch.manual_seed(seed)
@@ -408,16 +463,23 @@ def assert_deterministic(
                 if "deterministic" not in str(exc):
                     raise
                 raise AssertionError(f"assert_deterministic: an op has no deterministic implementation: {exc}") from exc
-        stochastic = [f"'{name or type(model).__name__}' ({type(m).__name__})" for name, m in model.named_modules()
-                      if m.training and "dropout" in type(m).__name__.lower()]
+        stochastic = [
+            f"'{name or type(model).__name__}' ({type(m).__name__})"
+            for name, m in model.named_modules()
+            if m.training and "dropout" in type(m).__name__.lower()
+        ]
     problems = []
     for run, named in enumerate(results[1:], start=2):
-        problems += [f"run {run} vs run 1: {line}" for line in
-                     compare_named(results[0], named, exact=True, expected_label="run 1", actual_label=f"run {run}")]
+        problems += [
+            f"run {run} vs run 1: {line}"
+            for line in compare_named(results[0], named, exact=True, expected_label="run 1", actual_label=f"run {run}")
+        ]
     hint = None
     if stochastic:
-        hint = (f"Modules in training mode that sample: {', '.join(stochastic)}; call model.eval(), pass "
-                "train=False, or pass seed=... to check seeded reproducibility.")
+        hint = (
+            f"Modules in training mode that sample: {', '.join(stochastic)}; call model.eval(), pass "
+            "train=False, or pass seed=... to check seeded reproducibility."
+        )
     _raise_if("assert_deterministic", problems, hint=hint)
 
 
@@ -457,8 +519,14 @@ def assert_compiled_matches_eager(
     finally:
         torch.compiler.reset()
     name = repr(backend) if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
-    problems = compare_named(flatten_outputs(expected), flatten_outputs(actual), atol=atol, rtol=rtol,
-                             expected_label="eager", actual_label=f"torch.compile(backend={name})")
+    problems = compare_named(
+        flatten_outputs(expected),
+        flatten_outputs(actual),
+        atol=atol,
+        rtol=rtol,
+        expected_label="eager",
+        actual_label=f"torch.compile(backend={name})",
+    )
     _raise_if(f"assert_compiled_matches_eager(backend={name})", problems)
 
 
@@ -514,8 +582,12 @@ def _preserved(model: torch.nn.Module, train: bool | None) -> Iterator[None]:
     """Set the mode (unless ``train`` is None); on exit restore every module's mode, buffer and grad."""
     torch = _torch()
     modes = [(m, m.training) for m in model.modules()]
-    buffers = [(m, name, b, b.detach().clone()) for m in model.modules()
-               for name, b in m.named_buffers(recurse=False) if b is not None]
+    buffers = [
+        (m, name, b, b.detach().clone())
+        for m in model.modules()
+        for name, b in m.named_buffers(recurse=False)
+        if b is not None
+    ]
     grads = [(p, p.grad) for p in model.parameters()]
     if train is not None:
         model.train(train)
@@ -543,8 +615,12 @@ def _deterministic(torch: Any, enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+    )
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     try:

@@ -33,16 +33,16 @@ class ModelCheck:
 
         return checks.assert_output_shape(model, example_inputs, expected_shape, **kwargs)
 
-    def gradients_flow(self, model: Any, example_inputs: Any, loss_fn: Callable[[Any], Any] | None = None,
-                       **kwargs: Any) -> None:
+    def gradients_flow(
+        self, model: Any, example_inputs: Any, loss_fn: Callable[[Any], Any] | None = None, **kwargs: Any
+    ) -> None:
         """Gradient test, see :func:`~repliscope.testkit.checks.assert_gradients_flow`."""
         __tracebackhide__ = True
         from repliscope.testkit import checks
 
         checks.assert_gradients_flow(model, example_inputs, loss_fn, **kwargs)
 
-    def state_dict_roundtrip(self, model: Any, example_inputs: Any, factory: Callable[[], Any],
-                             **kwargs: Any) -> None:
+    def state_dict_roundtrip(self, model: Any, example_inputs: Any, factory: Callable[[], Any], **kwargs: Any) -> None:
         """Bit-exact state_dict round trip, see :func:`~repliscope.testkit.checks.assert_state_dict_roundtrip`."""
         __tracebackhide__ = True
         from repliscope.testkit import checks

@@ -22,8 +22,11 @@ from repliscope.testkit.kit import DEFAULT_ATOL, DEFAULT_COMPILE_BACKEND, DEFAUL
 _SETTINGS = {
     "atol": (float, DEFAULT_ATOL, "absolute tolerance of the model checks that allow one (ONNX, torch.compile)"),
     "rtol": (float, DEFAULT_RTOL, "relative tolerance of the model checks that allow one (ONNX, torch.compile)"),
-    "compile_backend": (str, DEFAULT_COMPILE_BACKEND,
-                        "torch.compile backend of model_check.compiled_matches_eager ('aot_eager' is fast)"),
+    "compile_backend": (
+        str,
+        DEFAULT_COMPILE_BACKEND,
+        "torch.compile backend of model_check.compiled_matches_eager ('aot_eager' is fast)",
+    ),
 }
 MARKER = "repliscope_model"
 
@@ -32,8 +35,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--repliscope-atol`` / ``-rtol`` / ``-compile-backend`` and their ini twins."""
     group = parser.getgroup("repliscope", "repliscope model test kit")
     for key, (kind, default, text) in _SETTINGS.items():
-        group.addoption(f"--repliscope-{key.replace('_', '-')}", dest=f"repliscope_{key}", type=kind,
-                        default=None, help=f"{text} (default {default})")
+        group.addoption(
+            f"--repliscope-{key.replace('_', '-')}",
+            dest=f"repliscope_{key}",
+            type=kind,
+            default=None,
+            help=f"{text} (default {default})",
+        )
         parser.addini(f"repliscope_{key}", f"{text} (default {default})", default=None)
 
 
@@ -54,8 +62,9 @@ def model_check(request: pytest.FixtureRequest) -> ModelCheck:
     overrides: dict[str, Any] = dict(marker.kwargs) if marker else {}
     unknown = sorted(set(overrides) - set(_SETTINGS))
     if unknown:
-        raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)} "
-                                f"(allowed: {', '.join(_SETTINGS)})")
+        raise pytest.UsageError(
+            f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)} (allowed: {', '.join(_SETTINGS)})"
+        )
     values: dict[str, Any] = {}
     for key, (kind, default, _) in _SETTINGS.items():
         value = overrides.get(key)

@@ -14,20 +14,43 @@ from repliscope.errors import RepliscopeError
 from repliscope.tracing.spans import SpanRecord, start_order
 
 
-def to_chrome(spans: Sequence[SpanRecord], origin_ns: int, *, thread_names: Mapping[int, str],
-              metadata: Mapping[str, Any], pid: int | None = None) -> dict[str, Any]:
+def to_chrome(
+    spans: Sequence[SpanRecord],
+    origin_ns: int,
+    *,
+    thread_names: Mapping[int, str],
+    metadata: Mapping[str, Any],
+    pid: int | None = None,
+) -> dict[str, Any]:
     """``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": metadata}``; events sorted by thread, start."""
     pid = os.getpid() if pid is None else pid
     events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "repliscope"}}]
+        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "repliscope"}}
+    ]
     for tid in sorted({s.tid for s in spans}):
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                       "args": {"name": thread_names.get(tid, f"thread {tid}")}})
+        events.append(
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": thread_names.get(tid, f"thread {tid}")},
+            }
+        )
     for i in start_order(spans):
         s = spans[i]
-        events.append({"name": s.name, "cat": s.level, "ph": "X", "ts": (s.start_ns - origin_ns) / 1000,
-                       "dur": s.duration_ns / 1000, "pid": pid, "tid": s.tid,
-                       "args": {k: _jsonable(v) for k, v in s.attributes.items()}})
+        events.append(
+            {
+                "name": s.name,
+                "cat": s.level,
+                "ph": "X",
+                "ts": (s.start_ns - origin_ns) / 1000,
+                "dur": s.duration_ns / 1000,
+                "pid": pid,
+                "tid": s.tid,
+                "args": {k: _jsonable(v) for k, v in s.attributes.items()},
+            }
+        )
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": dict(metadata)}
 
 
@@ -42,9 +65,16 @@ def from_chrome(doc: Mapping[str, Any]) -> list[SpanRecord]:
         if e.get("ph") != "X":
             continue
         start = round(float(e["ts"]) * 1000)
-        out.append(SpanRecord(name=str(e["name"]), level=str(e.get("cat", "")), start_ns=start,
-                              end_ns=start + round(float(e.get("dur", 0)) * 1000), tid=int(e.get("tid", 0)),
-                              attributes=dict(e.get("args") or {})))
+        out.append(
+            SpanRecord(
+                name=str(e["name"]),
+                level=str(e.get("cat", "")),
+                start_ns=start,
+                end_ns=start + round(float(e.get("dur", 0)) * 1000),
+                tid=int(e.get("tid", 0)),
+                attributes=dict(e.get("args") or {}),
+            )
+        )
     return out
 
 
@@ -71,7 +101,9 @@ def nesting_errors(doc: Mapping[str, Any]) -> list[str]:
             stack.pop()
         if stack and s.end_ns > stack[-1].end_ns:
             p = stack[-1]
-            errors.append(f"thread {s.tid}: '{s.name}' [{s.start_ns}, {s.end_ns}] ns overlaps '{p.name}' "
-                          f"[{p.start_ns}, {p.end_ns}] ns without being inside it")
+            errors.append(
+                f"thread {s.tid}: '{s.name}' [{s.start_ns}, {s.end_ns}] ns overlaps '{p.name}' "
+                f"[{p.start_ns}, {p.end_ns}] ns without being inside it"
+            )
         stack.append(s)
     return errors

@@ -87,12 +87,21 @@ def compare_layers(a: LayerTimes, b: LayerTimes) -> TraceComparison:
     else:
         layers = [LayerComparison(k, c, o, f) for k, c, f, o in rows]
         only_a, only_b = only_coarse, only_fine
-    return TraceComparison(a.source, b.source, layers, only_a, only_b, a_model, b_model,
-                           f"{fine.source} layers grouped into {coarse.source} layers (assign_covers)")
+    return TraceComparison(
+        a.source,
+        b.source,
+        layers,
+        only_a,
+        only_b,
+        a_model,
+        b_model,
+        f"{fine.source} layers grouped into {coarse.source} layers (assign_covers)",
+    )
 
 
-def _by_covers(fine: LayerTimes, coarse: LayerTimes
-               ) -> tuple[list[tuple[str, tuple[str, ...], float, float]], list[str], list[str]]:
+def _by_covers(
+    fine: LayerTimes, coarse: LayerTimes
+) -> tuple[list[tuple[str, tuple[str, ...], float, float]], list[str], list[str]]:
     """Rows (coarse key, the fine layers it covers, fine ms summed, coarse ms), fine-only, coarse-only keys."""
     from repliscope.diff.base import LayerInfo
     from repliscope.diff.onnx_units import assign_covers
@@ -103,6 +112,7 @@ def _by_covers(fine: LayerTimes, coarse: LayerTimes
     layers = [LayerInfo(path=k, kind=fine.op_type[k], source="", reduction=1) for k in order]
     covers = assign_covers(layers, keys)
     covered = {p for group in covers.values() for p in group}
-    rows = [(key, tuple(group), sum(fine.p50_ms(p) for p in group), coarse.p50_ms(key))
-            for key, group in covers.items()]
+    rows = [
+        (key, tuple(group), sum(fine.p50_ms(p) for p in group), coarse.p50_ms(key)) for key, group in covers.items()
+    ]
     return rows, [k for k in order if k not in covered], [k for k in coarse.order() if k not in covers]

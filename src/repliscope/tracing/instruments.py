@@ -72,10 +72,14 @@ def instrument_runner(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     name = getattr(runner, "name", type(runner).__name__)
     source = getattr(getattr(runner, "artifact", None), "format", None)
     if source == "mtcnn_cascade":
-        raise RepliscopeError(f"no framework-level tracing of an mtcnn_cascade source on {name!r}: its three nets "
-                              "run as three sessions the profilers do not follow; use --trace-level model "
-                              "(query, inference and post-processing spans)")
+        raise RepliscopeError(
+            f"no framework-level tracing of an mtcnn_cascade source on {name!r}: its three nets "
+            "run as three sessions the profilers do not follow; use --trace-level model "
+            "(query, inference and post-processing spans)"
+        )
     if name not in INSTRUMENTS:
-        raise RepliscopeError(f"no framework-level tracing for runtime {name!r} (allowed: "
-                              f"{', '.join(INSTRUMENTS.names())}); use --trace-level model or lower")
+        raise RepliscopeError(
+            f"no framework-level tracing for runtime {name!r} (allowed: "
+            f"{', '.join(INSTRUMENTS.names())}); use --trace-level model or lower"
+        )
     return INSTRUMENTS.get(name)(tracer, runner)

@@ -99,19 +99,25 @@ def group_layers(nodes: Sequence[NodeTiming], index: ScopeIndex) -> list[LayerTi
     return layers
 
 
-def record_layers(tracer: Any, layers: Sequence[LayerTiming], tid: int, source: str, *,
-                  estimated_start: bool = False) -> None:
+def record_layers(
+    tracer: Any, layers: Sequence[LayerTiming], tid: int, source: str, *, estimated_start: bool = False
+) -> None:
     """Add one ``framework`` span per layer (name = its key, or ``(op types)`` when unmapped) and, at the
     ``library`` level, one span per node inside it."""
     library = tracer.rank >= 4
     for layer in layers:
         name = layer.key if layer.key is not None else f"({layer.op_types})"
-        attrs: dict[str, Any] = {"layer": name, "op_type": layer.op_types, "source": source,
-                                 "nodes": len(layer.nodes)}
+        attrs: dict[str, Any] = {"layer": name, "op_type": layer.op_types, "source": source, "nodes": len(layer.nodes)}
         if estimated_start:
             attrs["estimated_start"] = True
         tracer.record(name, "framework", layer.start_ns, layer.end_ns, tid, attrs)
         if library:
             for node in layer.nodes:
-                tracer.record(node.name, "library", node.start_ns, node.end_ns, tid,
-                              {"op_type": node.op_type, "layer": name, "source": source})
+                tracer.record(
+                    node.name,
+                    "library",
+                    node.start_ns,
+                    node.end_ns,
+                    tid,
+                    {"op_type": node.op_type, "layer": name, "source": source},
+                )

@@ -22,25 +22,33 @@ from repliscope.tracing.layers import NodeTiming, ScopeIndex, group_layers, reco
 _KERNEL = "_kernel_time"
 
 
-def align_events(events: Sequence[dict[str, Any]], start_epoch_ns: int, epoch_offset_ns: int
-                 ) -> list[tuple[dict[str, Any], int, int]]:
+def align_events(
+    events: Sequence[dict[str, Any]], start_epoch_ns: int, epoch_offset_ns: int
+) -> list[tuple[dict[str, Any], int, int]]:
     """(event, start_ns, end_ns) on the perf_counter_ns clock for every complete ("X") event."""
     base = start_epoch_ns - epoch_offset_ns
-    return [(e, base + round(float(e["ts"]) * 1000), base + round((float(e["ts"]) + float(e["dur"])) * 1000))
-            for e in events if e.get("ph") == "X"]
+    return [
+        (e, base + round(float(e["ts"]) * 1000), base + round((float(e["ts"]) + float(e["dur"])) * 1000))
+        for e in events
+        if e.get("ph") == "X"
+    ]
 
 
 def convert(tracer: Any, events: Sequence[dict[str, Any]], start_epoch_ns: int, index: ScopeIndex) -> int:
     """Add ``onnxruntime.run`` spans (framework), layers (framework) and nodes (library) -> runs converted."""
     aligned = align_events(events, start_epoch_ns, tracer.epoch_offset_ns)
     runs = [(e, s, t) for e, s, t in aligned if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    nodes = sorted(((e, s, t) for e, s, t in aligned if e.get("cat") == "Node" and e["name"].endswith(_KERNEL)),
-                   key=lambda x: x[1])
+    nodes = sorted(
+        ((e, s, t) for e, s, t in aligned if e.get("cat") == "Node" and e["name"].endswith(_KERNEL)), key=lambda x: x[1]
+    )
     for e, start, end in runs:
         tid = int(e.get("tid", 0))
         tracer.record("onnxruntime.run", "framework", start, end, tid, {"source": "onnxruntime"})
-        inside = [NodeTiming(n["name"][: -len(_KERNEL)], str(n.get("args", {}).get("op_name", "?")), s, t)
-                  for n, s, t in nodes if start <= s and t <= end and int(n.get("tid", 0)) == tid]
+        inside = [
+            NodeTiming(n["name"][: -len(_KERNEL)], str(n.get("args", {}).get("op_name", "?")), s, t)
+            for n, s, t in nodes
+            if start <= s and t <= end and int(n.get("tid", 0)) == tid
+        ]
         record_layers(tracer, group_layers(inside, index), tid, "onnxruntime")
     return len(runs)
 
@@ -62,5 +70,9 @@ def profile_onnxruntime(tracer: Any, runner: Any) -> Iterator[None]:
         events = json.loads(Path(path).read_text(encoding="utf-8"))
         count = convert(tracer, events, start_ns, ScopeIndex(runner.onnx_path))
         tracer.notes.setdefault("onnxruntime_profiler", []).append(
-            {"runs": count, "profiling_start_epoch_ns": start_ns,
-             "clock": "epoch ns from get_profiling_start_time_ns(), minus the tracer's epoch offset"})
+            {
+                "runs": count,
+                "profiling_start_epoch_ns": start_ns,
+                "clock": "epoch ns from get_profiling_start_time_ns(), minus the tracer's epoch offset",
+            }
+        )

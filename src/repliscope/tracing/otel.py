@@ -30,8 +30,9 @@ class OtelSink:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
         except ImportError as exc:
-            raise RepliscopeError("OpenTelemetry export needs the SDK: pip install 'repliscope[tracing]' "
-                                  f"({exc})") from exc
+            raise RepliscopeError(
+                f"OpenTelemetry export needs the SDK: pip install 'repliscope[tracing]' ({exc})"
+            ) from exc
         self.provider = TracerProvider(resource=Resource.create({"service.name": service}))
         self.exporters: list[str] = []
         if exporter is not None:
@@ -41,8 +42,10 @@ class OtelSink:
             try:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             except ImportError as exc:
-                raise RepliscopeError(f"{' or '.join(OTLP_ENV)} is set but the OTLP exporter is not installed: "
-                                      f"pip install 'repliscope[tracing]' ({exc})") from exc
+                raise RepliscopeError(
+                    f"{' or '.join(OTLP_ENV)} is set but the OTLP exporter is not installed: "
+                    f"pip install 'repliscope[tracing]' ({exc})"
+                ) from exc
             self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
             self.exporters.append("OTLPSpanExporter(http/protobuf)")
         self.tracer = self.provider.get_tracer("repliscope.tracing")
@@ -57,10 +60,14 @@ class OtelSink:
             s = spans[i]
             parent = made.get(parents[i])
             context = trace.set_span_in_context(parent) if parent is not None else None
-            attributes = {"repliscope.level": s.level, "thread.id": s.tid,
-                          **{k: _attr(v) for k, v in s.attributes.items()}}
-            span = self.tracer.start_span(s.name, context=context, start_time=s.start_ns + epoch_offset_ns,
-                                          attributes=attributes)
+            attributes = {
+                "repliscope.level": s.level,
+                "thread.id": s.tid,
+                **{k: _attr(v) for k, v in s.attributes.items()},
+            }
+            span = self.tracer.start_span(
+                s.name, context=context, start_time=s.start_ns + epoch_offset_ns, attributes=attributes
+            )
             span.end(end_time=s.end_ns + epoch_offset_ns)
             made[i] = span
         return len(made)

@@ -84,8 +84,9 @@ def layer_times(spans: Sequence[SpanRecord]) -> LayerTimes:
         if parents[i] >= 0:
             root_of[i] = root_of[parents[i]]
     sources = {str(s.attributes.get("source", "")) for s in fw} - {""}
-    out = LayerTimes(source="+".join(sorted(sources)) or "?", inferences=len(roots),
-                     model_ns=[fw[i].duration_ns for i in roots])
+    out = LayerTimes(
+        source="+".join(sorted(sources)) or "?", inferences=len(roots), model_ns=[fw[i].duration_ns for i in roots]
+    )
     by_root: dict[int, list[int]] = {}
     for i, s in enumerate(fw):
         if "layer" in s.attributes:
@@ -104,9 +105,17 @@ def summarize(spans: Sequence[SpanRecord]) -> TraceSummary:
     times = layer_times(spans)
     model = float(np.median(times.model_ns)) / 1e6 if times.model_ns else 0.0
     whole = float(sum(times.model_ns))
-    layers = [LayerStat(k, times.op_type[k], len(times.self_ns[k]), times.p50_ms(k),
-                        sum(times.self_ns[k]) / whole if whole else 0.0, float(np.median(times.end_rank[k])))
-              for k in times.order()]
+    layers = [
+        LayerStat(
+            k,
+            times.op_type[k],
+            len(times.self_ns[k]),
+            times.p50_ms(k),
+            sum(times.self_ns[k]) / whole if whole else 0.0,
+            float(np.median(times.end_rank[k])),
+        )
+        for k in times.order()
+    ]
     totals: dict[str, tuple[float, float]] = {}
     for s in layers:
         ms, share = totals.get(s.op_type, (0.0, 0.0))

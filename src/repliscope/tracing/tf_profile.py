@@ -85,8 +85,7 @@ def record_kernels(tracer: Any, calls: Sequence[SpanRecord], found: Sequence[Ker
                 continue
             start = max(k.start_ns, previous)
             end = min(max(k.end_ns, start), call.end_ns)
-            attrs: dict[str, Any] = {"layer": k.node, "op_type": k.op_type, "source": "tensorflow",
-                                     "thread": k.thread}
+            attrs: dict[str, Any] = {"layer": k.node, "op_type": k.op_type, "source": "tensorflow", "thread": k.thread}
             if start > k.start_ns:
                 attrs["clipped_ns"] = start - k.start_ns
             tracer.record(k.node, "framework", start, end, call.tid, attrs)
@@ -128,5 +127,10 @@ def profile_tensorflow(tracer: Any, runner: Any) -> Iterator[None]:
     found = kernels(space, tracer.epoch_offset_ns) if space is not None else []
     recorded = record_kernels(tracer, calls, found)
     tracer.notes.setdefault("tensorflow_profiler", []).append(
-        {"calls": len(calls), "kernels": len(found), "recorded": recorded,
-         "clock": "profile_start_time (epoch ns) + line and event offsets, minus the tracer's epoch offset"})
+        {
+            "calls": len(calls),
+            "kernels": len(found),
+            "recorded": recorded,
+            "clock": "profile_start_time (epoch ns) + line and event offsets, minus the tracer's epoch offset",
+        }
+    )

@@ -74,9 +74,14 @@ def torch_module_hooks(tracer: Any, module: Any) -> Iterator[None]:
             h.remove()
     for index, n, start, end, tid in hooks.calls:
         path, op_type, leaf = modules[index]
-        tracer.record(path or "<model>", "framework", start, end, tid,
-                      {"layer": path if n == 1 else f"{path}#{n}", "op_type": op_type, "leaf": leaf,
-                       "source": "torch"})
+        tracer.record(
+            path or "<model>",
+            "framework",
+            start,
+            end,
+            tid,
+            {"layer": path if n == 1 else f"{path}#{n}", "op_type": op_type, "leaf": leaf, "source": "torch"},
+        )
 
 
 @contextlib.contextmanager
@@ -88,10 +93,12 @@ def torch_profiler_ops(tracer: Any) -> Iterator[None]:
     and ``model`` spans of other threads in the profiled period are listed in the trace's notes (their ops are
     missing). Each Kineto thread's ops go to the OS thread whose ``model`` spans contain most of them."""
     if "torch.profiler" in tracer.active:
-        raise RepliscopeError("library-level tracing of torch records the ops of one thread (torch.profiler "
-                              "sees only the thread that starts it): run one torch runner (evaluate: --schedule "
-                              "pipelined; pitfalls: --schedule pipelined and only variants that keep the runner, "
-                              "i.e. not threads_changed or float16_inference), or use --trace-level framework")
+        raise RepliscopeError(
+            "library-level tracing of torch records the ops of one thread (torch.profiler "
+            "sees only the thread that starts it): run one torch runner (evaluate: --schedule "
+            "pipelined; pitfalls: --schedule pipelined and only variants that keep the runner, "
+            "i.e. not threads_changed or float16_inference), or use --trace-level framework"
+        )
     from torch.profiler import ProfilerActivity, profile
 
     first = len(tracer.spans)
@@ -119,8 +126,13 @@ def torch_profiler_ops(tracer: Any) -> Iterator[None]:
         tracer.record(name, "library", start, end, tid_of[thread], {"source": "torch.profiler"})
     unseen = sorted({s.tid for s in live if s.name == "inference"} - {caller})
     tracer.notes.setdefault("torch_profiler", []).append(
-        {"ops": len(ops), "thread": caller, "clock": "kineto epoch ns minus the tracer's epoch offset",
-         **({"threads_without_ops": unseen} if unseen else {})})
+        {
+            "ops": len(ops),
+            "thread": caller,
+            "clock": "kineto epoch ns minus the tracer's epoch offset",
+            **({"threads_without_ops": unseen} if unseen else {}),
+        }
+    )
 
 
 def _thread_of(spans: list[SpanRecord], starts: list[int], start: int, end: int, default: int) -> int:

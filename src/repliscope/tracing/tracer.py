@@ -78,8 +78,9 @@ class Tracer:
             return _NOOP
         return _Span(self, name, level, attributes)
 
-    def record(self, name: str, level: str, start_ns: int, end_ns: int, tid: int,
-               attributes: dict[str, Any] | None = None) -> None:
+    def record(
+        self, name: str, level: str, start_ns: int, end_ns: int, tid: int, attributes: dict[str, Any] | None = None
+    ) -> None:
         """Add a finished span (perf_counter_ns clock) - for events converted from a profiler."""
         if tid not in self.thread_names:
             current = threading.current_thread()
@@ -99,7 +100,7 @@ class Tracer:
         """Export the spans recorded since the last flush to OpenTelemetry -> how many (0 without OTel)."""
         if self.otel is None or self._exported >= len(self.spans):
             return 0
-        batch = self.spans[self._exported:]
+        batch = self.spans[self._exported :]
         self._exported += len(batch)
         return int(self.otel.export(batch, self.epoch_offset_ns))
 
@@ -107,8 +108,14 @@ class Tracer:
         """The Chrome trace / Perfetto JSON document of every span recorded so far."""
         from repliscope.tracing.chrome import to_chrome
 
-        meta = {"repliscope_trace_level": self.level, "service": self.service, "clock": "perf_counter_ns",
-                "origin_ns": self.origin_ns, "epoch_offset_ns": self.epoch_offset_ns, **self.notes}
+        meta = {
+            "repliscope_trace_level": self.level,
+            "service": self.service,
+            "clock": "perf_counter_ns",
+            "origin_ns": self.origin_ns,
+            "epoch_offset_ns": self.epoch_offset_ns,
+            **self.notes,
+        }
         return to_chrome(self.spans, self.origin_ns, thread_names=self.thread_names, metadata=meta)
 
     def write_chrome_trace(self, path: str | Path) -> Path:
@@ -120,8 +127,9 @@ class Tracer:
         return out
 
 
-def make_tracer(level: str, *, service: str = "repliscope", otel: bool | None = None,
-                otel_exporter: Any = None) -> Tracer:
+def make_tracer(
+    level: str, *, service: str = "repliscope", otel: bool | None = None, otel_exporter: Any = None
+) -> Tracer:
     """A tracer at ``level`` (one of :data:`LEVELS`; anything else is an error naming them).
 
     ``otel``: None exports OpenTelemetry spans when there is somewhere to send them (``otel_exporter``, e.g. the

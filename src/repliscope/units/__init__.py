@@ -6,5 +6,18 @@ from repliscope.units.offsets import offsets
 from repliscope.units.paired import detection_paired
 from repliscope.units.stats import UnitReport, UnitStat, unit_report
 
-__all__ = ["Candidate", "Diagnosis", "ImageBoxes", "Pair", "UnitReport", "UnitStat", "collect_pairs",
-           "detection_paired", "diagnose", "match_detections", "offsets", "pair_by_rank", "unit_report"]
+__all__ = [
+    "Candidate",
+    "Diagnosis",
+    "ImageBoxes",
+    "Pair",
+    "UnitReport",
+    "UnitStat",
+    "collect_pairs",
+    "detection_paired",
+    "diagnose",
+    "match_detections",
+    "offsets",
+    "pair_by_rank",
+    "unit_report",
+]

@@ -35,16 +35,25 @@ class ImageBoxes:
 
 def from_prediction(pred: SamplePrediction, size_hw: tuple[int, int] | None = None) -> ImageBoxes:
     dets = pred.detections or []
-    return ImageBoxes(pred.sample_id, np.array([d.box for d in dets], float).reshape(-1, 4),
-                      np.array([d.class_id for d in dets], np.int64), np.array([d.score for d in dets], float),
-                      size_hw)
+    return ImageBoxes(
+        pred.sample_id,
+        np.array([d.box for d in dets], float).reshape(-1, 4),
+        np.array([d.class_id for d in dets], np.int64),
+        np.array([d.score for d in dets], float),
+        size_hw,
+    )
 
 
 def from_truth(sample: Sample) -> ImageBoxes:
     """The scored ground truth of ``sample`` (crowd and ignore boxes left out)."""
     kept = [o for o in sample.objects or () if not (o.iscrowd or o.ignore)]
-    return ImageBoxes(sample.id, np.array([o.box for o in kept], float).reshape(-1, 4),
-                      np.array([o.class_id for o in kept], np.int64), np.ones(len(kept)), sample.size_hw)
+    return ImageBoxes(
+        sample.id,
+        np.array([o.box for o in kept], float).reshape(-1, 4),
+        np.array([o.class_id for o in kept], np.int64),
+        np.ones(len(kept)),
+        sample.size_hw,
+    )
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -61,8 +70,9 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(union > 0, inter / union, 0.0)
 
 
-def match_detections(pred: ImageBoxes, ref: ImageBoxes, *, iou_threshold: float = 0.5,
-                     class_aware: bool = True) -> list[tuple[int, int, float]]:
+def match_detections(
+    pred: ImageBoxes, ref: ImageBoxes, *, iou_threshold: float = 0.5, class_aware: bool = True
+) -> list[tuple[int, int, float]]:
     """Greedy matching: [(index in ``pred``, index in ``ref``, IoU)] in ``pred``'s score order (stable)."""
     ious = iou_matrix(pred.boxes, ref.boxes)
     if class_aware and ious.size:
@@ -104,19 +114,39 @@ class Pair:
     size_hw: tuple[int, int] | None
 
 
-def collect_pairs(preds: Sequence[ImageBoxes], refs: Sequence[ImageBoxes], *, mode: str = "iou",
-                  iou_threshold: float = 0.5, class_aware: bool = True) -> list[Pair]:
+def collect_pairs(
+    preds: Sequence[ImageBoxes],
+    refs: Sequence[ImageBoxes],
+    *,
+    mode: str = "iou",
+    iou_threshold: float = 0.5,
+    class_aware: bool = True,
+) -> list[Pair]:
     """Pairs over every image (``preds[i]`` with ``refs[i]``); ``mode`` ``iou`` (:func:`match_detections`) or
     ``rank`` (:func:`pair_by_rank`)."""
     if mode not in ("iou", "rank"):
         raise ValueError(f"pairing mode '{mode}' (allowed: iou, rank)")
     out = []
     for i, (p, r) in enumerate(zip(preds, refs, strict=True)):
-        found = (match_detections(p, r, iou_threshold=iou_threshold, class_aware=class_aware) if mode == "iou"
-                 else pair_by_rank(p, r))
+        found = (
+            match_detections(p, r, iou_threshold=iou_threshold, class_aware=class_aware)
+            if mode == "iou"
+            else pair_by_rank(p, r)
+        )
         for d, g, iou in found:
-            out.append(Pair(i, p.sample_id, _box(p.boxes[d]), _box(r.boxes[g]), int(p.classes[d]),
-                            int(r.classes[g]), float(p.scores[d]), iou, p.size_hw or r.size_hw))
+            out.append(
+                Pair(
+                    i,
+                    p.sample_id,
+                    _box(p.boxes[d]),
+                    _box(r.boxes[g]),
+                    int(p.classes[d]),
+                    int(r.classes[g]),
+                    float(p.scores[d]),
+                    iou,
+                    p.size_hw or r.size_hw,
+                )
+            )
     return out
 
 

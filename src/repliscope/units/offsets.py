@@ -27,7 +27,12 @@ def offsets(pairs: Sequence[Pair]) -> dict[str, np.ndarray]:
         dy = ((box[:, 1] + box[:, 3]) - (ref[:, 1] + ref[:, 3])) / 2 / h
         log_w = np.log(w2 / w)
         log_h = np.log(h2 / h)
-    clean = {k: np.where(np.isfinite(v), v, np.nan) for k, v in
-             (("dx_w", dx), ("dy_h", dy), ("log_w", log_w), ("log_h", log_h))}
-    return {"iou": np.array([p.iou for p in pairs], float), **clean,
-            "image": np.array([p.image for p in pairs], np.int64)}
+    clean = {
+        k: np.where(np.isfinite(v), v, np.nan)
+        for k, v in (("dx_w", dx), ("dy_h", dy), ("log_w", log_w), ("log_h", log_h))
+    }
+    return {
+        "iou": np.array([p.iou for p in pairs], float),
+        **clean,
+        "image": np.array([p.image for p in pairs], np.int64),
+    }

@@ -21,9 +21,14 @@ def _ok(s: SamplePrediction) -> bool:
     return s.error is None and s.detections is not None
 
 
-def detection_paired(reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction],
-                     dataset: Dataset | None, *, replicates: int = PAIRED_REPLICATES,
-                     seed: int = 0) -> dict[str, Any] | None:
+def detection_paired(
+    reference: Sequence[SamplePrediction],
+    variant: Sequence[SamplePrediction],
+    dataset: Dataset | None,
+    *,
+    replicates: int = PAIRED_REPLICATES,
+    seed: int = 0,
+) -> dict[str, Any] | None:
     """``variant`` against ``reference`` (same samples, same order) on the samples both evaluated; None when
     there is none.
 
@@ -53,17 +58,22 @@ def detection_paired(reference: Sequence[SamplePrediction], variant: Sequence[Sa
         if len(found) != len(ref_boxes) or len(found) != len(var_boxes):
             flipped.append(r.sample_id)
     out: dict[str, Any] = {
-        "n_samples": len(both), "n_reference_detections": n_ref, "n_variant_detections": n_var,
+        "n_samples": len(both),
+        "n_reference_detections": n_ref,
+        "n_variant_detections": n_var,
         "matched_fraction": matched / n_ref if n_ref else (1.0 if not n_var else 0.0),
         "mean_iou": float(np.mean(ious)) if ious else None,
-        "flipped_images": len(flipped), "flipped_ids": flipped[:LISTED]}
+        "flipped_images": len(flipped),
+        "flipped_ids": flipped[:LISTED],
+    }
     if dataset is not None:
         out.update(_delta_ap([r for r, _ in both], [v for _, v in both], dataset, replicates, seed))
     return out
 
 
-def _delta_ap(reference: list[SamplePrediction], variant: list[SamplePrediction], dataset: Dataset,
-              replicates: int, seed: int) -> dict[str, Any]:
+def _delta_ap(
+    reference: list[SamplePrediction], variant: list[SamplePrediction], dataset: Dataset, replicates: int, seed: int
+) -> dict[str, Any]:
     ref_in, var_in = coco_inputs(reference, dataset), coco_inputs(variant, dataset)
     cats = sorted(ref_in.categories)
     ref_rs = CocoResampler(ref_in.truths, ref_in.detections, cats)
@@ -78,6 +88,13 @@ def _delta_ap(reference: list[SamplePrediction], variant: list[SamplePrediction]
         delta = var_rs.ap(counts) - ref_rs.ap(counts)
         if not np.isnan(delta):
             deltas.append(delta)
-    low, high = (np.percentile(deltas, [2.5, 97.5]) if deltas else (np.nan, np.nan))
-    return {"ap_reference": ap_ref, "ap_variant": ap_var, "delta_ap": ap_var - ap_ref,
-            "delta_ap_ci_low": float(low), "delta_ap_ci_high": float(high), "replicates": replicates, "seed": seed}
+    low, high = np.percentile(deltas, [2.5, 97.5]) if deltas else (np.nan, np.nan)
+    return {
+        "ap_reference": ap_ref,
+        "ap_variant": ap_var,
+        "delta_ap": ap_var - ap_ref,
+        "delta_ap_ci_low": float(low),
+        "delta_ap_ci_high": float(high),
+        "replicates": replicates,
+        "seed": seed,
+    }

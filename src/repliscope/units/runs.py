@@ -39,28 +39,36 @@ class RunUnits:
         return self.against_reference or self.truth
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "reference_id": self.reference_id,
-                "against_ground_truth": self.truth.model_dump(mode="json"),
-                "against_reference": (self.against_reference.model_dump(mode="json")
-                                      if self.against_reference else None), "paired": self.paired}
+        return {
+            "run_id": self.run_id,
+            "reference_id": self.reference_id,
+            "against_ground_truth": self.truth.model_dump(mode="json"),
+            "against_reference": (self.against_reference.model_dump(mode="json") if self.against_reference else None),
+            "paired": self.paired,
+        }
 
 
 def ground_truth_for(record: EvaluationRecord, dataset: Dataset | None = None) -> Dataset:
     """The record's stored ground truth, else ``dataset`` checked against the record's dataset identity."""
     if record.task != DETECTION:
-        raise RepliscopeError(f"run {record.run_id[:12]} has task {record.task}: unit evaluation needs an "
-                              f"{DETECTION} run")
+        raise RepliscopeError(
+            f"run {record.run_id[:12]} has task {record.task}: unit evaluation needs an {DETECTION} run"
+        )
     if record.ground_truth is not None:
         from repliscope.evaluation.ground_truth import dataset_of
 
         return dataset_of(record)
     if dataset is None:
-        raise RepliscopeError(f"run {record.run_id[:12]} stores no ground truth: give --dataset (the data it "
-                              f"was evaluated on, '{record.dataset.get('name', '?')}')")
+        raise RepliscopeError(
+            f"run {record.run_id[:12]} stores no ground truth: give --dataset (the data it "
+            f"was evaluated on, '{record.dataset.get('name', '?')}')"
+        )
     expected = record.dataset.get("identity")
     if expected and dataset.identity != expected:
-        raise RepliscopeError(f"dataset '{dataset.name}' (identity {dataset.identity[:12]}) is not the data run "
-                              f"{record.run_id[:12]} was evaluated on (identity {str(expected)[:12]})")
+        raise RepliscopeError(
+            f"dataset '{dataset.name}' (identity {dataset.identity[:12]}) is not the data run "
+            f"{record.run_id[:12]} was evaluated on (identity {str(expected)[:12]})"
+        )
     if record.dataset.get("categories_left_out"):  # scored on the categories the model detects only
         from repliscope.tasks.detection import keep_categories
 
@@ -83,9 +91,15 @@ def class_ap(samples: Sequence[SamplePrediction], dataset: Dataset) -> tuple[flo
     return values[0], values[1]
 
 
-def run_units(record: EvaluationRecord, reference: EvaluationRecord | None = None, *,
-              dataset: Dataset | None = None, replicates: int = DEFAULT_REPLICATES, seed: int = 0,
-              input_size: tuple[int, int] | None = None) -> RunUnits:
+def run_units(
+    record: EvaluationRecord,
+    reference: EvaluationRecord | None = None,
+    *,
+    dataset: Dataset | None = None,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int = 0,
+    input_size: tuple[int, int] | None = None,
+) -> RunUnits:
     """Unit-evaluate ``record`` (against its ground truth, and against ``reference`` when given)."""
     truth = ground_truth_for(record, dataset)
     by_id = {s.id: s for s in truth.samples}
@@ -95,23 +109,32 @@ def run_units(record: EvaluationRecord, reference: EvaluationRecord | None = Non
             raise RepliscopeError(f"reference run {reference.run_id[:12]} has task {reference.task}, not {DETECTION}")
         ids, ref_ids = [s.sample_id for s in samples], [s.sample_id for s in reference.samples]
         if ids != ref_ids:
-            raise RepliscopeError(f"runs {record.run_id[:12]} and {reference.run_id[:12]} did not evaluate the same "
-                                  f"samples ({len(ids)} vs {len(ref_ids)}, or another order)")
-    keep = [i for i, s in enumerate(samples)
-            if _ok(s) and (reference is None or _ok(reference.samples[i]))]
+            raise RepliscopeError(
+                f"runs {record.run_id[:12]} and {reference.run_id[:12]} did not evaluate the same "
+                f"samples ({len(ids)} vs {len(ref_ids)}, or another order)"
+            )
+    keep = [i for i, s in enumerate(samples) if _ok(s) and (reference is None or _ok(reference.samples[i]))]
     missing = [samples[i].sample_id for i in keep if samples[i].sample_id not in by_id]
     if missing:
         raise RepliscopeError(f"{len(missing)} evaluated samples have no ground truth (e.g. {missing[0]})")
     kept = [samples[i] for i in keep]
     sizes = [by_id[s.sample_id].size_hw for s in kept]
     preds = [from_prediction(s, hw) for s, hw in zip(kept, sizes, strict=True)]
-    gt_report = unit_report(preds, [from_truth(by_id[s.sample_id]) for s in kept], against="ground_truth",
-                            replicates=replicates, seed=seed, ap=class_ap(kept, truth), input_size=input_size)
+    gt_report = unit_report(
+        preds,
+        [from_truth(by_id[s.sample_id]) for s in kept],
+        against="ground_truth",
+        replicates=replicates,
+        seed=seed,
+        ap=class_ap(kept, truth),
+        input_size=input_size,
+    )
     ref_report = paired = None
     if reference is not None:
         ref_kept = [reference.samples[i] for i in keep]
         refs = [from_prediction(s, hw) for s, hw in zip(ref_kept, sizes, strict=True)]
-        ref_report = unit_report(preds, refs, against="reference", replicates=replicates, seed=seed,
-                                 input_size=input_size)
+        ref_report = unit_report(
+            preds, refs, against="reference", replicates=replicates, seed=seed, input_size=input_size
+        )
         paired = detection_paired(ref_kept, kept, truth, seed=seed)
     return RunUnits(record.run_id, reference.run_id if reference else None, gt_report, ref_report, paired, truth)

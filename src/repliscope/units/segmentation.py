@@ -54,7 +54,7 @@ class Stat:
         return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 0 or self.ci_high < 0)
 
 
-SIZE_RANGES = (("small", 0, 32 ** 2), ("medium", 32 ** 2, 96 ** 2), ("large", 96 ** 2, float("inf")))
+SIZE_RANGES = (("small", 0, 32**2), ("medium", 32**2, 96**2), ("large", 96**2, float("inf")))
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,9 @@ def best_shift(pred: np.ndarray, truth: np.ndarray, max_shift: int) -> tuple[tup
     return best, best_key[0] - base
 
 
-def image_units(sample_id: str, pred: np.ndarray, truth: np.ndarray, background: int, band: int,
-                max_shift: int) -> ImageUnits:
+def image_units(
+    sample_id: str, pred: np.ndarray, truth: np.ndarray, background: int, band: int, max_shift: int
+) -> ImageUnits:
     scored = truth != VOID
     fg_p, fg_t = (pred != background) & scored, (truth != background) & scored
     union = int((fg_p | fg_t).sum())
@@ -165,9 +166,16 @@ def _bootstrap_median(values: Sequence[float], replicates: int, seed: int) -> St
     return Stat("", float(np.median(v)), float(low), float(high), int(v.size))
 
 
-def mask_units(run: Sequence[SamplePrediction], reference: Sequence[SamplePrediction] | None = None, *,
-               background: int = 0, band: int = 3, max_shift: int = 4, replicates: int = 500,
-               seed: int = 0) -> MaskUnits:
+def mask_units(
+    run: Sequence[SamplePrediction],
+    reference: Sequence[SamplePrediction] | None = None,
+    *,
+    background: int = 0,
+    band: int = 3,
+    max_shift: int = 4,
+    replicates: int = 500,
+    seed: int = 0,
+) -> MaskUnits:
     """Unit evaluation of ``run``'s masks against its own ground truth, or against ``reference``'s predicted
     masks (same samples, same order)."""
     images: list[ImageUnits] = []
@@ -188,20 +196,34 @@ def mask_units(run: Sequence[SamplePrediction], reference: Sequence[SamplePredic
             truth = np.where(labels_of_rle(seg.truth, seg.size_hw) == VOID, VOID, truth)
         images.append(image_units(s.sample_id, pred, truth, background, band, max_shift))
     stats = []
-    for name, values in (("iou", [u.iou for u in images]), ("band_error", [u.band_error for u in images]),
-                         ("interior_error", [u.interior_error for u in images]),
-                         ("displacement_dy", [float(u.displacement[0]) for u in images if u.displacement]),
-                         ("displacement_dx", [float(u.displacement[1]) for u in images if u.displacement])):
+    for name, values in (
+        ("iou", [u.iou for u in images]),
+        ("band_error", [u.band_error for u in images]),
+        ("interior_error", [u.interior_error for u in images]),
+        ("displacement_dy", [float(u.displacement[0]) for u in images if u.displacement]),
+        ("displacement_dx", [float(u.displacement[1]) for u in images if u.displacement]),
+    ):
         st = _bootstrap_median(values, replicates, seed)  # type: ignore[arg-type]
         stats.append(Stat(name, st.median, st.ci_low, st.ci_high, st.n))
-    objects = [s.segmentation.instances for s in run if s.error is None and s.segmentation is not None
-               and s.segmentation.instances is not None]
+    objects = [
+        s.segmentation.instances
+        for s in run
+        if s.error is None and s.segmentation is not None and s.segmentation.instances is not None
+    ]
     sizes = size_buckets(objects, replicates, seed) if reference is None and objects else []
-    out = MaskUnits(images, stats, band, "the reference run" if reference is not None else "the ground truth",
-                    skipped=skipped, sizes=sizes)
+    out = MaskUnits(
+        images,
+        stats,
+        band,
+        "the reference run" if reference is not None else "the ground truth",
+        skipped=skipped,
+        sizes=sizes,
+    )
     dy, dx = stats[3], stats[4]
     if (dy.significant and dy.median) or (dx.significant and dx.median):
-        out.diagnosis.append(f"masks displaced by dy {dy.median:+.0f} px, dx {dx.median:+.0f} px (median over "
-                             f"{dy.n} images; intervals dy [{dy.ci_low:+.1f}, {dy.ci_high:+.1f}], dx "
-                             f"[{dx.ci_low:+.1f}, {dx.ci_high:+.1f}])")
+        out.diagnosis.append(
+            f"masks displaced by dy {dy.median:+.0f} px, dx {dx.median:+.0f} px (median over "
+            f"{dy.n} images; intervals dy [{dy.ci_low:+.1f}, {dy.ci_high:+.1f}], dx "
+            f"[{dx.ci_low:+.1f}, {dx.ci_high:+.1f}])"
+        )
     return out

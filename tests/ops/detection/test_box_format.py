@@ -19,8 +19,13 @@ def fmt(kind: str, normalized: bool = False, one_based: bool = False, space: str
     return {"kind": kind, "normalized": normalized, "one_based": one_based, "space": space}
 
 
-def convert(src: dict[str, Any], dst: dict[str, Any], rows: list[list[float]], image_size: list[int] | None = None,
-            geometry: Geometry | None = None) -> np.ndarray:
+def convert(
+    src: dict[str, Any],
+    dst: dict[str, Any],
+    rows: list[list[float]],
+    image_size: list[int] | None = None,
+    geometry: Geometry | None = None,
+) -> np.ndarray:
     op = post(**{"op": "box_format", "from": src, "to": dst, "image_size": image_size})
     b = boxes(rows, fmt=BoxFormat(src["kind"], src["normalized"], src["one_based"], src["space"]))
     out = op(detection_preds(b, geometry=[geometry]))
@@ -29,12 +34,15 @@ def convert(src: dict[str, Any], dst: dict[str, Any], rows: list[list[float]], i
     return out.detections[0].boxes
 
 
-@pytest.mark.parametrize(("kind", "expected"), [
-    ("xyxy", [10, 20, 50, 100]),
-    ("xywh", [10, 20, 40, 80]),
-    ("cxcywh", [30, 60, 40, 80]),
-    ("yxyx", [20, 10, 100, 50]),
-])
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("xyxy", [10, 20, 50, 100]),
+        ("xywh", [10, 20, 40, 80]),
+        ("cxcywh", [30, 60, 40, 80]),
+        ("yxyx", [20, 10, 100, 50]),
+    ],
+)
 def test_each_kind_by_hand(kind: str, expected: list[float]) -> None:
     np.testing.assert_array_equal(convert(fmt("xyxy"), fmt(kind), BOX), [expected])
     np.testing.assert_array_equal(convert(fmt(kind), fmt("xyxy"), [expected]), BOX)
@@ -46,8 +54,14 @@ def test_normalised_input_uses_image_size_height_for_y_and_width_for_x() -> None
 
 
 def test_normalised_source_uses_each_samples_decoded_size() -> None:
-    op = post(**{"op": "box_format", "from": fmt("xyxy", True, space="source"), "to": fmt("xyxy", space="source"),
-                 "image_size": None})
+    op = post(
+        **{
+            "op": "box_format",
+            "from": fmt("xyxy", True, space="source"),
+            "to": fmt("xyxy", space="source"),
+            "image_size": None,
+        }
+    )
     b = boxes([[0.5, 0.5, 1.0, 1.0]], fmt=BoxFormat("xyxy", True, space="source"))
     out = op(detection_preds(b, b, geometry=[Geometry((100, 40)), Geometry((10, 20))]))
     assert out.detections is not None
@@ -59,14 +73,19 @@ def test_normalised_source_uses_each_samples_decoded_size() -> None:
 
 def test_one_based_shifts_positions_not_sizes() -> None:
     np.testing.assert_array_equal(convert(fmt("xyxy", one_based=True), fmt("xyxy"), BOX), [[9, 19, 49, 99]])
-    np.testing.assert_array_equal(convert(fmt("xywh"), fmt("xywh", one_based=True), [[10, 20, 40, 80]]),
-                                  [[11, 21, 40, 80]])
-    np.testing.assert_array_equal(convert(fmt("cxcywh", one_based=True), fmt("xyxy"), [[30, 60, 40, 80]]),
-                                  [[9, 19, 49, 99]])
+    np.testing.assert_array_equal(
+        convert(fmt("xywh"), fmt("xywh", one_based=True), [[10, 20, 40, 80]]), [[11, 21, 40, 80]]
+    )
+    np.testing.assert_array_equal(
+        convert(fmt("cxcywh", one_based=True), fmt("xyxy"), [[30, 60, 40, 80]]), [[9, 19, 49, 99]]
+    )
 
 
-FORMATS = [fmt(k, n, o) for k, n, o in itertools.product(["xyxy", "xywh", "cxcywh", "yxyx"], [False, True],
-                                                         [False, True]) if not (n and o)]
+FORMATS = [
+    fmt(k, n, o)
+    for k, n, o in itertools.product(["xyxy", "xywh", "cxcywh", "yxyx"], [False, True], [False, True])
+    if not (n and o)
+]
 
 
 @pytest.mark.parametrize(("a", "b"), list(itertools.product(FORMATS, FORMATS)))
@@ -84,18 +103,24 @@ def test_round_trip_a_b_a(a: dict[str, Any], b: dict[str, Any], size: list[int],
     np.testing.assert_allclose(back, start, rtol=0, atol=tol * (1 if a["normalized"] else max(size)))
 
 
-@pytest.mark.parametrize(("spec", "key", "allowed"), [
-    ({"from": fmt("xyxy") | {"units": 1}}, "from.units", ["kind", "normalized", "one_based", "space"]),
-    ({"from": {"kind": "xyxy", "normalized": False, "one_based": False}}, "from.space",
-     ["kind", "normalized", "one_based", "space"]),
-    ({"to": fmt("xyxyx")}, "to.kind", ["cxcywh", "xywh", "xyxy", "yxyx"]),
-    ({"to": fmt("xyxy", space="model")}, "to.space", ["input", "source"]),
-    ({"to": fmt("xyxy", normalized=True, one_based=True)}, "to.one_based", ["false"]),
-    ({"to": fmt("xyxy", space="source")}, "to.space", ["input"]),
-    ({"to": fmt("xyxy", normalized=True)}, "image_size", None),
-    ({"image_size": [10, 10]}, "image_size", None),
-    ({"from": {**fmt("xyxy"), "normalized": "yes"}}, "from.normalized", ["false", "true"]),
-])
+@pytest.mark.parametrize(
+    ("spec", "key", "allowed"),
+    [
+        ({"from": fmt("xyxy") | {"units": 1}}, "from.units", ["kind", "normalized", "one_based", "space"]),
+        (
+            {"from": {"kind": "xyxy", "normalized": False, "one_based": False}},
+            "from.space",
+            ["kind", "normalized", "one_based", "space"],
+        ),
+        ({"to": fmt("xyxyx")}, "to.kind", ["cxcywh", "xywh", "xyxy", "yxyx"]),
+        ({"to": fmt("xyxy", space="model")}, "to.space", ["input", "source"]),
+        ({"to": fmt("xyxy", normalized=True, one_based=True)}, "to.one_based", ["false"]),
+        ({"to": fmt("xyxy", space="source")}, "to.space", ["input"]),
+        ({"to": fmt("xyxy", normalized=True)}, "image_size", None),
+        ({"image_size": [10, 10]}, "image_size", None),
+        ({"from": {**fmt("xyxy"), "normalized": "yes"}}, "from.normalized", ["false", "true"]),
+    ],
+)
 def test_bad_params_name_the_field(spec: dict[str, Any], key: str, allowed: list[str] | None) -> None:
     full = {"op": "box_format", "from": fmt("xyxy"), "to": fmt("xywh"), "image_size": None, **spec}
     with pytest.raises(OpSpecError) as exc:
@@ -122,5 +147,11 @@ def test_classification_predictions_are_refused_and_topk_refuses_detections() ->
 
 def test_describe_records_both_formats() -> None:
     op = post(**{"op": "box_format", "from": fmt("yxyx", True), "to": XYXY_PX, "image_size": [300, 300]})
-    assert op.describe() == {"op": "box_format", "from": fmt("yxyx", True), "to": XYXY_PX, "image_size": [300, 300],
-                             "library": "numpy", "library_version": np.__version__}
+    assert op.describe() == {
+        "op": "box_format",
+        "from": fmt("yxyx", True),
+        "to": XYXY_PX,
+        "image_size": [300, 300],
+        "library": "numpy",
+        "library_version": np.__version__,
+    }

@@ -12,8 +12,16 @@ from repliscope.ops.base import Geometry, Item, StaticShape
 from repliscope.ops.detection.letterbox import Letterbox
 from tests.ops._helpers import check_pre_op, chw_item, hwc_item, pre, smooth_rgb
 
-LB: dict[str, Any] = {"op": "letterbox", "size": [64, 64], "color": [114, 0, 255], "position": "center",
-                      "order": "resize_then_pad", "method": "bilinear", "library": "pillow", "antialias": True}
+LB: dict[str, Any] = {
+    "op": "letterbox",
+    "size": [64, 64],
+    "color": [114, 0, 255],
+    "position": "center",
+    "order": "resize_then_pad",
+    "method": "bilinear",
+    "library": "pillow",
+    "antialias": True,
+}
 
 
 def letterbox(**changes: Any) -> Letterbox:
@@ -29,8 +37,9 @@ def test_center_pads_evenly_with_the_colour_and_resizes_like_resize() -> None:
     assert out.shape == (64, 64, 3)
     np.testing.assert_array_equal(out[:13], np.broadcast_to([114, 0, 255], (13, 64, 3)))
     np.testing.assert_array_equal(out[51:], np.broadcast_to([114, 0, 255], (13, 64, 3)))
-    direct = pre(op="resize", size=[38, 64], keep_aspect_ratio=False, method="bilinear", library="pillow",
-                 antialias=True)(hwc_item(img)).data
+    direct = pre(
+        op="resize", size=[38, 64], keep_aspect_ratio=False, method="bilinear", library="pillow", antialias=True
+    )(hwc_item(img)).data
     np.testing.assert_array_equal(out[13:51], direct)
 
 
@@ -66,13 +75,16 @@ def test_float_images_and_static_shape() -> None:
         letterbox().static_shape(StaticShape("encoded"))
 
 
-@pytest.mark.parametrize(("changes", "key", "allowed"), [
-    ({"position": "middle"}, "position", ["center", "top_left"]),
-    ({"library": "skimage"}, "library", ["go_imaging", "opencv", "pillow", "torch"]),
-    ({"color": [0, 0]}, "color", None),
-    ({"size": 64}, "size", None),
-    ({"antialias": False}, "antialias", None),  # pillow always antialiases: resize's own rule
-])
+@pytest.mark.parametrize(
+    ("changes", "key", "allowed"),
+    [
+        ({"position": "middle"}, "position", ["center", "top_left"]),
+        ({"library": "skimage"}, "library", ["go_imaging", "opencv", "pillow", "torch"]),
+        ({"color": [0, 0]}, "color", None),
+        ({"size": 64}, "size", None),
+        ({"antialias": False}, "antialias", None),  # pillow always antialiases: resize's own rule
+    ],
+)
 def test_bad_params_name_the_field(changes: dict[str, Any], key: str, allowed: list[str] | None) -> None:
     with pytest.raises(OpSpecError) as exc:
         letterbox(**changes)
@@ -98,14 +110,18 @@ def test_pad_then_resize_pads_at_source_resolution_with_fdlites_truncation() -> 
     # 500x400 (portrait) into a square: left = int((1 - 1 / 1.25) / 2 * 500) = int(49.999...) = 49, not 50
     assert op.padding(500, 400) == ((500, 400), (0, 0), (49, 51))
     assert op.padding(375, 500) == ((375, 500), (62, 63), (0, 0))  # int(62.5)
-    assert letterbox(size=[192, 192], order="pad_then_resize", position="top_left").padding(375, 500) == \
-        ((375, 500), (0, 125), (0, 0))
+    assert letterbox(size=[192, 192], order="pad_then_resize", position="top_left").padding(375, 500) == (
+        (375, 500),
+        (0, 125),
+        (0, 0),
+    )
     img = smooth_rgb(50, 40)
     out = op(Item(img, "HWC", "RGB", Geometry((50, 40))))  # left = int(4.999...) = 4, right 6
     assert out.geometry == Geometry((50, 40), (192 / 50, 192 / 50), (0.0, 4 * 192 / 50))
     canvas = np.zeros((50, 50, 3), np.uint8)
     canvas[:, 4:44] = img
     canvas[:, :4] = canvas[:, 44:] = [114, 0, 255]
-    direct = pre(op="resize", size=[192, 192], keep_aspect_ratio=False, method="bilinear", library="pillow",
-                 antialias=True)(hwc_item(canvas)).data
+    direct = pre(
+        op="resize", size=[192, 192], keep_aspect_ratio=False, method="bilinear", library="pillow", antialias=True
+    )(hwc_item(canvas)).data
     np.testing.assert_array_equal(out.data, direct)

@@ -13,8 +13,16 @@ from repliscope.ops.base import Boxes, BoxFormat
 from repliscope.ops.detection.nms import Nms
 from tests.ops.detection._helpers import boxes, detection_preds, post
 
-HARD: dict[str, Any] = {"op": "nms", "method": "hard", "iou_threshold": 0.5, "class_aware": False, "max_output": None,
-                        "soft_function": None, "sigma": None, "min_score": None}
+HARD: dict[str, Any] = {
+    "op": "nms",
+    "method": "hard",
+    "iou_threshold": 0.5,
+    "class_aware": False,
+    "max_output": None,
+    "soft_function": None,
+    "sigma": None,
+    "min_score": None,
+}
 
 
 def nms(**changes: Any) -> Nms:
@@ -42,8 +50,9 @@ def ref_hard(bx: list[list[float]], scores: list[float], classes: list[int], t: 
     return kept
 
 
-def ref_soft(bx: list[list[float]], scores: list[float], t: float, fn: str, sigma: float, min_score: float
-             ) -> tuple[list[int], list[float]]:
+def ref_soft(
+    bx: list[list[float]], scores: list[float], t: float, fn: str, sigma: float, min_score: float
+) -> tuple[list[int], list[float]]:
     s = [float(v) for v in scores]
     alive = [i for i in range(len(s)) if s[i] >= min_score]
     kept, kept_s = [], []
@@ -150,21 +159,27 @@ def test_normalised_yxyx_boxes_give_the_same_kept_set_and_keep_their_format() ->
     arr = np.asarray(bx)
     yxyx = (arr[:, [1, 0, 3, 2]] / [150.0, 120.0, 150.0, 120.0]).tolist()
     fmt = BoxFormat("yxyx", normalized=True)
-    out = nms()(detection_preds(Boxes(np.asarray(yxyx, np.float32), np.asarray(scores, np.float32),
-                                      np.zeros(len(bx), np.int64), fmt)))
+    out = nms()(
+        detection_preds(
+            Boxes(np.asarray(yxyx, np.float32), np.asarray(scores, np.float32), np.zeros(len(bx), np.int64), fmt)
+        )
+    )
     assert out.detections is not None and out.detections[0].format == fmt
     assert len(out.detections[0].boxes) == len(ref_hard(bx, scores, [0] * len(bx), 0.5, False))
 
 
-@pytest.mark.parametrize(("changes", "key"), [
-    ({"method": "soft"}, "soft_function"),
-    ({"method": "soft", "soft_function": "gaussian", "min_score": 0.1}, "sigma"),
-    ({"method": "soft", "soft_function": "linear", "min_score": 0.1, "sigma": 0.5}, "sigma"),
-    ({"sigma": 0.5}, "sigma"),
-    ({"min_score": 0.5}, "min_score"),
-    ({"iou_threshold": 1.5}, "iou_threshold"),
-    ({"method": "greedy"}, "method"),
-])
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"method": "soft"}, "soft_function"),
+        ({"method": "soft", "soft_function": "gaussian", "min_score": 0.1}, "sigma"),
+        ({"method": "soft", "soft_function": "linear", "min_score": 0.1, "sigma": 0.5}, "sigma"),
+        ({"sigma": 0.5}, "sigma"),
+        ({"min_score": 0.5}, "min_score"),
+        ({"iou_threshold": 1.5}, "iou_threshold"),
+        ({"method": "greedy"}, "method"),
+    ],
+)
 def test_bad_params_name_the_field(changes: dict[str, Any], key: str) -> None:
     with pytest.raises(OpSpecError) as exc:
         nms(**changes)

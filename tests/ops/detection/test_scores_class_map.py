@@ -22,8 +22,9 @@ def test_sigmoid_with_mediapipe_clip_and_softmax_on_an_output() -> None:
     np.testing.assert_allclose(got.outputs["logits"], [[[0.25, 0.25, 0.5], [0.125, 0.375, 0.5]]], rtol=1e-6)
     np.testing.assert_array_equal(got.outputs["other"], np.ones((1, 2)))
     clip_only = post(op="score_activation", function="none", clip=2.0, output="logits")
-    np.testing.assert_array_equal(clip_only(output_preds(logits=np.array([[-5.0, 1.0, 5.0]]))).outputs["logits"],
-                                  [[-2.0, 1.0, 2.0]])
+    np.testing.assert_array_equal(
+        clip_only(output_preds(logits=np.array([[-5.0, 1.0, 5.0]]))).outputs["logits"], [[-2.0, 1.0, 2.0]]
+    )
     with pytest.raises(OpSpecError) as exc:
         post(op="score_activation", function="softmax", clip=None, output=None)
     assert exc.value.key == "function" and exc.value.allowed == ["none", "sigmoid"]
@@ -66,15 +67,22 @@ def test_background_is_dropped_before_the_offset() -> None:
     out = post(op="class_map", background=0, offset=-1, table="coco80_to_91")(detection_preds(b))
     assert out.detections is not None
     assert out.detections[0].classes.tolist() == [1, 90] and out.detections[0].scores.tolist() == pytest.approx(
-        [0.2, 0.1])
+        [0.2, 0.1]
+    )
     with pytest.raises(OpSpecError) as exc:
         post(op="class_map", background=None, offset=0, table="coco")
     assert exc.value.key == "table" and exc.value.allowed == ["coco80_to_91", "coco91_to_80", "none"]
 
 
 def test_detections_from_outputs_with_count_and_float_classes() -> None:
-    op = post(op="detections_from_outputs", boxes="b", scores="s", classes="c", count="n",
-              format={**XYXY_NORM, "kind": "yxyx"})
+    op = post(
+        op="detections_from_outputs",
+        boxes="b",
+        scores="s",
+        classes="c",
+        count="n",
+        format={**XYXY_NORM, "kind": "yxyx"},
+    )
     b = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) / 100
     s = np.array([[0.9, 0.8, 0.7], [0.6, 0.5, 0.4]], np.float32)
     c = np.array([[1.0, 18.0, 3.0], [44.0, 1.0, 1.0]], np.float32)
@@ -95,6 +103,12 @@ def test_detections_from_outputs_with_count_and_float_classes() -> None:
     with pytest.raises(RepliscopeError, match=r"'s' has shape \(2, 2\), not \(2, 3\)"):
         op(output_preds(b=b, s=s[:, :2], c=c, n=np.array([1, 1])))
     with pytest.raises(OpSpecError) as exc:
-        post(op="detections_from_outputs", boxes="b", scores="s", classes=None, count=None,
-             format={**XYXY_NORM, "kind": "ltrb"})
+        post(
+            op="detections_from_outputs",
+            boxes="b",
+            scores="s",
+            classes=None,
+            count=None,
+            format={**XYXY_NORM, "kind": "ltrb"},
+        )
     assert exc.value.key == "format.kind" and exc.value.allowed == ["cxcywh", "xywh", "xyxy", "yxyx"]

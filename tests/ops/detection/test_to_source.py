@@ -17,19 +17,72 @@ TO_SOURCE = {"op": "to_source", "undo": "geometry", "clip": False}
 SOURCE_BOXES = np.array([[12.5, 30.25, 200.0, 140.75], [0.0, 0.0, 37.0, 11.0], [150.0, 60.0, 299.5, 199.0]])
 
 
-@pytest.mark.parametrize(("hw", "pre_specs"), [
-    ((200, 300), [{"op": "letterbox", "size": [320, 320], "color": [114, 114, 114], "position": "center",
-                   "order": "resize_then_pad", "method": "bilinear", "library": "pillow", "antialias": True}]),
-    ((200, 300), [{"op": "letterbox", "size": [192, 256], "color": [0, 0, 0], "position": "top_left",
-                   "order": "resize_then_pad", "method": "bilinear", "library": "opencv", "antialias": False}]),
-    ((200, 300), [{"op": "resize", "size": 160, "keep_aspect_ratio": True, "method": "bilinear",
-                   "library": "pillow", "antialias": True}, {"op": "center_crop", "size": 150}]),
-    ((200, 300), [{"op": "resize", "size": [300, 300], "keep_aspect_ratio": False, "method": "bilinear",
-                   "library": "pillow", "antialias": True}]),
-])
+@pytest.mark.parametrize(
+    ("hw", "pre_specs"),
+    [
+        (
+            (200, 300),
+            [
+                {
+                    "op": "letterbox",
+                    "size": [320, 320],
+                    "color": [114, 114, 114],
+                    "position": "center",
+                    "order": "resize_then_pad",
+                    "method": "bilinear",
+                    "library": "pillow",
+                    "antialias": True,
+                }
+            ],
+        ),
+        (
+            (200, 300),
+            [
+                {
+                    "op": "letterbox",
+                    "size": [192, 256],
+                    "color": [0, 0, 0],
+                    "position": "top_left",
+                    "order": "resize_then_pad",
+                    "method": "bilinear",
+                    "library": "opencv",
+                    "antialias": False,
+                }
+            ],
+        ),
+        (
+            (200, 300),
+            [
+                {
+                    "op": "resize",
+                    "size": 160,
+                    "keep_aspect_ratio": True,
+                    "method": "bilinear",
+                    "library": "pillow",
+                    "antialias": True,
+                },
+                {"op": "center_crop", "size": 150},
+            ],
+        ),
+        (
+            (200, 300),
+            [
+                {
+                    "op": "resize",
+                    "size": [300, 300],
+                    "keep_aspect_ratio": False,
+                    "method": "bilinear",
+                    "library": "pillow",
+                    "antialias": True,
+                }
+            ],
+        ),
+    ],
+)
 @pytest.mark.parametrize("kind", ["xyxy", "cxcywh"])
-def test_preprocess_then_to_source_returns_the_source_boxes(hw: tuple[int, int], pre_specs: list[dict[str, Any]],
-                                                            kind: str) -> None:
+def test_preprocess_then_to_source_returns_the_source_boxes(
+    hw: tuple[int, int], pre_specs: list[dict[str, Any]], kind: str
+) -> None:
     item = Item(smooth_rgb(*hw), "HWC", "RGB", Geometry(hw))
     for spec in pre_specs:
         item = pre(**spec)(item)
@@ -47,11 +100,12 @@ def test_preprocess_then_to_source_returns_the_source_boxes(hw: tuple[int, int],
 def test_bug_modes_and_clip_by_hand() -> None:
     g = Geometry((100, 200), (0.5, 0.5), (25.0, 0.0))  # letterbox 100x200 -> 50x100 in a 100x100 canvas
     b = boxes([[10.0, 30.0, 50.0, 70.0]])
-    run = {undo: post(**{**TO_SOURCE, "undo": undo})(detection_preds(b, geometry=[g])) for undo in
-           ("geometry", "scale_only", "nothing")}
+    run = {
+        undo: post(**{**TO_SOURCE, "undo": undo})(detection_preds(b, geometry=[g]))
+        for undo in ("geometry", "scale_only", "nothing")
+    }
     got = {undo: p.detections[0].boxes.tolist() for undo, p in run.items() if p.detections is not None}
-    assert got == {"geometry": [[20, 10, 100, 90]], "scale_only": [[20, 60, 100, 140]],
-                   "nothing": [[10, 30, 50, 70]]}
+    assert got == {"geometry": [[20, 10, 100, 90]], "scale_only": [[20, 60, 100, 140]], "nothing": [[10, 30, 50, 70]]}
     clipped = post(**{**TO_SOURCE, "clip": True})(detection_preds(boxes([[-10.0, 0.0, 150.0, 90.0]]), geometry=[g]))
     assert clipped.detections is not None
     assert clipped.detections[0].boxes.tolist() == [[0, 0, 200, 100]]

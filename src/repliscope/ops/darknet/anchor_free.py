@@ -40,8 +40,10 @@ class YoloAnchorFreeDecode(PostOp):
         out = np.asarray(require_output(self, preds, self.params.output), dtype=np.float32)
         c = self.params.classes
         if out.ndim != 3 or out.shape[1] != 4 + c:
-            raise RepliscopeError(f"'yolo_anchor_free_decode': output {self.params.output!r} has shape {out.shape}, "
-                                  f"expected (N, 4 + {c}, A)")
+            raise RepliscopeError(
+                f"'yolo_anchor_free_decode': output {self.params.output!r} has shape {out.shape}, "
+                f"expected (N, 4 + {c}, A)"
+            )
         fmt = BoxFormat("cxcywh", False, False, "input")
         dets = []
         for row in out:
@@ -53,6 +55,7 @@ class YoloAnchorFreeDecode(PostOp):
                 cls = cls[idx]
             else:
                 idx, cls = np.nonzero(passed)
-            dets.append(Boxes(np.ascontiguousarray(boxes[idx]), scores[idx, cls].astype(np.float32),
-                              cls.astype(np.int64), fmt))
+            dets.append(
+                Boxes(np.ascontiguousarray(boxes[idx]), scores[idx, cls].astype(np.float32), cls.astype(np.int64), fmt)
+            )
         return with_detections(preds, dets)

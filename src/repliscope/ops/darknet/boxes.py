@@ -31,8 +31,10 @@ class DarknetBoxes(PostOp):
         out = []
         for i, d in enumerate(require_darknet(self, preds)):
             if d.format.space != "source" or d.format.normalized:
-                raise RepliscopeError("'darknet_boxes' needs source-image pixels: put 'darknet_correct_boxes' "
-                                      "with relative: false before it")
+                raise RepliscopeError(
+                    "'darknet_boxes' needs source-image pixels: put 'darknet_correct_boxes' "
+                    "with relative: false before it"
+                )
             b = d.boxes.astype(np.float64)
             x1 = (b[:, 0] - b[:, 2] / 2.0).astype(np.float32)
             x2 = (b[:, 0] + b[:, 2] / 2.0).astype(np.float32)
@@ -47,6 +49,12 @@ class DarknetBoxes(PostOp):
                 x2, y2 = np.minimum(x2, np.float32(w)), np.minimum(y2, np.float32(h))
             det, cls = np.nonzero(d.probs)
             xyxy = np.stack([x1, y1, x2, y2], axis=1)[det].astype(np.float32)
-            out.append(Boxes(xyxy, d.probs[det, cls].astype(np.float32), cls.astype(np.int64),
-                             BoxFormat("xyxy", False, False, "source")))
+            out.append(
+                Boxes(
+                    xyxy,
+                    d.probs[det, cls].astype(np.float32),
+                    cls.astype(np.int64),
+                    BoxFormat("xyxy", False, False, "source"),
+                )
+            )
         return with_detections(preds, out)

@@ -37,7 +37,7 @@ def resize_image(chw: np.ndarray, w: int, h: int) -> np.ndarray:
     ix1 = np.minimum(ixc + 1, iw - 1)
     left = (f32(1) - dx)[None, None, :] * im[:, :, ixc]
     right = dx[None, None, :] * im[:, :, ix1]
-    part[:] = np.where(inner[None, None, :], left + right, im[:, :, iw - 1:iw])
+    part[:] = np.where(inner[None, None, :], left + right, im[:, :, iw - 1 : iw])
     rows = np.arange(h)
     sy = rows.astype(np.float32) * h_scale
     iy = sy.astype(np.int64)
@@ -94,8 +94,11 @@ class DarknetLetterbox(PreOp):
     def __call__(self, item: Item) -> Item:
         require_image(self, item)
         if item.data.dtype != np.float32:
-            raise OpSpecError("op", f"'darknet_letterbox' works on float32 images as Darknet does (got "
-                              f"{item.data.dtype}): put 'to_float' and 'divide_std 255' before it")
+            raise OpSpecError(
+                "op",
+                f"'darknet_letterbox' works on float32 images as Darknet does (got "
+                f"{item.data.dtype}): put 'to_float' and 'divide_std 255' before it",
+            )
         height, width = spatial_size(item)
         net_h, net_w = self.params.size
         keep = self.params.keep_aspect_ratio
@@ -104,8 +107,11 @@ class DarknetLetterbox(PreOp):
         resized = resize_image(chw, new_w, new_h)
         canvas = np.full((chw.shape[0], net_h, net_w), np.float32(self.params.fill), np.float32)
         top, left = (net_h - new_h) // 2, (net_w - new_w) // 2
-        canvas[:, top:top + new_h, left:left + new_w] = resized
+        canvas[:, top : top + new_h, left : left + new_w] = resized
         out = canvas if item.layout == "CHW" else np.ascontiguousarray(np.transpose(canvas, (1, 2, 0)))
-        geometry = None if item.geometry is None else item.geometry.then((new_h / height, new_w / width),
-                                                                            (float(top), float(left)))
+        geometry = (
+            None
+            if item.geometry is None
+            else item.geometry.then((new_h / height, new_w / width), (float(top), float(left)))
+        )
         return item.with_data(out, geometry=geometry)

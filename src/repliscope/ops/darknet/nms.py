@@ -116,7 +116,7 @@ class DarknetNms(PostOp):
                 for pos, a in enumerate(live):
                     if probs[a, c] == 0:
                         continue
-                    rest = live[pos + 1:]
+                    rest = live[pos + 1 :]
                     if rest.size:
                         hit = rest[box_iou(boxes[a], boxes[rest]) > thresh]
                         probs[hit, c] = 0
@@ -128,14 +128,20 @@ class DarknetNms(PostOp):
             for pos, a in enumerate(head):
                 if obj[a] == 0:
                     continue
-                rest = head[pos + 1:]
+                rest = head[pos + 1 :]
                 rest = rest[obj[rest] != 0]
                 if rest.size:
                     hit = rest[box_iou(boxes[a], boxes[rest]) > thresh]
                     obj[hit] = 0
                     probs[hit, :] = 0
-        return dataclasses.replace(d, boxes=boxes[order], scores=obj[order], classes=d.classes[order],
-                                   probs=probs[order], objectness=obj[order])
+        return dataclasses.replace(
+            d,
+            boxes=boxes[order],
+            scores=obj[order],
+            classes=d.classes[order],
+            probs=probs[order],
+            objectness=obj[order],
+        )
 
     def __call__(self, preds: Predictions) -> Predictions:
         return with_detections(preds, [self.apply(d) for d in require_darknet(self, preds)])

@@ -67,8 +67,10 @@ class YoloDecode(PostOp):
             a = len(mask)
             _, lh, lw = out.shape
             if out.shape[0] != a * (5 + p.classes):
-                raise RepliscopeError(f"'yolo_decode': an output has {out.shape[0]} channels, mask {mask} x (5 + "
-                                      f"{p.classes}) = {a * (5 + p.classes)}")
+                raise RepliscopeError(
+                    f"'yolo_decode': an output has {out.shape[0]} channels, mask {mask} x (5 + "
+                    f"{p.classes}) = {a * (5 + p.classes)}"
+                )
             x = out.reshape(a, 5 + p.classes, lh * lw).astype(np.float32)
             if not p.activated:
                 x = x.copy()
@@ -95,8 +97,14 @@ class YoloDecode(PostOp):
             objs.append(o.astype(np.float32))
         b = np.concatenate(boxes) if boxes else np.zeros((0, 4), np.float32)
         o = np.concatenate(objs)
-        return DarknetDetections(b, o, np.full(len(o), -1, np.int64), BoxFormat("cxcywh", True, False, "input"),
-                                 np.concatenate(probs), o.copy())
+        return DarknetDetections(
+            b,
+            o,
+            np.full(len(o), -1, np.int64),
+            BoxFormat("cxcywh", True, False, "input"),
+            np.concatenate(probs),
+            o.copy(),
+        )
 
     def __call__(self, preds: Predictions) -> Predictions:
         arrays = [require_output(self, preds, name) for name in self.params.outputs]

@@ -28,8 +28,11 @@ def parse_format(key: str, raw: Mapping[str, Any]) -> BoxFormat:
             raise OpSpecError(f"{key}.{k}", "unknown box-format key", allowed=FORMAT_KEYS)
     for k in FORMAT_KEYS:
         if k not in raw:
-            raise OpSpecError(f"{key}.{k}", "required box-format key missing (kind, normalized, one_based and "
-                              "space are all stated)", allowed=FORMAT_KEYS)
+            raise OpSpecError(
+                f"{key}.{k}",
+                "required box-format key missing (kind, normalized, one_based and space are all stated)",
+                allowed=FORMAT_KEYS,
+            )
     if raw["kind"] not in KINDS:
         raise OpSpecError(f"{key}.kind", f"invalid value {raw['kind']!r}", allowed=KINDS)
     if raw["space"] not in SPACES:
@@ -38,8 +41,11 @@ def parse_format(key: str, raw: Mapping[str, Any]) -> BoxFormat:
         if not isinstance(raw[k], bool):
             raise OpSpecError(f"{key}.{k}", f"expected true or false, got {raw[k]!r}", allowed=["false", "true"])
     if raw["normalized"] and raw["one_based"]:
-        raise OpSpecError(f"{key}.one_based", "normalised coordinates have no pixel index base; set one_based: "
-                          "false", allowed=["false"])
+        raise OpSpecError(
+            f"{key}.one_based",
+            "normalised coordinates have no pixel index base; set one_based: false",
+            allowed=["false"],
+        )
     return BoxFormat(raw["kind"], raw["normalized"], raw["one_based"], raw["space"])
 
 
@@ -73,8 +79,9 @@ def from_xyxy(xyxy: np.ndarray, kind: str) -> np.ndarray:
     if kind == "xywh":
         return np.stack([b[:, 0], b[:, 1], b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], axis=1)
     if kind == "cxcywh":
-        return np.stack([(b[:, 0] + b[:, 2]) / 2.0, (b[:, 1] + b[:, 3]) / 2.0, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]],
-                        axis=1)
+        return np.stack(
+            [(b[:, 0] + b[:, 2]) / 2.0, (b[:, 1] + b[:, 3]) / 2.0, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], axis=1
+        )
     raise ValueError(f"unknown box kind {kind!r}")
 
 
@@ -103,16 +110,19 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def refuse_classification(op: Op, preds: Predictions) -> None:
     """RepliscopeError when ``preds`` went through classification ops (``topk``/``labels``)."""
     if preds.topk_indices is not None or preds.topk_labels is not None:
-        raise RepliscopeError(f"'{op.name}' is a detection op but these are classification predictions (after "
-                              "'topk'); a manifest uses either classification or detection post-processing")
+        raise RepliscopeError(
+            f"'{op.name}' is a detection op but these are classification predictions (after "
+            "'topk'); a manifest uses either classification or detection post-processing"
+        )
 
 
 def require_detections(op: Op, preds: Predictions) -> list[Boxes]:
     """The per-row :class:`Boxes` of ``preds``; RepliscopeError naming the missing step otherwise."""
     refuse_classification(op, preds)
     if preds.detections is None:
-        raise RepliscopeError(f"'{op.name}' needs detections: put 'detections_from_outputs' or 'anchor_decode' "
-                              "before it")
+        raise RepliscopeError(
+            f"'{op.name}' needs detections: put 'detections_from_outputs' or 'anchor_decode' before it"
+        )
     return preds.detections
 
 
@@ -121,8 +131,9 @@ def require_output(op: Op, preds: Predictions, name: str) -> np.ndarray:
     refuse_classification(op, preds)
     if name not in preds.outputs:
         have = ", ".join(sorted(preds.outputs)) or "none"
-        raise RepliscopeError(f"'{op.name}' reads model output {name!r}, which the model does not have "
-                              f"(outputs: {have})")
+        raise RepliscopeError(
+            f"'{op.name}' reads model output {name!r}, which the model does not have (outputs: {have})"
+        )
     return preds.outputs[name]
 
 

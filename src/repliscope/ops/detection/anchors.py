@@ -81,8 +81,11 @@ def ssd_anchors(p: AnchorDecodeParams) -> np.ndarray:
                 ratios += list(p.aspect_ratios)
                 scales += [scale] * len(p.aspect_ratios)
                 if p.interpolated_scale_aspect_ratio > 0.0:
-                    nxt = 1.0 if last == len(strides) - 1 else layer_scale(p.min_scale, p.max_scale, last + 1,
-                                                                           len(strides))
+                    nxt = (
+                        1.0
+                        if last == len(strides) - 1
+                        else layer_scale(p.min_scale, p.max_scale, last + 1, len(strides))
+                    )
                     scales.append(math.sqrt(scale * nxt))
                     ratios.append(p.interpolated_scale_aspect_ratio)
             last += 1
@@ -116,8 +119,10 @@ class AnchorDecode(PostOp):
     def __init__(self, params: AnchorDecodeParams) -> None:
         super().__init__(params)
         if len(params.strides) != params.num_layers:
-            raise OpSpecError("strides", f"{len(params.strides)} strides for num_layers {params.num_layers}: "
-                              "give one stride per layer")
+            raise OpSpecError(
+                "strides",
+                f"{len(params.strides)} strides for num_layers {params.num_layers}: give one stride per layer",
+            )
         if params.min_scale > params.max_scale:
             raise OpSpecError("min_scale", f"{params.min_scale} is above max_scale {params.max_scale}")
         self.anchors = ssd_anchors(params)
@@ -126,8 +131,9 @@ class AnchorDecode(PostOp):
         """(A, R) raw regression -> (A, 4) float64 xyxy normalised."""
         p = self.params
         r = np.asarray(raw, dtype=np.float64)
-        tx, ty, tw, th = (r[:, 0], r[:, 1], r[:, 2], r[:, 3]) if p.box_order == "xywh" else \
-            (r[:, 1], r[:, 0], r[:, 3], r[:, 2])
+        tx, ty, tw, th = (
+            (r[:, 0], r[:, 1], r[:, 2], r[:, 3]) if p.box_order == "xywh" else (r[:, 1], r[:, 0], r[:, 3], r[:, 2])
+        )
         a = self.anchors.astype(np.float64)
         x = tx / p.x_scale * a[:, 2] + a[:, 0]
         y = ty / p.y_scale * a[:, 3] + a[:, 1]
@@ -143,13 +149,17 @@ class AnchorDecode(PostOp):
         scores = np.asarray(require_output(self, preds, p.scores))
         count = len(self.anchors)
         if raw.ndim != 3 or raw.shape[1] != count or raw.shape[2] < 4:
-            raise RepliscopeError(f"'anchor_decode': output {p.boxes!r} has shape {raw.shape}, expected (N, {count}, "
-                                  f">=4) for the {count} anchors the parameters generate")
+            raise RepliscopeError(
+                f"'anchor_decode': output {p.boxes!r} has shape {raw.shape}, expected (N, {count}, "
+                f">=4) for the {count} anchors the parameters generate"
+            )
         if scores.ndim == 2:
             scores = scores[:, :, None]
         if scores.ndim != 3 or scores.shape[:2] != raw.shape[:2]:
-            raise RepliscopeError(f"'anchor_decode': output {p.scores!r} has shape {scores.shape}, expected "
-                                  f"(N, {count}) or (N, {count}, C)")
+            raise RepliscopeError(
+                f"'anchor_decode': output {p.scores!r} has shape {scores.shape}, expected "
+                f"(N, {count}) or (N, {count}, C)"
+            )
         rows = []
         for i in range(raw.shape[0]):
             boxes = self.decode(raw[i])

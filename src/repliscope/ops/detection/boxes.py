@@ -21,7 +21,8 @@ from repliscope.ops.detection._common import (
 PositiveInt = Annotated[int, Field(gt=0)]
 
 _FIELDS: dict[str, Any] = {
-    "from": (dict[str, Any], ...), "to": (dict[str, Any], ...),
+    "from": (dict[str, Any], ...),
+    "to": (dict[str, Any], ...),
     "image_size": (Annotated[list[PositiveInt], Field(min_length=2, max_length=2)] | None, ...),
 }
 BoxFormatParams = create_model("BoxFormatParams", __base__=OpParams, **_FIELDS)  # 'from' is a keyword
@@ -70,13 +71,18 @@ class BoxFormatOp(PostOp):
         self.src = parse_format("from", getattr(params, "from"))
         self.dst = parse_format("to", params.to)  # type: ignore[attr-defined]
         if self.src.space != self.dst.space:
-            raise OpSpecError("to.space", f"box_format keeps the image space ({self.src.space}); use 'to_source' to "
-                              "map input-image boxes to the source image", allowed=[self.src.space])
+            raise OpSpecError(
+                "to.space",
+                f"box_format keeps the image space ({self.src.space}); use 'to_source' to "
+                "map input-image boxes to the source image",
+                allowed=[self.src.space],
+            )
         sized = self.src.normalized != self.dst.normalized and self.src.space == "input"
         size = self.params.image_size
         if sized and size is None:
-            raise OpSpecError("image_size", "normalised <-> pixels in the input space needs the model input's "
-                              "[height, width]")
+            raise OpSpecError(
+                "image_size", "normalised <-> pixels in the input space needs the model input's [height, width]"
+            )
         if not sized and size is not None:
             raise OpSpecError("image_size", "only used for normalised <-> pixels in space input; set it to null")
 
@@ -85,8 +91,10 @@ class BoxFormatOp(PostOp):
         out = []
         for i, b in enumerate(dets):
             if b.format != self.src:
-                raise RepliscopeError(f"'box_format' expects boxes in {self.src.describe()} but they are "
-                                      f"{b.format.describe()}: fix its 'from' or the op before it")
+                raise RepliscopeError(
+                    f"'box_format' expects boxes in {self.src.describe()} but they are "
+                    f"{b.format.describe()}: fix its 'from' or the op before it"
+                )
             size: tuple[float, float] | None = None
             if self.src.normalized != self.dst.normalized:
                 size = tuple(self.params.image_size) if self.src.space == "input" else _source_hw(preds, i)
@@ -98,8 +106,10 @@ class BoxFormatOp(PostOp):
 def _source_hw(preds: Predictions, row: int) -> tuple[float, float]:
     g = preds.geometry[row] if row < len(preds.geometry) else None
     if g is None:
-        raise RepliscopeError("boxes in the source space need each sample's decoded size, but the predictions "
-                              "carry no geometry (no 'decode' in the pre-processing?)")
+        raise RepliscopeError(
+            "boxes in the source space need each sample's decoded size, but the predictions "
+            "carry no geometry (no 'decode' in the pre-processing?)"
+        )
     return float(g.source_hw[0]), float(g.source_hw[1])
 
 
@@ -130,13 +140,17 @@ class ToSource(PostOp):
         out = []
         for i, b in enumerate(dets):
             if b.format.space != "input" or b.format.normalized:
-                raise RepliscopeError(f"'to_source' maps boxes in input-image pixels, got {b.format.describe()}: "
-                                      "put 'box_format' (to pixels, space input) before it")
+                raise RepliscopeError(
+                    f"'to_source' maps boxes in input-image pixels, got {b.format.describe()}: "
+                    "put 'box_format' (to pixels, space input) before it"
+                )
             xyxy = convert(b.boxes, b.format, BoxFormat("xyxy", normalized=False), None)
             g = preds.geometry[i] if i < len(preds.geometry) else None
             if g is None:
-                raise RepliscopeError("'to_source' needs each sample's geometry, but the predictions carry none "
-                                      "(no 'decode' in the pre-processing?)")
+                raise RepliscopeError(
+                    "'to_source' needs each sample's geometry, but the predictions carry none "
+                    "(no 'decode' in the pre-processing?)"
+                )
             if self.params.undo == "geometry":
                 src = g.to_source_xyxy(xyxy).astype(np.float64)
             elif self.params.undo == "scale_only":

@@ -65,9 +65,16 @@ class Letterbox(PreOp):
     def __init__(self, params: LetterboxParams) -> None:
         super().__init__(params)
         keep = params.order == "resize_then_pad"
-        self.resize = Resize(ResizeParams(size=list(params.size), keep_aspect_ratio=keep,
-                                          fit="inside" if keep else None, method=params.method,
-                                          library=params.library, antialias=params.antialias))
+        self.resize = Resize(
+            ResizeParams(
+                size=list(params.size),
+                keep_aspect_ratio=keep,
+                fit="inside" if keep else None,
+                method=params.method,
+                library=params.library,
+                antialias=params.antialias,
+            )
+        )
 
     def library(self) -> tuple[str, str]:
         return self.resize.library()
@@ -110,8 +117,11 @@ class Letterbox(PreOp):
         if np.issubdtype(item.data.dtype, np.integer):
             info = np.iinfo(item.data.dtype)
             if any(c != round(c) or not info.min <= c <= info.max for c in color):
-                raise OpSpecError("color", f"{self.params.color} cannot be stored in a {item.data.dtype} image "
-                                  f"(whole numbers in [{info.min}, {info.max}])")
+                raise OpSpecError(
+                    "color",
+                    f"{self.params.color} cannot be stored in a {item.data.dtype} image "
+                    f"(whole numbers in [{info.min}, {info.max}])",
+                )
         pads = (pad_h, pad_w, (0, 0)) if item.layout == "HWC" else ((0, 0), pad_h, pad_w)
         offset = (float(pad_h[0]), float(pad_w[0]))
         if self.params.order == "resize_then_pad":

@@ -60,8 +60,9 @@ class Nms(PostOp):
         if p.method == "soft":
             for key, value in soft_only.items():
                 if value is None:
-                    raise OpSpecError(key, "method soft needs it",
-                                      allowed=["gaussian", "linear"] if key == "soft_function" else None)
+                    raise OpSpecError(
+                        key, "method soft needs it", allowed=["gaussian", "linear"] if key == "soft_function" else None
+                    )
             if (p.soft_function == "gaussian") != (p.sigma is not None):
                 raise OpSpecError("sigma", "required for soft_function gaussian, null for linear")
         else:
@@ -76,8 +77,9 @@ class Nms(PostOp):
         """One sample's detections after NMS (see the class docstring)."""
         xyxy = to_xyxy(b.boxes, b.format.kind)
         if self.params.method == "hard":
-            keep = _hard(xyxy, b.scores, b.classes, self.params.iou_threshold, self.params.class_aware,
-                         self.params.max_output)
+            keep = _hard(
+                xyxy, b.scores, b.classes, self.params.iou_threshold, self.params.class_aware, self.params.max_output
+            )
             return Boxes(b.boxes[keep], b.scores[keep], b.classes[keep], b.format)
         if self.params.method == "soft":
             keep, scores = self._soft(xyxy, b.scores, b.classes)
@@ -138,8 +140,14 @@ class Nms(PostOp):
         return Boxes(boxes, b.scores[idx], b.classes[idx], b.format)
 
 
-def _hard(xyxy: np.ndarray, scores: np.ndarray, classes: np.ndarray, threshold: float, class_aware: bool,
-          max_output: int | None) -> np.ndarray:
+def _hard(
+    xyxy: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    threshold: float,
+    class_aware: bool,
+    max_output: int | None,
+) -> np.ndarray:
     """Indices kept by greedy NMS, best first (see :class:`Nms`)."""
     remaining = best_first(scores)
     keep: list[int] = []

@@ -51,8 +51,10 @@ class DetectionsFromOutputs(PostOp):
             raise RepliscopeError(f"'{self.name}': output {p.boxes!r} has shape {boxes.shape}, not (N, K, 4)")
         n, k = boxes.shape[:2]
         if scores.shape != (n, k):
-            raise RepliscopeError(f"'{self.name}': output {p.scores!r} has shape {scores.shape}, not {(n, k)} "
-                                  f"(the boxes are {boxes.shape})")
+            raise RepliscopeError(
+                f"'{self.name}': output {p.scores!r} has shape {scores.shape}, not {(n, k)} "
+                f"(the boxes are {boxes.shape})"
+            )
         classes = np.zeros((n, k), np.int64)
         if p.classes is not None:
             raw = np.asarray(require_output(self, preds, p.classes))
@@ -64,11 +66,24 @@ class DetectionsFromOutputs(PostOp):
         counts = np.full(n, k, np.int64)
         if p.count is not None:
             raw_count = np.asarray(require_output(self, preds, p.count)).reshape(n, -1)
-            if raw_count.shape[1] != 1 or np.any(raw_count != np.round(raw_count)) or np.any(raw_count < 0) \
-                    or np.any(raw_count > k):
-                raise RepliscopeError(f"'{self.name}': output {p.count!r} must hold one whole count in [0, {k}] "
-                                      f"per sample, got {raw_count.reshape(-1)[:4].tolist()}")
+            if (
+                raw_count.shape[1] != 1
+                or np.any(raw_count != np.round(raw_count))
+                or np.any(raw_count < 0)
+                or np.any(raw_count > k)
+            ):
+                raise RepliscopeError(
+                    f"'{self.name}': output {p.count!r} must hold one whole count in [0, {k}] "
+                    f"per sample, got {raw_count.reshape(-1)[:4].tolist()}"
+                )
             counts = raw_count[:, 0].astype(np.int64)
-        rows = [Boxes(boxes[i, : counts[i]].astype(np.float32), scores[i, : counts[i]].astype(np.float32),
-                      classes[i, : counts[i]].copy(), self.box_format) for i in range(n)]
+        rows = [
+            Boxes(
+                boxes[i, : counts[i]].astype(np.float32),
+                scores[i, : counts[i]].astype(np.float32),
+                classes[i, : counts[i]].copy(),
+                self.box_format,
+            )
+            for i in range(n)
+        ]
         return with_detections(preds, rows)

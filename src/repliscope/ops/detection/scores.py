@@ -38,8 +38,11 @@ class ScoreActivation(PostOp):
     def __init__(self, params: ScoreActivationParams) -> None:
         super().__init__(params)
         if params.output is None and params.function == "softmax":
-            raise OpSpecError("function", "softmax needs the class axis of a model output: give 'output' (the "
-                              "detections hold one score per box)", allowed=["none", "sigmoid"])
+            raise OpSpecError(
+                "function",
+                "softmax needs the class axis of a model output: give 'output' (the detections hold one score per box)",
+                allowed=["none", "sigmoid"],
+            )
 
     def activate(self, x: np.ndarray) -> np.ndarray:
         v = np.asarray(x, dtype=np.float64)

@@ -60,8 +60,10 @@ class MaskFromOutputs(PostOp):
     def __call__(self, preds: Predictions) -> Predictions:
         p = self.params
         if p.output not in preds.outputs:
-            raise RepliscopeError(f"'{self.name}': the model has no output '{p.output}' (outputs: "
-                                  f"{', '.join(sorted(preds.outputs)) or 'none'})")
+            raise RepliscopeError(
+                f"'{self.name}': the model has no output '{p.output}' (outputs: "
+                f"{', '.join(sorted(preds.outputs)) or 'none'})"
+            )
         if p.labels:
             return _replace(preds, self._labels(np.asarray(preds.outputs[p.output])))
         x = np.asarray(preds.outputs[p.output], dtype=np.float32)
@@ -74,8 +76,12 @@ class MaskFromOutputs(PostOp):
             x = x[..., None]
         elif p.layout == "NCHW":
             x = x.transpose(0, 2, 3, 1)
-        maps = [MaskMap(values=np.ascontiguousarray(row), activated=p.activated, space="output",
-                        class_names=self.class_names) for row in x]
+        maps = [
+            MaskMap(
+                values=np.ascontiguousarray(row), activated=p.activated, space="output", class_names=self.class_names
+            )
+            for row in x
+        ]
         return _replace(preds, maps)
 
     def _labels(self, x: np.ndarray) -> list[MaskMap]:
@@ -87,17 +93,26 @@ class MaskFromOutputs(PostOp):
         elif x.ndim == 4 and p.layout == "NCHW" and x.shape[1] == 1:
             x = x[:, 0]
         if x.ndim != 3:
-            raise RepliscopeError(f"'{self.name}': label output '{p.output}' has shape {list(x.shape)}, not "
-                                  "(N, H, W)")
-        integral = np.issubdtype(x.dtype, np.integer) or (np.issubdtype(x.dtype, np.floating)
-                                                          and bool(np.array_equal(x, np.rint(x))))
+            raise RepliscopeError(f"'{self.name}': label output '{p.output}' has shape {list(x.shape)}, not (N, H, W)")
+        integral = np.issubdtype(x.dtype, np.integer) or (
+            np.issubdtype(x.dtype, np.floating) and bool(np.array_equal(x, np.rint(x)))
+        )
         if not integral:
-            raise RepliscopeError(f"'{self.name}': label output '{p.output}' holds {x.dtype} values that are not "
-                                  "class indices")
+            raise RepliscopeError(
+                f"'{self.name}': label output '{p.output}' holds {x.dtype} values that are not class indices"
+            )
         if x.size and (x.min() < np.iinfo(np.int32).min or x.max() > np.iinfo(np.int32).max):
             raise RepliscopeError(f"'{self.name}': label output '{p.output}' holds values outside int32")
-        return [MaskMap(values=None, activated=False, space="output", labels=np.ascontiguousarray(row, np.int32),
-                        class_names=self.class_names) for row in x]
+        return [
+            MaskMap(
+                values=None,
+                activated=False,
+                space="output",
+                labels=np.ascontiguousarray(row, np.int32),
+                class_names=self.class_names,
+            )
+            for row in x
+        ]
 
 
 class MaskActivationParams(OpParams):
@@ -197,8 +212,11 @@ class MaskResize(PostOp):
         if p.mapping == "stretch" and p.input_size is not None:
             raise OpSpecError("input_size", "only used with mapping: geometry; remove it")
         if p.library in ("opencv", "pillow") and (p.mapping, p.sampling) != ("stretch", "half_pixel"):
-            raise OpSpecError("library", f"{p.library} does mapping: stretch with sampling: half_pixel only; "
-                              "use library: numpy", ["numpy"])
+            raise OpSpecError(
+                "library",
+                f"{p.library} does mapping: stretch with sampling: half_pixel only; use library: numpy",
+                ["numpy"],
+            )
         if p.method == "lanczos" and p.library != "pillow":
             raise OpSpecError("method", "lanczos is resampled by library: pillow only", ["bilinear", "nearest"])
 
@@ -216,18 +234,25 @@ class MaskResize(PostOp):
     def _pillow(self, data: np.ndarray, source_hw: tuple[int, int], method: str) -> np.ndarray:
         from PIL import Image
 
-        flag = {"bilinear": Image.Resampling.BILINEAR, "nearest": Image.Resampling.NEAREST,
-                "lanczos": Image.Resampling.LANCZOS}[method]
+        flag = {
+            "bilinear": Image.Resampling.BILINEAR,
+            "nearest": Image.Resampling.NEAREST,
+            "lanczos": Image.Resampling.LANCZOS,
+        }[method]
         sh, sw = source_hw
         if data.dtype.kind in "iu":  # labels: nearest, in mode I
             return np.asarray(Image.fromarray(data.astype(np.int32)).resize((sw, sh), flag))
         levels = np.rint(data * 255.0)
         if np.any(np.abs(levels - data * 255.0) > 1e-3) or levels.min() < 0 or levels.max() > 255:
-            raise RepliscopeError(f"'{self.name}' with library pillow resizes 8-bit maps: the scores are not "
-                                  "levels k / 255 in [0, 1] (put mask_minmax with quantize: uint8 first)")
+            raise RepliscopeError(
+                f"'{self.name}' with library pillow resizes 8-bit maps: the scores are not "
+                "levels k / 255 in [0, 1] (put mask_minmax with quantize: uint8 first)"
+            )
         planes = data[..., None] if data.ndim == 2 else data
-        out = [np.asarray(Image.fromarray(levels_c.astype(np.uint8)).resize((sw, sh), flag))
-               for levels_c in np.moveaxis(np.rint(planes * 255.0), -1, 0)]
+        out = [
+            np.asarray(Image.fromarray(levels_c.astype(np.uint8)).resize((sw, sh), flag))
+            for levels_c in np.moveaxis(np.rint(planes * 255.0), -1, 0)
+        ]
         return np.stack(out, axis=-1).astype(np.float32) / np.float32(255)
 
     def _one(self, data: np.ndarray, source_hw: tuple[int, int], geometry: object, method: str) -> np.ndarray:
@@ -246,26 +271,28 @@ class MaskResize(PostOp):
             cols = stretch_positions(data.shape[1], sw, p.sampling)
         else:
             assert p.input_size is not None
-            rows, cols = to_source_positions(data.shape[:2], (p.input_size[0], p.input_size[1]),
-                                             geometry, p.sampling)  # type: ignore[arg-type]
+            rows, cols = to_source_positions(data.shape[:2], (p.input_size[0], p.input_size[1]), geometry, p.sampling)  # type: ignore[arg-type]
         return resample(data, rows, cols, method)  # type: ignore[arg-type]
 
     def __call__(self, preds: Predictions) -> Predictions:
         maps = _maps(self.name, preds)
         if len(preds.geometry) != len(maps) or any(g is None for g in preds.geometry):
-            raise RepliscopeError(f"'{self.name}' needs each sample's geometry (the decoded image size): the "
-                                  "pipeline must start with 'decode'")
+            raise RepliscopeError(
+                f"'{self.name}' needs each sample's geometry (the decoded image size): the "
+                "pipeline must start with 'decode'"
+            )
         out = []
         for m, g in zip(maps, preds.geometry, strict=True):
             assert g is not None
             if m.space == "source":
-                raise RepliscopeError(f"'{self.name}': the maps are already in source pixels (a second "
-                                      "mask_resize)")
+                raise RepliscopeError(f"'{self.name}': the maps are already in source pixels (a second mask_resize)")
             if m.labels is not None:
                 if self.params.method != "nearest":
-                    raise RepliscopeError(f"'{self.name}' with method {self.params.method} on labels: class "
-                                          "indices are not interpolated; use method nearest, or resize the "
-                                          "scores before mask_argmax / mask_threshold")
+                    raise RepliscopeError(
+                        f"'{self.name}' with method {self.params.method} on labels: class "
+                        "indices are not interpolated; use method nearest, or resize the "
+                        "scores before mask_argmax / mask_threshold"
+                    )
                 labels = self._one(m.labels, g.source_hw, g, "nearest").astype(np.int32)
                 out.append(dataclasses.replace(m, labels=labels, values=None, space="source"))
             else:
@@ -295,8 +322,9 @@ class MaskArgmax(PostOp):
             if m.values is None or m.labels is not None:
                 raise RepliscopeError(f"'{self.name}': the maps are labels already")
             if m.values.shape[-1] < 2:
-                raise RepliscopeError(f"'{self.name}' needs one score per class; a single map is thresholded "
-                                      "(mask_threshold)")
+                raise RepliscopeError(
+                    f"'{self.name}' needs one score per class; a single map is thresholded (mask_threshold)"
+                )
             out.append(dataclasses.replace(m, labels=np.argmax(m.values, axis=-1).astype(np.int32)))
         return _replace(preds, out)
 
@@ -328,8 +356,9 @@ class MaskThreshold(PostOp):
             if m.values is None or m.labels is not None:
                 raise RepliscopeError(f"'{self.name}': the maps are labels already")
             if m.values.shape[-1] != 1:
-                raise RepliscopeError(f"'{self.name}' needs one map, got {m.values.shape[-1]} channels: use "
-                                      "mask_argmax")
+                raise RepliscopeError(
+                    f"'{self.name}' needs one map, got {m.values.shape[-1]} channels: use mask_argmax"
+                )
             v = m.values[..., 0]
             fg = v > t if p.keep == "gt" else v >= t
             out.append(dataclasses.replace(m, labels=np.where(fg, p.foreground, p.background).astype(np.int32)))

@@ -26,8 +26,9 @@ def stretch_positions(n_map: int, n_target: int, sampling: Sampling) -> np.ndarr
     return t * ((n_map - 1) / (n_target - 1)) if n_target > 1 else np.zeros(1)
 
 
-def geometry_positions(n_map: int, n_input: int, n_source: int, scale: float, offset: float,
-                       sampling: Sampling) -> np.ndarray:
+def geometry_positions(
+    n_map: int, n_input: int, n_source: int, scale: float, offset: float, sampling: Sampling
+) -> np.ndarray:
     """Positions, in map pixel centres, of the ``n_source`` source pixels: each source centre ``s + 0.5``
     (edges) goes to the model input by the pre-processing's geometry (``e * scale + offset``), then onto a map of
     ``n_map`` pixels covering the ``n_input`` input pixels: half-pixel (map cell ``i`` covers input edges
@@ -58,8 +59,9 @@ def _nearest_axis(data: np.ndarray, pos: np.ndarray, axis: int) -> np.ndarray:
     return np.take(data, idx, axis=axis)
 
 
-def resample(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, method: Literal["bilinear", "nearest"]
-             ) -> np.ndarray:
+def resample(
+    data: np.ndarray, rows: np.ndarray, cols: np.ndarray, method: Literal["bilinear", "nearest"]
+) -> np.ndarray:
     """``data`` (H, W[, C]) sampled at ``rows`` x ``cols`` (map pixel-centre positions) -> (len(rows),
     len(cols)[, C]); bilinear in float64, returned as float32; nearest keeps the dtype."""
     if method == "nearest":
@@ -67,10 +69,13 @@ def resample(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, method: Liter
     return _bilinear_axis(_bilinear_axis(data, rows, 0), cols, 1).astype(np.float32)
 
 
-def to_source_positions(map_hw: tuple[int, int], input_hw: tuple[int, int], geometry: Geometry,
-                        sampling: Sampling) -> tuple[np.ndarray, np.ndarray]:
+def to_source_positions(
+    map_hw: tuple[int, int], input_hw: tuple[int, int], geometry: Geometry, sampling: Sampling
+) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) positions of every source pixel in a map of ``map_hw`` covering a model input of
     ``input_hw``, through ``geometry`` (the exact inverse of the pre-processing: resize, crop, letterbox)."""
     (sh, sw), (sy, sx), (oy, ox) = geometry.source_hw, geometry.scale, geometry.offset
-    return (geometry_positions(map_hw[0], input_hw[0], sh, sy, oy, sampling),
-            geometry_positions(map_hw[1], input_hw[1], sw, sx, ox, sampling))
+    return (
+        geometry_positions(map_hw[0], input_hw[0], sh, sy, oy, sampling),
+        geometry_positions(map_hw[1], input_hw[1], sw, sx, ox, sampling),
+    )

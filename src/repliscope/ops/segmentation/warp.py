@@ -19,8 +19,9 @@ INTER_TAB_SIZE = 1 << INTER_BITS
 COEF_BITS = 15
 
 
-def warp_perspective_opencv4(image: np.ndarray, matrix: np.ndarray, size_hw: tuple[int, int],
-                             border: str, border_value: int) -> np.ndarray:
+def warp_perspective_opencv4(
+    image: np.ndarray, matrix: np.ndarray, size_hw: tuple[int, int], border: str, border_value: int
+) -> np.ndarray:
     """``cv2.warpPerspective(image, matrix, (w, h), INTER_LINEAR, border)`` as OpenCV 4.x computes it, for an
     HxWxC (or HxW) uint8 array, rounded and saturated as OpenCV does.
 
@@ -32,8 +33,11 @@ def warp_perspective_opencv4(image: np.ndarray, matrix: np.ndarray, size_hw: tup
     import cv2
 
     if image.dtype != np.uint8:
-        raise OpSpecError("library", f"opencv4_numpy warps uint8 images, got {image.dtype}: put warp_resize before "
-                          "to_float", ["opencv"])
+        raise OpSpecError(
+            "library",
+            f"opencv4_numpy warps uint8 images, got {image.dtype}: put warp_resize before to_float",
+            ["opencv"],
+        )
     h_out, w_out = size_hw
     h_in, w_in = image.shape[:2]
     ok, inv = cv2.invert(np.asarray(matrix, np.float64), flags=cv2.DECOMP_LU)
@@ -60,8 +64,12 @@ def warp_perspective_opencv4(image: np.ndarray, matrix: np.ndarray, size_hw: tup
     ax = (ix & (INTER_TAB_SIZE - 1)).astype(np.int64)
     ay = (iy & (INTER_TAB_SIZE - 1)).astype(np.int64)
     scale = 1 << COEF_BITS
-    weights = [(INTER_TAB_SIZE - ay) * (INTER_TAB_SIZE - ax), (INTER_TAB_SIZE - ay) * ax,  # x 32: exact /32768
-               ay * (INTER_TAB_SIZE - ax), ay * ax]
+    weights = [
+        (INTER_TAB_SIZE - ay) * (INTER_TAB_SIZE - ax),
+        (INTER_TAB_SIZE - ay) * ax,  # x 32: exact /32768
+        ay * (INTER_TAB_SIZE - ax),
+        ay * ax,
+    ]
     img = image if image.ndim == 3 else image[:, :, None]
     # one pixel of border around the image: a neighbour outside reads it (the constant, or the replicated edge);
     # indices beyond it are clamped onto it, which reads the same value
@@ -76,7 +84,7 @@ def warp_perspective_opencv4(image: np.ndarray, matrix: np.ndarray, size_hw: tup
     acc = np.zeros((h_out * w_out, img.shape[2]), np.int32)
     for (ry, rx), wt in zip(((yy0, xx0), (yy0, xx1), (yy1, xx0), (yy1, xx1)), weights, strict=True):
         pixels = flat[(ry * wp + rx).ravel()].astype(np.int32)
-        acc += pixels * (wt.astype(np.int32).ravel() * (scale // (INTER_TAB_SIZE ** 2)))[:, None]
+        acc += pixels * (wt.astype(np.int32).ravel() * (scale // (INTER_TAB_SIZE**2)))[:, None]
     out = ((acc + (1 << (COEF_BITS - 1))) >> COEF_BITS).reshape(h_out, w_out, img.shape[2])
     return np.clip(out, 0, 255).astype(np.uint8)
 
@@ -147,8 +155,9 @@ class WarpResize(PreOp):
         if self.params.library == "opencv4_numpy":
             out = warp_perspective_opencv4(hwc, matrix, (th, tw), self.params.border, self.params.border_value)
         else:
-            out = cv2.warpPerspective(np.ascontiguousarray(hwc), matrix, (tw, th), flags=flags, borderMode=border,
-                                      borderValue=value)
+            out = cv2.warpPerspective(
+                np.ascontiguousarray(hwc), matrix, (tw, th), flags=flags, borderMode=border, borderValue=value
+            )
         if out.ndim == 2:
             out = out[:, :, None]
         data = out if item.layout == "HWC" else np.ascontiguousarray(out.transpose(2, 0, 1))

@@ -28,8 +28,14 @@ class BOX(Structure):
 
 
 class DETECTION(Structure):
-    _fields_ = [("bbox", BOX), ("classes", c_int), ("prob", POINTER(c_float)), ("mask", POINTER(c_float)),
-                ("objectness", c_float), ("sort_class", c_int)]
+    _fields_ = [
+        ("bbox", BOX),
+        ("classes", c_int),
+        ("prob", POINTER(c_float)),
+        ("mask", POINTER(c_float)),
+        ("objectness", c_float),
+        ("sort_class", c_int),
+    ]
 
 
 def _sig(lib: ctypes.CDLL, name: str, argtypes: list[object], restype: object = None) -> None:
@@ -60,8 +66,12 @@ def load_library() -> ctypes.CDLL:
     _sig(lib, "resize_image", [IMAGE, c_int, c_int], IMAGE)
     _sig(lib, "make_image", [c_int, c_int, c_int], IMAGE)
     _sig(lib, "free_image", [IMAGE])
-    _sig(lib, "get_network_boxes", [c_void_p, c_int, c_int, c_float, c_float, POINTER(c_int), c_int, POINTER(c_int)],
-         POINTER(DETECTION))
+    _sig(
+        lib,
+        "get_network_boxes",
+        [c_void_p, c_int, c_int, c_float, c_float, POINTER(c_int), c_int, POINTER(c_int)],
+        POINTER(DETECTION),
+    )
     _sig(lib, "free_detections", [POINTER(DETECTION), c_int])
     _sig(lib, "do_nms_sort", [POINTER(DETECTION), c_int, c_int, c_float])
     _sig(lib, "do_nms_obj", [POINTER(DETECTION), c_int, c_int, c_float])

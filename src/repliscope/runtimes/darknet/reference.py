@@ -65,9 +65,17 @@ class DarknetDetection:
     objectness: float
 
 
-def detect(runner: DarknetRunner, network_input: np.ndarray, image_hw: tuple[int, int], *, thresh: float,
-           hier_thresh: float = 0.5, nms: float = 0.45, method: Literal["sort", "obj"] = "sort",
-           relative: int = 0) -> list[DarknetDetection]:
+def detect(
+    runner: DarknetRunner,
+    network_input: np.ndarray,
+    image_hw: tuple[int, int],
+    *,
+    thresh: float,
+    hier_thresh: float = 0.5,
+    nms: float = 0.45,
+    method: Literal["sort", "obj"] = "sort",
+    relative: int = 0,
+) -> list[DarknetDetection]:
     """Run ``network_input`` (3, H, W) and return Darknet's detections exactly as ``detector valid``
     (``method='sort'``) or the Python example (``'obj'``) get them, in Darknet's array order."""
     runner.load()

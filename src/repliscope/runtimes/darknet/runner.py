@@ -66,8 +66,10 @@ class DarknetRunner(Runner):
 
     def _load(self) -> None:
         if self.artifact.format != "darknet" or self.artifact.config_path is None:
-            raise ModelLoadError(f"the darknet runtime runs source.format 'darknet' (.weights + config .cfg), not "
-                                 f"'{self.artifact.format}'")
+            raise ModelLoadError(
+                f"the darknet runtime runs source.format 'darknet' (.weights + config .cfg), not "
+                f"'{self.artifact.format}'"
+            )
         lib = dn.load_library()
         cfg, weights = self.artifact.config_path, self.artifact.path
         try:
@@ -80,16 +82,21 @@ class DarknetRunner(Runner):
                 resized = load_network_cfg(cfg, size)
                 # Darknet's resize_yolo_layer sets w, h, outputs and reallocates the output, but leaves out_w /
                 # out_h at the cfg's size: get_network_image_layer then reports the old shape for yolo layers
-                stale = {lay.index: old.out_shape for lay, old in zip(resized.layers, network.layers, strict=True)
-                         if lay.type == "yolo"}
+                stale = {
+                    lay.index: old.out_shape
+                    for lay, old in zip(resized.layers, network.layers, strict=True)
+                    if lay.type == "yolo"
+                }
                 network = resized
         except DarknetFormatError as exc:
             raise ModelLoadError(str(exc)) from exc
         want = (network.channels, network.height, network.width)
         if tuple(self.artifact.input_shape[1:]) != want:
-            raise ModelLoadError(f"the manifest's input shape {list(self.artifact.input_shape)} differs from the cfg's "
-                                 f"[net] channels {network.channels} ({cfg}); libdarknet's input has the cfg's "
-                                 "channels")
+            raise ModelLoadError(
+                f"the manifest's input shape {list(self.artifact.input_shape)} differs from the cfg's "
+                f"[net] channels {network.channels} ({cfg}); libdarknet's input has the cfg's "
+                "channels"
+            )
         for name in self.artifact.output_names:
             try:
                 network.layer(name)
@@ -107,16 +114,24 @@ class DarknetRunner(Runner):
             if (lib.network_height(net), lib.network_width(net)) != size:
                 raise ModelLoadError(f"libdarknet could not resize {cfg} to {size[0]}x{size[1]}")
         if dn.network_layer_count(net) != len(network.layers):
-            raise ModelLoadError(f"libdarknet built {dn.network_layer_count(net)} layers from {cfg}, repliscope's "
-                                 f"reader {len(network.layers)}")
+            raise ModelLoadError(
+                f"libdarknet built {dn.network_layer_count(net)} layers from {cfg}, repliscope's "
+                f"reader {len(network.layers)}"
+            )
         self._net, self.network, self._stale = net, network, stale
-        self.notes["darknet"] = {"library": str(dn.LIBDARKNET), "cfg": str(cfg),
-                                 "cfg_sha256": self.artifact.config_sha256, "batch": "one image per network_predict",
-                                 "nms": "none in the runtime: the manifest's darknet_nms op"}
+        self.notes["darknet"] = {
+            "library": str(dn.LIBDARKNET),
+            "cfg": str(cfg),
+            "cfg_sha256": self.artifact.config_sha256,
+            "batch": "one image per network_predict",
+            "nms": "none in the runtime: the manifest's darknet_nms op",
+        }
         if size != cfg_size:
             self.notes["darknet"]["resize_network"] = {
-                "from": list(cfg_size), "to": list(size),
-                "yolo_layers_read_at": "the resized size (resize_yolo_layer leaves out_w/out_h stale)"}
+                "from": list(cfg_size),
+                "to": list(size),
+                "yolo_layers_read_at": "the resized size (resize_yolo_layer leaves out_w/out_h stale)",
+            }
 
     def _predict(self, image: np.ndarray) -> None:
         assert self._net is not None

@@ -29,8 +29,9 @@ def store_errors(not_found_field: str | None = None, body_refs: bool = False) ->
         yield
     except NotFoundError as exc:
         field = f"body.{exc.field}" if body_refs and exc.field else exc.field
-        raise ApiError(422 if body_refs else 404, str(exc), field=field,
-                       code="unknown_reference" if body_refs else "not_found") from None
+        raise ApiError(
+            422 if body_refs else 404, str(exc), field=field, code="unknown_reference" if body_refs else "not_found"
+        ) from None
     except ConflictError as exc:
         raise ApiError(409, str(exc), field=exc.field, code="conflict") from None
     except InvalidInputError as exc:
@@ -56,5 +57,9 @@ def utc_bound(value: datetime | None, field: str) -> datetime | None:
     try:
         return _as_utc(value).astimezone(UTC)
     except OverflowError:
-        raise ApiError(422, f"{value.isoformat()} is outside the representable dates (years 1 to 9999 in UTC)",
-                       field=field, code="invalid") from None
+        raise ApiError(
+            422,
+            f"{value.isoformat()} is outside the representable dates (years 1 to 9999 in UTC)",
+            field=field,
+            code="invalid",
+        ) from None

@@ -19,8 +19,14 @@ class DatasetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
-    spec: Annotated[str, Field(min_length=1, max_length=1000,
-                               description="a folder on the server, or a dataset spec as the CLI's --dataset takes it")]
+    spec: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=1000,
+            description="a folder on the server, or a dataset spec as the CLI's --dataset takes it",
+        ),
+    ]
     description: Annotated[str, Field(max_length=2000)] = ""
 
 
@@ -50,13 +56,22 @@ def check_folder(spec: str) -> None:
     if "/" not in spec and not spec.startswith((".", "~")):
         return  # a built-in dataset spec (e.g. foolbox_imagenet)
     if not spec.startswith("/"):
-        raise ApiError(422, f"'{spec}': give an absolute folder on the server (a relative path would depend on the "
-                            "server's working directory)", field="body.spec", code="invalid")
+        raise ApiError(
+            422,
+            f"'{spec}': give an absolute folder on the server (a relative path would depend on the "
+            "server's working directory)",
+            field="body.spec",
+            code="invalid",
+        )
     folder = Path(spec).resolve()
     for pseudo in PSEUDO_FILESYSTEMS:
         if folder == Path(pseudo) or Path(pseudo) in folder.parents:
-            raise ApiError(422, f"'{spec}' is in {pseudo}, a pseudo-filesystem: not a dataset folder",
-                           field="body.spec", code="invalid")
+            raise ApiError(
+                422,
+                f"'{spec}' is in {pseudo}, a pseudo-filesystem: not a dataset folder",
+                field="body.spec",
+                code="invalid",
+            )
     if not folder.is_dir():
         return  # the registry says what is wrong with it
     deadline = time.monotonic() + MAX_WALK_SECONDS
@@ -65,14 +80,20 @@ def check_folder(spec: str) -> None:
     for here, dirs, files in os.walk(folder, followlinks=False):
         entries += len(dirs) + len(files)
         if len(Path(here).parts) - root_depth >= MAX_WALK_DEPTH and dirs:
-            raise ApiError(422, f"'{spec}' is deeper than {MAX_WALK_DEPTH} levels: not a dataset folder",
-                           field="body.spec", code="too_large")
+            raise ApiError(
+                422,
+                f"'{spec}' is deeper than {MAX_WALK_DEPTH} levels: not a dataset folder",
+                field="body.spec",
+                code="too_large",
+            )
         if entries > MAX_WALK_FILES:
-            raise ApiError(422, f"'{spec}' holds more than {MAX_WALK_FILES} files and folders", field="body.spec",
-                           code="too_large")
+            raise ApiError(
+                422, f"'{spec}' holds more than {MAX_WALK_FILES} files and folders", field="body.spec", code="too_large"
+            )
         if time.monotonic() > deadline:
-            raise ApiError(422, f"listing '{spec}' took longer than {MAX_WALK_SECONDS:g} s", field="body.spec",
-                           code="too_large")
+            raise ApiError(
+                422, f"listing '{spec}' took longer than {MAX_WALK_SECONDS:g} s", field="body.spec", code="too_large"
+            )
 
 
 @router.post("", status_code=201, response_model=DatasetOut)
@@ -84,8 +105,9 @@ def register(request: Request, body: DatasetIn, principal: Annotated[Any, Depend
 
     check_folder(body.spec)
     with store_errors():
-        return register_dataset(store_of(request), body.name, body.spec, body.description,
-                                created_by=principal.name).model_dump()
+        return register_dataset(
+            store_of(request), body.name, body.spec, body.description, created_by=principal.name
+        ).model_dump()
 
 
 @router.get("", response_model=list[DatasetOut])

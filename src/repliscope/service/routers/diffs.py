@@ -44,7 +44,8 @@ class DiffPage(BaseModel):
 
 @router.get("", response_model=DiffPage)
 def list_diffs(
-    request: Request, _: Annotated[Any, Depends(require("viewer"))],
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
     kind: Kind | None = None,
     model: Annotated[str | None, Query(max_length=300, description="manifest name (exact)")] = None,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
@@ -55,17 +56,20 @@ def list_diffs(
 
     unknown = sorted(set(request.query_params) - _QUERY_PARAMS)
     if unknown:  # a misspelt filter must not silently return every diff
-        raise ApiError(422, f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
-                       field=f"query.{unknown[0]}")
+        raise ApiError(
+            422,
+            f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
+            field=f"query.{unknown[0]}",
+        )
     with store_errors():
-        rows, total = query(store_of(request), kind=kind, manifest_name=model, limit=page_size,
-                            offset=(page - 1) * page_size)
+        rows, total = query(
+            store_of(request), kind=kind, manifest_name=model, limit=page_size, offset=(page - 1) * page_size
+        )
     return {"items": [r.model_dump() for r in rows], "total": total, "page": page, "page_size": page_size}
 
 
 @router.get("/{diff_id}")
-def get_diff(request: Request, diff_id: str,
-             _: Annotated[Any, Depends(require("viewer"))]) -> dict[str, Any]:
+def get_diff(request: Request, diff_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> dict[str, Any]:
     """One stored diff (an id or a unique prefix of 6+ characters): its summary and the whole ``result``."""
     from repliscope.store.diffs import get_diff as fetch
 

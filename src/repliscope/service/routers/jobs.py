@@ -95,8 +95,12 @@ def _check_runtime(name: str, field: str) -> None:
     from repliscope.runtimes.base import RUNTIMES
 
     if name not in RUNTIMES:
-        raise ApiError(422, f"unknown runtime '{name}' (allowed: {', '.join(sorted(RUNTIMES))})", field=field,
-                       code="unknown_reference")
+        raise ApiError(
+            422,
+            f"unknown runtime '{name}' (allowed: {', '.join(sorted(RUNTIMES))})",
+            field=field,
+            code="unknown_reference",
+        )
 
 
 @router.post("", status_code=202, response_model=JobOut)
@@ -116,27 +120,40 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         raise ApiError(422, f"options.runtime_b is for a diff, not a {body.kind} job", field="body.options.runtime_b")
     if body.options.variants:
         if body.kind != "pitfalls":
-            raise ApiError(422, f"options.variants is for a pitfalls job, not a {body.kind} job",
-                           field="body.options.variants")
+            raise ApiError(
+                422, f"options.variants is for a pitfalls job, not a {body.kind} job", field="body.options.variants"
+            )
         import repliscope.pitfalls.sweep  # noqa: F401  (registers the built-in pitfalls)
         from repliscope.pitfalls.base import PITFALLS
 
         unknown = [v for v in body.options.variants if v not in PITFALLS.names()]
         if unknown:
-            raise ApiError(422, f"unknown pitfall(s) {', '.join(unknown)} (allowed: {', '.join(PITFALLS.names())})",
-                           field="body.options.variants", code="unknown_reference")
+            raise ApiError(
+                422,
+                f"unknown pitfall(s) {', '.join(unknown)} (allowed: {', '.join(PITFALLS.names())})",
+                field="body.options.variants",
+                code="unknown_reference",
+            )
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
     executor = request.app.state.executor
-    spec = JobSpec("", body.kind, manifest.ref, manifest.text, body.runtime, dataset.name, dataset.spec,
-                   body.options.model_dump(), idempotency_key=body.options.idempotency_key)
+    spec = JobSpec(
+        "",
+        body.kind,
+        manifest.ref,
+        manifest.text,
+        body.runtime,
+        dataset.name,
+        dataset.spec,
+        body.options.model_dump(),
+        idempotency_key=body.options.idempotency_key,
+    )
     check = getattr(executor, "check", None)
     if check is not None:
         _placeable(check, spec)  # before the job row: a refused job leaves none
     with store_errors(body_refs=True):
-        job = create_job(store, body.kind, manifest.ref, body.runtime, dataset.name, options,
-                         created_by=principal.name)
+        job = create_job(store, body.kind, manifest.ref, body.runtime, dataset.name, options, created_by=principal.name)
     spec.job_id = job.id
     executor.submit(spec)
     return _out(job)
@@ -157,8 +174,13 @@ def _placeable(check: Any, spec: Any) -> None:
     try:
         check(spec)
     except NoAgentMatches as exc:
-        raise ApiError(422, str(exc), field="body.options", code="no_agent_matches",
-                       reasons={agent: list(r) for agent, r in exc.reasons.items()}) from None
+        raise ApiError(
+            422,
+            str(exc),
+            field="body.options",
+            code="no_agent_matches",
+            reasons={agent: list(r) for agent, r in exc.reasons.items()},
+        ) from None
     except OSError as exc:  # the scheduler went away
         raise ApiError(503, f"the agents' scheduler is not reachable: {exc}", code="unavailable") from None
 
@@ -167,21 +189,28 @@ LIST_QUERY_PARAMS = frozenset({"status", "kind", "user", "limit"})
 
 
 @router.get("", response_model=list[JobOut])
-def list_jobs(request: Request, _: Annotated[Any, Depends(require("viewer"))],
-              status: Status | None = None, kind: Kind | None = None,
-              user: Annotated[str | None, Query(min_length=1, max_length=200,
-                                                description="the submitter's token name (exact)")] = None,
-              limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+def list_jobs(
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
+    status: Status | None = None,
+    kind: Kind | None = None,
+    user: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="the submitter's token name (exact)")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Any:
     """Jobs, newest first, filtered by status, kind and submitter."""
     from repliscope.store.registry import list_jobs as list_stored
 
     unknown = sorted(set(request.query_params) - LIST_QUERY_PARAMS)
     if unknown:  # a misspelt filter must not silently return every job
-        raise ApiError(422, f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(LIST_QUERY_PARAMS))})",
-                       field=f"query.{unknown[0]}")
+        raise ApiError(
+            422,
+            f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(LIST_QUERY_PARAMS))})",
+            field=f"query.{unknown[0]}",
+        )
     with store_errors():
-        return [_out(j) for j in list_stored(store_of(request), status=status, limit=limit, kind=kind,
-                                             created_by=user)]
+        return [_out(j) for j in list_stored(store_of(request), status=status, limit=limit, kind=kind, created_by=user)]
 
 
 @router.get("/{job_id}", response_model=JobOut)
@@ -193,8 +222,7 @@ def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("vi
         return _out(get_stored(store_of(request), job_id))
 
 
-@router.get("/{job_id}/log",
-            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+@router.get("/{job_id}/log", responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
 def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The job's log lines (plain text; database URLs read "the run store")."""
     from repliscope.service.errors import redact

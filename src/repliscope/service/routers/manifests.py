@@ -49,8 +49,14 @@ class ManifestDetail(ManifestSummary):
 
 
 def _summary(m: Any) -> dict[str, Any]:
-    return {"ref": f"{m.name}@{m.version}", "name": m.name, "version": m.version, "sha256": m.sha256,
-            "uploaded_at": m.uploaded_at, "uploaded_by": m.uploaded_by}
+    return {
+        "ref": f"{m.name}@{m.version}",
+        "name": m.name,
+        "version": m.version,
+        "sha256": m.sha256,
+        "uploaded_at": m.uploaded_at,
+        "uploaded_by": m.uploaded_by,
+    }
 
 
 def load_text(text: str, filename: str = "manifest.yaml") -> Any:
@@ -65,8 +71,9 @@ def load_text(text: str, filename: str = "manifest.yaml") -> Any:
         try:
             loaded = load_manifest(path)
         except ManifestError as exc:
-            raise ApiError(422, str(exc).replace(f"{tmp}/", ""), field=exc.field or "body",
-                           code="invalid_manifest") from None
+            raise ApiError(
+                422, str(exc).replace(f"{tmp}/", ""), field=exc.field or "body", code="invalid_manifest"
+            ) from None
         loaded.warnings = [w.replace(f"{tmp}/", "") for w in loaded.warnings]
         return loaded
 
@@ -78,8 +85,7 @@ VALIDATIONS_AT_ONCE = 2
 _validations: dict[int, asyncio.Semaphore] = {}
 
 
-async def validate_off_loop(text: str, filename: str = "manifest.yaml",
-                            timeout: float = VALIDATE_TIMEOUT_S) -> Any:
+async def validate_off_loop(text: str, filename: str = "manifest.yaml", timeout: float = VALIDATE_TIMEOUT_S) -> Any:
     """:func:`load_text` in a worker thread (the event loop keeps answering, e.g. ``/health``), at most
     :data:`VALIDATIONS_AT_ONCE` at a time, refused (503, ``validation_timeout``) after ``timeout`` seconds (the
     loader's own limits bound the work; the thread finishes on its own)."""
@@ -90,8 +96,12 @@ async def validate_off_loop(text: str, filename: str = "manifest.yaml",
             async with gate:
                 return await run_in_threadpool(load_text, text, filename)
     except TimeoutError:
-        raise ApiError(503, f"validating the manifest took longer than {timeout:g} s; try again later or make it "
-                            "smaller", field="body", code="validation_timeout") from None
+        raise ApiError(
+            503,
+            f"validating the manifest took longer than {timeout:g} s; try again later or make it smaller",
+            field="body",
+            code="validation_timeout",
+        ) from None
 
 
 def check_sources(loaded: Any) -> None:
@@ -103,18 +113,31 @@ def check_sources(loaded: Any) -> None:
             return
         if uri.startswith("https://"):
             if not sha256:
-                raise ApiError(422, f"{uri}: an https:// file needs a sha256", field=field.rsplit(".", 1)[0]
-                               + ".sha256", code="source_policy")
+                raise ApiError(
+                    422,
+                    f"{uri}: an https:// file needs a sha256",
+                    field=field.rsplit(".", 1)[0] + ".sha256",
+                    code="source_policy",
+                )
             return
-        raise ApiError(422, f"'{uri}': an uploaded manifest may only use package:// or https:// (with sha256) "
-                            "sources; local paths are refused on the server", field=field, code="source_policy")
+        raise ApiError(
+            422,
+            f"'{uri}': an uploaded manifest may only use package:// or https:// (with sha256) "
+            "sources; local paths are refused on the server",
+            field=field,
+            code="source_policy",
+        )
 
     remote(m.source.uri, m.source.sha256, "source.uri")
     if m.labels is not None and not m.labels.source.startswith("builtin:"):
         remote(m.labels.source, m.labels.sha256, "labels.source")
     if m.architecture is not None and m.architecture.path is not None:
-        raise ApiError(422, f"'{m.architecture.path}': a local module folder is refused on the server (use "
-                            "'package')", field="architecture.path", code="source_policy")
+        raise ApiError(
+            422,
+            f"'{m.architecture.path}': a local module folder is refused on the server (use 'package')",
+            field="architecture.path",
+            code="source_policy",
+        )
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:
@@ -142,9 +165,12 @@ async def _upload_text(request: Request) -> tuple[str, str]:
     elif ctype in YAML_TYPES:
         data, filename = await _read_limited(request, limit), "manifest.yaml"
     else:
-        raise ApiError(415, f"content type '{ctype or 'none'}' (allowed: {', '.join(YAML_TYPES)}, "
-                            "multipart/form-data with a 'file')", field="header.content-type",
-                       code="unsupported_media_type")
+        raise ApiError(
+            415,
+            f"content type '{ctype or 'none'}' (allowed: {', '.join(YAML_TYPES)}, multipart/form-data with a 'file')",
+            field="header.content-type",
+            code="unsupported_media_type",
+        )
     try:
         return data.decode("utf-8"), filename
     except UnicodeDecodeError:
@@ -152,20 +178,42 @@ async def _upload_text(request: Request) -> tuple[str, str]:
 
 
 _MANIFEST_LINKS = {  # OpenAPI links: what a client (and the stateful fuzz test) can do with an upload's ref
-    "GetManifest": {"operationRef": "#/paths/~1api~1v1~1manifests~1{ref}/get",
-                    "parameters": {"ref": "$response.body#/ref"}},
-    "GetManifestRaw": {"operationRef": "#/paths/~1api~1v1~1manifests~1{ref}~1raw/get",
-                       "parameters": {"ref": "$response.body#/ref"}},
+    "GetManifest": {
+        "operationRef": "#/paths/~1api~1v1~1manifests~1{ref}/get",
+        "parameters": {"ref": "$response.body#/ref"},
+    },
+    "GetManifestRaw": {
+        "operationRef": "#/paths/~1api~1v1~1manifests~1{ref}~1raw/get",
+        "parameters": {"ref": "$response.body#/ref"},
+    },
 }
-_UPLOAD_BODY = {"requestBody": {"required": True, "content": {
-    "text/yaml": {"schema": {"type": "string"}},
-    "multipart/form-data": {"schema": {"type": "object", "required": ["file"],
-                                       "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "text/yaml": {"schema": {"type": "string"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                }
+            },
+        },
+    }
+}
 
 
-@router.post("", status_code=201, response_model=ManifestUploaded, openapi_extra=_UPLOAD_BODY,
-             responses={200: {"model": ManifestUploaded, "description": "the same text was already stored"},
-                        201: {"links": _MANIFEST_LINKS}})
+@router.post(
+    "",
+    status_code=201,
+    response_model=ManifestUploaded,
+    openapi_extra=_UPLOAD_BODY,
+    responses={
+        200: {"model": ManifestUploaded, "description": "the same text was already stored"},
+        201: {"links": _MANIFEST_LINKS},
+    },
+)
 async def upload_manifest(request: Request, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Upload a manifest (YAML as ``text/yaml``, or multipart ``file``): validated with the CLI's loader (the same
     error messages), stored as name@version. Immutable: the same text again is 200, another text 409."""
@@ -176,16 +224,19 @@ async def upload_manifest(request: Request, principal: Annotated[Any, Depends(re
     check_sources(loaded)
     m = loaded.manifest
     with store_errors():
-        stored, created = await run_in_threadpool(put_manifest, store_of(request), m.name, m.version, text,
-                                                  uploaded_by=principal.name)
+        stored, created = await run_in_threadpool(
+            put_manifest, store_of(request), m.name, m.version, text, uploaded_by=principal.name
+        )
     body = ManifestUploaded(**_summary(stored), created=created, warnings=loaded.warnings)
     return JSONResponse(body.model_dump(mode="json"), status_code=201 if created else 200)
 
 
 @router.get("", response_model=list[ManifestSummary])
-def list_manifests(request: Request, _: Annotated[Any, Depends(require("viewer"))],
-                   search: Annotated[str | None, Query(max_length=200, description="name substring")] = None
-                   ) -> Any:
+def list_manifests(
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
+    search: Annotated[str | None, Query(max_length=200, description="name substring")] = None,
+) -> Any:
     """Stored manifests (name substring search, case-insensitive), by name and version."""
     from repliscope.store.registry import list_manifests as list_stored
 
@@ -201,12 +252,15 @@ def get_manifest(request: Request, ref: str, _: Annotated[Any, Depends(require("
     with store_errors("manifest"):
         stored = get_stored(store_of(request), ref)
     loaded = load_text(stored.text)
-    return {**_summary(stored), "text": stored.text, "resolved": loaded.manifest.model_dump(mode="json"),
-            "warnings": loaded.warnings}
+    return {
+        **_summary(stored),
+        "text": stored.text,
+        "resolved": loaded.manifest.model_dump(mode="json"),
+        "warnings": loaded.warnings,
+    }
 
 
-@router.get("/{ref}/raw",
-            responses={200: {"content": {"text/yaml": {"schema": {"type": "string"}}}}})
+@router.get("/{ref}/raw", responses={200: {"content": {"text/yaml": {"schema": {"type": "string"}}}}})
 def get_manifest_raw(request: Request, ref: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The stored YAML text, byte for byte."""
     from repliscope.store.registry import get_manifest as get_stored

@@ -56,10 +56,22 @@ def _model(store: Any, name: str, manifests: list[Any]) -> dict[str, Any]:
             continue
         key = (r.runtime, r.cpu_model)
         if key not in latest:
-            latest[key] = {"runtime": r.runtime, "hardware": r.cpu_model, "verdict": r.verdict, "run_id": r.run_id,
-                           "manifest_version": r.manifest_version, "top1": r.top1, "ap": r.ap}
-    return {"name": name, "versions": [m.version for m in manifests], "task": task, "claims": claims,
-            "latest": list(latest.values())}
+            latest[key] = {
+                "runtime": r.runtime,
+                "hardware": r.cpu_model,
+                "verdict": r.verdict,
+                "run_id": r.run_id,
+                "manifest_version": r.manifest_version,
+                "top1": r.top1,
+                "ap": r.ap,
+            }
+    return {
+        "name": name,
+        "versions": [m.version for m in manifests],
+        "task": task,
+        "claims": claims,
+        "latest": list(latest.values()),
+    }
 
 
 def _by_name(store: Any) -> dict[str, list[Any]]:

@@ -61,13 +61,30 @@ def get_record(store: Any, run_id: str, field: str = "run_id") -> Any:
         return store.get(run_id)
 
 
-_QUERY_PARAMS = frozenset({"model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict",
-                           "created_from", "created_to", "sweep_id", "sort", "page", "page_size"})
+_QUERY_PARAMS = frozenset(
+    {
+        "model",
+        "version",
+        "runtime",
+        "framework_version",
+        "dataset",
+        "hardware",
+        "kind",
+        "verdict",
+        "created_from",
+        "created_to",
+        "sweep_id",
+        "sort",
+        "page",
+        "page_size",
+    }
+)
 
 
 @router.get("", response_model=RunPage)
 def query_runs(
-    request: Request, _: Annotated[Any, Depends(require("viewer"))],
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
     model: Annotated[str | None, Query(max_length=300, description="manifest name (exact)")] = None,
     version: Annotated[str | None, Query(max_length=100)] = None,
     runtime: Annotated[str | None, Query(max_length=100)] = None,
@@ -78,8 +95,10 @@ def query_runs(
     verdict: Verdict | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
-    sweep_id: Annotated[str | None, Query(max_length=100, description="a sweep id or a unique prefix of it (the "
-                                                                      "pages show 12 characters)")] = None,
+    sweep_id: Annotated[
+        str | None,
+        Query(max_length=100, description="a sweep id or a unique prefix of it (the pages show 12 characters)"),
+    ] = None,
     sort: Sort = "-created_at",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
@@ -89,16 +108,29 @@ def query_runs(
 
     unknown = sorted(set(request.query_params) - _QUERY_PARAMS)
     if unknown:  # a misspelt filter must not silently return every run
-        raise ApiError(422, f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
-                       field=f"query.{unknown[0]}")
+        raise ApiError(
+            422,
+            f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
+            field=f"query.{unknown[0]}",
+        )
 
     created_from = utc_bound(created_from, "query.created_from")
     created_to = utc_bound(created_to, "query.created_to")
     if sweep_id is not None:
         sweep_id = _full_sweep_id(store_of(request), sweep_id)
-    filters = RunQuery(model=model, version=version, runtime=runtime, framework_version=framework_version,
-                       dataset=dataset, hardware=hardware, kind=kind, verdict=verdict, created_from=created_from,
-                       created_to=created_to, sweep_id=sweep_id)
+    filters = RunQuery(
+        model=model,
+        version=version,
+        runtime=runtime,
+        framework_version=framework_version,
+        dataset=dataset,
+        hardware=hardware,
+        kind=kind,
+        verdict=verdict,
+        created_from=created_from,
+        created_to=created_to,
+        sweep_id=sweep_id,
+    )
     with store_errors():
         rows, total = store_of(request).query_runs(filters, sort=sort, page=page, page_size=page_size)
     return {"items": [r.model_dump() for r in rows], "total": total, "page": page, "page_size": page_size}
@@ -116,30 +148,39 @@ def _full_sweep_id(store: Any, sweep_id: str) -> str:
     if len(sweep_id) < MIN_PREFIX:
         return sweep_id
     with Session(store.engine) as session:
-        matches = session.scalars(select(RunRow.sweep_id).distinct()
-                                  .where(RunRow.sweep_id.startswith(sweep_id, autoescape=True))
-                                  .order_by(RunRow.sweep_id).limit(11)).all()
+        matches = session.scalars(
+            select(RunRow.sweep_id)
+            .distinct()
+            .where(RunRow.sweep_id.startswith(sweep_id, autoescape=True))
+            .order_by(RunRow.sweep_id)
+            .limit(11)
+        ).all()
     if sweep_id in matches or not matches:
         return sweep_id
     if len(matches) > 1:
         more = " and more" if len(matches) > 10 else ""
-        raise ApiError(422, f"sweep id prefix {sweep_id!r} is ambiguous; candidates: "
-                            f"{', '.join(str(m) for m in matches[:10])}{more}", field="query.sweep_id",
-                       code="ambiguous")
+        raise ApiError(
+            422,
+            f"sweep id prefix {sweep_id!r} is ambiguous; candidates: {', '.join(str(m) for m in matches[:10])}{more}",
+            field="query.sweep_id",
+            code="ambiguous",
+        )
     return str(matches[0])
 
 
 @router.get("/compare")
-def compare(request: Request, _: Annotated[Any, Depends(require("viewer"))],
-            a: Annotated[str, Query(min_length=1, max_length=100)],
-            b: Annotated[str, Query(min_length=1, max_length=100)]) -> dict[str, Any]:
+def compare(
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
+    a: Annotated[str, Query(min_length=1, max_length=100)],
+    b: Annotated[str, Query(min_length=1, max_length=100)],
+) -> dict[str, Any]:
     """What differs between runs ``a`` and ``b`` (deltas b - a, paired statistics such as McNemar, flipped
     samples): ``repliscope runs compare``."""
     from repliscope.store.compare import compare_runs
 
     store = store_of(request)
-    result: dict[str, Any] = compare_runs(get_record(store, a, "a"), get_record(store, b, "b")).model_dump(
-        mode="json")
+    result: dict[str, Any] = compare_runs(get_record(store, a, "a"), get_record(store, b, "b")).model_dump(mode="json")
     return result
 
 
@@ -153,19 +194,21 @@ def get_run(request: Request, run_id: str, _: Annotated[Any, Depends(require("vi
 
 
 @router.get("/{run_id}/samples", response_model=SamplePage)
-def get_samples(request: Request, run_id: str, _: Annotated[Any, Depends(require("viewer"))],
-                page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-                page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100) -> Any:
+def get_samples(
+    request: Request,
+    run_id: str,
+    _: Annotated[Any, Depends(require("viewer"))],
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
+) -> Any:
     """The run's per-sample predictions, one page (in the record's order)."""
     record = get_record(store_of(request), run_id)
     start = (page - 1) * page_size
-    items = [s.model_dump(mode="json") for s in record.samples[start:start + page_size]]
-    return {"run_id": record.run_id, "items": items, "total": len(record.samples), "page": page,
-            "page_size": page_size}
+    items = [s.model_dump(mode="json") for s in record.samples[start : start + page_size]]
+    return {"run_id": record.run_id, "items": items, "total": len(record.samples), "page": page, "page_size": page_size}
 
 
-@router.get("/{run_id}/report",
-            responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}})
+@router.get("/{run_id}/report", responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}})
 def get_report(request: Request, run_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The run's self-contained HTML report (as ``repliscope report ID``), with its stored trace's per-layer
     chart when there is one."""

@@ -38,18 +38,27 @@ class StackMatrixSummary(BaseModel):
 
 def summary(m: StackMatrix) -> dict[str, Any]:
     agreements = [p.agreement for p in m.pairs if p.agreement is not None]
-    return {"matrix_id": m.matrix_id, "created_at": m.created_at,
-            "manifest": f"{m.manifest.name}@{m.manifest.version}", "runtime": m.runtime,
-            "dataset_identity": str(m.dataset.identity), "samples": int(m.dataset.n),
-            "stacks": [s.spec for s in m.stacks], "failed_stacks": [s.spec for s in m.stacks if s.error],
-            "min_agreement": min(agreements) if agreements else None,
-            "all_hashes_equal": all(p.result_hash_equal for p in m.pairs)}
+    return {
+        "matrix_id": m.matrix_id,
+        "created_at": m.created_at,
+        "manifest": f"{m.manifest.name}@{m.manifest.version}",
+        "runtime": m.runtime,
+        "dataset_identity": str(m.dataset.identity),
+        "samples": int(m.dataset.n),
+        "stacks": [s.spec for s in m.stacks],
+        "failed_stacks": [s.spec for s in m.stacks if s.error],
+        "min_agreement": min(agreements) if agreements else None,
+        "all_hashes_equal": all(p.result_hash_equal for p in m.pairs),
+    }
 
 
 @router.get("", response_model=list[StackMatrixSummary])
-def list_matrices(request: Request, _: Annotated[Any, Depends(require("viewer"))],
-                  model: Annotated[str | None, Query(max_length=200, description="only this manifest name")] = None,
-                  limit: Annotated[int, Query(ge=1, le=500)] = 50) -> Any:
+def list_matrices(
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
+    model: Annotated[str | None, Query(max_length=200, description="only this manifest name")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> Any:
     """Stored stack matrices, newest first."""
     with store_errors():
         return [summary(m) for m in store_of(request).list_stack_matrices(limit=limit, manifest_name=model)]

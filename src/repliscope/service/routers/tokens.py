@@ -55,8 +55,9 @@ def list_all(request: Request, _: Annotated[Any, Depends(require("admin"))]) -> 
 
 
 @router.post("/{token_id}/revoke", response_model=TokenInfoOut)
-def revoke(request: Request, token_id: Annotated[int, Path(ge=1, le=2**62)],
-           _: Annotated[Any, Depends(require("admin"))]) -> Any:
+def revoke(
+    request: Request, token_id: Annotated[int, Path(ge=1, le=2**62)], _: Annotated[Any, Depends(require("admin"))]
+) -> Any:
     """Revoke a token (409 for the last unrevoked admin token: the server would have no admin left)."""
     from repliscope.store.accounts import revoke_token
 

@@ -47,14 +47,26 @@ def agent_rows(agents: list[Any]) -> list[AgentRow]:
     rows = []
     for a in agents:
         c = a.capabilities
-        runtimes = [f"{name}: " + ", ".join(f"{dist} {ver}" for dist, ver in dists.items() if ver is not None)
-                    for name, dists in sorted(c.runtimes.items())]
-        rows.append(AgentRow(agent_id=c.agent_id, alive=bool(a.alive), hostname=c.hostname, address=a.address or "—",
-                             stack=stack_label(c.stack), runtimes=runtimes,
-                             software=f"repliscope {c.repliscope_version}, Python {c.python}",
-                             cpu=c.cpu_model or "—", cores=int(c.cores),
-                             memory=f"{c.memory_gib:.1f} GiB" if c.memory_gib is not None else "—",
-                             executing=int(a.executing), last_seen=_when(a.last_seen)))
+        runtimes = [
+            f"{name}: " + ", ".join(f"{dist} {ver}" for dist, ver in dists.items() if ver is not None)
+            for name, dists in sorted(c.runtimes.items())
+        ]
+        rows.append(
+            AgentRow(
+                agent_id=c.agent_id,
+                alive=bool(a.alive),
+                hostname=c.hostname,
+                address=a.address or "—",
+                stack=stack_label(c.stack),
+                runtimes=runtimes,
+                software=f"repliscope {c.repliscope_version}, Python {c.python}",
+                cpu=c.cpu_model or "—",
+                cores=int(c.cores),
+                memory=f"{c.memory_gib:.1f} GiB" if c.memory_gib is not None else "—",
+                executing=int(a.executing),
+                last_seen=_when(a.last_seen),
+            )
+        )
     return rows
 
 
@@ -114,18 +126,47 @@ class MatrixPage:
 def matrix_page(m: Any) -> MatrixPage:
     """The page of the ``StackMatrix`` ``m``: one line per stack, one per pair (labels: each stack's spec)."""
     label = {s.key: s.spec or s.key for s in m.stacks}
-    stacks = [StackLine(key=s.key, spec=s.spec or s.key,
-                        versions=", ".join(f"{k} {v}" for k, v in sorted(s.versions.items())) or "—",
-                        agent_id=s.agent_id or "—", run_id=s.run_id, top1=_num(s.top1), top5=_num(s.top5),
-                        ap=_num(s.ap), result_hash=s.result_hash or "—", seconds=_num(s.seconds, 2),
-                        throughput=_num(s.throughput, 1), error=s.error) for s in m.stacks]
-    pairs = [PairLine(a=label.get(p.a, p.a), b=label.get(p.b, p.b), agreement=_num(p.agreement),
-                      flips_ab=list(p.flips_ab), flips_ba=list(p.flips_ba), max_abs=_sci(p.max_abs_output_diff),
-                      mean_abs=_sci(p.mean_abs_output_diff), hash_equal=bool(p.result_hash_equal)) for p in m.pairs]
-    return MatrixPage(matrix_id=m.matrix_id, created_at=_when(m.created_at),
-                      manifest=f"{m.manifest.name}@{m.manifest.version}", manifest_sha256=m.manifest.sha256,
-                      runtime=m.runtime, dataset_identity=str(m.dataset.identity), samples=int(m.dataset.n),
-                      stacks=stacks, pairs=pairs)
+    stacks = [
+        StackLine(
+            key=s.key,
+            spec=s.spec or s.key,
+            versions=", ".join(f"{k} {v}" for k, v in sorted(s.versions.items())) or "—",
+            agent_id=s.agent_id or "—",
+            run_id=s.run_id,
+            top1=_num(s.top1),
+            top5=_num(s.top5),
+            ap=_num(s.ap),
+            result_hash=s.result_hash or "—",
+            seconds=_num(s.seconds, 2),
+            throughput=_num(s.throughput, 1),
+            error=s.error,
+        )
+        for s in m.stacks
+    ]
+    pairs = [
+        PairLine(
+            a=label.get(p.a, p.a),
+            b=label.get(p.b, p.b),
+            agreement=_num(p.agreement),
+            flips_ab=list(p.flips_ab),
+            flips_ba=list(p.flips_ba),
+            max_abs=_sci(p.max_abs_output_diff),
+            mean_abs=_sci(p.mean_abs_output_diff),
+            hash_equal=bool(p.result_hash_equal),
+        )
+        for p in m.pairs
+    ]
+    return MatrixPage(
+        matrix_id=m.matrix_id,
+        created_at=_when(m.created_at),
+        manifest=f"{m.manifest.name}@{m.manifest.version}",
+        manifest_sha256=m.manifest.sha256,
+        runtime=m.runtime,
+        dataset_identity=str(m.dataset.identity),
+        samples=int(m.dataset.n),
+        stacks=stacks,
+        pairs=pairs,
+    )
 
 
 @dataclass(frozen=True)
@@ -143,10 +184,14 @@ def matrix_links(matrices: list[Any]) -> list[MatrixLink]:
     out = []
     for m in matrices:
         agreements = [p.agreement for p in m.pairs if p.agreement is not None]
-        out.append(MatrixLink(matrix_id=m.matrix_id, created_at=_when(m.created_at),
-                              manifest=f"{m.manifest.name}@{m.manifest.version}",
-                              stacks=" · ".join((s.spec or s.key) + (" (failed)" if s.error else "")
-                                                for s in m.stacks),
-                              min_agreement=_num(min(agreements)) if agreements else "—",
-                              hashes_equal=all(p.result_hash_equal for p in m.pairs)))
+        out.append(
+            MatrixLink(
+                matrix_id=m.matrix_id,
+                created_at=_when(m.created_at),
+                manifest=f"{m.manifest.name}@{m.manifest.version}",
+                stacks=" · ".join((s.spec or s.key) + (" (failed)" if s.error else "") for s in m.stacks),
+                min_agreement=_num(min(agreements)) if agreements else "—",
+                hashes_equal=all(p.result_hash_equal for p in m.pairs),
+            )
+        )
     return out

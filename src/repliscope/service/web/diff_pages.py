@@ -29,8 +29,17 @@ def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: int 
         return _error(principal, 400, f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
     page = max(1, min(page, 1_000_000))
     rows, total = list_diffs(_store(request), kind=kind or None, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
-    return _page(principal, "diffs.html", title="Diffs", rows=rows, total=total, kind=kind, kinds=DIFF_KINDS,
-                 page=page, pages=max(1, -(-total // PAGE_SIZE)))
+    return _page(
+        principal,
+        "diffs.html",
+        title="Diffs",
+        rows=rows,
+        total=total,
+        kind=kind,
+        kinds=DIFF_KINDS,
+        page=page,
+        pages=max(1, -(-total // PAGE_SIZE)),
+    )
 
 
 @router.get("/diffs/{diff_id}", response_class=HTMLResponse)
@@ -47,9 +56,19 @@ def diff_page(request: Request, diff_id: str, principal: SignedIn) -> Response:
     chart = _layer_chart(stored.diff_id, r) if stored.kind == "layer_diff" else None
     effect = r.get("model_effect") if stored.kind == "pipeline_diff" else r if stored.kind == "task_diff" else None
     flips = (effect or {}).get("flips") or []
-    return _page(principal, "diff.html", title=f"Diff {stored.diff_id[:12]}", d=stored, r=r, chart=chart,
-                 effect=effect, flips=flips[:FIRST_FLIPS], flips_more=max(0, len(flips) - FIRST_FLIPS),
-                 fmt=_fmt, pct=_pct)
+    return _page(
+        principal,
+        "diff.html",
+        title=f"Diff {stored.diff_id[:12]}",
+        d=stored,
+        r=r,
+        chart=chart,
+        effect=effect,
+        flips=flips[:FIRST_FLIPS],
+        flips_more=max(0, len(flips) - FIRST_FLIPS),
+        fmt=_fmt,
+        pct=_pct,
+    )
 
 
 @router.get("/diffs/{diff_id}/figure.png")

@@ -58,10 +58,15 @@ def agent_choices(agents: list[Any]) -> list[AgentChoice]:
     """The live ones of ``agents`` (``AgentInfo``) as wizard choices: id, host, CPU, cores, stack."""
     from repliscope.service.web.agents import stack_label
 
-    return [AgentChoice(a.capabilities.agent_id,
-                        f"{a.capabilities.agent_id} — {a.capabilities.hostname}, {a.capabilities.cpu_model}, "
-                        f"{a.capabilities.cores} cores, stack {stack_label(a.capabilities.stack)}")
-            for a in agents if a.alive]
+    return [
+        AgentChoice(
+            a.capabilities.agent_id,
+            f"{a.capabilities.agent_id} — {a.capabilities.hostname}, {a.capabilities.cpu_model}, "
+            f"{a.capabilities.cores} cores, stack {stack_label(a.capabilities.stack)}",
+        )
+        for a in agents
+        if a.alive
+    ]
 
 
 def wizard_choices(store: Any, agents: list[AgentChoice] | None = None) -> dict[str, Any]:
@@ -112,9 +117,15 @@ def submit(request: Any, principal: Any, form: dict[str, str]) -> str:
             raise WizardError(422, "runtime_b", "a diff needs a second runtime")
         options["runtime_b"] = form["runtime_b"]
     try:
-        body = JobSubmit.model_validate({"kind": kind, "manifest": form.get("manifest", ""),
-                                         "runtime": form.get("runtime", ""), "dataset": form.get("dataset", ""),
-                                         "options": options})
+        body = JobSubmit.model_validate(
+            {
+                "kind": kind,
+                "manifest": form.get("manifest", ""),
+                "runtime": form.get("runtime", ""),
+                "dataset": form.get("dataset", ""),
+                "options": options,
+            }
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "form"
@@ -184,8 +195,16 @@ def job_list(store: Any, filters: JobsFilter) -> list[JobView]:
     """The newest :data:`JOBS_PAGE_LIMIT` jobs matching ``filters`` (all exact)."""
     from repliscope.store.registry import list_jobs
 
-    return [_view(j) for j in list_jobs(store, status=filters.status or None, limit=JOBS_PAGE_LIMIT,
-                                        kind=filters.kind or None, created_by=filters.user or None)]
+    return [
+        _view(j)
+        for j in list_jobs(
+            store,
+            status=filters.status or None,
+            limit=JOBS_PAGE_LIMIT,
+            kind=filters.kind or None,
+            created_by=filters.user or None,
+        )
+    ]
 
 
 def job_users(store: Any) -> list[str]:
@@ -202,7 +221,18 @@ def job_users(store: Any) -> list[str]:
 def _view(job: Any) -> JobView:
     from repliscope.service.errors import redact
 
-    return JobView(id=job.id, kind=job.kind, manifest=job.manifest, runtime=job.runtime, dataset=job.dataset,
-                   status=job.status, done=job.progress_done, total=job.progress_total,
-                   results=list(job.result_ids), error=redact(job.error) if job.error else None, log=redact(job.log),
-                   created_at=f"{job.created_at:%Y-%m-%d %H:%M:%S} UTC", created_by=job.created_by)
+    return JobView(
+        id=job.id,
+        kind=job.kind,
+        manifest=job.manifest,
+        runtime=job.runtime,
+        dataset=job.dataset,
+        status=job.status,
+        done=job.progress_done,
+        total=job.progress_total,
+        results=list(job.result_ids),
+        error=redact(job.error) if job.error else None,
+        log=redact(job.log),
+        created_at=f"{job.created_at:%Y-%m-%d %H:%M:%S} UTC",
+        created_by=job.created_by,
+    )

@@ -35,8 +35,13 @@ DATE_FILTERS = ("created_from", "created_to")
 def _environment() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    return Environment(loader=PackageLoader("repliscope.service.web", "templates"), autoescape=True,
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return Environment(
+        loader=PackageLoader("repliscope.service.web", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def render(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -94,8 +99,9 @@ async def login_redirect(_request: Request, exc: Exception) -> Response:
 
 
 def _page(principal: Any, template: str, status_code: int = 200, **context: Any) -> Response:
-    return render(template, status_code=status_code, principal=principal, csrf_token=csrf.token_for(principal),
-                  **context)
+    return render(
+        template, status_code=status_code, principal=principal, csrf_token=csrf.token_for(principal), **context
+    )
 
 
 def _form_csrf_ok(form: Any, principal: Any) -> bool:
@@ -103,8 +109,10 @@ def _form_csrf_ok(form: Any, principal: Any) -> bool:
     return csrf.valid(str(form.get(csrf.FIELD) or ""), csrf.token_for(principal))
 
 
-CSRF_REFUSED = "This form is out of date or did not come from this site (CSRF token missing or wrong): reload the " \
-               "page and submit again."
+CSRF_REFUSED = (
+    "This form is out of date or did not come from this site (CSRF token missing or wrong): reload the "
+    "page and submit again."
+)
 
 
 def _error(principal: Any, status_code: int, message: str) -> Response:
@@ -134,11 +142,19 @@ def static(name: str) -> Response:
 def _login_page(request: Request, target: str, status_code: int = 200, message: str | None = None) -> Response:
     """The login form, bound to the browser's ``repliscope_csrf`` cookie (set now when it has none)."""
     nonce = request.cookies.get(csrf.NONCE_COOKIE) or csrf.new_nonce()
-    response = render("login.html", status_code=status_code, principal=None, title="Log in", next=target,
-                      message=message, csrf_token=csrf.login_token(nonce))
+    response = render(
+        "login.html",
+        status_code=status_code,
+        principal=None,
+        title="Log in",
+        next=target,
+        message=message,
+        csrf_token=csrf.login_token(nonce),
+    )
     if request.cookies.get(csrf.NONCE_COOKIE) != nonce:
-        response.set_cookie(csrf.NONCE_COOKIE, nonce, httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https", path="/")
+        response.set_cookie(
+            csrf.NONCE_COOKIE, nonce, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/"
+        )
     return response
 
 
@@ -160,14 +176,22 @@ async def login(request: Request) -> Response:
     if not nonce or not csrf.valid(str(form.get(csrf.FIELD) or ""), csrf.login_token(nonce)):
         return _login_page(request, target, 403, CSRF_REFUSED)
     if not token:
-        return _login_page(request, target, 400,
-                           "Enter a token (create one with `repliscope token create --role viewer`).")
+        return _login_page(
+            request, target, 400, "Enter a token (create one with `repliscope token create --role viewer`)."
+        )
     principal = await run_in_threadpool(authenticate, _store(request), token)
     if principal is None:
         return _login_page(request, target, 401, "Unknown or revoked token.")
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(COOKIE, token, max_age=COOKIE_MAX_AGE, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path="/")
+    response.set_cookie(
+        COOKIE,
+        token,
+        max_age=COOKIE_MAX_AGE,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
     return response
 
 
@@ -216,8 +240,9 @@ def _date(value: str, field: str, problems: list[str]) -> datetime | None:
 
 
 @router.get("/runs", response_class=HTMLResponse)
-def runs_page(request: Request, principal: SignedIn, sort: str = "-created_at", page: str = "1",
-              page_size: str = "50") -> Response:
+def runs_page(
+    request: Request, principal: SignedIn, sort: str = "-created_at", page: str = "1", page_size: str = "50"
+) -> Response:
     from repliscope.store.registry import InvalidInputError
     from repliscope.store.repository import SORTS, RunQuery
 
@@ -238,8 +263,11 @@ def runs_page(request: Request, principal: SignedIn, sort: str = "-created_at", 
         created_to_end = None  # through the last day there is: no upper bound (the day after does not exist)
     else:
         created_to_end = created_to + timedelta(days=1) if created_to else None
-    query = RunQuery(**{k: v for k, v in filters.items() if k in views.RUN_FILTERS}, created_from=created_from,
-                     created_to=created_to_end)
+    query = RunQuery(
+        **{k: v for k, v in filters.items() if k in views.RUN_FILTERS},
+        created_from=created_from,
+        created_to=created_to_end,
+    )
     number, size = int(page), int(page_size)
     store = _store(request)
     try:
@@ -249,9 +277,22 @@ def runs_page(request: Request, principal: SignedIn, sort: str = "-created_at", 
     pages = max(1, -(-total // size))
     base = {**filters, "sort": sort, "page_size": str(size)}
     link = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items())
-    return _page(principal, "runs.html", title="Runs", runs=lines, total=total, filters=filters,
-                 choices=views.filter_choices(store), sort=sort, sorts=SORTS, page=number, pages=pages,
-                 page_size=size, page_sizes=PAGE_SIZES, query=link)
+    return _page(
+        principal,
+        "runs.html",
+        title="Runs",
+        runs=lines,
+        total=total,
+        filters=filters,
+        choices=views.filter_choices(store),
+        sort=sort,
+        sorts=SORTS,
+        page=number,
+        pages=pages,
+        page_size=size,
+        page_sizes=PAGE_SIZES,
+        query=link,
+    )
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -269,8 +310,9 @@ def run_page(request: Request, run_id: str, principal: SignedIn) -> Response:
             return RedirectResponse(f"/runs/{quote(reference, safe='')}", status_code=303)
         view = _viewer_view(request, principal, bench.view)
         return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
-    return _page(principal, "run.html", title=page.view.title, page=page,
-                 view=_viewer_view(request, principal, page.view))
+    return _page(
+        principal, "run.html", title=page.view.title, page=page, view=_viewer_view(request, principal, page.view)
+    )
 
 
 def _viewer_view(request: Request, principal: Any, view: Any) -> Any:
@@ -295,8 +337,11 @@ def _sweep_reference(store: Any, sweep_id: str) -> str | None:
 def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = "") -> Response:
     if not a or not b:
         missing = " and ".join(n for n, v in (("a", a), ("b", b)) if not v)
-        return _error(principal, 400, f"compare needs two run ids: the query parameter {missing} is missing "
-                                    f"(/compare?a=RUN_A&b=RUN_B)")
+        return _error(
+            principal,
+            400,
+            f"compare needs two run ids: the query parameter {missing} is missing (/compare?a=RUN_A&b=RUN_B)",
+        )
     try:
         page = views.compare_page(_store(request), a, b)
     except StoreError as exc:
@@ -319,9 +364,15 @@ def _role_at_least(principal: Any, role: str) -> bool:
 def wizard_page(request: Request, principal: SignedIn) -> Response:
     from repliscope.service.web import jobs
 
-    return _page(principal, "new.html", title="New run", choices=jobs.wizard_choices(_store(request),
-                                                                                      _agent_choices(request)),
-                 can_run=_role_at_least(principal, "runner"), message=None, values={})
+    return _page(
+        principal,
+        "new.html",
+        title="New run",
+        choices=jobs.wizard_choices(_store(request), _agent_choices(request)),
+        can_run=_role_at_least(principal, "runner"),
+        message=None,
+        values={},
+    )
 
 
 def _agent_choices(request: Request) -> list[Any]:
@@ -348,14 +399,29 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
     # the store, the cluster and the placement block: off the event loop
     choices = await run_in_threadpool(lambda: jobs.wizard_choices(_store(request), _agent_choices(request)))
     if not _role_at_least(principal, "runner"):
-        return _page(principal, "new.html", status_code=403, title="New run", choices=choices, can_run=False,
-                     message=f"submitting a job needs the role 'runner'; the token '{principal.name}' has "
-                             f"'{principal.role}'", values=form)
+        return _page(
+            principal,
+            "new.html",
+            status_code=403,
+            title="New run",
+            choices=choices,
+            can_run=False,
+            message=f"submitting a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
+            values=form,
+        )
     try:
         job_id = await run_in_threadpool(jobs.submit, request, principal, form)
     except jobs.WizardError as exc:
-        return _page(principal, "new.html", status_code=exc.status, title="New run", choices=choices, can_run=True,
-                     message=f"{exc.field}: {exc.message}", values=form)
+        return _page(
+            principal,
+            "new.html",
+            status_code=exc.status,
+            title="New run",
+            choices=choices,
+            can_run=True,
+            message=f"{exc.field}: {exc.message}",
+            values=form,
+        )
     return RedirectResponse(f"/jobs/{quote(job_id, safe='')}", status_code=303)
 
 
@@ -374,10 +440,19 @@ def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str
     store = _store(request)
     from repliscope.store.registry import JOB_STATUSES
 
-    return _page(principal, "jobs.html", title="Jobs", jobs=jobs.job_list(store, filters), filters=filters,
-                 statuses=JOB_STATUSES, kinds=jobs.KINDS, users=jobs.job_users(store),
-                 final=jobs.FINAL_STATUSES, limit=jobs.JOBS_PAGE_LIMIT,
-                 can_cancel=_role_at_least(principal, "runner"))
+    return _page(
+        principal,
+        "jobs.html",
+        title="Jobs",
+        jobs=jobs.job_list(store, filters),
+        filters=filters,
+        statuses=JOB_STATUSES,
+        kinds=jobs.KINDS,
+        users=jobs.job_users(store),
+        final=jobs.FINAL_STATUSES,
+        limit=jobs.JOBS_PAGE_LIMIT,
+        can_cancel=_role_at_least(principal, "runner"),
+    )
 
 
 @router.post("/jobs/{job_id}/cancel")
@@ -391,8 +466,11 @@ async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Resp
     if not _form_csrf_ok(form, principal):
         return _error(principal, 403, CSRF_REFUSED)
     if not _role_at_least(principal, "runner"):
-        return _error(principal, 403, f"cancelling a job needs the role 'runner'; the token '{principal.name}' has "
-                                      f"'{principal.role}'")
+        return _error(
+            principal,
+            403,
+            f"cancelling a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
+        )
     try:
         await run_in_threadpool(cancel_job, request, job_id, principal)
     except ApiError as exc:

@@ -43,11 +43,13 @@ class Trust:
 def trust_of(record: EvaluationRecord) -> Trust:
     rt = record.runtime
     version = rt.get("framework_version") or rt.get("version") or "version not recorded"
-    return Trust(manifest=f"{record.manifest.name}@{record.manifest.version}",
-                 manifest_sha256=record.manifest.sha256,
-                 runtime=f"{rt.get('runtime', '?')} {version}",
-                 dataset_identity=f"{record.dataset.get('name', '?')} · {record.dataset.get('identity', '?')}",
-                 result_hash=record.result_hash)
+    return Trust(
+        manifest=f"{record.manifest.name}@{record.manifest.version}",
+        manifest_sha256=record.manifest.sha256,
+        runtime=f"{rt.get('runtime', '?')} {version}",
+        dataset_identity=f"{record.dataset.get('name', '?')} · {record.dataset.get('identity', '?')}",
+        result_hash=record.result_hash,
+    )
 
 
 def verdict_text(claims: Sequence[Any]) -> str:
@@ -100,10 +102,19 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
     rows: dict[str, ModelRow] = {}
     with Session(store.engine) as session:
         for model, version, runtime, cpu, at in session.execute(latest.order_by(RunRow.manifest_name)).all():
-            run = session.scalars(select(RunRow).where(
-                RunRow.manifest_name == model, RunRow.manifest_version == version, RunRow.runtime == runtime,
-                RunRow.cpu_model.is_(None) if cpu is None else RunRow.cpu_model == cpu, RunRow.created_at == at,
-                RunRow.variant.is_(None)).order_by(RunRow.run_id.desc()).limit(1)).first()
+            run = session.scalars(
+                select(RunRow)
+                .where(
+                    RunRow.manifest_name == model,
+                    RunRow.manifest_version == version,
+                    RunRow.runtime == runtime,
+                    RunRow.cpu_model.is_(None) if cpu is None else RunRow.cpu_model == cpu,
+                    RunRow.created_at == at,
+                    RunRow.variant.is_(None),
+                )
+                .order_by(RunRow.run_id.desc())
+                .limit(1)
+            ).first()
             if run is None:
                 continue
             row = rows.setdefault(model, ModelRow(model))
@@ -113,9 +124,16 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
                 label = _claim_label(claim)
                 if label not in row.claims:
                     row.claims.append(label)
-            row.cells.append(ModelCell(version=version, runtime=runtime, hardware=cpu or "—",
-                                       verdict=run.verdict or "no claim", run_id=run.run_id,
-                                       created_at=f"{run.created_at:%Y-%m-%d %H:%M}"))
+            row.cells.append(
+                ModelCell(
+                    version=version,
+                    runtime=runtime,
+                    hardware=cpu or "—",
+                    verdict=run.verdict or "no claim",
+                    run_id=run.run_id,
+                    created_at=f"{run.created_at:%Y-%m-%d %H:%M}",
+                )
+            )
     return list(rows.values())
 
 
@@ -123,9 +141,16 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
 
 RUN_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
 """The runs page's filters: the fields of :class:`RunQuery` (``hardware``: the CPU model)."""
-_CHOICE_COLUMNS = {"model": RunRow.manifest_name, "version": RunRow.manifest_version, "runtime": RunRow.runtime,
-                   "framework_version": RunRow.framework_version, "dataset": RunRow.dataset_name,
-                   "hardware": RunRow.cpu_model, "kind": RunRow.kind, "verdict": RunRow.verdict}
+_CHOICE_COLUMNS = {
+    "model": RunRow.manifest_name,
+    "version": RunRow.manifest_version,
+    "runtime": RunRow.runtime,
+    "framework_version": RunRow.framework_version,
+    "dataset": RunRow.dataset_name,
+    "hardware": RunRow.cpu_model,
+    "kind": RunRow.kind,
+    "verdict": RunRow.verdict,
+}
 
 
 @dataclass(frozen=True)
@@ -150,12 +175,22 @@ def _pct(x: float | None) -> str:
 def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size: int) -> tuple[list[RunLine], int]:
     """One page of :meth:`RunStore.query_runs` as table lines, and the total matching."""
     summaries, total = store.query_runs(query, sort, page, page_size)
-    lines = [RunLine(run_id=r.run_id, created_at=f"{r.created_at:%Y-%m-%d %H:%M}", kind=r.kind,
-                     model=f"{r.manifest_name} {r.manifest_version}",
-                     runtime=f"{r.runtime} {r.framework_version or ''}".strip(), hardware=r.cpu_model or "—",
-                     dataset=r.dataset_name, top1=_pct(r.top1) if r.ap is None else f"AP {r.ap:.3f}",
-                     verdict=r.verdict or "no claim", manifest_sha256=r.manifest_sha256, result_hash=r.result_hash)
-             for r in summaries]
+    lines = [
+        RunLine(
+            run_id=r.run_id,
+            created_at=f"{r.created_at:%Y-%m-%d %H:%M}",
+            kind=r.kind,
+            model=f"{r.manifest_name} {r.manifest_version}",
+            runtime=f"{r.runtime} {r.framework_version or ''}".strip(),
+            hardware=r.cpu_model or "—",
+            dataset=r.dataset_name,
+            top1=_pct(r.top1) if r.ap is None else f"AP {r.ap:.3f}",
+            verdict=r.verdict or "no claim",
+            manifest_sha256=r.manifest_sha256,
+            result_hash=r.result_hash,
+        )
+        for r in summaries
+    ]
     return lines, total
 
 
@@ -172,8 +207,10 @@ def filter_choices(store: RunStore) -> dict[str, list[str]]:
     if cached is not None and now - cached[0] < CHOICES_TTL_SECONDS:
         return cached[1]
     with Session(store.engine) as session:
-        choices = {key: [v for v in session.scalars(select(col).distinct().order_by(col).limit(200)) if v]
-                   for key, col in _CHOICE_COLUMNS.items()}
+        choices = {
+            key: [v for v in session.scalars(select(col).distinct().order_by(col).limit(200)) if v]
+            for key, col in _CHOICE_COLUMNS.items()
+        }
     _choices_cache[store.url] = (now, choices)
     return choices
 
@@ -243,10 +280,13 @@ def bench_page(store: RunStore, benchmark_id: str) -> BenchPage:
     rec = store.get_benchmark(benchmark_id)
     view = build_benchmark_view([rec])
     rt = rec.runtime
-    trust = Trust(manifest=f"{rec.manifest.name}@{rec.manifest.version}", manifest_sha256=rec.manifest.sha256,
-                  runtime=f"{rt.get('runtime', '?')} {rt.get('framework_version', 'version not recorded')}",
-                  dataset_identity=f"{rec.dataset.get('name', '?')} · {rec.dataset.get('identity', '?')}",
-                  result_hash="none: a benchmark records latencies, not predictions")
+    trust = Trust(
+        manifest=f"{rec.manifest.name}@{rec.manifest.version}",
+        manifest_sha256=rec.manifest.sha256,
+        runtime=f"{rt.get('runtime', '?')} {rt.get('framework_version', 'version not recorded')}",
+        dataset_identity=f"{rec.dataset.get('name', '?')} · {rec.dataset.get('identity', '?')}",
+        result_hash="none: a benchmark records latencies, not predictions",
+    )
     return BenchPage(view=view, verdict=verdict_text(view.claims), trust=trust)
 
 
@@ -298,8 +338,9 @@ def _op_text(op: Mapping[str, Any]) -> str:
     return f"{op.get('op', '?')}({params})"
 
 
-def pipeline_diff(a: Mapping[str, Sequence[Mapping[str, Any]]] | None,
-                  b: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> list[DiffLine]:
+def pipeline_diff(
+    a: Mapping[str, Sequence[Mapping[str, Any]]] | None, b: Mapping[str, Sequence[Mapping[str, Any]]] | None
+) -> list[DiffLine]:
     """The two pipelines op by op, stage by stage (a missing op is ``—``)."""
     a, b = a or {}, b or {}
     lines = []
@@ -384,13 +425,17 @@ def detection_paired_text(p: Mapping[str, Any] | None) -> str:
     if p is None:
         return "no paired statistics (no image evaluated by both runs, or different tasks)"
     matched = p.get("matched_fraction")
-    text = (f"Paired over the {p.get('n_samples', '?')} images both evaluated: B matched "
-            f"{'n/a' if not isinstance(matched, int | float) else f'{100 * matched:.1f} %'} of A's "
-            f"{p.get('n_reference_detections', '?')} detections (IoU >= 0.5, same class), mean IoU "
-            f"{_frac(p.get('mean_iou'))}, images with differing detections: {p.get('flipped_images', '?')}")
+    text = (
+        f"Paired over the {p.get('n_samples', '?')} images both evaluated: B matched "
+        f"{'n/a' if not isinstance(matched, int | float) else f'{100 * matched:.1f} %'} of A's "
+        f"{p.get('n_reference_detections', '?')} detections (IoU >= 0.5, same class), mean IoU "
+        f"{_frac(p.get('mean_iou'))}, images with differing detections: {p.get('flipped_images', '?')}"
+    )
     if p.get("delta_ap") is not None:
-        text += (f"; AP {_frac(p.get('ap_reference'))} -> {_frac(p.get('ap_variant'))}, ΔAP {p['delta_ap']:+.4f} "
-                 f"(95 % paired bootstrap [{_frac(p.get('delta_ap_ci_low'))}, {_frac(p.get('delta_ap_ci_high'))}])")
+        text += (
+            f"; AP {_frac(p.get('ap_reference'))} -> {_frac(p.get('ap_variant'))}, ΔAP {p['delta_ap']:+.4f} "
+            f"(95 % paired bootstrap [{_frac(p.get('delta_ap_ci_low'))}, {_frac(p.get('delta_ap_ci_high'))}])"
+        )
     return text + "."
 
 
@@ -402,19 +447,32 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     comparison = compare_runs(a, b)
     paired = comparison.paired or {}
     p = paired.get("mcnemar_p")
-    mcnemar = ("no paired test (no sample evaluated by both runs, or different tasks)" if p is None else
-               f"McNemar exact test on the {paired.get('n', comparison.common_evaluated)} samples both evaluated: "
-               f"b={paired.get('b')}, c={paired.get('c')}, p={p:.3g}"
-               + (" (significant at 0.05)" if p < 0.05 else " (not significant at 0.05)"))
+    mcnemar = (
+        "no paired test (no sample evaluated by both runs, or different tasks)"
+        if p is None
+        else f"McNemar exact test on the {paired.get('n', comparison.common_evaluated)} samples both evaluated: "
+        f"b={paired.get('b')}, c={paired.get('c')}, p={p:.3g}"
+        + (" (significant at 0.05)" if p < 0.05 else " (not significant at 0.05)")
+    )
     pipeline = pipeline_diff(a.pipeline, b.pipeline)
     stack = stack_diff(a, b)
     namer = class_namer(a.manifest)
     reader = _thumbnail_reader(a) if comparison.top1_flips else None
-    flips = [FlipView(sample_id=f.sample_id, label=namer(f.label), top1_a=namer(f.top1_a), top1_b=namer(f.top1_b),
-                      thumbnail=reader(f.sample_id) if reader else None)
-             for f in comparison.top1_flips[:MAX_FLIPS_SHOWN]]
-    note = ("Thumbnails from the run's dataset (re-loaded with the same identity)." if reader else
-            "The run's dataset does not re-load with the record's identity here: sample ids only.")
+    flips = [
+        FlipView(
+            sample_id=f.sample_id,
+            label=namer(f.label),
+            top1_a=namer(f.top1_a),
+            top1_b=namer(f.top1_b),
+            thumbnail=reader(f.sample_id) if reader else None,
+        )
+        for f in comparison.top1_flips[:MAX_FLIPS_SHOWN]
+    ]
+    note = (
+        "Thumbnails from the run's dataset (re-loaded with the same identity)."
+        if reader
+        else "The run's dataset does not re-load with the record's identity here: sample ids only."
+    )
     detection = comparison.task == "object_detection" and a.task == b.task
     differing: list[str] = []
     if detection:
@@ -423,14 +481,18 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     if comparison.task == "semantic_segmentation" and a.task == b.task and comparison.paired:
         sp = comparison.paired  # SemanticSegmentation.paired's keys
         agree = "n/a" if sp.get("pixel_agreement") is None else f"{100 * sp['pixel_agreement']:.2f} %"
-        mcnemar = (f"Paired on the {sp['n_samples']} images both evaluated: mIoU {sp['miou_reference']:.4f} -> "
-                   f"{sp['miou_variant']:.4f}, delta {sp['delta_miou']:+.4f} (95 % paired bootstrap "
-                   f"[{sp['delta_miou_ci_low']:+.4f}, {sp['delta_miou_ci_high']:+.4f}]); pixels with the same "
-                   f"label {agree}; {sp['flipped_images']} images whose masks differ.")
+        mcnemar = (
+            f"Paired on the {sp['n_samples']} images both evaluated: mIoU {sp['miou_reference']:.4f} -> "
+            f"{sp['miou_variant']:.4f}, delta {sp['delta_miou']:+.4f} (95 % paired bootstrap "
+            f"[{sp['delta_miou_ci_low']:+.4f}, {sp['delta_miou_ci_high']:+.4f}]); pixels with the same "
+            f"label {agree}; {sp['flipped_images']} images whose masks differ."
+        )
     why = []
     if comparison.same_result_hash:
-        why.append("The result hashes are equal: both runs predicted the same " +
-                   ("detections on every image." if detection else "top-k on every sample."))
+        why.append(
+            "The result hashes are equal: both runs predicted the same "
+            + ("detections on every image." if detection else "top-k on every sample.")
+        )
     if not comparison.same_dataset:
         why.append("The dataset identities differ: the runs did not see the same data.")
     changed_ops = [d.what for d in pipeline if not d.same]
@@ -438,8 +500,7 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
         why.append(f"The pipelines differ at {', '.join(changed_ops)}.")
     changed_stack = [d.what for d in stack if not d.same]
     if changed_stack:
-        shown = ", ".join(changed_stack[:6]) + (f" and {len(changed_stack) - 6} more" if len(changed_stack) > 6
-                                                else "")
+        shown = ", ".join(changed_stack[:6]) + (f" and {len(changed_stack) - 6} more" if len(changed_stack) > 6 else "")
         why.append(f"The stacks differ in {shown}.")
     if comparison.top1_flips and not detection:
         why.append(f"{_n(len(comparison.top1_flips), 'sample')} changed top-1 class.")
@@ -451,8 +512,21 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
         why.append("The pipelines and the stacks (runtime, software, hardware) are identical.")
     if not why:
         why.append("Same data, same pipeline, same stack and no flipped sample.")
-    return ComparePage(a=a, b=b, comparison=comparison, trust_a=trust_of(a), trust_b=trust_of(b),
-                       verdict_a=verdict_text(a.claims), verdict_b=verdict_text(b.claims), mcnemar=mcnemar,
-                       pipeline=pipeline, stack=stack, flips=flips,
-                       flips_more=max(0, len(comparison.top1_flips) - MAX_FLIPS_SHOWN), thumbnails_note=note,
-                       why=why, detection=detection, differing_images=differing)
+    return ComparePage(
+        a=a,
+        b=b,
+        comparison=comparison,
+        trust_a=trust_of(a),
+        trust_b=trust_of(b),
+        verdict_a=verdict_text(a.claims),
+        verdict_b=verdict_text(b.claims),
+        mcnemar=mcnemar,
+        pipeline=pipeline,
+        stack=stack,
+        flips=flips,
+        flips_more=max(0, len(comparison.top1_flips) - MAX_FLIPS_SHOWN),
+        thumbnails_note=note,
+        why=why,
+        detection=detection,
+        differing_images=differing,
+    )

@@ -31,7 +31,8 @@ BASELINE = MetaData()
 """The tables exactly as ``Base.metadata.create_all`` of the release before migrations created them."""
 
 Table(
-    "runs", BASELINE,
+    "runs",
+    BASELINE,
     Column("run_id", String, primary_key=True),
     Column("created_at", DateTime, nullable=False, index=True),
     Column("kind", String, nullable=False, index=True),
@@ -52,7 +53,8 @@ Table(
     Column("record", JSON, nullable=False),
 )
 Table(
-    "sample_predictions", BASELINE,
+    "sample_predictions",
+    BASELINE,
     Column("run_id", String, ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True, index=True),
     Column("position", Integer, primary_key=True),
     Column("sample_id", Text, nullable=False),
@@ -63,7 +65,8 @@ Table(
     Column("detections", JSON(none_as_null=True), nullable=True),
 )
 Table(
-    "sweeps", BASELINE,
+    "sweeps",
+    BASELINE,
     Column("sweep_id", String, primary_key=True),
     Column("created_at", DateTime, nullable=False, index=True),
     Column("manifest_name", String, nullable=False),
@@ -73,7 +76,8 @@ Table(
     Column("result", JSON, nullable=False),
 )
 Table(
-    "benchmarks", BASELINE,
+    "benchmarks",
+    BASELINE,
     Column("benchmark_id", String, primary_key=True),
     Column("created_at", DateTime, nullable=False, index=True),
     Column("manifest_name", String, nullable=False),
@@ -88,7 +92,8 @@ Table(
     Column("latencies", LargeBinary, nullable=False),
 )
 Table(
-    "traces", BASELINE,
+    "traces",
+    BASELINE,
     Column("run_id", String, primary_key=True),
     Column("created_at", DateTime, nullable=False, index=True),
     Column("level", String, nullable=False),

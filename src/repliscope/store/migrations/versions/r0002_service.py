@@ -30,16 +30,37 @@ _RUN_INDEXES = (
     ("ix_runs_framework_version", ("framework_version", "created_at")),
     ("ix_runs_cpu_model", ("cpu_model", "created_at")),
 )
-_ORDER = ("run_id", "created_at", "kind", "manifest_name", "manifest_version", "manifest_sha256", "runtime",
-          "dataset_identity", "dataset_name", "num_samples", "num_failed", "top1", "top5", "ap", "result_hash",
-          "sweep_id", "variant", "framework_version", "cpu_model", "verdict", "record")
+_ORDER = (
+    "run_id",
+    "created_at",
+    "kind",
+    "manifest_name",
+    "manifest_version",
+    "manifest_sha256",
+    "runtime",
+    "dataset_identity",
+    "dataset_name",
+    "num_samples",
+    "num_failed",
+    "top1",
+    "top5",
+    "ap",
+    "result_hash",
+    "sweep_id",
+    "variant",
+    "framework_version",
+    "cpu_model",
+    "verdict",
+    "record",
+)
 """``runs`` columns in order: on SQLite the table is rebuilt so the large ``record`` JSON comes last (columns
 after it would be read from its overflow pages on every filtered query)."""
 _BATCH = 2000
 
 NEW = sa.MetaData()
 sa.Table(
-    "tokens", NEW,
+    "tokens",
+    NEW,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", sa.String, nullable=False),
     sa.Column("role", sa.String, nullable=False),
@@ -48,7 +69,8 @@ sa.Table(
     sa.Column("revoked_at", sa.DateTime, nullable=True),
 )
 sa.Table(
-    "datasets_registry", NEW,
+    "datasets_registry",
+    NEW,
     sa.Column("name", sa.String, primary_key=True),
     sa.Column("spec", sa.Text, nullable=False),
     sa.Column("description", sa.Text, nullable=False),
@@ -56,7 +78,8 @@ sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
 )
 sa.Table(
-    "manifests", NEW,
+    "manifests",
+    NEW,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", sa.String, nullable=False, index=True),
     sa.Column("version", sa.String, nullable=False),
@@ -67,7 +90,8 @@ sa.Table(
     sa.UniqueConstraint("name", "version", name="uq_manifests_name_version"),
 )
 sa.Table(
-    "jobs", NEW,
+    "jobs",
+    NEW,
     sa.Column("id", sa.String, primary_key=True),
     sa.Column("kind", sa.String, nullable=False),
     sa.Column("manifest", sa.String, nullable=False),
@@ -108,13 +132,19 @@ def upgrade() -> None:
     else:
         for name in missing:
             op.add_column("runs", sa.Column(name, sa.String, nullable=True))
-    runs = sa.table("runs", sa.column("run_id", sa.String), sa.column("record", sa.JSON),
-                    sa.column("framework_version", sa.String), sa.column("cpu_model", sa.String),
-                    sa.column("verdict", sa.String))
+    runs = sa.table(
+        "runs",
+        sa.column("run_id", sa.String),
+        sa.column("record", sa.JSON),
+        sa.column("framework_version", sa.String),
+        sa.column("cpu_model", sa.String),
+        sa.column("verdict", sa.String),
+    )
     last = ""
     while True:  # fill the new columns from the stored records, in batches of run ids
-        rows = bind.execute(sa.select(runs.c.run_id, runs.c.record).where(runs.c.run_id > last)
-                            .order_by(runs.c.run_id).limit(_BATCH)).all()
+        rows = bind.execute(
+            sa.select(runs.c.run_id, runs.c.record).where(runs.c.run_id > last).order_by(runs.c.run_id).limit(_BATCH)
+        ).all()
         if not rows:
             break
         values = []
@@ -122,12 +152,22 @@ def upgrade() -> None:
             record = record or {}
             fv = (record.get("runtime") or {}).get("framework_version")
             cpu = (record.get("hardware") or {}).get("cpu_model")
-            values.append({"rid": run_id, "fv": None if fv is None else str(fv),
-                           "cpu": None if cpu is None else str(cpu),
-                           "verdict": run_verdict(record.get("claims") or [])})
-        bind.execute(sa.update(runs).where(runs.c.run_id == sa.bindparam("rid"))
-                     .values(framework_version=sa.bindparam("fv"), cpu_model=sa.bindparam("cpu"),
-                             verdict=sa.bindparam("verdict")), values)
+            values.append(
+                {
+                    "rid": run_id,
+                    "fv": None if fv is None else str(fv),
+                    "cpu": None if cpu is None else str(cpu),
+                    "verdict": run_verdict(record.get("claims") or []),
+                }
+            )
+        bind.execute(
+            sa.update(runs)
+            .where(runs.c.run_id == sa.bindparam("rid"))
+            .values(
+                framework_version=sa.bindparam("fv"), cpu_model=sa.bindparam("cpu"), verdict=sa.bindparam("verdict")
+            ),
+            values,
+        )
         last = rows[-1][0]
     indexes = {i["name"] for i in sa.inspect(bind).get_indexes("runs")}
     for name, columns in _RUN_INDEXES:
