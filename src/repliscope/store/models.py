@@ -154,6 +154,12 @@ class DatasetRegistryRow(Base):
     description: Mapped[str] = mapped_column(Text)
     created_by: Mapped[str] = mapped_column(String)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    declared_as: Mapped[str | None] = mapped_column(String, nullable=True)
+    """What the data is, ``NAME/SPLIT`` (e.g. ``imagenet-1k/val``): runs of it are judged against claims on it."""
+    declared_by: Mapped[str | None] = mapped_column(String, nullable=True)
+    declared_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    annotates: Mapped[str | None] = mapped_column(String, nullable=True)
+    """What its samples carry, comma-separated: ``labels``, ``boxes``, ``masks`` (None: registered before 0006)."""
 
 
 class ManifestRow(Base):
