@@ -56,7 +56,14 @@ def _staged(tracer: Any, runner: Any) -> Iterator[None]:
 
 
 INSTRUMENTS.add("tflite", _staged)
-INSTRUMENTS.add("darknet", _staged)  # network_predict / read_outputs per image (libdarknet runs all layers in one call)
+
+
+@INSTRUMENTS.register("darknet")
+def _darknet(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+    """libdarknet's layer loop driven from Python: one span per Darknet layer (framework)."""
+    from repliscope.tracing.darknet_layers import darknet_layer_timings
+
+    return darknet_layer_timings(tracer, runner)
 
 
 @INSTRUMENTS.register("tensorflow")

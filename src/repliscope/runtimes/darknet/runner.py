@@ -22,6 +22,7 @@ from repliscope.convert.darknet_cfg import (
 from repliscope.runtimes._common import check_batch
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.darknet import lib as dn
+from repliscope.runtimes.darknet.layer_loop import LayerLoop, LayerTimes
 from repliscope.runtimes.errors import ModelLoadError
 
 
@@ -59,7 +60,11 @@ class DarknetRunner(Runner):
         """After resize_network: yolo layer index -> the stale (c, h, w) libdarknet still reports for it."""
         self.tracer: Any = None
         """Set by tracing at ``framework`` level: each image is a ``darknet.run`` span with ``network_predict``
-        (libdarknet's forward over every layer: one C call, no per-layer timing) and ``read_outputs``."""
+        (or, with :attr:`layer_timer`, one span per layer) and ``read_outputs``."""
+        self.layer_timer: LayerTimes | None = None
+        """Set by :mod:`repliscope.tracing.darknet_layers`: the image runs through :class:`LayerLoop` (libdarknet's
+        ``forward_network`` driven from Python, same outputs bit for bit) and this gets each layer's timing."""
+        self._loop: LayerLoop | None = None
 
     def framework(self) -> tuple[str, str]:
         return "darknet (Debian libdarknet)", dn.debian_version()
@@ -139,6 +144,19 @@ class DarknetRunner(Runner):
         data = np.ascontiguousarray(image, dtype=np.float32)
         lib.network_predict(self._net, data.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
 
+    def layer_loop(self) -> LayerLoop:
+        """The network's :class:`LayerLoop` (built and checked against the cfg on first use)."""
+        self.load()
+        if self._loop is None:
+            assert self._net is not None and self.network is not None
+            self._loop = LayerLoop(dn.load_library(), self._net, self.network)
+        return self._loop
+
+    def _predict_layers(self, image: np.ndarray, on_layer: LayerTimes | None) -> None:
+        """:meth:`_predict` layer by layer, ``on_layer(i, start_ns, end_ns)`` after each."""
+        data = np.ascontiguousarray(image, dtype=np.float32)
+        self.layer_loop().predict(data, on_layer)
+
     def _layer(self, index: int) -> np.ndarray:
         assert self._net is not None and self.network is not None
         img = dn.load_library().get_network_image_layer(self._net, index)
@@ -162,8 +180,11 @@ class DarknetRunner(Runner):
             span = self.tracer.span
             stage = {"op_type": "stage", "source": "darknet"}
             with span("darknet.run", "framework", batch_size=1):
-                with span("network_predict", "framework", layer="network_predict", **stage):
-                    self._predict(image)
+                if self.layer_timer is not None:
+                    self._predict_layers(image, self.layer_timer)
+                else:
+                    with span("network_predict", "framework", layer="network_predict", **stage):
+                        self._predict(image)
                 with span("read_outputs", "framework", layer="read_outputs", **stage):
                     for n in names:
                         rows[n].append(self._layer(index[n]))
