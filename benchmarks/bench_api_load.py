@@ -1,11 +1,22 @@
-"""The REST API under load: R concurrent readers (default 200) for S seconds (default 30) against
-``repliscope serve``'s app run by uvicorn in a child process on a free localhost port (a temporary SQLite store
-holding N runs, default 200, the store tests' realistic Lite0 record). Each reader loops over the read requests a
-client makes (a runs page with a filter, one run, a run's samples page, models, jobs, datasets) with a viewer
-token, through one bounded httpx.AsyncClient (at most R connections). Prints requests, errors (any non-200 or
-transport error), throughput and latency p50/p90/p99/max; exits 1 on any error. Stops by itself.
+"""The REST API and web UI under load, served by ``repliscope serve`` itself (the CLI's own socket, as users run
+it) in a child process on a free localhost port, over a temporary SQLite store holding N runs (default 200, the
+store tests' realistic Lite0 record) plus one 1000-sample run. Four measurements, one run, machine load
+(``os.getloadavg``) printed before and after:
 
-Usage: python benchmarks/bench_api_load.py [--readers 200] [--seconds 30] [--runs 200] [--workers 1]
+1. **floor**: one client, one keep-alive connection, sequential requests to ``/api/v1/health``,
+   ``GET /api/v1/runs/{id}`` and ``/static/style.css``: p50 / p90 per request (target: ≤ 5 ms).
+2. **run page**: the web page of the 1000-sample run, first view and the median of the next views
+   (target: ≤ 300 ms once its charts are cached).
+3. **throughput**: C concurrent clients (default 20) on ``GET /api/v1/runs?page_size=50`` for B seconds:
+   requests/s (target: ≥ 300 on 2 cores).
+4. **readers**: R concurrent readers (default 200) for S seconds, each looping over the read requests a client
+   makes (a runs page with a filter, one run, a run's samples page, models, jobs, datasets), through one bounded
+   httpx.AsyncClient: requests, errors (any non-200 or transport error), rate and latency percentiles.
+
+Exits 1 on any error in 4. Stops by itself.
+
+Usage: python benchmarks/bench_api_load.py [--readers 200] [--seconds 20] [--clients 20] [--burst-seconds 10]
+[--runs 200] [--samples 1000]
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ import argparse
 import asyncio
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +39,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the realistic record of the store tests
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
+BIG_RUN_ID = "b" * 32
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -35,8 +49,55 @@ def free_port() -> int:
         return port
 
 
-def fill(url: str, n: int) -> tuple[str, list[str]]:
-    """N runs and a viewer token in a fresh store (migrated as ``repliscope serve`` opens it)."""
+def big_record(n: int) -> object:
+    """A Lite0-shaped run of ``n`` samples (every 9th misclassified, every 97th failed) and n/8 batch latencies:
+    the run page draws its claim and latency charts and lists its failures."""
+    from tests.store.records import topk_metric
+
+    from repliscope.evaluation.record import SamplePrediction, Timings, result_hash
+
+    samples = []
+    for i in range(n):
+        label = i % 1000
+        if i % 97 == 96:
+            samples.append(SamplePrediction(sample_id=f"val_{i:05d}.JPEG", label=label, error="SampleError: truncated"))
+            continue
+        top1 = (label + 1) % 1000 if i % 9 == 8 else label
+        rest = [(label + j) % 1000 for j in (2, 3, 4, 5)]
+        probs = [0.61, 0.2, 0.1, 0.05, 0.04]
+        samples.append(
+            SamplePrediction(sample_id=f"val_{i:05d}.JPEG", label=label, topk_indices=[top1, *rest], topk_probs=probs)
+        )
+    base = make_record(BIG_RUN_ID, list(TOP1_A))
+    metrics = [topk_metric("top1", samples, 1), topk_metric("top5", samples, 5)]
+    failed = sum(1 for s in samples if s.error is not None)
+    rng = np.random.default_rng(0)
+    latencies = [float(x) for x in 0.05 + 0.01 * rng.standard_normal(n // 8)]
+    claims = [base.claims[0].model_copy(update={"measured": metrics[0].value})]
+    return base.model_copy(
+        update={
+            "samples": samples,
+            "metrics": metrics,
+            "claims": claims,
+            "result_hash": result_hash(samples),
+            "counts": {"total": n, "evaluated": n - failed, "failed": failed, "labelled": n},
+            "dataset": {**base.dataset, "num_samples": n, "name": "imagenet-sample"},
+            "timings": Timings(
+                total_seconds=sum(latencies) + 2.0,
+                inference_seconds=sum(latencies),
+                batch_latencies_seconds=latencies,
+                throughput_samples_per_second=n / (sum(latencies) + 1.5),
+                load_seconds=0.4,
+                warmup_seconds=0.1,
+                loop_seconds=sum(latencies) + 1.5,
+            ),
+        }
+    )
+
+
+def fill(url: str, n: int, samples: int) -> tuple[str, list[str]]:
+    """N runs, one run of ``samples`` samples and a viewer token in a fresh store (migrated as
+    ``repliscope serve`` opens it)."""
     from repliscope.cli.serve_cmd import first_start
     from repliscope.store.accounts import create_token
     from repliscope.store.repository import RunStore
@@ -56,40 +117,87 @@ def fill(url: str, n: int) -> tuple[str, list[str]]:
             )
         )
         ids.append(run_id)
+    store.save(big_record(samples))  # type: ignore[arg-type]
     token = create_token(store, "bench", "viewer")
     store.close()
     return token, ids
 
 
-def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "REPLISCOPE_DB": url}
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "repliscope.service.app:create_app",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--workers",
-        str(workers),
-        "--timeout-keep-alive",
-        "75",
-    ]  # longer than the client keeps an idle connection (5 s): no close race
-    proc = subprocess.Popen(cmd, env=env)
-    deadline = time.monotonic() + 60
+def start_server(url: str, port: int, cache: Path) -> subprocess.Popen[bytes]:
+    """``repliscope serve`` on ``url`` (stdout, with its one-time admin token, discarded)."""
+    cmd = [sys.executable, "-m", "repliscope.cli.main", "serve", "--port", str(port), "--db", url]
+    cmd += ["--cache-dir", str(cache)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"repliscope serve exited with {proc.returncode}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
                 return proc
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.kill()
-    raise SystemExit("the server did not start within 60 s")
+    raise SystemExit("the server did not start within 90 s")
+
+
+def floor(base: str, token: str, run_id: str, n: int = 200) -> dict[str, tuple[float, float]]:
+    """path -> (p50, p90) ms of ``n`` sequential requests on one keep-alive connection (after 20 warm-up)."""
+    out = {}
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        for path in ("/api/v1/health", f"/api/v1/runs/{run_id}", "/static/style.css"):
+            times = []
+            for i in range(n + 20):
+                t = time.perf_counter()
+                r = client.get(path)
+                elapsed = time.perf_counter() - t
+                if r.status_code != 200:
+                    raise SystemExit(f"{path}: {r.status_code}")
+                if i >= 20:
+                    times.append(elapsed * 1000)
+            p50, p90 = np.percentile(times, [50, 90])
+            out[path] = (float(p50), float(p90))
+    return out
+
+
+def run_page(base: str, token: str, run_id: str, views: int = 6) -> tuple[float, float, int]:
+    """(first view ms, median of the next views ms, page bytes) of the run's web page."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+        times = []
+        size = 0
+        for _ in range(views):
+            t = time.perf_counter()
+            r = client.get(f"/runs/{run_id}")
+            times.append((time.perf_counter() - t) * 1000)
+            if r.status_code != 200:
+                raise SystemExit(f"/runs/{run_id}: {r.status_code}")
+            size = len(r.content)
+    return times[0], statistics.median(times[1:]), size
+
+
+async def burst(base: str, token: str, path: str, clients: int, seconds: float) -> tuple[int, int, float]:
+    """(requests, errors, seconds) of ``clients`` concurrent clients looping on ``path``."""
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    done = errors = 0
+    async with httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=30
+    ) as client:
+        await client.get(path)
+        stop = time.monotonic() + seconds
+        started = time.monotonic()
+
+        async def loop() -> None:
+            nonlocal done, errors
+            while time.monotonic() < stop:
+                try:
+                    r = await client.get(path)
+                    errors += r.status_code != 200
+                except httpx.HTTPError:
+                    errors += 1
+                done += 1
+
+        await asyncio.gather(*(loop() for _ in range(clients)))
+    return done, errors, time.monotonic() - started
 
 
 async def load(base: str, token: str, ids: list[str], readers: int, seconds: float) -> tuple[list[float], list[str]]:
@@ -123,35 +231,60 @@ async def load(base: str, token: str, ids: list[str], readers: int, seconds: flo
     return latencies, errors
 
 
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min), {os.cpu_count()} cores"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readers", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--seconds", type=float, default=20.0, help="duration of the readers phase")
+    parser.add_argument("--clients", type=int, default=20, help="concurrent clients of the throughput phase")
+    parser.add_argument("--burst-seconds", type=float, default=10.0, help="duration of the throughput phase")
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--samples", type=int, default=1000, help="samples of the run whose page is viewed")
     args = parser.parse_args()
+    print(f"before: {_load()}")
     with tempfile.TemporaryDirectory(prefix="repliscope-load-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'runs.db'}"
-        token, ids = fill(url, args.runs)
+        token, ids = fill(url, args.runs, args.samples)
         port = free_port()
-        server = start_server(url, port, args.workers)
+        base = f"http://127.0.0.1:{port}"
+        server = start_server(url, port, Path(tmp) / "cache")
         try:
+            floors = floor(base, token, ids[0])
+            first, again, size = run_page(base, token, BIG_RUN_ID)
+            page = "/api/v1/runs?page_size=50"
+            done, burst_errors, burst_s = asyncio.run(burst(base, token, page, args.clients, args.burst_seconds))
             started = time.monotonic()
-            latencies, errors = asyncio.run(load(f"http://127.0.0.1:{port}", token, ids, args.readers, args.seconds))
+            latencies, errors = asyncio.run(load(base, token, ids, args.readers, args.seconds))
             elapsed = time.monotonic() - started
         finally:
             server.terminate()
-            server.wait(timeout=30)
+            server.wait(timeout=60)
+    print("1. per-request floor, one keep-alive connection (ms):")
+    for path, (p50, p90) in floors.items():
+        print(f"   {path:<48} p50 {p50:6.1f}  p90 {p90:6.1f}")
+    print(
+        f"2. run page of a {args.samples}-sample run ({size / 1024:.0f} KiB): first view {first:.0f} ms, "
+        f"next views median {again:.0f} ms"
+    )
+    print(
+        f"3. {args.clients} concurrent clients on GET {page}: {done} requests in {burst_s:.1f} s = "
+        f"{done / burst_s:.0f} req/s, {burst_errors} errors"
+    )
     ms = np.array(latencies) * 1000
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])
     print(
-        f"{args.readers} concurrent readers, {elapsed:.1f} s, {args.runs} stored runs, uvicorn workers "
-        f"{args.workers}: {len(ms)} requests ({len(ms) / elapsed:.0f}/s), {len(errors)} errors"
+        f"4. {args.readers} concurrent readers, {elapsed:.1f} s, {args.runs} stored runs: {len(ms)} requests "
+        f"({len(ms) / elapsed:.0f}/s), {len(errors)} errors; latency ms p50 {p50:.1f}  p90 {p90:.1f}  "
+        f"p99 {p99:.1f}  max {ms.max():.1f}"
     )
-    print(f"latency ms: p50 {p50:.1f}  p90 {p90:.1f}  p99 {p99:.1f}  max {ms.max():.1f}")
     for line in errors[:10]:
         print(f"  error: {line}")
-    if errors:
+    print(f"after: {_load()}")
+    if errors or burst_errors:
         raise SystemExit(1)
 
 

@@ -1,0 +1,71 @@
+"""``repliscope serve``'s listening socket: the connections it accepts have TCP_NODELAY set (regression: the
+socket was created with proto 0, so asyncio never set it and every keep-alive response waited ~40 ms for the
+client's delayed ACK). Checked on a real uvicorn server on 127.0.0.1, on the server side of the connection."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
+
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from repliscope.cli.serve_cmd import bind_socket, uvicorn_server
+
+
+def _app() -> Starlette:
+    return Starlette(routes=[Route("/ping", lambda _request: PlainTextResponse("pong"))])
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Any, int]]:
+    """``repliscope serve``'s uvicorn server on ``bind_socket`` (a free 127.0.0.1 port), run in a thread."""
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn_server(_app())
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start within 20 s"
+        time.sleep(0.02)
+    yield server, port
+    server.should_exit = True
+    thread.join(timeout=20)
+    sock.close()
+
+
+def test_the_listening_socket_is_a_tcp_socket_with_nodelay() -> None:
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        sock.close()
+
+
+def test_accepted_keep_alive_connections_have_tcp_nodelay(served: tuple[Any, int]) -> None:
+    server, port = served
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        for _ in range(2):  # two requests on one keep-alive connection
+            conn.request("GET", "/ping")
+            response = conn.getresponse()
+            assert (response.status, response.read()) == (200, b"pong")
+        connections = list(server.server_state.connections)
+        assert len(connections) == 1
+        accepted = connections[0].transport.get_extra_info("socket")
+        assert accepted.proto == socket.IPPROTO_TCP
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        assert accepted.getsockname() == ("127.0.0.1", port)
+    finally:
+        conn.close()
