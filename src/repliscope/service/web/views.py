@@ -233,21 +233,15 @@ class RunPage:
 
 def run_page(store: RunStore, run_id: str) -> RunPage:
     """The run page of ``run_id`` (full id or unique prefix): the report view, its trace's per-layer chart, and
-    when the run is a sweep variant the sweep's pitfall table and Δ top-1 chart."""
-    from repliscope.report.build import build_run_view
+    when the run is a sweep variant the sweep's pitfall table and Δ top-1 chart (charts drawn once:
+    :mod:`repliscope.service.web.chart_cache`)."""
+    from repliscope.service.web import chart_cache
 
     record = store.get(run_id)
-    extra = None
-    trace = store.load_trace(record.run_id)
-    if trace is not None:
-        from repliscope.report.trace_sections import trace_figures
-
-        extra = trace_figures(trace)
-    view = build_run_view(record, extra_figures=extra)
+    view = chart_cache.run_view(store, record)
     page = RunPage(record=record, view=view, trust=trust_of(record), verdict=verdict_text(record.claims))
     if record.sweep_id:
         from repliscope.report import pitfall_sections as ps
-        from repliscope.report.sections import embed_sink
 
         try:
             sweep = store.get_sweep(record.sweep_id)
@@ -262,7 +256,7 @@ def run_page(store: RunStore, run_id: str) -> RunPage:
             return page
         page.pitfalls = ps.pitfall_rows(sweep)
         page.pitfalls_caption = ps.pitfalls_caption(sweep)
-        page.deltas, _ = ps.delta_figure(sweep, embed_sink)
+        page.deltas = chart_cache.sweep_deltas(store, sweep)
     return page
 
 
@@ -274,11 +268,11 @@ class BenchPage:
 
 
 def bench_page(store: RunStore, benchmark_id: str) -> BenchPage:
-    """A benchmark record's page: the benchmark report view (latency ECDF, performance claims)."""
-    from repliscope.report.build import build_benchmark_view
+    """A benchmark record's page: the benchmark report view (latency ECDF, performance claims; drawn once)."""
+    from repliscope.service.web import chart_cache
 
     rec = store.get_benchmark(benchmark_id)
-    view = build_benchmark_view([rec])
+    view = chart_cache.bench_view(store, rec)
     rt = rec.runtime
     trust = Trust(
         manifest=f"{rec.manifest.name}@{rec.manifest.version}",
