@@ -128,9 +128,16 @@ def _evaluated_as(text: str | None) -> Any:
 
 
 def _data(job: JobSpec) -> Any:
+    """The job's dataset; option ``registered_name`` (the service's registry name) is the name it is recorded
+    under (its folder stays its ``origin``)."""
+    import dataclasses
+
     from repliscope.datasets import resolve_dataset
 
     data = resolve_dataset(job.dataset_spec, job.options.get("label_rule"), limit=job.options.get("limit"))
+    registered = job.options.get("registered_name")
+    if registered:
+        data = dataclasses.replace(data, name=str(registered))
     shard = job.options.get("shard")
     return data if shard is None else _shard(data, shard)
 

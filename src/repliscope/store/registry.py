@@ -66,7 +66,10 @@ def check_name(name: str, field: str = "name") -> str:
 
 
 class RegisteredDataset(BaseModel):
-    """A dataset registered server-side; ``spec`` is what ``--dataset`` takes."""
+    """A dataset registered server-side; ``spec`` is what ``--dataset`` takes. ``declared_as``: what the data is,
+    ``NAME/SPLIT`` (the CLI's ``--as``), set by ``declared_by`` at ``declared_at``; None: undeclared (claims on
+    it are "not comparable"). ``annotates``: what its samples carry (:data:`ANNOTATIONS`); None when it was
+    registered before the store recorded it."""
 
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
@@ -75,23 +78,79 @@ class RegisteredDataset(BaseModel):
     description: str
     created_by: str
     created_at: datetime
+    declared_as: str | None = None
+    declared_by: str | None = None
+    declared_at: datetime | None = None
+    annotates: str | None = None
+
+    @property
+    def annotations(self) -> tuple[str, ...] | None:
+        """``annotates`` as a tuple (None: not recorded)."""
+        return None if self.annotates is None else tuple(a for a in self.annotates.split(",") if a)
+
+
+ANNOTATIONS = ("labels", "boxes", "masks")
+"""What a sample may carry: a class label (classification), boxes (detection), a label map (segmentation)."""
+_DECLARATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def check_declaration(text: str, field: str = "as") -> str:
+    """``NAME/SPLIT`` as the CLI's ``--as`` takes it (e.g. ``imagenet-1k/val``): each part letters, digits,
+    ``_ . -`` (at most 100 characters), else an InvalidInputError naming ``field``."""
+    if not isinstance(text, str) or not _DECLARATION.match(text):
+        raise InvalidInputError(
+            f"{field} {text!r} must be NAME/SPLIT, e.g. imagenet-1k/val (letters, digits, '_', '.', '-' in each part)",
+            field,
+        )
+    return text
+
+
+def annotations_of(dataset: Any) -> tuple[str, ...]:
+    """What the samples of ``dataset`` (a :class:`~repliscope.datasets.base.Dataset`) carry, in
+    :data:`ANNOTATIONS` order: ``labels`` when any sample has a class label, ``boxes`` when any has box
+    annotations, ``masks`` when any has a ground-truth label map."""
+    found = {
+        "labels": any(s.label is not None for s in dataset.samples),
+        "boxes": any(s.objects is not None for s in dataset.samples),
+        "masks": any(s.mask is not None for s in dataset.samples),
+    }
+    return tuple(a for a in ANNOTATIONS if found[a])
 
 
 def register_dataset(
-    store: RunStore, name: str, spec: str, description: str = "", created_by: str = ""
+    store: RunStore,
+    name: str,
+    spec: str,
+    description: str = "",
+    created_by: str = "",
+    declared_as: str | None = None,
 ) -> RegisteredDataset:
     """Register ``spec`` (a folder, a built-in dataset name or NAME:PATH, checked now by resolving it) as
-    ``name``; a registered name is a ConflictError."""
+    ``name``, declared to be ``declared_as`` (``NAME/SPLIT``, by ``created_by``) when given; what its samples
+    annotate is recorded. A registered name is a ConflictError."""
     from repliscope.datasets.resolve import resolve_dataset
 
     check_name(name)
+    if declared_as is not None:
+        check_declaration(declared_as)
     if not spec or not spec.strip():
         raise InvalidInputError("spec is empty: give a folder, a built-in dataset name or NAME:PATH", "spec")
     try:
-        resolve_dataset(spec)
+        dataset = resolve_dataset(spec)
     except RepliscopeError as exc:
         raise InvalidInputError(f"spec {spec!r} does not resolve: {exc}", "spec") from exc
-    row = DatasetRegistryRow(name=name, spec=spec, description=description, created_by=created_by, created_at=_now())
+    now = _now()
+    row = DatasetRegistryRow(
+        name=name,
+        spec=spec,
+        description=description,
+        created_by=created_by,
+        created_at=now,
+        declared_as=declared_as,
+        declared_by=created_by if declared_as is not None else None,
+        declared_at=now if declared_as is not None else None,
+        annotates=",".join(annotations_of(dataset)),
+    )
     try:
         with Session(store.engine, expire_on_commit=False) as session, session.begin():
             if session.get(DatasetRegistryRow, name) is not None:
@@ -99,6 +158,21 @@ def register_dataset(
             session.add(row)
     except IntegrityError as exc:
         raise ConflictError(f"dataset {name!r} is already registered", "name") from exc
+    return RegisteredDataset.model_validate(row)
+
+
+def declare_dataset(store: RunStore, name: str, declared_as: str | None, declared_by: str) -> RegisteredDataset:
+    """Declare the registered dataset ``name`` to be ``declared_as`` (``NAME/SPLIT``; None withdraws the
+    declaration), recording who and when. Runs already stored keep the declaration they ran with."""
+    if declared_as is not None:
+        check_declaration(declared_as)
+    with Session(store.engine, expire_on_commit=False) as session, session.begin():
+        row = session.get(DatasetRegistryRow, name, with_for_update=True)
+        if row is None:
+            raise NotFoundError(f"dataset {name!r} is not registered", "dataset")
+        row.declared_as = declared_as
+        row.declared_by = declared_by
+        row.declared_at = _now()
     return RegisteredDataset.model_validate(row)
 
 

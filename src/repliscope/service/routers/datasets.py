@@ -14,6 +14,11 @@ from repliscope.service.routers.common import UtcDatetime, store_errors, store_o
 
 router = APIRouter(prefix="/datasets", tags=["datasets"], responses=ERROR_RESPONSES)
 
+DECLARATION_HELP = (
+    "what the data is, NAME/SPLIT as the CLI's --as takes it (e.g. imagenet-1k/val): runs of this dataset are "
+    "judged against the manifest's claims on NAME/SPLIT (admin only)"
+)
+
 
 class DatasetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -28,6 +33,15 @@ class DatasetIn(BaseModel):
         ),
     ]
     description: Annotated[str, Field(max_length=2000)] = ""
+    declared_as: Annotated[str | None, Field(alias="as", max_length=201, description=DECLARATION_HELP)] = None
+
+
+class DeclarationIn(BaseModel):
+    """A new declaration of a registered dataset (``null`` withdraws it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    declared_as: Annotated[str | None, Field(alias="as", max_length=201, description=DECLARATION_HELP)]
 
 
 class DatasetOut(BaseModel):
@@ -36,6 +50,18 @@ class DatasetOut(BaseModel):
     description: str
     created_by: str
     created_at: UtcDatetime
+    declared_as: Annotated[str | None, Field(alias="as", description=DECLARATION_HELP)]
+    declared_by: str | None = Field(description="the admin token that set (or withdrew) the declaration")
+    declared_at: UtcDatetime | None
+    annotates: list[str] | None = Field(
+        description="what its samples carry: labels, boxes, masks (null: registered before this was recorded)"
+    )
+
+
+def _out(dataset: Any) -> dict[str, Any]:
+    out: dict[str, Any] = dataset.model_dump(exclude={"declared_as", "annotates"})
+    annotations = dataset.annotations
+    return {**out, "as": dataset.declared_as, "annotates": None if annotations is None else list(annotations)}
 
 
 PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev", "/run")
@@ -105,9 +131,16 @@ def register(request: Request, body: DatasetIn, principal: Annotated[Any, Depend
 
     check_folder(body.spec)
     with store_errors():
-        return register_dataset(
-            store_of(request), body.name, body.spec, body.description, created_by=principal.name
-        ).model_dump()
+        return _out(
+            register_dataset(
+                store_of(request),
+                body.name,
+                body.spec,
+                body.description,
+                created_by=principal.name,
+                declared_as=body.declared_as,
+            )
+        )
 
 
 @router.get("", response_model=list[DatasetOut])
@@ -116,4 +149,25 @@ def list_all(request: Request, _: Annotated[Any, Depends(require("viewer"))]) ->
     from repliscope.store.registry import list_datasets
 
     with store_errors():
-        return [d.model_dump() for d in list_datasets(store_of(request))]
+        return [_out(d) for d in list_datasets(store_of(request))]
+
+
+@router.get("/{name}", response_model=DatasetOut)
+def get_one(request: Request, name: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """One registered dataset and its declaration."""
+    from repliscope.store.registry import get_dataset
+
+    with store_errors("dataset"):
+        return _out(get_dataset(store_of(request), name))
+
+
+@router.put("/{name}/declaration", response_model=DatasetOut)
+def declare(
+    request: Request, name: str, body: DeclarationIn, principal: Annotated[Any, Depends(require("admin"))]
+) -> Any:
+    """Declare what a registered dataset is (admin): ``{"as": "imagenet-1k/val"}``, or ``{"as": null}`` to
+    withdraw it. Who and when are recorded; runs already stored keep the declaration they ran with."""
+    from repliscope.store.registry import declare_dataset
+
+    with store_errors("dataset"):
+        return _out(declare_dataset(store_of(request), name, body.declared_as, principal.name))

@@ -138,6 +138,9 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
     executor = request.app.state.executor
+    # the registry's name and declaration go to the core as the CLI's --as does (repliscope.jobs: evaluated_as)
+    registered = {"registered_name": dataset.name, "evaluated_as": dataset.declared_as}
+    options = {**options, **{k: v for k, v in registered.items() if v is not None}}
     spec = JobSpec(
         "",
         body.kind,
@@ -146,7 +149,7 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         body.runtime,
         dataset.name,
         dataset.spec,
-        body.options.model_dump(),
+        {**body.options.model_dump(), **registered},
         idempotency_key=body.options.idempotency_key,
     )
     check = getattr(executor, "check", None)
