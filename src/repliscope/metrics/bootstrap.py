@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -63,28 +64,178 @@ def box_iou(dt: np.ndarray, gt: np.ndarray, crowd: np.ndarray) -> np.ndarray:
         return np.where(inter > 0, inter / union, 0.0)
 
 
-def _match(ious: np.ndarray, gt_ignore: np.ndarray, crowd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """COCOeval's greedy matching of score-sorted detections to ground truth sorted non-ignored first:
-    (matched (T, D) bool, matched-to-an-ignored-gt (T, D) bool)."""
-    n_t, (n_d, n_g) = len(IOU_THRS), ious.shape
-    matched = np.zeros((n_t, n_d), bool)
-    ignored = np.zeros((n_t, n_d), bool)
-    for ti, t in enumerate(IOU_THRS):
-        taken = np.zeros(n_g, bool)
-        for d in range(n_d):
-            best, m = min(t, 1 - 1e-10), -1
-            for g in range(n_g):
-                if taken[g] and not crowd[g]:
-                    continue
-                if m > -1 and not gt_ignore[m] and gt_ignore[g]:
-                    break
-                if ious[d, g] < best:
-                    continue
-                best, m = ious[d, g], g
-            if m == -1:
-                continue
-            matched[ti, d], ignored[ti, d], taken[m] = True, gt_ignore[m], True
-    return matched, ignored
+@dataclass(frozen=True)
+class _FlatTruth:
+    """Every image's ground truth of the evaluated categories in one array each, sorted by (image, category),
+    the image's own order kept within: ``image`` / ``segment`` (category index) (G,), ``boxes`` (G, 4),
+    ``areas`` (G,), ``crowd`` (G,) bool."""
+
+    image: np.ndarray
+    segment: np.ndarray
+    boxes: np.ndarray
+    areas: np.ndarray
+    crowd: np.ndarray
+
+
+@dataclass(frozen=True)
+class _FlatDetections:
+    """Every image's detections of the evaluated categories, at most ``MAX_DETS[-1]`` per (image, category) by
+    score, sorted by (image, category, -score, the image's own order): ``image`` / ``segment`` / ``rank`` (the
+    detection's place in its (image, category) by score) (D,), ``boxes`` (D, 4), ``scores`` (D,)."""
+
+    image: np.ndarray
+    segment: np.ndarray
+    boxes: np.ndarray
+    scores: np.ndarray
+    rank: np.ndarray
+
+
+def _category_index(classes: np.ndarray, cat_ids: Sequence[int]) -> np.ndarray:
+    """Index of each class in ``cat_ids``, -1 for a class that is not one of them."""
+    cats = np.asarray(cat_ids, np.int64)
+    if not len(cats) or not len(classes):
+        return np.full(len(classes), -1, np.int64)
+    order = np.argsort(cats, kind="stable")
+    pos = np.minimum(np.searchsorted(cats[order], classes), len(cats) - 1)
+    return np.where(cats[order][pos] == classes, order[pos], -1)
+
+
+def _concat(parts: list[np.ndarray], dtype: Any, width: int = 0) -> np.ndarray:
+    if not parts:
+        return np.zeros((0, width) if width else 0, dtype)
+    return np.concatenate([np.asarray(p, dtype).reshape(-1, width) if width else np.asarray(p, dtype) for p in parts])
+
+
+def _flat_truth(truths: Sequence[ImageTruth], cat_ids: Sequence[int]) -> _FlatTruth:
+    image = np.repeat(np.arange(len(truths)), [len(t.classes) for t in truths])
+    segment = _category_index(_concat([t.classes for t in truths], np.int64), cat_ids)
+    boxes = _concat([t.boxes for t in truths], float, 4)
+    areas = _concat([t.areas for t in truths], float)
+    crowd = _concat([t.crowd for t in truths], bool)
+    keep = segment >= 0
+    order = np.lexsort((segment[keep], image[keep]))  # stable: the image's own order within a category
+    return _FlatTruth(
+        image[keep][order], segment[keep][order], boxes[keep][order], areas[keep][order], crowd[keep][order]
+    )
+
+
+def _flat_detections(detections: Sequence[ImageDetections], cat_ids: Sequence[int]) -> _FlatDetections:
+    counts = [len(d.classes) for d in detections]
+    image = np.repeat(np.arange(len(detections)), counts)
+    within = np.concatenate([np.arange(n) for n in counts]) if counts else np.zeros(0, np.int64)
+    segment = _category_index(_concat([d.classes for d in detections], np.int64), cat_ids)
+    boxes = _concat([d.boxes for d in detections], float, 4)
+    scores = _concat([d.scores for d in detections], float)
+    keep = np.flatnonzero(segment >= 0)
+    # COCOeval: per (image, category) by score, mergesort (ties keep the image's order), the first 100
+    keep = keep[np.lexsort((within[keep], -scores[keep], segment[keep], image[keep]))]
+    key = image[keep] * max(len(cat_ids), 1) + segment[keep]
+    first = np.searchsorted(key, key, side="left")
+    rank = np.arange(len(keep)) - first
+    keep, rank = keep[rank < MAX_DETS[-1]], rank[rank < MAX_DETS[-1]]
+    return _FlatDetections(image[keep], segment[keep], boxes[keep], scores[keep], rank)
+
+
+def _gt_ignore(gt: _FlatTruth) -> np.ndarray:
+    """(A, G): ground truth COCOeval ignores in each area range (crowd, or its area outside the range)."""
+    return np.stack([gt.crowd | (gt.areas < lo) | (gt.areas > hi) for lo, hi in AREA_RANGES])
+
+
+def _row_iou(dt: np.ndarray, gt: np.ndarray, crowd: np.ndarray) -> np.ndarray:
+    """(n, P) IoU of detection ``dt[i]`` (n, 4) with each of its own P ground-truth boxes ``gt[i]`` (n, P, 4):
+    the arithmetic of :func:`box_iou`, element for element."""
+    iw = np.minimum(dt[:, None, 2], gt[:, :, 2]) - np.maximum(dt[:, None, 0], gt[:, :, 0])
+    ih = np.minimum(dt[:, None, 3], gt[:, :, 3]) - np.maximum(dt[:, None, 1], gt[:, :, 1])
+    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
+    da = (dt[:, 2] - dt[:, 0]) * (dt[:, 3] - dt[:, 1])
+    ga = (gt[:, :, 2] - gt[:, :, 0]) * (gt[:, :, 3] - gt[:, :, 1])
+    union = np.where(crowd, da[:, None], da[:, None] + ga - inter)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(inter > 0, inter / union, 0.0)
+
+
+def _last_best(iou: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Index along the last axis of the LAST highest ``iou`` among ``eligible`` entries (COCOeval keeps a later
+    ground truth whose IoU equals the best so far)."""
+    x = np.where(eligible, iou, -1.0)
+    return x.shape[-1] - 1 - np.argmax(x[..., ::-1], axis=-1)
+
+
+def _match_single(
+    gt: _FlatTruth,
+    dt: _FlatDetections,
+    ignore: np.ndarray,
+    sel: np.ndarray,
+    start: np.ndarray,
+    matched: np.ndarray,
+    on_ignored: np.ndarray,
+) -> None:
+    """:func:`_match_all` for the detections ``sel`` of (image, category) pairs with ONE ground-truth box, without
+    stepping through ranks: the first detection (by score) with IoU >= the threshold takes it, and every such
+    detection when it is a crowd region (whatever the area range; ignored there when the box is)."""
+    if not len(sel):
+        return
+    g = start[sel]
+    crowd = gt.crowd[g]
+    iou = _row_iou(dt.boxes[sel], gt.boxes[g][:, None, :], crowd[:, None])[:, 0]
+    hit = iou[None, :] >= np.minimum(IOU_THRS, 1 - 1e-10)[:, None]  # (T, n)
+    seen = np.cumsum(hit, axis=1)
+    new_pair = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])  # sel is in (image, category, rank) order
+    before = np.concatenate([np.zeros((len(IOU_THRS), 1), seen.dtype), seen], axis=1)[:, new_pair]
+    seen = seen - np.repeat(before, np.diff(np.r_[new_pair, len(g)]), axis=1)
+    hit &= crowd[None, :] | (seen == 1)
+    matched[:, :, sel] = hit[:, None, :]
+    on_ignored[:, :, sel] = hit[:, None, :] & ignore[:, g][None, :, :]
+
+
+def _match_all(gt: _FlatTruth, dt: _FlatDetections, ignore: np.ndarray, n_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """COCOeval's greedy matching (``evaluateImg``) of every (image, category) at once: (matched (T, A, D) bool,
+    matched-to-an-ignored-ground-truth (T, A, D) bool) per IoU threshold and area range.
+
+    Per threshold and area range, detections in score order take the unmatched, not ignored ground truth with
+    the highest IoU >= the threshold (the last of equals), else an ignored one (a crowd region can be taken
+    again). The pairs are grouped by their number of ground-truth boxes rounded up to a power of two, and each
+    group steps through the detection ranks (at most 100) with every pair of the group in one array."""
+    n_t, n_a, n_d = len(IOU_THRS), len(AREA_RANGES), len(dt.image)
+    matched = np.zeros((n_t, n_a, n_d), bool)
+    on_ignored = np.zeros((n_t, n_a, n_d), bool)
+    key_g = gt.image * max(n_k, 1) + gt.segment
+    key_d = dt.image * max(n_k, 1) + dt.segment
+    start = np.searchsorted(key_g, key_d, side="left")
+    size = np.searchsorted(key_g, key_d, side="right") - start
+    pad = np.where(size > 0, 2 ** np.ceil(np.log2(np.maximum(size, 1))).astype(np.int64), 0)
+    thresholds = np.minimum(IOU_THRS, 1 - 1e-10)[None, :, None, None]
+    _match_single(gt, dt, ignore, np.flatnonzero(size == 1), start, matched, on_ignored)
+    for p in np.unique(pad[pad > 1]):
+        sel = np.flatnonzero(pad == p)
+        slots = np.arange(p)
+        valid = slots[None, :] < size[sel, None]  # (n, P)
+        g_idx = np.where(valid, start[sel, None] + slots[None, :], start[sel, None])
+        crowd = gt.crowd[g_idx] & valid
+        ious = _row_iou(dt.boxes[sel], gt.boxes[g_idx], crowd)
+        ign = np.moveaxis(ignore[:, g_idx], 0, 1)  # (n, A, P)
+        _, pair = np.unique(start[sel], return_inverse=True)
+        taken = np.zeros((int(pair.max()) + 1, n_t, n_a, int(p)), bool)
+        rank = dt.rank[sel]
+        by_rank = np.argsort(rank, kind="stable")
+        bounds = np.searchsorted(rank[by_rank], np.arange(int(rank.max()) + 2))
+        for r in range(int(rank.max()) + 1):
+            rows = by_rank[bounds[r] : bounds[r + 1]]  # at most one detection per (image, category)
+            g = pair[rows]
+            iou = ious[rows][:, None, None, :]
+            ok = valid[rows][:, None, None, :] & (iou >= thresholds)  # (n, T, 1, P)
+            ig = ign[rows][:, None, :, :]  # (n, 1, A, P)
+            free = ~taken[g]
+            first = ok & ~ig & free
+            second = ok & ig & (crowd[rows][:, None, None, :] | free)
+            has_first, has_second = first.any(axis=-1), second.any(axis=-1)  # (n, T, A)
+            m = np.where(has_first, _last_best(iou, first), _last_best(iou, second))
+            hit = has_first | has_second
+            n_i, t_i, a_i = np.nonzero(hit)
+            taken[g[n_i], t_i, a_i, m[n_i, t_i, a_i]] = True
+            matched[:, :, sel[rows]] = np.moveaxis(hit, 0, -1)
+            on_ignored[:, :, sel[rows]] = np.moveaxis(~has_first & has_second, 0, -1)
+    return matched, on_ignored
 
 
 @dataclass
@@ -97,7 +248,12 @@ class _Area:
     tps: np.ndarray  # (T, N) bool
     fps: np.ndarray  # (T, N) bool
     npig: np.ndarray  # (images, K) count of non-ignored ground truth
+    n_k: int = 0
     _flat: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.starts = np.searchsorted(self.segment, np.arange(self.n_k), side="left")
+        self.ends = np.searchsorted(self.segment, np.arange(self.n_k), side="right")
 
     def flat_segment(self, n_k: int) -> np.ndarray:
         """(T * N,) id ``t * K + category`` of every (threshold, detection), computed once."""
@@ -120,50 +276,38 @@ class CocoResampler:
     ) -> None:
         self.n_images = len(truths)
         self.cat_ids = list(cat_ids)
-        k_of = {c: k for k, c in enumerate(self.cat_ids)}
         n_k = len(self.cat_ids)
-        rows: list[list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in AREA_RANGES]
+        gt = _flat_truth(truths, self.cat_ids)
+        dt = _flat_detections(detections, self.cat_ids)
+        ignore = _gt_ignore(gt)  # (A, G)
         npig = np.zeros((len(AREA_RANGES), self.n_images, n_k))
-        for i, (gt, dt) in enumerate(zip(truths, detections, strict=True)):
-            for c in np.union1d(gt.classes, dt.classes):
-                k = k_of.get(int(c))
-                if k is None:
-                    continue
-                gsel = np.flatnonzero(gt.classes == c)
-                dsel = np.flatnonzero(dt.classes == c)
-                dsel = dsel[np.argsort(-dt.scores[dsel], kind="mergesort")][: MAX_DETS[-1]]
-                d_boxes = dt.boxes[dsel]
-                d_area = (d_boxes[:, 2] - d_boxes[:, 0]) * (d_boxes[:, 3] - d_boxes[:, 1])
-                for a, (lo, hi) in enumerate(AREA_RANGES):
-                    area = gt.areas[gsel]
-                    g_ignore = gt.crowd[gsel] | (area < lo) | (area > hi)
-                    order = np.argsort(g_ignore, kind="mergesort")
-                    g_ignore, g_crowd = g_ignore[order], gt.crowd[gsel][order]
-                    npig[a, i, k] = np.count_nonzero(~g_ignore)
-                    if len(dsel) == 0:
-                        continue
-                    ious = box_iou(d_boxes, gt.boxes[gsel][order], g_crowd)
-                    matched, ignored = _match(ious, g_ignore, g_crowd)
-                    outside = (d_area < lo) | (d_area > hi)
-                    ignored |= ~matched & outside[None, :]
-                    rows[a].append((i, k, dt.scores[dsel], matched, ignored, np.arange(len(dsel))))
-        self._areas = [self._pack(r, npig[a]) for a, r in enumerate(rows)]
+        for a in range(len(AREA_RANGES)):
+            np.add.at(npig[a], (gt.image[~ignore[a]], gt.segment[~ignore[a]]), 1.0)
+        matched, on_ignored = _match_all(gt, dt, ignore, n_k)
+        d_area = (dt.boxes[:, 2] - dt.boxes[:, 0]) * (dt.boxes[:, 3] - dt.boxes[:, 1])
+        order = np.lexsort((dt.rank, dt.image, -dt.scores, dt.segment))  # COCOeval's order, once for all ranges
+        image, segment, rank = dt.image[order], dt.segment[order], dt.rank[order]
+        matched, on_ignored, d_area = matched[:, :, order], on_ignored[:, :, order], d_area[order]
+        self._areas = []
+        for a, (lo, hi) in enumerate(AREA_RANGES):
+            outside = (d_area < lo) | (d_area > hi)
+            ignored = on_ignored[:, a] | (~matched[:, a] & outside[None, :])
+            self._areas.append(self._pack(image, segment, rank, matched[:, a], ignored, npig[a]))
 
     def _pack(
-        self, rows: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], npig: np.ndarray
+        self,
+        image: np.ndarray,
+        segment: np.ndarray,
+        rank: np.ndarray,
+        matched: np.ndarray,
+        ignored: np.ndarray,
+        npig: np.ndarray,
     ) -> _Area:
-        n_t = len(IOU_THRS)
-        if not rows:
+        """One area range's :class:`_Area` from detections already in COCOeval's order."""
+        n_t, n_k = len(IOU_THRS), len(self.cat_ids)
+        if not len(image):
             empty = np.zeros(0, int)
-            return _Area(empty, empty, empty, np.zeros((n_t, 0), bool), np.zeros((n_t, 0), bool), npig)
-        image = np.concatenate([np.full(len(r[2]), r[0]) for r in rows])
-        segment = np.concatenate([np.full(len(r[2]), r[1]) for r in rows])
-        scores = np.concatenate([r[2] for r in rows])
-        matched = np.concatenate([r[3] for r in rows], axis=1)
-        ignored = np.concatenate([r[4] for r in rows], axis=1)
-        rank = np.concatenate([r[5] for r in rows])
-        order = np.lexsort((rank, image, -scores, segment))
-        matched, ignored, segment = matched[:, order], ignored[:, order], segment[order]
+            return _Area(empty, empty, empty, np.zeros((n_t, 0), bool), np.zeros((n_t, 0), bool), npig, n_k)
         tps, fps = matched & ~ignored, ~matched & ~ignored
         # Detections that can never move a number, whatever the weights: ignored at every threshold (a point that
         # repeats the previous one), or false positives after the last true positive of their category (they
@@ -173,7 +317,7 @@ class CocoResampler:
         last_tp = np.full(int(segment.max()) + 1, -1)
         np.maximum.at(last_tp, segment[any_tp], position[any_tp])
         keep = (tps | fps).any(axis=0) & (position <= last_tp[segment])
-        return _Area(image[order][keep], segment[keep], rank[order][keep], tps[:, keep], fps[:, keep], npig)
+        return _Area(image[keep], segment[keep], rank[keep], tps[:, keep], fps[:, keep], npig, n_k)
 
     def stats(self, weights: np.ndarray | None = None) -> np.ndarray:
         """The 12 COCO numbers (NaN where COCOeval prints -1: no ground truth in that range) with image ``i``
@@ -196,6 +340,40 @@ class CocoResampler:
             for j, m in enumerate(MAX_DETS[:2]):
                 out[6 + j] = self._accumulate(self._areas[0], w, m, precision=False)[1].mean(axis=0)
         return out
+
+    def cocoeval_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """COCOeval's own numbers, averaged as its ``summarize`` averages them (one mean over every defined
+        (threshold, recall point, category) entry, in its array order): (the 12 stats, -1 where COCOeval prints
+        -1; AP per category and AR@100 per category over all areas, NaN for a category without ground truth).
+        Equal to faster-coco-eval's numbers bit for bit on the test fixtures."""
+        w = np.ones(self.n_images)
+        stats = np.full(12, -1.0)
+
+        def mean(values: np.ndarray) -> float:
+            values = np.nan_to_num(values, nan=-1.0)
+            defined = values[values > -1]
+            return float(np.mean(defined)) if defined.size else -1.0
+
+        def per_category(values: np.ndarray) -> np.ndarray:  # (T, R, K) or (T, K) -> (K,)
+            out = np.full(values.shape[-1], np.nan)
+            for k in range(values.shape[-1]):
+                v = mean(values[..., k])
+                out[k] = np.nan if v == -1.0 else v
+            return out
+
+        class_ap = class_ar = np.full(len(self.cat_ids), np.nan)
+        for a in range(len(AREA_RANGES)):
+            q, recall = self._accumulate(self._areas[a], w, MAX_DETS[-1])
+            precision = q.transpose(0, 2, 1)  # COCOeval's (T, R, K)
+            if a == 0:
+                stats[0], stats[1], stats[2] = mean(precision), mean(precision[0]), mean(precision[5])
+                stats[8] = mean(recall)
+                class_ap, class_ar = per_category(precision), per_category(recall)
+            else:
+                stats[2 + a], stats[8 + a] = mean(precision), mean(recall)
+        for j, m in enumerate(MAX_DETS[:2]):
+            stats[6 + j] = mean(self._accumulate(self._areas[0], w, m, precision=False)[1])
+        return stats, class_ap, class_ar
 
     def bounded(self, replicates: int) -> int:
         """``replicates`` capped for large runs, deterministically from the data (never by a clock): at most
@@ -222,52 +400,39 @@ class CocoResampler:
         """(precision (T, K, R), recall (T, K)) with NaN for categories without non-ignored ground truth."""
         n_t, n_k, n_r = len(IOU_THRS), len(self.cat_ids), len(REC_THRS)
         npig = w @ ar.npig  # (K,)
-        keep = ar.rank < max_det
-        wd = np.where(keep, w[ar.image], 0.0)
-        seg = ar.segment
-        tp = np.cumsum(ar.tps * wd, axis=1)
-        fp = np.cumsum(ar.fps * wd, axis=1)
-        starts = np.searchsorted(seg, np.arange(n_k), side="left")
-        ends = np.searchsorted(seg, np.arange(n_k), side="right")
-        before = np.concatenate([np.zeros((n_t, 1)), tp], axis=1)[:, starts]  # (T, K) cumsum before each segment
-        before_fp = np.concatenate([np.zeros((n_t, 1)), fp], axis=1)[:, starts]
-        tp = tp - before[:, seg]
-        fp = fp - before_fp[:, seg]
+        wd = np.where(ar.rank < max_det, w[ar.image], 0.0)
+        seg, starts, ends = ar.segment, ar.starts, ar.ends
+        tp = np.cumsum(ar.tps * wd, axis=1)  # integer counts in float64: exact
+        tp0 = np.concatenate([np.zeros((n_t, 1)), tp], axis=1)
+        total_tp = tp0[:, ends] - tp0[:, starts]  # (T, K)
         valid = npig > 0
-        total_tp = np.where(ends > starts, np.concatenate([np.zeros((n_t, 1)), tp], axis=1)[:, ends], 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             recall = np.where(valid, total_tp / npig, np.nan)
         if not precision:
             return np.empty((n_t, n_k, n_r)), recall
+        sizes = ends - starts
+        tp -= np.repeat(tp0[:, starts], sizes, axis=1)  # cumulative within each category
+        fp = np.cumsum(ar.fps * wd, axis=1)
+        fp -= np.repeat(np.concatenate([np.zeros((n_t, 1)), fp], axis=1)[:, starts], sizes, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             rc = tp / npig[seg]
         pr = tp / (fp + tp + np.spacing(1))
-        # envelope: max of precision to the right within each (threshold, category) segment
-        flat_seg = ar.flat_segment(n_k)
-        keyed = (-flat_seg + 1j * pr.ravel())[::-1]
-        env = np.maximum.accumulate(keyed)[::-1].imag
-        # q[r] = envelope at the first point with recall >= REC_THRS[r] = max of the envelope over the points
-        # whose recall reaches threshold r (the envelope does not increase along a segment); exact comparisons
+        # q[r] = the precision envelope (max to the right) at the first point with recall >= REC_THRS[r] = the
+        # max precision over the points whose recall reaches threshold r or a later one (recall only grows
+        # along a category): a max per (threshold, category, recall point), then a running max; exact
         reach = _thresholds_reached(np.nan_to_num(rc, nan=0.0).ravel())
-        slot = flat_seg * n_r + reach - 1
-        first = np.ones(len(slot), bool)
-        first[1:] = slot[1:] != slot[:-1]
+        slot = ar.flat_segment(n_k) * n_r + reach - 1
         fill = np.zeros(n_t * n_k * n_r)
-        fill[slot[first]] = env[first]
+        np.maximum.at(fill, slot, pr.ravel())
         q = np.maximum.accumulate(fill.reshape(n_t * n_k, n_r)[:, ::-1], axis=1)[:, ::-1].reshape(n_t, n_k, n_r)
         q[:, ~valid, :] = np.nan
         return q, recall
 
 
 def _thresholds_reached(rc: np.ndarray) -> np.ndarray:
-    """How many of :data:`REC_THRS` are <= each recall, with the exact float comparisons of
-    ``np.searchsorted(REC_THRS, rc, side="right")`` (a guess from ``rc * 100`` corrected by one step)."""
-    n_r = len(REC_THRS)
-    guess = np.clip(np.floor(rc * (n_r - 1)).astype(np.int64), 0, n_r - 1)  # REC_THRS[guess] <= rc, give or take
-    guess -= REC_THRS[guess] > rc
-    up = np.minimum(guess + 1, n_r - 1)
-    guess += (REC_THRS[up] <= rc) & (up > guess)
-    return guess + 1
+    """How many of :data:`REC_THRS` are <= each recall (COCOeval's ``searchsorted(rc, recThrs, side="left")``
+    seen from the recall side)."""
+    return np.searchsorted(REC_THRS, rc, side="right")
 
 
 def _mean(values: np.ndarray) -> float:

@@ -209,11 +209,10 @@ def evaluate_coco(
         raise RepliscopeError(f"bootstrap must be a positive number of replicates, got {bootstrap}")
     start = time.perf_counter()
     inputs = coco_inputs(samples, dataset, class_aware)
-    gt, dets = coco_dicts(inputs)
     if not inputs.samples:
         return CocoEvaluation([], [], 0, inputs.n_failed, 0, bootstrap, seed, class_aware, time.perf_counter() - start)
-    stats, ev = faster_coco_eval(gt, dets)
     resampler = CocoResampler(inputs.truths, inputs.detections, sorted(inputs.categories))
+    stats, class_ap, class_ar = resampler.cocoeval_values()
     deltas = bootstrap_deltas(resampler, bootstrap, seed)
     metrics = []
     for j, name in enumerate(STAT_NAMES):
@@ -226,7 +225,7 @@ def evaluate_coco(
         )
     return CocoEvaluation(
         metrics=metrics,
-        per_class=_per_class(inputs, ev),
+        per_class=_per_class(inputs, class_ap, class_ar),
         n_images=len(inputs.samples),
         n_failed=inputs.n_failed,
         n_unknown_class=inputs.n_unknown_class,
@@ -238,25 +237,31 @@ def evaluate_coco(
     )
 
 
-def _per_class(inputs: CocoInputs, ev: dict[str, Any]) -> list[ClassScore]:
-    precision = np.asarray(ev["precision"])[:, :, :, 0, -1]  # [T, R, K] all areas, 100 detections
-    recall = np.asarray(ev["recall"])[:, :, 0, -1]  # [T, K]
-    out = []
-    for k, cat in enumerate(sorted(inputs.categories)):
-        p, r = precision[:, :, k], recall[:, k]
-        n_obj = sum(int(np.count_nonzero((t.classes == cat) & ~t.crowd)) for t in inputs.truths)
-        n_det = sum(int(np.count_nonzero(d.classes == cat)) for d in inputs.detections)
-        out.append(
-            ClassScore(
-                class_id=cat,
-                name=inputs.categories[cat],
-                ap=float(p[p > -1].mean()) if (p > -1).any() else None,
-                ar=float(r[r > -1].mean()) if (r > -1).any() else None,
-                n_objects=n_obj,
-                n_detections=n_det,
-            )
+def _per_class(inputs: CocoInputs, class_ap: np.ndarray, class_ar: np.ndarray) -> list[ClassScore]:
+    """One :class:`ClassScore` per category from :meth:`CocoResampler.cocoeval_values`' per-category AP / AR."""
+    cats = sorted(inputs.categories)
+    k_of = {c: k for k, c in enumerate(cats)}
+    n_obj = np.zeros(len(cats), np.int64)
+    n_det = np.zeros(len(cats), np.int64)
+    for t in inputs.truths:
+        for c in t.classes[~t.crowd]:
+            if int(c) in k_of:
+                n_obj[k_of[int(c)]] += 1
+    for d in inputs.detections:
+        for c in d.classes:
+            if int(c) in k_of:
+                n_det[k_of[int(c)]] += 1
+    return [
+        ClassScore(
+            class_id=cat,
+            name=inputs.categories[cat],
+            ap=None if np.isnan(class_ap[k]) else float(class_ap[k]),
+            ar=None if np.isnan(class_ar[k]) else float(class_ar[k]),
+            n_objects=int(n_obj[k]),
+            n_detections=int(n_det[k]),
         )
-    return out
+        for k, cat in enumerate(cats)
+    ]
 
 
 def coco_metrics(
@@ -276,4 +281,6 @@ def per_class(samples: Sequence[SamplePrediction], dataset: Dataset, *, class_aw
     inputs = coco_inputs(samples, dataset, class_aware)
     if not inputs.samples:
         return []
-    return _per_class(inputs, faster_coco_eval(*coco_dicts(inputs))[1])
+    resampler = CocoResampler(inputs.truths, inputs.detections, sorted(inputs.categories))
+    _, class_ap, class_ar = resampler.cocoeval_values()
+    return _per_class(inputs, class_ap, class_ar)
