@@ -175,3 +175,28 @@ def test_framework_trace_has_one_span_per_layer(runner) -> None:  # type: ignore
     assert summary.inferences == 2 and len(summary.layers) == 25  # 24 layers + read_outputs
     assert {s.layer for s in summary.top(4)} <= {f"convolutional_{i}" for i in (0, 2, 4, 6, 8, 10, 12, 13, 14, 21)}
     assert sum(s.share for s in summary.layers) > 0.9
+
+
+def test_h5py_still_works_after_libdarknet_is_loaded(tmp_path: Path) -> None:
+    """libdarknet -> OpenCV -> GDAL -> Debian's libhdf5_serial: loaded RTLD_GLOBAL its symbols interposed on h5py's
+    bundled HDF5 ("ValueError: Not a datatype" saving a .keras file after any darknet test in the process)."""
+    need_darknet()
+    pytest.importorskip("h5py")
+    probe = (
+        "import sys, numpy as np\n"
+        "from repliscope.runtimes.darknet.lib import load_library\n"
+        "load_library()\n"
+        "import h5py\n"
+        "with h5py.File(sys.argv[1], 'w') as f:\n"
+        "    f.create_dataset('x', data=np.arange(4, dtype=np.float32))\n"
+        "    f.attrs['name'] = 'yolov3-tiny'\n"
+        "with h5py.File(sys.argv[1]) as f:\n"
+        "    print(f['x'][:].tolist(), f.attrs['name'])\n"
+    )
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "t.h5")], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-1500:]
+    assert run.stdout.strip() == "[0.0, 1.0, 2.0, 3.0] yolov3-tiny"

@@ -50,7 +50,10 @@ def load_library() -> ctypes.CDLL:
     if not LIBDARKNET.is_file():
         raise FrameworkError(f"{INSTALL_HINT} (no {LIBDARKNET})")
     try:
-        lib = ctypes.CDLL(str(LIBDARKNET), mode=ctypes.RTLD_GLOBAL)
+        # RTLD_LOCAL (not the RTLD_GLOBAL of Darknet's python example): libdarknet pulls in Debian's OpenCV -> GDAL
+        # -> libhdf5_serial, whose symbols would then interpose on h5py's own bundled HDF5 (Keras .keras files:
+        # "ValueError: Not a datatype") for the rest of the process
+        lib = ctypes.CDLL(str(LIBDARKNET), mode=ctypes.RTLD_LOCAL)
     except OSError as exc:
         raise FrameworkError(f"cannot load {LIBDARKNET}: {exc}; reinstall it with: apt-get install darknet") from exc
     _sig(lib, "load_network", [c_char_p, c_char_p, c_int], c_void_p)
