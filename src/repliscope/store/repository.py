@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import platformdirs
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -101,6 +101,19 @@ class RunQuery(BaseModel):
     created_from: datetime | None = None
     created_to: datetime | None = None
     sweep_id: str | None = None
+    search: str | None = None
+    """Case-insensitive text found in the model name, its version (the tag), the dataset name, the runtime or
+    the sweep variant's name (the runs page's search box)."""
+
+
+SEARCHED_COLUMNS = (
+    RunRow.manifest_name,
+    RunRow.manifest_version,
+    RunRow.dataset_name,
+    RunRow.runtime,
+    RunRow.variant,
+)
+"""What :attr:`RunQuery.search` looks in."""
 
 
 SORT_FIELDS: dict[str, Any] = {
@@ -113,9 +126,12 @@ SORT_FIELDS: dict[str, Any] = {
     "dataset": RunRow.dataset_name,
     "kind": RunRow.kind,
     "verdict": RunRow.verdict,
+    "samples": RunRow.num_samples,
+    "hardware": RunRow.cpu_model,
+    "variant": RunRow.variant,
 }
 """What :meth:`RunStore.query_runs` sorts by: a name ascending, ``-name`` descending."""
-_NULLABLE_SORTS = ("top1", "top5", "ap", "verdict")
+_NULLABLE_SORTS = ("top1", "top5", "ap", "verdict", "hardware", "variant")
 SORTS = tuple(x for name in SORT_FIELDS for x in (name, f"-{name}"))
 MAX_PAGE_SIZE = 500
 
@@ -516,6 +532,9 @@ class RunStore:
                 conditions.append(column == value)
         if filters.hardware:
             conditions.append(RunRow.cpu_model == filters.hardware)
+        if filters.search:
+            needle = filters.search.lower()
+            conditions.append(or_(*(func.lower(c).contains(needle, autoescape=True) for c in SEARCHED_COLUMNS)))
         if filters.created_from is not None:
             conditions.append(RunRow.created_at >= _utc_naive(filters.created_from))
         if filters.created_to is not None:

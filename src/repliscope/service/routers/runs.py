@@ -1,13 +1,19 @@
-"""``/api/v1/runs``: query stored runs (filters, paging, sorting), one run (the record without its samples; samples
-page by page), compare two runs, and the run's HTML report (the CLI's ``repliscope report``)."""
+"""``/api/v1/runs``: query stored runs (filters, search, paging, sorting), download a query as CSV or JSON, one run
+(the record without its samples; samples page by page or downloaded whole), compare two runs, and the run's HTML
+report (the CLI's ``repliscope report``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import csv
+import io
+import itertools
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 from pydantic import BaseModel
 
 from repliscope.service.auth import require
@@ -16,9 +22,38 @@ from repliscope.service.routers.common import UtcDatetime, store_errors, store_o
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
-Sort = Literal["created_at", "-created_at", "top1", "-top1", "model", "-model", "runtime", "-runtime"]
+Sort = Literal[
+    "created_at",
+    "-created_at",
+    "top1",
+    "-top1",
+    "top5",
+    "-top5",
+    "ap",
+    "-ap",
+    "model",
+    "-model",
+    "runtime",
+    "-runtime",
+    "dataset",
+    "-dataset",
+    "kind",
+    "-kind",
+    "verdict",
+    "-verdict",
+    "samples",
+    "-samples",
+    "hardware",
+    "-hardware",
+    "variant",
+    "-variant",
+]
+"""The store's sorts (:data:`repliscope.store.repository.SORTS`), spelt out for the OpenAPI schema."""
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
+ExportFormat = Literal["csv", "json"]
 MAX_PAGE_SIZE = 500
+MAX_EXPORT_ROWS = 100_000
+"""The most runs one download holds (``limit``); the rows are streamed page by page, never held at once."""
 
 
 class RunRow(BaseModel):
@@ -63,6 +98,7 @@ def get_record(store: Any, run_id: str, field: str = "run_id") -> Any:
 
 _QUERY_PARAMS = frozenset(
     {
+        "search",
         "model",
         "version",
         "runtime",
@@ -81,10 +117,22 @@ _QUERY_PARAMS = frozenset(
 )
 
 
-@router.get("", response_model=RunPage)
-def query_runs(
+def _refuse_unknown(request: Request, allowed: frozenset[str]) -> None:
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:  # a misspelt filter must not silently return every run
+        raise ApiError(
+            422,
+            f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})",
+            field=f"query.{unknown[0]}",
+        )
+
+
+def run_filters(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    search: Annotated[
+        str | None,
+        Query(max_length=200, description="text in the model name, version (tag), dataset, runtime or variant"),
+    ] = None,
     model: Annotated[str | None, Query(max_length=300, description="manifest name (exact)")] = None,
     version: Annotated[str | None, Query(max_length=100)] = None,
     runtime: Annotated[str | None, Query(max_length=100)] = None,
@@ -99,26 +147,14 @@ def query_runs(
         str | None,
         Query(max_length=100, description="a sweep id or a unique prefix of it (the pages show 12 characters)"),
     ] = None,
-    sort: Sort = "-created_at",
-    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-    page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> Any:
-    """Stored runs matching every given filter, one page, sorted (``-`` = descending)."""
+    """The runs filters of ``GET /runs`` and ``GET /runs/export`` as a :class:`RunQuery` (a dependency)."""
     from repliscope.store.repository import RunQuery
 
-    unknown = sorted(set(request.query_params) - _QUERY_PARAMS)
-    if unknown:  # a misspelt filter must not silently return every run
-        raise ApiError(
-            422,
-            f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(_QUERY_PARAMS))})",
-            field=f"query.{unknown[0]}",
-        )
-
-    created_from = utc_bound(created_from, "query.created_from")
-    created_to = utc_bound(created_to, "query.created_to")
     if sweep_id is not None:
         sweep_id = _full_sweep_id(store_of(request), sweep_id)
-    filters = RunQuery(
+    return RunQuery(
+        search=search.strip() or None if search is not None else None,
         model=model,
         version=version,
         runtime=runtime,
@@ -127,13 +163,121 @@ def query_runs(
         hardware=hardware,
         kind=kind,
         verdict=verdict,
-        created_from=created_from,
-        created_to=created_to,
+        created_from=utc_bound(created_from, "query.created_from"),
+        created_to=utc_bound(created_to, "query.created_to"),
         sweep_id=sweep_id,
     )
+
+
+@router.get("", response_model=RunPage)
+def query_runs(
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
+    filters: Annotated[Any, Depends(run_filters)],
+    sort: Sort = "-created_at",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
+) -> Any:
+    """Stored runs matching every given filter, one page, sorted (``-`` = descending; ties by run id)."""
+    _refuse_unknown(request, _QUERY_PARAMS)
     with store_errors():
         rows, total = store_of(request).query_runs(filters, sort=sort, page=page, page_size=page_size)
     return {"items": [r.model_dump() for r in rows], "total": total, "page": page, "page_size": page_size}
+
+
+EXPORT_COLUMNS = (
+    "run_id",
+    "created_at",
+    "kind",
+    "manifest_name",
+    "manifest_version",
+    "runtime",
+    "framework_version",
+    "cpu_model",
+    "dataset_name",
+    "num_samples",
+    "num_failed",
+    "top1",
+    "top1_ci_low",
+    "top1_ci_high",
+    "top5",
+    "ap",
+    "verdict",
+    "sweep_id",
+    "variant",
+    "manifest_sha256",
+    "result_hash",
+)
+"""The columns of a runs download (``top1_ci_*``: the 95 % Wilson interval over the evaluated samples)."""
+
+
+def export_row(summary: Any) -> dict[str, Any]:
+    """One run of a download: :data:`EXPORT_COLUMNS` (created_at as RFC 3339 UTC)."""
+    from repliscope.metrics.intervals import wilson_interval
+
+    row = summary.model_dump(mode="json")
+    row["created_at"] = summary.created_at.replace(tzinfo=UTC).isoformat()
+    low = high = None
+    evaluated = summary.num_samples - summary.num_failed
+    if summary.top1 is not None and evaluated > 0:
+        low, high = wilson_interval(round(summary.top1 * evaluated), evaluated)
+    row["top1_ci_low"], row["top1_ci_high"] = low, high
+    return {k: row.get(k) for k in EXPORT_COLUMNS}
+
+
+def _csv_line(values: list[Any]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(["" if v is None else v for v in values])
+    return buf.getvalue()
+
+
+def _attachment(name: str) -> dict[str, str]:
+    return {"Content-Disposition": f'attachment; filename="{name}"'}
+
+
+@router.get(
+    "/export",
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}, "application/json": {}}}},
+)
+def export_runs(
+    request: Request,
+    _: Annotated[Any, Depends(require("viewer"))],
+    filters: Annotated[Any, Depends(run_filters)],
+    format: ExportFormat = "csv",
+    sort: Sort = "-created_at",
+    limit: Annotated[int, Query(ge=1, le=MAX_EXPORT_ROWS)] = 10_000,
+) -> Any:
+    """Every run matching the filters of ``GET /runs`` (the runs page's query), sorted, at most ``limit``: CSV with
+    a header row of :data:`EXPORT_COLUMNS`, or a JSON array of objects with those keys; streamed 500 runs at a
+    time."""
+    _refuse_unknown(request, (_QUERY_PARAMS - {"page", "page_size"}) | {"format", "limit"})
+    store = store_of(request)
+    with store_errors():
+        first, total = store.query_runs(filters, sort=sort, page=1, page_size=MAX_PAGE_SIZE)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        sent, page, batch = 0, 1, first
+        while batch and sent < limit:
+            for summary in batch[: limit - sent]:
+                yield export_row(summary)
+                sent += 1
+            page += 1
+            if len(batch) < MAX_PAGE_SIZE:
+                break
+            batch, _total = store.query_runs(filters, sort=sort, page=page, page_size=MAX_PAGE_SIZE)
+
+    headers = {**_attachment(f"runs.{format}"), "X-Total-Count": str(total)}
+    if format == "csv":
+        body = itertools.chain([_csv_line(list(EXPORT_COLUMNS))], (_csv_line(list(r.values())) for r in rows()))
+        return StreamingResponse(body, media_type="text/csv; charset=utf-8", headers=headers)
+    return StreamingResponse(_json_array(rows()), media_type="application/json", headers=headers)
+
+
+def _json_array(items: Iterator[Any]) -> Iterator[str]:
+    yield "["
+    for k, item in enumerate(items):
+        yield ("," if k else "") + json.dumps(item, ensure_ascii=False)
+    yield "]"
 
 
 def _full_sweep_id(store: Any, sweep_id: str) -> str:
@@ -206,6 +350,68 @@ def get_samples(
     start = (page - 1) * page_size
     items = [s.model_dump(mode="json") for s in record.samples[start : start + page_size]]
     return {"run_id": record.run_id, "items": items, "total": len(record.samples), "page": page, "page_size": page_size}
+
+
+SAMPLE_COLUMNS = (
+    "position",
+    "sample_id",
+    "label",
+    "top1",
+    "top1_probability",
+    "correct",
+    "topk_indices",
+    "topk_probs",
+    "num_detections",
+    "detections",
+    "error",
+)
+"""The columns of a run's samples download: classification fills ``top1`` .. ``topk_probs`` (lists as JSON
+text), detection ``num_detections`` and ``detections`` (JSON text of ``[{box, score, class_id}]``); ``correct``
+is 1/0 when the sample has a label and a prediction, empty otherwise."""
+
+
+def sample_row(position: int, sample: Any) -> dict[str, Any]:
+    """One sample of a download: :data:`SAMPLE_COLUMNS`."""
+    top1 = sample.topk_indices[0] if sample.topk_indices else None
+    dets = sample.detections
+    return {
+        "position": position,
+        "sample_id": sample.sample_id,
+        "label": sample.label,
+        "top1": top1,
+        "top1_probability": sample.topk_probs[0] if sample.topk_probs else None,
+        "correct": None if top1 is None or sample.label is None else int(top1 == sample.label),
+        "topk_indices": json.dumps(sample.topk_indices) if sample.topk_indices else None,
+        "topk_probs": json.dumps(sample.topk_probs) if sample.topk_probs else None,
+        "num_detections": None if dets is None else len(dets),
+        "detections": None if dets is None else json.dumps([d.model_dump(mode="json") for d in dets]),
+        "error": sample.error,
+    }
+
+
+@router.get(
+    "/{run_id}/samples/export",
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}, "application/json": {}}}},
+)
+def export_samples(
+    request: Request,
+    run_id: str,
+    _: Annotated[Any, Depends(require("viewer"))],
+    format: ExportFormat = "csv",
+) -> Any:
+    """Every per-sample prediction of the run, in the record's order: CSV of :data:`SAMPLE_COLUMNS`, or a JSON
+    array of the samples as the record stores them (segmentation masks included); streamed."""
+    _refuse_unknown(request, frozenset({"format"}))
+    record = get_record(store_of(request), run_id)
+    headers = _attachment(f"samples-{record.run_id[:12]}.{format}")
+    if format == "csv":
+        body = itertools.chain(
+            [_csv_line(list(SAMPLE_COLUMNS))],
+            (_csv_line(list(sample_row(i, s).values())) for i, s in enumerate(record.samples)),
+        )
+        return StreamingResponse(body, media_type="text/csv; charset=utf-8", headers=headers)
+    items = (s.model_dump(mode="json") for s in record.samples)
+    return StreamingResponse(_json_array(items), media_type="application/json", headers=headers)
 
 
 @router.get("/{run_id}/report", responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}})

@@ -239,6 +239,50 @@ def _date(value: str, field: str, problems: list[str]) -> datetime | None:
         return None
 
 
+SORTABLE_COLUMNS = {
+    "created_at": "-",
+    "kind": "",
+    "model": "",
+    "variant": "",
+    "runtime": "",
+    "hardware": "",
+    "dataset": "",
+    "samples": "-",
+    "top1": "-",
+    "verdict": "",
+}
+"""The runs table's sortable columns -> the direction of a first click (``-``: descending, newest / largest
+first); a second click on the sorted column reverses it."""
+MAX_SEARCH_CHARS = 200
+
+
+def _sort_links(base: dict[str, str], sort: str) -> dict[str, dict[str, str]]:
+    """Per sortable column: the href of a click on its header (page 1, the filters kept) and its ``aria-sort``."""
+    out = {}
+    for key, first in SORTABLE_COLUMNS.items():
+        if sort == key:
+            target, state = f"-{key}", "ascending"
+        elif sort == f"-{key}":
+            target, state = key, "descending"
+        else:
+            target, state = f"{first}{key}", "none"
+        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in {**base, "sort": target}.items())
+        out[key] = {"href": f"/runs?{query}", "state": state}
+    return out
+
+
+def _export_query(filters: dict[str, str], sort: str) -> str:
+    """The API query (``/api/v1/runs/export``) of the page's filters: its UTC days as the API's datetimes."""
+    api = {k: v for k, v in filters.items() if k not in DATE_FILTERS}
+    if "created_from" in filters:
+        api["created_from"] = f"{filters['created_from']}T00:00:00Z"
+    if "created_to" in filters:
+        day = datetime.strptime(filters["created_to"], "%Y-%m-%d").date()
+        if day < date.max:
+            api["created_to"] = f"{day + timedelta(days=1)}T00:00:00Z"
+    return "&".join(f"{k}={quote(v, safe='')}" for k, v in {**api, "sort": sort}.items())
+
+
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(
     request: Request, principal: SignedIn, sort: str = "-created_at", page: str = "1", page_size: str = "50"
@@ -247,7 +291,7 @@ def runs_page(
     from repliscope.store.repository import SORTS, RunQuery
 
     params = request.query_params
-    filters = {k: v for k in (*views.RUN_FILTERS, *DATE_FILTERS) if (v := params.get(k, "").strip())}
+    filters = {k: v for k in ("search", *views.RUN_FILTERS, *DATE_FILTERS) if (v := params.get(k, "").strip())}
     problems: list[str] = []
     if sort not in SORTS:
         problems.append(f"sort must be one of {', '.join(SORTS)}, not '{sort}'")
@@ -255,6 +299,8 @@ def runs_page(
         problems.append(f"page must be a whole number from 1, not '{page}'")
     if page_size not in {str(n) for n in PAGE_SIZES}:
         problems.append(f"page_size must be one of {', '.join(map(str, PAGE_SIZES))}, not '{page_size}'")
+    if len(filters.get("search", "")) > MAX_SEARCH_CHARS:
+        problems.append(f"search must be at most {MAX_SEARCH_CHARS} characters")
     created_from = _date(filters.get("created_from", ""), "created_from", problems)
     created_to = _date(filters.get("created_to", ""), "created_to", problems)
     if problems:
@@ -265,6 +311,7 @@ def runs_page(
         created_to_end = created_to + timedelta(days=1) if created_to else None
     query = RunQuery(
         **{k: v for k, v in filters.items() if k in views.RUN_FILTERS},
+        search=filters.get("search"),
         created_from=created_from,
         created_to=created_to_end,
     )
@@ -287,6 +334,9 @@ def runs_page(
         choices=views.filter_choices(store),
         sort=sort,
         sorts=SORTS,
+        sort_links=_sort_links({k: v for k, v in base.items() if k != "sort"}, sort),
+        selectable=True,
+        export=_export_query(filters, sort),
         page=number,
         pages=pages,
         page_size=size,
@@ -335,22 +385,61 @@ def _sweep_reference(store: Any, sweep_id: str) -> str | None:
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = "") -> Response:
-    if not a or not b:
-        missing = " and ".join(n for n, v in (("a", a), ("b", b)) if not v)
+    """Two or more runs: ``?run=A&run=B&run=C...`` (the runs page's checkboxes) or ``?a=A&b=B``. Every count
+    gets the metrics table and chart across the runs; exactly two also get the paired details (deltas, McNemar,
+    flips or differing images)."""
+    from repliscope.service.web.compare_many import MAX_RUNS, many_page
+
+    unknown = sorted(set(request.query_params) - {"a", "b", "run"})
+    if unknown:
+        return _error(principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: run, a, b)")
+    asked = [v.strip() for v in (a, b, *request.query_params.getlist("run")) if v.strip()]
+    if len(asked) < 2:
         return _error(
             principal,
             400,
-            f"compare needs two run ids: the query parameter {missing} is missing (/compare?a=RUN_A&b=RUN_B)",
+            f"compare needs at least two run ids, got {len(asked)} (/compare?run=RUN_A&run=RUN_B&run=..., "
+            "or tick runs on the runs page)",
         )
+    if len(asked) > MAX_RUNS:
+        return _error(principal, 400, f"compare takes at most {MAX_RUNS} runs, got {len(asked)}")
+    store = _store(request)
+    records: list[Any] = []
     try:
-        page = views.compare_page(_store(request), a, b)
+        for run_id in asked:
+            record = store.get(run_id)
+            if all(r.run_id != record.run_id for r in records):
+                records.append(record)
     except StoreError as exc:
         return _error(principal, 404, str(exc))
+    if len(records) < 2:
+        return _error(principal, 400, f"compare needs two different runs; every id given is run {records[0].run_id}")
+    hide = None
+    roots: Any = None
     if principal.role != "admin":
-        from repliscope.service.web.redact import named_roots, redact_compare
+        from repliscope.service.web.redact import hide_paths, named_roots
 
-        page = redact_compare(page, named_roots(request.app.state.config.cache_dir))
-    return _page(principal, "compare.html", title="Compare", page=page, c=page.comparison)
+        roots = named_roots(request.app.state.config.cache_dir)
+
+        def hide(text: str) -> str:
+            return hide_paths(text, roots)
+
+    many = many_page(records, hide)
+    page = None
+    if len(records) == 2:
+        page = views.compare_page(store, records[0].run_id, records[1].run_id)
+        if roots is not None:
+            from repliscope.service.web.redact import redact_compare
+
+            page = redact_compare(page, roots)
+    return _page(
+        principal,
+        "compare.html",
+        title="Compare",
+        many=many,
+        page=page,
+        c=page.comparison if page is not None else None,
+    )
 
 
 # --- wizard and jobs ----------------------------------------------------------------------------------------

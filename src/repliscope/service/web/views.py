@@ -139,8 +139,19 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
 
 # --- runs table ---------------------------------------------------------------------------------------------
 
-RUN_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
-"""The runs page's filters: the fields of :class:`RunQuery` (``hardware``: the CPU model)."""
+RUN_FILTERS = (
+    "model",
+    "version",
+    "runtime",
+    "framework_version",
+    "dataset",
+    "hardware",
+    "kind",
+    "verdict",
+    "sweep_id",
+)
+"""The runs page's filters: the fields of :class:`RunQuery` (``hardware``: the CPU model; ``sweep_id``: the
+variants of one pitfall sweep, as the variant column links them)."""
 _CHOICE_COLUMNS = {
     "model": RunRow.manifest_name,
     "version": RunRow.manifest_version,
@@ -166,10 +177,32 @@ class RunLine:
     verdict: str
     manifest_sha256: str
     result_hash: str
+    samples: str = ""
+    """Evaluated samples (``n``), with ``(k failed)`` when some failed: 100 % of 3 is not 88.9 % of 1000."""
+    interval: str = "—"
+    """Top-1's 95 % Wilson interval over the evaluated samples (the record's own interval); ``—`` for AP."""
+    variant: str = "—"
+    """A pitfall sweep variant's name (``reference`` for the sweep's reference run), ``—`` for a plain run."""
+    sweep_id: str | None = None
 
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def _samples_text(num_samples: int, num_failed: int) -> str:
+    evaluated = num_samples - num_failed
+    return f"{evaluated}" + (f" ({num_failed} failed)" if num_failed else "")
+
+
+def _top1_interval(top1: float | None, num_samples: int, num_failed: int) -> str:
+    from repliscope.metrics.intervals import wilson_interval
+
+    evaluated = num_samples - num_failed
+    if top1 is None or evaluated <= 0:
+        return "—"
+    low, high = wilson_interval(round(top1 * evaluated), evaluated)
+    return f"[{100 * low:.1f}, {100 * high:.1f}]"
 
 
 def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size: int) -> tuple[list[RunLine], int]:
@@ -188,6 +221,10 @@ def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size:
             verdict=r.verdict or "no claim",
             manifest_sha256=r.manifest_sha256,
             result_hash=r.result_hash,
+            samples=_samples_text(r.num_samples, r.num_failed),
+            interval=_top1_interval(r.top1, r.num_samples, r.num_failed) if r.ap is None else "—",
+            variant=r.variant or ("reference" if r.sweep_id else "—"),
+            sweep_id=r.sweep_id,
         )
         for r in summaries
     ]

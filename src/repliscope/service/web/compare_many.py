@@ -1,0 +1,273 @@
+"""The compare page across N runs (two or more, as MLflow's "compare runs"): a metrics table with each run's
+value, 95 % interval and n; a chart of every shared metric across the runs; the pipelines and stacks side by side
+(differing rows highlighted); for segmentation runs, mask overlays of the same images side by side.
+
+With exactly two runs the page also carries the paired details of :func:`repliscope.service.web.views.compare_page`
+(paired deltas, McNemar, flips); this module holds only what applies to any number of runs. No HTTP here.
+"""
+
+from __future__ import annotations
+
+import io
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.report.view import FigureView, Image
+from repliscope.service.web.views import Trust, _flat, _op_text, trust_of, verdict_text
+
+MAX_RUNS = 12
+"""The most runs one compare page takes (the chart and tables stay readable)."""
+MASK_SAMPLES = 3
+"""Segmentation: the images whose masks are shown side by side (those where the runs' IoUs differ most)."""
+MAX_CHART_METRICS = 4
+
+
+@dataclass(frozen=True)
+class RunHead:
+    """One compared run: its letter (A, B, C, ...), ids and what it ran."""
+
+    letter: str
+    run_id: str
+    model: str
+    runtime: str
+    variant: str
+    samples: str
+    verdict: str
+    trust: Trust
+
+
+@dataclass(frozen=True)
+class MetricCell:
+    value: str
+    interval: str
+    n: str
+
+
+@dataclass(frozen=True)
+class RowAcross:
+    """One compared item across the runs: ``same`` False (the runs differ) is highlighted."""
+
+    what: str
+    values: list[str]
+    same: bool
+
+
+@dataclass(frozen=True)
+class MaskRow:
+    """One image's overlays, one per run (prediction | ground truth | disagreement), in the runs' order."""
+
+    sample_id: str
+    overlays: list[tuple[str, str | None, str]]
+    """Per run: (letter, PNG data URI or None when that run kept no mask of this image, caption)."""
+
+
+@dataclass
+class ManyPage:
+    runs: list[RunHead]
+    metrics: list[str]
+    cells: list[list[MetricCell]]
+    """``cells[i][j]``: run ``i``'s metric ``metrics[j]`` (``—`` when it does not report it)."""
+    chart: FigureView | None
+    pipeline: list[RowAcross]
+    stack: list[RowAcross]
+    masks: list[MaskRow] = field(default_factory=list)
+    masks_note: str = ""
+
+
+def _letter(i: int) -> str:
+    return string.ascii_uppercase[i] if i < 26 else f"R{i + 1}"
+
+
+def _metric_cell(record: EvaluationRecord, name: str) -> MetricCell:
+    m = record.metric(name)
+    if m is None:
+        return MetricCell("—", "—", "—")
+    return MetricCell(f"{m.value:.4f}", f"[{m.ci_low:.4f}, {m.ci_high:.4f}]", str(m.n))
+
+
+def _metric_names(records: Sequence[EvaluationRecord]) -> list[str]:
+    names: list[str] = []
+    for r in records:
+        for m in r.metrics:
+            if m.name not in names:
+                names.append(m.name)
+    return names
+
+
+def chart_png(records: Sequence[EvaluationRecord], letters: Sequence[str], names: Sequence[str]) -> bytes | None:
+    """One panel per metric (at most :data:`MAX_CHART_METRICS`, those every run reports first): each run's value
+    as a dot with its 95 % interval as a bar, runs top to bottom in the table's order. None without a metric."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    shared = [n for n in names if all(r.metric(n) is not None for r in records)]
+    shown = (shared + [n for n in names if n not in shared])[:MAX_CHART_METRICS]
+    if not shown:
+        return None
+    rows = len(records)
+    fig = Figure(figsize=(6.4, 0.9 + len(shown) * (0.55 + 0.32 * rows)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(shown), 1, squeeze=False)[:, 0]
+    y = np.arange(rows)[::-1]
+    for ax, name in zip(axes, shown, strict=True):
+        for k, r in enumerate(records):
+            m = r.metric(name)
+            if m is None:
+                continue
+            ax.errorbar(
+                [m.value],
+                [y[k]],
+                xerr=[[m.value - m.ci_low], [m.ci_high - m.value]],
+                fmt="o",
+                color="#2c6fbb",
+                ecolor="#2c6fbb",
+                elinewidth=2.5,
+                capsize=4,
+                ms=7,
+            )
+        ax.set_yticks(y, [f"{letter}" for letter in letters], fontsize=12)
+        ax.set_ylim(-0.6, rows - 0.4)
+        ax.set_title(f"{name} (95 % interval)", fontsize=12, loc="left")
+        ax.tick_params(axis="x", labelsize=11)
+        ax.grid(axis="x", color="#dddddd")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def _pipeline_rows(records: Sequence[EvaluationRecord]) -> list[RowAcross]:
+    pipes = [r.pipeline or {} for r in records]
+    stages: list[str] = []
+    for p in pipes:
+        stages += [s for s in p if s not in stages]
+    rows = []
+    for stage in stages:
+        ops = [list(p.get(stage, [])) for p in pipes]
+        for i in range(max(len(o) for o in ops)):
+            values = [_op_text(o[i]) if i < len(o) else "—" for o in ops]
+            rows.append(RowAcross(f"{stage} {i + 1}", values, len(set(values)) == 1))
+    return rows
+
+
+def _stack_rows(records: Sequence[EvaluationRecord]) -> list[RowAcross]:
+    flats = [
+        {**_flat("runtime", r.runtime), **_flat("software", r.software), **_flat("hardware", r.hardware)}
+        for r in records
+    ]
+    keys: list[str] = []
+    for f in flats:
+        keys += [k for k in f if k not in keys]
+    rows = [RowAcross(k, [f.get(k, "—") for f in flats], len({f.get(k, "—") for f in flats}) == 1) for k in keys]
+    return sorted(rows, key=lambda r: r.same)
+
+
+def _foreground_iou(pred: np.ndarray, truth: np.ndarray, background: int) -> float | None:
+    void = truth == 255
+    p, t = (pred != background) & ~void, (truth != background) & ~void
+    union = int((p | t).sum())
+    return None if union == 0 else float((p & t).sum()) / union
+
+
+def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tuple[list[MaskRow], str]:
+    """Segmentation runs: overlays of the :data:`MASK_SAMPLES` images (kept masks in every run) whose foreground
+    IoU differs most across the runs (ties: the lowest IoU, then the id), each run's prediction, the ground truth
+    and their disagreement; ([], why not) otherwise."""
+    from repliscope.report.sections import embed_sink
+    from repliscope.report.segmentation_sections import _reader, overlay_png
+    from repliscope.tasks.segmentation import background_index, labels_of_rle
+
+    if any(r.task != "semantic_segmentation" for r in records):
+        return [], ""
+    names = records[0].dataset.get("segmentation_classes") or ["background"]
+    background = background_index(names) if "background" in names else 0
+    by_run = [{s.sample_id: s.segmentation for s in r.samples if s.segmentation is not None} for r in records]
+    common = [i for i in by_run[0] if all(i in b for b in by_run[1:])]
+    scored: list[tuple[float, float, str]] = []
+    labels: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    for sample_id in common:
+        ious = []
+        for k, b in enumerate(by_run):
+            seg = b[sample_id]
+            if seg is None or seg.predicted is None or seg.truth is None:
+                break
+            pred, truth = labels_of_rle(seg.predicted, seg.size_hw), labels_of_rle(seg.truth, seg.size_hw)
+            labels[(k, sample_id)] = (pred, truth)
+            ious.append(_foreground_iou(pred, truth, background))
+        else:
+            known = [x for x in ious if x is not None]
+            if known:
+                scored.append((-(max(known) - min(known)), min(known), sample_id))
+    if not scored:
+        return [], "No image has kept masks in every run: no overlay."
+    chosen = [s for *_, s in sorted(scored)[:MASK_SAMPLES]]
+    read = _reader(records[0])
+    rows, real = [], 0
+    for sample_id in chosen:
+        data = read(sample_id)
+        real += data is not None
+        overlays: list[tuple[str, str | None, str]] = []
+        for k, letter in enumerate(letters):
+            pred, truth = labels[(k, sample_id)]
+            iou = _foreground_iou(pred, truth, background)
+            png = overlay_png(data, pred, truth, background)
+            caption = f"{letter}: foreground IoU {'n/a' if iou is None else f'{iou:.4f}'}"
+            overlays.append((letter, embed_sink(f"compare-mask-{k}", png), caption))
+        rows.append(MaskRow(sample_id, overlays))
+    note = (
+        f"Images whose foreground IoU differs most across the runs; each run: its prediction (red), the ground "
+        f"truth (green, void grey) and the disagreement (red: predicted only, blue: missed). {real} of "
+        f"{len(rows)} drawn on the real image (the others on a grey canvas)."
+    )
+    return rows, note
+
+
+def many_page(records: Sequence[EvaluationRecord], hide: object = None) -> ManyPage:
+    """The N-run page of ``records`` (in the order given). ``hide``: a text -> text function applied to every
+    pipeline and stack value (server paths off a viewer's page), None to show them as stored."""
+    from repliscope.report.sections import embed_sink
+
+    letters = [_letter(i) for i in range(len(records))]
+    names = _metric_names(records)
+    heads = [
+        RunHead(
+            letter=letter,
+            run_id=r.run_id,
+            model=f"{r.manifest.name} {r.manifest.version}",
+            runtime=f"{r.runtime.get('runtime', '?')} {r.runtime.get('framework_version') or ''}".strip(),
+            variant=r.variant or "—",
+            samples=str(sum(1 for s in r.samples if s.error is None))
+            + (f" ({n} failed)" if (n := sum(1 for s in r.samples if s.error is not None)) else ""),
+            verdict=verdict_text(r.claims),
+            trust=trust_of(r),
+        )
+        for letter, r in zip(letters, records, strict=True)
+    ]
+    png = chart_png(records, letters, names)
+    chart = (
+        FigureView(
+            "Metrics across the runs",
+            Image(embed_sink("compare-metrics", png), "each run's metrics with their 95 % intervals"),
+            "dot: the run's value over its own samples; bar: its 95 % interval; rows in the table's order",
+        )
+        if png is not None
+        else None
+    )
+    pipeline, stack = _pipeline_rows(records), _stack_rows(records)
+    if callable(hide):
+        pipeline = [RowAcross(r.what, [hide(v) for v in r.values], r.same) for r in pipeline]
+        stack = [RowAcross(r.what, [hide(v) for v in r.values], r.same) for r in stack]
+    masks, note = mask_rows(records, letters)
+    return ManyPage(
+        runs=heads,
+        metrics=names,
+        cells=[[_metric_cell(r, n) for n in names] for r in records],
+        chart=chart,
+        pipeline=pipeline,
+        stack=stack,
+        masks=masks,
+        masks_note=note,
+    )
