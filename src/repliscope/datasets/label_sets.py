@@ -11,7 +11,13 @@ source                          count  content
 ``builtin:voc-21``              21     ``background`` then the 20 VOC classes
 ``builtin:coco-80-background``  81     ``background`` then the 80 COCO detection classes (id order)
 ``builtin:ilsvrc-det-200``      200    the ILSVRC 2013-2017 detection synsets (``wnid name``, wnid order)
+``builtin:face``                1      ``face`` (face detectors: BlazeFace, MTCNN)
+``builtin:coco-person``         1      ``person``, COCO category 1 (a detector scored on COCO's persons only)
+``builtin:background-person``   2      ``background``, ``person`` (person / selfie segmentation masks)
 ==============================  =====  ==================================================================
+
+The last three are the bundled examples' one- and two-class lists, so that an example manifest names no file
+beside itself and uploads to the service as it is.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ LABEL_SETS: dict[str, tuple[str, int]] = {
     "builtin:voc-21": ("pascal_voc_21.txt", 21),
     "builtin:coco-80-background": ("coco_80_background.txt", 81),
     "builtin:ilsvrc-det-200": ("ilsvrc_det_200.txt", 200),
+    "builtin:face": ("face.txt", 1),
+    "builtin:coco-person": ("coco_person.txt", 1),
+    "builtin:background-person": ("background_person.txt", 2),
 }
 """``labels.source`` word -> (file in ``repliscope/datasets/data``, class count)."""
 

@@ -20,8 +20,11 @@ BUILTIN_LABELS = (
     "builtin:voc-21",
     "builtin:coco-80-background",
     "builtin:ilsvrc-det-200",
+    "builtin:face",
+    "builtin:coco-person",
+    "builtin:background-person",
 )
-"""The last four are the files of :data:`repliscope.datasets.label_sets.LABEL_SETS` (imported lazily)."""
+"""From ``voc-20`` on: the files of :data:`repliscope.datasets.label_sets.LABEL_SETS` (imported lazily)."""
 
 ErrorAt = Callable[[str, Path_, "list[str] | None"], ManifestError]
 """(message, field path, allowed values) -> a located ManifestError (e.g. ``LoadedManifest.error``)."""

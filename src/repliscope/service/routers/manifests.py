@@ -104,31 +104,39 @@ async def validate_off_loop(text: str, filename: str = "manifest.yaml", timeout:
         ) from None
 
 
+PINNED_REMOTE_SCHEMES = ("https://", "pypi-wheel://", "pypi-sdist://")
+"""Sources fetched from elsewhere (a URL, one file of a PyPI wheel or sdist): accepted with a sha256."""
+
+
 def check_sources(loaded: Any) -> None:
-    """Refuse (422) a manifest reading anything but ``package://`` or ``https://`` (with sha256) files."""
+    """Refuse (422) a manifest reading anything but ``package://`` files, ``builtin:`` label sets, or
+    ``https://`` / ``pypi-wheel://`` / ``pypi-sdist://`` files with a sha256 (:data:`PINNED_REMOTE_SCHEMES`)."""
     m = loaded.manifest
 
     def remote(uri: str, sha256: str | None, field: str) -> None:
         if uri.startswith("package://"):
             return
-        if uri.startswith("https://"):
+        scheme = next((s for s in PINNED_REMOTE_SCHEMES if uri.startswith(s)), None)
+        if scheme is not None:
             if not sha256:
                 raise ApiError(
                     422,
-                    f"{uri}: an https:// file needs a sha256",
+                    f"{uri}: a {scheme} file needs a sha256",
                     field=field.rsplit(".", 1)[0] + ".sha256",
                     code="source_policy",
                 )
             return
         raise ApiError(
             422,
-            f"'{uri}': an uploaded manifest may only use package:// or https:// (with sha256) "
-            "sources; local paths are refused on the server",
+            f"'{uri}': an uploaded manifest may only use package://, builtin: (labels) or https://, "
+            "pypi-wheel://, pypi-sdist:// (with sha256) sources; local paths are refused on the server",
             field=field,
             code="source_policy",
         )
 
     remote(m.source.uri, m.source.sha256, "source.uri")
+    if m.source.config is not None:
+        remote(m.source.config.uri, m.source.config.sha256, "source.config.uri")
     if m.labels is not None and not m.labels.source.startswith("builtin:"):
         remote(m.labels.source, m.labels.sha256, "labels.source")
     if m.architecture is not None and m.architecture.path is not None:
