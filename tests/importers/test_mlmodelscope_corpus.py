@@ -29,47 +29,45 @@ from repliscope.tasks.coco_names import COCO_80, COCO_CATEGORIES
 CORPUS = Path(__file__).parents[1] / "fixtures" / "mlmodelscope-corpus"
 
 EXPECTED_COVERAGE = [
-    ("with warnings", 519),
+    ("with warnings", 535),
     ("refused: unknown_label_file", 27),
-    ("refused: semantic_segmentation", 18),
     ("refused: instance_segmentation", 8),
     ("refused: invalid", 5),
     ("refused: detection_argmax", 4),
     ("refused: image_output", 4),
     ("refused: non_image_input", 4),
     ("refused: merged_outputs", 2),
+    ("refused: segmentation_no_output", 2),
 ]
 """Before this corpus (importer of 2026-11-23): 419 translated, 172 refused (120 'unsupported task', 42 label files,
-4 non-image inputs, 4 PyTorch detection, 2 merged outputs)."""
+4 non-image inputs, 4 PyTorch detection, 2 merged outputs). Before semanticsegment was translated (2026-11-27
+morning): 519 translated, 18 refused as semantic_segmentation."""
 
 EXPECTED_PER_REPO = {
-    "c3sr-caffe": {"translated": 29, "semantic_segmentation": 1, "unknown_label_file": 5},
+    "c3sr-caffe": {"translated": 29, "segmentation_no_output": 1, "unknown_label_file": 5},
     "c3sr-mxnet": {"translated": 78},
     "c3sr-pytorch": {
-        "translated": 42,
+        "translated": 44,
         "non_image_input": 2,
         "detection_argmax": 2,
         "image_output": 1,
-        "semantic_segmentation": 2,
     },
     "c3sr-tensorflow": {
-        "translated": 73,
+        "translated": 79,
         "non_image_input": 1,
-        "semantic_segmentation": 6,
         "unknown_label_file": 2,
         "instance_segmentation": 4,
         "image_output": 1,
         "merged_outputs": 1,
     },
-    "rai-project-caffe": {"translated": 29, "semantic_segmentation": 1, "unknown_label_file": 5},
+    "rai-project-caffe": {"translated": 29, "segmentation_no_output": 1, "unknown_label_file": 5},
     "rai-project-caffe2": {"translated": 33, "unknown_label_file": 3, "invalid": 4},
     "rai-project-cntk": {"translated": 17, "invalid": 1, "unknown_label_file": 4},
     "rai-project-mxnet": {"translated": 78},
-    "rai-project-pytorch": {"translated": 42, "detection_argmax": 2, "image_output": 1, "semantic_segmentation": 2},
+    "rai-project-pytorch": {"translated": 44, "detection_argmax": 2, "image_output": 1},
     "rai-project-tensorflow": {
-        "translated": 73,
+        "translated": 79,
         "non_image_input": 1,
-        "semantic_segmentation": 6,
         "unknown_label_file": 2,
         "instance_segmentation": 4,
         "image_output": 1,
@@ -104,7 +102,7 @@ def test_coverage_by_reason_is_pinned(corpus: tuple[list[FolderRow], Path]) -> N
 
 
 @pytest.mark.slow
-def test_every_classification_and_detection_refusal_is_a_label_file_or_a_broken_manifest(
+def test_every_classification_detection_and_segmentation_refusal_is_explained(
     corpus: tuple[list[FolderRow], Path],
 ) -> None:
     rows, _ = corpus
@@ -115,7 +113,7 @@ def test_every_classification_and_detection_refusal_is_a_label_file_or_a_broken_
     refused = collections.Counter(
         (kinds[r.file], r.reason)
         for r in rows
-        if r.outcome == "refused" and kinds[r.file] in ("classification", "feature", "boundingbox")
+        if r.outcome == "refused" and kinds[r.file] in ("classification", "feature", "boundingbox", "semanticsegment")
     )
     assert refused == {
         ("feature", "unknown_label_file"): 13,
@@ -123,10 +121,11 @@ def test_every_classification_and_detection_refusal_is_a_label_file_or_a_broken_
         ("feature", "invalid"): 5,
         ("boundingbox", "detection_argmax"): 4,
         ("boundingbox", "merged_outputs"): 2,
+        ("semanticsegment", "segmentation_no_output"): 2,  # Caffe FCN-8s: the agent returned no mask
     }
     # every 'feature' manifest of Caffe2, CNTK and TensorRT with a known label file is translated
     translated = collections.Counter(kinds[r.file] for r in rows if r.outcome != "refused")
-    assert translated == {"classification": 379, "feature": 72, "boundingbox": 68}
+    assert translated == {"classification": 379, "feature": 72, "boundingbox": 68, "semanticsegment": 16}
 
 
 def test_caffe2_feature_manifest_is_a_classifier_with_the_agents_bgr_chw() -> None:
@@ -261,7 +260,6 @@ def test_unidentified_label_files_are_named_in_the_refusal() -> None:
 @pytest.mark.parametrize(
     ("out_type", "reason"),
     [
-        ("semanticsegment", "semantic_segmentation"),
         ("instancesegment", "instance_segmentation"),
         ("image", "image_output"),
         ("coordinates", "coordinates_output"),
@@ -269,6 +267,7 @@ def test_unidentified_label_files_are_named_in_the_refusal() -> None:
     ],
 )
 def test_output_types_refused_with_their_reason(tmp_path: Path, out_type: str, reason: str) -> None:
+    """(semanticsegment is translated: its refusals are in test_mlmodelscope_segmentation.py.)"""
     text = (CORPUS / "rai-project-caffe" / "BVLC_AlexNet.yml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     data["output"]["type"] = out_type
@@ -301,7 +300,7 @@ def test_cli_prints_coverage_table(tmp_path: Path) -> None:
     cells = [[c.strip() for c in ln.strip("│").split("│")][:3] for ln in rows]
     assert ["with warnings", "29", "82.9 %"] in cells
     assert ["refused: unknown_label_file", "5", "14.3 %"] in cells
-    assert ["refused: semantic_segmentation", "1", "2.9 %"] in cells
+    assert ["refused: segmentation_no_output", "1", "2.9 %"] in cells
     assert res.output.splitlines()[-1].startswith("0 translated, 29 with warnings, 6 refused; written to ")
 
 

@@ -60,6 +60,11 @@ from repliscope.importers.mlmodelscope_rules import (
     triple,
     unidentified,
 )
+from repliscope.importers.mlmodelscope_segmentation import (
+    segmentation_agent,
+    segmentation_labels,
+    segmentation_output,
+)
 from repliscope.importers.reading import check_image_size, read_text
 
 PLACEHOLDER_SHA256 = "0" * 64
@@ -76,26 +81,29 @@ _TASKS = {
     "classification": "image_classification",
     "feature": "image_classification",
     "boundingbox": "object_detection",
+    "semanticsegment": "semantic_segmentation",
 }
 """MLModelScope output.type -> repliscope task. ``feature`` is the word of the Caffe2, CNTK and TensorRT agents
 (and of some Caffe / TensorFlow manifests) for the same thing: the classifier's probability vector, named by the
 ``features_url`` synset file (rai-project/caffe2 and cntk ``predict/predict.go`` ``ReadPredictedFeatures`` ->
 ``CreatePredictedFeatures(output, labels)``; rai-project/tensorrt ``image_classification_predictor.go``)."""
 _REFUSED_OUTPUTS = {
-    "semanticsegment": (
-        "semantic_segmentation",
-        "a per-pixel class map (DeepLab, FCN); not translated: the "
-        "agents' semantic segmentation predictors (how the class-id map of masks_layer "
-        "SemanticPredictions is mapped back onto the image) were not read; repliscope's "
-        "semantic_segmentation task takes such a map (output kind mask_labels), write the "
-        "manifest by hand",
-    ),
     "instancesegment": (
         "instance_segmentation",
-        "boxes with per-instance masks (Mask R-CNN); repliscope has no instance segmentation task",
+        "boxes with a mask per instance (Mask R-CNN: the TensorFlow agent fetches boxes, scores, classes and "
+        "per-box masks); repliscope has no instance segmentation task, so no translation keeps those masks. "
+        "To evaluate the boxes alone, write an object_detection manifest by hand from the same pre-processing",
     ),
-    "image": ("image_output", "an image (super-resolution, enhancement); repliscope has no image-to-image task"),
-    "coordinates": ("coordinates_output", "keypoint coordinates (pose estimation); repliscope has no keypoint task"),
+    "image": (
+        "image_output",
+        "an image (super-resolution, enhancement: the agent returns the output tensor as pixels); repliscope "
+        "has no image-to-image task or metric (PSNR, SSIM). Its pre-processing can still be compared op by op: "
+        "`repliscope diff` takes a hand-written manifest of another task",
+    ),
+    "coordinates": (
+        "coordinates_output",
+        "keypoint coordinates (pose estimation); repliscope has no keypoint task or metric (OKS, PCK)",
+    ),
 }
 """Output types with a known meaning and no repliscope translation: (refusal reason, what the output is)."""
 _AGENT_PREPROCESS: dict[str, dict[str, Any]] = {
@@ -159,15 +167,21 @@ class MLModelScopeImporter(Importer):
                 "named by features_url, sorted top-k); translated as image_classification",
             )
         detection = task == "object_detection"
+        segmentation = task == "semantic_segmentation"
         fw_name = str((data.get("framework") or {}).get("name") or "").strip()
         framework, source = _framework_and_source(ctx, data)
         _agent_preprocess(ctx, inp, fw_name)
-        preprocess, shape, layout, dtype, fixed_hw = _pipeline(ctx, inp, detection)
+        preprocess, shape, layout, dtype, fixed_hw = _pipeline(ctx, inp, detection or segmentation)
         input_name = str(inp["params"].get("input_layer", "input"))
         if detection:
             outputs, postprocess = detection_output(ctx, data, fw_name, fixed_hw)
             labels = detection_labels(ctx, data)
             claims = detection_claims(data, _attr, path.name)
+        elif segmentation:
+            reader = segmentation_agent(ctx, fw_name)
+            labels, num_classes = segmentation_labels(ctx, data)
+            outputs, postprocess = segmentation_output(ctx, data, reader, fw_name, fixed_hw, num_classes)
+            claims = []
         else:
             labels, num_classes = _labels(ctx, data)
             outputs, postprocess = _output(ctx, data, num_classes, fw_name)
@@ -359,9 +373,10 @@ def _dims(ctx: Ctx, params: dict[str, Any]) -> list[int] | None:
 
 
 def _pipeline(
-    ctx: Ctx, inp: dict[str, Any], detection: bool
+    ctx: Ctx, inp: dict[str, Any], any_size: bool
 ) -> tuple[list[dict[str, Any]], list[int], str, str, tuple[int, int] | None]:
-    """(pre ops, input shape, layout, input dtype, fixed (H, W) or None when the size depends on the image)."""
+    """(pre ops, input shape, layout, input dtype, fixed (H, W) or None when the size depends on the image).
+    ``any_size``: the task takes an input whose size depends on the image (detection, segmentation)."""
     p = inp["params"]
     f = "inputs[0].parameters"
     elem = str(p.get("element_type", "float32")).lower()
@@ -386,7 +401,7 @@ def _pipeline(
                 "steps.NewCropImage: MLModelScope never cropped, so neither does the translation",
             )
     dims = _dims(ctx, p)
-    ops, fixed_hw = read_ops(ctx, p, f, mode, dims, fixed_size=not detection)
+    ops, fixed_hw = read_ops(ctx, p, f, mode, dims, fixed_size=not any_size)
     mean = triple(p.get("mean"), f"{f}.mean", 0.0)
     scale = triple(p.get("scale"), f"{f}.scale", 1.0)
     for key, default in (("mean", 0), ("scale", 1)):

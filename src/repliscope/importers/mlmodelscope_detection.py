@@ -63,12 +63,9 @@ def with_tensor_names(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Outputs and the postprocess's output references renamed ``name`` -> ``name:0`` (a runnable TF graph)."""
     outs = [{**o, "name": tensor_name(o["name"])} for o in outputs]
-    refs = ("boxes", "scores", "classes", "count")
+    refs = {"detections_from_outputs": ("boxes", "scores", "classes", "count"), "mask_from_outputs": ("output",)}
     ops = [
-        {**op, **{k: tensor_name(op[k]) for k in refs if isinstance(op.get(k), str)}}
-        if op["op"] == "detections_from_outputs"
-        else op
-        for op in post
+        {**op, **{k: tensor_name(op[k]) for k in refs.get(op["op"], ()) if isinstance(op.get(k), str)}} for op in post
     ]
     return outs, ops
 

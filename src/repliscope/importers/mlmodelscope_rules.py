@@ -38,6 +38,8 @@ WARNING_CODES = {
     "feature_output": "output.type feature: the agent's classifier probability vector, translated as classification",
     "agent_overrides": "the agent (Caffe2, CNTK) overrode the manifest's color_mode / layout in its own code",
     "agent_steps_unverified": "the agent pins an older dlframework/image whose steps were not compared line by line",
+    "segmentation_output": "semanticsegment (PyTorch, ONNX Runtime): output 0 argmaxed per pixel, masks_layer unread",
+    "segmentation_resize": "semanticsegment: the map is resized onto the image (nearest), which MLModelScope never did",
 }
 """Every warning name the importer emits (the code is ``mlmodelscope.<name>``), with its one-line meaning
 (stable: tests pin them)."""
@@ -46,10 +48,11 @@ REFUSAL_REASONS = {
     "invalid": "the file breaks MLModelScope's manifest format (YAML, types, required fields, values)",
     "limits": "the file exceeds the reading limits (size, nesting, node count, number size)",
     "non_image_input": "an input other than one image (text, several inputs): no image pipeline to reproduce",
-    "semantic_segmentation": "output.type semanticsegment: not translated (the agents' segmentation predictors unread)",
-    "instance_segmentation": "output.type instancesegment: repliscope has no instance segmentation task",
-    "image_output": "output.type image (super-resolution, enhancement): repliscope has no image-to-image task",
-    "coordinates_output": "output.type coordinates (pose keypoints): repliscope has no keypoint task",
+    "semantic_segmentation": "semanticsegment with an agent that has no segmentation predictor (MXNet, Caffe2, ...)",
+    "segmentation_no_output": "semanticsegment on Caffe: the agent returned no mask ([]float32 unsupported)",
+    "instance_segmentation": "output.type instancesegment (Mask R-CNN): no instance task; write a detection manifest",
+    "image_output": "output.type image (super-resolution, enhancement): no image-to-image task or metric",
+    "coordinates_output": "output.type coordinates (pose keypoints): no keypoint task or metric",
     "other_output": "another output.type (raw tensors, text): no repliscope task",
     "unknown_label_file": "a features file the importer cannot identify by its MD5, so classes cannot be named",
     "detection_argmax": "PyTorch boundingbox: per-row argmax over classes, no repliscope op",
