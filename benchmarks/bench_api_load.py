@@ -141,12 +141,32 @@ def start_server(url: str, port: int, cache: Path) -> subprocess.Popen[bytes]:
     raise SystemExit("the server did not start within 90 s")
 
 
-def floor(base: str, token: str, run_id: str, n: int = 200) -> dict[str, tuple[float, float]]:
-    """path -> (p50, p90) ms of ``n`` sequential requests on one keep-alive connection (after 20 warm-up)."""
+def server_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) the server process has used so far (None without psutil)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def cpu_ms_per_request(pid: int, before: float | None, requests: int) -> str:
+    """``, server CPU x.xx ms/request``: what a request costs the server whatever the machine's load."""
+    after = server_cpu(pid)
+    if before is None or after is None or not requests:
+        return ""
+    return f", server CPU {(after - before) / requests * 1000:.2f} ms/request"
+
+
+def floor(base: str, token: str, run_id: str, pid: int, n: int = 200) -> dict[str, tuple[float, float, str]]:
+    """path -> (p50, p90 ms, server CPU) of ``n`` sequential requests on one keep-alive connection (after 20
+    warm-up)."""
     out = {}
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
         for path in ("/api/v1/health", f"/api/v1/runs/{run_id}", "/static/style.css"):
             times = []
+            cpu = None
             for i in range(n + 20):
                 t = time.perf_counter()
                 r = client.get(path)
@@ -155,8 +175,10 @@ def floor(base: str, token: str, run_id: str, n: int = 200) -> dict[str, tuple[f
                     raise SystemExit(f"{path}: {r.status_code}")
                 if i >= 20:
                     times.append(elapsed * 1000)
+                if i == 19:
+                    cpu = server_cpu(pid)
             p50, p90 = np.percentile(times, [50, 90])
-            out[path] = (float(p50), float(p90))
+            out[path] = (float(p50), float(p90), cpu_ms_per_request(pid, cpu, n))
     return out
 
 
@@ -175,14 +197,17 @@ def run_page(base: str, token: str, run_id: str, views: int = 6) -> tuple[float,
     return times[0], statistics.median(times[1:]), size
 
 
-async def burst(base: str, token: str, path: str, clients: int, seconds: float) -> tuple[int, int, float]:
-    """(requests, errors, seconds) of ``clients`` concurrent clients looping on ``path``."""
+async def burst(
+    base: str, token: str, path: str, clients: int, seconds: float, pid: int
+) -> tuple[int, int, float, str]:
+    """(requests, errors, seconds, server CPU) of ``clients`` concurrent clients looping on ``path``."""
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     done = errors = 0
     async with httpx.AsyncClient(
         base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=30
     ) as client:
         await client.get(path)
+        cpu = server_cpu(pid)
         stop = time.monotonic() + seconds
         started = time.monotonic()
 
@@ -197,7 +222,7 @@ async def burst(base: str, token: str, path: str, clients: int, seconds: float) 
                 done += 1
 
         await asyncio.gather(*(loop() for _ in range(clients)))
-    return done, errors, time.monotonic() - started
+    return done, errors, time.monotonic() - started, cpu_ms_per_request(pid, cpu, done)
 
 
 async def load(base: str, token: str, ids: list[str], readers: int, seconds: float) -> tuple[list[float], list[str]]:
@@ -253,10 +278,12 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         server = start_server(url, port, Path(tmp) / "cache")
         try:
-            floors = floor(base, token, ids[0])
+            floors = floor(base, token, ids[0], server.pid)
             first, again, size = run_page(base, token, BIG_RUN_ID)
             page = "/api/v1/runs?page_size=50"
-            done, burst_errors, burst_s = asyncio.run(burst(base, token, page, args.clients, args.burst_seconds))
+            done, burst_errors, burst_s, burst_cpu = asyncio.run(
+                burst(base, token, page, args.clients, args.burst_seconds, server.pid)
+            )
             started = time.monotonic()
             latencies, errors = asyncio.run(load(base, token, ids, args.readers, args.seconds))
             elapsed = time.monotonic() - started
@@ -264,15 +291,15 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=60)
     print("1. per-request floor, one keep-alive connection (ms):")
-    for path, (p50, p90) in floors.items():
-        print(f"   {path:<48} p50 {p50:6.1f}  p90 {p90:6.1f}")
+    for path, (p50, p90, cpu) in floors.items():
+        print(f"   {path:<48} p50 {p50:6.1f}  p90 {p90:6.1f}{cpu}")
     print(
         f"2. run page of a {args.samples}-sample run ({size / 1024:.0f} KiB): first view {first:.0f} ms, "
         f"next views median {again:.0f} ms"
     )
     print(
         f"3. {args.clients} concurrent clients on GET {page}: {done} requests in {burst_s:.1f} s = "
-        f"{done / burst_s:.0f} req/s, {burst_errors} errors"
+        f"{done / burst_s:.0f} req/s, {burst_errors} errors{burst_cpu}"
     )
     ms = np.array(latencies) * 1000
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])

@@ -189,11 +189,18 @@ def serve(
     uvicorn_server(app).run(sockets=[sock])
 
 
+KEEP_ALIVE_SECONDS = 75
+"""How long an idle keep-alive connection stays open: longer than clients keep one (httpx 5 s, browsers up to
+60 s), so the server never closes a connection while a client is sending its next request on it (uvicorn's
+default, 5 s, races httpx's own 5 s: the request fails with a read error)."""
+
+
 def uvicorn_server(app: Any) -> Any:
-    """The uvicorn server ``repliscope serve`` runs ``app`` with, on the socket of :func:`bind_socket`."""
+    """The uvicorn server ``repliscope serve`` runs ``app`` with, on the socket of :func:`bind_socket` (uvicorn
+    picks httptools and uvloop, from the 'service' extra, when they are installed)."""
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS))
 
 
 def register(app: typer.Typer) -> None:
