@@ -246,12 +246,33 @@ def _diff_manifest(
     if layers or candidate is not None:
         if runtimes is None and candidate is None:
             _check_torch_source(Path(target))
-        if runtimes in (("darknet", "onnxruntime"), ("darknet", "keras")):
+        if candidate is not None and runtimes is None and _source_format(Path(target)) == "darknet":
+            from repliscope.convert.darknet_candidate import manifest_candidate_diff
+            from repliscope.datasets import resolve_dataset
+            from repliscope.diff.tolerance import TolerancePolicy
+
+            if options.save_mapping is not None:
+                raise RepliscopeError(
+                    "--save-mapping: a darknet manifest's candidate is paired by Darknet layer name (or --mapping), "
+                    "nothing is proposed to save"
+                )
+            result: Any = manifest_candidate_diff(
+                Path(target),
+                resolve_dataset(dataset),
+                batch,
+                candidate,
+                candidate_format=options.candidate_format,
+                mapping_file=options.mapping,
+                modes=tuple(_MODES[mode]),
+                threads=threads,
+                tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k),
+            )
+        elif runtimes in (("darknet", "onnxruntime"), ("darknet", "keras")):
             from repliscope.convert.darknet_verify import manifest_layer_diff
             from repliscope.datasets import resolve_dataset
             from repliscope.diff.tolerance import TolerancePolicy
 
-            result: Any = manifest_layer_diff(
+            result = manifest_layer_diff(
                 Path(target),
                 resolve_dataset(dataset),
                 batch,
@@ -276,6 +297,12 @@ def _diff_manifest(
     if runtimes is None:
         raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
     return _runtimes(Path(target), runtimes, dataset, batch, threads), False
+
+
+def _source_format(manifest: Path) -> str:
+    from repliscope.manifest.loader import load_manifest
+
+    return str(load_manifest(manifest).manifest.source.format)
 
 
 def _check_torch_source(manifest: Path) -> None:
