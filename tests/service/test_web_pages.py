@@ -165,7 +165,7 @@ def test_models_page_lists_claims_and_the_latest_verdict_per_runtime(web: dict[s
     assert len(table.rows) == 1
     name, versions, claims, cells = table.rows[0]
     assert name == "efficientnet-lite0" and versions == "1.0.0"
-    assert claims == "top1 0.753 on imagenet-1k/val"
+    assert claims == "top1 75.3 % on imagenet-1k/val"
     assert "onnxruntime · AMD EPYC" in cells and "not comparable" in cells
     assert "/models/efficientnet-lite0" in p.anchors
     # both runs are onnxruntime 1.0.0: the cell links the latest (same created_at: the larger run id)

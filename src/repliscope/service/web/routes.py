@@ -559,6 +559,87 @@ async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Resp
             principal,
             403,
             f"cancelling a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
+# --- datasets -----------------------------------------------------------------------------------------------
+
+
+def _datasets_page(
+    request: Request, principal: Any, status_code: int = 200, message: str | None = None, values: Any = None
+) -> Response:
+    from repliscope.service.web.datasets import dataset_lines
+
+    hide = None
+    if principal.role != "admin":  # a folder on the server is a path: admins only
+        from repliscope.service.web.redact import hide_paths, named_roots
+
+        roots = named_roots(request.app.state.config.cache_dir)
+
+        def hide(text: str) -> str:
+            return hide_paths(text, roots)
+
+    return _page(
+        principal,
+        "datasets.html",
+        status_code=status_code,
+        title="Datasets",
+        datasets=dataset_lines(_store(request), hide),
+        is_admin=principal.role == "admin",
+        message=message,
+        values=values or {},
+    )
+
+
+@router.get("/datasets", response_class=HTMLResponse)
+def datasets_page(request: Request, principal: SignedIn) -> Response:
+    """The registered datasets, their declarations (who, when), annotations and runs."""
+    return _datasets_page(request, principal)
+
+
+async def _datasets_form(request: Request, principal: Any) -> tuple[dict[str, str] | None, Response | None]:
+    """The posted datasets form (admin, CSRF-checked), or the page refusing it."""
+    raw = await request.form(max_files=0, max_fields=10)
+    if not _form_csrf_ok(raw, principal):
+        return None, _error(principal, 403, CSRF_REFUSED)
+    form = {k: str(v) for k, v in raw.items() if k != csrf.FIELD}
+    if principal.role != "admin":
+        message = f"registering or declaring a dataset needs the role 'admin'; '{principal.name}' is {principal.role}"
+        return None, _error(principal, 403, message)
+    return form, None
+
+
+@router.post("/datasets")
+async def datasets_register(request: Request, principal: SignedIn) -> Response:
+    from starlette.concurrency import run_in_threadpool
+
+    from repliscope.service.web.datasets import FormError, register_from_form
+
+    form, refused = await _datasets_form(request, principal)
+    if form is None:
+        return refused or _error(principal, 400, "no form")
+    try:
+        await run_in_threadpool(register_from_form, _store(request), principal, form)
+    except FormError as exc:
+        return await run_in_threadpool(
+            _datasets_page, request, principal, exc.status, f"{exc.field}: {exc.message}", form
+        )
+    return RedirectResponse("/datasets", status_code=303)
+
+
+@router.post("/datasets/declaration")
+async def datasets_declare(request: Request, principal: SignedIn) -> Response:
+    from starlette.concurrency import run_in_threadpool
+
+    from repliscope.service.web.datasets import FormError, declare_from_form
+
+    form, refused = await _datasets_form(request, principal)
+    if form is None:
+        return refused or _error(principal, 400, "no form")
+    try:
+        await run_in_threadpool(declare_from_form, _store(request), principal, form.get("dataset", ""), form)
+    except FormError as exc:
+        return await run_in_threadpool(_datasets_page, request, principal, exc.status, f"{exc.field}: {exc.message}")
+    return RedirectResponse("/datasets", status_code=303)
+
+
         )
     try:
         await run_in_threadpool(cancel_job, request, job_id, principal)

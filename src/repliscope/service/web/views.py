@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, ReportView
+from repliscope.service.web.claim_cells import claim_cell
 from repliscope.store.compare import RunComparison, compare_runs
 from repliscope.store.models import RunRow
 from repliscope.store.repository import RunQuery, RunStore
@@ -76,6 +77,10 @@ class ModelCell:
     verdict: str
     run_id: str
     created_at: str
+    claims: tuple[Any, ...] = ()
+    """:class:`~repliscope.service.web.claim_cells.ClaimCell` per claim: value, interval, direction."""
+    dataset: str = ""
+    """The evaluated data as the verdict names it, e.g. ``imagenet-sample-1000 (as imagenet-1k/val)``."""
 
 
 @dataclass
@@ -86,10 +91,15 @@ class ModelRow:
     cells: list[ModelCell] = field(default_factory=list)
 
 
+def _is_performance(claim: Mapping[str, Any]) -> bool:
+    from repliscope.manifest.schema import PERFORMANCE_METRICS
+
+    return claim.get("metric") in PERFORMANCE_METRICS
+
+
 def _claim_label(claim: Mapping[str, Any]) -> str:
-    claimed = claim.get("claimed")
-    value = f"{claimed:.4g}" if isinstance(claimed, float) else str(claimed)
-    return f"{claim.get('metric')} {value} on {claim.get('claim_dataset')}"
+    """``top1 75.1 % on imagenet-1k/val`` (percent metrics in percent, as the manifest writes them)."""
+    return f"{claim.get('metric')} {claim_cell(claim).claimed} on {claim.get('claim_dataset')}"
 
 
 def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
@@ -124,6 +134,7 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
                 label = _claim_label(claim)
                 if label not in row.claims:
                     row.claims.append(label)
+            claims = run.record.get("claims") or []
             row.cells.append(
                 ModelCell(
                     version=version,
@@ -132,6 +143,8 @@ def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
                     verdict=run.verdict or "no claim",
                     run_id=run.run_id,
                     created_at=f"{run.created_at:%Y-%m-%d %H:%M}",
+                    claims=tuple(claim_cell(c) for c in claims if not _is_performance(c)),
+                    dataset=str(claims[0].get("evaluated_dataset", "")) if claims else "",
                 )
             )
     return list(rows.values())

@@ -1,0 +1,86 @@
+"""A claim verdict as the models pages show it next to the badge: the measured value, its 95 % interval and
+the direction of the difference: "beats its claim" (the claim lies below the interval), "falls short" (above
+it), "within its interval" (consistent). Accuracy-type claims only: every such metric is higher-is-better."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Direction = Literal["beats", "short", "within", "unjudged"]
+
+DIRECTION_TEXT: dict[str, str] = {
+    "beats": "beats its claim",
+    "short": "falls short of its claim",
+    "within": "within its interval",
+    "unjudged": "not judged",
+}
+"""What each direction reads as on the page (its CSS class is ``direction-<key>``)."""
+
+
+@dataclass(frozen=True)
+class ClaimCell:
+    """One claim of one run: ``measured`` e.g. ``"90.0 %"``, ``interval`` e.g. ``"69.9–97.2 %"``, ``claimed``
+    e.g. ``"75.1 %"``; ``direction`` one of :data:`DIRECTION_TEXT`'s keys, ``text`` its words."""
+
+    metric: str
+    claimed: str
+    measured: str
+    interval: str
+    verdict: str
+    direction: Direction
+
+    @property
+    def text(self) -> str:
+        return DIRECTION_TEXT[self.direction]
+
+    @property
+    def summary(self) -> str:
+        """One line: ``top1 90.0 % [69.9–97.2 %] vs claimed 75.1 %: beats its claim``."""
+        if self.measured == "—":
+            return f"{self.metric}: not measured (claimed {self.claimed})"
+        return f"{self.metric} {self.measured} [{self.interval}] vs claimed {self.claimed}: {self.text}"
+
+
+def _fmt(value: float | None, percent: bool) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 100:.1f} %" if percent else f"{value:.3f}"
+
+
+def direction_of(claim: Mapping[str, Any]) -> Direction:
+    """Where the claimed value lies against the measured interval: below it (the model ``beats`` its claim),
+    above it (``short``), inside (``within``); ``unjudged`` when the verdict is "not comparable" or nothing was
+    measured (the numbers are then shown, never presented as a reproduction)."""
+    low, high, claimed = claim.get("ci_low"), claim.get("ci_high"), claim.get("claimed")
+    if claim.get("verdict") not in ("consistent", "inconsistent") or low is None or high is None or claimed is None:
+        return "unjudged"
+    if claimed < low:
+        return "beats"
+    if claimed > high:
+        return "short"
+    return "within"
+
+
+def claim_cell(claim: Mapping[str, Any]) -> ClaimCell:
+    """A stored ``ClaimVerdict`` dump (a record's ``claims`` entry) as a :class:`ClaimCell`."""
+    from repliscope.manifest.schema import PERCENT_METRICS
+
+    metric = str(claim.get("metric"))
+    percent = metric in PERCENT_METRICS
+    low, high = claim.get("ci_low"), claim.get("ci_high")
+    if low is None or high is None:
+        interval = "—"
+    elif percent:
+        interval = f"{low * 100:.1f}–{high * 100:.1f} %"
+    else:
+        interval = f"{low:.3f}–{high:.3f}"
+    return ClaimCell(
+        metric=metric,
+        claimed=_fmt(claim.get("claimed"), percent),
+        measured=_fmt(claim.get("measured"), percent),
+        interval=interval,
+        verdict=str(claim.get("verdict")),
+        direction=direction_of(claim),
+    )
