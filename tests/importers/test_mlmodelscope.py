@@ -223,11 +223,19 @@ def test_synthetic_hooks_units_typos_crop() -> None:
     assert "# WARNING mlmodelscope.python_hook preprocess:" in result.to_yaml()
 
 
-def test_every_warning_code_is_documented_and_triggered() -> None:
+def test_every_warning_code_is_documented_and_triggered(tmp_path: Path) -> None:
     seen: set[str] = set()
     for p in sorted(FIX.rglob("*.yml")):
         with contextlib.suppress(RepliscopeError):
             seen |= {w.code.removeprefix("mlmodelscope.") for w in import_one("mlmodelscope", p).warnings}
+    # --labels FILE: a features file the importer does not know, given by the user
+    labels = tmp_path / "classes.txt"
+    labels.write_text("".join(f"class {i}\n" for i in range(1000)), encoding="utf-8")
+    text = (FIX / "caffe" / "BVLC_AlexNet.yml").read_text(encoding="utf-8")
+    text = text.replace("4d234b5833aca44928065a180db3016a", hashlib.md5(labels.read_bytes()).hexdigest())
+    (tmp_path / "m.yml").write_text(text, encoding="utf-8")
+    result = import_one("mlmodelscope", tmp_path / "m.yml", {"labels": labels})
+    seen |= {w.code.removeprefix("mlmodelscope.") for w in result.warnings}
     assert set(WARNING_CODES) - seen == set()
     doc = (Path(__file__).parents[2] / "docs" / "mlmodelscope-semantics.md").read_text(encoding="utf-8")
     # every code has its row in the doc's warning-code table (section 8)

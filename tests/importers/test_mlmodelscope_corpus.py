@@ -29,8 +29,8 @@ from repliscope.tasks.coco_names import COCO_80, COCO_CATEGORIES
 CORPUS = Path(__file__).parents[1] / "fixtures" / "mlmodelscope-corpus"
 
 EXPECTED_COVERAGE = [
-    ("with warnings", 535),
-    ("refused: unknown_label_file", 27),
+    ("with warnings", 545),
+    ("refused: unknown_label_file", 17),
     ("refused: instance_segmentation", 8),
     ("refused: invalid", 5),
     ("refused: detection_argmax", 4),
@@ -41,10 +41,11 @@ EXPECTED_COVERAGE = [
 ]
 """Before this corpus (importer of 2026-11-23): 419 translated, 172 refused (120 'unsupported task', 42 label files,
 4 non-image inputs, 4 PyTorch detection, 2 merged outputs). Before semanticsegment was translated (2026-11-27
-morning): 519 translated, 18 refused as semantic_segmentation."""
+morning): 519 translated, 18 refused as semantic_segmentation, 27 unknown_label_file (synset1000.txt and
+synset-21k.txt now ship as builtin:imagenet-1k-tf and builtin:imagenet-21k-mxnet)."""
 
 EXPECTED_PER_REPO = {
-    "c3sr-caffe": {"translated": 29, "segmentation_no_output": 1, "unknown_label_file": 5},
+    "c3sr-caffe": {"translated": 31, "segmentation_no_output": 1, "unknown_label_file": 3},
     "c3sr-mxnet": {"translated": 78},
     "c3sr-pytorch": {
         "translated": 44,
@@ -60,9 +61,9 @@ EXPECTED_PER_REPO = {
         "image_output": 1,
         "merged_outputs": 1,
     },
-    "rai-project-caffe": {"translated": 29, "segmentation_no_output": 1, "unknown_label_file": 5},
-    "rai-project-caffe2": {"translated": 33, "unknown_label_file": 3, "invalid": 4},
-    "rai-project-cntk": {"translated": 17, "invalid": 1, "unknown_label_file": 4},
+    "rai-project-caffe": {"translated": 31, "segmentation_no_output": 1, "unknown_label_file": 3},
+    "rai-project-caffe2": {"translated": 35, "unknown_label_file": 1, "invalid": 4},
+    "rai-project-cntk": {"translated": 19, "invalid": 1, "unknown_label_file": 2},
     "rai-project-mxnet": {"translated": 78},
     "rai-project-pytorch": {"translated": 44, "detection_argmax": 2, "image_output": 1},
     "rai-project-tensorflow": {
@@ -73,7 +74,7 @@ EXPECTED_PER_REPO = {
         "image_output": 1,
         "merged_outputs": 1,
     },
-    "rai-project-tensorrt": {"translated": 25, "unknown_label_file": 6},
+    "rai-project-tensorrt": {"translated": 27, "unknown_label_file": 4},
 }
 
 
@@ -116,8 +117,8 @@ def test_every_classification_detection_and_segmentation_refusal_is_explained(
         if r.outcome == "refused" and kinds[r.file] in ("classification", "feature", "boundingbox", "semanticsegment")
     )
     assert refused == {
-        ("feature", "unknown_label_file"): 13,
-        ("classification", "unknown_label_file"): 14,
+        ("feature", "unknown_label_file"): 7,
+        ("classification", "unknown_label_file"): 10,
         ("feature", "invalid"): 5,
         ("boundingbox", "detection_argmax"): 4,
         ("boundingbox", "merged_outputs"): 2,
@@ -125,7 +126,7 @@ def test_every_classification_detection_and_segmentation_refusal_is_explained(
     }
     # every 'feature' manifest of Caffe2, CNTK and TensorRT with a known label file is translated
     translated = collections.Counter(kinds[r.file] for r in rows if r.outcome != "refused")
-    assert translated == {"classification": 379, "feature": 72, "boundingbox": 68, "semanticsegment": 16}
+    assert translated == {"classification": 383, "feature": 78, "boundingbox": 68, "semanticsegment": 16}
 
 
 def test_caffe2_feature_manifest_is_a_classifier_with_the_agents_bgr_chw() -> None:
@@ -251,9 +252,10 @@ def test_shipped_label_sets() -> None:
 
 def test_unidentified_label_files_are_named_in_the_refusal() -> None:
     with pytest.raises(Exception) as err:
-        import_one("mlmodelscope", CORPUS / "rai-project-caffe" / "InceptionBN_21K.yml")
+        import_one("mlmodelscope", CORPUS / "rai-project-tensorflow" / "Inception_5h.yml")
     assert getattr(err.value, "reason", None) == "unknown_label_file"
-    assert "synset-21k.txt" in str(err.value) and "could not be embedded" in str(err.value)
+    assert "synset1008.txt" in str(err.value) and "could not be embedded" in str(err.value)
+    assert "--labels FILE" in str(err.value)
     assert set(UNIDENTIFIED_LABEL_FILES).isdisjoint(KNOWN_LABEL_FILES)
 
 
@@ -298,10 +300,10 @@ def test_cli_prints_coverage_table(tmp_path: Path) -> None:
     assert "coverage: 35 files" in res.output
     rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
     cells = [[c.strip() for c in ln.strip("│").split("│")][:3] for ln in rows]
-    assert ["with warnings", "29", "82.9 %"] in cells
-    assert ["refused: unknown_label_file", "5", "14.3 %"] in cells
+    assert ["with warnings", "31", "88.6 %"] in cells
+    assert ["refused: unknown_label_file", "3", "8.6 %"] in cells
     assert ["refused: segmentation_no_output", "1", "2.9 %"] in cells
-    assert res.output.splitlines()[-1].startswith("0 translated, 29 with warnings, 6 refused; written to ")
+    assert res.output.splitlines()[-1].startswith("0 translated, 31 with warnings, 4 refused; written to ")
 
 
 def test_cli_json_rows_carry_the_reason(tmp_path: Path) -> None:
@@ -320,11 +322,12 @@ def test_cli_json_rows_carry_the_reason(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     rows = {r["file"]: (r["outcome"], r["reason"]) for r in json.loads(res.stdout)}
     assert len(rows) == 22
-    assert rows["InceptionBN-21K.yml"] == ("refused", "unknown_label_file")
+    assert rows["InceptionBN-21K.yml"] == ("with warnings", "")  # synset-21k.txt, shipped
+    assert rows["VGG16_SOD.yml"] == ("refused", "unknown_label_file")
     assert rows["Inception-ResNet-v2.yml"] == ("refused", "invalid")
     assert rows["BVLC-AlexNet.yml"] == ("with warnings", "")
     assert collections.Counter(reason or outcome for outcome, reason in rows.values()) == {
-        "with warnings": 17,
-        "unknown_label_file": 4,
+        "with warnings": 19,
+        "unknown_label_file": 2,
         "invalid": 1,
     }

@@ -235,6 +235,13 @@ def manifest_import(
     test_size: Annotated[
         bool, typer.Option(help="timm: use test_input_size / test_crop_pct, as timm's validate.py does.")
     ] = False,
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            help="mlmodelscope: your copy of a features_url file the importer does not know; used where its MD5 "
+            "is the manifest's features_checksum."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Translate a foreign model config (an MLModelScope manifest, a timm config.json) into a repliscope manifest
@@ -242,7 +249,7 @@ def manifest_import(
     comment. Every translation is checked with `manifest validate --offline`."""
     from repliscope.importers.batch import coverage, import_folder, import_one
 
-    options = {"timm_version": timm_version, "test_size": test_size}
+    options = {"timm_version": timm_version, "test_size": test_size, "labels": labels}
     try:
         if path.is_dir():
             if out_dir is None:

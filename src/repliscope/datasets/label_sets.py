@@ -11,6 +11,8 @@ source                          count  content
 ``builtin:voc-21``              21     ``background`` then the 20 VOC classes
 ``builtin:coco-80-background``  81     ``background`` then the 80 COCO detection classes (id order)
 ``builtin:ilsvrc-det-200``      200    the ILSVRC 2013-2017 detection synsets (``wnid name``, wnid order)
+``builtin:imagenet-1k-tf``      1000   the ImageNet-1k ``wnid name`` lines in TensorFlow Inception's class order
+``builtin:imagenet-21k-mxnet``  21841  the ImageNet-21k synsets of MXNet's Inception-BN full model (``wnid name``)
 ``builtin:face``                1      ``face`` (face detectors: BlazeFace, MTCNN)
 ``builtin:coco-person``         1      ``person``, COCO category 1 (a detector scored on COCO's persons only)
 ``builtin:background-person``   2      ``background``, ``person`` (person / selfie segmentation masks)
@@ -18,6 +20,15 @@ source                          count  content
 
 The last three are the bundled examples' one- and two-class lists, so that an example manifest names no file
 beside itself and uploads to the service as it is.
+
+Origins of the two ImageNet orders (MLModelScope's ``synset1000.txt`` and ``synset-21k.txt``, MD5 ``7315c2c8...``
+and ``851bbe06...``, matched byte for byte): ``imagenet_21k_mxnet.txt`` is ``synset.txt`` of
+github.com/pertusa/InceptionBN-21K-for-Caffe @ 8df2c5ed3a754cd853b0c6b9643b04f28e12975c (CC0; the synsets of
+dmlc's ImageNet-21k Inception-BN model); ``imagenet_1k_tf_inception.txt`` is the 1000 lines of
+``builtin:imagenet-1k`` (WordNet glosses, as Caffe's ``synset_words.txt``) in the order of TensorFlow's Inception
+graphs, taken from ``synset.txt`` of github.com/li-haoran/imagenet-prediction @
+c6bfc91aff9a39b3bbcf4a5b99814bbf4999f0f2 (``index<TAB>wnid<TAB>name`` lines: the index column and trailing
+blanks dropped).
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ LABEL_SETS: dict[str, tuple[str, int]] = {
     "builtin:voc-21": ("pascal_voc_21.txt", 21),
     "builtin:coco-80-background": ("coco_80_background.txt", 81),
     "builtin:ilsvrc-det-200": ("ilsvrc_det_200.txt", 200),
+    "builtin:imagenet-1k-tf": ("imagenet_1k_tf_inception.txt", 1000),
+    "builtin:imagenet-21k-mxnet": ("imagenet_21k_mxnet.txt", 21841),
     "builtin:face": ("face.txt", 1),
     "builtin:coco-person": ("coco_person.txt", 1),
     "builtin:background-person": ("background_person.txt", 2),

@@ -131,6 +131,14 @@ class MLModelScopeImporter(Importer):
     name: ClassVar[str] = "mlmodelscope"
     patterns: ClassVar[tuple[str, ...]] = ("*.yml", "*.yaml")
     refusal_reasons: ClassVar[dict[str, str]] = REFUSAL_REASONS
+    options: ClassVar[tuple[str, ...]] = ("labels",)
+
+    def __init__(self, labels: Path | None = None) -> None:
+        self.labels = Path(labels) if labels is not None else None
+        if self.labels is not None and not self.labels.is_file():
+            raise ConfigImportError(f"--labels {self.labels}: no such file")
+        """``--labels FILE``: the downloaded features file, used when its MD5 is the manifest's
+        ``features_checksum`` and the importer does not know that file itself."""
 
     def translate(self, path: Path) -> ImportResult:
         try:
@@ -146,7 +154,7 @@ class MLModelScopeImporter(Importer):
             ) from exc
 
     def _translate(self, path: Path) -> ImportResult:
-        ctx = Ctx(path)
+        ctx = Ctx(path, self.labels)
         data = load_raw(read_text(path), str(path))
         _check_keys(ctx, data)
         _hooks(ctx, data)
@@ -639,12 +647,17 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         raise ctx.fail(f, "missing: without the class names file the class count is undefined")
     known = KNOWN_LABEL_FILES.get(md5)
     if known is None:
+        given = _given_labels(ctx, url, md5)
+        if given is not None:
+            return given, given["num_classes"]
         raise ctx.fail(
             f,
             f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
-            f"{unidentified(md5)}; the class count and names cannot be read without downloading it "
-            "(known MD5s: " + ", ".join(sorted(KNOWN_LABEL_FILES)) + "); write the translation by "
-            "hand with the file as labels.source",
+            f"{unidentified(md5)}{_other_file(ctx)}; the class count and names cannot be read without it: "
+            "download it, check "
+            f"`md5sum FILE` = {md5 or '(no checksum given)'} and import again with --labels FILE (known MD5s: "
+            + ", ".join(sorted(KNOWN_LABEL_FILES))
+            + ")",
             "unknown_label_file",
         )
     source, count = known
@@ -675,6 +688,50 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         "then `sha256sum FILE` and write it to labels.sha256",
     )
     return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
+
+
+def _other_file(ctx: Ctx) -> str:
+    """`` (--labels FILE has MD5 ...: another file)`` when a --labels file was given but does not match."""
+    if ctx.labels_file is None:
+        return ""
+    return (
+        f" (--labels {ctx.labels_file} has MD5 {hashlib.md5(ctx.labels_file.read_bytes()).hexdigest()}: another file)"
+    )
+
+
+def _given_labels(ctx: Ctx, url: str, md5: str) -> dict[str, Any] | None:
+    """``labels`` from ``--labels FILE`` when its MD5 is the manifest's ``features_checksum`` (None when no file
+    was given or it is another file). ``source`` is FILE as given: it resolves against the translated
+    manifest's folder, so write the manifest next to it."""
+    if ctx.labels_file is None:
+        return None
+    blob = ctx.labels_file.read_bytes()
+    if hashlib.md5(blob).hexdigest() != md5:
+        return None
+    lines = blob.decode("utf-8", "replace").splitlines()
+    names = [ln for ln in lines if ln.strip()]
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    inner = [i for i in range(last) if not lines[i].strip()]
+    if inner:
+        raise ctx.fail(
+            "output.parameters.features_url",
+            f"--labels {ctx.labels_file}: blank line {inner[0] + 1} inside the list; MLModelScope's GetLabels "
+            "gave it a class index but repliscope's label files skip blank lines, so every later class "
+            "would move (allowed: a file without blank lines between names)",
+            "unknown_label_file",
+        )
+    ctx.warn(
+        "labels_file",
+        "output.parameters.features_url",
+        f"{url} is --labels {ctx.labels_file} (MD5 {md5} checked, {len(names)} classes, one per non-empty "
+        "line as MLModelScope's GetLabels read it); labels.source names that path, relative to the translated "
+        "manifest's folder",
+    )
+    return {
+        "source": ctx.labels_file.as_posix(),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "num_classes": len(names),
+    }
 
 
 _DEFAULT_OUTPUT = {"cntk": "z", "tensorrt": "prob"}

@@ -39,6 +39,7 @@ WARNING_CODES = {
     "agent_overrides": "the agent (Caffe2, CNTK) overrode the manifest's color_mode / layout in its own code",
     "agent_steps_unverified": "the agent pins an older dlframework/image whose steps were not compared line by line",
     "segmentation_output": "semanticsegment (PyTorch, ONNX Runtime): output 0 argmaxed per pixel, masks_layer unread",
+    "labels_file": "the features file is the --labels FILE given (its MD5 checked): labels.source names it",
     "segmentation_resize": "semanticsegment: the map is resized onto the image (nearest), which MLModelScope never did",
 }
 """Every warning name the importer emits (the code is ``mlmodelscope.<name>``), with its one-line meaning
@@ -136,21 +137,29 @@ KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
     "6c05083991207dea5c37f2d271014fad": ("", 1001),  # .../synset1.txt: TF-slim order, index 0 = background
     # github.com/rai-project/carml-models data/ilsvrc12/det_synset_words.txt: the 200 ILSVRC detection synsets
     "fe0fe33bc8cb071f8ca73073d97973c6": ("builtin:ilsvrc-det-200", 200),
+    # store.carml.org/synsets/imagenet/synset1000.txt (Caffe / CNTK / Caffe2 / TensorRT Inception-v3): the 1000
+    # 'wnid name' lines in TensorFlow Inception's class order (kit fox first), rebuilt from
+    # github.com/li-haoran/imagenet-prediction synset.txt @ c6bfc91 and matched by MD5
+    "7315c2c8bffdb680cf8c5d2a7c45c363": ("builtin:imagenet-1k-tf", 1000),
+    # .../synset-21k.txt (Inception-BN 21K): github.com/pertusa/InceptionBN-21K-for-Caffe synset.txt @ 8df2c5e
+    # (CC0), byte for byte
+    "851bbe06499cf53fa6f8fb72ad61e906": ("builtin:imagenet-21k-mxnet", 21841),
 }
 """Classification label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the
 source. ``4d234b58...`` is byte for byte rai-project/carml-models ``data/ilsvrc12/synset_words.txt`` (same MD5),
 whose 1000 wnids are the order of ``builtin:imagenet-1k``; ``fe0fe33b...`` is that repository's
-``det_synset_words.txt``, shipped as ``builtin:ilsvrc-det-200``."""
+``det_synset_words.txt``, shipped as ``builtin:ilsvrc-det-200``; ``7315c2c8...`` (``synset1000.txt``) and
+``851bbe06...`` (``synset-21k.txt``) were found in public repositories with the same MD5 and ship as
+``builtin:imagenet-1k-tf`` and ``builtin:imagenet-21k-mxnet`` (origins in :mod:`repliscope.datasets.label_sets`)."""
 
 UNIDENTIFIED_LABEL_FILES = {
-    "7315c2c8bffdb680cf8c5d2a7c45c363": "synset1000.txt",
     "1aac07127a5d6b9b634d7e43626eef05": "synset1001.txt",
     "2bb228d6cf55ae4e6409f55fc81fcfe7": "synset1008.txt",
-    "851bbe06499cf53fa6f8fb72ad61e906": "synset-21k.txt",
 }
-"""CarML label files referenced by real manifests whose content is in no repository read (only on
-store.carml.org), so their class count and order cannot be checked offline: refused (``unknown_label_file``)
-with this name in the message."""
+"""CarML label files referenced by real manifests whose content was found in no public repository (searched
+2026-11-27: every candidate list, with and without a background / dummy first line, padding lines, CRLF and a
+trailing newline, had another MD5), so their class count and order cannot be checked offline: refused
+(``unknown_label_file``) with this name in the message and what to provide."""
 
 DETECTION_LABEL_FILES: dict[str, tuple[str, int, str]] = {
     # store.carml.org/synsets/coco/coco_labels_paper.txt: the features file of 21 of the 22 rai-project/tensorflow
@@ -221,8 +230,10 @@ def unidentified(md5: str) -> str:
 class Ctx:
     """The MLModelScope file being translated and the warnings collected so far."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, labels_file: Path | None = None) -> None:
         self.path = path
+        self.labels_file = labels_file
+        """``--labels FILE`` (the user's copy of an unknown features file), or None."""
         self.warnings: list[ImportWarning] = []
 
     def warn(self, code: str, field: str, message: str) -> None:

@@ -23,6 +23,8 @@ BUILTIN_LABELS = (
     "builtin:face",
     "builtin:coco-person",
     "builtin:background-person",
+    "builtin:imagenet-1k-tf",
+    "builtin:imagenet-21k-mxnet",
 )
 """From ``voc-20`` on: the files of :data:`repliscope.datasets.label_sets.LABEL_SETS` (imported lazily)."""
 

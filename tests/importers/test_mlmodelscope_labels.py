@@ -1,0 +1,128 @@
+"""MLModelScope label files: CarML's ``synset1000.txt`` and ``synset-21k.txt`` shipped byte for byte (their MD5 is
+the manifests' ``features_checksum``), the ones still unknown refused with what to provide, and ``--labels FILE``
+(the user's copy, used only when its MD5 is the manifest's)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from repliscope.cli.main import app
+from repliscope.datasets.label_sets import label_set, label_set_bytes
+from repliscope.importers.base import ConfigImportError
+from repliscope.importers.batch import import_one
+from repliscope.importers.mlmodelscope import MLModelScopeImporter
+from repliscope.importers.mlmodelscope_rules import KNOWN_LABEL_FILES, UNIDENTIFIED_LABEL_FILES
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "mlmodelscope-corpus"
+INCEPTION_5H = CORPUS / "rai-project-tensorflow" / "Inception_5h.yml"  # synset1008.txt: still unknown
+
+
+@pytest.mark.parametrize(
+    ("source", "md5", "count", "first", "last"),
+    [
+        ("builtin:imagenet-1k-tf", "7315c2c8bffdb680cf8c5d2a7c45c363", 1000, "kit fox, Vulpes macrotis", "dumbbell"),
+        ("builtin:imagenet-21k-mxnet", "851bbe06499cf53fa6f8fb72ad61e906", 21841, "Yorkshire terrier", None),
+    ],
+)
+def test_shipped_imagenet_orders_are_carmls_files(
+    source: str, md5: str, count: int, first: str, last: str | None
+) -> None:
+    assert hashlib.md5(label_set_bytes(source)).hexdigest() == md5
+    assert KNOWN_LABEL_FILES[md5] == (source, count)
+    names = label_set(source)
+    assert len(names) == count and names[0] == first
+    if last is not None:
+        assert names[-1] == last
+
+
+def test_tf_inception_order_is_a_permutation_of_imagenet_1k() -> None:
+    from repliscope.datasets.classes import imagenet_classes
+
+    wnids = [ln.split(" ", 1)[0] for ln in label_set_bytes("builtin:imagenet-1k-tf").decode().splitlines()]
+    assert sorted(wnids) == sorted(wnid for wnid, _ in imagenet_classes()) and len(set(wnids)) == 1000
+    assert label_set("builtin:imagenet-1k-tf")[:3] == ("kit fox, Vulpes macrotis", "English setter", "Siberian husky")
+
+
+@pytest.mark.parametrize(
+    ("file", "labels"),
+    [
+        ("rai-project-caffe/Inception_v3.yml", {"source": "builtin:imagenet-1k-tf", "num_classes": 1000}),
+        ("rai-project-cntk/Inception-v3.yml", {"source": "builtin:imagenet-1k-tf", "num_classes": 1000}),
+        ("rai-project-caffe/InceptionBN_21K.yml", {"source": "builtin:imagenet-21k-mxnet", "num_classes": 21841}),
+        ("rai-project-tensorrt/InceptionBN-21K.yml", {"source": "builtin:imagenet-21k-mxnet", "num_classes": 21841}),
+    ],
+)
+def test_manifests_with_those_files_translate(file: str, labels: dict[str, object]) -> None:
+    m = import_one("mlmodelscope", CORPUS / file).manifest
+    assert m["labels"] == labels
+    assert m["outputs"][0]["shape"] == [-1, labels["num_classes"]]
+
+
+def test_a_file_still_unknown_says_what_to_provide() -> None:
+    with pytest.raises(ConfigImportError) as err:
+        MLModelScopeImporter().translate(INCEPTION_5H)
+    msg = str(err.value)
+    assert err.value.reason == "unknown_label_file"
+    assert "synset1008.txt" in msg and "--labels FILE" in msg and "2bb228d6cf55ae4e6409f55fc81fcfe7" in msg
+    assert set(UNIDENTIFIED_LABEL_FILES) == {"1aac07127a5d6b9b634d7e43626eef05", "2bb228d6cf55ae4e6409f55fc81fcfe7"}
+
+
+def _inception_5h_for(tmp_path: Path, text: str) -> tuple[Path, Path]:
+    """A copy of Inception_5h.yml whose features_checksum is the MD5 of ``text``, and ``text`` as a file."""
+    labels = tmp_path / "synset1008.txt"
+    labels.write_text(text, encoding="utf-8")
+    data = yaml.safe_load(INCEPTION_5H.read_text(encoding="utf-8"))
+    data["output"]["parameters"]["features_checksum"] = hashlib.md5(text.encode()).hexdigest()
+    manifest = tmp_path / "Inception_5h.yml"
+    manifest.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return manifest, labels
+
+
+def test_labels_file_with_the_manifests_md5_is_used(tmp_path: Path) -> None:
+    text = "dummy\n" + "".join(f"class {i}\n" for i in range(1007))
+    manifest, labels = _inception_5h_for(tmp_path, text)
+    result = MLModelScopeImporter(labels=labels).translate(manifest)
+    assert result.manifest["labels"] == {
+        "source": labels.as_posix(),
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "num_classes": 1008,
+    }
+    assert result.manifest["outputs"][0]["shape"] == [-1, 1008]
+    assert "mlmodelscope.labels_file" in {w.code for w in result.warnings}
+
+
+def test_labels_file_of_another_md5_is_not_used(tmp_path: Path) -> None:
+    other = tmp_path / "other.txt"
+    other.write_text("a\nb\n", encoding="utf-8")
+    with pytest.raises(ConfigImportError) as err:
+        MLModelScopeImporter(labels=other).translate(INCEPTION_5H)
+    assert err.value.reason == "unknown_label_file"
+    assert f"--labels {other} has MD5 {hashlib.md5(b'a' + bytes([10]) + b'b' + bytes([10])).hexdigest()}" in str(
+        err.value
+    )
+
+
+def test_labels_file_with_a_blank_line_inside_is_refused(tmp_path: Path) -> None:
+    manifest, labels = _inception_5h_for(tmp_path, "a\n\nb\n")
+    with pytest.raises(ConfigImportError) as err:
+        MLModelScopeImporter(labels=labels).translate(manifest)
+    assert "blank line 2 inside the list" in str(err.value)
+
+
+def test_cli_labels_option(tmp_path: Path) -> None:
+    manifest, labels = _inception_5h_for(tmp_path, "".join(f"c{i}\n" for i in range(1008)))
+    out = tmp_path / "out.yaml"
+    res = CliRunner().invoke(
+        app, ["manifest", "import", "mlmodelscope", str(manifest), "--labels", str(labels), "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert yaml.safe_load(out.read_text(encoding="utf-8"))["labels"]["num_classes"] == 1008
+    res = CliRunner().invoke(app, ["manifest", "import", "mlmodelscope", str(manifest), "--labels", "nope.txt"])
+    assert res.exit_code == 2 and "--labels nope.txt: no such file" in res.output
+    res = CliRunner().invoke(app, ["manifest", "import", "timm", str(manifest), "--labels", str(labels)])
+    assert res.exit_code == 2 and "the timm importer takes no --labels" in res.output
