@@ -44,7 +44,7 @@ def test_detection_run_page_shows_ap_and_the_per_class_table(
     metrics = {row[0]: row for row in parse(r.text).tables["metrics-table"].rows}
     assert metrics["AP"][1].startswith("1.0") and "AP50" in metrics and "top1" not in metrics
     assert "Per-class AP" in r.text and "green" in r.text
-    assert "<h2>Failed images</h2>" in r.text and "misclassified" not in r.text  # no top-1 notion for boxes
+    assert "<h2>Images</h2>" in r.text and "misclassified" not in r.text  # no top-1 notion for boxes
 
 
 def test_detection_compare_shows_paired_detection_figures_not_top1(

@@ -346,8 +346,14 @@ def runs_page(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: str, principal: SignedIn) -> Response:
+def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "", samples_page: str = "1") -> Response:
+    """A run (or a benchmark, or a sweep id: its reference run); ``show`` / ``samples_page`` page its samples
+    (:mod:`repliscope.service.web.samples`)."""
+    from repliscope.service.web import samples
+
     store = _store(request)
+    if not samples_page.isdigit() or not 1 <= int(samples_page) <= 1_000_000:
+        return _error(principal, 400, f"samples_page must be a whole number from 1, not '{samples_page[:40]}'")
     try:
         page = views.run_page(store, run_id)
     except StoreError as run_error:
@@ -360,9 +366,48 @@ def run_page(request: Request, run_id: str, principal: SignedIn) -> Response:
             return RedirectResponse(f"/runs/{quote(reference, safe='')}", status_code=303)
         view = _viewer_view(request, principal, bench.view)
         return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
-    return _page(
-        principal, "run.html", title=page.view.title, page=page, view=_viewer_view(request, principal, page.view)
+    shows = samples.shows_of(page.record.task)
+    if show and show not in shows:
+        return _error(principal, 400, f"show must be one of {', '.join(shows)}, not '{show[:40]}'")
+    panel = samples.samples_panel(
+        page.record, show or shows[0], int(samples_page), samples.images_of(store, page.record)
     )
+    if principal.role != "admin":
+        import dataclasses
+
+        from repliscope.service.web.redact import hide_paths, named_roots
+
+        roots = named_roots(request.app.state.config.cache_dir)
+        panel = dataclasses.replace(
+            panel,
+            lines=[
+                dataclasses.replace(x, error=hide_paths(x.error, roots) if x.error else x.error) for x in panel.lines
+            ],
+        )
+    return _page(
+        principal,
+        "run.html",
+        title=page.view.title,
+        page=page,
+        view=_viewer_view(request, principal, page.view),
+        samples=panel,
+    )
+
+
+@router.get("/runs/{run_id}/samples/{position}/thumbnail.png")
+def sample_thumbnail(request: Request, run_id: str, position: int, principal: SignedIn) -> Response:
+    """A sample's thumbnail (detection: with its boxes); 404 when the run's dataset does not re-load here."""
+    from repliscope.service.web import samples
+
+    try:
+        png = samples.sample_thumbnail(_store(request), run_id, position)
+    except StoreError as exc:
+        from repliscope.service.errors import redact
+
+        return Response(redact(str(exc)), status_code=404, media_type="text/plain")
+    if png is None:
+        return Response("no thumbnail for this sample", status_code=404, media_type="text/plain")
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=86400"})
 
 
 def _viewer_view(request: Request, principal: Any, view: Any) -> Any:

@@ -415,9 +415,29 @@ def stack_diff(a: EvaluationRecord, b: EvaluationRecord) -> list[DiffLine]:
     return sorted(lines, key=lambda d: d.same)
 
 
-def _thumbnail_reader(record: EvaluationRecord) -> Any:
-    """sample id -> PNG data URI of a thumbnail, from the run's dataset when it re-loads with the record's
-    identity (a registered dataset name, or the origin the units report re-loads); None when it does not."""
+class SampleImages:
+    """sample id -> the sample's encoded image bytes (None when unreadable); ``id in images`` says whether the
+    dataset has that sample."""
+
+    def __init__(self, samples: Mapping[str, Any]) -> None:
+        self._samples = samples
+
+    def __contains__(self, sample_id: object) -> bool:
+        return sample_id in self._samples
+
+    def __call__(self, sample_id: str) -> bytes | None:
+        sample = self._samples.get(sample_id)
+        if sample is None:
+            return None
+        try:
+            return bytes(sample.read())
+        except Exception:  # an unreadable file: the sample id stands alone
+            return None
+
+
+def sample_reader(record: EvaluationRecord) -> SampleImages | None:
+    """The images of the run's samples, from the run's dataset when it re-loads with the record's identity (a
+    registered dataset name, or the origin the units report re-loads); None when it does not."""
     from repliscope.datasets.base import DATASETS
 
     data = None
@@ -435,16 +455,24 @@ def _thumbnail_reader(record: EvaluationRecord) -> Any:
         data = None
     if data is None or data.identity != record.dataset.get("identity"):
         return None
-    samples = {s.id: s for s in data.samples}
+    return SampleImages({s.id: s for s in data.samples})
+
+
+def _thumbnail_reader(record: EvaluationRecord) -> Any:
+    """sample id -> PNG data URI of a thumbnail (see :func:`sample_reader`); None when the dataset does not
+    re-load with the record's identity."""
+    read_bytes = sample_reader(record)
+    if read_bytes is None:
+        return None
 
     def read(sample_id: str) -> str | None:
         from PIL import Image
 
-        sample = samples.get(sample_id)
-        if sample is None:
+        data = read_bytes(sample_id)
+        if data is None:
             return None
         try:
-            with Image.open(io.BytesIO(sample.read())) as opened:
+            with Image.open(io.BytesIO(data)) as opened:
                 im = opened.convert("RGB")
             im.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
             buf = io.BytesIO()

@@ -1,0 +1,214 @@
+"""The run page's samples, page by page: every failed and misclassified sample is reachable (classification), every
+image with its predicted and ground-truth boxes (detection). Thumbnails are separate PNG responses
+(``/runs/{id}/samples/{position}/thumbnail.png``, loaded lazily by the browser) so the page itself stays fast.
+No HTTP here."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Container
+from dataclasses import dataclass
+from typing import Any
+
+from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
+
+PAGE_SIZE = 50
+SHOWS = {
+    "image_classification": ("wrong", "all"),
+    "object_detection": ("all", "failed"),
+    "semantic_segmentation": ("all", "failed"),
+}
+"""The samples a run page lists, per task (the first is the default): ``wrong`` failed samples then top-1 misses,
+``failed`` failed samples, ``all`` every sample in the record's order."""
+THUMB_PX = 160
+DRAW_MIN_SCORE = 0.3
+"""Detections drawn on a thumbnail: score at least this (the record keeps up to 100 per image for COCO AP)."""
+PRED_COLOUR, TRUTH_COLOUR = (192, 57, 43), (39, 174, 96)
+"""Red predicted boxes, green ground truth (the units report's colours)."""
+
+
+@dataclass(frozen=True)
+class SampleLine:
+    position: int
+    """The sample's index in the record (the thumbnail URL's key)."""
+    sample_id: str
+    label: str
+    predicted: str
+    probability: str
+    error: str | None
+    predicted_boxes: int | None = None
+    """Detection: boxes drawn on the thumbnail (score >= :data:`DRAW_MIN_SCORE`); None for other tasks."""
+    truth_boxes: int | None = None
+    thumbnail: bool = False
+    """Whether the run's dataset has this sample's image here (its thumbnail URL answers)."""
+
+
+@dataclass(frozen=True)
+class SamplesPanel:
+    show: str
+    shows: tuple[str, ...]
+    page: int
+    pages: int
+    total: int
+    lines: list[SampleLine]
+    thumbnails: bool
+    """Whether any listed sample has a thumbnail (else the table has no thumbnail column)."""
+    note: str
+
+
+def shows_of(task: str) -> tuple[str, ...]:
+    return SHOWS.get(task, ("all", "failed"))
+
+
+def _truth_boxes(record: EvaluationRecord, position: int) -> list[list[float]]:
+    gt = record.ground_truth
+    if gt is None or position >= len(gt.samples):
+        return []
+    t = gt.samples[position]
+    flags = list(zip(t.iscrowd or [False] * len(t.boxes), t.ignore or [False] * len(t.boxes), strict=False))
+    return [b for b, (crowd, ignore) in zip(t.boxes, flags, strict=False) if not (crowd or ignore)]
+
+
+def _drawn(sample: SamplePrediction) -> list[list[float]]:
+    return [d.box for d in sample.detections or [] if d.score >= DRAW_MIN_SCORE]
+
+
+def samples_panel(record: EvaluationRecord, show: str, page: int, images: Container[str] | None) -> SamplesPanel:
+    """One page of the run's samples filtered by ``show`` (one of :func:`shows_of`); a page past the end is empty.
+    ``images``: the sample ids whose image re-loads here (None: none does)."""
+    from repliscope.report.sections import class_namer
+
+    namer = class_namer(record.manifest)
+    indexed = list(enumerate(record.samples))
+    failed = [(i, s) for i, s in indexed if s.error is not None]
+    if show == "wrong":
+        chosen = failed + [(i, s) for i, s in indexed if s.error is None and s.label is not None and s.top1 != s.label]
+    elif show == "failed":
+        chosen = failed
+    else:
+        chosen = indexed
+    pages = max(1, -(-len(chosen) // PAGE_SIZE))
+    detection = record.task == "object_detection"
+    lines = []
+    for i, s in chosen[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
+        if detection:
+            n = len(s.detections or [])
+            lines.append(
+                SampleLine(
+                    i,
+                    s.sample_id,
+                    f"{len(_truth_boxes(record, i))} objects",
+                    f"{n} detections",
+                    "—" if not s.detections else f"{max(d.score for d in s.detections):.3f}",
+                    s.error,
+                    predicted_boxes=len(_drawn(s)) if s.error is None else 0,
+                    truth_boxes=len(_truth_boxes(record, i)),
+                    thumbnail=images is not None and s.sample_id in images,
+                )
+            )
+        else:
+            lines.append(
+                SampleLine(
+                    i,
+                    s.sample_id,
+                    namer(s.label),
+                    namer(s.top1),
+                    f"{100 * s.topk_probs[0]:.1f} %" if s.topk_probs else "—",
+                    s.error,
+                    thumbnail=images is not None and s.sample_id in images,
+                )
+            )
+    what = {"wrong": "failed or misclassified", "failed": "failed", "all": "in the record's order"}[show]
+    note = f"{len(chosen)} samples {what}" + (f"; page {page} of {pages}, {PAGE_SIZE} a page." if pages > 1 else ".")
+    if detection:
+        note += (
+            f" Thumbnails: ground truth green (crowd and ignored regions left out), detections with score >= "
+            f"{DRAW_MIN_SCORE} red."
+        )
+    thumbnails = any(x.thumbnail for x in lines)
+    if lines and images is None:
+        note += " The run's dataset does not re-load with the record's identity here: no thumbnails."
+    return SamplesPanel(show, shows_of(record.task), page, pages, len(chosen), lines, thumbnails, note)
+
+
+def thumbnail_png(record: EvaluationRecord, position: int, data: bytes) -> bytes:
+    """A :data:`THUMB_PX` thumbnail of the sample's image; detection: its ground-truth boxes (green, 2 px just
+    outside the box) and detections with score >= :data:`DRAW_MIN_SCORE` (red, 2 px just inside) drawn after
+    scaling (crisp colours)."""
+    from PIL import Image, ImageDraw
+
+    with Image.open(io.BytesIO(data)) as opened:
+        im = opened.convert("RGB")
+    w0, h0 = im.size
+    im.thumbnail((THUMB_PX, THUMB_PX))
+    sx, sy = im.size[0] / w0, im.size[1] / h0
+    if record.task == "object_detection":
+        sample = record.samples[position]
+        draw = ImageDraw.Draw(im)
+        # the truth just outside its box, a detection just inside: a perfect detection shows both lines
+        for boxes, colour, grow in (
+            (_truth_boxes(record, position), TRUTH_COLOUR, 2),
+            (_drawn(sample), PRED_COLOUR, 0),
+        ):
+            for x1, y1, x2, y2 in boxes:
+                xa, xb = sorted((x1 * sx, x2 * sx))
+                ya, yb = sorted((y1 * sy, y2 * sy))
+                rect = [xa - grow, ya - grow, max(xa, xb - 1) + grow, max(ya, yb - 1) + grow]
+                draw.rectangle(rect, outline=colour, width=2)
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class _Recent:
+    """The last few runs' (record, image reader) pairs: the thumbnails of one page ask for the same run ~50 times
+    (records are immutable: a run id always means the same record)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.items: OrderedDict[tuple[str, str], tuple[EvaluationRecord, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, store: Any, run_id: str, record: EvaluationRecord | None = None) -> tuple[EvaluationRecord, Any]:
+        """The run's (record, reader); ``record``: the run's record when the caller has it already."""
+        from repliscope.service.web.views import sample_reader
+
+        key = (store.url, run_id)
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        record = record if record is not None else store.get(run_id)
+        value = (record, sample_reader(record))
+        with self.lock:
+            self.items[(store.url, record.run_id)] = value
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+RECENT = _Recent()
+
+
+def sample_thumbnail(store: Any, run_id: str, position: int) -> bytes | None:
+    """The PNG thumbnail of sample ``position`` of run ``run_id`` (StoreError for an unknown run); None when the
+    position is out of range or the dataset does not re-load with the record's identity."""
+    record, read = RECENT.get(store, run_id)
+    if read is None or not 0 <= position < len(record.samples):
+        return None
+    data = read(record.samples[position].sample_id)
+    if data is None:
+        return None
+    try:
+        return thumbnail_png(record, position, data)
+    except Exception:  # an unreadable image: no thumbnail
+        return None
+
+
+def images_of(store: Any, record: EvaluationRecord) -> Any:
+    """The run's :class:`repliscope.service.web.views.SampleImages`, None when its dataset does not re-load here
+    (the run is kept in :data:`RECENT` for its thumbnails)."""
+    return RECENT.get(store, record.run_id, record)[1]
