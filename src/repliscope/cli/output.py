@@ -37,6 +37,10 @@ def print_skipped_files(dataset: dict[str, Any], shown: int = 5) -> None:
         )
 
 
+SHOWN_FLIPS = 200
+"""Top-1 flips ``runs compare`` lists in its text output (the count says how many there are)."""
+
+
 def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names: Sequence[str] | None = None) -> None:
     """A record for a person; ``show_samples`` adds the sample table, whose label and top-1 columns read
     ``"243 bull mastiff"`` when ``class_names`` (index -> name) is given."""
@@ -311,10 +315,12 @@ def print_comparison(c: RunComparison) -> None:
             f"max |p_A(top-1) - p_B(top-1)| = {c.max_abs_top1_prob_diff:.3g} (sample {c.max_abs_top1_prob_diff_sample})"
         )
     if c.top1_flips:
+        shown = c.top1_flips[:SHOWN_FLIPS]  # a 50,000-sample comparison prints at once; --json has them all
         print_table(
-            f"{len(c.top1_flips)} samples whose top-1 differs",
+            f"{len(c.top1_flips)} samples whose top-1 differs"
+            + (f" (the first {len(shown)}; all with --json)" if len(shown) < len(c.top1_flips) else ""),
             ["sample", "label", "top-1 A", "top-1 B"],
-            [[f.sample_id, f.label, f.top1_a, f.top1_b] for f in c.top1_flips],
+            [[f.sample_id, f.label, f.top1_a, f.top1_b] for f in shown],
         )
     else:
         console.print("no sample's top-1 differs")

@@ -23,6 +23,8 @@ runs_app = typer.Typer(help="Stored evaluation records.", no_args_is_help=True)
 RUN_KINDS = ("evaluation", "pitfall_variant")
 """The values of a record's ``kind``: a plain evaluation, or one variant run of a pitfall sweep."""
 ID_CHARS = 8
+SHOWN_FAILED = 20
+"""Failed samples ``runs show`` lists (as :func:`repliscope.cli.output.print_record` does; the rest is a count)."""
 """Characters of a run id ``runs list`` shows (any unique prefix of 6+ characters selects a run)."""
 _SHARED_FIRST = ("date", "sweep", "runtime", "dataset", "model")
 """Columns moved above the table, in this order, when their value is the same in every row and the table
@@ -287,10 +289,15 @@ def runs_show(
     """Show one run's full record (a unique prefix of the id is enough)."""
     from repliscope.store.repository import RunStore
 
+    more_failed = 0
     try:
         store = RunStore(db)
         try:
-            record = store.get(run_id)
+            if samples or as_json:
+                record = store.get(run_id)
+            else:  # the record and its first failed samples: a 50,000-sample run shows at once
+                record, n_failed = store.get_head(run_id, failed=SHOWN_FAILED)
+                more_failed = n_failed - len(record.samples)
         except RepliscopeError as run_error:
             try:
                 bench = store.get_benchmark(run_id)
@@ -306,6 +313,8 @@ def runs_show(
         return
     names, why = record_class_names(record) if samples else (None, None)
     print_record(record, show_samples=samples, class_names=names)
+    if more_failed > 0:
+        console.print(f"... and {more_failed} more failed samples (see --json)")
     if why:
         console.print(f"[dim]class names not shown: {why}[/]", highlight=False)
 
