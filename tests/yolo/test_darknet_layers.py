@@ -200,3 +200,28 @@ def test_h5py_still_works_after_libdarknet_is_loaded(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-1500:]
     assert run.stdout.strip() == "[0.0, 1.0, 2.0, 3.0] yolov3-tiny"
+
+
+def test_layer_loop_on_a_resized_network() -> None:
+    """At 608 (resize_network; the yolo layers' stale out_w/out_h tolerated) the loop is still network_predict."""
+    need_darknet()
+    from repliscope.runtimes.darknet import reference as ref
+    from repliscope.runtimes.darknet.runner import DarknetRunner
+
+    artifact = ModelArtifact(
+        path=weights_path(),
+        sha256="",
+        format="darknet",
+        input_name="data",
+        input_shape=(-1, 3, 608, 608),
+        input_dtype="float32",
+        output_names=("yolo_16", "yolo_23"),
+        config_path=cfg_path(),
+    )
+    runner = DarknetRunner(artifact, threads=1, cache_dir=Path("/nonexistent"))
+    x = ref.letterbox(DARKNET_DATA / "dog.jpg", 608, 608)
+    runner.load()
+    predicted = _every_layer(runner, x, loop=False)
+    looped = _every_layer(runner, x, loop=True)
+    assert looped["yolo_23"].shape == (255, 38, 38)
+    assert all(np.array_equal(predicted[k], looped[k]) for k in predicted)
