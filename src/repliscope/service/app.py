@@ -1,5 +1,5 @@
-"""``create_app(config)``: the FastAPI application (``/api/v1`` + the web UI), OpenAPI at ``/docs`` and
-``/openapi.json``."""
+"""``create_app(config)``: the FastAPI application (``/api/v1`` + the web UI), OpenAPI at ``/docs`` (Swagger UI),
+``/redoc`` and ``/openapi.json``, served without a CDN (:mod:`repliscope.service.api_docs`)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         title="repliscope",
         version=__version__,
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs with local assets (no CDN)
+        redoc_url=None,
         description="Check a shared ML model's claims and find why a re-implementation differs: manifests, "
         "jobs (evaluate, pitfalls, bench, diff), stored runs, comparisons and reports. "
         "Authenticate with 'Authorization: Bearer <token>' (`repliscope token create`).",
@@ -104,6 +106,9 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     app.state.executor = executor
     app.state.cluster = cluster
     install(app)
+    from repliscope.service.api_docs import install_docs
+
+    install_docs(app, app.title)
     app.include_router(_api_router())
     if config.mount_web:
         _mount_web(app)
