@@ -177,8 +177,8 @@ def _many(foolbox: Dataset, n: int) -> list[Sample]:
 def test_calibration_measures_chooses_and_is_cached(
     lite0: PreparedRun, foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(calibration, "BATCH_SIZES", (1, 2, 4))
-    monkeypatch.setattr(calibration, "TRIAL_ROUNDS", 1)
+    monkeypatch.setattr(calibration, "TRIAL_ROUNDS", 2)
+    monkeypatch.setattr(calibration.os, "getloadavg", lambda: (1.5, 1.25, 0.75))
     runner = _counting(lite0, tmp_path)
     samples = _many(foolbox, 250)
     plan = plan_run(
@@ -193,16 +193,21 @@ def test_calibration_measures_chooses_and_is_cached(
         cores=2,
     )
     c = plan.calibration
-    assert plan.source == "calibrated" and plan.batch_size in (1, 2, 4)
-    assert set(c["t_infer_ms_by_batch"]) == {"1", "2", "4"}
-    # the fake runner sleeps 2 ms per sample: the measured per-image cost says so
-    assert all(2.0 <= v < 6.0 for v in c["t_infer_ms_by_batch"].values())
-    assert set(c["trials_samples_per_second"]) == {"pipelined threads=2", "data_parallel threads=1"}
-    best = max(c["trials_samples_per_second"], key=c["trials_samples_per_second"].get)
-    assert best == f"{plan.schedule} threads={plan.threads}"
-    assert c["probe_samples"] == 16 and c["trial_samples"] == 64 and c["cores"] == 2
+    assert plan.source == "calibrated" and plan.batch_size == FALLBACK_BATCH
+    assert c["default"] == "data_parallel threads=1"
+    trials = c["trials_samples_per_second"]
+    assert list(trials) == ["data_parallel threads=1", "pipelined threads=2"]
+    assert all(len(rates) == 2 and min(rates) > 0 for rates in trials.values())
+    assert set(c["predicted_samples_per_second"]) == set(trials)
+    gain, noise = c["gain_over_default"]["pipelined threads=2"], c["noise"]["pipelined threads=2"]
+    # the noise rule: pipelined only when its gain over the default is larger than the noise
+    assert (plan.key == "pipelined threads=2") == (gain > noise)
+    assert c["probe_samples"] == 16 and c["trial_samples"] == 32 and c["cores"] == calibration.usable_cores()
+    assert c["load_average"] == [1.5, 1.25, 0.75] and c["rounds"] == 2
     files = list((tmp_path / "calibration").glob("*.json"))
-    assert len(files) == 1 and json.loads(files[0].read_text())["batch_size"] == plan.batch_size
+    assert len(files) == 1
+    entry = json.loads(files[0].read_text())
+    assert entry["batch_size"] == plan.batch_size and entry["calibration"]["load_average"] == [1.5, 1.25, 0.75]
 
     monkeypatch.setattr(calibration, "calibrate", lambda *a, **k: pytest.fail("calibrated twice"))
     again = plan_run(
@@ -235,7 +240,7 @@ def test_calibration_measures_chooses_and_is_cached(
 def test_calibration_keeps_given_values(
     lite0: PreparedRun, foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(calibration, "TRIAL_ROUNDS", 1)
+    monkeypatch.setattr(calibration, "TRIAL_ROUNDS", 2)
     plan = calibrate(
         _counting(lite0, tmp_path),
         lite0.pipeline,
@@ -243,11 +248,18 @@ def test_calibration_keeps_given_values(
         SHAPE,
         cores=2,
         batch_size=4,
-        schedule="data_parallel",
+        threads=1,
     )
-    assert (plan.schedule, plan.batch_size, plan.threads, plan.workers) == ("data_parallel", 4, 1, 2)
-    assert list(plan.calibration["t_infer_ms_by_batch"]) == ["4"]
-    assert list(plan.calibration["trials_samples_per_second"]) == ["data_parallel threads=1"]
+    assert (plan.schedule, plan.batch_size, plan.threads) in {("data_parallel", 4, 1), ("pipelined", 4, 1)}
+    assert plan.workers == 2
+    assert list(plan.calibration["trials_samples_per_second"]) == ["data_parallel threads=1", "pipelined threads=1"]
+    assert plan.calibration["trial_samples"] == 24  # 3 waves of 2 workers x batch 4: at least 24 samples
+    # one schedule given: the only candidate, nothing to measure
+    only = calibrate(
+        _counting(lite0, tmp_path), lite0.pipeline, _many(foolbox, 40), SHAPE, cores=2, schedule="data_parallel"
+    )
+    assert (only.schedule, only.batch_size, only.threads, only.workers) == ("data_parallel", FALLBACK_BATCH, 1, 2)
+    assert only.calibration["trial_samples"] == 32 and "trials_samples_per_second" not in only.calibration
 
 
 def test_calibration_without_usable_samples_falls_back_keeps_given_values_and_caches_nothing(

@@ -1,37 +1,48 @@
-"""Choose how a run uses the cores: batch size, schedule and threads, from a short measured calibration.
+"""Choose how a run uses the cores (schedule and threads) from interleaved, repeated trials; keep checking it.
 
-The loop has two schedules (see :mod:`repliscope.evaluation.engine`). Which one is faster, and at which batch
-size, depends on the model, the runtime and the machine, so it is measured, not guessed:
+The loop has two schedules (see :mod:`repliscope.evaluation.engine`). Which one is faster depends on the model,
+the runtime and the machine (and on what else the machine runs), so it is measured, not guessed, and a choice
+is only made when the measurement is clearly better than the noise:
 
-1. ``t_prep``: decode + pre-processing per image on one thread (the first :data:`PROBE_SAMPLES` samples that
-   pre-process without error);
-2. ``t_infer(b)``: warm per-image inference cost with one intra-op thread for every b in :data:`BATCH_SIZES`;
-   the batch size is the smallest within :data:`BATCH_TOLERANCE` of the cheapest (small batches keep memory and
-   the last, partial batch small);
-3. a trial of each candidate schedule (``data_parallel``: one worker with a one-thread runner per core;
-   ``pipelined``: the runtime with every core as intra-op threads, pre-processing threads beside it) on
-   ``cores * batch * 4`` samples cycled from the probe (at least 64), timed like the real loop (load and
-   warm-up excluded), :data:`TRIAL_ROUNDS` alternating rounds; the faster one (best round) wins.
+1. Candidates (:func:`candidates`), the documented default first (:func:`fallback_plan`): ``data_parallel``, one
+   worker with a one-thread runner per core, batch :data:`FALLBACK_BATCH`; then ``pipelined``, the runtime with
+   every core as intra-op threads and one pre-processing thread per core beside it. Values the user gave
+   (``--batch-size``, ``--threads``, ``--schedule``) are kept in every candidate.
+2. Trials (:func:`interleaved_trials`): :data:`TRIAL_ROUNDS` rounds, each running every candidate once, in the
+   same order (A/B/A/B...), so that a change of machine load hits both candidates alike. A trial is a loop over
+   :func:`trial_size` samples timed like the real loop (load and warm-up excluded). In ``evaluate`` the trials
+   are the run's own first samples: their predictions are kept, nothing is thrown away
+   (:mod:`repliscope.evaluation.adaptive`). A caller that needs the plan before its loop (a pitfall sweep, a
+   traced run) runs them with :func:`calibrate` on the first samples that pre-process, cycled.
+3. The noise rule (:func:`pick`): per round, the log ratio of an alternative's rate to the default's (paired,
+   since the two ran side by side); its mean ``m`` over the rounds and standard error ``se``. The alternative is
+   picked only when ``m > max(t * se, log(1 + MIN_GAIN))`` (``t``: the one-sided 95 % Student t quantile for the
+   number of rounds, :data:`T95`); otherwise the default runs. Both the gain and the noise are recorded.
+4. The online check (:func:`clearly_below`): the run times its first samples after the choice and compares the
+   rate with the calibration's prediction for the best alternative. Clearly below it (by more than
+   ``max(noise, CLEARLY)``), the cache entry is removed and the run re-calibrates on its next samples (once per
+   run), switching plan when the new trials say so.
 
-The result is cached (JSON under ``<cache>/calibration/``) by everything it depends on: runtime and its version,
-model sha256, input shape, the resolved pre-processing, CPU model, usable cores, repliscope version. Values the
-user gave (``--batch-size``, ``--threads``, ``--schedule``) are kept and only the rest is chosen. A dataset
-smaller than a calibration (:data:`MIN_SAMPLES_TO_CALIBRATE`) without a cached calibration runs the documented
-:data:`FALLBACK` schedule instead, and the record says so.
+A calibration is cached (JSON under ``<cache>/calibration/``) by everything it depends on: runtime and its
+version, model sha256, input shape, the resolved pre-processing, CPU model, usable cores, repliscope version and
+the values the user fixed; each entry records the machine load (:func:`os.getloadavg`) and the time it was made.
+A dataset smaller than :data:`MIN_SAMPLES_TO_CALIBRATE` without a cached calibration runs the default plan
+(``fallback: ...``), and the record says so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 import repliscope
 from repliscope.datasets.base import Sample, read_sample
@@ -41,12 +52,25 @@ from repliscope.evaluation.provenance import cpu_model, usable_cores
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 
-BATCH_SIZES = (1, 2, 4, 8, 16, 32)
-BATCH_TOLERANCE = 1.03
+FALLBACK_BATCH = 8
+"""The default plan's batch size (and every candidate's, unless ``--batch-size`` is given)."""
 PROBE_SAMPLES = 16
+""":func:`calibrate` (the plan before the loop): the trials cycle the first this many samples that pre-process."""
 MIN_SAMPLES_TO_CALIBRATE = 200
-_MIN_TIMED_IMAGES = 32
-TRIAL_ROUNDS = 2
+TRIAL_ROUNDS = 3
+"""A/B rounds: three paired ratios give a noise estimate (two degrees of freedom)."""
+MIN_TRIAL_SAMPLES = 48
+"""Samples of one trial in the run (:func:`trial_size`); :func:`calibrate` uses half (its samples are extra work)."""
+MIN_GAIN = 0.03
+"""An alternative must beat the default by at least 3 % (and by more than the noise) to be picked."""
+CLEARLY = 0.10
+"""The online check: a measured rate at least 10 % (or the calibration's noise, if larger) under the best
+alternative's prediction is clearly below it."""
+T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833}
+"""One-sided 95 % quantiles of Student's t by degrees of freedom (rounds - 1); 1.645 beyond."""
+
+TrialFunction = Callable[["Plan", int], float]
+"""``trial(plan, round) -> samples/s``: run one trial of ``plan`` (its ``round``-th) and return its rate."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +83,16 @@ class Plan:
     workers: int
     threads: int
     source: str
-    """``given`` (every value from the user), ``calibrated``, ``calibrated (cached)``, or ``fallback: <why>``."""
+    """``given`` (every value from the user), ``calibrated`` (before the loop), ``calibrated in the run``,
+    ``calibrated (cached)``, ``candidate``, or ``fallback: <why>``; a switch made by the online check says so."""
     calibration: dict[str, Any] = field(default_factory=dict)
-    """The measurements behind a calibrated plan (``t_prep_ms``, ``t_infer_ms_by_batch``, ``trials``, ...)."""
+    """The measurements behind a calibrated plan (``trials_samples_per_second`` per round,
+    ``predicted_samples_per_second``, ``gain_over_default``, ``noise``, ``load_average``, ...)."""
+
+    @property
+    def key(self) -> str:
+        """The candidate's name in the trials, e.g. ``data_parallel threads=1``."""
+        return f"{self.schedule} threads={self.threads}"
 
     def loop_options(self, fail_fast: bool) -> LoopOptions:
         return LoopOptions(
@@ -72,16 +103,166 @@ class Plan:
         return asdict(self)
 
 
-FALLBACK_BATCH = 8
+@dataclass(frozen=True)
+class Planning:
+    """What :func:`planning` resolved: a ``plan`` (given, cached or fallback) or None (calibrate among
+    ``candidates``, the default first); ``cache_path`` is where a calibration of this run is cached (None:
+    never, e.g. every value was given)."""
+
+    plan: Plan | None
+    candidates: tuple[Plan, ...] = ()
+    cache_path: Path | None = None
 
 
 def fallback_plan(
     cores: int, why: str, batch_size: int | None = None, threads: int | None = None, schedule: str | None = None
 ) -> Plan:
-    """``data_parallel``, a one-thread runner per core, batch :data:`FALLBACK_BATCH`; given values are kept."""
+    """The documented default: ``data_parallel``, a one-thread runner per core, batch :data:`FALLBACK_BATCH`;
+    given values are kept."""
     chosen: Schedule = "pipelined" if schedule == "pipelined" else "data_parallel"
     t = threads or 1
     return Plan(chosen, batch_size or FALLBACK_BATCH, _workers(chosen, cores, t), t, f"fallback: {why}")
+
+
+def candidates(cores: int, batch_size: int | None, threads: int | None, schedule: str | None) -> tuple[Plan, ...]:
+    """The plans a calibration compares, the default (``data_parallel``) first; given values kept."""
+    batch = batch_size or FALLBACK_BATCH
+    out = []
+    for sched in ("data_parallel", "pipelined"):
+        if schedule in (None, sched):
+            t = threads or (1 if sched == "data_parallel" else cores)
+            out.append(Plan(sched, batch, _workers(sched, cores, t), t, "candidate"))
+    return tuple(out)
+
+
+def _workers(schedule: str, cores: int, threads: int) -> int:
+    """``data_parallel``: as many workers as fit their intra-op threads on the cores; ``pipelined``: one
+    pre-processing thread per core (they release the GIL while the runtime computes)."""
+    return max(1, cores // threads) if schedule == "data_parallel" else cores
+
+
+def trial_size(cands: Sequence[Plan], minimum: int | None = None) -> int:
+    """Samples of one trial: at least ``minimum`` (default :data:`MIN_TRIAL_SAMPLES`) and two full waves of
+    every candidate's workers, rounded up to whole waves (a trial ending on a partial wave would time idle
+    cores)."""
+    wave = max(c.workers * c.batch_size for c in cands) if cands else 1
+    n = max(MIN_TRIAL_SAMPLES if minimum is None else minimum, 2 * wave)
+    return -(-n // wave) * wave
+
+
+def interleaved_trials(
+    cands: Sequence[Plan], trial: TrialFunction, rounds: int | None = None
+) -> dict[str, list[float]]:
+    """A/B/A/B...: ``rounds`` (default :data:`TRIAL_ROUNDS`) rounds, each calling ``trial`` once per candidate
+    in order -> rates by plan key (one per round, in order)."""
+    rates: dict[str, list[float]] = {c.key: [] for c in cands}
+    for r in range(TRIAL_ROUNDS if rounds is None else rounds):
+        for c in cands:
+            rates[c.key].append(trial(c, r))
+    return rates
+
+
+def pick(cands: Sequence[Plan], rates: dict[str, list[float]]) -> tuple[Plan, dict[str, Any]]:
+    """The noise rule (module docstring, 3.): the alternative with the largest mean paired log ratio over the
+    default (``cands[0]``) when it exceeds the noise, else the default -> (plan, measurements)."""
+    default = cands[0]
+    base = [max(r, 1e-9) for r in rates[default.key]]
+    chosen, chosen_gain = default, 0.0
+    gains: dict[str, float] = {}
+    noise: dict[str, float] = {}
+    for c in cands[1:]:
+        logs = [math.log(max(a, 1e-9) / b) for a, b in zip(rates[c.key], base, strict=True)]
+        n = len(logs)
+        mean = statistics.fmean(logs)
+        se = statistics.stdev(logs) / math.sqrt(n) if n > 1 else math.inf
+        threshold = max(T95.get(n - 1, 1.645) * se, math.log1p(MIN_GAIN))
+        gains[c.key] = round(math.expm1(mean), 4)
+        noise[c.key] = round(math.expm1(threshold), 4) if math.isfinite(threshold) else math.inf
+        if mean > threshold and mean > chosen_gain:
+            chosen, chosen_gain = c, mean
+    measured = {
+        "default": default.key,
+        "trials_samples_per_second": {k: [round(v, 2) for v in vs] for k, vs in rates.items()},
+        "predicted_samples_per_second": {k: round(statistics.median(vs), 2) for k, vs in rates.items()},
+        "gain_over_default": gains,
+        "noise": noise,
+        "rounds": len(base),
+    }
+    return chosen, measured
+
+
+def clearly_below(plan: Plan, measured: float) -> str | None:
+    """The online check: why ``measured`` (samples/s of ``plan`` in this run) is clearly below the best
+    alternative's prediction in ``plan.calibration``, or None when it is not (or nothing was predicted)."""
+    predicted = plan.calibration.get("predicted_samples_per_second") or {}
+    others = {k: v for k, v in predicted.items() if k != plan.key}
+    if not others:
+        return None
+    alt, rate = max(others.items(), key=lambda kv: kv[1])
+    noise = [v for v in (plan.calibration.get("noise") or {}).values() if math.isfinite(v)]
+    margin = max([CLEARLY, *noise])
+    if measured * (1 + margin) < rate:
+        return (
+            f"{plan.key} ran {measured:.1f} samples/s, clearly below the {rate:.1f} predicted for {alt} "
+            f"(margin {100 * margin:.0f} %)"
+        )
+    return None
+
+
+def machine_load() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (:func:`os.getloadavg`), None where the system has none."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def chosen_plan(chosen: Plan, measured: dict[str, Any], source: str, seconds: float, trial_samples: int) -> Plan:
+    """The calibrated plan with its measurements, the machine load and the time of the calibration."""
+    measured = {
+        **measured,
+        "trial_samples": trial_samples,
+        "seconds": round(seconds, 2),
+        "load_average": machine_load(),
+        "cores": usable_cores(),
+        "calibrated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return replace(chosen, source=source, calibration=measured)
+
+
+def planning(
+    runner: Runner,
+    pipeline: Pipeline,
+    samples: Sequence[Sample],
+    expected_shape: tuple[int, ...],
+    *,
+    batch_size: int | None,
+    threads: int | None,
+    schedule: str | None,
+    cache_dir: Path,
+    cores: int | None = None,
+) -> Planning:
+    """The user's values where given; else the cached calibration, or the candidates to calibrate, or (too few
+    samples and nothing cached) the default plan."""
+    cores = cores or usable_cores()
+    if schedule is not None and schedule not in SCHEDULES:
+        raise RepliscopeError(f"unknown schedule '{schedule}' (allowed: {', '.join(SCHEDULES)})")
+    if batch_size is not None and threads is not None and schedule is not None:
+        given: Schedule = "data_parallel" if schedule == "data_parallel" else "pipelined"
+        return Planning(Plan(given, batch_size, _workers(given, cores, threads), threads, "given"))
+    cands = candidates(cores, batch_size, threads, schedule)
+    key = calibration_key(runner, pipeline, expected_shape, cores, batch_size, threads, schedule)
+    path = cache_dir / "calibration" / f"{key}.json"
+    cached = _read_cached(path)
+    if cached is not None:
+        return Planning(replace(cached, source="calibrated (cached)"), cands, path)
+    if len(samples) < MIN_SAMPLES_TO_CALIBRATE:
+        why = (
+            f"{len(samples)} samples are fewer than {MIN_SAMPLES_TO_CALIBRATE}, too few "
+            "to pay for a calibration (none cached for this model, runtime and machine)"
+        )
+        return Planning(fallback_plan(cores, why, batch_size, threads, schedule))
+    return Planning(None, cands, path)
 
 
 def plan_run(
@@ -96,27 +277,22 @@ def plan_run(
     cache_dir: Path,
     cores: int | None = None,
 ) -> Plan:
-    """The plan of a run: the user's values where given, the rest from the (cached) calibration."""
+    """The plan before the loop: :func:`planning`, calibrating with :func:`calibrate` (and caching) when
+    nothing is cached."""
     cores = cores or usable_cores()
-    if schedule is not None and schedule not in SCHEDULES:
-        raise RepliscopeError(f"unknown schedule '{schedule}' (allowed: {', '.join(SCHEDULES)})")
-    if batch_size is not None and threads is not None and schedule is not None:
-        given: Schedule = "data_parallel" if schedule == "data_parallel" else "pipelined"
-        return Plan(given, batch_size, _workers(given, cores, threads), threads, "given")
-    key = calibration_key(runner, pipeline, expected_shape, cores, batch_size, threads, schedule)
-    path = cache_dir / "calibration" / f"{key}.json"
-    cached = _read_cached(path)
-    if cached is not None:
-        return replace(cached, source="calibrated (cached)")
-    if len(samples) < MIN_SAMPLES_TO_CALIBRATE:
-        return fallback_plan(
-            cores,
-            f"{len(samples)} samples are fewer than {MIN_SAMPLES_TO_CALIBRATE}, too few "
-            "to pay for a calibration (none cached for this model, runtime and machine)",
-            batch_size,
-            threads,
-            schedule,
-        )
+    p = planning(
+        runner,
+        pipeline,
+        samples,
+        expected_shape,
+        batch_size=batch_size,
+        threads=threads,
+        schedule=schedule,
+        cache_dir=cache_dir,
+        cores=cores,
+    )
+    if p.plan is not None:
+        return p.plan
     plan = calibrate(
         runner,
         pipeline,
@@ -127,19 +303,9 @@ def plan_run(
         threads=threads,
         schedule=schedule,
     )
-    if plan.source != "calibrated":  # a fallback depends on this dataset: never cached
-        return plan
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.part")
-    tmp.write_text(json.dumps(plan.describe(), indent=1))
-    tmp.replace(path)
+    if plan.source == "calibrated" and p.cache_path is not None:  # a fallback depends on this dataset
+        write_cached(p.cache_path, plan)
     return plan
-
-
-def _workers(schedule: str, cores: int, threads: int) -> int:
-    """``data_parallel``: as many workers as fit their intra-op threads on the cores; ``pipelined``: one
-    pre-processing thread per core (they release the GIL while the runtime computes)."""
-    return max(1, cores // threads) if schedule == "data_parallel" else cores
 
 
 def calibration_key(
@@ -178,6 +344,20 @@ def _read_cached(path: Path) -> Plan | None:
         return None
 
 
+def write_cached(path: Path, plan: Plan) -> None:
+    """Write the cache entry atomically (a concurrent reader sees the old entry or the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.part")
+    tmp.write_text(json.dumps(replace(plan, source="calibrated").describe(), indent=1))
+    tmp.replace(path)
+
+
+def invalidate(path: Path | None) -> None:
+    """Remove a cache entry the run found wrong (the online check)."""
+    if path is not None:
+        path.unlink(missing_ok=True)
+
+
 def calibrate(
     runner: Runner,
     pipeline: Pipeline,
@@ -189,82 +369,54 @@ def calibrate(
     threads: int | None = None,
     schedule: str | None = None,
 ) -> Plan:
-    """Measure (see the module docstring) and return the fastest plan consistent with the given values."""
+    """The plan before the loop: interleaved trials on the first :data:`PROBE_SAMPLES` samples that
+    pre-process (cycled, held in memory; this work is extra), then the noise rule."""
     runner.load()  # an ONNX export or model build belongs to the run's load time, not to the calibration
     start = time.perf_counter()
-    probe, inputs, t_prep = _probe(pipeline, samples, expected_shape)
+    cands = candidates(cores, batch_size, threads, schedule)
+    probe = _probe(pipeline, samples, expected_shape)
     if not probe:
-        return fallback_plan(
-            cores,
-            f"none of the first {PROBE_SAMPLES * 4} samples could be pre-processed",
-            batch_size,
-            threads,
-            schedule,
-        )
-    one = runner.replica(threads=1)
-    one.load()
-    costs = {b: _infer_cost(one, inputs, b) for b in ((batch_size,) if batch_size else BATCH_SIZES)}
-    best = min(costs.values())
-    batch = min(b for b, c in costs.items() if c <= best * BATCH_TOLERANCE)
-    candidates: list[tuple[Schedule, int]] = [
-        (sched, threads or (1 if sched == "data_parallel" else cores))
-        for sched in SCHEDULES
-        if schedule in (None, sched)
-    ]
-    trial_samples = [probe[i % len(probe)] for i in range(max(64, cores * batch * 4))]
-    trials: dict[str, float] = {}
-    trial_runners = {t: one if t == 1 else runner.replica(threads=t) for _, t in candidates}
-    for _ in range(TRIAL_ROUNDS):  # alternate the candidates: a burst of noise hits one round, not one candidate
-        for sched, t in candidates:
-            options = LoopOptions(batch_size=batch, prep_workers=_workers(sched, cores, t), schedule=sched)
-            loop = run_loop(pipeline, trial_runners[t], trial_samples, options, expected_shape)
-            name = f"{sched} threads={t}"
-            trials[name] = max(trials.get(name, 0.0), len(trial_samples) / loop.loop_seconds)
-    (sched, t) = max(candidates, key=lambda c: trials[f"{c[0]} threads={c[1]}"])
-    measured = {
-        "t_prep_ms": round(1000 * t_prep, 3),
-        "t_infer_ms_by_batch": {str(b): round(1000 * c, 3) for b, c in costs.items()},
-        "trials_samples_per_second": {k: round(v, 1) for k, v in trials.items()},
-        "core_bound_samples_per_second": round(cores / (t_prep + best), 1),
-        "cores": cores,
-        "probe_samples": len(probe),
-        "trial_samples": len(trial_samples),
-        "seconds": round(time.perf_counter() - start, 2),
-    }
-    return Plan(sched, batch, _workers(sched, cores, t), t, "calibrated", measured)
+        why = f"none of the first {PROBE_SAMPLES * 4} samples could be pre-processed"
+        return fallback_plan(cores, why, batch_size, threads, schedule)
+    n = trial_size(cands, MIN_TRIAL_SAMPLES // 2)
+    trial_samples = [probe[i % len(probe)] for i in range(n)]
+    pool: dict[int, list[Runner]] = {}
+    warmed: set[str] = set()
+
+    def trial(plan: Plan, _round: int) -> float:
+        runners = _runners(pool, runner, plan)
+        options = LoopOptions(plan.batch_size, plan.workers, plan.schedule, warmup=plan.key not in warmed)
+        warmed.add(plan.key)
+        loop = run_loop(pipeline, runners[0], trial_samples, options, expected_shape, replicas=runners[1:])
+        return len(trial_samples) / max(loop.loop_seconds, 1e-9)
+
+    rates = interleaved_trials(cands, trial) if len(cands) > 1 else {}
+    chosen, measured = pick(cands, rates) if rates else (cands[0], {})
+    measured["probe_samples"] = len(probe)
+    return chosen_plan(chosen, measured, "calibrated", time.perf_counter() - start, n)
 
 
-def _probe(
-    pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...]
-) -> tuple[list[Sample], list[np.ndarray], float]:
-    """Up to PROBE_SAMPLES samples that pre-process, held in memory; their inputs; t_prep (s/image)."""
+def _runners(pool: dict[int, list[Runner]], base: Runner, plan: Plan) -> list[Runner]:
+    """The runners of ``plan`` (one per ``data_parallel`` worker), made once per thread count and reused."""
+    have = pool.setdefault(plan.threads, [base if base.threads == plan.threads else base.replica(plan.threads)])
+    need = plan.workers if plan.schedule == "data_parallel" else 1
+    while len(have) < need:
+        have.append(have[0].replica())
+    return have[:need]
+
+
+def _probe(pipeline: Pipeline, samples: Sequence[Sample], expected_shape: tuple[int, ...]) -> list[Sample]:
+    """Up to PROBE_SAMPLES of the first PROBE_SAMPLES * 4 samples that pre-process, their bytes in memory."""
     probe: list[Sample] = []
-    inputs: list[np.ndarray] = []
-    elapsed = 0.0
     for s in samples[: PROBE_SAMPLES * 4]:
         read = read_sample(s)
         if read.data is None:
             continue
-        t0 = time.perf_counter()
         x, error = prepare_read(pipeline, read, expected_shape)
-        elapsed += time.perf_counter() - t0
         if x is None or error:
             continue
         data = read.data
         probe.append(Sample(id=s.id, label=s.label, read=lambda data=data: data, location=s.location))  # type: ignore[misc]
-        inputs.append(x)
         if len(probe) == PROBE_SAMPLES:
             break
-    return probe, inputs, elapsed / max(1, len(probe))
-
-
-def _infer_cost(runner: Runner, inputs: list[np.ndarray], batch: int) -> float:
-    """Warm per-image seconds of ``runner`` at ``batch`` (inputs cycled), best of the timed repetitions."""
-    x = np.stack([inputs[i % len(inputs)] for i in range(batch)])
-    runner.infer(x)  # warm-up for this shape
-    reps = max(2, -(-_MIN_TIMED_IMAGES // batch))
-    best = float("inf")
-    for _ in range(reps):
-        runner.infer(x)
-        best = min(best, runner.last_inference_seconds)
-    return best / batch
+    return probe

@@ -201,9 +201,12 @@ def run_loop(
     expected_shape: tuple[int, ...] | None,
     on_progress: ProgressCallback | None = None,
     task: Task | None = None,
+    *,
+    replicas: Sequence[Runner] | None = None,
 ) -> LoopResult:
     """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included), recorded
-    by ``task`` (default: :func:`task_of` the pipeline).
+    by ``task`` (default: :func:`task_of` the pipeline). ``data_parallel`` workers beyond the first use
+    ``replicas`` (runners kept across calls, e.g. by a run in segments), else new ones (:meth:`Runner.replica`).
 
     Tracing (the current tracer, :func:`repliscope.tracing.current_tracer`): at level ``model`` one ``batch``
     span per batch (``data_parallel``: around reading, pre-processing, inference and post-processing of the
@@ -227,7 +230,8 @@ def run_loop(
         if options.schedule == "pipelined":
             _pipelined(infer, runner, batches, options, expected_shape, result, on_progress, tracer)
         else:
-            runners = [runner, *(runner.replica() for _ in range(options.prep_workers - 1))]
+            given = list(replicas or [])[: options.prep_workers - 1]
+            runners = [runner, *given, *(runner.replica() for _ in range(options.prep_workers - 1 - len(given)))]
             for replica in runners[1:]:
                 instrumented.enter_context(tracer.instrument(replica))
                 load, warm = load_and_warm_up(replica, shape)

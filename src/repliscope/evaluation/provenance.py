@@ -14,7 +14,10 @@ import sys
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from repliscope.manifest.schema import Manifest
 
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -52,6 +55,56 @@ runner's framework version (e.g. the Debian package version), so they have no en
 def runtime_distributions(runtime: str) -> tuple[str, ...]:
     """The distributions to record for ``runtime`` (see :data:`DISTRIBUTIONS_OF_RUNTIME`; () for another name)."""
     return DISTRIBUTIONS_OF_RUNTIME.get(runtime, ())
+
+
+CORE_DISTRIBUTIONS = ("numpy", "scipy", "pydantic")
+"""Recorded for every run: the numerics of the metrics and the manifest's validation."""
+
+EXPORT_DISTRIBUTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("torch", "onnxruntime"): ("onnxscript",),
+    ("torch", "opencv_dnn"): ("onnxscript",),
+}
+"""(manifest framework, runtime) -> the converters that run in between (a torch model reaches the ONNX
+runtimes through ``torch.onnx``, which uses onnxscript)."""
+
+
+def manifest_distributions(manifest: Manifest, runtime: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The distributions whose versions a record of ``manifest`` run on ``runtime`` carries, derived from the
+    manifest: :data:`CORE_DISTRIBUTIONS`, its framework's (``framework.name``), the converters between framework
+    and runtime (:data:`EXPORT_DISTRIBUTIONS`), the runtime's (:func:`runtime_distributions`), the installed
+    distribution its ``source`` is read from (``package://DIST/...``), its ``architecture.package`` requirement
+    and the release an importer reproduces (``provenance.imported_from.reproduces``); then ``extra``. In that
+    order, each once (names compared as PEP 503 normalised)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from repliscope.manifest.frameworks import DISTRIBUTIONS_OF_FRAMEWORK
+
+    framework = manifest.framework.name
+    names = [
+        *CORE_DISTRIBUTIONS,
+        *DISTRIBUTIONS_OF_FRAMEWORK.get(framework, ()),
+        *EXPORT_DISTRIBUTIONS.get((framework, runtime), ()),
+        *runtime_distributions(runtime),
+    ]
+    if manifest.source.uri.startswith("package://"):
+        names.append(manifest.source.uri.removeprefix("package://").split("/", 1)[0])
+    requirements = [manifest.architecture.package if manifest.architecture else None]
+    imported = manifest.provenance.imported_from if manifest.provenance else None
+    requirements.append(imported.reproduces if imported else None)
+    for requirement in requirements:
+        try:
+            names.append(Requirement(requirement).name) if requirement else None
+        except InvalidRequirement:  # the manifest check refuses it before a run; a record never fails on it
+            continue
+    names.extend(extra)
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        if canonicalize_name(name) not in seen:
+            seen.add(canonicalize_name(name))
+            out.append(name)
+    return tuple(out)
 
 
 _THREADPOOL_KEYS = (

@@ -13,12 +13,13 @@ import numpy as np
 import repliscope
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
+from repliscope.evaluation.adaptive import fits_in_run, run_adaptive
 from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
-from repliscope.evaluation.calibration import Plan, plan_run
+from repliscope.evaluation.calibration import Plan, Planning, calibrate, planning, write_cached
 from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
 from repliscope.evaluation.ground_truth import ground_truth_of
-from repliscope.evaluation.provenance import hardware, runtime_distributions, software_stack
+from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack, usable_cores
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
 from repliscope.limits import TENSOR_BYTES
 from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
@@ -27,18 +28,6 @@ from repliscope.ops.base import BuildContext
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
 from repliscope.tasks.base import Task, get_task
-
-_FRAMEWORK_DISTRIBUTIONS = (
-    "torch",
-    "onnx",
-    "onnxruntime",
-    "onnxscript",
-    "opencv-python-headless",
-    "opencv-python",
-    "efficientnet-lite-pytorch",
-    "scipy",
-    "pydantic",
-)
 
 
 @dataclass
@@ -105,18 +94,32 @@ def evaluate(
     s = prepared.settings
     check_dataset(prepared, dataset)
     pipe = pipeline or prepared.pipeline
-    plan = plan_for(prepared, dataset, pipe)
-    check_batch_budget(prepared, plan.batch_size)
-    runner = runner_for_plan(prepared.runner, plan)
-    options = plan.loop_options(s.fail_fast)
-    if outputs is not None:
-        options = replace(options, keep_outputs=True)
-    loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress, prepared.task)
+    planned = planning_for(prepared, dataset, pipe)
+    plan = planned.plan
+    if plan is None and not fits_in_run(len(dataset.samples), planned.candidates):
+        plan = plan_for(prepared, dataset, pipe)  # too few samples to calibrate on: trials before the loop
+        planned = replace(planned, plan=plan)
+    check_batch_budget(prepared, max(c.batch_size for c in (*planned.candidates, *([plan] if plan else []))))
+    if plan is not None and not plan.source.startswith("calibrated"):  # given or fallback: nothing to check
+        runner = runner_for_plan(prepared.runner, plan)
+        options = plan.loop_options(s.fail_fast)
+        if outputs is not None:
+            options = replace(options, keep_outputs=True)
+        loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress, prepared.task)
+        if runner is not prepared.runner and prepared.runner.loaded:  # e.g. the ONNX export, made earlier
+            loop.load_seconds += prepared.runner.load_seconds
+            loop.total_seconds += prepared.runner.load_seconds
+    else:  # calibrate on the run's first samples, or check the cached calibration on them
+        template = LoopOptions(1, 1, fail_fast=s.fail_fast, keep_outputs=outputs is not None)
+        loop, plan = run_adaptive(
+            planned, pipe, prepared.runner, dataset.samples, template, input_shape(prepared), on_progress, prepared.task
+        )
+        if s.prep_workers:
+            plan = replace(plan, workers=s.prep_workers)
+        runner = runner_for_plan(prepared.runner, plan)
+        options = replace(plan.loop_options(s.fail_fast), keep_outputs=outputs is not None)
     if outputs is not None and loop.outputs is not None:
         outputs.update(loop.outputs)
-    if runner is not prepared.runner and prepared.runner.loaded:  # e.g. the ONNX export, made by the calibration
-        loop.load_seconds += prepared.runner.load_seconds
-        loop.total_seconds += prepared.runner.load_seconds
     return build_record(prepared, dataset, loop, pipe, options, runner, plan)
 
 
@@ -147,8 +150,33 @@ def batch_limit(prepared: PreparedRun) -> int | None:
 
 
 def plan_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None = None) -> Plan:
-    """How this run uses the cores: as given in the settings, or calibrated (cached) for the rest (batch 1 for
-    a model that takes one image at a time, :func:`batch_limit`)."""
+    """How this run uses the cores, before its loop: as given in the settings, else the cached calibration, else
+    calibrated now (:func:`repliscope.evaluation.calibration.calibrate`, cached) for the rest (batch 1 for a
+    model that takes one image at a time, :func:`batch_limit`). ``evaluate`` calibrates on its own samples
+    instead (:mod:`repliscope.evaluation.adaptive`)."""
+    planned = planning_for(prepared, dataset, pipeline)
+    if planned.plan is not None:
+        return planned.plan
+    given = planned.candidates[0]
+    s = prepared.settings
+    plan = calibrate(
+        prepared.runner,
+        pipeline or prepared.pipeline,
+        dataset.samples,
+        input_shape(prepared),
+        cores=usable_cores(),
+        batch_size=given.batch_size,
+        threads=s.threads,
+        schedule=s.schedule,
+    )
+    if plan.source == "calibrated" and planned.cache_path is not None:  # a fallback depends on this dataset
+        write_cached(planned.cache_path, plan)
+    return replace(plan, workers=s.prep_workers) if s.prep_workers else plan
+
+
+def planning_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None = None) -> Planning:
+    """:func:`repliscope.evaluation.calibration.planning` for this run's settings: a given, cached or fallback
+    plan, or the candidates to calibrate (``--prep-workers`` applied to each)."""
     s = prepared.settings
     limit = batch_limit(prepared)
     if limit is not None and s.batch_size is not None and s.batch_size > limit:
@@ -160,14 +188,16 @@ def plan_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None 
     if limit is not None and s.batch_size is None:
         s = replace(s, batch_size=limit)
     if s.threads is not None and s.batch_size is not None and s.schedule is None:
-        return Plan(
-            "pipelined",
-            s.batch_size,
-            s.prep_workers or s.threads,
-            s.threads,
-            "given (--threads and --batch-size without --schedule: pipelined, no calibration)",
+        return Planning(
+            Plan(
+                "pipelined",
+                s.batch_size,
+                s.prep_workers or s.threads,
+                s.threads,
+                "given (--threads and --batch-size without --schedule: pipelined, no calibration)",
+            )
         )
-    plan = plan_run(
+    planned = planning(
         prepared.runner,
         pipeline or prepared.pipeline,
         dataset.samples,
@@ -177,7 +207,13 @@ def plan_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | None 
         schedule=s.schedule,
         cache_dir=s.cache_dir or default_cache_dir(),
     )
-    return replace(plan, workers=s.prep_workers) if s.prep_workers else plan
+    if not s.prep_workers:
+        return planned
+    return Planning(
+        replace(planned.plan, workers=s.prep_workers) if planned.plan else None,
+        tuple(replace(c, workers=s.prep_workers) for c in planned.candidates),
+        planned.cache_path,
+    )
 
 
 def runner_for_plan(runner: Runner, plan: Plan) -> Runner:
@@ -231,7 +267,7 @@ def build_record(
         ),
         pipeline=pipeline.describe(),
         runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
-        software=software_stack(_FRAMEWORK_DISTRIBUTIONS + runtime_distributions(runner.name)),
+        software=software_stack(manifest_distributions(loaded.manifest, runner.name)),
         hardware=hardware(runner.threads),
         dataset={
             **dataset.describe(loop.fingerprints),
