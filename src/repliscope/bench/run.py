@@ -42,24 +42,13 @@ from repliscope.bench.sut import NoopRunner, QueryIssuer
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.claims import MeasuredPerformance, judge_performance_claim
-from repliscope.evaluation.provenance import hardware, runtime_distributions, software_stack
+from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack
 from repliscope.evaluation.record import ManifestInfo
 from repliscope.evaluation.run import PreparedRun, batch_limit, input_shape
 from repliscope.runtimes.base import Runner
 
-BENCH_DISTRIBUTIONS = (
-    "torch",
-    "onnx",
-    "onnxruntime",
-    "onnxscript",
-    "opencv-python-headless",
-    "opencv-python",
-    "efficientnet-lite-pytorch",
-    "numpy",
-    "scipy",
-    "pydantic",
-    "opentelemetry-sdk",
-)
+BENCH_DISTRIBUTIONS = ("opentelemetry-sdk",)
+"""Recorded by every benchmark besides the manifest's own (:func:`manifest_distributions`): the tracing SDK."""
 OVERHEAD_QUERIES = 2000
 """Queries of the no-op overhead measurement (about 50 ms of issuing)."""
 PEAK_STEPS = 6
@@ -394,7 +383,7 @@ def run_benchmark(
         ),
         pipeline=prepared.pipeline.describe(),
         runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
-        software=software_stack(BENCH_DISTRIBUTIONS + runtime_distributions(runner.name)),
+        software=software_stack(manifest_distributions(loaded.manifest, runner.name, BENCH_DISTRIBUTIONS)),
         hardware={**hardware(runner.threads), "cpu_governor": cpu_governor()},
         dataset={
             **dataset.describe(qsl.fingerprints),
