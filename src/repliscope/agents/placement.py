@@ -180,6 +180,8 @@ def _framework_reasons(caps: AgentCapabilities, c: Constraints) -> list[str]:
     from repliscope.manifest.frameworks import DISTRIBUTIONS_OF_FRAMEWORK
 
     assert c.framework is not None
+    if c.framework == "darknet":  # a Debian package, not a distribution: checked where the job runs (check_darknet)
+        return []
     candidates = DISTRIBUTIONS_OF_FRAMEWORK.get(c.framework, (c.framework,))
     installed = [(d, v) for d in candidates if (v := _installed(caps, d)) is not None]
     want = c.framework_version or ""
