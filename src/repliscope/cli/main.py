@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.guard import GuardedGroup
@@ -59,7 +58,15 @@ def _register_plugins() -> None:
     agent_cmd.register(app)
 
 
-_register_plugins()
+def _runs_own_command(argv: list[str]) -> bool:
+    """True when this process is the ``repliscope`` script running ``evaluate`` or ``pitfalls``: the other
+    commands' modules are then not imported (start-up time); everywhere else (``--help``, ``python -m``, tests,
+    the docs) every command is registered."""
+    return len(argv) > 1 and Path(argv[0]).name == "repliscope" and argv[1] in ("evaluate", "pitfalls")
+
+
+if not _runs_own_command(sys.argv):
+    _register_plugins()
 
 # options shared by the commands that run a manifest on data (evaluate, pitfalls)
 DatasetOption = Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")]
@@ -291,6 +298,8 @@ def evaluate(
                 "--scheduler tcp://HOST:PORT (or --scheduler local)"
             )
         )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     from repliscope.evaluation.run import evaluate as run_evaluation
     from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
@@ -403,6 +412,8 @@ def pitfalls(
         return
     if manifest is None:
         fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the pitfalls"))
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
     from repliscope.pitfalls.sweep import run_sweep
