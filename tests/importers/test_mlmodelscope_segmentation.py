@@ -222,3 +222,115 @@ def test_translated_torchvision_pipeline_argmaxes_like_the_go_loop() -> None:
     assert batch.shape == (1, 3, 30, 50) and batch.dtype == np.float32
     assert labels.shape == (30, 50)
     assert (labels[:, :25] == 3).all() and (labels[:, 25:] == 7).all()
+
+
+# --- round trip: an ONNX Runtime semanticsegment manifest translated, then evaluated -----------------------------
+
+SEGMENTER = Path(__file__).parents[1] / "fixtures" / "segmentation"
+ORT_MANIFEST = """name: Colour_Segmenter
+framework:
+  name: onnxruntime
+  version: '>=1.0'
+version: 1.0
+description: the exact colour segmenter of tests/fixtures/segmentation, NCHW in and out (MLModelScope's layout)
+license: Apache-2.0
+inputs:
+  - type: image
+    parameters:
+      element_type: float32
+      input_layer: image
+      layout: CHW
+      color_mode: RGB
+      {size}
+      scale: 255
+output:
+  type: semanticsegment
+  parameters:
+    element_type: int64
+    masks_layer: SemanticPredictions
+    features_url: https://example.org/colour-labels.txt
+    features_checksum: {md5}
+model:
+  graph_path: colour_segmenter_nchw.onnx
+  is_archive: false
+attributes:
+  training_dataset: colour-squares
+"""
+
+
+def _nchw_segmenter() -> bytes:
+    """The colour segmenter (logits = rgb @ W + b per pixel) wrapped NCHW -> NCHW for any H x W, output named '0'
+    as MLModelScope's ONNX Runtime / PyTorch agents read output 0."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    inner = onnx.load(str(SEGMENTER / "colour_segmenter.onnx")).graph
+    nodes = [
+        helper.make_node("Transpose", ["image"], ["nhwc"], perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["nhwc", "W"], ["scores"]),
+        helper.make_node("Add", ["scores", "B"], ["logits"]),
+        helper.make_node("Transpose", ["logits"], ["0"], perm=[0, 3, 1, 2]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "colour_segmenter_nchw",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("0", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        list(inner.initializer),
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], producer_name="repliscope-tests")
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        ("", {"mIoU": 1.0, "pixel_accuracy": 1.0}),  # fed at its own 64x64 size: the segmenter is exact
+        # 32x32 with go_imaging's Linear filter: it mixes the 2x2 blocks at region edges by 1/4, not enough to
+        # change a pixel's class, and the nearest mapping back is exact at a factor 2
+        ("dimensions: [3, 32, 32]", {"mIoU": 1.0, "pixel_accuracy": 1.0}),
+        # 24 x 40 (factors 8/3 and 8/5): region edges fall inside map pixels, so the edges move on the way back
+        ("dimensions: [3, 24, 40]", {"mIoU": 0.9587, "pixel_accuracy": 0.9855}),
+    ],
+)
+def test_translated_onnxruntime_manifest_evaluates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: str, expected: dict[str, float]
+) -> None:
+    import hashlib
+
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, evaluate, prepare
+    from tests.segmentation._data import write_voc
+
+    labels = tmp_path / "colour-labels.txt"
+    labels.write_bytes((SEGMENTER / "colour-labels.txt").read_bytes())
+    (tmp_path / "colour_segmenter_nchw.onnx").write_bytes(_nchw_segmenter())
+    md5 = hashlib.md5(labels.read_bytes()).hexdigest()
+    (tmp_path / "m.yml").write_text(ORT_MANIFEST.format(size=size, md5=md5), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # --labels FILE as a user gives it, beside the manifest written next
+    result = MLModelScopeImporter(labels=Path("colour-labels.txt")).translate(tmp_path / "m.yml")
+    m = result.manifest
+    assert m["framework"] == {"name": "onnx", "version": ">=1.0.0"} and m["source"]["format"] == "onnx"
+    assert m["labels"]["source"] == "colour-labels.txt" and m["labels"]["num_classes"] == 3
+    assert [op["op"] for op in m["postprocess"]] == ["mask_from_outputs", "mask_argmax", "mask_resize"]
+    out = tmp_path / "translated.yaml"
+    out.write_text(result.to_yaml(), encoding="utf-8")
+    prepared = prepare(out, RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path / "c"))
+    record = evaluate(prepared, resolve_dataset(f"voc_seg:{write_voc(tmp_path / 'voc')}"))
+    assert record.counts["evaluated"] == 4 and record.counts["failed"] == 0
+    values = {mv.name: round(mv.value, 4) for mv in record.metrics}
+    assert {k: values[k] for k in expected} == expected
+
+
+def test_labels_file_without_background_is_refused_for_segmentation(tmp_path: Path) -> None:
+    import hashlib
+
+    labels = tmp_path / "classes.txt"
+    labels.write_text("red\ngreen\n", encoding="utf-8")
+    md5 = hashlib.md5(labels.read_bytes()).hexdigest()
+    path = _manifest(tmp_path, DEEPLAB_TF, **{"output.parameters.features_checksum": md5})
+    with pytest.raises(ConfigImportError) as err:
+        MLModelScopeImporter(labels=labels).translate(path)
+    assert err.value.reason == "unknown_label_file" and "has no 'background' line" in str(err.value)

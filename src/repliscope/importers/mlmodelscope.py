@@ -54,8 +54,10 @@ from repliscope.importers.mlmodelscope_rules import (
     TOP_KEYS,
     TYPE_KEYS,
     Ctx,
+    given_labels,
     load_raw,
     number,
+    other_labels_file,
     pep440_constraint,
     triple,
     unidentified,
@@ -647,13 +649,13 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         raise ctx.fail(f, "missing: without the class names file the class count is undefined")
     known = KNOWN_LABEL_FILES.get(md5)
     if known is None:
-        given = _given_labels(ctx, url, md5)
+        given = given_labels(ctx, url, md5)
         if given is not None:
-            return given, given["num_classes"]
+            return {k: v for k, v in given.items() if k != "names"}, int(given["num_classes"])
         raise ctx.fail(
             f,
             f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
-            f"{unidentified(md5)}{_other_file(ctx)}; the class count and names cannot be read without it: "
+            f"{unidentified(md5)}{other_labels_file(ctx)}; the class count and names cannot be read without it: "
             "download it, check "
             f"`md5sum FILE` = {md5 or '(no checksum given)'} and import again with --labels FILE (known MD5s: "
             + ", ".join(sorted(KNOWN_LABEL_FILES))
@@ -688,50 +690,6 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         "then `sha256sum FILE` and write it to labels.sha256",
     )
     return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
-
-
-def _other_file(ctx: Ctx) -> str:
-    """`` (--labels FILE has MD5 ...: another file)`` when a --labels file was given but does not match."""
-    if ctx.labels_file is None:
-        return ""
-    return (
-        f" (--labels {ctx.labels_file} has MD5 {hashlib.md5(ctx.labels_file.read_bytes()).hexdigest()}: another file)"
-    )
-
-
-def _given_labels(ctx: Ctx, url: str, md5: str) -> dict[str, Any] | None:
-    """``labels`` from ``--labels FILE`` when its MD5 is the manifest's ``features_checksum`` (None when no file
-    was given or it is another file). ``source`` is FILE as given: it resolves against the translated
-    manifest's folder, so write the manifest next to it."""
-    if ctx.labels_file is None:
-        return None
-    blob = ctx.labels_file.read_bytes()
-    if hashlib.md5(blob).hexdigest() != md5:
-        return None
-    lines = blob.decode("utf-8", "replace").splitlines()
-    names = [ln for ln in lines if ln.strip()]
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    inner = [i for i in range(last) if not lines[i].strip()]
-    if inner:
-        raise ctx.fail(
-            "output.parameters.features_url",
-            f"--labels {ctx.labels_file}: blank line {inner[0] + 1} inside the list; MLModelScope's GetLabels "
-            "gave it a class index but repliscope's label files skip blank lines, so every later class "
-            "would move (allowed: a file without blank lines between names)",
-            "unknown_label_file",
-        )
-    ctx.warn(
-        "labels_file",
-        "output.parameters.features_url",
-        f"{url} is --labels {ctx.labels_file} (MD5 {md5} checked, {len(names)} classes, one per non-empty "
-        "line as MLModelScope's GetLabels read it); labels.source names that path, relative to the translated "
-        "manifest's folder",
-    )
-    return {
-        "source": ctx.labels_file.as_posix(),
-        "sha256": hashlib.sha256(blob).hexdigest(),
-        "num_classes": len(names),
-    }
 
 
 _DEFAULT_OUTPUT = {"cntk": "z", "tensorrt": "prob"}

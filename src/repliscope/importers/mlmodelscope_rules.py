@@ -5,6 +5,7 @@ the Go agents see them. Every fact has its source reference in docs/mlmodelscope
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,51 @@ def unidentified(md5: str) -> str:
         if name
         else ""
     )
+
+
+def other_labels_file(ctx: Ctx) -> str:
+    """`` (--labels FILE has MD5 ...: another file)`` when a --labels file was given but does not match."""
+    if ctx.labels_file is None:
+        return ""
+    return (
+        f" (--labels {ctx.labels_file} has MD5 {hashlib.md5(ctx.labels_file.read_bytes()).hexdigest()}: another file)"
+    )
+
+
+def given_labels(ctx: Ctx, url: str, md5: str) -> dict[str, Any] | None:
+    """``labels`` (plus ``names``, the class names, which the caller drops) from ``--labels FILE`` when its MD5
+    is the manifest's ``features_checksum`` (None when no file was given or it is another file). ``source`` is
+    FILE as given: it resolves against the translated manifest's folder, so write the manifest next to it."""
+    if ctx.labels_file is None:
+        return None
+    blob = ctx.labels_file.read_bytes()
+    if hashlib.md5(blob).hexdigest() != md5:
+        return None
+    lines = blob.decode("utf-8", "replace").splitlines()
+    names = [ln for ln in lines if ln.strip()]
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    inner = [i for i in range(last) if not lines[i].strip()]
+    if inner:
+        raise ctx.fail(
+            "output.parameters.features_url",
+            f"--labels {ctx.labels_file}: blank line {inner[0] + 1} inside the list; MLModelScope's GetLabels "
+            "gave it a class index but repliscope's label files skip blank lines, so every later class "
+            "would move (allowed: a file without blank lines between names)",
+            "unknown_label_file",
+        )
+    ctx.warn(
+        "labels_file",
+        "output.parameters.features_url",
+        f"{url} is --labels {ctx.labels_file} (MD5 {md5} checked, {len(names)} classes, one per non-empty "
+        "line as MLModelScope's GetLabels read it); labels.source names that path, relative to the translated "
+        "manifest's folder",
+    )
+    return {
+        "source": ctx.labels_file.as_posix(),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "num_classes": len(names),
+        "names": names,
+    }
 
 
 class Ctx:

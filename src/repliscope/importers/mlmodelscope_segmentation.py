@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repliscope.importers.mlmodelscope_rules import Ctx
+from repliscope.importers.mlmodelscope_rules import Ctx, given_labels, other_labels_file
 
 _READERS = {"tensorflow": "labels", "pytorch": "argmax", "onnxruntime": "argmax"}
 """Agents with a semantic segmentation predictor: ``labels`` fetches an int64 class map by name, ``argmax``
@@ -145,14 +145,29 @@ def segmentation_labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any],
     params = (data.get("output") or {}).get("parameters") or {}
     url = str(params.get("features_url") or "").strip()
     md5 = str(params.get("features_checksum") or "").strip().lower()
+    f = "output.parameters.features_url"
     known = SEGMENTATION_LABEL_FILES.get(md5)
-    if known is None:
-        raise ctx.fail(
-            "output.parameters.features_url",
-            f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a segmentation label file the importer knows; "
-            "the class ids of the map cannot be named without it (allowed: the files with MD5 "
-            f"{', '.join(sorted(SEGMENTATION_LABEL_FILES))}, whose first class is 'background')",
-            "unknown_label_file",
-        )
-    source, count = known
-    return {"source": source, "num_classes": count}, count
+    if known is not None:
+        source, count = known
+        return {"source": source, "num_classes": count}, count
+    given = given_labels(ctx, url, md5)
+    if given is not None:
+        names = [ln.strip() for ln in given["names"]]
+        if "background" not in names:
+            raise ctx.fail(
+                f,
+                f"--labels {ctx.labels_file} has no 'background' line: repliscope's segmentation task scores "
+                "the pixels no dataset category covers as the class named background (allowed: a list with "
+                "a 'background' line)",
+                "unknown_label_file",
+            )
+        return {k: v for k, v in given.items() if k != "names"}, int(given["num_classes"])
+    raise ctx.fail(
+        f,
+        f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a segmentation label file the importer knows"
+        f"{other_labels_file(ctx)}; the class ids of the map cannot be named without it: download it, check "
+        f"`md5sum FILE` = {md5 or '(no checksum given)'} and import again with --labels FILE (allowed: the "
+        f"files with MD5 {', '.join(sorted(SEGMENTATION_LABEL_FILES))}, whose first class is 'background', or "
+        "--labels FILE with a 'background' line)",
+        "unknown_label_file",
+    )
