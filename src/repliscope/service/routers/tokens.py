@@ -59,7 +59,10 @@ def revoke(
     request: Request, token_id: Annotated[int, Path(ge=1, le=2**62)], _: Annotated[Any, Depends(require("admin"))]
 ) -> Any:
     """Revoke a token (409 for the last unrevoked admin token: the server would have no admin left)."""
+    from repliscope.service.auth import forget_principals
     from repliscope.store.accounts import revoke_token
 
     with store_errors("token_id"):
-        return revoke_token(store_of(request), token_id, keep_an_admin=True).model_dump()
+        revoked = revoke_token(store_of(request), token_id, keep_an_admin=True)
+    forget_principals()  # the revoked token is refused from the next request on
+    return revoked.model_dump()
