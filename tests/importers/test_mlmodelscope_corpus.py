@@ -260,15 +260,15 @@ def test_unidentified_label_files_are_named_in_the_refusal() -> None:
 
 
 @pytest.mark.parametrize(
-    ("out_type", "reason"),
+    ("out_type", "reason", "advice"),
     [
-        ("instancesegment", "instance_segmentation"),
-        ("image", "image_output"),
-        ("coordinates", "coordinates_output"),
-        ("raw", "other_output"),
+        ("instancesegment", "instance_segmentation", "write an object_detection manifest by hand"),
+        ("image", "image_output", "no image-to-image task or metric (PSNR, SSIM)"),
+        ("coordinates", "coordinates_output", "no keypoint task or metric (OKS, PCK)"),
+        ("raw", "other_output", "allowed: classification, feature, boundingbox, semanticsegment"),
     ],
 )
-def test_output_types_refused_with_their_reason(tmp_path: Path, out_type: str, reason: str) -> None:
+def test_output_types_refused_with_their_reason(tmp_path: Path, out_type: str, reason: str, advice: str) -> None:
     """(semanticsegment is translated: its refusals are in test_mlmodelscope_segmentation.py.)"""
     text = (CORPUS / "rai-project-caffe" / "BVLC_AlexNet.yml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
@@ -278,7 +278,7 @@ def test_output_types_refused_with_their_reason(tmp_path: Path, out_type: str, r
     with pytest.raises(Exception) as err:
         import_one("mlmodelscope", path)
     assert getattr(err.value, "reason", None) == reason
-    assert f"{path}: output.type: '{out_type}' is " in str(err.value)
+    assert f"{path}: output.type: '{out_type}' is " in str(err.value) and advice in str(err.value)
     assert IMPORTERS.get("mlmodelscope").refusal_reasons[reason]
 
 
