@@ -168,3 +168,19 @@ RUNTIMES.add("keras", "repliscope.runtimes.keras_runner:KerasRunner")
 RUNTIMES.add("keras_tensorflow", "repliscope.runtimes.keras_runner:KerasTensorflowRunner")
 RUNTIMES.add("keras_jax", "repliscope.runtimes.keras_runner:KerasJaxRunner")
 RUNTIMES.add("darknet", "repliscope.runtimes.darknet.runner:DarknetRunner")
+
+_ONNX_SOURCES: tuple[str, ...] = ("onnx", "pytorch_state_dict", "tflite", "tf_frozen_graph", "darknet", "mtcnn_cascade")
+RUNTIME_SOURCE_FORMATS: dict[str, tuple[str, ...]] = {
+    "torch": ("pytorch_state_dict",),
+    "onnxruntime": _ONNX_SOURCES,
+    "opencv_dnn": _ONNX_SOURCES,
+    "tflite": ("tflite",),
+    "tensorflow": ("tf_frozen_graph", "tf_saved_model"),
+    "keras": ("keras",),
+    "keras_tensorflow": ("keras",),
+    "keras_jax": ("keras",),
+    "darknet": ("darknet",),
+}
+"""Registered runtime -> the ``source.format`` values it runs (the ONNX runtimes run a torch, TFLite, frozen-graph
+or darknet source through its cached conversion, ``runtimes._common.onnx_source``). Read without importing a
+runner (the service's wizard offers a manifest only the runtimes that run its format)."""

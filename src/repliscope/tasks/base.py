@@ -28,6 +28,9 @@ class Task(ABC):
     """Metric names a claim of this task may name (performance claims are shared by every task)."""
     output_kinds: ClassVar[tuple[str, ...]]
     """Allowed ``outputs[].kind`` values."""
+    truth: ClassVar[str]
+    """What a sample must carry to be scored: ``labels`` (a class), ``boxes`` or ``masks`` (the service offers
+    only datasets whose samples carry it; see ``repliscope.store.registry.ANNOTATIONS``)."""
 
     @abstractmethod
     def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:

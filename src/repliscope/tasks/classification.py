@@ -21,6 +21,7 @@ class ImageClassification(Task):
     """One label per image; the postprocess must end with ``topk`` (best first)."""
 
     name = "image_classification"
+    truth = "labels"
     post_ops: ClassVar[tuple[str, ...]] = ("softmax", "topk", "labels")
     claim_metrics: ClassVar[tuple[str, ...]] = PERCENT_METRICS
     output_kinds: ClassVar[tuple[str, ...]] = CLASSIFICATION_OUTPUT_KINDS

@@ -110,6 +110,7 @@ class ObjectDetection(Task):
     """Boxes per image, recorded best score first as :class:`Detection` (source-image pixels, category ids)."""
 
     name = "object_detection"
+    truth = "boxes"
     post_ops: ClassVar[tuple[str, ...]] = DETECTION_POST_OPS
     claim_metrics: ClassVar[tuple[str, ...]] = COCO_METRICS
     output_kinds: ClassVar[tuple[str, ...]] = DETECTION_OUTPUT_KINDS

@@ -150,6 +150,7 @@ class SemanticSegmentation(Task):
     """A label map per image, recorded as confusion counts (and small masks) per sample."""
 
     name = "semantic_segmentation"
+    truth = "masks"
     post_ops: ClassVar[tuple[str, ...]] = SEGMENTATION_POST_OPS
     claim_metrics: ClassVar[tuple[str, ...]] = SEGMENTATION_METRICS
     output_kinds: ClassVar[tuple[str, ...]] = SEGMENTATION_OUTPUT_KINDS

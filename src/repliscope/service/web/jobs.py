@@ -1,6 +1,6 @@
-"""The run wizard and the job page: the wizard's choices (stored manifests, runtimes, this machine, registered
-datasets, job kinds) and its submission, which goes through the API's own ``submit_job`` (the same validation,
-the same jobs table, the same executor: ``app.state.executor``)."""
+"""The job page and the jobs list, and what the wizard (:mod:`repliscope.service.web.wizard`) shares with them: the
+live agents it offers and :class:`WizardError`. Submissions go through the API's own ``submit_job`` (the same
+validation, the same jobs table, the same executor: ``app.state.executor``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from repliscope.service.executor import KINDS
-
-WIZARD_OPTION_FIELDS = ("threads", "limit")
-"""Whole-number wizard fields passed as job options (empty = not given)."""
 
 
 class WizardError(Exception):
@@ -24,34 +21,11 @@ class WizardError(Exception):
 
 
 @dataclass(frozen=True)
-class ManifestChoice:
-    ref: str
-    task: str
-
-
-@dataclass(frozen=True)
-class DatasetChoice:
-    name: str
-    description: str
-
-
-@dataclass(frozen=True)
 class AgentChoice:
     """A live agent the wizard offers (the job is then placed on it only: hardware ``agent_id=ID``)."""
 
     agent_id: str
     label: str
-
-
-def _task_of(text: str) -> str:
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return "unknown task"
-    task = data.get("task") if isinstance(data, dict) else None
-    return str(task) if task else "unknown task"
 
 
 def agent_choices(agents: list[Any]) -> list[AgentChoice]:
@@ -67,74 +41,6 @@ def agent_choices(agents: list[Any]) -> list[AgentChoice]:
         for a in agents
         if a.alive
     ]
-
-
-def wizard_choices(store: Any, agents: list[AgentChoice] | None = None) -> dict[str, Any]:
-    """What each wizard step offers (``agents``: the live agents a job may be placed on)."""
-    from repliscope.bench.scenarios import SCENARIOS
-    from repliscope.evaluation.provenance import cpu_model, usable_cores
-    from repliscope.runtimes.base import RUNTIMES
-    from repliscope.store.registry import list_datasets, list_manifests
-
-    manifests = [ManifestChoice(f"{m.name}@{m.version}", _task_of(m.text)) for m in list_manifests(store, None)]
-    return {
-        "tasks": sorted({m.task for m in manifests}) or ["image_classification", "object_detection"],
-        "manifests": manifests,
-        "runtimes": sorted(RUNTIMES.names()),
-        "hardware": f"{cpu_model()}, {usable_cores()} usable cores",
-        "agents": agents or [],
-        "max_threads": max(1, usable_cores()),
-        "datasets": [DatasetChoice(d.name, d.description) for d in list_datasets(store)],
-        "kinds": list(KINDS),
-        "scenarios": [s for s in SCENARIOS if s != "server"],
-    }
-
-
-def _int_field(form: dict[str, str], name: str) -> int | None:
-    value = form.get(name, "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise WizardError(422, name, f"must be a whole number from 1, not '{value}'")
-    return int(value)
-
-
-def submit(request: Any, principal: Any, form: dict[str, str]) -> str:
-    """Submit the wizard's job through the API's ``submit_job`` -> the job id; a WizardError names the field."""
-    from pydantic import ValidationError
-
-    from repliscope.service.errors import ApiError
-    from repliscope.service.routers.jobs import JobSubmit, submit_job
-
-    options: dict[str, Any] = {k: v for k in WIZARD_OPTION_FIELDS if (v := _int_field(form, k)) is not None}
-    kind = form.get("kind", "")
-    if kind == "bench" and form.get("scenario"):
-        options["scenario"] = form["scenario"]
-    if form.get("agent", "").strip():
-        options["hardware"] = [f"agent_id={form['agent'].strip()}"]
-    if kind == "diff":
-        if not form.get("runtime_b"):
-            raise WizardError(422, "runtime_b", "a diff needs a second runtime")
-        options["runtime_b"] = form["runtime_b"]
-    try:
-        body = JobSubmit.model_validate(
-            {
-                "kind": kind,
-                "manifest": form.get("manifest", ""),
-                "runtime": form.get("runtime", ""),
-                "dataset": form.get("dataset", ""),
-                "options": options,
-            }
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "form"
-        raise WizardError(422, field, first["msg"]) from None
-    try:
-        job = submit_job(request, body, principal)
-    except ApiError as exc:
-        raise WizardError(exc.status, str(exc.field or "form").removeprefix("body."), exc.message) from None
-    return str(job["id"])
 
 
 @dataclass(frozen=True)

@@ -495,17 +495,20 @@ def _role_at_least(principal: Any, role: str) -> bool:
 
 
 @router.get("/new", response_class=HTMLResponse)
-def wizard_page(request: Request, principal: SignedIn) -> Response:
-    from repliscope.service.web import jobs
+def wizard_page(request: Request, principal: SignedIn, manifest: str = "") -> Response:
+    """The wizard; ``?manifest=NAME@VERSION`` chooses the model whose fitting runtimes, datasets and variants are
+    offered (the page's script re-filters when another is picked)."""
+    from repliscope.service.web import wizard
 
     return _page(
         principal,
         "new.html",
         title="New run",
-        choices=jobs.wizard_choices(_store(request), _agent_choices(request)),
+        choices=wizard.wizard_choices(_store(request), _agent_choices(request), manifest[:300] or None),
         can_run=_role_at_least(principal, "runner"),
         message=None,
-        values={},
+        field=None,
+        values={"manifest": manifest[:300]} if manifest else {},
     )
 
 
@@ -524,14 +527,18 @@ def _agent_choices(request: Request) -> list[Any]:
 async def wizard_submit(request: Request, principal: SignedIn) -> Response:
     from starlette.concurrency import run_in_threadpool
 
-    from repliscope.service.web import jobs
+    from repliscope.service.web import wizard
+    from repliscope.service.web.jobs import WizardError
 
-    raw = await request.form(max_files=0, max_fields=50)
+    raw = await request.form(max_files=0, max_fields=200)
     if not _form_csrf_ok(raw, principal):
         return _error(principal, 403, CSRF_REFUSED)
-    form = {k: str(v) for k, v in raw.items() if k != csrf.FIELD}
+    form: dict[str, Any] = {k: str(v) for k, v in raw.items() if k not in (csrf.FIELD, "variants")}
+    form["variants"] = [str(v) for v in raw.getlist("variants")][:100]
     # the store, the cluster and the placement block: off the event loop
-    choices = await run_in_threadpool(lambda: jobs.wizard_choices(_store(request), _agent_choices(request)))
+    choices = await run_in_threadpool(
+        lambda: wizard.wizard_choices(_store(request), _agent_choices(request), form.get("manifest") or None)
+    )
     if not _role_at_least(principal, "runner"):
         return _page(
             principal,
@@ -541,11 +548,12 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
             choices=choices,
             can_run=False,
             message=f"submitting a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
+            field=None,
             values=form,
         )
     try:
-        job_id = await run_in_threadpool(jobs.submit, request, principal, form)
-    except jobs.WizardError as exc:
+        job_id = await run_in_threadpool(wizard.submit, request, principal, form, choices)
+    except WizardError as exc:
         return _page(
             principal,
             "new.html",
@@ -554,56 +562,12 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
             choices=choices,
             can_run=True,
             message=f"{exc.field}: {exc.message}",
+            field=exc.field,
             values=form,
         )
     return RedirectResponse(f"/jobs/{quote(job_id, safe='')}", status_code=303)
 
 
-@router.get("/jobs", response_class=HTMLResponse)
-def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str = "", user: str = "") -> Response:
-    """Every job, newest first, filtered by status, kind and submitter; a runner can cancel unfinished ones."""
-    from repliscope.service.web import jobs
-
-    unknown = sorted(set(request.query_params) - {"status", "kind", "user"})
-    if unknown:
-        return _error(principal, 422, f"unknown query parameter {unknown[0]!r} (allowed: kind, status, user)")
-    filters = jobs.JobsFilter(status=status, kind=kind, user=user)
-    problem = filters.problem()
-    if problem is not None:
-        return _error(principal, 422, problem)
-    store = _store(request)
-    from repliscope.store.registry import JOB_STATUSES
-
-    return _page(
-        principal,
-        "jobs.html",
-        title="Jobs",
-        jobs=jobs.job_list(store, filters),
-        filters=filters,
-        statuses=JOB_STATUSES,
-        kinds=jobs.KINDS,
-        users=jobs.job_users(store),
-        final=jobs.FINAL_STATUSES,
-        limit=jobs.JOBS_PAGE_LIMIT,
-        can_cancel=_role_at_least(principal, "runner"),
-    )
-
-
-@router.post("/jobs/{job_id}/cancel")
-async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Response:
-    """The jobs page's cancel button (CSRF token and role 'runner'): the API's cancel, then back to the list."""
-    from starlette.concurrency import run_in_threadpool
-
-    from repliscope.service.routers.jobs import cancel_job
-
-    form = await request.form(max_files=0, max_fields=5)
-    if not _form_csrf_ok(form, principal):
-        return _error(principal, 403, CSRF_REFUSED)
-    if not _role_at_least(principal, "runner"):
-        return _error(
-            principal,
-            403,
-            f"cancelling a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
 # --- datasets -----------------------------------------------------------------------------------------------
 
 
@@ -685,6 +649,51 @@ async def datasets_declare(request: Request, principal: SignedIn) -> Response:
     return RedirectResponse("/datasets", status_code=303)
 
 
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str = "", user: str = "") -> Response:
+    """Every job, newest first, filtered by status, kind and submitter; a runner can cancel unfinished ones."""
+    from repliscope.service.web import jobs
+
+    unknown = sorted(set(request.query_params) - {"status", "kind", "user"})
+    if unknown:
+        return _error(principal, 422, f"unknown query parameter {unknown[0]!r} (allowed: kind, status, user)")
+    filters = jobs.JobsFilter(status=status, kind=kind, user=user)
+    problem = filters.problem()
+    if problem is not None:
+        return _error(principal, 422, problem)
+    store = _store(request)
+    from repliscope.store.registry import JOB_STATUSES
+
+    return _page(
+        principal,
+        "jobs.html",
+        title="Jobs",
+        jobs=jobs.job_list(store, filters),
+        filters=filters,
+        statuses=JOB_STATUSES,
+        kinds=jobs.KINDS,
+        users=jobs.job_users(store),
+        final=jobs.FINAL_STATUSES,
+        limit=jobs.JOBS_PAGE_LIMIT,
+        can_cancel=_role_at_least(principal, "runner"),
+    )
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Response:
+    """The jobs page's cancel button (CSRF token and role 'runner'): the API's cancel, then back to the list."""
+    from starlette.concurrency import run_in_threadpool
+
+    from repliscope.service.routers.jobs import cancel_job
+
+    form = await request.form(max_files=0, max_fields=5)
+    if not _form_csrf_ok(form, principal):
+        return _error(principal, 403, CSRF_REFUSED)
+    if not _role_at_least(principal, "runner"):
+        return _error(
+            principal,
+            403,
+            f"cancelling a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
         )
     try:
         await run_in_threadpool(cancel_job, request, job_id, principal)
