@@ -7,7 +7,8 @@ from repliscope.errors import RepliscopeError
 LEVELS: tuple[str, ...] = ("none", "application", "model", "framework", "library")
 """``application``: the run (one per command); ``model``: each query / batch with one child per pre-processing op,
 inference and post-processing op; ``framework``: each layer (torch module hooks, ONNX Runtime node profiler,
-OpenCV DNN per-layer timings); ``library``: kernels (torch.profiler aten / oneDNN ops, ONNX Runtime kernels)."""
+OpenCV DNN per-layer timings, libdarknet's layer loop driven from Python); ``library``: kernels (torch.profiler
+aten / oneDNN ops, ONNX Runtime kernels)."""
 
 RANK: dict[str, int] = {name: i for i, name in enumerate(LEVELS)}
 
