@@ -126,3 +126,17 @@ def test_cli_labels_option(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--labels nope.txt: no such file" in res.output
     res = CliRunner().invoke(app, ["manifest", "import", "timm", str(manifest), "--labels", str(labels)])
     assert res.exit_code == 2 and "the timm importer takes no --labels" in res.output
+
+
+def test_labels_file_for_a_manifest_without_checksum_is_used_unchecked(tmp_path: Path) -> None:
+    """TensorRT's voc-fcn16s.yml names a gist with no features_checksum: MLModelScope downloaded it unchecked, so
+    the given file is taken as it is, and the warning says it was not checked."""
+    labels = tmp_path / "voc.txt"
+    labels.write_text("".join(f"c{i}\n" for i in range(21)), encoding="utf-8")
+    with pytest.raises(ConfigImportError) as err:
+        MLModelScopeImporter().translate(CORPUS / "rai-project-tensorrt" / "voc-fcn16s.yml")
+    assert "(none given: check the file by other means)" in str(err.value)
+    result = MLModelScopeImporter(labels=labels).translate(CORPUS / "rai-project-tensorrt" / "voc-fcn16s.yml")
+    assert result.manifest["labels"]["num_classes"] == 21
+    warned = {w.code: w.message for w in result.warnings}
+    assert "NOT checked: the manifest has no features_checksum" in warned["mlmodelscope.labels_file"]

@@ -657,9 +657,8 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
             f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
             f"{unidentified(md5)}{other_labels_file(ctx)}; the class count and names cannot be read without it: "
             "download it, check "
-            f"`md5sum FILE` = {md5 or '(no checksum given)'} and import again with --labels FILE (known MD5s: "
-            + ", ".join(sorted(KNOWN_LABEL_FILES))
-            + ")",
+            f"`md5sum FILE` = {md5 or '(none given: check the file by other means)'} and import again with "
+            "--labels FILE (known MD5s: " + ", ".join(sorted(KNOWN_LABEL_FILES)) + ")",
             "unknown_label_file",
         )
     source, count = known

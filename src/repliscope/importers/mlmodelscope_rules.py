@@ -239,12 +239,14 @@ def other_labels_file(ctx: Ctx) -> str:
 
 def given_labels(ctx: Ctx, url: str, md5: str) -> dict[str, Any] | None:
     """``labels`` (plus ``names``, the class names, which the caller drops) from ``--labels FILE`` when its MD5
-    is the manifest's ``features_checksum`` (None when no file was given or it is another file). ``source`` is
-    FILE as given: it resolves against the translated manifest's folder, so write the manifest next to it."""
+    is the manifest's ``features_checksum``, or whatever it is when the manifest has none (MLModelScope then
+    downloaded the file unchecked; the warning says so); None when no file was given or it is another file.
+    ``source`` is FILE as given: it resolves against the translated manifest's folder, so write the manifest
+    next to it."""
     if ctx.labels_file is None:
         return None
     blob = ctx.labels_file.read_bytes()
-    if hashlib.md5(blob).hexdigest() != md5:
+    if md5 and hashlib.md5(blob).hexdigest() != md5:
         return None
     lines = blob.decode("utf-8", "replace").splitlines()
     names = [ln for ln in lines if ln.strip()]
@@ -261,9 +263,14 @@ def given_labels(ctx: Ctx, url: str, md5: str) -> dict[str, Any] | None:
     ctx.warn(
         "labels_file",
         "output.parameters.features_url",
-        f"{url} is --labels {ctx.labels_file} (MD5 {md5} checked, {len(names)} classes, one per non-empty "
-        "line as MLModelScope's GetLabels read it); labels.source names that path, relative to the translated "
-        "manifest's folder",
+        f"{url} is --labels {ctx.labels_file} ("
+        + (
+            f"MD5 {md5} checked"
+            if md5
+            else "NOT checked: the manifest has no features_checksum, so make sure it is the file at that URL"
+        )
+        + f", {len(names)} classes, one per non-empty line as MLModelScope's GetLabels read it); labels.source "
+        "names that path, relative to the translated manifest's folder",
     )
     return {
         "source": ctx.labels_file.as_posix(),

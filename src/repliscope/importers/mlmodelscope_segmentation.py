@@ -166,7 +166,8 @@ def segmentation_labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any],
         f,
         f"{url or '(missing)'} (MD5 {md5 or 'empty'}) is not a segmentation label file the importer knows"
         f"{other_labels_file(ctx)}; the class ids of the map cannot be named without it: download it, check "
-        f"`md5sum FILE` = {md5 or '(no checksum given)'} and import again with --labels FILE (allowed: the "
+        f"`md5sum FILE` = {md5 or '(none given: check the file by other means)'} and import again with "
+        "--labels FILE (allowed: the "
         f"files with MD5 {', '.join(sorted(SEGMENTATION_LABEL_FILES))}, whose first class is 'background', or "
         "--labels FILE with a 'background' line)",
         "unknown_label_file",
