@@ -13,7 +13,11 @@ The translation reproduces what MLModelScope's image pipeline ran (dlframework `
   ``element_type: uint8`` is Go's ``uint8(float)`` of those values: exact (the pixels) only with mean 0 and
   scale 1, refused otherwise.
 - ``output.type: classification`` -> ``image_classification``; ``boundingbox`` -> ``object_detection``
-  (:mod:`mlmodelscope_detection`: the outputs MLModelScope fetched, its box order, every row, no threshold).
+  (:mod:`mlmodelscope_detection`: the outputs MLModelScope fetched, its box order, every row, no threshold);
+  ``semanticsegment`` -> ``semantic_segmentation`` (:mod:`mlmodelscope_segmentation`: TensorFlow's int64 class
+  map or PyTorch's argmax of output 0, resized back onto the image by nearest).
+- Label files are named by their MD5 (``features_checksum``), never downloaded; an unknown one can be given
+  with ``--labels FILE`` (used only when its MD5 matches).
 - TensorFlow frozen graphs (``.pb``, not in an archive) run as ``tensorflow`` / ``tf_frozen_graph`` with
   tensor names ``name:0``; ONNX files as ``onnx``; anything else gets explicit placeholders.
 - ``framework.version`` is a Masterminds/semver constraint: a bare ``1.12`` means ``>=1.12.0,<1.13.0``.

@@ -56,7 +56,7 @@ REFUSAL_REASONS = {
     "image_output": "output.type image (super-resolution, enhancement): no image-to-image task or metric",
     "coordinates_output": "output.type coordinates (pose keypoints): no keypoint task or metric",
     "other_output": "another output.type (raw tensors, text): no repliscope task",
-    "unknown_label_file": "a features file the importer cannot identify by its MD5, so classes cannot be named",
+    "unknown_label_file": "a features file not identified by its MD5: give your copy with --labels FILE",
     "detection_argmax": "PyTorch boundingbox: per-row argmax over classes, no repliscope op",
     "detection_agent_unread": "boundingbox with an agent whose detection predictor was not read",
     "merged_outputs": "boundingbox with an empty probabilities/classes layer: the agent returned no detections",
