@@ -13,7 +13,8 @@ is only made when the measurement is clearly better than the noise:
    :func:`trial_size` samples timed like the real loop (load and warm-up excluded). In ``evaluate`` the trials
    are the run's own first samples: their predictions are kept, nothing is thrown away
    (:mod:`repliscope.evaluation.adaptive`). A caller that needs the plan before its loop (a pitfall sweep, a
-   traced run) runs them with :func:`calibrate` on the first samples that pre-process, cycled.
+   traced run) runs them with :func:`calibrate` on the first samples that pre-process, cycled. An alternative
+   slower than :data:`DROP_BELOW` x the default in a round runs no further rounds (it cannot be picked).
 3. The noise rule (:func:`pick`): per round, the log ratio of an alternative's rate to the default's (paired,
    since the two ran side by side); its mean ``m`` over the rounds and standard error ``se``. The alternative is
    picked only when ``m > max(t * se, log(1 + MIN_GAIN))`` (``t``: the one-sided 95 % Student t quantile for the
@@ -59,10 +60,12 @@ PROBE_SAMPLES = 16
 MIN_SAMPLES_TO_CALIBRATE = 200
 TRIAL_ROUNDS = 3
 """A/B rounds: three paired ratios give a noise estimate (two degrees of freedom)."""
-MIN_TRIAL_SAMPLES = 48
+MIN_TRIAL_SAMPLES = 32
 """Samples of one trial in the run (:func:`trial_size`); :func:`calibrate` uses half (its samples are extra work)."""
 MIN_GAIN = 0.03
 """An alternative must beat the default by at least 3 % (and by more than the noise) to be picked."""
+DROP_BELOW = 0.67
+"""An alternative slower than this fraction of the default in a round runs no further trials."""
 CLEARLY = 0.10
 """The online check: a measured rate at least 10 % (or the calibration's noise, if larger) under the best
 alternative's prediction is clearly below it."""
@@ -154,31 +157,37 @@ def interleaved_trials(
     cands: Sequence[Plan], trial: TrialFunction, rounds: int | None = None
 ) -> dict[str, list[float]]:
     """A/B/A/B...: ``rounds`` (default :data:`TRIAL_ROUNDS`) rounds, each calling ``trial`` once per candidate
-    in order -> rates by plan key (one per round, in order)."""
+    in order -> rates by plan key (one per round, in order). An alternative slower than :data:`DROP_BELOW` x the
+    default in a round runs no further rounds (it cannot be picked; the trials are real work of the run, and a
+    far slower plan would cost it)."""
     rates: dict[str, list[float]] = {c.key: [] for c in cands}
+    running = list(cands)
     for r in range(TRIAL_ROUNDS if rounds is None else rounds):
-        for c in cands:
+        for c in running:
             rates[c.key].append(trial(c, r))
+        base = rates[cands[0].key][-1]
+        running = [c for i, c in enumerate(running) if i == 0 or rates[c.key][-1] >= DROP_BELOW * base]
     return rates
 
 
 def pick(cands: Sequence[Plan], rates: dict[str, list[float]]) -> tuple[Plan, dict[str, Any]]:
     """The noise rule (module docstring, 3.): the alternative with the largest mean paired log ratio over the
-    default (``cands[0]``) when it exceeds the noise, else the default -> (plan, measurements)."""
+    default (``cands[0]``) when it exceeds the noise, else the default -> (plan, measurements). An alternative
+    dropped before the last round (:func:`interleaved_trials`) is not picked; its noise is None."""
     default = cands[0]
     base = [max(r, 1e-9) for r in rates[default.key]]
     chosen, chosen_gain = default, 0.0
     gains: dict[str, float] = {}
-    noise: dict[str, float] = {}
+    noise: dict[str, float | None] = {}
     for c in cands[1:]:
-        logs = [math.log(max(a, 1e-9) / b) for a, b in zip(rates[c.key], base, strict=True)]
+        logs = [math.log(max(a, 1e-9) / b) for a, b in zip(rates[c.key], base, strict=False)]
         n = len(logs)
         mean = statistics.fmean(logs)
         se = statistics.stdev(logs) / math.sqrt(n) if n > 1 else math.inf
         threshold = max(T95.get(n - 1, 1.645) * se, math.log1p(MIN_GAIN))
         gains[c.key] = round(math.expm1(mean), 4)
-        noise[c.key] = round(math.expm1(threshold), 4) if math.isfinite(threshold) else math.inf
-        if mean > threshold and mean > chosen_gain:
+        noise[c.key] = round(math.expm1(threshold), 4) if math.isfinite(threshold) else None
+        if n == len(base) and mean > threshold and mean > chosen_gain:
             chosen, chosen_gain = c, mean
     measured = {
         "default": default.key,
@@ -199,7 +208,7 @@ def clearly_below(plan: Plan, measured: float) -> str | None:
     if not others:
         return None
     alt, rate = max(others.items(), key=lambda kv: kv[1])
-    noise = [v for v in (plan.calibration.get("noise") or {}).values() if math.isfinite(v)]
+    noise = [v for v in (plan.calibration.get("noise") or {}).values() if v is not None and math.isfinite(v)]
     margin = max([CLEARLY, *noise])
     if measured * (1 + margin) < rate:
         return (
