@@ -5,16 +5,18 @@ Everything is measured in this one run (machines are noisy; compare ratios, not 
 - t_infer: the BEST warm per-image inference cost over batch sizes {1, 2, 4, 8, 16, 32, 50}, ONNX Runtime with
   one thread (every batch shape warmed up before it is timed; the per-batch table is printed);
 - bound  : 2 / (t_prep + t_infer) images/s, what two cores could do if both were busy all the time;
-- repliscope: `evaluate` as the CLI runs it (calibrated plan; model load, export, warm-up and the calibration
-  excluded from its throughput, which covers the measured loop only), and the old fixed setting (pipelined,
-  2 threads, batch 50) for comparison;
-- torch loop: a straightforward PIL + torch loop, batch 50, 2 threads.
+- repliscope: `evaluate` as the CLI runs it (calibrated on its own first samples: the A/B trials and the online
+  check are part of the measured loop and of its throughput; model load, export and warm-up are not), and the
+  old fixed setting (pipelined, 2 threads, batch 50) for comparison;
+- torch loop: a straightforward PIL + torch loop, batch 50, 2 threads;
+- the machine load (1-minute load average) before and after: the machine may be shared.
 Usage: python benchmarks/bench_evaluate.py [--dataset DIR] [--limit N]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -72,6 +74,7 @@ def main() -> None:
         raise SystemExit(f"{args.dataset} is absent: this benchmark needs the 1000-image ImageNet sample")
     data = resolve_dataset(str(args.dataset), limit=args.limit)
     n = len(data)
+    load_before = os.getloadavg()[0]
 
     single = prepare(LITE0, RunSettings(runtime="onnxruntime", threads=1, batch_size=50))
     single.runner.load()
@@ -102,6 +105,8 @@ def main() -> None:
 
     torch_ips = torch_loop([Path(s.location) for s in data.samples])
 
+    load_after = os.getloadavg()[0]
+    print(f"machine load (1 min)            {load_before:.2f} before, {load_after:.2f} after; cores {os.cpu_count()}")
     print(f"images                          {n}")
     print(f"t_prep  (1 thread)              {1000 * t_prep:7.2f} ms/image")
     print("t_infer (onnxruntime, 1 thread, warm), per batch size:")
@@ -111,7 +116,8 @@ def main() -> None:
     print(
         f"repliscope evaluate (calibrated) {ours:6.1f} images/s  (top-1 {rec.metric('top1').value:.3f}; "  # type: ignore[union-attr]
         f"{plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} workers x {plan['threads']} threads; "
-        f"calibration {plan['calibration'].get('seconds', 0):.1f} s, not in the throughput)"
+        f"{plan['source']}; calibration trials {plan['calibration'].get('seconds', 0):.1f} s, "
+        "part of the throughput: they are the run's first samples)"
     )
     print(f"repliscope evaluate (pipelined, 2 threads, batch 50) {old:6.1f} images/s")
     print(f"plain PyTorch loop              {torch_ips:7.1f} images/s")
