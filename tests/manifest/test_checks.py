@@ -109,11 +109,16 @@ def test_labels_file_problems(tmp_path: Path) -> None:
     (err,) = check_manifest(p, cache_dir=tmp_path).errors
     assert err.field == "labels.source"
     assert sorted(err.allowed or []) == [
+        "builtin:background-person",
         "builtin:coco-80",
         "builtin:coco-80-background",
         "builtin:coco-91",
+        "builtin:coco-person",
+        "builtin:face",
         "builtin:ilsvrc-det-200",
         "builtin:imagenet-1k",
+        "builtin:imagenet-1k-tf",
+        "builtin:imagenet-21k-mxnet",
         "builtin:voc-20",
         "builtin:voc-21",
     ]
