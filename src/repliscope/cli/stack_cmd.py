@@ -231,7 +231,7 @@ def stacks(
         [
             "stack",
             "versions",
-            "top-1",
+            "top-1 / AP",
             "Δ vs first",
             "agreement",
             "flips →/←",
