@@ -71,8 +71,16 @@ def test_registration_declares_the_data_and_only_an_admin_may(
     extra = client.put("/api/v1/datasets/plain/declaration", json={"declared_as": "a/b"}, headers=admin)
     assert extra.status_code == 422
 
+    from tests.service.test_wizard_fit import face_dataset
+
+    faces = _register(client, admin, name="faces", spec=f"dlib_xml:{face_dataset(tmp_path)}", **{"as": "wider/val"})
+    assert faces.status_code == 201, faces.text
+    assert (faces.json()["annotates"], faces.json()["as"]) == (["boxes"], "wider/val")
+    proc = _register(client, admin, name="proc", spec="dlib_xml:/proc/self/x.xml")
+    assert proc.status_code == 422 and "pseudo-filesystem" in proc.json()["error"]["message"]
+
     listed = {d["name"]: d for d in client.get("/api/v1/datasets", headers=viewer).json()}
-    assert set(listed) == {"foolbox_imagenet", "plain", "sample"}
+    assert set(listed) == {"faces", "foolbox_imagenet", "plain", "sample"}
     assert listed["sample"]["as"] == "imagenet-1k/val" and listed["plain"]["as"] is None
     assert client.get("/api/v1/datasets/sample", headers=viewer).json()["as"] == "imagenet-1k/val"
 

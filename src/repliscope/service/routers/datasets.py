@@ -72,13 +72,19 @@ MAX_WALK_SECONDS = 10.0
 
 
 def check_folder(spec: str) -> None:
-    """A spec that names a folder (it has a ``/``, or starts with ``.`` or ``~``) must be absolute, not inside a
+    """A spec that names a folder (it has a ``/``, or starts with ``.`` or ``~``; for ``NAME:PATH`` with NAME a
+    registered dataset loader, e.g. ``coco:/data/coco-val``, its PATH) must be absolute, not inside a
     pseudo-filesystem (after resolving symlinks), and small enough to walk: at most :data:`MAX_WALK_FILES` entries,
     :data:`MAX_WALK_DEPTH` levels, :data:`MAX_WALK_SECONDS` seconds; else a 422 naming the limit."""
     import os
     import time
     from pathlib import Path
 
+    from repliscope.datasets.base import DATASETS
+
+    loader, sep, where = spec.partition(":")
+    if sep and loader in DATASETS and where:
+        spec = where
     if "/" not in spec and not spec.startswith((".", "~")):
         return  # a built-in dataset spec (e.g. foolbox_imagenet)
     if not spec.startswith("/"):
