@@ -167,12 +167,14 @@ def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: 
 
 
 def page_images(driver: WebDriver) -> list[dict[str, Any]]:
-    """Every <img> of the page once loaded or failed: classes, src (truncated), complete, naturalWidth/Height."""
+    """Every <img> of the page once loaded or failed (lazy ones made eager first): classes, src (truncated),
+    complete, naturalWidth/Height."""
     return list(
         driver.execute_async_script(
             """
         const done = arguments[arguments.length - 1];
         const imgs = [...document.querySelectorAll('img')];
+        imgs.forEach(i => { if (i.loading === 'lazy') i.loading = 'eager'; });  // else off-screen ones never load
         Promise.all(imgs.map(i => i.complete ? Promise.resolve() : i.decode().catch(() => null))).then(() =>
           done(imgs.map(i => ({classes: [...i.classList], src: (i.currentSrc || i.src).slice(0, 80),
                                complete: i.complete, width: i.naturalWidth, height: i.naturalHeight,
