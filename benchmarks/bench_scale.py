@@ -10,7 +10,8 @@ Every figure is printed beside a ratio measured in the same run (machines are no
   Lite0), labels not read (``label_rule none``: the tiny model has 10 classes). Reported: seconds per sample of
   the measured loop and its ratio to the smallest size, also divided by a reference timed in the same child
   (64 samples pre-processed and inferred one by one, before and after the loop: it cancels the machine's load of
-  that moment; flat: within 1.10), the child's peak RSS
+  that moment; flat: within 1.10) and the CPU seconds of all its threads per sample (``getrusage``: what a
+  busy machine changes least), the child's peak RSS
   (``resource.getrusage``) and the growth per sample between the smallest and each bigger size (budget 10 KB).
 - store: the child saves its record into a SQLite file and, when a throw-away PostgreSQL can be started (as
   ``.ci/postgres.sh`` does; ``--postgres URL`` to use one, ``--postgres off`` to skip), into PostgreSQL:
@@ -112,8 +113,10 @@ def child(args: argparse.Namespace) -> None:
     prepared.runner.load()
     reference = reference_seconds(prepared, dataset)
     before = rss_kb()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     record = evaluate(prepared, dataset)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    done = resource.getrusage(resource.RUSAGE_SELF)
+    peak = done.ru_maxrss
     reference = (reference + reference_seconds(prepared, dataset)) / 2
     after = rss_kb()
     out: dict[str, Any] = {
@@ -121,6 +124,7 @@ def child(args: argparse.Namespace) -> None:
         "failed": record.counts["failed"],
         "loop_seconds": record.timings.loop_seconds,
         "reference_seconds": reference,
+        "cpu_seconds": done.ru_utime + done.ru_stime - usage.ru_utime - usage.ru_stime,
         "rss_before_kb": before,
         "rss_after_kb": after,
         "peak_rss_kb": peak,
@@ -254,26 +258,31 @@ def ladder(args: argparse.Namespace, tmp: Path, pg: str | None) -> None:
     def normalised(r: dict[str, Any]) -> float:  # loop seconds per sample / the child's reference seconds per sample
         return float(r["loop_seconds"] / r["n"] / r["reference_seconds"])
 
+    def cpu(r: dict[str, Any]) -> float:  # CPU seconds (all threads) of evaluate() per sample
+        return float(r["cpu_seconds"] / r["n"])
+
     per_base = base["loop_seconds"] / base["n"]
     print(
-        "\n  N        ms/sample  ratio to N0  loop/reference  its ratio to N0  peak RSS MiB  KB/sample vs N0  "
-        "record JSON B/sample"
+        "\n  N        ms/sample  ratio to N0  loop/reference  its ratio to N0  CPU ms/sample  its ratio to N0  "
+        "peak RSS MiB  KB/sample vs N0  record JSON B/sample"
     )
     for r in rows:
         per = r["loop_seconds"] / r["n"]
         growth = (r["peak_rss_kb"] - base["peak_rss_kb"]) / (r["n"] - base["n"]) * 1.024 if r is not base else 0.0
         print(
             f"  {r['n']:<8} {1000 * per:9.3f}  {per / per_base:11.3f}  {normalised(r):14.3f}  "
-            f"{normalised(r) / normalised(base):15.3f}  {r['peak_rss_kb'] / 1024:12.0f}  {growth:15.2f}  "
+            f"{normalised(r) / normalised(base):15.3f}  {1000 * cpu(r):13.3f}  {cpu(r) / cpu(base):15.3f}  "
+            f"{r['peak_rss_kb'] / 1024:12.0f}  {growth:15.2f}  "
             f"{r['record_json_bytes'] / r['n']:20.0f}"
         )
     ratios = [normalised(r) / normalised(base) for r in rows]
+    cpu_ratios = [cpu(r) / cpu(base) for r in rows]
     growths = [
         (r["peak_rss_kb"] - base["peak_rss_kb"]) / (r["n"] - base["n"]) * 1.024 for r in rows[1:] if r["n"] > base["n"]
     ]
     print(
         f"  time per sample (loop / reference): max / min over sizes = {max(ratios) / min(ratios):.3f} "
-        f"(flat: <= {FLAT}); "
+        f"(flat: <= {FLAT}); CPU time per sample: max / min = {max(cpu_ratios) / min(cpu_ratios):.3f}; "
         f"peak RSS growth: at most {max(growths, default=0):.2f} KB/sample (budget {KB_PER_SAMPLE_BUDGET})"
     )
     print("\n== store inserts (record of the run saved by the child) ==")
