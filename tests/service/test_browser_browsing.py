@@ -191,6 +191,7 @@ def test_sort_by_header_search_and_compare_three_runs(seeded: Seeded, driver: We
     poll(lambda: "search=nearest" in driver.current_url, timeout=20, what="the search")
     assert _column(driver, 4) == ["resize_nearest"] and "sort=top1" in driver.current_url  # the sort is kept
     driver.get(f"{seeded.url}/runs?sort=variant")
+    _docs_copy(screenshot(driver, "runs-page"), "service-runs")
     for name in ("reference", "resize_nearest", "no_center_crop"):
         driver.find_element(By.ID, f"pick-{seeded.runs[name][:12]}").click()
     driver.find_element(By.ID, "compare-chosen").click()
