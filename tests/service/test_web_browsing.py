@@ -132,6 +132,8 @@ def test_variant_column_tells_sweep_runs_apart_and_links_the_sweep(browse: dict[
     assert html.count(f'<a href="/runs?sweep_id={SWEEP}" title="sweep {SWEEP[:12]}">') == 2
     sweep = _rows(client.get(f"/runs?sweep_id={SWEEP}&sort=-variant").text)
     assert [(r[0], r[4]) for r in sweep] == [(RUN_VAR[:12], "resize_bicubic"), (RUN_REF[:12], "reference")]
+    short = _rows(client.get(f"/runs?sweep_id={SWEEP[:12]}").text)  # the 12 characters the pages show
+    assert sorted(r[0] for r in short) == sorted([RUN_VAR[:12], RUN_REF[:12]])
 
 
 def test_api_sorts_searches_and_refuses_unknown_sorts(client: Any, headers_for: Any, browse: dict[str, Any]) -> None:
@@ -261,3 +263,18 @@ def test_the_runs_page_picks_runs_for_the_compare_form(browse: dict[str, Any]) -
     boxes = re.findall(r'<input type="checkbox" form="compare-form" name="run" value="([0-9a-f]{32})"', html)
     assert sorted(boxes) == sorted([RUN_TINY, RUN_A, RUN_B, RUN_REF, RUN_VAR])
     assert FOOLBOX_IDENTITY not in html
+
+
+def test_the_sweep_table_links_each_variants_run(service_app: Any, tokens: dict[str, str]) -> None:
+    from tests.report.factories import VARIANT_RUN_IDS, sweep, sweep_records
+
+    store = service_app.state.store
+    store.save_sweep(sweep())
+    for record in sweep_records().values():
+        store.save(record)
+    html = logged_in(service_app, tokens["viewer"]).get(f"/runs/{VARIANT_RUN_IDS['no_center_crop']}").text
+    table = html[html.index('<table id="pitfalls-table">') :]
+    table = table[: table.index("</table>")]
+    links = re.findall(r'<td><a href="/runs/([0-9a-f]+)">([^<]+)</a></td>', table)
+    assert links == [(VARIANT_RUN_IDS[n], n) for n in ("reference", "color_layout_swapped", "data_layout_bug")]
+    assert '<td><strong aria-current="page">no_center_crop</strong></td>' in table  # this run, not a link

@@ -309,6 +309,13 @@ def runs_page(
         created_to_end = None  # through the last day there is: no upper bound (the day after does not exist)
     else:
         created_to_end = created_to + timedelta(days=1) if created_to else None
+    if "sweep_id" in filters:  # the 12-character id the pages show is enough
+        from repliscope.service.routers.runs import _full_sweep_id
+
+        try:
+            filters["sweep_id"] = _full_sweep_id(_store(request), filters["sweep_id"])
+        except ApiError as exc:
+            return _error(principal, 400, exc.message)
     query = RunQuery(
         **{k: v for k, v in filters.items() if k in views.RUN_FILTERS},
         search=filters.get("search"),

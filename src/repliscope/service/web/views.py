@@ -279,6 +279,14 @@ class RunPage:
     deltas: FigureView | None = None
     pitfall_headers: tuple[str, str, str, str] = ("Top-1", "Δ top-1", "McNemar p", "Flips")
     """The pitfall table's metric columns: classification, or (detection sweep) AP / Δ AP / its interval."""
+    variant_runs: dict[str, str] = field(default_factory=dict)
+    """Sweep variant name (``reference`` too) -> its run id: the pitfall table links each variant's run."""
+
+
+def variant_runs(store: RunStore, sweep_id: str) -> dict[str, str]:
+    """The stored runs of sweep ``sweep_id`` by variant name (at most 500: a sweep has a few dozen)."""
+    summaries, _ = store.query_runs(RunQuery(sweep_id=sweep_id), "variant", 1, 500)
+    return {r.variant: r.run_id for r in summaries if r.variant}
 
 
 def run_page(store: RunStore, run_id: str) -> RunPage:
@@ -297,6 +305,7 @@ def run_page(store: RunStore, run_id: str) -> RunPage:
             sweep = store.get_sweep(record.sweep_id)
         except StoreError:
             return page
+        page.variant_runs = variant_runs(store, sweep.sweep_id)
         from repliscope.report import detection_sections as ds
 
         if ds.is_detection(sweep):  # no top-1, no McNemar: AP and the paired ΔAP interval; no Δ top-1 chart
