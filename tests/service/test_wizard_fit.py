@@ -176,3 +176,38 @@ def test_bench_scenario_duration_pitfall_variants_and_a_claim_reach_the_job(wiza
         "imagenet-1k/val",
         "imagenet-20",
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"runtime": "tflite"}, "body.runtime", "tflite does not run efficientnet-lite0@1.0.0: it runs tflite sources"),
+        ({"dataset": "faces"}, "body.dataset", "faces does not fit efficientnet-lite0@1.0.0: its samples carry boxes"),
+        (
+            {"kind": "diff", "options": {"runtime_b": "tensorflow"}},
+            "body.options.runtime_b",
+            "tensorflow does not run efficientnet-lite0@1.0.0",
+        ),
+        (
+            {"kind": "pitfalls", "options": {"variants": ["yolo_input_608"]}},
+            "body.options.variants",
+            "yolo_input_608 not a pitfall of image_classification",
+        ),
+    ],
+)
+def test_the_api_refuses_a_misfit_at_its_field(
+    wizard_web: Any, tokens: dict[str, str], change: dict[str, Any], field: str, message: str
+) -> None:
+    from fastapi.testclient import TestClient
+
+    app, recording, _ = wizard_web
+    body = {"kind": "evaluate", "manifest": LITE0_REF, "runtime": "onnxruntime", "dataset": "foolbox_imagenet"}
+    with TestClient(app) as client:
+        r = client.post(
+            "/api/v1/jobs", json={**body, **change}, headers={"Authorization": f"Bearer {tokens['runner']}"}
+        )
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert (error["field"], error["code"]) == (field, "misfit") and message in error["message"], error
+        assert client.get("/api/v1/jobs", headers={"Authorization": f"Bearer {tokens['runner']}"}).json() == []
+    assert recording.jobs == []

@@ -137,6 +137,7 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
+    _check_fit(body, manifest, dataset)
     executor = request.app.state.executor
     # the registry's name and declaration go to the core as the CLI's --as does (repliscope.jobs: evaluated_as)
     registered = {"registered_name": dataset.name, "evaluated_as": dataset.declared_as}
@@ -160,6 +161,20 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
     spec.job_id = job.id
     executor.submit(spec)
     return _out(job)
+
+
+def _check_fit(body: JobSubmit, manifest: Any, dataset: Any) -> None:
+    """A runtime that does not run the manifest's source format, a dataset whose samples do not carry what its
+    task scores, or a pitfall variant not about its task: a 422 at that field (:mod:`repliscope.service.fit`),
+    before anything is queued."""
+    from repliscope.service.fit import MisfitError, check_job
+
+    runtimes = [body.runtime] + ([body.options.runtime_b] if body.options.runtime_b else [])
+    try:
+        check_job(manifest.ref, manifest.text, dataset, runtimes, list(body.options.variants or []))
+    except MisfitError as exc:
+        where = f"body.options.{exc.field}" if exc.field in ("runtime_b", "variants") else f"body.{exc.field}"
+        raise ApiError(422, exc.message, field=where, code="misfit") from None
 
 
 def _placeable(check: Any, spec: Any) -> None:

@@ -1,4 +1,4 @@
-"""The run wizard (``/new``): what fits the chosen manifest, and its submission.
+"""The run wizard (``/new``): what fits the chosen manifest (:mod:`repliscope.service.fit`), and its submission.
 
 For each stored manifest the wizard knows, from the registries, which runtimes run its ``source.format``
 (:data:`repliscope.runtimes.base.RUNTIME_SOURCE_FORMATS`), which registered datasets carry what its task scores
@@ -9,119 +9,15 @@ that field (:func:`check_fit`) before it goes through the API's own ``submit_job
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from repliscope.service.fit import DatasetFacts, Fit, fit_of, manifest_facts
 from repliscope.service.web.jobs import WizardError
+
+__all__ = ["DatasetFacts", "Fit", "check_fit", "fit_of", "manifest_facts", "submit", "wizard_choices"]
 
 WIZARD_INT_FIELDS = ("threads", "limit", "min_queries")
 """Whole-number wizard fields passed as job options (empty = not given)."""
-
-
-@dataclass(frozen=True)
-class ManifestFacts:
-    """What the wizard needs of a stored manifest (read from its validated text)."""
-
-    ref: str
-    task: str
-    framework: str
-    format: str
-    claims: tuple[tuple[str, str], ...]
-    """(claim dataset ``NAME/SPLIT``, its label e.g. ``top1 75.1 % on imagenet-1k/val``), accuracy claims only."""
-
-
-@dataclass(frozen=True)
-class DatasetFacts:
-    name: str
-    description: str
-    declared_as: str | None
-    annotations: tuple[str, ...] | None
-
-
-@dataclass
-class Fit:
-    """For one manifest: each runtime / dataset / variant -> None (fits) or why not."""
-
-    runtimes: dict[str, str | None] = field(default_factory=dict)
-    datasets: dict[str, str | None] = field(default_factory=dict)
-    variants: list[str] = field(default_factory=list)
-    claims: list[tuple[str, str]] = field(default_factory=list)
-    judges: dict[str, list[str]] = field(default_factory=dict)
-    """dataset name -> the labels of the claims it is declared for."""
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "runtimes": self.runtimes,
-            "datasets": self.datasets,
-            "variants": self.variants,
-            "claims": self.claims,
-            "judges": self.judges,
-        }
-
-
-def manifest_facts(ref: str, text: str) -> ManifestFacts | None:
-    """The facts of a stored manifest (None when its text no longer parses: it is then not offered)."""
-    import yaml
-
-    from repliscope.manifest.schema import PERFORMANCE_METRICS
-    from repliscope.service.web.claim_cells import claim_cell
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    framework, source = data.get("framework") or {}, data.get("source") or {}
-    claims = []
-    for claim in data.get("claims") or []:
-        if not isinstance(claim, dict) or claim.get("metric") in PERFORMANCE_METRICS:
-            continue
-        ds = claim.get("dataset") or {}
-        on = f"{ds.get('name')}/{ds.get('split')}"
-        value = claim.get("value")
-        percent_value = (
-            value / 100 if claim.get("metric") in ("top1", "top5") and isinstance(value, int | float) else value
-        )
-        label = claim_cell({"metric": claim.get("metric"), "claimed": percent_value}).claimed
-        claims.append((on, f"{claim.get('metric')} {label} on {on}"))
-    return ManifestFacts(
-        ref=ref,
-        task=str(data.get("task") or "unknown task"),
-        framework=str(framework.get("name") if isinstance(framework, dict) else "?"),
-        format=str(source.get("format") if isinstance(source, dict) else "?"),
-        claims=tuple(claims),
-    )
-
-
-def fit_of(manifest: ManifestFacts, datasets: list[DatasetFacts], runtimes: list[str]) -> Fit:
-    """What fits ``manifest``: runtimes by source format, datasets by what its task scores, its task's pitfall
-    variants, and the datasets declared as each claim's dataset."""
-    from repliscope.pitfalls.sweep import task_pitfalls
-    from repliscope.runtimes.base import RUNTIME_SOURCE_FORMATS
-    from repliscope.tasks.base import TASKS
-
-    fit = Fit(claims=list(manifest.claims))
-    for name in runtimes:
-        formats = RUNTIME_SOURCE_FORMATS.get(name)
-        if formats is None:
-            fit.runtimes[name] = None  # a plugin runtime that declares no formats: offered, the job says
-        elif manifest.format not in formats:
-            fit.runtimes[name] = f"runs {', '.join(formats)} sources, not {manifest.format}"
-        else:
-            fit.runtimes[name] = None
-    truth = TASKS.get(manifest.task).truth if manifest.task in TASKS else None
-    for d in datasets:
-        if truth is None or d.annotations is None:
-            fit.datasets[d.name] = None
-        elif truth not in d.annotations:
-            carries = ", ".join(d.annotations) or "nothing"
-            fit.datasets[d.name] = f"its samples carry {carries}; {manifest.task} scores {truth}"
-        else:
-            fit.datasets[d.name] = None
-        fit.judges[d.name] = [label for on, label in manifest.claims if d.declared_as == on]
-    fit.variants = task_pitfalls(manifest.task) if manifest.task in TASKS else []
-    return fit
 
 
 def wizard_choices(store: Any, agents: list[Any] | None = None, selected: str | None = None) -> dict[str, Any]:
