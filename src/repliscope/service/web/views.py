@@ -209,12 +209,12 @@ def _samples_text(num_samples: int, num_failed: int) -> str:
 
 
 def _top1_interval(top1: float | None, num_samples: int, num_failed: int) -> str:
-    from repliscope.metrics.intervals import wilson_interval
+    from repliscope.service.routers.runs import top1_interval
 
     evaluated = num_samples - num_failed
     if top1 is None or evaluated <= 0:
         return "—"
-    low, high = wilson_interval(round(top1 * evaluated), evaluated)
+    low, high = top1_interval(round(top1 * evaluated), evaluated)
     return f"[{100 * low:.1f}, {100 * high:.1f}]"
 
 
