@@ -72,3 +72,14 @@ def test_accepted_keep_alive_connections_have_tcp_nodelay(served: tuple[Any, int
         assert accepted.getsockname() == ("127.0.0.1", port)
     finally:
         conn.close()
+
+
+def test_idle_keep_alive_connections_outlive_the_clients_own_expiry() -> None:
+    """Regression: uvicorn's default 5 s equals httpx's idle expiry; the server closed connections a client was
+    reusing (ReadError under 200 concurrent readers). The server must keep them longer than clients do."""
+    import httpx
+
+    server = uvicorn_server(_app())
+    client_expiry = httpx.Limits().keepalive_expiry
+    assert client_expiry is not None
+    assert server.config.timeout_keep_alive == 75 > client_expiry
