@@ -97,12 +97,15 @@ def test_models_pages_tell_beats_from_falls_short(site: Site, driver: WebDriver)
     login(driver, site, site.viewer)
     for url, name in (("/", "claims-models"), ("/models/efficientnet-lite0", "claims-model")):
         driver.get(f"{site.url}{url}")
-        beats = driver.find_element(By.CSS_SELECTOR, ".badge.direction-beats")
-        short = driver.find_element(By.CSS_SELECTOR, ".badge.direction-short")
+        beats = driver.find_element(By.CSS_SELECTOR, ".badge.direction-beats[data-direction]")
+        short = driver.find_element(By.CSS_SELECTOR, ".badge.direction-short[data-direction]")
         assert (beats.text, short.text) == ("▲ beats its claim", "▼ falls short of its claim")
         beats_colour, short_colour = beats.value_of_css_property("color"), short.value_of_css_property("color")
         assert beats_colour == "rgba(11, 79, 138, 1)" and short_colour == "rgba(179, 38, 30, 1)"
         assert beats.value_of_css_property("background-color") != short.value_of_css_property("background-color")
+        verdicts = driver.find_elements(By.CSS_SELECTOR, '.badge[data-verdict="inconsistent"]')
+        colours = {b.text: b.value_of_css_property("color") for b in verdicts}
+        assert colours == {"inconsistent ▲": "rgba(11, 79, 138, 1)", "inconsistent ▼": "rgba(179, 38, 30, 1)"}
         lines = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".claim-line")]
         assert any(line.endswith("· claimed 10.0 %") and "(95 % interval " in line for line in lines), lines
         assert any(line.endswith("· claimed 99.0 %") for line in lines), lines

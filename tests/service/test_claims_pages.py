@@ -86,6 +86,13 @@ def test_models_pages_show_value_interval_and_direction(service_app: Any, tokens
         html = page.text
         assert 'class="badge direction-beats" data-direction="beats">▲ beats its claim</span>' in html
         assert 'class="badge direction-short" data-direction="short">▼ falls short of its claim</span>' in html
+        # the run's own verdict badge: both inconsistent, but blue ▲ when it beats, red ▼ when it falls short
+        assert (
+            '<span class="badge inconsistent direction-beats" data-verdict="inconsistent">inconsistent ▲</span>' in html
+        )
+        assert (
+            '<span class="badge inconsistent direction-short" data-verdict="inconsistent">inconsistent ▼</span>' in html
+        )
         text = text_of(html)
         assert f"▲ beats its claim {figures} · claimed 10.0 %" in text
         assert f"▼ falls short of its claim {figures} · claimed 99.0 %" in text
@@ -140,10 +147,17 @@ def test_datasets_page_lists_declarations_and_admins_declare(
     assert foolbox is not None and '<span class="undeclared">undeclared</span>' in foolbox.group(1)
     assert "declaration withdrawn by admin on " in foolbox.group(1)
 
+    from repliscope.store.registry import register_dataset
+    from tests.service.test_wizard_fit import face_dataset
+
+    xml = face_dataset(tmp_path)
+    register_dataset(service_app.state.store, "faces", f"dlib_xml:{xml}", created_by="admin")
     viewer = logged_in(service_app, tokens["viewer"])
     html = viewer.get("/datasets").text
     assert_accessible(html)
-    assert 'id="register-form"' not in html and str(folder) not in html  # no server path for a viewer
+    assert 'id="register-form"' not in html
+    assert str(tmp_path) not in html  # no server path for a viewer, a NAME:PATH spec's path neither
+    assert "<code>dlib_xml:…/faces/faces.xml</code>" in html and f"dlib_xml:{xml}" in admin.get("/datasets").text
     row = re.search(r'<tr data-dataset="sample-4">(.*?)</tr>', html, re.S)
     assert row is not None and '<span class="declared">imagenet-1k/val</span>' in row.group(1)
     assert '<a href="/runs?dataset=sample-4">0</a>' in row.group(1)

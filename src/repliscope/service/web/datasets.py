@@ -52,7 +52,7 @@ def dataset_lines(store: Any, hide: Any = None) -> list[DatasetLine]:
         lines.append(
             DatasetLine(
                 name=d.name,
-                spec=hide(d.spec) if hide is not None else d.spec,
+                spec=_shown_spec(d.spec, hide),
                 description=d.description,
                 declared_as=d.declared_as,
                 declared=declared,
@@ -64,6 +64,18 @@ def dataset_lines(store: Any, hide: Any = None) -> list[DatasetLine]:
             )
         )
     return lines
+
+
+def _shown_spec(spec: str, hide: Any) -> str:
+    """``spec`` as the viewer may see it: ``hide`` applied to its path (for ``NAME:PATH``, to PATH)."""
+    from repliscope.datasets.base import DATASETS
+
+    if hide is None:
+        return spec
+    loader, sep, where = spec.partition(":")
+    if sep and loader in DATASETS and where:
+        return f"{loader}:{hide(where)}"
+    return str(hide(spec))
 
 
 class FormError(Exception):
