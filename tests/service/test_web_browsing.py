@@ -278,3 +278,8 @@ def test_the_sweep_table_links_each_variants_run(service_app: Any, tokens: dict[
     links = re.findall(r'<td><a href="/runs/([0-9a-f]+)">([^<]+)</a></td>', table)
     assert links == [(VARIANT_RUN_IDS[n], n) for n in ("reference", "color_layout_swapped", "data_layout_bug")]
     assert '<td><strong aria-current="page">no_center_crop</strong></td>' in table  # this run, not a link
+    href = unescape(_group(r'<a id="compare-sweep" href="([^"]+)">', html))
+    names = ("color_layout_swapped", "data_layout_bug", "no_center_crop", "reference")
+    assert href == "/compare?" + "&".join(f"run={VARIANT_RUN_IDS[n]}" for n in names)
+    rows = parse(logged_in(service_app, tokens["viewer"]).get(href).text).tables["compare-runs-table"].rows
+    assert [r[4] for r in rows] == list(names)
