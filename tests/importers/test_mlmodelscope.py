@@ -83,11 +83,7 @@ def test_tensorflow_mobilenet_hwc_rgb_scalar_scale_archive() -> None:
         }
     ]
     assert m["postprocess"] == [{"op": "topk", "k": 5}, {"op": "labels"}]
-    assert m["labels"] == {
-        "source": "https://s3.amazonaws.com/store.carml.org/synsets/imagenet/synset1.txt",
-        "sha256": ZEROS,
-        "num_classes": 1001,
-    }
+    assert m["labels"] == {"source": "builtin:imagenet-1001-slim", "num_classes": 1001}  # synset1.txt, by MD5
     assert m["source"] == {
         "uri": "https://s3.amazonaws.com/store.carml.org/models/tensorflow/models/"
         "mobilenet_v1_2018_08_02/mobilenet_v1_0.25_128.tgz",
@@ -109,7 +105,6 @@ def test_tensorflow_mobilenet_hwc_rgb_scalar_scale_archive() -> None:
         ("empty_checksum", "model.graph_checksum"),
         ("framework_not_runnable", "framework"),
         ("label_offset", "output.parameters.features_url"),
-        ("md5_checksum", "output.parameters.features_checksum"),
     ]
 
 

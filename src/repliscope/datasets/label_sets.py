@@ -13,6 +13,9 @@ source                          count  content
 ``builtin:ilsvrc-det-200``      200    the ILSVRC 2013-2017 detection synsets (``wnid name``, wnid order)
 ``builtin:imagenet-1k-tf``      1000   the ImageNet-1k ``wnid name`` lines in TensorFlow Inception's class order
 ``builtin:imagenet-21k-mxnet``  21841  the ImageNet-21k synsets of MXNet's Inception-BN full model (``wnid name``)
+``builtin:imagenet-1001-slim``  1001   ``unknown unknown`` (TF-slim's background) then ``imagenet-1k``'s wnid order
+``builtin:imagenet-1001-tf``    1001   ``unknown unknown`` then the 1000 lines of ``imagenet-1k-tf``
+``builtin:imagenet-1008-tf``    1008   ``imagenet-1001-tf`` then 7 ``unknown unknown`` lines (Inception 5h)
 ``builtin:face``                1      ``face`` (face detectors: BlazeFace, MTCNN)
 ``builtin:coco-person``         1      ``person``, COCO category 1 (a detector scored on COCO's persons only)
 ``builtin:background-person``   2      ``background``, ``person`` (person / selfie segmentation masks)
@@ -29,6 +32,16 @@ dmlc's ImageNet-21k Inception-BN model); ``imagenet_1k_tf_inception.txt`` is the
 graphs, taken from ``synset.txt`` of github.com/li-haoran/imagenet-prediction @
 c6bfc91aff9a39b3bbcf4a5b99814bbf4999f0f2 (``index<TAB>wnid<TAB>name`` lines: the index column and trailing
 blanks dropped).
+
+The three sets with ``unknown unknown`` lines are CarML's ``synset1.txt`` (MD5 ``6c050839...``, the TF-slim
+models), ``synset1001.txt`` (``1aac0712...``, MLPerf ResNet-50 v1.5) and ``synset1008.txt`` (``2bb228d6...``,
+Inception 5h), found in no repository as such, rebuilt from their public parts and matched by MD5:
+``synset1.txt`` is ``unknown unknown`` then rai-project/carml-models ``data/ilsvrc12/synset_words.txt`` @ e5ae2015
+(= CarML's ``synset.txt``: BVLC Caffe's ILSVRC 2012 ``synset_words.txt``; that repository has no licence file);
+``synset1001.txt`` is ``image_classification/synset1001.txt`` of github.com/rai-project/tensorflow-go-examples @
+c919ab2947e59f007cd952a88ce6827ab69abf16 with a final newline added (``unknown unknown`` then the lines of
+``imagenet_1k_tf_inception.txt``; NCSA-style licence, Copyright (c) 2017 Cheng Li, University of Illinois, whose
+notice applies to that list); ``synset1008.txt`` is ``synset1001.txt`` plus seven ``unknown unknown`` lines.
 """
 
 from __future__ import annotations
@@ -43,6 +56,9 @@ LABEL_SETS: dict[str, tuple[str, int]] = {
     "builtin:ilsvrc-det-200": ("ilsvrc_det_200.txt", 200),
     "builtin:imagenet-1k-tf": ("imagenet_1k_tf_inception.txt", 1000),
     "builtin:imagenet-21k-mxnet": ("imagenet_21k_mxnet.txt", 21841),
+    "builtin:imagenet-1001-slim": ("imagenet_1001_slim.txt", 1001),
+    "builtin:imagenet-1001-tf": ("imagenet_1001_tf_inception.txt", 1001),
+    "builtin:imagenet-1008-tf": ("imagenet_1008_tf_inception.txt", 1008),
     "builtin:face": ("face.txt", 1),
     "builtin:coco-person": ("coco_person.txt", 1),
     "builtin:background-person": ("background_person.txt", 2),

@@ -52,6 +52,7 @@ from repliscope.importers.mlmodelscope_rules import (
     HOOK_KEYS,
     INPUT_PARAMS,
     KNOWN_LABEL_FILES,
+    LABEL_FILE_NOTES,
     MODEL_KEYS,
     OUTPUT_PARAMS,
     REFUSAL_REASONS,
@@ -64,7 +65,6 @@ from repliscope.importers.mlmodelscope_rules import (
     other_labels_file,
     pep440_constraint,
     triple,
-    unidentified,
 )
 from repliscope.importers.mlmodelscope_segmentation import (
     segmentation_agent,
@@ -659,7 +659,7 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
         raise ctx.fail(
             f,
             f"{url} (MD5 {md5 or 'empty'}) is not a label file the importer knows"
-            f"{unidentified(md5)}{other_labels_file(ctx)}; the class count and names cannot be read without it: "
+            f"{other_labels_file(ctx)}; the class count and names cannot be read without it: "
             "download it, check "
             f"`md5sum FILE` = {md5 or '(none given: check the file by other means)'} and import again with "
             "--labels FILE (known MD5s: " + ", ".join(sorted(KNOWN_LABEL_FILES)) + ")",
@@ -675,24 +675,10 @@ def _labels(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
             f"label file ({count} classes): MLModelScope named the predictions with ImageNet classes; the "
             f"translation keeps {count} classes as it ran (check the model's real class count)",
         )
-    if source:
-        return {"source": source, "num_classes": count}, count
-    src = _https(ctx, url, f)
-    ctx.warn(
-        "label_offset",
-        f,
-        f"{url} lists {count} classes with 'background' at index 0 (TF-slim order): "
-        "class i of the model is ImageNet class i-1; scoring against 1000-class ImageNet labels needs that "
-        "offset",
-    )
-    ctx.warn(
-        "md5_checksum",
-        "output.parameters.features_checksum",
-        f"MD5 {md5} cannot stand for a sha256: "
-        f"labels.sha256 is the placeholder {PLACEHOLDER_SHA256[:8]}...; download {src}, check `md5sum FILE` "
-        "then `sha256sum FILE` and write it to labels.sha256",
-    )
-    return {"source": src, "sha256": PLACEHOLDER_SHA256, "num_classes": count}, count
+    note = LABEL_FILE_NOTES.get(md5)
+    if note:
+        ctx.warn("label_offset", f, f"{url} {note}")
+    return {"source": source, "num_classes": count}, count
 
 
 _DEFAULT_OUTPUT = {"cntk": "z", "tensorrt": "prob"}

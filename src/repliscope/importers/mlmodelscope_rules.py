@@ -19,7 +19,7 @@ WARNING_CODES = {
     "suspicious_units": "mean/scale look like they were written for another pixel range or meant as a multiplier",
     "bgr_mean_order": "a BGR manifest with a per-channel mean: which index MLModelScope applied to which channel",
     "empty_checksum": "a checksum field is empty: MLModelScope downloaded that file unverified",
-    "md5_checksum": "an MD5 checksum cannot stand for a sha256: source/labels sha256 is a placeholder",
+    "md5_checksum": "an MD5 checksum cannot stand for a sha256: source.sha256 is a placeholder",
     "unknown_key": "a key no MLModelScope struct reads (typo or dead field); ignored, as MLModelScope ignored it",
     "container_image": "the container images are not used: repliscope runs in the local environment",
     "framework_not_runnable": "the model's framework/format is not one repliscope runs (torch state_dict, ONNX)",
@@ -29,7 +29,7 @@ WARNING_CODES = {
     "two_file_model": "graph and weights are two files (e.g. prototxt + caffemodel); repliscope takes one",
     "crop_ignored": "crop_method/crop_ratio are parsed but no MLModelScope pipeline applies a crop",
     "label_file_mismatch": "an ImageNet label file on a model whose training_dataset is something else",
-    "label_offset": "the label file has a background class at index 0 (1001 classes)",
+    "label_offset": "the label file has a background class at index 0 (1001 / 1008 classes); its order is named",
     "missing_field": "a field is absent; the documented MLModelScope default (or a marked placeholder) is used",
     "resize_rounding": "max_dimension / min_dimension: the aspect-keeping resize rounds a side differently (1 px)",
     "keep_aspect_ratio_ignored": "keep_aspect_ratio without max_dimension / min_dimension: MLModelScope ignored it",
@@ -135,32 +135,53 @@ OUTPUT_PARAMS = {
 KNOWN_LABEL_FILES: dict[str, tuple[str, int]] = {
     # md5 (features_checksum) -> (repliscope labels source, class count)
     "4d234b5833aca44928065a180db3016a": ("builtin:imagenet-1k", 1000),  # store.carml.org/synsets/imagenet/synset.txt
-    "6c05083991207dea5c37f2d271014fad": ("", 1001),  # .../synset1.txt: TF-slim order, index 0 = background
+    # .../synset1.txt (TF-slim models, 1001 outputs): 'unknown unknown' then synset.txt, the wnid order
+    "6c05083991207dea5c37f2d271014fad": ("builtin:imagenet-1001-slim", 1001),
     # github.com/rai-project/carml-models data/ilsvrc12/det_synset_words.txt: the 200 ILSVRC detection synsets
     "fe0fe33bc8cb071f8ca73073d97973c6": ("builtin:ilsvrc-det-200", 200),
     # store.carml.org/synsets/imagenet/synset1000.txt (Caffe / CNTK / Caffe2 / TensorRT Inception-v3): the 1000
     # 'wnid name' lines in TensorFlow Inception's class order (kit fox first), rebuilt from
     # github.com/li-haoran/imagenet-prediction synset.txt @ c6bfc91 and matched by MD5
     "7315c2c8bffdb680cf8c5d2a7c45c363": ("builtin:imagenet-1k-tf", 1000),
+    # .../synset1001.txt (MLPerf ResNet-50 v1.5): 'unknown unknown' then synset1000.txt
+    "1aac07127a5d6b9b634d7e43626eef05": ("builtin:imagenet-1001-tf", 1001),
+    # .../synset1008.txt (Inception 5h, 1008 outputs): synset1001.txt then 7 'unknown unknown' lines
+    "2bb228d6cf55ae4e6409f55fc81fcfe7": ("builtin:imagenet-1008-tf", 1008),
     # .../synset-21k.txt (Inception-BN 21K): github.com/pertusa/InceptionBN-21K-for-Caffe synset.txt @ 8df2c5e
     # (CC0), byte for byte
     "851bbe06499cf53fa6f8fb72ad61e906": ("builtin:imagenet-21k-mxnet", 21841),
 }
-"""Classification label files identified by their MD5 (no download): ``""`` keeps the file's own URL as the
-source. ``4d234b58...`` is byte for byte rai-project/carml-models ``data/ilsvrc12/synset_words.txt`` (same MD5),
-whose 1000 wnids are the order of ``builtin:imagenet-1k``; ``fe0fe33b...`` is that repository's
-``det_synset_words.txt``, shipped as ``builtin:ilsvrc-det-200``; ``7315c2c8...`` (``synset1000.txt``) and
-``851bbe06...`` (``synset-21k.txt``) were found in public repositories with the same MD5 and ship as
-``builtin:imagenet-1k-tf`` and ``builtin:imagenet-21k-mxnet`` (origins in :mod:`repliscope.datasets.label_sets`)."""
+"""Classification label files identified by their MD5 (no download), each matched by content: the shipped file
+of the builtin set has the manifests' MD5 (origins in :mod:`repliscope.datasets.label_sets`). ``4d234b58...`` is
+byte for byte rai-project/carml-models ``data/ilsvrc12/synset_words.txt``, whose 1000 wnids are the order of
+``builtin:imagenet-1k``; ``fe0fe33b...`` is that repository's ``det_synset_words.txt``; ``7315c2c8...``
+(``synset1000.txt``) and ``851bbe06...`` (``synset-21k.txt``) were found in public repositories with the same MD5;
+``6c050839...`` (``synset1.txt``), ``1aac0712...`` (``synset1001.txt``) and ``2bb228d6...`` (``synset1008.txt``)
+are ``synset.txt`` / ``synset1000.txt`` with an ``unknown unknown`` first line (and, for 1008, seven such lines
+last), the form of rai-project/tensorflow-go-examples ``image_classification/synset1001.txt``: rebuilt and
+matched by MD5."""
 
-UNIDENTIFIED_LABEL_FILES = {
-    "1aac07127a5d6b9b634d7e43626eef05": "synset1001.txt",
-    "2bb228d6cf55ae4e6409f55fc81fcfe7": "synset1008.txt",
+LABEL_FILE_NOTES = {
+    "6c05083991207dea5c37f2d271014fad": (
+        "lists 1001 classes with 'unknown unknown' (TF-slim's background) at index 0, then the 1000 ImageNet "
+        "classes in wnid order (tench first): class i of the model is ImageNet class i-1; scoring against "
+        "1000-class ImageNet labels needs that offset"
+    ),
+    "1aac07127a5d6b9b634d7e43626eef05": (
+        "lists 1001 classes with 'unknown unknown' at index 0, then the 1000 ImageNet classes in the order of "
+        "TensorFlow's 2015 Inception graphs (kit fox first), not the wnid order (tench first) of TF-slim and "
+        "MLPerf models (MLPerf's ResNet-50 scores argmax - 1 against wnid-ordered labels): on such a model "
+        "MLModelScope named class i after the wrong synset (class 1, tench, was named 'kit fox'); the translation "
+        "keeps the file as it ran: check the model's class order before reading names or scoring by name"
+    ),
+    "2bb228d6cf55ae4e6409f55fc81fcfe7": (
+        "lists 1008 classes: 'unknown unknown' at index 0, the 1000 ImageNet classes in the order of "
+        "TensorFlow's Inception graphs (kit fox first) at 1..1000 and 7 'unknown unknown' padding lines at "
+        "1001..1007 (Inception 5h has 1008 outputs): class i of the model is that order's class i-1; scoring "
+        "against 1000-class ImageNet labels needs that offset and order"
+    ),
 }
-"""CarML label files referenced by real manifests whose content was found in no public repository (searched
-2026-11-27: every candidate list, with and without a background / dummy first line, padding lines, CRLF and a
-trailing newline, had another MD5), so their class count and order cannot be checked offline: refused
-(``unknown_label_file``) with this name in the message and what to provide."""
+"""What the label files with more lines than classes mean (warned as ``mlmodelscope.label_offset``)."""
 
 DETECTION_LABEL_FILES: dict[str, tuple[str, int, str]] = {
     # store.carml.org/synsets/coco/coco_labels_paper.txt: the features file of 21 of the 22 rai-project/tensorflow
@@ -213,19 +234,6 @@ list written out (``tests/importers/test_mlmodelscope_corpus.py`` rebuilds each 
 and with a ``background`` first line: for TF Object Detection API graphs (class = COCO id) they translate to
 ``builtin:coco-91`` (index = id; the unannotated ids are ``N/A`` there, named e.g. ``street sign`` in the paper
 list)."""
-
-
-def unidentified(md5: str) -> str:
-    """`` (it is CarML's synset1000.txt, ...)`` for a referenced file whose content is not public offline."""
-    name = UNIDENTIFIED_LABEL_FILES.get(md5)
-    return (
-        (
-            f" (it is CarML's {name}, whose content is in no public repository: only on store.carml.org, so "
-            "it could not be embedded)"
-        )
-        if name
-        else ""
-    )
 
 
 def other_labels_file(ctx: Ctx) -> str:

@@ -25,6 +25,9 @@ BUILTIN_LABELS = (
     "builtin:background-person",
     "builtin:imagenet-1k-tf",
     "builtin:imagenet-21k-mxnet",
+    "builtin:imagenet-1001-slim",
+    "builtin:imagenet-1001-tf",
+    "builtin:imagenet-1008-tf",
 )
 """From ``voc-20`` on: the files of :data:`repliscope.datasets.label_sets.LABEL_SETS` (imported lazily)."""
 
