@@ -83,8 +83,8 @@ def test_local_sources_are_refused(client: TestClient, headers_for: Callable[[st
     r = _upload(client, local, headers_for("runner"))
     assert r.status_code == 422, r.text
     assert r.json()["error"] == {
-        "message": "'weights/lite0.pth': an uploaded manifest may only use package:// or https:// (with sha256) "
-        "sources; local paths are refused on the server",
+        "message": "'weights/lite0.pth': an uploaded manifest may only use package://, builtin: (labels) or "
+        "https://, pypi-wheel://, pypi-sdist:// (with sha256) sources; local paths are refused on the server",
         "field": "source.uri",
         "code": "source_policy",
     }
