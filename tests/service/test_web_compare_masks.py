@@ -70,3 +70,7 @@ def test_compare_shows_the_masks_of_each_run_side_by_side(
     assert_accessible(page.text)
     plain = client.get(f"/compare?run={a.run_id}&run={b.run_id}")
     assert plain.text.count('class="overlay"') == 6 and 'id="mcnemar"' in plain.text
+    twin = a.model_copy(update={"run_id": "7d" * 16})
+    service_app.state.store.save(twin)
+    equal = client.get(f"/compare?a={a.run_id}&b={twin.run_id}").text
+    assert "<li>The result hashes are equal: both runs predicted the same masks on every image.</li>" in equal

@@ -572,7 +572,13 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     if comparison.same_result_hash:
         why.append(
             "The result hashes are equal: both runs predicted the same "
-            + ("detections on every image." if detection else "top-k on every sample.")
+            + (
+                "detections on every image."
+                if detection
+                else "masks on every image."
+                if comparison.task == "semantic_segmentation"
+                else "top-k on every sample."
+            )
         )
     if not comparison.same_dataset:
         why.append("The dataset identities differ: the runs did not see the same data.")
