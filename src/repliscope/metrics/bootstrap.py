@@ -317,7 +317,8 @@ class CocoResampler:
         last_tp = np.full(int(segment.max()) + 1, -1)
         np.maximum.at(last_tp, segment[any_tp], position[any_tp])
         keep = (tps | fps).any(axis=0) & (position <= last_tp[segment])
-        return _Area(image[keep], segment[keep], rank[keep], tps[:, keep], fps[:, keep], npig, n_k)
+        tps, fps = np.ascontiguousarray(tps[:, keep]), np.ascontiguousarray(fps[:, keep])  # rows: cumsum, ravel
+        return _Area(image[keep], segment[keep], rank[keep], tps, fps, npig, n_k)
 
     def stats(self, weights: np.ndarray | None = None) -> np.ndarray:
         """The 12 COCO numbers (NaN where COCOeval prints -1: no ground truth in that range) with image ``i``
