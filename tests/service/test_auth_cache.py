@@ -95,3 +95,15 @@ def test_a_revocation_by_another_process_takes_effect_within_the_ttl(
     assert client.get("/api/v1/whoami", headers=headers).status_code == 200  # still remembered
     clock.now += auth.PRINCIPAL_TTL_SECONDS / 2 + 0.01
     assert client.get("/api/v1/whoami", headers=headers).status_code == 401
+
+
+def test_an_unsafe_request_with_a_remembered_token_asks_the_store_nothing(
+    client: TestClient, headers_for: Callable[[str], dict[str, str]], counted: tuple[list[str], Clock]
+) -> None:
+    """The guard (before the body) and the route's dependency both use the remembered token."""
+    asked, _ = counted
+    admin = headers_for("admin")
+    assert client.get("/api/v1/whoami", headers=admin).status_code == 200
+    r = client.post("/api/v1/tokens", headers=admin, json={"name": "x", "role": "emperor"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "body.role"
+    assert len(asked) == 1

@@ -87,6 +87,12 @@ def forget_principals() -> None:
     _PRINCIPALS.clear()
 
 
+def remembered_principal(request: Request, token: str) -> Any | None:
+    """The principal of ``token`` when it was accepted within :data:`PRINCIPAL_TTL_SECONDS` (no store query:
+    safe on the event loop), else None."""
+    return _PRINCIPALS.get(request.app.state.store.url, token)
+
+
 def principal_of(request: Request) -> Any | None:
     """The authenticated caller of ``request``, or None (no token, or an unknown/revoked one); the store is asked
     at most once per :data:`PRINCIPAL_TTL_SECONDS` for an accepted token."""
@@ -122,7 +128,7 @@ def require(role: str) -> Callable[[Request], Awaitable[Any]]:
                 field="header.authorization",
                 code="unauthenticated",
             )
-        principal = _PRINCIPALS.get(request.app.state.store.url, token)
+        principal = remembered_principal(request, token)
         if principal is None:
             from starlette.concurrency import run_in_threadpool
 

@@ -144,12 +144,18 @@ class RequestGuard:
 
 
 async def _authenticated(request: Request) -> bool:
-    """Whether the request carries a valid, unrevoked token (the store is read off the event loop)."""
+    """Whether the request carries a valid, unrevoked token (a token accepted in the last seconds is remembered;
+    otherwise the store is read off the event loop)."""
     from starlette.concurrency import run_in_threadpool
 
-    from repliscope.service.auth import principal_of
+    from repliscope.service.auth import principal_of, remembered_principal, token_of
 
     try:
+        token = token_of(request)
+        if token is None:
+            return False
+        if remembered_principal(request, token) is not None:
+            return True
         return await run_in_threadpool(principal_of, request) is not None
     except ApiError:  # a malformed Authorization header
         return False
