@@ -283,3 +283,17 @@ def test_the_sweep_table_links_each_variants_run(service_app: Any, tokens: dict[
     assert href == "/compare?" + "&".join(f"run={VARIANT_RUN_IDS[n]}" for n in names)
     rows = parse(logged_in(service_app, tokens["viewer"]).get(href).text).tables["compare-runs-table"].rows
     assert [r[4] for r in rows] == list(names)
+
+
+def test_compare_of_n_runs_shows_server_paths_to_admins_only(browse: dict[str, Any]) -> None:
+    store = browse["store"]
+    odd = make_record("7e" * 16, TOP1_B, created_at=T0)
+    odd.runtime["onnx_path"] = "/srv/secret-host/models/lite0.onnx"
+    store.save(odd)
+    ids = "&".join(f"run={r}" for r in (RUN_A, RUN_B, "7e" * 16))
+    viewer = logged_in(browse["app"], browse["tokens"]["viewer"]).get(f"/compare?{ids}").text
+    admin = logged_in(browse["app"], browse["tokens"]["admin"]).get(f"/compare?{ids}").text
+    assert "/srv/secret-host" not in viewer and "…/models/lite0.onnx" in viewer
+    assert "/srv/secret-host/models/lite0.onnx" in admin
+    row = next(r for r in parse(viewer).tables["stack-across"].rows if r[0] == "runtime.onnx_path")
+    assert row == ["runtime.onnx_path", "—", "—", "…/models/lite0.onnx", "differs"]

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import io
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, Image
-from repliscope.service.web.views import Trust, _flat, _op_text, trust_of, verdict_text
+from repliscope.service.web.views import Trust, flat_items, op_text, trust_of, verdict_text
 
 MAX_RUNS = 12
 """The most runs one compare page takes (the chart and tables stay readable)."""
@@ -148,14 +148,14 @@ def _pipeline_rows(records: Sequence[EvaluationRecord]) -> list[RowAcross]:
     for stage in stages:
         ops = [list(p.get(stage, [])) for p in pipes]
         for i in range(max(len(o) for o in ops)):
-            values = [_op_text(o[i]) if i < len(o) else "—" for o in ops]
+            values = [op_text(o[i]) if i < len(o) else "—" for o in ops]
             rows.append(RowAcross(f"{stage} {i + 1}", values, len(set(values)) == 1))
     return rows
 
 
 def _stack_rows(records: Sequence[EvaluationRecord]) -> list[RowAcross]:
     flats = [
-        {**_flat("runtime", r.runtime), **_flat("software", r.software), **_flat("hardware", r.hardware)}
+        {**flat_items("runtime", r.runtime), **flat_items("software", r.software), **flat_items("hardware", r.hardware)}
         for r in records
     ]
     keys: list[str] = []
@@ -225,7 +225,7 @@ def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tu
     return rows, note
 
 
-def many_page(records: Sequence[EvaluationRecord], hide: object = None) -> ManyPage:
+def many_page(records: Sequence[EvaluationRecord], hide: Callable[[str], str] | None = None) -> ManyPage:
     """The N-run page of ``records`` (in the order given). ``hide``: a text -> text function applied to every
     pipeline and stack value (server paths off a viewer's page), None to show them as stored."""
     from repliscope.report.sections import embed_sink
@@ -257,7 +257,7 @@ def many_page(records: Sequence[EvaluationRecord], hide: object = None) -> ManyP
         else None
     )
     pipeline, stack = _pipeline_rows(records), _stack_rows(records)
-    if callable(hide):
+    if hide is not None:
         pipeline = [RowAcross(r.what, [hide(v) for v in r.values], r.same) for r in pipeline]
         stack = [RowAcross(r.what, [hide(v) for v in r.values], r.same) for r in stack]
     masks, note = mask_rows(records, letters)

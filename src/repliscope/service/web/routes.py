@@ -8,7 +8,7 @@ Bearer header), checked by :func:`repliscope.service.auth.principal_of`; without
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from importlib.resources import files
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -435,6 +435,12 @@ def _sweep_reference(store: Any, sweep_id: str) -> str | None:
         return None
 
 
+def _hide_paths(text: str, roots: Any) -> str:
+    from repliscope.service.web.redact import hide_paths
+
+    return hide_paths(text, roots)
+
+
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = "") -> Response:
     """Two or more runs: ``?run=A&run=B&run=C...`` (the runs page's checkboxes) or ``?a=A&b=B``. Every count
@@ -466,17 +472,12 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
         return _error(principal, 404, str(exc))
     if len(records) < 2:
         return _error(principal, 400, f"compare needs two different runs; every id given is run {records[0].run_id}")
-    hide = None
     roots: Any = None
     if principal.role != "admin":
-        from repliscope.service.web.redact import hide_paths, named_roots
+        from repliscope.service.web.redact import named_roots
 
         roots = named_roots(request.app.state.config.cache_dir)
-
-        def hide(text: str) -> str:
-            return hide_paths(text, roots)
-
-    many = many_page(records, hide)
+    many = many_page(records, None if roots is None else partial(_hide_paths, roots=roots))
     page = None
     if len(records) == 2:
         page = views.compare_page(store, records[0].run_id, records[1].run_id)

@@ -386,7 +386,7 @@ class ComparePage:
     """Detection: ids of the images whose detections differ (the task's paired ``flipped_ids``)."""
 
 
-def _op_text(op: Mapping[str, Any]) -> str:
+def op_text(op: Mapping[str, Any]) -> str:
     params = ", ".join(f"{k}={v}" for k, v in op.items() if k != "op")
     return f"{op.get('op', '?')}({params})"
 
@@ -400,25 +400,33 @@ def pipeline_diff(
     for stage in [*a, *(s for s in b if s not in a)]:
         ops_a, ops_b = list(a.get(stage, [])), list(b.get(stage, []))
         for i in range(max(len(ops_a), len(ops_b))):
-            ta = _op_text(ops_a[i]) if i < len(ops_a) else "—"
-            tb = _op_text(ops_b[i]) if i < len(ops_b) else "—"
+            ta = op_text(ops_a[i]) if i < len(ops_a) else "—"
+            tb = op_text(ops_b[i]) if i < len(ops_b) else "—"
             lines.append(DiffLine(f"{stage} {i + 1}", ta, tb, ta == tb))
     return lines
 
 
-def _flat(prefix: str, value: Any) -> dict[str, str]:
+def flat_items(prefix: str, value: Any) -> dict[str, str]:
     if isinstance(value, Mapping):
         out: dict[str, str] = {}
         for k, v in value.items():
-            out.update(_flat(f"{prefix}.{k}" if prefix else str(k), v))
+            out.update(flat_items(f"{prefix}.{k}" if prefix else str(k), v))
         return out
     return {prefix: "—" if value is None else str(value)}
 
 
 def stack_diff(a: EvaluationRecord, b: EvaluationRecord) -> list[DiffLine]:
     """Runtime, software and hardware of the two runs key by key; differing keys first."""
-    fa = {**_flat("runtime", a.runtime), **_flat("software", a.software), **_flat("hardware", a.hardware)}
-    fb = {**_flat("runtime", b.runtime), **_flat("software", b.software), **_flat("hardware", b.hardware)}
+    fa = {
+        **flat_items("runtime", a.runtime),
+        **flat_items("software", a.software),
+        **flat_items("hardware", a.hardware),
+    }
+    fb = {
+        **flat_items("runtime", b.runtime),
+        **flat_items("software", b.software),
+        **flat_items("hardware", b.hardware),
+    }
     keys = [*fa, *(k for k in fb if k not in fa)]
     lines = [DiffLine(k, fa.get(k, "—"), fb.get(k, "—"), fa.get(k) == fb.get(k)) for k in keys]
     return sorted(lines, key=lambda d: d.same)
