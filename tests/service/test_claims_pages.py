@@ -102,6 +102,14 @@ def test_models_pages_show_value_interval_and_direction(service_app: Any, tokens
             ".badge.direction-beats { color: #0b4f8a;" in html and ".badge.direction-short { color: var(--bad);" in html
         )
     assert "top1 99.0 % on imagenet-1k/val" in text_of(web.get("/").text)  # the claims column, in percent
+    # a run's own page: the claims table's verdict cell says the direction too
+    for run_id, side, words in (
+        (BEATS_RUN, "beats", "▲ beats its claim"),
+        (SHORT_RUN, "short", "▼ falls short of its claim"),
+    ):
+        page = web.get(f"/runs/{run_id}")
+        assert page.status_code == 200, page.text
+        assert f'<span class="badge direction-{side}" data-direction="{side}">{words}</span>' in page.text
 
 
 def post_form(client: Any, url: str, data: dict[str, str], **kwargs: Any) -> Any:
