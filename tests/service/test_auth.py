@@ -17,6 +17,7 @@ MUTATING: list[tuple[str, str, str]] = [
     ("POST", "/api/v1/jobs", "runner"),
     ("POST", "/api/v1/jobs/{job_id}/cancel", "runner"),
     ("POST", "/api/v1/datasets", "admin"),
+    ("PUT", "/api/v1/datasets/{name}/declaration", "admin"),
     ("POST", "/api/v1/tokens", "admin"),
     ("POST", "/api/v1/tokens/{token_id}/revoke", "admin"),
 ]
@@ -24,7 +25,7 @@ ROLES = ("viewer", "runner", "admin")
 
 
 def _request(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None) -> Any:
-    path = path.replace("{job_id}", "0" * 32).replace("{token_id}", "1")
+    path = path.replace("{job_id}", "0" * 32).replace("{token_id}", "1").replace("{name}", "foolbox_imagenet")
     if path == "/api/v1/manifests":
         return client.request(
             method, path, content=LITE0.read_text(), headers={**(headers or {}), "Content-Type": "text/yaml"}
