@@ -252,3 +252,17 @@ def test_evaluate_calibrates_on_its_own_samples_and_gives_the_same_result(
     assert roles[0] == ("trial" if switched else "check")
     assert again.options["plan"]["source"] != "calibrated (cached)" or roles == ["check", "run"]
     assert again.result_hash == ref.result_hash
+
+
+@pytest.mark.slow
+def test_in_run_calibration_gives_the_result_hash_of_one_loop_on_onnxruntime(
+    foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(calibration, "MIN_TRIAL_SAMPLES", 16)
+    monkeypatch.setattr(calibration, "FALLBACK_BATCH", 2)
+    data = replace(foolbox, samples=_many(foolbox, 256))
+    auto = evaluate(prepare(LITE0, RunSettings(runtime="onnxruntime", cache_dir=tmp_path)), data)
+    roles = {s["role"] for s in auto.options["plan"]["calibration"]["segments"]}
+    assert {"trial", "check"} <= roles
+    given = prepare(LITE0, RunSettings(runtime="onnxruntime", threads=1, batch_size=2, cache_dir=tmp_path))
+    assert auto.result_hash == evaluate(given, data).result_hash
