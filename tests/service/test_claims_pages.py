@@ -102,6 +102,14 @@ def test_models_pages_show_value_interval_and_direction(service_app: Any, tokens
             ".badge.direction-beats { color: #0b4f8a;" in html and ".badge.direction-short { color: var(--bad);" in html
         )
     assert "top1 99.0 % on imagenet-1k/val" in text_of(web.get("/").text)  # the claims column, in percent
+    # the API says the same: each latest run's claims with value, interval and direction
+    from fastapi.testclient import TestClient
+
+    with TestClient(service_app) as api:
+        model = api.get("/api/v1/models/efficientnet-lite0", headers={"Authorization": f"Bearer {tokens['viewer']}"})
+    latest = {x["run_id"]: x["claims"] for x in model.json()["latest"]}
+    assert [(c["direction"], c["claimed"], c["ci_low"]) for c in latest[BEATS_RUN]] == [("beats", 0.10, top1.ci_low)]
+    assert [(c["direction"], c["claimed"], c["ci_high"]) for c in latest[SHORT_RUN]] == [("short", 0.99, top1.ci_high)]
     # a run's own page: the claims table's verdict cell says the direction too
     for run_id, side, words in (
         (BEATS_RUN, "beats", "▲ beats its claim"),

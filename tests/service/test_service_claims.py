@@ -163,6 +163,14 @@ def test_a_service_run_of_a_declared_dataset_is_judged_as_the_cli_judges_it(
     assert client.get("/api/v1/runs", params={"dataset": folder.name}, headers=viewer).json()["total"] == 0
     [lite0] = [m for m in client.get("/api/v1/models", headers=viewer).json() if m["name"] == "efficientnet-lite0"]
     assert [(x["run_id"], x["verdict"]) for x in lite0["latest"]] == [(run["run_id"], "consistent")]
+    [judged] = lite0["latest"][0]["claims"]
+    assert (judged["metric"], judged["claimed"], judged["measured"], judged["direction"]) == (
+        "top1",
+        0.751,
+        0.9,
+        "within",
+    )
+    assert judged["evaluated_dataset"] == "imagenet-sample-20 (as imagenet-1k/val)"
 
 
 @pytest.mark.slow

@@ -16,6 +16,21 @@ router = APIRouter(prefix="/models", tags=["models"], responses=ERROR_RESPONSES)
 _RUNS_SCANNED = 500
 
 
+class JudgedClaim(BaseModel):
+    """One accuracy claim as the run judged it: the measured value and its 95 % interval against the claimed value
+    (fractions), and the direction: ``beats`` (claim below the interval), ``short`` (above), ``within``,
+    ``unjudged`` (not comparable, or nothing measured)."""
+
+    metric: str
+    claimed: float | None
+    measured: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    direction: str
+    evaluated_dataset: str
+
+
 class LatestVerdict(BaseModel):
     runtime: str
     hardware: str | None
@@ -24,6 +39,33 @@ class LatestVerdict(BaseModel):
     manifest_version: str
     top1: float | None
     ap: float | None
+    claims: list[JudgedClaim] = []
+    """The run's accuracy claims with value, interval and direction (performance claims: ``repliscope bench``)."""
+
+
+def _judged(store: Any, run_id: str) -> list[dict[str, Any]]:
+    """The accuracy claims of run ``run_id`` as :class:`JudgedClaim` dicts ([] when its record cannot be read)."""
+    from repliscope.errors import StoreError
+    from repliscope.manifest.schema import PERFORMANCE_METRICS
+    from repliscope.service.web.claim_cells import direction_of
+
+    try:
+        record = store.get(run_id)
+    except StoreError:
+        return []
+    out = []
+    for c in record.claims:
+        if c.metric in PERFORMANCE_METRICS:
+            continue
+        claim = c.model_dump(mode="json")
+        out.append(
+            {
+                **{k: claim.get(k) for k in ("metric", "claimed", "measured", "ci_low", "ci_high", "verdict")},
+                "direction": direction_of(claim),
+                "evaluated_dataset": str(claim.get("evaluated_dataset", "")),
+            }
+        )
+    return out
 
 
 class ModelOut(BaseModel):
@@ -64,6 +106,7 @@ def _model(store: Any, name: str, manifests: list[Any]) -> dict[str, Any]:
                 "manifest_version": r.manifest_version,
                 "top1": r.top1,
                 "ap": r.ap,
+                "claims": _judged(store, r.run_id),
             }
     return {
         "name": name,
