@@ -7,7 +7,8 @@
    dataset, then the noise rule (:func:`~repliscope.evaluation.calibration.pick`); the choice is cached;
 2. the online check: the chosen (or cached) plan runs :func:`check_size` samples, and when its rate is clearly
    below the best alternative's prediction (:func:`~repliscope.evaluation.calibration.clearly_below`) the cache
-   entry is removed and step 1 runs again on the next samples (once per run), which may switch the plan;
+   entry is removed and step 1 runs again on the next samples (once per run), which may switch the plan (with
+   too few samples left for trials, the run switches to the predicted alternative and caches nothing);
 3. the rest of the dataset in one loop of the final plan.
 
 Every sample is evaluated exactly once, by whichever plan ran its segment: the trials are real work. Results do
@@ -34,6 +35,7 @@ from repliscope.evaluation.calibration import (
     interleaved_trials,
     invalidate,
     pick,
+    plan_runners,
     trial_size,
     write_cached,
 )
@@ -88,13 +90,7 @@ class SegmentedRun:
 
     def runners(self, plan: Plan) -> list[Runner]:
         """The runners of ``plan`` (one per ``data_parallel`` worker), made once per thread count."""
-        have = self._pool.setdefault(
-            plan.threads, [self.base if self.base.threads == plan.threads else self.base.replica(plan.threads)]
-        )
-        need = plan.workers if plan.schedule == "data_parallel" else 1
-        while len(have) < need:
-            have.append(have[0].replica())
-        return have[:need]
+        return plan_runners(self._pool, self.base, plan)
 
     def run(self, plan: Plan, n: int | None = None, role: str = "run") -> float:
         """Evaluate the next ``n`` samples (default: all the rest) with ``plan`` -> its rate (samples/s)."""

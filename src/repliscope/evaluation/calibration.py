@@ -393,7 +393,7 @@ def calibrate(
     warmed: set[str] = set()
 
     def trial(plan: Plan, _round: int) -> float:
-        runners = _runners(pool, runner, plan)
+        runners = plan_runners(pool, runner, plan)
         options = LoopOptions(plan.batch_size, plan.workers, plan.schedule, warmup=plan.key not in warmed)
         warmed.add(plan.key)
         loop = run_loop(pipeline, runners[0], trial_samples, options, expected_shape, replicas=runners[1:])
@@ -405,7 +405,7 @@ def calibrate(
     return chosen_plan(chosen, measured, "calibrated", time.perf_counter() - start, n)
 
 
-def _runners(pool: dict[int, list[Runner]], base: Runner, plan: Plan) -> list[Runner]:
+def plan_runners(pool: dict[int, list[Runner]], base: Runner, plan: Plan) -> list[Runner]:
     """The runners of ``plan`` (one per ``data_parallel`` worker), made once per thread count and reused."""
     have = pool.setdefault(plan.threads, [base if base.threads == plan.threads else base.replica(plan.threads)])
     need = plan.workers if plan.schedule == "data_parallel" else 1
