@@ -106,7 +106,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     help_wall = best_of([str(BIN / "repliscope"), "evaluate", "--help"])
     import_wall = best_of([sys.executable, "-c", "import repliscope.evaluation.run"])
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-whole-process-") as tmp:
         env = user_env(REPLISCOPE_CACHE=str(Path(tmp) / "cache"), REPLISCOPE_DB=str(Path(tmp) / "r.db"))
         runs = {name: evaluate_once(args, env) for name in ("cold", "cached")}
     loop_wall, out = timed([sys.executable, "-c", TORCH_LOOP, str(args.dataset), str(args.limit)])
