@@ -142,6 +142,7 @@ def _same_verdict(service: Any, cli: Any, registered: str, folder_name: str) -> 
     assert service["dataset"]["identity"] == cli["dataset"]["identity"]
 
 
+@pytest.mark.slow  # two evaluations of 20 images (the service's job, the CLI): ~20 s, ~60 s with a cold cache
 def test_a_service_run_of_a_declared_dataset_is_judged_as_the_cli_judges_it(
     client: TestClient, headers_for: Callable[[str], dict[str, str]], tmp_path: Path
 ) -> None:
