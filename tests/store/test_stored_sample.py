@@ -1,0 +1,43 @@
+"""Samples read back from the store are built without validation (:func:`repository._stored_sample`): they must
+be the same objects ``model_construct`` builds: equal, same dump, same fields set, still assignable."""
+
+from pathlib import Path
+
+from repliscope.evaluation.record import Detection, SamplePrediction, result_hash
+from repliscope.store import RunStore, repository
+from tests.store.test_store_scale import big_record
+
+
+def test_stored_sample_equals_model_construct() -> None:
+    dets = [Detection(box=[1.0, 2.0, 3.0, 4.0], score=0.5, class_id=3)]
+    fast = repository._stored_sample("a.jpg", 7, [7, 1], [0.75, 0.25], None, dets)
+    slow = SamplePrediction.model_construct(
+        sample_id="a.jpg",
+        label=7,
+        topk_indices=[7, 1],
+        topk_probs=[0.75, 0.25],
+        error=None,
+        detections=dets,
+        segmentation=None,
+    )
+    assert fast == slow
+    assert fast.model_dump() == slow.model_dump()
+    assert fast.model_dump_json(exclude_unset=True) == slow.model_dump_json(exclude_unset=True)
+    assert fast.model_fields_set == slow.model_fields_set == set(SamplePrediction.model_fields)
+    assert repr(fast) == repr(slow)
+    assert fast.top1 == 7
+    fast.label = 8  # assignment still works and does not touch another instance's fields set
+    other = repository._stored_sample("b.jpg", None, [], [], "SampleError: x", None)
+    assert (fast.label, other.label, other.top1) == (8, None, None)
+    assert other.model_fields_set is not fast.model_fields_set
+
+
+def test_round_trip_keeps_result_hash(tmp_path: Path) -> None:
+    record = big_record("r" + "0" * 31, 1200)
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        store.save(record)
+        loaded = store.get(record.run_id)
+    assert len(loaded.samples) == 1200
+    assert loaded.samples == record.samples
+    assert result_hash(loaded.samples) == record.result_hash
+    assert sum(s.error is not None for s in loaded.samples) == 12
