@@ -427,6 +427,13 @@ def _runs_statements(columns: tuple[str, ...], sort: str, filters: tuple[str, ..
     return page, select(func.count()).select_from(RunRow).where(*conditions)
 
 
+_RECORD_AND_COUNT = select(
+    RunRow.record,
+    select(func.count()).select_from(SampleRow).where(SampleRow.run_id == RunRow.run_id).scalar_subquery(),
+).where(RunRow.run_id == bindparam("run_id"))
+"""A run's record JSON and its number of sample rows, one statement (:meth:`RunStore.get_without_samples`)."""
+
+
 class RunStore:
     """Evaluation records in a database. ``url=None`` -> :func:`default_url`. On open the schema is migrated to
     the newest revision (:func:`repliscope.store.migrate.upgrade_engine`).
@@ -656,15 +663,16 @@ class RunStore:
 
     def get_without_samples(self, run_id: str) -> tuple[EvaluationRecord, int]:
         """The record of ``run_id`` (or a unique prefix of at least 6 characters) with no samples, and the number
-        of its samples (an SQL count): what ``GET /runs/{id}`` serves, without reading the sample rows."""
+        of its samples (an SQL count, in the same statement): what ``GET /runs/{id}`` serves, without reading the
+        sample rows."""
         with Session(self.engine) as session:
-            full_id = self._resolve(session, run_id)
-            data = dict(session.get_one(RunRow, full_id).record)
-            data.pop("sample_segmentation", None)
-            total = int(
-                session.scalar(select(func.count()).select_from(SampleRow).where(SampleRow.run_id == full_id)) or 0
-            )
-        return EvaluationRecord.model_validate({**data, "samples": []}), total
+            found = session.connection().execute(_RECORD_AND_COUNT, {"run_id": run_id}).first()
+            if found is None:  # a prefix, or unknown (a StoreError)
+                full_id = self._resolve(session, run_id)
+                found = session.connection().execute(_RECORD_AND_COUNT, {"run_id": full_id}).one()
+        data = dict(found[0])
+        data.pop("sample_segmentation", None)
+        return EvaluationRecord.model_validate({**data, "samples": []}), int(found[1])
 
     def delete(self, run_id: str) -> str:
         """Delete a run and its samples (full id or unique prefix); returns the full id deleted."""
