@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from repliscope.cli.gc_pause import gc_paused
 from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
@@ -177,4 +178,4 @@ def report(
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command to ``app``."""
-    app.command("report")(report)
+    app.command("report")(gc_paused()(report))

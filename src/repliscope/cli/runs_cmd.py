@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.gc_pause import gc_paused
 from repliscope.cli.output import console, print_record
 from repliscope.errors import RepliscopeError
 
@@ -364,6 +365,7 @@ def record_class_names(rec: EvaluationRecord) -> tuple[tuple[str, ...] | None, s
 
 
 @runs_app.command("compare")
+@gc_paused()
 def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Metric deltas (B - A) and the samples whose top-1 differs (exit 1 if no sample was evaluated by both)."""
     from repliscope.store.compare import compare_runs
