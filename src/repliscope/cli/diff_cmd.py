@@ -399,15 +399,8 @@ def check_arguments(
         )
 
 
-def runtime_candidates() -> list[str]:
-    """Runtimes that are also layer-diff candidates built from the manifest's model (``from_artifact``)."""
-    from repliscope.diff import CANDIDATES
-    from repliscope.runtimes import RUNTIMES
-
-    return [n for n in CANDIDATES.names() if n in RUNTIMES and hasattr(CANDIDATES.get(n), "from_artifact")]
-
-
 def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, candidate_format: str | None) -> None:
+    from repliscope.diff.base import runtime_candidates
     from repliscope.diff.candidate_format import FORMATS
     from repliscope.runtimes import RUNTIMES
 
@@ -578,10 +571,12 @@ def _candidate(
 
 
 def _runtime_candidate(prepared: PreparedRun, name: str, threads: int) -> Candidate:
-    from repliscope.diff import CANDIDATES
+    from repliscope.diff.base import CANDIDATES, RuntimeCandidate
     from repliscope.evaluation.artifacts import default_cache_dir
 
-    cls: Any = CANDIDATES.get(name)
+    cls = CANDIDATES.get(name)
+    if not issubclass(cls, RuntimeCandidate):  # check_arguments allows runtime_candidates() only
+        raise RepliscopeError(f"'{name}' is no runtime candidate")
     return cls.from_artifact(
         prepared.artifact, cache_dir=prepared.settings.cache_dir or default_cache_dir(), threads=threads
     )
@@ -698,10 +693,9 @@ def print_detection_figures(r: TaskDiffResult, agree: str) -> None:
 
 def print_layer_diff(r: LayerDiffResult) -> None:
     """Human-readable layer-level result: summary per mode, first divergent layers, the worst layers."""
-    ops = getattr(r, "reference_ops", 0)
+    ops = r.reference_ops
     total = r.reference_layers + ops
-    uncompared = getattr(r, "uncompared", None)
-    missed = len(uncompared) if uncompared is not None else len(r.not_compared)
+    missed = len(r.uncompared)
     kinds = f" ({r.reference_layers} module layers + {ops} functional ops)" if ops else ""
     fmt = (
         f" ({r.candidate['format']}, mapping {r.candidate.get('mapping_origin', '')})"
@@ -720,10 +714,10 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         first = r.first_divergent[mode]
         colour = "green" if first is None else "red"
         verdict = "all layers within tolerance" if first is None else f"first divergent: {first.describe()}"
-        covered = getattr(s, "reference_units", 0) or len(
+        covered = s.reference_units or len(
             {p for row in r.layers if (row.golden if mode == "golden" else row.carried) is not None for p in row.covers}
         )
-        missing = getattr(s, "missing", 0)
+        missing = s.missing
         gone = f", {missing} reference op(s) missing in the candidate" if missing else ""
         if not s.compared:
             console.print(f"{mode:8s}  [yellow]no unit compared[/] (see 'not compared' and the notes)")
@@ -753,13 +747,13 @@ def print_layer_diff(r: LayerDiffResult) -> None:
             *[f"{s.ratio:.3g}" if s else "-" for s in stats],
         )
     console.print(table)
-    output = getattr(r, "output", None)
+    output = r.output
     if output is not None:
         colour = "green" if output.passed else "red"
         console.print(f"output    [{colour}]max |err| {output.max_abs:.3g}, tolerance {output.tolerance:.3g}[/]")
-    elif getattr(r, "output_note", ""):
+    elif r.output_note:
         console.print(f"output    [yellow]not compared: {r.output_note}[/]")
-    uncompared = getattr(r, "uncompared", None)
+    uncompared = r.uncompared
     if uncompared:
         more = f"; ... {len(uncompared) - 10} more (--json lists all)" if len(uncompared) > 10 else ""
         console.print(
@@ -767,8 +761,6 @@ def print_layer_diff(r: LayerDiffResult) -> None:
             + "; ".join(f"{u.path} ({u.reason})" for u in uncompared[:10])
             + more
         )
-    elif r.not_compared:
-        console.print(f"[yellow]not compared ({len(r.not_compared)}):[/] {', '.join(r.not_compared)}")
     else:
         console.print("every reference unit was compared")
     notes = [n for n in r.notes if not n.startswith(("golden mode not run", "carried mode not run"))]

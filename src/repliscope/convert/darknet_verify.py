@@ -392,7 +392,6 @@ def _assemble(
         formula="k * eps(float32) * sqrt(reduction) * max|ref|",
         layers=rows,
         reference_layers=len(net.layers),
-        not_compared=[],
         first_divergent=first,
         summary=summary,
         seconds=time.perf_counter() - start,

@@ -26,20 +26,27 @@ the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.diff
 "keras" is not registered yet) and builds the candidate as ``cls.from_path(path, reference_module)``, where
 ``path`` is the ``--candidate`` argument (a ``pathlib.Path``) and ``reference_module`` the torch module built
 from the manifest (eval mode, weights loaded). The candidate is then compared with
-:func:`repliscope.diff.layers.diff_layers`. A candidate registered under a runtime name (``onnxruntime``) is
-built as ``cls.from_artifact(artifact, cache_dir=..., threads=...)`` instead.
+:func:`repliscope.diff.layers.diff_layers`. A candidate registered under a runtime name (``onnxruntime``) is a
+:class:`RuntimeCandidate`, built as ``cls.from_artifact(artifact, cache_dir=..., threads=...)`` instead.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from repliscope.registry import Registry
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from repliscope.runtimes.base import ModelArtifact
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,14 @@ class Candidate(ABC):
     """``"reference"`` (default: outputs already in the reference layout) or ``"NHWC"`` (4-D outputs are
     transposed to NCHW by the driver before comparison)."""
 
+    mode_limits: Mapping[str, str] = MappingProxyType({})
+    """Mode -> why this candidate cannot run it (absent = supported, the default: every mode); the driver runs
+    the other modes and lists the reason, never skipping a mode silently. A candidate sets its own per instance."""
+
+    notes: Sequence[str] = ()
+    """What the candidate found while pairing its units with the reference (copied into the result's notes).
+    A candidate sets its own list per instance."""
+
     def covers(self, path: str) -> list[str]:
         """The reference layers (in the order they start) that the counterpart of ``path`` computes at once,
         e.g. ``["_conv_stem", "_conv_stem.static_padding", "_bn0"]`` for an ONNX Conv with the padding and
@@ -128,6 +143,26 @@ class Candidate(ABC):
         None when the candidate cannot produce it (the result then says the output was not compared).
         Default: None."""
         return None
+
+
+class RuntimeCandidate(Candidate):
+    """A candidate built from the manifest's model as a runtime runs it, registered under that runtime's name in
+    :data:`CANDIDATES` (``repliscope diff MANIFEST --runtimes torch onnxruntime --layers``)."""
+
+    @classmethod
+    @abstractmethod
+    def from_artifact(cls, artifact: ModelArtifact, *, cache_dir: Path, threads: int = 2) -> Self:
+        """The candidate for ``artifact`` (the manifest's resolved model); ``cache_dir`` holds exports and
+        conversions (e.g. the cached torch -> ONNX export)."""
+
+
+def runtime_candidates() -> list[str]:
+    """The runtimes that are also layer-diff candidates built from the manifest's model
+    (:class:`RuntimeCandidate`)."""
+    from repliscope.runtimes import RUNTIMES
+
+    names = [n for n in CANDIDATES.names() if n in RUNTIMES]
+    return [n for n in names if issubclass(CANDIDATES.get(n), RuntimeCandidate)]
 
 
 CANDIDATES: Registry[type[Candidate]] = Registry("diff candidate")

@@ -147,13 +147,9 @@ def build_candidate(
 def _onnx_fixed_batch(path: Path, n: int) -> int:
     """The fixed batch size of the ONNX model's input when it differs from ``n`` (0 when the batch axis is
     dynamic or already ``n``)."""
-    import onnx
+    from repliscope.runtimes._common import onnx_fixed_batch
 
-    model = onnx.load(str(path), load_external_data=False)
-    consts = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in consts]
-    dims = inputs[0].type.tensor_type.shape.dim if inputs else []
-    fixed = int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else 0
+    fixed = onnx_fixed_batch(path)
     return fixed if fixed > 0 and fixed != n else 0
 
 
@@ -212,7 +208,7 @@ def diff_candidate(
     ``built`` adds the format, how the mapping was obtained and the pairs to ``result.candidate``."""
     from repliscope.diff.layers import diff_layers
 
-    limits: dict[str, str] = dict(getattr(candidate, "mode_limits", {}))
+    limits = dict(candidate.mode_limits)
     run_modes = [m for m in modes if m not in limits]
     if not run_modes:
         raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))

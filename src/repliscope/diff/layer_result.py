@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from repliscope.diff.tolerance import ErrorStats, TolerancePolicy
 
@@ -95,6 +95,8 @@ class NotCompared(_Model):
     kind: str
     source: str
     reason: str
+    op: str = ""
+    """The op name for a functional op unit (``add``), "" for a module layer (or a graph node)."""
 
 
 class LayerDiffResult(_Model):
@@ -115,8 +117,6 @@ class LayerDiffResult(_Model):
     formula: str
     layers: list[LayerRow]
     reference_layers: int
-    not_compared: list[str]
-    """Reference MODULE layers neither mapped nor covered by a mapped layer (ops: see ``uncompared``)."""
     first_divergent: dict[str, Divergence | None]
     summary: dict[str, ModeSummary]
     seconds: float
@@ -124,11 +124,27 @@ class LayerDiffResult(_Model):
     reference_ops: int = 0
     """Functional ops in the reference ``forward`` (units besides the ``reference_layers`` module layers)."""
     uncompared: list[NotCompared] = Field(default_factory=list)
-    """Every reference unit (module layer or functional op) not compared, with the reason."""
+    """Every reference unit (module layer or functional op) not compared, with the reason (``not_compared``:
+    the module layers among them, by path)."""
     output: ErrorStats | None = None
     """The candidate's whole-model output against the reference output (tolerance: the carried one,
     accumulated over every compared unit); None when not compared (see ``output_note``)."""
     output_note: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_fields(cls, data: Any) -> Any:
+        """``not_compared`` is derived from ``uncompared``: given (a dump, an older record), it is dropped."""
+        if isinstance(data, dict) and "not_compared" in data:
+            data = {k: v for k, v in data.items() if k != "not_compared"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def not_compared(self) -> list[str]:
+        """The reference MODULE layers neither mapped nor covered by a mapped unit, in reference order: the paths
+        of the ``uncompared`` units that are no functional op."""
+        return [u.path for u in self.uncompared if not u.op]
 
     @property
     def passed(self) -> bool:

@@ -171,6 +171,7 @@ def diff_layers(
             kind=rows[p].kind,
             source=rows[p].source,
             reason="identity on this batch (output equals input); the candidate has no node for it",
+            op=info[p].op,
         )
         for p in identity
     ]
@@ -180,7 +181,13 @@ def diff_layers(
     for i, row in enumerate(ordered):  # no gaps where identity ops were dropped (the plot's x axis)
         row.index = i
     uncompared += [
-        NotCompared(path=layer.path, kind=layer.kind, source=layer.source, reason=_why_not(layer, unmatched, candidate))
+        NotCompared(
+            path=layer.path,
+            kind=layer.kind,
+            source=layer.source,
+            reason=_why_not(layer, unmatched, candidate),
+            op=layer.op,
+        )
         for layer in layers
         if layer.path not in covered and layer.path not in rows and layer.path not in identity
     ]
@@ -191,11 +198,12 @@ def diff_layers(
             kind=m.kind,
             source=m.source,
             reason="returns several tensors; not a unit (each consumer is compared, fed the reference tensors)",
+            op=m.op,
         )
         for m in multi
     ]
     uncompared.sort(key=lambda n: position.get(n.path, -1))
-    notes = list(getattr(candidate, "notes", []))
+    notes = list(candidate.notes)
     notes += [f"'{r.path}': {note}" for r in ordered for note in r.notes]  # why a unit diverged structurally
     if "carried" in modes:
         notes += [
@@ -214,7 +222,6 @@ def diff_layers(
         layers=ordered,
         reference_layers=sum(1 for layer in layers if not layer.is_op),
         reference_ops=sum(1 for layer in layers if layer.is_op),
-        not_compared=[layer.path for layer in layers if not layer.is_op and layer.path not in covered],
         uncompared=uncompared,
         output=output,
         output_note=output_note,

@@ -196,8 +196,8 @@ class MappedCandidate(Candidate):
         self.reverse = {v: k for k, v in self.mapping.items()}
         self.candidate_names = list(candidate_names) if candidate_names is not None else None
         self.output_layout = inner.output_layout  # type: ignore[misc]
-        self.mode_limits = dict(getattr(inner, "mode_limits", {}))
-        self.notes = list(getattr(inner, "notes", []))
+        self.mode_limits = dict(inner.mode_limits)
+        self.notes = list(inner.notes)
         self.origin = origin
         self._covers = {k: list(v) for k, v in (covers or {}).items()}
         if self.candidate_names is not None:
@@ -213,7 +213,7 @@ class MappedCandidate(Candidate):
         return self._covers.get(path, [path])
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
-        out = self.inner.output(x) if hasattr(self.inner, "output") else None
+        out = self.inner.output(x)
         if out is not None and self.output_layout == "NHWC" and out.ndim == 4:
             out = out.transpose(0, 3, 1, 2)
         return out
@@ -244,11 +244,15 @@ class FixedBatch(Candidate):
         self.name = inner.name  # type: ignore[misc]
         self.supports_ops = inner.supports_ops  # type: ignore[misc]
         self.output_layout = inner.output_layout  # type: ignore[misc]
-        self.mode_limits = dict(getattr(inner, "mode_limits", {}))
+        self.mode_limits = dict(inner.mode_limits)
 
     @property
-    def notes(self) -> list[str]:
-        return list(getattr(self.inner, "notes", []))
+    def notes(self) -> Sequence[str]:  # the inner candidate's, as they are now (it adds some while pairing)
+        return list(self.inner.notes)
+
+    @notes.setter
+    def notes(self, value: Sequence[str]) -> None:
+        self.inner.notes = value
 
     def _chunks(self, n: int) -> list[slice]:
         if n % self.batch:

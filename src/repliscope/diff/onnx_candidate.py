@@ -31,14 +31,14 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
 
-from repliscope.diff.base import Candidate, LayerInfo, Unmatched
+from repliscope.diff.base import LayerInfo, RuntimeCandidate, Unmatched
 from repliscope.diff.onnx_ops import match_ops
 from repliscope.diff.onnx_units import Unit, assign_covers, node_scopes, partition
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes.base import ModelArtifact
 
 
-class OnnxCandidate(Candidate):
+class OnnxCandidate(RuntimeCandidate):
     """An ONNX model (path or ``ModelProto``, single input) compared with its torch reference.
 
     ``run_layer(path, [x])``: ``x`` is the reference input of ``covers(path)[0]`` in the model's dtype and

@@ -275,7 +275,6 @@ def diff_runtime_graphs(
         formula=FORMULA + " (n: the node's reduction length; MaxPool and element-wise ops n = 1)",
         layers=rows,
         reference_layers=len(rows) + len(uncompared),
-        not_compared=[u.path for u in uncompared],
         first_divergent=first,
         summary=summary,
         seconds=time.perf_counter() - start,
@@ -477,7 +476,7 @@ def manifest_graphs(
     from repliscope.diff.task import first_batch, iter_batches
     from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare
-    from repliscope.runtimes._common import onnx_source
+    from repliscope.runtimes._common import onnx_fixed_batch, onnx_source
 
     prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=threads, batch_size=1, cache_dir=cache_dir))
     artifact = prepared.artifact
@@ -507,7 +506,7 @@ def manifest_graphs(
         ]
         return graphs, ids
     path = onnx_source(artifact, cache_dir or default_cache_dir(), {})
-    fixed = _fixed_batch(path)
+    fixed = onnx_fixed_batch(path)
     ids, x = first_batch(prepared.pipeline, dataset, fixed or batch, shape)
     origin = (
         f"the manifest's pre-processing of {len(ids)} sample(s)"
@@ -515,11 +514,3 @@ def manifest_graphs(
         + (f", ONNX converted from {artifact.format} ({path.name})" if artifact.format != "onnx" else "")
     )
     return [GraphInput("model", path, x, origin=origin)], ids
-
-
-def _fixed_batch(path: Path) -> int:
-    model = onnx.load(str(path), load_external_data=False)
-    consts = {i.name for i in model.graph.initializer}
-    first = next(i for i in model.graph.input if i.name not in consts)
-    dims = first.type.tensor_type.shape.dim
-    return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else 0

@@ -134,16 +134,22 @@ def onnx_source(artifact: ModelArtifact, cache_dir: Path, notes: dict[str, Any])
     )
 
 
-def onnx_batch_fixed_at_one(path: Path) -> bool:
-    """True when the ONNX graph's first input has a literal batch dimension of 1 (e.g. a TFLite conversion, whose
-    reshapes fix the batch): such a model runs one image at a time."""
+def onnx_fixed_batch(path: Path) -> int:
+    """The literal batch dimension of the ONNX graph's first input (its first input that is no initializer),
+    e.g. 1 for an export from a batch-1 example without dynamic axes; 0 when the batch axis is dynamic."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
     initializers = {i.name for i in model.graph.initializer}
-    first = next(i for i in model.graph.input if i.name not in initializers)
-    dims = first.type.tensor_type.shape.dim
-    return bool(dims) and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+    first = next((i for i in model.graph.input if i.name not in initializers), None)
+    dims = first.type.tensor_type.shape.dim if first is not None else []
+    return int(dims[0].dim_value) if dims and dims[0].HasField("dim_value") else 0
+
+
+def onnx_batch_fixed_at_one(path: Path) -> bool:
+    """True when the ONNX graph's first input has a literal batch dimension of 1 (e.g. a TFLite conversion, whose
+    reshapes fix the batch): such a model runs one image at a time."""
+    return onnx_fixed_batch(path) == 1
 
 
 def run_per_image(run: Callable[[np.ndarray], list[np.ndarray]], batch: np.ndarray) -> list[np.ndarray]:
