@@ -208,7 +208,7 @@ def diff_candidate(
     ``built`` adds the format, how the mapping was obtained and the pairs to ``result.candidate``."""
     from repliscope.diff.layers import diff_layers
 
-    limits = dict(candidate.mode_limits)
+    limits = dict(candidate.mode_limits) if isinstance(candidate, Candidate) else {}  # a stand-in: every mode
     run_modes = [m for m in modes if m not in limits]
     if not run_modes:
         raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))
