@@ -96,7 +96,7 @@ def start_agent(started: list[subprocess.Popen[bytes]], scheduler: str, name: st
 
 
 def evaluate_job(manifest: Path, dataset: str, label_rule: str | None, **options: object) -> object:
-    from repliscope.jobs import JobSpec
+    from repliscope.job_execution import JobSpec
 
     job_id = uuid.uuid4().hex
     return JobSpec(

@@ -49,7 +49,7 @@ def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str,
     from repliscope.diff.layers import diff_layers
     from repliscope.diff.onnx_candidate import OnnxCandidate
     from repliscope.diff.reference import TorchReference
-    from repliscope.diff.task import first_batch
+    from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.runtimes.onnx_export import export_to_onnx

@@ -57,7 +57,7 @@ def _block(config: str, runner: Any, pipeline: Any, x: Any, queries: int, warmup
 
 def measure(runtime: str, threads: int, queries: int, rounds: int) -> dict[str, Any]:
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.task import first_batch
+    from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.run import RunSettings, prepare
 
     prepared = prepare(MANIFEST, RunSettings(runtime=runtime, threads=threads, batch_size=1))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from repliscope.errors import RepliscopeError
-from repliscope.jobs import JobOutcome, JobSpec, execute_job, parse_shard
+from repliscope.job_execution import JobOutcome, JobSpec, execute_job, parse_shard
 from tests.conftest import EXAMPLES
 
 TINY = EXAMPLES / "tiny-resnet.yaml"
@@ -99,7 +99,7 @@ def test_service_run_job_stores_once_per_idempotency_key() -> None:
     store = RunStore()
     job = tiny_job("job-a", limit=2)
     job.idempotency_key = "key-1"
-    from repliscope.store.registry import create_job
+    from repliscope.store.service_tables import create_job
 
     for job_id in ("job-a", "job-b"):
         created = create_job(store, "evaluate", "tiny-resnet@1.0.0", "torch", "foolbox_imagenet", {}, created_by="test")

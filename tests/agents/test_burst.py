@@ -18,7 +18,7 @@ pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed
 from repliscope.agents.cluster import Cluster
 from repliscope.agents.placement import constraints_for
 from repliscope.agents.submit import JobFailedEverywhere, submit_job
-from repliscope.jobs import JobOutcome
+from repliscope.job_execution import JobOutcome
 from repliscope.manifest.loader import load_manifest
 from tests.agents.procs import Processes
 from tests.test_jobs import TINY, tiny_job

@@ -14,7 +14,7 @@ from repliscope.agents.capabilities import default_agent_id
 from repliscope.agents.cluster import Cluster
 from repliscope.agents.placement import Constraints, NoAgentMatches, constraints_for
 from repliscope.agents.submit import submit_job
-from repliscope.jobs import JobCancelled, JobSpec
+from repliscope.job_execution import JobCancelled, JobSpec
 from repliscope.manifest.loader import load_manifest
 from tests.conftest import LITE0
 from tests.test_jobs import TINY, foolbox_folder, tiny_job

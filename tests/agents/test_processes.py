@@ -21,7 +21,7 @@ from repliscope.agents.cluster import Cluster
 from repliscope.agents.placement import constraints_for
 from repliscope.agents.submit import JobFailedEverywhere, dispatch_overheads, submit_job, submit_sharded
 from repliscope.cli.main import app
-from repliscope.jobs import JobSpec
+from repliscope.job_execution import JobSpec
 from repliscope.manifest.loader import load_manifest
 from tests.agents.procs import Processes
 from tests.conftest import LITE0

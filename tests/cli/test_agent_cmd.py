@@ -33,7 +33,7 @@ TINY_ARGS = [
 def test_cli_start_up_imports_no_dask() -> None:
     code = (
         "import repliscope, repliscope.cli.main, repliscope.cli.agent_cmd, repliscope.agents.placement, "
-        "repliscope.agents.cluster, repliscope.agents.submit, repliscope.jobs, sys; "
+        "repliscope.agents.cluster, repliscope.agents.submit, repliscope.job_execution, sys; "
         "assert 'distributed' not in sys.modules and 'dask' not in sys.modules, 'dask imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -15,7 +15,7 @@ from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.layers import diff_layers
 from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.reference import TorchReference
-from repliscope.diff.task import first_batch
+from repliscope.diff.task_level import first_batch
 from repliscope.evaluation.run import PreparedRun, RunSettings, prepare
 from tests.conftest import LITE0
 

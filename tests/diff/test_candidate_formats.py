@@ -17,7 +17,7 @@ from repliscope.diff.candidate_format import FORMATS, build_candidate, detect_fo
 from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.mapping import UnitInfo
 from repliscope.diff.reference import TorchReference
-from repliscope.diff.task import first_batch
+from repliscope.diff.task_level import first_batch
 from repliscope.diff.tflite_candidate import GOLDEN_LIMIT
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.run import RunSettings, prepare

@@ -23,7 +23,7 @@ from repliscope.diff.layer_result import Divergence, LayerDiffResult, LayerRow, 
 from repliscope.diff.pipeline_candidate import load_candidate
 from repliscope.diff.pipeline_diff import diff_pipeline
 from repliscope.diff.pipeline_heatmap import heatmap_png
-from repliscope.diff.task import FlippedSample, McNemar, TaskDiffResult
+from repliscope.diff.task_level import FlippedSample, McNemar, TaskDiffResult
 from repliscope.diff.tolerance import ErrorStats, TolerancePolicy
 from repliscope.manifest.loader import load_manifest
 from repliscope.store.diffs import store_diff
@@ -159,7 +159,7 @@ def test_api_and_pages(service_app: Any, client: TestClient, headers_for: Header
 
 
 def test_a_diff_jobs_result_ids_point_at_its_stored_diff(service_app: Any) -> None:
-    from repliscope.jobs import JobOutcome
+    from repliscope.job_execution import JobOutcome
     from repliscope.store.diffs import get_diff
 
     store = service_app.state.store

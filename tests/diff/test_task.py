@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.task import diff_records, diff_runtimes, mcnemar_exact
+from repliscope.diff.task_level import diff_records, diff_runtimes, mcnemar_exact
 from tests.conftest import LITE0
 from tests.diff._records import pair
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.task import diff_records, diff_runtimes
+from repliscope.diff.task_level import diff_records, diff_runtimes
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction
 from repliscope.evaluation.run import RunSettings, evaluate, prepare
 from tests.runtimes.detection_references import FACES, need
@@ -72,7 +72,7 @@ def test_records_are_paired_against_the_stored_ground_truth(record: EvaluationRe
 
 
 def test_outputs_of_another_shape_are_listed_not_broadcast() -> None:
-    from repliscope.diff.task import _Acc
+    from repliscope.diff.task_level import _Acc
 
     acc = _Acc("model output 'boxes'")
     acc.add_if_same_shape("a.jpg", np.zeros((8, 4)), np.ones((8, 4)))

@@ -17,7 +17,7 @@ from repliscope.diff.candidate_format import build_candidate, diff_candidate
 from repliscope.diff.mapping import FixedBatch, UnitInfo, save_mapping
 from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
 from repliscope.diff.reference import TorchReference
-from repliscope.diff.task import first_batch
+from repliscope.diff.task_level import first_batch
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.run import RunSettings, prepare
 from tests.conftest import EXAMPLES

@@ -97,7 +97,7 @@ def test_diff_runtimes_and_records(stored: tuple[str, str], tmp_path: Path) -> N
     with RunStore(db) as store:
         shifted = _shifted(store.get(run_id))
         store.save(shifted)
-    from repliscope.diff.task import diff_records
+    from repliscope.diff.task_level import diff_records
 
     with RunStore(db) as store:
         r = diff_records(store.get(run_id), store.get(shifted.run_id))

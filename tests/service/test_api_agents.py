@@ -229,7 +229,7 @@ def test_a_job_that_fails_on_every_agent_is_failed_with_each_agents_reason(
     """The dataset is gone where the job runs (here: a spec that no longer resolves): the agent's error, then
     JobFailedEverywhere naming the agent; nothing stored."""
     from repliscope.service.executor import JobSpec
-    from repliscope.store.registry import create_job
+    from repliscope.store.service_tables import create_job
 
     runner = headers_for("runner")
     ref = _upload_lite0(client, runner)
@@ -255,11 +255,11 @@ def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
     as ``repliscope serve`` marks the jobs a previous server left — not cancelled by a user; nothing stored."""
     import threading
 
-    import repliscope.jobs
+    import repliscope.job_execution
     from repliscope.service.executor import INTERRUPTED
 
     started, gate = threading.Event(), threading.Event()
-    real = repliscope.jobs.execute_job
+    real = repliscope.job_execution.execute_job
 
     def held(job: Any, cache_dir: Any, on_progress: Any, log: Any, on_total: Any = None) -> Any:
         def progress(n: int) -> None:  # on the agent's worker thread: hold the job until the stop is on its way
@@ -269,7 +269,7 @@ def test_a_job_running_when_the_server_stops_is_failed_as_interrupted(
 
         return real(job, cache_dir, progress, log, on_total)
 
-    monkeypatch.setattr(repliscope.jobs, "execute_job", held)
+    monkeypatch.setattr(repliscope.job_execution, "execute_job", held)
     runner = headers_for("runner")
     ref = _upload_lite0(client, runner)
     r = client.post(

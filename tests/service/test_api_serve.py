@@ -94,8 +94,8 @@ def test_the_cli_imports_no_web_framework() -> None:
 
 def test_jobs_left_by_a_previous_server_are_failed(tmp_path: Path) -> None:
     from repliscope.cli.serve_cmd import fail_interrupted_jobs
-    from repliscope.store.registry import create_job, get_job, update_job
     from repliscope.store.repository import RunStore
+    from repliscope.store.service_tables import create_job, get_job, update_job
 
     store = RunStore(f"sqlite:///{tmp_path / 'jobs.db'}")
     queued = create_job(store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {})

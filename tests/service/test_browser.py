@@ -369,7 +369,7 @@ def _tab_to_element(driver: WebDriver, element: Any, limit: int = 40) -> None:
 def test_jobs_page_filters_and_cancels_and_back_after_logout_shows_nothing(service: Service, driver: WebDriver) -> None:
     """Issue 21 items 3 and 6: the /jobs page's status filter and Cancel button (its form's CSRF token) in a real
     browser; after logging out, Back must not show the signed-in page again (Cache-Control: no-store)."""
-    from repliscope.store.registry import create_job, get_job
+    from repliscope.store.service_tables import create_job, get_job
 
     job = create_job(service.store, "bench", MANIFEST_REF, "onnxruntime", DATASET, {}, created_by="browser-runner")
     _login(driver, service, service.runner)

@@ -46,7 +46,7 @@ def test_every_response_forbids_framing(client: TestClient) -> None:
 
 def test_cross_site_requests_with_the_login_cookie_are_refused(service_app: Any, tokens: dict[str, str]) -> None:
     """The attacks of item 8, each with the admin's cookie and Origin http://evil.example: all 403, nothing done."""
-    from repliscope.store.registry import list_jobs, list_manifests
+    from repliscope.store.service_tables import list_jobs, list_manifests
 
     evil = _cookie_client(service_app, tokens["admin"], EVIL)
     yaml = LITE0.read_bytes()
@@ -86,7 +86,7 @@ def test_cross_site_requests_with_the_login_cookie_are_refused(service_app: Any,
 
 
 def test_same_origin_cookie_requests_also_need_the_csrf_token(service_app: Any, tokens: dict[str, str]) -> None:
-    from repliscope.store.registry import list_manifests
+    from repliscope.store.service_tables import list_manifests
 
     web = _cookie_client(service_app, tokens["runner"], "http://testserver")
     yaml = LITE0.read_bytes()

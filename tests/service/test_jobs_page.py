@@ -25,7 +25,7 @@ CANCEL_FORM = re.compile(
 def jobs(service_app: Any, tokens: dict[str, str]) -> dict[str, str]:
     """Four jobs: an evaluation queued and a diff running (test-runner), a bench that succeeded (test-runner), a
     pitfalls job of 'alice' that failed."""
-    from repliscope.store.registry import create_job, update_job
+    from repliscope.store.service_tables import create_job, update_job
 
     store = service_app.state.store
     ref = "efficientnet-lite0@1.0.0"
@@ -130,7 +130,7 @@ def test_a_runner_cancels_from_the_jobs_page_with_its_csrf_token(
         f"/jobs/{jobs['evaluate']}/cancel", data={"csrf_token": token}, follow_redirects=False
     )
     assert anonymous.status_code in (303, 403)  # no cookie: never reaches the route
-    from repliscope.store.registry import get_job
+    from repliscope.store.service_tables import get_job
 
     store = service_app.state.store
     assert get_job(store, jobs["evaluate"]).status == "queued"

@@ -306,7 +306,7 @@ class RecordingExecutor:
 
 
 def _store_manifest(web: dict[str, Any]) -> str:
-    from repliscope.store.registry import put_manifest
+    from repliscope.store.service_tables import put_manifest
 
     put_manifest(web["store"], "efficientnet-lite0", "1.0.0", LITE0.read_text(encoding="utf-8"), uploaded_by="test")
     return "efficientnet-lite0@1.0.0"
@@ -474,7 +474,7 @@ def test_a_benchmark_page_shows_the_latency_ecdf_and_performance_verdicts(web: d
 
 
 def test_a_finished_job_links_its_run_and_a_sweep_id_leads_to_its_reference(web: dict[str, Any]) -> None:
-    from repliscope.store.registry import create_job, update_job
+    from repliscope.store.service_tables import create_job, update_job
     from tests.report.factories import SWEEP_ID, VARIANT_RUN_IDS, sweep, sweep_records
 
     store = web["store"]

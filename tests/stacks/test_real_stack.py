@@ -152,7 +152,7 @@ def test_an_agent_without_the_framework_never_gets_the_job(ort_stack: tuple[Stac
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.placement import NoAgentMatches, constraints_for
     from repliscope.agents.submit import submit_job
-    from repliscope.jobs import JobSpec
+    from repliscope.job_execution import JobSpec
     from repliscope.manifest.loader import load_manifest
     from repliscope.stacks.run import start_stack_agent, stop_started, versions_differ, wait_for_started
 

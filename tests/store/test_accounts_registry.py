@@ -20,7 +20,7 @@ from repliscope.store.accounts import (
     role_allows,
 )
 from repliscope.store.models import TokenRow
-from repliscope.store.registry import (
+from repliscope.store.service_tables import (
     ConflictError,
     InvalidInputError,
     NotFoundError,

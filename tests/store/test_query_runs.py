@@ -10,7 +10,7 @@ import pytest
 
 from repliscope.evaluation.record import ClaimVerdict, EvaluationRecord
 from repliscope.store import RunQuery, RunStore
-from repliscope.store.registry import InvalidInputError
+from repliscope.store.service_tables import InvalidInputError
 from tests.store.backends import BACKENDS, POSTGRES, wipe
 from tests.store.records import TOP1_A, TOP1_B, make_record
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from repliscope.store import RunStore
 from repliscope.store.accounts import create_token, list_tokens
-from repliscope.store.registry import create_job, get_job, list_manifests, put_manifest, update_job
+from repliscope.store.service_tables import create_job, get_job, list_manifests, put_manifest, update_job
 
 
 def test_sqlite_connections_wait_for_locks(tmp_path: Path) -> None:

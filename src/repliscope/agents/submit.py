@@ -19,7 +19,7 @@ from typing import Any
 from repliscope.agents.cluster import PLUGIN_NAME, AgentInfo, Cluster
 from repliscope.agents.placement import Constraints, NoAgentMatches, place
 from repliscope.errors import RepliscopeError
-from repliscope.jobs import JobCancelled, JobOutcome, JobSpec
+from repliscope.job_execution import JobCancelled, JobOutcome, JobSpec
 
 CANCEL_CHECK_S = 0.5
 """An agent checks the job's cancel Event at most this often (seconds), in its progress callback."""
@@ -87,7 +87,7 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
     from distributed import Event, get_worker
 
     from repliscope.agents.capabilities import probe_capabilities
-    from repliscope.jobs import execute_job
+    from repliscope.job_execution import execute_job
 
     worker = get_worker()
     agent_id = str(worker.name)

@@ -211,7 +211,7 @@ def evaluate_on_agents(
     from repliscope.cli.main import native_runtime
     from repliscope.cli.output import print_record
     from repliscope.evaluation.record import EvaluationRecord
-    from repliscope.jobs import JobSpec
+    from repliscope.job_execution import JobSpec
     from repliscope.manifest.loader import load_manifest
     from repliscope.stacks.run import (
         AGENT_START_TIMEOUT,

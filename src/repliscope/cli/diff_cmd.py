@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from repliscope.diff.base import Candidate
     from repliscope.diff.candidate_format import BuiltCandidate
     from repliscope.diff.layer_result import LayerDiffResult
-    from repliscope.diff.task import TaskDiffResult
+    from repliscope.diff.task_level import TaskDiffResult
     from repliscope.evaluation.run import PreparedRun
 
 console = Console()
@@ -456,7 +456,7 @@ def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, cand
 
 
 def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
-    from repliscope.diff.task import diff_records
+    from repliscope.diff.task_level import diff_records
     from repliscope.store.repository import RunStore
 
     store = RunStore(db)
@@ -468,7 +468,7 @@ def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
 
 def _runtimes(manifest: Path, runtimes: tuple[str, str], dataset: str, batch: int, threads: int) -> TaskDiffResult:
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.task import diff_runtimes
+    from repliscope.diff.task_level import diff_runtimes
 
     return diff_runtimes(
         manifest, runtimes[0], runtimes[1], resolve_dataset(dataset), batch_size=batch, threads=threads
@@ -521,7 +521,7 @@ def _layers(
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.candidate_format import diff_candidate
     from repliscope.diff.reference import TorchReference
-    from repliscope.diff.task import first_batch
+    from repliscope.diff.task_level import first_batch
     from repliscope.diff.tolerance import TolerancePolicy
     from repliscope.evaluation.run import RunSettings, prepare
 

@@ -93,7 +93,7 @@ def _print(kind: str, result: dict) -> None:
     from repliscope.cli.pipeline_diff_cmd import print_pipeline_diff
     from repliscope.diff.layer_result import LayerDiffResult
     from repliscope.diff.pipeline_diff import PipelineDiffResult
-    from repliscope.diff.task import TaskDiffResult
+    from repliscope.diff.task_level import TaskDiffResult
 
     if kind == "pipeline_diff":
         print_pipeline_diff(PipelineDiffResult.model_validate(result))

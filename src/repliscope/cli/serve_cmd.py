@@ -52,7 +52,7 @@ def first_start(store: RunStore) -> tuple[str | None, bool]:
     """On a fresh store: create a one-time admin token (returned, else None) and register the embedded default
     dataset (True when it was registered now)."""
     from repliscope.store.accounts import create_token, has_admin
-    from repliscope.store.registry import NotFoundError, get_dataset, register_dataset
+    from repliscope.store.service_tables import NotFoundError, get_dataset, register_dataset
 
     token = None if has_admin(store) else create_token(store, "admin", "admin")
     try:
@@ -73,7 +73,7 @@ def first_start(store: RunStore) -> tuple[str | None, bool]:
 def fail_interrupted_jobs(store: RunStore) -> int:
     """Jobs left queued or running by a previous server process (their waiting threads were in it; nothing stores
     their results now): marked failed, saying so. Returns how many."""
-    from repliscope.store.registry import list_jobs, update_job
+    from repliscope.store.service_tables import list_jobs, update_job
 
     left = [j for status in ("queued", "running") for j in list_jobs(store, status=status, limit=10_000)]
     for job in left:

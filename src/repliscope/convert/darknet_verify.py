@@ -185,7 +185,7 @@ def manifest_layer_diff(
 ) -> LayerDiffResult:
     """``repliscope diff MANIFEST --runtimes darknet onnxruntime|keras --layers``: the manifest's pre-processed first
     ``batch`` samples of ``dataset``, libdarknet vs the ONNX conversion (or the Keras port), layer by layer."""
-    from repliscope.diff.task import first_batch
+    from repliscope.diff.task_level import first_batch
     from repliscope.errors import RepliscopeError
     from repliscope.evaluation.run import RunSettings, prepare
 
@@ -216,7 +216,7 @@ def convert_manifest(
     port), then verified layer by layer against libdarknet on the first ``samples`` pre-processed samples (None
     when libdarknet is absent)."""
     from repliscope.convert.darknet_onnx import convert
-    from repliscope.diff.task import first_batch
+    from repliscope.diff.task_level import first_batch
     from repliscope.errors import RepliscopeError
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.runtimes.darknet.lib import LIBDARKNET

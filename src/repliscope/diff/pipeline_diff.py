@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from repliscope.datasets.base import Sample, read_sample
 from repliscope.diff.pipeline_candidate import LOADER_STAGE, PipelineCandidate, align, describe_array, to_array
 from repliscope.diff.pipeline_diagnosis import Diagnosis, Differing, hints, search
-from repliscope.diff.task import TaskDiffResult
+from repliscope.diff.task_level import TaskDiffResult
 from repliscope.diff.tolerance import dtype_eps
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.engine import apply_op, stable_reason

@@ -1,5 +1,5 @@
 """Task-level effect of a pipeline difference (``--model-effect``): both model inputs of every sample through the
-manifest's model on the same runner, compared as :func:`repliscope.diff.task.diff_runtimes` compares two runtimes.
+manifest's model on the same runner, compared as :func:`repliscope.diff.task_level.diff_runtimes` compares two runtimes.
 A = the manifest's pipeline, B = the candidate's.
 
 Classification: full output vectors, top-1 agreement, flipped samples, exact McNemar on the labelled samples.
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
-from repliscope.diff.task import TaskDiffResult, _Acc, _detection_result, _Tally
+from repliscope.diff.task_level import TaskDiffResult, _Acc, _detection_result, _Tally
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import SamplePrediction
 from repliscope.manifest.loader import LoadedManifest

@@ -473,7 +473,7 @@ def manifest_graphs(
     * any other source (``onnx``, a torch export, a ``tflite`` / ``tf_frozen_graph`` through its recorded tf2onnx
       conversion): the ONNX file the runtimes run (unit prefix ``model``), fed the manifest's pre-processed first
       ``batch`` samples (the first ``b`` when the graph's batch is fixed at ``b``)."""
-    from repliscope.diff.task import first_batch, iter_batches
+    from repliscope.diff.task_level import first_batch, iter_batches
     from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.runtimes._common import onnx_fixed_batch, onnx_source

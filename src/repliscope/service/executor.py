@@ -2,8 +2,8 @@
 on the agents of a cluster, :mod:`repliscope.agents`) and ``ThreadJobExecutor``, an in-process executor with one
 worker thread (no Dask).
 
-A job runs the same core functions as the CLI (:func:`repliscope.jobs.execute_job`: ``evaluation.run.prepare/
-evaluate``, ``pitfalls.sweep.run_sweep``, ``bench.matrix.run_matrix``, ``diff.task.diff_runtimes``) and stores its
+A job runs the same core functions as the CLI (:func:`repliscope.job_execution.execute_job`: ``evaluation.run.prepare/
+evaluate``, ``pitfalls.sweep.run_sweep``, ``bench.matrix.run_matrix``, ``diff.task_level.diff_runtimes``) and stores its
 results in the same ``RunStore`` exactly once per idempotency key (``RunStore.save_outcome``); its row in
 the jobs table follows it: status, progress (done/total, from the core's ``on_progress`` callbacks), log lines,
 result ids, error. A cancel request is honoured at the next progress callback (and before a queued job starts)."""
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from repliscope.errors import RepliscopeError
-from repliscope.jobs import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job
+from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job
 
 __all__ = [
     "FINAL",
@@ -49,7 +49,7 @@ class JobExecutor(Protocol):
 
 
 def _update(store: Any, job_id: str, **fields: Any) -> None:
-    from repliscope.store.registry import update_job
+    from repliscope.store.service_tables import update_job
 
     update_job(store, job_id, **fields)
 
@@ -193,8 +193,8 @@ def progress_writer(
 def run_job(
     job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Callable[[int], None], log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """Run ``job`` in this process (:func:`repliscope.jobs.execute_job`) and store its results exactly once under
-    its idempotency key (``store.save_outcome``); returns the stored ids (``run_ids``, ``sweep_ids``,
+    """Run ``job`` in this process (:func:`repliscope.job_execution.execute_job`) and store its results exactly
+    once under its idempotency key (``store.save_outcome``); returns the stored ids (``run_ids``, ``sweep_ids``,
     ``benchmark_ids``) and, for a diff (not stored), ``summary``: the diff result as JSON (appended to the log)."""
     outcome = execute_job(
         job, cache_dir, on_progress, log, on_total=lambda n: _update(store, job.job_id, progress_total=n)

@@ -26,7 +26,7 @@ from repliscope.stacks.store import Stack, agent_command, create_stack, get_stac
 
 if TYPE_CHECKING:
     from repliscope.agents.cluster import Cluster
-    from repliscope.jobs import JobOutcome
+    from repliscope.job_execution import JobOutcome
 
 AGENT_START_TIMEOUT = 180.0
 """Seconds a started stack agent may take to join the scheduler (imports of a cold venv included)."""
@@ -181,7 +181,7 @@ def _run_all(
     failed on the stack's agent: the other stacks still run), stop the agents."""
     from repliscope.agents.placement import NoAgentMatches, constraints_for
     from repliscope.agents.submit import JobFailedEverywhere, submit_job
-    from repliscope.jobs import JobSpec
+    from repliscope.job_execution import JobSpec
 
     with tempfile.TemporaryDirectory(prefix="repliscope-stack-agents-") as tmp:
         for stack in resolved:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from repliscope.store.models import TokenRow
-from repliscope.store.registry import ConflictError, InvalidInputError, NotFoundError
+from repliscope.store.service_tables import ConflictError, InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:
     from repliscope.store.repository import RunStore

@@ -367,7 +367,7 @@ _FILTER_COLUMNS: dict[str, Any] = {
 def _run_query_params(filters: RunQuery, sort: str, page: int, page_size: int) -> dict[str, Any]:
     """The bound values of a runs query (:func:`_runs_statements`), keyed by filter name plus ``_offset`` and
     ``_limit``; bad input is an InvalidInputError naming the field."""
-    from repliscope.store.registry import InvalidInputError
+    from repliscope.store.service_tables import InvalidInputError
 
     if sort not in SORTS:
         raise InvalidInputError(f"sort {sort!r} is not allowed (allowed: {', '.join(SORTS)})", "sort")
@@ -644,7 +644,7 @@ class RunStore:
         """:meth:`query_runs` as plain tuples of the summary ``columns`` (names of :class:`RunSummary` fields, in
         that order; ``created_at`` naive UTC) -> (rows, total matching), no model per row; the statements are
         built once per query shape (:func:`_runs_statements`); a first page that is not full needs no count."""
-        from repliscope.store.registry import InvalidInputError
+        from repliscope.store.service_tables import InvalidInputError
 
         unknown = [c for c in columns if c not in RunSummary.model_fields]
         if unknown:
@@ -793,7 +793,7 @@ class RunStore:
 
 class JobResults(Protocol):
     """What :meth:`RunStore.save_outcome` stores: JSON dumps of records, sweeps and benchmark records
-    (``repliscope.jobs.JobOutcome``)."""
+    (``repliscope.job_execution.JobOutcome``)."""
 
     records: builtins.list[dict[str, Any]]
     sweeps: builtins.list[dict[str, Any]]

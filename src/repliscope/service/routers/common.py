@@ -23,7 +23,7 @@ def store_errors(not_found_field: str | None = None, body_refs: bool = False) ->
     """Map the store's errors: NotFoundError -> 404 (422 with ``body_refs``: a reference inside a request body),
     ConflictError -> 409, InvalidInputError -> 422, any other StoreError (e.g. an unknown or ambiguous run id)
     -> 404 naming ``not_found_field``."""
-    from repliscope.store.registry import ConflictError, InvalidInputError, NotFoundError
+    from repliscope.store.service_tables import ConflictError, InvalidInputError, NotFoundError
 
     try:
         yield

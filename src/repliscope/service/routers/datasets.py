@@ -133,7 +133,7 @@ def register(request: Request, body: DatasetIn, principal: Annotated[Any, Depend
     """Register a dataset (admin); the spec is resolved now (a folder that does not load is refused). A folder
     must be absolute, outside /proc, /sys, /dev and /run, and bounded (:func:`check_folder`). Runs in a worker
     thread (a sync route), never on the event loop."""
-    from repliscope.store.registry import register_dataset
+    from repliscope.store.service_tables import register_dataset
 
     check_folder(body.spec)
     with store_errors():
@@ -152,7 +152,7 @@ def register(request: Request, body: DatasetIn, principal: Annotated[Any, Depend
 @router.get("", response_model=list[DatasetOut])
 def list_all(request: Request, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The registered datasets, by name."""
-    from repliscope.store.registry import list_datasets
+    from repliscope.store.service_tables import list_datasets
 
     with store_errors():
         return [_out(d) for d in list_datasets(store_of(request))]

@@ -107,7 +107,7 @@ def _check_runtime(name: str, field: str) -> None:
 def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Queue a job; 202 with its status (poll ``GET /api/v1/jobs/{id}``)."""
     from repliscope.service.executor import JobSpec
-    from repliscope.store.registry import create_job, get_dataset, get_manifest
+    from repliscope.store.service_tables import create_job, get_dataset, get_manifest
 
     store = store_of(request)
     _check_runtime(body.runtime, "body.runtime")
@@ -218,7 +218,7 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Jobs, newest first, filtered by status, kind and submitter."""
-    from repliscope.store.registry import list_jobs as list_stored
+    from repliscope.store.service_tables import list_jobs as list_stored
 
     unknown = sorted(set(request.query_params) - LIST_QUERY_PARAMS)
     if unknown:  # a misspelt filter must not silently return every job
@@ -234,7 +234,7 @@ def list_jobs(
 @router.get("/{job_id}", response_model=JobOut)
 def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """A job's status, progress (done/total samples) and result ids."""
-    from repliscope.store.registry import get_job as get_stored
+    from repliscope.store.service_tables import get_job as get_stored
 
     with store_errors("job"):
         return _out(get_stored(store_of(request), job_id))
@@ -244,7 +244,7 @@ def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("vi
 def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The job's log lines (plain text; database URLs read "the run store")."""
     from repliscope.service.errors import redact
-    from repliscope.store.registry import get_job as get_stored
+    from repliscope.store.service_tables import get_job as get_stored
 
     with store_errors("job"):
         return PlainTextResponse(redact(get_stored(store_of(request), job_id).log))
@@ -253,8 +253,8 @@ def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require
 @router.post("/{job_id}/cancel", response_model=JobOut)
 def cancel_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Cancel a queued or running job (a running one stops at its next progress step); 409 once finished."""
-    from repliscope.store.registry import get_job as get_stored
-    from repliscope.store.registry import update_job
+    from repliscope.store.service_tables import get_job as get_stored
+    from repliscope.store.service_tables import update_job
 
     store = store_of(request)
     with store_errors("job"):

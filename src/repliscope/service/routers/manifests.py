@@ -225,7 +225,7 @@ _UPLOAD_BODY = {
 async def upload_manifest(request: Request, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Upload a manifest (YAML as ``text/yaml``, or multipart ``file``): validated with the CLI's loader (the same
     error messages), stored as name@version. Immutable: the same text again is 200, another text 409."""
-    from repliscope.store.registry import put_manifest
+    from repliscope.store.service_tables import put_manifest
 
     text, filename = await _upload_text(request)
     loaded = await validate_off_loop(text, filename)
@@ -246,7 +246,7 @@ def list_manifests(
     search: Annotated[str | None, Query(max_length=200, description="name substring")] = None,
 ) -> Any:
     """Stored manifests (name substring search, case-insensitive), by name and version."""
-    from repliscope.store.registry import list_manifests as list_stored
+    from repliscope.store.service_tables import list_manifests as list_stored
 
     with store_errors():
         return [_summary(m) for m in list_stored(store_of(request), search)]
@@ -255,7 +255,7 @@ def list_manifests(
 @router.get("/{ref}", response_model=ManifestDetail)
 def get_manifest(request: Request, ref: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """One manifest ``name@version``: the stored text and the resolved (validated) manifest."""
-    from repliscope.store.registry import get_manifest as get_stored
+    from repliscope.store.service_tables import get_manifest as get_stored
 
     with store_errors("manifest"):
         stored = get_stored(store_of(request), ref)
@@ -271,7 +271,7 @@ def get_manifest(request: Request, ref: str, _: Annotated[Any, Depends(require("
 @router.get("/{ref}/raw", responses={200: {"content": {"text/yaml": {"schema": {"type": "string"}}}}})
 def get_manifest_raw(request: Request, ref: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The stored YAML text, byte for byte."""
-    from repliscope.store.registry import get_manifest as get_stored
+    from repliscope.store.service_tables import get_manifest as get_stored
 
     with store_errors("manifest"):
         stored = get_stored(store_of(request), ref)

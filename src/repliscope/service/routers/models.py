@@ -118,7 +118,7 @@ def _model(store: Any, name: str, manifests: list[Any]) -> dict[str, Any]:
 
 
 def _by_name(store: Any) -> dict[str, list[Any]]:
-    from repliscope.store.registry import list_manifests
+    from repliscope.store.service_tables import list_manifests
 
     out: dict[str, list[Any]] = {}
     for m in list_manifests(store):

@@ -287,8 +287,8 @@ def _export_query(filters: dict[str, str], sort: str) -> str:
 def runs_page(
     request: Request, principal: SignedIn, sort: str = "-created_at", page: str = "1", page_size: str = "50"
 ) -> Response:
-    from repliscope.store.registry import InvalidInputError
     from repliscope.store.repository import SORTS, RunQuery
+    from repliscope.store.service_tables import InvalidInputError
 
     params = request.query_params
     filters = {k: v for k in ("search", *views.RUN_FILTERS, *DATE_FILTERS) if (v := params.get(k, "").strip())}
@@ -523,7 +523,7 @@ def wizard_page(request: Request, principal: SignedIn, manifest: str = "") -> Re
 def _agent_choices(request: Request) -> list[Any]:
     """The live agents for the wizard ([] when the cluster cannot be reached: the job then names the reason)."""
     from repliscope.service.routers.agents import list_agents
-    from repliscope.service.web import jobs
+    from repliscope.service.web import job_pages as jobs
 
     try:
         return jobs.agent_choices(list_agents(request))
@@ -536,7 +536,7 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
     from starlette.concurrency import run_in_threadpool
 
     from repliscope.service.web import wizard
-    from repliscope.service.web.jobs import WizardError
+    from repliscope.service.web.job_pages import WizardError
 
     raw = await request.form(max_files=0, max_fields=200)
     if not _form_csrf_ok(raw, principal):
@@ -660,7 +660,7 @@ async def datasets_declare(request: Request, principal: SignedIn) -> Response:
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str = "", user: str = "") -> Response:
     """Every job, newest first, filtered by status, kind and submitter; a runner can cancel unfinished ones."""
-    from repliscope.service.web import jobs
+    from repliscope.service.web import job_pages as jobs
 
     unknown = sorted(set(request.query_params) - {"status", "kind", "user"})
     if unknown:
@@ -670,7 +670,7 @@ def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str
     if problem is not None:
         return _error(principal, 422, problem)
     store = _store(request)
-    from repliscope.store.registry import JOB_STATUSES
+    from repliscope.store.service_tables import JOB_STATUSES
 
     return _page(
         principal,
@@ -712,7 +712,7 @@ async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Resp
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: str, principal: SignedIn) -> Response:
-    from repliscope.service.web import jobs
+    from repliscope.service.web import job_pages as jobs
 
     job = jobs.job_view(_store(request), job_id)
     if job is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from repliscope.service.fit import DatasetFacts, Fit, fit_of, manifest_facts
-from repliscope.service.web.jobs import WizardError
+from repliscope.service.web.job_pages import WizardError
 
 __all__ = ["DatasetFacts", "Fit", "check_fit", "fit_of", "manifest_facts", "submit", "wizard_choices"]
 
@@ -28,7 +28,7 @@ def wizard_choices(store: Any, agents: list[Any] | None = None, selected: str | 
     from repliscope.pitfalls.sweep import task_pitfalls
     from repliscope.runtimes.base import RUNTIMES
     from repliscope.service.executor import KINDS
-    from repliscope.store.registry import list_datasets, list_manifests
+    from repliscope.store.service_tables import list_datasets, list_manifests
     from repliscope.tasks.base import TASKS
 
     manifests = [f for m in list_manifests(store, None) if (f := manifest_facts(f"{m.name}@{m.version}", m.text))]

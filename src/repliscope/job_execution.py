@@ -2,7 +2,7 @@
 (:class:`JobOutcome`) and :func:`execute_job`, which runs one with the CLI's core functions and stores nothing.
 
 A job runs ``evaluation.run.prepare/evaluate`` (kind ``evaluate``), ``pitfalls.sweep.run_sweep`` (``pitfalls``),
-``bench.matrix.run_matrix`` (``bench``) or ``diff.task.diff_runtimes`` (``diff``). Its outcome is JSON-safe: it
+``bench.matrix.run_matrix`` (``bench``) or ``diff.task_level.diff_runtimes`` (``diff``). Its outcome is JSON-safe: it
 travels back from an agent (possibly running another venv with another pydantic) as JSON text, and the caller
 stores it with ``RunStore.save_outcome(outcome, idempotency_key)`` (exactly once per key)."""
 
@@ -262,7 +262,7 @@ def _execute(
             on_progress(len(data))  # the whole library was pre-processed and queried: the job page shows n/n
             return JobOutcome(benchmarks=[b.model_dump(mode="json") for b in result.records])
         # diff
-        from repliscope.diff.task import diff_runtimes
+        from repliscope.diff.task_level import diff_runtimes
 
         other = job.options["runtime_b"]
         diff = diff_runtimes(

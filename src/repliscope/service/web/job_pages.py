@@ -62,7 +62,7 @@ class JobView:
 
 def job_view(store: Any, job_id: str) -> JobView | None:
     """The job ``job_id`` from the jobs table, or None when there is none."""
-    from repliscope.store.registry import NotFoundError, get_job
+    from repliscope.store.service_tables import NotFoundError, get_job
 
     try:
         job = get_job(store, job_id)
@@ -86,7 +86,7 @@ class JobsFilter:
 
     def problem(self) -> str | None:
         """Why a filter value is not allowed (None: all are)."""
-        from repliscope.store.registry import JOB_STATUSES
+        from repliscope.store.service_tables import JOB_STATUSES
 
         if self.status and self.status not in JOB_STATUSES:
             return f"status {self.status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})"
@@ -99,7 +99,7 @@ class JobsFilter:
 
 def job_list(store: Any, filters: JobsFilter) -> list[JobView]:
     """The newest :data:`JOBS_PAGE_LIMIT` jobs matching ``filters`` (all exact)."""
-    from repliscope.store.registry import list_jobs
+    from repliscope.store.service_tables import list_jobs
 
     return [
         _view(j)
