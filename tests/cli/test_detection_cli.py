@@ -46,9 +46,9 @@ def test_evaluate_show_and_compare_a_detection_run(tmp_path: Path) -> None:
 def test_every_manifest_framework_has_a_registered_default_runtime() -> None:
     from typing import get_args
 
-    from repliscope.cli.main import NATIVE_RUNTIMES, native_runtime
     from repliscope.errors import RepliscopeError
     from repliscope.manifest.schema import FrameworkSpec
+    from repliscope.runtimes import NATIVE_RUNTIMES, native_runtime
     from repliscope.runtimes.base import RUNTIMES
 
     frameworks = get_args(FrameworkSpec.model_fields["name"].annotation)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from repliscope.cli.main import native_runtime
 from repliscope.errors import ManifestError
 from repliscope.manifest.loader import load_manifest
+from repliscope.runtimes import native_runtime
 from tests.yolo._assets import MANIFEST
 
 

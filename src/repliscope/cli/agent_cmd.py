@@ -208,11 +208,11 @@ def evaluate_on_agents(
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.placement import constraints_for
     from repliscope.agents.submit import submit_job
-    from repliscope.cli.main import native_runtime
     from repliscope.cli.output import print_record
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.job_execution import JobSpec
     from repliscope.manifest.loader import load_manifest
+    from repliscope.runtimes import native_runtime
     from repliscope.stacks.run import (
         AGENT_START_TIMEOUT,
         live_agent_of,

@@ -229,11 +229,11 @@ def bench(
     from repliscope.bench.matrix import ratio_rows, run_matrix
     from repliscope.bench.run import BenchOptions, default_offline_batch, make_tracer
     from repliscope.bench.scenarios import ScenarioSettings
-    from repliscope.cli.main import native_runtime
     from repliscope.cli.output import console, print_table
     from repliscope.datasets import resolve_dataset
     from repliscope.evaluation.run import RunSettings
     from repliscope.manifest.loader import load_manifest
+    from repliscope.runtimes import native_runtime
     from repliscope.runtimes.base import RUNTIMES
     from repliscope.store.repository import RunStore
 

@@ -178,6 +178,7 @@ def _settings_and_data(
     from repliscope.datasets import resolve_dataset
     from repliscope.evaluation.engine import SCHEDULES
     from repliscope.evaluation.run import RunSettings
+    from repliscope.runtimes import native_runtime
 
     if schedule is not None and schedule not in SCHEDULES:  # before the dataset is scanned
         raise RepliscopeError(f"--schedule '{schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
@@ -193,28 +194,6 @@ def _settings_and_data(
         schedule=schedule,
     )
     return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
-
-
-NATIVE_RUNTIMES = {
-    "torch": "torch",
-    "onnx": "onnxruntime",
-    "tflite": "tflite",
-    "tensorflow": "tensorflow",
-    "keras": "keras",
-    "darknet": "darknet",
-}
-"""Manifest ``framework.name`` -> the runtime that runs its own format when --runtime is not given (an ONNX
-source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."""
-
-
-def native_runtime(framework: str) -> str:
-    """The runtime that runs a manifest's own format when --runtime is not given."""
-    if framework not in NATIVE_RUNTIMES:
-        raise RepliscopeError(
-            f"no default runtime for framework {framework!r}: pass --runtime "
-            f"(frameworks with a default: {', '.join(sorted(NATIVE_RUNTIMES))})"
-        )
-    return NATIVE_RUNTIMES[framework]
 
 
 @app.command()

@@ -74,8 +74,8 @@ def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, byte
         raise RepliscopeError(f"dataset '{opts.dataset}' has no sample")
     effect = None
     if opts.model_effect:
-        from repliscope.cli.main import native_runtime
         from repliscope.diff.pipeline_effect import ModelEffect
+        from repliscope.runtimes import native_runtime
 
         runtime = opts.model_runtime or native_runtime(loaded.manifest.framework.name)
         effect = ModelEffect(loaded, runtime, opts.pipeline, data, samples, threads=opts.threads, batch_size=opts.batch)

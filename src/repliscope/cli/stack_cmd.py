@@ -153,9 +153,9 @@ def stacks(
     samples, max |Δ output|, result-hash equality and timing per stack; stores the runs and the matrix."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-    from repliscope.cli.main import native_runtime
     from repliscope.cli.output import console, print_table
     from repliscope.manifest.loader import load_manifest
+    from repliscope.runtimes import native_runtime
     from repliscope.stacks.matrix import summary_rows
     from repliscope.stacks.run import run_stacks
     from repliscope.store.repository import RunStore

@@ -12,6 +12,7 @@ from repliscope.runtimes.base import RUNTIMES, Architecture, ModelArtifact, Runn
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
 __all__ = [
+    "NATIVE_RUNTIMES",
     "RUNTIMES",
     "Architecture",
     "BatchError",
@@ -19,6 +20,7 @@ __all__ = [
     "ModelLoadError",
     "Runner",
     "create_runner",
+    "native_runtime",
 ]
 
 
@@ -27,3 +29,25 @@ def create_runner(name: str, artifact: ModelArtifact, threads: int, cache_dir: P
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise RepliscopeError(f"threads must be a positive integer, got {threads!r}")
     return RUNTIMES.get(name)(artifact, threads=threads, cache_dir=Path(cache_dir))
+
+
+NATIVE_RUNTIMES = {
+    "torch": "torch",
+    "onnx": "onnxruntime",
+    "tflite": "tflite",
+    "tensorflow": "tensorflow",
+    "keras": "keras",
+    "darknet": "darknet",
+}
+"""Manifest ``framework.name`` -> the runtime that runs its own format when no runtime is given (an ONNX
+source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."""
+
+
+def native_runtime(framework: str) -> str:
+    """The runtime that runs a manifest's own format when no runtime is given (``--runtime``, a job's ``runtime``)."""
+    if framework not in NATIVE_RUNTIMES:
+        raise RepliscopeError(
+            f"no default runtime for framework {framework!r}: pass --runtime "
+            f"(frameworks with a default: {', '.join(sorted(NATIVE_RUNTIMES))})"
+        )
+    return NATIVE_RUNTIMES[framework]
