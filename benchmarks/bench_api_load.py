@@ -102,7 +102,7 @@ def big_record(n: int) -> object:
 def fill(url: str, n: int, samples: int) -> tuple[str, list[str]]:
     """N runs, one run of ``samples`` samples and a viewer token in a fresh store (migrated as
     ``repliscope serve`` opens it)."""
-    from repliscope.cli.serve_cmd import first_start
+    from repliscope.service.startup import first_start
     from repliscope.store.accounts import create_token
     from repliscope.store.repository import RunStore
 

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.browser
 
 def test_pipeline_diff_page_in_the_browser(tmp_path: Path) -> None:
     chromium, chromedriver = browser_paths()
-    from repliscope.cli.serve_cmd import first_start
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
     from repliscope.store.diffs import store_diff
     from tests.diff.test_diff_service import _pipeline_diff
 

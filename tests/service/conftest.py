@@ -35,9 +35,9 @@ def service_db_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def service_app(service_db_url: str) -> Iterator[Any]:
-    from repliscope.cli.serve_cmd import first_start
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
 
     app = create_app(ServiceConfig(db_url=service_db_url))
     admin, _ = first_start(app.state.store)

@@ -321,11 +321,11 @@ def test_without_the_agents_extra_jobs_run_in_process_and_the_agents_are_a_503(
     """No ``distributed``: the app takes the in-process ThreadJobExecutor, ``serve`` says so (and refuses
     ``--scheduler`` naming the extra), ``/api/v1/agents`` is a 503 naming the extra."""
     import repliscope.service.cluster
-    from repliscope.cli.serve_cmd import connect_agents, first_start
     from repliscope.errors import RepliscopeError
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
     from repliscope.service.executor import ThreadJobExecutor
+    from repliscope.service.startup import connect_agents, first_start
 
     monkeypatch.setattr(repliscope.service.cluster, "dask_available", lambda: False)
     app = create_app(ServiceConfig(db_url=service_db_url))

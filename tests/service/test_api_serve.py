@@ -93,7 +93,7 @@ def test_the_cli_imports_no_web_framework() -> None:
 
 
 def test_jobs_left_by_a_previous_server_are_failed(tmp_path: Path) -> None:
-    from repliscope.cli.serve_cmd import fail_interrupted_jobs
+    from repliscope.service.startup import fail_interrupted_jobs
     from repliscope.store.repository import RunStore
     from repliscope.store.service_tables import create_job, get_job, update_job
 
@@ -142,9 +142,9 @@ def test_an_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
 
     import pytest
 
-    from repliscope.cli.serve_cmd import connect_agents
     from repliscope.errors import RepliscopeError
     from repliscope.service.cluster import ClusterHandle
+    from repliscope.service.startup import connect_agents
 
     pytest.importorskip("distributed", reason="the 'agents' extra (dask distributed) is not installed")
     address = f"tcp://127.0.0.1:{_free_port()}"

@@ -63,9 +63,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """The app as ``repliscope serve`` starts it (first start: a one-time admin token, foolbox_imagenet
     registered) on a tmp SQLite store and cache, with a runner and a viewer token and Lite0's manifest uploaded."""
     chromium, chromedriver = browser_paths()
-    from repliscope.cli.serve_cmd import first_start
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
     from repliscope.store.accounts import create_token
 
     root = tmp_path_factory.mktemp("browser")

@@ -22,9 +22,9 @@ AGENT = "svc-agent-a"
 
 @pytest.fixture
 def tcp_service(tmp_path: Path) -> Iterator[tuple[Any, Processes, dict[str, str]]]:
-    from repliscope.cli.serve_cmd import first_start
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
     from repliscope.store.accounts import create_token
 
     procs = Processes(tmp_path)

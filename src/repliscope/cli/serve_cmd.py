@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -18,11 +18,6 @@ from repliscope.cli.cluster_cmd import (
 )
 from repliscope.cli.common import DbOption, fail
 from repliscope.errors import RepliscopeError
-
-if TYPE_CHECKING:
-    from repliscope.store.repository import RunStore
-
-DEFAULT_DATASET = "foolbox_imagenet"
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -46,67 +41,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
             f"cannot serve on {host}:{port}: {exc.strerror or exc} (choose another --port or stop the other server)"
         ) from exc
     return sock
-
-
-def first_start(store: RunStore) -> tuple[str | None, bool]:
-    """On a fresh store: create a one-time admin token (returned, else None) and register the embedded default
-    dataset (True when it was registered now)."""
-    from repliscope.store.accounts import create_token, has_admin
-    from repliscope.store.service_tables import NotFoundError, get_dataset, register_dataset
-
-    token = None if has_admin(store) else create_token(store, "admin", "admin")
-    try:
-        get_dataset(store, DEFAULT_DATASET)
-        registered = False
-    except NotFoundError:
-        register_dataset(
-            store,
-            DEFAULT_DATASET,
-            DEFAULT_DATASET,
-            "the embedded default: foolbox's ImageNet samples (shipped with repliscope)",
-            created_by="repliscope serve",
-        )
-        registered = True
-    return token, registered
-
-
-def fail_interrupted_jobs(store: RunStore) -> int:
-    """Jobs left queued or running by a previous server process (their waiting threads were in it; nothing stores
-    their results now): marked failed, saying so. Returns how many."""
-    from repliscope.store.service_tables import list_jobs, update_job
-
-    left = [j for status in ("queued", "running") for j in list_jobs(store, status=status, limit=10_000)]
-    for job in left:
-        update_job(
-            store,
-            job.id,
-            status="failed",
-            error="interrupted: the server stopped before the job finished",
-            append_log="interrupted: the server stopped before the job finished",
-        )
-    return len(left)
-
-
-def connect_agents(app: Any, scheduler: str | None) -> str:
-    """Connect the app's cluster now (a bad ``--scheduler`` is found before the server listens) -> the line
-    ``repliscope serve`` prints about its agents."""
-    from repliscope.service.cluster import NO_AGENTS_EXTRA, dask_available
-
-    if not dask_available():
-        if scheduler not in (None, "local"):
-            raise RepliscopeError(f"--scheduler: {NO_AGENTS_EXTRA}")
-        return "agents: none — the 'agents' extra is not installed, jobs run in this process"
-    try:
-        agents = app.state.cluster.get().agents()
-    except OSError as exc:
-        app.state.cluster.close()
-        raise RepliscopeError(
-            f"cannot connect to the scheduler {scheduler!r}: {exc} (start one with "
-            "`dask scheduler`, or leave --scheduler out for an in-process cluster)"
-        ) from exc
-    alive = sorted(a.capabilities.agent_id for a in agents if a.alive)
-    where = f"scheduler {scheduler}" if scheduler not in (None, "local") else "an in-process LocalCluster"
-    return f"agents: {len(alive)} live on {where}" + (f" ({', '.join(alive)})" if alive else "")
 
 
 def serve(
@@ -141,6 +75,7 @@ def serve(
 
         from repliscope.service.app import create_app
         from repliscope.service.config import ServiceConfig
+        from repliscope.service.startup import DEFAULT_DATASET
     except ImportError as exc:
         print(f"error: repliscope serve needs the 'service' extra: pip install 'repliscope[service]' ({exc})")
         raise typer.Exit(code=2) from None
@@ -156,11 +91,10 @@ def serve(
                 cors_origins=list(cor for cor in cors_origin or []),
                 scheduler=scheduler,
                 cluster_security=security,
+                first_start=True,  # the agents first: a bad --scheduler exits before a one-time token is made
             )
         )
-        agents = connect_agents(app, scheduler)  # before the one-time token too: a bad --scheduler exits first
-        token, registered = first_start(app.state.store)
-        interrupted = fail_interrupted_jobs(app.state.store)
+        started = app.state.startup
     except RepliscopeError as exc:
         if sock is not None:
             sock.close()
@@ -179,13 +113,13 @@ def serve(
             file=sys.stderr,
         )
     print(f"database: {hide_password(app.state.store.url)}")
-    if registered:
+    if started.registered:
         print(f"registered the dataset '{DEFAULT_DATASET}'")
-    if interrupted:
-        print(f"marked {interrupted} job(s) left unfinished by a previous server as failed")
-    print(agents)
-    if token is not None:
-        print(f"admin token (shown once, keep it): {token}")
+    if started.interrupted:
+        print(f"marked {started.interrupted} job(s) left unfinished by a previous server as failed")
+    print(started.agents)
+    if started.admin_token is not None:
+        print(f"admin token (shown once, keep it): {started.admin_token}")
     uvicorn_server(app).run(sockets=[sock])
 
 

@@ -66,7 +66,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     :class:`~repliscope.service.executor.DaskJobExecutor` on ``config.scheduler``'s cluster (None: an in-process
     LocalCluster, started on first use and closed on shutdown); without the 'agents' extra a
     :class:`~repliscope.service.executor.ThreadJobExecutor` (``repliscope serve`` says so; ``/api/v1/agents`` is a
-    503 naming the extra)."""
+    503 naming the extra). With ``config.first_start`` the service's first start runs now
+    (:func:`repliscope.service.startup.start_service`; RepliscopeError when the agents' scheduler is unreachable)."""
     from repliscope import __version__
     from repliscope.service.cluster import ClusterHandle, dask_available
     from repliscope.service.executor import DaskJobExecutor, ThreadJobExecutor
@@ -122,6 +123,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
         )
     app.add_middleware(RequestGuard, max_bytes=config.max_upload_bytes)  # added last: the outermost
+    app.state.startup = None
+    if config.first_start:
+        from repliscope.service.startup import start_service
+
+        app.state.startup = start_service(app)
     return app
 
 

@@ -23,7 +23,9 @@ class ServiceConfig:
     LocalCluster whose one worker is an agent). ``cluster``: an already connected cluster to use instead (the
     caller closes it). ``cluster_security``: mutual TLS to ``scheduler`` (``tls://``).
     ``executor``: None builds a :class:`~repliscope.service.executor.DaskJobExecutor` on the
-    app's store and cluster."""
+    app's store and cluster. ``first_start``: run the service's first start when the app is created (connect the
+    agents, a one-time admin token on a fresh store, the default dataset, fail the jobs a previous server left:
+    :func:`repliscope.service.startup.start_service`; what it did is ``app.state.startup``)."""
 
     db_url: str | None = None
     cache_dir: Path | None = None
@@ -34,3 +36,4 @@ class ServiceConfig:
     cluster_security: ClusterSecurity | None = None
     executor: JobExecutor | None = None
     mount_web: bool = True
+    first_start: bool = False
