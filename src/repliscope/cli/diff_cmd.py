@@ -32,14 +32,12 @@ from repliscope.errors import RepliscopeError
 from repliscope.tracing.tracer import use_tracer
 
 if TYPE_CHECKING:
-    from repliscope.diff.base import Candidate
     from repliscope.diff.candidate_format import BuiltCandidate
     from repliscope.diff.layer_result import LayerDiffResult
+    from repliscope.diff.manifest_layers import CandidateHooks
     from repliscope.diff.task_level import TaskDiffResult
-    from repliscope.evaluation.run import PreparedRun
 
 console = Console()
-_MODES = {"golden": ["golden"], "carried": ["carried"], "both": ["golden", "carried"]}
 
 
 def register(app: typer.Typer) -> None:
@@ -164,6 +162,8 @@ def diff(
         )
         if opencv_engine not in ("new", "classic"):
             raise RepliscopeError(f"unknown OpenCV engine '{opencv_engine}' (allowed: new, classic)")
+        from repliscope.diff.manifest_layers import RUNTIME_LAYER_PAIRS
+
         if opencv_engine != "new" and not (layers and runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS):
             raise RepliscopeError(
                 "--opencv-engine goes with the node-by-node diff --runtimes onnxruntime "
@@ -239,56 +239,37 @@ def _diff_manifest(
     options: LayerOptions,
 ) -> tuple[Any, bool]:
     """A task-level or layer-level diff of the manifest ``target`` -> (result, failed)."""
+    from repliscope.diff.manifest_layers import (
+        MODES,
+        LayerDiffOptions,
+        is_darknet_candidate_diff,
+        manifest_layer_diff,
+    )
+
     if not Path(target).is_file():
         raise RepliscopeError(f"'{target}' is not a manifest file; to compare two stored runs give RUN_A RUN_B")
-    if mode not in _MODES:
+    if mode not in MODES:
         raise RepliscopeError(f"--mode must be golden, carried or both, not '{mode}'")
     if layers or candidate is not None:
-        if runtimes is None and candidate is None:
-            _check_torch_source(Path(target))
-        if candidate is not None and runtimes is None and _source_format(Path(target)) == "darknet":
-            from repliscope.convert.darknet_candidate import manifest_candidate_diff
-            from repliscope.datasets import resolve_dataset
-            from repliscope.diff.tolerance import TolerancePolicy
-
-            if options.save_mapping is not None:
-                raise RepliscopeError(
-                    "--save-mapping: a darknet manifest's candidate is paired by Darknet layer name (or --mapping), "
-                    "nothing is proposed to save"
-                )
-            result: Any = manifest_candidate_diff(
-                Path(target),
-                resolve_dataset(dataset),
-                batch,
-                candidate,
-                candidate_format=options.candidate_format,
-                mapping_file=options.mapping,
-                modes=tuple(_MODES[mode]),
-                threads=threads,
-                tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k),
+        request = LayerDiffOptions(
+            runtimes,
+            candidate,
+            options.candidate_format,
+            options.mapping,
+            dataset,
+            batch,
+            mode,
+            tolerance_k,
+            threads,
+            options.opencv_engine,
+        )
+        if options.save_mapping is not None and is_darknet_candidate_diff(Path(target), request):
+            raise RepliscopeError(
+                "--save-mapping: a darknet manifest's candidate is paired by Darknet layer name (or --mapping), "
+                "nothing is proposed to save"
             )
-        elif runtimes in (("darknet", "onnxruntime"), ("darknet", "keras")):
-            from repliscope.convert.darknet_verify import manifest_layer_diff
-            from repliscope.datasets import resolve_dataset
-            from repliscope.diff.tolerance import TolerancePolicy
-
-            result = manifest_layer_diff(
-                Path(target),
-                resolve_dataset(dataset),
-                batch,
-                modes=tuple(_MODES[mode]),
-                threads=threads,
-                tolerance=None if tolerance_k is None else TolerancePolicy(k=tolerance_k),
-                candidate="onnx" if runtimes[1] == "onnxruntime" else "keras",
-            )
-        elif runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS:
-            result = _runtime_layers(
-                Path(target), dataset, batch, _MODES[mode], tolerance_k, threads, options.opencv_engine
-            )
-        else:
-            result = _layers(
-                Path(target), runtimes, candidate, dataset, batch, _MODES[mode], tolerance_k, threads, options
-            )
+        hooks = _hooks(candidate, options) if candidate is not None else None
+        result = manifest_layer_diff(Path(target), request, hooks)
         if plot is not None:
             from repliscope.diff.plot import plot_layer_errors
 
@@ -297,26 +278,6 @@ def _diff_manifest(
     if runtimes is None:
         raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
     return _runtimes(Path(target), runtimes, dataset, batch, threads), False
-
-
-def _source_format(manifest: Path) -> str:
-    from repliscope.manifest.loader import load_manifest
-
-    return str(load_manifest(manifest).manifest.source.format)
-
-
-def _check_torch_source(manifest: Path) -> None:
-    """``--layers`` alone compares with the torch reference: refuse a manifest whose model is no torch source."""
-    from repliscope.manifest.loader import load_manifest
-
-    fmt = load_manifest(manifest).manifest.source.format
-    if fmt != "pytorch_state_dict":
-        pairs = " or ".join(f"--runtimes {a} {b}" for a, b in RUNTIME_LAYER_PAIRS.items())
-        raise RepliscopeError(
-            f"--layers compares with the torch reference by default, and this manifest's model "
-            f"is a '{fmt}' source, not torch: compare two runtimes node by node on its ONNX "
-            f"graph with {pairs} --layers"
-        )
 
 
 def _emit(result: Any, failed: bool, plot: Path | None, as_json: bool) -> None:
@@ -361,7 +322,9 @@ def check_arguments(
                 "is missing"
             )
         if layer_level:
-            _check_layer_runtimes(runtimes, candidate, candidate_format)
+            from repliscope.diff.manifest_layers import check_layer_runtimes
+
+            check_layer_runtimes(runtimes, candidate, candidate_format)
         else:
             from repliscope.runtimes import RUNTIMES
 
@@ -399,62 +362,6 @@ def check_arguments(
         )
 
 
-def _check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, candidate_format: str | None) -> None:
-    from repliscope.diff.base import runtime_candidates
-    from repliscope.diff.candidate_format import FORMATS
-    from repliscope.runtimes import RUNTIMES
-
-    ref, cand = runtimes
-    if ref == "darknet" and cand in ("onnxruntime", "keras"):
-        if candidate is not None:
-            raise RepliscopeError(
-                f"--runtimes darknet {cand} --layers compares libdarknet with repliscope's "
-                f"{'ONNX conversion' if cand == 'onnxruntime' else 'Keras port'} layer by layer: "
-                "no --candidate"
-            )
-        return
-    if RUNTIME_LAYER_PAIRS.get(ref) == cand:
-        if candidate is not None:
-            raise RepliscopeError(
-                f"--runtimes {ref} {cand} --layers compares the two runtimes node by node on the "
-                "manifest's ONNX graph: no --candidate (a re-implementation is compared with the "
-                "torch reference)"
-            )
-        return
-    if ref != "torch":
-        other = ref if cand == "torch" else cand
-        pairs = ", ".join(f"{a} {b}" for a, b in RUNTIME_LAYER_PAIRS.items())
-        raise RepliscopeError(
-            f"the layer-level reference must be torch (--runtimes torch {other}), not '{ref}' "
-            f"(runtime pairs on one ONNX graph: --runtimes {pairs})"
-        )
-    if candidate is not None:
-        from repliscope.diff.candidate_format import check_format, detect_format
-
-        fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
-        if cand != fmt:
-            raise RepliscopeError(
-                f"--candidate {candidate} is a {fmt} candidate: give --runtimes torch {fmt} or "
-                f"leave --runtimes out (not '{cand}')"
-            )
-        return
-    if cand in FORMATS and cand not in runtime_candidates():
-        raise RepliscopeError(
-            f"a {cand} candidate is a re-implementation, not a runtime: give --candidate X ({FORMATS[cand]})"
-        )
-    if cand not in runtime_candidates():
-        allowed = ", ".join(runtime_candidates())
-        known = (
-            f"'{cand}' is a runtime without layer-by-layer execution"
-            if cand in RUNTIMES
-            else f"unknown layer-diff candidate '{cand}'"
-        )
-        raise RepliscopeError(
-            f"{known} (allowed: {allowed}; a re-implementation as a {', '.join(FORMATS)} "
-            "candidate: --candidate X [--candidate-format F])"
-        )
-
-
 def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
     from repliscope.diff.task_level import diff_records
     from repliscope.store.repository import RunStore
@@ -477,6 +384,9 @@ def _runtimes(manifest: Path, runtimes: tuple[str, str], dataset: str, batch: in
 
 @dataclass(frozen=True)
 class LayerOptions:
+    """The command line's side of a layer diff: the candidate's format and mapping, where to save the mapping
+    used, --json (no proposal table on stdout) and the OpenCV engine."""
+
     candidate_format: str | None = None
     mapping: Path | None = None
     save_mapping: Path | None = None
@@ -484,102 +394,37 @@ class LayerOptions:
     opencv_engine: str = "new"
 
 
-RUNTIME_LAYER_PAIRS = {"onnxruntime": "opencv_dnn"}
-"""Reference runtime -> candidate runtime of the node-by-node diff on one ONNX graph."""
+def _hooks(candidate: str, opts: LayerOptions) -> CandidateHooks:
+    """Keras imported quietly; the proposed mapping printed, and saved with --save-mapping."""
+    from repliscope.diff.manifest_layers import CandidateHooks
 
+    def on_format(fmt: str) -> None:
+        if fmt in ("keras", "tflite", "savedmodel"):
+            from repliscope.cli.common import quiet_keras
 
-def _runtime_layers(
-    manifest: Path, dataset: str, batch: int, modes: list[str], tolerance_k: float | None, threads: int, engine: str
-) -> LayerDiffResult:
-    from repliscope.datasets import resolve_dataset
-    from repliscope.diff.runtime_layers import diff_runtime_graphs, manifest_graphs
-    from repliscope.diff.tolerance import TolerancePolicy
+            quiet_keras()
 
-    graphs, ids = manifest_graphs(manifest, resolve_dataset(dataset), batch, threads=threads)
-    policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
-    return diff_runtime_graphs(
-        graphs,
-        engine=engine,
-        modes=modes,  # type: ignore[arg-type]
-        tolerance=policy,
-        threads=threads,
-        samples=ids,
-    )
+    def on_candidate(built: BuiltCandidate) -> None:
+        if built.mapping_origin == "proposed" and not opts.as_json:
+            print_proposal(built)
+        if opts.save_mapping is not None:
+            from repliscope.diff.mapping import save_mapping
 
-
-def _layers(
-    manifest: Path,
-    runtimes: tuple[str, str] | None,
-    candidate_path: str | None,
-    dataset: str,
-    batch: int,
-    modes: list[str],
-    tolerance_k: float | None,
-    threads: int,
-    options: LayerOptions | None = None,
-) -> LayerDiffResult:
-    from repliscope.datasets import resolve_dataset
-    from repliscope.diff.candidate_format import diff_candidate
-    from repliscope.diff.reference import TorchReference
-    from repliscope.diff.task_level import first_batch
-    from repliscope.diff.tolerance import TolerancePolicy
-    from repliscope.evaluation.run import RunSettings, prepare
-
-    opts = options or LayerOptions()
-    cand_name = runtimes[1] if runtimes else "onnxruntime"  # the reference is torch (check_arguments)
-    prepared = prepare(manifest, RunSettings(runtime="torch", threads=threads, batch_size=batch))
-    reference = TorchReference.from_artifact(prepared.artifact)
-    ids, x = first_batch(prepared.pipeline, resolve_dataset(dataset), batch, tuple(prepared.artifact.input_shape[1:]))
-    built = _candidate(prepared, reference, cand_name, candidate_path, threads, x, opts)
-    cand = built.candidate if built is not None else _runtime_candidate(prepared, cand_name, threads)
-    policy = TolerancePolicy() if tolerance_k is None else TolerancePolicy(k=tolerance_k)
-    return diff_candidate(reference, cand, x, modes, policy, ids, built)
-
-
-def _candidate(
-    prepared: PreparedRun, reference: Any, name: str, path: str | None, threads: int, x: Any, opts: LayerOptions
-) -> BuiltCandidate | None:
-    """The ``--candidate`` re-implementation with its mapping (proposal printed / saved), or None for a
-    runtime candidate."""
-    if path is None:
-        return None
-    from repliscope.cli.common import quiet_keras
-    from repliscope.diff.candidate_format import build_candidate, detect_format
-
-    fmt = opts.candidate_format or detect_format(path)
-    if fmt in ("keras", "tflite", "savedmodel"):
-        quiet_keras()
-    built = build_candidate(fmt, path, reference, x, mapping_file=opts.mapping, threads=threads)
-    if built.mapping_origin == "proposed" and not opts.as_json:
-        print_proposal(built)
-    if opts.save_mapping is not None:
-        from repliscope.diff.mapping import save_mapping
-
-        if not built.mapping:
-            raise RepliscopeError(
-                f"--save-mapping: the {fmt} candidate is paired by its {built.mapping_origin}, not by a name mapping"
+            if not built.mapping:
+                raise RepliscopeError(
+                    f"--save-mapping: the {built.format} candidate is paired by its {built.mapping_origin}, not by "
+                    "a name mapping"
+                )
+            save_mapping(
+                built.mapping,
+                opts.save_mapping,
+                header=f"layer mapping ({built.mapping_origin}) for --candidate {candidate}\n"
+                "reference_path: candidate_unit; edit, then pass with --mapping FILE",
             )
-        save_mapping(
-            built.mapping,
-            opts.save_mapping,
-            header=f"layer mapping ({built.mapping_origin}) for --candidate {path}\n"
-            "reference_path: candidate_unit; edit, then pass with --mapping FILE",
-        )
-        target = sys.stderr if opts.as_json else sys.stdout
-        print(f"mapping ({len(built.mapping)} pairs) written to {opts.save_mapping}", file=target)
-    return built
+            target = sys.stderr if opts.as_json else sys.stdout
+            print(f"mapping ({len(built.mapping)} pairs) written to {opts.save_mapping}", file=target)
 
-
-def _runtime_candidate(prepared: PreparedRun, name: str, threads: int) -> Candidate:
-    from repliscope.diff.base import CANDIDATES, RuntimeCandidate
-    from repliscope.evaluation.artifacts import default_cache_dir
-
-    cls = CANDIDATES.get(name)
-    if not issubclass(cls, RuntimeCandidate):  # check_arguments allows runtime_candidates() only
-        raise RepliscopeError(f"'{name}' is no runtime candidate")
-    return cls.from_artifact(
-        prepared.artifact, cache_dir=prepared.settings.cache_dir or default_cache_dir(), threads=threads
-    )
+    return CandidateHooks(on_format, on_candidate)
 
 
 def print_proposal(built: BuiltCandidate) -> None:
