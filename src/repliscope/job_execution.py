@@ -8,16 +8,20 @@ stores it with ``RunStore.save_outcome(outcome, idempotency_key)`` (exactly once
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.errors import RepliscopeError
+
+if TYPE_CHECKING:
+    from repliscope.store.repository import StoredOutcome
 
 KINDS = ("evaluate", "pitfalls", "bench", "diff")
 
@@ -26,11 +30,112 @@ class JobCancelled(Exception):
     """Raised inside a running job's progress callback once a cancel was requested."""
 
 
+class RunOptions(BaseModel):
+    """Every option of a job, typed, whoever submits it: the service's
+    :class:`~repliscope.service.routers.jobs.JobOptions` (the subset an API client may set, with bounds) converts
+    into it field by field; the CLI builds it from its options; a stack matrix from its own. What is not given is
+    chosen as the CLI chooses it (and recorded). :meth:`run_settings` and :meth:`dataset` are the one conversion
+    into what the core takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # the API's options (service.routers.jobs.JobOptions)
+    limit: int | None = None
+    """Only the first N samples of the dataset (sorted order)."""
+    threads: int | None = None
+    batch_size: int | None = None
+    download: bool = False
+    """Allow downloading the manifest's https:// sources (sha256-checked) into the cache."""
+    variants: list[str] | None = None
+    """pitfalls: only these pitfalls (default: every registered one)."""
+    visual: int = 3
+    """pitfalls: images in the visual-testing panel."""
+    scenario: str = "single-stream"
+    """bench: the LoadGen scenario."""
+    min_duration_s: float = 1.0
+    min_queries: int = 20
+    runtime_b: str | None = None
+    """diff: the second runtime (``runtime`` is the first)."""
+    requires: list[str] | None = None
+    """Placement: PEP 508 requirements of the executing agent."""
+    hardware: list[str] | None = None
+    """Placement: hardware selectors (``KEY=VALUE``, ...)."""
+    stack: str | None = None
+    """Placement: only an agent running in this provisioned stack."""
+    idempotency_key: str | None = None
+    """Store the job's results at most once under this key."""
+    # options only a local caller sets (the CLI, a stack matrix): paths and choices of this machine
+    label_rule: str | None = None
+    evaluated_as: str | None = None
+    """``NAME/SPLIT`` the data is declared to be (``--as``)."""
+    schedule: str | None = None
+    prep_workers: int | None = None
+    fail_fast: bool = False
+    allow_outside_paths: bool = False
+    manifest_path: str | None = None
+    """A path the executing process sees whose text is the job's manifest (its relative paths then resolve)."""
+    keep_outputs: bool = False
+    """Return every sample's raw output with the outcome (``JobOutcome.outputs``)."""
+    shard: str | None = None
+    """``I/N``: only samples I::N (after the sorted order and ``limit``)."""
+    samples_per_query: int | None = None
+    """bench: samples per query (multi-stream, offline)."""
+    registered_name: str | None = None
+    """The service's registry name of the dataset: the name it is recorded under (its folder stays its
+    ``origin``)."""
+
+    def run_settings(
+        self, runtime: str, cache_dir: Path | None = None, *, name: Callable[[str], str] | None = None
+    ) -> Any:
+        """The :class:`~repliscope.evaluation.run.RunSettings` of these options on ``runtime``. ``name(field)``:
+        how an error calls an option (default ``option FIELD``; the CLI passes its flags)."""
+        from repliscope.evaluation.run import RunSettings
+
+        return RunSettings(
+            runtime=runtime,
+            threads=self.threads,
+            batch_size=self.batch_size,
+            cache_dir=cache_dir,
+            allow_download=self.download,
+            prep_workers=self.prep_workers,
+            schedule=self.schedule,
+            fail_fast=self.fail_fast,
+            allow_outside_paths=self.allow_outside_paths,
+            evaluated_as=dataset_ref(self.evaluated_as, (name or _option)("evaluated_as")),
+        )
+
+    def dataset(self, spec: str, labels_csv: Path | None = None) -> Any:
+        """The dataset ``spec`` (a registered name, ``NAME:PATH`` or a folder) with these options' label rule,
+        ``limit``, ``registered_name`` and ``shard``."""
+        from repliscope.datasets import resolve_dataset
+
+        data = resolve_dataset(spec, self.label_rule, labels_csv=labels_csv, limit=self.limit)
+        if self.registered_name:
+            data = dataclasses.replace(data, name=self.registered_name)
+        return data if self.shard is None else _shard(data, self.shard)
+
+
+def _option(field: str) -> str:
+    return f"option {field}"
+
+
+def dataset_ref(text: str | None, option: str = "option evaluated_as") -> Any:
+    """``NAME/SPLIT`` -> DatasetRef (None when not given); ``option`` names it in the error."""
+    from repliscope.manifest.schema import DatasetRef
+
+    if text is None:
+        return None
+    name, sep, split = str(text).partition("/")
+    if not sep or not name or not split:
+        raise RepliscopeError(f"{option} expects NAME/SPLIT, e.g. imagenet-1k/val, got {text!r}")
+    return DatasetRef(name=name, split=split)
+
+
 @dataclass
 class JobSpec:
     """What a job runs: ``manifest_text`` (the stored manifest), ``dataset_spec`` (the registry's spec for the
-    dataset name; a client never passes a path), validated ``options``. ``idempotency_key``: the key its results
-    are stored under exactly once (None: ``job_id``)."""
+    dataset name; a client never passes a path), its ``options`` (:class:`RunOptions`; a dict is converted).
+    ``idempotency_key``: the key its results are stored under exactly once (None: ``job_id``)."""
 
     job_id: str
     kind: str
@@ -39,8 +144,12 @@ class JobSpec:
     runtime: str
     dataset_name: str
     dataset_spec: str
-    options: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     idempotency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, RunOptions):
+            self.options = RunOptions.model_validate(self.options)
 
     @property
     def key(self) -> str:
@@ -48,7 +157,9 @@ class JobSpec:
         return self.idempotency_key or self.job_id
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        """JSON text (options as given: what is at its default is left out)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return json.dumps({**fields, "options": self.options.model_dump(mode="json", exclude_defaults=True)})
 
     @classmethod
     def from_json(cls, text: str) -> JobSpec:
@@ -59,7 +170,7 @@ class JobOutcome(BaseModel):
     """What a job produced, as JSON dumps: ``records`` (``EvaluationRecord.model_dump(mode="json")`` each),
     ``sweeps`` (SweepResult dumps), ``benchmarks`` (BenchmarkRecord dumps), ``summary`` (a diff's result as JSON
     text), ``agent`` (the executing agent's capabilities dump; {} in-process), ``outputs`` (sample id -> base64
-    ``.npy`` of its raw float32 output; only with ``options["keep_outputs"]``), ``seconds`` (wall seconds
+    ``.npy`` of its raw float32 output; only with ``options.keep_outputs``), ``seconds`` (wall seconds
     :func:`execute_job` took where it ran: the submitter's wall time minus this is the dispatch overhead)."""
 
     records: list[dict[str, Any]] = Field(default_factory=list)
@@ -71,14 +182,48 @@ class JobOutcome(BaseModel):
     seconds: float = 0.0
 
 
+class OutcomeStore(Protocol):
+    """Where :func:`run_and_store` keeps a job's results (:class:`~repliscope.store.repository.RunStore`)."""
+
+    def get_job_result(self, idempotency_key: str) -> StoredOutcome | None: ...
+
+    def save_outcome(self, outcome: Any, idempotency_key: str, kind: str = "evaluate") -> StoredOutcome: ...
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """What :func:`run_and_store` did: ``stored`` (the ids; ``stored.duplicate`` when the key was stored before)
+    and the ``outcome`` it ran (None when the key was stored already: nothing ran)."""
+
+    stored: StoredOutcome
+    outcome: JobOutcome | None
+
+    @property
+    def ran(self) -> bool:
+        return self.outcome is not None
+
+
+def run_and_store(job: JobSpec, store: OutcomeStore, run: Callable[[JobSpec], JobOutcome]) -> StoredJob:
+    """Check ``job``'s idempotency key, run it, save its outcome: the one path of the CLI, the service's executors
+    and the agents' submitters. A key stored already runs nothing (the earlier ids are returned); otherwise
+    ``run(job)`` (in this process, :func:`execute_job`, or on an agent, ``agents.submit.submit_job``) and
+    ``store.save_outcome`` exactly once per key (a key another process stored meanwhile stores nothing new:
+    ``stored.duplicate``). What ``run`` raises (a failure, a cancel) propagates and nothing is stored."""
+    earlier = store.get_job_result(job.key)
+    if earlier is not None:
+        return StoredJob(earlier, None)
+    outcome = run(job)
+    return StoredJob(store.save_outcome(outcome, job.key, kind=job.kind), outcome)
+
+
 # -- the job kinds: the CLI's core calls ---------------------------------------------------------------------
 def _loaded(job: JobSpec, folder: Path) -> Any:
-    """The job's manifest: ``options["manifest_path"]`` (a path the executing process sees, e.g. the CLI's file on
+    """The job's manifest: ``options.manifest_path`` (a path the executing process sees, e.g. the CLI's file on
     this machine, so its relative source/architecture paths resolve; its text must be ``manifest_text``), else
     ``manifest_text`` written into ``folder``."""
     from repliscope.manifest.loader import load_manifest
 
-    where = job.options.get("manifest_path")
+    where = job.options.manifest_path
     if where is not None:
         try:
             text = Path(where).read_text(encoding="utf-8")
@@ -97,49 +242,13 @@ def _loaded(job: JobSpec, folder: Path) -> Any:
     return load_manifest(path)
 
 
-def _settings(job: JobSpec, cache_dir: Path | None, runtime: str | None = None) -> Any:
-    from repliscope.evaluation.run import RunSettings
-
-    o = job.options
-    return RunSettings(
-        runtime=runtime or job.runtime,
-        threads=o.get("threads"),
-        batch_size=o.get("batch_size"),
-        cache_dir=cache_dir,
-        allow_download=bool(o.get("download", False)),
-        prep_workers=o.get("prep_workers"),
-        schedule=o.get("schedule"),
-        fail_fast=bool(o.get("fail_fast", False)),
-        allow_outside_paths=bool(o.get("allow_outside_paths", False)),
-        evaluated_as=_evaluated_as(o.get("evaluated_as")),
-    )
-
-
-def _evaluated_as(text: str | None) -> Any:
-    """Option ``evaluated_as`` ``NAME/SPLIT`` -> DatasetRef (None when not given)."""
-    from repliscope.manifest.schema import DatasetRef
-
-    if text is None:
-        return None
-    name, sep, split = str(text).partition("/")
-    if not sep or not name or not split:
-        raise RepliscopeError(f"option evaluated_as expects NAME/SPLIT, e.g. imagenet-1k/val, got {text!r}")
-    return DatasetRef(name=name, split=split)
+def _settings(job: JobSpec, cache_dir: Path | None) -> Any:
+    return job.options.run_settings(job.runtime, cache_dir)
 
 
 def _data(job: JobSpec) -> Any:
-    """The job's dataset; option ``registered_name`` (the service's registry name) is the name it is recorded
-    under (its folder stays its ``origin``)."""
-    import dataclasses
-
-    from repliscope.datasets import resolve_dataset
-
-    data = resolve_dataset(job.dataset_spec, job.options.get("label_rule"), limit=job.options.get("limit"))
-    registered = job.options.get("registered_name")
-    if registered:
-        data = dataclasses.replace(data, name=str(registered))
-    shard = job.options.get("shard")
-    return data if shard is None else _shard(data, shard)
+    """The job's dataset (:meth:`RunOptions.dataset`)."""
+    return job.options.dataset(job.dataset_spec)
 
 
 def _evaluate(
@@ -148,7 +257,7 @@ def _evaluate(
     from repliscope.evaluation.run import evaluate, prepare
 
     prepared = prepare(loaded, _settings(job, cache_dir))
-    if not job.options.get("keep_outputs"):
+    if not job.options.keep_outputs:
         record = evaluate(prepared, data, on_progress=on_progress)
         return JobOutcome(records=[record.model_dump(mode="json")])
     from repliscope.stacks.outputs import encode_outputs
@@ -228,8 +337,8 @@ def _execute(
             out = run_sweep(
                 prepare(loaded, _settings(job, cache_dir)),
                 data,
-                job.options.get("variants") or None,
-                visual_samples=int(job.options.get("visual", 3)),
+                job.options.variants or None,
+                visual_samples=job.options.visual,
                 on_progress=on_progress,
             )
             return JobOutcome(
@@ -241,20 +350,20 @@ def _execute(
             from repliscope.bench.scenarios import ScenarioSettings
 
             o = job.options
-            scenario = o.get("scenario", "single-stream")
-            spq = int(o.get("samples_per_query", 8 if scenario == "multi-stream" else 1))
+            scenario = o.scenario
+            spq = o.samples_per_query if o.samples_per_query is not None else 8 if scenario == "multi-stream" else 1
             settings = ScenarioSettings(
                 scenario=scenario,
-                min_duration_s=float(o.get("min_duration_s", 1.0)),
-                min_queries=int(o.get("min_queries", 20)),
+                min_duration_s=o.min_duration_s,
+                min_queries=o.min_queries,
                 samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
-                batch_size=int(o.get("batch_size") or 1) if scenario == "offline" else 1,
+                batch_size=(o.batch_size or 1) if scenario == "offline" else 1,
             )
             result = run_matrix(
                 loaded,
                 data,
                 [job.runtime],
-                [int(o.get("threads") or 1)],
+                [o.threads or 1],
                 BenchOptions(scenario=settings),
                 settings=_settings(job, cache_dir),
                 on_config=lambda rt, n: log(f"bench: {rt} with {n} thread(s), {scenario}"),
@@ -264,9 +373,11 @@ def _execute(
         # diff
         from repliscope.diff.task_level import diff_runtimes
 
-        other = job.options["runtime_b"]
+        other = job.options.runtime_b
+        if other is None:
+            raise RepliscopeError("a diff job needs options.runtime_b (the second runtime)")
         diff = diff_runtimes(
-            loaded.path, job.runtime, other, data, cache_dir=cache_dir, threads=int(job.options.get("threads") or 2)
+            loaded.path, job.runtime, other, data, cache_dir=cache_dir, threads=job.options.threads or 2
         )
         on_progress(len(data))
         return JobOutcome(summary=json.dumps(diff.model_dump(mode="json")))

@@ -82,6 +82,25 @@ class NoAgentMatches(RepliscopeError):
         super().__init__(text)
 
 
+class InvalidPlacementOption(RepliscopeError):
+    """A job's placement option (``requires`` or ``hardware``, named by ``option``) that does not parse."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def check_placement_options(requires: Sequence[str] | None, hardware: Sequence[str] | None) -> None:
+    """Every ``requires`` entry parses as a requirement and every ``hardware`` entry as a selector; else
+    :class:`InvalidPlacementOption` naming the option, with the parser's message."""
+    for option, texts, parse in (("requires", requires, parse_requirement), ("hardware", hardware, parse_selector)):
+        for text in texts or ():
+            try:
+                parse(text)
+            except RepliscopeError as exc:
+                raise InvalidPlacementOption(option, str(exc)) from None
+
+
 def parse_requirement(text: str) -> Requirement:
     """``NAME[SPECIFIER]`` (PEP 508, no URL, extras or markers) -> Requirement; else a RepliscopeError."""
     try:

@@ -9,7 +9,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from repliscope.cli.cluster_cmd import (
 from repliscope.cli.common import JsonOption, emit_json, fail
 from repliscope.cli.output import console, print_table
 from repliscope.errors import RepliscopeError
+
+if TYPE_CHECKING:
+    from repliscope.job_execution import RunOptions
 
 SchedulerOption = Annotated[
     str | None,
@@ -189,7 +192,7 @@ def evaluate_on_agents(
     manifest: Path,
     runtime: str | None,
     dataset: str,
-    options: dict[str, Any],
+    options: RunOptions,
     scheduler: str | None,
     requires: list[str],
     hardware: list[str],
@@ -199,9 +202,10 @@ def evaluate_on_agents(
     as_json: bool,
     security: Any = None,
 ) -> None:
-    """``evaluate`` on an agent: build a JobSpec (kind evaluate), place it (refused at once when no live agent
-    qualifies), run it with ``submit_job``, store it with ``save_outcome`` under the idempotency key (a key already
-    stored runs nothing and shows the stored run), print the record like the in-process evaluate and the agent.
+    """``evaluate`` on an agent: build a JobSpec (kind evaluate) from the run ``options``, place it (refused at once
+    when no live agent qualifies), and through ``run_and_store`` run it with ``submit_job`` and store it under the
+    idempotency key (a key already stored runs nothing and shows the stored run), print the record like the
+    in-process evaluate and the agent.
     ``--stack`` without a live agent of that stack starts one (in the stack's venv) and stops it afterwards."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -210,7 +214,7 @@ def evaluate_on_agents(
     from repliscope.agents.submit import submit_job
     from repliscope.cli.output import print_record
     from repliscope.evaluation.record import EvaluationRecord
-    from repliscope.job_execution import JobSpec
+    from repliscope.job_execution import JobOutcome, JobSpec, run_and_store
     from repliscope.manifest.loader import load_manifest
     from repliscope.runtimes import native_runtime
     from repliscope.stacks.run import (
@@ -231,29 +235,13 @@ def evaluate_on_agents(
         runtime = runtime or native_runtime(loaded.manifest.framework.name)
         from repliscope.evaluation.engine import SCHEDULES
 
-        if options.get("schedule") is not None and options["schedule"] not in SCHEDULES:  # before any agent
-            raise RepliscopeError(
-                f"--schedule '{options['schedule']}' is not allowed (allowed: {', '.join(SCHEDULES)})"
-            )
+        if options.schedule is not None and options.schedule not in SCHEDULES:  # before any agent
+            raise RepliscopeError(f"--schedule '{options.schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
         key_of_stack, found = _stack_key(stack)
         constraints = constraints_for(loaded, runtime, requires, hardware, key_of_stack)
         store = RunStore(db)
         job_id = uuid.uuid4().hex
         key = idempotency_key or job_id
-        earlier = store.get_job_result(key)
-        if earlier is not None:
-            record = store.get(earlier.run_ids[0]) if earlier.run_ids else None
-            if as_json:
-                emit_json(record.model_dump(mode="json") if record else earlier.model_dump(mode="json"))
-            else:
-                if record is not None:
-                    print_record(record)
-                console.print(
-                    f"idempotency key {key} is already stored (run(s) {', '.join(earlier.run_ids)}): "
-                    "nothing was run or stored",
-                    highlight=False,
-                )
-            return
         local_path = Path(dataset).expanduser()
         dataset_spec = str(local_path.resolve()) if local_path.is_dir() else dataset
         job = JobSpec(
@@ -264,45 +252,62 @@ def evaluate_on_agents(
             runtime,
             dataset,
             dataset_spec,
-            {**{k: v for k, v in options.items() if v is not None}, "manifest_path": str(loaded.path.resolve())},
+            options.model_copy(update={"manifest_path": str(loaded.path.resolve())}),
             idempotency_key=key,
         )
-        with (
-            versions_differ(),
-            Cluster.connect(scheduler, security=security) as cluster,
-            tempfile.TemporaryDirectory(prefix="repliscope-stack-agent-") as agent_logs,
-        ):
-            if found is not None and live_agent_of(cluster, found.key) is None:
-                print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)
-                started.append(start_stack_agent(cluster, found, Path(agent_logs)))
+
+        def run(job: JobSpec) -> JobOutcome:
+            with (
+                versions_differ(),
+                Cluster.connect(scheduler, security=security) as cluster,
+                tempfile.TemporaryDirectory(prefix="repliscope-stack-agent-") as agent_logs,
+            ):
+                if found is not None and live_agent_of(cluster, found.key) is None:
+                    print(f"starting a local agent in stack {found.key} ({found.spec})", file=sys.stderr)
+                    started.append(start_stack_agent(cluster, found, Path(agent_logs)))
+                    try:
+                        wait_for_started(cluster, started, AGENT_START_TIMEOUT)
+                    except RepliscopeError:
+                        stop_started(started)
+                        started.clear()
+                        raise
                 try:
-                    wait_for_started(cluster, started, AGENT_START_TIMEOUT)
-                except RepliscopeError:
+                    with Progress(
+                        TextColumn("{task.description}"),
+                        BarColumn(),
+                        MofNCompleteColumn(),
+                        TimeRemainingColumn(),
+                        console=console,
+                        transient=True,
+                        disable=as_json,
+                    ) as progress:
+                        task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
+                        return submit_job(
+                            cluster,
+                            job,
+                            constraints,
+                            on_progress=lambda n: progress.advance(task, n),
+                            log=lambda line: print(line, file=sys.stderr),
+                            on_total=lambda n: progress.update(task, total=n),
+                        )
+                finally:
                     stop_started(started)
-                    started.clear()
-                    raise
-            try:
-                with Progress(
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeRemainingColumn(),
-                    console=console,
-                    transient=True,
-                    disable=as_json,
-                ) as progress:
-                    task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
-                    outcome = submit_job(
-                        cluster,
-                        job,
-                        constraints,
-                        on_progress=lambda n: progress.advance(task, n),
-                        log=lambda line: print(line, file=sys.stderr),
-                        on_total=lambda n: progress.update(task, total=n),
-                    )
-            finally:
-                stop_started(started)
-        stored = store.save_outcome(outcome, key, kind="evaluate")
+
+        done = run_and_store(job, store, run)
+        stored, outcome = done.stored, done.outcome
+        if outcome is None:  # the key was stored already: nothing ran
+            record = store.get(stored.run_ids[0]) if stored.run_ids else None
+            if as_json:
+                emit_json(record.model_dump(mode="json") if record else stored.model_dump(mode="json"))
+            else:
+                if record is not None:
+                    print_record(record)
+                console.print(
+                    f"idempotency key {key} is already stored (run(s) {', '.join(stored.run_ids)}): "
+                    "nothing was run or stored",
+                    highlight=False,
+                )
+            return
     except RepliscopeError as exc:
         fail(exc)
     record = EvaluationRecord.model_validate(outcome.records[0])

@@ -146,24 +146,13 @@ IdempotencyOption = Annotated[
 ]
 
 
-def _dataset_ref(text: str | None) -> Any:
-    """``--as NAME/SPLIT`` -> DatasetRef (None when not given)."""
-    from repliscope.manifest.schema import DatasetRef
-
-    if text is None:
-        return None
-    name, sep, split = text.partition("/")
-    if not sep or not name or not split:
-        raise RepliscopeError(f"--as expects NAME/SPLIT, e.g. imagenet-1k/val, got {text!r}")
-    return DatasetRef(name=name, split=split)
+def _flag(field: str) -> str:
+    """The command-line flag of a run option (``evaluated_as`` -> ``--as``)."""
+    return "--as" if field == "evaluated_as" else "--" + field.replace("_", "-")
 
 
-def _settings_and_data(
-    loaded: Any,
-    runtime: str | None,
-    dataset: str,
+def _run_options(
     label_rule: str | None,
-    labels_csv: Path | None,
     evaluated_as: str | None,
     threads: int | None,
     batch_size: int | None,
@@ -171,29 +160,36 @@ def _settings_and_data(
     limit: int | None,
     fail_fast: bool,
     download: bool,
-    allow_outside_paths: bool = False,
-    schedule: str | None = None,
+    allow_outside_paths: bool,
+    schedule: str | None,
 ) -> Any:
-    """The RunSettings and the Dataset of a command that runs a manifest on data."""
-    from repliscope.datasets import resolve_dataset
-    from repliscope.evaluation.engine import SCHEDULES
-    from repliscope.evaluation.run import RunSettings
-    from repliscope.runtimes import native_runtime
+    """The typed run options (:class:`repliscope.job_execution.RunOptions`) of a command that runs a manifest on
+    data, in this process or on an agent."""
+    from repliscope.job_execution import RunOptions
 
-    if schedule is not None and schedule not in SCHEDULES:  # before the dataset is scanned
-        raise RepliscopeError(f"--schedule '{schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
-    settings = RunSettings(
-        runtime=runtime or native_runtime(loaded.manifest.framework.name),
+    return RunOptions(
+        label_rule=label_rule,
+        evaluated_as=evaluated_as,
         threads=threads,
         batch_size=batch_size,
         prep_workers=prep_workers,
+        limit=limit,
         fail_fast=fail_fast,
-        evaluated_as=_dataset_ref(evaluated_as),
-        allow_download=download,
+        download=download,
         allow_outside_paths=allow_outside_paths,
         schedule=schedule,
     )
-    return settings, resolve_dataset(dataset, label_rule, labels_csv=labels_csv, limit=limit)
+
+
+def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, labels_csv: Path | None, options: Any) -> Any:
+    """The RunSettings and the Dataset of a command that runs a manifest on data, from its run options."""
+    from repliscope.evaluation.engine import SCHEDULES
+    from repliscope.runtimes import native_runtime
+
+    if options.schedule is not None and options.schedule not in SCHEDULES:  # before the dataset is scanned
+        raise RepliscopeError(f"--schedule '{options.schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
+    settings = options.run_settings(runtime or native_runtime(loaded.manifest.framework.name), name=_flag)
+    return settings, options.dataset(dataset, labels_csv)
 
 
 @app.command()
@@ -248,18 +244,18 @@ def evaluate(
             manifest,
             runtime,
             dataset,
-            {
-                "label_rule": label_rule,
-                "evaluated_as": evaluated_as,
-                "threads": threads,
-                "batch_size": batch_size,
-                "schedule": schedule,
-                "prep_workers": prep_workers,
-                "limit": limit,
-                "fail_fast": fail_fast or None,
-                "download": download or None,
-                "allow_outside_paths": allow_outside_paths or None,
-            },
+            _run_options(
+                label_rule,
+                evaluated_as,
+                threads,
+                batch_size,
+                prep_workers,
+                limit,
+                fail_fast,
+                download,
+                allow_outside_paths,
+                schedule,
+            ),
             scheduler,
             requires or [],
             hardware or [],
@@ -290,12 +286,8 @@ def evaluate(
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        settings, data = _settings_and_data(
-            loaded,
-            runtime,
-            dataset,
+        options = _run_options(
             label_rule,
-            labels_csv,
             evaluated_as,
             threads,
             batch_size,
@@ -306,6 +298,7 @@ def evaluate(
             allow_outside_paths,
             schedule,
         )
+        settings, data = _settings_and_data(loaded, runtime, dataset, labels_csv, options)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced: its trial loops must not measure the tracing
@@ -402,12 +395,8 @@ def pitfalls(
     try:
         tracer = start_tracing(trace_level, trace_out)
         loaded = load_manifest(manifest)
-        settings, data = _settings_and_data(
-            loaded,
-            runtime,
-            dataset,
+        options = _run_options(
             label_rule,
-            labels_csv,
             evaluated_as,
             threads,
             batch_size,
@@ -418,6 +407,7 @@ def pitfalls(
             allow_outside_paths,
             schedule,
         )
+        settings, data = _settings_and_data(loaded, runtime, dataset, labels_csv, options)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced, as in evaluate

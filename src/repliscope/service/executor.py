@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from repliscope.errors import RepliscopeError
-from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job
+from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job, run_and_store
 
 __all__ = [
     "FINAL",
@@ -39,6 +39,14 @@ INTERRUPTED = "interrupted: the server stopped before the job finished"
 
 
 class JobExecutor(Protocol):
+    """What the service's routes call on the app's executor."""
+
+    def check(self, job: JobSpec) -> None:
+        """Refuse at once a job that cannot run (before its row is created): ``InvalidPlacementOption`` (a
+        placement option that does not parse), ``NoAgentMatches`` (no live agent qualifies), OSError (the
+        agents' scheduler went away). Called before :meth:`submit` with the same job."""
+        ...
+
     def submit(self, job: JobSpec) -> str: ...
 
     def cancel(self, job_id: str) -> bool: ...
@@ -69,6 +77,9 @@ class ThreadJobExecutor:
         self._thread.start()
 
     # -- interface -------------------------------------------------------------------------------------------
+    def check(self, job: JobSpec) -> None:
+        """Every job can run in this process: placement options are not read (there are no agents)."""
+
     def submit(self, job: JobSpec) -> str:
         with self._lock:
             self._status[job.job_id] = "queued"
@@ -193,21 +204,27 @@ def progress_writer(
 def run_job(
     job: JobSpec, store: Any, cache_dir: Path | None, on_progress: Callable[[int], None], log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """Run ``job`` in this process (:func:`repliscope.job_execution.execute_job`) and store its results exactly
-    once under its idempotency key (``store.save_outcome``); returns the stored ids (``run_ids``, ``sweep_ids``,
-    ``benchmark_ids``) and, for a diff (not stored), ``summary``: the diff result as JSON (appended to the log)."""
-    outcome = execute_job(
-        job, cache_dir, on_progress, log, on_total=lambda n: _update(store, job.job_id, progress_total=n)
-    )
-    stored = store.save_outcome(outcome, job.key, kind=job.kind)
+    """Run ``job`` in this process (:func:`repliscope.job_execution.execute_job`) through
+    :func:`~repliscope.job_execution.run_and_store` (a key stored already runs nothing); returns the stored ids
+    (``run_ids``, ``sweep_ids``, ``benchmark_ids``, ``diff_ids``) and, for a diff, ``summary``: the diff result as
+    JSON (appended to the log)."""
+
+    def on_total(n: int) -> None:
+        _update(store, job.job_id, progress_total=n)
+
+    def run(job: JobSpec) -> JobOutcome:
+        return execute_job(job, cache_dir, on_progress, log, on_total=on_total)
+
+    done = run_and_store(job, store, run)
+    stored = done.stored
     result: dict[str, Any] = {
         "run_ids": stored.run_ids,
         "sweep_ids": stored.sweep_ids,
         "benchmark_ids": stored.benchmark_ids,
         "diff_ids": stored.diff_ids,
     }
-    if outcome.summary is not None:
-        result["summary"] = outcome.summary
+    if done.outcome is not None and done.outcome.summary is not None:
+        result["summary"] = done.outcome.summary
     return result
 
 
@@ -236,6 +253,8 @@ class DaskJobExecutor:
         self._status: dict[str, str] = {}
         self._cancel: dict[str, threading.Event] = {}
         self._threads: dict[str, threading.Thread] = {}
+        self._placement: dict[str, Any] = {}
+        """Job id -> its constraints, from :meth:`check` (its manifest parsed once on the submitting side)."""
         self._stopping = False
 
     @property
@@ -259,16 +278,22 @@ class DaskJobExecutor:
         return constraints_for(
             loaded,
             job.runtime,
-            requires=tuple(o.get("requires") or ()),
-            hardware=tuple(o.get("hardware") or ()),
-            stack=o.get("stack"),
+            requires=tuple(o.requires or ()),
+            hardware=tuple(o.hardware or ()),
+            stack=o.stack,
         )
 
     def check(self, job: JobSpec) -> None:
-        """Raise ``NoAgentMatches`` (every live agent's reasons, or "no live agent") when no agent qualifies."""
-        from repliscope.agents.placement import place
+        """Raise ``InvalidPlacementOption`` (a ``requires``/``hardware`` entry that does not parse), then
+        ``NoAgentMatches`` (every live agent's reasons, or "no live agent") when no agent qualifies. The job's
+        constraints are kept for :meth:`submit`."""
+        from repliscope.agents.placement import check_placement_options, place
 
-        place(self.cluster, self.constraints(job))
+        check_placement_options(job.options.requires, job.options.hardware)
+        constraints = self.constraints(job)
+        with self._lock:
+            self._placement[job.job_id] = constraints
+        place(self.cluster, constraints)
 
     # -- interface -------------------------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> str:
@@ -362,35 +387,39 @@ class DaskJobExecutor:
         _update(
             self.store, job_id, append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}"
         )
-        earlier = self.store.get_job_result(key)
-        if earlier is not None:
-            self._finish(
-                job_id,
-                "succeeded",
-                result_ids=earlier.all_ids,
-                append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
-                f"({', '.join(earlier.all_ids) or 'no stored result'}); not run again",
-            )
-            return
         on_total, on_progress, state = self._progress_callbacks(job_id)
 
         def log(line: str) -> None:
             _update(self.store, job_id, append_log=line)
 
-        try:
+        def run(job: JobSpec) -> JobOutcome:
             cluster = self.cluster
             # the in-process agent uses the service's cache; agents elsewhere their own
             cache_dir = self.cache_dir if getattr(cluster, "local", None) is not None else None
+            with self._lock:
+                constraints = self._placement.pop(job.job_id, None)
             outcome = submit_job(
                 cluster,
                 job,
-                self.constraints(job),
+                constraints if constraints is not None else self.constraints(job),
                 on_progress=on_progress,
                 log=log,
                 on_total=on_total,
                 cancel=cancel,
                 cache_dir=cache_dir,
             )
+            if cancel.is_set():  # finished while the cancel was on its way: nothing is stored
+                raise _FinishedWhileCancelled(job.job_id)
+            return outcome
+
+        try:
+            done = run_and_store(job, self.store, run)
+        except _FinishedWhileCancelled:
+            if self._stopping:
+                self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
+            else:
+                self._finish(job_id, "cancelled", append_log="the agent had finished; nothing is stored\ncancelled")
+            return
         except JobCancelled:
             if self._stopping:
                 self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
@@ -400,13 +429,16 @@ class DaskJobExecutor:
         except (RepliscopeError, OSError) as exc:  # NoAgentMatches, JobFailedEverywhere (each agent's reason), ...
             self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
             return
-        if cancel.is_set() and self._stopping:
-            self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
+        stored, outcome = done.stored, done.outcome
+        if outcome is None:
+            self._finish(
+                job_id,
+                "succeeded",
+                result_ids=stored.all_ids,
+                append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
+                f"({', '.join(stored.all_ids) or 'no stored result'}); not run again",
+            )
             return
-        if cancel.is_set():  # finished while the cancel was on its way: nothing is stored
-            self._finish(job_id, "cancelled", append_log="the agent had finished; nothing is stored\ncancelled")
-            return
-        stored = self.store.save_outcome(outcome, key, kind=job.kind)
         agent = outcome.agent.get("agent_id") or "this process"
         note = (
             f"; the results of idempotency key {key!r} were stored already: nothing new stored"
@@ -420,3 +452,7 @@ class DaskJobExecutor:
             result_ids=stored.all_ids,
             append_log=f"ran on agent {agent}{note}\nsucceeded: {outcome.summary or stored.all_ids}",
         )
+
+
+class _FinishedWhileCancelled(Exception):
+    """The agent finished the job while its cancel was on the way: nothing is stored."""

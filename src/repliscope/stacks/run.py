@@ -181,7 +181,7 @@ def _run_all(
     failed on the stack's agent: the other stacks still run), stop the agents."""
     from repliscope.agents.placement import NoAgentMatches, constraints_for
     from repliscope.agents.submit import JobFailedEverywhere, submit_job
-    from repliscope.job_execution import JobSpec
+    from repliscope.job_execution import JobSpec, RunOptions
 
     with tempfile.TemporaryDirectory(prefix="repliscope-stack-agents-") as tmp:
         for stack in resolved:
@@ -202,14 +202,14 @@ def _run_all(
                     runtime=runtime,
                     dataset_name=dataset_spec,
                     dataset_spec=dataset_spec,
-                    options={
-                        "keep_outputs": True,
-                        "limit": limit,
-                        "label_rule": label_rule,
-                        "threads": threads,
-                        "batch_size": batch,
-                        "manifest_path": str(Path(manifest).resolve()),
-                    },
+                    options=RunOptions(
+                        keep_outputs=True,
+                        limit=limit,
+                        label_rule=label_rule,
+                        threads=threads,
+                        batch_size=batch,
+                        manifest_path=str(Path(manifest).resolve()),
+                    ),
                     idempotency_key=f"stack-matrix-{matrix_id}-{stack.key}",
                 )
                 say(f"stack {stack.key} ({stack.spec}): evaluating {loaded.manifest.name} on {runtime}")

@@ -309,6 +309,11 @@ class Job(BaseModel):
     created_by: str
 
 
+def new_job_id() -> str:
+    """A new job id (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
 def create_job(
     store: RunStore,
     kind: str,
@@ -317,13 +322,14 @@ def create_job(
     dataset: str | None,
     options: dict[str, Any],
     created_by: str = "",
+    job_id: str | None = None,
 ) -> Job:
-    """A queued job (``manifest`` is ``name@version``)."""
+    """A queued job (``manifest`` is ``name@version``); ``job_id``: its id (default: a new one)."""
     if kind not in JOB_KINDS:
         raise InvalidInputError(f"kind {kind!r} is not a job kind (allowed: {', '.join(JOB_KINDS)})", "kind")
     parse_ref(manifest)
     row = JobRow(
-        id=uuid.uuid4().hex,
+        id=job_id or new_job_id(),
         kind=kind,
         manifest=manifest,
         runtime=runtime,

@@ -3,7 +3,7 @@ dataset, options), status with progress, cancel, log. Jobs run in the app's exec
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
 from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
+
+if TYPE_CHECKING:
+    from repliscope.service.executor import JobExecutor
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
@@ -51,6 +54,12 @@ class JobOptions(BaseModel):
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@/+-]+$")] | None = None
     """Store the job's results at most once under this key: a resubmission with the same key stores nothing new
     (default: the job id)."""
+
+    def run_options(self) -> Any:
+        """These options as the job layer takes them (:class:`repliscope.job_execution.RunOptions`)."""
+        from repliscope.job_execution import RunOptions
+
+        return RunOptions.model_validate(self.model_dump())
 
 
 class JobSubmit(BaseModel):
@@ -106,8 +115,8 @@ def _check_runtime(name: str, field: str) -> None:
 @router.post("", status_code=202, response_model=JobOut)
 def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Queue a job; 202 with its status (poll ``GET /api/v1/jobs/{id}``)."""
-    from repliscope.service.executor import JobSpec
-    from repliscope.store.service_tables import create_job, get_dataset, get_manifest
+    from repliscope.job_execution import JobSpec
+    from repliscope.store.service_tables import create_job, get_dataset, get_manifest, new_job_id
 
     store = store_of(request)
     _check_runtime(body.runtime, "body.runtime")
@@ -138,27 +147,33 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
     _check_fit(body, manifest, dataset)
-    executor = request.app.state.executor
-    # the registry's name and declaration go to the core as the CLI's --as does (repliscope.jobs: evaluated_as)
+    executor: JobExecutor = request.app.state.executor
+    # the registry's name and declaration go to the core as the CLI's --as does (RunOptions.evaluated_as)
     registered = {"registered_name": dataset.name, "evaluated_as": dataset.declared_as}
     options = {**options, **{k: v for k, v in registered.items() if v is not None}}
     spec = JobSpec(
-        "",
+        new_job_id(),
         body.kind,
         manifest.ref,
         manifest.text,
         body.runtime,
         dataset.name,
         dataset.spec,
-        {**body.options.model_dump(), **registered},
+        body.options.run_options().model_copy(update=registered),
         idempotency_key=body.options.idempotency_key,
     )
-    check = getattr(executor, "check", None)
-    if check is not None:
-        _placeable(check, spec)  # before the job row: a refused job leaves none
+    _placeable(executor, spec)  # before the job row: a refused job leaves none
     with store_errors(body_refs=True):
-        job = create_job(store, body.kind, manifest.ref, body.runtime, dataset.name, options, created_by=principal.name)
-    spec.job_id = job.id
+        job = create_job(
+            store,
+            body.kind,
+            manifest.ref,
+            body.runtime,
+            dataset.name,
+            options,
+            created_by=principal.name,
+            job_id=spec.job_id,
+        )
     executor.submit(spec)
     return _out(job)
 
@@ -177,20 +192,15 @@ def _check_fit(body: JobSubmit, manifest: Any, dataset: Any) -> None:
         raise ApiError(422, exc.message, field=where, code="misfit") from None
 
 
-def _placeable(check: Any, spec: Any) -> None:
-    """The placement options parse (a bad ``requires``/``hardware`` entry -> 422 naming it), then ``check(spec)``
-    (the executor's placement on the live agents): NoAgentMatches -> 422 with every agent's reasons."""
-    from repliscope.agents.placement import NoAgentMatches, parse_requirement, parse_selector
-    from repliscope.errors import RepliscopeError
+def _placeable(executor: JobExecutor, spec: Any) -> None:
+    """``executor.check(spec)``: a bad placement option (``requires``/``hardware`` entry) -> 422 naming it; no
+    live agent qualifies (NoAgentMatches) -> 422 with every agent's reasons."""
+    from repliscope.agents.placement import InvalidPlacementOption, NoAgentMatches
 
-    for name, parse in (("requires", parse_requirement), ("hardware", parse_selector)):
-        for text in spec.options.get(name) or ():
-            try:
-                parse(text)
-            except RepliscopeError as exc:
-                raise ApiError(422, str(exc), field=f"body.options.{name}", code="invalid") from None
     try:
-        check(spec)
+        executor.check(spec)
+    except InvalidPlacementOption as exc:
+        raise ApiError(422, str(exc), field=f"body.options.{exc.option}", code="invalid") from None
     except NoAgentMatches as exc:
         raise ApiError(
             422,
