@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from repliscope.backends import runtime_entries
+
 ADVERTISED_DISTRIBUTIONS = (
     "torch",
     "onnx",
@@ -30,12 +32,7 @@ ADVERTISED_DISTRIBUTIONS = (
 )
 """Framework, runtime and converter distributions an agent lists (the installed ones) for placement."""
 
-_MAIN_DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "opencv_dnn": (("opencv-python-headless", "opencv-python"),),
-    "tensorflow": (("tensorflow", "tensorflow-cpu"),),
-    "keras_tensorflow": (("keras",), ("tensorflow", "tensorflow-cpu")),
-    "keras_jax": (("keras",), ("jax",)),
-}
+_MAIN_DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], ...]] = {r.name: r.main for r in runtime_entries() if r.main}
 """Runtimes whose main distribution is not simply the first of ``DISTRIBUTIONS_OF_RUNTIME``: every group must
 have one installed member (OpenCV's headless or full build; Keras plus its backend)."""
 

@@ -6,13 +6,10 @@ Importing this package imports no ML framework; candidates are registered lazily
 
 from __future__ import annotations
 
+from repliscope.backends import candidate_targets
 from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
 
-CANDIDATES.add("onnxruntime", "repliscope.diff.onnx_candidate:OnnxCandidate")
-CANDIDATES.add("keras", "repliscope.diff.keras_candidate:KerasCandidate")
-CANDIDATES.add("onnx", "repliscope.diff.onnx_candidate:OnnxCandidate")
-CANDIDATES.add("tflite", "repliscope.diff.tflite_candidate:TfliteCandidate")
-CANDIDATES.add("savedmodel", "repliscope.diff.tensorflow_candidate:TensorflowCandidate")
-CANDIDATES.add("torch", "repliscope.diff.torch_candidate:TorchCandidate")
+for _name, _target in candidate_targets().items():  # one entry per backend (repliscope.backends)
+    CANDIDATES.add(_name, _target)
 
 __all__ = ["CANDIDATES", "Candidate", "LayerInfo"]

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from repliscope.manifest.schema import Manifest
 
+from repliscope.backends import runtime_entries
+
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
@@ -32,21 +34,13 @@ THREAD_ENV_VARS = (
 """Environment variables that change thread counts or the numeric kernels chosen; unset ones are None."""
 
 DISTRIBUTIONS_OF_RUNTIME: dict[str, tuple[str, ...]] = {
-    "torch": ("torch",),
-    "onnxruntime": ("onnxruntime", "onnx", "tf2onnx"),
-    "opencv_dnn": ("opencv-python-headless", "opencv-python", "onnx", "tf2onnx"),
-    "tflite": ("ai-edge-litert",),
-    "tensorflow": ("tensorflow", "tensorflow-cpu"),
-    "keras": ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib"),
-    "keras_tensorflow": ("keras", "tensorflow", "tensorflow-cpu"),
-    "keras_jax": ("keras", "jax", "jaxlib"),
+    r.name: r.distributions for r in runtime_entries() if r.distributions
 }
 """Per runtime registry name, the distributions whose versions a record of it should carry (the framework, and
-the converters a runtime may run a foreign format through: tf2onnx for .tflite / frozen graphs on ONNX runtimes)."""
+the converters a runtime may run a foreign format through: tf2onnx for .tflite / frozen graphs on ONNX runtimes);
+from the backends' entries (:mod:`repliscope.backends`)."""
 
-SYSTEM_LIBRARY_RUNTIMES: dict[str, str] = {
-    "darknet": "Debian package 'darknet' (libdarknet.so through ctypes)",
-}
+SYSTEM_LIBRARY_RUNTIMES: dict[str, str] = {r.name: r.system_library for r in runtime_entries() if r.system_library}
 """Runtimes whose framework is a system library, not a Python distribution: the record carries its version as the
 runner's framework version (e.g. the Debian package version), so they have no entry in
 :data:`DISTRIBUTIONS_OF_RUNTIME`."""

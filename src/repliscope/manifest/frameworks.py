@@ -8,17 +8,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from repliscope.backends import framework_distributions
 from repliscope.errors import FrameworkError
 
-DISTRIBUTIONS_OF_FRAMEWORK: dict[str, tuple[str, ...]] = {
-    "torch": ("torch",),
-    "onnx": ("onnx",),
-    "tflite": ("ai-edge-litert",),
-    "tensorflow": ("tensorflow", "tensorflow-cpu"),
-    "keras": ("keras",),
-}
+DISTRIBUTIONS_OF_FRAMEWORK: dict[str, tuple[str, ...]] = framework_distributions()
 """The distribution(s) whose version a manifest's ``framework`` constrains; with several (TensorFlow's CPU-only
-and full builds) the installed one is checked, the first listed when both are."""
+and full builds) the installed one is checked, the first listed when both are. From the backends' entries
+(:mod:`repliscope.backends`)."""
 
 
 def installed_version(distribution: str) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repliscope.backends import native_runtimes
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes.base import RUNTIMES, Architecture, ModelArtifact, Runner
 from repliscope.runtimes.errors import BatchError, ModelLoadError
@@ -31,16 +32,10 @@ def create_runner(name: str, artifact: ModelArtifact, threads: int, cache_dir: P
     return RUNTIMES.get(name)(artifact, threads=threads, cache_dir=Path(cache_dir))
 
 
-NATIVE_RUNTIMES = {
-    "torch": "torch",
-    "onnx": "onnxruntime",
-    "tflite": "tflite",
-    "tensorflow": "tensorflow",
-    "keras": "keras",
-    "darknet": "darknet",
-}
+NATIVE_RUNTIMES: dict[str, str] = native_runtimes()
 """Manifest ``framework.name`` -> the runtime that runs its own format when no runtime is given (an ONNX
-source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime)."""
+source, MTCNN's ``mtcnn_cascade`` of three ONNX nets too, runs on onnxruntime); from the backends' entries
+(:mod:`repliscope.backends`)."""
 
 
 def native_runtime(framework: str) -> str:

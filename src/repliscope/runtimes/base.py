@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from repliscope.backends import runtime_entries
 from repliscope.errors import FrameworkError
 from repliscope.registry import Registry
 
@@ -159,28 +160,10 @@ def import_framework(module: str, runtime: str, install: str) -> Any:
 
 
 RUNTIMES: Registry[type[Runner]] = Registry("runtime")
-RUNTIMES.add("torch", "repliscope.runtimes.torch_runner:TorchRunner")
-RUNTIMES.add("onnxruntime", "repliscope.runtimes.onnxruntime_runner:OnnxRuntimeRunner")
-RUNTIMES.add("opencv_dnn", "repliscope.runtimes.opencv_dnn_runner:OpenCVDnnRunner")
-RUNTIMES.add("tflite", "repliscope.runtimes.tflite_runner:TfliteRunner")
-RUNTIMES.add("tensorflow", "repliscope.runtimes.tensorflow_runner:TensorflowRunner")
-RUNTIMES.add("keras", "repliscope.runtimes.keras_runner:KerasRunner")
-RUNTIMES.add("keras_tensorflow", "repliscope.runtimes.keras_runner:KerasTensorflowRunner")
-RUNTIMES.add("keras_jax", "repliscope.runtimes.keras_runner:KerasJaxRunner")
-RUNTIMES.add("darknet", "repliscope.runtimes.darknet.runner:DarknetRunner")
+for _entry in runtime_entries():  # one entry per backend (repliscope.backends)
+    RUNTIMES.add(_entry.name, _entry.runner)
 
-_ONNX_SOURCES: tuple[str, ...] = ("onnx", "pytorch_state_dict", "tflite", "tf_frozen_graph", "darknet", "mtcnn_cascade")
-RUNTIME_SOURCE_FORMATS: dict[str, tuple[str, ...]] = {
-    "torch": ("pytorch_state_dict",),
-    "onnxruntime": _ONNX_SOURCES,
-    "opencv_dnn": _ONNX_SOURCES,
-    "tflite": ("tflite",),
-    "tensorflow": ("tf_frozen_graph", "tf_saved_model"),
-    "keras": ("keras",),
-    "keras_tensorflow": ("keras",),
-    "keras_jax": ("keras",),
-    "darknet": ("darknet",),
-}
+RUNTIME_SOURCE_FORMATS: dict[str, tuple[str, ...]] = {r.name: r.source_formats for r in runtime_entries()}
 """Registered runtime -> the ``source.format`` values it runs (the ONNX runtimes run a torch, TFLite, frozen-graph
 or darknet source through its cached conversion, ``runtimes._common.onnx_source``). Read without importing a
-runner (the service's wizard offers a manifest only the runtimes that run its format)."""
+runner (the service's wizard offers a manifest only the runtimes that run its format); from the backends' entries."""

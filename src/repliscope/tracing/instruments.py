@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from repliscope.backends import runtime_entries
 from repliscope.errors import RepliscopeError
 from repliscope.registry import Registry
 from repliscope.tracing.levels import RANK
@@ -15,9 +16,8 @@ Instrument = Callable[[Any, Any], AbstractContextManager[None]]
 INSTRUMENTS: Registry[Instrument] = Registry("tracing instrument")
 
 
-@INSTRUMENTS.register("torch")
 @contextlib.contextmanager
-def _torch(tracer: Any, runner: Any) -> Iterator[None]:
+def torch_instrument(tracer: Any, runner: Any) -> Iterator[None]:
     """Module hooks (framework); torch.profiler ops too at ``library``."""
     from repliscope.tracing.torch_hooks import torch_module_hooks, torch_profiler_ops
 
@@ -28,16 +28,14 @@ def _torch(tracer: Any, runner: Any) -> Iterator[None]:
         yield
 
 
-@INSTRUMENTS.register("onnxruntime")
-def _onnxruntime(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+def onnxruntime_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """ORT's profiler: layers (framework), node kernels (library)."""
     from repliscope.tracing.ort_profile import profile_onnxruntime
 
     return profile_onnxruntime(tracer, runner)
 
 
-@INSTRUMENTS.register("opencv_dnn")
-def _opencv(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+def opencv_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """``getPerfProfile`` after every forward: layers (framework), OpenCV layers (library)."""
     from repliscope.tracing.opencv_layers import opencv_layer_timings
 
@@ -45,7 +43,7 @@ def _opencv(tracer: Any, runner: Any) -> AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def _staged(tracer: Any, runner: Any) -> Iterator[None]:
+def staged_instrument(tracer: Any, runner: Any) -> Iterator[None]:
     """The runner's own stage spans (the tflite runner's ``tracer`` hook): ``tflite.run`` with ``set_input`` /
     ``invoke`` / ``get_outputs`` (LiteRT's Python interpreter has no per-operator profiler)."""
     runner.tracer = tracer
@@ -55,23 +53,23 @@ def _staged(tracer: Any, runner: Any) -> Iterator[None]:
         runner.tracer = None
 
 
-INSTRUMENTS.add("tflite", _staged)
-
-
-@INSTRUMENTS.register("darknet")
-def _darknet(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+def darknet_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """libdarknet's layer loop driven from Python: one span per Darknet layer (framework)."""
     from repliscope.tracing.darknet_layers import darknet_layer_timings
 
     return darknet_layer_timings(tracer, runner)
 
 
-@INSTRUMENTS.register("tensorflow")
-def _tensorflow(tracer: Any, runner: Any) -> AbstractContextManager[None]:
+def tensorflow_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """The runner's stage spans and TensorFlow's profiler: one layer span per executed kernel."""
     from repliscope.tracing.tf_profile import profile_tensorflow
 
     return profile_tensorflow(tracer, runner)
+
+
+for _entry in runtime_entries():  # one entry per backend (repliscope.backends)
+    if _entry.instrument is not None:
+        INSTRUMENTS.add(_entry.name, _entry.instrument)
 
 
 def instrument_runner(tracer: Any, runner: Any) -> AbstractContextManager[None]:

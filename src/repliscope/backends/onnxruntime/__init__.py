@@ -1,0 +1,21 @@
+"""The ONNX backend: onnxruntime, the native runtime of ONNX sources (MTCNN's three nets too), and ONNX files as
+re-implementations compared layer by layer."""
+
+from repliscope.backends import ONNX_SOURCES, Backend, RuntimeEntry
+
+BACKEND = Backend(
+    "onnxruntime",
+    runtimes=(
+        RuntimeEntry(
+            "onnxruntime",
+            "repliscope.runtimes.onnxruntime_runner:OnnxRuntimeRunner",
+            source_formats=ONNX_SOURCES,
+            distributions=("onnxruntime", "onnx", "tf2onnx"),
+            instrument="repliscope.tracing.instruments:onnxruntime_instrument",
+            candidate="repliscope.diff.onnx_candidate:OnnxCandidate",
+        ),
+    ),
+    frameworks={"onnx": "onnxruntime"},
+    framework_distributions={"onnx": ("onnx",)},
+    candidates={"onnx": "repliscope.diff.onnx_candidate:OnnxCandidate"},
+)

@@ -1,0 +1,20 @@
+"""The TensorFlow backend: SavedModels and frozen graphs, and SavedModel folders as re-implementations."""
+
+from repliscope.backends import Backend, RuntimeEntry
+
+BACKEND = Backend(
+    "tensorflow",
+    runtimes=(
+        RuntimeEntry(
+            "tensorflow",
+            "repliscope.runtimes.tensorflow_runner:TensorflowRunner",
+            source_formats=("tf_frozen_graph", "tf_saved_model"),
+            distributions=("tensorflow", "tensorflow-cpu"),
+            main=(("tensorflow", "tensorflow-cpu"),),
+            instrument="repliscope.tracing.instruments:tensorflow_instrument",
+        ),
+    ),
+    frameworks={"tensorflow": "tensorflow"},
+    framework_distributions={"tensorflow": ("tensorflow", "tensorflow-cpu")},
+    candidates={"savedmodel": "repliscope.diff.tensorflow_candidate:TensorflowCandidate"},
+)

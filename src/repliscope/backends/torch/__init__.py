@@ -1,0 +1,19 @@
+"""The torch backend: the reference framework of layer diffs and a re-implementation format (a torch port)."""
+
+from repliscope.backends import Backend, RuntimeEntry
+
+BACKEND = Backend(
+    "torch",
+    runtimes=(
+        RuntimeEntry(
+            "torch",
+            "repliscope.runtimes.torch_runner:TorchRunner",
+            source_formats=("pytorch_state_dict",),
+            distributions=("torch",),
+            instrument="repliscope.tracing.instruments:torch_instrument",
+        ),
+    ),
+    frameworks={"torch": "torch"},
+    framework_distributions={"torch": ("torch",)},
+    candidates={"torch": "repliscope.diff.torch_candidate:TorchCandidate"},
+)
