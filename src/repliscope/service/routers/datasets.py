@@ -161,7 +161,7 @@ def list_all(request: Request, _: Annotated[Any, Depends(require("viewer"))]) ->
 @router.get("/{name}", response_model=DatasetOut)
 def get_one(request: Request, name: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """One registered dataset and its declaration."""
-    from repliscope.store.registry import get_dataset
+    from repliscope.store.service_tables import get_dataset
 
     with store_errors("dataset"):
         return _out(get_dataset(store_of(request), name))
@@ -173,7 +173,7 @@ def declare(
 ) -> Any:
     """Declare what a registered dataset is (admin): ``{"as": "imagenet-1k/val"}``, or ``{"as": null}`` to
     withdraw it. Who and when are recorded; runs already stored keep the declaration they ran with."""
-    from repliscope.store.registry import declare_dataset
+    from repliscope.store.service_tables import declare_dataset
 
     with store_errors("dataset"):
         return _out(declare_dataset(store_of(request), name, body.declared_as, principal.name))
