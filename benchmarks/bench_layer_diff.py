@@ -45,15 +45,15 @@ def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str,
     import onnxruntime as ort
     import torch
 
+    from repliscope.backends.onnxruntime.candidate import OnnxCandidate
+    from repliscope.backends.torch.loader import build_torch_module
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.layers import diff_layers
-    from repliscope.diff.onnx_candidate import OnnxCandidate
     from repliscope.diff.reference import TorchReference
     from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.runtimes.onnx_export import export_to_onnx
-    from repliscope.runtimes.torch_model import build_torch_module
 
     torch.set_num_threads(threads)
     prepared = prepare(MANIFEST, RunSettings(runtime="torch", threads=threads, batch_size=batch))

@@ -92,7 +92,7 @@ def test_convert_cli_writes_a_verified_keras_file(tmp_path: Path) -> None:
     assert "247 weights converted" in result.output
     assert "top-1 identical on 4/4" in result.output
     # the written file + its mapping sidecar are a diff candidate of their own
-    from repliscope.diff.keras_candidate import KerasCandidate
+    from repliscope.backends.keras.candidate import KerasCandidate
 
     cand = KerasCandidate.from_path(out, H.torch_lite0())
     assert cand.describe()["mapping"] == str(out.with_suffix(".mapping.yaml"))

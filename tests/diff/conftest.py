@@ -10,10 +10,10 @@ import numpy as np
 import onnx
 import pytest
 
+from repliscope.backends.onnxruntime.candidate import OnnxCandidate
 from repliscope.datasets import resolve_dataset
 from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.layers import diff_layers
-from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.task_level import first_batch
 from repliscope.evaluation.run import PreparedRun, RunSettings, prepare

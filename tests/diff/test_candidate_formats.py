@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from repliscope.backends.tflite.candidate import GOLDEN_LIMIT
 from repliscope.datasets import resolve_dataset
 from repliscope.diff.auto_mapping import ReferenceUnit, propose
 from repliscope.diff.candidate_format import FORMATS, build_candidate, detect_format, diff_candidate
@@ -18,7 +19,6 @@ from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.mapping import UnitInfo
 from repliscope.diff.reference import TorchReference
 from repliscope.diff.task_level import first_batch
-from repliscope.diff.tflite_candidate import GOLDEN_LIMIT
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.run import RunSettings, prepare
 from tests.conftest import EXAMPLES
@@ -214,7 +214,7 @@ def test_savedmodel_unit_that_fails_on_the_reference_input_names_the_mapping(
 ) -> None:
     """A unit fed a tensor of another shape (a wrong pairing) used to escape as a TensorFlow ValueError
     (an internal error); it is a clear error pointing at the mapping."""
-    from repliscope.diff.tensorflow_candidate import TensorflowCandidate
+    from repliscope.backends.tensorflow.candidate import TensorflowCandidate
 
     x = tiny[1]
     cand = TensorflowCandidate(port_files["correct.savedmodel"])

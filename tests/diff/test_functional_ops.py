@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from repliscope.backends.onnxruntime.candidate import OnnxCandidate
 from repliscope.diff.layer_result import LayerDiffResult
 from repliscope.diff.layers import diff_layers
-from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.reference import TorchReference
 from tests.diff.conftest import edited, export_onnx, find_node
 

@@ -12,9 +12,9 @@ import onnx
 import torch
 import torch.nn.functional as F
 
+from repliscope.backends.onnxruntime.candidate import OnnxCandidate
 from repliscope.diff.layer_result import LayerDiffResult, Mode
 from repliscope.diff.layers import diff_layers
-from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.reference import TorchReference
 from tests.diff.conftest import drop_node, edited, export_onnx, find_node, jitter_weights
 

@@ -35,14 +35,14 @@ def records() -> list[H.Record]:
 
 @cache
 def candidate(bug_name: str | None = None) -> Any:
-    from repliscope.diff.keras_candidate import KerasCandidate
+    from repliscope.backends.keras.candidate import KerasCandidate
 
     bug = H.bugs()[bug_name] if bug_name else None
     return KerasCandidate(*(H.build_converted(bug) if bug else H.converted()))
 
 
 def test_registered_as_keras() -> None:
-    from repliscope.diff.keras_candidate import KerasCandidate
+    from repliscope.backends.keras.candidate import KerasCandidate
 
     assert CANDIDATES.get("keras") is KerasCandidate
 
@@ -104,7 +104,7 @@ def test_forward_layers_streams_mapped_outputs_in_order() -> None:
 
 
 def test_from_path_builds_the_port_and_converts_the_reference_weights() -> None:
-    from repliscope.diff.keras_candidate import KerasCandidate
+    from repliscope.backends.keras.candidate import KerasCandidate
 
     H.require_keras()
     c = KerasCandidate.from_path(H.PORT_DIR, H.torch_lite0())

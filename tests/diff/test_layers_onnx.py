@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from repliscope.backends.onnxruntime.candidate import OnnxCandidate
 from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.onnx_candidate import OnnxCandidate
 from repliscope.diff.plot import plot_layer_errors
 from repliscope.diff.reference import TorchReference
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from repliscope.backends.tflite.loader import read_tflite
 from repliscope.errors import RepliscopeError
-from repliscope.runtimes.tflite_file import read_tflite
 from tests.conftest import EXAMPLES
 
 TINY = EXAMPLES / "tiny-resnet.yaml"

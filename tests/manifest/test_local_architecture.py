@@ -83,9 +83,9 @@ def test_examples_validate_with_no_claims(name: str, tmp_path: Path) -> None:
 
 
 def test_local_module_is_built_and_its_sha256_recorded(tmp_path: Path) -> None:
+    from repliscope.backends.torch.loader import build_torch_module
     from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.runtimes.onnx_export import export_key
-    from repliscope.runtimes.torch_model import build_torch_module
 
     path = _manifest(tmp_path, {"factory": "a2_localnet:build", "path": "nets", "kwargs": {"features": 3}})
     assert check_manifest(path, cache_dir=tmp_path).ok

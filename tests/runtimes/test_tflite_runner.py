@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from repliscope.backends.tflite.runner import dequantize, quantize
 from repliscope.errors import FrameworkError
 from repliscope.runtimes import ModelArtifact, ModelLoadError, create_runner
-from repliscope.runtimes.tflite_runner import dequantize, quantize
 from tests.runtimes.detection_references import (
     BLAZEFACE_OUTPUTS,
     FACES,

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from repliscope.backends.torch.loader import build_torch_module, describe_module, resolve_factory
 from repliscope.errors import FrameworkError, RepliscopeError
 from repliscope.runtimes import (
     Architecture,
@@ -17,7 +18,6 @@ from repliscope.runtimes import (
     ModelLoadError,
     create_runner,
 )
-from repliscope.runtimes.torch_model import build_torch_module, describe_module, resolve_factory
 
 LINEAR = Architecture("torch.nn:Linear", {"in_features": 4, "out_features": 3})
 

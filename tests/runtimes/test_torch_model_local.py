@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from repliscope.backends.torch.loader import resolve_factory
 from repliscope.errors import FrameworkError
 from repliscope.runtimes.errors import ModelLoadError
-from repliscope.runtimes.torch_model import resolve_factory
 
 
 def test_factory_from_a_local_folder(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from repliscope.backends.onnxruntime.tracing import align_events
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes import create_runner
 from repliscope.tracing import make_tracer
 from repliscope.tracing.chrome import nesting_errors
-from repliscope.tracing.ort_profile import align_events
 from repliscope.tracing.spans import SpanRecord
 from tests.tracing._models import KEYS, NODES, batch, tiny_onnx
 

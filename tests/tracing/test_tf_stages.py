@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from repliscope.backends.tensorflow.runner import read_graph_def
+from repliscope.backends.tensorflow.tracing import Kernel, kernels, record_kernels
 from repliscope.runtimes import create_runner
-from repliscope.runtimes.tensorflow_runner import read_graph_def
 from repliscope.tracing import make_tracer
 from repliscope.tracing.chrome import nesting_errors
 from repliscope.tracing.spans import SpanRecord
 from repliscope.tracing.summary import summarize
-from repliscope.tracing.tf_profile import Kernel, kernels, record_kernels
 from tests.runtimes.detection_references import blazeface_artifact, ssdlite_artifact
 
 

@@ -16,9 +16,9 @@ from tests.yolo._assets import DARKNET_DATA, cfg_path, need_darknet, weights_pat
 def test_keras_port_every_layer_within_tolerance_and_bug_localised(tmp_path: Path) -> None:
     need_darknet()
     pytest.importorskip("keras")
+    from repliscope.backends.darknet import reference as ref
     from repliscope.convert.darknet_keras import convert_keras
     from repliscope.convert.darknet_verify import darknet_layer_outputs, verify_layers
-    from repliscope.runtimes.darknet import reference as ref
 
     x = ref.letterbox(DARKNET_DATA / "dog.jpg", 416, 416)[None]
     outs = darknet_layer_outputs(cfg_path(), weights_path(), x)

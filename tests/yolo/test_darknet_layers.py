@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from repliscope.backends.darknet.structs import LAYER, NETWORK
 from repliscope.errors import FrameworkError
 from repliscope.runtimes.base import ModelArtifact
-from repliscope.runtimes.darknet.structs import LAYER, NETWORK
 from tests.yolo._assets import DARKNET_DATA, SAMPLE_IMAGES, cfg_path, need_darknet, weights_path
 
 HEADER_DIR = Path("/usr/lib/darknet/include")
@@ -70,7 +70,7 @@ def test_struct_layout_equals_the_compilers(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def runner():  # type: ignore[no-untyped-def]
     need_darknet()
-    from repliscope.runtimes.darknet.runner import DarknetRunner
+    from repliscope.backends.darknet.runner import DarknetRunner
 
     artifact = ModelArtifact(
         path=weights_path(),
@@ -96,7 +96,7 @@ def _every_layer(runner, x: np.ndarray, *, loop: bool) -> dict[str, np.ndarray]:
 
 
 def _check_bit_exact(runner, name: str) -> None:  # type: ignore[no-untyped-def]
-    from repliscope.runtimes.darknet import reference as ref
+    from repliscope.backends.darknet import reference as ref
 
     x = ref.letterbox(DARKNET_DATA / name, 416, 416)
     predicted = _every_layer(runner, x, loop=False)
@@ -135,9 +135,9 @@ def test_layer_loop_reads_the_layers_as_the_cfg_has_them(runner) -> None:  # typ
 
 def test_layer_loop_refuses_a_network_that_does_not_match(runner) -> None:  # type: ignore[no-untyped-def]
     """The checks that stand between a wrong layout and a call through a wrong pointer."""
+    from repliscope.backends.darknet import lib as dn
+    from repliscope.backends.darknet.layer_loop import LayerLoop
     from repliscope.convert.darknet_cfg import load_network_cfg
-    from repliscope.runtimes.darknet import lib as dn
-    from repliscope.runtimes.darknet.layer_loop import LayerLoop
 
     at_608 = load_network_cfg(cfg_path(), (608, 608))
     with pytest.raises(FrameworkError, match=r"layer 0 \(convolutional_0\): libdarknet's output is \(16, 416, 416\)"):
@@ -184,7 +184,7 @@ def test_h5py_still_works_after_libdarknet_is_loaded(tmp_path: Path) -> None:
     pytest.importorskip("h5py")
     probe = (
         "import sys, numpy as np\n"
-        "from repliscope.runtimes.darknet.lib import load_library\n"
+        "from repliscope.backends.darknet.lib import load_library\n"
         "load_library()\n"
         "import h5py\n"
         "with h5py.File(sys.argv[1], 'w') as f:\n"
@@ -205,8 +205,8 @@ def test_h5py_still_works_after_libdarknet_is_loaded(tmp_path: Path) -> None:
 def test_layer_loop_on_a_resized_network() -> None:
     """At 608 (resize_network; the yolo layers' stale out_w/out_h tolerated) the loop is still network_predict."""
     need_darknet()
-    from repliscope.runtimes.darknet import reference as ref
-    from repliscope.runtimes.darknet.runner import DarknetRunner
+    from repliscope.backends.darknet import reference as ref
+    from repliscope.backends.darknet.runner import DarknetRunner
 
     artifact = ModelArtifact(
         path=weights_path(),

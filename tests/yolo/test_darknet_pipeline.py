@@ -31,7 +31,7 @@ def _decode_like_darknet(path: Path) -> np.ndarray:
 @pytest.fixture(scope="module")
 def runner():  # type: ignore[no-untyped-def]
     need_darknet()
-    from repliscope.runtimes.darknet.runner import DarknetRunner
+    from repliscope.backends.darknet.runner import DarknetRunner
 
     artifact = ModelArtifact(
         path=weights_path(),
@@ -60,7 +60,7 @@ def test_resize_image_hand_case() -> None:
 @pytest.mark.parametrize("name", SAMPLE_IMAGES)
 def test_network_input_is_libdarknets_bit_for_bit(name: str) -> None:
     need_darknet()
-    from repliscope.runtimes.darknet import reference
+    from repliscope.backends.darknet import reference
 
     path = DARKNET_DATA / name
     mine = _decode_like_darknet(path)
@@ -74,7 +74,7 @@ def test_network_input_is_libdarknets_bit_for_bit(name: str) -> None:
 
 def test_resize_on_random_values_is_bit_exact() -> None:
     need_darknet()
-    from repliscope.runtimes.darknet import reference
+    from repliscope.backends.darknet import reference
 
     rng = np.random.default_rng(0)
     for h, w in [(7, 5), (33, 61), (200, 123)]:
@@ -112,7 +112,7 @@ def _post(outs: dict[str, np.ndarray], hw: tuple[int, int], thresh: float, metho
     ],
 )
 def test_detections_equal_libdarknets(runner, name: str, thresh: float, method: str, count: int) -> None:  # type: ignore[no-untyped-def]
-    from repliscope.runtimes.darknet import reference
+    from repliscope.backends.darknet import reference
 
     path = DARKNET_DATA / name
     x = reference.letterbox(path, 416, 416)
@@ -128,7 +128,7 @@ def test_detections_equal_libdarknets(runner, name: str, thresh: float, method: 
 
 
 def test_sort_and_obj_differ_and_final_boxes(runner) -> None:  # type: ignore[no-untyped-def]
-    from repliscope.runtimes.darknet import reference
+    from repliscope.backends.darknet import reference
 
     path = DARKNET_DATA / "dog.jpg"
     x = reference.letterbox(path, 416, 416)
@@ -143,7 +143,7 @@ def test_sort_and_obj_differ_and_final_boxes(runner) -> None:  # type: ignore[no
 
 
 def test_runtime_without_darknet_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from repliscope.runtimes.darknet import lib
+    from repliscope.backends.darknet import lib
 
     monkeypatch.setattr(lib, "LIBDARKNET", tmp_path / "libdarknet.so")
     lib.load_library.cache_clear()
@@ -187,7 +187,7 @@ def test_runtime_refuses_channels_the_cfg_does_not_have(tmp_path: Path) -> None:
     """Another height/width runs through libdarknet's resize_network (tests/yolo/test_yolo_input_size.py); another
     channel count cannot: libdarknet's input always has the cfg's channels."""
     need_darknet()
-    from repliscope.runtimes.darknet.runner import DarknetRunner
+    from repliscope.backends.darknet.runner import DarknetRunner
     from repliscope.runtimes.errors import ModelLoadError
 
     artifact = ModelArtifact(

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from repliscope.backends.opencv_dnn import runner as ocv
+from repliscope.backends.opencv_dnn.darknet import yolo_activate
 from repliscope.ops.pipeline import decode_input
 from repliscope.runtimes import create_runner
-from repliscope.runtimes import opencv_dnn_runner as ocv
-from repliscope.runtimes.opencv_darknet import yolo_activate
 from tests.yolo._assets import DARKNET_DATA, MANIFEST, REPO, seed_cache
 
 

@@ -95,8 +95,8 @@ def test_onnx_runner_at_608_on_dog(prepared, tmp_path: Path) -> None:
 def test_libdarknet_resized_to_608_agrees(prepared, tmp_path: Path) -> None:
     """libdarknet's resize_network at 608: its input tensor equals the pipeline's bit for bit, its yolo outputs
     the 608 conversion's to float rounding."""
+    from repliscope.backends.darknet.reference import letterbox
     from repliscope.runtimes import create_runner
-    from repliscope.runtimes.darknet.reference import letterbox
 
     need_darknet()
     derived = PITFALLS.get("yolo_input_608")().derive(prepared.pipeline, CTX)

@@ -37,10 +37,10 @@ _UNREACHABLE = (
 
 def _demo_dataset(root: Path) -> Path:
     """A COCO folder of Darknet's sample images with libdarknet's demo detections as boxes."""
+    from repliscope.backends.darknet import reference as ref
+    from repliscope.backends.darknet.runner import DarknetRunner
     from repliscope.ops.detection.class_map import COCO80_TO_91
     from repliscope.runtimes.base import ModelArtifact
-    from repliscope.runtimes.darknet import reference as ref
-    from repliscope.runtimes.darknet.runner import DarknetRunner
 
     artifact = ModelArtifact(
         path=weights_path(),

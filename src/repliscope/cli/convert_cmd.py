@@ -88,10 +88,10 @@ def _run(
     if out.suffix != ".keras":
         raise RepliscopeError(f"--out {out}: Keras 3 saves whole models to files ending in .keras")
     _check_mapping_file(mapping_path)
+    from repliscope.backends.torch.loader import build_torch_module
     from repliscope.cli.common import quiet_keras
     from repliscope.convert import convert_state_dict, load_mapping, load_port
     from repliscope.convert.verify import compare_outputs, save_and_reload
-    from repliscope.runtimes.torch_model import build_torch_module
 
     mapping = load_mapping(mapping_path)
     loaded, artifact = _manifest(manifest)
@@ -203,8 +203,8 @@ def _samples(loaded: Any, artifact: Any, dataset: str, n: int) -> tuple[np.ndarr
 
 
 def _layer_check(module: Any, keras_model: Any, mapping: Any, x: np.ndarray, ids: list[str]) -> bool:
+    from repliscope.backends.keras.candidate import KerasCandidate
     from repliscope.convert.verify import layer_diff
-    from repliscope.diff.keras_candidate import KerasCandidate
 
     result = layer_diff(module, KerasCandidate(keras_model, mapping), x, ids)
     if result is None:

@@ -349,7 +349,7 @@ def check_arguments(
 
         fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
         if fmt == "keras" and Path(candidate).exists() and mapping is None:
-            from repliscope.diff.keras_candidate import check_port_path
+            from repliscope.backends.keras.candidate import check_port_path
 
             check_port_path(Path(candidate))
         if mapping is not None and not mapping.is_file():

@@ -3,7 +3,7 @@
 
 The reference is libdarknet's every-layer output (``net->layers[i].output``) on the manifest's pre-processed
 samples, as in :mod:`repliscope.convert.darknet_verify`. The candidate is the saved model itself, loaded with
-:class:`repliscope.diff.keras_candidate.KerasLayersCandidate` (nothing rebuilt from the ``.cfg``: a bug in the
+:class:`repliscope.backends.keras.candidate.KerasLayersCandidate` (nothing rebuilt from the ``.cfg``: a bug in the
 file is what is measured). Pairing: each Darknet layer with the Keras layer of the same name (the converter names
 the last Keras layer of every Darknet layer after it), or ``--mapping FILE`` (``darknet_layer: keras_layer``).
 
@@ -33,8 +33,8 @@ CANDIDATE_FORMATS = ("keras",)
 
 def load_keras_candidate(path: Path) -> Any:
     """The ``.keras`` file as a :class:`KerasLayersCandidate` (its ``DarknetYolo`` layer class registered first)."""
+    from repliscope.backends.keras.candidate import KerasLayersCandidate, check_port_path
     from repliscope.convert.darknet_keras import _yolo_layer_class
-    from repliscope.diff.keras_candidate import KerasLayersCandidate, check_port_path
 
     path = check_port_path(path)
     if path.suffix.lower() != ".keras":

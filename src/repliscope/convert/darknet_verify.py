@@ -157,8 +157,8 @@ def darknet_layer_outputs(
     cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
 ) -> list[dict[str, np.ndarray]]:
     """libdarknet's every-layer outputs for each image of ``images`` (N, 3, H, W)."""
+    from repliscope.backends.darknet.runner import DarknetRunner
     from repliscope.runtimes.base import ModelArtifact
-    from repliscope.runtimes.darknet.runner import DarknetRunner
 
     artifact = ModelArtifact(
         path=weights,
@@ -215,11 +215,11 @@ def convert_manifest(
     """``repliscope convert MANIFEST --to onnx|keras --out FILE``: the darknet source converted (ONNX, or the Keras
     port), then verified layer by layer against libdarknet on the first ``samples`` pre-processed samples (None
     when libdarknet is absent)."""
+    from repliscope.backends.darknet.lib import LIBDARKNET
     from repliscope.convert.darknet_onnx import convert
     from repliscope.diff.task_level import first_batch
     from repliscope.errors import RepliscopeError
     from repliscope.evaluation.run import RunSettings, prepare
-    from repliscope.runtimes.darknet.lib import LIBDARKNET
 
     suffix = ".onnx" if target == "onnx" else ".keras"
     if out.suffix != suffix:

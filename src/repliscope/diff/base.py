@@ -22,7 +22,7 @@ can run ops sets ``supports_ops = True``; for any other candidate the ops are li
 passed).
 
 CLI contract for a re-implementation in another framework (``repliscope diff MANIFEST --candidate PATH``):
-the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.diff.keras_candidate`` first if
+the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.backends.keras.candidate`` first if
 "keras" is not registered yet) and builds the candidate as ``cls.from_path(path, reference_module)``, where
 ``path`` is the ``--candidate`` argument (a ``pathlib.Path``) and ``reference_module`` the torch module built
 from the manifest (eval mode, weights loaded). The candidate is then compared with

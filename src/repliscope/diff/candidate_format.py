@@ -120,7 +120,7 @@ def build_candidate(
     elif fmt == "keras" and mapping_file is None and _has_port_mapping(Path(candidate)):
         return BuiltCandidate(cls.from_path(Path(candidate), reference.module), fmt, "port mapping")
     elif fmt == "keras":
-        from repliscope.diff.keras_candidate import KerasLayersCandidate
+        from repliscope.backends.keras.candidate import KerasLayersCandidate
 
         path = Path(candidate)
         if path.suffix.lower() == ".keras":

@@ -1,7 +1,7 @@
 """Any ONNX model (no torch exporter metadata needed) as a layer-diff candidate, under its own node names.
 
 Used for an ``.onnx`` candidate whose nodes carry no ``pkg.torch.onnx.name_scopes`` (exported by another tool,
-e.g. tf2onnx, or edited by hand); :class:`~repliscope.diff.onnx_candidate.OnnxCandidate` handles the torch
+e.g. tf2onnx, or edited by hand); :class:`~repliscope.backends.onnxruntime.candidate.OnnxCandidate` handles the torch
 exports. Units: the nodes in graph order with a floating-point output, named by their first output tensor;
 paired with the reference by ``--mapping`` or the proposed mapping.
 
@@ -25,8 +25,8 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
 
+from repliscope.backends.tflite.candidate import input_layout
 from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
-from repliscope.diff.tflite_candidate import input_layout
 from repliscope.errors import RepliscopeError
 
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}

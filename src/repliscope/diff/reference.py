@@ -85,7 +85,7 @@ class TorchReference:
     @classmethod
     def from_artifact(cls, artifact: ModelArtifact) -> TorchReference:
         """Build the module exactly as the torch runtime does (strict weights, eval mode)."""
-        from repliscope.runtimes.torch_model import build_torch_module
+        from repliscope.backends.torch.loader import build_torch_module
 
         return cls(build_torch_module(artifact))
 

@@ -131,7 +131,7 @@ class OpenCVGraph:
     def __init__(self, engine: str, threads: int, workdir: Path) -> None:
         import cv2
 
-        from repliscope.runtimes.opencv_dnn_runner import read_onnx
+        from repliscope.backends.opencv_dnn.runner import read_onnx
 
         if engine not in ENGINES:
             raise RepliscopeError(f"unknown OpenCV engine '{engine}' (allowed: {', '.join(ENGINES)})")

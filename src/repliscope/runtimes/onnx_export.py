@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from repliscope.backends.torch.loader import build_torch_module
 from repliscope.errors import RepliscopeError
 from repliscope.manifest.sources import sha256_file
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
-from repliscope.runtimes.torch_model import build_torch_module
 
 OPSET = 18
 EXPORTER = "torch.onnx.export(dynamo=True)"

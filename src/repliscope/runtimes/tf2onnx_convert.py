@@ -119,7 +119,7 @@ def _convert(artifact: ModelArtifact, target: Path) -> None:
                 custom_op_handlers=custom_op_handlers(artifact.path) or None,
             )
             return
-        from repliscope.runtimes.tensorflow_runner import read_graph_def, tensor_name
+        from repliscope.backends.tensorflow.runner import read_graph_def, tensor_name
 
         if not artifact.input_name or not outputs:
             raise ModelLoadError(

@@ -19,7 +19,7 @@ INSTRUMENTS: Registry[Instrument] = Registry("tracing instrument")
 @contextlib.contextmanager
 def torch_instrument(tracer: Any, runner: Any) -> Iterator[None]:
     """Module hooks (framework); torch.profiler ops too at ``library``."""
-    from repliscope.tracing.torch_hooks import torch_module_hooks, torch_profiler_ops
+    from repliscope.backends.torch.tracing import torch_module_hooks, torch_profiler_ops
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch_module_hooks(tracer, runner.module))
@@ -30,14 +30,14 @@ def torch_instrument(tracer: Any, runner: Any) -> Iterator[None]:
 
 def onnxruntime_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """ORT's profiler: layers (framework), node kernels (library)."""
-    from repliscope.tracing.ort_profile import profile_onnxruntime
+    from repliscope.backends.onnxruntime.tracing import profile_onnxruntime
 
     return profile_onnxruntime(tracer, runner)
 
 
 def opencv_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """``getPerfProfile`` after every forward: layers (framework), OpenCV layers (library)."""
-    from repliscope.tracing.opencv_layers import opencv_layer_timings
+    from repliscope.backends.opencv_dnn.tracing import opencv_layer_timings
 
     return opencv_layer_timings(tracer, runner)
 
@@ -55,14 +55,14 @@ def staged_instrument(tracer: Any, runner: Any) -> Iterator[None]:
 
 def darknet_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """libdarknet's layer loop driven from Python: one span per Darknet layer (framework)."""
-    from repliscope.tracing.darknet_layers import darknet_layer_timings
+    from repliscope.backends.darknet.tracing import darknet_layer_timings
 
     return darknet_layer_timings(tracer, runner)
 
 
 def tensorflow_instrument(tracer: Any, runner: Any) -> AbstractContextManager[None]:
     """The runner's stage spans and TensorFlow's profiler: one layer span per executed kernel."""
-    from repliscope.tracing.tf_profile import profile_tensorflow
+    from repliscope.backends.tensorflow.tracing import profile_tensorflow
 
     return profile_tensorflow(tracer, runner)
 

@@ -1,4 +1,8 @@
-"""The Darknet backend: libdarknet (Debian's package) through ctypes, the native runtime of darknet sources."""
+"""The Darknet backend: the ORIGINAL C implementation (Debian's ``libdarknet.so``, pjreddie 2018) through ctypes,
+the native runtime of darknet sources. ``lib``: the library and the structs it exchanges (``structs``: the exact
+layouts of ``struct layer`` / ``struct network``); ``runner``: :class:`DarknetRunner` (every layer's output by its
+Darknet name); ``layer_loop``: ``network_predict``'s calls layer by layer; ``tracing``: one span per layer;
+``reference``: Darknet's own letterbox and detections, for pinning the ops."""
 
 from repliscope.backends import Backend, RuntimeEntry
 
@@ -7,7 +11,7 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "darknet",
-            "repliscope.runtimes.darknet.runner:DarknetRunner",
+            "repliscope.backends.darknet.runner:DarknetRunner",
             source_formats=("darknet",),
             system_library="Debian package 'darknet' (libdarknet.so through ctypes)",
             instrument="repliscope.tracing.instruments:darknet_instrument",

@@ -8,20 +8,20 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "keras",
-            "repliscope.runtimes.keras_runner:KerasRunner",
+            "repliscope.backends.keras.runner:KerasRunner",
             source_formats=("keras",),
             distributions=("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib"),
         ),
         RuntimeEntry(
             "keras_tensorflow",
-            "repliscope.runtimes.keras_runner:KerasTensorflowRunner",
+            "repliscope.backends.keras.runner:KerasTensorflowRunner",
             source_formats=("keras",),
             distributions=("keras", "tensorflow", "tensorflow-cpu"),
             main=(("keras",), ("tensorflow", "tensorflow-cpu")),
         ),
         RuntimeEntry(
             "keras_jax",
-            "repliscope.runtimes.keras_runner:KerasJaxRunner",
+            "repliscope.backends.keras.runner:KerasJaxRunner",
             source_formats=("keras",),
             distributions=("keras", "jax", "jaxlib"),
             main=(("keras",), ("jax",)),
@@ -29,5 +29,5 @@ BACKEND = Backend(
     ),
     frameworks={"keras": "keras"},
     framework_distributions={"keras": ("keras",)},
-    candidates={"keras": "repliscope.diff.keras_candidate:KerasCandidate"},
+    candidates={"keras": "repliscope.backends.keras.candidate:KerasCandidate"},
 )

@@ -8,14 +8,14 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "onnxruntime",
-            "repliscope.runtimes.onnxruntime_runner:OnnxRuntimeRunner",
+            "repliscope.backends.onnxruntime.runner:OnnxRuntimeRunner",
             source_formats=ONNX_SOURCES,
             distributions=("onnxruntime", "onnx", "tf2onnx"),
             instrument="repliscope.tracing.instruments:onnxruntime_instrument",
-            candidate="repliscope.diff.onnx_candidate:OnnxCandidate",
+            candidate="repliscope.backends.onnxruntime.candidate:OnnxCandidate",
         ),
     ),
     frameworks={"onnx": "onnxruntime"},
     framework_distributions={"onnx": ("onnx",)},
-    candidates={"onnx": "repliscope.diff.onnx_candidate:OnnxCandidate"},
+    candidates={"onnx": "repliscope.backends.onnxruntime.candidate:OnnxCandidate"},
 )

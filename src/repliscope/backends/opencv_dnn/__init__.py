@@ -7,7 +7,7 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "opencv_dnn",
-            "repliscope.runtimes.opencv_dnn_runner:OpenCVDnnRunner",
+            "repliscope.backends.opencv_dnn.runner:OpenCVDnnRunner",
             source_formats=ONNX_SOURCES,
             distributions=("opencv-python-headless", "opencv-python", "onnx", "tf2onnx"),
             main=(("opencv-python-headless", "opencv-python"),),

@@ -7,7 +7,7 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "tensorflow",
-            "repliscope.runtimes.tensorflow_runner:TensorflowRunner",
+            "repliscope.backends.tensorflow.runner:TensorflowRunner",
             source_formats=("tf_frozen_graph", "tf_saved_model"),
             distributions=("tensorflow", "tensorflow-cpu"),
             main=(("tensorflow", "tensorflow-cpu"),),
@@ -16,5 +16,5 @@ BACKEND = Backend(
     ),
     frameworks={"tensorflow": "tensorflow"},
     framework_distributions={"tensorflow": ("tensorflow", "tensorflow-cpu")},
-    candidates={"savedmodel": "repliscope.diff.tensorflow_candidate:TensorflowCandidate"},
+    candidates={"savedmodel": "repliscope.backends.tensorflow.candidate:TensorflowCandidate"},
 )

@@ -7,7 +7,7 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "tflite",
-            "repliscope.runtimes.tflite_runner:TfliteRunner",
+            "repliscope.backends.tflite.runner:TfliteRunner",
             source_formats=("tflite",),
             distributions=("ai-edge-litert",),
             instrument="repliscope.tracing.instruments:staged_instrument",
@@ -15,5 +15,5 @@ BACKEND = Backend(
     ),
     frameworks={"tflite": "tflite"},
     framework_distributions={"tflite": ("ai-edge-litert",)},
-    candidates={"tflite": "repliscope.diff.tflite_candidate:TfliteCandidate"},
+    candidates={"tflite": "repliscope.backends.tflite.candidate:TfliteCandidate"},
 )

@@ -7,7 +7,7 @@ BACKEND = Backend(
     runtimes=(
         RuntimeEntry(
             "torch",
-            "repliscope.runtimes.torch_runner:TorchRunner",
+            "repliscope.backends.torch.runner:TorchRunner",
             source_formats=("pytorch_state_dict",),
             distributions=("torch",),
             instrument="repliscope.tracing.instruments:torch_instrument",
@@ -15,5 +15,5 @@ BACKEND = Backend(
     ),
     frameworks={"torch": "torch"},
     framework_distributions={"torch": ("torch",)},
-    candidates={"torch": "repliscope.diff.torch_candidate:TorchCandidate"},
+    candidates={"torch": "repliscope.backends.torch.candidate:TorchCandidate"},
 )

@@ -16,7 +16,7 @@ own choice, one thread per core), whether this runner set them, and ``matches_re
 
 Tracing (``--trace-level framework``): one ``tensorflow.call`` span (framework) per batch with two stages as
 ``layer`` spans: ``call`` (the concrete function: feed, graph, outputs as tensors) and ``to_numpy`` (outputs
-copied to numpy); :mod:`repliscope.tracing.tf_profile` adds TensorFlow's own profiler's kernels inside each
+copied to numpy); :mod:`repliscope.backends.tensorflow.tracing` adds TensorFlow's own profiler's kernels inside each
 ``call`` as layer spans.
 """
 

@@ -76,7 +76,7 @@ class OpenCVDnnRunner(Runner):
             self._load_cascade()
             return
         if self.artifact.format == "darknet":
-            from repliscope.runtimes import opencv_darknet
+            from repliscope.backends.opencv_dnn import darknet as opencv_darknet
 
             if opencv_darknet.has_darknet_reader(cv2):
                 self._load_darknet()
@@ -116,8 +116,8 @@ class OpenCVDnnRunner(Runner):
 
     def _load_darknet(self) -> None:
         """A darknet source on OpenCV < 5: OpenCV's own Darknet reader
-        (:mod:`repliscope.runtimes.opencv_darknet`), backend OPENCV, target CPU."""
-        from repliscope.runtimes import opencv_darknet
+        (:mod:`repliscope.backends.opencv_dnn.darknet`), backend OPENCV, target CPU."""
+        from repliscope.backends.opencv_dnn import darknet as opencv_darknet
 
         net, sources = opencv_darknet.read_darknet(cv2, self.artifact)
         net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
@@ -133,7 +133,7 @@ class OpenCVDnnRunner(Runner):
 
     def _darknet_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         """The manifest's yolo outputs from OpenCV's Darknet net: the feeding conv layers + the yolo logistic."""
-        from repliscope.runtimes.opencv_darknet import yolo_activate
+        from repliscope.backends.opencv_dnn.darknet import yolo_activate
 
         assert self._net is not None and self._darknet_sources is not None
         if cv2.getNumThreads() != self.threads:

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from repliscope.backends.tflite.candidate import input_layout
 from repliscope.diff.base import CANDIDATES
 from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
-from repliscope.diff.tflite_candidate import input_layout
 from repliscope.errors import RepliscopeError
 
 _SKIP = {"Identity", "NoOp", "Placeholder", "Const"}

@@ -11,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-from repliscope.runtimes.darknet import lib as dn
-from repliscope.runtimes.darknet.runner import DarknetRunner
+from repliscope.backends.darknet import lib as dn
+from repliscope.backends.darknet.runner import DarknetRunner
 
 
 def _image_array(img: dn.IMAGE) -> np.ndarray:

@@ -14,7 +14,7 @@ network and runs::
     calc_network_cost(netp);
 
 :class:`LayerLoop` makes exactly these calls through the exact struct layouts of
-:mod:`repliscope.runtimes.darknet.structs` (the same C functions on the same buffers, so the layer outputs are
+:mod:`repliscope.backends.darknet.structs` (the same C functions on the same buffers, so the layer outputs are
 ``network_predict``'s bit for bit), with a ``perf_counter_ns`` pair around each ``l.forward``.
 
 Before it calls anything it checks the layer array it reads against repliscope's own reading of the ``.cfg`` (type,
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from repliscope.backends.darknet.structs import FORWARD, LAYER, LAYER_TYPES, NETWORK
 from repliscope.convert.darknet_cfg import Network
 from repliscope.errors import FrameworkError
-from repliscope.runtimes.darknet.structs import FORWARD, LAYER, LAYER_TYPES, NETWORK
 
 _FORWARD_SYMBOL: dict[str, str] = {
     "CONVOLUTIONAL": "forward_convolutional_layer",

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from repliscope.backends.darknet import lib as dn
+from repliscope.backends.darknet.layer_loop import LayerLoop, LayerTimes
 from repliscope.convert.darknet_cfg import (
     DarknetFormatError,
     Network,
@@ -21,8 +23,6 @@ from repliscope.convert.darknet_cfg import (
 )
 from repliscope.runtimes._common import check_batch
 from repliscope.runtimes.base import ModelArtifact, Runner
-from repliscope.runtimes.darknet import lib as dn
-from repliscope.runtimes.darknet.layer_loop import LayerLoop, LayerTimes
 from repliscope.runtimes.errors import ModelLoadError
 
 
@@ -62,7 +62,7 @@ class DarknetRunner(Runner):
         """Set by tracing at ``framework`` level: each image is a ``darknet.run`` span with ``network_predict``
         (or, with :attr:`layer_timer`, one span per layer) and ``read_outputs``."""
         self.layer_timer: LayerTimes | None = None
-        """Set by :mod:`repliscope.tracing.darknet_layers`: the image runs through :class:`LayerLoop` (libdarknet's
+        """Set by :mod:`repliscope.backends.darknet.tracing`: the image runs through :class:`LayerLoop` (libdarknet's
         ``forward_network`` driven from Python, same outputs bit for bit) and this gets each layer's timing."""
         self._loop: LayerLoop | None = None
 

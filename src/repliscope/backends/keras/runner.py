@@ -5,7 +5,7 @@ the runtime's registry name and never changes the calling process:
 
 * ``keras_tensorflow`` / ``keras_jax``: that backend. The model runs in this process when Keras is already
   imported here with that backend, or not imported yet and ``KERAS_BACKEND`` (unset = Keras' own default,
-  tensorflow) names it; otherwise in a worker process (``python -m repliscope.runtimes.keras_runner`` with
+  tensorflow) names it; otherwise in a worker process (``python -m repliscope.backends.keras.runner`` with
   ``KERAS_BACKEND`` set), which loads the model once and answers one request per batch through pipes (the batch
   and outputs are pickled; the measured inference time includes that transfer). ``notes["execution"]`` says
   which, and why.
@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from repliscope.backends.tensorflow.runner import TF_INSTALL
 from repliscope.errors import FrameworkError, RepliscopeError
 from repliscope.runtimes._common import (
     check_batch,
@@ -45,7 +46,6 @@ from repliscope.runtimes._common import (
 )
 from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
-from repliscope.runtimes.tensorflow_runner import TF_INSTALL
 
 BACKENDS = ("tensorflow", "jax")
 JAX_INSTALL = "pip install 'repliscope[jax]'"
@@ -73,7 +73,7 @@ class _Model:
             raise ModelLoadError(f"Keras here runs on '{keras.backend.backend()}', not '{backend}'")
         self.info: dict[str, Any] = {"backend": keras.backend.backend(), "keras": keras.__version__}
         if backend == "tensorflow":
-            from repliscope.runtimes.tensorflow_runner import set_threads
+            from repliscope.backends.tensorflow.runner import set_threads
 
             pools = set_threads(threads)
             self.info["thread_pools"] = {**pools, "matches_requested": pools["intra_op"] == threads}
@@ -112,7 +112,7 @@ def _first(out: Any) -> Any:
 
 
 def _serve(backend: str, threads: int, path: str, wanted: tuple[str, ...]) -> None:
-    """Worker process main (``python -m repliscope.runtimes.keras_runner``): the backend and XLA's threads are
+    """Worker process main (``python -m repliscope.backends.keras.runner``): the backend and XLA's threads are
     set before Keras is imported; pickled requests on stdin, pickled replies on the original stdout (fd 1 is
     pointed at stderr so that library prints cannot corrupt the replies)."""
     import pickle
@@ -153,14 +153,14 @@ def _serve(backend: str, threads: int, path: str, wanted: tuple[str, ...]) -> No
 
 
 class _Worker:
-    """The parent's handle on a worker process (``sys.executable -m repliscope.runtimes.keras_runner``, stopped
+    """The parent's handle on a worker process (``sys.executable -m repliscope.backends.keras.runner``, stopped
     with the runner or at exit)."""
 
     def __init__(self, path: str, backend: str, threads: int, wanted: tuple[str, ...]) -> None:
         cmd = [
             sys.executable,
             "-m",
-            "repliscope.runtimes.keras_runner",
+            "repliscope.backends.keras.runner",
             backend,
             str(threads),
             path,

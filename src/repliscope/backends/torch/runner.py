@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from repliscope.backends.torch.loader import build_torch_module
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes._common import check_batch, distribution_version, to_scores
 from repliscope.runtimes.base import ModelArtifact, Runner
-from repliscope.runtimes.torch_model import build_torch_module
 
 
 class TorchRunner(Runner):

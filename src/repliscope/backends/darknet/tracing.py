@@ -1,5 +1,5 @@
 """Darknet: one ``framework`` span per layer, timed around each ``l.forward`` call of libdarknet's own layer
-functions (:class:`repliscope.runtimes.darknet.layer_loop.LayerLoop` runs ``forward_network``'s loop from Python,
+functions (:class:`repliscope.backends.darknet.layer_loop.LayerLoop` runs ``forward_network``'s loop from Python,
 so the outputs stay ``network_predict``'s bit for bit).
 
 Each image is a ``darknet.run`` span (the runner's) holding its layers in execution order, named as Darknet numbers

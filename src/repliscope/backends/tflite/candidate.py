@@ -72,7 +72,7 @@ class TfliteCandidate(NamedCandidate):
         tflite_file`)."""
         import tensorflow as tf
 
-        from repliscope.runtimes.tflite_file import read_tflite
+        from repliscope.backends.tflite.loader import read_tflite
 
         content = read_tflite(self.path)
         try:
