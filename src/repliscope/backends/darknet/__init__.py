@@ -14,7 +14,7 @@ BACKEND = Backend(
             "repliscope.backends.darknet.runner:DarknetRunner",
             source_formats=("darknet",),
             system_library="Debian package 'darknet' (libdarknet.so through ctypes)",
-            instrument="repliscope.tracing.instruments:darknet_instrument",
+            instrument="repliscope.backends.darknet.tracing:darknet_layer_timings",
         ),
     ),
     frameworks={"darknet": "darknet"},

@@ -11,7 +11,7 @@ BACKEND = Backend(
             "repliscope.backends.onnxruntime.runner:OnnxRuntimeRunner",
             source_formats=ONNX_SOURCES,
             distributions=("onnxruntime", "onnx", "tf2onnx"),
-            instrument="repliscope.tracing.instruments:onnxruntime_instrument",
+            instrument="repliscope.backends.onnxruntime.tracing:profile_onnxruntime",
             candidate="repliscope.backends.onnxruntime.candidate:OnnxCandidate",
         ),
     ),

@@ -11,7 +11,7 @@ BACKEND = Backend(
             source_formats=ONNX_SOURCES,
             distributions=("opencv-python-headless", "opencv-python", "onnx", "tf2onnx"),
             main=(("opencv-python-headless", "opencv-python"),),
-            instrument="repliscope.tracing.instruments:opencv_instrument",
+            instrument="repliscope.backends.opencv_dnn.tracing:opencv_layer_timings",
         ),
     ),
 )

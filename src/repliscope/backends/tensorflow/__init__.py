@@ -11,7 +11,7 @@ BACKEND = Backend(
             source_formats=("tf_frozen_graph", "tf_saved_model"),
             distributions=("tensorflow", "tensorflow-cpu"),
             main=(("tensorflow", "tensorflow-cpu"),),
-            instrument="repliscope.tracing.instruments:tensorflow_instrument",
+            instrument="repliscope.backends.tensorflow.tracing:profile_tensorflow",
         ),
     ),
     frameworks={"tensorflow": "tensorflow"},

@@ -10,7 +10,7 @@ BACKEND = Backend(
             "repliscope.backends.torch.runner:TorchRunner",
             source_formats=("pytorch_state_dict",),
             distributions=("torch",),
-            instrument="repliscope.tracing.instruments:torch_instrument",
+            instrument="repliscope.backends.torch.tracing:instrument",
         ),
     ),
     frameworks={"torch": "torch"},

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from repliscope.errors import RepliscopeError
+from repliscope.tracing.levels import RANK
 from repliscope.tracing.spans import SpanRecord
 
 
@@ -54,6 +55,16 @@ class _ModuleHooks:
             calls.append((index, n, local.stack.pop(), end, local.tid))
 
         return hook
+
+
+@contextlib.contextmanager
+def instrument(tracer: Any, runner: Any) -> Iterator[None]:
+    """The torch runtime's instrument: module hooks (framework); torch.profiler ops too at ``library``."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch_module_hooks(tracer, runner.module))
+        if tracer.rank >= RANK["library"]:
+            stack.enter_context(torch_profiler_ops(tracer))
+        yield
 
 
 @contextlib.contextmanager
