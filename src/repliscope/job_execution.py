@@ -134,8 +134,9 @@ def dataset_ref(text: str | None, option: str = "option evaluated_as") -> Any:
 @dataclass
 class JobSpec:
     """What a job runs: ``manifest_text`` (the stored manifest), ``dataset_spec`` (the registry's spec for the
-    dataset name; a client never passes a path), its ``options`` (:class:`RunOptions`; a dict is converted).
-    ``idempotency_key``: the key its results are stored under exactly once (None: ``job_id``)."""
+    dataset name; a client never passes a path), its ``options`` (:class:`RunOptions`, or their JSON form, a dict,
+    validated where the job runs: :attr:`run_options`). ``idempotency_key``: the key its results are stored under
+    exactly once (None: ``job_id``)."""
 
     job_id: str
     kind: str
@@ -144,12 +145,19 @@ class JobSpec:
     runtime: str
     dataset_name: str
     dataset_spec: str
-    options: RunOptions = field(default_factory=RunOptions)
+    options: RunOptions | dict[str, Any] = field(default_factory=RunOptions)
     idempotency_key: str | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.options, RunOptions):
-            self.options = RunOptions.model_validate(self.options)
+    @property
+    def run_options(self) -> RunOptions:
+        """The options, typed (a dict is validated now: a wrong one fails where the job runs)."""
+        return self.options if isinstance(self.options, RunOptions) else RunOptions.model_validate(self.options)
+
+    def with_options(self, **update: Any) -> RunOptions | dict[str, Any]:
+        """The options with ``update`` applied, in the form they have (typed, or a dict)."""
+        if isinstance(self.options, RunOptions):
+            return self.options.model_copy(update=update)
+        return {**self.options, **update}
 
     @property
     def key(self) -> str:
@@ -159,7 +167,10 @@ class JobSpec:
     def to_json(self) -> str:
         """JSON text (options as given: what is at its default is left out)."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return json.dumps({**fields, "options": self.options.model_dump(mode="json", exclude_defaults=True)})
+        options = self.options
+        if isinstance(options, RunOptions):
+            options = options.model_dump(mode="json", exclude_defaults=True)
+        return json.dumps({**fields, "options": options})
 
     @classmethod
     def from_json(cls, text: str) -> JobSpec:
@@ -223,7 +234,7 @@ def _loaded(job: JobSpec, folder: Path) -> Any:
     ``manifest_text`` written into ``folder``."""
     from repliscope.manifest.loader import load_manifest
 
-    where = job.options.manifest_path
+    where = job.run_options.manifest_path
     if where is not None:
         try:
             text = Path(where).read_text(encoding="utf-8")
@@ -243,12 +254,12 @@ def _loaded(job: JobSpec, folder: Path) -> Any:
 
 
 def _settings(job: JobSpec, cache_dir: Path | None) -> Any:
-    return job.options.run_settings(job.runtime, cache_dir)
+    return job.run_options.run_settings(job.runtime, cache_dir)
 
 
 def _data(job: JobSpec) -> Any:
     """The job's dataset (:meth:`RunOptions.dataset`)."""
-    return job.options.dataset(job.dataset_spec)
+    return job.run_options.dataset(job.dataset_spec)
 
 
 def _evaluate(
@@ -257,7 +268,7 @@ def _evaluate(
     from repliscope.evaluation.run import evaluate, prepare
 
     prepared = prepare(loaded, _settings(job, cache_dir))
-    if not job.options.keep_outputs:
+    if not job.run_options.keep_outputs:
         record = evaluate(prepared, data, on_progress=on_progress)
         return JobOutcome(records=[record.model_dump(mode="json")])
     from repliscope.stacks.outputs import encode_outputs
@@ -337,8 +348,8 @@ def _execute(
             out = run_sweep(
                 prepare(loaded, _settings(job, cache_dir)),
                 data,
-                job.options.variants or None,
-                visual_samples=job.options.visual,
+                job.run_options.variants or None,
+                visual_samples=job.run_options.visual,
                 on_progress=on_progress,
             )
             return JobOutcome(
@@ -349,7 +360,7 @@ def _execute(
             from repliscope.bench.run import BenchOptions
             from repliscope.bench.scenarios import ScenarioSettings
 
-            o = job.options
+            o = job.run_options
             scenario = o.scenario
             spq = o.samples_per_query if o.samples_per_query is not None else 8 if scenario == "multi-stream" else 1
             settings = ScenarioSettings(
@@ -373,11 +384,11 @@ def _execute(
         # diff
         from repliscope.diff.task_level import diff_runtimes
 
-        other = job.options.runtime_b
+        other = job.run_options.runtime_b
         if other is None:
             raise RepliscopeError("a diff job needs options.runtime_b (the second runtime)")
         diff = diff_runtimes(
-            loaded.path, job.runtime, other, data, cache_dir=cache_dir, threads=job.options.threads or 2
+            loaded.path, job.runtime, other, data, cache_dir=cache_dir, threads=job.run_options.threads or 2
         )
         on_progress(len(data))
         return JobOutcome(summary=json.dumps(diff.model_dump(mode="json")))

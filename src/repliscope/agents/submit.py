@@ -275,10 +275,7 @@ def submit_sharded(
         raise RepliscopeError(f"shards must be a positive integer, got {shards}")
     parts = [
         dataclasses.replace(
-            job,
-            job_id=f"{job.job_id}-s{i}",
-            options=job.options.model_copy(update={"shard": f"{i}/{shards}"}),
-            idempotency_key=None,
+            job, job_id=f"{job.job_id}-s{i}", options=job.with_options(shard=f"{i}/{shards}"), idempotency_key=None
         )
         for i in range(shards)
     ]

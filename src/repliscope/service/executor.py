@@ -274,7 +274,7 @@ class DaskJobExecutor:
             path = Path(tmp) / "manifest.yaml"
             path.write_text(job.manifest_text, encoding="utf-8")
             loaded = load_manifest(path)
-        o = job.options
+        o = job.run_options
         return constraints_for(
             loaded,
             job.runtime,
@@ -289,7 +289,7 @@ class DaskJobExecutor:
         constraints are kept for :meth:`submit`."""
         from repliscope.agents.placement import check_placement_options, place
 
-        check_placement_options(job.options.requires, job.options.hardware)
+        check_placement_options(job.run_options.requires, job.run_options.hardware)
         constraints = self.constraints(job)
         with self._lock:
             self._placement[job.job_id] = constraints
