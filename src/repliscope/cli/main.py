@@ -225,6 +225,18 @@ def evaluate(
     """Run a manifest on a dataset, store the evaluation record, print metrics and claim verdicts. With
     --scheduler or --stack it runs on an agent placed by the manifest's framework constraint, the runtime,
     --requires and --hardware (refused at once when no live agent qualifies)."""
+    options = _run_options(
+        label_rule,
+        evaluated_as,
+        threads,
+        batch_size,
+        prep_workers,
+        limit,
+        fail_fast,
+        download,
+        allow_outside_paths,
+        schedule,
+    )
     if scheduler is not None or stack is not None:
         from repliscope.cli.agent_cmd import evaluate_on_agents
         from repliscope.cli.cluster_cmd import cluster_security
@@ -244,18 +256,7 @@ def evaluate(
             manifest,
             runtime,
             dataset,
-            _run_options(
-                label_rule,
-                evaluated_as,
-                threads,
-                batch_size,
-                prep_workers,
-                limit,
-                fail_fast,
-                download,
-                allow_outside_paths,
-                schedule,
-            ),
+            options,
             scheduler,
             requires or [],
             hardware or [],
@@ -286,18 +287,6 @@ def evaluate(
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        options = _run_options(
-            label_rule,
-            evaluated_as,
-            threads,
-            batch_size,
-            prep_workers,
-            limit,
-            fail_fast,
-            download,
-            allow_outside_paths,
-            schedule,
-        )
         settings, data = _settings_and_data(loaded, runtime, dataset, labels_csv, options)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
