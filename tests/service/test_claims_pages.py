@@ -181,6 +181,6 @@ def test_datasets_page_lists_declarations_and_admins_declare(
     assert refused.status_code == 403 and "needs the role 'admin'" in unescape(refused.text)
     runner = logged_in(service_app, tokens["runner"])
     assert post_form(runner, "/datasets", data={"name": "n", "spec": str(folder)}).status_code == 403
-    from repliscope.store.registry import get_dataset
+    from repliscope.store.service_tables import get_dataset
 
     assert get_dataset(service_app.state.store, "sample-4").declared_as == "imagenet-1k/val"

@@ -158,7 +158,7 @@ def manifest_candidate_diff(
     first ``batch`` samples of ``dataset``, libdarknet vs the Keras port file ``X``."""
     from repliscope.diff.candidate_format import check_format, detect_format
     from repliscope.diff.mapping import load_mapping
-    from repliscope.diff.task import first_batch
+    from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.run import RunSettings, prepare
 
     fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)

@@ -31,7 +31,7 @@ def dataset_lines(store: Any, hide: Any = None) -> list[DatasetLine]:
     from sqlalchemy.orm import Session
 
     from repliscope.store.models import RunRow
-    from repliscope.store.registry import list_datasets
+    from repliscope.store.service_tables import list_datasets
 
     registered = list_datasets(store)
     with Session(store.engine) as session:
@@ -92,7 +92,7 @@ def register_from_form(store: Any, principal: Any, form: dict[str, str]) -> str:
     """Register the form's dataset (admin; the API's checks: folder bounds, name, declaration) -> its name."""
     from repliscope.service.errors import ApiError
     from repliscope.service.routers.datasets import check_folder
-    from repliscope.store.registry import ConflictError, InvalidInputError, register_dataset
+    from repliscope.store.service_tables import ConflictError, InvalidInputError, register_dataset
 
     name, spec = form.get("name", "").strip(), form.get("spec", "").strip()
     declared_as = form.get("as", "").strip() or None
@@ -114,7 +114,7 @@ def register_from_form(store: Any, principal: Any, form: dict[str, str]) -> str:
 
 def declare_from_form(store: Any, principal: Any, name: str, form: dict[str, str]) -> None:
     """Change (or, empty, withdraw) the declaration of ``name`` (admin)."""
-    from repliscope.store.registry import InvalidInputError, NotFoundError, declare_dataset
+    from repliscope.store.service_tables import InvalidInputError, NotFoundError, declare_dataset
 
     try:
         declare_dataset(store, name, form.get("as", "").strip() or None, principal.name)
