@@ -388,6 +388,8 @@ class DaskJobExecutor:
             self.store, job_id, append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}"
         )
         on_total, on_progress, state = self._progress_callbacks(job_id)
+        with self._lock:
+            constraints = self._placement.pop(job_id, None)  # from check(): the manifest is not parsed again
 
         def log(line: str) -> None:
             _update(self.store, job_id, append_log=line)
@@ -396,8 +398,6 @@ class DaskJobExecutor:
             cluster = self.cluster
             # the in-process agent uses the service's cache; agents elsewhere their own
             cache_dir = self.cache_dir if getattr(cluster, "local", None) is not None else None
-            with self._lock:
-                constraints = self._placement.pop(job.job_id, None)
             outcome = submit_job(
                 cluster,
                 job,
