@@ -64,15 +64,14 @@ class Seeded:
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     chromium, chromedriver = browser_paths()
-    from repliscope.store.registry import create_job, update_job
-
-    from repliscope.cli.serve_cmd import first_start
     from repliscope.datasets.resolve import resolve_dataset
     from repliscope.evaluation.run import RunSettings, evaluate, prepare
     from repliscope.pitfalls.sweep import run_sweep
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
     from repliscope.store.diffs import store_diff
+    from repliscope.store.service_tables import create_job, update_job
     from tests.diff.test_diff_service import _pipeline_diff
     from tests.segmentation._data import write_voc
 

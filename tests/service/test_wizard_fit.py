@@ -47,7 +47,7 @@ def face_dataset(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def wizard_web(service_app: Any, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from repliscope.store.registry import put_manifest, register_dataset
+    from repliscope.store.service_tables import put_manifest, register_dataset
 
     store = service_app.state.store
     recording = RecordingExecutor()

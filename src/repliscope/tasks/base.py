@@ -30,7 +30,7 @@ class Task(ABC):
     """Allowed ``outputs[].kind`` values."""
     truth: ClassVar[str]
     """What a sample must carry to be scored: ``labels`` (a class), ``boxes`` or ``masks`` (the service offers
-    only datasets whose samples carry it; see ``repliscope.store.registry.ANNOTATIONS``)."""
+    only datasets whose samples carry it; see ``repliscope.store.service_tables.ANNOTATIONS``)."""
 
     @abstractmethod
     def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:
