@@ -14,23 +14,13 @@ from pydantic import BaseModel, Field
 
 from repliscope.backends import runtime_entries
 
-ADVERTISED_DISTRIBUTIONS = (
-    "torch",
-    "onnx",
-    "onnxruntime",
-    "opencv-python",
-    "opencv-python-headless",
-    "tensorflow",
-    "tensorflow-cpu",
-    "keras",
-    "jax",
-    "jaxlib",
-    "ai-edge-litert",
-    "tf2onnx",
+ADVERTISED_DISTRIBUTIONS: tuple[str, ...] = (
+    *dict.fromkeys(d for r in runtime_entries() for d in r.distributions),
     "numpy",
     "pillow",
 )
-"""Framework, runtime and converter distributions an agent lists (the installed ones) for placement."""
+"""Framework, runtime and converter distributions an agent lists (the installed ones) for placement: every
+backend runtime's distributions (:mod:`repliscope.backends`), numpy and pillow."""
 
 _MAIN_DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], ...]] = {r.name: r.main for r in runtime_entries() if r.main}
 """Runtimes whose main distribution is not simply the first of ``DISTRIBUTIONS_OF_RUNTIME``: every group must
