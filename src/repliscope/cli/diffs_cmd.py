@@ -89,7 +89,7 @@ def diffs_show(
 
 
 def _print(kind: str, result: dict) -> None:
-    from repliscope.cli.diff_cmd import print_layer_diff, print_task_diff
+    from repliscope.cli.diff_output import print_layer_diff, print_task_diff
     from repliscope.cli.pipeline_diff_cmd import print_pipeline_diff
     from repliscope.diff.layer_result import LayerDiffResult
     from repliscope.diff.pipeline_diff import PipelineDiffResult

@@ -172,6 +172,6 @@ def print_pipeline_diff(r: PipelineDiffResult) -> None:
             f"{t.method})"
         )
     if r.model_effect is not None:
-        from repliscope.cli.diff_cmd import print_task_diff
+        from repliscope.cli.diff_output import print_task_diff
 
         print_task_diff(r.model_effect)
