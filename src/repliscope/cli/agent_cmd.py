@@ -21,7 +21,7 @@ from repliscope.cli.cluster_cmd import (
     cluster_security,
 )
 from repliscope.cli.common import JsonOption, emit_json, fail
-from repliscope.cli.output import console, print_table
+from repliscope.cli.output import console, print_table, sample_progress
 from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
@@ -207,8 +207,6 @@ def evaluate_on_agents(
     idempotency key (a key already stored runs nothing and shows the stored run), print the record like the
     in-process evaluate and the agent.
     ``--stack`` without a live agent of that stack starts one (in the stack's venv) and stops it afterwards."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.placement import constraints_for
     from repliscope.agents.submit import submit_job
@@ -272,15 +270,7 @@ def evaluate_on_agents(
                         started.clear()
                         raise
                 try:
-                    with Progress(
-                        TextColumn("{task.description}"),
-                        BarColumn(),
-                        MofNCompleteColumn(),
-                        TimeRemainingColumn(),
-                        console=console,
-                        transient=True,
-                        disable=as_json,
-                    ) as progress:
+                    with sample_progress(disable=as_json) as progress:
                         task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
                         return submit_job(
                             cluster,

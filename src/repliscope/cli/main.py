@@ -10,7 +10,7 @@ import typer
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.guard import GuardedGroup
-from repliscope.cli.output import console, print_record, print_table
+from repliscope.cli.output import console, print_record, print_table, sample_progress
 from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
 from repliscope.errors import RepliscopeError
 
@@ -274,7 +274,6 @@ def evaluate(
                 "--scheduler tcp://HOST:PORT (or --scheduler local)"
             )
         )
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from repliscope.evaluation.run import evaluate as run_evaluation
     from repliscope.evaluation.run import plan_for, prepare
@@ -292,15 +291,7 @@ def evaluate(
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced: its trial loops must not measure the tracing
             plan_for(prepared, data)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-            disable=as_json,
-        ) as progress:
+        with sample_progress(disable=as_json) as progress:
             task = progress.add_task(f"{loaded.manifest.name} on {settings.runtime}", total=len(data))
             with (
                 use_tracer(tracer),
@@ -373,7 +364,6 @@ def pitfalls(
         return
     if manifest is None:
         fail(RepliscopeError("missing MANIFEST: give a model manifest (YAML) to sweep, or --list to list the pitfalls"))
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from repliscope.evaluation.run import plan_for, prepare
     from repliscope.manifest.loader import load_manifest
@@ -401,15 +391,7 @@ def pitfalls(
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced, as in evaluate
             plan_for(prepared, data)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-            disable=as_json,
-        ) as progress:
+        with sample_progress(disable=as_json) as progress:
             task = progress.add_task(f"pitfall sweep of {loaded.manifest.name}", total=len(data))
             with (
                 use_tracer(tracer),

@@ -16,6 +16,22 @@ if TYPE_CHECKING:  # annotations only: importing the CLI stays fast (no scipy/SQ
 console = Console()
 
 
+def sample_progress(disable: bool = False) -> Any:
+    """The progress bar of a command that runs samples (description, bar, done/total, time left), transient, on
+    the console; ``disable`` (--json): none. rich.progress is imported only here, when a command shows one."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=disable,
+    )
+
+
 def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f} %"
 

@@ -414,15 +414,11 @@ class DaskJobExecutor:
 
         try:
             done = run_and_store(job, self.store, run)
-        except _FinishedWhileCancelled:
+        except JobCancelled as exc:
             if self._stopping:
                 self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
-            else:
+            elif isinstance(exc, _FinishedWhileCancelled):
                 self._finish(job_id, "cancelled", append_log="the agent had finished; nothing is stored\ncancelled")
-            return
-        except JobCancelled:
-            if self._stopping:
-                self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
             else:
                 self._finish(job_id, "cancelled", append_log="cancelled")
             return
@@ -454,5 +450,5 @@ class DaskJobExecutor:
         )
 
 
-class _FinishedWhileCancelled(Exception):
+class _FinishedWhileCancelled(JobCancelled):
     """The agent finished the job while its cancel was on the way: nothing is stored."""
