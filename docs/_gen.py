@@ -424,6 +424,24 @@ def registries_reference() -> str:
         table(["name", "tasks", "the one change"], rows),
     ]
     out += _registry_section("Importers", IMPORTERS.names(), IMPORTERS.get, "`repliscope manifest import NAME FILE`.")
+    from repliscope.backends import backends
+
+    rows = [
+        [
+            code(b.name),
+            ", ".join(code(r.name) for r in b.runtimes),
+            ", ".join(f"{code(f)} (`{r}`)" for f, r in b.frameworks.items()),
+            ", ".join(code(c) for c in [*(r.name for r in b.runtimes if r.candidate), *b.candidates]),
+            ", ".join(code(r.name) for r in b.runtimes if r.instrument),
+        ]
+        for b in backends()
+    ]
+    out += [
+        "(registries-backends)=\n## Backends\n",
+        "One folder per framework, `repliscope/backends/NAME/`, whose entry fills the runtime, layer-diff candidate "
+        "and tracing registries and the provenance tables.\n",
+        table(["backend", "runtimes", "manifest frameworks (native runtime)", "layer-diff candidates", "traced"], rows),
+    ]
     return "\n".join(out)
 
 
