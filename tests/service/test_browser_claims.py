@@ -44,11 +44,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """The service on a tmp store with Lite0 and BlazeFace stored, a face dataset (boxes) and a 20-image ImageNet
     copy declared as imagenet-1k/val registered, and two judged runs: one beating its claim, one falling short."""
     chromium, chromedriver = browser_paths()
-    from repliscope.cli.serve_cmd import first_start
     from repliscope.service.app import create_app
     from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
     from repliscope.store.accounts import create_token
-    from repliscope.store.registry import put_manifest, register_dataset
+    from repliscope.store.service_tables import put_manifest, register_dataset
     from tests.service.test_claims_pages import BEATS_RUN, SHORT_RUN, judged
     from tests.service.test_wizard_fit import face_dataset
 

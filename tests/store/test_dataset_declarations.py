@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 
 from repliscope.store import RunStore
 from repliscope.store.migrate import _config, current, head
-from repliscope.store.registry import (
+from repliscope.store.service_tables import (
     InvalidInputError,
     NotFoundError,
     check_declaration,
