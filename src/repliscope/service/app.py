@@ -70,14 +70,16 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     (:func:`repliscope.service.startup.start_service`; RepliscopeError when the agents' scheduler is unreachable)."""
     from repliscope import __version__
     from repliscope.service.cluster import ClusterHandle, dask_available
-    from repliscope.service.executor import DaskJobExecutor, ThreadJobExecutor
+    from repliscope.service.executor import DaskJobExecutor, JobExecutor, ThreadJobExecutor, as_job_executor
     from repliscope.store.repository import RunStore
 
     config = config or ServiceConfig()
     store = RunStore(config.db_url)
     cluster = ClusterHandle(config.scheduler, config.cluster, security=config.cluster_security)
-    executor = config.executor or (
-        DaskJobExecutor(store, cluster, config.cache_dir)
+    executor: JobExecutor = (
+        as_job_executor(config.executor)
+        if config.executor is not None
+        else DaskJobExecutor(store, cluster, config.cache_dir)
         if dask_available()
         else ThreadJobExecutor(store, config.cache_dir)
     )

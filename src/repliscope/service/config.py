@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.security import ClusterSecurity
-    from repliscope.service.executor import JobExecutor
+    from repliscope.service.executor import JobExecutor, UnplacedExecutor
 
 DEFAULT_MAX_UPLOAD_BYTES = 1 << 20
 """1 MiB, the manifest loader's own limit (:data:`repliscope.manifest.loader.MAX_MANIFEST_BYTES`)."""
@@ -22,10 +22,11 @@ class ServiceConfig:
     ``scheduler``: the Dask scheduler of the agents (``tcp://HOST:PORT``; None or ``local``: an in-process
     LocalCluster whose one worker is an agent). ``cluster``: an already connected cluster to use instead (the
     caller closes it). ``cluster_security``: mutual TLS to ``scheduler`` (``tls://``).
-    ``executor``: None builds a :class:`~repliscope.service.executor.DaskJobExecutor` on the
-    app's store and cluster. ``first_start``: run the service's first start when the app is created (connect the
-    agents, a one-time admin token on a fresh store, the default dataset, fail the jobs a previous server left:
-    :func:`repliscope.service.startup.start_service`; what it did is ``app.state.startup``)."""
+    ``executor``: None builds a :class:`~repliscope.service.executor.DaskJobExecutor` on the app's store and
+    cluster (one without ``check`` accepts every job at submission). ``first_start``: run the service's first start
+    when the app is created (connect the agents, a one-time admin token on a fresh store, the default dataset, fail
+    the jobs a previous server left: :func:`repliscope.service.startup.start_service`; what it did is
+    ``app.state.startup``)."""
 
     db_url: str | None = None
     cache_dir: Path | None = None
@@ -34,6 +35,6 @@ class ServiceConfig:
     scheduler: str | None = None
     cluster: Cluster | None = None
     cluster_security: ClusterSecurity | None = None
-    executor: JobExecutor | None = None
+    executor: JobExecutor | UnplacedExecutor | None = None
     mount_web: bool = True
     first_start: bool = False

@@ -16,7 +16,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from repliscope.errors import RepliscopeError
 from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job, run_and_store
@@ -24,12 +24,15 @@ from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, e
 __all__ = [
     "FINAL",
     "KINDS",
+    "AcceptingEveryJob",
     "DaskJobExecutor",
     "JobCancelled",
     "JobExecutor",
     "JobOutcome",
     "JobSpec",
     "ThreadJobExecutor",
+    "UnplacedExecutor",
+    "as_job_executor",
     "execute_job",
     "run_job",
 ]
@@ -38,14 +41,9 @@ FINAL = ("succeeded", "failed", "cancelled")
 INTERRUPTED = "interrupted: the server stopped before the job finished"
 
 
-class JobExecutor(Protocol):
-    """What the service's routes call on the app's executor."""
-
-    def check(self, job: JobSpec) -> None:
-        """Refuse at once a job that cannot run (before its row is created): ``InvalidPlacementOption`` (a
-        placement option that does not parse), ``NoAgentMatches`` (no live agent qualifies), OSError (the
-        agents' scheduler went away). Called before :meth:`submit` with the same job."""
-        ...
+@runtime_checkable
+class UnplacedExecutor(Protocol):
+    """An executor that runs what it is given, with no placement to check: submit, cancel, status, shutdown."""
 
     def submit(self, job: JobSpec) -> str: ...
 
@@ -54,6 +52,45 @@ class JobExecutor(Protocol):
     def status(self, job_id: str) -> str | None: ...
 
     def shutdown(self, wait: bool = True) -> None: ...
+
+
+@runtime_checkable
+class JobExecutor(UnplacedExecutor, Protocol):
+    """What the service's routes and the app call on the app's executor (``app.state.executor``)."""
+
+    def check(self, job: JobSpec) -> None:
+        """Refuse at once a job that cannot run (before its row is created): ``InvalidPlacementOption`` (a
+        placement option that does not parse), ``NoAgentMatches`` (no live agent qualifies), OSError (the
+        agents' scheduler went away). Called before :meth:`submit` with the same job."""
+        ...
+
+
+class AcceptingEveryJob:
+    """An :class:`UnplacedExecutor` (e.g. one given in ``ServiceConfig.executor`` that has no ``check``) as a
+    :class:`JobExecutor`: every job passes the check; the rest is the inner executor's."""
+
+    def __init__(self, inner: UnplacedExecutor) -> None:
+        self.inner = inner
+
+    def check(self, job: JobSpec) -> None:
+        """Every job is accepted at submission (the inner executor has no placement)."""
+
+    def submit(self, job: JobSpec) -> str:
+        return self.inner.submit(job)
+
+    def cancel(self, job_id: str) -> bool:
+        return self.inner.cancel(job_id)
+
+    def status(self, job_id: str) -> str | None:
+        return self.inner.status(job_id)
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.inner.shutdown(wait)
+
+
+def as_job_executor(executor: JobExecutor | UnplacedExecutor) -> JobExecutor:
+    """``executor`` itself when it declares ``check``, else :class:`AcceptingEveryJob` around it."""
+    return executor if isinstance(executor, JobExecutor) else AcceptingEveryJob(executor)
 
 
 def _update(store: Any, job_id: str, **fields: Any) -> None:
