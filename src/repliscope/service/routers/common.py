@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Request
 from pydantic import AfterValidator
@@ -13,9 +13,20 @@ from pydantic import AfterValidator
 from repliscope.errors import StoreError
 from repliscope.service.errors import ApiError
 
+if TYPE_CHECKING:
+    from repliscope.service.executor import JobExecutor
+
 
 def store_of(request: Request) -> Any:
     return request.app.state.store
+
+
+def executor_of(request: Request) -> JobExecutor:
+    """The app's job executor as a :class:`~repliscope.service.executor.JobExecutor` (one set without ``check``
+    accepts every job: :func:`~repliscope.service.executor.as_job_executor`)."""
+    from repliscope.service.executor import as_job_executor
+
+    return as_job_executor(request.app.state.executor)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
+from repliscope.service.routers.common import UtcDatetime, executor_of, store_errors, store_of
 
 if TYPE_CHECKING:
     from repliscope.service.executor import JobExecutor
@@ -147,7 +147,7 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
     _check_fit(body, manifest, dataset)
-    executor: JobExecutor = request.app.state.executor
+    executor = executor_of(request)
     # the registry's name and declaration go to the core as the CLI's --as does (RunOptions.evaluated_as)
     registered = {"registered_name": dataset.name, "evaluated_as": dataset.declared_as}
     options = {**options, **{k: v for k, v in registered.items() if v is not None}}
@@ -271,6 +271,6 @@ def cancel_job(request: Request, job_id: str, _: Annotated[Any, Depends(require(
         job = get_stored(store, job_id)
         if job.status in ("succeeded", "failed", "cancelled"):
             raise ApiError(409, f"job {job_id} already {job.status}", field="job_id", code="conflict")
-        if not request.app.state.executor.cancel(job_id):  # not this process's job (e.g. left by a restart)
+        if not executor_of(request).cancel(job_id):  # not this process's job (e.g. left by a restart)
             update_job(store, job_id, status="cancelled", append_log="cancelled (no executor was running it)")
         return _out(get_stored(store, job_id))
