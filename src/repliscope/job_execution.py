@@ -84,6 +84,12 @@ class RunOptions(BaseModel):
     """The service's registry name of the dataset: the name it is recorded under (its folder stays its
     ``origin``)."""
 
+    def __getitem__(self, name: str) -> Any:
+        """``options["limit"]``: an option by name, as the dict of options this model replaced was read."""
+        if name not in type(self).model_fields:
+            raise KeyError(name)
+        return getattr(self, name)
+
     def run_settings(
         self, runtime: str, cache_dir: Path | None = None, *, name: Callable[[str], str] | None = None
     ) -> Any:
