@@ -163,7 +163,7 @@ def test_datasets_page_lists_declarations_and_admins_declare(
     assert foolbox is not None and '<span class="undeclared">undeclared</span>' in foolbox.group(1)
     assert "declaration withdrawn by admin on " in foolbox.group(1)
 
-    from repliscope.store.registry import register_dataset
+    from repliscope.store.service_tables import register_dataset
     from tests.service.test_wizard_fit import face_dataset
 
     xml = face_dataset(tmp_path)
