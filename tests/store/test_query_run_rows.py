@@ -12,8 +12,8 @@ from pydantic import TypeAdapter
 
 from repliscope.errors import StoreError
 from repliscope.store import RunQuery, RunStore
-from repliscope.store.registry import InvalidInputError
 from repliscope.store.repository import RunSummary, _runs_statements
+from repliscope.store.service_tables import InvalidInputError
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
