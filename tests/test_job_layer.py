@@ -89,25 +89,9 @@ def test_a_spec_travels_as_json_without_defaults_and_keeps_a_dict_as_given() -> 
 
 def test_an_executor_without_check_accepts_every_job() -> None:
     from repliscope.service.executor import AcceptingEveryJob, JobExecutor, ThreadJobExecutor, as_job_executor
+    from tests.service.test_web_pages import RecordingExecutor  # the earlier contract: no check
 
-    class Plain:
-        def __init__(self) -> None:
-            self.jobs: list[Any] = []
-
-        def submit(self, job: Any) -> str:
-            self.jobs.append(job)
-            return str(job.job_id)
-
-        def cancel(self, job_id: str) -> bool:
-            return False
-
-        def status(self, job_id: str) -> str | None:
-            return None
-
-        def shutdown(self, wait: bool = True) -> None:
-            return None
-
-    plain = Plain()
+    plain = RecordingExecutor()
     adapted = as_job_executor(plain)
     assert isinstance(adapted, AcceptingEveryJob) and isinstance(adapted, JobExecutor)
     adapted.check(_spec())
