@@ -22,31 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from repliscope.datasets.base import VOID, Dataset, Sample, read_file
+from repliscope.datasets.voc_xml import VOC_CLASSES as VOC_DETECTION_CLASSES
 from repliscope.errors import DatasetError, SampleError
 
-VOC_CLASSES = (
-    "background",
-    "aeroplane",
-    "bicycle",
-    "bird",
-    "boat",
-    "bottle",
-    "bus",
-    "car",
-    "cat",
-    "chair",
-    "cow",
-    "diningtable",
-    "dog",
-    "horse",
-    "motorbike",
-    "person",
-    "pottedplant",
-    "sheep",
-    "sofa",
-    "train",
-    "tvmonitor",
-)
+VOC_CLASSES = ("background", *VOC_DETECTION_CLASSES)
 """The PASCAL VOC 2012 segmentation classes, id = index (the devkit's order)."""
 CLASS_MAP_FILE = "class_map.txt"
 HOW_TO_MAP = (
