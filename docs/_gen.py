@@ -101,10 +101,11 @@ def cli_reference() -> str:
                     opts, help_text = record
                     out.append(f"- {code(opts)}: {' '.join(help_text.split())}")
             out.append("")
-        subs = getattr(cmd, "commands", {})
-        for sub_name in sorted(subs) if len(path) == 1 else subs:
-            sub = subs[sub_name]
-            if getattr(sub, "hidden", False):
+        # the group's own API: the root group imports each command's module only when get_command asks for it
+        names = cmd.list_commands(ctx) if hasattr(cmd, "list_commands") else []
+        for sub_name in sorted(names) if len(path) == 1 else names:
+            sub = cmd.get_command(ctx, sub_name)
+            if sub is None or sub.hidden:
                 continue
             walk(sub, sub.context_class(sub, info_name=sub_name, parent=ctx), [*path, sub_name])
 

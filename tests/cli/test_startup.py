@@ -1,5 +1,5 @@
-"""Start-up of `repliscope evaluate`: the script running one of main's own commands does not import the other
-commands' modules; every other entry (help, other commands, python -m, tests) registers them all."""
+"""Start-up of ``repliscope``: each command imports only its own module (cli/lazy_group.py), whichever way the
+app is started (the script, ``python -m repliscope.cli.main``, an import); ``--help`` still lists every command."""
 
 from __future__ import annotations
 
@@ -7,40 +7,81 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repliscope.cli.main import _runs_own_command
+from repliscope.cli.main import COMMANDS
 
 SCRIPT = str(Path(sys.executable).parent / "repliscope")
-PROBE = (
-    "import sys; sys.argv = {argv!r}; import repliscope.cli.main as m; "
-    "print(sorted(n for n in ('repliscope.cli.diff_cmd', 'repliscope.cli.serve_cmd', 'repliscope.cli.convert_cmd') "
-    "if n in sys.modules)); print(sorted(c.name for c in m.app.registered_commands if c.name) or "
-    "sorted(c.callback.__name__ for c in m.app.registered_commands))"
-)
+LAZY = sorted({module for module in COMMANDS.values() if module is not None})
+MAIN_IMPORTS = ["repliscope.cli.cluster_cmd", "repliscope.cli.trace_cmd"]
+"""Command modules main.py imports for the options evaluate/pitfalls share with them."""
+
+PROBE = """
+import runpy, sys
+sys.argv = ["repliscope", *sys.argv[1:]]
+try:
+    runpy.run_module("repliscope.cli.main", run_name="__main__", alter_sys=True)  # = python -m repliscope.cli.main
+except SystemExit as exc:
+    code = exc.code
+print("exit", code)
+print(sorted(name for name in sys.modules if name.startswith("repliscope.cli.") and name.endswith("_cmd")))
+"""
 
 
-def test_only_the_script_running_evaluate_or_pitfalls_skips_the_other_commands() -> None:
-    assert _runs_own_command([SCRIPT, "evaluate", "m.yaml"])
-    assert _runs_own_command(["repliscope", "pitfalls", "--list"])
-    assert not _runs_own_command([SCRIPT, "runs", "list"])
-    assert not _runs_own_command([SCRIPT, "--help"])
-    assert not _runs_own_command([SCRIPT])
-    assert not _runs_own_command(["/usr/lib/python3/pytest", "evaluate"])
-
-
-def _imported(argv: list[str]) -> list[str]:
+def _run_module(*args: str) -> tuple[str, list[str]]:
+    """The help ``python -m repliscope.cli.main ARGS`` prints, and the command modules it imported."""
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
     )
-    return proc.stdout.splitlines()
+    *out, code, imported = proc.stdout.splitlines()
+    assert code == "exit 0", proc.stdout + proc.stderr
+    return "\n".join(out), eval(imported)  # a printed list of str
 
 
-def test_evaluate_imports_no_other_command_module() -> None:
-    assert _imported([SCRIPT, "evaluate", "--help"]) == ["[]", "['evaluate', 'pitfalls']"]
-    loaded, _ = _imported([SCRIPT, "runs", "--help"])
-    assert loaded == "['repliscope.cli.convert_cmd', 'repliscope.cli.diff_cmd', 'repliscope.cli.serve_cmd']"
+def test_importing_the_app_imports_no_lazy_command_module() -> None:
+    probe = "import sys, repliscope.cli.main; print(*sorted(n for n in {lazy!r} if n in sys.modules))"
+    for argv in (["repliscope", "runs", "list"], [SCRIPT, "--help"], ["pytest"]):
+        proc = subprocess.run(
+            [sys.executable, "-c", f"import sys; sys.argv = {argv!r}; " + probe.format(lazy=LAZY)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        assert proc.stdout.split() == MAIN_IMPORTS, argv
+
+
+def test_runs_help_imports_only_the_runs_module() -> None:
+    out, imported = _run_module("runs", "--help")
+    assert "Usage: python -m repliscope.cli.main runs [OPTIONS] COMMAND [ARGS]..." in out and "│ compare " in out
+    assert imported == sorted(["repliscope.cli.runs_cmd", *MAIN_IMPORTS])
+    for absent in ("serve_cmd", "bench_cmd", "agent_cmd", "report_cmd", "stack_cmd"):
+        assert f"repliscope.cli.{absent}" not in imported
+
+
+def test_evaluate_help_imports_no_other_command_module() -> None:
+    out, imported = _run_module("evaluate", "--help")
+    assert "Usage: python -m repliscope.cli.main evaluate [OPTIONS] {manifest}" in out and "--batch-size" in out
+    assert imported == MAIN_IMPORTS
+
+
+def test_help_lists_every_command_and_imports_every_module() -> None:
+    out, imported = _run_module("--help")
+    for name in COMMANDS:
+        assert f"\n│ {name} " in out, name
+    assert set(LAZY) <= set(imported)
 
 
 def test_evaluate_help_runs_from_the_script() -> None:
     proc = subprocess.run([SCRIPT, "evaluate", "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0
     assert "Usage: repliscope evaluate [OPTIONS]" in proc.stdout and "--batch-size" in proc.stdout
+
+
+def test_an_unknown_command_from_the_script_suggests_close_names() -> None:
+    proc = subprocess.run([SCRIPT, "agnet"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert "No such command 'agnet'. Did you mean 'agent', 'agents', 'manifest'?" in proc.stderr

@@ -9,10 +9,42 @@ from typing import Annotated, Any
 import typer
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
-from repliscope.cli.guard import GuardedGroup
+from repliscope.cli.lazy_group import LazyGroup
 from repliscope.cli.output import console, print_record, print_table, sample_progress
 from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
 from repliscope.errors import RepliscopeError
+
+COMMANDS: dict[str, str | None] = {
+    "report": "repliscope.cli.report_cmd",
+    "diff": "repliscope.cli.diff_cmd",
+    "convert": "repliscope.cli.convert_cmd",
+    "bench": "repliscope.cli.bench_cmd",
+    "units": "repliscope.cli.units_cmd",
+    "serve": "repliscope.cli.serve_cmd",
+    "stacks": "repliscope.cli.stack_cmd",
+    "agent": "repliscope.cli.agent_cmd",
+    "agents": "repliscope.cli.agent_cmd",
+    "evaluate": None,
+    "pitfalls": None,
+    "runs": "repliscope.cli.runs_cmd",
+    "manifest": "repliscope.cli.manifest_cmd",
+    "diffs": "repliscope.cli.diffs_cmd",
+    "trace": "repliscope.cli.trace_cmd",
+    "db": "repliscope.cli.db_cmd",
+    "token": "repliscope.cli.token_cmd",
+    "stack": "repliscope.cli.stack_cmd",
+    "cluster": "repliscope.cli.cluster_cmd",
+}
+"""Every command of ``repliscope``, in the order of ``repliscope --help``: the module whose ``register(app)`` adds
+it (imported only when that command runs, or for ``--help``), or None for a command defined in this module. A new
+command module goes here (tests/cli/test_lazy_commands.py fails until it does)."""
+
+
+class _CommandGroup(LazyGroup):
+    """The ``repliscope`` group: guarded (exit codes), each command imported on demand from :data:`COMMANDS`."""
+
+    lazy_commands = COMMANDS
+
 
 app = typer.Typer(
     help="Check a shared ML model's claims and find why a re-implementation differs. Exit codes: "
@@ -20,53 +52,8 @@ app = typer.Typer(
     "file), 130 interrupted.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    cls=GuardedGroup,
+    cls=_CommandGroup,
 )
-
-
-def _register_plugins() -> None:
-    from repliscope.cli import (
-        agent_cmd,
-        bench_cmd,
-        convert_cmd,
-        db_cmd,
-        diff_cmd,
-        diffs_cmd,
-        manifest_cmd,
-        report_cmd,
-        runs_cmd,
-        serve_cmd,
-        stack_cmd,
-        token_cmd,
-        trace_cmd,
-        units_cmd,
-    )
-
-    runs_cmd.register(app)
-    manifest_cmd.register(app)
-    report_cmd.register(app)
-    diff_cmd.register(app)
-    diffs_cmd.register(app)
-    convert_cmd.register(app)
-    bench_cmd.register(app)
-    trace_cmd.register(app)
-    units_cmd.register(app)
-    serve_cmd.register(app)
-    db_cmd.register(app)
-    token_cmd.register(app)
-    stack_cmd.register(app)
-    agent_cmd.register(app)
-
-
-def _runs_own_command(argv: list[str]) -> bool:
-    """True when this process is the ``repliscope`` script running ``evaluate`` or ``pitfalls``: the other
-    commands' modules are then not imported (start-up time); everywhere else (``--help``, ``python -m``, tests,
-    the docs) every command is registered."""
-    return len(argv) > 1 and Path(argv[0]).name == "repliscope" and argv[1] in ("evaluate", "pitfalls")
-
-
-if not _runs_own_command(sys.argv):
-    _register_plugins()
 
 # options shared by the commands that run a manifest on data (evaluate, pitfalls)
 DatasetOption = Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")]
