@@ -3,6 +3,8 @@ app is started (the script, ``python -m repliscope.cli.main``, an import); ``--h
 
 from __future__ import annotations
 
+import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ MAIN_IMPORTS = ["repliscope.cli.cluster_cmd", "repliscope.cli.trace_cmd"]
 PROBE = """
 import runpy, sys
 sys.argv = ["repliscope", *sys.argv[1:]]
+code = 0
 try:
     runpy.run_module("repliscope.cli.main", run_name="__main__", alter_sys=True)  # = python -m repliscope.cli.main
 except SystemExit as exc:
@@ -34,11 +37,11 @@ def _run_module(*args: str) -> tuple[str, list[str]]:
         text=True,
         timeout=120,
         check=True,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "COLUMNS": "200"},
     )
     *out, code, imported = proc.stdout.splitlines()
     assert code == "exit 0", proc.stdout + proc.stderr
-    return "\n".join(out), eval(imported)  # a printed list of str
+    return "\n".join(out), ast.literal_eval(imported)
 
 
 def test_importing_the_app_imports_no_lazy_command_module() -> None:
