@@ -179,3 +179,42 @@ def test_model_and_runtime_filter_uses_its_index(tmp_path: Path) -> None:
             )
         )
     assert "ix_runs_model_runtime" in plan, plan
+
+
+def test_revision_head_is_the_migrations_head_and_known_stores_skip_alembic(url: str, tmp_path: Path) -> None:
+    from repliscope.store.revision import HEAD, stored_revision, up_to_date
+
+    assert head() == HEAD
+    engine = create_engine(url)
+    assert stored_revision(engine) is None and not up_to_date(engine)  # empty: the migration runs
+    RunStore(url).close()
+    assert stored_revision(engine) == HEAD and up_to_date(engine)
+    engine.dispose()
+    if not url.startswith("sqlite"):
+        return
+    code = (
+        "import sys; from repliscope.store import RunStore; RunStore(sys.argv[1]).close(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # an up-to-date store opens without importing Alembic
+    older = tmp_path / "older.db"
+    _previous_release_store(f"sqlite:///{older}")
+    out = subprocess.run(
+        [sys.executable, "-c", code, f"sqlite:///{older}"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "'alembic'" in out  # a legacy store is migrated by Alembic
+    assert current(create_engine(f"sqlite:///{older}")) == HEAD
+
+
+def test_unreachable_database_is_one_clear_error() -> None:
+    pytest.importorskip("psycopg")
+    from repliscope.errors import StoreError
+
+    url = "postgresql+psycopg://nobody:secret@127.0.0.1:1/none"  # nothing listens on port 1
+    with pytest.raises(StoreError, match=r"cannot open the run database .*127\.0\.0\.1:1/none") as err:
+        RunStore(url)
+    assert "secret" not in str(err.value)
