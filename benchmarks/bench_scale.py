@@ -19,6 +19,8 @@ Every figure is printed beside a ratio measured in the same run (machines are no
 - interactive: ``repliscope runs show`` / ``report`` / ``runs compare`` (against a copy with 1 % of the top-1
   changed) of the biggest and of the smallest run, each as a user runs it (a new process, start-up included),
   with ``repliscope --help`` as the start-up floor; target 2 s on a quiet machine, ratio biggest / smallest ~1.
+  Then the same of ImageNet-shaped copies of those runs (:func:`save_labelled_pair`: labelled, 1000 classes,
+  top-5; the tiny model's runs are unlabelled): the case of a 50,000-image ImageNet val run.
 - mAP: ``synthetic_detection`` ground truth of 5,000 images, 100 detections per image jittered from it (seeded),
   the 12 COCO numbers (repliscope.metrics.coco; target 3 s) against faster-coco-eval on the same input, and one
   bootstrap replicate (``evaluate_coco`` draws ``CocoResampler.bounded`` of them).
@@ -147,7 +149,63 @@ def child(args: argparse.Namespace) -> None:
         with RunStore(args.sqlite) as store:
             store.save(changed)
         out["run_b"] = changed.run_id
+        out["labelled_a"], out["labelled_b"] = save_labelled_pair(record, args.sqlite)
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def save_labelled_pair(record: Any, url: str) -> tuple[str, str]:
+    """Store two ImageNet-shaped copies of ``record`` (same sample ids): every sample labelled from 1000 classes,
+    top-5 indices and float32 softmax-like probabilities (seeded), about 75 % top-1, every 997th sample failed;
+    the second with 1 % of the top-1 changed. What a 50,000-image ImageNet val run and its re-run look like to
+    ``report`` / ``runs compare`` (the tiny model's own runs are unlabelled, with 10 classes). Returns both ids."""
+    import numpy as np
+
+    from repliscope.evaluation.record import SamplePrediction, result_hash
+    from repliscope.store import RunStore
+    from repliscope.tasks.base import get_task
+
+    rng = np.random.default_rng(50)
+    n = len(record.samples)
+    labels = rng.integers(0, 1000, n)
+    tops = rng.integers(0, 1000, (n, 5))
+    hit = rng.random(n) < 0.75
+    tops[hit, 0] = labels[hit]
+    probs = np.sort(rng.dirichlet(np.ones(6), n).astype(np.float32)[:, :5], axis=1)[:, ::-1]
+    samples = []
+    for i, s in enumerate(record.samples):
+        if i % 997 == 5:
+            samples.append(SamplePrediction(sample_id=s.sample_id, label=int(labels[i]), error="SampleError: x"))
+        else:
+            samples.append(
+                SamplePrediction(
+                    sample_id=s.sample_id,
+                    label=int(labels[i]),
+                    topk_indices=tops[i].tolist(),
+                    topk_probs=probs[i].astype(np.float64).tolist(),
+                )
+            )
+    task = get_task(record.task)
+    ids = []
+    for prefix in ("c", "d"):
+        if prefix == "d":  # the re-run: 1 % of the top-1 swapped with the second
+            for s in samples[::100]:
+                if s.topk_indices:
+                    s.topk_indices = [s.topk_indices[1], s.topk_indices[0], *s.topk_indices[2:]]
+        failed = sum(s.error is not None for s in samples)
+        copy = record.model_copy(
+            update={
+                "run_id": prefix + record.run_id[1:],
+                "samples": samples,
+                "metrics": task.metrics(samples),
+                "result_hash": result_hash(samples),
+                "counts": {"total": n, "evaluated": n - failed, "failed": failed, "labelled": n},
+            },
+            deep=True,
+        )
+        with RunStore(url) as store:
+            store.save(copy)
+        ids.append(copy.run_id)
+    return ids[0], ids[1]
 
 
 # ---------------------------------------------------------------------------------------------------- the parent
@@ -303,20 +361,29 @@ def interactive(small: dict[str, Any], big: dict[str, Any], sqlite: str) -> None
     floor = timed_cli(["--help"])
     print(f"  start-up floor `repliscope --help`: {floor:.2f} s")
     out = Path(tempfile.mkdtemp(prefix="bench-scale-report-"))
-    for name, argv in (
-        ("runs show", ["runs", "show", "{a}"]),
-        ("report", ["report", "{a}", "-o", str(out / "r.html")]),
-        ("runs compare", ["runs", "compare", "{a}", "{b}"]),
-    ):
-        times = []
-        for r in (small, big):
-            cmd = [x.format(a=r["run_id"][:12], b=r["run_b"][:12]) for x in argv] + ["--db", sqlite]
-            times.append(timed_cli(cmd))
+    for a_key, b_key, what in (("run_id", "run_b", "the runs"), ("labelled_a", "labelled_b", "ImageNet-shaped")):
         print(
-            f"  {name:<13} {small['n']:>6} samples {times[0]:.2f} s; {big['n']:>6} samples {times[1]:.2f} s "
-            f"(ratio {times[1] / times[0]:.2f}; minus start-up {max(times[1] - floor, 0):.2f} s; "
-            f"target {INTERACTIVE_SECONDS} s quiet)"
+            f"  {what}"
+            + (
+                ": the same sample ids labelled from 1000 classes, top-5, ~75 % top-1 (save_labelled_pair)"
+                if a_key != "run_id"
+                else ""
+            )
         )
+        for name, argv in (
+            ("runs show", ["runs", "show", "{a}"]),
+            ("report", ["report", "{a}", "-o", str(out / "r.html")]),
+            ("runs compare", ["runs", "compare", "{a}", "{b}"]),
+        ):
+            times = []
+            for r in (small, big):
+                cmd = [x.format(a=r[a_key][:12], b=r[b_key][:12]) for x in argv] + ["--db", sqlite]
+                times.append(timed_cli(cmd))
+            print(
+                f"    {name:<13} {small['n']:>6} samples {times[0]:.2f} s; {big['n']:>6} samples {times[1]:.2f} s "
+                f"(ratio {times[1] / times[0]:.2f}; minus start-up {max(times[1] - floor, 0):.2f} s; "
+                f"target {INTERACTIVE_SECONDS} s quiet)"
+            )
     shutil.rmtree(out)
 
 

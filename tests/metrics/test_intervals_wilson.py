@@ -1,17 +1,20 @@
 """The written-out Wilson interval equals scipy's ``binomtest(...).proportion_ci(method="wilson")`` bit for bit,
-and importing :mod:`repliscope.metrics.intervals` no longer imports ``scipy.stats``."""
+the exact McNemar p-value is the correctly rounded exact binomial tail (scipy's ``binomtest`` within 1e-12);
+neither imports ``scipy.stats``."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from fractions import Fraction
+from math import comb
 
 import numpy as np
 import pytest
 from scipy.special import ndtri
 from scipy.stats import binomtest
 
-from repliscope.metrics.intervals import Z_975, mcnemar_exact_p, wilson_interval
+from repliscope.metrics.intervals import EXACT_PAIRS_LIMIT, Z_975, mcnemar_exact_p, wilson_interval
 
 
 def test_z_constant_is_scipys_quantile() -> None:
@@ -40,9 +43,41 @@ def test_wilson_edges_and_errors() -> None:
         wilson_interval(1, 5, 1.5)
 
 
-def test_mcnemar_unchanged() -> None:
+def _exact_two_sided(b: int, c: int) -> float:
+    """The definition in exact rationals: 2 * P(X <= min(b, c)), X ~ Binomial(b + c, 1/2), capped at 1."""
+    n, k = b + c, min(b, c)
+    return float(min(Fraction(1), Fraction(2 * sum(comb(n, i) for i in range(k + 1)), 2**n)))
+
+
+def test_mcnemar_is_the_correctly_rounded_exact_value_and_agrees_with_scipy() -> None:
+    rng = np.random.default_rng(27)
+    cases = [(b, c) for b in range(60) for c in range(60) if b + c]
+    cases += [(int(b), int(c)) for b, c in rng.integers(0, 9_000, (200, 2))]
+    cases += [(9_999, 10_001), (0, 20_000), (3_000, 0), (1, 1), (7, 8), (250, 260)]
+    for b, c in cases:
+        ours = mcnemar_exact_p(b, c)
+        assert ours == _exact_two_sided(b, c), (b, c)
+        assert ours == pytest.approx(min(1.0, float(binomtest(b, b + c, 0.5).pvalue)), rel=1e-12, abs=1e-300)
     assert mcnemar_exact_p(0, 0) == 1.0
-    assert mcnemar_exact_p(3, 10) == float(binomtest(3, 13, 0.5).pvalue)
+    assert mcnemar_exact_p(3, 3) == mcnemar_exact_p(3, 4) == 1.0
+    assert mcnemar_exact_p(5, 2) == 2 * 29 / 128
+    with pytest.raises(ValueError, match="counts must be >= 0, got b=-1"):
+        mcnemar_exact_p(-1, 4)
+
+
+def test_mcnemar_beyond_the_exact_limit_is_scipys() -> None:
+    b, c = 10_300, 9_900
+    assert b + c > EXACT_PAIRS_LIMIT
+    assert mcnemar_exact_p(b, c) == float(binomtest(b, b + c, 0.5).pvalue)
+
+
+def test_mcnemar_does_not_load_scipy_stats() -> None:
+    code = (
+        "import sys; from repliscope.metrics.intervals import mcnemar_exact_p as m; "
+        "print(m(30, 45), 'scipy.stats' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [repr(_exact_two_sided(30, 45)), "False"]
 
 
 def test_import_does_not_load_scipy_stats() -> None:

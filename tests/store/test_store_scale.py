@@ -11,6 +11,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
+from repliscope.cli.output import SHOWN_FLIPS
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction, result_hash
 from repliscope.report import sections
 from repliscope.report.build import build_run_view
@@ -146,7 +147,7 @@ def test_runs_show_of_a_big_run_lists_20_failed_and_counts_the_rest(tmp_path: Pa
     assert "... and 40 more failed samples (see --json)" in lines
 
 
-def test_runs_compare_text_lists_at_most_200_flips(tmp_path: Path) -> None:
+def test_runs_compare_text_lists_at_most_50_flips(tmp_path: Path) -> None:
     from repliscope.cli.main import app
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -162,8 +163,8 @@ def test_runs_compare_text_lists_at_most_200_flips(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["runs", "compare", "aaaaaaaa", "bbbbbbbb", "--db", url], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # the table title wraps
-    assert f"{flips} samples whose top-1 differs (the first 200; all with --json)" in text and flips == 2967
-    assert sum(1 for line in result.output.splitlines() if line.startswith("│ img")) == 200
+    assert f"{flips} samples whose top-1 differs (the first 50; all with --json)" in text and flips == 2967
+    assert sum(1 for line in result.output.splitlines() if line.startswith("│ img")) == SHOWN_FLIPS == 50
 
 
 def test_big_run_report_lists_25_misclassified_and_counts_the_rest(tmp_path: Path) -> None:

@@ -41,3 +41,20 @@ def test_round_trip_keeps_result_hash(tmp_path: Path) -> None:
     assert loaded.samples == record.samples
     assert result_hash(loaded.samples) == record.result_hash
     assert sum(s.error is not None for s in loaded.samples) == 12
+
+
+def test_non_finite_probabilities_and_exact_floats_round_trip(tmp_path: Path) -> None:
+    """orjson decodes the top-k columns; what it refuses (``NaN`` / ``Infinity``, which the standard library's
+    encoder writes for a model's non-finite output) falls back to ``json``: nothing is lost, floats are exact."""
+    import math
+
+    record = big_record("n" + "0" * 31, 30)
+    record.samples[3].topk_probs = [math.nan, 0.25, -math.inf, 0.1, 0.05]
+    record.samples[4].topk_probs = [0.1 + 0.2, 1e-310, 5e-324, 0.9999999999999999, 1 / 3]
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        store.save(record)
+        loaded = store.get(record.run_id)
+    nan, quarter, minus_inf, *rest = loaded.samples[3].topk_probs
+    assert math.isnan(nan) and quarter == 0.25 and minus_inf == -math.inf and rest == [0.1, 0.05]
+    assert loaded.samples[4].topk_probs == [0.1 + 0.2, 1e-310, 5e-324, 0.9999999999999999, 1 / 3]
+    assert [s.topk_indices for s in loaded.samples] == [s.topk_indices for s in record.samples]

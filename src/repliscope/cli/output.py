@@ -53,7 +53,7 @@ def print_skipped_files(dataset: dict[str, Any], shown: int = 5) -> None:
         )
 
 
-SHOWN_FLIPS = 200
+SHOWN_FLIPS = 50
 """Top-1 flips ``runs compare`` lists in its text output (the count says how many there are)."""
 
 
