@@ -10,7 +10,6 @@ from repliscope.pitfalls.result import SweepResult
 from repliscope.report import detection_sections as ds
 from repliscope.report import pitfall_sections as ps
 from repliscope.report import sections as sec
-from repliscope.report import segmentation_sections as sg
 from repliscope.report.view import ExtraFigure, ImageSink, ReportView, Section
 
 LAYER_DIFF = Section("layer-diff", "Layer differences")
@@ -111,6 +110,8 @@ def build_sweep_view(
     sink: ImageSink = sec.embed_sink,
 ) -> ReportView:
     """The report of one pitfall sweep; ``records`` (keyed by run id or variant name) adds flipped samples."""
+    from repliscope.report import segmentation_sections as sg  # a sweep's only: a run report does not import it
+
     namer = sec.class_namer(sweep.manifest)
     deltas, deltas_note = ps.delta_figure(sweep, sink)
     ref_record = records.get(sweep.reference.run_id or "") if records else None
