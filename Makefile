@@ -87,6 +87,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_detection.py
 	$(BIN)/python benchmarks/bench_agents.py
 	$(BIN)/python benchmarks/bench_stacks.py
+	$(BIN)/python benchmarks/bench_pipeline_diff.py
+	$(BIN)/python benchmarks/bench_store_queries.py
+	$(BIN)/python benchmarks/bench_api_load.py
+	$(BIN)/python benchmarks/bench_scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
