@@ -155,8 +155,8 @@ def child(args: argparse.Namespace) -> None:
 
 def save_labelled_pair(record: Any, url: str) -> tuple[str, str]:
     """Store two ImageNet-shaped copies of ``record`` (same sample ids): every sample labelled from 1000 classes,
-    top-5 indices and float32 softmax-like probabilities (seeded), about 75 % top-1, every 997th sample failed;
-    the second with 1 % of the top-1 changed. What a 50,000-image ImageNet val run and its re-run look like to
+    top-5 distinct indices and float32 softmax-like probabilities (seeded), about 75 % top-1, every 997th sample
+    failed; the second with 1 % of the top-1 changed. What a 50,000-image ImageNet val run and its re-run look like to
     ``report`` / ``runs compare`` (the tiny model's own runs are unlabelled, with 10 classes). Returns both ids."""
     import numpy as np
 
@@ -167,9 +167,14 @@ def save_labelled_pair(record: Any, url: str) -> tuple[str, str]:
     rng = np.random.default_rng(50)
     n = len(record.samples)
     labels = rng.integers(0, 1000, n)
-    tops = rng.integers(0, 1000, (n, 5))
     hit = rng.random(n) < 0.75
-    tops[hit, 0] = labels[hit]
+    tops = np.empty((n, 5), np.int64)
+    for i in range(n):  # five distinct classes, as a real top-k; the label first in a hit
+        row = rng.choice(1000, 5, replace=False)
+        if hit[i]:
+            rest = row[row != labels[i]][:4]
+            row = np.concatenate(([labels[i]], rest))
+        tops[i] = row
     probs = np.sort(rng.dirichlet(np.ones(6), n).astype(np.float32)[:, :5], axis=1)[:, ::-1]
     samples = []
     for i, s in enumerate(record.samples):

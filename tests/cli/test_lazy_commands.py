@@ -162,9 +162,13 @@ def plugin_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
     (tmp_path / "lazy_plugin_cmd.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
     (tmp_path / "lazy_broken_cmd.py").write_text("raise ImportError('a missing dependency')\n", encoding="utf-8")
     (tmp_path / "lazy_silent_cmd.py").write_text("def register(app):\n    pass\n", encoding="utf-8")
+    (tmp_path / "lazy_keyerror_cmd.py").write_text(
+        "import os\nHOME = os.environ['NO_SUCH_VARIABLE']\n", encoding="utf-8"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("REPLISCOPE_LOG_DIR", str(tmp_path / "logs"))
-    for name in ("lazy_plugin_cmd", "lazy_broken_cmd", "lazy_silent_cmd"):
+    monkeypatch.delenv("NO_SUCH_VARIABLE", raising=False)
+    for name in ("lazy_plugin_cmd", "lazy_broken_cmd", "lazy_silent_cmd", "lazy_keyerror_cmd"):
         monkeypatch.delitem(sys.modules, name, raising=False)
 
     class Group(LazyGroup):
@@ -174,6 +178,7 @@ def plugin_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
             "crash": "lazy_plugin_cmd",
             "broken": "lazy_broken_cmd",
             "silent": "lazy_silent_cmd",
+            "keyerror": "lazy_keyerror_cmd",
         }
 
     plugin = typer.Typer(cls=Group, no_args_is_help=True)
@@ -209,6 +214,9 @@ def test_the_guard_applies_to_lazy_commands(plugin_app: typer.Typer) -> None:
     res = runner.invoke(plugin_app, ["silent"])  # a table entry its module does not register
     assert res.exit_code == 3
     assert "RuntimeError: lazy_silent_cmd.register() does not add the command 'silent' (it adds [])" in res.stderr
+    res = runner.invoke(plugin_app, ["keyerror"])  # a KeyError inside the module is a crash, not "No such command"
+    assert res.exit_code == 3 and "No such command" not in res.output + res.stderr
+    assert res.stderr.startswith("repliscope hit an internal error: KeyError: 'NO_SUCH_VARIABLE'.")
 
 
 def test_the_table_must_name_the_apps_own_commands(plugin_app: typer.Typer) -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,14 +183,19 @@ def test_model_and_runtime_filter_uses_its_index(tmp_path: Path) -> None:
     assert "ix_runs_model_runtime" in plan, plan
 
 
-def test_revision_head_is_the_migrations_head_and_known_stores_skip_alembic(url: str, tmp_path: Path) -> None:
-    from repliscope.store.revision import HEAD, stored_revision, up_to_date
+def test_revision_files_are_alembics_and_known_stores_skip_alembic(url: str, tmp_path: Path) -> None:
+    from alembic.script import ScriptDirectory
 
-    assert head() == HEAD
+    from repliscope.store import revision
+    from repliscope.store.migrate import SCRIPT_LOCATION, _config
+
+    script = ScriptDirectory.from_config(_config())
+    assert revision.known() == tuple(reversed([s.revision for s in script.walk_revisions()]))
+    assert revision.head() == head() == revision.known()[-1] and revision.VERSIONS.parent == SCRIPT_LOCATION
     engine = create_engine(url)
-    assert stored_revision(engine) is None and not up_to_date(engine)  # empty: the migration runs
+    assert revision.stored_revision(engine) is None and not revision.check(engine)  # empty: the migration runs
     RunStore(url).close()
-    assert stored_revision(engine) == HEAD and up_to_date(engine)
+    assert revision.stored_revision(engine) == head() and revision.check(engine)
     engine.dispose()
     if not url.startswith("sqlite"):
         return
@@ -196,9 +203,6 @@ def test_revision_head_is_the_migrations_head_and_known_stores_skip_alembic(url:
         "import sys; from repliscope.store import RunStore; RunStore(sys.argv[1]).close(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
     )
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"  # an up-to-date store opens without importing Alembic
     older = tmp_path / "older.db"
@@ -207,7 +211,26 @@ def test_revision_head_is_the_migrations_head_and_known_stores_skip_alembic(url:
         [sys.executable, "-c", code, f"sqlite:///{older}"], capture_output=True, text=True, check=True
     ).stdout
     assert "'alembic'" in out  # a legacy store is migrated by Alembic
-    assert current(create_engine(f"sqlite:///{older}")) == HEAD
+    assert current(create_engine(f"sqlite:///{older}")) == head()
+
+
+def test_a_store_from_a_newer_release_is_a_clear_error(tmp_path: Path) -> None:
+    from repliscope.errors import StoreError
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    RunStore(url).close()
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0099'")
+    with pytest.raises(StoreError, match=r"schema revision 0099, which this repliscope does not know \(it knows "):
+        RunStore(url)
+    with engine.begin() as conn:  # two rows: not a revision the fast path trusts; Alembic then refuses it too
+        conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{head()}'")
+        conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('0005')")
+    from repliscope.store.revision import stored_revision
+
+    assert stored_revision(engine) is None
+    engine.dispose()
 
 
 def test_unreachable_database_is_one_clear_error() -> None:

@@ -45,7 +45,8 @@ def test_round_trip_keeps_result_hash(tmp_path: Path) -> None:
 
 def test_non_finite_probabilities_and_exact_floats_round_trip(tmp_path: Path) -> None:
     """orjson decodes the top-k columns; what it refuses (``NaN`` / ``Infinity``, which the standard library's
-    encoder writes for a model's non-finite output) falls back to ``json``: nothing is lost, floats are exact."""
+    encoder writes for a model's non-finite output; SQLite keeps them, PostgreSQL refuses them on save) falls
+    back to ``json``: nothing is lost, floats are exact."""
     import math
 
     record = big_record("n" + "0" * 31, 30)
@@ -58,3 +59,16 @@ def test_non_finite_probabilities_and_exact_floats_round_trip(tmp_path: Path) ->
     assert math.isnan(nan) and quarter == 0.25 and minus_inf == -math.inf and rest == [0.1, 0.05]
     assert loaded.samples[4].topk_probs == [0.1 + 0.2, 1e-310, 5e-324, 0.9999999999999999, 1 / 3]
     assert [s.topk_indices for s in loaded.samples] == [s.topk_indices for s in record.samples]
+
+
+def test_a_json_null_detections_cell_reads_as_none(tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    record = big_record("j" + "0" * 31, 5)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with RunStore(url) as store:
+        store.save(record)
+        with store.engine.begin() as conn:  # what a JSON column without none_as_null would have written
+            conn.execute(text("UPDATE sample_predictions SET detections = 'null' WHERE position = 1"))
+        loaded = store.get(record.run_id)
+    assert [s.detections for s in loaded.samples] == [None] * 5

@@ -37,12 +37,9 @@ SchedulerOption = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``agent``, ``agents`` and ``cluster`` (certificates) to ``app``."""
-    from repliscope.cli import cluster_cmd
-
+    """Add ``agent`` and ``agents`` to ``app`` (``cluster``, the certificates, is :mod:`repliscope.cli.cluster_cmd`)."""
     app.command("agent")(agent)
     app.command("agents")(agents)
-    cluster_cmd.register(app)
 
 
 def _runtime_versions(caps: Any) -> str:

@@ -115,7 +115,11 @@ class LazyGroup(GuardedGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Command | None:
         """The command ``cmd_name``, importing its module on first use; None when there is no such command."""
-        return self.commands.get(cmd_name)
+        # not .get(): a KeyError raised while importing or registering the module must surface (the guard
+        # reports it), not read as "No such command"
+        if cmd_name not in self.commands:
+            return None
+        return self.commands[cmd_name]
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Every command's name in the table's order, without importing any module."""

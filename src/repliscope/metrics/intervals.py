@@ -1,13 +1,15 @@
 """Confidence intervals for proportions, and the exact paired test on two classifiers' correctness.
 
 No ``scipy.stats`` import (it costs 0.6 s of start-up quiet, ~1 s on a loaded machine, which ``runs compare``
-would pay on top of its work): the Wilson interval is scipy's own formula
+would pay on top of its work; only a McNemar test of more than :data:`EXACT_PAIRS_LIMIT` discordant pairs uses
+it): the Wilson interval is scipy's own formula
 (``binomtest(...).proportion_ci(method="wilson")``) written out, equal to it bit for bit, and the exact McNemar
 test sums the binomial tail in integers (``tests/metrics/test_intervals_wilson.py``).
 """
 
 from __future__ import annotations
 
+import operator
 from math import sqrt
 
 Z_975 = 1.959963984540054
@@ -54,6 +56,7 @@ def mcnemar_exact_p(b: int, c: int) -> float:
     Summed in Python integers and divided once, so the float is the correctly rounded exact value (scipy's
     ``binomtest(b, n, 0.5).pvalue`` agrees to ~1e-14 relative and needs a 0.6 s import); beyond
     :data:`EXACT_PAIRS_LIMIT` pairs, scipy's."""
+    b, c = operator.index(b), operator.index(c)  # numpy integers too, as Python ints (no int64 overflow)
     if b < 0 or c < 0:
         raise ValueError(f"mcnemar_exact_p: counts must be >= 0, got b={b}, c={c}")
     n, k = b + c, min(b, c)

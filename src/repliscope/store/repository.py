@@ -48,6 +48,7 @@ from repliscope.bench.record import BenchmarkRecord
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction, SegmentationSample
 from repliscope.pitfalls.result import SweepResult
+from repliscope.store import revision
 from repliscope.store.models import (
     BenchmarkRow,
     JobResultRow,
@@ -57,7 +58,6 @@ from repliscope.store.models import (
     SweepRow,
     TraceRow,
 )
-from repliscope.store.revision import up_to_date
 
 if TYPE_CHECKING:
     from repliscope.stacks.matrix import StackMatrix
@@ -276,7 +276,7 @@ def _open_engine(url: str) -> Engine:
         engine = create_engine(parsed)
         if parsed.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _enable_sqlite_foreign_keys)
-        if not up_to_date(engine):
+        if not revision.check(engine):
             try:
                 from repliscope.store.migrate import upgrade_engine
             except ImportError as exc:  # alembic is a dependency; a broken install says so
@@ -886,14 +886,17 @@ def _load_samples(
     result = session.connection().execute(query)  # Core rows: no ORM bookkeeping per row
     while rows := result.fetchmany(SAMPLE_CHUNK):
         for sample_id, label, error, indices, probs, detections in rows:
-            dets = None if detections is None else [Detection.model_construct(**d) for d in decode(detections)]
+            found = None if detections is None else decode(detections)  # SQL NULL, or JSON null: None
+            dets = None if found is None else [Detection.model_construct(**d) for d in found]
             append(build(sample_id, label, decode(indices), decode(probs), error, dets))
     return samples
 
 
 def _json(text: str) -> Any:
     """A stored JSON column's value: orjson, or ``json`` for what orjson refuses and the standard library wrote
-    (``NaN`` / ``Infinity``: a model's non-finite output is stored as it was)."""
+    (``NaN`` / ``Infinity``: SQLite keeps a model's non-finite output as it was; PostgreSQL's ``json`` type
+    refuses it when the record is saved). orjson reads an integer of 2**64 or more as a float: class ids and
+    indices are far below."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
