@@ -55,6 +55,13 @@ def test_identical_runs() -> None:
     assert all(d.delta == 0.0 for d in c.metric_deltas)
 
 
+def test_a_run_compared_with_itself_says_so() -> None:
+    a = make_record("a" * 32, TOP1_A)
+    c = compare_runs(a, a)
+    assert c.warnings == [f"A and B are the same run ({'a' * 32}): every difference is zero by construction"]
+    assert c.comparable and c.top1_flips == [] and c.common_evaluated == 19
+
+
 def test_different_datasets_compare_common_ids_with_warning() -> None:
     a = make_record("a" * 32, TOP1_A)
     b = make_record("b" * 32, TOP1_B, PROBS_B, dataset_identity="f" * 64)

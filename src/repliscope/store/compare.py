@@ -134,6 +134,8 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
     ]
     common_ids = {sa.sample_id for sa, _ in common}
     warnings = []
+    if a.run_id == b.run_id:
+        warnings.append(f"A and B are the same run ({a.run_id}): every difference is zero by construction")
     if not same_dataset:
         warnings.append(
             f"dataset identities differ (a: {id_a}, b: {id_b}); comparing the {len(common)} sample ids both "
