@@ -88,3 +88,25 @@ def test_an_unknown_command_from_the_script_suggests_close_names() -> None:
     proc = subprocess.run([SCRIPT, "agnet"], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert "No such command 'agnet'. Did you mean 'agent', 'agents', 'manifest'?" in proc.stderr
+
+
+COMPLETE = """
+import sys
+from repliscope.cli import main
+code = 0
+try:
+    main.app(prog_name="repliscope")  # the script's name: completion reads $_REPLISCOPE_COMPLETE
+except SystemExit as exc:
+    code = exc.code
+print("exit", code)
+print(sorted(name for name in sys.modules if name.startswith("repliscope.cli.") and name.endswith("_cmd")))
+"""
+
+
+def test_completion_loads_only_the_commands_that_match() -> None:
+    """bash completion of ``repliscope ru`` offers ``runs`` and imports only its module."""
+    env = {**os.environ, "_REPLISCOPE_COMPLETE": "complete_bash", "COMP_WORDS": "repliscope ru", "COMP_CWORD": "1"}
+    proc = subprocess.run([sys.executable, "-c", COMPLETE], capture_output=True, text=True, timeout=120, env=env)
+    *out, code, imported = proc.stdout.splitlines()
+    assert out == ["runs"] and code == "exit 0", proc.stdout + proc.stderr
+    assert ast.literal_eval(imported) == sorted(["repliscope.cli.runs_cmd", *MAIN_IMPORTS])
