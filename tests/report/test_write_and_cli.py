@@ -88,8 +88,20 @@ def test_cli_run_report_md_default_path(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cli_unknown_id_names_runs_and_sweeps(tmp_path: Path) -> None:
     result = runner.invoke(_app(), ["report", "deadbeef00", "--db", _db(tmp_path)])
     assert result.exit_code == 2
-    assert "no run, sweep or benchmark matches 'deadbeef00'" in result.output
-    assert "unknown run id" in result.output and "unknown sweep id" in result.output
+    assert result.output.strip() == (
+        f"error: no run, sweep or benchmark matches 'deadbeef00', nor a stack matrix or a diff, in "
+        f"{_db(tmp_path)}; no run stored"
+    )
+    record = factories.record()
+    RunStore(_db(tmp_path)).save(record)
+    result = runner.invoke(_app(), ["report", "deadbeef00", "--db", _db(tmp_path)])
+    assert result.exit_code == 2 and result.output.strip().endswith(f"; most recent runs: {record.run_id[:12]}")
+    result = runner.invoke(_app(), ["report", "dead", "--db", _db(tmp_path)])
+    assert result.exit_code == 2 and "(a prefix needs at least 6 characters)" in result.output
+    RunStore(_db(tmp_path)).save(factories.record(run_id=record.run_id[:8] + "f" * 24))
+    result = runner.invoke(_app(), ["report", record.run_id[:8], "--db", _db(tmp_path)])  # only the run lookup tells
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: run id prefix '{record.run_id[:8]}' is ambiguous; candidates: ")
 
 
 def test_cli_rejects_unknown_format(tmp_path: Path) -> None:

@@ -27,8 +27,10 @@ def _resolve(
     store: RunStore, object_id: str
 ) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix | StoredDiff:
     """The run with this id (or unique prefix), else the sweep, else the benchmark, else the stack matrix, else the
-    stored diff; a RepliscopeError naming all five otherwise."""
+    stored diff; otherwise one RepliscopeError: the lookups' own errors when one is more than "unknown" (an
+    ambiguous prefix), else one sentence naming the five kinds, the store and its most recent runs."""
     from repliscope.store.diffs import get_diff
+    from repliscope.store.repository import MIN_PREFIX, hide_password
 
     errors = []
     getters: tuple[Any, ...] = (
@@ -43,8 +45,15 @@ def _resolve(
             return get(object_id)
         except RepliscopeError as exc:
             errors.append(str(exc))
+    telling = [e for e in errors if not e.startswith("unknown ")]  # e.g. "... prefix 'x' is ambiguous; ..."
+    if telling:
+        raise RepliscopeError("; ".join(telling))
+    where = f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix or a diff"
+    if len(object_id) < MIN_PREFIX:
+        raise RepliscopeError(f"{where} (a prefix needs at least {MIN_PREFIX} characters)")
+    recent = ", ".join(r.run_id[:12] for r in store.list(limit=5))
     raise RepliscopeError(
-        f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix or a diff: {'; '.join(errors)}"
+        f"{where}, in {hide_password(store.url)}; " + (f"most recent runs: {recent}" if recent else "no run stored")
     )
 
 
