@@ -134,6 +134,8 @@ class NamedCandidate(Candidate):
     modes and prints the reason, never skipping a mode silently."""
 
     layout: ClassVar[str] = "NCHW"
+    _units: list[UnitInfo] | None = None
+    """Every unit (``units(x)``'s list) once the candidate knows them; None before."""
     spans_gaps: ClassVar[bool] = True
     """True when golden mode runs a mapped unit together with the unmapped units since the previous mapped one
     (so under a sparse mapping a unit covers the unmapped reference layers before it); False when it runs exactly
@@ -155,7 +157,10 @@ class NamedCandidate(Candidate):
         return [layer.path for layer in reference_layers if layer.path in names]
 
     def _names(self) -> list[str]:
-        raise RepliscopeError(f"{self.name}: call units(x) first")
+        """The unit names (of ``_units``, which a candidate fills when it reads its model or in ``units(x)``)."""
+        if self._units is None:
+            raise RepliscopeError(f"{self.name}: call units(x) first")
+        return [u.name for u in self._units]
 
     def set_mapped(self, names: Iterable[str]) -> None:
         """The unit names a mapping pairs with reference layers, kept in ``_mapped``: a candidate whose golden

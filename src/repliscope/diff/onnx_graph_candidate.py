@@ -98,9 +98,6 @@ class OnnxGraphCandidate(NamedCandidate):
             self._units = [UnitInfo(u.name, u.op, measured.get(u.name, u.shape)) for u in self._units]
         return [UnitInfo(u.name, u.op, (int(x.shape[0]), *u.shape[1:])) if u.shape else u for u in self._units]
 
-    def _names(self) -> list[str]:
-        return [u.name for u in self._units]
-
     def describe(self) -> dict[str, str]:
         return {
             "candidate": self.name,

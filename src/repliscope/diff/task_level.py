@@ -303,12 +303,7 @@ def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
         vb = np.array([y for _, y in common], dtype=np.float64)
         tally.add(sa.sample_id, sa.label, sa.top1, sb.top1, acc.add(sa.sample_id, va, vb))
     ids_a, ids_b = {s.sample_id for s in a.samples}, {s.sample_id for s in b.samples}
-    notes = []
-    if a.dataset.get("identity") != b.dataset.get("identity"):
-        notes.append(
-            f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
-            " only the sample ids both runs share are compared"
-        )
+    notes = _identity_notes(a, b)
     agreement, agreements, flips = tally.agreement()
     return TaskDiffResult(
         source="records",
@@ -330,6 +325,14 @@ def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
     )
 
 
+def _identity_notes(a: EvaluationRecord, b: EvaluationRecord) -> list[str]:
+    """The note that two records' dataset identities differ (so only their shared sample ids are compared)."""
+    id_a, id_b = a.dataset.get("identity"), b.dataset.get("identity")
+    if id_a == id_b:
+        return []
+    return [f"dataset identities differ (a: {id_a}, b: {id_b}); only the sample ids both runs share are compared"]
+
+
 def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
     """Detection records: the samples both evaluated, paired against A's stored ground truth."""
     from repliscope.evaluation.ground_truth import dataset_of
@@ -338,12 +341,7 @@ def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDif
         raise ValueError(f"run {a.run_id[:12]} is {a.task}, run {b.run_id[:12]} is {b.task}: nothing to compare")
     pairs, failed_a, failed_b = _pair_samples(a, b, lambda s: True)
     ids_a, ids_b = {s.sample_id for s in a.samples}, {s.sample_id for s in b.samples}
-    notes = []
-    if a.dataset.get("identity") != b.dataset.get("identity"):
-        notes.append(
-            f"dataset identities differ (a: {a.dataset.get('identity')}, b: {b.dataset.get('identity')});"
-            " only the sample ids both runs share are compared"
-        )
+    notes = _identity_notes(a, b)
     return _detection_result(
         "records",
         f"run {a.run_id} ({a.runtime.get('runtime', '?')})",

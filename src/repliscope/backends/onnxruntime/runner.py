@@ -89,15 +89,7 @@ class OnnxRuntimeRunner(Runner):
         if self._per_image:
             self.notes["batching"] = "loop: the ONNX input's batch is fixed at 1, images run one by one and stacked"
         self.notes["providers"] = session.get_providers()
-        self.notes["session"] = {
-            "graph_optimization_level": "ORT_ENABLE_ALL",
-            "intra_op_num_threads": self.threads,
-            "inter_op_num_threads": 1,
-            "execution_mode": "ORT_SEQUENTIAL",
-            "intra_op_allow_spinning": False,
-            "input": self._input_name,
-            "output": self._output_name,
-        }
+        self.notes["session"] = {**self._session_notes(), "input": self._input_name, "output": self._output_name}
         if len(self._output_names) > 1:
             self.notes["session"]["outputs"] = self._output_names
 
@@ -112,7 +104,11 @@ class OnnxRuntimeRunner(Runner):
 
         self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)
         self.notes["providers"] = list(_PROVIDERS)
-        self.notes["session"] = {
+        self.notes["session"] = self._session_notes()
+
+    def _session_notes(self) -> dict[str, object]:
+        """The options :meth:`_create_session` sets, as the record's ``runtime.notes.session``."""
+        return {
             "graph_optimization_level": "ORT_ENABLE_ALL",
             "intra_op_num_threads": self.threads,
             "inter_op_num_threads": 1,

@@ -103,9 +103,6 @@ class TensorflowCandidate(NamedCandidate):
     def units(self, x: np.ndarray) -> list[UnitInfo]:
         return [UnitInfo(u.name, u.op, (int(x.shape[0]), *u.shape[1:])) if u.shape else u for u in self._units]
 
-    def _names(self) -> list[str]:
-        return [u.name for u in self._units]
-
     def describe(self) -> dict[str, str]:
         import tensorflow as tf
 

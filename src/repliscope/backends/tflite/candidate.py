@@ -120,9 +120,6 @@ class TfliteCandidate(NamedCandidate):
             self._open(int(x.shape[0]))
         return list(self._units)
 
-    def _names(self) -> list[str]:
-        return [u.name for u in self._units]
-
     def describe(self) -> dict[str, str]:
         import tensorflow as tf
 
