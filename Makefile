@@ -90,6 +90,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline_diff.py
 	$(BIN)/python benchmarks/bench_store_queries.py
 	$(BIN)/python benchmarks/bench_api_load.py
+	$(BIN)/python benchmarks/bench_hostile_inputs.py
 	$(BIN)/python benchmarks/bench_scale.py
 
 clean:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +53,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+
+
+# --- strict skips: in CI (REPLISCOPE_STRICT_SKIPS=1, set by .ci/run) a skip is a failure unless its reason matches
+# tests/allowed-skips.txt, so a broken install fails loudly instead of skipping quietly.
+
+ALLOWED_SKIPS_FILE = Path(__file__).with_name("allowed-skips.txt")
+_SKIPS: dict[str, list[str]] = {}
+"""Skip reason -> the test ids it skipped (this session), for the summary."""
+
+
+def _allowed_skip_patterns() -> list[re.Pattern[str]]:
+    """The regular expressions of tests/allowed-skips.txt (one a line; ``#`` starts a comment)."""
+    lines = (line.split("#", 1)[0].strip() for line in ALLOWED_SKIPS_FILE.read_text(encoding="utf-8").splitlines())
+    return [re.compile(line) for line in lines if line]
+
+
+def _strict_skips() -> bool:
+    return os.environ.get("REPLISCOPE_STRICT_SKIPS", "") == "1"
+
+
+def _skip_reason(longrepr: object) -> str:
+    """The reason of a skipped report (pytest stores ``(file, line, "Skipped: reason")``)."""
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _judge_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Record a skip; in strict mode turn a skip whose reason no allowed pattern matches into a failure."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report.longrepr)
+    _SKIPS.setdefault(reason, []).append(report.nodeid)
+    if _strict_skips() and not any(p.search(reason) for p in _allowed_skip_patterns()):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"strict skips (REPLISCOPE_STRICT_SKIPS=1): this test skipped with {reason!r}, a reason "
+            f"{ALLOWED_SKIPS_FILE.name} does not allow: what CI installs is broken, or the skip is new "
+            "(allow it there with the reason it is legitimate)"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    _judge_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    _judge_skip(report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Every skip reason with its count (what CI's log reports), and whether strict mode judged them."""
+    if not _SKIPS:
+        return
+    mode = "strict: a reason tests/allowed-skips.txt does not match failed" if _strict_skips() else "not strict"
+    terminalreporter.section(f"skips by reason ({mode})")
+    for reason, ids in sorted(_SKIPS.items(), key=lambda kv: -len(kv[1])):
+        terminalreporter.write_line(f"{len(ids):5d}  {reason}")

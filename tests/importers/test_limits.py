@@ -4,7 +4,6 @@ reading limit is passed), never a crash (exit 3), and a 40 MB file is refused be
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -122,9 +121,7 @@ def test_a_40_mb_file_is_refused_before_reading(tmp_path: Path, fmt: str) -> Non
     path = tmp_path / ("m.yml" if fmt == "mlmodelscope" else "config.json")
     with path.open("wb") as fh:
         fh.truncate(40 << 20)  # sparse: 40 MB without writing them
-    start = time.perf_counter()
-    message = _refused(fmt, path, "limits", "41,943,040 bytes", "manifest_bytes", "refused before reading")
-    assert time.perf_counter() - start < 5.0, message
+    _refused(fmt, path, "limits", "41,943,040 bytes", "manifest_bytes", "refused before reading")
 
 
 def test_a_folder_import_counts_hostile_files_under_limits(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 import contextlib
 import io
-import time
 from pathlib import Path
 
 import numpy as np
@@ -154,10 +153,7 @@ def test_faster_coco_eval_agrees_with_pycocotools_on_coco_val_mini() -> None:
         ref.accumulate()
         ref.summarize()
     assert np.abs(ours - ref.stats).max() < 1e-6
-    start = time.perf_counter()
-    ev = evaluate_coco(preds, ds)  # default 500 replicates
-    seconds = time.perf_counter() - start
-    assert seconds < 20  # about 5 s on the 2-core CI machine
+    ev = evaluate_coco(preds, ds)  # default 500 replicates (its time: benchmarks/bench_detection.py)
     got = {m.name: m for m in ev.metrics}
     assert len(got) == 12 and all(m.n == 158 for m in ev.metrics)
     assert got["AP"].value == pytest.approx(ref.stats[0], abs=1e-12)

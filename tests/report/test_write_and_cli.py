@@ -111,8 +111,6 @@ def test_cli_rejects_unknown_format(tmp_path: Path) -> None:
 
 def test_cli_sweep_report(tmp_path: Path) -> None:
     store = RunStore(_db(tmp_path))
-    if not hasattr(store, "save_sweep") or not hasattr(store, "get_sweep"):
-        pytest.skip("RunStore.save_sweep/get_sweep are not there yet (the sweep store is added separately)")
     sweep = factories.sweep()
     for record in factories.sweep_records().values():
         store.save(record)

@@ -9,7 +9,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -36,10 +35,9 @@ _UNREACHABLE = (
 
 
 @pytest.fixture(scope="session")
-def ort_stack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Stack, float]:
-    """(the onnxruntime 1.20.1 stack, seconds its creation took in this session)."""
+def ort_stack(tmp_path_factory: pytest.TempPathFactory) -> Stack:
+    """The onnxruntime 1.20.1 stack, created once in this session."""
     cache = _session_cache(tmp_path_factory)
-    start = time.perf_counter()
     try:
         stack = create_stack(SPEC, cache_dir=cache)
     except StackError as exc:
@@ -48,11 +46,11 @@ def ort_stack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Stack, float]:
         if "not an editable or source install" in str(exc):
             pytest.skip(str(exc))
         raise
-    return stack, time.perf_counter() - start
+    return stack
 
 
-def test_stack_from_the_registry(ort_stack: tuple[Stack, float], tmp_path_factory: pytest.TempPathFactory) -> None:
-    stack, seconds = ort_stack
+def test_stack_from_the_registry(ort_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> None:
+    stack = ort_stack
     assert stack.path is not None and stack.resolved["onnxruntime"] == "1.20.1"
     lock = (stack.path / "lock.txt").read_text().splitlines()
     assert "onnxruntime==1.20.1" in lock
@@ -76,10 +74,8 @@ def test_stack_from_the_registry(ort_stack: tuple[Stack, float], tmp_path_factor
     version, dist_version, current = json.loads(probe.stdout)
     assert version == "1.20.1" and dist_version == __import__("distributed").__version__
     assert (current["key"], current["spec"], current["lock_sha256"]) == (stack.key, SPEC, stack.lock_sha256)
-    start = time.perf_counter()
     again = create_stack("ONNXRuntime == 1.20.1", cache_dir=_session_cache(tmp_path_factory))
-    cached_seconds = time.perf_counter() - start
-    assert again.cached and again.key == stack.key and cached_seconds < seconds
+    assert again.cached and again.key == stack.key  # its time: benchmarks/bench_stacks.py
     assert [s.key for s in list_stacks(_session_cache(tmp_path_factory))] == [stack.key]
 
 
@@ -107,11 +103,11 @@ def _lite0_onnx(folder: Path, cache: Path) -> Path:
 
 
 def test_matrix_current_vs_onnxruntime_1_20_1(
-    ort_stack: tuple[Stack, float], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    ort_stack: Stack, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import onnxruntime
 
-    stack, _ = ort_stack
+    stack = ort_stack
     manifest = _lite0_onnx(tmp_path, _session_cache(tmp_path_factory))
     out = tmp_path / "matrix.html"
     res = CliRunner().invoke(
@@ -143,7 +139,7 @@ def test_matrix_current_vs_onnxruntime_1_20_1(
     assert stack.key in out.read_text()
 
 
-def test_an_agent_without_the_framework_never_gets_the_job(ort_stack: tuple[Stack, float], tmp_path: Path) -> None:
+def test_an_agent_without_the_framework_never_gets_the_job(ort_stack: Stack, tmp_path: Path) -> None:
     """A real agent in the onnxruntime 1.20.1 stack (no torch) beside this environment's in-process agent: the
     torch-source Lite0 on onnxruntime (the export needs torch) always goes to the in-process agent, and restricted
     to the stack it is refused at once, the stack's agent named with the missing framework."""
@@ -156,7 +152,7 @@ def test_an_agent_without_the_framework_never_gets_the_job(ort_stack: tuple[Stac
     from repliscope.manifest.loader import load_manifest
     from repliscope.stacks.run import start_stack_agent, stop_started, versions_differ, wait_for_started
 
-    stack, _ = ort_stack
+    stack = ort_stack
     loaded = load_manifest(LITE0)
     with versions_differ(), Cluster.connect(None) as cluster:
         started = [start_stack_agent(cluster, stack, tmp_path)]
