@@ -124,7 +124,14 @@ class CocoMask:
     categories: dict[int, str]
 
     def read(self, keep: frozenset[int] | None) -> np.ndarray:
+        self._check_size()
         return self.index.semantic(self.image_id, self.height, self.width, keep)
+
+    def _check_size(self) -> None:
+        """SampleError when the annotated image size is over the pixel limit: no mask that large is allocated."""
+        from repliscope.datasets.voc_seg import check_mask_pixels
+
+        check_mask_pixels(f"of image {self.image_id}", (self.width, self.height))
 
     def fingerprint(self) -> str | None:
         """None: the dataset identity hashes the image's annotations (boxes, classes, crowd flags) already."""
@@ -132,4 +139,5 @@ class CocoMask:
 
     def instances(self, keep: frozenset[int] | None) -> list[tuple[int, np.ndarray]] | None:
         """The non-crowd instances of the kept categories, rasterised (crowd regions are not objects)."""
+        self._check_size()
         return self.index.instances(self.image_id, keep)

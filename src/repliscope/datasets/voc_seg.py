@@ -13,7 +13,6 @@ not list make that sample failed (named in its error), never the run. The datase
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass
 from functools import partial
@@ -53,16 +52,37 @@ def parse_class_map(path: Path) -> dict[int, str]:
 
 
 def read_mask_png(path: Path) -> np.ndarray:
-    """A palette ("P") or grey ("L") PNG as int32 ids; SampleError for anything else or an unreadable file."""
-    from PIL import Image
+    """A palette ("P") or grey ("L") PNG as int32 ids; SampleError for anything else, an unreadable file or a
+    mask over the pixel limit (:func:`check_mask_pixels`, from the header: before any pixel is decoded)."""
+    from repliscope.ops.decode import _open_header as open_header
 
+    data = read_file(path)
     try:
-        with Image.open(io.BytesIO(read_file(path))) as im:
-            if im.mode not in ("P", "L"):
-                raise SampleError(f"mask {path.name} is a {im.mode} image: give class ids as a palette or grey PNG")
-            return np.asarray(im, dtype=np.uint8).astype(np.int32)
-    except OSError as exc:
+        im = open_header(data, "pillow")
+    except SampleError as exc:
         raise SampleError(f"mask {path.name} cannot be read: {exc}") from exc
+    with im:
+        check_mask_pixels(path.name, im.size)
+        if im.mode not in ("P", "L"):
+            raise SampleError(f"mask {path.name} is a {im.mode} image: give class ids as a palette or grey PNG")
+        try:
+            return np.asarray(im, dtype=np.uint8).astype(np.int32)
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            raise SampleError(f"mask {path.name} cannot be read: {str(exc) or type(exc).__name__}") from exc
+
+
+def check_mask_pixels(name: str, size: tuple[int, int]) -> None:
+    """SampleError when a ground-truth mask of ``size`` (width, height) is over the pixel limit images obey
+    (:data:`repliscope.limits.MAX_PIXELS`): a mask is never decoded (or allocated) past it."""
+    from repliscope.limits import MAX_PIXELS
+
+    width, height = size
+    limit = MAX_PIXELS.value
+    if width * height > limit:
+        raise SampleError(
+            f"mask {name} is {width}x{height} = {width * height:,} pixels, over the {limit:,}-pixel limit "
+            f"({MAX_PIXELS.name}, ${MAX_PIXELS.env}); it was not decoded"
+        )
 
 
 @dataclass(frozen=True)
@@ -159,10 +179,11 @@ def load_voc_seg(
 
 
 def _mode(path: Path) -> str:
-    from PIL import Image
+    """The mask's mode from its header alone (no pixel decoded, whatever its size), "unreadable" when it has none."""
+    from repliscope.ops.decode import _open_header as open_header
 
     try:
-        with Image.open(path) as im:
+        with open_header(read_file(path), "pillow") as im:
             return str(im.mode)
-    except OSError:
+    except SampleError:
         return "unreadable"
