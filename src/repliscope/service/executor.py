@@ -6,30 +6,40 @@ A job runs the same core functions as the CLI (:func:`repliscope.job_execution.e
 evaluate``, ``pitfalls.sweep.run_sweep``, ``bench.matrix.run_matrix``, ``diff.task_level.diff_runtimes``) and stores its
 results in the same ``RunStore`` exactly once per idempotency key (``RunStore.save_outcome``); its row in
 the jobs table follows it: status, progress (done/total, from the core's ``on_progress`` callbacks), log lines,
-result ids, error. A cancel request is honoured at the next progress callback (and before a queued job starts)."""
+result ids, error. A cancel request is honoured at the next progress callback (and before a queued job starts).
+
+When the run database cannot be written (a full disk, a read-only file, a lost server): the job goes on; a record
+it cannot store is kept as ``unsaved-runs/<run_id>.json`` (as the CLI keeps it, :class:`KeepingUnsaved`) and the job
+fails saying where (or why it could not be kept); a final status that cannot be written is written again every few
+seconds until the store takes it (:class:`FinalWrites`), so a job never stays queued or running after its thread
+ended. A job's log never holds a traceback: an internal error is one line with an error id, the traceback goes to
+the server's log (logger ``repliscope.service.jobs``) under that id."""
 
 from __future__ import annotations
 
+import logging
 import queue
 import tempfile
 import threading
-import traceback
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from repliscope.errors import RepliscopeError
-from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, execute_job, run_and_store
+from repliscope.errors import RepliscopeError, StoreError
+from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, StoredJob, execute_job, run_and_store
 
 __all__ = [
     "FINAL",
     "KINDS",
     "AcceptingEveryJob",
     "DaskJobExecutor",
+    "FinalWrites",
     "JobCancelled",
     "JobExecutor",
     "JobOutcome",
     "JobSpec",
+    "KeepingUnsaved",
     "ThreadJobExecutor",
     "UnplacedExecutor",
     "as_job_executor",
@@ -39,6 +49,10 @@ __all__ = [
 
 FINAL = ("succeeded", "failed", "cancelled")
 INTERRUPTED = "interrupted: the server stopped before the job finished"
+logger = logging.getLogger("repliscope.service.jobs")
+"""The server's log of the jobs: tracebacks of internal errors (by error id), rows that could not be written."""
+FINAL_RETRY_SECONDS = 2.0
+"""How often a final job status the store did not take is written again."""
 
 
 @runtime_checkable
@@ -93,16 +107,161 @@ def as_job_executor(executor: JobExecutor | UnplacedExecutor) -> JobExecutor:
     return executor if isinstance(executor, JobExecutor) else AcceptingEveryJob(executor)
 
 
-def _update(store: Any, job_id: str, **fields: Any) -> None:
-    from repliscope.store.service_tables import update_job
+def _update(store: Any, job_id: str, **fields: Any) -> bool:
+    """Write ``fields`` into the job's row; False when the store cannot be written (a full disk, a read-only
+    database, a lost server: said on the server's log), so a progress or log line that cannot be written never stops
+    the job. Final statuses go through :meth:`FinalWrites.write`, which writes them again until the store takes
+    them."""
+    from repliscope.store.service_tables import ConflictError, InvalidInputError, NotFoundError, update_job
 
-    update_job(store, job_id, **fields)
+    try:
+        update_job(store, job_id, **fields)
+    except (NotFoundError, InvalidInputError, ConflictError):
+        raise
+    except (StoreError, OSError) as exc:
+        logger.warning("job %s: its row could not be written: %s", job_id, _reason(exc))
+        return False
+    return True
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an error's text (its type when it has none)."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def internal_error(job_id: str, exc: BaseException, where: str = "") -> str:
+    """The one line a job's error and log show for an internal error (a bug, not a bad input): its type and an
+    error id; the traceback goes to the server's log under that id, never to the job."""
+    error_id = uuid.uuid4().hex[:12]
+    logger.error("job %s: internal error %s%s", job_id, error_id, where, exc_info=exc)
+    return f"internal error {error_id}: {type(exc).__name__} (the traceback is in the server's log under this id)"
+
+
+class FinalWrites:
+    """Final job statuses the store did not take (a full disk): kept here and written again every
+    :data:`FINAL_RETRY_SECONDS` seconds by one daemon thread until the store takes each, so the job's row ends
+    ``failed`` / ``succeeded`` / ``cancelled`` as soon as the store can be written again (a row still unwritten
+    when the server stops is failed as interrupted by the next ``repliscope serve``)."""
+
+    def __init__(self, store: Any, every: float = FINAL_RETRY_SECONDS) -> None:
+        self.store = store
+        self.every = every
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def write(self, job_id: str, **fields: Any) -> bool:
+        """Write the final ``fields`` now; when the store does not take them, keep them for the retries (True when
+        written now)."""
+        if _update(self.store, job_id, **fields):
+            return True
+        with self._lock:
+            earlier = self._pending.get(job_id, {})
+            if earlier.get("append_log") and fields.get("append_log"):
+                fields = {**fields, "append_log": f"{earlier['append_log']}\n{fields['append_log']}"}
+            self._pending[job_id] = {**earlier, **fields}
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._retry, name="repliscope-job-rows", daemon=True)
+                self._thread.start()
+        return False
+
+    def pending(self) -> list[str]:
+        """The jobs whose final status is still to be written."""
+        with self._lock:
+            return sorted(self._pending)
+
+    def flush(self) -> None:
+        """Try every pending write once now."""
+        with self._lock:
+            todo = dict(self._pending)
+        for job_id, fields in todo.items():
+            if _update(self.store, job_id, **fields):
+                with self._lock:
+                    if self._pending.get(job_id) is fields:
+                        del self._pending[job_id]
+
+    def stop(self) -> None:
+        """A last try, then the retry thread ends."""
+        self._stop.set()
+        self.flush()
+
+    def _retry(self) -> None:
+        while not self._stop.wait(self.every):
+            self.flush()
+            with self._lock:
+                if not self._pending:
+                    self._thread = None
+                    return
+
+
+class KeepingUnsaved:
+    """``store`` as :func:`~repliscope.job_execution.run_and_store` uses it, keeping what a job ran when it cannot
+    be stored: a ``save_outcome`` that fails to write (a full disk, a read-only database, a lost server) keeps every
+    run record as ``unsaved-runs/<run_id>.json`` (:func:`repliscope.store.repository.keep_unsaved`, where the CLI
+    keeps one) and raises a StoreError naming the database, the reason and the files (``repliscope runs import``
+    stores them later), or why they could not be kept."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def get_job_result(self, idempotency_key: str) -> Any:
+        return self.store.get_job_result(idempotency_key)
+
+    def save_outcome(self, outcome: Any, idempotency_key: str, kind: str = "evaluate") -> Any:
+        from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+        try:
+            return self.store.save_outcome(outcome, idempotency_key, kind=kind)
+        except IntegrityError:
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(self._keep(outcome, idempotency_key, kind, _reason(exc))) from exc
+
+    def _keep(self, outcome: Any, idempotency_key: str, kind: str, reason: str) -> str:
+        from repliscope.evaluation.record import EvaluationRecord
+        from repliscope.store.repository import hide_password, keep_unsaved
+
+        url = str(getattr(self.store, "url", ""))
+        kept: list[str] = []
+        problems: list[str] = []
+        for raw in outcome.records:
+            record = EvaluationRecord.model_validate(raw)
+            path, why = keep_unsaved(record, url)
+            if path is not None:
+                kept.append(str(path))
+            else:
+                problems.append(f"run {record.run_id}: {'; '.join(why)}")
+        parts = [f"the results could not be written to the run database {hide_password(url)}: {reason}"]
+        if kept:
+            parts.append(
+                f"{len(kept)} run record(s) kept in {', '.join(kept)}: store them later with "
+                f"`repliscope runs import {' '.join(kept)}`"
+            )
+        if problems:
+            parts.append(f"the run record(s) could not be kept either ({'; '.join(problems)})")
+        diffs = 1 if kind == "diff" and getattr(outcome, "summary", None) is not None else 0
+        others = len(outcome.sweeps) + len(outcome.benchmarks) + diffs
+        if others:
+            parts.append(
+                f"{others} sweep/benchmark/diff result(s) are not kept: submit the job again (idempotency key "
+                f"{idempotency_key!r}) once the database can be written"
+            )
+        return "; ".join(parts)
 
 
 class ThreadJobExecutor:
     """One worker thread taking queued jobs in submission order."""
 
-    def __init__(self, store: Any, cache_dir: Path | None = None, progress_every: float = 0.5) -> None:
+    def __init__(
+        self,
+        store: Any,
+        cache_dir: Path | None = None,
+        progress_every: float = 0.5,
+        final_retry_every: float = FINAL_RETRY_SECONDS,
+    ) -> None:
         self.store = store
         self.cache_dir = cache_dir
         self.progress_every = progress_every
@@ -110,6 +269,7 @@ class ThreadJobExecutor:
         self._cancelled: set[str] = set()
         self._status: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._finals = FinalWrites(store, final_retry_every)
         self._thread = threading.Thread(target=self._work, name="repliscope-jobs", daemon=True)
         self._thread.start()
 
@@ -131,7 +291,7 @@ class ThreadJobExecutor:
             self._cancelled.add(job_id)
             if self._status[job_id] == "queued":  # never started: final now
                 self._status[job_id] = "cancelled"
-                _update(self.store, job_id, status="cancelled", append_log="cancelled before it started")
+                self._finals.write(job_id, status="cancelled", append_log="cancelled before it started")
             return True
 
     def status(self, job_id: str) -> str | None:
@@ -142,6 +302,11 @@ class ThreadJobExecutor:
         self._queue.put(None)
         if wait:
             self._thread.join(timeout=30)
+        self._finals.stop()
+
+    def pending_rows(self) -> list[str]:
+        """The jobs whose final status the store has not taken yet (written again every few seconds)."""
+        return self._finals.pending()
 
     # -- worker ----------------------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -153,13 +318,20 @@ class ThreadJobExecutor:
                 if job.job_id in self._cancelled:
                     continue
                 self._status[job.job_id] = "running"
-            self._run(job)
+            try:
+                self._run(job)
+            except Exception as exc:  # never the end of the worker: the next jobs still run
+                self._set(job.job_id, "failed")
+                line = internal_error(job.job_id, exc, " (in the job worker)")
+                self._finals.write(job.job_id, status="failed", error=line, append_log=line)
 
     def _set(self, job_id: str, status: str) -> None:
         with self._lock:
             self._status[job_id] = status
 
     def _run(self, job: JobSpec) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
         job_id = job.job_id
         _update(
             self.store,
@@ -169,30 +341,31 @@ class ThreadJobExecutor:
         )
         on_progress, done = self._progress_callback(job_id)
         try:
-            result = run_job(
-                job, self.store, self.cache_dir, on_progress, lambda line: _update(self.store, job_id, append_log=line)
-            )
+
+            def log(line: str) -> None:
+                _update(self.store, job_id, append_log=line)
+
+            result = run_job(job, self.store, self.cache_dir, on_progress, log)
         except JobCancelled:
             self._set(job_id, "cancelled")
-            _update(self.store, job_id, status="cancelled", append_log="cancelled")
+            self._finals.write(job_id, status="cancelled", append_log="cancelled")
             return
         except (RepliscopeError, OSError) as exc:
             self._set(job_id, "failed")
-            _update(self.store, job_id, status="failed", error=str(exc), append_log=f"error: {exc}")
+            self._finals.write(job_id, status="failed", error=str(exc), append_log=f"error: {exc}")
             return
-        except Exception as exc:  # a job must never kill the worker; the traceback goes to its log
+        except SQLAlchemyError as exc:  # the run database could not be read (the key check)
             self._set(job_id, "failed")
-            _update(
-                self.store,
-                job_id,
-                status="failed",
-                error=f"internal error: {type(exc).__name__}: {exc}",
-                append_log=traceback.format_exc(),
-            )
+            why = f"the run database could not be used: {_reason(exc)}"
+            self._finals.write(job_id, status="failed", error=why, append_log=f"error: {why}")
+            return
+        except Exception as exc:  # a job must never kill the worker; the traceback goes to the server's log
+            self._set(job_id, "failed")
+            line = internal_error(job_id, exc)
+            self._finals.write(job_id, status="failed", error=line, append_log=line)
             return
         self._set(job_id, "succeeded")
-        _update(
-            self.store,
+        self._finals.write(
             job_id,
             status="succeeded",
             progress_done=done["done"],
@@ -252,7 +425,7 @@ def run_job(
     def run(job: JobSpec) -> JobOutcome:
         return execute_job(job, cache_dir, on_progress, log, on_total=on_total)
 
-    done = run_and_store(job, store, run)
+    done = run_and_store(job, KeepingUnsaved(store), run)
     stored = done.stored
     result: dict[str, Any] = {
         "run_ids": stored.run_ids,
@@ -280,6 +453,7 @@ class DaskJobExecutor:
         cache_dir: Path | None = None,
         progress_every: float = 0.5,
         join_timeout: float = 30.0,
+        final_retry_every: float = FINAL_RETRY_SECONDS,
     ) -> None:
         self.store = store
         self.cache_dir = cache_dir
@@ -293,6 +467,7 @@ class DaskJobExecutor:
         self._placement: dict[str, Any] = {}
         """Job id -> its constraints, from :meth:`check` (its manifest parsed once on the submitting side)."""
         self._stopping = False
+        self._finals = FinalWrites(store, final_retry_every)
 
     @property
     def cluster(self) -> Any:
@@ -356,7 +531,7 @@ class DaskJobExecutor:
             if status == "queued":
                 self._status[job_id] = "cancelled"
         if status == "queued":
-            _update(self.store, job_id, status="cancelled", append_log="cancelled before an agent started it")
+            self._finals.write(job_id, status="cancelled", append_log="cancelled before an agent started it")
         return True
 
     def status(self, job_id: str) -> str | None:
@@ -376,6 +551,11 @@ class DaskJobExecutor:
         if wait:
             for thread in threads:
                 thread.join(timeout=self.join_timeout)
+        self._finals.stop()
+
+    def pending_rows(self) -> list[str]:
+        """The jobs whose final status the store has not taken yet (written again every few seconds)."""
+        return self._finals.pending()
 
     # -- one job's thread ------------------------------------------------------------------------------------
     def _started(self, job_id: str) -> None:
@@ -394,22 +574,26 @@ class DaskJobExecutor:
                     _update(self.store, job_id, append_log=fields["append_log"])
                 return
             self._status[job_id] = status
-        _update(self.store, job_id, status=status, **fields)
+        self._finals.write(job_id, status=status, **fields)
 
     def _run(self, job: JobSpec, cancel: threading.Event) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
         job_id = job.job_id
         try:
             self._follow(job, cancel)
-        except Exception as exc:  # a job's thread never dies silently: the traceback goes to its log
-            self._finish(
-                job_id,
-                "failed",
-                error=f"internal error: {type(exc).__name__}: {exc}",
-                append_log=traceback.format_exc(),
-            )
+        except SQLAlchemyError as exc:  # the run database could not be read (the key check)
+            why = f"the run database could not be used: {_reason(exc)}"
+            self._finish(job_id, "failed", error=why, append_log=f"error: {why}")
+        except Exception as exc:  # a job's thread never dies silently: one line here, the traceback on the server
+            line = internal_error(job_id, exc)
+            self._finish(job_id, "failed", error=line, append_log=line)
         finally:
             with self._lock:
                 self._threads.pop(job_id, None)
+                unfinished = self._status.get(job_id) not in FINAL
+            if unfinished:  # whatever ended this thread, the job does not stay queued or running
+                self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
 
     def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None], dict[str, Any]]:
         """The job row's ``on_total``, ``on_progress`` (the first of either marks it running) and state."""
@@ -429,6 +613,10 @@ class DaskJobExecutor:
             constraints = self._placement.pop(job_id, None)  # from check(): the manifest is not parsed again
 
         def log(line: str) -> None:
+            if line.startswith("Traceback (most recent call last)"):  # an agent's internal error
+                error_id = uuid.uuid4().hex[:12]
+                logger.error("job %s: the agent's traceback, error id %s:\n%s", job_id, error_id, line)
+                line = f"the agent's traceback is in the server's log under error id {error_id}"
             _update(self.store, job_id, append_log=line)
 
         def run(job: JobSpec) -> JobOutcome:
@@ -450,7 +638,7 @@ class DaskJobExecutor:
             return outcome
 
         try:
-            done = run_and_store(job, self.store, run)
+            done: StoredJob = run_and_store(job, KeepingUnsaved(self.store), run)
         except JobCancelled as exc:
             if self._stopping:
                 self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)

@@ -363,29 +363,40 @@ def update_job(
     error: str | None = None,
 ) -> Job:
     """Change a job: ``status`` running sets ``started_at``, a finished status sets ``finished_at``;
-    ``append_log`` adds one line to the log."""
+    ``append_log`` adds one line to the log. A write that fails (a full disk, a read-only database, a lost
+    server) is a StoreError naming the job, the database and the reason; nothing of the change is written."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from repliscope.store.repository import hide_password
+
     if status is not None and status not in JOB_STATUSES:
         raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})", "status")
-    with Session(store.engine, expire_on_commit=False) as session, session.begin():
-        row = session.get(JobRow, job_id, with_for_update=True)
-        if row is None:
-            raise NotFoundError(f"job {job_id!r} does not exist", "job")
-        if status is not None:
-            row.status = status
-            if status == "running" and row.started_at is None:
-                row.started_at = _now()
-            if status in FINISHED:
-                row.finished_at = _now()
-        if progress_done is not None:
-            row.progress_done = progress_done
-        if progress_total is not None:
-            row.progress_total = progress_total
-        if append_log is not None:
-            row.log = row.log + append_log.rstrip("\n") + "\n"
-        if result_ids is not None:
-            row.result_ids = list(result_ids)
-        if error is not None:
-            row.error = error
+    try:
+        with Session(store.engine, expire_on_commit=False) as session, session.begin():
+            row = session.get(JobRow, job_id, with_for_update=True)
+            if row is None:
+                raise NotFoundError(f"job {job_id!r} does not exist", "job")
+            if status is not None:
+                row.status = status
+                if status == "running" and row.started_at is None:
+                    row.started_at = _now()
+                if status in FINISHED:
+                    row.finished_at = _now()
+            if progress_done is not None:
+                row.progress_done = progress_done
+            if progress_total is not None:
+                row.progress_total = progress_total
+            if append_log is not None:
+                row.log = row.log + append_log.rstrip("\n") + "\n"
+            if result_ids is not None:
+                row.result_ids = list(result_ids)
+            if error is not None:
+                row.error = error
+    except (SQLAlchemyError, OSError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise StoreError(
+            f"job {job_id} could not be updated in the run database {hide_password(store.url)}: {reason}"
+        ) from exc
     return Job.model_validate(row)
 
 
