@@ -140,16 +140,21 @@ class TestScanFolder:
         assert scan.ignored == ["README.md", "anim.gif", "notes.txt"]
         assert scan.unreadable_folders == []
 
-    def test_symlinked_folder_followed_and_loop_refused(self, tmp_path: Path) -> None:
+    def test_symlinked_folder_inside_followed_outside_not_and_loop_refused(self, tmp_path: Path) -> None:
         write(tmp_path / "elsewhere", "x.jpg")
         root = tmp_path / "data"
         write(root, "cat/a.jpg")
-        (root / "dog").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+        (root / "dog").symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # out of the folder (issue 32.6)
+        (root / "kitten").symlink_to(root / "cat", target_is_directory=True)  # inside it
         (root / "cat" / "again").symlink_to(root, target_is_directory=True)
         write(root, ".hidden/b.jpg")
         scan = scan_folder(root, (".jpg",))
-        assert scan.images == ["cat/a.jpg", "dog/x.jpg"]
-        assert scan.unreadable_folders == ["cat/again/ (symlink loop: not followed)"]
+        assert scan.images == ["cat/a.jpg", "kitten/a.jpg"]
+        assert scan.unreadable_folders == [
+            "cat/again/ (symlink loop: not followed)",
+            "dog (symlink out of the dataset folder: not followed)",
+            "kitten/again/ (symlink loop: not followed)",
+        ]
 
     def test_folder_that_cannot_be_listed_is_recorded(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         write(tmp_path, "ok/a.jpg")

@@ -136,12 +136,18 @@ _FILE_KINDS = (
 )
 
 
-def read_file(path: Path) -> bytes:
+def read_file(path: Path, root: Path | None = None) -> bytes:
     """The bytes of the regular file ``path``; anything else raises SampleError ``unreadable: <why>``.
 
     Opened non-blocking and checked with ``fstat`` before reading, so a FIFO or device named like an image
-    cannot hang the run; a dangling symlink names its target.
+    cannot hang the run; a dangling symlink names its target. With ``root`` (the dataset's folder), a ``path``
+    that resolves outside it (a symlink out of the folder, made after it was listed) is refused unread.
     """
+    if root is not None:
+        from repliscope.datasets.walk import inside
+
+        if not inside(os.path.realpath(path), os.path.realpath(root)):
+            raise SampleError(f"{UNREADABLE}symlink out of the dataset folder (not read)")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError as exc:

@@ -224,7 +224,7 @@ def load_coco(
         Sample(
             id=img.file_name,
             label=None,
-            read=partial(read_file, image_dir / img.file_name),
+            read=partial(read_file, image_dir / img.file_name, image_dir),
             location=str(image_dir / img.file_name),
             objects=tuple(per_image[img.id]),
             image_id=img.id,

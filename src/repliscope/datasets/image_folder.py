@@ -3,8 +3,10 @@
 Sample ids are paths relative to the folder with forward slashes, in sorted order. Files are read lazily
 (once, by the evaluation loop); a file that cannot be read is a failed sample, not a crash. Files with
 other extensions are ignored but listed in the dataset (``ignored_files``); folders that cannot be listed
-are listed too (``unreadable_folders``). Hidden folders are not walked; symlinked folders are followed
-(a symlink back to one of its own parent folders is refused).
+are listed too (``unreadable_folders``). Hidden folders are not walked; symlinked folders inside the folder are
+followed (a symlink back to one of its own parent folders is refused); a symlink, to a file or a folder, whose
+target resolves outside the folder is never followed nor read (listed in ``unreadable_folders``). The walk is
+bounded (:mod:`repliscope.datasets.walk`: entries, depth, time) and stops when cancelled.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from repliscope.datasets.base import LABEL_RULES, Dataset, Sample, os_reason, read_file
 from repliscope.datasets.labels import check_labels, detect_label_rule
+from repliscope.datasets.walk import Walk, WalkBounds
 from repliscope.errors import DatasetError
 
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -31,26 +34,46 @@ class FolderScan:
     ignored: list[str]
     """Files with other extensions: not samples, but reported."""
     unreadable_folders: list[str]
-    """``"<path>/ (<reason>)"`` for each folder that could not be listed or is a symlink loop."""
+    """``"<path>/ (<reason>)"`` for each folder that could not be listed or is a symlink loop, and
+    ``"<path> (<reason>)"`` for each symlink that leads out of the folder (not followed)."""
 
 
-def scan_folder(root: Path, extensions: Iterable[str]) -> FolderScan:
-    """Walk ``root`` (hidden folders skipped; symlinked folders followed, loops refused); extensions
-    compare case-insensitively. Never raises for an entry: what cannot be listed is recorded."""
+OUTSIDE = "symlink out of the dataset folder: not followed"
+
+
+def scan_folder(root: Path, extensions: Iterable[str], bounds: WalkBounds | None = None) -> FolderScan:
+    """Walk ``root`` (hidden folders skipped; symlinked folders inside it followed, loops refused; symlinks out
+    of it never followed); extensions compare case-insensitively. Never raises for an entry: what cannot be listed
+    is recorded; a WalkLimitError (a DatasetError) past ``bounds`` (default: the context's,
+    :func:`repliscope.datasets.walk.current_bounds`) or when the walk is cancelled."""
     exts = {e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions}
     scan = FolderScan([], [], [])
+    budget = Walk(root, bounds)
 
     def walk(folder: Path, rel: PurePosixPath, ancestors: frozenset[str]) -> None:
+        budget.step(0, len(rel.parts))
         try:
             with os.scandir(folder) as it:
-                entries = list(it)
+                entries = []
+                for entry in it:  # counted as listed: a folder of millions stops at the bound, not after
+                    entries.append(entry)
+                    if len(entries) % 1000 == 0:
+                        budget.step(1000, len(rel.parts))
+                budget.step(len(entries) % 1000, len(rel.parts))
         except OSError as exc:
             scan.unreadable_folders.append(f"{_folder_name(rel)} ({os_reason(exc)})")
             return
-        for entry in entries:
+        for entry in sorted(entries, key=lambda e: e.name):
             sample_id = rel / entry.name
             try:
-                is_dir = entry.is_dir()  # follows symlinks; False for a dangling one
+                link = entry.is_symlink()
+            except OSError:
+                link = False
+            if link and budget.leaves(entry.path):
+                scan.unreadable_folders.append(f"{sample_id.as_posix()} ({OUTSIDE})")
+                continue
+            try:
+                is_dir = entry.is_dir()  # follows symlinks (inside the folder); False for a dangling one
             except OSError:
                 is_dir = False
             if not is_dir:
@@ -62,7 +85,7 @@ def scan_folder(root: Path, extensions: Iterable[str]) -> FolderScan:
                 else:
                     walk(Path(entry.path), sample_id, ancestors | {real})
 
-    walk(root, PurePosixPath(), frozenset({os.path.realpath(root)}))
+    walk(root, PurePosixPath(), frozenset({budget.root_real}))
     scan.images.sort()
     scan.ignored.sort()
     scan.unreadable_folders.sort()
@@ -118,7 +141,7 @@ def load_image_folder(
     check_labels(rule, ids, labels, root, allow_unlabelled)
 
     samples = [
-        Sample(id=i, label=label, read=partial(read_file, root / i), location=str(root / i))
+        Sample(id=i, label=label, read=partial(read_file, root / i, root), location=str(root / i))
         for i, label in zip(ids, labels, strict=True)
     ]
     if limit is not None:

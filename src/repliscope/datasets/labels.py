@@ -9,6 +9,7 @@ Rules are registered in ``LABEL_RULES`` under the word used in manifests (see ``
 from __future__ import annotations
 
 import csv
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -53,8 +54,16 @@ def filename_index(ids: Sequence[str], root: Path) -> Labels:
 
 
 def class_folders(root: Path) -> list[str]:
-    """Sorted names of the non-hidden immediate sub-folders of ``root`` (torchvision ImageFolder order)."""
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Sorted names of the non-hidden immediate sub-folders of ``root`` (torchvision ImageFolder order); a
+    symlink out of ``root`` is not one (the folder walk never follows it)."""
+    from repliscope.datasets.walk import inside
+
+    real_root = os.path.realpath(root)
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if not p.name.startswith(".") and p.is_dir() and (not p.is_symlink() or inside(os.path.realpath(p), real_root))
+    )
 
 
 def subfolders(ids: Sequence[str], root: Path, classes: Sequence[str] | None = None) -> Labels:

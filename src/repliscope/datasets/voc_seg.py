@@ -161,7 +161,7 @@ def load_voc_seg(
         Sample(
             id=f"{stem}.jpg",
             label=None,
-            read=partial(read_file, images_dir / f"{stem}.jpg"),
+            read=partial(read_file, images_dir / f"{stem}.jpg", root),
             location=str(images_dir / f"{stem}.jpg"),
             mask=VocMask(masks_dir / f"{stem}.png", categories),
         )

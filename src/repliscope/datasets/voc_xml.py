@@ -220,7 +220,7 @@ def load_voc_xml(
             Sample(
                 id=ann.file,
                 label=None,
-                read=partial(read_file, image_dir / ann.file),
+                read=partial(read_file, image_dir / ann.file, root),
                 location=str(image_dir / ann.file),
                 objects=boxes,
                 image_id=index + 1,

@@ -69,18 +69,20 @@ PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev", "/run")
 MAX_WALK_FILES = 200_000
 MAX_WALK_DEPTH = 12
 MAX_WALK_SECONDS = 10.0
+"""The walk bounds of a registration (:func:`register_bounded`): entries, levels below the folder, seconds."""
 
 
 def check_folder(spec: str) -> None:
     """A spec that names a folder (it has a ``/``, or starts with ``.`` or ``~``; for ``NAME:PATH`` with NAME a
     registered dataset loader, e.g. ``coco:/data/coco-val``, its PATH) must be absolute, not inside a
-    pseudo-filesystem (after resolving symlinks), and small enough to walk: at most :data:`MAX_WALK_FILES` entries,
-    :data:`MAX_WALK_DEPTH` levels, :data:`MAX_WALK_SECONDS` seconds; else a 422 naming the limit."""
+    pseudo-filesystem (after resolving symlinks), and small enough to walk within the walk bounds in force
+    (under :func:`register_bounded`: :data:`MAX_WALK_FILES` entries, :data:`MAX_WALK_DEPTH` levels,
+    :data:`MAX_WALK_SECONDS` seconds; this walk never follows a symlink); else a 422 naming the limit."""
     import os
-    import time
     from pathlib import Path
 
     from repliscope.datasets.base import DATASETS
+    from repliscope.datasets.walk import Walk, WalkLimitError
 
     loader, sep, where = spec.partition(":")
     if sep and loader in DATASETS and where:
@@ -106,45 +108,41 @@ def check_folder(spec: str) -> None:
             )
     if not folder.is_dir():
         return  # the registry says what is wrong with it
-    deadline = time.monotonic() + MAX_WALK_SECONDS
-    entries = 0
+    walk = Walk(folder)
     root_depth = len(folder.parts)
-    for here, dirs, files in os.walk(folder, followlinks=False):
-        entries += len(dirs) + len(files)
-        if len(Path(here).parts) - root_depth >= MAX_WALK_DEPTH and dirs:
-            raise ApiError(
-                422,
-                f"'{spec}' is deeper than {MAX_WALK_DEPTH} levels: not a dataset folder",
-                field="body.spec",
-                code="too_large",
-            )
-        if entries > MAX_WALK_FILES:
-            raise ApiError(
-                422, f"'{spec}' holds more than {MAX_WALK_FILES} files and folders", field="body.spec", code="too_large"
-            )
-        if time.monotonic() > deadline:
-            raise ApiError(
-                422, f"listing '{spec}' took longer than {MAX_WALK_SECONDS:g} s", field="body.spec", code="too_large"
-            )
+    try:
+        for here, dirs, files in os.walk(folder, followlinks=False):
+            walk.step(len(dirs) + len(files), len(Path(here).parts) - root_depth + (1 if dirs else 0))
+    except WalkLimitError as exc:
+        raise ApiError(422, f"'{spec}': {exc}", field="body.spec", code="too_large") from None
+
+
+def register_bounded(
+    store: Any, name: str, spec: str, description: str, created_by: str, declared_as: str | None
+) -> Any:
+    """:func:`check_folder`, then :func:`repliscope.store.service_tables.register_dataset`, every walk of the
+    folder (this check's and the dataset loader's) under the bounds :data:`MAX_WALK_FILES`,
+    :data:`MAX_WALK_DEPTH`, :data:`MAX_WALK_SECONDS` (a walk past them, or stopped because the server is stopping,
+    is a 422 naming the bound). Called in a worker thread (the API's sync route, the web form's threadpool call),
+    never on the event loop."""
+    from repliscope.datasets.walk import WalkBounds, bounded
+    from repliscope.store.service_tables import register_dataset
+
+    with bounded(WalkBounds(MAX_WALK_FILES, MAX_WALK_DEPTH, MAX_WALK_SECONDS)):
+        check_folder(spec)
+        return register_dataset(store, name, spec, description, created_by=created_by, declared_as=declared_as)
 
 
 @router.post("", status_code=201, response_model=DatasetOut)
 def register(request: Request, body: DatasetIn, principal: Annotated[Any, Depends(require("admin"))]) -> Any:
     """Register a dataset (admin); the spec is resolved now (a folder that does not load is refused). A folder
-    must be absolute, outside /proc, /sys, /dev and /run, and bounded (:func:`check_folder`). Runs in a worker
-    thread (a sync route), never on the event loop."""
-    from repliscope.store.service_tables import register_dataset
-
-    check_folder(body.spec)
+    must be absolute, outside /proc, /sys, /dev and /run, and bounded (:func:`register_bounded`); the folder's
+    symlinks out of it are never followed (listed as not followed). Runs in a worker thread (a sync route), never
+    on the event loop."""
     with store_errors():
         return _out(
-            register_dataset(
-                store_of(request),
-                body.name,
-                body.spec,
-                body.description,
-                created_by=principal.name,
-                declared_as=body.declared_as,
+            register_bounded(
+                store_of(request), body.name, body.spec, body.description, principal.name, body.declared_as
             )
         )
 

@@ -91,8 +91,8 @@ class FormError(Exception):
 def register_from_form(store: Any, principal: Any, form: dict[str, str]) -> str:
     """Register the form's dataset (admin; the API's checks: folder bounds, name, declaration) -> its name."""
     from repliscope.service.errors import ApiError
-    from repliscope.service.routers.datasets import check_folder
-    from repliscope.store.service_tables import ConflictError, InvalidInputError, register_dataset
+    from repliscope.service.routers.datasets import register_bounded
+    from repliscope.store.service_tables import ConflictError, InvalidInputError
 
     name, spec = form.get("name", "").strip(), form.get("spec", "").strip()
     declared_as = form.get("as", "").strip() or None
@@ -101,10 +101,7 @@ def register_from_form(store: Any, principal: Any, form: dict[str, str]) -> str:
     if len(spec) > 1000 or len(form.get("description", "")) > 2000:
         raise FormError(422, "spec", "the spec has at most 1000 characters, the description 2000")
     try:
-        check_folder(spec)
-        register_dataset(
-            store, name, spec, form.get("description", "").strip(), created_by=principal.name, declared_as=declared_as
-        )
+        register_bounded(store, name, spec, form.get("description", "").strip(), principal.name, declared_as)
     except ApiError as exc:
         raise FormError(exc.status, str(exc.field or "spec").removeprefix("body."), exc.message) from None
     except (InvalidInputError, ConflictError) as exc:
