@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -247,10 +248,22 @@ def manifest_import(
     """Translate a foreign model config (an MLModelScope manifest, a timm config.json) into a repliscope manifest
     that reproduces what that tool ran; what cannot be translated exactly is a warning (stable code) and a YAML
     comment. Every translation is checked with `manifest validate --offline`."""
-    from repliscope.importers.batch import coverage, import_folder, import_one
+    from repliscope.importers.batch import coverage, import_folder, import_one, make_importer
+    from repliscope.importers.reading import file_kind
 
     options = {"timm_version": timm_version, "test_size": test_size, "labels": labels}
     try:
+        make_importer(format_name, options)  # an unknown format or option is named before the file is looked at
+        try:  # stat, not open: never blocks on a FIFO
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            raise RepliscopeError(f"{path}: no such file or folder") from None
+        except OSError as exc:
+            raise RepliscopeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise RepliscopeError(
+                f"{path}: not a regular file ({file_kind(mode)}); give the foreign config file or a folder of them"
+            )
         if path.is_dir():
             if out_dir is None:
                 raise RepliscopeError(f"{path} is a folder: give --out-dir DIR for the translated manifests")

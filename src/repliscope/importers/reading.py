@@ -3,6 +3,8 @@
 An importer reads files written by others: the same bounds as for a manifest apply, and every breach is a
 :class:`ConfigImportError` with ``reason="limits"`` (exit 2), never a crash:
 
+- only a regular file is read: a FIFO, socket or device is refused from its ``fstat``, after an ``open`` with
+  ``O_NONBLOCK`` (opening a FIFO without it waits for a writer forever);
 - the file size (``manifest_bytes``), checked with ``fstat`` BEFORE reading (a 40 MB file is refused in
   microseconds);
 - nesting depth (``yaml_depth``), value count (``yaml_nodes``) and alias expansion, on the YAML event stream
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from repliscope.errors import ManifestError
 from repliscope.importers.base import ConfigImportError
-from repliscope.limits import MAX_PIXELS
+from repliscope.limits import MANIFEST_BYTES, MAX_PIXELS
 
 _LIMIT_WORDS = ("more than", "nested", "out of range", "not a finite number", "limit")
 """Words of the loader's limit errors (as opposed to syntax errors, which the importer words itself)."""
@@ -30,14 +34,58 @@ def _is_limit(exc: ManifestError) -> bool:
     return any(word in str(exc) for word in _LIMIT_WORDS)
 
 
-def read_text(path: Path) -> str:
-    """The file as UTF-8 text, refused past the manifest size limit before it is read."""
-    from repliscope.manifest.limits import read_limited
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` that is not a regular file is, in words (for "not a regular file (a FIFO)")."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((word for test, word in kinds if test(mode)), "not a file")
 
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file, refused past the manifest size limit before it is read; anything else (a FIFO,
+    a socket, a device) is refused without blocking: opened with ``O_NONBLOCK``, checked with ``fstat``."""
+    limit = MANIFEST_BYTES.value
     try:
-        raw = read_limited(path)
-    except ManifestError as exc:
-        raise ConfigImportError(str(exc), "limits" if _is_limit(exc) else "invalid") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise ConfigImportError(f"{path}: no such file") from None
+    except OSError as exc:  # a FIFO opens at once with O_NONBLOCK; ENXIO is a socket, EACCES a mode
+        raise ConfigImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigImportError(
+                f"{path}: not a regular file ({file_kind(info.st_mode)}); give the foreign config file itself"
+            )
+        if info.st_size > limit:
+            raise ConfigImportError(
+                f"{path}: the file is {info.st_size:,} bytes, more than the {limit:,}-byte limit "
+                f"({MANIFEST_BYTES.name}); refused before reading it",
+                "limits",
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read(limit + 1)
+    except OSError as exc:
+        raise ConfigImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        raise ConfigImportError(
+            f"{path}: the file has more than the {limit:,}-byte limit ({MANIFEST_BYTES.name})", "limits"
+        )
+    return raw
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text: a regular file (:func:`read_bytes`), refused past the manifest size limit before it
+    is read."""
+    raw = read_bytes(path)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
