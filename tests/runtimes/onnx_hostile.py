@@ -43,3 +43,20 @@ def classifier_with_external_weights(
                 entry.value = str(classes * 4)
         path.write_bytes(proto.SerializeToString())
     return path
+
+
+def with_external_entries(path: Path, entries: list[tuple[str, str]], data_location: int | None = None) -> Path:
+    """Rewrite the external_data entries of the first initializer of the model at ``path`` (and its
+    data_location when given); returns ``path``."""
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    tensor = proto.graph.initializer[0]
+    del tensor.external_data[:]
+    for key, value in entries:
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    if data_location is not None:
+        tensor.data_location = data_location
+    path.write_bytes(proto.SerializeToString())
+    return path

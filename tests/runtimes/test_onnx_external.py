@@ -17,7 +17,7 @@ from repliscope.errors import ChecksumError, SourceError
 from repliscope.manifest.sources import resolve_source
 from repliscope.runtimes import ModelArtifact, create_runner
 from repliscope.runtimes.onnx_external import check_external_data, source_sha256
-from tests.runtimes.onnx_hostile import classifier_with_external_weights
+from tests.runtimes.onnx_hostile import classifier_with_external_weights, with_external_entries
 
 PASSWD = "../../../../../../../../etc/passwd"
 
@@ -172,3 +172,47 @@ def test_a_file_that_is_not_onnx_keeps_the_runtime_error_and_the_plain_hash(tmp_
     runner = create_runner("onnxruntime", _artifact(junk), threads=1, cache_dir=tmp_path / "cache")
     with pytest.raises(ModelLoadError, match="onnxruntime cannot load"):
         runner.infer_outputs(np.zeros((1, 64), np.float32))
+
+
+# Issue 32 item 3 / issue 38 item 1: two ``location`` entries, the first /etc/passwd (OpenCV read it), the last the
+# model itself (the guard checked it). Every entry is checked as the runtimes read it.
+DUPLICATE = [("location", PASSWD), ("location", "model.onnx"), ("offset", "0"), ("length", "256")]
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "opencv_dnn"])
+def test_runtimes_refuse_a_duplicate_location(tmp_path: Path, runtime: str) -> None:
+    model = with_external_entries(classifier_with_external_weights(_folder(tmp_path)), DUPLICATE)
+    runner = create_runner(runtime, _artifact(model), threads=1, cache_dir=tmp_path / "cache")
+    with pytest.raises(SourceError) as ei:
+        runner.infer_outputs(np.zeros((1, 64), np.float32))
+    assert (
+        f"ONNX model {model}: tensor 'W' external_data has the key 'location' twice ('{PASSWD}' and 'model.onnx')"
+        in (str(ei.value))
+    )
+
+
+def test_the_set_hash_refuses_a_duplicate_location(tmp_path: Path) -> None:
+    model = with_external_entries(classifier_with_external_weights(_folder(tmp_path)), DUPLICATE)
+    with pytest.raises(SourceError, match="has the key 'location' twice"):
+        source_sha256(model)
+    with pytest.raises(SourceError, match="has the key 'location' twice"):
+        resolve_source(str(model), base_dir=tmp_path, sha256="0" * 64, cache_dir=tmp_path, format="onnx")
+
+
+@pytest.mark.parametrize(
+    ("entries", "data_location", "why"),
+    [
+        ([("location", "weights.bin"), ("offset", "0"), ("offset", "4")], None, "has the key 'offset' twice"),
+        ([("location", "weights.bin"), ("basepath", "/etc")], None, "has the key 'basepath', not one of location"),
+        ([("location", "weights.bin"), ("offset", "-8")], None, "has offset '-8', not a non-negative integer"),
+        ([("location", "weights.bin"), ("length", "0x10")], None, "has length '0x10', not a non-negative integer"),
+        ([("location", PASSWD)], 0, "entries on a tensor whose data_location is not EXTERNAL"),
+    ],
+)
+def test_entries_the_guard_does_not_check_are_refused(
+    tmp_path: Path, entries: list[tuple[str, str]], data_location: int | None, why: str
+) -> None:
+    model = with_external_entries(classifier_with_external_weights(_folder(tmp_path)), entries, data_location)
+    with pytest.raises(SourceError) as ei:
+        check_external_data(model)
+    assert f"tensor 'W' external_data {why}" in str(ei.value)

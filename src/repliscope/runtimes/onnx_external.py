@@ -9,6 +9,12 @@ that is a regular file once symlinks are resolved, still inside the folder. Refu
 location: an absolute path (``/x``, ``\\x``, ``C:x``), a ``..`` component, a symlink (at any level) leading out
 of the folder, a missing file, a non-regular file.
 
+The entries themselves are checked the way every runtime reads them: a key given twice is refused (onnxruntime
+reads the last of two ``location`` entries, OpenCV the first: with a duplicate the guard would check one file and a
+runtime read another), as are keys outside the specification's (``location``, ``offset``, ``length``,
+``checksum``), an ``offset`` / ``length`` that is not a plain non-negative integer, and entries on a tensor not
+marked EXTERNAL. So the one location a tensor has is the one checked and the one read.
+
 The checksum: :func:`source_sha256` is what ``source.sha256`` must equal for an ONNX source. Without external
 data it is the sha256 of the model file (as for every format). With external data it is the sha256 of the text
 ``"<sha256 of the model file>  <model file name>\\n"`` followed by one line ``"<sha256>  <location>\\n"`` per
@@ -80,16 +86,56 @@ def _all_tensors(model: Any) -> Iterator[tuple[str, Any]]:
     for function in model.functions:
         for node in function.node:
             yield from _node_tensors(node, f"{function.name}/{node.name or node.op_type}")
+        for attr in function.attribute_proto:  # attribute defaults
+            yield from _node_tensors(_Attrs([attr]), f"{function.name}/")
+    for i, info in enumerate(model.training_info):
+        yield from _tensors(info.initialization, f"training_info[{i}].initialization/")
+        yield from _tensors(info.algorithm, f"training_info[{i}].algorithm/")
 
 
-def _locations(model: Any) -> Iterator[tuple[str, str]]:
-    """(tensor name, location) of every tensor stored externally."""
+@dataclass(frozen=True)
+class _Attrs:
+    """A node-like holder of attributes (a function's attribute defaults)."""
+
+    attribute: list[Any]
+
+
+EXTERNAL_KEYS = ("location", "offset", "length", "checksum")
+"""The ``external_data`` keys of the ONNX specification; any other key is refused."""
+
+
+def _entries(model_path: Path, model: Any) -> Iterator[tuple[str, str]]:
+    """(tensor name, location) of every tensor stored externally, after checking its ``external_data`` entries
+    the way every runtime reads them: each key at most once (onnxruntime reads the last of two ``location``
+    entries, OpenCV the first: a duplicate is refused, so the location checked is the one read), only the keys of
+    the specification, ``offset`` / ``length`` plain non-negative integers, and entries only on a tensor marked
+    EXTERNAL (and EXTERNAL only with entries)."""
     import onnx
 
     for name, tensor in _all_tensors(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        external = tensor.data_location == onnx.TensorProto.EXTERNAL
+        if not external and not len(tensor.external_data):
             continue
-        entries = {e.key: e.value for e in tensor.external_data}
+
+        def refuse(why: str, tensor_name: str = name) -> SourceError:
+            return SourceError(
+                f"ONNX model {model_path}: tensor '{tensor_name}' external_data {why}; refused (each of "
+                f"{', '.join(EXTERNAL_KEYS)} at most once, on a tensor whose data_location is EXTERNAL)"
+            )
+
+        if not external:
+            raise refuse("entries on a tensor whose data_location is not EXTERNAL")
+        entries: dict[str, str] = {}
+        for entry in tensor.external_data:
+            if entry.key in entries:
+                raise refuse(f"has the key '{entry.key}' twice ('{entries[entry.key]}' and '{entry.value}')")
+            if entry.key not in EXTERNAL_KEYS:
+                raise refuse(f"has the key '{entry.key}', not one of {', '.join(EXTERNAL_KEYS)}")
+            entries[entry.key] = entry.value
+        for key in ("offset", "length"):
+            value = entries.get(key)
+            if value is not None and not (value.isascii() and value.isdigit()):
+                raise refuse(f"has {key} '{value}', not a non-negative integer")
         yield name, entries.get("location", "")
 
 
@@ -149,7 +195,7 @@ def external_data_files(model_path: str | Path) -> list[ExternalData]:
     except (DecodeError, ValueError, OSError) as exc:
         raise NotOnnxError(f"{path} is not a readable ONNX model: {type(exc).__name__}: {exc}") from exc
     found: dict[str, ExternalData] = {}
-    for tensor, location in _locations(model):
+    for tensor, location in _entries(path, model):
         if location not in found:
             found[location] = ExternalData(tensor, location, check_location(path, tensor, location))
     return [found[k] for k in sorted(found)]
