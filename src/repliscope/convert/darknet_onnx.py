@@ -227,9 +227,51 @@ def convert(
     }
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` beside ``path`` then rename it into place (a reader sees the old file or the new one)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _cache_hit(path: Path, info_path: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """The recorded conversion info when the cached model is the conversion of ``inputs`` (the weights and cfg
+    hashes the CURRENT manifest declares, converter, opset, size) and its sha256 is the one recorded; None
+    otherwise (the model is converted again)."""
+    if not (path.is_file() and info_path.is_file()):
+        return None
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("inputs") != inputs or not isinstance(info.get("onnx_sha256"), str):
+        return None
+    if _file_sha256(path) != info["onnx_sha256"]:
+        return None
+    return info
+
+
 def convert_cached(artifact: Any, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The ONNX conversion of a ``darknet`` artifact at its input size (the manifest's, or a pitfall's other
-    size), cached by the sha256 of weights + cfg + converter version + that size."""
+    size), cached by the sha256 of weights + cfg + converter version + that size.
+
+    The sidecar ``model.json`` records the conversion's inputs (the weights' and cfg's sha256 as the manifest
+    declares them, converter version, opset, size) and the converted model's sha256; it is written (atomically)
+    after the model, and a cache hit is used only when its inputs are the current artifact's and the model's sha256
+    is the recorded one. Anything else is converted again."""
     if artifact.config_path is None:
         raise ValueError("a darknet artifact needs its .cfg (source.config)")
     size = artifact_size(artifact)
@@ -239,12 +281,20 @@ def convert_cached(artifact: Any, cache_dir: Path) -> tuple[Path, dict[str, Any]
     key = hashlib.sha256(json.dumps(parts).encode())
     path = Path(cache_dir) / "darknet-onnx" / key.hexdigest()[:32] / "model.onnx"
     info_path = path.with_suffix(".json")
-    if path.is_file() and info_path.is_file():
-        info = json.loads(info_path.read_text())
+    inputs = {
+        "weights_sha256": artifact.sha256,
+        "config_sha256": artifact.config_sha256,
+        "converter_version": CONVERTER_VERSION,
+        "opset": OPSET,
+        "size": list(size) if size is not None else None,
+    }
+    info = _cache_hit(path, info_path, inputs)
+    if info is not None:
         info["cached"] = True
         return path, info
     info = convert(artifact.config_path, artifact.path, path, size=size)
-    info_path.write_text(json.dumps(info))
+    info.update(inputs=inputs, onnx_sha256=_file_sha256(path))
+    _write_atomic(info_path, json.dumps(info))
     info["cached"] = False
     return path, info
 
