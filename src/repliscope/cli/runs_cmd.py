@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import sys
 from collections.abc import Sequence
 from datetime import UTC
@@ -243,28 +244,33 @@ def runs_import(
     error naming it."""
     from pydantic import ValidationError
 
-    from repliscope.evaluation.record import EvaluationRecord
+    from repliscope.evaluation.record import EvaluationRecord, ImportedRecord
     from repliscope.limits import MANIFEST_BYTES
     from repliscope.store.repository import RunStore
 
     stored = []
     try:
-        records = []
+        records: list[EvaluationRecord] = []
         for file in files:
             try:
-                size = file.stat().st_size
-                if size > 64 * MANIFEST_BYTES.value:
+                info = file.stat()  # stat, not open: a FIFO is refused without waiting for a writer
+                if not stat.S_ISREG(info.st_mode):
+                    raise RepliscopeError(f"{file}: not a regular file")
+                if info.st_size > 64 * MANIFEST_BYTES.value:
                     raise RepliscopeError(
-                        f"{file}: {size:,} bytes is more than a record file may have ({64 * MANIFEST_BYTES.value:,})"
+                        f"{file}: {info.st_size:,} bytes is more than a record file may have "
+                        f"({64 * MANIFEST_BYTES.value:,})"
                     )
-                records.append(EvaluationRecord.model_validate_json(file.read_bytes()))
+                imported = ImportedRecord.model_validate_json(file.read_bytes())
+                records.append(EvaluationRecord.model_validate(imported.model_dump()))
             except OSError as exc:
                 raise RepliscopeError(f"{file}: cannot read: {exc.strerror or exc}") from None
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise RepliscopeError(
-                    f"{file}: not an evaluation record ({where}: {first['msg']}; {exc.error_count()} problem(s))"
+                    f"{file}: not an evaluation record ({where + ': ' if where else ''}{first['msg']}; "
+                    f"{exc.error_count()} problem(s)); nothing was stored"
                 ) from None
         store = RunStore(db)
         for file, record in zip(files, records, strict=True):

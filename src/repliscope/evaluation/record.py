@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
 
 class _Model(BaseModel):
@@ -201,3 +202,88 @@ def result_hash(samples: list[SamplePrediction], prob_decimals: int = 6) -> str:
         h.update(json.dumps(payload, separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()
+
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+"""The run ids a record file may carry: letters, digits, ``_`` and ``-``, 1 to 64 characters, starting with a
+letter or digit (``evaluate`` makes 32 hex digits). No ``/``, ``.`` or ``..``: the id names files
+(``unsaved-runs/<run_id>.json``) and URLs."""
+
+
+def _non_finite(value: Any, at: str) -> str | None:
+    """The path of the first NaN or infinity in plain data (dicts, lists, scalars), else None."""
+    stack: list[tuple[Any, str]] = [(value, at)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+class ImportedRecord(EvaluationRecord):
+    """An :class:`EvaluationRecord` read from a file (``runs import``): someone else may have written it, so it is
+    checked like a manifest before it is stored: a run id of the id alphabet (:data:`RUN_ID_PATTERN`), every
+    number finite (a NaN made the run's API pages answer 500), counts, metric sizes and timings non-negative, each
+    proportion metric equal to ``successes / n`` inside its interval, a classification record's metrics equal to
+    the ones its samples give, and ``result_hash`` equal to the hash of its samples (a record whose samples were
+    edited keeps a stale hash). The hash is a checksum, not a signature: a record rebuilt consistently by hand
+    passes; it is stored as what it is, an imported run."""
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    counts: dict[str, NonNegativeInt]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ImportedRecord:
+        where = _non_finite(self.model_dump(mode="python", exclude={"created_at"}), "record")
+        if where is not None:
+            raise ValueError(f"{where} is not a finite number (NaN and infinity are refused)")
+        t = self.timings
+        negative = [
+            name
+            for name, v in (
+                ("total_seconds", t.total_seconds),
+                ("inference_seconds", t.inference_seconds),
+                ("throughput_samples_per_second", t.throughput_samples_per_second),
+                ("load_seconds", t.load_seconds),
+                ("warmup_seconds", t.warmup_seconds),
+                ("loop_seconds", t.loop_seconds or 0.0),
+                ("batch_latencies_seconds", min(t.batch_latencies_seconds, default=0.0)),
+            )
+            if v < 0
+        ]
+        if negative:
+            raise ValueError(f"timings.{negative[0]} is negative")
+        for i, m in enumerate(self.metrics):
+            at = f"metrics[{i}] ({m.name})"
+            if m.n < 0 or (m.successes is not None and not 0 <= m.successes <= m.n):
+                raise ValueError(f"{at}: n {m.n} and successes {m.successes} must satisfy 0 <= successes <= n")
+            # a Wilson bound of 0 successes comes out as 1e-17: rounding, not a forged interval
+            if not m.ci_low - 1e-9 <= m.value <= m.ci_high + 1e-9 or not 0 < m.confidence < 1:
+                raise ValueError(
+                    f"{at}: value {m.value} must lie in its interval [{m.ci_low}, {m.ci_high}] at a confidence "
+                    f"in (0, 1) (got {m.confidence})"
+                )
+            if m.successes is not None and m.n and not math.isclose(m.value, m.successes / m.n, abs_tol=1e-12):
+                raise ValueError(f"{at}: value {m.value} is not successes / n = {m.successes} / {m.n}")
+        actual = result_hash(self.samples)
+        if actual != self.result_hash:
+            raise ValueError(
+                f"result_hash {self.result_hash[:16]}... is not the hash of the record's samples ({actual[:16]}...): "
+                "the samples were changed after the run"
+            )
+        if self.task == "image_classification" and self.samples:
+            from repliscope.metrics.classification import compute_metrics
+
+            expected = {m.name: m for m in compute_metrics(self.samples)}
+            for m in self.metrics:
+                want = expected.get(m.name)
+                if want is not None and (m.n, m.successes, m.value) != (want.n, want.successes, want.value):
+                    raise ValueError(
+                        f"metric {m.name}: {m.value} ({m.successes} of {m.n}) differs from its samples' "
+                        f"{want.value} ({want.successes} of {want.n})"
+                    )
+        return self

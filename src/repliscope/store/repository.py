@@ -251,6 +251,10 @@ def unsaved_folders(url: str) -> list[Path]:
 def keep_unsaved(record: EvaluationRecord, url: str) -> tuple[Path | None, list[str]]:
     """Write ``record`` as JSON into the first of :func:`unsaved_folders` that takes it (written whole, then
     renamed: never a partial file): (that file, []) or (None, the error of every folder)."""
+    from repliscope.evaluation.record import RUN_ID_PATTERN
+
+    if not re.fullmatch(RUN_ID_PATTERN, record.run_id):  # the id names the file: never a path out of the folder
+        return None, [f"run id {record.run_id!r} is not of the id alphabet ({RUN_ID_PATTERN}): not kept as a file"]
     text = record.model_dump_json()
     problems = []
     for folder in unsaved_folders(url):
