@@ -4,8 +4,6 @@ report (the CLI's ``repliscope report``)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -256,12 +254,6 @@ def export_row(summary: Any) -> dict[str, Any]:
     return {k: row.get(k) for k in EXPORT_COLUMNS}
 
 
-def _csv_line(values: list[Any]) -> str:
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(["" if v is None else v for v in values])
-    return buf.getvalue()
-
-
 def _attachment(name: str) -> dict[str, str]:
     return {"Content-Disposition": f'attachment; filename="{name}"'}
 
@@ -280,7 +272,8 @@ def export_runs(
 ) -> Any:
     """Every run matching the filters of ``GET /runs`` (the runs page's query), sorted, at most ``limit``: CSV with
     a header row of :data:`EXPORT_COLUMNS`, or a JSON array of objects with those keys; streamed 500 runs at a
-    time."""
+    time. CSV text cells are quoted and one starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+    gets a leading ``'`` (no formula runs in a spreadsheet); numbers are written bare."""
     _refuse_unknown(request, (_QUERY_PARAMS - {"page", "page_size"}) | {"format", "limit"})
     store = store_of(request)
     with store_errors():
@@ -306,13 +299,13 @@ def export_runs(
 
 
 def _csv_chunks(columns: tuple[str, ...], batches: Iterator[list[dict[str, Any]]]) -> Iterator[str]:
-    """The header row, then one chunk of CSV lines per batch (one thread hop per batch, not per row)."""
-    yield _csv_line(list(columns))
+    """The header row, then one chunk of CSV lines per batch (one thread hop per batch, not per row); every cell
+    through :func:`repliscope.report.csv_safe.csv_lines` (no text a spreadsheet reads as a formula)."""
+    from repliscope.report.csv_safe import csv_lines
+
+    yield csv_lines([columns])
     for rows in batches:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerows([["" if row[c] is None else row[c] for c in columns] for row in rows])
-        yield buf.getvalue()
+        yield csv_lines([row[c] for c in columns] for row in rows)
 
 
 def _json_chunks(batches: Iterator[list[Any]]) -> Iterator[str]:
@@ -447,7 +440,8 @@ def export_samples(
     format: ExportFormat = "csv",
 ) -> Any:
     """Every per-sample prediction of the run, in the record's order: CSV of :data:`SAMPLE_COLUMNS`, or a JSON
-    array of the samples as the record stores them (segmentation masks included); streamed."""
+    array of the samples as the record stores them (segmentation masks included); streamed. CSV text cells are
+    escaped as in ``GET /runs/export`` (a sample id ``=HYPERLINK(...)`` comes out as ``'=HYPERLINK(...)``)."""
     _refuse_unknown(request, frozenset({"format"}))
     record = get_record(store_of(request), run_id)
     headers = _attachment(f"samples-{record.run_id[:12]}.{format}")
