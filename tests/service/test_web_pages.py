@@ -200,13 +200,13 @@ def test_runs_page_filters_sorts_and_pages(web: dict[str, Any]) -> None:
     paged = client.get("/runs?page_size=25&page=2").text
     assert "page 2 of 1" in paged and parse(paged).tables["runs-table"].rows == [["No run matches."]]
     bad = client.get("/runs?page=0&sort=fastest&created_from=21.11.2026")
-    assert bad.status_code == 400
+    assert bad.status_code == 422
     text = unescape(bad.text)
     assert "sort must be one of created_at, -created_at, top1, -top1," in text and "not 'fastest'" in text
-    assert "page must be a whole number from 1, not '0'" in text
+    assert "page must be a whole number from 1 to 1,000,000, not '0'" in text
     assert "created_from must be a date YYYY-MM-DD, not '21.11.2026'" in text
     verdict = client.get("/runs?verdict=maybe")
-    assert verdict.status_code == 400 and "verdict: verdict 'maybe' is not a verdict" in unescape(verdict.text)
+    assert verdict.status_code == 422 and "verdict: verdict 'maybe' is not a verdict" in unescape(verdict.text)
 
 
 def test_run_page_shows_the_verdict_charts_metrics_and_provenance(web: dict[str, Any]) -> None:

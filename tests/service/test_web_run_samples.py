@@ -62,8 +62,8 @@ def test_every_misclassified_sample_is_reachable_page_by_page(big: TestClient) -
     assert "140 samples in the record&#39;s order; page 3 of 3" in every
     assert len(parse(every).tables["samples-table"].rows) == 40
     assert_accessible(first.text)
-    assert big.get(f"/runs/{BIG}?show=boxes").status_code == 400
-    assert big.get(f"/runs/{BIG}?samples_page=0").status_code == 400
+    assert big.get(f"/runs/{BIG}?show=boxes").status_code == 422
+    assert big.get(f"/runs/{BIG}?samples_page=0").status_code == 422
     past = big.get(f"/runs/{BIG}?samples_page=9")
     assert past.status_code == 200 and "samples-table" not in past.text
 

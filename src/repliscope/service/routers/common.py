@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -15,6 +16,11 @@ from repliscope.service.errors import ApiError
 
 if TYPE_CHECKING:
     from repliscope.service.executor import JobExecutor
+
+
+MAX_PAGE = 1_000_000
+"""The highest page number any route takes (the API's ``page``, the web pages' ``page`` and ``samples_page``):
+past it a 422 naming the parameter, never an offset the database cannot hold (``page=2**62`` was a 500)."""
 
 
 def store_of(request: Request) -> Any:
@@ -74,3 +80,26 @@ def utc_bound(value: datetime | None, field: str) -> datetime | None:
             field=field,
             code="invalid",
         ) from None
+
+
+DATE_RULE = (
+    "an ISO 8601 date (YYYY-MM-DD: midnight UTC) or date and time (YYYY-MM-DDTHH:MM[:SS[.ffffff]] with Z or "
+    "+HH:MM, UTC without one); numbers such as Unix timestamps are refused"
+)
+"""The one rule of the API's date filters (``created_from``, ``created_to``), shown in their descriptions."""
+_ISO_8601 = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})?)?")
+
+
+def iso_datetime(value: str | None, field: str) -> datetime | None:
+    """A date filter of :data:`DATE_RULE` in UTC; a 422 naming ``field`` and the rule for anything else. A number
+    is never a timestamp: ``253402300800`` (read as milliseconds) and ``20000000000`` (read as seconds) were read
+    two ways by pydantic's datetime parsing; both are refused."""
+    if value is None:
+        return None
+    if not _ISO_8601.fullmatch(value):
+        raise ApiError(422, f"{value[:60]!r} is not a date: the filter takes {DATE_RULE}", field=field, code="invalid")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ApiError(422, f"{value!r} is not a date ({exc}): the filter takes {DATE_RULE}", field=field) from None
+    return utc_bound(parsed, field)

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import UtcDatetime, store_errors, store_of
+from repliscope.service.routers.common import MAX_PAGE, UtcDatetime, store_errors, store_of
 
 router = APIRouter(prefix="/diffs", tags=["diffs"], responses=ERROR_RESPONSES)
 
@@ -48,7 +48,7 @@ def list_diffs(
     _: Annotated[Any, Depends(require("viewer"))],
     kind: Kind | None = None,
     model: Annotated[str | None, Query(max_length=300, description="manifest name (exact)")] = None,
-    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> Any:
     """Stored diffs, newest first, one page."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
-from repliscope.service.routers.common import UtcDatetime, store_errors, store_of, utc_bound
+from repliscope.service.routers.common import DATE_RULE, MAX_PAGE, UtcDatetime, iso_datetime, store_errors, store_of
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -141,8 +141,12 @@ async def run_filters(
     hardware: Annotated[str | None, Query(max_length=300, description="the recorded CPU model (exact)")] = None,
     kind: Annotated[str | None, Query(max_length=50)] = None,
     verdict: Verdict | None = None,
-    created_from: datetime | None = None,
-    created_to: datetime | None = None,
+    created_from: Annotated[
+        str | None, Query(max_length=40, description=f"runs created at or after this instant: {DATE_RULE}")
+    ] = None,
+    created_to: Annotated[
+        str | None, Query(max_length=40, description=f"runs created before this instant: {DATE_RULE}")
+    ] = None,
     sweep_id: Annotated[
         str | None,
         Query(max_length=100, description="a sweep id or a unique prefix of it (the pages show 12 characters)"),
@@ -164,8 +168,8 @@ async def run_filters(
         hardware=hardware,
         kind=kind,
         verdict=verdict,
-        created_from=utc_bound(created_from, "query.created_from"),
-        created_to=utc_bound(created_to, "query.created_to"),
+        created_from=iso_datetime(created_from, "query.created_from"),
+        created_to=iso_datetime(created_to, "query.created_to"),
         sweep_id=sweep_id,
     )
 
@@ -176,7 +180,7 @@ async def query_runs(
     _: Annotated[Any, Depends(require("viewer"))],
     filters: Annotated[Any, Depends(run_filters)],
     sort: Sort = "-created_at",
-    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> Any:
     """Stored runs matching every given filter, one page, sorted (``-`` = descending; ties by run id)."""
@@ -382,7 +386,7 @@ def get_samples(
     request: Request,
     run_id: str,
     _: Annotated[Any, Depends(require("viewer"))],
-    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
 ) -> Any:
     """The run's per-sample predictions, one page (in the record's order)."""

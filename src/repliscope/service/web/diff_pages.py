@@ -22,13 +22,17 @@ FIRST_FLIPS = 200
 
 
 @router.get("/diffs", response_class=HTMLResponse)
-def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: int = 1) -> Response:
+def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: str = "1") -> Response:
+    """The stored diffs, newest first, :data:`PAGE_SIZE` a page; ``page`` from 1 to ``MAX_PAGE`` (else 422)."""
+    from repliscope.service.web.routes import page_number_problem
     from repliscope.store.diffs import DIFF_KINDS, list_diffs
 
     if kind and kind not in DIFF_KINDS:
         return _error(principal, 400, f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
-    page = max(1, min(page, 1_000_000))
-    rows, total = list_diffs(_store(request), kind=kind or None, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    if (problem := page_number_problem(page, "page")) is not None:
+        return _error(principal, 422, problem)
+    number = int(page)
+    rows, total = list_diffs(_store(request), kind=kind or None, limit=PAGE_SIZE, offset=(number - 1) * PAGE_SIZE)
     return _page(
         principal,
         "diffs.html",
@@ -37,7 +41,7 @@ def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: int 
         total=total,
         kind=kind,
         kinds=DIFF_KINDS,
-        page=page,
+        page=number,
         pages=max(1, -(-total // PAGE_SIZE)),
     )
 

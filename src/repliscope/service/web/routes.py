@@ -7,13 +7,14 @@ Bearer header), checked by :func:`repliscope.service.auth.principal_of`; without
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 from functools import cache, partial
 from importlib.resources import files
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from repliscope.errors import RepliscopeError, StoreError
@@ -27,6 +28,8 @@ router = APIRouter(include_in_schema=False)
 STATIC = {"style.css": "text/css; charset=utf-8", "job.js": "text/javascript; charset=utf-8"}
 PAGE_SIZES = (25, 50, 100)
 COOKIE_MAX_AGE = 8 * 3600
+MAX_POSITION = 2**31 - 1
+"""The largest sample position a thumbnail URL takes (a 422 past it)."""
 DATE_FILTERS = ("created_from", "created_to")
 """The runs page's date range (UTC days, both inclusive)."""
 
@@ -123,6 +126,19 @@ def _error(principal: Any, status_code: int, message: str) -> Response:
 
 def _store(request: Request) -> Any:
     return request.app.state.store
+
+
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,7}")
+
+
+def page_number_problem(value: str, field: str) -> str | None:
+    """Why ``value`` is not a page number (ASCII digits, 1 to :data:`~repliscope.service.routers.common.MAX_PAGE`),
+    or None when it is one."""
+    from repliscope.service.routers.common import MAX_PAGE
+
+    if _WHOLE_NUMBER.fullmatch(value) and 1 <= int(value) <= MAX_PAGE:
+        return None
+    return f"{field} must be a whole number from 1 to {MAX_PAGE:,}, not '{value[:40]}'"
 
 
 # --- static assets ------------------------------------------------------------------------------------------
@@ -295,8 +311,8 @@ def runs_page(
     problems: list[str] = []
     if sort not in SORTS:
         problems.append(f"sort must be one of {', '.join(SORTS)}, not '{sort}'")
-    if not page.isdigit() or int(page) < 1:
-        problems.append(f"page must be a whole number from 1, not '{page}'")
+    if (problem := page_number_problem(page, "page")) is not None:
+        problems.append(problem)
     if page_size not in {str(n) for n in PAGE_SIZES}:
         problems.append(f"page_size must be one of {', '.join(map(str, PAGE_SIZES))}, not '{page_size}'")
     if len(filters.get("search", "")) > MAX_SEARCH_CHARS:
@@ -304,7 +320,7 @@ def runs_page(
     created_from = _date(filters.get("created_from", ""), "created_from", problems)
     created_to = _date(filters.get("created_to", ""), "created_to", problems)
     if problems:
-        return _error(principal, 400, "; ".join(problems))
+        return _error(principal, 422, "; ".join(problems))
     if created_to is not None and created_to.date() == date.max:
         created_to_end = None  # through the last day there is: no upper bound (the day after does not exist)
     else:
@@ -327,7 +343,7 @@ def runs_page(
     try:
         lines, total = views.run_lines(store, query, sort, number, size)
     except InvalidInputError as exc:
-        return _error(principal, 400, f"{exc.field}: {exc}" if exc.field else str(exc))
+        return _error(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
     pages = max(1, -(-total // size))
     base = {**filters, "sort": sort, "page_size": str(size)}
     link = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items())
@@ -359,8 +375,8 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
     from repliscope.service.web import samples
 
     store = _store(request)
-    if not samples_page.isdigit() or not 1 <= int(samples_page) <= 1_000_000:
-        return _error(principal, 400, f"samples_page must be a whole number from 1, not '{samples_page[:40]}'")
+    if (problem := page_number_problem(samples_page, "samples_page")) is not None:
+        return _error(principal, 422, problem)
     try:
         page = views.run_page(store, run_id)
     except StoreError as run_error:
@@ -375,7 +391,7 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
         return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
     shows = samples.shows_of(page.record.task)
     if show and show not in shows:
-        return _error(principal, 400, f"show must be one of {', '.join(shows)}, not '{show[:40]}'")
+        return _error(principal, 422, f"show must be one of {', '.join(shows)}, not '{show[:40]}'")
     panel = samples.samples_panel(
         page.record, show or shows[0], int(samples_page), samples.images_of(store, page.record)
     )
@@ -402,7 +418,9 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
 
 
 @router.get("/runs/{run_id}/samples/{position}/thumbnail.png")
-def sample_thumbnail(request: Request, run_id: str, position: int, principal: SignedIn) -> Response:
+def sample_thumbnail(
+    request: Request, run_id: str, position: Annotated[int, Path(ge=0, le=MAX_POSITION)], principal: SignedIn
+) -> Response:
     """A sample's thumbnail (detection: with its boxes); 404 when the run's dataset does not re-load here."""
     from repliscope.service.web import samples
 
