@@ -35,7 +35,14 @@ def list_agents(request: Request) -> list[AgentInfo]:
 
 
 @router.get("", response_model=list[AgentInfo])
-def get_agents(request: Request, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+def get_agents(request: Request, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The agents with their capabilities (runtimes and exact versions, stack, CPU, cores, memory), liveness,
-    executing tasks and when each was last seen."""
-    return list_agents(request)
+    executing tasks and when each was last seen. Below the role admin, server paths (a stack's environment, the
+    interpreter) read relative to named roots (``<python prefix>/...``) or as ``…/<last two parts>``."""
+    from repliscope.service.redaction import hide_paths_in, request_roots
+
+    agents = list_agents(request)
+    roots = request_roots(request, principal)
+    if roots is None:
+        return agents
+    return [hide_paths_in(a.model_dump(mode="json"), roots) for a in agents]

@@ -45,7 +45,7 @@ class DiffPage(BaseModel):
 @router.get("", response_model=DiffPage)
 def list_diffs(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     kind: Kind | None = None,
     model: Annotated[str | None, Query(max_length=300, description="manifest name (exact)")] = None,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
@@ -65,19 +65,25 @@ def list_diffs(
         rows, total = query(
             store_of(request), kind=kind, manifest_name=model, limit=page_size, offset=(page - 1) * page_size
         )
-    return {"items": [r.model_dump() for r in rows], "total": total, "page": page, "page_size": page_size}
+    from repliscope.service.redaction import hide_paths_in, request_roots
+
+    roots = request_roots(request, principal)
+    items = [hide_paths_in(r.model_dump(mode="json"), roots) for r in rows]
+    return {"items": items, "total": total, "page": page, "page_size": page_size}
 
 
 @router.get("/{diff_id}")
-def get_diff(request: Request, diff_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> dict[str, Any]:
-    """One stored diff (an id or a unique prefix of 6+ characters): its summary and the whole ``result``."""
+def get_diff(request: Request, diff_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> dict[str, Any]:
+    """One stored diff (an id or a unique prefix of 6+ characters): its summary and the whole ``result``; below
+    the role admin, server paths (a candidate model's file) read relative to named roots or as ``…/a/b``."""
+    from repliscope.service.redaction import hide_paths_in, request_roots
     from repliscope.store.diffs import get_diff as fetch
 
     if len(diff_id) > 100:
         raise ApiError(422, "a diff id has at most 100 characters", field="path.diff_id", code="invalid")
     with store_errors("diff_id"):
         stored = fetch(store_of(request), diff_id)
-    body: dict[str, Any] = stored.model_dump(mode="json")
+    body: dict[str, Any] = hide_paths_in(stored.model_dump(mode="json"), request_roots(request, principal))
     return body
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
+from repliscope.service.redaction import hide_paths_in, request_roots
 from repliscope.service.routers.common import UtcDatetime, executor_of, store_errors, store_of
 
 if TYPE_CHECKING:
@@ -90,13 +91,18 @@ class JobOut(BaseModel):
     created_by: str
 
 
-def _out(job: Any) -> dict[str, Any]:
-    """A job as the API serves it: no log, its error without database URLs."""
+def _out(job: Any, roots: Any = None) -> dict[str, Any]:
+    """A job as the API serves it: no log, its error without database URLs and, with ``roots`` (a caller below
+    admin: :func:`repliscope.service.redaction.request_roots`), without absolute server paths."""
     from repliscope.service.errors import redact
+    from repliscope.service.redaction import hide_paths_in
 
     out: dict[str, Any] = job.model_dump(exclude={"log"})
     if out.get("error"):
         out["error"] = redact(out["error"])
+    if roots is not None:
+        for key in ("error", "dataset", "options"):
+            out[key] = hide_paths_in(out[key], roots)
     return out
 
 
@@ -219,7 +225,7 @@ LIST_QUERY_PARAMS = frozenset({"status", "kind", "user", "limit"})
 @router.get("", response_model=list[JobOut])
 def list_jobs(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     status: Status | None = None,
     kind: Kind | None = None,
     user: Annotated[
@@ -227,7 +233,8 @@ def list_jobs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
-    """Jobs, newest first, filtered by status, kind and submitter."""
+    """Jobs, newest first, filtered by status, kind and submitter; errors without server paths below the role
+    admin (as ``GET /jobs/{id}``)."""
     from repliscope.store.service_tables import list_jobs as list_stored
 
     unknown = sorted(set(request.query_params) - LIST_QUERY_PARAMS)
@@ -237,31 +244,36 @@ def list_jobs(
             f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(LIST_QUERY_PARAMS))})",
             field=f"query.{unknown[0]}",
         )
+    roots = request_roots(request, principal)
     with store_errors():
-        return [_out(j) for j in list_stored(store_of(request), status=status, limit=limit, kind=kind, created_by=user)]
+        jobs = list_stored(store_of(request), status=status, limit=limit, kind=kind, created_by=user)
+    return [_out(j, roots) for j in jobs]
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
-    """A job's status, progress (done/total samples) and result ids."""
+def get_job(request: Request, job_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """A job's status, progress (done/total samples) and result ids. Below the role admin its error shows no
+    absolute server path (job folder, cache, environment: relative to named roots or ``…/<last two parts>``)."""
     from repliscope.store.service_tables import get_job as get_stored
 
     with store_errors("job"):
-        return _out(get_stored(store_of(request), job_id))
+        return _out(get_stored(store_of(request), job_id), request_roots(request, principal))
 
 
 @router.get("/{job_id}/log", responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
-def get_job_log(request: Request, job_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
-    """The job's log lines (plain text; database URLs read "the run store")."""
+def get_job_log(request: Request, job_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """The job's log lines (plain text; database URLs read "the run store"; below the role admin, server paths
+    as in ``GET /jobs/{id}``)."""
     from repliscope.service.errors import redact
     from repliscope.store.service_tables import get_job as get_stored
 
     with store_errors("job"):
-        return PlainTextResponse(redact(get_stored(store_of(request), job_id).log))
+        log = redact(get_stored(store_of(request), job_id).log)
+    return PlainTextResponse(hide_paths_in(log, request_roots(request, principal)))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel_job(request: Request, job_id: str, _: Annotated[Any, Depends(require("runner"))]) -> Any:
+def cancel_job(request: Request, job_id: str, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Cancel a queued or running job (a running one stops at its next progress step); 409 once finished."""
     from repliscope.store.service_tables import get_job as get_stored
     from repliscope.store.service_tables import update_job
@@ -273,4 +285,4 @@ def cancel_job(request: Request, job_id: str, _: Annotated[Any, Depends(require(
             raise ApiError(409, f"job {job_id} already {job.status}", field="job_id", code="conflict")
         if not executor_of(request).cancel(job_id):  # not this process's job (e.g. left by a restart)
             update_job(store, job_id, status="cancelled", append_log="cancelled (no executor was running it)")
-        return _out(get_stored(store, job_id))
+        return _out(get_stored(store, job_id), request_roots(request, principal))

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
+from repliscope.service.redaction import hide_paths_in, request_roots
 from repliscope.service.routers.common import DATE_RULE, MAX_PAGE, UtcDatetime, iso_datetime, store_errors, store_of
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
@@ -177,19 +178,23 @@ async def run_filters(
 @router.get("", response_model=RunPage)
 async def query_runs(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     filters: Annotated[Any, Depends(run_filters)],
     sort: Sort = "-created_at",
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> Any:
-    """Stored runs matching every given filter, one page, sorted (``-`` = descending; ties by run id)."""
+    """Stored runs matching every given filter, one page, sorted (``-`` = descending; ties by run id). Below the
+    role admin, absolute server paths in the values read relative to named roots (``<model cache>/...``)."""
     _refuse_unknown(request, _QUERY_PARAMS)
     store = store_of(request)
+    roots = request_roots(request, principal)
 
     def page_json() -> bytes:
         with store_errors():
             rows, total = store.query_run_rows(filters, sort, page, page_size, RUN_ROW_COLUMNS)
+        if roots is not None:
+            rows = [tuple(hide_paths_in(v, roots) for v in row) for row in rows]
         return run_page_json(rows, total, page, page_size)
 
     return Response(await run_in_threadpool(page_json), media_type="application/json")
@@ -268,7 +273,7 @@ def _attachment(name: str) -> dict[str, str]:
 )
 def export_runs(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     filters: Annotated[Any, Depends(run_filters)],
     format: ExportFormat = "csv",
     sort: Sort = "-created_at",
@@ -280,13 +285,14 @@ def export_runs(
     gets a leading ``'`` (no formula runs in a spreadsheet); numbers are written bare."""
     _refuse_unknown(request, (_QUERY_PARAMS - {"page", "page_size"}) | {"format", "limit"})
     store = store_of(request)
+    roots = request_roots(request, principal)
     with store_errors():
         first, total = store.query_runs(filters, sort=sort, page=1, page_size=MAX_PAGE_SIZE)
 
     def batches() -> Iterator[list[dict[str, Any]]]:
         sent, page, batch = 0, 1, first
         while batch and sent < limit:
-            rows = [export_row(summary) for summary in batch[: limit - sent]]
+            rows = [hide_paths_in(export_row(summary), roots) for summary in batch[: limit - sent]]
             sent += len(rows)
             yield rows
             page += 1
@@ -358,7 +364,7 @@ def _full_sweep_id(store: Any, sweep_id: str) -> str:
 @router.get("/compare")
 def compare(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     a: Annotated[str, Query(min_length=1, max_length=100)],
     b: Annotated[str, Query(min_length=1, max_length=100)],
 ) -> dict[str, Any]:
@@ -368,31 +374,36 @@ def compare(
 
     store = store_of(request)
     result: dict[str, Any] = compare_runs(get_record(store, a, "a"), get_record(store, b, "b")).model_dump(mode="json")
-    return result
+    return dict(hide_paths_in(result, request_roots(request, principal)))
 
 
 @router.get("/{run_id}", response_model=dict[str, Any])
-def get_run(request: Request, run_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
-    """The run's record without its samples (``/samples`` pages them); ``num_samples`` counts them."""
+def get_run(request: Request, run_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
+    """The run's record without its samples (``/samples`` pages them); ``num_samples`` counts them. Below the role
+    admin, absolute server paths (model cache, dataset folder, interpreter, temporary folders) read relative to
+    named roots: ``<model cache>/onnx/x.onnx``, ``<python prefix>/bin/python3``, else ``…/<last two parts>``."""
     with store_errors("run_id"):
         record, num_samples = store_of(request).get_without_samples(run_id)
     body: dict[str, Any] = record.model_dump(mode="json", exclude={"samples"})
     body["num_samples"] = num_samples
-    return JSONResponse(body)  # JSON-native already: no second encoding pass
+    return JSONResponse(
+        hide_paths_in(body, request_roots(request, principal))
+    )  # JSON-native already: no second encoding pass
 
 
 @router.get("/{run_id}/samples", response_model=SamplePage)
 def get_samples(
     request: Request,
     run_id: str,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
 ) -> Any:
-    """The run's per-sample predictions, one page (in the record's order)."""
+    """The run's per-sample predictions, one page (in the record's order); server paths as in ``GET /runs/{id}``."""
     record = get_record(store_of(request), run_id)
     start = (page - 1) * page_size
-    items = [s.model_dump(mode="json") for s in record.samples[start : start + page_size]]
+    roots = request_roots(request, principal)
+    items = [hide_paths_in(s.model_dump(mode="json"), roots) for s in record.samples[start : start + page_size]]
     return {"run_id": record.run_id, "items": items, "total": len(record.samples), "page": page, "page_size": page_size}
 
 
@@ -440,7 +451,7 @@ def sample_row(position: int, sample: Any) -> dict[str, Any]:
 def export_samples(
     request: Request,
     run_id: str,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     format: ExportFormat = "csv",
 ) -> Any:
     """Every per-sample prediction of the run, in the record's order: CSV of :data:`SAMPLE_COLUMNS`, or a JSON
@@ -450,20 +461,30 @@ def export_samples(
     record = get_record(store_of(request), run_id)
     headers = _attachment(f"samples-{record.run_id[:12]}.{format}")
     spans = range(0, len(record.samples), MAX_PAGE_SIZE)
+    roots = request_roots(request, principal)
     if format == "csv":
-        rows = ([sample_row(i, s) for i, s in enumerate(record.samples[k : k + MAX_PAGE_SIZE], start=k)] for k in spans)
+        rows = (
+            [
+                hide_paths_in(sample_row(i, s), roots)
+                for i, s in enumerate(record.samples[k : k + MAX_PAGE_SIZE], start=k)
+            ]
+            for k in spans
+        )
         return StreamingResponse(
             _csv_chunks(SAMPLE_COLUMNS, rows), media_type="text/csv; charset=utf-8", headers=headers
         )
-    items = ([s.model_dump(mode="json") for s in record.samples[k : k + MAX_PAGE_SIZE]] for k in spans)
+    items = (
+        [hide_paths_in(s.model_dump(mode="json"), roots) for s in record.samples[k : k + MAX_PAGE_SIZE]] for k in spans
+    )
     return StreamingResponse(_json_chunks(items), media_type="application/json", headers=headers)
 
 
 @router.get("/{run_id}/report", responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}})
-def get_report(request: Request, run_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+def get_report(request: Request, run_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The run's self-contained HTML report (as ``repliscope report ID``), with its stored trace's per-layer
-    chart when there is one."""
-    from repliscope.report.html import render_run_html
+    chart when there is one; below the role admin its server paths read as on the run's page."""
+    from repliscope.report.build import build_run_view
+    from repliscope.report.html import render_view_html
 
     store = store_of(request)
     record = get_record(store, run_id)
@@ -474,6 +495,12 @@ def get_report(request: Request, run_id: str, _: Annotated[Any, Depends(require(
 
         extra = trace_figures(doc)
     try:
-        return HTMLResponse(render_run_html(record, extra or None))
+        view = build_run_view(record, extra or None)
+        roots = request_roots(request, principal)
+        if roots is not None:
+            from repliscope.service.redaction import redact_view
+
+            view = redact_view(view, roots)
+        return HTMLResponse(render_view_html(view))
     except ImportError as exc:  # pragma: no cover - jinja2/matplotlib are core dependencies
         raise ApiError(501, f"the report needs jinja2 and matplotlib ({exc})", code="unavailable") from None

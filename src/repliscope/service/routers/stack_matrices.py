@@ -55,18 +55,27 @@ def summary(m: StackMatrix) -> dict[str, Any]:
 @router.get("", response_model=list[StackMatrixSummary])
 def list_matrices(
     request: Request,
-    _: Annotated[Any, Depends(require("viewer"))],
+    principal: Annotated[Any, Depends(require("viewer"))],
     model: Annotated[str | None, Query(max_length=200, description="only this manifest name")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Any:
-    """Stored stack matrices, newest first."""
+    """Stored stack matrices, newest first (below the role admin, server paths as in ``GET /stack-matrices/{id}``)."""
+    from repliscope.service.redaction import hide_paths_in, request_roots
+
     with store_errors():
-        return [summary(m) for m in store_of(request).list_stack_matrices(limit=limit, manifest_name=model)]
+        matrices = store_of(request).list_stack_matrices(limit=limit, manifest_name=model)
+    roots = request_roots(request, principal)
+    return [hide_paths_in(summary(m), roots) for m in matrices]
 
 
 @router.get("/{matrix_id}", response_model=StackMatrix)
-def get_matrix(request: Request, matrix_id: str, _: Annotated[Any, Depends(require("viewer"))]) -> Any:
+def get_matrix(request: Request, matrix_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """One matrix (its id or a unique prefix of at least 6 characters): every stack's versions, agent, run,
-    metrics and timing, and every pair's agreement, flipped sample ids and output differences."""
+    metrics and timing, and every pair's agreement, flipped sample ids and output differences. Below the role
+    admin, server paths (a stack's environment, its error) read relative to named roots or as ``…/a/b``."""
+    from repliscope.service.redaction import hide_paths_in, request_roots
+
     with store_errors("matrix_id"):
-        return store_of(request).get_stack_matrix(matrix_id)
+        matrix = store_of(request).get_stack_matrix(matrix_id)
+    roots = request_roots(request, principal)
+    return matrix if roots is None else hide_paths_in(matrix.model_dump(mode="json"), roots)

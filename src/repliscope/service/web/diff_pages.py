@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
-from repliscope.service.web.routes import SignedIn, _error, _page, _store
+from repliscope.service.web.routes import SignedIn, _error, _page, _store, for_viewer
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
@@ -37,7 +37,7 @@ def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: str 
         principal,
         "diffs.html",
         title="Diffs",
-        rows=rows,
+        rows=for_viewer(request, principal, rows),
         total=total,
         kind=kind,
         kinds=DIFF_KINDS,
@@ -56,8 +56,9 @@ def diff_page(request: Request, diff_id: str, principal: SignedIn) -> Response:
         stored = get_diff(_store(request), diff_id)
     except StoreError as exc:
         return _error(principal, 404, str(exc))
+    chart = _layer_chart(stored.diff_id, stored.result) if stored.kind == "layer_diff" else None
+    stored = for_viewer(request, principal, stored)
     r = stored.result
-    chart = _layer_chart(stored.diff_id, r) if stored.kind == "layer_diff" else None
     effect = r.get("model_effect") if stored.kind == "pipeline_diff" else r if stored.kind == "task_diff" else None
     flips = (effect or {}).get("flips") or []
     return _page(

@@ -128,6 +128,14 @@ def _store(request: Request) -> Any:
     return request.app.state.store
 
 
+def for_viewer(request: Request, principal: Any, value: Any) -> Any:
+    """``value`` (a page's rows, a job, a stored diff) as ``principal`` may see it: an admin as stored, anyone
+    else without absolute server paths (:func:`repliscope.service.redaction.hide_paths_in`)."""
+    from repliscope.service.redaction import hide_paths_in, request_roots
+
+    return hide_paths_in(value, request_roots(request, principal))
+
+
 _WHOLE_NUMBER = re.compile(r"[0-9]{1,7}")
 
 
@@ -694,7 +702,7 @@ def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str
         principal,
         "jobs.html",
         title="Jobs",
-        jobs=jobs.job_list(store, filters),
+        jobs=for_viewer(request, principal, jobs.job_list(store, filters)),
         filters=filters,
         statuses=JOB_STATUSES,
         kinds=jobs.KINDS,
@@ -735,7 +743,7 @@ def job_page(request: Request, job_id: str, principal: SignedIn) -> Response:
     job = jobs.job_view(_store(request), job_id)
     if job is None:
         return _error(principal, 404, f"unknown job id '{job_id}'")
-    return _page(principal, "job.html", title=f"Job {job_id}", job=job)
+    return _page(principal, "job.html", title=f"Job {job_id}", job=for_viewer(request, principal, job))
 
 
 # --- agents and stack matrices ------------------------------------------------------------------------------
@@ -752,6 +760,7 @@ def agents_page(request: Request, principal: SignedIn) -> Response:
     except (ApiError, RepliscopeError, OSError) as exc:  # the page still lists the stored matrices
         rows, error = [], f"cannot list the agents: {exc}"
     matrices = agents.matrix_links(_store(request).list_stack_matrices(limit=50))
+    rows, matrices, error = for_viewer(request, principal, (rows, matrices, error))
     return _page(principal, "agents.html", title="Agents", agents=rows, matrices=matrices, error=error)
 
 
@@ -763,5 +772,5 @@ def stack_matrix_page(request: Request, matrix_id: str, principal: SignedIn) -> 
         matrix = _store(request).get_stack_matrix(matrix_id)
     except StoreError as exc:
         return _error(principal, 404, str(exc))
-    page = agents.matrix_page(matrix)
+    page = for_viewer(request, principal, agents.matrix_page(matrix))
     return _page(principal, "stack_matrix.html", title=f"Stack matrix {page.matrix_id[:12]}", m=page)
