@@ -1,8 +1,8 @@
 """Issue 38 item 2: no server path reaches a caller below admin. A run naming the model cache, a job's temporary
 folder and the interpreter's environment, a job whose error and log name them, an agent advertising its stack's
 virtual environment, a stack matrix whose failed stack names it: as a viewer token, every API route and page
-that serves them shows each path relative to a named root (``<model cache>/...``, ``<temp>/...``,
-``<python prefix>/...``) or as ``…/a/b``; an admin sees the values as stored."""
+that serves them shows each path relative to a named root (``<model cache>/...``, ``<python prefix>/...``) or as
+``…/a/b`` (a temporary folder); an admin sees the values as stored."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_the_viewer_sees_the_paths_relative_to_named_roots_and_an_admin_as_store
 ) -> None:
     viewer = client.get(f"/api/v1/runs/{RUN}", headers=headers_for("viewer")).json()
     assert viewer["runtime"]["model_path"] == "<model cache>/onnx/efficientnet-lite0-1.0.0.onnx"
-    assert viewer["manifest"]["path"] == "<temp>/repliscope-job-3f2a/work/manifest.yaml"
+    assert viewer["manifest"]["path"] == "…/work/manifest.yaml"
     assert viewer["software"]["executable"] == "<python prefix>/bin/python3"
     assert viewer["dataset"]["origin"] == "…/data/imagenet-sample"
     assert viewer["runtime"]["export"]["note"] == (
@@ -102,7 +102,7 @@ def test_the_viewer_sees_the_paths_relative_to_named_roots_and_an_admin_as_store
     assert admin["dataset"]["origin"] == OUTSIDE and admin["manifest"]["path"] == f"{JOB_DIR}/manifest.yaml"
     # the samples: the error of sample 3 in the page, the CSV and the JSON download
     page = client.get(f"/api/v1/runs/{RUN}/samples", headers=headers_for("viewer")).json()
-    hidden = "cannot decode …/n01440764/x.JPEG (job folder <temp>/repliscope-job-3f2a/work)"
+    hidden = "cannot decode …/n01440764/x.JPEG (job folder …/repliscope-job-3f2a/work)"
     assert page["items"][3]["error"] == hidden
     table = list(
         csv.DictReader(
@@ -154,10 +154,7 @@ def test_a_viewer_reads_no_server_path_of_a_job(
         assert r.status_code == 200, r.text
         _assert_hidden(r.text, cache_dir)
     job = client.get(f"/api/v1/jobs/{failed_job}", headers=viewer).json()
-    assert job["error"] == (
-        "internal error on agent host-1: OSError: No space left on device: "
-        "'<temp>/repliscope-job-3f2a/work/batch-0.npy'"
-    )
+    assert job["error"] == ("internal error on agent host-1: OSError: No space left on device: '…/work/batch-0.npy'")
     log = client.get(f"/api/v1/jobs/{failed_job}/log", headers=viewer).text
     assert "<python prefix>/lib/python3.11/site-packages/repliscope/job_execution.py" in log
     assert "'<model cache>/onnx/x.onnx.part'" in log
@@ -165,7 +162,7 @@ def test_a_viewer_reads_no_server_path_of_a_job(
         html = client.get(page, headers=viewer)
         assert html.status_code == 200
         _assert_hidden(html.text, cache_dir)
-    assert "&lt;temp&gt;/repliscope-job-3f2a/work/batch-0.npy" in client.get(f"/jobs/{failed_job}", headers=viewer).text
+    assert "…/work/batch-0.npy" in client.get(f"/jobs/{failed_job}", headers=viewer).text
     admin = headers_for("admin")
     assert JOB_DIR in client.get(f"/api/v1/jobs/{failed_job}", headers=admin).json()["error"]
     assert f"{VENV}/lib/python3.11" in client.get(f"/api/v1/jobs/{failed_job}/log", headers=admin).text
@@ -193,7 +190,7 @@ def _agent(cache_dir: str) -> Any:
             "spec": "onnxruntime==1.23.2",
             "python": f"{cache_dir}/stacks/a1b2c3d4e5f6/bin/python",
             "prefix": f"{VENV}/stacks/x",
-            "work": f"{TMP}/repliscope-agent-1",
+            "work": f"{TMP}/repliscope-agent-1/work",
         },
         started_at=datetime(2026, 11, 28, 9, 0, tzinfo=UTC),
     )
@@ -215,12 +212,12 @@ def test_a_viewer_reads_no_server_path_of_an_agent(
     [agent] = r.json()
     stack = agent["capabilities"]["stack"]
     assert stack["python"] == "<model cache>/stacks/a1b2c3d4e5f6/bin/python"
-    assert stack["work"] == "<temp>/repliscope-agent-1" and agent["address"] == "tls://127.0.0.1:40123"
+    assert stack["work"] == "…/repliscope-agent-1/work" and agent["address"] == "tls://127.0.0.1:40123"
     assert client.get("/api/v1/agents", headers=headers_for("admin")).json()[0]["capabilities"]["stack"] == {
         **stack,
         "python": f"{cache_dir}/stacks/a1b2c3d4e5f6/bin/python",
         "prefix": f"{VENV}/stacks/x",
-        "work": f"{TMP}/repliscope-agent-1",
+        "work": f"{TMP}/repliscope-agent-1/work",
     }
     page = client.get("/agents", headers=headers_for("viewer"))
     assert page.status_code == 200 and "host-1-4242" in page.text
@@ -234,7 +231,7 @@ def test_a_viewer_reads_no_server_path_of_a_stack_matrix(
     from tests.service.matrices import make_matrix
 
     matrix = make_matrix("5ac2" + "ef" * 14)
-    why = f"pip failed in {cache_dir}/stacks/fedcba987654: see {TMP}/pip-log-1.txt"
+    why = f"pip failed in {cache_dir}/stacks/fedcba987654: see {TMP}/pip-3f2a/log.txt"
     matrix.stacks.append(
         StackEntry(key="fedcba987654", spec="onnxruntime==1.16.3", agent_id="h", versions={}, error=why)
     )
@@ -249,7 +246,7 @@ def test_a_viewer_reads_no_server_path_of_a_stack_matrix(
         assert r.status_code == 200, r.text
         _assert_hidden(r.text, cache_dir)
     got = client.get(f"/api/v1/stack-matrices/{matrix.matrix_id}", headers=viewer).json()
-    assert got["stacks"][-1]["error"] == "pip failed in <model cache>/stacks/fedcba987654: see <temp>/pip-log-1.txt"
+    assert got["stacks"][-1]["error"] == "pip failed in <model cache>/stacks/fedcba987654: see …/pip-3f2a/log.txt"
     admin = client.get(f"/api/v1/stack-matrices/{matrix.matrix_id}", headers=headers_for("admin")).json()
     assert admin["stacks"][-1]["error"] == why
 
@@ -257,6 +254,7 @@ def test_a_viewer_reads_no_server_path_of_a_stack_matrix(
 def test_hide_paths_keeps_urls_base64_and_markup() -> None:
     roots = [("<temp>", "/tmp")]
     assert hide_paths("see https://example.org/a/b and /tmp/x/y", roots) == "see https://example.org/a/b and <temp>/x/y"
+    assert hide_paths("cmd|' /C calc'!A0", roots) == "cmd|' /C calc'!A0"  # one part: not a server path
     png = "data:image/png;base64,iVBORw0KGgo+/AAA/BBB+/9j/CCC=="
     assert hide_paths(png, roots) == png
     from markupsafe import Markup

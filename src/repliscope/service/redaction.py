@@ -1,8 +1,9 @@
 """Server paths off everything a non-admin reads, in the API and the web pages alike: a stored run names the ONNX
 export in the server's model cache, the dataset's folder, the interpreter's prefix; a job's error and log name its
 temporary folder; an agent advertises its stack's virtual environment. A caller below ``admin`` sees each absolute
-path relative to a named root (``<model cache>/onnx/x.onnx``, ``<python prefix>/lib/...``, ``<temp>/...``,
-``~/...``) or, outside every root, as ``…/<last two parts>``; an admin sees the values as stored.
+path relative to a named root (``<model cache>/onnx/x.onnx``, ``<python prefix>/lib/...``, ``~/...``) or,
+outside every root (a job's temporary folder, a dataset's), as ``…/<last two parts>``; an admin sees the values as
+stored.
 
 :func:`roots_for` is the one decision (None for an admin), :func:`hide_paths` the one rewrite of a text and
 :func:`hide_paths_in` of a JSON-like value (dicts, lists, strings); the web's view redaction
@@ -13,16 +14,15 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-_ABS_PATH = re.compile(r"(?<![\w.:/~<>+-])(?:/[\w.+@%=-]+)+/?")
-"""An absolute POSIX path inside a text (not the path part of a URL: ``://`` precedes those; nor a ``+/`` of
-base64 text)."""
+_ABS_PATH = re.compile(r"(?<![\w.:/~<>+-])(?:/[\w.+@%=-]+){2,}/?")
+"""An absolute POSIX path of two or more parts inside a text (not the path part of a URL: ``://`` precedes
+those; nor a ``+/`` of base64 text; nor a lone ``/C`` of a command line)."""
 
 Roots = Sequence[tuple[str, str]]
 """``(name, absolute folder)`` pairs, longest folder first."""
@@ -40,7 +40,6 @@ def named_roots(cache_dir: Path | None) -> list[tuple[str, str]]:
         ("<model cache>", cache_dir or default_cache()),
         ("<python prefix>", Path(sys.prefix)),
         ("<python base>", Path(sys.base_prefix)),
-        ("<temp>", Path(tempfile.gettempdir())),
         ("~", Path.home()),
     ]
     pairs = [(name, str(Path(folder).expanduser().resolve())) for name, folder in roots]
