@@ -91,10 +91,12 @@ def test_factory_module_and_attribute(tmp_path: Path) -> None:
 
 
 def test_check_factory_non_callable() -> None:
-    check_factory("os.path:join")
+    check_factory("efficientnet_lite_pytorch:EfficientNet.from_name", package="efficientnet-lite-pytorch==0.1.0")
     with pytest.raises(FrameworkError) as ei:
-        check_factory("os:sep")
-    assert str(ei.value) == "'os.sep' is a str, not a callable"
+        check_factory("efficientnet_lite_pytorch.utils:url_map", package="efficientnet-lite-pytorch")
+    assert str(ei.value) == "'efficientnet_lite_pytorch.utils.url_map' is a dict, not a callable"
+    with pytest.raises(FrameworkError, match="module 'os' is not part of any installed distribution"):
+        check_factory("os.path:join")  # the standard library is never a factory (tests/manifest/test_code_refs.py)
 
 
 def test_labels_file_problems(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def resolve_artifact(
                 arch.factory, arch.path, loaded.base_dir, allow_outside_paths, arch.sha256
             )
             local = {"module_dir": folder, "module_sha256": digest}
-        architecture = Architecture(arch.factory, dict(arch.kwargs), **local)
+        architecture = Architecture(arch.factory, dict(arch.kwargs), package=arch.package, **local)
     path = resolve_source(
         m.source.uri,
         base_dir=loaded.base_dir,

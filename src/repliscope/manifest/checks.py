@@ -8,21 +8,17 @@ checks that need the source file, installed packages or imports; the path policy
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import importlib
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 from repliscope.errors import ChecksumError, FrameworkError, ManifestError, NotCachedError, SourceError
+from repliscope.manifest.code_refs import CodeRefError, FactoryAttributeError, import_local_module, resolve_ref
 from repliscope.manifest.frameworks import check_framework, check_requirement
 from repliscope.manifest.loader import Inspection, LoadedManifest, inspect_manifest
 from repliscope.manifest.schema import ArchitectureSpec, FrameworkSpec, LabelsSpec, SourceSpec
 from repliscope.manifest.sources import check_policy, local_path, resolve_module_file, resolve_source
+
+__all__ = ["FactoryAttributeError", "ManifestReport", "check_factory", "check_manifest", "import_local_module"]
 
 
 @dataclass
@@ -123,11 +119,13 @@ def _environment_errors(
             errors.append(found.error(str(exc), ("framework", "version")))
     architecture = found.section("architecture", ArchitectureSpec)
     if architecture is not None:
+        package_ok = True
         if architecture.package is not None:
             try:
                 check_requirement(architecture.package, f"architecture '{architecture.factory}'")
             except FrameworkError as exc:
                 errors.append(found.error(str(exc), ("architecture", "package")))
+                package_ok = False
         module_dir = None
         if architecture.path is not None:
             try:
@@ -138,11 +136,12 @@ def _environment_errors(
                 errors.append(found.error(str(exc), ("architecture", "sha256")))
             except SourceError as exc:
                 errors.append(found.error(str(exc), ("architecture", "path")))
-        if architecture.path is None or module_dir is not None:
+        if module_dir is not None or (architecture.path is None and package_ok):
             try:
-                check_factory(architecture.factory, module_dir)
+                check_factory(architecture.factory, module_dir, None if module_dir else architecture.package)
             except FrameworkError as exc:
-                errors.append(found.error(str(exc), ("architecture", "factory")))
+                at = exc.field if isinstance(exc, CodeRefError) else "architecture.factory"
+                errors.append(found.error(str(exc), tuple(at.split("."))))
     labels = found.section("labels", LabelsSpec)
     if labels is not None and not (allow_download and labels.source.startswith("https://")):
         try:
@@ -152,110 +151,10 @@ def _environment_errors(
     return errors
 
 
-def check_factory(factory: str, module_dir: Path | None = None) -> None:
-    """Import the module of ``module:attr.path`` (from the local folder ``module_dir`` when given) and walk the
-    attributes; FrameworkError says what is missing."""
-    module_name, _, attr_path = factory.partition(":")
-    if module_dir is not None:
-        try:
-            local = import_local_module(module_name, module_dir)
-        except FrameworkError:
-            raise
-        except Exception as exc:  # any import-time failure of the user's module is reported
-            raise FrameworkError(
-                f"importing '{module_name}' from {module_dir} failed: {type(exc).__name__}: {exc}"
-            ) from None
-        obj, walked = walk_factory(local, module_name, attr_path)
-        if not callable(obj):
-            raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
-        return
-    try:
-        found = importlib.util.find_spec(module_name) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise FrameworkError(
-            f"module '{module_name}' is not installed (install the package that provides it; "
-            "architecture.package names the requirement)"
-        )
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time failure of third-party code is reported
-        raise FrameworkError(f"importing '{module_name}' failed: {type(exc).__name__}: {exc}") from None
-    obj, walked = walk_factory(obj, module_name, attr_path)
-    if not callable(obj):
-        raise FrameworkError(f"'{walked}' is a {type(obj).__name__}, not a callable")
-
-
-def import_local_module(module_name: str, folder: Path) -> ModuleType:
-    """Import ``module_name`` from ``folder`` (a manifest's ``architecture.path``): the folder is on
-    ``sys.path`` only during the import, and a module of that name already imported from elsewhere (or found
-    elsewhere first) is an error, never silently used instead. A module of that name imported earlier in this
-    process from ANOTHER manifest's ``architecture.path`` (two manifests each with their own ``model.py``,
-    validated together) is unloaded first: each manifest gets its own."""
-    root = Path(folder).resolve()
-    for name in _parents(module_name):
-        existing = sys.modules.get(name)
-        if existing is not None and not _inside(existing, root) and _LOCAL.get(name) is existing:
-            for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-                _LOCAL.pop(loaded, None)
-                del sys.modules[loaded]
-            importlib.invalidate_caches()
-            existing = None
-        if existing is not None and not _inside(existing, root):
-            raise FrameworkError(
-                f"architecture module '{module_name}': a module '{name}' is already imported from "
-                f"{getattr(existing, '__file__', '?')}, not from {root}; rename the local module"
-            )
-    sys.path.insert(0, str(root))
-    try:
-        module = importlib.import_module(module_name)
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(str(root))
-    if not _inside(module, root):
-        raise FrameworkError(
-            f"architecture module '{module_name}' was imported from "
-            f"{getattr(module, '__file__', '?')}, not from architecture.path {root}; rename it"
-        )
-    for name in _parents(module_name):
-        if name in sys.modules and _inside(sys.modules[name], root):
-            _LOCAL[name] = sys.modules[name]
-    return module
-
-
-_LOCAL: dict[str, ModuleType] = {}
-"""Modules imported by :func:`import_local_module` (from some manifest's architecture.path), by name."""
-
-
-def _parents(module_name: str) -> list[str]:
-    parts = module_name.split(".")
-    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
-
-
-def _inside(module: ModuleType, root: Path) -> bool:
-    file = getattr(module, "__file__", None)
-    return file is not None and Path(file).resolve().is_relative_to(root)
-
-
-class FactoryAttributeError(FrameworkError):
-    """``walked`` (``module.Attr``) has no attribute ``part``; ``close`` are the nearest public names."""
-
-    def __init__(self, walked: str, part: str, close: list[str]) -> None:
-        self.walked, self.part, self.close = walked, part, close
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        super().__init__(f"'{walked}' has no attribute '{part}'{hint}")
-
-
-def walk_factory(module: Any, module_name: str, attr_path: str) -> tuple[Any, str]:
-    """Walk the dotted ``attr_path`` from the imported ``module``: ``(object, "module.attr.path")``, or
-    :class:`FactoryAttributeError` at the first missing attribute (shared by :func:`check_factory` and the
-    torch runtime's ``resolve_factory``)."""
-    obj, walked = module, module_name
-    for part in attr_path.split("."):
-        if not hasattr(obj, part):
-            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=3)
-            raise FactoryAttributeError(walked, part, close)
-        obj = getattr(obj, part)
-        walked = f"{walked}.{part}"
-    return obj, walked
+def check_factory(factory: str, module_dir: Path | None = None, package: str | None = None) -> None:
+    """Import the module of ``module:attr.path`` and walk the attributes under the rules of
+    :mod:`repliscope.manifest.code_refs`: from the local folder ``module_dir`` when given, else inside the
+    distribution the requirement ``package`` names (version-checked), else inside the one installed distribution
+    providing the module. FrameworkError (a :class:`~repliscope.manifest.code_refs.CodeRefError` naming the field)
+    says what is missing or refused."""
+    resolve_ref(factory, package=package, local_dir=module_dir)

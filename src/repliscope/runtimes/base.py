@@ -36,6 +36,9 @@ class Architecture:
     """A local folder the factory's module is imported from (manifest ``architecture.path``), else None."""
     module_sha256: str | None = None
     """sha256 of that local module file (part of the ONNX export key and of the record's provenance)."""
+    package: str | None = None
+    """The manifest's ``architecture.package`` requirement: without ``module_dir`` the factory resolves inside it
+    (:mod:`repliscope.manifest.code_refs`)."""
 
 
 @dataclass(frozen=True)

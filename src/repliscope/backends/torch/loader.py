@@ -1,6 +1,8 @@
 """Build a torch module from a weight-only file plus its architecture factory, exactly as the manifest says.
 
-* The factory ``"module:attr.path"`` is imported and called with the manifest's kwargs; nothing else is
+* The factory ``"module:attr.path"`` is resolved inside the distribution ``architecture.package`` names (or the
+  manifest's own ``architecture.path`` folder), never elsewhere (:mod:`repliscope.manifest.code_refs`), and called
+  with the manifest's kwargs; nothing else is
   called on the module afterwards (in particular never efficientnet-lite's ``set_swish()``, which silently
   replaces Lite's ReLU6 by Swish).
 * Weights are read with ``torch.load(..., weights_only=True)`` (tensors and plain containers only: a file
@@ -11,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib
 import pickle
 import re
 from collections import Counter
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 
 from repliscope.errors import FrameworkError
-from repliscope.manifest.checks import FactoryAttributeError, import_local_module, walk_factory
+from repliscope.manifest.code_refs import FactoryAttributeError, MalformedRefError, resolve_ref
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
 
@@ -41,7 +42,7 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
             f"'{artifact.path.name}' is a weight-only file (format {artifact.format}); "
             "the manifest must give 'architecture' (factory + kwargs) to build the module"
         )
-    factory = resolve_factory(arch.factory, arch.module_dir)
+    factory = resolve_factory(arch.factory, arch.module_dir, arch.package)
     try:
         module = factory(**arch.kwargs)
     except Exception as exc:
@@ -70,50 +71,21 @@ def build_torch_module(artifact: ModelArtifact, describe: dict[str, Any] | None 
     return module
 
 
-def resolve_factory(factory: str, module_dir: Path | None = None) -> Callable[..., Any]:
-    """Import ``"package.module:Attr.path"`` (from the local folder ``module_dir`` when given: see
-    :func:`import_local_module`) and return the callable it names."""
-    module_name, sep, attr_path = factory.partition(":")
-    if not sep or not module_name or not attr_path:
-        raise ModelLoadError(
-            f"architecture factory '{factory}' must look like 'module:attr' "
-            "(e.g. 'efficientnet_lite_pytorch:EfficientNet.from_name')"
-        )
+def resolve_factory(factory: str, module_dir: Path | None = None, package: str | None = None) -> Callable[..., Any]:
+    """The callable ``"package.module:Attr.path"`` names, under the rules of :mod:`repliscope.manifest.code_refs`:
+    imported from the local folder ``module_dir`` when given (``import_local_module``), else from inside the
+    distribution the requirement ``package`` names (installed, version-checked), else from inside the one installed
+    distribution providing the module; the attribute walk never leaves it (``os:system``, ``pkg:os.system`` or a
+    re-exported builtin are refused, nothing of them is imported or called)."""
     try:
-        if module_dir is not None:
-            obj: Any = import_local_module(module_name, module_dir)
-        else:
-            obj = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or module_name
-        pip_name = missing.split(".")[0].replace("_", "-")
-        if module_name == missing or module_name.startswith(missing + "."):
-            raise FrameworkError(
-                f"architecture factory '{factory}': module '{module_name}' is not installed. Install the "
-                f"package that provides it (likely: pip install {pip_name}); the manifest's "
-                "'architecture.package' names the exact requirement"
-            ) from exc
-        raise FrameworkError(
-            f"architecture factory '{factory}': importing '{module_name}' failed because "
-            f"its dependency '{missing}' is not installed "
-            f"(likely: pip install {pip_name})"
-        ) from exc
-    except FrameworkError:
-        raise
-    except Exception as exc:
-        raise FrameworkError(
-            f"architecture factory '{factory}': importing '{module_name}' failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    try:
-        obj, _ = walk_factory(obj, module_name, attr_path)
+        return resolve_ref(factory, package=package, local_dir=module_dir)
     except FactoryAttributeError as exc:
         hint = f" Did you mean {', '.join(repr(c) for c in exc.close)}?" if exc.close else ""
         raise ModelLoadError(
             f"architecture factory '{factory}': '{exc.walked}' has no attribute '{exc.part}'.{hint}"
         ) from None
-    if not callable(obj):
-        raise ModelLoadError(f"architecture factory '{factory}' is a {type(obj).__name__}, not a callable")
-    return obj
+    except MalformedRefError as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def load_state_dict_file(path: Path) -> tuple[dict[str, torch.Tensor], str | None]:
