@@ -67,6 +67,23 @@ def serve(
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
     insecure_cluster: InsecureClusterOption = False,
+    allow_architecture_package: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-architecture-package",
+            metavar="DIST",
+            help="Let uploaded manifests build their model with code of this installed distribution "
+            "(architecture.package; repeatable). Default: efficientnet-lite-pytorch only. A general framework "
+            "(torch, timm) lets any runner call its public functions with kwargs of their choosing.",
+        ),
+    ] = None,
+    no_default_architecture_packages: Annotated[
+        bool,
+        typer.Option(
+            "--no-default-architecture-packages",
+            help="Start the architecture package allowlist empty (only --allow-architecture-package ones).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the REST API (/api/v1, OpenAPI at /docs) and the web UI. The first start prints a one-time admin token
     and registers the embedded default dataset foolbox_imagenet."""
@@ -74,7 +91,7 @@ def serve(
         import uvicorn  # noqa: F401  (the 'service' extra is there)
 
         from repliscope.service.app import create_app
-        from repliscope.service.config import ServiceConfig
+        from repliscope.service.config import DEFAULT_ARCHITECTURE_PACKAGES, ServiceConfig
         from repliscope.service.startup import DEFAULT_DATASET
     except ImportError as exc:
         print(f"error: repliscope serve needs the 'service' extra: pip install 'repliscope[service]' ({exc})")
@@ -92,6 +109,10 @@ def serve(
                 scheduler=scheduler,
                 cluster_security=security,
                 first_start=True,  # the agents first: a bad --scheduler exits before a one-time token is made
+                architecture_packages=(
+                    *(() if no_default_architecture_packages else DEFAULT_ARCHITECTURE_PACKAGES),
+                    *(allow_architecture_package or []),
+                ),
             )
         )
         started = app.state.startup
@@ -120,6 +141,8 @@ def serve(
     print(started.agents)
     if started.admin_token is not None:
         print(f"admin token (shown once, keep it): {started.admin_token}")
+    allowed = app.state.config.architecture_packages
+    print(f"architecture packages manifests may use: {', '.join(allowed) or 'none'}")
     uvicorn_server(app).run(sockets=[sock])
 
 

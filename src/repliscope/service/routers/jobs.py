@@ -152,6 +152,7 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
+    _check_code(request, manifest)
     _check_fit(body, manifest, dataset)
     executor = executor_of(request)
     # the registry's name and declaration go to the core as the CLI's --as does (RunOptions.evaluated_as)
@@ -182,6 +183,21 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         )
     executor.submit(spec)
     return _out(job)
+
+
+def _check_code(request: Request, manifest: Any) -> None:
+    """The stored manifest's architecture code under this server's allowlist NOW (it may have been stored before
+    the admin narrowed it): a 422 at ``body.manifest`` naming the manifest's field and the allowed packages
+    (:func:`repliscope.service.routers.manifests.check_code`), before anything is queued."""
+    from repliscope.service.routers.manifests import check_code, load_text
+
+    loaded = load_text(manifest.text)
+    try:
+        check_code(loaded, request.app.state.config.architecture_packages)
+    except ApiError as exc:
+        raise ApiError(
+            422, f"{manifest.ref}: {exc.field}: {exc.message}", field="body.manifest", code="code_policy"
+        ) from None
 
 
 def _check_fit(body: JobSubmit, manifest: Any, dataset: Any) -> None:

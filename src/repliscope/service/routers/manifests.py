@@ -1,6 +1,7 @@
 """``/api/v1/manifests``: upload (validated with the CLI's loader, stored immutable as name@version), list/search,
 get (raw + resolved). Uploaded manifests may take their files only from ``package://`` and ``https://`` (with
-sha256): the server never reads a path a client names."""
+sha256): the server never reads a path a client names; and their architecture code only from the packages the
+admin allowed (:func:`check_code`)."""
 
 from __future__ import annotations
 
@@ -139,13 +140,22 @@ def check_sources(loaded: Any) -> None:
         remote(m.source.config.uri, m.source.config.sha256, "source.config.uri")
     if m.labels is not None and not m.labels.source.startswith("builtin:"):
         remote(m.labels.source, m.labels.sha256, "labels.source")
-    if m.architecture is not None and m.architecture.path is not None:
-        raise ApiError(
-            422,
-            f"'{m.architecture.path}': a local module folder is refused on the server (use 'package')",
-            field="architecture.path",
-            code="source_policy",
-        )
+
+
+def check_code(loaded: Any, allowed: tuple[str, ...]) -> None:
+    """Refuse (422, ``code_policy``) a manifest naming code this server does not load: an ``architecture.path``
+    (a local module folder), an ``architecture.package`` outside ``allowed`` (the admin's allowlist,
+    ``ServiceConfig.architecture_packages``) or a factory that is not a module of that package
+    (:func:`repliscope.manifest.code_refs.check_allowlisted`: metadata only, nothing is imported)."""
+    from repliscope.manifest.code_refs import CodeRefError, check_allowlisted
+
+    arch = loaded.manifest.architecture
+    if arch is None:
+        return
+    try:
+        check_allowlisted(factory=arch.factory, package=arch.package, path=arch.path, allowed=allowed)
+    except CodeRefError as exc:
+        raise ApiError(422, str(exc), field=exc.field, code="code_policy") from None
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:
@@ -230,6 +240,7 @@ async def upload_manifest(request: Request, principal: Annotated[Any, Depends(re
     text, filename = await _upload_text(request)
     loaded = await validate_off_loop(text, filename)
     check_sources(loaded)
+    check_code(loaded, request.app.state.config.architecture_packages)
     m = loaded.manifest
     with store_errors():
         stored, created = await run_in_threadpool(
