@@ -210,3 +210,41 @@ def test_the_real_example_still_resolves_and_builds(tmp_path: Path) -> None:
     assert artifact.architecture.package == "efficientnet-lite-pytorch==0.1.0"
     module = build_torch_module(artifact)
     assert type(module).__module__ == "efficientnet_lite_pytorch.model"
+
+
+@pytest.mark.parametrize("key", ["checkpoint_path", "pretrained_cfg_overlay"])
+def test_the_timm_importer_emits_no_file_loading_kwargs(tmp_path: Path, key: str) -> None:
+    """timm's create_model(checkpoint_path=...) would torch.load a file named by a downloaded config.json."""
+    import json
+
+    from repliscope.importers.base import ConfigImportError
+    from repliscope.importers.batch import import_one
+
+    cfg = json.loads((Path(__file__).parents[1] / "importers/fixtures/timm/resnet50.a1_in1k.json").read_text())
+    cfg["model_args"] = {"drop_rate": 0.0, key: str(tmp_path / "evil.pt")}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    with pytest.raises(ConfigImportError, match=rf"field 'model_args': {key} would make create_model read a file"):
+        import_one("timm", path)
+    del cfg["model_args"][key]
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    architecture = import_one("timm", path).manifest["architecture"]
+    assert (architecture["factory"], architecture["package"].split("==")[0]) == ("timm:create_model", "timm")
+
+
+def test_command_line_code_flags_follow_the_same_walk_rules(tmp_path: Path) -> None:
+    """``diff --candidate`` / ``--pipeline`` name the invoking user's own code, yet private attributes and modules
+    reached as attributes are refused the same way."""
+    from repliscope.backends.torch.candidate import load_factory
+    from repliscope.diff.pipeline_candidate import load_candidate
+    from repliscope.errors import RepliscopeError
+
+    own = tmp_path / "port.py"
+    own.write_text("import os\n\ndef build():\n    return 1\n")
+    assert load_factory(f"{own}:build")() == 1
+    with pytest.raises(RepliscopeError, match=r"port\.py\.os' is the module 'os'"):
+        load_factory(f"{own}:os.system")
+    with pytest.raises(RepliscopeError, match=r"'__globals__' is a private or special attribute"):
+        load_factory(f"{own}:build.__globals__")
+    with pytest.raises(RepliscopeError, match=r"'_hidden' is a private or special attribute"):
+        load_candidate(f"{own}:_hidden")

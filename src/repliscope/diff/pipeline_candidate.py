@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from repliscope.errors import RepliscopeError
+from repliscope.manifest.code_refs import REF_PATTERN, CodeRefError, check_public
 
 CandidateKind = Literal["function", "stages", "compose"]
 LOADER_STAGE = "loader"
@@ -59,10 +60,16 @@ def pil_loader(path: str) -> Any:
 
 def load_candidate(spec: str) -> PipelineCandidate:
     """Import ``FILE.py:NAME`` or ``module:NAME`` and classify what NAME is; a one-line RepliscopeError when the
-    file does not import, has no NAME, or NAME is none of the accepted kinds."""
+    file does not import, has no NAME, or NAME is none of the accepted kinds (or private: ``_name``).
+
+    ``--pipeline`` is the invoking user's own code on their own command line, never a manifest or service field."""
     where, sep, name = spec.rpartition(":")
-    if not sep or not where or not name:
+    if not sep or not where or not name or not REF_PATTERN.match(f"x:{name}") or "." in name:
         raise RepliscopeError(f"--pipeline {spec!r}: expected FILE.py:NAME or module:NAME")
+    try:  # the shared rule of repliscope.manifest.code_refs: public names only
+        check_public([name], spec, "--pipeline", "--pipeline")
+    except CodeRefError as exc:
+        raise RepliscopeError(str(exc)) from None
     module = _import(where, spec)
     if not hasattr(module, name):
         names = sorted(

@@ -67,6 +67,7 @@ from typing import Any
 
 from repliscope.importers.base import ConfigImportError, Importer, ImportResult, ImportWarning, imported_from
 from repliscope.importers.reading import check_image_size, load_json, read_text
+from repliscope.manifest.code_refs import parse_ref
 from repliscope.manifest.sources import sha256_file
 
 IMAGENET_DEFAULT_MEAN = (0.485, 0.456, 0.406)
@@ -142,6 +143,12 @@ _CFG_KEYS = {
 }
 
 
+TIMM_FACTORY = "timm:create_model"
+"""The code reference every timm manifest names (checked by :func:`repliscope.manifest.code_refs.parse_ref`)."""
+_LOADING_KWARGS = ("checkpoint_path", "pretrained_cfg", "pretrained_cfg_overlay", "cache_dir")
+"""create_model arguments that make timm read a file or fetch from the network (``checkpoint_path`` is loaded with
+``torch.load``): refused in ``model_args``, the model is built from its config only and the weights are the
+manifest's ``source``."""
 _FIXED_KWARGS = ("model_name", "pretrained", "num_classes")
 """create_model arguments the translation sets itself; timm's create_model also lets its explicit arguments win
 over ``model_args`` (``kwargs.setdefault``)."""
@@ -396,6 +403,12 @@ class TimmImporter(Importer):
                 f"{path}: field 'model_args': expected a mapping of create_model keyword "
                 f"arguments, got {type(model_args).__name__}"
             )
+        loading = sorted(k for k in model_args if k in _LOADING_KWARGS)
+        if loading:
+            raise ConfigImportError(
+                f"{path}: field 'model_args': {', '.join(loading)} would make create_model read a file or fetch "
+                f"from the network (refused: {', '.join(_LOADING_KWARGS)}); the weights are the manifest's source"
+            )
         tag = pcfg.get("tag")
         full_name = f"{architecture}.{tag}" if isinstance(tag, str) and tag else architecture
         test_note = " at the test size (validate.py)" if self.test_size else ""
@@ -413,7 +426,7 @@ class TimmImporter(Importer):
             "framework": {"name": "torch", "version": ">=0"},
             "source": source,
             "architecture": {
-                "factory": "timm:create_model",
+                "factory": parse_ref(TIMM_FACTORY, what="timm importer", field="architecture.factory").text,
                 "package": f"timm=={self.timm_version}",
                 "kwargs": {
                     "model_name": architecture,

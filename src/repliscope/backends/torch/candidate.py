@@ -39,6 +39,7 @@ from repliscope.diff.base import CANDIDATES
 from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.diff.reference import TorchReference
 from repliscope.errors import RepliscopeError
+from repliscope.manifest.code_refs import REF_PATTERN, CodeRefError, FactoryAttributeError, check_public, walk_attrs
 
 _DONE = object()
 _VIEWS = {"detach", "cpu", "numpy", "clone", "contiguous", "__get__"}
@@ -62,10 +63,18 @@ class _Recorder(TorchFunctionMode):
 
 
 def load_factory(spec: str) -> Any:
-    """``module:function`` or ``file.py:function`` -> the callable (imported, never called here)."""
+    """``module:function`` or ``file.py:function`` -> the callable (imported, never called here).
+
+    ``--candidate`` is the invoking user's own code on their own command line (like ``python file.py``), never a
+    manifest or service field; its attribute path follows the rules of :mod:`repliscope.manifest.code_refs` (public
+    names only, no module reached as an attribute)."""
     target, sep, attr = spec.rpartition(":")
-    if not sep or not target or not attr:
+    if not sep or not target or not attr or not REF_PATTERN.match(f"x:{attr}"):
         raise RepliscopeError(f"torch candidate '{spec}': expected module:function or path/to/file.py:function")
+    try:
+        check_public(attr.split("."), spec, "torch candidate", "")
+    except CodeRefError as exc:
+        raise RepliscopeError(str(exc)) from None
     if target.endswith(".py"):
         file = Path(target).resolve()
         if not file.is_file():
@@ -89,13 +98,13 @@ def load_factory(spec: str) -> Any:
             raise RepliscopeError(
                 f"torch candidate '{spec}': importing '{target}' failed: {type(exc).__name__}: {exc}"
             ) from exc
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise RepliscopeError(f"torch candidate '{spec}': '{target}' has no attribute '{attr}'")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise RepliscopeError(f"torch candidate '{spec}': '{attr}' is a {type(obj).__name__}, not a callable")
+    try:  # the shared walk: no private attribute, no module reached as an attribute, a callable at the end
+        obj, _ = walk_attrs(module, target, attr.split("."), scope=None, what="torch candidate", text=spec, field="")
+    except FactoryAttributeError as exc:
+        raise RepliscopeError(f"torch candidate '{spec}': {exc}") from None
+    except CodeRefError as exc:
+        message = str(exc) if str(exc).startswith("torch candidate") else f"torch candidate '{spec}': {exc}"
+        raise RepliscopeError(message) from None
     return obj
 
 
