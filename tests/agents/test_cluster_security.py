@@ -31,7 +31,7 @@ from repliscope.agents.security import (
 from repliscope.agents.submit import submit_job
 from repliscope.errors import RepliscopeError
 from repliscope.manifest.loader import load_manifest
-from tests.agents.procs import DASK, Processes, free_port
+from tests.agents.procs import Processes, free_port
 from tests.test_jobs import TINY, tiny_job
 
 
@@ -138,21 +138,18 @@ def test_cluster_certs_writes_a_ca_and_one_key_pair_per_role(tmp_path: Path) -> 
 
 
 def _tls_scheduler(procs: Processes, certs: Path) -> str:
-    if not DASK.is_file():
-        pytest.skip(f"{DASK} is absent")
+    """``repliscope cluster scheduler`` with TLS (it checks the peers' certificate roles) on a free port."""
     port = free_port()
     procs._start(
         "scheduler",
         [
-            str(DASK),
+            sys.executable,
+            "-m",
+            "repliscope.cli.main",
+            "cluster",
             "scheduler",
-            "--host",
-            "127.0.0.1",
             "--port",
             str(port),
-            "--protocol",
-            "tls",
-            "--no-dashboard",
             "--tls-ca-file",
             str(certs / "ca.pem"),
             "--tls-cert",
@@ -242,5 +239,6 @@ def test_a_mutual_tls_cluster_runs_a_job_and_refuses_clients_without_a_certifica
             Cluster.connect(address.replace("tls://", "tcp://"), timeout=3)
         with pytest.raises(RepliscopeError, match="could not join"):  # an agent with a foreign certificate
             run_agent(address, "intruder", security=_security(foreign, "agent"), death_timeout=3)
+        assert "refused" not in procs.log("scheduler")  # the job, its events and the listing: all in the roles
     finally:
         procs.stop_all()

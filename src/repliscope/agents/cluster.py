@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -19,7 +18,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from repliscope.agents.capabilities import AgentCapabilities, probe_capabilities
-from repliscope.agents.security import LOOPBACK_HOST, ClusterSecurity, agent_listen_host, check_cluster_address
+from repliscope.agents.security import (
+    LOOPBACK_HOST,
+    ClusterSecurity,
+    agent_listen_host,
+    check_cluster_address,
+    check_listen_host,
+    split_address,
+)
 from repliscope.errors import RepliscopeError
 
 METADATA_KEY = "repliscope-agents"
@@ -133,6 +139,7 @@ class Cluster:
         from distributed import Client, LocalCluster, Worker
 
         from repliscope.agents.capabilities import default_agent_id
+        from repliscope.agents.roles import install_role_guard
 
         if scheduler is None or scheduler == "local":
             import shutil
@@ -152,7 +159,7 @@ class Cluster:
             )
 
             async def start_agent() -> Any:  # host=: Dask's default listens on every interface (0.0.0.0)
-                return await Worker(
+                worker = Worker(
                     local.scheduler_address,
                     name=default_agent_id(),
                     nthreads=1,
@@ -162,8 +169,13 @@ class Cluster:
                     dashboard_address=f"{LOOPBACK_HOST}:0",
                     security=dask_security,
                 )
+                if dask_security is not None:
+                    install_role_guard(worker, "worker")
+                return await worker
 
             try:
+                if dask_security is not None:  # the certificates' roles, checked on connect (agents.roles)
+                    install_role_guard(local.scheduler, "scheduler")
                 worker = local.sync(start_agent)
                 cluster = cls(Client(local, set_as_default=False, security=dask_security), local, worker)
             except BaseException:
@@ -176,8 +188,9 @@ class Cluster:
             cluster.wait_for_agents(1, timeout)
             return cluster
         check_scheduler_address(scheduler, local_allowed=True)
-        if not scheduler.startswith("inproc://"):
-            check_cluster_address(scheduler, security)
+        check_cluster_address(scheduler, security)
+        if security is not None:
+            security.require_role("client", "a client of the scheduler")
         try:
             client = Client(
                 scheduler, timeout=f"{timeout}s", set_as_default=False, security=security.dask() if security else None
@@ -276,22 +289,26 @@ def local_cluster_security() -> tuple[Path, ClusterSecurity] | None:
         )
         return None
     folder = Path(tempfile.mkdtemp(prefix="repliscope-cluster-"))
-    made = make_certs(folder, days=30)
-    return folder, ClusterSecurity(made["ca.pem"], made["agent.pem"], made["agent.key"])
-
-
-_ADDRESS = re.compile(r"^(tcp|tls|ws|wss)://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
+    make_certs(folder, days=30)
+    return folder, ClusterSecurity.of_folder(folder)
 
 
 def check_scheduler_address(address: str, local_allowed: bool) -> None:
-    """A RepliscopeError unless ``address`` is ``PROTOCOL://HOST:PORT`` (tcp, tls, ws, wss; an ``inproc://`` one
-    too, and ``local`` when ``local_allowed``), before Dask sees it (its own error comes with a traceback)."""
-    if address.startswith("inproc://"):
+    """A RepliscopeError unless ``address`` is ``PROTOCOL://HOST:PORT`` with PROTOCOL one of
+    :data:`~repliscope.agents.security.ALLOWED_PROTOCOLS` (or ``local`` when ``local_allowed``), before Dask sees
+    it (its own error comes with a traceback). ``inproc://`` is refused: no other process can reach it."""
+    from repliscope.agents.security import ALLOWED_PROTOCOLS
+
+    if local_allowed and address == "local":
         return
-    match = _ADDRESS.match(address)
-    if match is None or not 0 < int(match.group(3)) < 65536:
-        local = " (or 'local' for an in-process scheduler)" if local_allowed else ""
-        raise RepliscopeError(f"--scheduler {address!r}: give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786{local}")
+    local = " (or 'local' for an in-process scheduler)" if local_allowed else ""
+    try:
+        split_address(address)
+    except RepliscopeError:
+        raise RepliscopeError(
+            f"--scheduler {address!r}: give PROTOCOL://HOST:PORT with PROTOCOL one of "
+            f"{', '.join(ALLOWED_PROTOCOLS)}{local}, e.g. tcp://127.0.0.1:8786"
+        ) from None
 
 
 def run_agent(
@@ -315,11 +332,14 @@ def run_agent(
     from distributed import Worker
 
     from repliscope.agents.capabilities import default_agent_id
+    from repliscope.agents.roles import install_role_guard
 
     check_scheduler_address(scheduler, local_allowed=False)
-    if not scheduler.startswith("inproc://"):
-        check_cluster_address(scheduler, security)
-        host = agent_listen_host(scheduler, host)
+    check_cluster_address(scheduler, security)
+    host = agent_listen_host(scheduler, host)
+    check_listen_host(host, security)  # the scheduler's rule: plaintext on loopback only (or --insecure-cluster)
+    if security is not None:
+        security.require_role("agent", "an agent")
     name = agent_id or default_agent_id()
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO start-up lines drown what we print
     if nthreads < 1:
@@ -331,7 +351,7 @@ def run_agent(
         level = worker_log.level
         worker_log.setLevel(logging.CRITICAL)  # a failed start is said once, below (Dask logs it as an ERROR too)
         try:
-            worker = await Worker(
+            worker = Worker(
                 scheduler,
                 name=name,
                 nthreads=nthreads,
@@ -342,6 +362,9 @@ def run_agent(
                 dashboard_address=f"{LOOPBACK_HOST}:0",
                 security=security.dask() if security else None,
             )
+            if security is not None and security.tls:  # the peers' certificate roles, checked on connect
+                install_role_guard(worker, "worker")
+            await worker
         except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
             why = f"{exc}" + (f" ({exc.__cause__})" if exc.__cause__ else "")
             if "name taken" in why:
@@ -362,6 +385,64 @@ def run_agent(
         await asyncio.wait({finished, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if not finished.done():
             await worker.close(reason="repliscope agent stopped")
+        stopped.cancel()
+
+    asyncio.run(main())
+
+
+def run_scheduler(
+    host: str = LOOPBACK_HOST,
+    port: int = 8786,
+    security: ClusterSecurity | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run a Dask scheduler for agents on ``host:port`` until SIGTERM/SIGINT; ``on_ready(address)`` once it
+    listens. The listener rule of every repliscope listener (:func:`check_listen_host`: plaintext on loopback only,
+    unless ``security.insecure``); with TLS (``security``: the scheduler's certificate) the peers' certificate
+    roles are checked on connect (:mod:`repliscope.agents.roles`: only a client may submit work). Its HTTP server
+    listens on loopback (a free port)."""
+    import logging
+    import signal
+
+    from distributed import Scheduler
+
+    from repliscope.agents.roles import install_role_guard
+
+    check_listen_host(host, security)
+    tls = security is not None and security.tls
+    if security is not None:
+        security.require_role("scheduler", "the scheduler")
+    if not 0 <= port < 65536:
+        raise RepliscopeError(f"--port {port}: give 0 (a free port) to 65535")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
+    async def main() -> None:
+        scheduler = Scheduler(
+            host=host,
+            port=port,
+            protocol="tls://" if tls else "tcp://",
+            security=security.dask() if security is not None else None,
+            dashboard=False,
+            dashboard_address=f"{LOOPBACK_HOST}:0",
+        )
+        if tls:
+            install_role_guard(scheduler, "scheduler")
+        try:
+            await scheduler
+        except (OSError, RuntimeError) as exc:
+            why = f"{exc}" + (f" ({exc.__cause__})" if exc.__cause__ else "")
+            raise RepliscopeError(f"the scheduler could not listen on {host}:{port}: {why}") from exc
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if on_ready is not None:
+            on_ready(scheduler.address)
+        finished = asyncio.ensure_future(scheduler.finished())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({finished, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not finished.done():
+            await scheduler.close(reason="repliscope scheduler stopped")
         stopped.cancel()
 
     asyncio.run(main())

@@ -5,7 +5,11 @@ loopback is refused unless ``--insecure-cluster`` is given (then warned).
 
 A Dask scheduler or worker runs any function a connected client sends it: a peer that can connect can run code
 as the agent's user. Hence: loopback (this machine's users only) or mutual TLS (holders of a certificate signed by
-the cluster's CA only). Dask and ``cryptography`` are imported inside functions only."""
+the cluster's CA only). Every listener follows one rule (:func:`check_exposure`): plaintext only on loopback
+unless ``--insecure-cluster``. Certificates carry their role (:data:`CERT_ROLES`, the subject's organizational unit
+and the extended key usage) and each listener checks the role of the peer's certificate on every message
+(:mod:`repliscope.agents.roles`): only a client certificate may submit work. Dask and ``cryptography`` are imported
+inside functions only."""
 
 from __future__ import annotations
 
@@ -25,10 +29,15 @@ LOOPBACK_HOST = "127.0.0.1"
 """Where repliscope's own listeners (the embedded scheduler and agent, an agent's HTTP server) bind by default."""
 PLAINTEXT = ("tcp", "ws")
 ENCRYPTED = ("tls", "wss")
+ALLOWED_PROTOCOLS = (*PLAINTEXT, *ENCRYPTED)
+"""The schemes of a scheduler address (not ``inproc://``: a repliscope process never shares one with another)."""
 CERT_DAYS = 825
 """Validity of the certificates ``cluster certs`` makes (days; the CA: ten years)."""
 CERT_ROLES = ("scheduler", "agent", "client")
-"""The key pairs ``cluster certs`` makes besides the CA: give each process the one of its role."""
+"""The key pairs ``cluster certs`` makes besides the CA: give each process the one of its role. The role is the
+certificate's organizational unit (signed by the CA, so a holder cannot change it): only ``client`` may submit
+work, ``agent`` may only register as a worker (and fetch data from another agent), ``scheduler`` may only drive
+agents."""
 
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss)://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
 
@@ -42,9 +51,9 @@ def split_address(address: str) -> tuple[str, str, int]:
     match = _ADDRESS.match(address)
     if match is None or not 0 < int(match.group(3)) < 65536:
         raise RepliscopeError(
-            f"--scheduler {address!r}: give PROTOCOL://HOST:PORT (tcp:// on this machine, "
-            "tls:// with --tls-ca-file/--tls-cert/--tls-key across machines), e.g. "
-            "tcp://127.0.0.1:8786"
+            f"--scheduler {address!r}: give PROTOCOL://HOST:PORT with PROTOCOL one of "
+            f"{', '.join(ALLOWED_PROTOCOLS)} (tcp:// on this machine, tls:// with --tls-ca-file/--tls-cert/"
+            "--tls-key across machines), e.g. tcp://127.0.0.1:8786"
         )
     return match.group(1), match.group(2).strip("[]"), int(match.group(3))
 
@@ -63,12 +72,15 @@ def is_loopback(host: str) -> bool:
 class ClusterSecurity:
     """Mutual TLS for one process of a cluster: the CA every peer's certificate must be signed by, this
     process's certificate and key (PEM files); ``insecure``: a plaintext address reachable from other hosts is
-    allowed (warned). ``ca_file`` None = no TLS."""
+    allowed (warned). ``ca_file`` None = no TLS. ``role_dir``: a folder of :func:`make_certs` whose
+    scheduler/agent/client certificates this process uses, each for its own role (the in-process cluster, which is
+    all three in one process); ``cert``/``key`` are then the agent's (what agent processes it starts get)."""
 
     ca_file: Path | None = None
     cert: Path | None = None
     key: Path | None = None
     insecure: bool = False
+    role_dir: Path | None = None
 
     @property
     def tls(self) -> bool:
@@ -94,6 +106,11 @@ class ClusterSecurity:
                     raise RepliscopeError(f"{flag} {path}: no such file")
         return cls(ca_file, cert, key, insecure)
 
+    @classmethod
+    def of_folder(cls, folder: Path) -> ClusterSecurity:
+        """Every role's own certificate from ``folder`` (written by :func:`make_certs`)."""
+        return cls(folder / "ca.pem", folder / "agent.pem", folder / "agent.key", role_dir=folder)
+
     def flags(self) -> list[str]:
         """The CLI options that give another repliscope process (e.g. a stack's agent) this security."""
         out: list[str] = []
@@ -103,33 +120,78 @@ class ClusterSecurity:
             out.append("--insecure-cluster")
         return out
 
+    def require_role(self, role: str, acting_as: str) -> None:
+        """A RepliscopeError unless this process's certificate (TLS only) is of ``role`` (acting as ``acting_as``):
+        the cluster's listeners would refuse it, said here at once and clearly."""
+        if not self.tls or self.role_dir is not None:
+            return
+        assert self.cert is not None
+        found = cert_role(self.cert)
+        if found != role:
+            what = f"a '{found}' certificate" if found else "a certificate without a repliscope role"
+            raise RepliscopeError(
+                f"--tls-cert {self.cert} is {what}; {acting_as} needs the {role} certificate ({role}.pem and "
+                f"{role}.key of `repliscope cluster certs DIR`): the cluster refuses any other role"
+            )
+
     def dask(self) -> Any:
-        """A ``distributed.security.Security`` (this certificate for every role, encryption required; TLS 1.2+),
-        or None without TLS (Dask then uses its configuration, i.e. none)."""
+        """A ``distributed.security.Security`` (encryption required; TLS 1.2+): this certificate for every Dask
+        role, or with ``role_dir`` each Dask role its own (scheduler -> scheduler, worker -> agent, client ->
+        client); None without TLS (Dask then uses its configuration, i.e. none)."""
         if not self.tls:
             return None
         import ssl
 
         from distributed.security import Security
 
-        cert, key = str(self.cert), str(self.key)
+        def files(role: str) -> tuple[str, str]:
+            if self.role_dir is not None:
+                return str(self.role_dir / f"{role}.pem"), str(self.role_dir / f"{role}.key")
+            return str(self.cert), str(self.key)
+
+        (client_cert, client_key), (worker_cert, worker_key), (scheduler_cert, scheduler_key) = (
+            files("client"),
+            files("agent"),
+            files("scheduler"),
+        )
         return Security(
             tls_ca_file=str(self.ca_file),
-            tls_client_cert=cert,
-            tls_client_key=key,
-            tls_worker_cert=cert,
-            tls_worker_key=key,
-            tls_scheduler_cert=cert,
-            tls_scheduler_key=key,
+            tls_client_cert=client_cert,
+            tls_client_key=client_key,
+            tls_worker_cert=worker_cert,
+            tls_worker_key=worker_key,
+            tls_scheduler_cert=scheduler_cert,
+            tls_scheduler_key=scheduler_key,
             require_encryption=True,
             tls_min_version=ssl.TLSVersion.TLSv1_2,
         )
 
 
+def check_exposure(what: str, protocol: str, host: str, security: ClusterSecurity | None) -> None:
+    """The one rule of every address a repliscope process listens on or connects to (``what``, e.g. an address or
+    ``--host 0.0.0.0``): plaintext (``protocol`` tcp/ws) on a ``host`` that is not loopback is refused, unless
+    ``security.insecure`` (then an :class:`InsecureClusterWarning` and a line on stderr)."""
+    security = security or ClusterSecurity()
+    if protocol not in PLAINTEXT or is_loopback(host):
+        return
+    if not security.insecure:
+        raise RepliscopeError(
+            f"{what}: a plaintext cluster listener or scheduler on another interface lets anyone who reaches it "
+            "run code as the agent's user; use tls:// with --tls-ca-file/--tls-cert/--tls-key (`repliscope "
+            "cluster certs DIR`), or accept the risk with --insecure-cluster"
+        )
+    message = (
+        f"{what}: plaintext cluster reachable from other hosts (--insecure-cluster): anyone who can "
+        "connect can run code on its agents"
+    )
+    warnings.warn(message, InsecureClusterWarning, stacklevel=3)
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def check_cluster_address(address: str, security: ClusterSecurity | None) -> None:
     """Refuse (RepliscopeError) what would expose or misuse a cluster: a ``tls://`` address without the TLS
-    files, TLS files with a plaintext address, a plaintext address that is not loopback (unless
-    ``security.insecure``: then an :class:`InsecureClusterWarning` and a line on stderr)."""
+    files, TLS files with a plaintext address, a plaintext address that is not loopback (:func:`check_exposure`:
+    unless ``security.insecure``, then warned)."""
     protocol, host, _port = split_address(address)
     security = security or ClusterSecurity()
     if protocol in ENCRYPTED and not security.tls:
@@ -142,19 +204,14 @@ def check_cluster_address(address: str, security: ClusterSecurity | None) -> Non
             f"{address}: --tls-* files are given but the address is plaintext {protocol}://; "
             f"use tls://{address.split('://', 1)[1]}"
         )
-    if protocol in PLAINTEXT and not is_loopback(host):
-        if not security.insecure:
-            raise RepliscopeError(
-                f"{address}: a plaintext scheduler on another interface lets anyone who reaches it run code as "
-                "every agent's user; use tls:// with --tls-ca-file/--tls-cert/--tls-key (`repliscope cluster "
-                "certs DIR`), or accept the risk with --insecure-cluster"
-            )
-        message = (
-            f"{address}: plaintext cluster reachable from other hosts (--insecure-cluster): anyone who can "
-            "connect can run code on its agents"
-        )
-        warnings.warn(message, InsecureClusterWarning, stacklevel=2)
-        print(f"warning: {message}", file=sys.stderr)
+    check_exposure(address, protocol, host, security)
+
+
+def check_listen_host(host: str, security: ClusterSecurity | None, option: str = "--host") -> None:
+    """A listener on ``host``: plaintext (no TLS in ``security``) only on loopback, unless ``--insecure-cluster``
+    (:func:`check_exposure`, the rule of scheduler addresses)."""
+    protocol = "tls" if security is not None and security.tls else "tcp"
+    check_exposure(f"{option} {host}", protocol, host, security)
 
 
 def agent_listen_host(scheduler: str, host: str | None) -> str:
@@ -172,16 +229,41 @@ def agent_listen_host(scheduler: str, host: str | None) -> str:
 
 
 # -- certificates ------------------------------------------------------------------------------------------------
-def _name(common_name: str) -> Any:
+def _name(common_name: str, role: str | None = None) -> Any:
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
+    unit = [x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role)] if role else []
     return x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "repliscope cluster"),
+            *unit,
             x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         ]
     )
+
+
+def cert_role(path: Path) -> str | None:
+    """The role (one of :data:`CERT_ROLES`) of the PEM certificate at ``path``, None when it names none (a
+    certificate not made by :func:`make_certs`, or by an older one); a RepliscopeError when unreadable."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise RepliscopeError(f"--tls-cert {path}: not a readable PEM certificate ({exc})") from exc
+    units = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
+    return units[0] if len(units) == 1 and units[0] in CERT_ROLES else None
+
+
+def role_of_peercert(peercert: Any) -> str | None:
+    """The role of a peer's verified certificate as ``ssl.SSLSocket.getpeercert()`` gives it (a dict), None
+    when it has none or several organizational units (or no certificate at all)."""
+    if not isinstance(peercert, dict):
+        return None
+    units = [value for rdn in peercert.get("subject", ()) for key, value in rdn if key == "organizationalUnitName"]
+    return units[0] if len(units) == 1 and units[0] in CERT_ROLES else None
 
 
 def _write_key(path: Path, key: Any) -> None:
@@ -217,7 +299,8 @@ def make_certs(
     folder: Path, hosts: list[str] | None = None, days: int = CERT_DAYS, overwrite: bool = False
 ) -> dict[str, Path]:
     """Write a cluster's CA (``ca.pem``, ``ca.key``) and one certificate + key per role of :data:`CERT_ROLES`
-    (``scheduler.pem``/``scheduler.key``, ...), signed by the CA (EC P-256, SHA-256; server and client auth; the
+    (``scheduler.pem``/``scheduler.key``, ...), signed by the CA (EC P-256, SHA-256; the role as the subject's
+    organizational unit; extended key usage server and client auth, a client's client auth only; the
     hosts ``localhost``, ``127.0.0.1``, ``::1`` and ``hosts`` as subject alternative names). Keys are written mode
     0600. Returns name -> path. A folder that already holds them is refused unless ``overwrite``."""
     from cryptography import x509
@@ -264,21 +347,20 @@ def make_certs(
     out = {"ca.pem": folder / "ca.pem", "ca.key": folder / "ca.key"}
     _write_key(out["ca.key"], ca_key)
     _write_cert(out["ca.pem"], ca)
+    both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    usage = {"scheduler": both, "agent": both, "client": [ExtendedKeyUsageOID.CLIENT_AUTH]}  # a client never listens
     for role in CERT_ROLES:
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
             x509.CertificateBuilder()
-            .subject_name(_name(f"repliscope {role}"))
+            .subject_name(_name(f"repliscope {role}", role))
             .issuer_name(ca_name)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now)
             .not_valid_after(now + timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False,
-            )
+            .add_extension(x509.ExtendedKeyUsage(usage[role]), critical=True)
             .add_extension(_san(hosts or []), critical=False)
             .sign(ca_key, hashes.SHA256())
         )

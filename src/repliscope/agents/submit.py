@@ -84,7 +84,8 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
     """The Dask task: run the job (:class:`JobSpec` as JSON) on this agent with ``execute_job``; returns the
     :class:`JobOutcome` as JSON (its ``agent`` = this agent's capabilities). Events on topic
     ``repliscope-job-<job_id>``: ``start``, ``total``, ``progress`` (cumulative ``done``), ``log``, ``error``."""
-    from distributed import Event, get_worker
+    from distributed import get_worker
+    from distributed.utils import sync
 
     from repliscope.agents.capabilities import probe_capabilities
     from repliscope.job_execution import execute_job
@@ -99,7 +100,11 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
     def send(kind: str, **fields: Any) -> None:
         worker.log_event(topic, {"type": kind, "agent": agent_id, **fields})
 
-    cancel = Event(cancel_event_name(job.job_id))
+    cancel_name = cancel_event_name(job.job_id)
+
+    def cancelled() -> bool:  # the scheduler's flag, asked as the worker (an agent's certificate is no client's)
+        return bool(sync(worker.loop, worker.scheduler.event_is_set, name=cancel_name))
+
     state = {"done": 0, "sent": 0.0, "checked": 0.0}
 
     def on_progress(n: int) -> None:
@@ -107,7 +112,7 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
         now = time.monotonic()
         if now - state["checked"] >= CANCEL_CHECK_S:
             state["checked"] = now
-            if cancel.is_set():
+            if cancelled():
                 raise JobCancelled(job.job_id)
         if now - state["sent"] >= PROGRESS_EVERY_S:
             state["sent"] = now

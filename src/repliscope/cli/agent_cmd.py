@@ -31,7 +31,8 @@ SchedulerOption = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
-        help="Dask scheduler address tcp://HOST:PORT, or 'local' (an in-process scheduler with one agent).",
+        help="Dask scheduler address PROTOCOL://HOST:PORT (tcp, ws, tls, wss), or 'local' (an in-process "
+        "scheduler with one agent).",
     ),
 ]
 
@@ -224,6 +225,10 @@ def evaluate_on_agents(
 
     started: list[Any] = []
     try:
+        if scheduler is not None:  # a usage error before anything is loaded or stored
+            from repliscope.agents.cluster import check_scheduler_address
+
+            check_scheduler_address(scheduler, local_allowed=True)
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)

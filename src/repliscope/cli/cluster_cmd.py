@@ -1,4 +1,5 @@
-"""``repliscope cluster certs DIR`` (a CA + scheduler/agent/client certificates for a mutual-TLS cluster) and the
+"""``repliscope cluster certs DIR`` (a CA + scheduler/agent/client certificates for a mutual-TLS cluster, each
+bound to its role), ``repliscope cluster scheduler`` (a Dask scheduler that checks those roles) and the
 options every command that talks to a Dask scheduler shares: ``--tls-ca-file --tls-cert --tls-key`` and
 ``--insecure-cluster`` (:func:`cluster_security`)."""
 
@@ -34,7 +35,7 @@ InsecureClusterOption = Annotated[
 ]
 
 cluster_app = typer.Typer(
-    help="A cluster's security: certificates for mutual TLS between scheduler, agents and clients.",
+    help="A cluster: role-bound certificates for mutual TLS between scheduler, agents and clients; its scheduler.",
     no_args_is_help=True,
 )
 
@@ -77,7 +78,7 @@ def certs(
         print(f"wrote {path}" + ("  (private key, mode 0600)" if name.endswith(".key") else ""))
     d = folder
     print(
-        "\nscheduler: dask scheduler --host 0.0.0.0 --protocol tls "
+        "\nscheduler: repliscope cluster scheduler --host THIS_HOST_IP "
         f"--tls-ca-file {d}/ca.pem --tls-cert {d}/scheduler.pem --tls-key {d}/scheduler.key"
     )
     print(
@@ -88,6 +89,45 @@ def certs(
         f"client:    repliscope agents --scheduler tls://SCHEDULER:8786 --tls-ca-file {d}/ca.pem "
         f"--tls-cert {d}/client.pem --tls-key {d}/client.key"
     )
+
+
+@cluster_app.command("scheduler")
+def scheduler(
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Interface to listen on (default 127.0.0.1; another one needs the --tls-* files or "
+            "--insecure-cluster).",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: a free one).")] = 8786,
+    tls_ca_file: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure_cluster: InsecureClusterOption = False,
+) -> None:
+    """Run a Dask scheduler for repliscope agents in the foreground (Ctrl-C / SIGTERM stop it). With the --tls-*
+    files (scheduler.pem of `repliscope cluster certs`) it speaks mutual TLS and checks each peer's certificate
+    role on connect: only a client certificate may submit work, an agent's may only register as a worker.
+    Without them it listens on loopback only, unless --insecure-cluster."""
+    import logging
+    import sys
+
+    from repliscope.agents.cluster import run_scheduler
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+
+    def ready(address: str) -> None:
+        print(address, flush=True)
+        print(f"scheduler listening on {address}; Ctrl-C or SIGTERM stops it", file=sys.stderr, flush=True)
+
+    try:
+        security = cluster_security(tls_ca_file, tls_cert, tls_key, insecure_cluster)
+        run_scheduler(host, port, security, on_ready=ready)
+    except RepliscopeError as exc:
+        fail(exc)
+    print("scheduler stopped", file=sys.stderr, flush=True)
 
 
 def register(app: typer.Typer) -> None:
