@@ -84,14 +84,11 @@ def test_evaluate_on_the_local_scheduler_equals_the_in_process_evaluate_and_stor
             "(allowed: agent_id, cores, cpu_flags, cpu_model, gpus, "
             "hostname, memory_gib)",
         ),
-        (
-            ["--scheduler", "127.0.0.1:8786"],
-            "error: --scheduler '127.0.0.1:8786': give PROTOCOL://HOST:PORT with PROTOCOL one of tcp, ws, tls, wss",
-        ),
-        (
+        (["--scheduler", "127.0.0.1:8786"], "error: --scheduler '127.0.0.1:8786': give tcp://HOST:PORT"),
+        (  # issue 38: an internal error before
             ["--scheduler", "inproc://x"],
-            "error: --scheduler 'inproc://x': give PROTOCOL://HOST:PORT with PROTOCOL one of tcp, ws, tls, wss "
-            "(or 'local' for an in-process scheduler)",
+            "error: --scheduler 'inproc://x': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786 (or 'local' for an "
+            "in-process scheduler); the allowed schemes are tcp, ws, tls, wss\n",
         ),
         (["--scheduler", "local", "--hardware", "gpus>=1"], "error: no live agent meets the job's constraints ("),
         (["--scheduler", "local", "--schedule", "fastest"], "error: --schedule 'fastest' is not allowed (allowed: "),
@@ -122,21 +119,18 @@ def test_evaluate_with_stack_current_runs_on_the_in_process_agent_of_this_enviro
     [
         (
             ["agent", "--scheduler", "foo"],
-            "error: --scheduler 'foo': give PROTOCOL://HOST:PORT with PROTOCOL one of tcp, ws, tls, wss, "
-            "e.g. tcp://127.0.0.1:8786\n",
+            "error: --scheduler 'foo': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786; the allowed schemes are "
+            "tcp, ws, tls, wss\n",
         ),
-        (
-            ["agent", "--scheduler", "tcp://127.0.0.1"],
-            "error: --scheduler 'tcp://127.0.0.1': give PROTOCOL://HOST:PORT with PROTOCOL one of",
-        ),
+        (["agent", "--scheduler", "tcp://127.0.0.1"], "error: --scheduler 'tcp://127.0.0.1': give tcp://HOST:PORT"),
         (
             ["agent", "--scheduler", "inproc://x"],
-            "error: --scheduler 'inproc://x': give PROTOCOL://HOST:PORT with PROTOCOL one of tcp, ws, tls, wss,",
+            "error: --scheduler 'inproc://x': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786; the allowed schemes "
+            "are tcp, ws, tls, wss\n",
         ),
         (
             ["agents", "--scheduler", "tcp://127.0.0.1:99999"],
-            "error: --scheduler 'tcp://127.0.0.1:99999': give PROTOCOL://HOST:PORT with PROTOCOL one of tcp, ws, "
-            "tls, wss (or 'local'",
+            "error: --scheduler 'tcp://127.0.0.1:99999': give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786 (or 'local'",
         ),
     ],
 )

@@ -306,8 +306,8 @@ def check_scheduler_address(address: str, local_allowed: bool) -> None:
         split_address(address)
     except RepliscopeError:
         raise RepliscopeError(
-            f"--scheduler {address!r}: give PROTOCOL://HOST:PORT with PROTOCOL one of "
-            f"{', '.join(ALLOWED_PROTOCOLS)}{local}, e.g. tcp://127.0.0.1:8786"
+            f"--scheduler {address!r}: give tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786{local}; the allowed schemes "
+            f"are {', '.join(ALLOWED_PROTOCOLS)}"
         ) from None
 
 
