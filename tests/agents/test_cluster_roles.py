@@ -229,3 +229,29 @@ def test_only_a_client_certificate_submits_work_over_real_tls(tmp_path: Path) ->
         assert "its certificate's role 'client' may not send 'register-worker'" in log, log
     finally:
         procs.stop_all()
+
+
+@pytest.mark.slow  # an agent process (~15 s on 2 loaded cores)
+def test_the_in_process_cluster_gives_each_role_its_own_certificate_and_its_agents_the_agent_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a ``--stack`` agent of ``evaluate``/``serve`` gets: the in-process cluster's agent certificate."""
+    caplog.set_level("WARNING", logger="repliscope.agents.roles")
+    with Cluster.connect(None) as cluster:
+        security = cluster.security
+        assert security is not None and security.cert is not None and cert_role(security.cert) == "agent"
+        dask = security.dask()
+        assert [cert_role(Path(dask.tls_scheduler_cert)), cert_role(Path(dask.tls_client_cert))] == [
+            "scheduler",
+            "client",
+        ]
+        procs = Processes(tmp_path)
+        try:
+            command = [*CLI, "agent", "--scheduler", cluster.address, "--name", "started", *security.flags()]
+            procs._start("agent", command)
+            alive = cluster.wait_for_agents(2, timeout=90)
+            assert "started" in {a.capabilities.agent_id for a in alive}, procs.log("agent")
+        finally:
+            procs.stop_all()  # a clean stop: it closes its connections (allowed to an agent)
+        assert "agent stopped" in procs.log("agent")
+    assert not [r.getMessage() for r in caplog.records if r.name == "repliscope.agents.roles"]

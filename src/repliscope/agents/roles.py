@@ -56,6 +56,9 @@ AGENT_AT_SCHEDULER: frozenset[str] = frozenset(
         "log-event",
         "worker-status-change",
         "request-refresh-who-has",
+        # the end of a connection (distributed.core: a request's and a batched stream's)
+        "close",
+        "close-stream",
     }
 )
 """What an agent's certificate may ask of the scheduler: to be a worker, never a client (``register-client``,
@@ -82,7 +85,7 @@ WORKER_ONLY: frozenset[str] = frozenset(
 """What only an agent sends to the scheduler: refused from a client's certificate (it cannot register as a worker
 nor report task results)."""
 
-AGENT_AT_WORKER: frozenset[str] = frozenset({"get_data"})
+AGENT_AT_WORKER: frozenset[str] = frozenset({"get_data", "close", "close-stream"})
 """What an agent's certificate may ask of another agent: the data of a finished task, nothing that runs code."""
 
 NONE: frozenset[str] = frozenset()
