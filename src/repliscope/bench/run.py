@@ -81,7 +81,7 @@ def runner_with_threads(runner: Runner, threads: int) -> Runner:
 def named_outputs(prepared: PreparedRun) -> bool:
     """True when queries run ``Runner.infer_outputs`` (the task is not classification or the model has several
     outputs), as :class:`repliscope.evaluation.engine.BatchInference` decides for the evaluation loop."""
-    return prepared.task.name != "image_classification" or len(prepared.artifact.output_names) > 1
+    return prepared.task.reads_named_outputs(prepared.artifact.output_names)
 
 
 def max_batch(prepared: PreparedRun, settings: ScenarioSettings) -> int | None:

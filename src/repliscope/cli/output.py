@@ -96,8 +96,10 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         f", {annotated}"
     )
     print_categories_left_out(d)
-    detection = rec.task == "object_detection"
-    bootstrap = detection or rec.task == "semantic_segmentation"
+    from repliscope.tasks.base import TASKS
+
+    task = TASKS.get(rec.task)
+    bootstrap = task.interval() == "bootstrap"
     title = "metrics (95 % bootstrap interval over images)" if bootstrap else "metrics (95 % Wilson interval)"
     table = Table(title=title)
     for col in ("metric", "value", "interval", "n"):
@@ -113,7 +115,7 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         console.print("metrics   none: no sample was evaluated (predictions are stored per sample)")
     else:
         console.print("metrics   none: no labelled sample was evaluated (outputs are stored per sample)")
-    if rec.per_class and rec.task == "semantic_segmentation":
+    if rec.per_class and task.truth == "masks":
         print_table(
             "per class (IoU, 95 % bootstrap interval over images)",
             ["class", "IoU", "interval", "gt pixels", "predicted pixels", "images"],
@@ -134,8 +136,11 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
     if not rec.claims:
         console.print("claims    none: the manifest makes no claim (claims: [])")
     colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
+    from repliscope.manifest.schema import claim_metric_spec
+
     for v in rec.claims:
-        value = pct if v.metric in ("top1", "top5") else _fraction
+        spec = claim_metric_spec(v.metric)
+        value = pct if spec is not None and spec.unit == "percent" else _fraction
         console.print(
             f"claim     {v.metric} {value(v.claimed)} on {v.claim_dataset}, measured {value(v.measured)}: "
             f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})",
@@ -173,7 +178,7 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         console.print(f"[red]failed[/] {s.sample_id}: {s.error}")
     if len(failed) > 20:
         console.print(f"... and {len(failed) - 20} more failed samples (see --json)")
-    if show_samples and detection:
+    if show_samples and task.truth == "boxes":
         print_detection_samples(rec)
     elif show_samples:
         from rich import box
@@ -286,7 +291,10 @@ def print_comparison(c: RunComparison) -> None:
     )
     if not c.comparable:
         return
-    if c.task in ("object_detection", "semantic_segmentation"):
+    from repliscope.tasks.base import TASKS
+
+    task = TASKS.get(c.task)
+    if all(m.unit == "fraction" for m in task.metric_specs):
         print_table(
             "metrics (B - A); paired: on the samples both runs evaluated",
             ["metric", "A", "B", "delta", "paired delta", "A interval", "B interval"],
@@ -303,9 +311,9 @@ def print_comparison(c: RunComparison) -> None:
                 for d in c.metric_deltas
             ],
         )
-        if c.task == "semantic_segmentation":
+        if task.truth == "masks":
             print_segmentation_paired(c.paired)
-        else:
+        elif task.truth == "boxes":
             print_detection_paired(c.paired)
         if c.failed_in_one:
             console.print(f"failed only in A: {c.failed_only_in_a}; failed only in B: {c.failed_only_in_b}")

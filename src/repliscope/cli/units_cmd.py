@@ -63,7 +63,9 @@ def units(
         store = RunStore(db)
         record = store.get(run)
         reference = store.get(against) if against else None
-        if record.task == "semantic_segmentation":
+        from repliscope.tasks.base import truth_of
+
+        if truth_of(record.task) == "masks":
             from repliscope.cli.segmentation_units import segmentation_units
 
             segmentation_units(record, reference, replicates, seed, report, as_json)

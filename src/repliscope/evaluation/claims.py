@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from repliscope.evaluation.record import ClaimVerdict, MetricValue
-from repliscope.manifest.schema import PERCENT_METRICS, ClaimSpec, DatasetRef
+from repliscope.manifest.schema import ClaimSpec, DatasetRef, claim_metric_spec
 
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
 
@@ -29,7 +29,8 @@ def judge_claim(
     Classification claims are in percent (75.1 -> 0.751); detection claims (COCO's AP, AR...) are fractions
     as COCOeval prints them and are compared as written. Detection intervals are bootstraps over images."""
     # 75.1 -> 0.751 exactly as printed
-    claimed = round(claim.value / 100.0, 10) if claim.metric in PERCENT_METRICS else claim.value
+    spec = claim_metric_spec(claim.metric)
+    claimed = round(claim.value / 100.0, 10) if spec is not None and spec.unit == "percent" else claim.value
     evaluated = f"{evaluated_name} (as {dataset_label(evaluated_as)})" if evaluated_as else evaluated_name
 
     def verdict(v: Verdict, reason: str) -> ClaimVerdict:

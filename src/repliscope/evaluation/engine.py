@@ -356,14 +356,9 @@ def load_and_warm_up(runner: Runner, shape: tuple[int, ...] | None) -> tuple[flo
 def task_of(pipeline: Pipeline) -> Task:
     """The task whose post ops ``pipeline`` uses (the registries keep the tasks' op names apart): for callers
     that run a manifest's pipeline without its manifest (calibration)."""
-    from repliscope.tasks.base import get_task
-    from repliscope.tasks.detection import DETECTION_POST_OPS
-    from repliscope.tasks.segmentation import SEGMENTATION_POST_OPS
+    from repliscope.tasks.base import task_for_post_ops
 
-    if any(op.name in SEGMENTATION_POST_OPS for op in pipeline.post_ops):
-        return get_task("semantic_segmentation")
-    detection = any(op.name in DETECTION_POST_OPS for op in pipeline.post_ops)
-    return get_task("object_detection" if detection else "image_classification")
+    return task_for_post_ops([op.name for op in pipeline.post_ops])
 
 
 @dataclass(frozen=True)
@@ -378,7 +373,7 @@ class BatchInference:
 
     @property
     def named_outputs(self) -> bool:
-        return self.task.name != "image_classification" or len(self.runner.artifact.output_names) > 1
+        return self.task.reads_named_outputs(self.runner.artifact.output_names)
 
     def run(
         self, runner: Runner, inputs: np.ndarray, tracer: Tracer = NO_TRACER

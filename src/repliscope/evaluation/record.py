@@ -275,15 +275,8 @@ class ImportedRecord(EvaluationRecord):
                 f"result_hash {self.result_hash[:16]}... is not the hash of the record's samples ({actual[:16]}...): "
                 "the samples were changed after the run"
             )
-        if self.task == "image_classification" and self.samples:
-            from repliscope.metrics.classification import compute_metrics
+        from repliscope.tasks.base import TASKS
 
-            expected = {m.name: m for m in compute_metrics(self.samples)}
-            for m in self.metrics:
-                want = expected.get(m.name)
-                if want is not None and (m.n, m.successes, m.value) != (want.n, want.successes, want.value):
-                    raise ValueError(
-                        f"metric {m.name}: {m.value} ({m.successes} of {m.n}) differs from its samples' "
-                        f"{want.value} ({want.successes} of {want.n})"
-                    )
+        if self.task in TASKS:
+            TASKS.get(self.task)().check_record(self)
         return self

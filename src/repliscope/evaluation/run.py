@@ -221,12 +221,6 @@ def runner_for_plan(runner: Runner, plan: Plan) -> Runner:
     return runner if runner.threads == plan.threads else runner.replica(threads=plan.threads)
 
 
-def check_labels_in_range(dataset: Dataset, num_classes: int) -> None:
-    """A label the model cannot predict would silently count as a miss: refuse, naming the samples
-    (classification; :func:`check_dataset` asks the manifest's task)."""
-    get_task("image_classification").check_dataset(dataset, num_classes)
-
-
 def check_dataset(prepared: PreparedRun, dataset: Dataset) -> None:
     """Can the manifest's task evaluate ``dataset``? (DatasetError naming the problem.)"""
     prepared.task.check_dataset(dataset, prepared.loaded.manifest.labels.num_classes, prepared.class_names)
@@ -304,6 +298,6 @@ def build_record(
         samples=loop.predictions,
         result_hash=result_hash(loop.predictions),
         task=task.name,
-        ground_truth=ground_truth_of(scored) if task.name == "object_detection" else None,
+        ground_truth=ground_truth_of(scored) if task.truth == "boxes" else None,
         per_class=per_class,
     )

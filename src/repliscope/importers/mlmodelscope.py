@@ -180,8 +180,10 @@ class MLModelScopeImporter(Importer):
                 "'feature': the agent's classifier output (probabilities "
                 "named by features_url, sorted top-k); translated as image_classification",
             )
-        detection = task == "object_detection"
-        segmentation = task == "semantic_segmentation"
+        from repliscope.tasks.base import truth_of
+
+        detection = truth_of(task) == "boxes"
+        segmentation = truth_of(task) == "masks"
         fw_name = str((data.get("framework") or {}).get("name") or "").strip()
         framework, source = _framework_and_source(ctx, data)
         _agent_preprocess(ctx, inp, fw_name)

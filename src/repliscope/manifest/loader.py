@@ -27,8 +27,6 @@ from repliscope.ops.base import BuildContext, Op, PostOp, PreOp, StaticShape
 MAX_MANIFEST_BYTES = MANIFEST_BYTES.default
 """1 MiB: a manifest is stored with every run; a real one is a few KiB."""
 
-_PERCENT_METRICS = ("top1", "top5")
-_TASKS = ("image_classification", "object_detection", "semantic_segmentation")
 _M = TypeVar("_M", bound=BaseModel)
 
 PLACEHOLDER = "CHANGE-ME"
@@ -192,9 +190,11 @@ def _partial_manifest(data: Mapping[str, Any]) -> Manifest | None:
         return None
     preprocess = data.get("preprocess")
     task = data.get("task")
-    if len(inputs) != 1 or not outputs or not isinstance(preprocess, list) or task not in _TASKS:
+    from repliscope.tasks.base import TASKS
+
+    if len(inputs) != 1 or not outputs or not isinstance(preprocess, list) or not isinstance(task, str):
         return None
-    if task == "image_classification" and len(outputs) != 1:
+    if task not in TASKS or (TASKS.get(task).class_scores and len(outputs) != 1):
         return None
     return Manifest.model_construct(inputs=inputs, outputs=outputs, labels=labels, preprocess=preprocess, task=task)
 
@@ -259,7 +259,7 @@ def _op_error(exc: OpSpecError, at: Path_, file: str, lines: dict[Path_, int]) -
 
 def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp]) -> list[ManifestError]:
     """Fields that must agree with each other: the input layout and the last layout op, post ops of the
-    manifest's task only, then the task's own checks (:func:`_check_classification`, :func:`_check_detection`)."""
+    manifest's task only, then the task's own checks (:meth:`repliscope.tasks.base.Task.check_postprocess`)."""
     from repliscope.tasks.base import get_task
 
     m = loaded.manifest
@@ -276,7 +276,8 @@ def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp
                     [spec.layout],
                 )
             )
-    allowed = get_task(m.task).post_ops
+    task = get_task(m.task)
+    allowed = task.post_ops
     foreign = [(i, op.name) for i, op in enumerate(post) if op.name not in allowed]
     errors.extend(
         loaded.error(f"'{name}' is not a post-processing op of {m.task}", ("postprocess", i, "op"), list(allowed))
@@ -284,118 +285,7 @@ def _check_consistency(loaded: LoadedManifest, pre: list[str], post: list[PostOp
     )
     if foreign:
         return errors
-    if m.task == "object_detection":
-        return errors + _check_detection(loaded, post)
-    if m.task == "semantic_segmentation":
-        from repliscope.tasks.segmentation import check_postprocess
-
-        return errors + [loaded.error(msg, at) for msg, at in check_postprocess(m, post)]
-    return errors + _check_classification(loaded, post)
-
-
-def _check_classification(loaded: LoadedManifest, post: list[PostOp]) -> list[ManifestError]:
-    """The output kind and softmax, the class count, and a ``topk`` (k at most the class count) so predictions
-    can be recorded."""
-    m = loaded.manifest
-    out = m.outputs[0]
-    post_names = [op.name for op in post]
-    errors: list[ManifestError] = []
-    if "topk" not in post_names:
-        errors.append(
-            loaded.error("postprocess needs a 'topk' op so per-sample predictions can be recorded", ("postprocess",))
-        )
-    if out.kind == "logits" and "softmax" not in post_names:
-        errors.append(
-            loaded.error(
-                "outputs[0].kind is 'logits': postprocess needs a 'softmax' op before 'topk' so "
-                "the recorded scores are probabilities",
-                ("postprocess",),
-            )
-        )
-    if out.kind == "probabilities" and "softmax" in post_names:
-        errors.append(
-            loaded.error(
-                "outputs[0].kind is 'probabilities': a 'softmax' would be applied twice",
-                ("postprocess", post_names.index("softmax")),
-            )
-        )
-    if out.shape and out.shape[-1] not in (-1, m.labels.num_classes):
-        errors.append(
-            loaded.error(
-                f"outputs[0].shape ends in {out.shape[-1]} classes, labels.num_classes is {m.labels.num_classes}",
-                ("outputs", 0, "shape"),
-            )
-        )
-    for i, op in enumerate(post):
-        k = getattr(op.params, "k", None)
-        if op.name == "topk" and isinstance(k, int) and k > m.labels.num_classes:
-            errors.append(
-                loaded.error(
-                    f"k={k} is larger than the {m.labels.num_classes} classes (labels.num_classes)",
-                    ("postprocess", i, "k"),
-                )
-            )
-    return errors
-
-
-_OUTPUT_PARAMS = ("boxes", "scores", "classes", "count", "output")
-"""Parameters of detection post ops that name a model output."""
-
-
-def _check_detection(loaded: LoadedManifest, post: list[PostOp]) -> list[ManifestError]:
-    """Every output a post op reads is a manifest output; an op creating the detections comes first; and when
-    every op's box format is known from the manifest, the chain ends in ``FINAL_BOX_FORMAT`` (else
-    :meth:`ObjectDetection.to_samples` checks it at run time)."""
-    from repliscope.ops.base import FINAL_BOX_FORMAT, BoxFormat
-    from repliscope.ops.detection.anchors import ANCHOR_OUTPUT_FORMAT
-    from repliscope.tasks.detection import CREATING_OPS, missing_conversion
-
-    names = [o.name for o in loaded.manifest.outputs]
-    errors: list[ManifestError] = []
-    for i, op in enumerate(post):
-        for key in _OUTPUT_PARAMS:
-            value = getattr(op.params, key, None)
-            if isinstance(value, str) and value not in names:
-                errors.append(
-                    loaded.error(
-                        f"'{op.name}' reads model output '{value}', which is not in outputs",
-                        ("postprocess", i, key),
-                        names,
-                    )
-                )
-    creating = [i for i, op in enumerate(post) if op.name in CREATING_OPS]
-    if not creating:
-        return [
-            *errors,
-            loaded.error(
-                f"postprocess needs one of {', '.join(CREATING_OPS)} to make boxes from the model outputs",
-                ("postprocess",),
-                list(CREATING_OPS),
-            ),
-        ]
-    for i, op in enumerate(post[: creating[0]]):
-        if not (op.name == "score_activation" and getattr(op.params, "output", None) is not None):
-            errors.append(
-                loaded.error(
-                    f"'{op.name}' works on detections, which '{post[creating[0]].name}' "
-                    f"(postprocess[{creating[0]}]) makes: put it after that op",
-                    ("postprocess", i, "op"),
-                )
-            )
-    fmt: BoxFormat | None = None
-    for op in post[creating[0] :]:
-        if op.name == "detections_from_outputs":
-            fmt = getattr(op, "box_format", None)
-        elif op.name == "anchor_decode":
-            fmt = ANCHOR_OUTPUT_FORMAT
-        elif op.name == "box_format":
-            fmt = getattr(op, "dst", None)
-        elif op.name == "to_source":
-            fmt = FINAL_BOX_FORMAT
-    problem = missing_conversion(fmt) if fmt is not None else None
-    if problem is not None:
-        errors.append(loaded.error(problem, ("postprocess",)))
-    return errors
+    return errors + [loaded.error(msg, at, allowed) for msg, at, allowed in task.check_postprocess(m, post)]
 
 
 _ITEMSIZE = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1, "int64": 8}
@@ -519,9 +409,12 @@ def _check_shapes(loaded: LoadedManifest, pre: list[PreOp]) -> list[ManifestErro
 
 def _claim_warnings(loaded: LoadedManifest) -> list[str]:
     """A percentage claim of at most 1 was probably written as a fraction (0.751 for 75.1 %)."""
+    from repliscope.manifest.schema import claim_metric_spec
+
     out = []
     for i, claim in enumerate(loaded.manifest.claims):
-        if claim.metric in _PERCENT_METRICS and 0 < claim.value <= 1:
+        spec = claim_metric_spec(claim.metric)
+        if spec is not None and spec.unit == "percent" and 0 < claim.value <= 1:
             out.append(
                 str(
                     loaded.error(

@@ -7,10 +7,15 @@ own parameter model by :mod:`repliscope.ops.pipeline` (the op registry is the si
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+if TYPE_CHECKING:
+    from repliscope.tasks.base import MetricSpec, Task
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
@@ -39,6 +44,79 @@ def check_semver(v: str) -> None:
         f"{v!r} is not a semantic version: pre-release/build parts are dot-separated "
         "[0-9A-Za-z-] identifiers, numeric ones without leading zeros (e.g. 1.0.0-rc.1+build.5)"
     )
+
+
+def _task_names() -> list[str]:
+    from repliscope.tasks.base import TASKS
+
+    return TASKS.names()
+
+
+def _output_kinds() -> list[str]:
+    from repliscope.tasks.base import all_tasks
+
+    return list(dict.fromkeys(k for t in all_tasks() for k in t.output_kinds))
+
+
+def _claim_metrics() -> list[str]:
+    from repliscope.tasks.base import all_tasks
+
+    return list(dict.fromkeys([*(m for t in all_tasks() for m in t.claim_metrics), *PERFORMANCE_METRICS]))
+
+
+def task_class(name: str) -> type[Task]:
+    """The task class registered as ``name`` (a validated manifest's ``task``)."""
+    from repliscope.tasks.base import TASKS
+
+    return TASKS.get(name)
+
+
+def claim_metric_spec(metric: str) -> MetricSpec | None:
+    """The :class:`~repliscope.tasks.base.MetricSpec` of an accuracy claim metric (the task that names it
+    first, in name order), None for a performance metric."""
+    from repliscope.tasks.base import all_tasks
+
+    return next((spec for t in all_tasks() if (spec := t.metric_spec(metric)) is not None), None)
+
+
+def _one_of(allowed: Callable[[], list[str]]) -> Callable[[str], str]:
+    """A validator: the string must be one of ``allowed()`` (asked at validation time, so a registry's later
+    entries count), refused as pydantic's ``literal_error`` (the loader turns it into an allowed list)."""
+
+    def check(value: str) -> str:
+        names = allowed()
+        if value not in names:
+            shown = [repr(n) for n in names]
+            expected = f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else "".join(shown)
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+
+    return check
+
+
+def _enum_of(allowed: Callable[[], list[str]]) -> Callable[[dict[str, Any]], None]:
+    """The JSON Schema of a :func:`_one_of` string: an ``enum`` of the values registered when it is generated."""
+
+    def enum(schema: dict[str, Any]) -> None:
+        rest = dict(schema)
+        schema.clear()
+        schema.update({"enum": allowed(), **rest})
+
+    return enum
+
+
+TaskName: TypeAlias = Annotated[
+    str, AfterValidator(_one_of(_task_names)), Field(json_schema_extra=_enum_of(_task_names))
+]
+"""A manifest's ``task``: a name of the task registry (:data:`repliscope.tasks.base.TASKS`)."""
+OutputKind: TypeAlias = Annotated[
+    str, AfterValidator(_one_of(_output_kinds)), Field(json_schema_extra=_enum_of(_output_kinds))
+]
+"""An ``outputs[].kind``: one of the registered tasks' output kinds (the manifest's task narrows it)."""
+ClaimMetric: TypeAlias = Annotated[
+    str, AfterValidator(_one_of(_claim_metrics)), Field(json_schema_extra=_enum_of(_claim_metrics))
+]
+"""A claim's ``metric``: a registered task's claim metric or a performance metric."""
 
 
 class _Strict(BaseModel):
@@ -131,29 +209,8 @@ class TensorSpec(_Strict):
     NHWC | NCHW (a score per class and pixel) or NHW (one map)."""
 
 
-CLASSIFICATION_OUTPUT_KINDS = ("logits", "probabilities")
-DETECTION_OUTPUT_KINDS = ("boxes", "scores", "classes", "count", "anchor_regression", "anchor_scores")
-"""``boxes``/``scores``/``classes``/``count``: decoded detections (e.g. a graph with NMS inside);
-``anchor_regression``/``anchor_scores``: raw per-anchor outputs that ``anchor_decode`` turns into boxes."""
-SEGMENTATION_OUTPUT_KINDS = ("mask_logits", "mask_probabilities", "mask_labels")
-"""Semantic segmentation: per-pixel scores (one per class, or one sigmoid map), before or after activation, or a
-label map (one integer class index per pixel, e.g. TensorFlow DeepLab's ``SemanticPredictions``)."""
-
-
 class OutputSpec(TensorSpec):
-    kind: Literal[
-        "logits",
-        "probabilities",
-        "boxes",
-        "scores",
-        "classes",
-        "count",
-        "anchor_regression",
-        "anchor_scores",
-        "mask_logits",
-        "mask_probabilities",
-        "mask_labels",
-    ]
+    kind: OutputKind
 
 
 class LabelsSpec(_Strict):
@@ -171,12 +228,6 @@ class DatasetRef(_Strict):
 
 
 PERFORMANCE_METRICS = ("latency_p90_ms", "latency_p99_ms", "throughput")
-PERCENT_METRICS = ("top1", "top5")
-"""Classification accuracy claims, in percent (75.1)."""
-COCO_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
-"""Detection claims: COCOeval's 12 numbers, as fractions (0.222) the way COCOeval prints them."""
-SEGMENTATION_METRICS = ("mIoU", "fwIoU", "pixel_accuracy")
-"""Semantic segmentation claims, as fractions (0.723)."""
 """Performance claims: latency percentiles in milliseconds, throughput in samples per second."""
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
 """LoadGen's scenarios (``repliscope bench --scenario``)."""
@@ -197,28 +248,7 @@ class ClaimSpec(_Strict):
     ``torch``, ``onnxruntime``, ``opencv_dnn``) are required (a latency means nothing without them) and
     ``dataset`` is the data it was measured on; accuracy claims must not set them."""
 
-    metric: Literal[
-        "top1",
-        "top5",
-        "latency_p90_ms",
-        "latency_p99_ms",
-        "throughput",
-        "AP",
-        "AP50",
-        "AP75",
-        "APs",
-        "APm",
-        "APl",
-        "AR1",
-        "AR10",
-        "AR100",
-        "ARs",
-        "ARm",
-        "ARl",
-        "mIoU",
-        "fwIoU",
-        "pixel_accuracy",
-    ]
+    metric: ClaimMetric
     value: Annotated[float, Field(ge=0)]
     dataset: DatasetRef
     source: str
@@ -240,14 +270,10 @@ class ClaimSpec(_Strict):
             "runtime": self.runtime,
         }
         if not self.is_performance:
-            if self.metric in PERCENT_METRICS and self.value > 100:
-                raise ValueError(f"{self.metric} is in percent: {self.value} is above 100")
-            if self.metric in COCO_METRICS and self.value > 1:
-                raise ValueError(
-                    f"{self.metric} is a fraction, as COCOeval prints it (0.222 for 22.2 %): {self.value} is above 1"
-                )
-            if self.metric in SEGMENTATION_METRICS and self.value > 1:
-                raise ValueError(f"{self.metric} is a fraction (0.723 for 72.3 %): {self.value} is above 1")
+            spec = claim_metric_spec(self.metric)
+            problem = spec.claim_error(self.value) if spec is not None else None
+            if problem is not None:
+                raise ValueError(problem)
             given = [k for k, v in extra.items() if v is not None]
             if given:
                 raise ValueError(
@@ -292,7 +318,7 @@ class ProvenanceSpec(_Strict):
 class Manifest(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
     version: str
-    task: Literal["image_classification", "object_detection", "semantic_segmentation"]
+    task: TaskName
     """The task registry's name (:mod:`repliscope.tasks`): it decides the allowed post-processing, the records,
     metrics and claims."""
     description: str
@@ -319,15 +345,10 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _outputs_of_the_task(self) -> Manifest:
-        kinds = {
-            "image_classification": CLASSIFICATION_OUTPUT_KINDS,
-            "object_detection": DETECTION_OUTPUT_KINDS,
-            "semantic_segmentation": SEGMENTATION_OUTPUT_KINDS,
-        }[self.task]
-        if self.task == "image_classification" and len(self.outputs) != 1:
-            raise ValueError(
-                f"image_classification takes exactly one output (logits or probabilities), got {len(self.outputs)}"
-            )
+        task = task_class(self.task)
+        kinds = task.output_kinds
+        if task.class_scores and len(self.outputs) != 1:
+            raise ValueError(f"{self.task} takes exactly one output ({' or '.join(kinds)}), got {len(self.outputs)}")
         wrong = [f"outputs[{i}].kind '{o.kind}'" for i, o in enumerate(self.outputs) if o.kind not in kinds]
         if wrong:
             raise ValueError(f"{', '.join(wrong)} is not an output of {self.task} (allowed: {', '.join(kinds)})")
@@ -335,11 +356,7 @@ class Manifest(_Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"output names must be unique, got {names}")
         accuracy = [c.metric for c in self.claims if not c.is_performance]
-        allowed = {
-            "image_classification": PERCENT_METRICS,
-            "object_detection": COCO_METRICS,
-            "semantic_segmentation": SEGMENTATION_METRICS,
-        }[self.task]
+        allowed = task.claim_metrics
         bad = [m for m in accuracy if m not in allowed]
         if bad:
             raise ValueError(

@@ -25,11 +25,13 @@ from repliscope.pitfalls.base import (
     rebuild_post,
     simple_pitfall,
 )
+from repliscope.tasks.detection import ObjectDetection
 
 DETECTION_POST_OPS = ("detections_from_outputs", "anchor_decode")
 """The ops that create detections: a pipeline without one is not a detection pipeline."""
 _NORMALIZE = ("scale", "subtract_mean", "divide_std")
-_TASKS = ("object_detection",)
+
+_TASKS = (ObjectDetection.name,)
 
 
 def detection_pitfall(

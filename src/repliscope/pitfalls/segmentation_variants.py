@@ -24,8 +24,9 @@ from repliscope.pitfalls.base import (
     rebuild_post,
     simple_pitfall,
 )
+from repliscope.tasks.segmentation import SemanticSegmentation
 
-_TASKS = ("semantic_segmentation",)
+_TASKS = (SemanticSegmentation.name,)
 _LABELERS = ("mask_argmax", "mask_threshold")
 _NORMALIZE = ("scale", "subtract_mean", "divide_std")
 

@@ -157,12 +157,14 @@ def plan_sweep(
 
 
 def task_pitfalls(task: str) -> list[str]:
-    """The registered pitfalls about ``task`` (or about every task), sorted; a detection task first registers
-    the detection variants (:mod:`repliscope.pitfalls.detection_variants`)."""
-    if task == "object_detection":
-        from repliscope.pitfalls import detection_variants, yolo_variants  # noqa: F401  (registers them)
-    if task == "semantic_segmentation":
-        from repliscope.pitfalls import segmentation_variants  # noqa: F401  (registers them)
+    """The registered pitfalls about ``task`` (or about every task), sorted; the task's pitfall modules
+    (:attr:`repliscope.tasks.base.Task.pitfall_modules`) are imported first (they register them)."""
+    import importlib
+
+    from repliscope.tasks.base import TASKS
+
+    for module in TASKS.get(task).pitfall_modules if task in TASKS else ():
+        importlib.import_module(module)
     return [
         name
         for name in PITFALLS.names()
@@ -439,7 +441,7 @@ def _infer_batch(
     probabilities (the paired KL); other tasks record through ``task`` (every named model output, each row's
     geometry)."""
     tracer = current_tracer()
-    classification = task.name == "image_classification"
+    classification = task.class_scores
     done: list[tuple[_Plan, list[int], np.ndarray, Outputs, list[float]]] = []  # (plan, rows, x, y, latencies)
     out = []
     for plan in plans:
@@ -478,7 +480,7 @@ def _infer_batch(
             result.twin, outputs, result.latencies = twin[0].name, twin[1], list(twin[2])
         else:
             runner = runners[id(plan.runner)]
-            named = not classification or len(runner.artifact.output_names) > 1
+            named = task.reads_named_outputs(runner.artifact.output_names)
             chunks: list[Outputs] = []
             for j in range(0, len(inputs), plan.batch_size):
                 chunk = inputs[j : j + plan.batch_size]
@@ -591,10 +593,10 @@ def _assemble(
         rec = build_record(prepared, dataset, plan.loop, plan.pipeline, options, runner=plan.runner, plan=run_plan)
         rec = rec.model_copy(update={"kind": "pitfall_variant", "sweep_id": sweep_id, "variant": plan.name})
         records.append(rec)
-        paired = None if plan.name == REFERENCE or task.name != "image_classification" else _paired(ref_preds, plan)
+        paired = None if plan.name == REFERENCE or not task.class_scores else _paired(ref_preds, plan)
         paired_task = (
             task.paired(ref_preds, plan.loop.predictions, scored)
-            if plan.name != REFERENCE and task.name != "image_classification"
+            if plan.name != REFERENCE and not task.class_scores
             else None
         )
         outcomes[plan.name] = VariantOutcome(

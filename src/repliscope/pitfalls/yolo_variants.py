@@ -22,8 +22,9 @@ from repliscope.pitfalls.base import (
     rebuild_post,
     simple_pitfall,
 )
+from repliscope.tasks.detection import ObjectDetection
 
-_TASKS = ("object_detection",)
+_TASKS = (ObjectDetection.name,)
 DEMO_THRESHOLD = 0.25
 """``detector test``'s default ``-thresh`` (a display threshold), against ``detector valid``'s .005 for mAP."""
 

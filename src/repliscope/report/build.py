@@ -29,36 +29,24 @@ def build_run_view(
     record: EvaluationRecord, extra_figures: Sequence[ExtraFigure] | None = None, sink: ImageSink = sec.embed_sink
 ) -> ReportView:
     """The report of one evaluation run."""
+    from repliscope.tasks.base import TASKS
+
+    task = TASKS.get(record.task)
+    spec = task.report
     namer = sec.class_namer(record.manifest)
-    detection = record.task == "object_detection"
-    segmentation = record.task == "semantic_segmentation"
-    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, detection or segmentation)
+    fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, not spec.misclassified)
     latency, latency_stats = sec.latency(record, sink)
+    per_class = [Section("per-class", spec.per_class_title)] if spec.per_class_title else []
     sections = [
         Section("claim", "Claim"),
-        Section("metrics", "Measured metrics"),
-        Section("failures", "Failed and misclassified samples"),
+        Section("metrics", spec.metrics_title),
+        *per_class,
+        Section("failures", spec.failures_title),
         Section("latency", "Latency"),
         Section("provenance", "Provenance"),
     ]
-    if detection:
-        sections[1:3] = [
-            Section("metrics", "Measured metrics (COCO)"),
-            Section("per-class", "Per-class AP"),
-            Section("failures", "Failed samples"),
-        ]
-    if segmentation:
-        sections[2] = Section("failures", "Failed samples")
     where = f"{record.dataset.get('name', '?')}, {record.counts.get('evaluated', len(record.samples))} samples"
-    note = (
-        f"On {where}; COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
-        if detection
-        else f"On {where}; 95 % Wilson score intervals."
-    )
-    if segmentation:
-        note = f"On {where}; fractions, 95 % percentile bootstrap intervals over images."
-    if detection:
-        note += _left_out_note(record.dataset)
+    note = f"On {where}; {spec.interval_note}" + _left_out_note(record.dataset)
     title = f"{record.manifest.name} {record.manifest.version}"
     if record.variant:
         title += f" · variant {record.variant}" + (f" of sweep {record.sweep_id[:12]}" if record.sweep_id else "")
@@ -74,8 +62,8 @@ def build_run_view(
         claim_figure=sec.claim_figure(record.claims, record.metrics, sink),
         metrics=sec.metric_rows(record.metrics),
         metrics_note=note,
-        metrics_count_header="n" if detection or segmentation else "correct / n",
-        per_class=[] if segmentation else sec.per_class_rows(record.per_class),  # segmentation: in its section
+        metrics_count_header=spec.count_header,
+        per_class=sec.per_class_rows(record.per_class) if spec.per_class_title else [],  # else: the task's section
         provenance=sec.record_provenance(record),
         failures=fail_rows,
         failures_more=fail_more,
@@ -84,11 +72,11 @@ def build_run_view(
         latency_stats=latency_stats,
         extra_figures=sec.extra_figure_views(extra_figures, sink),
     )
-    if segmentation:
+    if task.truth == "masks":
         from repliscope.report.segmentation_sections import with_segmentation
 
         return with_segmentation(view, record, sink)
-    if not detection:
+    if task.truth != "boxes":
         return view
     from repliscope.report.units_sections import with_units
 
@@ -96,7 +84,8 @@ def build_run_view(
 
 
 def _left_out_note(dataset: Mapping[str, Any]) -> str:
-    """`` Scored on 1 of 80 dataset categories ...`` (a sentence) when a detection run left categories out."""
+    """`` Scored on 1 of 80 dataset categories ...`` (a sentence) when a run left categories out (the record's
+    ``categories_left_out``, noted by detection's ``restrict``); empty otherwise."""
     from repliscope.tasks.detection import categories_left_out_line
 
     line = categories_left_out_line(dict(dataset))

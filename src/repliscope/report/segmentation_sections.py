@@ -99,10 +99,11 @@ def segmentation_units_view(
     reference: EvaluationRecord | None = None,
 ) -> UnitsView | None:
     """The section's data; None for a run of another task or without kept masks."""
+    from repliscope.tasks.base import truth_of
     from repliscope.tasks.segmentation import background_index
     from repliscope.units.segmentation import mask_units
 
-    if record.task != "semantic_segmentation":
+    if truth_of(record.task) != "masks":
         return None
     names = record.dataset.get("segmentation_classes") or ["background"]
     background = background_index(names) if "background" in names else 0

@@ -197,7 +197,7 @@ def units_view(
     """The section's data, or None when the record carries no ground truth (nothing to compare with). With
     ``reference`` (a run on the same samples) the scatter plots, the overlays' choice of images and the first
     table are against the reference's detections (drawn in blue)."""
-    if record.task != "object_detection" or record.ground_truth is None:
+    if record.ground_truth is None:  # only box tasks keep it (Task.truth == "boxes")
         return None
     result = run_units(record, reference, replicates=REPLICATES)
     primary, truth = result.primary, result.dataset

@@ -96,7 +96,7 @@ def _metric_deltas(
 
     task = get_task(a.task)
     truth = _truth(a)
-    if task.name == "object_detection" and truth is None:
+    if task.truth == "boxes" and truth is None:  # scored against the stored ground truth boxes
         return []
     paired_a = {m.name: m for m in task.metrics([sa for sa, _ in both], truth)} if both else {}  # type: ignore[arg-type]
     paired_b = {m.name: m for m in task.metrics([sb for _, sb in both], truth)} if both else {}  # type: ignore[arg-type]

@@ -4,17 +4,72 @@ Wilson intervals, and paired statistics (agreement, McNemar) of two runs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError
 from repliscope.evaluation.record import MetricValue, SamplePrediction
-from repliscope.manifest.schema import CLASSIFICATION_OUTPUT_KINDS, PERCENT_METRICS
 from repliscope.metrics.classification import compute_metrics
 from repliscope.ops.base import Predictions
-from repliscope.tasks.base import Task
+from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
+
+if TYPE_CHECKING:
+    from repliscope.manifest.schema import Manifest
+    from repliscope.ops.base import PostOp
+
+CLASSIFICATION_OUTPUT_KINDS = ("logits", "probabilities")
+PERCENT_METRICS = ("top1", "top5")
+"""Classification accuracy claims, in percent (75.1)."""
+
+
+def check_postprocess(m: Manifest, post: Sequence[PostOp]) -> list[PostCheck]:
+    """The output kind and softmax, the class count, and a ``topk`` (k at most the class count) so predictions
+    can be recorded."""
+    out = m.outputs[0]
+    post_names = [op.name for op in post]
+    errors: list[PostCheck] = []
+    if "topk" not in post_names:
+        errors.append(
+            ("postprocess needs a 'topk' op so per-sample predictions can be recorded", ("postprocess",), None)
+        )
+    if out.kind == "logits" and "softmax" not in post_names:
+        errors.append(
+            (
+                "outputs[0].kind is 'logits': postprocess needs a 'softmax' op before 'topk' so "
+                "the recorded scores are probabilities",
+                ("postprocess",),
+                None,
+            )
+        )
+    if out.kind == "probabilities" and "softmax" in post_names:
+        errors.append(
+            (
+                "outputs[0].kind is 'probabilities': a 'softmax' would be applied twice",
+                ("postprocess", post_names.index("softmax")),
+                None,
+            )
+        )
+    if out.shape and out.shape[-1] not in (-1, m.labels.num_classes):
+        errors.append(
+            (
+                f"outputs[0].shape ends in {out.shape[-1]} classes, labels.num_classes is {m.labels.num_classes}",
+                ("outputs", 0, "shape"),
+                None,
+            )
+        )
+    for i, op in enumerate(post):
+        k = getattr(op.params, "k", None)
+        if op.name == "topk" and isinstance(k, int) and k > m.labels.num_classes:
+            errors.append(
+                (
+                    f"k={k} is larger than the {m.labels.num_classes} classes (labels.num_classes)",
+                    ("postprocess", i, "k"),
+                    None,
+                )
+            )
+    return errors
 
 
 class ImageClassification(Task):
@@ -23,8 +78,35 @@ class ImageClassification(Task):
     name = "image_classification"
     truth = "labels"
     post_ops: ClassVar[tuple[str, ...]] = ("softmax", "topk", "labels")
-    claim_metrics: ClassVar[tuple[str, ...]] = PERCENT_METRICS
+    metric_specs: ClassVar[tuple[MetricSpec, ...]] = tuple(
+        MetricSpec(name, unit="percent", interval="wilson") for name in PERCENT_METRICS
+    )
     output_kinds: ClassVar[tuple[str, ...]] = CLASSIFICATION_OUTPUT_KINDS
+    class_scores = True
+    report = ReportSpec(
+        interval_note="95 % Wilson score intervals.",
+        failures_title="Failed and misclassified samples",
+        misclassified=True,
+        count_header="correct / n",
+        sample_filters=("wrong", "all"),
+    )
+
+    def check_postprocess(self, manifest: Manifest, post: Sequence[PostOp]) -> list[PostCheck]:
+        """:func:`check_postprocess`."""
+        return check_postprocess(manifest, post)
+
+    def check_record(self, record: Any) -> None:
+        """top1 / top5 of a record must be its samples' (recomputed; ValueError naming the metric)."""
+        if not record.samples:
+            return
+        expected = {m.name: m for m in compute_metrics(record.samples)}
+        for m in record.metrics:
+            want = expected.get(m.name)
+            if want is not None and (m.n, m.successes, m.value) != (want.n, want.successes, want.value):
+                raise ValueError(
+                    f"metric {m.name}: {m.value} ({m.successes} of {m.n}) differs from its samples' "
+                    f"{want.value} ({want.successes} of {want.n})"
+                )
 
     def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:
         """A label the model cannot predict would silently count as a miss: refuse, naming the samples."""

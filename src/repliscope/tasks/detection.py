@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError
 from repliscope.evaluation.record import Detection, MetricValue, SamplePrediction
-from repliscope.manifest.schema import COCO_METRICS, DETECTION_OUTPUT_KINDS
 from repliscope.ops.base import FINAL_BOX_FORMAT, BoxFormat, Predictions
-from repliscope.tasks.base import Task
+from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
+
+if TYPE_CHECKING:
+    from repliscope.manifest.schema import Manifest
+    from repliscope.ops.base import PostOp
+
+DETECTION_OUTPUT_KINDS = ("boxes", "scores", "classes", "count", "anchor_regression", "anchor_scores")
+"""``boxes``/``scores``/``classes``/``count``: decoded detections (e.g. a graph with NMS inside);
+``anchor_regression``/``anchor_scores``: raw per-anchor outputs that ``anchor_decode`` turns into boxes."""
+COCO_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
+"""Detection claims: COCOeval's 12 numbers, as fractions (0.222) the way COCOeval prints them."""
 
 DETECTION_POST_OPS = (
     "detections_from_outputs",
@@ -112,8 +121,21 @@ class ObjectDetection(Task):
     name = "object_detection"
     truth = "boxes"
     post_ops: ClassVar[tuple[str, ...]] = DETECTION_POST_OPS
-    claim_metrics: ClassVar[tuple[str, ...]] = COCO_METRICS
+    metric_specs: ClassVar[tuple[MetricSpec, ...]] = tuple(
+        MetricSpec(name, unit="fraction", interval="bootstrap", hint=", as COCOeval prints it (0.222 for 22.2 %)")
+        for name in COCO_METRICS
+    )
     output_kinds: ClassVar[tuple[str, ...]] = DETECTION_OUTPUT_KINDS
+    pitfall_modules = ("repliscope.pitfalls.detection_variants", "repliscope.pitfalls.yolo_variants")
+    report = ReportSpec(
+        interval_note="COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images.",
+        metrics_title="Measured metrics (COCO)",
+        per_class_title="Per-class AP",
+    )
+
+    def check_postprocess(self, manifest: Manifest, post: Sequence[PostOp]) -> list[PostCheck]:
+        """:func:`check_postprocess`."""
+        return check_postprocess(manifest, post)
 
     def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:
         """Every sample needs ground truth boxes (``objects``) in categories the dataset lists; when both the
@@ -215,3 +237,62 @@ class ObjectDetection(Task):
         if not any(a.error is None and b.error is None for a, b in zip(reference, variant, strict=True)):
             return None
         return detection_paired(list(reference), list(variant), dataset)
+
+
+_OUTPUT_PARAMS = ("boxes", "scores", "classes", "count", "output")
+"""Parameters of detection post ops that name a model output."""
+
+
+def check_postprocess(m: Manifest, post: Sequence[PostOp]) -> list[PostCheck]:
+    """Every output a post op reads is a manifest output; an op creating the detections comes first; and when
+    every op's box format is known from the manifest, the chain ends in ``FINAL_BOX_FORMAT`` (else
+    :meth:`ObjectDetection.to_samples` checks it at run time)."""
+    from repliscope.ops.detection.anchors import ANCHOR_OUTPUT_FORMAT
+
+    names = [o.name for o in m.outputs]
+    errors: list[PostCheck] = []
+    for i, op in enumerate(post):
+        for key in _OUTPUT_PARAMS:
+            value = getattr(op.params, key, None)
+            if isinstance(value, str) and value not in names:
+                errors.append(
+                    (
+                        f"'{op.name}' reads model output '{value}', which is not in outputs",
+                        ("postprocess", i, key),
+                        names,
+                    )
+                )
+    creating = [i for i, op in enumerate(post) if op.name in CREATING_OPS]
+    if not creating:
+        return [
+            *errors,
+            (
+                f"postprocess needs one of {', '.join(CREATING_OPS)} to make boxes from the model outputs",
+                ("postprocess",),
+                list(CREATING_OPS),
+            ),
+        ]
+    for i, op in enumerate(post[: creating[0]]):
+        if not (op.name == "score_activation" and getattr(op.params, "output", None) is not None):
+            errors.append(
+                (
+                    f"'{op.name}' works on detections, which '{post[creating[0]].name}' "
+                    f"(postprocess[{creating[0]}]) makes: put it after that op",
+                    ("postprocess", i, "op"),
+                    None,
+                )
+            )
+    fmt: BoxFormat | None = None
+    for op in post[creating[0] :]:
+        if op.name == "detections_from_outputs":
+            fmt = getattr(op, "box_format", None)
+        elif op.name == "anchor_decode":
+            fmt = ANCHOR_OUTPUT_FORMAT
+        elif op.name == "box_format":
+            fmt = getattr(op, "dst", None)
+        elif op.name == "to_source":
+            fmt = FINAL_BOX_FORMAT
+    problem = missing_conversion(fmt) if fmt is not None else None
+    if problem is not None:
+        errors.append((problem, ("postprocess",), None))
+    return errors

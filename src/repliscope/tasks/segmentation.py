@@ -22,14 +22,18 @@ import numpy as np
 from repliscope.datasets.base import VOID, Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError, SampleError
 from repliscope.evaluation.record import MetricValue, SamplePrediction, SegmentationSample
-from repliscope.manifest.schema import SEGMENTATION_METRICS, SEGMENTATION_OUTPUT_KINDS
 from repliscope.ops.base import MaskMap, Predictions
-from repliscope.tasks.base import Task
+from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
 
 if TYPE_CHECKING:
     from repliscope.manifest.schema import Manifest
     from repliscope.ops.base import PostOp
 
+SEGMENTATION_OUTPUT_KINDS = ("mask_logits", "mask_probabilities", "mask_labels")
+"""Semantic segmentation: per-pixel scores (one per class, or one sigmoid map), before or after activation, or a
+label map (one integer class index per pixel, e.g. TensorFlow DeepLab's ``SemanticPredictions``)."""
+SEGMENTATION_METRICS = ("mIoU", "fwIoU", "pixel_accuracy")
+"""Semantic segmentation claims, as fractions (0.723)."""
 SEGMENTATION_POST_OPS = (
     "mask_from_outputs",
     "mask_activation",
@@ -152,8 +156,17 @@ class SemanticSegmentation(Task):
     name = "semantic_segmentation"
     truth = "masks"
     post_ops: ClassVar[tuple[str, ...]] = SEGMENTATION_POST_OPS
-    claim_metrics: ClassVar[tuple[str, ...]] = SEGMENTATION_METRICS
+    metric_specs: ClassVar[tuple[MetricSpec, ...]] = tuple(
+        MetricSpec(name, unit="fraction", interval="bootstrap", hint=" (0.723 for 72.3 %)")
+        for name in SEGMENTATION_METRICS
+    )
     output_kinds: ClassVar[tuple[str, ...]] = SEGMENTATION_OUTPUT_KINDS
+    pitfall_modules = ("repliscope.pitfalls.segmentation_variants",)
+    report = ReportSpec(interval_note="fractions, 95 % percentile bootstrap intervals over images.")
+
+    def check_postprocess(self, manifest: Manifest, post: Sequence[PostOp]) -> list[PostCheck]:
+        """:func:`check_postprocess`."""
+        return [(msg, at, None) for msg, at in check_postprocess(manifest, post)]
 
     def check_dataset(self, dataset: Dataset, num_classes: int, class_names: Sequence[str] | None = None) -> None:
         """Every sample needs a ground-truth mask; the labels need ``background`` and, when the dataset's

@@ -19,7 +19,18 @@ from repliscope.units.matching import from_prediction, from_truth
 from repliscope.units.paired import detection_paired
 from repliscope.units.stats import DEFAULT_REPLICATES, UnitReport, unit_report
 
-DETECTION = "object_detection"
+
+def _box_tasks() -> str:
+    """The registered tasks whose records hold detections (``Task.truth == "boxes"``), for messages."""
+    from repliscope.tasks.base import TASKS
+
+    return " or ".join(n for n in TASKS.names() if TASKS.get(n).truth == "boxes")
+
+
+def _boxes(record: EvaluationRecord) -> bool:
+    from repliscope.tasks.base import truth_of
+
+    return truth_of(record.task) == "boxes"
 
 
 @dataclass
@@ -50,9 +61,9 @@ class RunUnits:
 
 def ground_truth_for(record: EvaluationRecord, dataset: Dataset | None = None) -> Dataset:
     """The record's stored ground truth, else ``dataset`` checked against the record's dataset identity."""
-    if record.task != DETECTION:
+    if not _boxes(record):
         raise RepliscopeError(
-            f"run {record.run_id[:12]} has task {record.task}: unit evaluation needs an {DETECTION} run"
+            f"run {record.run_id[:12]} has task {record.task}: unit evaluation needs an {_box_tasks()} run"
         )
     if record.ground_truth is not None:
         from repliscope.evaluation.ground_truth import dataset_of
@@ -105,8 +116,10 @@ def run_units(
     by_id = {s.id: s for s in truth.samples}
     samples = list(record.samples)
     if reference is not None:
-        if reference.task != DETECTION:
-            raise RepliscopeError(f"reference run {reference.run_id[:12]} has task {reference.task}, not {DETECTION}")
+        if not _boxes(reference):
+            raise RepliscopeError(
+                f"reference run {reference.run_id[:12]} has task {reference.task}, not {_box_tasks()}"
+            )
         ids, ref_ids = [s.sample_id for s in samples], [s.sample_id for s in reference.samples]
         if ids != ref_ids:
             raise RepliscopeError(

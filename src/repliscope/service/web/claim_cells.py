@@ -65,10 +65,11 @@ def direction_of(claim: Mapping[str, Any]) -> Direction:
 
 def claim_cell(claim: Mapping[str, Any]) -> ClaimCell:
     """A stored ``ClaimVerdict`` dump (a record's ``claims`` entry) as a :class:`ClaimCell`."""
-    from repliscope.manifest.schema import PERCENT_METRICS
+    from repliscope.manifest.schema import claim_metric_spec
 
     metric = str(claim.get("metric"))
-    percent = metric in PERCENT_METRICS
+    spec = claim_metric_spec(metric)
+    percent = spec is not None and spec.unit == "percent"
     low, high = claim.get("ci_low"), claim.get("ci_high")
     if low is None or high is None:
         interval = "—"

@@ -178,9 +178,10 @@ def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tu
     and their disagreement; ([], why not) otherwise."""
     from repliscope.report.sections import embed_sink
     from repliscope.report.segmentation_sections import _reader, overlay_png
+    from repliscope.tasks.base import truth_of
     from repliscope.tasks.segmentation import background_index, labels_of_rle
 
-    if any(r.task != "semantic_segmentation" for r in records):
+    if any(truth_of(r.task) != "masks" for r in records):
         return [], ""
     names = records[0].dataset.get("segmentation_classes") or ["background"]
     background = background_index(names) if "background" in names else 0

@@ -15,13 +15,6 @@ from typing import Any
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
 
 PAGE_SIZE = 50
-SHOWS = {
-    "image_classification": ("wrong", "all"),
-    "object_detection": ("all", "failed"),
-    "semantic_segmentation": ("all", "failed"),
-}
-"""The samples a run page lists, per task (the first is the default): ``wrong`` failed samples then top-1 misses,
-``failed`` failed samples, ``all`` every sample in the record's order."""
 THUMB_PX = 160
 DRAW_MIN_SCORE = 0.3
 """Detections drawn on a thumbnail: score at least this (the record keeps up to 100 per image for COCO AP)."""
@@ -59,7 +52,19 @@ class SamplesPanel:
 
 
 def shows_of(task: str) -> tuple[str, ...]:
-    return SHOWS.get(task, ("all", "failed"))
+    """The samples a run page lists for ``task`` (its ``ReportSpec.sample_filters``; the first is the default):
+    ``wrong`` failed samples then top-1 misses, ``failed`` failed samples, ``all`` every sample in the record's
+    order. A task not registered here: ``all``, ``failed``."""
+    from repliscope.tasks.base import TASKS
+
+    return TASKS.get(task).report.sample_filters if task in TASKS else ("all", "failed")
+
+
+def _boxes(task: str) -> bool:
+    """Do the records of ``task`` hold detections (drawn as boxes)?"""
+    from repliscope.tasks.base import truth_of
+
+    return truth_of(task) == "boxes"
 
 
 def _truth_boxes(record: EvaluationRecord, position: int) -> list[list[float]]:
@@ -90,7 +95,7 @@ def samples_panel(record: EvaluationRecord, show: str, page: int, images: Contai
     else:
         chosen = indexed
     pages = max(1, -(-len(chosen) // PAGE_SIZE))
-    detection = record.task == "object_detection"
+    detection = _boxes(record.task)
     lines = []
     for i, s in chosen[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
         if detection:
@@ -144,7 +149,7 @@ def thumbnail_png(record: EvaluationRecord, position: int, data: bytes) -> bytes
     w0, h0 = im.size
     im.thumbnail((THUMB_PX, THUMB_PX))
     sx, sy = im.size[0] / w0, im.size[1] / h0
-    if record.task == "object_detection":
+    if _boxes(record.task):
         sample = record.samples[position]
         draw = ImageDraw.Draw(im)
         # the truth just outside its box, a detection just inside: a perfect detection shows both lines

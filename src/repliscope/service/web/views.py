@@ -282,6 +282,21 @@ class RunPage:
     variant_runs: dict[str, str] = field(default_factory=dict)
     """Sweep variant name (``reference`` too) -> its run id: the pitfall table links each variant's run."""
 
+    @property
+    def truth(self) -> str | None:
+        """What the run's task records (:attr:`repliscope.tasks.base.Task.truth`): the page's task sections."""
+        from repliscope.tasks.base import truth_of
+
+        return truth_of(self.record.task)
+
+    @property
+    def samples_title(self) -> str:
+        """The samples section's title: the task's failures title when it lists top-1 misses, else ``Images``."""
+        from repliscope.tasks.base import TASKS
+
+        task = TASKS.get(self.record.task) if self.record.task in TASKS else None
+        return task.report.failures_title if task is not None and task.report.misclassified else "Images"
+
 
 def variant_runs(store: RunStore, sweep_id: str) -> dict[str, str]:
     """The stored runs of sweep ``sweep_id`` by variant name (at most 500: a sweep has a few dozen)."""
@@ -562,12 +577,15 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
         if reader
         else "The run's dataset does not re-load with the record's identity here: sample ids only."
     )
-    detection = comparison.task == "object_detection" and a.task == b.task
+    from repliscope.tasks.base import truth_of
+
+    truth = truth_of(comparison.task)
+    detection = truth == "boxes" and a.task == b.task
     differing: list[str] = []
     if detection:
         mcnemar = detection_paired_text(comparison.paired)
         differing = [str(i) for i in (comparison.paired or {}).get("flipped_ids") or []]
-    if comparison.task == "semantic_segmentation" and a.task == b.task and comparison.paired:
+    if truth == "masks" and a.task == b.task and comparison.paired:
         sp = comparison.paired  # SemanticSegmentation.paired's keys
         agree = "n/a" if sp.get("pixel_agreement") is None else f"{100 * sp['pixel_agreement']:.2f} %"
         mcnemar = (
@@ -584,7 +602,7 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
                 "detections on every image."
                 if detection
                 else "masks on every image."
-                if comparison.task == "semantic_segmentation"
+                if truth == "masks"
                 else "top-k on every sample."
             )
         )
