@@ -48,8 +48,8 @@ def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str,
     from repliscope.backends.onnxruntime.candidate import OnnxCandidate
     from repliscope.backends.torch.loader import build_torch_module
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.layers import diff_layers
-    from repliscope.diff.reference import TorchReference
+    from repliscope.diff.layers.driver import diff_layers
+    from repliscope.diff.layers.torch_reference import TorchReference
     from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare

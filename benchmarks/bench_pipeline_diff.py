@@ -5,7 +5,7 @@ Three candidates of EfficientNet-Lite0's pre-processing, written here with PIL /
 called): ``correct`` (a match: no diagnosis), ``bilinear`` (one registered variant explains it: singles only),
 ``mean_128`` (nothing explains it: singles and then every pair are searched). For each: the time of running the
 manifest pipeline and the candidate once over the N images, one thread (the baseline), the time of
-:func:`repliscope.diff.pipeline_diff.diff_pipeline` over the same images, and their ratio (target <= 2). The
+:func:`repliscope.diff.pipeline.driver.diff_pipeline` over the same images, and their ratio (target <= 2). The
 baseline is measured in the same run, alternating with the diff, best of ``--repeats`` each, after one warm-up diff
 on 4 images (imports such as torch for the antialias variant are not counted). Prints the machine load.
 
@@ -58,8 +58,8 @@ def main() -> None:
     if not SAMPLE.is_dir():
         raise SystemExit(f"{SAMPLE} is absent")
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.pipeline_candidate import classify
-    from repliscope.diff.pipeline_diff import diff_pipeline, preprocess_pipeline, single_thread
+    from repliscope.diff.pipeline.candidate import classify
+    from repliscope.diff.pipeline.driver import diff_pipeline, preprocess_pipeline, single_thread
     from repliscope.manifest.loader import load_manifest
     from repliscope.ops.pipeline import decode_input
 

@@ -12,9 +12,9 @@ import pytest
 
 from repliscope.backends.onnxruntime.candidate import OnnxCandidate
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.layers import diff_layers
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.torch_reference import TorchReference
 from repliscope.diff.task_level import first_batch
 from repliscope.evaluation.run import PreparedRun, RunSettings, prepare
 from tests.conftest import LITE0
@@ -136,7 +136,7 @@ def edited(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def fx_nodes(model: onnx.ModelProto, fx: str) -> list[onnx.NodeProto]:
     """The nodes exported from FX node ``fx`` (``add_40``: the trailing ``pkg.torch.onnx.name_scopes`` entry)."""
-    from repliscope.diff.onnx_units import node_op
+    from repliscope.diff.layers.onnx_units import node_op
 
     return [n for n in model.graph.node if node_op(n)[0] == fx]
 
@@ -160,7 +160,7 @@ def set_attribute(node: onnx.NodeProto, name: str, value: Any) -> None:
 
 def find_node(model: onnx.ModelProto, op_type: str, scope: str, nth: int = 0) -> onnx.NodeProto:
     """The ``nth`` node of type ``op_type`` whose deepest module scope is ``scope`` (graph order)."""
-    from repliscope.diff.onnx_units import node_scopes
+    from repliscope.diff.layers.onnx_units import node_scopes
 
     found = [n for n in model.graph.node if n.op_type == op_type and (node_scopes(n) or [""])[-1] == scope]
     return found[nth]

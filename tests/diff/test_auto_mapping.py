@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from repliscope.diff.auto_mapping import ReferenceUnit as R
-from repliscope.diff.auto_mapping import propose
-from repliscope.diff.mapping import UnitInfo as U
+from repliscope.diff.layers.auto_mapping import ReferenceUnit as R
+from repliscope.diff.layers.auto_mapping import propose
+from repliscope.diff.layers.mapping import UnitInfo as U
 
 REASON = "no candidate unit in execution order; give --mapping to pair it"
 
@@ -132,9 +132,9 @@ def test_a_layer_that_cannot_be_placed_in_order_is_left_uncovered_with_the_reaso
 
 def test_the_reason_of_an_uncovered_layer_reaches_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
     """diff_candidate replaces the generic 'maps no unit to it' of a layer the proposal left out with its reason."""
-    import repliscope.diff.layers as layers
-    from repliscope.diff.candidate_format import BuiltCandidate, diff_candidate
-    from repliscope.diff.layer_result import NotCompared
+    import repliscope.diff.layers.driver as layers
+    from repliscope.diff.layers.candidate_format import BuiltCandidate, diff_candidate
+    from repliscope.diff.layers.layer_result import NotCompared
 
     generic = "the candidate maps no unit to it"
     fake = SimpleNamespace(
@@ -147,7 +147,7 @@ def test_the_reason_of_an_uncovered_layer_reaches_the_result(monkeypatch: pytest
     )
     monkeypatch.setattr(layers, "diff_layers", lambda *a, **k: fake)
     built = BuiltCandidate(
-        candidate=SimpleNamespace(),
+        candidate=SimpleNamespace(mode_limits={}),
         format="savedmodel",
         mapping_origin="proposed",  # type: ignore[arg-type]
         mapping={"q": "q_1/BiasAdd"},

@@ -13,11 +13,11 @@ import pytest
 
 from repliscope.backends.tflite.candidate import GOLDEN_LIMIT
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.auto_mapping import ReferenceUnit, propose
-from repliscope.diff.candidate_format import FORMATS, build_candidate, detect_format, diff_candidate
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.mapping import UnitInfo
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.auto_mapping import ReferenceUnit, propose
+from repliscope.diff.layers.candidate_format import FORMATS, build_candidate, detect_format, diff_candidate
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.mapping import UnitInfo
+from repliscope.diff.layers.torch_reference import TorchReference
 from repliscope.diff.task_level import first_batch
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.run import RunSettings, prepare
@@ -233,7 +233,7 @@ def test_keras_file_without_port_mapping_uses_layer_names(tiny: Any, port_files:
 
 
 def test_saved_mapping_round_trips(tiny: Any, port_files: dict[str, Path], tmp_path: Path) -> None:
-    from repliscope.diff.mapping import load_mapping, save_mapping
+    from repliscope.diff.layers.mapping import load_mapping, save_mapping
 
     reference, x, _ = tiny
     built = build_candidate("tflite", str(port_files["correct.tflite"]), reference, x)

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from repliscope.diff.candidate_format import build_candidate, diff_candidate
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.layers import diff_layers
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.candidate_format import build_candidate, diff_candidate
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.torch_reference import TorchReference
 from tests.convert import _helpers as H
 
 pytestmark = pytest.mark.slow

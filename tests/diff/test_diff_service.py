@@ -19,10 +19,10 @@ pytest.importorskip("httpx", reason="the 'service' extra is not installed")
 from fastapi.testclient import TestClient
 
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.layer_result import Divergence, LayerDiffResult, LayerRow, ModeSummary
-from repliscope.diff.pipeline_candidate import load_candidate
-from repliscope.diff.pipeline_diff import diff_pipeline
-from repliscope.diff.pipeline_heatmap import heatmap_png
+from repliscope.diff.layers.layer_result import Divergence, LayerDiffResult, LayerRow, ModeSummary
+from repliscope.diff.pipeline.candidate import load_candidate
+from repliscope.diff.pipeline.driver import diff_pipeline
+from repliscope.diff.pipeline.heatmap import heatmap_png
 from repliscope.diff.task_level import FlippedSample, McNemar, TaskDiffResult
 from repliscope.diff.tolerance import ErrorStats, TolerancePolicy
 from repliscope.manifest.loader import load_manifest

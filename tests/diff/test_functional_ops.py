@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from repliscope.backends.onnxruntime.candidate import OnnxCandidate
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.layers import diff_layers
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.torch_reference import TorchReference
 from tests.diff.conftest import edited, export_onnx, find_node
 
 

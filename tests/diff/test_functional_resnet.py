@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from repliscope.backends.onnxruntime.candidate import OnnxCandidate
-from repliscope.diff.layer_result import LayerDiffResult, Mode
-from repliscope.diff.layers import diff_layers
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.layer_result import LayerDiffResult, Mode
+from repliscope.diff.layers.torch_reference import TorchReference
 from tests.diff.conftest import drop_node, edited, export_onnx, find_node, jitter_weights
 
 OPS = [
@@ -162,7 +162,7 @@ def test_true_negatives_pass(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: n
 
 
 def test_plot_marks_the_missing_op(tiny_resnet: tuple[Any, onnx.ModelProto], tiny_x: np.ndarray, tmp_path: Any) -> None:
-    from repliscope.diff.plot import plot_layer_errors
+    from repliscope.diff.layers.plot import plot_layer_errors
 
     model, proto = tiny_resnet
     broken = edited(proto)

@@ -16,9 +16,9 @@ import torch
 
 from repliscope.backends.onnxruntime.candidate import OnnxCandidate
 from repliscope.diff.base import LayerInfo
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.layers import diff_layers
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.torch_reference import TorchReference
 from tests.diff.conftest import drop_node, edited, export_onnx, find_node, jitter_weights, set_attribute
 
 ATTN_OPS = [

@@ -129,13 +129,13 @@ def test_bug_zoo_wrong_epsilon_everywhere_fails_every_batch_norm_first_the_stem(
     assert set(failing) <= bn_paths and len(failing) > len(bn_paths) // 2
 
 
-# -- the same through the layer-diff engine (repliscope.diff.layers) ---------------------------------------------
+# -- the same through the layer-diff driver (repliscope.diff.layers.driver) ------------------------------------------
 
 
 def _engine() -> tuple[Any, Any]:
     # the project's own modules: an import error must fail the test, never skip it
-    from repliscope.diff.layers import diff_layers
-    from repliscope.diff.reference import TorchReference
+    from repliscope.diff.layers.driver import diff_layers
+    from repliscope.diff.layers.torch_reference import TorchReference
 
     return diff_layers, TorchReference
 

@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from repliscope.diff.base import Candidate, LayerInfo
-from repliscope.diff.layers import diff_layers
-from repliscope.diff.mapping import MappedCandidate, MappingError
-from repliscope.diff.onnx_units import assign_covers
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.mapping import MappedCandidate, MappingError
+from repliscope.diff.layers.onnx_units import assign_covers
+from repliscope.diff.layers.torch_reference import TorchReference
 from repliscope.errors import RepliscopeError
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 
 from repliscope.backends.onnxruntime.candidate import OnnxCandidate
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.plot import plot_layer_errors
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.plot import plot_layer_errors
+from repliscope.diff.layers.torch_reference import TorchReference
 
 # 49 Conv (BatchNorm + padding folded in) + 33 Clip (ReLU6) + ReduceMean + Gemm = 84 module units, plus the
 # 10 functional ops of forward (9 residual adds, the root's view), compared op by op since issue 12.
@@ -136,7 +136,7 @@ def test_dropped_residual_add_is_localized_and_fails(
 ) -> None:
     """Issue 12's blind spot: a residual add dropped from one block. Golden mode names the add itself (it has no
     counterpart in the candidate), every other unit fed the reference inputs passes, and the result fails."""
-    from repliscope.diff.layers import diff_layers
+    from repliscope.diff.layers.driver import diff_layers
     from tests.diff.conftest import drop_node, find_node
 
     model = onnx.load(str(onnx_path))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from repliscope.diff.mapping import MappingError, load_mapping, validate_mapping
+from repliscope.diff.layers.mapping import MappingError, load_mapping, validate_mapping
 
 
 def test_load_in_file_order(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_valid_mapping_passes() -> None:
 
 
 def test_save_mapping_round_trips_awkward_names(tmp_path: Path) -> None:
-    from repliscope.diff.mapping import save_mapping
+    from repliscope.diff.layers.mapping import save_mapping
 
     mapping = {
         "/relu": "model/relu_1/Relu;model/bn_1/add",

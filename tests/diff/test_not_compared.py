@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from repliscope.diff.layer_result import LayerDiffResult, NotCompared
+from repliscope.diff.layers.layer_result import LayerDiffResult, NotCompared
 from repliscope.diff.tolerance import TolerancePolicy
 
 

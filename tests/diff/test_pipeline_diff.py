@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from repliscope.cli.main import app
 from repliscope.datasets import resolve_dataset
 from repliscope.datasets.base import Dataset
-from repliscope.diff.pipeline_candidate import align, classify, load_candidate, to_array
-from repliscope.diff.pipeline_diagnosis import derive_variants, hints
-from repliscope.diff.pipeline_diff import PipelineDiffResult, diff_pipeline, preprocess_pipeline
+from repliscope.diff.pipeline.candidate import align, classify, load_candidate, to_array
+from repliscope.diff.pipeline.diagnosis import derive_variants, hints
+from repliscope.diff.pipeline.driver import PipelineDiffResult, diff_pipeline, preprocess_pipeline
 from repliscope.manifest.loader import LoadedManifest, load_manifest
 from repliscope.pitfalls.base import PitfallContext
 from repliscope.pitfalls.sweep import task_pitfalls

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from repliscope.cli.main import app
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.pipeline_candidate import load_candidate
-from repliscope.diff.pipeline_diff import diff_pipeline
+from repliscope.diff.pipeline.candidate import load_candidate
+from repliscope.diff.pipeline.driver import diff_pipeline
 from repliscope.manifest.loader import load_manifest
 from tests.conftest import LITE0
 from tests.diff import pipeline_candidates as pc

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.pipeline_candidate import load_candidate
-from repliscope.diff.pipeline_diff import diff_pipeline
+from repliscope.diff.pipeline.candidate import load_candidate
+from repliscope.diff.pipeline.driver import diff_pipeline
 from repliscope.manifest.loader import load_manifest
 from tests.conftest import EXAMPLES
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from repliscope.diff.reference import TorchReference, source_of
+from repliscope.diff.layers.torch_reference import TorchReference, source_of
 
 
 class Block(nn.Module):
@@ -180,7 +180,7 @@ def test_ops_of_a_container_called_twice_are_named_per_call() -> None:
 def test_op_names_and_reductions() -> None:
     import inspect
 
-    from repliscope.diff.ref_ops import op_name, op_reduction
+    from repliscope.diff.layers.ref_ops import op_name, op_reduction
 
     transpose_property = inspect.getattr_static(torch.Tensor, "T").__get__
     assert [

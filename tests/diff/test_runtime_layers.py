@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.runtime_layers import GraphInput, diff_runtime_graphs, manifest_graphs, reduction_length
+from repliscope.diff.layers.runtime_layers import GraphInput, diff_runtime_graphs, manifest_graphs, reduction_length
 from tests.runtimes.detection_references import FACES, need
 from tests.support import dist_file
 

@@ -70,7 +70,7 @@ def test_dtype_eps() -> None:
 
 
 def test_a_structural_divergence_reads_as_one() -> None:
-    from repliscope.diff.layer_result import Divergence
+    from repliscope.diff.layers.layer_result import Divergence
 
     d = Divergence(
         mode="golden",

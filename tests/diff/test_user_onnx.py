@@ -12,11 +12,11 @@ import onnx
 import pytest
 
 from repliscope.datasets import resolve_dataset
-from repliscope.diff.auto_mapping import ReferenceUnit, propose
-from repliscope.diff.candidate_format import build_candidate, diff_candidate
-from repliscope.diff.mapping import FixedBatch, UnitInfo, save_mapping
-from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.auto_mapping import ReferenceUnit, propose
+from repliscope.diff.layers.candidate_format import build_candidate, diff_candidate
+from repliscope.diff.layers.mapping import FixedBatch, UnitInfo, save_mapping
+from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
+from repliscope.diff.layers.torch_reference import TorchReference
 from repliscope.diff.task_level import first_batch
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.run import RunSettings, prepare

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from repliscope.diff.candidate_format import build_candidate, diff_candidate
-from repliscope.diff.layer_result import LayerDiffResult
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.candidate_format import build_candidate, diff_candidate
+from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.torch_reference import TorchReference
 
 
 class Net(nn.Module):
@@ -113,7 +113,7 @@ def test_external_inputs_of_a_covered_group() -> None:
     """What decides 'dropped input' (divergence) vs 'golden cannot feed this fused unit' (carried only): the
     distinct tensors a covered group of reference layers reads from outside it."""
     from repliscope.diff.base import LayerInfo
-    from repliscope.diff.layers import _external_inputs
+    from repliscope.diff.layers.driver import _external_inputs
 
     def op(path: str, *producers: str) -> LayerInfo:
         return LayerInfo(path, path.strip("/"), "f.py:1", 1, op=path.strip("/"), producers=producers)
@@ -141,9 +141,9 @@ def test_proposal_for_a_keras_savedmodel_pairs_layers_with_their_namesakes() -> 
     Mul + Sigmoid + Mul + IdentityN. Every alignment below pairs 5 layers; the one agreeing with the names (the
     Keras layers are named after the torch modules and ops) wins. Without the op-name token the proposal paired
     'stem' with the bias-less convolution and '/silu' with the batch norm's add (a false divergence)."""
-    from repliscope.diff.auto_mapping import ReferenceUnit as Ref
-    from repliscope.diff.auto_mapping import propose
-    from repliscope.diff.mapping import UnitInfo
+    from repliscope.diff.layers.auto_mapping import ReferenceUnit as Ref
+    from repliscope.diff.layers.auto_mapping import propose
+    from repliscope.diff.layers.mapping import UnitInfo
 
     s, c = (1, 12, 16, 16), (1, 16, 16, 12)
     ref = [

@@ -236,7 +236,7 @@ def test_command_line_code_flags_follow_the_same_walk_rules(tmp_path: Path) -> N
     """``diff --candidate`` / ``--pipeline`` name the invoking user's own code, yet private attributes and modules
     reached as attributes are refused the same way."""
     from repliscope.backends.torch.candidate import load_factory
-    from repliscope.diff.pipeline_candidate import load_candidate
+    from repliscope.diff.pipeline.candidate import load_candidate
     from repliscope.errors import RepliscopeError
 
     own = tmp_path / "port.py"

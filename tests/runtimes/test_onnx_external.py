@@ -99,7 +99,7 @@ def test_runtimes_refuse_passwd_external_data(tmp_path: Path, runtime: str) -> N
 
 def test_diff_candidates_refuse_passwd_external_data(tmp_path: Path) -> None:
     from repliscope.backends.onnxruntime.candidate import OnnxCandidate
-    from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
+    from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 
     model = classifier_with_external_weights(_folder(tmp_path), location=PASSWD)
     for make in (OnnxGraphCandidate, OnnxCandidate):

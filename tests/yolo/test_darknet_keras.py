@@ -17,8 +17,9 @@ def test_keras_port_every_layer_within_tolerance_and_bug_localised(tmp_path: Pat
     need_darknet()
     pytest.importorskip("keras")
     from repliscope.backends.darknet import reference as ref
+    from repliscope.backends.darknet.reference import darknet_layer_outputs
     from repliscope.convert.darknet_keras import convert_keras
-    from repliscope.convert.darknet_verify import darknet_layer_outputs, verify_layers
+    from repliscope.convert.darknet_verify import verify_layers
 
     x = ref.letterbox(DARKNET_DATA / "dog.jpg", 416, 416)[None]
     outs = darknet_layer_outputs(cfg_path(), weights_path(), x)

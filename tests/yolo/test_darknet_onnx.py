@@ -17,7 +17,7 @@ from tests.yolo._assets import DARKNET_DATA, cfg_path, need_darknet, weights_pat
 def reference() -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
     need_darknet()
     from repliscope.backends.darknet import reference as ref
-    from repliscope.convert.darknet_verify import darknet_layer_outputs
+    from repliscope.backends.darknet.reference import darknet_layer_outputs
 
     x = ref.letterbox(DARKNET_DATA / "dog.jpg", 416, 416)[None]
     return x, darknet_layer_outputs(cfg_path(), weights_path(), x)

@@ -208,7 +208,7 @@ def _layer_check(module: Any, keras_model: Any, mapping: Any, x: np.ndarray, ids
 
     result = layer_diff(module, KerasCandidate(keras_model, mapping), x, ids)
     if result is None:
-        typer.echo("layer diff: skipped (repliscope.diff.layers is not installed)")
+        typer.echo("layer diff: skipped (repliscope.diff.layers.driver is not installed)")
         return True
     summary = result.summary["golden"]
     first = result.first_divergent["golden"]

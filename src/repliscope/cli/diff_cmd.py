@@ -9,7 +9,7 @@ Register with ``register(app)``. Forms::
     repliscope diff MANIFEST --candidate X [--candidate-format onnx|tflite|savedmodel|keras|torch]
                     [--mapping FILE] [--save-mapping FILE] ...
     repliscope diff MANIFEST --runtimes onnxruntime opencv_dnn --layers [--opencv-engine new|classic]
-                    (node by node on the ONNX graph(s) the runtimes run: repliscope.diff.runtime_layers)
+                    (node by node on the ONNX graph(s) the runtimes run: repliscope.diff.layers.runtime_layers)
 
 Exit code 1 when a layer diff finds a layer over tolerance in ANY mode run, 2 on errors.
 """
@@ -31,8 +31,8 @@ from repliscope.errors import RepliscopeError
 from repliscope.tracing.tracer import use_tracer
 
 if TYPE_CHECKING:
-    from repliscope.diff.candidate_format import BuiltCandidate
-    from repliscope.diff.manifest_layers import CandidateHooks
+    from repliscope.diff.layers.candidate_format import BuiltCandidate
+    from repliscope.diff.layers.manifest_layers import CandidateHooks
     from repliscope.diff.task_level import TaskDiffResult
 
 
@@ -158,7 +158,7 @@ def diff(
         )
         if opencv_engine not in ("new", "classic"):
             raise RepliscopeError(f"unknown OpenCV engine '{opencv_engine}' (allowed: new, classic)")
-        from repliscope.diff.manifest_layers import RUNTIME_LAYER_PAIRS
+        from repliscope.diff.layers.manifest_layers import RUNTIME_LAYER_PAIRS
 
         if opencv_engine != "new" and not (layers and runtimes is not None and runtimes[0] in RUNTIME_LAYER_PAIRS):
             raise RepliscopeError(
@@ -235,7 +235,7 @@ def _diff_manifest(
     options: LayerOptions,
 ) -> tuple[Any, bool]:
     """A task-level or layer-level diff of the manifest ``target`` -> (result, failed)."""
-    from repliscope.diff.manifest_layers import (
+    from repliscope.diff.layers.manifest_layers import (
         MODES,
         LayerDiffOptions,
         is_darknet_candidate_diff,
@@ -267,7 +267,7 @@ def _diff_manifest(
         hooks = _hooks(candidate, options) if candidate is not None else None
         result = manifest_layer_diff(Path(target), request, hooks)
         if plot is not None:
-            from repliscope.diff.plot import plot_layer_errors
+            from repliscope.diff.layers.plot import plot_layer_errors
 
             plot_layer_errors(result, plot)
         return result, not result.passed
@@ -318,7 +318,7 @@ def check_arguments(
                 "is missing"
             )
         if layer_level:
-            from repliscope.diff.manifest_layers import check_layer_runtimes
+            from repliscope.diff.layers.manifest_layers import check_layer_runtimes
 
             check_layer_runtimes(runtimes, candidate, candidate_format)
         else:
@@ -341,7 +341,7 @@ def check_arguments(
     if candidate is None and (candidate_format or mapping or save_mapping):
         raise RepliscopeError("--candidate-format, --mapping and --save-mapping go with --candidate X")
     if candidate is not None:
-        from repliscope.diff.candidate_format import check_format, detect_format
+        from repliscope.diff.layers.candidate_format import check_format, detect_format
 
         fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
         if fmt == "keras" and Path(candidate).exists() and mapping is None:
@@ -392,7 +392,7 @@ class LayerOptions:
 
 def _hooks(candidate: str, opts: LayerOptions) -> CandidateHooks:
     """Keras imported quietly; the proposed mapping printed, and saved with --save-mapping."""
-    from repliscope.diff.manifest_layers import CandidateHooks
+    from repliscope.diff.layers.manifest_layers import CandidateHooks
 
     def on_format(fmt: str) -> None:
         if fmt in ("keras", "tflite", "savedmodel"):
@@ -404,7 +404,7 @@ def _hooks(candidate: str, opts: LayerOptions) -> CandidateHooks:
         if built.mapping_origin == "proposed" and not opts.as_json:
             print_proposal(built)
         if opts.save_mapping is not None:
-            from repliscope.diff.mapping import save_mapping
+            from repliscope.diff.layers.mapping import save_mapping
 
             if not built.mapping:
                 raise RepliscopeError(

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from repliscope.diff.candidate_format import BuiltCandidate
-    from repliscope.diff.layer_result import LayerDiffResult
+    from repliscope.diff.layers.candidate_format import BuiltCandidate
+    from repliscope.diff.layers.layer_result import LayerDiffResult
     from repliscope.diff.task_level import TaskDiffResult
 
 console = Console()

@@ -91,8 +91,8 @@ def diffs_show(
 def _print(kind: str, result: dict) -> None:
     from repliscope.cli.diff_output import print_layer_diff, print_task_diff
     from repliscope.cli.pipeline_diff_cmd import print_pipeline_diff
-    from repliscope.diff.layer_result import LayerDiffResult
-    from repliscope.diff.pipeline_diff import PipelineDiffResult
+    from repliscope.diff.layers.layer_result import LayerDiffResult
+    from repliscope.diff.pipeline.driver import PipelineDiffResult
     from repliscope.diff.task_level import TaskDiffResult
 
     if kind == "pipeline_diff":

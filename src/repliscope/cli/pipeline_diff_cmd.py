@@ -1,4 +1,4 @@
-"""``repliscope diff MANIFEST --pipeline FILE.py:NAME``: the CLI side of :mod:`repliscope.diff.pipeline_diff`.
+"""``repliscope diff MANIFEST --pipeline FILE.py:NAME``: the CLI side of :mod:`repliscope.diff.pipeline.driver`.
 
 Exit 0 when the candidate matches the manifest's pre-processing on every sample, 1 on a difference (or a sample
 the candidate failed on), 2 on bad input (manifest, --pipeline that does not import, no sample comparable)."""
@@ -18,7 +18,7 @@ from rich.table import Table
 from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
-    from repliscope.diff.pipeline_diff import PipelineDiffResult
+    from repliscope.diff.pipeline.driver import PipelineDiffResult
 
 console = Console()
 
@@ -60,8 +60,8 @@ def run_pipeline_diff(manifest: str, opts: PipelineOptions) -> None:
 
 def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, bytes | None, str | None]:
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.pipeline_candidate import load_candidate
-    from repliscope.diff.pipeline_diff import DEFAULT_K, diff_pipeline
+    from repliscope.diff.pipeline.candidate import load_candidate
+    from repliscope.diff.pipeline.driver import DEFAULT_K, diff_pipeline
     from repliscope.manifest.loader import load_manifest
 
     if not Path(manifest).is_file():
@@ -74,7 +74,7 @@ def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, byte
         raise RepliscopeError(f"dataset '{opts.dataset}' has no sample")
     effect = None
     if opts.model_effect:
-        from repliscope.diff.pipeline_effect import ModelEffect
+        from repliscope.diff.pipeline.effect import ModelEffect
         from repliscope.runtimes import native_runtime
 
         runtime = opts.model_runtime or native_runtime(loaded.manifest.framework.name)
@@ -93,7 +93,7 @@ def _run(manifest: str, opts: PipelineOptions) -> tuple[PipelineDiffResult, byte
         result.model_effect = effect.result()
     png = None
     if worst:
-        from repliscope.diff.pipeline_heatmap import heatmap_png
+        from repliscope.diff.pipeline.heatmap import heatmap_png
 
         png = heatmap_png(worst, loaded.manifest.inputs[0].layout)
         if opts.heatmaps is not None:

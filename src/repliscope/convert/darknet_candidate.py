@@ -15,15 +15,17 @@ the last Keras layer of every Darknet layer after it), or ``--mapping FILE`` (``
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from repliscope.convert.darknet_cfg import LayerPlan, load_network_cfg
-from repliscope.convert.darknet_verify import _assemble, _sources, darknet_layer_outputs
+from repliscope.backends.darknet.reference import DarknetLayers
+from repliscope.convert.darknet_cfg import load_network_cfg
+from repliscope.convert.darknet_verify import diff_darknet
+from repliscope.diff.base import Candidate, LayerInfo
+from repliscope.diff.layers.layer_result import LayerDiffResult
 from repliscope.diff.tolerance import TolerancePolicy
 from repliscope.errors import RepliscopeError
 
@@ -73,6 +75,31 @@ def pair_layers(
     return pairs
 
 
+class PairedKerasFile(Candidate):
+    """The ``.keras`` file's layers (a :class:`~repliscope.backends.keras.candidate.KerasLayersCandidate`) under
+    the Darknet layer names they are paired with (``pairs``: Darknet layer -> Keras layer)."""
+
+    name = "keras"
+
+    def __init__(self, inner: Any, pairs: Mapping[str, str], info: dict[str, Any], notes: list[str]) -> None:
+        self.inner, self.pairs, self.info, self.notes = inner, dict(pairs), info, notes
+        self._back = {k: n for n, k in self.pairs.items()}
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        return list(self.pairs)
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        return np.asarray(self.inner.run_layer(self.pairs[path], list(inputs)))
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        keras_names = [self.pairs[p] for p in paths]
+        for name, out in self.inner.forward_layers(x, keras_names):
+            yield self._back[name], out
+
+
 def verify_keras_file(
     cfg: Path,
     weights: Path,
@@ -85,35 +112,19 @@ def verify_keras_file(
     threads: int = 1,
     samples: list[str] | None = None,
     reference_outputs: list[dict[str, np.ndarray]] | None = None,
-) -> Any:
+) -> LayerDiffResult:
     """Every layer of the Keras port file ``candidate_path`` against libdarknet on ``images`` float32
-    (N, 3, H, W) -> a LayerDiffResult (first divergent layer per mode)."""
+    (N, 3, H, W) -> a LayerDiffResult (first divergent layer per mode), through the one driver."""
     import keras
 
-    start = time.perf_counter()
-    policy = tolerance or TolerancePolicy()
     net = load_network_cfg(cfg)
     cand = load_keras_candidate(candidate_path)
     names = [lay.name for lay in net.layers]
     units = cand.units(images)
     pairs = pair_layers(names, [u.name for u in units], mapping, str(candidate_path))
     cand.set_mapped(pairs.values())
-    if reference_outputs is None:
-        reference_outputs = darknet_layer_outputs(cfg, weights, images, threads)
-    ref = {n: np.stack([r[n] for r in reference_outputs]) for n in names}
-    carried: dict[str, np.ndarray] = {}
-    if "carried" in modes:
-        back = {k: n for n, k in pairs.items()}
-        carried = {back[k]: out for k, out in cand.forward_layers(images, list(pairs.values()))}
-
-    def golden(lay: LayerPlan) -> np.ndarray:
-        inputs = [images if s < 0 else ref[net.layers[s].name] for s in _sources(lay)]
-        return np.asarray(cand.run_layer(pairs[lay.name], inputs))
-
     renamed = {n: k for n, k in pairs.items() if n != k}
     notes = [
-        f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
-        "each image run alone",
         f"candidate: the Keras port file {candidate_path} (Keras {keras.__version__}, backend "
         f"{keras.backend.backend()}, NHWC), loaded as saved",
     ]
@@ -125,20 +136,9 @@ def verify_keras_file(
     }
     if renamed:
         info["pairs"] = renamed
-    return _assemble(
-        net,
-        cfg,
-        weights,
-        images,
-        ref,
-        golden if "golden" in modes else None,
-        carried,
-        modes,
-        policy,
-        samples,
-        info,
-        notes,
-        start,
+    reference = DarknetLayers(cfg, weights, threads=threads, outputs=reference_outputs)
+    return diff_darknet(
+        reference, PairedKerasFile(cand, pairs, info, notes), images, modes=modes, tolerance=tolerance, samples=samples
     )
 
 
@@ -153,11 +153,11 @@ def manifest_candidate_diff(
     modes: tuple[str, ...] = ("golden", "carried"),
     tolerance: TolerancePolicy | None = None,
     threads: int = 1,
-) -> Any:
+) -> LayerDiffResult:
     """``repliscope diff MANIFEST --candidate X --layers`` for a darknet source: the manifest's pre-processed
     first ``batch`` samples of ``dataset``, libdarknet vs the Keras port file ``X``."""
-    from repliscope.diff.candidate_format import check_format, detect_format
-    from repliscope.diff.mapping import load_mapping
+    from repliscope.diff.layers.candidate_format import check_format, detect_format
+    from repliscope.diff.layers.mapping import load_mapping
     from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.run import RunSettings, prepare
 

@@ -8,6 +8,10 @@ layers (:mod:`repliscope.convert.darknet_onnx`), so units pair by name with no m
   layers it reads, so an error is attributed to the layer that makes it;
 - **carried**: the whole converted graph with every layer tensor fetched, to show how error grows.
 
+Both sides go through the one unit-level driver (:func:`repliscope.diff.layers.driver.diff_layers`): libdarknet
+is its :class:`~repliscope.backends.darknet.reference.DarknetLayers` reference, the conversions are candidates
+(:class:`DarknetOnnxCandidate`, :class:`DarknetKerasCandidate`).
+
 Tolerance per layer: ``k * eps(float32) * sqrt(n) * max|ref|`` with ``n`` the reduction length (a conv's
 ``channels x size x size``, 1 otherwise); carried tolerances accumulate in quadrature
 (:mod:`repliscope.diff.tolerance`). Exit status of ``repliscope diff MANIFEST --runtimes darknet onnxruntime
@@ -16,43 +20,148 @@ Tolerance per layer: ``k * eps(float32) * sqrt(n) * max|ref|`` with ``n`` the re
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from repliscope.convert.darknet_cfg import LayerPlan, Network, load_network_cfg, read_weights
+from repliscope.backends.darknet.reference import FORMULA, DarknetLayers, layer_sources
+from repliscope.convert.darknet_cfg import Network, load_network_cfg, read_weights
 from repliscope.convert.darknet_onnx import DARKNET_BN_EPSILON, LEAKY_SLOPE, build_model
-from repliscope.diff.layer_result import MODES, Divergence, LayerDiffResult, LayerRow, ModeSummary
-from repliscope.diff.tolerance import ErrorStats, TolerancePolicy, accumulate, compare_arrays
-
-KINDS = {
-    "convolutional": "Conv",
-    "maxpool": "MaxPool",
-    "route": "Concat",
-    "upsample": "Resize",
-    "shortcut": "Add",
-    "yolo": "Sigmoid",
-}
+from repliscope.diff.base import Candidate, LayerInfo
+from repliscope.diff.layers.driver import diff_layers
+from repliscope.diff.layers.layer_result import MODES, LayerDiffResult, Mode
+from repliscope.diff.tolerance import TolerancePolicy
 
 
-def _sources(lay: LayerPlan) -> list[int]:
-    if lay.type == "route":
-        return list(lay.params["layers"])  # type: ignore[call-overload]
-    if lay.type == "shortcut":
-        return [lay.index - 1, int(lay.params["from"])]  # type: ignore[call-overload]
-    return [lay.index - 1]
+class DarknetOnnxCandidate(Candidate):
+    """repliscope's Darknet -> ONNX conversion (:mod:`repliscope.convert.darknet_onnx`, every layer's tensor named
+    after it) on onnxruntime, graph optimisations off: golden runs each layer's nodes cut out
+    (``onnx.utils.Extractor``) on the reference inputs, carried the whole graph with every layer tensor fetched."""
+
+    name = "onnxruntime"
+
+    def __init__(self, net: Network, weights: Path, *, epsilon: float, leaky_slope: float, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        self.net = net
+        self.model = build_model(
+            net, read_weights(weights, net), epsilon=epsilon, leaky_slope=leaky_slope, outputs=self._names()
+        )
+        self._options = ort.SessionOptions()
+        self._options.intra_op_num_threads = threads
+        self._options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self._extractor: Any = None
+        self.notes = [
+            f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
+            f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off"
+        ]
+
+    def _names(self) -> list[str]:
+        return [lay.name for lay in self.net.layers]
+
+    def _session(self, model: Any) -> Any:
+        import onnxruntime as ort
+
+        return ort.InferenceSession(model.SerializeToString(), self._options, providers=["CPUExecutionProvider"])
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "candidate": "onnxruntime",
+            "runtime": "onnxruntime",
+            "format": "onnx",
+            "mapping_origin": "by Darknet layer name",
+            "converter": "repliscope.convert.darknet_onnx",
+        }
+
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        return self._names()
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        import onnx.utils
+
+        if self._extractor is None:
+            self._extractor = onnx.utils.Extractor(self.model)
+        lay = next(lay for lay in self.net.layers if lay.name == path)
+        names = [self.net.layers[s].name if s >= 0 else "data" for s in layer_sources(lay)]
+        given = dict(zip(names, inputs, strict=True))
+        session = self._session(self._extractor.extract_model(sorted(set(names)), [path]))
+        feed = {n: given[n] for n in {i.name for i in session.get_inputs()}}
+        return np.asarray(session.run([path], feed)[0])
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        wanted = set(paths)
+        outputs = self._session(self.model).run(None, {"data": x})
+        for name, out in zip(self._names(), outputs, strict=True):
+            if name in wanted:
+                yield name, out
 
 
-def _reduction(lay: LayerPlan) -> int:
-    if lay.type == "convolutional":
-        size = int(lay.params["size"])  # type: ignore[call-overload]
-        return lay.in_shape[0] * size * size
-    if lay.type == "maxpool":
-        size = int(lay.params["size"])  # type: ignore[call-overload]
-        return size * size
-    return 1
+class DarknetKerasCandidate(Candidate):
+    """repliscope's Keras port built from the ``.cfg`` (:mod:`repliscope.convert.darknet_keras`, NHWC): golden
+    calls each Darknet layer's Keras layers on the reference inputs, carried runs the functional model."""
+
+    name = "keras"
+
+    def __init__(self, net: Network, weights: Path, *, epsilon: float, leaky_slope: float) -> None:
+        import keras
+
+        from repliscope.convert.darknet_keras import build_keras
+
+        self.net = net
+        self.model, self.parts = build_keras(net, read_weights(weights, net), epsilon=epsilon, leaky_slope=leaky_slope)
+        self.notes = [
+            f"candidate: repliscope.convert.darknet_keras (Keras {keras.__version__}, backend "
+            f"{keras.backend.backend()}, NHWC; BN epsilon {epsilon:g}, leaky slope {leaky_slope:g})"
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "candidate": "keras",
+            "format": "keras",
+            "mapping_origin": "by Darknet layer name",
+            "converter": "repliscope.convert.darknet_keras",
+        }
+
+    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
+        return [lay.name for lay in self.net.layers]
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        import keras
+
+        lay = next(lay for lay in self.net.layers if lay.name == path)
+        nhwc = [np.ascontiguousarray(a.transpose(0, 2, 3, 1)) for a in inputs]
+        x: Any = nhwc if lay.type in ("route", "shortcut") and len(nhwc) > 1 else nhwc[0]
+        for layer in self.parts[path]:
+            x = layer(x)
+        return np.asarray(keras.ops.convert_to_numpy(x)).transpose(0, 3, 1, 2)
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        from repliscope.convert.darknet_keras import keras_layer_outputs
+
+        wanted = set(paths)
+        outputs = keras_layer_outputs(self.model, x, [lay.name for lay in self.net.layers])
+        for name, out in outputs.items():
+            if name in wanted:
+                yield name, out
+
+
+def diff_darknet(
+    reference: DarknetLayers,
+    candidate: Candidate,
+    images: np.ndarray,
+    *,
+    modes: tuple[str, ...] = ("golden", "carried"),
+    tolerance: TolerancePolicy | None = None,
+    samples: Sequence[str] | None = None,
+) -> LayerDiffResult:
+    """``candidate`` against libdarknet on ``images`` float32 (N, 3, H, W), through the one driver
+    (:func:`~repliscope.diff.layers.driver.diff_layers`), the modes in their canonical order."""
+    ordered: list[Mode] = [m for m in MODES if m in modes]
+    return diff_layers(
+        reference, candidate, images, modes=ordered, tolerance=tolerance, samples=samples or [], formula=FORMULA
+    )
 
 
 def verify_layers(
@@ -73,104 +182,17 @@ def verify_layers(
 
     ``epsilon`` / ``leaky_slope`` build the candidate with those values (a test injects a converter bug this way);
     ``reference_outputs``: libdarknet's per-image layer outputs when already computed (else run here).
-    ``candidate``: ``onnx`` (the conversion on onnxruntime) or ``keras`` (the Keras port,
-    :mod:`repliscope.convert.darknet_keras`: golden = each Darknet layer's Keras layers called on libdarknet's
-    inputs in NHWC, carried = the functional model).
+    ``candidate``: ``onnx`` (the conversion on onnxruntime, :class:`DarknetOnnxCandidate`) or ``keras`` (the Keras
+    port, :class:`DarknetKerasCandidate`).
     """
-    if candidate == "keras":
-        return _verify_keras(
-            cfg,
-            weights,
-            images,
-            modes=modes,
-            tolerance=tolerance,
-            threads=threads,
-            samples=samples,
-            epsilon=epsilon,
-            leaky_slope=leaky_slope,
-            reference_outputs=reference_outputs,
-        )
-    import onnx.utils
-    import onnxruntime as ort
-
-    start = time.perf_counter()
-    policy = tolerance or TolerancePolicy()
-    net: Network = load_network_cfg(cfg)
-    model = build_model(
-        net,
-        read_weights(weights, net),
-        epsilon=epsilon,
-        leaky_slope=leaky_slope,
-        outputs=[lay.name for lay in net.layers],
+    reference = DarknetLayers(cfg, weights, threads=threads, outputs=reference_outputs)
+    net = load_network_cfg(cfg)
+    cand: Candidate = (
+        DarknetKerasCandidate(net, weights, epsilon=epsilon, leaky_slope=leaky_slope)
+        if candidate == "keras"
+        else DarknetOnnxCandidate(net, weights, epsilon=epsilon, leaky_slope=leaky_slope, threads=threads)
     )
-    if reference_outputs is None:
-        reference_outputs = darknet_layer_outputs(cfg, weights, images, threads)
-    ref = {lay.name: np.stack([r[lay.name] for r in reference_outputs]) for lay in net.layers}
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    providers = ["CPUExecutionProvider"]
-    carried: dict[str, np.ndarray] = {}
-    if "carried" in modes:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
-        carried = dict(zip([lay.name for lay in net.layers], session.run(None, {"data": images}), strict=True))
-    extractor = onnx.utils.Extractor(model) if "golden" in modes else None
-
-    def golden(lay: LayerPlan) -> np.ndarray:
-        assert extractor is not None
-        names = [net.layers[s].name if s >= 0 else "data" for s in _sources(lay)]
-        sub = extractor.extract_model(sorted(set(names)), [lay.name])
-        sess = ort.InferenceSession(sub.SerializeToString(), options, providers=providers)
-        feed = {n: (images if n == "data" else ref[n]) for n in {i.name for i in sess.get_inputs()}}
-        return np.asarray(sess.run([lay.name], feed)[0])
-
-    notes = [
-        f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
-        "each image run alone",
-        f"candidate: repliscope.convert.darknet_onnx (BN epsilon {epsilon:g} added to sqrt(variance), leaky "
-        f"slope {leaky_slope:g}) on onnxruntime {ort.__version__}, graph optimisations off",
-    ]
-    return _assemble(
-        net,
-        cfg,
-        weights,
-        images,
-        ref,
-        golden if extractor is not None else None,
-        carried,
-        modes,
-        policy,
-        samples,
-        {
-            "candidate": "onnxruntime",
-            "runtime": "onnxruntime",
-            "format": "onnx",
-            "mapping_origin": "by Darknet layer name",
-            "converter": "repliscope.convert.darknet_onnx",
-        },
-        notes,
-        start,
-    )
-
-
-def darknet_layer_outputs(
-    cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
-) -> list[dict[str, np.ndarray]]:
-    """libdarknet's every-layer outputs for each image of ``images`` (N, 3, H, W)."""
-    from repliscope.backends.darknet.runner import DarknetRunner
-    from repliscope.runtimes.base import ModelArtifact
-
-    artifact = ModelArtifact(
-        path=weights,
-        sha256="",
-        format="darknet",
-        input_name="data",
-        input_shape=(-1, *images.shape[1:]),
-        input_dtype="float32",
-        config_path=cfg,
-    )
-    runner = DarknetRunner(artifact, threads=threads, cache_dir=Path("."))
-    return [runner.layer_outputs(x) for x in images]
+    return diff_darknet(reference, cand, images, modes=modes, tolerance=tolerance, samples=samples)
 
 
 def manifest_layer_diff(
@@ -248,152 +270,4 @@ def convert_manifest(
         threads=threads,
         samples=list(ids),
         candidate=target,
-    )
-
-
-def _verify_keras(
-    cfg: Path,
-    weights: Path,
-    images: np.ndarray,
-    *,
-    modes: tuple[str, ...],
-    tolerance: TolerancePolicy | None,
-    threads: int,
-    samples: list[str] | None,
-    epsilon: float,
-    leaky_slope: float,
-    reference_outputs: list[dict[str, np.ndarray]] | None,
-) -> LayerDiffResult:
-    import keras
-
-    from repliscope.convert.darknet_keras import build_keras, keras_layer_outputs
-
-    start = time.perf_counter()
-    policy = tolerance or TolerancePolicy()
-    net = load_network_cfg(cfg)
-    model, parts = build_keras(net, read_weights(weights, net), epsilon=epsilon, leaky_slope=leaky_slope)
-    if reference_outputs is None:
-        reference_outputs = darknet_layer_outputs(cfg, weights, images, threads)
-    ref = {lay.name: np.stack([r[lay.name] for r in reference_outputs]) for lay in net.layers}
-    names = [lay.name for lay in net.layers]
-    carried = keras_layer_outputs(model, images, names) if "carried" in modes else {}
-
-    def nhwc(name: str) -> np.ndarray:
-        return np.ascontiguousarray((images if name == "data" else ref[name]).transpose(0, 2, 3, 1))
-
-    def golden(lay: LayerPlan) -> np.ndarray:
-        srcs = [net.layers[s].name if s >= 0 else "data" for s in _sources(lay)]
-        x: Any = [nhwc(n) for n in srcs] if lay.type in ("route", "shortcut") and len(srcs) > 1 else nhwc(srcs[0])
-        for layer in parts[lay.name]:
-            x = layer(x)
-        return np.asarray(keras.ops.convert_to_numpy(x)).transpose(0, 3, 1, 2)
-
-    notes = [
-        f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
-        "each image run alone",
-        f"candidate: repliscope.convert.darknet_keras (Keras {keras.__version__}, backend "
-        f"{keras.backend.backend()}, NHWC; BN epsilon {epsilon:g}, leaky slope {leaky_slope:g})",
-    ]
-    return _assemble(
-        net,
-        cfg,
-        weights,
-        images,
-        ref,
-        golden if "golden" in modes else None,
-        carried,
-        modes,
-        policy,
-        samples,
-        {
-            "candidate": "keras",
-            "format": "keras",
-            "mapping_origin": "by Darknet layer name",
-            "converter": "repliscope.convert.darknet_keras",
-        },
-        notes,
-        start,
-    )
-
-
-def _assemble(
-    net: Network,
-    cfg: Path,
-    weights: Path,
-    images: np.ndarray,
-    ref: dict[str, np.ndarray],
-    golden: Any,
-    carried: dict[str, np.ndarray],
-    modes: tuple[str, ...],
-    policy: TolerancePolicy,
-    samples: list[str] | None,
-    candidate: dict[str, Any],
-    notes: list[str],
-    start: float,
-) -> LayerDiffResult:
-    """The LayerDiffResult of per-layer ``golden(layer) -> NCHW array`` and ``carried`` outputs against ``ref``."""
-    local = [
-        policy.tolerance(lay.name, [KINDS[lay.type]], "float32", _reduction(lay), float(np.abs(ref[lay.name]).max()))
-        for lay in net.layers
-    ]
-    acc = accumulate(local) if policy.carried == "accumulated" else local
-    rows: list[LayerRow] = []
-    first: dict[str, Divergence | None] = {m: None for m in modes}
-    for i, lay in enumerate(net.layers):
-        r = ref[lay.name]
-        row = LayerRow(
-            index=i,
-            path=lay.name,
-            covers=[lay.name],
-            kind=KINDS[lay.type],
-            op=lay.type,
-            source=f"{cfg.name}:{lay.line}",
-            reduction=_reduction(lay),
-            dtype="float32",
-            ref_shape=list(r.shape),
-            ref_max_abs=float(np.abs(r).max()),
-        )
-        if golden is not None:
-            row.golden = compare_arrays(r, golden(lay), local[i])
-        if carried:
-            row.carried = compare_arrays(r, carried[lay.name], acc[i])
-        for mode, stats in (("golden", row.golden), ("carried", row.carried)):
-            if stats is not None and not stats.passed and mode in first and first[mode] is None:
-                first[mode] = Divergence(
-                    mode=mode,  # type: ignore[arg-type]
-                    index=i,
-                    path=lay.name,
-                    covers=[lay.name],
-                    kind=row.kind,
-                    source=row.source,
-                    max_abs=stats.max_abs,
-                    tolerance=stats.tolerance,
-                    ratio=stats.ratio,
-                )
-        rows.append(row)
-    summary = {}
-    for mode in modes:
-        compared: list[ErrorStats] = [e for e in (getattr(row, mode) for row in rows) if e is not None]
-        summary[mode] = ModeSummary(
-            compared=len(compared),
-            passed=sum(e.passed for e in compared),
-            failed=sum(not e.passed for e in compared),
-            max_ratio=max((e.ratio for e in compared), default=0.0),
-            reference_units=len(net.layers),
-        )
-    return LayerDiffResult(
-        reference={"framework": "darknet (libdarknet)", "runtime": "darknet", "cfg": str(cfg), "weights": str(weights)},
-        candidate=candidate,
-        modes=[m for m in MODES if m in modes],
-        input_shape=list(images.shape),
-        input_dtype=str(images.dtype),
-        samples=samples or [],
-        tolerance=policy,
-        formula="k * eps(float32) * sqrt(reduction) * max|ref|",
-        layers=rows,
-        reference_layers=len(net.layers),
-        first_divergent=first,
-        summary=summary,
-        seconds=time.perf_counter() - start,
-        notes=notes,
     )

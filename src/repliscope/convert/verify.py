@@ -101,11 +101,11 @@ def save_and_reload(model: Any, path: Path) -> Any:
 
 
 def layer_diff(module: Any, candidate: Any, x_nchw: np.ndarray, samples: Sequence[str] = ()) -> Any | None:
-    """The layer-level golden diff (``repliscope.diff.layers.diff_layers``) of ``candidate`` against the torch
+    """The layer-level golden diff (``repliscope.diff.layers.driver.diff_layers``) of ``candidate`` against the torch
     ``module``, or None when that engine is not installed (the output check alone then stands)."""
     try:
-        layers = importlib.import_module("repliscope.diff.layers")
-        reference = importlib.import_module("repliscope.diff.reference")
+        layers = importlib.import_module("repliscope.diff.layers.driver")
+        reference = importlib.import_module("repliscope.diff.layers.torch_reference")
     except ImportError:
         return None
     return layers.diff_layers(

@@ -1,6 +1,14 @@
-"""Layer-level differential testing: the interfaces shared by the reference side and every candidate.
+"""Unit-level differential testing: the contracts of the two sides of a diff, and the candidate registry.
 
-The reference is a torch module; its leaf layers are named by module path (``_blocks.3._depthwise_conv``).
+Both sides are "something that runs named units": a :class:`Reference` names its units (:class:`LayerInfo`) and
+runs its whole forward while handing out each unit's inputs and output; a :class:`Candidate` runs one unit on
+given inputs (golden mode) and runs its whole forward yielding named unit outputs (carried mode). The one driver,
+:func:`repliscope.diff.layers.driver.diff_layers`, compares any candidate with any reference: the torch module
+(:class:`repliscope.diff.layers.torch_reference.TorchReference`, units named by module path,
+``_blocks.3._depthwise_conv``) or another runtime, e.g. libdarknet
+(:class:`repliscope.backends.darknet.reference.DarknetLayers`, units named after the Darknet layers,
+``convolutional_0``).
+
 A candidate is a second implementation of the same model (the ONNX export in onnxruntime, a Keras port with
 converted weights, ...) that can run ONE mapped layer on given inputs (golden mode: every candidate layer gets
 the REFERENCE input of that layer, so an error is attributed to the layer that makes it) and run its whole
@@ -26,18 +34,18 @@ the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.back
 "keras" is not registered yet) and builds the candidate as ``cls.from_path(path, reference_module)``, where
 ``path`` is the ``--candidate`` argument (a ``pathlib.Path``) and ``reference_module`` the torch module built
 from the manifest (eval mode, weights loaded). The candidate is then compared with
-:func:`repliscope.diff.layers.diff_layers`. A candidate registered under a runtime name (``onnxruntime``) is a
+:func:`repliscope.diff.layers.driver.diff_layers`. A candidate registered under a runtime name (``onnxruntime``) is a
 :class:`RuntimeCandidate`, built as ``cls.from_artifact(artifact, cache_dir=..., threads=...)`` instead.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -69,6 +77,9 @@ class LayerInfo:
     producers: tuple[str, ...] = ()
     """The reference units whose outputs this unit reads, one per tensor input ("" for the model input or a
     tensor no unit produced), from the trace; empty when unknown."""
+    type_name: str = ""
+    """For a unit that is no functional op: the reference runtime's own name of its layer type when it has one
+    besides ``kind`` (a Darknet layer's cfg section, ``convolutional``); recorded as the row's ``op``."""
 
     @property
     def is_op(self) -> bool:
@@ -89,8 +100,41 @@ class Unmatched:
     missing: bool = False
 
 
+class Reference(ABC):
+    """The reference side of a unit-level diff: any runtime that names its units and runs its whole forward
+    handing out each unit's inputs and output (reference layout, numpy; copy what you keep)."""
+
+    name: str
+
+    notes: Sequence[str] = ()
+    """What the result's notes say about the reference (first, before the candidate's)."""
+
+    @abstractmethod
+    def layers(self, example: np.ndarray) -> list[LayerInfo]:
+        """The units, in the order they end, for inputs like ``example`` (a batch, reference layout)."""
+
+    @abstractmethod
+    def run(
+        self,
+        x: np.ndarray,
+        on_start: Callable[[str, list[np.ndarray]], None] | None = None,
+        on_end: Callable[[str, list[np.ndarray], np.ndarray], None] | None = None,
+    ) -> np.ndarray | None:
+        """Run the whole forward on ``x``, calling ``on_start(path, inputs)`` when unit ``path`` starts and
+        ``on_end(path, inputs, output)`` when it ends (every unit of :meth:`layers`, in that order); returns the
+        whole-model output, or None when the reference has no single one (then the output is not compared)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """The reference as the result records it (``framework`` first)."""
+
+    def multi_output_ops(self, example: np.ndarray) -> list[LayerInfo]:
+        """Units returning several tensors, which are not compared (listed with the reason). Default: none."""
+        return []
+
+
 class Candidate(ABC):
-    """A second implementation, compared layer by layer with the torch reference."""
+    """A second implementation, compared unit by unit with a :class:`Reference`."""
 
     name: ClassVar[str]
 
@@ -130,7 +174,8 @@ class Candidate(ABC):
         tolerance uses the largest reduction among them. Default: ``[path]`` (one-to-one)."""
         return [path]
 
-    def describe(self) -> dict[str, str]:
+    def describe(self) -> dict[str, Any]:
+        """The candidate as the result records it (``candidate`` first)."""
         return {"candidate": self.name}
 
     def unmatched(self) -> list[Unmatched]:

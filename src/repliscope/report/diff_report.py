@@ -30,15 +30,15 @@ def _effect(d: StoredDiff) -> dict[str, Any] | None:
 
 
 def layer_chart(result: dict[str, Any]) -> str | None:
-    """A layer diff's per-layer error chart (:func:`repliscope.diff.plot.plot_layer_errors`) as a ``data:`` URI;
+    """A layer diff's per-layer error chart (:func:`repliscope.diff.layers.plot.plot_layer_errors`) as a ``data:`` URI;
     None when the result does not validate as a layer diff."""
     import tempfile
     from pathlib import Path
 
     from pydantic import ValidationError
 
-    from repliscope.diff.layer_result import LayerDiffResult
-    from repliscope.diff.plot import plot_layer_errors
+    from repliscope.diff.layers.layer_result import LayerDiffResult
+    from repliscope.diff.layers.plot import plot_layer_errors
 
     try:
         parsed = LayerDiffResult.model_validate(result)

@@ -104,7 +104,7 @@ def _by_covers(
 ) -> tuple[list[tuple[str, tuple[str, ...], float, float]], list[str], list[str]]:
     """Rows (coarse key, the fine layers it covers, fine ms summed, coarse ms), fine-only, coarse-only keys."""
     from repliscope.diff.base import LayerInfo
-    from repliscope.diff.onnx_units import assign_covers
+    from repliscope.diff.layers.onnx_units import assign_covers
 
     order = fine.order()
     fine_keys = set(order)

@@ -1,7 +1,7 @@
 """Group per-node timings of an ONNX-based runtime into layers named by the torch module that produced them.
 
 A node's layer is the unit of the ONNX node it came from in the layer diff's torch module ↔ ONNX node mapping
-(:func:`repliscope.diff.onnx_units.partition`: the deepest ``pkg.torch.onnx.name_scopes`` scope, ``scope#n`` for
+(:func:`repliscope.diff.layers.onnx_units.partition`: the deepest ``pkg.torch.onnx.name_scopes`` scope, ``scope#n`` for
 the module's n-th call); consecutive executed nodes with the same key form one layer. Runtimes rename and fuse
 nodes: ONNX Runtime names a fused Conv+Clip after the Clip's output and appends ``_nchwc`` for its blocked
 layout; a name that is neither a node nor a node output of the graph is unmapped (key ``None``).
@@ -50,14 +50,14 @@ class LayerTiming:
 class ScopeIndex:
     """Runtime node name -> layer key (``scope`` or ``scope#n``), from the ONNX graph the runtime loaded.
 
-    Keys come from :func:`repliscope.diff.onnx_units.partition` of that graph with every scope as a layer base,
+    Keys come from :func:`repliscope.diff.layers.onnx_units.partition` of that graph with every scope as a layer base,
     so the two calls of a shared module (a block's ReLU6 after the expand and after the depthwise conv) are
     ``_blocks.1._swish`` and ``_blocks.1._swish#2`` even after the runtime fused away the nodes between them."""
 
     def __init__(self, onnx_path: Path) -> None:
         import onnx
 
-        from repliscope.diff.onnx_units import node_scopes, partition
+        from repliscope.diff.layers.onnx_units import node_scopes, partition
 
         graph = onnx.load(str(onnx_path), load_external_data=False).graph
         bases = {scope for node in graph.node for scope in node_scopes(node)}

@@ -1,18 +1,37 @@
-"""Darknet's own pre- and post-processing through libdarknet, the reference the repliscope ops are pinned to:
-``load_image_color`` + ``letterbox_image`` (the network input of ``detector test/valid``) and
-``get_network_boxes`` + ``do_nms_sort`` / ``do_nms_obj`` (their detections)."""
+"""libdarknet as the reference: Darknet's own pre- and post-processing, the reference the repliscope ops are
+pinned to (``load_image_color`` + ``letterbox_image``, the network input of ``detector test/valid``;
+``get_network_boxes`` + ``do_nms_sort`` / ``do_nms_obj``, their detections), and its network layer by layer as the
+reference side of a unit-level diff (:class:`DarknetLayers`, a :class:`~repliscope.diff.base.Reference`: any
+candidate is compared with it by :func:`repliscope.diff.layers.driver.diff_layers`)."""
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from repliscope.backends.darknet import lib as dn
 from repliscope.backends.darknet.runner import DarknetRunner
+from repliscope.convert.darknet_cfg import LayerPlan, Network, load_network_cfg
+from repliscope.diff.base import LayerInfo, Reference
+from repliscope.errors import RepliscopeError
+
+KINDS = {
+    "convolutional": "Conv",
+    "maxpool": "MaxPool",
+    "route": "Concat",
+    "upsample": "Resize",
+    "shortcut": "Add",
+    "yolo": "Sigmoid",
+}
+"""Darknet layer type -> the unit ``kind`` (the ONNX op the conversion makes of it; tolerance ``kind_k`` keys)."""
+
+FORMULA = "k * eps(float32) * sqrt(reduction) * max|ref|"
+"""The tolerance formula as a Darknet layer diff states it (float32, carried accumulated in quadrature)."""
 
 
 def _image_array(img: dn.IMAGE) -> np.ndarray:
@@ -99,3 +118,106 @@ def detect(
         return out
     finally:
         lib.free_detections(dets, num.value)
+
+
+def layer_sources(lay: LayerPlan) -> list[int]:
+    """The indices of the layers ``lay`` reads, in its input order (-1: the network input)."""
+    if lay.type == "route":
+        return list(lay.params["layers"])  # type: ignore[call-overload]
+    if lay.type == "shortcut":
+        return [lay.index - 1, int(lay.params["from"])]  # type: ignore[call-overload]
+    return [lay.index - 1]
+
+
+def layer_reduction(lay: LayerPlan) -> int:
+    """Products (terms) summed per output element: a conv's ``channels x size x size``, a maxpool's window, else 1."""
+    if lay.type == "convolutional":
+        size = int(lay.params["size"])  # type: ignore[call-overload]
+        return lay.in_shape[0] * size * size
+    if lay.type == "maxpool":
+        size = int(lay.params["size"])  # type: ignore[call-overload]
+        return size * size
+    return 1
+
+
+def darknet_layer_outputs(
+    cfg: Path, weights: Path, images: np.ndarray, threads: int = 1
+) -> list[dict[str, np.ndarray]]:
+    """libdarknet's every-layer outputs for each image of ``images`` (N, 3, H, W)."""
+    from repliscope.runtimes.base import ModelArtifact
+
+    artifact = ModelArtifact(
+        path=weights,
+        sha256="",
+        format="darknet",
+        input_name="data",
+        input_shape=(-1, *images.shape[1:]),
+        input_dtype="float32",
+        config_path=cfg,
+    )
+    runner = DarknetRunner(artifact, threads=threads, cache_dir=Path("."))
+    return [runner.layer_outputs(x) for x in images]
+
+
+class DarknetLayers(Reference):
+    """libdarknet (``network_predict``) as the reference of a unit-level diff: one unit per Darknet layer, named
+    after it (``convolutional_0``), its inputs the outputs of the layers it reads (the network input for the
+    first), its output the layer's output buffer (``get_network_image_layer``), each image run alone.
+
+    ``outputs``: libdarknet's per-image layer outputs when already computed (:func:`darknet_layer_outputs`),
+    else computed on the first :meth:`run`. No single whole-model output (one per yolo layer, each a unit)."""
+
+    name = "darknet"
+
+    def __init__(
+        self, cfg: Path, weights: Path, *, threads: int = 1, outputs: list[dict[str, np.ndarray]] | None = None
+    ) -> None:
+        self.cfg, self.weights, self.threads = cfg, weights, threads
+        self.network: Network = load_network_cfg(cfg)
+        self._outputs = outputs
+        self.notes = [
+            f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
+            "each image run alone"
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "framework": "darknet (libdarknet)",
+            "runtime": "darknet",
+            "cfg": str(self.cfg),
+            "weights": str(self.weights),
+        }
+
+    def layers(self, example: np.ndarray) -> list[LayerInfo]:
+        net = self.network
+        return [
+            LayerInfo(
+                path=lay.name,
+                kind=KINDS[lay.type],
+                source=f"{self.cfg.name}:{lay.line}",
+                reduction=layer_reduction(lay),
+                producers=tuple(net.layers[s].name if s >= 0 else "" for s in layer_sources(lay)),
+                type_name=lay.type,
+            )
+            for lay in net.layers
+        ]
+
+    def run(
+        self,
+        x: np.ndarray,
+        on_start: Callable[[str, list[np.ndarray]], None] | None = None,
+        on_end: Callable[[str, list[np.ndarray], np.ndarray], None] | None = None,
+    ) -> None:
+        if self._outputs is None:
+            self._outputs = darknet_layer_outputs(self.cfg, self.weights, x, self.threads)
+        if len(self._outputs) != len(x):
+            raise RepliscopeError(f"{len(self._outputs)} images' layer outputs for a batch of {len(x)}")
+        layers = self.network.layers
+        out = {lay.name: np.stack([r[lay.name] for r in self._outputs]) for lay in layers}
+        for lay in layers:
+            inputs = [x if s < 0 else out[layers[s].name] for s in layer_sources(lay)]
+            if on_start is not None:
+                on_start(lay.name, inputs)
+            if on_end is not None:
+                on_end(lay.name, inputs, out[lay.name])
+        return None

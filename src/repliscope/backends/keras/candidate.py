@@ -27,7 +27,7 @@ import numpy as np
 from repliscope.convert.keras_target import convert_state_dict, import_keras, load_port
 from repliscope.convert.mapping import LayerMapping, load_mapping
 from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
+from repliscope.diff.layers.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.errors import RepliscopeError
 
 

@@ -32,8 +32,8 @@ import onnxruntime as ort
 from onnx import helper, shape_inference
 
 from repliscope.diff.base import LayerInfo, RuntimeCandidate, Unmatched
-from repliscope.diff.onnx_ops import match_ops
-from repliscope.diff.onnx_units import Unit, assign_covers, node_scopes, partition
+from repliscope.diff.layers.onnx_ops import match_ops
+from repliscope.diff.layers.onnx_units import Unit, assign_covers, node_scopes, partition
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes.base import ModelArtifact
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from repliscope.backends.tflite.candidate import input_layout
 from repliscope.diff.base import CANDIDATES
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
+from repliscope.diff.layers.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.errors import RepliscopeError
 
 _SKIP = {"Identity", "NoOp", "Placeholder", "Const"}

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from repliscope.diff.base import CANDIDATES
-from repliscope.diff.mapping import NamedCandidate, UnitInfo
+from repliscope.diff.layers.mapping import NamedCandidate, UnitInfo
 from repliscope.errors import RepliscopeError
 
 GOLDEN_LIMIT = (

@@ -3,7 +3,7 @@
 The factory ``module:function`` (``module`` importable, or a ``path/to/file.py:function``) is called with no
 arguments and must return a ``torch.nn.Module``; if it takes one argument it receives the reference module
 (so a port can copy the reference weights: ``def build(reference): ...``). Its units are its own layers,
-found exactly as the reference's are (:class:`~repliscope.diff.reference.TorchReference`: leaf modules or
+found exactly as the reference's are (:class:`~repliscope.diff.layers.torch_reference.TorchReference`: leaf modules or
 modules with their own weights, ``path#n`` for the n-th call), so a port with the same module tree maps by
 name and any other needs ``--mapping`` or the proposed mapping.
 
@@ -36,8 +36,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from repliscope.diff.base import CANDIDATES
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.mapping import NamedCandidate, UnitInfo, check_unit_inputs
+from repliscope.diff.layers.torch_reference import TorchReference
 from repliscope.errors import RepliscopeError
 from repliscope.manifest.code_refs import REF_PATTERN, CodeRefError, FactoryAttributeError, check_public, walk_attrs
 
@@ -153,7 +153,7 @@ class TorchCandidate(NamedCandidate):
     def _record_ops(self, probe: np.ndarray) -> None:
         """Bind every functional op unit to its torch call (function, arguments) on a forward of ``probe`` (the
         batch golden mode will run: Python shape arguments are replayed as recorded)."""
-        from repliscope.diff.ref_ops import activation_inputs
+        from repliscope.diff.layers.ref_ops import activation_inputs
 
         constants = {id(t) for t in (*self.module.parameters(), *self.module.buffers())}
         recorder = _Recorder()

@@ -35,8 +35,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.datasets.base import Sample, read_sample
-from repliscope.diff.pipeline_candidate import LOADER_STAGE, PipelineCandidate, align, describe_array, to_array
-from repliscope.diff.pipeline_diagnosis import Diagnosis, Differing, hints, search
+from repliscope.diff.pipeline.candidate import LOADER_STAGE, PipelineCandidate, align, describe_array, to_array
+from repliscope.diff.pipeline.diagnosis import Diagnosis, Differing, hints, search
 from repliscope.diff.task_level import TaskDiffResult
 from repliscope.diff.tolerance import dtype_eps
 from repliscope.errors import RepliscopeError
@@ -462,7 +462,7 @@ def _match_stages(
     candidate: PipelineCandidate, pipeline: Pipeline, outs: list[np.ndarray], ref_steps: list[np.ndarray], k: float
 ) -> list[_StageMatch]:
     """Each stage's manifest op (see the module docstring)."""
-    from repliscope.diff.pipeline_diagnosis import _affine
+    from repliscope.diff.pipeline.diagnosis import _affine
 
     matches: list[_StageMatch] = []
     prev = -1

@@ -3,7 +3,7 @@ candidate, node by node.
 
 Units are the graph's nodes with a floating-point output, named ``<graph>/<first output tensor>`` (``rnet/p_re_lu_3
 /add:0_pooling0``; ``<graph>`` is the net's name, e.g. ``pnet`` / ``rnet`` / ``onet`` of an MTCNN cascade, or
-``model``). The reference side is :class:`~repliscope.diff.onnx_graph_candidate.OnnxGraphCandidate` (every node
+``model``). The reference side is :class:`~repliscope.diff.layers.onnx_graph_candidate.OnnxGraphCandidate` (every node
 output exposed in one onnxruntime session; a node cut out with the non-float nodes it depends on).
 
 * golden: each node (plus the integer / shape nodes feeding it) is cut out as a small ONNX model, written to a
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from repliscope.diff.layer_result import Divergence, LayerDiffResult, LayerRow, Mode, ModeSummary, NotCompared
-from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
+from repliscope.diff.layers.layer_result import Divergence, LayerDiffResult, LayerRow, Mode, ModeSummary, NotCompared
+from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accumulate, compare_arrays, output_scale
 from repliscope.errors import RepliscopeError
 from repliscope.runtimes.errors import ModelLoadError

@@ -7,10 +7,10 @@ candidate, then the diff itself. The command line only parses options and prints
 * a ``candidate`` without runtimes on a darknet source: libdarknet against that Keras port file
   (:func:`repliscope.convert.darknet_candidate.manifest_candidate_diff`);
 * ``--runtimes onnxruntime opencv_dnn`` (:data:`RUNTIME_LAYER_PAIRS`): the two runtimes node by node on the
-  manifest's ONNX graph(s) (:mod:`repliscope.diff.runtime_layers`);
+  manifest's ONNX graph(s) (:mod:`repliscope.diff.layers.runtime_layers`);
 * otherwise the torch reference against a runtime candidate (:class:`~repliscope.diff.base.RuntimeCandidate`,
   default ``onnxruntime``) or a re-implementation given as ``candidate`` (a file, a folder or a torch factory,
-  :mod:`repliscope.diff.candidate_format`).
+  :mod:`repliscope.diff.layers.candidate_format`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
     from repliscope.diff.base import Candidate
-    from repliscope.diff.candidate_format import BuiltCandidate
-    from repliscope.diff.layer_result import LayerDiffResult
+    from repliscope.diff.layers.candidate_format import BuiltCandidate
+    from repliscope.diff.layers.layer_result import LayerDiffResult
     from repliscope.evaluation.run import PreparedRun
 
 MODES: dict[str, list[str]] = {"golden": ["golden"], "carried": ["carried"], "both": ["golden", "carried"]}
@@ -149,7 +149,7 @@ def check_torch_source(manifest: Path) -> None:
 def check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, candidate_format: str | None) -> None:
     """Refuse a runtime pair (and candidate) a layer diff cannot compare, before any work."""
     from repliscope.diff.base import runtime_candidates
-    from repliscope.diff.candidate_format import FORMATS
+    from repliscope.diff.layers.candidate_format import FORMATS
     from repliscope.runtimes import RUNTIMES
 
     ref, cand = runtimes
@@ -177,7 +177,7 @@ def check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, candi
             f"(runtime pairs on one ONNX graph: --runtimes {pairs})"
         )
     if candidate is not None:
-        from repliscope.diff.candidate_format import check_format, detect_format
+        from repliscope.diff.layers.candidate_format import check_format, detect_format
 
         fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
         if cand != fmt:
@@ -205,7 +205,7 @@ def check_layer_runtimes(runtimes: tuple[str, str], candidate: str | None, candi
 
 def _runtime_layers(manifest: Path, options: LayerDiffOptions, modes: list[str]) -> LayerDiffResult:
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.runtime_layers import diff_runtime_graphs, manifest_graphs
+    from repliscope.diff.layers.runtime_layers import diff_runtime_graphs, manifest_graphs
 
     graphs, ids = manifest_graphs(manifest, resolve_dataset(options.dataset), options.batch, threads=options.threads)
     return diff_runtime_graphs(
@@ -225,8 +225,8 @@ def _torch_layers(
     hooks: CandidateHooks,
 ) -> LayerDiffResult:
     from repliscope.datasets import resolve_dataset
-    from repliscope.diff.candidate_format import diff_candidate
-    from repliscope.diff.reference import TorchReference
+    from repliscope.diff.layers.candidate_format import diff_candidate
+    from repliscope.diff.layers.torch_reference import TorchReference
     from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.run import RunSettings, prepare
 
@@ -247,7 +247,7 @@ def _built_candidate(reference: Any, x: Any, options: LayerDiffOptions, hooks: C
     """The ``candidate`` re-implementation paired with the reference, or None for a runtime candidate."""
     if options.candidate is None:
         return None
-    from repliscope.diff.candidate_format import build_candidate, detect_format
+    from repliscope.diff.layers.candidate_format import build_candidate, detect_format
 
     fmt = options.candidate_format or detect_format(options.candidate)
     if hooks.on_format is not None:

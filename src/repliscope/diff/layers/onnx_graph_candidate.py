@@ -26,7 +26,7 @@ import onnxruntime as ort
 from onnx import helper, shape_inference
 
 from repliscope.backends.tflite.candidate import input_layout
-from repliscope.diff.mapping import NamedCandidate, UnitInfo, check_unit_inputs
+from repliscope.diff.layers.mapping import NamedCandidate, UnitInfo, check_unit_inputs
 from repliscope.errors import RepliscopeError
 
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}

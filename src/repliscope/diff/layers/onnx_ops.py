@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 
 from repliscope.diff.base import LayerInfo, Unmatched
-from repliscope.diff.onnx_units import Unit
+from repliscope.diff.layers.onnx_units import Unit
 
 _ALIASES = {
     "flatten": "view",

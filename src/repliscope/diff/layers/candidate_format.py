@@ -8,10 +8,10 @@ lists the formats.
 
 Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE``; for a Keras port with its
 conversion mapping, that mapping; for an ONNX file exported by ``torch.onnx.export(dynamo=True)``, its
-``name_scopes`` metadata (any other ONNX file is run node by node: :mod:`repliscope.diff.onnx_graph_candidate`);
+``name_scopes`` metadata (any other ONNX file is run node by node: :mod:`repliscope.diff.layers.onnx_graph_candidate`);
 for a candidate whose unit names include EVERY reference path (a torch port with the same module tree and
 functional ops: each container calls the same ops in the same order), by name; otherwise a proposal by
-:mod:`repliscope.diff.auto_mapping`, printed (and written with ``--save-mapping``) so it can be checked and
+:mod:`repliscope.diff.layers.auto_mapping`, printed (and written with ``--save-mapping``) so it can be checked and
 edited.
 """
 
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from repliscope.diff.base import Candidate
+from repliscope.diff.base import Candidate, Reference
 from repliscope.errors import RepliscopeError
 
 if TYPE_CHECKING:
-    from repliscope.diff.layer_result import LayerDiffResult
+    from repliscope.diff.layers.layer_result import LayerDiffResult
 
 FORMATS: dict[str, str] = {
     "onnx": "an ONNX model file (.onnx), run in onnxruntime",
@@ -104,7 +104,7 @@ def build_candidate(
     """Build the ``fmt`` candidate from ``candidate`` and pair it with ``reference`` (a TorchReference) on the
     probe batch ``x`` (reference layout, e.g. float32 NCHW (N, 3, 224, 224))."""
     from repliscope.diff import CANDIDATES
-    from repliscope.diff.mapping import FixedBatch, NamedCandidate
+    from repliscope.diff.layers.mapping import FixedBatch, NamedCandidate
 
     check_format(fmt)
     cls: Any = CANDIDATES.get(fmt)
@@ -134,7 +134,7 @@ def build_candidate(
         fixed = _onnx_fixed_batch(Path(candidate), int(x.shape[0]))
         if mapping_file is None and inner.mapped_layers(reference.layers(x)):
             return BuiltCandidate(FixedBatch(inner, fixed) if fixed else inner, fmt, "onnx metadata")
-        from repliscope.diff.onnx_graph_candidate import OnnxGraphCandidate
+        from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 
         inner = OnnxGraphCandidate(Path(candidate), threads=threads)  # paired by --mapping or a proposal
         if fixed:
@@ -156,10 +156,10 @@ def _onnx_fixed_batch(path: Path, n: int) -> int:
 def _pair(
     inner: Any, candidate: str, fmt: str, reference: Any, x: np.ndarray, mapping_file: Path | None
 ) -> BuiltCandidate:
-    """Pair a :class:`~repliscope.diff.mapping.NamedCandidate` with the reference: ``mapping_file``, else by
+    """Pair a :class:`~repliscope.diff.layers.mapping.NamedCandidate` with the reference: ``mapping_file``, else by
     name, else a proposal (see the module docstring)."""
-    from repliscope.diff.auto_mapping import covers_for, propose, reference_units, shifted_containers
-    from repliscope.diff.mapping import MappedCandidate, load_mapping
+    from repliscope.diff.layers.auto_mapping import covers_for, propose, reference_units, shifted_containers
+    from repliscope.diff.layers.mapping import MappedCandidate, load_mapping
 
     units = inner.units(x)
     names = [u.name for u in units]
@@ -195,7 +195,7 @@ def _pair(
 
 
 def diff_candidate(
-    reference: Any,
+    reference: Reference,
     candidate: Candidate,
     x: np.ndarray,
     modes: Sequence[str],
@@ -203,12 +203,12 @@ def diff_candidate(
     samples: Sequence[str] = (),
     built: BuiltCandidate | None = None,
 ) -> LayerDiffResult:
-    """:func:`~repliscope.diff.layers.diff_layers` over the requested ``modes`` the candidate can run; a mode it
+    """:func:`~repliscope.diff.layers.driver.diff_layers` over the requested ``modes`` the candidate can run; a mode it
     cannot (``mode_limits``) is listed first in ``notes`` with the reason (RepliscopeError when none is left).
     ``built`` adds the format, how the mapping was obtained and the pairs to ``result.candidate``."""
-    from repliscope.diff.layers import diff_layers
+    from repliscope.diff.layers.driver import diff_layers
 
-    limits = dict(candidate.mode_limits) if isinstance(candidate, Candidate) else {}  # a stand-in: every mode
+    limits = dict(candidate.mode_limits)
     run_modes = [m for m in modes if m not in limits]
     if not run_modes:
         raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))

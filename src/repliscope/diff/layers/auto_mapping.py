@@ -1,7 +1,7 @@
 """Propose a reference -> candidate mapping by aligning the two execution orders (no names needed).
 
 Inputs: the reference layers in the order they end, with output shapes (traced on a batch of one), and the
-candidate's units in execution order (:class:`~repliscope.diff.mapping.UnitInfo`, shapes in the candidate's
+candidate's units in execution order (:class:`~repliscope.diff.layers.mapping.UnitInfo`, shapes in the candidate's
 layout). A reference layer and a candidate unit may be paired when
 
 * their output shapes agree, batch axis ignored (an NHWC candidate's 4-D ``(H, W, C)`` against the
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.diff.mapping import UnitInfo
+from repliscope.diff.layers.mapping import UnitInfo
 
 _WEIGHTED = re.compile(
     r"conv|linear|dense|gemm|matmul|fully_?connected|batch_?norm|layer_?norm|group_?norm|"
@@ -94,7 +94,7 @@ class Proposal:
 
 
 def reference_units(reference: Any, x: np.ndarray) -> list[ReferenceUnit]:
-    """The reference layers of a :class:`~repliscope.diff.reference.TorchReference` with output shapes."""
+    """The reference layers of a :class:`~repliscope.diff.layers.torch_reference.TorchReference` with output shapes."""
     return [ReferenceUnit(t.info.path, t.info.kind, tuple(t.output_shape)) for t in reference.trace(x)]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from repliscope.diff.layer_result import LayerDiffResult
+from repliscope.diff.layers.layer_result import LayerDiffResult
 
 
 def plot_layer_errors(result: LayerDiffResult, path_png: str | Path) -> Path:

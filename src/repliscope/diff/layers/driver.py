@@ -1,4 +1,5 @@
-"""Layer-level diff driver: golden and carried comparison of a candidate with the torch reference.
+"""The unit-level diff driver: golden and carried comparison of a candidate with a reference, any runtime behind
+either side (the contracts of :mod:`repliscope.diff.base`: the torch module, libdarknet, ...).
 
 Golden mode streams inside the reference forward: when a mapped layer's group starts, its input is copied
 aside; when the layer ends, ``candidate.run_layer`` runs on that input and only scalar errors are kept.
@@ -8,7 +9,7 @@ candidate's own forward streams its outputs and each is compared with the memory
 deleted right after. At no point are all activations in memory.
 
 Units are the reference's module layers AND the functional ops of its ``forward`` (``layer1.0/add``, see
-``reference.py``); an op with several activation inputs (``x + y``, ``q @ k``) is fed all of them. A reference op
+``torch_reference.py``); an op with several activation inputs (``x + y``, ``q @ k``) is fed all of them. A reference op
 the candidate reports as missing (``Candidate.unmatched``: no counterpart at all, e.g. a dropped residual add)
 becomes a row with ``missing`` set and is a divergence in every mode, unless its output equals its input on the
 batch (an identity the candidate may legitimately drop: then it is only listed). Every reference unit that no
@@ -29,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from repliscope.diff.base import Candidate, LayerInfo, Unmatched
-from repliscope.diff.layer_result import (
+from repliscope.diff.base import Candidate, LayerInfo, Reference, Unmatched
+from repliscope.diff.layers.layer_result import (
     MODES,
     Divergence,
     LayerDiffResult,
@@ -39,27 +40,27 @@ from repliscope.diff.layer_result import (
     ModeSummary,
     NotCompared,
 )
-from repliscope.diff.mapping import UnitInputsMismatch
-from repliscope.diff.reference import TorchReference
+from repliscope.diff.layers.mapping import UnitInputsMismatch
 from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accumulate, compare_arrays, output_scale
 from repliscope.errors import RepliscopeError
 
 
 def diff_layers(
-    reference: TorchReference,
+    reference: Reference,
     candidate: Candidate,
     x: np.ndarray,
     modes: Sequence[Mode] = ("golden", "carried"),
     tolerance: TolerancePolicy | None = None,
     samples: Sequence[str] = (),
     workdir: Path | None = None,
+    formula: str = FORMULA,
 ) -> LayerDiffResult:
     """Compare ``candidate`` with ``reference`` on the batch ``x`` (reference layout and dtype, e.g. float32
     NCHW (N, 3, 224, 224) of real pre-processed samples whose ids are ``samples``).
 
     ``modes``: any of ``golden`` (each candidate layer fed the reference input) and ``carried`` (the
     candidate's own forward). ``workdir``: where carried mode spills reference outputs (default: a
-    temporary directory, removed afterwards).
+    temporary directory, removed afterwards). ``formula``: the tolerance formula as the result states it.
     """
     unknown_modes = [m for m in modes if m not in MODES]
     if unknown_modes or not modes:
@@ -203,7 +204,7 @@ def diff_layers(
         for m in multi
     ]
     uncompared.sort(key=lambda n: position.get(n.path, -1))
-    notes = list(candidate.notes)
+    notes = [*reference.notes, *candidate.notes]
     notes += [f"'{r.path}': {note}" for r in ordered for note in r.notes]  # why a unit diverged structurally
     if "carried" in modes:
         notes += [
@@ -211,14 +212,14 @@ def diff_layers(
         ]
     output, output_note = _compare_output(ref_out, cand_out, [local_tol[p] for p in mapped if p in local_tol], policy)
     return LayerDiffResult(
-        reference={"framework": reference.name, "module": type(reference.module).__qualname__},
+        reference=reference.describe(),
         candidate=candidate.describe(),
         modes=list(modes),
         input_shape=list(x.shape),
         input_dtype=str(x.dtype),
         samples=list(samples),
         tolerance=policy,
-        formula=FORMULA,
+        formula=formula,
         layers=ordered,
         reference_layers=sum(1 for layer in layers if not layer.is_op),
         reference_ops=sum(1 for layer in layers if layer.is_op),
@@ -226,7 +227,7 @@ def diff_layers(
         output=output,
         output_note=output_note,
         first_divergent={m: _first_divergent(ordered, m) for m in modes},
-        summary={m: _summary(ordered, m) for m in modes},
+        summary={m: _summary(ordered, m, {layer.path for layer in layers if layer.is_op}) for m in modes},
         seconds=time.perf_counter() - start,
         notes=notes,
     )
@@ -241,10 +242,14 @@ def _why_not(layer: LayerInfo, unmatched: dict[str, Unmatched], candidate: Candi
 
 
 def _compare_output(
-    ref: np.ndarray, cand: np.ndarray | None, local: list[float], policy: TolerancePolicy
+    ref: np.ndarray | None, cand: np.ndarray | None, local: list[float], policy: TolerancePolicy
 ) -> tuple[ErrorStats | None, str]:
     """The final output, judged like a carried unit: the local tolerances of every compared unit accumulated
-    (or, with no compared unit, the element-wise formula at the output's magnitude)."""
+    (or, with no compared unit, the element-wise formula at the output's magnitude). Not compared, with no
+    note, when the reference has no single whole-model output (libdarknet's YOLO: one output per yolo layer,
+    each a compared unit)."""
+    if ref is None:
+        return None, ""
     if cand is None:
         return None, "the candidate does not give its whole-model output"
     cand = np.asarray(cand)
@@ -271,7 +276,7 @@ def _row(index: int, path: str, group: list[str], info: dict[str, LayerInfo]) ->
         dtype="",
         ref_shape=[],
         ref_max_abs=0.0,
-        op=info[path].op,
+        op=info[path].op or info[path].type_name,
     )
 
 
@@ -345,7 +350,7 @@ def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:
     return None
 
 
-def _summary(rows: list[LayerRow], mode: Mode) -> ModeSummary:
+def _summary(rows: list[LayerRow], mode: Mode, ops: set[str]) -> ModeSummary:
     done = [r for r in rows if (r.golden if mode == "golden" else r.carried) is not None]
     stats = [s for s in (r.golden if mode == "golden" else r.carried for r in done) if s is not None]
     passed = sum(1 for s in stats if s.passed)
@@ -354,7 +359,7 @@ def _summary(rows: list[LayerRow], mode: Mode) -> ModeSummary:
         passed=passed,
         failed=len(stats) - passed,
         max_ratio=max((s.ratio for s in stats), default=0.0),
-        ops=sum(1 for r in done if r.op),
+        ops=sum(1 for r in done if r.path in ops),
         reference_units=sum(len(r.covers) for r in done),
         missing=sum(1 for r in rows if r.missing),
     )

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from repliscope.diff.base import LayerInfo
-from repliscope.diff.ref_ops import activation_inputs, call_site, in_place, op_name, op_reduction
+from repliscope.diff.base import LayerInfo, Reference
+from repliscope.diff.layers.ref_ops import activation_inputs, call_site, in_place, op_name, op_reduction
 from repliscope.runtimes.base import ModelArtifact
 
 StartCallback = Callable[[str, list[np.ndarray]], None]
@@ -64,8 +64,8 @@ class TracedLayer:
     output_shape: tuple[int, ...]
 
 
-class TorchReference:
-    """A torch module (eval mode, CPU) observed layer by layer.
+class TorchReference(Reference):
+    """A torch module (eval mode, CPU) observed layer by layer: the default :class:`~repliscope.diff.base.Reference`.
 
     ``layers(example)`` traces one forward pass on ``example[:1]`` and returns the layers (and, with ``ops``,
     the functional ops) in the order their forward ends; ``run(x, on_start, on_end)`` runs the forward on
@@ -88,6 +88,9 @@ class TorchReference:
         from repliscope.backends.torch.loader import build_torch_module
 
         return cls(build_torch_module(artifact))
+
+    def describe(self) -> dict[str, Any]:
+        return {"framework": self.name, "module": type(self.module).__qualname__}
 
     def layers(self, example: np.ndarray) -> list[LayerInfo]:
         """The layers, in the order their forward ends (traced once on ``example[:1]``, then cached)."""

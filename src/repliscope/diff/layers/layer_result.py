@@ -23,7 +23,8 @@ class LayerRow(_Model):
     Conv + BatchNorm). ``kind`` joins their classes / op names; ``source`` is the file:line of the class doing
     the main computation (the covered unit with the largest reduction), or of the op's call in ``forward``.
     ``ref_shape`` is the reference output shape (reference layout, batch first). ``op``: the op name for a
-    functional op unit, "" for a module layer. ``missing``: set (to the reason) when the candidate has no
+    functional op unit, "" for a module layer (or the reference runtime's layer type: a Darknet cfg section,
+    ``convolutional``). ``missing``: set (to the reason) when the candidate has no
     counterpart at all for this reference op: the row has no errors and counts as a divergence in every
     mode."""
 

@@ -4,7 +4,7 @@
 torch port's module path, a Keras layer): it lists its units (:class:`UnitInfo`, execution order), runs one
 (``run_layer(name, ...)``, golden) or the whole model (``forward_layers(x, names)``, carried), and says which
 modes it supports and why not the others. :class:`MappedCandidate` presents it under the reference paths
-through a mapping (from ``--mapping FILE`` or proposed by :mod:`repliscope.diff.auto_mapping`), so the layer
+through a mapping (from ``--mapping FILE`` or proposed by :mod:`repliscope.diff.layers.auto_mapping`), so the layer
 diff can compare it.
 """
 
