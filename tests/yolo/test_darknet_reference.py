@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
+import pytest
 
 from repliscope.diff.base import Candidate, LayerInfo, Reference
 from repliscope.diff.layers.driver import diff_layers
@@ -50,3 +51,14 @@ def test_libdarknet_is_a_reference_any_candidate_is_compared_with() -> None:
     assert result.summary["golden"].failed == 1 and result.summary["golden"].ops == 0
     assert result.output is None and result.output_note == ""
     assert next(r for r in result.layers if r.path == wrong).op == "convolutional"
+
+
+def test_layer_outputs_of_another_batch_are_refused() -> None:
+    """Precomputed libdarknet outputs for one image never stand in for a batch of two."""
+    from repliscope.backends.darknet.reference import DarknetLayers
+    from repliscope.errors import RepliscopeError
+
+    x = np.zeros((2, 3, 416, 416), np.float32)
+    reference = DarknetLayers(cfg_path(), weights_path(), outputs=[{}])
+    with pytest.raises(RepliscopeError, match=r"1 images' layer outputs for a batch of 2"):
+        reference.run(x)
