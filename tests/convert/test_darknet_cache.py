@@ -70,6 +70,15 @@ def test_the_sidecar_records_inputs_and_model_hash(tmp_path: Path) -> None:
         lambda model, sidecar: sidecar.write_text(
             json.dumps({**json.loads(sidecar.read_text()), "onnx_sha256": hashlib.sha256(b"x").hexdigest()})
         ),
+        # the shared loader cache (repliscope.runtimes.loaders): a sidecar of other inputs is a miss
+        lambda model, sidecar: sidecar.write_text(
+            json.dumps(
+                {
+                    **json.loads(sidecar.read_text()),
+                    "inputs": {**json.loads(sidecar.read_text())["inputs"], "weights_sha256": "0" * 64},
+                }
+            )
+        ),
     ],
 )
 def test_an_unverified_cache_entry_is_converted_again(tmp_path: Path, tamper: Callable[[Path, Path], object]) -> None:

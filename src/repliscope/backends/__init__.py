@@ -17,10 +17,50 @@ import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
-ONNX_SOURCES: tuple[str, ...] = ("onnx", "pytorch_state_dict", "tflite", "tf_frozen_graph", "darknet", "mtcnn_cascade")
-"""The source formats the ONNX runtimes run (a torch, TFLite, frozen-graph or darknet source through its cached
-conversion, ``runtimes._common.onnx_source``)."""
+from repliscope.registry import Registry
+
+CONVERSION_TARGETS: tuple[tuple[str, str, str], ...] = (
+    ("pytorch_state_dict", "onnx", "repliscope.runtimes.onnx_export:TORCH_TO_ONNX"),
+    ("tflite", "onnx", "repliscope.runtimes.tf2onnx_convert:TFLITE_TO_ONNX"),
+    ("tf_frozen_graph", "onnx", "repliscope.runtimes.tf2onnx_convert:FROZEN_GRAPH_TO_ONNX"),
+    ("darknet", "onnx", "repliscope.convert.darknet_onnx:DARKNET_TO_ONNX"),
+)
+"""Every format conversion, in one place: (source format, target format, the
+:class:`~repliscope.runtimes.loaders.Conversion` as ``"module:attr"``). A new source format an ONNX runtime runs is
+one line here plus its converter; the conversions compose into chains and share one verified cache
+(:mod:`repliscope.runtimes.loaders`)."""
+
+CONVERSIONS: Registry[Any] = Registry("conversion")
+"""``"<source>-><target>"`` (e.g. ``"pytorch_state_dict->onnx"``) -> its conversion, lazy (no framework imported)."""
+for _source, _target, _where in CONVERSION_TARGETS:
+    CONVERSIONS.add(f"{_source}->{_target}", _where)
+
+ONNX_MODELS: Registry[Any] = Registry("ONNX model")
+"""Source formats that are a model of SEVERAL ONNX graphs plus code between them -> the model class
+(``"module:attr"``, a :class:`~repliscope.runtimes.loaders.GraphModel`); the ONNX runtimes run each graph and the
+model drives them (MTCNN's cascade of three nets)."""
+ONNX_MODELS.add("mtcnn_cascade", "repliscope.runtimes.mtcnn:MtcnnCascade")
+
+
+def conversion_sources(target: str) -> tuple[str, ...]:
+    """The source formats from which ``target`` is reached through registered conversions (chains included), in
+    declaration order."""
+    reached = [target]
+    changed = True
+    while changed:
+        changed = False
+        for source, to, _ in CONVERSION_TARGETS:
+            if to in reached and source not in reached:
+                reached.append(source)
+                changed = True
+    return tuple(f for f, *_ in CONVERSION_TARGETS if f in reached and f != target)
+
+
+ONNX_SOURCES: tuple[str, ...] = ("onnx", *conversion_sources("onnx"), *ONNX_MODELS.names())
+"""The source formats the ONNX runtimes run: ONNX itself, every format with a registered conversion to ONNX (run
+through its cached conversion, :func:`repliscope.runtimes.loaders.load_as`), and the multi-graph ONNX models."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,10 @@ from repliscope.convert.darknet_cfg import (
     load_network_cfg,
     read_weights,
 )
+from repliscope.runtimes.loaders import Conversion
+
+if TYPE_CHECKING:
+    from repliscope.runtimes.base import ModelArtifact
 
 OPSET = 17
 CONVERTER_VERSION = "1"
@@ -227,76 +231,56 @@ def convert(
     }
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+class DarknetToOnnx(Conversion):
+    """A ``darknet`` artifact (``.weights`` + its ``.cfg``) -> ONNX at its input size (the manifest's, or a
+    pitfall's other size), through the shared verified cache (:meth:`repliscope.runtimes.loaders.Conversion.cached`).
+
+    Cached under ``darknet-onnx/<key>/model.onnx``, ``key`` the sha256 of weights + cfg + converter version +
+    opset (+ the size when it is not the cfg's). The sidecar ``model.json`` records the inputs (the weights' and
+    cfg's sha256 as the manifest declares them, converter version, opset, size) and the model's sha256; a hit is
+    used only when both match. The info (the record's ``notes["conversion"]``) repeats the inputs."""
+
+    source = "darknet"
+    target = "onnx"
+    path_key = "path"
+    notes_carry_inputs = True
+
+    def check_source(self, artifact: ModelArtifact) -> None:
+        super().check_source(artifact)
+        if artifact.config_path is None:
+            raise ValueError("a darknet artifact needs its .cfg (source.config)")
+
+    def cache_path(self, artifact: ModelArtifact, cache_dir: Path) -> Path:
+        assert artifact.config_path is not None
+        size = artifact_size(artifact)
+        parts: list[Any] = [artifact.sha256, artifact.config_sha256, CONVERTER_VERSION, OPSET]
+        if size is not None and size != _cfg_size(artifact.config_path):
+            parts.append(list(size))  # the cfg's own size keeps the key conversions made before had
+        key = hashlib.sha256(json.dumps(parts).encode())
+        return Path(cache_dir) / "darknet-onnx" / key.hexdigest()[:32] / "model.onnx"
+
+    def inputs(self, artifact: ModelArtifact) -> dict[str, Any]:
+        size = artifact_size(artifact)
+        return {
+            "weights_sha256": artifact.sha256,
+            "config_sha256": artifact.config_sha256,
+            "converter_version": CONVERTER_VERSION,
+            "opset": OPSET,
+            "size": list(size) if size is not None else None,
+        }
+
+    def convert(self, artifact: ModelArtifact, out: Path) -> dict[str, Any]:
+        assert artifact.config_path is not None
+        return convert(artifact.config_path, artifact.path, out, size=artifact_size(artifact))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` beside ``path`` then rename it into place (a reader sees the old file or the new one)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+DARKNET_TO_ONNX = DarknetToOnnx()
 
 
-def _cache_hit(path: Path, info_path: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
-    """The recorded conversion info when the cached model is the conversion of ``inputs`` (the weights and cfg
-    hashes the CURRENT manifest declares, converter, opset, size) and its sha256 is the one recorded; None
-    otherwise (the model is converted again)."""
-    if not (path.is_file() and info_path.is_file()):
-        return None
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(info, dict) or info.get("inputs") != inputs or not isinstance(info.get("onnx_sha256"), str):
-        return None
-    if _file_sha256(path) != info["onnx_sha256"]:
-        return None
-    return info
-
-
-def convert_cached(artifact: Any, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """The ONNX conversion of a ``darknet`` artifact at its input size (the manifest's, or a pitfall's other
-    size), cached by the sha256 of weights + cfg + converter version + that size.
-
-    The sidecar ``model.json`` records the conversion's inputs (the weights' and cfg's sha256 as the manifest
-    declares them, converter version, opset, size) and the converted model's sha256; it is written (atomically)
-    after the model, and a cache hit is used only when its inputs are the current artifact's and the model's sha256
-    is the recorded one. Anything else is converted again."""
-    if artifact.config_path is None:
-        raise ValueError("a darknet artifact needs its .cfg (source.config)")
-    size = artifact_size(artifact)
-    parts: list[Any] = [artifact.sha256, artifact.config_sha256, CONVERTER_VERSION, OPSET]
-    if size is not None and size != _cfg_size(artifact.config_path):
-        parts.append(list(size))  # the cfg's own size keeps the key conversions made before had
-    key = hashlib.sha256(json.dumps(parts).encode())
-    path = Path(cache_dir) / "darknet-onnx" / key.hexdigest()[:32] / "model.onnx"
-    info_path = path.with_suffix(".json")
-    inputs = {
-        "weights_sha256": artifact.sha256,
-        "config_sha256": artifact.config_sha256,
-        "converter_version": CONVERTER_VERSION,
-        "opset": OPSET,
-        "size": list(size) if size is not None else None,
-    }
-    info = _cache_hit(path, info_path, inputs)
-    if info is not None:
-        info["cached"] = True
-        return path, info
-    info = convert(artifact.config_path, artifact.path, path, size=size)
-    info.update(inputs=inputs, onnx_sha256=_file_sha256(path))
-    _write_atomic(info_path, json.dumps(info))
-    info["cached"] = False
-    return path, info
+def convert_cached(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The ONNX conversion of a ``darknet`` artifact, converted on first use and reused after (verified):
+    :class:`DarknetToOnnx`."""
+    return DARKNET_TO_ONNX.cached(artifact, cache_dir)
 
 
 def _cfg_size(cfg: Path) -> tuple[int, int]:

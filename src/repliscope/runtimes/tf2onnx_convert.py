@@ -7,8 +7,10 @@ installed). Opset :data:`OPSET`. Tensor names are kept: a TFLite model's input/o
 ``image_tensor:0``, ``detection_boxes:0``). Layout is kept (NHWC models stay NHWC).
 
 Cache: ``cache_dir / f"{sha256[:16]}-{key}.onnx"``, ``key`` hashing the source sha256 and format, the input and
-output names, the opset and the tf2onnx version; a sidecar ``.json`` holds the conversion's provenance (the
-record's ``notes["conversion"]``). Files are written under temporary names and renamed atomically.
+output names, the opset and the tf2onnx version; the cache is the one every conversion shares
+(:meth:`repliscope.runtimes.loaders.Conversion.cached`): written aside, verified, renamed atomically, a sidecar
+``.json`` recording the inputs (source sha256, format, key) and the output's sha256, a hit used only when both
+match; its info is the record's ``notes["conversion"]``.
 """
 
 from __future__ import annotations
@@ -18,16 +20,15 @@ import hashlib
 import importlib.metadata
 import json
 import logging
-import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from repliscope.manifest.sources import sha256_file
+from repliscope.backends.tensorflow.loader import read_graph_def, tensor_name
 from repliscope.runtimes.base import ModelArtifact
 from repliscope.runtimes.errors import ModelLoadError
+from repliscope.runtimes.loaders import Conversion
 
 OPSET = 17
 CONVERTER = "tf2onnx"
@@ -65,41 +66,50 @@ def conversion_cache_path(artifact: ModelArtifact, cache_dir: Path) -> Path:
     return Path(cache_dir) / f"{artifact.sha256[:16]}-{conversion_key(artifact)}.onnx"
 
 
+class Tf2OnnxConversion(Conversion):
+    """A ``tflite`` / ``tf_frozen_graph`` source -> ONNX with tf2onnx, through the shared verified cache
+    (:meth:`repliscope.runtimes.loaders.Conversion.cached`); its info is the record's ``notes["conversion"]``."""
+
+    target = "onnx"
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def check_source(self, artifact: ModelArtifact) -> None:
+        if artifact.format not in ("tflite", "tf_frozen_graph"):
+            raise ModelLoadError(f"tf2onnx converts 'tflite' and 'tf_frozen_graph' sources, not '{artifact.format}'")
+        super().check_source(artifact)
+
+    def cache_path(self, artifact: ModelArtifact, cache_dir: Path) -> Path:
+        return conversion_cache_path(artifact, cache_dir)
+
+    def inputs(self, artifact: ModelArtifact) -> dict[str, Any]:
+        return {"source_sha256": artifact.sha256, "format": artifact.format, "cache_key": conversion_key(artifact)}
+
+    def convert(self, artifact: ModelArtifact, out: Path) -> dict[str, Any]:
+        start = time.perf_counter()
+        with _quiet():
+            _convert(artifact, out)
+        return {
+            "converter": CONVERTER,
+            "converter_version": converter_version(),
+            "opset": OPSET,
+            "from": artifact.format,
+            "source_sha256": artifact.sha256,
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+
+
+TFLITE_TO_ONNX = Tf2OnnxConversion("tflite")
+FROZEN_GRAPH_TO_ONNX = Tf2OnnxConversion("tf_frozen_graph")
+
+
 def convert_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The ONNX conversion of a ``tflite`` / ``tf_frozen_graph`` artifact, converted on first use and reused
     after. Returns ``(path, info)``: converter, version, opset, source sha256, cache path, onnx sha256, seconds,
     ``cached`` (True when reused)."""
-    if artifact.format not in ("tflite", "tf_frozen_graph"):
-        raise ModelLoadError(f"tf2onnx converts 'tflite' and 'tf_frozen_graph' sources, not '{artifact.format}'")
-    path = conversion_cache_path(artifact, cache_dir)
-    meta = path.with_suffix(".json")
-    if path.is_file() and meta.is_file():
-        info = json.loads(meta.read_text())
-        if info.get("onnx_sha256") == sha256_file(path):
-            return path, {**info, "cached": True}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with _quiet():
-            _convert(artifact, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    info = {
-        "converter": CONVERTER,
-        "converter_version": converter_version(),
-        "opset": OPSET,
-        "from": artifact.format,
-        "source_sha256": artifact.sha256,
-        "onnx_path": str(path),
-        "onnx_sha256": sha256_file(path),
-        "seconds": round(time.perf_counter() - start, 3),
-    }
-    tmp_meta = meta.with_name(f".{meta.name}.{uuid.uuid4().hex}.tmp")
-    tmp_meta.write_text(json.dumps(info, indent=1, sort_keys=True))
-    os.replace(tmp_meta, meta)
-    return path, {**info, "cached": False}
+    conversion = FROZEN_GRAPH_TO_ONNX if artifact.format == "tf_frozen_graph" else TFLITE_TO_ONNX
+    return conversion.cached(artifact, cache_dir)
 
 
 def _convert(artifact: ModelArtifact, target: Path) -> None:
@@ -119,8 +129,6 @@ def _convert(artifact: ModelArtifact, target: Path) -> None:
                 custom_op_handlers=custom_op_handlers(artifact.path) or None,
             )
             return
-        from repliscope.backends.tensorflow.runner import read_graph_def, tensor_name
-
         if not artifact.input_name or not outputs:
             raise ModelLoadError(
                 "a frozen graph is converted between named tensors: the manifest must name "

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
@@ -21,10 +19,8 @@ from repliscope.runtimes._common import (
 )
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
+from repliscope.runtimes.loaders import GraphModel, Net, graph_model
 from repliscope.runtimes.onnx_external import check_external_data
-
-if TYPE_CHECKING:
-    from repliscope.runtimes.mtcnn import MtcnnCascade
 
 _PROVIDERS = ["CPUExecutionProvider"]
 
@@ -53,7 +49,8 @@ class OnnxRuntimeRunner(Runner):
         self._output_name = ""
         self._output_names: list[str] = []
         self._per_image = False
-        self._cascade: MtcnnCascade | None = None
+        self._model: GraphModel | None = None
+        """A model of several graphs (:data:`repliscope.backends.ONNX_MODELS`), driving this runner's sessions."""
         self.onnx_path: Path | None = None
         """The ONNX file the session runs (set by ``load``)."""
         self._profile_prefix: Path | None = None
@@ -62,8 +59,9 @@ class OnnxRuntimeRunner(Runner):
         return distribution_version(["onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino"])
 
     def _load(self) -> None:
-        if self.artifact.format == "mtcnn_cascade":
-            self._load_cascade()
+        model = graph_model(self.artifact)
+        if model is not None:
+            self._load_model(model)
             return
         path = onnx_source(self.artifact, self.cache_dir, self.notes)
         self.onnx_path = path
@@ -93,16 +91,15 @@ class OnnxRuntimeRunner(Runner):
         if len(self._output_names) > 1:
             self.notes["session"]["outputs"] = self._output_names
 
-    def _load_cascade(self) -> None:
-        """MTCNN: three sessions (same options) driven by :class:`repliscope.runtimes.mtcnn.MtcnnCascade`."""
-        from repliscope.runtimes.mtcnn import MtcnnCascade
+    def _load_model(self, model: type[GraphModel]) -> None:
+        """A model of several graphs: one session per graph (same options), driven by the model."""
 
-        def make_net(path: Path, names: list[str]) -> Callable[[np.ndarray], list[np.ndarray]]:
+        def open_net(path: Path, names: list[str]) -> Net:
             session = self._create_session(path)
             feed = session.get_inputs()[0].name
             return lambda x: list(session.run(names, {feed: x}))
 
-        self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)
+        self._model = model.load(self.artifact, open_net, self.notes)
         self.notes["providers"] = list(_PROVIDERS)
         self.notes["session"] = self._session_notes()
 
@@ -158,15 +155,15 @@ class OnnxRuntimeRunner(Runner):
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         check_batch(batch, self.artifact)
-        if self._cascade is not None:
-            raise ModelLoadError("an MTCNN cascade gives detections, not one score output: use infer_outputs")
+        if self._model is not None:
+            raise ModelLoadError(self._model.single_output_error)
         (out,) = self._run([self._output_name], batch)
         return to_scores(out, batch.shape[0])
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         check_batch(batch, self.artifact)
-        if self._cascade is not None:
-            return self._cascade.infer_outputs(batch, self.artifact.output_names)
+        if self._model is not None:
+            return self._model.infer_outputs(batch, self.artifact.output_names)
         return dict(
             zip(output_keys(self.artifact, self._output_names), self._run(self._output_names, batch), strict=True)
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cv2
 import numpy as np
@@ -22,9 +22,7 @@ from repliscope.runtimes._common import (
 )
 from repliscope.runtimes.base import ModelArtifact, Runner
 from repliscope.runtimes.errors import ModelLoadError
-
-if TYPE_CHECKING:
-    from repliscope.runtimes.mtcnn import MtcnnCascade
+from repliscope.runtimes.loaders import GraphModel, Net, graph_model
 
 _DISTRIBUTIONS = ["opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"]
 
@@ -57,7 +55,8 @@ class OpenCVDnnRunner(Runner):
         """The ONNX file the net was read from (set by ``load``)."""
         self._output_names: list[str] = []
         self._per_image = False
-        self._cascade: MtcnnCascade | None = None
+        self._model: GraphModel | None = None
+        """A model of several graphs (:data:`repliscope.backends.ONNX_MODELS`), driving this runner's nets."""
         self._darknet_sources: dict[str, str] | None = None
         """A darknet source read by OpenCV itself: manifest output -> the OpenCV layer it is computed from."""
         self._darknet_anchors: dict[str, int] = {}
@@ -72,8 +71,9 @@ class OpenCVDnnRunner(Runner):
 
     def _load(self) -> None:
         cv2.setNumThreads(self.threads)
-        if self.artifact.format == "mtcnn_cascade":
-            self._load_cascade()
+        model = graph_model(self.artifact)
+        if model is not None:
+            self._load_model(model)
             return
         if self.artifact.format == "darknet":
             from repliscope.backends.opencv_dnn import darknet as opencv_darknet
@@ -146,14 +146,11 @@ class OpenCVDnnRunner(Runner):
             self.layer_timer(self._net, start, time.perf_counter_ns())
         return {n: yolo_activate(np.asarray(r), self._darknet_anchors[n]) for n, r in zip(names, raw, strict=True)}
 
-    def _load_cascade(self) -> None:
-        """MTCNN: three nets (same engine choice and backend) driven by
-        :class:`repliscope.runtimes.mtcnn.MtcnnCascade`."""
-        from repliscope.runtimes.mtcnn import MtcnnCascade
-
+    def _load_model(self, model: type[GraphModel]) -> None:
+        """A model of several graphs: one net per graph (same engine choice and backend), driven by the model."""
         engines: dict[str, dict[str, str]] = {}
 
-        def make_net(path: Path, names: list[str]) -> Callable[[np.ndarray], list[np.ndarray]]:
+        def open_net(path: Path, names: list[str]) -> Net:
             net, engines[path.stem] = self._read(path)
             net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
 
@@ -165,7 +162,7 @@ class OpenCVDnnRunner(Runner):
 
             return run
 
-        self._cascade = MtcnnCascade.load(self.artifact, make_net, self.notes)
+        self._model = model.load(self.artifact, open_net, self.notes)
         self.notes["engine"] = engines
         self.notes["backend"] = "DNN_BACKEND_OPENCV"
 
@@ -184,8 +181,8 @@ class OpenCVDnnRunner(Runner):
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         check_batch(batch, self.artifact)
-        if self._cascade is not None:
-            raise ModelLoadError("an MTCNN cascade gives detections, not one score output: use infer_outputs")
+        if self._model is not None:
+            raise ModelLoadError(self._model.single_output_error)
         if self._darknet_sources is not None:
             raise ModelLoadError("a Darknet YOLO net gives its yolo outputs, not one score output: use infer_outputs")
         if self._per_image and batch.shape[0] > 1:
@@ -196,8 +193,8 @@ class OpenCVDnnRunner(Runner):
 
     def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         check_batch(batch, self.artifact)
-        if self._cascade is not None:
-            return self._cascade.infer_outputs(batch, self.artifact.output_names)
+        if self._model is not None:
+            return self._model.infer_outputs(batch, self.artifact.output_names)
         if self._darknet_sources is not None:
             return self._darknet_outputs(batch)
         names = self._output_names

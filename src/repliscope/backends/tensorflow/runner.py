@@ -28,34 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from repliscope.backends.tensorflow.loader import read_graph_def, tensor_name
 from repliscope.runtimes._common import check_batch, distribution_version, single_output_scores
 from repliscope.runtimes.base import ModelArtifact, Runner, import_framework
 from repliscope.runtimes.errors import BatchError, ModelLoadError
 
 TF_INSTALL = "pip install 'repliscope[keras]', i.e. tensorflow-cpu"
 
-
-def tensor_name(name: str) -> str:
-    """A graph tensor name ``op:index`` (``image_tensor:0``); anything else is an error."""
-    op, sep, index = name.rpartition(":")
-    if not sep or not op or not index.isdigit():
-        raise ModelLoadError(
-            f"'{name}' is not a graph tensor name: a frozen graph's inputs and outputs are named "
-            "'operation:index', e.g. 'image_tensor:0'"
-        )
-    return name
-
-
-def read_graph_def(path: Path) -> Any:
-    """The ``tf.compat.v1.GraphDef`` serialised in ``path``."""
-    import tensorflow as tf
-
-    graph_def = tf.compat.v1.GraphDef()
-    try:
-        graph_def.ParseFromString(Path(path).read_bytes())
-    except Exception as exc:
-        raise ModelLoadError(f"'{path}' is not a serialised GraphDef: {type(exc).__name__}: {exc}") from exc
-    return graph_def
+__all__ = ["TF_INSTALL", "TensorflowRunner", "read_graph_def", "set_threads", "tensor_name"]
 
 
 def set_threads(threads: int) -> dict[str, Any]:
