@@ -1,14 +1,16 @@
 """A registry per plugin kind, keyed by the exact word used in manifests and on the command line.
 
 Lazy targets (``"module:attr"``) keep ``import repliscope`` free of ML frameworks; a duplicate name is an
-error and an unknown name suggests close matches.
+error and an unknown name suggests close matches. A registry whose entries are registered by importing other
+modules names them as ``providers``: they are imported on the registry's first read, so its contents never depend
+on what happened to be imported before (``names()``, ``get``, ``in`` and iteration all see every entry).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from repliscope.errors import RepliscopeError, UnknownNameError
@@ -19,9 +21,26 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Maps names to plugin objects (usually classes), registered eagerly or as lazy ``module:attr``."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, providers: Iterable[str] | Callable[[], Iterable[str]] = ()) -> None:
+        """``providers``: the modules whose import registers entries here (or a function returning them, called
+        on first read), imported before the registry is first read."""
         self.kind = kind
         self._items: dict[str, T | str] = {}
+        self._providers = providers
+        self._complete = not providers
+
+    def _ensure_complete(self) -> None:
+        """Import the providers once (an import that fails is an error naming the module: a broken install)."""
+        if self._complete:
+            return
+        self._complete = True  # before importing: the providers register into this registry
+        modules = self._providers() if callable(self._providers) else self._providers
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                self._complete = False
+                raise RepliscopeError(f"{self.kind} registry: importing its provider {module} failed: {exc}") from exc
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@REG.register("resize")`` on a class or function."""
@@ -46,6 +65,8 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Return the plugin for ``name``, importing a lazy target on first use."""
         if name not in self._items:
+            self._ensure_complete()
+        if name not in self._items:
             raise UnknownNameError(
                 self.kind, name, self._items, difflib.get_close_matches(name, list(self._items), n=3)
             )
@@ -69,9 +90,12 @@ class Registry(Generic[T]):
         return obj
 
     def names(self) -> list[str]:
+        self._ensure_complete()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._items:
+            self._ensure_complete()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:

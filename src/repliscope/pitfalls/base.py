@@ -63,7 +63,18 @@ class Pitfall(ABC):
     def derive(self, base: Pipeline, ctx: PitfallContext) -> Derived: ...
 
 
-PITFALLS: Registry[type[Pitfall]] = Registry("pitfall")
+def _pitfall_modules() -> list[str]:
+    """The modules that register pitfalls: the ones of every task (:attr:`~repliscope.tasks.base.Task.pitfall_modules`)
+    and :mod:`repliscope.pitfalls.variants` (pre-processing pitfalls of any task)."""
+    from repliscope.tasks.base import TASKS
+
+    modules = ["repliscope.pitfalls.variants"]
+    for name in TASKS.names():
+        modules += [m for m in TASKS.get(name).pitfall_modules if m not in modules]
+    return modules
+
+
+PITFALLS: Registry[type[Pitfall]] = Registry("pitfall", providers=_pitfall_modules)
 
 
 def rebuild(op: Op, **changes: Any) -> PreOp:

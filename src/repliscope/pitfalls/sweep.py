@@ -157,14 +157,8 @@ def plan_sweep(
 
 
 def task_pitfalls(task: str) -> list[str]:
-    """The registered pitfalls about ``task`` (or about every task), sorted; the task's pitfall modules
-    (:attr:`repliscope.tasks.base.Task.pitfall_modules`) are imported first (they register them)."""
-    import importlib
-
-    from repliscope.tasks.base import TASKS
-
-    for module in TASKS.get(task).pitfall_modules if task in TASKS else ():
-        importlib.import_module(module)
+    """The registered pitfalls about ``task`` (or about every task), sorted (:data:`PITFALLS` imports every task's
+    pitfall modules on first read)."""
     return [
         name
         for name in PITFALLS.names()

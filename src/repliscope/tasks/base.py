@@ -92,7 +92,8 @@ class Task(ABC):
     sweep pairs variants on its post-processed probabilities (KL, |Δp|) instead of :meth:`paired`. False: every
     named output is read (``Runner.infer_outputs``)."""
     pitfall_modules: ClassVar[tuple[str, ...]] = ()
-    """Modules registering this task's pitfalls (imported before a sweep lists them)."""
+    """Modules registering this task's pitfalls (:data:`~repliscope.pitfalls.base.PITFALLS` imports them on its first
+    read)."""
     report: ClassVar[ReportSpec]
 
     claim_metrics: ClassVar[tuple[str, ...]]
