@@ -115,6 +115,11 @@ def runtime_entries() -> tuple[RuntimeEntry, ...]:
     return tuple(r for b in backends() for r in b.runtimes)
 
 
+def runtime_names() -> list[str]:
+    """The runtime names (the words of ``--runtime``), in backend order: what help texts list."""
+    return [r.name for r in runtime_entries()]
+
+
 def native_runtimes() -> dict[str, str]:
     """Manifest ``framework.name`` -> its native runtime, over every backend."""
     return {name: runtime for b in backends() for name, runtime in b.frameworks.items()}

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from repliscope.backends import runtime_names
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.errors import RepliscopeError
 
@@ -153,8 +154,7 @@ def bench(
         list[str] | None,
         typer.Option(
             "--runtime",
-            help="torch | onnxruntime | opencv_dnn | tflite "
-            "| tensorflow | keras | keras_tensorflow | keras_jax (repeatable; --runtimes A B C takes "
+            help=f"{' | '.join(runtime_names())} (repeatable; --runtimes A B C takes "
             "several; default: the manifest's native one).",
         ),
     ] = None,

@@ -12,6 +12,7 @@ from rich.table import Table
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.output import console
 from repliscope.errors import RepliscopeError
+from repliscope.store.diffs import DIFF_KINDS
 
 diffs_app = typer.Typer(help="Stored diffs (repliscope diff keeps every result).", no_args_is_help=True)
 
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
 @diffs_app.command("list")
 def diffs_list(
     limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many diffs.")] = 50,
-    kind: Annotated[str | None, typer.Option(help="task_diff | layer_diff | pipeline_diff")] = None,
+    kind: Annotated[str | None, typer.Option(help=" | ".join(DIFF_KINDS))] = None,
     model: Annotated[str | None, typer.Option(help="Only the diffs of this manifest name.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,

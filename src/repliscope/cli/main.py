@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from repliscope.backends import runtime_names
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.lazy_group import LazyGroup
 from repliscope.cli.output import console, print_record, print_table, sample_progress
@@ -60,7 +61,8 @@ DatasetOption = Annotated[str, typer.Option(help="An image folder, or a register
 RuntimeOption = Annotated[
     str | None,
     typer.Option(
-        help="torch | onnxruntime | opencv_dnn (default: torch for a torch source, onnxruntime for an ONNX one)"
+        help=f"{' | '.join(runtime_names())} (default: the manifest's native one: torch for a torch source, "
+        "onnxruntime for an ONNX one, ...)"
     ),
 ]
 LabelRuleOption = Annotated[
@@ -334,10 +336,7 @@ def pitfalls(
     as_json: JsonOption = False,
 ) -> None:
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
-    if list_variants:  # no manifest, no framework import: starts fast
-        import repliscope.pitfalls.detection_variants
-        import repliscope.pitfalls.variants
-        import repliscope.pitfalls.yolo_variants  # noqa: F401
+    if list_variants:  # no manifest, no framework import: starts fast; the registry imports its providers
         from repliscope.pitfalls.base import PITFALLS
 
         print_table(
