@@ -67,10 +67,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
+# ruff, mypy, and the import contracts of pyproject.toml ([tool.importlinter]: data flows one way)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/ruff format --check src tests benchmarks docs
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # the docs site (Sphinx + MyST + furo); the reference pages are generated from the code by docs/_gen.py (run from
 # docs/conf.py); warnings are errors and -n checks every internal reference

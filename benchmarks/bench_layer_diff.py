@@ -51,8 +51,8 @@ def _measure(what: str, threads: int, batch: int, ops: bool = True) -> dict[str,
     from repliscope.diff.layers.driver import diff_layers
     from repliscope.diff.layers.torch_reference import TorchReference
     from repliscope.diff.task_level import first_batch
-    from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.paths import default_cache_dir
     from repliscope.runtimes.onnx_export import export_to_onnx
 
     torch.set_num_threads(threads)

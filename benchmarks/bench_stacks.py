@@ -31,8 +31,9 @@ DEFAULT_STACKS = ("current", "onnxruntime==1.20.1", "onnxruntime==1.18.1 numpy<2
 
 def onnx_manifest(folder: Path) -> Path:
     """Lite0 as an ONNX-source manifest in ``folder`` (the export of this environment's torch, cached)."""
-    from repliscope.evaluation.artifacts import default_cache_dir, resolve_artifact
+    from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.manifest.loader import load_manifest
+    from repliscope.paths import default_cache_dir
     from repliscope.runtimes.onnx_export import export_to_onnx
 
     source = ROOT / "examples" / "efficientnet-lite0.yaml"

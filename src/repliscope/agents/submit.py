@@ -137,7 +137,7 @@ def run_on_agent(job_json: str, cache_dir: str | None) -> str:
         trace = traceback.format_exc() if internal else ""
         send("error", error_type=type(exc).__name__, message=public_message(str(exc), cache_dir), traceback=trace)
         base = "RepliscopeError" if isinstance(exc, RepliscopeError) else type(exc).__name__
-        from repliscope.evaluation.artifacts import default_cache_dir
+        from repliscope.paths import default_cache_dir
 
         message = public_message(str(exc), cache_dir or str(default_cache_dir()))
         raise AgentJobError(agent_id, base, message, trace) from None

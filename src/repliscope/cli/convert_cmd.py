@@ -169,8 +169,9 @@ def _check_mapping_file(path: Path) -> None:
 
 
 def _manifest(path: Path) -> tuple[Any, Any]:
-    from repliscope.evaluation.artifacts import default_cache_dir, resolve_artifact
+    from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.manifest.loader import load_manifest
+    from repliscope.paths import default_cache_dir
 
     loaded = load_manifest(path)
     if loaded.manifest.framework.name != "torch":
@@ -183,11 +184,12 @@ def _manifest(path: Path) -> tuple[Any, Any]:
 def _samples(loaded: Any, artifact: Any, dataset: str, n: int) -> tuple[np.ndarray, list[str]]:
     """The first ``n`` samples pre-processed by the manifest's own pipeline (reference layout)."""
     from repliscope.datasets import resolve_dataset
-    from repliscope.evaluation.artifacts import default_cache_dir, load_class_names
+    from repliscope.evaluation.artifacts import load_class_names
     from repliscope.evaluation.engine import prepare_sample
     from repliscope.manifest.loader import build_ops
     from repliscope.ops.base import BuildContext
     from repliscope.ops.pipeline import Pipeline
+    from repliscope.paths import default_cache_dir
 
     pre, post = build_ops(loaded, BuildContext(class_names=load_class_names(loaded, default_cache_dir())))
     pipeline = Pipeline(pre, post)

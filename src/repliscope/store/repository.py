@@ -231,7 +231,7 @@ the cache (``$REPLISCOPE_CACHE``), else in the temporary folder."""
 
 def unsaved_folders(url: str) -> list[Path]:
     """The folders :func:`keep_unsaved` tries, in order."""
-    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.paths import default_cache_dir
 
     folders = []
     try:

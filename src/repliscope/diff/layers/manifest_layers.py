@@ -257,7 +257,7 @@ def _built_candidate(reference: Any, x: Any, options: LayerDiffOptions, hooks: C
 
 def _runtime_candidate(prepared: PreparedRun, name: str, threads: int) -> Candidate:
     from repliscope.diff.base import CANDIDATES, RuntimeCandidate
-    from repliscope.evaluation.artifacts import default_cache_dir
+    from repliscope.paths import default_cache_dir
 
     cls = CANDIDATES.get(name)
     if not issubclass(cls, RuntimeCandidate):  # check_layer_runtimes allows runtime_candidates() only

@@ -474,8 +474,8 @@ def manifest_graphs(
       conversion): the ONNX file the runtimes run (unit prefix ``model``), fed the manifest's pre-processed first
       ``batch`` samples (the first ``b`` when the graph's batch is fixed at ``b``)."""
     from repliscope.diff.task_level import first_batch, iter_batches
-    from repliscope.evaluation.artifacts import default_cache_dir
     from repliscope.evaluation.run import RunSettings, prepare
+    from repliscope.paths import default_cache_dir
     from repliscope.runtimes._common import onnx_fixed_batch, onnx_source
 
     prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=threads, batch_size=1, cache_dir=cache_dir))
