@@ -162,7 +162,7 @@ def test_manifest_new_writes_the_set_hash(tmp_path: Path) -> None:
 
 
 def test_a_file_that_is_not_onnx_keeps_the_runtime_error_and_the_plain_hash(tmp_path: Path) -> None:
-    from repliscope.manifest.sources import source_file_sha256
+    from repliscope.manifest.checksums import source_file_sha256
     from repliscope.runtimes.errors import ModelLoadError
 
     junk = _folder(tmp_path) / "junk.onnx"

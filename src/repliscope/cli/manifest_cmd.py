@@ -159,7 +159,8 @@ def manifest_hash(
 ) -> None:
     """Print the sha256 of a file or of a package:// file (and the path it resolves to), for source.sha256.
     For an ``.onnx`` model with external data it is the hash over the model and its external data files."""
-    from repliscope.manifest.sources import locate_package_file, source_file_sha256
+    from repliscope.manifest.checksums import source_file_sha256
+    from repliscope.manifest.sources import locate_package_file
 
     try:
         if target.startswith("package://"):

@@ -31,6 +31,20 @@ OverlapRule = Literal["annotation_order", "smaller_on_top", "void"]
 OVERLAP_RULES: tuple[str, ...] = ("annotation_order", "smaller_on_top", "void")
 
 
+def check_mask_pixels(name: str, size: tuple[int, int]) -> None:
+    """SampleError when a ground-truth mask of ``size`` (width, height) is over the pixel limit images obey
+    (:data:`repliscope.limits.MAX_PIXELS`): a mask is never decoded (or allocated) past it."""
+    from repliscope.limits import MAX_PIXELS
+
+    width, height = size
+    limit = MAX_PIXELS.value
+    if width * height > limit:
+        raise SampleError(
+            f"mask {name} is {width}x{height} = {width * height:,} pixels, over the {limit:,}-pixel limit "
+            f"({MAX_PIXELS.name}, ${MAX_PIXELS.env}); it was not decoded"
+        )
+
+
 @dataclass
 class CocoMaskIndex:
     """The instance masks of one COCO annotation file, parsed once (pycocotools) on the first mask read."""
@@ -129,8 +143,6 @@ class CocoMask:
 
     def _check_size(self) -> None:
         """SampleError when the annotated image size is over the pixel limit: no mask that large is allocated."""
-        from repliscope.datasets.voc_seg import check_mask_pixels
-
         check_mask_pixels(f"of image {self.image_id}", (self.width, self.height))
 
     def fingerprint(self) -> str | None:

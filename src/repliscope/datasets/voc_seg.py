@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from repliscope.datasets.base import VOID, Dataset, Sample, read_file
+from repliscope.datasets.segmentation_masks import check_mask_pixels
 from repliscope.datasets.voc_xml import VOC_CLASSES as VOC_DETECTION_CLASSES
 from repliscope.errors import DatasetError, SampleError
 
@@ -69,20 +70,6 @@ def read_mask_png(path: Path) -> np.ndarray:
             return np.asarray(im, dtype=np.uint8).astype(np.int32)
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
             raise SampleError(f"mask {path.name} cannot be read: {str(exc) or type(exc).__name__}") from exc
-
-
-def check_mask_pixels(name: str, size: tuple[int, int]) -> None:
-    """SampleError when a ground-truth mask of ``size`` (width, height) is over the pixel limit images obey
-    (:data:`repliscope.limits.MAX_PIXELS`): a mask is never decoded (or allocated) past it."""
-    from repliscope.limits import MAX_PIXELS
-
-    width, height = size
-    limit = MAX_PIXELS.value
-    if width * height > limit:
-        raise SampleError(
-            f"mask {name} is {width}x{height} = {width * height:,} pixels, over the {limit:,}-pixel limit "
-            f"({MAX_PIXELS.name}, ${MAX_PIXELS.env}); it was not decoded"
-        )
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,8 @@ def the_one(ref: ArchiveMember, archive: str, names: list[str], wanted: str) -> 
 def member_sha256(path: Path) -> str:
     """What a manifest's sha256 must be for the member at ``path``: the file's sha256, or for an ``.onnx`` model the
     hash over the model and its (checked) external data files, as ``source.sha256``
-    (:func:`repliscope.manifest.sources.source_file_sha256`)."""
-    from repliscope.manifest.sources import source_file_sha256
+    (:func:`repliscope.manifest.checksums.source_file_sha256`)."""
+    from repliscope.manifest.checksums import source_file_sha256
 
     return source_file_sha256(path)
 

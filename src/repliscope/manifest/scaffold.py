@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from repliscope.errors import SourceError
+from repliscope.manifest.checksums import source_file_sha256
 from repliscope.manifest.frameworks import installed_version
 from repliscope.manifest.loader import PLACEHOLDER
-from repliscope.manifest.sources import resolve_source, source_file_sha256
+from repliscope.manifest.sources import resolve_source
 
 _FORMATS = {".onnx": "onnx", ".pth": "pytorch_state_dict", ".pt": "pytorch_state_dict"}
 

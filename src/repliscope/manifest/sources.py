@@ -9,13 +9,13 @@ only when ``allow_download``). Anything else (``/etc/passwd``, ``../../x``) is r
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata as md
 import posixpath
 import urllib.parse
 from pathlib import Path
 
 from repliscope.errors import ChecksumError, NotCachedError, SourceError
+from repliscope.manifest.checksums import sha256_file
 
 _CHUNK = 1 << 20
 
@@ -24,14 +24,6 @@ ALLOWED_FORMS = (
     "a path inside the manifest's folder",
     "https://... with --download",
 )
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verify_sha256(path: Path, expected: str, what: str) -> None:
@@ -188,20 +180,6 @@ def resolve_source(
     if sha256 is not None:
         verify_source_sha256(path, sha256, what, format)
     return path
-
-
-def source_file_sha256(path: Path) -> str:
-    """What ``source.sha256`` must be for the file ``path``: for an ``.onnx`` model the hash over the model and
-    its checked external data files (:func:`repliscope.runtimes.onnx_external.source_sha256`), else the file's
-    sha256."""
-    if path.suffix.lower() != ".onnx":
-        return sha256_file(path)
-    from repliscope.runtimes.onnx_external import NotOnnxError, source_sha256
-
-    try:
-        return source_sha256(path)[0]
-    except NotOnnxError:  # not an ONNX model at all: nothing external to cover (a runtime refuses the file)
-        return sha256_file(path)
 
 
 def verify_source_sha256(path: Path, expected: str, what: str, format: str | None) -> None:
