@@ -18,6 +18,8 @@ REGISTRIES = {
     "DATASETS": ("repliscope.datasets.base", 7),
     "LABEL_RULES": ("repliscope.datasets.base", 5),
     "IMPORTERS": ("repliscope.importers.base", 2),
+    "CONVERSIONS": ("repliscope.backends", 4),
+    "ONNX_MODELS": ("repliscope.backends", 1),
     "PITFALLS": ("repliscope.pitfalls.base", 44),
     "CANDIDATES": ("repliscope.diff.base", 6),
     "SCENARIO_LOOPS": ("repliscope.bench.scenarios", 4),
@@ -65,3 +67,32 @@ def test_membership_and_get_see_a_late_provider_entry() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["True", "yolo_input_608"]
+
+
+def test_a_user_plugin_added_before_the_first_read_is_kept_with_every_provided_entry() -> None:
+    """A plugin registered with ``PITFALLS.add`` before anything read the registry is neither lost nor a duplicate
+    when the providers are imported on the first read."""
+    code = (
+        "from repliscope.pitfalls.base import PITFALLS, Pitfall\n"
+        "class Mine(Pitfall):\n"
+        "    name = 'my_pitfall'\n"
+        "    description = 'a user plugin'\n"
+        "    def derive(self, base, ctx):\n"
+        "        raise NotImplementedError\n"
+        "PITFALLS.add('my_pitfall', Mine)\n"
+        "names = PITFALLS.names()\n"
+        "print(len(names), 'my_pitfall' in names, 'yolo_input_608' in names, PITFALLS.get('my_pitfall') is Mine)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == [str(REGISTRIES["PITFALLS"][1] + 1), "True", "True", "True"]
+
+
+def test_a_provider_that_cannot_be_imported_is_an_error_naming_it() -> None:
+    from repliscope.errors import RepliscopeError
+    from repliscope.registry import Registry
+
+    reg: Registry[object] = Registry("widget", providers=("repliscope._no_such_provider",))
+    with pytest.raises(RepliscopeError, match=r"widget registry: importing its provider repliscope\._no_such_provider"):
+        reg.names()
+    with pytest.raises(RepliscopeError, match=r"repliscope\._no_such_provider"):
+        _ = "anything" in reg  # still incomplete: the next read tries again

@@ -211,3 +211,74 @@ def test_the_api_refuses_a_misfit_at_its_field(
         assert (error["field"], error["code"]) == (field, "misfit") and message in error["message"], error
         assert client.get("/api/v1/jobs", headers={"Authorization": f"Bearer {tokens['runner']}"}).json() == []
     assert recording.jobs == []
+
+
+_FRESH_SUBMIT = """
+import json, sys
+from fastapi.testclient import TestClient
+from repliscope.service.app import create_app
+from repliscope.service.config import ServiceConfig
+from repliscope.service.startup import first_start
+from repliscope.store.accounts import create_token
+from repliscope.store.service_tables import put_manifest, register_dataset
+
+db_url, manifest_path, faces_xml = sys.argv[1:4]
+app = create_app(ServiceConfig(db_url=db_url))
+first_start(app.state.store)
+token = create_token(app.state.store, "fresh-runner", "runner")
+put_manifest(app.state.store, "blazeface-full-range", "1.0.0", open(manifest_path, encoding="utf-8").read())
+register_dataset(app.state.store, "faces", "dlib_xml:" + faces_xml, created_by="admin")
+taken = []
+
+class Taken:
+    def submit(self, job):
+        taken.append(job)
+        return str(job.job_id)
+    def cancel(self, job_id):
+        return False
+    def status(self, job_id):
+        return "queued"
+    def shutdown(self, wait=True):
+        return None
+
+app.state.executor = Taken()
+fresh = "repliscope.pitfalls.yolo_variants" not in sys.modules
+body = {"kind": "pitfalls", "manifest": "blazeface-full-range@1.0.0", "runtime": "tflite", "dataset": "faces",
+        "options": {"variants": ["yolo_input_608"]}}
+with TestClient(app) as client:
+    r = client.post("/api/v1/jobs", json=body, headers={"Authorization": "Bearer " + token})
+app.state.cluster.close()
+print(json.dumps({"fresh": fresh, "status": r.status_code, "body": r.json(),
+                  "taken": [[j.kind, j.options["variants"]] for j in taken]}))
+"""
+
+
+def test_a_fresh_service_accepts_a_yolo_variant_before_any_page_is_opened(tmp_path: Path) -> None:
+    """Issue 33: the pitfall list the API checks variants against was complete only after the wizard page had
+    imported every task's pitfall modules. In a fresh process that opened no page, a detection manifest's
+    pitfalls job naming ``yolo_input_608`` (an object_detection pitfall) is accepted and reaches the executor."""
+    import json
+    import subprocess
+    import sys
+
+    faces = face_dataset(tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _FRESH_SUBMIT,
+            f"sqlite:///{tmp_path / 'fresh.db'}",
+            str(EXAMPLES / "blazeface-full-range.yaml"),
+            str(faces),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["fresh"] is True  # nothing had imported the YOLO pitfalls before the POST
+    assert result["status"] == 202, result["body"]
+    assert result["body"]["kind"] == "pitfalls"
+    assert result["taken"] == [["pitfalls", ["yolo_input_608"]]]

@@ -25,7 +25,6 @@ def wizard_choices(store: Any, agents: list[Any] | None = None, selected: str | 
     from repliscope.evaluation.provenance import cpu_model, usable_cores
     from repliscope.manifest.schema import SCENARIOS
     from repliscope.pitfalls.base import PITFALLS
-    from repliscope.pitfalls.sweep import task_pitfalls
     from repliscope.runtimes.base import RUNTIMES
     from repliscope.service.executor import KINDS
     from repliscope.store.service_tables import list_datasets, list_manifests
@@ -36,8 +35,6 @@ def wizard_choices(store: Any, agents: list[Any] | None = None, selected: str | 
     runtimes = sorted(RUNTIMES.names())
     fits = {m.ref: fit_of(m, datasets, runtimes) for m in manifests}
     chosen = next((m for m in manifests if m.ref == selected), manifests[0] if manifests else None)
-    for task in TASKS.names():  # every task's variants are registered before the list is read
-        task_pitfalls(task)
     return {
         "tasks": sorted({m.task for m in manifests}) or sorted(TASKS.names()),
         "manifests": manifests,
