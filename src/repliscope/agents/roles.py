@@ -34,18 +34,8 @@ ServerKind = Literal["scheduler", "worker"]
 ALL: frozenset[str] = frozenset({"*"})
 """Every operation."""
 
-AGENT_AT_SCHEDULER: frozenset[str] = frozenset(
+WORKER_STREAM: frozenset[str] = frozenset(
     {
-        # requests of a worker (distributed.worker / its plugins) and of the repliscope agent
-        "register-worker",
-        "unregister",
-        "heartbeat_worker",
-        "who_has",
-        "set_resources",
-        "log_event",
-        "set_metadata",  # the agent's capabilities and heartbeat (repliscope.agents.cluster.AgentPlugin)
-        "event_is_set",  # a job's cancel flag (repliscope.agents.submit.run_on_agent)
-        # the operations of a worker's batched stream (distributed.scheduler.Scheduler: worker_handlers)
         "task-finished",
         "task-erred",
         "release-worker-data",
@@ -56,31 +46,34 @@ AGENT_AT_SCHEDULER: frozenset[str] = frozenset(
         "log-event",
         "worker-status-change",
         "request-refresh-who-has",
-        # the end of a connection (distributed.core: a request's and a batched stream's)
-        "close",
-        "close-stream",
     }
+)
+"""The operations of a worker's batched stream (distributed.scheduler.Scheduler: worker_handlers)."""
+
+AGENT_AT_SCHEDULER: frozenset[str] = (
+    frozenset(
+        {
+            # requests of a worker (distributed.worker / its plugins) and of the repliscope agent
+            "register-worker",
+            "unregister",
+            "heartbeat_worker",
+            "who_has",
+            "set_resources",
+            "log_event",
+            "set_metadata",  # the agent's capabilities and heartbeat (repliscope.agents.cluster.AgentPlugin)
+            "event_is_set",  # a job's cancel flag (repliscope.agents.submit.run_on_agent)
+            # the end of a connection (distributed.core: a request's and a batched stream's)
+            "close",
+            "close-stream",
+        }
+    )
+    | WORKER_STREAM
 )
 """What an agent's certificate may ask of the scheduler: to be a worker, never a client (``register-client``,
 ``update-graph``, ``run_function``, ``broadcast``, ``feed``, plugins... are refused)."""
 
-WORKER_ONLY: frozenset[str] = frozenset(
-    {
-        "register-worker",
-        "register_nanny",
-        "unregister",
-        "heartbeat_worker",
-        "task-finished",
-        "task-erred",
-        "release-worker-data",
-        "add-keys",
-        "long-running",
-        "reschedule",
-        "keep-alive",
-        "log-event",
-        "worker-status-change",
-        "request-refresh-who-has",
-    }
+WORKER_ONLY: frozenset[str] = frozenset({"register-worker", "register_nanny", "unregister", "heartbeat_worker"}) | (
+    WORKER_STREAM
 )
 """What only an agent sends to the scheduler: refused from a client's certificate (it cannot register as a worker
 nor report task results)."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import posixpath
 import re
@@ -93,14 +92,6 @@ def parse(kind: ArchiveKind, uri: str) -> ArchiveMember:
             f"{uri}: '{member}' is not a plain path inside the {kind.label} (no '..', '.', '//' or leading '/')"
         )
     return ArchiveMember(kind, m["dist"], m["version"], member)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def copy_bounded(src: IO[bytes], out: IO[bytes]) -> None:
