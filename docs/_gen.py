@@ -10,8 +10,9 @@ Writes MyST markdown into ``docs/reference/_generated/`` (git-ignored), included
 - ``manifest-schema.md``: the manifest's pydantic JSON Schema (``Manifest.model_json_schema()``), one table per
   model;
 - ``ops.md``: the processing-op registry (name, stage, docstring, parameters from each op's ``Params`` model);
-- ``registries.md``: the other plugin registries (tasks, runtimes, datasets, label rules, metrics, pitfalls,
-  importers) with each entry's first docstring line;
+- ``registries.md``: every other plugin registry (tasks, runtimes, datasets, label rules, metrics, pitfalls,
+  importers, bench scenarios, conversions, multi-graph ONNX models, layer-diff candidates, tracing instruments)
+  with each entry's first docstring line, and the backends;
 - ``exit-codes.md``: the CLI's exit codes (``repliscope.cli.guard``).
 
 Nothing here reaches the network. Run it alone with ``python docs/_gen.py`` to look at the output.
@@ -389,15 +390,17 @@ def _registry_section(title: str, names: list[str], get: Callable[[str], Any], w
 
 
 def registries_reference() -> str:
-    import repliscope.datasets  # registers the datasets
-    import repliscope.pitfalls.detection_variants
-    import repliscope.pitfalls.variants  # noqa: F401  (register the pitfalls)
+    # each registry is complete on first read (tests/test_registries.py): nothing to import to fill them
+    from repliscope.backends import CONVERSIONS, ONNX_MODELS
+    from repliscope.bench.scenarios import SCENARIO_LOOPS
     from repliscope.datasets.base import DATASETS, LABEL_RULES
+    from repliscope.diff.base import CANDIDATES
     from repliscope.importers.base import IMPORTERS
     from repliscope.metrics.classification import METRICS
     from repliscope.pitfalls.base import PITFALLS
     from repliscope.runtimes.base import RUNTIMES
     from repliscope.tasks.base import TASKS
+    from repliscope.tracing.instruments import INSTRUMENTS
 
     out = [
         "# Registries\n",
@@ -425,6 +428,27 @@ def registries_reference() -> str:
         table(["name", "tasks", "the one change"], rows),
     ]
     out += _registry_section("Importers", IMPORTERS.names(), IMPORTERS.get, "`repliscope manifest import NAME FILE`.")
+    out += _registry_section(
+        "Bench scenarios", SCENARIO_LOOPS.names(), SCENARIO_LOOPS.get, "`repliscope bench --scenario NAME`."
+    )
+    out += _registry_section(
+        "Conversions",
+        CONVERSIONS.names(),
+        CONVERSIONS.get,
+        "`SOURCE->TARGET`: how an ONNX runtime runs a source of another format (through one verified cache).",
+    )
+    out += _registry_section(
+        "ONNX models",
+        ONNX_MODELS.names(),
+        ONNX_MODELS.get,
+        "Source formats that are several ONNX graphs driven by code (the manifest's `source.format`).",
+    )
+    out += _registry_section(
+        "Layer-diff candidates", CANDIDATES.names(), CANDIDATES.get, "The formats a layer diff compares."
+    )
+    out += _registry_section(
+        "Tracing instruments", INSTRUMENTS.names(), INSTRUMENTS.get, "The runtimes a `--trace-level` run traces."
+    )
     from repliscope.backends import backends
 
     rows = [
