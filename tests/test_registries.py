@@ -4,10 +4,14 @@ same names as importing every module of repliscope first (a registry's contents 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import repliscope
 
 REGISTRIES = {
     "OPS": ("repliscope.ops.base", 40),
@@ -96,3 +100,16 @@ def test_a_provider_that_cannot_be_imported_is_an_error_naming_it() -> None:
         reg.names()
     with pytest.raises(RepliscopeError, match=r"repliscope\._no_such_provider"):
         _ = "anything" in reg  # still incomplete: the next read tries again
+
+
+def test_every_registry_declared_in_the_code_is_checked_here() -> None:
+    """A new ``NAME: Registry[...] = Registry(...)`` anywhere in ``repliscope`` must be added to REGISTRIES (with the
+    module declaring it), so its completeness on first read is tested too."""
+    declared = re.compile(r"^([A-Z_]+): Registry\[.*\] = Registry\(", re.M)
+    root = Path(repliscope.__file__).parent
+    found = {}
+    for path in root.rglob("*.py"):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+        for name in declared.findall(path.read_text(encoding="utf-8")):
+            found[name] = module
+    assert found == {name: module for name, (module, _) in REGISTRIES.items()}
