@@ -113,3 +113,25 @@ def test_every_registry_declared_in_the_code_is_checked_here() -> None:
         for name in declared.findall(path.read_text(encoding="utf-8")):
             found[name] = module
     assert found == {name: module for name, (module, _) in REGISTRIES.items()}
+
+
+def test_threads_reading_a_registry_first_at_once_all_see_every_entry() -> None:
+    """A fresh service's first requests run in threads: none may read PITFALLS half filled while another thread
+    imports its providers (each saw 0 names before the registry held a lock)."""
+    code = """
+import json, threading
+from repliscope.pitfalls.base import PITFALLS
+barrier = threading.Barrier(4)
+seen = []
+def read():
+    barrier.wait()
+    seen.append(["yolo_input_608" in PITFALLS, len(PITFALLS.names())])
+threads = [threading.Thread(target=read) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(seen))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout) == [[True, REGISTRIES["PITFALLS"][1]]] * 4

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
@@ -28,19 +29,33 @@ class Registry(Generic[T]):
         self._items: dict[str, T | str] = {}
         self._providers = providers
         self._complete = not providers
+        self._importing = False
+        self._lock = threading.RLock()
 
     def _ensure_complete(self) -> None:
-        """Import the providers once (an import that fails is an error naming the module: a broken install)."""
+        """Import the providers once (an import that fails is an error naming the module: a broken install).
+
+        Threads reading a registry for the first time at once (a fresh service's first requests) wait for the one
+        importing the providers instead of reading it half filled; a provider reading its own registry while it is
+        being imported (same thread) sees what is registered so far."""
         if self._complete:
             return
-        self._complete = True  # before importing: the providers register into this registry
-        modules = self._providers() if callable(self._providers) else self._providers
-        for module in modules:
+        with self._lock:
+            if self._complete or self._importing:
+                return
+            self._importing = True
             try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                self._complete = False
-                raise RepliscopeError(f"{self.kind} registry: importing its provider {module} failed: {exc}") from exc
+                modules = self._providers() if callable(self._providers) else self._providers
+                for module in modules:
+                    try:
+                        importlib.import_module(module)
+                    except ImportError as exc:
+                        raise RepliscopeError(
+                            f"{self.kind} registry: importing its provider {module} failed: {exc}"
+                        ) from exc
+                self._complete = True  # only now: a failed import is tried again (and reported) on the next read
+            finally:
+                self._importing = False
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@REG.register("resize")`` on a class or function."""
