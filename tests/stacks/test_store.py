@@ -30,11 +30,12 @@ RESOLVED = {"numpy": "2.4.6", "onnx": "1.19.0", "onnxruntime": "1.20.1", "dask":
 
 def test_install_requirements() -> None:
     reqs = install_requirements(parse_spec("onnxruntime==1.20.1"), REPO)
-    assert reqs[:4] == [
+    assert reqs[:5] == [
         "onnxruntime==1.20.1",
         "onnx>=1.16",
         f"dask=={metadata.version('dask')}",
         f"distributed=={metadata.version('distributed')}",
+        f"cryptography=={metadata.version('cryptography')}",  # an agent checks each peer certificate's role
     ]
     assert "numpy>=1.26,<3" in reqs and "alembic>=1.13" in reqs  # core dependencies from the checkout
     assert not any(r.startswith(("torch", "pytest", "onnxscript")) for r in reqs)  # no extras

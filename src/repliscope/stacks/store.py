@@ -50,8 +50,9 @@ COMPANIONS: dict[str, tuple[str, ...]] = {"onnxruntime": ("onnx",)}
 """Runtime distribution -> the distributions repliscope needs beside it to run that runtime (taken with their
 specifiers from repliscope's extras; onnxruntime checks and reads models with ``onnx``)."""
 
-AGENT_DISTRIBUTIONS = ("dask", "distributed")
-"""Installed in every stack at this interpreter's versions, so its agents speak this scheduler's protocol."""
+AGENT_DISTRIBUTIONS = ("dask", "distributed", "cryptography")
+"""Installed in every stack at this interpreter's versions, so its agents speak this scheduler's protocol and check
+the role of each peer's TLS certificate (:mod:`repliscope.agents.roles` reads it with ``cryptography``)."""
 
 DATA_DISTRIBUTIONS = ("foolbox",)
 """Distributions that only carry data of registered datasets (``foolbox_imagenet``: the images in the foolbox
