@@ -121,3 +121,11 @@ def test_settings_are_checked() -> None:
         r"samples\): lower --batch-size or raise --samples-per-query",
     ):
         settings("offline", samples_per_query=15, batch_size=16)
+
+
+def test_every_manifest_scenario_has_its_loop_and_no_other() -> None:
+    """The manifest's scenario words (``SCENARIOS``, what ``bench --scenario`` help lists) are the registry's keys."""
+    from repliscope.bench.scenarios import SCENARIO_LOOPS
+    from repliscope.manifest.schema import SCENARIOS
+
+    assert SCENARIO_LOOPS.names() == sorted(SCENARIOS)

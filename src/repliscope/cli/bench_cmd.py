@@ -12,6 +12,7 @@ from typer.core import TyperCommand
 from repliscope.backends import runtime_names
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.errors import RepliscopeError
+from repliscope.manifest.schema import SCENARIOS
 
 _VARIADIC = {"--runtimes": "--runtime", "--threads": "--threads"}
 
@@ -67,8 +68,6 @@ _SCENARIO_OPTIONS = {
 
 def check_scenario_options(scenario: str, given: dict[str, Any]) -> None:
     """An unknown scenario, or an option of another scenario, is an error (never silently ignored)."""
-    from repliscope.manifest.schema import SCENARIOS
-
     if scenario not in SCENARIOS:
         raise RepliscopeError(f"unknown scenario '{scenario}' (allowed: {', '.join(SCENARIOS)})")
     for option, value in given.items():
@@ -164,7 +163,7 @@ def bench(
             "--threads", min=1, help="Intra-op threads (repeatable; --threads 1 2 takes several; default 1, recorded)."
         ),
     ] = None,
-    scenario: Annotated[str, typer.Option(help="single-stream | multi-stream | server | offline")] = "single-stream",
+    scenario: Annotated[str, typer.Option(help=" | ".join(SCENARIOS))] = "single-stream",
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
     label_rule: Annotated[
         str | None,
