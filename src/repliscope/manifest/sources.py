@@ -15,7 +15,7 @@ import urllib.parse
 from pathlib import Path
 
 from repliscope.errors import ChecksumError, NotCachedError, SourceError
-from repliscope.manifest.checksums import sha256_file
+from repliscope.manifest.checksums import saved_model_sha256, sha256_file
 
 _CHUNK = 1 << 20
 
@@ -185,7 +185,19 @@ def resolve_source(
 def verify_source_sha256(path: Path, expected: str, what: str, format: str | None) -> None:
     """:func:`verify_sha256`, except for an ONNX model (``format`` ``onnx``): its external data locations are
     checked and the hash is over the model file AND its external data files
-    (:func:`repliscope.runtimes.onnx_external.source_sha256`; the plain file sha256 when it has none)."""
+    (:func:`repliscope.runtimes.onnx_external.source_sha256`; the plain file sha256 when it has none); and for a
+    SavedModel (``tf_saved_model``): the hash is over its whole folder
+    (:func:`repliscope.manifest.checksums.saved_model_sha256`)."""
+    if format == "tf_saved_model":
+        actual, covered_files = saved_model_sha256(path)
+        if actual != expected:
+            raise ChecksumError(
+                f"{what}: sha256 of the SavedModel {path.parent} ({len(covered_files)} files: "
+                f"{', '.join(covered_files[:5])}{' ...' if len(covered_files) > 5 else ''}) is {actual} (repliscope "
+                f"manifest hash {path.name}), the manifest declares {expected}; refusing to run a model that is not "
+                "the one the manifest describes"
+            )
+        return
     if format != "onnx":
         verify_sha256(path, expected, what)
         return

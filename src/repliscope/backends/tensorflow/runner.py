@@ -3,8 +3,9 @@
 * ``tf_frozen_graph``: the GraphDef is imported inside ``tf.compat.v1.wrap_function`` and ``prune``-d to a
   concrete function from the manifest's input tensor to its output tensors, named ``op:index`` exactly as in
   the graph (``image_tensor:0`` -> ``detection_boxes:0``, ...). No tensor is guessed.
-* ``tf_saved_model``: the source file is the SavedModel's ``saved_model.pb`` (its sha256 is the manifest's);
-  the folder holding it is loaded with ``tf.saved_model.load``. The serving signature is chosen by name: the
+* ``tf_saved_model``: the source file is the SavedModel's ``saved_model.pb``; the manifest's sha256 covers its
+  whole folder (:func:`repliscope.manifest.checksums.saved_model_sha256`: ``variables/`` included); the folder
+  holding it is loaded with ``tf.saved_model.load``. The serving signature is chosen by name: the
   one signature whose inputs contain ``inputs[0].name`` and whose outputs contain every manifest output name;
   none or several is an error listing each signature with its inputs and outputs. The ``variables/`` files are
   hashed into ``notes["variables_sha256"]``.
