@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -320,33 +321,18 @@ def _diverged(tol: float) -> ErrorStats:
 
 
 def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:
+    """The first row that is missing or fails in ``mode`` (a missing row has no error: infinite, tolerance 0)."""
     for row in rows:
-        if row.missing:
-            return Divergence(
-                mode=mode,
-                index=row.index,
-                path=row.path,
-                covers=row.covers,
-                kind=row.kind,
-                source=row.source,
-                max_abs=math.inf,
-                tolerance=0.0,
-                ratio=math.inf,
-                missing=row.missing,
-            )
         stats = row.golden if mode == "golden" else row.carried
-        if stats is not None and not stats.passed:
-            return Divergence(
-                mode=mode,
-                index=row.index,
-                path=row.path,
-                covers=row.covers,
-                kind=row.kind,
-                source=row.source,
-                max_abs=stats.max_abs,
-                tolerance=stats.tolerance,
-                ratio=stats.ratio,
-            )
+        if row.missing:
+            error: dict[str, Any] = {"max_abs": math.inf, "tolerance": 0.0, "ratio": math.inf, "missing": row.missing}
+        elif stats is not None and not stats.passed:
+            error = {"max_abs": stats.max_abs, "tolerance": stats.tolerance, "ratio": stats.ratio}
+        else:
+            continue
+        return Divergence(
+            mode=mode, index=row.index, path=row.path, covers=row.covers, kind=row.kind, source=row.source, **error
+        )
     return None
 
 
