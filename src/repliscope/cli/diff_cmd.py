@@ -97,7 +97,24 @@ def diff(
             "function path -> model input, a list of (name, callable) stages, or a Compose).",
         ),
     ] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline).")] = None,
+    augment: Annotated[
+        str | None,
+        typer.Option(
+            "--augment",
+            help="Your re-implementation of the model's TRAINING augmentation, op by op against the original's "
+            "own code on the same random draws: FILE.py:NAME or module:NAME (docs: guides/augmentation-diff).",
+        ),
+    ] = None,
+    augment_pipeline: Annotated[
+        str, typer.Option(help="The original augmentation (--augment): darknet_detection.")
+    ] = "darknet_detection",
+    draws: Annotated[
+        str, typer.Option(help="--augment: shared (both sides get the same draws) | own (compare distributions).")
+    ] = "shared",
+    seeds: Annotated[int, typer.Option(min=1, help="--augment: random draws (seeds 1..N) per image.")] = 4,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline, --augment).")
+    ] = None,
     model_effect: Annotated[
         bool,
         typer.Option(
@@ -117,6 +134,11 @@ def diff(
 ) -> None:
     """Compare two runs, two runtimes, a candidate implementation with the torch reference, or your own
     pre-processing with the manifest's (--pipeline)."""
+    if augment is not None:
+        from repliscope.cli.augment_diff_cmd import AugmentOptions, run_augment_diff
+
+        opts = AugmentOptions(augment, augment_pipeline, draws, seeds, dataset, limit, db, store_result, as_json)
+        return run_augment_diff(target, opts)
     if pipeline is not None:
         from repliscope.cli.pipeline_diff_cmd import PipelineOptions, run_pipeline_diff
 
