@@ -55,10 +55,10 @@ def _run(manifest: str, opts: AugmentOptions) -> tuple[AugmentDiffResult, str | 
     from repliscope.datasets.base import read_sample
     from repliscope.diff.augment.contract import AUGMENTATIONS, as_candidate
     from repliscope.diff.augment.driver import Item, run_diff
-    from repliscope.diff.pipeline.candidate import _import
     from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.manifest.loader import load_manifest
     from repliscope.paths import default_cache_dir
+    from repliscope.user_code import load_user_object
 
     if opts.draws not in ("shared", "own"):
         raise RepliscopeError(f"--draws {opts.draws!r} is not one of: shared, own")
@@ -72,10 +72,7 @@ def _run(manifest: str, opts: AugmentOptions) -> tuple[AugmentDiffResult, str | 
             "Darknet cfg); this manifest has none"
         )
     pipeline = AUGMENTATIONS.get(opts.pipeline).from_model_config(Path(artifact.config_path))
-    where, sep, attr = opts.candidate.rpartition(":")
-    if not sep or not where or not attr:
-        raise RepliscopeError(f"--augment {opts.candidate}: give FILE.py:NAME or module:NAME")
-    candidate = as_candidate(opts.candidate, getattr(_import(where, opts.candidate), attr, None), pipeline)
+    candidate = as_candidate(opts.candidate, load_user_object(opts.candidate, "--augment"), pipeline)
     data = resolve_dataset(opts.dataset)
     samples = list(data.samples[: opts.limit] if opts.limit else data.samples)
     if not samples:
