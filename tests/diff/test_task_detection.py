@@ -34,7 +34,10 @@ def test_runtimes_compare_every_output_and_the_detections(tmp_path: Path) -> Non
         ("model output 'boxes'", 0.0, 16 * 12),
         ("model output 'scores'", 0.0, 16 * 3),
         ("model output 'classes'", 0.0, 16 * 3),
+        ("box coordinates of matched detections (source px: x1, y1, x2, y2)", 0.0, 33 * 4),
+        ("scores of matched detections", 0.0, 33),
     ]
+    assert r.detections is not None and (r.detections.images_within_tolerance, r.detections.passed) == (16, True)
     assert r.paired is not None and (r.paired["matched_fraction"], r.paired["mean_iou"], r.paired["delta_ap"]) == (
         1.0,
         1.0,

@@ -11,7 +11,8 @@ Register with ``register(app)``. Forms::
     repliscope diff MANIFEST --runtimes onnxruntime opencv_dnn --layers [--opencv-engine new|classic]
                     (node by node on the ONNX graph(s) the runtimes run: repliscope.diff.layers.runtime_layers)
 
-Exit code 1 when a layer diff finds a layer over tolerance in ANY mode run, 2 on errors.
+Exit code 1 when a layer diff finds a layer over tolerance in ANY mode run, or when the detections of two runs or
+runtimes differ beyond tolerance (repliscope.diff.task_level.compare_detections), 2 on errors.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def diff(
                     "nothing (trace a MANIFEST diff, or trace the runs with evaluate)"
                 )
             result: Any = _records(target, run_b, db)
-            failed = False
+            failed = result.differs_beyond_tolerance  # detections differing beyond tolerance: exit 1
         else:
             with use_tracer(tracer), tracer.span("run", "application", command="diff", manifest=target):
                 result, failed = _diff_manifest(
@@ -295,7 +296,8 @@ def _diff_manifest(
         return result, not result.passed
     if runtimes is None:
         raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
-    return _runtimes(Path(target), runtimes, dataset, batch, threads), False
+    task_diff = _runtimes(Path(target), runtimes, dataset, batch, threads)
+    return task_diff, task_diff.differs_beyond_tolerance
 
 
 def _emit(result: Any, failed: bool, plot: Path | None, as_json: bool) -> None:

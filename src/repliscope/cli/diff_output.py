@@ -12,7 +12,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from repliscope.diff.layers.candidate_format import BuiltCandidate
     from repliscope.diff.layers.layer_result import LayerDiffResult
-    from repliscope.diff.task_level import TaskDiffResult
+    from repliscope.diff.task_level import DetectionComparison, TaskDiffResult
 
 console = Console()
 
@@ -69,7 +69,10 @@ def print_task_diff(r: TaskDiffResult) -> None:
             str(o.values),
             f"{len(o.shape_differences)} sample(s)" if o.shape_differences else "",
         )
-    console.print(table)
+    if r.outputs:
+        console.print(table)
+    else:
+        console.print("outputs   nothing compared value by value (the records keep no model outputs)")
     if r.flips:
         flips = Table(title="flipped samples")
         for col in ("sample", "label", "top-1 A", "top-1 B"):
@@ -124,6 +127,50 @@ def print_detection_figures(r: TaskDiffResult, agree: str) -> None:
         )
     else:
         console.print("AP        not compared (the dataset has no ground truth)")
+    if r.detections is not None:
+        print_detection_comparison(r.detections)
+
+
+LISTED_IMAGES = 20
+"""Images whose detections differ, printed (worst first; ``--json`` has every image)."""
+
+
+def print_detection_comparison(d: DetectionComparison) -> None:
+    """What was compared, the verdict against the stated tolerance, and the images whose detections differ."""
+    console.print(f"compared  {d.compared}")
+    rule = (
+        f"tolerance: box coordinates {d.box_tolerance_px:g} px, scores {d.score_tolerance:g}; any detection left "
+        "unmatched or a class change differs"
+    )
+    n_diff = d.images - d.images_within_tolerance
+    if d.passed:
+        console.print(f"verdict   [green]detections equal within tolerance on all {d.images} images[/] ({rule})")
+        return
+    console.print(f"verdict   [red]detections differ beyond tolerance on {n_diff} of {d.images} images[/] ({rule})")
+    rows = {row.sample_id: row for row in d.per_image}
+    first = f", the first {LISTED_IMAGES}; --json lists all" if n_diff > LISTED_IMAGES else ""
+    table = Table(
+        title=f"images whose detections differ (worst first{first}): detections of A and B, pairs matched, only in "
+        "A, only in B, pairs whose class changed, largest box error (px) and score error of a pair",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for col in ("image", "A", "B", "pairs", "only A", "only B", "class", "box px", "score"):
+        table.add_column(col, no_wrap=True)
+    for sid in d.differing_ids[:LISTED_IMAGES]:
+        row = rows[sid]
+        table.add_row(
+            sid,
+            str(row.count_a),
+            str(row.count_b),
+            str(row.matched),
+            str(row.only_in_a),
+            str(row.only_in_b),
+            str(row.class_changes),
+            "-" if row.max_box_error is None else f"{row.max_box_error:.3g}",
+            "-" if row.max_score_error is None else f"{row.max_score_error:.2g}",
+        )
+    console.print(table)
 
 
 def print_layer_diff(r: LayerDiffResult) -> None:

@@ -13,6 +13,13 @@ Agreement is top-1 agreement over the samples both sides predicted. Object detec
 compared by the task's paired statistics instead (:meth:`ObjectDetection.paired`: B's detections matched to A's,
 same class at IoU >= 0.5, mean IoU, images whose detections differ, AP delta with its paired interval when
 the ground truth is known); agreement is then the fraction of images whose detections match one to one.
+Object detection is also compared detection by detection (:func:`compare_detections`, ``detections`` in the result):
+per image, A's detections are matched to B's by IoU >= :data:`MATCH_IOU` (greedy by A's score: same class first,
+then any class, which is a class change), and the image's counts, matched pairs, detections only in A or only in
+B, class changes, the largest box-coordinate error (px) and score error of the matched pairs are reported. An
+image's detections differ beyond tolerance when a detection is unmatched, a class changed, a box coordinate moved
+by more than :data:`BOX_TOLERANCE_PX` or a score by more than :data:`SCORE_TOLERANCE`;
+``TaskDiffResult.differs_beyond_tolerance`` is then true (``repliscope diff`` exits 1).
 McNemar's exact test (classification) runs on the labelled samples: ``b`` = A right and B wrong, ``c`` = A
 wrong and B right, p = two-sided ``scipy.stats.binomtest(b, b + c, 0.5)`` (1.0 when b + c = 0). Relative
 errors divide by ``max(|a|, 1e-3 * max|a|)`` per sample vector (A is the reference side).
@@ -38,6 +45,15 @@ if TYPE_CHECKING:
     from repliscope.evaluation.run import PreparedRun
 
 REL_FLOOR = 1e-3
+MATCH_IOU = 0.5
+"""Two detections of A and B are the same object when their IoU is at least this (COCO's loosest threshold)."""
+BOX_TOLERANCE_PX = 0.01
+"""Largest |box coordinate of B - of A| (source pixels) of two matched detections still counted as the same box:
+1/100 px, far below what moves an IoU threshold, far above float32 rounding of a runtime change (the yolov3-tiny
+conversion on onnxruntime is within 4.9e-4 px of libdarknet)."""
+SCORE_TOLERANCE = 1e-4
+"""Largest |score of B - of A| of two matched detections still counted as the same score (runtimes of one model
+differ by about 1e-5)."""
 
 
 class _Model(BaseModel):
@@ -92,6 +108,38 @@ class McNemar(_Model):
     test: str = "exact binomial on discordant pairs, two-sided (scipy.stats.binomtest)"
 
 
+class DetectionImageDelta(_Model):
+    """One image's detections, B against A (see :func:`compare_detections`)."""
+
+    sample_id: str
+    count_a: int
+    count_b: int
+    matched: int
+    """Pairs at IoU >= ``MATCH_IOU`` (same class, or another class: ``class_changes`` of them)."""
+    class_changes: int
+    only_in_a: int
+    only_in_b: int
+    max_box_error: float | None
+    """max |coordinate of B - of A| over the matched pairs' [x1, y1, x2, y2], source pixels; None: no pair."""
+    max_score_error: float | None
+    within_tolerance: bool
+
+
+class DetectionComparison(_Model):
+    """Detections of two runs compared image by image (:func:`compare_detections`)."""
+
+    compared: str
+    iou_threshold: float
+    box_tolerance_px: float
+    score_tolerance: float
+    images: int
+    images_within_tolerance: int
+    differing_ids: list[str]
+    """Images whose detections differ beyond tolerance, worst first."""
+    per_image: list[DetectionImageDelta]
+    passed: bool
+
+
 class TaskDiffResult(_Model):
     kind: str = "task_diff"
     source: Literal["records", "runtimes", "pipelines"]
@@ -115,6 +163,14 @@ class TaskDiffResult(_Model):
     """What ``agreement`` counts (the task's own notion)."""
     paired: dict[str, Any] | None = None
     """Object detection: the task's paired statistics of B against A (see the module docstring)."""
+    detections: DetectionComparison | None = None
+    """Object detection: the detections compared image by image, with the tolerance (module docstring)."""
+
+    @property
+    def differs_beyond_tolerance(self) -> bool:
+        """True when the detections of some image differ beyond tolerance (object detection only; the other tasks
+        report agreement and errors without a verdict)."""
+        return self.detections is not None and not self.detections.passed
 
 
 @dataclass
@@ -241,6 +297,10 @@ def _detection_result(
     from repliscope.tasks.base import get_task
 
     paired = get_task(task).paired([x for x, _ in pairs], [y for _, y in pairs], truth) if pairs else None
+    detections = None
+    if task == "object_detection":
+        detections, matched_outputs = compare_detections(pairs)
+        outputs = [*outputs, *matched_outputs]
     n = int(paired["n_samples"]) if paired else 0
     same = n - int(paired.get("flipped_images", 0)) if paired else 0
     return TaskDiffResult(
@@ -262,10 +322,90 @@ def _detection_result(
         notes=notes,
         task=task,
         paired=paired,
+        detections=detections,
         agreement_of="images whose masks are identical"
         if task == "semantic_segmentation"
         else "images whose detections match one to one (same class, IoU >= 0.5)",
     )
+
+
+def compare_detections(
+    pairs: Sequence[tuple[SamplePrediction, SamplePrediction]],
+    *,
+    box_tolerance: float = BOX_TOLERANCE_PX,
+    score_tolerance: float = SCORE_TOLERANCE,
+) -> tuple[DetectionComparison, list[OutputError]]:
+    """B's detections against A's on each evaluated image pair (A, B) -> (the comparison, the output-error rows of
+    the matched pairs' box coordinates and scores).
+
+    Per image, A's detections in score order (stable) each take the unmatched B detection of the same class with
+    the highest IoU >= :data:`MATCH_IOU`; the A detections left then take, the same way, an unmatched B detection
+    of ANY class (a class change). What stays unmatched is only in A or only in B. The image is within tolerance
+    when nothing is unmatched, no class changed, and every matched pair's box coordinates are within
+    ``box_tolerance`` px and its scores within ``score_tolerance``."""
+    from repliscope.units.matching import ImageBoxes, from_prediction, match_detections
+
+    boxes_acc = _Acc("box coordinates of matched detections (source px: x1, y1, x2, y2)")
+    scores_acc = _Acc("scores of matched detections")
+    rows: list[DetectionImageDelta] = []
+    for sa, sb in pairs:
+        a, b = from_prediction(sa), from_prediction(sb)
+        same = match_detections(a, b, iou_threshold=MATCH_IOU, class_aware=True)
+        left_a = np.setdiff1d(np.arange(len(a)), [i for i, _, _ in same])
+        left_b = np.setdiff1d(np.arange(len(b)), [j for _, j, _ in same])
+
+        def part(x: ImageBoxes, keep: np.ndarray) -> ImageBoxes:
+            return ImageBoxes(x.sample_id, x.boxes[keep], x.classes[keep], x.scores[keep])
+
+        other = match_detections(part(a, left_a), part(b, left_b), iou_threshold=MATCH_IOU, class_aware=False)
+        found = same + [(int(left_a[i]), int(left_b[j]), iou) for i, j, iou in other]
+        ia = np.array([i for i, _, _ in found], np.intp)
+        ib = np.array([j for _, j, _ in found], np.intp)
+        box_err = score_err = None
+        if found:
+            box_err = boxes_acc.add(sa.sample_id, a.boxes[ia], b.boxes[ib])[0]
+            score_err = scores_acc.add(sa.sample_id, a.scores[ia], b.scores[ib])[0]
+        only_a, only_b = len(a) - len(found), len(b) - len(found)
+        within = (
+            only_a == 0
+            and only_b == 0
+            and not other
+            and (box_err is None or box_err <= box_tolerance)
+            and (score_err is None or score_err <= score_tolerance)
+        )
+        rows.append(
+            DetectionImageDelta(
+                sample_id=sa.sample_id,
+                count_a=len(a),
+                count_b=len(b),
+                matched=len(found),
+                class_changes=len(other),
+                only_in_a=only_a,
+                only_in_b=only_b,
+                max_box_error=box_err,
+                max_score_error=score_err,
+                within_tolerance=within,
+            )
+        )
+    differing = sorted(
+        (r for r in rows if not r.within_tolerance),
+        key=lambda r: (-(r.only_in_a + r.only_in_b + r.class_changes), -(r.max_box_error or 0.0)),
+    )
+    comparison = DetectionComparison(
+        compared=f"per image: A's detections matched to B's by IoU >= {MATCH_IOU:g} (greedy by A's score, same "
+        "class first, then any class: a class change); count of each side, matched pairs, detections only in A "
+        "or only in B, class changes, and over the matched pairs the largest box-coordinate error (px) and score "
+        "error",
+        iou_threshold=MATCH_IOU,
+        box_tolerance_px=box_tolerance,
+        score_tolerance=score_tolerance,
+        images=len(rows),
+        images_within_tolerance=len(rows) - len(differing),
+        differing_ids=[r.sample_id for r in differing],
+        per_image=rows,
+        passed=not differing,
+    )
+    return comparison, [boxes_acc.result(), scores_acc.result()]
 
 
 def _pair_samples(
