@@ -1,4 +1,4 @@
-"""``repliscope diffs list|show``: the stored diffs (task-level, layer-level and pipeline diffs)."""
+"""``repliscope diffs list|show``: the stored diffs (task-level, layer-level, pipeline and training diffs)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def diffs_show(
             raise typer.Exit(code=2)
         figure.write_bytes(png)
     if as_json:
-        emit_json(stored.result if stored.kind != "pipeline_diff" else {"pipeline_diff": stored.result})
+        # as repliscope diff --json printed it: the task and layer diffs bare, the others under their kind
+        emit_json(stored.result if stored.kind in ("task_diff", "layer_diff") else {stored.kind: stored.result})
         return
     console.print(f"diff {stored.diff_id} ({stored.kind}), stored {stored.created_at:%Y-%m-%d %H:%M} UTC")
     _print(stored.kind, stored.result)
@@ -100,5 +101,12 @@ def _print(kind: str, result: dict) -> None:
         print_pipeline_diff(PipelineDiffResult.model_validate(result))
     elif kind == "layer_diff":
         print_layer_diff(LayerDiffResult.model_validate(result))
-    else:
+    elif kind == "task_diff":
         print_task_diff(TaskDiffResult.model_validate(result))
+    elif kind == "augmentation_diff":
+        from repliscope.cli.augment_diff_cmd import _print as print_augment_diff
+        from repliscope.diff.augment.driver import AugmentDiffResult
+
+        print_augment_diff(AugmentDiffResult.model_validate(result))
+    else:  # loss, gradient, training-step diffs: the stored result as it is
+        console.print_json(data=result)

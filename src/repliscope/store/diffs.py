@@ -1,5 +1,9 @@
-"""Stored diffs (the ``diffs`` table, migration 0005): task-level, layer-level and pipeline diffs exactly as
-``repliscope diff --json`` prints them, with a listing summary and an optional PNG (a pipeline diff's heatmaps).
+"""Stored diffs (the ``diffs`` table, migration 0005): task-level, layer-level, pipeline and training diffs
+(augmentation, loss, gradient, training step) exactly as ``repliscope diff --json`` prints them, with a listing
+summary and an optional PNG (a pipeline diff's heatmaps).
+
+Each kind has one describer (:data:`DESCRIBERS`) that turns its result into the listing columns; ``DIFF_KINDS`` is
+their keys. The loss, gradient and training-step diffs share one headline contract (:class:`TrainingDiffHeadline`).
 
 Functions take an open :class:`~repliscope.store.repository.RunStore` (its engine); :func:`save_diff` also takes a
 URL (None: the default store), as the CLI calls it.
@@ -8,10 +12,11 @@ URL (None: the default store), as the CLI calls it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -19,7 +24,6 @@ from repliscope.errors import StoreError
 from repliscope.store.models import DiffRow
 from repliscope.store.repository import MIN_PREFIX, RunStore
 
-DIFF_KINDS = ("task_diff", "layer_diff", "pipeline_diff")
 MAX_FIGURE_BYTES = 8 << 20
 """A stored figure is at most 8 MiB (three heatmap rows are about 200 KB)."""
 
@@ -46,50 +50,131 @@ class StoredDiff(DiffSummary):
     result: dict[str, Any]
 
 
+class TrainingDiffHeadline(BaseModel):
+    """What a loss, gradient or training-step diff result must carry to be stored (its other fields are kept
+    as they are): ``reference`` and ``candidate`` name the two sides, ``samples`` counts what was compared (samples
+    or steps), ``passed`` is the verdict, ``first_divergent`` names the first quantity over tolerance."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    reference: str
+    candidate: str
+    samples: int
+    passed: bool
+    manifest: str = ""
+    dataset: str = ""
+    first_divergent: str | None = None
+
+
+Columns = dict[str, Any]
+
+
+def _pipeline_columns(result: dict[str, Any], manifest_name: str) -> Columns:
+    diag = result.get("diagnosis") or {}
+    return {
+        "manifest_name": result.get("manifest_name", manifest_name),
+        "a": f"{result.get('manifest_name', manifest_name)} pre-processing",
+        "b": str(result.get("candidate", "")),
+        "dataset": str(result.get("dataset", "")),
+        "samples": int(result.get("samples", 0)),
+        "verdict": str(result.get("verdict", "")),
+        "summary": str(diag.get("message", "")),
+    }
+
+
+def _layer_columns(result: dict[str, Any], manifest_name: str) -> Columns:
+    first = {m: d for m, d in (result.get("first_divergent") or {}).items() if d}
+    verdict = "failed" if first or not (result.get("output") or {}).get("passed", True) else "passed"
+    where = "; ".join(f"{m}: first divergent {d.get('path', '?')}" for m, d in first.items())
+    return {
+        "manifest_name": manifest_name,
+        "a": str((result.get("reference") or {}).get("framework", "")),
+        "b": str((result.get("candidate") or {}).get("candidate", "")),
+        "dataset": "",
+        "samples": len(result.get("samples") or []),
+        "verdict": verdict,
+        "summary": where or f"{len(result.get('layers') or [])} layers within tolerance",
+    }
+
+
+def _task_columns(result: dict[str, Any], manifest_name: str) -> Columns:
+    agreement = result.get("agreement")
+    flips = len(result.get("flips") or [])
+    mc = result.get("mcnemar")
+    text = "no sample compared" if agreement is None else f"agreement {agreement:.2%}, {flips} flipped"
+    if mc:
+        text += f", McNemar p = {mc.get('p_value', 1.0):.3g}"
+    return {
+        "manifest_name": manifest_name,
+        "a": str(result.get("a", "")),
+        "b": str(result.get("b", "")),
+        "dataset": str(result.get("dataset", "")),
+        "samples": int(result.get("compared", 0)),
+        "verdict": "agree" if agreement == 1.0 else "differ",
+        "summary": text,
+    }
+
+
+def _augmentation_columns(result: dict[str, Any], manifest_name: str) -> Columns:
+    """``repliscope diff --augment`` (``diff.augment.driver.AugmentDiffResult``)."""
+    pipeline = result.get("pipeline") or {}
+    first = result.get("first_divergent")
+    return {
+        "manifest_name": str(result.get("manifest") or manifest_name),
+        "a": f"{pipeline.get('pipeline', '')} ({pipeline.get('origin', '')})",
+        "b": str(result.get("candidate", "")),
+        "dataset": str(result.get("dataset", "")),
+        "samples": int(result.get("samples", 0)),
+        "verdict": "passed" if first is None else "failed",
+        "summary": (
+            f"{result.get('draws', '')} draws: "
+            + ("every op matches the original" if first is None else f"first divergent op: {first}")
+        ),
+    }
+
+
+def _training_columns(result: dict[str, Any], manifest_name: str) -> Columns:
+    """A loss, gradient or training-step diff (:class:`TrainingDiffHeadline`)."""
+    try:
+        head = TrainingDiffHeadline.model_validate(result)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) + f" ({e['msg']})" for e in exc.errors())
+        raise StoreError(
+            f"a {result.get('kind')} result cannot be stored: {fields}; it needs reference, candidate (str), "
+            "samples (int) and passed (bool)"
+        ) from None
+    return {
+        "manifest_name": head.manifest or manifest_name,
+        "a": head.reference,
+        "b": head.candidate,
+        "dataset": head.dataset,
+        "samples": head.samples,
+        "verdict": "passed" if head.passed else "failed",
+        "summary": "within tolerance" if head.first_divergent is None else f"first divergent: {head.first_divergent}",
+    }
+
+
+DESCRIBERS: dict[str, Callable[[dict[str, Any], str], Columns]] = {
+    "task_diff": _task_columns,
+    "layer_diff": _layer_columns,
+    "pipeline_diff": _pipeline_columns,
+    "augmentation_diff": _augmentation_columns,
+    "loss_diff": _training_columns,
+    "gradient_diff": _training_columns,
+    "training_step_diff": _training_columns,
+}
+"""The listing columns of each stored diff kind (the kind a result's ``kind`` field names)."""
+
+DIFF_KINDS: tuple[str, ...] = tuple(DESCRIBERS)
+
+
 def describe(result: dict[str, Any], manifest_name: str = "") -> dict[str, Any]:
     """The listing columns of one diff result (its ``kind`` decides where they come from)."""
     kind = result.get("kind")
-    if kind == "pipeline_diff":
-        diag = result.get("diagnosis") or {}
-        return {
-            "manifest_name": result.get("manifest_name", manifest_name),
-            "a": f"{result.get('manifest_name', manifest_name)} pre-processing",
-            "b": str(result.get("candidate", "")),
-            "dataset": str(result.get("dataset", "")),
-            "samples": int(result.get("samples", 0)),
-            "verdict": str(result.get("verdict", "")),
-            "summary": str(diag.get("message", "")),
-        }
-    if kind == "layer_diff":
-        first = {m: d for m, d in (result.get("first_divergent") or {}).items() if d}
-        verdict = "failed" if first or not (result.get("output") or {}).get("passed", True) else "passed"
-        where = "; ".join(f"{m}: first divergent {d.get('path', '?')}" for m, d in first.items())
-        return {
-            "manifest_name": manifest_name,
-            "a": str((result.get("reference") or {}).get("framework", "")),
-            "b": str((result.get("candidate") or {}).get("candidate", "")),
-            "dataset": "",
-            "samples": len(result.get("samples") or []),
-            "verdict": verdict,
-            "summary": where or f"{len(result.get('layers') or [])} layers within tolerance",
-        }
-    if kind == "task_diff":
-        agreement = result.get("agreement")
-        flips = len(result.get("flips") or [])
-        mc = result.get("mcnemar")
-        text = "no sample compared" if agreement is None else f"agreement {agreement:.2%}, {flips} flipped"
-        if mc:
-            text += f", McNemar p = {mc.get('p_value', 1.0):.3g}"
-        return {
-            "manifest_name": manifest_name,
-            "a": str(result.get("a", "")),
-            "b": str(result.get("b", "")),
-            "dataset": str(result.get("dataset", "")),
-            "samples": int(result.get("compared", 0)),
-            "verdict": "agree" if agreement == 1.0 else "differ",
-            "summary": text,
-        }
-    raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
+    describer = DESCRIBERS.get(kind) if isinstance(kind, str) else None
+    if describer is None:
+        raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
+    return describer(result, manifest_name)
 
 
 def store_diff(
