@@ -1,6 +1,10 @@
-"""Helpers shared by the op modules: layout checks and channel-axis lookup."""
+"""Helpers shared by the op modules: layout checks, channel-axis lookup and the lazy TensorFlow import."""
 
 from __future__ import annotations
+
+import os
+import sys
+from types import ModuleType
 
 import numpy as np
 
@@ -39,3 +43,18 @@ def per_channel(values: float | list[float], axis: int, dtype: np.dtype) -> np.n
     if arr.ndim == 0:
         return arr
     return arr.reshape((1, 1, -1) if axis == -1 else (-1, 1, 1))
+
+
+def tensorflow() -> ModuleType:
+    """TensorFlow, imported on first use by the ops whose ``library`` is ``tensorflow`` (the core imports no ML
+    framework at module level). ``TF_CPP_MIN_LOG_LEVEL`` defaults to 2 before the first import (its C++ info
+    lines are start-up noise); a missing install is an :class:`OpSpecError` naming the field and the extra."""
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        raise OpSpecError(
+            "library", f"library tensorflow needs TensorFlow installed (pip install 'repliscope[keras]'): {exc}"
+        ) from exc
+    return tf

@@ -1,4 +1,5 @@
-"""``resize``: spatial resize following Pillow, OpenCV, PyTorch or Go disintegration/imaging semantics."""
+"""``resize``: spatial resize following Pillow, OpenCV, PyTorch, TensorFlow or Go disintegration/imaging
+semantics."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from PIL import Image
 from pydantic import Field
 
 from repliscope.errors import OpSpecError
-from repliscope.ops._common import require_image, spatial_size
+from repliscope.ops._common import require_image, spatial_size, tensorflow
 from repliscope.ops.base import OPS, Geometry, Item, OpParams, PreOp, StaticShape
 from repliscope.ops.limits import check_output_pixels
 
@@ -34,6 +35,8 @@ _OPENCV_FLAGS = {
 }
 _GO_IMAGING_VERSION = "v1.6.2 (numpy port of resize.go, imaging.Linear)"
 _TORCH_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", "area": "area"}
+_TF_METHODS = ("nearest", "bilinear", "bicubic", "area")
+"""``tf.image.resize`` methods reproduced (``ResizeMethod`` NEAREST_NEIGHBOR, BILINEAR, BICUBIC, AREA)."""
 
 
 class ResizeParams(OpParams):
@@ -41,7 +44,7 @@ class ResizeParams(OpParams):
     """int: shorter side (keep_aspect_ratio) or square side; [height, width]: exact output size."""
     keep_aspect_ratio: bool
     method: Method
-    library: Literal["pillow", "opencv", "torch", "go_imaging"]
+    library: Literal["pillow", "opencv", "torch", "go_imaging", "tensorflow"]
     antialias: bool
     long_side: Literal["round", "truncate"] = "round"
     """With ``keep_aspect_ratio``: how the longer side is rounded (optional; recorded either way)."""
@@ -90,6 +93,18 @@ class Resize(PreOp):
       alpha, any channel count). Linear: horizontal pass then vertical pass, each with float64 weights
       normalised per output pixel and rounded half up / clamped to uint8 after EACH pass; a pass whose size
       is unchanged is skipped. Reproduces Go on amd64 (no fused multiply-add).
+    - ``tensorflow``: ``tf.image.resize(image, [h, w], method, antialias)`` (TF 2, half-pixel centres, no
+      align_corners), the TF Model Garden's resize; methods nearest / bilinear / bicubic / area (no lanczos
+      here). bilinear and bicubic take antialias true (TF's ``scale_and_translate`` kernels, whose support scales
+      with the downscale factor: bilinear equals torch's antialiased bilinear to 2e-4 of 255 when downscaling)
+      or false (two / four taps: bilinear equals OpenCV's INTER_LINEAR and torch's bilinear on float32 to 8e-3
+      of 255; bicubic is Keys' a = -0.5, within 0.13 of 255 of Pillow's BICUBIC when upscaling, not OpenCV's /
+      torch's a = -0.75). area is ``resize_area`` (box averaging of the exact pixel footprints, within 0.02 of
+      255 of OpenCV's INTER_AREA on float32), antialias true. nearest is
+      ``resize_nearest_neighbor(half_pixel_centers=True)``: source index ``min(floor((i + 0.5) * (in / out)),
+      in - 1)`` computed in float32 (OpenCV's INTER_NEAREST_EXACT and Pillow's NEAREST when upscaling, not
+      when downscaling), antialias false, any dtype (kept). The other methods return float32 in TF, so they
+      take float32 images only (put ``to_float`` first); computed by TF in float32, no rounding.
     """
 
     name = "resize"
@@ -139,6 +154,15 @@ class Resize(PreOp):
                     f"{combo}: imaging's filters always antialias downscaling (as "
                     "with pillow, nearest samples whatever the flag); set antialias: true",
                 )
+        if p.library == "tensorflow":
+            if p.method not in _TF_METHODS:
+                raise OpSpecError(
+                    "method", f"library tensorflow has no method {p.method} here", allowed=list(_TF_METHODS)
+                )
+            if p.method == "nearest" and p.antialias:
+                raise OpSpecError("antialias", f"{combo} samples one pixel; set antialias: false")
+            if p.method == "area" and not p.antialias:
+                raise OpSpecError("antialias", f"{combo} always averages; set antialias: true")
         if p.library == "torch":
             if p.method not in _TORCH_MODES:
                 raise OpSpecError("method", f"library torch has no method {p.method}", allowed=_TORCH_MODES)
@@ -156,6 +180,8 @@ class Resize(PreOp):
             return "opencv", cv2.__version__
         if self.params.library == "go_imaging":
             return "go_imaging", _GO_IMAGING_VERSION
+        if self.params.library == "tensorflow":
+            return "tensorflow", tensorflow().__version__
         import torch
 
         return "torch", torch.__version__
@@ -200,6 +226,8 @@ class Resize(PreOp):
             out = _resize_opencv(hwc, th, tw, self.params.method)
         elif self.params.library == "go_imaging":
             out = _resize_go_imaging(hwc, th, tw, self.params.method)
+        elif self.params.library == "tensorflow":
+            out = _resize_tensorflow(hwc, th, tw, self.params.method, self.params.antialias)
         else:
             out = _resize_torch(hwc, th, tw, self.params.method, self.params.antialias)
         if item.layout == "CHW":
@@ -258,6 +286,19 @@ def _resize_torch(hwc: np.ndarray, th: int, tw: int, method: str, antialias: boo
         info = np.iinfo(hwc.dtype)
         return np.clip(np.round(out), info.min, info.max).astype(hwc.dtype)
     return out.astype(hwc.dtype)
+
+
+def _resize_tensorflow(hwc: np.ndarray, th: int, tw: int, method: str, antialias: bool) -> np.ndarray:
+    """``tf.image.resize(hwc, [th, tw], method, antialias)`` on one HWC image; see :class:`Resize`."""
+    if method != "nearest" and hwc.dtype != np.float32:
+        raise OpSpecError(
+            "library",
+            f"tensorflow resize with method {method} returns float32 (tf.image.resize), so it takes float32 "
+            f"images, got {hwc.dtype}; put 'to_float' (dtype float32) before it, or use method nearest",
+        )
+    tf = tensorflow()
+    out = tf.image.resize(np.ascontiguousarray(hwc), [th, tw], method=method, antialias=antialias).numpy()
+    return out.astype(hwc.dtype, copy=False)
 
 
 def _go_linear_weights(dst: int, src: int) -> tuple[np.ndarray, np.ndarray]:

