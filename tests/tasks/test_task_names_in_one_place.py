@@ -14,7 +14,7 @@ from repliscope.tasks.base import TASKS
 SRC = Path(repliscope.__file__).parent
 ALLOWED = {
     # data: what a translated or scaffolded manifest says, a record stored before tasks existed
-    "evaluation/record.py": 1,  # EvaluationRecord.task's default: records stored before tasks existed
+    "records/evaluation.py": 1,  # EvaluationRecord.task's default: records stored before tasks existed
     "store/compare.py": 1,  # RunComparison.task's default, the same legacy records
     "importers/timm.py": 1,  # the task of every manifest the timm importer writes
     "importers/mlmodelscope.py": 4,  # MLModelScope output.type -> task table

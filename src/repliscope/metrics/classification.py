@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from repliscope.evaluation.record import MetricValue, SamplePrediction
 from repliscope.metrics.intervals import wilson_interval
+from repliscope.records.evaluation import MetricValue, SamplePrediction
 from repliscope.registry import Registry
 
 Metric = Callable[[Sequence[SamplePrediction]], MetricValue | None]

@@ -33,8 +33,8 @@ import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import RepliscopeError
-from repliscope.evaluation.record import MetricValue, SamplePrediction
 from repliscope.metrics.bootstrap import STAT_NAMES, CocoResampler, ImageDetections, ImageTruth, bootstrap_deltas
+from repliscope.records.evaluation import MetricValue, SamplePrediction
 
 DEFAULT_REPLICATES = 500
 AGNOSTIC_CLASS = 1

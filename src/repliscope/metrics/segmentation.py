@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from repliscope.evaluation.record import MetricValue
+from repliscope.records.evaluation import MetricValue
 
 DEFAULT_REPLICATES = 1000
 METRIC_NAMES = ("mIoU", "fwIoU", "pixel_accuracy")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from repliscope.datasets.base import Dataset, Sample
-from repliscope.evaluation.record import MetricValue, SamplePrediction
 from repliscope.ops.base import Predictions
+from repliscope.records.evaluation import MetricValue, SamplePrediction
 from repliscope.registry import Registry
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError
-from repliscope.evaluation.record import MetricValue, SamplePrediction
 from repliscope.metrics.classification import compute_metrics
 from repliscope.ops.base import Predictions
+from repliscope.records.evaluation import MetricValue, SamplePrediction
 from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError
-from repliscope.evaluation.record import Detection, MetricValue, SamplePrediction
 from repliscope.ops.base import FINAL_BOX_FORMAT, BoxFormat, Predictions
+from repliscope.records.evaluation import Detection, MetricValue, SamplePrediction
 from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
 
 if TYPE_CHECKING:

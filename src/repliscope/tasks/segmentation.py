@@ -7,7 +7,7 @@ Class spaces. The model's classes are the manifest's labels (index = class index
 name; the others (and 0) as ``background`` (a person-vs-background model on COCO: person pixels vs everything
 else); void pixels are left out. The postprocess (ops of :data:`SEGMENTATION_POST_OPS`) must end with labels
 in the decoded image's pixels (``mask_resize``); each sample's record keeps its confusion counts and, when
-small, both label maps as run-length encodings (:class:`repliscope.evaluation.record.SegmentationSample`).
+small, both label maps as run-length encodings (:class:`repliscope.records.evaluation.SegmentationSample`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 
 from repliscope.datasets.base import VOID, Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError, SampleError
-from repliscope.evaluation.record import MetricValue, SamplePrediction, SegmentationSample
 from repliscope.ops.base import MaskMap, Predictions
+from repliscope.records.evaluation import MetricValue, SamplePrediction, SegmentationSample
 from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
 
 if TYPE_CHECKING:
