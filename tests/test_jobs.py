@@ -82,6 +82,37 @@ def test_unknown_kind_lists_the_kinds() -> None:
         execute_job(job, None, lambda n: None, lambda line: None)
 
 
+def test_job_kinds_are_one_registry_each_owning_its_options_and_core_call() -> None:
+    from repliscope.job_execution import KINDS, RunOptions
+    from repliscope.job_kinds import JOB_KINDS, kind_names
+    from repliscope.service.executor import KINDS as SERVICE_KINDS
+
+    assert KINDS == kind_names() == SERVICE_KINDS == ("evaluate", "pitfalls", "bench", "diff")
+    owned = {name: sorted(JOB_KINDS.get(name).options.model_fields) for name in KINDS}
+    assert owned == {
+        "evaluate": ["keep_outputs"],
+        "pitfalls": ["variants", "visual"],
+        "bench": ["min_duration_s", "min_queries", "samples_per_query", "scenario"],
+        "diff": ["runtime_b"],
+    }
+    for name in KINDS:  # every kind option is a RunOptions field with the same default: one definition of each
+        kind = JOB_KINDS.get(name)
+        for field, info in kind.options.model_fields.items():
+            assert RunOptions.model_fields[field].default == info.default, (name, field)
+        assert kind.name == name and callable(kind.core) and kind.summary
+    bench = JOB_KINDS.get("bench").options_of(RunOptions(scenario="offline", min_queries=3, threads=2))
+    assert (bench.scenario, bench.min_queries, bench.samples_per_query) == ("offline", 3, None)
+
+
+def test_a_diff_job_without_its_second_runtime_names_the_option_and_runs_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    job = tiny_job(limit=2)
+    job.kind = "diff"
+    cache = tmp_path / "cache"
+    with pytest.raises(RepliscopeError, match=r"^a diff job needs options.runtime_b \(the second runtime\)$"):
+        execute_job(job, cache, lambda n: None, lambda line: None)
+    assert not cache.exists()  # refused before any runtime was prepared
+
+
 def test_manifest_path_must_hold_the_submitted_text(tmp_path) -> None:  # type: ignore[no-untyped-def]
     other = tmp_path / "m.yaml"
     other.write_text("name: other\n", encoding="utf-8")

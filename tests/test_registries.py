@@ -27,6 +27,7 @@ REGISTRIES = {
     "PITFALLS": ("repliscope.pitfalls.base", 44),
     "CANDIDATES": ("repliscope.diff.base", 6),
     "SCENARIO_LOOPS": ("repliscope.bench.scenarios", 4),
+    "JOB_KINDS": ("repliscope.job_kinds", 4),
 }
 """Registry -> (the module declaring it, how many entries it has): a lost registration changes the count."""
 

@@ -1,8 +1,9 @@
 """The job layer shared by the CLI, the service and the agents: what a job is (:class:`JobSpec`), what it produces
 (:class:`JobOutcome`) and :func:`execute_job`, which runs one with the CLI's core functions and stores nothing.
 
-A job runs ``evaluation.run.prepare/evaluate`` (kind ``evaluate``), ``pitfalls.sweep.run_sweep`` (``pitfalls``),
-``bench.matrix.run_matrix`` (``bench``) or ``diff.task_level.diff_runtimes`` (``diff``). Its outcome is JSON-safe: it
+A job runs its kind's core call (:data:`JOB_KINDS`: ``evaluation.run.prepare/evaluate`` for ``evaluate``,
+``pitfalls.sweep.run_sweep`` for ``pitfalls``, ``bench.matrix.run_matrix`` for ``bench``,
+``diff.task_level.diff_runtimes`` for ``diff``). Its outcome is JSON-safe: it
 travels back from an agent (possibly running another venv with another pydantic) as JSON text, and the caller
 stores it with ``RunStore.save_outcome(outcome, idempotency_key)`` (exactly once per key)."""
 
@@ -19,11 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.errors import RepliscopeError
+from repliscope.job_kinds import JOB_KINDS, JobKind, kind_names
 
 if TYPE_CHECKING:
     from repliscope.store.repository import StoredOutcome
-
-KINDS = ("evaluate", "pitfalls", "bench", "diff")
 
 
 class JobCancelled(Exception):
@@ -233,7 +233,7 @@ def run_and_store(job: JobSpec, store: OutcomeStore, run: Callable[[JobSpec], Jo
     return StoredJob(store.save_outcome(outcome, job.key, kind=job.kind), outcome)
 
 
-# -- the job kinds: the CLI's core calls ---------------------------------------------------------------------
+# -- a job's manifest and dataset, where it runs -------------------------------------------------------------
 def _loaded(job: JobSpec, folder: Path) -> Any:
     """The job's manifest: ``options.manifest_path`` (a path the executing process sees, e.g. the CLI's file on
     this machine, so its relative source/architecture paths resolve; its text must be ``manifest_text``), else
@@ -259,29 +259,153 @@ def _loaded(job: JobSpec, folder: Path) -> Any:
     return load_manifest(path)
 
 
-def _settings(job: JobSpec, cache_dir: Path | None) -> Any:
-    return job.run_options.run_settings(job.runtime, cache_dir)
-
-
 def _data(job: JobSpec) -> Any:
     """The job's dataset (:meth:`RunOptions.dataset`)."""
     return job.run_options.dataset(job.dataset_spec)
 
 
-def _evaluate(
-    job: JobSpec, loaded: Any, data: Any, cache_dir: Path | None, on_progress: Callable[[int], None]
-) -> JobOutcome:
+# -- the job kinds: a registry, each kind owning its options model and its core call ----------------------------
+@dataclass(frozen=True)
+class JobContext:
+    """What a kind's core call gets: the job, its manifest (loaded where the job runs), its dataset, the cache
+    folder, the progress callback (it may raise :class:`JobCancelled`) and the log."""
+
+    job: JobSpec
+    loaded: Any
+    data: Any
+    cache_dir: Path | None
+    on_progress: Callable[[int], None]
+    log: Callable[[str], None]
+
+    def settings(self) -> Any:
+        """The run's :class:`~repliscope.evaluation.run.RunSettings` (:meth:`RunOptions.run_settings`)."""
+        return self.job.run_options.run_settings(self.job.runtime, self.cache_dir)
+
+
+class KindOptions(BaseModel):
+    """The options one job kind reads besides the run's own (threads, batch size, dataset...): a subset of
+    :class:`RunOptions`' fields, read from the job's options by :meth:`JobKind.options_of`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EvaluateOptions(KindOptions):
+    keep_outputs: bool = False
+    """Return every sample's raw output with the outcome (``JobOutcome.outputs``)."""
+
+
+class PitfallsOptions(KindOptions):
+    variants: list[str] | None = None
+    """Only these pitfalls (default: every registered one)."""
+    visual: int = 3
+    """Images in the visual-testing panel."""
+
+
+class BenchJobOptions(KindOptions):
+    scenario: str = "single-stream"
+    """The LoadGen scenario."""
+    min_duration_s: float = 1.0
+    min_queries: int = 20
+    samples_per_query: int | None = None
+    """Samples per query (multi-stream, offline); default 8 for multi-stream, else 1."""
+
+
+class DiffOptions(KindOptions):
+    runtime_b: str | None = None
+    """The second runtime (the job's ``runtime`` is the first); required."""
+
+
+def _register(kind: JobKind[Any]) -> None:
+    JOB_KINDS.add(kind.name, kind)
+
+
+def _evaluate(ctx: JobContext, options: EvaluateOptions) -> JobOutcome:
+    """``evaluation.run.prepare/evaluate``: one evaluation record (and the raw outputs when asked)."""
     from repliscope.evaluation.run import evaluate, prepare
 
-    prepared = prepare(loaded, _settings(job, cache_dir))
-    if not job.run_options.keep_outputs:
-        record = evaluate(prepared, data, on_progress=on_progress)
+    prepared = prepare(ctx.loaded, ctx.settings())
+    if not options.keep_outputs:
+        record = evaluate(prepared, ctx.data, on_progress=ctx.on_progress)
         return JobOutcome(records=[record.model_dump(mode="json")])
     from repliscope.stacks.outputs import encode_outputs
 
     raw: dict[str, Any] = {}
-    record = evaluate(prepared, data, on_progress=on_progress, outputs=raw)
+    record = evaluate(prepared, ctx.data, on_progress=ctx.on_progress, outputs=raw)
     return JobOutcome(records=[record.model_dump(mode="json")], outputs=encode_outputs(raw))
+
+
+def _pitfalls(ctx: JobContext, options: PitfallsOptions) -> JobOutcome:
+    """``pitfalls.sweep.run_sweep``: one record per variant and the sweep."""
+    from repliscope.evaluation.run import prepare
+    from repliscope.pitfalls.sweep import run_sweep
+
+    out = run_sweep(
+        prepare(ctx.loaded, ctx.settings()),
+        ctx.data,
+        options.variants or None,
+        visual_samples=options.visual,
+        on_progress=ctx.on_progress,
+    )
+    return JobOutcome(
+        records=[r.model_dump(mode="json") for r in out.records], sweeps=[out.result.model_dump(mode="json")]
+    )
+
+
+def _bench(ctx: JobContext, options: BenchJobOptions) -> JobOutcome:
+    """``bench.matrix.run_matrix`` on the job's runtime and thread count: one benchmark record."""
+    from repliscope.bench.matrix import run_matrix
+    from repliscope.bench.run import BenchOptions
+    from repliscope.bench.scenarios import ScenarioSettings
+
+    run = ctx.job.run_options
+    scenario = options.scenario
+    spq = options.samples_per_query
+    per_query = spq if spq is not None else 8 if scenario == "multi-stream" else 1
+    settings = ScenarioSettings(
+        scenario=scenario,
+        min_duration_s=options.min_duration_s,
+        min_queries=options.min_queries,
+        samples_per_query=per_query if scenario in ("multi-stream", "offline") else 1,
+        batch_size=(run.batch_size or 1) if scenario == "offline" else 1,
+    )
+    result = run_matrix(
+        ctx.loaded,
+        ctx.data,
+        [ctx.job.runtime],
+        [run.threads or 1],
+        BenchOptions(scenario=settings),
+        settings=ctx.settings(),
+        on_config=lambda rt, n: ctx.log(f"bench: {rt} with {n} thread(s), {scenario}"),
+    )
+    ctx.on_progress(len(ctx.data))  # the whole library was pre-processed and queried: the job page shows n/n
+    return JobOutcome(benchmarks=[b.model_dump(mode="json") for b in result.records])
+
+
+def _diff(ctx: JobContext, options: DiffOptions) -> JobOutcome:
+    """``diff.task_level.diff_runtimes`` of the job's runtime and ``runtime_b``: the diff as the summary."""
+    from repliscope.diff.task_level import diff_runtimes
+
+    if options.runtime_b is None:
+        raise RepliscopeError("a diff job needs options.runtime_b (the second runtime)")
+    diff = diff_runtimes(
+        ctx.loaded.path,
+        ctx.job.runtime,
+        options.runtime_b,
+        ctx.data,
+        cache_dir=ctx.cache_dir,
+        threads=ctx.job.run_options.threads or 2,
+    )
+    ctx.on_progress(len(ctx.data))
+    return JobOutcome(summary=json.dumps(diff.model_dump(mode="json")))
+
+
+_register(JobKind("evaluate", "evaluate the manifest: one evaluation record", EvaluateOptions, _evaluate, 0))
+_register(JobKind("pitfalls", "the pitfall sweep: a record per variant and the sweep", PitfallsOptions, _pitfalls, 1))
+_register(JobKind("bench", "a benchmark of one scenario: one benchmark record", BenchJobOptions, _bench, 2))
+_register(JobKind("diff", "two runtimes compared sample by sample: the diff", DiffOptions, _diff, 3))
+
+KINDS: tuple[str, ...] = kind_names()
+"""The job kinds' names in their order (:data:`JOB_KINDS`)."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -316,28 +440,17 @@ def execute_job(
     log: Callable[[str], None],
     on_total: Callable[[int], None] | None = None,
 ) -> JobOutcome:
-    """Run ``job`` with the CLI's core functions and return what it produced; stores nothing.
+    """Run ``job`` with its kind's core call (:data:`JOB_KINDS`) and return what it produced; stores nothing.
 
     ``on_progress(n)``: n more samples done (it may raise :class:`JobCancelled`); ``log(line)``: a log line
     (manifest warnings); ``on_total(n)``: the number of samples, once the dataset is resolved. The outcome's
     ``seconds`` is this call's wall time; ``agent`` is left {} (an agent fills it)."""
     import time
 
-    if job.kind not in KINDS:
+    if job.kind not in JOB_KINDS:
         raise RepliscopeError(f"unknown job kind '{job.kind}' (allowed: {', '.join(KINDS)})")
+    kind = JOB_KINDS.get(job.kind)
     start = time.perf_counter()
-    outcome = _execute(job, cache_dir, on_progress, log, on_total)
-    outcome.seconds = round(time.perf_counter() - start, 6)
-    return outcome
-
-
-def _execute(
-    job: JobSpec,
-    cache_dir: Path | None,
-    on_progress: Callable[[int], None],
-    log: Callable[[str], None],
-    on_total: Callable[[int], None] | None,
-) -> JobOutcome:
     with tempfile.TemporaryDirectory(prefix="repliscope-job-") as tmp:
         loaded = _loaded(job, Path(tmp))
         for warning in loaded.warnings:
@@ -345,56 +458,6 @@ def _execute(
         data = _data(job)
         if on_total is not None:
             on_total(len(data))
-        if job.kind == "evaluate":
-            return _evaluate(job, loaded, data, cache_dir, on_progress)
-        if job.kind == "pitfalls":
-            from repliscope.evaluation.run import prepare
-            from repliscope.pitfalls.sweep import run_sweep
-
-            out = run_sweep(
-                prepare(loaded, _settings(job, cache_dir)),
-                data,
-                job.run_options.variants or None,
-                visual_samples=job.run_options.visual,
-                on_progress=on_progress,
-            )
-            return JobOutcome(
-                records=[r.model_dump(mode="json") for r in out.records], sweeps=[out.result.model_dump(mode="json")]
-            )
-        if job.kind == "bench":
-            from repliscope.bench.matrix import run_matrix
-            from repliscope.bench.run import BenchOptions
-            from repliscope.bench.scenarios import ScenarioSettings
-
-            o = job.run_options
-            scenario = o.scenario
-            spq = o.samples_per_query if o.samples_per_query is not None else 8 if scenario == "multi-stream" else 1
-            settings = ScenarioSettings(
-                scenario=scenario,
-                min_duration_s=o.min_duration_s,
-                min_queries=o.min_queries,
-                samples_per_query=spq if scenario in ("multi-stream", "offline") else 1,
-                batch_size=(o.batch_size or 1) if scenario == "offline" else 1,
-            )
-            result = run_matrix(
-                loaded,
-                data,
-                [job.runtime],
-                [o.threads or 1],
-                BenchOptions(scenario=settings),
-                settings=_settings(job, cache_dir),
-                on_config=lambda rt, n: log(f"bench: {rt} with {n} thread(s), {scenario}"),
-            )
-            on_progress(len(data))  # the whole library was pre-processed and queried: the job page shows n/n
-            return JobOutcome(benchmarks=[b.model_dump(mode="json") for b in result.records])
-        # diff
-        from repliscope.diff.task_level import diff_runtimes
-
-        other = job.run_options.runtime_b
-        if other is None:
-            raise RepliscopeError("a diff job needs options.runtime_b (the second runtime)")
-        diff = diff_runtimes(
-            loaded.path, job.runtime, other, data, cache_dir=cache_dir, threads=job.run_options.threads or 2
-        )
-        on_progress(len(data))
-        return JobOutcome(summary=json.dumps(diff.model_dump(mode="json")))
+        outcome = kind.run(JobContext(job, loaded, data, cache_dir, on_progress, log))
+    outcome.seconds = round(time.perf_counter() - start, 6)
+    return outcome
