@@ -4,6 +4,7 @@ outcome exactly once per idempotency key."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -104,7 +105,7 @@ def test_job_kinds_are_one_registry_each_owning_its_options_and_core_call() -> N
     assert (bench.scenario, bench.min_queries, bench.samples_per_query) == ("offline", 3, None)
 
 
-def test_a_diff_job_without_its_second_runtime_names_the_option_and_runs_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_diff_job_without_its_second_runtime_names_the_option_and_runs_nothing(tmp_path: Path) -> None:
     job = tiny_job(limit=2)
     job.kind = "diff"
     cache = tmp_path / "cache"
@@ -113,7 +114,7 @@ def test_a_diff_job_without_its_second_runtime_names_the_option_and_runs_nothing
     assert not cache.exists()  # refused before any runtime was prepared
 
 
-def test_manifest_path_must_hold_the_submitted_text(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_manifest_path_must_hold_the_submitted_text(tmp_path: Path) -> None:
     other = tmp_path / "m.yaml"
     other.write_text("name: other\n", encoding="utf-8")
     job = tiny_job(manifest_path=str(other))
