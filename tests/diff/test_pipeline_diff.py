@@ -84,7 +84,14 @@ def test_every_preprocessing_variant_is_named(lite0: LoadedManifest, images: Dat
     # every registered classification variant is either named by an independent candidate below, or changes no
     # pre-processing (nothing to find in a model input): a new registered variant fails here until it has one
     assert {p.name for p in plans} == set(pc.INDEPENDENT)
-    assert set(settings_only) == {"batch_size_1", "float16_inference", "threads_changed"}
+    assert set(settings_only) == {
+        "batch_size_1",
+        "bfloat16_inference",
+        "bfloat16_normalization",
+        "float16_inference",
+        "float16_normalization",
+        "threads_changed",
+    }
     assert set(task_pitfalls("image_classification")) == set(pc.INDEPENDENT) | set(settings_only) | set(not_applicable)
     for variant, fn in pc.INDEPENDENT.items():
         r = _diff(lite0, fn.__name__, images)

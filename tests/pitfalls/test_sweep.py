@@ -35,6 +35,14 @@ EXPECTED = {
     "torchvision_mean_std": (15, 3),
 }
 
+NOT_APPLICABLE = {
+    "bfloat16_inference": "bfloat16 inference is implemented for torch, not onnxruntime",
+    "bfloat16_normalization": "bfloat16 layers are implemented for torch, not onnxruntime",
+    # the ONNX export folds Lite0's batch norms into its convolutions
+    "float16_normalization": "the ONNX model has no normalisation node (folded into the convolutions): nothing to "
+    "run in float16",
+}
+
 
 @pytest.fixture(scope="module")
 def prepared() -> PreparedRun:
@@ -52,6 +60,9 @@ def test_exact_counts(sweep: SweepOutput) -> None:
     assert ref is not None and (ref.successes, ref.n) == (18, 20)
     got = {}
     for v in r.variants:
+        if v.name in NOT_APPLICABLE:
+            assert (v.status, v.reason) == ("not applicable", NOT_APPLICABLE[v.name])
+            continue
         assert v.status == "ok", (v.name, v.reason)
         t1 = v.metric("top1")
         assert t1 is not None and v.paired is not None

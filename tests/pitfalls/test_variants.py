@@ -39,11 +39,14 @@ def test_registry_has_every_builtin() -> None:
     assert [n for n in PITFALLS.names() if PITFALLS.get(n).tasks is None] == sorted(
         [
             "batch_size_1",
+            "bfloat16_inference",
+            "bfloat16_normalization",
             "color_layout_swapped",
             "crop_fraction_1.0",
             "data_layout_reshape",
             "decoder_swapped",
             "float16_inference",
+            "float16_normalization",
             "no_center_crop",
             "no_normalization",
             "normalize_before_cast",

@@ -25,7 +25,9 @@ class NotApplicable(RepliscopeError):
 class Derived:
     """A variant: its pipeline, the one change in words, and run-setting overrides.
 
-    ``settings``: any of ``batch_size`` (int), ``threads`` (int), ``precision`` ("float16"), ``input_shape``
+    ``settings``: any of ``batch_size`` (int), ``threads`` (int), ``precision`` (one of
+    :data:`repliscope.pitfalls.runners.PRECISIONS`: "float16", "bfloat16", "float16:normalization",
+    "bfloat16:normalization"), ``input_shape``
     (the model input without the batch axis, e.g. [3, 608, 608]: the same model run at another input size).
     """
 

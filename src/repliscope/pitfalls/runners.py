@@ -1,4 +1,5 @@
-"""Runners for variants that change run settings: another thread count, or float16 inference."""
+"""Runners for variants that change run settings: another thread count, or reduced-precision inference (float16 /
+bfloat16, the whole model or only its normalisation layers)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,25 @@ def runner_for(base: Runner, threads: int, precision: str, input_shape: tuple[in
         runner = RUNTIMES.get(base.name)(base.artifact, threads=threads, cache_dir=base.cache_dir)
         runner.notes.update(base.notes)
         return runner
-    if precision != "float16":
-        raise NotApplicable(f"precision {precision!r} is not implemented")
+    if precision not in PRECISIONS:
+        raise NotApplicable(f"precision {precision!r} is not implemented (allowed: float32, {', '.join(PRECISIONS)})")
+    dtype, _, scope = precision.partition(":")
     if base.name == "torch":
-        return Float16TorchRunner(base.artifact, threads=threads, cache_dir=base.cache_dir)
-    if base.name == "onnxruntime":
-        return float16_onnxruntime_runner(base, threads)
-    raise NotApplicable(f"float16 inference is not implemented for the {base.name} runtime")
+        return MixedPrecisionTorchRunner(
+            base.artifact, threads=threads, cache_dir=base.cache_dir, dtype=dtype, scope=scope or "all"
+        )
+    if base.name == "onnxruntime" and dtype == "float16":
+        return float16_onnxruntime_runner(base, threads, scope or "all")
+    raise NotApplicable(f"{precision} inference is not implemented for the {base.name} runtime")
+
+
+PRECISIONS = ("float16", "bfloat16", "float16:normalization", "bfloat16:normalization")
+"""Run precisions besides float32: the whole model in float16 / bfloat16, or only its normalisation layers
+(batch / layer / group / instance norm: the layers reduced precision breaks first) with float32 elsewhere."""
+
+ONNX_NORMALIZATION_OPS = frozenset(
+    {"BatchNormalization", "LayerNormalization", "GroupNormalization", "InstanceNormalization"}
+)
 
 
 DARKNET_AT_ANY_SIZE = ("darknet", "onnxruntime", "opencv_dnn")
@@ -79,9 +92,12 @@ def check_resizable(runtime: str, artifact: ModelArtifact, input_shape: tuple[in
         )
 
 
-def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
+def float16_onnxruntime_runner(base: Runner, threads: int, scope: str = "all") -> Runner:
     """ONNX Runtime on a float16 copy of the model (onnxconverter-common; float32 inputs/outputs kept),
-    cached next to the float32 file under a name keyed by its sha256."""
+    cached next to the float32 file under a name keyed by its sha256. ``scope="normalization"``: only the
+    normalisation nodes in float16 (every other node on the converter's block list), with casts around them.
+    A model whose normalisations are folded into convolutions (an ONNX export in eval mode) has none: then
+    NotApplicable."""
     import onnx
     from onnxconverter_common import float16
 
@@ -89,13 +105,23 @@ def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
 
     notes: dict[str, object] = {}
     src = onnx_source(base.artifact, base.cache_dir, notes)
-    key = hashlib.sha256(f"{sha256_file(src)}:fp16:keep_io".encode()).hexdigest()[:16]
+    suffix = ":keep_io" if scope == "all" else f":keep_io:{scope}"
+    key = hashlib.sha256(f"{sha256_file(src)}:fp16{suffix}".encode()).hexdigest()[:16]
     target = base.cache_dir / f"{src.stem}-fp16-{key}.onnx"
     if not target.is_file():
         from repliscope.runtimes.onnx_external import check_external_data
 
         check_external_data(src)  # before onnx.load reads the external data files
-        model16 = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+        model = onnx.load(str(src))
+        blocked: list[str] | None = None
+        if scope == "normalization":
+            norms = [n for n in model.graph.node if n.op_type in ONNX_NORMALIZATION_OPS]
+            if not norms:
+                raise NotApplicable(
+                    "the ONNX model has no normalisation node (folded into the convolutions): nothing to run in float16"
+                )
+            blocked = [n.name for n in model.graph.node if n.op_type not in ONNX_NORMALIZATION_OPS]
+        model16 = float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=blocked)
         tmp = target.with_suffix(".onnx.part")
         onnx.save(model16, str(tmp))
         tmp.replace(target)
@@ -105,7 +131,7 @@ def float16_onnxruntime_runner(base: Runner, threads: int) -> Runner:
         sha256=sha256_file(target),
         format="onnx",
         architecture=None,
-        origin=f"{base.artifact.origin} -> float16 ({target.name})",
+        origin=f"{base.artifact.origin} -> float16{'' if scope == 'all' else ' ' + scope} ({target.name})",
     )
     runner = RUNTIMES.get("onnxruntime")(artifact, threads=threads, cache_dir=base.cache_dir)
     runner.notes["float16_from"] = str(src)
@@ -116,13 +142,32 @@ def _torch_runner_cls() -> type[Runner]:
     return RUNTIMES.get("torch")
 
 
-class Float16TorchRunner(Runner):
-    """Eager torch with the module in float16 (``module.half()``); float32 in, float32 out."""
+def _torch_normalization_types() -> tuple[type, ...]:
+    import torch
+
+    return (
+        torch.nn.modules.batchnorm._NormBase,  # BatchNorm1d/2d/3d, InstanceNorm*, SyncBatchNorm
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+        torch.nn.LocalResponseNorm,
+    )
+
+
+class MixedPrecisionTorchRunner(Runner):
+    """Eager torch with the whole module (``scope="all"``: ``module.to(dtype)``, the input cast to ``dtype``) or
+    only its normalisation layers (``scope="normalization"``: each such layer's parameters and buffers in
+    ``dtype``, its input cast to ``dtype`` and its output back to float32 by hooks) in float16 / bfloat16;
+    float32 in, float32 out. ``notes["precision"]`` says which, ``notes["reduced_layers"]`` how many layers."""
 
     name = "torch"
 
-    def __init__(self, artifact: ModelArtifact, *, threads: int, cache_dir: Path) -> None:
+    def __init__(
+        self, artifact: ModelArtifact, *, threads: int, cache_dir: Path, dtype: str = "float16", scope: str = "all"
+    ) -> None:
+        if dtype not in ("float16", "bfloat16") or scope not in ("all", "normalization"):
+            raise NotApplicable(f"precision {dtype}:{scope} is not implemented")
         super().__init__(artifact, threads=threads, cache_dir=cache_dir)
+        self.dtype, self.scope = dtype, scope
         self._inner = _torch_runner_cls()(artifact, threads=threads, cache_dir=cache_dir)
 
     def framework(self) -> tuple[str, str]:
@@ -130,7 +175,7 @@ class Float16TorchRunner(Runner):
 
     @property
     def module(self) -> Any:
-        """The loaded float16 torch module (loads on first use), e.g. for tracing hooks."""
+        """The loaded reduced-precision torch module (loads on first use), e.g. for tracing hooks."""
         self.load()
         return self._inner._module  # type: ignore[attr-defined]
 
@@ -139,15 +184,35 @@ class Float16TorchRunner(Runner):
 
         self._inner.load()
         module: torch.nn.Module = self._inner._module  # type: ignore[attr-defined]
-        module.half()
+        dtype = getattr(torch, self.dtype)
+        if self.scope == "all":
+            module.to(dtype)
+            reduced = sum(1 for _ in module.modules())
+        else:
+            norms = [m for m in module.modules() if isinstance(m, _torch_normalization_types())]
+            if not norms:
+                raise NotApplicable("the model has no normalisation layer to run in reduced precision")
+            for m in norms:
+                m.to(dtype)
+                m.register_forward_pre_hook(lambda _m, args, d=dtype: tuple(a.to(d) for a in args))
+                m.register_forward_hook(lambda _m, _args, out: out.float())
+            reduced = len(norms)
         self.notes.update(self._inner.notes)
-        self.notes["precision"] = "float16"
+        self.notes["precision"] = self.dtype if self.scope == "all" else f"{self.dtype}:{self.scope}"
+        self.notes["reduced_layers"] = reduced
 
     def _infer(self, batch: np.ndarray) -> np.ndarray:
         import torch
 
         module: torch.nn.Module = self._inner._module  # type: ignore[attr-defined]
         torch.set_num_threads(self.threads)
+        x = torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float32))
+        if self.scope == "all":
+            x = x.to(getattr(torch, self.dtype))
         with torch.inference_mode():
-            out = module(torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float16)))
+            out = module(x)
         return np.asarray(out.float().numpy(), dtype=np.float32)
+
+
+Float16TorchRunner = MixedPrecisionTorchRunner
+"""The whole module in float16 (the default of :class:`MixedPrecisionTorchRunner`)."""

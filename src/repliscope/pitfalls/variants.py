@@ -205,6 +205,27 @@ def float16_inference(base: Pipeline, ctx: PitfallContext) -> Derived:
     return Derived(base, "weights and activations in float16 (inputs/outputs stay float32)", {"precision": "float16"})
 
 
+@simple_pitfall("bfloat16_inference", "the model run in bfloat16 instead of float32")
+def bfloat16_inference(base: Pipeline, ctx: PitfallContext) -> Derived:
+    if ctx.runtime != "torch":
+        raise NotApplicable(f"bfloat16 inference is implemented for torch, not {ctx.runtime}")
+    return Derived(base, "weights and activations in bfloat16 (inputs/outputs stay float32)", {"precision": "bfloat16"})
+
+
+@simple_pitfall("float16_normalization", "only the normalisation layers (batch/layer/group norm) in float16")
+def float16_normalization(base: Pipeline, ctx: PitfallContext) -> Derived:
+    if ctx.runtime not in ("torch", "onnxruntime"):
+        raise NotApplicable(f"float16 layers are implemented for torch and onnxruntime, not {ctx.runtime}")
+    return Derived(base, "normalisation layers in float16, the rest float32", {"precision": "float16:normalization"})
+
+
+@simple_pitfall("bfloat16_normalization", "only the normalisation layers (batch/layer/group norm) in bfloat16")
+def bfloat16_normalization(base: Pipeline, ctx: PitfallContext) -> Derived:
+    if ctx.runtime != "torch":
+        raise NotApplicable(f"bfloat16 layers are implemented for torch, not {ctx.runtime}")
+    return Derived(base, "normalisation layers in bfloat16, the rest float32", {"precision": "bfloat16:normalization"})
+
+
 @simple_pitfall("batch_size_1", "batch size 1 instead of the run's batch size (do predictions change?)")
 def batch_size_1(base: Pipeline, ctx: PitfallContext) -> Derived:
     if ctx.batch_size == 1:
