@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install yolo-assets segmentation-assets darknet timm-stack demo serve test test-fast lint docs bench clean
+.PHONY: install yolo-assets segmentation-assets darknet timm-stack loss-stacks demo serve test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ yolo-assets:
 # reused from the stack cache afterwards
 timm-stack: $(STAMP)
 	$(BIN)/repliscope stack create "torch==2.13.0 torchvision==0.28.0 timm==1.0.31"
+
+# the stacks of the original losses that need other pins (tests/diff/loss/originals/): tfmg_yolo (TensorFlow 2.20 +
+# the sha256-pinned official/ tree of the tf-models-official 2.20.0 wheel, read, never installed) and maskformer
+# (transformers 5.24.0 on torch 2.13.0); built once, reused from the stack cache afterwards
+loss-stacks: $(STAMP)
+	$(BIN)/repliscope stack create "tensorflow==2.20.0 tf-keras==2.20.1"
+	$(BIN)/repliscope stack create "torch==2.13.0 transformers==5.24.0"
+	$(BIN)/python -c "from repliscope.diff.loss.originals.tfmg_yolo import official_tree; print(official_tree())"
 
 # MediaPipe's selfie-segmentation models (examples/selfie-segmentation*.yaml) live inside the mediapipe 0.10.21
 # wheel, which is never installed (it wants numpy<2): the wheel is fetched once, the members extracted into the cache
