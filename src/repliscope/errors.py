@@ -112,6 +112,10 @@ class StoreError(RepliscopeError):
     """A run id is unknown or the database cannot be used."""
 
 
+class StackError(RepliscopeError):
+    """A stack spec, a stack's creation or a stack look-up failed (the message says which and why)."""
+
+
 class OpSpecError(RepliscopeError):
     """An op spec (one entry of ``preprocess``/``postprocess``) is invalid.
 

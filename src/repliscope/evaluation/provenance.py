@@ -138,13 +138,13 @@ def distribution_version(name: str) -> str | None:
 def software_stack(extra_distributions: Iterable[str] = ()) -> dict[str, Any]:
     """Python, platform, numpy, Pillow (and its JPEG/zlib libraries), the given distributions' versions,
     loaded BLAS/OpenMP libraries (threadpoolctl), the thread-related environment variables and the software
-    stack this process runs in (:func:`repliscope.stacks.current.current_stack`: key, spec, lock sha256)."""
+    stack this process runs in (:func:`repliscope.records.stack.current_stack`: key, spec, lock sha256)."""
     import numpy
     import PIL
     from PIL import features
     from threadpoolctl import threadpool_info
 
-    from repliscope.stacks.current import current_stack
+    from repliscope.records.stack import current_stack
 
     return {
         "python": platform.python_version(),

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from repliscope.errors import RepliscopeError
+from repliscope.records.stack_matrix import StackMatrix, summary_rows
 from repliscope.report.figures import _figure, _png, png_data_uri
-from repliscope.stacks.matrix import StackMatrix, summary_rows
 
 COLUMNS = [
     ("stack", "stack"),

@@ -13,14 +13,8 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from repliscope.errors import RepliscopeError
-
-CURRENT = "current"
-"""The spec (and key) of the environment this process runs in: no venv of its own."""
-
-
-class StackError(RepliscopeError):
-    """A stack spec, a stack's creation or a stack look-up failed (the message says which and why)."""
+from repliscope.errors import StackError
+from repliscope.records.stack import CURRENT
 
 
 @dataclass(frozen=True)
