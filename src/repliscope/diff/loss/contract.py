@@ -109,6 +109,7 @@ class LossSpec:
 
 
 LOSS_PROVIDERS = (
+    "repliscope.backends.darknet.loss",
     "repliscope.diff.loss.originals.tfmg_yolo",
     "repliscope.diff.loss.originals.maskformer",
 )
