@@ -24,7 +24,7 @@ REGISTRIES = {
     "IMPORTERS": ("repliscope.importers.base", 2),
     "CONVERSIONS": ("repliscope.backends", 4),
     "ONNX_MODELS": ("repliscope.backends", 1),
-    "PITFALLS": ("repliscope.pitfalls.base", 44),
+    "PITFALLS": ("repliscope.pitfalls.base", 46),
     "CANDIDATES": ("repliscope.diff.base", 6),
     "SCENARIO_LOOPS": ("repliscope.bench.scenarios", 4),
     "JOB_KINDS": ("repliscope.job_kinds", 4),

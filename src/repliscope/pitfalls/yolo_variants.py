@@ -43,7 +43,8 @@ def darknet_letterbox_stretch(base: Pipeline, ctx: PitfallContext) -> Derived:
     i = find(base, "darknet_letterbox")
     c = find_post(base, "darknet_correct_boxes")
     keep = bool(base.pre_ops[i].params.model_dump()["keep_aspect_ratio"])
-    pipeline = base.replace_pre(i, rebuild(base.pre_ops[i], keep_aspect_ratio=not keep))
+    # a stretch has no border to pad first: the letterbox the variant goes back to is Darknet's own
+    pipeline = base.replace_pre(i, rebuild(base.pre_ops[i], keep_aspect_ratio=not keep, order="resize_then_pad"))
     pipeline = pipeline.replace_post(c, rebuild_post(base.post_ops[c], letterbox=not keep))
     what = "letterbox -> stretch" if keep else "stretch -> letterbox"
     return Derived(
@@ -118,6 +119,46 @@ def yolo_anchors_other_head(base: Pipeline, ctx: PitfallContext) -> Derived:
     return Derived(
         base.replace_post(d, rebuild_post(base.post_ops[d], masks=swapped)), f"yolo_decode masks {masks} -> {swapped}"
     )
+
+
+GREY_FILL = 114 / 255
+"""The letterbox grey of the TF Model Garden's YOLO and of Ultralytics (114 in 0-255), in Darknet's [0, 1] units."""
+DARKNET_FILL = 0.5
+"""``letterbox_image``'s border: ``fill_image(boxed, .5)``."""
+
+
+@yolo_pitfall(
+    "darknet_letterbox_fill_114",
+    "letterbox border 0.5 (Darknet's fill_image .5) <-> 114/255 (the Model Garden's and Ultralytics' grey)",
+)
+def darknet_letterbox_fill_114(base: Pipeline, ctx: PitfallContext) -> Derived:
+    i = find(base, "darknet_letterbox")
+    params = base.pre_ops[i].params.model_dump()
+    if not params["keep_aspect_ratio"]:
+        raise NotApplicable("darknet_letterbox stretches (keep_aspect_ratio false): there is no border")
+    old = params["fill"]
+    if old not in (DARKNET_FILL, GREY_FILL):
+        raise NotApplicable(f"darknet_letterbox fill is {old}, neither Darknet's {DARKNET_FILL} nor 114/255")
+    new = GREY_FILL if old == DARKNET_FILL else DARKNET_FILL
+    return Derived(
+        base.replace_pre(i, rebuild(base.pre_ops[i], fill=new)),
+        f"darknet_letterbox fill {old:g} -> {new:.6g}" + (" (114/255)" if new == GREY_FILL else ""),
+    )
+
+
+@yolo_pitfall(
+    "darknet_letterbox_pad_then_resize",
+    "letterbox_image (resize, then embed in the border) <-> pad the source to the network's aspect ratio, then "
+    "resize the padded canvas (boxes still undone as Darknet's letterbox)",
+)
+def darknet_letterbox_pad_then_resize(base: Pipeline, ctx: PitfallContext) -> Derived:
+    i = find(base, "darknet_letterbox")
+    params = base.pre_ops[i].params.model_dump()
+    if not params["keep_aspect_ratio"]:
+        raise NotApplicable("darknet_letterbox stretches (keep_aspect_ratio false): nothing is padded")
+    old = params["order"]
+    new = "pad_then_resize" if old == "resize_then_pad" else "resize_then_pad"
+    return Derived(base.replace_pre(i, rebuild(base.pre_ops[i], order=new)), f"darknet_letterbox order {old} -> {new}")
 
 
 OTHER_INPUT_SIZE = 608

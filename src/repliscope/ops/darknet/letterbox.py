@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field
@@ -10,6 +10,7 @@ from pydantic import Field
 from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
 from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
+from repliscope.ops.limits import check_output_pixels
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -66,6 +67,11 @@ class DarknetLetterboxParams(OpParams):
     """True: ``letterbox_image`` (pjreddie's ``detector test/valid``); false: ``resize_image`` straight to
     ``size`` (a stretch, no border: what AlexeyAB's fork and many ports do; pair it with
     ``darknet_correct_boxes letterbox: false``)."""
+    order: Literal["resize_then_pad", "pad_then_resize"] = "resize_then_pad"
+    """With ``keep_aspect_ratio``: ``resize_then_pad`` is ``letterbox_image`` (resize the image, embed it in the
+    border); ``pad_then_resize`` pads the SOURCE image with ``fill`` to the network's aspect ratio first and
+    resizes that canvas with ``resize_image`` (what ports that pad to a square before resizing do). Optional,
+    recorded either way; ``resize_then_pad`` is Darknet's own."""
 
 
 @OPS.register("darknet_letterbox")
@@ -77,11 +83,28 @@ class DarknetLetterbox(PreOp):
     In: float32 HWC or CHW (Darknet: RGB in [0, 1], ``load_image_color``'s ``x / 255.``). Out: same layout,
     float32, exactly ``size``. Geometry: scale (new_h / H, new_w / W), offset (top, left); the ops that undo it
     for Darknet's boxes are ``darknet_correct_boxes`` (``correct_yolo_boxes``).
+
+    ``order: pad_then_resize`` (with ``keep_aspect_ratio``) instead pads the H x W source with ``fill`` to a
+    canvas of the network's aspect ratio — ``W`` x ``round(W * net_h / net_w)`` when the image is relatively
+    wider (``W * net_h > H * net_w``), else ``round(H * net_w / net_h)`` x ``H`` (Python round) — with the image
+    at ``((canvas_h - H) // 2, (canvas_w - W) // 2)``, then ``resize_image`` s the canvas to the network size:
+    the border is resampled with the image (its edge pixels mix image and fill) and the content lands up to a
+    network pixel from where ``letterbox_image`` puts it. Geometry: offset (top, left), then scale
+    (net_h / canvas_h, net_w / canvas_w).
     """
 
     name = "darknet_letterbox"
     Params = DarknetLetterboxParams
     params: DarknetLetterboxParams
+
+    def __init__(self, params: DarknetLetterboxParams) -> None:
+        super().__init__(params)
+        if params.order == "pad_then_resize" and not params.keep_aspect_ratio:
+            raise OpSpecError(
+                "order",
+                "pad_then_resize only applies with keep_aspect_ratio: true (a stretch has no border); remove it",
+                ["resize_then_pad", "pad_then_resize"],
+            )
 
     def library(self) -> tuple[str, str]:
         return "darknet (numpy port of image.c letterbox_image/resize_image)", np.__version__
@@ -102,6 +125,8 @@ class DarknetLetterbox(PreOp):
         height, width = spatial_size(item)
         net_h, net_w = self.params.size
         keep = self.params.keep_aspect_ratio
+        if keep and self.params.order == "pad_then_resize":
+            return self._pad_then_resize(item, height, width)
         new_w, new_h = letterbox_size(width, height, net_w, net_h) if keep else (net_w, net_h)
         chw = item.data if item.layout == "CHW" else np.transpose(item.data, (2, 0, 1))
         resized = resize_image(chw, new_w, new_h)
@@ -113,5 +138,26 @@ class DarknetLetterbox(PreOp):
             None
             if item.geometry is None
             else item.geometry.then((new_h / height, new_w / width), (float(top), float(left)))
+        )
+        return item.with_data(out, geometry=geometry)
+
+    def _pad_then_resize(self, item: Item, height: int, width: int) -> Item:
+        """``order: pad_then_resize``: the source padded to the network's aspect ratio, then ``resize_image``."""
+        net_h, net_w = self.params.size
+        if width * net_h > height * net_w:
+            canvas_h, canvas_w = round(width * net_h / net_w), width
+        else:
+            canvas_h, canvas_w = height, round(height * net_w / net_h)
+        check_output_pixels(canvas_h, canvas_w, self.name)
+        top, left = (canvas_h - height) // 2, (canvas_w - width) // 2
+        chw = item.data if item.layout == "CHW" else np.transpose(item.data, (2, 0, 1))
+        canvas = np.full((chw.shape[0], canvas_h, canvas_w), np.float32(self.params.fill), np.float32)
+        canvas[:, top : top + height, left : left + width] = chw
+        resized = resize_image(canvas, net_w, net_h)
+        out = resized if item.layout == "CHW" else np.ascontiguousarray(np.transpose(resized, (1, 2, 0)))
+        geometry = (
+            None
+            if item.geometry is None
+            else item.geometry.then((1.0, 1.0), (float(top), float(left))).then((net_h / canvas_h, net_w / canvas_w))
         )
         return item.with_data(out, geometry=geometry)
