@@ -11,54 +11,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from repliscope.evaluation.record import ManifestInfo, MetricValue
+from repliscope.metrics.paired import PairedStats
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class PairedStats(_Model):
-    """A variant against the reference on the samples BOTH evaluated successfully (``n``, the paired n).
-
-    Every number here is over those ``n`` samples only: a sample that failed in one of the two is in
-    ``failed_only_reference`` / ``failed_only_variant`` and in no statistic, so the paired delta can differ from
-    the difference of the two top-1 values (each over its own evaluated samples).
-    ``b``: reference correct, variant wrong; ``c``: reference wrong, variant correct (McNemar's discordant
-    pairs); ``mcnemar_p``: exact two-sided binomial test on b vs c (None without labels).
-    ``agreement``: fraction of samples with the same top-1; ``flipped``: how many differ.
-    ``mean_kl``: mean KL(reference || variant) of the output distributions, in nats.
-    ``n_labelled``: labelled paired samples, the denominator of ``ref_top1`` / ``var_top1`` (top-1 of each on
-    them) and of ``delta_top1 = var_top1 - ref_top1`` (likewise top-5).
-    Sweeps stored before these counts existed read them as 0 / None.
-    """
-
-    n: int
-    agreement: float
-    flipped: int
-    mean_kl: float
-    max_abs_prob_diff: float
-    b: int | None = None
-    c: int | None = None
-    mcnemar_p: float | None = None
-    delta_top1: float | None = None
-    delta_top5: float | None = None
-    n_labelled: int | None = None
-    ref_top1: float | None = None
-    var_top1: float | None = None
-    failed_only_reference: int = 0
-    failed_only_variant: int = 0
-
-    @property
-    def same_samples(self) -> bool:
-        """Did the reference and the variant evaluate exactly the same samples?"""
-        return self.failed_only_reference == 0 and self.failed_only_variant == 0
-
-    def pairing_note(self) -> str:
-        """Why the paired numbers can be over fewer samples than each side's own top-1."""
-        return (
-            f"paired on the {self.n} samples both evaluated ({self.failed_only_variant} failed only in the "
-            f"variant, {self.failed_only_reference} only in the reference)"
-        )
 
 
 class VariantOutcome(_Model):

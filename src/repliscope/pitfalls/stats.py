@@ -1,93 +1,9 @@
-"""Paired statistics of a variant against the reference on the samples both evaluated."""
+"""Paired statistics of a variant against the reference on the samples both evaluated.
 
-from __future__ import annotations
+Defined in :mod:`repliscope.metrics.paired` (the classification task computes them too); handed on here for the
+sweep.
+"""
 
-from collections.abc import Sequence
+from repliscope.metrics.paired import kl_divergence, paired_predictions, paired_stats
 
-import numpy as np
-
-from repliscope.evaluation.record import SamplePrediction
-from repliscope.metrics.intervals import mcnemar_exact_p
-from repliscope.pitfalls.result import PairedStats
-
-_EPS = 1e-12
-
-
-def kl_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """KL(p || q) per row in nats, >= 0; p, q: (N, C) probabilities. Rows are clipped at 1e-12 (zeros stay
-    finite) and renormalised in float64, so float32 rounding cannot make the divergence negative."""
-    p64 = np.clip(p.astype(np.float64), _EPS, None)
-    q64 = np.clip(q.astype(np.float64), _EPS, None)
-    p64 /= p64.sum(axis=1, keepdims=True)
-    q64 /= q64.sum(axis=1, keepdims=True)
-    return np.maximum(np.sum(p64 * (np.log(p64) - np.log(q64)), axis=1), 0.0)
-
-
-def paired_stats(
-    ref_top1: np.ndarray,
-    var_top1: np.ndarray,
-    labels: np.ndarray | None,
-    kl: np.ndarray,
-    max_abs_prob_diff: float,
-    ref_top5_hits: np.ndarray | None = None,
-    var_top5_hits: np.ndarray | None = None,
-) -> PairedStats:
-    """``ref_top1`` / ``var_top1``: (n,) int predictions on the samples both evaluated; ``labels``: (n,) with
-    -1 for unlabelled, or None; ``kl``: (n,) per-sample KL(reference || variant)."""
-    n = int(ref_top1.shape[0])
-    same = ref_top1 == var_top1
-    stats = PairedStats(
-        n=n,
-        agreement=float(same.mean()) if n else 0.0,
-        flipped=int((~same).sum()),
-        mean_kl=float(kl.mean()) if n else 0.0,
-        max_abs_prob_diff=max_abs_prob_diff,
-    )
-    if labels is not None and n:
-        known = labels >= 0
-        if known.any():
-            ref_ok = (ref_top1 == labels) & known
-            var_ok = (var_top1 == labels) & known
-            b = int((ref_ok & ~var_ok).sum())
-            c = int((~ref_ok & var_ok & known).sum())
-            m = int(known.sum())
-            stats.b, stats.c, stats.mcnemar_p = b, c, mcnemar_exact_p(b, c)
-            stats.n_labelled = m
-            stats.ref_top1, stats.var_top1 = int(ref_ok.sum()) / m, int(var_ok.sum()) / m
-            stats.delta_top1 = (int(var_ok.sum()) - int(ref_ok.sum())) / m
-            if ref_top5_hits is not None and var_top5_hits is not None:
-                stats.delta_top5 = (int((var_top5_hits & known).sum()) - int((ref_top5_hits & known).sum())) / m
-    return stats
-
-
-def paired_predictions(
-    ref: Sequence[SamplePrediction],
-    var: Sequence[SamplePrediction],
-    kl: Sequence[float] | np.ndarray,
-    max_abs_prob_diff: float,
-) -> PairedStats | None:
-    """Paired statistics of ``var`` against ``ref`` (same samples, same order) on the samples BOTH evaluated.
-
-    ``kl``: per-sample KL(reference || variant) of exactly those samples, in order. Samples that failed in one
-    of the two are counted in ``failed_only_*`` and left out of every statistic. None when no sample was
-    evaluated by both.
-    """
-    if len(ref) != len(var) or any(a.sample_id != b.sample_id for a, b in zip(ref, var, strict=True)):
-        raise ValueError("paired statistics need the same samples in the same order")
-    both = [(a, b) for a, b in zip(ref, var, strict=True) if a.error is None and b.error is None]
-    kl_arr = np.asarray(kl, dtype=np.float64)
-    if kl_arr.shape != (len(both),):
-        raise ValueError(f"{kl_arr.shape[0] if kl_arr.ndim else 0} KL values for {len(both)} paired samples")
-    if not both:
-        return None
-    ref_top1 = np.array([a.topk_indices[0] for a, _ in both])
-    var_top1 = np.array([b.topk_indices[0] for _, b in both])
-    labels = np.array([a.label if a.label is not None else -1 for a, _ in both])
-    top5_a = np.array([a.label in a.topk_indices[:5] for a, _ in both])
-    top5_b = np.array([b.label in b.topk_indices[:5] for _, b in both])
-    stats = paired_stats(
-        ref_top1, var_top1, labels if (labels >= 0).any() else None, kl_arr, max_abs_prob_diff, top5_a, top5_b
-    )
-    stats.failed_only_reference = sum(1 for a, b in zip(ref, var, strict=True) if a.error and b.error is None)
-    stats.failed_only_variant = sum(1 for a, b in zip(ref, var, strict=True) if b.error and a.error is None)
-    return stats
+__all__ = ["kl_divergence", "paired_predictions", "paired_stats"]

@@ -137,12 +137,12 @@ class ImageClassification(Task):
     def paired(
         self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction], dataset: Dataset | None = None
     ) -> dict[str, Any] | None:
-        """:func:`repliscope.pitfalls.stats.paired_predictions` on records (same samples, same order) as a dict:
+        """:func:`repliscope.metrics.paired.paired_predictions` on records (same samples, same order) as a dict:
         ``n``, ``agreement``, ``flipped``, McNemar ``b``/``c``/``mcnemar_p``, ``ref_top1``/``var_top1``/
         ``delta_top1``/``delta_top5`` over ``n_labelled``, ``failed_only_*``. Records keep only the top-k, so
         the distribution statistics of a sweep are replaced by ``max_abs_top1_prob_diff`` (|p_ref - p_var| of
         the reference's top-1 class when both kept it) and ``mean_kl`` / ``max_abs_prob_diff`` are left out."""
-        from repliscope.pitfalls.stats import paired_predictions
+        from repliscope.metrics.paired import paired_predictions
 
         both = [(a, b) for a, b in zip(reference, variant, strict=True) if a.error is None and b.error is None]
         stats = paired_predictions(reference, variant, np.zeros(len(both)), 0.0)

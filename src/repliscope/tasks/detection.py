@@ -230,9 +230,9 @@ class ObjectDetection(Task):
         self, reference: Sequence[SamplePrediction], variant: Sequence[SamplePrediction], dataset: Dataset | None
     ) -> dict[str, Any] | None:
         """Unit evaluation of ``variant`` against ``reference``'s detections
-        (:func:`repliscope.units.detection_paired`: matched fraction, IoU, offsets); None when no sample was
-        evaluated by both."""
-        from repliscope.units import detection_paired
+        (:func:`repliscope.metrics.detection_paired.detection_paired`: matched fraction, IoU, offsets); None when
+        no sample was evaluated by both."""
+        from repliscope.metrics.detection_paired import detection_paired
 
         if not any(a.error is None and b.error is None for a, b in zip(reference, variant, strict=True)):
             return None
