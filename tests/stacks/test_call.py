@@ -221,3 +221,40 @@ def test_the_originals_run_in_their_stacks_not_here() -> None:
     assert not in_stack(LOSSES.get("maskformer"))
     assert LOSSES.get("tfmg_yolo").stack == "tensorflow==2.20.0 tf-keras==2.20.1"
     assert LOSSES.get("maskformer").stack == "torch==2.13.0 transformers==5.24.0"
+
+
+def test_an_existing_stack_of_the_spec_is_used_without_resolving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_loss looks the stack up by its spec (a pip resolution takes ~10 s per call); the child here is a
+    stand-in interpreter that fails, naming the stack it was found in."""
+    import json
+
+    from repliscope.stacks import store
+    from repliscope.stacks.call import run_loss
+
+    folder = tmp_path / "stacks" / "abcdef123456"
+    (folder / "venv" / "bin").mkdir(parents=True)
+    python = _script(tmp_path, "echo 'in the stand-in stack' >&2\nexit 3\n")
+    (folder / "venv" / "bin" / "python").symlink_to(python)
+    (folder / "stack.json").write_text(
+        json.dumps(
+            {
+                "key": "abcdef123456",
+                "spec": "torch==2.13.0 transformers==5.24.0",
+                "lock_sha256": "0" * 64,
+                "python": "3.11.7",
+                "created_at": "2026-11-29T00:00:00Z",
+            }
+        ),
+        encoding="utf-8",
+    )
+
+    def no_resolution(*args: object, **kwargs: object) -> None:
+        raise AssertionError("create_stack was called: the existing stack was not found")
+
+    monkeypatch.setattr(store, "create_stack", no_resolution)
+    with pytest.raises(LossCallError) as err:
+        run_loss("maskformer", _mask_inputs(), cache_dir=tmp_path)
+    assert str(err.value).startswith("loss 'maskformer' in stack abcdef123456 failed (exit 3 after ")
+    assert str(err.value).splitlines()[-1] == "in the stand-in stack"

@@ -248,16 +248,19 @@ def run_loss(
     cache_dir: Path | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> LossResult:
-    """The registered loss ``name_or_spec`` on ``inputs``: here when :func:`in_stack`, else in its stack (created
-    on demand; ``on_line`` gets the stack build's lines). LossCallError naming the loss and the stack when the
-    child fails, exceeds ``timeout`` seconds or returns something unreadable."""
+    """The registered loss ``name_or_spec`` on ``inputs``: here when :func:`in_stack`, else in its stack (an
+    existing stack of that spec, else created; ``on_line`` gets the stack build's lines). LossCallError naming the
+    loss and the stack when the child fails, exceeds ``timeout`` seconds or returns something unreadable."""
     spec = _spec(name_or_spec)
     if in_stack(spec):
         return call_here(spec, inputs, cache_dir)
-    from repliscope.stacks.store import create_stack
+    from repliscope.stacks.store import create_stack, get_stack
 
     assert spec.stack is not None
-    stack = create_stack(spec.stack, on_line=on_line, cache_dir=cache_dir)
+    try:  # an existing stack of this exact spec: no resolution (pip's dry run takes ~10 s)
+        stack = get_stack(spec.stack, cache_dir)
+    except StackError:
+        stack = create_stack(spec.stack, on_line=on_line, cache_dir=cache_dir)
     return call_in_stack(spec, inputs, stack.python_executable, stack.key, timeout=timeout, cache_dir=cache_dir)
 
 
