@@ -6,7 +6,7 @@ Register with ``register(app)``. Forms::
     repliscope diff MANIFEST --runtimes torch onnxruntime [--dataset foolbox_imagenet] [--json]
     repliscope diff MANIFEST [--runtimes torch onnxruntime] --layers [--mode golden|carried|both] [--batch 8]
                     [--plot out.png] [--json]
-    repliscope diff MANIFEST --candidate X [--candidate-format onnx|tflite|savedmodel|keras|torch]
+    repliscope diff MANIFEST --candidate X [--candidate-format onnx|tflite|savedmodel|keras|tf_keras|torch|callable]
                     [--mapping FILE] [--save-mapping FILE] ...
     repliscope diff MANIFEST --runtimes onnxruntime opencv_dnn --layers [--opencv-engine new|classic]
                     (node by node on the ONNX graph(s) the runtimes run: repliscope.diff.layers.runtime_layers)
@@ -56,19 +56,24 @@ def diff(
     candidate: Annotated[
         str | None,
         typer.Option(
-            help="A re-implementation to compare layer by layer: a .onnx, .tflite or .keras file, a TensorFlow "
-            "SavedModel folder, a Keras port folder, or a torch factory module:function."
+            help="A re-implementation to compare layer by layer: a .onnx, .tflite, .keras or tf_keras .h5 file, a "
+            "TensorFlow SavedModel folder, a Keras port folder, a torch factory module:function, or (darknet "
+            "manifests) a callable FILE.py:NAME returning named tensors."
         ),
     ] = None,
     candidate_format: Annotated[
         str | None,
         typer.Option(
-            help="Force the candidate format: onnx | tflite | savedmodel | keras | torch (default: detected)."
+            help="Force the candidate format: onnx | tflite | savedmodel | keras | tf_keras | torch | callable "
+            "(default: detected)."
         ),
     ] = None,
     mapping: Annotated[
         Path | None,
-        typer.Option(help="YAML 'reference_path: candidate_unit' pairing layers (default: by name, else proposed)."),
+        typer.Option(
+            help="YAML 'reference_path: candidate_unit' pairing layers (default: by name, else proposed); for a "
+            "darknet manifest also 'layer: {unit, activation, layout, scale}'."
+        ),
     ] = None,
     save_mapping: Annotated[
         Path | None,
@@ -114,7 +119,7 @@ def diff(
     ] = "shared",
     seeds: Annotated[int, typer.Option(min=1, help="--augment: random draws (seeds 1..N) per image.")] = 4,
     limit: Annotated[
-        int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline, --augment).")
+        int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline, --augment, --loss).")
     ] = None,
     model_effect: Annotated[
         bool,
@@ -132,9 +137,26 @@ def diff(
     store_result: Annotated[
         bool, typer.Option("--store/--no-store", help="Keep the diff in the run store (--db), as evaluate keeps runs.")
     ] = True,
+    loss: Annotated[
+        str | None,
+        typer.Option(
+            "--loss",
+            help="Your re-implemented loss against the original's on the same outputs and targets: FILE.py:NAME or "
+            "module:NAME (docs: guides/loss-diff).",
+        ),
+    ] = None,
+    original: Annotated[str, typer.Option(help="--loss: the registered original loss.")] = "darknet_yolo",
+    random_seed: Annotated[
+        int | None, typer.Option("--random", help="--loss: seeded random outputs and boxes instead of a dataset.")
+    ] = None,
 ) -> None:
     """Compare two runs, two runtimes, a candidate implementation with the torch reference, or your own
     pre-processing with the manifest's (--pipeline)."""
+    if loss is not None:
+        from repliscope.cli.loss_diff_cmd import LossOptions, run_loss_diff_cli
+
+        loss_opts = (loss, original, dataset, limit, random_seed, tolerance_k, threads, db, store_result, as_json)
+        return run_loss_diff_cli(target, LossOptions(*loss_opts))
     if augment is not None:
         from repliscope.cli.augment_diff_cmd import AugmentOptions, run_augment_diff
 

@@ -108,5 +108,10 @@ def _print(kind: str, result: dict) -> None:
         from repliscope.diff.augment.driver import AugmentDiffResult
 
         print_augment_diff(AugmentDiffResult.model_validate(result))
-    else:  # loss, gradient, training-step diffs: the stored result as it is
+    elif kind == "loss_diff":
+        from repliscope.cli.loss_diff_cmd import print_loss_diff
+        from repliscope.diff.loss.driver import LossDiffResult
+
+        print_loss_diff(LossDiffResult.model_validate(result))
+    else:  # gradient, training-step diffs: the stored result as it is
         console.print_json(data=result)

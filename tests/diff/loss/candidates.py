@@ -268,3 +268,8 @@ def wrong_gradient_shape(inputs: LossInputs) -> LossResult:
     name = next(iter(result.gradients))
     result.gradients[name] = result.gradients[name][:, :-1]
     return result
+
+
+mean_reduction = YoloV3Torch(reduction="mean")
+"""``module:NAME`` of a one-mistake candidate for the CLI tests."""
+not_callable = 42
