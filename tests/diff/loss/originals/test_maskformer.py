@@ -210,3 +210,78 @@ def test_each_one_mistake_port_diverges_where_its_mistake_is(
     assert (_pairs(port) != _pairs(original)) is matching_changes
     if matching_changes:  # 003's mistake: the padded zeros took rows 0..6, the targets got what was left
         assert _pairs(port) == [{(7, 0), (8, 2), (9, 1)}, {(9, 0)}]
+
+
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
+@pytest.mark.timeout(1800)
+def test_the_numpy_form_the_pitfalls_vary_is_the_original(original: LossResult) -> None:
+    from repliscope.diff.loss.originals.maskformer_pitfalls import MASKFORMER, form_values
+
+    values = form_values(_inputs(), MASKFORMER)
+    assert values["total"] == pytest.approx(original.total, rel=1e-5)
+    for key, value in original.components.items():
+        assert values[key] == pytest.approx(value, rel=1e-5), key
+
+
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(
+    ("candidate", "pitfall", "change", "first"),
+    [
+        (tfc.square_zero_padded, "square_matcher_zero_padding", "square cost padded with 0, greedy matcher", "loss_ce"),
+        (tfc.no_object_weight_one, "no_object_weight", "no-object weight 1", "loss_ce"),
+        (tfc.dice_unsmoothed, "dice_smoothing", "dice smoothing 0", "loss_dice"),
+        (
+            tfc.padded_pixels_counted,
+            "padded_pixels_not_masked",
+            "8 padded pixels at the bottom and right counted",
+            "loss_mask",
+        ),
+    ],
+    ids=["square-padded-with-0", "no-object-weight-1", "dice-unsmoothed", "padded-pixels-counted"],
+)
+def test_the_loss_diff_names_each_mistake(
+    original: LossResult, candidate: Callable[[LossInputs], LossResult], pitfall: str, change: str, first: str
+) -> None:
+    from repliscope.diff.loss.driver import run_loss_diff
+
+    result = run_loss_diff(
+        _inputs(), LOSSES.get("maskformer"), lambda _: original, candidate.__name__, candidate, source="random"
+    )
+    assert not result.passed and result.first_divergent == first
+    assert result.diagnosis is not None
+    assert (result.diagnosis.verdict, result.diagnosis.pitfall, result.diagnosis.change) == (
+        "explained",
+        pitfall,
+        change,
+    )
+    assert result.diagnosis.residual is not None and result.diagnosis.residual < 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
+@pytest.mark.timeout(1800)
+def test_the_faithful_port_passes_the_loss_diff_against_the_stack() -> None:
+    """The whole path: the original through repliscope.stacks.call (its stack), the port here."""
+    import functools
+
+    from repliscope.diff.loss.driver import run_loss_diff
+    from repliscope.stacks.call import run_loss
+
+    spec = LOSSES.get("maskformer")
+    result = run_loss_diff(
+        _inputs(),
+        spec,
+        functools.partial(run_loss, spec, cache_dir=REAL_CACHE),
+        "correct",
+        tfc.correct,
+        source="random",
+    )
+    assert result.passed and result.first_divergent is None
+    assert result.diagnosis is not None and result.diagnosis.verdict == "match"
+    assert result.matching is not None and all(row.passed for row in result.matching)
