@@ -39,7 +39,9 @@ class LossPitfall:
     values: Callable[[LossInputs, Any], Mapping[str, float]]
 
 
-LOSS_PITFALLS: Registry[LossPitfall] = Registry("loss pitfall")
+LOSS_PITFALLS: Registry[LossPitfall] = Registry(
+    "loss pitfall", providers=("repliscope.diff.loss.originals.maskformer_pitfalls",)
+)
 
 
 def _yolo_values(inputs: LossInputs, form: YoloForm) -> dict[str, float]:
