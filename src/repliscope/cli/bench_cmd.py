@@ -11,6 +11,7 @@ from typer.core import TyperCommand
 
 from repliscope.backends import runtime_names
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.label_rules import label_rule_choices
 from repliscope.errors import RepliscopeError
 from repliscope.manifest.schema import SCENARIOS
 
@@ -168,7 +169,7 @@ def bench(
     label_rule: Annotated[
         str | None,
         typer.Option(
-            help="imagenet_wnid | filename_index | subfolders | csv | none "
+            help=f"{label_rule_choices(labels_csv=False)} "
             "(default: detected; labels do not change timings, use "
             "'none' for an unlabelled folder)."
         ),

@@ -10,6 +10,7 @@ import typer
 
 from repliscope.backends import runtime_names
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.label_rules import label_rule_choices
 from repliscope.cli.lazy_group import LazyGroup
 from repliscope.cli.output import console, print_record, print_table, sample_progress
 from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
@@ -67,9 +68,7 @@ RuntimeOption = Annotated[
 ]
 LabelRuleOption = Annotated[
     str | None,
-    typer.Option(
-        help="imagenet_wnid | filename_index | subfolders | csv | none (default: detected, and recorded as detected)"
-    ),
+    typer.Option(help=f"{label_rule_choices(labels_csv=True)} (default: detected, and recorded as detected)"),
 ]
 LabelsCsvOption = Annotated[Path | None, typer.Option(help="CSV 'filename,label' for --label-rule csv.")]
 AsOption = Annotated[

@@ -17,6 +17,7 @@ from repliscope.cli.cluster_cmd import (
     cluster_security,
 )
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.label_rules import label_rule_choices
 from repliscope.errors import RepliscopeError
 
 stack_app = typer.Typer(
@@ -128,7 +129,7 @@ def stacks(
     runtime: Annotated[str | None, typer.Option(help="Default: the manifest's native runtime.")] = None,
     dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
     label_rule: Annotated[
-        str | None, typer.Option(help="imagenet_wnid | filename_index | subfolders | none (default: detected).")
+        str | None, typer.Option(help=f"{label_rule_choices(labels_csv=False)} (default: detected).")
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N samples (sorted order).")] = None,
     threads: Annotated[int, typer.Option(min=1, help="Runtime threads of every run.")] = 1,
