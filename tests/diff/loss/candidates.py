@@ -88,6 +88,8 @@ def yolov3_numpy(inputs: LossInputs) -> LossResult:
     comps: dict[str, float] = {}
     grads: dict[str, np.ndarray] = {}
     per_image = [0.0] * len(inputs.targets)
+    matching: list[list[tuple[int, int, float]]] = [[] for _ in inputs.targets]
+    offset = 0
     for name, mask, classes in _layers(inputs):
         raw = inputs.outputs[name].astype(np.float64)
         n_img, ch, h, w = raw.shape
@@ -97,7 +99,8 @@ def yolov3_numpy(inputs: LossInputs) -> LossResult:
         for n, tg in enumerate(inputs.targets):
             r = raw[n].reshape(a_n, 5 + classes, h, w)
             p = _sig(r)
-            cells, best, _ = _assignment(raw[n], tg.boxes.astype(np.float64), tg.classes, mask, cfg)
+            cells, best, pairs = _assignment(raw[n], tg.boxes.astype(np.float64), tg.classes, mask, cfg)
+            matching[n] += [(offset + a * h * w + j * w + i, t, cost) for (a, j, i), t, cost in pairs]
             neg = (best <= cfg["ignore_thresh"]).copy()
             for key in cells:
                 neg[key] = False
@@ -126,8 +129,10 @@ def yolov3_numpy(inputs: LossInputs) -> LossResult:
                 image += box + obj + cls
             per_image[n] += image
         grads[name] = grad.reshape(n_img, ch, h, w).astype(np.float32)
+        offset += a_n * h * w
         comps.update({f"{name}/{k}": v for k, v in parts.items()})
-    return LossResult(sum(comps.values()), comps, grads, None, tuple(per_image), ("numpy, gradient by hand",))
+    pairs_out = tuple(tuple(m) for m in matching)
+    return LossResult(sum(comps.values()), comps, grads, pairs_out, tuple(per_image), ("numpy, gradient by hand",))
 
 
 @dataclass(frozen=True)

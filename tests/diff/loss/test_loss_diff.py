@@ -67,6 +67,9 @@ def test_a_faithful_candidate_passes_everything(inputs: LossInputs, name: str) -
     assert all(g.passed and g.max_abs <= g.tolerance for g in result.gradients)  # type: ignore[attr-defined]
     assert result.total.abs_error < 1e-9 * result.total.original  # type: ignore[attr-defined]
     assert result.diagnosis.verdict == "match"  # type: ignore[attr-defined]
+    if name == "numpy":  # the same (prediction, target) pairs as libdarknet's assignment, with the same costs
+        assert result.matching is not None and all(m.passed for m in result.matching)  # type: ignore[attr-defined]
+        assert [m.pairs for m in result.matching] == [3, 2]  # type: ignore[attr-defined]
     if name == "torch":  # torch reports no matching: said, not guessed
         assert result.matching is None and "the candidate reports none" in result.matching_note  # type: ignore[attr-defined]
 

@@ -1,5 +1,6 @@
-"""``/api/v1/diffs``: the stored diffs (task-level, layer-level and pipeline diffs, as ``repliscope diff --json``
-prints them): a page of summaries, one diff, and its figure (a pipeline diff's heatmap panels, PNG)."""
+"""``/api/v1/diffs``: the stored diffs (task-level, layer-level, pipeline, augmentation, loss, gradient and
+training-step diffs, as ``repliscope diff --json`` prints them): a page of summaries, one diff, and its figure (a
+pipeline diff's heatmap panels, PNG)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from repliscope.service.routers.common import MAX_PAGE, UtcDatetime, store_error
 
 router = APIRouter(prefix="/diffs", tags=["diffs"], responses=ERROR_RESPONSES)
 
-Kind = Literal["task_diff", "layer_diff", "pipeline_diff"]
+Kind = Literal[
+    "task_diff", "layer_diff", "pipeline_diff", "augmentation_diff", "loss_diff", "gradient_diff", "training_step_diff"
+]
+"""Every stored kind (:data:`repliscope.store.diffs.DIFF_KINDS`; a test checks they are the same)."""
 MAX_PAGE_SIZE = 500
 _QUERY_PARAMS = frozenset({"kind", "model", "page", "page_size"})
 

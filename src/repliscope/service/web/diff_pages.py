@@ -1,6 +1,7 @@
 """The web UI's diff pages: ``/diffs`` (the stored diffs, newest first) and ``/diffs/{id}`` (one diff: a pipeline
 diff's verdict, diagnosis, stages, timing and heatmaps; a layer diff's per-layer error chart and first divergence;
-a task diff's agreement, McNemar and flipped samples), ``/diffs/{id}/figure.png`` (the stored figure). Signed-in
+a task diff's agreement, McNemar and flipped samples; a loss diff's per-component table, gradient errors, matching
+table and named loss pitfall, ``diff_loss.html``), ``/diffs/{id}/figure.png`` (the stored figure). Signed-in
 viewers only (the pages' :data:`~repliscope.service.web.routes.SignedIn` dependency)."""
 
 from __future__ import annotations
