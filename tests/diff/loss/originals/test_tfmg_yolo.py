@@ -52,9 +52,9 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def _inputs() -> LossInputs:
     """Two images, four truths over both layers; image 0 has two planted predictions on its first truth's cell:
-    anchor 0 of yolo_16 predicts that truth's box with a high class probability (ignored by the Model Garden), and
-    anchor 1 predicts it with every class probability below 0.25 (not ignored by the Model Garden: Darknet ignores
-    both)."""
+    anchor 0 of yolo_16 predicts that truth's box (IoU 0.95) with a high class probability (ignored by the Model
+    Garden), and anchor 1 predicts it with every class probability below 0.25 (not ignored by the Model Garden:
+    Darknet ignores both)."""
     rng = np.random.default_rng(34)
     outputs = {name: rng.normal(0.0, 1.0, (2, 3 * STRIDE, g, g)).astype(np.float32) for name, g in GRIDS.items()}
     boxes_a = np.array([[0.5, 0.5, 0.62, 0.7], [0.23, 0.31, 0.06, 0.08], [0.71, 0.66, 0.2, 0.18]], np.float32)
@@ -64,7 +64,7 @@ def _inputs() -> LossInputs:
         aw, ah = ANCHORS[MASK["yolo_16"][anchor]]
         o[0, _ch(anchor, 0), 6, 6] = 0.0  # sigmoid 0.5: centre (6.5 / 13) = 0.5
         o[0, _ch(anchor, 1), 6, 6] = 0.0
-        o[0, _ch(anchor, 2), 6, 6] = np.log(0.62 * 416 / aw)
+        o[0, _ch(anchor, 2), 6, 6] = np.log(0.62 * 416 / aw) + 0.05  # IoU 0.95: above ignore_thresh, below 1
         o[0, _ch(anchor, 3), 6, 6] = np.log(0.7 * 416 / ah)
         o[0, _ch(anchor, 5) : _ch(anchor, 5) + CLASSES, 6, 6] = class_logit
     return LossInputs(
@@ -308,7 +308,7 @@ def test_the_ignore_search_counts_only_predictions_with_a_class_above_a_quarter(
     grad = original.gradients["yolo_16"]
     # anchor 0 predicts the truth with class probability 0.98: ignored, no objectness gradient (as Darknet)
     assert grad[0, _ch(0, 4), 6, 6] == 0.0
-    # anchor 1 predicts it as well (IoU 1) with every class below 0.25: the Model Garden still pushes its
+    # anchor 1 predicts it as well (IoU 0.95) with every class below 0.25: the Model Garden still pushes its
     # objectness down (d/d obj = sigmoid(obj) / batch); Darknet's delta there is 0 (the named difference)
     assert grad[0, _ch(1, 4), 6, 6] == pytest.approx(float(_sigmoid(o[0, _ch(1, 4), 6, 6])) / 2, rel=1e-6)
 
@@ -331,3 +331,42 @@ def test_box_gradients_exist_only_where_a_truth_is(original: LossResult) -> None
                     want.add((b, MASK[name].index(int(n)), int(target.boxes[t, 1] * g), int(target.boxes[t, 0] * g)))
         assert cells == want
     assert any("padded truths" in n or "build_grid" in n for n in original.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
+@pytest.mark.timeout(1800)
+def test_against_libdarknet_equal_where_equal_named_where_not(original: LossResult) -> None:
+    """Issue 39 item 6, on libdarknet's own forward_yolo_layer (``darknet_yolo``): the Model Garden's objectness
+    and class gradients ARE Darknet's delta (sign flipped, over the batch of 2) except at the one prediction its
+    min_conf gate keeps from being ignored; its box gradients are another form (CIoU, no (2 - w*h) MSE) at the very
+    same cells; its conf term is Darknet's objectness + no-object."""
+    from repliscope.stacks.call import run_loss
+    from tests.yolo._assets import need_darknet
+
+    need_darknet()
+    inputs = _inputs()
+    darknet = run_loss("darknet_yolo", inputs)
+    batch = len(inputs.targets)
+    for name in GRIDS:
+        ours, theirs = original.gradients[name] * batch, darknet.gradients[name]
+        for a in range(3):
+            head = slice(_ch(a, 4), _ch(a, 5) + CLASSES)
+            differ = np.argwhere(~np.isclose(ours[:, head], theirs[:, head], rtol=1e-5, atol=1e-6)).tolist()
+            assert differ == ([[0, 0, 6, 6]] if (name, a) == ("yolo_16", 1) else []), (name, a)
+            box = slice(_ch(a, 0), _ch(a, 4))
+            assert (np.argwhere(ours[:, box] != 0).tolist()) == np.argwhere(theirs[:, box] != 0).tolist()
+            if np.any(theirs[:, box]):
+                assert not np.allclose(ours[:, box], theirs[:, box], atol=1e-3)
+    o = inputs.outputs["yolo_16"][0, _ch(1, 4), 6, 6]
+    gated = -np.log(1 - float(_sigmoid(np.array(o))) + 1e-9)  # the no-object BCE Darknet does not count there
+    for name in GRIDS:
+        assert original.components[f"{name}/class"] == pytest.approx(
+            darknet.components[f"{name}/class"] / batch, rel=1e-5
+        )
+        conf = darknet.components[f"{name}/objectness"] + darknet.components[f"{name}/no_object"]
+        conf += gated if name == "yolo_16" else 0.0
+        assert original.components[f"{name}/conf"] == pytest.approx(conf / batch, rel=1e-5)
+    spec = LOSSES.get("tfmg_yolo")
+    assert any("no YOLOv3 MSE" in d for d in spec.differences) and any("min_conf" in d for d in spec.differences)
