@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from repliscope.datasets.base import Sample, read_sample
 from repliscope.diff.pipeline.candidate import LOADER_STAGE, PipelineCandidate, align, describe_array, to_array
 from repliscope.diff.pipeline.diagnosis import Diagnosis, Differing, hints, search
+from repliscope.diff.pipeline.units import Units, find_units, undo
 from repliscope.diff.task_level import TaskDiffResult
 from repliscope.diff.tolerance import dtype_eps
 from repliscope.errors import RepliscopeError
@@ -92,6 +93,9 @@ class StageResult(_Model):
     mean_abs_error: float | None = None
     fraction_differing: float | None = None
     within_tolerance: bool | None = None
+    units: str = ""
+    """The units difference found (:mod:`.units`), e.g. ``values in other units: 0–1 where the manifest has
+    0–255 ...``; the errors are then those left after undoing it, in the manifest's units."""
     note: str = ""
 
 
@@ -127,6 +131,11 @@ class PipelineDiffResult(_Model):
     fraction_differing: float | None = None
     verdict: str = "match"
     diagnosis: Diagnosis
+    units: str = ""
+    """The model input in other units than the manifest's (:mod:`.units`), found on the worst sample; empty when
+    not. The errors above stay those of the values as given (the model is fed them)."""
+    units_content_max_abs_error: float | None = None
+    """What differs once those units are undone (worst sample, the manifest's units)."""
     first_divergent_stage: str | None = None
     stages: list[StageResult] = Field(default_factory=list)
     timing: Timing
@@ -225,6 +234,10 @@ def single_thread() -> Iterator[None]:
 class _StageMatch:
     op_index: int | None
     units: str = ""  # "scale [..] offset [..]" when matched up to an affine map
+    other_units: Units | None = None
+    """A units difference with a content difference left (:func:`find_units`): compared after undoing it."""
+    strict_units: str = ""
+    """A normalisation-constant stage in other units (compared strictly; the units are named in its note)."""
 
 
 @dataclass
@@ -301,9 +314,20 @@ def diff_pipeline(
         )
     if worst is not None:
         worst.extend((d.sample.id, ref, d.candidate) for _, d, ref in differing[:3])
+    units = find_units(differing[0][2], differing[0][1].candidate, layout.endswith("CHW")) if differing else None
     if differing and diag.verdict == "unexplained":
         _, top, ref = differing[0]
-        diag.hints = hints(ref, top.candidate, layout, run.tolerance)
+        if units is None:
+            diag.hints = hints(ref, top.candidate, layout, run.tolerance)
+        else:  # the units named first; the other hints read the content, in the manifest's units
+            restored = undo(top.candidate, units, layout.endswith("CHW")).astype(np.float64)
+            diag.hints = [
+                f"{units.description}: most of the max |error| {units.raw_max_abs_error:.3g} is that scale; after "
+                f"undoing it, max |error| {units.content_max_abs_error:.3g} in the manifest's units (worst sample)",
+                *hints(ref, restored, layout, run.tolerance),
+            ]
+            rest = diag.message.removeprefix("unexplained: ")
+            diag.message = f"the model input is in other units ({units.description}); {rest}"
     stages = _stage_results(candidate, pipeline, run)
     first_div = (
         next((s.stage for s in stages if s.within_tolerance is False), None)
@@ -334,6 +358,8 @@ def diff_pipeline(
         fraction_differing=acc.differing / acc.values if acc.values else None,
         verdict=diag.verdict,
         diagnosis=diag,
+        units=units.description if units is not None else "",
+        units_content_max_abs_error=units.content_max_abs_error if units is not None else None,
         first_divergent_stage=first_div,
         stages=stages,
         timing=timing,
@@ -481,18 +507,29 @@ def _match_stages(
             err = float(np.max(np.abs(got.data.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
             ok = err <= tolerance_of(ref, k)
             units = ""
-            if not ok and pipeline.pre_ops[j].name not in STRICT_OPS and got.data.ndim == 3:
-                chw = got.data if ref.shape[0] in (1, 3) else got.data.transpose(2, 0, 1)
-                rchw = ref if ref.shape[0] in (1, 3) else ref.transpose(2, 0, 1)
-                fit = _affine(rchw.astype(np.float64), chw.astype(np.float64))
-                if fit is not None and fit[2] <= max(1e-5 * float(np.ptp(chw)), tolerance_of(chw, k)):
-                    units = f"per-channel scale {np.round(fit[0], 6).tolist()}, offset {np.round(fit[1], 6).tolist()}"
-            scored.append(((j not in roles, not (ok or units), bool(units), 0.0 if units else err, j), j, units))
+            other: Units | None = None
+            strict = ""
+            if not ok and got.data.ndim == 3:
+                is_chw = ref.shape[0] in (1, 3)
+                chw = got.data if is_chw else got.data.transpose(2, 0, 1)
+                rchw = ref if is_chw else ref.transpose(2, 0, 1)
+                found = find_units(ref, got.data, is_chw)
+                if pipeline.pre_ops[j].name in STRICT_OPS:
+                    strict = found.description if found is not None else ""
+                else:
+                    fit = _affine(rchw.astype(np.float64), chw.astype(np.float64))
+                    if fit is not None and fit[2] <= max(1e-5 * float(np.ptp(chw)), tolerance_of(chw, k)):
+                        scale, offset = np.round(fit[0], 6).tolist(), np.round(fit[1], 6).tolist()
+                        units = f"per-channel scale {scale}, offset {offset}"
+                    elif found is not None:
+                        units, other = found.description, found
+            score = (j not in roles, not (ok or units), bool(units), 0.0 if units else err, j)
+            scored.append((score, j, units, other, strict))
         if not scored:
             matches.append(_StageMatch(None))
             continue
-        _, j, units = min(scored)
-        matches.append(_StageMatch(j, units))
+        _, j, units, other, strict = min(scored, key=lambda t: t[0])
+        matches.append(_StageMatch(j, units, other, strict))
         prev = j
     return matches
 
@@ -517,12 +554,15 @@ def _compare_stages(
         run.stage_units = [m.units for m in run.stage_map]
         run.stage_shapes = [describe_array(o) for o in outs]
     for match, out, acc in zip(run.stage_map, outs, run.stage_accs, strict=True):
-        if match.op_index is None or match.units:
+        if match.op_index is None or (match.units and match.other_units is None):
             continue
         ref = ref_steps[match.op_index]
-        got = align(out, ref.shape, "CHW" if ref.ndim == 3 and ref.shape[0] in (1, 3) else "HWC")
-        if got.data is not None:
-            acc.add(ref, got.data, tolerance_of(ref, k))
+        is_chw = ref.ndim == 3 and ref.shape[0] in (1, 3)
+        got = align(out, ref.shape, "CHW" if is_chw else "HWC")
+        if got.data is None:
+            continue
+        data = got.data if match.other_units is None else undo(got.data, match.other_units, is_chw)
+        acc.add(ref, data, tolerance_of(ref, k))
 
 
 def _stage_results(candidate: PipelineCandidate, pipeline: Pipeline, run: _Run) -> list[StageResult]:
@@ -538,18 +578,27 @@ def _stage_results(candidate: PipelineCandidate, pipeline: Pipeline, run: _Run) 
                 " (the loader opens the file)" if name.startswith(LOADER_STAGE) else ""
             )
             out.append(StageResult(stage=name, compared_with=None, output=shape, note=note))
-        elif units:
+        elif units and match.other_units is None:
             out.append(
                 StageResult(
                     stage=name,
                     compared_with=op,
                     output=shape,
                     within_tolerance=True,
+                    units=units,
                     note=f"same content in other units ({units})",
                 )
             )
         else:
             within = acc.differing == 0 if acc.samples else None
+            note = ""
+            if match.other_units is not None:
+                note = (
+                    f"{units}; compared after undoing that (errors in the manifest's units), "
+                    f"{'the content matches' if within else 'the content differs too'}"
+                )
+            elif match.strict_units:
+                note = f"{match.strict_units}: a normalisation constant in other units (compared as it is)"
             out.append(
                 StageResult(
                     stage=name,
@@ -560,6 +609,8 @@ def _stage_results(candidate: PipelineCandidate, pipeline: Pipeline, run: _Run) 
                     mean_abs_error=acc.sum_abs / acc.values if acc.values else None,
                     fraction_differing=acc.differing / acc.values if acc.values else None,
                     within_tolerance=within,
+                    units=units or match.strict_units,
+                    note=note,
                 )
             )
     return out
