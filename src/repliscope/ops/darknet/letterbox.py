@@ -85,12 +85,12 @@ class DarknetLetterbox(PreOp):
     for Darknet's boxes are ``darknet_correct_boxes`` (``correct_yolo_boxes``).
 
     ``order: pad_then_resize`` (with ``keep_aspect_ratio``) instead pads the H x W source with ``fill`` to a
-    canvas of the network's aspect ratio — ``W`` x ``round(W * net_h / net_w)`` when the image is relatively
-    wider (``W * net_h > H * net_w``), else ``round(H * net_w / net_h)`` x ``H`` (Python round) — with the image
-    at ``((canvas_h - H) // 2, (canvas_w - W) // 2)``, then ``resize_image`` s the canvas to the network size:
-    the border is resampled with the image (its edge pixels mix image and fill) and the content lands up to a
-    network pixel from where ``letterbox_image`` puts it. Geometry: offset (top, left), then scale
-    (net_h / canvas_h, net_w / canvas_w).
+    canvas of the network's aspect ratio, (height, width) = ``(round(W * net_h / net_w), W)`` when the image is
+    relatively wider (``W * net_h > H * net_w``), else ``(H, round(H * net_w / net_h))`` (Python round), the
+    image at ``((canvas_h - H) // 2, (canvas_w - W) // 2)``, then resizes the canvas to the network size with
+    ``resize_image``: the border is resampled with the image (its edge pixels mix image and fill) and the
+    content lands up to a network pixel from where ``letterbox_image`` puts it. Geometry: offset (top, left),
+    then scale (net_h / canvas_h, net_w / canvas_w).
     """
 
     name = "darknet_letterbox"
