@@ -258,3 +258,11 @@ def test_an_existing_stack_of_the_spec_is_used_without_resolving(
         run_loss("maskformer", _mask_inputs(), cache_dir=tmp_path)
     assert str(err.value).startswith("loss 'maskformer' in stack abcdef123456 failed (exit 3 after ")
     assert str(err.value).splitlines()[-1] == "in the stand-in stack"
+
+
+def test_a_config_value_that_is_not_data_cannot_cross(tmp_path: Path) -> None:
+    inputs = _mask_inputs()
+    hostile = LossInputs(inputs.family, inputs.outputs, inputs.targets, {**inputs.config, "weights": {"hook": print}})
+    with pytest.raises(LossCallError, match=r"config\.weights\.hook: a builtin_function_or_method cannot cross"):
+        save_inputs(hostile, tmp_path / "in.npz")
+    assert not (tmp_path / "in.npz").exists()
