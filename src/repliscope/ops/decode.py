@@ -56,7 +56,7 @@ class DecodeParams(OpParams):
 
 @OPS.register("decode")
 class Decode(PreOp):
-    """Decode encoded image bytes with Pillow, OpenCV or libjpeg-turbo.
+    """Decode encoded image bytes with Pillow, OpenCV, libjpeg-turbo or TensorFlow.
 
     In: 1-D uint8 array of file bytes, layout ``encoded``. Out: HxWx3 uint8, layout ``HWC``, ``channels``
     as requested, ``geometry`` the identity on the decoded (H, W) (boxes map back to this image). The file
