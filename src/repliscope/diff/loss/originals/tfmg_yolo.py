@@ -281,6 +281,9 @@ def tfmg_yolo_loss(inputs: LossInputs) -> LossResult:
     )
     batch = len(inputs.targets)
     del net_h  # the Model Garden scales both axes by one path stride (square grids)
+    records: dict[str, list[Any]] = {name: [] for name in names}
+    loss._loss_dict = {name: _Recording(path, records[name]) for name, path in loss._loss_dict.items()}
+
     components: dict[str, float] = {f"{name}/{part}": 0.0 for name in names for part in ("box", "conf", "class")}
     gradients = {name: np.zeros_like(inputs.outputs[name], dtype=np.float32) for name in names}
     per_image: list[float] = []
@@ -301,8 +304,7 @@ def tfmg_yolo_loss(inputs: LossInputs) -> LossResult:
         }
         raw = {name: tf.constant(inputs.outputs[name][b : b + 1]) for name in names}
         with tf.GradientTape() as tape:
-            for tensor in raw.values():
-                tape.watch(tensor)
+            tape.watch([raw[name] for name in names])
             predictions = {name: tf.transpose(raw[name], [0, 2, 3, 1]) for name in names}
             total, _, _ = loss(gt, predictions)
         grads = tape.gradient(total, [raw[name] for name in names])
@@ -310,12 +312,10 @@ def tfmg_yolo_loss(inputs: LossInputs) -> LossResult:
         for name, grad in zip(names, grads, strict=True):
             if grad is not None:
                 gradients[name][b] = grad.numpy()[0] / batch
-        for name in names:
-            # the per-layer parts: YoloLoss's metric_dict keeps only net totals, so read each path's own terms
-            box, conf, cls = _layer_terms(loss, name, gt, predictions[name])
-            components[f"{name}/box"] += box / batch
-            components[f"{name}/conf"] += conf / batch
-            components[f"{name}/class"] += cls / batch
+            box, conf, cls = records[name].pop()
+            components[f"{name}/box"] += float(box.numpy()) / batch
+            components[f"{name}/conf"] += float(conf.numpy()) / batch
+            components[f"{name}/class"] += float(cls.numpy()) / batch
     return LossResult(
         total=float(np.mean(per_image)) if per_image else 0.0,
         components=components,
@@ -326,13 +326,20 @@ def tfmg_yolo_loss(inputs: LossInputs) -> LossResult:
     )
 
 
-def _layer_terms(loss: Any, name: str, gt: Mapping[str, Any], prediction: Any) -> tuple[float, float, float]:
-    """(box, conf, class) of one layer for one image: that path's own loss object called as ``YoloLoss`` calls it."""
-    path = loss._loss_dict[name]
-    _, box, conf, cls, *_ = path(
-        gt["true_conf"][name], gt["inds"][name], gt["upds"][name], gt["bbox"], gt["classes"], prediction
-    )
-    return float(box.numpy()), float(conf.numpy()), float(cls.numpy())
+class _Recording:
+    """A path loss of ``YoloLoss`` (its ``_loss_dict`` entry) that records the (box, conf, class) terms it returns
+    as ``YoloLoss`` calls it (the per-layer parts: YoloLoss's metrics keep only their sums over layers)."""
+
+    def __init__(self, path: Any, into: list[Any]) -> None:
+        self._path, self._into = path, into
+
+    def __call__(self, *args: Any) -> Any:
+        out = self._path(*args)
+        self._into.append(out[1:4])
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._path, name)
 
 
 DIFFERENCES = (
