@@ -1,6 +1,7 @@
 """The report of a stored diff (``repliscope report DIFF_ID``): a pipeline diff's verdict, diagnosis (closest
 variants, hints), stages, timing, heatmaps and model effect; a task diff's agreement, McNemar and flipped samples;
-a layer diff's first divergence per mode and its per-layer error chart. HTML (self-contained) or Markdown."""
+a layer diff's first divergence per mode and its per-layer error chart; a loss diff's values and gradient errors.
+HTML (self-contained) or Markdown."""
 
 from __future__ import annotations
 
@@ -109,6 +110,16 @@ def render_diff_markdown(d: StoredDiff, png: bytes | None = None) -> str:
                 f"Timing: manifest {t['reference_ms_per_image']:.2f} ms/image, candidate "
                 f"{t['candidate_ms_per_image']:.2f} ms/image, ratio {t['ratio']:.2f}",
             ]
+    if d.kind == "loss_diff":
+        lines += ["", f"Loss: {r['candidate']} vs {r['reference']} ({r['origin']}), {r['source']}", ""]
+        lines += ["| value | original | candidate | abs error | tolerance |", "|---|---|---|---|---|"]
+        rows = [r["total"], *r["components"]]
+        lines += [f"| {c['name']} | {_f(c['original'])} | {_f(c['candidate'])} | {_f(c['abs_error'])} | "
+                  f"{_f(c['tolerance'])} |" for c in rows]  # fmt: skip
+        lines += ["", "| gradient of | max abs error | ulp | tolerance |", "|---|---|---|---|"]
+        lines += [
+            f"| {g['output']} | {_f(g['max_abs'])} | {_f(g['ulp'])} | {_f(g['tolerance'])} |" for g in r["gradients"]
+        ]
     effect = _effect(d)
     if effect:
         lines += [
