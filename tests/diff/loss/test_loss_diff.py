@@ -142,3 +142,18 @@ def test_a_gradient_error_alone_is_caught_and_located(inputs: LossInputs) -> Non
 def test_a_broken_candidate_is_one_clear_error(inputs: LossInputs, fn: object, message: str) -> None:
     with pytest.raises(RepliscopeError, match=message):
         _diff(inputs, "broken", fn)
+
+
+def test_the_pitfall_registry_is_complete_on_its_first_read() -> None:
+    """A fresh process: the originals' ``<name>_pitfalls`` modules are found without importing them first."""
+    import subprocess
+    import sys
+
+    code = (
+        "from repliscope.diff.loss.pitfalls import LOSS_PITFALLS as P; "
+        "print(sorted(n for n in P.names() if P.get(n).original == 'maskformer'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(
+        sorted(["dice_smoothing", "no_object_weight", "padded_pixels_not_masked", "square_matcher_zero_padding"])
+    )

@@ -4,7 +4,8 @@ the diagnosis that names the one a failing candidate makes (as the pipeline diff
 A :class:`LossPitfall` belongs to one registered original (``original``: ``darknet_yolo``'s are variants of
 :class:`~repliscope.diff.loss.yolo_form.YoloForm`); its ``variants`` are the concrete forms of the mistake (a
 focal loss's alpha and gamma, a normaliser's divisor) and ``values`` evaluates the loss with one of them on the
-same inputs. Users and other originals register theirs in :data:`LOSS_PITFALLS`.
+same inputs. Users and other originals register theirs in :data:`LOSS_PITFALLS` (an original's own in
+``repliscope/diff/loss/originals/<name>_pitfalls.py``, found and imported on the registry's first read).
 
 Diagnosis (values, not gradients: a form's gradient follows from its values, and the values of every variant are
 cheap): every variant of the original's pitfalls is evaluated; its residual is the largest
