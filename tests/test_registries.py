@@ -24,10 +24,14 @@ REGISTRIES = {
     "IMPORTERS": ("repliscope.importers.base", 2),
     "CONVERSIONS": ("repliscope.backends", 4),
     "ONNX_MODELS": ("repliscope.backends", 1),
-    "PITFALLS": ("repliscope.pitfalls.base", 46),
-    "CANDIDATES": ("repliscope.diff.base", 6),
+    "PITFALLS": ("repliscope.pitfalls.base", 49),
+    "CANDIDATES": ("repliscope.diff.base", 10),
+    "CANDIDATE_FORMATS": ("repliscope.diff.layers.candidate_format", 7),
     "SCENARIO_LOOPS": ("repliscope.bench.scenarios", 4),
     "JOB_KINDS": ("repliscope.job_kinds", 4),
+    "LOSSES": ("repliscope.diff.loss.contract", 3),
+    "LOSS_PITFALLS": ("repliscope.diff.loss.pitfalls", 13),
+    "AUGMENTATIONS": ("repliscope.diff.augment.contract", 1),
 }
 """Registry -> (the module declaring it, how many entries it has): a lost registration changes the count."""
 
