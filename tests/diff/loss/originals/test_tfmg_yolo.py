@@ -131,15 +131,23 @@ def _serve(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     monkeypatch.setattr("repliscope.manifest.package_index.fetch_archive", fetch)
 
 
-def test_the_source_tree_is_the_pinned_wheels_official_folder_only(
+def test_the_source_tree_is_the_pinned_wheels_official_and_orbit_folders_only(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    data = _wheel({"official/__init__.py": b"", "official/projects/yolo/x.py": b"X = 1\n", "orbit/y.py": b"Y = 2\n"})
+    data = _wheel(
+        {
+            "official/__init__.py": b"",
+            "official/projects/yolo/x.py": b"X = 1\n",
+            "orbit/y.py": b"Y = 2\n",
+            "tensorflow_models/z.py": b"Z = 3\n",
+        }
+    )
     _serve(monkeypatch, data)
     monkeypatch.setattr(tfmg_yolo, "WHEEL_SHA256", hashlib.sha256(data).hexdigest())
     folder = tfmg_yolo.official_tree(tmp_path)
     assert (folder / "official" / "projects" / "yolo" / "x.py").read_text() == "X = 1\n"
-    assert not (folder / "orbit").exists()
+    assert (folder / "orbit" / "y.py").read_text() == "Y = 2\n"  # the Model Garden's models import orbit
+    assert not (folder / "tensorflow_models").exists()
     assert tfmg_yolo.official_tree(tmp_path) == folder  # cached: the marker holds the pinned sha256
 
 

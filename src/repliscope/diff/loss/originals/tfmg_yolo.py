@@ -95,17 +95,23 @@ NOTES = (
 # -- the original's sources ---------------------------------------------------------------------------------------
 
 
+TREES = ("official", "orbit")
+"""The wheel's top-level packages extracted (``tensorflow_models``, a re-export shim, is not)."""
+
+
 def official_tree(cache_dir: Path | None = None) -> Path:
-    """The folder holding the wheel's ``official/`` package (put it on ``sys.path``): ``<cache>/originals/
-    tf-models-official-2.20.0-<sha12>/``, fetched once with :func:`repliscope.manifest.package_index.fetch_archive`
-    (pip's indexes, the index's sha256 checked while streaming) and checked against :data:`WHEEL_SHA256`; only the
-    ``official/`` members are extracted, and a member whose path leaves that folder is refused."""
+    """The folder holding the wheel's ``official/`` and ``orbit/`` packages (put it on ``sys.path``; the Model
+    Garden's models import ``orbit``, its loss does not): ``<cache>/originals/tf-models-official-2.20.0-<sha12>/``,
+    fetched once with :func:`repliscope.manifest.package_index.fetch_archive` (pip's indexes, the index's sha256
+    checked while streaming) and checked against :data:`WHEEL_SHA256`; only the members of :data:`TREES` are
+    extracted, and a member whose path leaves its folder is refused."""
     from repliscope.errors import SourceError
     from repliscope.paths import default_cache_dir
 
     folder = (cache_dir or default_cache_dir()) / "originals" / f"{WHEEL[0]}-{WHEEL[1]}-{WHEEL_SHA256[:12]}"
     marker = folder / ".complete"
-    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == WHEEL_SHA256:
+    done = f"{WHEEL_SHA256} {' '.join(TREES)}"
+    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == done:
         return folder
     from repliscope.manifest.package_index import fetch_archive
 
@@ -121,7 +127,7 @@ def official_tree(cache_dir: Path | None = None) -> Path:
         with zipfile.ZipFile(archive) as wheel:
             for member in wheel.infolist():
                 parts = Path(member.filename).parts
-                if not parts or parts[0] != "official" or member.is_dir():
+                if not parts or parts[0] not in TREES or member.is_dir():
                     continue
                 if member.filename.startswith("/") or ".." in parts:
                     raise SourceError(f"{archive.name}: member '{member.filename}' leaves the official/ folder")
@@ -129,7 +135,7 @@ def official_tree(cache_dir: Path | None = None) -> Path:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with wheel.open(member) as src, target.open("wb") as out:
                     shutil.copyfileobj(src, out)
-        (staging / ".complete").write_text(WHEEL_SHA256 + "\n", encoding="utf-8")
+        (staging / ".complete").write_text(done + "\n", encoding="utf-8")
         if folder.exists():
             shutil.rmtree(folder)
         os.rename(staging, folder)
