@@ -148,13 +148,17 @@ class YoloV3Torch:
     class_loss: str = "bce"
     focal: tuple[float, float] | None = None
     noobj_weight: float = 1.0
+    dtype: str = "float64"
+    """Not a mistake: the precision the loss is computed in (``float32`` as most training code)."""
 
     def __call__(self, inputs: LossInputs) -> LossResult:
         import torch
 
+        ftype = getattr(torch, self.dtype)
+
         cfg = inputs.config
         comps: dict[str, Any] = {}
-        tensors = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in inputs.outputs.items()}
+        tensors = {k: torch.tensor(v, dtype=ftype, requires_grad=True) for k, v in inputs.outputs.items()}
         predictions = 0
         sp = torch.nn.functional.softplus
         for name, mask, classes in _layers(inputs):
@@ -197,7 +201,7 @@ class YoloV3Torch:
                     obj_t = 1.0 if self.objectness_target == "one" else iou.detach()
                     sums["objectness"] = sums["objectness"] + sp(rr[4]) - obj_t * rr[4]
                     counts["objectness"] += 1
-                    t = torch.zeros(classes, dtype=torch.float64)
+                    t = torch.zeros(classes, dtype=ftype)
                     t[sorted(cell.classes)] = 1
                     logits = rr[5:]
                     if self.class_loss == "softmax_ce":

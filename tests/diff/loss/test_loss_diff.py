@@ -56,21 +56,26 @@ def _diff(inputs: LossInputs, name: str, fn: object) -> object:
     return run_loss_diff(inputs, spec, darknet_yolo_loss, name, fn, source="random seed 7")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", ["numpy", "torch"])
+@pytest.mark.parametrize("name", ["numpy", "torch", "torch-float32"])
 def test_a_faithful_candidate_passes_everything(inputs: LossInputs, name: str) -> None:
-    fn = candidates.yolov3_numpy if name == "numpy" else YoloV3Torch()
+    fn = {
+        "numpy": candidates.yolov3_numpy,
+        "torch": YoloV3Torch(),
+        "torch-float32": YoloV3Torch(dtype="float32"),  # float32 autograd: within the float32 tolerances
+    }[name]
     result = _diff(inputs, name, fn)
     assert result.passed and result.first_divergent is None  # type: ignore[attr-defined]
     assert [c.name for c in result.components] == [  # type: ignore[attr-defined]
         f"{layer}/{part}" for layer in ("yolo_16", "yolo_23") for part in ("box", "objectness", "no_object", "class")
     ]
     assert all(g.passed and g.max_abs <= g.tolerance for g in result.gradients)  # type: ignore[attr-defined]
-    assert result.total.abs_error < 1e-9 * result.total.original  # type: ignore[attr-defined]
+    rel = 1e-9 if name != "torch-float32" else 1e-5
+    assert result.total.abs_error < rel * result.total.original  # type: ignore[attr-defined]
     assert result.diagnosis.verdict == "match"  # type: ignore[attr-defined]
     if name == "numpy":  # the same (prediction, target) pairs as libdarknet's assignment, with the same costs
         assert result.matching is not None and all(m.passed for m in result.matching)  # type: ignore[attr-defined]
         assert [m.pairs for m in result.matching] == [3, 2]  # type: ignore[attr-defined]
-    if name == "torch":  # torch reports no matching: said, not guessed
+    if name.startswith("torch"):  # torch reports no matching: said, not guessed
         assert result.matching is None and "the candidate reports none" in result.matching_note  # type: ignore[attr-defined]
 
 
