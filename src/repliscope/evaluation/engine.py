@@ -21,17 +21,17 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from repliscope.datasets.base import Sample, SampleRead, read_sample
 from repliscope.errors import RepliscopeError, SampleError
 from repliscope.evaluation.record import SamplePrediction
-from repliscope.ops.base import Geometry, Item, PreOp
+from repliscope.ops.base import Geometry, Item, Predictions, PreOp
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 from repliscope.tracing.levels import RANK
@@ -226,94 +226,138 @@ def run_loop(
     with ExitStack() as instrumented:
         instrumented.enter_context(tracer.instrument(runner))
         result.load_seconds, result.warmup_seconds = load_and_warm_up(runner, shape)
-        loop_start = time.perf_counter()
-        if options.schedule == "pipelined":
-            _pipelined(infer, runner, batches, options, expected_shape, result, on_progress, tracer)
-        else:
+        runners = [runner]
+        if options.schedule == "data_parallel":
             given = list(replicas or [])[: options.prep_workers - 1]
-            runners = [runner, *given, *(runner.replica() for _ in range(options.prep_workers - 1 - len(given)))]
+            runners += [*given, *(runner.replica() for _ in range(options.prep_workers - 1 - len(given)))]
             for replica in runners[1:]:
                 instrumented.enter_context(tracer.instrument(replica))
                 load, warm = load_and_warm_up(replica, shape)
                 result.load_seconds += load
                 result.warmup_seconds += warm
-            loop_start = time.perf_counter()
-            _data_parallel(infer, runners, batches, options, expected_shape, result, on_progress, tracer)
+        on_error = fail_fast_hook() if options.fail_fast else None
+
+        def prepare(sample: Sample) -> tuple[PreparedItem, str]:
+            return read_and_prepare(pipeline, sample, expected_shape, tracer)
+
+        def infer_batch(worker: Runner, index: int, batch: Batch, done: list[tuple[PreparedItem, str]]) -> BatchOutcome:
+            return infer.predict(worker, batch, [p for p, _ in done], on_error=on_error, tracer=tracer)
+
+        def collect(index: int, batch: Batch, done: list[tuple[PreparedItem, str]], outcome: BatchOutcome) -> None:
+            _collect(result, [fp for _, fp in done], outcome, options.keep_outputs)
+
+        loop_start = time.perf_counter()
+        drive(
+            batches,
+            LoopHooks(prepare, infer_batch, collect),
+            runners,
+            schedule=options.schedule,
+            prep_threads=options.prep_workers,
+            prefetch=options.prefetch_batches,
+            on_progress=on_progress,
+            tracer=tracer,
+        )
         end = time.perf_counter()
     result.loop_seconds, result.total_seconds = end - loop_start, end - start
     return result
 
 
 Batch = Sequence[Sample]
+WorkerT = TypeVar("WorkerT")
+PreparedT = TypeVar("PreparedT")
+OutcomeT = TypeVar("OutcomeT")
 
 
-def _pipelined(
-    infer: BatchInference,
-    runner: Runner,
-    batches: list[Batch],
-    options: LoopOptions,
-    expected_shape: tuple[int, ...] | None,
-    result: LoopResult,
-    on_progress: ProgressCallback | None,
+@dataclass(frozen=True)
+class LoopHooks(Generic[WorkerT, PreparedT, OutcomeT]):
+    """What the one batch loop (:func:`drive`) does with a dataset's batches: the evaluation (one pipeline, a runner
+    per worker) and the pitfall sweep (every variant's pipeline, a set of runners per worker) differ only here.
+
+    ``prepare(sample)``: per sample, on a pre-processing thread (``pipelined``) or the worker (``data_parallel``):
+    read it once and pre-process it; a bad sample is a value that says why (recorded, never dropped).
+    ``infer(worker, index, batch, prepared)``: per batch, with one worker's runners (``pipelined``: the first
+    worker, on the calling thread); a failed sample's record carries its reason (an ``on_error`` hook of
+    :meth:`BatchInference.predict` may stop the run instead: ``--fail-fast``).
+    ``collect(index, batch, prepared, outcome)``: per batch, in dataset order, on the calling thread."""
+
+    prepare: Callable[[Sample], PreparedT]
+    infer: Callable[[WorkerT, int, Batch, list[PreparedT]], OutcomeT]
+    collect: Callable[[int, Batch, list[PreparedT], OutcomeT], None]
+
+
+def drive(
+    batches: Sequence[Batch],
+    hooks: LoopHooks[WorkerT, PreparedT, OutcomeT],
+    workers: Sequence[WorkerT],
+    *,
+    schedule: Schedule,
+    prep_threads: int,
+    prefetch: int,
+    on_progress: ProgressCallback | None = None,
     tracer: Tracer = NO_TRACER,
+    batch_spans: bool = True,
 ) -> None:
-    pipeline = infer.pipeline
-    with ThreadPoolExecutor(max_workers=options.prep_workers, thread_name_prefix="repliscope-prep") as pool:
-        pending: deque[list[Future[tuple[PreparedItem, str]]]] = deque()
+    """The batch loop of the evaluation and the pitfall sweep, in one of :data:`SCHEDULES`.
 
-        def submit(batch: Batch) -> None:
-            pending.append([pool.submit(read_and_prepare, pipeline, s, expected_shape, tracer) for s in batch])
+    ``pipelined``: ``prep_threads`` threads prepare the samples of the next ``prefetch`` batches while the calling
+    thread infers the current one with ``workers[0]``. ``data_parallel``: one thread per worker takes whole
+    batches (prepare every sample, infer) with a worker of its own; at most ``len(workers) + prefetch`` batches
+    are in flight and results are collected in dataset order; an error cancels the batches not started. With
+    ``batch_spans``, each batch is a ``batch`` span (level ``model``) of ``tracer``: around its inference
+    (``pipelined``) or its preparation and inference (``data_parallel``)."""
 
-        for batch in batches[: options.prefetch_batches + 1]:
-            submit(batch)
-        for index, batch in enumerate(batches):
-            done = [f.result() for f in pending.popleft()]
-            nxt = index + options.prefetch_batches + 1
-            if nxt < len(batches):
-                submit(batches[nxt])
-            with tracer.span("batch", "model", index=index, size=len(batch)):
-                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options, tracer)
-            _collect(result, [fp for _, fp in done], predictions, latency, raw)
-            if on_progress is not None:
-                on_progress(len(batch))
+    def span(index: int, batch: Batch) -> AbstractContextManager[object]:
+        return tracer.span("batch", "model", index=index, size=len(batch)) if batch_spans else nullcontext()
 
+    if schedule == "pipelined":
+        with ThreadPoolExecutor(max_workers=prep_threads, thread_name_prefix="repliscope-prep") as pool:
+            prepping: deque[list[Future[PreparedT]]] = deque()
 
-def _data_parallel(
-    infer: BatchInference,
-    runners: list[Runner],
-    batches: list[Batch],
-    options: LoopOptions,
-    expected_shape: tuple[int, ...] | None,
-    result: LoopResult,
-    on_progress: ProgressCallback | None,
-    tracer: Tracer = NO_TRACER,
-) -> None:
-    pipeline = infer.pipeline
-    free: SimpleQueue[Runner] = SimpleQueue()
-    for r in runners:
-        free.put(r)
+            def submit(index: int) -> None:
+                prepping.append([pool.submit(hooks.prepare, s) for s in batches[index]])
 
-    def work(batch: Batch, index: int) -> tuple[list[str], list[SamplePrediction], float | None, RawOutputs]:
-        runner = free.get()
+            for first in range(min(prefetch + 1, len(batches))):
+                submit(first)
+            try:
+                for index, batch in enumerate(batches):
+                    prepared = [f.result() for f in prepping.popleft()]
+                    if index + prefetch + 1 < len(batches):
+                        submit(index + prefetch + 1)
+                    with span(index, batch):
+                        outcome = hooks.infer(workers[0], index, batch, prepared)
+                    hooks.collect(index, batch, prepared, outcome)
+                    if on_progress is not None:
+                        on_progress(len(batch))
+            finally:
+                for futures in prepping:  # an error: do not start the rest
+                    for waiting in futures:
+                        waiting.cancel()
+        return
+    free: SimpleQueue[WorkerT] = SimpleQueue()
+    for w in workers:
+        free.put(w)
+
+    def work(index: int) -> tuple[list[PreparedT], OutcomeT]:
+        batch = batches[index]
+        worker = free.get()
         try:
-            with tracer.span("batch", "model", index=index, size=len(batch)):
-                done = [read_and_prepare(pipeline, s, expected_shape, tracer) for s in batch]
-                predictions, latency, raw = _infer_batch(infer, runner, batch, [p for p, _ in done], options, tracer)
+            with span(index, batch):
+                prepared = [hooks.prepare(s) for s in batch]
+                return prepared, hooks.infer(worker, index, batch, prepared)
         finally:
-            free.put(runner)
-        return [fp for _, fp in done], predictions, latency, raw
+            free.put(worker)
 
-    in_flight = len(runners) + options.prefetch_batches
-    with ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="repliscope-worker") as pool:
-        pending: deque[Future[tuple[list[str], list[SamplePrediction], float | None, RawOutputs]]] = deque(
-            pool.submit(work, b, i) for i, b in enumerate(batches[:in_flight])
+    in_flight = len(workers) + prefetch
+    with ThreadPoolExecutor(max_workers=len(workers), thread_name_prefix="repliscope-worker") as pool:
+        pending: deque[Future[tuple[list[PreparedT], OutcomeT]]] = deque(
+            pool.submit(work, i) for i in range(min(in_flight, len(batches)))
         )
         try:
             for index, batch in enumerate(batches):
-                fingerprints, predictions, latency, raw = pending.popleft().result()
+                prepared, outcome = pending.popleft().result()
                 if index + in_flight < len(batches):
-                    pending.append(pool.submit(work, batches[index + in_flight], index + in_flight))
-                _collect(result, fingerprints, predictions, latency, raw)
+                    pending.append(pool.submit(work, index + in_flight))
+                hooks.collect(index, batch, prepared, outcome)
                 if on_progress is not None:
                     on_progress(len(batch))
         finally:
@@ -321,21 +365,15 @@ def _data_parallel(
                 f.cancel()
 
 
-def _collect(
-    result: LoopResult,
-    fingerprints: list[str],
-    predictions: list[SamplePrediction],
-    latency: float | None,
-    raw: RawOutputs = None,
-) -> None:
+def _collect(result: LoopResult, fingerprints: list[str], outcome: BatchOutcome, keep_outputs: bool) -> None:
     assert result.fingerprints is not None
     result.fingerprints.extend(fingerprints)
-    result.predictions.extend(predictions)
-    if raw is not None and result.outputs is not None:
-        result.outputs.update(raw)
-    if latency is not None:
-        result.batch_latencies.append(latency)
-        result.inference_seconds += latency
+    result.predictions.extend(outcome.predictions)
+    if keep_outputs and result.outputs is not None and outcome.outputs is not None:
+        result.outputs.update(outcome.raw(outcome.outputs))
+    if outcome.latencies:
+        result.batch_latencies.append(outcome.latencies[0])
+        result.inference_seconds += outcome.latencies[0]
 
 
 def warmup_shape(batch_len: int, expected_shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -361,11 +399,67 @@ def task_of(pipeline: Pipeline) -> Task:
     return task_for_post_ops([op.name for op in pipeline.post_ops])
 
 
+Outputs = np.ndarray | dict[str, np.ndarray]
+"""A runner's outputs of one batch: the score array, or every named output."""
+
+SampleErrorHook = Callable[[Sample, str], None]
+"""Called with a sample that failed and its reason, before the batch is inferred; it may raise to stop the run
+(``--fail-fast``). Without one, the failure is recorded in the sample's record and the run goes on."""
+
+Reuse = Callable[[list[int], np.ndarray], tuple[Outputs, list[float]] | None]
+"""Given the rows of a batch and their stacked model inputs: outputs computed already for exactly these inputs on
+the same runner, with their measured latencies (the pitfall sweep's twin variants), or None."""
+
+
+class Inferable(Protocol):
+    """One pre-processed sample as :meth:`BatchInference.predict` reads it (:class:`PreparedItem`, the sweep's
+    cells): the model input (None when the sample failed), the failure reason and the geometry."""
+
+    @property
+    def data(self) -> np.ndarray | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def geometry(self) -> Geometry | None: ...
+
+
+def fail_fast_hook(where: str = "") -> SampleErrorHook:
+    """The ``--fail-fast`` hook: the first failed sample stops the run (a SampleError naming it, ``where`` it failed
+    and why)."""
+
+    def stop(sample: Sample, reason: str) -> None:
+        raise SampleError(f"sample '{sample.id}' failed{where}: {reason} (--fail-fast)")
+
+    return stop
+
+
+@dataclass
+class BatchOutcome:
+    """One batch through :meth:`BatchInference.predict`: one record per sample (failures included), the rows that
+    were inferred, their stacked inputs, the raw outputs and post-processed predictions of those rows (None when
+    every sample failed) and the runtime's seconds per inference call."""
+
+    predictions: list[SamplePrediction]
+    rows: list[int] = field(default_factory=list)
+    inputs: np.ndarray | None = None
+    outputs: Outputs | None = None
+    post: Predictions | None = None
+    latencies: list[float] = field(default_factory=list)
+
+    def raw(self, outputs: Outputs) -> dict[str, np.ndarray]:
+        """Sample id -> raw output row (float32, 1-D) of the inferred rows (:func:`raw_rows`)."""
+        return {
+            self.predictions[i].sample_id: row
+            for i, row in zip(self.rows, raw_rows(outputs, len(self.rows)), strict=True)
+        }
+
+
 @dataclass(frozen=True)
 class BatchInference:
-    """How one batch of model inputs becomes records: the runner's outputs (every named output when the task
-    is not classification or the model has several, else the single score array), the pipeline's postprocess
-    (with each row's geometry) and the task's per-sample records."""
+    """How one batch of prepared samples becomes records, for the evaluation loop, every variant of the pitfall
+    sweep and the benchmark's queries: the runner's outputs (every named output when the task is not
+    classification or the model has several, else the single score array), the pipeline's postprocess (with each
+    row's geometry) and the task's per-sample records."""
 
     pipeline: Pipeline
     task: Task
@@ -376,24 +470,72 @@ class BatchInference:
         return self.task.reads_named_outputs(self.runner.artifact.output_names)
 
     def run(
-        self, runner: Runner, inputs: np.ndarray, tracer: Tracer = NO_TRACER
-    ) -> tuple[np.ndarray | dict[str, np.ndarray], float]:
-        """``runner``'s (this one or a replica) raw outputs of one batch (N, ...) and its inference seconds."""
-        with tracer.span("inference", "model", batch_size=len(inputs)):
-            outputs = runner.infer_outputs(inputs) if self.named_outputs else runner.infer(inputs)
+        self, runner: Runner, inputs: np.ndarray, tracer: Tracer = NO_TRACER, **span: object
+    ) -> tuple[Outputs, float]:
+        """``runner``'s (this one, a replica or a variant's) raw outputs of one batch (N, ...) and its inference
+        seconds, in an ``inference`` span (level ``model``, with ``span``'s attributes)."""
+        named = self.task.reads_named_outputs(runner.artifact.output_names)
+        with tracer.span("inference", "model", **span, batch_size=len(inputs)):
+            outputs = runner.infer_outputs(inputs) if named else runner.infer(inputs)
         return outputs, runner.last_inference_seconds
 
-    def records(
+    def predict(
         self,
-        outputs: np.ndarray | dict[str, np.ndarray],
-        geometry: list[Geometry | None],
+        runner: Runner,
         batch: Sequence[Sample],
-        rows: Sequence[int],
+        prepared: Sequence[Inferable],
+        *,
+        pipeline: Pipeline | None = None,
+        chunk: int | None = None,
+        on_error: SampleErrorHook | None = None,
+        reuse: Reuse | None = None,
         tracer: Tracer = NO_TRACER,
-    ) -> list[SamplePrediction]:
-        """Post-process the outputs of ``batch[rows]`` and record them with the task."""
-        preds = self.pipeline.postprocess(outputs, tracer, geometry=geometry)
-        return self.task.to_samples(preds, batch, rows)
+        **span: object,
+    ) -> BatchOutcome:
+        """Record one batch: a failed sample's record carries its reason (``on_error`` is called first, and may
+        stop the run), the others are stacked, inferred by ``runner`` (in calls of at most ``chunk`` rows; outputs
+        ``reuse`` gives are not computed again), post-processed by ``pipeline`` (default: this one) and recorded by
+        the task."""
+        outcome = BatchOutcome(
+            [
+                SamplePrediction(sample_id=s.id, label=s.label, error=p.error)
+                for s, p in zip(batch, prepared, strict=True)
+            ]
+        )
+        if on_error is not None:
+            for sample, item in zip(batch, prepared, strict=True):
+                if item.error is not None:
+                    on_error(sample, item.error)
+        outcome.rows = [i for i, p in enumerate(prepared) if p.data is not None]
+        if not outcome.rows:
+            return outcome
+        inputs = outcome.inputs = np.stack([prepared[i].data for i in outcome.rows])  # type: ignore[misc]
+        reused = reuse(outcome.rows, inputs) if reuse is not None else None
+        if reused is not None:
+            outcome.outputs, outcome.latencies = reused[0], list(reused[1])
+        else:
+            step = chunk or len(inputs)
+            chunks: list[Outputs] = []
+            for j in range(0, len(inputs), step):
+                out, seconds = self.run(runner, inputs[j : j + step], tracer, **span)
+                chunks.append(out)
+                outcome.latencies.append(seconds)
+            outcome.outputs = concatenate(chunks)
+        geometry = [prepared[i].geometry for i in outcome.rows]
+        outcome.post = (pipeline or self.pipeline).postprocess(outcome.outputs, tracer, geometry=geometry)
+        for i, record in zip(outcome.rows, self.task.to_samples(outcome.post, batch, outcome.rows), strict=True):
+            outcome.predictions[i] = record
+        return outcome
+
+
+def concatenate(chunks: list[Outputs]) -> Outputs:
+    """Chunks of one batch's outputs joined along the batch axis (per name for named outputs)."""
+    first = chunks[0]
+    if len(chunks) == 1:
+        return first
+    if isinstance(first, dict):
+        return {name: np.concatenate([c[name] for c in chunks]) for name in first}
+    return np.concatenate(chunks)  # type: ignore[arg-type]
 
 
 def raw_rows(outputs: np.ndarray | dict[str, np.ndarray], n: int) -> list[np.ndarray]:
@@ -408,35 +550,3 @@ def raw_rows(outputs: np.ndarray | dict[str, np.ndarray], n: int) -> list[np.nda
         else np.zeros(0, np.float32)
         for i in range(n)
     ]
-
-
-def _infer_batch(
-    infer: BatchInference,
-    runner: Runner,
-    batch: Sequence[Sample],
-    prepared: list[PreparedItem],
-    options: LoopOptions,
-    tracer: Tracer = NO_TRACER,
-) -> tuple[list[SamplePrediction], float | None, RawOutputs]:
-    """Infer the prepared samples of one batch -> (one prediction per sample, the runtime's seconds or None
-    when every sample of the batch failed, the raw outputs by sample id with ``options.keep_outputs``)."""
-    ok = [i for i, p in enumerate(prepared) if p.data is not None]
-    out: list[SamplePrediction] = [
-        SamplePrediction(sample_id=s.id, label=s.label, error=prepared[i].error) for i, s in enumerate(batch)
-    ]
-    failed = [p for p in out if p.error is not None]
-    if failed and options.fail_fast:
-        raise SampleError(f"sample '{failed[0].sample_id}' failed: {failed[0].error} (--fail-fast)")
-    if not ok:
-        return out, None, {} if options.keep_outputs else None
-    inputs = np.stack([prepared[i].data for i in ok])  # type: ignore[misc]
-    geometry = [prepared[i].geometry for i in ok]
-    outputs, seconds = infer.run(runner, inputs, tracer)
-    raw = (
-        {batch[i].id: row for i, row in zip(ok, raw_rows(outputs, len(ok)), strict=True)}
-        if options.keep_outputs
-        else None
-    )
-    for i, record in zip(ok, infer.records(outputs, geometry, batch, ok, tracer), strict=True):
-        out[i] = record
-    return out, seconds, raw
