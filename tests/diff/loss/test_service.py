@@ -5,6 +5,7 @@ gradient errors, matching table, the named pitfall)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
@@ -86,3 +87,29 @@ def test_loss_diffs_through_the_api_and_the_page(service_app: Any, client: TestC
     ok = client.get(f"/diffs/{gid}").text
     assert 'id="matching-table"' in ok and "none: every value, gradient and match within tolerance" in ok
     assert "libdarknet forward_yolo_layer" in ok
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "diff", "options": {"loss": "HOSTILE"}},
+        {"kind": "loss_diff", "options": {}},
+        {"kind": "diff", "options": {"candidate": "HOSTILE"}},
+    ],
+    ids=["diff-with-loss", "loss-diff-kind", "diff-with-candidate"],
+)
+def test_the_service_never_loads_a_loss_file(
+    client: TestClient, headers_for: Headers, tmp_path: Path, body: dict[str, Any]
+) -> None:
+    """A loss candidate is the user's own code on their own command line: no job kind or option takes one. A file
+    that would write a marker when imported is named; the request is refused and the marker never appears."""
+    marker = tmp_path / "imported"
+    hostile = tmp_path / "evil_loss.py"
+    hostile.write_text(f"open({str(marker)!r}, 'w').write('x')\ndef loss(inputs): return None\n")
+    options = {k: (f"{hostile}:loss" if v == "HOSTILE" else v) for k, v in body["options"].items()}
+    request = {"manifest": "yolov3-tiny@1.0.0", "runtime": "darknet", "dataset": "coco", **body, "options": options}
+    r = client.post("/api/v1/jobs", json=request, headers=headers_for("runner"))
+    assert r.status_code == 422, r.text
+    field = r.json()["error"]["field"]
+    assert field.startswith("body.options") or field == "body.kind"
+    assert not marker.exists()
