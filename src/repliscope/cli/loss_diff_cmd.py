@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 RANDOM_IMAGES = 2
 """Images of a ``--random`` diff without ``--limit``."""
+DIFF_DEFAULT_DATASET = "foolbox_imagenet"
+"""``repliscope diff``'s default ``--dataset`` (any other value was given, and contradicts ``--random``)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ def _run(manifest: str, opts: LossOptions) -> tuple[LossDiffResult, str | None]:
     from repliscope.stacks.call import run_loss
     from repliscope.user_code import load_user_object
 
+    if opts.random_seed is not None and opts.dataset != DIFF_DEFAULT_DATASET:
+        raise RepliscopeError(
+            f"--random {opts.random_seed} draws the outputs and the boxes; --dataset {opts.dataset} would give real "
+            "ones: give one of them"
+        )
     spec = LOSSES.get(opts.original)
     candidate = load_user_object(opts.candidate, "--loss")
     if not callable(candidate):

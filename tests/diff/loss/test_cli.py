@@ -107,3 +107,13 @@ def test_diffs_show_prints_the_stored_loss_diff_as_tables(app: typer.Typer, db: 
     assert res.exit_code == 0, res.stderr
     assert "loss diff: tests.diff.loss.candidates:yolov3_numpy vs darknet_yolo" in res.stdout
     assert "yolo_23/no_object" in res.stdout and "the candidate reproduces the original" in res.stdout
+
+
+def test_random_and_a_dataset_contradict_and_a_mask_loss_needs_other_inputs(app: typer.Typer, db: str) -> None:
+    code, _, err = _run(app, "tests.diff.loss.candidates:yolov3_numpy", "--random", "1", "--dataset", "coco:x")
+    assert code == 2 and err.strip() == (
+        "error: --random 1 draws the outputs and the boxes; --dataset coco:x would give real ones: give one of them"
+    )
+    code, _, err = _run(app, "tests.diff.loss.candidates:yolov3_numpy", "--original", "maskformer", "--random", "1")
+    assert code == 2
+    assert "--original maskformer: a mask_classification loss" in err and "darknet_yolo, tfmg_yolo" in err
