@@ -136,3 +136,10 @@ def test_a_stage_in_other_units_is_compared_after_undoing_them(coco: Any) -> Non
     letterbox = rows["letterbox"]
     assert letterbox.units == "" and letterbox.max_abs_error is not None and letterbox.max_abs_error < 0.1
     assert r.units == ""  # the model input itself is in the manifest's units
+    # and the whole port is the manifest with TensorFlow's decoder, exactly
+    assert (r.verdict, r.diagnosis.variant, r.diagnosis.residual_max_abs_error) == (
+        "explained",
+        "decoder_tensorflow",
+        0.0,
+    )
+    assert r.diagnosis.change == "decode.library opencv -> tensorflow"

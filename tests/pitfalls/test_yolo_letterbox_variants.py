@@ -17,7 +17,7 @@ from repliscope.ops.base import Geometry, Item
 from repliscope.ops.darknet.letterbox import DarknetLetterbox, DarknetLetterboxParams
 from repliscope.ops.pipeline import Pipeline, decode_input
 from repliscope.pitfalls import yolo_variants
-from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
+from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext, rebuild
 from repliscope.pitfalls.sweep import task_pitfalls
 from tests.yolo._assets import DARKNET_DATA, MANIFEST, need_darknet, seed_cache
 
@@ -114,6 +114,30 @@ def test_registered_for_detection_with_one_stated_change(prepared: tuple[Pipelin
             PITFALLS.get(name)().derive(stretch.pipeline, CTX)
         with pytest.raises(NotApplicable):
             PITFALLS.get(name)().derive(Pipeline((), ()), CTX)
+
+
+def test_decoder_tensorflow_swaps_the_decode_library(prepared: tuple[Pipeline, Any]) -> None:
+    pipeline, runner = prepared
+    assert "decoder_tensorflow" in task_pitfalls("object_detection")
+    derived = PITFALLS.get("decoder_tensorflow")().derive(pipeline, CTX)
+    assert derived.change == "decode.library opencv -> tensorflow"
+    back = PITFALLS.get("decoder_tensorflow")().derive(derived.pipeline, CTX)
+    assert back.change == "decode.library tensorflow -> opencv"
+    turbo = pipeline.replace_pre(
+        0,
+        rebuild(
+            pipeline.pre_ops[0], library="libjpeg_turbo", dct_scale_to=None, fancy_upsampling=True, dct_method="ifast"
+        ),
+    )
+    assert (
+        PITFALLS.get("decoder_tensorflow")().derive(turbo, CTX).change == "decode.library libjpeg_turbo -> tensorflow"
+    )
+    # dog.jpg: TensorFlow's JDCT_IFAST decode moves the letterboxed network input by up to 6.6 grey levels and
+    # 70 detections become 69
+    base, n_base = _run(pipeline, runner, DARKNET_DATA / "dog.jpg")
+    tf_input, n_tf = _run(derived.pipeline, runner, DARKNET_DATA / "dog.jpg")
+    assert (n_base, n_tf) == (70, 69)
+    assert float(np.abs(tf_input - base).max()) == pytest.approx(6.624 / 255, abs=1e-5)
 
 
 def test_measured_effect_on_darknets_sample_images(prepared: tuple[Pipeline, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from repliscope.ops.decode import LIBJPEG_ONLY
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls.base import (
     Derived,
@@ -159,6 +160,21 @@ def darknet_letterbox_pad_then_resize(base: Pipeline, ctx: PitfallContext) -> De
     old = params["order"]
     new = "pad_then_resize" if old == "resize_then_pad" else "resize_then_pad"
     return Derived(base.replace_pre(i, rebuild(base.pre_ops[i], order=new)), f"darknet_letterbox order {old} -> {new}")
+
+
+@yolo_pitfall(
+    "decoder_tensorflow",
+    "JPEG decoded by TensorFlow (tf.io.decode_image: libjpeg-turbo JDCT_IFAST, the Model Garden's) instead of the "
+    "manifest's decoder (a TensorFlow decode becomes OpenCV's)",
+)
+def decoder_tensorflow(base: Pipeline, ctx: PitfallContext) -> Derived:
+    d = find(base, "decode")
+    params = base.pre_ops[d].params.model_dump()
+    old = params["library"]
+    new = "opencv" if old == "tensorflow" else "tensorflow"
+    unset = {key: None for key in LIBJPEG_ONLY if key in params}  # the libjpeg_turbo-only settings
+    new_op = rebuild(base.pre_ops[d], library=new, **unset)
+    return Derived(base.replace_pre(d, new_op), f"decode.library {old} -> {new}")
 
 
 OTHER_INPUT_SIZE = 608
