@@ -148,6 +148,8 @@ def print_loss_diff(result: LossDiffResult) -> None:
     table = Table("gradient of", "max |err|", "ulp", "tolerance", "worst at", "")
     for g in result.gradients:
         at = f"{g.worst_entry or g.worst_at}: {g.original_value:.6g} vs {g.candidate_value:.6g}"
+        if g.entries_over:
+            at += f" (over tolerance: {', '.join(g.entries_over)})"
         table.add_row(
             g.output, f"{g.max_abs:.3g}", f"{g.ulp:.3g}", f"{g.tolerance:.3g}", at, "ok" if g.passed else "DIFFERS"
         )

@@ -125,11 +125,21 @@ def _scaled_gradient(inputs: LossInputs) -> LossResult:
 
 def test_a_gradient_error_alone_is_caught_and_located(inputs: LossInputs) -> None:
     result = _diff(inputs, "scaled-gradient", _scaled_gradient)
-    assert result.first_divergent == "gradient of yolo_16"  # type: ignore[attr-defined]
+    assert result.first_divergent == "gradient of yolo_16 (x, y, w, h, objectness, class)"  # type: ignore[attr-defined]
     row = result.gradients[0]  # type: ignore[attr-defined]
     assert not row.passed and row.worst_entry.startswith("image ")
     assert row.candidate_value == pytest.approx(1.5 * row.original_value, rel=1e-6)
     assert result.diagnosis.verdict == "unexplained"  # type: ignore[attr-defined]
+
+
+def test_a_gradient_mistake_the_values_cannot_show_is_located_by_entry(inputs: LossInputs) -> None:
+    result = _diff(inputs, "chain-rule", candidates.xy_gradient_through_the_logistic)
+    assert result.first_divergent == "gradient of yolo_16 (x, y)"  # type: ignore[attr-defined]
+    assert all(c.passed for c in result.components)  # type: ignore[attr-defined]
+    row = result.gradients[0]  # type: ignore[attr-defined]
+    assert row.entries_over == ["x", "y"] and row.by_entry["w"] <= row.tolerance and row.by_entry["x"] > 0.01
+    diag = result.diagnosis  # type: ignore[attr-defined]
+    assert diag.verdict == "unexplained" and "the candidate's values are the original's" in diag.message
 
 
 @pytest.mark.parametrize(

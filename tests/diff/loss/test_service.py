@@ -84,6 +84,7 @@ def test_loss_diffs_through_the_api_and_the_page(service_app: Any, client: TestC
     assert 'id="gradients-table"' in html and ("class 0, cell" in html or "class 1, cell" in html)
     assert 'id="loss-first-divergent"><strong>yolo_1/class</strong>' in html
     assert "class_softmax_ce" in html and 'id="matching-note"' in html  # torch reports no matching: said
+    assert '(over tolerance: <span class="entries-over">class</span>)' in html
     ok = client.get(f"/diffs/{gid}").text
     assert 'id="matching-table"' in ok and "none: every value, gradient and match within tolerance" in ok
     assert "libdarknet forward_yolo_layer" in ok

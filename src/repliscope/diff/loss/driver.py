@@ -64,6 +64,10 @@ class GradientRow(BaseModel):
     """Index of the largest error (N, C, H, W)."""
     worst_entry: str = ""
     """That index in the loss's words (yolo: image, anchor, entry x/y/w/h/objectness/class k, cell)."""
+    by_entry: dict[str, float] = Field(default_factory=dict)
+    """yolo: max |error| per entry kind (x, y, w, h, objectness, class) over every anchor, cell and image."""
+    entries_over: list[str] = Field(default_factory=list)
+    """The entry kinds whose max |error| exceeds the tolerance (yolo), in channel order."""
     original_value: float = 0.0
     candidate_value: float = 0.0
 
@@ -241,6 +245,14 @@ def _gradient_row(inputs: LossInputs, name: str, ref: np.ndarray, cand: np.ndarr
     diff = np.abs(cand.astype(np.float64) - ref.astype(np.float64))
     diff[~np.isfinite(diff)] = np.inf
     at = tuple(int(v) for v in np.unravel_index(int(np.argmax(diff)), diff.shape)) if diff.size else ()
+    by_entry: dict[str, float] = {}
+    classes = int(inputs.config.get("classes", -1)) if inputs.family == "yolo" else -1
+    if classes >= 0 and diff.ndim == 4 and diff.shape[1] % (5 + classes) == 0 and diff.size:
+        per = diff.reshape(diff.shape[0], -1, 5 + classes, *diff.shape[2:])
+        for e, entry in enumerate(("x", "y", "w", "h", "objectness")):
+            by_entry[entry] = float(per[:, :, e].max())
+        if classes:
+            by_entry["class"] = float(per[:, :, 5:].max())
     return GradientRow(
         output=name,
         shape=list(ref.shape),
@@ -253,6 +265,8 @@ def _gradient_row(inputs: LossInputs, name: str, ref: np.ndarray, cand: np.ndarr
         nonfinite=stats.nonfinite,
         worst_at=list(at),
         worst_entry=_entry_words(inputs, name, at),
+        by_entry=by_entry,
+        entries_over=[k for k, v in by_entry.items() if v > tol],
         original_value=float(ref[at]) if at else 0.0,
         candidate_value=float(cand[at]) if at else 0.0,
     )
@@ -351,7 +365,14 @@ def compare(
         matching_note = f"matching not compared: {side} reports none"
     first = next((c.name for c in components if not c.passed), None)
     if first is None:
-        first = next((f"gradient of {g.output}" for g in gradients if not g.passed), None)
+        first = next(
+            (
+                f"gradient of {g.output}" + (f" ({', '.join(g.entries_over)})" if g.entries_over else "")
+                for g in gradients
+                if not g.passed
+            ),
+            None,
+        )
     if first is None and matching is not None:
         first = next((f"matching of image {m.image}" for m in matching if not m.passed), None)
     if first is None and not total.passed:
