@@ -149,9 +149,35 @@ def diff(
     random_seed: Annotated[
         int | None, typer.Option("--random", help="--loss: seeded random outputs and boxes instead of a dataset.")
     ] = None,
+    gradients: Annotated[
+        str | None,
+        typer.Option(
+            "--gradients",
+            help="A Keras port's gradients against libdarknet's backward, layer by layer: darknet-keras, FILE.keras "
+            "or FILE.py:NAME (docs: guides/training-diff).",
+        ),
+    ] = None,
+    train_steps: Annotated[
+        int, typer.Option(min=0, help="--gradients: then K optimiser steps on both sides (train_network vs SGD).")
+    ] = 0,
+    train_batch: Annotated[int, typer.Option(min=1, help="--gradients: images per training batch (1..16).")] = 1,
+    port_bn: Annotated[
+        str, typer.Option(help="--gradients darknet-keras: batch-norm convention darknet | autodiff | keras.")
+    ] = "darknet",
+    bn_dtype: Annotated[
+        str, typer.Option(help="--gradients darknet-keras: normalisation layers in float32 | bfloat16 | float16.")
+    ] = "float32",
+    seen: Annotated[
+        int | None, typer.Option(min=0, help="--gradients: Darknet's images seen (lr policy, burn_in) at the start.")
+    ] = None,
 ) -> None:
     """Compare two runs, two runtimes, a candidate implementation with the torch reference, or your own
     pre-processing with the manifest's (--pipeline)."""
+    if gradients is not None:
+        from repliscope.cli.training_diff_cmd import TrainingOptions, run_training_diff_cmd
+
+        t_opts = (gradients, mapping, train_steps, train_batch, port_bn, bn_dtype, seen, dataset, threads, plot)
+        return run_training_diff_cmd(target, TrainingOptions(*t_opts, db, store_result, as_json))
     if loss is not None:
         from repliscope.cli.loss_diff_cmd import LossOptions, run_loss_diff_cli
 

@@ -88,6 +88,7 @@ def test_nesterov_momentum_separates_at_the_first_step(setup: dict[str, Any]) ->
         "convolutional_22",
         "weights",
     )
+    assert r.first_divergent == "step 1: convolutional_22.weights"
     assert r.first_separation.port_drift / r.first_separation.darknet_drift == pytest.approx(1.9, rel=1e-2)
 
 

@@ -107,9 +107,9 @@ class GradientDiffResult(BaseModel):
     """``kind = "gradient_diff"`` as stored (``store.diffs``) and printed with ``--json``."""
 
     kind: Literal["gradient_diff"] = "gradient_diff"
-    manifest_name: str
-    a: str = "darknet (libdarknet forward_network + backward_network, net->train = 1)"
-    b: str
+    manifest: str
+    reference: str = "darknet (libdarknet forward_network + backward_network, net->train = 1)"
+    candidate: str
     dataset: str
     samples: int
     batch: int
@@ -127,7 +127,9 @@ class GradientDiffResult(BaseModel):
     )
     params: list[ParamDiff] = Field(default_factory=list)
     forward: list[ForwardDiff] = Field(default_factory=list)
-    first_divergent: ParamDiff | None = None
+    first_divergent: str | None = None
+    """``layer.param`` of the first gradient over tolerance, in backward order (the store's headline)."""
+    first_divergent_detail: ParamDiff | None = None
     determinism: Determinism
     passed: bool
 
@@ -281,8 +283,8 @@ def run_gradient_diff(
             f"> tolerance {first.tolerance:.3g}"
         )
     return GradientDiffResult(
-        manifest_name=manifest_name,
-        b=str(port.description.get("port", "port")),
+        manifest=manifest_name,
+        candidate=str(port.description.get("port", "port")),
         dataset=dataset,
         samples=int(x.shape[0]),
         batch=trainer.batch,
@@ -296,7 +298,8 @@ def run_gradient_diff(
         k=k,
         params=rows,
         forward=forward,
-        first_divergent=first,
+        first_divergent=None if first is None else f"{first.layer}.{first.param}",
+        first_divergent_detail=first,
         determinism=Determinism(
             darknet_spread=dn_spread, port_spread=port_spread, deterministic=deterministic, note=note
         ),

@@ -17,6 +17,7 @@ sides start from the same weights; the port's own initial values are ignored).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,18 @@ from repliscope.diff.training.keras_port import (
 from repliscope.errors import RepliscopeError
 
 BUILTIN_PORT = "darknet-keras"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line`` of a port's exception; Keras' "Exception encountered when calling X.call()." wrapper
+    gets the wrapped message appended (its next non-empty line)."""
+    lines = [_ANSI.sub("", line).strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line]
+    text = lines[0] if lines else ""
+    if text.startswith("Exception encountered when calling") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    return f"{type(exc).__name__}: {text}"
 
 
 def yolo_inputs(net: Network) -> dict[str, str]:
@@ -115,14 +128,23 @@ class KerasPort:
         tf = self.tf
         saved = self.moving() if keep_moving else []
         trainable = self.params.trainable()
-        with tf.GradientTape() as tape:
-            outs = self.model(self._feed(x), training=True)
-            by_name = dict(zip(self._names, outs, strict=True))
-            heads = [by_name[self.yolo[y]] for y in upstream]
-        og = [tf.constant(np.ascontiguousarray(g.transpose(0, 2, 3, 1)).astype(self.dtype)) for g in upstream.values()]
-        grads = tape.gradient(heads, [v for _, _, v in trainable], output_gradients=og)
-        for var, value in saved:
-            var.assign(value)
+        try:
+            with tf.GradientTape() as tape:
+                outs = self.model(self._feed(x), training=True)
+                by_name = dict(zip(self._names, outs, strict=True))
+                heads = [by_name[self.yolo[y]] for y in upstream]
+            outputs = {n: self._check(n, o).transpose(0, 3, 1, 2) for n, o in by_name.items()}
+            og = [
+                tf.constant(np.ascontiguousarray(g.transpose(0, 2, 3, 1)).astype(self.dtype)) for g in upstream.values()
+            ]
+            grads = tape.gradient(heads, [v for _, _, v in trainable], output_gradients=og)
+        except RepliscopeError:
+            raise
+        except Exception as exc:  # the port's own code (a custom layer): one line
+            raise RepliscopeError(f"the port raised {one_line(exc)}") from None
+        finally:
+            for var, value in saved:
+                var.assign(value)
         result: dict[str, dict[str, np.ndarray]] = {}
         for (layer, param, var), grad in zip(trainable, grads, strict=True):
             if grad is None:
@@ -134,7 +156,6 @@ class KerasPort:
             if not np.all(np.isfinite(arr)):
                 raise RepliscopeError(f"{layer}.{param}: the port's gradient has NaN/Inf values")
             result.setdefault(layer, {})[param] = to_darknet_layout(param, arr)
-        outputs = {n: self._check(n, o).transpose(0, 3, 1, 2) for n, o in by_name.items()}
         return PortGradients(result, outputs), {y: by_name[self.yolo[y]] for y in upstream}
 
 
@@ -143,14 +164,13 @@ def _call_user(obj: Any, net: Network, spec: str) -> Any:
     if isinstance(obj, keras.Model):
         return obj
     if not callable(obj):
-        raise RepliscopeError(f"--port {spec}: not a keras.Model nor a function returning one")
+        raise RepliscopeError(f"--gradients {spec}: not a keras.Model nor a function returning one")
     try:
         model = obj(net)
     except Exception as exc:  # the user's code: any failure is one line
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise RepliscopeError(f"--port {spec} raised {type(exc).__name__}: {first}") from None
+        raise RepliscopeError(f"--gradients {spec} raised {one_line(exc)}") from None
     if not isinstance(model, keras.Model):
-        raise RepliscopeError(f"--port {spec} returned {type(model).__name__}, not a keras.Model")
+        raise RepliscopeError(f"--gradients {spec} returned {type(model).__name__}, not a keras.Model")
     return model
 
 
@@ -171,7 +191,7 @@ def load_port(
         desc = {"port": BUILTIN_PORT, "bn": bn, "bn_dtype": bn_dtype, "dtype": dtype}
     elif spec.endswith(".keras"):
         if not Path(spec).is_file():
-            raise RepliscopeError(f"--port {spec}: no such file")
+            raise RepliscopeError(f"--gradients {spec}: no such file")
         from repliscope.convert.darknet_keras import _yolo_layer_class
 
         _yolo_layer_class()
@@ -179,15 +199,15 @@ def load_port(
         try:
             model = keras.saving.load_model(spec, compile=False)
         except Exception as exc:  # a foreign file: one line
-            raise RepliscopeError(f"--port {spec}: Keras cannot load it: {type(exc).__name__}: {exc}") from None
+            raise RepliscopeError(f"--gradients {spec}: Keras cannot load it: {type(exc).__name__}: {exc}") from None
         desc = {"port": spec}
     elif ":" in spec:
         from repliscope.user_code import load_user_object
 
-        model = _call_user(load_user_object(spec, "--port"), net, spec)
+        model = _call_user(load_user_object(spec, "--gradients"), net, spec)
         desc = {"port": spec}
     else:
-        raise RepliscopeError(f"--port {spec}: give {BUILTIN_PORT}, a .keras file, or FILE.py:NAME / module:NAME")
+        raise RepliscopeError(f"--gradients {spec}: give {BUILTIN_PORT}, a .keras file, or FILE.py:NAME / module:NAME")
     params = port_params(model, net, mapping)
     desc["mapping"] = params.origin
     port = KerasPort(model, net, params, desc)

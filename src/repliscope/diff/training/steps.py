@@ -108,9 +108,9 @@ class TrainingStepDiffResult(BaseModel):
     """``kind = "training_step_diff"`` as stored and printed with ``--json``."""
 
     kind: Literal["training_step_diff"] = "training_step_diff"
-    manifest_name: str
-    a: str = "darknet (libdarknet train_network)"
-    b: str
+    manifest: str
+    reference: str = "darknet (libdarknet train_network)"
+    candidate: str
     dataset: str
     samples: int
     batch: int
@@ -124,6 +124,9 @@ class TrainingStepDiffResult(BaseModel):
     port: dict[str, Any]
     rows: list[StepRow] = Field(default_factory=list)
     drift: list[DriftRow] = Field(default_factory=list)
+    first_divergent: str | None = None
+    """``step N: layer.param`` (or ``step N: loss``) where the two trainings first separate (the store's
+    headline)."""
     first_separation: DriftRow | None = None
     first_loss_separation: StepRow | None = None
     gradient_tolerances: dict[str, float] = Field(default_factory=dict)
@@ -287,9 +290,14 @@ def run_training_diff(
             "buffer is not, so the momentum term differs by lr_t / lr_(t-1) there"
         )
     images = sorted({n for b in batches for n in b.names})
+    heads = []
+    if first is not None:
+        heads.append((first.step, f"step {first.step}: {first.layer}.{first.param}"))
+    if first_loss is not None:
+        heads.append((first_loss.step, f"step {first_loss.step}: loss"))
     return TrainingStepDiffResult(
-        manifest_name=manifest_name,
-        b=str(port.description.get("port", "port")),
+        manifest=manifest_name,
+        candidate=str(port.description.get("port", "port")),
         dataset=dataset,
         samples=len(images),
         batch=trainer.batch,
@@ -310,6 +318,7 @@ def run_training_diff(
         port=port.description,
         rows=rows,
         drift=drift,
+        first_divergent=min(heads)[1] if heads else None,
         first_separation=first,
         first_loss_separation=first_loss,
         gradient_tolerances=grad_tol,
@@ -329,10 +338,10 @@ def loss_plot(result: TrainingStepDiffResult) -> bytes:
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
     steps = [r.step for r in result.rows]
     ax.plot(steps, [r.darknet_loss for r in result.rows], "o-", label="darknet (train_network)")
-    ax.plot(steps, [r.port_loss for r in result.rows], "x--", label=f"port ({result.b})")
+    ax.plot(steps, [r.port_loss for r in result.rows], "x--", label=f"port ({result.candidate})")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (Darknet's cost / batch)")
-    ax.set_title(f"{result.manifest_name}: {result.steps} steps, batch {result.batch}")
+    ax.set_title(f"{result.manifest}: {result.steps} steps, batch {result.batch}")
     ax.legend()
     fig.tight_layout()
     buf = io.BytesIO()
