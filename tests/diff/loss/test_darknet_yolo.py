@@ -102,3 +102,18 @@ def test_options_of_later_darknets_are_refused() -> None:
     bad = LossInputs("yolo", inputs.outputs, inputs.targets, {**TINY, "scale_x_y": 1.05})
     with pytest.raises(ValueError, match=r"libdarknet 0\.0\.0\+git20180914 has no scale_x_y"):
         darknet_yolo_loss(bad)
+
+
+def test_a_class_outside_the_layers_classes_is_refused_before_libdarknet_writes_past_its_buffer() -> None:
+    need_darknet()
+    from repliscope.backends.darknet.loss import darknet_yolo_loss
+
+    inputs = _tiny()
+    bad = LossInputs(
+        "yolo",
+        inputs.outputs,
+        (inputs.targets[0], ImageTargets("cls-2", np.array([[0.5, 0.5, 0.2, 0.2]], np.float32), np.array([2]))),
+        TINY,
+    )
+    with pytest.raises(ValueError, match=r"^image cls-2: box 0 has class 2; the yolo layers have classes 0\.\.1$"):
+        darknet_yolo_loss(bad)

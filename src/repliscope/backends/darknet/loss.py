@@ -25,6 +25,7 @@ import ctypes
 import functools
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,9 @@ from repliscope.diff.loss.yolo_form import (
     truths_array,
 )
 from repliscope.errors import FrameworkError
+
+_LOCK = threading.Lock()
+"""libdarknet's layer buffers are shared: one forward at a time in this process."""
 
 MAX_BOXES = 90
 """``max_boxes`` of a yolo layer without ``max=`` (``parse_yolo``): the truth rows Darknet reads per image."""
@@ -96,7 +100,7 @@ class _YoloNet:
         with tempfile.TemporaryDirectory(prefix="repliscope-yolo-") as tmp:
             path = Path(tmp) / "yolo.cfg"
             path.write_text(text)
-            with _quiet():
+            with _LOCK, _quiet():
                 net = lib.load_network(str(path).encode(), None, 0)
         if not net:
             raise FrameworkError(f"libdarknet could not parse the yolo layer of {cfg.name}")
@@ -133,12 +137,13 @@ class _YoloNet:
         net.delta = None
         net.index = 0
         net.w, net.h = net_w, net_h
-        with _quiet():
-            self.forward(lay, net)
         n = lay.outputs
-        output = np.ctypeslib.as_array(ctypes.cast(lay.output, ctypes.POINTER(ctypes.c_float)), shape=(n,)).copy()
-        delta = np.ctypeslib.as_array(ctypes.cast(lay.delta, ctypes.POINTER(ctypes.c_float)), shape=(n,)).copy()
-        cost = float(ctypes.cast(lay.cost, ctypes.POINTER(ctypes.c_float))[0])
+        with _LOCK:  # the layer's output, delta and cost buffers are read before another call reuses them
+            with _quiet():
+                self.forward(lay, net)
+            output = np.ctypeslib.as_array(ctypes.cast(lay.output, ctypes.POINTER(ctypes.c_float)), shape=(n,)).copy()
+            delta = np.ctypeslib.as_array(ctypes.cast(lay.delta, ctypes.POINTER(ctypes.c_float)), shape=(n,)).copy()
+            cost = float(ctypes.cast(lay.cost, ctypes.POINTER(ctypes.c_float))[0])
         return output.reshape(raw.shape), delta.reshape(raw.shape), cost
 
 
@@ -147,13 +152,16 @@ def _yolo_net(text: str, cfg: YoloLayerConfig, height: int, width: int) -> _Yolo
     return _YoloNet(text, cfg, height, width)
 
 
-def truth_rows(image_id: str, rows: Any) -> np.ndarray:
+def truth_rows(image_id: str, rows: Any, classes: int) -> np.ndarray:
     """Darknet's ``net.truth`` of one image: MAX_BOXES x (x, y, w, h, class), zero-padded; ValueError naming the
-    image when a box would end Darknet's list early (x == 0) or there are too many."""
+    image when a box would end Darknet's list early (x == 0), there are too many, or a class is outside
+    0..classes-1 (pjreddie's ``delta_yolo_class`` would write past the layer's buffer)."""
     out = np.zeros((MAX_BOXES, 5), np.float32)
     if len(rows) > MAX_BOXES:
         raise ValueError(f"image {image_id}: {len(rows)} boxes, Darknet reads at most {MAX_BOXES} (max_boxes)")
     for k, (x, y, w, h, c) in enumerate(rows):
+        if not 0 <= c < classes:
+            raise ValueError(f"image {image_id}: box {k} has class {c}; the yolo layers have classes 0..{classes - 1}")
         if not (0 < x < 1 and 0 < y < 1 and 0 < w <= 1 and 0 < h <= 1):
             raise ValueError(
                 f"image {image_id}: box {k} (cx, cy, w, h) = ({x:g}, {y:g}, {w:g}, {h:g}) is outside Darknet's "
@@ -174,7 +182,8 @@ def darknet_yolo_loss(inputs: LossInputs) -> LossResult:
         )
     cfgs = layer_configs(inputs)
     n_images = len(inputs.targets)
-    truths = [truth_rows(t.image_id, truths_array(t)) for t in inputs.targets]
+    classes = int(inputs.config["classes"])  # layer_configs checked it is there
+    truths = [truth_rows(t.image_id, truths_array(t), classes) for t in inputs.targets]
     components: dict[str, float] = {}
     gradients: dict[str, np.ndarray] = {}
     per_image = [0.0] * n_images
@@ -208,15 +217,13 @@ def darknet_yolo_loss(inputs: LossInputs) -> LossResult:
                     f"{cfg.name}, image {target.image_id}: libdarknet's positive cells differ from the YOLOv3 "
                     f"assignment at (anchor, y, x) = {tuple(int(v) for v in where)}"
                 )
-            classes = {
-                key: {
-                    int(c)
-                    for c in np.nonzero(np.rint(p[key[0], 5:, key[1], key[2]] + d[key[0], 5:, key[1], key[2]]))[0]
-                }
-                for key in assignment.truth_of
+            targets = np.rint(p[:, 5:] + d[:, 5:])  # (A, C, H, W): 1 where Darknet's class target is 1
+            class_targets = {
+                cell: {int(c) for c in np.nonzero(targets[cell[0], :, cell[1], cell[2]])[0]}
+                for cell in assignment.truth_of
             }
             values, _ = layer_values(
-                tensor[n], target, cfg, DARKNET, assignment, positive_classes=classes, noobj=d[:, 4] < 0
+                tensor[n], target, cfg, DARKNET, assignment, positive_classes=class_targets, noobj=d[:, 4] < 0
             )
             for key, value in values.items():
                 sums[key] += value
