@@ -117,3 +117,18 @@ def test_a_class_outside_the_layers_classes_is_refused_before_libdarknet_writes_
     )
     with pytest.raises(ValueError, match=r"^image cls-2: box 0 has class 2; the yolo layers have classes 0\.\.1$"):
         darknet_yolo_loss(bad)
+
+
+def test_a_saturated_objectness_at_an_assigned_cell_is_still_a_positive() -> None:
+    """raw objectness 20: sigmoid is exactly 1.0 in float32, so libdarknet's delta there is 0 (as if ignored)."""
+    need_darknet()
+    from repliscope.backends.darknet.loss import darknet_yolo_loss
+
+    inputs = _tiny()
+    out = inputs.outputs["yolo_1"].copy()
+    out[0].reshape(3, 7, 4, 4)[1, 4, 1, 1] = 20.0  # the cell and anchor truth 1 of image "a" is assigned to
+    saturated = LossInputs("yolo", {"yolo_1": out}, inputs.targets, TINY)
+    result = darknet_yolo_loss(saturated)
+    reference = yolov3_numpy(saturated)
+    assert result.gradients["yolo_1"][0].reshape(3, 7, 4, 4)[1, 4, 1, 1] == 0.0
+    assert result.components == pytest.approx(reference.components, rel=1e-9)
