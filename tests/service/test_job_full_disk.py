@@ -23,7 +23,7 @@ from repliscope.evaluation.record import EvaluationRecord
 from repliscope.job_execution import JobSpec
 from repliscope.service import executor as executor_module
 from repliscope.service.executor import DaskJobExecutor, ThreadJobExecutor
-from repliscope.store import service_tables
+from repliscope.store import database
 from repliscope.store.repository import RunStore
 from repliscope.store.service_tables import create_job, get_job, update_job
 from tests.test_jobs import tiny_job
@@ -66,7 +66,7 @@ def test_update_job_on_a_full_disk_is_a_store_error_naming_the_job(
     store: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_job(store, "evaluate", "tiny-resnet@1.0.0", "torch", "foolbox", {}, job_id="job-x")
-    monkeypatch.setattr(service_tables, "Session", FullDiskSession)
+    monkeypatch.setattr(database, "Session", FullDiskSession)
     with pytest.raises(StoreError) as info:
         update_job(store, "job-x", status="running")
     assert str(info.value) == f"job job-x could not be updated in the run database {store.url}: [Errno 28] {FULL}"
@@ -80,7 +80,7 @@ def test_a_full_disk_keeps_the_record_and_the_job_fails_once_the_store_takes_it(
     first = queued(store, tiny_job("disk-1", limit=2))
     second = queued(store, tiny_job("disk-2", limit=1))
     monkeypatch.setattr(RunStore, "save_outcome", full_disk)
-    monkeypatch.setattr(service_tables, "Session", FullDiskSession)
+    monkeypatch.setattr(database, "Session", FullDiskSession)
     jobs = ThreadJobExecutor(store, final_retry_every=0.1)
     try:
         jobs.submit(first)
@@ -95,7 +95,7 @@ def test_a_full_disk_keeps_the_record_and_the_job_fails_once_the_store_takes_it(
         records = {EvaluationRecord.model_validate_json(p.read_text()).counts["total"]: p for p in kept}
         assert sorted(records) == [1, 2]
 
-        monkeypatch.setattr(service_tables, "Session", Session)  # space again: the retries write the rows
+        monkeypatch.setattr(database, "Session", Session)  # space again: the retries write the rows
         wait(lambda: jobs.pending_rows() == [], timeout=10)
         row = get_job(store, "disk-1")
         assert row.status == "failed" and row.finished_at is not None
@@ -205,14 +205,14 @@ def test_a_dask_job_on_a_full_disk_keeps_its_record_and_never_stays_running(
     monkeypatch.setattr(DaskJobExecutor, "constraints", lambda self, job: None)
     job = queued(store, tiny_job("dask-disk", limit=1))
     monkeypatch.setattr(RunStore, "save_outcome", full_disk)
-    monkeypatch.setattr(service_tables, "Session", FullDiskSession)
+    monkeypatch.setattr(database, "Session", FullDiskSession)
     jobs = DaskJobExecutor(store, cluster=object(), final_retry_every=0.1)
     try:
         jobs.submit(job)
         wait(lambda: jobs.status("dask-disk") == "failed")
         wait(lambda: not jobs._threads)  # the job's thread ended ...
         assert jobs.pending_rows() == ["dask-disk"]  # ... and its final status waits for the store
-        monkeypatch.setattr(service_tables, "Session", Session)
+        monkeypatch.setattr(database, "Session", Session)
         wait(lambda: get_job(store, "dask-disk").status == "failed", timeout=10)
         [kept] = (tmp_path / "unsaved-runs").glob("*.json")
         assert f"1 run record(s) kept in {kept}" in (get_job(store, "dask-disk").error or "")

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from repliscope.errors import StoreError
 from repliscope.store import RunQuery, RunStore
-from repliscope.store.repository import RunSummary, _runs_statements
+from repliscope.store.runs import RunSummary, _runs_statements
 from repliscope.store.service_tables import InvalidInputError
 from tests.store.records import TOP1_A, TOP1_B, make_record
 

@@ -16,7 +16,7 @@ from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePred
 from repliscope.report import sections
 from repliscope.report.build import build_run_view
 from repliscope.report.write import write_report
-from repliscope.store import RunStore, repository
+from repliscope.store import RunStore, runs
 from repliscope.store.models import SampleRow
 from tests.store.backends import BACKENDS, POSTGRES, wipe
 from tests.store.records import TOP1_A, make_record
@@ -69,7 +69,7 @@ def big_record(run_id: str, n: int, seed: int = 1, fail_every: int = 97, miss: f
 
 
 def test_chunked_insert_stores_exactly_n_rows(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(repository, "SAMPLE_CHUNK", 7)
+    monkeypatch.setattr(runs, "SAMPLE_CHUNK", 7)
     inserts: list[int] = []
 
     def count(
@@ -92,7 +92,7 @@ def test_chunked_insert_stores_exactly_n_rows(store: RunStore, monkeypatch: pyte
 
 
 def test_detections_read_back_in_chunks_are_equal(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(repository, "SAMPLE_CHUNK", 3)
+    monkeypatch.setattr(runs, "SAMPLE_CHUNK", 3)
     rec = make_record("d" * 32, TOP1_A)
     samples = [
         SamplePrediction(

@@ -1,16 +1,16 @@
-"""Samples read back from the store are built without validation (:func:`repository._stored_sample`): they must
+"""Samples read back from the store are built without validation (:func:`runs._stored_sample`): they must
 be the same objects ``model_construct`` builds: equal, same dump, same fields set, still assignable."""
 
 from pathlib import Path
 
 from repliscope.evaluation.record import Detection, SamplePrediction, result_hash
-from repliscope.store import RunStore, repository
+from repliscope.store import RunStore, runs
 from tests.store.test_store_scale import big_record
 
 
 def test_stored_sample_equals_model_construct() -> None:
     dets = [Detection(box=[1.0, 2.0, 3.0, 4.0], score=0.5, class_id=3)]
-    fast = repository._stored_sample("a.jpg", 7, [7, 1], [0.75, 0.25], None, dets)
+    fast = runs._stored_sample("a.jpg", 7, [7, 1], [0.75, 0.25], None, dets)
     slow = SamplePrediction.model_construct(
         sample_id="a.jpg",
         label=7,
@@ -27,7 +27,7 @@ def test_stored_sample_equals_model_construct() -> None:
     assert repr(fast) == repr(slow)
     assert fast.top1 == 7
     fast.label = 8  # assignment still works and does not touch another instance's fields set
-    other = repository._stored_sample("b.jpg", None, [], [], "SampleError: x", None)
+    other = runs._stored_sample("b.jpg", None, [], [], "SampleError: x", None)
     assert (fast.label, other.label, other.top1) == (8, None, None)
     assert other.model_fields_set is not fast.model_fields_set
 

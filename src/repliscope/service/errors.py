@@ -72,7 +72,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 _DB_URL = re.compile(
-    r"\b(?:sqlite|postgres(?:ql)?|mysql|mariadb|oracle|mssql)(?:\+\w+)?://[^\s'\"<>;,)]*", re.IGNORECASE
+    r"\b(?:sqlite|postgres(?:ql)?|mysql|mariadb|oracle|mssql)(?:\+\w+)?://[^\s'\"<>;,)]*[^\s'\"<>;,):.]",
+    re.IGNORECASE,
 )
 RUN_STORE = "the run store"
 
@@ -127,4 +128,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RepliscopeError)
     async def _repliscope(_request: Request, exc: RepliscopeError) -> JSONResponse:
+        from repliscope.store.errors import DatabaseError
+
+        if isinstance(exc, DatabaseError):  # the run database failed: not the client's mistake
+            return error_json(503, str(exc), None, "unavailable")
         return error_json(422, str(exc), None, "invalid")

@@ -1,24 +1,22 @@
 """API tokens: created on the command line (``repliscope token create``), shown once, stored as sha256 only.
 Roles are ordered viewer < runner < admin (viewer reads, runner submits jobs, admin registers datasets and
-manages tokens)."""
+manages tokens). :class:`TokenStore` is the store; the module functions take a
+:class:`~repliscope.store.repository.RunStore` (anything holding a ``db``)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import secrets
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, get_args
+from datetime import datetime
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
+from repliscope.store.database import Database, HasDatabase, now
+from repliscope.store.errors import ConflictError, InvalidInputError, NotFoundError
 from repliscope.store.models import TokenRow
-from repliscope.store.service_tables import ConflictError, InvalidInputError, NotFoundError
-
-if TYPE_CHECKING:
-    from repliscope.store.repository import RunStore
 
 Role = Literal["viewer", "runner", "admin"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -65,72 +63,95 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(store: RunStore, name: str, role: str) -> str:
-    """A new token for ``name`` with ``role``: returned once in plain text (``rs_`` + 43 URL-safe
-    characters); only its sha256 is stored."""
-    check_role(role)
-    if not name or not name.strip():
-        raise InvalidInputError("a token needs a name (who or what uses it)", "name")
-    token = PREFIX + secrets.token_urlsafe(32)
-    with Session(store.engine) as session, session.begin():
-        session.add(
-            TokenRow(
-                name=name.strip(),
-                role=role,
-                token_sha256=_digest(token),
-                created_at=datetime.now(UTC).replace(tzinfo=None),
-                revoked_at=None,
-            )
-        )
-    return token
+class TokenStore:
+    """The API tokens of ``db``."""
 
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-def authenticate(store: RunStore, token: str | None) -> Principal | None:
-    """The principal of an unrevoked ``token``; None for a missing, malformed, unknown or revoked one."""
-    if not token or not token.startswith(PREFIX) or len(token) > 200:
-        return None
-    digest = _digest(token)
-    with Session(store.engine) as session:
-        row = session.scalars(select(TokenRow).where(TokenRow.token_sha256 == digest)).first()
-        if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_sha256, digest):
+    def create(self, name: str, role: str) -> str:
+        """A new token for ``name`` with ``role``: returned once in plain text (``rs_`` + 43 URL-safe
+        characters); only its sha256 is stored."""
+        check_role(role)
+        if not name or not name.strip():
+            raise InvalidInputError("a token needs a name (who or what uses it)", "name")
+        token = PREFIX + secrets.token_urlsafe(32)
+        row = TokenRow(name=name.strip(), role=role, token_sha256=_digest(token), created_at=now(), revoked_at=None)
+        with self.db.session(write=True, failing="a token could not be written to") as session:
+            session.add(row)
+        return token
+
+    def authenticate(self, token: str | None) -> Principal | None:
+        """The principal of an unrevoked ``token``; None for a missing, malformed, unknown or revoked one."""
+        if not token or not token.startswith(PREFIX) or len(token) > 200:
             return None
-        return Principal(token_id=row.id, name=row.name, role=check_role(row.role))  # type: ignore[arg-type]
+        digest = _digest(token)
+        with self.db.session() as session:
+            row = session.scalars(select(TokenRow).where(TokenRow.token_sha256 == digest)).first()
+            if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_sha256, digest):
+                return None
+            return Principal(token_id=row.id, name=row.name, role=check_role(row.role))  # type: ignore[arg-type]
 
-
-def revoke_token(store: RunStore, token_id: int, keep_an_admin: bool = False) -> TokenInfo:
-    """Revoke token ``token_id`` (revoking a revoked token keeps its first revocation time). ``keep_an_admin``
-    (the service): the last unrevoked admin token is refused (ConflictError), so the server keeps an admin."""
-    with Session(store.engine, expire_on_commit=False) as session, session.begin():
-        row = session.get(TokenRow, token_id)
-        if row is None:
-            raise NotFoundError(f"token {token_id} does not exist", "token")
-        if keep_an_admin and row.revoked_at is None and row.role == "admin":
-            others = (
-                select(TokenRow.id)
-                .where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None), TokenRow.id != token_id)
-                .limit(1)
-            )
-            if session.scalar(others) is None:
-                raise ConflictError(
-                    f"token {token_id} is the last admin token: create another admin token before revoking it",
-                    "token_id",
+    def revoke(self, token_id: int, keep_an_admin: bool = False) -> TokenInfo:
+        """Revoke token ``token_id`` (revoking a revoked token keeps its first revocation time). ``keep_an_admin``
+        (the service): the last unrevoked admin token is refused (ConflictError), so the server keeps an admin."""
+        with self.db.session(write=True, failing=f"token {token_id} could not be revoked in") as session:
+            row = session.get(TokenRow, token_id)
+            if row is None:
+                raise NotFoundError(f"token {token_id} does not exist", "token")
+            if keep_an_admin and row.revoked_at is None and row.role == "admin":
+                others = (
+                    select(TokenRow.id)
+                    .where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None), TokenRow.id != token_id)
+                    .limit(1)
                 )
-        if row.revoked_at is None:
-            row.revoked_at = datetime.now(UTC).replace(tzinfo=None)
-    return TokenInfo.model_validate(row)
+                if session.scalar(others) is None:
+                    raise ConflictError(
+                        f"token {token_id} is the last admin token: create another admin token before revoking it",
+                        "token_id",
+                    )
+            if row.revoked_at is None:
+                row.revoked_at = now()
+        return TokenInfo.model_validate(row)
+
+    def list(self) -> list[TokenInfo]:
+        """Every token (revoked ones too), oldest first."""
+        with self.db.session() as session:
+            return [TokenInfo.model_validate(r) for r in session.scalars(select(TokenRow).order_by(TokenRow.id))]
+
+    def has_admin(self) -> bool:
+        """Whether an unrevoked admin token exists (``repliscope serve`` prints a new one when not)."""
+        with self.db.session() as session:
+            query = select(TokenRow.id).where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None)).limit(1)
+            return session.scalar(query) is not None
+
+
+# ---- the function API ---------------------------------------------------------------------------------------
+
+
+def create_token(store: HasDatabase, name: str, role: str) -> str:
+    """:meth:`TokenStore.create`."""
+    return TokenStore(store.db).create(name, role)
+
+
+def authenticate(store: HasDatabase, token: str | None) -> Principal | None:
+    """:meth:`TokenStore.authenticate`."""
+    return TokenStore(store.db).authenticate(token)
+
+
+def revoke_token(store: HasDatabase, token_id: int, keep_an_admin: bool = False) -> TokenInfo:
+    """:meth:`TokenStore.revoke`."""
+    return TokenStore(store.db).revoke(token_id, keep_an_admin)
 
 
 revoke = revoke_token
 
 
-def list_tokens(store: RunStore) -> list[TokenInfo]:
+def list_tokens(store: HasDatabase) -> list[TokenInfo]:
     """Every token (revoked ones too), oldest first."""
-    with Session(store.engine) as session:
-        return [TokenInfo.model_validate(r) for r in session.scalars(select(TokenRow).order_by(TokenRow.id))]
+    return TokenStore(store.db).list()
 
 
-def has_admin(store: RunStore) -> bool:
-    """Whether an unrevoked admin token exists (``repliscope serve`` prints a new one when not)."""
-    with Session(store.engine) as session:
-        query = select(TokenRow.id).where(TokenRow.role == "admin", TokenRow.revoked_at.is_(None)).limit(1)
-        return session.scalar(query) is not None
+def has_admin(store: HasDatabase) -> bool:
+    """:meth:`TokenStore.has_admin`."""
+    return TokenStore(store.db).has_admin()

@@ -5,8 +5,9 @@ summary and an optional PNG (a pipeline diff's heatmaps).
 Each kind has one describer (:data:`DESCRIBERS`) that turns its result into the listing columns; ``DIFF_KINDS`` is
 their keys. The loss, gradient and training-step diffs share one headline contract (:class:`TrainingDiffHeadline`).
 
-Functions take an open :class:`~repliscope.store.repository.RunStore` (its engine); :func:`save_diff` also takes a
-URL (None: the default store), as the CLI calls it.
+:class:`DiffStore` is the store; the module functions (:func:`store_diff`, :func:`list_diffs`, :func:`get_diff`,
+:func:`get_figure`) take an open :class:`~repliscope.store.repository.RunStore` (anything holding a ``db``), and
+:func:`save_diff` a URL (None: the default store), as the CLI calls it.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
+from repliscope.store.database import Database, HasDatabase, resolve_id
 from repliscope.store.models import DiffRow
-from repliscope.store.repository import MIN_PREFIX, RunStore
 
 MAX_FIGURE_BYTES = 8 << 20
 """A stored figure is at most 8 MiB (three heatmap rows are about 200 KB)."""
@@ -177,26 +177,11 @@ def describe(result: dict[str, Any], manifest_name: str = "") -> dict[str, Any]:
     return describer(result, manifest_name)
 
 
-def store_diff(
-    store: RunStore,
-    result: dict[str, Any],
-    *,
-    manifest_name: str = "",
-    figure: bytes | None = None,
-    created_by: str | None = None,
-) -> str:
-    """Store one diff result; returns its new id (32 hex characters)."""
-    row = diff_row(result, manifest_name=manifest_name, figure=figure, created_by=created_by)
-    diff_id = row.diff_id
-    with Session(store.engine) as session, session.begin():
-        session.add(row)
-    return diff_id
-
-
 def diff_row(
     result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None, created_by: str | None = None
 ) -> DiffRow:
-    """The ``diffs`` row of one diff result, with a new id (also used by ``RunStore.save_outcome`` for diff jobs)."""
+    """The ``diffs`` row of one diff result, with a new id (also stored with a diff job's results:
+    :mod:`repliscope.store.job_results`)."""
     if figure is not None and len(figure) > MAX_FIGURE_BYTES:
         raise StoreError(f"the diff figure is {len(figure)} bytes (at most {MAX_FIGURE_BYTES})")
     return DiffRow(
@@ -210,10 +195,58 @@ def diff_row(
     )
 
 
-def save_diff(url: str | None, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None) -> str:
-    """:func:`store_diff` into the store at ``url`` (None: the default store)."""
-    with RunStore(url) as store:
-        return store_diff(store, result, manifest_name=manifest_name, figure=figure)
+_LISTED = [c for c in DiffRow.__table__.columns if c.name not in ("result", "figure")]
+
+
+class DiffStore:
+    """The stored diffs of ``db``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def save(
+        self,
+        result: dict[str, Any],
+        *,
+        manifest_name: str = "",
+        figure: bytes | None = None,
+        created_by: str | None = None,
+    ) -> str:
+        """Store one diff result; returns its new id (32 hex characters)."""
+        row = diff_row(result, manifest_name=manifest_name, figure=figure, created_by=created_by)
+        with self.db.session(write=True, failing=f"the {row.kind} could not be written to") as session:
+            session.add(row)
+        return row.diff_id
+
+    def list(
+        self, *, kind: str | None = None, manifest_name: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[DiffSummary], int]:
+        """Newest first -> (page, total matching)."""
+        if kind is not None and kind not in DIFF_KINDS:
+            raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
+        query = select(*_LISTED, DiffRow.figure.is_not(None).label("has_figure"))
+        count = select(func.count()).select_from(DiffRow)
+        if kind is not None:
+            query, count = query.where(DiffRow.kind == kind), count.where(DiffRow.kind == kind)
+        if manifest_name is not None:
+            query = query.where(DiffRow.manifest_name == manifest_name)
+            count = count.where(DiffRow.manifest_name == manifest_name)
+        with self.db.session() as session:
+            page = query.order_by(DiffRow.created_at.desc()).offset(offset).limit(limit)
+            rows = session.execute(page).mappings().all()
+            total = int(session.scalar(count) or 0)
+        return [DiffSummary(**dict(r)) for r in rows], total
+
+    def get(self, diff_id: str) -> StoredDiff:
+        """One stored diff by id or unique prefix (UnknownIdError / AmbiguousIdError)."""
+        with self.db.session() as session:
+            row = session.get_one(DiffRow, resolve_id(session, DiffRow.diff_id, diff_id, "diff"))
+            return StoredDiff(**_summary(row).model_dump(), result=row.result)
+
+    def figure(self, diff_id: str) -> bytes | None:
+        """The stored figure (PNG) of a diff, None when it has none."""
+        with self.db.session() as session:
+            return session.get_one(DiffRow, resolve_id(session, DiffRow.diff_id, diff_id, "diff")).figure
 
 
 def _summary(row: DiffRow) -> DiffSummary:
@@ -233,51 +266,42 @@ def _summary(row: DiffRow) -> DiffSummary:
     )
 
 
+# ---- the function API (what the CLI, the service and other modules call) -----------------------------------
+
+
+def store_diff(
+    store: HasDatabase,
+    result: dict[str, Any],
+    *,
+    manifest_name: str = "",
+    figure: bytes | None = None,
+    created_by: str | None = None,
+) -> str:
+    """Store one diff result; returns its new id (32 hex characters)."""
+    return DiffStore(store.db).save(result, manifest_name=manifest_name, figure=figure, created_by=created_by)
+
+
+def save_diff(url: str | None, result: dict[str, Any], *, manifest_name: str = "", figure: bytes | None = None) -> str:
+    """:func:`store_diff` into the store at ``url`` (None: the default store)."""
+    db = Database(url)
+    try:
+        return DiffStore(db).save(result, manifest_name=manifest_name, figure=figure)
+    finally:
+        db.close()
+
+
 def list_diffs(
-    store: RunStore, *, kind: str | None = None, manifest_name: str | None = None, limit: int = 50, offset: int = 0
+    store: HasDatabase, *, kind: str | None = None, manifest_name: str | None = None, limit: int = 50, offset: int = 0
 ) -> tuple[list[DiffSummary], int]:
     """Newest first -> (page, total matching)."""
-    if kind is not None and kind not in DIFF_KINDS:
-        raise StoreError(f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
-    cols = [c for c in DiffRow.__table__.columns if c.name not in ("result", "figure")]
-    query = select(*cols, DiffRow.figure.is_not(None).label("has_figure"))
-    count = select(func.count()).select_from(DiffRow)
-    if kind is not None:
-        query, count = query.where(DiffRow.kind == kind), count.where(DiffRow.kind == kind)
-    if manifest_name is not None:
-        query = query.where(DiffRow.manifest_name == manifest_name)
-        count = count.where(DiffRow.manifest_name == manifest_name)
-    with Session(store.engine) as session:
-        rows = session.execute(query.order_by(DiffRow.created_at.desc()).offset(offset).limit(limit)).mappings().all()
-        total = int(session.scalar(count) or 0)
-    return [DiffSummary(**{k: v for k, v in r.items()}) for r in rows], total
+    return DiffStore(store.db).list(kind=kind, manifest_name=manifest_name, limit=limit, offset=offset)
 
 
-def resolve_diff_id(session: Session, diff_id: str) -> str:
-    """Full id for an exact id or a unique prefix of at least MIN_PREFIX characters."""
-    if session.get(DiffRow, diff_id) is not None:
-        return diff_id
-    if len(diff_id) < MIN_PREFIX:
-        raise StoreError(f"unknown diff id '{diff_id}' (a prefix needs at least {MIN_PREFIX} characters)")
-    matches = session.scalars(
-        select(DiffRow.diff_id).where(DiffRow.diff_id.startswith(diff_id, autoescape=True)).limit(11)
-    ).all()
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise StoreError(f"unknown diff id '{diff_id}'")
-    raise StoreError(f"diff id prefix '{diff_id}' is ambiguous; candidates: {', '.join(matches[:10])}")
-
-
-def get_diff(store: RunStore, diff_id: str) -> StoredDiff:
+def get_diff(store: HasDatabase, diff_id: str) -> StoredDiff:
     """One stored diff by id or unique prefix (StoreError when unknown or ambiguous)."""
-    with Session(store.engine) as session:
-        row = session.get(DiffRow, resolve_diff_id(session, diff_id))
-        assert row is not None
-        return StoredDiff(**_summary(row).model_dump(), result=row.result)
+    return DiffStore(store.db).get(diff_id)
 
 
-def get_figure(store: RunStore, diff_id: str) -> bytes | None:
-    with Session(store.engine) as session:
-        row = session.get(DiffRow, resolve_diff_id(session, diff_id))
-        return None if row is None else row.figure
+def get_figure(store: HasDatabase, diff_id: str) -> bytes | None:
+    """The stored figure of a diff (id or unique prefix), None when it has none."""
+    return DiffStore(store.db).figure(diff_id)

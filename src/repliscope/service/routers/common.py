@@ -37,13 +37,15 @@ def executor_of(request: Request) -> JobExecutor:
 
 @contextmanager
 def store_errors(not_found_field: str | None = None, body_refs: bool = False) -> Iterator[None]:
-    """Map the store's errors: NotFoundError -> 404 (422 with ``body_refs``: a reference inside a request body),
-    ConflictError -> 409, InvalidInputError -> 422, any other StoreError (e.g. an unknown or ambiguous run id)
-    -> 404 naming ``not_found_field``."""
-    from repliscope.store.service_tables import ConflictError, InvalidInputError, NotFoundError
+    """Map the store's errors (:mod:`repliscope.store.errors`): NotFoundError -> 404 (422 with ``body_refs``: a
+    reference inside a request body), ConflictError -> 409, InvalidInputError -> 422, DatabaseError (the database
+    failed) -> 503, any other StoreError (e.g. an unknown or ambiguous run id) -> 404 naming ``not_found_field``."""
+    from repliscope.store.errors import ConflictError, DatabaseError, InvalidInputError, NotFoundError
 
     try:
         yield
+    except DatabaseError as exc:
+        raise ApiError(503, str(exc), code="unavailable") from None
     except NotFoundError as exc:
         field = f"body.{exc.field}" if body_refs and exc.field else exc.field
         raise ApiError(

@@ -332,33 +332,12 @@ def _json_chunks(batches: Iterator[list[Any]]) -> Iterator[str]:
 def _full_sweep_id(store: Any, sweep_id: str) -> str:
     """The stored sweep id that ``sweep_id`` is, or starts (the pages show 12 characters; at least
     ``MIN_PREFIX``): a 422 listing the candidates when several sweeps start with it; no match -> as given."""
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
+    from repliscope.store.errors import AmbiguousIdError
 
-    from repliscope.store.models import RunRow
-    from repliscope.store.repository import MIN_PREFIX
-
-    if len(sweep_id) < MIN_PREFIX:
-        return sweep_id
-    with Session(store.engine) as session:
-        matches = session.scalars(
-            select(RunRow.sweep_id)
-            .distinct()
-            .where(RunRow.sweep_id.startswith(sweep_id, autoescape=True))
-            .order_by(RunRow.sweep_id)
-            .limit(11)
-        ).all()
-    if sweep_id in matches or not matches:
-        return sweep_id
-    if len(matches) > 1:
-        more = " and more" if len(matches) > 10 else ""
-        raise ApiError(
-            422,
-            f"sweep id prefix {sweep_id!r} is ambiguous; candidates: {', '.join(str(m) for m in matches[:10])}{more}",
-            field="query.sweep_id",
-            code="ambiguous",
-        )
-    return str(matches[0])
+    try:
+        return str(store.runs.resolve_sweep_id(sweep_id))
+    except AmbiguousIdError as exc:
+        raise ApiError(422, str(exc), field="query.sweep_id", code="ambiguous") from None
 
 
 @router.get("/compare")

@@ -27,21 +27,10 @@ class DatasetLine:
 def dataset_lines(store: Any, hide: Any = None) -> list[DatasetLine]:
     """The registered datasets by name, each with its number of stored runs (recorded under its name);
     ``hide(text)``: the path redaction applied to specs (None: shown as stored, for admins)."""
-    from sqlalchemy import func, select
-    from sqlalchemy.orm import Session
-
-    from repliscope.store.models import RunRow
-    from repliscope.store.service_tables import list_datasets
+    from repliscope.store.datasets import list_datasets
 
     registered = list_datasets(store)
-    with Session(store.engine) as session:
-        counts = dict(
-            session.execute(
-                select(RunRow.dataset_name, func.count())
-                .where(RunRow.dataset_name.in_([d.name for d in registered]))
-                .group_by(RunRow.dataset_name)
-            ).all()
-        )
+    counts = store.runs.count_by_dataset([d.name for d in registered])
     lines = []
     for d in registered:
         declared = ""

@@ -115,13 +115,9 @@ def job_list(store: Any, filters: JobsFilter) -> list[JobView]:
 
 def job_users(store: Any) -> list[str]:
     """The token names that submitted a job (the user filter's choices)."""
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
+    from repliscope.store.jobs import job_submitters
 
-    from repliscope.store.models import JobRow
-
-    with Session(store.engine) as session:
-        return sorted(session.scalars(select(JobRow.created_by).distinct()).all())
+    return job_submitters(store)
 
 
 def _view(job: Any) -> JobView:

@@ -15,15 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, ReportView
 from repliscope.service.web.claim_cells import claim_cell
 from repliscope.store.compare import RunComparison, compare_runs
-from repliscope.store.models import RunRow
 from repliscope.store.repository import RunQuery, RunStore
 
 THUMBNAIL_PX = 96
@@ -105,48 +101,27 @@ def _claim_label(claim: Mapping[str, Any]) -> str:
 def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
     """One row per model (manifest name): its versions, its claims, and the latest run per (version, runtime,
     hardware) with its claim verdict (sweep variants left out: a variant is not the model as claimed)."""
-    key = (RunRow.manifest_name, RunRow.manifest_version, RunRow.runtime, RunRow.cpu_model)
-    latest = select(*key, func.max(RunRow.created_at).label("at")).where(RunRow.variant.is_(None)).group_by(*key)
-    if name is not None:
-        latest = latest.where(RunRow.manifest_name == name)
     rows: dict[str, ModelRow] = {}
-    with Session(store.engine) as session:
-        for model, version, runtime, cpu, at in session.execute(latest.order_by(RunRow.manifest_name)).all():
-            run = session.scalars(
-                select(RunRow)
-                .where(
-                    RunRow.manifest_name == model,
-                    RunRow.manifest_version == version,
-                    RunRow.runtime == runtime,
-                    RunRow.cpu_model.is_(None) if cpu is None else RunRow.cpu_model == cpu,
-                    RunRow.created_at == at,
-                    RunRow.variant.is_(None),
-                )
-                .order_by(RunRow.run_id.desc())
-                .limit(1)
-            ).first()
-            if run is None:
-                continue
-            row = rows.setdefault(model, ModelRow(model))
-            if version not in row.versions:
-                row.versions.append(version)
-            for claim in run.record.get("claims") or []:
-                label = _claim_label(claim)
-                if label not in row.claims:
-                    row.claims.append(label)
-            claims = run.record.get("claims") or []
-            row.cells.append(
-                ModelCell(
-                    version=version,
-                    runtime=runtime,
-                    hardware=cpu or "—",
-                    verdict=run.verdict or "no claim",
-                    run_id=run.run_id,
-                    created_at=f"{run.created_at:%Y-%m-%d %H:%M}",
-                    claims=tuple(claim_cell(c) for c in claims if not _is_performance(c)),
-                    dataset=str(claims[0].get("evaluated_dataset", "")) if claims else "",
-                )
+    for run in store.runs.latest_per_model(name):
+        row = rows.setdefault(run.manifest_name, ModelRow(run.manifest_name))
+        if run.manifest_version not in row.versions:
+            row.versions.append(run.manifest_version)
+        for claim in run.claims:
+            label = _claim_label(claim)
+            if label not in row.claims:
+                row.claims.append(label)
+        row.cells.append(
+            ModelCell(
+                version=run.manifest_version,
+                runtime=run.runtime,
+                hardware=run.cpu_model or "—",
+                verdict=run.verdict or "no claim",
+                run_id=run.run_id,
+                created_at=f"{run.created_at:%Y-%m-%d %H:%M}",
+                claims=tuple(claim_cell(c) for c in run.claims if not _is_performance(c)),
+                dataset=str(run.claims[0].get("evaluated_dataset", "")) if run.claims else "",
             )
+        )
     return list(rows.values())
 
 
@@ -165,16 +140,8 @@ RUN_FILTERS = (
 )
 """The runs page's filters: the fields of :class:`RunQuery` (``hardware``: the CPU model; ``sweep_id``: the
 variants of one pitfall sweep, as the variant column links them)."""
-_CHOICE_COLUMNS = {
-    "model": RunRow.manifest_name,
-    "version": RunRow.manifest_version,
-    "runtime": RunRow.runtime,
-    "framework_version": RunRow.framework_version,
-    "dataset": RunRow.dataset_name,
-    "hardware": RunRow.cpu_model,
-    "kind": RunRow.kind,
-    "verdict": RunRow.verdict,
-}
+_CHOICE_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
+"""The filters whose form field lists the stored values (``sweep_id`` is typed or linked)."""
 
 
 @dataclass(frozen=True)
@@ -256,11 +223,7 @@ def filter_choices(store: RunStore) -> dict[str, list[str]]:
     cached = _choices_cache.get(store.url)
     if cached is not None and now - cached[0] < CHOICES_TTL_SECONDS:
         return cached[1]
-    with Session(store.engine) as session:
-        choices = {
-            key: [v for v in session.scalars(select(col).distinct().order_by(col).limit(200)) if v]
-            for key, col in _CHOICE_COLUMNS.items()
-        }
+    choices = store.runs.filter_values(_CHOICE_FILTERS, limit=200)
     _choices_cache[store.url] = (now, choices)
     return choices
 

@@ -1,0 +1,227 @@
+"""The jobs table: a background job's status, progress, log and result ids. :class:`JobStore` is the store; the
+module functions take a :class:`~repliscope.store.repository.RunStore` (anything holding a ``db``)."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import select
+
+from repliscope.store.database import Database, HasDatabase, now
+from repliscope.store.errors import InvalidInputError, NotFoundError
+from repliscope.store.manifests import parse_ref
+from repliscope.store.models import JobRow
+
+JobKind = Literal["evaluate", "pitfalls", "bench", "diff"]
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JOB_KINDS: tuple[str, ...] = get_args(JobKind)
+JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
+FINISHED: tuple[str, ...] = ("succeeded", "failed", "cancelled")
+
+
+class Job(BaseModel):
+    """A background job and its progress (``progress_total`` None until known)."""
+
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+    id: str
+    kind: str
+    manifest: str
+    runtime: str | None
+    dataset: str | None
+    options: dict[str, Any]
+    status: str
+    progress_done: int
+    progress_total: int | None
+    log: str
+    result_ids: list[str]
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    created_by: str
+
+
+def new_job_id() -> str:
+    """A new job id (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+def _check_status(status: str | None) -> None:
+    if status is not None and status not in JOB_STATUSES:
+        raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})", "status")
+
+
+class JobStore:
+    """The jobs of ``db``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create(
+        self,
+        kind: str,
+        manifest: str,
+        runtime: str | None,
+        dataset: str | None,
+        options: dict[str, Any],
+        created_by: str = "",
+        job_id: str | None = None,
+    ) -> Job:
+        """A queued job (``manifest`` is ``name@version``); ``job_id``: its id (default: a new one)."""
+        if kind not in JOB_KINDS:
+            raise InvalidInputError(f"kind {kind!r} is not a job kind (allowed: {', '.join(JOB_KINDS)})", "kind")
+        parse_ref(manifest)
+        row = JobRow(
+            id=job_id or new_job_id(),
+            kind=kind,
+            manifest=manifest,
+            runtime=runtime,
+            dataset=dataset,
+            options=dict(options),
+            status="queued",
+            progress_done=0,
+            progress_total=None,
+            log="",
+            result_ids=[],
+            error=None,
+            created_at=now(),
+            started_at=None,
+            finished_at=None,
+            created_by=created_by,
+        )
+        with self.db.session(write=True, failing=f"job {row.id} could not be created in") as session:
+            session.add(row)
+        return Job.model_validate(row)
+
+    def update(
+        self,
+        job_id: str,
+        *,
+        status: str | None = None,
+        progress_done: int | None = None,
+        progress_total: int | None = None,
+        append_log: str | None = None,
+        result_ids: list[str] | None = None,
+        error: str | None = None,
+    ) -> Job:
+        """Change a job: ``status`` running sets ``started_at``, a finished status sets ``finished_at``;
+        ``append_log`` adds one line to the log. A write that fails (a full disk, a read-only database, a lost
+        server) is a DatabaseError naming the job, the database and the reason; nothing of the change is
+        written."""
+        _check_status(status)
+        with self.db.session(write=True, failing=f"job {job_id} could not be updated in") as session:
+            row = session.get(JobRow, job_id, with_for_update=True)
+            if row is None:
+                raise NotFoundError(f"job {job_id!r} does not exist", "job")
+            if status is not None:
+                row.status = status
+                if status == "running" and row.started_at is None:
+                    row.started_at = now()
+                if status in FINISHED:
+                    row.finished_at = now()
+            if progress_done is not None:
+                row.progress_done = progress_done
+            if progress_total is not None:
+                row.progress_total = progress_total
+            if append_log is not None:
+                row.log = row.log + append_log.rstrip("\n") + "\n"
+            if result_ids is not None:
+                row.result_ids = list(result_ids)
+            if error is not None:
+                row.error = error
+        return Job.model_validate(row)
+
+    def get(self, job_id: str) -> Job:
+        with self.db.session() as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise NotFoundError(f"job {job_id!r} does not exist", "job")
+            return Job.model_validate(row)
+
+    def list(
+        self,
+        status: str | None = None,
+        limit: int = 100,
+        *,
+        kind: str | None = None,
+        created_by: str | None = None,
+    ) -> list[Job]:
+        """Jobs, newest first; optionally of one status, one kind, one submitter (token name), all exact."""
+        _check_status(status)
+        query = select(JobRow).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
+        for value, column in ((status, JobRow.status), (kind, JobRow.kind), (created_by, JobRow.created_by)):
+            if value is not None:
+                query = query.where(column == value)
+        with self.db.session() as session:
+            return [Job.model_validate(r) for r in session.scalars(query).all()]
+
+    def submitters(self) -> builtins.list[str]:
+        """The token names that submitted a job, sorted (the jobs page's user filter)."""
+        with self.db.session() as session:
+            return sorted(session.scalars(select(JobRow.created_by).distinct()).all())
+
+
+# ---- the function API ---------------------------------------------------------------------------------------
+
+
+def create_job(
+    store: HasDatabase,
+    kind: str,
+    manifest: str,
+    runtime: str | None,
+    dataset: str | None,
+    options: dict[str, Any],
+    created_by: str = "",
+    job_id: str | None = None,
+) -> Job:
+    """:meth:`JobStore.create`."""
+    return JobStore(store.db).create(kind, manifest, runtime, dataset, options, created_by, job_id)
+
+
+def update_job(
+    store: HasDatabase,
+    job_id: str,
+    *,
+    status: str | None = None,
+    progress_done: int | None = None,
+    progress_total: int | None = None,
+    append_log: str | None = None,
+    result_ids: list[str] | None = None,
+    error: str | None = None,
+) -> Job:
+    """:meth:`JobStore.update`."""
+    return JobStore(store.db).update(
+        job_id,
+        status=status,
+        progress_done=progress_done,
+        progress_total=progress_total,
+        append_log=append_log,
+        result_ids=result_ids,
+        error=error,
+    )
+
+
+def get_job(store: HasDatabase, job_id: str) -> Job:
+    return JobStore(store.db).get(job_id)
+
+
+def list_jobs(
+    store: HasDatabase,
+    status: str | None = None,
+    limit: int = 100,
+    *,
+    kind: str | None = None,
+    created_by: str | None = None,
+) -> list[Job]:
+    """:meth:`JobStore.list`."""
+    return JobStore(store.db).list(status, limit, kind=kind, created_by=created_by)
+
+
+def job_submitters(store: HasDatabase) -> list[str]:
+    """:meth:`JobStore.submitters`."""
+    return JobStore(store.db).submitters()
