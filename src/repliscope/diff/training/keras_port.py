@@ -175,16 +175,21 @@ def build_training_port(
     bn_dtype: str = "float32",
     dtype: str = "float32",
     leaky_slope: float = LEAKY_SLOPE,
+    low_precision: frozenset[str] | None = None,
 ) -> Any:
     """The functional ``keras.Model`` (NHWC) whose outputs are every Darknet layer's output, in order, with
     untrained variables (:func:`load_darknet_params` sets the original's). ``dtype``: every layer's dtype
-    (``float64``: the same equations with float64 rounding, the yardstick of a gradient's float32 sensitivity)."""
+    (``float64``: the same equations with float64 rounding, the yardstick of a gradient's float32 sensitivity).
+    ``low_precision``: the Darknet layers whose normalisation runs in ``bn_dtype`` (None: every one)."""
     if bn not in BN_MODES:
         raise RepliscopeError(f"batch-norm convention {bn!r} (allowed: {', '.join(BN_MODES)})")
     if dtype not in ("float32", "float64"):
         raise RepliscopeError(f"port dtype {dtype!r} (allowed: float32, float64)")
     if bn_dtype not in BN_DTYPES:
         raise RepliscopeError(f"batch-norm dtype {bn_dtype!r} (allowed: {', '.join(BN_DTYPES)})")
+    unknown = sorted(set(low_precision or ()) - {lay.name for lay in net.layers if lay.params.get("batch_normalize")})
+    if unknown:
+        raise RepliscopeError(f"low-precision layers {', '.join(unknown)}: not batch-normalised layers of the cfg")
     _, keras = import_tf_keras()
     from repliscope.convert.darknet_keras import _yolo_layer_class
 
@@ -204,10 +209,11 @@ def build_training_port(
             )
             y = conv(y)
             if has_bn:
+                compute = bn_dtype if low_precision is None or name in low_precision else "float32"
                 if bn_cls is None:
-                    norm = _keras_bn(keras, f"{name}_bn", bn_dtype, dtype)
+                    norm = _keras_bn(keras, f"{name}_bn", compute, dtype)
                 else:
-                    norm = bn_cls(mode=bn, compute=bn_dtype, name=f"{name}_bn", dtype=dtype)
+                    norm = bn_cls(mode=bn, compute=compute, name=f"{name}_bn", dtype=dtype)
                 y = norm(y)
             act = p["activation"]
             if act == "leaky":

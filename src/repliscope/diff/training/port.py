@@ -183,12 +183,15 @@ def load_port(
     bn_dtype: str = "float32",
     dtype: str = "float32",
     mapping: dict[str, Any] | None = None,
+    low_precision: frozenset[str] | None = None,
 ) -> KerasPort:
     """``spec`` (module doc) -> the port with the original's parameters loaded."""
     _, keras = import_tf_keras()
     if spec == BUILTIN_PORT:
-        model = build_training_port(net, bn=bn, bn_dtype=bn_dtype, dtype=dtype)
+        model = build_training_port(net, bn=bn, bn_dtype=bn_dtype, dtype=dtype, low_precision=low_precision)
         desc = {"port": BUILTIN_PORT, "bn": bn, "bn_dtype": bn_dtype, "dtype": dtype}
+        if low_precision is not None:
+            desc["low_precision"] = ",".join(sorted(low_precision))
     elif spec.endswith(".keras"):
         if not Path(spec).is_file():
             raise RepliscopeError(f"--gradients {spec}: no such file")
