@@ -3,8 +3,9 @@
 never stays queued or running after its thread ended, and its worker goes on with the next job; an internal error is
 one line with an error id in the job's log, the traceback is on the server's log only.
 
-The full disk is simulated where it hits: ``RunStore.save_outcome`` and every commit of the jobs table
-(``update_job``) raise ``OSError(ENOSPC)``."""
+The full disk is simulated where it hits: ``RunStore.save_outcome`` and every commit of the store's one session
+wrapper (``repliscope.store.database``, which the jobs table's ``update_job`` writes through) raise
+``OSError(ENOSPC)``."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def full_disk(*_: Any, **__: Any) -> Any:
 
 
 class FullDiskSession(Session):
-    """The jobs table's sessions while the disk is full: every write fails (reads work, as on a full disk)."""
+    """The store's sessions while the disk is full: every write fails (reads work, as on a full disk)."""
 
     def flush(self, objects: Any = None) -> None:
         if self.new or self.dirty or self.deleted:
