@@ -132,7 +132,25 @@ def test_two_yolo_runs_with_another_letterbox_fill_differ_and_exit_1(tmp_path: P
     assert "compared per image: A's detections matched to B's by IoU >= 0.5" in text
     assert "000000005001.jpg │ 334 │ 333 │ 331 │ 3 │ 2 │ 0 │ 1.26 │ 0.0077 000000000139.jpg" in text  # worst first
 
+    # looser tolerances (--box-tolerance px, --score-tolerance): the moved boxes pass, the unmatched do not
+    tolerances = ["--box-tolerance", "40", "--score-tolerance", "0.2"]
+    loose = cli.invoke(app, ["diff", ref[:12], other[:12], "--db", db, "--no-store", "--json", *tolerances])
+    assert loose.exit_code == 1, loose.output
+    looser = json.loads(loose.output)["detections"]
+    assert (looser["box_tolerance_px"], looser["score_tolerance"]) == (40.0, 0.2)
+    assert looser["differing_ids"] == ["000000005001.jpg", "000000000139.jpg", "000000011813.jpg"]
+
     # the same manifest at another batch size and thread count: equal, exit 0
     same = cli.invoke(app, ["diff", ref[:12], again[:12], "--db", db, "--no-store"])
     assert same.exit_code == 0, same.output
     assert "detections equal within tolerance on all 6 images" in " ".join(same.output.split())
+
+
+def test_the_command_line_defaults_are_the_documented_tolerances() -> None:
+    import inspect
+
+    from repliscope.cli.diff_cmd import diff
+
+    params = inspect.signature(diff).parameters
+    assert params["box_tolerance"].default == BOX_TOLERANCE_PX
+    assert params["score_tolerance"].default == SCORE_TOLERANCE

@@ -83,6 +83,17 @@ def diff(
         float | None, typer.Option(help="Tolerance factor k (see repliscope.diff.tolerance).")
     ] = None,
     plot: Annotated[Path | None, typer.Option(help="Write the per-layer error plot (PNG) here.")] = None,
+    box_tolerance: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Detections (RUN_A RUN_B, --runtimes): largest box-coordinate change (source px) of two matched "
+            "detections still the same box.",
+        ),
+    ] = 0.01,
+    score_tolerance: Annotated[
+        float, typer.Option(min=0.0, help="Detections: largest score change of two matched detections.")
+    ] = 1e-4,
     threads: Annotated[int, typer.Option(min=1)] = 2,
     opencv_engine: Annotated[
         str,
@@ -243,7 +254,7 @@ def diff(
                     "--trace-level traces work that runs: comparing two stored runs runs "
                     "nothing (trace a MANIFEST diff, or trace the runs with evaluate)"
                 )
-            result: Any = _records(target, run_b, db)
+            result: Any = _records(target, run_b, db, (box_tolerance, score_tolerance))
             failed = result.differs_beyond_tolerance  # detections differing beyond tolerance: exit 1
         else:
             with use_tracer(tracer), tracer.span("run", "application", command="diff", manifest=target):
@@ -259,6 +270,7 @@ def diff(
                     threads,
                     plot,
                     LayerOptions(candidate_format, mapping, save_mapping, as_json, opencv_engine),
+                    (box_tolerance, score_tolerance),
                 )
             if tracer.rank:
                 from repliscope.store.repository import RunStore
@@ -304,6 +316,7 @@ def _diff_manifest(
     threads: int,
     plot: Path | None,
     options: LayerOptions,
+    detection_tolerances: tuple[float, float],
 ) -> tuple[Any, bool]:
     """A task-level or layer-level diff of the manifest ``target`` -> (result, failed)."""
     from repliscope.diff.layers.manifest_layers import (
@@ -344,7 +357,7 @@ def _diff_manifest(
         return result, not result.passed
     if runtimes is None:
         raise RepliscopeError("give --runtimes A B (e.g. --runtimes torch onnxruntime), or --layers")
-    task_diff = _runtimes(Path(target), runtimes, dataset, batch, threads)
+    task_diff = _runtimes(Path(target), runtimes, dataset, batch, threads, detection_tolerances)
     return task_diff, task_diff.differs_beyond_tolerance
 
 
@@ -430,23 +443,34 @@ def check_arguments(
         )
 
 
-def _records(run_a: str, run_b: str, db: str | None) -> TaskDiffResult:
+def _records(run_a: str, run_b: str, db: str | None, tolerances: tuple[float, float]) -> TaskDiffResult:
     from repliscope.diff.task_level import diff_records
     from repliscope.store.repository import RunStore
 
     store = RunStore(db)
     try:
-        return diff_records(store.get(run_a), store.get(run_b))
+        return diff_records(
+            store.get(run_a), store.get(run_b), box_tolerance=tolerances[0], score_tolerance=tolerances[1]
+        )
     finally:
         store.close()
 
 
-def _runtimes(manifest: Path, runtimes: tuple[str, str], dataset: str, batch: int, threads: int) -> TaskDiffResult:
+def _runtimes(
+    manifest: Path, runtimes: tuple[str, str], dataset: str, batch: int, threads: int, tolerances: tuple[float, float]
+) -> TaskDiffResult:
     from repliscope.datasets import resolve_dataset
     from repliscope.diff.task_level import diff_runtimes
 
     return diff_runtimes(
-        manifest, runtimes[0], runtimes[1], resolve_dataset(dataset), batch_size=batch, threads=threads
+        manifest,
+        runtimes[0],
+        runtimes[1],
+        resolve_dataset(dataset),
+        batch_size=batch,
+        threads=threads,
+        box_tolerance=tolerances[0],
+        score_tolerance=tolerances[1],
     )
 
 

@@ -292,14 +292,18 @@ def _detection_result(
     only_in_a: int = 0,
     only_in_b: int = 0,
     task: str = "object_detection",
+    tolerances: tuple[float, float] = (BOX_TOLERANCE_PX, SCORE_TOLERANCE),
 ) -> TaskDiffResult:
-    """A detection (or segmentation) diff of the evaluated ``pairs`` (A, B) with the task's paired statistics."""
+    """A detection (or segmentation) diff of the evaluated ``pairs`` (A, B) with the task's paired statistics;
+    detections compared image by image within ``tolerances`` (box px, score)."""
     from repliscope.tasks.base import get_task
 
     paired = get_task(task).paired([x for x, _ in pairs], [y for _, y in pairs], truth) if pairs else None
     detections = None
     if task == "object_detection":
-        detections, matched_outputs = compare_detections(pairs)
+        detections, matched_outputs = compare_detections(
+            pairs, box_tolerance=tolerances[0], score_tolerance=tolerances[1]
+        )
         outputs = [*outputs, *matched_outputs]
     n = int(paired["n_samples"]) if paired else 0
     same = n - int(paired.get("flipped_images", 0)) if paired else 0
@@ -428,10 +432,17 @@ def _pair_samples(
     return pairs, failed_a, failed_b
 
 
-def diff_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
-    """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order)."""
+def diff_records(
+    a: EvaluationRecord,
+    b: EvaluationRecord,
+    *,
+    box_tolerance: float = BOX_TOLERANCE_PX,
+    score_tolerance: float = SCORE_TOLERANCE,
+) -> TaskDiffResult:
+    """Compare run ``b`` against run ``a`` sample by sample (matched by id, in ``a``'s order); detections within
+    ``box_tolerance`` px and ``score_tolerance`` (:func:`compare_detections`)."""
     if {a.task, b.task} & {"object_detection", "semantic_segmentation"}:
-        return _diff_detection_records(a, b)
+        return _diff_detection_records(a, b, (box_tolerance, score_tolerance))
     acc = _Acc("top-k probabilities of the classes in both runs' top-k (records store only the top-k)")
     tally = _Tally()
     pairs, failed_a, failed_b = _pair_samples(a, b, lambda s: s.top1 is not None)
@@ -473,7 +484,9 @@ def _identity_notes(a: EvaluationRecord, b: EvaluationRecord) -> list[str]:
     return [f"dataset identities differ (a: {id_a}, b: {id_b}); only the sample ids both runs share are compared"]
 
 
-def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDiffResult:
+def _diff_detection_records(
+    a: EvaluationRecord, b: EvaluationRecord, tolerances: tuple[float, float]
+) -> TaskDiffResult:
     """Detection records: the samples both evaluated, paired against A's stored ground truth."""
     from repliscope.evaluation.ground_truth import dataset_of
 
@@ -496,6 +509,7 @@ def _diff_detection_records(a: EvaluationRecord, b: EvaluationRecord) -> TaskDif
         len(ids_a - ids_b),
         len(ids_b - ids_a),
         task=a.task,
+        tolerances=tolerances,
     )
 
 
@@ -508,14 +522,19 @@ def diff_runtimes(
     batch_size: int = 8,
     threads: int = 2,
     cache_dir: Path | None = None,
+    box_tolerance: float = BOX_TOLERANCE_PX,
+    score_tolerance: float = SCORE_TOLERANCE,
 ) -> TaskDiffResult:
-    """Run ``manifest`` on two runtimes over ``dataset``, feeding both the same pre-processed arrays."""
+    """Run ``manifest`` on two runtimes over ``dataset``, feeding both the same pre-processed arrays; detections
+    within ``box_tolerance`` px and ``score_tolerance`` (:func:`compare_detections`)."""
     from repliscope.evaluation.run import RunSettings, prepare
     from repliscope.manifest.loader import load_manifest
 
     loaded = load_manifest(manifest)
     if loaded.manifest.task in ("object_detection", "semantic_segmentation"):  # paired by the task
-        return _diff_detection_runtimes(loaded, runtime_a, runtime_b, dataset, batch_size, threads, cache_dir)
+        return _diff_detection_runtimes(
+            loaded, runtime_a, runtime_b, dataset, batch_size, threads, cache_dir, (box_tolerance, score_tolerance)
+        )
     prep_a = prepare(
         loaded, RunSettings(runtime=runtime_a, threads=threads, batch_size=batch_size, cache_dir=cache_dir)
     )
@@ -582,7 +601,14 @@ def _compare_batch(
 
 
 def _diff_detection_runtimes(
-    loaded: Any, runtime_a: str, runtime_b: str, dataset: Dataset, batch_size: int, threads: int, cache_dir: Path | None
+    loaded: Any,
+    runtime_a: str,
+    runtime_b: str,
+    dataset: Dataset,
+    batch_size: int,
+    threads: int,
+    cache_dir: Path | None,
+    tolerances: tuple[float, float],
 ) -> TaskDiffResult:
     """Detection: both runtimes on the same pre-processed inputs; every named model output compared value by
     value, then both post-processed (with each sample's geometry) and paired by the task."""
@@ -658,6 +684,7 @@ def _diff_detection_runtimes(
         list(failed),
         notes,
         task=task.name,
+        tolerances=tolerances,
     )
 
 
