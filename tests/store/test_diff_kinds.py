@@ -84,10 +84,12 @@ def test_each_training_kind_is_stored_listed_by_kind_and_read_back(store: RunSto
     assert grad.result == _training("gradient_diff", passed=False)
     loss = get_diff(store, ids["loss_diff"])
     assert (loss.verdict, loss.summary, loss.dataset) == ("passed", "within tolerance", "coco-val-mini")
+    own = store_diff(store, {**_training("training_step_diff"), "summary": "2 steps, the weights agree"})
+    assert get_diff(store, own).summary == "2 steps, the weights agree"  # the result's own summary, as it is
     aug = get_diff(store, ids["augmentation_diff"])
     assert (aug.a, aug.b, aug.verdict) == ("darknet (libdarknet load_data_detection)", "aug.py:Augment", "failed")
     assert aug.summary == "shared draws: first divergent op: hsv"
-    assert list_diffs(store)[1] == 4
+    assert list_diffs(store)[1] == 5
 
 
 @pytest.mark.parametrize("kind", TRAINING_KINDS)

@@ -64,6 +64,8 @@ class TrainingDiffHeadline(BaseModel):
     manifest: str = ""
     dataset: str = ""
     first_divergent: str | None = None
+    summary: str | None = None
+    """The result's own one-line summary, listed as it is (else one is made from ``first_divergent``)."""
 
 
 Columns = dict[str, Any]
@@ -150,7 +152,8 @@ def _training_columns(result: dict[str, Any], manifest_name: str) -> Columns:
         "dataset": head.dataset,
         "samples": head.samples,
         "verdict": "passed" if head.passed else "failed",
-        "summary": "within tolerance" if head.first_divergent is None else f"first divergent: {head.first_divergent}",
+        "summary": head.summary
+        or ("within tolerance" if head.first_divergent is None else f"first divergent: {head.first_divergent}"),
     }
 
 
