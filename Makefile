@@ -42,7 +42,7 @@ timm-stack: $(STAMP)
 # the sha256-pinned official/ tree of the tf-models-official 2.20.0 wheel, read, never installed) and maskformer
 # (transformers 5.24.0 on torch 2.13.0); built once, reused from the stack cache afterwards
 loss-stacks: $(STAMP)
-	$(BIN)/repliscope stack create "tensorflow==2.20.0 tf-keras==2.20.1"
+	$(BIN)/repliscope stack create "tensorflow==2.20.0 tf-keras==2.20.1 gin-config==0.5.0 immutabledict==4.3.1 opencv-python-headless==4.12.0.88 pycocotools==2.0.11 tensorflow-datasets==4.9.10"
 	$(BIN)/repliscope stack create "torch==2.13.0 transformers==5.24.0"
 	$(BIN)/python -c "from repliscope.diff.loss.originals.tfmg_yolo import official_tree; print(official_tree())"
 

@@ -44,8 +44,14 @@ import numpy as np
 
 from repliscope.diff.loss.contract import LOSSES, LossInputs, LossResult, LossSpec
 
-STACK = "tensorflow==2.20.0 tf-keras==2.20.1"
-"""The stack the loss runs in (the versions tf-models-official 2.20.0 resolves to)."""
+STACK = (
+    "tensorflow==2.20.0 tf-keras==2.20.1 gin-config==0.5.0 immutabledict==4.3.1 opencv-python-headless==4.12.0.88 "
+    "pycocotools==2.0.11 tensorflow-datasets==4.9.10"
+)
+"""The Model Garden's stack, the loss's and the models' (examples/tfmg): TensorFlow and tf-keras at the versions
+tf-models-official 2.20.0 resolves to, plus what its model code imports on the way (``official.core``: gin-config,
+tensorflow-datasets, pycocotools, opencv; ``official.vision``: immutabledict), measured by the modules a build and a
+detection load; the loss itself imports tensorflow and tf_keras only."""
 
 WHEEL = ("tf-models-official", "2.20.0")
 WHEEL_FILE = "tf_models_official-2.20.0-py2.py3-none-any.whl"
