@@ -171,3 +171,28 @@ def test_tensorflow_letterbox_is_the_model_gardens_grey_border() -> None:
     assert np.all(out[:8] == np.float32(114 / 255)) and np.all(out[-8:] == np.float32(114 / 255))
     inner = cv2.resize(x, (32, 16), interpolation=cv2.INTER_LINEAR)
     assert np.abs(out[8:24] - inner).max() < 1e-4
+
+
+def test_tensorflow_is_imported_only_when_an_op_runs() -> None:
+    """The core imports no ML framework at module level: building a manifest's tensorflow ops (validation
+    included) leaves TensorFlow unimported; the first decode imports it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import repliscope, repliscope.ops, repliscope.pitfalls.yolo_variants\n"
+        "from repliscope.ops import BuildContext, build_op\n"
+        "d = build_op({'op': 'decode', 'library': 'tensorflow', 'channels': 'RGB'}, 'pre', BuildContext())\n"
+        "build_op({'op': 'resize', 'size': 8, 'keep_aspect_ratio': True, 'method': 'area', 'library': 'tensorflow',"
+        " 'antialias': True}, 'pre', BuildContext())\n"
+        "print('tensorflow' in sys.modules)\n"
+        "import io, numpy as np\n"
+        "from PIL import Image\n"
+        "from repliscope.ops.pipeline import decode_input\n"
+        "buf = io.BytesIO(); Image.new('RGB', (4, 4)).save(buf, 'PNG')\n"
+        "d(decode_input(buf.getvalue()))\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert proc.stdout.split() == ["False", "True"]
