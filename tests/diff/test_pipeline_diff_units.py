@@ -5,6 +5,7 @@ JPEG decode, Darknet's own ``letterbox_image`` from libdarknet) on coco-val-mini
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -143,3 +144,24 @@ def test_a_stage_in_other_units_is_compared_after_undoing_them(coco: Any) -> Non
         0.0,
     )
     assert r.diagnosis.change == "decode.library opencv -> tensorflow"
+
+
+MEAN, STD = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+NORMALISED: list[tuple[str, Any]] = [
+    ("decode", _tf_decode),
+    ("to_float", lambda im: (im.astype(np.float32) / 255 - MEAN) / STD),
+    ("letterbox", lambda x: _darknet_letterbox((x * STD + MEAN).astype(np.float32))),
+]
+
+
+def test_a_mean_std_normalised_stage_is_named_with_its_constants(coco: Any) -> None:
+    r = _diff(NORMALISED, "NORMALISED", coco)
+    stage = {s.stage: s for s in r.stages}["to_float"]
+    assert stage.compared_with == "preprocess[1] to_float" and "mean/std normalised" in stage.units
+    # the manifest's to_float is in 0-255: the constants come back in those units, fitted through TF's decode
+    found = re.search(r"mean \[(.*?)\], std \[(.*?)\] in the manifest's units", stage.units)
+    assert found is not None
+    mean, std = (np.array([float(v) for v in g.split(",")]) for g in found.groups())
+    assert np.abs(mean - MEAN * 255).max() < 1.5 and np.abs(std - STD * 255).max() < 0.5
+    assert stage.within_tolerance is False and stage.max_abs_error is not None
+    assert stage.max_abs_error == pytest.approx(19, abs=0.5)  # the content difference left, in grey levels
