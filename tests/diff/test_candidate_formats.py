@@ -55,7 +55,7 @@ def test_detect_format_errors_list_every_format(tmp_path: Path) -> None:
         with pytest.raises(RepliscopeError) as err:
             detect_format(str(bad))
         assert all(f"{name}: " in str(err.value) for name in FORMATS), str(err.value)
-    assert sorted(FORMATS) == ["keras", "onnx", "savedmodel", "tflite", "torch"]
+    assert sorted(FORMATS) == ["callable", "keras", "onnx", "savedmodel", "tf_keras", "tflite", "torch"]
 
 
 def test_one_registry_keyed_by_the_format_words() -> None:
@@ -68,8 +68,21 @@ def test_one_registry_keyed_by_the_format_words() -> None:
         "savedmodel": "TensorflowCandidate",
         "keras": "KerasCandidate",
         "torch": "TorchCandidate",
+        "tf_keras": "TfKerasCandidate",
+        "callable": "CallableCandidate",
     }
-    assert sorted(CANDIDATES.names()) == ["keras", "onnx", "onnxruntime", "savedmodel", "tflite", "torch"]
+    assert sorted(CANDIDATES.names()) == [
+        "callable",
+        "darknet_keras",
+        "darknet_onnx",
+        "keras",
+        "onnx",
+        "onnxruntime",
+        "savedmodel",
+        "tf_keras",
+        "tflite",
+        "torch",
+    ]
 
 
 def _touch(path: Path) -> Path:

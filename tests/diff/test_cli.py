@@ -132,7 +132,7 @@ def test_binary_candidate_is_an_error_not_a_traceback(app: typer.Typer, tmp_path
             ["--runtimes", "torch", "foo", "--layers"],
             "unknown layer-diff candidate 'foo' (allowed: onnxruntime; a re-implementation as a onnx, "
             "tflite, savedmodel, "
-            "keras, torch candidate: --candidate X [--candidate-format F])",
+            "keras, tf_keras, torch, callable candidate: --candidate X [--candidate-format F])",
         ),
         (
             ["--runtimes", "torch", "--db", "sqlite:///runs.db"],
@@ -291,7 +291,7 @@ def test_torch_port_bug_exits_1_and_the_proposed_mapping_round_trips(
     [
         (
             ["--candidate", "x.tflite", "--candidate-format", "tf"],
-            "unknown --candidate-format 'tf' (allowed: onnx, tflite, savedmodel, keras, torch)",
+            "unknown --candidate-format 'tf' (allowed: onnx, tflite, savedmodel, keras, tf_keras, torch, callable)",
         ),
         (["--mapping", "m.yaml"], "--candidate-format, --mapping and --save-mapping go with --candidate X"),
         (["--candidate", f"{PORTS}:same", "--mapping", "absent.yaml"], "--mapping absent.yaml: no such file"),

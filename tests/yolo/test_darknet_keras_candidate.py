@@ -106,8 +106,9 @@ def test_bug_in_the_port_file_is_localised(port: Path, dog, tmp_path: Path, bug:
 
 @pytest.mark.slow
 def test_mapping_pairs_renamed_layers(port: Path, dog, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from repliscope.convert.darknet_candidate import pair_layers, verify_keras_file
-    from repliscope.errors import RepliscopeError
+    from repliscope.convert.darknet_candidate import verify_keras_file
+    from repliscope.diff.layers.mapping import MappingError
+    from repliscope.diff.layers.pairs import Pair, pair_units
 
     x, outs = dog
     r = verify_keras_file(
@@ -120,11 +121,18 @@ def test_mapping_pairs_renamed_layers(port: Path, dog, tmp_path: Path) -> None: 
         reference_outputs=outs,
     )
     assert r.passed and r.candidate["mapping_origin"] == "from --mapping" and "pairs" not in r.candidate
-    with pytest.raises(RepliscopeError, match=r"no Keras layer for 1 Darknet layer\(s\) paired by name: yolo_23 -> "):
-        pair_layers(["convolutional_0", "yolo_23"], ["convolutional_0", "yolo_out"], None, "p.keras")
-    with pytest.raises(RepliscopeError, match="--mapping names Darknet layers the cfg does not have: conv_1"):
-        pair_layers(["convolutional_0"], ["convolutional_0"], {"conv_1": "x"}, "p.keras")
-    assert pair_layers(["yolo_23"], ["yolo_out"], {"yolo_23": "yolo_out"}, "p.keras") == {"yolo_23": "yolo_out"}
+    # a Darknet layer without a unit of its name is skipped (partial pairing), not an error
+    pairs, skipped = pair_units(["convolutional_0", "yolo_23"], ["convolutional_0", "yolo_out"], None, "p.keras")
+    assert list(pairs) == ["convolutional_0"] and skipped == ["yolo_23"]
+    with pytest.raises(
+        MappingError, match=r"p.keras: the candidate has no unit for 1 pair\(s\): line 3: 'yolo_23: yolo_ou'"
+    ):
+        pair_units(["yolo_23"], ["yolo_out"], {"yolo_23": Pair("yolo_ou", line=3)}, "p.keras")
+    with pytest.raises(MappingError, match="--mapping names Darknet layers the cfg does not have: conv_1"):
+        verify_keras_file(cfg_path(), weights_path(), x, port, mapping={"conv_1": "x"}, reference_outputs=outs)
+    assert pair_units(["yolo_23"], ["yolo_out"], {"yolo_23": Pair("yolo_out")}, "p.keras")[0] == {
+        "yolo_23": Pair("yolo_out")
+    }
 
 
 @pytest.mark.slow
@@ -150,7 +158,10 @@ def test_cli_diff_candidate_keras_port(port: Path, tmp_path: Path) -> None:
     onnx_file.write_bytes(b"not read")
     res = CliRunner().invoke(app, [*base, "--candidate", str(onnx_file)])
     assert res.exit_code == 2
-    assert "a darknet manifest's --candidate is compared with libdarknet and can be: keras" in res.output
+    assert (
+        "a darknet manifest's --candidate is compared with libdarknet and can be: tflite, savedmodel, keras, "
+        "tf_keras, callable" in " ".join(res.output.split())
+    )
 
 
 def test_cli_refuses_what_a_darknet_candidate_cannot_be(tmp_path: Path) -> None:
@@ -168,9 +179,9 @@ def test_cli_refuses_what_a_darknet_candidate_cannot_be(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, [*base, "--candidate", str(tmp_path / "y.onnx")])
     assert res.exit_code == 2
     assert (
-        "a darknet manifest's --candidate is compared with libdarknet and can be: keras (a .keras file from "
-        "repliscope convert MANIFEST --to keras); the ONNX conversion is compared with --runtimes darknet "
-        "onnxruntime --layers" in " ".join(res.output.split())
+        "a darknet manifest's --candidate is compared with libdarknet and can be: tflite, savedmodel, keras, "
+        "tf_keras, callable (e.g. a .keras file from repliscope convert MANIFEST --to keras); the ONNX conversion "
+        "is compared with --runtimes darknet onnxruntime --layers" in " ".join(res.output.split())
     )
     res = CliRunner().invoke(app, [*base, "--candidate", str(tmp_path / "y.keras"), "--save-mapping", "m.yaml"])
     assert res.exit_code == 2

@@ -1,41 +1,57 @@
-"""``repliscope diff MANIFEST --candidate PORT.keras --layers`` for a darknet manifest: a Keras port FILE (made by
-``repliscope convert MANIFEST --to keras``, possibly edited since) compared layer by layer with libdarknet.
+"""``repliscope diff MANIFEST --candidate X --layers`` for a darknet manifest: ANY re-implementation compared layer by
+layer with libdarknet.
 
 The reference is libdarknet's every-layer output (``net->layers[i].output``) on the manifest's pre-processed
-samples, as in :mod:`repliscope.convert.darknet_verify`. The candidate is the saved model itself, loaded with
-:class:`repliscope.backends.keras.candidate.KerasLayersCandidate` (nothing rebuilt from the ``.cfg``: a bug in the
-file is what is measured). Pairing: each Darknet layer with the Keras layer of the same name (the converter names
-the last Keras layer of every Darknet layer after it), or ``--mapping FILE`` (``darknet_layer: keras_layer``).
+samples (:class:`~repliscope.backends.darknet.reference.DarknetLayers`). The candidate is loaded by its format's
+loader (:data:`repliscope.diff.layers.candidate_format.CANDIDATE_FORMATS`, the one registry): a Keras 3 ``.keras``
+file (e.g. the one ``repliscope convert MANIFEST --to keras`` wrote; nothing rebuilt from the ``.cfg``: a bug in the
+file is what is measured), a tf_keras model (``.h5`` or a SavedModel folder written by tf_keras, its sub-layers
+addressed by path ``backbone/conv_0/bn``), a TensorFlow SavedModel (graph operations), a TFLite file, or a Python
+callable ``FILE.py:NAME`` returning named intermediate tensors. An ONNX file is refused: the ONNX conversion is
+compared with ``--runtimes darknet onnxruntime --layers``.
 
-- **golden**: each Darknet layer's Keras unit (its named layer plus the unnamed layers before it back to the
-  previous paired one: ``convolutional_2_pad`` + ``convolutional_2_conv`` + ``convolutional_2``) called on
-  libdarknet's outputs of the layers it reads, NCHW -> NHWC;
-- **carried**: the whole functional model, every paired layer's output streamed.
+Pairing (:mod:`repliscope.diff.layers.pairs`): each Darknet layer with the candidate unit of the same name, and
+``--mapping FILE`` (``darknet_layer: unit`` or ``darknet_layer: {unit, activation, layout, scale}``) for the others;
+a Darknet layer left without a unit is skipped with a note (TFMG's model has no layer for yolo, route, upsample).
+
+- **golden**: each paired unit called on libdarknet's outputs of the layers it reads (a Keras ``.keras`` unit: its
+  named layer plus the unnamed layers before it back to the previous paired one: ``convolutional_2_pad`` +
+  ``convolutional_2_conv`` + ``convolutional_2``);
+- **carried**: the candidate's whole forward, every paired unit's output streamed.
+
+A convolutional layer with batch norm that diverges is checked against the batch-norm conventions
+(:meth:`~repliscope.backends.darknet.reference.DarknetLayers.explain`): the result names the one that explains it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from repliscope.backends.darknet.reference import DarknetLayers
-from repliscope.convert.darknet_cfg import load_network_cfg
 from repliscope.convert.darknet_verify import diff_darknet
-from repliscope.diff.base import Candidate, LayerInfo
 from repliscope.diff.layers.layer_result import LayerDiffResult
+from repliscope.diff.layers.mapping import MappingError, NamedCandidate
+from repliscope.diff.layers.pairs import Pair, PairedCandidate, declared_pairs, load_pairs, pair_units
 from repliscope.diff.tolerance import TolerancePolicy
 from repliscope.errors import RepliscopeError
 
-CANDIDATE_FORMATS = ("keras",)
-"""What ``--candidate`` can be for a darknet manifest."""
+
+def candidate_formats() -> list[str]:
+    """What ``--candidate`` can be for a darknet manifest: the formats whose loader takes a darknet reference."""
+    from repliscope.diff.layers.candidate_format import CANDIDATE_FORMATS, FORMATS
+
+    return [n for n in FORMATS if "darknet" in CANDIDATE_FORMATS.get(n).references]
 
 
-def load_keras_candidate(path: Path) -> Any:
-    """The ``.keras`` file as a :class:`KerasLayersCandidate` (its ``DarknetYolo`` layer class registered first)."""
-    from repliscope.backends.keras.candidate import KerasLayersCandidate, check_port_path
+def load_keras_candidate(path: Path, mapping_file: Path | None = None) -> NamedCandidate:
+    """The ``.keras`` file as a candidate (its ``DarknetYolo`` layer class registered first): its top-level layers
+    (:class:`~repliscope.backends.keras.candidate.KerasLayersCandidate`), or every layer and sub-layer by path
+    (:class:`~repliscope.backends.keras.candidate.KerasNestedCandidate`) when the mapping names a nested path."""
+    from repliscope.backends.keras.candidate import KerasLayersCandidate, KerasNestedCandidate, check_port_path
     from repliscope.convert.darknet_keras import _yolo_layer_class
 
     path = check_port_path(path)
@@ -45,59 +61,101 @@ def load_keras_candidate(path: Path) -> Any:
             "(repliscope convert MANIFEST --to keras --out FILE.keras)"
         )
     _yolo_layer_class()
-    return KerasLayersCandidate.from_file(path)
+    flat = KerasLayersCandidate.from_file(path)
+    if mapping_file is not None and any("/" in u for p in declared_pairs(mapping_file).values() for u in p.units):
+        return KerasNestedCandidate(flat.model, flat.keras, source=str(path))
+    return flat
 
 
-def pair_layers(
-    names: list[str], keras_names: list[str], mapping: Mapping[str, str] | None, source: str
-) -> dict[str, str]:
-    """Darknet layer name -> Keras layer name: by name, or ``mapping``; every Darknet layer must be paired with a
-    layer the model has (RepliscopeError naming the ones that are not)."""
-    have = set(keras_names)
-    if mapping is None:
-        pairs = {n: n for n in names}
-        how = "by name"
-    else:
-        unknown = [k for k in mapping if k not in names]
-        if unknown:
-            raise RepliscopeError(
-                f"--mapping names Darknet layers the cfg does not have: {', '.join(unknown)} (layers: "
-                f"{names[0]} … {names[-1]})"
-            )
-        pairs = {n: mapping.get(n, n) for n in names}
-        how = "by the mapping (else by name)"
-    missing = [f"{n} -> {k}" for n, k in pairs.items() if k not in have]
-    if missing:
+def darknet_candidate(
+    fmt: str,
+    spec: str,
+    reference: DarknetLayers,
+    x: np.ndarray,
+    *,
+    mapping_file: Path | None = None,
+    pairs: Mapping[str, Pair] | None = None,
+    threads: int = 1,
+) -> PairedCandidate:
+    """The ``fmt`` candidate ``spec`` paired with libdarknet's layers (``pairs``, or read from ``mapping_file``;
+    else by name), on the probe batch ``x`` (float32 NCHW)."""
+    from repliscope.diff.layers.candidate_format import BuiltCandidate, LoadRequest, load_candidate
+
+    allowed = candidate_formats()
+    if fmt not in allowed:
         raise RepliscopeError(
-            f"{source}: no Keras layer for {len(missing)} Darknet layer(s) paired {how}: {', '.join(missing[:6])}"
-            f"{' …' if len(missing) > 6 else ''}; pass --mapping FILE (darknet_layer: keras_layer)"
+            f"--candidate {spec} is a {fmt} candidate; a darknet manifest's --candidate is compared with "
+            f"libdarknet and can be: {', '.join(allowed)} (e.g. a .keras file from repliscope convert MANIFEST "
+            "--to keras); the ONNX conversion is compared with --runtimes darknet onnxruntime --layers"
         )
-    return pairs
+    names = [lay.name for lay in reference.network.layers]
+    declared = dict(pairs) if pairs is not None else load_pairs(mapping_file, names) if mapping_file else None
+
+    def no_pairing(inner: Any) -> BuiltCandidate:  # pragma: no cover - only the torch-reference loaders call it
+        raise RepliscopeError(f"a {fmt} candidate of a darknet manifest is paired by Darknet layer name")
+
+    inner = load_candidate(LoadRequest(spec, reference, x, mapping_file, threads, fmt, no_pairing))
+    if not isinstance(inner, NamedCandidate):
+        raise RepliscopeError(f"a {fmt} candidate cannot be paired with libdarknet's layers")
+    units = [u.name for u in inner.units(x[:1])]
+    paired, skipped = pair_units(names, units, declared, str(mapping_file or spec))
+    renamed = {n: p.unit for n, p in paired.items() if n != p.unit}
+    info: dict[str, Any] = {
+        **inner.describe(),
+        "candidate": inner.name,
+        "format": fmt,
+        "source": str(spec),
+        "mapping_origin": "from --mapping" if declared is not None else "by Darknet layer name",
+    }
+    if renamed:
+        info["pairs"] = renamed
+    transforms = {n: p.transform for n, p in paired.items() if p.transform}
+    if transforms:
+        info["transforms"] = transforms
+    if skipped:
+        info["skipped"] = skipped
+    return PairedCandidate(inner, paired, names, info, _describe_notes(fmt, spec, inner), skipped)
 
 
-class PairedKerasFile(Candidate):
-    """The ``.keras`` file's layers (a :class:`~repliscope.backends.keras.candidate.KerasLayersCandidate`) under
-    the Darknet layer names they are paired with (``pairs``: Darknet layer -> Keras layer)."""
+def _describe_notes(fmt: str, spec: str, inner: NamedCandidate) -> list[str]:
+    if fmt == "keras":
+        import keras
 
-    name = "keras"
+        return [
+            f"candidate: the Keras port file {spec} (Keras {keras.__version__}, backend "
+            f"{keras.backend.backend()}, NHWC), loaded as saved"
+        ]
+    return [f"candidate: the {fmt} model {spec} ({inner.layout})"]
 
-    def __init__(self, inner: Any, pairs: Mapping[str, str], info: dict[str, Any], notes: list[str]) -> None:
-        self.inner, self.pairs, self.info, self.notes = inner, dict(pairs), info, notes
-        self._back = {k: n for n, k in self.pairs.items()}
 
-    def describe(self) -> dict[str, Any]:
-        return dict(self.info)
+def verify_candidate(
+    cfg: Path,
+    weights: Path,
+    images: np.ndarray,
+    spec: str,
+    fmt: str,
+    *,
+    mapping_file: Path | None = None,
+    pairs: Mapping[str, Pair] | None = None,
+    modes: tuple[str, ...] = ("golden", "carried"),
+    tolerance: TolerancePolicy | None = None,
+    threads: int = 1,
+    samples: list[str] | None = None,
+    reference_outputs: list[dict[str, np.ndarray]] | None = None,
+) -> LayerDiffResult:
+    """The ``fmt`` candidate ``spec`` against libdarknet on ``images`` float32 (N, 3, H, W), through the one driver;
+    a mode the candidate cannot run is listed first in the notes with the reason."""
+    from repliscope.diff.layers.layer_result import MODES
 
-    def mapped_layers(self, reference_layers: Sequence[LayerInfo]) -> list[str]:
-        return list(self.pairs)
-
-    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        return np.asarray(self.inner.run_layer(self.pairs[path], list(inputs)))
-
-    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
-        keras_names = [self.pairs[p] for p in paths]
-        for name, out in self.inner.forward_layers(x, keras_names):
-            yield self._back[name], out
+    reference = DarknetLayers(cfg, weights, threads=threads, outputs=reference_outputs)
+    cand = darknet_candidate(fmt, spec, reference, images, mapping_file=mapping_file, pairs=pairs, threads=threads)
+    limits = dict(cand.mode_limits)
+    run = tuple(m for m in MODES if m in modes and m not in limits)
+    if not run:
+        raise RepliscopeError("; ".join(f"{m} mode is not possible for this candidate: {limits[m]}" for m in modes))
+    result = diff_darknet(reference, cand, images, modes=run, tolerance=tolerance, samples=samples)
+    result.notes = [f"{m} mode not run: {limits[m]}" for m in modes if m in limits] + list(result.notes)
+    return result
 
 
 def verify_keras_file(
@@ -114,32 +172,50 @@ def verify_keras_file(
     reference_outputs: list[dict[str, np.ndarray]] | None = None,
 ) -> LayerDiffResult:
     """Every layer of the Keras port file ``candidate_path`` against libdarknet on ``images`` float32
-    (N, 3, H, W) -> a LayerDiffResult (first divergent layer per mode), through the one driver."""
-    import keras
+    (N, 3, H, W) -> a LayerDiffResult (first divergent layer per mode); ``mapping``: Darknet layer -> Keras layer
+    for the renamed ones."""
+    pairs = None if mapping is None else {k: Pair(v) for k, v in mapping.items()}
+    if pairs is not None:
+        from repliscope.convert.darknet_cfg import load_network_cfg
 
-    net = load_network_cfg(cfg)
-    cand = load_keras_candidate(candidate_path)
-    names = [lay.name for lay in net.layers]
-    units = cand.units(images)
-    pairs = pair_layers(names, [u.name for u in units], mapping, str(candidate_path))
-    cand.set_mapped(pairs.values())
-    renamed = {n: k for n, k in pairs.items() if n != k}
-    notes = [
-        f"candidate: the Keras port file {candidate_path} (Keras {keras.__version__}, backend "
-        f"{keras.backend.backend()}, NHWC), loaded as saved",
-    ]
-    info: dict[str, Any] = {
-        "candidate": "keras",
-        "format": "keras",
-        "source": str(candidate_path),
-        "mapping_origin": "from --mapping" if mapping is not None else "by Darknet layer name",
-    }
-    if renamed:
-        info["pairs"] = renamed
-    reference = DarknetLayers(cfg, weights, threads=threads, outputs=reference_outputs)
-    return diff_darknet(
-        reference, PairedKerasFile(cand, pairs, info, notes), images, modes=modes, tolerance=tolerance, samples=samples
+        names = [lay.name for lay in load_network_cfg(cfg).layers]
+        unknown = [k for k in pairs if k not in names]
+        if unknown:
+            raise MappingError(
+                f"--mapping names Darknet layers the cfg does not have: {', '.join(unknown)} (layers: "
+                f"{names[0]} … {names[-1]})"
+            )
+    return verify_candidate(
+        cfg,
+        weights,
+        images,
+        str(candidate_path),
+        "keras",
+        pairs=pairs,
+        modes=modes,
+        tolerance=tolerance,
+        threads=threads,
+        samples=samples,
+        reference_outputs=reference_outputs,
     )
+
+
+def darknet_format(candidate: str, candidate_format: str | None) -> str:
+    """The format of a darknet manifest's ``--candidate``: as given, else detected, a ``FILE.py:NAME`` being a
+    callable (there is no torch reference to build a torch port against)."""
+    from repliscope.diff.layers.candidate_format import check_format, detect_format
+
+    if candidate_format:
+        fmt = check_format(candidate_format)
+        if fmt == "torch":
+            raise RepliscopeError(
+                f"--candidate-format torch builds a torch port against the torch reference; a darknet manifest's "
+                f"{candidate} is compared with libdarknet: give --candidate-format callable (FILE.py:NAME returning "
+                "named tensors)"
+            )
+        return fmt
+    fmt = detect_format(candidate)
+    return "callable" if fmt == "torch" else fmt
 
 
 def manifest_candidate_diff(
@@ -155,31 +231,30 @@ def manifest_candidate_diff(
     threads: int = 1,
 ) -> LayerDiffResult:
     """``repliscope diff MANIFEST --candidate X --layers`` for a darknet source: the manifest's pre-processed
-    first ``batch`` samples of ``dataset``, libdarknet vs the Keras port file ``X``."""
-    from repliscope.diff.layers.candidate_format import check_format, detect_format
-    from repliscope.diff.layers.mapping import load_mapping
+    first ``batch`` samples of ``dataset``, libdarknet vs the candidate ``X``."""
     from repliscope.diff.task_level import first_batch
     from repliscope.evaluation.run import RunSettings, prepare
 
-    fmt = check_format(candidate_format) if candidate_format else detect_format(candidate)
-    if fmt not in CANDIDATE_FORMATS:
+    fmt = darknet_format(candidate, candidate_format)
+    allowed = candidate_formats()
+    if fmt not in allowed:  # before the model and the samples are prepared
         raise RepliscopeError(
             f"--candidate {candidate} is a {fmt} candidate; a darknet manifest's --candidate is compared with "
-            f"libdarknet and can be: {', '.join(CANDIDATE_FORMATS)} (a .keras file from repliscope convert "
-            "MANIFEST --to keras); the ONNX conversion is compared with --runtimes darknet onnxruntime --layers"
+            f"libdarknet and can be: {', '.join(allowed)} (e.g. a .keras file from repliscope convert MANIFEST "
+            "--to keras); the ONNX conversion is compared with --runtimes darknet onnxruntime --layers"
         )
     prepared = prepare(manifest, RunSettings(runtime="darknet", threads=threads, batch_size=1))
     artifact = prepared.artifact
     if artifact.format != "darknet" or artifact.config_path is None:  # pragma: no cover - the CLI checks first
         raise RepliscopeError(f"{manifest} has source.format '{artifact.format}', not darknet")
-    mapping = load_mapping(mapping_file) if mapping_file is not None else None
     ids, x = first_batch(prepared.pipeline, dataset, batch, tuple(artifact.input_shape[1:]))
-    return verify_keras_file(
+    return verify_candidate(
         artifact.config_path,
         artifact.path,
         np.ascontiguousarray(x, np.float32),
-        Path(candidate),
-        mapping=mapping,
+        candidate,
+        fmt,
+        mapping_file=mapping_file,
         modes=modes,
         tolerance=tolerance,
         threads=threads,

@@ -11,5 +11,6 @@ from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
 
 for _name, _target in candidate_targets().items():  # one entry per backend (repliscope.backends)
     CANDIDATES.add(_name, _target)
+CANDIDATES.add("callable", "repliscope.diff.layers.callable_candidate:CallableCandidate")  # no framework of its own
 
 __all__ = ["CANDIDATES", "Candidate", "LayerInfo"]

@@ -30,10 +30,12 @@ can run ops sets ``supports_ops = True``; for any other candidate the ops are li
 passed).
 
 CLI contract for a re-implementation in another framework (``repliscope diff MANIFEST --candidate PATH``):
-the CLI looks up ``CANDIDATES.get("keras")`` lazily (importing ``repliscope.backends.keras.candidate`` first if
-"keras" is not registered yet) and builds the candidate as ``cls.from_path(path, reference_module)``, where
-``path`` is the ``--candidate`` argument (a ``pathlib.Path``) and ``reference_module`` the torch module built
-from the manifest (eval mode, weights loaded). The candidate is then compared with
+the format word (detected or ``--candidate-format``) selects its loader in
+:data:`repliscope.diff.layers.candidate_format.CANDIDATE_FORMATS`, which builds the class registered here under
+that word (lazily: ``CANDIDATES.get("keras")``), e.g. ``cls.from_path(path, reference_module)`` with the torch
+module built from the manifest (eval mode, weights loaded); the candidate is then paired with the reference
+(the torch module: by file, name or a proposal; libdarknet: by Darknet layer name and
+:mod:`repliscope.diff.layers.pairs`). The candidate is then compared with
 :func:`repliscope.diff.layers.driver.diff_layers`. A candidate registered under a runtime name (``onnxruntime``) is a
 :class:`RuntimeCandidate`, built as ``cls.from_artifact(artifact, cache_dir=..., threads=...)`` instead.
 """
@@ -54,6 +56,7 @@ from repliscope.registry import Registry
 if TYPE_CHECKING:
     from typing import Self
 
+    from repliscope.diff.layers.layer_result import Cause
     from repliscope.runtimes.base import ModelArtifact
 
 
@@ -131,6 +134,13 @@ class Reference(ABC):
     def multi_output_ops(self, example: np.ndarray) -> list[LayerInfo]:
         """Units returning several tensors, which are not compared (listed with the reason). Default: none."""
         return []
+
+    def explain(self, path: str, output: np.ndarray, candidate: np.ndarray) -> Cause | None:
+        """A named cause that explains why the candidate's output of unit ``path`` differs from the reference's
+        ``output`` (both in the reference layout), tested on the two arrays as the pipeline diff tests its
+        pitfalls (libdarknet: a batch-norm convention); None when no known cause explains it. Called by the driver
+        for diverging units only. Default: none known."""
+        return None
 
 
 class Candidate(ABC):

@@ -18,4 +18,9 @@ BACKEND = Backend(
         ),
     ),
     frameworks={"darknet": "darknet"},
+    # repliscope's conversions compared with libdarknet layer by layer (--runtimes darknet onnxruntime|keras --layers)
+    candidates={
+        "darknet_onnx": "repliscope.convert.darknet_verify:DarknetOnnxCandidate",
+        "darknet_keras": "repliscope.convert.darknet_verify:DarknetKerasCandidate",
+    },
 )

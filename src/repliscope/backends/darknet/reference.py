@@ -10,7 +10,7 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from repliscope.backends.darknet.runner import DarknetRunner
 from repliscope.convert.darknet_cfg import LayerPlan, Network, load_network_cfg
 from repliscope.diff.base import LayerInfo, Reference
 from repliscope.errors import RepliscopeError
+
+if TYPE_CHECKING:
+    from repliscope.convert.darknet_cfg import Weights
+    from repliscope.diff.layers.layer_result import Cause
 
 KINDS = {
     "convolutional": "Conv",
@@ -29,6 +33,17 @@ KINDS = {
     "yolo": "Sigmoid",
 }
 """Darknet layer type -> the unit ``kind`` (the ONNX op the conversion makes of it; tolerance ``kind_k`` keys)."""
+
+BN_CONVENTIONS: dict[str, tuple[str, float | None]] = {
+    "darknet": ("Darknet's (x - mean) / (sqrt(var) + 1e-6)", None),
+    "keras": ("Keras / TensorFlow's BatchNormalization (x - mean) / sqrt(var + 1e-3)", 1e-3),
+    "torch": ("torch's BatchNorm2d (x - mean) / sqrt(var + 1e-5)", 1e-5),
+}
+"""The batch-norm conventions a diverging convolutional layer is tested against: word -> (in words, the epsilon
+added to the variance; None for Darknet's 1e-6 added to the standard deviation)."""
+
+LEAKY = 0.1
+"""Darknet's ``leaky`` slope."""
 
 FORMULA = "k * eps(float32) * sqrt(reduction) * max|ref|"
 """The tolerance formula as a Darknet layer diff states it (float32, carried accumulated in quadrature)."""
@@ -175,6 +190,7 @@ class DarknetLayers(Reference):
         self.cfg, self.weights, self.threads = cfg, weights, threads
         self.network: Network = load_network_cfg(cfg)
         self._outputs = outputs
+        self._weights: Weights | None = None
         self.notes = [
             f"reference: every layer's output buffer in libdarknet (get_network_image_layer) for {cfg.name}, "
             "each image run alone"
@@ -221,3 +237,66 @@ class DarknetLayers(Reference):
             if on_end is not None:
                 on_end(lay.name, inputs, out[lay.name])
         return None
+
+    def explain(self, path: str, output: np.ndarray, candidate: np.ndarray) -> Cause | None:
+        """A convolutional layer with batch norm: which batch-norm convention explains the candidate's output.
+
+        Darknet normalises with ``(x - mean) / (sqrt(var) + 1e-6)``; Keras / TensorFlow with ``(x - mean) /
+        sqrt(var + 1e-3)`` and torch with ``sqrt(var + 1e-5)``. With the layer's bias ``beta`` removed and its
+        activation undone (leaky: y / 0.1 below 0), a candidate using convention ``k`` gives per channel
+        ``cand - beta = r_k * (ref - beta)``, ``r_k = (sqrt(var) + 1e-6) / sqrt(var + eps_k)``. The per-channel ratio
+        is fitted (least squares) and each convention's residual ``max |(cand - beta) - r_k (ref - beta)|`` measured;
+        the convention with the smallest residual is named when it explains at least 90 % of the error
+        (residual <= 0.1 x max |cand - ref| before the activation) and is not Darknet's own."""
+        from repliscope.convert.darknet_cfg import read_weights
+        from repliscope.diff.layers.layer_result import Cause
+
+        lay = next((lay for lay in self.network.layers if lay.name == path), None)
+        if lay is None or lay.type != "convolutional" or not lay.params.get("batch_normalize"):
+            return None
+        activation = str(lay.params.get("activation", "linear"))
+        if activation not in ("leaky", "linear") or output.shape != candidate.shape or output.ndim != 4:
+            return None
+        if self._weights is None:
+            self._weights = read_weights(self.weights, self.network)
+        conv = self._weights.layers[path]
+        if conv.variance is None:
+            return None
+
+        def pre(y: np.ndarray) -> np.ndarray:
+            y = np.asarray(y, dtype=np.float64)
+            return np.where(y > 0, y, y / LEAKY) if activation == "leaky" else y
+
+        beta = conv.biases.astype(np.float64)[None, :, None, None]
+        u, v = pre(output) - beta, pre(candidate) - beta
+        error = float(np.max(np.abs(v - u)))
+        if error == 0.0:
+            return None
+        std = np.sqrt(conv.variance.astype(np.float64))
+        residuals: dict[str, float] = {}
+        for word, (_, eps) in BN_CONVENTIONS.items():
+            ratio = np.ones_like(std) if eps is None else (std + 1e-6) / np.sqrt(std**2 + eps)
+            residuals[word] = float(np.max(np.abs(v - ratio[None, :, None, None] * u)))
+        best = min(residuals, key=residuals.__getitem__)
+        if best == "darknet" or residuals[best] > 0.1 * error:
+            return None
+        fitted = np.sum(u * v, axis=(0, 2, 3)) / np.maximum(np.sum(u * u, axis=(0, 2, 3)), 1e-300)
+        eps = BN_CONVENTIONS[best][1]
+        predicted = (std + 1e-6) / np.sqrt(std**2 + float(eps or 0.0))
+        off = float(np.max(np.abs(fitted - predicted)))
+        words = BN_CONVENTIONS[best][0]
+        return Cause(
+            path=path,
+            cause="batch_norm_convention",
+            convention=best,
+            explanation=(
+                f"batch-norm convention: the candidate normalises with {words}, not "
+                f"{BN_CONVENTIONS['darknet'][0]}: the per-channel ratio candidate / reference (bias removed, "
+                f"before the {activation} activation) fitted over {std.size} channels is (sqrt(var) + 1e-6) / "
+                f"sqrt(var + {eps:g}) within {off:.2g}; residual under it {residuals[best]:.3g} of a max |err| "
+                f"{error:.3g} ({', '.join(f'{k} {r:.3g}' for k, r in residuals.items())})"
+            ),
+            error=error,
+            residual=residuals[best],
+            residuals=residuals,
+        )

@@ -16,6 +16,7 @@ is computed by the mapped layer's unit and reported through :meth:`KerasCandidat
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -345,6 +346,153 @@ class KerasLayersCandidate(NamedCandidate):
                 raise RepliscopeError(f"the Keras model '{self.model.name}' has no layer '{name}'")
             wanted.setdefault(id(layer._inbound_nodes[0].outputs[0]), []).append(name)
         yield from stream_outputs(self.keras, self.model, x, wanted)
+
+
+class KerasNestedCandidate(NamedCandidate):
+    """Any Keras model, Keras 3 or tf_keras (Keras 2), with its layers AND their sub-layers as units, each named by
+    its path of layer names from the model: ``backbone/conv_0/bn`` is the layer ``bn`` of the layer ``conv_0`` of
+    the sub-model ``backbone`` (a nested model, or a custom layer whose sub-layers are tracked attributes).
+
+    * golden (``run_layer``): the unit's layer called alone on the reference inputs (NCHW -> NHWC for 4-D);
+    * carried (``forward_layers``): the whole model called once with each requested layer's ``call`` wrapped to
+      copy its output (restored afterwards); a requested layer the forward never calls (a sub-layer of a layer
+      revived from a SavedModel without its class, which runs its saved graph instead) is said in the notes.
+
+    Outputs are the layer's own (NHWC for a 4-D image tensor: ``output_layout = "NHWC"``). ``keras``: the module the
+    model belongs to (``keras`` or ``tf_keras``); ``flavour`` names it in the record."""
+
+    name: ClassVar[str] = "keras"
+    layout: ClassVar[str] = "NHWC"
+    output_layout: ClassVar[str] = "NHWC"
+    spans_gaps: ClassVar[bool] = False
+
+    def __init__(self, model: Any, keras: Any, source: str = "", flavour: str = "keras") -> None:
+        super().__init__()
+        self.model, self.keras, self.source, self.flavour = model, keras, source, flavour
+        self.name = flavour  # type: ignore[misc]
+        self._paths: dict[str, Any] = {}
+        self._walk(model, "")
+
+    def _children(self, layer: Any) -> list[Any]:
+        if hasattr(layer, "layers") and isinstance(layer.layers, list):
+            return list(layer.layers)
+        return list(layer._flatten_layers(include_self=False, recursive=False))
+
+    def _walk(self, layer: Any, prefix: str) -> None:
+        for child in self._children(layer):
+            if isinstance(child, self.keras.layers.InputLayer):
+                continue
+            path = f"{prefix}{child.name}"
+            if path not in self._paths:
+                self._paths[path] = child
+                self._walk(child, path + "/")
+
+    def layer(self, path: str) -> Any:
+        """The layer at ``path``; RepliscopeError naming the layers at the level where the path leaves the model."""
+        found = self._paths.get(path)
+        if found is not None:
+            return found
+        parts = path.split("/")
+        prefix = ""
+        for part in parts:
+            here = [p[len(prefix) :] for p in self._paths if p.startswith(prefix) and "/" not in p[len(prefix) :]]
+            if f"{prefix}{part}" not in self._paths:
+                close = difflib.get_close_matches(part, here, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise RepliscopeError(
+                    f"the {self.flavour} model '{self.model.name}' has no layer '{part}' "
+                    f"{'in ' + prefix.rstrip('/') if prefix else 'at the top'}{hint}; there: {', '.join(here[:20])}"
+                )
+            prefix = f"{prefix}{part}/"
+        raise RepliscopeError(f"the {self.flavour} model '{self.model.name}' has no layer '{path}'")
+
+    def units(self, x: np.ndarray) -> list[UnitInfo]:
+        """Every layer path, in the order the forward on ``x`` calls them (never-called ones last), with the
+        output shape of its first call."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        with self._hooked(list(self._paths), lambda path, out: shapes.setdefault(path, tuple(np.shape(out)))):
+            self._call_model(x)
+        order = [*shapes, *[p for p in self._paths if p not in shapes]]
+        self._units = [UnitInfo(p, type(self._paths[p]).__name__, shapes.get(p, ())) for p in order]
+        return self._units
+
+    def _names(self) -> list[str]:
+        return list(self._paths)
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "candidate": self.flavour,
+            "model": str(self.model.name),
+            "source": self.source,
+            self.flavour: str(getattr(self.keras, "__version__", "")),
+        }
+
+    def _call_model(self, x: np.ndarray) -> Any:
+        return self.model(to_keras_layout(np.asarray(x, dtype=np.float32)), training=False)
+
+    def _hooked(self, paths: Sequence[str], record: Any) -> Any:
+        """A context manager wrapping ``call`` of each layer of ``paths`` to ``record(path, output)``."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def manage() -> Iterator[None]:
+            wrapped: list[Any] = []
+            try:
+                for path in paths:
+                    target = self.layer(path)
+                    if "call" in vars(target):  # already wrapped (a layer reached by two paths)
+                        continue
+                    original = target.call
+
+                    def call(*args: Any, _original: Any = original, _path: str = path, **kwargs: Any) -> Any:
+                        out = _original(*args, **kwargs)
+                        if not isinstance(out, (list, tuple, dict)):
+                            record(_path, out)
+                        return out
+
+                    target.call = call
+                    wrapped.append(target)
+                yield
+            finally:
+                for target in wrapped:
+                    del target.call
+
+        return manage()
+
+    def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        layer = self.layer(path)
+        args = [to_keras_layout(np.asarray(a, dtype=np.float32)) for a in inputs]
+        try:
+            out = layer(args[0] if len(args) == 1 else args, training=False)
+        except Exception as exc:  # the unit cannot take these inputs: a wrong pairing, said in one line
+            shapes = ", ".join("x".join(map(str, a.shape)) for a in args)
+            first = str(exc).splitlines()[0][:300] if str(exc) else ""
+            raise RepliscopeError(
+                f"{self.flavour} unit '{path}' ({type(layer).__name__}) fails on the reference input(s) of its "
+                f"layer ({shapes}, NHWC): check the pair in --mapping ({type(exc).__name__}: {first})"
+            ) from None
+        return np.asarray(out)
+
+    def output(self, x: np.ndarray) -> np.ndarray | None:
+        out = self._call_model(x)
+        return None if isinstance(out, (list, tuple, dict)) else np.asarray(out)
+
+    def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
+        wanted = list(dict.fromkeys(paths))
+        got: dict[str, np.ndarray] = {}
+        with self._hooked(wanted, lambda path, out: got.setdefault(path, np.array(out, copy=True))):
+            self._call_model(x)
+        never = [p for p in wanted if p not in got]
+        if never:
+            note = (
+                f"{self.flavour} layer(s) {', '.join(never[:8])} not called by the model's forward (a layer revived "
+                "from a SavedModel without its class runs its saved graph, not its sub-layers): no carried output; "
+                "pair the enclosing layer, or give a callable FILE.py:NAME that builds the model"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+        for path in [p for p in got if p in set(wanted)]:
+            yield path, got.pop(path)
 
 
 def _template_regex(template: str) -> re.Pattern[str]:

@@ -16,5 +16,8 @@ BACKEND = Backend(
     ),
     frameworks={"tensorflow": "tensorflow"},
     framework_distributions={"tensorflow": ("tensorflow", "tensorflow-cpu")},
-    candidates={"savedmodel": "repliscope.backends.tensorflow.candidate:TensorflowCandidate"},
+    candidates={
+        "savedmodel": "repliscope.backends.tensorflow.candidate:TensorflowCandidate",
+        "tf_keras": "repliscope.backends.tensorflow.tf_keras_candidate:TfKerasCandidate",
+    },
 )

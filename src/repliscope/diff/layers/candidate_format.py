@@ -1,9 +1,14 @@
 """Which kind of candidate ``--candidate X`` names, and building it with its layer mapping.
 
-Formats (the keys of :data:`repliscope.diff.CANDIDATES`, forced with ``--candidate-format``): see
-:data:`FORMATS`. Detection from ``X``: a ``.onnx`` / ``.tflite`` / ``.keras`` file; a folder holding
-``saved_model.pb`` (TensorFlow SavedModel) or ``mapping.yaml`` (a Keras port), a ``.yaml`` mapping of a Keras
-port; ``module:function`` or ``file.py:function`` (a torch re-implementation). Anything else is an error that
+Formats (forced with ``--candidate-format``): one registry of loaders keyed by the format word,
+:data:`CANDIDATE_FORMATS` (a new format is one :class:`CandidateFormat` entry and its loader; :data:`FORMATS` and
+every error listing the formats read it). A loader returns a
+:class:`~repliscope.diff.layers.mapping.NamedCandidate` that the reference's own pairing pairs (the torch
+reference: below; libdarknet: :mod:`repliscope.diff.layers.pairs`), or a finished :class:`BuiltCandidate`.
+Detection from ``X``: a ``.onnx`` / ``.tflite`` / ``.keras`` / tf_keras ``.h5`` file; a folder holding
+``saved_model.pb`` (TensorFlow SavedModel; with ``keras_metadata.pb`` too, a tf_keras model) or ``mapping.yaml`` (a
+Keras port), a ``.yaml`` mapping of a Keras port; ``module:function`` or ``file.py:function`` (a torch
+re-implementation; for a darknet manifest, a ``callable`` returning named tensors). Anything else is an error that
 lists the formats.
 
 Mapping (reference path -> candidate unit name), in this order: ``--mapping FILE``; for a Keras port with its
@@ -18,7 +23,7 @@ edited.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,17 +32,92 @@ import numpy as np
 
 from repliscope.diff.base import Candidate, Reference
 from repliscope.errors import RepliscopeError
+from repliscope.registry import Registry
 
 if TYPE_CHECKING:
     from repliscope.diff.layers.layer_result import LayerDiffResult
 
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What a candidate loader gets: the ``--candidate`` text ``spec``, the ``reference`` it will be compared with
+    (a :class:`~repliscope.diff.base.Reference`: the torch module, libdarknet, ...), the probe batch ``x``
+    (reference layout), the ``--mapping`` file, ``threads``, and ``pair``: the reference's way of pairing a
+    :class:`~repliscope.diff.layers.mapping.NamedCandidate` with it (for a loader that wraps the paired
+    candidate, e.g. in :class:`~repliscope.diff.layers.mapping.FixedBatch`)."""
+
+    spec: str
+    reference: Any
+    x: np.ndarray
+    mapping_file: Path | None
+    threads: int
+    fmt: str
+    pair: Callable[[Any], BuiltCandidate]
+
+    @property
+    def torch_reference(self) -> bool:
+        return hasattr(self.reference, "module")
+
+
+@dataclass(frozen=True)
+class CandidateFormat:
+    """One ``--candidate-format`` word: what it is (``description``, listed in errors and help) and its ``loader``
+    (``"module:attr"``, ``(LoadRequest) -> NamedCandidate | BuiltCandidate``: a NamedCandidate is paired by the
+    caller, a BuiltCandidate is final). ``references``: the references it can be compared with (``torch``,
+    ``darknet``)."""
+
+    word: str
+    description: str
+    loader: str
+    references: tuple[str, ...] = ("torch", "darknet")
+
+    def load(self, request: LoadRequest) -> Any:
+        import importlib
+
+        module, _, attr = self.loader.partition(":")
+        return getattr(importlib.import_module(module), attr)(request)
+
+
+CANDIDATE_FORMATS: Registry[CandidateFormat] = Registry("candidate format")
+"""The candidate formats, keyed by the ``--candidate-format`` word: a new format is one entry here and its
+loader (:class:`CandidateFormat`). :data:`FORMATS` and the errors listing the formats are read from it."""
+
+_ENTRIES = (
+    CandidateFormat("onnx", "an ONNX model file (.onnx), run in onnxruntime", f"{__name__}:_load_onnx", ("torch",)),
+    CandidateFormat("tflite", "a TensorFlow Lite flatbuffer (.tflite)", f"{__name__}:_load_tflite"),
+    CandidateFormat(
+        "savedmodel", "a TensorFlow SavedModel folder (holding saved_model.pb)", f"{__name__}:_load_savedmodel"
+    ),
+    CandidateFormat(
+        "keras",
+        "a Keras port folder (model.py + mapping.yaml), its mapping .yaml, or a .keras file",
+        f"{__name__}:_load_keras",
+    ),
+    CandidateFormat(
+        "tf_keras",
+        "a tf_keras (Keras 2) model: an .h5 file or a SavedModel folder written by tf_keras (keras_metadata.pb)",
+        f"{__name__}:_load_tf_keras",
+    ),
+    CandidateFormat(
+        "torch",
+        "a Python factory module:function (or path/to/file.py:function) returning a torch.nn.Module",
+        f"{__name__}:_load_torch",
+        ("torch",),
+    ),
+    CandidateFormat(
+        "callable",
+        "a Python callable module:NAME (or path/to/file.py:NAME) returning named intermediate tensors "
+        "(dict name -> array)",
+        f"{__name__}:_load_callable",
+    ),
+)
+for _entry in _ENTRIES:
+    CANDIDATE_FORMATS.add(_entry.word, _entry)
+
 FORMATS: dict[str, str] = {
-    "onnx": "an ONNX model file (.onnx), run in onnxruntime",
-    "tflite": "a TensorFlow Lite flatbuffer (.tflite)",
-    "savedmodel": "a TensorFlow SavedModel folder (holding saved_model.pb)",
-    "keras": "a Keras port folder (model.py + mapping.yaml), its mapping .yaml, or a .keras file",
-    "torch": "a Python factory module:function (or path/to/file.py:function) returning a torch.nn.Module",
+    name: CANDIDATE_FORMATS.get(name).description for name in [*(e.word for e in _ENTRIES), *CANDIDATE_FORMATS.names()]
 }
+"""``--candidate-format`` word -> what it is (from :data:`CANDIDATE_FORMATS`, the built-in ones in their order)."""
 _FACTORY = re.compile(r"^(?:[A-Za-z_][\w.]*|.+\.py):[A-Za-z_][\w.]*$")
 
 
@@ -47,8 +127,12 @@ def formats_text() -> str:
 
 def detect_format(candidate: str) -> str:
     """The format word for ``candidate`` (see the module docstring); RepliscopeError listing the formats."""
+    from repliscope.backends.tensorflow.tf_keras_candidate import SUFFIXES, is_tf_keras_savedmodel
+
     path = Path(candidate)
     if path.is_dir():
+        if is_tf_keras_savedmodel(path):
+            return "tf_keras"
         if (path / "saved_model.pb").is_file():
             return "savedmodel"
         if (path / "mapping.yaml").is_file() or (path / "model.py").is_file():
@@ -59,6 +143,7 @@ def detect_format(candidate: str) -> str:
         )
     if path.is_file():
         by_suffix = {".onnx": "onnx", ".tflite": "tflite", ".keras": "keras", ".yaml": "keras", ".yml": "keras"}
+        by_suffix.update(dict.fromkeys(SUFFIXES, "tf_keras"))
         found = by_suffix.get(path.suffix.lower())
         if found is None:
             raise RepliscopeError(
@@ -98,50 +183,100 @@ class BuiltCandidate:
     """Reference layers the proposal left out on purpose (no candidate unit in execution order) -> why."""
 
 
+def load_candidate(request: LoadRequest) -> Any:
+    """The ``request.fmt`` loader's candidate: a NamedCandidate to pair, or a final BuiltCandidate."""
+    return CANDIDATE_FORMATS.get(check_format(request.fmt)).load(request)
+
+
 def build_candidate(
     fmt: str, candidate: str, reference: Any, x: np.ndarray, *, mapping_file: Path | None = None, threads: int = 2
 ) -> BuiltCandidate:
     """Build the ``fmt`` candidate from ``candidate`` and pair it with ``reference`` (a TorchReference) on the
     probe batch ``x`` (reference layout, e.g. float32 NCHW (N, 3, 224, 224))."""
+
+    def pair(inner: Any) -> BuiltCandidate:
+        return _pair(inner, candidate, fmt, reference, x, mapping_file)
+
+    loaded = load_candidate(LoadRequest(candidate, reference, x, mapping_file, threads, fmt, pair))
+    return loaded if isinstance(loaded, BuiltCandidate) else pair(loaded)
+
+
+def _load_onnx(request: LoadRequest) -> Any:
     from repliscope.diff import CANDIDATES
-    from repliscope.diff.layers.mapping import FixedBatch, NamedCandidate
+    from repliscope.diff.layers.mapping import FixedBatch
+    from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 
-    check_format(fmt)
-    cls: Any = CANDIDATES.get(fmt)
-    if fmt == "onnx":
-        try:
-            inner: Any = cls(Path(candidate), threads=threads, source=str(candidate))
-        except RepliscopeError:
-            raise
-        except Exception as exc:  # protobuf / onnx decode errors of a file that is not an ONNX model
-            raise RepliscopeError(f"ONNX candidate '{candidate}' cannot be read: {type(exc).__name__}: {exc}") from None
-    elif fmt in ("tflite", "savedmodel"):
-        inner = cls(Path(candidate), threads=threads)
-    elif fmt == "keras" and mapping_file is None and _has_port_mapping(Path(candidate)):
-        return BuiltCandidate(cls.from_path(Path(candidate), reference.module), fmt, "port mapping")
-    elif fmt == "keras":
-        from repliscope.backends.keras.candidate import KerasLayersCandidate
+    path = Path(request.spec)
+    try:
+        cls: Any = CANDIDATES.get("onnx")
+        inner: Any = cls(path, threads=request.threads, source=str(request.spec))
+    except RepliscopeError:
+        raise
+    except Exception as exc:  # protobuf / onnx decode errors of a file that is not an ONNX model
+        raise RepliscopeError(f"ONNX candidate '{request.spec}' cannot be read: {type(exc).__name__}: {exc}") from None
+    # an ONNX file exported with scopes names the reference layers itself
+    fixed = _onnx_fixed_batch(path, int(request.x.shape[0]))
+    if request.mapping_file is None and inner.mapped_layers(request.reference.layers(request.x)):
+        return BuiltCandidate(FixedBatch(inner, fixed) if fixed else inner, request.fmt, "onnx metadata")
+    graph = OnnxGraphCandidate(path, threads=request.threads)  # paired by --mapping or a proposal
+    if not fixed:
+        return graph
+    built = request.pair(graph)
+    built.candidate = FixedBatch(built.candidate, fixed)
+    return built
 
-        path = Path(candidate)
-        if path.suffix.lower() == ".keras":
-            inner = KerasLayersCandidate.from_file(path)
-        else:  # a port (folder or its mapping .yaml) under --mapping: built and converted, then paired by names
-            port = cls.from_path(path, reference.module)
-            inner = KerasLayersCandidate(port.model, source=port.source)
-    else:
-        inner = cls.from_path(candidate if fmt == "torch" else Path(candidate), reference.module)
-    if not isinstance(inner, NamedCandidate):  # an ONNX file: the exporter's scopes name the reference layers
-        fixed = _onnx_fixed_batch(Path(candidate), int(x.shape[0]))
-        if mapping_file is None and inner.mapped_layers(reference.layers(x)):
-            return BuiltCandidate(FixedBatch(inner, fixed) if fixed else inner, fmt, "onnx metadata")
-        from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 
-        inner = OnnxGraphCandidate(Path(candidate), threads=threads)  # paired by --mapping or a proposal
-        if fixed:
-            built = _pair(inner, candidate, fmt, reference, x, mapping_file)
-            built.candidate = FixedBatch(built.candidate, fixed)
-            return built
-    return _pair(inner, candidate, fmt, reference, x, mapping_file)
+def _load_tflite(request: LoadRequest) -> Any:
+    from repliscope.diff import CANDIDATES
+
+    cls: Any = CANDIDATES.get("tflite")
+    return cls(Path(request.spec), threads=request.threads)
+
+
+def _load_savedmodel(request: LoadRequest) -> Any:
+    from repliscope.diff import CANDIDATES
+
+    cls: Any = CANDIDATES.get("savedmodel")
+    return cls(Path(request.spec), threads=request.threads)
+
+
+def _load_keras(request: LoadRequest) -> Any:
+    from repliscope.backends.keras.candidate import KerasLayersCandidate
+    from repliscope.diff import CANDIDATES
+
+    path = Path(request.spec)
+    if not request.torch_reference:
+        from repliscope.convert.darknet_candidate import load_keras_candidate
+
+        return load_keras_candidate(path, request.mapping_file)
+    cls: Any = CANDIDATES.get("keras")
+    if request.mapping_file is None and _has_port_mapping(path):
+        return BuiltCandidate(cls.from_path(path, request.reference.module), request.fmt, "port mapping")
+    if path.suffix.lower() == ".keras":
+        return KerasLayersCandidate.from_file(path)
+    port = cls.from_path(path, request.reference.module)  # a port under --mapping: built, converted, paired by names
+    return KerasLayersCandidate(port.model, source=port.source)
+
+
+def _load_tf_keras(request: LoadRequest) -> Any:
+    from repliscope.diff import CANDIDATES
+
+    cls: Any = CANDIDATES.get("tf_keras")
+    return cls.from_path(Path(request.spec))
+
+
+def _load_torch(request: LoadRequest) -> Any:
+    from repliscope.diff import CANDIDATES
+
+    cls: Any = CANDIDATES.get("torch")
+    return cls.from_path(request.spec, request.reference.module)
+
+
+def _load_callable(request: LoadRequest) -> Any:
+    from repliscope.diff import CANDIDATES
+
+    cls: Any = CANDIDATES.get("callable")
+    return cls.from_spec(request.spec)
 
 
 def _onnx_fixed_batch(path: Path, n: int) -> int:

@@ -34,6 +34,7 @@ import numpy as np
 from repliscope.diff.base import Candidate, LayerInfo, Reference, Unmatched
 from repliscope.diff.layers.layer_result import (
     MODES,
+    Cause,
     Divergence,
     LayerDiffResult,
     LayerRow,
@@ -91,6 +92,18 @@ def diff_layers(
     stash: dict[str, list[np.ndarray]] = {}
     identity: list[str] = []
     golden_shape: dict[str, str] = {}
+    causes: list[Cause] = []
+
+    def explain(mode: Mode, row: LayerRow, ref: np.ndarray, cand: np.ndarray) -> None:
+        """A named cause for a diverging unit, from the reference (at most ``MAX_EXPLAINED`` per mode)."""
+        stats = row.golden if mode == "golden" else row.carried
+        if stats is None or stats.passed or not math.isfinite(stats.max_abs):
+            return
+        if sum(1 for c in causes if c.mode == mode) >= MAX_EXPLAINED:
+            return
+        found = reference.explain(row.path, ref, _reference_layout(cand, candidate))
+        if found is not None:
+            causes.append(found.model_copy(update={"mode": mode}))
 
     def on_start(path: str, inputs: list[np.ndarray]) -> None:
         if "golden" in modes and path in opener:
@@ -126,6 +139,8 @@ def diff_layers(
                 row.golden = _compare(row, output, cand, candidate, local_tol[path], policy.rel_floor)
                 if len(row.notes) > before:  # a shape mismatch: judged with carried mode below
                     golden_shape[path] = row.notes.pop()
+                else:
+                    explain("golden", row, output, cand)
         if tmp is not None:
             np.save(tmp / f"{row.index}.npy", output)
 
@@ -142,6 +157,7 @@ def diff_layers(
                 file = tmp / f"{row.index}.npy"
                 ref = np.load(file, mmap_mode="r")
                 row.carried = _compare(row, np.asarray(ref), cand, candidate, carried_tol[path], policy.rel_floor)
+                explain("carried", row, np.asarray(ref), cand)
                 del ref
                 file.unlink()
         if tmp is not None:
@@ -211,27 +227,53 @@ def diff_layers(
         notes += [
             f"'{r.path}': no carried output from the candidate" for r in ordered if r.carried is None and not r.missing
         ]
+    notes += [f"'{c.path}' ({c.mode}): {c.explanation}" for c in causes]
     output, output_note = _compare_output(ref_out, cand_out, [local_tol[p] for p in mapped if p in local_tol], policy)
-    return LayerDiffResult(
+    return assemble(
+        ordered,
+        modes,
+        ops={layer.path for layer in layers if layer.is_op},
         reference=reference.describe(),
         candidate=candidate.describe(),
-        modes=list(modes),
         input_shape=list(x.shape),
         input_dtype=str(x.dtype),
         samples=list(samples),
         tolerance=policy,
         formula=formula,
-        layers=ordered,
         reference_layers=sum(1 for layer in layers if not layer.is_op),
         reference_ops=sum(1 for layer in layers if layer.is_op),
         uncompared=uncompared,
         output=output,
         output_note=output_note,
-        first_divergent={m: _first_divergent(ordered, m) for m in modes},
-        summary={m: _summary(ordered, m, {layer.path for layer in layers if layer.is_op}) for m in modes},
         seconds=time.perf_counter() - start,
         notes=notes,
+        causes=causes,
     )
+
+
+def assemble(
+    rows: list[LayerRow], modes: Sequence[Mode], *, ops: set[str] | None = None, **fields: Any
+) -> LayerDiffResult:
+    """The :class:`LayerDiffResult` of a unit-level diff from its ``rows`` (in execution order): the first divergent
+    unit and the summary of each mode are derived here, the same way for every unit-level diff (this driver's and
+    the node-by-node runtime diff's); ``ops``: the rows' paths that are functional ops; ``fields``: the rest."""
+    return LayerDiffResult(
+        modes=list(modes),
+        layers=rows,
+        first_divergent={m: _first_divergent(rows, m) for m in modes},
+        summary={m: _summary(rows, m, ops or set()) for m in modes},
+        **fields,
+    )
+
+
+MAX_EXPLAINED = 8
+"""Diverging units per mode the reference is asked to explain (:meth:`~repliscope.diff.base.Reference.explain`)."""
+
+
+def _reference_layout(cand: np.ndarray, candidate: Candidate) -> np.ndarray:
+    """The candidate's output as :func:`_compare` compares it (NHWC transposed to NCHW when it declares NHWC)."""
+    cand = np.asarray(cand)
+    return cand.transpose(0, 3, 1, 2) if candidate.output_layout == "NHWC" and cand.ndim == 4 else cand
 
 
 def _why_not(layer: LayerInfo, unmatched: dict[str, Unmatched], candidate: Candidate) -> str:
@@ -284,10 +326,9 @@ def _row(index: int, path: str, group: list[str], info: dict[str, LayerInfo]) ->
 def _compare(
     row: LayerRow, ref: np.ndarray, cand: np.ndarray, candidate: Candidate, tol: float, rel_floor: float
 ) -> ErrorStats:
-    cand = np.asarray(cand)
-    if candidate.output_layout == "NHWC" and cand.ndim == 4:
-        cand = cand.transpose(0, 3, 1, 2)
+    if candidate.output_layout == "NHWC" and np.ndim(cand) == 4:
         row.candidate_layout = "NHWC (transposed to NCHW)"
+    cand = _reference_layout(cand, candidate)
     if cand.shape != ref.shape:
         note = f"shape mismatch: reference {tuple(ref.shape)} vs candidate {tuple(cand.shape)}"
         if note not in row.notes:

@@ -75,6 +75,22 @@ class Divergence(_Model):
         )
 
 
+class Cause(_Model):
+    """A named cause that explains a diverging unit (:meth:`repliscope.diff.base.Reference.explain`): ``cause``
+    its word (``batch_norm_convention``), ``convention`` the one that explains it, ``explanation`` in words,
+    ``error`` the max |candidate - reference| it explains and ``residual`` what is left under that cause (same
+    units), ``residuals`` the residual under each convention tried. ``mode``: where it was found."""
+
+    path: str
+    mode: Mode = "golden"
+    cause: str
+    convention: str
+    explanation: str
+    error: float
+    residual: float
+    residuals: dict[str, float] = Field(default_factory=dict)
+
+
 class ModeSummary(_Model):
     compared: int
     passed: int
@@ -131,6 +147,8 @@ class LayerDiffResult(_Model):
     """The candidate's whole-model output against the reference output (tolerance: the carried one,
     accumulated over every compared unit); None when not compared (see ``output_note``)."""
     output_note: str = ""
+    causes: list[Cause] = Field(default_factory=list)
+    """Named causes that explain diverging units (e.g. a batch-norm convention), one per unit and mode."""
 
     @model_validator(mode="before")
     @classmethod

@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from repliscope.diff.layers.layer_result import Divergence, LayerDiffResult, LayerRow, Mode, ModeSummary, NotCompared
+from repliscope.diff.layers.driver import assemble
+from repliscope.diff.layers.layer_result import LayerDiffResult, LayerRow, Mode, NotCompared
 from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 from repliscope.diff.tolerance import FORMULA, ErrorStats, TolerancePolicy, accumulate, compare_arrays, output_scale
 from repliscope.errors import RepliscopeError
@@ -225,64 +226,35 @@ def diff_runtime_graphs(
         f"({'pass' if s.passed else 'FAIL'})"
         for name, s in outputs
     ]
-    first: dict[str, Divergence | None] = {}
-    summary: dict[str, ModeSummary] = {}
-    for mode in modes:
-        stats = [(r, r.golden if mode == "golden" else r.carried) for r in rows]
-        done = [(r, s) for r, s in stats if s is not None]
-        bad = next(((r, s) for r, s in done if not s.passed), None)
-        first[mode] = (
-            None
-            if bad is None
-            else Divergence(
-                mode=mode,
-                index=bad[0].index,
-                path=bad[0].path,
-                covers=bad[0].covers,
-                kind=bad[0].kind,
-                source=bad[0].source,
-                max_abs=bad[1].max_abs,
-                tolerance=bad[1].tolerance,
-                ratio=bad[1].ratio,
-            )
-        )
-        summary[mode] = ModeSummary(
-            compared=len(done),
-            passed=sum(s.passed for _, s in done),
-            failed=sum(not s.passed for _, s in done),
-            max_ratio=max((s.ratio for _, s in done), default=0.0),
-            reference_units=len(done),
-        )
-    notes[:0] = [
-        f"{mode} mode compared no node: OpenCV ran none of them (the reasons are in 'not compared' and the rows' notes)"
-        for mode in modes
-        if not summary[mode].compared
-    ]
     worst = max(outputs, key=lambda o: o[1].ratio, default=None)
     first_graph = graphs[0] if graphs else None
-    return LayerDiffResult(
+    result = assemble(
+        rows,
+        modes,
         reference={
             "framework": "onnxruntime",
             "onnxruntime": _ort_version(),
             "graphs": ", ".join(f"{g.name}={g.path}" for g in graphs),
         },
         candidate=cand.describe(),
-        modes=list(modes),
         input_shape=list(first_graph.x.shape) if first_graph else [],
         input_dtype=str(first_graph.x.dtype) if first_graph else "",
         samples=list(samples),
         tolerance=policy,
         formula=FORMULA + " (n: the node's reduction length; MaxPool and element-wise ops n = 1)",
-        layers=rows,
         reference_layers=len(rows) + len(uncompared),
-        first_divergent=first,
-        summary=summary,
         seconds=time.perf_counter() - start,
         notes=notes,
         uncompared=uncompared,
         output=worst[1] if worst else None,
         output_note="" if worst else "no graph output compared",
     )
+    result.notes[:0] = [
+        f"{mode} mode compared no node: OpenCV ran none of them (the reasons are in 'not compared' and the rows' notes)"
+        for mode in modes
+        if not result.summary[mode].compared
+    ]
+    return result
 
 
 def _ort_version() -> str:
