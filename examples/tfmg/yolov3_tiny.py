@@ -3,9 +3,11 @@ Darknet weights: what a user reproducing YOLOv3-tiny in the Model Garden writes.
 
 Runs in the Model Garden's provisioned stack (see docs/guides/tfmg-yolo.md): ``build(cfg, weights)`` builds the
 model from the Model Garden's own parts (the ``darknettiny`` backbone, the v3 ``tiny`` YoloDecoder, the YoloHead)
-and loads the Darknet weights with the hand-written mapping :data:`DARKNET_TO_TFMG`; ``python yolov3_tiny.py CFG
-WEIGHTS OUT [EPS]`` saves it as tf_keras' SavedModel (``model.save(OUT)``), which ``repliscope diff --candidate OUT``
-reads with its layers addressable by path (``darknettiny/ConvBN_0_0``; :data:`DARKNET_TO_TFMG`, mapping.yaml).
+and loads the Darknet weights with the hand-written mapping :data:`DARKNET_TO_TFMG`. ``python yolov3_tiny.py save
+CFG WEIGHTS OUT [darknet-bn]`` saves it as tf_keras' SavedModel (``model.save(OUT)``), which ``repliscope diff
+--candidate OUT --candidate-format savedmodel --mapping examples/tfmg/mapping.yaml`` compares layer by layer with
+libdarknet; ``python yolov3_tiny.py detect CFG WEIGHTS COCO OUT.json`` writes its detections the Model Garden's
+serving way (:func:`detect`).
 
 The Model Garden has no layer for Darknet's ``yolo``, ``route`` and ``upsample`` layers and nests its convolutions
 (``yolo_pan/dark_route_process/conv_bn``); its batch norm is Keras' ``(x - mean) / sqrt(var + eps)``, eps 1e-3 by
@@ -17,6 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 DARKNET_TO_TFMG: dict[str, str] = {
     "convolutional_0": "darknettiny/ConvBN_0_0",
@@ -46,8 +50,12 @@ def _walk(layer: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def build(cfg: Path, weights: Path, *, norm_epsilon: float = 0.001) -> Any:
-    """The Model Garden model (tf_keras, NHWC input (None, 416, 416, 3)) with the Darknet weights loaded."""
+def build(cfg: Path, weights: Path, *, norm_epsilon: float = 0.001, darknet_bn: bool = False) -> Any:
+    """The Model Garden model (tf_keras, NHWC input (None, 416, 416, 3)) with the Darknet weights loaded.
+
+    ``darknet_bn``: store each moving variance as ``(sqrt(var) + 1e-6)**2 - norm_epsilon``, so that Keras'
+    ``sqrt(var' + eps)`` equals Darknet's ``sqrt(var) + 1e-6`` (the fix the layer diff points to); False loads the
+    variances as they are (the Model Garden's own convention then applies)."""
     import tf_keras
     from official.projects.yolo.modeling.backbones import darknet
     from official.projects.yolo.modeling.decoders import yolo_decoder
@@ -82,7 +90,10 @@ def build(cfg: Path, weights: Path, *, norm_epsilon: float = 0.001) -> Any:
             named["gamma"].assign(w.scales)
             named["beta"].assign(w.biases)
             named["moving_mean"].assign(w.mean)
-            named["moving_variance"].assign(w.variance)
+            variance = w.variance
+            if darknet_bn:
+                variance = ((np.sqrt(w.variance.astype(np.float64)) + 1e-6) ** 2 - norm_epsilon).astype(np.float32)
+            named["moving_variance"].assign(variance)
         else:
             named["bias"].assign(w.biases)
     return model
@@ -144,10 +155,10 @@ def coco_ap(annotations: Path, detections: list[dict[str, Any]], files: list[str
 if __name__ == "__main__":
     import json
 
-    if sys.argv[1] == "save":  # save CFG WEIGHTS OUT [EPS]
+    if sys.argv[1] == "save":  # save CFG WEIGHTS OUT [darknet-bn]
         cfg, weights, out = (Path(a) for a in sys.argv[2:5])
-        eps = float(sys.argv[5]) if len(sys.argv) > 5 else 0.001
-        build(cfg, weights, norm_epsilon=eps).save(str(out), include_optimizer=False)  # tf_keras' SavedModel
+        darknet_bn = sys.argv[5:] == ["darknet-bn"]
+        build(cfg, weights, darknet_bn=darknet_bn).save(str(out), include_optimizer=False)  # tf_keras' SavedModel
         print(json.dumps({"saved": str(out)}))
     elif sys.argv[1] == "detect":  # detect CFG WEIGHTS COCO_FOLDER OUT.json [LIMIT]: the Model Garden's detections
         cfg, weights, root, out = (Path(a) for a in sys.argv[2:6])
@@ -157,4 +168,6 @@ if __name__ == "__main__":
         out.write_text(json.dumps(dets))
         print(json.dumps({"images": len(images), "detections": len(dets)}))
     else:
-        raise SystemExit(f"usage: {sys.argv[0]} save CFG WEIGHTS OUT [EPS] | detect CFG WEIGHTS COCO OUT.json [LIMIT]")
+        raise SystemExit(
+            f"usage: {sys.argv[0]} save CFG WEIGHTS OUT [darknet-bn] | detect CFG WEIGHTS COCO OUT.json [LIMIT]"
+        )
