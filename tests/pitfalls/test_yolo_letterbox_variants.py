@@ -158,3 +158,13 @@ def test_measured_effect_on_darknets_sample_images(prepared: tuple[Pipeline, Any
         assert np.all(grey[:, border] == np.float32(114 / 255))
         seen[name] = (n_base, n_grey, n_padded, round(float(np.abs(padded - base).max()), 3))
     assert seen == {"dog.jpg": (70, 70, 69, 0.059), "kite.jpg": (34, 33, 35, 0.701)}
+
+
+def test_a_padded_canvas_over_the_pixel_limit_is_refused_before_it_is_made() -> None:
+    """A 1 x 20000 strip padded to a square would be a 20000 x 20000 canvas (400 M pixels): a SampleError
+    naming the op and the limit, before any allocation."""
+    from repliscope.errors import SampleError
+
+    strip = np.zeros((3, 1, 20000), np.float32)
+    with pytest.raises(SampleError, match=r"'darknet_letterbox' would make a 20000x20000 image .*-pixel limit"):
+        _letterbox("pad_then_resize", [416, 416])(Item(strip, "CHW", "RGB", Geometry((1, 20000))))
