@@ -181,6 +181,9 @@ def diff(
     seen: Annotated[
         int | None, typer.Option(min=0, help="--gradients: Darknet's images seen (lr policy, burn_in) at the start.")
     ] = None,
+    port_loss: Annotated[
+        str | None, typer.Option(help="--gradients: a registered loss on the port's outputs as its upstream gradient.")
+    ] = None,
 ) -> None:
     """Compare two runs, two runtimes, a candidate implementation with the torch reference, or your own
     pre-processing with the manifest's (--pipeline)."""
@@ -188,7 +191,7 @@ def diff(
         from repliscope.cli.training_diff_cmd import TrainingOptions, run_training_diff_cmd
 
         t_opts = (gradients, mapping, train_steps, train_batch, port_bn, bn_dtype, seen, dataset, threads, plot)
-        return run_training_diff_cmd(target, TrainingOptions(*t_opts, db, store_result, as_json))
+        return run_training_diff_cmd(target, TrainingOptions(*t_opts, db, store_result, as_json, port_loss))
     if loss is not None:
         from repliscope.cli.loss_diff_cmd import LossOptions, run_loss_diff_cli
 

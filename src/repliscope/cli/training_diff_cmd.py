@@ -36,6 +36,7 @@ class TrainingOptions:
     db: str | None
     store: bool
     as_json: bool
+    port_loss: str | None = None
 
 
 def run_training_diff_cmd(manifest: str, opts: TrainingOptions) -> None:
@@ -96,7 +97,7 @@ def _run(
     from repliscope.diff.training.batches import dataset_batches
     from repliscope.diff.training.gradients import run_gradient_diff
     from repliscope.diff.training.keras_port import BN_DTYPES, BN_MODES
-    from repliscope.diff.training.port import load_port, yardstick
+    from repliscope.diff.training.port import load_port, registered_loss_upstream, yardstick
     from repliscope.diff.training.steps import loss_plot, run_training_diff
     from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.manifest.loader import load_manifest
@@ -134,6 +135,9 @@ def _run(
             values = trainer.params()
             port = load_port(opts.port, net, values, bn=opts.bn, bn_dtype=opts.bn_dtype, mapping=mapping)
             first = batches[0]
+            loss = None
+            if opts.port_loss is not None:
+                loss = (opts.port_loss, registered_loss_upstream(opts.port_loss, cfg, net, first.truth))
             grad = run_gradient_diff(
                 trainer,
                 port,
@@ -143,6 +147,7 @@ def _run(
                 manifest_name=name,
                 dataset=opts.dataset,
                 images=list(first.names),
+                port_loss=loss,
             )
             steps = png = None
             if opts.train_steps:

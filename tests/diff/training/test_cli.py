@@ -109,6 +109,9 @@ def test_bad_mapping_and_options_are_one_line_and_exit_2(app: typer.Typer, coco:
     assert "convolutional_2.weights: the port's variable convolutional_4_conv/kernel has shape (3, 3, 32, 64)" in err
     code, out, err = _run(app, f"{ports}:raises_in_call", *common, "--mapping", str(mapping.with_name("none.yaml")))
     assert code == 2 and err == f"error: --mapping {mapping.with_name('none.yaml')}: no such file\n"
+    code, out, err = _run(app, "darknet-keras", *common, "--port-loss", "nope")
+    assert code == 2 and err.startswith("error: --port-loss 'nope': not a registered loss (allowed: ")
+    assert "darknet_yolo" in err and err.count("\n") == 1
     code, out, err = _run(app, "darknet-keras", *common, "--port-bn", "torch")
     assert code == 2 and err == "error: --port-bn 'torch' (allowed: darknet, autodiff, keras)\n"
     code, out, err = _run(app, "weights.h5", *common)

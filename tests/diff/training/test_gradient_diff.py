@@ -101,3 +101,30 @@ def test_port_mapping_errors_name_the_layer(tmp_path: Path) -> None:
     # convolutional_0 has batch norm: a conv with a bias (convolutional_15's) is not Darknet's convolution
     with pytest.raises(RepliscopeError, match="convolutional_0: port conv 'convolutional_15_conv' has a bias"):
         port_params(model, net, {"convolutional_0": {"conv": "convolutional_15_conv"}})
+
+
+@pytest.mark.slow
+def test_registered_darknet_yolo_loss_on_the_ports_outputs_as_its_upstream(
+    sides: dict[str, Any], darknet_diff: Any
+) -> None:
+    """The port's upstream from the LOSSES registry's darknet_yolo (libdarknet's forward_yolo_layer on the PORT's
+    own outputs): the loss and the port's backward together still agree with Darknet's backward."""
+    from repliscope.diff.training.gradients import run_gradient_diff
+    from repliscope.diff.training.port import load_port, registered_loss_upstream
+
+    trainer = sides["trainer"]
+    x, truth = dog_batch()
+    port = load_port("darknet-keras", trainer.network, sides["values"])
+    upstream = registered_loss_upstream("darknet_yolo", cfg_path(), trainer.network, truth)
+    r = run_gradient_diff(trainer, port, x, truth, yardstick=sides["yardstick"], port_loss=("darknet_yolo", upstream))
+    assert r.passed and r.port_loss == "darknet_yolo", r.summary
+    assert "registered loss 'darknet_yolo'" in r.conventions["upstream"]
+    by = {(p.layer, p.param): p.rel_l2 for p in r.params}
+    base = {(p.layer, p.param): p.rel_l2 for p in darknet_diff.params}
+    # the delta now comes from the port's outputs (5e-4 relative from Darknet's): the last layer moves most
+    assert by[("convolutional_22", "biases")] > base[("convolutional_22", "biases")]
+    assert by[("convolutional_22", "weights")] < 5e-3
+    from repliscope.errors import RepliscopeError
+
+    with pytest.raises(RepliscopeError, match="--port-loss 'nope': not a registered loss"):
+        registered_loss_upstream("nope", cfg_path(), trainer.network, truth)

@@ -25,7 +25,9 @@ over the leaky layers M the layer feeds (itself included), positions = batch x o
 flipped derivative moves its channel's sum); ``n`` = batch x out_h x out_w; ``k`` =
 :data:`GRADIENT_K`. Both the sensitivity and the allowance depend on the network and the batch, never on the
 candidate. Each side runs twice; a nonzero run-to-run spread is reported (the magnitudes are then not comparable
-below it).
+below it). With a registered loss as the port's upstream (``port_loss``), the loss evaluated on the float32
+yardstick's own outputs against Darknet's delta measures how the forward's rounding reaches the gradients through
+the loss; that relative L2 joins the ``max``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from repliscope.backends.darknet.training import DarknetGradients, DarknetTrainer
 from repliscope.diff.tolerance import dtype_eps
-from repliscope.diff.training.port import KerasPort
+from repliscope.diff.training.port import KerasPort, Upstream
 
 GRADIENT_K = 16.0
 """Calibrated on yolov3-tiny, dog.jpg, batch 1: away from kink crossings, Darknet's own float32 gradients
@@ -58,6 +60,11 @@ BATCH_NORM = (
 UPSTREAM = (
     "upstream gradient: Darknet's yolo-layer delta on Darknet's own outputs, fed to both backward passes at the "
     "yolo layers' inputs (no loss re-implemented)"
+)
+
+PORT_LOSS = (
+    "upstream gradient: Darknet's yolo-layer delta on Darknet's outputs; the port's: the gradient of the registered "
+    "loss '{}' on the port's own outputs (the loss and the port's backward checked together)"
 )
 
 
@@ -118,6 +125,8 @@ class GradientDiffResult(BaseModel):
     summary: str
     conventions: dict[str, str]
     port: dict[str, Any]
+    port_loss: str | None = None
+    """The registered loss whose gradient on the port's outputs was the port's upstream (None: Darknet's delta)."""
     cost: float
     yolo_costs: dict[str, float]
     k: float
@@ -187,21 +196,27 @@ def run_gradient_diff(
     manifest_name: str = "",
     dataset: str = "",
     images: list[str] | None = None,
+    port_loss: tuple[str, Upstream] | None = None,
 ) -> GradientDiffResult:
     """Darknet's gradients vs the port's (module doc) for the batch ``x`` (B, C, H, W) and ``truth`` (B, boxes,
     5). ``yardstick``: repliscope's training port with Darknet's conventions in float32 and in float64 (the float32
-    sensitivity and the rounding kink crossings); without it the tolerance is ``k * max(eps * sqrt(n), spread)``."""
+    sensitivity and the rounding kink crossings); without it the tolerance is ``k * max(eps * sqrt(n), spread)``.
+    ``port_loss``: (name, upstream function) of a registered loss evaluated on the PORT's outputs as the port's
+    upstream gradient (Darknet keeps its own delta): the loss and the network's backward checked together."""
     from repliscope.errors import RepliscopeError
 
     runs: list[DarknetGradients] = [trainer.gradients(x, truth), trainer.gradients(x, truth)]
     dn = runs[0]
     upstream = {y: -d.astype(np.float32) for y, d in dn.deltas.items()}
-    p1, _ = port.gradients(x, upstream)
-    p2, _ = port.gradients(x, upstream)
-    y32 = y64 = None
+    port_upstream: Upstream = upstream if port_loss is None else port_loss[1]
+    p1, _ = port.gradients(x, port_upstream)
+    p2, _ = port.gradients(x, port_upstream)
+    y32 = y64 = y32_loss = None
     if yardstick is not None:
         y32 = yardstick[0].gradients(x, upstream)[0]
         y64 = yardstick[1].gradients(x, {y: u.astype(np.float64) for y, u in upstream.items()})[0]
+        if port_loss is not None:  # the loss on the yardstick's own float32 outputs: rounding through the loss
+            y32_loss = yardstick[0].gradients(x, port_loss[1])[0]
     dn_spread, port_spread = _spread(runs[0].gradients, runs[1].gradients), _spread(p1.gradients, p2.gradients)
     deterministic = dn_spread == 0.0 and port_spread == 0.0
     note = (
@@ -236,7 +251,10 @@ def run_gradient_diff(
             sens = None
             if y32 is not None and y64 is not None:
                 sens = _rel_l2(y32.gradients[layer][param], y64.gradients[layer][param])
-            tol = k * max(sens or 0.0, eps * math.sqrt(n), port_spread, dn_spread) + allowance
+            through_loss = 0.0
+            if y32_loss is not None and y32 is not None:
+                through_loss = _rel_l2(y32_loss.gradients[layer][param], y32.gradients[layer][param])
+            tol = k * max(sens or 0.0, eps * math.sqrt(n), port_spread, dn_spread, through_loss) + allowance
             rel = _rel_l2(cand, ref)
             dn_norm = float(np.linalg.norm(ref.astype(np.float64).ravel()))
             port_norm = float(np.linalg.norm(cand.astype(np.float64).ravel()))
@@ -291,7 +309,13 @@ def run_gradient_diff(
         images=list(images or []),
         verdict="passed" if passed else "failed",
         summary=summary,
-        conventions={"sign": SIGN, "batch_norm": BATCH_NORM, "upstream": UPSTREAM, "determinism": note},
+        conventions={
+            "sign": SIGN,
+            "batch_norm": BATCH_NORM,
+            "upstream": UPSTREAM if port_loss is None else PORT_LOSS.format(port_loss[0]),
+            "determinism": note,
+        },
+        port_loss=None if port_loss is None else port_loss[0],
         port=port.description,
         cost=dn.cost,
         yolo_costs=dn.costs,

@@ -18,6 +18,7 @@ sides start from the same weights; the port's own initial values are ignored).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ from repliscope.diff.training.keras_port import (
 from repliscope.errors import RepliscopeError
 
 BUILTIN_PORT = "darknet-keras"
+Upstream = dict[str, np.ndarray] | Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+"""The upstream gradient at the yolo layers' inputs: given, or computed from the port's own outputs."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -120,11 +123,13 @@ class KerasPort:
         return arr
 
     def gradients(
-        self, x: np.ndarray, upstream: dict[str, np.ndarray], *, keep_moving: bool = True
+        self, x: np.ndarray, upstream: Upstream, *, keep_moving: bool = True
     ) -> tuple[PortGradients, dict[str, Any]]:
         """``tape.gradient(yolo inputs, variables, output_gradients=upstream)`` in training mode; ``upstream``:
-        yolo layer -> dC/d(its input) NCHW (the NEGATED Darknet delta). Returns the gradients and the tape's
-        outputs of the yolo inputs (tensors). ``keep_moving``: restore the moving statistics afterwards."""
+        yolo layer -> dC/d(its input) NCHW (the NEGATED Darknet delta), or a function of the port's own yolo inputs
+        (yolo layer -> NCHW) returning them (a registered loss evaluated on the port's outputs). Returns the
+        gradients and the tape's outputs of the yolo inputs (tensors). ``keep_moving``: restore the moving
+        statistics afterwards."""
         tf = self.tf
         saved = self.moving() if keep_moving else []
         trainable = self.params.trainable()
@@ -132,10 +137,15 @@ class KerasPort:
             with tf.GradientTape() as tape:
                 outs = self.model(self._feed(x), training=True)
                 by_name = dict(zip(self._names, outs, strict=True))
-                heads = [by_name[self.yolo[y]] for y in upstream]
+                heads = [by_name[self.yolo[y]] for y in self.yolo]
             outputs = {n: self._check(n, o).transpose(0, 3, 1, 2) for n, o in by_name.items()}
+            given = upstream if isinstance(upstream, dict) else upstream({y: outputs[s] for y, s in self.yolo.items()})
+            for y, s in self.yolo.items():
+                if y not in given or given[y].shape != outputs[s].shape:
+                    got = given[y].shape if y in given else "none"
+                    raise RepliscopeError(f"upstream gradient of {y}: shape {got}, expected {outputs[s].shape}")
             og = [
-                tf.constant(np.ascontiguousarray(g.transpose(0, 2, 3, 1)).astype(self.dtype)) for g in upstream.values()
+                tf.constant(np.ascontiguousarray(given[y].transpose(0, 2, 3, 1)).astype(self.dtype)) for y in self.yolo
             ]
             grads = tape.gradient(heads, [v for _, _, v in trainable], output_gradients=og)
         except RepliscopeError:
@@ -156,7 +166,7 @@ class KerasPort:
             if not np.all(np.isfinite(arr)):
                 raise RepliscopeError(f"{layer}.{param}: the port's gradient has NaN/Inf values")
             result.setdefault(layer, {})[param] = to_darknet_layout(param, arr)
-        return PortGradients(result, outputs), {y: by_name[self.yolo[y]] for y in upstream}
+        return PortGradients(result, outputs), {y: by_name[self.yolo[y]] for y in self.yolo}
 
 
 def _call_user(obj: Any, net: Network, spec: str) -> Any:
@@ -225,3 +235,36 @@ def yardstick(net: Network, values: dict[str, ConvParams]) -> tuple[KerasPort, K
         load_port(BUILTIN_PORT, net, values, dtype="float32"),
         load_port(BUILTIN_PORT, net, values, dtype="float64"),
     )
+
+
+def registered_loss_upstream(
+    name: str, cfg: Path, net: Network, truth: np.ndarray
+) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """The upstream gradient of the port from a loss of the LOSSES registry (the loss-diff contract,
+    ``repliscope.diff.loss.contract``) evaluated on the port's own yolo inputs with ``truth`` (B, boxes, 5) as the
+    targets: its ``gradients`` (d total / d outputs of the loss being minimised). Run where the registry says
+    (here, or in its provisioned stack)."""
+    from repliscope.diff.loss.contract import LOSSES, ImageTargets, LossInputs
+    from repliscope.diff.loss.sources import yolo_config
+    from repliscope.stacks.call import run_loss
+
+    if name not in LOSSES.names():
+        raise RepliscopeError(f"--port-loss {name!r}: not a registered loss (allowed: {', '.join(LOSSES.names())})")
+    spec = LOSSES.get(name)
+    if spec.family != "yolo":
+        raise RepliscopeError(f"--port-loss {name}: a {spec.family} loss, the port's outputs are yolo layers'")
+    config, _ = yolo_config(cfg, net)
+    targets = []
+    for i, rows in enumerate(truth):
+        kept = rows[rows[:, 0] > 0]
+        targets.append(ImageTargets(f"image {i}", kept[:, :4].astype(np.float32), kept[:, 4].astype(np.int64)))
+
+    def upstream(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        inputs = LossInputs("yolo", {k: v.astype(np.float32) for k, v in outputs.items()}, tuple(targets), config)
+        result = run_loss(spec, inputs)
+        for k, g in result.gradients.items():
+            if not np.all(np.isfinite(g)):
+                raise RepliscopeError(f"--port-loss {name}: its gradient of {k} has NaN/Inf values")
+        return {k: np.asarray(g, np.float32) for k, g in result.gradients.items()}
+
+    return upstream
