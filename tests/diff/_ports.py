@@ -40,9 +40,11 @@ def elu(reference: torch.nn.Module) -> torch.nn.Module:
     return port
 
 
-def keras_tiny_resnet(reference: torch.nn.Module, bug: str | None = None) -> Any:
-    """The Keras port of TinyResNet(width=16) with ``reference``'s weights; ``bug`` one of :data:`BUGS`."""
-    import keras
+def keras_tiny_resnet(reference: torch.nn.Module, bug: str | None = None, keras: Any = None) -> Any:
+    """The Keras port of TinyResNet(width=16) with ``reference``'s weights; ``bug`` one of :data:`BUGS`; ``keras``:
+    the Keras module to build it with (default Keras 3; ``tf_keras`` builds the same port in Keras 2)."""
+    if keras is None:
+        import keras
 
     layers = keras.layers
     state = {k: v.detach().numpy() for k, v in reference.state_dict().items()}

@@ -179,6 +179,26 @@ def test_keras_port_matches_the_reference_before_any_export(tiny: Any) -> None:
     np.testing.assert_allclose(keras_out, reference.run(x), atol=2e-5)
 
 
+def test_tf_keras_savedmodel_against_the_torch_reference(tiny: Any, tmp_path: Path) -> None:
+    """The same port built in tf_keras (Keras 2) and saved as a SavedModel folder: detected as tf_keras, paired by a
+    proposal, every compared unit within tolerance; the unit after an explicit ZeroPadding2D cannot be fed in
+    golden mode (another shape) and passes carried."""
+    tf_keras = pytest.importorskip("tf_keras")
+    reference, x, _ = tiny
+    folder = tmp_path / "tiny_tf_keras"
+    _ports.keras_tiny_resnet(reference.module, keras=tf_keras).save(str(folder))
+    assert detect_format(str(folder)) == "tf_keras"
+    r = _diff(tiny, "tf_keras", folder)
+    assert r.candidate["candidate"] == "tf_keras" and r.candidate["mapping_origin"] == "proposed"
+    assert r.passed and r.summary["carried"].compared == REFERENCE_UNITS and r.summary["golden"].failed == 0
+    assert r.summary["golden"].compared == REFERENCE_UNITS - 1
+    assert any("'layer2.0.conv1': golden mode cannot compare it" in n for n in r.notes)
+    with pytest.raises(
+        RepliscopeError, match="a callable candidate is compared with a darknet reference, not the torch one"
+    ):
+        build_candidate("callable", f"{PORTS}:same", reference, x)
+
+
 def test_torch_port_by_name_golden_and_carried_pass(tiny: Any) -> None:
     r = _diff(tiny, "torch", f"{PORTS}:same")
     assert r.candidate["mapping"] == f"{REFERENCE_UNITS} layers mapped (by name)"

@@ -109,6 +109,7 @@ _ENTRIES = (
         "a Python callable module:NAME (or path/to/file.py:NAME) returning named intermediate tensors "
         "(dict name -> array)",
         f"{__name__}:_load_callable",
+        ("darknet",),
     ),
 )
 for _entry in _ENTRIES:
@@ -185,7 +186,15 @@ class BuiltCandidate:
 
 def load_candidate(request: LoadRequest) -> Any:
     """The ``request.fmt`` loader's candidate: a NamedCandidate to pair, or a final BuiltCandidate."""
-    return CANDIDATE_FORMATS.get(check_format(request.fmt)).load(request)
+    entry = CANDIDATE_FORMATS.get(check_format(request.fmt))
+    kind = "torch" if request.torch_reference else "darknet"
+    if kind not in entry.references:
+        others = [n for n in FORMATS if kind in CANDIDATE_FORMATS.get(n).references]
+        raise RepliscopeError(
+            f"--candidate {request.spec}: a {request.fmt} candidate is compared with a "
+            f"{' or '.join(entry.references)} reference, not the {kind} one (give one of: {', '.join(others)})"
+        )
+    return entry.load(request)
 
 
 def build_candidate(
