@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from repliscope.registry import Registry
-
-if TYPE_CHECKING:
-    from repliscope.job_execution import JobContext, JobOutcome
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
@@ -31,14 +28,16 @@ class JobKind(Generic[OptionsT]):
     name: str
     summary: str
     options: type[OptionsT]
-    core: Callable[[JobContext, OptionsT], JobOutcome]
+    core: Callable[[Any, OptionsT], Any]
+    """``core(ctx, options)``: a :class:`~repliscope.job_execution.JobContext` in, a
+    :class:`~repliscope.job_execution.JobOutcome` out (typed there: this module imports nothing of the core)."""
     position: int
 
     def options_of(self, given: BaseModel) -> OptionsT:
         """This kind's options, read field by field from a job's typed options."""
         return self.options.model_validate({name: getattr(given, name) for name in self.options.model_fields})
 
-    def run(self, ctx: JobContext) -> JobOutcome:
+    def run(self, ctx: Any) -> Any:
         """Run the job of ``ctx`` with this kind's core call and its options."""
         return self.core(ctx, self.options_of(ctx.job.run_options))
 

@@ -11,14 +11,16 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
+from repliscope.job_kinds import kind_names
 from repliscope.store.database import Database, HasDatabase, now
 from repliscope.store.errors import InvalidInputError, NotFoundError
 from repliscope.store.manifests import parse_ref
 from repliscope.store.models import JobRow
 
-JobKind = Literal["evaluate", "pitfalls", "bench", "diff"]
+JobKind = str
+"""A job kind: a name of the job-kind registry (:data:`repliscope.job_kinds.JOB_KINDS`)."""
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JOB_KINDS: tuple[str, ...] = get_args(JobKind)
+JOB_KINDS: tuple[str, ...] = kind_names()
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 FINISHED: tuple[str, ...] = ("succeeded", "failed", "cancelled")
 
