@@ -125,7 +125,7 @@ def _describe_notes(fmt: str, spec: str, inner: NamedCandidate) -> list[str]:
             f"candidate: the Keras port file {spec} (Keras {keras.__version__}, backend "
             f"{keras.backend.backend()}, NHWC), loaded as saved"
         ]
-    return [f"candidate: the {fmt} model {spec} ({inner.layout})"]
+    return [f"candidate: the {fmt} candidate {spec} (computing in {inner.layout} unless a pair declares its layout)"]
 
 
 def verify_candidate(
