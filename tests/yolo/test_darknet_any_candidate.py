@@ -154,6 +154,47 @@ def test_the_corrected_model_passes(models, dog) -> None:
 
 
 @pytest.mark.slow
+def test_the_savedmodel_graph_as_a_candidate(models, dog, tmp_path: Path) -> None:
+    """The same folder as a TensorFlow SavedModel (``--candidate-format savedmodel``): its graph operations are the
+    units; a unit spans the unpaired operations before it (``convolutional_4`` covers ``maxpool_3``)."""
+    from repliscope.convert.darknet_candidate import verify_candidate
+
+    scope = "StatefulPartitionedCall/tfmg_like/backbone"
+    mapping = tmp_path / "ops.yaml"
+    mapping.write_text(
+        f"convolutional_0: {scope}/block_0/leaky/LeakyRelu\n"
+        f"maxpool_1: {scope}/pool_1/MaxPool\n"
+        f"convolutional_2: {scope}/block_2/leaky/LeakyRelu\n"
+        f"convolutional_4: {{unit: {scope}/block_4/bn/FusedBatchNormV3, activation: leaky}}\n",
+        encoding="utf-8",
+    )
+    x, outs = dog
+    spec = str(models["keras_eps"])
+    r = verify_candidate(
+        cfg_path(), weights_path(), x, spec, "savedmodel", mapping_file=mapping, reference_outputs=outs
+    )
+    assert r.candidate["format"] == "savedmodel"
+    rows = {row.path: row for row in r.layers}
+    assert rows["convolutional_4"].covers == ["maxpool_3", "convolutional_4"]
+    assert rows["maxpool_1"].golden is not None and rows["maxpool_1"].golden.max_abs == 0.0
+    for mode in ("golden", "carried"):
+        first = r.first_divergent[mode]
+        assert first is not None and first.path == "convolutional_0", (mode, first)
+    golden = {c.path: c.convention for c in r.causes if c.mode == "golden"}
+    assert golden == dict.fromkeys(CONVS, "keras")
+    good = verify_candidate(
+        cfg_path(),
+        weights_path(),
+        x,
+        str(models["corrected"]),
+        "savedmodel",
+        mapping_file=mapping,
+        reference_outputs=outs,
+    )
+    assert good.passed and good.summary["golden"].compared == good.summary["carried"].compared == 4
+
+
+@pytest.mark.slow
 def test_a_callable_returning_named_tensors(models, dog, tmp_path: Path) -> None:
     """``FILE.py:NAME`` returns the model's block outputs (NHWC): carried mode pairs them through the mapping's
     ``layout: NHWC``; golden mode is listed as not run, with the reason."""
