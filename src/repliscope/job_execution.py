@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -91,23 +91,23 @@ class RunOptions(BaseModel):
         return getattr(self, name)
 
     def run_settings(
-        self, runtime: str, cache_dir: Path | None = None, *, name: Callable[[str], str] | None = None
+        self,
+        runtime: str | None,
+        cache_dir: Path | None = None,
+        *,
+        name: Callable[[str], str] | None = None,
+        manifest: Any = None,
+        source: Literal["cli", "job"] = "job",
     ) -> Any:
-        """The :class:`~repliscope.evaluation.run.RunSettings` of these options on ``runtime``. ``name(field)``:
-        how an error calls an option (default ``option FIELD``; the CLI passes its flags)."""
-        from repliscope.evaluation.run import RunSettings
+        """The frozen :class:`~repliscope.evaluation.run.RunSettings` of these options on ``runtime`` (None: the
+        ``manifest``'s native runtime), each value's origin recorded
+        (:func:`~repliscope.evaluation.run_config.resolve_run_config`; ``source``: ``job``, or ``cli`` for the
+        command line's flags). ``name(field)``: how an error calls an option (default ``option FIELD``; the CLI
+        passes its flags)."""
+        from repliscope.evaluation.run_config import option_name, resolve_run_config
 
-        return RunSettings(
-            runtime=runtime,
-            threads=self.threads,
-            batch_size=self.batch_size,
-            cache_dir=cache_dir,
-            allow_download=self.download,
-            prep_workers=self.prep_workers,
-            schedule=self.schedule,
-            fail_fast=self.fail_fast,
-            allow_outside_paths=self.allow_outside_paths,
-            evaluated_as=dataset_ref(self.evaluated_as, (name or _option)("evaluated_as")),
+        return resolve_run_config(
+            self, runtime=runtime, manifest=manifest, source=source, cache_dir=cache_dir, name=name or option_name
         )
 
     def dataset(self, spec: str, labels_csv: Path | None = None) -> Any:
@@ -119,22 +119,6 @@ class RunOptions(BaseModel):
         if self.registered_name:
             data = dataclasses.replace(data, name=self.registered_name)
         return data if self.shard is None else _shard(data, self.shard)
-
-
-def _option(field: str) -> str:
-    return f"option {field}"
-
-
-def dataset_ref(text: str | None, option: str = "option evaluated_as") -> Any:
-    """``NAME/SPLIT`` -> DatasetRef (None when not given); ``option`` names it in the error."""
-    from repliscope.manifest.schema import DatasetRef
-
-    if text is None:
-        return None
-    name, sep, split = str(text).partition("/")
-    if not sep or not name or not split:
-        raise RepliscopeError(f"{option} expects NAME/SPLIT, e.g. imagenet-1k/val, got {text!r}")
-    return DatasetRef(name=name, split=split)
 
 
 @dataclass
@@ -278,8 +262,9 @@ class JobContext:
     log: Callable[[str], None]
 
     def settings(self) -> Any:
-        """The run's :class:`~repliscope.evaluation.run.RunSettings` (:meth:`RunOptions.run_settings`)."""
-        return self.job.run_options.run_settings(self.job.runtime, self.cache_dir)
+        """The run's frozen :class:`~repliscope.evaluation.run.RunSettings`, resolved once from the job's options
+        (:meth:`RunOptions.run_settings`: each value's origin ``job`` or ``default``)."""
+        return self.job.run_options.run_settings(self.job.runtime, self.cache_dir, manifest=self.loaded)
 
 
 class KindOptions(BaseModel):
@@ -458,6 +443,6 @@ def execute_job(
         data = _data(job)
         if on_total is not None:
             on_total(len(data))
-        outcome = kind.run(JobContext(job, loaded, data, cache_dir, on_progress, log))
+        outcome: JobOutcome = kind.run(JobContext(job, loaded, data, cache_dir, on_progress, log))
     outcome.seconds = round(time.perf_counter() - start, 6)
     return outcome

@@ -42,13 +42,13 @@ from repliscope.bench.sut import NoopRunner, QueryIssuer
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.claims import MeasuredPerformance, judge_performance_claim
-from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack
-from repliscope.evaluation.record import ManifestInfo
-from repliscope.evaluation.run import PreparedRun, batch_limit, input_shape
+from repliscope.evaluation.record_builder import provenance
+from repliscope.evaluation.run import PreparedRun, batch_limit, input_shape, runner_with_threads
 from repliscope.runtimes.base import Runner
 
 BENCH_DISTRIBUTIONS = ("opentelemetry-sdk",)
-"""Recorded by every benchmark besides the manifest's own (:func:`manifest_distributions`): the tracing SDK."""
+"""Recorded by every benchmark besides the manifest's own (:func:`~repliscope.evaluation.record_builder.provenance`):
+the tracing SDK."""
 OVERHEAD_QUERIES = 2000
 """Queries of the no-op overhead measurement (about 50 ms of issuing)."""
 PEAK_STEPS = 6
@@ -71,17 +71,6 @@ def make_tracer(level: str) -> Any:
     from repliscope.tracing import make_tracer as make
 
     return make(level, service="repliscope-bench")
-
-
-def runner_with_threads(runner: Runner, threads: int) -> Runner:
-    """``runner`` when it has ``threads`` intra-op threads, else a replica with them (loaded separately)."""
-    return runner if runner.threads == threads else runner.replica(threads=threads)
-
-
-def named_outputs(prepared: PreparedRun) -> bool:
-    """True when queries run ``Runner.infer_outputs`` (the task is not classification or the model has several
-    outputs), as :class:`repliscope.evaluation.engine.BatchInference` decides for the evaluation loop."""
-    return prepared.task.reads_named_outputs(prepared.artifact.output_names)
 
 
 def max_batch(prepared: PreparedRun, settings: ScenarioSettings) -> int | None:
@@ -121,7 +110,7 @@ def measure_overhead(
     the outputs ``runner`` gave for that sample, so the post-processing (decoding, NMS, geometry) does its real
     work on every query."""
     art = prepared.artifact
-    named = named_outputs(prepared)
+    named = prepared.inference.named_outputs
     if named:
         if runner is None or qsl is None:
             raise RepliscopeError("the overhead of a model with named outputs needs its runner and library")
@@ -342,7 +331,9 @@ def run_benchmark(
     runner = runner_with_threads(prepared.runner, threads)
     runner.load()
     limit = max_batch(prepared, s)
-    issue = QueryIssuer(qsl, runner, prepared.pipeline, tracer, named_outputs=named_outputs(prepared), max_batch=limit)
+    issue = QueryIssuer(
+        qsl, runner, prepared.pipeline, tracer, named_outputs=prepared.inference.named_outputs, max_batch=limit
+    )
     peak = None
     with (
         tracer.span("run", "application", command="bench", scenario=s.scenario, runtime=runner.name, threads=threads),
@@ -370,21 +361,12 @@ def run_benchmark(
     if mismatch is not None:
         reasons.append(mismatch)
     loaded = prepared.loaded
+    ran = provenance(prepared, runner, prepared.pipeline, BENCH_DISTRIBUTIONS)
     rec = BenchmarkRecord(
         benchmark_id=uuid.uuid4().hex,
         created_at=datetime.now(UTC),
         repliscope_version=repliscope.__version__,
-        manifest=ManifestInfo(
-            name=loaded.manifest.name,
-            version=loaded.manifest.version,
-            path=str(loaded.path),
-            sha256=loaded.sha256,
-            text=loaded.text,
-        ),
-        pipeline=prepared.pipeline.describe(),
-        runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
-        software=software_stack(manifest_distributions(loaded.manifest, runner.name, BENCH_DISTRIBUTIONS)),
-        hardware={**hardware(runner.threads), "cpu_governor": cpu_governor()},
+        **{**ran, "hardware": {**ran["hardware"], "cpu_governor": cpu_governor()}},
         dataset={
             **dataset.describe(qsl.fingerprints),
             "query_samples": len(qsl),

@@ -1,7 +1,8 @@
 """The system under test: one query = batch from the library, infer with a :class:`Runner`, post-process.
 
 A model with named outputs (a detection model, or several outputs) is run through ``Runner.infer_outputs`` and
-its post-processing gets every output by name and each row's geometry, as in the evaluation loop; a model that
+its post-processing (:meth:`Pipeline.postprocess`, as in the evaluation loop) gets every output by name and each
+row's geometry; a model that
 takes one image at a time (``max_batch`` 1) is run once per sample of a query.
 
 :class:`NoopRunner` returns zeros of the output shape (or one fixed set of named outputs) without any work:
@@ -92,7 +93,7 @@ class QueryIssuer:
     ) -> None:
         self.qsl = qsl
         self.runner = runner
-        self.post_ops = [(f"postprocess/{op.name}", op) for op in pipeline.post_ops] if postprocess else []
+        self.pipeline = pipeline if postprocess else Pipeline(pipeline.pre_ops, ())
         self.tracer = tracer
         self.named_outputs = named_outputs
         self.max_batch = max_batch
@@ -109,19 +110,7 @@ class QueryIssuer:
                 self._infer(indices[lo : lo + step])
 
     def _infer(self, indices: Sequence[int]) -> None:
-        span = self.tracer.span
         batch, geometry = self.qsl.batch_with_geometry(indices, self.tracer)
-        with span("inference", "model"):
-            if self.named_outputs:
-                outputs = self.runner.infer_outputs(batch)
-            else:
-                scores = self.runner.infer(batch)
-        if self.named_outputs:
-            first = next(iter(outputs.values()))
-            preds = Predictions(scores=np.asarray(first, dtype=np.float32), outputs=outputs, geometry=geometry)
-        else:
-            preds = Predictions(scores=np.asarray(scores, dtype=np.float32))
-        for name, op in self.post_ops:
-            with span(name, "model"):
-                preds = op(preds)
-        self.last = preds
+        with self.tracer.span("inference", "model"):
+            outputs = self.runner.infer_outputs(batch) if self.named_outputs else self.runner.infer(batch)
+        self.last = self.pipeline.postprocess(outputs, self.tracer, geometry=geometry)

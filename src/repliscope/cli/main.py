@@ -170,13 +170,9 @@ def _run_options(
 
 
 def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, labels_csv: Path | None, options: Any) -> Any:
-    """The RunSettings and the Dataset of a command that runs a manifest on data, from its run options."""
-    from repliscope.evaluation.engine import SCHEDULES
-    from repliscope.runtimes import native_runtime
-
-    if options.schedule is not None and options.schedule not in SCHEDULES:  # before the dataset is scanned
-        raise RepliscopeError(f"--schedule '{options.schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
-    settings = options.run_settings(runtime or native_runtime(loaded.manifest.framework.name), name=_flag)
+    """The RunSettings (resolved once, each value's origin recorded: a flag, the manifest or the default) and the
+    Dataset of a command that runs a manifest on data, from its run options."""
+    settings = options.run_settings(runtime, manifest=loaded, source="cli", name=_flag)  # before the dataset is scanned
     return settings, options.dataset(dataset, labels_csv)
 
 

@@ -3,54 +3,28 @@
 from __future__ import annotations
 
 import math
-import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-import repliscope
 from repliscope.datasets.base import Dataset
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.adaptive import fits_in_run, run_adaptive
 from repliscope.evaluation.artifacts import load_class_names, resolve_artifact
 from repliscope.evaluation.calibration import Plan, Planning, calibrate, planning, write_cached
-from repliscope.evaluation.claims import judge_claim
-from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
-from repliscope.evaluation.ground_truth import ground_truth_of
-from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack, usable_cores
-from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
+from repliscope.evaluation.engine import BatchInference, LoopOptions, ProgressCallback, run_loop
+from repliscope.evaluation.provenance import usable_cores
+from repliscope.evaluation.record import EvaluationRecord
+from repliscope.evaluation.record_builder import build_record
+from repliscope.evaluation.run_config import RunSettings
 from repliscope.limits import TENSOR_BYTES
 from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
-from repliscope.manifest.schema import DatasetRef
 from repliscope.ops.base import BuildContext
 from repliscope.ops.pipeline import Pipeline
 from repliscope.paths import default_cache_dir
 from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
 from repliscope.tasks.base import Task, get_task
-
-
-@dataclass
-class RunSettings:
-    """Options of one evaluation, all recorded.
-
-    ``threads`` (each runner's intra-op threads), ``batch_size`` and ``schedule`` left None are chosen by the
-    measured calibration (:mod:`repliscope.evaluation.calibration`). With both ``threads`` and ``batch_size``
-    given and no ``schedule``, the run is ``pipelined`` as given, with no calibration. ``prep_workers`` None
-    means: ``threads`` (pipelined as given) or the plan's choice.
-    """
-
-    runtime: str
-    threads: int | None = None
-    batch_size: int | None = None
-    prep_workers: int | None = None
-    schedule: str | None = None
-    fail_fast: bool = False
-    evaluated_as: DatasetRef | None = None
-    cache_dir: Path | None = None
-    allow_download: bool = False
-    allow_outside_paths: bool = False
 
 
 @dataclass
@@ -68,6 +42,12 @@ class PreparedRun:
     def task(self) -> Task:
         """The manifest's task (:mod:`repliscope.tasks`)."""
         return get_task(self.loaded.manifest.task)
+
+    @property
+    def inference(self) -> BatchInference:
+        """How a batch of this run's prepared inputs becomes records (:class:`BatchInference`): whether its runner
+        is asked for named outputs, the post-processing, the task's records."""
+        return BatchInference(self.pipeline, self.task, self.runner)
 
 
 def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> PreparedRun:
@@ -102,7 +82,7 @@ def evaluate(
         planned = replace(planned, plan=plan)
     check_batch_budget(prepared, max(c.batch_size for c in (*planned.candidates, *([plan] if plan else []))))
     if plan is not None and not plan.source.startswith("calibrated"):  # given or fallback: nothing to check
-        runner = runner_for_plan(prepared.runner, plan)
+        runner = runner_with_threads(prepared.runner, plan.threads)
         options = plan.loop_options(s.fail_fast)
         if outputs is not None:
             options = replace(options, keep_outputs=True)
@@ -117,7 +97,7 @@ def evaluate(
         )
         if s.prep_workers:
             plan = replace(plan, workers=s.prep_workers)
-        runner = runner_for_plan(prepared.runner, plan)
+        runner = runner_with_threads(prepared.runner, plan.threads)
         options = replace(plan.loop_options(s.fail_fast), keep_outputs=outputs is not None)
     if outputs is not None and loop.outputs is not None:
         outputs.update(loop.outputs)
@@ -186,8 +166,8 @@ def planning_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | N
             f"{list(prepared.artifact.input_shape)}): --batch-size {s.batch_size} is not possible, "
             "use --batch-size 1"
         )
-    if limit is not None and s.batch_size is None:
-        s = replace(s, batch_size=limit)
+    if limit is not None and s.batch_size is None:  # the model's input shape fixes it
+        s = replace(s, batch_size=limit, origins={**s.origins, "batch_size": "manifest"})
     if s.threads is not None and s.batch_size is not None and s.schedule is None:
         return Planning(
             Plan(
@@ -217,88 +197,12 @@ def planning_for(prepared: PreparedRun, dataset: Dataset, pipeline: Pipeline | N
     )
 
 
-def runner_for_plan(runner: Runner, plan: Plan) -> Runner:
-    """``runner`` when its thread count is the plan's, else a replica with the plan's threads."""
-    return runner if runner.threads == plan.threads else runner.replica(threads=plan.threads)
+def runner_with_threads(runner: Runner, threads: int) -> Runner:
+    """``runner`` when it has ``threads`` intra-op threads, else a replica with them (loaded separately): the
+    runner of a plan (evaluation, pitfall sweep) and of a benchmark's thread count."""
+    return runner if runner.threads == threads else runner.replica(threads=threads)
 
 
 def check_dataset(prepared: PreparedRun, dataset: Dataset) -> None:
     """Can the manifest's task evaluate ``dataset``? (DatasetError naming the problem.)"""
     prepared.task.check_dataset(dataset, prepared.loaded.manifest.labels.num_classes, prepared.class_names)
-
-
-def build_record(
-    prepared: PreparedRun,
-    dataset: Dataset,
-    loop: LoopResult,
-    pipeline: Pipeline,
-    options: LoopOptions,
-    runner: Runner | None = None,
-    plan: Plan | None = None,
-) -> EvaluationRecord:
-    """Assemble the record of one loop; ``runner`` (default: the prepared one) is what actually ran."""
-    s = prepared.settings
-    runner = runner or prepared.runner
-    loaded = prepared.loaded
-    task = prepared.task
-    scored, coverage = task.restrict(dataset, prepared.class_names)  # detection: the categories the model detects
-    metrics, per_class = task.evaluate(loop.predictions, scored)
-    by_name = {m.name: m for m in metrics}
-    failed = sum(1 for p in loop.predictions if p.error is not None)
-    claims = [
-        judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed) for c in loaded.manifest.claims
-    ]
-    evaluated = len(loop.predictions) - failed
-    return EvaluationRecord(
-        run_id=uuid.uuid4().hex,
-        created_at=datetime.now(UTC),
-        repliscope_version=repliscope.__version__,
-        manifest=ManifestInfo(
-            name=loaded.manifest.name,
-            version=loaded.manifest.version,
-            path=str(loaded.path),
-            sha256=loaded.sha256,
-            text=loaded.text,
-        ),
-        pipeline=pipeline.describe(),
-        runtime={**runner.info(), "model_sha256": prepared.artifact.sha256, "model_origin": prepared.artifact.origin},
-        software=software_stack(manifest_distributions(loaded.manifest, runner.name)),
-        hardware=hardware(runner.threads),
-        dataset={
-            **dataset.describe(loop.fingerprints),
-            **coverage,  # identity of what the loop read
-            "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None,
-        },
-        options={
-            "batch_size": options.batch_size,
-            "threads": runner.threads,
-            "prep_workers": options.prep_workers,
-            "prefetch_batches": options.prefetch_batches,
-            "fail_fast": options.fail_fast,
-            "warmup": options.warmup,
-            "schedule": options.schedule,
-            "plan": plan.describe() if plan is not None else None,
-        },
-        metrics=metrics,
-        claims=claims,
-        counts={
-            "total": len(loop.predictions),
-            "evaluated": evaluated,
-            "failed": failed,
-            "labelled": sum(1 for p in loop.predictions if p.label is not None),
-        },
-        timings=Timings(
-            total_seconds=loop.total_seconds,
-            inference_seconds=loop.inference_seconds,
-            batch_latencies_seconds=loop.batch_latencies,
-            load_seconds=loop.load_seconds,
-            warmup_seconds=loop.warmup_seconds,
-            loop_seconds=loop.loop_seconds,
-            throughput_samples_per_second=evaluated / loop.loop_seconds if loop.loop_seconds else 0.0,
-        ),
-        samples=loop.predictions,
-        result_hash=result_hash(loop.predictions),
-        task=task.name,
-        ground_truth=ground_truth_of(scored) if task.truth == "boxes" else None,
-        per_class=per_class,
-    )

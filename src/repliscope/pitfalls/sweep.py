@@ -13,32 +13,36 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from queue import SimpleQueue
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 import repliscope
 from repliscope.datasets.base import Dataset, Sample, read_sample
-from repliscope.errors import RepliscopeError, SampleError
+from repliscope.errors import RepliscopeError
 from repliscope.evaluation.calibration import Plan
-from repliscope.evaluation.engine import LoopOptions, LoopResult, apply_op, load_and_warm_up, shape_error, warmup_shape
+from repliscope.evaluation.engine import (
+    Batch,
+    BatchInference,
+    LoopHooks,
+    LoopOptions,
+    LoopResult,
+    Outputs,
+    apply_op,
+    drive,
+    fail_fast_hook,
+    load_and_warm_up,
+    shape_error,
+    warmup_shape,
+)
 from repliscope.evaluation.provenance import usable_cores
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
-from repliscope.evaluation.run import (
-    PreparedRun,
-    build_record,
-    check_dataset,
-    input_shape,
-    plan_for,
-    runner_for_plan,
-)
+from repliscope.evaluation.record_builder import build_record
+from repliscope.evaluation.run import PreparedRun, check_dataset, input_shape, plan_for, runner_with_threads
 from repliscope.ops.base import Geometry, Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
@@ -48,7 +52,6 @@ from repliscope.pitfalls.runners import runner_for
 from repliscope.pitfalls.stats import kl_divergence, paired_predictions
 from repliscope.pitfalls.visual import visual_entry
 from repliscope.runtimes.base import Runner
-from repliscope.tasks.base import Task
 from repliscope.tracing.tracer import current_tracer
 
 REFERENCE = "reference"
@@ -118,7 +121,7 @@ def plan_sweep(
         batch_size=run_plan.batch_size,
         threads=run_plan.threads,
     )
-    base = runner_for_plan(prepared.runner, run_plan)
+    base = runner_with_threads(prepared.runner, run_plan.threads)
     ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
     shape0 = tuple(int(d) for d in base.artifact.input_shape[1:])
@@ -305,63 +308,40 @@ def _sweep_loop(
                     warmup_seconds += warm
                 load_seconds += r.load_seconds
             workers.append(replicas)
-    free: SimpleQueue[dict[int, Runner]] = SimpleQueue()
-    for w in workers:
-        free.put(w)
     fingerprints: list[str] = []  # what was read, per sample: the identity of every plan's record
+    inference = BatchInference(prepared.pipeline, task, plans[0].runner)
 
-    def prepare_batch(batch: Sequence[Sample]) -> list[tuple[_Prepared, str]]:
-        return [prepare_all(smp, plans, expected, shapes=shapes) for smp in batch]
+    def prepare(smp: Sample) -> tuple[_Prepared, str]:
+        return prepare_all(smp, plans, expected, shapes=shapes)
 
-    def work(first: int, batch: Sequence[Sample]) -> tuple[list[tuple[_Prepared, str]], list[_PlanBatch]]:
-        runners = free.get()
-        try:
-            read_batch = prepare_batch(batch)
-            outcomes = _infer_batch(plans, runners, batch, [c for c, _ in read_batch], s.fail_fast, task)
-        finally:
-            free.put(runners)
-        # only the visual panel needs model inputs after inference: drop the others before the batch waits
-        return [(cells if first + i < visual_samples else {}, fp) for i, (cells, fp) in enumerate(read_batch)], outcomes
+    def infer(
+        runners: dict[int, Runner], index: int, batch: Batch, read: list[tuple[_Prepared, str]]
+    ) -> list[_PlanBatch]:
+        outcomes = _infer_batch(inference, plans, runners, batch, [c for c, _ in read], s.fail_fast)
+        for i, (cells, _) in enumerate(read):  # only the visual panel needs model inputs after inference
+            if index * size + i >= visual_samples:
+                cells.clear()
+        return outcomes
+
+    def collect(index: int, batch: Batch, read: list[tuple[_Prepared, str]], outcomes: list[_PlanBatch]) -> None:
+        fingerprints.extend(fingerprint for _, fingerprint in read)
+        for smp, (prep, _) in zip(batch, read, strict=True):
+            if len(visual) < visual_samples:
+                visual.append((smp, prep))
+        _apply_batch(plans, outcomes)
+        _pair_batch(plans)
 
     loop_start = time.perf_counter()
-    data_parallel = run_plan.schedule == "data_parallel"
-    ahead = len(workers) + 1 if data_parallel else 2
-    with ThreadPoolExecutor(
-        max_workers=len(workers) if data_parallel else run_plan.workers, thread_name_prefix="repliscope-sweep"
-    ) as pool:
-        pending: deque[Future[Any]] = deque()
-        preps: deque[list[Future[tuple[_Prepared, str]]]] = deque()
-
-        def submit(index: int) -> None:
-            batch = batches[index]
-            if data_parallel:
-                pending.append(pool.submit(work, index * size, batch))
-            else:  # pipelined: per-sample pre-processing in the pool, inference here
-                preps.append([pool.submit(prepare_all, smp, plans, expected, None, shapes) for smp in batch])
-
-        for first in range(min(ahead, len(batches))):
-            submit(first)
-        try:
-            for index, batch in enumerate(batches):
-                if data_parallel:
-                    read_batch, outcomes = pending.popleft().result()
-                else:
-                    read_batch = [f.result() for f in preps.popleft()]
-                if index + ahead < len(batches):
-                    submit(index + ahead)
-                if not data_parallel:
-                    outcomes = _infer_batch(plans, workers[0], batch, [c for c, _ in read_batch], s.fail_fast, task)
-                fingerprints.extend(fingerprint for _, fingerprint in read_batch)
-                for smp, (prep, _) in zip(batch, read_batch, strict=True):
-                    if len(visual) < visual_samples:
-                        visual.append((smp, prep))
-                _apply_batch(plans, outcomes)
-                _pair_batch(plans)
-                if on_progress is not None:
-                    on_progress(len(batch))
-        finally:
-            for f in pending:
-                f.cancel()
+    drive(
+        batches,
+        LoopHooks(prepare, infer, collect),
+        workers,
+        schedule=run_plan.schedule,
+        prep_threads=run_plan.workers,
+        prefetch=1,
+        on_progress=on_progress,
+        batch_spans=False,
+    )
     end = time.perf_counter()
     for plan in plans:
         plan.loop.fingerprints = fingerprints
@@ -417,25 +397,19 @@ class _PlanBatch:
     twin: str | None = None
 
 
-Outputs = np.ndarray | dict[str, np.ndarray]
-"""A runner's outputs of one batch: the score array, or every named output."""
-
-
 def _infer_batch(
+    inference: BatchInference,
     plans: Sequence[_Plan],
     runners: dict[int, Runner],
     batch: Sequence[Sample],
     prepared_batch: list[_Prepared],
     fail_fast: bool,
-    task: Task,
 ) -> list[_PlanBatch]:
-    """Every plan on one batch, ``runners`` mapping id(plan.runner) to the runner this worker uses. When an
-    earlier plan of this batch fed the SAME runner, in the same batch size, bit-identical inputs, its outputs
-    are reused: a deterministic runtime would compute them again. Classification keeps each plan's
-    probabilities (the paired KL); other tasks record through ``task`` (every named model output, each row's
-    geometry)."""
+    """Every plan on one batch (:meth:`BatchInference.predict` with the plan's pipeline), ``runners`` mapping
+    id(plan.runner) to the runner this worker uses. When an earlier plan of this batch fed the SAME runner, in the
+    same batch size, bit-identical inputs, its outputs are reused: a deterministic runtime would compute them
+    again. Classification keeps each plan's probabilities (the paired KL)."""
     tracer = current_tracer()
-    classification = task.class_scores
     done: list[tuple[_Plan, list[int], np.ndarray, Outputs, list[float]]] = []  # (plan, rows, x, y, latencies)
     out = []
     for plan in plans:
@@ -443,64 +417,40 @@ def _infer_batch(
         if plan.failed is not None or fatal is not None:
             out.append(_PlanBatch([], fatal=plan.failed or fatal))
             continue
-        result = _PlanBatch(
-            [
-                SamplePrediction(sample_id=smp.id, label=smp.label, error=p[plan.name].error)
-                for smp, p in zip(batch, prepared_batch, strict=True)
-            ]
+        twins: list[str] = []
+
+        def reuse(rows: list[int], inputs: np.ndarray, plan: _Plan = plan, twins: list[str] = twins) -> Any:
+            for other, other_rows, x, y, seconds in done:
+                if (
+                    other.runner is plan.runner
+                    and other.batch_size == plan.batch_size
+                    and other_rows == rows
+                    and _same_array(x, inputs)
+                ):  # the same runner on the same inputs: its measured latencies are this plan's too
+                    twins.append(other.name)
+                    return y, seconds
+            return None
+
+        outcome = inference.predict(
+            runners[id(plan.runner)],
+            batch,
+            [p[plan.name] for p in prepared_batch],
+            pipeline=plan.pipeline,
+            chunk=plan.batch_size,
+            on_error=fail_fast_hook(f" in {plan.name}") if fail_fast else None,
+            reuse=reuse,
+            tracer=tracer,
+            variant=plan.name,
         )
-        preds = result.preds
-        if fail_fast and any(p.error for p in preds):
-            bad = next(p for p in preds if p.error)
-            raise SampleError(f"sample '{bad.sample_id}' failed in {plan.name}: {bad.error} (--fail-fast)")
-        result.ok_rows = [i for i, p in enumerate(prepared_batch) if p[plan.name].data is not None]
+        result = _PlanBatch(outcome.predictions, ok_rows=outcome.rows, latencies=outcome.latencies)
         out.append(result)
-        if not result.ok_rows:
+        if outcome.inputs is None or outcome.outputs is None or outcome.post is None:
             continue
-        inputs = np.stack([prepared_batch[i][plan.name].data for i in result.ok_rows])  # type: ignore[misc]
-        twin = next(
-            (
-                (other, y, seconds)
-                for other, rows, x, y, seconds in done
-                if other.runner is plan.runner
-                and other.batch_size == plan.batch_size
-                and rows == result.ok_rows
-                and _same_array(x, inputs)
-            ),
-            None,
-        )
-        outputs: Outputs
-        if twin is not None:  # the same runner on the same inputs: its measured latencies are this plan's too
-            result.twin, outputs, result.latencies = twin[0].name, twin[1], list(twin[2])
-        else:
-            runner = runners[id(plan.runner)]
-            named = task.reads_named_outputs(runner.artifact.output_names)
-            chunks: list[Outputs] = []
-            for j in range(0, len(inputs), plan.batch_size):
-                chunk = inputs[j : j + plan.batch_size]
-                with tracer.span("inference", "model", variant=plan.name, batch_size=len(chunk)):
-                    chunks.append(runner.infer_outputs(chunk) if named else runner.infer(chunk))
-                result.latencies.append(runner.last_inference_seconds)
-            outputs = _concatenate(chunks)
-        done.append((plan, result.ok_rows, inputs, outputs, result.latencies))
-        geometry = [prepared_batch[i][plan.name].geometry for i in result.ok_rows]
-        post = plan.pipeline.postprocess(outputs, geometry=geometry)
-        if classification:
-            # probabilities: the manifest loader requires a softmax for logits outputs
-            result.probs = post.scores
-        for i, record in zip(result.ok_rows, task.to_samples(post, batch, result.ok_rows), strict=True):
-            preds[i] = record
+        result.twin = twins[0] if twins else None
+        done.append((plan, outcome.rows, outcome.inputs, outcome.outputs, outcome.latencies))
+        if inference.task.class_scores:  # probabilities: the manifest loader requires a softmax for logits outputs
+            result.probs = outcome.post.scores
     return out
-
-
-def _concatenate(chunks: list[Outputs]) -> Outputs:
-    """Chunks of one batch's outputs joined along the batch axis (per name for named outputs)."""
-    first = chunks[0]
-    if isinstance(first, dict):
-        if len(chunks) == 1:
-            return first
-        return {name: np.concatenate([c[name] for c in chunks]) for name in first}
-    return np.concatenate(chunks)  # type: ignore[arg-type]
 
 
 def _apply_batch(plans: Sequence[_Plan], outcomes: list[_PlanBatch]) -> None:
