@@ -4,6 +4,7 @@ executor contract the routes call."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +98,26 @@ def test_an_executor_without_check_accepts_every_job() -> None:
     adapted.check(_spec())
     assert adapted.submit(_spec()) == "job-1" and len(plain.jobs) == 1
     assert isinstance(ThreadJobExecutor, type) and issubclass(ThreadJobExecutor, JobExecutor)
+
+
+@pytest.mark.parametrize("where", [[], ["--scheduler", "local"]])
+def test_the_cli_and_its_agent_path_resolve_the_options_once_and_refuse_a_hostile_schedule(
+    where: list[str], tmp_path: Path
+) -> None:
+    """``evaluate`` in this process and ``evaluate --scheduler local`` (a job for an agent) resolve their flags with
+    ``resolve_run_config``: a shell command as ``--schedule`` is refused with the flag and the allowed values, exit
+    2, before any dataset, agent or store is touched; nothing runs it."""
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+    from tests.test_jobs import TINY
+
+    marker = tmp_path / "pwned"
+    db = tmp_path / "runs.db"
+    args = ["evaluate", str(TINY), "--dataset", str(tmp_path / "missing"), "--db", f"sqlite:///{db}"]
+    res = CliRunner().invoke(app, [*args, "--schedule", f"pipelined; touch {marker}", *where])
+    assert res.exit_code == 2, res.output
+    assert f"error: --schedule 'pipelined; touch {marker}' is not allowed (allowed: pipelined, data_parallel)" in (
+        res.output
+    )
+    assert not marker.exists() and not db.exists()

@@ -212,7 +212,6 @@ def evaluate_on_agents(
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.job_execution import JobOutcome, JobSpec, run_and_store
     from repliscope.manifest.loader import load_manifest
-    from repliscope.runtimes import native_runtime
     from repliscope.stacks.run import (
         AGENT_START_TIMEOUT,
         live_agent_of,
@@ -232,11 +231,10 @@ def evaluate_on_agents(
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        runtime = runtime or native_runtime(loaded.manifest.framework.name)
-        from repliscope.evaluation.engine import SCHEDULES
+        from repliscope.cli.main import _flag
 
-        if options.schedule is not None and options.schedule not in SCHEDULES:  # before any agent
-            raise RepliscopeError(f"--schedule '{options.schedule}' is not allowed (allowed: {', '.join(SCHEDULES)})")
+        # resolved as the agent will resolve the job's options: a bad --schedule or --as is refused before any agent
+        runtime = options.run_settings(runtime, manifest=loaded, source="cli", name=_flag).runtime
         key_of_stack, found = _stack_key(stack)
         constraints = constraints_for(loaded, runtime, requires, hardware, key_of_stack)
         store = RunStore(db)
