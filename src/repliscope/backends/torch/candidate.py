@@ -20,11 +20,8 @@ Layout: NCHW in and out (torch on both sides).
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import inspect
 import queue
-import sys
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -75,29 +72,9 @@ def load_factory(spec: str) -> Any:
         check_public(attr.split("."), spec, "torch candidate", "")
     except CodeRefError as exc:
         raise RepliscopeError(str(exc)) from None
-    if target.endswith(".py"):
-        file = Path(target).resolve()
-        if not file.is_file():
-            raise RepliscopeError(f"torch candidate '{spec}': no such file {file}")
-        name = f"repliscope_candidate_{file.stem}"
-        module_spec = importlib.util.spec_from_file_location(name, file)
-        if module_spec is None or module_spec.loader is None:
-            raise RepliscopeError(f"torch candidate '{spec}': cannot import {file}")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise RepliscopeError(
-                f"torch candidate '{spec}': importing {file} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-    else:
-        try:
-            module = importlib.import_module(target)
-        except Exception as exc:
-            raise RepliscopeError(
-                f"torch candidate '{spec}': importing '{target}' failed: {type(exc).__name__}: {exc}"
-            ) from exc
+    from repliscope.user_code import import_user_module
+
+    module = import_user_module(target, "--candidate", spec)
     try:  # the shared walk: no private attribute, no module reached as an attribute, a callable at the end
         obj, _ = walk_attrs(module, target, attr.split("."), scope=None, what="torch candidate", text=spec, field="")
     except FactoryAttributeError as exc:

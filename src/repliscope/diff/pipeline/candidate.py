@@ -16,13 +16,8 @@ result. Importing this module imports no ML framework.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -122,35 +117,10 @@ def classify(spec: str, obj: Any) -> PipelineCandidate:
 
 
 def _import(where: str, spec: str) -> Any:
-    path = Path(where)
-    is_file = where.endswith(".py") or path.is_file()
-    try:
-        if is_file:
-            if not path.is_file():
-                raise RepliscopeError(f"--pipeline {spec}: no such file {where}")
-            mod_name = f"_repliscope_pipeline_{uuid.uuid4().hex[:8]}"
-            module_spec = importlib.util.spec_from_file_location(mod_name, path)
-            assert module_spec is not None and module_spec.loader is not None
-            module = importlib.util.module_from_spec(module_spec)
-            sys.path.insert(0, str(path.resolve().parent))  # the file may import its neighbours
-            sys.modules[mod_name] = module
-            try:
-                module_spec.loader.exec_module(module)
-            finally:
-                sys.path.remove(str(path.resolve().parent))
-            return module
-        return importlib.import_module(where)
-    except RepliscopeError:
-        raise
-    except SyntaxError as exc:
-        raise RepliscopeError(
-            f"--pipeline {spec}: {where} does not import: SyntaxError: {exc.msg} (line {exc.lineno})"
-        ) from None
-    except BaseException as exc:  # user code: anything it raises is a bad input, said in one line
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise RepliscopeError(f"--pipeline {spec}: {where} does not import: {type(exc).__name__}: {first}") from None
+    """``where`` (a ``.py`` file or a module) imported as the user's own code: :mod:`repliscope.user_code`."""
+    from repliscope.user_code import import_user_module
+
+    return import_user_module(where, "--pipeline", spec)
 
 
 def to_array(value: Any) -> tuple[np.ndarray, str]:
