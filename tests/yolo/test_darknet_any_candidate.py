@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,12 +31,15 @@ convolutional_4:
 """
 
 
-def _build(out: Path, epsilon: float, corrected: bool) -> Path:
-    """The five-layer tf_keras model as a SavedModel folder ``out`` (BN ``epsilon``; ``corrected``: the moving
-    variance adjusted so that the layer computes Darknet's normalisation)."""
-    import tf_keras
-
+def _build(out: Path, epsilon: float, corrected: bool, keras_module: Any = None) -> Path:
+    """The five-layer model, in tf_keras as a SavedModel folder ``out`` (or in ``keras_module``, e.g. Keras 3, as
+    the ``.keras`` file ``out``); BN ``epsilon``; ``corrected``: the moving variance adjusted so that the layer
+    computes Darknet's normalisation."""
     from repliscope.convert.darknet_cfg import load_network_cfg, read_weights
+
+    if keras_module is None:
+        import tf_keras as keras_module
+    tf_keras = keras_module
 
     layers = tf_keras.layers
     net = load_network_cfg(cfg_path())
@@ -63,7 +67,7 @@ def _build(out: Path, epsilon: float, corrected: bool) -> Path:
     backbone = tf_keras.Model(bb_in, h, name="backbone")
     model = tf_keras.Model(inp, backbone(inp), name="tfmg_like")
     model.save(str(out))
-    assert (out / "keras_metadata.pb").is_file()
+    assert out.suffix == ".keras" or (out / "keras_metadata.pb").is_file()
     return out
 
 
@@ -192,6 +196,23 @@ def test_the_savedmodel_graph_as_a_candidate(models, dog, tmp_path: Path) -> Non
         reference_outputs=outs,
     )
     assert good.passed and good.summary["golden"].compared == good.summary["carried"].compared == 4
+
+
+@pytest.mark.slow
+def test_a_keras3_file_with_nested_paths(models, dog) -> None:
+    """A Keras 3 ``.keras`` file whose mapping names nested paths is read layer by sub-layer
+    (KerasNestedCandidate), not only by its top-level layers."""
+    keras = pytest.importorskip("keras")
+    from repliscope.convert.darknet_candidate import verify_candidate
+
+    path = _build(models["mapping"].parent / "k3.keras", 1e-3, corrected=False, keras_module=keras)
+    x, outs = dog
+    r = verify_candidate(
+        cfg_path(), weights_path(), x, str(path), "keras", mapping_file=models["mapping"], reference_outputs=outs
+    )
+    assert r.candidate["candidate"] == "keras" and r.candidate["pairs"]["convolutional_0"] == "backbone/block_0"
+    assert [row.path for row in r.layers] == ["convolutional_0", "maxpool_1", "convolutional_2", "convolutional_4"]
+    assert {c.path: c.convention for c in r.causes if c.mode == "golden"} == dict.fromkeys(CONVS, "keras")
 
 
 @pytest.mark.slow
