@@ -142,6 +142,40 @@ def batch_norm_class() -> Any:
     return DarknetBatchNorm
 
 
+def masked_leaky_class() -> Any:
+    """:class:`MaskedLeaky`: ``LeakyReLU``'s forward; its derivative from a given sign pattern when ``mask`` is set
+    (another implementation's ``output > 0``), else from its own input. The yardstick uses it to measure what
+    Darknet's kink crossings alone do to the gradients."""
+    tf, _ = import_tf_keras()
+    import keras
+
+    class MaskedLeaky(keras.layers.Layer):
+        def __init__(self, negative_slope: float = LEAKY_SLOPE, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.negative_slope = negative_slope
+            self.mask: Any = None
+
+        def call(self, x: Any) -> Any:
+            slope = self.negative_slope
+            if self.mask is None:
+                return tf.where(x > 0, x, slope * x)
+            m = tf.cast(self.mask, x.dtype)
+
+            @tf.custom_gradient
+            def leaky(v: Any) -> Any:
+                def grad(dy: Any) -> Any:
+                    return dy * (m + (1 - m) * slope)
+
+                return tf.where(v > 0, v, slope * v), grad
+
+            return leaky(x)
+
+        def get_config(self) -> dict[str, Any]:
+            return {**super().get_config(), "negative_slope": self.negative_slope}
+
+    return MaskedLeaky
+
+
 def _keras_bn(keras: Any, name: str, compute: str, dtype: str) -> Any:
     """Stock ``BatchNormalization`` as a naive port writes it (epsilon inside the square root, biased variance);
     ``compute``: the normalisation's dtype policy."""
@@ -176,11 +210,13 @@ def build_training_port(
     dtype: str = "float32",
     leaky_slope: float = LEAKY_SLOPE,
     low_precision: frozenset[str] | None = None,
+    leaky_masks: bool = False,
 ) -> Any:
     """The functional ``keras.Model`` (NHWC) whose outputs are every Darknet layer's output, in order, with
     untrained variables (:func:`load_darknet_params` sets the original's). ``dtype``: every layer's dtype
     (``float64``: the same equations with float64 rounding, the yardstick of a gradient's float32 sensitivity).
-    ``low_precision``: the Darknet layers whose normalisation runs in ``bn_dtype`` (None: every one)."""
+    ``low_precision``: the Darknet layers whose normalisation runs in ``bn_dtype`` (None: every one).
+    ``leaky_masks``: leaky activations are :func:`masked_leaky_class` layers (their derivative pattern settable)."""
     if bn not in BN_MODES:
         raise RepliscopeError(f"batch-norm convention {bn!r} (allowed: {', '.join(BN_MODES)})")
     if dtype not in ("float32", "float64"):
@@ -195,6 +231,7 @@ def build_training_port(
 
     yolo_cls = _yolo_layer_class()
     bn_cls = batch_norm_class() if bn != "keras" else None
+    leaky_cls = masked_leaky_class() if leaky_masks else None
     inp = keras.Input((net.height, net.width, net.channels), name="data", dtype=dtype)
     outs: list[Any] = []
     x = inp
@@ -216,7 +253,9 @@ def build_training_port(
                     norm = bn_cls(mode=bn, compute=compute, name=f"{name}_bn", dtype=dtype)
                 y = norm(y)
             act = p["activation"]
-            if act == "leaky":
+            if act == "leaky" and leaky_cls is not None:
+                y = leaky_cls(negative_slope=leaky_slope, name=name, dtype=dtype)(y)
+            elif act == "leaky":
                 y = keras.layers.LeakyReLU(negative_slope=leaky_slope, name=name, dtype=dtype)(y)
             elif act == "relu":
                 y = keras.layers.ReLU(name=name, dtype=dtype)(y)

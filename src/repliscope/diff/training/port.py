@@ -91,6 +91,17 @@ class KerasPort:
         self.dtype = str(self.model.inputs[0].dtype).replace("<dtype: '", "").rstrip("'>")
         self.yolo = yolo_inputs(net)
 
+    def set_leaky_masks(self, masks: dict[str, np.ndarray] | None) -> None:
+        """Darknet layer -> NCHW bool (``output > 0`` of another implementation): the derivative pattern of this
+        port's masked leaky layers (None: their own)."""
+        for name, keras_name in self.params.outputs.items():
+            layer = self.model.get_layer(keras_name)
+            if hasattr(layer, "mask") and hasattr(layer, "negative_slope"):
+                value = None if masks is None else masks.get(name)
+                layer.mask = (
+                    None if value is None else self.tf.constant(np.ascontiguousarray(value.transpose(0, 2, 3, 1)))
+                )
+
     def load(self, values: dict[str, ConvParams]) -> None:
         load_darknet_params(self.params, values)
 
@@ -194,11 +205,14 @@ def load_port(
     dtype: str = "float32",
     mapping: dict[str, Any] | None = None,
     low_precision: frozenset[str] | None = None,
+    leaky_masks: bool = False,
 ) -> KerasPort:
     """``spec`` (module doc) -> the port with the original's parameters loaded."""
     _, keras = import_tf_keras()
     if spec == BUILTIN_PORT:
-        model = build_training_port(net, bn=bn, bn_dtype=bn_dtype, dtype=dtype, low_precision=low_precision)
+        model = build_training_port(
+            net, bn=bn, bn_dtype=bn_dtype, dtype=dtype, low_precision=low_precision, leaky_masks=leaky_masks
+        )
         desc = {"port": BUILTIN_PORT, "bn": bn, "bn_dtype": bn_dtype, "dtype": dtype}
         if low_precision is not None:
             desc["low_precision"] = ",".join(sorted(low_precision))
@@ -228,12 +242,19 @@ def load_port(
     return port
 
 
-def yardstick(net: Network, values: dict[str, ConvParams]) -> tuple[KerasPort, KerasPort]:
+Yardstick = tuple["KerasPort", "KerasPort", "KerasPort"]
+"""repliscope's training port with Darknet's conventions: float32, float64, float64 with settable leaky
+derivative patterns (:func:`yardstick`)."""
+
+
+def yardstick(net: Network, values: dict[str, ConvParams]) -> Yardstick:
     """repliscope's training port with Darknet's conventions in float32 and in float64 (the gradient diff's
-    measure of float32 sensitivity and of rounding kink crossings)."""
+    measure of float32 sensitivity), and in float64 with leaky derivatives settable (what Darknet's kink crossings
+    alone do to the gradients)."""
     return (
         load_port(BUILTIN_PORT, net, values, dtype="float32"),
         load_port(BUILTIN_PORT, net, values, dtype="float64"),
+        load_port(BUILTIN_PORT, net, values, dtype="float64", leaky_masks=True),
     )
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from repliscope.backends.darknet.training import DarknetTrainer
 from repliscope.diff.training.gradients import run_gradient_diff
-from repliscope.diff.training.port import KerasPort, load_port
+from repliscope.diff.training.port import KerasPort, Yardstick, load_port
 from repliscope.errors import RepliscopeError
 
 
@@ -48,7 +48,7 @@ def precision_variant(
     bn_dtype: str,
     *,
     layers: frozenset[str] | None = None,
-    yardstick: tuple[KerasPort, KerasPort] | None = None,
+    yardstick: Yardstick | None = None,
 ) -> PrecisionVariant:
     """Measure one variant. ``reference``: libdarknet's inference outputs of ``x`` (layer -> (B, C, H, W))."""
     port = load_port("darknet-keras", trainer.network, trainer.params(), bn_dtype=bn_dtype, low_precision=layers)
