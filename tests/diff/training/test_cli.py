@@ -142,3 +142,16 @@ def test_gradients_and_two_steps_json_store_and_chart(app: typer.Typer, coco: st
         stored = {d.kind: get_diff(store, d.diff_id) for d in listed}
     assert stored["training_step_diff"].has_figure and stored["gradient_diff"].verdict == "passed"
     assert stored["gradient_diff"].result["params"] == grad["params"]
+
+
+def test_a_mapping_with_a_python_tag_runs_nothing(app: typer.Typer, tmp_path: Path) -> None:
+    """--mapping is read with yaml.safe_load: a tag that would run a shell command is an error naming the flag."""
+    marker = tmp_path / "pwned"
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(f'convolutional_0: !!python/object/apply:os.system ["touch {marker}"]\n', encoding="utf-8")
+    code, out, err = _run(app, "darknet-keras", "--mapping", str(mapping), "--no-store")
+    assert code == 2 and out == "" and not marker.exists()
+    assert err.startswith(f"error: --mapping {mapping}: not YAML (") and err.count("\n") == 1
+    mapping.write_text("- convolutional_0\n", encoding="utf-8")
+    code, out, err = _run(app, "darknet-keras", "--mapping", str(mapping), "--no-store")
+    assert code == 2 and "a YAML mapping 'darknet_layer: keras_layer'" in err
