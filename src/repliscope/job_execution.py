@@ -23,6 +23,9 @@ from repliscope.errors import RepliscopeError
 from repliscope.job_kinds import JOB_KINDS, JobKind, kind_names
 
 if TYPE_CHECKING:
+    from repliscope.datasets.base import Dataset
+    from repliscope.evaluation.run_config import RunSettings
+    from repliscope.manifest.loader import LoadedManifest
     from repliscope.store.repository import StoredOutcome
 
 
@@ -96,9 +99,9 @@ class RunOptions(BaseModel):
         cache_dir: Path | None = None,
         *,
         name: Callable[[str], str] | None = None,
-        manifest: Any = None,
+        manifest: LoadedManifest | None = None,
         source: Literal["cli", "job"] = "job",
-    ) -> Any:
+    ) -> RunSettings:
         """The frozen :class:`~repliscope.evaluation.run.RunSettings` of these options on ``runtime`` (None: the
         ``manifest``'s native runtime), each value's origin recorded
         (:func:`~repliscope.evaluation.run_config.resolve_run_config`; ``source``: ``job``, or ``cli`` for the
@@ -110,7 +113,7 @@ class RunOptions(BaseModel):
             self, runtime=runtime, manifest=manifest, source=source, cache_dir=cache_dir, name=name or option_name
         )
 
-    def dataset(self, spec: str, labels_csv: Path | None = None) -> Any:
+    def dataset(self, spec: str, labels_csv: Path | None = None) -> Dataset:
         """The dataset ``spec`` (a registered name, ``NAME:PATH`` or a folder) with these options' label rule,
         ``limit``, ``registered_name`` and ``shard``."""
         from repliscope.datasets import resolve_dataset
@@ -218,7 +221,7 @@ def run_and_store(job: JobSpec, store: OutcomeStore, run: Callable[[JobSpec], Jo
 
 
 # -- a job's manifest and dataset, where it runs -------------------------------------------------------------
-def _loaded(job: JobSpec, folder: Path) -> Any:
+def _loaded(job: JobSpec, folder: Path) -> LoadedManifest:
     """The job's manifest: ``options.manifest_path`` (a path the executing process sees, e.g. the CLI's file on
     this machine, so its relative source/architecture paths resolve; its text must be ``manifest_text``), else
     ``manifest_text`` written into ``folder``."""
@@ -243,7 +246,7 @@ def _loaded(job: JobSpec, folder: Path) -> Any:
     return load_manifest(path)
 
 
-def _data(job: JobSpec) -> Any:
+def _data(job: JobSpec) -> Dataset:
     """The job's dataset (:meth:`RunOptions.dataset`)."""
     return job.run_options.dataset(job.dataset_spec)
 
@@ -255,13 +258,13 @@ class JobContext:
     folder, the progress callback (it may raise :class:`JobCancelled`) and the log."""
 
     job: JobSpec
-    loaded: Any
-    data: Any
+    loaded: LoadedManifest
+    data: Dataset
     cache_dir: Path | None
     on_progress: Callable[[int], None]
     log: Callable[[str], None]
 
-    def settings(self) -> Any:
+    def settings(self) -> RunSettings:
         """The run's frozen :class:`~repliscope.evaluation.run.RunSettings`, resolved once from the job's options
         (:meth:`RunOptions.run_settings`: each value's origin ``job`` or ``default``)."""
         return self.job.run_options.run_settings(self.job.runtime, self.cache_dir, manifest=self.loaded)
@@ -405,7 +408,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def _shard(data: Any, text: str) -> Any:
+def _shard(data: Dataset, text: str) -> Dataset:
     """Samples ``I::N`` of ``data`` (after its sorted order and limit); the description says which shard."""
     import dataclasses
 

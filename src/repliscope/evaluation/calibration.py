@@ -97,9 +97,14 @@ class Plan:
         """The candidate's name in the trials, e.g. ``data_parallel threads=1``."""
         return f"{self.schedule} threads={self.threads}"
 
-    def loop_options(self, fail_fast: bool) -> LoopOptions:
+    def loop_options(self, fail_fast: bool, keep_outputs: bool = False) -> LoopOptions:
+        """The loop's options of this plan (``fail_fast`` and ``keep_outputs``: the run's)."""
         return LoopOptions(
-            batch_size=self.batch_size, prep_workers=self.workers, schedule=self.schedule, fail_fast=fail_fast
+            batch_size=self.batch_size,
+            prep_workers=self.workers,
+            schedule=self.schedule,
+            fail_fast=fail_fast,
+            keep_outputs=keep_outputs,
         )
 
     def describe(self) -> dict[str, Any]:

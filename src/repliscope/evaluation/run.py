@@ -83,9 +83,7 @@ def evaluate(
     check_batch_budget(prepared, max(c.batch_size for c in (*planned.candidates, *([plan] if plan else []))))
     if plan is not None and not plan.source.startswith("calibrated"):  # given or fallback: nothing to check
         runner = runner_with_threads(prepared.runner, plan.threads)
-        options = plan.loop_options(s.fail_fast)
-        if outputs is not None:
-            options = replace(options, keep_outputs=True)
+        options = plan.loop_options(s.fail_fast, keep_outputs=outputs is not None)
         loop = run_loop(pipe, runner, dataset.samples, options, input_shape(prepared), on_progress, prepared.task)
         if runner is not prepared.runner and prepared.runner.loaded:  # e.g. the ONNX export, made earlier
             loop.load_seconds += prepared.runner.load_seconds
@@ -98,7 +96,7 @@ def evaluate(
         if s.prep_workers:
             plan = replace(plan, workers=s.prep_workers)
         runner = runner_with_threads(prepared.runner, plan.threads)
-        options = replace(plan.loop_options(s.fail_fast), keep_outputs=outputs is not None)
+        options = plan.loop_options(s.fail_fast, keep_outputs=outputs is not None)
     if outputs is not None and loop.outputs is not None:
         outputs.update(loop.outputs)
     return build_record(prepared, dataset, loop, pipe, options, runner, plan)
