@@ -159,3 +159,23 @@ def test_paired_candidate_applies_layout_scale_and_activation() -> None:
     assert "skipped (not compared): maxpool_1, route_3, yolo_4" in " ".join(cand.notes)
     assert "'convolutional_0' <- 'u': scale 0.5, activation leaky" in cand.notes
     assert set(KEYS) == {"unit", "activation", "layout", "scale"}
+
+
+def test_a_unit_covers_only_its_own_chain_in_a_branching_graph() -> None:
+    """yolov3-tiny's head: conv_18 reads route_17 (a copy of layer 13), not yolo_16 that precedes it in order;
+    conv_21 reads route_20, which reads upsample_19 and conv_8. Golden mode feeds each unit the input of the first
+    layer of its own chain, never another branch's."""
+    from repliscope.diff.layers.auto_mapping import covers_for
+
+    reference = ["conv_8", "conv_13", "conv_15", "yolo_16", "route_17", "conv_18", "upsample_19", "route_20", "conv_21"]
+    producers = {
+        "conv_13": ["conv_8"], "conv_15": ["conv_13"], "yolo_16": ["conv_15"], "route_17": ["conv_13"],
+        "conv_18": ["route_17"], "upsample_19": ["conv_18"], "route_20": ["upsample_19", "conv_8"],
+        "conv_21": ["route_20"],
+    }  # fmt: skip
+    mapped = ["conv_8", "conv_13", "conv_15", "conv_18", "conv_21"]
+    covers = covers_for(reference, mapped, producers)
+    assert covers["conv_18"] == ["route_17", "conv_18"]  # not yolo_16, which only precedes it
+    assert covers["conv_21"] == ["route_20", "conv_21"]  # route_20 joins two branches: the chain stops there
+    assert not any("yolo_16" in group or "upsample_19" in group for group in covers.values())
+    assert covers_for(reference, mapped)["conv_18"][0] == "yolo_16"  # without producers: reference order

@@ -114,7 +114,8 @@ def darknet_candidate(
         info["transforms"] = transforms
     if skipped:
         info["skipped"] = skipped
-    return PairedCandidate(inner, paired, names, info, _describe_notes(fmt, spec, inner), skipped)
+    producers = {lay.path: lay.producers for lay in reference.layers(x[:1])}
+    return PairedCandidate(inner, paired, names, info, _describe_notes(fmt, spec, inner), skipped, producers)
 
 
 def _describe_notes(fmt: str, spec: str, inner: NamedCandidate) -> list[str]:

@@ -36,7 +36,7 @@ edit it, and pass it back with ``--mapping``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,11 +415,32 @@ def start_order(group: list[str]) -> list[str]:
     return [head, *[p for p in group if p != head]]
 
 
-def covers_for(reference: Sequence[str], mapped: Sequence[str]) -> dict[str, list[str]]:
-    """For a user mapping: each mapped reference path covers the unmapped layers since the previous mapped
-    one (reference order), as a fused candidate unit would."""
+def covers_for(
+    reference: Sequence[str], mapped: Sequence[str], producers: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, list[str]]:
+    """For a user mapping: what each mapped reference path covers, as a fused candidate unit would.
+
+    Without ``producers``: the unmapped layers since the previous mapped one (reference order). With ``producers``
+    (each reference path -> the paths whose outputs it reads; "" for the model input), a graph that branches (a
+    Darknet route, a skip connection): only the unmapped layers on the mapped one's own single-input chain back to
+    the previous mapped one. A layer off that chain (another branch's head) is covered by nobody and listed as
+    not compared, and golden mode feeds the unit the input of the first layer of its own chain."""
     wanted = set(mapped)
     covers: dict[str, list[str]] = {}
+    if producers is not None:
+        taken: set[str] = set()
+        for path in reference:
+            if path not in wanted:
+                continue
+            chain = [path]
+            while True:
+                sources = list(producers.get(chain[-1], ()))
+                if len(sources) != 1 or not sources[0] or sources[0] in wanted or sources[0] in taken:
+                    break
+                chain.append(sources[0])
+            taken.update(chain)
+            covers[path] = chain[::-1]
+        return covers
     pending: list[str] = []
     for path in reference:
         pending.append(path)

@@ -241,7 +241,8 @@ class PairedCandidate(Candidate):
     ``pairs``; outputs transformed per pair (see :class:`Pair`) and always handed over in the reference layout.
     ``reference``: every reference layer, in order (a candidate whose golden unit spans the unmapped units before
     it covers the unpaired reference layers before its own); ``info`` what :meth:`describe` records;
-    ``skipped``: the unpaired reference layers (listed as not compared, with the reason)."""
+    ``skipped``: the unpaired reference layers (listed as not compared, with the reason); ``producers``: each reference
+    layer's inputs (a branching graph: a unit covers only its own chain, :func:`~.auto_mapping.covers_for`)."""
 
     def __init__(
         self,
@@ -251,6 +252,7 @@ class PairedCandidate(Candidate):
         info: Mapping[str, Any],
         notes: Sequence[str] = (),
         skipped: Sequence[str] = (),
+        producers: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         from repliscope.diff.layers.auto_mapping import covers_for
 
@@ -261,7 +263,7 @@ class PairedCandidate(Candidate):
         self.skipped = list(skipped)
         inner.set_mapped(p.unit for p in self.pairs.values())
         self._back = {p.unit: name for name, p in self.pairs.items()}
-        self._covers = covers_for(list(reference), list(self.pairs)) if inner.spans_gaps else {}
+        self._covers = covers_for(list(reference), list(self.pairs), producers) if inner.spans_gaps else {}
         own = list(notes)
         if self.skipped:
             own.append(
