@@ -231,7 +231,7 @@ def bench(
     from repliscope.bench.scenarios import ScenarioSettings
     from repliscope.cli.output import console, print_table
     from repliscope.datasets import resolve_dataset
-    from repliscope.evaluation.run import RunSettings
+    from repliscope.job_execution import RunOptions
     from repliscope.manifest.loader import load_manifest
     from repliscope.runtimes import native_runtime
     from repliscope.runtimes.base import RUNTIMES
@@ -284,6 +284,10 @@ def bench(
         options = BenchOptions(
             scenario=settings, timed_preprocess=timed_preprocess, trace_level=trace_level, find_peak_qps=find_peak_qps
         )
+        # resolved once, as evaluate resolves its flags: the first runtime (a flag or the manifest's), each origin
+        run_settings = RunOptions(allow_outside_paths=allow_outside_paths).run_settings(
+            runtimes[0] if runtime else None, manifest=loaded, source="cli"
+        )
         data = resolve_dataset(dataset, label_rule, limit=limit)
         store = RunStore(db)
         # progress as plain lines: an animated spinner would take CPU from the measured runtime
@@ -293,7 +297,7 @@ def bench(
             runtimes,
             thread_counts,
             options,
-            settings=RunSettings(runtime=runtimes[0], allow_outside_paths=allow_outside_paths),
+            settings=run_settings,
             on_config=None if as_json else _announce,
         )
         many = len(result.records) > 1
