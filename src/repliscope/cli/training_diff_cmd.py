@@ -137,7 +137,9 @@ def _run(
             first = batches[0]
             loss = None
             if opts.port_loss is not None:
-                loss = (opts.port_loss, registered_loss_upstream(opts.port_loss, cfg, net, first.truth))
+                from repliscope.stacks.call import run_loss
+
+                loss = (opts.port_loss, registered_loss_upstream(opts.port_loss, cfg, net, first.truth, run_loss))
             grad = run_gradient_diff(
                 trainer,
                 port,

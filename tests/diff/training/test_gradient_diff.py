@@ -115,7 +115,9 @@ def test_registered_darknet_yolo_loss_on_the_ports_outputs_as_its_upstream(
     trainer = sides["trainer"]
     x, truth = dog_batch()
     port = load_port("darknet-keras", trainer.network, sides["values"])
-    upstream = registered_loss_upstream("darknet_yolo", cfg_path(), trainer.network, truth)
+    from repliscope.stacks.call import run_loss
+
+    upstream = registered_loss_upstream("darknet_yolo", cfg_path(), trainer.network, truth, run_loss)
     r = run_gradient_diff(trainer, port, x, truth, yardstick=sides["yardstick"], port_loss=("darknet_yolo", upstream))
     assert r.passed and r.port_loss == "darknet_yolo", r.summary
     assert "registered loss 'darknet_yolo'" in r.conventions["upstream"]
@@ -127,4 +129,4 @@ def test_registered_darknet_yolo_loss_on_the_ports_outputs_as_its_upstream(
     from repliscope.errors import RepliscopeError
 
     with pytest.raises(RepliscopeError, match="--port-loss 'nope': not a registered loss"):
-        registered_loss_upstream("nope", cfg_path(), trainer.network, truth)
+        registered_loss_upstream("nope", cfg_path(), trainer.network, truth, run_loss)

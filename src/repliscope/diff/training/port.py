@@ -259,15 +259,15 @@ def yardstick(net: Network, values: dict[str, ConvParams]) -> Yardstick:
 
 
 def registered_loss_upstream(
-    name: str, cfg: Path, net: Network, truth: np.ndarray
+    name: str, cfg: Path, net: Network, truth: np.ndarray, run: Callable[[Any, Any], Any]
 ) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
     """The upstream gradient of the port from a loss of the LOSSES registry (the loss-diff contract,
     ``repliscope.diff.loss.contract``) evaluated on the port's own yolo inputs with ``truth`` (B, boxes, 5) as the
-    targets: its ``gradients`` (d total / d outputs of the loss being minimised). Run where the registry says
-    (here, or in its provisioned stack)."""
+    targets: its ``gradients`` (d total / d outputs of the loss being minimised). ``run(spec, inputs)``: how a
+    registered loss runs (the CLI passes :func:`repliscope.stacks.call.run_loss`: here, or in its provisioned
+    stack; the diff package itself imports no stack code)."""
     from repliscope.diff.loss.contract import LOSSES, ImageTargets, LossInputs
     from repliscope.diff.loss.sources import yolo_config
-    from repliscope.stacks.call import run_loss
 
     if name not in LOSSES.names():
         raise RepliscopeError(f"--port-loss {name!r}: not a registered loss (allowed: {', '.join(LOSSES.names())})")
@@ -282,7 +282,7 @@ def registered_loss_upstream(
 
     def upstream(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         inputs = LossInputs("yolo", {k: v.astype(np.float32) for k, v in outputs.items()}, tuple(targets), config)
-        result = run_loss(spec, inputs)
+        result = run(spec, inputs)
         for k, g in result.gradients.items():
             if not np.all(np.isfinite(g)):
                 raise RepliscopeError(f"--port-loss {name}: its gradient of {k} has NaN/Inf values")
