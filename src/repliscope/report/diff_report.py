@@ -120,6 +120,20 @@ def render_diff_markdown(d: StoredDiff, png: bytes | None = None) -> str:
         lines += [
             f"| {g['output']} | {_f(g['max_abs'])} | {_f(g['ulp'])} | {_f(g['tolerance'])} |" for g in r["gradients"]
         ]
+    if d.kind == "augmentation_diff":
+        lines += ["", f"Augmentation: {r['candidate']} vs {r['pipeline']['pipeline']} ({r['pipeline']['origin']}), "
+                  f"{r['samples']} images x {len(r['seeds'])} seeds, {r['draws']} draws", ""]  # fmt: skip
+        if r.get("ops"):
+            lines += ["| op | compared | differing | max abs error | tolerance | hint |", "|---|---|---|---|---|---|"]
+            lines += [f"| {o['name']} | {o['compared']} | {o['differing']} | {_f(o['max_abs_err'])} | "
+                      f"{_f(o['tolerance'])} | {o.get('hint') or ''} |" for o in r["ops"]]  # fmt: skip
+        if r.get("distribution"):
+            head = "| op | statistic | original mean | candidate mean | KS | p (adjusted) |"
+            lines += [head, "|---|---|---|---|---|---|"]
+            lines += [f"| {t['op']} | {t['statistic']} | {_f(t['original_mean'])} | {_f(t['candidate_mean'])} | "
+                      f"{_f(t['ks'])} | {_f(t['p_adjusted'])} |" for t in r["distribution"]]  # fmt: skip
+        lines += ["", f"First divergent op: **{r['first_divergent']}**" if r.get("first_divergent") else
+                  "Every op matches the original"]  # fmt: skip
     effect = _effect(d)
     if effect:
         lines += [
