@@ -192,6 +192,10 @@ def run_training_diff(
         raise RepliscopeError(f"--train-steps {steps}: at least 1")
     if not batches:
         raise RepliscopeError("no training batch")
+    if oracle.batch != trainer.batch:
+        raise RepliscopeError(
+            f"the yolo-layer oracle is loaded for batch {oracle.batch}, the trainer for {trainer.batch}"
+        )
     settings = trainer.solver()
     if settings.adam:
         raise RepliscopeError("the cfg trains with adam=1; the training diff reproduces Darknet's SGD only")
