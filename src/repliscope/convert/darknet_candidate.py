@@ -94,7 +94,8 @@ def darknet_candidate(
     def no_pairing(inner: Any) -> BuiltCandidate:  # pragma: no cover - only the torch-reference loaders call it
         raise RepliscopeError(f"a {fmt} candidate of a darknet manifest is paired by Darknet layer name")
 
-    inner = load_candidate(LoadRequest(spec, reference, x, mapping_file, threads, fmt, no_pairing))
+    request = LoadRequest(spec, reference, x, mapping_file, threads, fmt, no_pairing, keras_file=load_keras_candidate)
+    inner = load_candidate(request)
     if not isinstance(inner, NamedCandidate):
         raise RepliscopeError(f"a {fmt} candidate cannot be paired with libdarknet's layers")
     units = [u.name for u in inner.units(x[:1])]

@@ -44,7 +44,9 @@ class LoadRequest:
     (a :class:`~repliscope.diff.base.Reference`: the torch module, libdarknet, ...), the probe batch ``x``
     (reference layout), the ``--mapping`` file, ``threads``, and ``pair``: the reference's way of pairing a
     :class:`~repliscope.diff.layers.mapping.NamedCandidate` with it (for a loader that wraps the paired
-    candidate, e.g. in :class:`~repliscope.diff.layers.mapping.FixedBatch`)."""
+    candidate, e.g. in :class:`~repliscope.diff.layers.mapping.FixedBatch`); ``keras_file``: how a reference that
+    is no torch module reads a ``.keras`` candidate (libdarknet's: with its ``DarknetYolo`` layer registered,
+    :func:`repliscope.convert.darknet_candidate.load_keras_candidate`), given by whoever builds the request."""
 
     spec: str
     reference: Any
@@ -53,6 +55,7 @@ class LoadRequest:
     threads: int
     fmt: str
     pair: Callable[[Any], BuiltCandidate]
+    keras_file: Callable[[Path, Path | None], Any] | None = None
 
     @property
     def torch_reference(self) -> bool:
@@ -255,9 +258,9 @@ def _load_keras(request: LoadRequest) -> Any:
 
     path = Path(request.spec)
     if not request.torch_reference:
-        from repliscope.convert.darknet_candidate import load_keras_candidate
-
-        return load_keras_candidate(path, request.mapping_file)
+        if request.keras_file is None:
+            raise RepliscopeError(f"--candidate {path}: a .keras candidate needs a torch or a libdarknet reference")
+        return request.keras_file(path, request.mapping_file)
     cls: Any = CANDIDATES.get("keras")
     if request.mapping_file is None and _has_port_mapping(path):
         return BuiltCandidate(cls.from_path(path, request.reference.module), request.fmt, "port mapping")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from repliscope.diff.loss.contract import LossInputs, LossResult
-from repliscope.diff.loss.driver import LossDiagnosis, LossDiffResult, LossFit
+from repliscope.diff.loss.result import LossDiagnosis, LossDiffResult, LossFit
 from repliscope.diff.loss.yolo_form import DARKNET, YoloForm, describe_form, form_values
 from repliscope.registry import Registry
 
