@@ -3,13 +3,10 @@ original's own code on the same random draws (or, ``--draws own``, its output di
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-
-import typer
 
 from repliscope.cli.output import console
 from repliscope.errors import RepliscopeError
@@ -33,19 +30,9 @@ class AugmentOptions:
 
 def run_augment_diff(manifest: str, opts: AugmentOptions) -> None:
     """Run, print (table or ``{"augmentation_diff": ...}``), store; exit 0 (every op matches), 1 or 2."""
-    try:
-        result, diff_id = _run(manifest, opts)
-    except RepliscopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(code=2) from None
-    if opts.as_json:
-        sys.stdout.write(json.dumps({"augmentation_diff": result.model_dump(mode="json")}, indent=2) + "\n")
-    else:
-        _print(result)
-        if diff_id is not None:
-            console.print(f"stored as diff {diff_id[:12]} (repliscope diffs show {diff_id[:12]})")
-    if not result.passed:
-        raise typer.Exit(code=1)
+    from repliscope.cli.diff_output import finish_diff
+
+    finish_diff("augmentation_diff", lambda: _run(manifest, opts), _print, opts.as_json)
 
 
 def _run(manifest: str, opts: AugmentOptions) -> tuple[AugmentDiffResult, str | None]:

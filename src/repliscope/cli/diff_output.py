@@ -4,6 +4,7 @@ figures of detection and segmentation) and a proposed layer mapping."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -250,3 +251,34 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         console.print(f"[dim]note: {note}[/]")
     if len(notes) > 20:
         console.print(f"[dim]... {len(notes) - 20} more notes (--json shows all)[/]")
+
+
+def finish_diff(
+    kind: str,
+    run: Callable[[], tuple[Any, str | None]],
+    show: Callable[[Any], None],
+    as_json: bool,
+) -> None:
+    """The end every ``repliscope diff`` kind shares: ``run()`` -> (result, stored diff id or None); a RepliscopeError
+    is one line and exit 2; the result printed as ``{kind: ...}`` JSON or by ``show``, the stored id named; exit 1
+    when the result did not pass."""
+    import json
+    import sys
+
+    import typer
+
+    from repliscope.errors import RepliscopeError
+
+    try:
+        result, diff_id = run()
+    except RepliscopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    if as_json:
+        sys.stdout.write(json.dumps({kind: result.model_dump(mode="json")}, indent=2) + "\n")
+    else:
+        show(result)
+        if diff_id is not None:
+            console.print(f"stored as diff {diff_id[:12]} (repliscope diffs show {diff_id[:12]})")
+    if not result.passed:
+        raise typer.Exit(code=1)

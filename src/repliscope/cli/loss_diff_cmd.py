@@ -11,12 +11,9 @@ non-scalar total or a misshapen gradient), with nothing stored.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import typer
 
 from repliscope.cli.output import console
 from repliscope.errors import RepliscopeError
@@ -46,19 +43,9 @@ class LossOptions:
 
 def run_loss_diff_cli(manifest: str, opts: LossOptions) -> None:
     """Run, print (table or ``{"loss_diff": ...}``), store; exit 0, 1 or 2."""
-    try:
-        result, diff_id = _run(manifest, opts)
-    except RepliscopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(code=2) from None
-    if opts.as_json:
-        sys.stdout.write(json.dumps({"loss_diff": result.model_dump(mode="json")}, indent=2) + "\n")
-    else:
-        print_loss_diff(result)
-        if diff_id is not None:
-            console.print(f"stored as diff {diff_id[:12]} (repliscope diffs show {diff_id[:12]})")
-    if not result.passed:
-        raise typer.Exit(code=1)
+    from repliscope.cli.diff_output import finish_diff
+
+    finish_diff("loss_diff", lambda: _run(manifest, opts), print_loss_diff, opts.as_json)
 
 
 def _run(manifest: str, opts: LossOptions) -> tuple[LossDiffResult, str | None]:
