@@ -3,6 +3,7 @@
 import contextlib
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,7 +124,9 @@ def test_resampler_reproduces_faster_coco_eval_and_duplicated_images() -> None:
     assert np.nan_to_num(resampler.stats(), nan=-1) == pytest.approx(stats, abs=1e-12)
     # a bootstrap replicate (weights = draw counts) equals COCOeval on the images actually duplicated
     counts = np.random.default_rng(3).multinomial(24, np.full(24, 1 / 24))
-    images, anns, dup = [], [], []
+    images: list[dict[str, Any]] = []
+    anns: list[dict[str, Any]] = []
+    dup: list[dict[str, Any]] = []
     for image, count in zip(gt["images"], counts, strict=True):
         for _ in range(count):
             new_id = len(images) + 1

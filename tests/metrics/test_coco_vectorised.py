@@ -204,7 +204,7 @@ class _OldResampler(CocoResampler):
                 dsel = np.flatnonzero(dt.classes == c)
                 dsel = dsel[np.argsort(-dt.scores[dsel], kind="mergesort")][: MAX_DETS[-1]]
                 d_boxes = dt.boxes[dsel]
-                d_area = (d_boxes[:, 2] - d_boxes[:, 0]) * (d_boxes[:, 3] - d_boxes[:, 1])
+                d_area = d_boxes[:, 2] * d_boxes[:, 3]  # [x, y, w, h]: COCO's loadRes area
                 for a, (lo, hi) in enumerate(AREA_RANGES):
                     area = gt.areas[gsel]
                     g_ignore = gt.crowd[gsel] | (area < lo) | (area > hi)

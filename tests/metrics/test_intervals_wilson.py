@@ -62,7 +62,7 @@ def test_mcnemar_is_the_correctly_rounded_exact_value_and_agrees_with_scipy() ->
     assert mcnemar_exact_p(0, 0) == 1.0
     assert mcnemar_exact_p(3, 3) == mcnemar_exact_p(3, 4) == 1.0
     assert mcnemar_exact_p(5, 2) == 2 * 29 / 128
-    assert mcnemar_exact_p(np.int64(30), np.int64(70)) == _exact_two_sided(30, 70)  # no int64 overflow
+    assert mcnemar_exact_p(np.int64(30), np.int64(70)) == _exact_two_sided(30, 70)  # type: ignore[arg-type]  # numpy ints too; no overflow
     with pytest.raises(ValueError, match="counts must be >= 0, got b=-1"):
         mcnemar_exact_p(-1, 4)
 

@@ -41,7 +41,9 @@ class BoxAnnotation:
     pixel edges (COCO ``[x, y, w, h]`` -> (x, y, x + w, y + h)); ``class_id`` in the dataset's category ids;
     ``area`` as the annotation states it (COCO: the segmentation's area, used for the small/medium/large
     ranges) or None (then the box area); ``iscrowd`` regions are matched but never count as misses;
-    ``ignore``: a box the annotator marked as not to be scored (dlib's ``ignore='1'``)."""
+    ``ignore``: a box the annotator marked as not to be scored (dlib's ``ignore='1'``); ``xywh``: the box as the
+    annotation file gives it (COCO ``[x, y, w, h]``, the numbers COCO's IoU uses) or None (then derived from
+    ``box``)."""
 
     box: tuple[float, float, float, float]
     class_id: int
@@ -49,6 +51,7 @@ class BoxAnnotation:
     iscrowd: bool = False
     ignore: bool = False
     annotation_id: int | None = None
+    xywh: tuple[float, float, float, float] | None = None
 
 
 class MaskTruth(Protocol):

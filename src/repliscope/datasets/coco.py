@@ -215,6 +215,7 @@ def load_coco(
                 area=ann.area,
                 iscrowd=bool(ann.iscrowd),
                 annotation_id=ann.id,
+                xywh=(x, y, w, h),
             )
         )
     ordered = sorted(data.images, key=lambda im: im.id)

@@ -31,7 +31,8 @@ STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100",
 
 @dataclass(frozen=True)
 class ImageTruth:
-    """One image's ground truth: ``boxes`` (G, 4) float64 xyxy pixels, ``classes`` (G,) int, ``areas`` (G,)
+    """One image's ground truth: ``boxes`` (G, 4) float64 ``[x, y, w, h]`` pixels as the annotation file gives
+    them (COCO's ``bbox``, never recomputed from corners), ``classes`` (G,) int, ``areas`` (G,)
     (COCO's annotation area), ``crowd`` (G,) bool (crowd or not-to-be-scored)."""
 
     boxes: np.ndarray
@@ -42,7 +43,8 @@ class ImageTruth:
 
 @dataclass(frozen=True)
 class ImageDetections:
-    """One image's detections: ``boxes`` (D, 4) float64 xyxy pixels, ``scores`` (D,), ``classes`` (D,) int."""
+    """One image's detections: ``boxes`` (D, 4) float64 ``[x, y, w, h]`` pixels (a COCO results file's
+    ``bbox``), ``scores`` (D,), ``classes`` (D,) int."""
 
     boxes: np.ndarray
     scores: np.ndarray
@@ -50,18 +52,13 @@ class ImageDetections:
 
 
 def box_iou(dt: np.ndarray, gt: np.ndarray, crowd: np.ndarray) -> np.ndarray:
-    """(D, G) IoU of xyxy boxes as COCO's ``maskUtils.iou`` for boxes: a crowd ground truth's union is the
-    detection's area."""
+    """(D, G) IoU of ``[x, y, w, h]`` boxes with the arithmetic of COCO's ``maskUtils.iou`` for boxes (``bbIou`` in
+    pycocotools' ``maskApi.c``), operation for operation: the areas are ``w * h`` of the numbers as given, the
+    intersection ``fmin(x + w, ...) - fmax(x, ...)`` per axis (0 unless both sides > 0), the union
+    ``da + ga - i``, a crowd ground truth's union the detection's area."""
     if len(dt) == 0 or len(gt) == 0:
         return np.zeros((len(dt), len(gt)))
-    iw = np.minimum(dt[:, None, 2], gt[None, :, 2]) - np.maximum(dt[:, None, 0], gt[None, :, 0])
-    ih = np.minimum(dt[:, None, 3], gt[None, :, 3]) - np.maximum(dt[:, None, 1], gt[None, :, 1])
-    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
-    da = (dt[:, 2] - dt[:, 0]) * (dt[:, 3] - dt[:, 1])
-    ga = (gt[:, 2] - gt[:, 0]) * (gt[:, 3] - gt[:, 1])
-    union = np.where(crowd[None, :], da[:, None], da[:, None] + ga[None, :] - inter)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(inter > 0, inter / union, 0.0)
+    return _row_iou(dt, np.broadcast_to(gt[None, :, :], (len(dt), *gt.shape)), np.broadcast_to(crowd, (len(gt),)))
 
 
 @dataclass(frozen=True)
@@ -142,16 +139,19 @@ def _gt_ignore(gt: _FlatTruth) -> np.ndarray:
 
 
 def _row_iou(dt: np.ndarray, gt: np.ndarray, crowd: np.ndarray) -> np.ndarray:
-    """(n, P) IoU of detection ``dt[i]`` (n, 4) with each of its own P ground-truth boxes ``gt[i]`` (n, P, 4):
-    the arithmetic of :func:`box_iou`, element for element."""
-    iw = np.minimum(dt[:, None, 2], gt[:, :, 2]) - np.maximum(dt[:, None, 0], gt[:, :, 0])
-    ih = np.minimum(dt[:, None, 3], gt[:, :, 3]) - np.maximum(dt[:, None, 1], gt[:, :, 1])
-    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
-    da = (dt[:, 2] - dt[:, 0]) * (dt[:, 3] - dt[:, 1])
-    ga = (gt[:, :, 2] - gt[:, :, 0]) * (gt[:, :, 3] - gt[:, :, 1])
-    union = np.where(crowd, da[:, None], da[:, None] + ga - inter)
+    """(n, P) IoU of detection ``dt[i]`` (n, 4) with each of its own P ground-truth boxes ``gt[i]`` (n, P, 4), all
+    ``[x, y, w, h]``, ``crowd`` (n, P) or (P,): ``bbIou`` of pycocotools' ``maskApi.c`` element for element
+    (``fmin`` / ``fmax`` as C's, the same operations in the same order, so every IoU is the same double)."""
+    d = dt[:, None, :]
+    w = np.fmin(d[..., 2] + d[..., 0], gt[..., 2] + gt[..., 0]) - np.fmax(d[..., 0], gt[..., 0])
+    h = np.fmin(d[..., 3] + d[..., 1], gt[..., 3] + gt[..., 1]) - np.fmax(d[..., 1], gt[..., 1])
+    overlap = (w > 0) & (h > 0)
+    inter = w * h
+    da = d[..., 2] * d[..., 3]
+    ga = gt[..., 2] * gt[..., 3]
+    union = np.where(crowd, da, da + ga - inter)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(inter > 0, inter / union, 0.0)
+        return np.where(overlap, inter / union, 0.0)
 
 
 def _last_best(iou: np.ndarray, eligible: np.ndarray) -> np.ndarray:
@@ -284,7 +284,7 @@ class CocoResampler:
         for a in range(len(AREA_RANGES)):
             np.add.at(npig[a], (gt.image[~ignore[a]], gt.segment[~ignore[a]]), 1.0)
         matched, on_ignored = _match_all(gt, dt, ignore, n_k)
-        d_area = (dt.boxes[:, 2] - dt.boxes[:, 0]) * (dt.boxes[:, 3] - dt.boxes[:, 1])
+        d_area = dt.boxes[:, 2] * dt.boxes[:, 3]  # COCO's loadRes: a detection's area is w * h
         order = np.lexsort((dt.rank, dt.image, -dt.scores, dt.segment))  # COCOeval's order, once for all ranges
         image, segment, rank = dt.image[order], dt.segment[order], dt.rank[order]
         matched, on_ignored, d_area = matched[:, :, order], on_ignored[:, :, order], d_area[order]

@@ -81,20 +81,30 @@ class CocoEvaluation:
     """All 12 numbers as COCOeval gives them (-1 where undefined)."""
 
 
+def xywh_of(box: Sequence[float]) -> tuple[float, float, float, float]:
+    """COCO's ``[x, y, w, h]`` of an ``[x1, y1, x2, y2]`` box: ``w = x2 - x1``, ``h = y2 - y1`` (what a COCO
+    results file of the box holds)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return x1, y1, x2 - x1, y2 - y1
+
+
 def _truth(sample: Sample, agnostic: bool) -> ImageTruth:
+    """The ground truth as COCO's annotations state it: each box's ``xywh`` as the annotation file gives it (a
+    COCO ``bbox``; :func:`xywh_of` of the box for a dataset that gives corners), the annotation's area or
+    ``w * h``."""
     objects = sample.objects or ()
-    boxes = np.array([o.box for o in objects], float).reshape(-1, 4)
-    areas = np.array(
-        [o.area if o.area is not None else (o.box[2] - o.box[0]) * (o.box[3] - o.box[1]) for o in objects], float
-    )
+    xywh = [o.xywh if o.xywh is not None else xywh_of(o.box) for o in objects]
+    boxes = np.array(xywh, float).reshape(-1, 4)
+    areas = np.array([o.area if o.area is not None else b[2] * b[3] for o, b in zip(objects, xywh, strict=True)], float)
     classes = np.array([AGNOSTIC_CLASS if agnostic else o.class_id for o in objects], int)
     return ImageTruth(boxes, classes, areas, np.array([o.iscrowd or o.ignore for o in objects], bool))
 
 
 def _detections(pred: SamplePrediction, agnostic: bool) -> ImageDetections:
+    """The detections as a COCO results file holds them: :func:`xywh_of` of each ``[x1, y1, x2, y2]`` box."""
     dets = pred.detections or []
     return ImageDetections(
-        np.array([d.box for d in dets], float).reshape(-1, 4),
+        np.array([xywh_of(d.box) for d in dets], float).reshape(-1, 4),
         np.array([d.score for d in dets], float),
         np.array([AGNOSTIC_CLASS if agnostic else d.class_id for d in dets], int),
     )
@@ -138,7 +148,9 @@ def coco_inputs(samples: Sequence[SamplePrediction], dataset: Dataset, class_awa
 
 
 def coco_dicts(inputs: CocoInputs) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(ground-truth dict, detection list) in COCO's JSON form (boxes ``[x, y, w, h]``)."""
+    """(ground-truth dict, detection list) in COCO's JSON form: boxes ``[x, y, w, h]``, the very numbers the
+    per-image matching uses (:class:`ImageTruth` / :class:`ImageDetections`), so pycocotools or faster-coco-eval
+    given these dicts computes the same IoUs bit for bit."""
     images: list[dict[str, Any]] = []
     anns: list[dict[str, Any]] = []
     dets: list[dict[str, Any]] = []
@@ -153,7 +165,7 @@ def coco_dicts(inputs: CocoInputs) -> tuple[dict[str, Any], list[dict[str, Any]]
                     "id": len(anns) + 1,
                     "image_id": image_id,
                     "category_id": int(cls),
-                    "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])],
+                    "bbox": [float(v) for v in box],
                     "area": float(area),
                     "iscrowd": int(crowd),
                 }
@@ -164,7 +176,7 @@ def coco_dicts(inputs: CocoInputs) -> tuple[dict[str, Any], list[dict[str, Any]]
                     "image_id": image_id,
                     "category_id": int(cls),
                     "score": float(score),
-                    "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])],
+                    "bbox": [float(v) for v in box],
                 }
             )
     cats = [{"id": k, "name": v} for k, v in sorted(inputs.categories.items())]

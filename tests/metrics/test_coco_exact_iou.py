@@ -1,0 +1,146 @@
+"""COCO IoU is pycocotools' own double: boxes kept as the annotation file's ``[x, y, w, h]``, ``bbIou``'s arithmetic.
+
+Before: boxes were stored as corners (x + w) and widths recomputed, so an IoU that lands on a threshold could
+come out 1 ulp below it (0.4999999999999999 instead of pycocotools' 0.5) and the match was lost.
+"""
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repliscope.datasets import resolve_dataset
+from repliscope.datasets.base import Dataset
+from repliscope.evaluation.record import Detection, SamplePrediction
+from repliscope.metrics.bootstrap import IOU_THRS, box_iou
+from repliscope.metrics.coco import coco_dicts, coco_inputs, evaluate_coco, faster_coco_eval
+
+COCO_MINI = Path(__file__).resolve().parents[3] / "shared" / "data" / "coco-val-mini"
+
+
+def _pycocotools(gt: dict, dets: list[dict]) -> np.ndarray:
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_gt = COCO()
+        coco_gt.dataset = json.loads(json.dumps(gt))
+        coco_gt.createIndex()
+        ev = COCOeval(coco_gt, coco_gt.loadRes(json.loads(json.dumps(dets))), "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return np.asarray(ev.stats, float)
+
+
+def _one_box_dataset(tmp_path: Path) -> Dataset:
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.jpg").write_bytes(b"")
+    instances = {
+        "images": [{"id": 7, "file_name": "a.jpg", "height": 10, "width": 10}],
+        "annotations": [
+            {"id": 1, "image_id": 7, "category_id": 1, "bbox": [0.1, 0.1, 0.2, 0.2], "area": 0.04, "iscrowd": 0}
+        ],
+        "categories": [{"id": 1, "name": "thing"}],
+    }
+    (tmp_path / "instances.json").write_text(json.dumps(instances))
+    return resolve_dataset(f"coco:{tmp_path / 'instances.json'}", images=str(tmp_path / "images"))
+
+
+def test_iou_on_the_threshold_is_pycocotools_05_and_matches(tmp_path: Path) -> None:
+    """GT [0.1, 0.1, 0.2, 0.2] xywh, detection [0.1, 0.1, 0.2, 0.1] xywh (its corners 0.1 + 0.2, 0.1 + 0.1 in the
+    record). By hand: w = fmin(0.1 + 0.2, 0.1 + 0.2) - 0.1 = 0.20000000000000004, h = 0.2 - 0.1 = 0.1,
+    i = 0.020000000000000004, da = 0.20000000000000004 * 0.1, ga = 0.2 * 0.2 = 0.04000000000000001,
+    i / (da + ga - i) = 0.5 exactly: a match at IoU .50, nothing at .55 and above."""
+    import pycocotools.mask as mask_utils
+
+    ds = _one_box_dataset(tmp_path)
+    assert ds.samples[0].objects is not None and ds.samples[0].objects[0].xywh == (0.1, 0.1, 0.2, 0.2)
+    pred = SamplePrediction(
+        sample_id="a.jpg",
+        label=None,
+        detections=[Detection(box=[0.1, 0.1, 0.1 + 0.2, 0.1 + 0.1], score=0.9, class_id=1)],
+    )
+    inputs = coco_inputs([pred], ds)
+    gt, dets = coco_dicts(inputs)
+    assert gt["annotations"][0]["bbox"] == [0.1, 0.1, 0.2, 0.2]  # the file's numbers, not (0.1 + 0.2) - 0.1
+    assert dets[0]["bbox"] == [0.1, 0.1, 0.20000000000000004, 0.1]
+    ours = box_iou(inputs.detections[0].boxes, inputs.truths[0].boxes, inputs.truths[0].crowd)
+    ref = mask_utils.iou([dets[0]["bbox"]], [gt["annotations"][0]["bbox"]], [0])
+    assert ours[0, 0] == ref[0, 0] == 0.5
+    # the corner arithmetic of before lands 1 ulp under the threshold
+    x1, y1, x2, y2 = 0.1, 0.1, 0.1 + 0.2, 0.1 + 0.1
+    gx2, gy2 = 0.1 + 0.2, 0.1 + 0.2
+    inter = (min(x2, gx2) - 0.1) * (min(y2, gy2) - 0.1)
+    assert inter / ((x2 - x1) * (y2 - y1) + (gx2 - 0.1) * (gy2 - 0.1) - inter) == 0.4999999999999999
+
+    ev = evaluate_coco([pred], ds, bootstrap=5)
+    ref_stats = _pycocotools(gt, dets)
+    fast_stats, _ = faster_coco_eval(gt, dets)
+    # AP50 1.0 (pycocotools: the mean of 101 precisions tp / (tp + fp + eps) = 0.9999999999999998, 1 ulp under
+    # 1; ours is that same double; faster-coco-eval's C++ rounds it to 1.0)
+    assert ev.stats["AP50"] == ref_stats[1] == pytest.approx(1.0, abs=1e-15)
+    assert fast_stats[1] == pytest.approx(ref_stats[1], abs=1e-15)
+    assert ev.stats["AP75"] == ref_stats[2] == 0.0
+    assert ev.stats["AP"] == ref_stats[0] == pytest.approx(0.1)
+    assert list(ev.stats.values()) == ref_stats.tolist()
+
+
+@pytest.mark.skipif(not COCO_MINI.is_dir(), reason="needs ../shared/data/coco-val-mini")
+def test_scaled_heights_sweep_on_coco_val_mini_flips_no_threshold_decision() -> None:
+    """Every non-crowd COCO box, detected with its height scaled by t for each IoU threshold t (IoU t in exact
+    arithmetic: every decision sits on its threshold). Our IoU is pycocotools' double for every pair, so no
+    decision ``IoU >= t`` flips (the corner arithmetic of before flipped thousands), and the 12 numbers at
+    t = 0.5 are pycocotools' and faster-coco-eval's."""
+    import pycocotools.mask as mask_utils
+
+    ds = resolve_dataset(f"coco:{COCO_MINI}")
+    decisions = flips = old_flips = 0
+    for t in IOU_THRS:
+        preds = []
+        for s in ds.samples:
+            dets = [
+                Detection(
+                    box=[o.xywh[0], o.xywh[1], o.xywh[0] + o.xywh[2], o.xywh[1] + o.xywh[3] * t],
+                    score=1.0,
+                    class_id=o.class_id,
+                )
+                for o in s.objects or ()
+                if o.xywh is not None and not o.iscrowd
+            ]
+            preds.append(SamplePrediction(sample_id=s.id, label=None, detections=dets))
+        inputs = coco_inputs(preds, ds)
+        gt, dets_json = coco_dicts(inputs)
+        thr = min(t, 1 - 1e-10)
+        for truth, det, sample in zip(inputs.truths, inputs.detections, inputs.samples, strict=True):
+            keep = ~truth.crowd
+            if not keep.any():
+                continue
+            g = truth.boxes[keep]
+            ours = np.diag(box_iou(det.boxes, g, truth.crowd[keep]))
+            ref = np.diag(mask_utils.iou(det.boxes.tolist(), g.tolist(), [0] * len(g)))
+            assert np.array_equal(ours, ref), sample.id
+            decisions += len(ours)
+            flips += int(np.count_nonzero((ours >= thr) != (ref >= thr)))
+            corners = np.array([o.box for o in sample.objects or () if not o.iscrowd])
+            dcorners = np.array([d.box for p in preds if p.sample_id == sample.id for d in p.detections or []])
+            old_flips += int(np.count_nonzero((_corner_iou(dcorners, corners) >= thr) != (ref >= thr)))
+        if t == 0.5:
+            ev = evaluate_coco(preds, ds, bootstrap=5)
+            assert list(ev.stats.values()) == _pycocotools(gt, dets_json).tolist()
+            assert np.abs(np.asarray(list(ev.stats.values())) - faster_coco_eval(gt, dets_json)[0]).max() < 1e-12
+    assert decisions == 10 * sum(1 for s in ds.samples for o in s.objects or () if not o.iscrowd)
+    assert flips == 0
+    assert old_flips > 1000  # the hostile input: the corner arithmetic of before does flip here
+
+
+def _corner_iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The pre-fix arithmetic: IoU of (x1, y1, x2, y2) pairs d[i], g[i] with widths recomputed from corners."""
+    iw = np.minimum(d[:, 2], g[:, 2]) - np.maximum(d[:, 0], g[:, 0])
+    ih = np.minimum(d[:, 3], g[:, 3]) - np.maximum(d[:, 1], g[:, 1])
+    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
+    union = (d[:, 2] - d[:, 0]) * (d[:, 3] - d[:, 1]) + (g[:, 2] - g[:, 0]) * (g[:, 3] - g[:, 1]) - inter
+    return inter / union
