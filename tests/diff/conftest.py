@@ -174,3 +174,21 @@ def jitter_weights(model: onnx.ModelProto) -> onnx.ModelProto:
         if w.dtype == np.float32 and w.size > 1:
             init.CopyFrom(onnx.numpy_helper.from_array(np.nextafter(w, np.float32(np.inf)), init.name))
     return out
+
+
+@pytest.fixture(scope="module")
+def app() -> Any:
+    """The ``diff`` command in a Typer app of its own (a second command keeps "diff" a sub-command, as in the real
+    CLI), for the CLI tests of every diff kind."""
+    import typer
+
+    from repliscope.cli.diff_cmd import register
+
+    app = typer.Typer()
+
+    @app.command()
+    def version() -> None:
+        print("0")
+
+    register(app)
+    return app

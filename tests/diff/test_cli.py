@@ -10,22 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from repliscope.cli.diff_cmd import register
 from repliscope.store.repository import RunStore
 from tests.conftest import LITE0
 from tests.diff._records import pair
-
-
-@pytest.fixture(scope="module")
-def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.command()
-    def version() -> None:  # a second command, so "diff" stays a sub-command as in the real CLI
-        print("0")
-
-    register(app)
-    return app
 
 
 def test_two_records(app: typer.Typer, tmp_path: Path) -> None:

@@ -9,20 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from repliscope.cli.diff_cmd import register
 from tests.yolo._assets import MANIFEST, need_coco, need_darknet, seed_cache
-
-
-@pytest.fixture(scope="module")
-def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.command()
-    def version() -> None:  # a second command, so "diff" stays a sub-command as in the real CLI
-        print("0")
-
-    register(app)
-    return app
 
 
 @pytest.fixture

@@ -10,22 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from repliscope.cli.diff_cmd import register
 from repliscope.store.diffs import get_diff, list_diffs
 from repliscope.store.repository import RunStore
 from tests.yolo._assets import MANIFEST, need_coco, need_darknet, seed_cache
-
-
-@pytest.fixture(scope="module")
-def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.command()
-    def version() -> None:  # a second command, so "diff" stays a sub-command as in the real CLI
-        print("0")
-
-    register(app)
-    return app
 
 
 @pytest.fixture
