@@ -1,15 +1,16 @@
 """COCO bbox evaluation re-accumulated over resampled images: fast percentile-bootstrap intervals of the 12 numbers.
 
-:class:`CocoResampler` runs COCOeval's per-image matching ONCE (pycocotools ``evaluateImg`` semantics: detections
-by score, greedy to the highest-IoU unmatched ground truth, crowd / out-of-range boxes ignored, 10 IoU thresholds
+:class:`CocoResampler` runs COCOeval's per-image matching ONCE (pycocotools ``evaluateImg`` semantics: detections by
+score, greedy to the highest-IoU unmatched ground truth, crowd / out-of-range boxes ignored, 10 IoU thresholds
 0.5:0.05:0.95, area ranges all/small/medium/large, 100 detections per image and class), then :meth:`stats`
 accumulates with a weight per image (how often the bootstrap drew it). Drawing an image twice duplicates its
-detections with the same score, so weighting each detection by its image's count gives the same precision /
-recall envelope as evaluating the duplicated set (only the order of equal scores across different images may
-differ, as it does between any two orderings of the images). With all weights 1 it reproduces COCOeval's
-12 numbers (tested against faster-coco-eval). Everything is vectorised over IoU thresholds and categories:
-segments are kept apart with complex keys (numpy orders complex numbers lexicographically), so no comparison
-is rounded.
+detections with the same score, so weighting each detection by its image's count gives the same precision / recall
+envelope as evaluating the duplicated set (only the order of equal scores across different images may differ, as it
+does between any two orderings of the images). With all weights 1 it reproduces COCOeval's 12 numbers bit for bit
+(tested against pycocotools). Boxes are COCO's ``[x, y, w, h]`` as given and the IoU is pycocotools' ``bbIou``
+arithmetic (:func:`box_iou`), so every IoU is pycocotools' double. Everything is vectorised over IoU thresholds and
+categories: segments are kept apart with complex keys (numpy orders complex numbers lexicographically), so no
+comparison is rounded.
 """
 
 from __future__ import annotations

@@ -1,9 +1,15 @@
-"""COCO bbox metrics of a detection run: the 12 standard numbers (faster-coco-eval), per-class AP / AR and
-95 % percentile-bootstrap intervals over images.
+"""COCO bbox metrics of a detection run: the 12 standard numbers, per-class AP / AR and 95 % percentile-bootstrap
+intervals over images.
 
-The point values come from ``faster_coco_eval.COCOeval_faster`` (a maintained C++ port of pycocotools' COCOeval;
-a test pins its agreement with pycocotools to 1e-6 on a real job). Names and meaning, as COCOeval prints them:
-``AP`` (IoU .50:.95, all areas, 100 detections), ``AP50``, ``AP75``, ``APs``/``APm``/``APl`` (area < 32²,
+The point values are computed here (:meth:`repliscope.metrics.bootstrap.CocoResampler.cocoeval_values`: COCOeval's
+matching and accumulation, vectorised), NOT by faster-coco-eval; they equal pycocotools' COCOeval bit for bit
+(tests/metrics/test_coco_vectorised.py). :func:`faster_coco_eval` runs ``faster_coco_eval.COCOeval_faster`` on
+:func:`coco_dicts` for the callers that want a library's numbers (``repliscope units``; tests). Boxes enter as
+COCO has them: ground truth as the annotation file's ``bbox`` ``[x, y, w, h]``
+(:attr:`repliscope.datasets.base.BoxAnnotation.xywh`, never recomputed from corners), detections as ``[x1, y1, x2
+- x1, y2 - y1]`` (:func:`xywh_of`, what a COCO results file of them holds); the IoU is pycocotools' ``bbIou`` on
+those very numbers, so a decision on a threshold is pycocotools' decision. Names and meaning, as COCOeval prints
+them: ``AP`` (IoU .50:.95, all areas, 100 detections), ``AP50``, ``AP75``, ``APs``/``APm``/``APl`` (area < 32²,
 32²..96², > 96²), ``AR1``/``AR10``/``AR100`` (recall with at most 1/10/100 detections per image and class),
 ``ARs``/``ARm``/``ARl``; all fractions in 0..1. A number COCOeval cannot define (prints -1: no ground truth in
 that area range) is left out. ``n`` is the number of images evaluated; ``successes`` is None.
