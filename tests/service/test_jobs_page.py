@@ -95,7 +95,7 @@ def test_the_jobs_page_lists_filters_and_links(service_app: Any, tokens: dict[st
     assert rows[1][9] == "the run database the run store is read-only"  # no database URL (issue 21 item 6)
     for job_id in jobs.values():
         assert f'href="/jobs/{job_id}"' in r.text
-    assert f'href="/runs/{BENCH_ID}"' in r.text
+    assert f'href="/benchmarks/{BENCH_ID}"' in r.text
     assert "Cancel" not in r.text  # a viewer cannot cancel
     assert '<a href="/jobs">Jobs</a>' in r.text  # in the main navigation
     assert_accessible(r.text)

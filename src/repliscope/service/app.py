@@ -32,6 +32,7 @@ class Health(BaseModel):
 def _api_router() -> APIRouter:
     from repliscope.service.routers import (
         agents,
+        benchmarks,
         datasets,
         diffs,
         jobs,
@@ -43,7 +44,7 @@ def _api_router() -> APIRouter:
     )
 
     api = APIRouter(prefix=API_PREFIX)
-    for module in (manifests, models, jobs, runs, datasets, tokens, agents, stack_matrices, diffs):
+    for module in (manifests, models, jobs, runs, benchmarks, datasets, tokens, agents, stack_matrices, diffs):
         api.include_router(module.router)
 
     @api.get("/whoami", response_model=Whoami, tags=["accounts"], responses=ERROR_RESPONSES)

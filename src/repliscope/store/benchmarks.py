@@ -3,7 +3,10 @@ little-endian float32 microseconds."""
 
 from __future__ import annotations
 
+import builtins
 import zlib
+from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy import func, select
@@ -31,6 +34,21 @@ def benchmark_row(record: BenchmarkRecord) -> BenchmarkRow:
         record=record.model_dump(mode="json", exclude={"latencies_us"}),
         latencies=blob,
     )
+
+
+@dataclass(frozen=True)
+class BenchmarkSummary:
+    """A stored benchmark as a list shows it (the ``benchmarks`` table's columns; ``created_at`` naive UTC)."""
+
+    benchmark_id: str
+    created_at: datetime
+    manifest_name: str
+    runtime: str
+    scenario: str
+    threads: int | None
+    queries: int
+    p90_ms: float | None
+    throughput: float
 
 
 class BenchmarkStore:
@@ -71,3 +89,32 @@ class BenchmarkStore:
         with self.db.session() as session:
             ids = session.scalars(query.limit(limit)).all()
         return [self.get(i) for i in ids]
+
+    def page(self, manifest_name: str | None, limit: int, offset: int) -> tuple[builtins.list[BenchmarkSummary], int]:
+        """One page of benchmarks, newest first (ties by id), of the manifest ``manifest_name`` (exact; None: all),
+        read from the table's columns (no latencies decoded), and how many match in all."""
+        where = [] if manifest_name is None else [BenchmarkRow.manifest_name == manifest_name]
+        query = select(
+            BenchmarkRow.benchmark_id,
+            BenchmarkRow.created_at,
+            BenchmarkRow.manifest_name,
+            BenchmarkRow.runtime,
+            BenchmarkRow.scenario,
+            BenchmarkRow.threads,
+            BenchmarkRow.queries,
+            BenchmarkRow.p90_ms,
+            BenchmarkRow.throughput,
+        ).where(*where)
+        with self.db.session() as session:
+            total = int(session.scalar(select(func.count()).select_from(BenchmarkRow).where(*where)) or 0)
+            rows = session.execute(
+                query.order_by(BenchmarkRow.created_at.desc(), BenchmarkRow.benchmark_id).limit(limit).offset(offset)
+            ).all()
+        return [BenchmarkSummary(*row) for row in rows], total
+
+    def manifest_names(self) -> builtins.list[str]:
+        """The manifest names that have a stored benchmark, sorted (a list page's filter choices)."""
+        with self.db.session() as session:
+            return list(
+                session.scalars(select(BenchmarkRow.manifest_name).distinct().order_by(BenchmarkRow.manifest_name))
+            )

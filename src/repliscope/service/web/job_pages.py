@@ -43,6 +43,31 @@ def agent_choices(agents: list[Any]) -> list[AgentChoice]:
     ]
 
 
+RESULT_PAGES: dict[str, str] = {
+    "evaluate": "/runs/",
+    "pitfalls": "/runs/",
+    "bench": "/benchmarks/",
+    "diff": "/diffs/",
+}
+"""Where a job kind's results open, by the kind's name in the job-kind registry (:mod:`repliscope.job_kinds`):
+an evaluation's runs and a pitfall sweep's runs and sweep at ``/runs/{id}`` (a sweep id opens its reference run),
+a benchmark at ``/benchmarks/{id}``, a diff at ``/diffs/{id}``. ``tests/service/test_result_links.py`` checks that
+every registered kind has its page."""
+
+
+def result_page(kind: str) -> str:
+    """The page prefix the results of a job of ``kind`` open under (:data:`RESULT_PAGES`)."""
+    from repliscope.job_kinds import kind_names
+
+    try:
+        return RESULT_PAGES[kind]
+    except KeyError:
+        raise ValueError(
+            f"job kind {kind!r} has no result page (kinds with one: {', '.join(RESULT_PAGES)}; "
+            f"registered kinds: {', '.join(kind_names())})"
+        ) from None
+
+
 @dataclass(frozen=True)
 class JobView:
     id: str
@@ -58,6 +83,8 @@ class JobView:
     log: str
     created_at: str
     created_by: str
+    result_base: str
+    """The page prefix the job's results open under (:func:`result_page`)."""
 
 
 def job_view(store: Any, job_id: str) -> JobView | None:
@@ -137,4 +164,5 @@ def _view(job: Any) -> JobView:
         log=redact(job.log),
         created_at=f"{job.created_at:%Y-%m-%d %H:%M:%S} UTC",
         created_by=job.created_by,
+        result_base=result_page(job.kind),
     )

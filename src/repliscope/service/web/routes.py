@@ -425,6 +425,58 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
     )
 
 
+@router.get("/benchmarks", response_class=HTMLResponse)
+def benchmarks_page(
+    request: Request, principal: SignedIn, manifest: str = "", page: str = "1", page_size: str = "50"
+) -> Response:
+    """The stored benchmarks, newest first, page by page; ``manifest`` keeps one manifest's."""
+    from repliscope.service.routers.benchmarks import benchmark_page
+
+    problems: list[str] = []
+    if (problem := page_number_problem(page, "page")) is not None:
+        problems.append(problem)
+    if page_size not in {str(n) for n in PAGE_SIZES}:
+        problems.append(f"page_size must be one of {', '.join(map(str, PAGE_SIZES))}, not '{page_size[:40]}'")
+    manifest = manifest.strip()
+    if len(manifest) > 300:
+        problems.append("manifest: a manifest name has at most 300 characters")
+    if problems:
+        return _error(principal, 422, "; ".join(problems))
+    store = _store(request)
+    number, size = int(page), int(page_size)
+    try:
+        result = benchmark_page(store, manifest or None, number, size)
+    except ApiError as exc:
+        return _error(principal, exc.status, exc.message)
+    base = {"manifest": manifest, "page_size": str(size)} if manifest else {"page_size": str(size)}
+    return _page(
+        principal,
+        "benchmarks.html",
+        title="Benchmarks",
+        benchmarks=for_viewer(request, principal, result.items),
+        total=result.total,
+        manifest=manifest,
+        manifests=store.benchmarks.manifest_names(),
+        page=number,
+        pages=max(1, -(-result.total // size)),
+        page_size=size,
+        page_sizes=PAGE_SIZES,
+        query="&".join(f"{k}={quote(v, safe='')}" for k, v in base.items()),
+    )
+
+
+@router.get("/benchmarks/{benchmark_id}", response_class=HTMLResponse)
+def benchmark_detail_page(request: Request, benchmark_id: str, principal: SignedIn) -> Response:
+    """One benchmark: its scenario and settings, latency percentiles and ECDF, throughput, performance-claim
+    verdicts and provenance."""
+    try:
+        bench = views.bench_page(_store(request), benchmark_id)
+    except StoreError as exc:
+        return _error(principal, 404, str(exc))
+    view = _viewer_view(request, principal, bench.view)
+    return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
+
+
 @router.get("/runs/{run_id}/samples/{position}/thumbnail.png")
 def sample_thumbnail(
     request: Request, run_id: str, position: Annotated[int, Path(ge=0, le=MAX_POSITION)], principal: SignedIn

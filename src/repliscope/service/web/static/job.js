@@ -5,6 +5,7 @@
   var box = document.getElementById("job");
   if (!box) { return; }
   var id = box.getAttribute("data-job-id");
+  var resultBase = box.getAttribute("data-result-base");  // the job kind's result page: /runs/, /benchmarks/, /diffs/
   var statusEl = document.getElementById("job-status");
   var bar = document.getElementById("job-progress");
   var text = document.getElementById("job-progress-text");
@@ -27,7 +28,7 @@
       ids.forEach(function (rid, i) {
         var a = document.createElement("a");
         if (i === 0) { a.id = "job-run-link"; }
-        a.href = "/runs/" + encodeURIComponent(rid);
+        a.href = resultBase + encodeURIComponent(rid);
         a.textContent = "Open the result " + rid.slice(0, 12);
         results.appendChild(a);
         results.appendChild(document.createTextNode(" "));
