@@ -49,6 +49,7 @@ def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: str 
 
 @router.get("/diffs/{diff_id}", response_class=HTMLResponse)
 def diff_page(request: Request, diff_id: str, principal: SignedIn) -> Response:
+    from repliscope.service.web.training_diff_pages import training_context
     from repliscope.store.diffs import get_diff
 
     if len(diff_id) > 100:
@@ -74,6 +75,7 @@ def diff_page(request: Request, diff_id: str, principal: SignedIn) -> Response:
         flips_more=max(0, len(flips) - FIRST_FLIPS),
         fmt=_fmt,
         pct=_pct,
+        **training_context(stored.kind, r),
     )
 
 
