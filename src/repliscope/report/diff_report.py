@@ -134,6 +134,24 @@ def render_diff_markdown(d: StoredDiff, png: bytes | None = None) -> str:
                       f"{_f(t['ks'])} | {_f(t['p_adjusted'])} |" for t in r["distribution"]]  # fmt: skip
         lines += ["", f"First divergent op: **{r['first_divergent']}**" if r.get("first_divergent") else
                   "Every op matches the original"]  # fmt: skip
+    if d.kind == "gradient_diff":
+        lines += ["", f"Gradients: {r['candidate']} vs {r['reference']}, {r['samples']} images, batch {r['batch']}", ""]
+        lines += ["| parameter | relative L2 | tolerance | cosine | within |", "|---|---|---|---|---|"]
+        lines += [f"| {q['layer']}.{q['param']} | {_f(q['rel_l2'])} | {_f(q['tolerance'])} | {_f(q['cosine'])} | "
+                  f"{'yes' if q['passed'] else '**no**'} |" for q in r.get("params", [])]  # fmt: skip
+        lines += ["", f"First divergent: **{r['first_divergent']}**" if r.get("first_divergent") else
+                  "Every parameter gradient within tolerance"]  # fmt: skip
+    if d.kind == "training_step_diff":
+        lines += ["", f"Training steps: {r['candidate']} vs {r['reference']}, {r['steps']} steps, batch {r['batch']}"]
+        head = "| step | learning rate | Darknet loss | port loss | relative | tolerance |"
+        lines += ["", head, "|---|---|---|---|---|---|"]
+        lines += [f"| {t['step']} | {_f(t['learning_rate'])}{' (changed)' if t.get('lr_changed') else ''} | "
+                  f"{_f(t['darknet_loss'])} | {_f(t['port_loss'])} | {_f(t['loss_rel'])} | {_f(t['loss_tolerance'])} |"
+                  for t in r.get("rows", [])]  # fmt: skip
+        sep = r.get("first_separation")
+        lines += ["", f"First separation: step {sep['step']}, **{sep['layer']}.{sep['param']}** (drift relative "
+                  f"{_f(sep['rel'])} > {_f(sep['tolerance'])})" if sep else
+                  "No weight separates beyond tolerance"]  # fmt: skip
     effect = _effect(d)
     if effect:
         lines += [
