@@ -99,6 +99,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stacks.py
 	$(BIN)/python benchmarks/bench_pipeline_diff.py
 	$(BIN)/python benchmarks/bench_loss_diff.py --tfmg
+	$(BIN)/python benchmarks/bench_training_diff.py
 	$(BIN)/python benchmarks/bench_store_queries.py
 	$(BIN)/python benchmarks/bench_api_load.py
 	$(BIN)/python benchmarks/bench_hostile_inputs.py

@@ -1,0 +1,63 @@
+"""Training-step diff cost with YOLOv3-tiny (``examples/yolov3-tiny.yaml``; ``make yolo-assets``, ``make darknet``):
+``K`` steps (default 5) of libdarknet's own ``train_network`` on dog.jpg (batch 1) — the original's own cost, the
+unit of the ratios — against the whole training-step diff of repliscope's Keras port (the port's steps, Darknet's
+yolo layer on the port's outputs, the comparison), and the gradient diff at the starting weights, each as a ratio
+to Darknet's own K steps, measured in this run. Prints the machine load before and after.
+
+Usage: python benchmarks/bench_training_diff.py [--steps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tests.diff.training._fixtures import DOG_TRUTH
+    from tests.yolo._assets import DARKNET_DATA, cfg_path, weights_path
+
+    from repliscope.backends.darknet import reference as ref
+    from repliscope.backends.darknet.training import DarknetTrainer
+    from repliscope.diff.training.batches import stack
+    from repliscope.diff.training.gradients import run_gradient_diff
+    from repliscope.diff.training.port import load_port, yardstick
+    from repliscope.diff.training.steps import run_training_diff
+
+    print(f"load average before: {os.getloadavg()}")
+    batch = stack([("dog", ref.letterbox(DARKNET_DATA / "dog.jpg", 416, 416), DOG_TRUTH)])
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=work) as own:
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                own.train_step(batch.x, batch.truth)
+            darknet_s = time.perf_counter() - t0
+        print(f"libdarknet train_network, {args.steps} steps: {darknet_s:.2f} s = 1.00")
+        trainer = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=work)
+        oracle = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=work)
+        values = trainer.params()
+        t0 = time.perf_counter()
+        port = load_port("darknet-keras", trainer.network, values)
+        gradient = run_gradient_diff(trainer, port, batch.x, batch.truth, yardstick=yardstick(trainer.network, values))
+        grad_s = time.perf_counter() - t0
+        print(f"gradient diff (port built, yardstick included): {grad_s:.2f} s = {grad_s / darknet_s:.2f}")
+        t0 = time.perf_counter()
+        result = run_training_diff(trainer, oracle, port, [batch], steps=args.steps, gradient=gradient)
+        steps_s = time.perf_counter() - t0
+        print(f"training-step diff, {args.steps} steps: {steps_s:.2f} s = {steps_s / darknet_s:.2f} ({result.summary})")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
