@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from repliscope.datasets import resolve_dataset
-from repliscope.datasets.base import Dataset
+from repliscope.datasets.base import BoxAnnotation, Dataset, Sample
 from repliscope.evaluation.record import Detection, SamplePrediction
 from repliscope.metrics.bootstrap import IOU_THRS, box_iou
+from repliscope.metrics.box_matching import from_prediction, from_truth, iou_matrix, match_detections
 from repliscope.metrics.coco import coco_dicts, coco_inputs, evaluate_coco, faster_coco_eval
 
 COCO_MINI = Path(__file__).resolve().parents[3] / "shared" / "data" / "coco-val-mini"
@@ -144,3 +145,30 @@ def _corner_iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
     inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
     union = (d[:, 2] - d[:, 0]) * (d[:, 3] - d[:, 1]) + (g[:, 2] - g[:, 0]) * (g[:, 3] - g[:, 1]) - inter
     return inter / union
+
+
+def test_unit_matching_uses_the_same_iou(tmp_path: Path) -> None:
+    """``repliscope units``' greedy matching at IoU 0.5 pairs the 1-ulp case as COCOeval does (before: IoU
+    0.4999999999999999, no pair), and a ground truth known only by its corners is matched on the numbers its
+    COCO dicts hold (pycocotools' decision on them)."""
+    import pycocotools.mask as mask_utils
+
+    ds = _one_box_dataset(tmp_path)
+    pred = SamplePrediction(
+        sample_id="a.jpg",
+        label=None,
+        detections=[Detection(box=[0.1, 0.1, 0.1 + 0.2, 0.1 + 0.1], score=0.9, class_id=1)],
+    )
+    assert match_detections(from_prediction(pred), from_truth(ds.samples[0])) == [(0, 0, 0.5)]
+    stored = Sample("a.jpg", None, bytes, objects=(BoxAnnotation((0.1, 0.1, 0.1 + 0.2, 0.1 + 0.2), 1),), image_id=7)
+    w = (0.1 + 0.2) - 0.1  # 0.20000000000000004: what coco_dicts of the stored corners hold
+    ref = mask_utils.iou([[0.1, 0.1, w, 0.1]], [[0.1, 0.1, w, w]], [0])[0, 0]
+    assert ref == 0.4999999999999999  # the corners lost the file's 0.2: pycocotools on those numbers says no
+    assert (
+        iou_matrix(np.array([[0.1, 0.1, 0.1 + 0.2, 0.1 + 0.1]]), np.array([[0.1, 0.1, 0.1 + 0.2, 0.1 + 0.2]]))[0, 0]
+        == ref
+    )
+    assert match_detections(from_prediction(pred), from_truth(stored)) == []
+    a = np.array([[0.0, 0.0, 10.0, 10.0]])
+    b = np.array([[5.0, 0.0, 15.0, 10.0], [np.nan, 0.0, 1.0, 1.0], [3.0, 3.0, 2.0, 2.0]])  # NaN, inverted
+    assert iou_matrix(a, b).tolist() == [[50 / 150, 0.0, 0.0]]
