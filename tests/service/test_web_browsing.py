@@ -266,7 +266,7 @@ def test_the_runs_page_picks_runs_for_the_compare_form(browse: dict[str, Any]) -
 
 
 def test_the_sweep_table_links_each_variants_run(service_app: Any, tokens: dict[str, str]) -> None:
-    from tests.report.factories import VARIANT_RUN_IDS, sweep, sweep_records
+    from tests.report.factories import SWEEP_ID, VARIANT_RUN_IDS, sweep, sweep_records
 
     store = service_app.state.store
     store.save_sweep(sweep())
@@ -279,8 +279,8 @@ def test_the_sweep_table_links_each_variants_run(service_app: Any, tokens: dict[
     assert links == [(VARIANT_RUN_IDS[n], n) for n in ("reference", "color_layout_swapped", "data_layout_bug")]
     assert '<td><strong aria-current="page">no_center_crop</strong></td>' in table  # this run, not a link
     href = unescape(_group(r'<a id="compare-sweep" href="([^"]+)">', html))
-    names = ("color_layout_swapped", "data_layout_bug", "no_center_crop", "reference")
-    assert href == "/compare?" + "&".join(f"run={VARIANT_RUN_IDS[n]}" for n in names)
+    names = ("reference", "color_layout_swapped", "data_layout_bug", "no_center_crop")  # the reference is A
+    assert href == f"/compare?sweep={SWEEP_ID}"  # any sweep size: paged (test_sweep_compare_and_report.py)
     rows = parse(logged_in(service_app, tokens["viewer"]).get(href).text).tables["compare-runs-table"].rows
     assert [r[4] for r in rows] == list(names)
 

@@ -458,28 +458,69 @@ def export_samples(
     return StreamingResponse(_json_chunks(items), media_type="application/json", headers=headers)
 
 
+MAX_SWEEP_REPORT_RUNS = 1000
+"""The most runs of one sweep whose records a sweep's report reads (as ``repliscope report SWEEP``)."""
+
+
 @router.get("/{run_id}/report", responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}})
 def get_report(request: Request, run_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
     """The run's self-contained HTML report (as ``repliscope report ID``), with its stored trace's per-layer
-    chart when there is one; below the role admin its server paths read as on the run's page."""
-    from repliscope.report.build import build_run_view
+    chart when there is one; a pitfall sweep's id gives the sweep's report (pitfall table, Δ top-1 chart, visual
+    testing, each variant's flipped samples). Below the role admin its server paths read as on the run's page."""
+    from repliscope.errors import StoreError
+    from repliscope.report.build import build_run_view, build_sweep_view
     from repliscope.report.html import render_view_html
 
     store = store_of(request)
-    record = get_record(store, run_id)
-    extra: list[tuple[str, bytes]] = []
-    doc = store.load_trace(record.run_id)
-    if doc is not None:
-        from repliscope.report.trace_sections import trace_figures
-
-        extra = trace_figures(doc)
     try:
-        view = build_run_view(record, extra or None)
-        roots = request_roots(request, principal)
-        if roots is not None:
-            from repliscope.service.redaction import redact_view
+        record = store.get(run_id)
+    except StoreError as run_error:
+        sweep = _sweep_or_none(store, run_id)
+        if sweep is None:
+            with store_errors("run_id"):
+                raise run_error from None
+        view = build_sweep_view(sweep, _sweep_records(store, sweep), _trace_figures(store, sweep.sweep_id) or None)
+    else:
+        view = build_run_view(record, _trace_figures(store, record.run_id) or None)
+    roots = request_roots(request, principal)
+    if roots is not None:
+        from repliscope.service.redaction import redact_view
 
-            view = redact_view(view, roots)
-        return HTMLResponse(render_view_html(view))
-    except ImportError as exc:  # pragma: no cover - jinja2/matplotlib are core dependencies
-        raise ApiError(501, f"the report needs jinja2 and matplotlib ({exc})", code="unavailable") from None
+        view = redact_view(view, roots)
+    return HTMLResponse(render_view_html(view))
+
+
+def _sweep_or_none(store: Any, sweep_id: str) -> Any:
+    """The stored sweep ``sweep_id`` (or a unique prefix), None when there is none."""
+    from repliscope.errors import StoreError
+
+    try:
+        return store.get_sweep(sweep_id)
+    except StoreError:
+        return None
+
+
+def _sweep_records(store: Any, sweep: Any) -> dict[str, Any]:
+    """The stored records of ``sweep``'s runs by run id (its reference's too; a run not stored is left out)."""
+    from repliscope.errors import StoreError
+
+    ids = [s.run_id for s in store.list(limit=MAX_SWEEP_REPORT_RUNS, sweep_id=sweep.sweep_id)]
+    if sweep.reference.run_id and sweep.reference.run_id not in ids:
+        ids.append(sweep.reference.run_id)
+    records = {}
+    for run_id in ids:
+        try:
+            records[run_id] = store.get(run_id)
+        except StoreError:
+            continue
+    return records
+
+
+def _trace_figures(store: Any, object_id: str) -> list[tuple[str, bytes]]:
+    """The per-layer time chart of the trace stored with a run or a sweep; [] when there is none."""
+    doc = store.load_trace(object_id)
+    if doc is None:
+        return []
+    from repliscope.report.trace_sections import trace_figures
+
+    return list(trace_figures(doc))

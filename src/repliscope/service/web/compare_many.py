@@ -27,6 +27,40 @@ MAX_CHART_METRICS = 4
 
 
 @dataclass(frozen=True)
+class SweepPage:
+    """One page of a sweep's compare: ``run_ids`` (the reference first, then up to ``MAX_RUNS - 1`` variants by
+    name), page ``page`` of ``pages``, of a sweep with ``total`` stored runs."""
+
+    sweep_id: str
+    run_ids: list[str]
+    page: int
+    pages: int
+    total: int
+
+
+def sweep_page(sweep_id: str, variant_runs: dict[str, str], page: int) -> SweepPage:
+    """The runs page ``page`` of a sweep compares (``variant_runs``: variant name -> run id, ``reference`` the
+    reference run): every page starts with the reference so each variant is read against it. ValueError naming
+    the allowed pages when ``page`` is past the last, or when the sweep has fewer than two stored runs."""
+    if len(variant_runs) < 2:
+        raise ValueError(
+            f"sweep {sweep_id[:12]} has {len(variant_runs)} stored run{'' if len(variant_runs) == 1 else 's'}: "
+            "a compare needs two"
+        )
+    reference = variant_runs.get("reference")
+    others = [rid for name, rid in sorted(variant_runs.items()) if rid != reference]
+    per_page = MAX_RUNS - 1 if reference is not None else MAX_RUNS
+    pages = max(1, -(-len(others) // per_page))
+    if page > pages:
+        raise ValueError(f"page must be between 1 and {pages} for sweep {sweep_id[:12]}, not {page}")
+    chunk = others[(page - 1) * per_page : page * per_page]
+    run_ids = [reference, *chunk] if reference is not None else chunk
+    if len(run_ids) < 2:  # a lone leftover variant without a reference: read it with the page before's last
+        run_ids = [others[(page - 1) * per_page - 1], *chunk]
+    return SweepPage(sweep_id=sweep_id, run_ids=run_ids, page=page, pages=pages, total=len(variant_runs))
+
+
+@dataclass(frozen=True)
 class RunHead:
     """One compared run: its letter (A, B, C, ...), ids and what it ran."""
 

@@ -520,16 +520,36 @@ def _hide_paths(text: str, roots: Any) -> str:
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = "") -> Response:
+def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = "", sweep: str = "") -> Response:
     """Two or more runs: ``?run=A&run=B&run=C...`` (the runs page's checkboxes) or ``?a=A&b=B``. Every count
     gets the metrics table and chart across the runs; exactly two also get the paired details (deltas, McNemar,
-    flips or differing images)."""
-    from repliscope.service.web.compare_many import MAX_RUNS, many_page
+    flips or differing images). ``?sweep=ID&page=N``: a pitfall sweep's runs of any number, the reference and
+    up to eleven variants a page (:func:`~repliscope.service.web.compare_many.sweep_page`)."""
+    from repliscope.service.web.compare_many import MAX_RUNS, many_page, sweep_page
 
-    unknown = sorted(set(request.query_params) - {"a", "b", "run"})
+    unknown = sorted(set(request.query_params) - {"a", "b", "run", "sweep", "page"})
     if unknown:
-        return _error(principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: run, a, b)")
+        return _error(principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: run, a, b, sweep, page)")
     asked = [v.strip() for v in (a, b, *request.query_params.getlist("run")) if v.strip()]
+    sweep_pager = None
+    if "page" in request.query_params and not sweep.strip():
+        return _error(principal, 400, "page pages a sweep's compare: give it with sweep=SWEEP_ID")
+    if sweep.strip():
+        if asked:
+            return _error(principal, 400, "compare takes either sweep (and page) or run ids (run, a, b), not both")
+        sweep_page_number = request.query_params.get("page", "1")
+        if (problem := page_number_problem(sweep_page_number, "page")) is not None:
+            return _error(principal, 422, problem)
+        from repliscope.service.routers.runs import _full_sweep_id
+
+        try:
+            sweep_id = _full_sweep_id(_store(request), sweep.strip()[:100])
+            sweep_pager = sweep_page(sweep_id, views.variant_runs(_store(request), sweep_id), int(sweep_page_number))
+        except ApiError as exc:
+            return _error(principal, 422, exc.message)
+        except ValueError as exc:
+            return _error(principal, 404 if "stored run" in str(exc) else 422, str(exc))
+        asked = sweep_pager.run_ids
     if len(asked) < 2:
         return _error(
             principal,
@@ -566,7 +586,8 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
     return _page(
         principal,
         "compare.html",
-        title="Compare",
+        title=f"Compare sweep {sweep_pager.sweep_id[:12]}" if sweep_pager else "Compare",
+        sweep_pager=sweep_pager,
         many=many,
         page=page,
         c=page.comparison if page is not None else None,
