@@ -22,6 +22,10 @@ LITE0 = Path(__file__).resolve().parents[2] / "examples" / "efficientnet-lite0.y
 
 @pytest.fixture(scope="module")
 def bench_record() -> Any:
+    return lite0_benchmark()
+
+
+def lite0_benchmark() -> Any:
     """One benchmark record of Lite0 (a fake runtime's latencies, single-stream, 64 queries)."""
     from repliscope.bench.qsl import QuerySampleLibrary
     from repliscope.bench.scenarios import ScenarioSettings
