@@ -231,10 +231,10 @@ def evaluate_on_agents(
         loaded = load_manifest(manifest)
         for warning in loaded.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        from repliscope.cli.main import _flag
+        from repliscope.cli.common import flag_of
 
         # resolved as the agent will resolve the job's options: a bad --schedule or --as is refused before any agent
-        runtime = options.run_settings(runtime, manifest=loaded, source="cli", name=_flag).runtime
+        runtime = options.run_settings(runtime, manifest=loaded, source="cli", name=flag_of).runtime
         key_of_stack, found = _stack_key(stack)
         constraints = constraints_for(loaded, runtime, requires, hardware, key_of_stack)
         store = RunStore(db)

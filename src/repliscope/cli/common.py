@@ -71,3 +71,8 @@ def _filtered_stderr(noise: re.Pattern[str]) -> Iterator[None]:
             ]
             if kept:
                 sys.stderr.write("".join(kept))
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a run option (``evaluated_as`` -> ``--as``)."""
+    return "--as" if field == "evaluated_as" else "--" + field.replace("_", "-")

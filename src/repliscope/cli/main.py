@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from repliscope.backends import runtime_names
-from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.common import DbOption, JsonOption, emit_json, fail, flag_of
 from repliscope.cli.label_rules import label_rule_choices
 from repliscope.cli.lazy_group import LazyGroup
 from repliscope.cli.output import console, print_record, print_table, sample_progress
@@ -134,11 +134,6 @@ IdempotencyOption = Annotated[
 ]
 
 
-def _flag(field: str) -> str:
-    """The command-line flag of a run option (``evaluated_as`` -> ``--as``)."""
-    return "--as" if field == "evaluated_as" else "--" + field.replace("_", "-")
-
-
 def _run_options(
     label_rule: str | None,
     evaluated_as: str | None,
@@ -172,7 +167,8 @@ def _run_options(
 def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, labels_csv: Path | None, options: Any) -> Any:
     """The RunSettings (resolved once, each value's origin recorded: a flag, the manifest or the default) and the
     Dataset of a command that runs a manifest on data, from its run options."""
-    settings = options.run_settings(runtime, manifest=loaded, source="cli", name=_flag)  # before the dataset is scanned
+    # before the dataset is scanned
+    settings = options.run_settings(runtime, manifest=loaded, source="cli", name=flag_of)
     return settings, options.dataset(dataset, labels_csv)
 
 

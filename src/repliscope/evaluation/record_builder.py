@@ -22,7 +22,7 @@ from repliscope.runtimes.base import Runner
 
 if TYPE_CHECKING:
     from repliscope.evaluation.calibration import Plan
-    from repliscope.evaluation.run import PreparedRun
+    from repliscope.evaluation.prepared import PreparedRun
 
 
 def manifest_info(loaded: LoadedManifest) -> ManifestInfo:

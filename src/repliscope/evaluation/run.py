@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,8 @@ from repliscope.errors import RepliscopeError
 from repliscope.evaluation.adaptive import fits_in_run, run_adaptive
 from repliscope.evaluation.artifacts import load_class_names, resolve_artifact
 from repliscope.evaluation.calibration import Plan, Planning, calibrate, planning, write_cached
-from repliscope.evaluation.engine import BatchInference, LoopOptions, ProgressCallback, run_loop
+from repliscope.evaluation.engine import LoopOptions, ProgressCallback, run_loop
+from repliscope.evaluation.prepared import PreparedRun
 from repliscope.evaluation.provenance import usable_cores
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.evaluation.record_builder import build_record
@@ -23,31 +24,7 @@ from repliscope.manifest.loader import LoadedManifest, build_ops, load_manifest
 from repliscope.ops.base import BuildContext
 from repliscope.ops.pipeline import Pipeline
 from repliscope.paths import default_cache_dir
-from repliscope.runtimes.base import RUNTIMES, ModelArtifact, Runner
-from repliscope.tasks.base import Task, get_task
-
-
-@dataclass
-class PreparedRun:
-    """Everything resolved before the loop: reused by sweeps that run many pipelines on one model."""
-
-    loaded: LoadedManifest
-    artifact: ModelArtifact
-    pipeline: Pipeline
-    runner: Runner
-    settings: RunSettings
-    class_names: tuple[str, ...] | None = None
-
-    @property
-    def task(self) -> Task:
-        """The manifest's task (:mod:`repliscope.tasks`)."""
-        return get_task(self.loaded.manifest.task)
-
-    @property
-    def inference(self) -> BatchInference:
-        """How a batch of this run's prepared inputs becomes records (:class:`BatchInference`): whether its runner
-        is asked for named outputs, the post-processing, the task's records."""
-        return BatchInference(self.pipeline, self.task, self.runner)
+from repliscope.runtimes.base import RUNTIMES, Runner
 
 
 def prepare(manifest: str | Path | LoadedManifest, settings: RunSettings) -> PreparedRun:
