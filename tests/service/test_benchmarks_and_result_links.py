@@ -222,6 +222,12 @@ def test_the_benchmarks_page_lists_filters_and_opens_one(
     assert lite0.count('class="benchmark-link"') == 3 and '<option value="lite0" selected>' in lite0
     assert all(f'href="/benchmarks/{i}"' in lite0 for i in stored["lite0"])
     assert not any(i in lite0 for i in stored["other"])
+    store = service_app.state.store
+    from tests.store.records import TOP1_A, make_record
+
+    store.save(make_record("cd" * 16, TOP1_A))  # a stored run of efficientnet-lite0: its model page
+    model = client.get("/models/efficientnet-lite0").text
+    assert '<a id="model-benchmarks" href="/benchmarks?manifest=efficientnet-lite0">' in model
     one = client.get(f"/benchmarks/{stored['lite0'][0]}")
     assert one.status_code == 200
     assert stored["lite0"][0] in one.text and "single-stream" in one.text
