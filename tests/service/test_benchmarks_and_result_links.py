@@ -181,6 +181,15 @@ def test_the_benchmarks_api_refuses_hostile_requests(
         assert r.json()["error"]["field"] == "header.authorization"
         bad = client.get(url, headers={"Authorization": "Bearer rs_not-a-token"})
         assert bad.status_code == 401, url
+    admin = headers_for("admin")
+    created = client.post("/api/v1/tokens", json={"name": "gone", "role": "viewer"}, headers=admin).json()
+    gone = {"Authorization": f"Bearer {created['token']}"}
+    assert client.get("/api/v1/benchmarks", headers=gone).status_code == 200
+    token_id = next(t["id"] for t in client.get("/api/v1/tokens", headers=admin).json() if t["name"] == "gone")
+    assert client.post(f"/api/v1/tokens/{token_id}/revoke", headers=admin).status_code == 200
+    for url in ("/api/v1/benchmarks", f"/api/v1/benchmarks/{bench_id}"):  # a revoked token reads nothing
+        revoked = client.get(url, headers=gone)
+        assert revoked.status_code == 401 and revoked.json()["error"]["message"] == "unknown or revoked token"
     for role in ("viewer", "runner", "admin"):  # reading needs the role viewer; every role has it
         assert client.get(f"/api/v1/benchmarks/{bench_id}", headers=headers_for(role)).status_code == 200
     viewer = headers_for("viewer")
