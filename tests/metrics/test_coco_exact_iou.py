@@ -130,7 +130,14 @@ def test_scaled_heights_sweep_on_coco_val_mini_flips_no_threshold_decision() -> 
             dcorners = np.array([d.box for p in preds if p.sample_id == sample.id for d in p.detections or []])
             old_flips += int(np.count_nonzero((_corner_iou(dcorners, corners) >= thr) != (ref >= thr)))
         if t == 0.5:
+            raw = json.loads(next((COCO_MINI / "annotations").glob("*.json")).read_text())
+            assert sorted(tuple(a["bbox"]) for a in gt["annotations"]) == sorted(
+                tuple(float(v) for v in a["bbox"]) for a in raw["annotations"]
+            )  # the file's own numbers, every one
             ev = evaluate_coco(preds, ds, bootstrap=5)
+            # many IoUs land an ulp either side of .5 (y + h * t stored, (y + h * t) - y read back): pycocotools'
+            # decisions on those numbers, one by one
+            assert ev.stats["AP50"] == pytest.approx(0.41665911168594444, abs=1e-15)
             assert list(ev.stats.values()) == _pycocotools(gt, dets_json).tolist()
             assert np.abs(np.asarray(list(ev.stats.values())) - faster_coco_eval(gt, dets_json)[0]).max() < 1e-12
     assert decisions == 10 * sum(1 for s in ds.samples for o in s.objects or () if not o.iscrowd)
