@@ -21,11 +21,11 @@ def test_every_registered_runtime_comes_from_one_backend_entry() -> None:
 
 
 def test_candidates_instruments_and_distributions_follow_the_entries() -> None:
-    from repliscope.diff import CANDIDATES
+    from repliscope.diff import CANDIDATES, FRAMEWORK_FREE_CANDIDATES
     from repliscope.evaluation.provenance import DISTRIBUTIONS_OF_RUNTIME, SYSTEM_LIBRARY_RUNTIMES
     from repliscope.tracing.instruments import INSTRUMENTS
 
-    assert CANDIDATES.names() == sorted(candidate_targets())
+    assert CANDIDATES.names() == sorted([*candidate_targets(), *FRAMEWORK_FREE_CANDIDATES])
     assert INSTRUMENTS.names() == sorted(r.name for r in runtime_entries() if r.instrument)
     for entry in runtime_entries():  # a runtime records its distributions, or says which system library it is
         assert bool(DISTRIBUTIONS_OF_RUNTIME.get(entry.name)) != bool(SYSTEM_LIBRARY_RUNTIMES.get(entry.name))

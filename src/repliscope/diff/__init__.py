@@ -11,6 +11,9 @@ from repliscope.diff.base import CANDIDATES, Candidate, LayerInfo
 
 for _name, _target in candidate_targets().items():  # one entry per backend (repliscope.backends)
     CANDIDATES.add(_name, _target)
-CANDIDATES.add("callable", "repliscope.diff.layers.callable_candidate:CallableCandidate")  # no framework of its own
+FRAMEWORK_FREE_CANDIDATES = {"callable": "repliscope.diff.layers.callable_candidate:CallableCandidate"}
+"""Candidates of no framework (a Python callable returning named arrays), registered here, not by a backend."""
+for _name, _target in FRAMEWORK_FREE_CANDIDATES.items():
+    CANDIDATES.add(_name, _target)
 
-__all__ = ["CANDIDATES", "Candidate", "LayerInfo"]
+__all__ = ["CANDIDATES", "FRAMEWORK_FREE_CANDIDATES", "Candidate", "LayerInfo"]
