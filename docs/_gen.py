@@ -449,6 +449,51 @@ def registries_reference() -> str:
     out += _registry_section(
         "Tracing instruments", INSTRUMENTS.names(), INSTRUMENTS.get, "The runtimes a `--trace-level` run traces."
     )
+    from repliscope.diff.augment.contract import AUGMENTATIONS
+    from repliscope.diff.layers.candidate_format import CANDIDATE_FORMATS
+    from repliscope.diff.loss.contract import LOSSES
+    from repliscope.diff.loss.pitfalls import LOSS_PITFALLS
+    from repliscope.job_kinds import JOB_KINDS
+
+    out += [
+        "(registries-candidate-formats)=\n## Candidate formats\n",
+        "`repliscope diff MANIFEST --candidate X --candidate-format NAME` (default: detected).\n",
+        table(
+            ["format", "description"],
+            [[code(n), cell(CANDIDATE_FORMATS.get(n).description)] for n in CANDIDATE_FORMATS.names()],
+        ),
+    ]
+    out += [
+        "(registries-job-kinds)=\n## Job kinds\n",
+        "What a service job or `evaluate --scheduler` runs (`POST /api/v1/jobs` `kind`).\n",
+        table(["kind", "what it runs"], [[code(n), cell(JOB_KINDS.get(n).summary)] for n in JOB_KINDS.names()]),
+    ]
+    out += [
+        "(registries-losses)=\n## Original losses\n",
+        "`repliscope diff MANIFEST --loss CANDIDATE --original NAME` (see {doc}`/guides/loss-diff`).\n",
+        table(
+            ["name", "family", "original", "stack"],
+            [
+                [code(n), LOSSES.get(n).family, cell(LOSSES.get(n).origin), cell(LOSSES.get(n).stack or "this one")]
+                for n in LOSSES.names()
+            ],
+        ),
+    ]
+    out += _registry_section(
+        "Loss pitfalls", LOSS_PITFALLS.names(), LOSS_PITFALLS.get, "What the loss diff's diagnosis can name."
+    )
+    out += [
+        "(registries-augmentations)=\n## Training augmentations\n",
+        "`repliscope diff MANIFEST --augment CANDIDATE --augment-pipeline NAME` "
+        "(see {doc}`/guides/augmentation-diff`).\n",
+        table(
+            ["name", "ops, in order", "original"],
+            [
+                [code(n), ", ".join(op.name for op in AUGMENTATIONS.get(n).ops), cell(AUGMENTATIONS.get(n).origin)]
+                for n in AUGMENTATIONS.names()
+            ],
+        ),
+    ]
     from repliscope.backends import backends
 
     rows = [
