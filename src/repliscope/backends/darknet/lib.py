@@ -56,6 +56,7 @@ def load_library() -> ctypes.CDLL:
         lib = ctypes.CDLL(str(LIBDARKNET), mode=ctypes.RTLD_LOCAL)
     except OSError as exc:
         raise FrameworkError(f"cannot load {LIBDARKNET}: {exc}; reinstall it with: apt-get install darknet") from exc
+    restore_float_environment()
     _sig(lib, "load_network", [c_char_p, c_char_p, c_int], c_void_p)
     _sig(lib, "free_network", [c_void_p])
     _sig(lib, "set_batch_network", [c_void_p, c_int])
@@ -79,6 +80,22 @@ def load_library() -> ctypes.CDLL:
     _sig(lib, "do_nms_sort", [POINTER(DETECTION), c_int, c_int, c_float])
     _sig(lib, "do_nms_obj", [POINTER(DETECTION), c_int, c_int, c_float])
     return lib
+
+
+def restore_float_environment() -> None:
+    """Debian builds libdarknet with ``-Ofast``, which links GCC's ``crtfastmath.o``: loading the library turns on
+    flush-to-zero and denormals-are-zero for the loading thread, so every later float computation of the process
+    (numpy, onnxruntime, torch on that thread) would flush subnormal numbers to 0. The C library's default
+    floating-point environment is restored right after the load (``fesetenv(FE_DFL_ENV)``; glibc's FE_DFL_ENV is
+    ``(const fenv_t *) -1``): libdarknet's own results are unchanged where no subnormal occurs, which is every
+    result repliscope pins (``tests/backends/test_darknet_float_env.py``)."""
+    try:
+        libm = ctypes.CDLL("libm.so.6")
+    except OSError:
+        return
+    libm.fesetenv.argtypes = [c_void_p]
+    libm.fesetenv.restype = c_int
+    libm.fesetenv(c_void_p(-1))
 
 
 @functools.cache
