@@ -22,26 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from repliscope.backends.darknet.lib import IMAGE, load_library
+from repliscope.backends.darknet.lib import DATA, IMAGE, load_library
 
 MAX_BOXES = 90
 """``load_data_detection``'s ``boxes`` argument in ``train_detector`` (detector.c): truths per image."""
-
-
-class MATRIX(Structure):
-    _fields_ = [("rows", c_int), ("cols", c_int), ("vals", POINTER(POINTER(c_float)))]
-
-
-class DATA(Structure):
-    _fields_ = [
-        ("w", c_int),
-        ("h", c_int),
-        ("X", MATRIX),
-        ("y", MATRIX),
-        ("shallow", c_int),
-        ("num_boxes", POINTER(c_int)),
-        ("boxes", ctypes.c_void_p),
-    ]
 
 
 class BOX_LABEL(Structure):

@@ -38,6 +38,27 @@ class DETECTION(Structure):
     ]
 
 
+class MATRIX(Structure):
+    """``typedef struct matrix {int rows, cols; float **vals;}``."""
+
+    _fields_ = [("rows", c_int), ("cols", c_int), ("vals", POINTER(POINTER(c_float)))]
+
+
+class DATA(Structure):
+    """``typedef struct {int w, h; matrix X; matrix y; int shallow; int *num_boxes; box **boxes;} data``: what
+    ``load_data_detection`` returns and ``train_network`` takes."""
+
+    _fields_ = [
+        ("w", c_int),
+        ("h", c_int),
+        ("X", MATRIX),
+        ("y", MATRIX),
+        ("shallow", c_int),
+        ("num_boxes", POINTER(c_int)),
+        ("boxes", POINTER(POINTER(BOX))),
+    ]
+
+
 def _sig(lib: ctypes.CDLL, name: str, argtypes: list[object], restype: object = None) -> None:
     fn = getattr(lib, name)
     fn.argtypes = argtypes

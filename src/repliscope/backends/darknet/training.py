@@ -26,7 +26,7 @@ import ctypes
 import os
 import re
 from collections.abc import Iterator
-from ctypes import POINTER, Structure, c_float, c_int, c_size_t, c_void_p
+from ctypes import POINTER, c_float, c_int, c_size_t, c_void_p
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +34,7 @@ import numpy as np
 
 from repliscope.backends.darknet import lib as dn
 from repliscope.backends.darknet.layer_loop import LayerLoop
+from repliscope.backends.darknet.lib import DATA, MATRIX
 from repliscope.backends.darknet.structs import FORWARD, LAYER, NETWORK
 from repliscope.convert.darknet_cfg import DarknetFormatError, load_network_cfg, read_weights
 from repliscope.errors import FrameworkError, RepliscopeError
@@ -46,30 +47,6 @@ TRAINABLE_TYPES = ("convolutional", "maxpool", "route", "upsample", "shortcut", 
 
 POLICY_NAMES = ("constant", "step", "exp", "poly", "steps", "sig", "random")
 """``learning_rate_policy`` in enum order (``net->policy`` indexes it)."""
-
-
-class MATRIX(Structure):
-    """``typedef struct matrix {int rows, cols; float **vals;}``."""
-
-    _fields_ = [("rows", c_int), ("cols", c_int), ("vals", POINTER(POINTER(c_float)))]
-
-
-class BOX(Structure):
-    _fields_ = [("x", c_float), ("y", c_float), ("w", c_float), ("h", c_float)]
-
-
-class DATA(Structure):
-    """``typedef struct {int w, h; matrix X; matrix y; int shallow; int *num_boxes; box **boxes;} data``."""
-
-    _fields_ = [
-        ("w", c_int),
-        ("h", c_int),
-        ("X", MATRIX),
-        ("y", MATRIX),
-        ("shallow", c_int),
-        ("num_boxes", POINTER(c_int)),
-        ("boxes", POINTER(POINTER(BOX))),
-    ]
 
 
 def _training_library() -> ctypes.CDLL:
