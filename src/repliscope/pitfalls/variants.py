@@ -198,32 +198,38 @@ def no_normalization(base: Pipeline, ctx: PitfallContext) -> Derived:
     return Derived(Pipeline(ops, base.post_ops), "removed " + ", ".join(base.pre_ops[i].name for i in idx))
 
 
-@simple_pitfall("float16_inference", "the model run in float16 instead of float32")
-def float16_inference(base: Pipeline, ctx: PitfallContext) -> Derived:
-    if ctx.runtime not in ("torch", "onnxruntime"):
-        raise NotApplicable(f"float16 inference is implemented for torch and onnxruntime, not {ctx.runtime}")
-    return Derived(base, "weights and activations in float16 (inputs/outputs stay float32)", {"precision": "float16"})
+def _precision_pitfall(
+    name: str, description: str, precision: str, runtimes: tuple[str, ...], what: str, change: str
+) -> None:
+    """Register a pitfall that runs the model at ``precision`` (one of
+    :data:`repliscope.pitfalls.runners.PRECISIONS`) on the runtimes that implement it."""
+
+    def derive(base: Pipeline, ctx: PitfallContext) -> Derived:
+        if ctx.runtime not in runtimes:
+            raise NotApplicable(f"{what} implemented for {' and '.join(runtimes)}, not {ctx.runtime}")
+        return Derived(base, change, {"precision": precision})
+
+    derive.__name__ = name
+    simple_pitfall(name, description)(derive)
 
 
-@simple_pitfall("bfloat16_inference", "the model run in bfloat16 instead of float32")
-def bfloat16_inference(base: Pipeline, ctx: PitfallContext) -> Derived:
-    if ctx.runtime != "torch":
-        raise NotApplicable(f"bfloat16 inference is implemented for torch, not {ctx.runtime}")
-    return Derived(base, "weights and activations in bfloat16 (inputs/outputs stay float32)", {"precision": "bfloat16"})
-
-
-@simple_pitfall("float16_normalization", "only the normalisation layers (batch/layer/group norm) in float16")
-def float16_normalization(base: Pipeline, ctx: PitfallContext) -> Derived:
-    if ctx.runtime not in ("torch", "onnxruntime"):
-        raise NotApplicable(f"float16 layers are implemented for torch and onnxruntime, not {ctx.runtime}")
-    return Derived(base, "normalisation layers in float16, the rest float32", {"precision": "float16:normalization"})
-
-
-@simple_pitfall("bfloat16_normalization", "only the normalisation layers (batch/layer/group norm) in bfloat16")
-def bfloat16_normalization(base: Pipeline, ctx: PitfallContext) -> Derived:
-    if ctx.runtime != "torch":
-        raise NotApplicable(f"bfloat16 layers are implemented for torch, not {ctx.runtime}")
-    return Derived(base, "normalisation layers in bfloat16, the rest float32", {"precision": "bfloat16:normalization"})
+_WHOLE = "weights and activations in {} (inputs/outputs stay float32)"
+_NORMS = "normalisation layers in {}, the rest float32"
+_NORMS_ONLY = "only the normalisation layers (batch/layer/group norm) in {}"
+for _name, _dtype, _scope, _runtimes in (
+    ("float16_inference", "float16", "", ("torch", "onnxruntime")),
+    ("bfloat16_inference", "bfloat16", "", ("torch",)),
+    ("float16_normalization", "float16", ":normalization", ("torch", "onnxruntime")),
+    ("bfloat16_normalization", "bfloat16", ":normalization", ("torch",)),
+):
+    _precision_pitfall(
+        _name,
+        _NORMS_ONLY.format(_dtype) if _scope else f"the model run in {_dtype} instead of float32",
+        _dtype + _scope,
+        _runtimes,
+        f"{_dtype} layers are" if _scope else f"{_dtype} inference is",
+        (_NORMS if _scope else _WHOLE).format(_dtype),
+    )
 
 
 @simple_pitfall("batch_size_1", "batch size 1 instead of the run's batch size (do predictions change?)")
