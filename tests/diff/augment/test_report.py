@@ -5,29 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repliscope.diff.augment.contract import as_candidate
-from repliscope.diff.augment.darknet_pipeline import DarknetDetection
-from repliscope.diff.augment.driver import run_diff
 from repliscope.report.diff_report import write_diff_report
 from repliscope.store.diffs import get_diff, store_diff
 from repliscope.store.repository import RunStore
-from tests.diff.augment import candidates
-from tests.diff.augment.test_darknet_augment import _items
-from tests.yolo._assets import cfg_path, need_darknet
+from tests.diff.augment._results import flip_results
 
 
 def test_the_report_shows_each_op_and_the_first_divergent_one(tmp_path: Path) -> None:
-    need_darknet()
-    pipeline = DarknetDetection.from_model_config(cfg_path())
-    items = _items(2)
-    shared = run_diff(
-        pipeline, as_candidate("flip_always", candidates.flip_always, pipeline), items, [1, 2],
-        draws="shared", manifest="yolov3-tiny", dataset="coco",
-    )  # fmt: skip
-    own = run_diff(
-        pipeline, as_candidate("own_never_flips", candidates.own_never_flips, pipeline), items, list(range(1, 41)),
-        draws="own", manifest="yolov3-tiny", dataset="coco",
-    )  # fmt: skip
+    shared, own = flip_results()
     with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
         a = get_diff(store, store_diff(store, shared.model_dump(mode="json"), manifest_name="yolov3-tiny"))
         b = get_diff(store, store_diff(store, own.model_dump(mode="json"), manifest_name="yolov3-tiny"))

@@ -11,14 +11,9 @@ import pytest
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 from fastapi.testclient import TestClient
 
-from repliscope.diff.augment.contract import as_candidate
-from repliscope.diff.augment.darknet_pipeline import DarknetDetection
-from repliscope.diff.augment.driver import run_diff
 from repliscope.store.diffs import store_diff
-from tests.diff.augment import candidates
-from tests.diff.augment.test_darknet_augment import _items
+from tests.diff.augment._results import flip_results
 from tests.service import conftest as service_fixtures
-from tests.yolo._assets import cfg_path, need_darknet
 
 service_db_url = service_fixtures.service_db_url
 service_app = service_fixtures.service_app
@@ -31,17 +26,7 @@ Headers = Callable[[str], dict[str, str]]
 def test_an_augmentation_diff_page_shows_its_ops_and_distributions(
     service_app: Any, client: TestClient, headers_for: Headers
 ) -> None:
-    need_darknet()
-    pipeline = DarknetDetection.from_model_config(cfg_path())
-    items = _items(2)
-    shared = run_diff(
-        pipeline, as_candidate("flip_always", candidates.flip_always, pipeline), items, [1, 2],
-        draws="shared", manifest="yolov3-tiny", dataset="coco",
-    )  # fmt: skip
-    own = run_diff(
-        pipeline, as_candidate("<own>", candidates.own_never_flips, pipeline), items, list(range(1, 31)),
-        draws="own", manifest="yolov3-tiny", dataset="coco",
-    )  # fmt: skip
+    shared, own = flip_results()
     store = service_app.state.store
     a = store_diff(store, shared.model_dump(mode="json"), manifest_name="yolov3-tiny")
     b = store_diff(store, own.model_dump(mode="json"), manifest_name="yolov3-tiny")
@@ -54,4 +39,4 @@ def test_an_augmentation_diff_page_shows_its_ops_and_distributions(
     assert "mirrored left-right" in html
     html_own = client.get(f"/diffs/{b}").text
     assert 'id="augment-dist-table"' in html_own and "mirrored" in html_own
-    assert "&lt;own&gt;" in html_own and "<own>" not in html_own  # the candidate's name is escaped
+    assert "&lt;own_never_flips&gt;" in html_own and "<own_never_flips>" not in html_own  # the name is escaped
