@@ -42,6 +42,15 @@ def text(doc: str | None) -> str:
     return doc
 
 
+# a code span (any run of backticks up to the same run) or an option token outside one
+_SPAN_OR_OPTION = re.compile(r"(`+).*?\1|(?<![\w-])(--[a-z][a-z0-9-]*)", re.DOTALL)
+
+
+def options_as_code(help_text: str) -> str:
+    """Help text with every ``--option`` mention as a code span, so it is copied as typed (never as an en dash)."""
+    return _SPAN_OR_OPTION.sub(lambda m: f"`{m.group(2)}`" if m.group(2) else m.group(0), help_text)
+
+
 def first_line(doc: str | None) -> str:
     """The first paragraph of a docstring, on one line."""
     return " ".join(text(doc).split("\n\n", 1)[0].split())
@@ -88,19 +97,20 @@ def cli_reference() -> str:
         usage = re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), cmd.get_usage(ctx).removeprefix("Usage: "))
         out.append(f"```text\n{usage}\n```\n")
         if cmd.help:
-            out.append(text(cmd.help) + "\n")
+            out.append(options_as_code(text(cmd.help)) + "\n")
         params = [p for p in cmd.params if not p.hidden and p.name != "help"]
         if params:
             for p in params:
                 if p.param_type_name == "argument":
                     req = "required" if p.required else "optional"
-                    out.append(f"- {code(p.name.upper())} (argument, {req}): {text(getattr(p, 'help', '') or '')}")
+                    arg_help = options_as_code(text(getattr(p, "help", "") or ""))
+                    out.append(f"- {code(p.name.upper())} (argument, {req}): {arg_help}")
                 else:
                     record = p.get_help_record(ctx)
                     if record is None:
                         continue
                     opts, help_text = record
-                    out.append(f"- {code(opts)}: {' '.join(help_text.split())}")
+                    out.append(f"- {code(opts)}: {options_as_code(' '.join(help_text.split()))}")
             out.append("")
         # the group's own API: the root group imports each command's module only when get_command asks for it
         names = cmd.list_commands(ctx) if hasattr(cmd, "list_commands") else []

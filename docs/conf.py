@@ -31,6 +31,8 @@ exclude_patterns = ["_build", "reference/_generated", "Thumbs.db", ".DS_Store"]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
+# no typographic quotes or dashes: commands and options in prose are copied as typed ("--x", never "–x")
+smartquotes = False
 
 html_theme = "furo"
 html_title = f"repliscope {release}"

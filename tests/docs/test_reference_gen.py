@@ -38,6 +38,20 @@ def test_cli_page_has_every_command_and_option(gen: ModuleType) -> None:
     assert "- `MANIFEST` (argument, required): Model manifest (YAML)." in evaluate
 
 
+def test_cli_page_options_are_code_so_they_copy_as_typed(gen: ModuleType) -> None:
+    """Sphinx turns a bare ``--x`` into an en dash; every option a help text mentions is a code span instead."""
+    page = gen.cli_reference()
+    outside_code = re.sub(r"(`+).*?\1", "", page, flags=re.DOTALL)
+    assert re.findall(r"(?<![\w-])--[a-z]", outside_code) == []
+    assert "(repeatable; `--runtimes` A B C" in page
+    assert gen.options_as_code("``--a`` and --b-c.") == "``--a`` and `--b-c`."
+
+
+def test_docs_keep_dashes_and_quotes_as_typed() -> None:
+    conf = (REPO / "docs" / "conf.py").read_text()
+    assert re.search(r"^smartquotes = False$", conf, flags=re.MULTILINE)
+
+
 def test_rest_page_has_every_endpoint(gen: ModuleType) -> None:
     doc = gen.openapi_document()
     page = gen.rest_reference()
@@ -86,3 +100,24 @@ def test_generate_writes_every_page(gen: ModuleType, tmp_path: Path) -> None:
     written = gen.generate(tmp_path)
     assert sorted(p.name for p in written) == sorted(gen.PAGES)
     assert all(p.read_text(encoding="utf-8").strip() for p in written)
+
+
+def test_index_lists_every_guide_once_in_a_newcomers_order() -> None:
+    """Start → manifest → claims → diffs → tasks → training → service/agents → safety → reference (issue 36 item 10)."""
+    index = (REPO / "docs" / "index.md").read_text()
+    listed = re.findall(r"^(getting-started|concepts|guides/[\w-]+|reference/[\w-]+)$", index, flags=re.MULTILINE)
+    guides = sorted(f"guides/{p.stem}" for p in (REPO / "docs" / "guides").glob("*.md"))
+    assert sorted(x for x in listed if x.startswith("guides/")) == guides
+    assert len(listed) == len(set(listed))
+    order = [
+        "getting-started",
+        "guides/manifest",
+        "guides/pitfalls",
+        "guides/pipeline-diff",
+        "guides/detection",
+        "guides/loss-diff",
+        "guides/service",
+        "guides/agents-stacks",
+        "reference/cli",
+    ]
+    assert [listed.index(x) for x in order] == sorted(listed.index(x) for x in order)
