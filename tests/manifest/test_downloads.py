@@ -208,4 +208,7 @@ def test_plain_http_and_not_cached_errors(tmp_path: Path) -> None:
         resolve_source("http://127.0.0.1:9/x.onnx", base_dir=tmp_path, sha256=BODY_SHA, cache_dir=tmp_path)
     with pytest.raises(NotCachedError) as ei:
         resolve_source("https://example.invalid/x.onnx", base_dir=tmp_path, sha256=BODY_SHA, cache_dir=tmp_path)
-    assert str(ei.value) == "https://example.invalid/x.onnx is not in the cache; pass --download to fetch it"
+    assert str(ei.value) == (
+        "https://example.invalid/x.onnx is not in the cache; fetch it once with "
+        "`repliscope evaluate MANIFEST --download` (the cache is shared by every command)"
+    )

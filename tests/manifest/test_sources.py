@@ -50,7 +50,7 @@ def test_relative_path(tmp_path: Path) -> None:
 
 
 def test_https_needs_permission_and_never_downloads_in_tests(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="pass --download"):
+    with pytest.raises(SourceError, match="repliscope evaluate MANIFEST --download"):
         resolve_source("https://example.invalid/m.onnx", base_dir=tmp_path, sha256="a" * 64, cache_dir=tmp_path)
 
 

@@ -191,7 +191,8 @@ def resolve(
     if not allow_download:
         raise NotCachedError(
             f"{ref.uri} is not in the cache ({target}); fetch it once with: "
-            f"{ref.fetch_command(sha256)} (or pass --download)"
+            f"{ref.fetch_command(sha256)} (or `repliscope evaluate MANIFEST --download`; the cache is shared by "
+            "every command)"
         )
     kind_folder = Path(cache_dir) / ref.kind.cache_folder
     created = _make_dirs(kind_folder)

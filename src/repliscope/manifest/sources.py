@@ -74,7 +74,10 @@ def download_to_cache(uri: str, sha256: str, cache_dir: Path, allow_download: bo
     if target.is_file():
         return target
     if not allow_download:
-        raise NotCachedError(f"{uri} is not in the cache; pass --download to fetch it")
+        raise NotCachedError(
+            f"{uri} is not in the cache; fetch it once with `repliscope evaluate MANIFEST --download` "
+            "(the cache is shared by every command)"
+        )
     return fetch(uri, sha256, target)
 
 
