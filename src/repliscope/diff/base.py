@@ -188,6 +188,12 @@ class Candidate(ABC):
         """The candidate as the result records it (``candidate`` first)."""
         return {"candidate": self.name}
 
+    def input_sources(self, path: str) -> list[str] | None:
+        """Golden mode: the reference units whose outputs the counterpart of ``path`` reads, one per tensor input
+        in the order it reads them, as the CANDIDATE's own graph wires it ("" for the model input); None when the
+        candidate cannot tell (then it is fed the reference's own inputs of ``path``). Default: None."""
+        return None
+
     def unmatched(self) -> list[Unmatched]:
         """Reference units (from the last ``mapped_layers`` call) with no runnable counterpart, with the reason.
         Default: none reported (the driver lists every unmapped, uncovered unit as "not mapped")."""

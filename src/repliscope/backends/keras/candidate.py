@@ -289,6 +289,12 @@ class KerasLayersCandidate(NamedCandidate):
                     external.append(t)
         return nodes, external
 
+    def input_units(self, name: str) -> list[str | None] | None:
+        """The layers whose outputs the golden unit ending at ``name`` reads, in its order (None: the model input)."""
+        _, external = self.chain(name)
+        found = [t._keras_history.operation for t in external]
+        return [None if isinstance(op, self.keras.layers.InputLayer) else op.name for op in found]
+
     @classmethod
     def from_file(cls, path: Path) -> KerasLayersCandidate:
         keras = import_keras()

@@ -25,6 +25,7 @@ import math
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,9 @@ def diff_layers(
     for p in absent:
         rows[p].missing = unmatched[p].reason
     opener = {group[0]: p for p, group in covers.items()}
+    wiring = _candidate_wiring(candidate, rows, info) if "golden" in modes else {}
+    uses: Counter[str] = Counter(s for sources in wiring.values() for s in sources)
+    kept: dict[str, np.ndarray] = {"": x} if "" in uses else {}
     tmp = Path(tempfile.mkdtemp(prefix="repliscope-diff-", dir=workdir)) if "carried" in modes else None
     local_tol: dict[str, float] = {}
     stash: dict[str, list[np.ndarray]] = {}
@@ -106,10 +110,33 @@ def diff_layers(
             causes.append(found.model_copy(update={"mode": mode}))
 
     def on_start(path: str, inputs: list[np.ndarray]) -> None:
-        if "golden" in modes and path in opener:
+        if "golden" in modes and path in opener and opener[path] not in wiring:
             stash[opener[path]] = [np.array(a, copy=True) for a in inputs]
 
+    def fed(path: str, tol: float) -> list[np.ndarray] | None:
+        """Golden inputs of ``path``: the reference's own, or the reference outputs of the layers the candidate's
+        unit reads (None, and the row divergent, when it reads a layer the reference computes after it)."""
+        if path not in wiring:
+            return stash.pop(path)
+        sources = wiring[path]
+        late = [s for s in sources if s not in kept]
+        if late:
+            rows[path].notes.append(
+                f"golden: the candidate's unit reads the output of {', '.join(late)}, which the reference computes "
+                "after it: it is wired to a later layer"
+            )
+            rows[path].golden = _diverged(tol)
+            return None
+        arrays = [kept[s] for s in sources]
+        for s in sources:
+            uses[s] -= 1
+            if uses[s] <= 0:
+                kept.pop(s, None)
+        return arrays
+
     def on_end(path: str, inputs: list[np.ndarray], output: np.ndarray) -> None:
+        if path in uses:
+            kept[path] = np.array(output, copy=True)
         row = rows.get(path)
         if row is None:
             return
@@ -120,9 +147,10 @@ def diff_layers(
                 identity.append(path)
             return
         local_tol[path] = policy.tolerance(path, row.kind.split("+"), output.dtype, row.reduction, scale)
-        if "golden" in modes:
+        given = fed(path, local_tol[path]) if "golden" in modes else None
+        if given is not None:
             try:
-                cand = candidate.run_layer(path, stash.pop(path))
+                cand = candidate.run_layer(path, given)
             except UnitInputsMismatch as exc:
                 reads = _external_inputs(row.covers, info)
                 if reads is not None and reads != exc.candidate_inputs:  # e.g. a dropped residual add
@@ -335,6 +363,50 @@ def _compare(
             row.notes.append(note)
         return _diverged(tol)
     return compare_arrays(ref, cand, tol, rel_floor, row.ref_max_abs)
+
+
+def _group_reads(group: list[str], info: dict[str, LayerInfo]) -> list[str] | None:
+    """The reference units whose outputs the layers of ``group`` read from outside it, in the order they are
+    first read ("" for the model input); None when a producer is unknown."""
+    inside = set(group)
+    found: list[str] = []
+    for path in group:
+        producers = info[path].producers
+        if not producers:
+            return None
+        found += [p for p in producers if p not in inside and p not in found]
+    return found
+
+
+def _read_names(sources: Sequence[str]) -> str:
+    return "[" + ", ".join(s or "the model input" for s in sources) + "]"
+
+
+def _candidate_wiring(
+    candidate: Candidate, rows: dict[str, LayerRow], info: dict[str, LayerInfo]
+) -> dict[str, list[str]]:
+    """Golden mode: for each compared unit whose candidate reads OTHER reference layers' outputs than the reference
+    does (another order included: a concatenation of swapped inputs), those layers in the candidate's order. Such a
+    unit is fed what its own graph reads, so a wiring mistake fails where it is made; a note on the row says so."""
+    wiring: dict[str, list[str]] = {}
+    for path, row in rows.items():
+        if row.missing:
+            continue
+        sources = candidate.input_sources(path)
+        if sources is None:
+            continue
+        reads = _group_reads(row.covers, info)
+        if reads is not None and list(sources) == reads:
+            continue
+        unknown = [s for s in sources if s and s not in info]
+        if unknown:
+            raise RepliscopeError(f"candidate unit '{path}' reads unknown reference layer(s) {', '.join(unknown)}")
+        wiring[path] = list(sources)
+        theirs = "" if reads is None else f", the reference {_read_names(reads)}"
+        row.notes.append(
+            f"golden: fed as the candidate's graph wires it: its unit reads {_read_names(sources)}{theirs}"
+        )
+    return wiring
 
 
 def _external_inputs(group: list[str], info: dict[str, LayerInfo]) -> int | None:

@@ -162,6 +162,12 @@ class NamedCandidate(Candidate):
             raise RepliscopeError(f"{self.name}: call units(x) first")
         return [u.name for u in self._units]
 
+    def input_units(self, name: str) -> list[str | None] | None:
+        """Golden mode: the units whose outputs the golden unit ending at ``name`` reads, one per tensor input in
+        the order it reads them (None for the model input), as this candidate's graph wires it; None when the
+        candidate cannot tell. Default: None."""
+        return None
+
     def set_mapped(self, names: Iterable[str]) -> None:
         """The unit names a mapping pairs with reference layers, kept in ``_mapped``: a candidate whose golden
         units span gaps stops a unit's chain of unmapped units at them."""
@@ -272,6 +278,9 @@ class FixedBatch(Candidate):
 
     def covers(self, path: str) -> list[str]:
         return self.inner.covers(path)
+
+    def input_sources(self, path: str) -> list[str] | None:
+        return self.inner.input_sources(path)
 
     def unmatched(self) -> list[Unmatched]:
         return self.inner.unmatched()

@@ -136,6 +136,20 @@ class OnnxGraphCandidate(NamedCandidate):
                     external.append(tensor)
         return nodes, external
 
+    def input_units(self, name: str) -> list[str | None] | None:
+        """The units whose outputs the golden unit ending at ``name`` reads, in its order (None: the model input);
+        None when one is not a unit's first output (a node with several outputs)."""
+        _, external = self.chain(name)
+        found: list[str | None] = []
+        for tensor in external:
+            if tensor == self.input_name:
+                found.append(None)
+            elif tensor in self._nodes:
+                found.append(tensor)
+            else:
+                return None
+        return found
+
     def node(self, name: str) -> onnx.NodeProto:
         """The node whose first output is ``name`` (a unit)."""
         return self._nodes[name]

@@ -297,6 +297,20 @@ class PairedCandidate(Candidate):
             if not any(p in group for group in self._covers.values())
         ]
 
+    def input_sources(self, path: str) -> list[str] | None:
+        """The reference layers paired with the units the candidate's unit of ``path`` reads, in the candidate's
+        order ("" for the model input); None when the inner candidate cannot tell or reads an unpaired unit."""
+        units = self.inner.input_units(self.pairs[path].units[0])
+        if units is None:
+            return None
+        found: list[str] = []
+        for unit in units:
+            name = "" if unit is None else self._back.get(unit)
+            if name is None:
+                return None
+            found.append(name)
+        return found
+
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         pair = self.pairs[path]
         fed = [self._to_inner(np.asarray(a), pair) for a in inputs]
