@@ -179,3 +179,44 @@ def test_unit_matching_uses_the_same_iou(tmp_path: Path) -> None:
     a = np.array([[0.0, 0.0, 10.0, 10.0]])
     b = np.array([[5.0, 0.0, 15.0, 10.0], [np.nan, 0.0, 1.0, 1.0], [3.0, 3.0, 2.0, 2.0]])  # NaN, inverted
     assert iou_matrix(a, b).tolist() == [[50 / 150, 0.0, 0.0]]
+
+
+def test_one_ulp_case_through_the_store_round_trip(tmp_path: Path) -> None:
+    """A detection record keeps each ground-truth box's ``xywh`` as the file gives it, so a run re-scored from the
+    store (``dataset_of`` of the stored record) makes pycocotools' IoU 0.5 and AP50 1.0 again; before, the store
+    kept corners only and the re-score recomputed w = (0.1 + 0.2) - 0.1: IoU 0.4999999999999999, AP50 0."""
+    from repliscope.evaluation.ground_truth import dataset_of, ground_truth_of
+    from repliscope.store import RunStore
+    from tests.store.records import make_record
+
+    ds = _one_box_dataset(tmp_path)
+    pred = SamplePrediction(
+        sample_id="a.jpg",
+        label=None,
+        detections=[Detection(box=[0.1, 0.1, 0.1 + 0.2, 0.1 + 0.1], score=0.9, class_id=1)],
+    )
+    live = evaluate_coco([pred], ds, bootstrap=5)
+    record = make_record("ulp1", [1] * 20).model_copy(
+        update={"task": "object_detection", "samples": [pred], "ground_truth": ground_truth_of(ds)}
+    )
+    assert record.ground_truth is not None and record.ground_truth.samples[0].xywh == [[0.1, 0.1, 0.2, 0.2]]
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        store.save(record)
+        back = store.get("ulp1")
+    rebuilt = dataset_of(back)
+    objects = rebuilt.samples[0].objects
+    assert objects is not None and objects[0].xywh == (0.1, 0.1, 0.2, 0.2)
+    assert objects[0].box == (0.1, 0.1, 0.1 + 0.2, 0.1 + 0.2)
+    stored = evaluate_coco(back.samples, rebuilt, bootstrap=5)
+    assert stored.stats == live.stats
+    assert stored.stats["AP50"] == pytest.approx(1.0, abs=1e-15) and stored.stats["AP75"] == 0.0
+    assert match_detections(from_prediction(back.samples[0]), from_truth(rebuilt.samples[0])) == [(0, 0, 0.5)]
+    # a record stored before xywh was kept (no such field in its JSON) still loads and scores, on its corners
+    old = back.model_dump(mode="json")
+    del old["ground_truth"]["samples"][0]["xywh"]
+    from repliscope.evaluation.record import EvaluationRecord
+
+    legacy = dataset_of(EvaluationRecord.model_validate(old))
+    legacy_objects = legacy.samples[0].objects
+    assert legacy_objects is not None and legacy_objects[0].xywh is None
+    assert evaluate_coco(back.samples, legacy, bootstrap=5).stats["AP50"] == 0.0  # IoU 0.4999999999999999

@@ -8,7 +8,7 @@ evaluated (``repliscope units RUN``) without the dataset's files: :func:`dataset
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from functools import partial
 
 from repliscope.datasets.base import BoxAnnotation, Dataset, Sample
@@ -28,6 +28,9 @@ def truth_of(sample: Sample) -> SampleTruth:
         areas=[o.area for o in objects],
         iscrowd=[bool(o.iscrowd) for o in objects],
         ignore=[bool(o.ignore) for o in objects],
+        xywh=[None if o.xywh is None else [float(v) for v in o.xywh] for o in objects]
+        if any(o.xywh is not None for o in objects)
+        else None,
     )
 
 
@@ -44,10 +47,34 @@ def _no_pixels(sample_id: str) -> bytes:
     raise SampleError(f"sample '{sample_id}' comes from a stored record's ground truth: its image is not stored")
 
 
-def _objects(t: SampleTruth) -> tuple[BoxAnnotation, ...]:
+def _objects(t: SampleTruth, run_id: str) -> tuple[BoxAnnotation, ...]:
+    """The sample's objects; each box's ``xywh`` as stored (the annotation file's numbers), or None (derived from
+    the corners) when the record kept none (records stored before ``xywh`` was kept still load and score)."""
+    xywh = t.xywh if t.xywh is not None else [None] * len(t.boxes)
+    columns: dict[str, Sized] = {
+        "classes": t.classes,
+        "areas": t.areas,
+        "iscrowd": t.iscrowd,
+        "ignore": t.ignore,
+        "xywh": xywh,
+    }
+    uneven = [f"{k} ({len(v)})" for k, v in columns.items() if len(v) != len(t.boxes)]
+    bad = [i for i, w in enumerate(xywh) if w is not None and len(w) != 4]
+    if uneven or bad:
+        raise RepliscopeError(
+            f"run {run_id[:12]}: ground_truth of sample '{t.sample_id}' is malformed: "
+            + (f"{', '.join(uneven)} rows for {len(t.boxes)} boxes" if uneven else f"xywh[{bad[0]}] is not 4 numbers")
+        )
     return tuple(
-        BoxAnnotation(box=(b[0], b[1], b[2], b[3]), class_id=c, area=a, iscrowd=crowd, ignore=ign)
-        for b, c, a, crowd, ign in zip(t.boxes, t.classes, t.areas, t.iscrowd, t.ignore, strict=True)
+        BoxAnnotation(
+            box=(b[0], b[1], b[2], b[3]),
+            class_id=c,
+            area=a,
+            iscrowd=crowd,
+            ignore=ign,
+            xywh=None if w is None else (w[0], w[1], w[2], w[3]),
+        )
+        for b, c, a, crowd, ign, w in zip(t.boxes, t.classes, t.areas, t.iscrowd, t.ignore, xywh, strict=True)
     )
 
 
@@ -63,7 +90,7 @@ def dataset_of(record: EvaluationRecord) -> Dataset:
             label=None,
             read=partial(_no_pixels, t.sample_id),
             location="stored record",
-            objects=_objects(t),
+            objects=_objects(t, record.run_id),
             image_id=t.image_id,
             size_hw=t.size_hw,
         )

@@ -123,7 +123,9 @@ class Timings(_Model):
 class SampleTruth(_Model):
     """One detection sample's ground truth, columnar (row ``i`` of every list is object ``i``): ``boxes``
     [x1, y1, x2, y2] pixels of the decoded image (0-based edges), ``classes`` dataset category ids, ``areas``
-    as annotated (None: the box area), ``iscrowd`` / ``ignore`` flags (see :class:`BoxAnnotation`)."""
+    as annotated (None: the box area), ``iscrowd`` / ``ignore`` flags (see :class:`BoxAnnotation`), ``xywh``
+    each box as the annotation file gives it (COCO ``[x, y, w, h]``, the numbers COCO's IoU uses; a row None:
+    derived from ``boxes``; the whole list None: records stored before it was kept, or a dataset of corners)."""
 
     sample_id: str
     image_id: int | None = None
@@ -133,6 +135,7 @@ class SampleTruth(_Model):
     areas: list[float | None] = Field(default_factory=list)
     iscrowd: list[bool] = Field(default_factory=list)
     ignore: list[bool] = Field(default_factory=list)
+    xywh: list[list[float] | None] | None = None
 
 
 class GroundTruth(_Model):
