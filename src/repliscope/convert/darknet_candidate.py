@@ -48,11 +48,12 @@ def candidate_formats() -> list[str]:
 
 
 def load_keras_candidate(path: Path, mapping_file: Path | None = None) -> NamedCandidate:
-    """The ``.keras`` file as a candidate (its ``DarknetYolo`` layer class registered first): its top-level layers
+    """The ``.keras`` file as a candidate (its ``DarknetYolo`` layer class registered by importing
+    :mod:`repliscope.convert.darknet_keras`): its top-level layers
     (:class:`~repliscope.backends.keras.candidate.KerasLayersCandidate`), or every layer and sub-layer by path
     (:class:`~repliscope.backends.keras.candidate.KerasNestedCandidate`) when the mapping names a nested path."""
+    import repliscope.convert.darknet_keras  # noqa: F401  (registers its DarknetYolo layer with Keras)
     from repliscope.backends.keras.candidate import KerasLayersCandidate, KerasNestedCandidate, check_port_path
-    from repliscope.convert.darknet_keras import _yolo_layer_class
 
     path = check_port_path(path)
     if path.suffix.lower() != ".keras":
@@ -60,7 +61,6 @@ def load_keras_candidate(path: Path, mapping_file: Path | None = None) -> NamedC
             f"--candidate {path}: a darknet manifest's Keras candidate is a .keras file "
             "(repliscope convert MANIFEST --to keras --out FILE.keras)"
         )
-    _yolo_layer_class()
     flat = KerasLayersCandidate.from_file(path)
     if mapping_file is not None and any("/" in u for p in declared_pairs(mapping_file).values() for u in p.units):
         return KerasNestedCandidate(flat.model, flat.keras, source=str(path))

@@ -11,6 +11,19 @@ Each Darknet layer is one or more Keras layers; the last one carries the Darknet
   Darknet's window offset ``-padding/2 = 0`` with ``padding = size - 1`` (any other padding is refused);
 - ``route``: ``Concatenate`` on channels (or the routed layer itself); ``upsample``: ``UpSampling2D`` nearest;
   ``shortcut``: ``Add``; ``yolo``: :class:`DarknetYolo` (logistic on x, y, objectness, classes of each anchor).
+
+Loading and editing a port file: importing this module registers :class:`DarknetYolo` with Keras, so::
+
+    import keras
+    import repliscope.convert.darknet_keras  # noqa: F401  (registers repliscope>DarknetYolo)
+
+    model = keras.saving.load_model("yolov3-tiny.keras")
+    model.get_layer("convolutional_13").negative_slope = 0.1   # or set_weights, or a new functional model
+    model.save("edited.keras")
+
+(or ``custom_objects=CUSTOM_OBJECTS``, or :func:`load_darknet_port`). Any functional model built from its layers
+whose layers keep the Darknet names is compared with libdarknet by ``repliscope diff MANIFEST --candidate FILE
+--layers``.
 """
 
 from __future__ import annotations
@@ -18,35 +31,55 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import keras
 import numpy as np
 
 from repliscope.convert.darknet_cfg import DarknetFormatError, Network, Weights, load_network_cfg, read_weights
 from repliscope.convert.darknet_onnx import DARKNET_BN_EPSILON, LEAKY_SLOPE, fold_batch_norm
 
 
+@keras.saving.register_keras_serializable(package="repliscope")
+class DarknetYolo(keras.layers.Layer):
+    """Darknet ``forward_yolo_layer`` on NHWC: logistic on entries 0, 1 and 4.. of each of ``anchors`` groups of
+    ``entries`` channels; w, h (entries 2, 3) unchanged.
+
+    Registered with Keras as ``repliscope>DarknetYolo`` when this module is imported, so a port file loads with
+    ``import repliscope.convert.darknet_keras`` then ``keras.saving.load_model(path)`` (Keras imports no module
+    a file names: it only finds classes registered before the call)."""
+
+    def __init__(self, anchors: int, entries: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.anchors, self.entries = anchors, entries
+        mask = np.ones((anchors, entries), np.float32)
+        mask[:, 2:4] = 0
+        self._mask = mask.reshape(-1)
+
+    def call(self, x: Any) -> Any:
+        m = keras.ops.convert_to_tensor(self._mask, dtype=x.dtype)
+        return m * keras.ops.sigmoid(x) + (1 - m) * x
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "anchors": self.anchors, "entries": self.entries}
+
+
+CUSTOM_OBJECTS: dict[str, type] = {"repliscope>DarknetYolo": DarknetYolo}
+"""The custom layers of a Darknet port, by their registered names (``custom_objects=`` of ``load_model``)."""
+
+
 def _yolo_layer_class() -> Any:
-    import keras
-
-    @keras.saving.register_keras_serializable(package="repliscope")
-    class DarknetYolo(keras.layers.Layer):
-        """Darknet ``forward_yolo_layer`` on NHWC: logistic on entries 0, 1 and 4.. of each of ``anchors``
-        groups of ``entries`` channels; w, h (entries 2, 3) unchanged."""
-
-        def __init__(self, anchors: int, entries: int, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.anchors, self.entries = anchors, entries
-            mask = np.ones((anchors, entries), np.float32)
-            mask[:, 2:4] = 0
-            self._mask = mask.reshape(-1)
-
-        def call(self, x: Any) -> Any:
-            m = keras.ops.convert_to_tensor(self._mask, dtype=x.dtype)
-            return m * keras.ops.sigmoid(x) + (1 - m) * x
-
-        def get_config(self) -> dict[str, Any]:
-            return {**super().get_config(), "anchors": self.anchors, "entries": self.entries}
-
+    """:class:`DarknetYolo` (kept for the callers written when the class was defined on demand)."""
     return DarknetYolo
+
+
+def load_darknet_port(path: Path) -> Any:
+    """The Keras port file ``path`` (a ``.keras`` file ``convert --to keras`` wrote, edited or not) as a
+    ``keras.Model`` (not compiled); a file that is no Keras model is one RepliscopeError naming it."""
+    from repliscope.errors import RepliscopeError
+
+    try:
+        return keras.saving.load_model(path, compile=False, custom_objects=CUSTOM_OBJECTS)
+    except Exception as exc:
+        raise RepliscopeError(f"cannot load the Keras port '{path}': {type(exc).__name__}: {exc}") from None
 
 
 def build_keras(
@@ -54,9 +87,7 @@ def build_keras(
 ) -> tuple[Any, dict[str, list[Any]]]:
     """(the functional ``keras.Model`` whose outputs are every Darknet layer, in order; per Darknet layer the Keras
     layers that make it, applied in order to its first input — route / shortcut take their inputs as a list)."""
-    import keras
-
-    yolo_cls = _yolo_layer_class()
+    yolo_cls = DarknetYolo
     inp = keras.Input((net.height, net.width, net.channels), name="data")
     outs: list[Any] = []
     parts: dict[str, list[Any]] = {}

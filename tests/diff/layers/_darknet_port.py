@@ -4,9 +4,13 @@ wiring tests (one conversion, one libdarknet run per module)."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 import zipfile
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +21,23 @@ from tests.yolo._assets import DARKNET_DATA, cfg_path, need_darknet, weights_pat
 Layers = list[dict[str, Any]]
 
 
-def convert_port(folder: Path) -> Path:
-    """``repliscope convert --to keras`` of pjreddie's YOLOv3-tiny into ``folder``."""
+@cache
+def converted_port() -> Path:
+    """``repliscope convert --to keras`` of pjreddie's YOLOv3-tiny, once per test process (a temporary folder
+    removed at exit); copy it before changing it."""
     need_darknet()
     from repliscope.convert.darknet_keras import convert_keras
 
+    folder = Path(tempfile.mkdtemp(prefix="repliscope-darknet-port-"))
+    atexit.register(shutil.rmtree, folder, True)
     out = folder / "yolov3-tiny.keras"
     convert_keras(cfg_path(), weights_path(), out)
     return out
 
 
+@cache
 def dog_outputs() -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
-    """(libdarknet's letterboxed ``dog.jpg`` (1, 3, 416, 416), its every-layer outputs)."""
+    """(libdarknet's letterboxed ``dog.jpg`` (1, 3, 416, 416), its every-layer outputs), once per process."""
     need_darknet()
     from repliscope.backends.darknet import reference as ref
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.diff.layers._darknet_port import (
-    convert_port,
+    converted_port,
     dog_outputs,
     edit_port,
     swap_route_inputs,
@@ -24,8 +24,8 @@ pytest.importorskip("keras")
 
 
 @pytest.fixture(scope="module")
-def port(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return convert_port(tmp_path_factory.mktemp("port"))
+def port() -> Path:
+    return converted_port()
 
 
 @pytest.fixture(scope="module")
