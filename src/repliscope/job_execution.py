@@ -184,6 +184,9 @@ class JobOutcome(BaseModel):
     agent: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, str] = Field(default_factory=dict)
     seconds: float = 0.0
+    shard: dict[str, Any] | None = None
+    """A shard job's (option ``shard``) :class:`~repliscope.evaluation.merge.ShardInfo` dump: what
+    :func:`merge_outcomes` needs of the whole dataset and of the bytes the shard read; None for other jobs."""
 
 
 class OutcomeStore(Protocol):
@@ -309,17 +312,20 @@ def _register(kind: JobKind[Any]) -> None:
 
 def _evaluate(ctx: JobContext, options: EvaluateOptions) -> JobOutcome:
     """``evaluation.run.prepare/evaluate``: one evaluation record (and the raw outputs when asked)."""
+    from repliscope.evaluation.merge import ShardData, shard_info
     from repliscope.evaluation.run import evaluate, prepare
 
     prepared = prepare(ctx.loaded, ctx.settings())
-    if not options.keep_outputs:
-        record = evaluate(prepared, ctx.data, on_progress=ctx.on_progress)
-        return JobOutcome(records=[record.model_dump(mode="json")])
-    from repliscope.stacks.outputs import encode_outputs
-
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] | None = {} if options.keep_outputs else None
     record = evaluate(prepared, ctx.data, on_progress=ctx.on_progress, outputs=raw)
-    return JobOutcome(records=[record.model_dump(mode="json")], outputs=encode_outputs(raw))
+    outcome = JobOutcome(records=[record.model_dump(mode="json")])
+    if raw is not None:
+        from repliscope.stacks.outputs import encode_outputs
+
+        outcome.outputs = encode_outputs(raw)
+    if isinstance(ctx.data, ShardData):  # a shard of a sharded evaluation: what the merge needs
+        outcome.shard = shard_info(ctx.data).model_dump(mode="json")
+    return outcome
 
 
 def _pitfalls(ctx: JobContext, options: PitfallsOptions) -> JobOutcome:
@@ -409,16 +415,32 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _shard(data: Dataset, text: str) -> Dataset:
-    """Samples ``I::N`` of ``data`` (after its sorted order and limit); the description says which shard."""
-    import dataclasses
+    """Samples ``I::N`` of ``data`` (after its sorted order and limit; :func:`repliscope.evaluation.merge.cut_shard`);
+    the description says which shard."""
+    from repliscope.evaluation.merge import cut_shard
 
-    i, n = parse_shard(text)
-    return dataclasses.replace(
-        data,
-        samples=list(data.samples)[i::n],
-        _identity=None,
-        description=f"{data.description} (shard {i}/{n})".strip(),
-    )
+    return cut_shard(data, *parse_shard(text))
+
+
+def merge_outcomes(outcomes: list[JobOutcome], allow_mixed_stacks: bool = False) -> JobOutcome:
+    """The outcome of a sharded evaluation: ONE record merged from every shard job's outcome
+    (:func:`repliscope.evaluation.merge.merge_shards`; a MergeError when the shards are not exactly the dataset once,
+    or ran different things or stacks). Its ``seconds`` are the slowest shard's, ``agent`` is {} (each shard's agent
+    is in the record's ``shards``)."""
+    from repliscope.evaluation.merge import MergeError, Shard, ShardInfo, merge_shards
+    from repliscope.evaluation.record import EvaluationRecord
+
+    shards = []
+    for outcome in outcomes:
+        if outcome.shard is None or len(outcome.records) != 1:
+            raise MergeError(
+                f"a job outcome with {len(outcome.records)} record(s) and no shard information is not a shard of "
+                "an evaluation (option shard, kind evaluate)"
+            )
+        record = EvaluationRecord.model_validate(outcome.records[0])
+        shards.append(Shard(record, ShardInfo.model_validate(outcome.shard), outcome.agent))
+    merged = merge_shards(shards, allow_mixed_stacks=allow_mixed_stacks)
+    return JobOutcome(records=[merged.model_dump(mode="json")], seconds=max((o.seconds for o in outcomes), default=0.0))
 
 
 def execute_job(

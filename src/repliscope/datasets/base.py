@@ -16,7 +16,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -182,24 +182,35 @@ def read_file(path: Path, root: Path | None = None) -> bytes:
     return data
 
 
+def identity_line(sample: Sample, fingerprint: str) -> bytes:
+    """One sample's part of :func:`identity_of`: (id, sha256(bytes), label, detection objects, mask fingerprint);
+    an unreadable sample contributes its failure reason in place of the 32-byte digest. A sharded evaluation
+    ships its samples' lines so the merged record's identity is the one the whole run would have."""
+    fp = fingerprint
+    parts = [sample.id.encode(), b"\0", fp.encode() if fp.startswith(UNREADABLE) else bytes.fromhex(fp)]
+    parts.append(str(sample.label).encode())
+    if sample.objects is not None:  # detection ground truth is part of what was evaluated against
+        parts.append(repr([(o.box, o.class_id, o.area, o.iscrowd, o.ignore) for o in sample.objects]).encode())
+    mask = sample.mask.fingerprint() if sample.mask is not None else None
+    if mask is not None:  # a segmentation mask file is part of what was evaluated against
+        parts.append(b"mask:" + mask.encode())
+    parts.append(b"\n")
+    return b"".join(parts)
+
+
+def identity_of_lines(lines: Iterable[bytes]) -> str:
+    """sha256 hex over the samples' :func:`identity_line`, in order."""
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line)
+    return h.hexdigest()
+
+
 def identity_of(samples: Sequence[Sample], fingerprints: Sequence[str]) -> str:
-    """sha256 hex over (id, sha256(bytes), label) of every sample, in order; an unreadable sample
-    contributes its failure reason in place of the 32-byte digest."""
+    """sha256 hex over every sample's :func:`identity_line`, in order."""
     if len(fingerprints) != len(samples):
         raise RepliscopeError(f"{len(fingerprints)} fingerprints for {len(samples)} samples")
-    h = hashlib.sha256()
-    for s, fp in zip(samples, fingerprints, strict=True):
-        h.update(s.id.encode())
-        h.update(b"\0")
-        h.update(fp.encode() if fp.startswith(UNREADABLE) else bytes.fromhex(fp))
-        h.update(str(s.label).encode())
-        if s.objects is not None:  # detection ground truth is part of what was evaluated against
-            h.update(repr([(o.box, o.class_id, o.area, o.iscrowd, o.ignore) for o in s.objects]).encode())
-        mask = s.mask.fingerprint() if s.mask is not None else None
-        if mask is not None:  # a segmentation mask file is part of what was evaluated against
-            h.update(b"mask:" + mask.encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    return identity_of_lines(identity_line(s, fp) for s, fp in zip(samples, fingerprints, strict=True))
 
 
 @dataclass

@@ -156,6 +156,23 @@ class ManifestInfo(_Model):
     text: str
 
 
+class ShardProvenance(_Model):
+    """One shard of a merged (sharded) evaluation: samples ``I::N`` of the dataset evaluated as a job of its own on
+    one agent (``repliscope.evaluation.merge``). ``run_id``: the shard's own record, which is not stored (its
+    samples are in the merged record); ``stack``: the shard's ``software.stack`` (key, spec, python, prefix, lock);
+    ``stack_fields``: the values the merge compares between shards (dotted field -> value)."""
+
+    shard: str
+    run_id: str
+    agent_id: str | None
+    hostname: str | None
+    stack: dict[str, Any]
+    stack_fields: dict[str, Any]
+    samples: int
+    result_hash: str
+    seconds: float
+
+
 class EvaluationRecord(_Model):
     run_id: str
     created_at: datetime
@@ -183,6 +200,10 @@ class EvaluationRecord(_Model):
     per_class: list[dict[str, Any]] | None = None
     """Object detection: per category ``{"class_id", "name", "ap", "ar", "n_objects", "n_detections"}`` (``ap`` /
     ``ar`` None when COCOeval cannot define them); None for classification."""
+
+    shards: list[ShardProvenance] | None = None
+    """A sharded evaluation merged into this one record: each shard's agent, stack and own result (None: one run
+    made every sample)."""
 
     def metric(self, name: str) -> MetricValue | None:
         return next((m for m in self.metrics if m.name == name), None)
