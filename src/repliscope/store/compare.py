@@ -89,6 +89,17 @@ def _truth(a: EvaluationRecord) -> Dataset | None:
     return dataset_of(a) if a.ground_truth is not None else None
 
 
+def _paired_is_whole(
+    a: EvaluationRecord, b: EvaluationRecord, both: list[tuple[SamplePrediction, SamplePrediction]]
+) -> bool:
+    """True when the samples both runs evaluated are every sample each evaluated, of one task and one dataset
+    identity: each run's stored metrics are then its paired metrics, exactly."""
+    same_data = a.dataset.get("identity") is not None and a.dataset.get("identity") == b.dataset.get("identity")
+    evaluated_a = sum(1 for s in a.samples if s.error is None)
+    evaluated_b = sum(1 for s in b.samples if s.error is None)
+    return bool(both) and a.task == b.task and same_data and len(both) == evaluated_a == evaluated_b
+
+
 def _metric_deltas(
     a: EvaluationRecord, b: EvaluationRecord, both: list[tuple[SamplePrediction, SamplePrediction]]
 ) -> list[MetricDelta]:
@@ -98,8 +109,11 @@ def _metric_deltas(
     truth = _truth(a)
     if task.truth == "boxes" and truth is None:  # scored against the stored ground truth boxes
         return []
-    paired_a = {m.name: m for m in task.metrics([sa for sa, _ in both], truth)} if both else {}  # type: ignore[arg-type]
-    paired_b = {m.name: m for m in task.metrics([sb for _, sb in both], truth)} if both else {}  # type: ignore[arg-type]
+    if _paired_is_whole(a, b, both):  # the stored metrics are the paired ones: no re-scoring (COCO: seconds)
+        paired_a, paired_b = {m.name: m for m in a.metrics}, {m.name: m for m in b.metrics}
+    else:
+        paired_a = {m.name: m for m in task.metrics([sa for sa, _ in both], truth)} if both else {}  # type: ignore[arg-type]
+        paired_b = {m.name: m for m in task.metrics([sb for _, sb in both], truth)} if both else {}  # type: ignore[arg-type]
     deltas = []
     for ma in a.metrics:
         mb = b.metric(ma.name)

@@ -348,11 +348,16 @@ def compare(
     b: Annotated[str, Query(min_length=1, max_length=100)],
 ) -> dict[str, Any]:
     """What differs between runs ``a`` and ``b`` (deltas b - a, paired statistics such as McNemar, flipped
-    samples): ``repliscope runs compare``."""
-    from repliscope.store.compare import compare_runs
+    samples): ``repliscope runs compare``; ``stack_differences``: the runtime / software / hardware items whose
+    normalised values differ (:mod:`repliscope.service.web.stack_compare`: ``null`` = missing, unordered lists
+    sorted, a conversion's cache state never a difference), as the compare page's "the stacks differ in"."""
+    from repliscope.service.web.compare_cache import comparison_of
+    from repliscope.service.web.stack_compare import differing_items
 
     store = store_of(request)
-    result: dict[str, Any] = compare_runs(get_record(store, a, "a"), get_record(store, b, "b")).model_dump(mode="json")
+    record_a, record_b = get_record(store, a, "a"), get_record(store, b, "b")
+    result: dict[str, Any] = comparison_of(record_a, record_b).model_dump(mode="json")
+    result["stack_differences"] = differing_items([record_a, record_b])
     return dict(hide_paths_in(result, request_roots(request, principal)))
 
 

@@ -63,12 +63,14 @@ def renderer_version() -> str:
 
 
 def image_bytes(value: Any) -> int:
-    """Characters of the image ``src`` strings (data URIs) held in ``value``: dataclasses, lists, tuples and
-    dicts are walked; what a cached view costs in memory, to a good approximation."""
+    """Characters of the image ``src`` strings and data URIs (and bytes of PNGs) held in ``value``: dataclasses,
+    lists, tuples and dicts are walked; what a cached view costs in memory, to a good approximation."""
     from repliscope.report.view import Image
 
     if isinstance(value, Image):
         return len(value.src)
+    if isinstance(value, str | bytes):
+        return len(value) if value[:5] in ("data:", b"\x89PNG") else 0
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(image_bytes(getattr(value, f.name)) for f in dataclasses.fields(value))
     if isinstance(value, list | tuple):

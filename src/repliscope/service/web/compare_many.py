@@ -17,7 +17,8 @@ import numpy as np
 
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, Image
-from repliscope.service.web.views import Trust, flat_items, op_text, trust_of, verdict_text
+from repliscope.service.web.compare_cache import derived
+from repliscope.service.web.views import Trust, op_text, trust_of, verdict_text
 
 MAX_RUNS = 12
 """The most runs one compare page takes (the chart and tables stay readable)."""
@@ -188,14 +189,10 @@ def _pipeline_rows(records: Sequence[EvaluationRecord]) -> list[RowAcross]:
 
 
 def _stack_rows(records: Sequence[EvaluationRecord]) -> list[RowAcross]:
-    flats = [
-        {**flat_items("runtime", r.runtime), **flat_items("software", r.software), **flat_items("hardware", r.hardware)}
-        for r in records
-    ]
-    keys: list[str] = []
-    for f in flats:
-        keys += [k for k in f if k not in keys]
-    rows = [RowAcross(k, [f.get(k, "—") for f in flats], len({f.get(k, "—") for f in flats}) == 1) for k in keys]
+    """The stacks item by item on normalised values (:func:`~repliscope.service.web.stack_compare.compared_items`)."""
+    from repliscope.service.web.stack_compare import compared_items
+
+    rows = [RowAcross(what, values, same) for what, values, same in compared_items(records)]
     return sorted(rows, key=lambda r: r.same)
 
 
@@ -281,21 +278,25 @@ def many_page(records: Sequence[EvaluationRecord], hide: Callable[[str], str] | 
         )
         for letter, r in zip(letters, records, strict=True)
     ]
-    png = chart_png(records, letters, names)
-    chart = (
-        FigureView(
-            "Metrics across the runs",
-            Image(embed_sink("compare-metrics", png), "each run's metrics with their 95 % intervals"),
-            "dot: the run's value over its own samples; bar: its 95 % interval; rows in the table's order",
+
+    def figures() -> tuple[FigureView | None, list[MaskRow], str]:
+        png = chart_png(records, letters, names)
+        chart = (
+            FigureView(
+                "Metrics across the runs",
+                Image(embed_sink("compare-metrics", png), "each run's metrics with their 95 % intervals"),
+                "dot: the run's value over its own samples; bar: its 95 % interval; rows in the table's order",
+            )
+            if png is not None
+            else None
         )
-        if png is not None
-        else None
-    )
+        return (chart, *mask_rows(records, letters))
+
+    chart, masks, note = derived("compare-figures", records, figures)  # drawn once per set of stored runs
     pipeline, stack = _pipeline_rows(records), _stack_rows(records)
     if hide is not None:
         pipeline = [RowAcross(r.what, [hide(v) for v in r.values], r.same) for r in pipeline]
         stack = [RowAcross(r.what, [hide(v) for v in r.values], r.same) for r in stack]
-    masks, note = mask_rows(records, letters)
     return ManyPage(
         runs=heads,
         metrics=names,

@@ -19,7 +19,7 @@ from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, ReportView
 from repliscope.service.web.claim_cells import claim_cell
-from repliscope.store.compare import RunComparison, compare_runs
+from repliscope.store.compare import RunComparison
 from repliscope.store.repository import RunQuery, RunStore
 
 THUMBNAIL_PX = 96
@@ -332,6 +332,8 @@ class DiffLine:
     a: str
     b: str
     same: bool
+    note: str = ""
+    """Why differing values are not a difference (:data:`~repliscope.service.web.stack_compare.INCIDENTAL_NOTE`)."""
 
 
 @dataclass(frozen=True)
@@ -384,29 +386,16 @@ def pipeline_diff(
     return lines
 
 
-def flat_items(prefix: str, value: Any) -> dict[str, str]:
-    if isinstance(value, Mapping):
-        out: dict[str, str] = {}
-        for k, v in value.items():
-            out.update(flat_items(f"{prefix}.{k}" if prefix else str(k), v))
-        return out
-    return {prefix: "—" if value is None else str(value)}
-
-
 def stack_diff(a: EvaluationRecord, b: EvaluationRecord) -> list[DiffLine]:
-    """Runtime, software and hardware of the two runs key by key; differing keys first."""
-    fa = {
-        **flat_items("runtime", a.runtime),
-        **flat_items("software", a.software),
-        **flat_items("hardware", a.hardware),
-    }
-    fb = {
-        **flat_items("runtime", b.runtime),
-        **flat_items("software", b.software),
-        **flat_items("hardware", b.hardware),
-    }
-    keys = [*fa, *(k for k in fb if k not in fa)]
-    lines = [DiffLine(k, fa.get(k, "—"), fb.get(k, "—"), fa.get(k) == fb.get(k)) for k in keys]
+    """Runtime, software and hardware of the two runs item by item, compared on normalised values
+    (:mod:`repliscope.service.web.stack_compare`: ``null`` = missing, unordered lists sorted, a conversion's
+    cache state never a difference); differing items first."""
+    from repliscope.service.web.stack_compare import INCIDENTAL_NOTE, compared_items
+
+    lines = [
+        DiffLine(what, va, vb, same, INCIDENTAL_NOTE if same and va != vb else "")
+        for what, (va, vb), same in compared_items([a, b])
+    ]
     return sorted(lines, key=lambda d: d.same)
 
 
@@ -509,9 +498,10 @@ def detection_paired_text(p: Mapping[str, Any] | None) -> str:
 def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     """Why run B differs from run A: metric deltas with McNemar, pipeline and stack differences, flips."""
     from repliscope.report.sections import class_namer
+    from repliscope.service.web.compare_cache import comparison_of
 
     a, b = store.get(run_a), store.get(run_b)
-    comparison = compare_runs(a, b)
+    comparison = comparison_of(a, b)
     paired = comparison.paired or {}
     p = paired.get("mcnemar_p")
     mcnemar = (

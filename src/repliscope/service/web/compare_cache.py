@@ -1,0 +1,44 @@
+"""Compare results computed once: the paired statistics of two stored runs, and the figures of an N-run compare.
+
+Two runs' comparison (:func:`repliscope.store.compare.compare_runs`) re-scores nothing when both runs evaluated the
+same samples (the stored metrics are the paired ones), but its task's paired statistics are a bootstrap (detection:
+ΔAP with its paired interval, ~1 s for 158 COCO images) and the N-run page draws a chart and, for segmentation,
+decodes every kept mask. A stored run is immutable, so each is a function of the runs' ``(run_id, result_hash)``
+and of the code: they are kept in the web pages' LRU (:data:`repliscope.service.web.chart_cache.CHARTS`, keyed with
+the renderer version), shared by the compare page and ``GET /api/v1/runs/compare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from repliscope.service.web import chart_cache
+from repliscope.service.web.chart_cache import ChartCache, renderer_version
+
+if TYPE_CHECKING:
+    from repliscope.evaluation.record import EvaluationRecord
+    from repliscope.store.compare import RunComparison
+
+T = TypeVar("T")
+
+
+def runs_key(records: Sequence[EvaluationRecord]) -> tuple[str, ...]:
+    """What a derived result of ``records`` depends on: each run's id and result hash, in order."""
+    return tuple(f"{r.run_id}:{r.result_hash}" for r in records)
+
+
+def derived(
+    what: str, records: Sequence[EvaluationRecord], compute: Callable[[], T], cache: ChartCache | None = None
+) -> T:
+    """``compute()`` for ``records``, computed once per (``what``, :func:`runs_key`, renderer version)."""
+    key: tuple[Any, ...] = (what, runs_key(records), "", renderer_version())
+    return (cache or chart_cache.CHARTS).get(key, compute)
+
+
+def comparison_of(a: EvaluationRecord, b: EvaluationRecord, cache: ChartCache | None = None) -> RunComparison:
+    """:func:`~repliscope.store.compare.compare_runs` of ``b`` against ``a``, computed once per pair of stored
+    runs."""
+    from repliscope.store.compare import compare_runs
+
+    return derived("compare", [a, b], lambda: compare_runs(a, b), cache)
