@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from repliscope.cli.diff_output import console, print_layer_diff, print_proposal, print_task_diff
+from repliscope.cli.diff_output import (
+    console,
+    layer_samples,
+    print_error,
+    print_layer_diff,
+    print_proposal,
+    print_task_diff,
+)
 from repliscope.cli.trace_cmd import TraceLevelOption, TraceOutOption, finish_tracing, start_tracing
 from repliscope.errors import RepliscopeError
 from repliscope.tracing.tracer import use_tracer
@@ -43,6 +50,7 @@ def register(app: typer.Typer) -> None:
 
 
 def diff(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="RUN_A (a stored run id or prefix) or a MANIFEST (YAML).")],
     run_b: Annotated[str | None, typer.Argument(help="RUN_B, when TARGET is a run.")] = None,
     runtimes: Annotated[
@@ -130,7 +138,8 @@ def diff(
     ] = "shared",
     seeds: Annotated[int, typer.Option(min=1, help="--augment: random draws (seeds 1..N) per image.")] = 4,
     limit: Annotated[
-        int | None, typer.Option(min=1, help="Compare the first N samples only (--pipeline, --augment, --loss).")
+        int | None,
+        typer.Option(min=1, help="Compare the first N samples only (--pipeline, --augment, --loss, --layers)."),
     ] = None,
     model_effect: Annotated[
         bool,
@@ -206,10 +215,10 @@ def diff(
         from repliscope.cli.pipeline_diff_cmd import PipelineOptions, run_pipeline_diff
 
         if run_b is not None or runtimes is not None or layers or candidate is not None:
-            print(
-                "error: --pipeline compares your pre-processing with one MANIFEST's: no RUN_B, --runtimes, "
-                "--layers or --candidate",
-                file=sys.stderr,
+            print_error(
+                "--pipeline compares your pre-processing with one MANIFEST's: no RUN_B, --runtimes, --layers or "
+                "--candidate",
+                as_json,
             )
             raise typer.Exit(code=2)
         run_pipeline_diff(
@@ -230,14 +239,17 @@ def diff(
             ),
         )
         return
-    if limit is not None or model_effect or model_runtime is not None or heatmaps is not None:
-        print(
-            "error: --limit, --model-effect, --model-runtime and --heatmaps go with --pipeline FILE.py:NAME",
-            file=sys.stderr,
+    layer_level = layers or candidate is not None
+    if (limit is not None and not layer_level) or model_effect or model_runtime is not None or heatmaps is not None:
+        print_error(
+            "--model-effect, --model-runtime and --heatmaps go with --pipeline FILE.py:NAME; --limit with it, "
+            "--augment, --loss or --layers",
+            as_json,
         )
         raise typer.Exit(code=2)
     traced: list[str] = []
     try:
+        batch = layer_samples(limit, batch, getattr(ctx.get_parameter_source("batch"), "name", "") == "COMMANDLINE")
         check_arguments(
             run_b, runtimes, layers or candidate is not None, candidate, candidate_format, mapping, save_mapping
         )
@@ -280,7 +292,7 @@ def diff(
 
                 traced = finish_tracing(tracer, trace_out, RunStore(db), f"diff-{uuid.uuid4().hex[:12]}")
     except RepliscopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(str(exc), as_json)
         raise typer.Exit(code=2) from None
     for line in traced:
         print(line, file=sys.stderr)

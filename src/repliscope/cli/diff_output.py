@@ -248,6 +248,33 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         console.print(f"[dim]... {len(notes) - 20} more notes (--json shows all)[/]")
 
 
+def print_error(message: str, as_json: bool) -> None:
+    """A diff's error (exit 2 follows): ``error: MESSAGE`` on stderr, or with ``--json`` one JSON object on stdout,
+    ``{"error": MESSAGE, "exit_code": 2}``, so a script reading stdout gets JSON on every path."""
+    import json
+    import sys
+
+    if as_json:
+        sys.stdout.write(json.dumps({"error": message, "exit_code": 2}) + "\n")
+    else:
+        print(f"error: {message}", file=sys.stderr)
+
+
+def layer_samples(limit: int | None, batch: int, batch_given: bool) -> int:
+    """The samples a layer diff compares: ``--limit N`` (the first N), else ``--batch``; ``--batch`` given on the
+    command line (``batch_given``) with another value is a RepliscopeError (a layer diff runs one batch)."""
+    from repliscope.errors import RepliscopeError
+
+    if limit is None:
+        return batch
+    if batch_given and batch != limit:
+        raise RepliscopeError(
+            f"--limit {limit} and --batch {batch}: a layer diff compares one batch of the first samples; give "
+            "one of them (--limit N: the first N samples)"
+        )
+    return limit
+
+
 def worst_layers(r: LayerDiffResult, n: int) -> list[Any]:
     """The ``n`` rows with the largest error / tolerance in ANY mode run (a unit that only carried mode sees failing
     is not hidden behind golden's figures), in that order; ties keep the execution order."""
