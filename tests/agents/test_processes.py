@@ -21,6 +21,7 @@ from repliscope.agents.cluster import Cluster
 from repliscope.agents.placement import constraints_for
 from repliscope.agents.submit import JobFailedEverywhere, dispatch_overheads, submit_job, submit_sharded
 from repliscope.cli.main import app
+from repliscope.evaluation.record import EvaluationRecord
 from repliscope.job_execution import JobSpec
 from repliscope.manifest.loader import load_manifest
 from tests.agents.procs import Processes
@@ -173,6 +174,47 @@ def test_shards_run_on_both_agents_at_once_and_cover_the_dataset(agents: Agents)
     ids = [[s["sample_id"] for s in o.records[0]["samples"]] for o in outcomes]
     whole = sorted(p.name for p in Path(foolbox_folder()).iterdir() if p.suffix in (".jpg", ".png"))[:10]
     assert ids == [whole[0::2], whole[1::2]]
+
+
+def test_a_sharded_run_is_one_record_and_a_shard_that_failed_reruns_on_the_other_agent(
+    agents: Agents, tmp_path: Path
+) -> None:
+    """The manifest file the shards read is broken at first (as on an agent whose copy is stale): the shard(s) that
+    read it fail on their agent and are resubmitted to the other one (the file is repaired when the failure is
+    logged), where they succeed. One record comes back, merged from both shards: every sample once, the
+    single-machine result hash, each shard's agent in its provenance."""
+    import re
+    import shutil
+
+    from repliscope.agents.submit import submit_merged
+    from repliscope.job_execution import execute_job
+
+    shutil.copytree(TINY.parent / "models", tmp_path / "models")
+    shutil.copy(TINY.parent / "tiny-labels.txt", tmp_path / "tiny-labels.txt")
+    manifest = tmp_path / TINY.name
+    manifest.write_text("name: a stale copy\n", encoding="utf-8")
+    failed_on: dict[str, str] = {}
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        found = re.match(r"\[shard (\d/2)\] agent (\S+): RepliscopeError: option manifest_path ", line)
+        if found:
+            failed_on[found.group(1)] = found.group(2)
+            manifest.write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
+
+    job = tiny_job("fail-once", limit=10, manifest_path=str(manifest))
+    outcome = submit_merged(agents.cluster, job, constraints_for(load_manifest(TINY), "torch"), 2, log=log, timeout=120)
+    record = EvaluationRecord.model_validate(outcome.records[0])
+    assert failed_on, lines  # the first shard to start read the stale copy
+    assert record.shards is not None
+    for shard in record.shards:
+        if shard.shard in failed_on:
+            assert shard.agent_id in {"agent-a", "agent-b"} - {failed_on[shard.shard]}
+            assert any(line.startswith(f"[shard {shard.shard}] resubmitted (attempt 2) to ") for line in lines)
+    whole = execute_job(tiny_job("whole", limit=10), None, lambda n: None, lambda line: None).records[0]
+    assert record.result_hash == whole["result_hash"] and len(record.samples) == 10
+    assert [p.samples for p in record.shards] == [5, 5]
 
 
 def test_dispatch_overhead_on_the_tcp_scheduler(agents: Agents) -> None:

@@ -267,26 +267,140 @@ def submit_job(
         client.unsubscribe_topic(topic)
 
 
-def submit_sharded(
-    cluster: Cluster, job: JobSpec, constraints: Constraints, shards: int, timeout: float | None = None
-) -> list[JobOutcome]:
-    """Split ``job`` into ``shards`` jobs (option ``shard`` ``I/N``: samples I::N; job ids ``<job_id>-sI``) and run
-    them at once (one submitting thread each; Dask spreads them over the qualifying agents' threads); the outcomes
-    in shard order. The first failure is raised after every shard ended."""
+def shard_jobs(job: JobSpec, shards: int) -> list[JobSpec]:
+    """``job`` cut into ``shards`` jobs: option ``shard`` ``I/N`` (samples I::N), job ids ``<job_id>-sI``, no
+    idempotency key of their own (a sharded run is stored once, merged, under ``job``'s key)."""
     import dataclasses
-    from concurrent.futures import ThreadPoolExecutor
 
     if shards < 1:
         raise RepliscopeError(f"shards must be a positive integer, got {shards}")
-    parts = [
+    if job.run_options.shard is not None:
+        raise RepliscopeError(f"job {job.job_id} is a shard already (option shard {job.run_options.shard})")
+    return [
         dataclasses.replace(
             job, job_id=f"{job.job_id}-s{i}", options=job.with_options(shard=f"{i}/{shards}"), idempotency_key=None
         )
         for i in range(shards)
     ]
+
+
+def submit_sharded(
+    cluster: Cluster,
+    job: JobSpec,
+    constraints: Constraints,
+    shards: int,
+    timeout: float | None = None,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
+    cache_dir: Path | None = None,
+) -> list[JobOutcome]:
+    """Run ``job`` as ``shards`` shard jobs (:func:`shard_jobs`) at once, each through :func:`submit_job` (one
+    submitting thread each; Dask spreads them over the qualifying agents' threads; an agent that dies -> Dask
+    reschedules the shard, a shard that raised on an agent -> resubmitted to another); the outcomes in shard order.
+    ``on_progress`` / ``on_total``: the shards' samples together; ``log``: each line prefixed ``[shard I/N]``.
+    The first shard that fails everywhere cancels the others and is raised once they stopped; ``cancel`` set ->
+    every shard is cancelled and :class:`JobCancelled` raised."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    parts = shard_jobs(job, shards)
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def progress(n: int) -> None:
+        if on_progress is not None:
+            with lock:
+                on_progress(n)
+
+    def total(n: int) -> None:
+        if on_total is not None:
+            with lock:
+                totals.append(n)
+                if len(totals) == len(parts):
+                    on_total(sum(totals))
+
+    def say_for(label: str) -> Callable[[str], None]:
+        return lambda line: log(f"[shard {label}] {line}") if log is not None else None
+
+    totals: list[int] = []
     with ThreadPoolExecutor(max_workers=shards, thread_name_prefix="repliscope-shard") as pool:
-        futures = [pool.submit(submit_job, cluster, part, constraints, timeout=timeout) for part in parts]
-        return [f.result() for f in futures]
+        futures = [
+            pool.submit(
+                submit_job,
+                cluster,
+                part,
+                constraints,
+                on_progress=progress,
+                log=say_for(f"{i}/{shards}"),
+                on_total=total,
+                cancel=stop,
+                cache_dir=cache_dir,
+                timeout=timeout,
+            )
+            for i, part in enumerate(parts)
+        ]
+        pending = set(futures)
+        while pending:
+            _done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
+            failed = any(f.done() and f.exception() is not None for f in futures)
+            if failed or (cancel is not None and cancel.is_set()):
+                stop.set()  # the other shards stop at their next progress callback (or at once while waiting)
+    if cancel is not None and cancel.is_set():
+        raise JobCancelled(job.job_id)
+    first = next(
+        (f.exception() for f in futures if f.exception() is not None and not isinstance(f.exception(), JobCancelled)),
+        None,
+    )
+    if first is None:  # every failure is a cancel: a shard cancelled from its agent
+        first = next((f.exception() for f in futures if f.exception() is not None), None)
+    if first is not None:
+        raise first
+    return [f.result() for f in futures]
+
+
+def submit_merged(
+    cluster: Cluster,
+    job: JobSpec,
+    constraints: Constraints,
+    shards: int,
+    *,
+    allow_mixed_stacks: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
+    cache_dir: Path | None = None,
+    timeout: float | None = None,
+) -> JobOutcome:
+    """A sharded evaluation: :func:`submit_sharded`, then ONE outcome holding ONE record merged from every shard
+    (:func:`repliscope.job_execution.merge_outcomes`: every sample once, metrics and verdicts over all of them, the
+    single-machine run's result hash; shards of different stacks refused unless ``allow_mixed_stacks``). Nothing
+    of a run with a failed shard or a refused merge comes back: the caller stores the merged outcome, in one
+    transaction, or nothing. The shards' own records are not returned (the merged record lists them)."""
+    from repliscope.job_execution import merge_outcomes
+
+    if job.kind != "evaluate":
+        raise RepliscopeError(f"only an evaluate job can be sharded and merged into one record, not {job.kind!r}")
+    outcomes = submit_sharded(
+        cluster,
+        job,
+        constraints,
+        shards,
+        timeout,
+        on_progress=on_progress,
+        log=log,
+        on_total=on_total,
+        cancel=cancel,
+        cache_dir=cache_dir,
+    )
+    start = time.perf_counter()
+    merged = merge_outcomes(outcomes, allow_mixed_stacks=allow_mixed_stacks)
+    agents = ", ".join(f"{i}/{shards} on {o.agent.get('agent_id')}" for i, o in enumerate(outcomes))
+    if log is not None:
+        log(f"merged {shards} shard(s) ({agents}) into one record in {time.perf_counter() - start:.3f} s")
+    return merged
 
 
 def dispatch_overheads(cluster: Cluster, jobs: list[JobSpec], constraints: Constraints) -> list[float]:

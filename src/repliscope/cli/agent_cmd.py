@@ -199,15 +199,19 @@ def evaluate_on_agents(
     db: str | None,
     as_json: bool,
     security: Any = None,
+    shards: int | None = None,
+    allow_mixed_stacks: bool = False,
 ) -> None:
     """``evaluate`` on an agent: build a JobSpec (kind evaluate) from the run ``options``, place it (refused at once
     when no live agent qualifies), and through ``run_and_store`` run it with ``submit_job`` and store it under the
     idempotency key (a key already stored runs nothing and shows the stored run), print the record like the
     in-process evaluate and the agent.
-    ``--stack`` without a live agent of that stack starts one (in the stack's venv) and stops it afterwards."""
+    ``--stack`` without a live agent of that stack starts one (in the stack's venv) and stops it afterwards.
+    ``shards`` (``--shards N``): N shard jobs at once (:func:`~repliscope.agents.submit.submit_merged`), merged
+    into ONE record that is stored (the shards' own records are not); the output ends with its run id."""
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.placement import constraints_for
-    from repliscope.agents.submit import submit_job
+    from repliscope.agents.submit import submit_job, submit_merged
     from repliscope.cli.output import print_record
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.job_execution import JobOutcome, JobSpec, run_and_store
@@ -272,6 +276,17 @@ def evaluate_on_agents(
                 try:
                     with sample_progress(disable=as_json) as progress:
                         task = progress.add_task(f"{loaded.manifest.name} on {runtime} (agents)", total=None)
+                        if shards is not None:
+                            return submit_merged(
+                                cluster,
+                                job,
+                                constraints,
+                                shards,
+                                allow_mixed_stacks=allow_mixed_stacks,
+                                on_progress=lambda n: progress.advance(task, n),
+                                log=lambda line: print(line, file=sys.stderr),
+                                on_total=lambda n: progress.update(task, total=n),
+                            )
                         return submit_job(
                             cluster,
                             job,
@@ -307,11 +322,19 @@ def evaluate_on_agents(
     else:
         print_record(record)
         note = " (duplicate: stored earlier under this key, nothing new stored)" if stored.duplicate else ""
-        console.print(
-            f"ran on agent [bold]{agent_id}[/] in {outcome.seconds:.2f} s; stored as run "
-            f"[bold]{', '.join(stored.run_ids)}[/] (idempotency key {key}){note}",
-            highlight=False,
-        )
+        if record.shards is not None:  # the last words: the id of the one merged record
+            on = ", ".join(f"{p.shard} on {p.agent_id}" for p in record.shards)
+            console.print(
+                f"ran {len(record.shards)} shards ({on}) in {outcome.seconds:.2f} s, idempotency key {key}{note}; "
+                f"merged into one record, stored as run [bold]{', '.join(stored.run_ids)}[/]",
+                highlight=False,
+            )
+        else:
+            console.print(
+                f"ran on agent [bold]{agent_id}[/] in {outcome.seconds:.2f} s; stored as run "
+                f"[bold]{', '.join(stored.run_ids)}[/] (idempotency key {key}){note}",
+                highlight=False,
+            )
     if record.counts["evaluated"] == 0:
         print(f"error: every one of the {record.counts['total']} samples failed (see the record)", file=sys.stderr)
         raise typer.Exit(code=1)

@@ -33,6 +33,24 @@ InsecureClusterOption = Annotated[
         "on the agents; warned).",
     ),
 ]
+ShardsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--shards",
+        min=1,
+        help="With --scheduler: cut the dataset into N shards (samples I::N), run them at once on the qualifying "
+        "agents and store ONE record merged from them (every sample once, metrics over all, the single-machine "
+        "result hash).",
+    ),
+]
+AllowMixedStacksOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-mixed-stacks",
+        help="With --shards: merge shards whose stacks differ (versions of python, repliscope, the distributions, "
+        "the runtime); the record lists each shard's stack. Refused by default, naming the differing fields.",
+    ),
+]
 
 cluster_app = typer.Typer(
     help="A cluster: role-bound certificates for mutual TLS between scheduler, agents and clients; its scheduler.",

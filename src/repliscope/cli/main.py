@@ -122,7 +122,9 @@ StackOption = Annotated[
     ),
 ]
 from repliscope.cli.cluster_cmd import (  # noqa: E402  (the shared --tls-* options of the agents' commands)
+    AllowMixedStacksOption,
     InsecureClusterOption,
+    ShardsOption,
     TlsCaOption,
     TlsCertOption,
     TlsKeyOption,
@@ -197,6 +199,8 @@ def evaluate(
     hardware: HardwareOption = None,
     stack: StackOption = None,
     idempotency_key: IdempotencyOption = None,
+    shards: ShardsOption = None,
+    allow_mixed_stacks: AllowMixedStacksOption = False,
     tls_ca_file: TlsCaOption = None,
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
@@ -245,6 +249,8 @@ def evaluate(
             db,
             as_json,
             security,
+            shards,
+            allow_mixed_stacks,
         )
         return
     if requires or hardware or idempotency_key is not None:
@@ -252,6 +258,12 @@ def evaluate(
             RepliscopeError(
                 "--requires, --hardware and --idempotency-key place a job on agents: add "
                 "--scheduler tcp://HOST:PORT (or --scheduler local)"
+            )
+        )
+    if shards is not None or allow_mixed_stacks:
+        fail(
+            RepliscopeError(
+                "--shards and --allow-mixed-stacks run shard jobs on agents: add --scheduler tcp://HOST:PORT"
             )
         )
 

@@ -1,0 +1,96 @@
+"""A sharded evaluation on the in-process cluster (``evaluate --scheduler local --shards N``): the command stores
+ONE record merged from the shards, equal to the in-process run's, and ends with its id; a run whose shards cannot
+be merged stores nothing. (Two agent processes, a shard re-run elsewhere: ``test_processes.py``.)"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed) is not installed")
+
+from repliscope.cli.main import app
+from repliscope.errors import RepliscopeError
+from repliscope.job_execution import execute_job
+from tests.test_jobs import TINY, foolbox_folder, tiny_job
+
+ARGS = [
+    "evaluate",
+    str(TINY),
+    "--dataset",
+    foolbox_folder(),
+    "--label-rule",
+    "none",
+    "--limit",
+    "7",
+    "--threads",
+    "1",
+    "--batch-size",
+    "4",
+    "--scheduler",
+    "local",
+]
+
+
+def test_a_sharded_evaluate_stores_one_record_equal_to_the_single_run_and_ends_with_its_id() -> None:
+    from repliscope.store.repository import RunStore
+
+    whole = execute_job(tiny_job(limit=7), None, lambda n: None, lambda line: None).records[0]
+    res = CliRunner().invoke(app, [*ARGS, "--shards", "3", "--idempotency-key", "sharded-1"])
+    assert res.exit_code == 0, res.output
+    [stored] = RunStore().list()
+    said = " ".join(res.stdout.split())
+    assert re.search(
+        r"ran 3 shards \(0/3 on \S+, 1/3 on \S+, 2/3 on \S+\) in [0-9.]+ s, idempotency key sharded-1;", said
+    )
+    assert said.endswith(f"merged into one record, stored as run {stored.run_id}"), said[-200:]
+    record = RunStore().get(stored.run_id)
+    assert record.result_hash == whole["result_hash"] and record.dataset["identity"] == whole["dataset"]["identity"]
+    assert [s.sample_id for s in record.samples] == [s["sample_id"] for s in whole["samples"]]
+    assert record.shards is not None and [(p.shard, p.samples) for p in record.shards] == [
+        ("0/3", 3),
+        ("1/3", 2),
+        ("2/3", 2),
+    ]
+    assert len({p.agent_id for p in record.shards}) == 1 and record.shards[0].agent_id is not None
+    assert record.hardware["agents"] == [p.agent_id for p in record.shards]
+    assert "[shard 2/3] running on agent " in res.stderr and "merged 3 shard(s) (0/3 on " in res.stderr
+    # the same key again runs nothing and stores nothing
+    again = CliRunner().invoke(app, [*ARGS, "--shards", "3", "--idempotency-key", "sharded-1", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["run_id"] == stored.run_id and len(RunStore().list()) == 1
+
+
+def test_shards_without_a_scheduler_are_refused_naming_the_flag() -> None:
+    res = CliRunner().invoke(app, [*ARGS[:-2], "--shards", "2"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "error: --shards and --allow-mixed-stacks run shard jobs on agents: add --scheduler tcp://HOST:PORT"
+    )
+
+
+def test_only_an_evaluate_job_is_merged_and_a_shard_is_not_sharded_again() -> None:
+    from repliscope.agents.submit import shard_jobs, submit_merged
+
+    job = tiny_job("p", limit=4)
+    job.kind = "pitfalls"
+    with pytest.raises(RepliscopeError, match=r"^only an evaluate job can be sharded and merged into one record"):
+        submit_merged(None, job, None, 2)  # type: ignore[arg-type]  # refused before any cluster is used
+    with pytest.raises(RepliscopeError, match=r"^job s is a shard already \(option shard 0/2\)"):
+        shard_jobs(tiny_job("s", shard="0/2"), 2)
+    assert [j.run_options.shard for j in shard_jobs(tiny_job("t"), 3)] == ["0/3", "1/3", "2/3"]
+    assert [j.job_id for j in shard_jobs(tiny_job("t"), 2)] == ["t-s0", "t-s1"]
+
+
+def test_a_shard_failing_on_every_agent_stores_nothing() -> None:
+    from repliscope.store.repository import RunStore
+
+    args = [*ARGS, "--shards", "2"]
+    args[args.index("--dataset") + 1] = "/nonexistent/repliscope-images"
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0
+    assert "job " in res.stderr and "-s0 failed on every agent it could run on (1)" in " ".join(res.stderr.split())
+    assert RunStore().list() == [] and RunStore().count_job_results() == 0
