@@ -7,8 +7,9 @@ loader (:data:`repliscope.diff.layers.candidate_format.CANDIDATE_FORMATS`, the o
 file (e.g. the one ``repliscope convert MANIFEST --to keras`` wrote; nothing rebuilt from the ``.cfg``: a bug in the
 file is what is measured), a tf_keras model (``.h5`` or a SavedModel folder written by tf_keras, its sub-layers
 addressed by path ``backbone/conv_0/bn``), a TensorFlow SavedModel (graph operations), a TFLite file, or a Python
-callable ``FILE.py:NAME`` returning named intermediate tensors. An ONNX file is refused: the ONNX conversion is
-compared with ``--runtimes darknet onnxruntime --layers``.
+callable ``FILE.py:NAME`` returning named intermediate tensors, or an ONNX file (your own conversion, its nodes as
+units: :class:`~repliscope.diff.layers.onnx_graph_candidate.OnnxGraphCandidate`; repliscope's own conversion is
+also compared with ``--runtimes darknet onnxruntime --layers``).
 
 Pairing (:mod:`repliscope.diff.layers.pairs`): each Darknet layer with the candidate unit of the same name, and
 ``--mapping FILE`` (``darknet_layer: unit`` or ``darknet_layer: {unit, activation, layout, scale}``) for the others;
@@ -86,7 +87,7 @@ def darknet_candidate(
         raise RepliscopeError(
             f"--candidate {spec} is a {fmt} candidate; a darknet manifest's --candidate is compared with "
             f"libdarknet and can be: {', '.join(allowed)} (e.g. a .keras file from repliscope convert MANIFEST "
-            "--to keras); the ONNX conversion is compared with --runtimes darknet onnxruntime --layers"
+            "--to keras, or your own .onnx file)"
         )
     names = [lay.name for lay in reference.network.layers]
     declared = dict(pairs) if pairs is not None else load_pairs(mapping_file, names) if mapping_file else None
@@ -243,7 +244,7 @@ def manifest_candidate_diff(
         raise RepliscopeError(
             f"--candidate {candidate} is a {fmt} candidate; a darknet manifest's --candidate is compared with "
             f"libdarknet and can be: {', '.join(allowed)} (e.g. a .keras file from repliscope convert MANIFEST "
-            "--to keras); the ONNX conversion is compared with --runtimes darknet onnxruntime --layers"
+            "--to keras, or your own .onnx file)"
         )
     prepared = prepare(manifest, RunSettings(runtime="darknet", threads=threads, batch_size=1))
     artifact = prepared.artifact

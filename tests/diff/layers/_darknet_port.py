@@ -79,3 +79,17 @@ def drop_passthrough_route(config: dict[str, Any]) -> None:
     history = layer(config, "convolutional_18_conv")["inbound_nodes"][0]["args"][0]["config"]["keras_history"]
     assert history[0] == "route_17"
     history[0] = "convolutional_13"
+
+
+@cache
+def converted_onnx() -> Path:
+    """repliscope's Darknet -> ONNX conversion of YOLOv3-tiny, standing for a user's own ONNX file (every layer's
+    last tensor named after the Darknet layer), once per process; copy it before changing it."""
+    need_darknet()
+    from repliscope.convert.darknet_onnx import convert
+
+    folder = Path(tempfile.mkdtemp(prefix="repliscope-darknet-onnx-"))
+    atexit.register(shutil.rmtree, folder, True)
+    out = folder / "yolov3-tiny.onnx"
+    convert(cfg_path(), weights_path(), out)
+    return out

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from repliscope.cli.main import app
 from tests.diff.layers._darknet_port import converted_port, edit_port, swap_route_inputs
@@ -24,7 +24,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _error(res: object) -> dict[str, object]:
+def _error(res: Result) -> dict[str, object]:
     out = res.stdout
     assert res.exit_code == 2, out
     doc = json.loads(out)

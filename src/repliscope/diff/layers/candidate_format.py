@@ -86,7 +86,7 @@ CANDIDATE_FORMATS: Registry[CandidateFormat] = Registry("candidate format")
 loader (:class:`CandidateFormat`). :data:`FORMATS` and the errors listing the formats are read from it."""
 
 _ENTRIES = (
-    CandidateFormat("onnx", "an ONNX model file (.onnx), run in onnxruntime", f"{__name__}:_load_onnx", ("torch",)),
+    CandidateFormat("onnx", "an ONNX model file (.onnx), run in onnxruntime", f"{__name__}:_load_onnx"),
     CandidateFormat("tflite", "a TensorFlow Lite flatbuffer (.tflite)", f"{__name__}:_load_tflite"),
     CandidateFormat(
         "savedmodel", "a TensorFlow SavedModel folder (holding saved_model.pb)", f"{__name__}:_load_savedmodel"
@@ -219,6 +219,8 @@ def _load_onnx(request: LoadRequest) -> Any:
     from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
 
     path = Path(request.spec)
+    if not request.torch_reference:
+        return _darknet_onnx(request)
     try:
         cls: Any = CANDIDATES.get("onnx")
         inner: Any = cls(path, threads=request.threads, source=str(request.spec))
@@ -236,6 +238,22 @@ def _load_onnx(request: LoadRequest) -> Any:
     built = request.pair(graph)
     built.candidate = FixedBatch(built.candidate, fixed)
     return built
+
+
+def _darknet_onnx(request: LoadRequest) -> Any:
+    """An ONNX file against libdarknet: its nodes as units (:class:`OnnxGraphCandidate`), paired by Darknet layer
+    name (a tensor named ``convolutional_0``, as repliscope's and most Darknet converters name them) or
+    ``--mapping``; an input batch fixed at another size than the diff's is refused with the size to give."""
+    from repliscope.diff.layers.onnx_graph_candidate import OnnxGraphCandidate
+
+    graph = OnnxGraphCandidate(Path(request.spec), threads=request.threads)  # an unreadable file: one error
+    fixed = _onnx_fixed_batch(Path(request.spec), int(request.x.shape[0]))
+    if fixed:
+        raise RepliscopeError(
+            f"--candidate {request.spec}: the ONNX model's input has a fixed batch of {fixed}; a diff against "
+            f"libdarknet runs one batch of the first samples: give --limit {fixed}"
+        )
+    return graph
 
 
 def _load_tflite(request: LoadRequest) -> Any:
