@@ -1,0 +1,125 @@
+"""A sharded evaluation on agents, merged into ONE record: 1 vs 2 agents, and the merge's cost (issue 37).
+
+Scale-out: EfficientNet-Lite0 on onnxruntime over the 1000-image ImageNet sample (``../shared/data/imagenet-sample``)
+on a real ``dask scheduler`` process with ``repliscope agent`` processes (1 task thread each, ``OMP_NUM_THREADS=1``,
+every job 1 pre-processing worker, 1 inference thread, batch 1). Phase 1: the single-machine run, one job on one
+agent (``submit_job``). Phase 2: the same evaluation as N shard jobs (``shard: I/N``) on two agents, merged into
+one record (``submit_merged``). Each agent is warmed first (model loaded, the ONNX export cached). Prints images/s
+of both phases, their ratio (target >= 1.8 on 2 cores) and the load average before and after each phase; checks
+that the merged record IS the single run's: same result hash, dataset identity and metrics, every image once.
+
+Merge cost: ``merge_outcomes`` of the phase-2 shard outcomes (validating the records as they arrive, the checks,
+interleaving, identity, metrics, verdicts, result hash), median of R repeats, per 1,000 samples.
+
+Usage: python benchmarks/bench_sharded.py [--shards 4] [--limit N] [--repeats 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_agents import ROOT, SAMPLE, evaluate_job, processes, start_agent, start_scheduler, warm
+
+MANIFEST = ROOT / "examples" / "efficientnet-lite0.yaml"
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f} (1 min) {five:.2f} (5 min)"
+
+
+def constraints(agent: str | None = None) -> object:
+    from repliscope.agents.placement import Constraints
+
+    hardware = (f"agent_id={agent}",) if agent else ()
+    return Constraints(framework="torch", framework_version=">=2.1,<3", runtime="onnxruntime", hardware=hardware)
+
+
+def scale_out(shards: int, limit: int | None, repeats: int) -> float:
+    from repliscope.agents.cluster import Cluster
+    from repliscope.agents.submit import submit_job, submit_sharded
+    from repliscope.job_execution import merge_outcomes
+
+    print(f"sharded evaluation: Lite0 / onnxruntime on {SAMPLE} ({limit or 'all'} images)")
+    options = {"limit": limit} if limit else {}
+    with tempfile.TemporaryDirectory() as tmp, processes() as started:
+        scheduler = start_scheduler(started, Path(tmp))
+        time.sleep(1.0)
+        start_agent(started, scheduler, "agent-1", Path(tmp))
+        start_agent(started, scheduler, "agent-2", Path(tmp))
+        with Cluster.connect(scheduler) as cluster:
+            cluster.wait_for_agents(2, timeout=90)
+            for agent in ("agent-1", "agent-2"):
+                warm(cluster, MANIFEST, agent)
+            job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
+            before = load()
+            t0 = time.perf_counter()
+            single = submit_job(cluster, job, constraints("agent-1"))  # type: ignore[arg-type]
+            one = time.perf_counter() - t0
+            record = single.records[0]
+            n = len(record["samples"])
+            print(
+                f" 1 agent, one job: {n} images in {one:.1f} s = {n / one:.1f}/s (on the agent {single.seconds:.1f} s; "
+                f"{before}; after: {load()})"
+            )
+            job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
+            before = load()
+            t0 = time.perf_counter()
+            outcomes = submit_sharded(cluster, job, constraints(), shards)  # type: ignore[arg-type]
+            merged_outcome = merge_outcomes(outcomes)
+            two = time.perf_counter() - t0
+            on = ", ".join(
+                f"{i}/{shards} on {o.agent.get('agent_id')} {o.seconds:.1f} s" for i, o in enumerate(outcomes)
+            )
+            print(
+                f" 2 agents, {shards} shard jobs merged into one record: {n} images in {two:.1f} s = {n / two:.1f}/s "
+                f"({on}; {before}; after: {load()})"
+            )
+    merged = merged_outcome.records[0]
+    assert merged["result_hash"] == record["result_hash"], "the merged record's result hash differs"
+    assert merged["dataset"]["identity"] == record["dataset"]["identity"], "the merged dataset identity differs"
+    assert merged["metrics"] == record["metrics"], "the merged metrics differ"
+    assert [s["sample_id"] for s in merged["samples"]] == [s["sample_id"] for s in record["samples"]]
+    ratio = one / two
+    print(
+        f" throughput ratio 2 agents / 1 agent: {ratio:.2f}x (target >= 1.8); the merged record equals the single "
+        f"run's (result hash {merged['result_hash'][:12]}, {n} images once, top-1 "
+        f"{next(m['value'] for m in merged['metrics'] if m['name'] == 'top1'):.4f})"
+    )
+    seconds = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        merge_outcomes(outcomes)
+        seconds.append(time.perf_counter() - t0)
+    med = statistics.median(seconds)
+    print(
+        f" merge cost: {med * 1000:.1f} ms for {n} samples in {shards} shards (median of {repeats}) = "
+        f"{med * 1000 * 1000 / n:.1f} ms per 1,000 samples ({load()})"
+    )
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N images of the sample")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    if not SAMPLE.is_dir():
+        print(f"sharded evaluation skipped: {SAMPLE} is absent")
+        return
+    ratio = scale_out(args.shards, args.limit, args.repeats)
+    if ratio < 1.8:
+        print("WARNING: below the 1.8x target (a loaded machine? run again on an idle one)")
+
+
+if __name__ == "__main__":
+    main()
