@@ -65,6 +65,8 @@ class QuerySampleLibrary:
     fingerprints: list[str] = field(default_factory=list)
     """Per sample of the dataset, in order: sha256 of the bytes read, or why it could not be read (the
     dataset identity of what the benchmark read)."""
+    _rows: list[np.ndarray] = field(default_factory=list, repr=False)
+    _row_geometry: list[list[Geometry | None]] = field(default_factory=list, repr=False)
 
     @classmethod
     def load(
@@ -122,6 +124,22 @@ class QuerySampleLibrary:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def row(self, index: int) -> np.ndarray:
+        """Sample ``index``'s model input with a batch axis of 1 (1, ...), a view made once per sample (a
+        single-sample query is this look-up). Not in timed mode: there the query pre-processes (:meth:`batch`)."""
+        if self.timed_preprocess:
+            raise RepliscopeError("a timed-preprocess library pre-processes inside each query: use batch()")
+        if len(self._rows) != len(self.inputs):
+            self._rows = [x[np.newaxis] for x in self.inputs]
+            self._row_geometry = [[g] for g in self.geometry]
+        return self._rows[index]
+
+    def row_geometry(self, index: int) -> list[Geometry | None]:
+        """``[geometry of sample index]``: the geometry argument of a single-sample query's post-processing."""
+        if len(self._row_geometry) != len(self.geometry):
+            self._row_geometry = [[g] for g in self.geometry]
+        return self._row_geometry[index]
 
     def batch(self, indices: Sequence[int], tracer: Any) -> np.ndarray:
         """The model input of one query, (len(indices), ...) contiguous. Timed mode decodes and pre-processes

@@ -12,7 +12,7 @@ runner's timing wrapper, post-processing, the issue loop).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,10 @@ import numpy as np
 from repliscope.bench.qsl import QuerySampleLibrary
 from repliscope.ops.base import Predictions
 from repliscope.ops.pipeline import Pipeline
-from repliscope.runtimes.base import ModelArtifact, Runner
+from repliscope.runtimes.base import ModelArtifact, Outputs, Runner
+from repliscope.tracing.levels import RANK
+
+MODEL_RANK = RANK["model"]
 
 
 class NoopRunner(Runner):
@@ -78,7 +81,13 @@ class QueryIssuer:
     and post-process them with each row's geometry; else ``Runner.infer`` (one (N, C) score array).
     ``max_batch``: the most samples one inference takes (1: a model that takes one image at a time; the query's
     samples are then inferred and post-processed one by one, an ``inference`` span each); None: the whole
-    query. ``last``: the post-processed predictions of the last inference (for checks)."""
+    query. ``last``: the post-processed predictions of the last inference (for checks).
+
+    What runs between a query's issue and its completion is kept to the query's own work: with the tracer
+    below level ``model`` (nothing recorded) and a pre-processed library, a query is one list look-up (each
+    sample's input is held with its batch axis, :meth:`QuerySampleLibrary.row`), the backend's inference
+    (:meth:`Runner.query_call`: no load check and no timestamps of the runner's own, the scenario times the
+    query) and the post-processing; no span context managers are entered."""
 
     def __init__(
         self,
@@ -98,12 +107,18 @@ class QueryIssuer:
         self.named_outputs = named_outputs
         self.max_batch = max_batch
         self.last: Predictions | None = None
+        self._lean = not qsl.timed_preprocess and tracer.rank < MODEL_RANK
+        self._run: Callable[[np.ndarray], Outputs] | None = None
+        """The runner's inference for the lean path, bound on the first query (which loads the runner)."""
 
     def warmup(self, queries: int) -> AbstractContextManager[None]:
         """The ``warmup`` span (level ``model``) around a scenario's ``queries`` untimed queries."""
         return self.tracer.span("warmup", "model", queries=queries)
 
     def __call__(self, indices: Sequence[int]) -> None:
+        if self._lean:
+            self._issue_lean(indices)
+            return
         step = self.max_batch or len(indices)
         with self.tracer.span("query", "model"):
             for lo in range(0, len(indices), step):
@@ -114,3 +129,19 @@ class QueryIssuer:
         with self.tracer.span("inference", "model"):
             outputs = self.runner.infer_outputs(batch) if self.named_outputs else self.runner.infer(batch)
         self.last = self.pipeline.postprocess(outputs, self.tracer, geometry=geometry)
+
+    def _issue_lean(self, indices: Sequence[int]) -> None:
+        """The query without spans (the tracer records nothing at this level): the same inference and
+        post-processing as :meth:`_infer`, with the least Python between issue and completion."""
+        run = self._run
+        if run is None:
+            run = self._run = self.runner.query_call(self.named_outputs)
+        qsl = self.qsl
+        step = self.max_batch or len(indices)
+        if step == 1 or len(indices) == 1:
+            for i in indices:
+                self.last = self.pipeline.postprocess(run(qsl.row(i)), self.tracer, geometry=qsl.row_geometry(i))
+            return
+        for lo in range(0, len(indices), step):
+            batch, geometry = qsl.batch_with_geometry(indices[lo : lo + step], None)
+            self.last = self.pipeline.postprocess(run(batch), self.tracer, geometry=geometry)

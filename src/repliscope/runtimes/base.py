@@ -24,6 +24,9 @@ from repliscope.runtimes.errors import BatchError
 
 _Out = TypeVar("_Out")
 
+Outputs = np.ndarray | dict[str, np.ndarray]
+"""A runner's outputs of one batch: the (N, C) score array, or every named output."""
+
 ModelFormat = Literal[
     "pytorch_state_dict", "onnx", "tflite", "tf_frozen_graph", "tf_saved_model", "keras", "mtcnn_cascade", "darknet"
 ]
@@ -126,6 +129,14 @@ class Runner(ABC):
     def infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
         """Every model output by name for ``batch``: ``infer({input name: batch})``."""
         return self.infer({self.artifact.input_name: batch})
+
+    def query_call(self, named: bool = False) -> Callable[[np.ndarray], Outputs]:
+        """The inference of :meth:`infer` on a batch (``named``: of :meth:`infer_outputs`), for a caller that
+        times each call itself (a benchmark's queries): the runner is loaded now and every call goes straight
+        to the backend, without the load check and the timestamps of ``last_inference_seconds`` (not updated by
+        these calls). The outputs, and the checks of the batch, are those of ``infer``."""
+        self.load()
+        return self._infer_outputs if named else self._infer
 
     def _timed(self, run: Callable[[np.ndarray], _Out], batch: np.ndarray) -> _Out:
         self.load()
