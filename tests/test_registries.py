@@ -24,7 +24,7 @@ REGISTRIES = {
     "IMPORTERS": ("repliscope.importers.base", 2),
     "CONVERSIONS": ("repliscope.backends", 4),
     "ONNX_MODELS": ("repliscope.backends", 1),
-    "PITFALLS": ("repliscope.pitfalls.base", 50),
+    "PITFALLS": ("repliscope.pitfalls.base", 52),
     "CANDIDATES": ("repliscope.diff.base", 10),
     "CANDIDATE_FORMATS": ("repliscope.diff.layers.candidate_format", 7),
     "SCENARIO_LOOPS": ("repliscope.bench.scenarios", 4),

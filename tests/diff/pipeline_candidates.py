@@ -133,6 +133,13 @@ def shifted_crop(path: str) -> np.ndarray:
     return finish(a[top : top + 224, left : left + 224])
 
 
+def crop_offset_one(path: str) -> np.ndarray:
+    """The crop window one pixel down and right (center_crop_offset's default)."""
+    a = resized(path)
+    top, left = round((a.shape[0] - 224) / 2.0) + 1, round((a.shape[1] - 224) / 2.0) + 1
+    return finish(a[top : top + 224, left : left + 224])
+
+
 def raises_on_goldfish(path: str) -> np.ndarray:
     if "goldfish" in path:
         raise ValueError("cannot handle fish")
@@ -156,6 +163,7 @@ INDEPENDENT = {
     "normalize_before_cast": normalize_before_cast,
     "torchvision_mean_std": torchvision_mean_std,
     "no_normalization": no_normalization,
+    "center_crop_offset": crop_offset_one,
 }
 """Registered pitfall variant -> an independent candidate with exactly that mistake."""
 

@@ -62,7 +62,7 @@ class TestBuildOpErrors:
 
     def test_unknown_parameter(self) -> None:
         err = spec_error({"op": "center_crop", "siz": 224})
-        assert (err.key, err.allowed) == ("siz", ["fill", "fraction", "size"])
+        assert (err.key, err.allowed) == ("siz", ["fill", "fraction", "offset", "size"])
         assert "unknown parameter" in err.message and "'size'" in err.message
 
     def test_missing_parameter(self) -> None:

@@ -19,6 +19,7 @@ from tests.conftest import LITE0
 # top-1 successes of 20 and flips against the reference, measured once (onnxruntime, Lite0)
 EXPECTED = {
     "batch_size_1": (18, 0),
+    "center_crop_offset": (18, 2),
     "color_layout_swapped": (15, 5),
     "crop_fraction_1.0": (17, 3),
     "data_layout_reshape": (0, 20),
@@ -85,7 +86,7 @@ def test_paired_statistics(sweep: SweepOutput) -> None:
 
 def test_records_linked_and_stored(sweep: SweepOutput, tmp_path: Path) -> None:
     r = sweep.result
-    assert len(sweep.records) == 16
+    assert len(sweep.records) == 17
     assert {rec.variant for rec in sweep.records} == {"reference", *EXPECTED}
     assert all(rec.sweep_id == r.sweep_id and rec.kind == "pitfall_variant" for rec in sweep.records)
     by_variant = {rec.variant: rec for rec in sweep.records}
@@ -97,12 +98,12 @@ def test_records_linked_and_stored(sweep: SweepOutput, tmp_path: Path) -> None:
         store.save(rec)
     store.save_sweep(r)
     assert store.get_sweep(r.sweep_id[:8]) == r
-    assert len(store.list(sweep_id=r.sweep_id)) == 16
+    assert len(store.list(sweep_id=r.sweep_id)) == 17
 
 
 def test_visual_panels(sweep: SweepOutput) -> None:
     panels = sweep.result.visual
-    assert len(panels) == 3 and all(len(p.entries) == 16 for p in panels)
+    assert len(panels) == 3 and all(len(p.entries) == 17 for p in panels)
     for entry in panels[0].entries:
         img = Image.open(io.BytesIO(base64.b64decode(entry.image_png)))
         assert img.size == (224, 224)

@@ -10,7 +10,7 @@ import repliscope.pitfalls.variants  # noqa: F401
 from repliscope.manifest.loader import build_ops, load_manifest
 from repliscope.ops.base import BuildContext
 from repliscope.ops.pipeline import Pipeline
-from repliscope.pitfalls.base import PITFALLS, NotApplicable, Pitfall, PitfallContext
+from repliscope.pitfalls.base import PITFALLS, Derived, NotApplicable, Pitfall, PitfallContext
 from tests.conftest import LITE0
 
 CTX = PitfallContext(input_shape=(-1, 3, 224, 224), input_layout="NCHW", runtime="onnxruntime", batch_size=8, threads=2)
@@ -30,7 +30,7 @@ def ops(p: Pipeline) -> list[tuple[str, dict[str, object]]]:
     return [(op.name, op.params.model_dump()) for op in p.pre_ops]
 
 
-def derive(name: str, base: Pipeline, ctx: PitfallContext = CTX):  # type: ignore[no-untyped-def]
+def derive(name: str, base: Pipeline, ctx: PitfallContext = CTX) -> Derived:
     return PITFALLS.get(name)().derive(base, ctx)
 
 
@@ -41,6 +41,7 @@ def test_registry_has_every_builtin() -> None:
             "batch_size_1",
             "bfloat16_inference",
             "bfloat16_normalization",
+            "center_crop_offset",
             "color_layout_swapped",
             "crop_fraction_1.0",
             "data_layout_reshape",

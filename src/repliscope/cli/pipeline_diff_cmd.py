@@ -130,14 +130,15 @@ def print_pipeline_diff(r: PipelineDiffResult) -> None:
         f"{frac} (tolerance {r.tolerance:.3g}: {r.tolerance_rule})"
     )
     d = r.diagnosis
-    console.print(f"verdict   [{colour}]{r.verdict}[/]: {d.message}")
+    message = d.message.removeprefix(f"{r.verdict}: ")  # the verdict is printed once, in its colour
+    console.print(f"verdict   [{colour}]{r.verdict}[/]: {message}")
     for hint in d.hints:
         console.print(f"hint      {hint}")
-    if d.candidates and r.verdict != "match":
+    if d.candidates and r.verdict != "match":  # only variants that bring the output closer are candidates
         console.print(
             "closest   "
             + "; ".join(f"{c.variant} ({_f(c.max_abs_error)})" for c in d.candidates[:5])
-            + f"  [{d.searched} variants and pairs searched]"
+            + f"  [{d.singles} variants and degrees, {d.pairs} pairs searched]"
         )
     if r.stages:
         table = Table(title="stages (each against the manifest op playing its role)")

@@ -23,6 +23,9 @@ class CenterCropParams(OpParams):
     fill: float | Annotated[list[float], Field(min_length=1)] | None = None
     """Pad value for an image smaller than the crop: one number, or one per channel in the image's channel
     order (timm ``CenterCropOrPad(fill=...)``). Giving it declares the padding intended (see static_shape)."""
+    offset: Annotated[list[int], Field(min_length=2, max_length=2)] | None = None
+    """[rows, columns] added to the centred window's top and left (a crop box off by a pixel or two, e.g. a
+    port's ``//`` where torchvision rounds). Optional; the moved window must stay inside the image."""
 
 
 @OPS.register("center_crop")
@@ -40,6 +43,8 @@ class CenterCrop(PreOp):
       ``(h - H) // 2`` rows before and ``(h - H + 1) // 2`` after (same for columns) with ``fill`` (per channel
       when a list; for an integer dtype each value must be a whole number in the dtype's range), zeros
       without it; the crop is then the whole padded axis.
+    - ``offset: [dy, dx]`` moves the window by dy rows and dx columns from there (an error naming ``offset`` when
+      it would leave the image).
     - geometry (boxes): shifted by ``(pad_top - top, pad_left - left)`` pixels, scale unchanged.
     """
 
@@ -112,6 +117,15 @@ class CenterCrop(PreOp):
             pad_top, pad_left = pad_h[0], pad_w[0]
         top = round((height - ch) / 2.0)  # torchvision: int(round(...))
         left = round((width - cw) / 2.0)
+        if self.params.offset is not None:
+            dy, dx = self.params.offset
+            if not (0 <= top + dy <= height - ch and 0 <= left + dx <= width - cw):
+                raise OpSpecError(
+                    "offset",
+                    f"{self.params.offset} moves the {ch}x{cw} window of a {height}x{width} image outside it "
+                    f"(rows {top + dy}..{top + dy + ch}, columns {left + dx}..{left + dx + cw})",
+                )
+            top, left = top + dy, left + dx
         if item.layout == "HWC":
             out = data[top : top + ch, left : left + cw, :]
         else:

@@ -2,12 +2,18 @@
 
 A variant that does not apply to a manifest raises :class:`NotApplicable` with the reason; the sweep reports
 it as "not applicable", never skips it silently. Users register their own variants in :data:`PITFALLS`.
+
+A mistake that has a DEGREE (how many pixels a crop is off, which grey fills a border, how many normalisation
+steps run before the cast) is one variant with :class:`Parameter` s: ``PITFALLS.get(name)(**params)`` derives that
+degree, ``PITFALLS.get(name)()`` the variant's default (what the sweep runs), and :meth:`Pitfall.degrees` lists the
+values the pipeline diff's diagnosis tries (:func:`label` names one, e.g. ``center_crop_offset[offset=[1, 0]]``).
 """
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -53,16 +59,62 @@ class PitfallContext:
         return (shape[1], shape[2]) if self.input_layout == "NCHW" else (shape[0], shape[1])
 
 
+@dataclass(frozen=True)
+class Parameter:
+    """One degree of freedom of a mistake (e.g. the crop ``offset`` [rows, columns])."""
+
+    name: str
+    description: str
+    search: Callable[[Pipeline, PitfallContext], Sequence[Any]]
+    """The values the pipeline diff's diagnosis tries on this pipeline (the sweep runs the default: not given)."""
+
+
 class Pitfall(ABC):
-    """One classic mistake. ``derive`` returns the changed pipeline or raises NotApplicable."""
+    """One classic mistake. ``derive`` returns the changed pipeline or raises NotApplicable.
+
+    ``Pitfall(**params)``: the degree to derive, one value per :attr:`parameters` name (a parameter not given is
+    None: the variant's default, what the sweep runs)."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     tasks: ClassVar[tuple[str, ...] | None] = None
     """The manifest tasks this pitfall is about (e.g. ``("object_detection",)``); None: every task."""
+    parameters: ClassVar[tuple[Parameter, ...]] = ()
+    """The mistake's degrees (none for an all-or-nothing mistake)."""
+
+    def __init__(self, **params: Any) -> None:
+        known = [p.name for p in self.parameters]
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise RepliscopeError(
+                f"pitfall '{self.name}' has no parameter {', '.join(unknown)} "
+                f"(its parameters: {', '.join(known) if known else 'none'})"
+            )
+        self.params: dict[str, Any] = {k: params.get(k) for k in known}
 
     @abstractmethod
     def derive(self, base: Pipeline, ctx: PitfallContext) -> Derived: ...
+
+    def degrees(self, base: Pipeline, ctx: PitfallContext) -> list[dict[str, Any]]:
+        """Every combination of the parameters' search values for ``base`` ([{}] without parameters)."""
+        grids = [[(p.name, v) for v in p.search(base, ctx)] for p in self.parameters]
+        return [dict(combo) for combo in itertools.product(*grids)]
+
+
+def label(name: str, params: Mapping[str, Any]) -> str:
+    """``name`` with the degree given, e.g. ``letterbox_fill[fill=0]``; the bare name without one."""
+    given = {k: v for k, v in params.items() if v is not None}
+    if not given:
+        return name
+    return f"{name}[{', '.join(f'{k}={_show(v)}' for k, v in given.items())}]"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return str(value)
 
 
 def _pitfall_modules() -> list[str]:
@@ -101,17 +153,28 @@ def find(base: Pipeline, *names: str, last: bool = False) -> int:
     return hits[-1] if last else hits[0]
 
 
+def rebuild_or_explain(op: Op, what: str, **changes: Any) -> PreOp:
+    """:func:`rebuild`, or NotApplicable naming the op's own refusal (a library without that method, ...)."""
+    from repliscope.errors import OpSpecError
+
+    try:
+        return rebuild(op, **changes)
+    except OpSpecError as exc:
+        raise NotApplicable(f"{what}: {op.name} refuses it ({exc})") from None
+
+
 def fmt_params(op: Op, *keys: str) -> str:
     p = op.params.model_dump()
     return ", ".join(f"{k}={p[k]}" for k in keys)
 
 
 def simple_pitfall(
-    name: str, description: str, tasks: tuple[str, ...] | None = None
-) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
-    """Register a function ``(base, ctx) -> Derived`` as a Pitfall class named ``name`` (for ``tasks``)."""
+    name: str, description: str, tasks: tuple[str, ...] | None = None, parameters: tuple[Parameter, ...] = ()
+) -> Callable[[Callable[..., Derived]], type[Pitfall]]:
+    """Register a function ``(base, ctx, **params) -> Derived`` as a Pitfall class named ``name`` (for ``tasks``);
+    ``params``: one keyword per :class:`Parameter` in ``parameters``, None for the variant's default."""
 
-    def deco(fn: Callable[[Pipeline, PitfallContext], Derived]) -> type[Pitfall]:
+    def deco(fn: Callable[..., Derived]) -> type[Pitfall]:
         cls = type(
             fn.__name__,
             (Pitfall,),
@@ -120,7 +183,8 @@ def simple_pitfall(
                 "description": description,
                 "__doc__": description,
                 "tasks": tasks,
-                "derive": lambda self, base, ctx: fn(base, ctx),
+                "parameters": parameters,
+                "derive": lambda self, base, ctx: fn(base, ctx, **self.params),
             },
         )
         PITFALLS.add(name, cls)

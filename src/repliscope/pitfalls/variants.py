@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from repliscope.ops.base import Op, PreOp
 from repliscope.ops.decode import LIBJPEG_ONLY
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls.base import (
     Derived,
     NotApplicable,
+    Parameter,
     PitfallContext,
     find,
     make_op,
     rebuild,
+    rebuild_or_explain,
     simple_pitfall,
 )
 
@@ -76,65 +79,166 @@ def crop_fraction_full(base: Pipeline, ctx: PitfallContext) -> Derived:
     )
 
 
+RESIZE_FAMILY = ("resize", "letterbox", "darknet_letterbox", "warp_resize")
+"""Every pre op that resamples the image: the resize variants change the first one of them (a letterbox and
+Darknet's letterbox resample with the resize op's parameters)."""
+LIBRARIES = ("pillow", "opencv", "torch", "go_imaging")
+"""The resize libraries the diagnosis tries in place of the manifest's (``resize_library_swapped``'s degrees;
+``tensorflow`` is left out of the search: importing TensorFlow costs seconds. Darknet's ``resize_image`` is tried
+for ``darknet_letterbox``)."""
+DARKNET_RESIZE = "darknet"
+"""``resize_library_swapped``'s library word for Darknet's own ``resize_image`` (``darknet_letterbox`` only)."""
+
+
+def default_antialias(library: str, method: str) -> bool:
+    """What a library does when nobody sets antialiasing: pillow and imaging always filter, OpenCV only with
+    INTER_AREA, ``torch.nn.functional.interpolate`` and ``tf.image.resize`` not (area averages by definition)."""
+    if library in ("pillow", "go_imaging"):
+        return True
+    return method == "area"
+
+
+def _resampling(op: Op) -> tuple[str, str, bool]:
+    """(library, method, antialias) of a resize-family op; Darknet's own resize_image is (darknet, bilinear,
+    False)."""
+    p = op.params.model_dump()
+    if op.name == "darknet_letterbox":
+        r = p["resize"]
+        return (DARKNET_RESIZE, "bilinear", False) if r is None else (r["library"], r["method"], r["antialias"])
+    if op.name == "warp_resize":
+        return p["library"], p["method"], False
+    return p["library"], p["method"], p["antialias"]
+
+
+def _resampled(op: Op, what: str, library: str, method: str, antialias: bool) -> PreOp:
+    """``op`` resampling with (library, method, antialias); NotApplicable when the op refuses the combination."""
+    if op.name == "darknet_letterbox":
+        resize = None if library == DARKNET_RESIZE else {"method": method, "library": library, "antialias": antialias}
+        return rebuild_or_explain(op, what, resize=resize)
+    return rebuild_or_explain(op, what, method=method, library=library, antialias=antialias)
+
+
+def _describe(library: str, method: str) -> str:
+    return "Darknet's resize_image (bilinear, corners aligned)" if library == DARKNET_RESIZE else f"{library} {method}"
+
+
 def _resize_method(base: Pipeline, method: str) -> Derived:
-    r = find(base, "resize", "letterbox")  # a letterbox resamples with resize's parameters
+    r = find(base, *RESIZE_FAMILY)
     op = base.pre_ops[r]
-    old = op.params.method  # type: ignore[attr-defined]
+    library, old, antialias = _resampling(op)
+    if op.name == "warp_resize":
+        if old == method:
+            raise NotApplicable(f"the manifest already resizes with {method}")
+        if method not in ("bilinear", "nearest"):
+            raise NotApplicable(f"warp_resize samples with bilinear or nearest (cv2.warpPerspective), not {method}")
+        new_op = rebuild_or_explain(op, f"warp_resize method {method}", method=method)
+        return Derived(base.replace_pre(r, new_op), f"{op.name}.method {old} -> {method}")
+    if library == DARKNET_RESIZE:
+        if method == "bilinear":
+            raise NotApplicable(
+                "darknet_letterbox resamples with Darknet's resize_image, already bilinear (corners aligned); "
+                "another library's bilinear is resize_library_swapped"
+            )
+        new_op = _resampled(op, f"opencv {method}", "opencv", method, default_antialias("opencv", method))
+        return Derived(
+            base.replace_pre(r, new_op), f"{op.name} resampling {_describe(library, old)} -> opencv {method}"
+        )
     if old == method:
         raise NotApplicable(f"the manifest already resizes with {method}")
-    changes: dict[str, object] = {"method": method}
-    if op.params.library == "torch" and method == "nearest":  # type: ignore[attr-defined]
-        changes["antialias"] = False
-    if op.params.library == "opencv":  # type: ignore[attr-defined]
-        changes["antialias"] = method == "area"
-    return Derived(base.replace_pre(r, rebuild(op, **changes)), f"{op.name}.method {old} -> {method}")
+    if library in ("pillow", "go_imaging", "opencv") or method in ("nearest", "area"):
+        antialias = default_antialias(library, method)
+    new_op = _resampled(op, f"{library} {method}", library, method, antialias)
+    return Derived(base.replace_pre(r, new_op), f"{op.name}.method {old} -> {method}")
 
 
-@simple_pitfall("resize_bilinear", "bilinear instead of the manifest's resize (or letterbox) interpolation")
+@simple_pitfall(
+    "resize_bilinear", "bilinear instead of the manifest's interpolation (resize, letterbox, darknet_letterbox, warp)"
+)
 def resize_bilinear(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _resize_method(base, "bilinear")
 
 
-@simple_pitfall("resize_nearest", "nearest-neighbour instead of the manifest's resize (or letterbox) interpolation")
+@simple_pitfall(
+    "resize_nearest",
+    "nearest-neighbour instead of the manifest's interpolation (resize, letterbox, darknet_letterbox, warp)",
+)
 def resize_nearest(base: Pipeline, ctx: PitfallContext) -> Derived:
     return _resize_method(base, "nearest")
 
 
+def _library_search(base: Pipeline, ctx: PitfallContext) -> list[str]:
+    try:
+        op = base.pre_ops[find(base, *RESIZE_FAMILY)]
+    except NotApplicable:
+        return []
+    current = _resampling(op)[0]
+    extra = (DARKNET_RESIZE,) if op.name == "darknet_letterbox" else ()
+    return [lib for lib in (*LIBRARIES, *extra) if lib != current]
+
+
 @simple_pitfall(
-    "resize_library_swapped", "the resize (or letterbox resampling) done by the other library (pillow <-> opencv)"
+    "resize_library_swapped",
+    "the resampling (resize, letterbox, darknet_letterbox) done by another library, with that library's default "
+    "antialiasing (default: pillow <-> opencv; Darknet's resize_image -> cv2.resize)",
+    parameters=(
+        Parameter(
+            "library",
+            "the library resampling instead (pillow, opencv, torch, go_imaging; darknet for darknet_letterbox)",
+            _library_search,
+        ),
+    ),
 )
-def resize_library_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
-    r = find(base, "resize", "letterbox")
+def resize_library_swapped(base: Pipeline, ctx: PitfallContext, library: str | None = None) -> Derived:
+    r = find(base, *RESIZE_FAMILY)
     op = base.pre_ops[r]
-    p = op.params
-    old = p.library  # type: ignore[attr-defined]
-    new = "opencv" if old in ("pillow", "torch") else "pillow"
-    # each library's own antialias rule: pillow always filters; opencv only with INTER_AREA
-    antialias = True if new == "pillow" else p.method == "area"  # type: ignore[attr-defined]
-    return Derived(
-        base.replace_pre(r, rebuild(op, library=new, antialias=antialias)),
-        f"{op.name}.library {old} -> {new} (antialias {p.antialias} -> {antialias})",  # type: ignore[attr-defined]
-    )
+    if op.name == "warp_resize":
+        raise NotApplicable(
+            "warp_resize's libraries are one OpenCV warp (installed, or OpenCV 4's reproduced); a cv2.resize "
+            "stretch instead of the warp is segmentation_half_pixel_corner_aligned_swapped"
+        )
+    old, method, antialias = _resampling(op)
+    new = library
+    if new is None:
+        new = "opencv" if old in ("pillow", "torch", DARKNET_RESIZE) else "pillow"
+    if new == old:
+        raise NotApplicable(f"the manifest already resamples with {old}")
+    if new == DARKNET_RESIZE and op.name != "darknet_letterbox":
+        raise NotApplicable(f"Darknet's resize_image is darknet_letterbox's, not {op.name}'s")
+    if old == DARKNET_RESIZE:
+        aa = default_antialias(new, method)
+        new_op = _resampled(op, f"{new} {method}", new, method, aa)
+        change = f"{op.name} resampling {_describe(old, method)} -> {new} {method} (antialias {aa})"
+        return Derived(base.replace_pre(r, new_op), change)
+    if new == DARKNET_RESIZE:
+        new_op = _resampled(op, "Darknet's resize_image", new, "bilinear", False)
+        return Derived(base.replace_pre(r, new_op), f"{op.name} resampling {old} {method} -> {_describe(new, method)}")
+    aa = default_antialias(new, method)
+    new_op = _resampled(op, f"{new} {method}", new, method, aa)
+    where = f"{op.name}.resize" if op.name == "darknet_letterbox" else op.name
+    return Derived(base.replace_pre(r, new_op), f"{where}.library {old} -> {new} (antialias {antialias} -> {aa})")
 
 
 @simple_pitfall(
-    "resize_antialias_toggled", "resize (or letterbox) antialiasing switched (on <-> off), same interpolation"
+    "resize_antialias_toggled",
+    "resize (or letterbox) antialiasing switched (on <-> off), same interpolation; Darknet's resize_image (none) "
+    "-> an antialiased bilinear",
 )
 def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
-    r = find(base, "resize", "letterbox")
+    r = find(base, *RESIZE_FAMILY)
     op = base.pre_ops[r]
-    p = op.params
-    if p.method in ("nearest", "area", "lanczos"):  # type: ignore[attr-defined]
-        raise NotApplicable(f"antialiasing is not a separate switch for {p.method} in every library")  # type: ignore[attr-defined]
-    if p.antialias:  # type: ignore[attr-defined]
-        # pillow cannot turn antialiasing off; torch's interpolate has the same kernels with the switch
-        new_op = rebuild(op, library="torch", antialias=False)
-    else:
-        new_op = rebuild(op, library="torch", antialias=True)
+    library, method, antialias = _resampling(op)
+    if op.name == "warp_resize":
+        raise NotApplicable("warp_resize samples points (cv2.warpPerspective): antialiasing is no switch of it")
+    if method in ("nearest", "area", "lanczos"):
+        raise NotApplicable(f"antialiasing is not a separate switch for {method} in every library")
+    # pillow cannot turn antialiasing off; torch's interpolate has the same kernels with the switch
+    new_op = _resampled(op, f"torch {method} antialias {not antialias}", "torch", method, not antialias)
+    if library == DARKNET_RESIZE:
+        change = f"{op.name} resampling {_describe(library, method)} -> torch bilinear with antialias"
+        return Derived(base.replace_pre(r, new_op), change)
     return Derived(
         base.replace_pre(r, new_op),
-        f"{op.name}.antialias {p.antialias} -> {not p.antialias} "  # type: ignore[attr-defined]
-        f"(library {p.library} -> torch, which has the switch)",  # type: ignore[attr-defined]
+        f"{op.name}.antialias {antialias} -> {not antialias} (library {library} -> torch, which has the switch)",
     )
 
 
@@ -149,21 +253,81 @@ def decoder_swapped(base: Pipeline, ctx: PitfallContext) -> Derived:
     return Derived(base.replace_pre(d, rebuild(op, library=new, **unset)), f"decode.library {old} -> {new}")
 
 
-@simple_pitfall(
-    "normalize_before_cast", "mean/std applied to the bytes with integer semantics before the cast to float"
-)
-def normalize_before_cast(base: Pipeline, ctx: PitfallContext) -> Derived:
+def _norm_after_cast(base: Pipeline) -> tuple[int, list[int]]:
+    """(index of the cast to float, indices of the normalisation ops directly after it)."""
     t = find(base, "to_float", "cast")
     norm = [i for i in range(t + 1, len(base.pre_ops)) if base.pre_ops[i].name in _NORMALIZE]
     if not norm:
         raise NotApplicable("no subtract_mean / divide_std / scale after the cast to float")
     if norm != list(range(t + 1, t + 1 + len(norm))):
         raise NotApplicable("the normalization ops do not directly follow the cast")
+    return t, norm
+
+
+def _steps_search(base: Pipeline, ctx: PitfallContext) -> list[int]:
+    try:
+        return list(range(1, len(_norm_after_cast(base)[1]) + 1))
+    except NotApplicable:
+        return []
+
+
+@simple_pitfall(
+    "normalize_before_cast",
+    "mean/std applied to the bytes with integer semantics before the cast to float (all of them, or the first "
+    "`steps` normalisation ops; the rest stay in float)",
+    parameters=(
+        Parameter(
+            "steps",
+            "how many of the normalisation ops after the cast run before it, on the integers (default: all)",
+            _steps_search,
+        ),
+    ),
+)
+def normalize_before_cast(base: Pipeline, ctx: PitfallContext, steps: int | None = None) -> Derived:
+    t, norm = _norm_after_cast(base)
+    n = len(norm) if steps is None else steps
+    if not 1 <= n <= len(norm):
+        raise NotApplicable(f"steps {steps}: the pipeline has {len(norm)} normalisation op(s) after the cast")
     ops = list(base.pre_ops)
     cast = ops.pop(t)
-    ops.insert(t + len(norm) - 1 + 1, cast)
-    names = ", ".join(base.pre_ops[i].name for i in norm)
-    return Derived(Pipeline(ops, base.post_ops), f"{cast.name} moved after {names} (uint8 arithmetic, wrapping)")
+    ops.insert(t + n, cast)
+    before = ", ".join(base.pre_ops[i].name for i in norm[:n])
+    after = ", ".join(base.pre_ops[i].name for i in norm[n:])
+    rest = f"; {after} stay{'s' if n == len(norm) - 1 else ''} in float" if after else ""
+    return Derived(Pipeline(ops, base.post_ops), f"{cast.name} moved after {before} (uint8 arithmetic, wrapping){rest}")
+
+
+CROP_OFFSET_RANGE = 2
+"""The crop offsets the diagnosis tries: every [rows, columns] with |offset| <= 2 but [0, 0] (24)."""
+DEFAULT_CROP_OFFSET = (1, 1)
+"""The sweep's crop offset: the window one pixel down and right of the centre."""
+
+
+def _offset_search(base: Pipeline, ctx: PitfallContext) -> list[list[int]]:
+    k = CROP_OFFSET_RANGE
+    return [[dy, dx] for dy in range(-k, k + 1) for dx in range(-k, k + 1) if (dy, dx) != (0, 0)]
+
+
+@simple_pitfall(
+    "center_crop_offset",
+    "the centre crop's window moved by [rows, columns] (a port's floor where torchvision rounds, an off-by-one; "
+    f"default {list(DEFAULT_CROP_OFFSET)})",
+    parameters=(Parameter("offset", f"[rows, columns], each within +-{CROP_OFFSET_RANGE}", _offset_search),),
+)
+def center_crop_offset(base: Pipeline, ctx: PitfallContext, offset: list[int] | None = None) -> Derived:
+    c = find(base, "center_crop")
+    op = base.pre_ops[c]
+    old = op.params.model_dump()["offset"] or [0, 0]
+    new = list(DEFAULT_CROP_OFFSET) if offset is None else [int(v) for v in offset]
+    if len(new) != 2:
+        raise NotApplicable(f"offset {offset}: give [rows, columns]")
+    moved = [old[0] + new[0], old[1] + new[1]]
+    if new == [0, 0]:
+        raise NotApplicable("offset [0, 0] is the manifest's own window")
+    return Derived(
+        base.replace_pre(c, rebuild_or_explain(op, f"offset {moved}", offset=moved)),
+        f"center_crop window moved {new[0]:+d} rows, {new[1]:+d} columns",
+    )
 
 
 @simple_pitfall("torchvision_mean_std", "the torchvision ImageNet mean/std instead of the manifest's constants")

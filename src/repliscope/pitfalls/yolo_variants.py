@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from repliscope.ops.decode import LIBJPEG_ONLY
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls.base import (
     Derived,
     NotApplicable,
+    Parameter,
     Pitfall,
     PitfallContext,
     find,
     find_post,
     rebuild,
+    rebuild_or_explain,
     rebuild_post,
     simple_pitfall,
 )
@@ -34,6 +38,13 @@ def yolo_pitfall(
     name: str, description: str
 ) -> Callable[[Callable[[Pipeline, PitfallContext], Derived]], type[Pitfall]]:
     return simple_pitfall(name, description, tasks=_TASKS)
+
+
+def yolo_pitfall_with(
+    name: str, description: str, parameters: tuple[Parameter, ...]
+) -> Callable[[Callable[..., Derived]], type[Pitfall]]:
+    """:func:`yolo_pitfall` of a mistake with degrees (:class:`Parameter`)."""
+    return simple_pitfall(name, description, tasks=_TASKS, parameters=parameters)
 
 
 @yolo_pitfall(
@@ -144,6 +155,72 @@ def darknet_letterbox_fill_114(base: Pipeline, ctx: PitfallContext) -> Derived:
     return Derived(
         base.replace_pre(i, rebuild(base.pre_ops[i], fill=new)),
         f"darknet_letterbox fill {old:g} -> {new:.6g}" + (" (114/255)" if new == GREY_FILL else ""),
+    )
+
+
+GREY_LEVELS = (0, 114, 127, 128, 255)
+"""The border greys the diagnosis tries (0-255 units): black, the Model Garden's / Ultralytics' 114, the two
+mid-greys, white; Darknet's 0.5 too in [0, 1] units."""
+
+
+def _levels(base: Pipeline, i: int) -> float:
+    """255 when the op at ``i`` sees [0, 1] pixels (a divide_std 255 or a scale 1/255 before it), else 1: what
+    a 0-255 grey is divided by."""
+    for op in base.pre_ops[:i]:
+        p = op.params.model_dump()
+        if op.name == "divide_std" and set(np.atleast_1d(p["value"]).tolist()) == {255.0}:
+            return 255.0
+        if op.name == "scale" and abs(p["factor"] - 1 / 255) < 1e-9:
+            return 255.0
+    return 1.0
+
+
+def _fill_of(base: Pipeline) -> tuple[int, float | list[float], float]:
+    """(index of the letterbox, its fill (darknet) or colour (letterbox), what a 0-255 grey is divided by)."""
+    i = find(base, "darknet_letterbox", "letterbox")
+    op = base.pre_ops[i]
+    p = op.params.model_dump()
+    if op.name == "darknet_letterbox":
+        if not p["keep_aspect_ratio"]:
+            raise NotApplicable("darknet_letterbox stretches (keep_aspect_ratio false): there is no border")
+        return i, float(p["fill"]), 255.0
+    return i, [float(c) for c in p["color"]], _levels(base, i)
+
+
+def _fill_search(base: Pipeline, ctx: PitfallContext) -> list[float]:
+    try:
+        _, old, levels = _fill_of(base)
+    except NotApplicable:
+        return []
+    values = [g / levels for g in GREY_LEVELS] + ([DARKNET_FILL] if levels != 1.0 else [])
+    current = old if isinstance(old, float) else (old[0] if len(set(old)) == 1 else None)
+    return sorted({v for v in values if current is None or abs(v - current) > 1e-9})
+
+
+@yolo_pitfall_with(
+    "letterbox_fill",
+    "the letterbox border in another grey (darknet_letterbox fill, letterbox color): default black (0), or "
+    "114 grey where the manifest's border is black",
+    (Parameter("fill", "the border value, in the units of the letterbox's input (0-255, or 0-1)", _fill_search),),
+)
+def letterbox_fill(base: Pipeline, ctx: PitfallContext, fill: float | None = None) -> Derived:
+    i, old, levels = _fill_of(base)
+    op = base.pre_ops[i]
+    black = old == 0.0 if isinstance(old, float) else all(c == 0.0 for c in old)
+    new = (114 / levels if black else 0.0) if fill is None else float(fill)
+    if op.name == "darknet_letterbox":
+        if new == old:
+            raise NotApplicable(f"darknet_letterbox fill is already {old:g}")
+        return Derived(
+            base.replace_pre(i, rebuild_or_explain(op, f"fill {new:g}", fill=new)),
+            f"darknet_letterbox fill {old:g} -> {new:.6g}",
+        )
+    color = [new] * 3
+    if color == old:
+        raise NotApplicable(f"letterbox color is already {old}")
+    return Derived(
+        base.replace_pre(i, rebuild_or_explain(op, f"color {color}", color=color)),
+        f"letterbox color {old} -> [{', '.join(f'{c:.6g}' for c in color)}]",
     )
 
 

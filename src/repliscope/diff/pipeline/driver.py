@@ -317,14 +317,15 @@ def diff_pipeline(
     units = find_units(differing[0][2], differing[0][1].candidate, layout.endswith("CHW")) if differing else None
     if differing and diag.verdict == "unexplained":
         _, top, ref = differing[0]
+        stds = divide_std_values(pipeline)
         if units is None:
-            diag.hints = hints(ref, top.candidate, layout, run.tolerance)
+            diag.hints = hints(ref, top.candidate, layout, run.tolerance, stds)
         else:  # the units named first; the other hints read the content, in the manifest's units
             restored = undo(top.candidate, units, layout.endswith("CHW")).astype(np.float64)
             diag.hints = [
                 f"{units.description}: most of the max |error| {units.raw_max_abs_error:.3g} is that scale; after "
                 f"undoing it, max |error| {units.content_max_abs_error:.3g} in the manifest's units (worst sample)",
-                *hints(ref, restored, layout, run.tolerance),
+                *hints(ref, restored, layout, run.tolerance, stds),
             ]
             rest = diag.message.removeprefix("unexplained: ")
             diag.message = f"the model input is in other units ({units.description}); {rest}"
@@ -367,6 +368,15 @@ def diff_pipeline(
         worst_samples=[d.sample.id for _, d, _ in differing[:3]],
         notes=_notes(run, m.inputs[0].dtype),
     )
+
+
+def divide_std_values(pipeline: Pipeline) -> list[float]:
+    """The last ``divide_std``'s value(s) of the pipeline ([] without one): what a wrap-around hint divides 256 by."""
+    stds = [op.params.model_dump()["value"] for op in pipeline.pre_ops if op.name == "divide_std"]
+    if not stds:
+        return []
+    last = stds[-1]
+    return [float(v) for v in last] if isinstance(last, list) else [float(last)]
 
 
 def _notes(run: _Run, dtype: str) -> list[str]:

@@ -11,6 +11,7 @@ from repliscope.errors import OpSpecError
 from repliscope.ops._common import require_image, spatial_size
 from repliscope.ops.base import OPS, Item, OpParams, PreOp, StaticShape
 from repliscope.ops.limits import check_output_pixels
+from repliscope.ops.resize import Method, Resize, ResizeParams
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -58,6 +59,14 @@ def letterbox_size(width: int, height: int, net_w: int, net_h: int) -> tuple[int
     return (width * net_h) // height, net_h
 
 
+class ResampleParams(OpParams):
+    """Another library's resampling in place of Darknet's ``resize_image`` (``resize``'s parameters and rules)."""
+
+    method: Method
+    library: Literal["pillow", "opencv", "torch", "go_imaging", "tensorflow"]
+    antialias: bool
+
+
 class DarknetLetterboxParams(OpParams):
     size: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
     """[height, width] of the network input (the cfg's ``[net]`` height, width)."""
@@ -72,6 +81,10 @@ class DarknetLetterboxParams(OpParams):
     border); ``pad_then_resize`` pads the SOURCE image with ``fill`` to the network's aspect ratio first and
     resizes that canvas with ``resize_image`` (what ports that pad to a square before resizing do). Optional,
     recorded either way; ``resize_then_pad`` is Darknet's own."""
+    resize: ResampleParams | None = None
+    """Optional: resample with another library (``{method, library, antialias}`` as ``resize`` takes them; e.g. a
+    port's ``cv2.resize(..., INTER_LINEAR)``: ``{method: bilinear, library: opencv, antialias: false}``) instead of
+    Darknet's ``resize_image`` (left out: Darknet's own)."""
 
 
 @OPS.register("darknet_letterbox")
@@ -91,6 +104,9 @@ class DarknetLetterbox(PreOp):
     ``resize_image``: the border is resampled with the image (its edge pixels mix image and fill) and the
     content lands up to a network pixel from where ``letterbox_image`` puts it. Geometry: offset (top, left),
     then scale (net_h / canvas_h, net_w / canvas_w).
+
+    ``resize`` (optional) resamples with the ``resize`` op's code for that library, method and antialias (same
+    sizes, same border) instead of ``resize_image``: how a port that calls ``cv2.resize`` or Pillow differs.
     """
 
     name = "darknet_letterbox"
@@ -105,8 +121,22 @@ class DarknetLetterbox(PreOp):
                 "pad_then_resize only applies with keep_aspect_ratio: true (a stretch has no border); remove it",
                 ["resize_then_pad", "pad_then_resize"],
             )
+        if params.resize is not None:  # the library / method / antialias combination, checked as resize checks it
+            Resize(ResizeParams(size=[1, 1], keep_aspect_ratio=False, **params.resize.model_dump()))
+
+    def _resample(self, chw: np.ndarray, w: int, h: int) -> np.ndarray:
+        """float32 (C, H, W) resized to (C, h, w): Darknet's ``resize_image``, or ``resize`` with ``params.resize``."""
+        if self.params.resize is None:
+            return resize_image(chw, w, h)
+        op = Resize(ResizeParams(size=[h, w], keep_aspect_ratio=False, **self.params.resize.model_dump()))
+        return op(Item(np.ascontiguousarray(chw), "CHW", "RGB")).data.astype(np.float32, copy=False)
 
     def library(self) -> tuple[str, str]:
+        if self.params.resize is not None:
+            lib, version = Resize(
+                ResizeParams(size=[1, 1], keep_aspect_ratio=False, **self.params.resize.model_dump())
+            ).library()
+            return f"darknet letterbox (numpy) resampled by {lib}", version
         return "darknet (numpy port of image.c letterbox_image/resize_image)", np.__version__
 
     def static_shape(self, shape: StaticShape) -> StaticShape:
@@ -129,7 +159,7 @@ class DarknetLetterbox(PreOp):
             return self._pad_then_resize(item, height, width)
         new_w, new_h = letterbox_size(width, height, net_w, net_h) if keep else (net_w, net_h)
         chw = item.data if item.layout == "CHW" else np.transpose(item.data, (2, 0, 1))
-        resized = resize_image(chw, new_w, new_h)
+        resized = self._resample(chw, new_w, new_h)
         canvas = np.full((chw.shape[0], net_h, net_w), np.float32(self.params.fill), np.float32)
         top, left = (net_h - new_h) // 2, (net_w - new_w) // 2
         canvas[:, top : top + new_h, left : left + new_w] = resized
@@ -153,7 +183,7 @@ class DarknetLetterbox(PreOp):
         chw = item.data if item.layout == "CHW" else np.transpose(item.data, (2, 0, 1))
         canvas = np.full((chw.shape[0], canvas_h, canvas_w), np.float32(self.params.fill), np.float32)
         canvas[:, top : top + height, left : left + width] = chw
-        resized = resize_image(canvas, net_w, net_h)
+        resized = self._resample(canvas, net_w, net_h)
         out = resized if item.layout == "CHW" else np.ascontiguousarray(np.transpose(resized, (1, 2, 0)))
         geometry = (
             None
