@@ -11,7 +11,7 @@ that the merged record IS the single run's: same result hash, dataset identity a
 Merge cost: ``merge_outcomes`` of the phase-2 shard outcomes (validating the records as they arrive, the checks,
 interleaving, identity, metrics, verdicts, result hash), median of R repeats, per 1,000 samples.
 
-Usage: python benchmarks/bench_sharded.py [--shards 4] [--limit N] [--repeats 20]
+Usage: python benchmarks/bench_sharded.py [--shards 2] [--limit N] [--repeats 20]
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def scale_out(shards: int, limit: int | None, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--shards", type=int, default=2, help="shard jobs (default 2: one per agent)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N images of the sample")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
