@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.backends.darknet.reference import DarknetLayers
+from repliscope.backends.darknet.reference import DarknetLayers, layer_sources
+from repliscope.convert.darknet_cfg import Network, load_network_cfg
 from repliscope.convert.darknet_verify import diff_darknet
 from repliscope.diff.layers.layer_result import LayerDiffResult
 from repliscope.diff.layers.mapping import MappingError, NamedCandidate
-from repliscope.diff.layers.pairs import Pair, PairedCandidate, declared_pairs, load_pairs, pair_units
+from repliscope.diff.layers.pairs import Pair, PairedCandidate, declared_pairs, load_pairs, pair_layers
 from repliscope.diff.tolerance import TolerancePolicy
 from repliscope.errors import RepliscopeError
 
@@ -90,7 +91,11 @@ def darknet_candidate(
             "--to keras, or your own .onnx file)"
         )
     names = [lay.name for lay in reference.network.layers]
-    declared = dict(pairs) if pairs is not None else load_pairs(mapping_file, names) if mapping_file else None
+    through = passthroughs(reference.network)
+    if pairs is not None:
+        declared: dict[str, Pair] | None = dict(pairs)
+    else:
+        declared = load_pairs(mapping_file, names, through) if mapping_file else None
 
     def no_pairing(inner: Any) -> BuiltCandidate:  # pragma: no cover - only the torch-reference loaders call it
         raise RepliscopeError(f"a {fmt} candidate of a darknet manifest is paired by Darknet layer name")
@@ -100,7 +105,8 @@ def darknet_candidate(
     if not isinstance(inner, NamedCandidate):
         raise RepliscopeError(f"a {fmt} candidate cannot be paired with libdarknet's layers")
     units = [u.name for u in inner.units(x[:1])]
-    paired, skipped = pair_units(names, units, declared, str(mapping_file or spec))
+    pairing = pair_layers(names, units, declared, str(mapping_file or spec), through)
+    paired, skipped = pairing.pairs, pairing.skipped
     renamed = {n: p.unit for n, p in paired.items() if n != p.unit}
     info: dict[str, Any] = {
         **inner.describe(),
@@ -116,8 +122,21 @@ def darknet_candidate(
         info["transforms"] = transforms
     if skipped:
         info["skipped"] = skipped
+    if pairing.shared:
+        info["shared"] = pairing.shared
     producers = {lay.path: lay.producers for lay in reference.layers(x[:1])}
-    return PairedCandidate(inner, paired, names, info, _describe_notes(fmt, spec, inner), skipped, producers)
+    notes = _describe_notes(fmt, spec, inner)
+    return PairedCandidate(inner, paired, names, info, notes, skipped, producers, pairing.shared)
+
+
+def passthroughs(network: Network) -> dict[str, str]:
+    """Darknet layer -> the layer whose output it passes on unchanged: a ``route`` with one input."""
+    found: dict[str, str] = {}
+    for lay in network.layers:
+        sources = layer_sources(lay)
+        if lay.type == "route" and len(sources) == 1 and sources[0] >= 0:
+            found[lay.name] = network.layers[sources[0]].name
+    return found
 
 
 def _describe_notes(fmt: str, spec: str, inner: NamedCandidate) -> list[str]:
@@ -179,8 +198,6 @@ def verify_keras_file(
     for the renamed ones."""
     pairs = None if mapping is None else {k: Pair(v) for k, v in mapping.items()}
     if pairs is not None:
-        from repliscope.convert.darknet_cfg import load_network_cfg
-
         names = [lay.name for lay in load_network_cfg(cfg).layers]
         unknown = [k for k in pairs if k not in names]
         if unknown:
@@ -250,6 +267,9 @@ def manifest_candidate_diff(
     artifact = prepared.artifact
     if artifact.format != "darknet" or artifact.config_path is None:  # pragma: no cover - the CLI checks first
         raise RepliscopeError(f"{manifest} has source.format '{artifact.format}', not darknet")
+    if mapping_file is not None:  # its mistakes before any sample is read or any model loaded
+        network = load_network_cfg(artifact.config_path)
+        load_pairs(mapping_file, [lay.name for lay in network.layers], passthroughs(network))
     ids, x = first_batch(prepared.pipeline, dataset, batch, tuple(artifact.input_shape[1:]))
     return verify_candidate(
         artifact.config_path,

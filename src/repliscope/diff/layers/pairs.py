@@ -94,9 +94,11 @@ def _hint(name: str, known: Sequence[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def load_pairs(path: Path, reference: Sequence[str]) -> dict[str, Pair]:
+def load_pairs(path: Path, reference: Sequence[str], passthrough: Mapping[str, str] | None = None) -> dict[str, Pair]:
     """Read the mapping file ``path`` (see the module docstring) for a reference with layers ``reference``:
-    reference layer -> :class:`Pair`, in the file's order. :class:`MappingError` naming the file and line."""
+    reference layer -> :class:`Pair`, in the file's order. :class:`MappingError` naming the file and line.
+    ``passthrough``: reference layer -> the layer whose output it passes on unchanged (a Darknet route with one
+    input); a unit may be paired with a layer and the pass-throughs of it (:func:`pair_layers`)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -129,13 +131,29 @@ def load_pairs(path: Path, reference: Sequence[str]) -> dict[str, Pair]:
         pairs[name] = _pair(value, name, where, line)
     units: dict[str, str] = {}
     for name, pair in pairs.items():
-        if pair.unit in units:
-            raise MappingError(
-                f"{path}:{pair.line}: the candidate unit '{pair.unit}' is paired with '{units[pair.unit]}' and "
-                f"'{name}'; a unit is paired with one reference layer"
-            )
-        units[pair.unit] = name
+        first = units.setdefault(pair.unit, name)
+        if first != name and _root(first, passthrough) != _root(name, passthrough):
+            raise MappingError(f"{path}:{pair.line}: {_twice(pair.unit, first, name, passthrough)}")
     return pairs
+
+
+def _root(name: str, passthrough: Mapping[str, str] | None) -> str:
+    """The layer whose output ``name`` outputs: ``name`` itself, or the end of its chain of pass-throughs."""
+    seen = {name}
+    while passthrough and name in passthrough and passthrough[name] not in seen:
+        name = passthrough[name]
+        seen.add(name)
+    return name
+
+
+def _twice(unit: str, first: str, name: str, passthrough: Mapping[str, str] | None) -> str:
+    passes = [f"{k} passes {v} through" for k, v in (passthrough or {}).items()]
+    which = f" ({'; '.join(passes[:4])})" if passes else ""
+    return (
+        f"the candidate unit '{unit}' is paired with '{first}' and '{name}'; a unit is paired with one reference "
+        f"layer, or with a layer and the one-input routes that pass its output on unchanged{which}, and "
+        f"'{name}' is no pass-through of '{first}'"
+    )
 
 
 def declared_pairs(path: Path) -> dict[str, Pair]:
@@ -203,13 +221,41 @@ def _pair(node: yaml.Node, name: str, where: str, line: int) -> Pair:
     return Pair(fields["unit"], activation, layout, scale, line, chain if len(chain) > 1 else ())
 
 
+@dataclass(frozen=True)
+class Pairing:
+    """What :func:`pair_layers` paired: ``pairs`` (reference layer -> pair, reference order), ``skipped`` (the
+    reference layers with no unit) and ``shared`` (a pass-through layer -> the layer whose unit it shares: its
+    output is that layer's, so the unit is compared once, as that layer)."""
+
+    pairs: dict[str, Pair]
+    skipped: list[str]
+    shared: dict[str, str]
+
+
 def pair_units(
     reference: Sequence[str], units: Sequence[str], declared: Mapping[str, Pair] | None, source: str
 ) -> tuple[dict[str, Pair], list[str]]:
-    """(reference layer -> pair, in reference order; the reference layers left unpaired): the ``declared`` pairs
-    (a mapping file's), and every other reference layer with the candidate unit of its name when there is one.
-    Every declared unit must be a unit of the candidate (:class:`MappingError` naming it and the line); at least
-    one layer must be paired."""
+    """(reference layer -> pair, in reference order; the reference layers left unpaired): :func:`pair_layers`
+    without pass-throughs."""
+    found = pair_layers(reference, units, declared, source)
+    return found.pairs, found.skipped
+
+
+def pair_layers(
+    reference: Sequence[str],
+    units: Sequence[str],
+    declared: Mapping[str, Pair] | None,
+    source: str,
+    passthrough: Mapping[str, str] | None = None,
+) -> Pairing:
+    """The ``declared`` pairs (a mapping file's), and every other reference layer with the candidate unit of its
+    name when there is one. Every declared unit must be a unit of the candidate (:class:`MappingError` naming it and
+    the line); at least one layer must be paired.
+
+    A unit paired with several layers (declared twice, or declared for a layer and named after another) is
+    accepted when they all output the same tensor: ``passthrough`` (layer -> the layer it passes on unchanged, a
+    Darknet route with one input) leads them to one layer; the earliest is paired, the others SHARE its unit
+    (``Pairing.shared``). Otherwise a :class:`MappingError` says why before anything runs."""
     have = set(units)
     declared = dict(declared or {})
     bad = [
@@ -220,12 +266,29 @@ def pair_units(
     ]
     if bad:
         raise MappingError(f"{source}: the candidate has no unit for {len(bad)} pair(s): {'; '.join(bad[:6])}")
-    taken = {p.unit for p in declared.values()}
+    position = {name: i for i, name in enumerate(reference)}
+    groups: dict[str, list[str]] = {}
+    for name, pair in declared.items():
+        groups.setdefault(pair.unit, []).append(name)
+    for name in reference:  # a layer named after a declared unit that outputs the same tensor shares it
+        if name not in declared and name in groups and _root(name, passthrough) == _root(groups[name][0], passthrough):
+            groups[name].append(name)
+    shared: dict[str, str] = {}
+    lead: dict[str, Pair] = {}
+    for unit, names in groups.items():
+        names.sort(key=position.__getitem__)
+        for name in names[1:]:
+            if _root(name, passthrough) != _root(names[0], passthrough):
+                where = f"{source}:{declared[name].line}" if name in declared and declared[name].line else source
+                raise MappingError(f"{where}: {_twice(unit, names[0], name, passthrough)}")
+            shared[name] = names[0]
+        lead[names[0]] = declared.get(names[0]) or next(declared[n] for n in names if n in declared)
+    taken = set(groups)
     pairs: dict[str, Pair] = {}
     for name in reference:
-        if name in declared:
-            pairs[name] = declared[name]
-        elif name in have and name not in taken:
+        if name in lead:
+            pairs[name] = lead[name]
+        elif name in have and name not in taken and name not in shared:
             pairs[name] = Pair(name)
     if not pairs:
         raise MappingError(
@@ -233,7 +296,7 @@ def pair_units(
             "no --mapping FILE pairs them: write one ('reference_layer: candidate_unit', nested paths as "
             "'backbone/conv_0/bn')"
         )
-    return pairs, [name for name in reference if name not in pairs]
+    return Pairing(pairs, [name for name in reference if name not in pairs and name not in shared], shared)
 
 
 class PairedCandidate(Candidate):
@@ -253,10 +316,12 @@ class PairedCandidate(Candidate):
         notes: Sequence[str] = (),
         skipped: Sequence[str] = (),
         producers: Mapping[str, Sequence[str]] | None = None,
+        shared: Mapping[str, str] | None = None,
     ) -> None:
         from repliscope.diff.layers.auto_mapping import covers_for
 
         self.inner, self.pairs = inner, dict(pairs)
+        self.shared = dict(shared or {})
         self.name = inner.name  # type: ignore[misc]
         self.mode_limits = dict(inner.mode_limits)
         self.info = dict(info)
@@ -271,6 +336,11 @@ class PairedCandidate(Candidate):
                 f"(not compared): {', '.join(self.skipped[:12])}{' …' if len(self.skipped) > 12 else ''}"
             )
         own += [f"'{name}' <- '{p.unit}': {p.transform}" for name, p in self.pairs.items() if p.transform]
+        own += [
+            f"'{name}' shares the candidate unit '{self.pairs[lead].unit}' with '{lead}': it passes '{lead}''s output "
+            f"on unchanged (a one-input route), so the unit is compared once, as '{lead}'"
+            for name, lead in self.shared.items()
+        ]
         self._own_notes = own
 
     @property
@@ -291,11 +361,14 @@ class PairedCandidate(Candidate):
         return self._covers.get(path, [path])
 
     def unmatched(self) -> list[Unmatched]:
-        return [
-            Unmatched(p, "skipped: the candidate has no unit paired with it (partial mapping)")
-            for p in self.skipped
-            if not any(p in group for group in self._covers.values())
+        found = [
+            Unmatched(p, "skipped: the candidate has no unit paired with it (partial mapping)") for p in self.skipped
         ]
+        found += [
+            Unmatched(p, f"a pass-through of '{lead}': shares its candidate unit, compared as '{lead}'")
+            for p, lead in self.shared.items()
+        ]
+        return [u for u in found if not any(u.path in group for group in self._covers.values())]
 
     def input_sources(self, path: str) -> list[str] | None:
         """The reference layers paired with the units the candidate's unit of ``path`` reads, in the candidate's
