@@ -1,6 +1,8 @@
 """A sharded evaluation on the in-process cluster (``evaluate --scheduler local --shards N``): the command stores
-ONE record merged from the shards, equal to the in-process run's, and ends with its id; a run whose shards cannot
-be merged stores nothing. (Two agent processes, a shard re-run elsewhere: ``test_processes.py``.)"""
+ONE record merged from the shards (2 here; 1 vs 3 shards: ``tests/evaluation/test_merge.py``), equal to the
+in-process run's, and ends with its id; a run whose shards cannot be merged stores nothing. (Two agent processes,
+a shard re-run elsewhere: ``test_processes.py``.) The CLI test starts a real in-process cluster (TLS certificates,
+a scheduler, an agent): a few seconds."""
 
 from __future__ import annotations
 
@@ -39,27 +41,21 @@ def test_a_sharded_evaluate_stores_one_record_equal_to_the_single_run_and_ends_w
     from repliscope.store.repository import RunStore
 
     whole = execute_job(tiny_job(limit=7), None, lambda n: None, lambda line: None).records[0]
-    res = CliRunner().invoke(app, [*ARGS, "--shards", "3", "--idempotency-key", "sharded-1"])
+    res = CliRunner().invoke(app, [*ARGS, "--shards", "2", "--idempotency-key", "sharded-1"])
     assert res.exit_code == 0, res.output
     [stored] = RunStore().list()
     said = " ".join(res.stdout.split())
-    assert re.search(
-        r"ran 3 shards \(0/3 on \S+, 1/3 on \S+, 2/3 on \S+\) in [0-9.]+ s, idempotency key sharded-1;", said
-    )
+    assert re.search(r"ran 2 shards \(0/2 on \S+, 1/2 on \S+\) in [0-9.]+ s, idempotency key sharded-1;", said)
     assert said.endswith(f"merged into one record, stored as run {stored.run_id}"), said[-200:]
     record = RunStore().get(stored.run_id)
     assert record.result_hash == whole["result_hash"] and record.dataset["identity"] == whole["dataset"]["identity"]
     assert [s.sample_id for s in record.samples] == [s["sample_id"] for s in whole["samples"]]
-    assert record.shards is not None and [(p.shard, p.samples) for p in record.shards] == [
-        ("0/3", 3),
-        ("1/3", 2),
-        ("2/3", 2),
-    ]
+    assert record.shards is not None and [(p.shard, p.samples) for p in record.shards] == [("0/2", 4), ("1/2", 3)]
     assert len({p.agent_id for p in record.shards}) == 1 and record.shards[0].agent_id is not None
     assert record.hardware["agents"] == [p.agent_id for p in record.shards]
-    assert "[shard 2/3] running on agent " in res.stderr and "merged 3 shard(s) (0/3 on " in res.stderr
+    assert "[shard 1/2] running on agent " in res.stderr and "merged 2 shard(s) (0/2 on " in res.stderr
     # the same key again runs nothing and stores nothing
-    again = CliRunner().invoke(app, [*ARGS, "--shards", "3", "--idempotency-key", "sharded-1", "--json"])
+    again = CliRunner().invoke(app, [*ARGS, "--shards", "2", "--idempotency-key", "sharded-1", "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["run_id"] == stored.run_id and len(RunStore().list()) == 1
 
@@ -94,3 +90,27 @@ def test_a_shard_failing_on_every_agent_stores_nothing() -> None:
     assert res.exit_code != 0
     assert "job " in res.stderr and "-s0 failed on every agent it could run on (1)" in " ".join(res.stderr.split())
     assert RunStore().list() == [] and RunStore().count_job_results() == 0
+
+
+def test_a_cancelled_sharded_run_cancels_every_shard_and_returns_nothing() -> None:
+    import threading
+
+    from repliscope.agents.cluster import Cluster
+    from repliscope.agents.placement import constraints_for
+    from repliscope.agents.submit import submit_merged
+    from repliscope.job_execution import JobCancelled
+    from repliscope.manifest.loader import load_manifest
+
+    cancel = threading.Event()
+    cancel.set()
+    lines: list[str] = []
+    with Cluster.connect(None) as cluster, pytest.raises(JobCancelled) as err:
+        submit_merged(
+            cluster,
+            tiny_job("c", limit=4),
+            constraints_for(load_manifest(TINY), "torch"),
+            2,
+            cancel=cancel,
+            log=lines.append,
+        )
+    assert str(err.value) == "c" and not any("merged" in line for line in lines)
