@@ -126,6 +126,9 @@ def test_no_variant_is_called_closest_when_none_reduces_the_error(lite0: LoadedM
     r = _diff(lite0, "lite0_noisy", two_images)
     _no_closer(r.diagnosis)
     assert r.diagnosis.pair_pool == [] and r.diagnosis.pairs == 0  # nothing to compose from
+    # the noise makes the image "sharper" by energy, but the hint follows the signature: not an interpolation
+    [hint] = r.diagnosis.hints
+    assert hint.startswith("the error does not follow the image's edges") and "sharper" not in hint
     folder = str(Path(two_images.samples[0].location).parent)
     out = CliRunner().invoke(
         app,

@@ -69,8 +69,8 @@ def test_an_error_only_inside_the_band_is_the_resampling() -> None:
     smooth = (inner + np.roll(inner, 1, 1) + np.roll(inner, 1, 2) + np.roll(inner, (1, 1), (1, 2))) / 4
     got = hints(_letterboxed(0.5, inner), _letterboxed(0.5, smooth), "CHW", 1e-6)
     assert got[0] == (
-        "the padding band (rows 0-3 and 16-19) matches; the error is confined to the image inside it: the content "
-        "is resampled differently (another resize library or interpolation)"
+        "the padding band (rows 0-3 and 16-19) matches; the error is confined to the image inside it: the border "
+        "is right, the content differs (its decode, resampling or values)"
     )
     assert len(got) == 2 and got[1].startswith("the candidate is smoother")  # read inside the band only
 
@@ -89,3 +89,18 @@ def test_a_spatial_shift_is_read_from_the_content() -> None:
     big = (big + rng.normal(0, 0.05, big.shape)).astype(np.float32)
     got = hints(big[:, 4:36, 4:36], big[:, 5:37, 4:36], "CHW", 1e-6)  # the window one row lower
     assert got[0] == "a spatial shift of +1 px (rows), +0 px (columns): a crop offset or size rounding (round vs floor)"
+
+
+def test_noise_is_not_called_an_interpolation() -> None:
+    """Noise makes an image 'sharper' by energy; the hint reads the error's correlation with the image's edges
+    instead of calling it nearest-neighbour."""
+    y, x = np.mgrid[0:32, 0:32]
+    ref = np.stack([np.sin(x / 3.0), np.cos(y / 4.0), np.sin((x + y) / 5.0)]).astype(np.float32)
+    noisy = ref + np.random.default_rng(7).uniform(-0.3, 0.3, ref.shape).astype(np.float32)
+    [hint] = hints(ref, noisy, "CHW", 1e-6)
+    assert hint.startswith("the error does not follow the image's edges (correlation with its Laplacian ")
+    assert hint.endswith("): noise, dithering or another JPEG decoder, not an interpolation or a geometry change")
+    # an interpolation's error follows the edges: a box blur of a texture is still "smoother"
+    rough = np.random.default_rng(8).random((3, 16, 16)).astype(np.float32)
+    blurred = (rough + np.roll(rough, 1, 1) + np.roll(rough, 1, 2) + np.roll(rough, (1, 1), (1, 2))) / 4
+    assert hints(rough, blurred, "CHW", 1e-6)[-1].startswith("the candidate is smoother")
