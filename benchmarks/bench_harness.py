@@ -2,12 +2,16 @@
 
 Everything is measured in this one run (machines are noisy; compare ratios, not absolute numbers):
 - bare loop : `session.run` on the ONNX Runtime session the benchmark uses (same options, same threads), on the
-  same pre-processed inputs, timed with perf_counter around each call;
-- harness   : the single-stream scenario through the query issuer (batching from the query sample library, the
-  Runner's timing wrapper, spans at the given trace level), once with the manifest's post-processing ops (softmax
-  + top-k + labels: what `repliscope bench` measures) and once without (the same work as the bare loop);
-- the two are interleaved in ROUNDS blocks (alternating which goes first) so drift of a shared machine hits both
-  alike; p50 over all blocks;
+  same pre-processed inputs, timed with perf_counter around each call; and the same with the manifest's
+  post-processing ops applied to each output inside the timed window (the bare loop of what `repliscope bench`
+  measures);
+- harness   : the single-stream scenario through the query issuer (at trace level none its lean path: a list
+  look-up, the backend's inference, the post-processing), once with the manifest's post-processing ops (softmax
+  + top-k + labels: what `repliscope bench` measures) and once without (the same work as the bare loop); and the
+  spanned path with post-processing (span context managers, the Runner's timing wrapper: the path before the lean
+  one, and the path at trace level model or deeper);
+- the four are interleaved in ROUNDS blocks (the order rotated every round) so drift of a shared machine hits
+  them alike; p50 over all blocks, and the median over rounds of each round's paired p50 ratio;
 - no-op     : the issue loop on the no-op runtime (zeros, no work): per-query latency and whole cycle, in µs.
 Usage: python benchmarks/bench_harness.py [--queries-per-block N] [--rounds R] [--threads T] [--trace-level L]
 """
@@ -15,7 +19,9 @@ Usage: python benchmarks/bench_harness.py [--queries-per-block N] [--rounds R] [
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,22 +39,32 @@ REPO = Path(__file__).resolve().parents[1]
 LITE0 = REPO / "examples" / "efficientnet-lite0.yaml"
 
 
-def bare_loop(session: object, input_name: str, output_name: str, inputs: list[np.ndarray], n: int) -> list[float]:
-    """Seconds of each of ``n`` `session.run` calls, cycling over ``inputs`` (each (1, 3, 224, 224))."""
+def bare_loop(
+    session: object,
+    input_name: str,
+    output_name: str,
+    inputs: list[np.ndarray],
+    n: int,
+    post: Callable[[np.ndarray], object] | None = None,
+) -> list[float]:
+    """Seconds of each of ``n`` `session.run` calls, cycling over ``inputs`` (each (1, 3, 224, 224)); with
+    ``post``, each output is post-processed by it inside the timed window."""
     out = []
     run = session.run  # type: ignore[attr-defined]
     for i in range(n):
         x = inputs[i % len(inputs)]
         t0 = time.perf_counter()
-        run([output_name], {input_name: x})
+        scores = run([output_name], {input_name: x})[0]
+        if post is not None:
+            post(scores)
         out.append(time.perf_counter() - t0)
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries-per-block", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--queries-per-block", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=24)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--trace-level", default="none")
     args = parser.parse_args()
@@ -65,30 +81,63 @@ def main() -> None:
     issuers = {
         "with post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer),
         "without post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer, postprocess=False),
+        "spanned path, with post-processing": QueryIssuer(qsl, runner, prepared.pipeline, tracer, lean=False),
     }
     clock = RealClock()
     settings = ScenarioSettings(
         "single-stream", min_duration_s=0.0, min_queries=args.queries_per_block, warmup_queries=10
     )
+
+    def post(scores: np.ndarray) -> object:
+        return prepared.pipeline.postprocess(scores, tracer)
+
     bare_loop(session, names["input"], names["output"], inputs, 20)  # warm-up
-    times: dict[str, list[float]] = {"bare": [], **{k: [] for k in issuers}}
+    bares: dict[str, Callable[[int], list[float]]] = {
+        "bare": lambda n: bare_loop(session, names["input"], names["output"], inputs, n),
+        "bare + post-processing": lambda n: bare_loop(session, names["input"], names["output"], inputs, n, post),
+    }
+    times: dict[str, list[float]] = {**{k: [] for k in bares}, **{k: [] for k in issuers}}
+    per_round: dict[str, list[float]] = {k: [] for k in times}
     order = list(times)
+    load_before = os.getloadavg()
     for r in range(args.rounds):  # rotate which goes first
-        for name in order[r % 3 :] + order[: r % 3]:
-            if name == "bare":
-                times[name] += bare_loop(session, names["input"], names["output"], inputs, args.queries_per_block)
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            if name in bares:
+                block = bares[name](args.queries_per_block)
             else:
-                run = run_scenario(issuers[name], len(qsl), replace(settings, seed=r), clock)
-                times[name] += run.latencies_s.tolist()
-    b50 = float(np.median(times["bare"])) * 1e3
+                block = run_scenario(issuers[name], len(qsl), replace(settings, seed=r), clock).latencies_s.tolist()
+            times[name] += block
+            per_round[name].append(float(np.median(block)))
+    load_after = os.getloadavg()
+    p50 = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
+
+    def paired(a: str, b: str) -> float:
+        return float(np.median(np.asarray(per_round[a]) / np.asarray(per_round[b])))
+
     print(
-        f"ONNX Runtime {args.threads} thread(s), Lite0, {len(times['bare'])} queries each, trace level "
-        f"{args.trace_level}"
+        f"machine load (1, 5, 15 min) {', '.join(f'{v:.2f}' for v in load_before)} before, "
+        f"{', '.join(f'{v:.2f}' for v in load_after)} after; cores {os.cpu_count()}"
     )
-    print(f"bare session.run loop p50: {b50:.3f} ms")
-    for name in issuers:
-        h50 = float(np.median(times[name])) * 1e3
-        print(f"repliscope single-stream p50 {name}: {h50:.3f} ms, ratio to bare {h50 / b50:.4f} (target <= 1.05)")
+    print(
+        f"ONNX Runtime {args.threads} thread(s), Lite0, {len(times['bare'])} queries each "
+        f"({args.rounds} rounds of {args.queries_per_block}), trace level {args.trace_level}"
+    )
+    with_post = p50["bare + post-processing"]
+    print(f"bare session.run loop p50: {p50['bare']:.3f} ms; with the post-processing: {with_post:.3f} ms")
+    for name, yardstick in (
+        ("without post-processing", "bare"),
+        ("with post-processing", "bare + post-processing"),
+        ("spanned path, with post-processing", "bare + post-processing"),
+    ):
+        print(
+            f"repliscope single-stream p50 {name}: {p50[name]:.3f} ms; / {yardstick} p50 "
+            f"{p50[name] / p50[yardstick]:.4f} (median of rounds {paired(name, yardstick):.4f}; target <= 1.02)"
+        )
+    print(
+        f"repliscope single-stream p50 with post-processing / bare p50 (no post-processing): "
+        f"{p50['with post-processing'] / p50['bare']:.4f} "
+        f"(median of rounds {paired('with post-processing', 'bare'):.4f})"
+    )
     over = measure_overhead(prepared, settings, args.trace_level, 5000, clock)
     print(
         f"no-op runtime, {over.queries} queries: {over.latency_p50_us:.1f} µs p50 inside the measured latency, "

@@ -98,3 +98,12 @@ def test_timed_library_has_no_held_rows(base: Base) -> None:
     timed = QuerySampleLibrary.load(prepared.pipeline, data.samples[:2], None, True)
     with pytest.raises(RepliscopeError, match=r"timed-preprocess library pre-processes inside each query: use batch"):
         timed.row(0)
+
+
+def test_spanned_path_on_request_times_the_runner_as_before(base: Base) -> None:
+    prepared, _, qsl = base
+    runner = _runner(base)
+    issue = QueryIssuer(qsl, runner, prepared.pipeline, make_tracer("none"), lean=False)
+    issue([1])
+    assert runner.last_inference_seconds > 0.0  # through Runner.infer's timing wrapper
+    assert issue.last is not None and issue.last.topk_indices is not None

@@ -87,7 +87,8 @@ class QueryIssuer:
     below level ``model`` (nothing recorded) and a pre-processed library, a query is one list look-up (each
     sample's input is held with its batch axis, :meth:`QuerySampleLibrary.row`), the backend's inference
     (:meth:`Runner.query_call`: no load check and no timestamps of the runner's own, the scenario times the
-    query) and the post-processing; no span context managers are entered."""
+    query) and the post-processing; no span context managers are entered. ``lean=False``: always the spanned
+    path (``benchmarks/bench_harness.py`` times both in one run)."""
 
     def __init__(
         self,
@@ -99,6 +100,7 @@ class QueryIssuer:
         *,
         named_outputs: bool = False,
         max_batch: int | None = None,
+        lean: bool = True,
     ) -> None:
         self.qsl = qsl
         self.runner = runner
@@ -107,7 +109,7 @@ class QueryIssuer:
         self.named_outputs = named_outputs
         self.max_batch = max_batch
         self.last: Predictions | None = None
-        self._lean = not qsl.timed_preprocess and tracer.rank < MODEL_RANK
+        self._lean = lean and not qsl.timed_preprocess and tracer.rank < MODEL_RANK
         self._run: Callable[[np.ndarray], Outputs] | None = None
         """The runner's inference for the lean path, bound on the first query (which loads the runner)."""
 
