@@ -94,7 +94,7 @@ def test_a_run_with_an_oversized_mask_fails_that_sample_and_scores_the_others(
     prepared = prepare(MANIFEST, RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path))
     decoded_sizes.clear()
     record = evaluate(prepared, resolve_dataset(f"voc_seg:{voc}"))
-    assert record.counts == {"total": 4, "evaluated": 3, "failed": 1, "labelled": 0}
+    assert record.counts == {"total": 4, "evaluated": 3, "failed": 1, "labelled": 4}
     failed = {s.sample_id: s.error for s in record.samples if s.error is not None}
     assert failed == {
         "b.jpg": f"mask b.png is {side}x{side} = {side * side:,} pixels, over the {MAX_PIXELS.value:,}-pixel "

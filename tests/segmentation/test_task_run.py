@@ -44,7 +44,7 @@ def test_exact_segmenter_scores_one(record: EvaluationRecord) -> None:
         "total": 4,
         "evaluated": 4,
         "failed": 0,
-        "labelled": 0,
+        "labelled": 4,  # every sample has its mask (before: 0, counting classification labels)
     }
     values = {m.name: (m.value, m.ci_low, m.ci_high, m.n) for m in record.metrics}
     assert values == {"mIoU": (1.0, 1.0, 1.0, 4), "fwIoU": (1.0, 1.0, 1.0, 4), "pixel_accuracy": (1.0, 1.0, 1.0, 4)}

@@ -95,6 +95,10 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         f"samples   {c['evaluated']} evaluated, [{'red' if c['failed'] else 'green'}]{c['failed']} failed[/]"
         f", {annotated}"
     )
+    from repliscope.metrics.classification import tie_line
+
+    if (ties := tie_line(c)) is not None:
+        console.print(f"ties      {ties}")
     print_categories_left_out(d)
     from repliscope.tasks.base import TASKS
 

@@ -88,6 +88,9 @@ class LoopResult:
     """With :attr:`LoopOptions.keep_outputs`: sample id -> its raw model output as a float32 1-D array (the score
     row; with named outputs, each output's row flattened and concatenated in output-name order). Failed samples
     have none. None otherwise."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """The task's counts summed over the batches (:meth:`Task.batch_counts`; classification: all-equal rows and
+    label ties at the top-1 / top-5 boundary), added to the record's ``counts``."""
 
 
 RawOutputs = dict[str, np.ndarray] | None
@@ -371,6 +374,8 @@ def _collect(result: LoopResult, fingerprints: list[str], outcome: BatchOutcome,
     result.predictions.extend(outcome.predictions)
     if keep_outputs and result.outputs is not None and outcome.outputs is not None:
         result.outputs.update(outcome.raw(outcome.outputs))
+    for key, value in outcome.counts.items():
+        result.counts[key] = result.counts.get(key, 0) + value
     if outcome.latencies:
         result.batch_latencies.append(outcome.latencies[0])
         result.inference_seconds += outcome.latencies[0]
@@ -436,8 +441,9 @@ def fail_fast_hook(where: str = "") -> SampleErrorHook:
 @dataclass
 class BatchOutcome:
     """One batch through :meth:`BatchInference.predict`: one record per sample (failures included), the rows that
-    were inferred, their stacked inputs, the raw outputs and post-processed predictions of those rows (None when
-    every sample failed) and the runtime's seconds per inference call."""
+    were inferred with finite outputs (a row whose output holds a NaN or an infinity is a failed sample:
+    :func:`non_finite_rows`), their stacked inputs, the raw outputs and post-processed predictions of those rows
+    (None when every sample failed) and the runtime's seconds per inference call."""
 
     predictions: list[SamplePrediction]
     rows: list[int] = field(default_factory=list)
@@ -445,6 +451,8 @@ class BatchOutcome:
     outputs: Outputs | None = None
     post: Predictions | None = None
     latencies: list[float] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    """The task's counts of the post-processed rows (:meth:`Task.batch_counts`: classification's ties)."""
 
     def raw(self, outputs: Outputs) -> dict[str, np.ndarray]:
         """Sample id -> raw output row (float32, 1-D) of the inferred rows (:func:`raw_rows`)."""
@@ -521,11 +529,57 @@ class BatchInference:
                 chunks.append(out)
                 outcome.latencies.append(seconds)
             outcome.outputs = concatenate(chunks)
+        rows = outcome.rows
+        bad = non_finite_rows(outcome.outputs, len(rows))
+        if bad:  # a NaN / infinity is no prediction: those samples fail with the reason, the rest go on
+            for j, reason in bad.items():
+                if on_error is not None:
+                    on_error(batch[rows[j]], reason)
+                outcome.predictions[rows[j]] = SamplePrediction(
+                    sample_id=batch[rows[j]].id, label=batch[rows[j]].label, error=reason
+                )
+            keep = [j for j in range(len(rows)) if j not in bad]
+            outcome.outputs = take_rows(outcome.outputs, keep, len(rows))
+            outcome.inputs, outcome.rows = inputs[keep], [rows[j] for j in keep]
+            if not keep:
+                outcome.outputs = None
+                return outcome
         geometry = [prepared[i].geometry for i in outcome.rows]
         outcome.post = (pipeline or self.pipeline).postprocess(outcome.outputs, tracer, geometry=geometry)
         for i, record in zip(outcome.rows, self.task.to_samples(outcome.post, batch, outcome.rows), strict=True):
             outcome.predictions[i] = record
+        outcome.counts = self.task.batch_counts(outcome.post, batch, outcome.rows)
         return outcome
+
+
+NON_FINITE = "non-finite model output"
+"""How the failure reason of a sample whose model output holds a NaN or an infinity starts."""
+
+
+def non_finite_rows(outputs: Outputs, n: int) -> dict[int, str]:
+    """Row -> failure reason for the rows of a batch of ``n`` whose floating-point model outputs (each output whose
+    first axis is the batch) hold a NaN or an infinity: ``non-finite model output: 'scores' holds 1000 NaN and 0
+    infinite of 1000 values``, naming every such output in name order."""
+    named = {"output": outputs} if isinstance(outputs, np.ndarray) else outputs
+    reasons: dict[int, list[str]] = {}
+    for name in sorted(named):
+        a = np.asarray(named[name])
+        if a.ndim == 0 or a.shape[0] != n or not np.issubdtype(a.dtype, np.floating):
+            continue
+        flat = a.reshape(n, -1)
+        nan, inf = np.isnan(flat), np.isinf(flat)
+        for j in np.flatnonzero((nan | inf).any(axis=1)):
+            reasons.setdefault(int(j), []).append(
+                f"'{name}' holds {int(nan[j].sum())} NaN and {int(inf[j].sum())} infinite of {flat.shape[1]} values"
+            )
+    return {j: f"{NON_FINITE}: {'; '.join(r)}" for j, r in sorted(reasons.items())}
+
+
+def take_rows(outputs: Outputs, keep: list[int], n: int) -> Outputs:
+    """The rows ``keep`` of a batch of ``n``'s outputs (an output whose first axis is not the batch is kept whole)."""
+    if isinstance(outputs, np.ndarray):
+        return outputs[keep]
+    return {k: v[keep] if np.ndim(v) >= 1 and np.shape(v)[0] == n else v for k, v in outputs.items()}
 
 
 def concatenate(chunks: list[Outputs]) -> Outputs:

@@ -105,7 +105,8 @@ def build_record(
             "total": len(loop.predictions),
             "evaluated": evaluated,
             "failed": failed,
-            "labelled": sum(1 for p in loop.predictions if p.label is not None),
+            "labelled": sum(1 for x in dataset.samples if task.has_truth(x)),  # a label, boxes or a mask
+            **loop.counts,  # the task's own (classification: ties)
         },
         timings=Timings(
             total_seconds=loop.total_seconds,

@@ -35,6 +35,10 @@ def build_run_view(
     spec = task.report
     namer = sec.class_namer(record.manifest)
     fail_rows, fail_more, fail_summary = sec.failures(record.samples, namer, not spec.misclassified)
+    from repliscope.metrics.classification import tie_line
+
+    ties = tie_line(record.counts)  # classification: all-equal rows, label ties at the top-k boundary
+    fail_summary += f" Ties: {ties}." if ties else ""
     latency, latency_stats = sec.latency(record, sink)
     per_class = [Section("per-class", spec.per_class_title)] if spec.per_class_title else []
     sections = [

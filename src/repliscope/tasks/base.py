@@ -138,6 +138,21 @@ class Task(ABC):
         """Records of the successfully pre-processed samples: row ``j`` of ``preds`` is ``batch[rows[j]]``.
         Raises RepliscopeError when the postprocess did not produce what this task records (e.g. no ``topk``)."""
 
+    def batch_counts(self, preds: Predictions, batch: Sequence[Sample], rows: Sequence[int]) -> dict[str, int]:
+        """Counts of one batch's post-processed rows (row ``j`` of ``preds`` is ``batch[rows[j]]``) that the record
+        keeps beside ``total`` / ``evaluated`` / ``failed``, summed over the run. Default: none (classification
+        counts its ties)."""
+        return {}
+
+    def has_truth(self, sample: Sample) -> bool:
+        """Whether ``sample`` carries what this task scores against (:attr:`truth`): a label, box annotations
+        (``objects``, possibly empty) or a mask. The record's ``labelled`` count."""
+        if self.truth == "boxes":
+            return sample.objects is not None
+        if self.truth == "masks":
+            return sample.mask is not None
+        return sample.label is not None
+
     @abstractmethod
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset) -> list[MetricValue]:
         """The run's metrics (each with its 95 % interval) over the successfully evaluated samples."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from repliscope.datasets.base import Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError
-from repliscope.metrics.classification import compute_metrics
+from repliscope.metrics.classification import compute_metrics, tie_counts
 from repliscope.ops.base import Predictions
 from repliscope.records.evaluation import MetricValue, SamplePrediction
 from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
@@ -129,6 +129,15 @@ class ImageClassification(Task):
             )
             for row, i in enumerate(rows)
         ]
+
+    def batch_counts(self, preds: Predictions, batch: Sequence[Sample], rows: Sequence[int]) -> dict[str, int]:
+        """All-equal output rows and label ties at the top-1 / top-5 boundary of the scores ``topk`` ranked
+        (:func:`repliscope.metrics.classification.tie_counts`); the non-zero ones only, so a record without ties
+        has the counts it always had."""
+        if preds.topk_indices is None or preds.scores.ndim != 2:
+            return {}
+        counts = tie_counts(preds.scores, [batch[i].label for i in rows], int(preds.topk_indices.shape[1]))
+        return {k: v for k, v in counts.items() if v}
 
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset | None = None) -> list[MetricValue]:
         """top1 / top5 (Wilson 95 % intervals) over the labelled, evaluated samples."""
