@@ -53,6 +53,7 @@ def test_three_shards_merge_into_the_single_machine_record(runs: tuple[JobOutcom
         merged.dataset["description"] == whole.dataset["description"] == "10 images (first 10 of 100 in sorted order)"
     )
     assert merged.metrics == whole.metrics and merged.claims == whole.claims
+    assert merged.dataset == whole.dataset and merged.options == whole.options  # the whole run's, not a shard's
     assert merged.run_id not in {s.records[0]["run_id"] for s in shards}
     assert merged.shards is not None
     assert [(p.shard, p.samples, p.run_id) for p in merged.shards] == [
@@ -69,12 +70,12 @@ def test_metrics_intervals_and_verdict_are_recomputed_over_every_sample(
     runs: tuple[JobOutcome, list[JobOutcome]],
 ) -> None:
     """Labels chosen so shard 0/3 is 4/4 right, 1/3 0/3 and 2/3 3/3: top-1 is 7/10 (not the mean of the shards'
-    1.0, 0.0, 1.0); its Wilson interval is n=10's, and the claim "top-1 70 %" on the declared data is judged once."""
+    1.0, 0.0, 1.0); its Wilson interval is n=10's, and the claims on the declared data are judged once, on it."""
     from repliscope.metrics.intervals import wilson_interval
 
     shards = _shards(runs)
     claim = (
-        "claims:\n  - {metric: top1, value: 70.0, dataset: {name: foolbox, split: val}, source: test}\n"
+        "claims:\n  - {metric: top1, value: 30.0, dataset: {name: foolbox, split: val}, source: test}\n"
         "  - {metric: top1, value: 99.0, dataset: {name: foolbox, split: val}, source: test}"
     )
     for i, outcome in enumerate(shards):
@@ -87,9 +88,13 @@ def test_metrics_intervals_and_verdict_are_recomputed_over_every_sample(
     top1 = merged.metric("top1")
     assert top1 is not None and (top1.successes, top1.n, top1.value) == (7, 10, 0.7)
     assert (top1.ci_low, top1.ci_high) == pytest.approx(wilson_interval(7, 10))
-    assert merged.counts == {"total": 10, "evaluated": 10, "failed": 0, "labelled": 10}
-    assert [(c.claimed, c.verdict) for c in merged.claims] == [(0.7, "consistent"), (0.99, "inconsistent")]
-    assert merged.claims[1].reason.endswith("of the measured 70.00% (n=10)")
+    assert {k: merged.counts[k] for k in ("total", "evaluated", "failed")} == {
+        "total": 10,
+        "evaluated": 10,
+        "failed": 0,
+    }
+    assert [(c.claimed, c.verdict) for c in merged.claims] == [(0.3, "inconsistent"), (0.99, "inconsistent")]
+    assert all("of the measured 70.00% (n=10)" in c.reason for c in merged.claims)
 
 
 def test_a_missing_or_repeated_shard_refuses_the_merge(runs: tuple[JobOutcome, list[JobOutcome]]) -> None:
@@ -191,3 +196,32 @@ def test_a_merged_record_is_stored_in_one_transaction_or_not_at_all(
     assert back.result_hash == runs[0].records[0]["result_hash"] and len(back.samples) == N_SAMPLES
     assert back.shards is not None and [p.shard for p in back.shards] == ["0/3", "1/3", "2/3"]
     assert [r.run_id for r in store.list()] == [run_id]  # the shards' own records are not stored
+
+
+def test_detection_shards_merge_with_their_ground_truth(tmp_path: Path) -> None:
+    """The exact rectangle detector on ``synthetic_detection`` (16 images): the 3 shards' ground truth is
+    interleaved back and COCO's metrics, intervals and per-class rows are recomputed from it, as the whole run's."""
+    from repliscope.job_execution import JobSpec
+
+    manifest = Path(__file__).parents[1] / "fixtures" / "detection" / "rect-detector.yaml"
+
+    def job(**options: Any) -> JobSpec:
+        return JobSpec(
+            "det",
+            "evaluate",
+            "rect-detector@1",
+            manifest.read_text(encoding="utf-8"),
+            "onnxruntime",
+            "synthetic_detection",
+            "synthetic_detection",
+            {"manifest_path": str(manifest), "threads": 1, "batch_size": 1, **options},
+        )
+
+    whole = EvaluationRecord.model_validate(execute_job(job(), tmp_path, _quiet, _quiet).records[0])
+    shards = [execute_job(job(shard=f"{i}/3"), tmp_path, _quiet, _quiet) for i in range(3)]
+    merged = _merged(shards)
+    assert whole.task == merged.task == "object_detection" and len(merged.samples) == 16
+    assert merged.result_hash == whole.result_hash and merged.dataset == whole.dataset
+    assert merged.ground_truth == whole.ground_truth
+    assert merged.metrics == whole.metrics and merged.per_class == whole.per_class
+    assert merged.counts == whole.counts and merged.claims == whole.claims

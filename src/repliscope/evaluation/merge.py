@@ -236,12 +236,7 @@ def merge_shards(shards: Sequence[Shard], *, allow_mixed_stacks: bool = False) -
         options=options,
         metrics=[],
         claims=[],
-        counts={
-            "total": len(samples),
-            "evaluated": evaluated,
-            "failed": failed,
-            "labelled": sum(1 for p in samples if p.label is not None),
-        },
+        counts=_counts(ordered, samples, failed),
         timings=timings,
         samples=samples,
         result_hash=result_hash(samples),
@@ -249,7 +244,7 @@ def merge_shards(shards: Sequence[Shard], *, allow_mixed_stacks: bool = False) -
         ground_truth=truth,
         shards=[_provenance(s) for s in ordered],
     )
-    _score(merged, first.record, failed)
+    _score(merged, first, failed)
     return merged
 
 
@@ -421,6 +416,16 @@ def _dataset(shards: list[Shard], identity: str) -> dict[str, Any]:
     return out
 
 
+def _counts(shards: list[Shard], samples: list[SamplePrediction], failed: int) -> dict[str, int]:
+    """``total``, ``evaluated``, ``failed`` from the merged samples; every other count (``labelled``: samples with
+    a truth to score against, label ties...) counts the shards' samples: their sum."""
+    out = {"total": len(samples), "evaluated": len(samples) - failed, "failed": failed}
+    for key in dict.fromkeys(k for s in shards for k in s.record.counts):
+        if key not in out:
+            out[key] = sum(s.record.counts.get(key, 0) for s in shards)
+    return out
+
+
 def _timings(shards: list[Shard], evaluated: int) -> Timings:
     """The shards ran side by side: load, warm-up, loop and total are the slowest shard's (the run's wall time
     after dispatch), ``inference_seconds`` and the batch latencies every shard's (runtime work); throughput is
@@ -453,8 +458,9 @@ def _claims_of(manifest_text: str, file: str) -> list[Any]:
     return _CLAIMS.validate_python((data or {}).get("claims") or [])
 
 
-def _score(merged: EvaluationRecord, first: EvaluationRecord, failed: int) -> None:
-    """Metrics, per-class rows and claim verdicts of ``merged``, by its task, from its samples (and ground truth)."""
+def _score(merged: EvaluationRecord, shard: Shard, failed: int) -> None:
+    """Metrics, per-class rows and claim verdicts of ``merged``, by its task, from its samples (and ground truth),
+    as one run over the whole dataset (``shard``: the first)."""
     from repliscope.evaluation.ground_truth import dataset_of
     from repliscope.manifest.schema import DatasetRef
     from repliscope.tasks.base import get_task
@@ -463,7 +469,7 @@ def _score(merged: EvaluationRecord, first: EvaluationRecord, failed: int) -> No
     if merged.ground_truth is not None:
         scored = dataset_of(merged)
     else:  # classification reads the samples' labels; segmentation only the class names
-        names = {int(row["class_id"]): str(row["name"]) for row in first.per_class or () if "name" in row}
+        names = {int(row["class_id"]): str(row["name"]) for row in shard.record.per_class or () if "name" in row}
         scored = Dataset(
             name=str(merged.dataset.get("name", "")),
             samples=(),
