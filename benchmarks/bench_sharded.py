@@ -9,7 +9,8 @@ of both phases, their ratio (target >= 1.8 on 2 cores) and the load average befo
 that the merged record IS the single run's: same result hash, dataset identity and metrics, every image once.
 
 Merge cost: ``merge_outcomes`` of the phase-2 shard outcomes (validating the records as they arrive, the checks,
-interleaving, identity, metrics, verdicts, result hash), median of R repeats, per 1,000 samples.
+interleaving, identity, metrics, verdicts, result hash), median of R repeats, per 1,000 samples; then the same on
+shards of ~50,000 samples (the evaluated ones renamed 50 times over: the 50,000-image ImageNet val's size).
 
 Usage: python benchmarks/bench_sharded.py [--shards 2] [--limit N] [--repeats 20]
 """
@@ -23,10 +24,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_agents import ROOT, SAMPLE, evaluate_job, processes, start_agent, start_scheduler, warm
+
+if TYPE_CHECKING:
+    from repliscope.job_execution import JobOutcome
 
 MANIFEST = ROOT / "examples" / "efficientnet-lite0.yaml"
 
@@ -41,6 +46,58 @@ def constraints(agent: str | None = None) -> object:
 
     hardware = (f"agent_id={agent}",) if agent else ()
     return Constraints(framework="torch", framework_version=">=2.1,<3", runtime="onnxruntime", hardware=hardware)
+
+
+def replicated(outcomes: list[JobOutcome], times: int) -> list[JobOutcome]:
+    """The shard outcomes of a dataset made of ``times`` renamed copies of the evaluated one (ids ``rK/ID``):
+    consistent shards of ``times`` x as many samples, for the merge's cost at scale (needs the sample count to be a
+    multiple of the shard count)."""
+    import base64
+    import copy
+
+    from repliscope.datasets.base import identity_of_lines
+    from repliscope.evaluation.merge import sample_ids_sha256
+
+    n = len(outcomes)
+    infos = [o.shard or {} for o in outcomes]
+    total = infos[0]["of_samples"]
+    assert total % n == 0, f"{total} samples do not split evenly into {n} shards"
+    per_shard = [o.records[0]["samples"] for o in outcomes]
+    whole_ids = [per_shard[k % n][k // n]["sample_id"] for k in range(total)]
+    out = []
+    for i, o in enumerate(outcomes):
+        lines = [base64.b64decode(x) for x in infos[i]["identity_lines"]]
+        samples, new_lines = [], []
+        for r in range(times):
+            for sample, line in zip(per_shard[i], lines, strict=True):
+                renamed = f"r{r}/{sample['sample_id']}"
+                samples.append({**sample, "sample_id": renamed})
+                new_lines.append(renamed.encode() + b"\0" + line.split(b"\0", 1)[1])
+        copied = copy.deepcopy(o)
+        record = copied.records[0]
+        record["samples"] = samples
+        record["dataset"]["identity"] = identity_of_lines(new_lines)
+        record["counts"] = {k: v * times for k, v in record["counts"].items()}
+        copied.shard = {
+            **infos[i],
+            "of_samples": total * times,
+            "sample_ids_sha256": sample_ids_sha256([f"r{r}/{x}" for r in range(times) for x in whole_ids]),
+            "identity_lines": [base64.b64encode(x).decode("ascii") for x in new_lines],
+        }
+        out.append(copied)
+    return out
+
+
+def merge_cost(outcomes: list[JobOutcome], repeats: int) -> tuple[float, int]:
+    """Median seconds of ``merge_outcomes(outcomes)`` over ``repeats`` and the merged sample count."""
+    from repliscope.job_execution import merge_outcomes
+
+    seconds = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        merged = merge_outcomes(outcomes)
+        seconds.append(time.perf_counter() - t0)
+    return statistics.median(seconds), len(merged.records[0]["samples"])
 
 
 def scale_out(shards: int, limit: int | None, repeats: int) -> float:
@@ -94,16 +151,17 @@ def scale_out(shards: int, limit: int | None, repeats: int) -> float:
         f"run's (result hash {merged['result_hash'][:12]}, {n} images once, top-1 "
         f"{next(m['value'] for m in merged['metrics'] if m['name'] == 'top1'):.4f})"
     )
-    seconds = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        merge_outcomes(outcomes)
-        seconds.append(time.perf_counter() - t0)
-    med = statistics.median(seconds)
+    med, n = merge_cost(outcomes, repeats)
     print(
         f" merge cost: {med * 1000:.1f} ms for {n} samples in {shards} shards (median of {repeats}) = "
         f"{med * 1000 * 1000 / n:.1f} ms per 1,000 samples ({load()})"
     )
+    if n % shards == 0:
+        med, n = merge_cost(replicated(outcomes, 50_000 // n or 1), max(1, repeats // 10))
+        print(
+            f" merge cost at scale (the run's samples renamed into {n:,}): {med:.2f} s = "
+            f"{med * 1000 * 1000 / n:.1f} ms per 1,000 samples ({load()})"
+        )
     return ratio
 
 
