@@ -142,6 +142,13 @@ class Reference(ABC):
         for diverging units only. Default: none known."""
         return None
 
+    def stages(self, path: str, output: np.ndarray) -> list[tuple[str, np.ndarray]]:
+        """The values unit ``path`` goes through, in order and ending with ``output``, as far as they follow from
+        its output (a Darknet convolution: before its activation, then its output), named in words; the driver
+        matches a diverging candidate unit's sub-layers against them to name the sub-layer that makes the error.
+        Default: none known."""
+        return []
+
 
 class Candidate(ABC):
     """A second implementation, compared unit by unit with a :class:`Reference`."""
@@ -187,6 +194,12 @@ class Candidate(ABC):
     def describe(self) -> dict[str, Any]:
         """The candidate as the result records it (``candidate`` first)."""
         return {"candidate": self.name}
+
+    def sublayer_outputs(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, np.ndarray]] | None:
+        """Golden mode: the counterpart of ``path`` run on ``inputs`` sub-layer by sub-layer: (its name and class,
+        e.g. ``convolutional_13 (LeakyReLU)``; its output in the reference layout) in call order; None when the
+        candidate cannot tell. Default: None."""
+        return None
 
     def input_sources(self, path: str) -> list[str] | None:
         """Golden mode: the reference units whose outputs the counterpart of ``path`` reads, one per tensor input

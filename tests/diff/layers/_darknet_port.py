@@ -93,3 +93,14 @@ def converted_onnx() -> Path:
     out = folder / "yolov3-tiny.onnx"
     convert(cfg_path(), weights_path(), out)
     return out
+
+
+def leaky_slope(name: str, slope: float) -> Callable[[dict[str, Any]], None]:
+    """An edit of the port's config: ``name`` (a LeakyReLU) with another negative slope."""
+
+    def edit(config: dict[str, Any]) -> None:
+        entry = layer(config, name)
+        assert entry["class_name"] == "LeakyReLU"
+        entry["config"]["negative_slope"] = slope
+
+    return edit

@@ -238,6 +238,16 @@ class DarknetLayers(Reference):
                 on_end(lay.name, inputs, out[lay.name])
         return None
 
+    def stages(self, path: str, output: np.ndarray) -> list[tuple[str, np.ndarray]]:
+        """A convolutional layer with a ``leaky`` activation: its value before the activation (convolution + bias,
+        batch norm folded), recovered from its output (``y / 0.1`` where ``y <= 0``; leaky is invertible), then its
+        output; any other layer: its output alone."""
+        lay = next((lay for lay in self.network.layers if lay.name == path), None)
+        if lay is None or lay.type != "convolutional" or lay.params.get("activation") != "leaky":
+            return [("output", output)]
+        before = np.where(output > 0, output, output / output.dtype.type(LEAKY)).astype(output.dtype, copy=False)
+        return [("output before its leaky activation (convolution + bias)", before), ("output", output)]
+
     def explain(self, path: str, output: np.ndarray, candidate: np.ndarray) -> Cause | None:
         """A convolutional layer with batch norm: which batch-norm convention explains the candidate's output.
 

@@ -322,6 +322,18 @@ class KerasLayersCandidate(NamedCandidate):
         return {"candidate": self.name, "model": str(self.model.name), "source": self.source}
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        return to_reference_layout(self.keras.ops.convert_to_numpy(self._run_nodes(path, inputs)[-1][1]))
+
+    def sublayer_outputs(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, np.ndarray]]:
+        """The golden unit ending at ``path`` layer by layer: ("name (Class)", output in the reference layout),
+        the layers returning one tensor."""
+        return [
+            (label, to_reference_layout(self.keras.ops.convert_to_numpy(out)))
+            for label, out in self._run_nodes(path, inputs)
+            if not isinstance(out, (list, tuple, dict))
+        ]
+
+    def _run_nodes(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, Any]]:
         nodes, external = self.chain(path)
         check_unit_inputs(
             f"Keras unit '{path}' ({'+'.join(n.operation.name for n in nodes)})", len(external), len(inputs)
@@ -329,7 +341,7 @@ class KerasLayersCandidate(NamedCandidate):
         values: dict[int, Any] = {
             id(t): to_keras_layout(np.asarray(a, dtype=np.float32)) for t, a in zip(external, inputs, strict=True)
         }
-        out: Any = None
+        found: list[tuple[str, Any]] = []
         for node in nodes:
             args, kwargs = node.arguments.fill_in(values)
             if isinstance(node.operation, self.keras.layers.Layer):
@@ -337,7 +349,8 @@ class KerasLayersCandidate(NamedCandidate):
             out = node.operation(*args, **kwargs)
             for t, value in zip(node.outputs, self.keras.tree.flatten(out), strict=True):
                 values[id(t)] = value
-        return to_reference_layout(self.keras.ops.convert_to_numpy(out))
+            found.append((f"{node.operation.name} ({type(node.operation).__name__})", out))
+        return found
 
     def output(self, x: np.ndarray) -> np.ndarray | None:
         """The model's output on ``x`` (reference layout in and out)."""

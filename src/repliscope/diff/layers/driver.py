@@ -169,6 +169,8 @@ def diff_layers(
                     golden_shape[path] = row.notes.pop()
                 else:
                     explain("golden", row, output, cand)
+                    if not row.golden.passed and math.isfinite(row.golden.max_abs):
+                        _made_by(reference, candidate, row, given, output, policy)
         if tmp is not None:
             np.save(tmp / f"{row.index}.npy", output)
 
@@ -365,6 +367,57 @@ def _compare(
     return compare_arrays(ref, cand, tol, rel_floor, row.ref_max_abs)
 
 
+def _made_by(
+    reference: Reference,
+    candidate: Candidate,
+    row: LayerRow,
+    given: list[np.ndarray],
+    output: np.ndarray,
+    policy: TolerancePolicy,
+) -> None:
+    """Golden mode, a diverging unit: which of the candidate's sub-layers makes the error (``row.made_by``, with a
+    note). The candidate's sub-layer outputs on the same inputs are matched in order against the values the
+    reference unit goes through (:meth:`~repliscope.diff.base.Reference.stages`, each judged with the unit's
+    tolerance at its own magnitude): the first sub-layer whose output matches no reference stage makes the error;
+    a unit whose sub-layers all match but stop before the reference's last stage lacks a step."""
+    subs = candidate.sublayer_outputs(row.path, given)
+    if not subs:
+        return
+    kinds = row.kind.split("+")
+    stages = [
+        (words, value, policy.tolerance(row.path, kinds, value.dtype, row.reduction, output_scale(value)))
+        for words, value in (reference.stages(row.path, output) or [("output", output)])
+    ]
+    reached, matched = -1, ""
+    for label, out in subs:
+        comparable = [k for k, (_, value, _) in enumerate(stages) if value.shape == out.shape and k >= reached]
+        if not comparable:
+            continue  # another shape (a padding before a convolution): not comparable with any stage
+        hits = [
+            k
+            for k in comparable
+            if compare_arrays(stages[k][1], out, stages[k][2], policy.rel_floor, output_scale(stages[k][1])).passed
+        ]
+        if hits:
+            reached, matched = max(hits), label
+            continue
+        target = next((k for k in comparable if k > reached), comparable[-1])
+        error = float(np.max(np.abs(np.asarray(out, np.float64) - stages[target][1])))
+        row.made_by = label
+        given_words = f"its input ({matched}'s output) matches the reference {stages[reached][0]}; " if matched else ""
+        row.notes.append(
+            f"golden: the error is made by the candidate's sub-layer {label}: {given_words}its output differs from "
+            f"the reference {stages[target][0]} by up to {error:.3g}"
+        )
+        return
+    if matched and reached < len(stages) - 1:
+        row.made_by = matched
+        row.notes.append(
+            f"golden: the candidate's unit stops short: its last sub-layer {matched} matches the reference "
+            f"{stages[reached][0]}, not {stages[-1][0]} (a step is missing)"
+        )
+
+
 def _group_reads(group: list[str], info: dict[str, LayerInfo]) -> list[str] | None:
     """The reference units whose outputs the layers of ``group`` read from outside it, in the order they are
     first read ("" for the model input); None when a producer is unknown."""
@@ -443,8 +496,16 @@ def _first_divergent(rows: list[LayerRow], mode: Mode) -> Divergence | None:
             error = {"max_abs": stats.max_abs, "tolerance": stats.tolerance, "ratio": stats.ratio}
         else:
             continue
+        by = row.made_by if mode == "golden" else ""
         return Divergence(
-            mode=mode, index=row.index, path=row.path, covers=row.covers, kind=row.kind, source=row.source, **error
+            mode=mode,
+            index=row.index,
+            path=row.path,
+            covers=row.covers,
+            kind=row.kind,
+            source=row.source,
+            made_by=by,
+            **error,
         )
     return None
 

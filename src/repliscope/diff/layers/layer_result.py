@@ -43,6 +43,9 @@ class LayerRow(_Model):
     notes: list[str] = Field(default_factory=list)
     op: str = ""
     missing: str = ""
+    made_by: str = ""
+    """Golden mode: the candidate sub-layer that makes this unit's error (``convolutional_13 (LeakyReLU)``), when
+    the candidate runs its unit sub-layer by sub-layer and the reference tells the values in between; "" else."""
 
 
 class Divergence(_Model):
@@ -59,6 +62,8 @@ class Divergence(_Model):
     ratio: float
     missing: str = ""
     """Set (the reason) when the divergence is a reference op the candidate has no counterpart for."""
+    made_by: str = ""
+    """The candidate sub-layer that makes the error (golden mode; see :attr:`LayerRow.made_by`)."""
 
     def describe(self) -> str:
         fused = f" (fused: {' + '.join(self.covers)})" if self.covers != [self.path] else ""
@@ -69,8 +74,9 @@ class Divergence(_Model):
                 f"{self.path}{fused}: {self.kind} at {self.source}: the candidate's unit cannot be compared "
                 "with the reference's (see the notes for why)"
             )
+        by = f", made by the candidate's {self.made_by}" if self.made_by else ""
         return (
-            f"{self.path}{fused}: {self.kind} at {self.source}, max |err| {self.max_abs:.3g} > "
+            f"{self.path}{fused}: {self.kind} at {self.source}{by}, max |err| {self.max_abs:.3g} > "
             f"tolerance {self.tolerance:.3g} ({self.ratio:.1f}x)"
         )
 

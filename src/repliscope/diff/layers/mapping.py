@@ -162,6 +162,11 @@ class NamedCandidate(Candidate):
             raise RepliscopeError(f"{self.name}: call units(x) first")
         return [u.name for u in self._units]
 
+    def sublayer_outputs(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, np.ndarray]] | None:
+        """Golden mode: the unit ``path`` (its own name) run sub-layer by sub-layer on ``inputs``: ("name
+        (Class)", output in the layout ``run_layer`` returns) in call order; None when the candidate cannot tell."""
+        return None
+
     def input_units(self, name: str) -> list[str | None] | None:
         """Golden mode: the units whose outputs the golden unit ending at ``name`` reads, one per tensor input in
         the order it reads them (None for the model input), as this candidate's graph wires it; None when the

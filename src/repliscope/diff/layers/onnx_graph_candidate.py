@@ -198,6 +198,23 @@ class OnnxGraphCandidate(NamedCandidate):
                 f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})"
             ) from None
 
+    def sublayer_outputs(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, np.ndarray]]:
+        """The golden unit ending at ``path`` node by node (one session exposing every node's first output):
+        ("tensor (OpType)", its value, in the layout :meth:`run_layer` returns)."""
+        nodes, external = self.chain(path)
+        check_unit_inputs(f"ONNX unit '{path}' ({'+'.join(n.op_type for n in nodes)})", len(external), len(inputs))
+        steps = [n for n in nodes if n.output and n.output[0] in self._nodes]
+        key = ("sublayers", path)
+        if key not in self._sessions:
+            model = self._sub_model(nodes, external, path)
+            model.graph.output.extend(self._value_info(n.output[0]) for n in steps if n.output[0] != path)
+            self._sessions[key] = self._session(model)
+        feed = {
+            t: self.to_candidate_layout(np.asarray(a, dtype=np.float32)) for t, a in zip(external, inputs, strict=True)
+        }
+        values = self._sessions[key].run([n.output[0] for n in steps], feed)
+        return [(f"{n.output[0]} ({n.op_type})", np.asarray(v)) for n, v in zip(steps, values, strict=True)]
+
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         order = {u.name: k for k, u in enumerate(self._units)}
         wanted = sorted(set(paths), key=lambda p: order.get(p, -1))

@@ -384,6 +384,20 @@ class PairedCandidate(Candidate):
             found.append(name)
         return found
 
+    def sublayer_outputs(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, np.ndarray]] | None:
+        """The unit of ``path`` sub-layer by sub-layer (a single unit, not a chain), in the reference layout; the
+        pair's declared scale / activation applied to the last one as a step of its own."""
+        pair = self.pairs[path]
+        if len(pair.units) > 1:
+            return None
+        subs = self.inner.sublayer_outputs(pair.unit, [self._to_inner(np.asarray(a), pair) for a in inputs])
+        if not subs:
+            return None
+        found = [(label, self._from_inner(out, pair, transform=False)) for label, out in subs]
+        if pair.scale != 1.0 or pair.activation != "linear":
+            found.append((f"the pair's declared {pair.transform}", self._from_inner(subs[-1][1], pair)))
+        return found
+
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
         pair = self.pairs[path]
         fed = [self._to_inner(np.asarray(a), pair) for a in inputs]
@@ -412,7 +426,7 @@ class PairedCandidate(Candidate):
         # the inner candidate transposes NCHW -> NHWC itself (an NHWC model) or passes the array as is (NCHW)
         return a.transpose(0, 3, 1, 2) if self.inner.layout == "NHWC" else a.transpose(0, 2, 3, 1)
 
-    def _from_inner(self, out: Any, pair: Pair) -> np.ndarray:
+    def _from_inner(self, out: Any, pair: Pair, transform: bool = True) -> np.ndarray:
         a = np.asarray(out)
         if a.ndim == 4:
             if self.inner.output_layout == "NHWC":
@@ -420,6 +434,8 @@ class PairedCandidate(Candidate):
             if self._declared(pair) != self.inner.layout:
                 a = a.transpose(0, 2, 3, 1) if self.inner.layout == "NHWC" else a.transpose(0, 3, 1, 2)
             a = np.ascontiguousarray(a)
+        if not transform:
+            return a
         if pair.scale != 1.0:
             a = (a * np.asarray(pair.scale, dtype=a.dtype)).astype(a.dtype, copy=False)
         return ACTIVATIONS[pair.activation](a)
