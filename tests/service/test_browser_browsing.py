@@ -176,20 +176,20 @@ def _column(driver: WebDriver, index: int) -> list[str]:
 
 def test_sort_by_header_search_and_compare_three_runs(seeded: Seeded, driver: WebDriver) -> None:
     driver.get(f"{seeded.url}/runs")
-    driver.find_element(By.LINK_TEXT, "Top-1 / AP").click()
-    poll(lambda: "sort=-top1" in driver.current_url, timeout=20, what="the top-1 sort")
+    driver.find_element(By.LINK_TEXT, "Metric").click()
+    poll(lambda: "sort=-metric" in driver.current_url, timeout=20, what="the metric sort")
     top1 = _column(driver, 9)
-    values = [float(t.split()[0]) for t in top1 if t.endswith("%")]
+    values = [float(t.split()[1]) for t in top1 if t.startswith("top1 ")]
     assert values == sorted(values, reverse=True) and len(values) == 4  # the 4 Lite0 runs, best first
-    driver.find_element(By.LINK_TEXT, "Top-1 / AP").click()  # again: ascending
-    poll(lambda: "sort=top1" in driver.current_url and "sort=-top1" not in driver.current_url, timeout=20, what="asc")
-    assert [float(t.split()[0]) for t in _column(driver, 9) if t.endswith("%")] == sorted(values)
-    header = driver.find_element(By.XPATH, "//th[a[normalize-space()='Top-1 / AP']]")
+    driver.find_element(By.LINK_TEXT, "Metric").click()  # again: ascending
+    poll(lambda: "sort=metric" in driver.current_url, timeout=20, what="the ascending metric sort")
+    assert [float(t.split()[1]) for t in _column(driver, 9) if t.startswith("top1 ")] == sorted(values)
+    header = driver.find_element(By.XPATH, "//th[a[normalize-space()='Metric']]")
     assert header.get_attribute("aria-sort") == "ascending"
     box = driver.find_element(By.ID, "filter-search")
     box.send_keys("nearest", Keys.ENTER)
     poll(lambda: "search=nearest" in driver.current_url, timeout=20, what="the search")
-    assert _column(driver, 4) == ["resize_nearest"] and "sort=top1" in driver.current_url  # the sort is kept
+    assert _column(driver, 4) == ["resize_nearest"] and "sort=metric" in driver.current_url  # the sort is kept
     driver.get(f"{seeded.url}/runs?sort=variant")
     _docs_copy(screenshot(driver, "runs-page"), "service-runs")
     for name in ("reference", "resize_nearest", "no_center_crop"):

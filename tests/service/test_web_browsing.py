@@ -76,7 +76,7 @@ def test_headers_sort_the_runs_stably_and_the_sort_survives_paging(browse: dict[
     assert 'aria-sort="descending"><a class="sort descending" href="/runs?page_size=50&amp;sort=samples"' in sorted_html
     # top-1 ascending, then two a page: page 2 keeps the sort
     asc = _rows(client.get("/runs?sort=top1&page_size=25").text)
-    assert [r[9] for r in asc] == ["89.5 %", "89.5 %", "95.0 %", "95.0 %", "100.0 %"]
+    assert [r[9] for r in asc] == ["top1 89.5 %", "top1 89.5 %", "top1 95.0 %", "top1 95.0 %", "top1 100.0 %"]
     assert [r[0] for r in asc[:2]] == [RUN_A[:12], RUN_VAR[:12]]  # a tie: run id ascending
     # 100 % of 3 carries its wide interval; 95 % of 20 its own
     assert asc[4][10] == "[43.9, 100.0]" and asc[2][10] == "[76.4, 99.1]"

@@ -184,7 +184,7 @@ def test_runs_page_filters_sorts_and_pages(web: dict[str, Any]) -> None:
     rows = parse(html).tables["runs-table"].rows
     assert [r[0] for r in rows] == [RUN_B[:12], RUN_A[:12]]
     assert rows[0][5:8] == ["onnxruntime 1.32.0", "AMD EPYC", "foolbox_imagenet"]
-    assert rows[0][9] == "95.0 %" and rows[1][9] == "89.5 %"
+    assert rows[0][9] == "top1 95.0 %" and rows[1][9] == "top1 89.5 %"
     assert rows[0][11] == "not comparable"
     assert rows[0][12] == "3f1c00000000"
     assert "2 runs; page 1 of 1." in html

@@ -49,6 +49,12 @@ class RunRow(Base):
     verdict: Mapped[str | None] = mapped_column(String, nullable=True)
     """The run's claim verdict: inconsistent if any claim is, else consistent if any is, else not comparable;
     NULL without claims."""
+    metric_name: Mapped[str | None] = mapped_column(String, nullable=True)
+    """The task's headline metric: the first of its ``metric_specs`` (top1, AP, mIoU; migration 0007)."""
+    metric_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    metric_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """The headline metric's 95 % interval as the record states it (Wilson or bootstrap, per the task)."""
+    metric_high: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         Index("ix_runs_model_created", "manifest_name", "created_at"),

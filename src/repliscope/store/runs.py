@@ -60,6 +60,12 @@ class RunSummary(BaseModel):
     cpu_model: str | None = None
     verdict: str | None = None
     """The run's claim verdict (see :func:`run_verdict`); None without claims."""
+    metric_name: str | None = None
+    """The task's headline metric (:func:`headline_of`: top1, AP, mIoU); None when the run has none."""
+    metric_value: float | None = None
+    metric_low: float | None = None
+    metric_high: float | None = None
+    """The headline metric's 95 % interval as the record states it."""
 
 
 _SUMMARY_COLUMNS = [getattr(RunRow, name) for name in RunSummary.model_fields]
@@ -113,9 +119,11 @@ SORT_FIELDS: dict[str, Any] = {
     "samples": RunRow.num_samples,
     "hardware": RunRow.cpu_model,
     "variant": RunRow.variant,
+    "metric": RunRow.metric_value,
 }
-"""What :meth:`RunStore.query_runs` sorts by: a name ascending, ``-name`` descending."""
-_NULLABLE_SORTS = ("top1", "top5", "ap", "verdict", "hardware", "variant")
+"""What :meth:`RunStore.query_runs` sorts by: a name ascending, ``-name`` descending (``metric``: the headline
+metric's value, whatever the task)."""
+_NULLABLE_SORTS = ("top1", "top5", "ap", "verdict", "hardware", "variant", "metric")
 SORTS = tuple(x for name in SORT_FIELDS for x in (name, f"-{name}"))
 MAX_PAGE_SIZE = 500
 
@@ -126,6 +134,36 @@ def _metric_value(record: EvaluationRecord, names: tuple[str, ...]) -> float | N
         if metric is not None:
             return metric.value
     return None
+
+
+Headline = tuple[str | None, float | None, float | None, float | None]
+"""(metric name, value, 95 % interval low, high)."""
+
+
+def headline_name(task: str) -> str | None:
+    """The headline metric of ``task``: the first of its ``metric_specs`` (None for a task not registered)."""
+    from repliscope.tasks.base import TASKS, get_task
+
+    return get_task(task).metric_specs[0].name if task in TASKS else None
+
+
+def headline_of(record: EvaluationRecord) -> Headline:
+    """The record's headline metric with its interval (:func:`headline_name`); its name and Nones when the record
+    has no such metric (every sample failed)."""
+    name = headline_name(record.task)
+    metric = record.metric(name) if name is not None else None
+    if metric is None:
+        return name, None, None, None
+    return name, metric.value, metric.ci_low, metric.ci_high
+
+
+def headline_of_json(record: dict[str, Any]) -> Headline:
+    """:func:`headline_of` of a record's stored JSON (migration 0007 fills older rows with it)."""
+    name = headline_name(str(record.get("task") or "image_classification"))
+    for metric in record.get("metrics") or []:
+        if metric.get("name") == name:
+            return name, metric.get("value"), metric.get("ci_low"), metric.get("ci_high")
+    return name, None, None, None
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -142,7 +180,12 @@ def run_verdict(verdicts: builtins.list[str]) -> str | None:
 
 
 def run_row(record: EvaluationRecord) -> RunRow:
+    metric_name, metric_value, metric_low, metric_high = headline_of(record)
     return RunRow(
+        metric_name=metric_name,
+        metric_value=metric_value,
+        metric_low=metric_low,
+        metric_high=metric_high,
         run_id=record.run_id,
         created_at=utc_naive(record.created_at),
         kind=record.kind,

@@ -48,6 +48,8 @@ Sort = Literal[
     "-hardware",
     "variant",
     "-variant",
+    "metric",
+    "-metric",
 ]
 """The store's sorts (:data:`repliscope.store.repository.SORTS`), spelt out for the OpenAPI schema."""
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
@@ -75,6 +77,12 @@ class RunRow(BaseModel):
     framework_version: str | None = None
     cpu_model: str | None = None
     verdict: str | None = None
+    metric_name: str | None = None
+    """The headline metric of the run's task (the first of its metric specs: ``top1``, ``AP``, ``mIoU``)."""
+    metric_value: float | None = None
+    metric_low: float | None = None
+    """The headline metric's 95 % interval as the record states it (Wilson for top-1, bootstrap for AP, mIoU)."""
+    metric_high: float | None = None
 
 
 class RunPage(BaseModel):
@@ -233,13 +241,18 @@ EXPORT_COLUMNS = (
     "top1_ci_high",
     "top5",
     "ap",
+    "metric_name",
+    "metric_value",
+    "metric_low",
+    "metric_high",
     "verdict",
     "sweep_id",
     "variant",
     "manifest_sha256",
     "result_hash",
 )
-"""The columns of a runs download (``top1_ci_*``: the 95 % Wilson interval over the evaluated samples)."""
+"""The columns of a runs download (``top1_ci_*``: the 95 % Wilson interval over the evaluated samples;
+``metric_*``: the task's headline metric, top1 / AP / mIoU, with the 95 % interval its record states)."""
 
 
 @lru_cache(maxsize=65536)
@@ -402,17 +415,26 @@ SAMPLE_COLUMNS = (
     "topk_probs",
     "num_detections",
     "detections",
+    "truth_classes",
+    "predicted_classes",
+    "iou",
+    "pixel_accuracy",
     "error",
 )
 """The columns of a run's samples download: classification fills ``top1`` .. ``topk_probs`` (lists as JSON
-text), detection ``num_detections`` and ``detections`` (JSON text of ``[{box, score, class_id}]``); ``correct``
-is 1/0 when the sample has a label and a prediction, empty otherwise."""
+text), detection ``num_detections`` and ``detections`` (JSON text of ``[{box, score, class_id}]``), semantic
+segmentation ``truth_classes`` / ``predicted_classes`` (JSON lists of class indices with scored pixels), ``iou``
+(the image's mean IoU over the classes either holds) and ``pixel_accuracy``; ``correct`` is 1/0 when the sample
+has a label and a prediction, empty otherwise."""
 
 
 def sample_row(position: int, sample: Any) -> dict[str, Any]:
     """One sample of a download: :data:`SAMPLE_COLUMNS`."""
+    from repliscope.service.web.samples import mask_figures
+
     top1 = sample.topk_indices[0] if sample.topk_indices else None
     dets = sample.detections
+    masks = mask_figures(sample.segmentation) if sample.segmentation is not None else None
     return {
         "position": position,
         "sample_id": sample.sample_id,
@@ -424,6 +446,10 @@ def sample_row(position: int, sample: Any) -> dict[str, Any]:
         "topk_probs": json.dumps(sample.topk_probs) if sample.topk_probs else None,
         "num_detections": None if dets is None else len(dets),
         "detections": None if dets is None else json.dumps([d.model_dump(mode="json") for d in dets]),
+        "truth_classes": None if masks is None else json.dumps(masks.truth_classes),
+        "predicted_classes": None if masks is None else json.dumps(masks.predicted_classes),
+        "iou": None if masks is None else masks.iou,
+        "pixel_accuracy": None if masks is None else masks.pixel_accuracy,
         "error": sample.error,
     }
 

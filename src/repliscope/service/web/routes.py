@@ -272,7 +272,7 @@ SORTABLE_COLUMNS = {
     "hardware": "",
     "dataset": "",
     "samples": "-",
-    "top1": "-",
+    "metric": "-",
     "verdict": "",
 }
 """The runs table's sortable columns -> the direction of a first click (``-``: descending, newest / largest

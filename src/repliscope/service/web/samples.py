@@ -12,7 +12,10 @@ from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
-from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
+import numpy as np
+
+from repliscope.evaluation.record import EvaluationRecord, SamplePrediction, SegmentationSample
+from repliscope.service.web.metric_format import value_text
 
 PAGE_SIZE = 50
 THUMB_PX = 160
@@ -36,6 +39,8 @@ class SampleLine:
     truth_boxes: int | None = None
     thumbnail: bool = False
     """Whether the run's dataset has this sample's image here (its thumbnail URL answers)."""
+    masks: bool = False
+    """Segmentation: the record kept this sample's masks (drawn on its thumbnail)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class SamplesPanel:
     thumbnails: bool
     """Whether any listed sample has a thumbnail (else the table has no thumbnail column)."""
     note: str
+    headers: tuple[str, str, str] = ("Label", "Predicted", "Probability")
+    """The headers of the label, prediction and value columns: classification's, detection's ``Ground truth``
+    / ``Predicted`` / ``Best score``, segmentation's ``Truth classes`` / ``Predicted classes`` / ``IoU``."""
 
 
 def shows_of(task: str) -> tuple[str, ...]:
@@ -76,6 +84,55 @@ def _truth_boxes(record: EvaluationRecord, position: int) -> list[list[float]]:
     return [b for b, (crowd, ignore) in zip(t.boxes, flags, strict=False) if not (crowd or ignore)]
 
 
+def _masks(task: str) -> bool:
+    """Do the records of ``task`` hold label maps (confusion counts, kept masks)?"""
+    from repliscope.tasks.base import truth_of
+
+    return truth_of(task) == "masks"
+
+
+@dataclass(frozen=True)
+class MaskFigures:
+    """One segmentation sample's own figures, from its confusion counts: the classes its truth and its
+    prediction hold (scored pixels), its IoU (the mean over the classes either holds: the image's mIoU) and its
+    pixel accuracy; None when no pixel was scored."""
+
+    truth_classes: list[int]
+    predicted_classes: list[int]
+    iou: float | None
+    pixel_accuracy: float | None
+
+
+def mask_figures(seg: SegmentationSample) -> MaskFigures:
+    """:class:`MaskFigures` of a stored segmentation sample (its ``confusion``: ``[truth, predicted, pixels]``
+    triples; a prediction outside the model's classes is column ``num_classes``)."""
+    from repliscope.tasks.segmentation import dense
+
+    counts = dense(seg)
+    k = seg.num_classes
+    truth = counts.sum(axis=1)
+    predicted = counts[:, :k].sum(axis=0)
+    tp = counts[np.arange(k), np.arange(k)]
+    union = truth + predicted - tp
+    present = union > 0
+    total = int(counts.sum())
+    return MaskFigures(
+        truth_classes=[int(c) for c in np.flatnonzero(truth)],
+        predicted_classes=[int(c) for c in np.flatnonzero(predicted)],
+        iou=float((tp[present] / union[present]).mean()) if present.any() else None,
+        pixel_accuracy=float(tp.sum() / total) if total else None,
+    )
+
+
+def class_names_of(record: EvaluationRecord) -> list[str]:
+    """The segmentation classes a record was scored on (its dataset note), else ``class_<i>``."""
+    return list(record.dataset.get("segmentation_classes") or [])
+
+
+def _named(classes: list[int], names: list[str]) -> str:
+    return ", ".join(names[c] if c < len(names) else f"class_{c}" for c in classes) or "—"
+
+
 def _drawn(sample: SamplePrediction) -> list[list[float]]:
     return [d.box for d in sample.detections or [] if d.score >= DRAW_MIN_SCORE]
 
@@ -95,10 +152,25 @@ def samples_panel(record: EvaluationRecord, show: str, page: int, images: Contai
     else:
         chosen = indexed
     pages = max(1, -(-len(chosen) // PAGE_SIZE))
-    detection = _boxes(record.task)
+    detection, masks = _boxes(record.task), _masks(record.task)
+    names = class_names_of(record) if masks else []
     lines = []
     for i, s in chosen[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
-        if detection:
+        if masks:
+            fig = mask_figures(s.segmentation) if s.segmentation is not None else None
+            lines.append(
+                SampleLine(
+                    i,
+                    s.sample_id,
+                    "—" if fig is None else _named(fig.truth_classes, names),
+                    "—" if fig is None else _named(fig.predicted_classes, names),
+                    value_text("mIoU", None if fig is None else fig.iou),
+                    s.error,
+                    thumbnail=images is not None and s.sample_id in images,
+                    masks=s.segmentation is not None and s.segmentation.predicted is not None,
+                )
+            )
+        elif detection:
             n = len(s.detections or [])
             lines.append(
                 SampleLine(
@@ -132,10 +204,22 @@ def samples_panel(record: EvaluationRecord, show: str, page: int, images: Contai
             f" Thumbnails: ground truth green (crowd and ignored regions left out), detections with score >= "
             f"{DRAW_MIN_SCORE} red."
         )
+    if masks:
+        note += (
+            " IoU: the image's own mean IoU over the classes its truth or prediction holds. Thumbnails (masks kept "
+            "by the record): predicted foreground red, missed truth blue."
+        )
     thumbnails = any(x.thumbnail for x in lines)
     if lines and images is None:
         note += " The run's dataset does not re-load with the record's identity here: no thumbnails."
-    return SamplesPanel(show, shows_of(record.task), page, pages, len(chosen), lines, thumbnails, note)
+    headers = (
+        ("Truth classes", "Predicted classes", "IoU")
+        if masks
+        else ("Ground truth", "Predicted", "Best score")
+        if detection
+        else ("Label", "Predicted", "Probability")
+    )
+    return SamplesPanel(show, shows_of(record.task), page, pages, len(chosen), lines, thumbnails, note, headers)
 
 
 def thumbnail_png(record: EvaluationRecord, position: int, data: bytes) -> bytes:
@@ -162,9 +246,39 @@ def thumbnail_png(record: EvaluationRecord, position: int, data: bytes) -> bytes
                 ya, yb = sorted((y1 * sy, y2 * sy))
                 rect = [xa - grow, ya - grow, max(xa, xb - 1) + grow, max(ya, yb - 1) + grow]
                 draw.rectangle(rect, outline=colour, width=2)
+    seg = record.samples[position].segmentation
+    if _masks(record.task) and seg is not None and seg.predicted is not None and seg.truth is not None:
+        im = _tinted(im, seg, (w0, h0), class_names_of(record))
     buf = io.BytesIO()
     im.save(buf, format="PNG")
     return buf.getvalue()
+
+
+MISSED_COLOUR = (40, 90, 220)
+
+
+def _tinted(im: Any, seg: SegmentationSample, size: tuple[int, int], names: list[str]) -> Any:
+    """``im`` (the thumbnail) with the sample's predicted foreground tinted red and the truth's foreground the
+    prediction missed tinted blue (void left out); the masks must match the image's ``size`` (else ``im``)."""
+    from PIL import Image
+
+    from repliscope.tasks.segmentation import VOID, background_index, labels_of_rle
+
+    if (seg.size_hw[1], seg.size_hw[0]) != size:
+        return im
+    background = background_index(names) if "background" in names else 0
+    pred, truth = labels_of_rle(seg.predicted or {}, seg.size_hw), labels_of_rle(seg.truth or {}, seg.size_hw)
+    void = truth == VOID
+
+    def small(mask: np.ndarray) -> np.ndarray:
+        return np.asarray(Image.fromarray(mask.astype(np.uint8) * 255).resize(im.size, Image.Resampling.NEAREST)) > 0
+
+    fg_p = small((pred != background) & ~void)
+    missed = small((truth != background) & ~void & (pred != truth))
+    out = np.asarray(im, np.float32).copy()
+    for mask, colour in ((fg_p, PRED_COLOUR), (missed & ~fg_p, MISSED_COLOUR)):
+        out[mask] = 0.45 * out[mask] + 0.55 * np.asarray(colour, np.float32)
+    return Image.fromarray(out.astype(np.uint8))
 
 
 class _Recent:

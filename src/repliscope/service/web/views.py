@@ -154,20 +154,18 @@ class RunLine:
     hardware: str
     dataset: str
     top1: str
+    """The headline metric of the run's task with its value: ``top1 88.9 %``, ``AP 0.1260``, ``mIoU 0.5844``."""
     verdict: str
     manifest_sha256: str
     result_hash: str
     samples: str = ""
     """Evaluated samples (``n``), with ``(k failed)`` when some failed: 100 % of 3 is not 88.9 % of 1000."""
     interval: str = "—"
-    """Top-1's 95 % Wilson interval over the evaluated samples (the record's own interval); ``—`` for AP."""
+    """The headline metric's 95 % interval as the record states it (top-1: Wilson over the evaluated samples;
+    AP, mIoU: bootstrap over images)."""
     variant: str = "—"
     """A pitfall sweep variant's name (``reference`` for the sweep's reference run), ``—`` for a plain run."""
     sweep_id: str | None = None
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f} %"
 
 
 def _samples_text(num_samples: int, num_failed: int) -> str:
@@ -175,18 +173,11 @@ def _samples_text(num_samples: int, num_failed: int) -> str:
     return f"{evaluated}" + (f" ({num_failed} failed)" if num_failed else "")
 
 
-def _top1_interval(top1: float | None, num_samples: int, num_failed: int) -> str:
-    from repliscope.service.routers.runs import top1_interval
-
-    evaluated = num_samples - num_failed
-    if top1 is None or evaluated <= 0:
-        return "—"
-    low, high = top1_interval(round(top1 * evaluated), evaluated)
-    return f"[{100 * low:.1f}, {100 * high:.1f}]"
-
-
 def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size: int) -> tuple[list[RunLine], int]:
-    """One page of :meth:`RunStore.query_runs` as table lines, and the total matching."""
+    """One page of :meth:`RunStore.query_runs` as table lines, and the total matching: each run's headline
+    metric (its task's first metric spec) with its 95 % interval (:mod:`repliscope.service.web.metric_format`)."""
+    from repliscope.service.web.metric_format import headline_text, interval_text
+
     summaries, total = store.query_runs(query, sort, page, page_size)
     lines = [
         RunLine(
@@ -197,12 +188,12 @@ def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size:
             runtime=f"{r.runtime} {r.framework_version or ''}".strip(),
             hardware=r.cpu_model or "—",
             dataset=r.dataset_name,
-            top1=_pct(r.top1) if r.ap is None else f"AP {r.ap:.3f}",
+            top1=headline_text(r.metric_name, r.metric_value),
             verdict=r.verdict or "no claim",
             manifest_sha256=r.manifest_sha256,
             result_hash=r.result_hash,
             samples=_samples_text(r.num_samples, r.num_failed),
-            interval=_top1_interval(r.top1, r.num_samples, r.num_failed) if r.ap is None else "—",
+            interval=interval_text(r.metric_name, r.metric_low, r.metric_high),
             variant=r.variant or ("reference" if r.sweep_id else "—"),
             sweep_id=r.sweep_id,
         )
@@ -421,7 +412,8 @@ class SampleImages:
 
 def sample_reader(record: EvaluationRecord) -> SampleImages | None:
     """The images of the run's samples, from the run's dataset when it re-loads with the record's identity (a
-    registered dataset name, or the origin the units report re-loads); None when it does not."""
+    registered dataset name, the origin the units report re-loads, or a VOC segmentation folder); None when it
+    does not."""
     from repliscope.datasets.base import DATASETS
 
     data = None
@@ -435,6 +427,10 @@ def sample_reader(record: EvaluationRecord) -> SampleImages | None:
             from repliscope.report.units_sections import source_dataset
 
             data = source_dataset(record)
+            if data is None and record.dataset.get("label_rule") == "voc segmentation masks":
+                from repliscope.datasets.voc_seg import load_voc_seg
+
+                data = load_voc_seg(str(record.dataset.get("origin", "")))
     except Exception:  # a dataset that no longer loads: sample ids only
         data = None
     if data is None or data.identity != record.dataset.get("identity"):
