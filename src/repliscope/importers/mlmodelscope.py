@@ -46,6 +46,7 @@ from repliscope.importers.mlmodelscope_detection import (
     tensor_name,
     with_tensor_names,
 )
+from repliscope.importers.mlmodelscope_frameworks import AGENT_FRAMEWORKS, agent_framework, carries_constraint
 from repliscope.importers.mlmodelscope_resize import read_ops
 from repliscope.importers.mlmodelscope_rules import (
     FRAMEWORK_KEYS,
@@ -77,12 +78,6 @@ PLACEHOLDER_SHA256 = "0" * 64
 """Written where only an MD5 (or nothing) is known: it never matches a file, so evaluate refuses until the real
 sha256 is filled in (``sha256sum FILE`` after checking the MD5 with ``md5sum FILE``)."""
 
-_RUNNABLE = {
-    "onnxruntime": ("onnx", ".onnx", "onnx"),
-    "onnx": ("onnx", ".onnx", "onnx"),
-    "tensorflow": ("tensorflow", ".pb", "tf_frozen_graph"),
-}
-"""MLModelScope framework -> (repliscope framework, graph file suffix, source format) for the files repliscope runs."""
 _TASKS = {
     "classification": "image_classification",
     "feature": "image_classification",
@@ -547,20 +542,30 @@ def _framework_and_source(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, str
             f"graph {graph!r} and weights {weights!r} are two files; "
             "repliscope runs one model file: source.uri names the graph only (convert both to one ONNX file)",
         )
-    kind = _RUNNABLE.get(fw_name.lower())
-    runnable = kind is not None and graph.lower().endswith(kind[1]) and not archive and not weights
+    agent = agent_framework(fw_name)
+    runnable = (
+        agent is not None
+        and agent.suffix is not None
+        and graph.lower().endswith(agent.suffix)
+        and not archive
+        and not weights
+    )
     uri = _https(ctx, uri, field) if "://" in uri else uri
     sha256 = _source_sha256(ctx, uri, checksum, "model.graph_checksum")
-    if runnable and kind is not None:
-        framework = {"name": kind[0], "version": constraint}
-        if fw_name.lower() == "onnxruntime":
+    if runnable and agent is not None and agent.framework is not None and agent.source_format is not None:
+        kept = carries_constraint(agent)
+        framework = {"name": agent.framework, "version": constraint if kept else ">=0"}
+        if not kept and constraint != ">=0":
             ctx.warn(
-                "framework_version",
+                "framework_runtime",
                 "framework.version",
-                f"MLModelScope's constraint {raw_version!r} is on "
-                f"ONNX Runtime; repliscope's framework 'onnx' checks the onnx package against {constraint!r}",
+                f"MLModelScope ran the model with {agent.title} {raw_version} ({agent.distribution}{constraint} "
+                f"in PEP 440); repliscope's framework '{agent.framework}' constrains the {agent.framework} "
+                f"package, not {agent.distribution}, so framework.version is >=0; to run it on the agent's runtime "
+                f"version: repliscope evaluate MANIFEST --runtime {agent.runtime} "
+                f"--stack '{agent.distribution}{constraint}'",
             )
-        if kind[0] == "tensorflow" and not _allows_tf2(constraint):
+        if agent.framework == "tensorflow" and not _allows_tf2(constraint):
             ctx.warn(
                 "framework_version",
                 "framework.version",
@@ -568,12 +573,16 @@ def _framework_and_source(ctx: Ctx, data: dict[str, Any]) -> tuple[dict[str, str
                 f"{raw_version} (= {constraint}); kept, so evaluate refuses under TensorFlow 2 until you relax "
                 "it (repliscope's tensorflow runtime loads TF1 frozen graphs through tf.compat.v1)",
             )
-        return framework, {"uri": uri, "sha256": sha256, "format": kind[2]}
+        return framework, {"uri": uri, "sha256": sha256, "format": agent.source_format}
     framework = {"name": "onnx", "version": ">=0"}
+    known = ", ".join(a.title for a in AGENT_FRAMEWORKS.values())
+    what = (
+        f"{agent.title}" if agent is not None else f"{fw_name}, an agent this importer does not know (known: {known})"
+    )
     ctx.warn(
         "framework_not_runnable",
         "framework",
-        f"MLModelScope ran {graph or base!r} with {fw_name} "
+        f"MLModelScope ran {graph or base!r} with {what} "
         f"{raw_version} (= {constraint} in PEP 440); repliscope runs ONNX files, TensorFlow frozen graphs "
         "(.pb) and torch state_dicts only: framework 'onnx' >=0 and source.format 'onnx' are placeholders; "
         "export the model to ONNX and replace source.uri and source.sha256 (the pre-processing stays valid)",

@@ -24,6 +24,7 @@ WARNING_CODES = {
     "container_image": "the container images are not used: repliscope runs in the local environment",
     "framework_not_runnable": "the model's framework/format is not one repliscope runs (torch state_dict, ONNX)",
     "framework_version": "the framework version constraint cannot be carried over exactly",
+    "framework_runtime": "the agent's constraint is on its runtime package (onnxruntime), given as a --stack spec",
     "http_url": "an http:// URL was rewritten to https:// (repliscope downloads over https only)",
     "archive_source": "the model is inside an archive: repliscope reads one model file, not an archive member",
     "two_file_model": "graph and weights are two files (e.g. prototxt + caffemodel); repliscope takes one",
