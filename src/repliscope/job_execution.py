@@ -81,6 +81,11 @@ class RunOptions(BaseModel):
     """Return every sample's raw output with the outcome (``JobOutcome.outputs``)."""
     shard: str | None = None
     """``I/N``: only samples I::N (after the sorted order and ``limit``)."""
+    shards: int | None = None
+    """evaluate on agents: run as N shard jobs at once and return ONE record merged from them
+    (:func:`repliscope.agents.submit.submit_merged`)."""
+    allow_mixed_stacks: bool = False
+    """With ``shards``: merge shards whose stacks differ (the record lists each shard's stack)."""
     samples_per_query: int | None = None
     """bench: samples per query (multi-stream, offline)."""
     registered_name: str | None = None
@@ -459,6 +464,11 @@ def execute_job(
 
     if job.kind not in JOB_KINDS:
         raise RepliscopeError(f"unknown job kind '{job.kind}' (allowed: {', '.join(KINDS)})")
+    if job.run_options.shards is not None:
+        raise RepliscopeError(
+            f"option shards ({job.run_options.shards}) runs the job as shard jobs on agents: submit it to a cluster "
+            "of agents (--scheduler), not in this process"
+        )
     kind = JOB_KINDS.get(job.kind)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="repliscope-job-") as tmp:

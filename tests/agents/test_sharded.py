@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
 
 pytest.importorskip("distributed", reason="the 'agents' extra (dask, distributed) is not installed")
 
+from repliscope.agents.cluster import Cluster
+from repliscope.agents.placement import constraints_for
 from repliscope.cli.main import app
 from repliscope.errors import RepliscopeError
-from repliscope.job_execution import execute_job
+from repliscope.job_execution import JobCancelled, execute_job
+from repliscope.manifest.loader import load_manifest
 from tests.test_jobs import TINY, foolbox_folder, tiny_job
+
+CONSTRAINTS = constraints_for(load_manifest(TINY), "torch")
 
 ARGS = [
     "evaluate",
@@ -92,25 +98,43 @@ def test_a_shard_failing_on_every_agent_stores_nothing() -> None:
     assert RunStore().list() == [] and RunStore().count_job_results() == 0
 
 
-def test_a_cancelled_sharded_run_cancels_every_shard_and_returns_nothing() -> None:
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster.connect(None) as c:
+        yield c
+
+
+def test_a_cancelled_sharded_run_cancels_every_shard_and_returns_nothing(cluster: Cluster) -> None:
     import threading
 
-    from repliscope.agents.cluster import Cluster
-    from repliscope.agents.placement import constraints_for
     from repliscope.agents.submit import submit_merged
-    from repliscope.job_execution import JobCancelled
-    from repliscope.manifest.loader import load_manifest
 
     cancel = threading.Event()
     cancel.set()
     lines: list[str] = []
-    with Cluster.connect(None) as cluster, pytest.raises(JobCancelled) as err:
-        submit_merged(
-            cluster,
-            tiny_job("c", limit=4),
-            constraints_for(load_manifest(TINY), "torch"),
-            2,
-            cancel=cancel,
-            log=lines.append,
-        )
+    with pytest.raises(JobCancelled) as err:
+        submit_merged(cluster, tiny_job("c", limit=4), CONSTRAINTS, 2, cancel=cancel, log=lines.append)
     assert str(err.value) == "c" and not any("merged" in line for line in lines)
+
+
+def test_a_job_with_option_shards_is_run_as_shards_and_merged_as_the_service_submits_it(cluster: Cluster) -> None:
+    """The service's executors call ``submit_job`` with the API's options: ``shards: 2`` makes it one merged
+    record; in-process (no agents) the option is refused, naming it."""
+    from repliscope.agents.submit import submit_job
+    from repliscope.service.routers.jobs import JobOptions
+
+    options = JobOptions(limit=5, threads=1, batch_size=4, shards=2).run_options()
+    assert (options.shards, options.allow_mixed_stacks) == (2, False)
+    with pytest.raises(ValueError, match=r"shards\n  Input should be greater than or equal to 1"):
+        JobOptions(shards=0)
+    progress: list[int] = []
+    totals: list[int] = []
+    outcome = submit_job(
+        cluster, tiny_job("opt", limit=5, shards=2), CONSTRAINTS, on_progress=progress.append, on_total=totals.append
+    )
+    [record] = outcome.records
+    whole = execute_job(tiny_job(limit=5), None, lambda n: None, lambda line: None).records[0]
+    assert record["result_hash"] == whole["result_hash"] and [p["shard"] for p in record["shards"]] == ["0/2", "1/2"]
+    assert totals == [5] and sum(progress) == 5
+    with pytest.raises(RepliscopeError, match=r"^option shards \(2\) runs the job as shard jobs on agents: submit"):
+        execute_job(tiny_job(limit=5, shards=2), None, lambda n: None, lambda line: None)

@@ -169,8 +169,26 @@ def submit_job(
     -> :class:`JobFailedEverywhere`. ``on_progress(n)``: n more samples done (never more than the total, also when
     an agent restarts the job); ``log(line)``; ``on_total(n)``; ``cancel`` set -> the agent stops at its next
     progress callback and :class:`JobCancelled` is raised here. ``cache_dir``: the agents' cache (None: theirs).
-    ``timeout`` (seconds, None: none): the job is cancelled and a RepliscopeError raised when it takes longer."""
+    ``timeout`` (seconds, None: none): the job is cancelled and a RepliscopeError raised when it takes longer.
+
+    A job with option ``shards`` N (the service's sharded evaluation) runs as :func:`submit_merged`: N shard jobs,
+    one merged record."""
     from distributed import Event
+
+    if job.run_options.shards is not None:
+        return submit_merged(
+            cluster,
+            job,
+            constraints,
+            job.run_options.shards,
+            allow_mixed_stacks=job.run_options.allow_mixed_stacks,
+            on_progress=on_progress,
+            log=log,
+            on_total=on_total,
+            cancel=cancel,
+            cache_dir=cache_dir,
+            timeout=timeout,
+        )
 
     client = cluster.client
     topic = topic_of(job.job_id)
@@ -278,7 +296,10 @@ def shard_jobs(job: JobSpec, shards: int) -> list[JobSpec]:
         raise RepliscopeError(f"job {job.job_id} is a shard already (option shard {job.run_options.shard})")
     return [
         dataclasses.replace(
-            job, job_id=f"{job.job_id}-s{i}", options=job.with_options(shard=f"{i}/{shards}"), idempotency_key=None
+            job,
+            job_id=f"{job.job_id}-s{i}",
+            options=job.with_options(shard=f"{i}/{shards}", shards=None, allow_mixed_stacks=False),
+            idempotency_key=None,
         )
         for i in range(shards)
     ]

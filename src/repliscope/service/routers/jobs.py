@@ -55,6 +55,10 @@ class JobOptions(BaseModel):
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@/+-]+$")] | None = None
     """Store the job's results at most once under this key: a resubmission with the same key stores nothing new
     (default: the job id)."""
+    shards: Annotated[int, Field(ge=1, le=256)] | None = None
+    """evaluate: run as N shard jobs at once on the agents and store ONE record merged from them."""
+    allow_mixed_stacks: bool = False
+    """With ``shards``: merge shards whose stacks differ (refused by default, naming the differing fields)."""
 
     def run_options(self) -> Any:
         """These options as the job layer takes them (:class:`repliscope.job_execution.RunOptions`)."""
