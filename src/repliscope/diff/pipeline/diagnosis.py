@@ -8,7 +8,8 @@ degree its parameters list (:meth:`~repliscope.pitfalls.base.Pitfall.degrees`), 
 ``center_crop_offset[offset=[1, 0]]``); its default keeps the bare name, and a degree whose pipeline another
 variant already has is tried once.
 
-Singles run on the :data:`SEARCH_SAMPLES` samples where the candidate differs most, with the sweep's
+Singles run on the :data:`SEARCH_SAMPLES` samples where the candidate differs most (on the worst one first: when
+some are within the threshold there, only those run on the others), with the sweep's
 shared-prefix machinery (:func:`repliscope.pitfalls.sweep.prepare_all`: every op prefix the variants have in
 common is computed once per sample). A variant *explains* the candidate when its output is within
 ``max(tolerance, EXPLAIN_FRACTION * the candidate's max error)`` of the candidate's on the searched samples and on
@@ -305,14 +306,24 @@ def search(
     probe = list(differing[:SEARCH_SAMPLES])
     memos: dict[str, _SharedPrefixes] = {}  # per sample: shared prefixes, kept for the pairs that extend them
     manifest = _VariantPlan(MANIFEST, base, "none", op_keys(base))
+    plans = {p.name: p for p in (manifest, *singles)}
     first = _residuals([manifest, *singles], probe[:1], expected, memos)
-    more = _residuals([manifest, *singles], probe[1:], expected) if len(probe) > 1 else {}
     n_rest = len(probe) - 1
-    residuals = {k: _combined(v, more[k], n_rest) if more else v for k, v in first.items()}
+
+    def on_all(names: Sequence[str]) -> dict[str, Residual]:
+        more = _residuals([plans[n] for n in names], probe[1:], expected) if n_rest else {}
+        return {n: _combined(first[n], more[n], n_rest) if n_rest else first[n] for n in names}
+
+    # only a single within the threshold on the worst sample can explain: the others go on to the other searched
+    # samples only when none of those does (their means then rank the closest and the pair pool)
+    likely = [p.name for p in singles if (r := first[p.name]) is not None and r[0] <= threshold]
+    residuals = on_all([MANIFEST, *likely])
+    if not any((r := residuals[n]) is not None and r[0] <= threshold for n in likely):
+        residuals.update(on_all([p.name for p in singles if p.name not in residuals]))
     own = residuals.pop(MANIFEST)
+    del plans[MANIFEST]
     manifest_max, manifest_mean = own if own is not None else (error_max, math.inf)
-    fits = _fits(singles, residuals)
-    plans = {p.name: p for p in singles}
+    fits = _fits([p for p in singles if p.name in residuals], residuals)
     diag = Diagnosis(
         verdict="unexplained",
         singles=len(singles),
