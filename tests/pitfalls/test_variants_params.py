@@ -166,3 +166,23 @@ def test_warp_resize_is_in_the_family_with_its_own_reasons() -> None:
         change("resize_library_swapped", warp)
     with pytest.raises(NotApplicable, match="antialiasing is no switch of it"):
         change("resize_antialias_toggled", warp)
+
+
+def test_a_tensorflow_resize_keeps_its_library_where_it_has_the_switch() -> None:
+    """TF-library ops are in the family too: tf.image.resize has its own antialias switch, and nearest samples."""
+    tf_resize = Pipeline(
+        [
+            make_op("decode", library="pillow", channels="RGB"),
+            make_op("to_float", dtype="float32"),
+            make_op(
+                "resize", size=[8, 8], keep_aspect_ratio=False, method="bilinear", library="tensorflow", antialias=True
+            ),
+        ],
+        [],
+    )
+    assert change("resize_antialias_toggled", tf_resize) == (
+        "resize.antialias True -> False (library tensorflow, which has the switch)"
+    )
+    nearest = PITFALLS.get("resize_nearest")().derive(tf_resize, CTX).pipeline.pre_ops[-1].params.model_dump()
+    assert (nearest["library"], nearest["method"], nearest["antialias"]) == ("tensorflow", "nearest", False)
+    assert change("resize_library_swapped", tf_resize) == "resize.library tensorflow -> pillow (antialias True -> True)"

@@ -86,6 +86,8 @@ LIBRARIES = ("pillow", "opencv", "torch", "go_imaging")
 """The resize libraries the diagnosis tries in place of the manifest's (``resize_library_swapped``'s degrees;
 ``tensorflow`` is left out of the search: importing TensorFlow costs seconds. Darknet's ``resize_image`` is tried
 for ``darknet_letterbox``)."""
+SWITCHABLE = ("torch", "tensorflow")
+"""Resize libraries with an antialias switch for bilinear and bicubic (``resize_antialias_toggled`` keeps them)."""
 DARKNET_RESIZE = "darknet"
 """``resize_library_swapped``'s library word for Darknet's own ``resize_image`` (``darknet_letterbox`` only)."""
 
@@ -231,14 +233,17 @@ def resize_antialias_toggled(base: Pipeline, ctx: PitfallContext) -> Derived:
         raise NotApplicable("warp_resize samples points (cv2.warpPerspective): antialiasing is no switch of it")
     if method in ("nearest", "area", "lanczos"):
         raise NotApplicable(f"antialiasing is not a separate switch for {method} in every library")
-    # pillow cannot turn antialiasing off; torch's interpolate has the same kernels with the switch
-    new_op = _resampled(op, f"torch {method} antialias {not antialias}", "torch", method, not antialias)
+    # pillow cannot turn antialiasing off; torch's interpolate has the same kernels with the switch, and
+    # tf.image.resize has its own (a TensorFlow resize keeps its library)
+    target = library if library in SWITCHABLE else "torch"
+    new_op = _resampled(op, f"{target} {method} antialias {not antialias}", target, method, not antialias)
     if library == DARKNET_RESIZE:
         change = f"{op.name} resampling {_describe(library, method)} -> torch bilinear with antialias"
         return Derived(base.replace_pre(r, new_op), change)
+    where = f"library {library}" if target == library else f"library {library} -> torch"
     return Derived(
         base.replace_pre(r, new_op),
-        f"{op.name}.antialias {antialias} -> {not antialias} (library {library} -> torch, which has the switch)",
+        f"{op.name}.antialias {antialias} -> {not antialias} ({where}, which has the switch)",
     )
 
 
