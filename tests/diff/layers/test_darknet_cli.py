@@ -34,7 +34,8 @@ def _error(res: Result) -> dict[str, object]:
 
 def test_limit_and_json_with_a_swapped_route(images: Path, tmp_path: Path) -> None:
     """The port with route_20's inputs swapped, on the first sample only (--limit 1): exit 1, golden and carried
-    both first divergent at route_20. One libdarknet + Keras diff of one image (~3 s with the manifest's set-up)."""
+    both first divergent at route_20. One libdarknet + Keras diff of one image through the whole command (~3-4 s:
+    libdarknet loads and runs, the port loads)."""
     pytest.importorskip("keras")
     seed_cache()
     bad = edit_port(converted_port(), tmp_path / "swapped.keras", swap_route_inputs)
