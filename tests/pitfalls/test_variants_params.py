@@ -120,22 +120,24 @@ def test_every_resize_variant_applies_to_darknets_letterbox(yolo: Pipeline) -> N
         back.change
         == "darknet_letterbox resampling opencv bilinear -> Darknet's resize_image (bilinear, corners aligned)"
     )
-    assert back.pipeline.pre_ops[-1].params.model_dump()["resize"] is None
+    assert back.pipeline.pre_ops[-1].params.model_dump()["resize_library"] == "darknet"
 
 
 def test_darknet_letterbox_resampled_by_opencv_is_cv2_resize_in_the_border() -> None:
     im = np.random.default_rng(0).random((3, 30, 50), dtype=np.float32)
     params: dict[str, object] = {"size": [64, 64], "fill": 0.5, "keep_aspect_ratio": True}
-    cv2_linear = {"method": "bilinear", "library": "opencv", "antialias": False}
-    op = DarknetLetterbox(DarknetLetterboxParams.model_validate({**params, "resize": cv2_linear}))
+    cv2_linear = {"resize_method": "bilinear", "resize_library": "opencv", "resize_antialias": False}
+    op = DarknetLetterbox(DarknetLetterboxParams.model_validate({**params, **cv2_linear}))
     got = op(Item(im, "CHW", "RGB", Geometry((30, 50)))).data
     want = np.full((3, 64, 64), np.float32(0.5), np.float32)
     want[:, 13:51, :] = cv2.resize(np.ascontiguousarray(im.transpose(1, 2, 0)), (64, 38)).transpose(2, 0, 1)
     assert np.array_equal(got, want)
     own = DarknetLetterbox(DarknetLetterboxParams.model_validate(params))
-    assert own.params.model_dump()["resize"] is None  # left out: Darknet's own resize_image
+    assert own.params.model_dump()["resize_library"] == "darknet"  # left out: Darknet's own resize_image
     with pytest.raises(OpSpecError, match="antialias: library opencv with method bilinear needs antialias: false"):
-        DarknetLetterbox(DarknetLetterboxParams.model_validate({**params, "resize": {**cv2_linear, "antialias": True}}))
+        DarknetLetterbox(DarknetLetterboxParams.model_validate({**params, **cv2_linear, "resize_antialias": True}))
+    with pytest.raises(OpSpecError, match="resize_method: Darknet's resize_image is bilinear without antialiasing"):
+        DarknetLetterbox(DarknetLetterboxParams.model_validate({**params, "resize_method": "nearest"}))
 
 
 def test_the_letterbox_fill_is_a_variant_of_both_letterboxes(yolo: Pipeline, face: Pipeline) -> None:

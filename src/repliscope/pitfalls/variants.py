@@ -105,8 +105,7 @@ def _resampling(op: Op) -> tuple[str, str, bool]:
     False)."""
     p = op.params.model_dump()
     if op.name == "darknet_letterbox":
-        r = p["resize"]
-        return (DARKNET_RESIZE, "bilinear", False) if r is None else (r["library"], r["method"], r["antialias"])
+        return p["resize_library"], p["resize_method"], p["resize_antialias"]
     if op.name == "warp_resize":
         return p["library"], p["method"], False
     return p["library"], p["method"], p["antialias"]
@@ -115,8 +114,9 @@ def _resampling(op: Op) -> tuple[str, str, bool]:
 def _resampled(op: Op, what: str, library: str, method: str, antialias: bool) -> PreOp:
     """``op`` resampling with (library, method, antialias); NotApplicable when the op refuses the combination."""
     if op.name == "darknet_letterbox":
-        resize = None if library == DARKNET_RESIZE else {"method": method, "library": library, "antialias": antialias}
-        return rebuild_or_explain(op, what, resize=resize)
+        if library == DARKNET_RESIZE:
+            method, antialias = "bilinear", False
+        return rebuild_or_explain(op, what, resize_library=library, resize_method=method, resize_antialias=antialias)
     return rebuild_or_explain(op, what, method=method, library=library, antialias=antialias)
 
 

@@ -59,14 +59,6 @@ def letterbox_size(width: int, height: int, net_w: int, net_h: int) -> tuple[int
     return (width * net_h) // height, net_h
 
 
-class ResampleParams(OpParams):
-    """Another library's resampling in place of Darknet's ``resize_image`` (``resize``'s parameters and rules)."""
-
-    method: Method
-    library: Literal["pillow", "opencv", "torch", "go_imaging", "tensorflow"]
-    antialias: bool
-
-
 class DarknetLetterboxParams(OpParams):
     size: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
     """[height, width] of the network input (the cfg's ``[net]`` height, width)."""
@@ -81,10 +73,14 @@ class DarknetLetterboxParams(OpParams):
     border); ``pad_then_resize`` pads the SOURCE image with ``fill`` to the network's aspect ratio first and
     resizes that canvas with ``resize_image`` (what ports that pad to a square before resizing do). Optional,
     recorded either way; ``resize_then_pad`` is Darknet's own."""
-    resize: ResampleParams | None = None
-    """Optional: resample with another library (``{method, library, antialias}`` as ``resize`` takes them; e.g. a
-    port's ``cv2.resize(..., INTER_LINEAR)``: ``{method: bilinear, library: opencv, antialias: false}``) instead of
-    Darknet's ``resize_image`` (left out: Darknet's own)."""
+    resize_library: Literal["darknet", "pillow", "opencv", "torch", "go_imaging", "tensorflow"] = "darknet"
+    """Optional: ``darknet`` (Darknet's own ``resize_image``), or another library's resampling as the ``resize`` op
+    does it, with ``resize_method`` and ``resize_antialias`` (e.g. a port's ``cv2.resize(..., INTER_LINEAR)``:
+    ``resize_library: opencv, resize_method: bilinear, resize_antialias: false``)."""
+    resize_method: Method = "bilinear"
+    """With ``resize_library`` other than darknet: the ``resize`` op's ``method`` (Darknet's own is bilinear)."""
+    resize_antialias: bool = False
+    """With ``resize_library`` other than darknet: the ``resize`` op's ``antialias`` (Darknet's own has none)."""
 
 
 @OPS.register("darknet_letterbox")
@@ -105,8 +101,9 @@ class DarknetLetterbox(PreOp):
     content lands up to a network pixel from where ``letterbox_image`` puts it. Geometry: offset (top, left),
     then scale (net_h / canvas_h, net_w / canvas_w).
 
-    ``resize`` (optional) resamples with the ``resize`` op's code for that library, method and antialias (same
-    sizes, same border) instead of ``resize_image``: how a port that calls ``cv2.resize`` or Pillow differs.
+    ``resize_library`` other than ``darknet`` (optional) resamples with the ``resize`` op's code for that library,
+    ``resize_method`` and ``resize_antialias`` (same sizes, same border) instead of ``resize_image``: how a port
+    that calls ``cv2.resize`` or Pillow differs.
     """
 
     name = "darknet_letterbox"
@@ -121,21 +118,40 @@ class DarknetLetterbox(PreOp):
                 "pad_then_resize only applies with keep_aspect_ratio: true (a stretch has no border); remove it",
                 ["resize_then_pad", "pad_then_resize"],
             )
-        if params.resize is not None:  # the library / method / antialias combination, checked as resize checks it
-            Resize(ResizeParams(size=[1, 1], keep_aspect_ratio=False, **params.resize.model_dump()))
+        if params.resize_library == "darknet":
+            if (params.resize_method, params.resize_antialias) != ("bilinear", False):
+                raise OpSpecError(
+                    "resize_method",
+                    "Darknet's resize_image is bilinear without antialiasing: resize_method and resize_antialias "
+                    "apply to another resize_library",
+                    ["bilinear"],
+                )
+        else:  # the library / method / antialias combination, checked as resize checks it
+            self._resize(1, 1)
+
+    def _resize(self, w: int, h: int) -> Resize:
+        p = self.params
+        return Resize(
+            ResizeParams(
+                size=[h, w],
+                keep_aspect_ratio=False,
+                method=p.resize_method,
+                library=p.resize_library,  # type: ignore[arg-type]  # not darknet: checked by the caller
+                antialias=p.resize_antialias,
+            )
+        )
 
     def _resample(self, chw: np.ndarray, w: int, h: int) -> np.ndarray:
-        """float32 (C, H, W) resized to (C, h, w): Darknet's ``resize_image``, or ``resize`` with ``params.resize``."""
-        if self.params.resize is None:
+        """float32 (C, H, W) resized to (C, h, w): Darknet's ``resize_image``, or the ``resize`` op of
+        ``resize_library``."""
+        if self.params.resize_library == "darknet":
             return resize_image(chw, w, h)
-        op = Resize(ResizeParams(size=[h, w], keep_aspect_ratio=False, **self.params.resize.model_dump()))
-        return op(Item(np.ascontiguousarray(chw), "CHW", "RGB")).data.astype(np.float32, copy=False)
+        out = self._resize(w, h)(Item(np.ascontiguousarray(chw), "CHW", "RGB")).data
+        return out.astype(np.float32, copy=False)
 
     def library(self) -> tuple[str, str]:
-        if self.params.resize is not None:
-            lib, version = Resize(
-                ResizeParams(size=[1, 1], keep_aspect_ratio=False, **self.params.resize.model_dump())
-            ).library()
+        if self.params.resize_library != "darknet":
+            lib, version = self._resize(1, 1).library()
             return f"darknet letterbox (numpy) resampled by {lib}", version
         return "darknet (numpy port of image.c letterbox_image/resize_image)", np.__version__
 
