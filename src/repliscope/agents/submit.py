@@ -19,7 +19,7 @@ from typing import Any
 from repliscope.agents.cluster import PLUGIN_NAME, AgentInfo, Cluster
 from repliscope.agents.placement import Constraints, NoAgentMatches, place
 from repliscope.errors import RepliscopeError
-from repliscope.job_execution import JobCancelled, JobOutcome, JobSpec
+from repliscope.job_execution import JobCancelled, JobOutcome, JobSpec, RunOptions
 
 CANCEL_CHECK_S = 0.5
 """An agent checks the job's cancel Event at most this often (seconds), in its progress callback."""
@@ -175,13 +175,14 @@ def submit_job(
     one merged record."""
     from distributed import Event
 
-    if job.run_options.shards is not None:
+    sharding = _sharding(job)
+    if sharding.shards is not None:
         return submit_merged(
             cluster,
             job,
             constraints,
-            job.run_options.shards,
-            allow_mixed_stacks=job.run_options.allow_mixed_stacks,
+            sharding.shards,
+            allow_mixed_stacks=sharding.allow_mixed_stacks,
             on_progress=on_progress,
             log=log,
             on_total=on_total,
@@ -283,6 +284,16 @@ def submit_job(
             return outcome
     finally:
         client.unsubscribe_topic(topic)
+
+
+def _sharding(job: JobSpec) -> RunOptions:
+    """The job's options ``shards`` and ``allow_mixed_stacks``, typed; its other options are validated where the job
+    runs (a wrong one is the agent's error, as for any job)."""
+    if isinstance(job.options, RunOptions):
+        return job.options
+    return RunOptions.model_validate(
+        {k: job.options[k] for k in ("shards", "allow_mixed_stacks") if job.options.get(k) is not None}
+    )
 
 
 def shard_jobs(job: JobSpec, shards: int) -> list[JobSpec]:
