@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from repliscope.evaluation.claims import MeasuredPerformance, judge_claim, judge_performance_claim
+from repliscope.evaluation.claims import MeasuredPerformance, judge_claim, judge_performance_claim, sample_selection
 from repliscope.evaluation.record import MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef
 
@@ -81,5 +81,6 @@ def test_verdicts() -> None:
 
 def test_accuracy_evaluation_leaves_performance_claims_to_bench() -> None:
     metric = MetricValue(name="latency_p90_ms", value=0.5, ci_low=0.4, ci_high=0.6, n=10, successes=5)
-    v = judge_claim(ClaimSpec.model_validate(BASE), metric, DatasetRef(name="imagenet-1k", split="val"), "x")
+    val = DatasetRef(name="imagenet-1k", split="val")
+    v = judge_claim(ClaimSpec.model_validate(BASE), metric, val, "x", sampling=sample_selection(10, val))
     assert v.verdict == "not comparable" and "repliscope bench" in v.reason

@@ -45,7 +45,9 @@ def test_evaluate_json_then_runs_list_show_compare() -> None:
 
 def test_evaluate_declared_dataset_gets_a_verdict() -> None:
     code, out = invoke("evaluate", str(LITE0), "--runtime", "onnxruntime", "--as", "imagenet-1k/val", "--json")
-    assert code == 0 and json.loads(out)["claims"][0]["verdict"] == "consistent"
+    [claim] = json.loads(out)["claims"]  # 18 of 20: ±13.7 pt, too wide to confirm the claim (issue 35)
+    assert code == 0 and (claim["verdict"], claim["direction"]) == ("not comparable", "within")
+    assert "too few samples to judge" in claim["reason"] and "a verdict needs ±2 pt or narrower" in claim["reason"]
     code, out = invoke("evaluate", str(LITE0), "--as", "imagenet-1k")
     assert code == 2 and "NAME/SPLIT" in out
 

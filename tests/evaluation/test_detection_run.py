@@ -111,17 +111,19 @@ def test_claim_judged_on_the_bootstrap_interval(prepared: PreparedRun, synthetic
     )
     claimed = evaluate(run, synthetic)
     ap, ap50 = claimed.claims
-    assert (ap.verdict, ap.claimed, ap.ci_low, ap.ci_high) == ("inconsistent", 0.9, 1.0, 1.0)
-    assert (ap50.verdict, ap50.claimed) == ("consistent", 1.0)
-    assert "0.9" not in ap.reason and "90.00%" in ap.reason  # a fraction claim is not divided by 100
+    # 16 images: below MIN_BOOTSTRAP_SAMPLES an AP interval under-covers, so no verdict (issue 35)
+    assert (ap.verdict, ap.claimed, ap.ci_low, ap.ci_high) == ("not comparable", 0.9, 1.0, 1.0)
+    assert (ap50.verdict, ap50.claimed) == ("not comparable", 1.0)
+    assert "0.9" not in ap.reason and "claimed 90.00%" in ap.reason  # a fraction claim is not divided by 100
+    assert ap.reason.startswith("too few samples for an interval of AP: 16 images, and a bootstrap interval over")
     from repliscope.report.markdown import render_run_markdown
 
     md = render_run_markdown(claimed)
-    assert "- **INCONSISTENT** — AP 90.00% claimed on synthetic/seed0; measured 100.00% [100.00%, 100.00%]" in md
+    assert "- **NOT COMPARABLE** — AP 90.00% claimed on synthetic/seed0; measured 100.00% [100.00%, 100.00%]" in md
     from repliscope.report.sections import claim_figure, embed_sink
 
     figure = claim_figure(claimed.claims, claimed.metrics, embed_sink)
-    assert figure is not None and "its 95 % percentile bootstrap interval over images" in figure.caption
+    assert figure is not None and "its 95 % bootstrap interval over images" in figure.caption
 
 
 def test_classification_data_is_refused(prepared: PreparedRun) -> None:
@@ -245,7 +247,8 @@ def test_report_shows_coco_metrics_per_class_and_claims(record: EvaluationRecord
 
     md = render_run_markdown(record)
     assert "| metric | value | 95 % interval | n |" in md and "| AP | 1.0000 | [1.0000, 1.0000] | 16 images |" in md
-    assert "| AR1 | 0.8783 | [0.7963, 0.9722] | 16 images |" in md and "None/" not in md
+    # the bias-corrected bootstrap interval (issue 35; the percentile one was [0.7963, 0.9722])
+    assert "| AR1 | 0.8783 | [0.7622, 0.9654] | 16 images |" in md and "None/" not in md
     assert "## Per-class AP" in md and "| 2 green | 1.0000 | 1.0000 | 12 | 12 |" in md
     assert "## Failed samples\n\n0 of 16 samples failed." in md
     html = render_run_html(record)

@@ -161,7 +161,8 @@ def test_faster_coco_eval_agrees_with_pycocotools_on_coco_val_mini() -> None:
     assert len(got) == 12 and all(m.n == 158 for m in ev.metrics)
     assert got["AP"].value == pytest.approx(ref.stats[0], abs=1e-12)
     assert got["AP"].value == pytest.approx(0.2948, abs=5e-5)
-    assert got["AP"].ci_low < got["AP"].value < got["AP"].ci_high
+    # the bias-corrected interval (issue 35) lies mostly below the sample's AP, widened to hold it
+    assert got["AP"].ci_low < got["AP"].value <= got["AP"].ci_high
 
 
 def test_large_runs_get_fewer_replicates_fixed_by_their_size(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,7 +146,8 @@ def test_claim_verdict_reason_and_source(sweep_html: str, run_html: str) -> None
 
 
 def test_claim_colours_follow_the_verdict(run_record: EvaluationRecord) -> None:
-    claims = [run_record.claims[0].model_copy(update={"verdict": v}) for v in ("consistent", "inconsistent")]
+    narrow = {"ci_low": 0.885, "ci_high": 0.905}  # a "consistent" inside ±2 pt (wider: shown "not comparable")
+    claims = [run_record.claims[0].model_copy(update={"verdict": v, **narrow}) for v in ("consistent", "inconsistent")]
     html = render_run_html(run_record.model_copy(update={"claims": claims}))
     assert 'class="claim-card ok"' in html and 'class="claim-card bad"' in html
 

@@ -48,11 +48,15 @@ def test_direction_of_a_claim() -> None:
     base = {"ci_low": 0.70, "ci_high": 0.97, "verdict": "inconsistent"}
     assert direction_of({**base, "claimed": 0.50}) == "beats"
     assert direction_of({**base, "claimed": 0.99}) == "short"
-    assert direction_of({**base, "claimed": 0.751, "verdict": "consistent"}) == "within"
+    narrow = {"ci_low": 0.74, "ci_high": 0.77, "verdict": "consistent"}
+    assert direction_of({**narrow, "claimed": 0.751}) == "within"
     assert direction_of({**base, "claimed": 0.50, "verdict": "not comparable"}) == "unjudged"
     assert direction_of({"claimed": 0.5, "ci_low": None, "ci_high": None, "verdict": "not comparable"}) == "unjudged"
-    cell = claim_cell({**base, "claimed": 0.751, "measured": 0.9, "metric": "top1", "verdict": "consistent"})
-    assert cell.summary == "top1 90.0 % [70.0–97.0 %] vs claimed 75.1 %: within its interval"
+    cell = claim_cell({**narrow, "claimed": 0.751, "measured": 0.755, "metric": "top1"})
+    assert cell.summary == "top1 75.5 % [74.0–77.0 %] vs claimed 75.1 %: within its interval"
+    # a record judged before the width rule (issue 35): "consistent" inside ±13.5 pt is shown as not judged
+    old = claim_cell({**base, "claimed": 0.751, "measured": 0.9, "metric": "top1", "verdict": "consistent"})
+    assert (old.verdict, old.direction, old.text) == ("not comparable", "unjudged", "not judged")
     ap = claim_cell(
         {
             "metric": "AP",

@@ -74,7 +74,9 @@ LabelsCsvOption = Annotated[Path | None, typer.Option(help="CSV 'filename,label'
 AsOption = Annotated[
     str | None,
     typer.Option(
-        "--as", help="Declare the data to be NAME/SPLIT (e.g. imagenet-1k/val) so claims on it become comparable."
+        "--as",
+        help="Declare the data to be NAME/SPLIT (e.g. imagenet-1k/val) so claims on it become comparable; "
+        "NAME/SPLIT@whole, @random or @selection says how the samples were chosen (the interval assumes random).",
     ),
 ]
 ThreadsOption = Annotated[

@@ -2,29 +2,175 @@
 
 Accuracy claims are judged on evaluation records (:func:`judge_claim`), performance claims (latency /
 throughput) on benchmark records (:func:`judge_performance_claim`).
+
+The rule for an accuracy claim (docs/concepts.md, "Verdict"), in order:
+
+1. the evaluated data is not declared to be the claim's dataset and split, or the metric could not be computed:
+   ``not comparable``;
+2. a bootstrap metric (COCO AP, mIoU: ``successes`` None) on fewer than :data:`MIN_BOOTSTRAP_SAMPLES` samples:
+   ``not comparable`` (its coverage was not measured near 95 % there: docs/benchmarks.md, "Interval coverage");
+3. the claim lies outside the measured 95 % interval: ``inconsistent``, with the direction (the model ``beats``
+   its claim or ``falls short`` of it);
+4. the claim lies inside and the interval's half-width is at most :data:`MAX_HALF_WIDTH` (2 points):
+   ``consistent``;
+5. the claim lies inside a wider interval: ``not comparable`` (too few samples to confirm it), with the
+   number of samples that would do.
+
+Every judged reason says how the samples were chosen (:class:`Sampling`: the whole split, a random sample or a
+selection) and that the interval assumes a random sample of the claimed split.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
+from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import ClaimVerdict, MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef, claim_metric_spec
+from repliscope.metrics.intervals import MAX_HALF_WIDTH, MIN_BOOTSTRAP_SAMPLES
 
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
+Direction = Literal["beats", "falls short", "within"]
+DIRECTION_TEXT: dict[str, str] = {
+    "beats": "beats its claim",
+    "falls short": "falls short of its claim",
+    "within": "within its interval",
+}
+"""The words of each :data:`Direction` (a reason, the report, the pages: the models pages' words)."""
+SamplingKind = Literal["whole split", "random sample", "selection"]
+SAMPLING_KINDS: tuple[SamplingKind, ...] = ("whole split", "random sample", "selection")
+DECLARABLE_SAMPLING = {"whole": "whole split", "random": "random sample", "selection": "selection"}
+"""What ``--as NAME/SPLIT@KIND`` declares (``RunSettings.sampling``) -> the recorded kind."""
+
+KNOWN_SPLIT_SIZES: dict[tuple[str, str], int] = {
+    ("imagenet-1k", "val"): 50_000,
+    ("imagenet-1k", "train"): 1_281_167,
+    ("coco", "val2017"): 5_000,
+    ("coco", "val2014"): 40_504,
+    ("coco", "train2017"): 118_287,
+}
+"""Samples in the published splits a claim is usually about: a run of exactly that many samples declared as the
+split is the whole split; a declared ``whole`` with another count is refused."""
 
 
 def dataset_label(ref: DatasetRef | None) -> str:
     return f"{ref.name}/{ref.split}" if ref is not None else "undeclared"
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How the evaluated samples were chosen from the split they are declared to be: ``kind`` (the whole split, a
+    random sample, a selection) and ``detail``, the words a reason and a page show (e.g. ``the first 100 samples
+    in sorted order (--limit 100)``)."""
+
+    kind: SamplingKind
+    detail: str
+
+    def as_record(self) -> dict[str, str]:
+        """The record's ``dataset.sampling`` entry."""
+        return {"kind": self.kind, "detail": self.detail}
+
+
+def _narrowing(n_samples: int | None, limit: int | None, shard: str | None) -> list[str]:
+    """The options that made the run a subset of its data: ``--limit`` (when it kept ``limit`` samples, or
+    always when ``n_samples`` is not known yet) and a shard of several."""
+    narrowed = []
+    if limit is not None and (n_samples is None or n_samples >= limit):
+        shown = n_samples if n_samples is not None else limit
+        narrowed.append(f"the first {shown:,} samples in sorted order (--limit {limit})")
+    if shard is not None and not shard.endswith("/1"):
+        narrowed.append(f"the samples of shard {shard} (every N-th in sorted order)")
+    return narrowed
+
+
+def check_sampling_option(declared: str | None, *, limit: int | None, shard: str | None, option: str) -> None:
+    """Refuse, before anything runs, a declared sampling (``--as NAME/SPLIT@KIND``) that is not one of
+    :data:`DECLARABLE_SAMPLING` or that ``--limit`` / a shard contradicts (a subset of them is a selection);
+    ``option`` names it."""
+    if declared is None:
+        return
+    if declared not in DECLARABLE_SAMPLING:
+        raise RepliscopeError(f"{option} {declared!r} is not allowed (allowed: {', '.join(DECLARABLE_SAMPLING)})")
+    narrowed = _narrowing(None, limit, shard)
+    if narrowed and declared != "selection":
+        raise RepliscopeError(
+            f"{option} {declared!r} contradicts {' and '.join(narrowed)}: that subset is a selection "
+            "(allowed with it: selection)"
+        )
+
+
+def sample_selection(
+    n_samples: int,
+    evaluated_as: DatasetRef | None,
+    *,
+    limit: int | None = None,
+    shard: str | None = None,
+    declared: str | None = None,
+) -> Sampling:
+    """How the ``n_samples`` of a run were chosen, from what the run knows:
+
+    - ``--limit N`` that kept N samples, or one shard ``I/N`` (N > 1) of a sharded run: a ``selection`` (the first
+      N in sorted order; every N-th sample);
+    - ``declared`` (``--as NAME/SPLIT@whole|random|selection``, checked by :func:`check_sampling_option`): ``random`` or
+      ``selection`` as declared; ``whole`` as declared unless the split's size is known
+      (:data:`KNOWN_SPLIT_SIZES`) and differs: then a ``selection`` whose detail says so;
+    - else the whole split when the declared split's size is known and equal to ``n_samples``, otherwise a
+      ``selection`` (how the files were chosen is not declared)."""
+    known = KNOWN_SPLIT_SIZES.get((evaluated_as.name, evaluated_as.split)) if evaluated_as else None
+    split = dataset_label(evaluated_as)
+    narrowed = _narrowing(n_samples, limit, shard)
+    if narrowed:
+        return Sampling("selection", " and ".join(narrowed))
+    if declared == "whole":
+        if known is not None and known != n_samples:
+            return Sampling(
+                "selection",
+                f"{n_samples:,} samples, declared the whole split but {split} has {known:,}",
+            )
+        return Sampling("whole split", f"the whole split, {n_samples:,} samples (declared)")
+    if declared == "random":
+        return Sampling("random sample", f"a random sample of {n_samples:,} samples (declared)")
+    if declared == "selection":
+        return Sampling("selection", f"{n_samples:,} samples, chosen by hand or by a rule (declared)")
+    if known is not None and known == n_samples:
+        return Sampling("whole split", f"the whole split, {n_samples:,} of {known:,}")
+    of_known = f" of the split's {known:,}" if known is not None else ""
+    declare = f"--as {split}@random" if evaluated_as is not None else "--as NAME/SPLIT@random"
+    return Sampling(
+        "selection",
+        f"{n_samples:,}{of_known} samples, chosen in a way not declared ({declare} if they were drawn at random)",
+    )
+
+
+def direction_of(claimed: float, low: float, high: float) -> Direction:
+    """Where the claim lies against the measured interval: below it (the model ``beats`` its claim), above it
+    (``falls short``), inside (``within``)."""
+    if claimed < low:
+        return "beats"
+    if claimed > high:
+        return "falls short"
+    return "within"
+
+
+def samples_for(half_width: float, n: int) -> int:
+    """About how many samples bring an interval of ``half_width`` at ``n`` down to :data:`MAX_HALF_WIDTH` (a 95 %
+    interval narrows as one over the square root of n)."""
+    return max(n + 1, math.ceil(n * (half_width / MAX_HALF_WIDTH) ** 2))
+
+
 def judge_claim(
-    claim: ClaimSpec, metric: MetricValue | None, evaluated_as: DatasetRef | None, evaluated_name: str, failed: int = 0
+    claim: ClaimSpec,
+    metric: MetricValue | None,
+    evaluated_as: DatasetRef | None,
+    evaluated_name: str,
+    failed: int = 0,
+    *,
+    sampling: Sampling,
 ) -> ClaimVerdict:
-    """``consistent`` when the claim lies inside the metric's 95 % interval, ``inconsistent`` when outside,
-    ``not comparable`` when the evaluated data is not declared to be the claim's dataset and split (the
-    numbers are kept, never presented as a reproduction) or the metric could not be computed.
+    """The verdict of one accuracy claim by the rule of this module's docstring; ``sampling``: how the samples
+    were chosen (:func:`sample_selection`), recorded with the verdict and said in its reason.
 
     Classification claims are in percent (75.1 -> 0.751); detection claims (COCO's AP, AR...) are fractions
     as COCOeval prints them and are compared as written. Detection intervals are bootstraps over images."""
@@ -33,9 +179,15 @@ def judge_claim(
     claimed = round(claim.value / 100.0, 10) if spec is not None and spec.unit == "percent" else claim.value
     evaluated = f"{evaluated_name} (as {dataset_label(evaluated_as)})" if evaluated_as else evaluated_name
 
-    def verdict(v: Verdict, reason: str) -> ClaimVerdict:
+    def verdict(v: Verdict, reason: str, direction: Direction | None = None) -> ClaimVerdict:
         if failed:
             reason += f"; {failed} samples failed and are not in n"
+        judged = direction is not None
+        if judged:
+            split = dataset_label(claim.dataset)
+            reason += f"; samples: {sampling.detail}; the interval assumes a random sample of {split}"
+            if sampling.kind == "selection":
+                reason += ", so it does not cover a bias of the selection"
         return ClaimVerdict(
             metric=claim.metric,
             claimed=claimed,
@@ -47,6 +199,8 @@ def judge_claim(
             evaluated_dataset=evaluated,
             verdict=v,
             reason=reason,
+            direction=direction,
+            sampling=sampling.kind if judged else None,
         )
 
     if claim.is_performance:
@@ -67,13 +221,35 @@ def judge_claim(
             f"the claim is about {dataset_label(claim.dataset)}; the evaluated data "
             f"'{evaluated}' is not declared to be that dataset",
         )
-    inside = metric.ci_low <= claimed <= metric.ci_high
+    if metric.successes is None and metric.n < MIN_BOOTSTRAP_SAMPLES:
+        return verdict(
+            "not comparable",
+            f"too few samples for an interval of {claim.metric}: {metric.n} images, and a bootstrap interval over "
+            f"images is used from {MIN_BOOTSTRAP_SAMPLES} (the smallest size its coverage was measured near 95 % "
+            f"at; claimed {claimed:.2%}, measured {metric.value:.2%})",
+        )
+    interval = f"95 % interval [{metric.ci_low:.2%}, {metric.ci_high:.2%}] of the measured {metric.value:.2%}"
+    half = (metric.ci_high - metric.ci_low) / 2.0
+    direction = direction_of(claimed, metric.ci_low, metric.ci_high)
+    if direction != "within":
+        side = "below" if direction == "beats" else "above"
+        return verdict(
+            "inconsistent",
+            f"the model {DIRECTION_TEXT[direction]}: the claimed {claimed:.2%} is {side} the {interval} (n={metric.n})",
+            direction,
+        )
+    if round(half, 12) <= MAX_HALF_WIDTH:  # 0.74 - 0.70 is 0.04000000000000004 in floats
+        return verdict(
+            "consistent",
+            f"the claimed {claimed:.2%} is inside the {interval} (n={metric.n}, ±{100 * half:.1f} pt)",
+            direction,
+        )
     return verdict(
-        "consistent" if inside else "inconsistent",
-        (
-            f"claimed {claimed:.2%} is {'inside' if inside else 'outside'} the 95 % interval "
-            f"[{metric.ci_low:.2%}, {metric.ci_high:.2%}] of the measured {metric.value:.2%} (n={metric.n})"
-        ),
+        "not comparable",
+        f"too few samples to judge: the claimed {claimed:.2%} is inside the {interval} (n={metric.n}), but the "
+        f"interval is ±{100 * half:.1f} pt and a verdict needs ±{100 * MAX_HALF_WIDTH:g} pt or narrower "
+        f"(about n >= {samples_for(half, metric.n):,})",
+        direction,
     )
 
 
@@ -113,7 +289,7 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
     )
     value = measured.values.get(claim.metric)
 
-    def verdict(v: Verdict, reason: str) -> ClaimVerdict:
+    def verdict(v: Verdict, reason: str, direction: Direction | None = None) -> ClaimVerdict:
         return ClaimVerdict(
             metric=claim.metric,
             claimed=claim.value,
@@ -125,6 +301,7 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
             evaluated_dataset=measured.description,
             verdict=v,
             reason=reason,
+            direction=direction,
         )
 
     differences = []
@@ -149,8 +326,13 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
             f"too few queries for a 95 % interval of {claim.metric} (measured {got:.4g}); run longer (--min-queries)",
         )
     inside = low <= claim.value <= high
+    # a latency is better lower: a claim below the interval is one the machine falls short of
+    lower_is_better = claim.metric.startswith("latency")
+    direction = direction_of(-claim.value, -high, -low) if lower_is_better else direction_of(claim.value, low, high)
     return verdict(
         "consistent" if inside else "inconsistent",
         f"claimed {claim.value:.4g} is {'inside' if inside else 'outside'} the 95 % interval "
-        f"[{low:.4g}, {high:.4g}] of the measured {got:.4g}",
+        f"[{low:.4g}, {high:.4g}] of the measured {got:.4g}"
+        + ("" if inside else f": the model {DIRECTION_TEXT[direction]}"),
+        direction,
     )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import repliscope
 from repliscope.datasets.base import Dataset
-from repliscope.evaluation.claims import judge_claim
+from repliscope.evaluation.claims import judge_claim, sample_selection
 from repliscope.evaluation.engine import LoopOptions, LoopResult
 from repliscope.evaluation.ground_truth import ground_truth_of
 from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack
@@ -74,8 +74,9 @@ def build_record(
     metrics, per_class = task.evaluate(loop.predictions, scored)
     by_name = {m.name: m for m in metrics}
     failed = sum(1 for p in loop.predictions if p.error is not None)
+    sampling = sample_selection(len(dataset.samples), s.evaluated_as, limit=s.limit, shard=s.shard, declared=s.sampling)
     claims = [
-        judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed)
+        judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed, sampling=sampling)
         for c in prepared.loaded.manifest.claims
     ]
     evaluated = len(loop.predictions) - failed
@@ -88,6 +89,7 @@ def build_record(
             **dataset.describe(loop.fingerprints),
             **coverage,  # identity of what the loop read
             "evaluated_as": s.evaluated_as.model_dump() if s.evaluated_as else None,
+            "sampling": sampling.as_record(),  # whole split / random sample / selection, and how
         },
         options={
             "batch_size": options.batch_size,

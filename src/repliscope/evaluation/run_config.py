@@ -47,6 +47,11 @@ class RunSettings:
     schedule: str | None = None
     fail_fast: bool = False
     evaluated_as: DatasetRef | None = None
+    sampling: str | None = None
+    """How the samples were chosen from ``evaluated_as``, as declared (``--as NAME/SPLIT@whole|random|selection``;
+    None: not declared): :func:`repliscope.evaluation.claims.sample_selection`."""
+    limit: int | None = None
+    shard: str | None = None
     cache_dir: Path | None = None
     allow_download: bool = False
     allow_outside_paths: bool = False
@@ -95,6 +100,8 @@ _FROM_OPTIONS = {
     "schedule": "schedule",
     "fail_fast": "fail_fast",
     "evaluated_as": "evaluated_as",
+    "limit": "limit",
+    "shard": "shard",
     "allow_download": "download",
     "allow_outside_paths": "allow_outside_paths",
 }
@@ -140,5 +147,17 @@ def resolve_run_config(
         raise RepliscopeError(
             f"{name('schedule')} '{values['schedule']}' is not allowed (allowed: {', '.join(SCHEDULES)})"
         )
-    values["evaluated_as"] = dataset_ref(values["evaluated_as"], name("evaluated_as"))
+    declared = values["evaluated_as"]
+    if declared is not None and "@" in str(declared):  # NAME/SPLIT@whole|random|selection
+        declared, values["sampling"] = str(declared).rsplit("@", 1)
+        origins["sampling"] = origins.get("evaluated_as", source)
+    from repliscope.evaluation.claims import check_sampling_option
+
+    check_sampling_option(
+        values.get("sampling"),
+        limit=values["limit"],
+        shard=values["shard"],
+        option=f"the sampling after '@' in {name('evaluated_as')}",
+    )
+    values["evaluated_as"] = dataset_ref(declared, name("evaluated_as"))
     return RunSettings(runtime=runtime, cache_dir=cache_dir, origins=origins, **values)

@@ -1,4 +1,4 @@
-"""COCO bbox evaluation re-accumulated over resampled images: fast percentile-bootstrap intervals of the 12 numbers.
+"""COCO bbox evaluation re-accumulated over resampled images: fast bootstrap intervals of the 12 numbers.
 
 :class:`CocoResampler` runs COCOeval's per-image matching ONCE (pycocotools ``evaluateImg`` semantics: detections by
 score, greedy to the highest-IoU unmatched ground truth, crowd / out-of-range boxes ignored, 10 IoU thresholds
@@ -469,8 +469,8 @@ def bootstrap_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np
 
     COCO's numbers are means over the categories that have ground truth, and a replicate that misses every image
     of a rare category drops that category from its mean; comparing each replicate with the full set on the same
-    categories keeps that change of composition out of the interval (``value + percentiles of the deltas``,
-    which is the plain percentile interval when every replicate holds every category)."""
+    categories keeps that change of composition out of the interval (:func:`corrected_interval` of the
+    deltas)."""
     rng = np.random.default_rng(seed)
     n = resampler.n_images
     full = resampler.per_category()
@@ -481,3 +481,94 @@ def bootstrap_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np
         rep = resampler.per_category(counts)
         out[b] = _category_mean(rep) - _category_mean(np.where(np.isnan(rep), np.nan, full))
     return out
+
+
+BIAS_FACTOR = 2.0
+"""How many times the bootstrap's own bias estimate :func:`corrected_interval` subtracts. A COCO number on a
+sample of images is biased upward (the precision envelope of fewer objects is higher), and the bootstrap sees
+about half of that bias (measured by ``benchmarks/bench_interval_coverage.py``: 1.06 of 2.45 points at 30 images,
+0.64 of 1.37 at 100); twice its estimate centres the interval (docs/benchmarks.md, "Interval coverage")."""
+
+
+def corrected_interval(value: float, deltas: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The interval ``evaluate`` gives a COCO number (a fraction) of ``n`` images from its bootstrap ``deltas``
+    (:func:`bootstrap_deltas`' column; NaN entries left out): centred on ``value`` minus :data:`BIAS_FACTOR` times
+    the mean delta (the bias), half-width Student's t quantile (n - 1 degrees of freedom) x the deltas' standard
+    deviation x sqrt(n / (n - 1)), widened to hold ``value`` itself (a reader checks the measured number against
+    its interval; the bias correction alone can leave it just outside) and clipped to [0, 1]. ``(value, value)``
+    when fewer than two deltas are defined or every delta is 0. Its measured coverage is in docs/benchmarks.md
+    ("Interval coverage"); the percentile interval it replaced covered a population's AP about 80 % of the time
+    at every size measured."""
+    from scipy.special import stdtrit
+
+    d = np.asarray(deltas, float)
+    d = d[~np.isnan(d)]
+    if d.size < 2 or n < 2:
+        return value, value
+    centre = value - BIAS_FACTOR * float(np.mean(d))
+    half = float(stdtrit(n - 1, 0.5 + 0.5 * confidence)) * float(np.std(d, ddof=1)) * float(np.sqrt(n / (n - 1)))
+    return max(0.0, min(centre - half, value)), min(1.0, max(centre + half, value))
+
+
+def ap_replicate_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np.ndarray:
+    """(replicates,) :func:`bootstrap_deltas`' AP column alone (each replicate's AP minus the full set's AP on the
+    categories the replicate defines; NaN where it defines none), with the same draws for the same ``seed``: a
+    quarter of the work (one area range). The coverage benchmark's replicates."""
+    rng = np.random.default_rng(seed)
+    n = resampler.n_images
+    full, _ = resampler.per_class()
+    out = np.empty(replicates)
+    for b in range(replicates):
+        counts = rng.multinomial(n, np.full(n, 1.0 / n)) if n else np.zeros(0)
+        rep, _ = resampler.per_class(counts)
+        with np.errstate(invalid="ignore"):
+            out[b] = _mean(rep) - _mean(np.where(np.isnan(rep), np.nan, full))
+    return out
+
+
+INTERVAL_METHODS = ("percentile", "basic", "bca", "normal_bc", "corrected")
+"""The interval methods the coverage benchmark compares (:func:`ap_interval`)."""
+
+
+def _jackknife_ap(resampler: CocoResampler) -> np.ndarray:
+    """(n,) AP with each image left out once (BCa's acceleration)."""
+    out = np.empty(resampler.n_images)
+    for i in range(resampler.n_images):
+        w = np.ones(resampler.n_images)
+        w[i] = 0.0
+        out[i] = resampler.ap(w)
+    return out
+
+
+def ap_interval(resampler: CocoResampler, value: float, deltas: np.ndarray, method: str) -> tuple[float, float]:
+    """The 95 % interval of ``value`` (the sample's AP) from its replicates' ``deltas`` by ``method`` (one of
+    :data:`INTERVAL_METHODS`; ``corrected`` is :func:`corrected_interval`, what ``evaluate`` uses; the others are
+    the textbook ones it was compared with: percentile, basic, BCa with a jackknife acceleration, and a normal
+    interval with one bootstrap bias correction)."""
+    from scipy.special import ndtr, ndtri
+    from scipy.stats import t as student_t
+
+    d = deltas[~np.isnan(deltas)]
+    n = resampler.n_images
+    if method == "percentile":
+        low, high = value + np.percentile(d, [2.5, 97.5])
+    elif method == "basic":
+        low, high = value - np.percentile(d, [97.5, 2.5])
+    elif method == "normal_bc":
+        half = float(student_t.ppf(0.975, max(n - 1, 1))) * float(np.std(d, ddof=1)) * np.sqrt(n / max(n - 1, 1))
+        low, high = value - float(np.mean(d)) - half, value - float(np.mean(d)) + half
+    elif method == "corrected":
+        low, high = corrected_interval(value, deltas, n)
+    elif method == "bca":
+        z0 = float(ndtri(np.clip(np.mean(d < 0) + 0.5 * np.mean(d == 0), 1e-6, 1 - 1e-6)))
+        jack = _jackknife_ap(resampler)
+        jack = jack[~np.isnan(jack)]
+        u = jack.mean() - jack
+        denom = 6.0 * float(np.sum(u**2)) ** 1.5
+        a = float(np.sum(u**3)) / denom if denom > 0 else 0.0
+        z = ndtri(np.array([0.025, 0.975]))
+        levels = ndtr(z0 + (z0 + z) / (1 - a * (z0 + z)))
+        low, high = value + np.percentile(d, 100 * levels)
+    else:
+        raise ValueError(f"interval method {method!r} is not one of {', '.join(INTERVAL_METHODS)}")
+    return float(low), float(high)

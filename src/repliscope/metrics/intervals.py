@@ -12,6 +12,17 @@ from __future__ import annotations
 import operator
 from math import sqrt
 
+MAX_HALF_WIDTH = 0.02
+"""The widest 95 % interval (half-width, on the metric's 0..1 scale: 2 points) that can confirm a claim: claims
+are compared with other models' numbers a point or two apart. A claim inside a wider interval is "not
+comparable" (:func:`repliscope.evaluation.claims.judge_claim`)."""
+
+MIN_BOOTSTRAP_SAMPLES = 30
+"""The fewest images a bootstrap interval over images (COCO AP and AR, segmentation IoU) judges a claim with: the
+smallest size at which the COCO AP interval's coverage was measured near 95 % (``benchmarks/
+bench_interval_coverage.py``, docs/benchmarks.md "Interval coverage"). Below it a claim on such a metric is "not
+comparable" (:func:`repliscope.evaluation.claims.judge_claim`)."""
+
 Z_975 = 1.959963984540054
 """``scipy.special.ndtri(0.975)``: the normal quantile of a two-sided 95 % interval."""
 

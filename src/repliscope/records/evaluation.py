@@ -79,7 +79,7 @@ class MetricValue(_Model):
     n: int
     successes: int | None = None
     """Proportions (top-1, recall): the count of successes; None for metrics that are not a proportion (COCO
-    AP: ``n`` is then the number of images and the interval a percentile bootstrap over images)."""
+    AP: ``n`` is then the number of images and the interval a bootstrap over images)."""
     confidence: float = 0.95
 
 
@@ -94,6 +94,13 @@ class ClaimVerdict(_Model):
     verdict: Literal["consistent", "inconsistent", "not comparable"]
     reason: str
     source: str
+    direction: Literal["beats", "falls short", "within"] | None = None
+    """Where the claim lies against the measured interval: below it (the model ``beats`` its claim), above it
+    (``falls short``; for a latency the other way round), inside (``within``). None when no interval was judged
+    (another dataset, nothing measured) and in records stored before it existed."""
+    sampling: Literal["whole split", "random sample", "selection"] | None = None
+    """How the judged samples were chosen (the record's ``dataset.sampling`` has the details): the interval
+    assumes a random sample of the claimed split. None when no interval was judged and in older records."""
 
 
 class Timings(_Model):

@@ -90,6 +90,7 @@ def claim_rows(records: Sequence[BenchmarkRecord]) -> list[ClaimRow]:
                     reason=c.reason,
                     source=source,
                     source_url=source.split()[0] if source.startswith(("https://", "http://")) else None,
+                    direction=c.direction,
                 )
             )
     return rows

@@ -141,7 +141,7 @@ def build_sweep_view(
             + (
                 "fractions, 95 % percentile bootstrap intervals over images."
                 if segmentation
-                else "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images."
+                else "COCOeval's numbers as fractions, 95 % bias-corrected bootstrap intervals over images."
                 + _left_out_note(ref_record.dataset if ref_record else {})
                 if detection
                 else "95 % Wilson score intervals."

@@ -12,7 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from repliscope.evaluation.claims import DIRECTION_TEXT, direction_of
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, MetricValue, SamplePrediction
+from repliscope.metrics.intervals import MAX_HALF_WIDTH
 from repliscope.report import figures
 from repliscope.report import formatting as fmt
 from repliscope.report.view import (
@@ -29,9 +31,10 @@ from repliscope.report.view import (
 )
 
 MAX_FAILURES = 25
-WIDE_INTERVAL_PT = 2.0
-"""A measured 95 % interval wider than +-2 percentage points (half-width) is too wide to judge a claim: a
-claim is usually compared with other models' numbers a point or two apart."""
+WIDE_INTERVAL_PT = 100.0 * MAX_HALF_WIDTH
+"""A measured 95 % interval wider than +-2 percentage points (half-width) is too wide to confirm a claim (the
+verdict rule's :data:`repliscope.metrics.intervals.MAX_HALF_WIDTH`): a claim is usually compared with other
+models' numbers a point or two apart."""
 _VERDICT_CSS = {"consistent": "ok", "inconsistent": "bad", "not comparable": "neutral"}
 _OP_META_KEYS = frozenset({"op", "library", "library_version"})
 _IMAGENET_LABELS = "builtin:imagenet-1k"
@@ -93,15 +96,47 @@ def _claim_dicts(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[dict[s
     return [claim.model_dump() if isinstance(claim, BaseModel) else dict(claim) for claim in claims]
 
 
+def shown_verdict(claim: Mapping[str, Any]) -> tuple[str, str]:
+    """(verdict, reason) of a stored claim as pages show it. A record judged before the interval-width rule
+    (:func:`repliscope.evaluation.claims.judge_claim`) may say ``consistent`` of a claim inside an interval wider
+    than ±2 pt: it is shown as ``not comparable``, the reason saying why, never as a green verdict above a
+    "too few samples" warning."""
+    verdict = str(claim.get("verdict", "not comparable"))
+    reason = str(claim.get("reason", ""))
+    low, high = claim.get("ci_low"), claim.get("ci_high")
+    if verdict == "consistent" and low is not None and high is not None:
+        half = (float(high) - float(low)) / 2.0
+        if round(half, 12) > MAX_HALF_WIDTH:
+            return "not comparable", (
+                f"too few samples to judge: the interval is ±{100 * half:.1f} pt and a verdict needs "
+                f"±{WIDE_INTERVAL_PT:g} pt or narrower (recorded as consistent before that rule: {reason})"
+            )
+    return verdict, reason
+
+
+def claim_direction(claim: Mapping[str, Any]) -> str | None:
+    """The claim's direction (``beats``, ``falls short``, ``within``): as recorded, or from the numbers of a record
+    judged before directions were recorded; None when no interval was judged."""
+    direction = claim.get("direction")
+    if direction in DIRECTION_TEXT:
+        return str(direction)
+    low, high, claimed = claim.get("ci_low"), claim.get("ci_high"), claim.get("claimed")
+    if claim.get("verdict") not in ("consistent", "inconsistent") or low is None or high is None or claimed is None:
+        return None
+    return direction_of(float(claimed), float(low), float(high))
+
+
 def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue] = ()) -> list[ClaimRow]:
     """One row per claim verdict (ClaimVerdict objects or their JSON dicts, as sweeps store them); ``metrics``
-    gives the n behind each measured value, for the wide-interval warning."""
+    gives the n behind each measured value, for the wide-interval warning (left out of an ``inconsistent`` row:
+    a wide interval that excludes the claim still refutes it)."""
     n_of = {m.name: m.n for m in metrics}
     rows = []
     for c in _claim_dicts(claims):
-        verdict = str(c.get("verdict", "not comparable"))
+        verdict, reason = shown_verdict(c)
         source = str(c.get("source") or "")
         url = source.split()[0] if source.startswith(("https://", "http://")) else None
+        warning = interval_warning(c.get("ci_low"), c.get("ci_high"), n_of.get(str(c.get("metric"))))
         rows.append(
             ClaimRow(
                 metric=str(c.get("metric", "")),
@@ -112,10 +147,12 @@ def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequenc
                 evaluated_dataset=str(c.get("evaluated_dataset", "")),
                 verdict=verdict,
                 css=_VERDICT_CSS.get(verdict, "neutral"),
-                reason=str(c.get("reason", "")),
+                reason=reason,
                 source=source,
                 source_url=url,
-                warning=interval_warning(c.get("ci_low"), c.get("ci_high"), n_of.get(str(c.get("metric")))),
+                warning=None if verdict == "inconsistent" else warning,
+                direction=None if verdict == "not comparable" else claim_direction(c),
+                sampling=c.get("sampling"),
             )
         )
     return rows
@@ -144,7 +181,7 @@ def claim_figure(
     if not points:
         return None
     bootstrap = any(m.successes is None for m in metrics)  # AP-like metrics: a bootstrap over images
-    kind = "percentile bootstrap interval over images" if bootstrap else "Wilson interval"
+    kind = "bootstrap interval over images" if bootstrap else "Wilson interval"
     caption = (
         f"Diamond: the claimed value; dot and bar: the measured value and its 95 % {kind}. An "
         f"interval wider than ±{WIDE_INTERVAL_PT:g} pt (drawn in red) cannot confirm or refute a claim."

@@ -44,6 +44,18 @@ class ClaimRow:
     source_url: str | None
     warning: str | None = None
     """Set when the measured 95 % interval is too wide to judge the claim."""
+    direction: str | None = None
+    """``beats``, ``falls short`` or ``within`` (the claim against the measured interval); None when not judged."""
+    sampling: str | None = None
+    """How the judged samples were chosen: ``whole split``, ``random sample`` or ``selection`` (None: not judged
+    or an older record)."""
+
+    @property
+    def direction_text(self) -> str | None:
+        """:data:`repliscope.evaluation.claims.DIRECTION_TEXT`'s words (``beats its claim``...)."""
+        from repliscope.evaluation.claims import DIRECTION_TEXT
+
+        return DIRECTION_TEXT.get(self.direction) if self.direction else None
 
 
 @dataclass(frozen=True)

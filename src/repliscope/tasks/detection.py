@@ -128,7 +128,7 @@ class ObjectDetection(Task):
     output_kinds: ClassVar[tuple[str, ...]] = DETECTION_OUTPUT_KINDS
     pitfall_modules = ("repliscope.pitfalls.detection_variants", "repliscope.pitfalls.yolo_variants")
     report = ReportSpec(
-        interval_note="COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images.",
+        interval_note="COCOeval's numbers as fractions, 95 % bias-corrected bootstrap intervals over images.",
         metrics_title="Measured metrics (COCO)",
         per_class_title="Per-class AP",
     )
@@ -212,8 +212,8 @@ class ObjectDetection(Task):
         return out
 
     def metrics(self, samples: Sequence[SamplePrediction], dataset: Dataset) -> list[MetricValue]:
-        """COCOeval's 12 numbers (AP, AP50, ..., ARl) as fractions, each with a percentile bootstrap interval
-        over images (:func:`repliscope.metrics.coco.coco_metrics`); failed samples are left out."""
+        """COCOeval's 12 numbers (AP, AP50, ..., ARl) as fractions, each with a bias-corrected bootstrap
+        interval over images (:func:`repliscope.metrics.coco.coco_metrics`); failed samples are left out."""
         return self.evaluate(samples, dataset)[0]
 
     def evaluate(

@@ -53,9 +53,15 @@ def direction_of(claim: Mapping[str, Any]) -> Direction:
     """Where the claimed value lies against the measured interval: below it (the model ``beats`` its claim),
     above it (``short``), inside (``within``); ``unjudged`` when the verdict is "not comparable" or nothing was
     measured (the numbers are then shown, never presented as a reproduction)."""
+    from repliscope.report.sections import shown_verdict
+
     low, high, claimed = claim.get("ci_low"), claim.get("ci_high"), claim.get("claimed")
-    if claim.get("verdict") not in ("consistent", "inconsistent") or low is None or high is None or claimed is None:
+    verdict, _ = shown_verdict(claim)  # a wide "consistent" of an older record is not judged
+    if verdict not in ("consistent", "inconsistent") or low is None or high is None or claimed is None:
         return "unjudged"
+    stored = claim.get("direction")  # as judged (a latency's is the other way round)
+    if stored is not None:
+        return "short" if stored == "falls short" else "beats" if stored == "beats" else "within"
     if claimed < low:
         return "beats"
     if claimed > high:
@@ -64,8 +70,10 @@ def direction_of(claim: Mapping[str, Any]) -> Direction:
 
 
 def claim_cell(claim: Mapping[str, Any]) -> ClaimCell:
-    """A stored ``ClaimVerdict`` dump (a record's ``claims`` entry) as a :class:`ClaimCell`."""
+    """A stored ``ClaimVerdict`` dump (a record's ``claims`` entry) as a :class:`ClaimCell`, its verdict as
+    :func:`repliscope.report.sections.shown_verdict` shows it."""
     from repliscope.manifest.schema import claim_metric_spec
+    from repliscope.report.sections import shown_verdict
 
     metric = str(claim.get("metric"))
     spec = claim_metric_spec(metric)
@@ -82,6 +90,6 @@ def claim_cell(claim: Mapping[str, Any]) -> ClaimCell:
         claimed=_fmt(claim.get("claimed"), percent),
         measured=_fmt(claim.get("measured"), percent),
         interval=interval,
-        verdict=str(claim.get("verdict")),
+        verdict=shown_verdict(claim)[0],
         direction=direction_of(claim),
     )
