@@ -84,3 +84,9 @@ def lite0_noisy(path: str) -> np.ndarray:
     """Noise that no registered mistake makes (a seeded +-0.3 after the normalisation)."""
     x = ((crop(resized(path)).astype(np.float32) - MEAN) / STD).transpose(2, 0, 1)
     return x + np.random.default_rng(0).uniform(-0.3, 0.3, x.shape).astype(np.float32)
+
+
+def lite0_bgr_mean_in_uint8(path: str) -> np.ndarray:
+    """Two mistakes, one with a degree: BGR, and the mean subtracted on the bytes before the cast."""
+    u8 = crop(resized(path))[:, :, ::-1]
+    return (((u8.astype(np.int64) - 127) % 256).astype(np.float32) / STD).transpose(2, 0, 1)

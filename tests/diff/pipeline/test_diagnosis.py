@@ -116,6 +116,18 @@ def test_bgr_plus_a_one_pixel_crop_offset_is_composed(lite0: LoadedManifest, two
     assert d.pairs <= 2 * PAIR_POOL * d.singles
 
 
+def test_a_degree_composes_too(lite0: LoadedManifest, two_images: Dataset) -> None:
+    r = _diff(lite0, "lite0_bgr_mean_in_uint8", two_images)
+    assert _named(r) == (
+        "explained",
+        "color_layout_swapped + normalize_before_cast[steps=1]",
+        0.0,
+        "decode.channels: RGB -> BGR; to_float moved after subtract_mean (uint8 arithmetic, wrapping); divide_std "
+        "stays in float",
+    )
+    assert r.diagnosis.pair_pool == ["normalize_before_cast[steps=1]", "color_layout_swapped"]
+
+
 def _no_closer(d: Diagnosis) -> None:
     assert d.candidates == [] and d.residual_max_abs_error is None and d.variant is None
     assert d.message.startswith("unexplained: no registered variant brings the manifest's output closer to yours")
