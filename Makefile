@@ -95,6 +95,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_harness.py
 	$(BIN)/python benchmarks/bench_tracing.py --runtime onnxruntime --runtime torch --runtime opencv_dnn
 	$(BIN)/python benchmarks/bench_detection.py
+	$(BIN)/python benchmarks/bench_interval_coverage.py
 	$(BIN)/python benchmarks/bench_agents.py
 	$(BIN)/python benchmarks/bench_sharded.py
 	$(BIN)/python benchmarks/bench_stacks.py
