@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import logging
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -28,17 +30,32 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from repliscope.backends.torch.loader import build_torch_module
-from repliscope.errors import RepliscopeError
-from repliscope.runtimes.base import ModelArtifact
+from repliscope.errors import FrameworkError, RepliscopeError
+from repliscope.runtimes.base import ModelArtifact, import_framework
 from repliscope.runtimes.errors import ModelLoadError
 from repliscope.runtimes.loaders import Conversion
+
+TORCH_INSTALL = "pip install 'repliscope[torch]'"
 
 OPSET = 18
 EXPORTER = "torch.onnx.export(dynamo=True)"
 _EXAMPLE_BATCH = 2  # torch.export specialises sizes 0 and 1, so trace with 2 to keep the batch axis dynamic
+
+
+def torch_version() -> str:
+    """The installed torch's version (e.g. ``2.13.0+cpu``) without importing torch: a cached export is found
+    and verified with it, and importing torch costs seconds of a run that only needs the ONNX file.
+    ``torch.__version__`` when torch is imported already, else its distribution's version (the same string)."""
+    module = sys.modules.get("torch")
+    if module is not None:
+        return str(module.__version__)
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise FrameworkError(
+            f"exporting a torch source to ONNX needs torch, which is not installed ({TORCH_INSTALL})"
+        ) from exc
 
 
 def export_key(artifact: ModelArtifact) -> str:
@@ -53,7 +70,7 @@ def export_key(artifact: ModelArtifact) -> str:
         "input_name": artifact.input_name,
         "opset": OPSET,
         "exporter": EXPORTER,
-        "torch_version": torch.__version__,
+        "torch_version": torch_version(),
     }
     if arch is not None and arch.module_sha256 is not None:  # a local module: its code shapes the graph
         payload["module_sha256"] = arch.module_sha256
@@ -114,6 +131,9 @@ def _export(artifact: ModelArtifact, out: Path) -> dict[str, Any]:
         raise ModelLoadError(f"input shape {tuple(dims)}: only the batch axis may be dynamic for an ONNX export")
     dynamic = dims[0] is None or dims[0] < 0
     example_shape = (_EXAMPLE_BATCH if dynamic else dims[0], *dims[1:])
+    torch = import_framework("torch", "torch -> ONNX export", TORCH_INSTALL)
+    from repliscope.backends.torch.loader import build_torch_module
+
     describe: dict[str, Any] = {}
     module = build_torch_module(artifact, describe)
     example = torch.from_numpy(np.zeros(example_shape, dtype=np.dtype(artifact.input_dtype)))
