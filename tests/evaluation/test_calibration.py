@@ -202,7 +202,8 @@ def test_calibration_measures_chooses_and_is_cached(
     gain, noise = c["gain_over_default"]["pipelined threads=2"], c["noise"]["pipelined threads=2"]
     # the noise rule: pipelined only when its gain over the default is larger than the noise
     assert (plan.key == "pipelined threads=2") == (gain > noise)
-    assert c["probe_samples"] == 16 and c["trial_samples"] == 32 and c["cores"] == calibration.usable_cores()
+    # 16: the minimum of a calibration before the loop (2 waves of 2 workers x batch 2 are 8)
+    assert c["probe_samples"] == 16 and c["trial_samples"] == 16 and c["cores"] == calibration.usable_cores()
     assert c["load_average"] == [1.5, 1.25, 0.75] and c["rounds"] == 2
     files = list((tmp_path / "calibration").glob("*.json"))
     assert len(files) == 1
@@ -259,7 +260,7 @@ def test_calibration_keeps_given_values(
         _counting(lite0, tmp_path), lite0.pipeline, _many(foolbox, 40), SHAPE, cores=2, schedule="data_parallel"
     )
     assert (only.schedule, only.batch_size, only.threads, only.workers) == ("data_parallel", FALLBACK_BATCH, 1, 2)
-    assert only.calibration["trial_samples"] == 32 and "trials_samples_per_second" not in only.calibration
+    assert only.calibration["trial_samples"] == 16 and "trials_samples_per_second" not in only.calibration
 
 
 def test_calibration_without_usable_samples_falls_back_keeps_given_values_and_caches_nothing(

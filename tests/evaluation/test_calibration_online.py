@@ -39,8 +39,8 @@ def foolbox() -> Dataset:
 def test_candidates_put_the_documented_default_first_and_keep_given_values() -> None:
     cands = candidates(2, None, None, None)
     assert [(c.schedule, c.batch_size, c.workers, c.threads) for c in cands] == [
-        ("data_parallel", 8, 2, 1),
-        ("pipelined", 8, 2, 2),
+        ("data_parallel", 2, 2, 1),
+        ("pipelined", 2, 2, 2),
     ]
     assert [c.key for c in candidates(4, 16, 2, None)] == ["data_parallel threads=2", "pipelined threads=2"]
     assert [c.batch_size for c in candidates(4, 16, 2, None)] == [16, 16]

@@ -25,8 +25,9 @@ is only made when the measurement is clearly better than the noise:
    run), switching plan when the new trials say so.
 
 A calibration is cached (JSON under ``<cache>/calibration/``) by everything it depends on: runtime and its
-version, model sha256, input shape, the resolved pre-processing, CPU model, usable cores, repliscope version and
-the values the user fixed; each entry records the machine load (:func:`os.getloadavg`) and the time it was made.
+version, model sha256, input shape, the resolved pre-processing, CPU model, usable cores, repliscope version,
+the values the user fixed and the candidates' default batch (:data:`FALLBACK_BATCH`); each entry records the
+machine load (:func:`os.getloadavg`) and the time it was made.
 A dataset smaller than :data:`MIN_SAMPLES_TO_CALIBRATE` without a cached calibration runs the default plan
 (``fallback: ...``), and the record says so.
 """
@@ -53,8 +54,12 @@ from repliscope.evaluation.provenance import cpu_model, usable_cores
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
 
-FALLBACK_BATCH = 8
-"""The default plan's batch size (and every candidate's, unless ``--batch-size`` is given)."""
+FALLBACK_BATCH = 2
+"""The default plan's batch size (and every candidate's, unless ``--batch-size`` is given). Small: a
+one-thread runtime's cost per image grows with the batch (Lite0 on ONNX Runtime, 1 thread: 4.28 / 4.46 / 4.63 /
+5.07 ms an image at batch 1 / 2 / 4 / 8), a ``data_parallel`` worker alternates reading and inference at a finer
+grain, and a segment's last wave leaves a core idle for less time; batch 1 pays the per-batch Python once per
+image (``benchmarks/bench_evaluate.py`` prints the per-batch figures)."""
 PROBE_SAMPLES = 16
 """:func:`calibrate` (the plan before the loop): the trials cycle the first this many samples that pre-process."""
 MIN_SAMPLES_TO_CALIBRATE = 200
@@ -346,6 +351,7 @@ def calibration_key(
         "cores": cores,
         "repliscope": repliscope.__version__,
         "fixed": [batch_size, threads, schedule],
+        "default_batch": FALLBACK_BATCH,  # a plan calibrated among other candidates is not reused
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
