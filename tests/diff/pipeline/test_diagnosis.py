@@ -114,6 +114,7 @@ def test_bgr_plus_a_one_pixel_crop_offset_is_composed(lite0: LoadedManifest, two
     assert len(d.pair_pool) <= PAIR_POOL
     assert (d.singles, d.pairs, d.searched) == (37, 81, 118)
     assert d.pairs <= 2 * PAIR_POOL * d.singles
+    assert d.message.endswith("; found among 37 variants and degrees and 81 pairs composed with the 3 closest)")
 
 
 def test_a_degree_composes_too(lite0: LoadedManifest, two_images: Dataset) -> None:

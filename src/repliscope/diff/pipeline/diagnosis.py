@@ -362,7 +362,9 @@ def search(
         diag.verdict, diag.variant = "explained", best.variant
         diag.message = (
             f"your pipeline = the manifest with `{best.variant}` ({best.change}; max error "
-            f"{residual:.3g} after the change, on {diag.checked_samples} differing samples)"
+            f"{residual:.3g} after the change, on {diag.checked_samples} differing samples"
+            + (f"; found among {scope}" if diag.pairs else "")
+            + ")"
         )
     elif closer:
         top = closer[0]
