@@ -99,4 +99,4 @@ def test_report_of_a_traced_run_adds_the_per_layer_chart(
 
 def test_report_names_the_three_kinds_when_nothing_matches(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", "ffffffff", "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
-    assert res.exit_code == 2 and "no run, sweep or benchmark matches 'ffffffff'" in res.output
+    assert res.exit_code == 2 and "no run, sweep, benchmark, stack matrix or diff matches 'ffffffff'" in res.output

@@ -34,7 +34,10 @@ def test_cli_page_has_every_command_and_option(gen: ModuleType) -> None:
             assert f"`repliscope {name} {sub}`" in page
     evaluate = page[page.index("`repliscope evaluate`") : page.index("`repliscope manifest`")]
     assert "```text\nrepliscope evaluate [OPTIONS] MANIFEST\n```" in evaluate
-    assert "- `--dataset <str>`: An image folder, or a registered dataset name. [default: foolbox_imagenet]" in evaluate
+    assert (
+        "- `--dataset <str>`: The data: an image folder, foolbox_imagenet | synthetic_detection, or coco:PATH | "
+        "voc_xml:PATH | voc_seg:PATH | dlib_xml:FILE.xml | image_folder:PATH. [default: foolbox_imagenet]"
+    ) in evaluate
     assert "- `MANIFEST` (argument, required): Model manifest (YAML)." in evaluate
 
 

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperCommand
 
 from repliscope.backends import runtime_names
-from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.common import DbOption, JsonOption, dataset_help, emit_json, fail
 from repliscope.cli.label_rules import label_rule_choices
 from repliscope.errors import RepliscopeError
 from repliscope.manifest.schema import SCENARIOS
@@ -165,7 +165,7 @@ def bench(
         ),
     ] = None,
     scenario: Annotated[str, typer.Option(help=" | ".join(SCENARIOS))] = "single-stream",
-    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
+    dataset: Annotated[str, typer.Option(help=dataset_help())] = "foolbox_imagenet",
     label_rule: Annotated[
         str | None,
         typer.Option(

@@ -19,6 +19,35 @@ DbOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
+DATASET_NAMES = ("foolbox_imagenet", "synthetic_detection")
+"""The registered datasets named alone (``--dataset NAME``), as :func:`repliscope.datasets.resolve.bare_names`."""
+DATASET_SCHEMES = (
+    ("coco", "PATH"),
+    ("voc_xml", "PATH"),
+    ("voc_seg", "PATH"),
+    ("dlib_xml", "FILE.xml"),
+    ("image_folder", "PATH"),
+)
+"""The registered datasets given a path (``--dataset NAME:PATH``, :func:`repliscope.datasets.resolve.path_names`),
+with what the path is. Static copies, like :mod:`repliscope.cli.label_rules`: reading the registry costs every
+loader's import at each start of the command line; ``tests/cli/test_help_registries.py`` compares them with it."""
+
+
+def runtime_help(
+    default: str | None = "the manifest's native one: torch for a torch source, onnxruntime for an ONNX one, ...",
+) -> str:
+    """``--runtime``'s help: every registered runtime (:func:`repliscope.backends.runtime_names`) and the default
+    (None: no default to name)."""
+    from repliscope.backends import runtime_names
+
+    return " | ".join(runtime_names()) + (f" (default: {default})" if default else "")
+
+
+def dataset_help(what: str = "The data") -> str:
+    """``--dataset``'s help: an image folder, every dataset named alone and every ``NAME:PATH`` scheme."""
+    schemes = " | ".join(f"{name}:{arg}" for name, arg in DATASET_SCHEMES)
+    return f"{what}: an image folder, {' | '.join(DATASET_NAMES)}, or {schemes}."
+
 
 def fail(exc: Exception) -> NoReturn:
     """Print ``error: <exc>`` to stderr and exit 2 (bad input: the message says what is wrong and allowed)."""

@@ -1,8 +1,9 @@
-"""``repliscope convert``: torch weights -> a Keras 3 re-implementation, by a declarative mapping, verified.
+"""``repliscope convert``: a manifest's model into another framework, written and verified (:data:`ROUTES`).
 
     repliscope convert MANIFEST --to keras --mapping MAPPING.yaml --out weights.keras [--model PORT_DIR]
+    repliscope convert DARKNET_MANIFEST --to onnx --out yolo.onnx      (or --to keras --out yolo.keras)
 
-``--mapping`` and ``--out`` are required (the README writes the shipped example's command in full).
+For torch, ``--mapping`` and ``--out`` are required (the README writes the shipped example's command in full).
 
 The manifest's torch module is built exactly as ``evaluate`` builds it; its state_dict is mapped onto the Keras
 port (``--model``: a folder with ``model.py``, or ``file.py:function``; default: the mapping file's folder).
@@ -21,16 +22,52 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from repliscope.cli.common import dataset_help
 from repliscope.errors import RepliscopeError
+
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    (
+        "pytorch_state_dict",
+        "keras",
+        "torch weights onto your Keras 3 port by the --mapping file (name rules, layouts), checked on samples "
+        "(softmax, top-1) and layer by layer",
+    ),
+    (
+        "darknet",
+        "onnx",
+        "Darknet .cfg + .weights to one ONNX graph (batch norm folded), checked layer by layer against libdarknet",
+    ),
+    (
+        "darknet",
+        "keras",
+        "Darknet .cfg + .weights to the Keras port (DarknetYolo), checked layer by layer against libdarknet",
+    ),
+)
+"""(manifest source.format, --to, what is written and how it is checked): what ``convert`` does; its help and the
+error of an unknown pair are made from it."""
+
+
+def convert_help() -> str:
+    """The command's help: every route of :data:`ROUTES`, and the conversions the runtimes make by themselves
+    (the :data:`repliscope.backends.CONVERSIONS` registry), which need no ``convert``."""
+    from repliscope.backends import CONVERSIONS
+
+    routes = "; ".join(f"{src} --to {to}: {what}" for src, to, what in ROUTES)
+    return (
+        f"Convert a manifest's model into another framework and verify the result. {routes}. The runtimes also "
+        f"convert by themselves when evaluate needs it (one verified cache): {', '.join(CONVERSIONS.names())}."
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``convert`` command to ``app``."""
-    app.command("convert")(convert)
+    app.command("convert", help=convert_help())(convert)
 
 
 def convert(
-    manifest: Annotated[Path, typer.Argument(help="Manifest of the torch original (YAML).")],
+    manifest: Annotated[
+        Path, typer.Argument(help="The manifest of the model to convert (YAML): a torch or darknet source.")
+    ],
     out: Annotated[Path, typer.Option("--out", help="The file to write (.keras; .onnx with --to onnx).")],
     mapping: Annotated[
         Path | None, typer.Option("--mapping", help="Mapping file (YAML): name rules + layout kinds (--to keras).")
@@ -39,8 +76,9 @@ def convert(
         str,
         typer.Option(
             "--to",
-            help="Target framework: keras (a torch source, --mapping) or onnx "
-            "(a darknet source, verified layer by layer against libdarknet).",
+            help="Target framework: "
+            + "; ".join(f"{to} (a {src} source)" for src, to, _ in ROUTES)
+            + " (default: keras; a darknet source without --mapping goes to its Keras port).",
         ),
     ] = "keras",
     model: Annotated[
@@ -51,14 +89,13 @@ def convert(
             "file or 'file.py:function' (default: the mapping's folder).",
         ),
     ] = None,
-    dataset: Annotated[
-        str, typer.Option(help="Samples for the check: an image folder or a registered dataset.")
-    ] = "foolbox_imagenet",
+    dataset: Annotated[str, typer.Option(help=dataset_help("Samples for the check"))] = "foolbox_imagenet",
     verify_samples: Annotated[int, typer.Option(min=1, help="How many samples the check runs.")] = 8,
     tolerance: Annotated[float, typer.Option(help="Largest allowed |softmax difference|.")] = 1e-4,
     layers: Annotated[bool, typer.Option(help="Also run the layer-level golden diff (if installed).")] = True,
 ) -> None:
-    """Convert the manifest's torch weights into a Keras port and verify the result."""
+    """Convert the manifest's model into another framework and verify it (the help lists every route:
+    :func:`convert_help`)."""
     try:
         ok = _run(manifest, to, mapping, out, model, dataset, verify_samples, tolerance, layers)
     except RepliscopeError as exc:
@@ -82,7 +119,8 @@ def _run(
     if to == "onnx" or (to == "keras" and mapping_path is None and _is_darknet(manifest)):
         return _darknet_to_onnx(manifest, out, dataset, n, to)
     if to != "keras":
-        raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: keras, onnx)")
+        allowed = ", ".join(f"{t} (from {src})" for src, t, _ in ROUTES)
+        raise RepliscopeError(f"--to {to!r}: unknown target framework (allowed: {allowed})")
     if mapping_path is None:
         raise RepliscopeError("--to keras needs --mapping MAPPING.yaml (torch module paths -> Keras layers)")
     if out.suffix != ".keras":

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from repliscope.cli.common import dataset_help, runtime_help
 from repliscope.cli.diff_output import (
     console,
     layer_samples,
@@ -55,9 +56,9 @@ def diff(
     run_b: Annotated[str | None, typer.Argument(help="RUN_B, when TARGET is a run.")] = None,
     runtimes: Annotated[
         tuple[str, str] | None,
-        typer.Option(help="Two runtimes to compare on the same samples, e.g. --runtimes torch onnxruntime."),
+        typer.Option(help="Two runtimes to compare on the same samples (--runtimes A B): " + runtime_help(None)),
     ] = None,
-    dataset: Annotated[str, typer.Option(help="Registered dataset name or image folder.")] = "foolbox_imagenet",
+    dataset: Annotated[str, typer.Option(help=dataset_help())] = "foolbox_imagenet",
     layers: Annotated[bool, typer.Option("--layers", help="Layer-level diff on a batch of real samples.")] = False,
     mode: Annotated[str, typer.Option(help="Layer diff mode: golden | carried | both.")] = "both",
     batch: Annotated[int, typer.Option(min=1, help="Samples in the layer-diff batch / task-level batch size.")] = 8,
@@ -149,7 +150,7 @@ def diff(
         ),
     ] = False,
     model_runtime: Annotated[
-        str | None, typer.Option(help="Runtime of --model-effect (default: the manifest framework's own).")
+        str | None, typer.Option(help="Runtime of --model-effect: " + runtime_help("the manifest framework's own"))
     ] = None,
     heatmaps: Annotated[
         Path | None, typer.Option(help="Write the worst samples' heatmap panels (PNG) here (--pipeline).")

@@ -8,8 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from repliscope.backends import runtime_names
-from repliscope.cli.common import DbOption, JsonOption, emit_json, fail, flag_of
+from repliscope.cli.common import DbOption, JsonOption, dataset_help, emit_json, fail, flag_of, runtime_help
 from repliscope.cli.label_rules import label_rule_choices
 from repliscope.cli.lazy_group import LazyGroup
 from repliscope.cli.output import console, print_record, print_table, sample_progress
@@ -58,14 +57,8 @@ app = typer.Typer(
 )
 
 # options shared by the commands that run a manifest on data (evaluate, pitfalls)
-DatasetOption = Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")]
-RuntimeOption = Annotated[
-    str | None,
-    typer.Option(
-        help=f"{' | '.join(runtime_names())} (default: the manifest's native one: torch for a torch source, "
-        "onnxruntime for an ONNX one, ...)"
-    ),
-]
+DatasetOption = Annotated[str, typer.Option(help=dataset_help())]
+RuntimeOption = Annotated[str | None, typer.Option(help=runtime_help())]
 LabelRuleOption = Annotated[
     str | None,
     typer.Option(help=f"{label_rule_choices(labels_csv=True)} (default: detected, and recorded as detected)"),

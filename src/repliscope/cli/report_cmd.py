@@ -22,33 +22,57 @@ if TYPE_CHECKING:
 
 _MAX_VARIANT_RECORDS = 1000
 
+REPORT_KINDS: tuple[tuple[str, str], ...] = (
+    ("run", "claim, metrics, failures, latency, provenance"),
+    ("sweep", "the pitfall table, deltas chart and visual testing"),
+    ("benchmark", "every configuration of its matrix run, with each traced layer's time"),
+    ("stack matrix", "one manifest across provisioned stacks"),
+    ("diff", "{kinds}, the ids `repliscope diffs list` shows"),
+)
+"""What ``report ID`` looks an id up as, in order (the first kind that knows it wins), with what its report holds:
+the lookups of :func:`_resolve`, the help of ``ID`` and the error of an unknown id are made from this table."""
+
+
+def _kind_names() -> str:
+    """``run, sweep, benchmark, stack matrix or diff``."""
+    names = [k for k, _ in REPORT_KINDS]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def report_help() -> str:
+    """The command's help: every kind of :data:`REPORT_KINDS` with what its report holds."""
+    from repliscope.store.diffs import DIFF_KINDS
+
+    kinds = [f"{k} ({what.format(kinds=' | '.join(DIFF_KINDS))})" for k, what in REPORT_KINDS]
+    return f"Write a self-contained HTML or Markdown report of a stored {', '.join(kinds[:-1])} or {kinds[-1]}."
+
 
 def _resolve(
     store: RunStore, object_id: str
 ) -> EvaluationRecord | SweepResult | BenchmarkRecord | StackMatrix | StoredDiff:
-    """The run with this id (or unique prefix), else the sweep, else the benchmark, else the stack matrix, else the
-    stored diff; otherwise one RepliscopeError: the lookups' own errors when one is more than "unknown" (an
-    ambiguous prefix), else one sentence naming the five kinds, the store and its most recent runs."""
+    """The object with this id (or unique prefix), looked up as each kind of :data:`REPORT_KINDS` in order;
+    otherwise one RepliscopeError: the lookups' own errors when one is more than "unknown" (an ambiguous prefix),
+    else one sentence naming the kinds, the store and its most recent runs."""
     from repliscope.store.diffs import get_diff
     from repliscope.store.repository import MIN_PREFIX, hide_password
 
+    getters: dict[str, Any] = {
+        "run": store.get,
+        "sweep": store.get_sweep,
+        "benchmark": store.get_benchmark,
+        "stack matrix": store.get_stack_matrix,
+        "diff": lambda i: get_diff(store, i),
+    }
     errors = []
-    getters: tuple[Any, ...] = (
-        store.get,
-        store.get_sweep,
-        store.get_benchmark,
-        store.get_stack_matrix,
-        lambda i: get_diff(store, i),
-    )
-    for get in getters:
+    for kind, _ in REPORT_KINDS:
         try:
-            return get(object_id)
+            return getters[kind](object_id)
         except RepliscopeError as exc:
             errors.append(str(exc))
     telling = [e for e in errors if not e.startswith("unknown ")]  # e.g. "... prefix 'x' is ambiguous; ..."
     if telling:
         raise RepliscopeError("; ".join(telling))
-    where = f"no run, sweep or benchmark matches '{object_id}', nor a stack matrix or a diff"
+    where = f"no {_kind_names()} matches '{object_id}'"
     if len(object_id) < MIN_PREFIX:
         raise RepliscopeError(f"{where} (a prefix needs at least {MIN_PREFIX} characters)")
     recent = ", ".join(r.run_id[:12] for r in store.list(limit=5))
@@ -100,7 +124,7 @@ def report(
         str,
         typer.Argument(
             metavar="ID",
-            help="A run, sweep, benchmark or stack matrix id (a unique prefix of 6+ characters is enough).",
+            help=f"A {_kind_names()} id (a unique prefix of 6+ characters is enough).",
         ),
     ],
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
@@ -132,8 +156,7 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Write a self-contained report (claim, metrics, provenance; for sweeps the pitfall table, deltas chart and
-    visual testing) of a stored run or sweep."""
+    """Write a self-contained report of a stored object (the help lists every kind: :func:`report_help`)."""
     from repliscope.bench.record import BenchmarkRecord
     from repliscope.pitfalls.result import SweepResult
     from repliscope.report.write import FORMATS, IMAGE_MODES, ImageMode, write_report
@@ -187,4 +210,4 @@ def report(
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command to ``app``."""
-    app.command("report")(gc_paused()(report))
+    app.command("report", help=report_help())(gc_paused()(report))

@@ -16,7 +16,7 @@ from repliscope.cli.cluster_cmd import (
     TlsKeyOption,
     cluster_security,
 )
-from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
+from repliscope.cli.common import DbOption, JsonOption, dataset_help, emit_json, fail, runtime_help
 from repliscope.cli.label_rules import label_rule_choices
 from repliscope.errors import RepliscopeError
 
@@ -126,8 +126,8 @@ def stacks(
             "first is the reference; a spec without a stack is created).",
         ),
     ],
-    runtime: Annotated[str | None, typer.Option(help="Default: the manifest's native runtime.")] = None,
-    dataset: Annotated[str, typer.Option(help="An image folder, or a registered dataset name.")] = "foolbox_imagenet",
+    runtime: Annotated[str | None, typer.Option(help=runtime_help("the manifest's native runtime"))] = None,
+    dataset: Annotated[str, typer.Option(help=dataset_help())] = "foolbox_imagenet",
     label_rule: Annotated[
         str | None, typer.Option(help=f"{label_rule_choices(labels_csv=False)} (default: detected).")
     ] = None,
