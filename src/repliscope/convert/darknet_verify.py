@@ -128,14 +128,21 @@ class DarknetKerasCandidate(Candidate):
         return [lay.name for lay in self.net.layers]
 
     def run_layer(self, path: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        return self.sublayer_outputs(path, inputs)[-1][1]
+
+    def sublayer_outputs(self, path: str, inputs: Sequence[np.ndarray]) -> list[tuple[str, np.ndarray]]:
+        """The Keras layers of Darknet layer ``path`` one by one on ``inputs``: ("name (Class)", NCHW output)."""
         import keras
 
         lay = next(lay for lay in self.net.layers if lay.name == path)
         nhwc = [np.ascontiguousarray(a.transpose(0, 2, 3, 1)) for a in inputs]
         x: Any = nhwc if lay.type in ("route", "shortcut") and len(nhwc) > 1 else nhwc[0]
+        found: list[tuple[str, np.ndarray]] = []
         for layer in self.parts[path]:
             x = layer(x)
-        return np.asarray(keras.ops.convert_to_numpy(x)).transpose(0, 3, 1, 2)
+            out = np.asarray(keras.ops.convert_to_numpy(x)).transpose(0, 3, 1, 2)
+            found.append((f"{layer.name} ({type(layer).__name__})", out))
+        return found
 
     def forward_layers(self, x: np.ndarray, paths: Iterable[str]) -> Iterator[tuple[str, np.ndarray]]:
         from repliscope.convert.darknet_keras import keras_layer_outputs
