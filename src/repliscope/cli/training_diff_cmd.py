@@ -99,6 +99,7 @@ def _run(
     from repliscope.diff.training.keras_port import BN_DTYPES, BN_MODES
     from repliscope.diff.training.port import load_port, registered_loss_upstream, yardstick
     from repliscope.diff.training.steps import loss_plot, run_training_diff
+    from repliscope.diff.training.tfmg_port import check_cli_port, cli_port, is_cli_port
     from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.manifest.loader import load_manifest
     from repliscope.paths import default_cache_dir
@@ -111,6 +112,8 @@ def _run(
         raise RepliscopeError(f"--train-batch {opts.batch}: allowed 1..{MAX_TRAIN_BATCH}")
     if opts.train_steps < 0:
         raise RepliscopeError(f"--train-steps {opts.train_steps}: 0 (gradients only) or more")
+    if is_cli_port(opts.port):
+        check_cli_port(opts.port, opts.train_steps, opts.port_loss)
     if not Path(manifest).is_file():
         raise RepliscopeError(f"'{manifest}' is not a manifest file")
     mapping = _mapping(opts.mapping)
@@ -133,7 +136,13 @@ def _run(
             count = max(1, opts.train_steps)
             batches = dataset_batches(opts.dataset, opts.batch, count, (net.width, net.height))
             values = trainer.params()
-            port = load_port(opts.port, net, values, bn=opts.bn, bn_dtype=opts.bn_dtype, mapping=mapping)
+            port: Any
+            if is_cli_port(opts.port):  # the Model Garden's own model, in its stack (gradients only)
+                from repliscope.stacks.call import run_task
+
+                port = cli_port(opts.port, net, cfg, weights, run_task, Path(work))
+            else:
+                port = load_port(opts.port, net, values, bn=opts.bn, bn_dtype=opts.bn_dtype, mapping=mapping)
             first = batches[0]
             loss = None
             if opts.port_loss is not None:

@@ -345,6 +345,58 @@ def _tail(stderr: str | bytes | None) -> str:
     return ("\nlast lines of its stderr:\n" + "\n".join(lines)) if lines else ""
 
 
+# -- registered tasks (an original's code other than a loss) ------------------------------------------------------
+
+
+TASKS: dict[str, tuple[str, str, str]] = {
+    "tfmg_yolo_input": ("repliscope.diff.augment.tfmg_pipeline:child", "tfmg_yolo", "tfmg_yolo"),
+    "tfmg_yolov3_tiny_gradients": ("repliscope.diff.training.tfmg_port:child", "tfmg_yolo", "tfmg_yolo"),
+}
+"""Task name -> (target ``module:function(IN, OUT)``, the loss whose stack it runs in, the loss whose source
+folders it needs): the Model Garden's training augmentation (``yolo_input``) and its YOLOv3-tiny's gradients. The
+target reads IN and writes OUT itself (.npz read with ``allow_pickle=False``); only these names cross."""
+
+
+def run_task(
+    name: str, into: Path, out: Path, *, timeout: float = DEFAULT_TIMEOUT, cache_dir: Path | None = None
+) -> None:
+    """Run the registered task ``name`` on the file ``into`` in its stack (created on demand), writing ``out``.
+    LossCallError naming the task and the stack when the child fails or exceeds ``timeout`` seconds."""
+    from repliscope.diff.loss.originals import source_paths
+    from repliscope.stacks.store import create_stack, get_stack
+
+    if name not in TASKS:
+        raise LossCallError(f"task {name!r} is not registered (allowed: {', '.join(TASKS)})")
+    _, loss, sources = TASKS[name]
+    spec = LOSSES.get(loss)
+    assert spec.stack is not None
+    try:
+        stack = get_stack(spec.stack, cache_dir)
+    except StackError:
+        stack = create_stack(spec.stack, cache_dir=cache_dir)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in source_paths(sources, cache_dir))
+    env.update(PYTHONNOUSERSITE="1", TF_CPP_MIN_LOG_LEVEL="3")
+    where = f"task '{name}' in stack {stack.key}"
+    cmd = [str(stack.python_executable), "-m", "repliscope.stacks.call", "task", name, str(into), str(out)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise LossCallError(
+            f"{where}: no result after {timeout:g} s (the child was stopped)" + _tail(exc.stderr)
+        ) from None
+    if proc.returncode != 0:
+        raise LossCallError(
+            f"{where} failed (exit {proc.returncode} after {time.perf_counter() - start:.1f} s): "
+            f"{_last_line(proc.stderr)}" + _tail(proc.stderr)
+        )
+    if not out.is_file():
+        raise LossCallError(f"{where}: the child exited 0 without writing its result" + _tail(proc.stderr))
+
+
 # -- the child ----------------------------------------------------------------------------------------------------
 
 
@@ -352,17 +404,31 @@ USAGE = "usage: python -m repliscope.stacks.call loss NAME IN.npz OUT.npz (NAME:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``loss NAME IN.npz OUT.npz``: run the registered loss NAME here on IN (its source folders are on the
+    """``loss NAME IN.npz OUT.npz``: run the registered loss NAME here on IN (``task NAME IN OUT``, what
+    :func:`run_task` starts: the registered task NAME's target on IN, writing OUT) (its source folders are on the
     PYTHONPATH the parent set), write the result to OUT. Exit 2 with
     one line on stderr for a bad command line, an unknown name or a RepliscopeError; other exceptions propagate
     (their traceback is the stderr tail the parent shows)."""
     from repliscope.errors import RepliscopeError
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 4 or args[0] != "loss":
+    if len(args) != 4 or args[0] not in ("loss", "task"):
         print(f"error: {USAGE}", file=sys.stderr)
         return 2
-    _, name, into, out = args
+    kind, name, into, out = args
+    if kind == "task":
+        if name not in TASKS:
+            print(f"error: task {name!r} is not registered (allowed: {', '.join(TASKS)})", file=sys.stderr)
+            return 2
+        module_name, _, attr = TASKS[name][0].partition(":")
+        import importlib
+
+        try:
+            getattr(importlib.import_module(module_name), attr)(Path(into), Path(out))
+        except RepliscopeError as exc:
+            print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+            return 2
+        return 0
     try:
         spec = LOSSES.get(name)
         inputs = load_inputs(Path(into))

@@ -10,19 +10,12 @@ from typing import Any
 import pytest
 
 from tests.diff.training._fixtures import dog_batch
-from tests.yolo._assets import cfg_path, need_darknet, weights_path
+from tests.yolo._assets import cfg_path
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    need_darknet()
-    pytest.importorskip("keras")
-    from repliscope.backends.darknet.training import DarknetTrainer
-    from repliscope.diff.training.port import yardstick
-
-    trainer = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=tmp_path_factory.mktemp("grad"))
-    values = trainer.params()
-    return {"trainer": trainer, "values": values, "yardstick": yardstick(trainer.network, values)}
+def sides(darknet_sides: dict[str, Any]) -> dict[str, Any]:
+    return darknet_sides
 
 
 @pytest.fixture(scope="module")

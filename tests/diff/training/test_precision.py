@@ -10,26 +10,21 @@ from typing import Any
 import pytest
 
 from tests.diff.training._fixtures import dog_batch
-from tests.yolo._assets import cfg_path, need_darknet, weights_path
+from tests.yolo._assets import cfg_path, weights_path
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    need_darknet()
-    pytest.importorskip("keras")
+def setup(darknet_sides: dict[str, Any]) -> dict[str, Any]:
     from repliscope.backends.darknet.reference import darknet_layer_outputs
-    from repliscope.backends.darknet.training import DarknetTrainer
-    from repliscope.diff.training.port import yardstick
 
     x, truth = dog_batch()
-    trainer = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=tmp_path_factory.mktemp("mp"))
     reference = {k: v[None] for k, v in darknet_layer_outputs(cfg_path(), weights_path(), x)[0].items()}
     return {
-        "trainer": trainer,
+        "trainer": darknet_sides["trainer"],
         "x": x,
         "truth": truth,
         "reference": reference,
-        "yardstick": yardstick(trainer.network, trainer.params()),
+        "yardstick": darknet_sides["yardstick"],
     }
 
 

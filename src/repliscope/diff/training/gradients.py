@@ -33,7 +33,7 @@ the loss; that relative L2 joins the ``max``.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -41,6 +41,9 @@ from pydantic import BaseModel, Field
 from repliscope.backends.darknet.training import DarknetGradients, DarknetTrainer
 from repliscope.diff.tolerance import dtype_eps
 from repliscope.diff.training.port import KerasPort, Upstream, Yardstick
+
+if TYPE_CHECKING:
+    from repliscope.diff.training.tfmg_port import TfmgPort
 
 KINK_FACTOR = 2.0
 """The kink allowance is twice the measured effect of Darknet's crossings (the candidate's own may differ a little
@@ -171,7 +174,7 @@ def backward_order(trainer: DarknetTrainer) -> list[str]:
 def _kinks(trainer: DarknetTrainer, dn: dict[str, np.ndarray], port: dict[str, np.ndarray]) -> dict[str, int]:
     out = {}
     for lay in trainer.network.layers:
-        if lay.type == "convolutional" and lay.params.get("activation") == "leaky":
+        if lay.type == "convolutional" and lay.params.get("activation") == "leaky" and lay.name in port:
             out[lay.name] = int(np.count_nonzero((dn[lay.name] > 0) != (port[lay.name] > 0)))
     return out
 
@@ -186,7 +189,7 @@ def _leaky_layers(trainer: DarknetTrainer) -> set[str]:
 
 def run_gradient_diff(
     trainer: DarknetTrainer,
-    port: KerasPort,
+    port: KerasPort | TfmgPort,
     x: np.ndarray,
     truth: np.ndarray,
     *,
@@ -281,6 +284,8 @@ def run_gradient_diff(
             )
     forward = []
     for lay in trainer.network.layers:
+        if lay.name not in p1.outputs:  # a port that exposes its yolo inputs only (the Model Garden's, in its stack)
+            continue
         r, c = dn.outputs[lay.name], p1.outputs[lay.name]
         err = float(np.max(np.abs(c.astype(np.float64) - r)))
         scale = float(np.max(np.abs(r))) or 1.0
