@@ -31,7 +31,7 @@ REGISTRIES = {
     "JOB_KINDS": ("repliscope.job_kinds", 4),
     "LOSSES": ("repliscope.diff.loss.contract", 3),
     "LOSS_PITFALLS": ("repliscope.diff.loss.pitfalls", 13),
-    "AUGMENTATIONS": ("repliscope.diff.augment.contract", 1),
+    "AUGMENTATIONS": ("repliscope.diff.augment.contract", 2),
 }
 """Registry -> (the module declaring it, how many entries it has): a lost registration changes the count."""
 

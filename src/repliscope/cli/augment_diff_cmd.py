@@ -59,6 +59,10 @@ def _run(manifest: str, opts: AugmentOptions) -> tuple[AugmentDiffResult, str | 
             "Darknet cfg); this manifest has none"
         )
     pipeline = AUGMENTATIONS.get(opts.pipeline).from_model_config(Path(artifact.config_path))
+    if pipeline.stack_task is not None:  # an original in a provisioned stack (tfmg_yolo_input): one crossing
+        from repliscope.stacks.call import run_task
+
+        pipeline.bind(run_task)
     candidate = as_candidate(opts.candidate, load_user_object(opts.candidate, "--augment"), pipeline)
     data = resolve_dataset(opts.dataset)
     samples = list(data.samples[: opts.limit] if opts.limit else data.samples)
@@ -93,17 +97,20 @@ def _run(manifest: str, opts: AugmentOptions) -> tuple[AugmentDiffResult, str | 
     draws: Literal["shared", "own"] = "own" if opts.draws == "own" else "shared"
     with Progress(console=console, transient=True, disable=opts.as_json) as progress:
         task = progress.add_task(f"augmentation diff ({draws} draws)", total=len(items) * len(seeds))
-        result = run_diff(
-            pipeline,
-            candidate,
-            items,
-            seeds,
-            draws=draws,
-            manifest=loaded.manifest.name,
-            dataset=data.name,
-            failed=failed,
-            on_step=lambda: progress.advance(task),
-        )
+        try:
+            result = run_diff(
+                pipeline,
+                candidate,
+                items,
+                seeds,
+                draws=draws,
+                manifest=loaded.manifest.name,
+                dataset=data.name,
+                failed=failed,
+                on_step=lambda: progress.advance(task),
+            )
+        finally:
+            pipeline.close()
     diff_id = None
     if opts.store:
         from repliscope.errors import StoreError

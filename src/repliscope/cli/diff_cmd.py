@@ -132,7 +132,7 @@ def diff(
         ),
     ] = None,
     augment_pipeline: Annotated[
-        str, typer.Option(help="The original augmentation (--augment): darknet_detection.")
+        str, typer.Option(help="The original augmentation (--augment): darknet_detection | tfmg_yolo_input.")
     ] = "darknet_detection",
     draws: Annotated[
         str, typer.Option(help="--augment: shared (both sides get the same draws) | own (compare distributions).")
@@ -175,7 +175,8 @@ def diff(
         typer.Option(
             "--gradients",
             help="A Keras port's gradients against libdarknet's backward, layer by layer: darknet-keras, FILE.keras "
-            "or FILE.py:NAME (docs: guides/training-diff).",
+            "or FILE.py:NAME; tfmg-yolov3-tiny[:as-loaded|:darknet-bn] (the Model Garden's, in its stack) "
+            "(docs: guides/training-diff).",
         ),
     ] = None,
     train_steps: Annotated[

@@ -16,7 +16,7 @@ and, to be compared when it draws its own randomness (``--draws own``), ``augmen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -53,11 +53,31 @@ class Drawn:
 
 
 class AugmentPipeline:
-    """A registered training augmentation: ops in order, the draws and the original's implementation."""
+    """A registered training augmentation: ops in order, the draws and the original's implementation.
+
+    An original that runs in a provisioned stack names its task (``stack_task``, a name of
+    ``repliscope.stacks.call.TASKS``); the caller binds the runner (:meth:`bind`) and :meth:`prepare` computes every
+    (image, seed) there at once; :meth:`reference_output` then reads the original's output of an op."""
 
     name: str
     ops: tuple[AugmentOp, ...]
     origin: str
+    pin: str = ""
+    """How the original's side is pinned (a note in every result)."""
+    stack_task: str | None = None
+
+    def bind(self, run: Callable[[str, Path, Path], None]) -> None:
+        """The runner of :attr:`stack_task` (``run(task, IN, OUT)``); nothing for an in-process original."""
+
+    def prepare(self, items: Sequence[Any], seeds: Sequence[int]) -> None:
+        """Anything to compute for every (item, seed) before the diff (an original in a stack: all of it)."""
+
+    def close(self) -> None:
+        """Release what :meth:`prepare` kept."""
+
+    def reference_output(self, drawn: Drawn, op: AugmentOp, inp: np.ndarray) -> np.ndarray:
+        """The original's output of ``op`` on ``inp`` (the original's own input of that op) with the draws."""
+        return self.original(op.name)(inp, **drawn.params[op.name])
 
     @classmethod
     def from_model_config(cls, config_path: Path) -> AugmentPipeline:
@@ -87,7 +107,8 @@ class AugmentPipeline:
 
 
 AUGMENTATIONS: Registry[type[AugmentPipeline]] = Registry(
-    "augmentation pipeline", providers=("repliscope.diff.augment.darknet_pipeline",)
+    "augmentation pipeline",
+    providers=("repliscope.diff.augment.darknet_pipeline", "repliscope.diff.augment.tfmg_pipeline"),
 )
 
 

@@ -69,6 +69,7 @@ class DarknetDetection(AugmentPipeline):
     name = "darknet_detection"
     ops = OPS
     origin = _ORIGIN
+    pin = "every op pinned against libdarknet's whole load_data_detection (tests/diff/augment)"
 
     def __init__(self, config: AugmentConfig) -> None:
         self.config = config

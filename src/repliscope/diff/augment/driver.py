@@ -28,6 +28,18 @@ ALPHA = 0.001
 """Family-wise significance of the own-draws comparison (after Bonferroni over every op and statistic)."""
 
 
+PAD_GREYS = ((0.5, 0.5), (113 / 255, 114 / 255))
+"""The canvas greys of the registered originals (lowest, highest): Darknet's 0.5; the Model Garden's 114, which
+its bilinear resize of the padded image truncates to 113 in places (uint8 / 255)."""
+
+
+def _pad(image: np.ndarray) -> np.ndarray:
+    """(H, W) True where every channel is one of :data:`PAD_GREYS` (the same grey on all three)."""
+    r, g, b = image[..., 0], image[..., 1], image[..., 2]
+    grey = (r == g) & (g == b)
+    return grey & np.any([(r >= np.float32(lo) - 1e-6) & (r <= np.float32(hi) + 1e-6) for lo, hi in PAD_GREYS], axis=0)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -157,7 +169,7 @@ def diff_shared(
             for op in pipeline.ops:
                 params = dict(drawn.params[op.name])
                 inp = image if op.kind == "image" else boxes
-                ref = pipeline.original(op.name)(inp, **params)
+                ref = pipeline.reference_output(drawn, op, inp)
                 try:
                     raw = candidate.ops[op.name](inp.copy(), **params)
                 except Exception as exc:  # user code: one line naming the op
@@ -204,8 +216,9 @@ def diff_shared(
 
 def _hsv_means(image: np.ndarray) -> tuple[float, float]:
     """Mean saturation and value (HSV) of an RGB image."""
-    mx = image.max(axis=-1).astype(np.float64)
-    mn = image.min(axis=-1).astype(np.float64)
+    r, g, b = image[..., 0], image[..., 1], image[..., 2]
+    mx = np.maximum(np.maximum(r, g), b).astype(np.float64)
+    mn = np.minimum(np.minimum(r, g), b).astype(np.float64)
     sat = np.where(mx > 0, (mx - mn) / np.where(mx > 0, mx, 1.0), 0.0)
     return float(sat.mean()), float(mx.mean())
 
@@ -226,8 +239,8 @@ def _statistics(op: AugmentOp, value: np.ndarray, before: np.ndarray) -> dict[st
             "mean_h": float(boxes[:, 3].mean()),
             "count": float(len(boxes)),
         }
-    if value.shape != before.shape:  # a placement: where the image landed on the canvas
-        placed = ~np.all(value == np.float32(0.5), axis=-1)
+    if value.shape != before.shape:  # a placement: where the image landed on the canvas (off the pad's grey)
+        placed = ~_pad(value)
         rows, cols = np.flatnonzero(placed.any(axis=1)), np.flatnonzero(placed.any(axis=0))
         h, w = placed.shape
         if not len(rows):
@@ -364,10 +377,8 @@ def run_diff(
     start = time.perf_counter()
     ops: list[OpResult] = []
     tests: list[DistributionTest] = []
-    notes = [
-        f"original: {pipeline.origin}; every op pinned against libdarknet's whole load_data_detection "
-        "(tests/diff/augment)",
-    ]
+    notes = [f"original: {pipeline.origin}; {pipeline.pin}"]
+    pipeline.prepare(items, seeds)
     if draws == "shared":
         ops = diff_shared(pipeline, candidate, items, seeds, on_step)
         notes.append("golden mode: each candidate op gets the original's input of that op and the same draws")
