@@ -15,7 +15,7 @@ from repliscope.datasets.resolve import resolve_dataset
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.evaluation.run import RunSettings, evaluate, prepare
 from repliscope.report.figures import decode_png_b64
-from repliscope.tasks.segmentation import labels_of_rle, rle_of
+from repliscope.tasks.segmentation import VOID, confusion_of, labels_of_rle, rle_of
 from tests.segmentation._data import write_voc
 from tests.service.test_web_pages import assert_accessible, logged_in, parse
 
@@ -23,17 +23,21 @@ MANIFEST = Path(__file__).parents[1] / "fixtures" / "segmentation" / "colour-seg
 
 
 def _erased(record: EvaluationRecord, run_id: str, stem: str, rows: slice) -> EvaluationRecord:
-    """``record`` as run ``run_id`` whose prediction of image ``stem`` lost the rows ``rows`` (set to background)."""
+    """``record`` as run ``run_id`` whose prediction of image ``stem`` lost the rows ``rows`` (set to background),
+    its confusion counts with it; the result hash is the run id's (another prediction)."""
     samples = []
     for s in record.samples:
         seg = s.segmentation
         if s.sample_id.startswith(stem) and seg is not None and seg.predicted is not None:
             labels = labels_of_rle(seg.predicted, seg.size_hw)
             labels[rows] = 0
-            seg = seg.model_copy(update={"predicted": rle_of(labels, range(seg.num_classes))})
+            truth = labels_of_rle(seg.truth or {}, seg.size_hw)
+            counts = confusion_of(np.where(truth == VOID, -1, truth), labels, seg.num_classes)
+            confusion = [[int(t), int(p), int(counts[t, p])] for t, p in np.argwhere(counts > 0)]
+            seg = seg.model_copy(update={"predicted": rle_of(labels, range(seg.num_classes)), "confusion": confusion})
             s = s.model_copy(update={"segmentation": seg})
         samples.append(s)
-    return record.model_copy(update={"run_id": run_id, "samples": samples})
+    return record.model_copy(update={"run_id": run_id, "samples": samples, "result_hash": run_id * 2})
 
 
 def test_compare_shows_the_masks_of_each_run_side_by_side(

@@ -36,9 +36,18 @@ def derived(
     return (cache or chart_cache.CHARTS).get(key, compute)
 
 
-def comparison_of(a: EvaluationRecord, b: EvaluationRecord, cache: ChartCache | None = None) -> RunComparison:
+def comparison_of(
+    a: EvaluationRecord,
+    b: EvaluationRecord,
+    cache: ChartCache | None = None,
+    full: Callable[[EvaluationRecord], EvaluationRecord] | None = None,
+) -> RunComparison:
     """:func:`~repliscope.store.compare.compare_runs` of ``b`` against ``a``, computed once per pair of stored
-    runs."""
+    runs. ``full``: the whole record of a record read without its samples (``RunStore.get``), called only when
+    the comparison is computed; None when ``a`` and ``b`` are whole."""
     from repliscope.store.compare import compare_runs
 
-    return derived("compare", [a, b], lambda: compare_runs(a, b), cache)
+    def compute() -> RunComparison:
+        return compare_runs(full(a), full(b)) if full is not None else compare_runs(a, b)
+
+    return derived("compare", [a, b], compute, cache)

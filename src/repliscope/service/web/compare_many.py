@@ -12,6 +12,7 @@ import io
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -203,6 +204,17 @@ def _foreground_iou(pred: np.ndarray, truth: np.ndarray, background: int) -> flo
     return None if union == 0 else float((p & t).sum()) / union
 
 
+def _counted_foreground_iou(seg: Any, background: int) -> float | None:
+    """:func:`_foreground_iou` of a stored sample from its confusion counts (void pixels are never counted):
+    no mask decoded. A prediction outside the model's classes is foreground, as its decoded label is."""
+    both = either = 0
+    for t, p, n in seg.confusion:
+        fg_t, fg_p = t != background, p != background
+        both += n if fg_t and fg_p else 0
+        either += n if fg_t or fg_p else 0
+    return None if either == 0 else both / either
+
+
 def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tuple[list[MaskRow], str]:
     """Segmentation runs: overlays of the :data:`MASK_SAMPLES` images (kept masks in every run) whose foreground
     IoU differs most across the runs (ties: the lowest IoU, then the id), each run's prediction, the ground truth
@@ -219,16 +231,13 @@ def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tu
     by_run = [{s.sample_id: s.segmentation for s in r.samples if s.segmentation is not None} for r in records]
     common = [i for i in by_run[0] if all(i in b for b in by_run[1:])]
     scored: list[tuple[float, float, str]] = []
-    labels: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
-    for sample_id in common:
+    for sample_id in common:  # scored from the confusion counts; only the chosen images' masks are decoded
         ious = []
-        for k, b in enumerate(by_run):
+        for b in by_run:
             seg = b[sample_id]
             if seg is None or seg.predicted is None or seg.truth is None:
                 break
-            pred, truth = labels_of_rle(seg.predicted, seg.size_hw), labels_of_rle(seg.truth, seg.size_hw)
-            labels[(k, sample_id)] = (pred, truth)
-            ious.append(_foreground_iou(pred, truth, background))
+            ious.append(_counted_foreground_iou(seg, background))
         else:
             known = [x for x in ious if x is not None]
             if known:
@@ -236,18 +245,32 @@ def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tu
     if not scored:
         return [], "No image has kept masks in every run: no overlay."
     chosen = [s for *_, s in sorted(scored)[:MASK_SAMPLES]]
+    # runs of one result hash predicted the same masks: decoded and drawn once
+    first = {r.result_hash: k for k, r in reversed(list(enumerate(records)))}
+    same = [first[r.result_hash] for r in records]
+    labels: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    for k, b in enumerate(by_run):
+        if same[k] != k:
+            continue
+        for sample_id in chosen:
+            seg = b[sample_id]
+            assert seg is not None and seg.predicted is not None and seg.truth is not None  # scored above
+            labels[(k, sample_id)] = (labels_of_rle(seg.predicted, seg.size_hw), labels_of_rle(seg.truth, seg.size_hw))
     read = _reader(records[0])
     rows, real = [], 0
     for sample_id in chosen:
         data = read(sample_id)
         real += data is not None
         overlays: list[tuple[str, str | None, str]] = []
+        drawn: dict[int, tuple[str | None, float | None]] = {}
         for k, letter in enumerate(letters):
-            pred, truth = labels[(k, sample_id)]
-            iou = _foreground_iou(pred, truth, background)
-            png = overlay_png(data, pred, truth, background)
+            if same[k] not in drawn:
+                pred, truth = labels[(same[k], sample_id)]
+                png = overlay_png(data, pred, truth, background)
+                drawn[same[k]] = (embed_sink(f"compare-mask-{k}", png), _foreground_iou(pred, truth, background))
+            src, iou = drawn[same[k]]
             caption = f"{letter}: foreground IoU {'n/a' if iou is None else f'{iou:.4f}'}"
-            overlays.append((letter, embed_sink(f"compare-mask-{k}", png), caption))
+            overlays.append((letter, src, caption))
         rows.append(MaskRow(sample_id, overlays))
     note = (
         f"Images whose foreground IoU differs most across the runs; each run: its prediction (red), the ground "
@@ -257,9 +280,26 @@ def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tu
     return rows, note
 
 
-def many_page(records: Sequence[EvaluationRecord], hide: Callable[[str], str] | None = None) -> ManyPage:
+def _samples_text(r: EvaluationRecord) -> str:
+    """Evaluated samples, ``(k failed)`` when some failed: from the samples, or the record's counts when it was
+    read without them."""
+    if r.samples:
+        failed = sum(1 for s in r.samples if s.error is not None)
+        evaluated = len(r.samples) - failed
+    else:
+        failed, evaluated = r.counts.get("failed", 0), r.counts.get("evaluated", 0)
+    return f"{evaluated}" + (f" ({failed} failed)" if failed else "")
+
+
+def many_page(
+    records: Sequence[EvaluationRecord],
+    hide: Callable[[str], str] | None = None,
+    full: Callable[[EvaluationRecord], EvaluationRecord] | None = None,
+) -> ManyPage:
     """The N-run page of ``records`` (in the order given). ``hide``: a text -> text function applied to every
-    pipeline and stack value (server paths off a viewer's page), None to show them as stored."""
+    pipeline and stack value (server paths off a viewer's page), None to show them as stored. ``full``: the
+    whole record of one read without its samples (``RunStore.get``), called only when the figures (the mask
+    overlays need the samples) are not cached yet; None when ``records`` are whole."""
     from repliscope.report.sections import embed_sink
 
     letters = [_letter(i) for i in range(len(records))]
@@ -271,8 +311,7 @@ def many_page(records: Sequence[EvaluationRecord], hide: Callable[[str], str] | 
             model=f"{r.manifest.name} {r.manifest.version}",
             runtime=f"{r.runtime.get('runtime', '?')} {r.runtime.get('framework_version') or ''}".strip(),
             variant=r.variant or "—",
-            samples=str(sum(1 for s in r.samples if s.error is None))
-            + (f" ({n} failed)" if (n := sum(1 for s in r.samples if s.error is not None)) else ""),
+            samples=_samples_text(r),
             verdict=verdict_text(r.claims),
             trust=trust_of(r),
         )
@@ -290,7 +329,11 @@ def many_page(records: Sequence[EvaluationRecord], hide: Callable[[str], str] | 
             if png is not None
             else None
         )
-        return (chart, *mask_rows(records, letters))
+        from repliscope.tasks.base import truth_of
+
+        masks = all(truth_of(r.task) == "masks" for r in records)  # only mask overlays read the samples
+        whole = [full(r) for r in records] if full is not None and masks else records
+        return (chart, *mask_rows(whole, letters))
 
     chart, masks, note = derived("compare-figures", records, figures)  # drawn once per set of stored runs
     pipeline, stack = _pipeline_rows(records), _stack_rows(records)

@@ -492,12 +492,14 @@ def detection_paired_text(p: Mapping[str, Any] | None) -> str:
 
 
 def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
-    """Why run B differs from run A: metric deltas with McNemar, pipeline and stack differences, flips."""
+    """Why run B differs from run A: metric deltas with McNemar, pipeline and stack differences, flips. The runs
+    are read without their samples; their whole records only when their comparison is not cached yet
+    (:func:`~repliscope.service.web.compare_cache.comparison_of`)."""
     from repliscope.report.sections import class_namer
     from repliscope.service.web.compare_cache import comparison_of
 
-    a, b = store.get(run_a), store.get(run_b)
-    comparison = comparison_of(a, b)
+    a, b = store.get_without_samples(run_a)[0], store.get_without_samples(run_b)[0]
+    comparison = comparison_of(a, b, full=lambda r: store.get(r.run_id))
     paired = comparison.paired or {}
     p = paired.get("mcnemar_p")
     mcnemar = (
