@@ -260,6 +260,14 @@ def test_conversions_compose_into_a_cached_chain(tmp_path: Path) -> None:
     assert [c["cached"] for c in again["conversions"]] == [False, True]
     with pytest.raises(ModelLoadError, match="no conversion from source format 'gamma' to 'alpha'"):
         route("gamma", "alpha", registry)
+    # one link: its info names where it came from too (a converter that did not say so read "converted from ?")
+    single: dict[str, Any] = {}
+    chain(artifact, "delta", tmp_path / "cache", single, registry)()
+    assert (single["conversion"]["from"], single["conversion"]["to"], single["conversion"]["converter"]) == (
+        "alpha",
+        "delta",
+        "fake",
+    )
 
 
 # -- a model of several graphs, on both ONNX runners --------------------------------------------------------------

@@ -211,7 +211,8 @@ def _conversion(conv: Any) -> str:
         return ""
     cached = " (cached)" if conv.get("cached") else ""
     version = conv.get("converter_version", "")
-    return f", converted from {conv.get('from', '?')} by {conv['converter']} {version}{cached}"
+    source = f" from {conv['from']}" if conv.get("from") else ""  # records made before every link named it
+    return f", converted{source} by {conv['converter']} {version}{cached}"
 
 
 def print_categories_left_out(dataset: dict[str, Any]) -> None:

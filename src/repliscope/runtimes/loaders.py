@@ -252,8 +252,8 @@ def chain(
     steps = route(artifact.format, target, registry)
 
     def record(conversion: Conversion, info: dict[str, Any]) -> None:
-        if len(steps) == 1:
-            notes[conversion.notes_key] = info
+        if len(steps) == 1:  # "from" / "to" as each link of a route has them (a converter may name "from" itself)
+            notes[conversion.notes_key] = {"from": conversion.source, "to": conversion.target, **info}
         else:
             notes.setdefault("conversions", []).append({"from": conversion.source, "to": conversion.target, **info})
 
