@@ -5,10 +5,16 @@ from __future__ import annotations
 import pytest
 
 from repliscope.errors import RepliscopeError
-from repliscope.evaluation.claims import Sampling, check_sampling_option, judge_claim, sample_selection
+from repliscope.evaluation.claims import (
+    Sampling,
+    check_sampling_option,
+    judge_claim,
+    objects_per_category,
+    sample_selection,
+)
 from repliscope.evaluation.record import MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef
-from repliscope.metrics.intervals import MIN_BOOTSTRAP_SAMPLES, wilson_interval
+from repliscope.metrics.intervals import MIN_BOOTSTRAP_SAMPLES, MIN_OBJECTS_PER_CATEGORY, wilson_interval
 
 CLAIM = ClaimSpec(metric="top1", value=75.1, dataset=DatasetRef(name="imagenet-1k", split="val"), source="paper")
 AP_CLAIM = ClaimSpec(metric="AP", value=0.30, dataset=DatasetRef(name="coco", split="val2017"), source="paper")
@@ -77,6 +83,23 @@ def test_a_bootstrap_metric_on_too_few_images_is_not_comparable() -> None:
     )
     enough = few.model_copy(update={"n": MIN_BOOTSTRAP_SAMPLES})
     v = judge_claim(AP_CLAIM, enough, COCO_VAL, "coco-val-mini", sampling=sample_selection(enough.n, COCO_VAL))
+    assert (v.verdict, v.direction) == ("inconsistent", "beats")
+
+
+def test_a_coco_number_on_too_few_objects_per_category_is_not_comparable() -> None:
+    per_class = [{"n_objects": 400}, {"n_objects": 0}, {"n_objects": 3}, {"n_objects": 12}]  # person-like skew
+    assert objects_per_category(per_class) == 12 and objects_per_category(per_class[:3]) == 201.5
+    assert objects_per_category(None) is None and objects_per_category([{"n_objects": 0}]) is None
+    metric = MetricValue(name="AP", value=0.6, ci_low=0.5, ci_high=0.7, n=200)
+    sampling = sample_selection(200, COCO_VAL)
+    v = judge_claim(AP_CLAIM, metric, COCO_VAL, "coco-mini", sampling=sampling, per_category=12)
+    assert (v.verdict, v.direction) == ("not comparable", None)
+    assert v.reason == (
+        "too few objects for an interval of AP: a median of 12 ground-truth objects per category, and a bootstrap "
+        f"interval of a COCO number is used from {MIN_OBJECTS_PER_CATEGORY:g} (its coverage was measured near 95 % "
+        "from there; n=200 images, claimed 30.00%, measured 60.00%)"
+    )
+    v = judge_claim(AP_CLAIM, metric, COCO_VAL, "coco-mini", sampling=sampling, per_category=MIN_OBJECTS_PER_CATEGORY)
     assert (v.verdict, v.direction) == ("inconsistent", "beats")
 
 

@@ -7,7 +7,9 @@ The rule for an accuracy claim (docs/concepts.md, "Verdict"), in order:
 
 1. the evaluated data is not declared to be the claim's dataset and split, or the metric could not be computed:
    ``not comparable``;
-2. a bootstrap metric (COCO AP, mIoU: ``successes`` None) on fewer than :data:`MIN_BOOTSTRAP_SAMPLES` samples:
+2. a bootstrap metric (COCO AP, mIoU: ``successes`` None) on fewer than :data:`MIN_BOOTSTRAP_SAMPLES` samples, or
+   a COCO number whose images hold a median of fewer than :data:`MIN_OBJECTS_PER_CATEGORY` ground-truth objects per
+   category:
    ``not comparable`` (its coverage was not measured near 95 % there: docs/benchmarks.md, "Interval coverage");
 3. the claim lies outside the measured 95 % interval: ``inconsistent``, with the direction (the model ``beats``
    its claim or ``falls short`` of it);
@@ -23,13 +25,14 @@ selection) and that the interval assumes a random sample of the claimed split.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import ClaimVerdict, MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef, claim_metric_spec
-from repliscope.metrics.intervals import MAX_HALF_WIDTH, MIN_BOOTSTRAP_SAMPLES
+from repliscope.metrics.intervals import MAX_HALF_WIDTH, MIN_BOOTSTRAP_SAMPLES, MIN_OBJECTS_PER_CATEGORY
 
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
 Direction = Literal["beats", "falls short", "within"]
@@ -144,6 +147,17 @@ def sample_selection(
     )
 
 
+def objects_per_category(per_class: Sequence[Mapping[str, Any]] | None) -> float | None:
+    """The median ground-truth objects per category over the categories that have any (a detection record's
+    ``per_class`` ``n_objects``: the median, so one frequent category such as COCO's person does not hide the
+    rare ones); None without per-class counts (classification, segmentation) or objects."""
+    counts = sorted(int(r["n_objects"]) for r in per_class or () if r.get("n_objects"))
+    if not counts:
+        return None
+    mid = len(counts) // 2
+    return float(counts[mid]) if len(counts) % 2 else (counts[mid - 1] + counts[mid]) / 2
+
+
 def direction_of(claimed: float, low: float, high: float) -> Direction:
     """Where the claim lies against the measured interval: below it (the model ``beats`` its claim), above it
     (``falls short``), inside (``within``)."""
@@ -168,9 +182,12 @@ def judge_claim(
     failed: int = 0,
     *,
     sampling: Sampling,
+    per_category: float | None = None,
 ) -> ClaimVerdict:
     """The verdict of one accuracy claim by the rule of this module's docstring; ``sampling``: how the samples
-    were chosen (:func:`sample_selection`), recorded with the verdict and said in its reason.
+    were chosen (:func:`sample_selection`), recorded with the verdict and said in its reason; ``per_category``:
+    a detection run's median ground-truth objects per category (:func:`objects_per_category`; None: not a
+    detection run).
 
     Classification claims are in percent (75.1 -> 0.751); detection claims (COCO's AP, AR...) are fractions
     as COCOeval prints them and are compared as written. Detection intervals are bootstraps over images."""
@@ -227,6 +244,14 @@ def judge_claim(
             f"too few samples for an interval of {claim.metric}: {metric.n} images, and a bootstrap interval over "
             f"images is used from {MIN_BOOTSTRAP_SAMPLES} (the smallest size its coverage was measured near 95 % "
             f"at; claimed {claimed:.2%}, measured {metric.value:.2%})",
+        )
+    if metric.successes is None and per_category is not None and per_category < MIN_OBJECTS_PER_CATEGORY:
+        return verdict(
+            "not comparable",
+            f"too few objects for an interval of {claim.metric}: a median of {per_category:g} ground-truth objects "
+            f"per category, and a bootstrap interval of a COCO number is used from {MIN_OBJECTS_PER_CATEGORY:g} "
+            f"(its coverage was measured near 95 % from there; n={metric.n} images, claimed {claimed:.2%}, "
+            f"measured {metric.value:.2%})",
         )
     interval = f"95 % interval [{metric.ci_low:.2%}, {metric.ci_high:.2%}] of the measured {metric.value:.2%}"
     half = (metric.ci_high - metric.ci_low) / 2.0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import repliscope
 from repliscope.datasets.base import Dataset
-from repliscope.evaluation.claims import judge_claim, sample_selection
+from repliscope.evaluation.claims import judge_claim, objects_per_category, sample_selection
 from repliscope.evaluation.engine import LoopOptions, LoopResult
 from repliscope.evaluation.ground_truth import ground_truth_of
 from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack
@@ -75,8 +75,11 @@ def build_record(
     by_name = {m.name: m for m in metrics}
     failed = sum(1 for p in loop.predictions if p.error is not None)
     sampling = sample_selection(len(dataset.samples), s.evaluated_as, limit=s.limit, shard=s.shard, declared=s.sampling)
+    support = objects_per_category(per_class) if task.truth == "boxes" else None
     claims = [
-        judge_claim(c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed, sampling=sampling)
+        judge_claim(
+            c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed, sampling=sampling, per_category=support
+        )
         for c in prepared.loaded.manifest.claims
     ]
     evaluated = len(loop.predictions) - failed

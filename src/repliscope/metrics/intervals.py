@@ -23,6 +23,12 @@ smallest size at which the COCO AP interval's coverage was measured near 95 % (`
 bench_interval_coverage.py``, docs/benchmarks.md "Interval coverage"). Below it a claim on such a metric is "not
 comparable" (:func:`repliscope.evaluation.claims.judge_claim`)."""
 
+MIN_OBJECTS_PER_CATEGORY = 30.0
+"""The fewest ground-truth objects per category (the median over the categories present) a COCO number's bootstrap
+interval judges a claim with. AP's small-sample bias grows as the objects per category shrink, whatever the image
+count: ``benchmarks/bench_interval_coverage.py`` measured the interval's coverage at 94-95.5 % from 30 per category
+in both simulated worlds, 92-94.5 % at 15 (docs/benchmarks.md "Interval coverage")."""
+
 Z_975 = 1.959963984540054
 """``scipy.special.ndtri(0.975)``: the normal quantile of a two-sided 95 % interval."""
 
