@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         s = r.summary[mode]
         first = r.first_divergent[mode]
         colour = "green" if first is None else "red"
-        verdict = "all layers within tolerance" if first is None else f"first divergent: {first.describe()}"
+        verdict = "all layers within tolerance" if first is None else f"first divergent: {escape(first.describe())}"
         covered = s.reference_units or len(
             {p for row in r.layers if (row.golden if mode == "golden" else row.carried) is not None for p in row.covers}
         )
@@ -236,14 +237,14 @@ def print_layer_diff(r: LayerDiffResult) -> None:
         more = f"; ... {len(uncompared) - 10} more (--json lists all)" if len(uncompared) > 10 else ""
         console.print(
             f"[yellow]not compared ({len(uncompared)}):[/] "
-            + "; ".join(f"{u.path} ({u.reason})" for u in uncompared[:10])
+            + escape("; ".join(f"{u.path} ({u.reason})" for u in uncompared[:10]))
             + more
         )
     else:
         console.print("every reference unit was compared")
     notes = [n for n in r.notes if not n.startswith(("golden mode not run", "carried mode not run"))]
     for note in notes[:20]:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {escape(note)}[/]")
     if len(notes) > 20:
         console.print(f"[dim]... {len(notes) - 20} more notes (--json shows all)[/]")
 

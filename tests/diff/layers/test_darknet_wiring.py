@@ -40,8 +40,10 @@ def _diff(port: Path, dog: tuple[np.ndarray, list[dict[str, np.ndarray]]], **kwa
     return verify_keras_file(cfg_path(), weights_path(), x, port, reference_outputs=outs, **kwargs)
 
 
-def test_swapped_concat_fails_in_golden_mode_where_it_is_made(port: Path, dog, tmp_path: Path) -> None:
-    from repliscope.cli.diff_output import worst_layers
+def test_swapped_concat_fails_in_golden_mode_where_it_is_made(
+    port: Path, dog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from repliscope.cli.diff_output import print_layer_diff, worst_layers
 
     good = _diff(port, dog)
     assert good.passed and good.summary["golden"].passed == good.summary["carried"].passed == 24
@@ -65,6 +67,9 @@ def test_swapped_concat_fails_in_golden_mode_where_it_is_made(port: Path, dog, t
     assert carried_only == {"convolutional_21", "convolutional_22", "yolo_23"}
     worst = [row.path for row in worst_layers(r, 4)]
     assert worst[0] == "route_20" and set(worst[1:]) == carried_only
+    print_layer_diff(r)  # the notes as written: their brackets are no console markup
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "its unit reads [convolutional_8, upsample_19], the reference [upsample_19, convolutional_8]" in printed
 
 
 def test_a_unit_wired_to_a_later_layer_is_divergent(port: Path, dog) -> None:
