@@ -100,3 +100,14 @@ def test_the_run_page_claims_table_gives_direction_and_sampling() -> None:
     )
     assert "data-direction" not in html  # "within" a ±14 pt interval is no badge next to "not comparable"
     assert "too few samples to judge: the claimed 75.10% is inside" in html
+
+
+def test_the_run_page_headline_verdict_follows_the_rule() -> None:
+    from repliscope.service.web.views import verdict_text
+
+    low, high = wilson_interval(18, 20)
+    old = {"metric": "top1", "claimed": 0.751, "ci_low": low, "ci_high": high, "verdict": "consistent"}
+    assert verdict_text([old]) == "not comparable"  # stored before the width rule: never a green headline
+    assert verdict_text([_falls_short_on_a_limit()]) == "inconsistent"
+    narrow = {**old, "ci_low": 0.74, "ci_high": 0.76}
+    assert verdict_text([narrow, _falls_short_on_a_limit()]) == "top1: consistent; top1: inconsistent"

@@ -53,7 +53,16 @@ def verdict_text(claims: Sequence[Any]) -> str:
     """The claim verdicts of a record as one text: the common verdict, or each ``metric: verdict``."""
     if not claims:
         return "no claim"
-    verdicts = [c["verdict"] if isinstance(c, Mapping) else c.verdict for c in claims]
+    from pydantic import BaseModel
+
+    from repliscope.report.sections import shown_verdict  # an older record's wide "consistent" is not comparable
+
+    def shown(c: Any) -> str:
+        if isinstance(c, Mapping):
+            return shown_verdict(c)[0]
+        return shown_verdict(c.model_dump())[0] if isinstance(c, BaseModel) else str(c.verdict)
+
+    verdicts = [shown(c) for c in claims]
     if len(set(verdicts)) == 1:
         return str(verdicts[0])
     metrics = [c["metric"] if isinstance(c, Mapping) else c.metric for c in claims]
