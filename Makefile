@@ -38,7 +38,8 @@ yolo-assets:
 timm-stack: $(STAMP)
 	$(BIN)/repliscope stack create "torch==2.13.0 torchvision==0.28.0 timm==1.0.31"
 
-# the stacks of the original losses that need other pins (tests/diff/loss/originals/): tfmg_yolo (TensorFlow 2.20 +
+# the stacks of the original losses that need other pins (tests/diff/loss/originals/; the tfmg_yolo one also runs the
+# Model Garden's yolo_input and YOLOv3-tiny gradients, tests/diff/augment/, tests/diff/training/): tfmg_yolo (TensorFlow 2.20 +
 # the sha256-pinned official/ tree of the tf-models-official 2.20.0 wheel, read, never installed) and maskformer
 # (transformers 5.24.0 on torch 2.13.0); built once, reused from the stack cache afterwards
 loss-stacks: $(STAMP)

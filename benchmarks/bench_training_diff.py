@@ -4,7 +4,11 @@ unit of the ratios — against the whole training-step diff of repliscope's Kera
 yolo layer on the port's outputs, the comparison), and the gradient diff at the starting weights, each as a ratio
 to Darknet's own K steps, measured in this run. Prints the machine load before and after.
 
-Usage: python benchmarks/bench_training_diff.py [--steps 5]
+With ``--tfmg``, also the gradient diff of the TF Model Garden's own YOLOv3-tiny (``--gradients tfmg-yolov3-tiny``:
+one crossing to its stack, ``make loss-stacks``, both batch-norm modes; TensorFlow's start and the model builds
+included), as a ratio to the same unit.
+
+Usage: python benchmarks/bench_training_diff.py [--steps 5] [--tfmg]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--tfmg", action="store_true", help="also the Model Garden's model, in its stack")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from tests.diff.training._fixtures import DOG_TRUTH
@@ -56,6 +61,19 @@ def main() -> None:
         result = run_training_diff(trainer, oracle, port, [batch], steps=args.steps, gradient=gradient)
         steps_s = time.perf_counter() - t0
         print(f"training-step diff, {args.steps} steps: {steps_s:.2f} s = {steps_s / darknet_s:.2f} ({result.summary})")
+        if args.tfmg:
+            from repliscope.diff.training.tfmg_port import BN_MODES, tfmg_ports
+            from repliscope.stacks.call import run_task
+
+            ys = yardstick(trainer.network, values)
+            t0 = time.perf_counter()
+            ports = tfmg_ports(trainer.network, cfg_path(), weights_path(), BN_MODES, run_task, work)
+            for bn, tfmg in ports.items():
+                r = run_gradient_diff(trainer, tfmg, batch.x, batch.truth, yardstick=ys)
+                print(f"  the Model Garden's model, {bn}: {r.summary}")
+            tfmg_s = time.perf_counter() - t0
+            print(f"gradient diff of the Model Garden's model (one crossing, 2 modes): {tfmg_s:.2f} s = "
+                  f"{tfmg_s / darknet_s:.2f}")  # fmt: skip
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -62,6 +62,7 @@ def own(prepared: Any) -> AugmentDiffResult:
 
 @pytest.mark.slow
 @pytest.mark.stack
+@pytest.mark.network
 def test_every_draw_is_explicit_and_replays_the_augmentation_bit_for_bit(prepared: Any) -> None:
     pipeline, item = prepared
     h, w = item.image.shape[:2]
@@ -86,6 +87,7 @@ def test_every_draw_is_explicit_and_replays_the_augmentation_bit_for_bit(prepare
 
 @pytest.mark.slow
 @pytest.mark.stack
+@pytest.mark.network
 def test_the_recorded_outputs_are_the_model_gardens_ops(prepared: Any) -> None:
     pipeline, item = prepared
     original = np.rint(item.image * 255)
@@ -111,6 +113,7 @@ def test_the_recorded_outputs_are_the_model_gardens_ops(prepared: Any) -> None:
 
 @pytest.mark.slow
 @pytest.mark.stack
+@pytest.mark.network
 def test_shared_draws_darknets_ops_op_by_op(shared: AugmentDiffResult) -> None:
     """The Model Garden's draws given to Darknet's own arithmetic: the flip and the (degenerate) warp are
     Darknet's exactly; the jitter is the first op that differs (its crop/pad rectangle placed Darknet's way: a 0.5
@@ -131,6 +134,7 @@ def test_shared_draws_darknets_ops_op_by_op(shared: AugmentDiffResult) -> None:
 
 @pytest.mark.slow
 @pytest.mark.stack
+@pytest.mark.network
 def test_own_draws_name_the_jitter_as_the_op_whose_distribution_differs(own: AugmentDiffResult) -> None:
     """Darknet keeps the aspect ratio (jittered by up to 30 %) and letterboxes on a 0.5 canvas; the Model Garden
     crops/pads each side and STRETCHES to 416 x 416 (letter_box=False): its aspect change is the image's own
@@ -191,3 +195,36 @@ def test_a_task_input_holding_a_pickled_object_is_refused(tmp_path: Path) -> Non
     with pytest.raises(RepliscopeError, match=r"not a readable \.npz without pickled objects"):
         child(bad, tmp_path / "out.npz")
     assert not sentinel.exists() and not (tmp_path / "out.npz").exists()
+
+
+def test_the_command_line_binds_the_stack_and_a_failing_stack_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--augment-pipeline tfmg_yolo_input`` hands the task to ``run_task``; a stack that fails is one line naming
+    the task and exit 2, nothing stored (no real stack here: the runner is replaced)."""
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+    from repliscope.stacks.call import LossCallError
+    from tests.yolo._assets import MANIFEST, need_coco, seed_cache
+
+    seen: list[str] = []
+
+    def failing(name: str, into: Path, out: Path, **_: Any) -> None:
+        seen.append(name)
+        assert into.is_file() and not out.exists()
+        raise LossCallError(f"task '{name}' in stack f00: no result after 900 s (the child was stopped)")
+
+    monkeypatch.setattr("repliscope.stacks.call.run_task", failing)
+    seed_cache()
+    db = tmp_path / "runs.db"
+    args = ["diff", str(MANIFEST), "--augment-pipeline", "tfmg_yolo_input", "--augment"]
+    args += ["repliscope.diff.augment.darknet_as_tfmg:YOLOV3_TINY", "--dataset", f"coco:{need_coco()}"]
+    args += ["--limit", "1", "--seeds", "2", "--db", f"sqlite:///{db}"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert seen == ["tfmg_yolo_input"]
+    assert res.stderr.strip().splitlines() == [
+        "error: task 'tfmg_yolo_input' in stack f00: no result after 900 s (the child was stopped)"
+    ]
+    assert not db.exists()

@@ -16,8 +16,6 @@ import pytest
 from tests.diff.training._fixtures import dog_batch
 from tests.yolo._assets import cfg_path, weights_path
 
-pytestmark = [pytest.mark.slow, pytest.mark.stack]
-
 
 @pytest.fixture(scope="module")
 def diffs(darknet_sides: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -39,6 +37,9 @@ def diffs(darknet_sides: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
 def test_as_loaded_the_model_gardens_batch_norm_is_named_at_the_first_gradient_reached(diffs: dict[str, Any]) -> None:
     """Training mode reads no moving statistic: the Model Garden's tf_keras BatchNormalization (biased batch
     variance, epsilon 1e-3 inside the root, the exact derivative) moves the heads' outputs by 0.5 % and every
@@ -55,6 +56,9 @@ def test_as_loaded_the_model_gardens_batch_norm_is_named_at_the_first_gradient_r
     assert r.port["bn"] == "as-loaded" and r.port["bn_layers_patched"] == 0
 
 
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
 def test_with_darknets_training_batch_norm_every_gradient_passes(diffs: dict[str, Any]) -> None:
     r = diffs["darknet-bn"]
     assert r.passed and r.first_divergent is None, r.summary
@@ -64,6 +68,9 @@ def test_with_darknets_training_batch_norm_every_gradient_passes(diffs: dict[str
     assert all(f.rel < 5e-4 for f in r.forward)  # measured 1.6e-4, 1.7e-4
 
 
+@pytest.mark.slow
+@pytest.mark.stack
+@pytest.mark.network
 def test_one_crossing_two_deterministic_passes_per_mode(diffs: dict[str, Any]) -> None:
     assert diffs["crossings"] == 1
     for bn in ("as-loaded", "darknet-bn"):

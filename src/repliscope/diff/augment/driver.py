@@ -217,10 +217,11 @@ def diff_shared(
 def _hsv_means(image: np.ndarray) -> tuple[float, float]:
     """Mean saturation and value (HSV) of an RGB image."""
     r, g, b = image[..., 0], image[..., 1], image[..., 2]
-    mx = np.maximum(np.maximum(r, g), b).astype(np.float64)
-    mn = np.minimum(np.minimum(r, g), b).astype(np.float64)
-    sat = np.where(mx > 0, (mx - mn) / np.where(mx > 0, mx, 1.0), 0.0)
-    return float(sat.mean()), float(mx.mean())
+    mx = np.maximum(np.maximum(r, g), b)
+    mn = np.minimum(np.minimum(r, g), b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sat = np.where(mx > 0, (mx - mn) / mx, np.float32(0))
+    return float(sat.mean(dtype=np.float64)), float(mx.mean(dtype=np.float64))
 
 
 def _statistics(op: AugmentOp, value: np.ndarray, before: np.ndarray) -> dict[str, float]:
@@ -253,8 +254,8 @@ def _statistics(op: AugmentOp, value: np.ndarray, before: np.ndarray) -> dict[st
             "placed_cx": (cols[0] + cols[-1] + 1) / 2 / w,
             "placed_cy": (rows[0] + rows[-1] + 1) / 2 / h,
         }
-    diff_same = float(np.mean(np.abs(value.astype(np.float64) - before)))
-    diff_mirror = float(np.mean(np.abs(value.astype(np.float64) - before[:, ::-1])))
+    diff_same = float(np.abs(value - before).mean(dtype=np.float64))
+    diff_mirror = float(np.abs(value - before[:, ::-1]).mean(dtype=np.float64))
     s0, v0 = _hsv_means(before)
     s1, v1 = _hsv_means(value)
     return {
