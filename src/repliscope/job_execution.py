@@ -320,7 +320,8 @@ def _evaluate(ctx: JobContext, options: EvaluateOptions) -> JobOutcome:
     from repliscope.evaluation.merge import ShardData, shard_info
     from repliscope.evaluation.run import evaluate, prepare
 
-    prepared = prepare(ctx.loaded, ctx.settings())
+    settings = ctx.settings()
+    prepared = prepare(ctx.loaded, settings)
     raw: dict[str, Any] | None = {} if options.keep_outputs else None
     record = evaluate(prepared, ctx.data, on_progress=ctx.on_progress, outputs=raw)
     outcome = JobOutcome(records=[record.model_dump(mode="json")])
@@ -329,7 +330,7 @@ def _evaluate(ctx: JobContext, options: EvaluateOptions) -> JobOutcome:
 
         outcome.outputs = encode_outputs(raw)
     if isinstance(ctx.data, ShardData):  # a shard of a sharded evaluation: what the merge needs
-        outcome.shard = shard_info(ctx.data).model_dump(mode="json")
+        outcome.shard = shard_info(ctx.data, settings.limit, settings.sampling).model_dump(mode="json")
     return outcome
 
 

@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from repliscope.datasets.base import Dataset, identity_of_lines
 from repliscope.errors import RepliscopeError
-from repliscope.evaluation.claims import judge_claim
 from repliscope.evaluation.record import EvaluationRecord, GroundTruth, Timings, result_hash
 from repliscope.records.evaluation import SamplePrediction, SampleTruth, ShardProvenance
 
@@ -83,7 +82,8 @@ class ShardInfo(BaseModel):
     (``JobOutcome.shard``): ``index`` / ``count`` (shard I of N), ``of_samples`` (samples of the whole dataset),
     ``sample_ids_sha256`` (:func:`sample_ids_sha256` of the whole dataset's ids, in order), ``description`` (the
     whole dataset's), ``identity_lines`` (base64 of :func:`repliscope.datasets.base.identity_line` of each of the
-    shard's samples, in order, from the bytes the shard read)."""
+    shard's samples, in order, from the bytes the shard read); ``limit`` and ``sampling`` (the run's ``--limit``
+    and declared sampling: how the whole run's samples were chosen)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -93,6 +93,8 @@ class ShardInfo(BaseModel):
     sample_ids_sha256: str
     description: str
     identity_lines: list[str]
+    limit: int | None = None
+    sampling: str | None = None
 
     @property
     def label(self) -> str:
@@ -147,8 +149,9 @@ def cut_shard(data: Dataset, index: int, count: int) -> ShardData:
     )
 
 
-def shard_info(data: ShardData) -> ShardInfo:
-    """What the shard's job returns beside its record, once its evaluation read every sample."""
+def shard_info(data: ShardData, limit: int | None = None, sampling: str | None = None) -> ShardInfo:
+    """What the shard's job returns beside its record, once its evaluation read every sample; ``limit`` and
+    ``sampling``: the run's ``--limit`` and declared sampling."""
     from repliscope.datasets.base import identity_line
 
     if data.read_fingerprints is None or len(data.read_fingerprints) != len(data.samples):
@@ -162,6 +165,8 @@ def shard_info(data: ShardData) -> ShardInfo:
         of_samples=data.whole_size,
         sample_ids_sha256=data.whole_ids_sha256,
         description=data.whole_description,
+        limit=limit,
+        sampling=sampling,
         identity_lines=[
             base64.b64encode(identity_line(s, fp)).decode("ascii")
             for s, fp in zip(data.samples, data.read_fingerprints, strict=True)
@@ -196,7 +201,7 @@ def merge_shards(shards: Sequence[Shard], *, allow_mixed_stacks: bool = False) -
         differing = _differences(ordered, path)
         if differing:
             raise MergeError(f"the shards ran different things, they cannot make one record: {'; '.join(differing)}")
-    for name in ("of_samples", "sample_ids_sha256", "description"):
+    for name in ("of_samples", "sample_ids_sha256", "description", "limit", "sampling"):
         values = {getattr(s.info, name) for s in ordered}
         if len(values) > 1:
             listed = ", ".join(f"{s.info.label}: {getattr(s.info, name)!r}" for s in ordered)
@@ -402,7 +407,7 @@ def _dataset(shards: list[Shard], identity: str) -> dict[str, Any]:
     first = shards[0]
     out = dict(first.record.dataset)
     for key in out:
-        if key in ("identity", "num_samples", "description", *SUMMED_DATASET_FIELDS):
+        if key in ("identity", "num_samples", "description", "sampling", *SUMMED_DATASET_FIELDS):
             continue
         differing = _differences(shards, ("dataset", key))
         if differing:
@@ -459,9 +464,11 @@ def _claims_of(manifest_text: str, file: str) -> list[Any]:
 
 
 def _score(merged: EvaluationRecord, shard: Shard, failed: int) -> None:
-    """Metrics, per-class rows and claim verdicts of ``merged``, by its task, from its samples (and ground truth),
-    as one run over the whole dataset (``shard``: the first)."""
+    """Metrics, per-class rows, how the samples were chosen and claim verdicts of ``merged``, by its task, from its
+    samples (and ground truth), as one run over the whole dataset (``shard``: the first)."""
+    from repliscope.evaluation.claims import sample_selection
     from repliscope.evaluation.ground_truth import dataset_of
+    from repliscope.evaluation.record_builder import judge_claims
     from repliscope.manifest.schema import DatasetRef
     from repliscope.tasks.base import get_task
 
@@ -480,10 +487,12 @@ def _score(merged: EvaluationRecord, shard: Shard, failed: int) -> None:
     metrics, per_class = task.evaluate(merged.samples, scored)
     merged.metrics = metrics
     merged.per_class = per_class
-    by_name = {m.name: m for m in metrics}
     declared = merged.dataset.get("evaluated_as")
     evaluated_as = DatasetRef.model_validate(declared) if declared else None
-    merged.claims = [
-        judge_claim(c, by_name.get(c.metric), evaluated_as, str(merged.dataset.get("name", "")), failed)
-        for c in _claims_of(merged.manifest.text, merged.manifest.path)
-    ]
+    sampling = sample_selection(
+        len(merged.samples), evaluated_as, limit=shard.info.limit, shard=None, declared=shard.info.sampling
+    )
+    merged.dataset["sampling"] = sampling.as_record()
+    claims = _claims_of(merged.manifest.text, merged.manifest.path)
+    name = str(merged.dataset.get("name", ""))
+    merged.claims = judge_claims(claims, metrics, per_class, task, evaluated_as, name, failed, sampling)

@@ -5,17 +5,24 @@ evaluation, each variant of the pitfall sweep and (the provenance) the benchmark
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import repliscope
 from repliscope.datasets.base import Dataset
-from repliscope.evaluation.claims import judge_claim, objects_per_category, sample_selection
+from repliscope.evaluation.claims import Sampling, judge_claim, objects_per_category, sample_selection
 from repliscope.evaluation.engine import LoopOptions, LoopResult
 from repliscope.evaluation.ground_truth import ground_truth_of
 from repliscope.evaluation.provenance import hardware, manifest_distributions, software_stack
-from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, Timings, result_hash
+from repliscope.evaluation.record import (
+    ClaimVerdict,
+    EvaluationRecord,
+    ManifestInfo,
+    MetricValue,
+    Timings,
+    result_hash,
+)
 from repliscope.manifest.loader import LoadedManifest
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
@@ -23,6 +30,8 @@ from repliscope.runtimes.base import Runner
 if TYPE_CHECKING:
     from repliscope.evaluation.calibration import Plan
     from repliscope.evaluation.prepared import PreparedRun
+    from repliscope.manifest.schema import ClaimSpec, DatasetRef
+    from repliscope.tasks.base import Task
 
 
 def manifest_info(loaded: LoadedManifest) -> ManifestInfo:
@@ -56,6 +65,29 @@ def provenance(
     }
 
 
+def judge_claims(
+    claims: Sequence[ClaimSpec],
+    metrics: Sequence[MetricValue],
+    per_class: Sequence[Mapping[str, Any]] | None,
+    task: Task,
+    evaluated_as: DatasetRef | None,
+    evaluated_name: str,
+    failed: int,
+    sampling: Sampling,
+) -> list[ClaimVerdict]:
+    """Every accuracy claim's verdict on a run's metrics (:func:`~repliscope.evaluation.claims.judge_claim`; a
+    detection claim also by its objects per category): the evaluation's, and a merged sharded run's
+    (``repliscope.evaluation.merge``)."""
+    by_name = {m.name: m for m in metrics}
+    support = objects_per_category(per_class) if task.truth == "boxes" else None
+    return [
+        judge_claim(
+            c, by_name.get(c.metric), evaluated_as, evaluated_name, failed, sampling=sampling, per_category=support
+        )
+        for c in claims
+    ]
+
+
 def build_record(
     prepared: PreparedRun,
     dataset: Dataset,
@@ -72,16 +104,11 @@ def build_record(
     task = prepared.task
     scored, coverage = task.restrict(dataset, prepared.class_names)  # detection: the categories the model detects
     metrics, per_class = task.evaluate(loop.predictions, scored)
-    by_name = {m.name: m for m in metrics}
     failed = sum(1 for p in loop.predictions if p.error is not None)
     sampling = sample_selection(len(dataset.samples), s.evaluated_as, limit=s.limit, shard=s.shard, declared=s.sampling)
-    support = objects_per_category(per_class) if task.truth == "boxes" else None
-    claims = [
-        judge_claim(
-            c, by_name.get(c.metric), s.evaluated_as, dataset.name, failed, sampling=sampling, per_category=support
-        )
-        for c in prepared.loaded.manifest.claims
-    ]
+    claims = judge_claims(
+        prepared.loaded.manifest.claims, metrics, per_class, task, s.evaluated_as, dataset.name, failed, sampling
+    )
     evaluated = len(loop.predictions) - failed
     return EvaluationRecord(
         run_id=uuid.uuid4().hex,
