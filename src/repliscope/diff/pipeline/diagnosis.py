@@ -233,11 +233,10 @@ def _residuals(
     (sample id -> shared prefixes) keeps computed op prefixes for the next call."""
     worst: dict[str, list[float] | None] = {p.name: [0.0, 0.0] for p in plans}
     for d in samples:
-        memo: PrefixMemo | None = None
-        if memos is not None:
-            shared = memos.setdefault(d.sample.id, _SharedPrefixes())
-            shared.share(plans)
-            memo = shared
+        # only shared prefixes are kept, whether for the next call or within this one (never every plan's output)
+        shared = _SharedPrefixes() if memos is None else memos.setdefault(d.sample.id, _SharedPrefixes())
+        shared.share(plans)
+        memo: PrefixMemo = shared
         cells, _ = prepare_all(d.sample, plans, expected, memo)
         cand = d.candidate.astype(np.float64)
         for p in plans:
