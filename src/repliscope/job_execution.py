@@ -86,6 +86,9 @@ class RunOptions(BaseModel):
     (:func:`repliscope.agents.submit.submit_merged`)."""
     allow_mixed_stacks: bool = False
     """With ``shards``: merge shards whose stacks differ (the record lists each shard's stack)."""
+    whole_sampling: str | None = None
+    """A shard of a sharded run: the sampling declared for the whole run (``--as NAME/SPLIT@SAMPLING``), which the
+    merged record's verdicts use (the shard alone is a selection)."""
     samples_per_query: int | None = None
     """bench: samples per query (multi-stream, offline)."""
     registered_name: str | None = None
@@ -330,7 +333,8 @@ def _evaluate(ctx: JobContext, options: EvaluateOptions) -> JobOutcome:
 
         outcome.outputs = encode_outputs(raw)
     if isinstance(ctx.data, ShardData):  # a shard of a sharded evaluation: what the merge needs
-        outcome.shard = shard_info(ctx.data, settings.limit, settings.sampling).model_dump(mode="json")
+        declared = ctx.job.run_options.whole_sampling or settings.sampling
+        outcome.shard = shard_info(ctx.data, settings.limit, declared).model_dump(mode="json")
     return outcome
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -138,3 +139,34 @@ def test_a_job_with_option_shards_is_run_as_shards_and_merged_as_the_service_sub
     assert totals == [5] and sum(progress) == 5
     with pytest.raises(RepliscopeError, match=r"^option shards \(2\) runs the job as shard jobs on agents: submit"):
         execute_job(tiny_job(limit=5, shards=2), None, lambda n: None, lambda line: None)
+
+
+def test_a_sampling_declared_for_the_whole_run_is_the_merged_records(tmp_path: Path) -> None:
+    """``--as NAME/SPLIT@random`` on a sharded run: each shard alone is a selection (it runs declared as
+    NAME/SPLIT, the declaration aside as option whole_sampling), the merged record is the declared random sample,
+    as the whole run's record says; a declaration that is not allowed is refused before any shard is made."""
+    import shutil
+
+    from repliscope.agents.submit import shard_jobs
+    from repliscope.job_execution import merge_outcomes
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for name in sorted(p.name for p in Path(foolbox_folder()).iterdir() if p.suffix == ".png")[:5]:
+        shutil.copy(Path(foolbox_folder()) / name, folder / name)
+    job = tiny_job("declared", evaluated_as="foolbox/val@random")
+    job.dataset_spec = str(folder)
+    parts = shard_jobs(job, 2)
+    assert [(p.run_options.evaluated_as, p.run_options.whole_sampling) for p in parts] == [
+        ("foolbox/val", "random"),
+        ("foolbox/val", "random"),
+    ]
+    quiet = lambda _: None  # noqa: E731
+    whole = execute_job(job, None, quiet, quiet).records[0]
+    merged = merge_outcomes([execute_job(p, None, quiet, quiet) for p in parts]).records[0]
+    assert merged["dataset"]["sampling"] == whole["dataset"]["sampling"]
+    assert merged["dataset"]["sampling"]["kind"] == "random sample" and merged["result_hash"] == whole["result_hash"]
+    with pytest.raises(RepliscopeError, match=r"'all' is not allowed \(allowed: whole, random, selection\)"):
+        shard_jobs(tiny_job("bad", evaluated_as="foolbox/val@all"), 2)
+    with pytest.raises(RepliscopeError, match=r"'whole' contradicts the first 3 samples in sorted order \(--limit 3\)"):
+        shard_jobs(tiny_job("bad", evaluated_as="foolbox/val@whole", limit=3), 2)

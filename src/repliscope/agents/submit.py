@@ -298,18 +298,28 @@ def _sharding(job: JobSpec) -> RunOptions:
 
 def shard_jobs(job: JobSpec, shards: int) -> list[JobSpec]:
     """``job`` cut into ``shards`` jobs: option ``shard`` ``I/N`` (samples I::N), job ids ``<job_id>-sI``, no
-    idempotency key of their own (a sharded run is stored once, merged, under ``job``'s key)."""
+    idempotency key of their own (a sharded run is stored once, merged, under ``job``'s key); a sampling declared
+    for the whole run (``--as NAME/SPLIT@SAMPLING``) travels as option ``whole_sampling``."""
     import dataclasses
 
     if shards < 1:
         raise RepliscopeError(f"shards must be a positive integer, got {shards}")
     if job.run_options.shard is not None:
         raise RepliscopeError(f"job {job.job_id} is a shard already (option shard {job.run_options.shard})")
+    # a sampling declared for the whole run (--as NAME/SPLIT@whole) is the merged record's; each shard alone is
+    # a selection (every N-th sample), so it carries the declaration aside (checked here, against --limit)
+    whole = job.run_options.run_settings(job.runtime)
+    declared: dict[str, Any] = {}
+    if whole.sampling is not None and whole.evaluated_as is not None:
+        declared = {
+            "evaluated_as": f"{whole.evaluated_as.name}/{whole.evaluated_as.split}",
+            "whole_sampling": whole.sampling,
+        }
     return [
         dataclasses.replace(
             job,
             job_id=f"{job.job_id}-s{i}",
-            options=job.with_options(shard=f"{i}/{shards}", shards=None, allow_mixed_stacks=False),
+            options=job.with_options(shard=f"{i}/{shards}", shards=None, allow_mixed_stacks=False, **declared),
             idempotency_key=None,
         )
         for i in range(shards)
