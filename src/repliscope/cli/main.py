@@ -161,6 +161,18 @@ def _run_options(
     )
 
 
+def _with_run_advice(exc: RepliscopeError, loaded: Any, manifest: Path | None) -> RepliscopeError:
+    """``exc``, with the importer's advice appended when the manifest's architecture cannot be loaded here and
+    the manifest was imported (:func:`repliscope.importers.base.run_advice`: timm's stack), so the one error line
+    says how to run it."""
+    if loaded is None or manifest is None or not str(exc).startswith("architecture "):
+        return exc
+    from repliscope.importers.base import run_advice
+
+    advice = run_advice(loaded.manifest, manifest)
+    return exc if advice is None else RepliscopeError(f"{exc}; {advice}")
+
+
 def _settings_and_data(loaded: Any, runtime: str | None, dataset: str, labels_csv: Path | None, options: Any) -> Any:
     """The RunSettings (resolved once, each value's origin recorded: a flag, the manifest or the default) and the
     Dataset of a command that runs a manifest on data, from its run options."""
@@ -268,6 +280,7 @@ def evaluate(
     from repliscope.store.repository import RunStore
     from repliscope.tracing import use_tracer
 
+    loaded = None
     try:
         tracer = start_tracing(trace_level, trace_out)
         loaded = load_manifest(manifest)
@@ -290,7 +303,7 @@ def evaluate(
         store.save(record)
         traced = finish_tracing(tracer, trace_out, store, record.run_id)
     except RepliscopeError as exc:
-        fail(exc)
+        fail(_with_run_advice(exc, loaded, manifest))
         return
     if as_json:
         emit_json(record.model_dump(mode="json"))
@@ -355,6 +368,7 @@ def pitfalls(
     from repliscope.store.repository import RunStore
     from repliscope.tracing import use_tracer
 
+    loaded = None
     try:
         tracer = start_tracing(trace_level, trace_out)
         loaded = load_manifest(manifest)
@@ -395,7 +409,7 @@ def pitfalls(
         store.save_sweep(out.result)
         traced = finish_tracing(tracer, trace_out, store, out.result.sweep_id)
     except RepliscopeError as exc:
-        fail(exc)
+        fail(_with_run_advice(exc, loaded, manifest))
         return
     for line in traced:
         print(line, file=sys.stderr)

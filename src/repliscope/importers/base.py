@@ -12,13 +12,16 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
 import repliscope
 from repliscope.errors import RepliscopeError
 from repliscope.registry import Registry
+
+if TYPE_CHECKING:
+    from repliscope.manifest.schema import Manifest
 
 
 class ConfigImportError(RepliscopeError):
@@ -96,6 +99,21 @@ class Importer(ABC):
     def translate(self, path: Path) -> ImportResult:
         """Read ``path`` (never executing anything in it) -> the translation; ConfigImportError when the
         pipeline would be undefined."""
+
+    @classmethod
+    def run_advice(cls, reproduces: str | None, manifest_path: str) -> str | None:
+        """How to run a manifest this importer wrote when its architecture cannot be loaded here (``reproduces``:
+        its ``provenance.imported_from.reproduces``), as one sentence with the command; None: nothing to add."""
+        return None
+
+
+def run_advice(manifest: Manifest, manifest_path: Path | str) -> str | None:
+    """The importer's :meth:`Importer.run_advice` for an imported ``manifest`` (``provenance.imported_from``);
+    None for a manifest written by hand or an importer with nothing to add."""
+    origin = manifest.provenance.imported_from if manifest.provenance is not None else None
+    if origin is None or origin.format not in IMPORTERS:
+        return None
+    return IMPORTERS.get(origin.format).run_advice(origin.reproduces, str(manifest_path))
 
 
 IMPORTERS: Registry[type[Importer]] = Registry("importer")

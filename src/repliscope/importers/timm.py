@@ -41,7 +41,10 @@ What timm does (read in huggingface/pytorch-image-models; no timm code is run or
 
 The framework constraint is ``torch >=0`` (timm's ``pyproject.toml`` says ``dependencies = ['torch', ...]``);
 the package is ``timm==<--timm-version>`` (default the newest of :data:`TIMM_VERSIONS`), also recorded as
-``provenance.imported_from.reproduces``.
+``provenance.imported_from.reproduces``. timm imports torchvision, whose compiled operators load only beside the
+torch build they were made for (else ``operator torchvision::nms does not exist`` at import): such a manifest is
+evaluated in a provisioned stack of timm with :data:`STACK_PINS` (:func:`stack_spec`), and an architecture that
+cannot be loaded here says so in one line (:meth:`TimmImporter.run_advice`).
 The model: ``architecture`` -> ``timm:create_model`` with ``model_name``, ``pretrained: false``,
 ``num_classes`` and the config's ``model_args`` (timm's ``load_model_config_from_hf`` passes the same).
 Weights: ``model.safetensors`` or else ``pytorch_model.bin`` beside the config (sha256 computed; the
@@ -82,6 +85,20 @@ interpolation in 1.0.31 (``transforms_factory.py`` ``transforms_imagenet_eval``)
 in 1.0.29 and 1.0.30."""
 KEEP_RATIO_FOLLOWS_CONFIG = "1.0.31"
 """The first release where the non-square ``center`` resize uses the config's interpolation."""
+
+STACK_PINS = ("torch==2.14.1", "torchvision==0.29.1")
+"""torch and torchvision builds of the package index that load together (torchvision's operators registered):
+the stack an imported timm manifest is evaluated in, with its ``timm==V``. The index's torchvision 0.28.0 is a
+CUDA build whose operators do not load beside the CPU torch 2.13.0 (``operator torchvision::nms does not
+exist``); torch 2.14.1 + torchvision 0.29.1 do (checked 2026-11-29: ``evaluate`` of the imported
+resnet50.a1_in1k with ``--stack 'timm==1.0.31 torch==2.14.1 torchvision==0.29.1'``; docs/guides/importers.md)."""
+
+
+def stack_spec(reproduces: str) -> str:
+    """The stack spec an imported timm manifest runs in: its ``timm==V`` (``provenance.imported_from.reproduces``)
+    and :data:`STACK_PINS`."""
+    return " ".join((reproduces, *STACK_PINS))
+
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 """Looked up beside the config, in this order (the names timm's ``push_to_hf_hub`` writes)."""
@@ -249,6 +266,15 @@ class TimmImporter(Importer):
             )
         self.timm_version = version
         self.test_size = test_size
+
+    @classmethod
+    def run_advice(cls, reproduces: str | None, manifest_path: str) -> str | None:
+        """timm and a matching torch / torchvision in a provisioned stack (:func:`stack_spec`), as a command."""
+        timm = reproduces or f"timm=={TIMM_VERSIONS[-1]}"
+        return (
+            f"the manifest was imported from timm, which needs torch and torchvision builds made for each other: run "
+            f"it in a provisioned stack: repliscope evaluate {manifest_path} --stack '{stack_spec(timm)}'"
+        )
 
     def translate(self, path: Path) -> ImportResult:
         cfg = _read(path)
