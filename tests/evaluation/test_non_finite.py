@@ -123,3 +123,52 @@ def test_tie_counts_only_where_the_rule_decides() -> None:
     }
     assert tie_counts(scores, [2, 1, 0, 1, 3, None], kept=1) == {"all_equal_rows": 2, "label_ties_top1": 3}
     assert tie_line({"all_equal_rows": 0, "label_ties_top1": 0}) is None and tie_line({}) is None
+
+
+def test_a_detection_image_with_a_nan_box_fails_alone() -> None:
+    """Detection: the image whose boxes hold a NaN fails with the reason naming the output; the others keep their
+    boxes, mapped back through their geometry as before (the loop of tests/evaluation/test_engine_tasks.py)."""
+    from pathlib import Path
+    from typing import Any, cast
+
+    from repliscope.datasets.base import BoxAnnotation, Sample
+    from repliscope.evaluation.engine import LoopOptions, run_loop
+    from repliscope.ops.base import BuildContext
+    from repliscope.ops.pipeline import Pipeline
+    from repliscope.runtimes.base import ModelArtifact
+    from repliscope.tasks import get_task
+    from tests.evaluation.test_engine_tasks import POST, PRE, _FixedBoxes, _png
+
+    Specs = list[dict[str, Any]]
+
+    class _NanSecond(_FixedBoxes):
+        def _infer_outputs(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+            out = super()._infer_outputs(batch)
+            if batch.any():  # not the warm-up's zeros: the second image of the first batch
+                out["boxes"][1, 0, 3] = np.nan
+            return out
+
+    samples = [
+        Sample(f"s{i}.png", None, lambda: _png(32, 48), objects=(BoxAnnotation((0, 0, 1, 1), 0),)) for i in range(2)
+    ]
+    artifact = ModelArtifact(
+        path=Path("none"),
+        sha256="0" * 64,
+        format="onnx",
+        input_name="x",
+        input_shape=(-1, 32, 48, 3),
+        input_dtype="uint8",
+        output_names=("boxes", "scores"),
+    )
+    loop = run_loop(
+        Pipeline.from_specs(cast(Specs, PRE), cast(Specs, POST), BuildContext()),
+        _NanSecond(artifact, threads=1, cache_dir=Path(".")),
+        samples,
+        LoopOptions(batch_size=2, prep_workers=1),
+        (32, 48, 3),
+        task=get_task("object_detection"),
+    )
+    first, second = loop.predictions
+    assert first.error is None and first.detections is not None and len(first.detections) == 2
+    assert second.detections is None
+    assert second.error == f"{NON_FINITE}: 'boxes' holds 1 NaN and 0 infinite of 8 values"
