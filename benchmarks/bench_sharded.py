@@ -4,15 +4,17 @@ Scale-out: EfficientNet-Lite0 on onnxruntime over the 1000-image ImageNet sample
 on a real ``dask scheduler`` process with ``repliscope agent`` processes (1 task thread each, ``OMP_NUM_THREADS=1``,
 every job 1 pre-processing worker, 1 inference thread, batch 1). Phase 1: the single-machine run, one job on one
 agent (``submit_job``). Phase 2: the same evaluation as N shard jobs (``shard: I/N``) on two agents, merged into
-one record (``submit_merged``). Each agent is warmed first (model loaded, the ONNX export cached). Prints images/s
-of both phases, their ratio (target >= 1.8 on 2 cores) and the load average before and after each phase; checks
-that the merged record IS the single run's: same result hash, dataset identity and metrics, every image once.
+one record (``submit_sharded`` + ``merge_outcomes``, what ``submit_merged`` runs). Each agent is warmed first
+(model loaded, the ONNX export cached). The two phases alternate ``--rounds`` times (a shared machine's load
+changes by the minute); prints images/s of each phase, each round's ratio and their median (target >= 1.8 on 2
+cores), and the load average before and after each phase; checks that every merged record IS the single run's:
+same result hash, dataset identity and metrics, every image once.
 
 Merge cost: ``merge_outcomes`` of the phase-2 shard outcomes (validating the records as they arrive, the checks,
 interleaving, identity, metrics, verdicts, result hash), median of R repeats, per 1,000 samples; then the same on
 shards of ~50,000 samples (the evaluated ones renamed 50 times over: the 50,000-image ImageNet val's size).
 
-Usage: python benchmarks/bench_sharded.py [--shards 2] [--limit N] [--repeats 20]
+Usage: python benchmarks/bench_sharded.py [--shards 2] [--rounds 3] [--limit N] [--repeats 20]
 """
 
 from __future__ import annotations
@@ -100,13 +102,14 @@ def merge_cost(outcomes: list[JobOutcome], repeats: int) -> tuple[float, int]:
     return statistics.median(seconds), len(merged.records[0]["samples"])
 
 
-def scale_out(shards: int, limit: int | None, repeats: int) -> float:
+def scale_out(shards: int, limit: int | None, repeats: int, rounds: int) -> float:
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.submit import submit_job, submit_sharded
     from repliscope.job_execution import merge_outcomes
 
-    print(f"sharded evaluation: Lite0 / onnxruntime on {SAMPLE} ({limit or 'all'} images)")
+    print(f"sharded evaluation: Lite0 / onnxruntime on {SAMPLE} ({limit or 'all'} images), {rounds} rounds")
     options = {"limit": limit} if limit else {}
+    ratios: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, processes() as started:
         scheduler = start_scheduler(started, Path(tmp))
         time.sleep(1.0)
@@ -116,40 +119,41 @@ def scale_out(shards: int, limit: int | None, repeats: int) -> float:
             cluster.wait_for_agents(2, timeout=90)
             for agent in ("agent-1", "agent-2"):
                 warm(cluster, MANIFEST, agent)
-            job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
-            before = load()
-            t0 = time.perf_counter()
-            single = submit_job(cluster, job, constraints("agent-1"))  # type: ignore[arg-type]
-            one = time.perf_counter() - t0
-            record = single.records[0]
-            n = len(record["samples"])
-            print(
-                f" 1 agent, one job: {n} images in {one:.1f} s = {n / one:.1f}/s (on the agent {single.seconds:.1f} s; "
-                f"{before}; after: {load()})"
-            )
-            job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
-            before = load()
-            t0 = time.perf_counter()
-            outcomes = submit_sharded(cluster, job, constraints(), shards)  # type: ignore[arg-type]
-            merged_outcome = merge_outcomes(outcomes)
-            two = time.perf_counter() - t0
-            on = ", ".join(
-                f"{i}/{shards} on {o.agent.get('agent_id')} {o.seconds:.1f} s" for i, o in enumerate(outcomes)
-            )
-            print(
-                f" 2 agents, {shards} shard jobs merged into one record: {n} images in {two:.1f} s = {n / two:.1f}/s "
-                f"({on}; {before}; after: {load()})"
-            )
-    merged = merged_outcome.records[0]
-    assert merged["result_hash"] == record["result_hash"], "the merged record's result hash differs"
-    assert merged["dataset"]["identity"] == record["dataset"]["identity"], "the merged dataset identity differs"
-    assert merged["metrics"] == record["metrics"], "the merged metrics differ"
-    assert [s["sample_id"] for s in merged["samples"]] == [s["sample_id"] for s in record["samples"]]
-    ratio = one / two
+            for r in range(rounds):  # the phases alternate: a change of the machine's load hits both
+                job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
+                before = load()
+                t0 = time.perf_counter()
+                single = submit_job(cluster, job, constraints("agent-1"))  # type: ignore[arg-type]
+                one = time.perf_counter() - t0
+                record = single.records[0]
+                n = len(record["samples"])
+                print(
+                    f" round {r + 1}: 1 agent, one job: {n} images in {one:.1f} s = {n / one:.1f}/s (on the agent "
+                    f"{single.seconds:.1f} s; {before}; after: {load()})"
+                )
+                job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
+                before = load()
+                t0 = time.perf_counter()
+                outcomes = submit_sharded(cluster, job, constraints(), shards)  # type: ignore[arg-type]
+                merged = merge_outcomes(outcomes).records[0]
+                two = time.perf_counter() - t0
+                on = ", ".join(
+                    f"{i}/{shards} on {o.agent.get('agent_id')} {o.seconds:.1f} s" for i, o in enumerate(outcomes)
+                )
+                print(
+                    f" round {r + 1}: 2 agents, {shards} shard jobs merged into one record: {n} images in {two:.1f} s "
+                    f"= {n / two:.1f}/s ({on}; {before}; after: {load()}): ratio {one / two:.2f}x"
+                )
+                assert merged["result_hash"] == record["result_hash"], "the merged record's result hash differs"
+                assert merged["dataset"]["identity"] == record["dataset"]["identity"], "the dataset identity differs"
+                assert merged["metrics"] == record["metrics"], "the merged metrics differ"
+                assert [s["sample_id"] for s in merged["samples"]] == [s["sample_id"] for s in record["samples"]]
+                ratios.append(one / two)
+    ratio = statistics.median(ratios)
     print(
-        f" throughput ratio 2 agents / 1 agent: {ratio:.2f}x (target >= 1.8); the merged record equals the single "
-        f"run's (result hash {merged['result_hash'][:12]}, {n} images once, top-1 "
-        f"{next(m['value'] for m in merged['metrics'] if m['name'] == 'top1'):.4f})"
+        f" throughput ratio 2 agents / 1 agent: median {ratio:.2f}x of {', '.join(f'{x:.2f}' for x in ratios)} "
+        f"(target >= 1.8); every merged record equals the single run's (result hash {merged['result_hash'][:12]}, "
+        f"{n} images once, top-1 {next(m['value'] for m in merged['metrics'] if m['name'] == 'top1'):.4f})"
     )
     med, n = merge_cost(outcomes, repeats)
     print(
@@ -170,11 +174,12 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2, help="shard jobs (default 2: one per agent)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N images of the sample")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of the two phases (median ratio)")
     args = parser.parse_args()
     if not SAMPLE.is_dir():
         print(f"sharded evaluation skipped: {SAMPLE} is absent")
         return
-    ratio = scale_out(args.shards, args.limit, args.repeats)
+    ratio = scale_out(args.shards, args.limit, args.repeats, args.rounds)
     if ratio < 1.8:
         print("WARNING: below the 1.8x target (a loaded machine? run again on an idle one)")
 
