@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
+import pytest
+
 from repliscope.evaluation.claims import judge_claim, sample_selection
 from repliscope.evaluation.record import ClaimVerdict, EvaluationRecord
 from repliscope.manifest.schema import ClaimSpec, DatasetRef
@@ -111,3 +113,31 @@ def test_the_run_page_headline_verdict_follows_the_rule() -> None:
     assert verdict_text([_falls_short_on_a_limit()]) == "inconsistent"
     narrow = {**old, "ci_low": 0.74, "ci_high": 0.76}
     assert verdict_text([narrow, _falls_short_on_a_limit()]) == "top1: consistent; top1: inconsistent"
+
+
+def test_the_cli_line_shows_an_old_wide_consistent_as_not_comparable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from repliscope.cli import output
+
+    low, high = wilson_interval(18, 20)
+    stored = ClaimVerdict(
+        metric="top1",
+        claimed=0.751,
+        measured=0.9,
+        ci_low=low,
+        ci_high=high,
+        claim_dataset="imagenet-1k/val",
+        evaluated_dataset="foolbox_imagenet (as imagenet-1k/val)",
+        verdict="consistent",
+        reason="inside",
+        source="paper",
+    )
+    console = Console(record=True, width=400)
+    monkeypatch.setattr(output, "console", console)
+    output.print_record(_with_claim(stored))
+    [line] = [x for x in console.export_text().splitlines() if x.startswith("claim ")]
+    assert line.startswith(
+        "claim     top1 75.10 % on imagenet-1k/val, measured 90.00 %: not comparable (too few samples"
+    )
+    assert line.endswith("(recorded as consistent before that rule: inside))")

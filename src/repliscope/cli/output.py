@@ -141,13 +141,15 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         console.print("claims    none: the manifest makes no claim (claims: [])")
     colour = {"consistent": "green", "inconsistent": "red", "not comparable": "yellow"}
     from repliscope.manifest.schema import claim_metric_spec
+    from repliscope.report.sections import shown_verdict
 
     for v in rec.claims:
         spec = claim_metric_spec(v.metric)
         value = pct if spec is not None and spec.unit == "percent" else _fraction
+        verdict, reason = shown_verdict(v.model_dump())  # a record judged before the width rule: not comparable
         console.print(
             f"claim     {v.metric} {value(v.claimed)} on {v.claim_dataset}, measured {value(v.measured)}: "
-            f"[bold {colour[v.verdict]}]{v.verdict}[/] ({v.reason})",
+            f"[bold {colour[verdict]}]{verdict}[/] ({reason})",
             highlight=False,
         )
     t = rec.timings

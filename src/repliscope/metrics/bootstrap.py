@@ -486,8 +486,10 @@ def bootstrap_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np
 BIAS_FACTOR = 2.0
 """How many times the bootstrap's own bias estimate :func:`corrected_interval` subtracts. A COCO number on a
 sample of images is biased upward (the precision envelope of fewer objects is higher), and the bootstrap sees
-about half of that bias (measured by ``benchmarks/bench_interval_coverage.py``: 1.06 of 2.45 points at 30 images,
-0.64 of 1.37 at 100); twice its estimate centres the interval (docs/benchmarks.md, "Interval coverage")."""
+about half of that bias once the categories have some 30 objects each (``benchmarks/bench_interval_coverage.py``:
+0.68 of 1.49 points at 100 images of its default world, 1.00 of 1.98 at 400 images of its sparse one); twice its
+estimate centres the interval. With fewer objects per category it sees less (1.71 of 8.72 points at 30 sparse
+images) and the verdict does not judge (:data:`repliscope.metrics.intervals.MIN_OBJECTS_PER_CATEGORY`)."""
 
 
 def corrected_interval(value: float, deltas: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float, float]:
