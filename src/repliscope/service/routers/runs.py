@@ -368,8 +368,13 @@ def compare(
     from repliscope.service.web.stack_compare import differing_items
 
     store = store_of(request)
-    record_a, record_b = get_record(store, a, "a"), get_record(store, b, "b")
-    result: dict[str, Any] = comparison_of(record_a, record_b).model_dump(mode="json")
+    with store_errors("a"):
+        record_a = store.get_without_samples(a)[0]
+    with store_errors("b"):
+        record_b = store.get_without_samples(b)[0]
+    # the whole records are read only when the comparison is not cached yet
+    comparison = comparison_of(record_a, record_b, full=lambda r: get_record(store, r.run_id))
+    result: dict[str, Any] = comparison.model_dump(mode="json")
     result["stack_differences"] = differing_items([record_a, record_b])
     return dict(hide_paths_in(result, request_roots(request, principal)))
 
