@@ -567,10 +567,10 @@ def non_finite_rows(outputs: Outputs, n: int) -> dict[int, str]:
         if a.ndim == 0 or a.shape[0] != n or not np.issubdtype(a.dtype, np.floating):
             continue
         flat = a.reshape(n, -1)
-        nan, inf = np.isnan(flat), np.isinf(flat)
-        for j in np.flatnonzero((nan | inf).any(axis=1)):
+        for j in np.flatnonzero(~np.isfinite(flat).all(axis=1)):  # one pass; the counts only for the bad rows
+            nan, inf = int(np.isnan(flat[j]).sum()), int(np.isinf(flat[j]).sum())
             reasons.setdefault(int(j), []).append(
-                f"'{name}' holds {int(nan[j].sum())} NaN and {int(inf[j].sum())} infinite of {flat.shape[1]} values"
+                f"'{name}' holds {nan} NaN and {inf} infinite of {flat.shape[1]} values"
             )
     return {j: f"{NON_FINITE}: {'; '.join(r)}" for j, r in sorted(reasons.items())}
 
