@@ -75,6 +75,21 @@ def test_nan_and_inf_outputs_fail_their_samples_and_ties_are_counted(hostile: Pr
         "2 all-equal output rows; labels tied at the top-k boundary: top-1 2, top-5 2 "
         "(a tie goes to the lower class index)"
     )
+    from repliscope.report.markdown import render_run_markdown
+
+    md = render_run_markdown(record)
+    assert f"Ties: {line}." in md and f"{NON_FINITE}: 'output' holds 1000 NaN" in md  # the report says both
+    from repliscope.cli.output import console, print_record
+
+    width = console.width
+    console.width = 300
+    try:
+        with console.capture() as captured:
+            print_record(record)
+    finally:
+        console.width = width
+    assert "samples   4 evaluated, 6 failed, 10 labelled" in captured.get()
+    assert f"ties      {line}" in captured.get()  # what evaluate prints
 
 
 def test_fail_fast_stops_at_a_non_finite_output(hostile: PreparedRun) -> None:
