@@ -364,14 +364,14 @@ def compare(
     samples): ``repliscope runs compare``; ``stack_differences``: the runtime / software / hardware items whose
     normalised values differ (:mod:`repliscope.service.web.stack_compare`: ``null`` = missing, unordered lists
     sorted, a conversion's cache state never a difference), as the compare page's "the stacks differ in"."""
-    from repliscope.service.web.compare_cache import comparison_of
+    from repliscope.service.web.compare_cache import HEADS, comparison_of
     from repliscope.service.web.stack_compare import differing_items
 
     store = store_of(request)
     with store_errors("a"):
-        record_a = store.get_without_samples(a)[0]
+        record_a = HEADS.get(store, a)
     with store_errors("b"):
-        record_b = store.get_without_samples(b)[0]
+        record_b = HEADS.get(store, b)
     # the whole records are read only when the comparison is not cached yet
     comparison = comparison_of(record_a, record_b, full=lambda r: get_record(store, r.run_id))
     result: dict[str, Any] = comparison.model_dump(mode="json")

@@ -10,6 +10,8 @@ the renderer version), shared by the compare page and ``GET /api/v1/runs/compare
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -51,3 +53,32 @@ def comparison_of(
         return compare_runs(full(a), full(b)) if full is not None else compare_runs(a, b)
 
     return derived("compare", [a, b], compute, cache)
+
+
+class _Heads:
+    """The last :attr:`size` runs read without their samples, by (store URL, id as asked): a 12-run compare
+    viewed again reads no record (each is 10-100 ms of JSON, a detection run's ground truth included). A stored
+    run is immutable; an id asked again after its run was deleted is read again after ``size`` other runs."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.items: OrderedDict[tuple[str, str], EvaluationRecord] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, store: Any, run_id: str) -> EvaluationRecord:
+        """The run ``run_id`` (full id or unique prefix) without its samples (StoreError when unknown)."""
+        key = (store.url, run_id)
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        record: EvaluationRecord = store.get_without_samples(run_id)[0]
+        with self.lock:
+            self.items[key] = record
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return record
+
+
+HEADS = _Heads()
+"""The process's recently read runs without their samples (the compare pages and ``GET /runs/compare``)."""

@@ -525,6 +525,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
     gets the metrics table and chart across the runs; exactly two also get the paired details (deltas, McNemar,
     flips or differing images). ``?sweep=ID&page=N``: a pitfall sweep's runs of any number, the reference and
     up to eleven variants a page (:func:`~repliscope.service.web.compare_many.sweep_page`)."""
+    from repliscope.service.web.compare_cache import HEADS
     from repliscope.service.web.compare_many import MAX_RUNS, many_page, sweep_page
 
     unknown = sorted(set(request.query_params) - {"a", "b", "run", "sweep", "page"})
@@ -563,7 +564,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
     records: list[Any] = []
     try:
         for run_id in asked:  # without their samples: what the figures need is read once, when not cached
-            record = store.get_without_samples(run_id)[0]
+            record = HEADS.get(store, run_id)
             if all(r.run_id != record.run_id for r in records):
                 records.append(record)
     except StoreError as exc:

@@ -506,9 +506,9 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     are read without their samples; their whole records only when their comparison is not cached yet
     (:func:`~repliscope.service.web.compare_cache.comparison_of`)."""
     from repliscope.report.sections import class_namer
-    from repliscope.service.web.compare_cache import comparison_of
+    from repliscope.service.web.compare_cache import HEADS, comparison_of
 
-    a, b = store.get_without_samples(run_a)[0], store.get_without_samples(run_b)[0]
+    a, b = HEADS.get(store, run_a), HEADS.get(store, run_b)
     comparison = comparison_of(a, b, full=lambda r: store.get(r.run_id))
     paired = comparison.paired or {}
     p = paired.get("mcnemar_p")
