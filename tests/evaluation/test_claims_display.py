@@ -141,3 +141,15 @@ def test_the_cli_line_shows_an_old_wide_consistent_as_not_comparable(monkeypatch
         "claim     top1 75.10 % on imagenet-1k/val, measured 90.00 %: not comparable (too few samples"
     )
     assert line.endswith("(recorded as consistent before that rule: inside))")
+
+
+def test_the_models_pages_claim_line_says_how_the_samples_were_chosen() -> None:
+    from repliscope.service.web.claim_cells import claim_cell
+    from repliscope.service.web.routes import _environment
+
+    cell = claim_cell(_falls_short_on_a_limit().model_dump())
+    assert (cell.verdict, cell.direction, cell.sampling) == ("inconsistent", "short", "selection")
+    macro = _environment().from_string('{% from "claim_macros.html" import claim_line %}{{ claim_line(c) }}')
+    html = macro.render(c=cell)
+    assert '<span class="badge direction-short" data-direction="short">▼ falls short of its claim</span>' in html
+    assert '· claimed 75.1 % · <span class="sampling" data-sampling="selection">samples: selection</span>' in html

@@ -30,6 +30,9 @@ class ClaimCell:
     interval: str
     verdict: str
     direction: Direction
+    sampling: str | None = None
+    """How the judged samples were chosen (``whole split``, ``random sample``, ``selection``); None when not
+    judged or in an older record."""
 
     @property
     def text(self) -> str:
@@ -92,4 +95,5 @@ def claim_cell(claim: Mapping[str, Any]) -> ClaimCell:
         interval=interval,
         verdict=shown_verdict(claim)[0],
         direction=direction_of(claim),
+        sampling=claim.get("sampling"),
     )
