@@ -170,3 +170,30 @@ def test_a_sampling_declared_for_the_whole_run_is_the_merged_records(tmp_path: P
         shard_jobs(tiny_job("bad", evaluated_as="foolbox/val@all"), 2)
     with pytest.raises(RepliscopeError, match=r"'whole' contradicts the first 3 samples in sorted order \(--limit 3\)"):
         shard_jobs(tiny_job("bad", evaluated_as="foolbox/val@whole", limit=3), 2)
+
+
+def test_ctrl_c_in_the_submitter_stops_every_shard_before_it_returns(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt while the submitter waits for its shards: every shard is cancelled (the one still waiting
+    for the agent never runs; none is left running there) before the interrupt goes on."""
+    import concurrent.futures
+
+    from repliscope.agents.submit import submit_sharded
+
+    real_wait = concurrent.futures.wait
+    calls: list[int] = []
+
+    def interrupted_wait(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real_wait(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        submit_sharded(cluster, tiny_job("ctrl-c", limit=100), CONSTRAINTS, 2, log=lines.append)
+    # the one agent thread runs one shard at a time: the waiting one was cancelled, not run (both ran before)
+    assert sum(" done on agent " in line for line in lines) <= 1, lines
+    assert [a.executing for a in cluster.agents()] == [0]

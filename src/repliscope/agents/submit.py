@@ -384,11 +384,15 @@ def submit_sharded(
             for i, part in enumerate(parts)
         ]
         pending = set(futures)
-        while pending:
-            _done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
-            failed = any(f.done() and f.exception() is not None for f in futures)
-            if failed or (cancel is not None and cancel.is_set()):
-                stop.set()  # the other shards stop at their next progress callback (or at once while waiting)
+        try:
+            while pending:
+                _done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
+                failed = any(f.done() and f.exception() is not None for f in futures)
+                if failed or (cancel is not None and cancel.is_set()):
+                    stop.set()  # the other shards stop at their next progress callback (or at once while waiting)
+        except BaseException:  # Ctrl-C in the submitter: every shard stops on its agent before this returns
+            stop.set()
+            raise
     if cancel is not None and cancel.is_set():
         raise JobCancelled(job.job_id)
     first = next(
