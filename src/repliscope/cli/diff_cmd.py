@@ -175,7 +175,7 @@ def diff(
         typer.Option(
             "--gradients",
             help="A Keras port's gradients against libdarknet's backward, layer by layer: darknet-keras, FILE.keras "
-            "or FILE.py:NAME; tfmg-yolov3-tiny[:as-loaded|:darknet-bn] (the Model Garden's, in its stack) "
+            "or FILE.py:NAME; tfmg-yolov3-tiny[:as-loaded|:darknet-bn] (the Model Garden's model, in its stack) "
             "(docs: guides/training-diff).",
         ),
     ] = None,

@@ -99,7 +99,7 @@ def _run(
     from repliscope.diff.training.keras_port import BN_DTYPES, BN_MODES
     from repliscope.diff.training.port import load_port, registered_loss_upstream, yardstick
     from repliscope.diff.training.steps import loss_plot, run_training_diff
-    from repliscope.diff.training.tfmg_port import check_cli_port, cli_port, is_cli_port
+    from repliscope.diff.training.tfmg_port import check_cli_port, cli_port, is_cli_port, steps_plan
     from repliscope.evaluation.artifacts import resolve_artifact
     from repliscope.manifest.loader import load_manifest
     from repliscope.paths import default_cache_dir
@@ -113,7 +113,7 @@ def _run(
     if opts.train_steps < 0:
         raise RepliscopeError(f"--train-steps {opts.train_steps}: 0 (gradients only) or more")
     if is_cli_port(opts.port):
-        check_cli_port(opts.port, opts.train_steps, opts.port_loss)
+        check_cli_port(opts.port, opts.port_loss)
     if not Path(manifest).is_file():
         raise RepliscopeError(f"'{manifest}' is not a manifest file")
     mapping = _mapping(opts.mapping)
@@ -140,7 +140,8 @@ def _run(
             if is_cli_port(opts.port):  # the Model Garden's own model, in its stack (gradients only)
                 from repliscope.stacks.call import run_task
 
-                port = cli_port(opts.port, net, cfg, weights, run_task, Path(work))
+                plan = steps_plan(trainer, batches, opts.train_steps) if opts.train_steps else None
+                port = cli_port(opts.port, net, cfg, weights, run_task, Path(work), plan)
             else:
                 port = load_port(opts.port, net, values, bn=opts.bn, bn_dtype=opts.bn_dtype, mapping=mapping)
             first = batches[0]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -39,6 +39,9 @@ from repliscope.diff.training.batches import Batch
 from repliscope.diff.training.gradients import GradientDiffResult
 from repliscope.diff.training.port import KerasPort
 from repliscope.errors import RepliscopeError
+
+if TYPE_CHECKING:
+    from repliscope.diff.training.tfmg_port import TfmgPort
 
 LOSS_K = 16.0
 """Loss tolerance factor: ``|port - darknet| <= LOSS_K * max(eps * sqrt(outputs), step-0 relative difference) *
@@ -175,7 +178,7 @@ def _port_step(port: KerasPort, oracle: DarknetTrainer, batch: Batch, optimizer:
 def run_training_diff(
     trainer: DarknetTrainer,
     oracle: DarknetTrainer,
-    port: KerasPort,
+    port: KerasPort | TfmgPort,
     batches: list[Batch],
     *,
     steps: int,
@@ -218,11 +221,14 @@ def run_training_diff(
             raise RepliscopeError(
                 f"step {t + 1}: Darknet's rate {trainer.current_rate()} differs from the policy's {lr}"
             )
-        if optimizer is None:
-            optimizer = make_optimizer(settings, lr)
+        if hasattr(port, "stepped"):  # the Model Garden's model: its steps were taken in its stack (tfmg_port)
+            port_loss = port.stepped(t, batch, lr)
         else:
-            optimizer.learning_rate.assign(lr)
-        port_loss = _port_step(port, oracle, batch, optimizer, settings.decay)
+            if optimizer is None:
+                optimizer = make_optimizer(settings, lr)
+            else:
+                optimizer.learning_rate.assign(lr)
+            port_loss = _port_step(port, oracle, batch, optimizer, settings.decay)
         rel = abs(port_loss - dn_loss) / abs(dn_loss) if dn_loss else abs(port_loss)
         if t == 0:
             step0_rel = rel
@@ -311,10 +317,18 @@ def run_training_diff(
         summary=summary,
         solver={**settings.__dict__, "seen": seen0, "B": big_b},
         optimizer={
-            "class": f"{type(optimizer).__module__}.{type(optimizer).__name__}",
-            "config": {k: v for k, v in optimizer.get_config().items() if isinstance(v, (int, float, str, bool))}
-            if optimizer is not None
-            else {},
+            **(
+                port.description["optimizer"]
+                if optimizer is None and port.description.get("optimizer")
+                else {
+                    "class": f"{type(optimizer).__module__}.{type(optimizer).__name__}",
+                    "config": {
+                        k: v for k, v in optimizer.get_config().items() if isinstance(v, (int, float, str, bool))
+                    }
+                    if optimizer is not None
+                    else {},
+                }
+            ),
             "gradient": "G / B + decay * W on kernels (L2 in the loss), G / B on biases and scales",
             "learning_rates": [r.learning_rate for r in rows],
         },

@@ -10,6 +10,11 @@ weights (``build``), runs ``tf.GradientTape`` in training mode twice (the run-to
 and returns every mapped variable's gradient in Darknet's layout (kernel HWIO -> OIHW; batch norm gamma ->
 ``scales``, beta -> ``biases``; the heads' conv bias -> ``biases``) and the heads' training-mode outputs.
 
+With a :class:`StepsPlan` the same crossing also takes the training-step diff's steps from the loaded weights
+(:func:`_steps`: libdarknet's ``forward_yolo_layer`` on the model's own heads, loaded in the stack through ctypes,
+and tf_keras' SGD configured as :mod:`repliscope.diff.training.steps` documents) and returns every parameter after
+each step; :meth:`TfmgPort.stepped` serves them to ``run_training_diff``.
+
 Batch norm (``bn``):
 
 - ``as-loaded``: the Model Garden's own ``tf_keras.layers.BatchNormalization`` (epsilon 1e-3 inside the square
@@ -25,14 +30,17 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from repliscope.backends.darknet.training import DarknetTrainer
 from repliscope.convert.darknet_cfg import Network
-from repliscope.diff.loss.originals.stack_io import read_npz, write_npz
+from repliscope.diff.loss.originals.stack_io import read_meta, read_npz, write_npz
+from repliscope.diff.training.batches import Batch
 from repliscope.diff.training.port import PortGradients, Upstream, yolo_inputs
 from repliscope.errors import RepliscopeError
 
@@ -90,17 +98,21 @@ def child(into: Path, out: Path) -> None:
     import tensorflow as tf
 
     result: dict[str, np.ndarray] = {}
-    patched = {}
+    patched, optimizers = {}, {}
     for bn in meta["modes"]:
         if bn not in BN_MODES:
             raise RepliscopeError(f"bn {bn!r} (allowed: {', '.join(BN_MODES)})")
-        patched[bn] = _passes(tf, meta, arrays, bn, result)
-    write_npz(out, {"format": FORMAT, "runs": int(meta["runs"]), "bn_layers_patched": patched}, result)
+        patched[bn], optimizers[bn] = _passes(tf, meta, arrays, bn, result)
+    done = {"format": FORMAT, "runs": int(meta["runs"]), "bn_layers_patched": patched, "optimizers": optimizers}
+    write_npz(out, done, result)
 
 
-def _passes(tf: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray], bn: str, result: dict[str, Any]) -> int:
-    """The tape passes of one batch-norm mode into ``result`` (keys ``bn/g<run>/layer/param``, ``bn/out/yolo``);
-    returns how many batch-norm layers were given Darknet's normalisation."""
+def _passes(
+    tf: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray], bn: str, result: dict[str, Any]
+) -> tuple[int, dict[str, Any] | None]:
+    """The tape passes of one batch-norm mode into ``result`` (keys ``bn/g<run>/layer/param``, ``bn/out/yolo``),
+    then its steps if asked (:func:`_steps`); returns how many batch-norm layers were given Darknet's
+    normalisation and the optimiser of the steps."""
     example = _example()
     model = example.build(Path(meta["cfg"]), Path(meta["weights"]))
     layers = example._walk(model)
@@ -129,21 +141,104 @@ def _passes(tf: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray], bn: st
         if run == 0:
             for (y, _), o in zip(heads, watched, strict=True):
                 result[f"{bn}/out/{y}"] = np.asarray(o.numpy(), np.float32).transpose(0, 3, 1, 2)
-    return patched
+    optimizer = _steps(tf, meta, arrays, bn, model, variables, heads, result) if meta.get("steps") else None
+    return patched, optimizer
+
+
+def _steps(
+    tf: Any,
+    meta: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    bn: str,
+    model: Any,
+    variables: list[tuple[str, str, Any]],
+    heads: list[tuple[str, str]],
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """``meta["steps"]`` SGD steps of the model from the loaded weights, as the training diff's port takes them
+    (:func:`repliscope.diff.training.steps._port_step`): Darknet's yolo delta and cost on the model's own heads
+    (libdarknet's ``forward_yolo_layer``, loaded here through ctypes), ``g / B (+ decay * W on kernels)``,
+    tf_keras' ``SGD(lr, momentum, nesterov=False)``. Records each step's loss and every parameter after it."""
+    import tempfile
+
+    import tf_keras
+
+    from repliscope.backends.darknet.training import DarknetTrainer
+
+    plan = meta["steps"]
+    b = int(arrays["steps_x_0"].shape[0])
+    optimizer = tf_keras.optimizers.SGD(learning_rate=plan["rates"][0], momentum=plan["momentum"], nesterov=False)
+    losses = []
+    with tempfile.TemporaryDirectory(prefix="repliscope-tfmg-oracle-") as work:
+        oracle = DarknetTrainer(Path(meta["cfg"]), Path(meta["weights"]), batch=b, workdir=Path(work))
+        try:
+            for t, rate in enumerate(plan["rates"]):
+                x = tf.constant(np.ascontiguousarray(arrays[f"steps_x_{t}"].transpose(0, 2, 3, 1)))
+                truth = arrays[f"steps_truth_{t}"]
+                with tf.GradientTape() as tape:
+                    outputs = model(x, training=True)
+                    watched = [outputs[level] for _, level in heads]
+                upstream, costs = [], []
+                for (y, _), head in zip(heads, watched, strict=True):
+                    arr = np.asarray(head.numpy(), np.float32).transpose(0, 3, 1, 2)
+                    if not np.all(np.isfinite(arr)):
+                        raise RepliscopeError(f"step {t + 1}: the Model Garden's input of {y} has NaN/Inf values")
+                    delta, cost = oracle.yolo_layer(y, np.ascontiguousarray(arr), truth)
+                    upstream.append(tf.constant(np.ascontiguousarray((-delta).transpose(0, 2, 3, 1))))
+                    costs.append(cost)
+                grads = tape.gradient(watched, [v for _, _, v in variables], output_gradients=upstream)
+                applied = []
+                for (_, param, var), grad in zip(variables, grads, strict=True):
+                    g = grad / b
+                    applied.append(g + plan["decay"] * var if param == "weights" else g)
+                optimizer.learning_rate = rate
+                optimizer.apply_gradients(zip(applied, [v for _, _, v in variables], strict=True))
+                losses.append(float(np.float32(sum(costs) / len(costs)) / b))
+                for layer, param, var in variables:
+                    arr = np.asarray(var.numpy(), np.float32)
+                    result[f"{bn}/s{t}/{layer}/{param}"] = arr.transpose(3, 2, 0, 1) if param == "weights" else arr
+        finally:
+            oracle.close()
+    result[f"{bn}/losses"] = np.asarray(losses, np.float64)
+    config = {k: v for k, v in optimizer.get_config().items() if isinstance(v, int | float | str | bool)}
+    return {"class": f"{type(optimizer).__module__}.{type(optimizer).__name__}", "config": config}
+
+
+@dataclass(frozen=True)
+class StepsPlan:
+    """The training-step diff's side of a crossing: the batches of each step, Darknet's learning rate at each
+    (:func:`repliscope.diff.training.steps.darknet_rate`), the cfg's momentum and decay."""
+
+    batches: tuple[Batch, ...]
+    rates: tuple[float, ...]
+    momentum: float
+    decay: float
 
 
 class _Crossing:
     """One crossing to the stack per (batch, upstream), computing every requested batch-norm mode at once (one
     TensorFlow start for all of them); its passes are handed to the ports in order."""
 
-    def __init__(self, net: Network, cfg: Path, weights: Path, modes: tuple[str, ...], run: Runner, workdir: Path):
+    def __init__(
+        self,
+        net: Network,
+        cfg: Path,
+        weights: Path,
+        modes: tuple[str, ...],
+        run: Runner,
+        workdir: Path,
+        plan: StepsPlan | None = None,
+    ):
         bad = [m for m in modes if m not in BN_MODES]
         if bad or not modes:
             raise RepliscopeError(f"--tfmg-bn {', '.join(bad) or '(none)'} (allowed: {', '.join(BN_MODES)})")
         self.net, self.cfg, self.weights, self.modes, self.run, self.workdir = net, cfg, weights, modes, run, workdir
         self.yolo = yolo_inputs(net)
+        self.plan = plan
         self.served: dict[str, list[PortGradients]] = {}
         self.patched: dict[str, int] = {}
+        self.optimizers: dict[str, Any] = {}
+        self.npz: Any = None
         self.key = ""
         self.count = 0
 
@@ -177,18 +272,30 @@ class _Crossing:
         meta.update(modes=list(self.modes), heads=[list(h) for h in heads], runs=RUNS)
         arrays = {"x": np.ascontiguousarray(x, np.float32)}
         arrays.update({f"up_{y}": np.ascontiguousarray(upstream[y], np.float32) for y, _ in heads})
+        if self.plan is not None:
+            p = self.plan
+            meta["steps"] = {"rates": list(p.rates), "momentum": p.momentum, "decay": p.decay}
+            for t, batch in enumerate(p.batches):
+                arrays[f"steps_x_{t}"] = np.ascontiguousarray(batch.x, np.float32)
+                arrays[f"steps_truth_{t}"] = np.ascontiguousarray(batch.truth, np.float32)
         write_npz(into, meta, arrays)
+        if self.npz is not None:
+            self.npz.close()
+            self.npz = None
         self.run(TASK, into, out)
         self.count += 1
-        got, res = read_npz(out, FORMAT)
+        got = read_meta(out, FORMAT)
+        self.npz = np.load(out, allow_pickle=False)  # the steps' parameters are read when asked
+        res = {k: self.npz[k] for k in self.npz.files if "/g" in k or "/out/" in k}
         self.patched = {str(k): int(v) for k, v in got["bn_layers_patched"].items()}
+        self.optimizers = got["optimizers"]
         served: dict[str, list[PortGradients]] = {}
         for bn in self.modes:
             outputs = {self.yolo[y]: res[f"{bn}/out/{y}"] for y, _ in heads}
             for run in range(RUNS):
                 grads: dict[str, dict[str, np.ndarray]] = {}
                 for key, value in res.items():
-                    if key.startswith(f"{bn}/g{run}/"):
+                    if key.startswith(f"{bn}/g{run}/") and key.count("/") == 3:
                         _, _, layer, param = key.split("/")
                         if not np.all(np.isfinite(value)):
                             raise RepliscopeError(f"{layer}.{param}: the Model Garden's gradient has NaN/Inf values")
@@ -204,6 +311,7 @@ class TfmgPort:
 
     def __init__(self, bn: str, crossing: _Crossing) -> None:
         self.bn, self.crossing = bn, crossing
+        self._step = -1
         self.description: dict[str, Any] = {
             "port": f"tfmg-yolov3-tiny ({bn})",
             "model": "examples/tfmg/yolov3_tiny.py build(): official/projects/yolo darknettiny + YoloDecoder v3 "
@@ -216,6 +324,29 @@ class TfmgPort:
     def crossings(self) -> int:
         return self.crossing.count
 
+    def stepped(self, t: int, batch: Batch, rate: float) -> float:
+        """The loss of step ``t`` (0-based) the crossing took in the stack, after checking it is the step the
+        training diff asks for (the same batch and learning rate); :meth:`parameters` then holds the weights
+        after it."""
+        plan, npz = self.crossing.plan, self.crossing.npz
+        if plan is None or npz is None:
+            raise RepliscopeError("the Model Garden port took no steps: pass a StepsPlan and run the gradient diff")
+        if t >= len(plan.rates) or plan.rates[t] != rate or plan.batches[t] is not batch:
+            raise RepliscopeError(f"step {t + 1}: not the step planned for the Model Garden's stack (batch, rate)")
+        self._step = t
+        self.description["optimizer"] = self.crossing.optimizers.get(self.bn)
+        return float(npz[f"{self.bn}/losses"][t])
+
+    def parameters(self) -> dict[str, dict[str, np.ndarray]]:
+        """Every mapped parameter (Darknet's layout) after the step :meth:`stepped` last served."""
+        npz, prefix = self.crossing.npz, f"{self.bn}/s{self._step}/"
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for key in npz.files:
+            if key.startswith(prefix):
+                _, _, layer, param = key.split("/")
+                out.setdefault(layer, {})[param] = npz[key]
+        return out
+
     def gradients(
         self, x: np.ndarray, upstream: Upstream, *, keep_moving: bool = True
     ) -> tuple[PortGradients, dict[str, Any]]:
@@ -227,10 +358,17 @@ class TfmgPort:
 
 
 def tfmg_ports(
-    net: Network, cfg: Path, weights: Path, modes: tuple[str, ...], run: Runner, workdir: Path
+    net: Network,
+    cfg: Path,
+    weights: Path,
+    modes: tuple[str, ...],
+    run: Runner,
+    workdir: Path,
+    plan: StepsPlan | None = None,
 ) -> dict[str, TfmgPort]:
-    """A port per batch-norm mode of ``modes`` (:data:`BN_MODES`), sharing one crossing to the stack per batch."""
-    crossing = _Crossing(net, cfg, weights, modes, run, workdir)
+    """A port per batch-norm mode of ``modes`` (:data:`BN_MODES`), sharing one crossing to the stack per batch;
+    with ``plan`` the same crossing also takes the training-step diff's steps from the loaded weights."""
+    crossing = _Crossing(net, cfg, weights, modes, run, workdir, plan)
     return {bn: TfmgPort(bn, crossing) for bn in modes}
 
 
@@ -242,22 +380,35 @@ def is_cli_port(spec: str) -> bool:
     return spec == CLI_PORT or spec.startswith(CLI_PORT + ":")
 
 
-def check_cli_port(spec: str, train_steps: int, port_loss: str | None) -> str:
-    """The batch-norm mode ``--gradients tfmg-yolov3-tiny[:MODE]`` names, checked with the options it cannot take
-    (the model lives in its stack, one process per crossing: no step diff, Darknet's delta as the upstream);
-    RepliscopeError naming the allowed values."""
+def check_cli_port(spec: str, port_loss: str | None) -> str:
+    """The batch-norm mode ``--gradients tfmg-yolov3-tiny[:MODE]`` names, checked with the option it cannot take
+    (its upstream is Darknet's delta: ``--port-loss`` would cross once more per pass); RepliscopeError naming the
+    allowed values."""
     mode = spec.partition(":")[2] or "as-loaded"
     if mode not in BN_MODES:
         raise RepliscopeError(f"--gradients {spec}: batch-norm mode {mode!r} (allowed: {', '.join(BN_MODES)})")
-    if train_steps or port_loss:
+    if port_loss:
         raise RepliscopeError(
-            f"--gradients {spec}: gradients on Darknet's delta only (no --train-steps, no --port-loss): the model "
-            "lives in its stack, one process per crossing"
+            f"--gradients {spec}: its upstream is Darknet's delta (no --port-loss): the model lives in its stack"
         )
     return mode
 
 
-def cli_port(spec: str, net: Network, cfg: Path, weights: Path, run: Runner, workdir: Path) -> TfmgPort:
+def steps_plan(trainer: DarknetTrainer, batches: Sequence[Batch], steps: int) -> StepsPlan:
+    """The plan :func:`repliscope.diff.training.steps.run_training_diff` will follow: batches cycled, Darknet's
+    learning rate of each step from ``trainer``'s solver and ``seen``."""
+    from repliscope.diff.training.steps import darknet_rate
+
+    settings = trainer.solver()
+    big_b = settings.batch * settings.subdivisions
+    rates = tuple(darknet_rate(settings, (trainer.seen + (t + 1) * settings.batch) // big_b) for t in range(steps))
+    chosen = tuple(batches[t % len(batches)] for t in range(steps))
+    return StepsPlan(chosen, rates, settings.momentum, settings.decay)
+
+
+def cli_port(
+    spec: str, net: Network, cfg: Path, weights: Path, run: Runner, workdir: Path, plan: StepsPlan | None = None
+) -> TfmgPort:
     """The port ``--gradients tfmg-yolov3-tiny[:MODE]`` names (checked by :func:`check_cli_port`)."""
     mode = spec.partition(":")[2] or "as-loaded"
-    return tfmg_ports(net, cfg, weights, (mode,), run, workdir)[mode]
+    return tfmg_ports(net, cfg, weights, (mode,), run, workdir, plan)[mode]
