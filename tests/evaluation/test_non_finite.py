@@ -5,6 +5,7 @@ the record. Detection and segmentation outputs go through the same check (``non_
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,7 +144,6 @@ def test_tie_counts_only_where_the_rule_decides() -> None:
 def test_a_detection_image_with_a_nan_box_fails_alone() -> None:
     """Detection: the image whose boxes hold a NaN fails with the reason naming the output; the others keep their
     boxes, mapped back through their geometry as before (the loop of tests/evaluation/test_engine_tasks.py)."""
-    from pathlib import Path
     from typing import Any, cast
 
     from repliscope.datasets.base import BoxAnnotation, Sample
@@ -187,3 +187,39 @@ def test_a_detection_image_with_a_nan_box_fails_alone() -> None:
     assert first.error is None and first.detections is not None and len(first.detections) == 2
     assert second.detections is None
     assert second.error == f"{NON_FINITE}: 'boxes' holds 1 NaN and 0 infinite of 8 values"
+
+
+def test_a_segmentation_image_with_an_infinite_score_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segmentation: the exact colour segmenter (tests/segmentation) with one +inf in image b's logits: b fails
+    naming 'logits', the three others score exactly as before (mIoU 1.0 over them)."""
+    from tests.segmentation._data import write_voc
+
+    manifest = Path(__file__).parents[1] / "fixtures" / "segmentation" / "colour-segmenter.yaml"
+    prepared = prepare(manifest, RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=tmp_path))
+    runner = prepared.runner
+    original = runner.infer_outputs
+    seen: list[int] = []
+
+    def hostile(batch: np.ndarray) -> dict[str, np.ndarray]:
+        out = original(batch)
+        if batch.any():  # a sample, not the warm-up's zeros
+            seen.append(1)
+            if len(seen) == 2:  # image b
+                out = {k: v.copy() for k, v in out.items()}
+                out["logits"][0, 5, 5, 1] = np.inf
+        return out
+
+    monkeypatch.setattr(runner, "infer_outputs", hostile)
+    record = evaluate(prepared, resolve_dataset(f"voc_seg:{write_voc(tmp_path / 'voc')}"))
+    errors = {s.sample_id: s.error for s in record.samples}
+    assert errors == {
+        "a.jpg": None,
+        "b.jpg": f"{NON_FINITE}: 'logits' holds 0 NaN and 1 infinite of 3072 values",
+        "c.jpg": None,
+        "d.jpg": None,
+    }
+    assert record.counts == {"total": 4, "evaluated": 3, "failed": 1, "labelled": 4}
+    miou = record.metric("mIoU")
+    assert miou is not None and (miou.value, miou.n) == (1.0, 3)
