@@ -5,10 +5,17 @@ The assets are the distribution builds shipped by the PyPI package ``fastapi-off
 Swagger UI 5 (Apache-2.0) and ReDoc 2 (MIT), with a favicon. They are served under :data:`ASSETS_PREFIX` with
 their content type and a one-day cache lifetime. As before, ``/docs``, ``/redoc``, ``/openapi.json`` and these
 assets need no token: the OpenAPI document describes the API, it holds no data (every operation needs a token).
+
+ReDoc's sidebar credit loads Redocly's logo from ``cdn.redoc.ly``; the page's CSP stays ``img-src 'self' data:``
+and the served bundle carries the logo as a ``data:`` image instead (:data:`REDOC_LOGO`), so the page makes no
+request elsewhere and none is refused. The OpenAPI document declares the bearer scheme
+(:data:`repliscope.service.auth.BEARER`): every operation guarded by :func:`repliscope.service.auth.require`
+carries it, so ``/docs`` has an Authorize button.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 from importlib.resources import files
 from typing import TYPE_CHECKING
@@ -35,15 +42,24 @@ PAGE_CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'"
 )
-"""The docs pages' Content-Security-Policy: nothing but this server (ReDoc's sidebar credit otherwise loads its
-logo from Redocly's CDN; the inline parts are FastAPI's own page templates and the UIs' styles)."""
+"""The docs pages' Content-Security-Policy: nothing but this server (the inline parts are FastAPI's own page
+templates and the UIs' styles; ReDoc's logo is rewritten to a ``data:`` image, :data:`REDOC_LOGO`)."""
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+"""Where ReDoc's bundle loads its sidebar logo from (the one remote URL it requests)."""
+_LOGO_SVG = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16" width="16" height="16">'
+    b'<rect x="1" y="1" width="14" height="14" rx="3" fill="#32329f"/>'
+    b'<path d="M5 4h4a2.5 2.5 0 0 1 0 5H7l3 3H8L5 9z" fill="#fff"/></svg>'
+)
+REDOC_LOGO = b"data:image/svg+xml;base64," + base64.b64encode(_LOGO_SVG)
+"""The sidebar credit's logo as served: a local ``data:`` SVG the CSP allows (no request leaves the server)."""
 
 
 @functools.cache
 def asset_bytes(name: str) -> bytes:
     """The bytes of asset ``name`` (one of :data:`ASSETS`) from the installed package; read once."""
     try:
-        return files(ASSETS_PACKAGE).joinpath("static", name).read_bytes()
+        data = files(ASSETS_PACKAGE).joinpath("static", name).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise ApiError(
             503,
@@ -51,6 +67,7 @@ def asset_bytes(name: str) -> bytes:
             f"such file ({exc}): pip install 'repliscope[service]'",
             code="unavailable",
         ) from None
+    return data.replace(REDOC_CDN_LOGO, REDOC_LOGO) if name == "redoc.standalone.js" else data
 
 
 def install_docs(app: FastAPI, title: str) -> None:

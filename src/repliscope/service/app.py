@@ -103,7 +103,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         redoc_url=None,
         description="Check a shared ML model's claims and find why a re-implementation differs: manifests, "
         "jobs (evaluate, pitfalls, bench, diff), stored runs, comparisons and reports. "
-        "Authenticate with 'Authorization: Bearer <token>' (`repliscope token create`).",
+        "Authenticate with the header `Authorization: Bearer <token>` (a token from `repliscope token create`; "
+        "the Authorize button of `/docs` sends it).",
     )
     app.state.config = config
     app.state.store = store
@@ -114,6 +115,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     install_docs(app, app.title)
     app.include_router(_api_router())
+    _favicon(app)
     if config.mount_web:
         _mount_web(app)
     if config.cors_origins:
@@ -132,6 +134,22 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
         app.state.startup = start_service(app)
     return app
+
+
+FAVICON_CACHE = "public, max-age=86400"
+
+
+def _favicon(app: FastAPI) -> None:
+    """``/favicon.ico`` (no token; browsers ask for it on every site): the web UI's icon
+    (``repliscope/service/web/static/favicon.ico``, also linked by its pages)."""
+    from importlib.resources import files
+
+    from fastapi.responses import Response
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        data = files("repliscope.service.web").joinpath("static", "favicon.ico").read_bytes()
+        return Response(data, media_type="image/x-icon", headers={"Cache-Control": FAVICON_CACHE})
 
 
 def _mount_web(app: FastAPI) -> None:

@@ -10,9 +10,10 @@ import hashlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from repliscope.service.errors import ApiError
 
@@ -20,6 +21,13 @@ ROLES = ("viewer", "runner", "admin")
 """In increasing order: viewer reads, runner also submits jobs, admin also registers datasets and manages tokens."""
 COOKIE = "repliscope_token"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    auto_error=False,  # require() answers a missing or bad token itself (401 naming the header; or the cookie)
+    description="A token from `repliscope token create --role viewer|runner|admin` (or the one-time admin token "
+    "`repliscope serve` prints on its first start), sent as `Authorization: Bearer <token>`.",
+)
+"""The OpenAPI security scheme every :func:`require` route declares (``/docs`` gets an Authorize button)."""
 
 
 def token_of(request: Request) -> str | None:
@@ -118,7 +126,9 @@ def require(role: str) -> Callable[[Request], Awaitable[Any]]:
         raise ValueError(f"unknown role {role!r} (allowed: {', '.join(ROLES)})")
     needed = ROLES.index(role)
 
-    async def dependency(request: Request) -> Any:
+    async def dependency(
+        request: Request, _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None
+    ) -> Any:
         token = token_of(request)
         if token is None:
             raise ApiError(
