@@ -158,3 +158,42 @@ def test_the_as_option_declares_the_sampling() -> None:
     )
     with pytest.raises(RepliscopeError, match=r"in option evaluated_as 'whole' contradicts the first 100 samples"):
         RunOptions(evaluated_as="imagenet-1k/val@whole", limit=100).run_settings("onnxruntime")
+
+
+def test_a_performance_claim_gives_its_direction() -> None:
+    """A latency is better lower: a claim below the measured interval is one the machine falls short of."""
+    from repliscope.evaluation.claims import MeasuredPerformance, judge_performance_claim
+
+    cpu = "AMD EPYC 7B13"
+    base = {
+        "metric": "latency_p90_ms",
+        "dataset": {"name": "imagenet-1k", "split": "val"},
+        "source": "paper",
+        "scenario": "single-stream",
+        "batch_size": 1,
+        "hardware": {"cpu_model": cpu, "threads": 1},
+        "runtime": "onnxruntime",
+    }
+    measured = MeasuredPerformance(
+        scenario="single-stream",
+        batch_size=1,
+        cpu_model=cpu,
+        threads=1,
+        runtime="onnxruntime",
+        values={"latency_p90_ms": (9.6, 9.4, 9.8), "throughput": (104.0, 100.0, 108.0)},
+        description="ours",
+    )
+
+    def judged(metric: str, value: float) -> tuple[str, str | None, str]:
+        v = judge_performance_claim(ClaimSpec.model_validate({**base, "metric": metric, "value": value}), measured)
+        return v.verdict, v.direction, v.reason
+
+    assert judged("latency_p90_ms", 5.0) == (
+        "inconsistent",
+        "falls short",
+        "claimed 5 is outside the 95 % interval [9.4, 9.8] of the measured 9.6: the model falls short of its claim",
+    )
+    assert judged("latency_p90_ms", 20.0)[:2] == ("inconsistent", "beats")
+    assert judged("latency_p90_ms", 9.5)[:2] == ("consistent", "within")
+    assert judged("throughput", 120.0)[:2] == ("inconsistent", "falls short")
+    assert judged("throughput", 90.0)[:2] == ("inconsistent", "beats")
