@@ -82,13 +82,10 @@ def test_nan_and_inf_outputs_fail_their_samples_and_ties_are_counted(hostile: Pr
     assert f"Ties: {line}." in md and f"{NON_FINITE}: 'output' holds 1000 NaN" in md  # the report says both
     from repliscope.cli.output import console, print_record
 
-    width = console.width
-    console.width = 300
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "300")  # the shared console reads it (its width is never set: other tests rely on it)
         with console.capture() as captured:
             print_record(record)
-    finally:
-        console.width = width
     assert "samples   4 evaluated, 6 failed, 10 labelled" in captured.get()
     assert f"ties      {line}" in captured.get()  # what evaluate prints
 
