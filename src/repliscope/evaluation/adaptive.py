@@ -146,11 +146,13 @@ class SegmentedRun:
 
 
 def calibrate_in_run(run: SegmentedRun, cands: Sequence[Plan], source: str) -> Plan:
-    """Interleaved trials on the run's next samples, then the noise rule -> the calibrated plan."""
-    start = time.perf_counter()
+    """Interleaved trials on the run's next samples, then the noise rule -> the calibrated plan. Its ``seconds``
+    are the trials' loops (the real work they did), not the loads and warm-ups of the runners they made first
+    (e.g. an ONNX export, counted in the run's load time)."""
+    before = run.result.loop_seconds
     n = trial_size(cands)
     chosen, measured = pick(cands, interleaved_trials(cands, lambda plan, _r: run.run(plan, n, "trial")))
-    return chosen_plan(chosen, measured, source, time.perf_counter() - start, n)
+    return chosen_plan(chosen, measured, source, run.result.loop_seconds - before, n)
 
 
 def recalibrate(run: SegmentedRun, cands: Sequence[Plan], previous: Plan, why: str, cache_path: Path | None) -> Plan:
