@@ -65,11 +65,12 @@ def main() -> None:
             from repliscope.diff.training.tfmg_port import BN_MODES, tfmg_ports
             from repliscope.stacks.call import run_task
 
-            ys = yardstick(trainer.network, values)
+            fresh = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=work)  # the steps moved `trainer`
+            ys = yardstick(fresh.network, values)
             t0 = time.perf_counter()
-            ports = tfmg_ports(trainer.network, cfg_path(), weights_path(), BN_MODES, run_task, work)
+            ports = tfmg_ports(fresh.network, cfg_path(), weights_path(), BN_MODES, run_task, work)
             for bn, tfmg in ports.items():
-                r = run_gradient_diff(trainer, tfmg, batch.x, batch.truth, yardstick=ys)
+                r = run_gradient_diff(fresh, tfmg, batch.x, batch.truth, yardstick=ys)
                 print(f"  the Model Garden's model, {bn}: {r.summary}")
             tfmg_s = time.perf_counter() - t0
             print(f"gradient diff of the Model Garden's model (one crossing, 2 modes): {tfmg_s:.2f} s = "
