@@ -118,7 +118,8 @@ def test_shared_draws_darknets_ops_op_by_op(shared: AugmentDiffResult) -> None:
     """The Model Garden's draws given to Darknet's own arithmetic: the flip and the (degenerate) warp are
     Darknet's exactly; the jitter is the first op that differs (its crop/pad rectangle placed Darknet's way: a 0.5
     canvas instead of 114, no half-pixel offset, truncated placement); the HSV on the same hue, saturation and
-    brightness differs where saturation leaves [0, 1] (TensorFlow clips S per adjustment, Darknet once at the end);
+    brightness differs where S x saturation > 1 (TensorFlow's adjust_saturation clips S at 1, Darknet's hsv_to_rgb
+    takes S > 1 and clamps the RGB at the end);
     the boxes by the filter: the Model Garden drops a box keeping less than 10 % of its area, Darknet only boxes
     under 0.001 wide or high."""
     r = shared
