@@ -235,9 +235,19 @@ _UPLOAD_BODY = {
 async def upload_manifest(request: Request, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
     """Upload a manifest (YAML as ``text/yaml``, or multipart ``file``): validated with the CLI's loader (the same
     error messages), stored as name@version. Immutable: the same text again is 200, another text 409."""
+    text, filename = await _upload_text(request)
+    body = await store_upload(request, principal, text, filename)
+    return JSONResponse(body.model_dump(mode="json"), status_code=201 if body.created else 200)
+
+
+async def store_upload(request: Request, principal: Any, text: str, filename: str) -> ManifestUploaded:
+    """An uploaded manifest's checks and storage, shared by this API and the wizard's upload form
+    (:func:`repliscope.service.web.wizard.upload_manifest`): validated off the event loop with the CLI's loader
+    (:func:`validate_off_loop`), its sources (:func:`check_sources`) and code (:func:`check_code`) checked, then
+    stored as name@version; an ApiError (422 naming the field, 409 another text under that name@version, 503)
+    otherwise, and nothing stored."""
     from repliscope.store.service_tables import put_manifest
 
-    text, filename = await _upload_text(request)
     loaded = await validate_off_loop(text, filename)
     check_sources(loaded)
     check_code(loaded, request.app.state.config.architecture_packages)
@@ -246,8 +256,7 @@ async def upload_manifest(request: Request, principal: Annotated[Any, Depends(re
         stored, created = await run_in_threadpool(
             put_manifest, store_of(request), m.name, m.version, text, uploaded_by=principal.name
         )
-    body = ManifestUploaded(**_summary(stored), created=created, warnings=loaded.warnings)
-    return JSONResponse(body.model_dump(mode="json"), status_code=201 if created else 200)
+    return ManifestUploaded(**_summary(stored), created=created, warnings=loaded.warnings)
 
 
 @router.get("", response_model=list[ManifestSummary])

@@ -605,21 +605,76 @@ def _role_at_least(principal: Any, role: str) -> bool:
 
 
 @router.get("/new", response_class=HTMLResponse)
-def wizard_page(request: Request, principal: SignedIn, manifest: str = "") -> Response:
+def wizard_page(request: Request, principal: SignedIn, manifest: str = "", uploaded: str = "") -> Response:
     """The wizard; ``?manifest=NAME@VERSION`` chooses the model whose fitting runtimes, datasets and variants are
-    offered (the page's script re-filters when another is picked)."""
+    offered (the page's script re-filters when another is picked); ``uploaded=created|stored``: the upload form's
+    success, said when that manifest is stored."""
     from repliscope.service.web import wizard
 
+    choices = wizard.wizard_choices(_store(request), _agent_choices(request), manifest[:300] or None)
+    stored = choices["chosen"] is not None and choices["chosen"].ref == manifest
     return _page(
         principal,
         "new.html",
         title="New run",
-        choices=wizard.wizard_choices(_store(request), _agent_choices(request), manifest[:300] or None),
+        choices=choices,
         can_run=_role_at_least(principal, "runner"),
         message=None,
         field=None,
         values={"manifest": manifest[:300]} if manifest else {},
+        upload=wizard.UploadResult(manifest, uploaded == "created") if stored and uploaded in wizard.UPLOADED else None,
+        upload_limit=wizard.upload_limit(request),
     )
+
+
+@router.post("/new/manifest")
+async def wizard_upload(request: Request, principal: SignedIn) -> Response:
+    """The wizard's upload form (multipart ``file`` or ``text``, CSRF token, role runner): the manifest is validated
+    and stored as ``POST /api/v1/manifests`` does (:func:`repliscope.service.web.wizard.upload_manifest`), then the
+    wizard opens with it chosen; a refusal shows the wizard with the messages at the upload's field."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+
+    from repliscope.service.web import wizard
+    from repliscope.service.web.job_pages import WizardError
+
+    limit = wizard.upload_limit(request)
+
+    async def refused(status: int, field: str, message: str) -> Response:
+        choices = await run_in_threadpool(wizard.wizard_choices, _store(request), _agent_choices(request), None)
+        return _page(
+            principal,
+            "new.html",
+            status_code=status,
+            title="New run",
+            choices=choices,
+            can_run=_role_at_least(principal, "runner"),
+            message=None,
+            field=None,
+            values={},
+            upload=wizard.UploadRefusal(field, message),
+            upload_limit=limit,
+        )
+
+    try:
+        raw = await request.form(
+            max_files=1,
+            max_fields=len(wizard.UPLOAD_FIELDS) + 1,
+            max_part_size=request.app.state.config.max_upload_bytes,
+        )
+    except HTTPException as exc:  # too many parts, a malformed body
+        return await refused(exc.status_code, "file", f"the upload form could not be read: {exc.detail}")
+    if not _form_csrf_ok(raw, principal):
+        return _error(principal, 403, CSRF_REFUSED)
+    if not _role_at_least(principal, "runner"):
+        message = f"uploading a manifest needs the role 'runner'; the token '{principal.name}' has '{principal.role}'"
+        return await refused(403, "file", message)
+    try:
+        ref, created, _warnings = await wizard.upload_manifest(request, principal, raw)
+    except WizardError as exc:
+        return await refused(exc.status, exc.field, exc.message)
+    target = f"/new?manifest={quote(ref, safe='')}&uploaded={'created' if created else 'stored'}"
+    return RedirectResponse(target, status_code=303)
 
 
 def _agent_choices(request: Request) -> list[Any]:

@@ -5,16 +5,33 @@ For each stored manifest the wizard knows, from the registries, which runtimes r
 (``Task.truth`` against the dataset's recorded annotations), which pitfall variants are about its task
 (:func:`repliscope.pitfalls.sweep.task_pitfalls`) and which datasets are declared to be a claim's dataset. The
 page offers only what fits and says why the rest is not offered; a submission that picks a misfit is refused at
-that field (:func:`check_fit`) before it goes through the API's own ``submit_job``."""
+that field (:func:`check_fit`) before it goes through the API's own ``submit_job``.
+
+A runner uploads a manifest from the page itself (:func:`upload_manifest`, ``POST /new/manifest``): a YAML file or
+pasted text, bounded by the server's upload limit, validated and stored by the API's own
+:func:`~repliscope.service.routers.manifests.store_upload` (the same loader, source and code policies, the same
+messages, each naming the file, line and field); the wizard then opens with it chosen."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from repliscope.service.fit import DatasetFacts, Fit, fit_of, manifest_facts
 from repliscope.service.web.job_pages import WizardError
 
-__all__ = ["DatasetFacts", "Fit", "check_fit", "fit_of", "manifest_facts", "submit", "wizard_choices"]
+__all__ = [
+    "DatasetFacts",
+    "Fit",
+    "UploadRefusal",
+    "UploadResult",
+    "check_fit",
+    "fit_of",
+    "manifest_facts",
+    "submit",
+    "upload_manifest",
+    "wizard_choices",
+]
 
 WIZARD_INT_FIELDS = ("threads", "limit", "min_queries")
 """Whole-number wizard fields passed as job options (empty = not given)."""
@@ -164,3 +181,80 @@ def submit(request: Any, principal: Any, form: dict[str, Any], choices: dict[str
     except ApiError as exc:
         raise WizardError(exc.status, str(exc.field or "form").removeprefix("body."), exc.message) from None
     return str(job["id"])
+
+
+UPLOADED = ("created", "stored")
+"""The wizard's ``uploaded`` parameter after an upload: a new manifest, or the same text already stored."""
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    """An upload that was stored: ``ref`` (name@version), ``created`` False when the same text was already there."""
+
+    ref: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class UploadRefusal:
+    """An upload that was refused: the form ``field`` (``file``, ``text`` or the manifest's field, e.g.
+    ``architecture.package``) and the message, one problem a line (``file:line: field '...': ...``)."""
+
+    field: str
+    message: str
+
+    @property
+    def lines(self) -> list[str]:
+        return [line.strip() for line in self.message.splitlines() if line.strip()]
+
+
+FORM_OVERHEAD_BYTES = 4096
+"""What the upload form's body carries besides the manifest (its CSRF token, the multipart boundaries and
+headers): kept free under the server's request limit (``--max-upload-bytes``), so a manifest the page accepts
+is never refused as a too-large request."""
+
+
+def upload_limit(request: Any) -> int:
+    """The largest manifest the upload form takes, in bytes: the server's request limit less
+    :data:`FORM_OVERHEAD_BYTES`."""
+    return max(1, int(request.app.state.config.max_upload_bytes) - FORM_OVERHEAD_BYTES)
+
+
+PASTED_FILENAME = "pasted.yaml"
+"""The file name a pasted manifest's messages name."""
+UPLOAD_FIELDS = ("file", "text")
+"""The upload form's fields: a YAML file, or the manifest pasted as text (one of them)."""
+
+
+async def upload_manifest(request: Any, principal: Any, form: Any) -> tuple[str, bool, list[str]]:
+    """Store the manifest of the wizard's upload form (``form``: its parsed multipart fields ``file`` or ``text``,
+    CSRF and role already checked by the route) through the API's
+    :func:`~repliscope.service.routers.manifests.store_upload` -> (``name@version``, created, warnings); a
+    WizardError naming the field (``file``, ``text``, or the manifest's own field) otherwise."""
+    from repliscope.service.errors import ApiError
+    from repliscope.service.routers.manifests import store_upload
+
+    limit = upload_limit(request)
+    upload = form.get("file")
+    pasted = str(form.get("text") or "")
+    if upload is not None and not isinstance(upload, str) and upload.filename:
+        if pasted.strip():
+            raise WizardError(422, "file", "choose a file or paste the manifest, not both")
+        field, filename = "file", str(upload.filename)
+        data = await upload.read(limit + 1)
+    elif pasted.strip():
+        field, filename, data = "text", PASTED_FILENAME, pasted.encode("utf-8")
+    else:
+        raise WizardError(422, "file", "choose a manifest file (.yaml) or paste its text")
+    if len(data) > limit:
+        raise WizardError(413, field, f"the manifest is larger than this page's limit of {limit:,} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WizardError(422, field, f"{filename} is not UTF-8 text") from None
+    try:
+        stored = await store_upload(request, principal, text, filename)
+    except ApiError as exc:
+        where = str(exc.field or field)
+        raise WizardError(exc.status, field if where in ("body", "body.file") else where, exc.message) from None
+    return stored.ref, stored.created, list(stored.warnings)
