@@ -200,8 +200,11 @@ def test_a_sharded_run_is_one_record_and_a_shard_that_failed_reruns_on_the_other
         lines.append(line)
         found = re.match(r"\[shard (\d/2)\] agent (\S+): RepliscopeError: option manifest_path ", line)
         if found:
+            if not failed_on:  # repaired once, atomically: a shard being retried must never read a half-written file
+                fresh = tmp_path / "fresh.yaml"
+                fresh.write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
+                fresh.replace(manifest)
             failed_on[found.group(1)] = found.group(2)
-            manifest.write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
 
     job = tiny_job("fail-once", limit=10, manifest_path=str(manifest))
     outcome = submit_merged(agents.cluster, job, constraints_for(load_manifest(TINY), "torch"), 2, log=log, timeout=120)
