@@ -89,8 +89,7 @@ def test_cli_unknown_id_names_runs_and_sweeps(tmp_path: Path) -> None:
     result = runner.invoke(_app(), ["report", "deadbeef00", "--db", _db(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip() == (
-        f"error: no run, sweep, benchmark, stack matrix or diff matches 'deadbeef00', in "
-        f"{_db(tmp_path)}; no run stored"
+        f"error: no run, sweep, benchmark, stack matrix or diff matches 'deadbeef00', in {_db(tmp_path)}; no run stored"
     )
     record = factories.record()
     RunStore(_db(tmp_path)).save(record)
