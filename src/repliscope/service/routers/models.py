@@ -1,5 +1,6 @@
-"""``/api/v1/models``: each stored manifest name with its versions, claims and the latest claim verdict per
-runtime and hardware (from the stored runs)."""
+"""``/api/v1/models``: each stored manifest name with its versions, claims, the best-supported claim verdict per
+runtime and dataset (:mod:`repliscope.service.model_verdicts`: a judged verdict beats "not comparable", then the
+most samples and the narrowest interval) and the latest per runtime and hardware (from the stored runs)."""
 
 from __future__ import annotations
 
@@ -68,12 +69,69 @@ def _judged(store: Any, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
+class BestVerdict(BaseModel):
+    """The best-supported verdict of the model on one runtime and dataset, and the run it comes from."""
+
+    runtime: str
+    dataset: str
+    verdict: str
+    judged: bool
+    """Whether the chosen run judged a claim (consistent or inconsistent); False: no run on this runtime and
+    dataset could (the newest run's "not comparable" or "no claim")."""
+    run_id: str
+    manifest_version: str
+    hardware: str | None
+    samples: int
+    """Evaluated samples of the chosen run."""
+    runs: int
+    """Plain runs of the model on this runtime and dataset, the chosen one included."""
+    why: str
+    evaluated_dataset: str
+    claims: list[JudgedClaim] = []
+
+
+def _best(store: Any, name: str) -> list[dict[str, Any]]:
+    from repliscope.service.model_verdicts import best_verdicts
+    from repliscope.service.web.claim_cells import direction_of
+
+    out = []
+    for row in best_verdicts(store, name):
+        for cell in row.cells:
+            out.append(
+                {
+                    "runtime": cell.runtime,
+                    "dataset": cell.dataset,
+                    "verdict": cell.verdict,
+                    "judged": cell.judged,
+                    "run_id": cell.run_id,
+                    "manifest_version": cell.version,
+                    "hardware": None if cell.hardware == "—" else cell.hardware,
+                    "samples": cell.samples,
+                    "runs": cell.runs,
+                    "why": cell.why,
+                    "evaluated_dataset": cell.evaluated,
+                    "claims": [
+                        {
+                            **{k: c.get(k) for k in ("metric", "claimed", "measured", "ci_low", "ci_high")},
+                            "verdict": cell_claim.verdict,
+                            "direction": direction_of(c),
+                            "evaluated_dataset": str(c.get("evaluated_dataset", "")),
+                        }
+                        for c, cell_claim in zip(cell.claim_dicts, cell.claims, strict=True)
+                    ],
+                }
+            )
+    return out
+
+
 class ModelOut(BaseModel):
     name: str
     versions: list[str]
     task: str | None
     claims: list[dict[str, Any]]
     """The claims of the newest stored version."""
+    best: list[BestVerdict] = []
+    """Per (runtime, dataset): the best-supported verdict (what the models pages show)."""
     latest: list[LatestVerdict]
     """Per (runtime, hardware): the newest run's verdict."""
 
@@ -113,6 +171,7 @@ def _model(store: Any, name: str, manifests: list[Any]) -> dict[str, Any]:
         "versions": [m.version for m in manifests],
         "task": task,
         "claims": claims,
+        "best": _best(store, name),
         "latest": list(latest.values()),
     }
 

@@ -234,12 +234,18 @@ async def logout(request: Request, principal: SignedIn) -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def models_page(request: Request, principal: SignedIn) -> Response:
-    return _page(principal, "models.html", title="Models", models=views.model_rows(_store(request)))
+    """Every model with its best-supported verdict per runtime and dataset
+    (:func:`repliscope.service.model_verdicts.best_verdicts`)."""
+    from repliscope.service.model_verdicts import best_verdicts
+
+    return _page(principal, "models.html", title="Models", models=best_verdicts(_store(request)))
 
 
 @router.get("/models/{name}", response_class=HTMLResponse)
 def model_page(request: Request, name: str, principal: SignedIn) -> Response:
-    rows = views.model_rows(_store(request), name)
+    from repliscope.service.model_verdicts import best_verdicts
+
+    rows = best_verdicts(_store(request), name)
     if not rows:
         return _error(principal, 404, f"no evaluation of a model named '{name}' is stored")
     from repliscope.service.web.agents import matrix_links
