@@ -50,7 +50,8 @@ class RunOptions(BaseModel):
     download: bool = False
     """Allow downloading the manifest's https:// sources (sha256-checked) into the cache."""
     variants: list[str] | None = None
-    """pitfalls: only these pitfalls (default: every registered one)."""
+    """pitfalls: only these pitfalls (default: every registered one), each NAME or NAME[PARAMETER=VALUE, ...]
+    (:mod:`repliscope.pitfalls.degrees`)."""
     visual: int = 3
     """pitfalls: images in the visual-testing panel."""
     scenario: str = "single-stream"
@@ -295,7 +296,8 @@ class EvaluateOptions(KindOptions):
 
 class PitfallsOptions(KindOptions):
     variants: list[str] | None = None
-    """Only these pitfalls (default: every registered one)."""
+    """Only these pitfalls (default: every registered one), each NAME or NAME[PARAMETER=VALUE, ...] at a degree
+    (:mod:`repliscope.pitfalls.degrees`; each value checked on the manifest's pipeline when the sweep starts)."""
     visual: int = 3
     """Images in the visual-testing panel."""
 

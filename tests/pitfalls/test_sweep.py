@@ -144,9 +144,11 @@ def test_without_labels(prepared: PreparedRun, tmp_path: Path) -> None:
 
 
 def test_unknown_variant_is_an_error(prepared: PreparedRun) -> None:
-    from repliscope.errors import UnknownNameError
+    from repliscope.pitfalls.degrees import VariantSpecError
 
-    with pytest.raises(UnknownNameError, match="color_layout_swapped"):
+    with pytest.raises(
+        VariantSpecError, match=r"unknown pitfall 'colour_layout_swapped'\. Did you mean 'color_layout_swapped'"
+    ):
         run_sweep(prepared, resolve_dataset("foolbox_imagenet", limit=2), ["colour_layout_swapped"])
 
 

@@ -326,7 +326,12 @@ def pitfalls(
     runtime: RuntimeOption = None,
     variant: Annotated[
         list[str] | None,
-        typer.Option("--variant", help="Only these pitfalls (repeatable; default: every registered one)."),
+        typer.Option(
+            "--variant",
+            help="Only these pitfalls (repeatable; default: every registered one), each NAME or NAME at a degree, "
+            "as the pipeline diff names it: NAME[PARAMETER=VALUE, ...], e.g. 'center_crop_offset[offset=[1, 0]]' "
+            "(--list shows each variant's parameters, allowed degrees and default).",
+        ),
     ] = None,
     label_rule: LabelRuleOption = None,
     labels_csv: LabelsCsvOption = None,
@@ -348,14 +353,25 @@ def pitfalls(
 ) -> None:
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
     if list_variants:  # no manifest, no framework import: starts fast; the registry imports its providers
-        from repliscope.pitfalls.base import PITFALLS
+        from repliscope.pitfalls.degrees import pitfall_listing
+
+        listing = pitfall_listing()
+        if as_json:
+            emit_json(listing)
+            return
+        from rich.markup import escape
 
         print_table(
             "pitfalls",
-            ["name", "tasks", "description"],
+            ["name", "tasks", "degrees: PARAMETER: allowed (default)", "description"],
             [
-                [n, ", ".join(PITFALLS.get(n).tasks or ()) or "every task", PITFALLS.get(n).description]
-                for n in PITFALLS.names()
+                [
+                    escape(p["name"]),
+                    ", ".join(p["tasks"]) or "every task",
+                    escape(p["degrees"]),
+                    escape(p["description"]),
+                ]
+                for p in listing
             ],
         )
         return

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:  # annotations only: importing the CLI stays fast (no scipy/SQLAlchemy at start-up)
     from repliscope.evaluation.record import EvaluationRecord
-    from repliscope.pitfalls.result import SweepResult
+    from repliscope.pitfalls.result import SweepResult, VariantOutcome
     from repliscope.store.compare import RunComparison
 
 console = Console()
@@ -404,6 +405,12 @@ def print_detection_paired(p: dict[str, Any] | None) -> None:
     console.print(f"paired    B against A's detections: {detection_paired_line(p)}", highlight=False)
 
 
+def _variant_line(v: VariantOutcome) -> str:
+    """``  NAME: change`` (or its status and reason) with the variant's degree shown as typed, never as markup."""
+    said = escape(v.change) if v.status == "ok" else f"[dim]{escape(f'{v.status}: {v.reason}')}[/]"
+    return f"  {escape(v.name)}: {said}"
+
+
 def print_sweep(sweep: SweepResult) -> None:
     """The pitfall table, compact enough for 80 columns: numbers never cut, long variant names wrap."""
     from rich import box
@@ -434,7 +441,7 @@ def print_sweep(sweep: SweepResult) -> None:
         else:
             counts = f"{'?' if v.evaluated_samples is None else v.evaluated_samples}/{v.failed_samples}"
         table.add_row(
-            v.name,
+            escape(v.name),
             counts,
             f"{100 * t1.value:.1f}" if t1 else "",
             f"{100 * t1.ci_low:.0f}-{100 * t1.ci_high:.0f}" if t1 else "",
@@ -453,13 +460,11 @@ def print_sweep(sweep: SweepResult) -> None:
         highlight=False,
     )
     for v in sweep.variants:
-        console.print(
-            f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}", highlight=False
-        )
+        console.print(_variant_line(v), highlight=False)
     for v in sweep.variants:
         if v.paired is not None and not v.paired.same_samples:
             console.print(
-                f"[yellow]warning:[/] {v.name}: {v.paired.pairing_note()}; its top-1 and the "
+                f"[yellow]warning:[/] {escape(v.name)}: {v.paired.pairing_note()}; its top-1 and the "
                 f"reference's are over different samples, Δ is not their difference",
                 highlight=False,
             )
@@ -486,7 +491,7 @@ def _print_segmentation_sweep(sweep: SweepResult) -> None:
         p = v.paired_task or {}
         low, high = p.get("delta_miou_ci_low"), p.get("delta_miou_ci_high")
         table.add_row(
-            v.name,
+            escape(v.name),
             _counts(v),
             f"{miou.value:.4f}" if miou else "",
             f"{miou.ci_low:.3f}-{miou.ci_high:.3f}" if miou else "",
@@ -503,9 +508,7 @@ def _print_segmentation_sweep(sweep: SweepResult) -> None:
         highlight=False,
     )
     for v in sweep.variants:
-        console.print(
-            f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}", highlight=False
-        )
+        console.print(_variant_line(v), highlight=False)
     _print_sweep_tail(sweep)
 
 
@@ -523,7 +526,7 @@ def _print_detection_sweep(sweep: SweepResult) -> None:
         p = v.paired_task or {}
         low, high = p.get("delta_ap_ci_low"), p.get("delta_ap_ci_high")
         table.add_row(
-            v.name,
+            escape(v.name),
             _counts(v),
             f"{ap.value:.3f}" if ap else "",
             f"{ap.ci_low:.2f}-{ap.ci_high:.2f}" if ap else "",
@@ -542,9 +545,7 @@ def _print_detection_sweep(sweep: SweepResult) -> None:
         highlight=False,
     )
     for v in sweep.variants:
-        console.print(
-            f"  {v.name}: {v.change if v.status == 'ok' else f'[dim]{v.status}: {v.reason}[/]'}", highlight=False
-        )
+        console.print(_variant_line(v), highlight=False)
     _print_sweep_tail(sweep)
 
 

@@ -67,6 +67,11 @@ class Parameter:
     description: str
     search: Callable[[Pipeline, PitfallContext], Sequence[Any]]
     """The values the pipeline diff's diagnosis tries on this pipeline (the sweep runs the default: not given)."""
+    values: str = ""
+    """The allowed degrees in words, for ``pitfalls --list`` and the registries page (on one pipeline they are
+    exactly ``search``'s: what ``--variant NAME[PARAMETER=VALUE]`` accepts)."""
+    default: str = ""
+    """The degree the bare name derives (what the sweep runs when none is given), in words."""
 
 
 class Pitfall(ABC):

@@ -20,6 +20,12 @@ class _Model(BaseModel):
 
 class VariantOutcome(_Model):
     name: str
+    """The variant as requested, in the pipeline diff's notation: the registered name, with the degree when one
+    was given (``center_crop_offset[offset=[1, 0]]``); ``reference`` for the manifest as written."""
+    pitfall: str | None = None
+    """The registered variant (None: the reference, or a sweep stored before degrees were recorded)."""
+    params: dict[str, Any] = {}
+    """The degree the variant ran at, as given (each parameter's value); empty: the variant's default degree."""
     description: str
     change: str
     status: Literal["ok", "not applicable", "failed"]

@@ -47,6 +47,7 @@ from repliscope.ops.base import Geometry, Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
 from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
+from repliscope.pitfalls.degrees import VariantSpec, VariantSpecError, parse_variant, resolve_variant
 from repliscope.pitfalls.result import PairedStats, SweepResult, VariantOutcome, VisualPanel
 from repliscope.pitfalls.runners import runner_for
 from repliscope.pitfalls.stats import kl_divergence, paired_predictions
@@ -80,6 +81,8 @@ class _Plan:
     shared_batches: dict[str, int] = field(default_factory=dict)  # plan name -> batches whose outputs were reused
     reused_seconds: float = 0.0  # of loop.inference_seconds: the twins' measured latencies of reused batches
     failed: str | None = None  # a pipeline error (not a sample's fault): the variant stops, the sweep goes on
+    pitfall: str = ""  # the registered variant (``name`` is its label: with the degree when one was given)
+    params: dict[str, object] = field(default_factory=dict)  # the degree given (empty: the variant's default)
 
 
 class _Cell(NamedTuple):
@@ -127,8 +130,8 @@ def plan_sweep(
     shape0 = tuple(int(d) for d in base.artifact.input_shape[1:])
     runners: dict[tuple[int, str, tuple[int, ...]], Runner] = {(run_plan.threads, "float32", shape0): base}
     available = task_pitfalls(prepared.loaded.manifest.task)  # also registers the task's own variants
-    for name in names if names is not None else available:
-        pitfall = PITFALLS.get(name)()
+    for asked in requested_variants(names if names is not None else available, prepared.pipeline, ctx):
+        name, pitfall = asked.label, asked.instance()
         try:
             derived = pitfall.derive(prepared.pipeline, ctx)
             threads = int(derived.settings.get("threads", run_plan.threads))
@@ -146,17 +149,40 @@ def plan_sweep(
                     runners[key],
                     int(derived.settings.get("batch_size", run_plan.batch_size)),
                     dict(derived.settings),
+                    pitfall=asked.pitfall,
+                    params=asked.params,
                 )
             )
         except NotApplicable as exc:
             skipped.append(
                 VariantOutcome(
-                    name=name, description=pitfall.description, change="", status="not applicable", reason=str(exc)
+                    name=name,
+                    pitfall=asked.pitfall,
+                    params=asked.params,
+                    description=pitfall.description,
+                    change="",
+                    status="not applicable",
+                    reason=str(exc),
                 )
             )
     for plan in plans:
         plan.op_keys = op_keys(plan.pipeline)
     return plans, skipped
+
+
+def requested_variants(names: Sequence[str], base: Pipeline, ctx: PitfallContext) -> list[VariantSpec]:
+    """Each requested variant (``NAME`` or ``NAME[PARAMETER=VALUE, ...]``, :mod:`repliscope.pitfalls.degrees`) at
+    the degree it names on ``base``, duplicates once; every refusal in one :class:`VariantSpecError`, before any
+    variant runs."""
+    specs, errors = [], []
+    for text in dict.fromkeys(names):
+        try:
+            specs.append(resolve_variant(parse_variant(text), base, ctx))
+        except VariantSpecError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise VariantSpecError("; ".join(errors))
+    return list({spec.label: spec for spec in specs}.values())
 
 
 def task_pitfalls(task: str) -> list[str]:
@@ -519,6 +545,8 @@ def _assemble(
         if plan.failed is not None:
             outcomes[plan.name] = VariantOutcome(
                 name=plan.name,
+                pitfall=plan.pitfall or None,
+                params=plan.params,
                 description=plan.description,
                 change=plan.change,
                 status="failed",
@@ -545,6 +573,8 @@ def _assemble(
         )
         outcomes[plan.name] = VariantOutcome(
             name=plan.name,
+            pitfall=plan.pitfall or None,
+            params=plan.params,
             description=plan.description,
             change=plan.change,
             status="ok",

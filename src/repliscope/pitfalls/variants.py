@@ -187,6 +187,8 @@ def _library_search(base: Pipeline, ctx: PitfallContext) -> list[str]:
             "library",
             "the library resampling instead (pillow, opencv, torch, go_imaging; darknet for darknet_letterbox)",
             _library_search,
+            values="pillow, opencv, torch, go_imaging (not the manifest's own); darknet for darknet_letterbox",
+            default="opencv where the manifest resamples with pillow, torch or Darknet's resize_image, else pillow",
         ),
     ),
 )
@@ -285,6 +287,8 @@ def _steps_search(base: Pipeline, ctx: PitfallContext) -> list[int]:
             "steps",
             "how many of the normalisation ops after the cast run before it, on the integers (default: all)",
             _steps_search,
+            values="1 to the number of subtract_mean / divide_std / scale ops directly after the cast",
+            default="all of them",
         ),
     ),
 )
@@ -317,7 +321,15 @@ def _offset_search(base: Pipeline, ctx: PitfallContext) -> list[list[int]]:
     "center_crop_offset",
     "the centre crop's window moved by [rows, columns] (a port's floor where torchvision rounds, an off-by-one; "
     f"default {list(DEFAULT_CROP_OFFSET)})",
-    parameters=(Parameter("offset", f"[rows, columns], each within +-{CROP_OFFSET_RANGE}", _offset_search),),
+    parameters=(
+        Parameter(
+            "offset",
+            f"[rows, columns], each within +-{CROP_OFFSET_RANGE}",
+            _offset_search,
+            values=f"[rows, columns], each from -{CROP_OFFSET_RANGE} to {CROP_OFFSET_RANGE}, not [0, 0]",
+            default=str(list(DEFAULT_CROP_OFFSET)),
+        ),
+    ),
 )
 def center_crop_offset(base: Pipeline, ctx: PitfallContext, offset: list[int] | None = None) -> Derived:
     c = find(base, "center_crop")

@@ -201,7 +201,16 @@ def _fill_search(base: Pipeline, ctx: PitfallContext) -> list[float]:
     "letterbox_fill",
     "the letterbox border in another grey (darknet_letterbox fill, letterbox color): default black (0), or "
     "114 grey where the manifest's border is black",
-    (Parameter("fill", "the border value, in the units of the letterbox's input (0-255, or 0-1)", _fill_search),),
+    (
+        Parameter(
+            "fill",
+            "the border value, in the units of the letterbox's input (0-255, or 0-1)",
+            _fill_search,
+            values=f"the greys {', '.join(map(str, GREY_LEVELS))} in the letterbox input's units (divided by 255 "
+            f"where it sees [0, 1] pixels; then Darknet's {DARKNET_FILL} too), not the manifest's own",
+            default="0 (black); 114 grey where the manifest's border is black",
+        ),
+    ),
 )
 def letterbox_fill(base: Pipeline, ctx: PitfallContext, fill: float | None = None) -> Derived:
     i, old, levels = _fill_of(base)

@@ -136,7 +136,7 @@ def check_job(manifest_ref: str, manifest_text: str, dataset: Any, runtimes: lis
     why = fit.datasets.get(dataset.name)
     if why:
         raise MisfitError("dataset", f"{dataset.name} does not fit {manifest_ref}: {why}")
-    unknown = [v for v in variants if v not in fit.variants]
+    unknown = [v for v in variants if v.split("[", 1)[0].strip() not in fit.variants]  # NAME[degree]: NAME's
     if unknown:
         raise MisfitError(
             "variants", f"{', '.join(unknown)} not a pitfall of {facts.task} (allowed: {', '.join(fit.variants)})"

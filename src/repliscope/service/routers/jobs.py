@@ -35,7 +35,8 @@ class JobOptions(BaseModel):
     download: bool = False
     """Allow downloading the manifest's https:// sources (sha256-checked) into the server's cache."""
     variants: list[Annotated[str, Field(max_length=100)]] | None = Field(default=None, max_length=100)
-    """pitfalls: only these pitfalls (default: every registered one)."""
+    """pitfalls: only these pitfalls (default: every registered one), each NAME or NAME[PARAMETER=VALUE, ...] at a
+    degree, as the pipeline diff names it (``center_crop_offset[offset=[1, 0]]``)."""
     visual: Annotated[int, Field(ge=0, le=20)] = 3
     """pitfalls: images in the visual-testing panel."""
     scenario: Literal["single-stream", "multi-stream", "offline"] = "single-stream"
@@ -142,17 +143,12 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
             raise ApiError(
                 422, f"options.variants is for a pitfalls job, not a {body.kind} job", field="body.options.variants"
             )
-        import repliscope.pitfalls.sweep  # noqa: F401  (registers the built-in pitfalls)
-        from repliscope.pitfalls.base import PITFALLS
+        from repliscope.pitfalls.degrees import VariantSpecError, parse_variants
 
-        unknown = [v for v in body.options.variants if v not in PITFALLS.names()]
-        if unknown:
-            raise ApiError(
-                422,
-                f"unknown pitfall(s) {', '.join(unknown)} (allowed: {', '.join(PITFALLS.names())})",
-                field="body.options.variants",
-                code="unknown_reference",
-            )
+        try:  # NAME or NAME[PARAMETER=VALUE, ...]; each value is checked on the manifest's pipeline when it runs
+            parse_variants(body.options.variants)
+        except VariantSpecError as exc:
+            raise ApiError(422, str(exc), field="body.options.variants", code="unknown_reference") from None
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
