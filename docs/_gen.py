@@ -399,6 +399,26 @@ def _registry_section(title: str, names: list[str], get: Callable[[str], Any], w
     return [f"(registries-{slug(title)})=\n## {title}\n", what + "\n", table(["name", "description"], rows)]
 
 
+def pitfall_degrees_section() -> list[str]:
+    """The variants with parameters: each parameter, its allowed degrees and the default (what the bare name runs)."""
+    from repliscope.pitfalls.degrees import pitfall_listing
+
+    rows = [
+        [code(p["name"]), code(q["name"]), q["description"], q["values"], q["default"]]
+        for p in pitfall_listing()
+        for q in p["parameters"]
+    ]
+    return [
+        "(registries-pitfall-degrees)=\n### Pitfall degrees\n",
+        "A mistake with a degree is one variant with parameters. The bare name runs the default degree; "
+        "`--variant 'NAME[PARAMETER=VALUE, ...]'` runs exactly the degree a pipeline diff names, in the notation "
+        "it prints (`center_crop_offset[offset=[1, 0]]`; a value is a number, a word or a list). The allowed "
+        "degrees are the ones the diff's diagnosis tries on the manifest's pipeline (a pitfall sweep refuses any "
+        "other, listing them); in words:\n",
+        table(["variant", "parameter", "what it is", "allowed degrees", "default"], rows),
+    ]
+
+
 def registries_reference() -> str:
     # each registry is complete on first read (tests/test_registries.py): nothing to import to fill them
     from repliscope.backends import CONVERSIONS, ONNX_MODELS
@@ -437,6 +457,7 @@ def registries_reference() -> str:
         "`repliscope pitfalls --variant NAME` (see {doc}`/guides/pitfalls`).\n",
         table(["name", "tasks", "the one change"], rows),
     ]
+    out += pitfall_degrees_section()
     out += _registry_section("Importers", IMPORTERS.names(), IMPORTERS.get, "`repliscope manifest import NAME FILE`.")
     out += _registry_section(
         "Bench scenarios", SCENARIO_LOOPS.names(), SCENARIO_LOOPS.get, "`repliscope bench --scenario NAME`."

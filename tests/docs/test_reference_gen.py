@@ -124,3 +124,21 @@ def test_index_lists_every_guide_once_in_a_newcomers_order() -> None:
         "reference/cli",
     ]
     assert [listed.index(x) for x in order] == sorted(listed.index(x) for x in order)
+
+
+def test_registries_page_shows_each_pitfall_degree_with_its_allowed_values_and_default(gen: ModuleType) -> None:
+    """Issue 35 follow-up: every variant with parameters, each parameter's allowed degrees and default, and the
+    notation ``--variant`` takes, from the registry (pitfalls.degrees.pitfall_listing)."""
+    page = gen.registries_reference()
+    start = page.index("(registries-pitfall-degrees)=")
+    section = page[start : page.index("\n## ", start)]
+    assert "`--variant 'NAME[PARAMETER=VALUE, ...]'`" in section
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert [row.split("|")[1:3] for row in rows] == [
+        [" `center_crop_offset` ", " `offset` "],
+        [" `letterbox_fill` ", " `fill` "],
+        [" `normalize_before_cast` ", " `steps` "],
+        [" `resize_library_swapped` ", " `library` "],
+    ]
+    assert rows[0].endswith("| [rows, columns], each from -2 to 2, not [0, 0] | [1, 1] |")
+    assert rows[2].endswith(" | all of them |")
