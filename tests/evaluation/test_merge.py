@@ -225,3 +225,21 @@ def test_detection_shards_merge_with_their_ground_truth(tmp_path: Path) -> None:
     assert merged.ground_truth == whole.ground_truth
     assert merged.metrics == whole.metrics and merged.per_class == whole.per_class
     assert merged.counts == whole.counts and merged.claims == whole.claims
+
+
+def test_the_report_and_the_cli_show_each_shard(runs: tuple[JobOutcome, list[JobOutcome]], tmp_path: Path) -> None:
+    """Provenance lists each shard's agent, samples and result hash: the HTML and Markdown reports, and the CLI."""
+    from repliscope.cli.output import console, print_record
+    from repliscope.report.write import write_report
+
+    merged = _merged(_shards(runs))
+    assert merged.shards is not None
+    html = write_report(merged, "html", tmp_path / "r.html").read_text()
+    assert '<table id="shards-table">' in html and "One record merged from 3 shards" in html
+    for shard in merged.shards:
+        assert f"<td>{shard.shard}</td>" in html and shard.result_hash[:12] in html
+    md = write_report(merged, "md", tmp_path / "r.md").read_text()
+    assert "### Shards" in md and "| 1/3 |" in md
+    with console.capture() as captured:
+        print_record(merged)
+    assert "shards    3 merged into this record: 0/3 on " in captured.get()

@@ -84,6 +84,9 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         f"label rule {d['label_rule']}"
     )
     print_skipped_files(d)
+    if rec.shards:
+        agents = ", ".join(f"{s.shard} on {s.agent_id or s.hostname or '?'} ({s.samples})" for s in rec.shards)
+        console.print(f"shards    {len(rec.shards)} merged into this record: {agents}", markup=False)
     c = rec.counts
     truth = rec.ground_truth
     annotated = (

@@ -5,6 +5,7 @@ Every builder turns record data into :mod:`repliscope.report.view` objects with 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
@@ -326,7 +327,7 @@ def provenance(
 
 
 def record_provenance(record: EvaluationRecord) -> Provenance:
-    return provenance(
+    base = provenance(
         record.manifest,
         record.pipeline,
         record.runtime,
@@ -335,6 +336,24 @@ def record_provenance(record: EvaluationRecord) -> Provenance:
         record.dataset,
         record.options,
     )
+    return dataclasses.replace(base, shards=shard_rows(record))
+
+
+def shard_rows(record: EvaluationRecord) -> list[list[str]]:
+    """One row per shard of a merged sharded evaluation (``record.shards``): shard ``I/N``, agent, host, samples,
+    the stack's key, the shard's result hash (12 characters) and its seconds; empty for a single-machine run."""
+    return [
+        [
+            s.shard,
+            s.agent_id or fmt.DASH,
+            s.hostname or fmt.DASH,
+            str(s.samples),
+            str(s.stack.get("key") or fmt.DASH),
+            s.result_hash[:12],
+            fmt.seconds(s.seconds),
+        ]
+        for s in record.shards or []
+    ]
 
 
 def _is_failure(s: SamplePrediction) -> bool:

@@ -92,6 +92,8 @@ class Provenance:
     dataset: list[tuple[str, str]]
     options: list[tuple[str, str]]
     timings: list[tuple[str, str]]
+    shards: list[list[str]] = field(default_factory=list)
+    """A merged sharded evaluation's shards: shard, agent, host, samples, stack key, result hash, seconds."""
 
 
 @dataclass(frozen=True)
