@@ -361,3 +361,21 @@ def judge_performance_claim(claim: ClaimSpec, measured: MeasuredPerformance) -> 
         + ("" if inside else f": the model {DIRECTION_TEXT[direction]}"),
         direction,
     )
+
+
+def shown_verdict(claim: Mapping[str, Any]) -> tuple[str, str]:
+    """(verdict, reason) of a stored claim as pages show it. A record judged before the interval-width rule
+    (:func:`repliscope.evaluation.claims.judge_claim`) may say ``consistent`` of a claim inside an interval wider
+    than ±2 pt: it is shown as ``not comparable``, the reason saying why, never as a green verdict above a
+    "too few samples" warning."""
+    verdict = str(claim.get("verdict", "not comparable"))
+    reason = str(claim.get("reason", ""))
+    low, high = claim.get("ci_low"), claim.get("ci_high")
+    if verdict == "consistent" and low is not None and high is not None:
+        half = (float(high) - float(low)) / 2.0
+        if round(half, 12) > MAX_HALF_WIDTH:
+            return "not comparable", (
+                f"too few samples to judge: the interval is ±{100 * half:.1f} pt and a verdict needs "
+                f"±{100 * MAX_HALF_WIDTH:g} pt or narrower (recorded as consistent before that rule: {reason})"
+            )
+    return verdict, reason

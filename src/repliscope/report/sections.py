@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from repliscope.evaluation.claims import DIRECTION_TEXT, direction_of
+from repliscope.evaluation.claims import DIRECTION_TEXT, direction_of, shown_verdict
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, MetricValue, SamplePrediction
 from repliscope.metrics.intervals import MAX_HALF_WIDTH
 from repliscope.report import figures
@@ -95,24 +95,6 @@ def interval_warning(low: float | None, high: float | None, n: int | None) -> st
 
 def _claim_dicts(claims: Iterable[BaseModel | Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [claim.model_dump() if isinstance(claim, BaseModel) else dict(claim) for claim in claims]
-
-
-def shown_verdict(claim: Mapping[str, Any]) -> tuple[str, str]:
-    """(verdict, reason) of a stored claim as pages show it. A record judged before the interval-width rule
-    (:func:`repliscope.evaluation.claims.judge_claim`) may say ``consistent`` of a claim inside an interval wider
-    than ±2 pt: it is shown as ``not comparable``, the reason saying why, never as a green verdict above a
-    "too few samples" warning."""
-    verdict = str(claim.get("verdict", "not comparable"))
-    reason = str(claim.get("reason", ""))
-    low, high = claim.get("ci_low"), claim.get("ci_high")
-    if verdict == "consistent" and low is not None and high is not None:
-        half = (float(high) - float(low)) / 2.0
-        if round(half, 12) > MAX_HALF_WIDTH:
-            return "not comparable", (
-                f"too few samples to judge: the interval is ±{100 * half:.1f} pt and a verdict needs "
-                f"±{WIDE_INTERVAL_PT:g} pt or narrower (recorded as consistent before that rule: {reason})"
-            )
-    return verdict, reason
 
 
 def claim_direction(claim: Mapping[str, Any]) -> str | None:

@@ -22,6 +22,7 @@ from sqlalchemy import DateTime, Integer, String, Text, bindparam, cast, delete,
 from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
+from repliscope.evaluation.claims import shown_verdict
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction, SegmentationSample
 from repliscope.store.database import Database, resolve_id, utc_naive
 from repliscope.store.errors import InvalidInputError, UnknownIdError
@@ -202,7 +203,7 @@ def run_row(record: EvaluationRecord) -> RunRow:
         ap=_metric_value(record, ("AP",)),
         framework_version=_str_or_none(record.runtime.get("framework_version")),
         cpu_model=_str_or_none(record.hardware.get("cpu_model")),
-        verdict=run_verdict([c.verdict for c in record.claims]),
+        verdict=run_verdict([shown_verdict(c.model_dump())[0] for c in record.claims]),
         result_hash=record.result_hash,
         sweep_id=record.sweep_id,
         variant=record.variant,
