@@ -24,6 +24,7 @@ from repliscope.records.evaluation import (
     SamplePrediction,
     SampleTruth,
     SegmentationSample,
+    ShardProvenance,
     Timings,
     result_hash,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "SamplePrediction",
     "SampleTruth",
     "SegmentationSample",
+    "ShardProvenance",
     "Timings",
     "result_hash",
 ]

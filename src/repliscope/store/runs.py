@@ -160,7 +160,7 @@ def headline_of(record: EvaluationRecord) -> Headline:
 
 def headline_of_json(record: dict[str, Any]) -> Headline:
     """:func:`headline_of` of a record's stored JSON (migration 0007 fills older rows with it)."""
-    name = headline_name(str(record.get("task") or "image_classification"))
+    name = headline_name(str(record.get("task") or EvaluationRecord.model_fields["task"].default))
     for metric in record.get("metrics") or []:
         if metric.get("name") == name:
             return name, metric.get("value"), metric.get("ci_low"), metric.get("ci_high")
