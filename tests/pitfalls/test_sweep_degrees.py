@@ -324,3 +324,41 @@ def test_a_sweep_job_runs_the_named_degree(tmp_path: Path) -> None:
     bad = dataclasses.replace(job, job_id="job-bad", options=options)
     with pytest.raises(VariantSpecError, match=r"no parameter 'x' \(center_crop_offset's parameters: offset\)"):
         execute_job(bad, cache, lambda n: None, lambda line: None)
+
+
+def test_list_with_a_manifest_shows_the_exact_degrees_there() -> None:
+    """``pitfalls MANIFEST --list``: the manifest's task's variants, and for each with parameters the degrees
+    ``--variant`` accepts on its pre-processing and the one the bare name runs (the units follow the pipeline)."""
+    res = cli.invoke(app, ["pitfalls", str(LITE0), "--list", "--json"])
+    assert res.exit_code == 0, res.output
+    lite0 = {p["name"]: p.get("on_manifest") for p in json.loads(res.output)}
+    assert "letterbox_fill" not in lite0 and "box_off_by_one" not in lite0 and lite0["data_layout_reshape"] is None
+    crop = lite0["center_crop_offset"]
+    assert crop is not None and len(crop["degrees"]) == 24 and crop["default"] == "center_crop_offset[offset=[1, 1]]"
+    assert lite0["normalize_before_cast"] == {
+        "degrees": ["normalize_before_cast[steps=1]", "normalize_before_cast[steps=2]"],
+        "default": "normalize_before_cast[steps=2]",
+        "not_applicable": None,
+    }
+    assert lite0["resize_library_swapped"]["default"] == "resize_library_swapped[library=opencv]"
+
+    res = cli.invoke(app, ["pitfalls", str(EXAMPLES / "yolov3-tiny.yaml"), "--list", "--json"])
+    yolo = {p["name"]: p.get("on_manifest") for p in json.loads(res.output)}
+    assert yolo["center_crop_offset"] == {
+        "degrees": [],
+        "default": None,
+        "not_applicable": "the pipeline has no 'center_crop' op",
+    }
+    assert yolo["letterbox_fill"] == {
+        "degrees": [
+            "letterbox_fill[fill=0]",
+            "letterbox_fill[fill=0.447059]",
+            "letterbox_fill[fill=0.498039]",
+            "letterbox_fill[fill=0.501961]",
+            "letterbox_fill[fill=1]",
+        ],
+        "default": "letterbox_fill[fill=0]",
+        "not_applicable": None,
+    }
+    res = cli.invoke(app, ["pitfalls", "/no/such.yaml", "--list"])
+    assert res.exit_code == 2 and "/no/such.yaml" in res.output

@@ -352,10 +352,14 @@ def pitfalls(
     as_json: JsonOption = False,
 ) -> None:
     """Sweep the classic pre-processing pitfalls: how much does each one move the result?"""
-    if list_variants:  # no manifest, no framework import: starts fast; the registry imports its providers
+    if list_variants:  # no framework import: starts fast; the registry imports its providers
         from repliscope.pitfalls.degrees import pitfall_listing
 
-        listing = pitfall_listing()
+        try:  # with MANIFEST: its task's variants, and each one's exact degrees on its pre-processing
+            listing = pitfall_listing(manifest)
+        except RepliscopeError as exc:
+            fail(exc)
+            return
         if as_json:
             emit_json(listing)
             return
@@ -363,12 +367,17 @@ def pitfalls(
 
         print_table(
             "pitfalls",
-            ["name", "tasks", "degrees: PARAMETER: allowed (default)", "description"],
+            [
+                "name",
+                "tasks",
+                "degrees: PARAMETER: allowed (default)" if manifest is None else "degrees here",
+                "description",
+            ],
             [
                 [
                     escape(p["name"]),
                     ", ".join(p["tasks"]) or "every task",
-                    escape(p["degrees"]),
+                    escape(_on_manifest(p.get("on_manifest")) or p["degrees"]),
                     escape(p["description"]),
                 ]
                 for p in listing
@@ -439,6 +448,15 @@ def pitfalls(
         f"stored as sweep [bold]{out.result.sweep_id}[/] ({len(out.records)} runs); "
         f"repliscope report {out.result.sweep_id[:12]} --format html"
     )
+
+
+def _on_manifest(on: dict[str, Any] | None) -> str:
+    """A variant's degrees on the listed manifest, for ``pitfalls MANIFEST --list`` ("" without a manifest)."""
+    if on is None:
+        return ""
+    if on["not_applicable"]:
+        return f"not applicable: {on['not_applicable']}"
+    return f"{', '.join(on['degrees'])} (default {on['default']})"
 
 
 def main() -> None:

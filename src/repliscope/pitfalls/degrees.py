@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from repliscope.errors import RepliscopeError, UnknownNameError
@@ -161,12 +162,28 @@ def degrees_summary(cls: type[Pitfall]) -> str:
     )
 
 
-def pitfall_listing() -> list[dict[str, Any]]:
+def pitfall_listing(manifest: Path | None = None) -> list[dict[str, Any]]:
     """Every registered variant (``pitfalls --list``, ``--json``): its name, tasks (empty: every task),
-    description, parameters (name, description, allowed degrees, default) and their one-line ``degrees``."""
+    description, parameters (name, description, allowed degrees, default) and their one-line ``degrees``.
+
+    With a ``manifest``: only the variants about its task, and each one with parameters gets ``on_manifest``
+    (:func:`degrees_on` its pre-processing: the exact degrees ``--variant`` accepts for it, and the default's)."""
+    from repliscope.pitfalls.sweep import task_pitfalls
+
+    names, on = PITFALLS.names(), {}
+    if manifest is not None:
+        from repliscope.manifest.loader import load_manifest
+
+        m = load_manifest(manifest).manifest
+        spec = m.inputs[0]
+        # as the pipeline diff's diagnosis: the run settings only matter to variants without parameters
+        ctx = PitfallContext(tuple(spec.shape), spec.layout, m.framework.name, batch_size=8, threads=2)
+        names = task_pitfalls(m.task)
+        on = degrees_on(Pipeline.from_specs(m.preprocess, []), ctx, m.task)
     out = []
-    for name in PITFALLS.names():
+    for name in names:
         cls = PITFALLS.get(name)
+        extra = {"on_manifest": on[name]} if name in on else {}
         out.append(
             {
                 "name": name,
@@ -177,6 +194,37 @@ def pitfall_listing() -> list[dict[str, Any]]:
                     for p in cls.parameters
                 ],
                 "degrees": degrees_summary(cls),
+                **extra,
             }
         )
+    return out
+
+
+def degrees_on(base: Pipeline, ctx: PitfallContext, task: str) -> dict[str, dict[str, Any]]:
+    """For each variant about ``task`` with parameters: the degrees it derives on ``base`` (labels, exactly what
+    ``--variant`` accepts there and the diagnosis tries) and the label of the degree its bare name runs; a variant
+    that does not apply has no degrees and its reason. ``pitfalls MANIFEST --list``."""
+    from repliscope.pitfalls.base import NotApplicable
+    from repliscope.pitfalls.sweep import op_keys, task_pitfalls
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in task_pitfalls(task):
+        cls = PITFALLS.get(name)
+        if not cls.parameters:
+            continue
+        try:
+            default_keys = op_keys(cls().derive(base, ctx).pipeline)
+        except NotApplicable as exc:
+            out[name] = {"degrees": [], "default": None, "not_applicable": str(exc)}
+            continue
+        degrees, default = [], None
+        for params in cls().degrees(base, ctx):
+            try:
+                keys = op_keys(cls(**params).derive(base, ctx).pipeline)
+            except NotApplicable:
+                continue
+            degrees.append(label(name, params))
+            if keys == default_keys and default is None:
+                default = label(name, params)
+        out[name] = {"degrees": degrees, "default": default, "not_applicable": None}
     return out
