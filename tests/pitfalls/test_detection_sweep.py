@@ -97,7 +97,7 @@ def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepO
     ) in md
     assert "Δ top-1 per variant" not in md and "top-1 changed" not in md
     # the reference's AP intervals are bootstrap intervals over images, not Wilson's (was: Wilson)
-    assert "COCOeval's numbers as fractions, 95 % percentile bootstrap intervals over images." in md
+    assert "COCOeval's numbers as fractions, 95 % bias-corrected bootstrap intervals over images." in md
     assert "Wilson" not in md
 
 
