@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install yolo-assets segmentation-assets darknet timm-stack loss-stacks demo serve test test-fast lint docs bench clean
+.PHONY: install yolo-assets segmentation-assets darknet timm-stack loss-stacks demo serve test test-fast lint docs screenshots bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# the docs' screenshots (docs/guides/ui-tour.md, the service guide): the browser tests that take them, run with
+# REPLISCOPE_DOCS_SCREENSHOTS=1, write docs/images/tour-*.png and service-*.png (chromium: .ci/chromium.sh)
+screenshots: $(STAMP)
+	REPLISCOPE_DOCS_SCREENSHOTS=1 $(BIN)/pytest -q -p no:cacheprovider -m browser \
+		tests/service/test_browser.py tests/service/test_browser_browsing.py tests/service/test_browser_results.py \
+		tests/service/test_models_best_verdict.py tests/service/test_wizard_upload.py
 
 # the docs site (Sphinx + MyST + furo); the reference pages are generated from the code by docs/_gen.py (run from
 # docs/conf.py); warnings are errors and -n checks every internal reference

@@ -142,3 +142,13 @@ def test_registries_page_shows_each_pitfall_degree_with_its_allowed_values_and_d
     ]
     assert rows[0].endswith("| [rows, columns], each from -2 to 2, not [0, 0] | [1, 1] |")
     assert rows[2].endswith(" | all of them |")
+
+
+def test_the_ui_tour_shows_every_tour_screenshot_and_each_exists() -> None:
+    """docs/guides/ui-tour.md lists one image per ``TOUR`` name; ``make screenshots`` writes them (issue 36 item 10)."""
+    from tests.service.browser_support import TOUR
+
+    tour = (REPO / "docs" / "guides" / "ui-tour.md").read_text()
+    shown = re.findall(r"\]\(\.\./images/tour-([\w-]+)\.png\)", tour)
+    assert shown == list(TOUR)
+    assert all((REPO / "docs" / "images" / f"tour-{name}.png").is_file() for name in shown)

@@ -130,6 +130,38 @@ return [...document.querySelectorAll('body *')]
 boxes that scroll by themselves)."""
 
 
+TOUR = {
+    "runs-page": "Runs: every run with its task's headline metric, interval and verdict; filter, sort, download.",
+    "run": "A run: provenance at a glance, the claim verdict with its reason, the claim against the interval.",
+    "compare": "Compare two runs: metrics, paired statistics, flipped samples, what differs between the stacks.",
+    "compare-n": "Compare many runs: a metric chart across runtimes, stacks and variants.",
+    "models-best-verdict": "Models: one row per model, runtime and dataset with its best-supported judged verdict.",
+    "wizard-upload": "New job: upload and validate a manifest, then choose what to run and where.",
+    "job": "A job: its progress, its log as readable lines, its result.",
+    "diff-page": "A diff: the first op that diverges and the pitfall that explains it.",
+    "benchmarks-page": "Benchmarks: latency and throughput records, browsable like runs.",
+    "stack-matrix": "A stack matrix: one manifest across software stacks, each pair compared.",
+    "agents": "Agents: what each one advertises and runs.",
+}
+"""The UI tour's screenshots (docs/guides/ui-tour.md): a browser test's screenshot of one of these names also
+becomes ``docs/images/tour-<name>.png`` under ``make screenshots`` (:func:`docs_image`)."""
+DOCS_IMAGES = REPO / "docs" / "images"
+DOCS_MAX_HEIGHT = 1400
+"""The docs show the top of each page (what a user sees first and a screen or two below)."""
+
+
+def docs_image(paths: list[Path], name: str) -> None:
+    """With REPLISCOPE_DOCS_SCREENSHOTS=1 (``make screenshots``): the 1280 px screenshot, its top
+    :data:`DOCS_MAX_HEIGHT` px in 256 colours, becomes docs/images/<name>.png."""
+    if os.environ.get("REPLISCOPE_DOCS_SCREENSHOTS") != "1":
+        return
+    from PIL import Image
+
+    with Image.open(paths[0]) as shot:
+        top = shot.convert("RGB").crop((0, 0, shot.width, min(shot.height, DOCS_MAX_HEIGHT)))
+    top.quantize(256, dither=Image.Dither.NONE).save(DOCS_IMAGES / f"{name}.png", optimize=True)
+
+
 def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 390)) -> list[Path]:
     """Full-page PNG screenshots of the current page at each width under ``test-artifacts/``; the page must not
     scroll sideways at any of them (wide tables and logs scroll inside their own boxes)."""
@@ -151,6 +183,8 @@ def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 39
         assert path.stat().st_size > 1000, f"{path} is a blank screenshot"
         paths.append(path)
     driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})  # type: ignore[attr-defined]
+    if name in TOUR and widths[0] == 1280:
+        docs_image(paths, f"tour-{name}")
     return paths
 
 

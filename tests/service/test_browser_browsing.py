@@ -12,10 +12,8 @@ run, compare-N, diff and jobs pages at 1280 px are also written to ``docs/images
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +23,7 @@ from tests.service.browser_support import (
     REPO,
     browser_paths,
     chromium_driver,
+    docs_image,
     live_server,
     page_images,
     poll,
@@ -43,7 +42,6 @@ from selenium.webdriver.remote.webdriver import WebDriver
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 VARIANTS = ["resize_nearest", "no_center_crop", "color_layout_swapped"]
-DOCS_IMAGES = REPO / "docs" / "images"
 PHONE = (390, 844)
 """A phone's viewport (CSS px): the fold is at 844."""
 
@@ -140,20 +138,7 @@ def driver(seeded: Seeded) -> Iterator[WebDriver]:
         yield d
 
 
-DOCS_MAX_HEIGHT = 1400
-"""The docs show the top of each page (what a user sees first and a screen or two below)."""
-
-
-def _docs_copy(paths: list[Path], name: str) -> None:
-    """With REPLISCOPE_DOCS_SCREENSHOTS=1: the 1280 px screenshot, its top :data:`DOCS_MAX_HEIGHT` px in 256
-    colours, becomes docs/images/<name>.png."""
-    if os.environ.get("REPLISCOPE_DOCS_SCREENSHOTS") != "1":
-        return
-    from PIL import Image
-
-    with Image.open(paths[0]) as shot:
-        top = shot.convert("RGB").crop((0, 0, shot.width, min(shot.height, DOCS_MAX_HEIGHT)))
-    top.quantize(256, dither=Image.Dither.NONE).save(DOCS_IMAGES / f"{name}.png", optimize=True)
+_docs_copy = docs_image
 
 
 def _thumbs_loaded(driver: WebDriver) -> list[dict[str, Any]]:
