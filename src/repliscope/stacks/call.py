@@ -20,7 +20,6 @@ the loss diff asks :func:`run_loss` for each side whose spec names a stack.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from repliscope.diff.loss.contract import LOSSES, ImageTargets, LossInputs, LossResult, LossSpec
+from repliscope.diff.loss.originals.stack_io import read_npz, write_npz
 from repliscope.stacks.current import current_stack
 from repliscope.stacks.spec import StackError, parse_spec
 
@@ -43,9 +43,6 @@ DEFAULT_TIMEOUT = 900.0
 
 STDERR_TAIL = 15
 """Lines of the child's stderr shown in a failure."""
-
-META = "__meta__"
-"""The npz entry holding the JSON document (uint8 bytes) beside the arrays."""
 
 FORMAT = "repliscope-loss-call/1"
 
@@ -83,31 +80,6 @@ def _json_ready(value: Any, where: str) -> Any:
     )
 
 
-def _write(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-    blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    entries: dict[str, Any] = {META: blob, **arrays}
-    with path.open("wb") as handle:
-        np.savez(handle, **entries)
-
-
-def _read(path: Path, what: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError) as exc:
-        raise LossCallError(f"{what} {path}: not a readable .npz without pickled objects ({exc})") from None
-    blob = arrays.pop(META, None)
-    if blob is None or blob.dtype != np.uint8:
-        raise LossCallError(f"{what} {path}: no '{META}' document")
-    try:
-        meta = json.loads(blob.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LossCallError(f"{what} {path}: its '{META}' document is not JSON ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise LossCallError(f"{what} {path}: format is not {FORMAT}")
-    return meta, arrays
-
-
 def _array(arrays: Mapping[str, np.ndarray], key: str, dtype: type, ndim: int | None, what: str) -> np.ndarray:
     """``arrays[key]``, checked to be of ``dtype`` and (unless None) rank ``ndim``."""
     if key not in arrays:
@@ -141,13 +113,13 @@ def save_inputs(inputs: LossInputs, path: Path) -> None:
         "targets": targets,
         "config": _json_ready(dict(inputs.config), "config"),
     }
-    _write(path, meta, arrays)
+    write_npz(path, meta, arrays)
 
 
 def load_inputs(path: Path) -> LossInputs:
     """The LossInputs :func:`save_inputs` wrote (every array's dtype and rank checked)."""
     what = "loss inputs"
-    meta, arrays = _read(path, what)
+    meta, arrays = read_npz(path, FORMAT, what=what, error=LossCallError)
     outputs = {
         str(name): _array(arrays, f"output_{i}", np.float32, None, what) for i, name in enumerate(meta["outputs"])
     }
@@ -180,13 +152,13 @@ def save_result(result: LossResult, path: Path) -> None:
         "per_image": None if result.per_image is None else [float(v) for v in result.per_image],
         "notes": [str(n) for n in result.notes],
     }
-    _write(path, meta, arrays)
+    write_npz(path, meta, arrays)
 
 
 def load_result(path: Path) -> LossResult:
     """The LossResult :func:`save_result` wrote."""
     what = "loss result"
-    meta, arrays = _read(path, what)
+    meta, arrays = read_npz(path, FORMAT, what=what, error=LossCallError)
     gradients = {}
     for i, name in enumerate(meta["gradients"]):
         key = f"gradient_{i}"
