@@ -300,7 +300,7 @@ class _Recent:
                 self.items.move_to_end(key)
                 return self.items[key]
         record = record if record is not None else store.get(run_id)
-        value = (record, sample_reader(record))
+        value = (record, sample_reader(record, store))
         with self.lock:
             self.items[(store.url, record.run_id)] = value
             self.items[key] = value

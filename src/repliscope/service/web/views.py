@@ -420,10 +420,10 @@ class SampleImages:
             return None
 
 
-def sample_reader(record: EvaluationRecord) -> SampleImages | None:
+def sample_reader(record: EvaluationRecord, store: Any = None) -> SampleImages | None:
     """The images of the run's samples, from the run's dataset when it re-loads with the record's identity (a
-    registered dataset name, the origin the units report re-loads, or a VOC segmentation folder); None when it
-    does not."""
+    built-in dataset name, a dataset registered in ``store``'s registry under the record's name, the origin the
+    units report re-loads, or a VOC segmentation folder); None when it does not."""
     from repliscope.datasets.base import DATASETS
 
     data = None
@@ -434,9 +434,11 @@ def sample_reader(record: EvaluationRecord) -> SampleImages | None:
 
             data = resolve_dataset(name)
         else:
-            from repliscope.report.units_sections import source_dataset
+            data = _registered_dataset(record, store) if store is not None else None
+            if data is None:
+                from repliscope.report.units_sections import source_dataset
 
-            data = source_dataset(record)
+                data = source_dataset(record)
             if data is None and record.dataset.get("label_rule") == "voc segmentation masks":
                 from repliscope.datasets.voc_seg import load_voc_seg
 
@@ -448,10 +450,37 @@ def sample_reader(record: EvaluationRecord) -> SampleImages | None:
     return SampleImages({s.id: s for s in data.samples})
 
 
-def _thumbnail_reader(record: EvaluationRecord) -> Any:
+def _registered_dataset(record: EvaluationRecord, store: Any) -> Any:
+    """The dataset registered in ``store`` under the record's dataset name, re-loaded from its spec with the
+    record's label rule and sample count; None when no dataset of that name is registered or it does not re-load
+    with the record's identity (a folder whose files changed since the run)."""
+    from repliscope.datasets.base import LABEL_RULES
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.store.errors import NotFoundError
+    from repliscope.store.service_tables import get_dataset
+
+    try:
+        registered = get_dataset(store, str(record.dataset.get("name", "")))
+    except NotFoundError:
+        return None
+    n = record.dataset.get("num_samples")
+    limit = int(n) if isinstance(n, int) and n > 0 else None
+    rule = record.dataset.get("label_rule")
+    rules = [str(rule), None] if isinstance(rule, str) and rule in LABEL_RULES.names() else [None]
+    for label_rule in rules:
+        try:
+            data = resolve_dataset(registered.spec, label_rule, limit=limit)
+        except Exception:  # this rule does not load the spec: the next one, or no images
+            continue
+        if data.identity == record.dataset.get("identity"):
+            return data
+    return None
+
+
+def _thumbnail_reader(record: EvaluationRecord, store: Any = None) -> Any:
     """sample id -> PNG data URI of a thumbnail (see :func:`sample_reader`); None when the dataset does not
     re-load with the record's identity."""
-    read_bytes = sample_reader(record)
+    read_bytes = sample_reader(record, store)
     if read_bytes is None:
         return None
 
@@ -522,7 +551,7 @@ def compare_page(store: RunStore, run_a: str, run_b: str) -> ComparePage:
     pipeline = pipeline_diff(a.pipeline, b.pipeline)
     stack = stack_diff(a, b)
     namer = class_namer(a.manifest)
-    reader = _thumbnail_reader(a) if comparison.top1_flips else None
+    reader = _thumbnail_reader(a, store) if comparison.top1_flips else None
     flips = [
         FlipView(
             sample_id=f.sample_id,
