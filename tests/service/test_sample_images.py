@@ -9,13 +9,16 @@ import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
 from repliscope.datasets.resolve import resolve_dataset
 from repliscope.evaluation.record import EvaluationRecord
+from repliscope.service.web import samples
 from repliscope.store.service_tables import register_dataset
+from tests.service.test_web_detection import detection_runs  # noqa: F401  (fixture)
 from tests.service.test_web_pages import logged_in, parse
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
@@ -94,3 +97,56 @@ def test_the_compare_pages_flips_show_the_registered_datasets_images(bugs: tuple
     thumbs = [i for i in parse(html).images if i.get("class") == "thumb"]
     assert [t["alt"] for t in thumbs] == ["sample ants/07.png"]  # the one top-1 flip: sample 7
     assert all(t["src"].startswith("data:image/png;base64,") for t in thumbs)
+
+
+def test_thumbnails_open_larger_with_labelled_boxes_and_a_score_threshold(
+    service_app: Any,
+    tokens: dict[str, str],
+    detection_runs: list[EvaluationRecord],  # noqa: F811
+) -> None:
+    """The detection record of the module-scoped ``detection_runs`` fixture (a 16-image synthetic set, ~1 s)."""
+    first = detection_runs[0].samples[0]
+    scored = [d.model_copy(update={"score": v}) for d, v in zip(first.detections or [], (0.95, 0.4), strict=True)]
+    record = detection_runs[0].model_copy(
+        update={
+            "run_id": "6a" * 16,
+            "samples": [first.model_copy(update={"detections": scored}), *detection_runs[0].samples[1:]],
+        }
+    )
+    service_app.state.store.save(record)
+    client = logged_in(service_app, tokens["viewer"])
+    html = client.get(f"/runs/{record.run_id}").text
+    base = f"/runs/{record.run_id}/samples/0/thumbnail.png"
+    title = f"Open sample {first.sample_id} larger"
+    assert f'<a class="thumb-link" href="{base}?size=large" title="{title}">' in html
+    assert '<input type="number" id="min-score" min="0" max="1" step="0.05" value="0.3"' in html
+    assert '<script src="/static/samples.js"></script>' in html
+    assert "min_score" in client.get("/static/samples.js").text
+
+    def pixels(url: str) -> tuple[tuple[int, int], np.ndarray]:
+        got = client.get(url)
+        assert got.status_code == 200, got.text
+        with Image.open(io.BytesIO(got.content)) as im:
+            return im.size, np.asarray(im.convert("RGB")).reshape(-1, 3)
+
+    def count(rgb: np.ndarray, colour: tuple[int, int, int]) -> int:
+        return int((rgb == np.asarray(colour)).all(axis=1).sum())
+
+    def labels(rgb: np.ndarray) -> int:  # the labels' white text: the synthetic images hold no near-white
+        return int((rgb >= 240).all(axis=1).sum())
+
+    thumb_size, thumb = pixels(base)
+    large_size, both = pixels(f"{base}?size=large")
+    assert max(thumb_size) <= samples.THUMB_PX and max(large_size) == samples.LARGE_PX
+    assert labels(thumb) == 0 and labels(both) > 0  # only the larger view carries class and score
+    assert samples.box_label(scored[0]) == f"class {scored[0].class_id} 0.95"
+    _, one = pixels(f"{base}?size=large&min_score=0.5")  # the 0.4 detection is left out
+    _, none_drawn = pixels(f"{base}?size=large&min_score=0.96")
+    assert count(both, samples.PRED_COLOUR) > count(one, samples.PRED_COLOUR) > 0
+    assert 0 < labels(one) < labels(both)
+    assert count(none_drawn, samples.PRED_COLOUR) == 0 and labels(none_drawn) == 0
+    assert count(none_drawn, samples.TRUTH_COLOUR) > 0  # the ground truth is always drawn
+    bad = client.get(f"{base}?size=huge")
+    assert bad.status_code == 422 and "size" in bad.text and "'thumb' or 'large'" in bad.text
+    over = client.get(f"{base}?min_score=2")
+    assert over.status_code == 422 and "min_score" in over.text

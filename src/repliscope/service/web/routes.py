@@ -11,10 +11,10 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from functools import cache, partial
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from repliscope.errors import RepliscopeError, StoreError
@@ -22,10 +22,15 @@ from repliscope.service import csrf
 from repliscope.service.auth import COOKIE, ROLES
 from repliscope.service.errors import ApiError
 from repliscope.service.web import views
+from repliscope.service.web.samples import DRAW_MIN_SCORE
 
 router = APIRouter(include_in_schema=False)
 
-STATIC = {"style.css": "text/css; charset=utf-8", "job.js": "text/javascript; charset=utf-8"}
+STATIC = {
+    "style.css": "text/css; charset=utf-8",
+    "job.js": "text/javascript; charset=utf-8",
+    "samples.js": "text/javascript; charset=utf-8",
+}
 PAGE_SIZES = (25, 50, 100)
 COOKIE_MAX_AGE = 8 * 3600
 MAX_POSITION = 2**31 - 1
@@ -485,13 +490,19 @@ def benchmark_detail_page(request: Request, benchmark_id: str, principal: Signed
 
 @router.get("/runs/{run_id}/samples/{position}/thumbnail.png")
 def sample_thumbnail(
-    request: Request, run_id: str, position: Annotated[int, Path(ge=0, le=MAX_POSITION)], principal: SignedIn
+    request: Request,
+    run_id: str,
+    position: Annotated[int, Path(ge=0, le=MAX_POSITION)],
+    principal: SignedIn,
+    size: Literal["thumb", "large"] = "thumb",
+    min_score: Annotated[float, Query(ge=0, le=1)] = DRAW_MIN_SCORE,
 ) -> Response:
-    """A sample's thumbnail (detection: with its boxes); 404 when the run's dataset does not re-load here."""
+    """A sample's thumbnail, or its larger view (``size=large``: boxes labelled with class and score); detection:
+    its boxes, detections from ``min_score``; 404 when the run's dataset does not re-load here."""
     from repliscope.service.web import samples
 
     try:
-        png = samples.sample_thumbnail(_store(request), run_id, position)
+        png = samples.sample_thumbnail(_store(request), run_id, position, size, min_score)
     except StoreError as exc:
         from repliscope.service.errors import redact
 

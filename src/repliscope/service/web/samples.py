@@ -19,6 +19,10 @@ from repliscope.service.web.metric_format import value_text
 
 PAGE_SIZE = 50
 THUMB_PX = 160
+LARGE_PX = 640
+"""The side of a sample's larger view (``thumbnail.png?size=large``): its boxes carry their class and score."""
+SIZES = {"thumb": THUMB_PX, "large": LARGE_PX}
+"""The sizes a sample image is served at (the thumbnail URL's ``size``)."""
 DRAW_MIN_SCORE = 0.3
 """Detections drawn on a thumbnail: score at least this (the record keeps up to 100 per image for COCO AP)."""
 PRED_COLOUR, TRUTH_COLOUR = (192, 57, 43), (39, 174, 96)
@@ -57,6 +61,9 @@ class SamplesPanel:
     headers: tuple[str, str, str] = ("Label", "Predicted", "Probability")
     """The headers of the label, prediction and value columns: classification's, detection's ``Ground truth``
     / ``Predicted`` / ``Best score``, segmentation's ``Truth classes`` / ``Predicted classes`` / ``IoU``."""
+    min_score: float | None = None
+    """Detection: the score from which the thumbnails draw detections (the page's threshold control starts
+    there); None for other tasks."""
 
 
 def shows_of(task: str) -> tuple[str, ...]:
@@ -133,8 +140,13 @@ def _named(classes: list[int], names: list[str]) -> str:
     return ", ".join(names[c] if c < len(names) else f"class_{c}" for c in classes) or "—"
 
 
-def _drawn(sample: SamplePrediction) -> list[list[float]]:
-    return [d.box for d in sample.detections or [] if d.score >= DRAW_MIN_SCORE]
+def _drawn(sample: SamplePrediction, min_score: float = DRAW_MIN_SCORE) -> list[list[float]]:
+    return [d.box for d in _kept(sample, min_score)]
+
+
+def _kept(sample: SamplePrediction, min_score: float) -> list[Any]:
+    """The sample's detections with score >= ``min_score``."""
+    return [d for d in sample.detections or [] if d.score >= min_score]
 
 
 def samples_panel(record: EvaluationRecord, show: str, page: int, images: Container[str] | None) -> SamplesPanel:
@@ -219,33 +231,47 @@ def samples_panel(record: EvaluationRecord, show: str, page: int, images: Contai
         if detection
         else ("Label", "Predicted", "Probability")
     )
-    return SamplesPanel(show, shows_of(record.task), page, pages, len(chosen), lines, thumbnails, note, headers)
+    min_score = DRAW_MIN_SCORE if detection else None
+    return SamplesPanel(
+        show, shows_of(record.task), page, pages, len(chosen), lines, thumbnails, note, headers, min_score
+    )
 
 
-def thumbnail_png(record: EvaluationRecord, position: int, data: bytes) -> bytes:
-    """A :data:`THUMB_PX` thumbnail of the sample's image; detection: its ground-truth boxes (green, 2 px just
-    outside the box) and detections with score >= :data:`DRAW_MIN_SCORE` (red, 2 px just inside) drawn after
-    scaling (crisp colours)."""
+def thumbnail_png(
+    record: EvaluationRecord, position: int, data: bytes, px: int = THUMB_PX, min_score: float = DRAW_MIN_SCORE
+) -> bytes:
+    """A ``px`` (default :data:`THUMB_PX`) thumbnail of the sample's image (at :data:`LARGE_PX`, scaled up when
+    smaller); detection: its ground-truth boxes
+    (green, 2 px just outside the box) and detections with score >= ``min_score`` (red, 2 px just inside) drawn
+    after scaling (crisp colours); at :data:`LARGE_PX` each detection carries its class id and score."""
     from PIL import Image, ImageDraw
 
     with Image.open(io.BytesIO(data)) as opened:
         im = opened.convert("RGB")
     w0, h0 = im.size
-    im.thumbnail((THUMB_PX, THUMB_PX))
+    if px >= LARGE_PX:  # the larger view: a small image is scaled up too
+        scale = px / max(w0, h0)
+        im = im.resize((max(1, round(w0 * scale)), max(1, round(h0 * scale))), Image.Resampling.LANCZOS)
+    else:
+        im.thumbnail((px, px))
     sx, sy = im.size[0] / w0, im.size[1] / h0
     if _boxes(record.task):
         sample = record.samples[position]
         draw = ImageDraw.Draw(im)
+        kept = _kept(sample, min_score)
         # the truth just outside its box, a detection just inside: a perfect detection shows both lines
         for boxes, colour, grow in (
             (_truth_boxes(record, position), TRUTH_COLOUR, 2),
-            (_drawn(sample), PRED_COLOUR, 0),
+            ([d.box for d in kept], PRED_COLOUR, 0),
         ):
             for x1, y1, x2, y2 in boxes:
                 xa, xb = sorted((x1 * sx, x2 * sx))
                 ya, yb = sorted((y1 * sy, y2 * sy))
                 rect = [xa - grow, ya - grow, max(xa, xb - 1) + grow, max(ya, yb - 1) + grow]
                 draw.rectangle(rect, outline=colour, width=2)
+        if px >= LARGE_PX:
+            for d in kept:
+                _label(draw, box_label(d), min(d.box[0], d.box[2]) * sx, min(d.box[1], d.box[3]) * sy)
     seg = record.samples[position].segmentation
     if _masks(record.task) and seg is not None and seg.predicted is not None and seg.truth is not None:
         im = _tinted(im, seg, (w0, h0), class_names_of(record))
@@ -255,6 +281,21 @@ def thumbnail_png(record: EvaluationRecord, position: int, data: bytes) -> bytes
 
 
 MISSED_COLOUR = (40, 90, 220)
+
+
+def box_label(detection: Any) -> str:
+    """What a detection's box says on the larger view: ``class <id> <score>`` (score to 2 decimals)."""
+    return f"class {detection.class_id} {detection.score:.2f}"
+
+
+def _label(draw: Any, text: str, x: float, y: float) -> None:
+    """``text`` in white on the predicted colour, just above (x, y) (inside the image when the box is at the
+    top)."""
+    left, top, right, bottom = draw.textbbox((0, 0), text)
+    h = bottom - top + 2
+    ty = y - h if y - h >= 0 else y
+    draw.rectangle([x, ty, x + right - left + 3, ty + h], fill=PRED_COLOUR)
+    draw.text((x + 2, ty + 1 - top), text, fill=(255, 255, 255))
 
 
 def _tinted(im: Any, seg: SegmentationSample, size: tuple[int, int], names: list[str]) -> Any:
@@ -312,9 +353,13 @@ class _Recent:
 RECENT = _Recent()
 
 
-def sample_thumbnail(store: Any, run_id: str, position: int) -> bytes | None:
-    """The PNG thumbnail of sample ``position`` of run ``run_id`` (StoreError for an unknown run); None when the
-    position is out of range or the dataset does not re-load with the record's identity."""
+def sample_thumbnail(
+    store: Any, run_id: str, position: int, size: str = "thumb", min_score: float = DRAW_MIN_SCORE
+) -> bytes | None:
+    """The PNG of sample ``position`` of run ``run_id`` at ``size`` (one of :data:`SIZES`), detections drawn from
+    ``min_score`` (StoreError for an unknown run); None when the position is out of range or the dataset does not
+    re-load with the record's identity."""
+    px = SIZES[size]
     record, read = RECENT.get(store, run_id)
     if read is None or not 0 <= position < len(record.samples):
         return None
@@ -322,7 +367,7 @@ def sample_thumbnail(store: Any, run_id: str, position: int) -> bytes | None:
     if data is None:
         return None
     try:
-        return thumbnail_png(record, position, data)
+        return thumbnail_png(record, position, data, px, min_score)
     except Exception:  # an unreadable image: no thumbnail
         return None
 
