@@ -26,7 +26,9 @@ def _variant(i: int) -> EvaluationRecord:
     )
     claim = rec.claims[0]
     verdict = {0: "consistent", 1: "inconsistent"}.get(i % 4, "not comparable")
-    claims = [ClaimVerdict(**{**claim.model_dump(), "verdict": verdict})]
+    # a consistent verdict is stored as such only inside an interval of at most ±2 pt (the verdict rule)
+    narrow = {"ci_low": claim.claimed - 0.01, "ci_high": claim.claimed + 0.01} if verdict == "consistent" else {}
+    claims = [ClaimVerdict(**{**claim.model_dump(), "verdict": verdict, **narrow})]
     hardware = {**rec.hardware, "cpu_model": "Intel(R) Xeon(R) Gold 6130" if i % 3 == 0 else "AMD EPYC 7B13"}
     software_runtime = {**rec.runtime, "framework_version": "2.13.0" if i % 3 == 0 else "1.31.1"}
     manifest = rec.manifest.model_copy(update={"version": "1.0.0" if i < 6 else "1.1.0"})

@@ -81,7 +81,10 @@ def test_cli_convert_to_onnx_verifies_every_layer(tmp_path: Path) -> None:
     assert "24 Darknet layers, 8,849,210 parameters" in res.output
     assert "golden: 24/24 layers within tolerance" in res.output and "carried: 24/24" in res.output
     bad = CliRunner().invoke(app, ["convert", str(MANIFEST), "--to", "tflite", "--out", str(out)])
-    assert bad.exit_code == 2 and "unknown target framework (allowed: keras, onnx)" in bad.output
+    assert bad.exit_code == 2 and (
+        "--to 'tflite': unknown target framework (allowed: keras (from pytorch_state_dict), onnx (from darknet), "
+        "keras (from darknet))" in bad.output
+    )
 
 
 def test_onnxruntime_runs_the_darknet_source_through_the_cached_conversion(tmp_path: Path) -> None:
