@@ -18,7 +18,6 @@ from typing import Any
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, ReportView
-from repliscope.service.web.claim_cells import claim_cell
 from repliscope.store.compare import RunComparison
 from repliscope.store.repository import RunQuery, RunStore
 
@@ -67,71 +66,6 @@ def verdict_text(claims: Sequence[Any]) -> str:
         return str(verdicts[0])
     metrics = [c["metric"] if isinstance(c, Mapping) else c.metric for c in claims]
     return "; ".join(f"{m}: {v}" for m, v in zip(metrics, verdicts, strict=True))
-
-
-# --- models -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelCell:
-    """The latest run of one model version on one runtime / hardware."""
-
-    version: str
-    runtime: str
-    hardware: str
-    verdict: str
-    run_id: str
-    created_at: str
-    claims: tuple[Any, ...] = ()
-    """:class:`~repliscope.service.web.claim_cells.ClaimCell` per claim: value, interval, direction."""
-    dataset: str = ""
-    """The evaluated data as the verdict names it, e.g. ``imagenet-sample-1000 (as imagenet-1k/val)``."""
-
-
-@dataclass
-class ModelRow:
-    name: str
-    versions: list[str] = field(default_factory=list)
-    claims: list[str] = field(default_factory=list)
-    cells: list[ModelCell] = field(default_factory=list)
-
-
-def _is_performance(claim: Mapping[str, Any]) -> bool:
-    from repliscope.manifest.schema import PERFORMANCE_METRICS
-
-    return claim.get("metric") in PERFORMANCE_METRICS
-
-
-def _claim_label(claim: Mapping[str, Any]) -> str:
-    """``top1 75.1 % on imagenet-1k/val`` (percent metrics in percent, as the manifest writes them)."""
-    return f"{claim.get('metric')} {claim_cell(claim).claimed} on {claim.get('claim_dataset')}"
-
-
-def model_rows(store: RunStore, name: str | None = None) -> list[ModelRow]:
-    """One row per model (manifest name): its versions, its claims, and the latest run per (version, runtime,
-    hardware) with its claim verdict (sweep variants left out: a variant is not the model as claimed)."""
-    rows: dict[str, ModelRow] = {}
-    for run in store.runs.latest_per_model(name):
-        row = rows.setdefault(run.manifest_name, ModelRow(run.manifest_name))
-        if run.manifest_version not in row.versions:
-            row.versions.append(run.manifest_version)
-        for claim in run.claims:
-            label = _claim_label(claim)
-            if label not in row.claims:
-                row.claims.append(label)
-        row.cells.append(
-            ModelCell(
-                version=run.manifest_version,
-                runtime=run.runtime,
-                hardware=run.cpu_model or "—",
-                verdict=run.verdict or "no claim",
-                run_id=run.run_id,
-                created_at=f"{run.created_at:%Y-%m-%d %H:%M}",
-                claims=tuple(claim_cell(c) for c in run.claims if not _is_performance(c)),
-                dataset=str(run.claims[0].get("evaluated_dataset", "")) if run.claims else "",
-            )
-        )
-    return list(rows.values())
 
 
 # --- runs table ---------------------------------------------------------------------------------------------
