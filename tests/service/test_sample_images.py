@@ -150,3 +150,9 @@ def test_thumbnails_open_larger_with_labelled_boxes_and_a_score_threshold(
     assert bad.status_code == 422 and "size" in bad.text and "'thumb' or 'large'" in bad.text
     over = client.get(f"{base}?min_score=2")
     assert over.status_code == 422 and "min_score" in over.text
+
+
+def test_a_count_of_one_reads_in_the_singular() -> None:
+    from repliscope.service.web.samples import _count
+
+    assert [_count(n, "object") for n in (0, 1, 2)] == ["0 objects", "1 object", "2 objects"]

@@ -119,4 +119,5 @@ def test_detection_thumbnails_draw_the_truth_and_predicted_boxes(
         assert samples.TRUTH_COLOUR in colours
         assert (samples.PRED_COLOUR in colours) == (int(predicted) > 0)
     rows = parse(html).tables["samples-table"].rows
-    assert rows[0][3] == f"{thumbs[0][2]} objects" and rows[0][2] == record.samples[0].sample_id
+    objects = int(thumbs[0][2])
+    assert rows[0][3] == f"{objects} object{'' if objects == 1 else 's'}" and rows[0][2] == record.samples[0].sample_id

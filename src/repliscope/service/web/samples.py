@@ -188,8 +188,8 @@ def samples_panel(record: EvaluationRecord, show: str, page: int, images: Contai
                 SampleLine(
                     i,
                     s.sample_id,
-                    f"{len(_truth_boxes(record, i))} objects",
-                    f"{n} detections",
+                    _count(len(_truth_boxes(record, i)), "object"),
+                    _count(n, "detection"),
                     "—" if not s.detections else f"{max(d.score for d in s.detections):.3f}",
                     s.error,
                     predicted_boxes=len(_drawn(s)) if s.error is None else 0,
@@ -376,3 +376,8 @@ def images_of(store: Any, record: EvaluationRecord) -> Any:
     """The run's :class:`repliscope.service.web.views.SampleImages`, None when its dataset does not re-load here
     (the run is kept in :data:`RECENT` for its thumbnails)."""
     return RECENT.get(store, record.run_id, record)[1]
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 object``, ``2 objects``, ``0 objects``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
