@@ -153,6 +153,6 @@ def test_thumbnails_open_larger_with_labelled_boxes_and_a_score_threshold(
 
 
 def test_a_count_of_one_reads_in_the_singular() -> None:
-    from repliscope.service.web.samples import _count
+    from repliscope.service.web.metric_format import count_of
 
-    assert [_count(n, "object") for n in (0, 1, 2)] == ["0 objects", "1 object", "2 objects"]
+    assert [count_of(n, "object") for n in (0, 1, 2)] == ["0 objects", "1 object", "2 objects"]

@@ -164,7 +164,7 @@ def test_segmentation_thumbnails_draw_the_masks(
 
 
 def _image(run: EvaluationRecord, position: int) -> bytes:
-    from repliscope.service.web.views import sample_reader
+    from repliscope.service.web.sample_source import sample_reader
 
     read = sample_reader(run)
     assert read is not None

@@ -44,3 +44,8 @@ def interval_text(name: str | None, low: float | None, high: float | None) -> st
 def headline_text(name: str | None, value: float | None) -> str:
     """``top1 88.9 %``, ``AP 0.1260``, ``mIoU 0.5844``; ``—`` without a value."""
     return MISSING if name is None or value is None else f"{name} {value_text(name, value)}"
+
+
+def count_of(n: int, noun: str) -> str:
+    """``1 object``, ``2 objects``, ``0 objects``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

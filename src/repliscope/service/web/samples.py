@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction, SegmentationSample
-from repliscope.service.web.metric_format import value_text
+from repliscope.service.web.metric_format import count_of, value_text
 
 PAGE_SIZE = 50
 THUMB_PX = 160
@@ -188,8 +188,8 @@ def samples_panel(record: EvaluationRecord, show: str, page: int, images: Contai
                 SampleLine(
                     i,
                     s.sample_id,
-                    _count(len(_truth_boxes(record, i)), "object"),
-                    _count(n, "detection"),
+                    count_of(len(_truth_boxes(record, i)), "object"),
+                    count_of(n, "detection"),
                     "—" if not s.detections else f"{max(d.score for d in s.detections):.3f}",
                     s.error,
                     predicted_boxes=len(_drawn(s)) if s.error is None else 0,
@@ -333,7 +333,7 @@ class _Recent:
 
     def get(self, store: Any, run_id: str, record: EvaluationRecord | None = None) -> tuple[EvaluationRecord, Any]:
         """The run's (record, reader); ``record``: the run's record when the caller has it already."""
-        from repliscope.service.web.views import sample_reader
+        from repliscope.service.web.sample_source import sample_reader
 
         key = (store.url, run_id)
         with self.lock:
@@ -373,11 +373,6 @@ def sample_thumbnail(
 
 
 def images_of(store: Any, record: EvaluationRecord) -> Any:
-    """The run's :class:`repliscope.service.web.views.SampleImages`, None when its dataset does not re-load here
+    """The run's :class:`repliscope.service.web.sample_source.SampleImages`, None when its dataset does not re-load here
     (the run is kept in :data:`RECENT` for its thumbnails)."""
     return RECENT.get(store, record.run_id, record)[1]
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 object``, ``2 objects``, ``0 objects``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
