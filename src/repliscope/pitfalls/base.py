@@ -12,6 +12,7 @@ values the pipeline diff's diagnosis tries (:func:`label` names one, e.g. ``cent
 from __future__ import annotations
 
 import itertools
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -212,3 +213,18 @@ def find_post(base: Pipeline, *names: str) -> int:
         if op.name in names:
             return i
     raise NotApplicable(f"the pipeline has no {' or '.join(repr(n) for n in names)} post-processing op")
+
+
+def task_pitfalls(task: str) -> list[str]:
+    """The registered pitfalls about ``task`` (or about every task), sorted (:data:`PITFALLS` imports every task's
+    pitfall modules on first read)."""
+    return [
+        name
+        for name in PITFALLS.names()
+        if PITFALLS.get(name).tasks in (None, ()) or task in (PITFALLS.get(name).tasks or ())
+    ]
+
+
+def op_keys(pipeline: Pipeline) -> list[str]:
+    """One key per pre op (its resolved configuration as JSON): equal key prefixes = the same computation."""
+    return [json.dumps(op.describe(), sort_keys=True, default=str) for op in pipeline.pre_ops]

@@ -168,7 +168,7 @@ def pitfall_listing(manifest: Path | None = None) -> list[dict[str, Any]]:
 
     With a ``manifest``: only the variants about its task, and each one with parameters gets ``on_manifest``
     (:func:`degrees_on` its pre-processing: the exact degrees ``--variant`` accepts for it, and the default's)."""
-    from repliscope.pitfalls.sweep import task_pitfalls
+    from repliscope.pitfalls.base import task_pitfalls
 
     names, on = PITFALLS.names(), {}
     if manifest is not None:
@@ -204,8 +204,7 @@ def degrees_on(base: Pipeline, ctx: PitfallContext, task: str) -> dict[str, dict
     """For each variant about ``task`` with parameters: the degrees it derives on ``base`` (labels, exactly what
     ``--variant`` accepts there and the diagnosis tries) and the label of the degree its bare name runs; a variant
     that does not apply has no degrees and its reason. ``pitfalls MANIFEST --list``."""
-    from repliscope.pitfalls.base import NotApplicable
-    from repliscope.pitfalls.sweep import op_keys, task_pitfalls
+    from repliscope.pitfalls.base import NotApplicable, op_keys, task_pitfalls
 
     out: dict[str, dict[str, Any]] = {}
     for name in task_pitfalls(task):

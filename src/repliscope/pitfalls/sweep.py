@@ -10,7 +10,6 @@ only their predictions). Each variant becomes a stored-ready EvaluationRecord li
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +45,7 @@ from repliscope.evaluation.run import PreparedRun, check_dataset, input_shape, p
 from repliscope.ops.base import Geometry, Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.pitfalls import variants as _builtin_variants  # noqa: F401  (registers the built-ins)
-from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext
+from repliscope.pitfalls.base import NotApplicable, PitfallContext, op_keys, task_pitfalls
 from repliscope.pitfalls.degrees import VariantSpec, VariantSpecError, parse_variant, resolve_variant
 from repliscope.pitfalls.result import PairedStats, SweepResult, VariantOutcome, VisualPanel
 from repliscope.pitfalls.runners import runner_for
@@ -183,21 +182,6 @@ def requested_variants(names: Sequence[str], base: Pipeline, ctx: PitfallContext
     if errors:
         raise VariantSpecError("; ".join(errors))
     return list({spec.label: spec for spec in specs}.values())
-
-
-def task_pitfalls(task: str) -> list[str]:
-    """The registered pitfalls about ``task`` (or about every task), sorted (:data:`PITFALLS` imports every task's
-    pitfall modules on first read)."""
-    return [
-        name
-        for name in PITFALLS.names()
-        if PITFALLS.get(name).tasks in (None, ()) or task in (PITFALLS.get(name).tasks or ())
-    ]
-
-
-def op_keys(pipeline: Pipeline) -> list[str]:
-    """One key per pre op (its resolved configuration as JSON): equal key prefixes = the same computation."""
-    return [json.dumps(op.describe(), sort_keys=True, default=str) for op in pipeline.pre_ops]
 
 
 class PrefixPlan(Protocol):

@@ -89,7 +89,7 @@ def manifest_facts(ref: str, text: str) -> ManifestFacts | None:
 def fit_of(manifest: ManifestFacts, datasets: list[DatasetFacts], runtimes: list[str]) -> Fit:
     """What fits ``manifest``: runtimes by source format, datasets by what its task scores, its task's pitfall
     variants, and the datasets declared as each claim's dataset."""
-    from repliscope.pitfalls.sweep import task_pitfalls
+    from repliscope.pitfalls.base import task_pitfalls
     from repliscope.runtimes.base import RUNTIME_SOURCE_FORMATS
     from repliscope.tasks.base import TASKS
 

@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from repliscope.datasets.base import Sample
 from repliscope.ops.pipeline import Pipeline
-from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext, label
-from repliscope.pitfalls.sweep import PrefixMemo, op_keys, prepare_all, task_pitfalls
+from repliscope.pitfalls.base import PITFALLS, NotApplicable, PitfallContext, label, op_keys, task_pitfalls
+from repliscope.pitfalls.sweep import PrefixMemo, prepare_all
 
 EXPLAIN_FRACTION = 0.01
 """A variant explains the candidate when what is left is at most 1 % of the candidate's own max error (or within
