@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from repliscope.backends.darknet.training import DarknetTrainer, SolverSettings, training_cfg_text
-from repliscope.diff.training.steps import darknet_rate
+from repliscope.backends.darknet.training import DarknetTrainer, SolverSettings, darknet_rate, training_cfg_text
 from repliscope.errors import RepliscopeError
 from tests.diff.training._fixtures import dog_batch
 from tests.yolo._assets import cfg_path, need_darknet, weights_path

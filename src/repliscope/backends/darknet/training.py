@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -419,3 +420,26 @@ class DarknetTrainer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def darknet_rate(s: SolverSettings, batch_num: int) -> float:
+    """``get_current_rate`` (src/network.c) for ``batch_num = seen / (batch x subdivisions)``, rounded as C
+    computes it: ``(float)batch_num / burn_in`` in float, ``pow`` in double, the product returned as float."""
+    f = np.float32
+    lr = f(s.learning_rate)
+    if batch_num < s.burn_in:
+        return float(f(float(lr) * math.pow(float(f(f(batch_num) / f(s.burn_in))), s.power)))
+    if s.policy == "constant":
+        return float(lr)
+    if s.policy == "steps":
+        rate = lr
+        for step, scale in zip(s.steps, s.scales, strict=True):
+            if step > batch_num:
+                return float(rate)
+            rate = f(rate * f(scale))
+        return float(rate)
+    if s.policy == "poly":
+        return float(f(float(lr) * math.pow(float(f(1 - f(f(batch_num) / f(s.max_batches)))), s.power)))
+    raise RepliscopeError(
+        f"learning-rate policy '{s.policy}': the training diff reproduces constant, steps and poly (and burn_in)"
+    )

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from repliscope.backends.darknet.training import DarknetTrainer, SolverSettings
+from repliscope.backends.darknet.training import DarknetTrainer, SolverSettings, darknet_rate
 from repliscope.diff.tolerance import dtype_eps
 from repliscope.diff.training.batches import Batch
 from repliscope.diff.training.gradients import GradientDiffResult
@@ -50,29 +50,6 @@ LOSS_K = 16.0
 ROUNDING_K = 4.0
 """Drift tolerance's rounding term: ``ROUNDING_K * eps * sqrt(step) * ||W_0|| / ||dW||`` (each update rounds every
 weight to float32 once on each side)."""
-
-
-def darknet_rate(s: SolverSettings, batch_num: int) -> float:
-    """``get_current_rate`` (src/network.c) for ``batch_num = seen / (batch x subdivisions)``, rounded as C
-    computes it: ``(float)batch_num / burn_in`` in float, ``pow`` in double, the product returned as float."""
-    f = np.float32
-    lr = f(s.learning_rate)
-    if batch_num < s.burn_in:
-        return float(f(float(lr) * math.pow(float(f(f(batch_num) / f(s.burn_in))), s.power)))
-    if s.policy == "constant":
-        return float(lr)
-    if s.policy == "steps":
-        rate = lr
-        for step, scale in zip(s.steps, s.scales, strict=True):
-            if step > batch_num:
-                return float(rate)
-            rate = f(rate * f(scale))
-        return float(rate)
-    if s.policy == "poly":
-        return float(f(float(lr) * math.pow(float(f(1 - f(f(batch_num) / f(s.max_batches)))), s.power)))
-    raise RepliscopeError(
-        f"learning-rate policy '{s.policy}': the training diff reproduces constant, steps and poly (and burn_in)"
-    )
 
 
 def keras_sgd(settings: SolverSettings, learning_rate: float) -> Any:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from repliscope.backends.darknet.training import DarknetTrainer
+from repliscope.backends.darknet.training import DarknetTrainer, darknet_rate
 from repliscope.convert.darknet_cfg import Network
 from repliscope.diff.loss.originals.stack_io import read_meta, read_npz, write_npz
 from repliscope.diff.training.batches import Batch
@@ -207,7 +207,7 @@ def _steps(
 @dataclass(frozen=True)
 class StepsPlan:
     """The training-step diff's side of a crossing: the batches of each step, Darknet's learning rate at each
-    (:func:`repliscope.diff.training.steps.darknet_rate`), the cfg's momentum and decay."""
+    (:func:`repliscope.backends.darknet.training.darknet_rate`), the cfg's momentum and decay."""
 
     batches: tuple[Batch, ...]
     rates: tuple[float, ...]
@@ -397,7 +397,6 @@ def check_cli_port(spec: str, port_loss: str | None) -> str:
 def steps_plan(trainer: DarknetTrainer, batches: Sequence[Batch], steps: int) -> StepsPlan:
     """The plan :func:`repliscope.diff.training.steps.run_training_diff` will follow: batches cycled, Darknet's
     learning rate of each step from ``trainer``'s solver and ``seen``."""
-    from repliscope.diff.training.steps import darknet_rate
 
     settings = trainer.solver()
     big_b = settings.batch * settings.subdivisions
