@@ -253,30 +253,7 @@ def call_in_stack(
     with tempfile.TemporaryDirectory(prefix="repliscope-loss-") as tmp:
         into, out = Path(tmp) / "inputs.npz", Path(tmp) / "result.npz"
         save_inputs(inputs, into)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
-        paths = [str(p) for p in source_paths(spec.name, cache_dir)]
-        if paths:
-            env["PYTHONPATH"] = os.pathsep.join(paths)
-        env["PYTHONNOUSERSITE"] = "1"
-        cmd = [str(python), "-m", "repliscope.stacks.call", "loss", spec.name, str(into), str(out)]
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise LossCallError(
-                f"{where}: no result after {timeout:g} s (the child was stopped)" + _tail(exc.stderr)
-            ) from None
-        except OSError as exc:
-            raise LossCallError(f"{where}: cannot start {python} ({exc.strerror or exc})") from None
-        if proc.returncode != 0:
-            raise LossCallError(
-                f"{where} failed (exit {proc.returncode} after {time.perf_counter() - start:.1f} s): "
-                f"{_last_line(proc.stderr)}" + _tail(proc.stderr)
-            )
-        if not out.is_file():
-            raise LossCallError(f"{where}: the child exited 0 without writing its result" + _tail(proc.stderr))
+        _run_child(python, "loss", spec.name, into, out, source_paths(spec.name, cache_dir), where, timeout)
         result = load_result(out)
     check_result(result, inputs, where)
     return result
@@ -346,11 +323,21 @@ def run_task(
         stack = get_stack(spec.stack, cache_dir)
     except StackError:
         stack = create_stack(spec.stack, cache_dir=cache_dir)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in source_paths(sources, cache_dir))
-    env.update(PYTHONNOUSERSITE="1", TF_CPP_MIN_LOG_LEVEL="3")
     where = f"task '{name}' in stack {stack.key}"
-    cmd = [str(stack.python_executable), "-m", "repliscope.stacks.call", "task", name, str(into), str(out)]
+    _run_child(stack.python_executable, "task", name, into, out, source_paths(sources, cache_dir), where, timeout)
+
+
+def _run_child(
+    python: Path, mode: str, name: str, into: Path, out: Path, paths: Sequence[Path], where: str, timeout: float
+) -> None:
+    """``python -m repliscope.stacks.call MODE NAME IN OUT`` with no stdin, only ``paths`` on PYTHONPATH, no user
+    site; LossCallError naming ``where`` when it cannot start, exceeds ``timeout`` seconds, fails or writes no
+    ``out``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+    env.update(PYTHONNOUSERSITE="1", TF_CPP_MIN_LOG_LEVEL="3")
+    cmd = [str(python), "-m", "repliscope.stacks.call", mode, name, str(into), str(out)]
     start = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -360,6 +347,8 @@ def run_task(
         raise LossCallError(
             f"{where}: no result after {timeout:g} s (the child was stopped)" + _tail(exc.stderr)
         ) from None
+    except OSError as exc:
+        raise LossCallError(f"{where}: cannot start {python} ({exc.strerror or exc})") from None
     if proc.returncode != 0:
         raise LossCallError(
             f"{where} failed (exit {proc.returncode} after {time.perf_counter() - start:.1f} s): "
