@@ -195,16 +195,18 @@ def test_a_sharded_run_is_one_record_and_a_shard_that_failed_reruns_on_the_other
     manifest.write_text("name: a stale copy\n", encoding="utf-8")
     failed_on: dict[str, str] = {}
     lines: list[str] = []
+    repair = threading.Lock()  # each shard logs from its own thread: both may fail at the same moment
 
     def log(line: str) -> None:
         lines.append(line)
         found = re.match(r"\[shard (\d/2)\] agent (\S+): RepliscopeError: option manifest_path ", line)
         if found:
-            if not failed_on:  # repaired once, atomically: a shard being retried must never read a half-written file
-                fresh = tmp_path / "fresh.yaml"
-                fresh.write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
-                fresh.replace(manifest)
-            failed_on[found.group(1)] = found.group(2)
+            with repair:
+                if not failed_on:  # repaired once, atomically: a retried shard must never read a half-written file
+                    fresh = tmp_path / "fresh.yaml"
+                    fresh.write_text(TINY.read_text(encoding="utf-8"), encoding="utf-8")
+                    fresh.replace(manifest)
+                failed_on[found.group(1)] = found.group(2)
 
     job = tiny_job("fail-once", limit=10, manifest_path=str(manifest))
     outcome = submit_merged(agents.cluster, job, constraints_for(load_manifest(TINY), "torch"), 2, log=log, timeout=120)

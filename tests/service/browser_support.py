@@ -188,6 +188,13 @@ def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 39
     return paths
 
 
+def at_path(driver: WebDriver, path: str) -> bool:
+    """Whether the page shown is ``path`` exactly (``/login?next=/new`` ends with ``/new`` but is not there)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(driver.current_url).path == path
+
+
 def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.5) -> T:
     """Call ``check`` until it returns something other than None/False; fails naming ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout

@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import LITE0
 from tests.service.browser_support import (
     REPO,
+    at_path,
     browser_paths,
     chromium_driver,
     docs_image,
@@ -134,7 +135,7 @@ def driver(seeded: Seeded) -> Iterator[WebDriver]:
         d.get(f"{seeded.url}/login?next=/runs")
         assert d.switch_to.active_element.get_attribute("id") == "token"  # focused on load: type at once
         d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: d.current_url.endswith("/runs"), timeout=30, what="the runs page after logging in")
+        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
         yield d
 
 

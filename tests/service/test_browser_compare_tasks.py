@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.service.browser_support import browser_paths, chromium_driver, live_server, page_images, poll, screenshot
+from tests.service.browser_support import (
+    at_path,
+    browser_paths,
+    chromium_driver,
+    live_server,
+    page_images,
+    poll,
+    screenshot,
+)
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
@@ -79,7 +87,7 @@ def driver(seeded: Seeded) -> Iterator[WebDriver]:
     with chromium_driver(chromium, chromedriver) as d:
         d.get(f"{seeded.url}/login?next=/runs")
         d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: d.current_url.endswith("/runs"), timeout=30, what="the runs page after logging in")
+        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
         yield d
 
 

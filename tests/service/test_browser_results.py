@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.service.browser_support import browser_paths, chromium_driver, live_server, poll, screenshot
+from tests.service.browser_support import at_path, browser_paths, chromium_driver, live_server, poll, screenshot
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
@@ -88,7 +88,7 @@ def driver(seeded: Seeded) -> Iterator[WebDriver]:
     with chromium_driver(chromium, chromedriver) as d:
         d.get(f"{seeded.url}/login?next=/jobs")
         d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: d.current_url.endswith("/jobs"), timeout=30, what="the jobs page after logging in")
+        poll(lambda: at_path(d, "/jobs"), timeout=30, what="the jobs page after logging in")
         yield d
 
 

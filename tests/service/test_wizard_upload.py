@@ -216,13 +216,13 @@ def test_a_runner_uploads_from_the_wizard_in_a_browser(browser: tuple[Any, str, 
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from tests.service.browser_support import poll, screenshot
+    from tests.service.browser_support import at_path, poll, screenshot
 
     driver, url, token = browser
     driver.get(f"{url}/login?next=/new")
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.ID, "login").click()
-    poll(lambda: driver.current_url.endswith("/new"), timeout=20, what="the wizard after login")
+    poll(lambda: at_path(driver, "/new"), timeout=20, what="the wizard after login")
     assert driver.find_element(By.ID, "wizard-no-manifest").text.startswith("No manifest is stored yet: upload one")
 
     driver.execute_script("document.getElementById('upload-text').value = '#'.repeat(2000000);")
