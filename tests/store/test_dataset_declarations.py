@@ -36,7 +36,7 @@ def test_a_0005_store_keeps_its_registered_datasets_through_0006(tmp_path: Path)
     assert current(engine) == "0005"
     engine.dispose()
     with RunStore(url) as store:
-        assert current(store.engine) == head() == "0008"
+        assert current(store.engine) == head() == "0009"
         old = get_dataset(store, "old")
         assert (old.spec, old.description, old.declared_as, old.declared_by, old.annotates) == (
             "foolbox_imagenet",

@@ -71,7 +71,7 @@ def _schema_diff(url: str) -> list[object]:
 
 def test_fresh_store_is_created_at_head_and_matches_the_models(url: str) -> None:
     with RunStore(url) as store:
-        assert current(store.engine) == head() == "0008"
+        assert current(store.engine) == head() == "0009"
         assert {
             "runs",
             "sample_predictions",
@@ -88,7 +88,7 @@ def test_fresh_store_is_created_at_head_and_matches_the_models(url: str) -> None
     if url.startswith("sqlite"):  # the large record JSON is the last column (filter columns stay in-row)
         assert [c["name"] for c in inspect(create_engine(url)).get_columns("runs")][-1] == "record"
     result = upgrade(url)  # already at head: nothing to do
-    assert (result.from_revision, result.to_revision, result.changed) == ("0008", "0008", False)
+    assert (result.from_revision, result.to_revision, result.changed) == ("0009", "0009", False)
 
 
 @pytest.mark.parametrize("detection_columns", [True, False])

@@ -258,3 +258,48 @@ class DiffRow(Base):
     created_by: Mapped[str | None] = mapped_column(String, nullable=True)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     figure: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+
+
+class RunTagRow(Base):
+    """One tag of a run (migration 0009): :mod:`repliscope.store.annotations` checks its charset and length."""
+
+    __tablename__ = "run_tags"
+    __table_args__ = (Index("ix_run_tags_tag", "tag"),)
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True)
+    added_by: Mapped[str] = mapped_column(String)
+    added_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class RunLabelRow(Base):
+    """A run's editable labels (migration 0009): its display name (a rename; the record and its result hash stay
+    as stored) and its current note, each with who set it and when. Earlier notes are in ``run_audit``."""
+
+    __tablename__ = "run_labels"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True)
+    display_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    named_by: Mapped[str | None] = mapped_column(String, nullable=True)
+    named_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    note_by: Mapped[str | None] = mapped_column(String, nullable=True)
+    note_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class RunAuditRow(Base):
+    """One change to a run's annotations, or its deletion (migration 0009): who (``actor``, through ``via``: cli,
+    api or web), when, what (``action``: tag, untag, note, rename, delete), and the values ``before`` / ``after``.
+    Not a foreign key: the entry of a deleted run stays, with what was deleted in ``before``."""
+
+    __tablename__ = "run_audit"
+    __table_args__ = (Index("ix_run_audit_run_at", "run_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    actor: Mapped[str] = mapped_column(String)
+    via: Mapped[str] = mapped_column(String)
+    action: Mapped[str] = mapped_column(String)
+    run_id: Mapped[str] = mapped_column(String)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)

@@ -17,6 +17,7 @@ attribute              store                                               modul
 ``jobs``               the service's jobs                                  :mod:`repliscope.store.jobs`
 ``tokens``             API tokens                                          :mod:`repliscope.store.accounts`
 ``diffs``              stored diffs                                        :mod:`repliscope.store.diffs`
+``annotations``        runs' tags, notes, display names, their audit       :mod:`repliscope.store.annotations`
 =====================  ==================================================  =====================================
 
 The methods of :class:`RunStore` are those its callers have always used (``save``, ``get``, ``query_runs``,
@@ -43,6 +44,7 @@ from repliscope.evaluation.record import EvaluationRecord
 from repliscope.pitfalls.result import SweepResult
 from repliscope.records.stack_matrix import StackMatrix
 from repliscope.store.accounts import TokenStore
+from repliscope.store.annotations import AnnotationStore
 from repliscope.store.benchmarks import BenchmarkStore
 from repliscope.store.database import (
     ENV_VAR,
@@ -177,6 +179,7 @@ class RunStore:
         self.jobs = JobStore(self.db)
         self.tokens = TokenStore(self.db)
         self.diffs = DiffStore(self.db)
+        self.annotations = AnnotationStore(self.db)
 
     @property
     def url(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import DateTime, Integer, String, Text, bindparam, cast, delete, func, insert, or_, select
+from sqlalchemy import DateTime, Integer, String, Text, bindparam, cast, delete, exists, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
@@ -26,7 +26,7 @@ from repliscope.evaluation.claims import shown_verdict
 from repliscope.evaluation.record import Detection, EvaluationRecord, SamplePrediction, SegmentationSample
 from repliscope.store.database import Database, resolve_id, utc_naive
 from repliscope.store.errors import InvalidInputError, UnknownIdError
-from repliscope.store.models import RunRow, SampleRow
+from repliscope.store.models import RunLabelRow, RunRow, RunTagRow, SampleRow
 
 SAMPLE_CHUNK = 5_000
 """Sample rows per bulk insert and per decoded read chunk."""
@@ -93,8 +93,11 @@ class RunQuery(BaseModel):
     created_to: datetime | None = None
     sweep_id: str | None = None
     search: str | None = None
-    """Case-insensitive text found in the model name, its version (the tag), the dataset name, the runtime or
-    the sweep variant's name (the runs page's search box)."""
+    """Case-insensitive text found in the model name, its version (the tag), the dataset name, the runtime,
+    the sweep variant's name, or the run's annotations: a tag, its display name or its note (the runs page's
+    search box; :mod:`repliscope.store.annotations`)."""
+    tag: str | None = None
+    """Runs carrying this tag (exact; :data:`repliscope.store.annotations.TAG_RULE`)."""
 
 
 SEARCHED_COLUMNS = (
@@ -255,6 +258,10 @@ def _run_query_params(filters: RunQuery, sort: str, page: int, page_size: int) -
     }
     if not filters.hardware:
         params.pop("hardware", None)
+    if filters.tag is not None:
+        from repliscope.store.annotations import check_tag
+
+        params["tag"] = check_tag(filters.tag)
     if filters.search:  # LIKE with '/' escaping, as ``contains(..., autoescape=True)``
         escaped = filters.search.lower().replace("/", "//").replace("%", "/%").replace("_", "/_")
         params["search"] = f"%{escaped}%"
@@ -277,7 +284,23 @@ def _runs_statements(columns: tuple[str, ...], sort: str, filters: tuple[str, ..
             conditions.append(_FILTER_COLUMNS[name] == bindparam(name))
         elif name == "search":
             needle = bindparam("search", type_=String)
-            conditions.append(or_(*(func.lower(c).like(needle, escape="/") for c in SEARCHED_COLUMNS)))
+            conditions.append(
+                or_(
+                    *(func.lower(c).like(needle, escape="/") for c in SEARCHED_COLUMNS),
+                    exists().where(
+                        RunTagRow.run_id == RunRow.run_id, func.lower(RunTagRow.tag).like(needle, escape="/")
+                    ),
+                    exists().where(
+                        RunLabelRow.run_id == RunRow.run_id,
+                        or_(
+                            func.lower(RunLabelRow.display_name).like(needle, escape="/"),
+                            func.lower(RunLabelRow.note).like(needle, escape="/"),
+                        ),
+                    ),
+                )
+            )
+        elif name == "tag":
+            conditions.append(exists().where(RunTagRow.run_id == RunRow.run_id, RunTagRow.tag == bindparam("tag")))
         elif name == "created_from":
             conditions.append(RunRow.created_at >= bindparam(name, type_=DateTime))
         elif name == "created_to":
