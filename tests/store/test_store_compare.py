@@ -37,7 +37,7 @@ def test_golden_deltas_flips_and_failures() -> None:
     assert (top5.paired_a, top5.paired_b, top5.paired_delta) == (18 / 19, 18 / 19, 0.0)
 
     assert [f.model_dump() for f in c.top1_flips] == [
-        {"sample_id": "imagenet_07_609.jpg", "label": 609, "top1_a": 511, "top1_b": 609}
+        {"sample_id": "imagenet_07_609.jpg", "position_a": 7, "label": 609, "top1_a": 511, "top1_b": 609}
     ]
     assert c.failed_only_in_a == ["imagenet_19_305.jpg"] and c.failed_only_in_b == []
     assert c.failed_in_one == 1

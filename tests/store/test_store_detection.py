@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.orm import Session
 
@@ -111,7 +112,7 @@ def test_compare_carries_the_tasks_paired_statistics() -> None:
     c = compare_runs(a, b)
     assert c.task == "image_classification" and c.paired is not None
     assert c.paired["n"] == c.common_evaluated and c.paired["flipped"] == len(c.top1_flips)
-    mixed = compare_runs(a, _detection_record("d" * 32))
-    assert mixed.paired is None and any(
-        "run A is image_classification, run B is object_detection" in w for w in mixed.warnings
-    )
+    from repliscope.store.compare import MixedTasksError
+
+    with pytest.raises(MixedTasksError, match=r"run aaaaaaaaaaaa is image_classification.*is object_detection"):
+        compare_runs(a, _detection_record("d" * 32))  # refused, never half compared (issue 36 item 9)

@@ -7,17 +7,46 @@ compared and the comparison carries a warning: the metric deltas are then over d
 Each metric is given twice: each run's own value (over the samples that run evaluated) and the paired
 values over the samples BOTH runs evaluated (``paired_*``): when a sample failed in one run only, only the
 paired delta compares like with like. With no sample evaluated by both, ``comparable`` is False and a
-warning says so.
+warning says so. Runs of different tasks are refused (:class:`MixedTasksError`), never half compared.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, computed_field
 
 from repliscope.datasets.base import Dataset
+from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import EvaluationRecord, SamplePrediction
+
+ID_SHOWN = 12
+"""The characters of a run id an error names (the pages and the CLI show 12)."""
+
+
+class MixedTasksError(RepliscopeError):
+    """Runs of different tasks asked to be compared (the service answers 422): their metrics, samples and paired
+    statistics have nothing in common. ``runs``: (run id, task, metric names) of every run, in the order asked."""
+
+    def __init__(self, runs: Sequence[tuple[str, str, Sequence[str]]]) -> None:
+        self.runs = [(run_id, task, list(metrics)) for run_id, task, metrics in runs]
+        described = "; ".join(
+            f"run {run_id[:ID_SHOWN]} is {task} ({', '.join(metrics) or 'no metric'})"
+            for run_id, task, metrics in self.runs
+        )
+        tasks = list(dict.fromkeys(task for _, task, _ in self.runs))
+        super().__init__(
+            f"runs of different tasks cannot be compared ({' and '.join(tasks)}): {described}. Compare the runs "
+            "of one task with each other; across tasks only each run's own page (stack, pipeline, timings) "
+            "reads side by side"
+        )
+
+
+def check_one_task(records: Sequence[EvaluationRecord]) -> None:
+    """MixedTasksError when ``records`` are not all of one task (a record read without its samples will do)."""
+    if len({r.task for r in records}) > 1:
+        raise MixedTasksError([(r.run_id, r.task, [m.name for m in r.metrics]) for r in records])
 
 
 class MetricDelta(BaseModel):
@@ -38,9 +67,11 @@ class MetricDelta(BaseModel):
 
 
 class Top1Flip(BaseModel):
-    """A sample both runs predicted, with different top-1 classes."""
+    """A sample both runs predicted, with different top-1 classes; ``position_a``: its index in run A's samples
+    (the run page's thumbnail URLs; None in comparisons cached before it was kept)."""
 
     sample_id: str
+    position_a: int | None = None
     label: int | None
     top1_a: int
     top1_b: int
@@ -138,11 +169,13 @@ def _metric_deltas(
 
 def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
     """Compare run ``b`` against run ``a`` sample by sample (matched by sample id, in ``a``'s order), with the
-    paired statistics of the runs' task (both must be of the same task; detection: against ``a``'s ground
-    truth)."""
+    paired statistics of the runs' task (detection: against ``a``'s ground truth). MixedTasksError when the runs
+    are of different tasks."""
+    check_one_task([a, b])
     id_a, id_b = a.dataset.get("identity"), b.dataset.get("identity")
     same_dataset = id_a is not None and id_a == id_b
     by_id_b = {s.sample_id: s for s in b.samples}
+    position_a = {s.sample_id: i for i, s in reversed(list(enumerate(a.samples)))}
     common: list[tuple[SamplePrediction, SamplePrediction]] = [
         (sa, by_id_b[sa.sample_id]) for sa in a.samples if sa.sample_id in by_id_b
     ]
@@ -168,7 +201,15 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
             continue
         if sa.top1 != sb.top1:
             label = sa.label if sa.label is not None else sb.label
-            flips.append(Top1Flip(sample_id=sa.sample_id, label=label, top1_a=sa.top1, top1_b=sb.top1))
+            flips.append(
+                Top1Flip(
+                    sample_id=sa.sample_id,
+                    position_a=position_a[sa.sample_id],
+                    label=label,
+                    top1_a=sa.top1,
+                    top1_b=sb.top1,
+                )
+            )
         if sa.topk_probs and sb.topk_probs:
             diff = abs(sa.topk_probs[0] - sb.topk_probs[0])
             if max_diff is None or diff > max_diff:
@@ -189,9 +230,7 @@ def compare_runs(a: EvaluationRecord, b: EvaluationRecord) -> RunComparison:
         )
 
     paired = None
-    if a.task != b.task:
-        warnings.append(f"run A is {a.task}, run B is {b.task}: no paired statistics")
-    elif both:
+    if both:
         from repliscope.tasks.base import get_task
 
         paired = get_task(a.task).paired([sa for sa, _ in both], [sb for _, sb in both], _truth(a))

@@ -46,8 +46,11 @@ def comparison_of(
 ) -> RunComparison:
     """:func:`~repliscope.store.compare.compare_runs` of ``b`` against ``a``, computed once per pair of stored
     runs. ``full``: the whole record of a record read without its samples (``RunStore.get``), called only when
-    the comparison is computed; None when ``a`` and ``b`` are whole."""
-    from repliscope.store.compare import compare_runs
+    the comparison is computed; None when ``a`` and ``b`` are whole. MixedTasksError (the API's 422) for runs of
+    different tasks, before any record is read whole."""
+    from repliscope.store.compare import check_one_task, compare_runs
+
+    check_one_task([a, b])
 
     def compute() -> RunComparison:
         return compare_runs(full(a), full(b)) if full is not None else compare_runs(a, b)

@@ -350,3 +350,50 @@ def many_page(
         masks=masks,
         masks_note=note,
     )
+
+
+@dataclass(frozen=True)
+class TaskRuns:
+    """The asked runs of one task: ``runs`` (letter, run id, model, metric names) and the compare of just them
+    (``compare_url``, None when only one run of that task was asked)."""
+
+    task: str
+    runs: list[tuple[str, str, str, str]]
+    compare_url: str | None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a compare of runs of different tasks is refused (the page answers 422 with it): ``message`` is the
+    API's text (:class:`~repliscope.store.compare.MixedTasksError`), ``groups`` the asked runs by task with what
+    can be compared instead."""
+
+    message: str
+    groups: list[TaskRuns]
+
+
+def mixed_tasks(records: Sequence[EvaluationRecord]) -> Refusal | None:
+    """The refusal of a compare of ``records`` when they are not all of one task, else None."""
+    from urllib.parse import urlencode
+
+    from repliscope.store.compare import MixedTasksError, check_one_task
+
+    try:
+        check_one_task(records)
+    except MixedTasksError as exc:
+        by_task: dict[str, list[tuple[str, str, str, str]]] = {}
+        for i, r in enumerate(records):
+            metrics = ", ".join(m.name for m in r.metrics) or "no metric"
+            by_task.setdefault(r.task, []).append(
+                (_letter(i), r.run_id, f"{r.manifest.name} {r.manifest.version}", metrics)
+            )
+        groups = [
+            TaskRuns(
+                task,
+                runs,
+                "/compare?" + urlencode([("run", run_id) for _, run_id, _, _ in runs]) if len(runs) > 1 else None,
+            )
+            for task, runs in by_task.items()
+        ]
+        return Refusal(str(exc), groups)
+    return None

@@ -543,7 +543,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
     flips or differing images). ``?sweep=ID&page=N``: a pitfall sweep's runs of any number, the reference and
     up to eleven variants a page (:func:`~repliscope.service.web.compare_many.sweep_page`)."""
     from repliscope.service.web.compare_cache import HEADS
-    from repliscope.service.web.compare_many import MAX_RUNS, many_page, sweep_page
+    from repliscope.service.web.compare_many import MAX_RUNS, many_page, mixed_tasks, sweep_page
 
     unknown = sorted(set(request.query_params) - {"a", "b", "run", "sweep", "page"})
     if unknown:
@@ -576,7 +576,9 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
             "or tick runs on the runs page)",
         )
     if len(asked) > MAX_RUNS:
-        return _error(principal, 400, f"compare takes at most {MAX_RUNS} runs, got {len(asked)}")
+        return _error(principal, 422, f"compare takes at most {MAX_RUNS} runs, got {len(asked)}")
+    if long_ids := [v for v in asked if len(v) > 100]:
+        return _error(principal, 422, f"a run id is at most 100 characters, got {len(long_ids[0])} (run, a or b)")
     store = _store(request)
     records: list[Any] = []
     try:
@@ -588,6 +590,8 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
         return _error(principal, 404, str(exc))
     if len(records) < 2:
         return _error(principal, 400, f"compare needs two different runs; every id given is run {records[0].run_id}")
+    if (refusal := mixed_tasks(records)) is not None:  # runs of different tasks: refused with the reason
+        return _page(principal, "compare_refused.html", 422, title="Compare refused", refusal=refusal)
     roots: Any = None
     if principal.role != "admin":
         from repliscope.service.web.redact import named_roots

@@ -1,0 +1,105 @@
+"""Issue 36 items 2, 8 and 9 on the compare page without a browser: runs of different tasks are refused with the
+reason (422 on the page and in the API, naming each run's task and what can be compared instead); hostile query
+parameters are refused with the bound; the flipped samples' thumbnails open larger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from repliscope.evaluation.record import EvaluationRecord
+from tests.service.test_web_detection import detection_runs  # noqa: F401  (fixture)
+from tests.service.test_web_pages import a11y, assert_accessible, logged_in, parse
+from tests.store.records import TOP1_A, TOP1_B, make_record
+
+
+@pytest.fixture
+def stored(service_app: Any, detection_runs: list[EvaluationRecord]) -> dict[str, EvaluationRecord]:  # noqa: F811
+    """Two classification runs (Lite0-shaped, 2 flips) and the two detection runs of the rect detector."""
+    runs = {
+        "cls_a": make_record("a7" * 16, TOP1_A),
+        "cls_b": make_record("b7" * 16, TOP1_B),
+        "det_a": detection_runs[0],
+        "det_b": detection_runs[1],
+    }
+    for r in runs.values():
+        service_app.state.store.save(r)
+    return runs
+
+
+def test_a_compare_of_mixed_tasks_is_refused_with_the_reason(
+    service_app: Any, tokens: dict[str, str], stored: dict[str, EvaluationRecord]
+) -> None:
+    cls_a, cls_b, det_a = stored["cls_a"].run_id, stored["cls_b"].run_id, stored["det_a"].run_id
+    client = logged_in(service_app, tokens["viewer"])
+    r = client.get(f"/compare?run={cls_a}&run={det_a}&run={cls_b}")
+    assert r.status_code == 422
+    reason = a11y(r.text).text_of("compare-refused-reason")
+    assert reason.startswith("runs of different tasks cannot be compared (image_classification and object_detection)")
+    assert f"run {cls_a[:12]} is image_classification (top1, top5)" in reason
+    assert f"run {det_a[:12]} is object_detection (AP, AP50, AP75" in reason
+    rows = {row[0]: row for row in parse(r.text).tables["compare-refused-runs"].rows}
+    assert rows["A"][1:4] == [cls_a[:12], "efficientnet-lite0 1.0.0", "image_classification"]
+    assert rows["B"][3] == "object_detection" and rows["C"][3] == "image_classification"
+    instead = a11y(r.text).text_of("compare-instead")
+    assert "Compare the 2 image_classification runs (A, C)" in instead
+    assert "Run B is the only object_detection run asked" in instead
+    assert f'href="/compare?run={cls_a}&amp;run={cls_b}"' in r.text
+    assert "compare-metrics" not in parse(r.text).tables  # no half-empty table
+    assert_accessible(r.text)
+    assert client.get(f"/compare?a={cls_a}&b={det_a}").status_code == 422
+
+
+def test_the_api_refuses_a_compare_of_mixed_tasks_with_422(
+    client: Any, headers_for: Any, stored: dict[str, EvaluationRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repliscope.store import compare
+
+    computed: list[str] = []
+    real = compare.compare_runs
+
+    def counted(a: EvaluationRecord, b: EvaluationRecord) -> Any:
+        computed.append(a.run_id)
+        return real(a, b)
+
+    monkeypatch.setattr(compare, "compare_runs", counted)
+    cls_a, det_a = stored["cls_a"].run_id, stored["det_a"].run_id
+    r = client.get(f"/api/v1/runs/compare?a={cls_a}&b={det_a}", headers=headers_for("viewer"))
+    assert r.status_code == 422
+    assert r.json()["error"]["code"] == "invalid"
+    assert r.json()["error"]["message"].startswith(
+        f"runs of different tasks cannot be compared (image_classification and object_detection): run "
+        f"{cls_a[:12]} is image_classification (top1, top5); run {det_a[:12]} is object_detection (AP, "
+    )
+    assert computed == []  # refused before either record is read whole
+
+
+def test_compare_runs_refuses_mixed_tasks() -> None:
+    from repliscope.store.compare import MixedTasksError, compare_runs
+
+    a = make_record("a8" * 16, TOP1_A)
+    b = make_record("b8" * 16, TOP1_B).model_copy(update={"task": "semantic_segmentation", "metrics": []})
+    with pytest.raises(MixedTasksError) as err:
+        compare_runs(a, b)
+    assert err.value.runs == [
+        ("a8" * 16, "image_classification", ["top1", "top5"]),
+        ("b8" * 16, "semantic_segmentation", []),
+    ]
+    assert f"run {'b8' * 6} is semantic_segmentation (no metric)" in str(err.value)
+
+
+def test_hostile_compare_queries_are_refused_with_the_bound(
+    service_app: Any, tokens: dict[str, str], stored: dict[str, EvaluationRecord]
+) -> None:
+    client = logged_in(service_app, tokens["viewer"])
+    cls_a = stored["cls_a"].run_id
+    many = "&".join(f"run={cls_a[:10]}{i:02d}" for i in range(13))
+    r = client.get(f"/compare?{many}")
+    assert r.status_code == 422 and "compare takes at most 12 runs, got 13" in r.text
+    r = client.get(f"/compare?run={cls_a}&run={'f' * 5000}")
+    assert r.status_code == 422 and "a run id is at most 100 characters, got 5000" in r.text
+    r = client.get(f"/compare?run={cls_a}&run=ffffffffffff")
+    assert r.status_code == 404 and "ffffffffffff" in r.text
+    r = client.get(f"/compare?run={cls_a}&run=%3Cscript%3Ealert(1)%3C/script%3E")
+    assert r.status_code == 404 and "<script>" not in r.text
