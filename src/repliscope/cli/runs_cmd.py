@@ -31,7 +31,7 @@ SHOWN_FAILED = 20
 _SHARED_FIRST = ("date", "sweep", "runtime", "dataset", "model")
 """Columns moved above the table, in this order, when their value is the same in every row and the table
 would not fit the terminal otherwise."""
-_FOLDABLE = ("model", "dataset", "variant")
+_FOLDABLE = ("model", "dataset", "variant", "name", "tags")
 """Columns whose long names fold onto a second line when the table still does not fit (never cut)."""
 
 
@@ -45,10 +45,18 @@ def runs_list(
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 50,
     kind: Annotated[str | None, typer.Option(help="evaluation | pitfall_variant | benchmark")] = None,
     sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep (a unique id prefix).")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only the runs carrying this tag (`runs tag`).")] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            help="Only the runs with this text (any case) in a model, dataset, runtime, variant, tag, "
+            "display name or note."
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List stored runs, newest first."""
+    """List stored runs, newest first (with their display names and tags: `runs tag`, `runs rename`)."""
     from repliscope.store.repository import RunStore
 
     if kind is not None and kind not in (*RUN_KINDS, "benchmark"):
@@ -61,18 +69,30 @@ def runs_list(
             _list_benchmarks(store.list_benchmarks(limit=limit), as_json)
             return
         sweep_id = store.get_sweep(sweep).sweep_id if sweep else None
-        runs = store.list(limit=limit, kind=kind, sweep_id=sweep_id)
-        benchmarks = store.count_benchmarks() if kind is None and sweep is None else 0
+        if tag is not None or search is not None:  # runs_annotate_cmd: the store's query with its filters
+            if kind == "benchmark":
+                raise RepliscopeError("--tag and --search find runs; benchmarks carry no tags")
+            from repliscope.cli.runs_annotate_cmd import matching_runs
+
+            runs = matching_runs(store, limit, kind, sweep_id, tag, search)
+        else:
+            runs = store.list(limit=limit, kind=kind, sweep_id=sweep_id)
+        labels = store.annotations.labels(r.run_id for r in runs)
+        benchmarks = (
+            store.count_benchmarks() if kind is None and sweep is None and tag is None and search is None else 0
+        )
     except RepliscopeError as exc:
         fail(exc)
         return
     if as_json:
-        emit_json([r.model_dump(mode="json") for r in runs])
+        emit_json([{**r.model_dump(mode="json"), **_label_json(labels.get(r.run_id))} for r in runs])
         return
     if not runs:
-        console.print("no stored runs" + (f" of kind {kind}" if kind else "") + (" in this sweep" if sweep else ""))
+        what = (f" of kind {kind}" if kind else "") + (" in this sweep" if sweep else "")
+        what += (f" tagged {tag}" if tag is not None else "") + (f" matching {search!r}" if search else "")
+        console.print("no stored runs" + what, highlight=False, markup=False)
     else:
-        print_runs(runs)
+        print_runs(runs, labels)
     if benchmarks:
         console.print(
             f"and {benchmarks} stored benchmark{'s' if benchmarks != 1 else ''}: repliscope runs list --kind benchmark",
@@ -137,12 +157,19 @@ def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
     console.print(table)
 
 
-def run_cells(r: RunSummary) -> dict[str, str]:
-    """One run's cells in ``runs list``: 8-character id, local creation date and time, model name and
-    version in full, top-1 in % and detection's AP as a fraction (each empty when the run has none)."""
+def _label_json(label: Any) -> dict[str, Any]:
+    """A run's display name and tags for ``runs list --json`` (None and [] without)."""
+    return {"display_name": label.display_name if label else None, "tags": list(label.tags) if label else []}
+
+
+def run_cells(r: RunSummary, label: Any = None) -> dict[str, str]:
+    """One run's cells in ``runs list``: 8-character id, its display name (``runs rename``), local creation date
+    and time, model name and version in full, top-1 in % and detection's AP as a fraction, its tags (each empty
+    when the run has none)."""
     created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
     return {
         "run": r.run_id[:ID_CHARS],
+        "name": (label.display_name or "") if label else "",
         "date": f"{created:%Y-%m-%d}",
         "time": f"{created:%H:%M}",
         "model": f"{r.manifest_name} {r.manifest_version}",
@@ -154,6 +181,7 @@ def run_cells(r: RunSummary) -> dict[str, str]:
         "AP": "" if r.ap is None else f"{r.ap:.3f}",
         "sweep": r.sweep_id[:ID_CHARS] if r.sweep_id else "",
         "variant": r.variant or "",
+        "tags": " ".join(label.tags) if label else "",
     }
 
 
@@ -185,12 +213,14 @@ def _table_width(cells: Sequence[dict[str, str]], columns: list[str], gap: int) 
     return sum(max(len(c), *(len(row[c]) for row in cells)) for c in columns) + gap * (len(columns) - 1)
 
 
-def print_runs(runs: Sequence[RunSummary]) -> None:
-    """The ``runs list`` table: one line per run at 80 columns for typical names; a cell is never cut."""
+def print_runs(runs: Sequence[RunSummary], labels: dict[str, Any] | None = None) -> None:
+    """The ``runs list`` table: one line per run at 80 columns for typical names; a cell is never cut
+    (``labels``: display names and tags by run id)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    cells = [run_cells(r) for r in runs]
+    cells = [run_cells(r, (labels or {}).get(r.run_id)) for r in runs]
     columns, shared, gap = runs_layout(cells, console.width)
     units = "top-1 in %" + ("; AP: COCO .50:.95 as a fraction" if "AP" in columns else "")
     console.print(f"[bold]{len(runs)} runs[/], newest first (local time; {units})", highlight=False)
@@ -205,8 +235,8 @@ def print_runs(runs: Sequence[RunSummary]) -> None:
             no_wrap=c not in _FOLDABLE,
             overflow="fold",
         )
-    for row in cells:
-        table.add_row(*(row[c] for c in columns))
+    for row in cells:  # as Text: a display name is the user's text, never rich markup
+        table.add_row(*(Text(row[c]) for c in columns))
     console.print(table)
 
 
@@ -397,3 +427,6 @@ def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOptio
             file=sys.stderr,
         )
         raise typer.Exit(code=1)
+
+
+from repliscope.cli import runs_annotate_cmd as _annotate  # noqa: E402,F401  (registers tag, note, rename, delete, audit)
