@@ -165,4 +165,7 @@ def _mount_web(app: FastAPI) -> None:
     from repliscope.service.web.diff_pages import router as diff_pages
 
     app.include_router(diff_pages)
+    from repliscope.service.web.charts import router as charts  # /charts, /sweeps/{id}/parallel
+
+    app.include_router(charts)
     app.add_exception_handler(LoginRequired, login_redirect)
