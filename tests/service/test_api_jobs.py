@@ -145,7 +145,7 @@ def test_cancel_a_queued_job(
         assert done["status"] == "succeeded" and done["progress_done"] == 2
         second_log = client.get(f"/api/v1/jobs/{second['id']}/log", headers=runner).text
         assert client.get(f"/api/v1/jobs/{second['id']}", headers=runner).json()["status"] == "cancelled"
-        assert second_log == "cancelled before an agent started it\n"
+        assert second_log == "cancel requested by test-runner\ncancelled before an agent started it\n"
         statuses = [j["status"] for j in client.get("/api/v1/jobs", headers=runner).json()]
         assert statuses == ["cancelled", "succeeded"]
         assert service_app.state.store.count_job_results() == 1

@@ -24,6 +24,7 @@ from repliscope.evaluation.record import EvaluationRecord
 from repliscope.job_execution import JobSpec
 from repliscope.service import executor as executor_module
 from repliscope.service.executor import DaskJobExecutor, ThreadJobExecutor
+from repliscope.service.job_log import messages
 from repliscope.store import database
 from repliscope.store.repository import RunStore
 from repliscope.store.service_tables import create_job, get_job, update_job
@@ -104,7 +105,7 @@ def test_a_full_disk_keeps_the_record_and_the_job_fails_once_the_store_takes_it(
             f"the results could not be written to the run database {store.url}: [Errno 28] {FULL}; "
             f"1 run record(s) kept in {records[2]}: store them later with `repliscope runs import {records[2]}`"
         )
-        assert row.log.endswith(f"error: {row.error}\n")
+        assert messages(row.log).endswith(f"error: {row.error}\n")
         assert get_job(store, "disk-2").status == "failed"
         monkeypatch.undo()
         record = EvaluationRecord.model_validate_json(records[2].read_text())
@@ -157,7 +158,7 @@ def test_an_internal_error_is_one_line_with_an_id_and_the_traceback_is_on_the_se
         error_id = error.split()[2].rstrip(":")
         assert len(error_id) == 12
         assert "Traceback" not in row.log and "/srv/secret" not in row.log and "File " not in row.log
-        assert row.log.splitlines()[-1] == error
+        assert messages(row.log).splitlines()[-1] == error
         [logged] = [r for r in caplog.records if error_id in r.getMessage()]
         assert logged.exc_info is not None and "boom in /srv/secret" in str(logged.exc_info[1])
     finally:
@@ -183,7 +184,7 @@ def test_an_agents_traceback_goes_to_the_server_log_not_the_job_log(
         with caplog.at_level(logging.ERROR, logger="repliscope.service.jobs"):
             jobs.submit(queued(store, tiny_job("agent-bug", limit=1)))
             wait(lambda: get_job(store, "agent-bug").status == "failed", timeout=30)
-        log = get_job(store, "agent-bug").log
+        log = messages(get_job(store, "agent-bug").log)
         assert "Traceback" not in log and "/opt/agent" not in log
         [line] = [x for x in log.splitlines() if "server's log" in x]
         error_id = line.rsplit(" ", 1)[1]

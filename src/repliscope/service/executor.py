@@ -5,8 +5,9 @@ worker thread (no Dask).
 A job runs the same core functions as the CLI (:func:`repliscope.job_execution.execute_job`: ``evaluation.run.prepare/
 evaluate``, ``pitfalls.sweep.run_sweep``, ``bench.matrix.run_matrix``, ``diff.task_level.diff_runtimes``) and stores its
 results in the same ``RunStore`` exactly once per idempotency key (``RunStore.save_outcome``); its row in
-the jobs table follows it: status, progress (done/total, from the core's ``on_progress`` callbacks), log lines,
-result ids, error. A cancel request is honoured at the next progress callback (and before a queued job starts).
+the jobs table follows it: status, progress (done/total, from the core's ``on_progress`` callbacks), log lines
+(each with its time, level and source: :mod:`repliscope.service.job_log`), result ids, error. A cancel request
+is honoured at the next progress callback (and before a queued job starts).
 
 When the run database cannot be written (a full disk, a read-only file, a lost server): the job goes on; a record
 it cannot store is kept as ``unsaved-runs/<run_id>.json`` (as the CLI keeps it, :class:`KeepingUnsaved`) and the job
@@ -28,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from repliscope.errors import RepliscopeError, StoreError
 from repliscope.job_execution import KINDS, JobCancelled, JobOutcome, JobSpec, StoredJob, execute_job, run_and_store
+from repliscope.service import job_log
 
 __all__ = [
     "FINAL",
@@ -105,6 +107,12 @@ class AcceptingEveryJob:
 def as_job_executor(executor: JobExecutor | UnplacedExecutor) -> JobExecutor:
     """``executor`` itself when it declares ``check``, else :class:`AcceptingEveryJob` around it."""
     return executor if isinstance(executor, JobExecutor) else AcceptingEveryJob(executor)
+
+
+def _log(text: str, source: str = job_log.SERVICE) -> str:
+    """``text`` as the job's stored log lines, timed now, each line's level from its words
+    (:func:`repliscope.service.job_log.entries`): what every ``append_log`` of this module writes."""
+    return job_log.entries(text, source)
 
 
 def _update(store: Any, job_id: str, **fields: Any) -> bool:
@@ -291,7 +299,7 @@ class ThreadJobExecutor:
             self._cancelled.add(job_id)
             if self._status[job_id] == "queued":  # never started: final now
                 self._status[job_id] = "cancelled"
-                self._finals.write(job_id, status="cancelled", append_log="cancelled before it started")
+                self._finals.write(job_id, status="cancelled", append_log=_log("cancelled before it started"))
             return True
 
     def status(self, job_id: str) -> str | None:
@@ -323,7 +331,7 @@ class ThreadJobExecutor:
             except Exception as exc:  # never the end of the worker: the next jobs still run
                 self._set(job.job_id, "failed")
                 line = internal_error(job.job_id, exc, " (in the job worker)")
-                self._finals.write(job.job_id, status="failed", error=line, append_log=line)
+                self._finals.write(job.job_id, status="failed", error=line, append_log=_log(line))
 
     def _set(self, job_id: str, status: str) -> None:
         with self._lock:
@@ -337,32 +345,32 @@ class ThreadJobExecutor:
             self.store,
             job_id,
             status="running",
-            append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}",
+            append_log=_log(f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}"),
         )
         on_progress, done = self._progress_callback(job_id)
         try:
 
             def log(line: str) -> None:
-                _update(self.store, job_id, append_log=line)
+                _update(self.store, job_id, append_log=_log(line))
 
             result = run_job(job, self.store, self.cache_dir, on_progress, log)
         except JobCancelled:
             self._set(job_id, "cancelled")
-            self._finals.write(job_id, status="cancelled", append_log="cancelled")
+            self._finals.write(job_id, status="cancelled", append_log=_log("cancelled"))
             return
         except (RepliscopeError, OSError) as exc:
             self._set(job_id, "failed")
-            self._finals.write(job_id, status="failed", error=str(exc), append_log=f"error: {exc}")
+            self._finals.write(job_id, status="failed", error=str(exc), append_log=_log(f"error: {exc}"))
             return
         except SQLAlchemyError as exc:  # the run database could not be read (the key check)
             self._set(job_id, "failed")
             why = f"the run database could not be used: {_reason(exc)}"
-            self._finals.write(job_id, status="failed", error=why, append_log=f"error: {why}")
+            self._finals.write(job_id, status="failed", error=why, append_log=_log(f"error: {why}"))
             return
         except Exception as exc:  # a job must never kill the worker; the traceback goes to the server's log
             self._set(job_id, "failed")
             line = internal_error(job_id, exc)
-            self._finals.write(job_id, status="failed", error=line, append_log=line)
+            self._finals.write(job_id, status="failed", error=line, append_log=_log(line))
             return
         self._set(job_id, "succeeded")
         self._finals.write(
@@ -373,7 +381,7 @@ class ThreadJobExecutor:
             + result.get("sweep_ids", [])
             + result.get("benchmark_ids", [])
             + result.get("diff_ids", []),
-            append_log=f"succeeded: {result.get('summary') or result}",
+            append_log=_log(f"succeeded: {result.get('summary') or result}"),
         )
 
     def _progress_callback(self, job_id: str) -> tuple[Callable[[int], None], dict[str, Any]]:
@@ -531,7 +539,7 @@ class DaskJobExecutor:
             if status == "queued":
                 self._status[job_id] = "cancelled"
         if status == "queued":
-            self._finals.write(job_id, status="cancelled", append_log="cancelled before an agent started it")
+            self._finals.write(job_id, status="cancelled", append_log=_log("cancelled before an agent started it"))
         return True
 
     def status(self, job_id: str) -> str | None:
@@ -584,16 +592,16 @@ class DaskJobExecutor:
             self._follow(job, cancel)
         except SQLAlchemyError as exc:  # the run database could not be read (the key check)
             why = f"the run database could not be used: {_reason(exc)}"
-            self._finish(job_id, "failed", error=why, append_log=f"error: {why}")
+            self._finish(job_id, "failed", error=why, append_log=_log(f"error: {why}"))
         except Exception as exc:  # a job's thread never dies silently: one line here, the traceback on the server
             line = internal_error(job_id, exc)
-            self._finish(job_id, "failed", error=line, append_log=line)
+            self._finish(job_id, "failed", error=line, append_log=_log(line))
         finally:
             with self._lock:
                 self._threads.pop(job_id, None)
                 unfinished = self._status.get(job_id) not in FINAL
             if unfinished:  # whatever ended this thread, the job does not stay queued or running
-                self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
+                self._finish(job_id, "failed", error=INTERRUPTED, append_log=_log(INTERRUPTED))
 
     def _progress_callbacks(self, job_id: str) -> tuple[Callable[[int], None], Callable[[int], None], dict[str, Any]]:
         """The job row's ``on_total``, ``on_progress`` (the first of either marks it running) and state."""
@@ -606,18 +614,23 @@ class DaskJobExecutor:
         if cancel.is_set():  # cancelled before this thread got going (final already)
             return
         _update(
-            self.store, job_id, append_log=f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}"
+            self.store,
+            job_id,
+            append_log=_log(f"{job.kind} {job.manifest_ref} on {job.runtime}, dataset {job.dataset_name}"),
         )
         on_total, on_progress, state = self._progress_callbacks(job_id)
         with self._lock:
             constraints = self._placement.pop(job_id, None)  # from check(): the manifest is not parsed again
 
+        sources = job_log.SourceTracker()
+
         def log(line: str) -> None:
+            source, line = sources.split(line)  # the agent (or shard) it came from
             if line.startswith("Traceback (most recent call last)"):  # an agent's internal error
                 error_id = uuid.uuid4().hex[:12]
                 logger.error("job %s: the agent's traceback, error id %s:\n%s", job_id, error_id, line)
                 line = f"the agent's traceback is in the server's log under error id {error_id}"
-            _update(self.store, job_id, append_log=line)
+            _update(self.store, job_id, append_log=_log(line, source))
 
         def run(job: JobSpec) -> JobOutcome:
             cluster = self.cluster
@@ -641,14 +654,16 @@ class DaskJobExecutor:
             done: StoredJob = run_and_store(job, KeepingUnsaved(self.store), run)
         except JobCancelled as exc:
             if self._stopping:
-                self._finish(job_id, "failed", error=INTERRUPTED, append_log=INTERRUPTED)
+                self._finish(job_id, "failed", error=INTERRUPTED, append_log=_log(INTERRUPTED))
             elif isinstance(exc, _FinishedWhileCancelled):
-                self._finish(job_id, "cancelled", append_log="the agent had finished; nothing is stored\ncancelled")
+                self._finish(
+                    job_id, "cancelled", append_log=_log("the agent had finished; nothing is stored\ncancelled")
+                )
             else:
-                self._finish(job_id, "cancelled", append_log="cancelled")
+                self._finish(job_id, "cancelled", append_log=_log("cancelled"))
             return
         except (RepliscopeError, OSError) as exc:  # NoAgentMatches, JobFailedEverywhere (each agent's reason), ...
-            self._finish(job_id, "failed", error=str(exc), append_log=f"error: {exc}")
+            self._finish(job_id, "failed", error=str(exc), append_log=_log(f"error: {exc}"))
             return
         stored, outcome = done.stored, done.outcome
         if outcome is None:
@@ -656,8 +671,10 @@ class DaskJobExecutor:
                 job_id,
                 "succeeded",
                 result_ids=stored.all_ids,
-                append_log=f"succeeded: the results of idempotency key {key!r} are stored already "
-                f"({', '.join(stored.all_ids) or 'no stored result'}); not run again",
+                append_log=_log(
+                    f"succeeded: the results of idempotency key {key!r} are stored already "
+                    f"({', '.join(stored.all_ids) or 'no stored result'}); not run again"
+                ),
             )
             return
         agent = outcome.agent.get("agent_id") or "this process"
@@ -671,7 +688,7 @@ class DaskJobExecutor:
             "succeeded",
             progress_done=state["done"],
             result_ids=stored.all_ids,
-            append_log=f"ran on agent {agent}{note}\nsucceeded: {outcome.summary or stored.all_ids}",
+            append_log=_log(f"ran on agent {agent}{note}\nsucceeded: {outcome.summary or stored.all_ids}"),
         )
 
 

@@ -63,11 +63,12 @@ def first_start(store: RunStore) -> tuple[str | None, bool]:
 def fail_interrupted_jobs(store: RunStore) -> int:
     """Jobs left queued or running by a previous server process (their waiting threads were in it; nothing stores
     their results now): marked failed, saying so. Returns how many."""
+    from repliscope.service.job_log import entries
     from repliscope.store.service_tables import list_jobs, update_job
 
     left = [j for status in ("queued", "running") for j in list_jobs(store, status=status, limit=10_000)]
     for job in left:
-        update_job(store, job.id, status="failed", error=INTERRUPTED, append_log=INTERRUPTED)
+        update_job(store, job.id, status="failed", error=INTERRUPTED, append_log=entries(INTERRUPTED))
     return len(left)
 
 

@@ -278,19 +278,23 @@ def get_job(request: Request, job_id: str, principal: Annotated[Any, Depends(req
 
 @router.get("/{job_id}/log", responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
 def get_job_log(request: Request, job_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
-    """The job's log lines (plain text; database URLs read "the run store"; below the role admin, server paths
-    as in ``GET /jobs/{id}``)."""
+    """The job's log messages, one a line (plain text; database URLs read "the run store"; below the role admin,
+    server paths as in ``GET /jobs/{id}``); each line's time, level and source are in the web's
+    ``/jobs/{id}/log.txt``."""
     from repliscope.service.errors import redact
+    from repliscope.service.job_log import messages
     from repliscope.store.service_tables import get_job as get_stored
 
     with store_errors("job"):
-        log = redact(get_stored(store_of(request), job_id).log)
+        log = redact(messages(get_stored(store_of(request), job_id).log))
     return PlainTextResponse(hide_paths_in(log, request_roots(request, principal)))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
 def cancel_job(request: Request, job_id: str, principal: Annotated[Any, Depends(require("runner"))]) -> Any:
-    """Cancel a queued or running job (a running one stops at its next progress step); 409 once finished."""
+    """Cancel a queued or running job (a running one stops at its next progress step); 409 once finished. Any
+    runner may cancel any job (not only their own); the log records who asked and when."""
+    from repliscope.service.job_log import entries
     from repliscope.store.service_tables import get_job as get_stored
     from repliscope.store.service_tables import update_job
 
@@ -299,6 +303,8 @@ def cancel_job(request: Request, job_id: str, principal: Annotated[Any, Depends(
         job = get_stored(store, job_id)
         if job.status in ("succeeded", "failed", "cancelled"):
             raise ApiError(409, f"job {job_id} already {job.status}", field="job_id", code="conflict")
+        asked = f"cancel requested by {principal.name}"
+        update_job(store, job_id, append_log=entries(asked, level="warning", event="cancel", by=principal.name))
         if not executor_of(request).cancel(job_id):  # not this process's job (e.g. left by a restart)
-            update_job(store, job_id, status="cancelled", append_log="cancelled (no executor was running it)")
+            update_job(store, job_id, status="cancelled", append_log=entries("cancelled (no executor was running it)"))
         return _out(get_stored(store, job_id), request_roots(request, principal))

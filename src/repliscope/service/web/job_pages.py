@@ -1,13 +1,22 @@
-"""The job page and the jobs list, and what the wizard (:mod:`repliscope.service.web.wizard`) shares with them: the
-live agents it offers and :class:`WizardError`. Submissions go through the API's own ``submit_job`` (the same
-validation, the same jobs table, the same executor: ``app.state.executor``)."""
+"""The job page and the jobs list (their views; ``/jobs/{id}/log.txt``, a job's whole log as text, is routed here),
+and what the wizard (:mod:`repliscope.service.web.wizard`) shares with them: the live agents it offers and
+:class:`WizardError`. Submissions go through the API's own ``submit_job`` (the same validation, the same jobs
+table, the same executor: ``app.state.executor``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from repliscope.service import job_log
 from repliscope.service.executor import KINDS
+from repliscope.service.job_log import CancelNote, LogLine
+from repliscope.service.web.routes import SignedIn
 
 
 class WizardError(Exception):
@@ -70,6 +79,8 @@ def result_page(kind: str) -> str:
 
 @dataclass(frozen=True)
 class JobView:
+    """A job as the jobs list and the job page show it (the page's details: :func:`job_view`)."""
+
     id: str
     kind: str
     manifest: str
@@ -80,22 +91,116 @@ class JobView:
     total: int | None
     results: list[str]
     error: str | None
-    log: str
     created_at: str
     created_by: str
     result_base: str
     """The page prefix the job's results open under (:func:`result_page`)."""
+    final: bool = False
+    lines: list[LogLine] = field(default_factory=list)
+    """The last :data:`LOG_LINES_SHOWN` lines of its log (time, level, source, message; inert)."""
+    lines_total: int = 0
+    options: list[tuple[str, str]] = field(default_factory=list)
+    """Its options as (name, value) text, sorted by name."""
+    started_at: str | None = None
+    finished_at: str | None = None
+    rate: str | None = None
+    """Samples a second over its running time (``12.5 samples/s``), None before the first sample."""
+    eta: str | None = None
+    """While running with a known total: the time left at that rate (``about 2 min 10 s``)."""
+    cancel: CancelNote | None = None
+    """Who asked to cancel it and when (from its log)."""
+
+
+MAX_JOB_ID = 100
+"""A longer job id is no job's (404 before the store is asked)."""
+LOG_LINES_SHOWN = 500
+"""The job page shows this many of the newest log lines (``/jobs/{id}/log.txt`` has them all)."""
 
 
 def job_view(store: Any, job_id: str) -> JobView | None:
-    """The job ``job_id`` from the jobs table, or None when there is none."""
+    """The job ``job_id`` from the jobs table with what its page shows (log lines, options, rate, ETA, who
+    cancelled it), or None when there is none."""
     from repliscope.store.service_tables import NotFoundError, get_job
 
     try:
         job = get_job(store, job_id)
     except NotFoundError:
         return None
-    return _view(job)
+    return _details(job, _view(job))
+
+
+def job_log_text(store: Any, job_id: str) -> str | None:
+    """The whole log of job ``job_id`` as text, one ``TIME LEVEL [SOURCE] MESSAGE`` a line (database URLs read
+    "the run store"), or None when there is no such job."""
+    from repliscope.service.errors import redact
+    from repliscope.store.service_tables import NotFoundError, get_job
+
+    try:
+        job = get_job(store, job_id)
+    except NotFoundError:
+        return None
+    return redact(job_log.as_text(job.log))
+
+
+def _stamp(value: datetime | None) -> str | None:
+    return None if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``2 min 10 s``, ``1 h 3 min``."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(_option_text(v) for v in value) or "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "—"
+    return str(value)
+
+
+def _details(job: Any, view: JobView) -> JobView:
+    """``view`` with the job page's details: the last log lines, options, times, rate, ETA and cancel note."""
+    import dataclasses
+
+    from repliscope.service.errors import redact
+
+    lines = job_log.parse(job.log)
+    shown = [dataclasses.replace(line, message=redact(line.message)) for line in lines[-LOG_LINES_SHOWN:]]
+    rate = eta = None
+    if job.started_at is not None and job.progress_done > 0:
+        end = job.finished_at or datetime.now(UTC).replace(tzinfo=None)
+        seconds = max((_naive(end) - _naive(job.started_at)).total_seconds(), 1e-3)
+        per_second = job.progress_done / seconds
+        rate = f"{per_second:.3g} samples/s"
+        if job.status == "running" and job.progress_total:
+            eta = f"about {_duration((job.progress_total - job.progress_done) / per_second)}"
+    return dataclasses.replace(
+        view,
+        final=job.status in FINAL_STATUSES,
+        lines=shown,
+        lines_total=len(lines),
+        options=[(key, _option_text(value)) for key, value in sorted(job.options.items())],
+        started_at=_stamp(job.started_at),
+        finished_at=_stamp(job.finished_at),
+        rate=rate,
+        eta=eta,
+        cancel=job_log.cancel_note(job.log),
+    )
+
+
+def _naive(value: datetime) -> datetime:
+    """``value`` as a naive UTC datetime (the store's are naive UTC; an aware one is converted)."""
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
 
 
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
@@ -161,8 +266,31 @@ def _view(job: Any) -> JobView:
         total=job.progress_total,
         results=list(job.result_ids),
         error=redact(job.error) if job.error else None,
-        log=redact(job.log),
         created_at=f"{job.created_at:%Y-%m-%d %H:%M:%S} UTC",
         created_by=job.created_by,
         result_base=result_page(job.kind),
+    )
+
+
+# --- routes (included by :func:`repliscope.service.app.create_app` beside the web router) ---------------------
+
+router = APIRouter(include_in_schema=False)
+_FILENAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@router.get("/jobs/{job_id}/log.txt")
+def job_log_download(request: Request, job_id: str, principal: SignedIn) -> Response:
+    """The job's whole log as a text file (role viewer): ``TIME LEVEL [SOURCE] MESSAGE`` a line, terminal escapes
+    removed, database URLs as "the run store", below the role admin no absolute server path; 404 for an unknown
+    job."""
+    from repliscope.service.web.routes import _error, _store, for_viewer
+
+    text = job_log_text(_store(request), job_id) if len(job_id) <= MAX_JOB_ID else None
+    if text is None:
+        return _error(principal, 404, f"unknown job id '{job_id[:MAX_JOB_ID]}'")
+    name = _FILENAME_UNSAFE.sub("_", job_id[:32])
+    return Response(
+        for_viewer(request, principal, text),
+        media_type="text/plain; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="job-{name}.log.txt"'},
     )

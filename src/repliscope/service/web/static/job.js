@@ -1,58 +1,38 @@
-// The job page: polls GET /api/v1/jobs/{id} (the HttpOnly cookie authenticates) until the job is final,
-// then shows the links to its results. Written here, no library.
+// The job page: while the job runs, reloads the page's own HTML every 1.5 s (the HttpOnly cookie authenticates)
+// and swaps in its state (status, progress, rate, results) and its log table; once the job is final, its actions
+// too (the Cancel button disabled), then stops. The server renders everything (escaped); nothing here builds
+// markup from data. Written here, no library.
 (function () {
   "use strict";
   var box = document.getElementById("job");
-  if (!box) { return; }
+  if (!box || box.getAttribute("data-final") === "yes") { return; }
   var id = box.getAttribute("data-job-id");
-  var resultBase = box.getAttribute("data-result-base");  // the job kind's result page: /runs/, /benchmarks/, /diffs/
-  var statusEl = document.getElementById("job-status");
-  var bar = document.getElementById("job-progress");
-  var text = document.getElementById("job-progress-text");
-  var errorEl = document.getElementById("job-error");
-  var results = document.getElementById("job-results");
-  var logEl = document.getElementById("job-log");
-  var FINAL = ["succeeded", "failed", "cancelled"];
+  var page = "/jobs/" + encodeURIComponent(id);
 
-  function show(job) {
-    statusEl.textContent = job.status;
-    statusEl.className = "status-" + job.status;
-    var done = job.progress_done || 0;
-    var total = job.progress_total;
-    bar.max = total || 1;
-    bar.value = done;
-    text.textContent = done + " / " + (total == null ? "?" : total);
-    if (job.error) { errorEl.textContent = job.error; errorEl.hidden = false; }
-    var ids = job.result_ids || [];
-    if (ids.length && !results.children.length) {
-      ids.forEach(function (rid, i) {
-        var a = document.createElement("a");
-        if (i === 0) { a.id = "job-run-link"; }
-        a.href = resultBase + encodeURIComponent(rid);
-        a.textContent = "Open the result " + rid.slice(0, 12);
-        results.appendChild(a);
-        results.appendChild(document.createTextNode(" "));
-      });
-    }
-  }
-
-  function loadLog() {
-    fetch("/api/v1/jobs/" + encodeURIComponent(id) + "/log", {credentials: "same-origin"})
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (t) { if (t !== null) { logEl.textContent = t; } })
-      .catch(function () { /* the log is informative only */ });
+  function swap(fresh, elementId) {
+    var mine = document.getElementById(elementId);
+    var theirs = fresh.getElementById(elementId);
+    if (mine && theirs) { mine.innerHTML = theirs.innerHTML; }
   }
 
   function poll() {
-    fetch("/api/v1/jobs/" + encodeURIComponent(id), {credentials: "same-origin", headers: {"Accept": "application/json"}})
-      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
-      .then(function (job) {
-        show(job);
-        loadLog();
-        if (FINAL.indexOf(job.status) < 0) { setTimeout(poll, 1000); }
+    fetch(page, {credentials: "same-origin", headers: {"Accept": "text/html"}})
+      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        var next = fresh.getElementById("job");
+        if (!next) { throw new Error("not the job page (signed out?)"); }
+        swap(fresh, "job-state");
+        swap(fresh, "job-log-box");
+        if (next.getAttribute("data-final") === "yes") {
+          swap(fresh, "job-actions");
+          box.setAttribute("data-final", "yes");
+          return;
+        }
+        setTimeout(poll, 1500);
       })
       .catch(function () { setTimeout(poll, 3000); });
   }
 
-  if (FINAL.indexOf(statusEl.textContent.trim()) < 0) { poll(); }
+  setTimeout(poll, 1000);
 })();

@@ -1,0 +1,200 @@
+"""A job's log lines: each one stored with its time (UTC, ISO 8601), level (``info``, ``warning``, ``error``) and
+source (``service``, ``agent <id>``, ``shard <i>/<n>``), read back as :class:`LogLine`.
+
+The jobs table keeps a job's log in its one text column (no schema change): one JSON object a line,
+``{"v": 1, "t": "2026-11-29T09:35:17Z", "level": "info", "source": "service", "msg": "..."}``, written by the
+executors (:mod:`repliscope.service.executor`) through :func:`entries`. A cancel request also carries
+``"event": "cancel", "by": <token name>``. Logs stored before this format (plain text, one message a line) read
+as lines without a time (their level guessed from their words, :func:`level_of`); :func:`parse` accepts both, line
+by line, so an old job's log and a new one read the same way.
+
+What a line shows is made inert here (:func:`clean`): terminal escape sequences (ANSI colours, cursor moves, OSC
+titles) and other control characters are removed; HTML is escaped by the page's template, never here."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "LEVELS",
+    "SERVICE",
+    "CancelNote",
+    "LogLine",
+    "SourceTracker",
+    "as_text",
+    "cancel_note",
+    "clean",
+    "entries",
+    "level_of",
+    "messages",
+    "parse",
+]
+
+LEVELS = ("info", "warning", "error")
+SERVICE = "service"
+"""The source of the lines the service itself writes (the job's start and end, an in-process job's own lines)."""
+VERSION = 1
+_PREFIX = '{"v":1,'
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erase
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: a terminal title, a hyperlink
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[@-Z\\-_]?"  # any other escape (a lone ESC too)
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # the 8-bit CSI
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_ERROR_WORDS = ("error:", "error ", "internal error", "interrupted", "the agent's traceback")
+_AGENT_ERROR = re.compile(r"^agent \S+: [A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Failure)\b")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a job's log: ``time`` (``YYYY-MM-DDTHH:MM:SSZ``, None for a line stored before times were),
+    ``level`` (one of :data:`LEVELS`), ``source`` ("" when not known), ``message`` (inert: :func:`clean`)."""
+
+    time: str | None
+    level: str
+    source: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CancelNote:
+    """Who asked to cancel a job (a token name) and when (UTC, ISO 8601)."""
+
+    by: str
+    time: str
+
+
+def now() -> str:
+    """The time a line is written: UTC, to the second, ``2026-11-29T09:35:17Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clean(text: str) -> str:
+    """``text`` with terminal escape sequences and control characters removed (a tab stays)."""
+    return _CONTROLS.sub("", _ANSI.sub("", text))
+
+
+def level_of(message: str) -> str:
+    """The level a message's words say: ``error`` (``error: ...``, an internal error, an interrupted job, an
+    agent's exception), ``warning`` (``warning: ...``, a cancel), else ``info``."""
+    text = clean(message).strip().lower()
+    if text.startswith(_ERROR_WORDS) or _AGENT_ERROR.match(clean(message).strip()):
+        return "error"
+    if text.startswith(("warning", "cancel")):
+        return "warning"
+    return "info"
+
+
+def entries(text: str, source: str = SERVICE, level: str | None = None, at: str | None = None, **event: str) -> str:
+    """``text`` as stored log lines: one JSON line per line of ``text`` (blank lines dropped), each with the time
+    ``at`` (default: now), ``level`` (default: :func:`level_of` of that line) and ``source``; ``event`` adds fields
+    (a cancel: ``event="cancel", by=<token name>``)."""
+    if level is not None and level not in LEVELS:
+        raise ValueError(f"level {level!r} is not a log level (allowed: {', '.join(LEVELS)})")
+    stamp = at or now()
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields: dict[str, Any] = {
+            "v": VERSION,
+            "t": stamp,
+            "level": level or level_of(line),
+            "source": source,
+            "msg": line,
+        }
+        out.append(json.dumps({**fields, **event}, ensure_ascii=False, separators=(",", ":")))
+    return "\n".join(out)
+
+
+def _decode(line: str) -> dict[str, Any] | None:
+    """The fields of a stored JSON line, or None when ``line`` is not one (a line stored before the format)."""
+    if not line.startswith(_PREFIX):
+        return None
+    try:
+        fields = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or fields.get("v") != VERSION or not isinstance(fields.get("msg"), str):
+        return None
+    return fields
+
+
+def parse(text: str) -> list[LogLine]:
+    """Every line of a stored log, old (plain text: no time, no source) or new (JSON lines), in order."""
+    lines = []
+    for raw in text.splitlines():
+        fields = _decode(raw)
+        if fields is None:
+            if raw.strip():
+                lines.append(LogLine(None, level_of(raw), "", clean(raw)))
+            continue
+        level = fields.get("level")
+        stamp = fields.get("t")
+        lines.append(
+            LogLine(
+                stamp if isinstance(stamp, str) else None,
+                level if level in LEVELS else level_of(fields["msg"]),
+                clean(str(fields.get("source") or "")),
+                clean(fields["msg"]),
+            )
+        )
+    return lines
+
+
+def messages(text: str) -> str:
+    """A stored log as plain text, one message a line as logs read before times were stored (the API's
+    ``GET /api/v1/jobs/{id}/log``)."""
+    return "".join(f"{line.message}\n" for line in parse(text))
+
+
+def as_text(text: str) -> str:
+    """A stored log as a text file: ``TIME LEVEL [SOURCE] MESSAGE`` a line (``-`` for a line with no time)."""
+    return "".join(
+        f"{line.time or '-':20} {line.level:7} [{line.source or '-'}] {line.message}\n" for line in parse(text)
+    )
+
+
+def cancel_note(text: str) -> CancelNote | None:
+    """The last cancel request a stored log records (who, when), or None."""
+    note = None
+    for raw in text.splitlines():
+        fields = _decode(raw)
+        if fields is not None and fields.get("event") == "cancel" and isinstance(fields.get("t"), str):
+            note = CancelNote(clean(str(fields.get("by") or "?")), fields["t"])
+    return note
+
+
+class SourceTracker:
+    """The source of each line an agents' job sends through its ``log`` callback
+    (:func:`repliscope.agents.submit.submit_job`): ``[shard I/N] ...`` lines belong to that shard; once a line
+    ``running on agent ID`` arrives, the following lines (of that shard) are the agent's, ``agent ID`` (with the
+    shard: ``agent ID, shard I/N``); the submitter's own lines (submitted, resubmitted, merged) are the service's.
+    ``split(line)`` -> (source, message without the shard prefix)."""
+
+    _SHARD = re.compile(r"\[shard ([0-9]+/[0-9]+)\] ")
+    _RUNNING = re.compile(r"running on agent (\S+)")
+    _SUBMITTER = ("submitted to ", "resubmitted ", "merged ")
+
+    def __init__(self) -> None:
+        self.agents: dict[str, str] = {}
+        """Shard label ("" for an unsharded job) -> the agent running it."""
+
+    def split(self, line: str) -> tuple[str, str]:
+        shard = ""
+        match = self._SHARD.match(line)
+        if match:
+            shard, line = match.group(1), line[match.end() :]
+        running = self._RUNNING.match(line)
+        if running:
+            self.agents[shard] = running.group(1)
+        agent = self.agents.get(shard)
+        if agent is None or line.startswith(self._SUBMITTER):
+            return (f"shard {shard}" if shard else SERVICE), line
+        return (f"agent {agent}, shard {shard}" if shard else f"agent {agent}"), line
