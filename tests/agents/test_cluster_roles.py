@@ -77,8 +77,12 @@ def test_insecure_cluster_lets_a_plaintext_agent_listen_widely_with_a_warning(
 ) -> None:
     from repliscope.agents.security import InsecureClusterWarning
 
-    # nothing listens on port 1: the agent gets past the rule (warned), then cannot join
+    import dask
+
+    # nothing listens on port 1: the agent gets past the rule (warned), then cannot join (Dask retries the refused
+    # connection until its connect timeout, 30 s by default: 2 s here)
     with (
+        dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
         pytest.warns(InsecureClusterWarning, match=r"--host 0\.0\.0\.0: plaintext cluster reachable"),
         pytest.raises(RepliscopeError, match="could not join"),
     ):
