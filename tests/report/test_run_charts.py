@@ -146,7 +146,7 @@ def test_the_parallel_lines_go_through_each_runs_values_and_mark_the_reference_a
     assert bug.points[1][1] == layout.top  # the largest scale at the top
     svg = ET.fromstring(parallel_svg(pc, lambda r: f"/runs/{r}", chosen))
     links = svg.findall(".//s:a", NS)
-    assert len(links) == 4 and len(svg.findall(".//s:polyline", NS)) == 4
+    assert len(links) == 4 and len(svg.findall(".//s:polyline[@class='pc-path']", NS)) == 4
     assert [a.get("class") for a in links][-2:] == ["pc-line reference", "pc-line chosen"]  # drawn on top
     assert {a.get("href") for a in links} == {f"/runs/{r}" for r in VARIANT_RUN_IDS.values()}
     assert svg.find("s:title", NS).text == f"Parallel coordinates of sweep {SWEEP_ID[:12]}: 4 runs, top1"  # type: ignore[union-attr]

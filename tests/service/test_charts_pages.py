@@ -148,7 +148,7 @@ def test_the_parallel_coordinates_of_a_sweep(web: TestClient) -> None:
     r = web.get(f"/sweeps/{SWEEP_ID[:12]}/parallel")
     assert r.status_code == 200, r.text[:400]
     assert_accessible(r.text)
-    assert r.text.count("<polyline") == 4 and len(svg_hrefs(r.text)) == 4
+    assert r.text.count('<polyline class="pc-path"') == 4 and len(svg_hrefs(r.text)) == 4
     assert f"Parallel coordinates of sweep {SWEEP_ID[:12]}: 4 runs, top1" in r.text
     table = a11y(r.text).text_of("parallel-table")
     assert "color_layout_swapped" in table and "scale" in r.text and "[1, 0]" in table

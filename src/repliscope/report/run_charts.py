@@ -250,12 +250,20 @@ def metric_chart_svg(data: ChartData, run_href: RunHref = None, key: str = "char
         + (f"; dashed lines are the claims ({len(data.claims)})." if data.claims else ".")
     )
     root = _svg_root(layout.width, layout.height, "run-chart", metric_chart_title(data), desc, key)
-    ET.SubElement(root, "style").text = (
-        ".run-chart a:hover circle, .run-chart a:focus circle { r: 7px; fill: #0b3aa8; }"
-        " .run-chart a:focus { outline: none; }"
-    )
     ET.SubElement(
-        root, "rect", {"x": "0", "y": "0", "width": f"{layout.width:g}", "height": f"{layout.height:g}", "fill": "#fff"}
+        root, "style"
+    ).text = ".run-chart a:hover circle, .run-chart a:focus circle { r: 7px; fill: #0b3aa8; }"
+    ET.SubElement(
+        root,
+        "rect",
+        {
+            "x": "0",
+            "y": "0",
+            "width": f"{layout.width:g}",
+            "height": f"{layout.height:g}",
+            "fill": "#fff",
+            "pointer-events": "none",
+        },
     )
     axes = ET.SubElement(root, "g", {"class": "axes"})
     for y, text in layout.y_ticks:
@@ -517,12 +525,22 @@ def parallel_svg(data: ParallelData, run_href: RunHref = None, chosen: str | Non
         + ("; the chosen run the thick green one." if chosen and any(x.chosen for x in layout.lines) else ".")
     )
     root = _svg_root(layout.width, layout.height, "parallel-chart", title, desc, key)
-    ET.SubElement(root, "style").text = (
-        ".parallel-chart a:hover polyline, .parallel-chart a:focus polyline { stroke-width: 5px; stroke-opacity: 1; }"
-        " .parallel-chart a:focus { outline: none; }"
+    ET.SubElement(
+        root, "style"
+    ).text = (
+        ".parallel-chart a:hover .pc-path, .parallel-chart a:focus .pc-path { stroke-width: 5px; stroke-opacity: 1; }"
     )
     ET.SubElement(
-        root, "rect", {"x": "0", "y": "0", "width": f"{layout.width:g}", "height": f"{layout.height:g}", "fill": "#fff"}
+        root,
+        "rect",
+        {
+            "x": "0",
+            "y": "0",
+            "width": f"{layout.width:g}",
+            "height": f"{layout.height:g}",
+            "fill": "#fff",
+            "pointer-events": "none",
+        },
     )
     drawn = ET.SubElement(root, "g", {"class": "lines"})
     ordered = sorted(layout.lines, key=lambda x: (x.reference or x.chosen, x.chosen))  # highlighted on top
@@ -535,11 +553,15 @@ def parallel_svg(data: ParallelData, run_href: RunHref = None, chosen: str | Non
             else (LINE, "1.8", "run")
         )
         link = _link(drawn, line.run_id, line.label, run_href, **{"class": f"pc-line {cls}"})
+        points = " ".join(f"{x:g},{y:g}" for x, y in line.points)
+        hit = {"class": "pc-hit", "points": points, "fill": "none", "stroke": "#fff", "stroke-opacity": "0"}
+        ET.SubElement(link, "polyline", {**hit, "stroke-width": "12", "pointer-events": "stroke"})  # easy to hover
         ET.SubElement(
             link,
             "polyline",
             {
-                "points": " ".join(f"{x:g},{y:g}" for x, y in line.points),
+                "class": "pc-path",
+                "points": points,
                 "fill": "none",
                 "stroke": colour,
                 "stroke-width": width,
@@ -547,7 +569,7 @@ def parallel_svg(data: ParallelData, run_href: RunHref = None, chosen: str | Non
                 "stroke-linejoin": "round",
             },
         )
-    axes = ET.SubElement(root, "g", {"class": "axes"})
+    axes = ET.SubElement(root, "g", {"class": "axes", "pointer-events": "none"})  # a line is clickable on an axis
     for name, x, ticks in layout.axes:
         _line(axes, x, layout.top, x, layout.bottom, stroke=INK, **{"stroke-width": "1.5"})
         _text(axes, x, layout.top - 14, _cut(name, 24), **{"text-anchor": "middle", "font-weight": "bold"})
