@@ -103,3 +103,103 @@ def test_hostile_compare_queries_are_refused_with_the_bound(
     assert r.status_code == 404 and "ffffffffffff" in r.text
     r = client.get(f"/compare?run={cls_a}&run=%3Cscript%3Ealert(1)%3C/script%3E")
     assert r.status_code == 404 and "<script>" not in r.text
+
+
+# --- latency and throughput (item 8) ------------------------------------------------------------------------
+
+
+def _table(html: str, table: str) -> dict[str, list[str]]:
+    return {row[0]: row for row in parse(html).tables[table].rows}
+
+
+def test_compare_shows_latency_and_throughput_with_their_conditions(service_app: Any, tokens: dict[str, str]) -> None:
+    a = make_record("a9" * 16, TOP1_A)  # 3 batches of 8: 331.2, 310.7, 270.2 ms; no loop_seconds (older record)
+    b = make_record("b9" * 16, TOP1_B)
+    b.options["threads"] = 4
+    b.timings.batch_latencies_seconds = [0.0412, 0.0398, 0.0405, 0.0951]
+    b.timings.loop_seconds, b.timings.throughput_samples_per_second = 0.4, 47.5
+    for r in (a, b):
+        service_app.state.store.save(r)
+    client = logged_in(service_app, tokens["viewer"])
+    r = client.get(f"/compare?a={a.run_id}&b={b.run_id}")
+    assert r.status_code == 200
+    assert a11y(r.text).text_of("perf-verdict") == "not comparable: threads 2 vs 4"
+    timings = _table(r.text, "compare-perf-table")
+    assert timings["A"][1:] == [
+        "10.1 img/s",
+        "310.70 ms",  # LoadGen's floor(n * p) order statistic of the 3 batch latencies
+        "331.20 ms",
+        "331.20 ms",
+        "one batch of 8 images (3 batches)",
+        "throughput includes the model load (recorded before load and warm-up were timed apart)",
+    ]
+    assert timings["B"][1:5] == ["47.5 img/s", "41.20 ms", "95.10 ms", "95.10 ms"] and timings["B"][6] == ""
+    conditions = _table(r.text, "compare-perf-conditions")
+    assert conditions["threads"] == ["threads", "2", "4", "differs"]
+    assert conditions["hardware"] == ["hardware", "AMD EPYC, 2 cores", "AMD EPYC, 2 cores", "same"]
+    assert conditions["batch size"][1:] == ["8", "8", "same"]
+    assert conditions["stack"][1:] == ["onnxruntime 1.31.1", "onnxruntime 1.31.1", "same"]
+    assert_accessible(r.text)
+    c = make_record("c9" * 16, TOP1_A)
+    service_app.state.store.save(c)
+    three = client.get(f"/compare?run={a.run_id}&run={b.run_id}&run={c.run_id}")
+    assert a11y(three.text).text_of("perf-verdict") == "not comparable: threads 2 (A, C) vs 4 (B)"
+    same = client.get(f"/compare?run={a.run_id}&run={c.run_id}")
+    assert a11y(same.text).text_of("perf-verdict") == "comparable: same hardware, threads, batch size and stack"
+
+
+@pytest.fixture(scope="module")
+def benchmarks() -> list[Any]:
+    """Two benchmarks of Lite0 (a fake runtime's latencies, single-stream, 64 queries), the second on 4 threads."""
+    from tests.service.test_benchmarks_and_result_links import copies, lite0_benchmark
+
+    first, second = copies(lite0_benchmark(), 2, "lite0")
+    second = second.model_copy(update={"settings": {**second.settings, "threads": 4}})
+    return [first, second]
+
+
+def test_benchmarks_compare_side_by_side(service_app: Any, tokens: dict[str, str], benchmarks: list[Any]) -> None:
+    for rec in benchmarks:
+        service_app.state.store.save_benchmark(rec)
+    a, b = benchmarks
+    client = logged_in(service_app, tokens["viewer"])
+    r = client.get(f"/compare/benchmarks?id={a.benchmark_id}&id={b.benchmark_id[:16]}")
+    assert r.status_code == 200
+    assert a11y(r.text).text_of("perf-verdict") == "not comparable: threads 1 vs 4"
+    timings = _table(r.text, "compare-perf-table")
+    q = a.latency.percentiles
+    low, high = a.throughput_ci
+    assert timings["A"][1:5] == [
+        f"{a.throughput_samples_per_second:,.1f} img/s [{low:,.1f}, {high:,.1f}]",
+        f"{q['p50'].value:.2f} ms",
+        f"{q['p90'].value:.2f} ms",
+        f"{q['p99'].value:.2f} ms",
+    ]
+    assert timings["A"][5] == "one query of 1 image (64 queries)"
+    assert timings["A"][6] == f"{64 / a.duration_seconds:,.1f} queries/s"
+    conditions = _table(r.text, "compare-perf-conditions")
+    assert conditions["scenario"][1:] == ["single-stream", "single-stream", "same"]
+    assert conditions["threads"][1:] == ["1", "4", "differs"]
+    heads = _table(r.text, "compare-benchmarks-table")
+    assert heads["B"][1] == b.benchmark_id[:12] and heads["A"][3] == "single-stream"
+    assert "stack-across" in parse(r.text).tables
+    assert_accessible(r.text)
+
+
+def test_hostile_benchmark_compare_queries(service_app: Any, tokens: dict[str, str], benchmarks: list[Any]) -> None:
+    service_app.state.store.save_benchmark(benchmarks[0])
+    client = logged_in(service_app, tokens["viewer"])
+    one = benchmarks[0].benchmark_id
+    many = "&".join(f"id={one[:20]}{i:02d}" for i in range(13))
+    r = client.get(f"/compare/benchmarks?{many}")
+    assert r.status_code == 422 and "at most 12 benchmarks, got 13" in r.text
+    r = client.get(f"/compare/benchmarks?id={one}&id={'0' * 64}")
+    assert r.status_code == 404 and "0000000000" in r.text
+    assert client.get(f"/compare/benchmarks?id={one}").status_code == 400
+    assert client.get(f"/compare/benchmarks?id={one}&id={one[:12]}").status_code == 400  # the same one twice
+    r = client.get(f"/compare/benchmarks?id={one}&run={one}")
+    assert r.status_code == 400 and "unknown query parameter &#39;run&#39; (allowed: id)" in r.text
+    r = client.get(f"/compare/benchmarks?id={one}&id={'a' * 101}")
+    assert r.status_code == 422 and "at most 100 characters, got 101" in r.text
+    anonymous = client.__class__(service_app)
+    assert anonymous.get(f"/compare/benchmarks?id={one}&id={one}", follow_redirects=False).status_code == 303

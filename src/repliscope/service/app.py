@@ -165,6 +165,9 @@ def _mount_web(app: FastAPI) -> None:
     from repliscope.service.web.diff_pages import router as diff_pages
 
     app.include_router(diff_pages)
+    from repliscope.service.web.compare_perf import router as compare_perf  # /compare/benchmarks
+
+    app.include_router(compare_perf)
     from repliscope.service.web.charts import router as charts  # /charts, /sweeps/{id}/parallel
 
     app.include_router(charts)

@@ -112,6 +112,9 @@ class ManyPage:
     stack: list[RowAcross]
     masks: list[MaskRow] = field(default_factory=list)
     masks_note: str = ""
+    perf: Any = None
+    """The runs' latency and throughput with the conditions they were measured under
+    (:class:`~repliscope.service.web.compare_perf.PerfTable`)."""
 
 
 def _letter(i: int) -> str:
@@ -301,6 +304,7 @@ def many_page(
     whole record of one read without its samples (``RunStore.get``), called only when the figures (the mask
     overlays need the samples) are not cached yet; None when ``records`` are whole."""
     from repliscope.report.sections import embed_sink
+    from repliscope.service.web.compare_perf import runs_table
 
     letters = [_letter(i) for i in range(len(records))]
     names = _metric_names(records)
@@ -349,6 +353,7 @@ def many_page(
         stack=stack,
         masks=masks,
         masks_note=note,
+        perf=runs_table(records, letters),
     )
 
 
