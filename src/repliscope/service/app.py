@@ -171,7 +171,9 @@ def _mount_web(app: FastAPI) -> None:
     from repliscope.service.web.charts import router as charts  # /charts, /sweeps/{id}/parallel
 
     app.include_router(charts)
+    from repliscope.service.web.artifacts import router as artifacts
     from repliscope.service.web.job_pages import router as job_pages
 
     app.include_router(job_pages)
+    app.include_router(artifacts)
     app.add_exception_handler(LoginRequired, login_redirect)

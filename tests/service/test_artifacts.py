@@ -1,0 +1,240 @@
+"""Issue 36 item 8, the artifact view: ``/runs/{id}/artifacts`` lists what a run has (reports, samples, record,
+trace, its sweep's report and result), ``/diffs/{id}/artifacts`` a diff's (result, Markdown report, figure), each
+with its size, media type and links; each is served from the store with its media type, a Content-Disposition and
+nosniff, to a viewer; a hostile id or name (``../../etc/passwd``, URL-encoded, too long) is a 404, and no page or URL
+names a path of the server's disk."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.service.test_web_pages import a11y, assert_accessible, logged_in
+
+SECRET_DIR = "/srv/secret-models/lite0"
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A store with a sweep's reference run (a server path in its options, a stored trace), its sweep, a diff with
+    a figure and one without; tokens of each role. One app for the module (cheap tests)."""
+    from fastapi.testclient import TestClient
+
+    from repliscope.service.app import create_app
+    from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
+    from repliscope.store.accounts import create_token
+    from repliscope.store.diffs import store_diff
+    from repliscope.tracing.chrome import to_chrome
+    from tests.report.factories import SWEEP_ID, VARIANT_RUN_IDS, sweep, sweep_records
+    from tests.service.test_benchmarks_and_result_links import lite0_benchmark
+    from tests.tracing.test_summary_compare import _ort
+
+    root = tmp_path_factory.mktemp("artifacts")
+    app = create_app(ServiceConfig(db_url=f"sqlite:///{root / 'runs.db'}", cache_dir=root / "cache"))
+    store = app.state.store
+    admin, _ = first_start(store)
+    store.save_sweep(sweep())
+    run_id = VARIANT_RUN_IDS["reference"]
+    for r in sweep_records().values():
+        if r.run_id == run_id:
+            r.options["model_path"] = f"{SECRET_DIR}/model.onnx"
+        store.save(r)
+    doc = to_chrome(_ort(), 0, thread_names={}, metadata={"repliscope_trace_level": "framework"}, pid=1)
+    store.save_trace(run_id, "framework", doc)
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+    diff_id = store_diff(store, _task_diff(), manifest_name="efficientnet-lite0", figure=png)
+    plain_diff = store_diff(store, _task_diff(), manifest_name="efficientnet-lite0")
+    bench = lite0_benchmark()  # a fake runtime's latencies: ~1 s, the one benchmark record the suite builds
+    store.save_benchmark(bench)
+    store.save_trace(bench.benchmark_id, "framework", doc)
+    tokens = {
+        "viewer": create_token(store, "v", "viewer"),
+        "admin": admin,
+    }
+    try:
+        with TestClient(app):
+            yield {
+                "app": app,
+                "tokens": tokens,
+                "run": run_id,
+                "sweep": SWEEP_ID,
+                "diff": diff_id,
+                "plain_diff": plain_diff,
+                "png": png,
+                "bench": bench.benchmark_id,
+            }
+    finally:
+        app.state.executor.shutdown(wait=True)
+        app.state.cluster.close()
+
+
+@pytest.fixture(scope="module")
+def viewer(seeded: dict[str, Any]) -> Any:
+    return logged_in(seeded["app"], seeded["tokens"]["viewer"])
+
+
+def _task_diff() -> dict[str, Any]:
+    from repliscope.diff.task_level import FlippedSample, McNemar, TaskDiffResult
+
+    return TaskDiffResult(
+        source="runtimes",
+        a="torch",
+        b="onnxruntime",
+        dataset="tiny",
+        compared=4,
+        agreement=0.75,
+        agreements=3,
+        flips=[FlippedSample(sample_id="cat_1.jpg", label=1, top1_a=1, top1_b=7)],
+        mcnemar=McNemar(n=4, both_correct=2, both_wrong=1, only_a_correct=1, only_b_correct=0, p_value=1.0),
+        outputs=[],
+        per_sample=[],
+    ).model_dump(mode="json")
+
+
+def _rows(html: str) -> dict[str, tuple[str, str, list[str]]]:
+    """The artifacts table: name -> (size, media type, its links)."""
+    out = {}
+    for body in re.findall(r'<tr id="artifact-[^"]+">(.*?)</tr>', html, re.S):
+        name = re.search(r"<code>([^<]+)</code></th>", body)
+        cells = re.findall(r'<td class="num">([^<]+)</td>\s*<td><code>([^<]+)</code></td>', body)
+        assert name is not None and cells, body
+        out[name.group(1)] = (cells[0][0], cells[0][1], re.findall(r'href="([^"]+)"', body))
+    return out
+
+
+def test_a_runs_artifacts_are_listed_with_size_type_and_links(seeded: dict[str, Any], viewer: Any) -> None:
+    run = seeded["run"]
+    r = viewer.get(f"/runs/{run}/artifacts")
+    assert r.status_code == 200
+    assert_accessible(r.text)
+    rows = _rows(r.text)
+    assert list(rows) == [
+        "report.html",
+        "report.md",
+        "samples.csv",
+        "samples.json",
+        "record.json",
+        "trace.json",
+        "sweep-report.html",
+        "sweep.json",
+    ]
+    assert rows["samples.csv"][1] == "text/csv; charset=utf-8" and rows["record.json"][1] == "application/json"
+    base = f"/runs/{run}/artifacts"
+    assert rows["report.html"][2] == [f"{base}/report.html", f"{base}/report.html?download=1"]
+    assert rows["samples.csv"][2] == [f"{base}/samples.csv?download=1"]  # a browser does not show CSV: download only
+    for name, (size, _, links) in rows.items():
+        got = viewer.get(links[-1])
+        assert got.status_code == 200, name
+        assert re.fullmatch(r"\d+ B|\d+\.\d KiB|\d+\.\d\d MiB", size)
+        if size.endswith(" B"):
+            assert int(size.split()[0]) == len(got.content), name
+        else:
+            unit = 1024 if "KiB" in size else 1024 * 1024
+            assert abs(float(size.split()[0]) * unit - len(got.content)) <= 0.06 * unit, name
+    assert f'href="/runs/{run}"' in r.text and SECRET_DIR not in r.text
+    # a sweep's id leads to its reference run's artifacts
+    moved = viewer.get(f"/runs/{seeded['sweep']}/artifacts", follow_redirects=False)
+    assert moved.status_code == 303 and moved.headers["location"] == f"{base}"
+
+
+def test_each_artifact_is_served_with_its_type_disposition_and_nosniff(seeded: dict[str, Any], viewer: Any) -> None:
+    base = f"/runs/{seeded['run']}/artifacts"
+    report = viewer.get(f"{base}/report.html")
+    assert report.headers["content-type"] == "text/html; charset=utf-8"
+    assert report.headers["content-disposition"] == f'inline; filename="run-{seeded["run"]}-report.html"'
+    assert report.headers["x-content-type-options"] == "nosniff"
+    assert report.headers["content-security-policy"].startswith("sandbox; default-src 'none'")
+    assert "<script" not in report.text and "Per-layer time" in report.text
+    download = viewer.get(f"{base}/samples.csv?download=1")
+    assert download.headers["content-disposition"].startswith("attachment; filename=")
+    rows = list(csv.reader(io.StringIO(download.text)))
+    assert rows[0][:3] == ["position", "sample_id", "label"] and len(rows) == 21  # the header and 20 samples
+    record = json.loads(viewer.get(f"{base}/record.json").text)
+    assert record["run_id"] == seeded["run"] and len(record["samples"]) == 20
+    trace = json.loads(viewer.get(f"{base}/trace.json").text)
+    assert trace["traceEvents"]
+    sweep = json.loads(viewer.get(f"{base}/sweep.json").text)
+    assert sweep["sweep_id"] == seeded["sweep"]
+    markdown = viewer.get(f"{base}/report.md")
+    assert markdown.headers["content-type"] == "text/markdown; charset=utf-8"
+    assert markdown.headers["content-disposition"].startswith("attachment;")  # no view for Markdown
+    assert viewer.get(f"{base}/record.json?download=2").status_code == 422
+
+
+def test_server_paths_are_hidden_below_admin(seeded: dict[str, Any], viewer: Any) -> None:
+    base = f"/runs/{seeded['run']}/artifacts"
+    for name in ("record.json", "report.html", "report.md"):
+        assert SECRET_DIR not in viewer.get(f"{base}/{name}").text, name
+    admin = logged_in(seeded["app"], seeded["tokens"]["admin"])
+    assert f"{SECRET_DIR}/model.onnx" in admin.get(f"{base}/record.json").text
+
+
+def test_a_benchmarks_artifacts_are_its_record_and_trace(seeded: dict[str, Any], viewer: Any) -> None:
+    bench = seeded["bench"]
+    r = viewer.get(f"/runs/{bench}/artifacts")
+    assert r.status_code == 200 and list(_rows(r.text)) == ["benchmark.json", "trace.json"]
+    assert f'href="/benchmarks/{bench}"' in r.text
+    got = viewer.get(f"/runs/{bench}/artifacts/benchmark.json?download=1")
+    assert json.loads(got.text)["benchmark_id"] == bench
+    assert got.headers["content-disposition"] == f'attachment; filename="benchmark-{bench[:32]}-benchmark.json"'
+    assert viewer.get(f"/runs/{bench}/artifacts/report.html").status_code == 404  # a run's, not a benchmark's
+
+
+def test_the_run_and_diff_pages_link_their_artifacts(seeded: dict[str, Any], viewer: Any) -> None:
+    run = viewer.get(f"/runs/{seeded['run']}").text
+    assert f'id="run-artifacts" href="/runs/{seeded["run"]}/artifacts"' in run
+    diff = viewer.get(f"/diffs/{seeded['diff']}").text
+    assert f'id="diff-artifacts" href="/diffs/{seeded["diff"]}/artifacts"' in diff
+    assert "its result, report and figure as files" in diff
+
+
+def test_a_diffs_artifacts_hold_its_result_report_and_figure(seeded: dict[str, Any], viewer: Any) -> None:
+    r = viewer.get(f"/diffs/{seeded['diff']}/artifacts")
+    assert r.status_code == 200
+    assert_accessible(r.text)
+    assert list(_rows(r.text)) == ["diff.json", "diff-report.md", "figure.png"]
+    figure = viewer.get(f"/diffs/{seeded['diff']}/artifacts/figure.png")
+    assert figure.content == seeded["png"] and figure.headers["content-type"] == "image/png"
+    assert json.loads(viewer.get(f"/diffs/{seeded['diff']}/artifacts/diff.json").text)["diff_id"] == seeded["diff"]
+    plain = viewer.get(f"/diffs/{seeded['plain_diff']}/artifacts")
+    assert list(_rows(plain.text)) == ["diff.json", "diff-report.md"]
+    assert viewer.get(f"/diffs/{seeded['plain_diff']}/artifacts/figure.png").status_code == 404
+    assert a11y(r.text).headings == [1]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/runs/..%2F..%2Fetc%2Fpasswd/artifacts",
+        "/runs/%2e%2e%2f%2e%2e%2fetc%2fpasswd/artifacts",
+        "/runs/..%252F..%252Fetc%252Fpasswd/artifacts",
+        "/runs/{run}/artifacts/..%2F..%2F..%2Fetc%2Fpasswd",
+        "/runs/{run}/artifacts/%2e%2e%2fservice.db",
+        "/runs/{run}/artifacts/runs.db",
+        "/runs/{run}/artifacts/report.html%00.png",
+        "/runs/{run}/artifacts/REPORT.HTML",
+        "/runs/{long}/artifacts",
+        "/runs/no-such-run/artifacts/report.html",
+        "/diffs/..%2Fruns.db/artifacts",
+        "/diffs/{diff}/artifacts/..%2F..%2Fetc%2Fpasswd",
+    ],
+)
+def test_a_hostile_id_or_name_is_a_404(seeded: dict[str, Any], viewer: Any, path: str) -> None:
+    url = path.format(run=seeded["run"], diff=seeded["diff"], long="a" * 101)
+    r = viewer.get(url)
+    assert r.status_code == 404, (url, r.status_code)
+    assert "root:" not in r.text and "SQLite format" not in r.text
+
+
+def test_artifacts_need_a_signed_in_viewer(seeded: dict[str, Any]) -> None:
+    from fastapi.testclient import TestClient
+
+    anonymous = TestClient(seeded["app"])
+    r = anonymous.get(f"/runs/{seeded['run']}/artifacts/record.json", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
