@@ -430,3 +430,6 @@ def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOptio
 
 
 from repliscope.cli import runs_annotate_cmd as _annotate  # noqa: E402,F401  (registers tag, note, rename, delete, audit)
+from repliscope.cli.runs_chart_cmd import runs_chart  # noqa: E402  (runs chart: an SVG of stored runs)
+
+runs_app.command("chart")(runs_chart)
