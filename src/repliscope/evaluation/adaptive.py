@@ -11,6 +11,11 @@
    too few samples left for trials, the run switches to the predicted alternative and caches nothing);
 3. the rest of the dataset in one loop of the final plan.
 
+Before step 1, every runner the run may need (each candidate's, or the cached plan's) loads on a thread while
+this thread reads and pre-processes the samples after the trials and the check
+(:func:`~repliscope.evaluation.warm_start.warm_start`): the seconds of an ONNX export or a model build are spent
+beside the reading, and the measured segments (trials, check) still read their own samples.
+
 Every sample is evaluated exactly once, by whichever plan ran its segment: the trials are real work. Results do
 not depend on the plan (a sample's prediction does not depend on its batch or worker), so the result hash is
 the one a single loop gives. The runners of each plan are made once and reused by its segments (warm-up on
@@ -40,8 +45,10 @@ from repliscope.evaluation.calibration import (
     write_cached,
 )
 from repliscope.evaluation.engine import LoopOptions, LoopResult, ProgressCallback, run_loop
+from repliscope.evaluation.warm_start import Prefetched, warm_start
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
+from repliscope.tracing.tracer import current_tracer
 
 if TYPE_CHECKING:
     from repliscope.tasks.base import Task
@@ -76,6 +83,8 @@ class SegmentedRun:
     task: Task | None = None
     position: int = 0
     segments: list[dict[str, Any]] = field(default_factory=list)
+    ahead: Prefetched | None = None
+    """Samples read ahead while the runners loaded (:meth:`warm_start`), taken by the segments that run them."""
     _pool: dict[int, list[Runner]] = field(default_factory=dict)
     _warmed: set[str] = field(default_factory=set)
     _start: float = field(default_factory=time.perf_counter)
@@ -115,6 +124,7 @@ class SegmentedRun:
             self.on_progress,
             self.task,
             replicas=runners[1:],
+            ahead=self.ahead,
         )
         self.position += len(chunk)
         r = self.result
@@ -128,10 +138,19 @@ class SegmentedRun:
         if r.outputs is not None and loop.outputs is not None:
             r.outputs.update(loop.outputs)
         rate = len(chunk) / max(loop.loop_seconds, 1e-9)
-        self.segments.append(
-            {"plan": plan.key, "role": role, "samples": len(chunk), "samples_per_second": round(rate, 2)}
-        )
+        segment = {"plan": plan.key, "role": role, "samples": len(chunk), "samples_per_second": round(rate, 2)}
+        if loop.ahead:
+            segment["read_ahead"] = loop.ahead  # read while the model loaded: rate above the loop's own
+        self.segments.append(segment)
         return rate
+
+    def warm_start(self, plans: Sequence[Plan], skip: int) -> None:
+        """Load the runners of ``plans`` while reading ahead the samples after the first ``skip`` (those of the
+        measured segments); untraced runs only (a traced run's spans cover every sample's reading)."""
+        if current_tracer().rank:
+            return
+        runners = [r for plan in plans for r in self.runners(plan)]
+        self.ahead = warm_start(runners, self.pipeline, self.samples[self.position + skip :], self.expected_shape)
 
     def finish(self) -> LoopResult:
         """The concatenated result: load = each distinct runner's load once (the base runner's too when it
@@ -189,6 +208,9 @@ def run_adaptive(
     plan = planning.plan
     if plan is None and len(cands) == 1:
         plan = replace(cands[0], source="given (the only candidate: nothing to calibrate)")
+    checked = bool(plan is None or plan.calibration.get("predicted_samples_per_second"))
+    measured = (trials_size(cands) if plan is None else 0) + (check_size(cands) if checked else 0)
+    run.warm_start([plan] if plan is not None else cands, measured)
     if plan is None:
         plan = calibrate_in_run(run, cands, "calibrated in the run")
         if planning.cache_path is not None:

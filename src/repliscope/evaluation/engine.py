@@ -91,6 +91,22 @@ class LoopResult:
     counts: dict[str, int] = field(default_factory=dict)
     """The task's counts summed over the batches (:meth:`Task.batch_counts`; classification: all-equal rows and
     label ties at the top-1 / top-5 boundary), added to the record's ``counts``."""
+    ahead: int = 0
+    """Samples this loop took already read and (partly) pre-processed from a :class:`ReadAhead`: their reading
+    and those ops ran before the loop, while the model loaded, and are not in ``loop_seconds``."""
+
+
+Stage = tuple[Item, int]
+"""A sample part way through its pre-processing: the item after the first ``n`` ops, and ``n``."""
+
+
+class ReadAhead(Protocol):
+    """Samples read and pre-processed ahead of the loop (:class:`repliscope.evaluation.warm_start.Prefetched`)."""
+
+    def take(self, sample: Sample) -> tuple[PreparedItem | Stage, str] | None:
+        """The sample's state (prepared, or a :data:`Stage` to finish) and its fingerprint, removed from the
+        store; None when it is not held (the loop reads it)."""
+        ...
 
 
 RawOutputs = dict[str, np.ndarray] | None
@@ -185,15 +201,28 @@ def prepare_item(
     """Pre-process bytes already read -> the model input and the sample's geometry, or the failure reason."""
     if read.data is None:
         return PreparedItem(None, read.error)
+    return finish_item(pipeline, encoded_item(read.data), 0, expected_shape, tracer)
+
+
+def encoded_item(data: bytes) -> Item:
+    """A sample's bytes as the first pre-processing op takes them."""
+    return Item(np.frombuffer(data, dtype=np.uint8), "encoded")
+
+
+def finish_item(
+    pipeline: Pipeline, item: Item, done: int, expected_shape: tuple[int, ...] | None, tracer: Tracer | None = None
+) -> PreparedItem:
+    """``item`` after the first ``done`` pre-processing ops -> the rest of them applied in order, and the shape
+    checked: what :func:`prepare_item` gives for the same bytes (the ops are functions of their item)."""
     t = current_tracer() if tracer is None else tracer
-    item: Item | str = Item(np.frombuffer(read.data, dtype=np.uint8), "encoded")
-    for op in pipeline.pre_ops:
-        item = apply_op(op, item, t)  # type: ignore[arg-type]
-        if isinstance(item, str):
-            return PreparedItem(None, item)
-    assert isinstance(item, Item)
-    error = shape_error(item.data, expected_shape)
-    return PreparedItem(None, error) if error else PreparedItem(item.data, None, item.geometry)
+    current: Item | str = item
+    for op in pipeline.pre_ops[done:]:
+        current = apply_op(op, current, t)  # type: ignore[arg-type]
+        if isinstance(current, str):
+            return PreparedItem(None, current)
+    assert isinstance(current, Item)
+    error = shape_error(current.data, expected_shape)
+    return PreparedItem(None, error) if error else PreparedItem(current.data, None, current.geometry)
 
 
 def run_loop(
@@ -206,10 +235,14 @@ def run_loop(
     task: Task | None = None,
     *,
     replicas: Sequence[Runner] | None = None,
+    ahead: ReadAhead | None = None,
 ) -> LoopResult:
     """Evaluate ``samples`` in order; returns one SamplePrediction per sample (failures included), recorded
     by ``task`` (default: :func:`task_of` the pipeline). ``data_parallel`` workers beyond the first use
     ``replicas`` (runners kept across calls, e.g. by a run in segments), else new ones (:meth:`Runner.replica`).
+    A sample that ``ahead`` holds (read and partly pre-processed while the model loaded,
+    :mod:`repliscope.evaluation.warm_start`) is taken from it and its remaining ops applied, instead of being
+    read again; :attr:`LoopResult.ahead` counts them.
 
     Tracing (the current tracer, :func:`repliscope.tracing.current_tracer`): at level ``model`` one ``batch``
     span per batch (``data_parallel``: around reading, pre-processing, inference and post-processing of the
@@ -239,8 +272,20 @@ def run_loop(
                 result.load_seconds += load
                 result.warmup_seconds += warm
         on_error = fail_fast_hook() if options.fail_fast else None
+        taken: list[int] = []  # list.append is atomic: the data_parallel workers count into it
 
         def prepare(sample: Sample) -> tuple[PreparedItem, str]:
+            if ahead is not None:
+                held = ahead.take(sample)
+                if held is not None:
+                    stage, fingerprint = held
+                    taken.append(1)
+                    done = (
+                        stage
+                        if isinstance(stage, PreparedItem)
+                        else finish_item(pipeline, stage[0], stage[1], expected_shape, tracer)
+                    )
+                    return done, fingerprint
             return read_and_prepare(pipeline, sample, expected_shape, tracer)
 
         def infer_batch(worker: Runner, index: int, batch: Batch, done: list[tuple[PreparedItem, str]]) -> BatchOutcome:
@@ -262,6 +307,7 @@ def run_loop(
         )
         end = time.perf_counter()
     result.loop_seconds, result.total_seconds = end - loop_start, end - start
+    result.ahead = len(taken)
     return result
 
 

@@ -13,6 +13,12 @@ every conversion shares (:meth:`repliscope.runtimes.loaders.Conversion.cached`):
 atomically; the sidecar ``.json`` records the inputs (source and local-module sha256, the key) and the export's
 sha256, and a cached file is used only when both match (at worst two concurrent runs both export and the last
 rename wins; the export is byte-for-byte deterministic).
+
+Process: when torch is not imported in this process (``repliscope evaluate`` on onnxruntime, which needs only the
+ONNX file), the export runs in a child Python (:func:`export_in_child`): this process never imports torch (its
+import alone costs seconds and hundreds of MB), and the export's Python does not hold this process's GIL while
+the run reads and pre-processes its first samples beside it (:mod:`repliscope.evaluation.warm_start`). With torch
+imported already, the export runs here.
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ import hashlib
 import importlib.metadata
 import json
 import logging
+import pickle
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -108,7 +117,9 @@ class TorchToOnnx(Conversion):
         }
 
     def convert(self, artifact: ModelArtifact, out: Path) -> dict[str, Any]:
-        return _export(artifact, out)
+        if "torch" in sys.modules or not sys.executable:  # torch is here already (or no interpreter to start)
+            return _export(artifact, out)
+        return export_in_child(artifact, out)
 
 
 TORCH_TO_ONNX = TorchToOnnx()
@@ -122,6 +133,61 @@ def export_to_onnx(artifact: ModelArtifact, cache_dir: Path) -> tuple[Path, dict
     ``"logits"`` (N, C) float32. Returns ``(path, info)``; ``info["cached"]`` is True when reused.
     """
     return TORCH_TO_ONNX.cached(artifact, cache_dir)
+
+
+CHILD = "from repliscope.runtimes.onnx_export import child_main; child_main()"
+"""What the child Python of :func:`export_in_child` runs (``python -c CHILD JOB RESULT``)."""
+_CHILD_ERRORS: dict[str, type[RepliscopeError]] = {
+    "ModelLoadError": ModelLoadError,
+    "FrameworkError": FrameworkError,
+    "RepliscopeError": RepliscopeError,
+}
+
+
+def export_in_child(artifact: ModelArtifact, out: Path) -> dict[str, Any]:
+    """:func:`_export` in a child Python (this interpreter, this ``sys.path``, the environment) -> its
+    provenance. The job (``sys.path``, the artifact, ``out``) is pickled into a private temporary folder by this
+    process; the child answers in JSON there. Its output is captured (the parent's stdout may be ``--json``); a
+    repliscope error in the child is raised here as the same class with the same message, any other failure as
+    a ModelLoadError with the end of the child's stderr."""
+    with tempfile.TemporaryDirectory(prefix="repliscope-export-") as tmp:
+        job, answer = Path(tmp) / "job.pickle", Path(tmp) / "answer.json"
+        job.write_bytes(pickle.dumps((list(sys.path), artifact, str(out))))
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(job), str(answer)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+        )
+        try:
+            reply = json.loads(answer.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            reply = None
+    if isinstance(reply, dict) and isinstance(reply.get("info"), dict) and done.returncode == 0:
+        return reply["info"]
+    if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+        error = reply["error"]
+        raise _CHILD_ERRORS.get(str(error.get("type")), ModelLoadError)(str(error.get("message")))
+    tail = " ".join(done.stderr.strip().splitlines()[-3:])[-500:] or "no output"
+    raise ModelLoadError(
+        f"exporting '{artifact.path.name}' to ONNX in a child process failed (exit code {done.returncode}): {tail}"
+    )
+
+
+def child_main() -> None:
+    """The child of :func:`export_in_child`: ``sys.argv[1:3]`` = the job file and the answer file."""
+    job, answer = Path(sys.argv[1]), Path(sys.argv[2])
+    with job.open("rb") as f:
+        path, artifact, out = pickle.load(f)  # written by the parent, in its private temporary folder
+    sys.path[:] = path
+    try:
+        reply: dict[str, Any] = {"info": _export(artifact, Path(out))}
+    except RepliscopeError as exc:
+        kind = type(exc).__name__ if type(exc).__name__ in _CHILD_ERRORS else "ModelLoadError"
+        reply = {"error": {"type": kind, "message": str(exc)}}
+    answer.write_text(json.dumps(reply, default=str), encoding="utf-8")
 
 
 def _export(artifact: ModelArtifact, out: Path) -> dict[str, Any]:
