@@ -191,6 +191,8 @@ def runs_audit(
     as_json: JsonOption = False,
 ) -> None:
     """The audit of run annotations and deletions, newest first: who, when, through what, before and after."""
+    from repliscope.store.annotations import change_text
+
     try:
         entries, total = _store(db).annotations.audit(run_id=run, action=action, limit=limit)
     except RepliscopeError as exc:
@@ -209,28 +211,6 @@ def runs_audit(
             highlight=False,
             markup=False,
         )
-
-
-def change_text(entry: Any) -> str:
-    """One line of what an audit entry changed (a note shortened to 60 characters)."""
-    before, after = entry.before or {}, entry.after or {}
-    if entry.action in ("tag", "untag"):
-        added = [t for t in after.get("tags", []) if t not in before.get("tags", [])]
-        removed = [t for t in before.get("tags", []) if t not in after.get("tags", [])]
-        return " ".join([*(f"+{t}" for t in added), *(f"-{t}" for t in removed)])
-    if entry.action == "rename":
-        return f"{before.get('display_name') or '(record name)'} -> {after.get('display_name') or '(record name)'}"
-    if entry.action == "note":
-        text = " ".join(str(after.get("note") or "").split())
-        return f"note: {text[:60]}{'…' if len(text) > 60 else ''}" if text else "note cleared"
-    if entry.action == "delete":
-        metric = before.get("metric_value")
-        shown = "" if metric is None else f", {before.get('metric_name')} {metric:.4f}"
-        return (
-            f"deleted {before.get('manifest_name')} {before.get('manifest_version')}{shown}, result hash "
-            f"{str(before.get('result_hash'))[:12]}"
-        )
-    return ""
 
 
 def matching_runs(

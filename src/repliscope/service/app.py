@@ -32,6 +32,7 @@ class Health(BaseModel):
 def _api_router() -> APIRouter:
     from repliscope.service.routers import (
         agents,
+        annotations,
         benchmarks,
         datasets,
         diffs,
@@ -46,6 +47,7 @@ def _api_router() -> APIRouter:
     api = APIRouter(prefix=API_PREFIX)
     for module in (manifests, models, jobs, runs, benchmarks, datasets, tokens, agents, stack_matrices, diffs):
         api.include_router(module.router)
+    api.include_router(annotations.router)  # tags, notes, rename, delete, audit
 
     @api.get("/whoami", response_model=Whoami, tags=["accounts"], responses=ERROR_RESPONSES)
     def whoami(principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
@@ -165,6 +167,9 @@ def _mount_web(app: FastAPI) -> None:
     from repliscope.service.web.diff_pages import router as diff_pages
 
     app.include_router(diff_pages)
+    from repliscope.service.web.annotations import router as annotation_pages  # tags, notes, rename, /audit
+
+    app.include_router(annotation_pages)
     from repliscope.service.web.compare_perf import router as compare_perf  # /compare/benchmarks
 
     app.include_router(compare_perf)

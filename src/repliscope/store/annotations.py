@@ -403,3 +403,25 @@ def _entry(row: RunAuditRow) -> AuditEntry:
         before=row.before,
         after=row.after,
     )
+
+
+def change_text(entry: AuditEntry) -> str:
+    """One line of what an audit entry changed (a note shortened to 60 characters)."""
+    before, after = entry.before or {}, entry.after or {}
+    if entry.action in ("tag", "untag"):
+        added = [t for t in after.get("tags", []) if t not in before.get("tags", [])]
+        removed = [t for t in before.get("tags", []) if t not in after.get("tags", [])]
+        return " ".join([*(f"+{t}" for t in added), *(f"-{t}" for t in removed)])
+    if entry.action == "rename":
+        return f"{before.get('display_name') or '(record name)'} -> {after.get('display_name') or '(record name)'}"
+    if entry.action == "note":
+        text = " ".join(str(after.get("note") or "").split())
+        return f"note: {text[:60]}{'…' if len(text) > 60 else ''}" if text else "note cleared"
+    if entry.action == "delete":
+        metric = before.get("metric_value")
+        shown = "" if metric is None else f", {before.get('metric_name')} {metric:.4f}"
+        return (
+            f"deleted {before.get('manifest_name')} {before.get('manifest_version')}{shown}, result hash "
+            f"{str(before.get('result_hash'))[:12]}"
+        )
+    return ""

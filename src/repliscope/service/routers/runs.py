@@ -83,6 +83,10 @@ class RunRow(BaseModel):
     metric_low: float | None = None
     """The headline metric's 95 % interval as the record states it (Wilson for top-1, bootstrap for AP, mIoU)."""
     metric_high: float | None = None
+    display_name: str | None = None
+    """The run's display name (``PATCH /runs/{id}``; null: the record's own name)."""
+    tags: list[str] = []
+    """The run's tags (``PUT /runs/{id}/tags/{tag}``), in the order they were added."""
 
 
 class RunPage(BaseModel):
@@ -119,6 +123,7 @@ _QUERY_PARAMS = frozenset(
         "created_from",
         "created_to",
         "sweep_id",
+        "tag",
         "sort",
         "page",
         "page_size",
@@ -140,8 +145,13 @@ async def run_filters(
     request: Request,
     search: Annotated[
         str | None,
-        Query(max_length=200, description="text in the model name, version (tag), dataset, runtime or variant"),
+        Query(
+            max_length=200,
+            description="text in the model name, version, dataset, runtime, variant, or the run's tags, display "
+            "name or note",
+        ),
     ] = None,
+    tag: Annotated[str | None, Query(max_length=200, description="runs carrying this tag (exact)")] = None,
     model: Annotated[str | None, Query(max_length=300, description="manifest name (exact)")] = None,
     version: Annotated[str | None, Query(max_length=100)] = None,
     runtime: Annotated[str | None, Query(max_length=100)] = None,
@@ -163,8 +173,12 @@ async def run_filters(
 ) -> Any:
     """The runs filters of ``GET /runs`` and ``GET /runs/export`` as a :class:`RunQuery` (a dependency on the event
     loop: only a ``sweep_id`` prefix asks the store, in the thread pool)."""
+    from repliscope.store.annotations import check_tag
     from repliscope.store.repository import RunQuery
 
+    if tag is not None:
+        with store_errors():
+            check_tag(tag, "query.tag")
     if sweep_id is not None:
         sweep_id = await run_in_threadpool(_full_sweep_id, store_of(request), sweep_id)
     return RunQuery(
@@ -180,6 +194,7 @@ async def run_filters(
         created_from=iso_datetime(created_from, "query.created_from"),
         created_to=iso_datetime(created_to, "query.created_to"),
         sweep_id=sweep_id,
+        tag=tag,
     )
 
 
@@ -201,25 +216,31 @@ async def query_runs(
     def page_json() -> bytes:
         with store_errors():
             rows, total = store.query_run_rows(filters, sort, page, page_size, RUN_ROW_COLUMNS)
+            labels = store.annotations.labels(row[0] for row in rows)
         if roots is not None:
             rows = [tuple(hide_paths_in(v, roots) for v in row) for row in rows]
-        return run_page_json(rows, total, page, page_size)
+        return run_page_json(rows, total, page, page_size, labels)
 
     return Response(await run_in_threadpool(page_json), media_type="application/json")
 
 
-RUN_ROW_COLUMNS = tuple(RunRow.model_fields)
-"""The store columns of a :class:`RunRow`, in its order."""
+RUN_ROW_COLUMNS = tuple(name for name in RunRow.model_fields if name not in ("display_name", "tags"))
+"""The store columns of a :class:`RunRow`, in its order (``run_id`` first; its annotations come after them)."""
 _CREATED_AT = RUN_ROW_COLUMNS.index("created_at")
 
 
-def run_page_json(rows: list[tuple[Any, ...]], total: int, page: int, page_size: int) -> bytes:
+def run_page_json(
+    rows: list[tuple[Any, ...]], total: int, page: int, page_size: int, labels: dict[str, Any] | None = None
+) -> bytes:
     """A :class:`RunPage` of the store's rows of :data:`RUN_ROW_COLUMNS` (``created_at`` naive UTC) as JSON bytes,
-    equal to what the response model serialises to, without building a model per row (one ``to_json`` call)."""
+    equal to what the response model serialises to, without building a model per row (one ``to_json`` call);
+    ``labels``: the runs' display names and tags by run id (:meth:`AnnotationStore.labels`)."""
     items = []
     for row in rows:
         item = dict(zip(RUN_ROW_COLUMNS, row, strict=True))
         item["created_at"] = row[_CREATED_AT].replace(tzinfo=UTC)
+        label = (labels or {}).get(row[0])
+        item["display_name"], item["tags"] = (label.display_name, label.tags) if label else (None, [])
         items.append(item)
     return to_json({"items": items, "total": total, "page": page, "page_size": page_size})
 

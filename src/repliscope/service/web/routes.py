@@ -306,6 +306,12 @@ def _sort_links(base: dict[str, str], sort: str) -> dict[str, dict[str, str]]:
     return out
 
 
+def _deleted_notice(store: Any, value: str) -> str | None:
+    from repliscope.service.web.annotations import deleted_notice  # /runs?deleted=ID after a delete
+
+    return deleted_notice(store, value)
+
+
 def _export_query(filters: dict[str, str], sort: str) -> str:
     """The API query (``/api/v1/runs/export``) of the page's filters: its UTC days as the API's datetimes."""
     api = {k: v for k, v in filters.items() if k not in DATE_FILTERS}
@@ -371,6 +377,7 @@ def runs_page(
         "runs.html",
         title="Runs",
         runs=lines,
+        notice=_deleted_notice(store, params.get("deleted", "")),
         total=total,
         filters=filters,
         choices=views.filter_choices(store),
@@ -392,12 +399,14 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
     """A run (or a benchmark, or a sweep id: its reference run); ``show`` / ``samples_page`` page its samples
     (:mod:`repliscope.service.web.samples`)."""
     from repliscope.service.web import samples
+    from repliscope.service.web.annotations import annotation_panel
 
     store = _store(request)
     if (problem := page_number_problem(samples_page, "samples_page")) is not None:
         return _error(principal, 422, problem)
     try:
         page = views.run_page(store, run_id)
+        annotations = annotation_panel(store, page.record.run_id)  # a run deleted since it was cached: 404
     except StoreError as run_error:
         try:
             bench = views.bench_page(store, run_id)
@@ -433,6 +442,7 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
         page=page,
         view=_viewer_view(request, principal, page.view),
         samples=panel,
+        annotations=annotations,
     )
 
 

@@ -82,9 +82,11 @@ RUN_FILTERS = (
     "kind",
     "verdict",
     "sweep_id",
+    "tag",
 )
 """The runs page's filters: the fields of :class:`RunQuery` (``hardware``: the CPU model; ``sweep_id``: the
-variants of one pitfall sweep, as the variant column links them)."""
+variants of one pitfall sweep, as the variant column links them; ``tag``: the runs carrying a tag, as the tag
+chips link them)."""
 _CHOICE_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
 """The filters whose form field lists the stored values (``sweep_id`` is typed or linked)."""
 
@@ -111,6 +113,9 @@ class RunLine:
     variant: str = "—"
     """A pitfall sweep variant's name (``reference`` for the sweep's reference run), ``—`` for a plain run."""
     sweep_id: str | None = None
+    display_name: str | None = None
+    """The run's display name (a rename: :mod:`repliscope.store.annotations`), None without one."""
+    tags: tuple[str, ...] = ()
 
 
 def _samples_text(num_samples: int, num_failed: int) -> str:
@@ -124,6 +129,7 @@ def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size:
     from repliscope.service.web.metric_format import headline_text, interval_text
 
     summaries, total = store.query_runs(query, sort, page, page_size)
+    labels = store.annotations.labels(r.run_id for r in summaries)
     lines = [
         RunLine(
             run_id=r.run_id,
@@ -141,6 +147,8 @@ def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size:
             interval=interval_text(r.metric_name, r.metric_low, r.metric_high),
             variant=r.variant or ("reference" if r.sweep_id else "—"),
             sweep_id=r.sweep_id,
+            display_name=labels[r.run_id].display_name if r.run_id in labels else None,
+            tags=tuple(labels[r.run_id].tags) if r.run_id in labels else (),
         )
         for r in summaries
     ]
