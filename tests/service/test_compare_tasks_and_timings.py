@@ -4,24 +4,41 @@ parameters are refused with the bound; the flipped samples' thumbnails open larg
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
+from PIL import Image
 
-from repliscope.evaluation.record import EvaluationRecord
-from tests.service.test_web_detection import detection_runs  # noqa: F401  (fixture)
+from repliscope.evaluation.record import EvaluationRecord, result_hash
+from tests.service.test_web_detection import MANIFEST as DETECTOR
 from tests.service.test_web_pages import a11y, assert_accessible, logged_in, parse
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
 
+@pytest.fixture(scope="module")
+def detections(tmp_path_factory: pytest.TempPathFactory) -> list[EvaluationRecord]:
+    """The rect detector on the 16 synthetic images (onnxruntime, ~2 s: the one real run of this module), and
+    the same run with the first image's detections gone (run B: one differing image)."""
+    from repliscope.datasets.resolve import resolve_dataset
+    from repliscope.evaluation.run import RunSettings, evaluate, prepare
+
+    cache = tmp_path_factory.mktemp("cache")
+    settings = RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=cache)
+    a = evaluate(prepare(DETECTOR, settings), resolve_dataset("synthetic_detection"))
+    samples = [a.samples[0].model_copy(update={"detections": []}), *a.samples[1:]]
+    b = a.model_copy(update={"run_id": "d7" * 16, "samples": samples, "result_hash": result_hash(samples)})
+    return [a, b]
+
+
 @pytest.fixture
-def stored(service_app: Any, detection_runs: list[EvaluationRecord]) -> dict[str, EvaluationRecord]:  # noqa: F811
-    """Two classification runs (Lite0-shaped, 2 flips) and the two detection runs of the rect detector."""
+def stored(service_app: Any, detections: list[EvaluationRecord]) -> dict[str, EvaluationRecord]:
+    """Two classification runs (Lite0-shaped, one flip) and the two detection runs."""
     runs = {
         "cls_a": make_record("a7" * 16, TOP1_A),
         "cls_b": make_record("b7" * 16, TOP1_B),
-        "det_a": detection_runs[0],
-        "det_b": detection_runs[1],
+        "det_a": detections[0],
+        "det_b": detections[1],
     }
     for r in runs.values():
         service_app.state.store.save(r)
@@ -203,3 +220,50 @@ def test_hostile_benchmark_compare_queries(service_app: Any, tokens: dict[str, s
     assert r.status_code == 422 and "at most 100 characters, got 101" in r.text
     anonymous = client.__class__(service_app)
     assert anonymous.get(f"/compare/benchmarks?id={one}&id={one}", follow_redirects=False).status_code == 303
+
+
+# --- thumbnails that open larger, boxes named by class (item 2) -----------------------------------------------
+
+
+def test_flipped_samples_open_larger(service_app: Any, tokens: dict[str, str], stored: dict[str, Any]) -> None:
+    from repliscope.service.web import samples
+
+    a, b = stored["cls_a"], stored["cls_b"]
+    client = logged_in(service_app, tokens["viewer"])
+    html = client.get(f"/compare?a={a.run_id}&b={b.run_id}").text
+    large = f"/runs/{a.run_id}/samples/7/thumbnail.png?size=large"  # the one flip: imagenet_07_609.jpg
+    assert f'<a class="thumb-link" href="{large}" title="Open sample imagenet_07_609.jpg larger">' in html
+    png = client.get(large)
+    assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+    with Image.open(io.BytesIO(png.content)) as im:
+        assert max(im.size) == samples.LARGE_PX
+
+
+def test_detection_compare_shows_the_differing_images_with_class_names(
+    service_app: Any, tokens: dict[str, str], stored: dict[str, Any]
+) -> None:
+    from repliscope.datasets.synthetic_detection import CATEGORIES
+    from repliscope.service.web import samples
+
+    a, b = stored["det_a"], stored["det_b"]
+    names = samples.detection_names(a)
+    assert names == dict(CATEGORIES)
+    client = logged_in(service_app, tokens["viewer"])
+    r = client.get(f"/compare?a={a.run_id}&b={b.run_id}")
+    assert r.status_code == 200
+    first = a.samples[0]
+    rows = _table(r.text, "differing-boxes")
+    kept = sorted((d for d in first.detections or [] if d.score >= samples.DRAW_MIN_SCORE), key=lambda d: -d.score)
+    expected_a = ", ".join(f"{names[d.class_id]} {d.score:.2f}" for d in kept)
+    truth = ", ".join(names[c] for c in a.ground_truth.samples[0].classes)
+    assert rows[first.sample_id][1:] == ["", "", truth, expected_a, "none"]
+    assert expected_a and all(name in names.values() for name in expected_a.replace(",", "").split()[::2])
+    for run in (a.run_id, b.run_id):
+        link = f"/runs/{run}/samples/0/thumbnail.png?size=large"
+        assert f'<a class="thumb-link" href="{link}"' in r.text
+        assert client.get(link).status_code == 200
+    assert 'id="min-score"' in r.text and 'data-samples-table="differing-boxes"' in r.text
+    assert '<script src="/static/samples.js"></script>' in r.text
+    assert samples.box_label(kept[0], names) == f"{names[kept[0].class_id]} {kept[0].score:.2f}"
+    assert samples.box_label(kept[0], {}) == f"class {kept[0].class_id} {kept[0].score:.2f}"
+    assert_accessible(r.text)

@@ -402,3 +402,80 @@ def mixed_tasks(records: Sequence[EvaluationRecord]) -> Refusal | None:
         ]
         return Refusal(str(exc), groups)
     return None
+
+
+MAX_BOX_IMAGES = 12
+"""Detection compare: the differing images shown with both runs' boxes (the rest are listed by id)."""
+
+
+@dataclass(frozen=True)
+class BoxImage:
+    """One image whose detections differ between runs A and B: its position in each run (the thumbnail URLs),
+    its ground truth's classes and each run's detections drawn (``red 0.98, blue 0.87``, class names)."""
+
+    sample_id: str
+    position_a: int
+    position_b: int
+    truth: str
+    detections_a: str
+    detections_b: str
+
+
+@dataclass(frozen=True)
+class BoxesPanel:
+    """The first :data:`MAX_BOX_IMAGES` differing images of a two-run detection compare, side by side: each
+    thumbnail opens larger, where every box carries its class name and score; ``thumbnails_a`` /
+    ``thumbnails_b``: whether the run's dataset re-loads here (else no image, the classes only)."""
+
+    run_a: str
+    run_b: str
+    images: list[BoxImage]
+    thumbnails_a: bool
+    thumbnails_b: bool
+    min_score: float
+    more: int
+
+
+def boxes_panel(store: Any, run_a: str, run_b: str, differing: Sequence[str]) -> BoxesPanel | None:
+    """The :class:`BoxesPanel` of the images ``differing`` between the stored detection runs ``run_a`` and
+    ``run_b`` (their whole records are read once and kept for the thumbnails); None when none differs."""
+    from repliscope.service.web.samples import DRAW_MIN_SCORE, RECENT, _kept, box_label, detection_names
+
+    if not differing:
+        return None
+    a, read_a = RECENT.get(store, run_a)
+    b, read_b = RECENT.get(store, run_b)
+    names = detection_names(a)
+    at_a = {s.sample_id: i for i, s in enumerate(a.samples)}
+    at_b = {s.sample_id: i for i, s in enumerate(b.samples)}
+
+    def drawn(record: EvaluationRecord, position: int) -> str:
+        sample = record.samples[position]
+        if sample.error is not None:
+            return "failed (the run page says why)"
+        kept = sorted(_kept(sample, DRAW_MIN_SCORE), key=lambda d: -d.score)
+        return ", ".join(box_label(d, names) for d in kept) or "none"
+
+    def truth(position: int) -> str:
+        gt = a.ground_truth
+        if gt is None or position >= len(gt.samples):
+            return "—"
+        t = gt.samples[position]
+        flags = zip(t.iscrowd or [False] * len(t.classes), t.ignore or [False] * len(t.classes), strict=False)
+        kept = [c for c, (crowd, ignore) in zip(t.classes, flags, strict=False) if not (crowd or ignore)]
+        return ", ".join(names.get(c, f"class {c}") for c in kept) or "none"
+
+    shown = [i for i in differing if i in at_a and i in at_b]
+    images = [
+        BoxImage(i, at_a[i], at_b[i], truth(at_a[i]), drawn(a, at_a[i]), drawn(b, at_b[i]))
+        for i in shown[:MAX_BOX_IMAGES]
+    ]
+    return BoxesPanel(
+        run_a=a.run_id,
+        run_b=b.run_id,
+        images=images,
+        thumbnails_a=read_a is not None,
+        thumbnails_b=read_b is not None,
+        min_score=DRAW_MIN_SCORE,
+        more=max(0, len(shown) - MAX_BOX_IMAGES),
+    )

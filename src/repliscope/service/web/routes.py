@@ -553,7 +553,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
     flips or differing images). ``?sweep=ID&page=N``: a pitfall sweep's runs of any number, the reference and
     up to eleven variants a page (:func:`~repliscope.service.web.compare_many.sweep_page`)."""
     from repliscope.service.web.compare_cache import HEADS
-    from repliscope.service.web.compare_many import MAX_RUNS, many_page, mixed_tasks, sweep_page
+    from repliscope.service.web.compare_many import MAX_RUNS, boxes_panel, many_page, mixed_tasks, sweep_page
 
     unknown = sorted(set(request.query_params) - {"a", "b", "run", "sweep", "page"})
     if unknown:
@@ -625,6 +625,9 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
         many=many,
         page=page,
         c=page.comparison if page is not None else None,
+        boxes=boxes_panel(store, page.a.run_id, page.b.run_id, page.differing_images)
+        if page and page.detection
+        else None,
     )
 
 

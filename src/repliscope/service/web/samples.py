@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import threading
 from collections import OrderedDict
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,7 +243,8 @@ def thumbnail_png(
     """A ``px`` (default :data:`THUMB_PX`) thumbnail of the sample's image (at :data:`LARGE_PX`, scaled up when
     smaller); detection: its ground-truth boxes
     (green, 2 px just outside the box) and detections with score >= ``min_score`` (red, 2 px just inside) drawn
-    after scaling (crisp colours); at :data:`LARGE_PX` each detection carries its class id and score."""
+    after scaling (crisp colours); at :data:`LARGE_PX` each detection carries its class name and score
+    (:func:`box_label`)."""
     from PIL import Image, ImageDraw
 
     with Image.open(io.BytesIO(data)) as opened:
@@ -270,8 +271,9 @@ def thumbnail_png(
                 rect = [xa - grow, ya - grow, max(xa, xb - 1) + grow, max(ya, yb - 1) + grow]
                 draw.rectangle(rect, outline=colour, width=2)
         if px >= LARGE_PX:
+            names = detection_names(record)
             for d in kept:
-                _label(draw, box_label(d), min(d.box[0], d.box[2]) * sx, min(d.box[1], d.box[3]) * sy)
+                _label(draw, box_label(d, names), min(d.box[0], d.box[2]) * sx, min(d.box[1], d.box[3]) * sy)
     seg = record.samples[position].segmentation
     if _masks(record.task) and seg is not None and seg.predicted is not None and seg.truth is not None:
         im = _tinted(im, seg, (w0, h0), class_names_of(record))
@@ -283,9 +285,20 @@ def thumbnail_png(
 MISSED_COLOUR = (40, 90, 220)
 
 
-def box_label(detection: Any) -> str:
-    """What a detection's box says on the larger view: ``class <id> <score>`` (score to 2 decimals)."""
-    return f"class {detection.class_id} {detection.score:.2f}"
+def detection_names(record: EvaluationRecord) -> dict[int, str]:
+    """Dataset category id -> class name of a detection record: its ground truth's categories (the dataset's),
+    else the names of its per-class table; ``{}`` when it has neither."""
+    if record.ground_truth is not None and record.ground_truth.categories:
+        return {int(k): str(v) for k, v in record.ground_truth.categories.items()}
+    return {int(c["class_id"]): str(c["name"]) for c in record.per_class or [] if c.get("name")}
+
+
+def box_label(detection: Any, names: Mapping[int, str] | None = None) -> str:
+    """What a detection's box says on the larger view: its class name (``names``: category id -> name, see
+    :func:`detection_names`) and score to 2 decimals (``person 0.87``); ``class <id> <score>`` when the id has no
+    name."""
+    name = (names or {}).get(detection.class_id)
+    return f"{name if name else f'class {detection.class_id}'} {detection.score:.2f}"
 
 
 def _label(draw: Any, text: str, x: float, y: float) -> None:
