@@ -134,6 +134,21 @@ def test_hostile_chart_queries_are_refused_naming_the_allowed_values(
     assert len(r.text) < 20_000  # the refusal does not echo a huge value back
 
 
+def test_every_filter_of_the_runs_page_is_taken_so_its_chart_link_works(web: TestClient) -> None:
+    from repliscope.service.web import views
+
+    values = {"verdict": "consistent", "sweep_id": "5e2f0c1d9a8b", "created_from": "2026-11-21"}
+    for key in ("search", *views.RUN_FILTERS, "created_from", "created_to"):
+        runs = web.get("/runs", params={key: values.get(key, "2026-11-22" if key == "created_to" else "x")})
+        link = re.search(r'<a id="chart-these-runs" href="([^"]+)">', runs.text)
+        assert link is not None, key
+        chart = web.get(link.group(1).replace("&amp;", "&"))
+        assert chart.status_code == 200, (key, alert(chart.text))
+        assert_accessible(chart.text)
+    sweep = web.get("/charts", params={"sweep_id": "5e2f0c1d9a8b", "by": "variant"})
+    assert '<select id="chart-sweep_id" name="sweep_id"><option value="5e2f0c1d9a8b' in sweep.text  # kept, clearable
+
+
 def test_injected_filter_values_are_text(web: TestClient) -> None:
     from tests.report.factories import INJECTION
 

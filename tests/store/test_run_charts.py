@@ -12,15 +12,22 @@ import pytest
 from repliscope.store.errors import InvalidInputError
 from repliscope.store.repository import RunQuery, RunStore
 from repliscope.store.run_charts import GROUPINGS, MAX_CHART_RUNS, chart_data, chart_metrics
+from tests.store.backends import BACKENDS, POSTGRES, wipe
 from tests.store.chart_runs import AP50_CLAIM, CLASSIFICATION, seed, top1_of
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunStore]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunStore]:
+    """The chart runs on SQLite, and on PostgreSQL when one is given (the JSON paths differ by dialect)."""
     path: Path = tmp_path_factory.mktemp("charts") / "runs.db"
-    s = RunStore(f"sqlite:///{path}")
-    seed(s)
-    yield s
+    url = f"sqlite:///{path}" if request.param == "sqlite" else str(POSTGRES)
+    with RunStore(url) as s:
+        try:
+            seed(s)
+            yield s
+        finally:
+            if request.param != "sqlite":
+                wipe(s.engine)
 
 
 def ids(data: Any) -> list[str]:

@@ -20,23 +20,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
+from repliscope.service.web import views
 from repliscope.service.web.routes import DATE_FILTERS, MAX_SEARCH_CHARS, SignedIn, _date, _error, _page, _store
 
 router = APIRouter(include_in_schema=False)
 
 MAX_VALUE_CHARS = 300
 """The longest filter value taken (a model name, a runtime, ...)."""
-TEXT_FILTERS = (
-    "model",
-    "version",
-    "runtime",
-    "framework_version",
-    "dataset",
-    "hardware",
-    "kind",
-    "verdict",
-    "sweep_id",
-)
+TEXT_FILTERS = views.RUN_FILTERS
+"""The runs page's filters, the same fields (model, version, runtime, ..., sweep_id)."""
+LISTED_FILTERS = ("model", "version", "runtime", "framework_version", "dataset", "hardware", "kind", "verdict")
+"""The filters whose form field lists the stored values; any other one set (a sweep, a tag) shows as its value."""
 CHART_PARAMS = ("metric", "by", "task", "limit", "search", *TEXT_FILTERS, *DATE_FILTERS)
 PARALLEL_PARAMS = ("metric", "run")
 
@@ -72,7 +66,6 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
     """A metric across the stored runs of its task (newest :data:`~repliscope.store.run_charts.MAX_CHART_RUNS`
     at most), grouped by ``by``; ``task`` alone charts its headline metric."""
     from repliscope.report.run_charts import metric_chart_svg, metric_chart_title
-    from repliscope.service.web import views
     from repliscope.service.web.metric_format import interval_text, value_text
     from repliscope.store.repository import RunQuery
     from repliscope.store.run_charts import GROUPINGS, MAX_CHART_RUNS, chart_data, chart_metrics
@@ -166,6 +159,7 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
         metrics_by_task={t: [m.name for m in metrics.values() if m.task == t] for t in tasks},
         filters=kept,
         choices=views.filter_choices(store),
+        other_filters={k: v for k, v in filters.items() if k not in LISTED_FILTERS and k != "search"},
         runs_link="/runs?" + urlencode(kept) if kept else "/runs",
     )
 
