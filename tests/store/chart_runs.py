@@ -17,7 +17,7 @@ CLASSIFICATION = (
     # run id, runtime, framework version, stack key, correct of 20, variant
     ("f1" * 16, "onnxruntime", "1.9.0", "ort-old", 14, None),
     ("f2" * 16, "onnxruntime", "1.31.1", "ort-new", 18, None),
-    ("f3" * 16, "onnxruntime", "1.31.1", "ort-new", 17, None),
+    ("f3" * 16, "onnxruntime", "1.31.1", "current", 17, None),
     ("f4" * 16, "torch", "2.13.0", None, 16, None),
     ("f5" * 16, "onnxruntime", "1.31.1", "ort-new", 18, "reference"),
     ("f6" * 16, "onnxruntime", "1.31.1", "ort-new", 9, "color_layout_swapped"),
@@ -26,6 +26,8 @@ DETECTION = (("e1" * 16, 0.3312, 0.5120), ("e2" * 16, None, None))
 """Run id, AP, AP50 (None: every image failed)."""
 AP50_CLAIM = 0.55
 MODEL = "mobilenet-v2"
+CURRENT_LOCK = "ab12cd34" + "0" * 56
+"""The installed packages' hash of the run made outside a provisioned stack (stack key ``current``)."""
 
 
 def predictions(correct: int) -> list[int]:
@@ -38,7 +40,8 @@ def classification_run(i: int) -> EvaluationRecord:
     r = record(predictions(correct), run_id=run_id, sweep_id=SWEEP_ID if variant else None, variant=variant)
     software: dict[str, Any] = {**SOFTWARE}
     if stack is not None:
-        software["stack"] = {"key": stack, "spec": stack, "python": "3.11.7", "prefix": "/s", "lock_sha256": "0" * 64}
+        lock = CURRENT_LOCK if stack == "current" else "0" * 64
+        software["stack"] = {"key": stack, "spec": stack, "python": "3.11.7", "prefix": "/s", "lock_sha256": lock}
     return r.model_copy(
         update={
             "manifest": r.manifest.model_copy(update={"name": MODEL}),

@@ -53,7 +53,10 @@ def test_framework_versions_are_grouped_in_version_order_with_each_runs_value_an
     ("by", "groups"),
     [
         ("runtime", {"onnxruntime": ["f1", "f2", "f3", "f5", "f6"], "torch": ["f4"]}),
-        ("stack", {"ort-new": ["f2", "f3", "f5", "f6"], "ort-old": ["f1"], "not recorded": ["f4"]}),
+        (
+            "stack",
+            {"current ab12cd34": ["f3"], "ort-new": ["f2", "f5", "f6"], "ort-old": ["f1"], "not recorded": ["f4"]},
+        ),
         ("variant", {"reference": ["f5"], "color_layout_swapped": ["f6"], "plain run": ["f1", "f2", "f3", "f4"]}),
         ("model", {"mobilenet-v2@1.0.0": ["f1", "f2", "f3", "f4", "f5", "f6"]}),
         ("dataset", {"foolbox_imagenet": ["f1", "f2", "f3", "f4", "f5", "f6"]}),

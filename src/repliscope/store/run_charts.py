@@ -19,6 +19,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 from sqlalchemy import Integer, bindparam, func, select
 
+from repliscope.records.stack import CURRENT
 from repliscope.store.errors import InvalidInputError
 from repliscope.store.models import RunRow
 from repliscope.store.runs import RunQuery, _run_query_params, _runs_statements
@@ -134,7 +135,7 @@ class ChartData:
 
 def _group_expression(by: str) -> Any:
     if by == "stack":
-        return RunRow.record[("software", "stack", "key")].as_string()
+        return RunRow.record[("software", "stack")]  # {"key", "spec", "python", "prefix", "lock_sha256"}
     return {
         "runtime": RunRow.runtime,
         "framework_version": RunRow.framework_version,
@@ -147,6 +148,8 @@ def _group_expression(by: str) -> Any:
 def _group_label(by: str, raw: Any, runtime: str, model: str) -> str:
     if by == "variant":
         return PLAIN_RUN if raw is None else str(raw)
+    if by == "stack":
+        return _stack_label(raw)
     if raw is None or raw == "":
         return NOT_RECORDED
     if by == "framework_version":
@@ -154,6 +157,18 @@ def _group_label(by: str, raw: Any, runtime: str, model: str) -> str:
     if by == "model":
         return f"{model}@{raw}"
     return str(raw)
+
+
+def _stack_label(stack: Any) -> str:
+    """A record's ``software["stack"]`` as a group: a provisioned stack's key; the environment that is no stack
+    (key ``current``) with the first 8 hex digits of its installed packages' hash, so two different environments
+    stay apart (``current 1a2b3c4d``); not recorded (older records)."""
+    if not isinstance(stack, dict) or not stack.get("key"):
+        return NOT_RECORDED
+    key = str(stack["key"])
+    if key == CURRENT and stack.get("lock_sha256"):
+        return f"{key} {str(stack['lock_sha256'])[:8]}"
+    return key
 
 
 def _group_key(by: str, label: str) -> tuple[Any, ...]:
