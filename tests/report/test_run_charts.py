@@ -81,7 +81,9 @@ def test_the_svg_has_a_title_a_desc_and_a_labelled_link_per_run() -> None:
     links = svg.findall(".//s:a", NS)
     assert [a.get("href") for a in links] == [f"/runs/{x * 32}" for x in "abc"]
     assert all(a.get("aria-label") and a.find("s:circle", NS) is not None for a in links)
-    assert len(links[0].findall("s:line", NS)) == 3 and links[2].findall("s:line", NS) == []  # bar and caps
+    bar = links[0].find("s:path", NS)  # the interval bar from 0.8 to 0.95 and its caps
+    assert bar is not None and bar.get("d") == "M182 124V49M178 124h8M178 49h8"
+    assert links[2].find("s:path", NS) is None  # no interval, no bar
     claim = svg.find(".//s:g[@class='claims']/s:text", NS)
     assert claim is not None and claim.text == "claim m 75.00 %"
     unlinked = ET.fromstring(metric_chart_svg(data()))  # the CLI's file: no links, the same labels as titles

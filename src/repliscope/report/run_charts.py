@@ -300,15 +300,21 @@ def metric_chart_svg(data: ChartData, run_href: RunHref = None, key: str = "char
         _line(
             claims, layout.left, y, layout.right, y, stroke=CLAIM, **{"stroke-dasharray": "6 4", "stroke-width": "1.5"}
         )
-        _text(claims, layout.right - 4, y - 4, text, fill=CLAIM, **{"text-anchor": "end"})
-    points = ET.SubElement(root, "g", {"class": "points"})
-    for p in layout.points:
+        _text(
+            claims,
+            layout.right - 4,
+            y - 4,
+            text,
+            fill=CLAIM,
+            **{"text-anchor": "end", "paint-order": "stroke", "stroke": "#fff", "stroke-width": "3"},
+        )
+    points = ET.SubElement(root, "g", {"class": "points", "fill": POINT, "stroke": POINT, "stroke-width": "1.5"})
+    for p in layout.points:  # colours inherited from the group: a 500-run chart stays small
         link = _link(points, p.run_id, p.label, run_href, **{"class": "point"})
-        if p.y_low is not None and p.y_high is not None:
-            _line(link, p.x, p.y_low, p.x, p.y_high, stroke=POINT, **{"stroke-width": "1.5"})
-            _line(link, p.x - 4, p.y_low, p.x + 4, p.y_low, stroke=POINT)
-            _line(link, p.x - 4, p.y_high, p.x + 4, p.y_high, stroke=POINT)
-        ET.SubElement(link, "circle", {"cx": f"{p.x:g}", "cy": f"{p.y:g}", "r": "5", "fill": POINT, "stroke": "#fff"})
+        if p.y_low is not None and p.y_high is not None:  # the interval bar and its two caps, one path
+            bar = f"M{p.x:g} {p.y_low:g}V{p.y_high:g}M{p.x - 4:g} {p.y_low:g}h8M{p.x - 4:g} {p.y_high:g}h8"
+            ET.SubElement(link, "path", {"class": "interval", "d": bar})
+        ET.SubElement(link, "circle", {"cx": f"{p.x:g}", "cy": f"{p.y:g}", "r": "5", "stroke": "#fff"})
     return ET.tostring(root, encoding="unicode")
 
 
