@@ -58,7 +58,7 @@ def test_nice_ticks() -> None:
 
 def test_each_run_is_placed_in_its_groups_band_at_its_value() -> None:
     layout = metric_layout(data())
-    assert (layout.left, layout.top, layout.right, layout.bottom) == (72.0, 24.0, 732.0, 324.0)
+    assert (layout.left, layout.top, layout.right, layout.bottom) == (72.0, 24.0, 952.0, 324.0)
     assert [b[0] for b in layout.bands] == ["onnxruntime", "torch"]
     assert [(t[1]) for t in layout.y_ticks] == ["40", "60", "80", "100"]
 
@@ -66,7 +66,7 @@ def test_each_run_is_placed_in_its_groups_band_at_its_value() -> None:
         return round(324 - (v - 0.4) / 0.6 * 300, 2)
 
     a, b, c = layout.points
-    assert (a.x, b.x, c.x) == (182.0, 292.0, 567.0)  # thirds of the first band (72..402), the middle of the second
+    assert (a.x, b.x, c.x) == (218.67, 365.33, 732.0)  # thirds of the first band (72..512), the middle of the second
     assert (a.y, a.y_low, a.y_high) == (y(0.9), y(0.8), y(0.95))
     assert b.y == y(0.5) and c.y_low is None and c.y_high is None
     assert layout.claim_lines == ((y(0.75), "claim m 75.00 %"),)
@@ -82,7 +82,7 @@ def test_the_svg_has_a_title_a_desc_and_a_labelled_link_per_run() -> None:
     assert [a.get("href") for a in links] == [f"/runs/{x * 32}" for x in "abc"]
     assert all(a.get("aria-label") and a.find("s:circle", NS) is not None for a in links)
     bar = links[0].find("s:path", NS)  # the interval bar from 0.8 to 0.95 and its caps
-    assert bar is not None and bar.get("d") == "M182 124V49M178 124h8M178 49h8"
+    assert bar is not None and bar.get("d") == "M218.67 124V49M214.67 124h8M214.67 49h8"
     assert links[2].find("s:path", NS) is None  # no interval, no bar
     claim = svg.find(".//s:g[@class='claims']/s:text", NS)
     assert claim is not None and claim.text == "claim m 75.00 %"
