@@ -53,7 +53,7 @@ def test_direction_of_a_claim() -> None:
     assert direction_of({**base, "claimed": 0.50, "verdict": "not comparable"}) == "unjudged"
     assert direction_of({"claimed": 0.5, "ci_low": None, "ci_high": None, "verdict": "not comparable"}) == "unjudged"
     cell = claim_cell({**narrow, "claimed": 0.751, "measured": 0.755, "metric": "top1"})
-    assert cell.summary == "top1 75.5 % [74.0–77.0 %] vs claimed 75.1 %: within its interval"
+    assert cell.summary == "top1 75.50 % [74.00, 77.00] % vs claimed 75.10 %: within its interval"
     # a record judged before the width rule (issue 35): "consistent" inside ±13.5 pt is shown as not judged
     old = claim_cell({**base, "claimed": 0.751, "measured": 0.9, "metric": "top1", "verdict": "consistent"})
     assert (old.verdict, old.direction, old.text) == ("not comparable", "unjudged", "not judged")
@@ -68,9 +68,9 @@ def test_direction_of_a_claim() -> None:
         }
     )
     assert (ap.measured, ap.interval, ap.claimed, ap.text) == (
-        "0.181",
-        "0.150–0.210",
-        "0.222",
+        "0.1810",
+        "[0.1500, 0.2100]",
+        "0.2220",
         "falls short of its claim",
     )
 
@@ -81,7 +81,7 @@ def test_models_pages_show_value_interval_and_direction(service_app: Any, tokens
     store.save(beats)
     store.save(short)
     top1 = beats.metrics[0]
-    figures = f"top1 {top1.value * 100:.1f} % (95 % interval {top1.ci_low * 100:.1f}–{top1.ci_high * 100:.1f} %)"
+    figures = f"top1 {top1.value * 100:.2f} % (95 % interval [{top1.ci_low * 100:.2f}, {top1.ci_high * 100:.2f}] %)"
     web = logged_in(service_app, tokens["viewer"])
     for url in ("/", "/models/efficientnet-lite0"):
         page = web.get(url)
@@ -98,14 +98,14 @@ def test_models_pages_show_value_interval_and_direction(service_app: Any, tokens
             '<span class="badge inconsistent direction-short" data-verdict="inconsistent">inconsistent ▼</span>' in html
         )
         text = text_of(html)
-        assert f"▲ beats its claim {figures} · claimed 10.0 %" in text
-        assert f"▼ falls short of its claim {figures} · claimed 99.0 %" in text
+        assert f"▲ beats its claim {figures} · claimed 10.00 %" in text
+        assert f"▼ falls short of its claim {figures} · claimed 99.00 %" in text
         assert "imagenet-sample-1000 (as imagenet-1k/val)" in text
         # the two directions are styled apart: blue for beats, the "bad" red for falls short
         assert (
             ".badge.direction-beats { color: #0b4f8a;" in html and ".badge.direction-short { color: var(--bad);" in html
         )
-    assert "top1 99.0 % on imagenet-1k/val" in text_of(web.get("/").text)  # the claims column, in percent
+    assert "top1 99.00 % on imagenet-1k/val" in text_of(web.get("/").text)  # the claims column, in percent
     # the API says the same: each latest run's claims with value, interval and direction
     from fastapi.testclient import TestClient
 

@@ -76,10 +76,11 @@ def test_headers_sort_the_runs_stably_and_the_sort_survives_paging(browse: dict[
     assert 'aria-sort="descending"><a class="sort descending" href="/runs?page_size=50&amp;sort=samples"' in sorted_html
     # top-1 ascending, then two a page: page 2 keeps the sort
     asc = _rows(client.get("/runs?sort=top1&page_size=25").text)
-    assert [r[9] for r in asc] == ["top1 89.5 %", "top1 89.5 %", "top1 95.0 %", "top1 95.0 %", "top1 100.0 %"]
+    top1 = [r[9].split(" [")[0] for r in asc]  # the metric, its interval under it
+    assert top1 == ["top1 89.47 %", "top1 89.47 %", "top1 95.00 %", "top1 95.00 %", "top1 100.00 %"]
     assert [r[0] for r in asc[:2]] == [RUN_A[:12], RUN_VAR[:12]]  # a tie: run id ascending
     # 100 % of 3 carries its wide interval; 95 % of 20 its own
-    assert asc[4][10] == "[43.9, 100.0]" and asc[2][10] == "[76.4, 99.1]"
+    assert asc[4][9] == "top1 100.00 % [43.85, 100.00] %" and asc[2][9] == "top1 95.00 % [76.39, 99.11] %"
     by_model = _rows(client.get("/runs?sort=-model&search=lite0").text)
     assert [r[3] for r in by_model] == ["efficientnet-lite0 1.0.0"] * 4
     searched = client.get("/runs?sort=-dataset&page_size=25&search=e").text
@@ -227,9 +228,9 @@ def test_compare_three_runs_metrics_table_chart_and_pipelines(browse: dict[str, 
         ("C", RUN_B[:12], "20"),
     ]
     metrics = p.tables["compare-metrics"].rows
-    assert metrics[0][:4] == ["A", "1.0000", "[0.4385, 1.0000]", "3"]
-    assert metrics[1][:4] == ["B", "0.8947", "[0.6861, 0.9706]", "19"]
-    assert metrics[2][:4] == ["C", "0.9500", "[0.7639, 0.9911]", "20"]
+    assert metrics[0][:4] == ["A", "100.00 %", "[43.85, 100.00] %", "3"]
+    assert metrics[1][:4] == ["B", "89.47 %", "[68.61, 97.06] %", "19"]
+    assert metrics[2][:4] == ["C", "95.00 %", "[76.39, 99.11] %", "20"]
     charts = [img for img in p.images if "chart" in img.get("class", "").split()]
     assert len(charts) == 1 and decode_png_b64(charts[0]["src"]).startswith(b"\x89PNG")
     pipe = p.tables["pipeline-across"]

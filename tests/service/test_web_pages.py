@@ -165,7 +165,7 @@ def test_models_page_lists_claims_and_the_latest_verdict_per_runtime(web: dict[s
     assert len(table.rows) == 1
     name, versions, claims, cells = table.rows[0]
     assert name == "efficientnet-lite0" and versions == "1.0.0"
-    assert claims == "top1 75.3 % on imagenet-1k/val"
+    assert claims == "top1 75.30 % on imagenet-1k/val"
     assert "onnxruntime · foolbox_imagenet" in cells and "not comparable" in cells  # per runtime and dataset
     assert "/models/efficientnet-lite0" in p.anchors
     # both runs are onnxruntime on one dataset, neither judged: the cell links the newest (a tie: the larger id)
@@ -184,9 +184,9 @@ def test_runs_page_filters_sorts_and_pages(web: dict[str, Any]) -> None:
     rows = parse(html).tables["runs-table"].rows
     assert [r[0] for r in rows] == [RUN_B[:12], RUN_A[:12]]
     assert rows[0][5:8] == ["onnxruntime 1.32.0", "AMD EPYC", "foolbox_imagenet"]
-    assert rows[0][9] == "top1 95.0 %" and rows[1][9] == "top1 89.5 %"
-    assert rows[0][11] == "not comparable"
-    assert rows[0][12] == "3f1c00000000"
+    assert rows[0][9] == "top1 95.00 % [76.39, 99.11] %" and rows[1][9] == "top1 89.47 % [68.61, 97.06] %"
+    assert rows[0][10] == "not comparable"
+    assert rows[0][11] == "3f1c0000"  # the manifest sha256's first 8 characters (hidden by default)
     assert "2 runs; page 1 of 1." in html
     assert_accessible(html)
     only_b = parse(client.get("/runs?framework_version=1.32.0&hardware=AMD+EPYC").text).tables["runs-table"].rows
@@ -220,7 +220,7 @@ def test_run_page_shows_the_verdict_charts_metrics_and_provenance(web: dict[str,
     for img in charts:
         assert decode_png_b64(img["src"]).startswith(b"\x89PNG")
     metrics = p.tables["metrics-table"].rows
-    assert metrics[0][:2] == ["top1", "89.47%"]
+    assert metrics[0][:2] == ["top1", "89.47 %"]
     text = r.text
     for needle in (
         "3f1c" + "0" * 56 + "9a2b",
@@ -243,7 +243,7 @@ def test_compare_page_says_why_two_runs_differ(web: dict[str, Any]) -> None:
     assert r.status_code == 200
     p = parse(r.text)
     table = p.tables["compare-table"].rows
-    assert table[0][0] == "top1" and table[0][5] == "+0.0553" and table[0][8] == "+0.0526"
+    assert table[0][0] == "top1" and table[0][5] == "+5.53 pp" and table[0][8] == "+5.26 pp"
     assert "McNemar exact test on the 19 samples both evaluated: b=0, c=1, p=1 (not significant at 0.05)" in r.text
     why = a11y(r.text).text_of("compare-why")
     assert "The pipelines differ at preprocess 2." in why

@@ -99,8 +99,8 @@ def test_the_wizard_offers_what_fits_a_classification_torch_manifest(wizard_web:
     assert text_of(html, "wizard-dataset-why") == (
         f"Not offered for {LITE0_REF}: faces (its samples carry boxes; image_classification scores labels)."
     )
-    assert '<option value="imagenet-1k/val">top1 75.1 % on imagenet-1k/val</option>' in html
-    assert "imagenet-20 (as imagenet-1k/val) — judges top1 75.1 % on imagenet-1k/val" in html
+    assert '<option value="imagenet-1k/val">top1 75.10 % on imagenet-1k/val</option>' in html
+    assert "imagenet-20 (as imagenet-1k/val) — judges top1 75.10 % on imagenet-1k/val" in html
     shown = re.findall(r'<div class="variant" data-variant="([^"]+)">', html)
     hidden = re.findall(r'<div class="variant" hidden data-variant="([^"]+)">', html)
     from repliscope.pitfalls.sweep import task_pitfalls

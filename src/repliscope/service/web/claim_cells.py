@@ -21,8 +21,9 @@ DIRECTION_TEXT: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ClaimCell:
-    """One claim of one run: ``measured`` e.g. ``"90.0 %"``, ``interval`` e.g. ``"69.9–97.2 %"``, ``claimed``
-    e.g. ``"75.1 %"``; ``direction`` one of :data:`DIRECTION_TEXT`'s keys, ``text`` its words."""
+    """One claim of one run, its numbers in the metric's format (:mod:`repliscope.service.web.metric_format`):
+    ``measured`` e.g. ``"90.00 %"``, ``interval`` e.g. ``"[69.90, 97.20] %"``, ``claimed`` e.g. ``"75.10 %"``;
+    ``direction`` one of :data:`DIRECTION_TEXT`'s keys, ``text`` its words."""
 
     metric: str
     claimed: str
@@ -40,16 +41,10 @@ class ClaimCell:
 
     @property
     def summary(self) -> str:
-        """One line: ``top1 90.0 % [69.9–97.2 %] vs claimed 75.1 %: beats its claim``."""
+        """One line: ``top1 90.00 % [69.90, 97.20] % vs claimed 75.10 %: beats its claim``."""
         if self.measured == "—":
             return f"{self.metric}: not measured (claimed {self.claimed})"
-        return f"{self.metric} {self.measured} [{self.interval}] vs claimed {self.claimed}: {self.text}"
-
-
-def _fmt(value: float | None, percent: bool) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 100:.1f} %" if percent else f"{value:.3f}"
+        return f"{self.metric} {self.measured} {self.interval} vs claimed {self.claimed}: {self.text}"
 
 
 def direction_of(claim: Mapping[str, Any]) -> Direction:
@@ -75,24 +70,15 @@ def direction_of(claim: Mapping[str, Any]) -> Direction:
 def claim_cell(claim: Mapping[str, Any]) -> ClaimCell:
     """A stored ``ClaimVerdict`` dump (a record's ``claims`` entry) as a :class:`ClaimCell`, its verdict as
     :func:`repliscope.report.sections.shown_verdict` shows it."""
-    from repliscope.manifest.schema import claim_metric_spec
     from repliscope.report.sections import shown_verdict
+    from repliscope.service.web.metric_format import interval_text, value_text
 
     metric = str(claim.get("metric"))
-    spec = claim_metric_spec(metric)
-    percent = spec is not None and spec.unit == "percent"
-    low, high = claim.get("ci_low"), claim.get("ci_high")
-    if low is None or high is None:
-        interval = "—"
-    elif percent:
-        interval = f"{low * 100:.1f}–{high * 100:.1f} %"
-    else:
-        interval = f"{low:.3f}–{high:.3f}"
     return ClaimCell(
         metric=metric,
-        claimed=_fmt(claim.get("claimed"), percent),
-        measured=_fmt(claim.get("measured"), percent),
-        interval=interval,
+        claimed=value_text(metric, claim.get("claimed")),
+        measured=value_text(metric, claim.get("measured")),
+        interval=interval_text(metric, claim.get("ci_low"), claim.get("ci_high")),
         verdict=shown_verdict(claim)[0],
         direction=direction_of(claim),
         sampling=claim.get("sampling"),

@@ -125,7 +125,12 @@ def _metric_cell(record: EvaluationRecord, name: str) -> MetricCell:
     m = record.metric(name)
     if m is None:
         return MetricCell("—", "—", "—")
-    return MetricCell(f"{m.value:.4f}", f"[{m.ci_low:.4f}, {m.ci_high:.4f}]", str(m.n))
+    from repliscope.service.web.metric_format import interval_text, value_text
+
+    proportion = m.successes is not None
+    return MetricCell(
+        value_text(name, m.value, proportion), interval_text(name, m.ci_low, m.ci_high, proportion), str(m.n)
+    )
 
 
 def _metric_names(records: Sequence[EvaluationRecord]) -> list[str]:

@@ -21,7 +21,7 @@ from repliscope.errors import RepliscopeError, StoreError
 from repliscope.service import csrf
 from repliscope.service.auth import COOKIE, ROLES
 from repliscope.service.errors import ApiError
-from repliscope.service.web import views
+from repliscope.service.web import run_columns, views
 from repliscope.service.web.samples import DRAW_MIN_SCORE
 
 router = APIRouter(include_in_schema=False)
@@ -30,6 +30,7 @@ STATIC = {
     "style.css": "text/css; charset=utf-8",
     "job.js": "text/javascript; charset=utf-8",
     "samples.js": "text/javascript; charset=utf-8",
+    "runs.js": "text/javascript; charset=utf-8",
 }
 PAGE_SIZES = (25, 50, 100)
 COOKIE_MAX_AGE = 8 * 3600
@@ -43,13 +44,18 @@ DATE_FILTERS = ("created_from", "created_to")
 def _environment() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    return Environment(
+    from repliscope.service.web.metric_format import FILTERS
+
+    env = Environment(
         loader=PackageLoader("repliscope.service.web", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters.update(FILTERS)  # one number format per metric (metric_value, metric_interval, metric_delta)
+    env.globals["default_columns"] = run_columns.choose(None)  # the runs table's columns without a choice
+    return env
 
 
 def render(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -344,6 +350,10 @@ def runs_page(
         problems.append(f"search must be at most {MAX_SEARCH_CHARS} characters")
     created_from = _date(filters.get("created_from", ""), "created_from", problems)
     created_to = _date(filters.get("created_to", ""), "created_to", problems)
+    try:
+        columns = run_columns.choose(params.getlist("cols") if "cols" in params else None)
+    except ValueError as exc:
+        problems.append(str(exc))
     if problems:
         return _error(principal, 422, "; ".join(problems))
     if created_to is not None and created_to.date() == date.max:
@@ -370,7 +380,7 @@ def runs_page(
     except InvalidInputError as exc:
         return _error(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
     pages = max(1, -(-total // size))
-    base = {**filters, "sort": sort, "page_size": str(size)}
+    base = {**filters, "sort": sort, "page_size": str(size), **({"cols": columns.param} if columns.given else {})}
     link = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items())
     return _page(
         principal,
@@ -385,6 +395,7 @@ def runs_page(
         sorts=SORTS,
         sort_links=_sort_links({k: v for k, v in base.items() if k != "sort"}, sort),
         selectable=True,
+        columns=columns,
         export=_export_query(filters, sort),
         page=number,
         pages=pages,

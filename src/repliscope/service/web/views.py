@@ -18,6 +18,7 @@ from typing import Any
 from repliscope.errors import StoreError
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, ReportView
+from repliscope.service.web import metric_format
 from repliscope.service.web.metric_format import count_of
 from repliscope.service.web.sample_source import sample_reader
 from repliscope.store.compare import RunComparison
@@ -220,6 +221,7 @@ def run_page(store: RunStore, run_id: str) -> RunPage:
 
     record = RECENT.get(store, run_id)[0]  # the last few runs' records stay read (a run is immutable)
     view = chart_cache.run_view(store, record)
+    view = metric_format.run_view_numbers(view, record)  # the claims' and metrics' numbers as every page shows them
     page = RunPage(record=record, view=view, trust=trust_of(record), verdict=verdict_text(record.claims))
     if record.sweep_id:
         from repliscope.report import pitfall_sections as ps
