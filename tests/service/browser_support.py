@@ -139,6 +139,7 @@ TOUR = {
     "models-best-verdict": "Models: one row per model, runtime and dataset with its best-supported judged verdict.",
     "wizard-upload": "New job: upload and validate a manifest, then choose what to run and where.",
     "job": "A job: its progress, its log as readable lines, its result.",
+    "artifacts": "A run's artifacts: its reports, samples, record and trace as files, to view or download.",
     "diff-page": "A diff: the first op that diverges and the pitfall that explains it.",
     "benchmarks-page": "Benchmarks: latency and throughput records, browsable like runs.",
     "stack-matrix": "A stack matrix: one manifest across software stacks, each pair compared.",

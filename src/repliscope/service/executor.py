@@ -381,7 +381,7 @@ class ThreadJobExecutor:
             + result.get("sweep_ids", [])
             + result.get("benchmark_ids", [])
             + result.get("diff_ids", []),
-            append_log=_log(f"succeeded: {result.get('summary') or result}"),
+            append_log=_log(f"succeeded: {result.get('summary') or _stored_text(result)}"),
         )
 
     def _progress_callback(self, job_id: str) -> tuple[Callable[[int], None], dict[str, Any]]:
@@ -391,6 +391,21 @@ class ThreadJobExecutor:
 
         _, on_progress, state = progress_writer(self.store, job_id, self.progress_every, check_cancel)
         return on_progress, state
+
+
+def _stored_text(result: dict[str, Any]) -> str:
+    """What a job stored, in words: ``stored run 1574…, sweep 5e2f…`` (or ``nothing stored``)."""
+    parts = [
+        f"{what} {', '.join(result.get(key, []))}"
+        for key, what in (
+            ("run_ids", "run"),
+            ("sweep_ids", "sweep"),
+            ("benchmark_ids", "benchmark"),
+            ("diff_ids", "diff"),
+        )
+        if result.get(key)
+    ]
+    return f"stored {'; '.join(parts)}" if parts else "nothing stored"
 
 
 def progress_writer(
