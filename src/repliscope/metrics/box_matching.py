@@ -99,11 +99,15 @@ def match_detections(
     ious = _coco_iou(pred.coco_boxes(), ref.coco_boxes()) if len(pred) and len(ref) else np.zeros((len(pred), len(ref)))
     if class_aware and ious.size:
         ious = np.where(pred.classes[:, None] == ref.classes[None, :], ious, 0.0)
+    if not len(ref):
+        return []
+    best = ious.max(axis=1)
+    matchable = (best >= iou_threshold) & (best > 0)  # a detection below the threshold with every ref never matches
     taken = np.zeros(len(ref), bool)
     out = []
     for d in np.argsort(-pred.scores, kind="stable"):
-        if not len(ref):
-            break
+        if not matchable[d]:
+            continue
         row = np.where(taken, -1.0, ious[d])
         g = int(np.argmax(row))
         if row[g] >= iou_threshold and row[g] > 0:
