@@ -238,3 +238,19 @@ def test_artifacts_need_a_signed_in_viewer(seeded: dict[str, Any]) -> None:
     anonymous = TestClient(seeded["app"])
     r = anonymous.get(f"/runs/{seeded['run']}/artifacts/record.json", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
+
+
+def test_a_replaced_trace_is_served_once_the_kept_copy_expires(
+    seeded: dict[str, Any], viewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built artifacts are kept a short while (the listing's sizes make the download free), never for good: a trace
+    stored again under the same id is what the next build serves."""
+    from repliscope.service.web import artifacts
+
+    store = seeded["app"].state.store
+    url = f"/runs/{seeded['run']}/artifacts/trace.json"
+    before = viewer.get(url).text
+    store.save_trace(seeded["run"], "framework", {"traceEvents": [], "replaced": True})
+    assert viewer.get(url).text == before  # the kept copy, within KEPT_SECONDS
+    monkeypatch.setattr(artifacts, "KEPT_SECONDS", 0.0)
+    assert json.loads(viewer.get(url).text) == {"traceEvents": [], "replaced": True}

@@ -18,6 +18,7 @@ import functools
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -239,27 +240,33 @@ def _redacted(view: Any, roots: Any) -> Any:
     return redact_view(view, roots)
 
 
-# --- the bytes, built once per object, caller kind and name ------------------------------------------------
+# --- the bytes, kept a short while per object, caller kind and name -------------------------------------------
 
-_BUILT: OrderedDict[tuple[str, str, bool, str], bytes] = OrderedDict()
+_BUILT: OrderedDict[tuple[str, str, bool, str], tuple[float, bytes]] = OrderedDict()
 _BUILT_LOCK = threading.Lock()
 MAX_CACHED_BYTES = 64 << 20
-"""Artifacts built are kept (a stored result never changes) up to this many bytes, the least recently used
-dropped first."""
+"""Artifacts built are kept up to this many bytes, the least recently used dropped first."""
+KEPT_SECONDS = 120.0
+"""How long a built artifact is served again: long enough for the listing's sizes to make the download that follows
+free, short enough that a run deleted and stored again, a trace replaced or a sweep's run deleted shows within two
+minutes (a stored record never changes in place)."""
 
 
 def built(target: Target, name: str, admin: bool) -> bytes:
-    """The bytes of ``target``'s artifact ``name`` (kept: listing a page measures each one, a download then costs
-    nothing more); an admin's copy and a redacted one are kept apart."""
+    """The bytes of ``target``'s artifact ``name``, built again after :data:`KEPT_SECONDS` (listing a page measures
+    each one, a download then costs nothing more); an admin's copy and a redacted one are kept apart."""
     key = (target.what, target.object_id, admin, name)
+    now = time.monotonic()
     with _BUILT_LOCK:
-        if key in _BUILT:
+        kept = _BUILT.get(key)
+        if kept is not None and now - kept[0] < KEPT_SECONDS:
             _BUILT.move_to_end(key)
-            return _BUILT[key]
+            return kept[1]
     data = target.builders[name]()
     with _BUILT_LOCK:
-        _BUILT[key] = data
-        while sum(len(v) for v in _BUILT.values()) > MAX_CACHED_BYTES and len(_BUILT) > 1:
+        _BUILT[key] = (now, data)
+        _BUILT.move_to_end(key)
+        while sum(len(v[1]) for v in _BUILT.values()) > MAX_CACHED_BYTES and len(_BUILT) > 1:
             _BUILT.popitem(last=False)
     return data
 
