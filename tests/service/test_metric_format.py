@@ -80,3 +80,17 @@ def test_no_template_or_view_formats_a_metric_itself() -> None:
         text = (WEB / name).read_text()
         offenders += [f"{name}: {m}" for m in re.findall(r"value \* 100|:\.4f}\", f\"\[", text)]
     assert offenders == []
+
+
+def test_a_sweeps_pitfall_table_on_the_run_page_reads_like_its_metrics_table() -> None:
+    from repliscope.report import pitfall_sections as ps
+    from tests.report.factories import sweep
+
+    result = sweep()
+    rows = mf.sweep_row_numbers(ps.pitfall_rows(result), [result.reference, *result.variants], "top1")
+    shown = {r.name: (r.top1, r.top1_interval, r.delta_top1) for r in rows}
+    assert shown["reference"] == ("90.00 % (18/20)", "[69.90, 97.21] %", "—")
+    assert shown["color_layout_swapped"] == ("80.00 % (16/20)", "[58.40, 91.93] %", "-10.00 pp")
+    assert shown["data_layout_bug"] == ("0.00 % (0/20)", "[0.00, 16.11] %", "-90.00 pp")
+    assert shown["float16_inference"] == ("—", "—", "—")  # did not run: its dashes stay
+    assert [r.p for r in rows][:3] == ["—", "0.625", "<0.0001"]  # McNemar p is not a metric: as the report has it

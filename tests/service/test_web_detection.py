@@ -105,6 +105,6 @@ def test_a_detection_sweep_variant_shows_ap_and_the_paired_delta_ap_not_top1(
     assert "AP" in r.text and "Δ AP (paired)" in r.text and "McNemar" not in r.text and "Δ top-1" not in r.text
     ref, var = table.rows
     assert ref[3].startswith("1.000") and var[3].startswith("0.000")  # every class shifted: AP 1 -> 0
-    assert var[4] == "-1.000" and var[5] == "[-1.000, -1.000]"
+    assert var[4] == "-1.0000" and var[5] == "[-1.0000, -1.0000]"  # ΔAP and its interval as AP reads
     charts = [img for img in parse(r.text).images if "chart" in img.get("class", "").split()]
     assert all("top-1" not in (img.get("alt") or "") for img in charts)

@@ -26,8 +26,11 @@ from typing import TYPE_CHECKING, Any
 from repliscope.tasks.base import MetricSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from repliscope.evaluation.record import EvaluationRecord
-    from repliscope.report.view import ReportView
+    from repliscope.pitfalls.result import VariantOutcome
+    from repliscope.report.view import PitfallRow, ReportView
 
 MISSING = "—"
 PERCENT_DIGITS = 2
@@ -117,6 +120,35 @@ def run_view_numbers(view: ReportView, record: EvaluationRecord) -> ReportView:
         for row, m in zip(view.metrics, record.metrics, strict=True)
     ]
     return dataclasses.replace(view, claims=rows, metrics=metrics)
+
+
+def sweep_row_numbers(rows: Sequence[PitfallRow], outcomes: Sequence[VariantOutcome], metric: str) -> list[PitfallRow]:
+    """A sweep's pitfall table on the run page (:func:`repliscope.report.pitfall_sections.pitfall_rows` or the
+    detection rows: the reference, then each variant, in ``outcomes`` order) with its headline ``metric``
+    (``top1`` or ``AP``) in this module's format: the value (and ``successes/n`` of a proportion), its interval,
+    the paired difference and, for AP, the paired difference's interval (the ``p`` column of a detection sweep)."""
+    out = []
+    for row, outcome in zip(rows, outcomes, strict=True):
+        m = outcome.metric(metric)
+        if m is None:
+            out.append(row)
+            continue
+        proportion = m.successes is not None
+        count = f" ({m.successes}/{m.n})" if proportion else ""
+        changes: dict[str, Any] = {
+            "top1": value_text(metric, m.value, proportion) + count,
+            "top1_interval": interval_text(metric, m.ci_low, m.ci_high, proportion),
+        }
+        if metric == "AP":
+            paired = outcome.paired_task or {}
+            changes["delta_top1"] = delta_text(metric, paired.get("delta_ap"))
+            low, high = paired.get("delta_ap_ci_low"), paired.get("delta_ap_ci_high")
+            if low is not None and high is not None:
+                changes["p"] = f"[{delta_text(metric, low)}, {delta_text(metric, high)}]"
+        elif outcome.paired is not None:
+            changes["delta_top1"] = delta_text(metric, outcome.paired.delta_top1, proportion)
+        out.append(dataclasses.replace(row, **changes))
+    return out
 
 
 FILTERS: dict[str, Any] = {

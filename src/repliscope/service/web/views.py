@@ -234,11 +234,15 @@ def run_page(store: RunStore, run_id: str) -> RunPage:
         from repliscope.report import detection_sections as ds
 
         if ds.is_detection(sweep):  # no top-1, no McNemar: AP and the paired ΔAP interval; no Δ top-1 chart
-            page.pitfalls = ds.detection_rows(sweep)
+            page.pitfalls = metric_format.sweep_row_numbers(
+                ds.detection_rows(sweep), [sweep.reference, *sweep.variants], "AP"
+            )
             page.pitfalls_caption = ds.detection_caption(sweep)
             page.pitfall_headers = ("AP", "Δ AP (paired)", "Δ AP 95 % interval", "Images differ")
             return page
-        page.pitfalls = ps.pitfall_rows(sweep)
+        page.pitfalls = metric_format.sweep_row_numbers(
+            ps.pitfall_rows(sweep), [sweep.reference, *sweep.variants], "top1"
+        )
         page.pitfalls_caption = ps.pitfalls_caption(sweep)
         page.deltas = chart_cache.sweep_deltas(store, sweep)
     return page
