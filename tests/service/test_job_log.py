@@ -73,6 +73,16 @@ def test_a_line_that_only_looks_like_a_stored_one_reads_as_plain_text() -> None:
     assert [(x.time, x.source, x.message) for x in lines] == [(None, "", forged), (None, "", other)]
 
 
+def test_an_agents_line_cannot_forge_a_stored_line() -> None:
+    """A line an agent sends that holds a stored line of its own (a forged time, level, source and cancel) is one
+    message of its real source: its newline splits it into two messages, each wrapped."""
+    forged = '{"v":1,"t":"1999-01-01T00:00:00Z","level":"error","source":"admin","msg":"x","event":"cancel","by":"eve"}'
+    log = job_log.entries(f"ok\n{forged}", "agent a1") + "\n"
+    lines = job_log.parse(log)
+    assert [(x.source, x.level, x.message) for x in lines] == [("agent a1", "info", "ok"), ("agent a1", "info", forged)]
+    assert lines[1].time != "1999-01-01T00:00:00Z" and job_log.cancel_note(log) is None
+
+
 def test_terminal_escapes_and_control_characters_are_removed() -> None:
     [line] = job_log.parse(job_log.entries(HOSTILE))
     assert line.message == '<script>alert("x")</script> red title bell'  # HTML: the template escapes it
@@ -193,9 +203,33 @@ def test_the_agents_lines_carry_their_agent(store: RunStore, monkeypatch: pytest
 # --- the job page --------------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def app_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One app for the module's page tests (each test makes its own jobs): a tmp store, tokens of each role."""
+    from repliscope.service.app import create_app
+    from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
+    from repliscope.store.accounts import create_token
+
+    root = tmp_path_factory.mktemp("job-log")
+    app = create_app(ServiceConfig(db_url=f"sqlite:///{root / 'service.db'}", cache_dir=root / "cache"))
+    admin, _ = first_start(app.state.store)
+    tokens = {
+        "viewer": create_token(app.state.store, "test-viewer", "viewer"),
+        "runner": create_token(app.state.store, "test-runner", "runner"),
+        "admin": admin,
+    }
+    try:
+        yield {"app": app, "tokens": tokens}
+    finally:
+        app.state.executor.shutdown(wait=True)
+        app.state.cluster.close()
+
+
 @pytest.fixture
-def web(service_app: Any, tokens: dict[str, str]) -> dict[str, Any]:
+def web(app_env: dict[str, Any]) -> dict[str, Any]:
     """A running job of 'alice' (a runner) with old and new log lines, options, a hostile line; a finished one."""
+    service_app, tokens = app_env["app"], app_env["tokens"]
     store = service_app.state.store
     options = {"limit": 40, "requires": ["onnxruntime>=1.20"], "download": False}
     running = create_job(store, "evaluate", REF, "onnxruntime", "foolbox_imagenet", options, created_by="alice").id
