@@ -275,3 +275,22 @@ def test_admin_renames_and_deletes_from_the_page(app: Any, api: tuple[TestClient
     assert "delete" in rows and "rename" in rows and "deleted efficientnet-lite0 1.0.0, top1" in rows
     assert_accessible(audit.text)
     assert admin.get("/audit?action=drop").status_code == 422
+
+
+def test_downloads_carry_names_and_tags_as_inert_text(api: tuple[TestClient, Any]) -> None:
+    import csv
+    import io
+
+    client, headers = api
+    hostile = '=HYPERLINK("http://evil.example","x")'
+    client.patch(f"/api/v1/runs/{RUN_A}", json={"display_name": hostile}, headers=headers("admin"))
+    client.put(f"/api/v1/runs/{RUN_A}/tags/paper:v2", headers=headers("runner"))
+    client.put(f"/api/v1/runs/{RUN_A}/tags/baseline", headers=headers("runner"))
+    text = client.get("/api/v1/runs/export?format=csv&tag=baseline", headers=headers("viewer")).text
+    (row,) = list(csv.DictReader(io.StringIO(text)))
+    assert (row["run_id"], row["display_name"], row["tags"]) == (RUN_A, "'" + hostile, "paper:v2 baseline")
+    items = client.get("/api/v1/runs/export?format=json", headers=headers("viewer")).json()
+    assert {i["run_id"]: (i["display_name"], i["tags"]) for i in items} == {
+        RUN_A: (hostile, "paper:v2 baseline"),
+        RUN_B: (None, ""),
+    }

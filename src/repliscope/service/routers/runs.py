@@ -271,9 +271,12 @@ EXPORT_COLUMNS = (
     "variant",
     "manifest_sha256",
     "result_hash",
+    "display_name",
+    "tags",
 )
 """The columns of a runs download (``top1_ci_*``: the 95 % Wilson interval over the evaluated samples;
-``metric_*``: the task's headline metric, top1 / AP / mIoU, with the 95 % interval its record states)."""
+``metric_*``: the task's headline metric, top1 / AP / mIoU, with the 95 % interval its record states;
+``display_name`` and ``tags``, the run's annotations: its tags separated by spaces)."""
 
 
 @lru_cache(maxsize=65536)
@@ -285,9 +288,12 @@ def top1_interval(successes: int, n: int) -> tuple[float, float]:
     return wilson_interval(successes, n)
 
 
-def export_row(summary: Any) -> dict[str, Any]:
-    """One run of a download: :data:`EXPORT_COLUMNS` (created_at as RFC 3339 UTC)."""
+def export_row(summary: Any, label: Any = None) -> dict[str, Any]:
+    """One run of a download: :data:`EXPORT_COLUMNS` (created_at as RFC 3339 UTC; ``label``: the run's display
+    name and tags, :meth:`AnnotationStore.labels`)."""
     row = summary.model_dump(mode="json")
+    row["display_name"] = label.display_name if label else None
+    row["tags"] = " ".join(label.tags) if label else ""
     row["created_at"] = summary.created_at.replace(tzinfo=UTC).isoformat()
     low = high = None
     evaluated = summary.num_samples - summary.num_failed
@@ -326,7 +332,11 @@ def export_runs(
     def batches() -> Iterator[list[dict[str, Any]]]:
         sent, page, batch = 0, 1, first
         while batch and sent < limit:
-            rows = [hide_paths_in(export_row(summary), roots) for summary in batch[: limit - sent]]
+            labels = store.annotations.labels(summary.run_id for summary in batch[: limit - sent])
+            rows = [
+                hide_paths_in(export_row(summary, labels.get(summary.run_id)), roots)
+                for summary in batch[: limit - sent]
+            ]
             sent += len(rows)
             yield rows
             page += 1
