@@ -50,6 +50,8 @@ def test_tag_note_rename_list_and_audit() -> None:
     assert [r["run_id"] for r in json.loads(out)] == [a]
     code, out, _ = invoke("runs", "list", "--search", "nothing-like-this")
     assert (code, out.strip()) == (0, "no stored runs matching 'nothing-like-this'")
+    code, out, _ = invoke("runs", "show", a)
+    assert code == 0 and "tags: baseline, paper:table-3" in out and "    BGR input\n    fixed in v2" in out
     code, out, _ = invoke("runs", "untag", a, "baseline", "--by", "alice", "--json")
     assert [t["tag"] for t in json.loads(out)["tags"]] == ["paper:table-3"]
     code, out, _ = invoke("runs", "audit", a, "--json")

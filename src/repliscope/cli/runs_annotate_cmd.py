@@ -57,6 +57,14 @@ def _show(notes: Any, as_json: bool) -> None:
         console.print("    " + notes.note.replace("\n", "\n    "), highlight=False, markup=False)
 
 
+def print_annotations(store: Any, run_id: str) -> None:
+    """``runs show``: the run's display name, tags and note under its record (nothing when it has none)."""
+    notes = store.annotations.get(run_id)
+    if notes.display_name or notes.tags or notes.note:
+        console.print("[bold]annotations[/] (runs tag / note / rename; runs audit RUN for their history)")
+        _show(notes, as_json=False)
+
+
 @runs_app.command("tag")
 def runs_tag(
     run: Annotated[str, typer.Argument(help="A run id or a unique prefix of at least 6 characters.")],

@@ -354,6 +354,12 @@ def runs_show(
         console.print(f"... and {more_failed} more failed samples (see --json)")
     if why:
         console.print(f"[dim]class names not shown: {why}[/]", highlight=False)
+    from repliscope.cli.runs_annotate_cmd import print_annotations
+
+    try:
+        print_annotations(store, record.run_id)
+    except RepliscopeError as exc:  # deleted meanwhile
+        fail(exc)
 
 
 def _show_benchmark(bench: Any, as_json: bool) -> None:
