@@ -89,7 +89,7 @@ screenshots: $(STAMP)
 	REPLISCOPE_DOCS_SCREENSHOTS=1 $(BIN)/pytest -q -p no:cacheprovider -m browser \
 		tests/service/test_browser.py tests/service/test_browser_browsing.py tests/service/test_browser_results.py \
 		tests/service/test_models_best_verdict.py tests/service/test_wizard_upload.py \
-		tests/service/test_browser_jobs_artifacts.py
+		tests/service/test_browser_jobs_artifacts.py tests/service/test_browser_compare_perf.py
 
 # the docs site (Sphinx + MyST + furo); the reference pages are generated from the code by docs/_gen.py (run from
 # docs/conf.py); warnings are errors and -n checks every internal reference

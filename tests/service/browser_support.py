@@ -135,6 +135,7 @@ TOUR = {
     "run": "A run: provenance at a glance, the claim verdict with its reason, the claim against the interval.",
     "compare": "Compare two runs: metrics, paired statistics, flipped samples, what differs between the stacks.",
     "compare-n": "Compare many runs: a metric chart across runtimes, stacks and variants.",
+    "compare-timings": "Compare: latency and throughput, and the conditions that make them comparable.",
     "charts": "Charts: a metric across runs by runtime, stack, version, variant, dataset or model, with intervals.",
     "models-best-verdict": "Models: one row per model, runtime and dataset with its best-supported judged verdict.",
     "wizard-upload": "New job: upload and validate a manifest, then choose what to run and where.",

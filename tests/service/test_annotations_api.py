@@ -211,7 +211,7 @@ def test_the_run_page_shows_annotations_as_text_and_its_forms_need_csrf(app: Any
     assert r.status_code == 403
     runner = _login(app, "runner")
     page = runner.get(f"/runs/{RUN_A}").text
-    assert 'id="note-form"' in page and 'id="delete-form"' not in page
+    assert 'id="note-form"' in page and 'id="delete-form"' not in page and 'href="/audit"' not in page
     csrf = _csrf(page)
     # no CSRF token, a wrong one, another origin: refused, nothing written
     assert runner.post(f"/runs/{RUN_A}/tags", data={"tags": "nocsrf"}).status_code == 403
@@ -251,7 +251,7 @@ def test_admin_renames_and_deletes_from_the_page(app: Any, api: tuple[TestClient
     client, headers = api
     admin = _login(app, "admin")
     page = admin.get(f"/runs/{RUN_B}").text
-    assert 'id="rename-form"' in page and 'id="delete-form"' in page
+    assert 'id="rename-form"' in page and 'id="delete-form"' in page and '<a href="/audit">Audit</a>' in page
     csrf = _csrf(page)
     r = admin.post(
         f"/runs/{RUN_B}/rename", data={"display_name": "torch <b>port</b>", "csrf_token": csrf}, follow_redirects=False

@@ -160,7 +160,8 @@ def test_an_admin_renames_and_deletes_a_run(served: Served, driver: WebDriver) -
     screenshot(driver, "runs-after-delete")
     driver.get(f"{served.url}{page}")
     assert f"unknown run id '{RUN_B}'" in driver.find_element(By.TAG_NAME, "main").text
-    driver.get(f"{served.url}/audit")
+    driver.find_element(By.LINK_TEXT, "Audit").click()  # the nav's link, an admin's only
+    poll(lambda: at_path(driver, "/audit"), timeout=20, what="the audit page")
     rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#audit-table tbody tr")]
     assert rows[0].split()[2:5] == ["admin", "web", "delete"] and "deleted efficientnet-lite0 1.0.0" in rows[0]
     assert [r.split()[4] for r in rows] == ["delete", "rename", "untag", "note", "tag"]
