@@ -347,6 +347,12 @@ def test_a_finished_jobs_cancel_is_disabled_and_its_result_links_its_artifacts(w
     run = "ab" * 16
     assert f'id="job-run-link" href="/runs/{run}"' in html and f'href="/runs/{run}/artifacts"' in html
     assert a11y(html).text_of("job-log") == "No log line yet."
+    # a diff's and a benchmark's artifacts too, each under its own page
+    store = web["store"]
+    for kind, result, artifacts in (("diff", "cd" * 16, "/diffs/"), ("bench", "ef" * 16, "/runs/")):
+        job = create_job(store, kind, REF, "onnxruntime", "foolbox_imagenet", {}, created_by="alice").id
+        update_job(store, job, status="succeeded", result_ids=[result])
+        assert f'href="{artifacts}{result}/artifacts">its artifacts</a>' in client.get(f"/jobs/{job}").text
 
 
 def test_rate_and_eta_come_from_the_jobs_times(web: dict[str, Any]) -> None:
