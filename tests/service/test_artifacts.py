@@ -47,6 +47,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Any:
         store.save(r)
     doc = to_chrome(_ort(), 0, thread_names={}, metadata={"repliscope_trace_level": "framework"}, pid=1)
     store.save_trace(run_id, "framework", doc)
+    store.save_trace(SWEEP_ID, "framework", doc)
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
     diff_id = store_diff(store, _task_diff(), manifest_name="efficientnet-lite0", figure=png)
     plain_diff = store_diff(store, _task_diff(), manifest_name="efficientnet-lite0")
@@ -123,6 +124,7 @@ def test_a_runs_artifacts_are_listed_with_size_type_and_links(seeded: dict[str, 
         "trace.json",
         "sweep-report.html",
         "sweep.json",
+        "sweep-trace.json",
     ]
     assert rows["samples.csv"][1] == "text/csv; charset=utf-8" and rows["record.json"][1] == "application/json"
     base = f"/runs/{run}/artifacts"

@@ -59,6 +59,7 @@ ARTIFACTS: dict[str, Kind] = {
     "trace.json": Kind("Trace (Chrome / Perfetto JSON)", "application/json", True),
     "sweep-report.html": Kind("Sweep report (HTML: pitfall table, visual testing)", "text/html; charset=utf-8", True),
     "sweep.json": Kind("Sweep result (JSON)", "application/json", True),
+    "sweep-trace.json": Kind("Sweep trace (Chrome / Perfetto JSON)", "application/json", True),
     "diff.json": Kind("Diff result (JSON)", "application/json", True),
     "diff-report.md": Kind("Diff report (Markdown, figure embedded)", "text/markdown; charset=utf-8", False),
     "figure.png": Kind("Diff figure (PNG)", "image/png", True),
@@ -160,7 +161,7 @@ def run_artifacts(store: Any, record: Any, roots: Any) -> dict[str, Builder]:
 
 
 def _sweep_artifacts(store: Any, sweep_id: str, roots: Any) -> dict[str, Builder]:
-    """The sweep ``sweep_id``'s report and result ({} when it is not stored)."""
+    """The sweep ``sweep_id``'s report, result and stored trace ({} when the sweep is not stored)."""
     from repliscope.service.redaction import hide_paths_in
 
     try:
@@ -180,7 +181,11 @@ def _sweep_artifacts(store: Any, sweep_id: str, roots: Any) -> dict[str, Builder
     def sweep_json() -> bytes:
         return _json(hide_paths_in(sweep.model_dump(mode="json"), roots))
 
-    return {"sweep-report.html": report_html, "sweep.json": sweep_json}
+    builders: dict[str, Builder] = {"sweep-report.html": report_html, "sweep.json": sweep_json}
+    trace = _trace(store, sweep.sweep_id, roots)
+    if trace is not None:
+        builders["sweep-trace.json"] = trace
+    return builders
 
 
 def benchmark_artifacts(store: Any, bench: Any, roots: Any) -> dict[str, Builder]:
