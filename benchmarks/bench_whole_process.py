@@ -10,7 +10,12 @@ Everything is measured in this one run, each process started fresh (compare rati
 - start-up: wall time of ``repliscope evaluate --help`` and ``python -c 'import repliscope.evaluation.run'``
   (best of 3 each);
 - the machine load (1-minute load average) before and after, since the machine may be shared.
-Usage: python benchmarks/bench_whole_process.py [--dataset DIR] [--limit N] [--runtime NAME]
+With ``--rounds R`` the cold run, the cached run and the plain loop alternate R times (the load printed beside
+each round) and the median of the per-round ratios is printed; ``--compare-src DIR`` runs, in every round, the
+same two evaluations from another source tree (``PYTHONPATH=DIR``: e.g. ``git archive COMMIT src | tar -x -C
+/tmp/before``) next to this one's, so a change is measured before / after under the same load.
+Usage: python benchmarks/bench_whole_process.py [--dataset DIR] [--limit N] [--runtime NAME] [--rounds R]
+       [--compare-src DIR]
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,44 +101,74 @@ def evaluate_once(args: argparse.Namespace, env: dict[str, str]) -> tuple[float,
     return wall, json.loads(out)
 
 
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+def evaluations(args: argparse.Namespace, src: Path | None) -> dict[str, tuple[float, dict]]:
+    """``cold`` (empty cache: export + calibration in the run) then ``cached``, in fresh processes; ``src``: run
+    repliscope from that source tree."""
+    extra = {"PYTHONPATH": str(src)} if src is not None else {}
+    with tempfile.TemporaryDirectory(prefix="bench-whole-process-") as tmp:
+        env = user_env(REPLISCOPE_CACHE=str(Path(tmp) / "cache"), REPLISCOPE_DB=str(Path(tmp) / "r.db"), **extra)
+        return {name: evaluate_once(args, env) for name in ("cold", "cached")}
+
+
+def describe(tree: str, name: str, wall: float, rec: dict, loop_wall: float) -> dict[str, float]:
+    t = rec["timings"]
+    plan = rec["options"]["plan"]
+    cal = plan.get("calibration") or {}
+    ahead = sum(s.get("read_ahead", 0) for s in cal.get("segments", []))
+    base = t["loop_seconds"] + t["load_seconds"]
+    print(
+        f"  {tree:7s} {name:6s} {wall:6.2f} s wall for {rec['counts']['total']} images; loop {t['loop_seconds']:.2f} s "
+        f"+ load {t['load_seconds']:.2f} s; {plan['schedule']}, batch {plan['batch_size']}, "
+        f"{plan['workers']} x {plan['threads']}; calibration {cal.get('seconds', 0.0):.2f} s; read ahead {ahead}; "
+        f"whole / (loop + load) {wall / base:.2f}; whole / plain loop {wall / loop_wall:.3f}; "
+        f"hash {rec['result_hash'][:12]}"
+    )
+    return {"whole/base": wall / base, "whole/plain": wall / loop_wall}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--runtime", default=None, help="default: the manifest's native runtime (torch for Lite0)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--compare-src", type=Path, default=None, help="another source tree to run beside this one")
     args = ap.parse_args()
     if not args.dataset.is_dir():
         raise SystemExit(f"{args.dataset} is absent: this benchmark needs the 1000-image ImageNet sample")
-    load_before = os.getloadavg()[0]
+    load_before = load1()
     help_wall = best_of([str(BIN / "repliscope"), "evaluate", "--help"])
     import_wall = best_of([sys.executable, "-c", "import repliscope.evaluation.run"])
-    with tempfile.TemporaryDirectory(prefix="bench-whole-process-") as tmp:
-        env = user_env(REPLISCOPE_CACHE=str(Path(tmp) / "cache"), REPLISCOPE_DB=str(Path(tmp) / "r.db"))
-        runs = {name: evaluate_once(args, env) for name in ("cold", "cached")}
-    loop_wall, out = timed([sys.executable, "-c", TORCH_LOOP, str(args.dataset), str(args.limit)])
-    torch_loop = json.loads(out)
-    load_after = os.getloadavg()[0]
-
-    print(f"machine load (1 min)             {load_before:.2f} before, {load_after:.2f} after; cores {os.cpu_count()}")
+    print(f"machine load (1 min) {load_before:.2f}; cores {os.cpu_count()}")
     print(f"repliscope evaluate --help       {help_wall:6.2f} s  (best of 3)")
     print(f"import repliscope.evaluation.run {import_wall:6.2f} s  (best of 3)")
-    for name, (wall, rec) in runs.items():
-        t = rec["timings"]
-        plan = rec["options"]["plan"]
-        cal = plan.get("calibration") or {}
-        base = t["loop_seconds"] + t["load_seconds"]
+    trees: dict[str, Path | None] = {"this": None}
+    if args.compare_src is not None:
+        trees["other"] = args.compare_src.resolve()
+    ratios: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in range(args.rounds):
+        start = load1()
+        order = list(trees) if r % 2 == 0 else list(trees)[::-1]  # alternate which tree runs first
+        runs = {tree: evaluations(args, trees[tree]) for tree in order}
+        loop_wall, out = timed([sys.executable, "-c", TORCH_LOOP, str(args.dataset), str(args.limit)])
+        torch_loop = json.loads(out)
         print(
-            f"repliscope evaluate ({name:6s})     {wall:6.2f} s wall for {rec['counts']['total']} images; "
-            f"loop {t['loop_seconds']:.2f} s + load {t['load_seconds']:.2f} s; plan {plan['source']}: "
-            f"{plan['schedule']}, batch {plan['batch_size']}, {plan['workers']} x {plan['threads']} threads; "
-            f"calibration {cal.get('seconds', 0.0):.2f} s"
+            f"round {r + 1}: load {start:.2f} -> {load1():.2f}; plain PIL + torch loop {loop_wall:.2f} s wall for "
+            f"{torch_loop['images']} images (loop {torch_loop['loop_seconds']:.2f} s + set-up "
+            f"{torch_loop['setup_seconds']:.2f} s)"
         )
-        print(f"    whole process / (loop + load) {wall / base:6.2f}   (target <= {TARGET})")
-        print(f"    whole process / torch loop's  {wall / loop_wall:6.2f}   (lower is faster than the plain loop)")
-    print(
-        f"plain PIL + torch loop           {loop_wall:6.2f} s wall for {torch_loop['images']} images; "
-        f"loop {torch_loop['loop_seconds']:.2f} s + set-up {torch_loop['setup_seconds']:.2f} s"
-    )
+        for tree in trees:
+            for name, (wall, rec) in runs[tree].items():
+                for k, v in describe(tree, name, wall, rec, loop_wall).items():
+                    ratios.setdefault((tree, name), {}).setdefault(k, []).append(v)
+    print(f"medians over {args.rounds} round(s) (targets: whole / (loop + load) <= {TARGET}, whole / plain <= 0.20):")
+    for (tree, name), values in ratios.items():
+        each = [f"{k} {statistics.median(v):.3f} ({', '.join(f'{x:.3f}' for x in v)})" for k, v in values.items()]
+        print(f"  {tree:7s} {name:6s} " + "; ".join(each))
 
 
 if __name__ == "__main__":
