@@ -132,6 +132,7 @@ boxes that scroll by themselves)."""
 
 TOUR = {
     "runs-page": "Runs: every run with its task's headline metric, interval and verdict; filter, sort, download.",
+    "runs-columns": "Runs: choose the columns (kept, and in the link); the defaults fit 1280 px, filters fold.",
     "run": "A run: provenance at a glance, the claim verdict with its reason, the claim against the interval.",
     "compare": "Compare two runs: metrics, paired statistics, flipped samples, what differs between the stacks.",
     "compare-n": "Compare many runs: a metric chart across runtimes, stacks and variants.",

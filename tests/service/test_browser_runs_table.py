@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 RUN_A, RUN_B = "f0" * 16, "f1" * 16
 DET_A, DET_B = "d0" * 16, "d1" * 16
+RUN_WIDE = "e0" * 16
 LONG = "efficientnet-lite0-int8-per-channel-quantised-with-calibration"
 """A long model name: it wraps in its cell instead of widening the table."""
 AP_A, AP_B = (0.3254, 0.3101, 0.3402), (0.3187, 0.3033, 0.3339)
@@ -49,9 +50,10 @@ class Seeded:
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
-    """Two classification runs (one of a long-named model) and two detection runs: the rect detector evaluated
-    once on ``synthetic_detection`` (about 2 s, a real detection record with per-class AP and samples), stored
-    twice with the AP of a COCO-sized measurement and an AP claim of 0.331."""
+    """Three classification runs (one of a long-named model, one with the widest cells: unbroken 60-character
+    runtime and dataset names, a 64-character tag and an 80-character display name) and two detection runs: the
+    rect detector evaluated once on ``synthetic_detection`` (about 2 s, a real detection record with per-class AP
+    and samples), stored twice with the AP of a COCO-sized measurement and an AP claim of 0.331."""
     browser_paths()
     from repliscope.datasets.resolve import resolve_dataset
     from repliscope.evaluation.record import ClaimVerdict, MetricValue
@@ -72,6 +74,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     store.save(make_record(RUN_A, TOP1_A))
     b = make_record(RUN_B, TOP1_B, runtime="opencv_dnn")
     store.save(b.model_copy(update={"manifest": b.manifest.model_copy(update={"name": LONG})}))
+    # the widest cells a run can bring: unbroken dataset and runtime names, a 64-character tag, a long name
+    wide = make_record(RUN_WIDE, TOP1_A, runtime="onnxruntime_" + "x" * 40)
+    store.save(wide.model_copy(update={"dataset": {**wide.dataset, "name": "imagenet_validation_" + "y" * 40}}))
+    store.annotations.add_tags(RUN_WIDE, ["t" * 64, "baseline"], "admin", "cli")
+    store.annotations.rename(RUN_WIDE, "a-display-name-of-eighty-characters-" + "z" * 44, "admin", "cli")
     settings = RunSettings(runtime="onnxruntime", threads=1, batch_size=1, cache_dir=cache)
     detected = evaluate(prepare(MANIFEST, settings), resolve_dataset("synthetic_detection"))
     on = str(detected.dataset["name"])
@@ -183,6 +190,7 @@ def test_the_default_columns_fit_1280_and_the_chooser_keeps_its_choice(seeded: S
     poll(lambda: _cols_of(driver) is not None and "kind" not in (_cols_of(driver) or []), timeout=20, what="defaults")
     assert driver.execute_script("return localStorage.getItem('repliscope.runs.columns')") is None
     assert _shown_heads(driver) == DEFAULT_SHOWN
+    driver.find_element(By.CSS_SELECTOR, "#columns-chooser summary").click()  # the chooser open in the picture
     screenshot(driver, "runs-columns")
 
 
