@@ -94,3 +94,19 @@ def test_a_sweeps_pitfall_table_on_the_run_page_reads_like_its_metrics_table() -
     assert shown["data_layout_bug"] == ("0.00 % (0/20)", "[0.00, 16.11] %", "-90.00 pp")
     assert shown["float16_inference"] == ("—", "—", "—")  # did not run: its dashes stay
     assert [r.p for r in rows][:3] == ["—", "0.625", "<0.0001"]  # McNemar p is not a metric: as the report has it
+
+
+def test_the_html_reports_claims_table_writes_an_ap_claim_as_a_fraction() -> None:
+    """The run page links the run's full HTML report (repliscope.report, which cannot import the web pages'
+    module): its claims table reads an AP claim as the pages do, a top-1 claim in percent as before."""
+    from repliscope.report.sections import claim_rows
+
+    base = {"claim_dataset": "coco/val2017", "evaluated_dataset": "coco/val2017", "verdict": "consistent"}
+    ap, top1 = claim_rows(
+        [
+            {**base, "metric": "AP", "claimed": 0.331, "measured": 0.3254, "ci_low": 0.3101, "ci_high": 0.3402},
+            {**base, "metric": "top1", "claimed": 0.751, "measured": 0.889, "ci_low": 0.868, "ci_high": 0.907},
+        ]
+    )
+    assert (ap.claimed, ap.measured, ap.interval) == ("0.3310", "0.3254", "[0.3101, 0.3402]")
+    assert (top1.claimed, top1.measured, top1.interval) == ("75.10%", "88.90%", "[86.80%, 90.70%]")

@@ -109,6 +109,23 @@ def claim_direction(claim: Mapping[str, Any]) -> str | None:
     return direction_of(float(claimed), float(low), float(high))
 
 
+def _claim_numbers(claim: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A claim's claimed value, measured value and interval: in percent, or for a metric claimed as a fraction
+    (COCO AP, mIoU) as the fraction the web pages show (``0.3310``, never ``33.10%``)."""
+    from repliscope.manifest.schema import claim_metric_spec
+    from repliscope.report.run_charts import interval_text, value_text
+
+    spec = claim_metric_spec(str(claim.get("metric")))
+    low, high = claim.get("ci_low"), claim.get("ci_high")
+    if spec is not None and spec.unit == "fraction":
+        return (
+            value_text("fraction", claim.get("claimed")),
+            value_text("fraction", claim.get("measured")),
+            interval_text("fraction", low, high),
+        )
+    return fmt.pct(claim.get("claimed"), 2), fmt.pct(claim.get("measured"), 2), fmt.interval(low, high, 2)
+
+
 def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue] = ()) -> list[ClaimRow]:
     """One row per claim verdict (ClaimVerdict objects or their JSON dicts, as sweeps store them); ``metrics``
     gives the n behind each measured value, for the wide-interval warning (left out of an ``inconsistent`` row:
@@ -120,12 +137,13 @@ def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequenc
         source = str(c.get("source") or "")
         url = source.split()[0] if source.startswith(("https://", "http://")) else None
         warning = interval_warning(c.get("ci_low"), c.get("ci_high"), n_of.get(str(c.get("metric"))))
+        claimed, measured, interval = _claim_numbers(c)
         rows.append(
             ClaimRow(
                 metric=str(c.get("metric", "")),
-                claimed=fmt.pct(c.get("claimed"), 2),
-                measured=fmt.pct(c.get("measured"), 2),
-                interval=fmt.interval(c.get("ci_low"), c.get("ci_high"), 2),
+                claimed=claimed,
+                measured=measured,
+                interval=interval,
                 claim_dataset=str(c.get("claim_dataset", "")),
                 evaluated_dataset=str(c.get("evaluated_dataset", "")),
                 verdict=verdict,
