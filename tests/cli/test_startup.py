@@ -57,10 +57,14 @@ def test_importing_the_app_imports_no_lazy_command_module() -> None:
         assert proc.stdout.split() == MAIN_IMPORTS, argv
 
 
+RUNS_MODULES = ("repliscope.cli.runs_cmd", "repliscope.cli.runs_annotate_cmd", "repliscope.cli.runs_chart_cmd")
+"""The runs group: runs_cmd, its annotation commands (tag, note, rename, delete, audit) and `runs chart`."""
+
+
 def test_runs_help_imports_only_the_runs_module() -> None:
     out, imported = _run_module("runs", "--help")
     assert "Usage: python -m repliscope.cli.main runs [OPTIONS] COMMAND [ARGS]..." in out and "│ compare " in out
-    assert imported == sorted(["repliscope.cli.runs_cmd", *MAIN_IMPORTS])
+    assert imported == sorted([*RUNS_MODULES, *MAIN_IMPORTS])
     for absent in ("serve_cmd", "bench_cmd", "agent_cmd", "report_cmd", "stack_cmd"):
         assert f"repliscope.cli.{absent}" not in imported
 
@@ -109,4 +113,4 @@ def test_completion_loads_only_the_commands_that_match() -> None:
     proc = subprocess.run([sys.executable, "-c", COMPLETE], capture_output=True, text=True, timeout=120, env=env)
     *out, code, imported = proc.stdout.splitlines()
     assert out == ["runs"] and code == "exit 0", proc.stdout + proc.stderr
-    assert ast.literal_eval(imported) == sorted(["repliscope.cli.runs_cmd", *MAIN_IMPORTS])
+    assert ast.literal_eval(imported) == sorted([*RUNS_MODULES, *MAIN_IMPORTS])

@@ -20,12 +20,18 @@ MUTATING: list[tuple[str, str, str]] = [
     ("PUT", "/api/v1/datasets/{name}/declaration", "admin"),
     ("POST", "/api/v1/tokens", "admin"),
     ("POST", "/api/v1/tokens/{token_id}/revoke", "admin"),
+    ("PUT", "/api/v1/runs/{run_id}/tags/{tag}", "runner"),
+    ("DELETE", "/api/v1/runs/{run_id}/tags/{tag}", "runner"),
+    ("PUT", "/api/v1/runs/{run_id}/note", "runner"),
+    ("PATCH", "/api/v1/runs/{run_id}", "admin"),
+    ("DELETE", "/api/v1/runs/{run_id}", "admin"),
 ]
 ROLES = ("viewer", "runner", "admin")
 
 
 def _request(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None) -> Any:
     path = path.replace("{job_id}", "0" * 32).replace("{token_id}", "1").replace("{name}", "foolbox_imagenet")
+    path = path.replace("{run_id}", "f" * 32).replace("{tag}", "baseline")  # an unknown run: 404 once admitted
     if path == "/api/v1/manifests":
         return client.request(
             method, path, content=LITE0.read_text(), headers={**(headers or {}), "Content-Type": "text/yaml"}
