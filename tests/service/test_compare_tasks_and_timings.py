@@ -203,6 +203,18 @@ def test_benchmarks_compare_side_by_side(service_app: Any, tokens: dict[str, str
     assert_accessible(r.text)
 
 
+def test_the_benchmarks_page_picks_benchmarks_to_compare(
+    service_app: Any, tokens: dict[str, str], benchmarks: list[Any]
+) -> None:
+    for rec in benchmarks:
+        service_app.state.store.save_benchmark(rec)
+    html = logged_in(service_app, tokens["viewer"]).get("/benchmarks").text
+    assert '<form id="compare-form" class="compare-pick" method="get" action="/compare/benchmarks"' in html
+    for rec in benchmarks:
+        assert f'<input type="checkbox" form="compare-form" name="id" value="{rec.benchmark_id}"' in html
+    assert_accessible(html)
+
+
 def test_hostile_benchmark_compare_queries(service_app: Any, tokens: dict[str, str], benchmarks: list[Any]) -> None:
     service_app.state.store.save_benchmark(benchmarks[0])
     client = logged_in(service_app, tokens["viewer"])
