@@ -174,6 +174,8 @@ def test_delete_removes_the_run_everywhere_and_the_audit_keeps_what_was_deleted(
     assert notes.deletion(B) is None
     # the audit keeps every earlier entry of the deleted run; nothing else of it is left
     assert [e.action for e in notes.audit(run_id=A)[0]] == ["delete", "rename", "note", "tag"]
+    assert [e.action for e in notes.audit(run_id=A[:6])[0]] == ["delete", "rename", "note", "tag"]  # a prefix
+    assert notes.audit(run_id="ffffff") == ([], 0)
     with store.engine.connect() as conn:
         for table in ("runs", "sample_predictions", "run_tags", "run_labels", "traces"):
             assert conn.execute(text(f"SELECT count(*) FROM {table} WHERE run_id = :r"), {"r": A}).scalar() == 0

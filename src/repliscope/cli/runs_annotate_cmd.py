@@ -192,7 +192,9 @@ def runs_delete(
 
 @runs_app.command("audit")
 def runs_audit(
-    run: Annotated[str | None, typer.Argument(help="Only this run id (exact; deleted runs too).")] = None,
+    run: Annotated[
+        str | None, typer.Argument(help="Only this run (an id or a unique prefix; deleted runs too).")
+    ] = None,
     action: Annotated[str | None, typer.Option(help="tag | untag | note | rename | delete")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many entries.")] = 50,
     db: DbOption = None,

@@ -27,6 +27,7 @@ control characters (a note may hold line breaks and tabs).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -38,7 +39,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from repliscope.store.database import Database, now, resolve_id
-from repliscope.store.errors import InvalidInputError, NotFoundError
+from repliscope.store.errors import InvalidInputError, NotFoundError, UnknownIdError
 from repliscope.store.models import RunAuditRow, RunLabelRow, RunRow, RunTagRow, SampleRow, TraceRow
 
 MAX_TAG_CHARS = 64
@@ -217,7 +218,8 @@ class AnnotationStore:
     def audit(
         self, run_id: str | None = None, action: str | None = None, limit: int = 100, offset: int = 0
     ) -> tuple[builtins.list[AuditEntry], int]:
-        """Audit entries, newest first (``run_id``: of that exact run id, deleted runs included; ``action``: one
+        """Audit entries, newest first (``run_id``: of that run id, or the one run id of the audit it uniquely
+        starts (6+ characters; deleted runs included: their ids are no longer in the runs table); ``action``: one
         of :data:`ACTIONS`) -> (one page, total)."""
         if action is not None and action not in ACTIONS:
             raise InvalidInputError(f"action: {action!r} is not an action (allowed: {', '.join(ACTIONS)})", "action")
@@ -225,12 +227,14 @@ class AnnotationStore:
             raise InvalidInputError(f"limit {limit} must be 1..1000", "limit")
         if offset < 0:
             raise InvalidInputError(f"offset {offset} must be at least 0", "offset")
-        conditions = []
-        if run_id is not None:
-            conditions.append(RunAuditRow.run_id == run_id)
-        if action is not None:
-            conditions.append(RunAuditRow.action == action)
         with self.db.session() as session:
+            conditions = []
+            if run_id is not None:
+                with contextlib.suppress(UnknownIdError):  # no entry of that run: an empty page
+                    run_id = resolve_id(session, RunAuditRow.run_id, run_id, "run", distinct=True)
+                conditions.append(RunAuditRow.run_id == run_id)
+            if action is not None:
+                conditions.append(RunAuditRow.action == action)
             rows = session.scalars(
                 select(RunAuditRow)
                 .where(*conditions)

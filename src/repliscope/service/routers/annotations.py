@@ -221,7 +221,9 @@ def delete_run(request: Request, run_id: RunId, principal: Annotated[Any, Depend
 def get_audit(
     request: Request,
     _principal: Annotated[Any, Depends(require("admin"))],
-    run_id: Annotated[str | None, Query(max_length=100, description="one run id (exact; deleted runs too)")] = None,
+    run_id: Annotated[
+        str | None, Query(max_length=100, description="one run id or a unique prefix (deleted runs too)")
+    ] = None,
     action: Action | None = None,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     page_size: Annotated[int, Query(ge=1, le=500)] = 100,
