@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import DateTime, Integer, String, Text, bindparam, cast, delete, exists, func, insert, or_, select
+from sqlalchemy import DateTime, Integer, String, Text, bindparam, cast, delete, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from repliscope.errors import StoreError
@@ -284,23 +284,24 @@ def _runs_statements(columns: tuple[str, ...], sort: str, filters: tuple[str, ..
             conditions.append(_FILTER_COLUMNS[name] == bindparam(name))
         elif name == "search":
             needle = bindparam("search", type_=String)
+            # the annotations as two uncorrelated IN lists (each table scanned once), not a probe per run
+            tagged = select(RunTagRow.run_id).where(func.lower(RunTagRow.tag).like(needle, escape="/"))
+            labelled = select(RunLabelRow.run_id).where(
+                or_(
+                    func.lower(RunLabelRow.display_name).like(needle, escape="/"),
+                    func.lower(RunLabelRow.note).like(needle, escape="/"),
+                )
+            )
             conditions.append(
                 or_(
                     *(func.lower(c).like(needle, escape="/") for c in SEARCHED_COLUMNS),
-                    exists().where(
-                        RunTagRow.run_id == RunRow.run_id, func.lower(RunTagRow.tag).like(needle, escape="/")
-                    ),
-                    exists().where(
-                        RunLabelRow.run_id == RunRow.run_id,
-                        or_(
-                            func.lower(RunLabelRow.display_name).like(needle, escape="/"),
-                            func.lower(RunLabelRow.note).like(needle, escape="/"),
-                        ),
-                    ),
+                    RunRow.run_id.in_(tagged),
+                    RunRow.run_id.in_(labelled),
                 )
             )
         elif name == "tag":
-            conditions.append(exists().where(RunTagRow.run_id == RunRow.run_id, RunTagRow.tag == bindparam("tag")))
+            # the few runs of a tag through its index (ix_run_tags_tag), not a probe per run
+            conditions.append(RunRow.run_id.in_(select(RunTagRow.run_id).where(RunTagRow.tag == bindparam("tag"))))
         elif name == "created_from":
             conditions.append(RunRow.created_at >= bindparam(name, type_=DateTime))
         elif name == "created_to":
