@@ -285,8 +285,8 @@ def test_wizard_evaluation_run_page_and_compare(service: Service, driver: WebDri
     assert "top1" in cells, f"#compare-table has no top1 row: {list(cells)}"
     top1 = cells["top1"]
     # A and B over their own 20 samples: Lite0 gets 18/20 on foolbox_imagenet with onnxruntime and with torch
-    assert (top1[0], top1[2]) == ("0.9000", "0.9000"), f"#compare-table top1 row: {top1}"
-    assert top1[4] in ("+0.0000", "-0.0000"), f"#compare-table top1 delta: {top1}"
+    assert (top1[0], top1[2]) == ("90.00 %", "90.00 %"), f"#compare-table top1 row: {top1}"  # metric_format
+    assert top1[4] in ("+0.00 pp", "-0.00 pp"), f"#compare-table top1 delta: {top1}"
     stack = {row[0]: row[1:] for row in _table(driver, "stack-diff")}
     assert stack["runtime.runtime"] == ["onnxruntime", "torch", "differs"], stack.get("runtime.runtime")
     pipeline = _table(driver, "pipeline-diff")

@@ -172,6 +172,7 @@ def test_sort_by_header_search_and_compare_three_runs(seeded: Seeded, driver: We
     assert [float(t.split()[1]) for t in _column(driver, 9) if t.startswith("top1 ")] == sorted(values)
     header = driver.find_element(By.XPATH, "//th[a[normalize-space()='Metric']]")
     assert header.get_attribute("aria-sort") == "ascending"
+    driver.find_element(By.CSS_SELECTOR, "#filters-box summary").click()  # the filters fold until opened
     box = driver.find_element(By.ID, "filter-search")
     box.send_keys("nearest", Keys.ENTER)
     poll(lambda: "search=nearest" in driver.current_url, timeout=20, what="the search")
