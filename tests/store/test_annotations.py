@@ -199,3 +199,18 @@ def test_sqlite_cascade_removes_annotations_with_the_run(tmp_path: Path) -> None
         with s.engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM run_tags")).scalar() == 0
             assert conn.execute(text("SELECT count(*) FROM run_labels")).scalar() == 0
+
+
+def test_the_tag_filter_reads_the_tags_index(tmp_path: Path) -> None:
+    """The store's own tag query (``RunQuery(tag=)``) goes through ``ix_run_tags_tag``, not a probe per run."""
+    from sqlalchemy.dialects import sqlite
+
+    from repliscope.store.runs import _run_query_params, _runs_statements
+
+    with RunStore(f"sqlite:///{tmp_path / 'r.db'}") as s, s.engine.connect() as conn:
+        params = _run_query_params(RunQuery(tag="baseline"), "-created_at", 1, 50)
+        page, _count = _runs_statements(("run_id",), "-created_at", ("tag",))
+        compiled = page.compile(dialect=sqlite.dialect())
+        args = tuple(params[name] for name in compiled.positiontup or ())
+        plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", args))
+    assert "ix_run_tags_tag" in plan, plan
