@@ -17,6 +17,7 @@ pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
 pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -79,6 +80,14 @@ def _text(driver: WebDriver, element_id: str) -> str:
     return str(driver.find_element(By.ID, element_id).text)
 
 
+def _texts(driver: WebDriver, selector: str) -> list[str] | None:
+    """The texts of the elements ``selector`` finds; None while the page is being replaced (a stale element)."""
+    try:
+        return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+    except StaleElementReferenceException:
+        return None
+
+
 def _search_runs(served: Served, driver: WebDriver, text: str) -> list[str]:
     """Type ``text`` into the runs list's search box and apply it: the run ids (12 characters) listed."""
     driver.get(f"{served.url}/runs")
@@ -127,11 +136,7 @@ def test_a_runner_tags_and_notes_a_run_and_finds_it_by_tag(served: Served, drive
     # removing a chip
     driver.get(f"{served.url}{page}")
     driver.find_element(By.CSS_SELECTOR, 'button[aria-label="Remove tag baseline"]').click()
-    poll(
-        lambda: [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#run-tags li a")] == ["paper:table-3"],
-        timeout=20,
-        what="the chip removed",
-    )
+    poll(lambda: _texts(driver, "#run-tags li a") == ["paper:table-3"], timeout=20, what="the chip removed")
 
 
 def test_an_admin_renames_and_deletes_a_run(served: Served, driver: WebDriver) -> None:
