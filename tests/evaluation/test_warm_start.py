@@ -5,6 +5,8 @@ their own segments. Nothing here is timed: the overlap is checked by the order o
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,7 +21,7 @@ from repliscope.evaluation.adaptive import run_adaptive, trials_size
 from repliscope.evaluation.calibration import Planning, candidates
 from repliscope.evaluation.engine import LoopOptions, PreparedItem, prepare_sample, run_loop
 from repliscope.evaluation.run import PreparedRun
-from repliscope.evaluation.warm_start import StagedPrefetch, warm_start
+from repliscope.evaluation.warm_start import READ_AHEAD_NICE, StagedPrefetch, warm_start
 from repliscope.runtimes.errors import ModelLoadError
 from tests.evaluation.test_calibration import SHAPE, CountingRunner, _many, foolbox, lite0
 
@@ -81,6 +83,31 @@ def test_loading_starts_before_the_first_read_and_reading_stops_when_it_ends(
     reads = [e for e in log if e.startswith("read ")]
     assert reads == [f"read {s.id}" for s in samples[:3]]  # read while loading, none after it finished
     assert log[-2:] == ["load finished", "stopped: loaded"] and len(held) == 3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities: Linux only")
+def test_the_reading_runs_at_a_lower_priority_than_the_load(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path
+) -> None:
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    seen: dict[str, int] = {}
+
+    class Noting(CountingRunner):
+        def _load(self) -> None:
+            seen["load"] = nice()
+            assert read.wait(10)
+
+    read = threading.Event()
+
+    def reading(_sample_id: str) -> None:
+        seen["read"] = nice()
+        read.set()
+
+    runner = Noting(lite0.artifact, threads=1, cache_dir=tmp_path)
+    warm_start([runner], lite0.pipeline, _logged(list(foolbox.samples[:4]), [], on_read=reading), SHAPE)
+    assert seen["read"] == min(19, seen["load"] + READ_AHEAD_NICE) and seen["load"] == nice()
 
 
 def test_the_loop_takes_held_samples_and_gives_the_same_records(

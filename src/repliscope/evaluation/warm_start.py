@@ -2,10 +2,11 @@
 
 Before a run's first inference its runners load: building the model, an ONNX export (seconds: torch's import and
 ``torch.onnx.export``, run in a child process when this one has no torch, see
-:mod:`repliscope.runtimes.onnx_export`), creating the sessions. :func:`warm_start` does that on a thread while
-the calling thread reads and pre-processes samples of the run (decoders and numpy release the GIL; the export's
+:mod:`repliscope.runtimes.onnx_export`), creating the sessions. :func:`warm_start` does that on a thread while a
+reader thread reads and pre-processes samples of the run (decoders and numpy release the GIL; the export's
 Python runs in its own process), so the loop then finds them ready (:class:`Prefetched`, taken by
-:func:`repliscope.evaluation.engine.run_loop`).
+:func:`repliscope.evaluation.engine.run_loop`). The reader runs at a lower priority than the load: on an idle
+machine each has a core, on a busy one the reading takes only what the load leaves.
 
 What is kept of a sample is bounded: each is held at the smallest stage of its pre-processing after the decode
 (Lite0: the 224 x 224 x 3 uint8 crop, 150 KB, not the 600 KB float32 input; the loop applies the remaining ops),
@@ -19,6 +20,8 @@ and the online check (:mod:`repliscope.evaluation.adaptive`), whose rates must b
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +35,8 @@ from repliscope.tracing.tracer import NO_TRACER
 
 PREFETCH_BYTES = 256 * 2**20
 """At most this many bytes of samples held ahead of the loop (plus one sample): 1,700 Lite0 crops."""
+READ_AHEAD_NICE = 10
+"""How much lower the reader thread's priority is than the loading's (its nice value, added)."""
 
 Event = Callable[[str], None]
 """Told ``"load started"``, ``"read <sample id>"``, ``"stopped: <why>"`` (``loaded``, ``budget``, ``every sample
@@ -103,6 +108,19 @@ class StagedPrefetch:
         self.store.put(sample, (item, self.keep), read.fingerprint)
 
 
+def lower_this_threads_priority(by: int) -> None:
+    """Raise the nice value of the calling thread (Linux: a thread is a task with its own nice value) by ``by``;
+    nothing where that is not possible. One-way: an unprivileged thread cannot lower it again, so it is only
+    called on a thread that ends with its work."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+    except OSError:
+        return
+
+
 def warm_start(
     runners: Iterable[Runner],
     pipeline: Pipeline,
@@ -112,9 +130,11 @@ def warm_start(
     budget: int = PREFETCH_BYTES,
     on_event: Event | None = None,
 ) -> Prefetched:
-    """Load ``runners`` (in order, on a thread) while this thread reads and pre-processes ``samples`` in order,
-    until the runners are loaded or the held samples reach ``budget`` bytes -> the samples read (empty when the
-    runners were loaded already). A load error is raised here, after the reading stopped."""
+    """Load ``runners`` (in order, on a thread) while a reader thread reads and pre-processes ``samples`` in
+    order, until the runners are loaded or the held samples reach ``budget`` bytes -> the samples read (empty when
+    the runners were loaded already). The reader runs at a lower priority (nice +:data:`READ_AHEAD_NICE`): on a
+    busy machine it takes the CPU the load leaves, and never slows the load, which the run waits for. A load
+    error, or a reader's error (a pipeline mistake), is raised here once both threads ended."""
     todo = [r for r in runners if not r.loaded]
     staged = StagedPrefetch(pipeline, expected_shape)
     if not todo:
@@ -133,20 +153,28 @@ def warm_start(
             finished.set()
             tell("load finished")
 
-    thread = threading.Thread(target=load, name="repliscope-load", daemon=True)
-    tell("load started")
-    thread.start()
-    why = "every sample read"
-    try:
-        for sample in samples:
-            if finished.is_set() or staged.store.nbytes >= budget:
-                why = "loaded" if finished.is_set() else "budget"
-                break
-            tell(f"read {sample.id}")
-            staged.add(sample)
+    def read() -> None:
+        lower_this_threads_priority(READ_AHEAD_NICE)
+        why = "every sample read"
+        try:
+            for sample in samples:
+                if finished.is_set() or staged.store.nbytes >= budget:
+                    why = "loaded" if finished.is_set() else "budget"
+                    break
+                tell(f"read {sample.id}")
+                staged.add(sample)
+        except BaseException as exc:
+            failed.append(exc)
+            why = f"{type(exc).__name__}"
         tell(f"stopped: {why}")
-    finally:
-        thread.join()
+
+    loader = threading.Thread(target=load, name="repliscope-load", daemon=True)
+    reader = threading.Thread(target=read, name="repliscope-read-ahead", daemon=True)
+    tell("load started")
+    loader.start()
+    reader.start()
+    reader.join()
+    loader.join()
     if failed:
         raise failed[0]
     return staged.store
