@@ -259,6 +259,8 @@ def test_admin_renames_and_deletes_from_the_page(app: Any, api: tuple[TestClient
     assert r.status_code == 303
     listing = admin.get("/runs").text
     assert "torch &lt;b&gt;port&lt;/b&gt;" in listing
+    compared = admin.get(f"/compare?run={RUN_A}&run={RUN_B}")
+    assert compared.status_code == 200 and "torch &lt;b&gt;port&lt;/b&gt;" in compared.text
     r = admin.post(f"/runs/{RUN_B}/delete", data={"csrf_token": csrf})  # the box not ticked
     assert r.status_code == 422 and "confirm" in r.text
     assert client.get(f"/api/v1/runs/{RUN_B}", headers=headers("viewer")).status_code == 200

@@ -634,6 +634,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
         title=f"Compare sweep {sweep_pager.sweep_id[:12]}" if sweep_pager else "Compare",
         sweep_pager=sweep_pager,
         many=many,
+        run_names=store.annotations.labels(r.run_id for r in records),  # display names (runs rename)
         page=page,
         c=page.comparison if page is not None else None,
         boxes=boxes_panel(store, page.a.run_id, page.b.run_id, page.differing_images)
