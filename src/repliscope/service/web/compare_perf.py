@@ -2,11 +2,12 @@
 latency percentiles with their units, and the conditions that make those numbers comparable: the hardware, the
 threads, the batch size and the stack (runtime and its version), for benchmarks the LoadGen scenario too. When a
 condition differs the table says which and how (``not comparable: threads 1 vs 4``): a timing is a property of
-the machine and settings it was measured under, not of the model alone.
+the machine and settings it was measured under, not of the model alone. A run's timings also depend on what its
+loop covered (the ``timing`` condition, :func:`timing_text`).
 
 - an evaluation run: throughput = evaluated images / the measured loop (``timings.throughput_samples_per_second``,
-  img/s); latency = the runtime's time per batch (``timings.batch_latencies_seconds``), p50 / p90 / p99 as LoadGen
-  takes them (:func:`repliscope.bench.stats.percentile`, the ``floor(n * p)`` order statistic), in ms;
+  img/s); latency = the runtime's time per batch (``timings.batch_latencies_seconds``), p50 / p90 / p99 as
+  LoadGen takes them (:func:`repliscope.bench.stats.percentile`, the ``floor(n * p)`` order statistic), in ms;
 - a benchmark: its stored LoadGen percentiles (per query) and throughput with its interval, and the queries per
   second it achieved (queries / duration).
 
@@ -31,9 +32,10 @@ from repliscope.service.web.routes import SignedIn, _error, _page, _store
 
 router = APIRouter(include_in_schema=False)
 
-RUN_CONDITIONS = ("hardware", "threads", "batch size", "stack")
-"""What a run's timings depend on, in the order the table shows them."""
-BENCH_CONDITIONS = ("scenario", *RUN_CONDITIONS)
+RUN_CONDITIONS = ("hardware", "threads", "batch size", "stack", "timing")
+"""What a run's timings depend on, in the order the table shows them (``timing``: what its throughput is over,
+:func:`timing_text`)."""
+BENCH_CONDITIONS = ("scenario", "hardware", "threads", "batch size", "stack")
 PERCENTILES = ("p50", "p90", "p99")
 MAX_ID_CHARS = 100
 DASH = "—"
@@ -108,6 +110,15 @@ def stack_text(runtime: dict[str, Any]) -> str:
     return f"{runtime.get('runtime', '?')} {runtime.get('framework_version') or 'version not recorded'}"
 
 
+def timing_text(record: Any) -> str:
+    """What a run's throughput is over: the measured loop (``read + pre-process + infer``), a pitfall sweep's
+    runs their own model time only (the sweep shares one loop: ``infer only``), records stored before load and
+    warm-up were timed apart the whole run."""
+    if record.timings.loop_seconds is None:
+        return "whole run, model load included"
+    return "infer only (a sweep's shared loop)" if record.sweep_id else "read + pre-process + infer"
+
+
 def _setting(value: Any) -> str:
     return DASH if value is None else str(value)
 
@@ -122,11 +133,6 @@ def run_row(letter: str, record: Any) -> PerfRow:
     batch = options.get("batch_size")
     latency = [_ms(percentile(batches, int(p[1:]) / 100)) for p in PERCENTILES] if batches.size else [DASH] * 3
     of = f"one batch of {_setting(batch)} image{'' if batch == 1 else 's'} ({len(batches)} batches)"
-    note = (
-        "throughput includes the model load (recorded before load and warm-up were timed apart)"
-        if t.loop_seconds is None
-        else ""
-    )
     threads = options.get("threads", runtime.get("threads"))
     return PerfRow(
         letter=letter,
@@ -136,8 +142,13 @@ def run_row(letter: str, record: Any) -> PerfRow:
         latency=latency,
         latency_of=of,
         qps=DASH,
-        conditions=[hardware_text(record.hardware or {}), _setting(threads), _setting(batch), stack_text(runtime)],
-        note=note,
+        conditions=[
+            hardware_text(record.hardware or {}),
+            _setting(threads),
+            _setting(batch),
+            stack_text(runtime),
+            timing_text(record),
+        ],
     )
 
 
