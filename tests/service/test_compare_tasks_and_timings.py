@@ -291,3 +291,23 @@ def test_detection_compare_shows_the_differing_images_with_class_names(
     assert samples.box_label(kept[0], names) == f"{names[kept[0].class_id]} {kept[0].score:.2f}"
     assert samples.box_label(kept[0], {}) == f"class {kept[0].class_id} {kept[0].score:.2f}"
     assert_accessible(r.text)
+
+
+def test_the_cli_refuses_a_compare_of_mixed_tasks(stored: dict[str, EvaluationRecord], tmp_path: Any) -> None:
+    """``repliscope runs compare``: the same refusal as an input error (``error: ...``, exit code 2), no table."""
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app
+    from repliscope.store.repository import RunStore
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with RunStore(url) as store:
+        for key in ("cls_a", "det_a"):
+            store.save(stored[key])
+    cls_a, det_a = stored["cls_a"].run_id, stored["det_a"].run_id
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["runs", "compare", cls_a, det_a, "--db", url])
+    assert result.exit_code == 2
+    assert "error: runs of different tasks cannot be compared (image_classification and object_detection)" in (
+        result.output
+    )
+    assert "Metric deltas" not in result.output and "top1_flips" not in result.output
