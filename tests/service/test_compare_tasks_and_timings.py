@@ -161,20 +161,27 @@ def test_compare_shows_latency_and_throughput_with_their_conditions(service_app:
     assert_accessible(r.text)
     c = make_record("c9" * 16, TOP1_A)
     service_app.state.store.save(c)
-    three = client.get(f"/compare?run={a.run_id}&run={b.run_id}&run={c.run_id}")
-    assert a11y(three.text).text_of("perf-verdict").startswith("not comparable: threads 2 (A, C) vs 4 (B); timing ")
     same = client.get(f"/compare?run={a.run_id}&run={c.run_id}")
     verdict = "comparable: same hardware, threads, batch size, stack and timing"
     assert a11y(same.text).text_of("perf-verdict") == verdict
+
+
+def test_the_timings_name_which_runs_differ_and_what_a_sweeps_throughput_is_over() -> None:
+    from repliscope.service.web.compare_perf import runs_table
+
+    a, b, c = make_record("a9" * 16, TOP1_A), make_record("b9" * 16, TOP1_B), make_record("c9" * 16, TOP1_A)
+    b.options["threads"] = 4
+    assert runs_table([a, b, c], "ABC").verdict == "not comparable: threads 2 (A, C) vs 4 (B)"
     variant = make_record("d9" * 16, TOP1_A, sweep_id="5e" * 16, variant="bgr")
     variant.timings.loop_seconds = variant.timings.inference_seconds
-    service_app.state.store.save(variant)
-    sweep = client.get(f"/compare?run={a.run_id}&run={variant.run_id}")
-    assert _table(sweep.text, "compare-perf-conditions")["timing"][1:] == [
-        "whole run, model load included",
-        "infer only (a sweep's shared loop)",
-        "differs",
-    ]
+    standalone = make_record("e9" * 16, TOP1_A)
+    standalone.timings.loop_seconds = 1.5
+    table = runs_table([a, variant, standalone], "ABC")
+    assert table.conditions[-1] == (
+        "timing",
+        ["whole run, model load included", "infer only (a sweep's shared loop)", "read + pre-process + infer"],
+        False,
+    )
 
 
 @pytest.fixture(scope="module")
