@@ -296,3 +296,17 @@ def test_downloads_carry_names_and_tags_as_inert_text(api: tuple[TestClient, Any
         RUN_A: (hostile, "paper:v2 baseline"),
         RUN_B: (None, ""),
     }
+
+
+def test_a_run_deleted_by_another_process_is_not_compared_from_the_cache(app: Any, api: tuple[TestClient, Any]) -> None:
+    """``repliscope runs delete`` next to a running server: its caches still hold the record, the pages ask."""
+    client, headers = api
+    viewer = _login(app, "viewer")
+    assert viewer.get(f"/compare?run={RUN_A}&run={RUN_B}").status_code == 200  # both records cached now
+    assert client.get(f"/api/v1/runs/compare?a={RUN_A}&b={RUN_B}", headers=headers("viewer")).status_code == 200
+    app.state.store.annotations.delete_run(RUN_B, "someone", "cli")  # the CLI: no cache of this server forgets it
+    page = viewer.get(f"/compare?run={RUN_A}&run={RUN_B}")
+    assert page.status_code == 404 and f"unknown run id '{RUN_B}' (deleted)" in unescape(page.text)
+    r = client.get(f"/api/v1/runs/compare?a={RUN_A}&b={RUN_B}", headers=headers("viewer"))
+    assert r.status_code == 404 and err(r)["field"] == "run_id"
+    assert viewer.get(f"/runs/{RUN_B}").status_code == 404

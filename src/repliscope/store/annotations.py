@@ -215,6 +215,16 @@ class AnnotationStore:
                 tags.setdefault(rid, []).append(tag)
         return {rid: RunLabel(display_name=names.get(rid), tags=tags.get(rid, [])) for rid in {*names, *tags}}
 
+    def ensure_stored(self, run_ids: Sequence[str]) -> None:
+        """UnknownIdError for the first of ``run_ids`` (full ids) no longer stored: a page that caches records
+        (compare) asks before showing them, as a run deleted by another process stays in its cache."""
+        wanted = builtins.list(dict.fromkeys(run_ids))
+        with self.db.session() as session:
+            found = set(session.scalars(select(RunRow.run_id).where(RunRow.run_id.in_(wanted))))
+        for run_id in wanted:
+            if run_id not in found:
+                raise UnknownIdError(f"unknown run id '{run_id}' (deleted)", "run", run_id)
+
     def audit(
         self, run_id: str | None = None, action: str | None = None, limit: int = 100, offset: int = 0
     ) -> tuple[builtins.list[AuditEntry], int]:

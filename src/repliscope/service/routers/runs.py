@@ -403,6 +403,8 @@ def compare(
         record_a = HEADS.get(store, a)
     with store_errors("b"):
         record_b = HEADS.get(store, b)
+    with store_errors("run_id"):  # neither deleted since it was cached (by another process)
+        store.annotations.ensure_stored([record_a.run_id, record_b.run_id])
     # the whole records are read only when the comparison is not cached yet
     comparison = comparison_of(record_a, record_b, full=lambda r: get_record(store, r.run_id))
     result: dict[str, Any] = comparison.model_dump(mode="json")

@@ -607,6 +607,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
             record = HEADS.get(store, run_id)
             if all(r.run_id != record.run_id for r in records):
                 records.append(record)
+        store.annotations.ensure_stored([r.run_id for r in records])  # not one deleted since it was cached
     except StoreError as exc:
         return _error(principal, 404, str(exc))
     if len(records) < 2:
