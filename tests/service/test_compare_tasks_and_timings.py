@@ -167,7 +167,10 @@ def test_compare_shows_latency_and_throughput_with_their_conditions(service_app:
 
 
 def test_the_timings_name_which_runs_differ_and_what_a_sweeps_throughput_is_over() -> None:
-    from repliscope.service.web.compare_perf import runs_table
+    from repliscope.service.web.compare_perf import load_text, runs_table
+
+    assert load_text({"scenario": "server", "target_qps": 50.0}) == "50.0 queries/s arriving"
+    assert load_text({"scenario": "multi-stream", "samples_per_query": 8}) == "8 images a query"
 
     a, b, c = make_record("a9" * 16, TOP1_A), make_record("b9" * 16, TOP1_B), make_record("c9" * 16, TOP1_A)
     b.options["threads"] = 4
@@ -215,6 +218,8 @@ def test_benchmarks_compare_side_by_side(service_app: Any, tokens: dict[str, str
     assert timings["A"][6] == f"{64 / a.duration_seconds:,.1f} queries/s"
     conditions = _table(r.text, "compare-perf-conditions")
     assert conditions["scenario"][1:] == ["single-stream", "single-stream", "same"]
+    assert conditions["load"][1:] == ["1 image a query", "1 image a query", "same"]
+    assert conditions["timing"][1] == ("pre-process + infer" if a.settings["timed_preprocess"] else "infer only")
     assert conditions["threads"][1:] == ["1", "4", "differs"]
     heads = _table(r.text, "compare-benchmarks-table")
     assert heads["B"][1] == b.benchmark_id[:12] and heads["A"][3] == "single-stream"

@@ -35,7 +35,9 @@ router = APIRouter(include_in_schema=False)
 RUN_CONDITIONS = ("hardware", "threads", "batch size", "stack", "timing")
 """What a run's timings depend on, in the order the table shows them (``timing``: what its throughput is over,
 :func:`timing_text`)."""
-BENCH_CONDITIONS = ("scenario", "hardware", "threads", "batch size", "stack")
+BENCH_CONDITIONS = ("scenario", "load", "hardware", "threads", "batch size", "stack", "timing")
+"""What a benchmark's timings depend on: its LoadGen scenario and the load it issued (:func:`load_text`), the
+machine and settings, and whether the pre-processing was timed."""
 PERCENTILES = ("p50", "p90", "p99")
 MAX_ID_CHARS = 100
 DASH = "—"
@@ -119,6 +121,14 @@ def timing_text(record: Any) -> str:
     return "infer only (a sweep's shared loop)" if record.sweep_id else "read + pre-process + infer"
 
 
+def load_text(settings: dict[str, Any]) -> str:
+    """The load a benchmark issued: server arrivals per second, else the images a query holds."""
+    if settings.get("scenario") == "server":
+        return f"{_setting(settings.get('target_qps'))} queries/s arriving"
+    n = settings.get("samples_per_query") or 1
+    return f"{n} image{'' if n == 1 else 's'} a query"
+
+
 def _setting(value: Any) -> str:
     return DASH if value is None else str(value)
 
@@ -174,10 +184,12 @@ def bench_row(letter: str, record: Any) -> PerfRow:
         qps=qps,
         conditions=[
             str(s.get("scenario", DASH)),
+            load_text(s),
             hardware_text(record.hardware or {}),
             _setting(s.get("threads")),
             _setting(s.get("batch_size")),
             stack_text(record.runtime or {}),
+            "pre-process + infer" if s.get("timed_preprocess") else "infer only",
         ],
         note="" if record.valid else "invalid: " + "; ".join(record.invalid_reasons),
     )
