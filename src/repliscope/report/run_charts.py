@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from repliscope.report.metric_text import unit_interval_text, unit_value_text
+
 if TYPE_CHECKING:
     from repliscope.pitfalls.result import SweepResult
     from repliscope.store.run_charts import ChartData
@@ -39,23 +41,6 @@ DEFAULT = "default"
 
 RunHref = Callable[[str], str] | None
 """Run id -> the link of its point or line (None: no links, e.g. a file the CLI writes)."""
-
-
-def value_text(unit: str, value: float | None) -> str:
-    """A metric value (a fraction, as records store it) as the pages write it (the house's one format per
-    metric): ``88.90 %`` for a percent metric, ``0.5844`` for a fraction."""
-    if value is None:
-        return "—"
-    return f"{100 * value:.2f} %" if unit == "percent" else f"{value:.4f}"
-
-
-def interval_text(unit: str, low: float | None, high: float | None) -> str:
-    """``[86.81, 90.71] %`` (percent) or ``[0.5611, 0.6072]``; ``—`` without an interval."""
-    if low is None or high is None:
-        return "—"
-    if unit == "percent":
-        return f"[{100 * low:.2f}, {100 * high:.2f}] %"
-    return f"[{low:.4f}, {high:.4f}]"
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -162,8 +147,8 @@ def metric_layout(data: ChartData) -> MetricLayout:
         for i, p in enumerate(runs):
             x = x0 + (x1 - x0) * (i + 1) / (len(runs) + 1)
             label = (
-                f"run {p.run_id[:12]}, {group}: {data.metric.name} {value_text(unit, p.value)}"
-                f" {interval_text(unit, p.low, p.high)}, {p.model} on {p.runtime}, {p.dataset}"
+                f"run {p.run_id[:12]}, {group}: {data.metric.name} {unit_value_text(unit, p.value)}"
+                f" {unit_interval_text(unit, p.low, p.high)}, {p.model} on {p.runtime}, {p.dataset}"
             )
             placed.append(
                 PlacedPoint(
@@ -175,7 +160,7 @@ def metric_layout(data: ChartData) -> MetricLayout:
                     label=label,
                 )
             )
-    claims = tuple((round(y_of(c.value), 2), f"claim {c.model} {value_text(unit, c.value)}") for c in data.claims)
+    claims = tuple((round(y_of(c.value), 2), f"claim {c.model} {unit_value_text(unit, c.value)}") for c in data.claims)
     return MetricLayout(
         width=right + MARGIN_RIGHT,
         height=bottom + MARGIN_BOTTOM,
@@ -506,13 +491,13 @@ def parallel_layout(data: ParallelData, chosen: str | None = None) -> ParallelLa
     lines = []
     for line in data.lines:
         points = tuple((x, round(y_of(line.values[name]), 2)) for name, x, y_of in scales)
-        parts = [f"{k} {v if k != data.metric else value_text(data.unit, v)}" for k, v in line.values.items()]
+        parts = [f"{k} {v if k != data.metric else unit_value_text(data.unit, v)}" for k, v in line.values.items()]
         label = (
             f"run {line.run_id[:12]}, {line.variant}"
             + (" (the reference)" if line.reference else "")
             + ": "
             + ", ".join(parts[1:])
-            + f" {interval_text(data.unit, line.low, line.high)}"
+            + f" {unit_interval_text(data.unit, line.low, line.high)}"
         )
         lines.append(PlacedLine(line.run_id, points, line.reference, line.run_id == chosen, label))
     width = PC_LEFT + (len(data.axes) - 1) * AXIS_GAP + 90
@@ -599,6 +584,6 @@ def table_rows(data: ParallelData) -> list[list[str]]:
         for axis in data.axes[:-1]:
             v = line.values[axis.name]
             cells.append(v if isinstance(v, str) else f"{v:g}")
-        cells.append(f"{value_text(data.unit, line.metric)} {interval_text(data.unit, line.low, line.high)}")
+        cells.append(f"{unit_value_text(data.unit, line.metric)} {unit_interval_text(data.unit, line.low, line.high)}")
         rows.append(cells)
     return rows

@@ -113,15 +113,15 @@ def _claim_numbers(claim: Mapping[str, Any]) -> tuple[str, str, str]:
     """A claim's claimed value, measured value and interval: in percent, or for a metric claimed as a fraction
     (COCO AP, mIoU) as the fraction the web pages show (``0.3310``, never ``33.10%``)."""
     from repliscope.manifest.schema import claim_metric_spec
-    from repliscope.report.run_charts import interval_text, value_text
+    from repliscope.report.metric_text import unit_interval_text, unit_value_text
 
     spec = claim_metric_spec(str(claim.get("metric")))
     low, high = claim.get("ci_low"), claim.get("ci_high")
     if spec is not None and spec.unit == "fraction":
         return (
-            value_text("fraction", claim.get("claimed")),
-            value_text("fraction", claim.get("measured")),
-            interval_text("fraction", low, high),
+            unit_value_text("fraction", claim.get("claimed")),
+            unit_value_text("fraction", claim.get("measured")),
+            unit_interval_text("fraction", low, high),
         )
     return fmt.pct(claim.get("claimed"), 2), fmt.pct(claim.get("measured"), 2), fmt.interval(low, high, 2)
 

@@ -1,29 +1,21 @@
-"""One number format per metric on every web page (runs list, run page, models and claims pages, compare).
-
-The house rule, from the metric's :class:`~repliscope.tasks.base.MetricSpec` (the unit its claims are written in):
-
-- a **percent** metric (classification's ``top1``, ``top5``: ImageNet papers and timm's tables read accuracy in
-  percent) reads ``88.90 %``: two decimals, so one sample of 1000 (0.10 %) and of 50,000 (0.002 %, rounded) moves
-  it visibly; its 95 % interval ``[86.81, 90.71] %``; a difference ``+0.20 pp`` (percentage points);
-- a **fraction** metric (detection's COCO ``AP``, ``AP50``, ..., ``AR100``; segmentation's ``mIoU``, ``fwIoU``,
-  ``pixel_accuracy``: COCOeval and the segmentation toolkits print fractions, ``0.374``) reads ``0.3741``: four
-  decimals, COCOeval's three plus one, because two runtimes on the same images often differ in the fourth; its
-  interval ``[0.3612, 0.3857]``; a difference ``+0.0012``;
-- a metric no task names: a proportion over samples (a record's ``successes`` is set) as a percent, else a
-  fraction.
-
-A claim is shown in its metric's format too: the manifest's ``AP: 0.331`` reads ``0.3310`` next to the measured
-``0.3254``, never ``33.10 %``. Exports (``/api/v1/runs/export``, the samples CSV / JSON, the REST API) keep the
-raw numbers as records store them (fractions, full precision): this module formats for reading only.
-"""
+"""The web pages' numbers in the house's one format per metric (:mod:`repliscope.report.metric_text` holds the
+rule; this module applies it to the run page's view, a sweep's pitfall table and the templates' filters)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING, Any
 
-from repliscope.tasks.base import MetricSpec
+from repliscope.report.metric_text import (
+    MISSING,
+    count_of,
+    delta_text,
+    headline_text,
+    interval_text,
+    is_percent,
+    metric_specs,
+    value_text,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,66 +24,19 @@ if TYPE_CHECKING:
     from repliscope.pitfalls.result import VariantOutcome
     from repliscope.report.view import PitfallRow, ReportView
 
-MISSING = "—"
-PERCENT_DIGITS = 2
-"""Decimals of a percent metric (``88.90 %``)."""
-FRACTION_DIGITS = 4
-"""Decimals of a fraction metric (``0.3741``)."""
-
-
-@functools.cache
-def metric_specs() -> dict[str, MetricSpec]:
-    """Every registered task's metric specs by metric name."""
-    from repliscope.tasks.base import all_tasks
-
-    return {spec.name: spec for task in all_tasks() for spec in task.metric_specs}
-
-
-def is_percent(name: str | None, proportion: bool = False) -> bool:
-    """Whether metric ``name`` reads in percent: its spec's unit; a metric no task names when it is a
-    ``proportion`` over samples (a record's ``successes`` is set)."""
-    spec = metric_specs().get(name or "")
-    return proportion if spec is None else spec.unit == "percent"
-
-
-def value_text(name: str | None, value: float | None, proportion: bool = False) -> str:
-    """``value`` of metric ``name`` (a fraction, as records store it) in the metric's format: ``88.90 %``,
-    ``0.3741``; ``—`` for None."""
-    if name is None or value is None:
-        return MISSING
-    if is_percent(name, proportion):
-        return f"{100 * value:.{PERCENT_DIGITS}f} %"
-    return f"{value:.{FRACTION_DIGITS}f}"
-
-
-def interval_text(name: str | None, low: float | None, high: float | None, proportion: bool = False) -> str:
-    """The 95 % interval of metric ``name`` in its format: ``[86.81, 90.71] %``, ``[0.3612, 0.3857]``; ``—``
-    when either end is None."""
-    if name is None or low is None or high is None:
-        return MISSING
-    if is_percent(name, proportion):
-        return f"[{100 * low:.{PERCENT_DIGITS}f}, {100 * high:.{PERCENT_DIGITS}f}] %"
-    return f"[{low:.{FRACTION_DIGITS}f}, {high:.{FRACTION_DIGITS}f}]"
-
-
-def delta_text(name: str | None, delta: float | None, proportion: bool = False) -> str:
-    """A difference of metric ``name`` with its sign: ``+0.20 pp`` (percentage points), ``-0.0012``; ``—`` for
-    None."""
-    if name is None or delta is None:
-        return MISSING
-    if is_percent(name, proportion):
-        return f"{100 * delta:+.{PERCENT_DIGITS}f} pp"
-    return f"{delta:+.{FRACTION_DIGITS}f}"
-
-
-def headline_text(name: str | None, value: float | None) -> str:
-    """``top1 88.90 %``, ``AP 0.1260``, ``mIoU 0.5844``; ``—`` without a value."""
-    return MISSING if name is None or value is None else f"{name} {value_text(name, value)}"
-
-
-def count_of(n: int, noun: str) -> str:
-    """``1 object``, ``2 objects``, ``0 objects``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+__all__ = [
+    "FILTERS",
+    "MISSING",
+    "count_of",
+    "delta_text",
+    "headline_text",
+    "interval_text",
+    "is_percent",
+    "metric_specs",
+    "run_view_numbers",
+    "sweep_row_numbers",
+    "value_text",
+]
 
 
 def run_view_numbers(view: ReportView, record: EvaluationRecord) -> ReportView:
