@@ -51,7 +51,7 @@ def test_every_runtime_option_lists_every_registered_runtime() -> None:
     every = " | ".join(runtime_names())
     assert len(runtime_names()) == 9
     helps = {**_options("--runtime"), **_options("--runtimes"), **_options("--model-runtime")}
-    assert set(helps) == {"evaluate", "pitfalls", "bench", "stacks", "diff"}
+    assert set(helps) == {"evaluate", "pitfalls", "bench", "stacks", "diff", "runs chart"}
     missing = {name: h for name, h in helps.items() if every not in h}
     assert missing == {}
     assert every in _options("--model-runtime")["diff"]

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from repliscope.cli.common import DbOption, fail
+from repliscope.cli.common import DbOption, fail, runtime_help
 from repliscope.cli.output import console
 from repliscope.errors import RepliscopeError
 
@@ -27,7 +27,7 @@ def runs_chart(
         typer.Option(help="Group the runs by runtime | stack | framework_version | variant | dataset | model."),
     ] = "runtime",
     model: Annotated[str | None, typer.Option(help="Only the runs of this model (manifest name).")] = None,
-    runtime: Annotated[str | None, typer.Option(help="Only the runs on this runtime.")] = None,
+    runtime: Annotated[str | None, typer.Option(help=f"Only the runs on this runtime: {runtime_help(None)}.")] = None,
     dataset: Annotated[str | None, typer.Option(help="Only the runs on this dataset (its name).")] = None,
     sweep: Annotated[str | None, typer.Option(help="Only the runs of this pitfall sweep (a unique id prefix).")] = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="Chart the newest this many runs at most.")] = 500,
