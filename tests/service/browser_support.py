@@ -114,7 +114,7 @@ def chromium_driver(chromium: str, chromedriver: str, *, width: int = 1280, heig
 def set_width(driver: WebDriver, width: int, height: int = 900) -> None:
     """Resize the viewport (not the window) to ``width`` CSS px via the DevTools device metrics override."""
     driver.execute_cdp_cmd(
-        "Emulation.setDeviceMetricsOverride",  # type: ignore[attr-defined]
+        "Emulation.setDeviceMetricsOverride",
         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
     )
 
@@ -186,7 +186,7 @@ def screenshot(driver: WebDriver, name: str, widths: tuple[int, ...] = (1280, 39
         driver.save_screenshot(str(path))
         assert path.stat().st_size > 1000, f"{path} is a blank screenshot"
         paths.append(path)
-    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})  # type: ignore[attr-defined]
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     if name in TOUR and widths[0] == 1280:
         docs_image(paths, f"tour-{name}")
     return paths
@@ -197,6 +197,23 @@ def at_path(driver: WebDriver, path: str) -> bool:
     from urllib.parse import urlsplit
 
     return urlsplit(driver.current_url).path == path
+
+
+@contextmanager
+def logged_in_browser(url: str, token: str, landing: str, *, downloads: Path | None = None) -> Iterator[WebDriver]:
+    """Chromium signed in with ``token`` through the login form (focused on load: typed at once, then Enter), on
+    ``landing`` (a path); ``downloads``: the folder downloads go to."""
+    from selenium.webdriver.common.keys import Keys
+
+    chromium, chromedriver = browser_paths()
+    with chromium_driver(chromium, chromedriver) as d:
+        if downloads is not None:
+            d.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        d.get(f"{url}/login?next={landing}")
+        assert d.switch_to.active_element.get_attribute("id") == "token"
+        d.switch_to.active_element.send_keys(token, Keys.ENTER)
+        poll(lambda: at_path(d, landing), timeout=30, what=f"{landing} after logging in")
+        yield d
 
 
 def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.5) -> T:

@@ -91,7 +91,7 @@ class WebClient(TestClient):
         assert found is not None, f"no csrf_token in the page: {page.status_code} {page.text[:300]}"
         return found.group(1)
 
-    def post(self, url: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def post(self, url: Any, *args: Any, **kwargs: Any) -> Any:
         data = kwargs.get("data")
         if str(url) in ("/login", "/logout", "/new") and (data is None or "csrf_token" not in data):
             kwargs["data"] = {**(data or {}), "csrf_token": self.page_csrf(str(url))}
