@@ -21,11 +21,10 @@ import pytest
 from tests.conftest import LITE0
 from tests.service.browser_support import (
     REPO,
-    at_path,
     browser_paths,
-    chromium_driver,
     docs_image,
     live_server,
+    logged_in_browser,
     page_images,
     poll,
     screenshot,
@@ -130,12 +129,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.get(f"{seeded.url}/login?next=/runs")
-        assert d.switch_to.active_element.get_attribute("id") == "token"  # focused on load: type at once
-        d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
+    with logged_in_browser(seeded.url, seeded.admin, "/runs") as d:
         yield d
 
 

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.service.browser_support import at_path, browser_paths, chromium_driver, live_server, poll, screenshot
+from tests.service.browser_support import (
+    at_path,
+    browser_paths,
+    live_server,
+    logged_in_browser,
+    poll,
+    screenshot,
+)
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
@@ -18,7 +25,6 @@ pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' ext
 
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
@@ -61,11 +67,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.get(f"{seeded.url}/login?next=/runs")
-        d.switch_to.active_element.send_keys(seeded.viewer, Keys.ENTER)
-        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
+    with logged_in_browser(seeded.url, seeded.viewer, "/runs") as d:
         yield d
 
 

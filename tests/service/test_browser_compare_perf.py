@@ -13,7 +13,14 @@ from dataclasses import dataclass
 import pytest
 
 from repliscope.evaluation.record import EvaluationRecord
-from tests.service.browser_support import at_path, browser_paths, chromium_driver, live_server, poll, screenshot
+from tests.service.browser_support import (
+    at_path,
+    browser_paths,
+    live_server,
+    logged_in_browser,
+    poll,
+    screenshot,
+)
 from tests.service.test_compare_tasks_and_timings import detections  # noqa: F401  (fixture)
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
@@ -63,11 +70,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, detections: list[Evaluation
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.get(f"{seeded.url}/login?next=/runs")
-        d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
+    with logged_in_browser(seeded.url, seeded.admin, "/runs") as d:
         yield d
 
 

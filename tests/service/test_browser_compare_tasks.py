@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from tests.service.browser_support import (
-    at_path,
     browser_paths,
-    chromium_driver,
     live_server,
+    logged_in_browser,
     page_images,
     poll,
     screenshot,
@@ -28,7 +27,6 @@ pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
 pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -83,11 +81,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.get(f"{seeded.url}/login?next=/runs")
-        d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
+    with logged_in_browser(seeded.url, seeded.admin, "/runs") as d:
         yield d
 
 

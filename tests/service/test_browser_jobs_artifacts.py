@@ -17,14 +17,20 @@ from typing import Any
 import pytest
 
 from tests.conftest import LITE0
-from tests.service.browser_support import at_path, browser_paths, chromium_driver, live_server, poll, screenshot
+from tests.service.browser_support import (
+    at_path,
+    browser_paths,
+    live_server,
+    logged_in_browser,
+    poll,
+    screenshot,
+)
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
 pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from repliscope.service.executor import ThreadJobExecutor
@@ -107,14 +113,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.execute_cdp_cmd(  # type: ignore[attr-defined]
-            "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(seeded.downloads)}
-        )
-        d.get(f"{seeded.url}/login?next=/jobs")
-        d.switch_to.active_element.send_keys(seeded.runner, Keys.ENTER)
-        poll(lambda: at_path(d, "/jobs"), timeout=30, what="the jobs page after logging in")
+    with logged_in_browser(seeded.url, seeded.runner, "/jobs", downloads=seeded.downloads) as d:
         yield d
 
 

@@ -12,14 +12,19 @@ from typing import Any
 
 import pytest
 
-from tests.service.browser_support import at_path, browser_paths, chromium_driver, live_server, poll, screenshot
+from tests.service.browser_support import (
+    browser_paths,
+    live_server,
+    logged_in_browser,
+    poll,
+    screenshot,
+)
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
 pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -84,11 +89,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.get(f"{seeded.url}/login?next=/jobs")
-        d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: at_path(d, "/jobs"), timeout=30, what="the jobs page after logging in")
+    with logged_in_browser(seeded.url, seeded.admin, "/jobs") as d:
         yield d
 
 

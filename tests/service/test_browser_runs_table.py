@@ -14,10 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.service.browser_support import (
-    at_path,
     browser_paths,
-    chromium_driver,
     live_server,
+    logged_in_browser,
     poll,
     screenshot,
     set_width,
@@ -110,11 +109,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 
 @pytest.fixture(scope="module")
 def driver(seeded: Seeded) -> Iterator[WebDriver]:
-    chromium, chromedriver = browser_paths()
-    with chromium_driver(chromium, chromedriver) as d:
-        d.get(f"{seeded.url}/login?next=/runs")
-        d.switch_to.active_element.send_keys(seeded.admin, Keys.ENTER)
-        poll(lambda: at_path(d, "/runs"), timeout=30, what="the runs page after logging in")
+    with logged_in_browser(seeded.url, seeded.admin, "/runs") as d:
         yield d
 
 
