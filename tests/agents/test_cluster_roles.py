@@ -75,9 +75,9 @@ def test_a_plaintext_scheduler_on_every_interface_is_refused() -> None:
 def test_insecure_cluster_lets_a_plaintext_agent_listen_widely_with_a_warning(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from repliscope.agents.security import InsecureClusterWarning
-
     import dask
+
+    from repliscope.agents.security import InsecureClusterWarning
 
     # nothing listens on port 1: the agent gets past the rule (warned), then cannot join (Dask retries the refused
     # connection until its connect timeout, 30 s by default: 2 s here)
