@@ -266,16 +266,10 @@ class AnnotationStore:
         """Add ``tags`` to the run (those it has already are left as they are); one audit entry when any is new.
         More than :data:`MAX_TAGS` on the run: InvalidInputError naming ``tags``."""
         check_actor(actor, via)
-        wanted = builtins.list(dict.fromkeys(check_tag(t) for t in tags))
-        if not wanted:
-            raise InvalidInputError("tags: give at least one tag", "tags")
+        wanted = _checked_tags(tags)
         with self.db.session(write=True, failing="the tags could not be written to") as session:
             full_id = self._resolve(session, run_id)
-            have = builtins.list(
-                session.scalars(
-                    select(RunTagRow.tag).where(RunTagRow.run_id == full_id).order_by(RunTagRow.added_at, RunTagRow.tag)
-                )
-            )
+            have = _tags_of(session, full_id)
             new = [t for t in wanted if t not in have]
             if len(have) + len(new) > MAX_TAGS:
                 raise InvalidInputError(
@@ -292,16 +286,10 @@ class AnnotationStore:
     def remove_tags(self, run_id: str, tags: Sequence[str], actor: str, via: str) -> RunAnnotations:
         """Remove ``tags`` from the run; a tag the run does not have is a NotFoundError naming ``tag``."""
         check_actor(actor, via)
-        unwanted = builtins.list(dict.fromkeys(check_tag(t) for t in tags))
-        if not unwanted:
-            raise InvalidInputError("tags: give at least one tag", "tags")
+        unwanted = _checked_tags(tags)
         with self.db.session(write=True, failing="the tags could not be written to") as session:
             full_id = self._resolve(session, run_id)
-            have = builtins.list(
-                session.scalars(
-                    select(RunTagRow.tag).where(RunTagRow.run_id == full_id).order_by(RunTagRow.added_at, RunTagRow.tag)
-                )
-            )
+            have = _tags_of(session, full_id)
             missing = [t for t in unwanted if t not in have]
             if missing:
                 raise NotFoundError(f"tag: run {full_id} has no tag {missing[0]!r}", "tag")
@@ -439,3 +427,17 @@ def change_text(entry: AuditEntry) -> str:
             f"{str(before.get('result_hash'))[:12]}"
         )
     return ""
+
+
+def _checked_tags(tags: Sequence[str]) -> list[str]:
+    """``tags`` checked (:func:`check_tag`), duplicates dropped, in order; none: InvalidInputError naming ``tags``."""
+    checked = builtins.list(dict.fromkeys(check_tag(t) for t in tags))
+    if not checked:
+        raise InvalidInputError("tags: give at least one tag", "tags")
+    return checked
+
+
+def _tags_of(session: Session, run_id: str) -> list[str]:
+    """The run's tags in the order they were added."""
+    query = select(RunTagRow.tag).where(RunTagRow.run_id == run_id).order_by(RunTagRow.added_at, RunTagRow.tag)
+    return builtins.list(session.scalars(query))
