@@ -78,8 +78,8 @@ def test_a_bootstrap_metric_on_too_few_images_is_not_comparable() -> None:
     assert (v.verdict, v.direction, v.sampling) == ("not comparable", None, None)
     assert v.reason == (
         f"too few samples for an interval of AP: {few.n} images, and a bootstrap interval over images is used from "
-        f"{MIN_BOOTSTRAP_SAMPLES} (the smallest size its coverage was measured near 95 % at; claimed 30.00%, "
-        "measured 60.00%)"
+        f"{MIN_BOOTSTRAP_SAMPLES} (the smallest size its coverage was measured near 95 % at; claimed 0.3000, "
+        "measured 0.6000)"
     )
     enough = few.model_copy(update={"n": MIN_BOOTSTRAP_SAMPLES})
     v = judge_claim(AP_CLAIM, enough, COCO_VAL, "coco-val-mini", sampling=sample_selection(enough.n, COCO_VAL))
@@ -97,7 +97,7 @@ def test_a_coco_number_on_too_few_objects_per_category_is_not_comparable() -> No
     assert v.reason == (
         "too few objects for an interval of AP: a median of 12 ground-truth objects per category, and a bootstrap "
         f"interval of a COCO number is used from {MIN_OBJECTS_PER_CATEGORY:g} (its coverage was measured near 95 % "
-        "from there; n=200 images, claimed 30.00%, measured 60.00%)"
+        "from there; n=200 images, claimed 0.3000, measured 0.6000)"
     )
     v = judge_claim(AP_CLAIM, metric, COCO_VAL, "coco-mini", sampling=sampling, per_category=MIN_OBJECTS_PER_CATEGORY)
     assert (v.verdict, v.direction) == ("inconsistent", "beats")

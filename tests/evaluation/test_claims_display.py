@@ -152,4 +152,4 @@ def test_the_models_pages_claim_line_says_how_the_samples_were_chosen() -> None:
     macro = _environment().from_string('{% from "claim_macros.html" import claim_line %}{{ claim_line(c) }}')
     html = macro.render(c=cell)
     assert '<span class="badge direction-short" data-direction="short">▼ falls short of its claim</span>' in html
-    assert '· claimed 75.1 % · <span class="sampling" data-sampling="selection">samples: selection</span>' in html
+    assert '· claimed 75.10 % · <span class="sampling" data-sampling="selection">samples: selection</span>' in html

@@ -114,12 +114,12 @@ def test_claim_judged_on_the_bootstrap_interval(prepared: PreparedRun, synthetic
     # 16 images: below MIN_BOOTSTRAP_SAMPLES an AP interval under-covers, so no verdict (issue 35)
     assert (ap.verdict, ap.claimed, ap.ci_low, ap.ci_high) == ("not comparable", 0.9, 1.0, 1.0)
     assert (ap50.verdict, ap50.claimed) == ("not comparable", 1.0)
-    assert "0.9" not in ap.reason and "claimed 90.00%" in ap.reason  # a fraction claim is not divided by 100
+    assert "claimed 0.9000, measured 1.0000" in ap.reason and "90.00%" not in ap.reason  # a fraction, as claimed
     assert ap.reason.startswith("too few samples for an interval of AP: 16 images, and a bootstrap interval over")
     from repliscope.report.markdown import render_run_markdown
 
     md = render_run_markdown(claimed)
-    assert "- **NOT COMPARABLE** — AP 90.00% claimed on synthetic/seed0; measured 100.00% [100.00%, 100.00%]" in md
+    assert "- **NOT COMPARABLE** — AP 0.9000 claimed on synthetic/seed0; measured 1.0000 [1.0000, 1.0000]" in md
     from repliscope.report.sections import claim_figure, embed_sink
 
     figure = claim_figure(claimed.claims, claimed.metrics, embed_sink)

@@ -33,6 +33,7 @@ from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import ClaimVerdict, MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef, claim_metric_spec
 from repliscope.metrics.intervals import MAX_HALF_WIDTH, MIN_BOOTSTRAP_SAMPLES, MIN_OBJECTS_PER_CATEGORY
+from repliscope.tasks.metric_text import unit_value_text
 
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
 Direction = Literal["beats", "falls short", "within"]
@@ -195,6 +196,15 @@ def judge_claim(
     spec = claim_metric_spec(claim.metric)
     claimed = round(claim.value / 100.0, 10) if spec is not None and spec.unit == "percent" else claim.value
     evaluated = f"{evaluated_name} (as {dataset_label(evaluated_as)})" if evaluated_as else evaluated_name
+    fraction = spec is not None and spec.unit == "fraction"  # AP 0.331 reads 0.3310 (tasks.metric_text), not 33.10%
+
+    def num(value: float) -> str:
+        return unit_value_text("fraction", value) if fraction else f"{value:.2%}"
+
+    def spread(half: float) -> str:
+        return f"±{half:.4f}" if fraction else f"±{100 * half:.1f} pt"
+
+    limit = f"±{MAX_HALF_WIDTH:g}" if fraction else f"±{100 * MAX_HALF_WIDTH:g} pt"
 
     def verdict(v: Verdict, reason: str, direction: Direction | None = None) -> ClaimVerdict:
         if failed:
@@ -243,36 +253,37 @@ def judge_claim(
             "not comparable",
             f"too few samples for an interval of {claim.metric}: {metric.n} images, and a bootstrap interval over "
             f"images is used from {MIN_BOOTSTRAP_SAMPLES} (the smallest size its coverage was measured near 95 % "
-            f"at; claimed {claimed:.2%}, measured {metric.value:.2%})",
+            f"at; claimed {num(claimed)}, measured {num(metric.value)})",
         )
     if metric.successes is None and per_category is not None and per_category < MIN_OBJECTS_PER_CATEGORY:
         return verdict(
             "not comparable",
             f"too few objects for an interval of {claim.metric}: a median of {per_category:g} ground-truth objects "
             f"per category, and a bootstrap interval of a COCO number is used from {MIN_OBJECTS_PER_CATEGORY:g} "
-            f"(its coverage was measured near 95 % from there; n={metric.n} images, claimed {claimed:.2%}, "
-            f"measured {metric.value:.2%})",
+            f"(its coverage was measured near 95 % from there; n={metric.n} images, claimed {num(claimed)}, "
+            f"measured {num(metric.value)})",
         )
-    interval = f"95 % interval [{metric.ci_low:.2%}, {metric.ci_high:.2%}] of the measured {metric.value:.2%}"
+    interval = f"95 % interval [{num(metric.ci_low)}, {num(metric.ci_high)}] of the measured {num(metric.value)}"
     half = (metric.ci_high - metric.ci_low) / 2.0
     direction = direction_of(claimed, metric.ci_low, metric.ci_high)
     if direction != "within":
         side = "below" if direction == "beats" else "above"
         return verdict(
             "inconsistent",
-            f"the model {DIRECTION_TEXT[direction]}: the claimed {claimed:.2%} is {side} the {interval} (n={metric.n})",
+            f"the model {DIRECTION_TEXT[direction]}: the claimed {num(claimed)} is {side} the {interval} "
+            f"(n={metric.n})",
             direction,
         )
     if round(half, 12) <= MAX_HALF_WIDTH:  # 0.74 - 0.70 is 0.04000000000000004 in floats
         return verdict(
             "consistent",
-            f"the claimed {claimed:.2%} is inside the {interval} (n={metric.n}, ±{100 * half:.1f} pt)",
+            f"the claimed {num(claimed)} is inside the {interval} (n={metric.n}, {spread(half)})",
             direction,
         )
     return verdict(
         "not comparable",
-        f"too few samples to judge: the claimed {claimed:.2%} is inside the {interval} (n={metric.n}), but the "
-        f"interval is ±{100 * half:.1f} pt and a verdict needs ±{100 * MAX_HALF_WIDTH:g} pt or narrower "
+        f"too few samples to judge: the claimed {num(claimed)} is inside the {interval} (n={metric.n}), but the "
+        f"interval is {spread(half)} and a verdict needs {limit} or narrower "
         f"(about n >= {samples_for(half, metric.n):,})",
         direction,
     )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from repliscope.report.metric_text import unit_interval_text, unit_value_text
+from repliscope.tasks.metric_text import unit_interval_text, unit_value_text
 
 if TYPE_CHECKING:
     from repliscope.pitfalls.result import SweepResult

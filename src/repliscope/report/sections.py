@@ -113,7 +113,7 @@ def _claim_numbers(claim: Mapping[str, Any]) -> tuple[str, str, str]:
     """A claim's claimed value, measured value and interval: in percent, or for a metric claimed as a fraction
     (COCO AP, mIoU) as the fraction the web pages show (``0.3310``, never ``33.10%``)."""
     from repliscope.manifest.schema import claim_metric_spec
-    from repliscope.report.metric_text import unit_interval_text, unit_value_text
+    from repliscope.tasks.metric_text import unit_interval_text, unit_value_text
 
     spec = claim_metric_spec(str(claim.get("metric")))
     low, high = claim.get("ci_low"), claim.get("ci_high")

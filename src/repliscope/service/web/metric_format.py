@@ -1,4 +1,4 @@
-"""The web pages' numbers in the house's one format per metric (:mod:`repliscope.report.metric_text` holds the
+"""The web pages' numbers in the house's one format per metric (:mod:`repliscope.tasks.metric_text` holds the
 rule; this module applies it to the run page's view, a sweep's pitfall table and the templates' filters)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from repliscope.report.metric_text import (
+from repliscope.tasks.metric_text import (
     MISSING,
     count_of,
     delta_text,
