@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +17,6 @@ import typer
 
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.output import console
-from repliscope.cli.runs_cmd import runs_app
 from repliscope.errors import RepliscopeError
 
 ByOption = Annotated[
@@ -65,7 +65,6 @@ def print_annotations(store: Any, run_id: str) -> None:
         _show(notes, as_json=False)
 
 
-@runs_app.command("tag")
 def runs_tag(
     run: Annotated[str, typer.Argument(help="A run id or a unique prefix of at least 6 characters.")],
     tags: Annotated[list[str], typer.Argument(help="Tags to add: 1-64 of A-Z a-z 0-9 _ . : - each; 32 a run.")],
@@ -80,7 +79,6 @@ def runs_tag(
         fail(exc)
 
 
-@runs_app.command("untag")
 def runs_untag(
     run: Annotated[str, typer.Argument(help="A run id or a unique prefix of at least 6 characters.")],
     tags: Annotated[list[str], typer.Argument(help="Tags to remove (each must be on the run).")],
@@ -124,7 +122,6 @@ def _note_text(text: str | None, file: Path | None) -> str:
         raise RepliscopeError(f"--file {file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-@runs_app.command("note")
 def runs_note(
     run: Annotated[str, typer.Argument(help="A run id or a unique prefix of at least 6 characters.")],
     text: Annotated[str | None, typer.Argument(help="The note (replaces the run's note; '' clears it).")] = None,
@@ -142,7 +139,6 @@ def runs_note(
         fail(exc)
 
 
-@runs_app.command("rename")
 def runs_rename(
     run: Annotated[str, typer.Argument(help="A run id or a unique prefix of at least 6 characters.")],
     name: Annotated[str | None, typer.Argument(help="The display name (1-200 characters).")] = None,
@@ -161,7 +157,6 @@ def runs_rename(
         fail(exc)
 
 
-@runs_app.command("delete")
 def runs_delete(
     run: Annotated[str, typer.Argument(help="A run id or a unique prefix of at least 6 characters.")],
     yes: Annotated[bool, typer.Option("--yes", help="Really delete (required: there is no undo).")] = False,
@@ -190,7 +185,6 @@ def runs_delete(
     )
 
 
-@runs_app.command("audit")
 def runs_audit(
     run: Annotated[
         str | None, typer.Argument(help="Only this run (an id or a unique prefix; deleted runs too).")
@@ -240,3 +234,14 @@ def matching_runs(
             break
         page += 1
     return found
+
+
+COMMANDS: dict[str, Callable[..., None]] = {
+    "tag": runs_tag,
+    "untag": runs_untag,
+    "note": runs_note,
+    "rename": runs_rename,
+    "delete": runs_delete,
+    "audit": runs_audit,
+}
+"""The ``runs`` subcommands of this module by name (registered by :mod:`repliscope.cli.runs_cmd`)."""

@@ -435,7 +435,9 @@ def runs_compare(run_a: str, run_b: str, db: DbOption = None, as_json: JsonOptio
         raise typer.Exit(code=1)
 
 
-from repliscope.cli import runs_annotate_cmd as _annotate  # noqa: E402,F401  (registers tag, note, rename, delete, audit)
+from repliscope.cli.runs_annotate_cmd import COMMANDS as ANNOTATE_COMMANDS  # noqa: E402  (tag, note, rename, ...)
 from repliscope.cli.runs_chart_cmd import runs_chart  # noqa: E402  (runs chart: an SVG of stored runs)
 
+for _name, _command in ANNOTATE_COMMANDS.items():
+    runs_app.command(_name)(_command)
 runs_app.command("chart")(runs_chart)
