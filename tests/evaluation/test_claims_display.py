@@ -85,7 +85,7 @@ def test_the_report_gives_direction_and_sampling() -> None:
 
 
 def test_the_run_page_claims_table_gives_direction_and_sampling() -> None:
-    from repliscope.service.web.routes import _environment
+    from repliscope.service.web.page_kit import environment as _environment
 
     template = _environment().get_template("claims.html")
     rows = claim_rows([_falls_short_on_a_limit()])
@@ -145,7 +145,7 @@ def test_the_cli_line_shows_an_old_wide_consistent_as_not_comparable(monkeypatch
 
 def test_the_models_pages_claim_line_says_how_the_samples_were_chosen() -> None:
     from repliscope.service.web.claim_cells import claim_cell
-    from repliscope.service.web.routes import _environment
+    from repliscope.service.web.page_kit import environment as _environment
 
     cell = claim_cell(_falls_short_on_a_limit().model_dump())
     assert (cell.verdict, cell.direction, cell.sampling) == ("inconsistent", "short", "selection")

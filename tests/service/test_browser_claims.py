@@ -107,8 +107,8 @@ def test_models_pages_tell_beats_from_falls_short(site: Site, driver: WebDriver)
         colours = {b.text: b.value_of_css_property("color") for b in verdicts}
         assert colours == {"inconsistent ▲": "rgba(11, 79, 138, 1)", "inconsistent ▼": "rgba(179, 38, 30, 1)"}
         lines = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".claim-line")]
-        assert any(line.endswith("· claimed 10.0 %") and "(95 % interval " in line for line in lines), lines
-        assert any(line.endswith("· claimed 99.0 %") for line in lines), lines
+        assert any(line.endswith("· claimed 10.00 %") and "(95 % interval " in line for line in lines), lines
+        assert any(line.endswith("· claimed 99.00 %") for line in lines), lines
         screenshot(driver, name)
         set_width(driver, 390)
         assert beats.is_displayed() and short.is_displayed()

@@ -13,7 +13,7 @@ from repliscope.service.web.training_diff_pages import training_context
 
 def _render(kind: str, result: dict[str, Any]) -> str:
     from repliscope.service.web.diff_pages import _fmt
-    from repliscope.service.web.routes import _environment
+    from repliscope.service.web.page_kit import environment as _environment
 
     template = _environment().get_template("diff_training.html")
     return str(template.render(d={"diff_id": "ab" * 16}, fmt=_fmt, **training_context(kind, result)))

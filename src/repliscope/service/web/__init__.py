@@ -5,6 +5,7 @@
 ``/jobs/{id}``; assets under ``/static/``.
 """
 
-from repliscope.service.web.routes import LoginRequired, login_redirect, router
+from repliscope.service.web.page_kit import LoginRequired, login_redirect
+from repliscope.service.web.routes import router
 
 __all__ = ["LoginRequired", "login_redirect", "router"]

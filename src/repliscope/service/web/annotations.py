@@ -21,14 +21,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from repliscope.errors import StoreError
-from repliscope.service.web.routes import (
+from repliscope.service.web import page_kit as kit
+from repliscope.service.web.page_kit import (
     CSRF_REFUSED,
     SignedIn,
-    _error,
-    _form_csrf_ok,
-    _page,
-    _role_at_least,
-    _store,
     page_number_problem,
 )
 
@@ -111,13 +107,13 @@ def _back(run_id: str, anchor: str = "annotations") -> RedirectResponse:
 async def _form(request: Request, principal: Any, role: str, what: str) -> tuple[Any, Response | None]:
     """The form of an annotation POST when ``principal`` has ``role`` and the form its CSRF token; else the
     refusal page (the role is checked before the body is read)."""
-    if not _role_at_least(principal, role):
-        return None, _error(
+    if not kit.role_at_least(principal, role):
+        return None, kit.error_page(
             principal, 403, f"{what} needs the role '{role}'; the token '{principal.name}' has '{principal.role}'"
         )
     form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS)
-    if not _form_csrf_ok(form, principal):
-        return None, _error(principal, 403, CSRF_REFUSED)
+    if not kit.form_csrf_ok(form, principal):
+        return None, kit.error_page(principal, 403, CSRF_REFUSED)
     return form, None
 
 
@@ -134,7 +130,7 @@ async def _change(principal: Any, call: Any) -> Response | None:
     try:
         await run_in_threadpool(run)
     except ApiError as exc:
-        return _error(principal, exc.status, exc.message)
+        return kit.error_page(principal, exc.status, exc.message)
     return None
 
 
@@ -145,7 +141,7 @@ async def add_tag(request: Request, run_id: str, principal: SignedIn) -> Respons
     if refusal is not None:
         return refusal
     words = [w for w in re.split(r"[\s,]+", str(form.get("tags") or "")) if w]
-    store = _store(request)
+    store = kit.store_of(request)
     refused = await _change(principal, lambda: store.annotations.add_tags(run_id, words, principal.name, "web"))
     return refused or _back(run_id)
 
@@ -157,7 +153,7 @@ async def remove_tag(request: Request, run_id: str, principal: SignedIn) -> Resp
     if refusal is not None:
         return refusal
     tag = str(form.get("tag") or "")
-    store = _store(request)
+    store = kit.store_of(request)
     refused = await _change(principal, lambda: store.annotations.remove_tags(run_id, [tag], principal.name, "web"))
     return refused or _back(run_id)
 
@@ -169,7 +165,7 @@ async def edit_note(request: Request, run_id: str, principal: SignedIn) -> Respo
     if refusal is not None:
         return refusal
     text = str(form.get("note") or "").replace("\r\n", "\n")  # a textarea sends CRLF line breaks
-    store = _store(request)
+    store = kit.store_of(request)
     refused = await _change(principal, lambda: store.annotations.set_note(run_id, text, principal.name, "web"))
     return refused or _back(run_id)
 
@@ -181,7 +177,7 @@ async def rename(request: Request, run_id: str, principal: SignedIn) -> Response
     if refusal is not None:
         return refusal
     name = str(form.get("display_name") or "").strip() or None
-    store = _store(request)
+    store = kit.store_of(request)
     refused = await _change(principal, lambda: store.annotations.rename(run_id, name, principal.name, "web"))
     return refused or _back(run_id)
 
@@ -197,12 +193,12 @@ async def delete(request: Request, run_id: str, principal: SignedIn) -> Response
     if refusal is not None:
         return refusal
     if form.get("confirm") != "yes":
-        return _error(principal, 422, "confirm: tick the box that confirms the deletion (it cannot be undone)")
-    store = _store(request)
+        return kit.error_page(principal, 422, "confirm: tick the box that confirms the deletion (it cannot be undone)")
+    store = kit.store_of(request)
     try:
         entry = await run_in_threadpool(delete_stored_run, store, run_id, principal.name, "web")
     except ApiError as exc:
-        return _error(principal, exc.status, exc.message)
+        return kit.error_page(principal, exc.status, exc.message)
     return RedirectResponse(f"/runs?deleted={quote(entry.run_id, safe='')}", status_code=303)
 
 
@@ -211,18 +207,18 @@ def audit_page(request: Request, principal: SignedIn, run_id: str = "", action: 
     """The audit of tags, notes, renames and deletions, newest first (admin)."""
     from repliscope.store.annotations import ACTIONS, change_text
 
-    if not _role_at_least(principal, "admin"):
-        return _error(
+    if not kit.role_at_least(principal, "admin"):
+        return kit.error_page(
             principal, 403, f"the audit needs the role 'admin'; the token '{principal.name}' has '{principal.role}'"
         )
     if (problem := page_number_problem(page, "page")) is not None:
-        return _error(principal, 422, problem)
+        return kit.error_page(principal, 422, problem)
     if action and action not in ACTIONS:
-        return _error(principal, 422, f"action must be one of {', '.join(ACTIONS)}, not '{action[:40]}'")
+        return kit.error_page(principal, 422, f"action must be one of {', '.join(ACTIONS)}, not '{action[:40]}'")
     if len(run_id) > 100:
-        return _error(principal, 422, "run_id must be at most 100 characters")
+        return kit.error_page(principal, 422, "run_id must be at most 100 characters")
     number = int(page)
-    entries, total = _store(request).annotations.audit(
+    entries, total = kit.store_of(request).annotations.audit(
         run_id=run_id or None, action=action or None, limit=AUDIT_PAGE_SIZE, offset=(number - 1) * AUDIT_PAGE_SIZE
     )
     rows = [
@@ -238,7 +234,7 @@ def audit_page(request: Request, principal: SignedIn, run_id: str = "", action: 
         for e in entries
     ]
     base = "&".join(f"{k}={quote(v, safe='')}" for k, v in (("run_id", run_id), ("action", action)) if v)
-    return _page(
+    return kit.page(
         principal,
         "audit.html",
         title="Audit of run annotations",

@@ -29,7 +29,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from repliscope.errors import StoreError
-from repliscope.service.web.routes import SignedIn, _error, _page, _store
+from repliscope.service.web import page_kit as kit
+from repliscope.service.web.page_kit import (
+    SignedIn,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -295,7 +298,7 @@ def run_target(request: Request, principal: Any, run_id: str) -> Target | str | 
 
     if not _ID.fullmatch(run_id):
         return None
-    store = _store(request)
+    store = kit.store_of(request)
     roots = request_roots(request, principal)
     try:
         record = store.get(run_id)
@@ -325,7 +328,7 @@ def diff_target(request: Request, principal: Any, diff_id: str) -> Target | None
 
     if not _ID.fullmatch(diff_id):
         return None
-    store = _store(request)
+    store = kit.store_of(request)
     try:
         stored = get_diff(store, diff_id)
     except StoreError:
@@ -341,12 +344,12 @@ def diff_target(request: Request, principal: Any, diff_id: str) -> Target | None
 def _list_page(principal: Any, target: Target) -> Response:
     items = listing(target, principal.role == "admin")
     title = f"Artifacts of {target.what} {target.object_id[:12]}"
-    return _page(principal, "artifacts.html", title=title, target=target, items=items)
+    return kit.page(principal, "artifacts.html", title=title, target=target, items=items)
 
 
 def _file(principal: Any, target: Target, name: str, download: str) -> Response:
     if name not in target.builders:
-        return _error(principal, 404, f"{target.what} {target.object_id[:12]} has no artifact '{name[:60]}'")
+        return kit.error_page(principal, 404, f"{target.what} {target.object_id[:12]} has no artifact '{name[:60]}'")
     kind = ARTIFACTS[name]
     data = built(target, name, principal.role == "admin")
     attach = download == "1" or not kind.viewable
@@ -367,7 +370,7 @@ def _safe_filename(name: str) -> str:
 def _bad_download(principal: Any, download: str) -> Response | None:
     if download in ("", "0", "1"):
         return None
-    return _error(principal, 422, f"download must be 0 or 1, not '{download[:20]}'")
+    return kit.error_page(principal, 422, f"download must be 0 or 1, not '{download[:20]}'")
 
 
 @router.get("/runs/{run_id}/artifacts", response_class=HTMLResponse)
@@ -376,7 +379,7 @@ def run_artifacts_page(request: Request, run_id: str, principal: SignedIn) -> Re
     sweep's id leads to its reference run's."""
     target = run_target(request, principal, run_id) if len(run_id) <= MAX_ID else None
     if target is None:
-        return _error(principal, 404, f"unknown run id '{run_id[:MAX_ID]}'")
+        return kit.error_page(principal, 404, f"unknown run id '{run_id[:MAX_ID]}'")
     if isinstance(target, str):
         return RedirectResponse(target, status_code=303)
     return _list_page(principal, target)
@@ -389,7 +392,7 @@ def run_artifact(request: Request, run_id: str, name: str, principal: SignedIn, 
         return refused
     target = run_target(request, principal, run_id) if len(run_id) <= MAX_ID else None
     if target is None or isinstance(target, str):
-        return _error(principal, 404, f"unknown run id '{run_id[:MAX_ID]}'")
+        return kit.error_page(principal, 404, f"unknown run id '{run_id[:MAX_ID]}'")
     return _file(principal, target, name, download)
 
 
@@ -398,7 +401,7 @@ def diff_artifacts_page(request: Request, diff_id: str, principal: SignedIn) -> 
     """What a stored diff has: its result, its Markdown report, its figure."""
     target = diff_target(request, principal, diff_id) if len(diff_id) <= MAX_ID else None
     if target is None:
-        return _error(principal, 404, f"unknown diff id '{diff_id[:MAX_ID]}'")
+        return kit.error_page(principal, 404, f"unknown diff id '{diff_id[:MAX_ID]}'")
     return _list_page(principal, target)
 
 
@@ -409,5 +412,5 @@ def diff_artifact(request: Request, diff_id: str, name: str, principal: SignedIn
         return refused
     target = diff_target(request, principal, diff_id) if len(diff_id) <= MAX_ID else None
     if target is None:
-        return _error(principal, 404, f"unknown diff id '{diff_id[:MAX_ID]}'")
+        return kit.error_page(principal, 404, f"unknown diff id '{diff_id[:MAX_ID]}'")
     return _file(principal, target, name, download)

@@ -20,8 +20,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
+from repliscope.service.web import page_kit as kit
 from repliscope.service.web import views
-from repliscope.service.web.routes import DATE_FILTERS, MAX_SEARCH_CHARS, SignedIn, _date, _error, _page, _store
+from repliscope.service.web.page_kit import (
+    DATE_FILTERS,
+    MAX_SEARCH_CHARS,
+    SignedIn,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -73,7 +78,7 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
 
     params = request.query_params
     if (problem := _unknown(params, CHART_PARAMS)) is not None:
-        return _error(principal, 422, problem)
+        return kit.error_page(principal, 422, problem)
     problems: list[str] = []
     values = {k: params.get(k, "").strip() for k in CHART_PARAMS}
     for key, value in values.items():
@@ -103,12 +108,12 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
         and 1 <= int(limit_text) <= MAX_CHART_RUNS
     ):
         problems.append(f"limit must be a whole number from 1 to {MAX_CHART_RUNS}, not '{limit_text[:40]}'")
-    created_from = _date(values["created_from"], "created_from", problems)
-    created_to = _date(values["created_to"], "created_to", problems)
+    created_from = kit.parse_date(values["created_from"], "created_from", problems)
+    created_to = kit.parse_date(values["created_to"], "created_to", problems)
     if problems:
-        return _error(principal, 422, "; ".join(problems))
+        return kit.error_page(principal, 422, "; ".join(problems))
     filters = {k: values[k] for k in ("search", *TEXT_FILTERS) if values[k]}
-    store = _store(request)
+    store = kit.store_of(request)
     if "sweep_id" in filters:
         from repliscope.service.errors import ApiError
         from repliscope.service.routers.runs import _full_sweep_id
@@ -116,7 +121,7 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
         try:
             filters["sweep_id"] = _full_sweep_id(store, filters["sweep_id"])
         except ApiError as exc:
-            return _error(principal, 400, exc.message)
+            return kit.error_page(principal, 400, exc.message)
     query = RunQuery(
         **{k: v for k, v in filters.items() if k != "search"},
         search=filters.get("search"),
@@ -126,7 +131,7 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
     try:
         data = chart_data(store, metric, by, query, int(limit_text))
     except InvalidInputError as exc:
-        return _error(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
+        return kit.error_page(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
     rows = [
         ChartRow(
             run_id=p.run_id,
@@ -142,7 +147,7 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
         for p in data.points
     ]
     kept = {k: v for k, v in {**filters, **{k: values[k] for k in DATE_FILTERS}}.items() if v}
-    return _page(
+    return kit.page(
         principal,
         "charts.html",
         title="Charts",
@@ -173,25 +178,25 @@ def sweep_parallel_page(request: Request, sweep_id: str, principal: SignedIn) ->
 
     params = request.query_params
     if (problem := _unknown(params, PARALLEL_PARAMS)) is not None:
-        return _error(principal, 422, problem)
+        return kit.error_page(principal, 422, problem)
     metric, chosen = params.get("metric", "").strip(), params.get("run", "").strip()
     if len(sweep_id) > 100 or len(metric) > 100 or len(chosen) > 100:
-        return _error(principal, 422, "sweep_id, metric and run are at most 100 characters each")
+        return kit.error_page(principal, 422, "sweep_id, metric and run are at most 100 characters each")
     try:
-        sweep = _store(request).get_sweep(sweep_id)
+        sweep = kit.store_of(request).get_sweep(sweep_id)
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     try:
         data = sweep_parallel(sweep, metric or None)
     except InvalidInputError as exc:
-        return _error(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
+        return kit.error_page(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
     run_ids = {line.run_id for line in data.lines}
     if chosen and chosen not in run_ids:
-        return _error(
+        return kit.error_page(
             principal, 422, f"run {chosen[:40]!r} is not a drawn run of sweep {sweep.sweep_id[:12]} (see its table)"
         )
     lines = list(zip(data.lines, table_rows(data), strict=True))
-    return _page(
+    return kit.page(
         principal,
         "sweep_parallel.html",
         title=f"Parallel coordinates of sweep {sweep.sweep_id[:12]}",

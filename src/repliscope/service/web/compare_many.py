@@ -9,7 +9,6 @@ With exactly two runs the page also carries the paired details of :func:`replisc
 from __future__ import annotations
 
 import io
-import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,10 +18,9 @@ import numpy as np
 from repliscope.evaluation.record import EvaluationRecord
 from repliscope.report.view import FigureView, Image
 from repliscope.service.web.compare_cache import derived
+from repliscope.service.web.compare_rows import MAX_RUNS, RowAcross, letter
 from repliscope.service.web.views import Trust, op_text, trust_of, verdict_text
 
-MAX_RUNS = 12
-"""The most runs one compare page takes (the chart and tables stay readable)."""
 MASK_SAMPLES = 3
 """Segmentation: the images whose masks are shown side by side (those where the runs' IoUs differ most)."""
 MAX_CHART_METRICS = 4
@@ -84,15 +82,6 @@ class MetricCell:
 
 
 @dataclass(frozen=True)
-class RowAcross:
-    """One compared item across the runs: ``same`` False (the runs differ) is highlighted."""
-
-    what: str
-    values: list[str]
-    same: bool
-
-
-@dataclass(frozen=True)
 class MaskRow:
     """One image's overlays, one per run (prediction | ground truth | disagreement), in the runs' order."""
 
@@ -115,10 +104,6 @@ class ManyPage:
     perf: Any = None
     """The runs' latency and throughput with the conditions they were measured under
     (:class:`~repliscope.service.web.compare_perf.PerfTable`)."""
-
-
-def _letter(i: int) -> str:
-    return string.ascii_uppercase[i] if i < 26 else f"R{i + 1}"
 
 
 def _metric_cell(record: EvaluationRecord, name: str) -> MetricCell:
@@ -271,14 +256,14 @@ def mask_rows(records: Sequence[EvaluationRecord], letters: Sequence[str]) -> tu
         real += data is not None
         overlays: list[tuple[str, str | None, str]] = []
         drawn: dict[int, tuple[str | None, float | None]] = {}
-        for k, letter in enumerate(letters):
+        for k, run_letter in enumerate(letters):
             if same[k] not in drawn:
                 pred, truth = labels[(same[k], sample_id)]
                 png = overlay_png(data, pred, truth, background)
                 drawn[same[k]] = (embed_sink(f"compare-mask-{k}", png), _foreground_iou(pred, truth, background))
             src, iou = drawn[same[k]]
-            caption = f"{letter}: foreground IoU {'n/a' if iou is None else f'{iou:.4f}'}"
-            overlays.append((letter, src, caption))
+            caption = f"{run_letter}: foreground IoU {'n/a' if iou is None else f'{iou:.4f}'}"
+            overlays.append((run_letter, src, caption))
         rows.append(MaskRow(sample_id, overlays))
     note = (
         f"Images whose foreground IoU differs most across the runs; each run: its prediction (red), the ground "
@@ -311,7 +296,7 @@ def many_page(
     from repliscope.report.sections import embed_sink
     from repliscope.service.web.compare_perf import runs_table
 
-    letters = [_letter(i) for i in range(len(records))]
+    letters = [letter(i) for i in range(len(records))]
     names = _metric_names(records)
     heads = [
         RunHead(
@@ -395,7 +380,7 @@ def mixed_tasks(records: Sequence[EvaluationRecord]) -> Refusal | None:
         for i, r in enumerate(records):
             metrics = ", ".join(m.name for m in r.metrics) or "no metric"
             by_task.setdefault(r.task, []).append(
-                (_letter(i), r.run_id, f"{r.manifest.name} {r.manifest.version}", metrics)
+                (letter(i), r.run_id, f"{r.manifest.name} {r.manifest.version}", metrics)
             )
         groups = [
             TaskRuns(

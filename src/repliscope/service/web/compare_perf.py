@@ -28,7 +28,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
-from repliscope.service.web.routes import SignedIn, _error, _page, _store
+from repliscope.service.web import page_kit as kit
+from repliscope.service.web.page_kit import (
+    SignedIn,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -236,27 +239,29 @@ class BenchHead:
 
 @router.get("/compare/benchmarks", response_class=HTMLResponse)
 def compare_benchmarks_page(request: Request, principal: SignedIn) -> Response:
-    """Two to :data:`~repliscope.service.web.compare_many.MAX_RUNS` stored benchmarks side by side:
+    """Two to :data:`~repliscope.service.web.compare_rows.MAX_RUNS` stored benchmarks side by side:
     ``?id=A&id=B...`` (full ids or unique prefixes): their latency percentiles, throughput and queries per second
     with the conditions they were measured under, and their stacks item by item."""
-    from repliscope.service.web.compare_many import MAX_RUNS, RowAcross, _letter
+    from repliscope.service.web.compare_rows import MAX_RUNS, RowAcross, letter
     from repliscope.service.web.stack_compare import compared_items
 
     unknown = sorted(set(request.query_params) - {"id"})
     if unknown:
-        return _error(principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: id)")
+        return kit.error_page(principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: id)")
     asked = [v.strip() for v in request.query_params.getlist("id") if v.strip()]
     if len(asked) > MAX_RUNS:
-        return _error(principal, 422, f"a compare takes at most {MAX_RUNS} benchmarks, got {len(asked)}")
+        return kit.error_page(principal, 422, f"a compare takes at most {MAX_RUNS} benchmarks, got {len(asked)}")
     if long_ids := [v for v in asked if len(v) > MAX_ID_CHARS]:
-        return _error(principal, 422, f"a benchmark id is at most {MAX_ID_CHARS} characters, got {len(long_ids[0])}")
+        return kit.error_page(
+            principal, 422, f"a benchmark id is at most {MAX_ID_CHARS} characters, got {len(long_ids[0])}"
+        )
     if len(asked) < 2:
-        return _error(
+        return kit.error_page(
             principal,
             400,
             f"a compare of benchmarks needs at least two ids, got {len(asked)} (/compare/benchmarks?id=A&id=B)",
         )
-    store = _store(request)
+    store = kit.store_of(request)
     records: list[Any] = []
     try:
         for benchmark_id in asked:
@@ -264,10 +269,10 @@ def compare_benchmarks_page(request: Request, principal: SignedIn) -> Response:
             if all(r.benchmark_id != record.benchmark_id for r in records):
                 records.append(record)
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     if len(records) < 2:
-        return _error(principal, 400, f"a compare needs two different benchmarks; every id given is {asked[0]}")
-    letters = [_letter(i) for i in range(len(records))]
+        return kit.error_page(principal, 400, f"a compare needs two different benchmarks; every id given is {asked[0]}")
+    letters = [letter(i) for i in range(len(records))]
     heads = [
         BenchHead(
             letter,
@@ -285,7 +290,7 @@ def compare_benchmarks_page(request: Request, principal: SignedIn) -> Response:
 
         roots = named_roots(request.app.state.config.cache_dir)
         stack = [RowAcross(r.what, [hide_paths(v, roots) for v in r.values], r.same) for r in stack]
-    return _page(
+    return kit.page(
         principal,
         "compare_benchmarks.html",
         title="Compare benchmarks",

@@ -14,7 +14,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
-from repliscope.service.web.routes import SignedIn, _error, _page, _store, for_viewer
+from repliscope.service.web import page_kit as kit
+from repliscope.service.web.page_kit import (
+    SignedIn,
+    for_viewer,
+)
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
@@ -25,16 +29,16 @@ FIRST_FLIPS = 200
 @router.get("/diffs", response_class=HTMLResponse)
 def diffs_page(request: Request, principal: SignedIn, kind: str = "", page: str = "1") -> Response:
     """The stored diffs, newest first, :data:`PAGE_SIZE` a page; ``page`` from 1 to ``MAX_PAGE`` (else 422)."""
-    from repliscope.service.web.routes import page_number_problem
+    from repliscope.service.web.page_kit import page_number_problem
     from repliscope.store.diffs import DIFF_KINDS, list_diffs
 
     if kind and kind not in DIFF_KINDS:
-        return _error(principal, 400, f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
+        return kit.error_page(principal, 400, f"unknown diff kind {kind!r} (allowed: {', '.join(DIFF_KINDS)})")
     if (problem := page_number_problem(page, "page")) is not None:
-        return _error(principal, 422, problem)
+        return kit.error_page(principal, 422, problem)
     number = int(page)
-    rows, total = list_diffs(_store(request), kind=kind or None, limit=PAGE_SIZE, offset=(number - 1) * PAGE_SIZE)
-    return _page(
+    rows, total = list_diffs(kit.store_of(request), kind=kind or None, limit=PAGE_SIZE, offset=(number - 1) * PAGE_SIZE)
+    return kit.page(
         principal,
         "diffs.html",
         title="Diffs",
@@ -53,17 +57,17 @@ def diff_page(request: Request, diff_id: str, principal: SignedIn) -> Response:
     from repliscope.store.diffs import get_diff
 
     if len(diff_id) > 100:
-        return _error(principal, 404, "unknown diff id")
+        return kit.error_page(principal, 404, "unknown diff id")
     try:
-        stored = get_diff(_store(request), diff_id)
+        stored = get_diff(kit.store_of(request), diff_id)
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     chart = _layer_chart(stored.diff_id, stored.result) if stored.kind == "layer_diff" else None
     stored = for_viewer(request, principal, stored)
     r = stored.result
     effect = r.get("model_effect") if stored.kind == "pipeline_diff" else r if stored.kind == "task_diff" else None
     flips = (effect or {}).get("flips") or []
-    return _page(
+    return kit.page(
         principal,
         "diff.html",
         title=f"Diff {stored.diff_id[:12]}",
@@ -84,13 +88,13 @@ def diff_figure(request: Request, diff_id: str, principal: SignedIn) -> Response
     from repliscope.store.diffs import get_figure
 
     if len(diff_id) > 100:
-        return _error(principal, 404, "unknown diff id")
+        return kit.error_page(principal, 404, "unknown diff id")
     try:
-        png = get_figure(_store(request), diff_id)
+        png = get_figure(kit.store_of(request), diff_id)
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     if png is None:
-        return _error(principal, 404, f"diff {diff_id} has no figure")
+        return kit.error_page(principal, 404, f"diff {diff_id} has no figure")
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
 

@@ -16,7 +16,8 @@ from fastapi.responses import Response
 from repliscope.service import job_log
 from repliscope.service.executor import KINDS
 from repliscope.service.job_log import CancelNote, LogLine
-from repliscope.service.web.routes import SignedIn
+from repliscope.service.web import page_kit as kit
+from repliscope.service.web.page_kit import SignedIn
 
 
 class WizardError(Exception):
@@ -283,11 +284,11 @@ def job_log_download(request: Request, job_id: str, principal: SignedIn) -> Resp
     """The job's whole log as a text file (role viewer): ``TIME LEVEL [SOURCE] MESSAGE`` a line, terminal escapes
     removed, database URLs as "the run store", below the role admin no absolute server path; 404 for an unknown
     job."""
-    from repliscope.service.web.routes import _error, _store, for_viewer
+    from repliscope.service.web.page_kit import for_viewer
 
-    text = job_log_text(_store(request), job_id) if len(job_id) <= MAX_JOB_ID else None
+    text = job_log_text(kit.store_of(request), job_id) if len(job_id) <= MAX_JOB_ID else None
     if text is None:
-        return _error(principal, 404, f"unknown job id '{job_id[:MAX_JOB_ID]}'")
+        return kit.error_page(principal, 404, f"unknown job id '{job_id[:MAX_JOB_ID]}'")
     name = _FILENAME_UNSAFE.sub("_", job_id[:32])
     return Response(
         for_viewer(request, principal, text),

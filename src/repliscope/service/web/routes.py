@@ -7,21 +7,30 @@ Bearer header), checked by :func:`repliscope.service.auth.principal_of`; without
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, date, datetime, timedelta
-from functools import cache, partial
+from datetime import date, datetime, timedelta
+from functools import partial
 from importlib.resources import files
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from repliscope.errors import RepliscopeError, StoreError
 from repliscope.service import csrf
-from repliscope.service.auth import COOKIE, ROLES
+from repliscope.service.auth import COOKIE
 from repliscope.service.errors import ApiError
+from repliscope.service.web import page_kit as kit
 from repliscope.service.web import run_columns, views
+from repliscope.service.web.page_kit import (
+    CSRF_REFUSED,
+    DATE_FILTERS,
+    MAX_SEARCH_CHARS,
+    SignedIn,
+    for_viewer,
+    page_number_problem,
+    render,
+)
 from repliscope.service.web.samples import DRAW_MIN_SCORE
 
 router = APIRouter(include_in_schema=False)
@@ -36,128 +45,6 @@ PAGE_SIZES = (25, 50, 100)
 COOKIE_MAX_AGE = 8 * 3600
 MAX_POSITION = 2**31 - 1
 """The largest sample position a thumbnail URL takes (a 422 past it)."""
-DATE_FILTERS = ("created_from", "created_to")
-"""The runs page's date range (UTC days, both inclusive)."""
-
-
-@cache
-def _environment() -> Any:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
-    from repliscope.service.web.metric_format import FILTERS
-
-    env = Environment(
-        loader=PackageLoader("repliscope.service.web", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(FILTERS)  # one number format per metric (metric_value, metric_interval, metric_delta)
-    env.globals["default_columns"] = run_columns.choose(None)  # the runs table's columns without a choice
-    return env
-
-
-def render(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    html = _environment().get_template(template).render(**context)
-    return HTMLResponse(html, status_code=status_code)
-
-
-class _LoginRedirect(Exception):
-    def __init__(self, target: str) -> None:
-        self.target = target
-
-
-def _principal(request: Request) -> Any | None:
-    """The caller (cookie or Bearer token), or None; a malformed Authorization header counts as none."""
-    from repliscope.service.auth import principal_of
-    from repliscope.service.errors import ApiError
-
-    try:
-        return principal_of(request)
-    except ApiError:
-        return None
-
-
-def _safe_next(target: str | None) -> str:
-    """Only a local path is a redirect target (never ``//host`` or a URL: no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
-
-
-class LoginRequired(Exception):
-    """A page needs a signed-in caller: :func:`login_redirect` answers it with a redirect to ``/login?next=``."""
-
-    def __init__(self, here: str) -> None:
-        super().__init__(here)
-        self.here = here
-
-
-def _signed_in(request: Request) -> Any:
-    """The caller of a page (a dependency: :data:`SignedIn`); no caller -> :class:`LoginRequired`."""
-    principal = _principal(request)
-    if principal is None:
-        raise LoginRequired(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
-    return principal
-
-
-SignedIn = Annotated[Any, Depends(_signed_in)]
-"""A page route's signed-in caller (a principal); a request without one is redirected to the login page."""
-
-
-async def login_redirect(_request: Request, exc: Exception) -> Response:
-    """The app's handler of :class:`LoginRequired` (registered with the web router)."""
-    here = exc.here if isinstance(exc, LoginRequired) else "/"
-    return RedirectResponse(f"/login?next={quote(here, safe='')}", status_code=303)
-
-
-def _page(principal: Any, template: str, status_code: int = 200, **context: Any) -> Response:
-    return render(
-        template, status_code=status_code, principal=principal, csrf_token=csrf.token_for(principal), **context
-    )
-
-
-def _form_csrf_ok(form: Any, principal: Any) -> bool:
-    """The form's ``csrf_token`` is the signed-in caller's (see :mod:`repliscope.service.csrf`)."""
-    return csrf.valid(str(form.get(csrf.FIELD) or ""), csrf.token_for(principal))
-
-
-CSRF_REFUSED = (
-    "This form is out of date or did not come from this site (CSRF token missing or wrong): reload the "
-    "page and submit again."
-)
-
-
-def _error(principal: Any, status_code: int, message: str) -> Response:
-    from repliscope.service.errors import redact
-
-    return _page(principal, "error.html", status_code=status_code, title="Error", message=redact(message))
-
-
-def _store(request: Request) -> Any:
-    return request.app.state.store
-
-
-def for_viewer(request: Request, principal: Any, value: Any) -> Any:
-    """``value`` (a page's rows, a job, a stored diff) as ``principal`` may see it: an admin as stored, anyone
-    else without absolute server paths (:func:`repliscope.service.redaction.hide_paths_in`)."""
-    from repliscope.service.redaction import hide_paths_in, request_roots
-
-    return hide_paths_in(value, request_roots(request, principal))
-
-
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,7}")
-
-
-def page_number_problem(value: str, field: str) -> str | None:
-    """Why ``value`` is not a page number (ASCII digits, 1 to :data:`~repliscope.service.routers.common.MAX_PAGE`),
-    or None when it is one."""
-    from repliscope.service.routers.common import MAX_PAGE
-
-    if _WHOLE_NUMBER.fullmatch(value) and 1 <= int(value) <= MAX_PAGE:
-        return None
-    return f"{field} must be a whole number from 1 to {MAX_PAGE:,}, not '{value[:40]}'"
 
 
 # --- static assets ------------------------------------------------------------------------------------------
@@ -195,7 +82,7 @@ def _login_page(request: Request, target: str, status_code: int = 200, message: 
 
 @router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/") -> Response:
-    return _login_page(request, _safe_next(next))
+    return _login_page(request, kit.safe_next(next))
 
 
 @router.post("/login")
@@ -206,7 +93,7 @@ async def login(request: Request) -> Response:
 
     form = await request.form(max_files=0, max_fields=10)
     token = str(form.get("token") or "").strip()
-    target = _safe_next(str(form.get("next") or "/"))
+    target = kit.safe_next(str(form.get("next") or "/"))
     nonce = request.cookies.get(csrf.NONCE_COOKIE) or ""
     if not nonce or not csrf.valid(str(form.get(csrf.FIELD) or ""), csrf.login_token(nonce)):
         return _login_page(request, target, 403, CSRF_REFUSED)
@@ -214,7 +101,7 @@ async def login(request: Request) -> Response:
         return _login_page(
             request, target, 400, "Enter a token (create one with `repliscope token create --role viewer`)."
         )
-    principal = await run_in_threadpool(authenticate, _store(request), token)
+    principal = await run_in_threadpool(authenticate, kit.store_of(request), token)
     if principal is None:
         return _login_page(request, target, 401, "Unknown or revoked token.")
     response = RedirectResponse(target, status_code=303)
@@ -233,8 +120,8 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request, principal: SignedIn) -> Response:
     form = await request.form(max_files=0, max_fields=10)
-    if not _form_csrf_ok(form, principal):
-        return _error(principal, 403, CSRF_REFUSED)
+    if not kit.form_csrf_ok(form, principal):
+        return kit.error_page(principal, 403, CSRF_REFUSED)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -249,35 +136,25 @@ def models_page(request: Request, principal: SignedIn) -> Response:
     (:func:`repliscope.service.model_verdicts.best_verdicts`)."""
     from repliscope.service.model_verdicts import best_verdicts
 
-    return _page(principal, "models.html", title="Models", models=best_verdicts(_store(request)))
+    return kit.page(principal, "models.html", title="Models", models=best_verdicts(kit.store_of(request)))
 
 
 @router.get("/models/{name}", response_class=HTMLResponse)
 def model_page(request: Request, name: str, principal: SignedIn) -> Response:
     from repliscope.service.model_verdicts import best_verdicts
 
-    rows = best_verdicts(_store(request), name)
+    rows = best_verdicts(kit.store_of(request), name)
     if not rows:
-        return _error(principal, 404, f"no evaluation of a model named '{name}' is stored")
+        return kit.error_page(principal, 404, f"no evaluation of a model named '{name}' is stored")
     from repliscope.service.web.agents import matrix_links
     from repliscope.store.repository import RunQuery
 
-    runs, total = views.run_lines(_store(request), RunQuery(model=name), "-created_at", 1, 50)
-    matrices = matrix_links(_store(request).list_stack_matrices(limit=50, manifest_name=name))
-    return _page(principal, "model.html", title=name, model=rows[0], runs=runs, total=total, matrices=matrices)
+    runs, total = views.run_lines(kit.store_of(request), RunQuery(model=name), "-created_at", 1, 50)
+    matrices = matrix_links(kit.store_of(request).list_stack_matrices(limit=50, manifest_name=name))
+    return kit.page(principal, "model.html", title=name, model=rows[0], runs=runs, total=total, matrices=matrices)
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
-
-
-def _date(value: str, field: str, problems: list[str]) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
-    except ValueError:
-        problems.append(f"{field} must be a date YYYY-MM-DD, not '{value}'")
-        return None
 
 
 SORTABLE_COLUMNS = {
@@ -294,7 +171,6 @@ SORTABLE_COLUMNS = {
 }
 """The runs table's sortable columns -> the direction of a first click (``-``: descending, newest / largest
 first); a second click on the sorted column reverses it."""
-MAX_SEARCH_CHARS = 200
 
 
 def _sort_links(base: dict[str, str], sort: str) -> dict[str, dict[str, str]]:
@@ -348,14 +224,14 @@ def runs_page(
         problems.append(f"page_size must be one of {', '.join(map(str, PAGE_SIZES))}, not '{page_size}'")
     if len(filters.get("search", "")) > MAX_SEARCH_CHARS:
         problems.append(f"search must be at most {MAX_SEARCH_CHARS} characters")
-    created_from = _date(filters.get("created_from", ""), "created_from", problems)
-    created_to = _date(filters.get("created_to", ""), "created_to", problems)
+    created_from = kit.parse_date(filters.get("created_from", ""), "created_from", problems)
+    created_to = kit.parse_date(filters.get("created_to", ""), "created_to", problems)
     try:
         columns = run_columns.choose(params.getlist("cols") if "cols" in params else None)
     except ValueError as exc:
         problems.append(str(exc))
     if problems:
-        return _error(principal, 422, "; ".join(problems))
+        return kit.error_page(principal, 422, "; ".join(problems))
     if created_to is not None and created_to.date() == date.max:
         created_to_end = None  # through the last day there is: no upper bound (the day after does not exist)
     else:
@@ -364,9 +240,9 @@ def runs_page(
         from repliscope.service.routers.runs import _full_sweep_id
 
         try:
-            filters["sweep_id"] = _full_sweep_id(_store(request), filters["sweep_id"])
+            filters["sweep_id"] = _full_sweep_id(kit.store_of(request), filters["sweep_id"])
         except ApiError as exc:
-            return _error(principal, 400, exc.message)
+            return kit.error_page(principal, 400, exc.message)
     query = RunQuery(
         **{k: v for k, v in filters.items() if k in views.RUN_FILTERS},
         search=filters.get("search"),
@@ -374,15 +250,15 @@ def runs_page(
         created_to=created_to_end,
     )
     number, size = int(page), int(page_size)
-    store = _store(request)
+    store = kit.store_of(request)
     try:
         lines, total = views.run_lines(store, query, sort, number, size)
     except InvalidInputError as exc:
-        return _error(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
+        return kit.error_page(principal, 422, f"{exc.field}: {exc}" if exc.field else str(exc))
     pages = max(1, -(-total // size))
     base = {**filters, "sort": sort, "page_size": str(size), **({"cols": columns.param} if columns.given else {})}
     link = "&".join(f"{k}={quote(v, safe='')}" for k, v in base.items())
-    return _page(
+    return kit.page(
         principal,
         "runs.html",
         title="Runs",
@@ -412,9 +288,9 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
     from repliscope.service.web import samples
     from repliscope.service.web.annotations import annotation_panel
 
-    store = _store(request)
+    store = kit.store_of(request)
     if (problem := page_number_problem(samples_page, "samples_page")) is not None:
-        return _error(principal, 422, problem)
+        return kit.error_page(principal, 422, problem)
     try:
         page = views.run_page(store, run_id)
         annotations = annotation_panel(store, page.record.run_id)  # a run deleted since it was cached: 404
@@ -424,13 +300,13 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
         except StoreError:
             reference = _sweep_reference(store, run_id)
             if reference is None:
-                return _error(principal, 404, str(run_error))
+                return kit.error_page(principal, 404, str(run_error))
             return RedirectResponse(f"/runs/{quote(reference, safe='')}", status_code=303)
         view = _viewer_view(request, principal, bench.view)
-        return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
+        return kit.page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
     shows = samples.shows_of(page.record.task)
     if show and show not in shows:
-        return _error(principal, 422, f"show must be one of {', '.join(shows)}, not '{show[:40]}'")
+        return kit.error_page(principal, 422, f"show must be one of {', '.join(shows)}, not '{show[:40]}'")
     panel = samples.samples_panel(
         page.record, show or shows[0], int(samples_page), samples.images_of(store, page.record)
     )
@@ -446,7 +322,7 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
                 dataclasses.replace(x, error=hide_paths(x.error, roots) if x.error else x.error) for x in panel.lines
             ],
         )
-    return _page(
+    return kit.page(
         principal,
         "run.html",
         title=page.view.title,
@@ -473,15 +349,15 @@ def benchmarks_page(
     if len(manifest) > 300:
         problems.append("manifest: a manifest name has at most 300 characters")
     if problems:
-        return _error(principal, 422, "; ".join(problems))
-    store = _store(request)
+        return kit.error_page(principal, 422, "; ".join(problems))
+    store = kit.store_of(request)
     number, size = int(page), int(page_size)
     try:
         result = benchmark_page(store, manifest or None, number, size)
     except ApiError as exc:
-        return _error(principal, exc.status, exc.message)
+        return kit.error_page(principal, exc.status, exc.message)
     base = {"manifest": manifest, "page_size": str(size)} if manifest else {"page_size": str(size)}
-    return _page(
+    return kit.page(
         principal,
         "benchmarks.html",
         title="Benchmarks",
@@ -502,11 +378,11 @@ def benchmark_detail_page(request: Request, benchmark_id: str, principal: Signed
     """One benchmark: its scenario and settings, latency percentiles and ECDF, throughput, performance-claim
     verdicts and provenance."""
     try:
-        bench = views.bench_page(_store(request), benchmark_id)
+        bench = views.bench_page(kit.store_of(request), benchmark_id)
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     view = _viewer_view(request, principal, bench.view)
-    return _page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
+    return kit.page(principal, "bench.html", title=bench.view.title, page=bench, view=view)
 
 
 @router.get("/runs/{run_id}/samples/{position}/thumbnail.png")
@@ -523,7 +399,7 @@ def sample_thumbnail(
     from repliscope.service.web import samples
 
     try:
-        png = samples.sample_thumbnail(_store(request), run_id, position, size, min_score)
+        png = samples.sample_thumbnail(kit.store_of(request), run_id, position, size, min_score)
     except StoreError as exc:
         from repliscope.service.errors import redact
 
@@ -568,39 +444,47 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
 
     unknown = sorted(set(request.query_params) - {"a", "b", "run", "sweep", "page"})
     if unknown:
-        return _error(principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: run, a, b, sweep, page)")
+        return kit.error_page(
+            principal, 400, f"unknown query parameter {unknown[0]!r} (allowed: run, a, b, sweep, page)"
+        )
     asked = [v.strip() for v in (a, b, *request.query_params.getlist("run")) if v.strip()]
     sweep_pager = None
     if "page" in request.query_params and not sweep.strip():
-        return _error(principal, 400, "page pages a sweep's compare: give it with sweep=SWEEP_ID")
+        return kit.error_page(principal, 400, "page pages a sweep's compare: give it with sweep=SWEEP_ID")
     if sweep.strip():
         if asked:
-            return _error(principal, 400, "compare takes either sweep (and page) or run ids (run, a, b), not both")
+            return kit.error_page(
+                principal, 400, "compare takes either sweep (and page) or run ids (run, a, b), not both"
+            )
         sweep_page_number = request.query_params.get("page", "1")
         if (problem := page_number_problem(sweep_page_number, "page")) is not None:
-            return _error(principal, 422, problem)
+            return kit.error_page(principal, 422, problem)
         from repliscope.service.routers.runs import _full_sweep_id
 
         try:
-            sweep_id = _full_sweep_id(_store(request), sweep.strip()[:100])
-            sweep_pager = sweep_page(sweep_id, views.variant_runs(_store(request), sweep_id), int(sweep_page_number))
+            sweep_id = _full_sweep_id(kit.store_of(request), sweep.strip()[:100])
+            sweep_pager = sweep_page(
+                sweep_id, views.variant_runs(kit.store_of(request), sweep_id), int(sweep_page_number)
+            )
         except ApiError as exc:
-            return _error(principal, 422, exc.message)
+            return kit.error_page(principal, 422, exc.message)
         except ValueError as exc:
-            return _error(principal, 404 if "stored run" in str(exc) else 422, str(exc))
+            return kit.error_page(principal, 404 if "stored run" in str(exc) else 422, str(exc))
         asked = sweep_pager.run_ids
     if len(asked) < 2:
-        return _error(
+        return kit.error_page(
             principal,
             400,
             f"compare needs at least two run ids, got {len(asked)} (/compare?run=RUN_A&run=RUN_B&run=..., "
             "or tick runs on the runs page)",
         )
     if len(asked) > MAX_RUNS:
-        return _error(principal, 422, f"compare takes at most {MAX_RUNS} runs, got {len(asked)}")
+        return kit.error_page(principal, 422, f"compare takes at most {MAX_RUNS} runs, got {len(asked)}")
     if long_ids := [v for v in asked if len(v) > 100]:
-        return _error(principal, 422, f"a run id is at most 100 characters, got {len(long_ids[0])} (run, a or b)")
-    store = _store(request)
+        return kit.error_page(
+            principal, 422, f"a run id is at most 100 characters, got {len(long_ids[0])} (run, a or b)"
+        )
+    store = kit.store_of(request)
     records: list[Any] = []
     try:
         for run_id in asked:  # without their samples: what the figures need is read once, when not cached
@@ -609,11 +493,13 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
                 records.append(record)
         store.annotations.ensure_stored([r.run_id for r in records])  # not one deleted since it was cached
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     if len(records) < 2:
-        return _error(principal, 400, f"compare needs two different runs; every id given is run {records[0].run_id}")
+        return kit.error_page(
+            principal, 400, f"compare needs two different runs; every id given is run {records[0].run_id}"
+        )
     if (refusal := mixed_tasks(records)) is not None:  # runs of different tasks: refused with the reason
-        return _page(principal, "compare_refused.html", 422, title="Compare refused", refusal=refusal)
+        return kit.page(principal, "compare_refused.html", 422, title="Compare refused", refusal=refusal)
     roots: Any = None
     if principal.role != "admin":
         from repliscope.service.web.redact import named_roots
@@ -629,7 +515,7 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
             from repliscope.service.web.redact import redact_compare
 
             page = redact_compare(page, roots)
-    return _page(
+    return kit.page(
         principal,
         "compare.html",
         title=f"Compare sweep {sweep_pager.sweep_id[:12]}" if sweep_pager else "Compare",
@@ -647,10 +533,6 @@ def compare_page(request: Request, principal: SignedIn, a: str = "", b: str = ""
 # --- wizard and jobs ----------------------------------------------------------------------------------------
 
 
-def _role_at_least(principal: Any, role: str) -> bool:
-    return ROLES.index(principal.role) >= ROLES.index(role)
-
-
 @router.get("/new", response_class=HTMLResponse)
 def wizard_page(request: Request, principal: SignedIn, manifest: str = "", uploaded: str = "") -> Response:
     """The wizard; ``?manifest=NAME@VERSION`` chooses the model whose fitting runtimes, datasets and variants are
@@ -658,14 +540,14 @@ def wizard_page(request: Request, principal: SignedIn, manifest: str = "", uploa
     success, said when that manifest is stored."""
     from repliscope.service.web import wizard
 
-    choices = wizard.wizard_choices(_store(request), _agent_choices(request), manifest[:300] or None)
+    choices = wizard.wizard_choices(kit.store_of(request), _agent_choices(request), manifest[:300] or None)
     stored = choices["chosen"] is not None and choices["chosen"].ref == manifest
-    return _page(
+    return kit.page(
         principal,
         "new.html",
         title="New run",
         choices=choices,
-        can_run=_role_at_least(principal, "runner"),
+        can_run=kit.role_at_least(principal, "runner"),
         message=None,
         field=None,
         values={"manifest": manifest[:300]} if manifest else {},
@@ -688,14 +570,14 @@ async def wizard_upload(request: Request, principal: SignedIn) -> Response:
     limit = wizard.upload_limit(request)
 
     async def refused(status: int, field: str, message: str) -> Response:
-        choices = await run_in_threadpool(wizard.wizard_choices, _store(request), _agent_choices(request), None)
-        return _page(
+        choices = await run_in_threadpool(wizard.wizard_choices, kit.store_of(request), _agent_choices(request), None)
+        return kit.page(
             principal,
             "new.html",
             status_code=status,
             title="New run",
             choices=choices,
-            can_run=_role_at_least(principal, "runner"),
+            can_run=kit.role_at_least(principal, "runner"),
             message=None,
             field=None,
             values={},
@@ -711,9 +593,9 @@ async def wizard_upload(request: Request, principal: SignedIn) -> Response:
         )
     except HTTPException as exc:  # too many parts, a malformed body
         return await refused(exc.status_code, "file", f"the upload form could not be read: {exc.detail}")
-    if not _form_csrf_ok(raw, principal):
-        return _error(principal, 403, CSRF_REFUSED)
-    if not _role_at_least(principal, "runner"):
+    if not kit.form_csrf_ok(raw, principal):
+        return kit.error_page(principal, 403, CSRF_REFUSED)
+    if not kit.role_at_least(principal, "runner"):
         message = f"uploading a manifest needs the role 'runner'; the token '{principal.name}' has '{principal.role}'"
         return await refused(403, "file", message)
     try:
@@ -743,16 +625,16 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
     from repliscope.service.web.job_pages import WizardError
 
     raw = await request.form(max_files=0, max_fields=200)
-    if not _form_csrf_ok(raw, principal):
-        return _error(principal, 403, CSRF_REFUSED)
+    if not kit.form_csrf_ok(raw, principal):
+        return kit.error_page(principal, 403, CSRF_REFUSED)
     form: dict[str, Any] = {k: str(v) for k, v in raw.items() if k not in (csrf.FIELD, "variants")}
     form["variants"] = [str(v) for v in raw.getlist("variants")][:100]
     # the store, the cluster and the placement block: off the event loop
     choices = await run_in_threadpool(
-        lambda: wizard.wizard_choices(_store(request), _agent_choices(request), form.get("manifest") or None)
+        lambda: wizard.wizard_choices(kit.store_of(request), _agent_choices(request), form.get("manifest") or None)
     )
-    if not _role_at_least(principal, "runner"):
-        return _page(
+    if not kit.role_at_least(principal, "runner"):
+        return kit.page(
             principal,
             "new.html",
             status_code=403,
@@ -766,7 +648,7 @@ async def wizard_submit(request: Request, principal: SignedIn) -> Response:
     try:
         job_id = await run_in_threadpool(wizard.submit, request, principal, form, choices)
     except WizardError as exc:
-        return _page(
+        return kit.page(
             principal,
             "new.html",
             status_code=exc.status,
@@ -797,12 +679,12 @@ def _datasets_page(
         def hide(text: str) -> str:
             return hide_paths(text, roots)
 
-    return _page(
+    return kit.page(
         principal,
         "datasets.html",
         status_code=status_code,
         title="Datasets",
-        datasets=dataset_lines(_store(request), hide),
+        datasets=dataset_lines(kit.store_of(request), hide),
         is_admin=principal.role == "admin",
         message=message,
         values=values or {},
@@ -818,12 +700,12 @@ def datasets_page(request: Request, principal: SignedIn) -> Response:
 async def _datasets_form(request: Request, principal: Any) -> tuple[dict[str, str] | None, Response | None]:
     """The posted datasets form (admin, CSRF-checked), or the page refusing it."""
     raw = await request.form(max_files=0, max_fields=10)
-    if not _form_csrf_ok(raw, principal):
-        return None, _error(principal, 403, CSRF_REFUSED)
+    if not kit.form_csrf_ok(raw, principal):
+        return None, kit.error_page(principal, 403, CSRF_REFUSED)
     form = {k: str(v) for k, v in raw.items() if k != csrf.FIELD}
     if principal.role != "admin":
         message = f"registering or declaring a dataset needs the role 'admin'; '{principal.name}' is {principal.role}"
-        return None, _error(principal, 403, message)
+        return None, kit.error_page(principal, 403, message)
     return form, None
 
 
@@ -835,9 +717,9 @@ async def datasets_register(request: Request, principal: SignedIn) -> Response:
 
     form, refused = await _datasets_form(request, principal)
     if form is None:
-        return refused or _error(principal, 400, "no form")
+        return refused or kit.error_page(principal, 400, "no form")
     try:
-        await run_in_threadpool(register_from_form, _store(request), principal, form)
+        await run_in_threadpool(register_from_form, kit.store_of(request), principal, form)
     except FormError as exc:
         return await run_in_threadpool(
             _datasets_page, request, principal, exc.status, f"{exc.field}: {exc.message}", form
@@ -853,9 +735,9 @@ async def datasets_declare(request: Request, principal: SignedIn) -> Response:
 
     form, refused = await _datasets_form(request, principal)
     if form is None:
-        return refused or _error(principal, 400, "no form")
+        return refused or kit.error_page(principal, 400, "no form")
     try:
-        await run_in_threadpool(declare_from_form, _store(request), principal, form.get("dataset", ""), form)
+        await run_in_threadpool(declare_from_form, kit.store_of(request), principal, form.get("dataset", ""), form)
     except FormError as exc:
         return await run_in_threadpool(_datasets_page, request, principal, exc.status, f"{exc.field}: {exc.message}")
     return RedirectResponse("/datasets", status_code=303)
@@ -868,15 +750,15 @@ def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str
 
     unknown = sorted(set(request.query_params) - {"status", "kind", "user"})
     if unknown:
-        return _error(principal, 422, f"unknown query parameter {unknown[0]!r} (allowed: kind, status, user)")
+        return kit.error_page(principal, 422, f"unknown query parameter {unknown[0]!r} (allowed: kind, status, user)")
     filters = jobs.JobsFilter(status=status, kind=kind, user=user)
     problem = filters.problem()
     if problem is not None:
-        return _error(principal, 422, problem)
-    store = _store(request)
+        return kit.error_page(principal, 422, problem)
+    store = kit.store_of(request)
     from repliscope.store.service_tables import JOB_STATUSES
 
-    return _page(
+    return kit.page(
         principal,
         "jobs.html",
         title="Jobs",
@@ -887,7 +769,7 @@ def jobs_page(request: Request, principal: SignedIn, status: str = "", kind: str
         users=jobs.job_users(store),
         final=jobs.FINAL_STATUSES,
         limit=jobs.JOBS_PAGE_LIMIT,
-        can_cancel=_role_at_least(principal, "runner"),
+        can_cancel=kit.role_at_least(principal, "runner"),
     )
 
 
@@ -899,10 +781,10 @@ async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Resp
     from repliscope.service.routers.jobs import cancel_job
 
     form = await request.form(max_files=0, max_fields=5)
-    if not _form_csrf_ok(form, principal):
-        return _error(principal, 403, CSRF_REFUSED)
-    if not _role_at_least(principal, "runner"):
-        return _error(
+    if not kit.form_csrf_ok(form, principal):
+        return kit.error_page(principal, 403, CSRF_REFUSED)
+    if not kit.role_at_least(principal, "runner"):
+        return kit.error_page(
             principal,
             403,
             f"cancelling a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
@@ -910,18 +792,18 @@ async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Resp
     try:
         await run_in_threadpool(cancel_job, request, job_id, principal)
     except ApiError as exc:
-        return _error(principal, exc.status, exc.message)
-    return RedirectResponse(_safe_next(str(form.get("next") or "/jobs")), status_code=303)
+        return kit.error_page(principal, exc.status, exc.message)
+    return RedirectResponse(kit.safe_next(str(form.get("next") or "/jobs")), status_code=303)
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: str, principal: SignedIn) -> Response:
     from repliscope.service.web import job_pages as jobs
 
-    job = jobs.job_view(_store(request), job_id)
+    job = jobs.job_view(kit.store_of(request), job_id)
     if job is None:
-        return _error(principal, 404, f"unknown job id '{job_id}'")
-    return _page(principal, "job.html", title=f"Job {job_id}", job=for_viewer(request, principal, job))
+        return kit.error_page(principal, 404, f"unknown job id '{job_id}'")
+    return kit.page(principal, "job.html", title=f"Job {job_id}", job=for_viewer(request, principal, job))
 
 
 # --- agents and stack matrices ------------------------------------------------------------------------------
@@ -937,9 +819,9 @@ def agents_page(request: Request, principal: SignedIn) -> Response:
         rows = agents.agent_rows(list_agents(request))
     except (ApiError, RepliscopeError, OSError) as exc:  # the page still lists the stored matrices
         rows, error = [], f"cannot list the agents: {exc}"
-    matrices = agents.matrix_links(_store(request).list_stack_matrices(limit=50))
+    matrices = agents.matrix_links(kit.store_of(request).list_stack_matrices(limit=50))
     rows, matrices, error = for_viewer(request, principal, (rows, matrices, error))
-    return _page(principal, "agents.html", title="Agents", agents=rows, matrices=matrices, error=error)
+    return kit.page(principal, "agents.html", title="Agents", agents=rows, matrices=matrices, error=error)
 
 
 @router.get("/stack-matrices/{matrix_id}", response_class=HTMLResponse)
@@ -947,8 +829,8 @@ def stack_matrix_page(request: Request, matrix_id: str, principal: SignedIn) -> 
     from repliscope.service.web import agents
 
     try:
-        matrix = _store(request).get_stack_matrix(matrix_id)
+        matrix = kit.store_of(request).get_stack_matrix(matrix_id)
     except StoreError as exc:
-        return _error(principal, 404, str(exc))
+        return kit.error_page(principal, 404, str(exc))
     page = for_viewer(request, principal, agents.matrix_page(matrix))
-    return _page(principal, "stack_matrix.html", title=f"Stack matrix {page.matrix_id[:12]}", m=page)
+    return kit.page(principal, "stack_matrix.html", title=f"Stack matrix {page.matrix_id[:12]}", m=page)
