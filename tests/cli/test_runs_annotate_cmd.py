@@ -111,3 +111,12 @@ def test_delete_needs_yes_and_is_audited() -> None:
     )
     code, _, err = invoke("runs", "delete", "ffffffff", "--yes")
     assert code == 2 and "unknown run id 'ffffffff'" in err
+
+
+def test_tag_and_search_are_refused_for_benchmarks_not_ignored() -> None:
+    """``--kind benchmark`` lists benchmarks, which carry no tags: ``--tag`` / ``--search`` with it is an error,
+    never a list that silently ignores them."""
+    for flags in (["--tag", "baseline"], ["--search", "lite0"]):
+        code, out, err = invoke("runs", "list", "--kind", "benchmark", *flags)
+        assert code == 2, out + err
+        assert "--tag and --search find runs; benchmarks carry no tags, names or notes" in err

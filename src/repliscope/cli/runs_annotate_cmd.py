@@ -217,25 +217,6 @@ def runs_audit(
         )
 
 
-def matching_runs(
-    store: Any, limit: int, kind: str | None, sweep_id: str | None, tag: str | None, search: str | None
-) -> list[Any]:
-    """``runs list --tag/--search``: at most ``limit`` runs of the store's query, newest first, read a page of
-    :data:`repliscope.store.repository.MAX_PAGE_SIZE` at a time."""
-    from repliscope.store.repository import MAX_PAGE_SIZE, RunQuery
-
-    query = RunQuery(kind=kind, sweep_id=sweep_id, tag=tag, search=(search or "").strip() or None)
-    found: list[Any] = []
-    page = 1
-    while len(found) < limit:
-        batch, _total = store.query_runs(query, "-created_at", page, MAX_PAGE_SIZE)
-        found.extend(batch[: limit - len(found)])
-        if len(batch) < MAX_PAGE_SIZE:
-            break
-        page += 1
-    return found
-
-
 COMMANDS: dict[str, Callable[..., None]] = {
     "tag": runs_tag,
     "untag": runs_untag,

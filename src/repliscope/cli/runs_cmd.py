@@ -66,15 +66,13 @@ def runs_list(
         if kind == "benchmark":
             if sweep:
                 raise RepliscopeError("--sweep lists the runs of a pitfall sweep; benchmarks belong to no sweep")
+            if tag is not None or search is not None:
+                raise RepliscopeError("--tag and --search find runs; benchmarks carry no tags, names or notes")
             _list_benchmarks(store.list_benchmarks(limit=limit), as_json)
             return
         sweep_id = store.get_sweep(sweep).sweep_id if sweep else None
-        if tag is not None or search is not None:  # runs_annotate_cmd: the store's query with its filters
-            if kind == "benchmark":
-                raise RepliscopeError("--tag and --search find runs; benchmarks carry no tags")
-            from repliscope.cli.runs_annotate_cmd import matching_runs
-
-            runs = matching_runs(store, limit, kind, sweep_id, tag, search)
+        if tag is not None or search is not None:  # the store's query with its filters
+            runs = _matching_runs(store, limit, kind, sweep_id, tag, search)
         else:
             runs = store.list(limit=limit, kind=kind, sweep_id=sweep_id)
         labels = store.annotations.labels(r.run_id for r in runs)
@@ -155,6 +153,25 @@ def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
     for row in cells:
         table.add_row(*(row[c] for c in columns))
     console.print(table)
+
+
+def _matching_runs(
+    store: Any, limit: int, kind: str | None, sweep_id: str | None, tag: str | None, search: str | None
+) -> list[Any]:
+    """``runs list --tag/--search``: at most ``limit`` runs of the store's query, newest first, read a page of
+    :data:`repliscope.store.repository.MAX_PAGE_SIZE` at a time."""
+    from repliscope.store.repository import MAX_PAGE_SIZE, RunQuery
+
+    query = RunQuery(kind=kind, sweep_id=sweep_id, tag=tag, search=(search or "").strip() or None)
+    found: list[Any] = []
+    page = 1
+    while len(found) < limit:
+        batch, _total = store.query_runs(query, "-created_at", page, MAX_PAGE_SIZE)
+        found.extend(batch[: limit - len(found)])
+        if len(batch) < MAX_PAGE_SIZE:
+            break
+        page += 1
+    return found
 
 
 def _label_json(label: Any) -> dict[str, Any]:
