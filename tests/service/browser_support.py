@@ -200,6 +200,18 @@ def at_path(driver: WebDriver, path: str) -> bool:
 
 
 @contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` on a live loopback server (:func:`live_server`); its executor and in-process cluster closed
+    afterwards, whatever happened."""
+    try:
+        with live_server(app) as url:
+            yield url
+    finally:
+        app.state.executor.shutdown(wait=True)
+        app.state.cluster.close()
+
+
+@contextmanager
 def logged_in_browser(url: str, token: str, landing: str, *, downloads: Path | None = None) -> Iterator[WebDriver]:
     """Chromium signed in with ``token`` through the login form (focused on load: typed at once, then Enter), on
     ``landing`` (a path); ``downloads``: the folder downloads go to."""

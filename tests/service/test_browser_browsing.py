@@ -23,11 +23,11 @@ from tests.service.browser_support import (
     REPO,
     browser_paths,
     docs_image,
-    live_server,
     logged_in_browser,
     page_images,
     poll,
     screenshot,
+    served,
     set_width,
 )
 
@@ -109,21 +109,17 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     )
     update_job(store, job_ids[1], status="succeeded", progress_total=4, progress_done=4, result_ids=[diff_id])
     update_job(store, job_ids[2], status="running", progress_total=20, progress_done=7)
-    try:
-        with live_server(app) as url:
-            yield Seeded(
-                url,
-                admin,
-                runs,
-                sweep.result.sweep_id,
-                detection.run_id,
-                [r.run_id for r in segmentation],
-                diff_id,
-                store,
-            )
-    finally:
-        app.state.executor.shutdown(wait=True)
-        app.state.cluster.close()
+    with served(app) as url:
+        yield Seeded(
+            url,
+            admin,
+            runs,
+            sweep.result.sweep_id,
+            detection.run_id,
+            [r.run_id for r in segmentation],
+            diff_id,
+            store,
+        )
         _ = (chromium, chromedriver)
 
 

@@ -13,10 +13,10 @@ import pytest
 from tests.service.browser_support import (
     at_path,
     browser_paths,
-    live_server,
     logged_in_browser,
     poll,
     screenshot,
+    served,
 )
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
@@ -57,12 +57,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     for r in sweep_records().values():
         store.save(r)
     viewer = create_token(store, "chart-viewer", "viewer")
-    try:
-        with live_server(app) as url:
-            yield Seeded(url, viewer)
-    finally:
-        app.state.executor.shutdown(wait=True)
-        app.state.cluster.close()
+    with served(app) as url:
+        yield Seeded(url, viewer)
 
 
 @pytest.fixture(scope="module")

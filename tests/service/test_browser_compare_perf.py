@@ -16,10 +16,10 @@ from repliscope.evaluation.record import EvaluationRecord
 from tests.service.browser_support import (
     at_path,
     browser_paths,
-    live_server,
     logged_in_browser,
     poll,
     screenshot,
+    served,
 )
 from tests.service.test_compare_tasks_and_timings import detections  # noqa: F401  (fixture)
 from tests.store.records import TOP1_A, TOP1_B, make_record
@@ -60,12 +60,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, detections: list[Evaluation
     assert admin is not None
     for r in (a, b, *detections):
         app.state.store.save(r)
-    try:
-        with live_server(app) as url:
-            yield Seeded(url, admin, (a, b), (detections[0], detections[1]))
-    finally:
-        app.state.executor.shutdown(wait=True)
-        app.state.cluster.close()
+    with served(app) as url:
+        yield Seeded(url, admin, (a, b), (detections[0], detections[1]))
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ import pytest
 
 from tests.service.browser_support import (
     browser_paths,
-    live_server,
     logged_in_browser,
     page_images,
     poll,
     screenshot,
+    served,
 )
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
@@ -71,12 +71,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     assert admin is not None
     for r in (a, b, segmentation, *detections):
         store.save(r)
-    try:
-        with live_server(app) as url:
-            yield Seeded(url, admin, (a.run_id, b.run_id), (detections[0].run_id, detections[1].run_id), segmentation)
-    finally:
-        app.state.executor.shutdown(wait=True)
-        app.state.cluster.close()
+    with served(app) as url:
+        yield Seeded(url, admin, (a.run_id, b.run_id), (detections[0].run_id, detections[1].run_id), segmentation)
 
 
 @pytest.fixture(scope="module")

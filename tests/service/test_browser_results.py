@@ -14,10 +14,10 @@ import pytest
 
 from tests.service.browser_support import (
     browser_paths,
-    live_server,
     logged_in_browser,
     poll,
     screenshot,
+    served,
 )
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
@@ -79,12 +79,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
         job = create_job(store, kind, "efficientnet-lite0@1.0.0", "onnxruntime", "foolbox_imagenet", {}, created_by="r")
         update_job(store, job.id, status="succeeded", progress_total=20, progress_done=20, result_ids=[result])
         jobs[kind] = job.id
-    try:
-        with live_server(app) as url:
-            yield Seeded(url, admin, jobs, results, benches[1])
-    finally:
-        app.state.executor.shutdown(wait=True)
-        app.state.cluster.close()
+    with served(app) as url:
+        yield Seeded(url, admin, jobs, results, benches[1])
 
 
 @pytest.fixture(scope="module")

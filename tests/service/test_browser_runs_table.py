@@ -15,10 +15,10 @@ import pytest
 
 from tests.service.browser_support import (
     browser_paths,
-    live_server,
     logged_in_browser,
     poll,
     screenshot,
+    served,
     set_width,
 )
 
@@ -99,12 +99,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
         )
         metrics = [ap, *(m for m in detected.metrics if m.name != "AP")]
         store.save(detected.model_copy(update={"run_id": run_id, "metrics": metrics, "claims": [claim]}))
-    try:
-        with live_server(app) as url:
-            yield Seeded(url, admin)
-    finally:
-        app.state.executor.shutdown(wait=True)
-        app.state.cluster.close()
+    with served(app) as url:
+        yield Seeded(url, admin)
 
 
 @pytest.fixture(scope="module")
