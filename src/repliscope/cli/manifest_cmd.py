@@ -69,10 +69,12 @@ def manifest_validate(
             continue
         assert report.loaded is not None
         m = report.loaded.manifest
+        from repliscope.tasks.metric_text import count_of  # the manifest loaded the task registry already
+
         scope = " (offline: source, packages and imports not checked)" if offline else ""
         console.print(
-            f"[green]ok[/] {f}: {m.name} {m.version}, {len(m.preprocess)} pre-processing ops, "
-            f"{len(m.claims)} claims{scope}",
+            f"[green]ok[/] {f}: {m.name} {m.version}, {count_of(len(m.preprocess), 'pre-processing op')}, "
+            f"{count_of(len(m.claims), 'claim')}{scope}",
             soft_wrap=True,
         )
     if invalid:
