@@ -92,7 +92,7 @@ def _layer_diff() -> dict[str, Any]:
         formula="tol",
         layers=rows,
         reference_layers=2,
-        not_compared=[],
+        uncompared=[],
         first_divergent={"golden": first},
         summary={"golden": ModeSummary(compared=2, passed=1, failed=1, max_ratio=1e4)},
         seconds=0.1,
