@@ -61,7 +61,11 @@ def test_each_query_gives_the_evaluation_loops_detections(
     issue = _issuer(prepared, qsl)
     assert len(qsl) == 16 and all(g is not None for g in qsl.geometry)
     for i, sample in enumerate(record.samples):
+        before = issue.last
         issue([i])
+        assert issue.pending == 1 and issue.last is before  # post-processed after the completion, not in the query
+        issue.complete()
+        assert issue.pending == 0 and issue.postprocessed == i + 1
         assert issue.last is not None and issue.last.detections is not None
         boxes = issue.last.detections[0]
         assert sample.detections is not None and len(boxes.boxes) == len(sample.detections)
@@ -70,10 +74,11 @@ def test_each_query_gives_the_evaluation_loops_detections(
         assert got == want
     first = issue.last  # synthetic_015: checked above against the record; sample 0 pinned as in the CLI test
     issue([0])
+    issue.complete()
     assert issue.last is not None and issue.last.detections is not None and first is not issue.last
     assert sorted(issue.last.detections[0].boxes.tolist()) == [[3.0, 7.0, 26.0, 33.0], [56.0, 62.0, 75.0, 113.0]]
     spans = [s.name for s in issue.tracer.spans]
-    assert spans[-6:] == ["inference", *POST, "query"]
+    assert spans[-6:] == ["inference", "query", *POST]  # the post-processing after the query
 
 
 def test_a_multi_sample_query_runs_one_inference_per_image(
@@ -82,6 +87,8 @@ def test_a_multi_sample_query_runs_one_inference_per_image(
     prepared, _, qsl = rect
     issue = _issuer(prepared, qsl)
     issue([0, 1, 2, 3])
+    assert issue.pending == 4
+    issue.complete()
     names = [s.name for s in issue.tracer.spans]
     assert names.count("query") == 1 and names.count("inference") == 4 and names.count(POST[-1]) == 4
 

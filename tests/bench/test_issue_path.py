@@ -51,6 +51,8 @@ def test_lean_query_enters_no_span_and_skips_the_runners_own_timestamps(base: Ba
     runner = _runner(base)
     issue = QueryIssuer(qsl, runner, prepared.pipeline, SpanFreeTracer())
     issue([3])
+    assert issue.pending == 1 and issue.last is None  # the query ends at the response
+    issue.complete()
     assert runner.loaded  # the first query loaded it (query_call)
     assert runner.batch_sizes == [1]
     assert runner.last_inference_seconds == 0.0  # the scenario times the query, not the runner
@@ -64,6 +66,8 @@ def test_lean_and_spanned_queries_give_the_same_predictions_in_order(base: Base,
     spanned = QueryIssuer(qsl, _runner(base), prepared.pipeline, make_tracer("model", otel=False))
     lean(indices)
     spanned(indices)
+    lean.complete()
+    spanned.complete()
     assert lean.last is not None and spanned.last is not None
     assert lean.last.topk_indices is not None and spanned.last.topk_indices is not None
     np.testing.assert_array_equal(lean.last.topk_indices, spanned.last.topk_indices)
@@ -79,6 +83,7 @@ def test_lean_query_of_a_one_image_model_infers_sample_by_sample(base: Base) -> 
     runner = _runner(base)
     issue = QueryIssuer(qsl, runner, prepared.pipeline, SpanFreeTracer(), max_batch=1)
     issue([4, 1, 6])
+    issue.complete()
     assert runner.batch_sizes == [1, 1, 1]
     assert issue.last is not None and issue.last.topk_indices is not None
     assert issue.last.topk_indices[0, 0] == int(abs(float(qsl.inputs[6].flat[0])) * 1000) % 1000
@@ -105,5 +110,6 @@ def test_spanned_path_on_request_times_the_runner_as_before(base: Base) -> None:
     runner = _runner(base)
     issue = QueryIssuer(qsl, runner, prepared.pipeline, make_tracer("none"), lean=False)
     issue([1])
+    issue.complete()
     assert runner.last_inference_seconds > 0.0  # through Runner.infer's timing wrapper
     assert issue.last is not None and issue.last.topk_indices is not None

@@ -41,6 +41,7 @@ def test_single_stream_record_is_exact(base: Base) -> None:
     assert rec.valid and rec.invalid_reasons == []
     assert rec.dataset["query_samples"] == 20 and rec.dataset["num_samples"] == 20
     assert rec.settings["threads"] == 1 and rec.settings["clock"] == "VirtualClock"
+    assert rec.settings["latency_ends"] == "response"  # the post-processing runs after the completion
     assert rec.hardware["cpu_model"] == cpu_model() and "cpu_governor" in rec.hardware
     assert rec.runtime["runtime"] == "fake" and rec.runtime["model_sha256"] == base[0].artifact.sha256
     assert rec.overhead.queries == 100  # the no-op runner does not advance the virtual clock

@@ -56,9 +56,10 @@ class EarlyStoppingResult(_Model):
 
 class HarnessOverhead(_Model):
     """The same issue loop on the no-op runtime (zeros, no work), in µs per query. ``latency_*``: inside the
-    measured latency (batching, spans, the runner's timing wrapper, and the manifest's post-processing ops, which
-    are real work on the zero scores); ``cycle_mean_us``: the loop's whole cost per query (duration / queries);
-    ``loop_*``: the same without the post-processing ops, i.e. the harness alone."""
+    measured latency (batching, spans, the runner's timing wrapper, the response's copy; the post-processing runs
+    after completion, outside it); ``cycle_mean_us``: the loop's whole cost per query (duration / queries), with
+    the manifest's post-processing ops after each completion (real work on the zero scores); ``loop_*``: the same
+    without the post-processing ops, i.e. the harness alone."""
 
     queries: int
     latency_p50_us: float
@@ -95,7 +96,8 @@ class BenchmarkRecord(_Model):
     dataset: dict[str, Any]
     settings: dict[str, Any]
     """scenario, threads, batch size, samples per query, minimums, warm-up, seed, target QPS, bound, timed
-    pre-processing, trace level."""
+    pre-processing, trace level, ``latency_ends`` (``response``: the latency ends when the runtime's output is
+    handed over, the post-processing runs after it; absent in records made before)."""
     latency: LatencySummary
     throughput_samples_per_second: float
     throughput_ci: tuple[float, float] | None

@@ -49,6 +49,10 @@ from repliscope.runtimes.base import Runner
 BENCH_DISTRIBUTIONS = ("opentelemetry-sdk",)
 """Recorded by every benchmark besides the manifest's own (:func:`~repliscope.evaluation.record_builder.provenance`):
 the tracing SDK."""
+LATENCY_ENDS = "response"
+"""The record's ``settings.latency_ends``: a query's latency ends when the runtime's output is handed over as the
+response (copied), LoadGen's ``QuerySamplesComplete``; the manifest's post-processing runs after it, untimed
+(:class:`~repliscope.bench.sut.QueryIssuer`). Records without the key (before) timed the post-processing too."""
 OVERHEAD_QUERIES = 2000
 """Queries of the no-op overhead measurement (about 50 ms of issuing)."""
 PEAK_STEPS = 6
@@ -382,6 +386,7 @@ def run_benchmark(
             "trace_level": options.trace_level,
             "find_peak_qps": options.find_peak_qps,
             "clock": type(clock).__name__,
+            "latency_ends": LATENCY_ENDS,
         },
         latency=latency_summary(lat_ms),
         throughput_samples_per_second=run.samples / run.duration_s if run.duration_s > 0 else 0.0,

@@ -1,7 +1,12 @@
 """LoadGen's four scenarios as issue loops over an ``issue(indices)`` callable (the system under test).
 
 ``issue(indices)`` runs one query synchronously: batch the query samples ``indices`` (positions in the query
-sample library), infer, post-process. Every scenario first issues ``warmup_queries`` untimed queries, then issues
+sample library), infer, hand over the response; it returns at the query's completion, the time its latency ends.
+An issuer with a ``complete()`` method (:class:`repliscope.bench.sut.QueryIssuer`: the manifest's
+post-processing of the responses) has it called after the completion was stamped, never inside a latency, as
+LoadGen scores accuracy from the logged responses after a query completed: back-to-back scenarios after each
+query, the server scenario when no query is waiting (and after the last), offline after its one query. Every
+scenario first issues ``warmup_queries`` untimed queries, then issues
 until BOTH ``min_queries`` queries were issued and ``min_duration_s`` passed (LoadGen's minimums), picking sample
 indices with a seeded RNG (``numpy.random.default_rng(seed)``), so two runs issue the same sample sequence.
 
@@ -115,16 +120,28 @@ class _Picker:
         return out
 
 
+def _nothing() -> None:
+    return None
+
+
+def completer(issue: IssueFn) -> Callable[[], None]:
+    """``issue.complete`` (the work after a query's completion, e.g. post-processing its response), or a no-op."""
+    done = getattr(issue, "complete", None)
+    return done if callable(done) else _nothing
+
+
 def _warm_up(issue: IssueFn, n: int, s: ScenarioSettings) -> None:
-    """The untimed queries; inside ``issue.warmup(count)`` when the issuer has it (a ``warmup`` span, so a trace
-    tells the warm-up queries from the measured ones)."""
+    """The untimed queries, each completed; inside ``issue.warmup(count)`` when the issuer has it (a ``warmup``
+    span, so a trace tells the warm-up queries from the measured ones)."""
     if s.warmup_queries == 0:
         return
     picker = _Picker(n, s.seed, 1)
     marker = getattr(issue, "warmup", None)
+    complete = completer(issue)
     with marker(s.warmup_queries) if marker is not None else contextlib.nullcontext():
         for _ in range(s.warmup_queries):
             issue(picker.take(s.batch_of_query))
+            complete()
 
 
 def _back_to_back(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock, per_query: int) -> ScenarioRun:
@@ -133,12 +150,14 @@ def _back_to_back(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock, per
     starts: list[float] = []
     ends: list[float] = []
     now = clock.now
+    complete = completer(issue)
     origin = now()
     while len(starts) < s.min_queries or ends[-1] - origin < s.min_duration_s:
         indices = picker.take(per_query)
         t0 = now()
         issue(indices)
         t1 = now()
+        complete()
         starts.append(t0)
         ends.append(t1)
     first = starts[0]
@@ -194,6 +213,7 @@ def server(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> Scenari
 
     dispatcher = threading.Thread(target=dispatch, name="repliscope-dispatcher", daemon=True)
     latencies = np.empty(len(due))
+    complete = completer(issue)
     dispatcher.start()
     end = origin
     while (k := arrivals.get()) is not None:
@@ -201,7 +221,10 @@ def server(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> Scenari
         issue([indices[k]])
         end = clock.now()
         latencies[k] = end - due[k]
+        if arrivals.empty():  # no query waits for the post-processing
+            complete()
     dispatcher.join()
+    complete()
     return ScenarioRun(latencies_s=latencies, starts_s=schedule, duration_s=float(end - origin), samples=len(due))
 
 
@@ -217,6 +240,7 @@ def offline(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> Scenar
         starts.append(clock.now() - origin)
         issue(indices[lo : lo + s.batch_size])
         latencies[lo : lo + s.batch_size] = clock.now() - origin
+    completer(issue)()
     return ScenarioRun(
         latencies_s=latencies, starts_s=np.asarray(starts), duration_s=float(latencies[-1]), samples=len(indices)
     )
