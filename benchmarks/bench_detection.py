@@ -1,9 +1,10 @@
 """Per-runtime speed of the three shipped detection models, and the cost of COCO evaluation with its bootstrap.
 
 Everything is measured in this one run (machines are noisy; compare the ratios, not absolute numbers):
-- per model and runtime: `repliscope bench`'s single-stream scenario (1 thread, pre-processed library, the
-  manifest's detection post-processing inside each query): p50 ms per image, the ratio to the model's fastest
-  runtime, and how much of a query the post-processing is (the no-op runtime replaying real outputs);
+- per model and runtime: `repliscope bench`'s single-stream scenario (1 thread, pre-processed library; a
+  query's latency ends at the runtime's output, the manifest's detection post-processing runs after it): p50 ms
+  per image, the ratio to the model's fastest runtime, and the post-processing's cost per query (the no-op
+  runtime replaying real outputs, per issue cycle with and without the post ops);
   BlazeFace (tflite; onnxruntime / opencv_dnn via tf2onnx) and MTCNN (onnxruntime, opencv_dnn; the cascade
   per image) on faces-dlib testing.xml, SSDLite (tensorflow; onnxruntime / opencv_dnn via tf2onnx) on the
   first images of coco-val-mini;
@@ -40,9 +41,9 @@ MODELS = [  # (manifest, runtimes, dataset, images in the library, queries per r
 
 @dataclass(frozen=True)
 class Row:
-    """One runtime of one model: latencies in ms, ``post_ms`` the post-processing's share of a query (no-op
-    runtime with and without the manifest's post ops), ``conversion_s`` when tf2onnx ran now (None: cached or
-    not needed)."""
+    """One runtime of one model: latencies in ms, ``post_ms`` the post-processing's cost per query, after its
+    completion (no-op runtime's issue cycle with and without the manifest's post ops), ``conversion_s`` when
+    tf2onnx ran now (None: cached or not needed)."""
 
     runtime: str
     p50: float
@@ -74,7 +75,7 @@ def bench_model(manifest: str, runtimes: tuple[str, ...], data: Dataset, queries
                 rec.latency.percentiles["p50"].value,
                 rec.latency.percentiles["p90"].value,
                 rec.queries,
-                (rec.overhead.latency_p50_us - rec.overhead.loop_p50_us) / 1000,
+                (rec.overhead.cycle_mean_us - rec.overhead.loop_cycle_mean_us) / 1000,
                 prepared.runner.load_seconds,
                 None if conversion.get("cached", True) else float(conversion["seconds"]),
             )
