@@ -53,7 +53,7 @@ def test_runs_list_at_80_columns_cuts_nothing_and_keeps_one_line_per_run() -> No
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert "…" not in out and max(len(ln) for ln in lines) <= 80
-    assert lines[0] == "4 runs, newest first (local time; top-1 in %)"
+    assert lines[0] == "4 runs, newest first (local time)"
     # the date is the same for every run: said once; models, runtimes and datasets differ: columns
     local_day = datetime.now(UTC).replace(hour=9, minute=0).astimezone().strftime("%Y-%m-%d")
     assert lines[1] == f"every run: date {local_day}"
@@ -61,11 +61,33 @@ def test_runs_list_at_80_columns_cuts_nothing_and_keeps_one_line_per_run() -> No
     rows = lines[4:]
     assert len(rows) == 4  # one line per run, newest first
     assert [r.split()[0] for r in rows] == [i[:8] for i in reversed(ids)]
-    assert rows[0].split()[2:] == ["resnet50-tv", "2.1.0", "onnxruntime", "foolbox_imagenet", "2", "50.0"]
-    assert rows[1].split()[2:] == ["efficientnet-lite2", "1.0.0", "opencv_dnn", "foolbox_imagenet", "2", "50.0"]
-    assert rows[2].split()[2:] == ["efficientnet-lite0", "1.0.0", "onnxruntime", "imagenet-sample", "2", "50.0"]
-    assert rows[3].split()[2:] == ["efficientnet-lite0", "1.0.0", "torch", "foolbox_imagenet", "2", "50.0"]
+    assert rows[0].split()[2:] == ["resnet50-tv", "2.1.0", "onnxruntime", "foolbox_imagenet", "2", "50.00", "%"]
+    assert rows[1].split()[2:] == ["efficientnet-lite2", "1.0.0", "opencv_dnn", "foolbox_imagenet", "2", "50.00", "%"]
+    assert rows[2].split()[2:] == ["efficientnet-lite0", "1.0.0", "onnxruntime", "imagenet-sample", "2", "50.00", "%"]
+    assert rows[3].split()[2:] == ["efficientnet-lite0", "1.0.0", "torch", "foolbox_imagenet", "2", "50.00", "%"]
     assert console.width == 80  # the console follows COLUMNS
+
+
+def test_runs_list_numbers_read_as_on_the_web_pages() -> None:
+    """top-1 and AP in ``runs list`` follow the house's rule (tasks.metric_text, as the pages): ``88.90 %`` and
+    ``0.3741``, never ``88.9`` or ``0.374``; one run is "1 run"."""
+    from repliscope.evaluation.record import MetricValue
+    from repliscope.tasks.metric_text import value_text
+
+    samples = [pred("a.jpg", 1, [1, 2])]
+    top1 = MetricValue(name="top1", value=0.889, ci_low=0.868, ci_high=0.907, n=1000, successes=889)
+    ap = MetricValue(name="AP", value=0.37414, ci_low=0.36, ci_high=0.39, n=500)
+    _store(record(samples).model_copy(update={"metrics": [top1]}))
+    code, out, _ = invoke("runs", "list")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "1 run, newest first (local time)"
+    assert lines[-1].endswith(" 88.90 %") and value_text("top1", 0.889) == "88.90 %"
+    _store(record(samples, model="yolo").model_copy(update={"metrics": [ap]}))
+    code, out, _ = invoke("runs", "list", columns=200)
+    header, rows = out.splitlines()[0], out.splitlines()[3:]
+    assert code == 0 and header == "2 runs, newest first (local time; AP: COCO .50:.95)"
+    assert rows[0].rstrip().endswith(" 0.3741") and value_text("AP", 0.37414) == "0.3741"
+    assert rows[1].rstrip().endswith(" 88.90 %")  # its AP cell is empty
 
 
 def test_runs_list_failed_column_and_wide_terminal() -> None:
@@ -83,11 +105,11 @@ def test_runs_list_failed_column_and_wide_terminal() -> None:
         "failed",
         "top-1",
     ]
-    assert [r.split()[-3:] for r in rows[1:]] == [
-        ["2", "0", "50.0"],
-        ["3", "1", "50.0"],
-        ["2", "0", "50.0"],
-        ["2", "0", "50.0"],
+    assert [r.split()[-4:] for r in rows[1:]] == [
+        ["2", "0", "50.00", "%"],
+        ["3", "1", "50.00", "%"],
+        ["2", "0", "50.00", "%"],
+        ["2", "0", "50.00", "%"],
     ]
     code, out, _ = invoke("runs", "list")  # 81 characters would be needed: the model names fold, never cut
     assert code == 0 and "…" not in out and max(len(ln) for ln in out.splitlines()) <= 80

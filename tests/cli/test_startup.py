@@ -114,3 +114,29 @@ def test_completion_loads_only_the_commands_that_match() -> None:
     *out, code, imported = proc.stdout.splitlines()
     assert out == ["runs"] and code == "exit 0", proc.stdout + proc.stderr
     assert ast.literal_eval(imported) == sorted([*RUNS_MODULES, *MAIN_IMPORTS])
+
+
+def test_runs_list_formats_its_numbers_without_the_task_registry(tmp_path: Path) -> None:
+    """``runs list`` writes top-1 as ``88.90 %`` (the house's rule) through repliscope.number_text: no module of
+    repliscope.tasks is imported, so listing runs never loads the task registry."""
+    from repliscope.evaluation.record import MetricValue
+    from repliscope.store.repository import RunStore
+    from tests.cli._records import pred, record
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    top1 = MetricValue(name="top1", value=0.889, ci_low=0.868, ci_high=0.907, n=1000, successes=889)
+    with RunStore(db) as store:
+        store.save(record([pred("a.jpg", 1, [1, 2])]).model_copy(update={"metrics": [top1]}))
+    modules = 'name.startswith("repliscope.cli.") and name.endswith("_cmd")'
+    probe = PROBE.replace(modules, 'name.startswith("repliscope.t")')
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "runs", "list", "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    *out, code, imported = proc.stdout.splitlines()
+    assert code == "exit 0" and out[-1].rstrip().endswith(" 88.90 %"), proc.stdout + proc.stderr
+    assert [m for m in ast.literal_eval(imported) if m.startswith("repliscope.tasks")] == []

@@ -32,7 +32,7 @@ def top1(hits: int, n: int) -> MetricValue:
 def test_consistent_needs_a_narrow_interval() -> None:
     v = judge_claim(CLAIM, top1(37_560, 50_000), VAL, "val-folder", sampling=WHOLE)  # 75.12 % ± 0.38 pt
     assert (v.verdict, v.claimed, v.direction, v.sampling) == ("consistent", 0.751, "within", "whole split")
-    assert v.reason.startswith("the claimed 75.10% is inside the 95 % interval [74.74%, 75.50%]")
+    assert v.reason.startswith("the claimed 75.10 % is inside the 95 % interval [74.74, 75.50] %")
     assert "n=50000, ±0.4 pt" in v.reason and "samples: the whole split, 50,000 of 50,000; the interval" in v.reason
     assert "the interval assumes a random sample of imagenet-1k/val" in v.reason
 
@@ -45,8 +45,8 @@ def test_the_20_image_lite0_case_is_not_comparable() -> None:
     v = judge_claim(CLAIM, metric, VAL, "foolbox_imagenet", sampling=sample_selection(20, VAL))
     assert (v.verdict, v.direction, v.sampling) == ("not comparable", "within", "selection")
     assert v.reason.startswith(
-        "too few samples to judge: the claimed 75.10% is inside the 95 % interval [69.90%, 97.21%] of the measured "
-        "90.00% (n=20), but the interval is ±13.7 pt and a verdict needs ±2 pt or narrower (about n >= 933); "
+        "too few samples to judge: the claimed 75.10 % is inside the 95 % interval [69.90, 97.21] % of the measured "
+        "90.00 % (n=20), but the interval is ±13.7 pt and a verdict needs ±2 pt or narrower (about n >= 933); "
     )
     assert v.reason.endswith(
         "; samples: 20 of the split's 50,000 samples, chosen in a way not declared (--as imagenet-1k/val@random if "
@@ -58,10 +58,10 @@ def test_the_20_image_lite0_case_is_not_comparable() -> None:
 def test_a_wide_interval_that_excludes_the_claim_refutes_it_with_its_direction() -> None:
     short = judge_claim(CLAIM, top1(8, 20), VAL, "x", sampling=PICKED)  # 40 %: [21.9 %, 61.3 %]
     assert (short.verdict, short.direction) == ("inconsistent", "falls short")
-    assert short.reason.startswith("the model falls short of its claim: the claimed 75.10% is above the 95 %")
+    assert short.reason.startswith("the model falls short of its claim: the claimed 75.10 % is above the 95 %")
     beats = judge_claim(CLAIM, top1(990, 1000), VAL, "x", sampling=PICKED)
     assert (beats.verdict, beats.direction) == ("inconsistent", "beats")
-    assert beats.reason.startswith("the model beats its claim: the claimed 75.10% is below the 95 % interval")
+    assert beats.reason.startswith("the model beats its claim: the claimed 75.10 % is below the 95 % interval")
     assert "; samples: 1,000 of the split's 50,000 samples, chosen in a way not declared" in beats.reason
 
 

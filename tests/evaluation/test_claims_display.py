@@ -51,21 +51,21 @@ def test_an_old_wide_consistent_record_is_shown_not_comparable() -> None:
         claim_dataset="imagenet-1k/val",
         evaluated_dataset="foolbox_imagenet (as imagenet-1k/val)",
         verdict="consistent",
-        reason="claimed 75.10% is inside the 95 % interval [69.90%, 97.21%] of the measured 90.00% (n=20)",
+        reason="claimed 75.10 % is inside the 95 % interval [69.90, 97.21] % of the measured 90.00 % (n=20)",
         source="paper",
     )
     verdict, reason = shown_verdict(stored.model_dump())
     assert verdict == "not comparable"
     assert reason.startswith("too few samples to judge: the interval is ±13.7 pt and a verdict needs ±2 pt")
     assert reason.endswith(
-        "(recorded as consistent before that rule: claimed 75.10% is inside the 95 % interval "
-        "[69.90%, 97.21%] of the measured 90.00% (n=20))"
+        "(recorded as consistent before that rule: claimed 75.10 % is inside the 95 % interval "
+        "[69.90, 97.21] % of the measured 90.00 % (n=20))"
     )
     section = _claim_section(render_run_html(_with_claim(stored)))
     assert 'class="claim-card ok"' not in section and 'class="verdict ok"' not in section
     assert '<span class="verdict neutral">not comparable</span>' in section
     assert "too few samples to judge the claim" in section  # the warning, now under a neutral verdict
-    assert "- **NOT COMPARABLE** — top1 75.10% claimed" in render_run_markdown(_with_claim(stored))
+    assert "- **NOT COMPARABLE** — top1 75.10 % claimed" in render_run_markdown(_with_claim(stored))
     assert 'class="direction"' not in section  # a direction goes with a judged verdict only
 
 
@@ -80,7 +80,7 @@ def test_the_report_gives_direction_and_sampling() -> None:
     assert "samples: the first 1,000 samples in sorted order (--limit 1000); the interval assumes a random" in section
     assert '<p class="warning">' not in section  # ±3 pt, but it excludes the claim: a refutation, no warning
     md = render_run_markdown(_with_claim(claim))
-    assert "- **INCONSISTENT** (falls short of its claim) — top1 75.10% claimed on imagenet-1k/val" in md
+    assert "- **INCONSISTENT** (falls short of its claim) — top1 75.10 % claimed on imagenet-1k/val" in md
     assert "(samples: selection; the interval assumes a random sample)." in md
 
 
@@ -93,7 +93,7 @@ def test_the_run_page_claims_table_gives_direction_and_sampling() -> None:
     html = template.render(view=view, verdict="inconsistent", page=SimpleNamespace())
     assert '<span class="badge direction-short" data-direction="short">▼ falls short of its claim</span>' in html
     assert '<span class="sampling" data-sampling="selection">samples: selection</span>' in html
-    assert "the model falls short of its claim: the claimed 75.10% is above the 95 % interval" in html
+    assert "the model falls short of its claim: the claimed 75.10 % is above the 95 % interval" in html
     wide = judge_claim(CLAIM, factories.record().metrics[0], VAL, "x", sampling=sample_selection(19, VAL))
     html = template.render(
         view=SimpleNamespace(claims=claim_rows([wide]), no_claims="", claim_figure=None),
@@ -101,7 +101,7 @@ def test_the_run_page_claims_table_gives_direction_and_sampling() -> None:
         page=SimpleNamespace(),
     )
     assert "data-direction" not in html  # "within" a ±14 pt interval is no badge next to "not comparable"
-    assert "too few samples to judge: the claimed 75.10% is inside" in html
+    assert "too few samples to judge: the claimed 75.10 % is inside" in html
 
 
 def test_the_run_page_headline_verdict_follows_the_rule() -> None:

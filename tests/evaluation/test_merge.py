@@ -94,7 +94,7 @@ def test_metrics_intervals_and_verdict_are_recomputed_over_every_sample(
         "failed": 0,
     }
     assert [(c.claimed, c.verdict) for c in merged.claims] == [(0.3, "inconsistent"), (0.99, "inconsistent")]
-    assert all("of the measured 70.00% (n=10)" in c.reason for c in merged.claims)
+    assert all("of the measured 70.00 % (n=10)" in c.reason for c in merged.claims)
 
 
 def test_a_missing_or_repeated_shard_refuses_the_merge(runs: tuple[JobOutcome, list[JobOutcome]]) -> None:

@@ -92,8 +92,8 @@ def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepO
         "Δ AP 95 % interval | matched | images differ | mean IoU | status |"
     ) in md
     assert (
-        "| `color_layout_swapped` | decode.channels: RGB -> BGR | 16 / 0 | 0.333 | [0.333, 0.333] | 0.333 | 16 | "
-        "-0.667 | [-0.667, -0.667] \\* | 36.4% | 15/16 | 1.000 | ok |"
+        "| `color_layout_swapped` | decode.channels: RGB -> BGR | 16 / 0 | 0.3333 | [0.3333, 0.3333] | 0.3333 | 16 | "
+        "-0.6667 | [-0.6667, -0.6667] \\* | 36.36 % | 15/16 | 1.0000 | ok |"
     ) in md
     assert "Δ top-1 per variant" not in md and "top-1 changed" not in md
     # the reference's AP intervals are bootstrap intervals over images, not Wilson's (was: Wilson)

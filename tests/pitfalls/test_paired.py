@@ -124,9 +124,9 @@ def test_html_and_markdown_tables_show_counts_and_paired_n() -> None:
     html = render_sweep_html(sweep)
     rows = parse(html).tables["pitfall-table"].rows
     ref, var = rows[0], rows[1]
-    assert ref[2:4] == ["17 / 3", "58.8% (10/17)"] and ref[6] == "—"
-    assert var[2:4] == ["9 / 11", "66.7% (6/9)"]
-    assert var[6:11] == ["9", "+0.0 pp", "1", "100.0%", "0/9"]
+    assert ref[2:4] == ["17 / 3", "58.82 % (10/17)"] and ref[6] == "—"
+    assert var[2:4] == ["9 / 11", "66.67 % (6/9)"]
+    assert var[6:11] == ["9", "+0.00 pp", "1", "100.00 %", "0/9"]
     assert var[12] == (
         "ok"
         "11 samples failed; paired on the 9 samples both evaluated (8 failed only in the "
@@ -139,13 +139,13 @@ def test_html_and_markdown_tables_show_counts_and_paired_n() -> None:
     cells = [c.strip() for c in line.split("|")[1:-1]]
     assert cells[2:11] == [
         "9 / 11",
-        "66.7% (6/9)",
-        "[35.4%, 87.9%]",
-        "66.7% (6/9)",
+        "66.67 % (6/9)",
+        "[35.42, 87.94] %",
+        "66.67 % (6/9)",
         "9",
-        "+0.0 pp",
+        "+0.00 pp",
         "1",
-        "100.0%",
+        "100.00 %",
         "0/9",
     ]
     assert cells[12].endswith(

@@ -94,26 +94,26 @@ def test_pitfall_table_has_one_row_per_variant_and_the_reference(sweep_result: S
     assert all(len(row) == 13 for row in table.rows)
     by_name = dict(zip(names, table.rows, strict=True))
     ref = by_name["reference"]
-    assert ref[2:6] == ["20 / 0", "90.0% (18/20)", "[69.9%, 97.2%]", "95.0% (19/20)"]
+    assert ref[2:6] == ["20 / 0", "90.00 % (18/20)", "[69.90, 97.21] %", "95.00 % (19/20)"]
     assert ref[6:12] == ["—"] * 6
     swapped = by_name["color_layout_swapped"]
     assert swapped[1] == "decode channels RGB -> BGR"
     assert swapped[2:12] == [
         "20 / 0",
-        "80.0% (16/20)",
-        "[58.4%, 91.9%]",
-        "85.0% (17/20)",
+        "80.00 % (16/20)",
+        "[58.40, 91.93] %",
+        "85.00 % (17/20)",
         "20",
-        "-10.0 pp",
+        "-10.00 pp",
         "0.625",
-        "75.0%",
+        "75.00 %",
         "5/20",
         "0.1843",
     ]
     assert swapped[12] == "ok"
     bug = by_name["data_layout_bug"]
-    assert bug[3] == "0.0% (0/20)" and bug[7] == "-90.0 pp" and bug[8] == "<0.0001 *" and bug[10] == "20/20"
-    assert by_name["no_center_crop"][7:9] == ["-5.0 pp", "1"]
+    assert bug[3] == "0.00 % (0/20)" and bug[7] == "-90.00 pp" and bug[8] == "<0.0001 *" and bug[10] == "20/20"
+    assert by_name["no_center_crop"][7:9] == ["-5.00 pp", "1"]
 
 
 def test_not_applicable_and_failed_rows_show_their_reason(sweep_html: str) -> None:
@@ -155,7 +155,7 @@ def test_claim_colours_follow_the_verdict(run_record: EvaluationRecord) -> None:
 def test_metrics_with_wilson_intervals(run_html: str) -> None:
     rows = parse(run_html).tables["metrics-table"].rows
     # the run fixture has one failed sample: 17/19 correct
-    assert rows[0] == ["top1", "89.47%", "[68.61%, 97.06%]", "17/19"]
+    assert rows[0] == ["top1", "89.47 %", "[68.61, 97.06] %", "17/19"]
     assert rows[1][0] == "top5"
 
 

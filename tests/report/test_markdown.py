@@ -63,8 +63,8 @@ def test_run_headings(run_record: EvaluationRecord) -> None:
         "Latency",
         "Provenance",
     ]
-    assert "- **NOT COMPARABLE** — top1 75.10% claimed on imagenet-1k/val" in md
-    assert _table_rows(md, "| metric |")[0] == ["top1", "89.47%", "[68.61%, 97.06%]", "17/19"]
+    assert "- **NOT COMPARABLE** — top1 75.10 % claimed on imagenet-1k/val" in md
+    assert _table_rows(md, "| metric |")[0] == ["top1", "89.47 %", "[68.61, 97.06] %", "17/19"]
     assert len(_table_rows(md, "| sample |")) == 3
 
 
@@ -77,13 +77,13 @@ def test_pitfall_table_rows(sweep_result: SweepResult) -> None:
         "`color_layout_swapped`",
         "decode channels RGB -> BGR",
         "20 / 0",
-        "80.0% (16/20)",
-        "[58.4%, 91.9%]",
-        "85.0% (17/20)",
+        "80.00 % (16/20)",
+        "[58.40, 91.93] %",
+        "85.00 % (17/20)",
         "20",
-        "-10.0 pp",
+        "-10.00 pp",
         "0.625",
-        "75.0%",
+        "75.00 %",
         "5/20",
         "0.1843",
         "ok",
@@ -97,7 +97,7 @@ def test_embedded_images_decode(sweep_result: SweepResult, run_record: Evaluatio
     md = render_sweep_markdown(sweep_result)
     images = _IMAGE.findall(md)
     assert len(images) == 1 + 1 + 2 * (1 + 6)  # claim, deltas, per panel a colour scale and 6 pictures
-    assert md.count("| threads_changed | same as reference | — | top-1 243 (bull_mastiff), 70.0% |") == 1
+    assert md.count("| threads_changed | same as reference | — | top-1 243 (bull_mastiff), 70.00 % |") == 1
     for alt, src in images:
         assert alt
         decode_data_uri(src)

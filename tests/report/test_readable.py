@@ -53,15 +53,15 @@ def test_each_card_shows_the_variants_prediction(sweep_result: SweepResult) -> N
     assert len(panels) == 2
     first = re.findall(r'<div class="name">([^<]+)</div>.*?<p class="prediction">([^<]+)</p>', panels[0], re.DOTALL)
     assert first == [
-        ("reference", "top-1 243 (bull_mastiff), 70.0%"),
-        ("color_layout_swapped", "top-1 242 (boxer), 42.0%"),
-        ("data_layout_bug", "top-1 111 (nematode), 42.0%"),
-        ("threads_changed", "top-1 243 (bull_mastiff), 70.0%"),
-        ("no_center_crop", "top-1 243 (bull_mastiff), 55.0%"),
+        ("reference", "top-1 243 (bull_mastiff), 70.00 %"),
+        ("color_layout_swapped", "top-1 242 (boxer), 42.00 %"),
+        ("data_layout_bug", "top-1 111 (nematode), 42.00 %"),
+        ("threads_changed", "top-1 243 (bull_mastiff), 70.00 %"),
+        ("no_center_crop", "top-1 243 (bull_mastiff), 55.00 %"),
     ]
     second = re.findall(r'<p class="prediction">([^<]+)</p>', panels[1])
-    assert second[0] == "top-1 436 (beach_wagon), 70.0%"  # the reference's miss on imagenet_06_609
-    assert second[1] == "top-1 609 (jeep), 42.0%"  # the swapped variant gets it right
+    assert second[0] == "top-1 436 (beach_wagon), 70.00 %"  # the reference's miss on imagenet_06_609
+    assert second[1] == "top-1 609 (jeep), 42.00 %"  # the swapped variant gets it right
 
 
 def test_failed_sample_says_so_under_its_card(sweep_result: SweepResult) -> None:

@@ -98,7 +98,7 @@ def test_a_sweeps_pitfall_table_on_the_run_page_reads_like_its_metrics_table() -
 
 def test_the_html_reports_claims_table_writes_an_ap_claim_as_a_fraction() -> None:
     """The run page links the run's full HTML report (repliscope.report, which cannot import the web pages'
-    module): its claims table reads an AP claim as the pages do, a top-1 claim in percent as before."""
+    module): its claims table reads an AP claim and a top-1 claim as the pages do (75.10 %, never 75.10%)."""
     from repliscope.report.sections import claim_rows
 
     base = {"claim_dataset": "coco/val2017", "evaluated_dataset": "coco/val2017", "verdict": "consistent"}
@@ -109,4 +109,4 @@ def test_the_html_reports_claims_table_writes_an_ap_claim_as_a_fraction() -> Non
         ]
     )
     assert (ap.claimed, ap.measured, ap.interval) == ("0.3310", "0.3254", "[0.3101, 0.3402]")
-    assert (top1.claimed, top1.measured, top1.interval) == ("75.10%", "88.90%", "[86.80%, 90.70%]")
+    assert (top1.claimed, top1.measured, top1.interval) == ("75.10 %", "88.90 %", "[86.80, 90.70] %")

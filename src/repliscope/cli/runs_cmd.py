@@ -15,6 +15,7 @@ from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.gc_pause import gc_paused
 from repliscope.cli.output import console, print_record
 from repliscope.errors import RepliscopeError
+from repliscope.number_text import count_of, unit_value_text
 
 if TYPE_CHECKING:
     from repliscope.evaluation.record import EvaluationRecord
@@ -110,7 +111,7 @@ def _list_benchmarks(records: Sequence[Any], as_json: bool) -> None:
     from rich.table import Table
 
     console.print(
-        f"[bold]{len(records)} benchmarks[/], newest first (local time; the scenario's metric: p90 "
+        f"[bold]{count_of(len(records), 'benchmark')}[/], newest first (local time; the scenario's metric: p90 "
         "single-stream, p99 multi-stream and server, throughput offline)",
         highlight=False,
     )
@@ -181,8 +182,9 @@ def _label_json(label: Any) -> dict[str, Any]:
 
 def run_cells(r: RunSummary, label: Any = None) -> dict[str, str]:
     """One run's cells in ``runs list``: 8-character id, its display name (``runs rename``), local creation date
-    and time, model name and version in full, top-1 in % and detection's AP as a fraction, its tags (each empty
-    when the run has none)."""
+    and time, model name and version in full, top-1 and detection's AP in the house's number format
+    (:mod:`repliscope.number_text`, as the web pages: ``88.90 %``, ``0.3741``), its tags (each empty when the run
+    has none)."""
     created = (r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)).astimezone()
     return {
         "run": r.run_id[:ID_CHARS],
@@ -194,8 +196,8 @@ def run_cells(r: RunSummary, label: Any = None) -> dict[str, str]:
         "dataset": r.dataset_name,
         "n": str(r.num_samples),
         "failed": str(r.num_failed),
-        "top-1": "" if r.top1 is None else f"{100 * r.top1:.1f}",
-        "AP": "" if r.ap is None else f"{r.ap:.3f}",
+        "top-1": "" if r.top1 is None else unit_value_text("percent", r.top1),
+        "AP": "" if r.ap is None else unit_value_text("fraction", r.ap),
         "sweep": r.sweep_id[:ID_CHARS] if r.sweep_id else "",
         "variant": r.variant or "",
         "tags": " ".join(label.tags) if label else "",
@@ -239,8 +241,8 @@ def print_runs(runs: Sequence[RunSummary], labels: dict[str, Any] | None = None)
 
     cells = [run_cells(r, (labels or {}).get(r.run_id)) for r in runs]
     columns, shared, gap = runs_layout(cells, console.width)
-    units = "top-1 in %" + ("; AP: COCO .50:.95 as a fraction" if "AP" in columns else "")
-    console.print(f"[bold]{len(runs)} runs[/], newest first (local time; {units})", highlight=False)
+    units = "; AP: COCO .50:.95" if "AP" in columns else ""
+    console.print(f"[bold]{count_of(len(runs), 'run')}[/], newest first (local time{units})", highlight=False)
     for line in pack(shared, console.width, first="every run: ", next_="           "):
         console.print(line, highlight=False, soft_wrap=True)
     # SIMPLE_HEAD draws a space between columns: gap 2 = that space + one of padding

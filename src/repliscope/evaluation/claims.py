@@ -33,7 +33,7 @@ from repliscope.errors import RepliscopeError
 from repliscope.evaluation.record import ClaimVerdict, MetricValue
 from repliscope.manifest.schema import ClaimSpec, DatasetRef, claim_metric_spec
 from repliscope.metrics.intervals import MAX_HALF_WIDTH, MIN_BOOTSTRAP_SAMPLES, MIN_OBJECTS_PER_CATEGORY
-from repliscope.tasks.metric_text import unit_value_text
+from repliscope.number_text import unit_interval_text, unit_value_text
 
 Verdict = Literal["consistent", "inconsistent", "not comparable"]
 Direction = Literal["beats", "falls short", "within"]
@@ -196,10 +196,11 @@ def judge_claim(
     spec = claim_metric_spec(claim.metric)
     claimed = round(claim.value / 100.0, 10) if spec is not None and spec.unit == "percent" else claim.value
     evaluated = f"{evaluated_name} (as {dataset_label(evaluated_as)})" if evaluated_as else evaluated_name
-    fraction = spec is not None and spec.unit == "fraction"  # AP 0.331 reads 0.3310 (tasks.metric_text), not 33.10%
+    fraction = spec is not None and spec.unit == "fraction"
+    unit = "fraction" if fraction else "percent"  # the house's format (number_text): 75.10 %, AP 0.331 reads 0.3310
 
     def num(value: float) -> str:
-        return unit_value_text("fraction", value) if fraction else f"{value:.2%}"
+        return unit_value_text(unit, value)
 
     def spread(half: float) -> str:
         return f"±{half:.4f}" if fraction else f"±{100 * half:.1f} pt"
@@ -263,7 +264,9 @@ def judge_claim(
             f"(its coverage was measured near 95 % from there; n={metric.n} images, claimed {num(claimed)}, "
             f"measured {num(metric.value)})",
         )
-    interval = f"95 % interval [{num(metric.ci_low)}, {num(metric.ci_high)}] of the measured {num(metric.value)}"
+    interval = (
+        f"95 % interval {unit_interval_text(unit, metric.ci_low, metric.ci_high)} of the measured {num(metric.value)}"
+    )
     half = (metric.ci_high - metric.ci_low) / 2.0
     direction = direction_of(claimed, metric.ci_low, metric.ci_high)
     if direction != "within":

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from repliscope.number_text import unit_delta_text, unit_interval_text, unit_value_text
 from repliscope.pitfalls.result import SweepResult, VariantOutcome
 from repliscope.report import formatting as fmt
 from repliscope.report import pitfall_sections as ps
@@ -30,8 +31,9 @@ def is_detection(sweep: SweepResult) -> bool:
     return sweep.reference.metric("AP") is not None or any(v.paired_task for v in sweep.variants)
 
 
-def _frac(x: Any, digits: int = 3) -> str:
-    return fmt.DASH if x is None else f"{float(x):.{digits}f}"
+def _frac(x: Any) -> str:
+    """A fraction in the house's format (:mod:`repliscope.number_text`): ``0.3741``."""
+    return unit_value_text("fraction", None if x is None else float(x))
 
 
 def detection_row(outcome: VariantOutcome, is_reference: bool = False) -> PitfallRow:
@@ -44,11 +46,13 @@ def detection_row(outcome: VariantOutcome, is_reference: bool = False) -> Pitfal
     return replace(
         row,
         top1=_frac(ap.value if ap else None),
-        top1_interval=f"[{ap.ci_low:.3f}, {ap.ci_high:.3f}]" if ap else fmt.DASH,
+        top1_interval=unit_interval_text("fraction", ap.ci_low, ap.ci_high) if ap else fmt.DASH,
         top5=_frac(ap50.value if ap50 else None),
         paired_n=fmt.DASH if n is None else str(n),
-        delta_top1=fmt.DASH if p.get("delta_ap") is None else f"{p['delta_ap']:+.3f}",
-        p=fmt.DASH if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]",
+        delta_top1=unit_delta_text("fraction", p.get("delta_ap")),
+        p=fmt.DASH
+        if low is None or high is None
+        else f"[{unit_delta_text('fraction', low)}, {unit_delta_text('fraction', high)}]",
         significant=low is not None and high is not None and (low > 0 or high < 0),
         agreement=fmt.DASH if p.get("matched_fraction") is None else fmt.pct(p["matched_fraction"]),
         flips=fmt.DASH if n is None else f"{p.get('flipped_images')}/{n}",

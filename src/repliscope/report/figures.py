@@ -159,8 +159,10 @@ def heat_colorbar(scale: float, label: str) -> bytes:
 
 @dataclass(frozen=True)
 class ClaimPoint:
-    """One claim against its measurement, all in percent: ``claimed``; ``measured`` with its 95 % interval
-    [``low``, ``high``]; ``wide``: the interval is too wide to judge the claim (drawn in the warning colour)."""
+    """One claim against its measurement, as records store them (fractions): ``claimed``; ``measured`` with its
+    95 % interval [``low``, ``high``]; ``wide``: the interval is too wide to judge the claim (drawn in the warning
+    colour); ``unit``: how the metric reads (``percent``: top-1 drawn and labelled ``75.10 %``; ``fraction``: COCO AP
+    labelled ``0.3310``, :mod:`repliscope.number_text`)."""
 
     label: str
     claimed: float
@@ -168,20 +170,26 @@ class ClaimPoint:
     low: float
     high: float
     wide: bool = False
+    unit: str = "percent"
 
 
 def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
     """Per claim, one row: the claimed value as a diamond, the measured value as a dot with its 95 % interval
     as an error bar (the claim is consistent with the data where the diamond falls inside the bar)."""
+    from repliscope.number_text import unit_interval_text, unit_value_text
+
+    percent = all(p.unit == "percent" for p in points)
+    scale = 100.0 if percent else 1.0  # drawn in percent, or as fractions when any claim is one (AP, mIoU)
     fig = _figure(7.5, 1.0 + 0.55 * max(len(points), 1))
     ax = fig.add_subplot()
     rows = list(range(len(points)))
     for row, p in zip(rows, points, strict=True):
         colour = _SIGNIFICANT if p.wide else _LINE
+        claimed, measured, low, high = (scale * v for v in (p.claimed, p.measured, p.low, p.high))
         ax.errorbar(
-            [p.measured],
+            [measured],
             [row],
-            xerr=[[p.measured - p.low], [p.high - p.measured]],
+            xerr=[[measured - low], [high - measured]],
             fmt="o",
             color=colour,
             capsize=5,
@@ -190,7 +198,7 @@ def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
             label="measured, 95 % interval" if row == 0 else None,
         )
         ax.plot(
-            [p.claimed],
+            [claimed],
             [row],
             marker="D",
             color="black",
@@ -199,16 +207,16 @@ def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
             label="claimed" if row == 0 else None,
         )
         ax.annotate(
-            f"claimed {p.claimed:.1f}",
-            (p.claimed, row),
+            f"claimed {unit_value_text(p.unit, p.claimed)}",
+            (claimed, row),
             xytext=(0, 9),
             textcoords="offset points",
             ha="center",
             fontsize=8,
         )
         ax.annotate(
-            f"measured {p.measured:.1f} [{p.low:.1f}, {p.high:.1f}]",
-            (p.measured, row),
+            f"measured {unit_value_text(p.unit, p.measured)} {unit_interval_text(p.unit, p.low, p.high)}",
+            (measured, row),
             xytext=(0, -14),
             textcoords="offset points",
             ha="center",
@@ -217,11 +225,11 @@ def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
         )
     ax.set_yticks(rows, [p.label for p in points])
     ax.set_ylim(len(points) - 0.4, -0.6)
-    lo = min(min(p.low, p.claimed) for p in points) if points else 0.0
-    hi = max(max(p.high, p.claimed) for p in points) if points else 100.0
-    pad = max(2.0, 0.15 * (hi - lo))
-    ax.set_xlim(max(0.0, lo - pad), min(100.0, hi + pad))
-    ax.set_xlabel("%")
+    lo = scale * min(min(p.low, p.claimed) for p in points) if points else 0.0
+    hi = scale * max(max(p.high, p.claimed) for p in points) if points else scale
+    pad = max(0.02 * scale, 0.15 * (hi - lo))
+    ax.set_xlim(max(0.0, lo - pad), min(scale, hi + pad))
+    ax.set_xlabel("%" if percent else "fraction")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=8, frameon=False)
     return _png(fig)

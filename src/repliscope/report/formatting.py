@@ -1,4 +1,5 @@
-"""Number and value formatting shared by the HTML and Markdown reports (one place, so both read the same)."""
+"""Number and value formatting shared by the HTML and Markdown reports (one place, so both read the same; the
+metrics' numbers follow the house's rule, :mod:`repliscope.tasks.metric_text`)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,25 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-DASH = "—"
+from repliscope.number_text import MISSING, percent_text, unit_delta_text, unit_interval_text
+
+DASH = MISSING
 
 
-def pct(x: float | None, digits: int = 1) -> str:
-    """``0.9`` -> ``90.0%``; None -> an em dash."""
-    return DASH if x is None else f"{100.0 * x:.{digits}f}%"
+def pct(x: float | None) -> str:
+    """A proportion in percent, the house's format (:mod:`repliscope.number_text`): ``0.9`` -> ``90.00 %``; None ->
+    an em dash."""
+    return percent_text(x)
 
 
-def interval(low: float | None, high: float | None, digits: int = 1) -> str:
-    """``[69.9%, 97.2%]`` (a 95 % interval), or an em dash when unknown."""
-    if low is None or high is None:
-        return DASH
-    return f"[{pct(low, digits)}, {pct(high, digits)}]"
+def interval(low: float | None, high: float | None) -> str:
+    """A 95 % interval of a proportion in percent: ``[69.90, 97.21] %``, or an em dash when unknown."""
+    return unit_interval_text("percent", low, high)
 
 
 def delta_pp(delta: float | None) -> str:
-    """A difference of proportions in percentage points with its sign: ``-0.1`` -> ``-10.0 pp``."""
-    return DASH if delta is None else f"{100.0 * delta:+.1f} pp"
+    """A difference of proportions in percentage points with its sign: ``-0.1`` -> ``-10.00 pp``."""
+    return unit_delta_text("percent", delta)
 
 
 def p_value(p: float | None) -> str:

@@ -68,9 +68,7 @@ def pitfall_rows(sweep: SweepResult) -> list[PitfallRow]:
 def pitfalls_caption(sweep: SweepResult) -> str:
     """The claim the table is read against (Table 1's "Reported" column) and how to read the columns."""
     claims = [c for c in sweep.claims if c.get("metric") in ("top1", "top1_accuracy")]
-    reported = "; ".join(
-        f"reported top-1 {fmt.pct(c.get('claimed'), 2)} on {c.get('claim_dataset', '?')}" for c in claims
-    )
+    reported = "; ".join(f"reported top-1 {fmt.pct(c.get('claimed'))} on {c.get('claim_dataset', '?')}" for c in claims)
     n = sweep.dataset.get("num_samples")
     on = f"{sweep.dataset.get('name', 'the dataset')}" + (f" ({n} samples)" if n is not None else "")
     text = (

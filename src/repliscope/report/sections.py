@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from repliscope.evaluation.claims import DIRECTION_TEXT, direction_of, shown_verdict
 from repliscope.evaluation.record import EvaluationRecord, ManifestInfo, MetricValue, SamplePrediction
 from repliscope.metrics.intervals import MAX_HALF_WIDTH
+from repliscope.number_text import unit_interval_text, unit_value_text
 from repliscope.report import figures
 from repliscope.report import formatting as fmt
 from repliscope.report.view import (
@@ -109,21 +110,24 @@ def claim_direction(claim: Mapping[str, Any]) -> str | None:
     return direction_of(float(claimed), float(low), float(high))
 
 
-def _claim_numbers(claim: Mapping[str, Any]) -> tuple[str, str, str]:
-    """A claim's claimed value, measured value and interval: in percent, or for a metric claimed as a fraction
-    (COCO AP, mIoU) as the fraction the web pages show (``0.3310``, never ``33.10%``)."""
+def _claim_unit(claim: Mapping[str, Any]) -> str:
+    """How a claim's metric reads: ``fraction`` for a metric claimed as one (COCO AP, mIoU), else ``percent``."""
     from repliscope.manifest.schema import claim_metric_spec
-    from repliscope.tasks.metric_text import unit_interval_text, unit_value_text
 
     spec = claim_metric_spec(str(claim.get("metric")))
-    low, high = claim.get("ci_low"), claim.get("ci_high")
-    if spec is not None and spec.unit == "fraction":
-        return (
-            unit_value_text("fraction", claim.get("claimed")),
-            unit_value_text("fraction", claim.get("measured")),
-            unit_interval_text("fraction", low, high),
-        )
-    return fmt.pct(claim.get("claimed"), 2), fmt.pct(claim.get("measured"), 2), fmt.interval(low, high, 2)
+    return "fraction" if spec is not None and spec.unit == "fraction" else "percent"
+
+
+def _claim_numbers(claim: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A claim's claimed value, measured value and interval in the house's format (:mod:`repliscope.number_text`,
+    as the web pages): ``75.10 %``, or for a metric claimed as a fraction (COCO AP, mIoU) ``0.3310``, never
+    ``33.10 %``."""
+    unit = _claim_unit(claim)
+    return (
+        unit_value_text(unit, claim.get("claimed")),
+        unit_value_text(unit, claim.get("measured")),
+        unit_interval_text(unit, claim.get("ci_low"), claim.get("ci_high")),
+    )
 
 
 def claim_rows(claims: Iterable[BaseModel | Mapping[str, Any]], metrics: Sequence[MetricValue] = ()) -> list[ClaimRow]:
@@ -172,11 +176,12 @@ def claim_figure(
         points.append(
             figures.ClaimPoint(
                 label=f"{c.get('metric', '?')} on {c.get('claim_dataset', '?')}",
-                claimed=100.0 * float(c["claimed"]),
-                measured=100.0 * float(measured),
-                low=100.0 * float(low),
-                high=100.0 * float(high),
+                claimed=float(c["claimed"]),
+                measured=float(measured),
+                low=float(low),
+                high=float(high),
                 wide=interval_warning(low, high, n_of.get(str(c.get("metric")))) is not None,
+                unit=_claim_unit(c),
             )
         )
     if not points:
@@ -197,13 +202,16 @@ def metric_rows(metrics: Sequence[MetricValue]) -> list[MetricRow]:
     return [
         MetricRow(
             name=m.name,
-            value=fmt.pct(m.value, 2),
-            interval=fmt.interval(m.ci_low, m.ci_high, 2),
+            value=fmt.pct(m.value),
+            interval=fmt.interval(m.ci_low, m.ci_high),
             count=f"{m.successes}/{m.n}",
         )
         if m.successes is not None
         else MetricRow(
-            name=m.name, value=f"{m.value:.4f}", interval=f"[{m.ci_low:.4f}, {m.ci_high:.4f}]", count=f"{m.n} images"
+            name=m.name,
+            value=unit_value_text("fraction", m.value),
+            interval=unit_interval_text("fraction", m.ci_low, m.ci_high),
+            count=f"{m.n} images",
         )
         for m in metrics
     ]

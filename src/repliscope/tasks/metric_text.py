@@ -15,22 +15,44 @@ The house rule, from the metric's :class:`~repliscope.tasks.base.MetricSpec` (th
 A claim is shown in its metric's format too: the manifest's ``AP: 0.331`` reads ``0.3310`` next to the measured
 ``0.3254``, never ``33.10 %``. Exports (the REST API, the samples CSV / JSON) keep the raw numbers as records store
 them (fractions, full precision): this module formats for reading only. Functions taking ``unit`` (``"percent"`` or
-``"fraction"``) serve callers that already know it (charts); the others look the unit up by metric name.
+``"fraction"``) serve callers that already know it (charts); the others look the unit up by metric name. The
+``unit_*`` functions live in :mod:`repliscope.number_text` (no task registry behind them, for callers that know the
+unit without loading the tasks, such as the CLI's ``runs list``) and are handed on from here.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
+from repliscope.number_text import (
+    FRACTION_DIGITS,
+    MISSING,
+    PERCENT_DIGITS,
+    Unit,
+    count_of,
+    unit_delta_text,
+    unit_interval_text,
+    unit_value_text,
+)
 from repliscope.tasks.base import MetricSpec
 
-Unit = Literal["percent", "fraction"]
-MISSING = "—"
-PERCENT_DIGITS = 2
-"""Decimals of a percent metric (``88.90 %``)."""
-FRACTION_DIGITS = 4
-"""Decimals of a fraction metric (``0.3741``)."""
+__all__ = [
+    "FRACTION_DIGITS",
+    "MISSING",
+    "PERCENT_DIGITS",
+    "Unit",
+    "count_of",
+    "delta_text",
+    "headline_text",
+    "interval_text",
+    "is_percent",
+    "metric_specs",
+    "unit_delta_text",
+    "unit_interval_text",
+    "unit_of",
+    "unit_value_text",
+    "value_text",
+]
 
 
 @functools.cache
@@ -55,29 +77,6 @@ def is_percent(name: str | None, proportion: bool = False) -> bool:
     return unit_of(name, proportion) == "percent"
 
 
-def unit_value_text(unit: str, value: float | None) -> str:
-    """``value`` (a fraction, as records store it) in ``unit``: ``88.90 %``, ``0.3741``; ``—`` for None."""
-    if value is None:
-        return MISSING
-    return f"{100 * value:.{PERCENT_DIGITS}f} %" if unit == "percent" else f"{value:.{FRACTION_DIGITS}f}"
-
-
-def unit_interval_text(unit: str, low: float | None, high: float | None) -> str:
-    """A 95 % interval in ``unit``: ``[86.81, 90.71] %``, ``[0.3612, 0.3857]``; ``—`` when either end is None."""
-    if low is None or high is None:
-        return MISSING
-    if unit == "percent":
-        return f"[{100 * low:.{PERCENT_DIGITS}f}, {100 * high:.{PERCENT_DIGITS}f}] %"
-    return f"[{low:.{FRACTION_DIGITS}f}, {high:.{FRACTION_DIGITS}f}]"
-
-
-def unit_delta_text(unit: str, delta: float | None) -> str:
-    """A difference with its sign in ``unit``: ``+0.20 pp`` (percentage points), ``-0.0012``; ``—`` for None."""
-    if delta is None:
-        return MISSING
-    return f"{100 * delta:+.{PERCENT_DIGITS}f} pp" if unit == "percent" else f"{delta:+.{FRACTION_DIGITS}f}"
-
-
 def value_text(name: str | None, value: float | None, proportion: bool = False) -> str:
     """``value`` of metric ``name`` in the metric's format; ``—`` for None (or no name)."""
     return MISSING if name is None else unit_value_text(unit_of(name, proportion), value)
@@ -96,8 +95,3 @@ def delta_text(name: str | None, delta: float | None, proportion: bool = False) 
 def headline_text(name: str | None, value: float | None) -> str:
     """``top1 88.90 %``, ``AP 0.1260``, ``mIoU 0.5844``; ``—`` without a value."""
     return MISSING if name is None or value is None else f"{name} {value_text(name, value)}"
-
-
-def count_of(n: int, noun: str) -> str:
-    """``1 object``, ``2 objects``, ``0 objects``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
