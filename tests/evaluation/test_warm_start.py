@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from repliscope.evaluation import calibration
 from repliscope.evaluation.adaptive import run_adaptive, trials_size
 from repliscope.evaluation.calibration import Planning, candidates
 from repliscope.evaluation.engine import LoopOptions, PreparedItem, prepare_sample, run_loop
+from repliscope.evaluation.record_builder import build_record
 from repliscope.evaluation.run import PreparedRun
 from repliscope.evaluation.warm_start import READ_AHEAD_NICE, StagedPrefetch, warm_start
 from repliscope.runtimes.errors import ModelLoadError
@@ -166,6 +168,7 @@ def test_an_in_run_calibration_reads_its_measured_samples_itself(
     lite0: PreparedRun, foolbox: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(calibration, "MIN_TRIAL_SAMPLES", 4)
+    monkeypatch.setattr(calibration, "DROP_BELOW", 0.0)  # every round runs, however slow a trial on a busy machine
     monkeypatch.setattr(CountingRunner, "delay", 0.0)
     log: list[str] = []
     cands = candidates(2, 1, None, None)  # batch 1, two workers: a trial is 4 samples, the check 8
@@ -203,3 +206,49 @@ def test_a_sample_that_fails_ahead_fails_with_the_loops_reason(lite0: PreparedRu
     assert held is not None and isinstance(held[0], PreparedItem)
     assert held[0].data is None and held[0].error == prepare_sample(lite0.pipeline, garbage, SHAPE)[1]
     assert staged.keep is None  # a failed sample does not choose the stage
+
+
+def test_the_records_rate_counts_the_preparation_done_ahead(
+    lite0: PreparedRun, foolbox: Dataset, tmp_path: Path
+) -> None:
+    """Issue 37: samples read while the model loaded enter the loop ready; the record's throughput must still be
+    a rate of the whole work. Each read sleeps ``slow`` and each inferred sample ``CountingRunner.delay``, so
+    two workers cannot do better than 2 / (slow + delay) samples/s whoever did the reading: the rate over the
+    loop alone (the bug) was above it (72-84 against 62.5 at load 6). True by construction, not a timing."""
+    slow, n, ahead_until = 0.03, 12, 10
+    enough = threading.Event()
+
+    def sleepy(s: Sample, i: int) -> Sample:
+        def read() -> bytes:
+            time.sleep(slow)
+            if i == ahead_until - 1:
+                enough.set()
+            return s.read()
+
+        return replace(s, id=f"{i}", read=read)
+
+    samples = [sleepy(foolbox.samples[i % 20], i) for i in range(n)]
+
+    class SlowLoad(CountingRunner):  # a long export: loaded once half the samples were read ahead
+        def _load(self) -> None:
+            assert enough.wait(10), "nothing was read while the model loaded"
+
+    runner = SlowLoad(lite0.artifact, threads=1, cache_dir=tmp_path)
+    plan = calibration.Plan("data_parallel", 2, 2, 1, "given")
+    loop, ran = run_adaptive(Planning(plan, (plan,)), lite0.pipeline, runner, samples, LoopOptions(1, 1), SHAPE)
+    rec = build_record(
+        replace(lite0, runner=runner),
+        replace(foolbox, samples=samples),
+        loop,
+        lite0.pipeline,
+        ran.loop_options(False),
+        runner,
+        ran,
+    )
+    t = rec.timings
+    assert rec.counts["evaluated"] == n and t.loop_seconds is not None and t.throughput_seconds is not None
+    assert ahead_until <= t.read_ahead_samples <= n and t.read_ahead_seconds >= t.read_ahead_samples * slow
+    assert t.throughput_seconds == pytest.approx(t.loop_seconds + t.read_ahead_seconds / 2)
+    assert t.throughput_samples_per_second == pytest.approx(n / t.throughput_seconds)
+    assert t.throughput_samples_per_second <= 2 / (slow + CountingRunner.delay)
+    assert ran.calibration["segments"][-1]["read_ahead"] == t.read_ahead_samples

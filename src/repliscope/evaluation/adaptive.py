@@ -135,12 +135,16 @@ class SegmentedRun:
         r.inference_seconds += loop.inference_seconds
         r.warmup_seconds += loop.warmup_seconds
         r.loop_seconds += loop.loop_seconds
+        r.ahead += loop.ahead
+        r.ahead_seconds += loop.ahead_seconds
+        r.ahead_share += loop.ahead_share
         if r.outputs is not None and loop.outputs is not None:
             r.outputs.update(loop.outputs)
-        rate = len(chunk) / max(loop.loop_seconds, 1e-9)
+        rate = len(chunk) / max(loop.rate_seconds, 1e-9)  # samples read ahead: their preparation counted in
         segment = {"plan": plan.key, "role": role, "samples": len(chunk), "samples_per_second": round(rate, 2)}
         if loop.ahead:
-            segment["read_ahead"] = loop.ahead  # read while the model loaded: rate above the loop's own
+            segment["read_ahead"] = loop.ahead  # read while the model loaded
+            segment["read_ahead_seconds"] = round(loop.ahead_seconds, 4)
         self.segments.append(segment)
         return rate
 

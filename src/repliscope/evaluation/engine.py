@@ -94,6 +94,17 @@ class LoopResult:
     ahead: int = 0
     """Samples this loop took already read and (partly) pre-processed from a :class:`ReadAhead`: their reading
     and those ops ran before the loop, while the model loaded, and are not in ``loop_seconds``."""
+    ahead_seconds: float = 0.0
+    """The wall seconds the read-ahead spent reading and pre-processing those samples (on one thread)."""
+    ahead_share: float = 0.0
+    """What that work costs this loop: ``ahead_seconds`` / the loop's preparing threads (``prep_workers``), the
+    seconds the loop would have spent on it. :attr:`rate_seconds` adds it to the loop."""
+
+    @property
+    def rate_seconds(self) -> float:
+        """The seconds a true rate of this loop is over: ``loop_seconds`` + :attr:`ahead_share` (a loop that took
+        samples read ahead did less than the whole work of its samples)."""
+        return self.loop_seconds + self.ahead_share
 
 
 Stage = tuple[Item, int]
@@ -103,9 +114,8 @@ Stage = tuple[Item, int]
 class ReadAhead(Protocol):
     """Samples read and pre-processed ahead of the loop (:class:`repliscope.evaluation.warm_start.Prefetched`)."""
 
-    def take(self, sample: Sample) -> tuple[PreparedItem | Stage, str] | None:
-        """The sample's state (prepared, or a :data:`Stage` to finish) and its fingerprint, removed from the
-        store; None when it is not held (the loop reads it)."""
+    def take(self, sample: Sample) -> Held | None:
+        """The sample's :data:`Held` state, removed from the store; None when it is not held (the loop reads it)."""
         ...
 
 
@@ -124,6 +134,11 @@ class PreparedItem(NamedTuple):
     data: np.ndarray | None
     error: str | None
     geometry: Geometry | None = None
+
+
+Held = tuple[PreparedItem | Stage, str, float]
+"""A sample read ahead: its state (prepared, or a :data:`Stage` to finish), its fingerprint, and the wall seconds
+its reading and ops took on the read-ahead thread."""
 
 
 def apply_op(op: PreOp, item: Item, tracer: Tracer | None = None) -> Item | str:
@@ -242,7 +257,7 @@ def run_loop(
     ``replicas`` (runners kept across calls, e.g. by a run in segments), else new ones (:meth:`Runner.replica`).
     A sample that ``ahead`` holds (read and partly pre-processed while the model loaded,
     :mod:`repliscope.evaluation.warm_start`) is taken from it and its remaining ops applied, instead of being
-    read again; :attr:`LoopResult.ahead` counts them.
+    read again; :attr:`LoopResult.ahead` counts them and :attr:`LoopResult.ahead_seconds` sums what they cost there.
 
     Tracing (the current tracer, :func:`repliscope.tracing.current_tracer`): at level ``model`` one ``batch``
     span per batch (``data_parallel``: around reading, pre-processing, inference and post-processing of the
@@ -272,14 +287,14 @@ def run_loop(
                 result.load_seconds += load
                 result.warmup_seconds += warm
         on_error = fail_fast_hook() if options.fail_fast else None
-        taken: list[int] = []  # list.append is atomic: the data_parallel workers count into it
+        taken: list[float] = []  # list.append is atomic: the data_parallel workers note the seconds held into it
 
         def prepare(sample: Sample) -> tuple[PreparedItem, str]:
             if ahead is not None:
                 held = ahead.take(sample)
                 if held is not None:
-                    stage, fingerprint = held
-                    taken.append(1)
+                    stage, fingerprint, seconds = held
+                    taken.append(seconds)
                     done = (
                         stage
                         if isinstance(stage, PreparedItem)
@@ -307,7 +322,8 @@ def run_loop(
         )
         end = time.perf_counter()
     result.loop_seconds, result.total_seconds = end - loop_start, end - start
-    result.ahead = len(taken)
+    result.ahead, result.ahead_seconds = len(taken), sum(taken)
+    result.ahead_share = result.ahead_seconds / max(1, options.prep_workers)
     return result
 
 

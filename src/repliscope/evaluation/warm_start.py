@@ -23,11 +23,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from repliscope.datasets.base import Sample, read_sample
-from repliscope.evaluation.engine import PreparedItem, Stage, apply_op, encoded_item, finish_item
+from repliscope.evaluation.engine import Held, PreparedItem, Stage, apply_op, encoded_item, finish_item
 from repliscope.ops.base import Item
 from repliscope.ops.pipeline import Pipeline
 from repliscope.runtimes.base import Runner
@@ -47,24 +48,25 @@ read``) and ``"load finished"`` as they happen (tests)."""
 class Prefetched:
     """Samples read and pre-processed ahead of the loop, each taken once (:meth:`take`)."""
 
-    held: dict[int, tuple[Sample, PreparedItem | Stage, str]] = field(default_factory=dict)
+    held: dict[int, tuple[Sample, PreparedItem | Stage, str, float]] = field(default_factory=dict)
+    """id(sample) -> (the sample, its state, its fingerprint, the seconds its reading and ops took here)."""
     nbytes: int = 0
     """Bytes of the held items' arrays when they were stored (not reduced by :meth:`take`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def put(self, sample: Sample, state: PreparedItem | Stage, fingerprint: str) -> None:
+    def put(self, sample: Sample, state: PreparedItem | Stage, fingerprint: str, seconds: float) -> None:
         data = state.data if isinstance(state, PreparedItem) else state[0].data
         with self._lock:
-            self.held[id(sample)] = (sample, state, fingerprint)
+            self.held[id(sample)] = (sample, state, fingerprint, seconds)
             self.nbytes += 0 if data is None else int(data.nbytes)
 
-    def take(self, sample: Sample) -> tuple[PreparedItem | Stage, str] | None:
+    def take(self, sample: Sample) -> Held | None:
         with self._lock:
             entry = self.held.get(id(sample))
             if entry is None or entry[0] is not sample:  # another object (a lazy sequence): read it again
                 return None
             del self.held[id(sample)]
-        return entry[1], entry[2]
+        return entry[1], entry[2], entry[3]
 
     def __len__(self) -> int:
         return len(self.held)
@@ -83,10 +85,16 @@ class StagedPrefetch:
     """Ops applied before a sample is held; None until the first sample chose it."""
 
     def add(self, sample: Sample) -> None:
+        """Read and pre-process ``sample`` and hold it with the wall seconds that took (the loop counts them in
+        its rate: :attr:`repliscope.evaluation.engine.LoopResult.ahead_seconds`)."""
+        start = time.perf_counter()
+        state, fingerprint = self._staged(sample)
+        self.store.put(sample, state, fingerprint, time.perf_counter() - start)
+
+    def _staged(self, sample: Sample) -> tuple[PreparedItem | Stage, str]:
         read = read_sample(sample)
         if read.data is None:
-            self.store.put(sample, PreparedItem(None, read.error), read.fingerprint)
-            return
+            return PreparedItem(None, read.error), read.fingerprint
         item: Item | str = encoded_item(read.data)
         ops = self.pipeline.pre_ops
         stop = len(ops) if self.keep is None else self.keep
@@ -94,8 +102,7 @@ class StagedPrefetch:
         for done, op in enumerate(ops[:stop], start=1):
             item = apply_op(op, item, NO_TRACER)  # type: ignore[arg-type]
             if isinstance(item, str):
-                self.store.put(sample, PreparedItem(None, item), read.fingerprint)
-                return
+                return PreparedItem(None, item), read.fingerprint
             if self.keep is None and (smallest is None or item.data.nbytes <= smallest[0]):
                 smallest = (int(item.data.nbytes), done)
         assert isinstance(item, Item)
@@ -103,9 +110,8 @@ class StagedPrefetch:
             final = finish_item(self.pipeline, item, len(ops), self.expected_shape, NO_TRACER)
             if final.data is not None:  # (a failed shape check is no sample to choose the stage on)
                 self.keep = smallest[1] if smallest is not None else 0
-            self.store.put(sample, final, read.fingerprint)
-            return
-        self.store.put(sample, (item, self.keep), read.fingerprint)
+            return final, read.fingerprint
+        return (item, self.keep), read.fingerprint
 
 
 def lower_this_threads_priority(by: int) -> None:
