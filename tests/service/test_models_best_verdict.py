@@ -37,6 +37,7 @@ def _run(
     runtime: str = "onnxruntime",
     top1: list[int | None] = TOP1_B,
     variant: str | None = None,
+    sampling: str | None = None,
 ) -> EvaluationRecord:
     record = make_record(
         run_id,
@@ -59,6 +60,7 @@ def _run(
         verdict=verdict,  # type: ignore[arg-type]
         reason=f"{verdict} (test double)",
         source="README.md",
+        sampling=sampling,  # type: ignore[arg-type]
     )
     counts = {**record.counts, "total": samples, "evaluated": samples, "failed": 0, "labelled": samples}
     return record.model_copy(
@@ -147,6 +149,24 @@ def test_the_api_gives_the_same_best_verdicts(stored: Any, tokens: dict[str, str
     assert (torch["run_id"], torch["verdict"], torch["judged"]) == (TORCH_SMOKE, "not comparable", False)
     # what the models page showed before: the newest plain run per runtime and hardware
     assert {x["run_id"] for x in r.json()["latest"]} == {OLD_WIDE, TORCH_SMOKE}
+
+
+def test_the_apis_judged_claims_say_how_their_samples_were_chosen(stored: Any, tokens: dict[str, str]) -> None:
+    """``sampling`` of each claim in ``best`` and ``latest``, as ``GET /api/v1/runs/{id}`` gives it (None when no
+    interval was judged or the record predates it)."""
+    judged = "c1" * 16
+    stored.state.store.save(_run(judged, 15, "consistent", (0.74, 0.77), runtime="torch", sampling="selection"))
+    with TestClient(stored) as api:
+        viewer = {"Authorization": f"Bearer {tokens['viewer']}"}
+        model = api.get(f"/api/v1/models/{MODEL}", headers=viewer).json()
+        run = api.get(f"/api/v1/runs/{judged}", headers=viewer).json()
+    best = {b["runtime"]: b for b in model["best"]}
+    latest = {x["run_id"]: x for x in model["latest"]}
+    assert [c["sampling"] for c in run["claims"]] == ["selection"]
+    assert best["torch"]["run_id"] == judged and [c["sampling"] for c in best["torch"]["claims"]] == ["selection"]
+    assert [c["sampling"] for c in latest[judged]["claims"]] == ["selection"]
+    assert [c["sampling"] for c in best["onnxruntime"]["claims"]] == [None]  # FULL: stored without it
+    assert [c["sampling"] for c in latest[OLD_WIDE]["claims"]] == [None]
 
 
 def test_without_a_judged_run_the_newest_is_shown_as_not_judged(service_app: Any, tokens: dict[str, str]) -> None:

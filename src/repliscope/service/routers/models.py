@@ -4,10 +4,10 @@ most samples and the narrowest interval) and the latest per runtime and hardware
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from repliscope.service.auth import require
 from repliscope.service.errors import ERROR_RESPONSES, ApiError
@@ -20,7 +20,9 @@ _RUNS_SCANNED = 500
 class JudgedClaim(BaseModel):
     """One accuracy claim as the run judged it: the measured value and its 95 % interval against the claimed value
     (fractions), and the direction: ``beats`` (claim below the interval), ``short`` (above), ``within``,
-    ``unjudged`` (not comparable, or nothing measured)."""
+    ``unjudged`` (not comparable, or nothing measured); ``sampling``: how the judged samples were chosen, as in the
+    run's claims (``GET /api/v1/runs/{id}``; the record's ``dataset.sampling`` has the details), None when no
+    interval was judged and in records stored before it existed."""
 
     metric: str
     claimed: float | None
@@ -30,6 +32,11 @@ class JudgedClaim(BaseModel):
     verdict: str
     direction: str
     evaluated_dataset: str
+    sampling: Literal["whole split", "random sample", "selection"] | None = Field(
+        None,
+        description="how the judged samples were chosen (the run record's dataset.sampling has the details); "
+        "null when no interval was judged",
+    )
 
 
 class LatestVerdict(BaseModel):
@@ -64,6 +71,7 @@ def _judged(store: Any, run_id: str) -> list[dict[str, Any]]:
                 **{k: claim.get(k) for k in ("metric", "claimed", "measured", "ci_low", "ci_high", "verdict")},
                 "direction": direction_of(claim),
                 "evaluated_dataset": str(claim.get("evaluated_dataset", "")),
+                "sampling": claim.get("sampling"),
             }
         )
     return out
@@ -116,6 +124,7 @@ def _best(store: Any, name: str) -> list[dict[str, Any]]:
                             "verdict": cell_claim.verdict,
                             "direction": direction_of(c),
                             "evaluated_dataset": str(c.get("evaluated_dataset", "")),
+                            "sampling": c.get("sampling"),
                         }
                         for c, cell_claim in zip(cell.claim_dicts, cell.claims, strict=True)
                     ],
