@@ -297,7 +297,8 @@ class EvaluateOptions(KindOptions):
 class PitfallsOptions(KindOptions):
     variants: list[str] | None = None
     """Only these pitfalls (default: every registered one), each NAME or NAME[PARAMETER=VALUE, ...] at a degree
-    (:mod:`repliscope.pitfalls.degrees`; each value checked on the manifest's pipeline when the sweep starts)."""
+    (:mod:`repliscope.pitfalls.degrees`; each value checked on the manifest's pipeline when the job is submitted,
+    :func:`_check_pitfalls`, and again when the sweep starts)."""
     visual: int = 3
     """Images in the visual-testing panel."""
 
@@ -357,6 +358,23 @@ def _pitfalls(ctx: JobContext, options: PitfallsOptions) -> JobOutcome:
     )
 
 
+def _check_pitfalls(job: JobSpec, loaded: LoadedManifest, options: PitfallsOptions) -> None:
+    """Before the sweep job is queued: each of ``variants`` a registered variant at a degree it has on the
+    manifest's pre-processing (:func:`~repliscope.pitfalls.sweep.check_variants`, what the sweep checks when it
+    starts)."""
+    if not options.variants:
+        return
+    from repliscope.job_kinds import JobOptionError
+    from repliscope.pitfalls.degrees import VariantSpecError
+    from repliscope.pitfalls.sweep import check_variants
+
+    run = job.run_options
+    try:
+        check_variants(loaded, options.variants, job.runtime, run.batch_size, run.threads)
+    except VariantSpecError as exc:
+        raise JobOptionError("variants", str(exc)) from None
+
+
 def _bench(ctx: JobContext, options: BenchJobOptions) -> JobOutcome:
     """``bench.matrix.run_matrix`` on the job's runtime and thread count: one benchmark record."""
     from repliscope.bench.matrix import run_matrix
@@ -406,7 +424,16 @@ def _diff(ctx: JobContext, options: DiffOptions) -> JobOutcome:
 
 
 _register(JobKind("evaluate", "evaluate the manifest: one evaluation record", EvaluateOptions, _evaluate, 0))
-_register(JobKind("pitfalls", "the pitfall sweep: a record per variant and the sweep", PitfallsOptions, _pitfalls, 1))
+_register(
+    JobKind(
+        "pitfalls",
+        "the pitfall sweep: a record per variant and the sweep",
+        PitfallsOptions,
+        _pitfalls,
+        1,
+        _check_pitfalls,
+    )
+)
 _register(JobKind("bench", "a benchmark of one scenario: one benchmark record", BenchJobOptions, _bench, 2))
 _register(JobKind("diff", "two runtimes compared sample by sample: the diff", DiffOptions, _diff, 3))
 

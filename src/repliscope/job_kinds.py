@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from repliscope.errors import RepliscopeError
 from repliscope.registry import Registry
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
@@ -32,6 +33,17 @@ class JobKind(Generic[OptionsT]):
     """``core(ctx, options)``: a :class:`~repliscope.job_execution.JobContext` in, a
     :class:`~repliscope.job_execution.JobOutcome` out (typed there: this module imports nothing of the core)."""
     position: int
+    check: Callable[[Any, Any, OptionsT], None] | None = None
+    """``check(job, loaded, options)``: what the kind refuses before the job is queued (a
+    :class:`~repliscope.job_execution.JobSpec`, its manifest loaded, this kind's options), with the very check its
+    core call makes when it starts; raises :class:`JobOptionError`. None: nothing to check beyond the options'
+    model."""
+
+    def check_job(self, job: Any, loaded: Any) -> None:
+        """:attr:`check` of ``job`` (its typed options read as :meth:`options_of` reads them) on its ``loaded``
+        manifest; nothing without a check."""
+        if self.check is not None:
+            self.check(job, loaded, self.options_of(job.run_options))
 
     def options_of(self, given: BaseModel) -> OptionsT:
         """This kind's options, read field by field from a job's typed options."""
@@ -40,6 +52,15 @@ class JobKind(Generic[OptionsT]):
     def run(self, ctx: Any) -> Any:
         """Run the job of ``ctx`` with this kind's core call and its options."""
         return self.core(ctx, self.options_of(ctx.job.run_options))
+
+
+class JobOptionError(RepliscopeError):
+    """A job option its kind refuses before the job is queued (:attr:`JobKind.check`): ``option`` names it (e.g.
+    ``variants``), the message the entry and the allowed values."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 JOB_KINDS: Registry[JobKind[Any]] = Registry("job kind", providers=("repliscope.job_execution",))

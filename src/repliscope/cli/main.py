@@ -410,6 +410,10 @@ def pitfalls(
             schedule,
         )
         settings, data = _settings_and_data(loaded, runtime, dataset, labels_csv, options)
+        if variant:  # each degree on the pre-processing (the sweep's own check) before the model is loaded
+            from repliscope.pitfalls.sweep import check_variants
+
+            check_variants(loaded, variant, settings.runtime, settings.batch_size, settings.threads)
         store = RunStore(db)
         prepared = prepare(loaded, settings)
         if tracer.rank:  # calibrate (when not cached) untraced, as in evaluate

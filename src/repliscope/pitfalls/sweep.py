@@ -114,15 +114,7 @@ def plan_sweep(
 ) -> tuple[list[_Plan], list[VariantOutcome]]:
     """Derive every requested variant (all registered ones by default) from the prepared pipeline; the
     reference runs as ``run_plan`` says (batch size, runner threads)."""
-    s = prepared.settings
-    spec = prepared.loaded.manifest.inputs[0]
-    ctx = PitfallContext(
-        input_shape=tuple(spec.shape),
-        input_layout=spec.layout,
-        runtime=s.runtime,
-        batch_size=run_plan.batch_size,
-        threads=run_plan.threads,
-    )
+    ctx = variant_context(prepared.loaded.manifest, prepared.settings.runtime, run_plan.batch_size, run_plan.threads)
     base = runner_with_threads(prepared.runner, run_plan.threads)
     ref = _Plan(REFERENCE, "the manifest as written", "none", prepared.pipeline, base, run_plan.batch_size, {})
     plans, skipped = [ref], []
@@ -167,6 +159,33 @@ def plan_sweep(
     for plan in plans:
         plan.op_keys = op_keys(plan.pipeline)
     return plans, skipped
+
+
+def variant_context(manifest: Any, runtime: str, batch_size: int, threads: int) -> PitfallContext:
+    """What a variant may look at besides the pipeline: ``manifest``'s (a ``Manifest``) first input and the run's
+    settings."""
+    spec = manifest.inputs[0]
+    return PitfallContext(
+        input_shape=tuple(spec.shape),
+        input_layout=spec.layout,
+        runtime=runtime,
+        batch_size=batch_size,
+        threads=threads,
+    )
+
+
+def check_variants(
+    loaded: Any, names: Sequence[str], runtime: str, batch_size: int | None = None, threads: int | None = None
+) -> list[VariantSpec]:
+    """:func:`requested_variants` on ``loaded``'s (a ``LoadedManifest``) pre-processing: the check
+    :func:`plan_sweep` makes when the sweep starts, made before any model, data or agent is touched (a sweep
+    job's submission through ``JOB_KINDS["pitfalls"].check``, ``repliscope pitfalls``). A variant's degrees are
+    read off the pre-processing (``Parameter.search``); a batch size or thread count not chosen yet (the
+    calibration chooses it) is 1 here. :class:`VariantSpecError` naming every refused entry and its allowed
+    names or degrees."""
+    manifest = loaded.manifest
+    base = Pipeline.from_specs(manifest.preprocess, [])
+    return requested_variants(names, base, variant_context(manifest, runtime, batch_size or 1, threads or 1))
 
 
 def requested_variants(names: Sequence[str], base: Pipeline, ctx: PitfallContext) -> list[VariantSpec]:

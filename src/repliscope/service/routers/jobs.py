@@ -145,14 +145,14 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
             )
         from repliscope.pitfalls.degrees import VariantSpecError, parse_variants
 
-        try:  # NAME or NAME[PARAMETER=VALUE, ...]; each value is checked on the manifest's pipeline when it runs
+        try:  # NAME or NAME[PARAMETER=VALUE, ...]; each value on the manifest's pipeline below (_check_kind)
             parse_variants(body.options.variants)
         except VariantSpecError as exc:
             raise ApiError(422, str(exc), field="body.options.variants", code="unknown_reference") from None
     with store_errors(body_refs=True):
         manifest = get_manifest(store, body.manifest)
         dataset = get_dataset(store, body.dataset)
-    _check_code(request, manifest)
+    loaded = _check_code(request, manifest)
     _check_fit(body, manifest, dataset)
     executor = executor_of(request)
     # the registry's name and declaration go to the core as the CLI's --as does (RunOptions.evaluated_as)
@@ -169,6 +169,7 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
         body.options.run_options().model_copy(update=registered),
         idempotency_key=body.options.idempotency_key,
     )
+    _check_kind(spec, loaded)
     _placeable(executor, spec)  # before the job row: a refused job leaves none
     with store_errors(body_refs=True):
         job = create_job(
@@ -185,10 +186,11 @@ def submit_job(request: Request, body: JobSubmit, principal: Annotated[Any, Depe
     return _out(job)
 
 
-def _check_code(request: Request, manifest: Any) -> None:
+def _check_code(request: Request, manifest: Any) -> Any:
     """The stored manifest's architecture code under this server's allowlist NOW (it may have been stored before
     the admin narrowed it): a 422 at ``body.manifest`` naming the manifest's field and the allowed packages
-    (:func:`repliscope.service.routers.manifests.check_code`), before anything is queued."""
+    (:func:`repliscope.service.routers.manifests.check_code`), before anything is queued. Returns the loaded
+    manifest."""
     from repliscope.service.routers.manifests import check_code, load_text
 
     loaded = load_text(manifest.text)
@@ -198,6 +200,19 @@ def _check_code(request: Request, manifest: Any) -> None:
         raise ApiError(
             422, f"{manifest.ref}: {exc.field}: {exc.message}", field="body.manifest", code="code_policy"
         ) from None
+    return loaded
+
+
+def _check_kind(spec: Any, loaded: Any) -> None:
+    """The job kind's own check of its options on the manifest (:meth:`repliscope.job_kinds.JobKind.check_job`;
+    a sweep: each variant at a degree of the manifest's pre-processing, the check the sweep makes when it starts):
+    a 422 at ``body.options.<option>`` naming the entry and the allowed values, before anything is queued."""
+    from repliscope.job_kinds import JOB_KINDS, JobOptionError
+
+    try:
+        JOB_KINDS.get(spec.kind).check_job(spec, loaded)
+    except JobOptionError as exc:
+        raise ApiError(422, str(exc), field=f"body.options.{exc.option}", code="invalid") from None
 
 
 def _check_fit(body: JobSubmit, manifest: Any, dataset: Any) -> None:
