@@ -33,6 +33,17 @@ PLUGIN_NAME = "repliscope-agent"
 HEARTBEAT_S = 5.0
 """How often (seconds) a live agent writes its ``last_seen`` into the scheduler metadata."""
 
+QUIET_DASK_CONFIG: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+}
+"""Dask's own monitoring, turned down in every scheduler and agent repliscope starts (:func:`quiet_dask`): by
+default a worker samples its threads' stacks every 10 ms (for the dashboard's profile page, which an agent serves
+on loopback only), times its event loop every 20 ms and polls psutil every 0.5 s. An idle agent then costs 2.5 %
+of a core, 0.25 % with these settings; on a machine whose every core runs an agent that is taken from the jobs
+(``benchmarks/bench_sharded.py`` prints each process's CPU)."""
+
 
 class AgentInfo(BaseModel):
     """An agent as the scheduler sees it: ``alive`` (a live worker now), ``last_seen`` (UTC; its last heartbeat,
@@ -43,6 +54,13 @@ class AgentInfo(BaseModel):
     alive: bool
     last_seen: datetime | None
     executing: int
+
+
+def quiet_dask() -> contextlib.AbstractContextManager[Any]:
+    """:data:`QUIET_DASK_CONFIG` set while a Dask scheduler or worker is created (they read it then)."""
+    import dask.config
+
+    return dask.config.set(QUIET_DASK_CONFIG)
 
 
 def _now() -> str:
@@ -147,28 +165,30 @@ class Cluster:
             own = local_cluster_security()
             dask_security = None if own is None else own[1].dask()
             # the scheduler's HTTP server always binds (default port 8787, a warning when taken): a free port
-            local = LocalCluster(
-                processes=False,
-                n_workers=0,
-                threads_per_worker=1,
-                dashboard_address="127.0.0.1:0",
-                protocol="tcp://" if own is None else "tls://",
-                host=LOOPBACK_HOST,
-                scheduler_port=0,
-                security=dask_security,
-            )
-
-            async def start_agent() -> Any:  # host=: Dask's default listens on every interface (0.0.0.0)
-                worker = Worker(
-                    local.scheduler_address,
-                    name=default_agent_id(),
-                    nthreads=1,
-                    plugins=(agent_plugin(),),
-                    memory_limit=0,
+            with quiet_dask():
+                local = LocalCluster(
+                    processes=False,
+                    n_workers=0,
+                    threads_per_worker=1,
+                    dashboard_address="127.0.0.1:0",
+                    protocol="tcp://" if own is None else "tls://",
                     host=LOOPBACK_HOST,
-                    dashboard_address=f"{LOOPBACK_HOST}:0",
+                    scheduler_port=0,
                     security=dask_security,
                 )
+
+            async def start_agent() -> Any:  # host=: Dask's default listens on every interface (0.0.0.0)
+                with quiet_dask():
+                    worker = Worker(
+                        local.scheduler_address,
+                        name=default_agent_id(),
+                        nthreads=1,
+                        plugins=(agent_plugin(),),
+                        memory_limit=0,
+                        host=LOOPBACK_HOST,
+                        dashboard_address=f"{LOOPBACK_HOST}:0",
+                        security=dask_security,
+                    )
                 if dask_security is not None:
                     install_role_guard(worker, "worker")
                 return await worker
@@ -351,17 +371,18 @@ def run_agent(
         level = worker_log.level
         worker_log.setLevel(logging.CRITICAL)  # a failed start is said once, below (Dask logs it as an ERROR too)
         try:
-            worker = Worker(
-                scheduler,
-                name=name,
-                nthreads=nthreads,
-                plugins=(plugin,),
-                memory_limit=0,
-                death_timeout=death_timeout,
-                host=host,
-                dashboard_address=f"{LOOPBACK_HOST}:0",
-                security=security.dask() if security else None,
-            )
+            with quiet_dask():
+                worker = Worker(
+                    scheduler,
+                    name=name,
+                    nthreads=nthreads,
+                    plugins=(plugin,),
+                    memory_limit=0,
+                    death_timeout=death_timeout,
+                    host=host,
+                    dashboard_address=f"{LOOPBACK_HOST}:0",
+                    security=security.dask() if security else None,
+                )
             if security is not None and security.tls:  # the peers' certificate roles, checked on connect
                 install_role_guard(worker, "worker")
             await worker
@@ -417,14 +438,15 @@ def run_scheduler(
     logging.getLogger("distributed").setLevel(logging.WARNING)
 
     async def main() -> None:
-        scheduler = Scheduler(
-            host=host,
-            port=port,
-            protocol="tls://" if tls else "tcp://",
-            security=security.dask() if security is not None else None,
-            dashboard=False,
-            dashboard_address=f"{LOOPBACK_HOST}:0",
-        )
+        with quiet_dask():
+            scheduler = Scheduler(
+                host=host,
+                port=port,
+                protocol="tls://" if tls else "tcp://",
+                security=security.dask() if security is not None else None,
+                dashboard=False,
+                dashboard_address=f"{LOOPBACK_HOST}:0",
+            )
         if tls:
             install_role_guard(scheduler, "scheduler")
         try:
