@@ -38,10 +38,15 @@ class SlowCompletion(FakeIssue):
     def __init__(self, clock: VirtualClock, latencies_s: Sequence[float]) -> None:
         super().__init__(clock, latencies_s)
         self.completed_after: list[int] = []
+        self.done = 0
 
-    def complete(self) -> None:
-        self.completed_after.append(len(self.calls))
-        self.clock.advance(1000 * UNIT)
+    def complete(self, limit: int | None = None) -> int:
+        count = len(self.calls) - self.done if limit is None else min(limit, len(self.calls) - self.done)
+        if count:
+            self.completed_after.append(len(self.calls))
+            self.clock.advance(1000 * UNIT)
+            self.done += count
+        return count
 
 
 class BufferReusingRunner(Runner):
@@ -119,7 +124,21 @@ def test_server_completes_every_response() -> None:
     s = ScenarioSettings("server", min_duration_s=0.0, min_queries=30, warmup_queries=0, target_qps=10.0)
     run = run_scenario(issue, 20, s, clock)
     assert run.queries == len(issue.calls) >= 30
-    assert issue.completed_after[-1] == run.queries  # the last response completed after the run
+    assert issue.done == run.queries and issue.completed_after[-1] == run.queries  # every response completed
+
+
+def test_server_post_processes_one_response_at_a_time_while_no_query_waits(base: Base) -> None:
+    prepared, _, qsl = base
+    runner = BufferReusingRunner(prepared.artifact, threads=1, cache_dir=prepared.runner.cache_dir)
+    issue = QueryIssuer(qsl, runner, prepared.pipeline, make_tracer("none"), keep=True)
+    for i in range(3):
+        issue([i])
+    assert issue.complete(1) == 1 and issue.pending == 2 and issue.postprocessed == 1
+    assert issue.last is not None and issue.last.topk_indices is not None
+    assert int(issue.last.topk_indices[0, 0]) == _top1(qsl.inputs[0])  # the oldest first
+    assert issue.complete() == 2 and issue.complete() == 0 and issue.pending == 0
+    got = [int(p.topk_indices[0, 0]) for p in issue.predictions if p.topk_indices is not None]
+    assert got == [_top1(qsl.inputs[i]) for i in range(3)]
 
 
 def test_a_runtime_reusing_its_output_buffer_gives_each_sample_its_own_prediction(base: Base) -> None:

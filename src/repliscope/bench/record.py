@@ -58,8 +58,9 @@ class HarnessOverhead(_Model):
     """The same issue loop on the no-op runtime (zeros, no work), in µs per query. ``latency_*``: inside the
     measured latency (batching, spans, the runner's timing wrapper, the response's copy; the post-processing runs
     after completion, outside it); ``cycle_mean_us``: the loop's whole cost per query (duration / queries), with
-    the manifest's post-processing ops after each completion (real work on the zero scores); ``loop_*``: the same
-    without the post-processing ops, i.e. the harness alone."""
+    the manifest's post-processing ops after each completion (real work on the zero scores; offline: after its one
+    query, so in neither); ``loop_*``: the same without the post-processing ops, i.e. the harness alone;
+    ``postprocess_mean_us``: the post-processing ops per inference, timed where they run."""
 
     queries: int
     latency_p50_us: float
@@ -67,6 +68,8 @@ class HarnessOverhead(_Model):
     cycle_mean_us: float
     loop_p50_us: float
     loop_cycle_mean_us: float
+    postprocess_mean_us: float | None = None
+    """The manifest's post-processing ops per inference, after each completion (None: a record made before)."""
 
 
 class PeakPoint(_Model):

@@ -135,23 +135,19 @@ def measure_overhead(
         warmup_queries=50,
         samples_per_query=queries * settings.batch_size if scenario == "offline" else settings.samples_per_query,
     )
-    runs = [
-        run_scenario(
-            QueryIssuer(
-                lib,
-                noop,
-                prepared.pipeline,
-                make_tracer(trace_level),
-                postprocess=post,
-                named_outputs=named,
-                max_batch=limit,
-            ),
-            len(lib),
-            s,
-            clock,
+    issuers = [
+        QueryIssuer(
+            lib,
+            noop,
+            prepared.pipeline,
+            make_tracer(trace_level),
+            postprocess=post,
+            named_outputs=named,
+            max_batch=limit,
         )
         for post in (True, False)
     ]
+    runs = [run_scenario(issuer, len(lib), s, clock) for issuer in issuers]
     per_query = []
     for run in runs:
         lat = run.latencies_s if scenario != "offline" else np.diff(np.append(run.starts_s, run.duration_s))
@@ -164,6 +160,7 @@ def measure_overhead(
         cycle_mean_us=full_cycle,
         loop_p50_us=float(np.median(loop)),
         loop_cycle_mean_us=loop_cycle,
+        postprocess_mean_us=issuers[0].postprocess_seconds / max(issuers[0].postprocessed, 1) * 1e6,
     )
 
 

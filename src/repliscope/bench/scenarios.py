@@ -5,7 +5,8 @@ sample library), infer, hand over the response; it returns at the query's comple
 An issuer with a ``complete()`` method (:class:`repliscope.bench.sut.QueryIssuer`: the manifest's
 post-processing of the responses) has it called after the completion was stamped, never inside a latency, as
 LoadGen scores accuracy from the logged responses after a query completed: back-to-back scenarios after each
-query, the server scenario when no query is waiting (and after the last), offline after its one query. Every
+query, the server scenario one response at a time while no query is waiting (and the rest after the last),
+offline after its one query. Every
 scenario first issues ``warmup_queries`` untimed queries, then issues
 until BOTH ``min_queries`` queries were issued and ``min_duration_s`` passed (LoadGen's minimums), picking sample
 indices with a seeded RNG (``numpy.random.default_rng(seed)``), so two runs issue the same sample sequence.
@@ -120,12 +121,17 @@ class _Picker:
         return out
 
 
-def _nothing() -> None:
-    return None
+Completer = Callable[..., int]
+"""``complete(limit=None)``: the work after queries' completion (e.g. post-processing their responses), for at
+most ``limit`` of them (None: all); returns how many it did."""
 
 
-def completer(issue: IssueFn) -> Callable[[], None]:
-    """``issue.complete`` (the work after a query's completion, e.g. post-processing its response), or a no-op."""
+def _nothing(limit: int | None = None) -> int:
+    return 0
+
+
+def completer(issue: IssueFn) -> Completer:
+    """``issue.complete`` (:data:`Completer`), or a no-op for an issuer without it."""
     done = getattr(issue, "complete", None)
     return done if callable(done) else _nothing
 
@@ -221,8 +227,8 @@ def server(issue: IssueFn, n: int, s: ScenarioSettings, clock: Clock) -> Scenari
         issue([indices[k]])
         end = clock.now()
         latencies[k] = end - due[k]
-        if arrivals.empty():  # no query waits for the post-processing
-            complete()
+        while arrivals.empty() and complete(1):  # one response at a time while no query waits
+            pass
     dispatcher.join()
     complete()
     return ScenarioRun(latencies_s=latencies, starts_s=schedule, duration_s=float(end - origin), samples=len(due))

@@ -14,6 +14,7 @@ each completion).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -78,14 +79,16 @@ RESPONSE_HOLD_BYTES = 256 * 2**20
 (an offline query of many large detection outputs); below it post-processing never runs inside a query."""
 
 
-def _copy(outputs: Outputs) -> tuple[Outputs, int]:
+def _copy(outputs: Outputs) -> Outputs:
     """The response: a copy of the runtime's outputs (a runtime may reuse its output buffers on the next
-    inference) and its size in bytes."""
+    inference)."""
     if isinstance(outputs, dict):
-        copied = {k: np.array(v, copy=True) for k, v in outputs.items()}
-        return copied, sum(v.nbytes for v in copied.values())
-    out = np.array(outputs, copy=True)
-    return out, out.nbytes
+        return {k: np.array(v, copy=True) for k, v in outputs.items()}
+    return np.array(outputs, copy=True)
+
+
+def _nbytes(outputs: Outputs) -> int:
+    return sum(v.nbytes for v in outputs.values()) if isinstance(outputs, dict) else outputs.nbytes
 
 
 class QueryIssuer:
@@ -140,6 +143,8 @@ class QueryIssuer:
         self.predictions: list[Predictions] = []
         self.postprocessed = 0
         """Inferences post-processed so far."""
+        self.postprocess_seconds = 0.0
+        """Their post-processing's time in all (timed in :meth:`complete`, outside every latency)."""
         self._pending: list[tuple[Outputs, list[Geometry | None]]] = []
         self._pending_bytes = 0
         self._lean = lean and not qsl.timed_preprocess and tracer.rank < MODEL_RANK
@@ -166,20 +171,28 @@ class QueryIssuer:
             for lo in range(0, len(indices), step):
                 self._infer(indices[lo : lo + step])
 
-    def complete(self) -> None:
-        """Post-process the responses not yet post-processed, in issue order (after their completion)."""
-        pending, self._pending, self._pending_bytes = self._pending, [], 0
+    def complete(self, limit: int | None = None) -> int:
+        """Post-process the responses not yet post-processed (``limit``: at most that many, the oldest), in
+        issue order, after their completion; returns how many."""
+        count = len(self._pending) if limit is None else min(limit, len(self._pending))
+        if count == 0:
+            return 0
+        start = time.perf_counter()
+        done, self._pending = self._pending[:count], self._pending[count:]
         post, tracer, keep = self.pipeline.postprocess, self.tracer, self.keep
-        for outputs, geometry in pending:
+        for outputs, geometry in done:
+            self._pending_bytes -= _nbytes(outputs)
             self.last = post(outputs, tracer, geometry=geometry)
             if keep:
                 self.predictions.append(self.last)
-        self.postprocessed += len(pending)
+        self.postprocessed += count
+        self.postprocess_seconds += time.perf_counter() - start
+        return count
 
     def _respond(self, outputs: Outputs, geometry: list[Geometry | None]) -> None:
-        response, size = _copy(outputs)
+        response = _copy(outputs)
         self._pending.append((response, geometry))
-        self._pending_bytes += size
+        self._pending_bytes += _nbytes(response)
 
     def _infer(self, indices: Sequence[int]) -> None:
         batch, geometry = self.qsl.batch_with_geometry(indices, self.tracer)
