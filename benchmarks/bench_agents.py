@@ -3,10 +3,10 @@
 Scale-out: EfficientNet-Lite0 on onnxruntime over the 1000-image ImageNet sample (``../shared/data/imagenet-sample``),
 split into N shard jobs (``shard: I/N``), each one agent thread doing everything (``schedule: data_parallel``,
 1 pre-processing worker, 1 inference thread, batch 1). All N jobs are submitted at once through ``submit_job`` to a
-real ``dask scheduler`` process; first with one ``repliscope agent`` process, then with two. Both agents are warmed
-up (model loaded once, the ONNX export cached) before their phase. Prints images/s of both phases and the ratio
-(target >= 1.8 on 2 cores). Every result is checked: the shard records together hold each image exactly once and
-the top-1 of both phases is identical.
+``repliscope cluster scheduler`` process; first with one ``repliscope agent`` process, then with two. Both agents
+are warmed up (model loaded once, the ONNX export cached) before their phase. Prints images/s of both phases and
+the ratio (target >= 1.8 on 2 cores). Every result is checked: the shard records together hold each image exactly
+once and the top-1 of both phases is identical.
 
 Dispatch overhead: a one-image evaluate job (Lite0 on onnxruntime, one foolbox image),
 overhead = the submitter's wall time - the seconds execute_job took on the agent, median over R jobs; on the
@@ -33,7 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT.parent / "shared" / "data" / "imagenet-sample"
-BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -59,16 +58,24 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def start_scheduler(started: list[subprocess.Popen[bytes]], log_dir: Path) -> str:
+    """A ``repliscope cluster scheduler`` process (what a user runs: Dask's scheduler with repliscope's settings) on
+    a free loopback port; returns its address once it listens (it prints the address then)."""
     port = free_port()
-    log = (log_dir / "scheduler.log").open("wb")
+    log = log_dir / "scheduler.log"
     started.append(
         subprocess.Popen(
-            [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-            stdout=log,
+            [sys.executable, "-m", "repliscope.cli.main", "cluster", "scheduler", "--port", str(port)],
+            stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
         )
     )
-    return f"tcp://127.0.0.1:{port}"
+    address = f"tcp://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while address not in log.read_text(errors="replace"):
+        if started[-1].poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the scheduler did not start: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
+    return address
 
 
 def start_agent(started: list[subprocess.Popen[bytes]], scheduler: str, name: str, log_dir: Path) -> None:
@@ -155,7 +162,6 @@ def scale_out(shards: int, limit: int | None) -> float:
     print(f"scale-out: Lite0 / onnxruntime on {SAMPLE} ({limit or 'all'} images), {shards} shard jobs")
     with tempfile.TemporaryDirectory() as tmp, processes() as started:
         scheduler = start_scheduler(started, Path(tmp))
-        time.sleep(1.0)
         start_agent(started, scheduler, "agent-1", Path(tmp))
         cluster = Cluster.connect(scheduler)
         try:
@@ -201,7 +207,6 @@ def dispatch(repeats: int) -> None:
         overhead(cluster, repeats, "embedded (in-process scheduler + agent)")
     with tempfile.TemporaryDirectory() as tmp, processes() as started:
         scheduler = start_scheduler(started, Path(tmp))
-        time.sleep(1.0)
         start_agent(started, scheduler, "agent-o", Path(tmp))
         with Cluster.connect(scheduler) as cluster:
             cluster.wait_for_agents(1, timeout=60)
