@@ -67,11 +67,16 @@ def test_single_stream_json(tmp_path: Path) -> None:
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"]
     assert out["throughput_samples_per_second"] > 0 and out["valid"] is True
     assert 0 < out["harness_overhead_us"]["latency_p50_us"] < 1000
+    assert out["harness_overhead_us"]["postprocess_mean_us"] > 0
     events = json.loads(trace.read_text())["traceEvents"]
     assert sum(e.get("name") == "query" for e in events) == 66  # 2 warm-up + 64 measured
+    queries = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "query"]
+    topk = [e["ts"] for e in events if e.get("name") == "postprocess/topk"]
+    assert len(topk) == 66 and not any(lo <= t <= hi for t in topk for lo, hi in queries)  # after, not in, a query
     with RunStore() as store:
         rec = store.get_benchmark(out["benchmark_id"])
         assert rec.queries == 64 and len(rec.latencies_us) == 64
+        assert rec.settings["latency_ends"] == "response"
         stored = store.load_trace(out["benchmark_id"])
         assert stored is not None and sum(e.get("name") == "query" for e in stored["traceEvents"]) == 66
 
