@@ -79,6 +79,17 @@ def result_page(kind: str) -> str:
 
 
 @dataclass(frozen=True)
+class ResultLink:
+    """One result of a job as its pages show it: ``id``; ``name``: the run's display name (``runs rename``), None
+    without one; ``deleted``: when the run was deleted (``2026-11-29 12:00 UTC``, from the audit): shown without a
+    link, as its page is gone; None for a stored result (or one that is not a run: a sweep, a benchmark, a diff)."""
+
+    id: str
+    name: str | None = None
+    deleted: str | None = None
+
+
+@dataclass(frozen=True)
 class JobView:
     """A job as the jobs list and the job page show it (the page's details: :func:`job_view`)."""
 
@@ -110,6 +121,8 @@ class JobView:
     """While running with a known total: the time left at that rate (``about 2 min 10 s``)."""
     cancel: CancelNote | None = None
     """Who asked to cancel it and when (from its log)."""
+    links: list[ResultLink] = field(default_factory=list)
+    """Its results with the runs' display names, a deleted run marked (:func:`result_links`)."""
 
 
 MAX_JOB_ID = 100
@@ -127,7 +140,43 @@ def job_view(store: Any, job_id: str) -> JobView | None:
         job = get_job(store, job_id)
     except NotFoundError:
         return None
-    return _details(job, _view(job))
+    return _details(job, _with_links(store, [_view(job)])[0])
+
+
+def result_links(store: Any, views: list[JobView]) -> dict[str, ResultLink]:
+    """What the pages show of the results of ``views`` that open at ``/runs/`` (an evaluation's or a sweep's runs),
+    by id: the display name of each stored run, and each run deleted since (the audit's delete entry: its page
+    is gone, so no link to it). A sweep's id is not a run's and keeps its link (it opens the reference run)."""
+    from repliscope.store.errors import UnknownIdError
+
+    ids = list(dict.fromkeys(r for v in views if v.result_base == "/runs/" for r in v.results))
+    if not ids:
+        return {}
+    missing: set[str] = set()
+    rest = ids
+    while rest:  # one query, plus one per result no longer in the runs table (a sweep's id, a deleted run)
+        try:
+            store.annotations.ensure_stored(rest)
+        except UnknownIdError as gone:
+            missing.add(gone.given)
+            rest = [r for r in rest if r != gone.given]
+        else:
+            break
+    labels = store.annotations.labels(r for r in ids if r not in missing)
+    links = {rid: ResultLink(rid, name=label.display_name) for rid, label in labels.items()}
+    for rid in missing:
+        entry = store.annotations.deletion(rid)
+        if entry is not None:
+            links[rid] = ResultLink(rid, deleted=f"{_naive(entry.at):%Y-%m-%d %H:%M} UTC")
+    return links
+
+
+def _with_links(store: Any, views: list[JobView]) -> list[JobView]:
+    """``views`` with their :attr:`JobView.links` (:func:`result_links`)."""
+    import dataclasses
+
+    known = result_links(store, views)
+    return [dataclasses.replace(v, links=[known.get(r, ResultLink(r)) for r in v.results]) for v in views]
 
 
 def job_log_text(store: Any, job_id: str) -> str | None:
@@ -234,7 +283,7 @@ def job_list(store: Any, filters: JobsFilter) -> list[JobView]:
     """The newest :data:`JOBS_PAGE_LIMIT` jobs matching ``filters`` (all exact)."""
     from repliscope.store.service_tables import list_jobs
 
-    return [
+    views = [
         _view(j)
         for j in list_jobs(
             store,
@@ -244,6 +293,7 @@ def job_list(store: Any, filters: JobsFilter) -> list[JobView]:
             created_by=filters.user or None,
         )
     ]
+    return _with_links(store, views)
 
 
 def job_users(store: Any) -> list[str]:

@@ -136,7 +136,9 @@ def models_page(request: Request, principal: SignedIn) -> Response:
     (:func:`repliscope.service.model_verdicts.best_verdicts`)."""
     from repliscope.service.model_verdicts import best_verdicts
 
-    return kit.page(principal, "models.html", title="Models", models=best_verdicts(kit.store_of(request)))
+    models = best_verdicts(kit.store_of(request))
+    names = views.best_cell_names(kit.store_of(request), models)  # the runs' display names
+    return kit.page(principal, "models.html", title="Models", models=models, run_names=names)
 
 
 @router.get("/models/{name}", response_class=HTMLResponse)
@@ -151,7 +153,10 @@ def model_page(request: Request, name: str, principal: SignedIn) -> Response:
 
     runs, total = views.run_lines(kit.store_of(request), RunQuery(model=name), "-created_at", 1, 50)
     matrices = matrix_links(kit.store_of(request).list_stack_matrices(limit=50, manifest_name=name))
-    return kit.page(principal, "model.html", title=name, model=rows[0], runs=runs, total=total, matrices=matrices)
+    names = views.best_cell_names(kit.store_of(request), rows)  # the runs' display names
+    return kit.page(
+        principal, "model.html", title=name, model=rows[0], runs=runs, total=total, matrices=matrices, run_names=names
+    )
 
 
 # --- runs ---------------------------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ class RunLine:
     hardware: str
     dataset: str
     top1: str
-    """The headline metric of the run's task with its value: ``top1 88.9 %``, ``AP 0.1260``, ``mIoU 0.5844``."""
+    """The headline metric of the run's task with its value: ``top1 88.90 %``, ``AP 0.1260``, ``mIoU 0.5844``."""
     verdict: str
     manifest_sha256: str
     result_hash: str
@@ -154,6 +154,14 @@ def run_lines(store: RunStore, query: RunQuery, sort: str, page: int, page_size:
         for r in summaries
     ]
     return lines, total
+
+
+def best_cell_names(store: RunStore, models: Sequence[Any]) -> dict[str, str]:
+    """The display names (``runs rename``: :mod:`repliscope.store.annotations`) of the runs the models pages'
+    cells come from (:class:`repliscope.service.model_verdicts.ModelVerdicts`), by run id; a run without one is
+    left out. Read fresh on each page (one query), so a rename shows at once."""
+    ids = [cell.run_id for model in models for cell in model.cells]
+    return {rid: label.display_name for rid, label in store.annotations.labels(ids).items() if label.display_name}
 
 
 CHOICES_TTL_SECONDS = 30.0
