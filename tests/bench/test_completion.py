@@ -166,3 +166,14 @@ def test_responses_over_the_hold_are_post_processed_in_the_next_query(
     assert issue.pending == 1 and issue.postprocessed == 3
     assert issue.last is not None and issue.last.topk_indices is not None
     assert int(issue.last.topk_indices[0, 0]) == _top1(qsl.inputs[2])
+
+
+def test_the_compare_page_tells_a_benchmark_that_timed_its_post_processing() -> None:
+    """A benchmark stored before the latency ended at the response (no ``latency_ends``) timed the post-processing:
+    its timing condition says so, so comparing it with a newer one reads ``not comparable``."""
+    from repliscope.service.web.compare_perf import bench_timing_text
+
+    assert bench_timing_text({"latency_ends": "response", "timed_preprocess": False}) == "infer only"
+    assert bench_timing_text({"latency_ends": "response", "timed_preprocess": True}) == "pre-process + infer"
+    assert bench_timing_text({"timed_preprocess": False}) == "infer + post-process"
+    assert bench_timing_text({"timed_preprocess": True}) == "pre-process + infer + post-process"

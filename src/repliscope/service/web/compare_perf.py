@@ -124,6 +124,15 @@ def timing_text(record: Any) -> str:
     return "infer only (a sweep's shared loop)" if record.sweep_id else "read + pre-process + infer"
 
 
+def bench_timing_text(settings: dict[str, Any]) -> str:
+    """What a benchmark's latency covers: the pre-processing when timed, the inference, and in records made
+    before its latency ended at the response (no ``latency_ends``) the post-processing too."""
+    covered = "pre-process + infer" if settings.get("timed_preprocess") else "infer"
+    if settings.get("latency_ends") != "response":
+        return covered + " + post-process"
+    return covered if settings.get("timed_preprocess") else "infer only"
+
+
 def load_text(settings: dict[str, Any]) -> str:
     """The load a benchmark issued: server arrivals per second, else the images a query holds."""
     if settings.get("scenario") == "server":
@@ -192,7 +201,7 @@ def bench_row(letter: str, record: Any) -> PerfRow:
             _setting(s.get("threads")),
             _setting(s.get("batch_size")),
             stack_text(record.runtime or {}),
-            "pre-process + infer" if s.get("timed_preprocess") else "infer only",
+            bench_timing_text(s),
         ],
         note="" if record.valid else "invalid: " + "; ".join(record.invalid_reasons),
     )
