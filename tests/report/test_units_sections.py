@@ -61,7 +61,7 @@ def test_section_and_overlays_on_the_real_images(shifted: EvaluationRecord) -> N
     assert ids.index("units") == ids.index("provenance") - 1
     units = view.units
     assert units.summary[0] == (
-        "Against the ground truth: 33 of 33 boxes matched (100.0%) by 33 predictions on 16 images."
+        "Against the ground truth: 33 of 33 boxes matched (100.00 %) by 33 predictions on 16 images."
     )
     assert "Significant bias against the ground truth: dx/w median +0.0500." in units.summary
     assert any(

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from repliscope.number_text import PERCENT_DIGITS, unit_interval_text, unit_value_text
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -87,7 +89,8 @@ def delta_chart(bars: Sequence[DeltaBar], xlabel: str) -> bytes:
     span = max((abs(v) for v in values), default=1.0) or 1.0
     ax.set_xlim(min(min(values, default=0.0), 0.0) - 0.35 * span, max(max(values, default=0.0), 0.0) + 0.35 * span)
     for pos, bar in zip(positions, bars, strict=True):
-        label = f"{bar.value:+.1f}" + ("" if bar.p is None else f"  p={bar.p:.2g}") + ("*" if bar.significant else "")
+        p_text = "" if bar.p is None else f"  p={bar.p:.2g}"
+        label = f"{bar.value:+.{PERCENT_DIGITS}f}" + p_text + ("*" if bar.significant else "")
         ax.annotate(
             label,
             (bar.value, pos),
@@ -176,8 +179,6 @@ class ClaimPoint:
 def claim_chart(points: Sequence[ClaimPoint]) -> bytes:
     """Per claim, one row: the claimed value as a diamond, the measured value as a dot with its 95 % interval
     as an error bar (the claim is consistent with the data where the diamond falls inside the bar)."""
-    from repliscope.number_text import unit_interval_text, unit_value_text
-
     percent = all(p.unit == "percent" for p in points)
     scale = 100.0 if percent else 1.0  # drawn in percent, or as fractions when any claim is one (AP, mIoU)
     fig = _figure(7.5, 1.0 + 0.55 * max(len(points), 1))

@@ -21,6 +21,7 @@ import numpy as np
 
 from repliscope.datasets.base import Dataset
 from repliscope.evaluation.record import EvaluationRecord
+from repliscope.number_text import percent_text
 from repliscope.report.view import FigureView, Image, ImageSink, ReportView, Section
 from repliscope.units.matching import ImageBoxes, collect_pairs, from_prediction, from_truth
 from repliscope.units.offsets import offsets
@@ -156,7 +157,7 @@ def _rows(report: UnitReport) -> list[UnitRow]:
 def _summary(report: UnitReport, what: str) -> list[str]:
     lines = [
         f"Against {what}: {report.n_matched} of {report.n_reference} boxes matched "
-        f"({report.matched_fraction:.1%}) by {report.n_predictions} predictions on {report.n_images} images."
+        f"({percent_text(report.matched_fraction)}) by {report.n_predictions} predictions on {report.n_images} images."
     ]
     lines += [
         f"Significant bias against {what}: {NAMES[s.name]} median {s.median:+.4f}."
@@ -166,7 +167,7 @@ def _summary(report: UnitReport, what: str) -> list[str]:
     if report.ap_class_aware is not None and report.ap_class_agnostic is not None:
         lines.append(
             f"AP class-aware {report.ap_class_aware:.4f}, class-agnostic {report.ap_class_agnostic:.4f};"
-            f" {report.off_diagonal:.1%} of class-agnostic matches have another class."
+            f" {percent_text(report.off_diagonal)} of class-agnostic matches have another class."
         )
     lines += [f"Diagnosis against {what}: {line}" for line in report.diagnosis.summary]
     return lines
