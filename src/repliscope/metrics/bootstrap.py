@@ -492,24 +492,32 @@ estimate centres the interval. With fewer objects per category it sees less (1.7
 images) and the verdict does not judge (:data:`repliscope.metrics.intervals.MIN_OBJECTS_PER_CATEGORY`)."""
 
 
-def corrected_interval(value: float, deltas: np.ndarray, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def corrected_interval(
+    value: float,
+    deltas: np.ndarray,
+    n: int,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    bias_factor: float = BIAS_FACTOR,
+) -> tuple[float, float]:
     """The interval ``evaluate`` gives a COCO number (a fraction) of ``n`` images from its bootstrap ``deltas``
     (:func:`bootstrap_deltas`' column; NaN entries left out): centred on ``value`` minus :data:`BIAS_FACTOR` times
     the mean delta (the bias), half-width Student's t quantile (n - 1 degrees of freedom) x the deltas' standard
     deviation x sqrt(n / (n - 1)), widened to hold ``value`` itself (a reader checks the measured number against
-    its interval; the bias correction alone can leave it just outside) and clipped to [0, 1]. ``(value, value)``
-    when fewer than two deltas are defined or every delta is 0. Its measured coverage is in docs/benchmarks.md
-    ("Interval coverage"); the percentile interval it replaced covered a population's AP about 80 % of the time
-    at every size measured."""
+    its interval; the bias correction alone can leave it just outside) and clipped to ``bounds`` ([0, 1] for a
+    fraction; [-1, 1] for a difference of two fractions, a paired ΔAP). ``(value, value)`` when fewer than two
+    deltas are defined or every delta is 0. Its measured coverage is in docs/benchmarks.md ("Interval coverage");
+    the percentile interval it replaced covered a population's AP about 80 % of the time at every size
+    measured."""
     from scipy.special import stdtrit
 
     d = np.asarray(deltas, float)
     d = d[~np.isnan(d)]
     if d.size < 2 or n < 2:
         return value, value
-    centre = value - BIAS_FACTOR * float(np.mean(d))
+    centre = value - bias_factor * float(np.mean(d))
     half = float(stdtrit(n - 1, 0.5 + 0.5 * confidence)) * float(np.std(d, ddof=1)) * float(np.sqrt(n / (n - 1)))
-    return max(0.0, min(centre - half, value)), min(1.0, max(centre + half, value))
+    return max(bounds[0], min(centre - half, value)), min(bounds[1], max(centre + half, value))
 
 
 def ap_replicate_deltas(resampler: CocoResampler, replicates: int, seed: int) -> np.ndarray:

@@ -84,16 +84,7 @@ def _delta_ap(
     ap_ref = ref_rs.ap()
     ap_var = ap_ref if same else var_rs.ap()
     replicates = min(ref_rs.bounded(replicates), var_rs.bounded(replicates))
-    rng = np.random.default_rng(seed)
-    n = ref_rs.n_images
-    deltas = []
-    for _ in range(replicates):
-        counts = rng.multinomial(n, np.full(n, 1.0 / n))
-        on_ref = ref_rs.ap(counts)
-        delta = (on_ref if same else var_rs.ap(counts)) - on_ref
-        if not np.isnan(delta):
-            deltas.append(delta)
-    low, high = np.percentile(deltas, [2.5, 97.5]) if deltas else (np.nan, np.nan)
+    low, high = delta_ap_interval(ap_var - ap_ref, paired_ap_deltas(ref_rs, var_rs, replicates, seed))
     return {
         "ap_reference": ap_ref,
         "ap_variant": ap_var,
@@ -103,6 +94,34 @@ def _delta_ap(
         "replicates": replicates,
         "seed": seed,
     }
+
+
+def paired_ap_deltas(ref_rs: CocoResampler, var_rs: CocoResampler, replicates: int, seed: int) -> np.ndarray:
+    """(k,) each replicate's variant AP minus its reference AP, the same draw of images for both runs
+    (``replicates`` draws, numpy ``default_rng(seed)`` multinomial counts; a replicate whose ΔAP is undefined is
+    left out). ``var_rs`` may be ``ref_rs`` itself (the same detections): every delta is then 0, computed once."""
+    rng = np.random.default_rng(seed)
+    n = ref_rs.n_images
+    deltas = []
+    for _ in range(replicates):
+        counts = rng.multinomial(n, np.full(n, 1.0 / n))
+        on_ref = ref_rs.ap(counts)
+        delta = (on_ref if var_rs is ref_rs else var_rs.ap(counts)) - on_ref
+        if not np.isnan(delta):
+            deltas.append(delta)
+    return np.asarray(deltas, float)
+
+
+def delta_ap_interval(delta: float, replicates: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of a paired ``delta`` (variant AP - reference AP) from its ``replicates``' own ΔAPs
+    (:func:`paired_ap_deltas`): their 2.5 / 97.5 percentiles; (NaN, NaN) without any. The bias correction of a
+    COCO AP's interval (:func:`repliscope.metrics.bootstrap.corrected_interval`) does not improve it: a paired ΔAP
+    is not biased the way an AP is (the two runs' upward biases cancel), and its coverage is set by the width
+    (``benchmarks/bench_interval_coverage.py --part paired``; docs/benchmarks.md, "Interval coverage")."""
+    if not replicates.size:
+        return float("nan"), float("nan")
+    low, high = np.percentile(replicates, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def _same_detections(a: CocoInputs, b: CocoInputs) -> bool:

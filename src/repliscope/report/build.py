@@ -139,7 +139,7 @@ def build_sweep_view(
             f"The reference pipeline (the manifest as written) on {sweep.dataset.get('name', '?')}"
             f"{'' if n is None else f', {n} samples'}; "
             + (
-                "fractions, 95 % percentile bootstrap intervals over images."
+                "fractions, 95 % bias-corrected bootstrap intervals over images."
                 if segmentation
                 else "COCOeval's numbers as fractions, 95 % bias-corrected bootstrap intervals over images."
                 + _left_out_note(ref_record.dataset if ref_record else {})

@@ -162,7 +162,7 @@ class SemanticSegmentation(Task):
     )
     output_kinds: ClassVar[tuple[str, ...]] = SEGMENTATION_OUTPUT_KINDS
     pitfall_modules = ("repliscope.pitfalls.segmentation_variants",)
-    report = ReportSpec(interval_note="fractions, 95 % percentile bootstrap intervals over images.")
+    report = ReportSpec(interval_note="fractions, 95 % bias-corrected bootstrap intervals over images.")
 
     def check_postprocess(self, manifest: Manifest, post: Sequence[PostOp]) -> list[PostCheck]:
         """:func:`check_postprocess`."""
