@@ -30,7 +30,7 @@ def test_evaluate_show_and_compare_a_detection_run(tmp_path: Path) -> None:
         a, b = [r.run_id for r in store.list()]
         assert store.list()[0].ap == 1.0
     listed = runner.invoke(app, ["runs", "list", "--db", db])
-    assert listed.exit_code == 0 and listed.output.count(" 1.000") == 2, listed.output
+    assert listed.exit_code == 0 and listed.output.count(" 1.0000\n") == 2, listed.output  # AP: 0.3741 style
     shown = runner.invoke(app, ["runs", "show", a[:8], "--samples", "--db", db])
     assert "synthetic_000.png  2           1 1.000 [3.0 7.0 26.0 33.0]; 2 1.000 [56.0 62.0 75.0 113.0]" in shown.output
     compared = runner.invoke(app, ["runs", "compare", a[:8], b[:8], "--db", db])
