@@ -94,3 +94,18 @@ def test_the_models_pages_name_the_run_of_each_verdict(env: dict[str, Any]) -> N
         assert f'<a href="/runs/{NAMED}"><code>{NAMED[:12]}</code></a> <span class="run-name">' in html, path
         assert "Baseline &lt;b&gt;ORT&lt;/b&gt; &amp; co</span>" in html and "<b>ORT" not in html
         assert_accessible(html)
+
+
+def test_a_run_stored_again_after_its_deletion_is_not_deleted(tmp_path: Path) -> None:
+    """``AnnotationStore.deleted`` (what the job pages ask, in two queries): a deleted run with its time, a sweep
+    id (never a run) left out, and a run imported again after its deletion no longer deleted."""
+    from repliscope.store.repository import RunStore
+
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        store.save(make_record(DELETED, TOP1_A))
+        store.annotations.delete_run(DELETED, "test-admin", "cli")
+        deleted = store.annotations.deleted([DELETED, SWEEP, NAMED])
+        entry = store.annotations.deletion(DELETED)
+        assert entry is not None and deleted == {DELETED: entry.at}
+        store.save(make_record(DELETED, TOP1_A))  # `runs import` of the same record
+        assert store.annotations.deleted([DELETED, SWEEP]) == {}

@@ -225,6 +225,20 @@ class AnnotationStore:
             if run_id not in found:
                 raise UnknownIdError(f"unknown run id '{run_id}' (deleted)", "run", run_id)
 
+    def deleted(self, run_ids: Iterable[str]) -> dict[str, datetime]:
+        """Of ``run_ids`` (full ids), each deleted and not stored again, with when (UTC) it was last deleted (two
+        queries): a page that links runs (a job's results) shows those as deleted, without a link."""
+        wanted = builtins.list(dict.fromkeys(run_ids))
+        with self.db.session() as session:
+            stored = set(session.scalars(select(RunRow.run_id).where(RunRow.run_id.in_(wanted))))
+            gone = [r for r in wanted if r not in stored]
+            rows = session.execute(
+                select(RunAuditRow.run_id, func.max(RunAuditRow.at))
+                .where(RunAuditRow.action == "delete", RunAuditRow.run_id.in_(gone))
+                .group_by(RunAuditRow.run_id)
+            )
+            return {rid: at for rid, at in rows}
+
     def audit(
         self, run_id: str | None = None, action: str | None = None, limit: int = 100, offset: int = 0
     ) -> tuple[builtins.list[AuditEntry], int]:

@@ -146,28 +146,14 @@ def job_view(store: Any, job_id: str) -> JobView | None:
 def result_links(store: Any, views: list[JobView]) -> dict[str, ResultLink]:
     """What the pages show of the results of ``views`` that open at ``/runs/`` (an evaluation's or a sweep's runs),
     by id: the display name of each stored run, and each run deleted since (the audit's delete entry: its page
-    is gone, so no link to it). A sweep's id is not a run's and keeps its link (it opens the reference run)."""
-    from repliscope.store.errors import UnknownIdError
-
+    is gone, so no link to it). A sweep's id is not a run's and keeps its link (it opens the reference run).
+    Three queries, however many jobs and results."""
     ids = list(dict.fromkeys(r for v in views if v.result_base == "/runs/" for r in v.results))
     if not ids:
         return {}
-    missing: set[str] = set()
-    rest = ids
-    while rest:  # one query, plus one per result no longer in the runs table (a sweep's id, a deleted run)
-        try:
-            store.annotations.ensure_stored(rest)
-        except UnknownIdError as gone:
-            missing.add(gone.given)
-            rest = [r for r in rest if r != gone.given]
-        else:
-            break
-    labels = store.annotations.labels(r for r in ids if r not in missing)
-    links = {rid: ResultLink(rid, name=label.display_name) for rid, label in labels.items()}
-    for rid in missing:
-        entry = store.annotations.deletion(rid)
-        if entry is not None:
-            links[rid] = ResultLink(rid, deleted=f"{_naive(entry.at):%Y-%m-%d %H:%M} UTC")
+    links = {rid: ResultLink(rid, name=label.display_name) for rid, label in store.annotations.labels(ids).items()}
+    for rid, at in store.annotations.deleted(ids).items():
+        links[rid] = ResultLink(rid, deleted=f"{_naive(at):%Y-%m-%d %H:%M} UTC")
     return links
 
 
