@@ -67,7 +67,7 @@ def test_single_stream_json(tmp_path: Path) -> None:
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"]
     assert out["throughput_samples_per_second"] > 0 and out["valid"] is True
     assert 0 < out["harness_overhead_us"]["latency_p50_us"] < 1000
-    assert out["harness_overhead_us"]["postprocess_mean_us"] > 0
+    assert out["harness_overhead_us"]["postprocess_mean_us"] > 0 and out["latency_ends"] == "response"
     events = json.loads(trace.read_text())["traceEvents"]
     assert sum(e.get("name") == "query" for e in events) == 66  # 2 warm-up + 64 measured
     queries = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "query"]

@@ -129,8 +129,9 @@ class BenchmarkRecord(_Model):
         return np.asarray(self.latencies_us, dtype=np.float64) / 1000.0
 
     def summary(self) -> dict[str, Any]:
-        """The flat result (``--json``): scenario, latency_ms {p50, p90, p95, p99, p999},
-        throughput_samples_per_second, queries, runtime, threads, and the rest worth scripting on."""
+        """The flat result (``--json``): scenario, latency_ms {p50, p90, p95, p99, p999}, latency_ends (what a
+        latency ends at: ``response``; None in records made before), throughput_samples_per_second, queries,
+        runtime, threads, and the rest worth scripting on."""
         return {
             "benchmark_id": self.benchmark_id,
             "scenario": self.scenario,
@@ -140,6 +141,7 @@ class BenchmarkRecord(_Model):
             "latency_ms": {k: q.value for k, q in self.latency.percentiles.items()},
             "latency_ci_ms": {k: [q.low, q.high] for k, q in self.latency.percentiles.items()},
             "latency_mean_ms": self.latency.mean,
+            "latency_ends": self.settings.get("latency_ends"),
             "throughput_samples_per_second": self.throughput_samples_per_second,
             "queries": self.queries,
             "samples": self.samples,
