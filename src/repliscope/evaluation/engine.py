@@ -30,6 +30,7 @@ import numpy as np
 
 from repliscope.datasets.base import Sample, SampleRead, read_sample
 from repliscope.errors import RepliscopeError, SampleError
+from repliscope.evaluation.batch_tail import BatchTail
 from repliscope.evaluation.record import SamplePrediction
 from repliscope.ops.base import Geometry, Item, Predictions, PreOp
 from repliscope.ops.pipeline import Pipeline
@@ -224,20 +225,50 @@ def encoded_item(data: bytes) -> Item:
     return Item(np.frombuffer(data, dtype=np.uint8), "encoded")
 
 
+def advance(pipeline: Pipeline, item: Item, done: int, stop: int | None, tracer: Tracer | None = None) -> Item | str:
+    """``item`` after the first ``done`` pre-processing ops -> after ``pre_ops[done:stop]`` too, or the failure
+    reason."""
+    t = current_tracer() if tracer is None else tracer
+    current: Item | str = item
+    for op in pipeline.pre_ops[done:stop]:
+        current = apply_op(op, current, t)  # type: ignore[arg-type]
+        if isinstance(current, str):
+            return current
+    return current
+
+
 def finish_item(
     pipeline: Pipeline, item: Item, done: int, expected_shape: tuple[int, ...] | None, tracer: Tracer | None = None
 ) -> PreparedItem:
     """``item`` after the first ``done`` pre-processing ops -> the rest of them applied in order, and the shape
     checked: what :func:`prepare_item` gives for the same bytes (the ops are functions of their item)."""
-    t = current_tracer() if tracer is None else tracer
-    current: Item | str = item
-    for op in pipeline.pre_ops[done:]:
-        current = apply_op(op, current, t)  # type: ignore[arg-type]
-        if isinstance(current, str):
-            return PreparedItem(None, current)
-    assert isinstance(current, Item)
+    current = advance(pipeline, item, done, None, tracer)
+    if isinstance(current, str):
+        return PreparedItem(None, current)
     error = shape_error(current.data, expected_shape)
     return PreparedItem(None, error) if error else PreparedItem(current.data, None, current.geometry)
+
+
+def finish_batch(
+    pipeline: Pipeline,
+    tail: BatchTail | None,
+    states: Sequence[PreparedItem | Stage],
+    expected_shape: tuple[int, ...] | None,
+    tracer: Tracer | None = None,
+) -> tuple[list[PreparedItem], np.ndarray | None]:
+    """One batch's samples, each prepared or stopped before ``tail`` (a :data:`Stage`) -> every sample prepared,
+    and their inputs stacked when ``tail`` ran on the whole batch at once (every sample at its start, one shape:
+    :meth:`BatchTail.fits`), else None. The same inputs and failure reasons as :func:`finish_item` per sample."""
+    staged = [s for s in states if not isinstance(s, PreparedItem)]
+    if tail is not None and staged and len(staged) == len(states) and tail.fits([s[0] for s in staged]):
+        inputs = tail.apply([s[0] for s in staged])
+        error = shape_error(inputs[0], expected_shape)
+        if error:
+            return [PreparedItem(None, error) for _ in staged], None
+        return [PreparedItem(x, None, s[0].geometry) for x, s in zip(inputs, staged, strict=True)], inputs
+    return [
+        s if isinstance(s, PreparedItem) else finish_item(pipeline, s[0], s[1], expected_shape, tracer) for s in states
+    ], None
 
 
 def run_loop(
@@ -289,24 +320,38 @@ def run_loop(
         on_error = fail_fast_hook() if options.fail_fast else None
         taken: list[float] = []  # list.append is atomic: the data_parallel workers note the seconds held into it
 
-        def prepare(sample: Sample) -> tuple[PreparedItem, str]:
+        # data_parallel, untraced: each sample stops before the element-wise tail, which runs once per batch
+        tail = BatchTail.of(pipeline) if options.schedule == "data_parallel" and tracer.rank < MODEL_RANK else None
+
+        def upto(item: Item, done: int) -> PreparedItem | Stage:
+            if tail is None or done > tail.start:
+                return finish_item(pipeline, item, done, expected_shape, tracer)
+            current = advance(pipeline, item, done, tail.start, tracer)
+            return PreparedItem(None, current) if isinstance(current, str) else (current, tail.start)
+
+        def prepare(sample: Sample) -> tuple[PreparedItem | Stage, str]:
             if ahead is not None:
                 held = ahead.take(sample)
                 if held is not None:
                     stage, fingerprint, seconds = held
                     taken.append(seconds)
-                    done = (
-                        stage
-                        if isinstance(stage, PreparedItem)
-                        else finish_item(pipeline, stage[0], stage[1], expected_shape, tracer)
-                    )
-                    return done, fingerprint
-            return read_and_prepare(pipeline, sample, expected_shape, tracer)
+                    return (stage if isinstance(stage, PreparedItem) else upto(*stage)), fingerprint
+            if tail is None:
+                return read_and_prepare(pipeline, sample, expected_shape, tracer)
+            read = read_sample(sample)
+            return (PreparedItem(None, read.error) if read.data is None else upto(encoded_item(read.data), 0)), (
+                read.fingerprint
+            )
 
-        def infer_batch(worker: Runner, index: int, batch: Batch, done: list[tuple[PreparedItem, str]]) -> BatchOutcome:
-            return infer.predict(worker, batch, [p for p, _ in done], on_error=on_error, tracer=tracer)
+        def infer_batch(
+            worker: Runner, index: int, batch: Batch, done: list[tuple[PreparedItem | Stage, str]]
+        ) -> BatchOutcome:
+            prepared, stacked = finish_batch(pipeline, tail, [p for p, _ in done], expected_shape, tracer)
+            return infer.predict(worker, batch, prepared, on_error=on_error, tracer=tracer, stacked=stacked)
 
-        def collect(index: int, batch: Batch, done: list[tuple[PreparedItem, str]], outcome: BatchOutcome) -> None:
+        def collect(
+            index: int, batch: Batch, done: list[tuple[PreparedItem | Stage, str]], outcome: BatchOutcome
+        ) -> None:
             _collect(result, [fp for _, fp in done], outcome, options.keep_outputs)
 
         loop_start = time.perf_counter()
@@ -560,12 +605,13 @@ class BatchInference:
         on_error: SampleErrorHook | None = None,
         reuse: Reuse | None = None,
         tracer: Tracer = NO_TRACER,
+        stacked: np.ndarray | None = None,
         **span: object,
     ) -> BatchOutcome:
         """Record one batch: a failed sample's record carries its reason (``on_error`` is called first, and may
         stop the run), the others are stacked, inferred by ``runner`` (in calls of at most ``chunk`` rows; outputs
         ``reuse`` gives are not computed again), post-processed by ``pipeline`` (default: this one) and recorded by
-        the task."""
+        the task. ``stacked``: every sample's input stacked already (:func:`finish_batch`), used as is."""
         outcome = BatchOutcome(
             [
                 SamplePrediction(sample_id=s.id, label=s.label, error=p.error)
@@ -579,7 +625,10 @@ class BatchInference:
         outcome.rows = [i for i, p in enumerate(prepared) if p.data is not None]
         if not outcome.rows:
             return outcome
-        inputs = outcome.inputs = np.stack([prepared[i].data for i in outcome.rows])  # type: ignore[misc]
+        if stacked is not None and len(outcome.rows) == len(stacked):
+            inputs = outcome.inputs = stacked
+        else:
+            inputs = outcome.inputs = np.stack([prepared[i].data for i in outcome.rows])  # type: ignore[misc]
         reused = reuse(outcome.rows, inputs) if reuse is not None else None
         if reused is not None:
             outcome.outputs, outcome.latencies = reused[0], list(reused[1])
