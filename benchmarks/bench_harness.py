@@ -9,9 +9,10 @@ Everything is measured in this one run (machines are noisy; compare ratios, not 
   accuracy after `QuerySamplesComplete`); the same without post-processing; the spanned path (span context
   managers, the Runner's timing wrapper: the path at trace level model or deeper); and the previous latency
   definition, the post-processing inside each query (`in-query post-processing`);
-- the five are interleaved in ROUNDS blocks (the order rotated every round) so drift of a shared machine hits
-  them alike; p50 over all blocks, and the median over rounds of each round's paired p50 ratio to the bare loop
-  (the figure of issue 37: target <= 1.02);
+- the five, and the bare loop a second time (an A/A control: the noise of a paired ratio on this machine), are
+  interleaved in ROUNDS blocks (the order rotated every round) so drift of a shared machine hits them alike; p50
+  over all blocks, and the median over rounds of each round's paired p50 ratio to the bare loop (the figure of
+  issue 37: target <= 1.02);
 - no-op     : the issue loop on the no-op runtime (zeros, no work): per-query latency and whole cycle, in µs.
 The 1-minute load average is printed before and after.
 Usage: python benchmarks/bench_harness.py [--queries-per-block N] [--rounds R] [--threads T] [--trace-level L]
@@ -93,13 +94,13 @@ def main() -> None:
     )
 
     bare_loop(session, names["input"], names["output"], inputs, 20)  # warm-up
-    times: dict[str, list[float]] = {"bare": [], **{k: [] for k in issuers}}
+    times: dict[str, list[float]] = {"bare": [], "bare again (A/A control)": [], **{k: [] for k in issuers}}
     per_round: dict[str, list[float]] = {k: [] for k in times}
     order = list(times)
     load_before = os.getloadavg()
     for r in range(args.rounds):  # rotate which goes first
         for name in order[r % len(order) :] + order[: r % len(order)]:
-            if name == "bare":
+            if name.startswith("bare"):
                 block = bare_loop(session, names["input"], names["output"], inputs, args.queries_per_block)
             else:
                 block = run_scenario(issuers[name], len(qsl), replace(settings, seed=r), clock).latencies_s.tolist()
@@ -118,7 +119,7 @@ def main() -> None:
         f"({args.rounds} rounds of {args.queries_per_block}, the order rotated), trace level {args.trace_level}"
     )
     print(f"bare session.run loop p50: {p50['bare']:.3f} ms")
-    for name in issuers:
+    for name in ["bare again (A/A control)", *issuers]:
         ratios = np.asarray(per_round[name]) / bare
         print(
             f"single-stream p50, {name}: {p50[name]:.3f} ms; / bare p50 {p50[name] / p50['bare']:.4f}; "
