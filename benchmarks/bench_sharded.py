@@ -1,23 +1,24 @@
 """A sharded evaluation on agents, merged into ONE record: 1 vs 2 agents, and the merge's cost (issue 37).
 
-Scale-out: EfficientNet-Lite0 on onnxruntime over the 1000-image ImageNet sample (``../shared/data/imagenet-sample``)
-on a ``repliscope cluster scheduler`` process with two ``repliscope agent`` processes. The same per-agent settings
-on both sides (printed): 1 task thread per agent, ``OMP_NUM_THREADS=1``, every job 1 pre-processing worker,
-1 inference thread, batch 1: one core per job. Phase 1: the single-machine run, one job on one agent
-(``submit_job``). Phase 2: the same evaluation as N shard jobs (``shard: I/N``) on both agents, merged into one
-record (``submit_sharded`` + ``merge_outcomes``, what ``submit_merged`` runs). Each phase is timed from submit to
-the (merged) record; storing it is timed apart. Each agent is warmed first (model loaded, the ONNX export cached).
-The two phases alternate ``--rounds`` times (a shared machine's load changes by the minute); prints images/s of each
-phase, each round's ratio and their median (target >= 1.8 on 2 cores), the load average before and after each
-phase, and per phase: each job's scheduling, set-up, model load, warm-up, loop (ms/image), the outcome's trip back
-and its JSON size, the merge, the store write; the CPU seconds of every process (scheduler, agents, submitter);
-and the 2-agent phase's gap to 2x split into outside the agents, the tail, the per-job fixed cost and a slower
-loop. Checks that every merged record IS the single run's: same result hash, dataset identity and metrics, every
-image once.
+Scale-out: EfficientNet-Lite0 on onnxruntime over the 1000-image ImageNet sample
+(``../shared/data/imagenet-sample``) on a ``repliscope cluster scheduler`` process with two ``repliscope agent``
+processes. The same per-agent settings on both sides (printed): 1 task thread per agent, ``OMP_NUM_THREADS=1``,
+every job 1 pre-processing worker, 1 inference thread, batch 1: one core per job. Phase 1: the single-machine run,
+one job on one agent (``submit_job``). Phase 2: the same evaluation as N shard jobs (``shard: I/N``) on both agents,
+merged into one record (what ``submit_merged`` runs: ``submit_sharded``, each shard's record validated as it
+arrives, then ``merge_validated``). Each phase is timed from submit to the (merged) record; storing it is timed
+apart. Each agent is warmed first (model loaded, the ONNX export cached). The two phases alternate ``--rounds``
+times (a shared machine's load changes by the minute); prints images/s of each phase, each round's ratio and their
+median (target >= 1.8 on 2 cores), the load average before and after each phase, and per phase: each job's
+scheduling, set-up, model load, warm-up, loop (ms/image), the outcome's trip back and its JSON size, the merge, the
+store write; the CPU seconds of every process (scheduler, agents, submitter); and the 2-agent phase's gap to 2x
+split into outside the agents, the tail, the per-job fixed cost and a slower loop. Checks that every merged record
+IS the single run's: same result hash, dataset identity and metrics, every image once.
 
-Merge cost: ``merge_outcomes`` of the phase-2 shard outcomes (validating the records as they arrive, the checks,
-interleaving, identity, metrics, verdicts, result hash), median of R repeats, per 1,000 samples; then the same on
-shards of ~50,000 samples (the evaluated ones renamed 50 times over: the 50,000-image ImageNet val's size).
+Merge cost: ``merge_outcomes`` of the phase-2 shard outcomes (validating the records, the checks, interleaving,
+identity, metrics, verdicts, result hash; in a run the validation happens as each shard arrives), median of R
+repeats, per 1,000 samples; then the same on shards of ~50,000 samples (the evaluated ones renamed 50 times over:
+the 50,000-image ImageNet val's size).
 
 Usage: python benchmarks/bench_sharded.py [--shards 2] [--rounds 3] [--limit N] [--repeats 20]
 """
@@ -223,7 +224,8 @@ def store_seconds(store: object, outcome: JobOutcome) -> float:
 def scale_out(shards: int, limit: int | None, repeats: int, rounds: int) -> float:
     from repliscope.agents.cluster import Cluster
     from repliscope.agents.submit import submit_job, submit_sharded
-    from repliscope.job_execution import merge_outcomes
+    from repliscope.evaluation.merge import Shard
+    from repliscope.job_execution import merge_validated, outcome_shard
     from repliscope.store.repository import RunStore
 
     print(
@@ -258,9 +260,22 @@ def scale_out(shards: int, limit: int | None, repeats: int, rounds: int) -> floa
                 )
                 job = evaluate_job(MANIFEST, str(SAMPLE), "imagenet_wnid", **options)
                 two = Phase(pids)
-                outcomes = submit_sharded(cluster, job, constraints(), shards, log=two.log)  # type: ignore[arg-type]
+                validated: dict[int, Shard] = {}  # what submit_merged runs: each shard validated as it arrives
+
+                def keep(index: int, outcome: JobOutcome, into: dict[int, Shard] = validated) -> None:
+                    into[index] = outcome_shard(outcome)
+
+                outcomes = submit_sharded(
+                    cluster,
+                    job,  # type: ignore[arg-type]
+                    constraints(),  # type: ignore[arg-type]
+                    shards,
+                    log=two.log,
+                    on_outcome=keep,
+                )
                 m0 = time.perf_counter()
-                merged_outcome = merge_outcomes(outcomes)
+                slowest = max(o.seconds for o in outcomes)
+                merged_outcome = merge_validated([validated[i] for i in range(shards)], slowest)
                 two.stop(time.perf_counter() - m0)
                 merged = merged_outcome.records[0]
                 stored_two = store_seconds(store, merged_outcome)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -24,6 +24,7 @@ from repliscope.job_kinds import JOB_KINDS, JobKind, kind_names
 
 if TYPE_CHECKING:
     from repliscope.datasets.base import Dataset
+    from repliscope.evaluation.merge import Shard
     from repliscope.evaluation.run_config import RunSettings
     from repliscope.manifest.loader import LoadedManifest
     from repliscope.store.repository import StoredOutcome
@@ -461,25 +462,42 @@ def _shard(data: Dataset, text: str) -> Dataset:
     return cut_shard(data, *parse_shard(text))
 
 
+def outcome_shard(outcome: JobOutcome) -> Shard:
+    """One shard job's outcome validated for the merge (its record, its
+    :class:`~repliscope.evaluation.merge.ShardInfo`, its agent): a MergeError when it is not a shard of an
+    evaluation. :func:`~repliscope.agents.submit.submit_merged` calls it as each shard's outcome arrives, while the
+    other shards still run."""
+    from repliscope.evaluation.merge import MergeError, Shard, ShardInfo
+    from repliscope.evaluation.record import EvaluationRecord
+
+    if outcome.shard is None or len(outcome.records) != 1:
+        raise MergeError(
+            f"a job outcome with {len(outcome.records)} record(s) and no shard information is not a shard of "
+            "an evaluation (option shard, kind evaluate)"
+        )
+    record = EvaluationRecord.model_validate(outcome.records[0])
+    return Shard(record, ShardInfo.model_validate(outcome.shard), outcome.agent)
+
+
+def merge_validated(shards: Sequence[Shard], seconds: float, allow_mixed_stacks: bool = False) -> JobOutcome:
+    """The outcome of a sharded evaluation from its shards validated already (:func:`outcome_shard`): ONE record
+    (:func:`repliscope.evaluation.merge.merge_shards`); ``seconds``: the slowest shard's."""
+    from repliscope.evaluation.merge import merge_shards
+
+    merged = merge_shards(shards, allow_mixed_stacks=allow_mixed_stacks)
+    return JobOutcome(records=[merged.model_dump(mode="json")], seconds=seconds)
+
+
 def merge_outcomes(outcomes: list[JobOutcome], allow_mixed_stacks: bool = False) -> JobOutcome:
     """The outcome of a sharded evaluation: ONE record merged from every shard job's outcome
     (:func:`repliscope.evaluation.merge.merge_shards`; a MergeError when the shards are not exactly the dataset once,
     or ran different things or stacks). Its ``seconds`` are the slowest shard's, ``agent`` is {} (each shard's agent
     is in the record's ``shards``)."""
-    from repliscope.evaluation.merge import MergeError, Shard, ShardInfo, merge_shards
-    from repliscope.evaluation.record import EvaluationRecord
-
-    shards = []
-    for outcome in outcomes:
-        if outcome.shard is None or len(outcome.records) != 1:
-            raise MergeError(
-                f"a job outcome with {len(outcome.records)} record(s) and no shard information is not a shard of "
-                "an evaluation (option shard, kind evaluate)"
-            )
-        record = EvaluationRecord.model_validate(outcome.records[0])
-        shards.append(Shard(record, ShardInfo.model_validate(outcome.shard), outcome.agent))
-    merged = merge_shards(shards, allow_mixed_stacks=allow_mixed_stacks)
-    return JobOutcome(records=[merged.model_dump(mode="json")], seconds=max((o.seconds for o in outcomes), default=0.0))
+    return merge_validated(
+        [outcome_shard(o) for o in outcomes],
+        max((o.seconds for o in outcomes), default=0.0),
+        allow_mixed_stacks,
+    )
 
 
 def execute_job(

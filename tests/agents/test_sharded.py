@@ -20,7 +20,7 @@ from repliscope.agents.cluster import Cluster
 from repliscope.agents.placement import constraints_for
 from repliscope.cli.main import app
 from repliscope.errors import RepliscopeError
-from repliscope.job_execution import JobCancelled, execute_job
+from repliscope.job_execution import JobCancelled, JobOutcome, execute_job
 from repliscope.manifest.loader import load_manifest
 from tests.test_jobs import TINY, foolbox_folder, tiny_job
 
@@ -140,6 +140,32 @@ def test_a_job_with_option_shards_is_run_as_shards_and_merged_as_the_service_sub
     assert totals == [5] and sum(progress) == 5
     with pytest.raises(RepliscopeError, match=r"^option shards \(2\) runs the job as shard jobs on agents: submit"):
         execute_job(tiny_job(limit=5, shards=2), None, lambda n: None, lambda line: None)
+
+
+def test_each_shard_is_handed_over_as_it_arrives_and_a_refusal_there_fails_the_run(cluster: Cluster) -> None:
+    """``submit_merged`` validates each shard's record in that shard's thread, as it arrives (while the others
+    run): ``on_outcome`` gets every shard once, in its own thread; what it raises is the run's error."""
+    import threading
+
+    from repliscope.agents.submit import submit_sharded
+    from repliscope.evaluation.merge import MergeError
+
+    seen: list[tuple[int, int, bool]] = []
+
+    def take(index: int, outcome: JobOutcome) -> None:
+        seen.append(
+            (index, len(outcome.records[0]["samples"]), threading.current_thread().name.startswith("repliscope-shard"))
+        )
+
+    outcomes = submit_sharded(cluster, tiny_job("h", limit=5), CONSTRAINTS, 2, on_outcome=take)
+    assert sorted(seen) == [(0, 3, True), (1, 2, True)] and [o.shard["index"] for o in outcomes if o.shard] == [0, 1]
+
+    def refuse(index: int, outcome: JobOutcome) -> None:
+        if index == 1:
+            raise MergeError("shard 1/2: refused by the test")
+
+    with pytest.raises(MergeError, match=r"^shard 1/2: refused by the test$"):
+        submit_sharded(cluster, tiny_job("r", limit=5), CONSTRAINTS, 2, on_outcome=refuse)
 
 
 def test_a_sampling_declared_for_the_whole_run_is_the_merged_records(tmp_path: Path) -> None:

@@ -341,11 +341,14 @@ def submit_sharded(
     on_total: Callable[[int], None] | None = None,
     cancel: threading.Event | None = None,
     cache_dir: Path | None = None,
+    on_outcome: Callable[[int, JobOutcome], None] | None = None,
 ) -> list[JobOutcome]:
     """Run ``job`` as ``shards`` shard jobs (:func:`shard_jobs`) at once, each through :func:`submit_job` (one
     submitting thread each; Dask spreads them over the qualifying agents' threads; an agent that dies -> Dask
     reschedules the shard, a shard that raised on an agent -> resubmitted to another); the outcomes in shard order.
-    ``on_progress`` / ``on_total``: the shards' samples together; ``log``: each line prefixed ``[shard I/N]``.
+    ``on_progress`` / ``on_total``: the shards' samples together; ``log``: each line prefixed ``[shard I/N]``;
+    ``on_outcome(I, outcome)``: in shard I's thread as its outcome arrives, while the others may still run (what it
+    raises fails that shard).
     The first shard that fails everywhere cancels the others and is raised once they stopped; ``cancel`` set ->
     every shard is cancelled and :class:`JobCancelled` raised."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -369,23 +372,25 @@ def submit_sharded(
     def say_for(label: str) -> Callable[[str], None]:
         return lambda line: log(f"[shard {label}] {line}") if log is not None else None
 
+    def run(index: int, part: JobSpec) -> JobOutcome:
+        outcome = submit_job(
+            cluster,
+            part,
+            constraints,
+            on_progress=progress,
+            log=say_for(f"{index}/{shards}"),
+            on_total=total,
+            cancel=stop,
+            cache_dir=cache_dir,
+            timeout=timeout,
+        )
+        if on_outcome is not None:
+            on_outcome(index, outcome)
+        return outcome
+
     totals: list[int] = []
     with ThreadPoolExecutor(max_workers=shards, thread_name_prefix="repliscope-shard") as pool:
-        futures = [
-            pool.submit(
-                submit_job,
-                cluster,
-                part,
-                constraints,
-                on_progress=progress,
-                log=say_for(f"{i}/{shards}"),
-                on_total=total,
-                cancel=stop,
-                cache_dir=cache_dir,
-                timeout=timeout,
-            )
-            for i, part in enumerate(parts)
-        ]
+        futures = [pool.submit(run, i, part) for i, part in enumerate(parts)]
         pending = set(futures)
         try:
             while pending:
@@ -425,13 +430,21 @@ def submit_merged(
 ) -> JobOutcome:
     """A sharded evaluation: :func:`submit_sharded`, then ONE outcome holding ONE record merged from every shard
     (:func:`repliscope.job_execution.merge_outcomes`: every sample once, metrics and verdicts over all of them, the
-    single-machine run's result hash; shards of different stacks refused unless ``allow_mixed_stacks``). Nothing
-    of a run with a failed shard or a refused merge comes back: the caller stores the merged outcome, in one
-    transaction, or nothing. The shards' own records are not returned (the merged record lists them)."""
-    from repliscope.job_execution import merge_outcomes
+    single-machine run's result hash; shards of different stacks refused unless ``allow_mixed_stacks``). Each
+    shard's record is validated as it arrives (:func:`~repliscope.job_execution.outcome_shard`, while the others
+    run), the merge itself once all are here. Nothing of a run with a failed shard or a refused merge comes back:
+    the caller stores the merged outcome, in one transaction, or nothing. The shards' own records are not returned
+    (the merged record lists them)."""
+    from repliscope.evaluation.merge import Shard
+    from repliscope.job_execution import merge_validated, outcome_shard
 
     if job.kind != "evaluate":
         raise RepliscopeError(f"only an evaluate job can be sharded and merged into one record, not {job.kind!r}")
+    validated: dict[int, Shard] = {}
+
+    def keep(index: int, outcome: JobOutcome) -> None:
+        validated[index] = outcome_shard(outcome)
+
     outcomes = submit_sharded(
         cluster,
         job,
@@ -443,9 +456,11 @@ def submit_merged(
         on_total=on_total,
         cancel=cancel,
         cache_dir=cache_dir,
+        on_outcome=keep,
     )
     start = time.perf_counter()
-    merged = merge_outcomes(outcomes, allow_mixed_stacks=allow_mixed_stacks)
+    slowest = max(o.seconds for o in outcomes)
+    merged = merge_validated([validated[i] for i in range(shards)], slowest, allow_mixed_stacks)
     agents = ", ".join(f"{i}/{shards} on {o.agent.get('agent_id')}" for i, o in enumerate(outcomes))
     if log is not None:
         log(f"merged {shards} shard(s) ({agents}) into one record in {time.perf_counter() - start:.3f} s")
