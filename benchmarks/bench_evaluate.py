@@ -13,6 +13,13 @@ Everything is measured in this one run (machines are noisy; compare ratios, not 
 - concurrent bound: two threads, each with its own runner, reading, pre-processing and inferring half of 200
   images (batch 2) at the same time with no loop machinery: what the cores give this process at that moment (on a
   busy machine with autogroup scheduling, about one core whatever the thread count);
+- scaling (why the tight bound is out of reach here): pre-processing alone and inference alone (a session per
+  thread, batch 2) on two threads at once, as a fraction of twice one thread's images/s; the ``scaled bound``
+  2 / (t_prep / s_prep + t_infer / s_infer) is what two threads doing the whole work could reach with those
+  scalings;
+- work per image: CPU seconds (all threads) of the bare loop (``run_loop``, data_parallel, 2 workers x 1 thread,
+  batch 2, no calibration, no record) over the first 400 images, against t_prep + t_infer in CPU seconds: above 1,
+  the loop does more work per image than the bound assumes;
 - torch loop: a straightforward PIL + torch loop, batch 50, 2 threads (``--no-torch-loop`` skips it);
 - the machine load (1-minute load average) of every round: the machine may be shared.
 Usage: python benchmarks/bench_evaluate.py [--dataset DIR] [--limit N] [--rounds R] [--no-torch-loop]
@@ -27,7 +34,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +42,7 @@ import numpy as np
 
 from repliscope.datasets import resolve_dataset
 from repliscope.datasets.base import Dataset, Sample
+from repliscope.evaluation.engine import LoopOptions, run_loop
 from repliscope.evaluation.prepared import PreparedRun
 from repliscope.evaluation.run import RunSettings, evaluate, prepare
 from repliscope.ops.base import Item
@@ -148,6 +156,73 @@ def concurrent_bound(runners: list[Runner], pipeline: Pipeline, data: Dataset, i
     return len(samples) / (time.perf_counter() - start)
 
 
+def two_threads(work: list[Callable[[], object]]) -> float:
+    """Wall seconds of ``work``'s callables run on one thread each, all at once."""
+    threads = [threading.Thread(target=w) for w in work]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Two threads at once as a fraction of twice one thread's images/s, for pre-processing and for inference."""
+
+    prep: float
+    infer: float
+
+    def bound(self, b: Bound) -> float:
+        return 2.0 / (b.t_prep / self.prep + b.t_infer / self.infer)
+
+
+def measure_scaling(pair: list[Runner], pipeline: Pipeline, data: Dataset, images: int) -> Scaling:
+    """Pre-processing of the first ``images`` images on one thread then on two (half each); inference of their
+    inputs (batch 2) by one session then by two at once (half each)."""
+    raw = [s.read() for s in data.samples[:images]]
+
+    def prep(part: Sequence[bytes]) -> list[np.ndarray]:
+        return [pipeline.preprocess(Item(np.frombuffer(b, np.uint8), "encoded")).data for b in part]
+
+    start = time.perf_counter()
+    inputs = prep(raw)
+    one = time.perf_counter() - start
+    both = two_threads([lambda: prep(raw[0::2]), lambda: prep(raw[1::2])])
+    s_prep = one / (2 * both)
+
+    def infer(runner: Runner, part: Sequence[np.ndarray]) -> None:
+        for lo in range(0, len(part) - 1, 2):
+            runner.infer(np.stack(part[lo : lo + 2]))
+
+    infer(pair[0], inputs[:4])
+    infer(pair[1], inputs[:4])
+    start = time.perf_counter()
+    infer(pair[0], inputs)
+    one = time.perf_counter() - start
+    both = two_threads([lambda: infer(pair[0], inputs[0::2]), lambda: infer(pair[1], inputs[1::2])])
+    return Scaling(s_prep, one / (2 * both))
+
+
+def loop_work(single: PreparedRun, pair: list[Runner], data: Dataset, images: int) -> tuple[float, float, float]:
+    """(CPU seconds per image of the bare loop over the first ``images`` images, its images/s, t_prep + t_infer in
+    CPU seconds per image on one thread, inference at batch 2)."""
+    samples = data.samples[:images]
+    start = time.thread_time()
+    inputs = [single.pipeline.preprocess(Item(np.frombuffer(s.read(), np.uint8), "encoded")).data for s in samples]
+    t_prep = (time.thread_time() - start) / len(samples)
+    start = time.thread_time()
+    for lo in range(0, len(inputs) - 1, 2):
+        pair[0].infer(np.stack(inputs[lo : lo + 2]))
+    t_infer = (time.thread_time() - start) / len(samples)
+    options = LoopOptions(batch_size=2, prep_workers=2, schedule="data_parallel", warmup=False)
+    cpu, wall = time.process_time(), time.perf_counter()
+    run_loop(single.pipeline, pair[0], samples, options, tuple(single.artifact.input_shape[1:]), replicas=pair[1:])
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return cpu / len(samples), len(samples) / wall, t_prep + t_infer
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATA)
@@ -167,11 +242,30 @@ def main() -> None:
         runner.load()
     ratios: dict[str, list[float]] = {"fresh": [], "cached": []}
     achievable: dict[str, list[float]] = {"fresh": [], "cached": []}
+    scaled: dict[str, list[float]] = {"fresh": [], "cached": []}
+    evidence: dict[str, list[float]] = {"s_prep": [], "s_infer": [], "work": [], "scaled/tight": []}
     with tempfile.TemporaryDirectory() as cache:
         for r in range(args.rounds):
             load_before = os.getloadavg()[0]
             bound = measure_bound(single, data, min(n, 300), min(n, 200))
             both = concurrent_bound(pair, single.pipeline, data, min(n, 200), 2)
+            scaling = measure_scaling(pair, single.pipeline, data, min(n, 200))
+            work, loop_rate, bound_work = loop_work(single, pair, data, min(n, 400))
+            for key, value in (
+                ("s_prep", scaling.prep),
+                ("s_infer", scaling.infer),
+                ("work", work / bound_work),
+                ("scaled/tight", scaling.bound(bound) / bound.rate),
+            ):
+                evidence[key].append(value)
+            print(
+                f"round {r} two threads at once: pre-processing {scaling.prep:.3f}, inference {scaling.infer:.3f} of "
+                f"twice one thread's rate; scaled bound {scaling.bound(bound):.1f} images/s = "
+                f"{scaling.bound(bound) / bound.rate:.3f} of the tight bound; bare loop {loop_rate:.1f} images/s, "
+                f"{1000 * work:.2f} ms CPU per image = {work / bound_work:.3f} of t_prep + t_infer in CPU "
+                f"({1000 * bound_work:.2f} ms)",
+                flush=True,
+            )
             rates = {}
             shutil.rmtree(Path(cache) / "calibration", ignore_errors=True)  # fresh: calibrated in the run
             for name in ("fresh", "cached"):
@@ -180,6 +274,7 @@ def main() -> None:
                 plan = rec.options["plan"]
                 ratios[name].append(rates[name] / bound.rate)
                 achievable[name].append(rates[name] / both)
+                scaled[name].append(rates[name] / scaling.bound(bound))
                 print(
                     f"round {r} {name:6s}: {rates[name]:6.1f} images/s = {rates[name] / bound.rate:.3f} of the bound "
                     f"{bound.rate:.1f} (t_prep {1000 * bound.t_prep:.2f} ms, best t_infer "
@@ -202,6 +297,16 @@ def main() -> None:
             f"ratio to the concurrent bound (2 threads, batch 2, no loop machinery), {name:6s}: median "
             f"{statistics.median(values):.3f} (rounds: {', '.join(f'{v:.3f}' for v in values)})"
         )
+    for name, values in scaled.items():
+        print(
+            f"ratio to the scaled bound (the tight bound with this run's two-thread scalings), {name:6s}: median "
+            f"{statistics.median(values):.3f} (rounds: {', '.join(f'{v:.3f}' for v in values)})"
+        )
+    print(
+        "why: two threads at once gave "
+        + "; ".join(f"{k} median {statistics.median(v):.3f}" for k, v in evidence.items())
+        + " (s_*: fraction of twice one thread's rate; work: the bare loop's CPU per image / t_prep + t_infer)"
+    )
     for name, values in ratios.items():
         print(
             f"ratio to the tight bound, {name:6s} calibration: median {statistics.median(values):.3f} "
