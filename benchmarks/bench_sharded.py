@@ -235,6 +235,7 @@ def scale_out(shards: int, limit: int | None, repeats: int, rounds: int) -> floa
     )
     options = {"limit": limit} if limit else {}
     ratios: list[float] = []
+    cpu_ratios: list[float] = []  # the 1-agent job's agent CPU / the busier agent's in phase 2
     with tempfile.TemporaryDirectory() as tmp, processes() as started:
         scheduler = start_scheduler(started, Path(tmp))
         start_agent(started, scheduler, "agent-1", Path(tmp))
@@ -280,11 +281,14 @@ def scale_out(shards: int, limit: int | None, repeats: int, rounds: int) -> floa
                 merged = merged_outcome.records[0]
                 stored_two = store_seconds(store, merged_outcome)
                 ratio = one.wall / two.wall
+                cpu_ratio = one.cpu["agent-1"] / max(two.cpu["agent-1"], two.cpu["agent-2"])
+                cpu_ratios.append(cpu_ratio)
                 print(
                     f" round {r + 1}: 2 agents, {shards} shard jobs merged into one record: {n} images in "
                     f"{two.wall:.2f} s = {n / two.wall:.1f}/s ({two.load_before}; after: {two.load_after}): "
                     f"ratio {ratio:.2f}x\n   {breakdown(two, outcomes)}; store {stored_two * 1000:.0f} ms\n"
-                    f"   {cpu_line(two, n, ['agent-1', 'agent-2'])}\n   {gap(one, single, two, outcomes)}"
+                    f"   {cpu_line(two, n, ['agent-1', 'agent-2'])}; CPU ratio {cpu_ratio:.2f}x\n"
+                    f"   {gap(one, single, two, outcomes)}"
                 )
                 assert merged["result_hash"] == record["result_hash"], "the merged record's result hash differs"
                 assert merged["dataset"]["identity"] == record["dataset"]["identity"], "the dataset identity differs"
@@ -297,6 +301,11 @@ def scale_out(shards: int, limit: int | None, repeats: int, rounds: int) -> floa
         f" throughput ratio 2 agents / 1 agent: median {ratio:.2f}x of {', '.join(f'{x:.2f}' for x in ratios)} "
         f"(target >= 1.8); every merged record equals the single run's (result hash {merged['result_hash'][:12]}, "
         f"{n} images once, top-1 {next(m['value'] for m in merged['metrics'] if m['name'] == 'top1'):.4f})"
+    )
+    print(
+        f" CPU ratio (the 1-agent job's agent CPU seconds / the busier agent's in phase 2; what the wall ratio tends "
+        f"to when each job has a core to itself, less what runs outside the agents): median "
+        f"{statistics.median(cpu_ratios):.2f}x of {', '.join(f'{x:.2f}' for x in cpu_ratios)}"
     )
     med, n = merge_cost(outcomes, repeats)
     print(
