@@ -1,11 +1,12 @@
-"""`--trace-level` / `--trace-out` on evaluate, `repliscope trace summary` and `trace compare`: Lite0 on torch
-and ONNX Runtime (2 foolbox images, batch 1), compared layer by layer."""
+"""`--trace-level` / `--trace-out` on evaluate, `repliscope trace summary`, `trace compare` and `trace export`:
+Lite0 on torch and ONNX Runtime (2 foolbox images, batch 1), compared layer by layer and exported as OTLP/JSON."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -115,6 +116,49 @@ def test_compare_torch_with_onnxruntime_names_real_layers(traced: dict[str, obje
     )
     assert text.exit_code == 0 and "× " in text.output and "layers aligned" in text.output
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_export_a_stored_run_as_otlp_json_nested_as_its_chrome_trace(traced: dict[str, object]) -> None:
+    """The stored ORT run's trace (53 layers x 3 runs) as OTLP/JSON: protobuf's strict parser reads it into an
+    ExportTraceServiceRequest, one span per complete event, each with the parent its Chrome trace nests it in."""
+    from repliscope.tracing.chrome import from_chrome
+    from repliscope.tracing.spans import nest
+    from tests.tracing.test_otlp_json import parse_otlp, spans_of
+
+    run, db = str(traced["onnxruntime"]), str(traced["db"])
+    out = Path(str(traced["file"])).with_name("ort.otlp.json")
+    res = runner.invoke(app, ["trace", "export", run[:12], "--format", "otlp-json", "--out", str(out), "--db", db])
+    assert res.exit_code == 0, res.output
+    assert f"wrote {out} (otlp-json)" in res.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    chrome = runner.invoke(app, ["trace", "export", run[:12], "--db", db])  # --format chrome, to stdout
+    assert chrome.exit_code == 0, chrome.output
+    records = from_chrome(json.loads(chrome.stdout))
+    request = parse_otlp(doc)
+    spans = spans_of(doc)
+    assert len(request.resource_spans[0].scope_spans[0].spans) == len(spans) == len(records) > 150
+    assert len({s["traceId"] for s in spans}) == 1 and len({s["spanId"] for s in spans}) == len(spans)
+    meta = json.loads(chrome.stdout)["otherData"]
+    epoch = meta["origin_ns"] + meta["epoch_offset_ns"]
+    index = {(r.name, r.start_ns + epoch, r.tid): i for i, r in enumerate(records)}
+    assert len(index) == len(records)  # (name, start, thread) names a span
+    # protobuf's JSON mapping leaves out a default value: an ONNX node without a name has no "name"
+    of = {s["spanId"]: index[(s.get("name", ""), int(s["startTimeUnixNano"]), _tid(s))] for s in spans}
+    parents = nest(records)
+    assert [of[s["parentSpanId"]] if "parentSpanId" in s else -1 for s in spans] == [
+        parents[of[s["spanId"]]] for s in spans
+    ]
+    assert sum(p == -1 for p in parents) == 1  # the run holds everything
+    layer = next(s for s in spans if s["name"] == "_blocks.3._swish#2")
+    assert next(x for x in spans if x["spanId"] == layer["parentSpanId"])["name"] == "onnxruntime.run"
+    bad = runner.invoke(app, ["trace", "export", run[:12], "--format", "jaeger", "--db", db])
+    assert bad.exit_code == 2 and "unknown trace format 'jaeger' (allowed: chrome, otlp-json)" in bad.output
+
+
+def _tid(span: dict[str, Any]) -> int:
+    from tests.tracing.test_otlp_json import attributes_of
+
+    return int(attributes_of(span)["thread.id"])
 
 
 def test_trace_option_errors(tmp_path: Path) -> None:

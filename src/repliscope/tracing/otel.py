@@ -52,29 +52,38 @@ class OtelSink:
 
     def export(self, spans: Sequence[SpanRecord], epoch_offset_ns: int) -> int:
         """Emit ``spans`` (perf_counter_ns clock; epoch = perf + ``epoch_offset_ns``) -> how many were emitted."""
-        from opentelemetry import trace
-
-        parents = nest(spans)
-        made: dict[int, Any] = {}
-        for i in time_order(spans):  # parents first
-            s = spans[i]
-            parent = made.get(parents[i])
-            context = trace.set_span_in_context(parent) if parent is not None else None
-            attributes = {
-                "repliscope.level": s.level,
-                "thread.id": s.tid,
-                **{k: _attr(v) for k, v in s.attributes.items()},
-            }
-            span = self.tracer.start_span(
-                s.name, context=context, start_time=s.start_ns + epoch_offset_ns, attributes=attributes
-            )
-            span.end(end_time=s.end_ns + epoch_offset_ns)
-            made[i] = span
-        return len(made)
+        return emit_spans(self.tracer, spans, epoch_offset_ns)
 
     def shutdown(self) -> None:
         self.provider.force_flush()
         self.provider.shutdown()
+
+
+def emit_spans(tracer: Any, spans: Sequence[SpanRecord], epoch_offset_ns: int) -> int:
+    """Start and end one OpenTelemetry span of ``tracer`` (an SDK tracer) per record, parents first, each child in
+    its :func:`~repliscope.tracing.spans.nest` parent's context, at its real times (epoch = perf +
+    ``epoch_offset_ns``), with its level, thread id and attributes -> how many were emitted. The one conversion of
+    recorded spans: the live export (:class:`OtelSink`) and a stored trace's OTLP/JSON
+    (:mod:`repliscope.tracing.otlp_json`) both go through it."""
+    from opentelemetry import trace
+
+    parents = nest(spans)
+    made: dict[int, Any] = {}
+    for i in time_order(spans):  # parents first
+        s = spans[i]
+        parent = made.get(parents[i])
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        attributes = {
+            "repliscope.level": s.level,
+            "thread.id": s.tid,
+            **{k: _attr(v) for k, v in s.attributes.items()},
+        }
+        span = tracer.start_span(
+            s.name, context=context, start_time=s.start_ns + epoch_offset_ns, attributes=attributes
+        )
+        span.end(end_time=s.end_ns + epoch_offset_ns)
+        made[i] = span
+    return len(made)
 
 
 def _attr(value: Any) -> Any:
