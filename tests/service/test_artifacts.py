@@ -122,9 +122,11 @@ def test_a_runs_artifacts_are_listed_with_size_type_and_links(seeded: dict[str, 
         "samples.json",
         "record.json",
         "trace.json",
+        "trace.otlp.json",
         "sweep-report.html",
         "sweep.json",
         "sweep-trace.json",
+        "sweep-trace.otlp.json",
     ]
     assert rows["samples.csv"][1] == "text/csv; charset=utf-8" and rows["record.json"][1] == "application/json"
     base = f"/runs/{run}/artifacts"
@@ -180,7 +182,7 @@ def test_server_paths_are_hidden_below_admin(seeded: dict[str, Any], viewer: Any
 def test_a_benchmarks_artifacts_are_its_record_and_trace(seeded: dict[str, Any], viewer: Any) -> None:
     bench = seeded["bench"]
     r = viewer.get(f"/runs/{bench}/artifacts")
-    assert r.status_code == 200 and list(_rows(r.text)) == ["benchmark.json", "trace.json"]
+    assert r.status_code == 200 and list(_rows(r.text)) == ["benchmark.json", "trace.json", "trace.otlp.json"]
     assert f'href="/benchmarks/{bench}"' in r.text
     got = viewer.get(f"/runs/{bench}/artifacts/benchmark.json?download=1")
     assert json.loads(got.text)["benchmark_id"] == bench
@@ -256,3 +258,50 @@ def test_a_replaced_trace_is_served_once_the_kept_copy_expires(
     assert viewer.get(url).text == before  # the kept copy, within KEPT_SECONDS
     monkeypatch.setattr(artifacts, "KEPT_SECONDS", 0.0)
     assert json.loads(viewer.get(url).text) == {"traceEvents": [], "replaced": True}
+
+
+HOSTILE_NAME = f"<script>alert(1)</script> {SECRET_DIR}/model.onnx"
+
+
+def test_a_trace_as_otlp_json_is_served_as_the_chrome_trace_is(seeded: dict[str, Any], viewer: Any) -> None:
+    """A stored trace whose span name holds markup and a server path, as OTLP/JSON: application/json, nosniff,
+    inline or attached; below admin the path is hidden in both files alike, the markup stays inert text of a JSON
+    string; the admin's file shows the path and has the viewer's ids; protobuf's parser reads it."""
+    from repliscope.tracing.chrome import to_chrome
+    from repliscope.tracing.spans import SpanRecord
+    from tests.report.factories import record
+    from tests.tracing.test_otlp_json import attributes_of, parse_otlp, spans_of
+
+    store = seeded["app"].state.store
+    run_id = "otlp-hostile-0001"
+    store.save(record(run_id=run_id))
+    spans = [
+        SpanRecord("run", "application", 0, 9_000, 1, {"manifest": f"{SECRET_DIR}/lite0.yaml"}),
+        SpanRecord(HOSTILE_NAME, "model", 1_000, 5_000, 1, {"<img src=x onerror=alert(1)>": "<b>bold</b>"}),
+    ]
+    meta = {"repliscope_trace_level": "model", "service": "repliscope", "origin_ns": 10, "epoch_offset_ns": 5}
+    store.save_trace(run_id, "model", to_chrome(spans, 0, thread_names={1: SECRET_DIR}, metadata=meta, pid=1))
+    base = f"/runs/{run_id}/artifacts"
+    assert "trace.otlp.json" in _rows(viewer.get(base).text)
+    otlp = viewer.get(f"{base}/trace.otlp.json")
+    chrome = viewer.get(f"{base}/trace.json")
+    for got in (otlp, chrome):
+        assert got.status_code == 200 and got.headers["content-type"] == "application/json"
+        assert got.headers["x-content-type-options"] == "nosniff"
+        assert SECRET_DIR not in got.text and "…/lite0/model.onnx" in got.text
+    assert otlp.headers["content-disposition"] == f'inline; filename="run-{run_id}-trace.otlp.json"'
+    attached = viewer.get(f"{base}/trace.otlp.json?download=1").headers["content-disposition"]
+    assert attached == f'attachment; filename="run-{run_id}-trace.otlp.json"'
+    doc = json.loads(otlp.text)
+    parse_otlp(doc)
+    names = [e["name"] for e in json.loads(chrome.text)["traceEvents"] if e["ph"] == "X"]
+    assert [s["name"] for s in spans_of(doc)] == names == ["run", "<script>alert(1)</script> …/lite0/model.onnx"]
+    hostile = spans_of(doc)[1]
+    assert attributes_of(hostile)["<img src=x onerror=alert(1)>"] == "<b>bold</b>"  # text, as in trace.json
+    assert attributes_of(spans_of(doc)[0])["manifest"] == "…/lite0/lite0.yaml"
+    assert (hostile["startTimeUnixNano"], hostile["endTimeUnixNano"]) == ("1015", "5015")
+    admin = json.loads(logged_in(seeded["app"], seeded["tokens"]["admin"]).get(f"{base}/trace.otlp.json").text)
+    assert spans_of(admin)[1]["name"] == HOSTILE_NAME
+    ids = [(s["traceId"], s["spanId"], s.get("parentSpanId")) for s in spans_of(doc)]
+    assert [(s["traceId"], s["spanId"], s.get("parentSpanId")) for s in spans_of(admin)] == ids
+    assert ids[1][2] == ids[0][1]

@@ -1,8 +1,8 @@
 """What a stored result has, as files: ``/runs/{id}/artifacts`` lists a run's (its HTML and Markdown report, its
-samples as CSV and JSON, its evaluation record as JSON, its stored trace, and for a run of a pitfall sweep the
-sweep's report and result), a benchmark's (its record, its trace) and ``/diffs/{id}/artifacts`` a diff's (its
-result, its figure, its Markdown report); ``.../artifacts/{name}`` serves one, inline (view) or with
-``?download=1`` as an attachment.
+samples as CSV and JSON, its evaluation record as JSON, its stored trace as Chrome / Perfetto JSON and as OTLP/JSON,
+and for a run of a pitfall sweep the sweep's report, result and trace), a benchmark's (its record, its trace) and
+``/diffs/{id}/artifacts`` a diff's (its result, its figure, its Markdown report); ``.../artifacts/{name}`` serves
+one, inline (view) or with ``?download=1`` as an attachment.
 
 Every artifact is produced from the store (the record, the trace, the diff rows), never read from a path: a name is
 one of :data:`ARTIFACTS`' keys the object has (anything else, ``..`` or an encoded slash included, is a 404), and no
@@ -60,9 +60,11 @@ ARTIFACTS: dict[str, Kind] = {
     "record.json": Kind("Evaluation record (JSON)", "application/json", True),
     "benchmark.json": Kind("Benchmark record (JSON)", "application/json", True),
     "trace.json": Kind("Trace (Chrome / Perfetto JSON)", "application/json", True),
+    "trace.otlp.json": Kind("Trace (OTLP/JSON: Jaeger, Tempo, an OpenTelemetry Collector)", "application/json", True),
     "sweep-report.html": Kind("Sweep report (HTML: pitfall table, visual testing)", "text/html; charset=utf-8", True),
     "sweep.json": Kind("Sweep result (JSON)", "application/json", True),
     "sweep-trace.json": Kind("Sweep trace (Chrome / Perfetto JSON)", "application/json", True),
+    "sweep-trace.otlp.json": Kind("Sweep trace (OTLP/JSON)", "application/json", True),
     "diff.json": Kind("Diff result (JSON)", "application/json", True),
     "diff-report.md": Kind("Diff report (Markdown, figure embedded)", "text/markdown; charset=utf-8", False),
     "figure.png": Kind("Diff figure (PNG)", "image/png", True),
@@ -155,9 +157,7 @@ def run_artifacts(store: Any, record: Any, roots: Any) -> dict[str, Builder]:
         "samples.json": samples_json,
         "record.json": record_json,
     }
-    trace = _trace(store, run_id, roots)
-    if trace is not None:
-        builders["trace.json"] = trace
+    builders.update(_traces(store, run_id, roots, "trace"))
     if record.sweep_id:
         builders.update(_sweep_artifacts(store, record.sweep_id, roots))
     return builders
@@ -185,9 +185,7 @@ def _sweep_artifacts(store: Any, sweep_id: str, roots: Any) -> dict[str, Builder
         return _json(hide_paths_in(sweep.model_dump(mode="json"), roots))
 
     builders: dict[str, Builder] = {"sweep-report.html": report_html, "sweep.json": sweep_json}
-    trace = _trace(store, sweep.sweep_id, roots)
-    if trace is not None:
-        builders["sweep-trace.json"] = trace
+    builders.update(_traces(store, sweep.sweep_id, roots, "sweep-trace"))
     return builders
 
 
@@ -198,9 +196,7 @@ def benchmark_artifacts(store: Any, bench: Any, roots: Any) -> dict[str, Builder
     builders: dict[str, Builder] = {
         "benchmark.json": lambda: _json(hide_paths_in(bench.model_dump(mode="json"), roots))
     }
-    trace = _trace(store, bench.benchmark_id, roots)
-    if trace is not None:
-        builders["trace.json"] = trace
+    builders.update(_traces(store, bench.benchmark_id, roots, "trace"))
     return builders
 
 
@@ -223,14 +219,21 @@ def diff_artifacts(store: Any, stored: Any, roots: Any) -> dict[str, Builder]:
     return builders
 
 
-def _trace(store: Any, object_id: str, roots: Any) -> Builder | None:
-    """The builder of the trace stored under exactly ``object_id`` (None when there is none)."""
+def _traces(store: Any, object_id: str, roots: Any, stem: str) -> dict[str, Builder]:
+    """The builders of the trace stored under exactly ``object_id`` ({} when there is none): ``<stem>.json`` as
+    stored (Chrome / Perfetto JSON) and, when ``repliscope[tracing]`` is installed, ``<stem>.otlp.json`` rendered
+    from it (:func:`repliscope.tracing.otlp_json.to_otlp_json`; rendered before the paths are hidden, so a viewer
+    and an admin get the same ids)."""
     from repliscope.service.redaction import hide_paths_in
+    from repliscope.tracing import otlp_json
 
     doc = store.load_trace(object_id)
     if doc is None:
-        return None
-    return lambda: _json(hide_paths_in(doc, roots))
+        return {}
+    builders: dict[str, Builder] = {f"{stem}.json": lambda: _json(hide_paths_in(doc, roots))}
+    if otlp_json.available():
+        builders[f"{stem}.otlp.json"] = lambda: _json(hide_paths_in(otlp_json.to_otlp_json(doc), roots))
+    return builders
 
 
 def _figures(store: Any, object_id: str) -> Any:
