@@ -33,9 +33,15 @@ def _post(client: TestClient, headers: dict[str, str], ref: str, variants: list[
 def test_a_bad_degree_is_refused_at_submission_naming_the_field_and_the_allowed_degrees(
     client: TestClient,
     headers_for: Callable[[str], dict[str, str]],
+    service_app: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an agent was asked about a refused job")
+
+    monkeypatch.setattr(service_app.state.executor, "check", never)  # placement: the agents
+    monkeypatch.setattr(service_app.state.executor, "submit", never)
     runner = headers_for("runner")
     r = client.post("/api/v1/manifests", content=LITE0.read_bytes(), headers={**runner, "Content-Type": "text/yaml"})
     assert r.status_code in (200, 201), r.text
