@@ -7,7 +7,8 @@ The rule for an accuracy claim (docs/concepts.md, "Verdict"), in order:
 
 1. the evaluated data is not declared to be the claim's dataset and split, or the metric could not be computed:
    ``not comparable``;
-2. a bootstrap metric (COCO AP, mIoU: ``successes`` None) on fewer than :data:`MIN_BOOTSTRAP_SAMPLES` samples, or
+2. a bootstrap metric (COCO AP, mIoU: ``successes`` None) on fewer images than its spec's ``min_images``
+   (:data:`MIN_BOOTSTRAP_SAMPLES`, a segmentation metric :data:`~repliscope.metrics.intervals.MIN_SEGMENTATION_IMAGES`), or
    a COCO number whose images hold a median of fewer than :data:`MIN_OBJECTS_PER_CATEGORY` ground-truth objects per
    category:
    ``not comparable`` (its coverage was not measured near 95 % there: docs/benchmarks.md, "Interval coverage");
@@ -249,11 +250,12 @@ def judge_claim(
             f"the claim is about {dataset_label(claim.dataset)}; the evaluated data "
             f"'{evaluated}' is not declared to be that dataset",
         )
-    if metric.successes is None and metric.n < MIN_BOOTSTRAP_SAMPLES:
+    floor = spec.min_images if spec is not None else MIN_BOOTSTRAP_SAMPLES
+    if metric.successes is None and metric.n < floor:
         return verdict(
             "not comparable",
             f"too few samples for an interval of {claim.metric}: {metric.n} images, and a bootstrap interval over "
-            f"images is used from {MIN_BOOTSTRAP_SAMPLES} (the smallest size its coverage was measured near 95 % "
+            f"images is used from {floor} (the smallest size its coverage was measured near 95 % "
             f"at; claimed {num(claimed)}, measured {num(metric.value)})",
         )
     if metric.successes is None and per_category is not None and per_category < MIN_OBJECTS_PER_CATEGORY:

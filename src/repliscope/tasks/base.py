@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from repliscope.datasets.base import Dataset, Sample
+from repliscope.metrics.intervals import MIN_BOOTSTRAP_SAMPLES
 from repliscope.ops.base import Predictions
 from repliscope.records.evaluation import MetricValue, SamplePrediction
 from repliscope.registry import Registry
@@ -30,7 +31,7 @@ PostCheck = tuple[str, tuple[str | int, ...], "list[str] | None"]
 class MetricSpec:
     """A metric a claim of the task may name: how its value is written in a claim (``percent``: 75.1; ``fraction``:
     0.751), which way is better, and the 95 % interval a run gives it (``wilson``: Wilson score over samples;
-    ``bootstrap``: percentile bootstrap over images). ``hint`` follows "is a fraction" in the claim error of a
+    ``bootstrap``: a bias-corrected bootstrap over images). ``hint`` follows "is a fraction" in the claim error of a
     value above 1 (e.g. how a tool prints it)."""
 
     name: str
@@ -38,6 +39,9 @@ class MetricSpec:
     interval: Literal["wilson", "bootstrap"]
     direction: Literal["higher", "lower"] = "higher"
     hint: str = ""
+    min_images: int = MIN_BOOTSTRAP_SAMPLES
+    """The fewest images a ``bootstrap`` interval of this metric judges a claim with (the smallest size its coverage
+    was measured near 95 %: docs/benchmarks.md, "Interval coverage"); fewer: "not comparable"."""
 
     @property
     def limit(self) -> float:

@@ -21,6 +21,7 @@ import numpy as np
 
 from repliscope.datasets.base import VOID, Dataset, Sample
 from repliscope.errors import DatasetError, RepliscopeError, SampleError
+from repliscope.metrics.intervals import MIN_SEGMENTATION_IMAGES
 from repliscope.ops.base import MaskMap, Predictions
 from repliscope.records.evaluation import MetricValue, SamplePrediction, SegmentationSample
 from repliscope.tasks.base import MetricSpec, PostCheck, ReportSpec, Task
@@ -157,7 +158,9 @@ class SemanticSegmentation(Task):
     truth = "masks"
     post_ops: ClassVar[tuple[str, ...]] = SEGMENTATION_POST_OPS
     metric_specs: ClassVar[tuple[MetricSpec, ...]] = tuple(
-        MetricSpec(name, unit="fraction", interval="bootstrap", hint=" (0.723 for 72.3 %)")
+        MetricSpec(
+            name, unit="fraction", interval="bootstrap", hint=" (0.723 for 72.3 %)", min_images=MIN_SEGMENTATION_IMAGES
+        )
         for name in SEGMENTATION_METRICS
     )
     output_kinds: ClassVar[tuple[str, ...]] = SEGMENTATION_OUTPUT_KINDS
