@@ -8,7 +8,8 @@ The rule for an accuracy claim (docs/concepts.md, "Verdict"), in order:
 1. the evaluated data is not declared to be the claim's dataset and split, or the metric could not be computed:
    ``not comparable``;
 2. a bootstrap metric (COCO AP, mIoU: ``successes`` None) on fewer images than its spec's ``min_images``
-   (:data:`MIN_BOOTSTRAP_SAMPLES`, a segmentation metric :data:`~repliscope.metrics.intervals.MIN_SEGMENTATION_IMAGES`), or
+   (:data:`MIN_BOOTSTRAP_SAMPLES`; a segmentation metric
+   :data:`~repliscope.metrics.intervals.MIN_SEGMENTATION_IMAGES`), or
    a COCO number whose images hold a median of fewer than :data:`MIN_OBJECTS_PER_CATEGORY` ground-truth objects per
    category:
    ``not comparable`` (its coverage was not measured near 95 % there: docs/benchmarks.md, "Interval coverage");
