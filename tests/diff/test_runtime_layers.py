@@ -218,11 +218,12 @@ def test_a_node_reading_a_second_output_is_fed_onnxruntimes_value(tmp_path: Path
     [("blazeface-full-range.yaml", "faces", 178, 178), ("ssdlite-mobilenet-v2-coco.yaml", "coco", 263, 259)],
 )
 def test_converted_models_are_clean_on_both_engines(
-    tmp_path: Path, manifest: str, dataset: str, units: int, golden: int
+    cache_dir: Path, manifest: str, dataset: str, units: int, golden: int
 ) -> None:
     """tf2onnx conversions (BlazeFace's .tflite, SSDLite's frozen graph with its uint8 input and NMS loop): no node
     diverges on the new engine (SSDLite's 4 nodes reading a Loop's output are compared in carried mode only);
-    BlazeFace is clean on the classic engine too."""
+    BlazeFace is clean on the classic engine too. The conversions go to the session's verified cache: converted
+    once per session (~8 s each), not once per test."""
     pytest.importorskip("tf2onnx")
     from tests.runtimes.detection_references import COCO_MINI
 
@@ -232,7 +233,7 @@ def test_converted_models_are_clean_on_both_engines(
         pytest.skip("OpenCV < 5")
     faces = f"dlib_xml:{need(FACES) / 'testing.xml'}"
     data = resolve_dataset(faces if dataset == "faces" else f"coco:{need(COCO_MINI)}")
-    graphs, ids = manifest_graphs(MTCNN.parent / manifest, data, 1, threads=1, cache_dir=tmp_path)
+    graphs, ids = manifest_graphs(MTCNN.parent / manifest, data, 1, threads=1, cache_dir=cache_dir)
     assert len(graphs) == 1 and len(ids) == 1
     for engine in ("new", "classic"):
         r = diff_runtime_graphs(graphs, engine=engine, threads=1, samples=ids)

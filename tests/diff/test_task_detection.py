@@ -110,7 +110,7 @@ def test_mtcnn_runtimes_with_another_number_of_faces(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ssdlite_runtimes_scored_on_the_categories_it_detects(tmp_path: Path) -> None:
+def test_ssdlite_runtimes_scored_on_the_categories_it_detects(cache_dir: Path) -> None:
     """SSDLite detects persons only: delta AP is over the person category, as evaluate scores a run (over all 80
     categories AP would be ~1/80 of the person AP)."""
     import dataclasses
@@ -122,8 +122,8 @@ def test_ssdlite_runtimes_scored_on_the_categories_it_detects(tmp_path: Path) ->
     coco = resolve_dataset(f"coco:{need(COCO_MINI)}")
     data = dataclasses.replace(coco, samples=list(coco.samples)[:12])
     r = diff_runtimes(
-        EXAMPLES / "ssdlite-mobilenet-v2-coco.yaml", "onnxruntime", "opencv_dnn", data, cache_dir=tmp_path
-    )
+        EXAMPLES / "ssdlite-mobilenet-v2-coco.yaml", "onnxruntime", "opencv_dnn", data, cache_dir=cache_dir
+    )  # the session's conversion cache: SSDLite converted once per session
     assert r.paired is not None and r.paired["delta_ap"] == 0.0 and r.paired["mean_iou"] == pytest.approx(1.0)
     assert r.paired["ap_reference"] > 0.05  # person AP; over 80 categories it would be below 0.01
     assert any(n.startswith("AP on the 1 category the model detects; 79 dataset categories left out") for n in r.notes)

@@ -16,6 +16,7 @@ from repliscope.errors import FrameworkError
 from repliscope.evaluation.run import RunSettings, prepare
 from repliscope.ops.base import Item
 from repliscope.runtimes import ModelArtifact, ModelLoadError, create_runner
+from tests.conftest import _session_cache
 from tests.runtimes.detection_references import COCO_MINI, SSDLITE_OUTPUTS, SsdliteApi, need, ssdlite_artifact
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -82,7 +83,8 @@ def test_ssdlite_converted_by_tf2onnx(
     detections as TensorFlow on real images (order of equal scores aside, boxes to 1e-4)."""
     pytest.importorskip("tf2onnx")
     x, ref = ssdlite_batch
-    runner = create_runner(runtime, ssdlite_artifact(), threads=2, cache_dir=tmp_path_factory.getbasetemp() / "tf2onnx")
+    cache = _session_cache(tmp_path_factory)  # the session's verified conversion cache: SSDLite converted once
+    runner = create_runner(runtime, ssdlite_artifact(), threads=2, cache_dir=cache)
     got = runner.infer_outputs(x)
     assert runner.notes["conversion"]["from"] == "tf_frozen_graph"
     np.testing.assert_array_equal(got["num_detections:0"], ref["num_detections:0"])
