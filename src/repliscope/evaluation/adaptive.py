@@ -144,7 +144,7 @@ class SegmentedRun:
         segment = {"plan": plan.key, "role": role, "samples": len(chunk), "samples_per_second": round(rate, 2)}
         if loop.ahead:
             segment["read_ahead"] = loop.ahead  # read while the model loaded
-            segment["read_ahead_seconds"] = round(loop.ahead_seconds, 4)
+            segment["read_ahead_cpu_seconds"] = round(loop.ahead_seconds, 4)
         self.segments.append(segment)
         return rate
 

@@ -96,10 +96,11 @@ class LoopResult:
     """Samples this loop took already read and (partly) pre-processed from a :class:`ReadAhead`: their reading
     and those ops ran before the loop, while the model loaded, and are not in ``loop_seconds``."""
     ahead_seconds: float = 0.0
-    """The wall seconds the read-ahead spent reading and pre-processing those samples (on one thread)."""
+    """The CPU seconds the read-ahead spent reading and pre-processing those samples (its thread's)."""
     ahead_share: float = 0.0
-    """What that work costs this loop: ``ahead_seconds`` / the loop's preparing threads (``prep_workers``), the
-    seconds the loop would have spent on it. :attr:`rate_seconds` adds it to the loop."""
+    """What that work costs at this loop's pace: ``ahead_seconds`` x ``loop_seconds`` / the process's CPU seconds
+    during the loop (on an idle 2-core machine about ``ahead_seconds`` / 2; on a busy one, where the loop gets
+    less CPU per second, more). :attr:`rate_seconds` adds it to the loop."""
 
     @property
     def rate_seconds(self) -> float:
@@ -138,7 +139,7 @@ class PreparedItem(NamedTuple):
 
 
 Held = tuple[PreparedItem | Stage, str, float]
-"""A sample read ahead: its state (prepared, or a :data:`Stage` to finish), its fingerprint, and the wall seconds
+"""A sample read ahead: its state (prepared, or a :data:`Stage` to finish), its fingerprint, and the CPU seconds
 its reading and ops took on the read-ahead thread."""
 
 
@@ -354,7 +355,7 @@ def run_loop(
         ) -> None:
             _collect(result, [fp for _, fp in done], outcome, options.keep_outputs)
 
-        loop_start = time.perf_counter()
+        loop_start, loop_cpu = time.perf_counter(), time.process_time()
         drive(
             batches,
             LoopHooks(prepare, infer_batch, collect),
@@ -365,10 +366,11 @@ def run_loop(
             on_progress=on_progress,
             tracer=tracer,
         )
-        end = time.perf_counter()
+        end, loop_cpu = time.perf_counter(), time.process_time() - loop_cpu
     result.loop_seconds, result.total_seconds = end - loop_start, end - start
     result.ahead, result.ahead_seconds = len(taken), sum(taken)
-    result.ahead_share = result.ahead_seconds / max(1, options.prep_workers)
+    if taken:  # charged at the loop's own pace (wall seconds per CPU second of the process)
+        result.ahead_share = result.ahead_seconds * result.loop_seconds / max(loop_cpu, 1e-9)
     return result
 
 

@@ -148,7 +148,7 @@ def build_record(
             warmup_seconds=loop.warmup_seconds,
             loop_seconds=loop.loop_seconds,
             read_ahead_samples=loop.ahead,
-            read_ahead_seconds=loop.ahead_seconds,
+            read_ahead_cpu_seconds=loop.ahead_seconds,
             throughput_seconds=loop.rate_seconds,
             throughput_samples_per_second=evaluated / loop.rate_seconds if loop.rate_seconds else 0.0,
         ),

@@ -49,7 +49,7 @@ class Prefetched:
     """Samples read and pre-processed ahead of the loop, each taken once (:meth:`take`)."""
 
     held: dict[int, tuple[Sample, PreparedItem | Stage, str, float]] = field(default_factory=dict)
-    """id(sample) -> (the sample, its state, its fingerprint, the seconds its reading and ops took here)."""
+    """id(sample) -> (the sample, its state, its fingerprint, the CPU seconds its reading and ops took here)."""
     nbytes: int = 0
     """Bytes of the held items' arrays when they were stored (not reduced by :meth:`take`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -85,11 +85,12 @@ class StagedPrefetch:
     """Ops applied before a sample is held; None until the first sample chose it."""
 
     def add(self, sample: Sample) -> None:
-        """Read and pre-process ``sample`` and hold it with the wall seconds that took (the loop counts them in
-        its rate: :attr:`repliscope.evaluation.engine.LoopResult.ahead_seconds`)."""
-        start = time.perf_counter()
+        """Read and pre-process ``sample`` and hold it with the CPU seconds that took on this thread (the loop
+        charges them in its rate: :attr:`repliscope.evaluation.engine.LoopResult.ahead_share`). CPU, not wall: the
+        reader runs at a lower priority, and on a busy machine its wall time is mostly waiting."""
+        start = time.thread_time()
         state, fingerprint = self._staged(sample)
-        self.store.put(sample, state, fingerprint, time.perf_counter() - start)
+        self.store.put(sample, state, fingerprint, time.thread_time() - start)
 
     def _staged(self, sample: Sample) -> tuple[PreparedItem | Stage, str]:
         read = read_sample(sample)

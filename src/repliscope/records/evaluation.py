@@ -111,10 +111,10 @@ class Timings(_Model):
     loop: reading, pre-processing and inferring every sample). ``inference_seconds`` and
     ``batch_latencies_seconds`` are the runtime's share of the measured loop; ``throughput_samples_per_second``
     is evaluated samples / ``throughput_seconds`` (0 when undefined): ``loop_seconds`` plus, when
-    ``read_ahead_samples`` were read and pre-processed while the model loaded (outside the loop), the
-    ``read_ahead_seconds`` that took shared over the loop's ``prep_workers`` (what the loop would have spent on
-    them), so the rate is one of the whole work. Records stored before that have ``throughput_seconds`` None
-    (their rate is over ``loop_seconds`` alone). A pitfall sweep's variants share one loop: each
+    ``read_ahead_samples`` were read and pre-processed while the model loaded (outside the loop), the CPU seconds
+    that took (``read_ahead_cpu_seconds``) at the loop's own pace (x ``loop_seconds`` / the process's CPU seconds
+    in the loop), so the rate is one of the whole work. Records stored before that have ``throughput_seconds``
+    None (their rate is over ``loop_seconds`` alone). A pitfall sweep's variants share one loop: each
     variant's ``loop_seconds`` is its own model time (= ``inference_seconds``; a batch whose outputs it reused from
     a twin counts the twin's measured latency), its ``total_seconds`` its load + warm-up + that.
 
@@ -130,7 +130,7 @@ class Timings(_Model):
     warmup_seconds: float = 0.0
     loop_seconds: float | None = None
     read_ahead_samples: int = Field(default=0, ge=0)
-    read_ahead_seconds: float = Field(default=0.0, ge=0)
+    read_ahead_cpu_seconds: float = Field(default=0.0, ge=0)
     throughput_seconds: float | None = Field(default=None, ge=0)
 
 
