@@ -21,20 +21,26 @@ from typing import Any
 
 __all__ = [
     "LEVELS",
+    "MAX_MESSAGE_CHARS",
     "SERVICE",
     "CancelNote",
     "LogLine",
     "SourceTracker",
     "as_text",
+    "as_text_tail",
     "cancel_note",
     "clean",
     "entries",
     "level_of",
     "messages",
     "parse",
+    "parse_tail",
 ]
 
 LEVELS = ("info", "warning", "error")
+MAX_MESSAGE_CHARS = 10_000
+"""The longest message a stored line keeps (:func:`entries` cuts a longer one, saying how much it cut): an agent's
+line cannot grow the log, or a page showing it, without bound."""
 SERVICE = "service"
 """The source of the lines the service itself writes (the job's start and end, an in-process job's own lines)."""
 VERSION = 1
@@ -107,10 +113,17 @@ def entries(text: str, source: str = SERVICE, level: str | None = None, at: str 
             "t": stamp,
             "level": level or level_of(line),
             "source": source,
-            "msg": line,
+            "msg": _bounded(line),
         }
         out.append(json.dumps({**fields, **event}, ensure_ascii=False, separators=(",", ":")))
     return "\n".join(out)
+
+
+def _bounded(line: str) -> str:
+    """``line`` cut to :data:`MAX_MESSAGE_CHARS`, ending ``… [N characters cut]`` when it was longer."""
+    if len(line) <= MAX_MESSAGE_CHARS:
+        return line
+    return f"{line[:MAX_MESSAGE_CHARS]} … [{len(line) - MAX_MESSAGE_CHARS} characters cut]"
 
 
 def _decode(line: str) -> dict[str, Any] | None:
@@ -126,26 +139,36 @@ def _decode(line: str) -> dict[str, Any] | None:
     return fields
 
 
+def _line(raw: str) -> LogLine | None:
+    """One stored line read (None for a blank one)."""
+    fields = _decode(raw)
+    if fields is None:
+        return LogLine(None, level_of(raw), "", clean(raw)) if raw.strip() else None
+    level = fields.get("level")
+    stamp = fields.get("t")
+    return LogLine(
+        stamp if isinstance(stamp, str) else None,
+        level if level in LEVELS else level_of(fields["msg"]),
+        clean(str(fields.get("source") or "")),
+        clean(fields["msg"]),
+    )
+
+
 def parse(text: str) -> list[LogLine]:
     """Every line of a stored log, old (plain text: no time, no source) or new (JSON lines), in order."""
-    lines = []
-    for raw in text.splitlines():
-        fields = _decode(raw)
-        if fields is None:
-            if raw.strip():
-                lines.append(LogLine(None, level_of(raw), "", clean(raw)))
-            continue
-        level = fields.get("level")
-        stamp = fields.get("t")
-        lines.append(
-            LogLine(
-                stamp if isinstance(stamp, str) else None,
-                level if level in LEVELS else level_of(fields["msg"]),
-                clean(str(fields.get("source") or "")),
-                clean(fields["msg"]),
-            )
-        )
-    return lines
+    return [line for line in map(_line, text.splitlines()) if line is not None]
+
+
+def parse_tail(text: str, count: int) -> tuple[list[LogLine], int]:
+    """The newest ``count`` lines of a stored log, in order, and how many lines it holds: only those ``count`` are
+    decoded, however long the log (a page shows the newest ones)."""
+    raws = [raw for raw in text.splitlines() if raw.strip()]
+    tail = [line for line in map(_line, raws[max(0, len(raws) - count) :]) if line is not None]
+    return tail, len(raws)
+
+
+def _text_line(line: LogLine) -> str:
+    return f"{line.time or '-':20} {line.level:7} [{line.source or '-'}] {line.message}\n"
 
 
 def messages(text: str) -> str:
@@ -156,16 +179,40 @@ def messages(text: str) -> str:
 
 def as_text(text: str) -> str:
     """A stored log as a text file: ``TIME LEVEL [SOURCE] MESSAGE`` a line (``-`` for a line with no time)."""
-    return "".join(
-        f"{line.time or '-':20} {line.level:7} [{line.source or '-'}] {line.message}\n" for line in parse(text)
+    return "".join(_text_line(line) for line in parse(text))
+
+
+def as_text_tail(text: str, max_bytes: int) -> str:
+    """:func:`as_text` of the newest lines of a stored log that fit in ``max_bytes`` (UTF-8), only those decoded;
+    when lines were left out the text starts with a line saying how many (a download stays bounded)."""
+    raws = [raw for raw in text.splitlines() if raw.strip()]
+    budget = max_bytes - 200  # the first line saying what was left out
+    kept: list[str] = []
+    size = 0
+    for raw in reversed(raws):
+        line = _line(raw)
+        if line is None:
+            continue
+        shown = _text_line(line)
+        size += len(shown.encode())
+        if size > budget:
+            break
+        kept.append(shown)
+    left_out = len(raws) - len(kept)
+    head = (
+        f"{'-':20} {'info':7} [{SERVICE}] {left_out} earlier lines left out: this download holds the newest "
+        f"{len(kept)} lines, at most {max_bytes} bytes\n"
+        if left_out
+        else ""
     )
+    return head + "".join(reversed(kept))
 
 
 def cancel_note(text: str) -> CancelNote | None:
     """The last cancel request a stored log records (who, when), or None."""
     note = None
     for raw in text.splitlines():
-        fields = _decode(raw)
+        fields = _decode(raw) if '"event":"cancel"' in raw else None  # only a cancel line is decoded
         if fields is not None and fields.get("event") == "cancel" and isinstance(fields.get("t"), str):
             note = CancelNote(clean(str(fields.get("by") or "?")), fields["t"])
     return note

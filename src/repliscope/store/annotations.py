@@ -269,6 +269,28 @@ class AnnotationStore:
             total = int(session.scalar(select(func.count()).select_from(RunAuditRow).where(*conditions)) or 0)
             return [_entry(r) for r in rows], total
 
+    def note_history(self, run_id: str, limit: int = 20) -> builtins.list[AuditEntry]:
+        """The newest ``limit`` note entries of the stored run ``run_id`` (a full id) written since it was last
+        deleted: a run stored again under a deleted run's id (``runs import`` keeps ids) starts with no history,
+        so its readers never see the notes the deletion withdrew (the admin's :meth:`audit` keeps them)."""
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError(f"limit {limit} must be 1..1000", "limit")
+        with self.db.session() as session:
+            last_delete = session.scalar(
+                select(func.max(RunAuditRow.id)).where(RunAuditRow.run_id == run_id, RunAuditRow.action == "delete")
+            )
+            rows = session.scalars(
+                select(RunAuditRow)
+                .where(
+                    RunAuditRow.run_id == run_id,
+                    RunAuditRow.action == "note",
+                    RunAuditRow.id > (last_delete or 0),
+                )
+                .order_by(RunAuditRow.at.desc(), RunAuditRow.id.desc())
+                .limit(limit)
+            ).all()
+            return [_entry(r) for r in rows]
+
     def deletion(self, run_id: str) -> AuditEntry | None:
         """The audit entry of the deletion of run ``run_id`` (an exact id), None when it was not deleted."""
         entries, _ = self.audit(run_id=run_id, action="delete", limit=1)
@@ -444,7 +466,10 @@ def change_text(entry: AuditEntry) -> str:
 
 
 def _checked_tags(tags: Sequence[str]) -> list[str]:
-    """``tags`` checked (:func:`check_tag`), duplicates dropped, in order; none: InvalidInputError naming ``tags``."""
+    """``tags`` checked (:func:`check_tag`), duplicates dropped, in order; none, or more than :data:`MAX_TAGS` at
+    once (refused before any is matched, so a long list costs no work): InvalidInputError naming ``tags``."""
+    if len(tags) > MAX_TAGS:
+        raise InvalidInputError(f"tags: {len(tags)} given; a run carries at most {MAX_TAGS} tags", "tags")
     checked = builtins.list(dict.fromkeys(check_tag(t) for t in tags))
     if not checked:
         raise InvalidInputError("tags: give at least one tag", "tags")

@@ -92,17 +92,21 @@ class AuditPage(BaseModel):
 def annotations_of(store: Any, run_id: str, history: int = 20) -> dict[str, Any]:
     """A run's annotations with its last ``history`` notes (the audit's note entries), as :class:`AnnotationsOut`."""
     notes = store.annotations.get(run_id)
-    entries, _ = store.annotations.audit(run_id=notes.run_id, action="note", limit=history)
+    entries = store.annotations.note_history(notes.run_id, limit=history)
     body: dict[str, Any] = notes.model_dump()
     body["note_history"] = [{"note": (e.after or {}).get("note") or "", "by": e.actor, "at": e.at} for e in entries]
     return body
 
 
 def forget_deleted(store: Any, run_id: str) -> None:
-    """Drop a deleted run from the pages' caches of recent records (the run page, its thumbnails, compare), so
-    none of them serves it again (they keep a few records and trust a run id to mean one record)."""
+    """Drop a deleted run from the pages' caches of recent records (the run page, its thumbnails, compare) and of
+    drawn views (:data:`~repliscope.service.web.chart_cache.CHARTS`), so none of them serves it again, even to a
+    run stored again under its id (they keep a few records and trust a run id to mean one record)."""
+    from repliscope.service.web.chart_cache import CHARTS
     from repliscope.service.web.compare_cache import HEADS
     from repliscope.service.web.samples import RECENT
+
+    CHARTS.forget(lambda key: key[:3] == ("run", store.url, run_id))
 
     for cache, record_of in ((RECENT, lambda v: v[0]), (HEADS, lambda v: v)):
         with cache.lock:

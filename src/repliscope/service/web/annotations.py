@@ -68,7 +68,7 @@ def annotation_panel(store: Any, run_id: str) -> AnnotationPanel:
     """The annotations of the stored run ``run_id`` (a full id): a StoreError when it is not stored (deleted
     since the page's record was cached), so the page answers 404 rather than show a deleted run."""
     notes = store.annotations.get(run_id)
-    entries, _ = store.annotations.audit(run_id=notes.run_id, action="note", limit=NOTE_HISTORY + 1)
+    entries = store.annotations.note_history(notes.run_id, limit=NOTE_HISTORY + 1)
     history = [NoteVersion((e.after or {}).get("note") or "", e.actor, _when(e.at)) for e in entries[1:]]
     return AnnotationPanel(
         run_id=notes.run_id,
@@ -81,9 +81,13 @@ def annotation_panel(store: Any, run_id: str) -> AnnotationPanel:
     )
 
 
-def deleted_notice(store: Any, value: str) -> str | None:
+def deleted_notice(store: Any, value: str, principal: Any) -> str | None:
     """The runs page's notice after a delete (``/runs?deleted=<id>``): read from the audit, so a link cannot make
-    the page claim a deletion that did not happen; None for anything else."""
+    the page claim a deletion that did not happen; None for anything else. Only an admin deletes and reads the
+    audit, so only an admin gets the notice: a viewer sent the link learns nothing of the deleted run (its name,
+    model, who deleted it)."""
+    if not kit.role_at_least(principal, "admin"):
+        return None
     if not value or not _RUN_ID.fullmatch(value):
         return None
     try:

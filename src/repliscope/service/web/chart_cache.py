@@ -5,13 +5,16 @@ drawing them takes 0.5-2 s for a 1000-sample run, and redrawing them on every vi
 benchmarks and sweeps are immutable once stored, so the report view built from one (its charts and the tables
 beside them) is a function of the stored object and of the code that draws it. It is cached under
 
-    (kind, store URL, object id, renderer version[, trace digest])
+    (kind, store URL, object id, renderer version[, trace digest, result hash, created at, manifest sha256])
 
 - the **renderer version** (:func:`renderer_version`) hashes the source of :mod:`repliscope.report` with the
   repliscope and matplotlib versions: a changed chart or template-facing view invalidates every entry (entries of
   another version are dropped at the next lookup);
 - a run's **trace digest**: a run's trace may be stored (or replaced) after the run, and its per-layer chart is
-  part of the page.
+  part of the page;
+- a run's **result hash, creation time and manifest sha256**: a run id names one record only until the run is
+  deleted; a record stored again under it (``runs import`` keeps ids) is drawn anew, even when another process
+  deleted the first (a deletion through this server also drops the run's entries: :meth:`ChartCache.forget`).
 
 The cache holds at most ``max_entries`` views and ``max_bytes`` of embedded images (the least recently used go
 first; a view larger than ``max_bytes`` is returned without being kept). Concurrent first views of one object
@@ -118,6 +121,15 @@ class ChartCache:
             self._entries.clear()
             self._bytes = 0
 
+    def forget(self, drop: Callable[[tuple[Hashable, ...]], bool]) -> int:
+        """Drop every entry whose key ``drop`` accepts (a deleted run's views): how many were dropped."""
+        with self._lock:
+            keys = [k for k in self._entries if drop(k)]  # type: ignore[arg-type]
+            for key in keys:
+                _, size = self._entries.pop(key)
+                self._bytes -= size
+            return len(keys)
+
     def get(self, key: tuple[Hashable, ...], render: Callable[[], T]) -> T:
         """The value cached under ``key``, else ``render()`` (called once however many threads ask at once),
         kept when it fits."""
@@ -192,7 +204,16 @@ def run_view(store: RunStore, record: EvaluationRecord, cache: ChartCache | None
             extra = trace_figures(trace)
         return build_run_view(record, extra_figures=extra)
 
-    key = ("run", store.url, record.run_id, renderer_version(), trace_digest(trace))
+    key = (
+        "run",
+        store.url,
+        record.run_id,
+        renderer_version(),
+        trace_digest(trace),
+        record.result_hash,
+        record.created_at.isoformat(),
+        record.manifest.sha256,
+    )
     return dataclasses.replace((cache or CHARTS).get(key, render))
 
 

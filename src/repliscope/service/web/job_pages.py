@@ -128,7 +128,11 @@ class JobView:
 MAX_JOB_ID = 100
 """A longer job id is no job's (404 before the store is asked)."""
 LOG_LINES_SHOWN = 500
-"""The job page shows this many of the newest log lines (``/jobs/{id}/log.txt`` has them all)."""
+"""The job page shows this many of the newest log lines (``/jobs/{id}/log.txt`` has them all, up to
+:data:`MAX_LOG_BYTES_SERVED`)."""
+MAX_LOG_BYTES_SERVED = 8 << 20
+"""``/jobs/{id}/log.txt`` serves at most this many bytes: the newest lines, the first saying how many earlier ones
+were left out."""
 
 
 def job_view(store: Any, job_id: str) -> JobView | None:
@@ -165,9 +169,10 @@ def _with_links(store: Any, views: list[JobView]) -> list[JobView]:
     return [dataclasses.replace(v, links=[known.get(r, ResultLink(r)) for r in v.results]) for v in views]
 
 
-def job_log_text(store: Any, job_id: str) -> str | None:
-    """The whole log of job ``job_id`` as text, one ``TIME LEVEL [SOURCE] MESSAGE`` a line (database URLs read
-    "the run store"), or None when there is no such job."""
+def job_log_text(store: Any, job_id: str, max_bytes: int = MAX_LOG_BYTES_SERVED) -> str | None:
+    """The log of job ``job_id`` as text, one ``TIME LEVEL [SOURCE] MESSAGE`` a line (database URLs read "the run
+    store"): its newest lines within ``max_bytes`` (:func:`~repliscope.service.job_log.as_text_tail`), or None
+    when there is no such job."""
     from repliscope.service.errors import redact
     from repliscope.store.service_tables import NotFoundError, get_job
 
@@ -175,7 +180,7 @@ def job_log_text(store: Any, job_id: str) -> str | None:
         job = get_job(store, job_id)
     except NotFoundError:
         return None
-    return redact(job_log.as_text(job.log))
+    return str(redact(job_log.as_text_tail(job.log, max_bytes)))
 
 
 def _stamp(value: datetime | None) -> str | None:
@@ -210,8 +215,8 @@ def _details(job: Any, view: JobView) -> JobView:
 
     from repliscope.service.errors import redact
 
-    lines = job_log.parse(job.log)
-    shown = [dataclasses.replace(line, message=redact(line.message)) for line in lines[-LOG_LINES_SHOWN:]]
+    lines, total = job_log.parse_tail(job.log, LOG_LINES_SHOWN)
+    shown = [dataclasses.replace(line, message=redact(line.message)) for line in lines]
     rate = eta = None
     if job.started_at is not None and job.progress_done > 0:
         end = job.finished_at or datetime.now(UTC).replace(tzinfo=None)
@@ -224,7 +229,7 @@ def _details(job: Any, view: JobView) -> JobView:
         view,
         final=job.status in FINAL_STATUSES,
         lines=shown,
-        lines_total=len(lines),
+        lines_total=total,
         options=[(key, _option_text(value)) for key, value in sorted(job.options.items())],
         started_at=_stamp(job.started_at),
         finished_at=_stamp(job.finished_at),
@@ -322,12 +327,17 @@ def job_log_download(request: Request, job_id: str, principal: SignedIn) -> Resp
     job."""
     from repliscope.service.web.page_kit import for_viewer
 
-    text = job_log_text(kit.store_of(request), job_id) if len(job_id) <= MAX_JOB_ID else None
+    store, budget = kit.store_of(request), MAX_LOG_BYTES_SERVED * 7 // 8  # room for what redaction adds
+    text = job_log_text(store, job_id, budget) if len(job_id) <= MAX_JOB_ID else None
     if text is None:
         return kit.error_page(principal, 404, f"unknown job id '{job_id[:MAX_JOB_ID]}'")
+    body = str(for_viewer(request, principal, text)).encode()
+    while len(body) > MAX_LOG_BYTES_SERVED:  # paths rewritten longer than they were: fewer lines
+        budget //= 2
+        body = str(for_viewer(request, principal, job_log_text(store, job_id, budget) or "")).encode()
     name = _FILENAME_UNSAFE.sub("_", job_id[:32])
     return Response(
-        for_viewer(request, principal, text),
+        body,
         media_type="text/plain; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="job-{name}.log.txt"'},
     )

@@ -193,10 +193,10 @@ def _sort_links(base: dict[str, str], sort: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def _deleted_notice(store: Any, value: str) -> str | None:
-    from repliscope.service.web.annotations import deleted_notice  # /runs?deleted=ID after a delete
+def _deleted_notice(store: Any, value: str, principal: Any) -> str | None:
+    from repliscope.service.web.annotations import deleted_notice  # /runs?deleted=ID after a delete (admin)
 
-    return deleted_notice(store, value)
+    return deleted_notice(store, value, principal)
 
 
 def _export_query(filters: dict[str, str], sort: str) -> str:
@@ -268,7 +268,7 @@ def runs_page(
         "runs.html",
         title="Runs",
         runs=lines,
-        notice=_deleted_notice(store, params.get("deleted", "")),
+        notice=_deleted_notice(store, params.get("deleted", ""), principal),
         total=total,
         filters=filters,
         choices=views.filter_choices(store),
