@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from pydantic import ValidationError
 
 from repliscope.datasets import resolve_dataset
 from repliscope.evaluation.engine import warmup_shape
@@ -103,3 +104,12 @@ def test_records_stored_before_the_split_still_read() -> None:
         }
     )
     assert (old.load_seconds, old.warmup_seconds, old.loop_seconds) == (0.0, 0.0, None)
+
+
+@pytest.mark.parametrize("field", ["read_ahead_samples", "read_ahead_cpu_seconds", "throughput_seconds"])
+def test_negative_read_ahead_timings_are_refused(field: str) -> None:
+    """An imported record cannot carry a negative read-ahead charge (it would inflate the stated rate)."""
+    base = {"total_seconds": 1.0, "inference_seconds": 0.5, "batch_latencies_seconds": [0.5]}
+    with pytest.raises(ValidationError, match=field):
+        Timings.model_validate({**base, "throughput_samples_per_second": 2.0, field: -1})
+    assert getattr(Timings.model_validate({**base, "throughput_samples_per_second": 2.0}), field) in (0, 0.0, None)
