@@ -228,6 +228,35 @@ def test_runs_compare_all_shared_samples_failed_in_one(shared_failed: bool) -> N
         assert code == 0 and err == ""
 
 
+def test_runs_compare_and_show_write_the_house_numbers() -> None:
+    """A percent metric, its interval and a difference as every page writes them (repliscope.number_text):
+    ``50.00 %``, ``[0.00, 100.00] %``, ``-50.00 pp``."""
+    a, b = _store(
+        record([pred("a.jpg", 1, [1, 2]), pred("b.jpg", 2, [2, 3])]),
+        record([pred("a.jpg", 1, [1, 2]), pred("b.jpg", 2, [3, 2])], runtime="torch"),
+    )
+    code, out, _ = invoke("runs", "compare", a, b, columns=200)
+    row = next(ln for ln in out.splitlines() if "top1" in ln)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert code == 0 and cells == [
+        "top1",
+        "100.00 %",
+        "50.00 %",
+        "-50.00 pp",
+        "-50.00 pp (n = 2)",
+        "[0.00, 100.00] %",
+        "[0.00, 100.00] %",
+    ]
+    code, out, _ = invoke("runs", "show", a, columns=200)
+    row = next(ln for ln in out.splitlines() if "top1" in ln)
+    assert code == 0 and [c.strip() for c in row.strip("│ ").split("│")] == [
+        "top1",
+        "100.00 %",
+        "[0.00, 100.00] %",
+        "2/2",
+    ]
+
+
 def test_pack_never_splits_a_part() -> None:
     from repliscope.cli.runs_cmd import pack
 

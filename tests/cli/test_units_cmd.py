@@ -64,7 +64,8 @@ def test_exact_run_has_no_bias(db: tuple[str, str, str, str]) -> None:
     code, out, _ = invoke(exact[:12], "--db", url, "--replicates", "100")
     assert code == 0
     assert (
-        "units against the ground truth: 33 of 33 ground-truth boxes matched (100.0%), 33 predictions, 16 images" in out
+        "units against the ground truth: 33 of 33 ground-truth boxes matched (100.00 %), 33 predictions, 16 images"
+        in out
     )
     assert "no significant bias (every interval contains 0)" in out
     assert "AP class-aware 1.0000, class-agnostic 1.0000" in out

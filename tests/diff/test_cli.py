@@ -302,7 +302,7 @@ def test_detection_runtimes_print_detection_figures(app: typer.Typer) -> None:
     text = " ".join(res.output.split())  # rich wraps at the console width
     assert "top-1" not in text
     assert "images 16 compared, detections identical (one to one, same class, IoU >= 0.5) on 100.00 % (16/16)" in text
-    assert "matched 100.00% of A's 33 detections (B has 33), mean IoU 1.0000, 0 image(s) differ" in text
+    assert "matched 100.00 % of A's 33 detections (B has 33), mean IoU 1.0000, 0 image(s) differ" in text
     assert "delta AP +0.0000 (paired 95 % interval [+0.0000, +0.0000])" in text
     data = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)
     assert (data["task"], data["agreement"], data["paired"]["matched_fraction"]) == ("object_detection", 1.0, 1.0)

@@ -101,6 +101,20 @@ def test_sweep_report_reads_ap_and_the_paired_detection_statistics(sweep: SweepO
     assert "Wilson" not in md
 
 
+def test_the_cli_table_reads_the_house_numbers(sweep: SweepOutput, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AP and its intervals as fractions (``0.3333``, ``[0.3333, 0.3333]``), the matched share in percent
+    (``36.36 %``), as the report's table above (repliscope.number_text)."""
+    from repliscope.cli import output
+
+    monkeypatch.setattr(output.console, "_width", 160)
+    with output.console.capture() as cap:
+        output.print_sweep(sweep.result)
+    rows = {cells[0]: cells[1:] for cells in (line.split() for line in cap.get().splitlines()) if cells}
+    swapped = ["16/0", "0.3333", "[0.3333,", "0.3333]", "-0.6667", "[-0.6667,", "-0.6667]", "36.36", "%", "1.0000"]
+    assert rows["color_layout_swapped"] == [*swapped, "15"]
+    assert rows["reference"][:4] == ["16/0", "1.0000", "[1.0000,", "1.0000]"]
+
+
 def test_paired_delta_ap_is_on_the_categories_the_model_detects(
     synthetic: Dataset, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

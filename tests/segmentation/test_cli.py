@@ -93,7 +93,7 @@ def test_diff_runtimes_and_records(stored: tuple[str, str], tmp_path: Path) -> N
     )
     assert res.exit_code == 0, res.output
     assert "masks identical on 100.00 % (4/4)" in res.output
-    assert "pixels    with the same label: 100.0000 %" in res.output
+    assert "pixels    with the same label: 100.00 %" in res.output
     with RunStore(db) as store:
         shifted = _shifted(store.get(run_id))
         store.save(shifted)

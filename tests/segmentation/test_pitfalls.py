@@ -98,3 +98,14 @@ def test_sweep_scores_delta_miou(prepared: PreparedRun, tmp_path: Path) -> None:
     rows = {r.name: r for r in view.pitfalls}
     assert rows["reference"].top1 == "1.0000" and rows["mask_upsample_nearest"].delta_top1 == "+0.0000"
     assert rows["mask_class_id_plus_1"].significant and rows["mask_class_id_plus_1"].flips == "4/4"
+    from repliscope.cli import output
+
+    output.console._width = 160  # as the detection sweep's test; restored below (the console follows COLUMNS)
+    try:
+        with output.console.capture() as cap:  # the CLI's table: the house's numbers (repliscope.number_text)
+            output.print_sweep(out.result)
+    finally:
+        output.console._width = None
+    cells = {row[0]: row[1:] for row in (line.split() for line in cap.get().splitlines()) if row}
+    exact = ["4/0", "1.0000", "[1.0000,", "1.0000]", "+0.0000", "[+0.0000,", "+0.0000]", "100.00", "%", "0"]
+    assert cells["mask_upsample_nearest"] == exact

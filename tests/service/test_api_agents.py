@@ -175,13 +175,13 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert page.status_code == 200
     text = page.text
     assert "<h1>Stack matrix 5ac0abababab</h1>" in text
-    assert '<td class="num">0.9000</td>' in text and '<td class="num">0.8500</td>' in text  # top-1 per stack
+    assert '<td class="num">90.00 %</td>' in text and '<td class="num">85.00 %</td>' in text  # top-1 per stack
     assert "onnxruntime 1.20.1" in text and "onnxruntime 1.23.2" in text
     assert f'<a href="/runs/{"b2" * 16}">' in text
     row = text[text.index('<tr class="differs"><th scope="row">current</th><td>onnxruntime==1.20.1</td>') :]
     row = row[: row.index("</tr>")]
     assert (
-        '<td class="num">0.9500</td><td class="num">1</td>\n<td class="num">0</td><td class="num">0.0123</td>'
+        '<td class="num">95.00 %</td><td class="num">1</td>\n<td class="num">0</td><td class="num">0.0123</td>'
         '<td class="num">0.000456</td>'
     ) in row and "<td>differs</td>" in row
     assert f"<code>{FLIPPED}</code>" in text
@@ -192,6 +192,7 @@ def test_a_stored_stack_matrix_is_served_and_rendered(
     assert_accessible(agents)
     assert f'<a href="/stack-matrices/{MATRIX_ID}"><code>5ac0abababab</code></a>' in agents
     assert "current · onnxruntime==1.20.1" in agents
+    assert '<td class="num">95.00 %</td>' in agents  # the lowest agreement of a pair, in the house's format
     model = client.get("/models/efficientnet-lite0", headers=viewer).text
     assert f'<a href="/stack-matrices/{MATRIX_ID}">' in model
 

@@ -345,11 +345,11 @@ def test_agents_and_a_stack_matrix_page_with_the_keyboard_only(service: Service,
     poll(lambda: MATRIX_ID in driver.current_url, timeout=20, what="the stack matrix page after Enter")
     stacks = _table(driver, "stacks-table")
     assert [(row[0].splitlines()[0], row[2]) for row in stacks] == [
-        ("current", "0.9000"),
-        ("onnxruntime==1.20.1", "0.8500"),
+        ("current", "90.00 %"),
+        ("onnxruntime==1.20.1", "85.00 %"),
     ]
     [pair] = _table(driver, "pairs-table")
-    assert pair[:6] == ["current", "onnxruntime==1.20.1", "0.9500", "1", "0", "0.0123"], pair
+    assert pair[:6] == ["current", "onnxruntime==1.20.1", "95.00 %", "1", "0", "0.0123"], pair
     details = driver.find_element(By.CSS_SELECTOR, "details summary")
     _tab_to_element(driver, details)
     _keys(driver, Keys.ENTER)

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from repliscope.number_text import percent_text
+
 if TYPE_CHECKING:
     from repliscope.diff.layers.candidate_format import BuiltCandidate
     from repliscope.diff.layers.layer_result import LayerDiffResult
@@ -37,7 +39,7 @@ def print_proposal(built: BuiltCandidate) -> None:
 def print_task_diff(r: TaskDiffResult) -> None:
     """Human-readable task-level result."""
     console.print(f"[bold]task-level diff[/] ({r.source}): A = {r.a}, B = {r.b}, dataset {r.dataset}")
-    agree = "n/a" if r.agreement is None else f"{100 * r.agreement:.2f} %"
+    agree = "n/a" if r.agreement is None else percent_text(r.agreement)
     if r.task == "object_detection":
         print_detection_figures(r, agree)
     elif r.task == "semantic_segmentation":
@@ -93,7 +95,7 @@ def print_segmentation_figures(r: TaskDiffResult, agree: str) -> None:
     p = r.paired
     if not p:
         return
-    agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else f"{100 * p['pixel_agreement']:.4f} %"
+    agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else percent_text(p["pixel_agreement"])
     console.print(f"pixels    with the same label: {agreement}; {p.get('flipped_images')} image(s) differ")
     console.print(
         f"mIoU      A {p['miou_reference']:.4f}, B {p['miou_variant']:.4f}, delta {p['delta_miou']:+.4f} "
@@ -114,7 +116,7 @@ def print_detection_figures(r: TaskDiffResult, agree: str) -> None:
         return
     iou = "n/a (none matched)" if p.get("mean_iou") is None else f"{p['mean_iou']:.4f}"
     console.print(
-        f"matched   {p.get('matched_fraction', 0):.2%} of A's {p.get('n_reference_detections')} detections "
+        f"matched   {percent_text(p.get('matched_fraction', 0))} of A's {p.get('n_reference_detections')} detections "
         f"(B has {p.get('n_variant_detections')}), mean IoU {iou}, {p.get('flipped_images')} image(s) "
         "differ"
     )

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from repliscope.number_text import percent_text, unit_delta_text, unit_interval_text
+
 if TYPE_CHECKING:  # annotations only: importing the CLI stays fast (no scipy/SQLAlchemy at start-up)
     from repliscope.evaluation.record import EvaluationRecord
     from repliscope.pitfalls.result import SweepResult, VariantOutcome
@@ -34,7 +36,28 @@ def sample_progress(disable: bool = False) -> Any:
 
 
 def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.2f} %"
+    """A proportion in the house's format (:mod:`repliscope.number_text`): ``88.90 %``; ``n/a`` for None."""
+    return "n/a" if x is None else percent_text(x)
+
+
+def pct_interval(low: float | None, high: float | None) -> str:
+    """A 95 % interval of a proportion: ``[86.81, 90.71] %``; ``n/a`` when either end is unknown."""
+    return "n/a" if low is None or high is None else unit_interval_text("percent", low, high)
+
+
+def pct_delta(delta: float | None) -> str:
+    """A difference of proportions in percentage points: ``+0.20 pp``; ``n/a`` for None."""
+    return "n/a" if delta is None else unit_delta_text("percent", delta)
+
+
+def fraction_interval(low: float | None, high: float | None) -> str:
+    """A 95 % interval of a fraction metric: ``[0.3612, 0.3857]``; ``n/a`` when either end is unknown."""
+    return "n/a" if low is None or high is None else unit_interval_text("fraction", low, high)
+
+
+def delta_interval(low: float | None, high: float | None) -> str:
+    """A 95 % interval of a difference of fractions, signed: ``[-0.0040, +0.0012]``; ``n/a`` when unknown."""
+    return "n/a" if low is None or high is None else f"[{low:+.4f}, {high:+.4f}]"
 
 
 def print_skipped_files(dataset: dict[str, Any], shown: int = 5) -> None:
@@ -116,7 +139,7 @@ def print_record(rec: EvaluationRecord, show_samples: bool = False, class_names:
         if m.successes is None:  # AP-like: a fraction as COCOeval prints it, n images
             table.add_row(m.name, f"{m.value:.4f}", f"[{m.ci_low:.4f}, {m.ci_high:.4f}]", f"{m.n} images")
         else:
-            table.add_row(m.name, pct(m.value), f"[{pct(m.ci_low)}, {pct(m.ci_high)}]", f"{m.successes}/{m.n}")
+            table.add_row(m.name, pct(m.value), pct_interval(m.ci_low, m.ci_high), f"{m.successes}/{m.n}")
     if rec.metrics:
         console.print(table)
     elif bootstrap:
@@ -316,8 +339,8 @@ def print_comparison(c: RunComparison) -> None:
                     _fraction(d.b),
                     f"{d.delta:+.4f}",
                     "n/a" if d.paired_delta is None else f"{d.paired_delta:+.4f} (n = {d.paired_n})",
-                    f"[{_fraction(d.ci_a[0])}, {_fraction(d.ci_a[1])}]",
-                    f"[{_fraction(d.ci_b[0])}, {_fraction(d.ci_b[1])}]",
+                    fraction_interval(*d.ci_a),
+                    fraction_interval(*d.ci_b),
                 ]
                 for d in c.metric_deltas
             ],
@@ -337,10 +360,10 @@ def print_comparison(c: RunComparison) -> None:
                 d.name,
                 pct(d.a),
                 pct(d.b),
-                f"{100 * d.delta:+.2f} pt",
-                "n/a" if d.paired_delta is None else f"{100 * d.paired_delta:+.2f} pt (n = {d.paired_n})",
-                f"[{pct(d.ci_a[0])}, {pct(d.ci_a[1])}]",
-                f"[{pct(d.ci_b[0])}, {pct(d.ci_b[1])}]",
+                pct_delta(d.delta),
+                "n/a" if d.paired_delta is None else f"{pct_delta(d.paired_delta)} (n = {d.paired_n})",
+                pct_interval(*d.ci_a),
+                pct_interval(*d.ci_b),
             ]
             for d in c.metric_deltas
         ],
@@ -375,8 +398,7 @@ def detection_paired_line(p: dict[str, Any]) -> str:
     if p.get("delta_ap") is not None:
         parts.append(
             f"AP {_fraction(p.get('ap_reference'))} -> {_fraction(p.get('ap_variant'))} "
-            f"(delta {p['delta_ap']:+.4f}, 95 % [{_fraction(p.get('delta_ap_ci_low'))}, "
-            f"{_fraction(p.get('delta_ap_ci_high'))}])"
+            f"(delta {p['delta_ap']:+.4f}, 95 % {delta_interval(p.get('delta_ap_ci_low'), p.get('delta_ap_ci_high'))})"
         )
     return ", ".join(parts)
 
@@ -390,12 +412,12 @@ def print_segmentation_paired(p: dict[str, Any] | None) -> None:
     if p is None:
         console.print("paired    none: no image was evaluated by both runs")
         return
-    agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else f"{100 * p['pixel_agreement']:.2f} %"
+    agreement = "n/a (masks not kept)" if p.get("pixel_agreement") is None else pct(p["pixel_agreement"])
     listed = ": " + ", ".join(p["flipped_ids"]) if p["flipped_ids"] else ""
     console.print(
         f"paired    B against A on {p['n_samples']} images: mIoU {p['miou_reference']:.4f} -> "
-        f"{p['miou_variant']:.4f} (delta {p['delta_miou']:+.4f}, 95 % [{p['delta_miou_ci_low']:+.4f}, "
-        f"{p['delta_miou_ci_high']:+.4f}]), pixels with the same label {agreement}, "
+        f"{p['miou_variant']:.4f} (delta {p['delta_miou']:+.4f}, 95 % "
+        f"{delta_interval(p['delta_miou_ci_low'], p['delta_miou_ci_high'])}), pixels with the same label {agreement}, "
         f"{p['flipped_images']} images differ{listed}",
         highlight=False,
     )
@@ -446,20 +468,20 @@ def print_sweep(sweep: SweepResult) -> None:
         table.add_row(
             escape(v.name),
             counts,
-            f"{100 * t1.value:.1f}" if t1 else "",
-            f"{100 * t1.ci_low:.0f}-{100 * t1.ci_high:.0f}" if t1 else "",
+            pct(t1.value) if t1 else "",
+            pct_interval(t1.ci_low, t1.ci_high) if t1 else "",
             str(p.n) if p else "",
-            f"{100 * p.delta_top1:+.1f}" if p and p.delta_top1 is not None else "",
+            pct_delta(p.delta_top1) if p and p.delta_top1 is not None else "",
             ("<.001" if p.mcnemar_p < 1e-3 else f"{p.mcnemar_p:.2g}") if p and p.mcnemar_p is not None else "",
-            f"{100 * p.agreement:.1f}" if p else "",
+            pct(p.agreement) if p else "",
             str(p.flipped) if p else "",
             f"{p.mean_kl:.2g}" if p else "",
         )
     console.print(table)
     console.print(
-        "n/fail: samples evaluated / failed; top-1 (%) over each variant's own evaluated samples. "
-        "Paired against the reference on the samples both evaluated (pairs): Δ top-1 (points), exact "
-        "McNemar p, top-1 agreement (%), flipped predictions, mean KL (nats).",
+        "n/fail: samples evaluated / failed; top-1 over each variant's own evaluated samples. "
+        "Paired against the reference on the samples both evaluated (pairs): Δ top-1 (percentage points), exact "
+        "McNemar p, top-1 agreement, flipped predictions, mean KL (nats).",
         highlight=False,
     )
     for v in sweep.variants:
@@ -497,17 +519,17 @@ def _print_segmentation_sweep(sweep: SweepResult) -> None:
             escape(v.name),
             _counts(v),
             f"{miou.value:.4f}" if miou else "",
-            f"{miou.ci_low:.3f}-{miou.ci_high:.3f}" if miou else "",
+            fraction_interval(miou.ci_low, miou.ci_high) if miou else "",
             f"{p['delta_miou']:+.4f}" if p.get("delta_miou") is not None else "",
-            f"{low:+.4f}..{high:+.4f}" if low is not None and high is not None else "",
-            f"{100 * p['pixel_agreement']:.2f}%" if p.get("pixel_agreement") is not None else "",
+            delta_interval(low, high) if low is not None and high is not None else "",
+            pct(p["pixel_agreement"]) if p.get("pixel_agreement") is not None else "",
             str(p.get("flipped_images", "")),
         )
     console.print(table)
     console.print(
         "n/fail: images evaluated / failed; mIoU over each variant's own images with its bootstrap "
         "interval. Against the reference on the images both evaluated: ΔmIoU and its paired bootstrap "
-        "interval, pixels with the same label (%), images whose masks differ.",
+        "interval, pixels with the same label, images whose masks differ.",
         highlight=False,
     )
     for v in sweep.variants:
@@ -531,12 +553,12 @@ def _print_detection_sweep(sweep: SweepResult) -> None:
         table.add_row(
             escape(v.name),
             _counts(v),
-            f"{ap.value:.3f}" if ap else "",
-            f"{ap.ci_low:.2f}-{ap.ci_high:.2f}" if ap else "",
-            f"{p['delta_ap']:+.3f}" if p.get("delta_ap") is not None else "",
-            f"{low:+.3f}..{high:+.3f}" if low is not None and high is not None else "",
-            f"{100 * p['matched_fraction']:.0f}%" if p.get("matched_fraction") is not None else "",
-            f"{p['mean_iou']:.3f}" if p.get("mean_iou") is not None else "",
+            f"{ap.value:.4f}" if ap else "",
+            fraction_interval(ap.ci_low, ap.ci_high) if ap else "",
+            unit_delta_text("fraction", p["delta_ap"]) if p.get("delta_ap") is not None else "",
+            delta_interval(low, high) if low is not None and high is not None else "",
+            pct(p["matched_fraction"]) if p.get("matched_fraction") is not None else "",
+            f"{p['mean_iou']:.4f}" if p.get("mean_iou") is not None else "",
             str(p.get("flipped_images", "")),
         )
     console.print(table)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repliscope.errors import RepliscopeError
+from repliscope.number_text import percent_text
 
 if TYPE_CHECKING:
     from repliscope.diff.pipeline.driver import PipelineDiffResult
@@ -124,7 +125,7 @@ def print_pipeline_diff(r: PipelineDiffResult) -> None:
     console.print(f"output    {r.output_message}")
     for note in r.notes:
         console.print(f"[dim]note: {note}[/]")
-    frac = "-" if r.fraction_differing is None else f"{r.fraction_differing:.2%}"
+    frac = "-" if r.fraction_differing is None else percent_text(r.fraction_differing)
     console.print(
         f"errors    max |err| {_f(r.max_abs_error)}, mean |err| {_f(r.mean_abs_error)}, values differing "
         f"{frac} (tolerance {r.tolerance:.3g}: {r.tolerance_rule})"
@@ -151,7 +152,7 @@ def print_pipeline_diff(r: PipelineDiffResult) -> None:
                 s.compared_with or "-",
                 s.output,
                 _f(s.max_abs_error),
-                "-" if s.fraction_differing is None else f"{s.fraction_differing:.1%}",
+                "-" if s.fraction_differing is None else percent_text(s.fraction_differing),
                 ok,
                 s.note,
             )

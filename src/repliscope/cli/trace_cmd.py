@@ -14,6 +14,7 @@ import typer
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.output import console, print_table
 from repliscope.errors import RepliscopeError
+from repliscope.number_text import percent_text
 from repliscope.tracing import LEVELS, Tracer, make_tracer
 
 TraceLevelOption = Annotated[
@@ -147,12 +148,12 @@ def summary(
     print_table(
         f"top {min(top, len(s.layers))} layers (p50 self time)",
         ["layer", "op type", "calls", "p50 ms", "share"],
-        [[x.layer, x.op_type, x.count, f"{x.p50_ms:.3f}", f"{x.share:.1%}"] for x in s.top(top)],
+        [[x.layer, x.op_type, x.count, f"{x.p50_ms:.3f}", percent_text(x.share)] for x in s.top(top)],
     )
     print_table(
         "per op type",
         ["op type", "p50 ms (sum)", "share"],
-        [[t, f"{ms:.3f}", f"{sh:.1%}"] for t, ms, sh in s.op_types[:top]],
+        [[t, f"{ms:.3f}", percent_text(sh)] for t, ms, sh in s.op_types[:top]],
     )
 
 

@@ -18,6 +18,7 @@ import typer
 from repliscope.cli.common import DbOption, JsonOption, emit_json, fail
 from repliscope.cli.output import console, print_table
 from repliscope.errors import RepliscopeError
+from repliscope.number_text import percent_text
 
 NAMES = {"iou": "IoU", "dx_w": "dx/w", "dy_h": "dy/h", "log_w": "log w'/w", "log_h": "log h'/h"}
 
@@ -117,7 +118,7 @@ def print_units(report: Any, what: str) -> None:
     boxes = "ground-truth" if what == "against the ground truth" else "reference"
     console.print(
         f"units {what}: {report.n_matched} of {report.n_reference} {boxes} boxes matched "
-        f"({report.matched_fraction:.1%}), {report.n_predictions} predictions, {report.n_images} images",
+        f"({percent_text(report.matched_fraction)}), {report.n_predictions} predictions, {report.n_images} images",
         markup=False,
         soft_wrap=True,
     )
@@ -149,7 +150,8 @@ def print_units(report: Any, what: str) -> None:
     if report.confusion:
         top = ", ".join(f"{a}->{b}: {c}" for a, b, c in report.confusion if a != b)[:200]
         console.print(
-            f"class-agnostic matches with another class: {report.off_diagonal:.1%}" + (f" ({top})" if top else ""),
+            f"class-agnostic matches with another class: {percent_text(report.off_diagonal)}"
+            + (f" ({top})" if top else ""),
             markup=False,
             soft_wrap=True,
         )
@@ -160,7 +162,7 @@ def print_units(report: Any, what: str) -> None:
 
 def _paired_line(p: dict[str, Any]) -> str:
     line = (
-        f"paired: {p['matched_fraction']:.1%} of the reference detections matched"
+        f"paired: {percent_text(p['matched_fraction'])} of the reference detections matched"
         + (f" (mean IoU {p['mean_iou']:.4f})" if p.get("mean_iou") is not None else "")
         + f", {p['flipped_images']} of {p['n_samples']} images with another matched set"
     )

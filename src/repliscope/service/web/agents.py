@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from repliscope.number_text import percent_text
+
 
 @dataclass(frozen=True)
 class AgentRow:
@@ -73,8 +75,22 @@ def agent_rows(agents: list[Any]) -> list[AgentRow]:
 # --- stack matrices ---------------------------------------------------------------------------------------------
 
 
-def _num(value: float | None, digits: int = 4) -> str:
+def _num(value: float | None, digits: int) -> str:
+    """A quantity that is no metric (seconds, samples per second) with ``digits`` decimals; ``—`` for None."""
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _metric(name: str, value: float | None) -> str:
+    """A stack's metric in the house's format (:mod:`repliscope.tasks.metric_text`): top-1 ``90.00 %``, AP
+    ``0.3741``; ``—`` for None."""
+    from repliscope.tasks.metric_text import value_text
+
+    return value_text(name, value)
+
+
+def _share(value: float | None) -> str:
+    """A share of samples (two stacks' agreement) in percent, as the runs' pages: ``95.00 %``; ``—`` for None."""
+    return "—" if value is None else percent_text(value)
 
 
 def _sci(value: float | None) -> str:
@@ -133,9 +149,9 @@ def matrix_page(m: Any) -> MatrixPage:
             versions=", ".join(f"{k} {v}" for k, v in sorted(s.versions.items())) or "—",
             agent_id=s.agent_id or "—",
             run_id=s.run_id,
-            top1=_num(s.top1),
-            top5=_num(s.top5),
-            ap=_num(s.ap),
+            top1=_metric("top1", s.top1),
+            top5=_metric("top5", s.top5),
+            ap=_metric("AP", s.ap),
             result_hash=s.result_hash or "—",
             seconds=_num(s.seconds, 2),
             throughput=_num(s.throughput, 1),
@@ -147,7 +163,7 @@ def matrix_page(m: Any) -> MatrixPage:
         PairLine(
             a=label.get(p.a, p.a),
             b=label.get(p.b, p.b),
-            agreement=_num(p.agreement),
+            agreement=_share(p.agreement),
             flips_ab=list(p.flips_ab),
             flips_ba=list(p.flips_ba),
             max_abs=_sci(p.max_abs_output_diff),
@@ -190,7 +206,7 @@ def matrix_links(matrices: list[Any]) -> list[MatrixLink]:
                 created_at=_when(m.created_at),
                 manifest=f"{m.manifest.name}@{m.manifest.version}",
                 stacks=" · ".join((s.spec or s.key) + (" (failed)" if s.error else "") for s in m.stacks),
-                min_agreement=_num(min(agreements)) if agreements else "—",
+                min_agreement=_share(min(agreements)) if agreements else "—",
                 hashes_equal=all(p.result_hash_equal for p in m.pairs),
             )
         )
