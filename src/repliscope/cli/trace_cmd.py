@@ -157,54 +157,6 @@ def summary(
     )
 
 
-EXPORT_FORMATS = ("chrome", "otlp-json")
-"""``trace export --format``: the Chrome trace / Perfetto JSON as stored, or OTLP/JSON for an OpenTelemetry backend."""
-
-
-@trace_app.command("export")
-def export(
-    ref: Annotated[
-        str,
-        typer.Argument(
-            metavar="ID|FILE", help="A run, sweep or benchmark id (prefix) with a stored trace, or a Chrome trace file."
-        ),
-    ],
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            "-f",
-            help="chrome (Chrome trace / Perfetto JSON, as stored) | otlp-json (OTLP/JSON: an "
-            "ExportTraceServiceRequest for Jaeger, Tempo or an OpenTelemetry Collector; needs repliscope[tracing]).",
-        ),
-    ] = "chrome",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: standard output).")] = None,
-    db: DbOption = None,
-) -> None:
-    """Write a stored trace as a file: Chrome / Perfetto JSON, or OTLP/JSON for an OpenTelemetry backend."""
-    try:
-        if fmt not in EXPORT_FORMATS:
-            raise RepliscopeError(f"unknown trace format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
-        doc = load_trace_doc(ref, db)
-        if fmt == "otlp-json":
-            from repliscope.tracing.otlp_json import to_otlp_json
-
-            doc = to_otlp_json(doc)
-        text = json.dumps(doc, ensure_ascii=False) + "\n"
-        if out is None:
-            sys.stdout.write(text)
-            return
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise RepliscopeError(f"cannot write the trace '{out}': {exc}") from exc
-    except RepliscopeError as exc:
-        fail(exc)
-        return
-    print(f"wrote {out} ({fmt})", file=sys.stderr)
-
-
 def _layer_times(side: str, ref: str, db: str | None) -> Any:
     """The per-layer times of one side of ``trace compare``; an error names the side and its reference."""
     from repliscope.tracing.chrome import from_chrome
@@ -276,3 +228,51 @@ def compare(
             print(
                 f"only in {side} ({len(keys)}): {', '.join(keys[:10])}{' …' if len(keys) > 10 else ''}", file=sys.stderr
             )
+
+
+EXPORT_FORMATS = ("chrome", "otlp-json")
+"""``trace export --format``: the Chrome trace / Perfetto JSON as stored, or OTLP/JSON for an OpenTelemetry backend."""
+
+
+@trace_app.command("export")
+def export(
+    ref: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID|FILE", help="A run, sweep or benchmark id (prefix) with a stored trace, or a Chrome trace file."
+        ),
+    ],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="chrome (Chrome trace / Perfetto JSON, as stored) | otlp-json (OTLP/JSON: an "
+            "ExportTraceServiceRequest for Jaeger, Tempo or an OpenTelemetry Collector; needs repliscope[tracing]).",
+        ),
+    ] = "chrome",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: standard output).")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write a stored trace as a file: Chrome / Perfetto JSON, or OTLP/JSON for an OpenTelemetry backend."""
+    try:
+        if fmt not in EXPORT_FORMATS:
+            raise RepliscopeError(f"unknown trace format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
+        doc = load_trace_doc(ref, db)
+        if fmt == "otlp-json":
+            from repliscope.tracing.otlp_json import to_otlp_json
+
+            doc = to_otlp_json(doc)
+        text = json.dumps(doc, ensure_ascii=False) + "\n"
+        if out is None:
+            sys.stdout.write(text)
+            return
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise RepliscopeError(f"cannot write the trace '{out}': {exc}") from exc
+    except RepliscopeError as exc:
+        fail(exc)
+        return
+    print(f"wrote {out} ({fmt})", file=sys.stderr)
