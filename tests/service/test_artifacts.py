@@ -305,3 +305,15 @@ def test_a_trace_as_otlp_json_is_served_as_the_chrome_trace_is(seeded: dict[str,
     ids = [(s["traceId"], s["spanId"], s.get("parentSpanId")) for s in spans_of(doc)]
     assert [(s["traceId"], s["spanId"], s.get("parentSpanId")) for s in spans_of(admin)] == ids
     assert ids[1][2] == ids[0][1]
+
+
+def test_without_the_tracing_extra_only_the_chrome_trace_is_listed(
+    seeded: dict[str, Any], viewer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repliscope.tracing import otlp_json
+
+    monkeypatch.setattr(otlp_json, "available", lambda: False)
+    bench = seeded["bench"]
+    assert list(_rows(viewer.get(f"/runs/{bench}/artifacts").text)) == ["benchmark.json", "trace.json"]
+    missing = viewer.get(f"/runs/{bench}/artifacts/trace.otlp.json")
+    assert missing.status_code == 404 and "has no artifact &#39;trace.otlp.json&#39;" in missing.text

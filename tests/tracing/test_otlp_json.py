@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -160,3 +161,14 @@ def test_no_otel_variable_changes_the_file_or_sends_it(monkeypatch: pytest.Monke
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: a send would fail
     assert to_otlp_json(chrome) == quiet
     assert "secret-host" not in json.dumps(quiet)
+
+
+def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from repliscope.tracing import otlp_json
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if repliscope[tracing] were absent
+    assert otlp_json.available() is False
+    with pytest.raises(
+        RepliscopeError, match=r"OTLP/JSON needs the OpenTelemetry SDK: pip install 'repliscope\[tracing\]'"
+    ):
+        to_otlp_json(_traced().chrome_trace())
