@@ -195,6 +195,8 @@ def gap(one: Phase, single: JobOutcome, two: Phase, shards: list[JobOutcome]) ->
     (set-up, load, warm-up, record: each shard's minus half the single job's) and a slower loop (the shards' mean
     loop - half the single job's loop)."""
     ideal = one.wall / 2
+    if len(shards) != 2:  # the split below assumes one shard job per agent
+        return f"gap to 2x: {(two.wall - ideal) * 1000:+.0f} ms over the ideal {ideal:.2f} s (split for 2 shards only)"
     execs = [o.seconds for o in shards]
     loops = [o.records[0]["timings"]["loop_seconds"] for o in shards]
     single_loop = single.records[0]["timings"]["loop_seconds"]
