@@ -785,15 +785,15 @@ async def job_cancel(request: Request, job_id: str, principal: SignedIn) -> Resp
 
     from repliscope.service.routers.jobs import cancel_job
 
-    form = await request.form(max_files=0, max_fields=5)
-    if not kit.form_csrf_ok(form, principal):
-        return kit.error_page(principal, 403, CSRF_REFUSED)
-    if not kit.role_at_least(principal, "runner"):
+    if not kit.role_at_least(principal, "runner"):  # the role before the form is read
         return kit.error_page(
             principal,
             403,
             f"cancelling a job needs the role 'runner'; the token '{principal.name}' has '{principal.role}'",
         )
+    form = await request.form(max_files=0, max_fields=5)
+    if not kit.form_csrf_ok(form, principal):
+        return kit.error_page(principal, 403, CSRF_REFUSED)
     try:
         await run_in_threadpool(cancel_job, request, job_id, principal)
     except ApiError as exc:
