@@ -7,6 +7,7 @@ import socket
 from importlib import metadata
 
 import onnxruntime
+import pytest
 import torch
 
 from repliscope import __version__
@@ -31,7 +32,7 @@ def test_capabilities_of_this_venv() -> None:
     assert caps.memory_gib is not None and caps.memory_gib > 0
 
 
-def test_a_runtime_is_listed_only_with_its_main_distribution(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_runtime_is_listed_only_with_its_main_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
     from repliscope.evaluation import provenance
 
     real = provenance.distribution_version
