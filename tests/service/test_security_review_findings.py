@@ -188,3 +188,33 @@ def test_the_job_log_download_serves_a_bounded_tail(app: Any) -> None:
     assert rest[-1].endswith("the last line")
     page = web.get(f"/jobs/{job}")
     assert page.status_code == 200 and f"The newest {LOG_LINES_SHOWN} of {count + 1} lines." in unescape(page.text)
+
+
+def test_pages_listing_stored_text_forbid_inline_and_foreign_scripts(app: Any, api: tuple[TestClient, Any]) -> None:
+    """The server-wide policy is only ``frame-ancestors 'none'``; the charts (stored text inside inline SVG), the
+    audit (every stored note and name) and the log download carry a policy that runs no inline or foreign
+    script, also on their error pages."""
+    from repliscope.service.web.charts import PAGE_CSP
+    from repliscope.service.web.job_pages import LOG_CSP
+    from repliscope.store.service_tables import create_job
+
+    job = create_job(app.state.store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {}, created_by="rana").id
+    viewer, admin = login(app, "viewer"), login(app, "admin")
+    for client, path, status in (
+        (viewer, "/charts", 200),
+        (viewer, "/charts?limit=0", 422),
+        (viewer, "/sweeps/nosuchsweep/parallel", 404),
+        (admin, "/audit", 200),
+        (viewer, "/audit", 403),
+    ):
+        r = client.get(path)
+        assert r.status_code == status, path
+        policy = r.headers["content-security-policy"]
+        assert (
+            policy == PAGE_CSP
+            and "script-src 'self';" in policy
+            and "'unsafe-inline'" not in policy.split("style-src")[0]
+        ), path
+        assert "frame-ancestors 'none'" in policy
+    log = viewer.get(f"/jobs/{job}/log.txt")
+    assert log.headers["content-security-policy"] == LOG_CSP == "sandbox; default-src 'none'; frame-ancestors 'none'"

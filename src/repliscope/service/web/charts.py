@@ -38,6 +38,19 @@ LISTED_FILTERS = ("model", "version", "runtime", "framework_version", "dataset",
 """The filters whose form field lists the stored values; any other one set (a sweep, a tag) shows as its value."""
 CHART_PARAMS = ("metric", "by", "task", "limit", "search", *TEXT_FILTERS, *DATE_FILTERS)
 PARALLEL_PARAMS = ("metric", "run")
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The Content-Security-Policy of the pages that show stored text inside inline SVG or in tables (the charts,
+the audit): scripts only from this server's files (no inline script, no other origin), so text that slipped past
+the escaping could still run nothing; styles may be inline (the SVG's own ``<style>``); forms post only here."""
+
+
+def strict(response: Response) -> Response:
+    """``response`` with :data:`PAGE_CSP` (it replaces the server-wide ``frame-ancestors 'none'``, kept in it)."""
+    response.headers["Content-Security-Policy"] = PAGE_CSP
+    return response
 
 
 def _run_href(run_id: str) -> str:
@@ -69,7 +82,11 @@ def _unknown(params: Any, allowed: tuple[str, ...]) -> str | None:
 @router.get("/charts", response_class=HTMLResponse)
 def charts_page(request: Request, principal: SignedIn) -> Response:
     """A metric across the stored runs of its task (newest :data:`~repliscope.store.run_charts.MAX_CHART_RUNS`
-    at most), grouped by ``by``; ``task`` alone charts its headline metric."""
+    at most), grouped by ``by``; ``task`` alone charts its headline metric (under :data:`PAGE_CSP`)."""
+    return strict(_charts(request, principal))
+
+
+def _charts(request: Request, principal: Any) -> Response:
     from repliscope.report.run_charts import metric_chart_svg, metric_chart_title
     from repliscope.service.web.metric_format import interval_text, value_text
     from repliscope.store.repository import RunQuery
@@ -172,7 +189,12 @@ def charts_page(request: Request, principal: SignedIn) -> Response:
 @router.get("/sweeps/{sweep_id}/parallel", response_class=HTMLResponse)
 def sweep_parallel_page(request: Request, sweep_id: str, principal: SignedIn) -> Response:
     """The parallel coordinates of sweep ``sweep_id`` (a unique prefix of 6+ characters is enough); ``metric``:
-    which of its metrics the last axis shows; ``run``: the run drawn highlighted (besides the reference)."""
+    which of its metrics the last axis shows; ``run``: the run drawn highlighted (besides the reference); under
+    :data:`PAGE_CSP`."""
+    return strict(_parallel(request, sweep_id, principal))
+
+
+def _parallel(request: Request, sweep_id: str, principal: Any) -> Response:
     from repliscope.report.run_charts import parallel_svg, sweep_parallel, table_rows
     from repliscope.store.service_tables import InvalidInputError
 

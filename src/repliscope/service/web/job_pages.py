@@ -317,6 +317,8 @@ def _view(job: Any) -> JobView:
 # --- routes (included by :func:`repliscope.service.app.create_app` beside the web router) ---------------------
 
 router = APIRouter(include_in_schema=False)
+LOG_CSP = "sandbox; default-src 'none'; frame-ancestors 'none'"
+"""``/jobs/{id}/log.txt`` is text an agent wrote: were a browser ever to render it, it runs and loads nothing."""
 _FILENAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -339,5 +341,8 @@ def job_log_download(request: Request, job_id: str, principal: SignedIn) -> Resp
     return Response(
         body,
         media_type="text/plain; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="job-{name}.log.txt"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="job-{name}.log.txt"',
+            "Content-Security-Policy": LOG_CSP,
+        },
     )
