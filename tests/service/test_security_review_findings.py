@@ -218,3 +218,21 @@ def test_pages_listing_stored_text_forbid_inline_and_foreign_scripts(app: Any, a
         assert "frame-ancestors 'none'" in policy
     log = viewer.get(f"/jobs/{job}/log.txt")
     assert log.headers["content-security-policy"] == LOG_CSP == "sandbox; default-src 'none'; frame-ancestors 'none'"
+
+
+def test_a_run_stored_again_after_its_deletion_is_not_served_from_the_artifacts_cache(
+    app: Any, api: tuple[TestClient, Any]
+) -> None:
+    """Built artifacts are kept 120 s by (kind, id, role, name): a run deleted through this server and stored
+    again under its id (a corrected record) served the withdrawn ``record.json`` until then."""
+    import json
+
+    client, headers = api
+    admin = login(app, "admin")
+    old = admin.get(f"/runs/{RUN_A}/artifacts/record.json")
+    assert old.status_code == 200 and json.loads(old.content)["result_hash"] == make_record(RUN_A, TOP1_A).result_hash
+    assert client.delete(f"/api/v1/runs/{RUN_A}", headers=headers("admin")).status_code == 200
+    corrected = make_record(RUN_A, TOP1_B)
+    app.state.store.save(corrected)
+    new = admin.get(f"/runs/{RUN_A}/artifacts/record.json")
+    assert new.status_code == 200 and json.loads(new.content)["result_hash"] == corrected.result_hash

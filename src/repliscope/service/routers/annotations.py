@@ -107,11 +107,23 @@ def forget_deleted(store: Any, run_id: str) -> None:
     from repliscope.service.web.samples import RECENT
 
     CHARTS.forget(lambda key: key[:3] == ("run", store.url, run_id))
+    _forget_built_artifacts(run_id)
 
     for cache, record_of in ((RECENT, lambda v: v[0]), (HEADS, lambda v: v)):
         with cache.lock:
             for key in [k for k, v in cache.items.items() if k[0] == store.url and record_of(v).run_id == run_id]:
                 del cache.items[key]
+
+
+def _forget_built_artifacts(run_id: str) -> None:
+    """Drop the run's built artifacts (:func:`repliscope.service.web.artifacts.built` keeps each 120 s by kind,
+    id, role and name), so a run stored again under a deleted run's id never serves the withdrawn files. The
+    artifacts module has no call for it (engineer L2 owns it): its cache and lock are used as it uses them."""
+    from repliscope.service.web import artifacts
+
+    with artifacts._BUILT_LOCK:
+        for key in [k for k in artifacts._BUILT if k[0] == "run" and k[1] == run_id]:
+            del artifacts._BUILT[key]
 
 
 async def read_json(request: Request, model: type[BaseModel]) -> Any:
