@@ -132,6 +132,7 @@ def test_export_a_stored_run_as_otlp_json_nested_as_its_chrome_trace(traced: dic
     res = runner.invoke(app, ["trace", "export", run[:12], "--format", "otlp-json", "--out", str(out), "--db", db])
     assert res.exit_code == 0, res.output
     assert f"wrote {out} (otlp-json)" in res.output
+    assert out.read_text(encoding="utf-8").count("\n") == 1  # one line: the Collector's otlpjsonfile reads it
     doc = json.loads(out.read_text(encoding="utf-8"))
     chrome = runner.invoke(app, ["trace", "export", run[:12], "--db", db])  # --format chrome, to stdout
     assert chrome.exit_code == 0, chrome.output

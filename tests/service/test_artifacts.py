@@ -277,7 +277,7 @@ def test_a_trace_as_otlp_json_is_served_as_the_chrome_trace_is(seeded: dict[str,
     store.save(record(run_id=run_id))
     spans = [
         SpanRecord("run", "application", 0, 9_000, 1, {"manifest": f"{SECRET_DIR}/lite0.yaml"}),
-        SpanRecord(HOSTILE_NAME, "model", 1_000, 5_000, 1, {"<img src=x onerror=alert(1)>": "<b>bold</b>"}),
+        SpanRecord(HOSTILE_NAME, "model", 1_000, 5_000, 1, {"<img src=x onerror=alert(1)>": "<b>bold</b>\nline 2"}),
     ]
     meta = {"repliscope_trace_level": "model", "service": "repliscope", "origin_ns": 10, "epoch_offset_ns": 5}
     store.save_trace(run_id, "model", to_chrome(spans, 0, thread_names={1: SECRET_DIR}, metadata=meta, pid=1))
@@ -292,12 +292,13 @@ def test_a_trace_as_otlp_json_is_served_as_the_chrome_trace_is(seeded: dict[str,
     assert otlp.headers["content-disposition"] == f'inline; filename="run-{run_id}-trace.otlp.json"'
     attached = viewer.get(f"{base}/trace.otlp.json?download=1").headers["content-disposition"]
     assert attached == f'attachment; filename="run-{run_id}-trace.otlp.json"'
+    assert otlp.content.endswith(b"\n") and otlp.content.count(b"\n") == 1  # JSON Lines: one request a line
     doc = json.loads(otlp.text)
     parse_otlp(doc)
     names = [e["name"] for e in json.loads(chrome.text)["traceEvents"] if e["ph"] == "X"]
     assert [s["name"] for s in spans_of(doc)] == names == ["run", "<script>alert(1)</script> …/lite0/model.onnx"]
     hostile = spans_of(doc)[1]
-    assert attributes_of(hostile)["<img src=x onerror=alert(1)>"] == "<b>bold</b>"  # text, as in trace.json
+    assert attributes_of(hostile)["<img src=x onerror=alert(1)>"] == "<b>bold</b>\nline 2"  # text, as in trace.json
     assert attributes_of(spans_of(doc)[0])["manifest"] == "…/lite0/lite0.yaml"
     assert (hostile["startTimeUnixNano"], hostile["endTimeUnixNano"]) == ("1015", "5015")
     admin = json.loads(logged_in(seeded["app"], seeded["tokens"]["admin"]).get(f"{base}/trace.otlp.json").text)

@@ -260,10 +260,11 @@ def export(
             raise RepliscopeError(f"unknown trace format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
         doc = load_trace_doc(ref, db)
         if fmt == "otlp-json":
-            from repliscope.tracing.otlp_json import to_otlp_json
+            from repliscope.tracing.otlp_json import dumps, to_otlp_json
 
-            doc = to_otlp_json(doc)
-        text = json.dumps(doc, ensure_ascii=False) + "\n"
+            text = dumps(to_otlp_json(doc)).decode()
+        else:
+            text = json.dumps(doc, ensure_ascii=False) + "\n"
         if out is None:
             sys.stdout.write(text)
             return

@@ -7,8 +7,8 @@ found by nesting, level, thread id and attributes) on a private SDK provider tha
 by the OTLP exporter's own encoder (``encode_spans``: the ``ExportTraceServiceRequest`` an OTLP exporter would
 send) and written with protobuf's JSON mapping, with the OTLP/JSON deviations: ``traceId``, ``spanId`` and
 ``parentSpanId`` are hex (not base64), enums are integers; as that mapping does, a field at its default value
-(an ONNX node's empty name) is left out. The rendering reads no ``OTEL_*`` variable and sends
-nothing anywhere.
+(an ONNX node's empty name) is left out. :func:`dumps` writes it as one line (JSON Lines, what the Collector's
+``otlpjsonfile`` receiver reads). The rendering reads no ``OTEL_*`` variable and sends nothing anywhere.
 
 Ids are derived from the trace's content (SHA-256 of its canonical JSON), so one stored trace gives the same file
 each time, and every span has the one trace id. Times are epoch nanoseconds: the trace's ``otherData``
@@ -143,6 +143,12 @@ def to_otlp_json(doc: Mapping[str, Any]) -> dict[str, Any]:
     finally:
         provider.shutdown()
     return _hex_ids(MessageToDict(request, use_integers_for_enums=True))
+
+
+def dumps(request: Mapping[str, Any]) -> bytes:
+    """``request`` as one line of UTF-8 JSON and a newline: the JSON Lines an OpenTelemetry Collector's
+    ``otlpjsonfile`` receiver reads (one export request per line), also what Jaeger's and Tempo's upload take."""
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 def _hex_ids(request: dict[str, Any]) -> dict[str, Any]:

@@ -223,7 +223,7 @@ def _traces(store: Any, object_id: str, roots: Any, stem: str) -> dict[str, Buil
     """The builders of the trace stored under exactly ``object_id`` ({} when there is none): ``<stem>.json`` as
     stored (Chrome / Perfetto JSON) and, when ``repliscope[tracing]`` is installed, ``<stem>.otlp.json`` rendered
     from it (:func:`repliscope.tracing.otlp_json.to_otlp_json`; rendered before the paths are hidden, so a viewer
-    and an admin get the same ids)."""
+    and an admin get the same ids; one line, as the Collector's ``otlpjsonfile`` receiver reads it)."""
     from repliscope.service.redaction import hide_paths_in
     from repliscope.tracing import otlp_json
 
@@ -232,7 +232,7 @@ def _traces(store: Any, object_id: str, roots: Any, stem: str) -> dict[str, Buil
         return {}
     builders: dict[str, Builder] = {f"{stem}.json": lambda: _json(hide_paths_in(doc, roots))}
     if otlp_json.available():
-        builders[f"{stem}.otlp.json"] = lambda: _json(hide_paths_in(otlp_json.to_otlp_json(doc), roots))
+        builders[f"{stem}.otlp.json"] = lambda: otlp_json.dumps(hide_paths_in(otlp_json.to_otlp_json(doc), roots))
     return builders
 
 
