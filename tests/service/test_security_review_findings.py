@@ -236,3 +236,24 @@ def test_a_run_stored_again_after_its_deletion_is_not_served_from_the_artifacts_
     app.state.store.save(corrected)
     new = admin.get(f"/runs/{RUN_A}/artifacts/record.json")
     assert new.status_code == 200 and json.loads(new.content)["result_hash"] == corrected.result_hash
+
+
+def test_a_name_set_through_the_api_is_printed_as_text_by_the_cli(app: Any, api: tuple[TestClient, Any]) -> None:
+    """``runs show|tag|note|rename`` printed the display name and who set it with Rich markup on: a name an admin
+    token set through the API (``[/]``) crashed the command, and ``[link=...]`` made a terminal hyperlink."""
+    from typer.testing import CliRunner
+
+    from repliscope.cli.main import app as cli
+
+    client, headers = api
+    db = app.state.store.url
+    hostile = "[link=https://evil.example]official results[/link] [/]"
+    assert client.patch(f"/api/v1/runs/{RUN_A}", json={"display_name": hostile}, headers=headers("admin")).is_success
+    assert client.put(f"/api/v1/runs/{RUN_A}/note", json={"note": "[/] n"}, headers=headers("runner")).is_success
+    for args in (["runs", "show", RUN_A], ["runs", "tag", RUN_A, "t1", "--by", "[red]x[/red]"]):
+        res = CliRunner(env={"COLUMNS": "200"}).invoke(cli, [*args, "--db", db])
+        assert res.exit_code == 0, (args, res.output, res.exception)
+        assert f"name: {hostile} (by admin," in res.stdout
+        assert "\x1b]8;" not in res.stdout
+    res = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["runs", "note", RUN_A, "x", "--by", "[/]", "--db", db])
+    assert res.exit_code == 0 and "note (by [/]," in res.stdout

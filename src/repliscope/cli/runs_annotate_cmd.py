@@ -47,13 +47,21 @@ def _show(notes: Any, as_json: bool) -> None:
     if as_json:
         emit_json(notes.model_dump(mode="json"))
         return
-    console.print(f"run [bold]{notes.run_id}[/]", highlight=False)
+    # names, notes and who set them are text a token holder chose: never Rich markup (a "[/]" would crash the
+    # command, a "[link=...]" print a terminal hyperlink)
+    console.print(f"run [bold]{notes.run_id}[/]", highlight=False)  # a run id: letters, digits, _ and -
     if notes.display_name:
-        console.print(f"  name: {notes.display_name} (by {notes.named_by}, {notes.named_at:%Y-%m-%d %H:%M} UTC)")
+        console.print(
+            f"  name: {notes.display_name} (by {notes.named_by}, {notes.named_at:%Y-%m-%d %H:%M} UTC)",
+            highlight=False,
+            markup=False,
+        )
     tags = ", ".join(t.tag for t in notes.tags) or "none"
     console.print(f"  tags: {tags}", highlight=False, markup=False)
     if notes.note:
-        console.print(f"  note (by {notes.note_by}, {notes.note_at:%Y-%m-%d %H:%M} UTC):", highlight=False)
+        console.print(
+            f"  note (by {notes.note_by}, {notes.note_at:%Y-%m-%d %H:%M} UTC):", highlight=False, markup=False
+        )
         console.print("    " + notes.note.replace("\n", "\n    "), highlight=False, markup=False)
 
 
