@@ -382,3 +382,38 @@ def test_cancel_checks_the_role_before_reading_the_form(app: Any) -> None:
         f"/jobs/{job}/cancel", data={"csrf_token": csrf_of(runner), "next": "//evil.example"}, follow_redirects=False
     )
     assert r.status_code == 303 and r.headers["location"] == "/"
+
+
+def test_artifacts_hostile_names_ids_and_paths_below_admin(app: Any) -> None:
+    """L2's artifacts (reviewed, not edited): names outside the list, traversal in ids and names, a hostile
+    ``download``, the HTML report sandboxed, and a viewer's copy of a record without the server path an admin's
+    copy (built first, cached) holds."""
+    store = app.state.store
+    leaky = "b6" * 16
+    record = make_record(leaky, TOP1_A)
+    manifest = record.manifest.model_copy(update={"path": "/home/alice/private/models/lite0.yaml"})
+    store.save(record.model_copy(update={"manifest": manifest}))
+    admin, viewer = web(app, "admin"), web(app, "viewer")
+    assert "/home/alice/private/models/lite0.yaml" in admin.get(f"/runs/{leaky}/artifacts/record.json").text
+    shown = viewer.get(f"/runs/{leaky}/artifacts/record.json")
+    assert shown.status_code == 200 and "/home/alice" not in shown.text and "models/lite0.yaml" in shown.text
+    for path in (
+        f"/runs/{leaky}/artifacts/..%2F..%2F..%2Fetc%2Fpasswd",
+        f"/runs/{leaky}/artifacts/%2e%2e",
+        f"/runs/{leaky}/artifacts/record.json%00.html",
+        f"/runs/{leaky}/artifacts/" + "r" * 300,
+        "/runs/..%2F..%2Fetc%2Fpasswd/artifacts",
+        "/runs/" + "a" * 101 + "/artifacts/record.json",
+        "/diffs/..%2Fx/artifacts",
+    ):
+        r = viewer.get(path)
+        assert r.status_code == 404 and "root:" not in r.text, path
+    r = viewer.get(f"/runs/{leaky}/artifacts/record.json?download=" + quote(MARKUP))
+    assert r.status_code == 422 and "<script>" not in r.text
+    report = viewer.get(f"/runs/{leaky}/artifacts/report.html")
+    assert report.status_code == 200 and report.headers["content-security-policy"].startswith("sandbox;")
+    assert report.headers["x-content-type-options"] == "nosniff"
+    assert re.fullmatch(r'inline; filename="run-[0-9a-f]{32}-report\.html"', report.headers["content-disposition"])
+    assert "/home/alice" not in report.text
+    assert web(app, "viewer").get(f"/runs/{leaky}/artifacts").status_code == 200
+    assert TestClient(app).get(f"/runs/{leaky}/artifacts/record.json", follow_redirects=False).status_code == 303
