@@ -114,7 +114,7 @@ def test_claim_judged_on_the_bootstrap_interval(prepared: PreparedRun, synthetic
     # 16 images: below MIN_BOOTSTRAP_SAMPLES an AP interval under-covers, so no verdict (issue 35)
     assert (ap.verdict, ap.claimed, ap.ci_low, ap.ci_high) == ("not comparable", 0.9, 1.0, 1.0)
     assert (ap50.verdict, ap50.claimed) == ("not comparable", 1.0)
-    assert "claimed 0.9000, measured 1.0000" in ap.reason and "90.00%" not in ap.reason  # a fraction, as claimed
+    assert "claimed 0.9000, measured 1.0000" in ap.reason and "90.00 %" not in ap.reason  # a fraction, as claimed
     assert ap.reason.startswith("too few samples for an interval of AP: 16 images, and a bootstrap interval over")
     from repliscope.report.markdown import render_run_markdown
 

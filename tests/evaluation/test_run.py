@@ -87,7 +87,7 @@ def test_claim_judged_when_declared(prepared_runs: dict[str, PreparedRun]) -> No
     # (issue 35: never "consistent" above a "too few samples" warning)
     claim = rec.claims[0]
     assert (claim.verdict, claim.direction, claim.sampling) == ("not comparable", "within", "selection")
-    assert claim.reason.startswith("too few samples to judge: the claimed 75.10% is inside the 95 % interval")
+    assert claim.reason.startswith("too few samples to judge: the claimed 75.10 % is inside the 95 % interval")
     assert rec.dataset["sampling"]["kind"] == "selection"
 
 
