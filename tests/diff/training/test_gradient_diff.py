@@ -19,8 +19,8 @@ def sides(darknet_sides: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def darknet_diff(sides: dict[str, Any]) -> Any:
-    return _diff(sides, "darknet")
+def darknet_diff(darknet_gradient: Any) -> Any:
+    return darknet_gradient  # _diff(sides, "darknet"), once per session (conftest)
 
 
 def _diff(sides: dict[str, Any], bn: str) -> Any:

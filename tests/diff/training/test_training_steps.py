@@ -14,23 +14,19 @@ from tests.yolo._assets import DARKNET_DATA, cfg_path, need_darknet, weights_pat
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def setup(tmp_path_factory: pytest.TempPathFactory, darknet_gradient: Any) -> dict[str, Any]:
+    """dog.jpg as a batch, a fresh oracle trainer, and the gradient diff whose tolerances the steps use: the
+    darknet-keras port's (Darknet's batch norm) on dog.jpg from pjreddie's weights, the session's (conftest)."""
     need_darknet()
     pytest.importorskip("keras")
     from repliscope.backends.darknet import reference as ref
     from repliscope.backends.darknet.training import DarknetTrainer
     from repliscope.diff.training.batches import stack
-    from repliscope.diff.training.gradients import run_gradient_diff
-    from repliscope.diff.training.port import load_port, yardstick
 
     work = tmp_path_factory.mktemp("steps")
     batch = stack([("dog", ref.letterbox(DARKNET_DATA / "dog.jpg", 416, 416), DOG_TRUTH)])
-    trainer = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=work)
-    values = trainer.params()
-    port = load_port("darknet-keras", trainer.network, values)
-    gradient = run_gradient_diff(trainer, port, batch.x, batch.truth, yardstick=yardstick(trainer.network, values))
     oracle = DarknetTrainer(cfg_path(), weights_path(), batch=1, workdir=work)
-    return {"batch": batch, "gradient": gradient, "oracle": oracle, "work": work}
+    return {"batch": batch, "gradient": darknet_gradient, "oracle": oracle, "work": work}
 
 
 def _run(setup: dict[str, Any], *, seen: int | None = None, optimizer: Any = None, steps: int = 3) -> Any:
