@@ -45,11 +45,14 @@ _ID = re.compile(r"[A-Za-z0-9_.:@+-]{1,100}")
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of artifact: its label, media type and whether a browser shows it (a view link)."""
+    """One kind of artifact: its label, media type and whether a browser shows it (a view link); ``measured``:
+    whether the listing builds it to show its size (False for an OTLP/JSON trace, rendered span by span: about
+    2 s per 10,000 spans, so its size shows once it was built)."""
 
     label: str
     media_type: str
     viewable: bool
+    measured: bool = True
 
 
 ARTIFACTS: dict[str, Kind] = {
@@ -60,11 +63,13 @@ ARTIFACTS: dict[str, Kind] = {
     "record.json": Kind("Evaluation record (JSON)", "application/json", True),
     "benchmark.json": Kind("Benchmark record (JSON)", "application/json", True),
     "trace.json": Kind("Trace (Chrome / Perfetto JSON)", "application/json", True),
-    "trace.otlp.json": Kind("Trace (OTLP/JSON: Jaeger, Tempo, an OpenTelemetry Collector)", "application/json", True),
+    "trace.otlp.json": Kind(
+        "Trace (OTLP/JSON: Jaeger, Tempo, an OpenTelemetry Collector)", "application/json", True, measured=False
+    ),
     "sweep-report.html": Kind("Sweep report (HTML: pitfall table, visual testing)", "text/html; charset=utf-8", True),
     "sweep.json": Kind("Sweep result (JSON)", "application/json", True),
     "sweep-trace.json": Kind("Sweep trace (Chrome / Perfetto JSON)", "application/json", True),
-    "sweep-trace.otlp.json": Kind("Sweep trace (OTLP/JSON)", "application/json", True),
+    "sweep-trace.otlp.json": Kind("Sweep trace (OTLP/JSON)", "application/json", True, measured=False),
     "diff.json": Kind("Diff result (JSON)", "application/json", True),
     "diff-report.md": Kind("Diff report (Markdown, figure embedded)", "text/markdown; charset=utf-8", False),
     "figure.png": Kind("Diff figure (PNG)", "image/png", True),
@@ -79,12 +84,15 @@ class Artifact:
     name: str
     label: str
     media_type: str
-    size: int
+    size: int | None
+    """None: not built yet (a kind the listing does not measure)"""
     viewable: bool
 
     @property
     def size_text(self) -> str:
-        """``812 B``, ``14.2 KiB``, ``1.31 MiB``."""
+        """``812 B``, ``14.2 KiB``, ``1.31 MiB``; ``made when opened`` before it was built."""
+        if self.size is None:
+            return "made when opened"
         if self.size < 1024:
             return f"{self.size} B"
         if self.size < 1024 * 1024:
@@ -263,6 +271,13 @@ free, short enough that a run deleted and stored again, a trace replaced or a sw
 minutes (a stored record never changes in place)."""
 
 
+def kept(target: Target, name: str, admin: bool) -> bytes | None:
+    """The bytes of ``target``'s artifact ``name`` built less than :data:`KEPT_SECONDS` ago, else None."""
+    with _BUILT_LOCK:
+        found = _BUILT.get((target.what, target.object_id, admin, name))
+    return found[1] if found is not None and time.monotonic() - found[0] < KEPT_SECONDS else None
+
+
 def built(target: Target, name: str, admin: bool) -> bytes:
     """The bytes of ``target``'s artifact ``name``, built again after :data:`KEPT_SECONDS` (listing a page measures
     each one, a download then costs nothing more); an admin's copy and a redacted one are kept apart."""
@@ -283,12 +298,15 @@ def built(target: Target, name: str, admin: bool) -> bytes:
 
 
 def listing(target: Target, admin: bool) -> list[Artifact]:
-    """``target``'s artifacts with their sizes, in :data:`ARTIFACTS` order."""
-    return [
-        Artifact(name, kind.label, kind.media_type, len(built(target, name, admin)), kind.viewable)
-        for name, kind in ARTIFACTS.items()
-        if name in target.builders
-    ]
+    """``target``'s artifacts with their sizes, in :data:`ARTIFACTS` order; a kind not ``measured`` has its size
+    when it was built within :data:`KEPT_SECONDS`, else None."""
+    out = []
+    for name, kind in ARTIFACTS.items():
+        if name not in target.builders:
+            continue
+        data = built(target, name, admin) if kind.measured else kept(target, name, admin)
+        out.append(Artifact(name, kind.label, kind.media_type, None if data is None else len(data), kind.viewable))
+    return out
 
 
 # --- resolving an id -------------------------------------------------------------------------------------------
