@@ -417,3 +417,29 @@ def test_artifacts_hostile_names_ids_and_paths_below_admin(app: Any) -> None:
     assert "/home/alice" not in report.text
     assert web(app, "viewer").get(f"/runs/{leaky}/artifacts").status_code == 200
     assert TestClient(app).get(f"/runs/{leaky}/artifacts/record.json", follow_redirects=False).status_code == 303
+
+
+def test_compares_filled_by_an_admin_serve_a_viewer_no_server_path(app: Any, api: TestClient) -> None:
+    """The compare caches (two-run comparison, N-run figures, recent records) are filled by an admin's request
+    first; a viewer's pages and API answer of the same runs then hold no absolute server path."""
+    store = app.state.store
+    secret = "/srv/alice-private/stacks/py311"
+    ids = []
+    for i, top1 in enumerate((TOP1_A, TOP1_B, TOP1_A)):
+        run_id = f"{i}c" * 16
+        record = make_record(run_id, top1, runtime="torch" if i else "onnxruntime")
+        software = {**record.software, "prefix": f"{secret}/{i}", "executable": f"{secret}/{i}/bin/python"}
+        manifest = record.manifest.model_copy(update={"path": f"{secret}/manifests/m{i}.yaml"})
+        store.save(record.model_copy(update={"software": software, "manifest": manifest}))
+        ids.append(run_id)
+    two, three = f"/compare?run={ids[0]}&run={ids[1]}", "/compare?" + "&".join(f"run={r}" for r in ids)
+    api_path = f"/api/v1/runs/compare?a={ids[0]}&b={ids[1]}"
+    admin, viewer = web(app, "admin"), web(app, "viewer")
+    for path in (two, three):
+        shown = admin.get(path)
+        assert shown.status_code == 200 and secret in unescape(shown.text), path  # the admin's, as stored
+    assert api.get(api_path, headers=bearer(app, "admin")).status_code == 200
+    for page in (viewer.get(two), viewer.get(three)):
+        assert page.status_code == 200 and secret not in unescape(page.text) and "alice-private" not in page.text
+    answer = api.get(api_path, headers=bearer(app, "viewer"))
+    assert answer.status_code == 200 and "alice-private" not in answer.text
