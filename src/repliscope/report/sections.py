@@ -417,7 +417,12 @@ def latency(record: EvaluationRecord, sink: ImageSink) -> tuple[FigureView | Non
             f"inference (in the measured loop{fmt.runtime_seconds_note(record.options)})",
             fmt.seconds(t.inference_seconds),
         ),
-        ("throughput (measured loop)", f"{t.throughput_samples_per_second:.1f} samples/s"),
+        (
+            "throughput (measured loop)"
+            if not t.read_ahead_samples
+            else f"throughput (measured loop + {t.read_ahead_samples} samples read ahead while the model loaded)",
+            f"{t.throughput_samples_per_second:.1f} samples/s",
+        ),
         ("batches", str(len(lat))),
         ("batch size", fmt.scalar(batch_size)),
     ]
