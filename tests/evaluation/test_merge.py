@@ -243,3 +243,20 @@ def test_the_report_and_the_cli_show_each_shard(runs: tuple[JobOutcome, list[Job
     with console.capture() as captured:
         print_record(merged)
     assert "shards    3 merged into this record: 0/3 on " in captured.get()
+
+
+def test_the_merged_rate_is_over_the_slowest_shards_whole_work(runs: tuple[JobOutcome, list[JobOutcome]]) -> None:
+    """A shard that read samples ahead while its model loaded is charged for them (its ``throughput_seconds``):
+    the merged throughput is the samples over the slowest shard's charged seconds, not over its bare loop."""
+    shards = _shards(runs)
+    for i, (loop, charged, ahead) in enumerate(((2.0, 2.0, 0), (1.5, 4.0, 3), (3.0, 3.0, 0))):
+        timings = shards[i].records[0]["timings"]
+        timings.update(loop_seconds=loop, throughput_seconds=charged, read_ahead_samples=ahead)
+        timings["read_ahead_cpu_seconds"] = 1.25 if ahead else 0.0
+    t = _merged(shards).timings
+    assert (t.loop_seconds, t.throughput_seconds, t.read_ahead_samples) == (3.0, 4.0, 3)
+    assert (t.read_ahead_cpu_seconds, t.throughput_samples_per_second) == (1.25, N_SAMPLES / 4.0)
+    for shard in shards:  # shards stored before the charge: the rate is over the slowest loop
+        shard.records[0]["timings"].update(throughput_seconds=None, read_ahead_samples=0, read_ahead_cpu_seconds=0.0)
+    old = _merged(shards).timings
+    assert (old.throughput_seconds, old.throughput_samples_per_second) == (None, N_SAMPLES / 3.0)

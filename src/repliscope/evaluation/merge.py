@@ -434,9 +434,12 @@ def _counts(shards: list[Shard], samples: list[SamplePrediction], failed: int) -
 def _timings(shards: list[Shard], evaluated: int) -> Timings:
     """The shards ran side by side: load, warm-up, loop and total are the slowest shard's (the run's wall time
     after dispatch), ``inference_seconds`` and the batch latencies every shard's (runtime work); throughput is
-    the evaluated samples over that loop."""
+    the evaluated samples over the slowest shard's ``throughput_seconds`` (its loop plus the charge of samples it
+    read ahead while its model loaded; the loop for a shard recorded before that charge)."""
     t = [s.record.timings for s in shards]
     loop = max((x.loop_seconds or 0.0) for x in t)
+    rate_seconds = max((x.throughput_seconds if x.throughput_seconds is not None else x.loop_seconds or 0.0) for x in t)
+    ahead = sum(x.read_ahead_samples for x in t)
     return Timings(
         total_seconds=max(x.total_seconds for x in t),
         inference_seconds=sum(x.inference_seconds for x in t),
@@ -444,7 +447,10 @@ def _timings(shards: list[Shard], evaluated: int) -> Timings:
         load_seconds=max(x.load_seconds for x in t),
         warmup_seconds=max(x.warmup_seconds for x in t),
         loop_seconds=loop if all(x.loop_seconds is not None for x in t) else None,
-        throughput_samples_per_second=evaluated / loop if loop else 0.0,
+        throughput_samples_per_second=evaluated / rate_seconds if rate_seconds else 0.0,
+        read_ahead_samples=ahead,
+        read_ahead_cpu_seconds=sum(x.read_ahead_cpu_seconds for x in t),
+        throughput_seconds=rate_seconds if all(x.throughput_seconds is not None for x in t) else None,
     )
 
 
