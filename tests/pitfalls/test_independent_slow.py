@@ -147,13 +147,13 @@ def test_every_variant_matches_an_independent_implementation(
 ) -> None:
     """Every variant's model input, for every one of the 1000 images, is compared BIT-EXACT with the independent
     implementation's (inside the sweep's own pre-processing, as each sample is prepared). Identical input gives
-    identical output: the same ONNX file in the same onnxruntime build on the CPU provider, same thread count and
-    batch size, is deterministic (the sweep itself reuses a twin variant's outputs on that ground), so there the
-    independent prediction IS the sweep's and is not computed again. The plain onnxruntime session infers every
-    image whose input differs (e.g. torchvision_mean_std: float rounding of the constants; its top-1 must still
-    equal the sweep's) and all 1000 reference images, which proves the sweep's runner and top-1 read the model as
-    a plain session does. The accuracies are those of the independent predictions. (Before: a second inference of
-    all 13 x 1000 inputs, ~60 % of the test's CPU time.)"""
+    identical output on a deterministic runtime (the same ONNX file on onnxruntime's CPU provider; the sweep itself
+    reuses a twin variant's outputs on that ground), so where the inputs are identical the independent prediction
+    IS the sweep's and is not computed a second time. The plain onnxruntime session infers every image whose input
+    differs (torchvision_mean_std: the float rounding of its constants; one image of two others) and all 1000
+    reference images: their top-1 must equal the sweep's, which also shows the sweep's runner and top-1 read the
+    model as a plain session does. The accuracies are those of the independent predictions. (Before: a second
+    inference of all 13 x 1000 inputs, ~60 % of the test's CPU time.)"""
     data = resolve_dataset(str(imagenet_sample))
     prepared = prepare(LITE0, RunSettings(runtime="onnxruntime", threads=2, batch_size=50))
     row = {s.id: i for i, s in enumerate(data.samples)}
