@@ -266,3 +266,13 @@ def test_hide_paths_keeps_urls_base64_and_markup() -> None:
         "e": "<temp>/z",
     }
     assert hide_paths_in({"e": "/tmp/z"}, None) == {"e": "/tmp/z"}
+
+
+def test_a_path_right_after_a_closing_angle_bracket_is_hidden_once() -> None:
+    """A server path glued to markup (``</script>/srv/...``) is hidden; a root name put there by an earlier pass
+    (``<temp>/x``) is not hidden again."""
+    roots = [("<temp>", "/tmp")]
+    assert hide_paths("</script>/srv/secret/model.onnx", roots) == "</script>…/secret/model.onnx"
+    assert hide_paths("<b>/tmp/run/x</b>", roots) == "<b><temp>/run/x</b>"
+    once = hide_paths("at /tmp/run/x and /srv/a/b", roots)
+    assert once == "at <temp>/run/x and …/a/b" and hide_paths(once, roots) == once

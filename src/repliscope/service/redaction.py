@@ -20,9 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-_ABS_PATH = re.compile(r"(?<![\w.:/~<>+-])(?:/[\w.+@%=-]+){2,}/?")
+_ABS_PATH = re.compile(r"(?<![\w.:/~<…+-])(?:/[\w.+@%=-]+){2,}/?")
 """An absolute POSIX path of two or more parts inside a text (not the path part of a URL: ``://`` precedes
-those; nor a ``+/`` of base64 text; nor a lone ``/C`` of a command line)."""
+those; nor a ``+/`` of base64 text; nor a lone ``/C`` of a command line; nor the ``…/a/b`` a path is shortened
+to). A path right after ``>`` is one (``</script>/srv/x``) unless the ``>`` closes a root's name already put there
+(``<model cache>/x``)."""
 
 Roots = Sequence[tuple[str, str]]
 """``(name, absolute folder)`` pairs, longest folder first."""
@@ -63,8 +65,12 @@ def hide_paths(text: str, roots: Roots) -> str:
     if "/" not in text:
         return text
 
+    named = tuple(name for name, _ in roots if name.startswith("<"))
+
     def shorten(match: re.Match[str]) -> str:
         path = match.group(0)
+        if named and text.endswith(named, 0, match.start()):
+            return path  # already shown relative to a root: hidden once, hidden again the same
         for name, folder in roots:
             if path == folder or path.startswith(folder.rstrip("/") + "/"):
                 return name + path[len(folder.rstrip("/")) :]
