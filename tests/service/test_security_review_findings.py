@@ -257,3 +257,26 @@ def test_a_name_set_through_the_api_is_printed_as_text_by_the_cli(app: Any, api:
         assert "\x1b]8;" not in res.stdout
     res = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["runs", "note", RUN_A, "x", "--by", "[/]", "--db", db])
     assert res.exit_code == 0 and "note (by [/]," in res.stdout
+
+
+def test_a_run_replaced_by_another_process_is_not_compared_from_the_cache(
+    app: Any, api: tuple[TestClient, Any]
+) -> None:
+    """The compare pages keep recent records by id (``HEADS``): a run deleted by another process (``repliscope
+    runs delete``, which cannot reach this server's caches) and stored again corrected under its id kept being
+    compared as the withdrawn record."""
+    from repliscope.service.web.compare_cache import HEADS
+
+    client, headers = api
+    store = app.state.store
+    first = client.get(f"/api/v1/runs/compare?a={RUN_A}&b={RUN_B}", headers=headers("viewer"))
+    assert first.status_code == 200 and HEADS.get(store, RUN_A).result_hash == make_record(RUN_A, TOP1_A).result_hash
+    store.annotations.delete_run(RUN_A, "someone", "cli")  # as the CLI does: no server cache is told
+    corrected = make_record(RUN_A, TOP1_B)
+    store.save(corrected)
+    assert HEADS.get(store, RUN_A).result_hash == corrected.result_hash
+    again = client.get(f"/api/v1/runs/compare?a={RUN_A}&b={RUN_B}", headers=headers("viewer"))
+    assert again.status_code == 200 and again.json() != first.json()
+    store.annotations.delete_run(RUN_A, "someone", "cli")
+    gone = client.get(f"/api/v1/runs/compare?a={RUN_A}&b={RUN_B}", headers=headers("viewer"))
+    assert gone.status_code == 404 and f"unknown run id '{RUN_A}' (deleted)" in gone.json()["error"]["message"]

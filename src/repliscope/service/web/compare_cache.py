@@ -61,7 +61,10 @@ def comparison_of(
 class _Heads:
     """The last :attr:`size` runs read without their samples, by (store URL, id as asked): a 12-run compare
     viewed again reads no record (each is 10-100 ms of JSON, a detection run's ground truth included). A stored
-    run is immutable; an id asked again after its run was deleted is read again after ``size`` other runs."""
+    run is immutable until it is deleted, and another process (``repliscope runs delete``) cannot tell this
+    cache: each hit is checked against the runs table (one indexed row: the id's result hash and manifest
+    sha256): one stored again with other contents is read anew (a run deleted since is kept: its callers ask
+    :meth:`~repliscope.store.annotations.AnnotationStore.ensure_stored` and answer "unknown run id (deleted)")."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
@@ -72,15 +75,35 @@ class _Heads:
         """The run ``run_id`` (full id or unique prefix) without its samples (StoreError when unknown)."""
         key = (store.url, run_id)
         with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
+            kept = self.items.get(key)
+        if kept is not None and _stored_state(store, kept) != "changed":
+            # "gone": every caller asks the store (``AnnotationStore.ensure_stored``) and answers "(deleted)"
+            with self.lock:
+                if key in self.items:
+                    self.items.move_to_end(key)
+            return kept
         record: EvaluationRecord = store.get_without_samples(run_id)[0]
         with self.lock:
             self.items[key] = record
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
         return record
+
+
+def _stored_state(store: Any, record: EvaluationRecord) -> str:
+    """``same`` when the runs table holds ``record`` (its id with its result hash and manifest sha256), ``gone``
+    when its id is no longer stored (deleted), ``changed`` when another record was stored again under its id."""
+    from sqlalchemy import select
+
+    from repliscope.store.models import RunRow
+
+    with store.db.session() as session:
+        row = session.execute(
+            select(RunRow.result_hash, RunRow.manifest_sha256).where(RunRow.run_id == record.run_id)
+        ).first()
+    if row is None:
+        return "gone"
+    return "same" if tuple(row) == (record.result_hash, record.manifest.sha256) else "changed"
 
 
 HEADS = _Heads()
