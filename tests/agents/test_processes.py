@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,9 +224,14 @@ def test_a_sharded_run_is_one_record_and_a_shard_that_failed_reruns_on_the_other
 
 
 def test_dispatch_overhead_on_the_tcp_scheduler(agents: Agents) -> None:
+    """Each job's dispatch overhead is measured (positive) and is part of the call's own wall time; how fast it is
+    is measured by benchmarks/bench_agents.py, not here."""
     c = constraints_for(load_manifest(TINY), "torch", hardware=["agent_id=agent-b"])
+    start = time.perf_counter()
     overheads = dispatch_overheads(agents.cluster, [tiny_job(f"noop-{i}", limit=1) for i in range(5)], c)
-    assert len(overheads) == 5 and 0 < sorted(overheads)[2] < 1.0
+    wall = time.perf_counter() - start
+    assert len(overheads) == 5 and all(0 < o <= wall for o in overheads)
+    assert sum(overheads) <= wall  # one job after the other
 
 
 @pytest.mark.slow
