@@ -443,3 +443,15 @@ def test_compares_filled_by_an_admin_serve_a_viewer_no_server_path(app: Any, api
         assert page.status_code == 200 and secret not in unescape(page.text) and "alice-private" not in page.text
     answer = api.get(api_path, headers=bearer(app, "viewer"))
     assert answer.status_code == 200 and "alice-private" not in answer.text
+
+
+def test_markup_in_stored_values_is_text_inside_the_chart_svg(app: Any) -> None:
+    """A record's runtime name holding markup (a record is imported data) is drawn as escaped text in the inline
+    SVG and the table, and no script element or event attribute reaches the page."""
+    hostile = "c4" * 16
+    app.state.store.save(make_record(hostile, TOP1_A, runtime='rt"><script>alert(1)</script><svg onload=alert(2)>'))
+    page = web(app, "viewer").get("/charts?by=runtime&limit=500")
+    assert page.status_code == 200
+    svg = page.text.split("<svg", 1)[1].split("</svg>", 1)[0]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in svg and "<script" not in svg and "<svg onload" not in svg
+    assert "<script>alert(1)" not in page.text and f'href="/runs/{hostile}"' in svg
