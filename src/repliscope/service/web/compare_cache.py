@@ -76,7 +76,7 @@ class _Heads:
         key = (store.url, run_id)
         with self.lock:
             kept = self.items.get(key)
-        if kept is not None and _stored_state(store, kept) != "changed":
+        if kept is not None and stored_state(store, kept) != "changed":
             # "gone": every caller asks the store (``AnnotationStore.ensure_stored``) and answers "(deleted)"
             with self.lock:
                 if key in self.items:
@@ -90,9 +90,10 @@ class _Heads:
         return record
 
 
-def _stored_state(store: Any, record: EvaluationRecord) -> str:
+def stored_state(store: Any, record: EvaluationRecord) -> str:
     """``same`` when the runs table holds ``record`` (its id with its result hash and manifest sha256), ``gone``
-    when its id is no longer stored (deleted), ``changed`` when another record was stored again under its id."""
+    when its id is no longer stored (deleted), ``changed`` when another record was stored again under its id: what
+    a cache of records by id asks on a hit (a run deleted by another process is told no cache of this server)."""
     from sqlalchemy import select
 
     from repliscope.store.models import RunRow
