@@ -132,8 +132,8 @@ def test_a_runs_artifacts_are_listed_with_size_type_and_links(seeded: dict[str, 
     base = f"/runs/{run}/artifacts"
     assert rows["report.html"][2] == [f"{base}/report.html", f"{base}/report.html?download=1"]
     assert rows["samples.csv"][2] == [f"{base}/samples.csv?download=1"]  # a browser does not show CSV: download only
-    unmeasured = {"trace.otlp.json", "sweep-trace.otlp.json"}  # rendered span by span: not built to be listed
-    assert {n for n, (size, _, _) in rows.items() if size == "made when opened"} <= unmeasured
+    # the listing builds nothing: a size shows once an artifact was built (within KEPT_SECONDS)
+    assert all(size == "made when opened" or re.fullmatch(r"[\d.]+ (B|KiB|MiB)", size) for size, _, _ in rows.values())
     downloads = {name: viewer.get(links[-1]) for name, (_, _, links) in rows.items()}
     again = _rows(viewer.get(f"/runs/{run}/artifacts").text)  # built now: each has its size
     for name, (size, _, _) in again.items():
@@ -326,7 +326,7 @@ def test_without_the_tracing_extra_only_the_chrome_trace_is_listed(
 
 def test_the_listing_builds_no_otlp_trace_and_shows_its_size_once_built() -> None:
     """An OTLP/JSON trace is rendered span by span (about 2 s per 10,000 spans): listing an object's artifacts
-    does not build it, a download does, and the listing then shows its size."""
+    does not build it (nor any other), a download does, and the listing then shows its size."""
     from repliscope.service.web import artifacts
 
     calls: list[str] = []
@@ -338,9 +338,10 @@ def test_the_listing_builds_no_otlp_trace_and_shows_its_size_once_built() -> Non
     builders: dict[str, artifacts.Builder] = {"trace.json": lambda: b"{}", "trace.otlp.json": otlp}
     target = artifacts.Target("run", "listing-probe-0001", "/runs/p", "/runs/p/artifacts", builders)
     assert {a.name: a.size_text for a in artifacts.listing(target, False)} == {
-        "trace.json": "2 B",
+        "trace.json": "made when opened",
         "trace.otlp.json": "made when opened",
     }
     assert calls == []
+    assert artifacts.built(target, "trace.json", False) == b"{}"
     assert artifacts.built(target, "trace.otlp.json", False) == b"{}\n" and calls == ["otlp"]
     assert [a.size_text for a in artifacts.listing(target, False)] == ["2 B", "3 B"] and calls == ["otlp"]

@@ -102,28 +102,18 @@ def forget_deleted(store: Any, run_id: str) -> None:
     """Drop a deleted run from the pages' caches of recent records (the run page, its thumbnails, compare) and of
     drawn views (:data:`~repliscope.service.web.chart_cache.CHARTS`), so none of them serves it again, even to a
     run stored again under its id (they keep a few records and trust a run id to mean one record)."""
+    from repliscope.service.web import artifacts
     from repliscope.service.web.chart_cache import CHARTS
     from repliscope.service.web.compare_cache import HEADS
     from repliscope.service.web.samples import RECENT
 
     CHARTS.forget(lambda key: key[:3] == ("run", store.url, run_id))
-    _forget_built_artifacts(run_id)
+    artifacts.forget("run", run_id)
 
     for cache, record_of in ((RECENT, lambda v: v[0]), (HEADS, lambda v: v)):
         with cache.lock:
             for key in [k for k, v in cache.items.items() if k[0] == store.url and record_of(v).run_id == run_id]:
                 del cache.items[key]
-
-
-def _forget_built_artifacts(run_id: str) -> None:
-    """Drop the run's built artifacts (:func:`repliscope.service.web.artifacts.built` keeps each 120 s by kind,
-    id, role and name), so a run stored again under a deleted run's id never serves the withdrawn files. The
-    artifacts module has no call for it (engineer L2 owns it): its cache and lock are used as it uses them."""
-    from repliscope.service.web import artifacts
-
-    with artifacts._BUILT_LOCK:
-        for key in [k for k in artifacts._BUILT if k[0] == "run" and k[1] == run_id]:
-            del artifacts._BUILT[key]
 
 
 async def read_json(request: Request, model: type[BaseModel]) -> Any:

@@ -45,14 +45,11 @@ _ID = re.compile(r"[A-Za-z0-9_.:@+-]{1,100}")
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of artifact: its label, media type and whether a browser shows it (a view link); ``measured``:
-    whether the listing builds it to show its size (False for an OTLP/JSON trace, rendered span by span: about
-    2 s per 10,000 spans, so its size shows once it was built)."""
+    """One kind of artifact: its label, media type and whether a browser shows it (a view link)."""
 
     label: str
     media_type: str
     viewable: bool
-    measured: bool = True
 
 
 ARTIFACTS: dict[str, Kind] = {
@@ -63,13 +60,11 @@ ARTIFACTS: dict[str, Kind] = {
     "record.json": Kind("Evaluation record (JSON)", "application/json", True),
     "benchmark.json": Kind("Benchmark record (JSON)", "application/json", True),
     "trace.json": Kind("Trace (Chrome / Perfetto JSON)", "application/json", True),
-    "trace.otlp.json": Kind(
-        "Trace (OTLP/JSON: Jaeger, Tempo, an OpenTelemetry Collector)", "application/json", True, measured=False
-    ),
+    "trace.otlp.json": Kind("Trace (OTLP/JSON: Jaeger, Tempo, an OpenTelemetry Collector)", "application/json", True),
     "sweep-report.html": Kind("Sweep report (HTML: pitfall table, visual testing)", "text/html; charset=utf-8", True),
     "sweep.json": Kind("Sweep result (JSON)", "application/json", True),
     "sweep-trace.json": Kind("Sweep trace (Chrome / Perfetto JSON)", "application/json", True),
-    "sweep-trace.otlp.json": Kind("Sweep trace (OTLP/JSON)", "application/json", True, measured=False),
+    "sweep-trace.otlp.json": Kind("Sweep trace (OTLP/JSON)", "application/json", True),
     "diff.json": Kind("Diff result (JSON)", "application/json", True),
     "diff-report.md": Kind("Diff report (Markdown, figure embedded)", "text/markdown; charset=utf-8", False),
     "figure.png": Kind("Diff figure (PNG)", "image/png", True),
@@ -85,7 +80,7 @@ class Artifact:
     label: str
     media_type: str
     size: int | None
-    """None: not built yet (a kind the listing does not measure)"""
+    """None: not built within :data:`KEPT_SECONDS` (the listing builds nothing)"""
     viewable: bool
 
     @property
@@ -266,9 +261,9 @@ _BUILT_LOCK = threading.Lock()
 MAX_CACHED_BYTES = 64 << 20
 """Artifacts built are kept up to this many bytes, the least recently used dropped first."""
 KEPT_SECONDS = 120.0
-"""How long a built artifact is served again: long enough for the listing's sizes to make the download that follows
-free, short enough that a run deleted and stored again, a trace replaced or a sweep's run deleted shows within two
-minutes (a stored record never changes in place)."""
+"""How long a built artifact is served again (and its size listed): long enough for a view and a download that
+follows to build it once, short enough that a trace replaced or a sweep's run deleted shows within two minutes (a
+stored record never changes in place; a run deleted through this server is forgotten at once, :func:`forget`)."""
 
 
 def kept(target: Target, name: str, admin: bool) -> bytes | None:
@@ -279,8 +274,8 @@ def kept(target: Target, name: str, admin: bool) -> bytes | None:
 
 
 def built(target: Target, name: str, admin: bool) -> bytes:
-    """The bytes of ``target``'s artifact ``name``, built again after :data:`KEPT_SECONDS` (listing a page measures
-    each one, a download then costs nothing more); an admin's copy and a redacted one are kept apart."""
+    """The bytes of ``target``'s artifact ``name``, built again after :data:`KEPT_SECONDS` (a view and the
+    download that follows build it once); an admin's copy and a redacted one are kept apart."""
     key = (target.what, target.object_id, admin, name)
     now = time.monotonic()
     with _BUILT_LOCK:
@@ -297,14 +292,23 @@ def built(target: Target, name: str, admin: bool) -> bytes:
     return data
 
 
+def forget(what: str, object_id: str) -> None:
+    """Drop every built artifact of the object ``object_id`` of kind ``what`` (``run``, ``benchmark``, ``diff``),
+    for every caller kind and name: a deleted object stored again under its id never serves the withdrawn files."""
+    with _BUILT_LOCK:
+        for key in [k for k in _BUILT if k[0] == what and k[1] == object_id]:
+            del _BUILT[key]
+
+
 def listing(target: Target, admin: bool) -> list[Artifact]:
-    """``target``'s artifacts with their sizes, in :data:`ARTIFACTS` order; a kind not ``measured`` has its size
-    when it was built within :data:`KEPT_SECONDS`, else None."""
+    """``target``'s artifacts in :data:`ARTIFACTS` order, building none of them (a viewer's listing costs the
+    server no report, CSV or trace rendering): each has its size when it was built within :data:`KEPT_SECONDS`,
+    else None ("made when opened")."""
     out = []
     for name, kind in ARTIFACTS.items():
         if name not in target.builders:
             continue
-        data = built(target, name, admin) if kind.measured else kept(target, name, admin)
+        data = kept(target, name, admin)
         out.append(Artifact(name, kind.label, kind.media_type, None if data is None else len(data), kind.viewable))
     return out
 
