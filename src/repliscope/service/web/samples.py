@@ -336,8 +336,11 @@ def _tinted(im: Any, seg: SegmentationSample, size: tuple[int, int], names: list
 
 
 class _Recent:
-    """The last few runs' (record, image reader) pairs: the thumbnails of one page ask for the same run ~50 times
-    (records are immutable: a run id always means the same record)."""
+    """The last few runs' (record, image reader) pairs: the thumbnails of one page ask for the same run ~50 times.
+    A stored run is immutable until it is deleted, and another process (``repliscope runs delete``, a second
+    server) cannot tell this cache: each hit is checked against the runs table as the compare cache checks its own
+    (:func:`repliscope.service.web.compare_cache.stored_state`, one indexed row); a run deleted since, or stored
+    again with other contents, is dropped and read anew (an unknown run is then the store's StoreError)."""
 
     def __init__(self, size: int = 4) -> None:
         self.size = size
@@ -346,13 +349,21 @@ class _Recent:
 
     def get(self, store: Any, run_id: str, record: EvaluationRecord | None = None) -> tuple[EvaluationRecord, Any]:
         """The run's (record, reader); ``record``: the run's record when the caller has it already."""
+        from repliscope.service.web.compare_cache import stored_state
         from repliscope.service.web.sample_source import sample_reader
 
         key = (store.url, run_id)
         with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
+            kept = self.items.get(key)
+        if kept is not None:
+            if stored_state(store, kept[0]) == "same":
+                with self.lock:
+                    if key in self.items:
+                        self.items.move_to_end(key)
+                return kept
+            with self.lock:  # deleted or replaced by another process: every key holding it goes
+                for stale in [k for k, v in self.items.items() if v is kept]:
+                    del self.items[stale]
         record = record if record is not None else store.get(run_id)
         value = (record, sample_reader(record, store))
         with self.lock:
