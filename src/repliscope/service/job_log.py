@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "entries",
     "level_of",
     "messages",
+    "messages_tail",
     "parse",
     "parse_tail",
 ]
@@ -185,27 +187,46 @@ def as_text(text: str) -> str:
 def as_text_tail(text: str, max_bytes: int) -> str:
     """:func:`as_text` of the newest lines of a stored log that fit in ``max_bytes`` (UTF-8), only those decoded;
     when lines were left out the text starts with a line saying how many (a download stays bounded)."""
+    kept, left_out = _tail(text, max_bytes, None, _text_line)
+    head = (
+        f"{'-':20} {'info':7} [{SERVICE}] {_left_out_note(left_out, len(kept), max_bytes, 'download')}\n"
+        if left_out
+        else ""
+    )
+    return head + "".join(kept)
+
+
+def messages_tail(text: str, max_bytes: int, count: int | None = None) -> tuple[str, int]:
+    """:func:`messages` of the newest lines of a stored log that fit in ``max_bytes`` (UTF-8), at most ``count`` of
+    them (None: as many as fit), only those decoded, and how many lines were left out; when some were, the text
+    starts with a line saying how many (the API's ``GET /api/v1/jobs/{id}/log`` stays bounded)."""
+    kept, left_out = _tail(text, max_bytes, count, lambda line: f"{line.message}\n")
+    head = f"{_left_out_note(left_out, len(kept), max_bytes, 'text')}\n" if left_out else ""
+    return head + "".join(kept), left_out
+
+
+def _left_out_note(left_out: int, kept: int, max_bytes: int, what: str) -> str:
+    return f"{left_out} earlier lines left out: this {what} holds the newest {kept} lines, at most {max_bytes} bytes"
+
+
+def _tail(text: str, max_bytes: int, count: int | None, render: Callable[[LogLine], str]) -> tuple[list[str], int]:
+    """The newest lines of a stored log, rendered, in order, that fit in ``max_bytes`` (UTF-8, less 200 for the
+    line saying what was left out) and number at most ``count`` (None: no count), only those decoded; and how
+    many lines were left out."""
     raws = [raw for raw in text.splitlines() if raw.strip()]
     budget = max_bytes - 200  # the first line saying what was left out
     kept: list[str] = []
     size = 0
-    for raw in reversed(raws):
+    for raw in reversed(raws if count is None else raws[max(0, len(raws) - count) :]):
         line = _line(raw)
         if line is None:
             continue
-        shown = _text_line(line)
+        shown = render(line)
         size += len(shown.encode())
         if size > budget:
             break
         kept.append(shown)
-    left_out = len(raws) - len(kept)
-    head = (
-        f"{'-':20} {'info':7} [{SERVICE}] {left_out} earlier lines left out: this download holds the newest "
-        f"{len(kept)} lines, at most {max_bytes} bytes\n"
-        if left_out
-        else ""
-    )
-    return head + "".join(reversed(kept))
+    return kept[::-1], len(raws) - len(kept)
 
 
 def cancel_note(text: str) -> CancelNote | None:

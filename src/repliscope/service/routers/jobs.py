@@ -291,18 +291,57 @@ def get_job(request: Request, job_id: str, principal: Annotated[Any, Depends(req
         return _out(get_stored(store_of(request), job_id), request_roots(request, principal))
 
 
-@router.get("/{job_id}/log", responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
-def get_job_log(request: Request, job_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
+MAX_LOG_BYTES = 8 << 20
+"""``GET /jobs/{id}/log`` serves at most this many bytes of messages (as the web's ``/jobs/{id}/log.txt``): the
+newest lines, the first saying how many earlier ones were left out."""
+LOG_QUERY_PARAMS = frozenset({"tail"})
+LEFT_OUT_HEADER = "X-Log-Lines-Left-Out"
+
+
+@router.get(
+    "/{job_id}/log",
+    responses={
+        200: {
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "headers": {
+                LEFT_OUT_HEADER: {
+                    "description": "how many earlier lines the text leaves out (0: the whole log)",
+                    "schema": {"type": "integer", "minimum": 0},
+                }
+            },
+        }
+    },
+)
+def get_job_log(
+    request: Request,
+    job_id: str,
+    principal: Annotated[Any, Depends(require("viewer"))],
+    tail: Annotated[
+        int | None, Query(ge=1, le=1_000_000, description="only the newest N lines (default: as many as fit)")
+    ] = None,
+) -> Any:
     """The job's log messages, one a line (plain text; database URLs read "the run store"; below the role admin,
     server paths as in ``GET /jobs/{id}``); each line's time, level and source are in the web's
-    ``/jobs/{id}/log.txt``."""
+    ``/jobs/{id}/log.txt``. Bounded: the newest lines within 8 MiB (``tail``: at most the newest N); when earlier
+    lines are left out, the text starts with a line saying how many and the ``X-Log-Lines-Left-Out`` header holds
+    the number."""
     from repliscope.service.errors import redact
-    from repliscope.service.job_log import messages
+    from repliscope.service.job_log import messages_tail
     from repliscope.store.service_tables import get_job as get_stored
 
+    unknown = sorted(set(request.query_params) - LOG_QUERY_PARAMS)
+    if unknown:  # a misspelt tail must not silently return the whole log
+        raise ApiError(
+            422,
+            f"unknown query parameter {unknown[0]!r} (allowed: {', '.join(sorted(LOG_QUERY_PARAMS))})",
+            field=f"query.{unknown[0]}",
+        )
     with store_errors("job"):
-        log = redact(messages(get_stored(store_of(request), job_id).log))
-    return PlainTextResponse(hide_paths_in(log, request_roots(request, principal)))
+        text, left_out = messages_tail(get_stored(store_of(request), job_id).log, MAX_LOG_BYTES, tail)
+    log = redact(text)
+    return PlainTextResponse(
+        hide_paths_in(log, request_roots(request, principal)), headers={LEFT_OUT_HEADER: str(left_out)}
+    )
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
