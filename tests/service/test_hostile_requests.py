@@ -37,10 +37,12 @@ def _csrf_of(client: TestClient) -> str:
 
 
 def test_every_response_forbids_framing(client: TestClient) -> None:
+    from repliscope.service.guard import PAGE_CSP
+
     for path in ("/login", "/api/v1/health", "/static/style.css"):
         r = client.get(path)
         assert r.headers["x-frame-options"] == "DENY", path
-        assert r.headers["content-security-policy"] == "frame-ancestors 'none'", path
+        assert r.headers["content-security-policy"] == PAGE_CSP and PAGE_CSP.endswith("frame-ancestors 'none'"), path
         assert r.headers["x-content-type-options"] == "nosniff"
 
 

@@ -1,8 +1,9 @@
 """:class:`RequestGuard`, the outermost ASGI middleware: what every request goes through before any route reads
 its body.
 
-1. Every response gets ``X-Frame-Options: DENY``, ``Content-Security-Policy: frame-ancestors 'none'``,
-   ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: same-origin`` (no framing: no click-jacking), and
+1. Every response gets ``X-Frame-Options: DENY``, ``Content-Security-Policy:`` :data:`PAGE_CSP` unless the route
+   set a stricter or its own one (no inline or foreign script, no plugin, no ``<base>``, forms post only here, no
+   framing: no click-jacking), ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: same-origin``, and
    ``Cache-Control: no-store`` unless the route set its own (static assets): no signed-in page or API answer stays
    in a browser's cache, so Back after logging out shows nothing of it.
 2. An unsafe request (POST, PUT, PATCH, DELETE) that a browser may send on its own, i.e. one without an
@@ -30,9 +31,20 @@ from repliscope.service.errors import ApiError, error_json
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOKENLESS = frozenset({"/login"})
 """Unsafe paths that need no token before their body (the login form carries the token in its body)."""
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The Content-Security-Policy of every page of the web UI (its error pages too) and of every other answer that
+sets none: scripts only from this server's files (``/static/*.js``: no inline ``<script>``, no ``on*=`` handler, no
+``javascript:`` URL, no other origin), so stored text that slipped past the escaping could still run nothing;
+styles may be inline (``style=`` attributes, the charts' SVG ``<style>``); images from here or ``data:``; forms post
+only here; no page may be framed. A route that sets its own policy keeps it: the API docs
+(:data:`repliscope.service.api_docs.PAGE_CSP`, FastAPI's inline page scripts), a stored HTML report and the job log
+download (sandboxed, stricter)."""
 SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
-    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"content-security-policy", PAGE_CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
+from repliscope.service import guard
 from repliscope.service.web import page_kit as kit
 from repliscope.service.web import views
 from repliscope.service.web.page_kit import (
@@ -38,17 +39,14 @@ LISTED_FILTERS = ("model", "version", "runtime", "framework_version", "dataset",
 """The filters whose form field lists the stored values; any other one set (a sweep, a tag) shows as its value."""
 CHART_PARAMS = ("metric", "by", "task", "limit", "search", *TEXT_FILTERS, *DATE_FILTERS)
 PARALLEL_PARAMS = ("metric", "run")
-PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
-"""The Content-Security-Policy of the pages that show stored text inside inline SVG or in tables (the charts,
-the audit): scripts only from this server's files (no inline script, no other origin), so text that slipped past
-the escaping could still run nothing; styles may be inline (the SVG's own ``<style>``); forms post only here."""
+PAGE_CSP = guard.PAGE_CSP
+"""The pages' Content-Security-Policy (:data:`repliscope.service.guard.PAGE_CSP`, the one every page gets): the
+charts show stored text inside inline SVG, whose own ``<style>`` the policy allows; scripts only from this server."""
 
 
 def strict(response: Response) -> Response:
-    """``response`` with :data:`PAGE_CSP` (it replaces the server-wide ``frame-ancestors 'none'``, kept in it)."""
+    """``response`` with :data:`PAGE_CSP` set explicitly (the page relies on it even if the server-wide default
+    changed)."""
     response.headers["Content-Security-Policy"] = PAGE_CSP
     return response
 

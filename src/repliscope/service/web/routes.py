@@ -40,6 +40,7 @@ STATIC = {
     "job.js": "text/javascript; charset=utf-8",
     "samples.js": "text/javascript; charset=utf-8",
     "runs.js": "text/javascript; charset=utf-8",
+    "wizard.js": "text/javascript; charset=utf-8",
 }
 PAGE_SIZES = (25, 50, 100)
 COOKIE_MAX_AGE = 8 * 3600
