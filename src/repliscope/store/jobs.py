@@ -4,6 +4,7 @@ module functions take a :class:`~repliscope.store.repository.RunStore` (anything
 from __future__ import annotations
 
 import builtins
+import re
 import uuid
 from datetime import datetime
 from typing import Any, Literal, get_args
@@ -23,6 +24,12 @@ JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JOB_KINDS: tuple[str, ...] = kind_names()
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 FINISHED: tuple[str, ...] = ("succeeded", "failed", "cancelled")
+MAX_STORED_LOG_BYTES = 8 << 20
+"""A job's stored log is at most this many bytes (UTF-8): an append past it drops the oldest lines (an agent that
+logs forever cannot grow its row without bound). As much as the API and ``/jobs/{id}/log.txt`` serve."""
+KEPT_AFTER_DROP_BYTES = 6 << 20
+"""What a log past :data:`MAX_STORED_LOG_BYTES` is cut to (its newest lines), so the next appends write no cut."""
+_DROPPED = re.compile(r"warning: ([0-9]+) earlier log lines dropped: ")
 
 
 class Job(BaseModel):
@@ -56,6 +63,36 @@ def new_job_id() -> str:
 def _check_status(status: str | None) -> None:
     if status is not None and status not in JOB_STATUSES:
         raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})", "status")
+
+
+def capped_log(log: str) -> str:
+    """``log`` (lines each ending in a newline) when it is within :data:`MAX_STORED_LOG_BYTES`, else its newest
+    lines within :data:`KEPT_AFTER_DROP_BYTES` after a first line ``warning: N earlier log lines dropped: ...``
+    (N counts the lines dropped by earlier cuts too; the line is plain text, as a log read before lines were JSON,
+    so it reads as a warning without a time)."""
+    if len(log) <= MAX_STORED_LOG_BYTES // 4 or len(log.encode()) <= MAX_STORED_LOG_BYTES:
+        return log
+    lines = log.splitlines(keepends=True)
+    dropped_before = 0
+    if lines and (marker := _DROPPED.match(lines[0])):
+        dropped_before = int(marker.group(1))
+        lines = lines[1:]
+    budget = KEPT_AFTER_DROP_BYTES - 200  # the marker line
+    size = 0
+    start = len(lines)
+    while start > 0 and size + len(lines[start - 1].encode()) <= budget:
+        start -= 1
+        size += len(lines[start].encode())
+    dropped = dropped_before + start
+    limit = (
+        f"{MAX_STORED_LOG_BYTES >> 20} MiB"
+        if MAX_STORED_LOG_BYTES % (1 << 20) == 0
+        else f"{MAX_STORED_LOG_BYTES >> 10} KiB"
+    )
+    marker_line = (
+        f"warning: {dropped} earlier log lines dropped: the stored log keeps its newest lines within {limit}\n"
+    )
+    return marker_line + "".join(lines[start:])
 
 
 class JobStore:
@@ -112,7 +149,8 @@ class JobStore:
         error: str | None = None,
     ) -> Job:
         """Change a job: ``status`` running sets ``started_at``, a finished status sets ``finished_at``;
-        ``append_log`` adds one line to the log. A write that fails (a full disk, a read-only database, a lost
+        ``append_log`` adds its lines to the log, the oldest dropped past :data:`MAX_STORED_LOG_BYTES`
+        (:func:`capped_log`). A write that fails (a full disk, a read-only database, a lost
         server) is a DatabaseError naming the job, the database and the reason; nothing of the change is
         written."""
         _check_status(status)
@@ -131,7 +169,7 @@ class JobStore:
             if progress_total is not None:
                 row.progress_total = progress_total
             if append_log is not None:
-                row.log = row.log + append_log.rstrip("\n") + "\n"
+                row.log = capped_log(row.log + append_log.rstrip("\n") + "\n")
             if result_ids is not None:
                 row.result_ids = list(result_ids)
             if error is not None:
