@@ -6,6 +6,7 @@ sees violations). One chromium session for the module (a few seconds: its start)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_wizard_and_a_run_page_run_their_scripts_with_no_csp_violation(brows
 
     for path in (f"/runs/{RUN}", "/runs"):
         driver.get(f"{url}{path}")
-        poll(lambda p=path: at_path(driver, p), timeout=20, what=path)
+        poll(partial(at_path, driver, path), timeout=20, what=path)
         assert driver.execute_script("return document.readyState") == "complete"
         assert _violations(driver) == [], path
 
