@@ -60,3 +60,19 @@ def test_one_line_past_the_cap_leaves_only_the_marker() -> None:
     assert jobs.capped_log("a\n" + huge) == (
         "warning: 2 earlier log lines dropped: the stored log keeps its newest lines within 8 MiB\n"
     )
+
+
+def test_a_listing_of_jobs_reads_none_of_their_logs(tmp_path: Path) -> None:
+    """A jobs listing (``GET /api/v1/jobs?limit=1000``, the jobs page) read every listed job's whole log (each up to
+    the cap) only to drop it: it now selects every column but the log."""
+    from sqlalchemy import event
+
+    with RunStore(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        job = create_job(store, "evaluate", "m@1", "onnxruntime", "d", {}, created_by="rana")
+        update_job(store, job.id, status="running", append_log=job_log.entries("loaded " + "z" * 5000))
+        statements: list[str] = []
+        event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        listed = jobs.list_jobs(store, status="running", created_by="rana")
+        assert [(j.id, j.status, j.log) for j in listed] == [(job.id, "running", "")]
+        assert len(statements) == 1 and "jobs.log" not in statements[0] and "jobs.status" in statements[0]
+        assert "z" * 5000 in get_job(store, job.id).log

@@ -33,7 +33,8 @@ _DROPPED = re.compile(r"warning: ([0-9]+) earlier log lines dropped: ")
 
 
 class Job(BaseModel):
-    """A background job and its progress (``progress_total`` None until known)."""
+    """A background job and its progress (``progress_total`` None until known; ``log`` "" in a listing,
+    :meth:`JobStore.list`)."""
 
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
@@ -191,14 +192,17 @@ class JobStore:
         kind: str | None = None,
         created_by: str | None = None,
     ) -> list[Job]:
-        """Jobs, newest first; optionally of one status, one kind, one submitter (token name), all exact."""
+        """Jobs, newest first; optionally of one status, one kind, one submitter (token name), all exact. Their
+        logs are not read (each ``log`` is ""; :meth:`get` has it): a listing of many long-running jobs must not
+        read up to :data:`MAX_STORED_LOG_BYTES` a job."""
         _check_status(status)
-        query = select(JobRow).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
+        columns = [c for c in JobRow.__table__.columns if c.name != "log"]
+        query = select(*columns).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
         for value, column in ((status, JobRow.status), (kind, JobRow.kind), (created_by, JobRow.created_by)):
             if value is not None:
                 query = query.where(column == value)
         with self.db.session() as session:
-            return [Job.model_validate(r) for r in session.scalars(query).all()]
+            return [Job.model_validate({**r._mapping, "log": ""}) for r in session.execute(query).all()]
 
     def submitters(self) -> builtins.list[str]:
         """The token names that submitted a job, sorted (the jobs page's user filter)."""
