@@ -96,3 +96,27 @@ def test_the_bound_and_tail_are_in_the_openapi_schema(api: tuple[TestClient, dic
         "minimum": 0,
     }
     assert "8 MiB" in operation["description"]
+
+
+def test_a_status_poll_reads_no_log(api: tuple[TestClient, dict[str, str], str]) -> None:
+    """``GET /api/v1/jobs/{id}`` (what a client polls) read the job's whole log only to leave it out of the answer:
+    it now selects every column but the log, as the listing does."""
+    from sqlalchemy import event
+
+    client, viewer, job_id = api
+    engine = client.app.state.store.engine  # type: ignore[attr-defined]
+    statements: list[str] = []
+
+    def seen(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        polled = client.get(f"/api/v1/jobs/{job_id}", headers=viewer)
+        listed = client.get("/api/v1/jobs?limit=1000", headers=viewer)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert polled.status_code == 200 and polled.json()["status"] == "queued" and "log" not in polled.json()
+    assert listed.status_code == 200 and [j["id"] for j in listed.json()] == [job_id]
+    jobs_reads = [s for s in statements if "FROM jobs" in s]
+    assert len(jobs_reads) == 2 and not any("jobs.log" in s for s in jobs_reads), jobs_reads

@@ -66,6 +66,10 @@ def _check_status(status: str | None) -> None:
         raise InvalidInputError(f"status {status!r} is not a job status (allowed: {', '.join(JOB_STATUSES)})", "status")
 
 
+_WITHOUT_LOG = [c for c in JobRow.__table__.columns if c.name != "log"]
+"""Every column of the jobs table but the log (a listing, a status poll)."""
+
+
 def capped_log(log: str) -> str:
     """``log`` (lines each ending in a newline) when it is within :data:`MAX_STORED_LOG_BYTES`, else its newest
     lines within :data:`KEPT_AFTER_DROP_BYTES` after a first line ``warning: N earlier log lines dropped: ...``
@@ -177,8 +181,14 @@ class JobStore:
                 row.error = error
         return Job.model_validate(row)
 
-    def get(self, job_id: str) -> Job:
+    def get(self, job_id: str, *, log: bool = True) -> Job:
+        """The job ``job_id``; ``log=False``: without reading its log (``log`` is ""), as a status poll needs."""
         with self.db.session() as session:
+            if not log:
+                found = session.execute(select(*_WITHOUT_LOG).where(JobRow.id == job_id)).first()
+                if found is None:
+                    raise NotFoundError(f"job {job_id!r} does not exist", "job")
+                return Job.model_validate({**found._mapping, "log": ""})
             row = session.get(JobRow, job_id)
             if row is None:
                 raise NotFoundError(f"job {job_id!r} does not exist", "job")
@@ -196,8 +206,7 @@ class JobStore:
         logs are not read (each ``log`` is ""; :meth:`get` has it): a listing of many long-running jobs must not
         read up to :data:`MAX_STORED_LOG_BYTES` a job."""
         _check_status(status)
-        columns = [c for c in JobRow.__table__.columns if c.name != "log"]
-        query = select(*columns).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
+        query = select(*_WITHOUT_LOG).order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
         for value, column in ((status, JobRow.status), (kind, JobRow.kind), (created_by, JobRow.created_by)):
             if value is not None:
                 query = query.where(column == value)
@@ -250,8 +259,9 @@ def update_job(
     )
 
 
-def get_job(store: HasDatabase, job_id: str) -> Job:
-    return JobStore(store.db).get(job_id)
+def get_job(store: HasDatabase, job_id: str, *, log: bool = True) -> Job:
+    """:meth:`JobStore.get`."""
+    return JobStore(store.db).get(job_id, log=log)
 
 
 def list_jobs(

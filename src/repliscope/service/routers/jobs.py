@@ -283,12 +283,13 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut)
 def get_job(request: Request, job_id: str, principal: Annotated[Any, Depends(require("viewer"))]) -> Any:
-    """A job's status, progress (done/total samples) and result ids. Below the role admin its error shows no
+    """A job's status, progress (done/total samples) and result ids (its log is not read: a poll costs no more for
+    a long log; ``GET /jobs/{id}/log`` has it). Below the role admin its error shows no
     absolute server path (job folder, cache, environment: relative to named roots or ``…/<last two parts>``)."""
     from repliscope.store.service_tables import get_job as get_stored
 
     with store_errors("job"):
-        return _out(get_stored(store_of(request), job_id), request_roots(request, principal))
+        return _out(get_stored(store_of(request), job_id, log=False), request_roots(request, principal))
 
 
 MAX_LOG_BYTES = 8 << 20
@@ -354,11 +355,11 @@ def cancel_job(request: Request, job_id: str, principal: Annotated[Any, Depends(
 
     store = store_of(request)
     with store_errors("job"):
-        job = get_stored(store, job_id)
+        job = get_stored(store, job_id, log=False)
         if job.status in ("succeeded", "failed", "cancelled"):
             raise ApiError(409, f"job {job_id} already {job.status}", field="job_id", code="conflict")
         asked = f"cancel requested by {principal.name}"
         update_job(store, job_id, append_log=entries(asked, level="warning", event="cancel", by=principal.name))
         if not executor_of(request).cancel(job_id):  # not this process's job (e.g. left by a restart)
             update_job(store, job_id, status="cancelled", append_log=entries("cancelled (no executor was running it)"))
-        return _out(get_stored(store, job_id), request_roots(request, principal))
+        return _out(get_stored(store, job_id, log=False), request_roots(request, principal))
