@@ -6,7 +6,9 @@ The jobs table keeps a job's log in its one text column (no schema change): one 
 executors (:mod:`repliscope.service.executor`) through :func:`entries`. A cancel request also carries
 ``"event": "cancel", "by": <token name>``. Logs stored before this format (plain text, one message a line) read
 as lines without a time (their level guessed from their words, :func:`level_of`); :func:`parse` accepts both, line
-by line, so an old job's log and a new one read the same way.
+by line, so an old job's log and a new one read the same way. The store keeps the newest lines within 8 MiB
+(:func:`repliscope.store.jobs.capped_log`: a first plain-text line ``warning: N earlier log lines dropped: ...``),
+and what serves a log serves its newest lines within a byte bound (:func:`as_text_tail`, :func:`messages_tail`).
 
 What a line shows is made inert here (:func:`clean`): terminal escape sequences (ANSI colours, cursor moves, OSC
 titles) and other control characters are removed; HTML is escaped by the page's template, never here."""
