@@ -508,6 +508,16 @@ class RunRepository:
         with self.db.session() as session:
             return _sample_counts(session, run_id)
 
+    def identity(self, run_id: str) -> tuple[str, str] | None:
+        """(result hash, manifest sha256) of the run stored under the full id ``run_id``, None when none is: one
+        indexed row, what a cache of records by id asks on a hit (the record may have been deleted or stored again
+        by another process)."""
+        with self.db.session() as session:
+            row = session.execute(
+                select(RunRow.result_hash, RunRow.manifest_sha256).where(RunRow.run_id == run_id)
+            ).first()
+        return None if row is None else (row[0], row[1])
+
     def get_without_samples(self, run_id: str) -> tuple[EvaluationRecord, int]:
         """The record of ``run_id`` (or a unique prefix of at least 6 characters) with no samples, and the number
         of its samples (an SQL count, in the same statement): what ``GET /runs/{id}`` serves, without reading the

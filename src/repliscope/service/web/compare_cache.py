@@ -94,17 +94,10 @@ def stored_state(store: Any, record: EvaluationRecord) -> str:
     """``same`` when the runs table holds ``record`` (its id with its result hash and manifest sha256), ``gone``
     when its id is no longer stored (deleted), ``changed`` when another record was stored again under its id: what
     a cache of records by id asks on a hit (a run deleted by another process is told no cache of this server)."""
-    from sqlalchemy import select
-
-    from repliscope.store.models import RunRow
-
-    with store.db.session() as session:
-        row = session.execute(
-            select(RunRow.result_hash, RunRow.manifest_sha256).where(RunRow.run_id == record.run_id)
-        ).first()
-    if row is None:
+    stored = store.runs.identity(record.run_id)
+    if stored is None:
         return "gone"
-    return "same" if tuple(row) == (record.result_hash, record.manifest.sha256) else "changed"
+    return "same" if stored == (record.result_hash, record.manifest.sha256) else "changed"
 
 
 HEADS = _Heads()
