@@ -248,7 +248,8 @@ def export(
             "--format",
             "-f",
             help="chrome (Chrome trace / Perfetto JSON, as stored) | otlp-json (OTLP/JSON: an "
-            "ExportTraceServiceRequest for Jaeger, Tempo or an OpenTelemetry Collector; needs repliscope[tracing]).",
+            "ExportTraceServiceRequest for Jaeger, Tempo or an OpenTelemetry Collector; needs the tracing extra: "
+            "pip install 'repliscope\\[tracing]').",
         ),
     ] = "chrome",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: standard output).")] = None,
