@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,31 @@ def headers_for(tokens: dict[str, str]) -> Callable[[str], dict[str, str]]:
         return {"Authorization": f"Bearer {tokens[role]}"}
 
     return headers
+
+
+@contextmanager
+def app_with_role_tokens(folder: Path, viewer: str = "test-viewer", runner: str = "test-runner") -> Iterator[Any]:
+    """A service app on a fresh SQLite store in ``folder`` after the first start, with ``app.state.test_tokens``
+    ``{"viewer", "runner", "admin"}`` (users ``viewer`` and ``runner``; for a module-scoped fixture: one app for a
+    module's tests)."""
+    from repliscope.service.app import create_app
+    from repliscope.service.config import ServiceConfig
+    from repliscope.service.startup import first_start
+    from repliscope.store.accounts import create_token
+
+    application = create_app(ServiceConfig(db_url=f"sqlite:///{folder / 'service.db'}"))
+    admin, _ = first_start(application.state.store)
+    store = application.state.store
+    application.state.test_tokens = {
+        "viewer": create_token(store, viewer, "viewer"),
+        "runner": create_token(store, runner, "runner"),
+        "admin": admin,
+    }
+    try:
+        yield application
+    finally:
+        application.state.executor.shutdown(wait=True)
+        application.state.cluster.close()
 
 
 CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')

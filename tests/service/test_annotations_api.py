@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.service.conftest import WebClient
+from tests.service.conftest import WebClient, app_with_role_tokens
 from tests.service.test_web_pages import a11y, assert_accessible
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
@@ -25,23 +25,8 @@ XSS = '<script>document.title="owned"</script><img src=x onerror=alert(1)>'
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from repliscope.service.app import create_app
-    from repliscope.service.config import ServiceConfig
-    from repliscope.service.startup import first_start
-    from repliscope.store.accounts import create_token
-
-    db = tmp_path_factory.mktemp("annotations") / "service.db"
-    application = create_app(ServiceConfig(db_url=f"sqlite:///{db}"))
-    admin, _ = first_start(application.state.store)
-    store = application.state.store
-    application.state.test_tokens = {
-        "viewer": create_token(store, "vera", "viewer"),
-        "runner": create_token(store, "rui", "runner"),
-        "admin": admin,
-    }
-    yield application
-    application.state.executor.shutdown(wait=True)
-    application.state.cluster.close()
+    with app_with_role_tokens(tmp_path_factory.mktemp("annotations"), viewer="vera", runner="rui") as application:
+        yield application
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.service.conftest import WebClient
+from tests.service.conftest import WebClient, app_with_role_tokens
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
 RUN_A = "e5" * 16
@@ -24,32 +24,18 @@ ESCAPED = "&lt;script&gt;document.title="
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from repliscope.service.app import create_app
-    from repliscope.service.config import ServiceConfig
-    from repliscope.service.startup import first_start
-    from repliscope.store.accounts import create_token
+    from repliscope.service import job_log
     from repliscope.store.service_tables import create_job, update_job
 
-    db = tmp_path_factory.mktemp("security-attacks") / "service.db"
-    application = create_app(ServiceConfig(db_url=f"sqlite:///{db}"))
-    admin, _ = first_start(application.state.store)
-    store = application.state.store
-    application.state.test_tokens = {
-        "viewer": create_token(store, "val", "viewer"),
-        "runner": create_token(store, "ron", "runner"),
-        "admin": admin,
-    }
-    store.save(make_record(RUN_A, TOP1_A))
-    store.save(make_record(RUN_B, TOP1_B, runtime="torch"))
-    job = create_job(store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {}, created_by="ron").id
-    from repliscope.service import job_log
-
-    hostile = f"\x1b]0;owned\x07{MARKUP} read /home/ron/secret/weights.onnx"
-    update_job(store, job, status="succeeded", result_ids=[RUN_A], append_log=job_log.entries(hostile, "agent a1"))
-    application.state.test_job = job
-    yield application
-    application.state.executor.shutdown(wait=True)
-    application.state.cluster.close()
+    with app_with_role_tokens(tmp_path_factory.mktemp("security-attacks"), viewer="val", runner="ron") as application:
+        store = application.state.store
+        store.save(make_record(RUN_A, TOP1_A))
+        store.save(make_record(RUN_B, TOP1_B, runtime="torch"))
+        job = create_job(store, "evaluate", "m@1", "onnxruntime", "foolbox_imagenet", {}, created_by="ron").id
+        hostile = f"\x1b]0;owned\x07{MARKUP} read /home/ron/secret/weights.onnx"
+        update_job(store, job, status="succeeded", result_ids=[RUN_A], append_log=job_log.entries(hostile, "agent a1"))
+        application.state.test_job = job
+        yield application
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.service.conftest import WebClient
+from tests.service.conftest import WebClient, app_with_role_tokens
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
 RUN_A = "c9" * 16
@@ -23,23 +23,8 @@ LEAKED_NOTE = "weights copied from /home/alice/private/acme.onnx"
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from repliscope.service.app import create_app
-    from repliscope.service.config import ServiceConfig
-    from repliscope.service.startup import first_start
-    from repliscope.store.accounts import create_token
-
-    db = tmp_path_factory.mktemp("security-review") / "service.db"
-    application = create_app(ServiceConfig(db_url=f"sqlite:///{db}"))
-    admin, _ = first_start(application.state.store)
-    store = application.state.store
-    application.state.test_tokens = {
-        "viewer": create_token(store, "vic", "viewer"),
-        "runner": create_token(store, "rana", "runner"),
-        "admin": admin,
-    }
-    yield application
-    application.state.executor.shutdown(wait=True)
-    application.state.cluster.close()
+    with app_with_role_tokens(tmp_path_factory.mktemp("security-review"), viewer="vic", runner="rana") as application:
+        yield application
 
 
 @pytest.fixture
