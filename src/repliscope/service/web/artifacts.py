@@ -340,9 +340,7 @@ def run_target(request: Request, principal: Any, run_id: str) -> Target | str | 
         base = f"/benchmarks/{quote(bench.benchmark_id, safe='')}"
         own = f"/runs/{quote(bench.benchmark_id, safe='')}/artifacts"
         return Target("benchmark", bench.benchmark_id, base, own, benchmark_artifacts(store, bench, roots))
-    from repliscope.service.web.routes import _sweep_reference
-
-    reference = _sweep_reference(store, run_id)
+    reference = kit.sweep_reference(store, run_id)
     return None if reference is None else f"/runs/{quote(reference, safe='')}/artifacts"
 
 

@@ -152,3 +152,14 @@ def parse_date(value: str, field: str, problems: list[str]) -> datetime | None:
 
 def role_at_least(principal: Any, role: str) -> bool:
     return ROLES.index(principal.role) >= ROLES.index(role)
+
+
+def sweep_reference(store: Any, sweep_id: str) -> str | None:
+    """A pitfall sweep's id (a job's result) -> its reference run's id (whose page shows the sweep); None when
+    no sweep is stored under it."""
+    from repliscope.errors import StoreError
+
+    try:
+        return str(store.get_sweep(sweep_id).reference.run_id)
+    except StoreError:
+        return None

@@ -304,7 +304,7 @@ def run_page(request: Request, run_id: str, principal: SignedIn, show: str = "",
         try:
             bench = views.bench_page(store, run_id)
         except StoreError:
-            reference = _sweep_reference(store, run_id)
+            reference = kit.sweep_reference(store, run_id)
             if reference is None:
                 return kit.error_page(principal, 404, str(run_error))
             return RedirectResponse(f"/runs/{quote(reference, safe='')}", status_code=303)
@@ -423,14 +423,6 @@ def _viewer_view(request: Request, principal: Any, view: Any) -> Any:
     from repliscope.service.web.redact import named_roots, redact_view
 
     return redact_view(view, named_roots(request.app.state.config.cache_dir))
-
-
-def _sweep_reference(store: Any, sweep_id: str) -> str | None:
-    """A pitfall sweep's id (a job's result) -> its reference run's id (whose page shows the sweep)."""
-    try:
-        return store.get_sweep(sweep_id).reference.run_id
-    except StoreError:
-        return None
 
 
 def _hide_paths(text: str, roots: Any) -> str:
