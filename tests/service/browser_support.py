@@ -228,12 +228,28 @@ def logged_in_browser(url: str, token: str, landing: str, *, downloads: Path | N
         yield d
 
 
+def replaced_while_read(exc: Exception) -> bool:
+    """Whether ``exc`` means the element read was replaced under the reader (the page was navigating): a stale
+    element, or Chromium's "Node with given id does not belong to the document" for a node detached mid-call."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    if isinstance(exc, StaleElementReferenceException):
+        return True
+    return isinstance(exc, WebDriverException) and "does not belong to the document" in str(exc)
+
+
 def poll(check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.5) -> T:
-    """Call ``check`` until it returns something other than None/False; fails naming ``what`` after ``timeout``."""
+    """Call ``check`` until it returns something other than None/False; fails naming ``what`` after ``timeout``. A
+    check that read an element the page replaced meanwhile (:func:`replaced_while_read`) counts as not yet."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
-        last = check()
+        try:
+            last = check()
+        except Exception as exc:
+            if not replaced_while_read(exc):
+                raise
+            last = None
         if last:
             return last
         time.sleep(interval)

@@ -11,13 +11,21 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.service.browser_support import at_path, browser_paths, chromium_driver, live_server, poll, screenshot
+from tests.service.browser_support import (
+    at_path,
+    browser_paths,
+    chromium_driver,
+    live_server,
+    poll,
+    replaced_while_read,
+    screenshot,
+)
 
 pytest.importorskip("fastapi", reason="the 'service' extra is not installed")
 pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
 pytest.importorskip("selenium", reason="selenium is not installed (the 'dev' extra)")
 
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -84,8 +92,10 @@ def _texts(driver: WebDriver, selector: str) -> list[str] | None:
     """The texts of the elements ``selector`` finds; None while the page is being replaced (a stale element)."""
     try:
         return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
-    except StaleElementReferenceException:
-        return None
+    except WebDriverException as exc:
+        if replaced_while_read(exc):
+            return None
+        raise
 
 
 def _search_runs(served: Served, driver: WebDriver, text: str) -> list[str]:
