@@ -180,10 +180,9 @@ def test_the_job_log_download_serves_a_bounded_tail(app: Any) -> None:
 
 
 def test_pages_listing_stored_text_forbid_inline_and_foreign_scripts(app: Any, api: tuple[TestClient, Any]) -> None:
-    """The server-wide policy is only ``frame-ancestors 'none'``; the charts (stored text inside inline SVG), the
-    audit (every stored note and name) and the log download carry a policy that runs no inline or foreign
-    script, also on their error pages."""
-    from repliscope.service.web.charts import PAGE_CSP
+    """The charts (stored text inside inline SVG), the audit (every stored note and name) and the log download carry
+    a policy that runs no inline or foreign script, also on their error pages (the pages' one, the log's stricter)."""
+    from repliscope.service.guard import PAGE_CSP
     from repliscope.service.web.job_pages import LOG_CSP
     from repliscope.store.service_tables import create_job
 

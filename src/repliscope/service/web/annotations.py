@@ -208,11 +208,9 @@ async def delete(request: Request, run_id: str, principal: SignedIn) -> Response
 
 @router.get("/audit", response_class=HTMLResponse)
 def audit_page(request: Request, principal: SignedIn, run_id: str = "", action: str = "", page: str = "1") -> Response:
-    """The audit of tags, notes, renames and deletions, newest first (admin), under the charts' strict
-    Content-Security-Policy (:data:`repliscope.service.web.charts.PAGE_CSP`): it lists every stored text."""
-    from repliscope.service.web.charts import strict
-
-    return strict(_audit(request, principal, run_id, action, page))
+    """The audit of tags, notes, renames and deletions, newest first (admin); it lists every stored text, under the
+    pages' Content-Security-Policy (:data:`repliscope.service.guard.PAGE_CSP`)."""
+    return _audit(request, principal, run_id, action, page)
 
 
 def _audit(request: Request, principal: Any, run_id: str, action: str, page: str) -> Response:

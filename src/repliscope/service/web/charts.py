@@ -20,7 +20,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from repliscope.errors import StoreError
-from repliscope.service import guard
 from repliscope.service.web import page_kit as kit
 from repliscope.service.web import views
 from repliscope.service.web.page_kit import (
@@ -39,16 +38,6 @@ LISTED_FILTERS = ("model", "version", "runtime", "framework_version", "dataset",
 """The filters whose form field lists the stored values; any other one set (a sweep, a tag) shows as its value."""
 CHART_PARAMS = ("metric", "by", "task", "limit", "search", *TEXT_FILTERS, *DATE_FILTERS)
 PARALLEL_PARAMS = ("metric", "run")
-PAGE_CSP = guard.PAGE_CSP
-"""The pages' Content-Security-Policy (:data:`repliscope.service.guard.PAGE_CSP`, the one every page gets): the
-charts show stored text inside inline SVG, whose own ``<style>`` the policy allows; scripts only from this server."""
-
-
-def strict(response: Response) -> Response:
-    """``response`` with :data:`PAGE_CSP` set explicitly (the page relies on it even if the server-wide default
-    changed)."""
-    response.headers["Content-Security-Policy"] = PAGE_CSP
-    return response
 
 
 def _run_href(run_id: str) -> str:
@@ -80,8 +69,9 @@ def _unknown(params: Any, allowed: tuple[str, ...]) -> str | None:
 @router.get("/charts", response_class=HTMLResponse)
 def charts_page(request: Request, principal: SignedIn) -> Response:
     """A metric across the stored runs of its task (newest :data:`~repliscope.store.run_charts.MAX_CHART_RUNS`
-    at most), grouped by ``by``; ``task`` alone charts its headline metric (under :data:`PAGE_CSP`)."""
-    return strict(_charts(request, principal))
+    at most), grouped by ``by``; ``task`` alone charts its headline metric. Its inline SVG's own ``<style>`` is what
+    the pages' policy (:data:`repliscope.service.guard.PAGE_CSP`) allows; no script."""
+    return _charts(request, principal)
 
 
 def _charts(request: Request, principal: Any) -> Response:
@@ -187,9 +177,8 @@ def _charts(request: Request, principal: Any) -> Response:
 @router.get("/sweeps/{sweep_id}/parallel", response_class=HTMLResponse)
 def sweep_parallel_page(request: Request, sweep_id: str, principal: SignedIn) -> Response:
     """The parallel coordinates of sweep ``sweep_id`` (a unique prefix of 6+ characters is enough); ``metric``:
-    which of its metrics the last axis shows; ``run``: the run drawn highlighted (besides the reference); under
-    :data:`PAGE_CSP`."""
-    return strict(_parallel(request, sweep_id, principal))
+    which of its metrics the last axis shows; ``run``: the run drawn highlighted (besides the reference)."""
+    return _parallel(request, sweep_id, principal)
 
 
 def _parallel(request: Request, sweep_id: str, principal: Any) -> Response:
