@@ -99,6 +99,22 @@ def app_with_role_tokens(folder: Path, viewer: str = "test-viewer", runner: str 
         application.state.cluster.close()
 
 
+def reset_runs(app: Any, *records: Any) -> None:
+    """Empty ``app``'s runs, samples, tags, labels and audit and its pages' chart cache, then store ``records``: a
+    module-scoped app's state for each test."""
+    from sqlalchemy import text
+
+    from repliscope.service.web.chart_cache import CHARTS
+
+    store = app.state.store
+    with store.engine.begin() as conn:
+        for table in ("run_audit", "run_tags", "run_labels", "sample_predictions", "runs"):
+            conn.execute(text(f"DELETE FROM {table}"))
+    CHARTS.clear()
+    for record in records:
+        store.save(record)
+
+
 CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.service.conftest import WebClient, app_with_role_tokens
+from tests.service.conftest import WebClient, app_with_role_tokens, reset_runs
 from tests.service.test_web_pages import a11y, assert_accessible
 from tests.store.records import TOP1_A, TOP1_B, make_record
 
@@ -31,15 +31,8 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture
 def api(app: Any) -> Iterator[tuple[TestClient, Any]]:
-    """A client and a header maker over two fresh runs (annotations and audit emptied)."""
-    from sqlalchemy import text
-
-    store = app.state.store
-    with store.engine.begin() as conn:
-        for table in ("run_audit", "run_tags", "run_labels", "sample_predictions", "runs"):
-            conn.execute(text(f"DELETE FROM {table}"))
-    store.save(make_record(RUN_A, TOP1_A))
-    store.save(make_record(RUN_B, TOP1_B, runtime="torch"))
+    """A client and a header maker over two fresh runs (annotations, audit and the pages' caches emptied)."""
+    reset_runs(app, make_record(RUN_A, TOP1_A), make_record(RUN_B, TOP1_B, runtime="torch"))
     tokens = app.state.test_tokens
 
     def headers(role: str, **extra: str) -> dict[str, str]:
